@@ -1,0 +1,5 @@
+"""Entry point for ``python -m perftool``."""
+
+from perftool.cli import main
+
+main()

@@ -1,0 +1,45 @@
+"""Interval algebra over numpy arrays: unions, clipping, overlap and gaps."""
+
+from __future__ import annotations
+
+import numpy as np
+
+Intervals = tuple[np.ndarray, np.ndarray]  # (starts, ends), float64 µs
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Merge possibly overlapping intervals into sorted, disjoint ones."""
+    if starts.size == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    opens = np.r_[True, starts[1:] > ends[:-1]]
+    first = np.flatnonzero(opens)
+    last = np.r_[first[1:] - 1, starts.size - 1]
+    return starts[first], ends[last]
+
+
+def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
+    """Restrict intervals to the window [lo, hi], dropping the empty ones."""
+    starts, ends = np.maximum(intervals[0], lo), np.minimum(intervals[1], hi)
+    keep = ends > starts
+    return starts[keep], ends[keep]
+
+
+def total(intervals: Intervals) -> float:
+    return float(np.sum(intervals[1] - intervals[0]))
+
+
+def overlap(a: Intervals, b: Intervals) -> float:
+    """Time covered by both sets of disjoint intervals: |A| + |B| - |A ∪ B|."""
+    both = union(np.r_[a[0], b[0]], np.r_[a[1], b[1]])
+    shared = total(a) + total(b) - total(both)
+    return max(round(shared, 6), 0.0)  # the sums differ by float rounding when nothing is shared
+
+
+def gaps(intervals: Intervals, lo: float, hi: float) -> Intervals:
+    """The idle stretches of the window [lo, hi] not covered by the (disjoint, sorted) intervals."""
+    starts, ends = clip(intervals, lo, hi)
+    gap_starts, gap_ends = np.r_[lo, ends], np.r_[starts, hi]
+    keep = gap_ends > gap_starts
+    return gap_starts[keep], gap_ends[keep]

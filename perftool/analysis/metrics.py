@@ -1,0 +1,217 @@
+"""The shared metrics: one flat, named, documented set of numbers per trace.
+
+Rules, ``gate`` and ``tune`` all read these names. Time-based metrics are measured over the
+analysis window: the steady-state steps when the trace has step markers, else the whole trace.
+A metric that cannot be measured on a trace (no steps, no transfers, no device tracks in a CPU-only
+trace) is NaN, written as null.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.steps import Steps, detect_steps
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+SCHEMA_VERSION = 1
+TOP_OPS = 10
+
+METRICS: dict[str, str] = {
+    "trace.events": "events in the trace after B/E pairing (metadata and counter events excluded)",
+    "trace.tracks": "tracks (pid, tid pairs) that hold events",
+    "trace.span_us": "time from the first event's start to the last event's end, µs",
+    "window.start_us": "start of the analysis window (first steady step, or first event), µs",
+    "window.duration_us": "length of the analysis window, µs",
+    "steps.count": "training steps found (ProfilerStep#N or emulator step markers)",
+    "steps.warmup": "leading steps excluded as warm-up (compiling, or 1.5x slower than typical)",
+    "steps.steady": "steps in the steady state",
+    "step_time_us.mean": "mean steady-state step time, µs",
+    "step_time_us.median": "median steady-state step time, µs",
+    "step_time_us.p90": "90th percentile steady-state step time, µs",
+    "step_time_us.min": "fastest steady-state step, µs",
+    "step_time_us.max": "slowest steady-state step, µs",
+    "throughput.steps_per_s": "steady-state steps per second (from the median step time)",
+    "device.busy_us": "time at least one device stream is busy within the window, µs",
+    "device.busy_fraction": "device busy time / window",
+    "device.idle_fraction": "1 - device.busy_fraction: share of the window with every device stream idle",
+    "device.compute_fraction": "share of the window with device compute (kernels/ops) running",
+    "device.idle_gaps.count": "stretches of the window with every device stream idle",
+    "device.idle_gap_us.max": "longest device idle stretch, µs",
+    "device.idle_gap_us.p90": "90th percentile device idle stretch, µs",
+    "device.ops.count": "device compute ops started in the window",
+    "device.op_time_us.median": "median device compute op duration, µs (small: launch-bound)",
+    "host.busy_fraction": "share of the window with a host thread running something",
+    "h2d.count": "host-to-device copies in the window",
+    "h2d.time_us": "time with a host-to-device copy in flight, µs",
+    "h2d.overlap_fraction": "share of h2d.time_us that overlaps device compute (1 = fully hidden)",
+    "d2h.count": "device-to-host copies in the window",
+    "d2h.time_us": "time with a device-to-host copy in flight, µs",
+    "d2h.overlap_fraction": "share of d2h.time_us that overlaps device compute",
+    "input.time_us": "time the host spends in data loading within the window, µs",
+    "input.fraction": "input.time_us / window",
+    "communication.time_us": "time with a collective (nccl, hccl) running within the window, µs",
+    "compile.count": "graph/op compilations anywhere in the trace",
+    "compile.time_us": "total compilation time anywhere in the trace, µs",
+    "recompilations.count": "compilations starting inside the steady-state window (after warm-up)",
+    "sync.count": "host-device synchronisation points in the window (stream sync, .item()); nested ones count once",
+    "sync.per_step": "synchronisation points per steady-state step",
+}
+
+_NOT_BUSY = [Kind.STEP, Kind.ANNOTATION]
+
+
+@dataclass
+class OpStat:
+    """Time spent in one op name."""
+
+    name: str
+    count: int
+    total_us: float
+    share: float  # of the summed time of all ops in scope
+
+
+@dataclass
+class Metrics:
+    values: dict[str, float]
+    step_times_us: list[float] = field(default_factory=list)  # steady-state samples, in order
+    top_ops: list[OpStat] = field(default_factory=list)
+    top_ops_scope: str = "device"  # "device" (compute ops) or "host" (host ops, inclusive)
+    categories: dict[str, int] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> float:
+        return self.values[name]
+
+
+def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
+    """Every metric of :data:`METRICS` for one trace."""
+    steps = steps if steps is not None else detect_steps(trace)
+    spans = trace.phase == Phase.COMPLETE
+    ends = trace.end
+    first, last = (float(trace.ts.min()), float(ends.max())) if len(trace) else (0.0, 0.0)
+    lo, hi = steps.steady_window or (first, last)
+    window = hi - lo
+    in_window = spans & (trace.ts < hi) & (ends > lo)
+
+    def busy(mask: np.ndarray) -> intervals.Intervals:
+        rows = np.flatnonzero(mask & in_window)
+        return intervals.clip(intervals.union(trace.ts[rows], ends[rows]), lo, hi)
+
+    kind = trace.kind
+    on_device = trace.on_roles(Role.DEVICE)
+    on_host = trace.on_roles(Role.HOST, Role.INPUT)
+    counted = ~np.isin(kind, _NOT_BUSY)
+    device = busy(on_device & counted)
+    compute = busy(kind == Kind.COMPUTE)
+    gaps = intervals.gaps(device, lo, hi)
+    gap_lengths = gaps[1] - gaps[0]
+    compute_rows = np.flatnonzero((kind == Kind.COMPUTE) & in_window & (trace.ts >= lo))
+
+    device_metrics: dict[str, float] = {
+        "device.busy_us": intervals.total(device),
+        "device.busy_fraction": _ratio(intervals.total(device), window),
+        "device.idle_fraction": _ratio(window - intervals.total(device), window),
+        "device.compute_fraction": _ratio(intervals.total(compute), window),
+        "device.idle_gaps.count": float(gap_lengths.size),
+        "device.idle_gap_us.max": float(gap_lengths.max()) if gap_lengths.size else 0.0,
+        "device.idle_gap_us.p90": float(np.percentile(gap_lengths, 90)) if gap_lengths.size else 0.0,
+        "device.ops.count": float(compute_rows.size),
+        "device.op_time_us.median": float(np.median(trace.dur[compute_rows])) if compute_rows.size else math.nan,
+    }
+    if not on_device.any():
+        device_metrics = dict.fromkeys(device_metrics, math.nan)
+    values: dict[str, float] = {
+        "trace.events": float(len(trace)),
+        "trace.tracks": float(len(trace.tracks)),
+        "trace.span_us": last - first,
+        "window.start_us": lo,
+        "window.duration_us": window,
+        "steps.count": float(steps.count),
+        "steps.warmup": float(steps.warmup),
+        "steps.steady": float(steps.count - steps.warmup),
+        **_step_time_metrics(steps.steady_durations),
+        **device_metrics,
+        "host.busy_fraction": _ratio(intervals.total(busy(on_host & counted)), window),
+        **_transfer_metrics("h2d", busy(kind == Kind.H2D), compute, int(np.sum((kind == Kind.H2D) & in_window))),
+        **_transfer_metrics("d2h", busy(kind == Kind.D2H), compute, int(np.sum((kind == Kind.D2H) & in_window))),
+        "input.time_us": intervals.total(busy(kind == Kind.INPUT)),
+        "input.fraction": _ratio(intervals.total(busy(kind == Kind.INPUT)), window),
+        "communication.time_us": intervals.total(busy(kind == Kind.COMMUNICATION)),
+        **_compile_metrics(trace, steps),
+        **_sync_metrics(busy(kind == Kind.SYNC), steps),
+    }
+    scope, top = _top_ops(trace, in_window)
+    categories = np.bincount(trace.cat, minlength=len(trace.cats))
+    return Metrics(
+        values=values,
+        step_times_us=steps.steady_durations.tolist(),
+        top_ops=top,
+        top_ops_scope=scope,
+        categories={c: int(n) for c, n in zip(trace.cats, categories.tolist()) if n},
+    )
+
+
+def _ratio(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else math.nan
+
+
+def _step_time_metrics(durations: np.ndarray) -> dict[str, float]:
+    if durations.size == 0:
+        return {k: math.nan for k in METRICS if k.startswith("step_time_us.")} | {"throughput.steps_per_s": math.nan}
+    median = float(np.median(durations))
+    return {
+        "step_time_us.mean": float(durations.mean()),
+        "step_time_us.median": median,
+        "step_time_us.p90": float(np.percentile(durations, 90)),
+        "step_time_us.min": float(durations.min()),
+        "step_time_us.max": float(durations.max()),
+        "throughput.steps_per_s": 1e6 / median if median > 0 else math.nan,
+    }
+
+
+def _transfer_metrics(prefix: str, copies: intervals.Intervals, compute: intervals.Intervals, count: int):
+    copy_time = intervals.total(copies)
+    return {
+        f"{prefix}.count": float(count),
+        f"{prefix}.time_us": copy_time,
+        f"{prefix}.overlap_fraction": _ratio(intervals.overlap(copies, compute), copy_time),
+    }
+
+
+def _compile_metrics(trace: Trace, steps: Steps) -> dict[str, float]:
+    rows = np.flatnonzero(trace.kind == Kind.COMPILE)
+    steady = steps.steady_window
+    recompiles = float(np.sum(trace.ts[rows] >= steady[0])) if steady else math.nan
+    return {
+        "compile.count": float(rows.size),
+        "compile.time_us": float(np.sum(trace.dur[rows])),
+        "recompilations.count": recompiles,
+    }
+
+
+def _sync_metrics(syncs: intervals.Intervals, steps: Steps) -> dict[str, float]:
+    count = float(syncs[0].size)
+    steady = steps.count - steps.warmup
+    return {"sync.count": count, "sync.per_step": count / steady if steady else math.nan}
+
+
+def _top_ops(trace: Trace, in_window: np.ndarray) -> tuple[str, list[OpStat]]:
+    """The op names taking most time: device compute ops, or host ops when the trace has none."""
+    scope = "device"
+    rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & in_window)
+    if rows.size == 0:
+        scope, rows = "host", np.flatnonzero((trace.kind == Kind.HOST_OP) & in_window)
+    if rows.size == 0:
+        return scope, []
+    time_by_name = np.bincount(trace.name[rows], weights=trace.dur[rows], minlength=len(trace.names))
+    count_by_name = np.bincount(trace.name[rows], minlength=len(trace.names))
+    overall = float(time_by_name.sum())
+    best = np.argsort(-time_by_name, kind="stable")[:TOP_OPS]
+    return scope, [
+        OpStat(trace.names[i], int(count_by_name[i]), float(time_by_name[i]), _ratio(float(time_by_name[i]), overall))
+        for i in best.tolist()
+        if count_by_name[i]
+    ]

@@ -1,0 +1,41 @@
+"""Dialects: how each source's conventions map onto track roles and event kinds.
+
+Detection tries the registered dialects in order; a trace none recognises loads with the generic
+dialect, whose tracks keep the role ``unknown``.
+"""
+
+from __future__ import annotations
+
+from perftool.dialects.ascend import Ascend
+from perftool.dialects.base import Dialect
+from perftool.dialects.emulator import Emulator
+from perftool.dialects.kineto import Kineto
+from perftool.errors import PerftoolError
+from perftool.trace.model import Trace
+
+REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Kineto())
+GENERIC = Dialect()
+
+
+def names() -> list[str]:
+    return [d.name for d in REGISTERED] + [GENERIC.name]
+
+
+def args_categories() -> frozenset[str]:
+    """Categories whose ``args`` some dialect reads; the loader keeps args for these only."""
+    return frozenset().union(*(d.args_categories for d in REGISTERED))
+
+
+def apply(trace: Trace, forced: str | None = None) -> Trace:
+    """Assign roles and kinds with the named dialect, or the first that recognises the trace."""
+    if forced is not None:
+        by_name = {d.name: d for d in (*REGISTERED, GENERIC)}
+        if forced not in by_name:
+            raise PerftoolError(f"unknown dialect '{forced}' (choose from {', '.join(names())})")
+        dialect = by_name[forced]
+    else:
+        dialect = next((d for d in REGISTERED if d.detect(trace)), GENERIC)
+    trace.with_roles(dialect.roles(trace))
+    trace.kind = dialect.kinds(trace)
+    trace.dialect = dialect.name
+    return trace

@@ -1,0 +1,50 @@
+"""What every dialect shares: deciding event kinds with per-string tables, never per event."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.dialects import vocabulary
+from perftool.trace.model import Kind, Role, Trace
+
+
+class Dialect:
+    """Maps one source's conventions onto track roles and event kinds.
+
+    An event's kind is decided in three steps, each a table lookup indexed by numpy: its category
+    (``category_kinds``), else the default for its track's role (``role_kinds``), and finally a
+    name that means something on its own (``name_kind``, e.g. ``ProfilerStep#3`` or
+    ``cudaStreamSynchronize``) overrides both. Names that only refine device work (a copy's
+    direction, a collective) apply to device work alone, so ``cudaMemcpyAsync`` stays a runtime call.
+    """
+
+    name = "generic"
+    description = "unrecognised trace: tracks keep role 'unknown'"
+    args_categories: frozenset[str] = frozenset()
+    category_kinds: dict[str, Kind] = {}
+    role_kinds: dict[Role, Kind] = {}
+
+    def detect(self, trace: Trace) -> bool:
+        return True
+
+    def roles(self, trace: Trace) -> dict[int, Role]:
+        return {}
+
+    def name_kind(self, name: str) -> Kind:
+        return vocabulary.kind_of_name(name)
+
+    def kinds(self, trace: Trace) -> np.ndarray:
+        by_category = _table([self.category_kinds.get(c, Kind.OTHER) for c in trace.cats])[trace.cat]
+        by_role = _table([self.role_kinds.get(t.role, Kind.OTHER) for t in trace.tracks])[trace.track]
+        by_name = _table([self.name_kind(n) for n in trace.names])[trace.name]
+        kind = np.where(by_category != Kind.OTHER, by_category, by_role)
+        refines_device = np.isin(by_name, _DEVICE_REFINEMENTS)
+        applies = (by_name != Kind.OTHER) & (~refines_device | np.isin(kind, _DEVICE_REFINEMENTS + [Kind.COMPUTE]))
+        return np.where(applies, by_name, kind).astype(np.uint8)
+
+
+_DEVICE_REFINEMENTS = [Kind.H2D, Kind.D2H, Kind.D2D, Kind.MEMSET, Kind.COMMUNICATION]
+
+
+def _table(kinds: list[Kind]) -> np.ndarray:
+    return np.array(kinds, dtype=np.uint8) if kinds else np.zeros(1, dtype=np.uint8)

@@ -1,0 +1,48 @@
+"""Event names that mean the same thing whichever tool wrote them (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+import re
+
+from perftool.trace.model import Kind
+
+STEP = re.compile(r"^ProfilerStep#\d+$")
+SYNC = re.compile(
+    r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|hipStreamSynchronize"
+    r"|hipDeviceSynchronize|aten::item|aten::_local_scalar_dense|_local_scalar_dense"
+    r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*)$"
+)
+COMPILE = re.compile(
+    r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler"
+    r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile)"
+)
+INPUT = re.compile(r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader")
+COMMUNICATION = re.compile(r"(?i)(^nccl|ncclKernel|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)")
+H2D = re.compile(r"(?i)(HtoD|H2D|HostToDevice|host_to_device)")
+D2H = re.compile(r"(?i)(DtoH|D2H|DeviceToHost|device_to_host)")
+D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")
+MEMCPY = re.compile(r"(?i)memcpy|memcopy")
+MEMSET = re.compile(r"(?i)^memset")
+
+
+def kind_of_name(name: str) -> Kind:
+    """The kind a name implies by itself, or OTHER when the name alone does not say."""
+    if STEP.match(name):
+        return Kind.STEP
+    if SYNC.match(name):
+        return Kind.SYNC
+    if COMPILE.search(name):
+        return Kind.COMPILE
+    if INPUT.search(name):
+        return Kind.INPUT
+    if MEMCPY.search(name):
+        if H2D.search(name):
+            return Kind.H2D
+        if D2H.search(name):
+            return Kind.D2H
+        return Kind.D2D
+    if MEMSET.search(name):
+        return Kind.MEMSET
+    if COMMUNICATION.search(name):
+        return Kind.COMMUNICATION
+    return Kind.OTHER

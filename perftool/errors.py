@@ -1,0 +1,14 @@
+"""Errors that end a command with exit code 2 and a one-line message."""
+
+
+class PerftoolError(Exception):
+    """Bad usage or bad input: reported as one line, exit code 2, never a traceback."""
+
+
+class TraceError(PerftoolError):
+    """A trace file that cannot be read; the message names the file and, where known, the place."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem

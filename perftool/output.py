@@ -1,0 +1,36 @@
+"""Writing results: atomically to a file, or to stdout."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+from perftool.errors import PerftoolError
+
+
+def check_writable(path: str) -> None:
+    """Fail before any work starts when ``path`` cannot be written."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise PerftoolError(f"{path}: is a directory, cannot write output there")
+    if not os.path.isdir(directory):
+        raise PerftoolError(f"{path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise PerftoolError(f"{path}: directory {directory} is not writable")
+
+
+def write_text(text: str, path: str | None) -> None:
+    """Write to ``path`` through a temporary file and a rename, or to stdout when no path is given."""
+    if path is None:
+        sys.stdout.write(text)
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".perftool-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

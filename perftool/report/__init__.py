@@ -1,0 +1,1 @@
+"""Report formats, one module each; every report is a pure function of its inputs."""

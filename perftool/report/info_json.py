@@ -1,0 +1,51 @@
+"""``perftool info --format json``: the trace summary as a versioned JSON document."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from perftool.analysis.metrics import Metrics
+from perftool.trace.model import Trace
+
+SCHEMA = "perftool.info/1"
+
+
+def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
+    """Everything ``info`` reports, as plain data (NaN becomes None)."""
+    events_per_track = np.bincount(trace.track, minlength=len(trace.tracks))
+    return {
+        "schema": SCHEMA,
+        "source": trace.source,
+        "dialect": trace.dialect,
+        "display_time_unit": trace.display_time_unit,
+        "metadata": trace.metadata,
+        "tracks": [
+            {
+                "id": t.id, "pid": t.pid, "tid": t.tid, "process": t.process_name, "thread": t.thread_name,
+                "labels": t.process_labels, "role": t.role.value, "events": int(events_per_track[t.id]),
+            }  # fmt: skip
+            for t in trace.tracks
+        ],
+        "metrics": {k: _number(v) for k, v in metrics.values.items()},
+        "step_times_us": metrics.step_times_us,
+        "top_ops": {
+            "scope": metrics.top_ops_scope,
+            "ops": [
+                {"name": op.name, "count": op.count, "total_us": op.total_us, "share": _number(op.share)}
+                for op in metrics.top_ops
+            ],
+        },
+        "categories": metrics.categories,
+    }
+
+
+def render(trace: Trace, metrics: Metrics) -> str:
+    return json.dumps(info_document(trace, metrics), indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else value

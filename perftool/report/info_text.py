@@ -1,0 +1,123 @@
+"""``perftool info``: the trace summary for people, rendered with rich."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from perftool.analysis.metrics import Metrics
+from perftool.report.units import duration, percent
+from perftool.trace.model import Role, Trace
+
+_ROLE_STYLE = {Role.DEVICE: "green", Role.HOST: "cyan", Role.INPUT: "cyan", Role.UNKNOWN: "dim"}
+
+
+def render(trace: Trace, metrics: Metrics) -> Group:
+    """Header, tracks, timeline figures and top ops, as one rich renderable."""
+    unit = trace.display_time_unit
+    m = metrics.values
+    header = Text.assemble(
+        ("perftool info ", "bold"), (trace.source, "bold magenta"),
+        f"\n{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · "
+        f"span {duration(m['trace.span_us'], unit)}",
+    )  # fmt: skip
+    return Group(header, _tracks(trace), _timeline(metrics, unit), _top_ops(metrics, unit))
+
+
+def _tracks(trace: Trace) -> Table:
+    table = Table(title="Tracks", title_justify="left", expand=False)
+    for column, justify in (("process", "left"), ("thread", "left"), ("pid:tid", "right"), ("role", "left"),
+                            ("events", "right")):  # fmt: skip
+        table.add_column(column, justify=justify)
+    events = np.bincount(trace.track, minlength=len(trace.tracks))
+    samples = np.bincount(trace.counters.track, minlength=len(trace.tracks))
+    ordered = sorted(
+        trace.tracks,
+        key=lambda t: (
+            t.process_sort_index if t.process_sort_index is not None else 0, _id_key(t.pid),
+            t.thread_sort_index if t.thread_sort_index is not None else 0, _id_key(t.tid),
+        ),
+    )  # fmt: skip
+    for t in ordered:
+        process = t.process_name + (f" ({t.process_labels})" if t.process_labels else "")
+        count = f"{int(events[t.id]):,}" + (f" + {int(samples[t.id]):,} counter samples" if samples[t.id] else "")
+        table.add_row(
+            process or "—", t.thread_name or "—", f"{t.pid}:{t.tid}",
+            Text(t.role.value, style=_ROLE_STYLE.get(t.role, "")), count,
+        )  # fmt: skip
+    return table
+
+
+def _id_key(value: int | str) -> tuple[int, int | str]:
+    """Numeric ids in numeric order, then string ids."""
+    return (0, value) if isinstance(value, int) else (1, value)
+
+
+def _timeline(metrics: Metrics, unit: str) -> Table:
+    m = metrics.values
+    table = Table(title="Timeline (steady state)", title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    if m["steps.count"]:
+        table.add_row(
+            "steps", f"{m['steps.count']:,.0f} ({m['steps.warmup']:,.0f} warm-up, {m['steps.steady']:,.0f} steady)"
+        )
+        table.add_row(
+            "step time",
+            f"median {duration(m['step_time_us.median'], unit)} · p90 {duration(m['step_time_us.p90'], unit)}"
+            f" · min {duration(m['step_time_us.min'], unit)} · max {duration(m['step_time_us.max'], unit)}",
+        )
+    else:
+        table.add_row("steps", "no step markers: figures cover the whole trace")
+    table.add_row("window", duration(m["window.duration_us"], unit))
+    if math.isnan(m["device.busy_fraction"]):
+        table.add_row("device", "no device tracks in this trace (host-only profile)")
+    else:
+        table.add_row(
+        "device",
+        f"busy {percent(m['device.busy_fraction'])} · idle {percent(m['device.idle_fraction'])} "
+        f"({m['device.idle_gaps.count']:,.0f} gaps, longest {duration(m['device.idle_gap_us.max'], unit)}) · "
+        f"compute {percent(m['device.compute_fraction'])}",
+        )
+    if m["device.ops.count"] > 0:
+        table.add_row(
+            "device ops", f"{m['device.ops.count']:,.0f} · median {duration(m['device.op_time_us.median'], unit)}"
+        )
+    table.add_row("host", f"busy {percent(m['host.busy_fraction'])} · data loading {percent(m['input.fraction'])}")
+    for prefix, label in (("h2d", "host→device"), ("d2h", "device→host")):
+        if m[f"{prefix}.count"]:
+            table.add_row(
+                label,
+                f"{m[f'{prefix}.count']:,.0f} copies · {duration(m[f'{prefix}.time_us'], unit)} · "
+                f"{percent(m[f'{prefix}.overlap_fraction'])} overlapped with compute",
+            )
+    table.add_row(
+        "compile",
+        f"{m['compile.count']:,.0f} ({duration(m['compile.time_us'], unit)}) · "
+        f"{m['recompilations.count']:,.0f} after warm-up" if m["compile.count"] else "none",
+    )
+    table.add_row("sync points", f"{m['sync.count']:,.0f} ({m['sync.per_step']:.1f} per step)"
+                  if m["steps.steady"] else f"{m['sync.count']:,.0f}")  # fmt: skip
+    return table
+
+
+def _top_ops(metrics: Metrics, unit: str) -> Table:
+    scope = "device ops" if metrics.top_ops_scope == "device" else "host ops (inclusive)"
+    table = Table(title=f"Top {scope} by time", title_justify="left")
+    for column, justify in (("op", "left"), ("count", "right"), ("total", "right"), ("share", "right")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for op in metrics.top_ops:
+        table.add_row(op.name, f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
+    return table
+
+
+def to_text(trace: Trace, metrics: Metrics, width: int = 110) -> str:
+    """Plain text (no colour) for ``--output FILE``."""
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(render(trace, metrics))
+    return console.file.getvalue()

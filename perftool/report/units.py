@@ -1,0 +1,24 @@
+"""Formatting times and fractions for people."""
+
+from __future__ import annotations
+
+import math
+
+_SCALE = {"ns": (1e-3, "ns"), "us": (1.0, "µs"), "ms": (1e3, "ms"), "s": (1e6, "s")}
+
+
+def duration(us: float, unit: str = "ms") -> str:
+    """A duration given in µs, shown in the trace's display unit (``ms`` or ``ns``; µs below 1 ms)."""
+    if math.isnan(us):
+        return "—"
+    if unit == "ns":
+        return f"{us * 1e3:,.0f} ns"
+    if abs(us) < 1e3:
+        return f"{us:,.1f} µs"
+    if abs(us) < 1e6:
+        return f"{us / 1e3:,.3f} ms"
+    return f"{us / 1e6:,.3f} s"
+
+
+def percent(fraction: float) -> str:
+    return "—" if math.isnan(fraction) else f"{fraction * 100:.1f}%"

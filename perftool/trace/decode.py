@@ -1,0 +1,253 @@
+"""Decode Chrome Trace Event Format JSON into batches of typed events.
+
+Two paths produce batches of the same structs:
+
+* :func:`stream_pieces` reads the file in chunks and cuts the ``traceEvents`` array at object
+  boundaries (``}, {``); :func:`decode_piece` decodes each piece with msgspec into
+  :class:`RawEvent` structs, in this process or a worker. Memory stays at a few chunks plus the
+  columns being built. Any layout it does not expect raises :class:`NeedsExactPath`.
+* :func:`exact_batches` decodes the whole document at once. It accepts every valid layout and turns
+  every decoding problem into a one-line :class:`~perftool.errors.TraceError` naming the line and
+  column or the event index.
+
+A cut inside a string or a nested array can never decode as a valid piece (it leaves an
+unterminated string or unbalanced brackets), so a piece that decodes is a correct cut.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+
+from perftool.errors import TraceError
+
+CHUNK_BYTES = 8 << 20
+NAN = float("nan")
+EMPTY_RAW = msgspec.Raw(b"")
+
+
+class RawEvent(msgspec.Struct, gc=False):
+    """The fields perftool reads from one trace event; all others are skipped unparsed."""
+
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float | str = NAN
+    dur: float | str = NAN
+    id: int | str | None = None
+    args: msgspec.Raw = EMPTY_RAW
+
+
+class _Document(msgspec.Struct):
+    traceEvents: list[RawEvent]
+
+
+Batch = list[RawEvent]
+Metadata = dict[str, Any]
+
+_batch_decoder = msgspec.json.Decoder(list[RawEvent])
+_document_decoder = msgspec.json.Decoder(_Document | list[RawEvent])
+_object_decoder = msgspec.json.Decoder(dict[str, Any])
+_raw_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+_WHITESPACE = re.compile(rb"[ \t\r\n]*")
+_EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
+_BOM = b"\xef\xbb\xbf"
+_SPACE_BYTES = frozenset(b" \t\r\n")
+_MAX_TAIL_TRIES = 64
+
+
+class NeedsExactPath(Exception):
+    """The streaming path met a layout it does not handle; decode the whole document instead."""
+
+
+class _Buffer:
+    """A sliding window over a binary stream."""
+
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self._read = read
+        self.data = b""
+        self.pos = 0
+        self.eof = False
+
+    def fill(self, wanted: int) -> None:
+        """Make at least ``wanted`` bytes available after ``pos`` unless the stream ends first."""
+        parts = [self.data[self.pos :]]
+        have = len(parts[0])
+        while have < wanted and not self.eof:
+            chunk = self._read(CHUNK_BYTES)
+            if not chunk:
+                self.eof = True
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self.data = b"".join(parts)
+        self.pos = 0
+
+    def skip_space(self) -> None:
+        self.pos = _WHITESPACE.match(self.data, self.pos).end()
+
+    @property
+    def available(self) -> int:
+        return len(self.data) - self.pos
+
+
+def _last_boundary(data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
+    """The last ``}`` ``,`` ``{`` separator in ``data[lo:hi]``: (end of one event, start of the next)."""
+    while True:
+        start = data.rfind(b"{", lo, hi)
+        if start <= lo:
+            return None
+        k = start - 1
+        while k > lo and data[k] in _SPACE_BYTES:
+            k -= 1
+        if data[k] == 0x2C:  # ','
+            k -= 1
+            while k > lo and data[k] in _SPACE_BYTES:
+                k -= 1
+            if data[k] == 0x7D:  # '}'
+                return k + 1, start
+        hi = start
+
+
+def decode_piece(piece: bytes) -> Batch:
+    """Decode the events between two cuts (a comma-separated run of event objects)."""
+    try:
+        return _batch_decoder.decode(b"[" + piece + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise NeedsExactPath from None
+
+
+def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
+    """Split what follows the last batch into the remaining events and the trailing metadata."""
+    end = len(rest.rstrip())
+    if not is_object:
+        if not rest[:end].endswith(b"]"):
+            raise NeedsExactPath
+        return rest[: end - 1], {}
+    if not rest[:end].endswith(b"}"):
+        raise NeedsExactPath
+    close = end
+    for _ in range(_MAX_TAIL_TRIES):
+        close = rest.rfind(b"]", 0, close)
+        if close < 0:
+            break
+        tail = rest[close + 1 : end - 1].strip()
+        if not tail:
+            return rest[:close], {}
+        if tail.startswith(b","):
+            try:
+                return rest[:close], _object_decoder.decode(b"{" + tail[1:] + b"}")
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+    raise NeedsExactPath
+
+
+def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[bytes]:
+    """Yield runs of whole events (for :func:`decode_piece`), filling ``metadata`` with the top-level keys."""
+    buf = _Buffer(read)
+    buf.fill(CHUNK_BYTES)
+    if buf.data.startswith(_BOM):
+        buf.pos = len(_BOM)
+    buf.skip_space()
+    if not buf.available:
+        raise NeedsExactPath
+    is_object = buf.data[buf.pos] == 0x7B  # '{'
+    if is_object:
+        match = _EVENTS_KEY.search(buf.data, buf.pos)
+        while match is None and not buf.eof:
+            buf.fill(buf.available + CHUNK_BYTES)
+            match = _EVENTS_KEY.search(buf.data, buf.pos)
+        if match is None:
+            raise NeedsExactPath
+        head = buf.data[buf.pos + 1 : match.start()].rstrip()
+        if head:
+            if not head.endswith(b","):
+                raise NeedsExactPath
+            try:
+                metadata.update(_object_decoder.decode(b"{" + head[:-1] + b"}"))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                raise NeedsExactPath from None
+        buf.pos = match.end()
+    elif buf.data[buf.pos] == 0x5B:  # '['
+        buf.pos += 1
+    else:
+        raise NeedsExactPath
+
+    while True:
+        buf.fill(CHUNK_BYTES)
+        buf.skip_space()
+        if buf.eof:
+            events, tail = _split_tail(buf.data[buf.pos :], is_object)
+            metadata.update(tail)
+            if events.strip():
+                yield events
+            return
+        cut = _last_boundary(buf.data, buf.pos, len(buf.data))
+        if cut is None:  # one event larger than a chunk: read on
+            buf.fill(buf.available + CHUNK_BYTES)
+            continue
+        end, next_start = cut
+        yield buf.data[buf.pos : end]
+        buf.pos = next_start
+
+
+def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]:
+    """Decode a whole document; every problem becomes a TraceError naming the place."""
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+    if not data.strip():
+        raise TraceError(path, "empty file")
+    try:
+        document = _document_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, _describe_validation(str(exc))) from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(path, _describe_syntax(str(exc), data)) from None
+    if isinstance(document, list):
+        yield document
+        return
+    fields = _raw_fields_decoder.decode(data)
+    for key, raw in fields.items():
+        if key != "traceEvents":
+            metadata[key] = msgspec.json.decode(raw)
+    yield document.traceEvents
+
+
+_PATH = re.compile(r"^(?P<msg>.*?) - at `\$(?:\.traceEvents)?(?:\[(?P<index>\d+)\])?(?:\.(?P<field>\w+))?.*`$")
+
+
+def _describe_validation(message: str) -> str:
+    if message.startswith("Object missing required field `traceEvents`"):
+        return "not a trace: a JSON object without a 'traceEvents' array"
+    match = _PATH.match(message)
+    if not match:
+        return f"not a trace: {message.replace('`', '')}"
+    text = match["msg"].replace("`", "")
+    text = text[:1].lower() + text[1:]
+    if match["index"] is None:
+        return f"not a trace: {text} (a trace is an object with 'traceEvents' or an array of events)"
+    where = f"event {match['index']}"
+    if match["field"]:
+        where += f", field '{match['field']}'"
+    return f"{where}: {text}"
+
+
+_BYTE_OFFSET = re.compile(r"^JSON is malformed: (?P<what>.*) \(byte (?P<offset>\d+)\)$")
+
+
+def _describe_syntax(message: str, data: bytes) -> str:
+    if message.startswith("Input data was truncated"):
+        return "truncated JSON: the file ends before the trace is complete"
+    match = _BYTE_OFFSET.match(message)
+    if not match:
+        return f"not valid JSON: {message}"
+    offset = int(match["offset"])
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"not valid JSON at line {line}, column {column}: {match['what']}"

@@ -1,0 +1,182 @@
+"""Load a Chrome Trace Event Format file (``.json`` or gzip-compressed) into a :class:`Trace`."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import gzip
+import os
+import queue
+import threading
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import BinaryIO
+
+from perftool import dialects
+from perftool.errors import TraceError
+from perftool.trace.columns import ColumnBuilder, Part, PieceError, make_part
+from perftool.trace.decode import CHUNK_BYTES, NeedsExactPath, decode_piece, exact_batches, stream_pieces
+from perftool.trace.model import Trace
+
+_GZIP_MAGIC = b"\x1f\x8b"
+PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+
+
+def load_trace(path: str | os.PathLike[str], dialect: str | None = None, workers: int | None = None) -> Trace:
+    """Read a trace file and assign track roles and event kinds through its dialect.
+
+    ``dialect`` forces one by name; by default it is detected. ``workers`` decoding processes are
+    used for large files (default: one per CPU, at most 4). Raises
+    :class:`~perftool.errors.TraceError` with a one-line message for any unreadable input.
+    """
+    path = os.fspath(path)
+    _check_readable(path)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 4) if os.path.getsize(path) >= PARALLEL_MIN_BYTES else 1
+    args_categories = dialects.args_categories()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived structs; none of them form cycles
+    try:
+        try:
+            builder, metadata = ColumnBuilder(path), {}
+            with _decoding(workers) as submit, _reader(path) as read:
+                for future in _bounded(submit, stream_pieces(read, metadata), args_categories, workers):
+                    _add(builder, future)
+        except NeedsExactPath:
+            builder, metadata = ColumnBuilder(path), {}
+            with _reader(path) as read:
+                data = b"".join(iter(lambda: read(CHUNK_BYTES), b""))
+            for batch in exact_batches(path, data, metadata):
+                _add(builder, lambda batch=batch: make_part(batch, args_categories))
+        trace = builder.finish(metadata)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return dialects.apply(trace, dialect)
+
+
+def _part_of_piece(piece: bytes, args_categories: frozenset[str]) -> Part:
+    return make_part(decode_piece(piece), args_categories)
+
+
+def _add(builder: ColumnBuilder, result: Callable[[], Part]) -> None:
+    try:
+        part = result()
+    except PieceError as exc:
+        raise builder.error(exc) from None
+    builder.add(part)
+
+
+@contextmanager
+def _decoding(workers: int) -> Iterator[Callable[..., Callable[[], Part]]]:
+    """``submit(piece, categories)`` returning a callable that yields the piece's Part.
+
+    With one worker the piece is decoded right here; otherwise in a pool of processes (pieces are
+    independent, and msgspec holds the GIL while it decodes).
+    """
+    if workers <= 1:
+        yield lambda piece, categories: (lambda: _part_of_piece(piece, categories))
+        return
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" else "spawn"
+    pool = multiprocessing.get_context(method).Pool(workers)
+    try:
+        yield lambda piece, categories: pool.apply_async(_part_of_piece, (piece, categories)).get
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def _bounded(submit, pieces: Iterator[bytes], args_categories: frozenset[str], workers: int):
+    """Submit pieces in file order with at most two per worker in flight; yield their results in order."""
+    in_flight: deque[Callable[[], Part]] = deque()
+    for piece in pieces:
+        in_flight.append(submit(piece, args_categories))
+        if len(in_flight) > 2 * workers:
+            yield in_flight.popleft()
+    yield from in_flight
+
+
+def _check_readable(path: str) -> None:
+    if os.path.isdir(path):
+        raise TraceError(path, "is a directory, not a trace file")
+    if not os.path.exists(path):
+        raise TraceError(path, "no such file")
+    if not os.access(path, os.R_OK):
+        raise TraceError(path, "permission denied")
+
+
+def _is_gzip(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == _GZIP_MAGIC
+
+
+@contextmanager
+def _reader(path: str) -> Iterator[Callable[[int], bytes]]:
+    """A ``read(n)`` over the file's decompressed bytes, filled ahead by a background thread.
+
+    The thread decompresses (zlib releases the GIL) or reads while the caller decodes, so a gzip
+    file costs little more than its decompression. Read errors surface as TraceError.
+    """
+    opener: Callable[[], BinaryIO] = (lambda: gzip.open(path, "rb")) if _is_gzip(path) else (
+        lambda: open(path, "rb")
+    )
+    chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            with opener() as fh:
+                while not stop.is_set():
+                    chunk = fh.read(CHUNK_BYTES)
+                    _put(chunks, chunk, stop)
+                    if not chunk:
+                        return
+        except BaseException as exc:  # handed to the consumer, which raises it
+            _put(chunks, exc, stop)
+
+    worker = threading.Thread(target=produce, name="perftool-read", daemon=True)
+    worker.start()
+    done = False
+
+    def read(_size: int) -> bytes:
+        nonlocal done
+        if done:
+            return b""
+        item = chunks.get()
+        if isinstance(item, BaseException):
+            done = True
+            raise _read_error(path, item)
+        done = not item
+        return item
+
+    try:
+        yield read
+    finally:
+        stop.set()
+        while worker.is_alive():
+            try:
+                chunks.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        worker.join()
+
+
+def _put(chunks: queue.Queue, item: bytes | BaseException, stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            chunks.put(item, timeout=0.05)
+            return
+        except queue.Full:
+            continue
+
+
+def _read_error(path: str, exc: BaseException) -> BaseException:
+    if isinstance(exc, EOFError):
+        return TraceError(path, "truncated gzip stream: the file ends before the compressed data does")
+    if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+        return TraceError(path, f"corrupt gzip data: {exc}")
+    if isinstance(exc, OSError):
+        return TraceError(path, f"cannot read: {exc.strerror or exc}")
+    return exc

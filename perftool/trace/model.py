@@ -1,0 +1,158 @@
+"""The columnar trace model: numpy columns, interned strings, tracks with roles.
+
+After loading, a trace is never a list of per-event objects. Every event is one row across the
+columns of :class:`Trace`; names and categories are indices into string tables, and the place an
+event ran is an index into :attr:`Trace.tracks`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import msgspec
+import numpy as np
+
+
+class Phase(enum.IntEnum):
+    """Chrome Trace Event phases kept after loading (``B``/``E`` pairs become ``COMPLETE``)."""
+
+    COMPLETE = 0  # X, and paired B/E
+    INSTANT = 1  # i, I
+    COUNTER = 2  # C (values live in Trace.counters)
+    FLOW_START = 3  # s
+    FLOW_STEP = 4  # t
+    FLOW_END = 5  # f
+    ASYNC = 6  # b, e, n, S, T, p, F: kept, not paired
+    OTHER = 7  # any other phase letter
+
+
+class Role(str, enum.Enum):
+    """What a track is, independent of the vendor that wrote it. Rules ask for roles."""
+
+    HOST = "host"  # host thread running Python, framework dispatch, runtime calls
+    INPUT = "host.input"  # data loading / preprocessing workers
+    DEVICE = "device"  # device compute stream
+    H2D = "link.h2d"  # host-to-device transfer engine
+    D2H = "link.d2h"  # device-to-host transfer engine
+    COMPILER = "compiler"  # graph / op compilation
+    SUMMARY = "summary"  # tracks a profiler derived from others (never double-counted)
+    UNKNOWN = "unknown"
+
+
+class Kind(enum.IntEnum):
+    """What an event is, as decided by the trace's dialect."""
+
+    OTHER = 0
+    COMPUTE = 1  # device kernel / op
+    H2D = 2  # host-to-device copy
+    D2H = 3  # device-to-host copy
+    D2D = 4  # device-to-device copy
+    MEMSET = 5
+    HOST_OP = 6  # framework operator on the host (aten::*, cpu_op)
+    RUNTIME = 7  # runtime API call (cudaLaunchKernel, AscendCL@...)
+    STEP = 8  # one training step (ProfilerStep#N, emulator step marker)
+    COMPILE = 9  # graph / op compilation
+    SYNC = 10  # host waits for the device (stream synchronise, .item())
+    ANNOTATION = 11  # user annotation ranges
+    COMMUNICATION = 12  # collectives (nccl, hccl)
+    INPUT = 13  # data loading on the host
+
+
+@dataclass(frozen=True)
+class Track:
+    """One timeline: a (pid, tid) pair with its names and role."""
+
+    id: int
+    pid: int | str
+    tid: int | str
+    process_name: str = ""
+    thread_name: str = ""
+    process_labels: str = ""
+    process_sort_index: int | None = None
+    thread_sort_index: int | None = None
+    role: Role = Role.UNKNOWN
+
+    @property
+    def label(self) -> str:
+        """A name a person recognises: process and thread names, or the raw ids."""
+        process = self.process_name or f"pid {self.pid}"
+        thread = self.thread_name or f"tid {self.tid}"
+        return f"{process} / {thread}"
+
+
+@dataclass
+class Counters:
+    """Counter samples (``C`` events): one row per (event, series) value."""
+
+    ts: np.ndarray  # float64, µs
+    value: np.ndarray  # float64
+    series: np.ndarray  # int32 index into ``names``
+    track: np.ndarray  # int32 index into Trace.tracks
+    names: list[str]  # "<event name>.<key>", e.g. "Memory.allocated"
+
+    @classmethod
+    def empty(cls) -> Counters:
+        return cls(
+            np.empty(0, np.float64), np.empty(0, np.float64), np.empty(0, np.int32), np.empty(0, np.int32), []
+        )
+
+
+@dataclass
+class Trace:
+    """A loaded trace: one row per event across the column arrays.
+
+    Times are microseconds from the trace's own clock. ``order`` is each event's position in the
+    file (0-based), so evidence and error messages can point back at the source.
+    """
+
+    source: str
+    ts: np.ndarray  # float64
+    dur: np.ndarray  # float64, 0 for instants and flows
+    phase: np.ndarray  # uint8, Phase
+    track: np.ndarray  # int32, index into tracks
+    name: np.ndarray  # int32, index into names
+    cat: np.ndarray  # int32, index into cats
+    flow_id: np.ndarray  # int64, -1 when the event has no id
+    order: np.ndarray  # int64, position in the file
+    args_ref: np.ndarray  # int32, index into the kept args, -1 when not kept
+    names: list[str]
+    cats: list[str]
+    tracks: list[Track]
+    counters: Counters = field(default_factory=Counters.empty)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kept_args: list[bytes] = field(default_factory=list)
+    kind: np.ndarray | None = None  # uint8, Kind; set by the dialect
+    dialect: str = "generic"
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.ts + self.dur
+
+    @property
+    def display_time_unit(self) -> str:
+        """The unit the trace asks viewers to display (``ms`` by default); timestamps stay in µs."""
+        return str(self.metadata.get("displayTimeUnit", "ms"))
+
+    def args(self, row: int) -> dict[str, Any] | None:
+        """Decoded ``args`` of one event, or None when the loader did not keep them."""
+        ref = int(self.args_ref[row])
+        if ref < 0:
+            return None
+        value = msgspec.json.decode(self.kept_args[ref])
+        return value if isinstance(value, dict) else None
+
+    def tracks_with_role(self, *roles: Role) -> np.ndarray:
+        return np.array([t.id for t in self.tracks if t.role in roles], dtype=np.int32)
+
+    def on_roles(self, *roles: Role) -> np.ndarray:
+        """Per event: whether it lies on a track with one of ``roles``."""
+        return np.isin(self.track, self.tracks_with_role(*roles))
+
+    def with_roles(self, roles: dict[int, Role]) -> None:
+        """Assign roles to tracks by id (tracks are immutable records, so they are replaced)."""
+        self.tracks = [replace(t, role=roles.get(t.id, t.role)) for t in self.tracks]

@@ -1,0 +1,57 @@
+"""Helpers shared by the tests: write traces to disk and run the CLI as a user does."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from perftool.cli import cli
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).parent.parent
+TORCH_FIXTURE = DATA / "torch_cpu_train.pt.trace.json.gz"
+
+
+@pytest.fixture
+def write_trace(tmp_path):
+    """write_trace(document, name="t.json") -> path; gzip when the name ends in .gz; str/bytes as-is."""
+
+    def write(document, name: str = "trace.json") -> Path:
+        path = tmp_path / name
+        if isinstance(document, bytes):
+            data = document
+        elif isinstance(document, str):
+            data = document.encode()
+        else:
+            data = json.dumps(document).encode()
+        path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def run():
+    """run(*args) -> click Result, with stdout and stderr kept apart."""
+
+    def invoke(*args: str):
+        return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
+def complete(name, ts, dur, pid=1, tid=1, cat="", **extra):
+    """One 'X' event."""
+    return {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur, **extra}
+
+
+def thread_name(pid, tid, name):
+    return {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def process_name(pid, name):
+    return {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}

@@ -1,0 +1,112 @@
+"""Bad input: exit code 2 and one line naming the file and the problem, never a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import complete
+
+from perftool.errors import TraceError
+from perftool.trace import load_trace
+
+GOOD = {"traceEvents": [complete("a", 1, 2), complete("b", 4, 2)]}
+
+CASES = {
+    "not-json": (b"this is not json", "not valid JSON at line 1, column 5: invalid character"),
+    "truncated-json": (json.dumps(GOOD).encode()[:-12], "truncated JSON"),
+    "garbage-midway": (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2},\n {"ph": ]}', "not valid JSON at line 2"),
+    "number": (b"42", "not a trace"),
+    "string": (b'"trace"', "not a trace"),
+    "object-without-events": (b'{"events": []}', "without a 'traceEvents' array"),
+    "events-not-a-list": (b'{"traceEvents": {"ph": "X"}}', "not a trace"),
+    "event-not-an-object": (b'{"traceEvents": [1, 2]}', "event 0"),
+    "ts-wrong-type": (json.dumps([complete("a", 1, 1), complete("b", True, 1)]).encode(), "event 1, field 'ts'"),
+    "name-wrong-type": (json.dumps([complete(5, 1, 1)]).encode(), "event 0, field 'name'"),
+    "pid-wrong-type": (json.dumps([complete("a", 1, 1, pid=[1])]).encode(), "event 0, field 'pid'"),
+    "ts-not-numeric-string": (json.dumps([complete("a", 1, 1), complete("b", "soon", 1)]).encode(),
+                              "event 1, field 'ts': expected a number"),  # fmt: skip
+    "missing-ts": (json.dumps([complete("a", 1, 1), {"ph": "X", "name": "b", "dur": 1}]).encode(), "event 1: missing"),
+    "missing-dur": (json.dumps([{"ph": "X", "name": "b", "ts": 1}]).encode(), "without a finite 'dur'"),
+    "negative-duration": (json.dumps([complete("a", 1, 1), complete("b", 5, -3)]).encode(),
+                          "event 1: negative duration -3"),  # fmt: skip
+    "end-without-begin": (
+        json.dumps([{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 1}, {"ph": "E", "pid": 1, "tid": 1, "ts": 2},
+                    {"ph": "E", "pid": 1, "tid": 1, "ts": 3}]).encode(),  # fmt: skip
+        "event 2: 'E' (end) without a matching 'B'",
+    ),
+    "empty-array": (b"[]", "empty trace"),
+    "empty-events": (b'{"traceEvents": []}', "empty trace"),
+    "only-metadata": (json.dumps([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]).encode(),
+                      "only metadata"),  # fmt: skip
+    "empty-file": (b"", "empty file"),
+    "whitespace-file": (b"  \n ", "empty file"),
+}
+
+
+def _check_one_line(result, path, expected):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"perftool: error: {path}: ")
+    assert expected in lines[0]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_trace_is_exit_2_with_one_line(write_trace, run, case):
+    data, expected = CASES[case]
+    path = write_trace(data, f"{case}.json")
+    _check_one_line(run("info", path), path, expected)
+
+
+@pytest.mark.parametrize("case", ["truncated-json", "ts-wrong-type", "negative-duration", "end-without-begin"])
+def test_bad_gzipped_trace_reports_the_same(write_trace, run, case):
+    data, expected = CASES[case]
+    path = write_trace(data, f"{case}.json.gz")
+    _check_one_line(run("info", path), path, expected)
+
+
+def test_truncated_gzip(write_trace, run, tmp_path):
+    whole = gzip.compress(json.dumps(GOOD).encode())
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    _check_one_line(run("info", path), path, "truncated gzip")
+
+
+def test_corrupt_gzip(run, tmp_path):
+    whole = bytearray(gzip.compress(json.dumps(GOOD).encode() * 50))
+    whole[20:40] = b"\xff" * 20
+    path = tmp_path / "corrupt.json.gz"
+    path.write_bytes(bytes(whole))
+    _check_one_line(run("info", path), path, "corrupt gzip")
+
+
+def test_missing_file(run, tmp_path):
+    path = tmp_path / "nowhere.json"
+    _check_one_line(run("info", path), path, "no such file")
+
+
+def test_directory(run, tmp_path):
+    _check_one_line(run("info", tmp_path), tmp_path, "is a directory")
+
+
+def test_library_raises_trace_error_with_event_index(write_trace):
+    path = write_trace([complete("a", 1, 1)] * 3 + [complete("b", 1, -1)])
+    with pytest.raises(TraceError) as info:
+        load_trace(path)
+    assert info.value.path == str(path) and "event 3" in info.value.problem
+
+
+def test_errors_in_worker_pieces_name_the_global_event(tmp_path, monkeypatch):
+    from perftool.trace import decode
+
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 2048)
+    events = [complete(f"op{i}", i, 1) for i in range(400)]
+    events[333]["ts"] = "later"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(events, indent=1))
+    for workers in (1, 2):
+        with pytest.raises(TraceError, match="event 333, field 'ts'"):
+            load_trace(path, workers=workers)

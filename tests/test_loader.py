@@ -1,0 +1,250 @@
+"""The Chrome Trace Event Format loader: every phase, both layouts, both decode paths."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import TORCH_FIXTURE, complete, process_name, thread_name
+
+from perftool.trace import Phase, load_trace
+from perftool.trace import decode as decode_module
+from perftool.trace.model import Kind
+
+
+def names_of(trace, rows):
+    return [trace.names[trace.name[i]] for i in rows]
+
+
+def test_complete_events_become_rows_with_interned_names(write_trace):
+    trace = load_trace(write_trace([complete("a", 10, 5), complete("b", 20, 1.5), complete("a", 30, 2)]))
+    assert len(trace) == 3
+    assert trace.ts.tolist() == [10, 20, 30]
+    assert trace.dur.tolist() == [5, 1.5, 2]
+    assert trace.names.count("a") == 1
+    assert names_of(trace, range(3)) == ["a", "b", "a"]
+    assert (trace.phase == Phase.COMPLETE).all()
+
+
+def test_object_and_bare_array_layouts_load_the_same(write_trace):
+    events = [complete("a", 1, 2), complete("b", 3, 4, tid=2)]
+    as_object = load_trace(write_trace({"traceEvents": events}, "o.json"))
+    as_array = load_trace(write_trace(events, "a.json"))
+    for column in ("ts", "dur", "track", "name"):
+        assert getattr(as_object, column).tolist() == getattr(as_array, column).tolist()
+
+
+def test_gzip_is_detected_by_content(write_trace):
+    events = {"traceEvents": [complete("a", 1, 2)]}
+    plain = load_trace(write_trace(events, "t.json"))
+    packed = load_trace(write_trace(events, "t.json.gz"))
+    assert packed.ts.tolist() == plain.ts.tolist() and packed.names == plain.names
+
+
+def test_nested_begin_end_pairs_per_thread(write_trace):
+    events = [
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 0},
+        {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "B", "name": "other-thread", "pid": 1, "tid": 2, "ts": 3},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "B", "name": "inner2", "pid": 1, "tid": 1, "ts": 6},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 7},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 9},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 10},
+    ]
+    trace = load_trace(write_trace(events))
+    spans = {trace.names[n]: (t, d) for n, t, d in zip(trace.name, trace.ts, trace.dur)}
+    assert spans == {"outer": (0, 10), "inner": (2, 3), "inner2": (6, 1), "other-thread": (3, 6)}
+    assert (trace.phase == Phase.COMPLETE).all()
+
+
+def test_begin_end_out_of_file_order_pair_by_time(write_trace):
+    events = [
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 4},
+        {"ph": "B", "name": "late-in-file", "pid": 1, "tid": 1, "ts": 1},
+    ]
+    trace = load_trace(write_trace(events))
+    assert trace.dur.tolist() == [3]
+
+
+def test_unclosed_begin_runs_to_the_end_and_is_counted(write_trace):
+    events = [{"ph": "B", "name": "open", "pid": 1, "tid": 1, "ts": 0}, complete("x", 5, 10, tid=2)]
+    trace = load_trace(write_trace(events))
+    row = trace.names.index("open")
+    assert trace.dur[trace.name == row].tolist() == [15]
+    assert trace.metadata["perftool.unclosed_begin_events"] == 1
+
+
+def test_instant_events_of_both_spellings(write_trace):
+    events = [
+        {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 3, "s": "t", "args": {"note": "hello"}},
+        {"ph": "I", "name": "old-mark", "pid": 1, "tid": 1, "ts": 4},
+    ]
+    trace = load_trace(write_trace(events))
+    assert (trace.phase == Phase.INSTANT).all() and trace.dur.tolist() == [0, 0]
+    assert trace.args(0) == {"note": "hello"}
+
+
+def test_counter_events_become_series(write_trace):
+    events = [
+        {"ph": "C", "name": "Memory", "pid": 1, "tid": 0, "ts": 1, "args": {"allocated": 10, "reserved": 20}},
+        {"ph": "C", "name": "Memory", "pid": 1, "tid": 0, "ts": 2, "args": {"allocated": 15, "reserved": 20}},
+        complete("work", 0, 3),
+    ]
+    trace = load_trace(write_trace(events))
+    assert len(trace) == 1  # counters are not spans
+    counters = trace.counters
+    series = {name: counters.value[counters.series == i].tolist() for i, name in enumerate(counters.names)}
+    assert series == {"Memory.allocated": [10, 15], "Memory.reserved": [20, 20]}
+    assert counters.ts.tolist() == [1, 1, 2, 2]
+
+
+def test_metadata_names_labels_and_sort_indices(write_trace):
+    events = [
+        process_name(7, "trainer"),
+        {"ph": "M", "name": "process_labels", "pid": 7, "tid": 0, "args": {"labels": "GPU 0"}},
+        {"ph": "M", "name": "process_sort_index", "pid": 7, "tid": 0, "args": {"sort_index": 3}},
+        thread_name(7, 70, "stream 70"),
+        {"ph": "M", "name": "thread_sort_index", "pid": 7, "tid": 70, "args": {"sort_index": 9}},
+        complete("k", 1, 1, pid=7, tid=70),
+    ]
+    trace = load_trace(write_trace(events))
+    (track,) = trace.tracks  # tracks exist only where events are
+    assert (track.pid, track.tid, track.process_name, track.thread_name) == (7, 70, "trainer", "stream 70")
+    assert (track.process_labels, track.process_sort_index, track.thread_sort_index) == ("GPU 0", 3, 9)
+
+
+def test_flow_events_keep_their_ids(write_trace):
+    events = [
+        complete("launch", 0, 2),
+        {"ph": "s", "id": 41, "pid": 1, "tid": 1, "ts": 1, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "t", "id": "0x2a", "pid": 1, "tid": 1, "ts": 1.5, "cat": "flow", "name": "hop"},
+        {"ph": "f", "id": 41, "pid": 2, "tid": 7, "ts": 3, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "f", "id": "0x2a", "pid": 2, "tid": 7, "ts": 4, "cat": "flow", "name": "hop"},
+    ]
+    trace = load_trace(write_trace(events))
+    assert trace.phase.tolist() == [Phase.COMPLETE, Phase.FLOW_START, Phase.FLOW_STEP, Phase.FLOW_END, Phase.FLOW_END]
+    ids = trace.flow_id.tolist()
+    assert ids[0] == -1 and ids[1] == ids[3] == 41
+    assert ids[2] == ids[4] and ids[2] not in (-1, 41)
+
+
+def test_timestamps_as_integers_floats_and_numeric_strings(write_trace):
+    events = [complete("a", 5, 1), complete("b", 6.25, 0.5), complete("c", "1700000000000.125", "2.5")]
+    trace = load_trace(write_trace(events))
+    assert trace.ts.tolist() == [5, 6.25, 1700000000000.125]
+    assert trace.dur.tolist() == [1, 0.5, 2.5]
+
+
+def test_top_level_keys_are_kept_and_display_unit_honoured(write_trace):
+    document = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "GPU"}],
+        "traceEvents": [complete("a", 1, 1)],
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": 123,
+    }
+    trace = load_trace(write_trace(document))
+    assert trace.metadata["deviceProperties"] == [{"id": 0, "name": "GPU"}]
+    assert trace.metadata["baseTimeNanoseconds"] == 123
+    assert trace.display_time_unit == "ns"
+    assert trace.ts.tolist() == [1]  # the unit changes display only; timestamps stay in µs
+
+
+def test_unknown_fields_and_phases_are_ignored(write_trace):
+    events = [complete("a", 1, 1, weird={"x": [1, 2]}, tts=9), {"ph": "P", "name": "sample", "pid": 1, "tid": 1, "ts": 2}]
+    trace = load_trace(write_trace(events))
+    assert trace.phase.tolist() == [Phase.COMPLETE, Phase.OTHER]
+
+
+def test_args_are_kept_only_where_needed(write_trace):
+    events = [
+        complete("kernel", 1, 1, cat="kernel", args={"stream": 7}),
+        complete("Memcpy HtoD (Pageable -> Device)", 2, 1, cat="gpu_memcpy", args={"bytes": 1024}),
+    ]
+    trace = load_trace(write_trace(events))
+    assert trace.args(0) is None
+    assert trace.args(1) == {"bytes": 1024}
+
+
+def _columns(trace):
+    return {c: getattr(trace, c).tolist() for c in ("ts", "dur", "phase", "order", "flow_id", "kind")} | {
+        "names": [trace.names[i] for i in trace.name],
+        "tracks": [(trace.tracks[i].pid, trace.tracks[i].tid, trace.tracks[i].role) for i in trace.track],
+        "counters": trace.counters.value.tolist(),
+        "metadata": trace.metadata,
+    }
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Make the streaming path cut a small file into many pieces."""
+    monkeypatch.setattr(decode_module, "CHUNK_BYTES", 4096)
+
+
+def test_streaming_pieces_match_a_whole_document_decode(tmp_path, small_chunks):
+    from kineto_synth import write_trace as synth
+
+    path = tmp_path / "synth.json"
+    synth(str(path), 0.3, seed=3)
+    streamed = load_trace(path, workers=1)
+    document = json.loads(path.read_text())
+    assert len(streamed) == sum(e["ph"] not in ("M", "C") for e in document["traceEvents"])
+    assert streamed.metadata["traceName"] == "synthetic.pt.trace.json"
+    assert streamed.metadata["deviceProperties"][0]["numSms"] == 132
+
+    metadata = {}
+    whole = list(decode_module.exact_batches(str(path), path.read_bytes(), metadata))
+    assert sum(len(b) for b in whole) == len(document["traceEvents"])
+    assert metadata == {k: v for k, v in document.items() if k != "traceEvents"}
+
+
+def test_worker_processes_give_the_same_trace(tmp_path, small_chunks):
+    from kineto_synth import write_trace as synth
+
+    path = tmp_path / "synth.json.gz"
+    synth(str(path), 0.3, seed=5, compress=True)
+    assert _columns(load_trace(path, workers=2)) == _columns(load_trace(path, workers=1))
+
+
+def test_a_cut_inside_a_string_falls_back_to_the_exact_path(write_trace, small_chunks):
+    tricky = '}, {"ph": "X"}, {'  # looks like an event boundary
+    events = [complete(f"op{i}", i, 1, args={"note": tricky * 40}) for i in range(200)]
+    trace = load_trace(write_trace(events), workers=1)
+    assert len(trace) == 200
+    assert names_of(trace, [0, 199]) == ["op0", "op199"]
+
+
+def test_events_from_many_pieces_keep_file_order(tmp_path, small_chunks):
+    from kineto_synth import write_trace as synth
+
+    path = tmp_path / "synth.json"
+    synth(str(path), 0.2, seed=1)
+    trace = load_trace(path, workers=1)
+    assert (np.diff(trace.order) > 0).all()
+
+
+def test_real_pytorch_fixture_loads(tmp_path):
+    trace = load_trace(TORCH_FIXTURE)
+    assert trace.dialect == "kineto"
+    assert trace.metadata["schemaVersion"] == 1
+    steps = sorted(trace.names[n] for n in trace.name[trace.kind == Kind.STEP])
+    assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]
+
+
+@pytest.mark.parametrize("name", ["synth.json", "synth.json.gz", "fixture"])
+def test_well_formed_files_never_need_the_exact_path(tmp_path, small_chunks, monkeypatch, name):
+    from kineto_synth import write_trace as synth
+
+    if name == "fixture":
+        path = TORCH_FIXTURE
+    else:
+        path = tmp_path / name
+        synth(str(path), 0.2, seed=2, compress=name.endswith(".gz"))
+
+    def refuse(*_args):
+        raise AssertionError("fell back to the exact path")
+
+    monkeypatch.setattr("perftool.trace.loader.exact_batches", refuse)
+    assert len(load_trace(path, workers=1)) > 100
