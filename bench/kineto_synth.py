@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import random
 from collections.abc import Iterator
 
@@ -167,9 +168,10 @@ def steps(seed: int = 0) -> Iterator[str]:
 def write_trace(path: str, megabytes: float, seed: int = 0, compress: bool = False) -> int:
     """Write a trace of about ``megabytes`` MB; return the number of bytes of JSON written."""
     target = int(megabytes * 1e6)
-    opener = gzip.open if compress else open
+    raw = open(path, "wb")
+    stream = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if compress else raw  # reproducible
     written = 0
-    with opener(path, "wt", encoding="utf-8") as out:
+    with raw, stream, io.TextIOWrapper(stream, encoding="utf-8") as out:
         head = (
             '{\n  "schemaVersion": 1,\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", '
             '"totalGlobalMem": 85024112640, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],\n'

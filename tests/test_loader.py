@@ -200,12 +200,27 @@ def test_streaming_pieces_match_a_whole_document_decode(tmp_path, small_chunks):
     assert metadata == {k: v for k, v in document.items() if k != "traceEvents"}
 
 
-def test_worker_processes_give_the_same_trace(tmp_path, small_chunks):
+@pytest.mark.parametrize("name", ["synth.json", "synth.json.gz"])  # byte ranges per worker; piped pieces
+def test_worker_processes_give_the_same_trace(tmp_path, small_chunks, name):
     from kineto_synth import write_trace as synth
 
-    path = tmp_path / "synth.json.gz"
-    synth(str(path), 0.3, seed=5, compress=True)
+    path = tmp_path / name
+    synth(str(path), 0.3, seed=5, compress=name.endswith(".gz"))
     assert _columns(load_trace(path, workers=2)) == _columns(load_trace(path, workers=1))
+
+
+def test_byte_ranges_meet_at_the_same_cut(tmp_path):
+    from perftool.trace.decode import locate_events, read_events_range
+
+    events = [complete(f"op{i}", i, 1) for i in range(300)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}, indent=2))
+    metadata = {}
+    start, end = locate_events(str(path), metadata)
+    assert metadata == {"displayTimeUnit": "ns"}
+    pieces = [read_events_range(str(path), start, end, lo, min(lo + 997, end)) for lo in range(start, end, 997)]
+    decoded = [json.loads("[" + p.decode() + "]") for p in pieces if p.strip()]
+    assert [e for piece in decoded for e in piece] == events
 
 
 def test_a_cut_inside_a_string_falls_back_to_the_exact_path(write_trace, small_chunks):

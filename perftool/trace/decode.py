@@ -16,9 +16,10 @@ unterminated string or unbalanced brackets), so a piece that decodes is a correc
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -56,6 +57,8 @@ _object_decoder = msgspec.json.Decoder(dict[str, Any])
 _raw_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 _WHITESPACE = re.compile(rb"[ \t\r\n]*")
+_SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_TAIL_BYTES = 1 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _BOM = b"\xef\xbb\xbf"
 _SPACE_BYTES = frozenset(b" \t\r\n")
@@ -73,6 +76,7 @@ class _Buffer:
         self._read = read
         self.data = b""
         self.pos = 0
+        self.base = 0  # stream offset of data[0]
         self.eof = False
 
     def fill(self, wanted: int) -> None:
@@ -87,6 +91,7 @@ class _Buffer:
             parts.append(chunk)
             have += len(chunk)
         self.data = b"".join(parts)
+        self.base += self.pos
         self.pos = 0
 
     def skip_space(self) -> None:
@@ -148,9 +153,8 @@ def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
     raise NeedsExactPath
 
 
-def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[bytes]:
-    """Yield runs of whole events (for :func:`decode_piece`), filling ``metadata`` with the top-level keys."""
-    buf = _Buffer(read)
+def _open_events(buf: _Buffer, metadata: Metadata) -> bool:
+    """Move ``buf`` to the first byte inside the events array; return whether the document is an object."""
     buf.fill(CHUNK_BYTES)
     if buf.data.startswith(_BOM):
         buf.pos = len(_BOM)
@@ -178,7 +182,13 @@ def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[
         buf.pos += 1
     else:
         raise NeedsExactPath
+    return is_object
 
+
+def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[bytes]:
+    """Yield runs of whole events (for :func:`decode_piece`), filling ``metadata`` with the top-level keys."""
+    buf = _Buffer(read)
+    is_object = _open_events(buf, metadata)
     while True:
         buf.fill(CHUNK_BYTES)
         buf.skip_space()
@@ -195,6 +205,48 @@ def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[
         end, next_start = cut
         yield buf.data[buf.pos : end]
         buf.pos = next_start
+
+
+def locate_events(path: str, metadata: Metadata) -> tuple[int, int]:
+    """Byte range of the events array's contents in an uncompressed file, filling ``metadata``."""
+    with open(path, "rb") as fh:
+        buf = _Buffer(fh.read)
+        is_object = _open_events(buf, metadata)
+        start = buf.base + buf.pos
+        size = os.fstat(fh.fileno()).st_size
+        tail_start = max(start, size - _TAIL_BYTES)
+        fh.seek(tail_start)
+        rest = fh.read()
+    events, tail = _split_tail(rest, is_object)
+    metadata.update(tail)
+    return start, tail_start + len(events)
+
+
+def read_events_range(path: str, start: int, end: int, lo: int, hi: int) -> bytes:
+    """The whole events that begin in [lo, hi) of the events range [start, end) of a file.
+
+    Both ends move forward to the next ``}, {`` separator, so neighbouring ranges meet at the
+    same cut and every event lands in exactly one range.
+    """
+    with open(path, "rb") as fh:
+        first = lo if lo == start else _next_separator(fh, lo, end)[1]
+        last = end if hi >= end else _next_separator(fh, hi, end)[0]
+        return os.pread(fh.fileno(), last - first, first) if last > first else b""
+
+
+def _next_separator(fh: BinaryIO, pos: int, end: int) -> tuple[int, int]:
+    """(end of one event, start of the next) for the first separator at or after ``pos``."""
+    window = 1 << 16
+    while pos < end:
+        data = os.pread(fh.fileno(), min(window, end - pos), pos)
+        match = _SEPARATOR.search(data)
+        if match:
+            return pos + match.start() + 1, pos + match.end() - 1
+        if pos + len(data) >= end:
+            break
+        pos += len(data) - 64  # a separator may straddle the window's edge
+        window *= 2
+    return end, end
 
 
 def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]:

@@ -17,7 +17,15 @@ from typing import BinaryIO
 from perftool import dialects
 from perftool.errors import TraceError
 from perftool.trace.columns import ColumnBuilder, Part, PieceError, make_part
-from perftool.trace.decode import CHUNK_BYTES, NeedsExactPath, decode_piece, exact_batches, stream_pieces
+from perftool.trace.decode import (
+    CHUNK_BYTES,
+    NeedsExactPath,
+    decode_piece,
+    exact_batches,
+    locate_events,
+    read_events_range,
+    stream_pieces,
+)
 from perftool.trace.model import Trace
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -41,9 +49,13 @@ def load_trace(path: str | os.PathLike[str], dialect: str | None = None, workers
     try:
         try:
             builder, metadata = ColumnBuilder(path), {}
-            with _decoding(workers) as submit, _reader(path) as read:
-                for future in _bounded(submit, stream_pieces(read, metadata), args_categories, workers):
-                    _add(builder, future)
+            if workers > 1 and not _is_gzip(path):
+                _load_ranges(path, builder, metadata, args_categories, workers)
+            else:
+                with _decoding(workers) as submit, _reader(path) as read:
+                    submitted = (submit(_part_of_piece, p, args_categories) for p in stream_pieces(read, metadata))
+                    for result in _in_order(submitted, workers):
+                        _add(builder, result)
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
             with _reader(path) as read:
@@ -61,6 +73,21 @@ def _part_of_piece(piece: bytes, args_categories: frozenset[str]) -> Part:
     return make_part(decode_piece(piece), args_categories)
 
 
+def _part_of_range(path: str, events: tuple[int, int], piece: tuple[int, int], args_categories: frozenset[str]) -> Part:
+    data = read_events_range(path, *events, *piece)
+    return make_part(decode_piece(data) if data.strip() else [], args_categories)
+
+
+def _load_ranges(path: str, builder: ColumnBuilder, metadata: dict, args_categories: frozenset[str], workers: int):
+    """Uncompressed files: each worker reads and decodes its own byte ranges; nothing goes through pipes."""
+    events = locate_events(path, metadata)
+    pieces = [(lo, min(lo + CHUNK_BYTES, events[1])) for lo in range(events[0], events[1], CHUNK_BYTES)]
+    with _decoding(workers) as submit:
+        submitted = (submit(_part_of_range, path, events, piece, args_categories) for piece in pieces)
+        for result in _in_order(submitted, workers):
+            _add(builder, result)
+
+
 def _add(builder: ColumnBuilder, result: Callable[[], Part]) -> None:
     try:
         part = result()
@@ -71,28 +98,29 @@ def _add(builder: ColumnBuilder, result: Callable[[], Part]) -> None:
 
 @contextmanager
 def _decoding(workers: int) -> Iterator[Callable[..., Callable[[], Part]]]:
-    """``submit(piece, categories)`` returning a callable that yields the piece's Part.
+    """``submit(function, *args)`` returning a callable that yields the function's Part.
 
-    With one worker the piece is decoded right here; otherwise in a pool of processes (pieces are
-    independent, and msgspec holds the GIL while it decodes).
+    With one worker the work runs right here, when its result is asked for; otherwise in a pool
+    of processes (pieces are independent, and msgspec holds the GIL while it decodes).
     """
     if workers <= 1:
-        yield lambda piece, categories: (lambda: _part_of_piece(piece, categories))
+        yield lambda function, *args: (lambda: function(*args))
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" else "spawn"
     pool = multiprocessing.get_context(method).Pool(workers)
     try:
-        yield lambda piece, categories: pool.apply_async(_part_of_piece, (piece, categories)).get
+        yield lambda function, *args: pool.apply_async(function, args).get
     finally:
         pool.terminate()
         pool.join()
 
 
-def _bounded(submit, pieces: Iterator[bytes], args_categories: frozenset[str], workers: int):
-    """Submit pieces in file order with at most two per worker in flight; yield their results in order."""
+def _in_order(submitted: Iterator[Callable[[], Part]], workers: int) -> Iterator[Callable[[], Part]]:
+    """Results in submission order, drawing on the lazy ``submitted`` so that at most two pieces
+    per worker are in flight (memory stays bounded whatever the file size)."""
     in_flight: deque[Callable[[], Part]] = deque()
-    for piece in pieces:
-        in_flight.append(submit(piece, args_categories))
+    for result in submitted:
+        in_flight.append(result)
         if len(in_flight) > 2 * workers:
             yield in_flight.popleft()
     yield from in_flight

@@ -1,0 +1,109 @@
+"""Benchmark: load + metrics throughput and peak memory on a Kineto-like trace.
+
+    python bench/bench_load.py --mb 500            # generates bench/out/kineto_500mb.json once
+    python bench/bench_load.py --mb 500 --gzip     # the same trace, gzip-compressed
+    python bench/bench_load.py --trace FILE        # any trace
+
+Each measurement runs in a fresh process and prints MB/s (of uncompressed JSON), the time split,
+and peak RSS of the main process and of the largest decoding worker, against the file size.
+Targets (issue #2): >= 200 MB/s on a 500 MB trace with 2 cores; peak RSS <= 1.5x the file size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "out")
+
+
+def measure(path: str, workers: int | None) -> dict:
+    """Load + metrics in this process; return timings and peak RSS (run in a child process)."""
+    from perftool.analysis import compute_metrics
+    from perftool.trace import load_trace
+
+    start = time.perf_counter()
+    trace = load_trace(path, workers=workers)
+    loaded = time.perf_counter()
+    metrics = compute_metrics(trace)
+    done = time.perf_counter()
+    return {
+        "events": len(trace),
+        "steps": metrics["steps.count"],
+        "load_s": loaded - start,
+        "metrics_s": done - loaded,
+        "main_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def decompress_only(path: str) -> float:
+    start = time.perf_counter()
+    with gzip.open(path, "rb") as fh:
+        while fh.read(8 << 20):
+            pass
+    return time.perf_counter() - start
+
+
+def run_child(path: str, workers: int | None) -> dict:
+    code = (
+        "import json, sys; sys.path.insert(0, %r); import bench_load; "
+        "print(json.dumps(bench_load.measure(%r, %r)))" % (HERE, path, workers)
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=500.0, help="size of the generated trace (default 500)")
+    parser.add_argument("--gzip", action="store_true", help="benchmark the gzip-compressed trace")
+    parser.add_argument("--trace", help="benchmark this file instead of a generated one")
+    parser.add_argument("--workers", type=int, default=None, help="decoding processes (default: perftool's choice)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs; the best is reported (default 3)")
+    args = parser.parse_args()
+
+    sys.path.insert(0, HERE)
+    from kineto_synth import write_trace
+
+    path = args.trace
+    if path is None:
+        os.makedirs(OUT, exist_ok=True)
+        path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json" + (".gz" if args.gzip else ""))
+        if not os.path.exists(path):
+            print(f"generating {path} ...", flush=True)
+            write_trace(path, args.mb, seed=0, compress=args.gzip)
+    compressed = path.endswith(".gz")
+    json_bytes = os.path.getsize(path)
+    if compressed:
+        with gzip.open(path, "rb") as fh:
+            json_bytes = sum(len(chunk) for chunk in iter(lambda: fh.read(8 << 20), b""))
+
+    runs = [run_child(path, args.workers) for _ in range(args.repeat)]
+    best = min(runs, key=lambda r: r["load_s"] + r["metrics_s"])
+    total = best["load_s"] + best["metrics_s"]
+    mb = json_bytes / 1e6
+    file_mb = os.path.getsize(path) / 1e6
+    print(f"trace        {path}")
+    print(f"size         {mb:,.1f} MB of JSON" + (f" ({file_mb:,.1f} MB gzip)" if compressed else ""))
+    print(f"events       {best['events']:,} ({best['steps']:,.0f} steps), cores {os.cpu_count()}")
+    print(f"load         {best['load_s']:.2f} s   metrics {best['metrics_s']:.2f} s   (best of {len(runs)})")
+    print(f"throughput   {mb / total:,.0f} MB/s load+metrics   (all runs: "
+          + ", ".join(f"{mb / (r['load_s'] + r['metrics_s']):,.0f}" for r in runs) + ")")
+    if compressed:
+        unzip = decompress_only(path)
+        print(f"gzip         decompression alone {unzip:.2f} s ({mb / unzip:,.0f} MB/s)")
+    peak = max(r["main_rss_mb"] for r in runs)
+    worker = max(r["worker_rss_mb"] for r in runs)
+    print(f"peak RSS     main {peak:,.0f} MB ({peak / file_mb:.2f}x file)   largest worker {worker:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

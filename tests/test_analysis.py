@@ -1,0 +1,113 @@
+"""Timeline analysis: interval algebra, steps and warm-up, the shared metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import TORCH_FIXTURE, complete, process_name, thread_name
+
+from perftool.analysis import METRICS, compute_metrics, detect_steps, intervals
+from perftool.trace import load_trace
+
+
+def covered_by_brute_force(starts, ends, resolution=0.5):
+    grid = np.arange(0, 200, resolution) + resolution / 2
+    return {float(x) for x in grid if np.any((starts <= x) & (x < ends))}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_union_and_overlap_match_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    a_start = rng.integers(0, 180, 30).astype(float)
+    a = (a_start, a_start + rng.integers(1, 20, 30))
+    b_start = rng.integers(0, 180, 30).astype(float)
+    b = (b_start, b_start + rng.integers(1, 20, 30))
+    ua, ub = intervals.union(*a), intervals.union(*b)
+    assert (ua[0][1:] > ua[1][:-1]).all()  # disjoint and sorted
+    assert intervals.total(ua) == pytest.approx(0.5 * len(covered_by_brute_force(*a)))
+    both = covered_by_brute_force(*a) & covered_by_brute_force(*b)
+    assert intervals.overlap(ua, ub) == pytest.approx(0.5 * len(both))
+
+
+def test_gaps_within_a_window():
+    busy = intervals.union(np.array([10.0, 30.0, 35.0]), np.array([20.0, 40.0, 38.0]))
+    gap_starts, gap_ends = intervals.gaps(busy, 0.0, 50.0)
+    assert list(zip(gap_starts, gap_ends)) == [(0, 10), (20, 30), (40, 50)]
+
+
+def step_trace(step_durations, compile_in_first=False, device_busy=None, h2d=None):
+    """Host steps back to back on pid 1, device work on pid 0 stream 7, optional compile."""
+    events = [process_name(1, "python"), thread_name(1, 1, "main"), thread_name(0, 7, "stream 7")]
+    t = 0.0
+    for i, duration in enumerate(step_durations):
+        events.append(complete(f"ProfilerStep#{i}", t, duration, cat="user_annotation"))
+        events.append(complete("aten::mm", t + 1, duration - 2, cat="cpu_op"))
+        busy = device_busy if device_busy is not None else duration / 2
+        events.append(complete("gemm", t + 5, busy, pid=0, tid=7, cat="kernel"))
+        if h2d:
+            events.append(complete("Memcpy HtoD (Pageable -> Device)", t + h2d[0], h2d[1], pid=0, tid=7,
+                                   cat="gpu_memcpy"))  # fmt: skip
+        t += duration
+    if compile_in_first:
+        events.append(complete("XlaCompile", 2, 50, cat="cpu_op"))
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def test_warmup_skips_compiling_and_slow_leading_steps(write_trace):
+    steps = detect_steps(load_trace(write_trace(step_trace([500, 300, 100, 101, 99, 100], compile_in_first=True))))
+    assert steps.count == 6 and steps.warmup == 2
+    assert steps.steady_durations.tolist() == [100, 101, 99, 100]
+
+
+def test_no_warmup_when_steps_are_even(write_trace):
+    assert detect_steps(load_trace(write_trace(step_trace([100, 102, 98, 100])))).warmup == 0
+
+
+def test_metrics_on_a_trace_with_known_answers(write_trace):
+    # 4 steps of 100 µs; each has 40 µs of kernel and a 20 µs H2D copy, of which 10 µs overlaps the kernel
+    trace = load_trace(write_trace(step_trace([100] * 4, device_busy=40, h2d=(35, 20))))
+    m = compute_metrics(trace)
+    assert m["steps.count"] == 4 and m["step_time_us.median"] == 100
+    assert m["throughput.steps_per_s"] == pytest.approx(1e4)
+    assert m["window.duration_us"] == 400
+    assert m["device.busy_fraction"] == pytest.approx(4 * 50 / 400)  # kernel 5..45 + copy 35..55
+    assert m["device.idle_fraction"] == pytest.approx(1 - 200 / 400)
+    assert m["device.compute_fraction"] == pytest.approx(0.4)
+    assert m["device.idle_gaps.count"] == 5  # before each step's work, and after the last
+    assert m["device.idle_gap_us.max"] == pytest.approx(50)  # 55 -> 105
+    assert m["h2d.count"] == 4 and m["h2d.time_us"] == pytest.approx(80)
+    assert m["h2d.overlap_fraction"] == pytest.approx(0.5)
+    assert m["device.ops.count"] == 4 and m["device.op_time_us.median"] == 40
+    assert math.isnan(m["d2h.overlap_fraction"]) and m["d2h.count"] == 0
+    assert m["recompilations.count"] == 0 and m["compile.count"] == 0
+
+
+def test_recompilation_after_warmup_is_counted(write_trace):
+    document = step_trace([100] * 6)
+    document["traceEvents"].append(complete("XlaCompile", 450, 20, cat="cpu_op"))
+    m = compute_metrics(load_trace(write_trace(document)))
+    assert m["compile.count"] == 1 and m["recompilations.count"] == 1
+
+
+def test_every_metric_is_documented_and_every_documented_metric_is_computed(write_trace):
+    m = compute_metrics(load_trace(write_trace(step_trace([100] * 3))))
+    assert set(m.values) == set(METRICS)
+
+
+def test_real_fixture_step_times_match_the_raw_annotations():
+    import gzip
+
+    raw = json.loads(gzip.decompress(TORCH_FIXTURE.read_bytes()))
+    expected = sorted(
+        (e["ts"], e["dur"]) for e in raw["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")
+    )
+    m = compute_metrics(load_trace(TORCH_FIXTURE))
+    assert m["steps.count"] == len(expected) == 4
+    assert sorted(m.step_times_us) == pytest.approx(sorted(d for _, d in expected[int(m["steps.warmup"]):]))
+    assert math.isnan(m["device.busy_fraction"])  # a CPU-only profile has no device tracks
+    assert m["sync.per_step"] == pytest.approx(1.0)  # one loss.item() per step
+    assert m.top_ops_scope == "host"
+    assert "aten::mm" in {op.name for op in m.top_ops}

@@ -1,0 +1,132 @@
+"""Dialects map each source's conventions onto roles and kinds."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import TORCH_FIXTURE, complete, process_name, thread_name
+
+from perftool.errors import PerftoolError
+from perftool.trace import Kind, Role, load_trace
+
+
+def kind_of(trace, name):
+    return {Kind(k) for k in trace.kind[trace.name == trace.names.index(name)]}
+
+
+def role_of(trace, pid, tid):
+    return next(t.role for t in trace.tracks if (t.pid, t.tid) == (pid, tid))
+
+
+def kineto_events():
+    return {
+        "schemaVersion": 1,
+        "traceEvents": [
+            process_name(100, "python"), thread_name(100, 100, "thread 100 (python)"),
+            process_name(0, "python"), thread_name(0, 7, "stream 7"),
+            complete("ProfilerStep#1", 0, 100, pid=100, tid=100, cat="user_annotation"),
+            complete("aten::mm", 1, 10, pid=100, tid=100, cat="cpu_op"),
+            complete("cudaLaunchKernel", 5, 3, pid=100, tid=100, cat="cuda_runtime"),
+            complete("cudaMemcpyAsync", 12, 3, pid=100, tid=100, cat="cuda_runtime"),
+            complete("cudaStreamSynchronize", 20, 30, pid=100, tid=100, cat="cuda_runtime"),
+            complete("aten::item", 19, 32, pid=100, tid=100, cat="cpu_op"),
+            complete("ampere_sgemm_128x64_tn", 9, 20, pid=0, tid=7, cat="kernel"),
+            complete("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 30, 5, pid=0, tid=7, cat="kernel"),
+            complete("Memcpy HtoD (Pageable -> Device)", 14, 4, pid=0, tid=7, cat="gpu_memcpy"),
+            complete("Memcpy DtoH (Device -> Pageable)", 40, 4, pid=0, tid=7, cat="gpu_memcpy"),
+            complete("Memset (Device)", 45, 1, pid=0, tid=7, cat="gpu_memset"),
+            complete("ProfilerStep#1", 9, 40, pid=0, tid=7, cat="gpu_user_annotation"),
+        ],
+    }  # fmt: skip
+
+
+def test_kineto_roles_and_kinds(write_trace):
+    trace = load_trace(write_trace(kineto_events()))
+    assert trace.dialect == "kineto"
+    assert role_of(trace, 100, 100) == Role.HOST
+    assert role_of(trace, 0, 7) == Role.DEVICE
+    expected = {
+        "aten::mm": Kind.HOST_OP, "cudaLaunchKernel": Kind.RUNTIME, "cudaMemcpyAsync": Kind.RUNTIME,
+        "cudaStreamSynchronize": Kind.SYNC, "aten::item": Kind.SYNC, "ampere_sgemm_128x64_tn": Kind.COMPUTE,
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL": Kind.COMMUNICATION,
+        "Memcpy HtoD (Pageable -> Device)": Kind.H2D, "Memcpy DtoH (Device -> Pageable)": Kind.D2H,
+        "Memset (Device)": Kind.MEMSET,
+    }  # fmt: skip
+    for name, kind in expected.items():
+        assert kind_of(trace, name) == {kind}, name
+    assert kind_of(trace, "ProfilerStep#1") == {Kind.STEP}
+
+
+def test_real_fixture_is_kineto_with_a_host_thread():
+    trace = load_trace(TORCH_FIXTURE)
+    host = [t for t in trace.tracks if t.role == Role.HOST]
+    assert [t.thread_name for t in host] == [f"thread {host[0].tid} (python)"]
+    assert {t.role for t in trace.tracks if t.pid in ("Spans", "Traces")} == {Role.SUMMARY}
+    assert kind_of(trace, "aten::item") == {Kind.SYNC}
+    assert kind_of(trace, "aten::mm") == {Kind.HOST_OP}
+
+
+def ascend_events():
+    """Laid out as torch_npu / msprof write trace_view.json, timestamps as strings."""
+    return [
+        process_name(1, "Python"), thread_name(1, 11, "Thread 11"),
+        process_name(2, "CANN"), thread_name(2, 11, "Thread 11"),
+        process_name(3, "Ascend Hardware"), thread_name(3, 5, "Stream 5"),
+        process_name(4, "Overlap Analysis"), thread_name(4, 0, "Computing"),
+        complete("ProfilerStep#0", "1000.000", "900.000", pid=1, tid=11),
+        complete("aten::matmul", "1010.000", "50.000", pid=1, tid=11),
+        complete("AscendCL@aclopCompileAndExecute", "1020.000", "400.000", pid=2, tid=11),
+        complete("AscendCL@aclrtSynchronizeStreamWithTimeout", "1500.000", "300.000", pid=2, tid=11),
+        complete("AscendCL@aclnnMatmul", "1450.000", "10.000", pid=2, tid=11),
+        complete("MatMulV2", "1460.000", "120.250", pid=3, tid=5),
+        complete("TransData", "1600.000", "30.000", pid=3, tid=5),
+        complete("MEMCPY_ASYNC_H2D", "1400.000", "40.000", pid=3, tid=5),
+        complete("Computing", "1460.000", "200.000", pid=4, tid=0),
+    ]  # fmt: skip
+
+
+def test_ascend_roles_and_kinds(write_trace):
+    trace = load_trace(write_trace(ascend_events()))
+    assert trace.dialect == "ascend"
+    assert role_of(trace, 3, 5) == Role.DEVICE
+    assert role_of(trace, 2, 11) == Role.HOST and role_of(trace, 1, 11) == Role.HOST
+    assert role_of(trace, 4, 0) == Role.SUMMARY
+    assert kind_of(trace, "AscendCL@aclopCompileAndExecute") == {Kind.COMPILE}
+    assert kind_of(trace, "AscendCL@aclrtSynchronizeStreamWithTimeout") == {Kind.SYNC}
+    assert kind_of(trace, "AscendCL@aclnnMatmul") == {Kind.RUNTIME}
+    assert kind_of(trace, "MatMulV2") == {Kind.COMPUTE} and kind_of(trace, "TransData") == {Kind.COMPUTE}
+    assert kind_of(trace, "MEMCPY_ASYNC_H2D") == {Kind.H2D}
+    assert kind_of(trace, "aten::matmul") == {Kind.HOST_OP}
+    assert trace.dur[trace.name == trace.names.index("MatMulV2")].tolist() == [120.25]
+
+
+def test_emulator_traces_declare_roles_and_kinds(write_trace):
+    document = {
+        "perftool": {"emulator": {"device": "npu"}, "tracks": [
+            {"pid": 1, "tid": 1, "role": "host"}, {"pid": 2, "tid": 1, "role": "device"},
+            {"pid": 2, "tid": 2, "role": "link.h2d"},
+        ]},
+        "traceEvents": [
+            complete("step 0", 0, 100, pid=1, tid=1, cat="step"),
+            complete("forward", 10, 50, pid=2, tid=1, cat="compute"),
+            complete("infeed batch 0", 0, 10, pid=2, tid=2, cat="h2d"),
+        ],
+    }  # fmt: skip
+    trace = load_trace(write_trace(document))
+    assert trace.dialect == "emulator"
+    assert [role_of(trace, 1, 1), role_of(trace, 2, 1), role_of(trace, 2, 2)] == [Role.HOST, Role.DEVICE, Role.H2D]
+    assert kind_of(trace, "forward") == {Kind.COMPUTE} and kind_of(trace, "infeed batch 0") == {Kind.H2D}
+    assert kind_of(trace, "step 0") == {Kind.STEP}
+
+
+def test_unrecognised_trace_loads_with_unknown_roles(write_trace):
+    trace = load_trace(write_trace([complete("work", 0, 5), complete("ProfilerStep#1", 0, 10)]))
+    assert trace.dialect == "generic"
+    assert {t.role for t in trace.tracks} == {Role.UNKNOWN}
+    assert kind_of(trace, "ProfilerStep#1") == {Kind.STEP}  # shared vocabulary still applies
+
+
+def test_forcing_a_dialect(write_trace):
+    trace = load_trace(write_trace(kineto_events()), dialect="generic")
+    assert trace.dialect == "generic" and {t.role for t in trace.tracks} == {Role.UNKNOWN}
+    with pytest.raises(PerftoolError, match="unknown dialect 'nope'"):
+        load_trace(write_trace(kineto_events()), dialect="nope")
