@@ -102,7 +102,7 @@ def main() -> None:
         print(f"gzip         decompression alone {unzip:.2f} s ({mb / unzip:,.0f} MB/s)")
     peak = max(r["main_rss_mb"] for r in runs)
     worker = max(r["worker_rss_mb"] for r in runs)
-    print(f"peak RSS     main {peak:,.0f} MB ({peak / file_mb:.2f}x file)   largest worker {worker:,.0f} MB")
+    print(f"peak RSS     main {peak:,.0f} MB ({peak / mb:.2f}x the JSON size)   largest worker {worker:,.0f} MB")
 
 
 if __name__ == "__main__":

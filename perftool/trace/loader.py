@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import gzip
+import multiprocessing
 import os
 import queue
 import threading
@@ -42,7 +42,7 @@ def load_trace(path: str | os.PathLike[str], dialect: str | None = None, workers
     path = os.fspath(path)
     _check_readable(path)
     if workers is None:
-        workers = min(os.cpu_count() or 1, 4) if os.path.getsize(path) >= PARALLEL_MIN_BYTES else 1
+        workers = min(os.cpu_count() or 1, 4) if _json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
     args_categories = dialects.args_categories()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived structs; none of them form cycles
@@ -138,6 +138,16 @@ def _check_readable(path: str) -> None:
 def _is_gzip(path: str) -> bool:
     with open(path, "rb") as fh:
         return fh.read(2) == _GZIP_MAGIC
+
+
+def _json_size_hint(path: str) -> int:
+    """Bytes of JSON to decode: the file size, or for gzip the size its trailer records (mod 4 GiB)."""
+    size = os.path.getsize(path)
+    if size < 18 or not _is_gzip(path):
+        return size
+    with open(path, "rb") as fh:
+        fh.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(fh.read(4), "little"))
 
 
 @contextmanager
