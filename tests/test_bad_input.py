@@ -40,6 +40,8 @@ CASES = {
     "empty-events": (b'{"traceEvents": []}', "empty trace"),
     "only-metadata": (json.dumps([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]).encode(),
                       "only metadata"),  # fmt: skip
+    "not-utf8": (b'[{"ph": "X", "name": "ok", "ts": 1, "dur": 1},\n {"ph": "X", "name": "\xff\xfe", "ts": 2, "dur": 1}]',
+                 "not valid UTF-8 at line 2, column 23: byte 0xff"),
     "empty-file": (b"", "empty file"),
     "whitespace-file": (b"  \n ", "empty file"),
 }

@@ -124,7 +124,7 @@ def decode_piece(piece: bytes) -> Batch:
     """Decode the events between two cuts (a comma-separated run of event objects)."""
     try:
         return _batch_decoder.decode(b"[" + piece + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         raise NeedsExactPath from None
 
 
@@ -148,7 +148,7 @@ def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
         if tail.startswith(b","):
             try:
                 return rest[:close], _object_decoder.decode(b"{" + tail[1:] + b"}")
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 continue
     raise NeedsExactPath
 
@@ -175,7 +175,7 @@ def _open_events(buf: _Buffer, metadata: Metadata) -> bool:
                 raise NeedsExactPath
             try:
                 metadata.update(_object_decoder.decode(b"{" + head[:-1] + b"}"))
-            except (msgspec.DecodeError, msgspec.ValidationError):
+            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
                 raise NeedsExactPath from None
         buf.pos = match.end()
     elif buf.data[buf.pos] == 0x5B:  # '['
@@ -261,6 +261,9 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
         raise TraceError(path, _describe_validation(str(exc))) from None
     except msgspec.DecodeError as exc:
         raise TraceError(path, _describe_syntax(str(exc), data)) from None
+    except UnicodeDecodeError as exc:  # raised where a string holds bytes that are not UTF-8
+        where = _line_column(data, data.find(exc.object[exc.start : exc.end]) if exc.object else 0)
+        raise TraceError(path, f"not valid UTF-8 at {where}: byte 0x{exc.object[exc.start]:02x}") from None
     if isinstance(document, list):
         yield document
         return
@@ -299,7 +302,10 @@ def _describe_syntax(message: str, data: bytes) -> str:
     match = _BYTE_OFFSET.match(message)
     if not match:
         return f"not valid JSON: {message}"
-    offset = int(match["offset"])
+    return f"not valid JSON at {_line_column(data, int(match['offset']))}: {match['what']}"
+
+
+def _line_column(data: bytes, offset: int) -> str:
     line = data.count(b"\n", 0, offset) + 1
     column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
-    return f"not valid JSON at line {line}, column {column}: {match['what']}"
+    return f"line {line}, column {column}"
