@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-_SCALE = {"ns": (1e-3, "ns"), "us": (1.0, "µs"), "ms": (1e3, "ms"), "s": (1e6, "s")}
-
 
 def duration(us: float, unit: str = "ms") -> str:
     """A duration given in µs, shown in the trace's display unit (``ms`` or ``ns``; µs below 1 ms)."""
