@@ -42,6 +42,8 @@ CASES = {
                       "only metadata"),  # fmt: skip
     "not-utf8": (b'[{"ph": "X", "name": "ok", "ts": 1, "dur": 1},\n {"ph": "X", "name": "\xff\xfe", "ts": 2, "dur": 1}]',
                  "not valid UTF-8 at line 2, column 23: byte 0xff"),
+    "not-utf8-after-valid-accent": (b'[{"ph": "X", "name": "caf\xc3\xa9", "ts": 1, "dur": 1},\n {"name": "x\xc3(", "ts": 2}]',
+                                    "not valid UTF-8 at line 2, column 13: byte 0xc3"),
     "empty-file": (b"", "empty file"),
     "whitespace-file": (b"  \n ", "empty file"),
 }

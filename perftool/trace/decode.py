@@ -262,7 +262,7 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
     except msgspec.DecodeError as exc:
         raise TraceError(path, _describe_syntax(str(exc), data)) from None
     except UnicodeDecodeError as exc:  # raised where a string holds bytes that are not UTF-8
-        where = _line_column(data, data.find(exc.object[exc.start : exc.end]) if exc.object else 0)
+        where = _line_column(data, max(data.find(exc.object), 0) + exc.start)  # exc.object: the bad string
         raise TraceError(path, f"not valid UTF-8 at {where}: byte 0x{exc.object[exc.start]:02x}") from None
     if isinstance(document, list):
         yield document
