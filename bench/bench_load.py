@@ -54,8 +54,8 @@ def decompress_only(path: str) -> float:
 
 def run_child(path: str, workers: int | None) -> dict:
     code = (
-        "import json, sys; sys.path.insert(0, %r); import bench_load; "
-        "print(json.dumps(bench_load.measure(%r, %r)))" % (HERE, path, workers)
+        f"import json, sys; sys.path.insert(0, {HERE!r}); import bench_load; "
+        f"print(json.dumps(bench_load.measure({path!r}, {workers!r})))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -95,8 +95,11 @@ def main() -> None:
     print(f"size         {mb:,.1f} MB of JSON" + (f" ({file_mb:,.1f} MB gzip)" if compressed else ""))
     print(f"events       {best['events']:,} ({best['steps']:,.0f} steps), cores {os.cpu_count()}")
     print(f"load         {best['load_s']:.2f} s   metrics {best['metrics_s']:.2f} s   (best of {len(runs)})")
-    print(f"throughput   {mb / total:,.0f} MB/s load+metrics   (all runs: "
-          + ", ".join(f"{mb / (r['load_s'] + r['metrics_s']):,.0f}" for r in runs) + ")")
+    print(
+        f"throughput   {mb / total:,.0f} MB/s load+metrics   (all runs: "
+        + ", ".join(f"{mb / (r['load_s'] + r['metrics_s']):,.0f}" for r in runs)
+        + ")"
+    )
     if compressed:
         unzip = decompress_only(path)
         print(f"gzip         decompression alone {unzip:.2f} s ({mb / unzip:,.0f} MB/s)")

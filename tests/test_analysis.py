@@ -101,12 +101,10 @@ def test_real_fixture_step_times_match_the_raw_annotations():
     import gzip
 
     raw = json.loads(gzip.decompress(TORCH_FIXTURE.read_bytes()))
-    expected = sorted(
-        (e["ts"], e["dur"]) for e in raw["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")
-    )
+    expected = sorted((e["ts"], e["dur"]) for e in raw["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
     m = compute_metrics(load_trace(TORCH_FIXTURE))
     assert m["steps.count"] == len(expected) == 4
-    assert sorted(m.step_times_us) == pytest.approx(sorted(d for _, d in expected[int(m["steps.warmup"]):]))
+    assert sorted(m.step_times_us) == pytest.approx(sorted(d for _, d in expected[int(m["steps.warmup"]) :]))
     assert math.isnan(m["device.busy_fraction"])  # a CPU-only profile has no device tracks
     assert m["sync.per_step"] == pytest.approx(1.0)  # one loss.item() per step
     assert m.top_ops_scope == "host"

@@ -25,25 +25,40 @@ CASES = {
     "ts-wrong-type": (json.dumps([complete("a", 1, 1), complete("b", True, 1)]).encode(), "event 1, field 'ts'"),
     "name-wrong-type": (json.dumps([complete(5, 1, 1)]).encode(), "event 0, field 'name'"),
     "pid-wrong-type": (json.dumps([complete("a", 1, 1, pid=[1])]).encode(), "event 0, field 'pid'"),
-    "ts-not-numeric-string": (json.dumps([complete("a", 1, 1), complete("b", "soon", 1)]).encode(),
-                              "event 1, field 'ts': expected a number"),  # fmt: skip
+    "ts-not-numeric-string": (
+        json.dumps([complete("a", 1, 1), complete("b", "soon", 1)]).encode(),
+        "event 1, field 'ts': expected a number",
+    ),  # fmt: skip
     "missing-ts": (json.dumps([complete("a", 1, 1), {"ph": "X", "name": "b", "dur": 1}]).encode(), "event 1: missing"),
     "missing-dur": (json.dumps([{"ph": "X", "name": "b", "ts": 1}]).encode(), "without a finite 'dur'"),
-    "negative-duration": (json.dumps([complete("a", 1, 1), complete("b", 5, -3)]).encode(),
-                          "event 1: negative duration -3"),  # fmt: skip
+    "negative-duration": (
+        json.dumps([complete("a", 1, 1), complete("b", 5, -3)]).encode(),
+        "event 1: negative duration -3",
+    ),  # fmt: skip
     "end-without-begin": (
-        json.dumps([{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 1}, {"ph": "E", "pid": 1, "tid": 1, "ts": 2},
-                    {"ph": "E", "pid": 1, "tid": 1, "ts": 3}]).encode(),  # fmt: skip
+        json.dumps(
+            [
+                {"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 1},
+                {"ph": "E", "pid": 1, "tid": 1, "ts": 2},
+                {"ph": "E", "pid": 1, "tid": 1, "ts": 3},
+            ]
+        ).encode(),  # fmt: skip
         "event 2: 'E' (end) without a matching 'B'",
     ),
     "empty-array": (b"[]", "empty trace"),
     "empty-events": (b'{"traceEvents": []}', "empty trace"),
-    "only-metadata": (json.dumps([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]).encode(),
-                      "only metadata"),  # fmt: skip
-    "not-utf8": (b'[{"ph": "X", "name": "ok", "ts": 1, "dur": 1},\n {"ph": "X", "name": "\xff\xfe", "ts": 2, "dur": 1}]',
-                 "not valid UTF-8 at line 2, column 23: byte 0xff"),
-    "not-utf8-after-valid-accent": (b'[{"ph": "X", "name": "caf\xc3\xa9", "ts": 1, "dur": 1},\n {"name": "x\xc3(", "ts": 2}]',
-                                    "not valid UTF-8 at line 2, column 13: byte 0xc3"),
+    "only-metadata": (
+        json.dumps([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]).encode(),
+        "only metadata",
+    ),  # fmt: skip
+    "not-utf8": (
+        b'[{"ph": "X", "name": "ok", "ts": 1, "dur": 1},\n {"ph": "X", "name": "\xff\xfe", "ts": 2, "dur": 1}]',
+        "not valid UTF-8 at line 2, column 23: byte 0xff",
+    ),
+    "not-utf8-after-valid-accent": (
+        b'[{"ph": "X", "name": "caf\xc3\xa9", "ts": 1, "dur": 1},\n {"name": "x\xc3(", "ts": 2}]',
+        "not valid UTF-8 at line 2, column 13: byte 0xc3",
+    ),
     "empty-file": (b"", "empty file"),
     "whitespace-file": (b"  \n ", "empty file"),
 }

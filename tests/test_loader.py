@@ -153,7 +153,10 @@ def test_top_level_keys_are_kept_and_display_unit_honoured(write_trace):
 
 
 def test_unknown_fields_and_phases_are_ignored(write_trace):
-    events = [complete("a", 1, 1, weird={"x": [1, 2]}, tts=9), {"ph": "P", "name": "sample", "pid": 1, "tid": 1, "ts": 2}]
+    events = [
+        complete("a", 1, 1, weird={"x": [1, 2]}, tts=9),
+        {"ph": "P", "name": "sample", "pid": 1, "tid": 1, "ts": 2},
+    ]
     trace = load_trace(write_trace(events))
     assert trace.phase.tolist() == [Phase.COMPLETE, Phase.OTHER]
 

@@ -25,8 +25,14 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
         "metadata": trace.metadata,
         "tracks": [
             {
-                "id": t.id, "pid": t.pid, "tid": t.tid, "process": t.process_name, "thread": t.thread_name,
-                "labels": t.process_labels, "role": t.role.value, "events": int(events_per_track[t.id]),
+                "id": t.id,
+                "pid": t.pid,
+                "tid": t.tid,
+                "process": t.process_name,
+                "thread": t.thread_name,
+                "labels": t.process_labels,
+                "role": t.role.value,
+                "events": int(events_per_track[t.id]),
             }  # fmt: skip
             for t in trace.tracks
         ],

@@ -79,10 +79,10 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
         table.add_row("device", "no device tracks in this trace (host-only profile)")
     else:
         table.add_row(
-        "device",
-        f"busy {percent(m['device.busy_fraction'])} · idle {percent(m['device.idle_fraction'])} "
-        f"({m['device.idle_gaps.count']:,.0f} gaps, longest {duration(m['device.idle_gap_us.max'], unit)}) · "
-        f"compute {percent(m['device.compute_fraction'])}",
+            "device",
+            f"busy {percent(m['device.busy_fraction'])} · idle {percent(m['device.idle_fraction'])} "
+            f"({m['device.idle_gaps.count']:,.0f} gaps, longest {duration(m['device.idle_gap_us.max'], unit)}) · "
+            f"compute {percent(m['device.compute_fraction'])}",
         )
     if m["device.ops.count"] > 0:
         table.add_row(
@@ -99,7 +99,9 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
     table.add_row(
         "compile",
         f"{m['compile.count']:,.0f} ({duration(m['compile.time_us'], unit)}) · "
-        f"{m['recompilations.count']:,.0f} after warm-up" if m["compile.count"] else "none",
+        f"{m['recompilations.count']:,.0f} after warm-up"
+        if m["compile.count"]
+        else "none",
     )
     table.add_row("sync points", f"{m['sync.count']:,.0f} ({m['sync.per_step']:.1f} per step)"
                   if m["steps.steady"] else f"{m['sync.count']:,.0f}")  # fmt: skip

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import operator
-from itertools import repeat
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import msgspec

@@ -104,7 +104,7 @@ def _decoding(workers: int) -> Iterator[Callable[..., Callable[[], Part]]]:
     of processes (pieces are independent, and msgspec holds the GIL while it decodes).
     """
     if workers <= 1:
-        yield lambda function, *args: (lambda: function(*args))
+        yield lambda function, *args: lambda: function(*args)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" else "spawn"
     pool = multiprocessing.get_context(method).Pool(workers)
@@ -157,9 +157,7 @@ def _reader(path: str) -> Iterator[Callable[[int], bytes]]:
     The thread decompresses (zlib releases the GIL) or reads while the caller decodes, so a gzip
     file costs little more than its decompression. Read errors surface as TraceError.
     """
-    opener: Callable[[], BinaryIO] = (lambda: gzip.open(path, "rb")) if _is_gzip(path) else (
-        lambda: open(path, "rb")
-    )
+    opener: Callable[[], BinaryIO] = (lambda: gzip.open(path, "rb")) if _is_gzip(path) else (lambda: open(path, "rb"))
     chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=2)
     stop = threading.Event()
 

@@ -94,9 +94,7 @@ class Counters:
 
     @classmethod
     def empty(cls) -> Counters:
-        return cls(
-            np.empty(0, np.float64), np.empty(0, np.float64), np.empty(0, np.int32), np.empty(0, np.int32), []
-        )
+        return cls(np.empty(0, np.float64), np.empty(0, np.float64), np.empty(0, np.int32), np.empty(0, np.int32), [])
 
 
 @dataclass
