@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -10,10 +11,15 @@ from rich.table import Table
 
 from perftool import __version__, dialects
 from perftool.analysis import METRICS, compute_metrics
+from perftool.emulator import config as emulator_config
+from perftool.emulator.run import run as emulate_run
+from perftool.emulator.trace_writer import encode_for, trace_bytes
 from perftool.errors import PerftoolError
-from perftool.output import check_writable, write_text
-from perftool.report import info_json, info_text
+from perftool.output import check_writable, write_bytes, write_text
+from perftool.report import emulate_json, emulate_text, info_json, info_text
 from perftool.trace import load_trace
+
+SCHEMAS = {"config": emulator_config.EmulatorConfig}
 
 
 class _Group(click.Group):
@@ -61,6 +67,46 @@ def list_metrics() -> None:
     for name, meaning in METRICS.items():
         table.add_row(name, meaning)
     Console().print(table)
+
+
+@cli.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the trace here (.json or .json.gz).")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KNOB=VALUE",
+    help="Override a knob (loop_size=32) or any field (workload.steps=400).",
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Summary format."
+)
+def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
+    """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; -o writes its trace."""
+    if output:
+        check_writable(output)
+    loaded = emulator_config.load_config(config, list(overrides))
+    try:
+        result = emulate_run(loaded)
+    except PerftoolError as exc:
+        raise PerftoolError(f"{config}: {exc}") from None
+    written = None
+    if output:
+        data = encode_for(output, trace_bytes(result))
+        write_bytes(data, output)
+        written = f"{output} ({len(data) / 1e3:,.0f} kB)"
+    if fmt == "json":
+        write_text(emulate_json.render(result, output), None)
+    else:
+        Console().print(emulate_text.render(result, written))
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(sorted(SCHEMAS)), default="config")
+def schema(name: str) -> None:
+    """Print the JSON Schema of a perftool file (editors use it to complete and check configs)."""
+    write_text(json.dumps(SCHEMAS[name].model_json_schema(), indent=2) + "\n", None)
 
 
 def main() -> None:

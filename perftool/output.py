@@ -25,11 +25,16 @@ def write_text(text: str, path: str | None) -> None:
     if path is None:
         sys.stdout.write(text)
         return
+    write_bytes(text.encode("utf-8"), path)
+
+
+def write_bytes(data: bytes, path: str) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same directory, then a rename."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".perftool-", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -66,6 +66,14 @@ def test_no_warmup_when_steps_are_even(write_trace):
     assert detect_steps(load_trace(write_trace(step_trace([100, 102, 98, 100])))).warmup == 0
 
 
+def test_throughput_counts_every_step_not_the_median_one(write_trace):
+    # a loop of 4 steps: 3 back to back, then one carrying the host's dispatch gap
+    m = compute_metrics(load_trace(write_trace(step_trace([100, 100, 100, 500] * 3))))
+    assert m["step_time_us.median"] == 100
+    assert m["throughput.steps_per_s"] == pytest.approx(1e6 / m["step_time_us.mean"])
+    assert m["throughput.steps_per_s"] < 1e6 / 150
+
+
 def test_metrics_on_a_trace_with_known_answers(write_trace):
     # 4 steps of 100 µs; each has 40 µs of kernel and a 20 µs H2D copy, of which 10 µs overlaps the kernel
     trace = load_trace(write_trace(step_trace([100] * 4, device_busy=40, h2d=(35, 20))))

@@ -37,8 +37,7 @@ class Steps:
 def detect_steps(trace: Trace) -> Steps:
     """Steps from step markers (``ProfilerStep#N``, emulator markers), host tracks preferred.
 
-    Warm-up is the run of leading steps that overlap a compile event or take more than
-    ``WARMUP_SLOWDOWN`` times the median of the later half; at least one step always stays.
+    Leading steps that overlap a compile event or run slow are warm-up (:func:`warmup_steps`).
     """
     is_step = (trace.kind == Kind.STEP) & (trace.phase == Phase.COMPLETE)
     on_host = is_step & trace.on_roles(Role.HOST)
@@ -47,13 +46,23 @@ def detect_steps(trace: Trace) -> Steps:
     ends = trace.end[rows][index]
     if starts.size == 0:
         return Steps(starts, ends, 0)
-    durations = ends - starts
-    typical = np.median(durations[starts.size // 2 :])
     compile_rows = np.flatnonzero(trace.kind == Kind.COMPILE)
     compiling = _overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
+    return Steps(starts, ends, int(warmup_steps(ends - starts, compiling)))
+
+
+def warmup_steps(durations: np.ndarray, compiling: np.ndarray, typical: np.ndarray | None = None) -> np.ndarray:
+    """How many leading steps are warm-up, along the last axis (one row per run when 2-D).
+
+    Warm-up is the run of leading steps that compile or take more than ``WARMUP_SLOWDOWN`` times
+    the typical step (by default the median of the later half); at least one step always stays.
+    Only the leading steps matter, so ``durations`` may be a prefix when ``typical`` is given.
+    """
+    count = durations.shape[-1]
+    if typical is None:
+        typical = np.median(durations[..., count // 2 :], axis=-1, keepdims=True)
     slow_or_compiling = compiling | (durations > WARMUP_SLOWDOWN * typical)
-    warmup = int(np.argmin(slow_or_compiling)) if not slow_or_compiling.all() else starts.size - 1
-    return Steps(starts, ends, min(warmup, starts.size - 1))
+    return np.where(slow_or_compiling.all(axis=-1), count - 1, np.argmin(slow_or_compiling, axis=-1))
 
 
 def _overlaps_any(starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray, other_ends: np.ndarray) -> np.ndarray:

@@ -1,0 +1,197 @@
+"""The emulator's input: a workload, the knobs under test, the device and a seed, read from YAML.
+
+Sizes accept units (``220MB``, ``1.5GiB``) or plain bytes. Every problem is reported as
+``FILE:LINE: field.path: reason`` and exit code 2; YAML is only ever read with the safe loader.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
+
+from perftool.emulator.profiles import PROFILES, DeviceProfile
+from perftool.errors import PerftoolError
+
+Size = Annotated[ByteSize, Field(gt=0)]
+OptionalSize = Annotated[ByteSize, Field(ge=0)]
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FallbackOp(_Strict):
+    """An op the device cannot run for its dtype, so each call goes device -> host -> device."""
+
+    op: str = Field(min_length=1, description="op name, e.g. digamma")
+    dtype: str = Field("bf16", description="dtype the device lacks a kernel for")
+    host_us: float = Field(gt=0, description="host time of one call, µs")
+    tensor_size: Size = Field(description="bytes copied each way per call")
+    calls_per_step: int = Field(1, ge=1)
+
+
+class Workload(_Strict):
+    """The model and its input pipeline: what the job is, independent of how it is run."""
+
+    name: str = "model"
+    weights: Size = Field(description="model weights on the device")
+    optimizer_state: OptionalSize = Field(ByteSize(0), description="optimizer state (e.g. Adam moments)")
+    activations_per_sample: OptionalSize = Field(ByteSize(0), description="activation memory per sample")
+    gflops_per_sample: float = Field(gt=0, description="forward + backward GFLOP per sample")
+    sample_size: Size = Field(description="one input sample on the host, as fp32")
+    preprocess_us_per_sample: float = Field(0.0, ge=0, description="host preprocessing per sample, µs")
+    preprocess_jitter: float = Field(0.0, ge=0, le=5, description="coefficient of variation of preprocessing time")
+    input_workers: int = Field(1, ge=1, le=256, description="parallel preprocessing workers")
+    compute_jitter: float = Field(0.02, ge=0, lt=1, description="coefficient of variation of device step time")
+    ops_per_step: int = Field(300, ge=1, description="device ops in one training step")
+    graph_compile_ms: float = Field(2000.0, gt=0, description="time to compile one graph (a new shape or loop length)")
+    layout_copy_per_sample: OptionalSize = Field(
+        ByteSize(0), description="bytes rearranged per sample when operand layouts mismatch"
+    )
+    steps: int = Field(ge=1, le=1_000_000, description="full-batch training steps to emulate")
+    last_batch_samples: int = Field(0, ge=0, description="samples left over for a final, smaller batch")
+
+
+class Knobs(_Strict):
+    """The settings perftool tunes. A knob the device family lacks must stay at its default."""
+
+    batch_size: int = Field(32, ge=1, le=1_000_000, description="samples per step (micro-batch)")
+    loop_size: int = Field(1, ge=1, description="training steps per device call (iteration offload)")
+    prefetch_depth: int = Field(1, ge=1, le=1024, description="batches prepared ahead of the device")
+    io_tiles: int = Field(0, ge=0, description="IPU tiles reserved for overlapping IO with compute")
+    transfer_dtype: Literal["fp32", "fp16", "int8"] = Field("fp32", description="dtype of input transfers")
+    offload_optimizer: bool = Field(False, description="keep optimizer state in remote buffers")
+    last_batch: Literal["partial", "pad", "drop"] = Field("partial", description="what to do with a short last batch")
+    device_graphs: bool = Field(False, description="replay captured device graphs (HPU Graphs, CUDA graphs)")
+    cpu_fallback_ops: tuple[FallbackOp, ...] = Field((), description="ops that run on the host")
+    layout_mismatch: bool = Field(False, description="operand layouts force strided rearrangement copies")
+    gradient_accumulation: int = Field(1, ge=1, le=100_000, description="micro-batches per weight update")
+
+
+class EmulatorConfig(_Strict):
+    """One emulated training run."""
+
+    device: Literal["npu", "ipu", "hpu", "gpu"]
+    workload: Workload
+    knobs: Knobs = Knobs()
+    seed: int = Field(0, ge=0, lt=2**63)
+
+    @property
+    def profile(self) -> DeviceProfile:
+        return PROFILES[self.device]
+
+
+def load_config(path: str | Path, overrides: list[str] = ()) -> EmulatorConfig:
+    """Read, override (``knob=value`` or ``section.field=value``) and validate a config file."""
+    path = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PerftoolError(f"{path}: cannot read config: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PerftoolError(f"{path}{where}: not valid YAML: {reason}") from None
+    if not isinstance(document, dict):
+        raise PerftoolError(f"{path}: a config must be a YAML mapping with device, workload and knobs")
+    overridden = {_apply_override(document, item): item for item in overrides}
+    return validate_config(document, path, root, overridden)
+
+
+def validate_config(
+    document: dict[str, Any], source: str = "<config>", root: yaml.Node | None = None,
+    overridden: dict[tuple[str, ...], str] | None = None,
+) -> EmulatorConfig:  # fmt: skip
+    """A validated config from a plain mapping; errors name the field path and the line or ``--set``."""
+    try:
+        config = EmulatorConfig.model_validate(document)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise _field_error(source, root, overridden or {}, error["loc"], _reason(error) + more) from None
+    problem = _device_problem(config)
+    if problem:
+        raise _field_error(source, root, overridden or {}, *problem)
+    return config
+
+
+def _reason(error: dict[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"].startswith("byte_size"):
+        return f"not a size (got {error.get('input')!r}): give bytes or a unit, e.g. 220MB or 1.5GiB"
+    value = error.get("input")
+    shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and error["type"] != "missing" else ""
+    return f"{error['msg']}{shown}"
+
+
+def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
+    """Constraints between fields: knobs the family lacks, sizes that cannot work together."""
+    profile, knobs, workload = config.profile, config.knobs, config.workload
+    defaults = Knobs()
+    for name in Knobs.model_fields:
+        if name not in profile.knobs and getattr(knobs, name) != getattr(defaults, name):
+            return ("knobs", name), f"device '{config.device}' has no {name} knob"
+    if knobs.loop_size > workload.steps:
+        return ("knobs", "loop_size"), f"{knobs.loop_size} is larger than workload.steps ({workload.steps})"
+    if profile.tiles and knobs.io_tiles >= profile.tiles:
+        return ("knobs", "io_tiles"), f"{knobs.io_tiles} leaves no compute tiles ({profile.model} has {profile.tiles})"
+    if workload.last_batch_samples >= knobs.batch_size:
+        return ("workload", "last_batch_samples"), f"must be smaller than knobs.batch_size ({knobs.batch_size})"
+    if knobs.layout_mismatch and workload.layout_copy_per_sample == 0:
+        return ("knobs", "layout_mismatch"), "needs workload.layout_copy_per_sample (bytes rearranged per sample)"
+    return None
+
+
+def _field_error(source: str, root: yaml.Node | None, overridden: dict, loc: tuple, reason: str) -> PerftoolError:
+    field_path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    override = next((item for path, item in overridden.items() if tuple(loc[: len(path)]) == path), None)
+    line = None if override else _line_of(root, loc)
+    where = f"{source} (--set {override})" if override else f"{source}:{line}" if line else source
+    return PerftoolError(f"{where}: {field_path or 'config'}: {reason}")
+
+
+def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
+    """The 1-based line of the deepest node on ``loc`` that the YAML document has."""
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == part), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _apply_override(document: dict[str, Any], item: str) -> tuple[str, ...]:
+    """``loop_size=32`` sets a knob; ``workload.steps=400`` sets any field by its path. Returns the path."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise PerftoolError(f"--set {item!r}: expected NAME=VALUE, e.g. loop_size=32")
+    parts = key.strip().split(".")
+    if len(parts) == 1 and parts[0] in Knobs.model_fields:
+        parts = ["knobs", parts[0]]
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise PerftoolError(f"--set {item!r}: value is not valid YAML") from None
+    target = document
+    for part in parts[:-1]:
+        target = target.setdefault(part, {})
+        if not isinstance(target, dict):
+            raise PerftoolError(f"--set {item!r}: {part} is not a section")
+    target[parts[-1]] = value
+    return tuple(parts)

@@ -1,0 +1,116 @@
+"""The fast path: predicted figures for many configurations at once, without writing a trace.
+
+The figures are measured the way ``perftool info`` measures a trace (the same warm-up rule, the
+same steady-state window), so a prediction and a scan of the emulator's own trace agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perftool.analysis.steps import warmup_steps
+from perftool.emulator.config import EmulatorConfig
+from perftool.emulator.plan import Plan, build_plan
+from perftool.emulator.simulate import Timeline, simulate
+
+WARMUP_PREFIX = 32  # leading steps examined first for warm-up
+CHUNK = 4096  # configurations simulated together (bounds memory: ~12 bytes per step and configuration)
+
+FIGURES: dict[str, str] = {
+    "step_time_us": "median steady-state step time, µs",
+    "step_time_mean_us": "mean steady-state step time, µs",
+    "step_time_p90_us": "90th percentile steady-state step time, µs",
+    "throughput": "steady-state samples per second",
+    "device_busy_fraction": "share of the steady state with the device working",
+    "warmup_steps": "leading steps excluded as warm-up",
+    "compiles": "graph compilations in the run",
+    "recompilations": "compilations in the steady state",
+    "run_time_us": "time of the whole run, compiles included, µs",
+}
+
+
+@dataclass
+class Evaluation:
+    """One entry per configuration; figures are NaN where the configuration cannot run."""
+
+    plan: Plan
+    figures: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.figures[name]
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.plan.feasible
+
+    def row(self, index: int) -> dict[str, float]:
+        return {name: float(values[index]) for name, values in self.figures.items()}
+
+
+def evaluate(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> Evaluation:
+    """Predict every configuration in ``grid`` (or the config as written); infeasible ones are not simulated."""
+    plan = build_plan(config, grid)
+    figures = {name: np.full(plan.n, np.nan) for name in FIGURES}
+    runnable = np.flatnonzero(plan.feasible)
+    for first in range(0, runnable.size, CHUNK):
+        rows = runnable[first : first + CHUNK]
+        part = plan.subset(rows)
+        for name, values in steady_figures(part, simulate(part, config.seed)).items():
+            figures[name][rows] = values
+    return Evaluation(plan, figures)
+
+
+def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
+    """The figures of :data:`FIGURES` from simulated timelines (arrays are ``[step, config]``)."""
+    figures = {name: np.full(plan.n, np.nan) for name in FIGURES}
+    totals = plan.total_steps
+    for count in np.unique(totals):
+        rows = np.flatnonzero(totals == count)
+        ends = timeline.step_end[:count, rows]
+        starts = np.vstack([np.zeros((1, rows.size)), ends[:-1]])
+        durations = (ends - starts).astype(np.float32)
+        warmup = _warmup(durations, starts, ends, timeline.compile_start[:, rows], timeline.compile_end[:, rows])
+        for first in np.unique(warmup):
+            sub = np.flatnonzero(warmup == first)
+            at = rows[sub]
+            steady = durations[first:, sub]
+            window_start, window = starts[first, sub], ends[-1, sub] - starts[first, sub]
+            samples = plan.batch[at] * steady.shape[0] - np.where(
+                plan.extra_step[at], plan.batch[at] - plan.last_samples, 0
+            )
+            busy = timeline.device_busy[first:count, at].sum(axis=0, dtype=np.float64)
+            figures["step_time_us"][at] = np.median(steady, axis=0)
+            figures["step_time_mean_us"][at] = window / steady.shape[0]
+            figures["step_time_p90_us"][at] = np.percentile(steady, 90, axis=0)
+            figures["throughput"][at] = samples / window * 1e6
+            figures["device_busy_fraction"][at] = busy / window
+            figures["warmup_steps"][at] = first
+            figures["recompilations"][at] = np.sum(timeline.compile_start[:, at] >= window_start, axis=0)
+        figures["compiles"][rows] = np.sum(~np.isnan(timeline.compile_start[:, rows]), axis=0)
+        figures["run_time_us"][rows] = ends[-1]
+    return figures
+
+
+def _warmup(durations, starts, ends, compile_start, compile_end) -> np.ndarray:
+    """Warm-up steps per configuration by the rule ``perftool info`` applies to traces.
+
+    Only leading steps can be warm-up, so a short prefix decides it for almost every configuration;
+    the few whose whole prefix is slow are decided on all their steps.
+    """
+    count = durations.shape[0]
+    typical = np.median(durations[count // 2 :], axis=0)[:, None]
+    warmup = np.zeros(durations.shape[1], dtype=np.int64)
+    undecided = np.arange(durations.shape[1])
+    for prefix in (min(count, WARMUP_PREFIX), count):
+        compiling = np.zeros((prefix, undecided.size), dtype=bool)
+        for slot_start, slot_end in zip(compile_start[:, undecided], compile_end[:, undecided]):
+            compiling |= (slot_start < ends[:prefix, undecided]) & (slot_end > starts[:prefix, undecided])
+        found = warmup_steps(durations[:prefix, undecided].T, compiling.T, typical[undecided])
+        decided = (found < prefix - 1) | (prefix == count)
+        warmup[undecided[decided]] = found[decided]
+        undecided = undecided[~decided]
+        if undecided.size == 0:
+            break
+    return warmup

@@ -1,0 +1,230 @@
+"""What each configuration costs per step, vectorised: one array element per configuration.
+
+A plan turns the workload, the device profile and the knob values into per-step costs (µs), the
+call structure (loop size, remainder loop, last batch) and the memory footprint. Feasibility is
+decided here, before any simulation: a configuration that does not fit is out of memory, never fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perftool.emulator.config import DTYPE_BYTES, EmulatorConfig, Knobs
+from perftool.emulator.profiles import TILE_BYTES, DeviceProfile
+
+IO_TILE_HEADROOM = 1.05  # IO tiles need ~5% for exchange code and buffers (reference 002, §4.4.2)
+
+
+@dataclass
+class Plan:
+    """Per-configuration arrays (length ``n``) and the workload scalars they share."""
+
+    n: int
+    steps: int  # full-batch steps in the workload
+    batch: np.ndarray
+    loop: np.ndarray
+    depth: np.ndarray
+    io_tiles: np.ndarray
+    accumulation: np.ndarray
+    # per-step costs, µs (``_last``: the extra step made by a padded or partial last batch)
+    compute_us: np.ndarray
+    compute_last_us: np.ndarray
+    transfer_us: np.ndarray
+    transfer_last_us: np.ndarray
+    preprocess_us: np.ndarray
+    preprocess_last_us: np.ndarray
+    strided_us: np.ndarray
+    strided_last_us: np.ndarray
+    overlap: np.ndarray  # share of the input transfer that runs beside compute (0..1)
+    dispatch_us: np.ndarray  # host launch cost of one device call
+    streamed: np.ndarray  # ops launched one by one: the device trails the host's launches
+    update_us: np.ndarray  # weight update
+    offload_us: np.ndarray  # remote-buffer copies of the optimizer state at each update
+    # call structure
+    extra_step: np.ndarray  # a padded or partial last batch adds one step
+    partial_last: np.ndarray  # ... at a new shape (a new graph)
+    last_samples: int
+    graph_mode: np.ndarray  # new shapes and loop lengths compile
+    # scalars shared by every configuration
+    python_us: float
+    compile_us: float
+    fallback_d2h_us: float
+    fallback_host_us: float
+    fallback_h2d_us: float
+    preprocess_jitter: float
+    compute_jitter: float
+    workers: int
+    blocking: bool
+    host_feeds_data: bool
+    # memory
+    static_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    capacity_bytes: np.ndarray
+    infeasible: np.ndarray  # str per configuration, "" when it fits
+
+    @property
+    def total_steps(self) -> np.ndarray:
+        return self.steps + self.extra_step.astype(np.int64)
+
+    @property
+    def memory_bytes(self) -> np.ndarray:
+        return self.static_bytes + self.activation_bytes
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.infeasible == ""
+
+    def samples(self) -> np.ndarray:
+        """Samples each configuration processes in the whole run."""
+        return self.batch * self.steps + np.where(self.extra_step, self.last_samples, 0)
+
+    def subset(self, rows: np.ndarray) -> Plan:
+        """The plan of some configurations only."""
+        values = {}
+        for name, value in vars(self).items():
+            values[name] = value[rows] if isinstance(value, np.ndarray) else value
+        values["n"] = int(np.asarray(rows).size if np.asarray(rows).dtype != bool else np.count_nonzero(rows))
+        return Plan(**values)
+
+
+def knob_grid(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Every knob as an array: the swept values from ``grid``, the config's value elsewhere."""
+    grid = {k: np.asarray(v) for k, v in (grid or {}).items()}
+    unknown = set(grid) - set(Knobs.model_fields)
+    if unknown:
+        raise ValueError(f"not knobs: {sorted(unknown)}")
+    sizes = {v.size for v in grid.values()} or {1}
+    if len(sizes) != 1:
+        raise ValueError("knob arrays differ in length")
+    n = sizes.pop()
+    return {
+        name: (grid[name] if name in grid else np.full(n, getattr(config.knobs, name))).astype(_DTYPES[name])
+        for name in Knobs.model_fields
+        if name != "cpu_fallback_ops"
+    }
+
+
+_DTYPES = {
+    "batch_size": np.int64,
+    "loop_size": np.int64,
+    "prefetch_depth": np.int64,
+    "io_tiles": np.int64,
+    "gradient_accumulation": np.int64,
+    "transfer_dtype": str,
+    "last_batch": str,
+    "offload_optimizer": bool,
+    "device_graphs": bool,
+    "layout_mismatch": bool,
+}
+
+
+def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> Plan:
+    """The plan of the config as written, or of every knob combination in ``grid``."""
+    profile, work, knobs = config.profile, config.workload, knob_grid(config, grid)
+    batch = knobs["batch_size"].astype(np.int64)
+    io = knobs["io_tiles"].astype(np.int64)
+    last = work.last_batch_samples
+    policy = knobs["last_batch"]
+    extra = (policy != "drop") & (last > 0)
+    partial = (policy == "partial") & (last > 0)
+    graphs = knobs["device_graphs"].astype(bool)
+    graph_mode = np.full(batch.size, profile.compiles_graphs) | graphs
+    streamed = (profile.op_launch_us > 0) & ~graphs  # without device graphs, every op is launched from the host
+
+    compute_tiles = profile.tiles - io if profile.tiles else None
+    tile_slowdown = profile.tiles / compute_tiles if profile.tiles else 1.0
+    us_per_sample = work.gflops_per_sample * 1e3 / (profile.peak_tflops * profile.efficiency) * tile_slowdown
+    wire_bytes = work.sample_size * np.vectorize(DTYPE_BYTES.get)(knobs["transfer_dtype"]) / 4
+    us_per_wire_byte = 1e6 / profile.h2d_bandwidth
+    strided_per_sample = np.where(
+        knobs["layout_mismatch"], work.layout_copy_per_sample * 1e6 / profile.strided_copy_bandwidth, 0.0
+    )
+    offload = knobs["offload_optimizer"].astype(bool)
+    accumulation = knobs["gradient_accumulation"].astype(np.int64)
+
+    fallback = config.knobs.cpu_fallback_ops
+    plan = Plan(
+        n=int(batch.size),
+        steps=work.steps,
+        batch=batch,
+        loop=knobs["loop_size"].astype(np.int64),
+        depth=knobs["prefetch_depth"].astype(np.int64),
+        io_tiles=io,
+        accumulation=accumulation,
+        compute_us=us_per_sample * batch,
+        compute_last_us=us_per_sample * np.where(partial, last, batch),
+        transfer_us=wire_bytes * batch * us_per_wire_byte,
+        transfer_last_us=wire_bytes * np.where(partial, last, batch) * us_per_wire_byte,
+        preprocess_us=np.full(batch.size, work.preprocess_us_per_sample) * batch,
+        preprocess_last_us=np.full(batch.size, work.preprocess_us_per_sample * last),
+        strided_us=strided_per_sample * batch,
+        strided_last_us=strided_per_sample * np.where(partial, last, batch),
+        overlap=_overlap(profile, io),
+        dispatch_us=np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us),
+        streamed=streamed,
+        update_us=np.full(batch.size, (3 * work.weights + 2 * work.optimizer_state) * 1e6 / profile.memory_bandwidth),
+        offload_us=np.where(offload, 2 * work.optimizer_state * 1e6 / max(profile.remote_buffer_bandwidth, 1.0), 0.0),
+        extra_step=extra,
+        partial_last=partial,
+        last_samples=last,
+        graph_mode=graph_mode,
+        python_us=profile.python_us,
+        compile_us=work.graph_compile_ms * 1e3,
+        fallback_d2h_us=sum(op.calls_per_step * op.tensor_size * 1e6 / profile.d2h_bandwidth for op in fallback),
+        fallback_host_us=sum(op.calls_per_step * op.host_us for op in fallback),
+        fallback_h2d_us=sum(op.calls_per_step * op.tensor_size * 1e6 / profile.h2d_bandwidth for op in fallback),
+        preprocess_jitter=work.preprocess_jitter,
+        compute_jitter=work.compute_jitter,
+        workers=work.input_workers,
+        blocking=profile.host_blocks_per_call,
+        host_feeds_data=profile.host_feeds_data,
+        static_bytes=(
+            2 * work.weights + np.where(offload, 0, work.optimizer_state) + np.where(accumulation > 1, work.weights, 0)
+        ).astype(np.float64),
+        activation_bytes=(
+            work.activations_per_sample * batch + np.where(profile.tiles, 0, 2 * wire_bytes * batch)
+        ).astype(np.float64),
+        capacity_bytes=(
+            compute_tiles * TILE_BYTES if profile.tiles else np.full(batch.size, profile.memory_bytes)
+        ).astype(np.float64),
+        infeasible=np.full(batch.size, "", dtype=object),
+    )
+    plan.infeasible = _infeasible(profile, plan, wire_bytes * batch)
+    return plan
+
+
+def io_tiles_needed(micro_batch_bytes: np.ndarray | float) -> np.ndarray:
+    """``N_IO ≈ 1.05 × micro-batch bytes / 624 kB`` (reference 002, §4.4.2), rounded up."""
+    return np.ceil(IO_TILE_HEADROOM * np.asarray(micro_batch_bytes, dtype=np.float64) / TILE_BYTES).astype(np.int64)
+
+
+def _overlap(profile: DeviceProfile, io_tiles: np.ndarray) -> np.ndarray:
+    """Share of input transfers hidden behind compute: DMA engines, or IPU IO tiles when there are some."""
+    if profile.async_h2d:
+        return np.ones(io_tiles.size)
+    return (io_tiles > 0).astype(np.float64)
+
+
+def _infeasible(profile: DeviceProfile, plan: Plan, micro_batch_bytes: np.ndarray) -> np.ndarray:
+    """Why each configuration cannot run ('' when it can): memory first, then IO tiles."""
+    reasons = np.full(plan.n, "", dtype=object)
+    over = plan.memory_bytes > plan.capacity_bytes
+    for row in np.flatnonzero(over):
+        reasons[row] = f"out of memory: needs {_gb(plan.memory_bytes[row])} of {_gb(plan.capacity_bytes[row])}" + (
+            " on compute tiles" if profile.tiles else ""
+        )
+    if profile.tiles:
+        needed = io_tiles_needed(micro_batch_bytes)
+        short = ~over & (plan.io_tiles > 0) & (plan.io_tiles < needed)
+        for row in np.flatnonzero(short):
+            reasons[row] = (
+                f"micro-batch of {micro_batch_bytes[row] / 1e3:,.0f} kB does not fit in {plan.io_tiles[row]} IO tiles "
+                f"(needs {needed[row]})"
+            )
+    return reasons
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1e9:.2f} GB" if value >= 1e8 else f"{value / 1e6:.1f} MB"

@@ -1,0 +1,162 @@
+"""Device profiles: the hardware and host-software constants the emulator's physics runs on.
+
+Every figure is a public vendor figure or an order-of-magnitude measurement of the software stack,
+named in the comment beside it. They set the scale of the emulated times; the shape of the results
+(what saturates, where an optimum sits) comes from the model, not from tuning these numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+KB, MB, GB = 1e3, 1e6, 1e9
+TILE_BYTES = 624 * KB  # IPU Mk2 memory per tile (reference 002, §4.4.2)
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """One accelerator and the host software that drives it."""
+
+    family: str  # npu | ipu | hpu | gpu
+    model: str
+    memory_bytes: float  # device memory available to the job (IPU: all tiles' SRAM)
+    peak_tflops: float  # dense fp16/bf16 peak
+    efficiency: float  # share of peak a training step sustains
+    memory_bandwidth: float  # bytes/s, device memory (optimizer update is bound by it)
+    h2d_bandwidth: float  # bytes/s achieved host -> device
+    d2h_bandwidth: float  # bytes/s achieved device -> host
+    strided_copy_bandwidth: float  # bytes/s of layout-rearranging copies (strided, TransData)
+    python_us: float  # host Python each time control returns to the training loop
+    call_dispatch_us: float  # host cost to launch one compiled device call (graph / loop)
+    op_launch_us: float  # host cost per op when ops are launched one by one (no device graph)
+    host_blocks_per_call: bool  # the host waits for each device call before the next (graph-mode loops)
+    host_feeds_data: bool  # the training loop pulls batches itself (PyTorch DataLoader) vs an infeed thread
+    compiles_graphs: bool  # every new shape or loop length is a graph compile
+    async_h2d: bool  # input copies run on DMA engines beside compute (IPU: only through IO tiles)
+    tiles: int = 0  # IPU tiles (0: not an IPU)
+    remote_buffer_bandwidth: float = 0.0  # bytes/s to optimizer state offloaded to streaming memory
+    knobs: frozenset[str] = field(default_factory=frozenset)  # knobs this family has
+    knob_names: dict[str, str] = field(default_factory=dict)  # what the family's own docs call them
+
+    def describe(self) -> dict[str, Any]:
+        """The constants as plain JSON values (written into the trace's metadata)."""
+        values = asdict(self)
+        values["knobs"] = sorted(self.knobs)
+        return values
+
+
+_COMMON_KNOBS = frozenset({"batch_size", "prefetch_depth", "transfer_dtype", "last_batch", "gradient_accumulation"})
+
+PROFILES: dict[str, DeviceProfile] = {
+    # Ascend 910: 32 GB HBM2 at ~1.2 TB/s, 256 TFLOPS fp16 (Huawei datasheet); PCIe 4.0 x16 host link
+    # (~24 GB/s achieved of 32). A TF2 loop that returns to Python each step pays a tf.function call
+    # and Python step bookkeeping (~1.5 ms) plus a graph launch through AscendCL (~0.5 ms); iteration
+    # offload (reference 000) pays them once per NPU_LOOP_SIZE steps. TransData format conversion
+    # runs well below HBM bandwidth.
+    "npu": DeviceProfile(
+        family="npu",
+        model="Ascend 910 (32 GB HBM2)",
+        memory_bytes=32 * GB,
+        peak_tflops=256.0,
+        efficiency=0.35,
+        memory_bandwidth=1.2e12,
+        h2d_bandwidth=24 * GB,
+        d2h_bandwidth=24 * GB,
+        strided_copy_bandwidth=150 * GB,
+        python_us=1500.0,
+        call_dispatch_us=500.0,
+        op_launch_us=0.0,
+        host_blocks_per_call=True,
+        host_feeds_data=False,
+        compiles_graphs=True,
+        async_h2d=True,
+        knobs=_COMMON_KNOBS | {"loop_size", "layout_mismatch"},
+        knob_names={"loop_size": "NPU_LOOP_SIZE / npu.set_npu_loop_size", "prefetch_depth": "dataset.prefetch"},
+    ),
+    # Graphcore GC200 (Mk2): 1472 tiles x 624 kB = ~900 MB In-Processor Memory at 47.5 TB/s,
+    # 250 TFLOPS fp16 (Graphcore datasheet). IPU-M2000 host links are 2 x 100 GbE shared by four IPUs
+    # (~6 GB/s each); streaming memory (remote buffers) behind the gateway ~20 GB/s per IPU.
+    # Transfers overlap compute only through IO tiles (reference 002, §4.4.2). Strided copies
+    # (DstStridedCopy vertices, PreArrange steps) move a few bytes per tile per cycle: ~1% of the
+    # exchange's bandwidth (the reference's example spends 10x the op's cycles rearranging).
+    "ipu": DeviceProfile(
+        family="ipu",
+        model="Graphcore GC200 (Mk2, 1472 tiles)",
+        memory_bytes=1472 * TILE_BYTES,
+        peak_tflops=250.0,
+        efficiency=0.4,
+        memory_bandwidth=47.5e12,
+        h2d_bandwidth=6 * GB,
+        d2h_bandwidth=6 * GB,
+        strided_copy_bandwidth=500 * GB,
+        python_us=1500.0,
+        call_dispatch_us=300.0,
+        op_launch_us=0.0,
+        host_blocks_per_call=True,
+        host_feeds_data=False,
+        compiles_graphs=True,
+        async_h2d=False,
+        tiles=1472,
+        remote_buffer_bandwidth=20 * GB,
+        knobs=_COMMON_KNOBS | {"loop_size", "io_tiles", "offload_optimizer", "layout_mismatch"},
+        knob_names={
+            "loop_size": "device_iterations / steps_per_execution",
+            "prefetch_depth": "IPUInfeedQueue(prefetch_depth=...) / defaultPrefetchBufferingDepth",
+            "io_tiles": "num_io_tiles",
+            "offload_optimizer": "offload_weight_update_variables",
+        },
+    ),
+    # Intel Gaudi 2: 96 GB HBM2e at 2.46 TB/s, 432 TFLOPS bf16 (Intel product brief); PCIe Gen4 x16.
+    # In lazy mode the host builds the graph op by op every step (~25 us an op); HPU Graphs replay a
+    # captured step with one launch (reference 003). New shapes compile a new recipe (reference 004).
+    "hpu": DeviceProfile(
+        family="hpu",
+        model="Intel Gaudi 2 (96 GB HBM2e)",
+        memory_bytes=96 * GB,
+        peak_tflops=432.0,
+        efficiency=0.4,
+        memory_bandwidth=2.46e12,
+        h2d_bandwidth=24 * GB,
+        d2h_bandwidth=24 * GB,
+        strided_copy_bandwidth=300 * GB,
+        python_us=800.0,
+        call_dispatch_us=150.0,
+        op_launch_us=25.0,
+        host_blocks_per_call=False,
+        host_feeds_data=True,
+        compiles_graphs=True,
+        async_h2d=True,
+        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops"},
+        knob_names={
+            "device_graphs": "HPU Graphs (htcore.hpu.wrap_in_hpu_graph)",
+            "prefetch_depth": "DataLoader prefetch_factor",
+        },
+    ),
+    # NVIDIA A100 SXM 80 GB: 2.0 TB/s HBM2e, 312 TFLOPS fp16 tensor dense (NVIDIA datasheet);
+    # pinned PCIe Gen4 copies ~25 GB/s. cudaLaunchKernel costs ~5 us of host time per kernel;
+    # a CUDA graph replays a captured step with one launch.
+    "gpu": DeviceProfile(
+        family="gpu",
+        model="NVIDIA A100 SXM (80 GB)",
+        memory_bytes=80 * GB,
+        peak_tflops=312.0,
+        efficiency=0.45,
+        memory_bandwidth=2.0e12,
+        h2d_bandwidth=25 * GB,
+        d2h_bandwidth=25 * GB,
+        strided_copy_bandwidth=400 * GB,
+        python_us=500.0,
+        call_dispatch_us=20.0,
+        op_launch_us=5.0,
+        host_blocks_per_call=False,
+        host_feeds_data=True,
+        compiles_graphs=False,
+        async_h2d=True,
+        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops"},
+        knob_names={
+            "device_graphs": "CUDA graphs (torch.cuda.graphs / mode='reduce-overhead')",
+            "prefetch_depth": "DataLoader prefetch_factor",
+        },
+    ),
+}

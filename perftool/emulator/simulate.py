@@ -1,0 +1,198 @@
+"""The emulator's timeline: one pass over the steps, vectorised across configurations.
+
+Four resources run side by side and wait on each other:
+
+- **preprocessing workers** prepare batches in turn; each keeps up to ``prefetch_depth`` batches
+  ready, so batch *i* may start once batch *i − prefetch_depth × workers* has left the buffer:
+  the buffer is what absorbs preprocessing jitter;
+- **the host** runs the training loop: Python and a dispatch for every device call (one per
+  ``loop_size`` steps), a compile before a call of a new shape or loop length, and CPU-fallback
+  ops. Graph-mode stacks (NPU, IPU) wait for each call before the next; eager/lazy stacks (HPU, GPU)
+  run up to one step ahead and pull each batch from the data loader themselves;
+- **the host→device link** copies a batch beside compute (DMA engines, or IPU IO tiles), or the
+  device copies it itself before computing (IPU without IO tiles);
+- **the device** runs each step in order: serial input copy, compute (split by a CPU fallback's
+  round trip), strided rearrangement copies, and every ``gradient_accumulation`` steps the weight
+  update with its remote-buffer copies when the optimizer state is offloaded.
+
+A step spans from the end of the previous step's device work to the end of its own. Random
+jitter is drawn once per step from the seed and shared by every configuration, so configurations
+are compared on the same luck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perftool.emulator.plan import Plan
+
+MAX_COMPILES = 3  # first call, remainder loop, partial last batch
+
+
+@dataclass
+class Timeline:
+    """Where each configuration's steps end and what the device did: arrays ``[step, config]``."""
+
+    step_end: np.ndarray  # float64 µs; rows past a configuration's last step repeat its end
+    device_busy: np.ndarray  # float32 µs of device work in each step
+    compile_start: np.ndarray  # [MAX_COMPILES, config], NaN when unused
+    compile_end: np.ndarray
+    recorded: dict[str, np.ndarray] = field(default_factory=dict)  # per-step detail, when asked
+
+
+class _Recorder:
+    """Keeps per-step arrays for the trace writer; does nothing on the fast path."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.rows: dict[str, list[np.ndarray]] = {}
+
+    def put(self, **values: np.ndarray) -> None:
+        if self.enabled:
+            for name, value in values.items():
+                self.rows.setdefault(name, []).append(np.array(value))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {name: np.stack(rows) for name, rows in self.rows.items()}
+
+
+def _kept(active: bool | np.ndarray, new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """The new value where this step exists (``True``: everywhere), the old one where the run has ended."""
+    return new if active is True else np.where(active, new, old)
+
+
+def jitter(seed: int, steps: int, cv: float, stream: int) -> np.ndarray:
+    """Mean-one lognormal factors with coefficient of variation ``cv``, one per step."""
+    z = np.random.default_rng([seed, stream]).standard_normal(steps)
+    sigma = np.sqrt(np.log1p(cv * cv))
+    return np.exp(sigma * z - sigma * sigma / 2)
+
+
+def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
+    """Run every configuration of ``plan`` through all its steps."""
+    n, steps = plan.n, int(plan.total_steps.max())
+    cols = np.arange(n)
+    preprocess_factor = jitter(seed, steps, plan.preprocess_jitter, 0)
+    compute_factor = jitter(seed, steps, plan.compute_jitter, 1)
+    rec = _Recorder(record)
+
+    ahead = plan.depth * plan.workers  # batches in flight: each worker keeps prefetch_depth ready
+    ring = int(ahead.max()) + 1
+    consumed_ring = np.zeros((ring, n))  # when each recent batch left the prefetch buffer
+    ready_ring = np.zeros((plan.workers, n))  # when each worker finished its last batch
+    step_end = np.zeros((steps, n))
+    device_busy = np.zeros((steps, n), dtype=np.float32)
+    compile_start = np.full((MAX_COMPILES, n), np.nan)
+    compile_end = np.full((MAX_COMPILES, n), np.nan)
+    compiles = np.zeros(n, dtype=np.int64)
+
+    zeros = np.zeros(n)
+    dev_end_prev = zeros.copy()
+    dev_end_prev2 = zeros.copy()
+    dev_start_prev = zeros.copy()
+    link_free = zeros.copy()
+    host_free = zeros.copy()
+    call_ready = zeros.copy()
+    full_steps_of_loops = plan.steps + (plan.extra_step & ~plan.partial_last)  # steps at the full shape
+    remainder = full_steps_of_loops % plan.loop
+    remainder_start = np.where(remainder > 0, full_steps_of_loops - remainder, -1)
+    fallback = plan.fallback_host_us > 0
+    # shortcuts where every configuration agrees (always, for a single one)
+    may_compile = {0, plan.steps, *remainder_start[remainder_start >= 0].tolist()}
+    any_streamed = bool(plan.streamed.any())
+    linked = plan.overlap > 0
+    all_linked, none_linked = bool(linked.all()), not linked.any()
+    serial_share = 1 - plan.overlap
+    no_partial = np.zeros(n, dtype=bool)
+
+    for i in range(steps):
+        last = i == plan.steps  # the extra step of a padded or partial last batch: not every run has one
+        if last:
+            active = i < plan.total_steps
+            partial = plan.partial_last
+            compute = np.where(partial, plan.compute_last_us, plan.compute_us) * compute_factor[i]
+            transfer = np.where(partial, plan.transfer_last_us, plan.transfer_us)
+            strided = np.where(partial, plan.strided_last_us, plan.strided_us)
+            preprocess = plan.preprocess_last_us * preprocess_factor[i]
+        else:
+            active, partial = True, no_partial
+            compute = plan.compute_us * compute_factor[i]
+            transfer, strided = plan.transfer_us, plan.strided_us
+            preprocess = plan.preprocess_us * preprocess_factor[i]
+
+        # input pipeline: a worker and a buffer slot must both be free
+        slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, cols], 0.0)
+        worker_free = ready_ring[i % plan.workers] if i >= plan.workers else zeros
+        preprocess_start = np.maximum(slot_free, worker_free)
+        ready = preprocess_start + preprocess
+
+        # host: a device call every loop_size steps, compiling new shapes and loop lengths first
+        call_start = (i % plan.loop == 0) | partial
+        wait_from = np.maximum(host_free, dev_end_prev if plan.blocking else dev_end_prev2)
+        host_begin = np.maximum(wait_from, ready) if plan.host_feeds_data else wait_from
+        python_end = host_begin + plan.python_us
+        if i in may_compile:
+            new_graph = call_start & plan.graph_mode & ((i == 0) | (remainder_start == i) | partial) & active
+            compile_done = python_end + np.where(new_graph, plan.compile_us, 0.0)
+            slot = np.minimum(compiles, MAX_COMPILES - 1)
+            compile_start[slot[new_graph], cols[new_graph]] = python_end[new_graph]
+            compile_end[slot[new_graph], cols[new_graph]] = compile_done[new_graph]
+            compiles += new_graph
+        else:
+            new_graph, compile_done = no_partial, python_end
+        launch_end = compile_done + plan.dispatch_us
+        if any_streamed:
+            launched = np.where(plan.streamed, np.maximum(compile_done, launch_end - compute), launch_end)
+        else:
+            launched = launch_end
+        calls = call_start & active
+        host_free = np.where(calls, launch_end, host_free)
+        call_ready = np.where(calls, launched, call_ready)
+
+        # link: copies beside compute, one batch ahead of the device at most
+        h2d_start = np.maximum(np.maximum(ready, link_free), dev_start_prev)
+        if plan.host_feeds_data:
+            h2d_start = np.maximum(h2d_start, host_begin)
+        h2d_end = h2d_start + plan.overlap * transfer
+        if not none_linked:
+            link_free = _kept(active, h2d_end if all_linked else np.where(linked, h2d_end, link_free), link_free)
+
+        # device: in order, after the previous step, the call's launch and the data
+        data_at = h2d_end if all_linked else ready if none_linked else np.where(linked, h2d_end, ready)
+        dev_start = np.maximum(np.maximum(dev_end_prev, call_ready), data_at)
+        consumed = h2d_start if all_linked else dev_start if none_linked else np.where(linked, h2d_start, dev_start)
+        serial_end = dev_start if all_linked else dev_start + serial_share * transfer
+        forward_end = serial_end + compute / 2
+        if fallback:
+            fallback_d2h_end = forward_end + plan.fallback_d2h_us
+            host_op_start = np.maximum(fallback_d2h_end, host_free)
+            host_op_end = host_op_start + plan.fallback_host_us
+            host_free = _kept(active, host_op_end, host_free)
+            backward_start = host_op_end + plan.fallback_h2d_us
+        else:
+            fallback_d2h_end = host_op_start = host_op_end = backward_start = forward_end
+        compute_end = backward_start + compute / 2
+        strided_end = compute_end + strided
+        update = ((i + 1) % plan.accumulation == 0) | (i + 1 == plan.total_steps)
+        update_end = strided_end + np.where(update, plan.update_us, 0.0)
+        dev_end = update_end + np.where(update, plan.offload_us, 0.0)
+
+        step_end[i] = _kept(active, dev_end, dev_end_prev)
+        device_busy[i] = _kept(active, dev_end - dev_start - (backward_start - forward_end), zeros)
+        consumed_ring[i % ring] = _kept(active, consumed, consumed_ring[i % ring])
+        ready_ring[i % plan.workers] = ready
+        dev_end_prev2 = _kept(active, dev_end_prev, dev_end_prev2)
+        dev_end_prev = step_end[i]
+        dev_start_prev = _kept(active, dev_start, dev_start_prev)
+        rec.put(
+            preprocess_start=preprocess_start, ready=ready, call_start=calls, new_graph=new_graph,
+            wait_from=wait_from, host_begin=host_begin, python_end=python_end, compile_done=compile_done,
+            launch_end=launch_end, h2d_start=h2d_start, h2d_end=h2d_end, dev_start=dev_start, serial_end=serial_end,
+            forward_end=forward_end, fallback_d2h_end=fallback_d2h_end, host_op_start=host_op_start,
+            host_op_end=host_op_end, backward_start=backward_start, compute_end=compute_end, strided_end=strided_end,
+            update_end=update_end, dev_end=dev_end, update=update & active, active=np.broadcast_to(active, (n,)),
+        )  # fmt: skip
+
+    return Timeline(step_end, device_busy, compile_start, compile_end, rec.arrays())

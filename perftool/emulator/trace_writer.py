@@ -1,0 +1,237 @@
+"""Chrome Trace Event Format for one emulated configuration, ready for Perfetto UI and ``perftool scan``.
+
+The host process holds the training loop, a step-marker thread, the graph compiler and one thread
+per preprocessing worker; the device process holds the compute stream and the two copy links, plus
+a device-memory counter. Names follow the family's own profilers (:mod:`.vocabulary`); categories
+are the event kinds perftool's emulator dialect reads back. The top-level ``perftool`` key records
+the device, its constants, the full config and the fast path's prediction.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from perftool.emulator.config import EmulatorConfig
+from perftool.emulator.plan import Plan
+from perftool.emulator.run import Run
+from perftool.emulator.vocabulary import HPU_DTYPE_NAMES, VOCABULARIES, Vocabulary
+from perftool.trace.model import Role
+
+FORMAT_VERSION = 1
+HOST, DEVICE = 1, 2
+LOOP, STEPS, COMPILER, WORKERS = 1, 2, 3, 10  # host threads (workers: WORKERS + k)
+COMPUTE, H2D_LINK, D2H_LINK = 1, 2, 3  # device threads
+
+
+def trace_bytes(run: Run) -> bytes:
+    """The trace of one emulated run as JSON bytes."""
+    config = run.config
+    header = {
+        "displayTimeUnit": "ms",
+        "perftool": {
+            "emulator": {
+                "version": FORMAT_VERSION,
+                "device": config.device,
+                "profile": config.profile.describe(),
+                "config": config.model_dump(mode="json"),
+                "prediction": run.prediction,
+            },
+            "tracks": [{"pid": pid, "tid": tid, "role": role.value} for pid, tid, _, role in _threads(config)],
+        },
+    }
+    events = ",\n".join(_events(run))
+    return msgspec.json.encode(header)[:-1] + f',"traceEvents":[\n{events}\n]}}\n'.encode()
+
+
+def encode_for(path: str, data: bytes) -> bytes:
+    """gzip when the file name asks for it; a fixed header time keeps the bytes reproducible."""
+    return gzip.compress(data, compresslevel=6, mtime=0) if path.endswith(".gz") else data
+
+
+def _threads(config: EmulatorConfig) -> list[tuple[int, int, str, Role]]:
+    words = VOCABULARIES[config.device]
+    threads = [
+        (HOST, LOOP, "Python training loop", Role.HOST),
+        (HOST, STEPS, "Training steps", Role.HOST),
+        (HOST, COMPILER, "Graph compiler", Role.COMPILER),
+        *((HOST, WORKERS + k, f"Preprocessing worker {k}", Role.INPUT) for k in range(config.workload.input_workers)),
+        (DEVICE, COMPUTE, words.compute_thread, Role.DEVICE),
+        (DEVICE, H2D_LINK, "H2D link", Role.H2D),
+        (DEVICE, D2H_LINK, "D2H link", Role.D2H),
+    ]
+    return threads
+
+
+def _events(run: Run) -> Iterator[str]:
+    config, plan = run.config, run.plan
+    words = VOCABULARIES[config.device]
+    at = {name: run.recorded(name) for name in run.timeline.recorded}
+    yield from _metadata(config, words)
+    steps = np.arange(int(plan.total_steps[0]))
+    step_end = run.timeline.step_end[steps, 0]
+    step_start = np.concatenate([[0.0], step_end[:-1]])
+    samples = np.where(steps == plan.steps, plan.last_samples, int(plan.batch[0]))
+    yield from _spans(
+        "step",
+        "step",
+        HOST,
+        STEPS,
+        step_start,
+        step_end,
+        [f"step {i}" for i in steps],
+        [{"step": int(i), "samples": int(k)} for i, k in zip(steps, samples)],
+    )
+    yield from _input(config, words, plan, at, steps)
+    yield from _host(config, words, plan, at, steps)
+    yield from _device(config, words, plan, at)
+    yield from _memory(plan, at)
+
+
+def _metadata(config: EmulatorConfig, words: Vocabulary) -> Iterator[str]:
+    profile = config.profile
+    processes = {HOST: words.host_process, DEVICE: f"{words.device_process} ({profile.model})"}
+    for pid, name in processes.items():
+        yield _json({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+        yield _json({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+    for pid, tid, name, _ in _threads(config):
+        yield _json({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+        yield _json({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+
+
+def _input(config, words: Vocabulary, plan: Plan, at, steps) -> Iterator[str]:
+    workers = config.workload.input_workers
+    for k in range(workers):
+        mine = steps % workers == k
+        yield from _spans(
+            words.preprocess,
+            "input",
+            HOST,
+            WORKERS + k,
+            at["preprocess_start"][mine],
+            at["ready"][mine],
+            args=[{"batch": int(i)} for i in steps[mine]],
+        )
+    if plan.host_feeds_data:
+        calls = at["call_start"]
+        yield from _spans(words.data_wait, "input", HOST, LOOP, at["wait_from"][calls], at["host_begin"][calls])
+
+
+def _host(config, words: Vocabulary, plan: Plan, at, steps) -> Iterator[str]:
+    calls = at["call_start"]
+    call_steps = steps[calls]
+    call_ends = np.append(call_steps[1:], steps[-1] + 1)
+    yield from _spans(words.python, "host_op", HOST, LOOP, at["host_begin"][calls], at["python_end"][calls])
+    compiles = at["new_graph"]
+    yield from _spans(
+        words.compile,
+        "compile",
+        HOST,
+        COMPILER,
+        at["python_end"][compiles],
+        at["compile_done"][compiles],
+        args=[_compile_reason(plan, int(i)) for i in steps[compiles]],
+    )
+    dispatch = words.op_launches if plan.streamed[0] else words.dispatch
+    yield from _spans(
+        dispatch,
+        "runtime",
+        HOST,
+        LOOP,
+        at["compile_done"][calls],
+        at["launch_end"][calls],
+        args=[{"steps": int(b - a)} for a, b in zip(call_steps, call_ends)],
+    )
+    for op, start, end in _fallback_ops(config, words, at):
+        yield from _spans(op, "host_op", HOST, LOOP, start, end)
+
+
+def _device(config, words: Vocabulary, plan: Plan, at) -> Iterator[str]:
+    yield from _spans(words.h2d, "h2d", DEVICE, H2D_LINK, at["h2d_start"], at["h2d_end"])
+    yield from _spans(words.h2d, "h2d", DEVICE, COMPUTE, at["dev_start"], at["serial_end"])
+    yield from _ops(words.forward, at["serial_end"], at["forward_end"])
+    yield from _ops(words.backward, at["backward_start"], at["compute_end"])
+    yield from _spans(words.fallback_d2h, "d2h", DEVICE, D2H_LINK, at["forward_end"], at["fallback_d2h_end"])
+    yield from _spans(words.fallback_h2d, "h2d", DEVICE, H2D_LINK, at["host_op_end"], at["backward_start"])
+    yield from _ops(
+        tuple((name, 1 / len(words.strided)) for name in words.strided), at["compute_end"], at["strided_end"], "d2d"
+    )
+    update = at["update"]
+    yield from _spans(words.update, "compute", DEVICE, COMPUTE, at["strided_end"][update], at["update_end"][update])
+    if words.remote_buffer_copy:
+        middle = (at["update_end"] + at["dev_end"]) / 2
+        yield from _spans(words.remote_buffer_copy, "h2d", DEVICE, COMPUTE, at["update_end"][update], middle[update])
+        yield from _spans(words.remote_buffer_copy, "d2h", DEVICE, COMPUTE, middle[update], at["dev_end"][update])
+
+
+def _memory(plan: Plan, at) -> Iterator[str]:
+    static, peak = float(plan.static_bytes[0]), float(plan.static_bytes[0] + plan.activation_bytes[0])
+    prefix = f'{{"ph":"C","name":"Device memory","pid":{DEVICE},"tid":{COMPUTE},"ts":'
+    yield f'{prefix}0.0,"args":{{"bytes":{static}}}}}'
+    starts, ends = np.round(at["dev_start"], 3).tolist(), np.round(at["compute_end"], 3).tolist()
+    for start, end in zip(starts, ends):
+        yield f'{prefix}{start},"args":{{"bytes":{peak}}}}}'
+        yield f'{prefix}{end},"args":{{"bytes":{static}}}}}'
+
+
+def _ops(shares: Sequence[tuple[str, float]], starts: np.ndarray, ends: np.ndarray, cat: str = "compute"):
+    """Split each [start, end) into consecutive ops by their shares."""
+    position = starts
+    for name, share in shares:
+        following = position + (ends - starts) * share
+        yield from _spans(name, cat, DEVICE, COMPUTE, position, following)
+        position = following
+
+
+def _fallback_ops(config: EmulatorConfig, words: Vocabulary, at) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+    """Each fallback op's share of the host-op span, named the way the family's logs name it."""
+    ops = config.knobs.cpu_fallback_ops
+    total = sum(op.host_us * op.calls_per_step for op in ops)
+    position = at["host_op_start"]
+    for op in ops:
+        following = position + (at["host_op_end"] - at["host_op_start"]) * (op.host_us * op.calls_per_step / total)
+        dtype = HPU_DTYPE_NAMES.get(op.dtype, op.dtype) if config.device == "hpu" else op.dtype
+        yield words.fallback_op.format(op=op.op, dtype=dtype), position, following
+        position = following
+
+
+def _compile_reason(plan: Plan, step: int) -> dict[str, Any]:
+    loop, batch = int(plan.loop[0]), int(plan.batch[0])
+    if step == 0:
+        return {"reason": "first call", "loop_size": loop, "batch_size": batch}
+    if step == plan.steps and plan.partial_last[0]:
+        return {"reason": "new shape: last batch", "batch_size": plan.last_samples}
+    return {"reason": "remainder loop", "loop_size": int(plan.total_steps[0] - step), "batch_size": batch}
+
+
+def _spans(
+    name: str,
+    cat: str,
+    pid: int,
+    tid: int,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    names: Sequence[str] | None = None,
+    args: Sequence[dict] | None = None,
+) -> Iterator[str]:
+    """'X' events (as JSON) for every interval of positive length, times rounded to the nanosecond."""
+    keep = np.flatnonzero(ends - starts > 0)
+    ts, dur = np.round(starts[keep], 3).tolist(), np.round(ends[keep] - starts[keep], 3).tolist()
+    where = f'"cat":"{cat}","pid":{pid},"tid":{tid}'
+    if names is None and args is None:
+        prefix = f'{{"ph":"X","name":{_json(name)},{where},"ts":'
+        for start, length in zip(ts, dur):
+            yield f'{prefix}{start},"dur":{length}}}'
+        return
+    for j, row in enumerate(keep.tolist()):
+        label = _json(names[row] if names else name)
+        extra = f',"args":{_json(args[row])}' if args else ""
+        yield f'{{"ph":"X","name":{label},{where},"ts":{ts[j]},"dur":{dur[j]}{extra}}}'
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()

@@ -1,0 +1,197 @@
+"""The emulator's physics: the documented behaviours, memory limits, and the two paths agreeing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from perftool.analysis import compute_metrics
+from perftool.emulator.config import load_config
+from perftool.emulator.evaluate import evaluate
+from perftool.emulator.plan import build_plan, io_tiles_needed
+from perftool.emulator.profiles import PROFILES, TILE_BYTES
+from perftool.emulator.run import run
+from perftool.trace import load_trace
+
+SAMPLES = REPO / "sample_traces"
+SAMPLE_CONFIGS = sorted(SAMPLES.glob("*/*.yaml"))
+
+
+def sample(name: str, *overrides: str):
+    return load_config(SAMPLES / f"{name}.yaml", list(overrides))
+
+
+def sweep(config, **knobs):
+    """Throughput of the config for each value of one knob."""
+    ((name, values),) = knobs.items()
+    return evaluate(config, {name: np.array(values)})
+
+
+def test_throughput_rises_with_loop_size_and_saturates():
+    loops = [1, 2, 4, 8, 16, 32, 64, 128, 256]  # all divide the 256 steps: no remainder loop
+    result = sweep(sample("npu/healthy"), loop_size=loops)
+    throughput = result["throughput"]
+    assert np.all(np.diff(throughput) > -1e-9 * throughput[:-1])
+    assert throughput[loops.index(32)] / throughput[0] > 1.15  # host dispatch every step costs > 15%
+    assert throughput[-1] / throughput[loops.index(64)] - 1 < 0.005  # saturated
+
+
+def test_prefetch_depth_three_absorbs_jitter_and_eight_adds_little():
+    throughput = sweep(sample("ipu/input_bound_prefetch"), prefetch_depth=[1, 3, 8])["throughput"]
+    gain_1_to_3 = throughput[1] / throughput[0] - 1
+    gain_3_to_8 = throughput[2] / throughput[1] - 1
+    assert gain_1_to_3 > 0.03
+    assert 0 <= gain_3_to_8 < gain_1_to_3 / 2
+
+
+def test_prefetch_depth_does_not_matter_without_jitter():
+    config = sample("ipu/input_bound_prefetch", "workload.preprocess_jitter=0", "workload.preprocess_us_per_sample=40")
+    throughput = sweep(config, prefetch_depth=[1, 3, 8])["throughput"]
+    assert throughput.max() / throughput.min() - 1 < 0.002
+
+
+def test_best_io_tile_count_is_interior_and_the_micro_batch_must_fit():
+    config = sample("ipu/serialised_transfers_no_io_tiles")  # fp32 transfers, significant next to compute
+    tiles = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    result = sweep(config, io_tiles=tiles)
+    micro_batch = config.knobs.batch_size * config.workload.sample_size
+    needed = int(io_tiles_needed(micro_batch))
+    assert needed == int(np.ceil(1.05 * micro_batch / TILE_BYTES))
+    for count, reason, throughput in zip(tiles, result.plan.infeasible, result["throughput"]):
+        assert (0 < count < needed) == bool(reason)
+        assert np.isnan(throughput) == bool(reason)
+    best = tiles[int(np.nanargmax(result["throughput"]))]
+    assert best == min(t for t in tiles if t >= needed)  # the smallest power of two that holds a micro-batch
+    assert 0 < best < tiles[-1]
+    assert result["throughput"][tiles.index(best)] / result["throughput"][0] > 1.2
+    assert result["throughput"][-1] < result["throughput"][tiles.index(best)] * 0.75  # compute lost to IO tiles
+
+
+def test_out_of_memory_is_infeasible_never_fast():
+    config = sample("npu/healthy")
+    result = sweep(config, batch_size=[64, 256, 1024])
+    assert list(result.feasible) == [True, True, False]
+    assert "out of memory" in result.plan.infeasible[2]
+    assert np.isnan(result["throughput"][2]) and np.isnan(result["step_time_us"][2])
+
+
+def test_offloading_optimizer_state_saves_memory_and_costs_stream_copies():
+    config = sample("ipu/offload_stream_copies")
+    plan = build_plan(config, {"offload_optimizer": np.array([True, False])})
+    assert plan.memory_bytes[0] == plan.memory_bytes[1] - config.workload.optimizer_state
+    result = evaluate(config, {"offload_optimizer": np.array([True, False])})
+    profile = PROFILES["ipu"]
+    copies_per_step = (
+        2 * config.workload.optimizer_state * 1e6 / profile.remote_buffer_bandwidth / config.knobs.gradient_accumulation
+    )
+    lost = result["step_time_mean_us"][0] - result["step_time_mean_us"][1]
+    assert lost == pytest.approx(copies_per_step, rel=0.02)
+    breakdown = run(config).breakdown()
+    assert breakdown["offload_copy"] == pytest.approx(copies_per_step, rel=0.02)
+
+
+def test_offloading_is_what_makes_a_large_optimizer_fit():
+    config = sample("ipu/offload_stream_copies", "workload.optimizer_state=800MB")
+    result = evaluate(config, {"offload_optimizer": np.array([True, False])})
+    assert list(result.feasible) == [True, False]
+
+
+def test_cpu_fallback_costs_copies_and_the_host_op_every_step():
+    with_fallback = run(sample("hpu/cpu_fallback"))
+    op = with_fallback.config.knobs.cpu_fallback_ops[0]
+    profile = PROFILES["hpu"]
+    round_trip = (
+        op.tensor_size * 1e6 / profile.d2h_bandwidth + op.host_us + op.tensor_size * 1e6 / profile.h2d_bandwidth
+    )
+    assert with_fallback.breakdown()["fallback"] == pytest.approx(round_trip, rel=0.01)
+    healthy = run(sample("hpu/healthy"))
+    slower = with_fallback.prediction["step_time_mean_us"] - healthy.prediction["step_time_mean_us"]
+    assert slower == pytest.approx(round_trip, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "recompilations"),
+    [
+        ("npu/healthy", [], 0),
+        ("npu/recompile_remainder_loop", [], 1),  # 250 % 32 != 0
+        ("npu/recompile_remainder_loop", ["loop_size=25"], 0),
+        ("hpu/recompile_unpadded_last_batch", [], 1),
+        ("hpu/recompile_unpadded_last_batch", ["last_batch=pad"], 0),
+        ("hpu/recompile_unpadded_last_batch", ["last_batch=drop"], 0),
+    ],
+)
+def test_new_shapes_and_loop_lengths_recompile(name, overrides, recompilations):
+    result = evaluate(sample(name, *overrides))
+    assert result["recompilations"][0] == recompilations
+    assert result["compiles"][0] == 1 + recompilations
+
+
+def test_last_batch_policy_changes_the_samples_counted():
+    config = sample("hpu/recompile_unpadded_last_batch")
+    plan = build_plan(config, {"last_batch": np.array(["partial", "pad", "drop"])})
+    full = config.workload.steps * config.knobs.batch_size
+    assert list(plan.samples()) == [full + 5, full + 5, full]
+    assert list(plan.total_steps) == [config.workload.steps + 1] * 2 + [config.workload.steps]
+
+
+def test_device_graphs_remove_host_launch_overhead():
+    result = sweep(sample("hpu/host_bound_no_hpu_graphs"), device_graphs=[False, True])
+    assert result["device_busy_fraction"][0] < 0.8
+    assert result["device_busy_fraction"][1] > 0.99
+    assert result["throughput"][1] / result["throughput"][0] > 1.25
+
+
+def test_smaller_transfer_dtype_shortens_serial_copies():
+    result = sweep(sample("ipu/serialised_transfers_no_io_tiles"), transfer_dtype=["fp32", "fp16", "int8"])
+    assert result["step_time_us"][0] > result["step_time_us"][1] > result["step_time_us"][2]
+
+
+def test_batched_fast_path_equals_one_config_at_a_time():
+    config = sample("ipu/healthy")
+    grid = {
+        "loop_size": np.array([1, 8, 64, 64, 100, 64]),
+        "prefetch_depth": np.array([1, 3, 2, 8, 3, 1]),
+        "io_tiles": np.array([0, 8, 16, 4, 1, 0]),
+        "batch_size": np.array([16, 8, 16, 32, 16, 24]),
+        "transfer_dtype": np.array(["fp16", "fp32", "int8", "fp16", "fp16", "fp32"]),
+    }
+    batched = evaluate(config, grid)
+    for row in range(6):
+        overrides = [f"{name}={values[row]}" for name, values in grid.items()]
+        alone = evaluate(load_config(SAMPLES / "ipu/healthy.yaml", overrides))
+        assert alone.plan.infeasible[0] == batched.plan.infeasible[row]
+        for name, values in batched.figures.items():
+            np.testing.assert_allclose(alone[name][0], values[row], rtol=1e-9, err_msg=f"{name} row {row}")
+
+
+@pytest.mark.parametrize("name", ["npu/healthy", "npu/input_bound_prefetch"])
+def test_same_seed_same_figures_other_seed_other_luck(name):
+    first, again = evaluate(sample(name)), evaluate(sample(name))
+    assert first.row(0) == again.row(0)
+    other = evaluate(sample(name, "seed=8"))
+    assert other["step_time_mean_us"][0] != first["step_time_mean_us"][0]
+
+
+def test_compute_jitter_alone_moves_a_healthy_run_little():
+    means = [evaluate(sample("npu/healthy", f"seed={seed}"))["step_time_mean_us"][0] for seed in range(5)]
+    assert max(means) / min(means) - 1 < 0.01
+
+
+@pytest.mark.parametrize("config_path", SAMPLE_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_scanning_the_written_trace_agrees_with_the_fast_path(config_path, run, tmp_path):
+    trace_path = tmp_path / "trace.json"
+    assert run("emulate", config_path, "-o", trace_path).exit_code == 0
+    metrics = compute_metrics(load_trace(trace_path)).values
+    predicted = evaluate(load_config(config_path)).row(0)
+    pairs = {
+        "step_time_us": "step_time_us.median",
+        "step_time_mean_us": "step_time_us.mean",
+        "step_time_p90_us": "step_time_us.p90",
+        "device_busy_fraction": "device.busy_fraction",
+    }
+    for figure, metric in pairs.items():
+        assert metrics[metric] == pytest.approx(predicted[figure], rel=0.01), figure
+    assert metrics["steps.warmup"] == predicted["warmup_steps"]
+    assert metrics["recompilations.count"] == predicted["recompilations"]
+    assert metrics["compile.count"] == predicted["compiles"]
