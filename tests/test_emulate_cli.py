@@ -117,6 +117,19 @@ def test_committed_sample_traces_equal_a_fresh_regeneration(run, tmp_path, confi
     assert gzip.decompress(fresh.read_bytes()) == gzip.decompress(committed.read_bytes())
 
 
+@pytest.mark.parametrize("trace", sorted(SAMPLES.glob("*/*.trace.json.gz")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_spans_on_one_thread_never_overlap(trace):
+    """Perfetto draws a thread's slices as a stack: they must follow one another (at ns resolution)."""
+    spans = {}
+    for event in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]:
+        if event["ph"] == "X":
+            start = round(event["ts"] * 1000)
+            spans.setdefault((event["pid"], event["tid"]), []).append((start, start + round(event["dur"] * 1000)))
+    for thread, intervals in spans.items():
+        intervals.sort()
+        assert all(later[0] >= earlier[1] for earlier, later in zip(intervals, intervals[1:])), thread
+
+
 def test_schema_describes_the_config(run):
     schema = json.loads(run("schema").stdout)
     assert schema["additionalProperties"] is False

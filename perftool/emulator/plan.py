@@ -81,16 +81,16 @@ class Plan:
         return self.batch * self.steps + np.where(self.extra_step, self.last_samples, 0)
 
     def subset(self, rows: np.ndarray) -> Plan:
-        """The plan of some configurations only."""
-        values = {}
-        for name, value in vars(self).items():
-            values[name] = value[rows] if isinstance(value, np.ndarray) else value
-        values["n"] = int(np.asarray(rows).size if np.asarray(rows).dtype != bool else np.count_nonzero(rows))
-        return Plan(**values)
+        """The plan of the configurations at integer positions ``rows``."""
+        values = {name: value[rows] if isinstance(value, np.ndarray) else value for name, value in vars(self).items()}
+        return Plan(**{**values, "n": len(rows)})
 
 
 def knob_grid(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Every knob as an array: the swept values from ``grid``, the config's value elsewhere."""
+    """Every knob as an array: the swept values from ``grid``, the config's value elsewhere.
+
+    Swept values are not validated here: callers check them against the config's rules first.
+    """
     grid = {k: np.asarray(v) for k, v in (grid or {}).items()}
     unknown = set(grid) - set(Knobs.model_fields)
     if unknown:

@@ -171,6 +171,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
             host_op_end = host_op_start + plan.fallback_host_us
             host_free = _kept(active, host_op_end, host_free)
             backward_start = host_op_end + plan.fallback_h2d_us
+            link_free = _kept(active, np.maximum(link_free, backward_start), link_free)  # the copy back holds the link
         else:
             fallback_d2h_end = host_op_start = host_op_end = backward_start = forward_end
         compute_end = backward_start + compute / 2

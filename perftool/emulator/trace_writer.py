@@ -220,7 +220,8 @@ def _spans(
 ) -> Iterator[str]:
     """'X' events (as JSON) for every interval of positive length, times rounded to the nanosecond."""
     keep = np.flatnonzero(ends - starts > 0)
-    ts, dur = np.round(starts[keep], 3).tolist(), np.round(ends[keep] - starts[keep], 3).tolist()
+    rounded_starts, rounded_ends = np.round(starts[keep], 3), np.round(ends[keep], 3)  # back-to-back stays so
+    ts, dur = rounded_starts.tolist(), np.round(rounded_ends - rounded_starts, 3).tolist()
     where = f'"cat":"{cat}","pid":{pid},"tid":{tid}'
     if names is None and args is None:
         prefix = f'{{"ph":"X","name":{_json(name)},{where},"ts":'
