@@ -12,6 +12,7 @@ from rich.table import Table
 from perftool import __version__, dialects
 from perftool.analysis import METRICS, compute_metrics
 from perftool.emulator import config as emulator_config
+from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import encode_for, trace_bytes
 from perftool.errors import PerftoolError
@@ -89,7 +90,7 @@ def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: st
     loaded = emulator_config.load_config(config, list(overrides))
     try:
         result = emulate_run(loaded)
-    except PerftoolError as exc:
+    except InfeasibleConfig as exc:
         raise PerftoolError(f"{config}: {exc}") from None
     written = None
     if output:
