@@ -178,12 +178,47 @@ def test_compute_jitter_alone_moves_a_healthy_run_little():
     assert max(means) / min(means) - 1 < 0.01
 
 
-@pytest.mark.parametrize("config_path", SAMPLE_CONFIGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_scanning_the_written_trace_agrees_with_the_fast_path(config_path, run, tmp_path):
+def random_knobs(family: str, draw: int) -> list[str]:
+    """A random but feasible knob combination for one family's sample workload."""
+    rng = np.random.default_rng([draw, len(family)])
+    knobs = {
+        "batch_size": int(rng.choice([8, 16, 24])),
+        "prefetch_depth": int(rng.integers(1, 5)),
+        "gradient_accumulation": int(rng.choice([1, 2, 3])),
+        "last_batch": str(rng.choice(["partial", "pad", "drop"])),
+        "transfer_dtype": str(rng.choice(["fp32", "fp16", "int8"])),
+    }
+    if family in ("npu", "ipu"):
+        knobs["loop_size"] = int(rng.choice([1, 3, 8, 16]))
+        knobs["layout_mismatch"] = bool(rng.integers(2))
+    if family == "ipu":
+        knobs["io_tiles"] = int(rng.choice([0, 16, 64]))
+        knobs["offload_optimizer"] = bool(rng.integers(2))
+    if family in ("hpu", "gpu"):
+        knobs["device_graphs"] = bool(rng.integers(2))
+    return [f"{name}={value}" for name, value in knobs.items()] + [
+        "workload.steps=60",
+        "workload.last_batch_samples=5",
+        "workload.preprocess_jitter=0.6",
+        f"seed={draw}",
+    ]
+
+
+CASES = {f"{path.parent.name}/{path.stem}": (path, []) for path in SAMPLE_CONFIGS} | {
+    f"{family}/random-{draw}": (SAMPLES / f"{family}/healthy.yaml", random_knobs(family, draw))
+    for family in PROFILES
+    for draw in range(3)
+}
+
+
+@pytest.mark.parametrize(("config_path", "overrides"), CASES.values(), ids=CASES.keys())
+def test_scanning_the_written_trace_agrees_with_the_fast_path(config_path, overrides, run, tmp_path):
     trace_path = tmp_path / "trace.json"
-    assert run("emulate", config_path, "-o", trace_path).exit_code == 0
+    sets = [arg for item in overrides for arg in ("--set", item)]
+    result = run("emulate", config_path, "-o", trace_path, *sets)
+    assert result.exit_code == 0, result.stderr
     metrics = compute_metrics(load_trace(trace_path)).values
-    predicted = evaluate(load_config(config_path)).row(0)
+    predicted = evaluate(load_config(config_path, overrides)).row(0)
     pairs = {
         "step_time_us": "step_time_us.median",
         "step_time_mean_us": "step_time_us.mean",
