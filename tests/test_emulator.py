@@ -127,12 +127,13 @@ def test_new_shapes_and_loop_lengths_recompile(name, overrides, recompilations):
     assert result["compiles"][0] == 1 + recompilations
 
 
-def test_last_batch_policy_changes_the_samples_counted():
+def test_last_batch_policy_decides_the_extra_step_and_its_shape():
     config = sample("hpu/recompile_unpadded_last_batch")
     plan = build_plan(config, {"last_batch": np.array(["partial", "pad", "drop"])})
-    full = config.workload.steps * config.knobs.batch_size
-    assert list(plan.samples()) == [full + 5, full + 5, full]
     assert list(plan.total_steps) == [config.workload.steps + 1] * 2 + [config.workload.steps]
+    assert list(plan.partial_last) == [True, False, False]
+    assert plan.compute_last_us[0] == pytest.approx(plan.compute_us[0] * 5 / config.knobs.batch_size)
+    assert plan.compute_last_us[1] == plan.compute_us[1]  # padding computes a full batch
 
 
 def test_device_graphs_remove_host_launch_overhead():

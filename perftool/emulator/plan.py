@@ -76,10 +76,6 @@ class Plan:
     def feasible(self) -> np.ndarray:
         return self.infeasible == ""
 
-    def samples(self) -> np.ndarray:
-        """Samples each configuration processes in the whole run."""
-        return self.batch * self.steps + np.where(self.extra_step, self.last_samples, 0)
-
     def subset(self, rows: np.ndarray) -> Plan:
         """The plan of the configurations at integer positions ``rows``."""
         values = {name: value[rows] if isinstance(value, np.ndarray) else value for name, value in vars(self).items()}
