@@ -67,16 +67,17 @@ def _threads(config: EmulatorConfig) -> list[tuple[int, int, str, Role]]:
     return threads
 
 
-def _events(run: Run) -> Iterator[str]:
+def _events(run: Run) -> list[str]:
+    out: list[str] = []
     config, plan = run.config, run.plan
     words = VOCABULARIES[config.device]
     at = {name: run.recorded(name) for name in run.timeline.recorded}
-    yield from _metadata(config, words)
+    out += _metadata(config, words)
     steps = np.arange(int(plan.total_steps[0]))
     step_end = run.timeline.step_end[steps, 0]
     step_start = np.concatenate([[0.0], step_end[:-1]])
     samples = np.where(steps == plan.steps, plan.last_samples, int(plan.batch[0]))
-    yield from _spans(
+    out += _spans(
         "step",
         "step",
         HOST,
@@ -86,28 +87,32 @@ def _events(run: Run) -> Iterator[str]:
         [f"step {i}" for i in steps],
         [{"step": int(i), "samples": int(k)} for i, k in zip(steps, samples)],
     )
-    yield from _input(config, words, plan, at, steps)
-    yield from _host(config, words, plan, at, steps)
-    yield from _device(config, words, plan, at)
-    yield from _memory(plan, at)
+    out += _input(config, words, plan, at, steps)
+    out += _host(config, words, plan, at, steps)
+    out += _device(config, words, plan, at)
+    out += _memory(plan, at)
+    return out
 
 
-def _metadata(config: EmulatorConfig, words: Vocabulary) -> Iterator[str]:
+def _metadata(config: EmulatorConfig, words: Vocabulary) -> list[str]:
+    out: list[str] = []
     profile = config.profile
     processes = {HOST: words.host_process, DEVICE: f"{words.device_process} ({profile.model})"}
     for pid, name in processes.items():
-        yield _json({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-        yield _json({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        out.append(_json({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}))
+        out.append(_json({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}}))
     for pid, tid, name, _ in _threads(config):
-        yield _json({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-        yield _json({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
+        out.append(_json({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}))
+        out.append(_json({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}))
+    return out
 
 
-def _input(config, words: Vocabulary, plan: Plan, at, steps) -> Iterator[str]:
+def _input(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
+    out: list[str] = []
     workers = config.workload.input_workers
     for k in range(workers):
         mine = steps % workers == k
-        yield from _spans(
+        out += _spans(
             words.preprocess,
             "input",
             HOST,
@@ -118,16 +123,18 @@ def _input(config, words: Vocabulary, plan: Plan, at, steps) -> Iterator[str]:
         )
     if plan.host_feeds_data:
         calls = at["call_start"]
-        yield from _spans(words.data_wait, "input", HOST, LOOP, at["wait_from"][calls], at["host_begin"][calls])
+        out += _spans(words.data_wait, "input", HOST, LOOP, at["wait_from"][calls], at["host_begin"][calls])
+    return out
 
 
-def _host(config, words: Vocabulary, plan: Plan, at, steps) -> Iterator[str]:
+def _host(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
+    out: list[str] = []
     calls = at["call_start"]
     call_steps = steps[calls]
     call_ends = np.append(call_steps[1:], steps[-1] + 1)
-    yield from _spans(words.python, "host_op", HOST, LOOP, at["host_begin"][calls], at["python_end"][calls])
+    out += _spans(words.python, "host_op", HOST, LOOP, at["host_begin"][calls], at["python_end"][calls])
     compiles = at["new_graph"]
-    yield from _spans(
+    out += _spans(
         words.compile,
         "compile",
         HOST,
@@ -137,7 +144,7 @@ def _host(config, words: Vocabulary, plan: Plan, at, steps) -> Iterator[str]:
         args=[_compile_reason(plan, int(i)) for i in steps[compiles]],
     )
     dispatch = words.op_launches if plan.streamed[0] else words.dispatch
-    yield from _spans(
+    out += _spans(
         dispatch,
         "runtime",
         HOST,
@@ -147,44 +154,49 @@ def _host(config, words: Vocabulary, plan: Plan, at, steps) -> Iterator[str]:
         args=[{"steps": int(b - a)} for a, b in zip(call_steps, call_ends)],
     )
     for op, start, end in _fallback_ops(config, words, at):
-        yield from _spans(op, "host_op", HOST, LOOP, start, end)
+        out += _spans(op, "host_op", HOST, LOOP, start, end)
+    return out
 
 
-def _device(config, words: Vocabulary, plan: Plan, at) -> Iterator[str]:
-    yield from _spans(words.h2d, "h2d", DEVICE, H2D_LINK, at["h2d_start"], at["h2d_end"])
-    yield from _spans(words.h2d, "h2d", DEVICE, COMPUTE, at["dev_start"], at["serial_end"])
-    yield from _ops(words.forward, at["serial_end"], at["forward_end"])
-    yield from _ops(words.backward, at["backward_start"], at["compute_end"])
-    yield from _spans(words.fallback_d2h, "d2h", DEVICE, D2H_LINK, at["forward_end"], at["fallback_d2h_end"])
-    yield from _spans(words.fallback_h2d, "h2d", DEVICE, H2D_LINK, at["host_op_end"], at["backward_start"])
-    yield from _ops(
+def _device(config, words: Vocabulary, plan: Plan, at) -> list[str]:
+    out: list[str] = []
+    out += _spans(words.h2d, "h2d", DEVICE, H2D_LINK, at["h2d_start"], at["h2d_end"])
+    out += _spans(words.h2d, "h2d", DEVICE, COMPUTE, at["dev_start"], at["serial_end"])
+    out += _ops(words.forward, at["serial_end"], at["forward_end"])
+    out += _ops(words.backward, at["backward_start"], at["compute_end"])
+    out += _spans(words.fallback_d2h, "d2h", DEVICE, D2H_LINK, at["forward_end"], at["fallback_d2h_end"])
+    out += _spans(words.fallback_h2d, "h2d", DEVICE, H2D_LINK, at["host_op_end"], at["backward_start"])
+    out += _ops(
         tuple((name, 1 / len(words.strided)) for name in words.strided), at["compute_end"], at["strided_end"], "d2d"
     )
     update = at["update"]
-    yield from _spans(words.update, "compute", DEVICE, COMPUTE, at["strided_end"][update], at["update_end"][update])
+    out += _spans(words.update, "compute", DEVICE, COMPUTE, at["strided_end"][update], at["update_end"][update])
     if words.remote_buffer_copy:
         middle = (at["update_end"] + at["dev_end"]) / 2
-        yield from _spans(words.remote_buffer_copy, "h2d", DEVICE, COMPUTE, at["update_end"][update], middle[update])
-        yield from _spans(words.remote_buffer_copy, "d2h", DEVICE, COMPUTE, middle[update], at["dev_end"][update])
+        out += _spans(words.remote_buffer_copy, "h2d", DEVICE, COMPUTE, at["update_end"][update], middle[update])
+        out += _spans(words.remote_buffer_copy, "d2h", DEVICE, COMPUTE, middle[update], at["dev_end"][update])
+    return out
 
 
-def _memory(plan: Plan, at) -> Iterator[str]:
+def _memory(plan: Plan, at) -> list[str]:
     static, peak = float(plan.static_bytes[0]), float(plan.static_bytes[0] + plan.activation_bytes[0])
     prefix = f'{{"ph":"C","name":"Device memory","pid":{DEVICE},"tid":{COMPUTE},"ts":'
-    yield f'{prefix}0.0,"args":{{"bytes":{static}}}}}'
-    starts, ends = np.round(at["dev_start"], 3).tolist(), np.round(at["compute_end"], 3).tolist()
-    for start, end in zip(starts, ends):
-        yield f'{prefix}{start},"args":{{"bytes":{peak}}}}}'
-        yield f'{prefix}{end},"args":{{"bytes":{static}}}}}'
+    out: list[str] = [f'{prefix}0.0,"args":{{"bytes":{static}}}}}']
+    for start, end in zip(_numbers(np.round(at["dev_start"], 3)), _numbers(np.round(at["compute_end"], 3))):
+        out.append(f'{prefix}{start},"args":{{"bytes":{peak}}}}}')
+        out.append(f'{prefix}{end},"args":{{"bytes":{static}}}}}')
+    return out
 
 
-def _ops(shares: Sequence[tuple[str, float]], starts: np.ndarray, ends: np.ndarray, cat: str = "compute"):
+def _ops(shares: Sequence[tuple[str, float]], starts: np.ndarray, ends: np.ndarray, cat: str = "compute") -> list[str]:
     """Split each [start, end) into consecutive ops by their shares."""
+    out: list[str] = []
     position = starts
     for name, share in shares:
         following = position + (ends - starts) * share
-        yield from _spans(name, cat, DEVICE, COMPUTE, position, following)
+        out += _spans(name, cat, DEVICE, COMPUTE, position, following)
         position = following
+    return out
 
 
 def _fallback_ops(config: EmulatorConfig, words: Vocabulary, at) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
@@ -217,21 +229,26 @@ def _spans(
     ends: np.ndarray,
     names: Sequence[str] | None = None,
     args: Sequence[dict] | None = None,
-) -> Iterator[str]:
+) -> list[str]:
     """'X' events (as JSON) for every interval of positive length, times rounded to the nanosecond."""
     keep = np.flatnonzero(ends - starts > 0)
     rounded_starts, rounded_ends = np.round(starts[keep], 3), np.round(ends[keep], 3)  # back-to-back stays so
-    ts, dur = rounded_starts.tolist(), np.round(rounded_ends - rounded_starts, 3).tolist()
+    ts, dur = _numbers(rounded_starts), _numbers(np.round(rounded_ends - rounded_starts, 3))
     where = f'"cat":"{cat}","pid":{pid},"tid":{tid}'
     if names is None and args is None:
         prefix = f'{{"ph":"X","name":{_json(name)},{where},"ts":'
-        for start, length in zip(ts, dur):
-            yield f'{prefix}{start},"dur":{length}}}'
-        return
-    for j, row in enumerate(keep.tolist()):
-        label = _json(names[row] if names else name)
-        extra = f',"args":{_json(args[row])}' if args else ""
-        yield f'{{"ph":"X","name":{label},{where},"ts":{ts[j]},"dur":{dur[j]}{extra}}}'
+        return [f'{prefix}{start},"dur":{length}}}' for start, length in zip(ts, dur)]
+    labels = [_json(names[row] if names else name) for row in keep.tolist()]
+    extras = [f',"args":{_json(args[row])}' for row in keep.tolist()] if args else [""] * keep.size
+    return [
+        f'{{"ph":"X","name":{label},{where},"ts":{start},"dur":{length}{extra}}}'
+        for label, start, length, extra in zip(labels, ts, dur, extras)
+    ]
+
+
+def _numbers(values: np.ndarray) -> list[str]:
+    """Each value as JSON text, formatted in one call (far cheaper than one float repr each)."""
+    return msgspec.json.encode(values.tolist())[1:-1].decode().split(",") if values.size else []
 
 
 def _json(value: Any) -> str:
