@@ -17,10 +17,28 @@ from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import encode_for, trace_bytes
 from perftool.errors import PerftoolError
 from perftool.output import check_writable, write_bytes, write_text
-from perftool.report import emulate_json, emulate_text, info_json, info_text
+from perftool.report import (
+    console,
+    emulate_json,
+    emulate_text,
+    findings_github,
+    findings_json,
+    findings_markdown,
+    findings_sarif,
+    findings_text,
+    info_json,
+    info_text,
+    rules_text,
+)
+from perftool.rules import catalog
+from perftool.rules.engine import scan_files
+from perftool.rules.findings import ScanReport
+from perftool.rules.model import FAMILIES, Rule, Severity
+from perftool.rules.project import ProjectConfig, load_project
 from perftool.trace import load_trace
 
-SCHEMAS = {"config": emulator_config.EmulatorConfig}
+SCHEMAS = {"config": emulator_config.EmulatorConfig, "findings": ScanReport, "rule": Rule, "project": ProjectConfig}
+SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
 
 
 class _Group(click.Group):
@@ -54,7 +72,7 @@ def info(trace: str, fmt: str, output: str | None, dialect: str | None) -> None:
     if fmt == "json":
         write_text(info_json.render(loaded, metrics), output)
     elif output:
-        write_text(info_text.to_text(loaded, metrics), output)
+        write_text(console.plain(info_text.render(loaded, metrics)), output)
     else:
         Console().print(info_text.render(loaded, metrics))
 
@@ -103,11 +121,91 @@ def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: st
         Console().print(emulate_text.render(result, written))
 
 
+def _rule_options(command):
+    """--rules DIR and --config FILE, shared by the commands that load the rule catalogue."""
+    command = click.option(
+        "--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False),
+        help="Also load the rule files in DIR (repeatable).",
+    )(command)  # fmt: skip
+    return click.option(
+        "--config", "project_file", type=click.Path(dir_okay=False),
+        help="Project settings: perftool.yaml or pyproject.toml [default: the working directory's].",
+    )(command)  # fmt: skip
+
+
+def _names(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Rule ids or names given repeatedly or comma-separated."""
+    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())
+
+
+@cli.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
+@click.option("--format", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
+@click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated).")
+@click.option("--fail-on", type=click.Choice(["info", "warning", "error", "never"]),
+              help="Exit 1 when a finding reaches this severity  [default: error].")  # fmt: skip
+@click.option(
+    "--device", type=click.Choice(FAMILIES), help="Give advice for this device family instead of detecting it."
+)
+@click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@click.option("--evidence", type=click.IntRange(0, 100), help="Occurrences listed per finding  [default: 5].")
+@_rule_options
+def scan(traces, fmt, output, select, ignore, fail_on, device, dialect, evidence, rule_dirs, project_file) -> None:
+    """Find what makes TRACE slow, what it costs and the knob that fixes it."""
+    if output:
+        check_writable(output)
+    project = load_project(project_file) or ProjectConfig()
+    rules = catalog.load_catalog(project, rule_dirs)
+    chosen = catalog.selected(rules, _names(select) or tuple(project.select), _names(ignore) + tuple(project.ignore))
+    report = scan_files(list(traces), chosen, device or project.device, dialect, _first(evidence, project.evidence, 5))
+    if fmt == "text" and not output:
+        Console().print(findings_text.render(report))
+    else:
+        renderers = {
+            "text": lambda: console.plain(findings_text.render(report)),
+            "json": lambda: findings_json.render(report),
+            "markdown": lambda: findings_markdown.render(report),
+            "sarif": lambda: findings_sarif.render(report, chosen),
+            "github": lambda: findings_github.render(report),
+        }
+        write_text(renderers[fmt](), output)
+    threshold = _first(fail_on, project.fail_on, "error")
+    if threshold != "never" and any(f.severity.rank >= Severity(threshold).rank for _, f in report.findings):
+        sys.exit(1)
+
+
+def _first(*choices):
+    return next(choice for choice in choices if choice is not None)
+
+
+@cli.group()
+def rules() -> None:
+    """The rule catalogue: what each rule finds and how to fix it."""
+
+
+@rules.command("list")
+@_rule_options
+def list_rules(rule_dirs, project_file) -> None:
+    """List every rule with its detector, default severity and thresholds."""
+    Console().print(rules_text.catalogue(catalog.load_catalog(load_project(project_file), rule_dirs)))
+
+
+@rules.command()
+@click.argument("rule")
+@_rule_options
+def explain(rule, rule_dirs, project_file) -> None:
+    """What RULE (an id or name) finds, why it matters, how to fix it, with an example."""
+    loaded = catalog.load_catalog(load_project(project_file), rule_dirs)
+    Console().print(rules_text.page(catalog.find_rule(loaded, rule)))
+
+
 @cli.command()
 @click.argument("name", type=click.Choice(sorted(SCHEMAS)), default="config")
 def schema(name: str) -> None:
     """Print the JSON Schema of a perftool file (editors use it to complete and check configs)."""
-    write_text(json.dumps(SCHEMAS[name].model_json_schema(), indent=2) + "\n", None)
+    write_text(json.dumps(SCHEMAS[name].model_json_schema(by_alias=True), indent=2) + "\n", None)
 
 
 def main() -> None:

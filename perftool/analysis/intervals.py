@@ -43,3 +43,14 @@ def gaps(intervals: Intervals, lo: float, hi: float) -> Intervals:
     gap_starts, gap_ends = np.r_[lo, ends], np.r_[starts, hi]
     keep = gap_ends > gap_starts
     return gap_starts[keep], gap_ends[keep]
+
+
+def intersect(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
+    """Time covered by both sets of disjoint intervals, within [lo, hi]: the gaps of the gaps."""
+    not_a, not_b = gaps(a, lo, hi), gaps(b, lo, hi)
+    return gaps(union(np.r_[not_a[0], not_b[0]], np.r_[not_a[1], not_b[1]]), lo, hi)
+
+
+def subtract(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
+    """The parts of ``a`` (disjoint, sorted) within [lo, hi] that ``b`` does not cover."""
+    return intersect(a, gaps(b, lo, hi), lo, hi)

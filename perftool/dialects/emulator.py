@@ -15,6 +15,7 @@ class Emulator(Dialect):
     name = "emulator"
     description = "perftool device emulator trace"
     category_kinds = {kind.name.lower(): kind for kind in Kind}
+    args_categories = frozenset({"compile"})  # a compile's args say why it happened
 
     def detect(self, trace: Trace) -> bool:
         info = trace.metadata.get("perftool")

@@ -46,3 +46,9 @@ def kind_of_name(name: str) -> Kind:
     if COMMUNICATION.search(name):
         return Kind.COMMUNICATION
     return Kind.OTHER
+
+
+# Names detectors look for on top of the kinds above (DESIGN.md §3).
+CPU_FALLBACK = re.compile(r"CPU fallback|\bAI_CPU\b|aicpu", re.IGNORECASE)
+STRIDED_COPY = re.compile(r"DstStridedCopy|SrcStridedCopy|PreArrange|^TransData|StridedCopy")
+REMOTE_BUFFER_COPY = re.compile(r"RemoteBuffer|^StreamCopy(Begin|Mid|End)RemoteBuffer")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
 
 from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.errors import PerftoolError
+from perftool.yamlfile import field_error, read_yaml, validation_error
 
 Size = Annotated[ByteSize, Field(gt=0)]
 OptionalSize = Annotated[ByteSize, Field(ge=0)]
@@ -88,18 +89,7 @@ class EmulatorConfig(_Strict):
 def load_config(path: str | Path, overrides: list[str] = ()) -> EmulatorConfig:
     """Read, override (``knob=value`` or ``section.field=value``) and validate a config file."""
     path = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PerftoolError(f"{path}: cannot read config: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise PerftoolError(f"{path}{where}: not valid YAML: {reason}") from None
+    document, root = read_yaml(path, "config")
     if not isinstance(document, dict):
         raise PerftoolError(f"{path}: a config must be a YAML mapping with device, workload and knobs")
     overridden = {_apply_override(document, item): item for item in overrides}
@@ -114,23 +104,11 @@ def validate_config(
     try:
         config = EmulatorConfig.model_validate(document)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise _field_error(source, root, overridden or {}, error["loc"], _reason(error) + more) from None
+        raise validation_error(source, root, exc, overridden=overridden) from None
     problem = _device_problem(config)
     if problem:
-        raise _field_error(source, root, overridden or {}, *problem)
+        raise field_error(source, root, *problem, overridden)
     return config
-
-
-def _reason(error: dict[str, Any]) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field"
-    if error["type"].startswith("byte_size"):
-        return f"not a size (got {error.get('input')!r}): give bytes or a unit, e.g. 220MB or 1.5GiB"
-    value = error.get("input")
-    shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and error["type"] != "missing" else ""
-    return f"{error['msg']}{shown}"
 
 
 def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
@@ -149,31 +127,6 @@ def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
     if knobs.layout_mismatch and workload.layout_copy_per_sample == 0:
         return ("knobs", "layout_mismatch"), "needs workload.layout_copy_per_sample (bytes rearranged per sample)"
     return None
-
-
-def _field_error(source: str, root: yaml.Node | None, overridden: dict, loc: tuple, reason: str) -> PerftoolError:
-    field_path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
-    override = next((item for path, item in overridden.items() if tuple(loc[: len(path)]) == path), None)
-    line = None if override else _line_of(root, loc)
-    where = f"{source} (--set {override})" if override else f"{source}:{line}" if line else source
-    return PerftoolError(f"{where}: {field_path or 'config'}: {reason}")
-
-
-def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
-    """The 1-based line of the deepest node on ``loc`` that the YAML document has."""
-    line = None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next(((k, v) for k, v in node.value if k.value == part), None)
-            if match is None:
-                break
-            line, node = match[0].start_mark.line + 1, match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
 
 
 def _apply_override(document: dict[str, Any], item: str) -> tuple[str, ...]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import math
 
 import numpy as np
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -116,10 +115,3 @@ def _top_ops(metrics: Metrics, unit: str) -> Table:
     for op in metrics.top_ops:
         table.add_row(op.name, f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
     return table
-
-
-def to_text(trace: Trace, metrics: Metrics, width: int = 110) -> str:
-    """Plain text (no colour) for ``--output FILE``."""
-    console = Console(width=width, file=io.StringIO(), color_system=None)
-    console.print(render(trace, metrics))
-    return console.file.getvalue()

@@ -1,0 +1,30 @@
+"""Which device family a trace comes from, so advice names that family's knobs."""
+
+from __future__ import annotations
+
+import re
+
+from perftool.trace.model import Trace
+
+FAMILIES = ("npu", "ipu", "hpu", "gpu")
+_BY_NAME = (
+    ("ipu", re.compile(r"^(StreamCopy|PreArrange-|Engine::run|Poplar)|DstStridedCopy|^IPU\b")),
+    ("hpu", re.compile(r"HPU\w*Type|synLaunch|^HPU\b|Gaudi")),
+    ("npu", re.compile(r"^AscendCL@|^Ascend Hardware|^aclop")),
+)
+
+
+def device_family(trace: Trace) -> str:
+    """npu, ipu, hpu or gpu, from the emulator's metadata, the dialect or the names; else ``generic``."""
+    emulator = (
+        trace.metadata.get("perftool", {}).get("emulator") if isinstance(trace.metadata.get("perftool"), dict) else None
+    )
+    if isinstance(emulator, dict) and emulator.get("device") in FAMILIES:
+        return emulator["device"]
+    if trace.dialect == "ascend":
+        return "npu"
+    names = [*trace.names, *(t.process_name for t in trace.tracks)]
+    for family, pattern in _BY_NAME:
+        if any(pattern.search(name) for name in names):
+            return family
+    return "gpu" if trace.dialect == "kineto" else "generic"

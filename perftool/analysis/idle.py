@@ -1,0 +1,124 @@
+"""Why the device is idle: every idle stretch of the analysis window attributed to one cause.
+
+Causes are tried in the order of :data:`CAUSES`; each takes the idle time it covers that no
+earlier cause took, so the parts add up to the device's idle time exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.dialects.vocabulary import CPU_FALLBACK
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+CAUSES: dict[str, str] = {
+    "compile": "compiling a graph or op",
+    "cpu_fallback": "an op running on the host, with its copies there and back",
+    "sync": "the host blocked in a synchronisation, then re-filling the queue",
+    "input_wait": "the training loop waiting for its next batch",
+    "host": "host Python and dispatch (launching the next device call)",
+    "input_pipeline": "input workers still preparing the batch",
+    "h2d": "a host-to-device copy in flight",
+    "other": "nothing traced explains it",
+}
+SYNC_TOLERANCE_US = 1.0  # an idle stretch starting this close after a sync's end follows from it
+
+_NOT_HOST_WORK = [Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC]
+
+
+@dataclass
+class IdleTime:
+    """Device idle stretches in the window [lo, hi], and the pieces of them each cause explains."""
+
+    lo: float
+    hi: float
+    gaps: intervals.Intervals
+    by_cause: dict[str, intervals.Intervals]
+
+    def time(self, cause: str) -> float:
+        return intervals.total(self.by_cause[cause])
+
+    @property
+    def total(self) -> float:
+        return intervals.total(self.gaps)
+
+
+def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
+    """Attribute the device's idle time in [lo, hi] to :data:`CAUSES`; None when nothing runs on a device."""
+    spans = trace.phase == Phase.COMPLETE
+    kind = trace.kind
+    on_device = trace.on_roles(Role.DEVICE)
+    if not (spans & on_device).any() or hi <= lo:
+        return None
+
+    def busy(mask: np.ndarray) -> intervals.Intervals:
+        rows = np.flatnonzero(mask & spans & (trace.ts < hi) & (trace.end > lo))
+        return intervals.clip(intervals.union(trace.ts[rows], trace.end[rows]), lo, hi)
+
+    device = busy(on_device & ~np.isin(kind, [Kind.STEP, Kind.ANNOTATION]))
+    remaining = intervals.gaps(device, lo, hi)
+    gaps = remaining
+    on_host = trace.on_roles(Role.HOST)
+    covers = {
+        "compile": busy(kind == Kind.COMPILE),
+        "cpu_fallback": fallback_round_trips(trace, lo, hi),
+        "sync": None,  # decided per idle stretch: see _after_sync
+        "input_wait": busy(on_host & (kind == Kind.INPUT)),
+        "host": busy(on_host & ~np.isin(kind, _NOT_HOST_WORK)),
+        "input_pipeline": busy(trace.on_roles(Role.INPUT) & (kind == Kind.INPUT)),
+        "h2d": busy(kind == Kind.H2D),
+    }
+    by_cause: dict[str, intervals.Intervals] = {}
+    for cause, cover in covers.items():
+        if cover is None:
+            taken = _after_sync(remaining, busy(on_host & (kind == Kind.SYNC)))
+            by_cause[cause] = (remaining[0][taken], remaining[1][taken])
+            remaining = (remaining[0][~taken], remaining[1][~taken])
+            continue
+        by_cause[cause] = intervals.intersect(remaining, cover, lo, hi)
+        remaining = intervals.subtract(remaining, cover, lo, hi)
+    by_cause["other"] = remaining
+    return IdleTime(lo, hi, gaps, by_cause)
+
+
+def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
+    """Each host-run fallback op widened to the device-to-host copy before it and the copy back after it."""
+    ops = np.flatnonzero(name_matches(trace, CPU_FALLBACK) & (trace.phase == Phase.COMPLETE))
+    if ops.size == 0:
+        return np.empty(0), np.empty(0)
+    starts, ends = trace.ts[ops].copy(), trace.end[ops].copy()
+    reach = np.maximum(trace.dur[ops], SYNC_TOLERANCE_US)  # a copy further away than the op lasts is unrelated
+    d2h = np.flatnonzero(trace.kind == Kind.D2H)
+    if d2h.size:
+        order = np.argsort(trace.end[d2h])
+        copy_starts, copy_ends = trace.ts[d2h][order], trace.end[d2h][order]
+        before = np.searchsorted(copy_ends, starts, side="right") - 1
+        near = (before >= 0) & (starts - copy_ends[np.maximum(before, 0)] <= reach)
+        starts = np.where(near, np.minimum(starts, copy_starts[np.maximum(before, 0)]), starts)
+    h2d = np.flatnonzero(trace.kind == Kind.H2D)
+    if h2d.size:
+        order = np.argsort(trace.ts[h2d])
+        copy_starts, copy_ends = trace.ts[h2d][order], trace.end[h2d][order]
+        after = np.searchsorted(copy_starts, ends, side="left")
+        index = np.minimum(after, copy_starts.size - 1)
+        near = (after < copy_starts.size) & (copy_starts[index] - ends <= reach)
+        ends = np.where(near, np.maximum(ends, copy_ends[index]), ends)
+    return intervals.clip(intervals.union(starts, ends), lo, hi)
+
+
+def name_matches(trace: Trace, pattern) -> np.ndarray:
+    """Per event: whether its name matches ``pattern`` (decided once per distinct name)."""
+    table = np.array([bool(pattern.search(name)) for name in trace.names] or [False])
+    return table[trace.name]
+
+
+def _after_sync(pieces: intervals.Intervals, syncs: intervals.Intervals) -> np.ndarray:
+    """Per idle piece: whether it starts while the host is in a sync, or just after one ends."""
+    if syncs[0].size == 0 or pieces[0].size == 0:
+        return np.zeros(pieces[0].size, dtype=bool)
+    index = np.searchsorted(syncs[0], pieces[0], side="right") - 1
+    safe = np.maximum(index, 0)
+    return (index >= 0) & (pieces[0] <= syncs[1][safe] + SYNC_TOLERANCE_US)

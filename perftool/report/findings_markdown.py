@@ -1,0 +1,64 @@
+"""``perftool scan --format markdown``: a table per trace, ready for a PR comment or a job summary."""
+
+from __future__ import annotations
+
+from perftool.report.units import duration
+from perftool.rules.findings import Finding, ScanReport, TraceFindings
+
+_ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
+
+
+def render(report: ScanReport) -> str:
+    lines = ["# perftool scan", ""]
+    for trace in report.traces:
+        lines += _trace(trace)
+    found = len(report.findings)
+    lines.append(f"{found} finding(s) in {len(report.traces)} trace(s).")
+    return "\n".join(lines) + "\n"
+
+
+def _trace(trace: TraceFindings) -> list[str]:
+    step = f", mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
+    idle = f", device idle {sum(trace.idle.values()):.1%}" if trace.idle else ""
+    lines = [
+        f"## `{trace.path}`",
+        "",
+        f"{trace.dialect} trace, device {trace.family}, {trace.steps} steady steps{step}{idle}.",
+        "",
+    ]
+    if not trace.findings:
+        return [*lines, "No findings.", ""]
+    lines += ["| severity | rule | lost | finding |", "| --- | --- | --- | --- |"]
+    for finding in trace.findings:
+        lost = f"{finding.impact.share:.1%}"
+        if finding.impact.per_step_us is not None:
+            lost += f" ({duration(finding.impact.per_step_us)}/step)"
+        rule = f"`{finding.rule_id}` {finding.rule_name}"
+        lines.append(f"| {_ICON[finding.severity.value]} | {rule} | {lost} | {_cell(finding.message)} |")
+    lines.append("")
+    for finding in trace.findings:
+        lines += _details(finding)
+    return lines
+
+
+def _details(finding: Finding) -> list[str]:
+    lines = [
+        f"<details><summary><code>{finding.rule_id}</code> {finding.title}: fix and evidence</summary>",
+        "",
+        f"**Fix:** {finding.fix.text}",
+        "",
+        f"**Gain:** {finding.gain.text}",
+        "",
+    ]
+    if finding.evidence:
+        lines += ["| at | lasts | track | event |", "| ---: | ---: | --- | --- |"]
+        lines += [
+            f"| {duration(e.ts_us)} | {duration(e.dur_us)} | {_cell(e.track)} | {_cell(e.name)} |"
+            for e in finding.evidence
+        ]
+        lines.append("")
+    return [*lines, "</details>", ""]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

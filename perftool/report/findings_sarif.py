@@ -1,0 +1,82 @@
+"""``perftool scan --format sarif``: SARIF 2.1.0 for code-scanning services.
+
+Rule ids are the stable rule ids; each result carries a ``partialFingerprints`` entry computed from
+the rule and what the finding is about (not the file's content), so repeated uploads deduplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from perftool import __version__
+from perftool.rules.findings import ScanReport
+from perftool.rules.model import Rule
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def render(report: ScanReport, rules: list[Rule]) -> str:
+    index = {rule.id: i for i, rule in enumerate(rules)}
+    results = [
+        {
+            "ruleId": finding.rule_id,
+            "ruleIndex": index[finding.rule_id],
+            "level": _LEVEL[finding.severity.value],
+            "message": {"text": f"{finding.message} Fix: {finding.fix.text} Gain: {finding.gain.text}"},
+            "locations": [
+                {"physicalLocation": {"artifactLocation": {"uri": _uri(trace.path)}, "region": {"startLine": 1}}}
+            ],
+            "partialFingerprints": {"perftoolFinding/v1": finding.fingerprint},
+            "properties": {
+                "share": finding.impact.share,
+                "lostMicroseconds": finding.impact.lost_us,
+                "deviceFamily": finding.fix.family,
+            },
+        }
+        for trace, finding in report.findings
+    ]
+    document = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "perftool",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "rules": [_descriptor(rule) for rule in rules],
+                    }
+                },
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _descriptor(rule: Rule) -> dict[str, Any]:
+    descriptor: dict[str, Any] = {
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": rule.explain.what},
+        "help": {"text": f"{rule.explain.why} Run `perftool rules explain {rule.id}` for the fix per device family."},
+        "defaultConfiguration": {"level": _LEVEL[rule.severity.value]},
+        "properties": {"tags": ["performance"]},
+    }
+    if rule.references and rule.references[0].url:
+        descriptor["helpUri"] = rule.references[0].url
+    return descriptor
+
+
+def _uri(path: str) -> str:
+    """The trace's path relative to the working directory when it lies below it, else a file URI."""
+    absolute = Path(path).resolve()
+    try:
+        return absolute.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return absolute.as_uri()

@@ -1,0 +1,88 @@
+"""``perftool scan``: findings for people, rendered with rich, one read from problem to fix."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from perftool.analysis.idle import CAUSES
+from perftool.report.units import duration
+from perftool.rules.findings import Finding, ScanReport, TraceFindings
+
+STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
+_CAUSE_LABELS = {
+    "compile": "compiling",
+    "cpu_fallback": "CPU fallbacks",
+    "sync": "after syncs",
+    "input_wait": "waiting for data",
+    "host": "host Python/dispatch",
+    "input_pipeline": "input workers",
+    "h2d": "H2D copies",
+    "other": "unexplained",
+}
+
+
+def render(report: ScanReport) -> Group:
+    parts: list[RenderableType] = []
+    for trace in report.traces:
+        parts += [_header(trace), *(_finding(finding) for finding in trace.findings)]
+        if not trace.findings:
+            parts.append(Text("  no findings", style="green"))
+        parts.append(Text(""))
+    parts.append(summary_line(report))
+    return Group(*parts)
+
+
+def summary_line(report: ScanReport) -> Text:
+    found = [finding for _, finding in report.findings]
+    if not found:
+        return Text(f"No findings in {len(report.traces)} trace(s).", style="bold green")
+    counts = {level: sum(f.severity.value == level for f in found) for level in STYLE}
+    text = Text(f"{len(found)} finding(s) in {len(report.traces)} trace(s): ", style="bold")
+    for level, count in counts.items():
+        if count:
+            text.append(f"{count} {level}  ", style=STYLE[level])
+    return text
+
+
+def _header(trace: TraceFindings) -> Text:
+    text = Text.assemble(("perftool scan ", "bold"), (trace.path, "bold magenta"))
+    step = f" · mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
+    text.append(f"\n{trace.dialect} trace · device {trace.family} · {trace.steps} steady steps{step}")
+    if trace.idle:
+        idle = sum(trace.idle.values())
+        parts = [f"{_CAUSE_LABELS[c]} {trace.idle[c]:.1%}" for c in CAUSES if trace.idle.get(c, 0) >= 0.0005]
+        text.append(f"\ndevice idle {idle:.1%}" + (f": {', '.join(parts)}" if parts else ""))
+    return text
+
+
+def _finding(finding: Finding) -> Group:
+    level = finding.severity.value
+    per_step = finding.impact.per_step_us
+    cost = f"{finding.impact.share:.1%} of the steady state" + (
+        f" ({duration(per_step)} per step)" if per_step is not None else ""
+    )
+    head = Text.assemble(
+        "\n", (f"{level.upper():<8}", STYLE[level]), (f"{finding.rule_id} {finding.rule_name}", "bold"),
+        f" · {finding.title} · {cost}",
+    )  # fmt: skip
+    body = Table.grid(padding=(0, 1))
+    body.add_column(style="dim", justify="right")
+    body.add_column()
+    body.add_row("what", finding.message)
+    body.add_row("fix", Text(finding.fix.text, style="green"))
+    body.add_row("gain", finding.gain.text)
+    parts: list[RenderableType] = [head, body]
+    if finding.evidence:
+        parts.append(_evidence(finding))
+    return Group(*parts)
+
+
+def _evidence(finding: Finding) -> Table:
+    table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
+    for column, justify in (("at", "right"), ("lasts", "right"), ("track", "left"), ("event", "left")):
+        table.add_column(column, justify=justify)
+    for item in finding.evidence:
+        table.add_row(f"{item.ts_us / 1e3:,.3f} ms", duration(item.dur_us), item.track, item.name)
+    return table

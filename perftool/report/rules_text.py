@@ -1,0 +1,69 @@
+"""``perftool rules list`` and ``perftool rules explain ID``: the catalogue, one page per rule."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from perftool.rules.detectors import COMMON_VALUES, DETECTORS
+from perftool.rules.model import Rule
+
+
+def catalogue(rules: list[Rule]) -> Table:
+    table = Table(show_header=True)
+    for column in ("id", "name", "title", "detector", "severity", "thresholds"):
+        table.add_column(column, no_wrap=column in ("id", "name"))
+    for rule in rules:
+        table.add_row(
+            rule.id,
+            rule.name if rule.enabled else f"{rule.name} (disabled)",
+            rule.title,
+            rule.detector,
+            rule.severity.value,
+            _thresholds(rule),
+        )
+    return table
+
+
+def page(rule: Rule) -> Group:
+    """What it finds, why it matters, how to fix it, an example: from the rule file."""
+    detector = DETECTORS[rule.detector]
+    parts = [
+        Text.assemble((f"{rule.id} {rule.name}", "bold"), f" — {rule.title}"),
+        _section("What it finds", rule.explain.what),
+        _section("Why it matters", rule.explain.why),
+        _section("Example", rule.explain.example),
+        Text("\nHow to fix", style="bold"),
+    ]
+    for family, text in rule.fix.items():
+        parts.append(Text.assemble(("  " + family + ": ", "green"), text))
+    for variant, fixes in rule.fix_variants.items():
+        parts.append(Text(f"  when the cause is {variant.replace('_', ' ')}:", style="green"))
+        parts += [Text.assemble(("    " + family + ": ", "green"), text) for family, text in fixes.items()]
+    settings = {**detector.params, **rule.params}
+    parts.append(
+        _section(
+            "Severity",
+            f"at least {rule.severity.value}; by share of the steady-state step time lost: {_thresholds(rule)}",
+        )
+    )
+    if settings:
+        parts.append(_section("Settings", ", ".join(f"{name}={value:g}" for name, value in settings.items())))
+    values = {**detector.values, **COMMON_VALUES}
+    parts.append(_section("Template values", "\n".join(f"{name}: {meaning}" for name, meaning in values.items())))
+    if rule.references:
+        parts.append(
+            _section("References", "\n".join(f"{r.title}" + (f" <{r.url}>" if r.url else "") for r in rule.references))
+        )
+    return Group(*parts)
+
+
+def _section(title: str, body: str) -> Text:
+    indented = "\n".join("  " + line for line in body.splitlines())
+    return Text.assemble(("\n" + title + "\n", "bold"), indented)
+
+
+def _thresholds(rule: Rule) -> str:
+    levels = [(name, getattr(rule.thresholds, name)) for name in ("info", "warning", "error")]
+    return ", ".join(f"{name} ≥ {value:.0%}" for name, value in levels if value is not None)

@@ -1,0 +1,136 @@
+"""What every detector shares: the scope it reads and the detection it returns."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.idle import IdleTime, attribute_idle
+from perftool.analysis.metrics import Metrics
+from perftool.analysis.steps import Steps
+from perftool.emulator.config import EmulatorConfig
+from perftool.rules.findings import Evidence
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+
+@dataclass
+class Scope:
+    """One trace as the detectors see it: events, steps, metrics, the idle attribution and the device."""
+
+    trace: Trace
+    steps: Steps
+    metrics: Metrics
+    family: str  # npu | ipu | hpu | gpu | generic
+    emulator: EmulatorConfig | None  # the config an emulator trace was made from
+    evidence_count: int = 5
+
+    @property
+    def lo(self) -> float:
+        return self.metrics["window.start_us"]
+
+    @property
+    def hi(self) -> float:
+        return self.lo + self.window
+
+    @property
+    def window(self) -> float:
+        return self.metrics["window.duration_us"]
+
+    @property
+    def steady_steps(self) -> int:
+        return self.steps.count - self.steps.warmup
+
+    @property
+    def step_time(self) -> float:
+        """Mean steady step time, µs; the window when the trace has no steps."""
+        return self.window / self.steady_steps if self.steady_steps else self.window
+
+    @cached_property
+    def idle(self) -> IdleTime | None:
+        return attribute_idle(self.trace, self.lo, self.hi)
+
+    @cached_property
+    def in_window(self) -> np.ndarray:
+        """Per event: a span overlapping the analysis window."""
+        trace = self.trace
+        return (trace.phase == Phase.COMPLETE) & (trace.ts < self.hi) & (trace.end > self.lo)
+
+    def busy(self, mask: np.ndarray) -> intervals.Intervals:
+        """The union of the spans selected by ``mask``, clipped to the window."""
+        rows = np.flatnonzero(mask & self.in_window)
+        return intervals.clip(intervals.union(self.trace.ts[rows], self.trace.end[rows]), self.lo, self.hi)
+
+    @cached_property
+    def compute(self) -> intervals.Intervals:
+        return self.busy(self.trace.kind == Kind.COMPUTE)
+
+    def per_step(self, value: float) -> float:
+        return value / self.steady_steps if self.steady_steps else math.nan
+
+    def events(self, rows: np.ndarray) -> list[Evidence]:
+        """The longest of ``rows`` as evidence."""
+        trace = self.trace
+        worst = rows[np.argsort(-trace.dur[rows], kind="stable")[: self.evidence_count]]
+        return [
+            Evidence(
+                ts_us=float(trace.ts[row]),
+                dur_us=float(trace.dur[row]),
+                track=trace.tracks[trace.track[row]].label,
+                name=trace.names[trace.name[row]],
+            )
+            for row in worst.tolist()
+        ]
+
+    def idle_stretches(self, pieces: intervals.Intervals, during: np.ndarray) -> list[Evidence]:
+        """The longest device idle ``pieces``, each named after the ``during`` event overlapping it most."""
+        trace = self.trace
+        starts, ends = pieces
+        worst = np.argsort(-(ends - starts), kind="stable")[: self.evidence_count]
+        candidates = np.flatnonzero(during & self.in_window)
+        device = self.trace.tracks_with_role(Role.DEVICE)
+        track = trace.tracks[int(device[0])].label if device.size else "device"
+        found = []
+        for start, end in zip(starts[worst].tolist(), ends[worst].tolist()):
+            shared = np.minimum(trace.end[candidates], end) - np.maximum(trace.ts[candidates], start)
+            best = candidates[np.argmax(shared)] if candidates.size and shared.max() > 0 else None
+            name = f"idle while host runs {trace.names[trace.name[best]]}" if best is not None else "idle"
+            found.append(Evidence(ts_us=start, dur_us=end - start, track=track, name=name))
+        return found
+
+
+@dataclass
+class Detection:
+    """What a detector measured: the time lost, the values templates may use, and the occurrences."""
+
+    lost_us: float
+    values: dict[str, Any]
+    evidence: list[Evidence]
+    key: str = ""  # what distinguishes this detection from others of its rule (fingerprints)
+    variant: str | None = None  # which of the rule's fix variants applies
+    changes: dict[str, Any] = field(default_factory=dict)  # emulator config fields the fix sets
+
+
+@dataclass(frozen=True)
+class Detector:
+    """A detector module's entry: its name, the values it provides, its settings and its function."""
+
+    name: str
+    summary: str
+    values: dict[str, str]  # value name -> meaning
+    params: dict[str, float]  # setting -> default
+    detect: Callable[[Scope, dict[str, float]], Detection | None]
+
+
+def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4) -> str:
+    """The names among ``rows``, most time first, as one short list."""
+    ids = np.unique(trace.name[rows])
+    time = np.bincount(trace.name[rows], weights=trace.dur[rows], minlength=len(trace.names))[ids]
+    names = [trace.names[i] for i in ids[np.argsort(-time, kind="stable")][:limit].tolist()]
+    more = ids.size - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")

@@ -1,0 +1,65 @@
+"""Exposed host-to-device transfers: input copies the device waits for instead of overlapping them.
+
+Either the copy runs on the compute stream itself (an IPU without IO tiles, a synchronous
+``Memcpy HtoD`` on a GPU stream) or the device idles while a copy is in flight.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.idle import name_matches
+from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
+from perftool.emulator.config import DTYPE_BYTES
+from perftool.emulator.plan import io_tiles_needed
+from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.trace.model import Kind, Role
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    trace = scope.trace
+    inputs = (trace.kind == Kind.H2D) & ~name_matches(trace, REMOTE_BUFFER_COPY)
+    on_stream = scope.busy(inputs & trace.on_roles(Role.DEVICE))
+    serial = intervals.total(intervals.subtract(on_stream, scope.compute, scope.lo, scope.hi))
+    waiting = scope.idle.time("h2d") if scope.idle is not None else 0.0
+    lost = serial + waiting
+    if lost <= 0:
+        return None
+    rows = np.flatnonzero(inputs & scope.in_window)
+    io_tiles = _io_tiles(scope)
+    values = {
+        "exposed_ms_per_step": scope.per_step(lost) / 1e3,
+        "copies_per_step": scope.per_step(rows.size),
+        "overlap_fraction": scope.metrics["h2d.overlap_fraction"],
+        "io_tiles": io_tiles,
+    }
+    changes = {"io_tiles": io_tiles} if io_tiles else {}
+    return Detection(lost, values, scope.events(rows), changes=changes)
+
+
+def _io_tiles(scope: Scope) -> int:
+    """For emulated IPUs: the smallest power of two of IO tiles that holds a micro-batch (0 otherwise)."""
+    config = scope.emulator
+    if config is None or not config.profile.tiles:
+        return 0
+    knobs = config.knobs
+    micro_batch = config.workload.sample_size * DTYPE_BYTES[knobs.transfer_dtype] / 4 * knobs.batch_size
+    needed = int(io_tiles_needed(micro_batch))
+    return int(2 ** math.ceil(math.log2(max(needed, 1))))
+
+
+DETECTOR = Detector(
+    name="exposed_transfers",
+    summary="host-to-device input copies the device waits for",
+    values={
+        "exposed_ms_per_step": "copy time per steady step not overlapped with compute, ms",
+        "copies_per_step": "host-to-device copies per steady step",
+        "overlap_fraction": "share of copy time overlapping compute (h2d.overlap_fraction)",
+        "io_tiles": "IO tiles that hold a micro-batch, as a power of two (emulated IPUs; else 0)",
+    },
+    params={},
+    detect=detect,
+)

@@ -1,0 +1,83 @@
+"""Input-bound data loading: the device waits for the next batch.
+
+Either the training loop waits in its data loader (``DataLoader.__next__``, ``IteratorGetNext``)
+or the device waits while the input workers are still preparing the batch. Deeper prefetching
+absorbs uneven preprocessing; when the workers cannot keep up on average, only more of them help.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.trace.model import Kind, Role
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    idle = scope.idle
+    if idle is None:
+        return None
+    lost = idle.time("input_wait") + idle.time("input_pipeline")
+    if lost <= 0:
+        return None
+    trace = scope.trace
+    loading = trace.kind == Kind.INPUT
+    worker_rows = np.flatnonzero(loading & trace.on_roles(Role.INPUT) & scope.in_window)
+    wait_rows = np.flatnonzero(loading & trace.on_roles(Role.HOST) & scope.in_window)
+    workers = np.unique(trace.track[worker_rows]).size
+    step = scope.step_time
+    prepare = trace.dur[worker_rows] if worker_rows.size else trace.dur[wait_rows]
+    mean_prepare = float(prepare.mean()) if prepare.size else math.nan
+    slow_prepare = float(np.percentile(prepare, 99)) if prepare.size else math.nan
+    current = scope.emulator.knobs.prefetch_depth if scope.emulator else int(params["assumed_prefetch_depth"])
+    keeps_up = not workers or mean_prepare / workers <= step
+    if workers:
+        # a worker serves every `workers`-th step: its ready batches must cover its slowest batch
+        depth = math.ceil(slow_prepare / (workers * step)) + 1
+    else:
+        depth = (
+            current + math.ceil(float(np.percentile(trace.dur[wait_rows], 90)) / step)
+            if wait_rows.size
+            else current + 1
+        )
+    depth = max(depth, current + 1)
+    needed_workers = math.ceil(params["worker_headroom"] * mean_prepare / step) if prepare.size else 0
+    values = {
+        "input_share": lost / scope.window,
+        "wait_per_step_ms": scope.per_step(lost) / 1e3,
+        "workers": workers,
+        "needed_workers": max(needed_workers, workers + 1),
+        "prepare_mean_ms": mean_prepare / 1e3,
+        "prepare_p99_ms": slow_prepare / 1e3,
+        "step_ms": step / 1e3,
+        "current_prefetch_depth": current,
+        "prefetch_depth": depth,
+    }
+    if keeps_up:
+        variant, changes = None, {"prefetch_depth": depth}
+    else:
+        variant, changes = "too_few_workers", {"workload.input_workers": values["needed_workers"]}
+    pieces = idle.by_cause["input_wait"] if idle.time("input_wait") else idle.by_cause["input_pipeline"]
+    evidence = scope.events(wait_rows) if wait_rows.size else scope.idle_stretches(pieces, loading)
+    return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
+
+
+DETECTOR = Detector(
+    name="input_bound",
+    summary="device idle while the next batch is loaded or preprocessed",
+    values={
+        "input_share": "share of the window the device waits for input",
+        "wait_per_step_ms": "device wait for input per steady step, ms",
+        "workers": "input worker threads in the trace (0: not traced)",
+        "needed_workers": "workers that keep up with the device on average",
+        "prepare_mean_ms": "mean time to prepare one batch, ms",
+        "prepare_p99_ms": "99th percentile time to prepare one batch, ms",
+        "step_ms": "mean steady step time, ms",
+        "current_prefetch_depth": "prefetch depth now (the emulator's, else the assumed default)",
+        "prefetch_depth": "prefetch depth that covers the slow batches",
+    },
+    params={"assumed_prefetch_depth": 2, "worker_headroom": 1.2},
+    detect=detect,
+)

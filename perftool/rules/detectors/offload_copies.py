@@ -1,0 +1,53 @@
+"""Variable-offload stream copies: optimizer state streamed to and from remote buffers.
+
+Graphcore names them ``StreamCopyMidRemoteBuffer`` (with ``StreamCopyBegin``/``End``). When they
+take a large share of the device's time and the state fits in device memory, keeping it there
+removes them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.idle import name_matches
+from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
+from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.trace.model import Role
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    trace = scope.trace
+    copies = name_matches(trace, REMOTE_BUFFER_COPY) & trace.on_roles(Role.DEVICE)
+    rows = np.flatnonzero(copies & scope.in_window)
+    if rows.size == 0:
+        return None
+    busy = scope.busy(copies)
+    lost = intervals.total(intervals.subtract(busy, scope.compute, scope.lo, scope.hi))
+    device_busy = scope.metrics["device.busy_us"]
+    state = scope.emulator.workload.optimizer_state if scope.emulator else math.nan
+    values = {
+        "device_share": lost / device_busy if device_busy > 0 else math.nan,
+        "copy_ms_per_step": scope.per_step(lost) / 1e3,
+        "copies": int(rows.size),
+        "state_mb": state / 1e6,
+        "state_size": f"{state / 1e6:,.0f} MB" if not math.isnan(state) else "the optimizer state",
+    }
+    return Detection(lost, values, scope.events(rows), changes={"offload_optimizer": False})
+
+
+DETECTOR = Detector(
+    name="offload_copies",
+    summary="optimizer state streamed to and from remote buffers (variable offloading)",
+    values={
+        "device_share": "share of the device's busy time spent in these copies",
+        "copy_ms_per_step": "copy time per steady step not overlapped with compute, ms",
+        "copies": "remote-buffer copies in the window",
+        "state_mb": "optimizer state size, MB (emulator traces; else nan)",
+        "state_size": "the optimizer state's size in words",
+    },
+    params={},
+    detect=detect,
+)

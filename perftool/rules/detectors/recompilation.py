@@ -1,0 +1,81 @@
+"""Recompilations after warm-up: a graph compiled again in the steady state, and why.
+
+The cause comes from the compile event's own ``args`` when the tool wrote one (``reason``,
+``cause``); otherwise a compile in the final step is the short last batch, and any other is a
+new shape (or a Python value baked into the graph as a constant).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.trace.model import Kind
+
+CAUSES = {
+    "remainder_loop": "a remainder loop (steps not a multiple of the loop size)",
+    "last_batch": "the short last batch of the epoch (a new input shape)",
+    "shape": "a new input shape, or a Python value baked into the graph as a constant",
+}
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    trace = scope.trace
+    rows = np.flatnonzero((trace.kind == Kind.COMPILE) & scope.in_window & (trace.ts >= scope.lo))
+    if rows.size == 0:
+        return None
+    idle = scope.idle
+    stalled = idle.time("compile") if idle is not None else float(np.sum(trace.dur[rows]))
+    cause = _cause(scope, rows)
+    values = {
+        "count": int(rows.size),
+        "compile_ms": float(np.sum(trace.dur[rows])) / 1e3,
+        "stalled_ms": stalled / 1e3,
+        "cause": CAUSES[cause],
+        "loop_size": _dividing_loop_size(scope),
+        "names": ", ".join(sorted({trace.names[i] for i in trace.name[rows].tolist()})),
+    }
+    changes: dict = {}
+    if cause == "remainder_loop" and values["loop_size"]:
+        changes = {"loop_size": values["loop_size"]}
+    elif cause == "last_batch":
+        changes = {"last_batch": "pad"}
+    return Detection(stalled, values, scope.events(rows), key=cause, variant=cause, changes=changes)
+
+
+def _cause(scope: Scope, rows: np.ndarray) -> str:
+    trace = scope.trace
+    for row in rows.tolist():
+        args = trace.args(row) or {}
+        reason = str(args.get("reason") or args.get("cause") or "").lower()
+        if "remainder" in reason:
+            return "remainder_loop"
+        if "last batch" in reason:
+            return "last_batch"
+    if scope.steps.count and np.all(trace.ts[rows] >= scope.steps.start[-1]):
+        return "last_batch"
+    return "shape"
+
+
+def _dividing_loop_size(scope: Scope) -> int:
+    """The largest loop size up to the current one that divides the step count (emulator traces), else 0."""
+    if scope.emulator is None:
+        return 0
+    steps, current = scope.emulator.workload.steps, scope.emulator.knobs.loop_size
+    return max(size for size in range(1, current + 1) if steps % size == 0)
+
+
+DETECTOR = Detector(
+    name="recompilation",
+    summary="graph or op compilations after the warm-up steps",
+    values={
+        "count": "compilations in the steady state",
+        "compile_ms": "their total compile time, ms",
+        "stalled_ms": "device idle while they compiled, ms",
+        "cause": "why the graph was compiled again",
+        "loop_size": "a loop size dividing the step count (0: unknown)",
+        "names": "the compile events' names",
+    },
+    params={},
+    detect=detect,
+)

@@ -1,0 +1,48 @@
+"""Strided copies: device time spent rearranging operands into the layout an op wants.
+
+Graphcore ``DstStridedCopy`` vertices and ``PreArrange-N`` steps, Ascend ``TransData``. Measured
+against the compute they feed: a copy costing a large fraction of the op is a layout problem.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.idle import name_matches
+from perftool.dialects.vocabulary import STRIDED_COPY
+from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.trace.model import Role
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    trace = scope.trace
+    strided = name_matches(trace, STRIDED_COPY) & trace.on_roles(Role.DEVICE)
+    rows = np.flatnonzero(strided & scope.in_window)
+    if rows.size == 0:
+        return None
+    lost = intervals.total(scope.busy(strided))
+    compute = intervals.total(scope.compute)
+    values = {
+        "names": distinct_names(trace, rows),
+        "copy_ms_per_step": scope.per_step(lost) / 1e3,
+        "compute_ratio": lost / compute if compute > 0 else math.nan,
+        "device_share": lost / scope.metrics["device.busy_us"] if scope.metrics["device.busy_us"] > 0 else math.nan,
+    }
+    return Detection(lost, values, scope.events(rows), key=values["names"], changes={"layout_mismatch": False})
+
+
+DETECTOR = Detector(
+    name="strided_copies",
+    summary="layout-rearranging copies (DstStridedCopy, PreArrange, TransData) on the device",
+    values={
+        "names": "the copy ops found, most time first",
+        "copy_ms_per_step": "their time per steady step, ms",
+        "compute_ratio": "their time relative to the compute ops they feed",
+        "device_share": "share of the device's busy time they take",
+    },
+    params={},
+    detect=detect,
+)

@@ -1,0 +1,40 @@
+"""Synchronisation points: the host blocks on the device every step (``loss.item()``, stream syncs).
+
+Each sync drains the device's queue: once it returns, the device idles until the host has launched
+the next work. The time lost is that idle time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.trace.model import Kind, Role
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    trace = scope.trace
+    rows = np.flatnonzero((trace.kind == Kind.SYNC) & trace.on_roles(Role.HOST) & scope.in_window)
+    per_step = scope.metrics["sync.per_step"]
+    if scope.idle is None or rows.size == 0 or not per_step >= params["min_per_step"]:
+        return None  # without device tracks, a sync costs nothing this trace can show
+    lost = scope.idle.time("sync")
+    values = {
+        "per_step": per_step,
+        "names": distinct_names(trace, rows, 3),
+        "drain_ms_per_step": scope.per_step(lost) / 1e3,
+    }
+    return Detection(lost, values, scope.events(rows), key=values["names"])
+
+
+DETECTOR = Detector(
+    name="sync_points",
+    summary="host-device synchronisations every step (.item(), stream synchronise)",
+    values={
+        "per_step": "synchronisations per steady step (nested ones count once)",
+        "names": "the synchronising calls, most time first",
+        "drain_ms_per_step": "device idle per step after the syncs drain its queue, ms",
+    },
+    params={"min_per_step": 1.0},
+    detect=detect,
+)

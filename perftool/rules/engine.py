@@ -1,0 +1,118 @@
+"""The rule engine: run each rule's detector on a trace and turn detections into findings."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+from perftool import __version__
+from perftool.analysis.family import device_family
+from perftool.analysis.idle import CAUSES
+from perftool.analysis.metrics import compute_metrics
+from perftool.analysis.steps import detect_steps
+from perftool.emulator.config import EmulatorConfig, validate_config
+from perftool.errors import PerftoolError
+from perftool.rules import prediction
+from perftool.rules.detectors import DETECTORS, Detection, Scope
+from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings
+from perftool.rules.model import Rule, fill
+from perftool.trace import load_trace
+from perftool.trace.model import Trace
+
+
+def scan_files(
+    paths: list[str], rules: list[Rule], family: str | None = None, dialect: str | None = None, evidence: int = 5
+) -> ScanReport:
+    """Load and scan each trace in turn (one in memory at a time)."""
+    traces = [scan_trace(load_trace(path, dialect=dialect), rules, family, evidence) for path in paths]
+    return ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces)
+
+
+def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5) -> TraceFindings:
+    """Findings of ``rules`` on one loaded trace, the largest impact first."""
+    steps = detect_steps(trace)
+    metrics = compute_metrics(trace, steps)
+    scope = Scope(trace, steps, metrics, family or device_family(trace), _emulator_config(trace), evidence)
+    findings = [finding for rule in rules if (finding := _finding(scope, rule)) is not None]
+    findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
+    idle = scope.idle
+    window = scope.window
+    return TraceFindings(
+        path=trace.source,
+        dialect=trace.dialect,
+        family=scope.family,
+        window_us=window,
+        steps=scope.steady_steps,
+        step_time_us=_number(metrics["step_time_us.mean"]),
+        idle={cause: idle.time(cause) / window for cause in CAUSES} if idle and window > 0 else {},
+        findings=findings,
+    )
+
+
+def _finding(scope: Scope, rule: Rule) -> Finding | None:
+    params = {**DETECTORS[rule.detector].params, **rule.params}
+    detection = DETECTORS[rule.detector].detect(scope, params)
+    if detection is None or scope.window <= 0:
+        return None
+    share = detection.lost_us / scope.window
+    severity = rule.thresholds.severity(share, rule.severity)
+    if severity is None:
+        return None
+    per_step = scope.per_step(detection.lost_us)
+    values = {
+        **detection.values,
+        "lost_ms": detection.lost_us / 1e3,
+        "per_step_ms": per_step / 1e3,
+        "share": share,
+        "family": scope.family,
+    }
+    return Finding(
+        rule_id=rule.id,
+        rule_name=rule.name,
+        title=rule.title,
+        severity=severity,
+        message=fill(rule.message, values),
+        impact=Impact(lost_us=detection.lost_us, per_step_us=_number(per_step), share=share),
+        evidence=detection.evidence,
+        fix=Fix(
+            family=scope.family,
+            text=fill(rule.fix_for(scope.family, detection.variant), values),
+            changes=detection.changes,
+        ),
+        gain=_gain(scope, detection, per_step, share),
+        fingerprint=fingerprint(rule, detection),
+        values={name: _plain(value) for name, value in values.items()},
+    )
+
+
+def fingerprint(rule: Rule, detection: Detection) -> str:
+    """Stable for the same problem in another run or file: the rule and what the detection is about."""
+    return hashlib.sha256(f"{rule.id}\0{detection.key}".encode()).hexdigest()[:16]
+
+
+def _gain(scope: Scope, detection: Detection, per_step: float, share: float):
+    if scope.emulator is not None and detection.changes:
+        gain = prediction.predicted(scope.emulator, detection.changes)
+        if gain is not None:
+            return gain
+    return prediction.upper_bound(per_step, share)
+
+
+def _emulator_config(trace: Trace) -> EmulatorConfig | None:
+    """The config an emulator trace records about itself (None for other traces or an unreadable record)."""
+    if trace.dialect != "emulator":
+        return None
+    try:
+        return validate_config(trace.metadata["perftool"]["emulator"]["config"], trace.source)
+    except (KeyError, TypeError, PerftoolError):
+        return None
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def _plain(value: Any) -> Any:
+    """JSON has no NaN: unknown numbers become null."""
+    return None if isinstance(value, float) and math.isnan(value) else value

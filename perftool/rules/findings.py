@@ -1,0 +1,85 @@
+"""Findings: what a scan reports, with a stable, versioned JSON schema (``perftool schema findings``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from perftool.rules.model import Severity
+
+SCHEMA = "perftool.findings/1"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Evidence(_Record):
+    """One occurrence a person can find in Perfetto: when, where and what."""
+
+    ts_us: float = Field(description="start, µs on the trace's clock")
+    dur_us: float = Field(description="length, µs")
+    track: str = Field(description="process / thread it ran on")
+    name: str = Field(description="event name (or what the host ran during a device idle stretch)")
+
+
+class Impact(_Record):
+    lost_us: float = Field(description="time lost over the analysis window, µs")
+    per_step_us: float | None = Field(description="time lost per steady-state step, µs (null without steps)")
+    share: float = Field(description="share of the analysis window (the steady-state steps) lost")
+
+
+class Fix(_Record):
+    family: str = Field(description="device family the advice is for: npu, ipu, hpu, gpu or generic")
+    text: str
+    changes: dict[str, Any] = Field(description="emulator knobs the fix sets, e.g. {'loop_size': 32}")
+
+
+class Gain(_Record):
+    kind: Literal["predicted", "upper_bound"] = Field(
+        description="predicted: the emulator re-run with the fix; upper_bound: the time lost, recovered in full"
+    )
+    text: str
+    step_time_us_before: float | None = None
+    step_time_us_after: float | None = None
+    speedup: float | None = Field(None, description="throughput after / before")
+
+
+class Finding(_Record):
+    rule_id: str
+    rule_name: str
+    title: str
+    severity: Severity
+    message: str
+    impact: Impact
+    evidence: list[Evidence]
+    fix: Fix
+    gain: Gain
+    fingerprint: str = Field(description="stable across runs and paths: rule, cause and the names involved")
+    values: dict[str, Any] = Field(description="the measured values the message was filled from")
+
+
+class TraceFindings(_Record):
+    path: str
+    dialect: str
+    family: str
+    window_us: float
+    steps: int
+    step_time_us: float | None
+    idle: dict[str, float] = Field(
+        description="share of the window the device is idle, per cause (see perftool.analysis.idle)"
+    )
+    findings: list[Finding]
+
+
+class ScanReport(_Record):
+    schema_: str = Field(SCHEMA, alias="schema")
+    tool: dict[str, str]
+    traces: list[TraceFindings]
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @property
+    def findings(self) -> list[tuple[TraceFindings, Finding]]:
+        return [(trace, finding) for trace in self.traces for finding in trace.findings]

@@ -1,0 +1,140 @@
+"""What a rule file holds, validated by pydantic: one YAML file per rule in ``rules/``."""
+
+from __future__ import annotations
+
+import enum
+import re
+import string
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FAMILIES = ("npu", "ipu", "hpu", "gpu", "generic")
+
+
+class Severity(str, enum.Enum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return list(Severity).index(self)
+
+
+Share = Annotated[float, Field(ge=0, le=1)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Thresholds(_Strict):
+    """Share of the steady-state step time lost at which a finding reaches each severity.
+
+    A detection losing less than the lowest threshold given is not reported at all.
+    """
+
+    info: Share | None = None
+    warning: Share | None = None
+    error: Share | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Thresholds:
+        given = [v for v in (self.info, self.warning, self.error) if v is not None]
+        if not given:
+            raise ValueError("give at least one of info, warning, error")
+        if given != sorted(given):
+            raise ValueError("must not decrease from info to warning to error")
+        return self
+
+    def severity(self, share: float, floor: Severity) -> Severity | None:
+        """The severity for a share of step time lost, never below ``floor``; None when below every threshold."""
+        reached = [s for s in Severity if getattr(self, s.value) is not None and share >= getattr(self, s.value)]
+        if not reached:
+            return None
+        return max(reached[-1], floor, key=lambda s: s.rank)
+
+
+class Reference(_Strict):
+    title: str = Field(min_length=1)
+    url: str | None = Field(None, pattern=r"^https://\S+$")
+
+
+class Explanation(_Strict):
+    """The rule's documentation page, printed by ``perftool rules explain``."""
+
+    what: str = Field(min_length=1, description="what the rule finds")
+    why: str = Field(min_length=1, description="why it matters")
+    example: str = Field(min_length=1, description="what it looks like in a trace")
+
+
+class Rule(_Strict):
+    """One rule: which detector runs, when it reports, and what it tells the user."""
+
+    id: str = Field(pattern=r"^[A-Z]{2,5}\d{3}$", description="stable id, e.g. PT001")
+    name: str = Field(pattern=r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$", description="slug, e.g. host-bound-gaps")
+    title: str = Field(min_length=1)
+    detector: str = Field(description="the detector module that measures it")
+    severity: Severity = Field(Severity.INFO, description="the lowest severity a finding of this rule gets")
+    thresholds: Thresholds
+    params: dict[str, float] = Field(default_factory=dict, description="detector settings")
+    message: str = Field(min_length=1, description="template filled with the detector's values")
+    fix: dict[str, str] = Field(description="fix per device family; 'generic' is required")
+    fix_variants: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="fixes for particular causes the detector names (variant -> family -> text)"
+    )
+    explain: Explanation
+    references: tuple[Reference, ...] = ()
+    enabled: bool = True
+
+    @field_validator("fix")
+    @classmethod
+    def _families(cls, fix: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(fix) - set(FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown device family {unknown[0]!r} (choose from {', '.join(FAMILIES)})")
+        if "generic" not in fix:
+            raise ValueError("needs a 'generic' fix for traces whose device family is unknown")
+        return fix
+
+    @field_validator("fix_variants")
+    @classmethod
+    def _variant_families(cls, variants: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        for fixes in variants.values():
+            cls._families(fixes)
+        return variants
+
+    def fix_for(self, family: str, variant: str | None) -> str:
+        fixes = self.fix_variants.get(variant or "", self.fix)
+        return fixes.get(family, fixes["generic"])
+
+    def templates(self) -> dict[str, str]:
+        """Every template in the rule, by where it sits (for checking their fields)."""
+        found = {"message": self.message}
+        found |= {f"fix.{family}": text for family, text in self.fix.items()}
+        for variant, fixes in self.fix_variants.items():
+            found |= {f"fix_variants.{variant}.{family}": text for family, text in fixes.items()}
+        return found
+
+
+_PLAIN_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def template_fields(template: str) -> list[str]:
+    """The value names a template uses; raises ValueError for fields that reach beyond a plain name."""
+    fields = []
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if not _PLAIN_FIELD.match(name):
+            raise ValueError(f"template field {{{name}}} must be a plain value name (no attributes, no indexing)")
+        if spec and "{" in spec:
+            raise ValueError(f"template field {{{name}}} has a nested field in its format")
+        fields.append(name)
+    return fields
+
+
+def fill(template: str, values: dict[str, object]) -> str:
+    """Fill a checked template; only the detector's own values are reachable."""
+    return template.format_map({name: values[name] for name in template_fields(template)})

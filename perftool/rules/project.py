@@ -1,0 +1,100 @@
+"""A project's scan settings: ``perftool.yaml``, or ``[tool.perftool]`` in ``pyproject.toml``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from perftool.errors import PerftoolError
+from perftool.rules.model import Severity
+from perftool.yamlfile import read_yaml, validation_error
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+FailOn = Literal["info", "warning", "error", "never"]
+
+
+class RuleChange(BaseModel):
+    """What a project changes in one rule, without touching its file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thresholds: dict[Literal["info", "warning", "error"], float | None] = Field(default_factory=dict)
+    params: dict[str, float] = Field(default_factory=dict)
+    severity: Severity | None = None
+    enabled: bool | None = None
+
+
+class ProjectConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rule_dirs: list[str] = Field(default_factory=list, description="extra rule directories, relative to this file")
+    select: list[str] = Field(default_factory=list, description="run only these rules (ids or names)")
+    ignore: list[str] = Field(default_factory=list, description="never run these rules")
+    fail_on: FailOn | None = None
+    device: Literal["npu", "ipu", "hpu", "gpu", "generic"] | None = None
+    evidence: int | None = Field(None, ge=0, le=100, description="occurrences listed per finding")
+    rules: dict[str, RuleChange] = Field(default_factory=dict, description="per rule id or name: what to change")
+    _source: str = PrivateAttr("project config")
+
+    @property
+    def source(self) -> str:
+        """Where the settings came from, for error messages."""
+        return self._source
+
+
+def load_project(explicit: str | None = None, directory: Path | None = None) -> ProjectConfig | None:
+    """``explicit`` (a perftool.yaml or pyproject.toml), else the one in ``directory`` (the working directory)."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise PerftoolError(f"{explicit}: project config does not exist")
+        return _from_toml(path) if path.suffix == ".toml" else _from_yaml(path)
+    directory = directory or Path.cwd()
+    if (directory / "perftool.yaml").is_file():
+        return _from_yaml(directory / "perftool.yaml")
+    if (directory / "pyproject.toml").is_file():
+        return _from_toml(directory / "pyproject.toml")
+    return None
+
+
+def _from_yaml(path: Path) -> ProjectConfig:
+    document, root = read_yaml(path, "project config")
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise PerftoolError(f"{path}: a project config must be a YAML mapping")
+    try:
+        config = ProjectConfig.model_validate(document)
+    except ValidationError as exc:
+        raise validation_error(str(path), root, exc) from None
+    return _rooted(config, path, str(path))
+
+
+def _from_toml(path: Path) -> ProjectConfig | None:
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise PerftoolError(f"{path}: cannot read: {exc}") from None
+    section = document.get("tool", {}).get("perftool")
+    if section is None:
+        return None
+    source = f"{path} [tool.perftool]"
+    try:
+        config = ProjectConfig.model_validate(section)
+    except ValidationError as exc:
+        raise validation_error(source, None, exc) from None
+    return _rooted(config, path, source)
+
+
+def _rooted(config: ProjectConfig, path: Path, source: str) -> ProjectConfig:
+    """Rule directories are relative to the config file's own directory."""
+    rooted = config.model_copy(update={"rule_dirs": [str(path.parent / d) for d in config.rule_dirs]})
+    rooted._source = source
+    return rooted

@@ -1,0 +1,82 @@
+"""Reading YAML files safely and pointing errors at the line a field came from.
+
+Every YAML file perftool reads (emulator configs, rule files, project configs) goes through
+:func:`read_yaml`, which only ever uses the safe loader, and reports validation problems through
+:func:`field_error` as ``FILE:LINE: field.path: reason``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from perftool.errors import PerftoolError
+
+
+def read_yaml(path: str | Path, what: str) -> tuple[Any, yaml.Node | None]:
+    """The document in ``path`` and its node tree (for line numbers); ``what`` names the file's kind."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PerftoolError(f"{path}: cannot read {what}: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    try:
+        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PerftoolError(f"{source}{where}: not valid YAML: {reason}") from None
+
+
+def validation_error(
+    source: str, root: yaml.Node | None, exc: ValidationError, prefix: tuple = (), overridden: dict | None = None
+) -> PerftoolError:
+    """The first problem pydantic found, as one line naming the file, line and field."""
+    error = exc.errors()[0]
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return field_error(source, root, (*prefix, *error["loc"]), _reason(error) + more, overridden)
+
+
+def field_error(
+    source: str, root: yaml.Node | None, loc: tuple, reason: str, overridden: dict[tuple, str] | None = None
+) -> PerftoolError:
+    """``FILE:LINE: field.path: reason``, or ``FILE (--set k=v)`` when an override set the field."""
+    field_path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    override = next((item for path, item in (overridden or {}).items() if tuple(loc[: len(path)]) == path), None)
+    line = None if override else line_of(root, loc)
+    where = f"{source} (--set {override})" if override else f"{source}:{line}" if line else source
+    return PerftoolError(f"{where}: {field_path or 'document'}: {reason}")
+
+
+def line_of(node: yaml.Node | None, loc: tuple) -> int | None:
+    """The 1-based line of the deepest node on ``loc`` that the YAML document has."""
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _reason(error: dict[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"].startswith("byte_size"):
+        return f"not a size (got {error.get('input')!r}): give bytes or a unit, e.g. 220MB or 1.5GiB"
+    value = error.get("input")
+    shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and error["type"] != "missing" else ""
+    return f"{error['msg']}{shown}"
