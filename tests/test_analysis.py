@@ -10,6 +10,8 @@ import pytest
 from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
 from perftool.analysis import METRICS, compute_metrics, detect_steps, intervals
+from perftool.analysis.family import device_family
+from perftool.analysis.idle import attribute_idle
 from perftool.trace import load_trace
 
 
@@ -117,3 +119,39 @@ def test_real_fixture_step_times_match_the_raw_annotations():
     assert m["sync.per_step"] == pytest.approx(1.0)  # one loss.item() per step
     assert m.top_ops_scope == "host"
     assert "aten::mm" in {op.name for op in m.top_ops}
+
+
+def test_intersect_and_subtract():
+    a = (np.array([0.0, 10.0]), np.array([5.0, 20.0]))
+    b = (np.array([3.0, 12.0]), np.array([11.0, 14.0]))
+    both = intervals.intersect(a, b, 0.0, 20.0)
+    assert both[0].tolist() == [3.0, 10.0, 12.0] and both[1].tolist() == [5.0, 11.0, 14.0]
+    rest = intervals.subtract(a, b, 0.0, 20.0)
+    assert rest[0].tolist() == [0.0, 11.0, 14.0] and rest[1].tolist() == [3.0, 12.0, 20.0]
+    assert intervals.total(both) + intervals.total(rest) == intervals.total(a)
+
+
+def test_idle_time_goes_to_one_cause_each_in_priority_order(write_trace):
+    """Device idle 100-1000: compile covers 100-300, the host runs 200-600, nothing explains 600-1000."""
+    events = [
+        process_name(1, "python3"), process_name(0, "GPU 0"),
+        complete("kernel_a", 0, 100, pid=0, tid=7, cat="kernel"),
+        complete("kernel_b", 1000, 100, pid=0, tid=7, cat="kernel"),
+        complete("XlaCompile", 100, 200, pid=1, tid=1, cat="cpu_op"),
+        complete("aten::add", 200, 400, pid=1, tid=1, cat="cpu_op"),
+    ]  # fmt: skip
+    trace = load_trace(write_trace({"traceEvents": events, "deviceProperties": []}))
+    idle = attribute_idle(trace, 0.0, 1100.0)
+    assert idle.total == 900.0
+    assert idle.time("compile") == 200.0 and idle.time("host") == 300.0 and idle.time("other") == 400.0
+    assert sum(idle.time(c) for c in idle.by_cause) == idle.total
+
+
+def test_device_family_from_names_and_dialect(write_trace):
+    def family(*names):
+        return device_family(load_trace(write_trace({"traceEvents": [complete(n, 0, 1) for n in names]})))
+
+    assert family("CPU fallback digamma : self=HPUBFloat16Type") == "hpu"
+    assert family("DstStridedCopy") == "ipu"
+    assert family("AscendCL@aclmdlExecute") == "npu"
+    assert family("matmul") == "generic"

@@ -21,8 +21,9 @@ def device_family(trace: Trace) -> str:
     )
     if isinstance(emulator, dict) and emulator.get("device") in FAMILIES:
         return emulator["device"]
-    if trace.dialect == "ascend":
-        return "npu"
+    by_dialect = {"ascend": "npu", "graphcore": "ipu"}
+    if trace.dialect in by_dialect:
+        return by_dialect[trace.dialect]
     names = [*trace.names, *(t.process_name for t in trace.tracks)]
     for family, pattern in _BY_NAME:
         if any(pattern.search(name) for name in names):

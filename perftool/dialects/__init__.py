@@ -9,11 +9,12 @@ from __future__ import annotations
 from perftool.dialects.ascend import Ascend
 from perftool.dialects.base import Dialect
 from perftool.dialects.emulator import Emulator
+from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
 from perftool.errors import PerftoolError
 from perftool.trace.model import Trace
 
-REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Kineto())
+REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Kineto())
 GENERIC = Dialect()
 
 

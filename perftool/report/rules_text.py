@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -36,11 +37,10 @@ def page(rule: Rule) -> Group:
         _section("Example", rule.explain.example),
         Text("\nHow to fix", style="bold"),
     ]
-    for family, text in rule.fix.items():
-        parts.append(Text.assemble(("  " + family + ": ", "green"), text))
+    parts += [_indented(Text.assemble((family + ": ", "green"), text), 2) for family, text in rule.fix.items()]
     for variant, fixes in rule.fix_variants.items():
-        parts.append(Text(f"  when the cause is {variant.replace('_', ' ')}:", style="green"))
-        parts += [Text.assemble(("    " + family + ": ", "green"), text) for family, text in fixes.items()]
+        parts.append(_indented(Text(f"when the cause is {variant.replace('_', ' ')}:", style="green"), 2))
+        parts += [_indented(Text.assemble((family + ": ", "green"), text), 4) for family, text in fixes.items()]
     settings = {**detector.params, **rule.params}
     parts.append(
         _section(
@@ -59,9 +59,12 @@ def page(rule: Rule) -> Group:
     return Group(*parts)
 
 
-def _section(title: str, body: str) -> Text:
-    indented = "\n".join("  " + line for line in body.splitlines())
-    return Text.assemble(("\n" + title + "\n", "bold"), indented)
+def _section(title: str, body: str) -> Group:
+    return Group(Text("\n" + title, style="bold"), *(_indented(Text(line), 2) for line in body.splitlines()))
+
+
+def _indented(text: Text, width: int) -> Padding:
+    return Padding(text, (0, 0, 0, width))
 
 
 def _thresholds(rule: Rule) -> str:

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.idle import name_matches
+from perftool.analysis.idle import fallback_round_trips, name_matches
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
 from perftool.emulator.config import DTYPE_BYTES
 from perftool.emulator.plan import io_tiles_needed
@@ -23,7 +23,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
     inputs = (trace.kind == Kind.H2D) & ~name_matches(trace, REMOTE_BUFFER_COPY)
     on_stream = scope.busy(inputs & trace.on_roles(Role.DEVICE))
-    serial = intervals.total(intervals.subtract(on_stream, scope.compute, scope.lo, scope.hi))
+    uncovered = intervals.subtract(on_stream, scope.compute, scope.lo, scope.hi)
+    round_trips = fallback_round_trips(trace, scope.lo, scope.hi)  # the CPU-fallback rule's copies
+    serial = intervals.total(intervals.subtract(uncovered, round_trips, scope.lo, scope.hi))
     waiting = scope.idle.time("h2d") if scope.idle is not None else 0.0
     lost = serial + waiting
     if lost <= 0:

@@ -23,8 +23,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     rows = np.flatnonzero(strided & scope.in_window)
     if rows.size == 0:
         return None
-    lost = intervals.total(scope.busy(strided))
-    compute = intervals.total(scope.compute)
+    copies = scope.busy(strided)
+    lost = intervals.total(copies)
+    compute = intervals.total(intervals.subtract(scope.compute, copies, scope.lo, scope.hi))  # the ops they feed
     values = {
         "names": distinct_names(trace, rows),
         "copy_ms_per_step": scope.per_step(lost) / 1e3,

@@ -1,0 +1,189 @@
+"""The rule catalogue: rule files as data, their validation, overrides, and the rules commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from perftool.errors import PerftoolError
+from perftool.rules.catalog import builtin_dir, load_catalog, load_rule
+from perftool.rules.model import Severity, Thresholds, fill
+from perftool.rules.project import load_project
+
+SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"  # PT001 at 17.8%
+HOST_BOUND = builtin_dir() / "PT001-host-bound-gaps.yaml"
+
+
+def _rule_document() -> dict:
+    return yaml.safe_load(HOST_BOUND.read_text())
+
+
+def _write_rule(directory: Path, **changes) -> Path:
+    directory.mkdir(exist_ok=True)
+    document = _rule_document() | {"id": "PX001", "name": "my-host-bound"} | changes
+    path = directory / "my-rule.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_builtin_rules_load_and_cover_every_detector():
+    rules = load_catalog()
+    assert [r.id for r in rules] == [f"PT00{i}" for i in range(1, 9)]
+    from perftool.rules.detectors import DETECTORS
+
+    assert {r.detector for r in rules} == set(DETECTORS)
+    assert all(r.explain.what and r.explain.why and r.explain.example and "generic" in r.fix for r in rules)
+
+
+def test_installed_package_finds_its_rules(tmp_path):
+    """Run from outside the checkout, so the installed package (a wheel in CI) must carry the rule files."""
+    result = subprocess.run(
+        [sys.executable, "-m", "perftool", "rules", "list"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "PT001" in result.stdout and "PT008" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"detector": "nope"}, "detector: unknown detector 'nope'"),
+        ({"id": "pt1"}, "id: String should match pattern"),
+        ({"thresholds": {"warning": 0.5, "error": 0.1}}, "thresholds: Value error, must not decrease"),
+        ({"thresholds": {"warning": 2}}, "thresholds.warning: Input should be less than or equal to 1"),
+        ({"params": {"bogus": 1}}, "params.bogus: detector host_bound has no such setting"),
+        ({"message": "lost {nothing}"}, "message: unknown value {nothing}"),
+        ({"message": "{share.__class__}"}, "message: template field {share.__class__} must be a plain value name"),
+        ({"message": "{share[0]}"}, "must be a plain value name"),
+        ({"fix": {"npu": "x"}}, "fix: Value error, needs a 'generic' fix"),
+        ({"fix": {"generic": "x", "tpu": "y"}}, "unknown device family 'tpu'"),
+        ({"colour": "red"}, "colour: unknown field"),
+        ({"severity": "fatal"}, "severity: Input should be 'info', 'warning' or 'error'"),
+    ],
+)
+def test_invalid_rule_file_names_file_and_field(tmp_path, run, change, expected):
+    path = _write_rule(tmp_path / "rules", **change)
+    with pytest.raises(PerftoolError) as caught:
+        load_rule(path)
+    assert str(caught.value).startswith(str(path)) and expected in str(caught.value)
+    result = run("scan", SAMPLE, "--rules", tmp_path / "rules")
+    assert result.exit_code == 2 and expected in result.stderr and "Traceback" not in result.output
+
+
+def test_rule_file_errors_carry_the_line(tmp_path):
+    path = tmp_path / "r.yaml"
+    text = HOST_BOUND.read_text().replace("detector: host_bound", "detector: nope")
+    path.write_text(text)
+    line = text.splitlines().index("detector: nope") + 1
+    with pytest.raises(PerftoolError, match=rf"r\.yaml:{line}: detector"):
+        load_rule(path)
+
+
+def test_rule_files_are_read_safely(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("!!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(PerftoolError, match="not valid YAML"):
+        load_rule(path)
+
+
+def test_templates_only_reach_the_findings_values():
+    assert fill("{share:.0%} of {name}", {"share": 0.25, "name": "x", "secret": "s"}) == "25% of x"
+    with pytest.raises(ValueError):
+        fill("{share.__class__.__mro__}", {"share": 0.25})
+
+
+def test_extra_rule_directory_adds_rules_and_refuses_duplicate_ids(tmp_path, run):
+    _write_rule(tmp_path / "rules")
+    result = run("scan", SAMPLE, "--rules", tmp_path / "rules", "--format", "json")
+    ids = [f["rule_id"] for f in json.loads(result.stdout)["traces"][0]["findings"]]
+    assert ids == ["PT001", "PX001"]
+    _write_rule(tmp_path / "dupes", id="PT001")
+    result = run("scan", SAMPLE, "--rules", tmp_path / "dupes")
+    assert result.exit_code == 2 and "id PT001 is already used by" in result.stderr
+
+
+def test_thresholds_in_rule_files_are_honoured(tmp_path, run):
+    def severity(**thresholds):
+        _write_rule(tmp_path / "rules", thresholds=thresholds)
+        findings = json.loads(
+            run("scan", SAMPLE, "--rules", tmp_path / "rules", "--select", "PX001", "--format", "json").stdout
+        )["traces"][0]["findings"]
+        return findings[0]["severity"] if findings else None
+
+    assert severity(info=0.02, warning=0.05, error=0.25) == "warning"
+    assert severity(info=0.02, warning=0.05, error=0.15) == "error"
+    assert severity(info=0.02, warning=0.5) == "info"
+    assert severity(info=0.5) is None
+
+
+def test_project_config_overrides_thresholds_and_settings(tmp_path, run, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "perftool.yaml").write_text(
+        "fail_on: warning\nrules:\n  PT001:\n    thresholds: {error: 0.1}\n    params: {target_overhead: 0.1}\n"
+    )
+    result = run("scan", SAMPLE, "--format", "json")
+    finding = json.loads(result.stdout)["traces"][0]["findings"][0]
+    assert result.exit_code == 1  # fail_on from the project config
+    assert finding["severity"] == "error"
+    assert finding["fix"]["changes"]["loop_size"] == 4  # a looser target needs a smaller loop size than 16
+
+
+def test_pyproject_tool_section(tmp_path, run, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.perftool]\nignore = ["PT001"]\n[tool.perftool.rules.PT002]\nenabled = false\n'
+    )
+    project = load_project()
+    assert project.ignore == ["PT001"]
+    result = run("scan", SAMPLE, "--format", "json")
+    assert json.loads(result.stdout)["traces"][0]["findings"] == []
+    assert "(disabled)" in run("rules", "list").stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("rules:\n  PT999: {enabled: false}\n", "rules.PT999: no such rule"),
+        ("fail_on: sometimes\n", "perftool.yaml:1: fail_on: Input should be"),
+        (
+            "rules:\n  PT001:\n    params: {nope: 1}\n",
+            "rules.PT001.params.nope: detector host_bound has no such setting",
+        ),
+        (
+            "rules:\n  PT001:\n    thresholds: {warning: 0.9}\n",
+            "rules.PT001.thresholds: Value error, must not decrease",
+        ),
+        ("- a list\n", "must be a YAML mapping"),
+    ],
+)
+def test_bad_project_config_is_exit_2(tmp_path, run, monkeypatch, text, expected):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "perftool.yaml").write_text(text)
+    result = run("scan", SAMPLE)
+    assert result.exit_code == 2 and expected in result.stderr
+
+
+def test_thresholds_pick_the_highest_level_reached():
+    thresholds = Thresholds(info=0.01, warning=0.05, error=0.25)
+    assert thresholds.severity(0.005, Severity.INFO) is None
+    assert thresholds.severity(0.03, Severity.INFO) is Severity.INFO
+    assert thresholds.severity(0.03, Severity.WARNING) is Severity.WARNING
+    assert thresholds.severity(0.3, Severity.INFO) is Severity.ERROR
+
+
+def test_rules_list_and_explain(run):
+    listing = run("rules", "list").stdout
+    assert all(f"PT00{i}" in listing for i in range(1, 9))
+    page = " ".join(run("rules", "explain", "PT001").stdout.split())
+    for heading in ("What it finds", "Why it matters", "Example", "How to fix", "Severity", "Template values"):
+        assert heading in page
+    assert "NPU_LOOP_SIZE" in page and "warning ≥ 5%" in page
+    assert run("rules", "explain", "cpu-fallback").stdout.startswith("PT004 cpu-fallback")
+    missing = run("rules", "explain", "PT404")
+    assert missing.exit_code == 2 and "unknown rule 'PT404'" in missing.stderr

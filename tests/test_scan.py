@@ -1,0 +1,235 @@
+"""perftool scan on the bundled samples and through the CLI, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import REPO, TORCH_FIXTURE
+
+from perftool.rules.catalog import load_catalog
+from perftool.rules.engine import scan_files
+from perftool.rules.findings import SCHEMA
+
+SAMPLES = REPO / "sample_traces"
+KINETO_SAMPLE = SAMPLES / "gpu_training_kineto.pt.trace.json.gz"
+INTENDED = {
+    "host_bound_loop_size": "PT001",
+    "host_bound_device_iterations": "PT001",
+    "host_bound_no_hpu_graphs": "PT001",
+    "launch_bound_no_cuda_graphs": "PT001",
+    "input_bound_prefetch": "PT002",
+    "recompile_remainder_loop": "PT003",
+    "recompile_unpadded_last_batch": "PT003",
+    "cpu_fallback": "PT004",
+    "offload_stream_copies": "PT005",
+    "strided_copies": "PT006",
+    "strided_copies_transdata": "PT006",
+    "serialised_transfers_no_io_tiles": "PT007",
+}
+EMULATOR_SAMPLES = sorted(SAMPLES.glob("*/*.trace.json.gz"))
+
+
+@pytest.fixture(scope="module")
+def reports():
+    rules = load_catalog()
+    return {path: scan_files([str(path)], rules).traces[0] for path in EMULATOR_SAMPLES}
+
+
+def test_every_sample_has_an_intended_rule_or_is_healthy():
+    stems = {path.name.removesuffix(".trace.json.gz") for path in EMULATOR_SAMPLES}
+    assert stems - {"healthy"} == set(INTENDED)
+
+
+@pytest.mark.parametrize("path", EMULATOR_SAMPLES, ids=lambda p: f"{p.parent.name}/{p.name.split('.')[0]}")
+def test_sample_triggers_only_its_intended_rule(reports, path):
+    stem = path.name.removesuffix(".trace.json.gz")
+    serious = [f.rule_id for f in reports[path].findings if f.severity.value != "info"]
+    if stem == "healthy":
+        assert serious == []
+    else:
+        assert serious == [INTENDED[stem]]
+
+
+@pytest.mark.parametrize("path", [p for p in EMULATOR_SAMPLES if "healthy" not in p.name], ids=lambda p: p.name)
+def test_emulator_findings_carry_a_predicted_gain_that_helps(reports, path):
+    finding = reports[path].findings[0]
+    assert finding.gain.kind == "predicted"
+    assert finding.fix.changes
+    assert finding.gain.speedup > 1.03
+    assert finding.gain.step_time_us_after < finding.gain.step_time_us_before
+
+
+def test_host_bound_fix_computes_a_loop_size_that_divides_the_epoch(reports):
+    finding = reports[SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz"].findings[0]
+    loop = finding.fix.changes["loop_size"]
+    assert loop > 1 and loop & (loop - 1) == 0 and 256 % loop == 0
+    assert f"NPU_LOOP_SIZE={loop}" in finding.fix.text
+    assert f"loop size 1 → {loop}" in finding.gain.text
+
+
+def test_recompilation_names_its_cause(reports):
+    remainder = reports[SAMPLES / "npu" / "recompile_remainder_loop.trace.json.gz"].findings[0]
+    last_batch = reports[SAMPLES / "hpu" / "recompile_unpadded_last_batch.trace.json.gz"].findings[0]
+    assert "remainder loop" in remainder.message and "set_npu_loop_size" in remainder.fix.text
+    assert "last batch" in last_batch.message and last_batch.fix.changes == {"last_batch": "pad"}
+
+
+def test_io_tiles_fix_is_the_smallest_power_of_two_holding_a_micro_batch(reports):
+    finding = reports[SAMPLES / "ipu" / "serialised_transfers_no_io_tiles.trace.json.gz"].findings[0]
+    tiles = finding.fix.changes["io_tiles"]
+    assert tiles & (tiles - 1) == 0 and f"num_io_tiles={tiles}" in finding.fix.text
+
+
+def test_evidence_points_at_real_events(reports):
+    finding = reports[SAMPLES / "hpu" / "cpu_fallback.trace.json.gz"].findings[0]
+    assert 0 < len(finding.evidence) <= 5
+    assert all(e.name == "CPU fallback digamma : self=HPUBFloat16Type" for e in finding.evidence)
+    assert all("Python training loop" in e.track and e.dur_us > 0 for e in finding.evidence)
+
+
+def test_idle_causes_add_up_to_the_idle_time(reports):
+    for report in reports.values():
+        assert sum(report.idle.values()) == pytest.approx(1 - _busy(report), abs=1e-6)
+
+
+def _busy(report) -> float:
+    from perftool.analysis import compute_metrics
+    from perftool.trace import load_trace
+
+    return compute_metrics(load_trace(report.path))["device.busy_fraction"]
+
+
+def test_torch_fixture_gives_no_false_error():
+    report = scan_files([str(TORCH_FIXTURE)], load_catalog()).traces[0]
+    assert [f for f in report.findings if f.severity.value != "info"] == []
+
+
+def test_findings_are_sorted_by_severity_then_impact():
+    report = scan_files([str(KINETO_SAMPLE)], load_catalog()).traces[0]
+    keys = [(-f.severity.rank, -f.impact.share) for f in report.findings]
+    assert len(keys) >= 2 and keys == sorted(keys)
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+
+
+def test_scan_text_report(run):
+    result = run("scan", SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")
+    assert result.exit_code == 0, result.output  # a warning does not fail by default (--fail-on error)
+    out = result.stdout
+    assert "PT001 host-bound-gaps" in out and "NPU_LOOP_SIZE=16" in out and "throughput ×1.20" in out
+    assert "device idle 17.8%" in out
+
+
+@pytest.mark.parametrize(("fail_on", "code"), [("never", 0), ("error", 0), ("warning", 1), ("info", 1)])
+def test_fail_on(run, fail_on, code):
+    assert run("scan", KINETO_SAMPLE, "--fail-on", fail_on, "--format", "json").exit_code == code
+
+
+def test_an_error_fails_by_default(run):
+    assert run("scan", SAMPLES / "hpu" / "cpu_fallback.trace.json.gz").exit_code == 1
+
+
+def test_json_report_follows_the_schema(run):
+    result = run("scan", KINETO_SAMPLE, "--format", "json")
+    document = json.loads(result.stdout)
+    assert document["schema"] == SCHEMA
+    finding = document["traces"][0]["findings"][0]
+    assert {"rule_id", "severity", "message", "impact", "evidence", "fix", "gain", "fingerprint"} <= set(finding)
+    schema = json.loads(run("schema", "findings").stdout)
+    assert set(schema["required"]) <= set(document)
+    assert set(schema["$defs"]["Finding"]["required"]) <= set(finding)
+
+
+def test_select_and_ignore(run):
+    def rule_ids(*args):
+        return [
+            f["rule_id"]
+            for f in json.loads(run("scan", KINETO_SAMPLE, "--format", "json", *args).stdout)["traces"][0]["findings"]
+        ]
+
+    everything = rule_ids()
+    assert {"PT001", "PT007", "PT008"} <= set(everything)
+    assert rule_ids("--select", "PT008") == ["PT008"]
+    assert rule_ids("--select", "sync-points,exposed-transfers") == ["PT008", "PT007"]
+    assert "PT001" not in rule_ids("--ignore", "host-bound-gaps")
+
+
+def test_unknown_rule_in_select_is_a_usage_error(run):
+    result = run("scan", KINETO_SAMPLE, "--select", "PT999")
+    assert result.exit_code == 2 and "PT999" in result.stderr
+
+
+def test_device_override_changes_the_advice(run):
+    args = ("scan", SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz", "--format", "json")
+    npu = json.loads(run(*args).stdout)["traces"][0]["findings"][0]["fix"]["text"]
+    ipu = json.loads(run(*args, "--device", "ipu").stdout)["traces"][0]["findings"][0]["fix"]["text"]
+    assert "NPU_LOOP_SIZE" in npu and "device_iterations" in ipu and "NPU_LOOP_SIZE" not in ipu
+
+
+def test_several_traces_in_one_scan(run):
+    result = run("scan", SAMPLES / "npu" / "healthy.trace.json.gz", KINETO_SAMPLE, "--format", "json")
+    traces = json.loads(result.stdout)["traces"]
+    assert [Path(t["path"]).name for t in traces] == ["healthy.trace.json.gz", KINETO_SAMPLE.name]
+    assert traces[0]["findings"] == [] and traces[1]["findings"]
+
+
+def test_sarif_output(run, tmp_path):
+    out = tmp_path / "scan.sarif"
+    assert run("scan", KINETO_SAMPLE, "--format", "sarif", "--output", out).exit_code == 0
+    sarif = json.loads(out.read_text())
+    assert sarif["version"] == "2.1.0" and sarif["$schema"].endswith("sarif-2.1.0.json")
+    run_ = sarif["runs"][0]
+    rules = run_["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == sorted(r["id"] for r in rules)
+    for result in run_["results"]:
+        assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+        assert result["level"] in ("error", "warning", "note")
+        assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith(KINETO_SAMPLE.name)
+        assert len(result["partialFingerprints"]["perftoolFinding/v1"]) == 16
+    again = json.loads(run("scan", KINETO_SAMPLE, "--format", "sarif").stdout)
+    assert [r["partialFingerprints"] for r in again["runs"][0]["results"]] == [
+        r["partialFingerprints"] for r in run_["results"]
+    ]
+
+
+def test_fingerprints_do_not_depend_on_the_path(run, tmp_path):
+    copy = tmp_path / "elsewhere.json.gz"
+    copy.write_bytes(KINETO_SAMPLE.read_bytes())
+
+    def prints(path):
+        return [
+            f["fingerprint"] for f in json.loads(run("scan", path, "--format", "json").stdout)["traces"][0]["findings"]
+        ]
+
+    assert prints(copy) == prints(KINETO_SAMPLE)
+
+
+def test_github_annotations(run):
+    lines = run("scan", KINETO_SAMPLE, "--format", "github").stdout.splitlines()
+    assert lines and all(line.startswith("::warning file=") for line in lines)
+    assert all(",title=PT00" in line for line in lines)
+    assert not any("%" in line.split("::", 2)[2].replace("%25", "").replace("%0A", "") for line in lines)
+
+
+def test_markdown_renders_a_table(run):
+    text = run("scan", KINETO_SAMPLE, "--format", "markdown").stdout
+    assert "| severity | rule | lost | finding |" in text and "| --- | --- | --- | --- |" in text
+    assert "`PT001` host-bound-gaps" in text and "<details>" in text
+
+
+def test_output_is_written_atomically_and_unwritable_paths_fail_first(run, tmp_path):
+    target = tmp_path / "report.md"
+    assert run("scan", KINETO_SAMPLE, "--format", "markdown", "-o", target).exit_code == 0
+    assert target.read_text().startswith("# perftool scan")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.md"]
+    result = run("scan", KINETO_SAMPLE, "-o", tmp_path / "missing" / "x.txt")
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+def test_bad_trace_is_exit_2(run, write_trace):
+    path = write_trace("{not json")
+    result = run("scan", path)
+    assert result.exit_code == 2 and str(path) in result.stderr and "Traceback" not in result.output

@@ -1,0 +1,135 @@
+"""Small hand-written traces in each real tool's vocabulary trigger the right rule."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import complete, process_name, thread_name
+
+STEP = 1000.0
+
+
+def _findings(run, write_trace, document, *args):
+    result = run("scan", write_trace(document), "--format", "json", "--fail-on", "never", *args)
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.stdout)["traces"][0]
+    return trace, {f["rule_id"]: f for f in trace["findings"]}
+
+
+def _serious(findings):
+    return sorted(rule for rule, f in findings.items() if f["severity"] != "info")
+
+
+def test_kineto_gaps_between_kernels_are_host_bound(run, write_trace):
+    host, gpu = 4242, 0
+    events = [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(gpu, "GPU 0"),
+              thread_name(gpu, 7, "stream 7")]  # fmt: skip
+    for i in range(12):
+        t = i * STEP
+        events += [
+            complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
+            complete("aten::linear", t + 10, 380, pid=host, tid=1, cat="cpu_op"),
+            complete("cudaLaunchKernel", t + 400, 10, pid=host, tid=1, cat="cuda_runtime"),
+            complete("ampere_sgemm_128x64_tn", t + 420, 480, pid=gpu, tid=7, cat="kernel"),
+        ]
+    trace, findings = _findings(run, write_trace, {"traceEvents": events, "deviceProperties": [{"id": 0}]})
+    assert trace["dialect"] == "kineto" and trace["family"] == "gpu"
+    assert _serious(findings) == ["PT001"]
+    finding = findings["PT001"]
+    assert finding["impact"]["share"] > 0.3 and "CUDA graph" in finding["fix"]["text"]
+    assert finding["gain"]["kind"] == "upper_bound"
+    assert finding["evidence"][0]["track"] == "GPU 0 / stream 7"
+    assert "aten::linear" in finding["evidence"][0]["name"]
+
+
+def test_ascend_compile_after_warmup_is_a_recompilation(run, write_trace):
+    python, cann, hardware = 1, 2, 3
+    events = [process_name(python, "Python"), process_name(cann, "CANN"), thread_name(cann, 1, "Thread 1"),
+              process_name(hardware, "Ascend Hardware"), thread_name(hardware, 0, "Stream 0")]  # fmt: skip
+    t = 0.0
+    for i in range(12):
+        compiles = i in (0, 7)  # the first call compiles (warm-up); step 7 sees a new shape
+        length = STEP + (3000 if compiles else 0)
+        events.append(complete(f"ProfilerStep#{i}", t, length - 1, pid=python, tid=1))
+        start = t
+        if compiles:
+            events.append(complete("AscendCL@aclopCompileAndExecute", t, 3000, pid=cann, tid=1))
+            start += 3000
+        events += [
+            complete("AscendCL@aclmdlExecute", start, 50, pid=cann, tid=1),
+            complete("Conv2D", start + 60, 900, pid=hardware, tid=0),
+        ]
+        t += length
+    trace, findings = _findings(run, write_trace, {"traceEvents": events})
+    assert trace["dialect"] == "ascend" and trace["family"] == "npu"
+    assert _serious(findings) == ["PT003"]
+    finding = findings["PT003"]
+    assert finding["values"]["count"] == 1 and "new input shape" in finding["message"]
+    assert finding["evidence"][0]["name"] == "AscendCL@aclopCompileAndExecute"
+
+
+def test_gaudi_cpu_fallback_text(run, write_trace):
+    host, hpu = 10, 0
+    events = [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(hpu, "HPU 0"),
+              thread_name(hpu, 1, "TPC")]  # fmt: skip
+    for i in range(10):
+        t = i * STEP
+        events += [
+            complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
+            complete("matmul_bf16", t, 500, pid=hpu, tid=1, cat="kernel"),
+            complete("Memcpy DtoH (Device -> Pinned)", t + 500, 50, pid=hpu, tid=1, cat="gpu_memcpy"),
+            complete("CPU fallback digamma : self=HPUBFloat16Type", t + 550, 300, pid=host, tid=1, cat="cpu_op"),
+            complete("Memcpy HtoD (Pinned -> Device)", t + 850, 50, pid=hpu, tid=1, cat="gpu_memcpy"),
+            complete("matmul_bf16_bwd", t + 900, 99, pid=hpu, tid=1, cat="kernel"),
+        ]
+    trace, findings = _findings(run, write_trace, {"traceEvents": events, "deviceProperties": []})
+    assert trace["family"] == "hpu"
+    assert _serious(findings) == ["PT004"]
+    finding = findings["PT004"]
+    assert finding["values"]["ops"] == "digamma" and finding["values"]["dtype"] == "BFloat16"
+    assert finding["values"]["calls_per_step"] == 1.0
+    assert "Keep digamma on the HPU" in finding["fix"]["text"]
+
+
+def test_graphcore_stream_and_strided_copies(run, write_trace):
+    host, ipu = 1, 2
+    events = [process_name(host, "Host (Poplar)"), thread_name(host, 1, "main"), process_name(ipu, "IPU 0"),
+              thread_name(ipu, 1, "Execution")]  # fmt: skip
+    for i in range(16):
+        t = i * STEP
+        events += [
+            complete(f"ProfilerStep#{i}", t, STEP, pid=host, tid=1),
+            complete("Engine::run", t, 5, pid=host, tid=1),
+            complete("StreamCopyMid", t + 5, 150, pid=ipu, tid=1),
+            complete("PreArrange-0", t + 155, 150, pid=ipu, tid=1),
+            complete("DstStridedCopy", t + 305, 100, pid=ipu, tid=1),
+            complete("layer/MatMul/fwd", t + 405, 350, pid=ipu, tid=1),
+        ]
+        if i % 4 == 3:
+            events.append(complete("StreamCopyMidRemoteBuffer", t + 755, 240, pid=ipu, tid=1))
+    trace, findings = _findings(run, write_trace, {"traceEvents": events})
+    assert trace["dialect"] == "graphcore" and trace["family"] == "ipu"
+    assert _serious(findings) == ["PT005", "PT006", "PT007"]
+    assert findings["PT006"]["values"]["names"] == "PreArrange-0, DstStridedCopy"
+    assert findings["PT006"]["values"]["compute_ratio"] > 0.7
+    assert "num_io_tiles" in findings["PT007"]["fix"]["text"]
+    assert "offload_weight_update_variables=False" in findings["PT005"]["fix"]["text"]
+
+
+def test_sync_every_step_drains_the_queue(run, write_trace):
+    host, gpu = 7, 0
+    events = [process_name(host, "python3"), process_name(gpu, "GPU 0")]
+    for i in range(10):
+        t = i * STEP
+        events += [
+            complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
+            complete("cudaLaunchKernel", t, 10, pid=host, tid=1, cat="cuda_runtime"),
+            complete("volta_gemm", t + 20, 600, pid=gpu, tid=7, cat="kernel"),
+            complete("aten::item", t + 20, 610, pid=host, tid=1, cat="cpu_op"),
+            complete("cudaStreamSynchronize", t + 30, 595, pid=host, tid=1, cat="cuda_runtime"),
+            complete("aten::add", t + 640, 300, pid=host, tid=1, cat="cpu_op"),
+        ]
+    trace, findings = _findings(run, write_trace, {"traceEvents": events, "deviceProperties": []})
+    assert "PT008" in _serious(findings) and "PT001" not in findings
+    assert findings["PT008"]["values"]["per_step"] == 1.0
+    assert trace["idle"]["sync"] > 0.3
