@@ -52,13 +52,15 @@ def decompress_only(path: str) -> float:
     return time.perf_counter() - start
 
 
-def run_child(path: str, workers: int | None) -> dict:
-    code = (
-        f"import json, sys; sys.path.insert(0, {HERE!r}); import bench_load; "
-        f"print(json.dumps(bench_load.measure({path!r}, {workers!r})))"
-    )
+def in_child(call: str) -> dict:
+    """Evaluate ``call`` (an expression over the bench modules) in a fresh interpreter; return its JSON result."""
+    code = f"import json, sys; sys.path.insert(0, {HERE!r}); import bench_load, bench_scan; print(json.dumps({call}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_child(path: str, workers: int | None) -> dict:
+    return in_child(f"bench_load.measure({path!r}, {workers!r})")
 
 
 def main() -> None:

@@ -8,9 +8,9 @@ from perftool.trace.model import Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
 _BY_NAME = (
-    ("ipu", re.compile(r"^(StreamCopy|PreArrange-|Engine::run|Poplar)|DstStridedCopy|^IPU\b")),
-    ("hpu", re.compile(r"HPU\w*Type|synLaunch|^HPU\b|Gaudi")),
-    ("npu", re.compile(r"^AscendCL@|^Ascend Hardware|^aclop")),
+    ("ipu", re.compile(r"^(StreamCopy|PreArrange-|Engine::run|Poplar)|DstStridedCopy|^IPU\b", re.MULTILINE)),
+    ("hpu", re.compile(r"HPU\w*Type|synLaunch|^HPU\b|Gaudi", re.MULTILINE)),
+    ("npu", re.compile(r"^AscendCL@|^Ascend Hardware|^aclop", re.MULTILINE)),
 )
 
 
@@ -24,8 +24,8 @@ def device_family(trace: Trace) -> str:
     by_dialect = {"ascend": "npu", "graphcore": "ipu"}
     if trace.dialect in by_dialect:
         return by_dialect[trace.dialect]
-    names = [*trace.names, *(t.process_name for t in trace.tracks)]
+    names = "\n".join([*trace.names, *(t.process_name for t in trace.tracks)])  # one regex pass per family
     for family, pattern in _BY_NAME:
-        if any(pattern.search(name) for name in names):
+        if pattern.search(names):
             return family
     return "gpu" if trace.dialect == "kineto" else "generic"

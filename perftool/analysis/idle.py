@@ -86,7 +86,7 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
 
 def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
     """Each host-run fallback op widened to the device-to-host copy before it and the copy back after it."""
-    ops = np.flatnonzero(name_matches(trace, CPU_FALLBACK) & (trace.phase == Phase.COMPLETE))
+    ops = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & (trace.phase == Phase.COMPLETE))
     if ops.size == 0:
         return np.empty(0), np.empty(0)
     starts, ends = trace.ts[ops].copy(), trace.end[ops].copy()
@@ -107,12 +107,6 @@ def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Interv
         near = (after < copy_starts.size) & (copy_starts[index] - ends <= reach)
         ends = np.where(near, np.maximum(ends, copy_ends[index]), ends)
     return intervals.clip(intervals.union(starts, ends), lo, hi)
-
-
-def name_matches(trace: Trace, pattern) -> np.ndarray:
-    """Per event: whether its name matches ``pattern`` (decided once per distinct name)."""
-    table = np.array([bool(pattern.search(name)) for name in trace.names] or [False])
-    return table[trace.name]
 
 
 def _after_sync(pieces: intervals.Intervals, syncs: intervals.Intervals) -> np.ndarray:

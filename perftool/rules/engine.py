@@ -51,9 +51,11 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
 
 
 def _finding(scope: Scope, rule: Rule) -> Finding | None:
+    if scope.window <= 0:
+        return None
     params = {**DETECTORS[rule.detector].params, **rule.params}
     detection = DETECTORS[rule.detector].detect(scope, params)
-    if detection is None or scope.window <= 0:
+    if detection is None:
         return None
     share = detection.lost_us / scope.window
     severity = rule.thresholds.severity(share, rule.severity)

@@ -8,7 +8,9 @@ event ran is an index into :attr:`Trace.tracks`.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import msgspec
@@ -123,11 +125,13 @@ class Trace:
     kept_args: list[bytes] = field(default_factory=list)
     kind: np.ndarray | None = None  # uint8, Kind; set by the dialect
     dialect: str = "generic"
+    _name_tables: dict[re.Pattern, np.ndarray] = field(default_factory=dict, repr=False)
+    _role_masks: dict[frozenset, np.ndarray] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
 
-    @property
+    @cached_property
     def end(self) -> np.ndarray:
         return self.ts + self.dur
 
@@ -149,8 +153,20 @@ class Trace:
 
     def on_roles(self, *roles: Role) -> np.ndarray:
         """Per event: whether it lies on a track with one of ``roles``."""
-        return np.isin(self.track, self.tracks_with_role(*roles))
+        key = frozenset(roles)
+        if key not in self._role_masks:
+            table = np.zeros(max(len(self.tracks), 1), dtype=bool)
+            table[self.tracks_with_role(*roles)] = True
+            self._role_masks[key] = table[self.track]
+        return self._role_masks[key]
+
+    def name_matches(self, pattern: re.Pattern) -> np.ndarray:
+        """Per event: whether its name matches ``pattern`` (decided once per distinct name, then cached)."""
+        if pattern not in self._name_tables:
+            self._name_tables[pattern] = np.array([bool(pattern.search(name)) for name in self.names] or [False])
+        return self._name_tables[pattern][self.name]
 
     def with_roles(self, roles: dict[int, Role]) -> None:
         """Assign roles to tracks by id (tracks are immutable records, so they are replaced)."""
         self.tracks = [replace(t, role=roles.get(t.id, t.role)) for t in self.tracks]
+        self._role_masks.clear()

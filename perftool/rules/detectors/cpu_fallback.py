@@ -11,7 +11,6 @@ import re
 
 import numpy as np
 
-from perftool.analysis.idle import name_matches
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.rules.detectors.base import Detection, Detector, Scope
 
@@ -21,7 +20,7 @@ _DTYPE = re.compile(r"self=HPU(?P<hpu>\w+?)Type|CPU fallback,\s*(?P<plain>\w+)")
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
-    rows = np.flatnonzero(name_matches(trace, CPU_FALLBACK) & scope.in_window)
+    rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & scope.in_window)
     if rows.size == 0:
         return None
     idle = scope.idle

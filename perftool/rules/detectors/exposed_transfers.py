@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.idle import fallback_round_trips, name_matches
+from perftool.analysis.idle import fallback_round_trips
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
 from perftool.emulator.config import DTYPE_BYTES
 from perftool.emulator.plan import io_tiles_needed
@@ -21,7 +21,7 @@ from perftool.trace.model import Kind, Role
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
-    inputs = (trace.kind == Kind.H2D) & ~name_matches(trace, REMOTE_BUFFER_COPY)
+    inputs = (trace.kind == Kind.H2D) & ~trace.name_matches(REMOTE_BUFFER_COPY)
     on_stream = scope.busy(inputs & trace.on_roles(Role.DEVICE))
     uncovered = intervals.subtract(on_stream, scope.compute, scope.lo, scope.hi)
     round_trips = fallback_round_trips(trace, scope.lo, scope.hi)  # the CPU-fallback rule's copies

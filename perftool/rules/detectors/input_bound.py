@@ -29,21 +29,16 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     workers = np.unique(trace.track[worker_rows]).size
     step = scope.step_time
     prepare = trace.dur[worker_rows] if worker_rows.size else trace.dur[wait_rows]
-    mean_prepare = float(prepare.mean()) if prepare.size else math.nan
-    slow_prepare = float(np.percentile(prepare, 99)) if prepare.size else math.nan
+    mean_prepare, slow_prepare = float(prepare.mean()), float(np.percentile(prepare, 99))  # lost > 0: some exist
     current = scope.emulator.knobs.prefetch_depth if scope.emulator else int(params["assumed_prefetch_depth"])
     keeps_up = not workers or mean_prepare / workers <= step
     if workers:
         # a worker serves every `workers`-th step: its ready batches must cover its slowest batch
         depth = math.ceil(slow_prepare / (workers * step)) + 1
-    else:
-        depth = (
-            current + math.ceil(float(np.percentile(trace.dur[wait_rows], 90)) / step)
-            if wait_rows.size
-            else current + 1
-        )
+    else:  # only the loop's waits are traced: deepen by a long wait, in steps
+        depth = current + math.ceil(float(np.percentile(trace.dur[wait_rows], 90)) / step)
     depth = max(depth, current + 1)
-    needed_workers = math.ceil(params["worker_headroom"] * mean_prepare / step) if prepare.size else 0
+    needed_workers = math.ceil(params["worker_headroom"] * mean_prepare / step)
     values = {
         "input_share": lost / scope.window,
         "wait_per_step_ms": scope.per_step(lost) / 1e3,

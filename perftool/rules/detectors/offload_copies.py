@@ -12,7 +12,6 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.idle import name_matches
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
 from perftool.rules.detectors.base import Detection, Detector, Scope
 from perftool.trace.model import Role
@@ -20,7 +19,7 @@ from perftool.trace.model import Role
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
-    copies = name_matches(trace, REMOTE_BUFFER_COPY) & trace.on_roles(Role.DEVICE)
+    copies = trace.name_matches(REMOTE_BUFFER_COPY) & trace.on_roles(Role.DEVICE)
     rows = np.flatnonzero(copies & scope.in_window)
     if rows.size == 0:
         return None

@@ -11,7 +11,6 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.idle import name_matches
 from perftool.dialects.vocabulary import STRIDED_COPY
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
 from perftool.trace.model import Role
@@ -19,7 +18,7 @@ from perftool.trace.model import Role
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
-    strided = name_matches(trace, STRIDED_COPY) & trace.on_roles(Role.DEVICE)
+    strided = trace.name_matches(STRIDED_COPY) & trace.on_roles(Role.DEVICE)
     rows = np.flatnonzero(strided & scope.in_window)
     if rows.size == 0:
         return None

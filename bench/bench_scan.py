@@ -1,0 +1,81 @@
+"""Benchmark: what ``perftool scan`` costs on top of ``perftool info`` (load + metrics).
+
+    python bench/bench_scan.py --mb 500        # the Kineto-like trace bench_load.py generates
+    python bench/bench_scan.py --trace FILE    # any trace
+
+Each measurement runs in a fresh process: ``info`` = load + metrics; ``scan`` = load + metrics +
+idle attribution + every built-in rule. Prints both wall times, the ratio and peak RSS.
+Target (issue #4): scan <= 1.2x info on the 500 MB trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def measure(path: str, scan: bool) -> dict:
+    """Time one info or scan pass in this process (run in a child process)."""
+    from perftool.analysis import compute_metrics
+    from perftool.rules.catalog import load_catalog
+    from perftool.rules.engine import scan_trace
+    from perftool.trace import load_trace
+
+    start = time.perf_counter()
+    trace = load_trace(path)
+    loaded = time.perf_counter()
+    findings = len(scan_trace(trace, load_catalog()).findings) if scan else 0
+    if not scan:
+        compute_metrics(trace)
+    done = time.perf_counter()
+    return {
+        "load_s": loaded - start,
+        "analysis_s": done - loaded,
+        "findings": findings,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def run_child(path: str, scan: bool) -> dict:
+    from bench_load import in_child
+
+    return in_child(f"bench_scan.measure({path!r}, {scan!r})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=500.0, help="size of the generated trace (default 500)")
+    parser.add_argument("--trace", help="benchmark this file instead of a generated one")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported (default 3)")
+    args = parser.parse_args()
+    sys.path.insert(0, HERE)
+    from bench_load import OUT
+    from kineto_synth import write_trace
+
+    path = args.trace
+    if path is None:
+        path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json")
+        if not os.path.exists(path):
+            os.makedirs(OUT, exist_ok=True)
+            print(f"generating {path} ...", flush=True)
+            write_trace(path, args.mb, seed=0, compress=False)
+    info = min((run_child(path, False) for _ in range(args.repeat)), key=lambda r: r["load_s"] + r["analysis_s"])
+    scan = min((run_child(path, True) for _ in range(args.repeat)), key=lambda r: r["load_s"] + r["analysis_s"])
+    info_s, scan_s = info["load_s"] + info["analysis_s"], scan["load_s"] + scan["analysis_s"]
+    print(f"trace     {path} ({os.path.getsize(path) / 1e6:,.1f} MB), cores {os.cpu_count()}, best of {args.repeat}")
+    for label, best, total in (("info", info, info_s), ("scan", scan, scan_s)):
+        analysis = "metrics" if label == "info" else f"metrics + rules, {best['findings']} findings"
+        print(
+            f"{label:<9} {total:.2f} s  (load {best['load_s']:.2f} s, {analysis} {best['analysis_s']:.2f} s)"
+            f"   peak RSS {best['rss_mb']:,.0f} MB"
+        )
+    print(f"ratio     scan / info = {scan_s / info_s:.2f}x  (target <= 1.2x)")
+
+
+if __name__ == "__main__":
+    main()
