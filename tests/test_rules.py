@@ -187,3 +187,7 @@ def test_rules_list_and_explain(run):
     assert run("rules", "explain", "cpu-fallback").stdout.startswith("PT004 cpu-fallback")
     missing = run("rules", "explain", "PT404")
     assert missing.exit_code == 2 and "unknown rule 'PT404'" in missing.stderr
+
+
+def test_unknown_numbers_read_n_a():
+    assert fill("{per_step:.2f} per step, {share:.0%}", {"per_step": float("nan"), "share": 0.5}) == "n/a per step, 50%"

@@ -49,7 +49,8 @@ def summary_line(report: ScanReport) -> Text:
 def _header(trace: TraceFindings) -> Text:
     text = Text.assemble(("perftool scan ", "bold"), (trace.path, "bold magenta"))
     step = f" · mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
-    text.append(f"\n{trace.dialect} trace · device {trace.family} · {trace.steps} steady steps{step}")
+    steps = f"{trace.steps} steady steps" if trace.steps else "no step markers: the whole trace"
+    text.append(f"\n{trace.dialect} trace · device {trace.family} · {steps}{step}")
     if trace.idle:
         idle = sum(trace.idle.values())
         parts = [f"{_CAUSE_LABELS[c]} {trace.idle[c]:.1%}" for c in CAUSES if trace.idle.get(c, 0) >= 0.0005]
@@ -60,8 +61,10 @@ def _header(trace: TraceFindings) -> Text:
 def _finding(finding: Finding) -> Group:
     level = finding.severity.value
     per_step = finding.impact.per_step_us
-    cost = f"{finding.impact.share:.1%} of the steady state" + (
-        f" ({duration(per_step)} per step)" if per_step is not None else ""
+    cost = (
+        f"{finding.impact.share:.1%} of the steady state ({duration(per_step)} per step)"
+        if per_step is not None
+        else f"{finding.impact.share:.1%} of the trace"
     )
     head = Text.assemble(
         "\n", (f"{level.upper():<8}", STYLE[level]), (f"{finding.rule_id} {finding.rule_name}", "bold"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import re
 import string
 from typing import Annotated
@@ -135,6 +136,16 @@ def template_fields(template: str) -> list[str]:
     return fields
 
 
+class _Unknown:
+    """A value the trace cannot give (NaN): shown as ``n/a`` whatever the format asks."""
+
+    def __format__(self, spec: str) -> str:
+        return "n/a"
+
+
 def fill(template: str, values: dict[str, object]) -> str:
-    """Fill a checked template; only the detector's own values are reachable."""
-    return template.format_map({name: values[name] for name in template_fields(template)})
+    """Fill a checked template; only the detector's own values are reachable, unknown numbers read n/a."""
+    used = {name: values[name] for name in template_fields(template)}
+    return template.format_map(
+        {k: _Unknown() if isinstance(v, float) and math.isnan(v) else v for k, v in used.items()}
+    )
