@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -69,6 +70,11 @@ class Scope:
     @cached_property
     def compute(self) -> intervals.Intervals:
         return self.busy(self.trace.kind == Kind.COMPUTE)
+
+    def named_on_device(self, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
+        """Device events whose name matches ``pattern``: the mask over all events, and the rows in the window."""
+        mask = self.trace.name_matches(pattern) & self.trace.on_roles(Role.DEVICE)
+        return mask, np.flatnonzero(mask & self.in_window)
 
     def per_step(self, value: float) -> float:
         return value / self.steady_steps if self.steady_steps else math.nan

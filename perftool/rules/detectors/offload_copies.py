@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from perftool.analysis import intervals
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
 from perftool.rules.detectors.base import Detection, Detector, Scope
-from perftool.trace.model import Role
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
-    trace = scope.trace
-    copies = trace.name_matches(REMOTE_BUFFER_COPY) & trace.on_roles(Role.DEVICE)
-    rows = np.flatnonzero(copies & scope.in_window)
+    copies, rows = scope.named_on_device(REMOTE_BUFFER_COPY)
     if rows.size == 0:
         return None
     busy = scope.busy(copies)

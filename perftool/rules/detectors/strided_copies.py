@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from perftool.analysis import intervals
 from perftool.dialects.vocabulary import STRIDED_COPY
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
-from perftool.trace.model import Role
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
-    strided = trace.name_matches(STRIDED_COPY) & trace.on_roles(Role.DEVICE)
-    rows = np.flatnonzero(strided & scope.in_window)
+    strided, rows = scope.named_on_device(STRIDED_COPY)
     if rows.size == 0:
         return None
     copies = scope.busy(strided)
