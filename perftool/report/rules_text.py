@@ -32,6 +32,7 @@ def page(rule: Rule) -> Group:
     detector = DETECTORS[rule.detector]
     parts = [
         Text.assemble((f"{rule.id} {rule.name}", "bold"), f" — {rule.title}"),
+        Text(f"detector {detector.name}: {detector.summary}", style="dim"),
         _section("What it finds", rule.explain.what),
         _section("Why it matters", rule.explain.why),
         _section("Example", rule.explain.example),
