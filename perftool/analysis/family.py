@@ -16,11 +16,10 @@ _BY_NAME = (
 
 def device_family(trace: Trace) -> str:
     """npu, ipu, hpu or gpu, from the emulator's metadata, the dialect or the names; else ``generic``."""
-    emulator = (
-        trace.metadata.get("perftool", {}).get("emulator") if isinstance(trace.metadata.get("perftool"), dict) else None
-    )
-    if isinstance(emulator, dict) and emulator.get("device") in FAMILIES:
-        return emulator["device"]
+    if trace.dialect == "emulator":  # the dialect checked that metadata["perftool"] has an "emulator" entry
+        emulator = trace.metadata["perftool"]["emulator"]
+        if isinstance(emulator, dict) and emulator.get("device") in FAMILIES:
+            return emulator["device"]
     by_dialect = {"ascend": "npu", "graphcore": "ipu"}
     if trace.dialect in by_dialect:
         return by_dialect[trace.dialect]

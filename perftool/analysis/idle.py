@@ -14,15 +14,15 @@ from perftool.analysis import intervals
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Phase, Role, Trace
 
-CAUSES: dict[str, str] = {
-    "compile": "compiling a graph or op",
-    "cpu_fallback": "an op running on the host, with its copies there and back",
-    "sync": "the host blocked in a synchronisation, then re-filling the queue",
-    "input_wait": "the training loop waiting for its next batch",
-    "host": "host Python and dispatch (launching the next device call)",
-    "input_pipeline": "input workers still preparing the batch",
-    "h2d": "a host-to-device copy in flight",
-    "other": "nothing traced explains it",
+CAUSES: dict[str, str] = {  # cause -> how reports name it
+    "compile": "compiling",  # a graph or op compile
+    "cpu_fallback": "CPU fallbacks",  # an op on the host, with its copies there and back
+    "sync": "after syncs",  # the host blocked in a sync, then re-filling the queue
+    "input_wait": "waiting for data",  # the training loop waiting for its next batch
+    "host": "host Python/dispatch",  # launching the next device call
+    "input_pipeline": "input workers",  # workers still preparing the batch
+    "h2d": "H2D copies",  # a host-to-device copy in flight
+    "other": "unexplained",  # nothing traced explains it
 }
 SYNC_TOLERANCE_US = 1.0  # an idle stretch starting this close after a sync's end follows from it
 
@@ -58,26 +58,23 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
         rows = np.flatnonzero(mask & spans & (trace.ts < hi) & (trace.end > lo))
         return intervals.clip(intervals.union(trace.ts[rows], trace.end[rows]), lo, hi)
 
-    device = busy(on_device & ~np.isin(kind, [Kind.STEP, Kind.ANNOTATION]))
-    remaining = intervals.gaps(device, lo, hi)
-    gaps = remaining
+    gaps = intervals.gaps(busy(on_device & ~np.isin(kind, [Kind.STEP, Kind.ANNOTATION])), lo, hi)
     on_host = trace.on_roles(Role.HOST)
+    syncs = busy(on_host & (kind == Kind.SYNC))
     covers = {
         "compile": busy(kind == Kind.COMPILE),
         "cpu_fallback": fallback_round_trips(trace, lo, hi),
-        "sync": None,  # decided per idle stretch: see _after_sync
+        "sync": lambda pieces: _after_sync(pieces, syncs),
         "input_wait": busy(on_host & (kind == Kind.INPUT)),
         "host": busy(on_host & ~np.isin(kind, _NOT_HOST_WORK)),
         "input_pipeline": busy(trace.on_roles(Role.INPUT) & (kind == Kind.INPUT)),
         "h2d": busy(kind == Kind.H2D),
     }
     by_cause: dict[str, intervals.Intervals] = {}
+    remaining = gaps
     for cause, cover in covers.items():
-        if cover is None:
-            taken = _after_sync(remaining, busy(on_host & (kind == Kind.SYNC)))
-            by_cause[cause] = (remaining[0][taken], remaining[1][taken])
-            remaining = (remaining[0][~taken], remaining[1][~taken])
-            continue
+        if callable(cover):  # a cause that takes whole idle stretches
+            cover = cover(remaining)
         by_cause[cause] = intervals.intersect(remaining, cover, lo, hi)
         remaining = intervals.subtract(remaining, cover, lo, hi)
     by_cause["other"] = remaining
@@ -109,10 +106,10 @@ def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Interv
     return intervals.clip(intervals.union(starts, ends), lo, hi)
 
 
-def _after_sync(pieces: intervals.Intervals, syncs: intervals.Intervals) -> np.ndarray:
-    """Per idle piece: whether it starts while the host is in a sync, or just after one ends."""
+def _after_sync(pieces: intervals.Intervals, syncs: intervals.Intervals) -> intervals.Intervals:
+    """The idle pieces that start while the host is in a sync, or just after one ends."""
     if syncs[0].size == 0 or pieces[0].size == 0:
-        return np.zeros(pieces[0].size, dtype=bool)
+        return np.empty(0), np.empty(0)
     index = np.searchsorted(syncs[0], pieces[0], side="right") - 1
-    safe = np.maximum(index, 0)
-    return (index >= 0) & (pieces[0] <= syncs[1][safe] + SYNC_TOLERANCE_US)
+    taken = (index >= 0) & (pieces[0] <= syncs[1][np.maximum(index, 0)] + SYNC_TOLERANCE_US)
+    return pieces[0][taken], pieces[1][taken]

@@ -31,6 +31,7 @@ class Plan:
     # per-step costs, µs (``_last``: the extra step made by a padded or partial last batch)
     compute_us: np.ndarray
     compute_last_us: np.ndarray
+    input_bytes: np.ndarray  # one micro-batch as transferred to the device
     transfer_us: np.ndarray
     transfer_last_us: np.ndarray
     preprocess_us: np.ndarray
@@ -151,6 +152,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         accumulation=accumulation,
         compute_us=us_per_sample * batch,
         compute_last_us=us_per_sample * np.where(partial, last, batch),
+        input_bytes=wire_bytes * batch,
         transfer_us=wire_bytes * batch * us_per_wire_byte,
         transfer_last_us=wire_bytes * np.where(partial, last, batch) * us_per_wire_byte,
         preprocess_us=np.full(batch.size, work.preprocess_us_per_sample) * batch,
@@ -187,7 +189,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         ).astype(np.float64),
         infeasible=np.full(batch.size, "", dtype=object),
     )
-    plan.infeasible = _infeasible(profile, plan, wire_bytes * batch)
+    plan.infeasible = _infeasible(profile, plan)
     return plan
 
 
@@ -203,7 +205,7 @@ def _overlap(profile: DeviceProfile, io_tiles: np.ndarray) -> np.ndarray:
     return (io_tiles > 0).astype(np.float64)
 
 
-def _infeasible(profile: DeviceProfile, plan: Plan, micro_batch_bytes: np.ndarray) -> np.ndarray:
+def _infeasible(profile: DeviceProfile, plan: Plan) -> np.ndarray:
     """Why each configuration cannot run ('' when it can): memory first, then IO tiles."""
     reasons = np.full(plan.n, "", dtype=object)
     over = plan.memory_bytes > plan.capacity_bytes
@@ -212,11 +214,11 @@ def _infeasible(profile: DeviceProfile, plan: Plan, micro_batch_bytes: np.ndarra
             " on compute tiles" if profile.tiles else ""
         )
     if profile.tiles:
-        needed = io_tiles_needed(micro_batch_bytes)
+        needed = io_tiles_needed(plan.input_bytes)
         short = ~over & (plan.io_tiles > 0) & (plan.io_tiles < needed)
         for row in np.flatnonzero(short):
             reasons[row] = (
-                f"micro-batch of {micro_batch_bytes[row] / 1e3:,.0f} kB does not fit in {plan.io_tiles[row]} IO tiles "
+                f"micro-batch of {plan.input_bytes[row] / 1e3:,.0f} kB does not fit in {plan.io_tiles[row]} IO tiles "
                 f"(needs {needed[row]})"
             )
     return reasons

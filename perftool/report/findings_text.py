@@ -11,16 +11,6 @@ from perftool.report.units import duration
 from perftool.rules.findings import Finding, ScanReport, TraceFindings
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
-_CAUSE_LABELS = {
-    "compile": "compiling",
-    "cpu_fallback": "CPU fallbacks",
-    "sync": "after syncs",
-    "input_wait": "waiting for data",
-    "host": "host Python/dispatch",
-    "input_pipeline": "input workers",
-    "h2d": "H2D copies",
-    "other": "unexplained",
-}
 
 
 def render(report: ScanReport) -> Group:
@@ -53,7 +43,7 @@ def _header(trace: TraceFindings) -> Text:
     text.append(f"\n{trace.dialect} trace · device {trace.family} · {steps}{step}")
     if trace.idle:
         idle = sum(trace.idle.values())
-        parts = [f"{_CAUSE_LABELS[c]} {trace.idle[c]:.1%}" for c in CAUSES if trace.idle.get(c, 0) >= 0.0005]
+        parts = [f"{CAUSES[c]} {trace.idle[c]:.1%}" for c in CAUSES if trace.idle.get(c, 0) >= 0.0005]
         text.append(f"\ndevice idle {idle:.1%}" + (f": {', '.join(parts)}" if parts else ""))
     return text
 

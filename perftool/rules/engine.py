@@ -44,7 +44,7 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
         family=scope.family,
         window_us=window,
         steps=scope.steady_steps,
-        step_time_us=_number(metrics["step_time_us.mean"]),
+        step_time_us=_plain(metrics["step_time_us.mean"]),
         idle={cause: idle.time(cause) / window for cause in CAUSES} if idle and window > 0 else {},
         findings=findings,
     )
@@ -75,7 +75,7 @@ def _finding(scope: Scope, rule: Rule) -> Finding | None:
         title=rule.title,
         severity=severity,
         message=fill(rule.message, values),
-        impact=Impact(lost_us=detection.lost_us, per_step_us=_number(per_step), share=share),
+        impact=Impact(lost_us=detection.lost_us, per_step_us=_plain(per_step), share=share),
         evidence=detection.evidence,
         fix=Fix(
             family=scope.family,
@@ -109,10 +109,6 @@ def _emulator_config(trace: Trace) -> EmulatorConfig | None:
         return validate_config(trace.metadata["perftool"]["emulator"]["config"], trace.source)
     except (KeyError, TypeError, PerftoolError):
         return None
-
-
-def _number(value: float) -> float | None:
-    return None if math.isnan(value) else value
 
 
 def _plain(value: Any) -> Any:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 from perftool.emulator.config import EmulatorConfig, validate_config
-from perftool.emulator.evaluate import evaluate
+from perftool.emulator.evaluate import Evaluation, evaluate
 from perftool.errors import PerftoolError
 from perftool.report.units import duration
 from perftool.rules.findings import Gain
@@ -28,7 +29,7 @@ def predicted(config: EmulatorConfig, changes: dict[str, Any]) -> Gain | None:
         fixed = validate_config(document, "fix")
     except PerftoolError:
         return None
-    before, after = evaluate(config), evaluate(fixed)
+    before, after = _baseline(config), evaluate(fixed)
     change = ", ".join(_describe(config, key, value) for key, value in changes.items())
     if not after.feasible[0]:
         return Gain(
@@ -43,6 +44,12 @@ def predicted(config: EmulatorConfig, changes: dict[str, Any]) -> Gain | None:
         step_time_us_after=step_after,
         speedup=speedup,
     )
+
+
+@lru_cache(maxsize=4)
+def _baseline(config: EmulatorConfig) -> Evaluation:
+    """The config as written, evaluated once however many findings compare against it."""
+    return evaluate(config)
 
 
 def _describe(config: EmulatorConfig, key: str, value: Any) -> str:

@@ -13,8 +13,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.idle import fallback_round_trips
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
-from perftool.emulator.config import DTYPE_BYTES
-from perftool.emulator.plan import io_tiles_needed
+from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.rules.detectors.base import Detection, Detector, Scope
 from perftool.trace.model import Kind, Role
 
@@ -47,9 +46,7 @@ def _io_tiles(scope: Scope) -> int:
     config = scope.emulator
     if config is None or not config.profile.tiles:
         return 0
-    knobs = config.knobs
-    micro_batch = config.workload.sample_size * DTYPE_BYTES[knobs.transfer_dtype] / 4 * knobs.batch_size
-    needed = int(io_tiles_needed(micro_batch))
+    needed = int(io_tiles_needed(build_plan(config).input_bytes[0]))
     return int(2 ** math.ceil(math.log2(max(needed, 1))))
 
 
