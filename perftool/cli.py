@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -29,27 +30,41 @@ from perftool.report import (
     info_json,
     info_text,
     rules_text,
+    tune_best_yaml,
+    tune_json,
+    tune_results_csv,
+    tune_results_json,
+    tune_text,
 )
+from perftool.report.progress import SweepProgress
 from perftool.rules import catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule, Severity
 from perftool.rules.project import ProjectConfig, load_project
 from perftool.trace import load_trace
+from perftool.tune.search import tune as run_tune
+from perftool.tune.spec import TuneConfig, load_tune_config
 
-SCHEMAS = {"config": emulator_config.EmulatorConfig, "findings": ScanReport, "rule": Rule, "project": ProjectConfig}
+SCHEMAS = {
+    "config": emulator_config.EmulatorConfig,
+    "tune": TuneConfig,
+    "findings": ScanReport,
+    "rule": Rule,
+    "project": ProjectConfig,
+}
 SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
 
 
 class _Group(click.Group):
-    """Turns PerftoolError into one line on stderr and exit code 2."""
+    """Turns PerftoolError into one line on stderr and its exit code (2: bad usage or input)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except PerftoolError as exc:
             click.echo(f"perftool: error: {exc}", err=True)
-            sys.exit(2)
+            sys.exit(exc.exit_code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -119,6 +134,52 @@ def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: st
         write_text(emulate_json.render(result, output), None)
     else:
         Console().print(emulate_text.render(result, written))
+
+
+RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
+
+
+@cli.command()
+@click.argument("config", type=click.Path(dir_okay=False))
+@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "local"]), help="Override tune.strategy.")
+@click.option("--budget", type=click.IntRange(min=1), help="Override tune.budget: most configurations to simulate.")
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Processes to use.")
+@click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE",
+              help="Override a knob, a field or a tune setting (tune.objective=step_time).")  # fmt: skip
+@click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Configurations listed.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
+@click.option("--write-best", type=click.Path(dir_okay=False), help="Write the best config as YAML for emulate.")
+@click.option("--results", type=click.Path(dir_okay=False), help="Write every configuration's figures (.json or .csv).")
+@click.option(
+    "--emit-trace", type=click.Path(dir_okay=False), help="Write the best config's trace (.json or .json.gz)."
+)
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: when a terminal].")
+def tune(
+    config, strategy, budget, jobs, overrides, top, fmt, output, write_best, results, emit_trace, progress
+) -> None:
+    """Sweep the knobs in CONFIG's tune: section on the emulator and explain the best configuration."""
+    for path in (output, write_best, results, emit_trace):
+        if path:
+            check_writable(path)
+    if results and Path(results).suffix not in RESULTS_FORMATS:
+        raise PerftoolError(f"{results}: --results writes .json or .csv")
+    settings = {"strategy": strategy, "budget": budget}
+    loaded = load_tune_config(config, list(overrides) + [f"tune.{k}={v}" for k, v in settings.items() if v])
+    with SweepProgress(progress) as bar:
+        result = run_tune(loaded, jobs, bar.start, bar.advance)
+    if write_best:
+        write_text(tune_best_yaml.render(result, config), write_best)
+    if results:
+        write_text(RESULTS_FORMATS[Path(results).suffix].render(result), results)
+    if emit_trace:
+        write_bytes(encode_for(emit_trace, trace_bytes(emulate_run(result.best_config()))), emit_trace)
+    if fmt == "json":
+        write_text(tune_json.render(result, config, top), output)
+    elif output:
+        write_text(console.plain(tune_text.render(result, config, top)), output)
+    else:
+        Console().print(tune_text.render(result, config, top))
 
 
 def _rule_options(command):

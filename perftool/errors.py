@@ -4,6 +4,8 @@
 class PerftoolError(Exception):
     """Bad usage or bad input: reported as one line, exit code 2, never a traceback."""
 
+    exit_code = 2
+
 
 class TraceError(PerftoolError):
     """A trace file that cannot be read; the message names the file and, where known, the place."""

@@ -41,14 +41,15 @@ def validation_error(
     """The first problem pydantic found, as one line naming the file, line and field."""
     error = exc.errors()[0]
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return field_error(source, root, (*prefix, *error["loc"]), _reason(error) + more, overridden)
+    return field_error(source, root, (*prefix, *error["loc"]), error_reason(error) + more, overridden)
 
 
 def field_error(
     source: str, root: yaml.Node | None, loc: tuple, reason: str, overridden: dict[tuple, str] | None = None
 ) -> PerftoolError:
     """``FILE:LINE: field.path: reason``, or ``FILE (--set k=v)`` when an override set the field."""
-    field_path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    shown = [part for part in loc if part != "[key]"]  # pydantic's marker for a bad mapping key
+    field_path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in shown).lstrip(".")
     override = next((item for path, item in (overridden or {}).items() if tuple(loc[: len(path)]) == path), None)
     line = None if override else line_of(root, loc)
     where = f"{source} (--set {override})" if override else f"{source}:{line}" if line else source
@@ -72,11 +73,14 @@ def line_of(node: yaml.Node | None, loc: tuple) -> int | None:
     return line
 
 
-def _reason(error: dict[str, Any]) -> str:
+def error_reason(error: dict[str, Any]) -> str:
+    """One pydantic error as a short phrase, with the value that caused it."""
     if error["type"] == "extra_forbidden":
         return "unknown field"
     if error["type"].startswith("byte_size"):
         return f"not a size (got {error.get('input')!r}): give bytes or a unit, e.g. 220MB or 1.5GiB"
+    if error["type"] == "value_error":  # our own validators: the message already names the value
+        return error["msg"].removeprefix("Value error, ")
     value = error.get("input")
     shown = f" (got {value!r})" if isinstance(value, (int, float, str, bool)) and error["type"] != "missing" else ""
     return f"{error['msg']}{shown}"

@@ -7,18 +7,19 @@ Sizes accept units (``220MB``, ``1.5GiB``) or plain bytes. Every problem is repo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
 
 from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.errors import PerftoolError
-from perftool.yamlfile import field_error, read_yaml, validation_error
+from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
 
 Size = Annotated[ByteSize, Field(gt=0)]
 OptionalSize = Annotated[ByteSize, Field(ge=0)]
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
+Config = TypeVar("Config", bound="EmulatorConfig")
 
 
 class _Strict(BaseModel):
@@ -80,35 +81,57 @@ class EmulatorConfig(_Strict):
     workload: Workload
     knobs: Knobs = Knobs()
     seed: int = Field(0, ge=0, lt=2**63)
+    tune: dict[str, Any] | None = Field(
+        None,
+        exclude=True,
+        description="search space for perftool tune (see `perftool schema tune`); emulate ignores it",
+    )
 
     @property
     def profile(self) -> DeviceProfile:
         return PROFILES[self.device]
 
 
-def load_config(path: str | Path, overrides: list[str] = ()) -> EmulatorConfig:
-    """Read, override (``knob=value`` or ``section.field=value``) and validate a config file."""
+def load_config(path: str | Path, overrides: list[str] = (), model: type[Config] = EmulatorConfig) -> Config:
+    """Read, override (``knob=value`` or ``section.field=value``) and validate a config file as ``model``."""
+    return validate_config(*read_config(path, overrides), model)
+
+
+def read_config(
+    path: str | Path, overrides: list[str] = ()
+) -> tuple[dict[str, Any], str, yaml.Node | None, dict[tuple[str, ...], str]]:
+    """The config's mapping with ``overrides`` applied, its source name, node tree and overridden paths."""
     path = str(path)
     document, root = read_yaml(path, "config")
     if not isinstance(document, dict):
         raise PerftoolError(f"{path}: a config must be a YAML mapping with device, workload and knobs")
     overridden = {_apply_override(document, item): item for item in overrides}
-    return validate_config(document, path, root, overridden)
+    return document, path, root, overridden
 
 
 def validate_config(
     document: dict[str, Any], source: str = "<config>", root: yaml.Node | None = None,
-    overridden: dict[tuple[str, ...], str] | None = None,
-) -> EmulatorConfig:  # fmt: skip
+    overridden: dict[tuple[str, ...], str] | None = None, model: type[Config] = EmulatorConfig,
+) -> Config:  # fmt: skip
     """A validated config from a plain mapping; errors name the field path and the line or ``--set``."""
     try:
-        config = EmulatorConfig.model_validate(document)
+        config = model.model_validate(document)
     except ValidationError as exc:
         raise validation_error(source, root, exc, overridden=overridden) from None
     problem = _device_problem(config)
     if problem:
         raise field_error(source, root, *problem, overridden)
     return config
+
+
+def knob_value(config: EmulatorConfig, name: str, value: Any) -> tuple[Any, str | None]:
+    """``value`` as knob ``name`` takes it, and why the config cannot take it (``None`` when it can)."""
+    try:
+        knobs = Knobs.model_validate({**config.knobs.model_dump(), name: value})
+    except ValidationError as exc:
+        return value, error_reason(exc.errors()[0])
+    problem = _device_problem(config.model_copy(update={"knobs": knobs}))
+    return getattr(knobs, name), problem[1] if problem else None
 
 
 def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:

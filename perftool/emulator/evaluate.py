@@ -51,13 +51,17 @@ class Evaluation:
 
 def evaluate(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> Evaluation:
     """Predict every configuration in ``grid`` (or the config as written); infeasible ones are not simulated."""
-    plan = build_plan(config, grid)
+    return evaluate_plan(build_plan(config, grid), config.seed)
+
+
+def evaluate_plan(plan: Plan, seed: int) -> Evaluation:
+    """Predict the configurations of ``plan`` that are feasible; the others keep NaN figures."""
     figures = {name: np.full(plan.n, np.nan) for name in FIGURES}
     runnable = np.flatnonzero(plan.feasible)
     for first in range(0, runnable.size, CHUNK):
         rows = runnable[first : first + CHUNK]
         part = plan.subset(rows)
-        for name, values in steady_figures(part, simulate(part, config.seed)).items():
+        for name, values in steady_figures(part, simulate(part, seed)).items():
             figures[name][rows] = values
     return Evaluation(plan, figures)
 

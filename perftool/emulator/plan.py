@@ -218,8 +218,8 @@ def _infeasible(profile: DeviceProfile, plan: Plan) -> np.ndarray:
         short = ~over & (plan.io_tiles > 0) & (plan.io_tiles < needed)
         for row in np.flatnonzero(short):
             reasons[row] = (
-                f"micro-batch of {plan.input_bytes[row] / 1e3:,.0f} kB does not fit in {plan.io_tiles[row]} IO tiles "
-                f"(needs {needed[row]})"
+                f"too few IO tiles: a micro-batch of {plan.input_bytes[row] / 1e3:,.0f} kB needs {needed[row]}, "
+                f"not {plan.io_tiles[row]}"
             )
     return reasons
 

@@ -1,0 +1,76 @@
+"""``perftool tune --format json``: the sweep's answer as a versioned JSON document."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from perftool.tune.evaluator import ROW_FIGURES
+from perftool.tune.explain import why
+from perftool.tune.search import TuneResult
+from perftool.tune.sensitivity import knob_lines
+
+SCHEMA = "perftool.tune/1"
+
+
+def render(result: TuneResult, source: str, top: int = 10) -> str:
+    config = result.config
+    document = {
+        "schema": SCHEMA,
+        "config": source,
+        "device": config.device,
+        "objective": result.objective,
+        "strategy": result.strategy,
+        "space": {name: values.tolist() for name, values in zip(result.space.names, result.space.values)},
+        "space_size": result.space.size,
+        "evaluations": result.evaluations,
+        "pruned": result.pruned,
+        "budget": result.budget,
+        "seconds": round(result.seconds, 3),
+        "baseline": {
+            "knobs": {name: getattr(config.knobs, name) for name in result.space.names},
+            **_outcome(result.baseline.figures, 0, str(result.baseline.reason[0])),
+        },
+        "best": _configuration(result, result.best),
+        "optimum": _configuration(result, result.optimum),
+        "speedup": finite(result.speedup()),
+        "top": [_configuration(result, row) for row in result.ranked()[:top].tolist()],
+        "why": why(result),
+        "sensitivity": [
+            {
+                "knob": line.knob,
+                "best": line.best_value,
+                "spread": finite(line.spread),
+                "line": [
+                    {
+                        "value": p.value,
+                        "evaluated": p.row is not None,
+                        "objective": finite(p.objective),
+                        "reason": p.reason,
+                    }
+                    for p in line.points
+                ],
+            }
+            for line in knob_lines(result)
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _configuration(result: TuneResult, row: int) -> dict[str, Any]:
+    return {"knobs": result.knobs(row), **_outcome(result.rows.figures, row, "")}
+
+
+def _outcome(figures: dict, row: int, reason: str) -> dict[str, Any]:
+    return {
+        "feasible": not reason,
+        "reason": reason,
+        "figures": {name: finite(figures[name][row]) for name in ROW_FIGURES},
+    }
+
+
+def finite(value: float) -> float | None:
+    """A number JSON can hold: NaN and infinities become null."""
+    value = float(value)
+    return value if math.isfinite(value) else None

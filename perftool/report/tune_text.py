@@ -1,0 +1,115 @@
+"""``perftool tune``: the sweep's answer for people — top configurations, baseline, why, sensitivity."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from perftool.report.units import duration, percent
+from perftool.tune.explain import LABELS, shown, why
+from perftool.tune.search import TuneResult
+from perftool.tune.sensitivity import knob_lines
+
+
+def render(result: TuneResult, source: str, top: int = 10) -> Group:
+    """Header, top configurations, baseline and best, one line of why per knob, sensitivity."""
+    return Group(_header(result, source), _top_table(result, top), _verdict(result), _why(result), _sensitivity(result))
+
+
+def objective_label(result: TuneResult) -> str:
+    return "throughput (samples/s, higher is better)" if result.objective == "throughput" else "median step time"
+
+
+def _header(result: TuneResult, source: str) -> Text:
+    config = result.config
+    pruned = Counter(reason.split(":")[0] for reason in result.rows.reason[~result.rows.simulated])
+    why_pruned = f" ({', '.join(f'{n:,} {cause}' for cause, n in pruned.most_common())})" if pruned else ""
+    budget = f" of a budget of {result.budget:,}" if result.budget else ""
+    share = result.evaluations / result.space.size
+    return Text.assemble(
+        ("perftool tune ", "bold"), (source, "bold magenta"),
+        f"\n{config.device} · {config.profile.model} · {config.workload.name} · objective: {objective_label(result)}",
+        f"\nspace: {result.space.size:,} configurations over {len(result.space.names)} knobs · "
+        f"strategy {result.strategy}: {result.evaluations:,} evaluated{budget} ({share:.1%} of the space), "
+        f"{result.pruned:,} pruned before simulation{why_pruned} · {result.seconds:.2f} s",
+    )  # fmt: skip
+
+
+def _top_table(result: TuneResult, top: int) -> Table:
+    table = Table(title=f"Top {top} configurations (★ recommended)", title_justify="left")
+    table.add_column("#", justify="right")
+    for name in result.space.names:
+        table.add_column(LABELS[name])
+    for column in ("samples/s", "step time", "memory", "device busy"):
+        table.add_column(column, justify="right")
+    ranked = result.ranked().tolist()
+    listed = ranked[:top] + ([result.best] if result.best not in ranked[:top] else [])
+    figures = result.rows.figures
+    for row in listed:
+        mark = "★ " if row == result.best else ""
+        table.add_row(
+            f"{mark}{ranked.index(row) + 1}",
+            *(shown(v) for v in result.knobs(row).values()),
+            f"{figures['throughput'][row]:,.1f}",
+            duration(figures["step_time_us"][row]),
+            f"{figures['memory_bytes'][row] / 1e9:,.2f} GB ({percent(figures['memory_fraction'][row])})",
+            percent(figures["device_busy_fraction"][row]),
+            style="bold green" if row == result.best else None,
+        )
+    return table
+
+
+def _verdict(result: TuneResult) -> Text:
+    baseline, figures = result.baseline, result.rows.figures
+    written = ", ".join(f"{LABELS[name]} {shown(getattr(result.config.knobs, name))}" for name in result.space.names)
+    best = ", ".join(f"{LABELS[name]} {shown(value)}" for name, value in result.knobs(result.best).items())
+    if baseline.feasible[0]:
+        was = (
+            f"{baseline.figures['throughput'][0]:,.1f} samples/s, step {duration(baseline.figures['step_time_us'][0])}"
+        )
+        gain = f"×{result.speedup():.2f} {'throughput' if result.objective == 'throughput' else 'shorter steps'}"
+    else:
+        was, gain = f"cannot run: {baseline.reason[0]}", "the baseline cannot run"
+    return Text.assemble(
+        ("\nBaseline (as written): ", "bold"), f"{written} → {was}",
+        ("\nBest: ", "bold green"),
+        f"{best} → {figures['throughput'][result.best]:,.1f} samples/s, "
+        f"step {duration(figures['step_time_us'][result.best])}: ", (gain, "bold green"),
+    )  # fmt: skip
+
+
+def _why(result: TuneResult) -> Text:
+    text = Text("\nWhy\n", style="bold")
+    for line in why(result).values():
+        text.append(f"  • {line}\n", style="")
+    return text
+
+
+def _sensitivity(result: TuneResult) -> Table:
+    unit = "samples/s" if result.objective == "throughput" else "step time"
+    table = Table(title="Sensitivity (each knob moved with the others at the best)", title_justify="left")
+    for column, justify in (
+        ("knob", "left"),
+        ("best", "left"),
+        (f"along the knob ({unit})", "left"),
+        ("spread", "right"),
+    ):
+        table.add_column(column, justify=justify)
+    for line in knob_lines(result):
+        worst, top = line.extremes()
+        along = (
+            f"{_objective(result, worst.objective)} at {shown(worst.value)} → "
+            f"{_objective(result, top.objective)} at {shown(top.value)}"
+        )
+        skipped = len(line.points) - len(line.counted)
+        if skipped:
+            along += f" ({skipped} value{'s' if skipped > 1 else ''} not counted)"
+        table.add_row(LABELS[line.knob], shown(line.best_value), along, percent(line.spread))
+    return table
+
+
+def _objective(result: TuneResult, value: float) -> str:
+    return f"{value:,.1f}" if result.objective == "throughput" else duration(value)

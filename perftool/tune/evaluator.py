@@ -1,0 +1,156 @@
+"""Evaluating points of the search space on the emulator's fast path.
+
+Configurations the plan already rules out (out of memory, a micro-batch too big for the IO tiles,
+over ``max_memory_fraction``) are *pruned*: rejected before any simulation. The others are
+*evaluations*: simulated through every step, then checked against ``max_step_time``. Each point is
+evaluated once; batches are split over ``jobs`` processes. Results do not depend on how points are
+batched (every configuration sees the same per-step jitter), so any split gives the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from perftool.emulator.evaluate import FIGURES, evaluate_plan
+from perftool.emulator.plan import build_plan
+from perftool.tune.space import Space
+from perftool.tune.spec import TuneConfig
+
+PIECE = 2048  # configurations simulated in one call (one progress update)
+MIN_PARALLEL_PIECE = 256  # smaller pieces cost more in process hand-offs than they save
+
+MEMORY_FIGURES = {
+    "memory_bytes": "device memory the configuration needs, bytes",
+    "memory_fraction": "share of the device memory (IPU: of the compute tiles' memory) it needs",
+}
+ROW_FIGURES = {**FIGURES, **MEMORY_FIGURES}
+
+
+@dataclass
+class Rows:
+    """Configurations looked at: evaluated ones with their figures, pruned ones with the reason."""
+
+    points: np.ndarray  # [n, knobs] value positions
+    figures: dict[str, np.ndarray]  # ROW_FIGURES, NaN where not simulated
+    reason: np.ndarray  # why the configuration does not count ('' when it does)
+    simulated: np.ndarray  # went through the simulation (an evaluation) rather than being pruned
+
+    @classmethod
+    def concat(cls, parts: list[Rows], knobs: int) -> Rows:
+        if not parts:
+            empty = np.zeros(0)
+            return cls(np.zeros((0, knobs), np.int64), {n: empty for n in ROW_FIGURES}, empty.astype(object), empty > 0)
+        return cls(
+            np.concatenate([p.points for p in parts]),
+            {name: np.concatenate([p.figures[name] for p in parts]) for name in ROW_FIGURES},
+            np.concatenate([p.reason for p in parts]),
+            np.concatenate([p.simulated for p in parts]),
+        )
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.reason == ""
+
+    def score(self, objective: str) -> np.ndarray:
+        """Higher is better; ``-inf`` where the configuration does not count."""
+        value = self.figures["throughput"] if objective == "throughput" else -self.figures["step_time_us"]
+        return np.where(self.feasible, value, -np.inf)
+
+
+def evaluate_points(config: TuneConfig, space: Space, points: np.ndarray) -> Rows:
+    """Prune, simulate and check the constraints of ``points``."""
+    rows = evaluate_grid(config, space.grid(points))
+    rows.points = points
+    return rows
+
+
+def evaluate_grid(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Rows:
+    """Prune, simulate and check the constraints of the knob combinations in ``grid`` (or the config as written)."""
+    plan = build_plan(config, grid)
+    limits = config.tune.constraints
+    fraction = plan.memory_bytes / plan.capacity_bytes
+    if limits.max_memory_fraction is not None:
+        for row in np.flatnonzero(plan.feasible & (fraction > limits.max_memory_fraction)):
+            plan.infeasible[row] = (
+                f"over max_memory_fraction: uses {fraction[row]:.0%} of device memory, "
+                f"not more than {limits.max_memory_fraction:.0%}"
+            )
+    simulated = plan.feasible.copy()
+    figures = {
+        **evaluate_plan(plan, config.seed).figures,
+        "memory_bytes": plan.memory_bytes,
+        "memory_fraction": fraction,
+    }
+    reason = plan.infeasible.copy()
+    if limits.max_step_time is not None:
+        for row in np.flatnonzero(simulated & (figures["step_time_us"] > limits.max_step_time)):
+            reason[row] = (
+                f"over max_step_time: step time {figures['step_time_us'][row] / 1e3:,.2f} ms, "
+                f"not more than {limits.max_step_time / 1e3:,.2f} ms"
+            )
+    return Rows(np.zeros((plan.n, 0), np.int64), figures, reason, simulated)
+
+
+class Evaluator:
+    """Evaluates points once each, in pieces over ``jobs`` processes, and keeps every result."""
+
+    def __init__(
+        self, config: TuneConfig, space: Space, jobs: int = 1, on_progress: Callable[[int, int], None] | None = None
+    ) -> None:
+        self.config, self.space, self.jobs = config, space, jobs
+        self.on_progress = on_progress or (lambda evaluations, pruned: None)
+        self.scores: dict[int, float] = {}  # flat index -> score
+        self.parts: list[Rows] = []
+        self.evaluations = 0
+        self.pruned = 0
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        """The score of each point (higher is better, ``-inf`` when it does not count), evaluating new ones."""
+        unseen = self.unseen(points)
+        if unseen.any():
+            _, first = np.unique(self.space.flat(points[unseen]), return_index=True)
+            self._evaluate(points[unseen][np.sort(first)])
+        return np.array([self.scores[f] for f in self.space.flat(points).tolist()])
+
+    def unseen(self, points: np.ndarray) -> np.ndarray:
+        """Which points have not been looked at yet."""
+        return np.array([f not in self.scores for f in self.space.flat(points).tolist()], dtype=bool)
+
+    @property
+    def best_score(self) -> float:
+        return max(self.scores.values(), default=-np.inf)
+
+    def _evaluate(self, points: np.ndarray) -> None:
+        size = PIECE if self.jobs == 1 else max(MIN_PARALLEL_PIECE, min(PIECE, -(-len(points) // self.jobs)))
+        pieces = [points[i : i + size] for i in range(0, len(points), size)]
+        if self.jobs > 1 and len(pieces) > 1:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(self.jobs)
+            results = self._pool.map(evaluate_points, *zip(*[(self.config, self.space, p) for p in pieces]))
+        else:
+            results = (evaluate_points(self.config, self.space, piece) for piece in pieces)
+        for rows in results:
+            self._keep(rows)
+
+    def _keep(self, rows: Rows) -> None:
+        self.parts.append(rows)
+        self.scores.update(zip(self.space.flat(rows.points).tolist(), rows.score(self.config.tune.objective).tolist()))
+        self.evaluations += int(rows.simulated.sum())
+        self.pruned += int((~rows.simulated).sum())
+        self.on_progress(self.evaluations, self.pruned)
+
+    def rows(self) -> Rows:
+        """Every configuration looked at, in the order they were looked at."""
+        return Rows.concat(self.parts, len(self.space.names))

@@ -1,0 +1,152 @@
+"""One line per tuned knob saying why its best value is best, from the emulator's own figures.
+
+Loop size, prefetch depth and IO tiles are explained by the physics that sets them (host work
+amortised per device call, preprocessing jitter against the step, the micro-batch the IO tiles
+must hold); every knob also gets how its neighbouring values compare, with the others at the best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
+from perftool.tune.search import TuneResult
+from perftool.tune.sensitivity import KnobLine, LinePoint, knob_lines
+
+LABELS = {
+    "loop_size": "loop size",
+    "prefetch_depth": "prefetch depth",
+    "io_tiles": "IO tiles",
+    "batch_size": "batch size",
+    "gradient_accumulation": "gradient accumulation",
+    "transfer_dtype": "transfer dtype",
+    "offload_optimizer": "optimizer offloading",
+    "last_batch": "last batch",
+    "device_graphs": "device graphs",
+    "layout_mismatch": "layout mismatch",
+}
+SAME = 0.0005  # changes smaller than this read as "the same"
+
+
+@dataclass
+class _Context:
+    result: TuneResult
+    plan: Plan  # of the best configuration
+    step_us: float  # its median step time
+
+    @property
+    def profile(self):
+        return self.result.config.profile
+
+
+def why(result: TuneResult) -> dict[str, str]:
+    """For each tuned knob, in the space's order: why the best value was chosen."""
+    best = result.best_config()
+    context = _Context(result, build_plan(best), float(result.rows.figures["step_time_us"][result.best]))
+    lines = {line.knob: line for line in knob_lines(result)}
+    reasons = {}
+    for name in result.space.names:
+        line = lines[name]
+        own = _PHYSICS.get(name)
+        parts = [own(context, line.best_value)] if own else []
+        parts.append(_compared(result, line))
+        alias = context.profile.knob_names.get(name)
+        head = f"{LABELS[name]} {shown(line.best_value)}" + (f" ({alias})" if alias else "")
+        reasons[name] = f"{head}: " + "; ".join(part for part in parts if part)
+    return reasons
+
+
+def _compared(result: TuneResult, line: KnobLine) -> str:
+    best = line.at(line.best_value)
+    phrases = [_versus(result, best, point) for point in line.neighbours()]
+    if not phrases:
+        return "the only value tried"
+    return ", ".join(phrases)
+
+
+def _versus(result: TuneResult, best: LinePoint, other: LinePoint) -> str:
+    value = shown(other.value)
+    if other.row is None:
+        return f"{value} not evaluated"
+    if other.reason:
+        return f"{value} is {other.reason.split(':')[0]}"
+    change = other.objective / best.objective - 1
+    if abs(change) < SAME:
+        return f"{value} the same (±{SAME:.2%})"
+    if result.objective == "throughput":
+        within = " (within tolerance)" if change > 0 else ""
+        return f"{value} {'gains' if change > 0 else 'loses'} {abs(change):.1%}{within}"
+    within = " (within tolerance)" if change < 0 else ""
+    return f"{value} {'shortens' if change < 0 else 'lengthens'} the step {abs(change):.1%}{within}"
+
+
+def shown(value) -> str:
+    """A knob value as written in YAML."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _loop_size(context: _Context, loop: int) -> str:
+    host_us = context.plan.python_us + float(context.plan.dispatch_us[0])
+    share = host_us / (loop * context.step_us)
+    steps = int(context.plan.total_steps[0])
+    remainder = f", and {steps} steps leave a remainder loop of {steps % loop} that compiles" if steps % loop else ""
+    return (
+        f"{host_us / 1e3:.2f} ms of host work per device call (Python + launch) spread over {loop} "
+        f"step{'s' if loop > 1 else ''} is {share:.1%} of a {context.step_us / 1e3:.2f} ms step{remainder}"
+    )
+
+
+def _last_batch(context: _Context, policy: str) -> str:
+    left = context.plan.last_samples
+    if not left:
+        return "the epoch divides into full batches, so the policy does not matter"
+    return {
+        "drop": f"the {left} samples left over are skipped: no extra step, no new shape",
+        "pad": f"the {left} samples left over are padded to a full batch: one more step at the same shape",
+        "partial": f"the {left} samples left over run as a smaller batch: a new shape to compile",
+    }[policy]
+
+
+def _prefetch_depth(context: _Context, depth: int) -> str:
+    plan, step = context.plan, context.step_us
+    every_us = float(plan.preprocess_us[0]) / plan.workers  # a batch this often, on average
+    workers = f"{plan.workers} input workers deliver" if plan.workers > 1 else "the input worker delivers"
+    supply = f"{workers} a batch every {every_us / 1e3:.2f} ms on average"
+    if every_us > step:
+        return (
+            f"{supply}, slower than the {step / 1e3:.2f} ms step: the run is input-bound and more "
+            "workers would help more than depth"
+        )
+    if plan.preprocess_jitter == 0:
+        return f"{supply} against a {step / 1e3:.2f} ms step with no jitter to absorb, so depth hardly matters"
+    return (
+        f"{supply} against a {step / 1e3:.2f} ms step, with jitter cv {plan.preprocess_jitter:.1f}: "
+        f"{depth} batch{'es' if depth > 1 else ''} ready ahead absorb{'s' if depth == 1 else ''} the slow ones"
+    )
+
+
+def _io_tiles(context: _Context, tiles: int) -> str:
+    plan, total = context.plan, context.profile.tiles
+    size_kb = float(plan.input_bytes[0]) / 1e3
+    needed = int(io_tiles_needed(plan.input_bytes[0]))
+    if tiles == 0:
+        return f"input copies ({plan.transfer_us[0] / 1e3:.2f} ms a step) run before compute instead of beside it"
+    return (
+        f"a {size_kb:,.0f} kB micro-batch needs at least {needed} (1.05 × bytes / 624 kB) for copies to "
+        f"overlap compute; {tiles} of {total} tiles make compute {total / (total - tiles) - 1:.1%} slower"
+    )
+
+
+def _batch_size(context: _Context, batch: int) -> str:
+    plan = context.plan
+    return f"needs {plan.memory_bytes[0] / 1e9:.2f} GB of {plan.capacity_bytes[0] / 1e9:.2f} GB device memory"
+
+
+_PHYSICS: dict[str, Callable[[_Context, object], str]] = {
+    "loop_size": _loop_size,
+    "prefetch_depth": _prefetch_depth,
+    "io_tiles": _io_tiles,
+    "batch_size": _batch_size,
+    "last_batch": _last_batch,
+}

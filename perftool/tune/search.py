@@ -1,0 +1,143 @@
+"""A sweep from start to answer: pick the strategy, search, evaluate the baseline, choose the best.
+
+The *optimum* is the configuration with the best objective. The *best* — what perftool
+recommends — is, among the configurations within ``tolerance`` of the optimum, the one whose
+values come earliest in each knob's list (lists are tried in the order given; ranges and pow2
+ascend), so the smallest setting that does the job wins over one that is 0.1% faster by luck.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from perftool.emulator.config import EmulatorConfig
+from perftool.errors import PerftoolError
+from perftool.tune.evaluator import Evaluator, Rows, evaluate_grid
+from perftool.tune.exhaustive import exhaustive
+from perftool.tune.local import local_search
+from perftool.tune.space import Space
+from perftool.tune.spec import TuneConfig
+
+AUTO_EXHAUSTIVE_WORK = 20_000_000  # configurations x steps that auto still sweeps exhaustively (seconds of work)
+DEFAULT_BUDGET_SHARE = 0.05  # local search's default budget: this share of the space ...
+MIN_DEFAULT_BUDGET = 100  # ... and at least this many configurations
+
+
+class NoFeasibleConfiguration(PerftoolError):
+    """Every configuration looked at is out of memory or breaks a constraint: exit code 1."""
+
+    exit_code = 1
+
+
+@dataclass
+class TuneResult:
+    """Everything a sweep found, with the rows of every configuration it looked at."""
+
+    config: TuneConfig
+    space: Space
+    strategy: str
+    budget: int | None
+    rows: Rows
+    evaluations: int
+    pruned: int
+    seconds: float
+    baseline: Rows  # the config as written (one row)
+    optimum: int  # row with the best objective
+    best: int  # row perftool recommends (see the module docstring)
+
+    @property
+    def objective(self) -> str:
+        return self.config.tune.objective
+
+    def knobs(self, row: int) -> dict:
+        return self.space.knobs(self.rows.points[row])
+
+    def best_config(self) -> EmulatorConfig:
+        """The config as written with the best knob values: what ``perftool emulate`` should run."""
+        knobs = self.config.knobs.model_copy(update=self.knobs(self.best))
+        return EmulatorConfig.model_validate({**dict(self.config), "knobs": knobs, "tune": None})
+
+    def speedup(self) -> float:
+        """How much better the best is than the baseline on the objective (NaN when the baseline cannot run)."""
+        if self.objective == "throughput":
+            return float(self.rows.figures["throughput"][self.best] / self.baseline.figures["throughput"][0])
+        return float(self.baseline.figures["step_time_us"][0] / self.rows.figures["step_time_us"][self.best])
+
+    def ranked(self) -> np.ndarray:
+        """Rows that count, best objective first."""
+        score = self.rows.score(self.objective)
+        order = np.argsort(-score, kind="stable")
+        return order[np.isfinite(score[order])]
+
+    def row_of(self, point: np.ndarray) -> int | None:
+        """The row holding ``point``, when it was looked at."""
+        return self._row_by_flat.get(int(self.space.flat(point[None, :])[0]))
+
+    @cached_property
+    def _row_by_flat(self) -> dict[int, int]:
+        return {flat: row for row, flat in enumerate(self.space.flat(self.rows.points).tolist())}
+
+
+def tune(
+    config: TuneConfig, jobs: int = 1, on_start: Callable[[str, int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> TuneResult:  # fmt: skip
+    """Run the sweep ``config.tune`` describes; ``on_start(strategy, total)`` and ``on_progress`` report it."""
+    spec = config.tune
+    space = Space.of(spec.space)
+    strategy = _strategy(config, space)
+    budget = _budget(config, space, strategy)
+    if on_start:
+        on_start(strategy, space.size if strategy == "exhaustive" else budget)
+    started = time.perf_counter()
+    with Evaluator(config, space, jobs, on_progress) as evaluator:
+        if strategy == "exhaustive":
+            exhaustive(evaluator)
+        else:
+            local_search(evaluator, space.nearest(config.knobs), budget, spec.seed)
+    rows = evaluator.rows()
+    seconds = time.perf_counter() - started
+    optimum, best = choose(rows, space, spec.objective, spec.tolerance)
+    return TuneResult(
+        config, space, strategy, budget, rows, evaluator.evaluations, evaluator.pruned, seconds,
+        evaluate_grid(config, None), optimum, best,
+    )  # fmt: skip
+
+
+def choose(rows: Rows, space: Space, objective: str, tolerance: float) -> tuple[int, int]:
+    """The optimum's row and the recommended row (earliest values within ``tolerance`` of the optimum)."""
+    score = rows.score(objective)
+    if not np.isfinite(score).any():
+        raise NoFeasibleConfiguration(_nothing_feasible(rows))
+    optimum = int(np.argmax(score))
+    near = np.flatnonzero(score >= score[optimum] - tolerance * abs(score[optimum]))
+    points = rows.points[near]
+    order = np.lexsort((*points.T[::-1], space.preference(points)))
+    return optimum, int(near[order[0]])
+
+
+def _nothing_feasible(rows: Rows) -> str:
+    causes = Counter(reason.split(":")[0] for reason in rows.reason)
+    listed = ", ".join(f"{count:,} {cause}" for cause, count in causes.most_common())
+    return f"no feasible configuration among the {len(rows.reason):,} looked at: {listed}"
+
+
+def _strategy(config: TuneConfig, space: Space) -> str:
+    spec = config.tune
+    if spec.strategy == "auto":
+        fits = space.size * config.workload.steps <= AUTO_EXHAUSTIVE_WORK and spec.budget is None
+        return "exhaustive" if fits else "local"
+    return spec.strategy
+
+
+def _budget(config: TuneConfig, space: Space, strategy: str) -> int | None:
+    if strategy == "exhaustive":
+        return None
+    default = max(MIN_DEFAULT_BUDGET, int(np.ceil(DEFAULT_BUDGET_SHARE * space.size)))
+    return min(space.size, config.tune.budget or default)

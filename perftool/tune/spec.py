@@ -1,0 +1,172 @@
+"""The ``tune:`` section of an emulator config: search space, objective, constraints and strategy.
+
+Each knob's values are a list (tried in the order given), ``{range: [lo, hi]}`` or
+``{range: [lo, hi, step]}`` (both ends included), or ``{pow2: [lo, hi]}`` (the powers of two in
+``[lo, hi]``, and 0 first when ``lo`` is 0). Every value is checked against the device and the
+workload the way ``perftool emulate`` checks a knob, so a bad value is an error with its line.
+"""
+
+from __future__ import annotations
+
+import re
+from math import prod
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from perftool.emulator.config import EmulatorConfig, Knobs, knob_value, read_config, validate_config
+from perftool.errors import PerftoolError
+from perftool.yamlfile import field_error
+
+TUNABLE = tuple(name for name in Knobs.model_fields if name != "cpu_fallback_ops")
+MAX_VALUES_PER_KNOB = 100_000
+MAX_EXHAUSTIVE = 2_000_000  # configurations an exhaustive sweep may take on
+TIME_UNITS_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def _domain(given: Any) -> tuple:
+    """A knob's values from a list, ``{range: [lo, hi(, step)]}`` or ``{pow2: [lo, hi]}``."""
+    if isinstance(given, list):
+        if not given:
+            raise ValueError("empty list: give at least one value")
+        repeated = next((value for i, value in enumerate(given) if value in given[:i]), None)
+        if repeated is not None:
+            raise ValueError(f"{repeated!r} is listed twice")
+        return tuple(given)
+    if isinstance(given, dict) and len(given) == 1:
+        ((kind, bounds),) = given.items()
+        if kind == "range":
+            return _range(bounds)
+        if kind == "pow2":
+            return _pow2(bounds)
+    raise ValueError("expected a list of values, {range: [lo, hi]}, {range: [lo, hi, step]} or {pow2: [lo, hi]}")
+
+
+def _integers(bounds: Any, counts: tuple[int, ...], form: str) -> list[int]:
+    if not (isinstance(bounds, list) and len(bounds) in counts and all(_is_int(b) for b in bounds)):
+        raise ValueError(f"expected {form} with integers")
+    return bounds
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _range(bounds: Any) -> tuple[int, ...]:
+    lo, hi, *rest = _integers(bounds, (2, 3), "range: [lo, hi] or [lo, hi, step]")
+    step = rest[0] if rest else 1
+    if step < 1:
+        raise ValueError(f"range step must be at least 1 (got {step})")
+    if lo > hi:
+        raise ValueError(f"empty range: lo {lo} is above hi {hi}")
+    if (hi - lo) // step + 1 > MAX_VALUES_PER_KNOB:
+        raise ValueError(f"range has more than {MAX_VALUES_PER_KNOB:,} values: use a step or pow2")
+    return tuple(range(lo, hi + 1, step))
+
+
+def _pow2(bounds: Any) -> tuple[int, ...]:
+    lo, hi = _integers(bounds, (2,), "pow2: [lo, hi]")
+    if lo < 0 or lo > hi:
+        raise ValueError(f"pow2 needs 0 <= lo <= hi (got [{lo}, {hi}])")
+    powers = [1 << k for k in range(hi.bit_length()) if max(lo, 1) <= 1 << k <= hi]
+    if not powers:
+        raise ValueError(f"no power of two between {lo} and {hi}")
+    return tuple([0] if lo == 0 else []) + tuple(powers)
+
+
+def _duration_us(given: Any) -> Any:
+    """A time as µs: a number of milliseconds, or a string with a unit (``800us``, ``20ms``, ``1.5s``)."""
+    if isinstance(given, (int, float)) and not isinstance(given, bool):
+        return float(given) * 1e3
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(us|µs|ms|s)\s*", str(given), re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a time (got {given!r}): give milliseconds or a unit, e.g. 20ms, 800us, 1.5s")
+    return float(match[1]) * TIME_UNITS_US[match[2].lower()]
+
+
+Domain = Annotated[tuple, BeforeValidator(_domain)]
+Knob = Literal[TUNABLE]  # type: ignore[valid-type]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Constraints(_Strict):
+    """Limits a configuration must meet to count; device memory is always one."""
+
+    max_step_time: Annotated[float, BeforeValidator(_duration_us), Field(gt=0)] | None = Field(
+        None, description="longest median step time allowed: milliseconds, or a string with a unit (20ms, 800us)"
+    )
+    max_memory_fraction: float | None = Field(None, gt=0, le=1, description="largest share of device memory to use")
+
+
+class TuneSpec(_Strict):
+    """What ``perftool tune`` sweeps, what it optimises and how it searches."""
+
+    space: dict[Knob, Domain] = Field(min_length=1, description="values to try per knob")
+    objective: Literal["throughput", "step_time"] = Field(
+        "throughput", description="maximise samples/s, or minimise the median step time"
+    )
+    constraints: Constraints = Constraints()
+    strategy: Literal["auto", "exhaustive", "local"] = Field(
+        "auto", description="exhaustive: every configuration; local: budgeted local search; auto: by space size"
+    )
+    budget: int | None = Field(None, ge=1, description="most configurations to simulate (local search)")
+    seed: int = Field(0, ge=0, lt=2**63, description="seed of the search's random restarts")
+    tolerance: float = Field(
+        0.005,
+        ge=0,
+        le=0.5,
+        description="configurations this close to the optimum count as equal; the earliest values win",
+    )
+
+
+class TuneConfig(EmulatorConfig):
+    """An emulator config with the ``tune:`` section that ``perftool tune`` reads."""
+
+    tune: TuneSpec = Field(exclude=True)
+
+
+def load_tune_config(path: str | Path, overrides: list[str] = ()) -> TuneConfig:
+    """Read and validate a tune config; every swept value must be one the device and workload accept."""
+    document, source, root, overridden = read_config(path, overrides)
+    if "tune" not in document:
+        raise PerftoolError(f"{source}: no tune: section (the search space); see `perftool schema tune`")
+    config = validate_config(document, source, root, overridden, TuneConfig)
+    where = (source, root, overridden)
+    space = {
+        name: tuple(_accepted(config, name, value, where) for value in values)
+        for name, values in config.tune.space.items()
+    }
+    problem = _strategy_problem(config.tune, prod(len(values) for values in space.values()))
+    if problem:
+        raise field_error(source, root, *problem, overridden)
+    return config.model_copy(update={"tune": config.tune.model_copy(update={"space": space})})
+
+
+def _strategy_problem(spec: TuneSpec, size: int) -> tuple[tuple, str] | None:
+    """An exhaustive sweep that is too large, or that a budget would cut short."""
+    if spec.strategy != "exhaustive":
+        return None
+    if size > MAX_EXHAUSTIVE:
+        return ("tune", "strategy"), (
+            f"exhaustive over {size:,} configurations is more than the {MAX_EXHAUSTIVE:,} it sweeps; "
+            "use strategy: local with a budget"
+        )
+    if spec.budget is not None and spec.budget < size:
+        return ("tune", "budget"), (
+            f"{spec.budget:,} is smaller than the space ({size:,} configurations) that strategy exhaustive "
+            "sweeps; use strategy: local, or drop the budget"
+        )
+    return None
+
+
+def _accepted(config: TuneConfig, name: str, value: Any, where: tuple) -> Any:
+    """``value`` as the knob takes it; an error naming the line when the device or workload cannot take it."""
+    accepted, problem = knob_value(config, name, value)
+    if problem:
+        source, root, overridden = where
+        raise field_error(source, root, ("tune", "space", name), f"value {value!r}: {problem}", overridden)
+    return accepted
