@@ -10,7 +10,7 @@ class SweepProgress:
     """Counts a sweep's configurations: evaluated and pruned for exhaustive, evaluated against the budget otherwise."""
 
     def __init__(self, enabled: bool | None = None) -> None:
-        console = Console(stderr=True)
+        console = Console(stderr=True, force_terminal=enabled or None)  # --progress: draw even when piped
         self.enabled = console.is_terminal if enabled is None else enabled
         self._bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

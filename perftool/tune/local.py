@@ -1,12 +1,12 @@
 """The budgeted strategy: local search from the config as written, with random restarts.
 
-Each climber looks along every knob's line through its point (all of the knob's values, or
-:data:`LINE_VALUES` of them spread over a long list, the nearest neighbours first) and moves to
-the best configuration it sees. When no single-knob move helps, it tries moving two knobs one
-step each, for knobs that only pay off together (a bigger batch needs more IO tiles). Climbers
-move side by side, so each round of moves is one batched evaluation. When every climber is stuck,
-new ones start from random points; the search ends when the budget is spent, or when a round of
-restarts finds nothing better than the best so far.
+A climber looks along every knob's line through its point (all of the knob's values, or
+:data:`LINE_VALUES` of them spread over a long list, the nearest neighbours first), in one batched
+evaluation. It then also tries the *jump* that sets every knob to the best value its own line
+showed, and moves to the best configuration it has seen. When no single-knob move helps, it tries
+moving two knobs one step each, for knobs that only pay off together (a bigger batch needs more
+IO tiles). When a climber is stuck, the next starts from a random point; the search ends when the
+budget is spent or :data:`PATIENCE` restarts in a row find nothing better than the best so far.
 """
 
 from __future__ import annotations
@@ -19,52 +19,56 @@ from perftool.tune.evaluator import Evaluator
 from perftool.tune.space import Space
 
 LINE_VALUES = 16  # values looked at along one knob per move, for knobs with long lists
-CLIMBERS = 3  # the config as written and random points
-RESTARTS = 2  # climbers started from random points in each later round
+PATIENCE = 2  # restarts in a row that find nothing better before the search stops
 
 
 def local_search(evaluator: Evaluator, start: np.ndarray, budget: int, seed: int) -> None:
-    """Climb from ``start`` and random points until ``budget`` configurations have been simulated."""
+    """Climb from ``start``, then from random points, until ``budget`` configurations have been simulated."""
     rng = np.random.default_rng(seed)
-    space = evaluator.space
-    climbers = np.vstack([start[None, :], _random_points(rng, space, CLIMBERS - 1)])
-    best = -np.inf
-    while evaluator.evaluations < budget:
-        _climb(evaluator, climbers, budget)
-        if evaluator.best_score <= best:
-            break
-        best = evaluator.best_score
-        climbers = _random_points(rng, space, RESTARTS)
+    point, best, fruitless = start, -np.inf, 0
+    while evaluator.evaluations < budget and fruitless < PATIENCE:
+        _climb(evaluator, point, budget)
+        fruitless = fruitless + 1 if evaluator.best_score <= best else 0
+        best = max(best, evaluator.best_score)
+        point = np.array([rng.integers(size) for size in evaluator.space.sizes.tolist()])
 
 
-def _random_points(rng: np.random.Generator, space: Space, count: int) -> np.ndarray:
-    return np.stack([rng.integers(0, size, count) for size in space.sizes], axis=1)
+def _climb(evaluator: Evaluator, point: np.ndarray, budget: int) -> None:
+    """Move uphill from ``point`` until no move helps or the budget is spent."""
+    _evaluate_within(evaluator, point[None, :], budget)
+    pairs = False  # single-knob moves exhausted: try two-knob steps
+    while not evaluator.unseen(point[None, :])[0] and evaluator.evaluations < budget:
+        here = evaluator(point[None, :])[0]
+        near, far, both = _neighbours(evaluator.space, point, pairs)
+        _evaluate_within(evaluator, np.concatenate([near, far, both]), budget)
+        seen = _seen(evaluator, np.concatenate([near, far, both]))
+        jump = _jump(evaluator, point, here, seen)
+        _evaluate_within(evaluator, jump, budget)
+        seen = np.concatenate([seen, _seen(evaluator, jump)])
+        scores = evaluator(seen) if len(seen) else np.zeros(0)
+        if scores.size and scores.max() > here:
+            point, pairs = seen[int(np.argmax(scores))], False
+        elif not pairs:
+            pairs = True
+        else:
+            return
 
 
-def _climb(evaluator: Evaluator, climbers: np.ndarray, budget: int) -> None:
-    """Move every climber uphill until none can move or the budget is spent."""
-    current = _unique(evaluator.space, climbers)
-    _evaluate_within(evaluator, current, budget)
-    current = current[~evaluator.unseen(current)]
-    pairs = np.zeros(len(current), dtype=bool)  # climbers whose single-knob moves are exhausted
-    while len(current) and evaluator.evaluations < budget:
-        hoods = [_neighbours(evaluator.space, point, pair) for point, pair in zip(current, pairs)]
-        tiers = [np.concatenate([hood[tier] for hood in hoods]) for tier in range(3)]
-        _evaluate_within(evaluator, np.concatenate(tiers), budget)
-        following: dict[int, tuple[np.ndarray, bool]] = {}
-        for point, pair, hood in zip(current, pairs, hoods):
-            seen = np.concatenate(hood)
-            seen = seen[~evaluator.unseen(seen)]
-            scores = evaluator(seen) if len(seen) else np.zeros(0)
-            if scores.size and scores.max() > evaluator(point[None, :])[0]:
-                step = (seen[int(np.argmax(scores))], False)
-            elif not pair:
-                step = (point, True)
-            else:
-                continue
-            following.setdefault(int(evaluator.space.flat(step[0][None, :])[0]), step)
-        current = np.array([point for point, _ in following.values()]).reshape(-1, current.shape[1])
-        pairs = np.array([pair for _, pair in following.values()], dtype=bool)
+def _seen(evaluator: Evaluator, points: np.ndarray) -> np.ndarray:
+    return points[~evaluator.unseen(points)]
+
+
+def _jump(evaluator: Evaluator, point: np.ndarray, here: float, seen: np.ndarray) -> np.ndarray:
+    """``point`` with every knob at the best value its own line showed (empty unless two or more knobs moved)."""
+    if not len(seen):
+        return np.zeros((0, len(point)), dtype=np.int64)
+    scores = evaluator(seen)
+    jump = point.copy()
+    for j in range(len(point)):
+        on_line = np.flatnonzero((np.delete(seen, j, axis=1) == np.delete(point, j)).all(axis=1))
+        if on_line.size and scores[on_line].max() > here:
+            jump[j] = seen[on_line[np.argmax(scores[on_line])], j]
+    return jump[None, :] if np.count_nonzero(jump != point) >= 2 else np.zeros((0, len(point)), dtype=np.int64)
 
 
 def _unique(space: Space, points: np.ndarray) -> np.ndarray:

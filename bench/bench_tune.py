@@ -1,0 +1,136 @@
+"""Tuning speed and search quality.
+
+    python bench/bench_tune.py [--repeats 3] [--seeds 3] [--budgets 0.01 0.05]
+
+1. End to end: ``perftool tune`` on a 10,692-configuration exhaustive sweep of the IPU example
+   (process start, config, sweep, report), best of ``--repeats``, with 1 and 2 jobs; configs/s.
+2. Search quality at equal budgets (1% and 5% of each bundled example's space): perftool's local
+   search against random sampling and, when installed (``pip install '.[bench]'``), Optuna's TPE
+   sampler. A configuration the plan prunes (out of memory, too few IO tiles) does not count
+   against the budget, for any of them. Prints the gap to the exhaustive optimum and wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from perftool.tune.evaluator import Evaluator
+from perftool.tune.search import tune
+from perftool.tune.space import Space
+from perftool.tune.spec import load_tune_config
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tune"
+WIDER_PREFETCH = "tune.space.prefetch_depth={range: [1, 9]}"  # 9,504 -> 10,692 configurations
+
+
+def end_to_end(repeats: int) -> None:
+    command = [sys.executable, "-m", "perftool", "tune", str(EXAMPLES / "ipu.yaml"), "--set", WIDER_PREFETCH,
+               "--strategy", "exhaustive", "--format", "json", "-o", "/dev/null"]  # fmt: skip
+    size = tune(load_tune_config(EXAMPLES / "ipu.yaml", [WIDER_PREFETCH])).space.size
+    for jobs in (1, 2):
+        best = float("inf")
+        for _ in range(repeats):
+            started = time.perf_counter()
+            subprocess.run([*command, "--jobs", str(jobs)], check=True)
+            best = min(best, time.perf_counter() - started)
+        print(f"exhaustive end to end, {size:,} configurations, --jobs {jobs}: {best:.2f} s "
+              f"({size / best:,.0f} configs/s, target <= 3 s)")  # fmt: skip
+
+
+def sampled(config, budget: int, draw) -> tuple[float, float]:
+    """Best throughput found and seconds taken when ``draw(evaluator)`` proposes one point at a time."""
+    space = Space.of(config.tune.space)
+    started = time.perf_counter()
+    with Evaluator(config, space) as evaluator:
+        attempts = 0
+        while evaluator.evaluations < budget and attempts < 20 * budget:
+            draw(evaluator)
+            attempts += 1
+        return evaluator.best_score, time.perf_counter() - started
+
+
+def random_draw(seed: int):
+    rng = np.random.default_rng(seed)
+
+    def draw(evaluator: Evaluator) -> None:
+        evaluator(np.array([[rng.integers(size) for size in evaluator.space.sizes]]))
+
+    return draw
+
+
+def tpe_search(config, budget: int, seed: int) -> tuple[float, float]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = Space.of(config.tune.space)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
+
+    def draw(evaluator: Evaluator) -> None:
+        trial = study.ask()
+        point = np.array([[trial.suggest_int(name, 0, size - 1) for name, size in zip(space.names, space.sizes)]])
+        score = float(evaluator(point)[0])
+        if np.isfinite(score):
+            study.tell(trial, score)
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+    return sampled(config, budget, draw)
+
+
+def quality(seeds: int, shares: list[float]) -> None:
+    try:
+        import optuna  # noqa: F401
+
+        have_optuna = True
+    except ImportError:
+        have_optuna = False
+        print("optuna is not installed (pip install '.[bench]'): TPE is left out")
+    print(f"{'example':8} {'space':>7} {'budget':>6}  {'local gap':>10} {'time':>7}  {'random gap':>10} {'time':>7}"
+          + (f"  {'TPE gap':>10} {'time':>7}" if have_optuna else ""))  # fmt: skip
+    for family in ("npu", "ipu", "hpu", "gpu"):
+        full = tune(load_tune_config(EXAMPLES / f"{family}.yaml", ["tune.strategy=exhaustive"]))
+        optimum = full.rows.score("throughput")[full.optimum]
+        for share in shares:
+            budget = max(10, round(share * full.space.size))
+            gaps: dict[str, list[float]] = {"local": [], "random": [], "tpe": []}
+            times: dict[str, list[float]] = {"local": [], "random": [], "tpe": []}
+            for seed in range(seeds):
+                settings = ["tune.strategy=local", f"tune.seed={seed}", f"tune.budget={budget}"]
+                config = load_tune_config(EXAMPLES / f"{family}.yaml", settings)
+                local = tune(config)
+                runs = {
+                    "local": (local.rows.score("throughput").max(), local.seconds),
+                    "random": sampled(config, budget, random_draw(seed)),
+                }
+                if have_optuna:
+                    runs["tpe"] = tpe_search(config, budget, seed)
+                for name, (found, seconds) in runs.items():
+                    gaps[name].append(1 - found / optimum)
+                    times[name].append(seconds)
+            cells = "".join(
+                f"  {np.mean(gaps[name]):>10.2%} {np.mean(times[name]):>6.2f}s"
+                for name in ("local", "random", "tpe")
+                if gaps[name]
+            )
+            print(f"{family:8} {full.space.size:>7,} {budget:>6}{cells}")
+    print(f"(gap: 1 - best found / exhaustive optimum, mean over {seeds} seeds; same budget of evaluations for all)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--budgets", type=float, nargs="+", default=[0.01, 0.05], help="shares of each space")
+    args = parser.parse_args()
+    end_to_end(args.repeats)
+    quality(args.seeds, args.budgets)
+
+
+if __name__ == "__main__":
+    main()
