@@ -13,6 +13,19 @@ from perftool.tune.explain import LABELS, shown, why
 from perftool.tune.search import TuneResult
 from perftool.tune.sensitivity import knob_lines
 
+COLUMNS = {  # short knob names for the table's headers
+    "loop_size": "loop",
+    "prefetch_depth": "prefetch",
+    "io_tiles": "IO tiles",
+    "batch_size": "batch",
+    "gradient_accumulation": "accum",
+    "transfer_dtype": "dtype",
+    "offload_optimizer": "offload",
+    "last_batch": "last",
+    "device_graphs": "graphs",
+    "layout_mismatch": "layout",
+}
+
 
 def render(result: TuneResult, source: str, top: int = 10) -> Group:
     """Header, top configurations, baseline and best, one line of why per knob, sensitivity."""
@@ -26,15 +39,16 @@ def objective_label(result: TuneResult) -> str:
 def _header(result: TuneResult, source: str) -> Text:
     config = result.config
     pruned = Counter(reason.split(":")[0] for reason in result.rows.reason[~result.rows.simulated])
-    why_pruned = f" ({', '.join(f'{n:,} {cause}' for cause, n in pruned.most_common())})" if pruned else ""
+    causes = ", ".join(f"{n:,} {cause}" for cause, n in pruned.most_common())
+    pruned_text = f", {result.pruned:,} pruned before simulation ({causes})" if pruned else ""
     budget = f" of a budget of {result.budget:,}" if result.budget else ""
     share = result.evaluations / result.space.size
     return Text.assemble(
         ("perftool tune ", "bold"), (source, "bold magenta"),
         f"\n{config.device} · {config.profile.model} · {config.workload.name} · objective: {objective_label(result)}",
         f"\nspace: {result.space.size:,} configurations over {len(result.space.names)} knobs · "
-        f"strategy {result.strategy}: {result.evaluations:,} evaluated{budget} ({share:.1%} of the space), "
-        f"{result.pruned:,} pruned before simulation{why_pruned} · {result.seconds:.2f} s",
+        f"strategy {result.strategy}: {result.evaluations:,} evaluated{budget} ({share:.1%} of the space)"
+        f"{pruned_text} · {result.seconds:.2f} s",
     )  # fmt: skip
 
 
@@ -42,9 +56,9 @@ def _top_table(result: TuneResult, top: int) -> Table:
     table = Table(title=f"Top {top} configurations (★ recommended)", title_justify="left")
     table.add_column("#", justify="right")
     for name in result.space.names:
-        table.add_column(LABELS[name])
-    for column in ("samples/s", "step time", "memory", "device busy"):
-        table.add_column(column, justify="right")
+        table.add_column(COLUMNS[name])
+    for column in ("samples/s", "step time", "memory", "busy"):
+        table.add_column(column, justify="right", no_wrap=True)
     ranked = result.ranked().tolist()
     listed = ranked[:top] + ([result.best] if result.best not in ranked[:top] else [])
     figures = result.rows.figures
@@ -55,7 +69,7 @@ def _top_table(result: TuneResult, top: int) -> Table:
             *(shown(v) for v in result.knobs(row).values()),
             f"{figures['throughput'][row]:,.1f}",
             duration(figures["step_time_us"][row]),
-            f"{figures['memory_bytes'][row] / 1e9:,.2f} GB ({percent(figures['memory_fraction'][row])})",
+            f"{figures['memory_bytes'][row] / 1e9:,.2f} GB {figures['memory_fraction'][row]:.0%}",
             percent(figures["device_busy_fraction"][row]),
             style="bold green" if row == result.best else None,
         )
