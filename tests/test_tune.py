@@ -370,3 +370,13 @@ def test_every_example_loads_and_emulates_as_written():
     for family in FAMILIES:
         config = load_config(EXAMPLES / f"{family}.yaml")
         assert config.device == family and evaluate(config).feasible[0]
+
+
+def test_a_baseline_that_cannot_run_is_reported_without_a_speedup(run):
+    result = run("tune", EXAMPLES / "npu.yaml", "--set", "batch_size=1024", "--format", "json")
+    assert result.exit_code == 0
+    summary = json.loads(result.stdout)
+    assert summary["baseline"]["feasible"] is False and "out of memory" in summary["baseline"]["reason"]
+    assert summary["speedup"] is None and summary["best"]["feasible"] is True
+    text = " ".join(run("tune", EXAMPLES / "npu.yaml", "--set", "batch_size=1024").stdout.split())
+    assert "→ cannot run: out of memory: needs" in text

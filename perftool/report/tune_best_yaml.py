@@ -13,7 +13,7 @@ def render(result: TuneResult, source: str) -> str:
     }
     if not changed:
         gain = "the config as written is already the best"
-    elif result.baseline.feasible[0]:
+    elif result.baseline.simulated[0]:
         gain = f"x{result.speedup():.2f} {result.objective} over the config as written"
     else:
         gain = f"the config as written cannot run ({result.baseline.reason[0]})"

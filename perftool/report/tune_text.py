@@ -80,9 +80,10 @@ def _verdict(result: TuneResult) -> Text:
     baseline, figures = result.baseline, result.rows.figures
     written = ", ".join(f"{LABELS[name]} {shown(getattr(result.config.knobs, name))}" for name in result.space.names)
     best = ", ".join(f"{LABELS[name]} {shown(value)}" for name, value in result.knobs(result.best).items())
-    if baseline.feasible[0]:
+    if baseline.simulated[0]:
         was = (
             f"{baseline.figures['throughput'][0]:,.1f} samples/s, step {duration(baseline.figures['step_time_us'][0])}"
+            + (f" ({baseline.reason[0]})" if baseline.reason[0] else "")
         )
         gain = f"×{result.speedup():.2f} {'throughput' if result.objective == 'throughput' else 'shorter steps'}"
     else:
@@ -118,9 +119,11 @@ def _sensitivity(result: TuneResult) -> Table:
             f"{_objective(result, worst.objective)} at {shown(worst.value)} → "
             f"{_objective(result, top.objective)} at {shown(top.value)}"
         )
-        skipped = len(line.points) - len(line.counted)
-        if skipped:
-            along += f" ({skipped} value{'s' if skipped > 1 else ''} not counted)"
+        unseen = sum(p.row is None for p in line.points)
+        ruled_out = sum(p.row is not None and bool(p.reason) for p in line.points)
+        notes = [f"{unseen:,} not looked at"] * bool(unseen) + [f"{ruled_out:,} infeasible"] * bool(ruled_out)
+        if notes:
+            along += f" ({', '.join(notes)})"
         table.add_row(LABELS[line.knob], shown(line.best_value), along, percent(line.spread))
     return table
 

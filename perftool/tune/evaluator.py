@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -40,10 +41,7 @@ class Rows:
     simulated: np.ndarray  # went through the simulation (an evaluation) rather than being pruned
 
     @classmethod
-    def concat(cls, parts: list[Rows], knobs: int) -> Rows:
-        if not parts:
-            empty = np.zeros(0)
-            return cls(np.zeros((0, knobs), np.int64), {n: empty for n in ROW_FIGURES}, empty.astype(object), empty > 0)
+    def concat(cls, parts: list[Rows]) -> Rows:
         return cls(
             np.concatenate([p.points for p in parts]),
             {name: np.concatenate([p.figures[name] for p in parts]) for name in ROW_FIGURES},
@@ -138,7 +136,7 @@ class Evaluator:
         if self.jobs > 1 and len(pieces) > 1:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(self.jobs)
-            results = self._pool.map(evaluate_points, *zip(*[(self.config, self.space, p) for p in pieces]))
+            results = self._pool.map(evaluate_points, repeat(self.config), repeat(self.space), pieces)
         else:
             results = (evaluate_points(self.config, self.space, piece) for piece in pieces)
         for rows in results:
@@ -153,4 +151,4 @@ class Evaluator:
 
     def rows(self) -> Rows:
         """Every configuration looked at, in the order they were looked at."""
-        return Rows.concat(self.parts, len(self.space.names))
+        return Rows.concat(self.parts)

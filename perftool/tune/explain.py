@@ -61,14 +61,12 @@ def _compared(result: TuneResult, line: KnobLine) -> str:
     best = line.at(line.best_value)
     phrases = [_versus(result, best, point) for point in line.neighbours()]
     if not phrases:
-        return "the only value tried"
+        return "no other value looked at" if len(line.points) > 1 else "the only value tried"
     return ", ".join(phrases)
 
 
 def _versus(result: TuneResult, best: LinePoint, other: LinePoint) -> str:
     value = shown(other.value)
-    if other.row is None:
-        return f"{value} not evaluated"
     if other.reason:
         return f"{value} is {other.reason.split(':')[0]}"
     change = other.objective / best.objective - 1

@@ -33,15 +33,23 @@ def local_search(evaluator: Evaluator, start: np.ndarray, budget: int, seed: int
         point = np.array([rng.integers(size) for size in evaluator.space.sizes.tolist()])
 
 
+def compare_neighbours(evaluator: Evaluator, point: np.ndarray, budget: int) -> None:
+    """Evaluate the values either side of each knob at ``point`` (the answer), so it can be compared with them."""
+    steps = [_moved(point, {j: point[j] + d}) for j in range(len(point)) for d in (-1, 1)]
+    inside = [step for step in steps if (0 <= step).all() and (step < evaluator.space.sizes).all()]
+    if inside:
+        _evaluate_within(evaluator, np.array(inside), budget)
+
+
 def _climb(evaluator: Evaluator, point: np.ndarray, budget: int) -> None:
     """Move uphill from ``point`` until no move helps or the budget is spent."""
     _evaluate_within(evaluator, point[None, :], budget)
     pairs = False  # single-knob moves exhausted: try two-knob steps
     while not evaluator.unseen(point[None, :])[0] and evaluator.evaluations < budget:
         here = evaluator(point[None, :])[0]
-        near, far, both = _neighbours(evaluator.space, point, pairs)
-        _evaluate_within(evaluator, np.concatenate([near, far, both]), budget)
-        seen = _seen(evaluator, np.concatenate([near, far, both]))
+        hood = _neighbours(evaluator.space, point, pairs)
+        _evaluate_within(evaluator, hood, budget)
+        seen = _seen(evaluator, hood)
         jump = _jump(evaluator, point, here, seen)
         _evaluate_within(evaluator, jump, budget)
         seen = np.concatenate([seen, _seen(evaluator, jump)])
@@ -84,8 +92,8 @@ def _evaluate_within(evaluator: Evaluator, points: np.ndarray, budget: int) -> N
         evaluator(unseen[:room])
 
 
-def _neighbours(space: Space, point: np.ndarray, pair: bool) -> list[np.ndarray]:
-    """Points one move away, in three tiers: next values, the rest of each line, two-knob steps."""
+def _neighbours(space: Space, point: np.ndarray, pair: bool) -> np.ndarray:
+    """Points one move away, nearest first: next values, the rest of each line, two-knob steps."""
     near, far, both = [], [], []
     for j, size in enumerate(space.sizes.tolist()):
         at = int(point[j])
@@ -99,8 +107,7 @@ def _neighbours(space: Space, point: np.ndarray, pair: bool) -> list[np.ndarray]
                 for dk in (-1, 1):
                     if 0 <= point[j] + dj < space.sizes[j] and 0 <= point[k] + dk < space.sizes[k]:
                         both.append(_moved(point, {j: point[j] + dj, k: point[k] + dk}))
-    width = len(point)
-    return [np.array(tier, dtype=np.int64).reshape(-1, width) for tier in (near, far, both)]
+    return np.array(near + far + both, dtype=np.int64).reshape(-1, len(point))
 
 
 def _moved(point: np.ndarray, changes: dict[int, int]) -> np.ndarray:

@@ -20,13 +20,14 @@ from perftool.emulator.config import EmulatorConfig
 from perftool.errors import PerftoolError
 from perftool.tune.evaluator import Evaluator, Rows, evaluate_grid
 from perftool.tune.exhaustive import exhaustive
-from perftool.tune.local import local_search
+from perftool.tune.local import compare_neighbours, local_search
 from perftool.tune.space import Space
-from perftool.tune.spec import TuneConfig
+from perftool.tune.spec import TuneConfig, TuneSpec
 
 AUTO_EXHAUSTIVE_WORK = 20_000_000  # configurations x steps that auto still sweeps exhaustively (seconds of work)
 DEFAULT_BUDGET_SHARE = 0.05  # local search's default budget: this share of the space ...
-MIN_DEFAULT_BUDGET = 100  # ... and at least this many configurations
+MIN_DEFAULT_BUDGET = 100  # ... at least this many configurations ...
+MAX_DEFAULT_BUDGET = 10_000  # ... and at most this many
 
 
 class NoFeasibleConfiguration(PerftoolError):
@@ -64,7 +65,7 @@ class TuneResult:
         return EmulatorConfig.model_validate({**dict(self.config), "knobs": knobs, "tune": None})
 
     def speedup(self) -> float:
-        """How much better the best is than the baseline on the objective (NaN when the baseline cannot run)."""
+        """How much better the best is than the baseline on the objective (NaN when the baseline cannot run at all)."""
         if self.objective == "throughput":
             return float(self.rows.figures["throughput"][self.best] / self.baseline.figures["throughput"][0])
         return float(self.baseline.figures["step_time_us"][0] / self.rows.figures["step_time_us"][self.best])
@@ -100,7 +101,9 @@ def tune(
         if strategy == "exhaustive":
             exhaustive(evaluator)
         else:
-            local_search(evaluator, space.nearest(config.knobs), budget, spec.seed)
+            kept_back = min(8 * len(space.names), budget // 10)  # to compare the answer with its neighbours
+            local_search(evaluator, space.nearest(config.knobs), budget - kept_back, spec.seed)
+            _compare_answer(evaluator, spec, budget)
     rows = evaluator.rows()
     seconds = time.perf_counter() - started
     optimum, best = choose(rows, space, spec.objective, spec.tolerance)
@@ -108,6 +111,21 @@ def tune(
         config, space, strategy, budget, rows, evaluator.evaluations, evaluator.pruned, seconds,
         evaluate_grid(config, None), optimum, best,
     )  # fmt: skip
+
+
+def _compare_answer(evaluator: Evaluator, spec: TuneSpec, budget: int) -> None:
+    """Evaluate the values either side of the answer's knobs, again while that changes the answer and budget is left."""
+    answers: set[int] = set()
+    while evaluator.evaluations < budget:
+        rows = evaluator.rows()
+        if not np.isfinite(rows.score(spec.objective)).any():
+            return
+        point = rows.points[choose(rows, evaluator.space, spec.objective, spec.tolerance)[1]]
+        answer = int(evaluator.space.flat(point[None, :])[0])
+        if answer in answers:
+            return
+        answers.add(answer)
+        compare_neighbours(evaluator, point, budget)
 
 
 def choose(rows: Rows, space: Space, objective: str, tolerance: float) -> tuple[int, int]:
@@ -139,5 +157,5 @@ def _strategy(config: TuneConfig, space: Space) -> str:
 def _budget(config: TuneConfig, space: Space, strategy: str) -> int | None:
     if strategy == "exhaustive":
         return None
-    default = max(MIN_DEFAULT_BUDGET, int(np.ceil(DEFAULT_BUDGET_SHARE * space.size)))
+    default = min(MAX_DEFAULT_BUDGET, max(MIN_DEFAULT_BUDGET, int(np.ceil(DEFAULT_BUDGET_SHARE * space.size))))
     return min(space.size, config.tune.budget or default)

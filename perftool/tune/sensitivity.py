@@ -48,9 +48,11 @@ class KnobLine:
         return ordered[0], ordered[-1]
 
     def neighbours(self) -> list[LinePoint]:
-        """The values just before and after the best one in the knob's list."""
+        """The nearest values before and after the best one in the knob's list that were looked at."""
         at = next(i for i, p in enumerate(self.points) if p.value == self.best_value)
-        return [self.points[i] for i in (at - 1, at + 1) if 0 <= i < len(self.points)]
+        before = next((p for p in reversed(self.points[:at]) if p.row is not None), None)
+        after = next((p for p in self.points[at + 1 :] if p.row is not None), None)
+        return [p for p in (before, after) if p is not None]
 
     def at(self, value: Any) -> LinePoint | None:
         return next((p for p in self.points if p.value == value), None)

@@ -14,9 +14,6 @@ from typing import Any
 import numpy as np
 
 from perftool.emulator.config import Knobs
-from perftool.errors import PerftoolError
-
-MAX_SPACE = 2**62  # flat indices stay int64
 
 
 @dataclass(frozen=True)
@@ -29,10 +26,7 @@ class Space:
     @classmethod
     def of(cls, space: dict[str, tuple]) -> Space:
         names = tuple(space)
-        values = tuple(np.array(space[name]) for name in names)
-        if prod(v.size for v in values) > MAX_SPACE:
-            raise PerftoolError(f"the search space has more than 2^62 configurations ({', '.join(names)})")
-        return cls(names, values)
+        return cls(names, tuple(np.array(space[name]) for name in names))
 
     @property
     def sizes(self) -> np.ndarray:

@@ -20,8 +20,9 @@ from perftool.errors import PerftoolError
 from perftool.yamlfile import field_error
 
 TUNABLE = tuple(name for name in Knobs.model_fields if name != "cpu_fallback_ops")
-MAX_VALUES_PER_KNOB = 100_000
+MAX_VALUES_PER_KNOB = 10_000
 MAX_EXHAUSTIVE = 2_000_000  # configurations an exhaustive sweep may take on
+MAX_SPACE = 2**62  # configurations a space may hold (flat indices stay int64)
 TIME_UNITS_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 
 
@@ -135,19 +136,25 @@ def load_tune_config(path: str | Path, overrides: list[str] = ()) -> TuneConfig:
     if "tune" not in document:
         raise PerftoolError(f"{source}: no tune: section (the search space); see `perftool schema tune`")
     config = validate_config(document, source, root, overridden, TuneConfig)
-    where = (source, root, overridden)
-    space = {
-        name: tuple(_accepted(config, name, value, where) for value in values)
-        for name, values in config.tune.space.items()
-    }
-    problem = _strategy_problem(config.tune, prod(len(values) for values in space.values()))
+    space = {}
+    for name, values in config.tune.space.items():
+        accepted = []
+        for value in values:
+            taken, problem = knob_value(config, name, value)
+            if problem:
+                raise field_error(source, root, ("tune", "space", name), f"value {value!r}: {problem}", overridden)
+            accepted.append(taken)
+        space[name] = tuple(accepted)
+    problem = _size_problem(config.tune, prod(len(values) for values in space.values()))
     if problem:
         raise field_error(source, root, *problem, overridden)
     return config.model_copy(update={"tune": config.tune.model_copy(update={"space": space})})
 
 
-def _strategy_problem(spec: TuneSpec, size: int) -> tuple[tuple, str] | None:
-    """An exhaustive sweep that is too large, or that a budget would cut short."""
+def _size_problem(spec: TuneSpec, size: int) -> tuple[tuple, str] | None:
+    """A space too large to index, an exhaustive sweep too large, or one that a budget would cut short."""
+    if size > MAX_SPACE:
+        return ("tune", "space"), f"{size:.2e} configurations is more than the 2^62 perftool can index"
     if spec.strategy != "exhaustive":
         return None
     if size > MAX_EXHAUSTIVE:
@@ -161,12 +168,3 @@ def _strategy_problem(spec: TuneSpec, size: int) -> tuple[tuple, str] | None:
             "sweeps; use strategy: local, or drop the budget"
         )
     return None
-
-
-def _accepted(config: TuneConfig, name: str, value: Any, where: tuple) -> Any:
-    """``value`` as the knob takes it; an error naming the line when the device or workload cannot take it."""
-    accepted, problem = knob_value(config, name, value)
-    if problem:
-        source, root, overridden = where
-        raise field_error(source, root, ("tune", "space", name), f"value {value!r}: {problem}", overridden)
-    return accepted
