@@ -17,6 +17,8 @@ from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import encode_for, trace_bytes
 from perftool.errors import PerftoolError
+from perftool.gate.policy import Budget, load_budget
+from perftool.gate.run import run_gate
 from perftool.output import check_writable, write_bytes, write_text
 from perftool.report import (
     console,
@@ -27,6 +29,12 @@ from perftool.report import (
     findings_markdown,
     findings_sarif,
     findings_text,
+    gate_github,
+    gate_json,
+    gate_junit,
+    gate_markdown,
+    gate_sarif,
+    gate_text,
     info_json,
     info_text,
     rules_text,
@@ -52,6 +60,7 @@ SCHEMAS = {
     "findings": ScanReport,
     "rule": Rule,
     "project": ProjectConfig,
+    "budget": Budget,
 }
 SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
 
@@ -239,6 +248,60 @@ def scan(traces, fmt, output, select, ignore, fail_on, device, dialect, evidence
 
 def _first(*choices):
     return next(choice for choice in choices if choice is not None)
+
+
+GATE_FORMATS = {
+    "text": None,
+    "json": gate_json,
+    "markdown": gate_markdown,
+    "junit": gate_junit,
+    "sarif": gate_sarif,
+    "github": gate_github,
+}
+
+
+@cli.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True), metavar="[BASELINE] CANDIDATE")
+@click.option("--budget", type=click.Path(dir_okay=False), help="Hold the candidate to this budget file's limits.")
+@click.option("--fail-on", type=click.Choice(["info", "warning", "error", "never"]),
+              help="Fail on new findings at this severity  [default: error; never with a budget alone].")  # fmt: skip
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Relative step-time / throughput change that is a regression  [default: 0.05].")  # fmt: skip
+@click.option("--alpha", type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+              help="Significance level of the timing test  [default: 0.01].")  # fmt: skip
+@click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")
+@click.option("--format", "fmt", type=click.Choice(list(GATE_FORMATS)), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
+@click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
+@click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@_rule_options
+def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output, device, dialect, rule_dirs,
+         project_file) -> None:  # fmt: skip
+    """Fail CI when CANDIDATE regresses against BASELINE (traces or scan JSON), or breaks --budget.
+
+    Exit 0 pass (warnings included), 1 fail, 2 bad input.
+    """
+    if output:
+        check_writable(output)
+    if len(traces) > 2 or (len(traces) == 1 and budget is None):
+        raise click.UsageError("give BASELINE CANDIDATE, or CANDIDATE with --budget FILE")
+    baseline, candidate = (traces[0], traces[1]) if len(traces) == 2 else (None, traces[0])
+    project = load_project(project_file) or ProjectConfig()
+    policy = project.gate.model_copy(update={k: v for k, v in {"threshold": threshold, "alpha": alpha}.items() if v})
+    limits = load_budget(budget) if budget else None
+    chosen = catalog.selected(catalog.load_catalog(project, rule_dirs), tuple(project.select), tuple(project.ignore))
+    level = _first(fail_on, project.fail_on, "error" if baseline else "never")
+    result = run_gate(
+        candidate, baseline, limits, chosen, policy, level, allow_mismatch, device or project.device, dialect
+    )
+    if fmt == "text" and not output:
+        Console().print(gate_text.render(result))
+    else:
+        write_text(
+            GATE_FORMATS[fmt].render(result) if GATE_FORMATS[fmt] else console.plain(gate_text.render(result)), output
+        )
+    if result.status == "fail":
+        sys.exit(1)
 
 
 @cli.group()

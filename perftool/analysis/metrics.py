@@ -15,6 +15,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.steps import Steps, detect_steps
+from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 SCHEMA_VERSION = 1
@@ -59,6 +60,8 @@ METRICS: dict[str, str] = {
     "recompilations.count": "compilations starting inside the steady-state window (after warm-up)",
     "sync.count": "host-device synchronisation points in the window (stream sync, .item()); nested ones count once",
     "sync.per_step": "synchronisation points per steady-state step",
+    "cpu_fallback.count": "calls of ops that fell back to the host CPU, in the window",
+    "cpu_fallback.ops": "distinct ops that fell back to the host CPU, in the window",
 }
 
 _NOT_BUSY = [Kind.STEP, Kind.ANNOTATION]
@@ -142,6 +145,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         "communication.time_us": intervals.total(busy(kind == Kind.COMMUNICATION)),
         **_compile_metrics(trace, steps),
         **_sync_metrics(busy(kind == Kind.SYNC), steps),
+        **_fallback_metrics(trace, in_window),
     }
     scope, top = _top_ops(trace, in_window)
     categories = np.bincount(trace.cat, minlength=len(trace.cats))
@@ -196,6 +200,11 @@ def _sync_metrics(syncs: intervals.Intervals, steps: Steps) -> dict[str, float]:
     count = float(syncs[0].size)
     steady = steps.count - steps.warmup
     return {"sync.count": count, "sync.per_step": count / steady if steady else math.nan}
+
+
+def _fallback_metrics(trace: Trace, in_window: np.ndarray) -> dict[str, float]:
+    rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & in_window)
+    return {"cpu_fallback.count": float(rows.size), "cpu_fallback.ops": float(np.unique(trace.name[rows]).size)}
 
 
 def _top_ops(trace: Trace, in_window: np.ndarray) -> tuple[str, list[OpStat]]:

@@ -34,7 +34,7 @@ def _trace(trace: TraceFindings) -> list[str]:
         if finding.impact.per_step_us is not None:
             lost += f" ({duration(finding.impact.per_step_us)}/step)"
         rule = f"`{finding.rule_id}` {finding.rule_name}"
-        lines.append(f"| {_ICON[finding.severity.value]} | {rule} | {lost} | {_cell(finding.message)} |")
+        lines.append(f"| {_ICON[finding.severity.value]} | {rule} | {lost} | {cell(finding.message)} |")
     lines.append("")
     for finding in trace.findings:
         lines += _details(finding)
@@ -53,12 +53,12 @@ def _details(finding: Finding) -> list[str]:
     if finding.evidence:
         lines += ["| at | lasts | track | event |", "| ---: | ---: | --- | --- |"]
         lines += [
-            f"| {duration(e.ts_us)} | {duration(e.dur_us)} | {_cell(e.track)} | {_cell(e.name)} |"
+            f"| {duration(e.ts_us)} | {duration(e.dur_us)} | {cell(e.track)} | {cell(e.name)} |"
             for e in finding.evidence
         ]
         lines.append("")
     return [*lines, "</details>", ""]
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")

@@ -27,7 +27,12 @@ def render(report: ScanReport, rules: list[Rule]) -> str:
             "level": _LEVEL[finding.severity.value],
             "message": {"text": f"{finding.message} Fix: {finding.fix.text} Gain: {finding.gain.text}"},
             "locations": [
-                {"physicalLocation": {"artifactLocation": {"uri": _uri(trace.path)}, "region": {"startLine": 1}}}
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": artifact_uri(trace.path)},
+                        "region": {"startLine": 1},
+                    }
+                }
             ],
             "partialFingerprints": {"perftoolFinding/v1": finding.fingerprint},
             "properties": {
@@ -73,7 +78,7 @@ def _descriptor(rule: Rule) -> dict[str, Any]:
     return descriptor
 
 
-def _uri(path: str) -> str:
+def artifact_uri(path: str) -> str:
     """The trace's path relative to the working directory when it lies below it, else a file URI."""
     absolute = Path(path).resolve()
     try:

@@ -20,3 +20,12 @@ def duration(us: float, unit: str = "ms") -> str:
 
 def percent(fraction: float) -> str:
     return "—" if math.isnan(fraction) else f"{fraction * 100:.1f}%"
+
+
+def number(value: float | None) -> str:
+    """A figure in a table: whole numbers without decimals, others to four significant digits."""
+    if value is None or math.isnan(value):
+        return "—"
+    if float(value).is_integer() and abs(value) < 1e15:
+        return f"{value:,.0f}"
+    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"

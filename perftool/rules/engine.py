@@ -33,7 +33,8 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
     """Findings of ``rules`` on one loaded trace, the largest impact first."""
     steps = detect_steps(trace)
     metrics = compute_metrics(trace, steps)
-    scope = Scope(trace, steps, metrics, family or device_family(trace), _emulator_config(trace), evidence)
+    emulator = _emulator_config(trace)
+    scope = Scope(trace, steps, metrics, family or device_family(trace), emulator, evidence)
     findings = [finding for rule in rules if (finding := _finding(scope, rule)) is not None]
     findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
     idle = scope.idle
@@ -47,6 +48,9 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
         step_time_us=_plain(metrics["step_time_us.mean"]),
         idle={cause: idle.time(cause) / window for cause in CAUSES} if idle and window > 0 else {},
         findings=findings,
+        metrics={name: _plain(value) for name, value in metrics.values.items()},
+        step_durations_us=metrics.step_times_us,
+        emulator=emulator.model_dump(mode="json") if emulator is not None else None,
     )
 
 

@@ -71,6 +71,15 @@ class TraceFindings(_Record):
         description="share of the window the device is idle, per cause (see perftool.analysis.idle)"
     )
     findings: list[Finding]
+    metrics: dict[str, float | None] = Field(
+        default_factory=dict, description="the shared metrics (`perftool metrics`), null where they do not apply"
+    )
+    step_durations_us: list[float] = Field(
+        default_factory=list, description="every steady-state step's duration, µs, in order (what gate tests)"
+    )
+    emulator: dict[str, Any] | None = Field(
+        None, description="for emulator traces: the config that made the trace (device, workload, knobs, seed)"
+    )
 
 
 class ScanReport(_Record):

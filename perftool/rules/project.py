@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from perftool.errors import PerftoolError
+from perftool.gate.policy import GatePolicy
 from perftool.rules.model import Severity
 from perftool.yamlfile import read_yaml, validation_error
 
@@ -41,6 +42,7 @@ class ProjectConfig(BaseModel):
     device: Literal["npu", "ipu", "hpu", "gpu", "generic"] | None = None
     evidence: int | None = Field(None, ge=0, le=100, description="occurrences listed per finding")
     rules: dict[str, RuleChange] = Field(default_factory=dict, description="per rule id or name: what to change")
+    gate: GatePolicy = Field(default_factory=GatePolicy, description="what perftool gate holds a candidate to")
     _source: str = PrivateAttr("project config")
 
     @property

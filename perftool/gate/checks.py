@@ -1,0 +1,214 @@
+"""The checks gate runs, each a pass / warn / fail / skip with the numbers behind it.
+
+Against a baseline:
+
+- **timing**: the steady-state step time (median) and throughput fail only when the change is
+  beyond the threshold *and* the one-sided Mann–Whitney U test on the per-step samples says the
+  candidate is slower at ``alpha``; beyond the threshold without significance is a warning;
+- **counters** (:data:`~perftool.gate.policy.COUNTERS`) fail on any increase; ``sync.per_step`` is
+  compared as a count over the candidate's steps (more than half a sync more fails);
+- **metrics** with limits fail (or warn) when they move that far in the worse direction;
+- **findings** in the candidate whose fingerprint the baseline lacks fail at ``fail_on`` or above
+  and warn below it; findings in both pass.
+
+Without a baseline, a budget's absolute limits are checked, and (when ``fail_on`` asks) every
+finding of the candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from perftool.gate.policy import COUNTERS, HIGHER_IS_BETTER, Budget, GatePolicy, Limit
+from perftool.gate.stats import MIN_SAMPLES, p_greater
+from perftool.report.units import number
+from perftool.rules.findings import Finding, TraceFindings
+from perftool.rules.model import Severity
+
+Verdict = Literal["pass", "warn", "fail", "skip"]
+RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
+
+
+@dataclass
+class Check:
+    """One question gate asked, and its answer."""
+
+    id: str  # stable: "timing:step_time", "counter:<metric>", "metric:<metric>", "budget:<metric>", "finding:<fp>"
+    name: str  # what people read
+    verdict: Verdict
+    baseline: float | None
+    candidate: float | None
+    change: str  # the change, formatted ("+10.2%", "+1", "+0.031"), or ""
+    limit: str  # what would fail, in words
+    detail: str = ""
+
+    def figures(self) -> str:
+        """``baseline X, candidate Y (change)`` in words."""
+        return f"baseline {number(self.baseline)}, candidate {number(self.candidate)} ({self.change or 'no change'})"
+
+    def reason(self) -> str:
+        """Why it passed, warned or failed: the detail, else the limit."""
+        return self.detail or self.limit
+
+
+def status(checks: list[Check]) -> Verdict:
+    """The worst verdict: fail, else warn, else pass."""
+    worst = max((RANK[check.verdict] for check in checks), default=RANK["pass"])
+    return "fail" if worst == RANK["fail"] else "warn" if worst == RANK["warn"] else "pass"
+
+
+def compare(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolicy, fail_on: str) -> list[Check]:
+    """Every check of a candidate against its baseline."""
+    return [
+        *_timing(baseline, candidate, policy),
+        *(_counter(name, baseline, candidate) for name in COUNTERS),
+        *(_metric(name, limit, baseline, candidate) for name, limit in policy.metrics.items()),
+        *_new_findings(baseline.findings, candidate.findings, fail_on),
+    ]
+
+
+def against_budget(candidate: TraceFindings, budget: Budget, fail_on: str) -> list[Check]:
+    """Every budget limit on the candidate, and its findings at ``fail_on`` or above."""
+    checks = [_budget(name, limit, candidate) for name, limit in budget.metrics.items()]
+    if fail_on != "never":
+        checks += [_finding_check(f, "fail" if _reaches(f, fail_on) else "pass", "") for f in candidate.findings]
+    return checks
+
+
+def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolicy) -> list[Check]:
+    a, b = np.array(baseline.step_durations_us), np.array(candidate.step_durations_us)
+    limit = f"> {policy.threshold:.0%} worse and significant (p < {policy.alpha})"
+    if min(a.size, b.size) < MIN_SAMPLES:
+        why = f"needs {MIN_SAMPLES} steady steps on each side (baseline {a.size}, candidate {b.size})"
+        return [
+            Check("timing:step_time", "step time (median)", "skip", None, None, "", limit, why),
+            Check("timing:throughput", "throughput (steps/s)", "skip", None, None, "", limit, why),
+        ]
+    p = p_greater(a, b)
+    step_change = float(np.median(b) / np.median(a) - 1)
+    rate_a, rate_b = a.size / a.sum() * 1e6, b.size / b.sum() * 1e6
+    rate_change = float(rate_b / rate_a - 1)
+    return [
+        _timed("timing:step_time", "step time (median)", float(np.median(a)), float(np.median(b)),
+               step_change, p, policy, limit),
+        _timed("timing:throughput", "throughput (steps/s)", rate_a, rate_b, -rate_change, p, policy, limit,
+               shown_change=rate_change),
+    ]  # fmt: skip
+
+
+def _timed(
+    check_id: str, name: str, base: float, cand: float, worse_by: float, p: float, policy: GatePolicy, limit: str,
+    shown_change: float | None = None,
+) -> Check:  # fmt: skip
+    """``worse_by``: the relative change in the worse direction (positive: a regression)."""
+    beyond, significant = worse_by > policy.threshold, p < policy.alpha
+    verdict: Verdict = "fail" if beyond and significant else "warn" if beyond else "pass"
+    detail = {
+        "fail": f"{worse_by:.1%} worse, significant (p = {p:.2g})",
+        "warn": f"{worse_by:.1%} worse, not significant (p = {p:.2g}): noisy, rerun or take more steps",
+        "pass": "",
+    }[verdict]
+    change = worse_by if shown_change is None else shown_change
+    return Check(check_id, name, verdict, base, cand, f"{change:+.1%}", limit, detail)
+
+
+def _counter(name: str, baseline: TraceFindings, candidate: TraceFindings) -> Check:
+    base, cand = _value(baseline, name), _value(candidate, name)
+    limit = "any increase"
+    if base is None or cand is None:
+        return Check(f"counter:{name}", name, "skip", base, cand, "", limit, "not measured on both traces")
+    if name == "sync.per_step":  # a rate: compare counts over the candidate's steps
+        steps = len(candidate.step_durations_us) or 1
+        extra = (cand - base) * steps
+        verdict: Verdict = "fail" if extra > 0.5 else "pass"
+        detail = f"{extra:+.0f} syncs over the candidate's {steps} steps" if verdict == "fail" else ""
+        return Check(f"counter:{name}", name, verdict, base, cand, f"{round(cand - base, 4):+g}", limit, detail)
+    verdict = "fail" if cand > base else "pass"
+    detail = f"{cand - base:.0f} more than the baseline" if verdict == "fail" else ""
+    return Check(f"counter:{name}", name, verdict, base, cand, f"{cand - base:+.0f}", limit, detail)
+
+
+def _metric(name: str, limit: Limit, baseline: TraceFindings, candidate: TraceFindings) -> Check:
+    base, cand = _value(baseline, name), _value(candidate, name)
+    worse_side = "lower" if name in HIGHER_IS_BETTER else "higher"
+    words = _levels(limit, f"{worse_side} by")
+    if base is None or cand is None:
+        return Check(f"metric:{name}", name, "skip", base, cand, "", words, "not measured on both traces")
+    worse_by = (base - cand) if name in HIGHER_IS_BETTER else (cand - base)
+    verdict = _level(worse_by, limit)
+    detail = f"{abs(worse_by):.3g} {worse_side}: past the {_word(verdict)} limit" if verdict != "pass" else ""
+    return Check(f"metric:{name}", name, verdict, base, cand, f"{round(cand - base, 4):+g}", words, detail)
+
+
+def _budget(name: str, limit: Limit, candidate: TraceFindings) -> Check:
+    value = _value(candidate, name)
+    higher = name in HIGHER_IS_BETTER
+    words = _levels(limit, "below" if higher else "above")
+    if value is None:
+        return Check(f"budget:{name}", name, "skip", None, None, "", words, "not measured on this trace")
+    sign = -1 if higher else 1  # turn "below a minimum" into "above a maximum"
+    shifted = Limit(
+        warn=None if limit.warn is None else sign * limit.warn,
+        error=None if limit.error is None else sign * limit.error,
+    )
+    verdict = _level(sign * value, shifted)
+    detail = f"past the {_word(verdict)} limit" if verdict != "pass" else ""
+    return Check(f"budget:{name}", name, verdict, None, value, "", words, detail)
+
+
+def _level(worse: float, limit: Limit) -> Verdict:
+    if limit.error is not None and worse > limit.error:
+        return "fail"
+    if limit.warn is not None and worse > limit.warn:
+        return "warn"
+    return "pass"
+
+
+def _word(verdict: Verdict) -> str:
+    return "error" if verdict == "fail" else "warn"
+
+
+def _levels(limit: Limit, side: str) -> str:
+    parts = [
+        f"{level} {side} {value:g}"
+        for level, value in (("warn", limit.warn), ("error", limit.error))
+        if value is not None
+    ]
+    return ", ".join(parts)
+
+
+def _new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: str) -> list[Check]:
+    known = {finding.fingerprint for finding in baseline}
+    checks = []
+    for finding in candidate:
+        if finding.fingerprint in known:
+            checks.append(_finding_check(finding, "pass", "also in the baseline"))
+        else:
+            verdict: Verdict = "fail" if _reaches(finding, fail_on) else "warn"
+            checks.append(_finding_check(finding, verdict, "new in the candidate"))
+    current = {finding.fingerprint for finding in candidate}
+    checks += [
+        _finding_check(f, "pass", "fixed: only in the baseline") for f in baseline if f.fingerprint not in current
+    ]
+    return checks
+
+
+def _finding_check(finding: Finding, verdict: Verdict, detail: str) -> Check:
+    text = f"{finding.severity.value} {finding.rule_id} {finding.rule_name}"
+    return Check(
+        f"finding:{finding.fingerprint}", text, verdict, None, None, f"{finding.impact.share:.1%} of the step",
+        "new finding at --fail-on or above", f"{detail}: {finding.title}" if detail else finding.title,
+    )  # fmt: skip
+
+
+def _reaches(finding: Finding, fail_on: str) -> bool:
+    return fail_on != "never" and finding.severity.rank >= Severity(fail_on).rank
+
+
+def _value(trace: TraceFindings, name: str) -> float | None:
+    value = trace.metrics.get(name)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)

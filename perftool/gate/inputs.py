@@ -1,0 +1,84 @@
+"""What gate compares: a trace, scanned on the spot, or a scan saved with ``perftool scan --format json``.
+
+Either way one side is a :class:`~perftool.rules.findings.TraceFindings`: metrics, the per-step
+samples of the steady state, findings with fingerprints, and, for emulator traces, the config.
+Two sides are comparable when they are the same job: the same device family, and for emulator
+traces the same device and workload (the run's length, the seed and the knobs may differ: the
+knobs are what a change usually tries).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from perftool.errors import PerftoolError
+from perftool.rules.engine import scan_trace
+from perftool.rules.findings import ScanReport, TraceFindings
+from perftool.rules.model import Rule
+from perftool.trace import load_trace
+
+_SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
+FREE_WORKLOAD_FIELDS = frozenset({"steps", "name"})  # may differ between comparable emulator runs
+
+
+def load_side(path: str, rules: list[Rule], family: str | None, dialect: str | None) -> TraceFindings:
+    """One side of the comparison, from a scan's JSON or by scanning a trace."""
+    if _is_scan_json(path):
+        return _from_scan_json(path)
+    return scan_trace(load_trace(path, dialect=dialect), rules, family)
+
+
+def _is_scan_json(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(512)
+            if head[:2] == b"\x1f\x8b":
+                with gzip.open(path, "rb") as unzipped:
+                    head = unzipped.read(512)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False  # the trace loader reports what is wrong with the file
+    return bool(_SCAN_JSON.match(head))
+
+
+def _from_scan_json(path: str) -> TraceFindings:
+    try:
+        data = Path(path).read_bytes()
+        report = ScanReport.model_validate_json(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise PerftoolError(f"{path}: cannot read scan results: {exc}") from None
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or "document"
+        raise PerftoolError(f"{path}: not a perftool scan result: {where}: {error['msg']}") from None
+    if len(report.traces) != 1:
+        raise PerftoolError(f"{path}: holds {len(report.traces)} traces; gate compares one trace with one")
+    return report.traces[0]
+
+
+def differences(baseline: TraceFindings, candidate: TraceFindings) -> list[str]:
+    """What makes two sides different jobs (empty when they are comparable)."""
+    found = []
+    if baseline.family != candidate.family:
+        found.append(f"device family {baseline.family} → {candidate.family}")
+    if (baseline.emulator is None) != (candidate.emulator is None):
+        kinds = ["an emulator trace" if side.emulator else "a profiler trace" for side in (baseline, candidate)]
+        found.append(f"baseline is {kinds[0]}, candidate is {kinds[1]}")
+    elif baseline.emulator is not None and candidate.emulator is not None:
+        found += _config_differences(baseline.emulator, candidate.emulator)
+    return found
+
+
+def _config_differences(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    found = []
+    if base.get("device") != cand.get("device"):
+        found.append(f"emulator device {base.get('device')} → {cand.get('device')}")
+    base_work, cand_work = base.get("workload", {}), cand.get("workload", {})
+    for field in sorted((base_work.keys() | cand_work.keys()) - FREE_WORKLOAD_FIELDS):
+        if base_work.get(field) != cand_work.get(field):
+            found.append(f"workload.{field} {base_work.get(field)} → {cand_work.get(field)}")
+    return found

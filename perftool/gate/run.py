@@ -1,0 +1,48 @@
+"""A gate from inputs to verdict: load both sides, refuse different jobs, run the checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from perftool.errors import PerftoolError
+from perftool.gate.checks import Check, against_budget, compare, status
+from perftool.gate.inputs import differences, load_side
+from perftool.gate.policy import Budget, GatePolicy
+from perftool.rules.model import Rule
+
+
+@dataclass
+class GateResult:
+    candidate: str
+    baseline: str | None  # None: a budget alone
+    checks: list[Check]
+    mismatches: list[str] = field(default_factory=list)  # differences let through by --allow-mismatch
+
+    @property
+    def status(self) -> str:
+        return status(self.checks)
+
+    def counts(self) -> dict[str, int]:
+        return {verdict: sum(c.verdict == verdict for c in self.checks) for verdict in ("fail", "warn", "pass", "skip")}
+
+
+def run_gate(
+    candidate: str, baseline: str | None, budget: Budget | None, rules: list[Rule], policy: GatePolicy,
+    fail_on: str, allow_mismatch: bool = False, family: str | None = None, dialect: str | None = None,
+) -> GateResult:  # fmt: skip
+    """Compare ``candidate`` with ``baseline`` and/or hold it to ``budget``."""
+    cand = load_side(candidate, rules, family, dialect)
+    checks: list[Check] = []
+    mismatches: list[str] = []
+    if baseline is not None:
+        base = load_side(baseline, rules, family, dialect)
+        mismatches = differences(base, cand)
+        if mismatches and not allow_mismatch:
+            raise PerftoolError(
+                f"{baseline} and {candidate} are not the same job ({'; '.join(mismatches)}); "
+                "pass --allow-mismatch to compare them anyway"
+            )
+        checks += compare(base, cand, policy, fail_on)
+    if budget is not None:
+        checks += against_budget(cand, budget, fail_on if baseline is None else "never")
+    return GateResult(candidate, baseline, checks, mismatches)

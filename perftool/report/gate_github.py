@@ -1,0 +1,23 @@
+"""``perftool gate --format github``: workflow-command annotations for failed and warned checks, and a notice."""
+
+from __future__ import annotations
+
+from perftool.gate.run import GateResult
+from perftool.report.findings_github import escape_data, escape_property
+
+_COMMAND = {"fail": "error", "warn": "warning"}
+
+
+def render(result: GateResult) -> str:
+    lines = []
+    for check in result.checks:
+        if check.verdict in _COMMAND:
+            title = escape_property(f"perftool gate: {check.name}")
+            where = f"file={escape_property(result.candidate)},title={title}"
+            lines.append(f"::{_COMMAND[check.verdict]} {where}::{escape_data(f'{check.figures()}: {check.reason()}')}")
+    counts = result.counts()
+    lines.append(
+        f"::notice title=perftool gate::{result.status}: {counts['fail']} failed, {counts['warn']} warned, "
+        f"{counts['pass']} passed, {counts['skip']} skipped"
+    )
+    return "".join(line + "\n" for line in lines)

@@ -1,0 +1,32 @@
+"""``perftool gate --format junit``: one test case per check, for CI systems that read JUnit XML.
+
+A failed check is a ``<failure>``, a skipped one ``<skipped>``; a warning passes, with its reason
+in ``<system-out>``.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from perftool.gate.run import GateResult
+
+
+def render(result: GateResult) -> str:
+    counts = result.counts()
+    suites = ET.Element("testsuites", name="perftool gate", tests=str(len(result.checks)),
+                        failures=str(counts["fail"]), errors="0", skipped=str(counts["skip"]))  # fmt: skip
+    suite = ET.SubElement(suites, "testsuite", name=f"perftool gate {result.candidate}",
+                          tests=str(len(result.checks)), failures=str(counts["fail"]), errors="0",
+                          skipped=str(counts["skip"]), time="0")  # fmt: skip
+    for check in result.checks:
+        case = ET.SubElement(suite, "testcase", classname=f"perftool.gate.{check.id.split(':')[0]}",
+                             name=check.name, time="0")  # fmt: skip
+        if check.verdict == "fail":
+            failure = ET.SubElement(case, "failure", message=check.reason(), type="regression")
+            failure.text = f"{check.figures()}; fails on: {check.limit}"
+        elif check.verdict == "skip":
+            ET.SubElement(case, "skipped", message=check.detail)
+        elif check.verdict == "warn":
+            ET.SubElement(case, "system-out").text = f"warning: {check.reason()}: {check.figures()}"
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
