@@ -1,0 +1,281 @@
+"""``perftool gate``: noise passes, real regressions fail, outputs are what CI systems read."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from perftool.gate.stats import p_greater, ranks
+
+SAMPLES = REPO / "sample_traces"
+NPU = SAMPLES / "npu" / "healthy.yaml"
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    """emulated(name, *overrides) -> path of an emulated npu trace (cached per name)."""
+    from click.testing import CliRunner
+
+    from perftool.cli import cli
+
+    folder = tmp_path_factory.mktemp("gate")
+    made = {}
+
+    def make(name: str, *overrides: str, config=NPU):
+        if name not in made:
+            path = folder / f"{name}.trace.json.gz"
+            args = ["emulate", str(config), "-o", str(path)] + [a for o in overrides for a in ("--set", o)]
+            assert CliRunner().invoke(cli, args).exit_code == 0
+            made[name] = path
+        return made[name]
+
+    return make
+
+
+def gate_json(run, *args):
+    result = run("gate", *args, "--format", "json")
+    return result.exit_code, json.loads(result.stdout) if result.stdout else None, result.stderr
+
+
+def checks(document) -> dict[str, dict]:
+    return {check["id"]: check for check in document["checks"]}
+
+
+# --- statistics -----------------------------------------------------------------------------------------------------
+
+
+def test_ranks_share_ties():
+    assert ranks(np.array([3.0, 1.0, 3.0, 2.0])).tolist() == [3.5, 1.0, 3.5, 2.0]
+
+
+def test_mann_whitney_p_value_matches_the_exact_small_case():
+    # all 3 candidate values above all 3 baseline values: exact one-sided p = 1 / C(6, 3) = 0.05;
+    # the normal approximation with continuity correction gives 0.04.
+    p = p_greater(np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0]))
+    assert 0.03 < p < 0.06
+    assert p_greater(np.array([4.0, 5.0, 6.0]), np.array([1.0, 2.0, 3.0])) > 0.9
+    same = np.arange(50.0)
+    assert p_greater(same, same) == pytest.approx(0.5, abs=0.05)
+
+
+# --- the checks the issue names ---------------------------------------------------------------------------------------
+
+
+def test_twenty_seeds_of_the_same_config_never_fail(run, emulated):
+    baseline = emulated("seed0", "seed=0")
+    for seed in range(1, 21):
+        code, document, _ = gate_json(run, baseline, emulated(f"seed{seed}", f"seed={seed}"))
+        assert code == 0 and document["status"] != "fail", checks(document)
+
+
+@pytest.mark.parametrize(
+    ("slower", "fails"),
+    [(1.10, True), (1.02, False)],
+)
+def test_a_uniformly_slower_candidate_fails_at_ten_percent_and_passes_at_two(run, emulated, slower, fails):
+    gflops = 12.3 * slower  # the healthy sample's model, made slower on the device
+    candidate = emulated(f"slower{slower}", f"workload.gflops_per_sample={gflops}", "seed=8")
+    code, document, _ = gate_json(run, emulated("base", "seed=7"), candidate, "--allow-mismatch")
+    step = checks(document)["timing:step_time"]
+    assert step["change"].startswith("+") and abs(float(step["change"].rstrip("%")) / 100 - (slower - 1)) < 0.015
+    assert (code, step["verdict"]) == ((1, "fail") if fails else (0, "pass"))
+    assert document["mismatches"] == [f"workload.gflops_per_sample 12.3 → {gflops}"]
+
+
+def test_a_smaller_loop_size_that_costs_throughput_fails(run, emulated):
+    code, document, _ = gate_json(run, emulated("base", "seed=7"), emulated("loop2", "loop_size=2", "seed=8"))
+    throughput = checks(document)["timing:throughput"]
+    assert code == 1 and throughput["verdict"] == "fail" and throughput["change"].startswith("-")
+    assert checks(document)["metric:device.idle_fraction"]["verdict"] == "fail"
+
+
+def test_one_added_recompilation_fails_even_with_the_same_step_time(run, emulated):
+    base = emulated("loop32", "seed=7", "workload.steps=256")
+    remainder = emulated("loop48", "loop_size=48", "seed=7", "workload.steps=256")  # 256 % 48: a remainder loop
+    code, document, _ = gate_json(run, base, remainder, "--fail-on", "never")
+    found = checks(document)
+    assert found["counter:recompilations.count"]["verdict"] == "fail"
+    assert found["counter:recompilations.count"]["candidate"] == found["counter:recompilations.count"]["baseline"] + 1
+    assert code == 1
+
+
+def test_one_added_cpu_fallback_fails_even_with_the_same_step_time(run, tmp_path):
+    config = SAMPLES / "hpu" / "cpu_fallback.yaml"
+    text = config.read_text()
+    extra = text.replace("cpu_fallback_ops:\n", "cpu_fallback_ops:\n  - {op: lgamma, host_us: 1, tensor_size: 1kB}\n")
+    assert extra != text
+    more = tmp_path / "more.yaml"
+    more.write_text(extra)
+    base, cand = tmp_path / "base.json.gz", tmp_path / "cand.json.gz"
+    assert run("emulate", config, "-o", base).exit_code == 0
+    assert run("emulate", more, "-o", cand).exit_code == 0
+    code, document, _ = gate_json(run, base, cand, "--fail-on", "never")
+    found = checks(document)
+    assert found["counter:cpu_fallback.ops"]["verdict"] == "fail"
+    assert found["counter:cpu_fallback.ops"]["candidate"] == found["counter:cpu_fallback.ops"]["baseline"] + 1
+    assert found["timing:step_time"]["verdict"] == "pass"  # 1 µs on the host: time alone would not fail
+    assert code == 1
+
+
+def test_a_new_finding_at_fail_on_fails_and_one_in_both_does_not(run, emulated):
+    base = emulated("base", "seed=7")
+    host_bound = emulated("loop1", "loop_size=1", "seed=8")
+    code, document, _ = gate_json(run, base, host_bound, "--fail-on", "warning", "--threshold", "0.9")
+    new = [c for c in document["checks"] if c["id"].startswith("finding:")]
+    assert [c["verdict"] for c in new] == ["fail"] and "new in the candidate" in new[0]["detail"]
+    assert "PT001" in new[0]["name"] and code == 1
+    code, document, _ = gate_json(run, host_bound, emulated("loop1b", "loop_size=1", "seed=9"), "--fail-on", "warning")
+    both = [c for c in document["checks"] if c["id"].startswith("finding:")]
+    assert [c["verdict"] for c in both] == ["pass"] and "also in the baseline" in both[0]["detail"]
+    assert code == 0
+
+
+def test_saved_scan_results_gate_like_the_traces(run, emulated, tmp_path):
+    base, cand = emulated("base", "seed=7"), emulated("loop2", "loop_size=2", "seed=8")
+    saved = []
+    for trace in (base, cand):
+        path = tmp_path / f"{trace.name}.findings.json"
+        run("scan", trace, "--format", "json", "-o", path)
+        saved.append(path)
+    _, from_traces, _ = gate_json(run, base, cand)
+    code, from_scans, _ = gate_json(run, *saved)
+    assert code == 1
+    strip = lambda doc: [{k: v for k, v in c.items()} for c in doc["checks"]]  # noqa: E731
+    assert strip(from_scans) == strip(from_traces)
+
+
+# --- budgets ----------------------------------------------------------------------------------------------
+
+
+def test_budget_limits_warn_and_fail_without_a_baseline(run, emulated, tmp_path):
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(
+        "metrics:\n"
+        "  step_time_us.median: {warn: 9000, error: 20000}\n"
+        "  throughput.steps_per_s: {warn: 200, error: 50}\n"
+        "  recompilations.count: {error: 0}\n"
+    )
+    code, document, _ = gate_json(run, emulated("base", "seed=7"), "--budget", budget)
+    found = checks(document)
+    assert found["budget:step_time_us.median"]["verdict"] == "warn"  # ~9.2 ms: over 9 ms, under 20 ms
+    assert found["budget:throughput.steps_per_s"]["verdict"] == "warn"  # ~108 steps/s: under 200, over 50
+    assert found["budget:recompilations.count"]["verdict"] == "pass"
+    assert code == 0 and document["status"] == "warn" and document["baseline"] is None
+    budget.write_text("metrics:\n  step_time_us.median: {error: 5000}\n")
+    assert run("gate", emulated("base", "seed=7"), "--budget", budget).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("metrics:\n  step_time.median: {error: 1}\n", "metrics: not a metric: step_time.median"),
+        ("metrics:\n  step_time_us.median: {warn: 10, error: 5}\n", "warn must come before error"),
+        ("metrics:\n  throughput.steps_per_s: {warn: 10, error: 50}\n", "warn must come before error"),
+        ("metrics:\n  step_time_us.median: {}\n", "give warn, error or both"),
+        ("metrics:\n  step_time_us.median: {error: fast}\n", "Input should be a valid number"),
+        ("- a list\n", "a budget must be a YAML mapping"),
+    ],
+)
+def test_bad_budgets_are_exit_2(run, emulated, tmp_path, text, says):
+    budget = tmp_path / "budget.yaml"
+    budget.write_text(text)
+    result = run("gate", emulated("base", "seed=7"), "--budget", budget)
+    assert result.exit_code == 2 and says in result.stderr and str(budget) in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+# --- comparable baselines only ----------------------------------------------------------------------------------------
+
+
+def test_a_baseline_of_another_job_is_refused_unless_allowed(run, emulated):
+    base = emulated("base", "seed=7")
+    other = emulated("ipu", config=SAMPLES / "ipu" / "healthy.yaml")
+    result = run("gate", base, other)
+    assert result.exit_code == 2
+    assert "not the same job" in result.stderr and "device family npu → ipu" in result.stderr
+    assert "--allow-mismatch" in result.stderr
+    heavier = emulated("heavier", "workload.weights=60MB")
+    refused = run("gate", base, heavier)
+    assert refused.exit_code == 2 and "workload.weights 51000000 → 60000000" in refused.stderr
+    allowed = run("gate", base, heavier, "--allow-mismatch", "--format", "json")
+    assert allowed.exit_code in (0, 1) and json.loads(allowed.stdout)["mismatches"]
+
+
+def test_usage_and_input_errors_are_exit_2(run, emulated, tmp_path):
+    base = emulated("base", "seed=7")
+    assert run("gate", base).exit_code == 2  # one trace and no budget
+    assert run("gate", base, base, base).exit_code == 2
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema": "perftool.findings/1", "tool": {}}')
+    result = run("gate", broken, base)
+    assert result.exit_code == 2 and "not a perftool scan result" in result.stderr
+    two = tmp_path / "two.json"
+    run("scan", base, base, "--format", "json", "-o", two)
+    result = run("gate", two, base)
+    assert result.exit_code == 2 and "holds 2 traces" in result.stderr
+    missing = run("gate", tmp_path / "nope.json", base)
+    assert missing.exit_code == 2 and "Traceback" not in missing.stderr
+
+
+# --- output formats ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def regression(emulated):
+    return emulated("base", "seed=7"), emulated("loop2", "loop_size=2", "seed=8")
+
+
+def test_text_shows_a_row_per_check_and_the_verdict(run, regression):
+    result = run("gate", *regression)
+    assert result.exit_code == 1
+    assert "throughput (steps/s)" in result.stdout and "FAIL" in result.stdout
+    assert "FAIL: 3 failed" in " ".join(result.stdout.split())
+
+
+def test_markdown_is_a_table(run, regression):
+    text = run("gate", *regression, "--format", "markdown").stdout
+    lines = text.splitlines()
+    assert lines[0] == "# perftool gate: ❌ fail"
+    header = lines.index("| check | baseline | candidate | change | verdict | why |")
+    assert lines[header + 1] == "| --- | ---: | ---: | ---: | --- | --- |"
+    rows = [line for line in lines[header + 2 :] if line.startswith("|")]
+    assert len(rows) == len(json.loads(run("gate", *regression, "--format", "json").stdout)["checks"])
+    assert all(row.count(" | ") == 5 for row in rows)
+
+
+def test_junit_has_one_test_case_per_check_and_failures(run, regression, tmp_path):
+    out = tmp_path / "gate.xml"
+    assert run("gate", *regression, "--format", "junit", "-o", out).exit_code == 1
+    root = ET.parse(out).getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    document = json.loads(run("gate", *regression, "--format", "json").stdout)
+    assert len(cases) == len(document["checks"]) == int(suite.get("tests"))
+    failed = [case for case in cases if case.find("failure") is not None]
+    assert len(failed) == int(suite.get("failures")) == document["counts"]["fail"] == 3
+    for case in cases:
+        assert case.get("name") and case.get("classname", "").startswith("perftool.gate.")
+
+
+def test_sarif_lists_failed_and_warned_checks(run, regression):
+    document = json.loads(run("gate", *regression, "--format", "sarif").stdout)
+    assert document["version"] == "2.1.0"
+    (sarif_run,) = document["runs"]
+    rules = sarif_run["tool"]["driver"]["rules"]
+    results = sarif_run["results"]
+    assert {r["level"] for r in results} == {"error", "warning"}
+    for result in results:
+        assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
+        assert result["partialFingerprints"]["perftoolGateCheck/v1"]
+        assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+
+
+def test_github_annotations(run, regression):
+    lines = run("gate", *regression, "--format", "github").stdout.splitlines()
+    assert sum(line.startswith("::error ") for line in lines) == 3
+    assert lines[-1].startswith("::notice title=perftool gate::fail: 3 failed")
