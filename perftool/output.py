@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tempfile
 
@@ -33,9 +34,20 @@ def write_bytes(data: bytes, path: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".perftool-", dir=directory)
     try:
+        os.fchmod(fd, _mode_for(path))  # mkstemp makes 0600; a written file gets the usual permissions
         with os.fdopen(fd, "wb") as out:
             out.write(data)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _mode_for(path: str) -> int:
+    """The file's own permissions when it exists, else what the umask gives a new file."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask

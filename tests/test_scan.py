@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -233,3 +235,18 @@ def test_bad_trace_is_exit_2(run, write_trace):
     path = write_trace("{not json")
     result = run("scan", path)
     assert result.exit_code == 2 and str(path) in result.stderr and "Traceback" not in result.output
+
+
+def test_written_files_get_the_usual_permissions(run, tmp_path):
+    old = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.json"
+        run("scan", KINETO_SAMPLE, "--format", "json", "-o", fresh)
+        assert stat.S_IMODE(fresh.stat().st_mode) == 0o644  # not the temporary file's 0600
+        kept = tmp_path / "kept.json"
+        kept.write_text("{}")
+        kept.chmod(0o640)
+        run("scan", KINETO_SAMPLE, "--format", "json", "-o", kept)
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text().startswith("{\n")
+    finally:
+        os.umask(old)
