@@ -15,11 +15,11 @@ from perftool.analysis import METRICS, compute_metrics
 from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
-from perftool.emulator.trace_writer import encode_for, trace_bytes
+from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
 from perftool.gate.policy import Budget, load_budget
 from perftool.gate.run import run_gate
-from perftool.output import check_writable, write_bytes, write_text
+from perftool.output import check_writable, write_text
 from perftool.report import (
     console,
     emulate_json,
@@ -48,7 +48,7 @@ from perftool.report.progress import SweepProgress
 from perftool.rules import catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
-from perftool.rules.model import FAMILIES, Rule, Severity
+from perftool.rules.model import FAMILIES, Rule
 from perftool.rules.project import ProjectConfig, load_project
 from perftool.trace import load_trace
 from perftool.tune.search import tune as run_tune
@@ -136,9 +136,7 @@ def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: st
         raise PerftoolError(f"{config}: {exc}") from None
     written = None
     if output:
-        data = encode_for(output, trace_bytes(result))
-        write_bytes(data, output)
-        written = f"{output} ({len(data) / 1e3:,.0f} kB)"
+        written = f"{output} ({write_trace(result, output) / 1e3:,.0f} kB)"
     if fmt == "json":
         write_text(emulate_json.render(result, output), None)
     else:
@@ -182,7 +180,7 @@ def tune(
     if results:
         write_text(RESULTS_FORMATS[Path(results).suffix].render(result), results)
     if emit_trace:
-        write_bytes(encode_for(emit_trace, trace_bytes(emulate_run(result.best_config()))), emit_trace)
+        write_trace(emulate_run(result.best_config()), emit_trace)
     if fmt == "json":
         write_text(tune_json.render(result, config, top), output)
     elif output:
@@ -242,7 +240,7 @@ def scan(traces, fmt, output, select, ignore, fail_on, device, dialect, evidence
         }
         write_text(renderers[fmt](), output)
     threshold = _first(fail_on, project.fail_on, "error")
-    if threshold != "never" and any(f.severity.rank >= Severity(threshold).rank for _, f in report.findings):
+    if any(f.severity.reaches(threshold) for _, f in report.findings):
         sys.exit(1)
 
 
@@ -250,8 +248,7 @@ def _first(*choices):
     return next(choice for choice in choices if choice is not None)
 
 
-GATE_FORMATS = {
-    "text": None,
+GATE_FORMATS = {  # besides text
     "json": gate_json,
     "markdown": gate_markdown,
     "junit": gate_junit,
@@ -270,7 +267,7 @@ GATE_FORMATS = {
 @click.option("--alpha", type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
               help="Significance level of the timing test  [default: 0.01].")  # fmt: skip
 @click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")
-@click.option("--format", "fmt", type=click.Choice(list(GATE_FORMATS)), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", *GATE_FORMATS]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
@@ -294,12 +291,12 @@ def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output,
     result = run_gate(
         candidate, baseline, limits, chosen, policy, level, allow_mismatch, device or project.device, dialect
     )
-    if fmt == "text" and not output:
-        Console().print(gate_text.render(result))
+    if fmt != "text":
+        write_text(GATE_FORMATS[fmt].render(result), output)
+    elif output:
+        write_text(console.plain(gate_text.render(result)), output)
     else:
-        write_text(
-            GATE_FORMATS[fmt].render(result) if GATE_FORMATS[fmt] else console.plain(gate_text.render(result)), output
-        )
+        Console().print(gate_text.render(result))
     if result.status == "fail":
         sys.exit(1)
 

@@ -20,6 +20,7 @@ from perftool.emulator.config import EmulatorConfig
 from perftool.emulator.plan import Plan
 from perftool.emulator.run import Run
 from perftool.emulator.vocabulary import HPU_DTYPE_NAMES, VOCABULARIES, Vocabulary
+from perftool.output import write_bytes
 from perftool.trace.model import Role
 
 FORMAT_VERSION = 1
@@ -46,6 +47,13 @@ def trace_bytes(run: Run) -> bytes:
     }
     events = ",\n".join(_events(run))
     return msgspec.json.encode(header)[:-1] + f',"traceEvents":[\n{events}\n]}}\n'.encode()
+
+
+def write_trace(run: Run, path: str) -> int:
+    """Write the run's trace to ``path`` atomically (gzip for ``.gz``); returns the bytes written."""
+    data = encode_for(path, trace_bytes(run))
+    write_bytes(data, path)
+    return len(data)
 
 
 def encode_for(path: str, data: bytes) -> bytes:

@@ -27,7 +27,6 @@ from perftool.gate.policy import COUNTERS, HIGHER_IS_BETTER, Budget, GatePolicy,
 from perftool.gate.stats import MIN_SAMPLES, p_greater
 from perftool.report.units import number
 from perftool.rules.findings import Finding, TraceFindings
-from perftool.rules.model import Severity
 
 Verdict = Literal["pass", "warn", "fail", "skip"]
 RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
@@ -75,7 +74,7 @@ def against_budget(candidate: TraceFindings, budget: Budget, fail_on: str) -> li
     """Every budget limit on the candidate, and its findings at ``fail_on`` or above."""
     checks = [_budget(name, limit, candidate) for name, limit in budget.metrics.items()]
     if fail_on != "never":
-        checks += [_finding_check(f, "fail" if _reaches(f, fail_on) else "pass", "") for f in candidate.findings]
+        checks += [_finding_check(f, "fail" if f.severity.reaches(fail_on) else "pass", "") for f in candidate.findings]
     return checks
 
 
@@ -150,22 +149,18 @@ def _budget(name: str, limit: Limit, candidate: TraceFindings) -> Check:
     words = _levels(limit, "below" if higher else "above")
     if value is None:
         return Check(f"budget:{name}", name, "skip", None, None, "", words, "not measured on this trace")
-    sign = -1 if higher else 1  # turn "below a minimum" into "above a maximum"
-    shifted = Limit(
-        warn=None if limit.warn is None else sign * limit.warn,
-        error=None if limit.error is None else sign * limit.error,
-    )
-    verdict = _level(sign * value, shifted)
+    verdict = _level(value, limit, below=higher)
     detail = f"past the {_word(verdict)} limit" if verdict != "pass" else ""
     return Check(f"budget:{name}", name, verdict, None, value, "", words, detail)
 
 
-def _level(worse: float, limit: Limit) -> Verdict:
-    if limit.error is not None and worse > limit.error:
-        return "fail"
-    if limit.warn is not None and worse > limit.warn:
-        return "warn"
-    return "pass"
+def _level(value: float, limit: Limit, below: bool = False) -> Verdict:
+    """fail past the error level, warn past the warn level; past means above, or below when ``below``."""
+
+    def past(bound: float | None) -> bool:
+        return bound is not None and (value < bound if below else value > bound)
+
+    return "fail" if past(limit.error) else "warn" if past(limit.warn) else "pass"
 
 
 def _word(verdict: Verdict) -> str:
@@ -188,7 +183,7 @@ def _new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: st
         if finding.fingerprint in known:
             checks.append(_finding_check(finding, "pass", "also in the baseline"))
         else:
-            verdict: Verdict = "fail" if _reaches(finding, fail_on) else "warn"
+            verdict: Verdict = "fail" if finding.severity.reaches(fail_on) else "warn"
             checks.append(_finding_check(finding, verdict, "new in the candidate"))
     current = {finding.fingerprint for finding in candidate}
     checks += [
@@ -203,10 +198,6 @@ def _finding_check(finding: Finding, verdict: Verdict, detail: str) -> Check:
         f"finding:{finding.fingerprint}", text, verdict, None, None, f"{finding.impact.share:.1%} of the step",
         "new finding at --fail-on or above", f"{detail}: {finding.title}" if detail else finding.title,
     )  # fmt: skip
-
-
-def _reaches(finding: Finding, fail_on: str) -> bool:
-    return fail_on != "never" and finding.severity.rank >= Severity(fail_on).rank
 
 
 def _value(trace: TraceFindings, name: str) -> float | None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -38,7 +36,7 @@ def objective_label(result: TuneResult) -> str:
 
 def _header(result: TuneResult, source: str) -> Text:
     config = result.config
-    pruned = Counter(reason.split(":")[0] for reason in result.rows.reason[~result.rows.simulated])
+    pruned = result.rows.causes(~result.rows.simulated)
     causes = ", ".join(f"{n:,} {cause}" for cause, n in pruned.most_common())
     pruned_text = f", {result.pruned:,} pruned before simulation ({causes})" if pruned else ""
     budget = f" of a budget of {result.budget:,}" if result.budget else ""

@@ -22,6 +22,10 @@ class Severity(str, enum.Enum):
     def rank(self) -> int:
         return list(Severity).index(self)
 
+    def reaches(self, fail_on: str) -> bool:
+        """Whether this severity is at or above ``fail_on`` (``never``: nothing is)."""
+        return fail_on != "never" and self.rank >= Severity(fail_on).rank
+
 
 Share = Annotated[float, Field(ge=0, le=1)]
 

@@ -9,6 +9,7 @@ batched (every configuration sees the same per-step jitter), so any split gives 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -53,10 +54,20 @@ class Rows:
     def feasible(self) -> np.ndarray:
         return self.reason == ""
 
+    def causes(self, rows: np.ndarray | None = None) -> Counter[str]:
+        """How many of ``rows`` (default: all that do not count) fail for each cause, most common first."""
+        reasons = self.reason[~self.feasible] if rows is None else self.reason[rows]
+        return Counter(cause(reason) for reason in reasons)
+
     def score(self, objective: str) -> np.ndarray:
         """Higher is better; ``-inf`` where the configuration does not count."""
         value = self.figures["throughput"] if objective == "throughput" else -self.figures["step_time_us"]
         return np.where(self.feasible, value, -np.inf)
+
+
+def cause(reason: str) -> str:
+    """The kind of a reason: what comes before its first colon (``out of memory``, ``too few IO tiles``)."""
+    return reason.split(":")[0]
 
 
 def evaluate_points(config: TuneConfig, space: Space, points: np.ndarray) -> Rows:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
+from perftool.tune.evaluator import cause
 from perftool.tune.search import TuneResult
 from perftool.tune.sensitivity import KnobLine, LinePoint, knob_lines
 
@@ -68,7 +69,7 @@ def _compared(result: TuneResult, line: KnobLine) -> str:
 def _versus(result: TuneResult, best: LinePoint, other: LinePoint) -> str:
     value = shown(other.value)
     if other.reason:
-        return f"{value} is {other.reason.split(':')[0]}"
+        return f"{value} is {cause(other.reason)}"
     change = other.objective / best.objective - 1
     if abs(change) < SAME:
         return f"{value} the same (±{SAME:.2%})"

@@ -9,7 +9,6 @@ ascend), so the smallest setting that does the job wins over one that is 0.1% fa
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -141,8 +140,7 @@ def choose(rows: Rows, space: Space, objective: str, tolerance: float) -> tuple[
 
 
 def _nothing_feasible(rows: Rows) -> str:
-    causes = Counter(reason.split(":")[0] for reason in rows.reason)
-    listed = ", ".join(f"{count:,} {cause}" for cause, count in causes.most_common())
+    listed = ", ".join(f"{count:,} {cause}" for cause, count in rows.causes().most_common())
     return f"no feasible configuration among the {len(rows.reason):,} looked at: {listed}"
 
 
