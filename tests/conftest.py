@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from published_schemas import JUNIT_10, SARIF_2_1_0
 
 from perftool.cli import cli
 
@@ -32,6 +33,23 @@ def write_trace(tmp_path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def sarif_validator(request):
+    """A validator for the published SARIF 2.1.0 JSON schema."""
+    import jsonschema
+
+    schema = json.loads(SARIF_2_1_0.path(request.config.cache.mkdir("published-schemas")).read_text())
+    return jsonschema.Draft4Validator(schema)
+
+
+@pytest.fixture(scope="session")
+def junit_schema(request):
+    """The published JUnit XML schema (junit-10.xsd), as an xmlschema object."""
+    import xmlschema
+
+    return xmlschema.XMLSchema(JUNIT_10.path(request.config.cache.mkdir("published-schemas")))
 
 
 @pytest.fixture

@@ -246,9 +246,10 @@ def test_markdown_is_a_table(run, regression):
     assert all(row.count(" | ") == 5 for row in rows)
 
 
-def test_junit_has_one_test_case_per_check_and_failures(run, regression, tmp_path):
+def test_junit_has_one_test_case_per_check_and_failures(run, regression, tmp_path, junit_schema):
     out = tmp_path / "gate.xml"
     assert run("gate", *regression, "--format", "junit", "-o", out).exit_code == 1
+    junit_schema.validate(str(out))
     root = ET.parse(out).getroot()
     assert root.tag == "testsuites"
     (suite,) = root.findall("testsuite")
@@ -261,8 +262,9 @@ def test_junit_has_one_test_case_per_check_and_failures(run, regression, tmp_pat
         assert case.get("name") and case.get("classname", "").startswith("perftool.gate.")
 
 
-def test_sarif_lists_failed_and_warned_checks(run, regression):
+def test_sarif_lists_failed_and_warned_checks(run, regression, sarif_validator):
     document = json.loads(run("gate", *regression, "--format", "sarif").stdout)
+    assert [error.message for error in sarif_validator.iter_errors(document)] == []
     assert document["version"] == "2.1.0"
     (sarif_run,) = document["runs"]
     rules = sarif_run["tool"]["driver"]["rules"]
@@ -272,6 +274,17 @@ def test_sarif_lists_failed_and_warned_checks(run, regression):
         assert rules[result["ruleIndex"]]["id"] == result["ruleId"]
         assert result["partialFingerprints"]["perftoolGateCheck/v1"]
         assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+
+
+def test_a_passing_gate_is_valid_junit_and_sarif_too(run, emulated, tmp_path, junit_schema, sarif_validator):
+    baseline, candidate = emulated("seed0", "seed=0"), emulated("seed1", "seed=1")
+    junit = tmp_path / "pass.xml"
+    assert run("gate", baseline, candidate, "--format", "junit", "-o", junit).exit_code == 0
+    junit_schema.validate(str(junit))
+    assert ET.parse(junit).getroot().find("testsuite").get("failures") == "0"
+    sarif = json.loads(run("gate", baseline, candidate, "--format", "sarif").stdout)
+    assert [error.message for error in sarif_validator.iter_errors(sarif)] == []
+    assert sarif["runs"][0]["results"] == []
 
 
 def test_github_annotations(run, regression):

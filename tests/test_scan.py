@@ -178,10 +178,11 @@ def test_several_traces_in_one_scan(run):
     assert traces[0]["findings"] == [] and traces[1]["findings"]
 
 
-def test_sarif_output(run, tmp_path):
+def test_sarif_output(run, tmp_path, sarif_validator):
     out = tmp_path / "scan.sarif"
     assert run("scan", KINETO_SAMPLE, "--format", "sarif", "--output", out).exit_code == 0
     sarif = json.loads(out.read_text())
+    assert [error.message for error in sarif_validator.iter_errors(sarif)] == []
     assert sarif["version"] == "2.1.0" and sarif["$schema"].endswith("sarif-2.1.0.json")
     run_ = sarif["runs"][0]
     rules = run_["tool"]["driver"]["rules"]
@@ -195,6 +196,14 @@ def test_sarif_output(run, tmp_path):
     assert [r["partialFingerprints"] for r in again["runs"][0]["results"]] == [
         r["partialFingerprints"] for r in run_["results"]
     ]
+
+
+def test_sarif_of_every_bundled_sample_is_valid(run, sarif_validator):
+    samples = sorted(REPO.glob("sample_traces/*/*.trace.json.gz"))
+    document = json.loads(run("scan", *samples, "--format", "sarif").stdout)
+    assert [error.message for error in sarif_validator.iter_errors(document)] == []
+    levels = {result["level"] for result in document["runs"][0]["results"]}
+    assert {"error", "warning"} <= levels
 
 
 def test_fingerprints_do_not_depend_on_the_path(run, tmp_path):
