@@ -10,16 +10,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from perftool import __version__, dialects
+from perftool import __version__, dialects, interrupts, limits
 from perftool.analysis import METRICS, compute_metrics
 from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
-from perftool.emulator.trace_writer import write_trace
+from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_trace
 from perftool.errors import PerftoolError
 from perftool.gate.policy import Budget, load_budget
 from perftool.gate.run import run_gate
-from perftool.output import check_writable, write_text
+from perftool.output import check_writable, write_bytes, write_text
 from perftool.report import (
     console,
     emulate_json,
@@ -65,15 +65,28 @@ SCHEMAS = {
 SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
 
 
+def one_line(message: str) -> str:
+    """The message with line breaks and other control characters escaped (they may come from the input)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in message)
+
+
 class _Group(click.Group):
-    """Turns PerftoolError into one line on stderr and its exit code (2: bad usage or input)."""
+    """Turns PerftoolError and click's usage errors into one line on stderr and exit 2, and Ctrl-C
+    into exit 130. Output files are written last, each through a temporary file, so none is left half-written."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except PerftoolError as exc:
-            click.echo(f"perftool: error: {exc}", err=True)
+            click.echo(f"perftool: error: {one_line(str(exc))}", err=True)
             sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # a bad option or argument, in the same one-line form
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            click.echo(f"perftool: error: {one_line(exc.format_message())}{where}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("perftool: interrupted", err=True)
+            sys.exit(interrupts.EXIT_CODE)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,16 +95,26 @@ def cli() -> None:
     """Performance tuning and profiling for training jobs on ML accelerators."""
 
 
+def _max_trace_size(command):
+    """--max-trace-size SIZE, shared by the commands that read traces."""
+    return click.option(
+        "--max-trace-size", "max_trace_bytes", metavar="SIZE",
+        callback=lambda _ctx, _param, value: limits.parse_size(value, "--max-trace-size") if value else None,
+        help=f"Refuse traces of more JSON than this  [default: {limits.MAX_TRACE_SIZE_ENV} or 4GiB].",
+    )(command)  # fmt: skip
+
+
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=True))
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
-def info(trace: str, fmt: str, output: str | None, dialect: str | None) -> None:
+@_max_trace_size
+def info(trace: str, fmt: str, output: str | None, dialect: str | None, max_trace_bytes: int | None) -> None:
     """Summarise TRACE: tracks and roles, steps, step time, device utilisation, top ops."""
     if output:
         check_writable(output)
-    loaded = load_trace(trace, dialect=dialect)
+    loaded = load_trace(trace, dialect=dialect, max_bytes=max_trace_bytes)
     metrics = compute_metrics(loaded)
     if fmt == "json":
         write_text(info_json.render(loaded, metrics), output)
@@ -130,6 +153,8 @@ def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: st
     if output:
         check_writable(output)
     loaded = emulator_config.load_config(config, list(overrides))
+    if output:
+        check_length(loaded, output)
     try:
         result = emulate_run(loaded)
     except InfeasibleConfig as exc:
@@ -173,14 +198,19 @@ def tune(
         raise PerftoolError(f"{results}: --results writes .json or .csv")
     settings = {"strategy": strategy, "budget": budget}
     loaded = load_tune_config(config, list(overrides) + [f"tune.{k}={v}" for k, v in settings.items() if v])
+    if emit_trace:
+        check_length(loaded, emit_trace)
     with SweepProgress(progress) as bar:
         result = run_tune(loaded, jobs, bar.start, bar.advance)
+    files = {}  # every file is rendered before any is written, so Ctrl-C leaves all or none of them
     if write_best:
-        write_text(tune_best_yaml.render(result, config), write_best)
+        files[write_best] = tune_best_yaml.render(result, config).encode()
     if results:
-        write_text(RESULTS_FORMATS[Path(results).suffix].render(result), results)
+        files[results] = RESULTS_FORMATS[Path(results).suffix].render(result).encode()
     if emit_trace:
-        write_trace(emulate_run(result.best_config()), emit_trace)
+        files[emit_trace] = encode_for(emit_trace, trace_bytes(emulate_run(result.best_config())))
+    for path, data in files.items():
+        write_bytes(data, path)
     if fmt == "json":
         write_text(tune_json.render(result, config, top), output)
     elif output:
@@ -219,15 +249,19 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @click.option("--evidence", type=click.IntRange(0, 100), help="Occurrences listed per finding  [default: 5].")
+@_max_trace_size
 @_rule_options
-def scan(traces, fmt, output, select, ignore, fail_on, device, dialect, evidence, rule_dirs, project_file) -> None:
+def scan(
+    traces, fmt, output, select, ignore, fail_on, device, dialect, evidence, max_trace_bytes, rule_dirs, project_file
+) -> None:
     """Find what makes TRACE slow, what it costs and the knob that fixes it."""
     if output:
         check_writable(output)
     project = load_project(project_file) or ProjectConfig()
     rules = catalog.load_catalog(project, rule_dirs)
     chosen = catalog.selected(rules, _names(select) or tuple(project.select), _names(ignore) + tuple(project.ignore))
-    report = scan_files(list(traces), chosen, device or project.device, dialect, _first(evidence, project.evidence, 5))
+    evidence = _first(evidence, project.evidence, 5)
+    report = scan_files(list(traces), chosen, device or project.device, dialect, evidence, max_trace_bytes)
     if fmt == "text" and not output:
         Console().print(findings_text.render(report))
     else:
@@ -271,9 +305,10 @@ GATE_FORMATS = {  # besides text
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@_max_trace_size
 @_rule_options
-def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output, device, dialect, rule_dirs,
-         project_file) -> None:  # fmt: skip
+def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output, device, dialect, max_trace_bytes,
+         rule_dirs, project_file) -> None:  # fmt: skip
     """Fail CI when CANDIDATE regresses against BASELINE (traces or scan JSON), or breaks --budget.
 
     Exit 0 pass (warnings included), 1 fail, 2 bad input.
@@ -285,12 +320,13 @@ def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output,
     baseline, candidate = (traces[0], traces[1]) if len(traces) == 2 else (None, traces[0])
     project = load_project(project_file) or ProjectConfig()
     policy = project.gate.model_copy(update={k: v for k, v in {"threshold": threshold, "alpha": alpha}.items() if v})
-    limits = load_budget(budget) if budget else None
+    budget_limits = load_budget(budget) if budget else None
     chosen = catalog.selected(catalog.load_catalog(project, rule_dirs), tuple(project.select), tuple(project.ignore))
     level = _first(fail_on, project.fail_on, "error" if baseline else "never")
     result = run_gate(
-        candidate, baseline, limits, chosen, policy, level, allow_mismatch, device or project.device, dialect
-    )
+        candidate, baseline, budget_limits, chosen, policy, level, allow_mismatch, device or project.device, dialect,
+        max_trace_bytes,
+    )  # fmt: skip
     if fmt != "text":
         write_text(GATE_FORMATS[fmt].render(result), output)
     elif output:

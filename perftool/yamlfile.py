@@ -13,26 +13,90 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from perftool import limits
 from perftool.errors import PerftoolError
+
+
+def read_document(path: str | Path, what: str) -> bytes:
+    """The bytes of a config-sized file (a config, rule, budget or saved result); ``what`` names its kind."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limits.MAX_DOCUMENT_BYTES + 1)
+    except OSError as exc:
+        raise PerftoolError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > limits.MAX_DOCUMENT_BYTES:
+        raise PerftoolError(f"{path}: a {what} larger than {limits.size_text(limits.MAX_DOCUMENT_BYTES)} is refused")
+    return data
 
 
 def read_yaml(path: str | Path, what: str) -> tuple[Any, yaml.Node | None]:
     """The document in ``path`` and its node tree (for line numbers); ``what`` names the file's kind."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PerftoolError(f"{path}: cannot read {what}: {getattr(exc, 'strerror', None) or exc}") from None
+        text = read_document(path, what).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PerftoolError(f"{path}: cannot read {what}: not UTF-8 (byte {exc.start})") from None
     return parse_yaml(text, str(path))
 
 
 def parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    """Parse with the safe loader only (tags such as ``!!python/object`` are errors, never code), refusing
+    documents nested too deeply or whose aliases expand beyond :data:`perftool.limits.MAX_YAML_VALUES`."""
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
+        root = loader.get_single_node()
+        if root is None:
+            return None, None
+        _check_expansion(root, source)
+        return loader.construct_document(root), root
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise PerftoolError(f"{source}{where}: not valid YAML: {reason}") from None
+    except RecursionError:
+        raise PerftoolError(f"{source}: YAML nested too deeply (over {limits.MAX_JSON_DEPTH} levels)") from None
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, source: str) -> None:
+    """Refuse recursive aliases and documents whose aliases expand to too many values ('billion laughs')."""
+    values: dict[int, int] = {}  # node id -> values it expands to
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in values:
+            continue
+        children = _children(node)
+        if children_done:
+            visiting.discard(id(node))
+            values[id(node)] = 1 + sum(values[id(child)] for child in children)
+            if values[id(node)] > limits.MAX_YAML_VALUES:
+                line = node.start_mark.line + 1
+                raise PerftoolError(
+                    f"{source}:{line}: aliases expand to more than {limits.MAX_YAML_VALUES:,} values; refused"
+                )
+            continue
+        if id(node) in visiting:
+            raise PerftoolError(
+                f"{source}:{node.start_mark.line + 1}: a recursive alias (a value that contains itself)"
+            )
+        visiting.add(id(node))
+        stack.append((node, True))
+        for child in children:
+            if id(child) in visiting:
+                line = child.start_mark.line + 1
+                raise PerftoolError(f"{source}:{line}: a recursive alias (a value that contains itself)")
+            stack.append((child, False))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def validation_error(

@@ -36,20 +36,26 @@ def write_trace(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def sarif_validator(request):
-    """A validator for the published SARIF 2.1.0 JSON schema."""
-    import jsonschema
-
-    schema = json.loads(SARIF_2_1_0.path(request.config.cache.mkdir("published-schemas")).read_text())
-    return jsonschema.Draft4Validator(schema)
+def schema_dir(request, tmp_path_factory) -> Path:
+    """Where downloaded schemas are kept: pytest's cache, or a temporary folder when the cache is off."""
+    cache = getattr(request.config, "cache", None)
+    return cache.mkdir("published-schemas") if cache else tmp_path_factory.mktemp("published-schemas")
 
 
 @pytest.fixture(scope="session")
-def junit_schema(request):
+def sarif_validator(schema_dir):
+    """A validator for the published SARIF 2.1.0 JSON schema."""
+    import jsonschema
+
+    return jsonschema.Draft4Validator(json.loads(SARIF_2_1_0.path(schema_dir).read_text()))
+
+
+@pytest.fixture(scope="session")
+def junit_schema(schema_dir):
     """The published JUnit XML schema (junit-10.xsd), as an xmlschema object."""
     import xmlschema
 
-    return xmlschema.XMLSchema(JUNIT_10.path(request.config.cache.mkdir("published-schemas")))
+    return xmlschema.XMLSchema(JUNIT_10.path(schema_dir))
 
 
 @pytest.fixture

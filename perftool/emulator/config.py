@@ -105,7 +105,7 @@ def read_config(
     document, root = read_yaml(path, "config")
     if not isinstance(document, dict):
         raise PerftoolError(f"{path}: a config must be a YAML mapping with device, workload and knobs")
-    overridden = {_apply_override(document, item): item for item in overrides}
+    overridden = {_apply_override(document, item, path, root): item for item in overrides}
     return document, path, root, overridden
 
 
@@ -152,7 +152,7 @@ def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
     return None
 
 
-def _apply_override(document: dict[str, Any], item: str) -> tuple[str, ...]:
+def _apply_override(document: dict[str, Any], item: str, source: str, root: yaml.Node | None) -> tuple[str, ...]:
     """``loop_size=32`` sets a knob; ``workload.steps=400`` sets any field by its path. Returns the path."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
@@ -165,9 +165,11 @@ def _apply_override(document: dict[str, Any], item: str) -> tuple[str, ...]:
     except yaml.YAMLError:
         raise PerftoolError(f"--set {item!r}: value is not valid YAML") from None
     target = document
-    for part in parts[:-1]:
+    for depth, part in enumerate(parts[:-1], start=1):
         target = target.setdefault(part, {})
         if not isinstance(target, dict):
-            raise PerftoolError(f"--set {item!r}: {part} is not a section")
+            raise field_error(
+                source, root, tuple(parts[:depth]), f"not a section, so --set {item!r} cannot set a field in it"
+            )
     target[parts[-1]] = value
     return tuple(parts)

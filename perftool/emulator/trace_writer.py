@@ -16,10 +16,12 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from perftool import limits
 from perftool.emulator.config import EmulatorConfig
 from perftool.emulator.plan import Plan
 from perftool.emulator.run import Run
 from perftool.emulator.vocabulary import HPU_DTYPE_NAMES, VOCABULARIES, Vocabulary
+from perftool.errors import PerftoolError
 from perftool.output import write_bytes
 from perftool.trace.model import Role
 
@@ -27,6 +29,16 @@ FORMAT_VERSION = 1
 HOST, DEVICE = 1, 2
 LOOP, STEPS, COMPILER, WORKERS = 1, 2, 3, 10  # host threads (workers: WORKERS + k)
 COMPUTE, H2D_LINK, D2H_LINK = 1, 2, 3  # device threads
+
+
+def check_length(config: EmulatorConfig, path: str) -> None:
+    """Refuse, before any work, a trace too long to build in memory (emulating without a trace has no such limit)."""
+    steps = config.workload.steps
+    if steps > limits.MAX_TRACE_STEPS_WRITTEN:
+        raise PerftoolError(
+            f"{path}: a trace of {steps:,} steps is longer than the {limits.MAX_TRACE_STEPS_WRITTEN:,} perftool "
+            "writes; lower workload.steps for the trace (the prediction without -o has no such limit)"
+        )
 
 
 def trace_bytes(run: Run) -> bytes:

@@ -11,26 +11,46 @@ from __future__ import annotations
 
 import gzip
 import re
-from pathlib import Path
+import zlib
 from typing import Any
 
 from pydantic import ValidationError
 
+from perftool import limits
 from perftool.errors import PerftoolError
 from perftool.rules.engine import scan_trace
 from perftool.rules.findings import ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace import load_trace
+from perftool.yamlfile import read_document
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
 FREE_WORKLOAD_FIELDS = frozenset({"steps", "name"})  # may differ between comparable emulator runs
 
 
-def load_side(path: str, rules: list[Rule], family: str | None, dialect: str | None) -> TraceFindings:
-    """One side of the comparison, from a scan's JSON or by scanning a trace."""
+def load_side(
+    path: str, rules: list[Rule], family: str | None, dialect: str | None, max_bytes: int | None = None
+) -> TraceFindings:
+    """One side of the comparison, from a scan's JSON or by scanning a trace (of at most ``max_bytes`` of JSON)."""
     if _is_scan_json(path):
         return _from_scan_json(path)
-    return scan_trace(load_trace(path, dialect=dialect), rules, family)
+    return scan_trace(load_trace(path, dialect=dialect, max_bytes=max_bytes), rules, family)
+
+
+def _gunzip(path: str, data: bytes) -> bytes:
+    """Decompress a gzipped scan result, refusing one that inflates past the document limit."""
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        plain = inflater.decompress(data, limits.MAX_DOCUMENT_BYTES + 1)
+    except zlib.error as exc:
+        raise PerftoolError(f"{path}: cannot read scan results: corrupt gzip data: {exc}") from None
+    if len(plain) > limits.MAX_DOCUMENT_BYTES:
+        raise PerftoolError(
+            f"{path}: scan results larger than {limits.size_text(limits.MAX_DOCUMENT_BYTES)} are refused"
+        )
+    if not inflater.eof:
+        raise PerftoolError(f"{path}: cannot read scan results: truncated gzip stream")
+    return plain
 
 
 def _is_scan_json(path: str) -> bool:
@@ -46,11 +66,11 @@ def _is_scan_json(path: str) -> bool:
 
 
 def _from_scan_json(path: str) -> TraceFindings:
+    data = read_document(path, "scan result")
+    if data[:2] == b"\x1f\x8b":
+        data = _gunzip(path, data)
     try:
-        data = Path(path).read_bytes()
-        report = ScanReport.model_validate_json(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise PerftoolError(f"{path}: cannot read scan results: {exc}") from None
+        report = ScanReport.model_validate_json(data)
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"]) or "document"

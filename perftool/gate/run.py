@@ -29,13 +29,14 @@ class GateResult:
 def run_gate(
     candidate: str, baseline: str | None, budget: Budget | None, rules: list[Rule], policy: GatePolicy,
     fail_on: str, allow_mismatch: bool = False, family: str | None = None, dialect: str | None = None,
+    max_bytes: int | None = None,
 ) -> GateResult:  # fmt: skip
-    """Compare ``candidate`` with ``baseline`` and/or hold it to ``budget``."""
-    cand = load_side(candidate, rules, family, dialect)
+    """Compare ``candidate`` with ``baseline`` and/or hold it to ``budget``; ``max_bytes`` limits each trace."""
+    cand = load_side(candidate, rules, family, dialect, max_bytes)
     checks: list[Check] = []
     mismatches: list[str] = []
     if baseline is not None:
-        base = load_side(baseline, rules, family, dialect)
+        base = load_side(baseline, rules, family, dialect, max_bytes)
         mismatches = differences(base, cand)
         if mismatches and not allow_mismatch:
             raise PerftoolError(

@@ -22,10 +22,13 @@ from perftool.trace.model import Trace
 
 
 def scan_files(
-    paths: list[str], rules: list[Rule], family: str | None = None, dialect: str | None = None, evidence: int = 5
-) -> ScanReport:
-    """Load and scan each trace in turn (one in memory at a time)."""
-    traces = [scan_trace(load_trace(path, dialect=dialect), rules, family, evidence) for path in paths]
+    paths: list[str], rules: list[Rule], family: str | None = None, dialect: str | None = None, evidence: int = 5,
+    max_bytes: int | None = None,
+) -> ScanReport:  # fmt: skip
+    """Load and scan each trace in turn (one in memory at a time); ``max_bytes`` limits each trace's JSON."""
+    traces = [
+        scan_trace(load_trace(path, dialect=dialect, max_bytes=max_bytes), rules, family, evidence) for path in paths
+    ]
     return ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces)
 
 

@@ -124,6 +124,8 @@ class Rule(_Strict):
 
 
 _PLAIN_FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SPEC_NUMBERS = re.compile(r"\d+")
+MAX_FORMAT_WIDTH = 100  # a width or precision beyond this only makes huge strings
 
 
 def template_fields(template: str) -> list[str]:
@@ -136,20 +138,31 @@ def template_fields(template: str) -> list[str]:
             raise ValueError(f"template field {{{name}}} must be a plain value name (no attributes, no indexing)")
         if spec and "{" in spec:
             raise ValueError(f"template field {{{name}}} has a nested field in its format")
+        if spec and any(int(number) > MAX_FORMAT_WIDTH for number in _SPEC_NUMBERS.findall(spec)):
+            raise ValueError(f"template field {{{name}:{spec}}}: widths and precisions go up to {MAX_FORMAT_WIDTH}")
         fields.append(name)
     return fields
 
 
-class _Unknown:
-    """A value the trace cannot give (NaN): shown as ``n/a`` whatever the format asks."""
-
-    def __format__(self, spec: str) -> str:
-        return "n/a"
-
-
 def fill(template: str, values: dict[str, object]) -> str:
-    """Fill a checked template; only the detector's own values are reachable, unknown numbers read n/a."""
-    used = {name: values[name] for name in template_fields(template)}
-    return template.format_map(
-        {k: _Unknown() if isinstance(v, float) and math.isnan(v) else v for k, v in used.items()}
-    )
+    """Fill a checked template with the detector's own values only: no attributes, no indexing.
+
+    A value the trace cannot give (NaN) reads ``n/a``; a format that does not suit its value (``{count:.1%}``
+    on a string) shows the value plainly rather than failing the scan.
+    """
+    template_fields(template)  # refuses fields that reach beyond a plain name
+    parts = []
+    for literal, name, spec, conversion in string.Formatter().parse(template):
+        parts.append(literal)
+        if name is None:
+            continue
+        value = values[name]
+        if isinstance(value, float) and math.isnan(value):
+            parts.append("n/a")
+            continue
+        value = repr(value) if conversion == "r" else str(value) if conversion == "s" else value
+        try:
+            parts.append(format(value, spec or ""))
+        except (ValueError, TypeError):
+            parts.append(str(value))
+    return "".join(parts)

@@ -10,8 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from perftool.errors import PerftoolError
 from perftool.gate.policy import GatePolicy
+from perftool.limits import MAX_JSON_DEPTH
 from perftool.rules.model import Severity
-from perftool.yamlfile import read_yaml, validation_error
+from perftool.yamlfile import read_document, read_yaml, validation_error
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -81,10 +82,13 @@ def _from_yaml(path: Path) -> ProjectConfig:
 
 def _from_toml(path: Path) -> ProjectConfig | None:
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        document = tomllib.loads(read_document(path, "project config").decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise PerftoolError(f"{path}: cannot read: {exc}") from None
-    section = document.get("tool", {}).get("perftool")
+    except RecursionError:
+        raise PerftoolError(f"{path}: TOML nested too deeply (over {MAX_JSON_DEPTH} levels)") from None
+    tool = document.get("tool")
+    section = tool.get("perftool") if isinstance(tool, dict) else None
     if section is None:
         return None
     source = f"{path} [tool.perftool]"

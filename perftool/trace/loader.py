@@ -14,8 +14,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
-from perftool import dialects
+from perftool import dialects, limits
 from perftool.errors import TraceError
+from perftool.interrupts import ignore_in_worker
 from perftool.trace.columns import ColumnBuilder, Part, PieceError, make_part
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -32,15 +33,39 @@ _GZIP_MAGIC = b"\x1f\x8b"
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 
 
-def load_trace(path: str | os.PathLike[str], dialect: str | None = None, workers: int | None = None) -> Trace:
+def load_trace(
+    path: str | os.PathLike[str], dialect: str | None = None, workers: int | None = None, max_bytes: int | None = None
+) -> Trace:
     """Read a trace file and assign track roles and event kinds through its dialect.
 
     ``dialect`` forces one by name; by default it is detected. ``workers`` decoding processes are
-    used for large files (default: one per CPU, at most 4). Raises
+    used for large files (default: one per CPU, at most 4). A trace of more than ``max_bytes`` of
+    JSON (default :func:`perftool.limits.max_trace_bytes`) is refused. Raises
     :class:`~perftool.errors.TraceError` with a one-line message for any unreadable input.
     """
     path = os.fspath(path)
     _check_readable(path)
+    max_bytes = max_bytes or limits.max_trace_bytes()
+    if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
+        raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
+    try:
+        trace = _load(path, workers, max_bytes)
+    except RecursionError:
+        raise TraceError(
+            path, f"JSON nested too deeply (over {limits.MAX_JSON_DEPTH} levels of arrays or objects)"
+        ) from None
+    return dialects.apply(trace, dialect)
+
+
+def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
+    return TraceError(
+        path,
+        f"{what} than the trace-size limit of {limits.size_text(max_bytes)} allows; --max-trace-size SIZE "
+        f"(or {limits.MAX_TRACE_SIZE_ENV}) raises it: scanning needs about 0.65 GB of memory per GB of JSON",
+    )
+
+
+def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
     if workers is None:
         workers = min(os.cpu_count() or 1, 4) if _json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
     args_categories = dialects.args_categories()
@@ -52,21 +77,20 @@ def load_trace(path: str | os.PathLike[str], dialect: str | None = None, workers
             if workers > 1 and not _is_gzip(path):
                 _load_ranges(path, builder, metadata, args_categories, workers)
             else:
-                with _decoding(workers) as submit, _reader(path) as read:
+                with _decoding(workers) as submit, _reader(path, max_bytes) as read:
                     submitted = (submit(_part_of_piece, p, args_categories) for p in stream_pieces(read, metadata))
                     for result in _in_order(submitted, workers):
                         _add(builder, result)
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
-            with _reader(path) as read:
+            with _reader(path, max_bytes) as read:
                 data = b"".join(iter(lambda: read(CHUNK_BYTES), b""))
             for batch in exact_batches(path, data, metadata):
                 _add(builder, lambda batch=batch: make_part(batch, args_categories))
-        trace = builder.finish(metadata)
+        return builder.finish(metadata)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return dialects.apply(trace, dialect)
 
 
 def _part_of_piece(piece: bytes, args_categories: frozenset[str]) -> Part:
@@ -107,7 +131,7 @@ def _decoding(workers: int) -> Iterator[Callable[..., Callable[[], Part]]]:
         yield lambda function, *args: lambda: function(*args)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" else "spawn"
-    pool = multiprocessing.get_context(method).Pool(workers)
+    pool = multiprocessing.get_context(method).Pool(workers, initializer=ignore_in_worker)
     try:
         yield lambda function, *args: pool.apply_async(function, args).get
     finally:
@@ -151,21 +175,28 @@ def _json_size_hint(path: str) -> int:
 
 
 @contextmanager
-def _reader(path: str) -> Iterator[Callable[[int], bytes]]:
+def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
     """A ``read(n)`` over the file's decompressed bytes, filled ahead by a background thread.
 
     The thread decompresses (zlib releases the GIL) or reads while the caller decodes, so a gzip
-    file costs little more than its decompression. Read errors surface as TraceError.
+    file costs little more than its decompression. Read errors surface as TraceError, and so does
+    a gzip stream that decompresses past ``max_bytes`` or far beyond what real traces do.
     """
-    opener: Callable[[], BinaryIO] = (lambda: gzip.open(path, "rb")) if _is_gzip(path) else (lambda: open(path, "rb"))
+    compressed = _is_gzip(path)
+    opener: Callable[[], BinaryIO] = (lambda: gzip.open(path, "rb")) if compressed else (lambda: open(path, "rb"))
     chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=2)
     stop = threading.Event()
+    file_size = os.path.getsize(path)
 
     def produce() -> None:
         try:
+            total = 0
             with opener() as fh:
                 while not stop.is_set():
                     chunk = fh.read(CHUNK_BYTES)
+                    total += len(chunk)
+                    if compressed:
+                        _check_inflation(path, total, file_size, max_bytes)
                     _put(chunks, chunk, stop)
                     if not chunk:
                         return
@@ -197,6 +228,18 @@ def _reader(path: str) -> Iterator[Callable[[int], bytes]]:
             except queue.Empty:
                 pass
         worker.join()
+
+
+def _check_inflation(path: str, total: int, file_size: int, max_bytes: int) -> None:
+    """Stop a gzip stream once it passes the trace-size limit or inflates like a gzip bomb."""
+    if total > max_bytes:
+        raise _too_large(path, "decompresses to more JSON", max_bytes)
+    if total > limits.GZIP_RATIO_FROM_BYTES and total > limits.MAX_GZIP_RATIO * file_size:
+        raise TraceError(
+            path,
+            f"decompresses to over {limits.MAX_GZIP_RATIO}x its size ({limits.size_text(total)} from "
+            f"{limits.size_text(file_size)}); real traces compress 5-20x, so this is refused as a gzip bomb",
+        )
 
 
 def _put(chunks: queue.Queue, item: bytes | BaseException, stop: threading.Event) -> None:

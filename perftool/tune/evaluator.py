@@ -19,6 +19,7 @@ import numpy as np
 
 from perftool.emulator.evaluate import FIGURES, evaluate_plan
 from perftool.emulator.plan import build_plan
+from perftool.interrupts import ignore_in_worker
 from perftool.tune.space import Space
 from perftool.tune.spec import TuneConfig
 
@@ -146,7 +147,7 @@ class Evaluator:
         pieces = [points[i : i + size] for i in range(0, len(points), size)]
         if self.jobs > 1 and len(pieces) > 1:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(self.jobs)
+                self._pool = ProcessPoolExecutor(self.jobs, initializer=ignore_in_worker)
             results = self._pool.map(evaluate_points, repeat(self.config), repeat(self.space), pieces)
         else:
             results = (evaluate_points(self.config, self.space, piece) for piece in pieces)

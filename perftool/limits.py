@@ -1,0 +1,48 @@
+"""The limits that keep a hostile or accidental input from exhausting memory or time.
+
+Each is named in the error that enforces it; the README's "Limits" section lists them with figures.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import ByteSize, TypeAdapter, ValidationError
+
+from perftool.errors import PerftoolError
+
+DEFAULT_MAX_TRACE_BYTES = 4 << 30  # of JSON, after decompression: about 2.6 GiB of memory to scan
+MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
+MAX_GZIP_RATIO = 100  # decompressed : compressed; real traces compress 5-20x, a gzip bomb up to ~1000x
+GZIP_RATIO_FROM_BYTES = 64 << 20  # small files may compress as well as they like
+MAX_DOCUMENT_BYTES = 256 << 20  # a config, rule, budget or saved scan result
+MAX_YAML_VALUES = 1_000_000  # after aliases are expanded: refuses 'billion laughs' documents
+MAX_TRACE_STEPS_WRITTEN = 200_000  # an emulated trace is built in memory: ~1.3 KB of JSON and ~6 KB of RAM a step
+MAX_JSON_DEPTH = "about 1,000"  # msgspec's and pydantic's recursion limit, as users read it
+
+_SIZE = TypeAdapter(ByteSize)
+
+
+def parse_size(text: str, source: str) -> int:
+    """A positive size such as ``8GiB`` or ``500MB`` (bytes when no unit); ``source`` names where it came from."""
+    try:
+        size = int(_SIZE.validate_python(text))
+    except ValidationError:
+        raise PerftoolError(f"{source}: not a size (got {text!r}): give bytes or a unit, e.g. 8GiB") from None
+    if size <= 0:
+        raise PerftoolError(f"{source}: must be more than 0 bytes (got {text!r})")
+    return size
+
+
+def max_trace_bytes() -> int:
+    """The trace-size limit: ``PERFTOOL_MAX_TRACE_SIZE`` when set, else 4 GiB."""
+    value = os.environ.get(MAX_TRACE_SIZE_ENV)
+    return parse_size(value, MAX_TRACE_SIZE_ENV) if value else DEFAULT_MAX_TRACE_BYTES
+
+
+def size_text(size: int) -> str:
+    """A size as people read it: '4 GiB', '1.5 GiB', '300 MiB', '12 KiB', '900 bytes'."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"

@@ -1,0 +1,346 @@
+"""Property-based and fuzz tests: whatever the input, perftool gives a result or one clear line with exit 2.
+
+Each property feeds random or mutated inputs (truncations, byte flips, wrong types, missing and unknown
+keys, extreme numbers, NaN and Infinity, negative durations, unpaired B/E events, duplicate keys,
+non-UTF-8 bytes, huge strings) to the trace loader, the rule loader, the config loaders and gate's
+inputs, through the command line as a user runs it. The CI profile runs a few thousand examples in
+all; ``HYPOTHESIS_PROFILE=long python -m pytest tests/test_fuzz.py`` runs 5,000 per property, fresh each time.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from conftest import REPO
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perftool.cli import cli
+from perftool.emulator.config import EmulatorConfig, load_config
+from perftool.errors import PerftoolError
+from perftool.rules.model import fill, template_fields
+from perftool.tune.spec import TuneConfig, load_tune_config
+
+SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"
+EXAMPLES = {name: REPO / "examples" / "tune" / f"{name}.yaml" for name in ("npu", "ipu", "hpu", "gpu")}
+RULE = REPO / "rules" / "PT001-host-bound-gaps.yaml"
+
+settings.register_profile(  # the same ~2,700 examples on every run: a failure in CI is always reproducible
+    "ci", max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+settings.register_profile("long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def invoke(*args: object) -> Any:
+    """Run perftool and check the contract: exit 0 or 1 with no exception, or exit 2 with one line naming ``where``."""
+    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert "Traceback" not in result.output and "Traceback" not in result.stderr
+    assert result.exit_code in (0, 1, 2), (result.exit_code, result.stderr)
+    return result
+
+
+def assert_bad_input(result: Any, where: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("perftool: error: ") and where in lines[0], lines[0]
+
+
+def assert_clean(result: Any, where: str) -> None:
+    if result.exit_code == 2:
+        assert_bad_input(result, where)
+
+
+# --- inputs ---------------------------------------------------------------------------------------------------------
+
+EXTREME_NUMBERS = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, -1, 1, 2**31, 2**63, -(2**63), 1e308, -1e308, 5e-324]),
+)
+STRINGS = st.one_of(st.text(max_size=20), st.sampled_from(["", "x" * 100_000, "64MB", "1e999", "nan", "\u0000", "🚀"]))
+ANY_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    EXTREME_NUMBERS,
+    STRINGS,
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+)
+
+
+def mutate_tree(data: st.DataObject, tree: Any, mutations: int = 3) -> Any:
+    """The tree with a few random changes: values replaced by anything, keys dropped, unknown keys added."""
+    tree = copy.deepcopy(tree)
+    for _ in range(data.draw(st.integers(1, mutations))):
+        paths = list(_paths(tree))
+        path = data.draw(st.sampled_from(paths))
+        parent = _get(tree, path[:-1]) if path else None
+        action = data.draw(st.sampled_from(["replace", "replace", "drop", "add"]))
+        if not path:
+            tree = data.draw(ANY_VALUE)
+        elif action == "replace":
+            parent[path[-1]] = data.draw(ANY_VALUE)
+        elif action == "drop" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif action == "add" and isinstance(parent, dict):
+            parent[data.draw(st.text(min_size=1, max_size=8))] = data.draw(ANY_VALUE)
+    return tree
+
+
+def _paths(tree: Any, path: tuple = ()) -> Any:
+    yield path
+    children = tree.items() if isinstance(tree, dict) else enumerate(tree) if isinstance(tree, list) else ()
+    for key, child in children:
+        yield from _paths(child, (*path, key))
+
+
+def _get(tree: Any, path: tuple) -> Any:
+    for key in path:
+        tree = tree[key]
+    return tree
+
+
+TOKENS = [b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\xff", b"\xc3", b"\x00", b"NaN", b"Infinity", b"-1e400",
+          b"1e309", b"null", b'"ts":1,"ts":', b'{"ph":"B","ts":5}', b'{"ph":"E","ts":-3}', b"[" * 2000]  # fmt: skip
+
+
+def mutate_bytes(data: st.DataObject, raw: bytes) -> bytes:
+    """The bytes truncated, or with a few bytes flipped, deleted, inserted (JSON tokens, bad UTF-8) or duplicated."""
+    kind = data.draw(st.sampled_from(["truncate", "edit"]))
+    if kind == "truncate":
+        return raw[: data.draw(st.integers(0, len(raw) - 1))]
+    out = bytearray(raw)
+    for _ in range(data.draw(st.integers(1, 6))):
+        at = data.draw(st.integers(0, len(out) - 1))
+        edit = data.draw(st.sampled_from(["flip", "delete", "insert", "duplicate"]))
+        if edit == "flip":
+            out[at] = data.draw(st.integers(0, 255))
+        elif edit == "delete":
+            del out[at : at + data.draw(st.integers(1, 16))]
+        elif edit == "insert":
+            out[at:at] = data.draw(st.sampled_from(TOKENS))
+        else:
+            start = data.draw(st.integers(0, len(out) - 1))
+            out[at:at] = out[start : start + data.draw(st.integers(1, 200))]
+        if not out:
+            break
+    return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def small_trace() -> bytes:
+    """A small, valid trace: the first 500 events of an emulator sample with its metadata."""
+    document = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    document["traceEvents"] = document["traceEvents"][:500]
+    return json.dumps(document).encode()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fuzz")
+
+
+# --- the trace loader -----------------------------------------------------------------------------------------------
+
+FUZZ = settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@FUZZ
+@given(data=st.data(), compress=st.booleans())
+def test_mutated_trace_bytes_scan_or_fail_cleanly(data, compress, small_trace, folder):
+    mutated = mutate_bytes(data, small_trace)
+    path = folder / ("mutated.json.gz" if compress else "mutated.json")
+    path.write_bytes(gzip.compress(mutated) if compress else mutated)
+    assert_clean(invoke("scan", path, "--format", "json"), str(path))
+
+
+@FUZZ
+@given(data=st.data())
+def test_truncated_or_corrupt_gzip_fails_cleanly(data, small_trace, folder):
+    packed = gzip.compress(small_trace)
+    path = folder / "broken.json.gz"
+    path.write_bytes(mutate_bytes(data, packed))
+    assert_clean(invoke("info", path), str(path))
+
+
+EVENT_FIELDS = {
+    "ph": st.one_of(st.sampled_from(list("XBEiIMCsfbentPON")), ANY_VALUE),
+    "name": st.one_of(
+        st.sampled_from(
+            [
+                "aten::mm",
+                "cudaLaunchKernel",
+                "ProfilerStep#3",
+                "thread_name",
+                "process_name",
+                "Memcpy HtoD",
+                "aclopCompile",
+            ]
+        ),
+        ANY_VALUE,
+    ),  # fmt: skip
+    "cat": st.one_of(st.sampled_from(["kernel", "cpu_op", "gpu_memcpy", "cuda_runtime", "step", "compute"]), ANY_VALUE),
+    "pid": st.one_of(st.integers(0, 4), ANY_VALUE),
+    "tid": st.one_of(st.integers(0, 4), ANY_VALUE),
+    "ts": st.one_of(st.floats(-1e3, 1e7), ANY_VALUE),
+    "dur": st.one_of(st.floats(-10, 1e4), ANY_VALUE),
+    "id": ANY_VALUE,
+    "args": st.one_of(
+        st.fixed_dictionaries({"name": st.sampled_from(["GPU 0", "python3", "stream 7", "CPU"])}), ANY_VALUE
+    ),
+}
+EVENTS = st.lists(st.fixed_dictionaries({}, optional=EVENT_FIELDS), max_size=40)
+
+
+@FUZZ
+@given(events=EVENTS, as_object=st.booleans(), unit=st.sampled_from([None, "ms", "ns", 3]))
+def test_random_events_scan_or_fail_cleanly(events, as_object, unit, folder):
+    document: Any = {"traceEvents": events} if as_object else events
+    if as_object and unit is not None:
+        document["displayTimeUnit"] = unit
+    path = folder / "events.json"
+    path.write_text(json.dumps(document))  # NaN and Infinity come out as the bare tokens some tools write
+    result = invoke("scan", path, "--format", "json")
+    assert_clean(result, str(path))
+    if result.exit_code != 2:
+        assert json.loads(result.stdout)["traces"][0]["path"] == str(path)
+
+
+@FUZZ
+@given(
+    depth=st.integers(900, 20_000),
+    where=st.sampled_from(["args", "metadata", "events"]),
+    opener=st.sampled_from("[{"),
+)
+def test_deeply_nested_json_is_refused(depth, where, opener, folder):
+    nested = ("[" * depth + "]" * depth) if opener == "[" else ('{"a":' * depth + "1" + "}" * depth)
+    text = {
+        "args": '{"traceEvents":[{"ph":"X","ts":1,"dur":1,"args":%s}]}',
+        "metadata": '{"deep":%s,"traceEvents":[{"ph":"X","ts":1,"dur":1}]}',
+        "events": '{"traceEvents":%s}',
+    }[where] % nested
+    path = folder / "nested.json"
+    path.write_text(text)
+    assert_clean(invoke("info", path), str(path))
+
+
+# --- the rule loader and templates ----------------------------------------------------------------------------------
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_rule_files_load_or_fail_cleanly(data, folder):
+    document = mutate_tree(data, yaml.safe_load(RULE.read_text()))
+    directory = folder / "rules"
+    directory.mkdir(exist_ok=True)
+    path = directory / "PT901-fuzzed.yaml"
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    assert_clean(invoke("rules", "list", "--rules", directory), str(path))
+
+
+TEMPLATE_PIECES = st.sampled_from(["{cost_pct:.1f}", "{cost_ms}", "{x.__class__}", "{0}", "{cost_ms[0]}",
+                                   "{cost_ms:>{width}}", "{cost_ms:>100000}", "{cost_ms!r}", "{", "}", "{{", "text ",
+                                   "{cost_pct:.1%}", "{cost_ms:d}", "{steps:,}", "{__import__}"])  # fmt: skip
+
+
+@given(pieces=st.lists(TEMPLATE_PIECES, max_size=6), values=st.dictionaries(st.sampled_from(
+    ["cost_ms", "cost_pct", "steps", "x", "__import__"]), ANY_VALUE))  # fmt: skip
+def test_templates_reach_only_plain_values(pieces, values):
+    template = "".join(pieces)
+    try:
+        names = template_fields(template)
+    except ValueError:
+        return  # refused when the rule file loads, with the file and line
+    if set(names) <= set(values):
+        text = fill(template, values)
+        assert isinstance(text, str) and len(text) < 200_000 + 100 * len(pieces) * 10
+
+
+# --- the config loaders ---------------------------------------------------------------------------------------------
+
+
+@FUZZ
+@given(data=st.data(), name=st.sampled_from(sorted(EXAMPLES)))
+def test_mutated_emulator_and_tune_configs_load_or_fail_cleanly(data, name, folder):
+    document = mutate_tree(data, yaml.safe_load(EXAMPLES[name].read_text()))
+    path = folder / "fuzzed.yaml"
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    for model, loader in ((EmulatorConfig, load_config), (TuneConfig, load_tune_config)):
+        try:
+            loaded = loader(path) if loader is load_tune_config else loader(path, [], model)
+        except PerftoolError as exc:
+            message = str(exc)
+            assert "\n" not in message and message.startswith(str(path)), message
+        else:
+            assert isinstance(loaded, model)
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_knobs_emulate_or_fail_cleanly(data, folder):
+    document = yaml.safe_load(EXAMPLES["hpu"].read_text())
+    document.pop("tune")
+    document["knobs"] = mutate_tree(data, document["knobs"])
+    document["workload"] = mutate_tree(data, document["workload"], mutations=1)
+    if isinstance(document["workload"], dict):
+        document["workload"]["steps"] = 64  # any length is valid; short runs keep the suite fast
+    path = folder / "knobs.yaml"
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    result = invoke("emulate", path, "--format", "json")
+    assert_clean(result, str(path))
+    if result.exit_code == 0:
+        assert json.loads(result.stdout)["prediction"]
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_tune_sections_sweep_or_fail_cleanly(data, folder):
+    document = yaml.safe_load(EXAMPLES["gpu"].read_text())
+    document["tune"] = mutate_tree(data, document["tune"])
+    document["workload"]["steps"] = 32
+    path = folder / "tune.yaml"
+    path.write_text(yaml.safe_dump(document, allow_unicode=True))
+    assert_clean(invoke("tune", path, "--budget", "40", "--format", "json"), str(path))
+
+
+# --- gate's inputs --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scan_result(folder) -> Path:
+    path = folder / "baseline.findings.json"
+    assert invoke("scan", SAMPLE, "--format", "json", "-o", path).exit_code == 0
+    return path
+
+
+@FUZZ
+@given(data=st.data(), as_bytes=st.booleans())
+def test_mutated_scan_results_gate_or_fail_cleanly(data, as_bytes, scan_result, folder):
+    raw = scan_result.read_bytes()
+    if as_bytes:
+        mutated = mutate_bytes(data, raw)
+    else:
+        mutated = json.dumps(mutate_tree(data, json.loads(raw), mutations=2)).encode()
+    path = folder / "candidate.findings.json"
+    path.write_bytes(mutated)
+    assert_clean(invoke("gate", scan_result, path, "--format", "json"), str(path))
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_budgets_fail_cleanly(data, scan_result, folder):
+    budget = {"metrics": {"device.idle_fraction": {"warn": 0.05, "error": 0.2}, "step_time_us.median": {"error": 5e4}}}
+    path = folder / "budget.yaml"
+    path.write_text(yaml.safe_dump(mutate_tree(data, budget), allow_unicode=True))
+    assert_clean(invoke("gate", scan_result, "--budget", path), str(path))

@@ -1,0 +1,247 @@
+"""Hostile inputs and limits: bombs are refused with bounded memory and time, YAML never runs code,
+templates reach only their own values, outputs are all-or-nothing, Ctrl-C exits 130 leaving no files."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+import yaml
+from conftest import REPO
+
+from perftool.output import write_bytes
+
+SAMPLE = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
+NPU_CONFIG = REPO / "sample_traces" / "npu" / "healthy.yaml"
+
+
+def one_error_line(result, *needles: str) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.stdout[-500:])
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("perftool: error: ")
+    for needle in needles:
+        assert needle in line, line
+    return line
+
+
+def gzip_of_spaces(path, megabytes: int) -> None:
+    """A gzip bomb: a valid trace opening, then megabytes of blanks (about 1,000:1 compressed)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    blanks = b" " * (1 << 20)
+    parts = [packer.compress(b'{"traceEvents":[')]
+    parts += [packer.compress(blanks) for _ in range(megabytes)]
+    parts += [packer.compress(b"]}"), packer.flush()]
+    path.write_bytes(b"".join(parts))
+
+
+def peak_rss_mb_of(code: str) -> tuple[str, float]:
+    """Run ``code`` in a fresh interpreter; what it printed and its peak resident memory in MB."""
+    program = f"import resource\n{code}\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    lines = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
+    *printed, peak = lines.strip().splitlines()
+    return "\n".join(printed), float(peak)
+
+
+# --- traces ---------------------------------------------------------------------------------------------------------
+
+
+def test_gzip_bomb_is_refused_quickly_in_bounded_memory(tmp_path):
+    bomb = tmp_path / "bomb.json.gz"
+    gzip_of_spaces(bomb, 1024)  # 1 GiB of JSON in about 1 MB
+    assert bomb.stat().st_size < 2 << 20
+    started = time.perf_counter()
+    printed, peak_mb = peak_rss_mb_of(
+        "from perftool.trace import load_trace\nfrom perftool.errors import TraceError\n"
+        f"try:\n    load_trace({str(bomb)!r})\nexcept TraceError as exc:\n    print(exc)"
+    )
+    assert "gzip bomb" in printed and str(bomb) in printed
+    assert time.perf_counter() - started < 20
+    assert peak_mb < 400  # the interpreter and numpy take ~60 MB; decompression holds a few 8 MB chunks
+
+
+def test_the_trace_size_limit_names_itself_and_the_option_that_lifts_it(run, tmp_path, monkeypatch):
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
+    for path in (plain, SAMPLE):
+        line = one_error_line(run("scan", path, "--max-trace-size", "100kB"), str(path), "97.7 KiB", "--max-trace-size")
+        assert "PERFTOOL_MAX_TRACE_SIZE" in line
+        assert run("scan", path, "--max-trace-size", "1GiB").exit_code == 0
+    monkeypatch.setenv("PERFTOOL_MAX_TRACE_SIZE", "100kB")
+    one_error_line(run("info", SAMPLE), "trace-size limit of 97.7 KiB")
+    one_error_line(run("gate", SAMPLE, SAMPLE), "trace-size limit")
+    assert run("info", SAMPLE, "--max-trace-size", "10MB").exit_code == 0  # the option wins over the variable
+    monkeypatch.setenv("PERFTOOL_MAX_TRACE_SIZE", "lots")
+    one_error_line(run("info", SAMPLE), "PERFTOOL_MAX_TRACE_SIZE: not a size (got 'lots')")
+    one_error_line(run("info", SAMPLE, "--max-trace-size", "0"), "--max-trace-size: must be more than 0 bytes")
+
+
+@pytest.mark.parametrize(
+    ("where", "problem"),
+    [("args", "nested too deeply"), ("metadata", "nested too deeply"), ("events", "event 0: expected object")],
+)
+def test_json_nesting_bomb_is_refused(run, write_trace, where, problem):
+    bomb = "[" * 100_000 + "]" * 100_000
+    text = {
+        "args": '{"traceEvents":[{"ph":"X","ts":1,"dur":1,"args":%s}]}',
+        "metadata": '{"deep":%s,"traceEvents":[{"ph":"X","ts":1,"dur":1}]}',
+        "events": '{"traceEvents":%s}',
+    }[where] % bomb
+    path = write_trace(text, "nested.json")
+    one_error_line(run("scan", path), str(path), problem)
+
+
+def test_scan_results_for_gate_are_bounded_too(run, tmp_path):
+    saved = tmp_path / "bomb.findings.json.gz"
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    head = b'{"schema":"perftool.findings/1","tool":{"name":"perftool"},"traces":[' + b" " * 512
+    saved.write_bytes(
+        packer.compress(head) + b"".join(packer.compress(b" " * (1 << 20)) for _ in range(300)) + packer.flush()
+    )
+    one_error_line(run("gate", saved, saved), str(saved), "larger than 256 MiB")
+    nested = tmp_path / "nested.findings.json"
+    nested.write_text('{"schema":"perftool.findings/1","tool":' + "[" * 50_000 + "]" * 50_000 + "}")
+    one_error_line(run("gate", nested, nested), str(nested), "not a perftool scan result")
+
+
+# --- YAML -----------------------------------------------------------------------------------------------------------
+
+
+def test_yaml_python_tags_are_errors_and_never_run(run, tmp_path):
+    marker = tmp_path / "ran"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"device: !!python/object/apply:os.system ['touch {marker}']\n")
+    one_error_line(run("emulate", config), f"{config}:1:9", "could not determine a constructor")
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "PT900-evil.yaml").write_text(f"id: !!python/object/apply:os.system ['touch {marker}']\n")
+    one_error_line(run("rules", "list", "--rules", rules), "PT900-evil.yaml:1:5")
+    assert not marker.exists()
+
+
+def test_yaml_alias_bomb_recursion_and_depth_are_refused(run, tmp_path):
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 values
+    bomb = tmp_path / "laughs.yaml"
+    bomb.write_text("\n".join(laughs) + "\ndevice: npu\n")
+    started = time.perf_counter()
+    one_error_line(run("emulate", bomb), f"{bomb}:", "aliases expand to more than 1,000,000 values")
+    assert time.perf_counter() - started < 10
+    recursive = tmp_path / "recursive.yaml"
+    recursive.write_text("a: &a [1, *a]\ndevice: npu\n")
+    one_error_line(run("emulate", recursive), f"{recursive}:1", "recursive alias")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("device: " + "[" * 50_000 + "]" * 50_000 + "\n")
+    one_error_line(run("gate", SAMPLE, "--budget", deep), str(deep), "nested too deeply")
+
+
+def test_config_files_are_bounded(run, tmp_path):
+    huge = tmp_path / "huge.yaml"
+    with huge.open("w") as out:
+        out.write("device: npu\n# ")
+        out.truncate(300 << 20)  # sparse: 300 MB of NUL bytes after the comment
+    one_error_line(run("emulate", huge), str(huge), "larger than 256 MiB is refused")
+
+
+# --- rules and templates --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "problem"),
+    [
+        ("{cost_ms.__class__}", "must be a plain value name"),
+        ("{cost_ms[0]}", "must be a plain value name"),
+        ("{cost_ms:>{width}}", "nested field"),
+        ("{cost_ms:>100000000}", "widths and precisions go up to 100"),
+    ],
+)
+def test_templates_cannot_reach_beyond_their_values(run, tmp_path, template, problem):
+    rule = yaml.safe_load((REPO / "rules" / "PT001-host-bound-gaps.yaml").read_text())
+    rule |= {"id": "PT901", "name": "template-test", "message": template}
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    path = rules / "PT901-template.yaml"
+    path.write_text(yaml.safe_dump(rule))
+    one_error_line(run("rules", "list", "--rules", rules), f"{path}:", problem)
+
+
+def test_control_characters_in_input_stay_on_one_line(run, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(NPU_CONFIG.read_text() + '"bad\\nkey\\rhere": 1\n')
+    line = one_error_line(run("emulate", config))
+    assert "bad\\nkey\\rhere" in line
+
+
+# --- outputs --------------------------------------------------------------------------------------------------------
+
+
+def test_emulated_traces_too_long_to_build_are_refused_before_work(run, tmp_path):
+    out = tmp_path / "long.json"
+    started = time.perf_counter()
+    one_error_line(run("emulate", NPU_CONFIG, "--set", "workload.steps=500000", "-o", out), str(out), "200,000")
+    assert time.perf_counter() - started < 5 and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("scan", SAMPLE, "-o"),
+        ("info", SAMPLE, "-o"),
+        ("gate", SAMPLE, SAMPLE, "-o"),
+        ("emulate", NPU_CONFIG, "-o"),
+        ("tune", REPO / "examples" / "tune" / "gpu.yaml", "-o"),
+        ("tune", REPO / "examples" / "tune" / "gpu.yaml", "--write-best"),
+        ("tune", REPO / "examples" / "tune" / "gpu.yaml", "--results"),
+        ("tune", REPO / "examples" / "tune" / "gpu.yaml", "--emit-trace"),
+    ],
+)
+def test_unwritable_outputs_fail_before_any_work(run, tmp_path, args):
+    one_error_line(run(*args, tmp_path / "missing" / "out.json"), "missing/out.json", "does not exist")
+    one_error_line(run(*args, tmp_path), str(tmp_path), "is a directory")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if not os.access(locked, os.W_OK):  # root may write anywhere; other users get the read-only check too
+        one_error_line(run(*args, locked / "out.json"), "locked/out.json", "not writable")
+    locked.chmod(0o700)
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "report.json"
+    target.write_text("old")
+
+    def interrupted(*_args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_bytes(b"new", str(target))
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_ctrl_c_during_a_sweep_exits_130_and_writes_nothing(tmp_path):
+    outputs = {flag: tmp_path / name for flag, name in
+               [("--write-best", "best.yaml"), ("--results", "all.csv"), ("-o", "summary.txt")]}  # fmt: skip
+    space = "tune.space.prefetch_depth={range: [1, 1024]}"  # 663,552 configurations: about 10 s
+    command = [sys.executable, "-c", "from perftool.cli import main; main()", "tune",
+               str(REPO / "examples" / "tune" / "npu.yaml"), "--strategy", "exhaustive", "--set", space, "-j", "2",
+               "--progress", *(str(part) for pair in outputs.items() for part in pair)]  # fmt: skip
+    sweep = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert sweep.stderr is not None
+    seen = ""
+    while "sweep" not in seen:  # the progress bar is up: the sweep has started
+        char = sweep.stderr.read(1)
+        assert char, f"tune ended before its sweep began: {seen}"
+        seen += char
+    time.sleep(0.5)
+    os.killpg(sweep.pid, signal.SIGINT)  # as a terminal does: the whole process group, workers included
+    _, rest = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130
+    assert rest.strip().splitlines()[-1].endswith("perftool: interrupted")
+    assert "Traceback" not in seen + rest
+    assert list(tmp_path.iterdir()) == []
