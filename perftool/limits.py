@@ -44,5 +44,5 @@ def size_text(size: int) -> str:
     """A size as people read it: '4 GiB', '1.5 GiB', '300 MiB', '12 KiB', '900 bytes'."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale:
-            return f"{size / scale:.3g} {unit}"
+            return f"{size / scale:,.1f}".removesuffix(".0") + f" {unit}"
     return f"{size} bytes"

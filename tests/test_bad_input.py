@@ -17,6 +17,8 @@ CASES = {
     "not-json": (b"this is not json", "not valid JSON at line 1, column 5: invalid character"),
     "truncated-json": (json.dumps(GOOD).encode()[:-12], "truncated JSON"),
     "garbage-midway": (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2},\n {"ph": ]}', "not valid JSON at line 2"),
+    "bad-utf8-in-metadata-key": (b'{"a\xff": 1, "traceEvents": []}', "not valid UTF-8 at line 1, column 4: byte 0xff"),
+    "bad-utf8-in-metadata-value": (b'{"a": "\xff", "traceEvents": []}', "not valid UTF-8 at line 1, column 8"),
     "number": (b"42", "not a trace"),
     "string": (b'"trace"', "not a trace"),
     "object-without-events": (b'{"events": []}', "without a 'traceEvents' array"),

@@ -257,6 +257,10 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
         raise TraceError(path, "empty file")
     try:
         document = _document_decoder.decode(data)
+        if not isinstance(document, list):  # the other top-level keys are metadata
+            for key, raw in _raw_fields_decoder.decode(data).items():
+                if key != "traceEvents":
+                    metadata[key] = msgspec.json.decode(raw)
     except msgspec.ValidationError as exc:
         raise TraceError(path, _describe_validation(str(exc))) from None
     except msgspec.DecodeError as exc:
@@ -264,14 +268,7 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
     except UnicodeDecodeError as exc:  # raised where a string holds bytes that are not UTF-8
         where = _line_column(data, max(data.find(exc.object), 0) + exc.start)  # exc.object: the bad string
         raise TraceError(path, f"not valid UTF-8 at {where}: byte 0x{exc.object[exc.start]:02x}") from None
-    if isinstance(document, list):
-        yield document
-        return
-    fields = _raw_fields_decoder.decode(data)
-    for key, raw in fields.items():
-        if key != "traceEvents":
-            metadata[key] = msgspec.json.decode(raw)
-    yield document.traceEvents
+    yield document if isinstance(document, list) else document.traceEvents
 
 
 _PATH = re.compile(r"^(?P<msg>.*?) - at `\$(?:\.traceEvents)?(?:\[(?P<index>\d+)\])?(?:\.(?P<field>\w+))?.*`$")
