@@ -16,7 +16,7 @@ from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_trace
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget, load_budget
 from perftool.gate.run import run_gate
 from perftool.output import check_writable, write_bytes, write_text
@@ -63,11 +63,6 @@ SCHEMAS = {
     "budget": Budget,
 }
 SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
-
-
-def one_line(message: str) -> str:
-    """The message with line breaks and other control characters escaped (they may come from the input)."""
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in message)
 
 
 class _Group(click.Group):

@@ -1,6 +1,11 @@
 """Errors that end a command with exit code 2 and a one-line message."""
 
 
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped (they may come from the input)."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 class PerftoolError(Exception):
     """Bad usage or bad input: reported as one line, exit code 2, never a traceback."""
 

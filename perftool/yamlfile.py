@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from perftool import limits
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, one_line
 
 
 def read_document(path: str | Path, what: str) -> bytes:
@@ -117,7 +117,7 @@ def field_error(
     override = next((item for path, item in (overridden or {}).items() if tuple(loc[: len(path)]) == path), None)
     line = None if override else line_of(root, loc)
     where = f"{source} (--set {override})" if override else f"{source}:{line}" if line else source
-    return PerftoolError(f"{where}: {field_path or 'document'}: {reason}")
+    return PerftoolError(one_line(f"{where}: {field_path or 'document'}: {reason}"))
 
 
 def line_of(node: yaml.Node | None, loc: tuple) -> int | None:

@@ -245,3 +245,18 @@ def test_ctrl_c_during_a_sweep_exits_130_and_writes_nothing(tmp_path):
     assert rest.strip().splitlines()[-1].endswith("perftool: interrupted")
     assert "Traceback" not in seen + rest
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        ("workload.gflops_per_sample=.inf", "finite number"),
+        ("workload.preprocess_us_per_sample=.nan", "finite number"),
+        ("workload.weights=1180591620717411303424", "less than or equal to"),
+        ("workload.graph_compile_ms=1e300", "less than or equal to"),
+        ("workload.ops_per_step=100000000000", "less than or equal to"),
+    ],
+)
+def test_emulator_physics_refuses_numbers_it_cannot_compute_with(run, override, problem):
+    line = one_error_line(run("emulate", NPU_CONFIG, "--set", override), f"(--set {override})", problem)
+    assert override.split("=")[0] in line

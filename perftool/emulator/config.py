@@ -16,14 +16,16 @@ from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.errors import PerftoolError
 from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
 
-Size = Annotated[ByteSize, Field(gt=0)]
-OptionalSize = Annotated[ByteSize, Field(ge=0)]
+MAX_BYTES = 1 << 50  # 1 PiB: beyond any device or host memory, and well inside int64 arithmetic
+Size = Annotated[ByteSize, Field(gt=0, le=MAX_BYTES)]
+OptionalSize = Annotated[ByteSize, Field(ge=0, le=MAX_BYTES)]
+MAX_US = 1e9  # 1,000 s for any one host operation
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
 Config = TypeVar("Config", bound="EmulatorConfig")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class FallbackOp(_Strict):
@@ -31,9 +33,9 @@ class FallbackOp(_Strict):
 
     op: str = Field(min_length=1, description="op name, e.g. digamma")
     dtype: str = Field("bf16", description="dtype the device lacks a kernel for")
-    host_us: float = Field(gt=0, description="host time of one call, µs")
+    host_us: float = Field(gt=0, le=MAX_US, description="host time of one call, µs")
     tensor_size: Size = Field(description="bytes copied each way per call")
-    calls_per_step: int = Field(1, ge=1)
+    calls_per_step: int = Field(1, ge=1, le=1_000_000)
 
 
 class Workload(_Strict):
@@ -43,19 +45,21 @@ class Workload(_Strict):
     weights: Size = Field(description="model weights on the device")
     optimizer_state: OptionalSize = Field(ByteSize(0), description="optimizer state (e.g. Adam moments)")
     activations_per_sample: OptionalSize = Field(ByteSize(0), description="activation memory per sample")
-    gflops_per_sample: float = Field(gt=0, description="forward + backward GFLOP per sample")
+    gflops_per_sample: float = Field(gt=0, le=1e9, description="forward + backward GFLOP per sample")
     sample_size: Size = Field(description="one input sample on the host, as fp32")
-    preprocess_us_per_sample: float = Field(0.0, ge=0, description="host preprocessing per sample, µs")
+    preprocess_us_per_sample: float = Field(0.0, ge=0, le=MAX_US, description="host preprocessing per sample, µs")
     preprocess_jitter: float = Field(0.0, ge=0, le=5, description="coefficient of variation of preprocessing time")
     input_workers: int = Field(1, ge=1, le=256, description="parallel preprocessing workers")
     compute_jitter: float = Field(0.02, ge=0, lt=1, description="coefficient of variation of device step time")
-    ops_per_step: int = Field(300, ge=1, description="device ops in one training step")
-    graph_compile_ms: float = Field(2000.0, gt=0, description="time to compile one graph (a new shape or loop length)")
+    ops_per_step: int = Field(300, ge=1, le=10_000_000, description="device ops in one training step")
+    graph_compile_ms: float = Field(
+        2000.0, gt=0, le=MAX_US / 1e3, description="time to compile one graph (a new shape or loop length)"
+    )
     layout_copy_per_sample: OptionalSize = Field(
         ByteSize(0), description="bytes rearranged per sample when operand layouts mismatch"
     )
     steps: int = Field(ge=1, le=1_000_000, description="full-batch training steps to emulate")
-    last_batch_samples: int = Field(0, ge=0, description="samples left over for a final, smaller batch")
+    last_batch_samples: int = Field(0, ge=0, le=1_000_000, description="samples left over for a final, smaller batch")
 
 
 class Knobs(_Strict):
