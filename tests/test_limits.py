@@ -81,6 +81,11 @@ def test_the_trace_size_limit_names_itself_and_the_option_that_lifts_it(run, tmp
     one_error_line(run("info", SAMPLE, "--max-trace-size", "0"), "--max-trace-size: must be more than 0 bytes")
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_file_that_never_ends_stops_at_the_limit(run):
+    one_error_line(run("scan", "/dev/zero", "--max-trace-size", "50MB"), "/dev/zero", "trace-size limit of 47.7 MiB")
+
+
 @pytest.mark.parametrize(
     ("where", "problem"),
     [("args", "nested too deeply"), ("metadata", "nested too deeply"), ("events", "event 0: expected object")],

@@ -195,8 +195,7 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
                 while not stop.is_set():
                     chunk = fh.read(CHUNK_BYTES)
                     total += len(chunk)
-                    if compressed:
-                        _check_inflation(path, total, file_size, max_bytes)
+                    _check_size(path, total, file_size if compressed else None, max_bytes)
                     _put(chunks, chunk, stop)
                     if not chunk:
                         return
@@ -230,15 +229,18 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
         worker.join()
 
 
-def _check_inflation(path: str, total: int, file_size: int, max_bytes: int) -> None:
-    """Stop a gzip stream once it passes the trace-size limit or inflates like a gzip bomb."""
+def _check_size(path: str, total: int, compressed_size: int | None, max_bytes: int) -> None:
+    """Stop reading past the trace-size limit (a special file such as /dev/zero never ends), and stop a
+    gzip stream (``compressed_size`` given) that inflates like a gzip bomb."""
     if total > max_bytes:
-        raise _too_large(path, "decompresses to more JSON", max_bytes)
-    if total > limits.GZIP_RATIO_FROM_BYTES and total > limits.MAX_GZIP_RATIO * file_size:
+        raise _too_large(path, "decompresses to more JSON" if compressed_size else "holds more JSON", max_bytes)
+    if compressed_size is None:
+        return
+    if total > limits.GZIP_RATIO_FROM_BYTES and total > limits.MAX_GZIP_RATIO * compressed_size:
         raise TraceError(
             path,
             f"decompresses to over {limits.MAX_GZIP_RATIO}x its size ({limits.size_text(total)} from "
-            f"{limits.size_text(file_size)}); real traces compress 5-20x, so this is refused as a gzip bomb",
+            f"{limits.size_text(compressed_size)}); real traces compress 5-20x, so this is refused as a gzip bomb",
         )
 
 
