@@ -12,6 +12,7 @@ from pydantic import ByteSize, TypeAdapter, ValidationError
 from perftool.errors import PerftoolError
 
 DEFAULT_MAX_TRACE_BYTES = 4 << 30  # of JSON, after decompression: about 2.6 GiB of memory to scan
+MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.62)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
 MAX_GZIP_RATIO = 100  # decompressed : compressed; real traces compress 5-20x, a gzip bomb up to ~1000x
 GZIP_RATIO_FROM_BYTES = 64 << 20  # small files may compress as well as they like
@@ -35,9 +36,27 @@ def parse_size(text: str, source: str) -> int:
 
 
 def max_trace_bytes() -> int:
-    """The trace-size limit: ``PERFTOOL_MAX_TRACE_SIZE`` when set, else 4 GiB."""
+    """The trace-size limit: ``PERFTOOL_MAX_TRACE_SIZE`` when set, else 4 GiB or what the memory available
+    now can scan, whichever is less (a trace that does not fit is refused, not left to the OOM killer)."""
     value = os.environ.get(MAX_TRACE_SIZE_ENV)
-    return parse_size(value, MAX_TRACE_SIZE_ENV) if value else DEFAULT_MAX_TRACE_BYTES
+    if value:
+        return parse_size(value, MAX_TRACE_SIZE_ENV)
+    available = available_memory()
+    return (
+        min(DEFAULT_MAX_TRACE_BYTES, int(available / MEMORY_PER_TRACE_BYTE)) if available else DEFAULT_MAX_TRACE_BYTES
+    )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available for new work (Linux's MemAvailable), or None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def size_text(size: int) -> str:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import REPO
 
+from perftool import limits
 from perftool.output import write_bytes
 
 SAMPLE = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
@@ -79,6 +80,15 @@ def test_the_trace_size_limit_names_itself_and_the_option_that_lifts_it(run, tmp
     monkeypatch.setenv("PERFTOOL_MAX_TRACE_SIZE", "lots")
     one_error_line(run("info", SAMPLE), "PERFTOOL_MAX_TRACE_SIZE: not a size (got 'lots')")
     one_error_line(run("info", SAMPLE, "--max-trace-size", "0"), "--max-trace-size: must be more than 0 bytes")
+
+
+def test_by_default_a_trace_must_fit_in_the_memory_available(run, monkeypatch):
+    monkeypatch.delenv("PERFTOOL_MAX_TRACE_SIZE", raising=False)
+    monkeypatch.setattr(limits, "available_memory", lambda: 100_000)  # scans at most 153,846 bytes of JSON
+    one_error_line(run("info", SAMPLE), "limit of 150.2 KiB", "97.7 KiB available now", "--max-trace-size")
+    assert run("info", SAMPLE, "--max-trace-size", "1MB").exit_code == 0
+    monkeypatch.setattr(limits, "available_memory", lambda: None)  # unknown: the fixed 4 GiB
+    assert limits.max_trace_bytes() == 4 << 30
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")

@@ -58,10 +58,13 @@ def load_trace(
 
 
 def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
+    available = limits.available_memory()
+    memory = f", {limits.size_text(available)} available now" if available else ""
     return TraceError(
         path,
         f"{what} than the trace-size limit of {limits.size_text(max_bytes)} allows; --max-trace-size SIZE "
-        f"(or {limits.MAX_TRACE_SIZE_ENV}) raises it: scanning needs about 0.65 GB of memory per GB of JSON",
+        f"(or {limits.MAX_TRACE_SIZE_ENV}) raises it: scanning needs about "
+        f"{limits.MEMORY_PER_TRACE_BYTE:.2f} GB of memory per GB of JSON{memory}",
     )
 
 
