@@ -291,3 +291,15 @@ def test_github_annotations(run, regression):
     lines = run("gate", *regression, "--format", "github").stdout.splitlines()
     assert sum(line.startswith("::error ") for line in lines) == 3
     assert lines[-1].startswith("::notice title=perftool gate::fail: 3 failed")
+
+
+def test_a_saved_scan_with_a_broken_emulator_config_is_bad_input(run, emulated, tmp_path):
+    saved = tmp_path / "saved.findings.json"
+    assert run("scan", emulated("seed0", "seed=0"), "--format", "json", "-o", saved).exit_code == 0
+    document = json.loads(saved.read_text())
+    document["traces"][0]["emulator"]["workload"] = None
+    saved.write_text(json.dumps(document))
+    result = run("gate", saved, saved)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert str(saved) in line and "traces.0.emulator.workload" in line

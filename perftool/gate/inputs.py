@@ -12,14 +12,13 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from typing import Any
 
 from pydantic import ValidationError
 
 from perftool import limits
 from perftool.errors import PerftoolError
 from perftool.rules.engine import scan_trace
-from perftool.rules.findings import ScanReport, TraceFindings
+from perftool.rules.findings import EmulatorRun, ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace import load_trace
 from perftool.yamlfile import read_document
@@ -93,12 +92,11 @@ def differences(baseline: TraceFindings, candidate: TraceFindings) -> list[str]:
     return found
 
 
-def _config_differences(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+def _config_differences(base: EmulatorRun, cand: EmulatorRun) -> list[str]:
     found = []
-    if base.get("device") != cand.get("device"):
-        found.append(f"emulator device {base.get('device')} → {cand.get('device')}")
-    base_work, cand_work = base.get("workload", {}), cand.get("workload", {})
-    for field in sorted((base_work.keys() | cand_work.keys()) - FREE_WORKLOAD_FIELDS):
-        if base_work.get(field) != cand_work.get(field):
-            found.append(f"workload.{field} {base_work.get(field)} → {cand_work.get(field)}")
+    if base.device != cand.device:
+        found.append(f"emulator device {base.device} → {cand.device}")
+    for field in sorted((base.workload.keys() | cand.workload.keys()) - FREE_WORKLOAD_FIELDS):
+        if base.workload.get(field) != cand.workload.get(field):
+            found.append(f"workload.{field} {base.workload.get(field)} → {cand.workload.get(field)}")
     return found

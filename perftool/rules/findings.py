@@ -15,6 +15,16 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class EmulatorRun(BaseModel):
+    """The config behind an emulator trace, as gate compares it; other fields pass through unchecked."""
+
+    model_config = ConfigDict(extra="allow")
+
+    device: str
+    workload: dict[str, Any]
+    knobs: dict[str, Any] = Field(default_factory=dict)
+
+
 class Evidence(_Record):
     """One occurrence a person can find in Perfetto: when, where and what."""
 
@@ -77,7 +87,7 @@ class TraceFindings(_Record):
     step_durations_us: list[float] = Field(
         default_factory=list, description="every steady-state step's duration, µs, in order (what gate tests)"
     )
-    emulator: dict[str, Any] | None = Field(
+    emulator: EmulatorRun | None = Field(
         None, description="for emulator traces: the config that made the trace (device, workload, knobs, seed)"
     )
 
