@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
 from perftool.rules.model import Severity
 
 SCHEMA = "perftool.findings/1"
+StepDuration = Annotated[float, Field(ge=0, le=1e15)]  # µs; a billion seconds is no step, and sums stay finite
 
 
 class _Record(BaseModel):
@@ -81,10 +82,10 @@ class TraceFindings(_Record):
         description="share of the window the device is idle, per cause (see perftool.analysis.idle)"
     )
     findings: list[Finding]
-    metrics: dict[str, float | None] = Field(
+    metrics: dict[str, FiniteFloat | None] = Field(
         default_factory=dict, description="the shared metrics (`perftool metrics`), null where they do not apply"
     )
-    step_durations_us: list[float] = Field(
+    step_durations_us: list[StepDuration] = Field(
         default_factory=list, description="every steady-state step's duration, µs, in order (what gate tests)"
     )
     emulator: EmulatorRun | None = Field(
