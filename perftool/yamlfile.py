@@ -78,14 +78,10 @@ def _check_expansion(root: yaml.Node, source: str) -> None:
                     f"{source}:{line}: aliases expand to more than {limits.MAX_YAML_VALUES:,} values; refused"
                 )
             continue
-        if id(node) in visiting:
-            raise PerftoolError(
-                f"{source}:{node.start_mark.line + 1}: a recursive alias (a value that contains itself)"
-            )
         visiting.add(id(node))
         stack.append((node, True))
         for child in children:
-            if id(child) in visiting:
+            if id(child) in visiting:  # a child that is its own ancestor: the only way to a cycle
                 line = child.start_mark.line + 1
                 raise PerftoolError(f"{source}:{line}: a recursive alias (a value that contains itself)")
             stack.append((child, False))
