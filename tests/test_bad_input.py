@@ -19,6 +19,10 @@ CASES = {
     "garbage-midway": (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2},\n {"ph": ]}', "not valid JSON at line 2"),
     "bad-utf8-in-metadata-key": (b'{"a\xff": 1, "traceEvents": []}', "not valid UTF-8 at line 1, column 4: byte 0xff"),
     "bad-utf8-in-metadata-value": (b'{"a": "\xff", "traceEvents": []}', "not valid UTF-8 at line 1, column 8"),
+    "bad-utf8-in-counter-args": (
+        b'[{"ph": "C", "name": "mem", "ts": 1, "pid": 1, "tid": 1, "args": {"\xff": 3}}]',
+        "event 0: counter 'args' is not valid JSON in UTF-8",
+    ),  # fmt: skip
     "number": (b"42", "not a trace"),
     "string": (b'"trace"', "not a trace"),
     "object-without-events": (b'{"events": []}', "without a 'traceEvents' array"),
@@ -87,6 +91,15 @@ def test_bad_gzipped_trace_reports_the_same(write_trace, run, case):
     data, expected = CASES[case]
     path = write_trace(data, f"{case}.json.gz")
     _check_one_line(run("info", path), path, expected)
+
+
+def test_bad_utf8_in_a_track_name_leaves_the_track_unnamed(write_trace, run):
+    events = b'[{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "\xff"}},'
+    events += b' {"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]'
+    result = run("info", write_trace(events, "names.json"), "--format", "json")
+    assert result.exit_code == 0
+    (track,) = json.loads(result.stdout)["tracks"]
+    assert not track.get("thread_name")
 
 
 def test_truncated_gzip(write_trace, run, tmp_path):

@@ -268,7 +268,7 @@ class ColumnBuilder:
         for pid, tid, name, raw in self.metadata_events:
             try:
                 args = msgspec.json.decode(raw) if raw else {}
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, UnicodeDecodeError):  # names are optional: a bad one is left out
                 args = {}
             if not isinstance(args, dict):
                 continue
@@ -296,8 +296,8 @@ class ColumnBuilder:
         for order, when, name, track, raw in self.counter_events:
             try:
                 args = msgspec.json.decode(raw) if raw else {}
-            except msgspec.DecodeError:
-                raise TraceError(self.path, f"event {order}: counter 'args' is not valid JSON") from None
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                raise TraceError(self.path, f"event {order}: counter 'args' is not valid JSON in UTF-8") from None
             if not isinstance(args, dict):
                 raise TraceError(self.path, f"event {order}: counter 'args' must be an object")
             if not math.isfinite(when):

@@ -145,7 +145,10 @@ class Trace:
         ref = int(self.args_ref[row])
         if ref < 0:
             return None
-        value = msgspec.json.decode(self.kept_args[ref])
+        try:
+            value = msgspec.json.decode(self.kept_args[ref])
+        except UnicodeDecodeError:  # kept unparsed at load time, so bad UTF-8 inside shows only here
+            return None
         return value if isinstance(value, dict) else None
 
     def tracks_with_role(self, *roles: Role) -> np.ndarray:
