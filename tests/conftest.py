@@ -58,6 +58,17 @@ def junit_schema(schema_dir):
     return xmlschema.XMLSchema(JUNIT_10.path(schema_dir))
 
 
+def error_line(result, *needles: str) -> str:
+    """The one line a bad input gets (exit 2, no traceback), checked to hold each of ``needles``."""
+    assert result.exit_code == 2, (result.exit_code, result.output[-500:])
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("perftool: error: ")
+    for needle in needles:
+        assert needle in line, line
+    return line
+
+
 @pytest.fixture
 def run():
     """run(*args) -> click Result, with stdout and stderr kept apart."""

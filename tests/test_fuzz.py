@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import REPO
+from conftest import REPO, error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,15 +54,9 @@ def invoke(*args: object) -> Any:
     return result
 
 
-def assert_bad_input(result: Any, where: str) -> None:
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("perftool: error: ") and where in lines[0], lines[0]
-
-
 def assert_clean(result: Any, where: str) -> None:
     if result.exit_code == 2:
-        assert_bad_input(result, where)
+        error_line(result, where)
 
 
 # --- inputs ---------------------------------------------------------------------------------------------------------

@@ -13,22 +13,13 @@ import zlib
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, error_line
 
 from perftool import limits
 from perftool.output import write_bytes
 
 SAMPLE = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
 NPU_CONFIG = REPO / "sample_traces" / "npu" / "healthy.yaml"
-
-
-def one_error_line(result, *needles: str) -> str:
-    assert result.exit_code == 2, (result.exit_code, result.stdout[-500:])
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("perftool: error: ")
-    for needle in needles:
-        assert needle in line, line
-    return line
 
 
 def gzip_of_spaces(path, megabytes: int) -> None:
@@ -70,22 +61,22 @@ def test_the_trace_size_limit_names_itself_and_the_option_that_lifts_it(run, tmp
     plain = tmp_path / "plain.json"
     plain.write_bytes(gzip.decompress(SAMPLE.read_bytes()))
     for path in (plain, SAMPLE):
-        line = one_error_line(run("scan", path, "--max-trace-size", "100kB"), str(path), "97.7 KiB", "--max-trace-size")
+        line = error_line(run("scan", path, "--max-trace-size", "100kB"), str(path), "97.7 KiB", "--max-trace-size")
         assert "PERFTOOL_MAX_TRACE_SIZE" in line
         assert run("scan", path, "--max-trace-size", "1GiB").exit_code == 0
     monkeypatch.setenv("PERFTOOL_MAX_TRACE_SIZE", "100kB")
-    one_error_line(run("info", SAMPLE), "trace-size limit of 97.7 KiB")
-    one_error_line(run("gate", SAMPLE, SAMPLE), "trace-size limit")
+    error_line(run("info", SAMPLE), "trace-size limit of 97.7 KiB")
+    error_line(run("gate", SAMPLE, SAMPLE), "trace-size limit")
     assert run("info", SAMPLE, "--max-trace-size", "10MB").exit_code == 0  # the option wins over the variable
     monkeypatch.setenv("PERFTOOL_MAX_TRACE_SIZE", "lots")
-    one_error_line(run("info", SAMPLE), "PERFTOOL_MAX_TRACE_SIZE: not a size (got 'lots')")
-    one_error_line(run("info", SAMPLE, "--max-trace-size", "0"), "--max-trace-size: must be more than 0 bytes")
+    error_line(run("info", SAMPLE), "PERFTOOL_MAX_TRACE_SIZE: not a size (got 'lots')")
+    error_line(run("info", SAMPLE, "--max-trace-size", "0"), "--max-trace-size: must be more than 0 bytes")
 
 
 def test_by_default_a_trace_must_fit_in_the_memory_available(run, monkeypatch):
     monkeypatch.delenv("PERFTOOL_MAX_TRACE_SIZE", raising=False)
     monkeypatch.setattr(limits, "available_memory", lambda: 100_000)  # scans at most 153,846 bytes of JSON
-    one_error_line(run("info", SAMPLE), "limit of 150.2 KiB", "97.7 KiB available now", "--max-trace-size")
+    error_line(run("info", SAMPLE), "limit of 150.2 KiB", "97.7 KiB available now", "--max-trace-size")
     assert run("info", SAMPLE, "--max-trace-size", "1MB").exit_code == 0
     monkeypatch.setattr(limits, "available_memory", lambda: None)  # unknown: the fixed 4 GiB
     assert limits.max_trace_bytes() == 4 << 30
@@ -93,7 +84,7 @@ def test_by_default_a_trace_must_fit_in_the_memory_available(run, monkeypatch):
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
 def test_a_file_that_never_ends_stops_at_the_limit(run):
-    one_error_line(run("scan", "/dev/zero", "--max-trace-size", "50MB"), "/dev/zero", "trace-size limit of 47.7 MiB")
+    error_line(run("scan", "/dev/zero", "--max-trace-size", "50MB"), "/dev/zero", "trace-size limit of 47.7 MiB")
 
 
 @pytest.mark.parametrize(
@@ -108,7 +99,7 @@ def test_json_nesting_bomb_is_refused(run, write_trace, where, problem):
         "events": '{"traceEvents":%s}',
     }[where] % bomb
     path = write_trace(text, "nested.json")
-    one_error_line(run("scan", path), str(path), problem)
+    error_line(run("scan", path), str(path), problem)
 
 
 def test_scan_results_for_gate_are_bounded_too(run, tmp_path):
@@ -118,10 +109,10 @@ def test_scan_results_for_gate_are_bounded_too(run, tmp_path):
     saved.write_bytes(
         packer.compress(head) + b"".join(packer.compress(b" " * (1 << 20)) for _ in range(300)) + packer.flush()
     )
-    one_error_line(run("gate", saved, saved), str(saved), "larger than 256 MiB")
+    error_line(run("gate", saved, saved), str(saved), "larger than 256 MiB")
     nested = tmp_path / "nested.findings.json"
     nested.write_text('{"schema":"perftool.findings/1","tool":' + "[" * 50_000 + "]" * 50_000 + "}")
-    one_error_line(run("gate", nested, nested), str(nested), "not a perftool scan result")
+    error_line(run("gate", nested, nested), str(nested), "not a perftool scan result")
 
 
 # --- YAML -----------------------------------------------------------------------------------------------------------
@@ -131,11 +122,11 @@ def test_yaml_python_tags_are_errors_and_never_run(run, tmp_path):
     marker = tmp_path / "ran"
     config = tmp_path / "config.yaml"
     config.write_text(f"device: !!python/object/apply:os.system ['touch {marker}']\n")
-    one_error_line(run("emulate", config), f"{config}:1:9", "could not determine a constructor")
+    error_line(run("emulate", config), f"{config}:1:9", "could not determine a constructor")
     rules = tmp_path / "rules"
     rules.mkdir()
     (rules / "PT900-evil.yaml").write_text(f"id: !!python/object/apply:os.system ['touch {marker}']\n")
-    one_error_line(run("rules", "list", "--rules", rules), "PT900-evil.yaml:1:5")
+    error_line(run("rules", "list", "--rules", rules), "PT900-evil.yaml:1:5")
     assert not marker.exists()
 
 
@@ -145,14 +136,14 @@ def test_yaml_alias_bomb_recursion_and_depth_are_refused(run, tmp_path):
     bomb = tmp_path / "laughs.yaml"
     bomb.write_text("\n".join(laughs) + "\ndevice: npu\n")
     started = time.perf_counter()
-    one_error_line(run("emulate", bomb), f"{bomb}:", "aliases expand to more than 1,000,000 values")
+    error_line(run("emulate", bomb), f"{bomb}:", "aliases expand to more than 1,000,000 values")
     assert time.perf_counter() - started < 10
     recursive = tmp_path / "recursive.yaml"
     recursive.write_text("a: &a [1, *a]\ndevice: npu\n")
-    one_error_line(run("emulate", recursive), f"{recursive}:1", "recursive alias")
+    error_line(run("emulate", recursive), f"{recursive}:1", "recursive alias")
     deep = tmp_path / "deep.yaml"
     deep.write_text("device: " + "[" * 50_000 + "]" * 50_000 + "\n")
-    one_error_line(run("gate", SAMPLE, "--budget", deep), str(deep), "nested too deeply")
+    error_line(run("gate", SAMPLE, "--budget", deep), str(deep), "nested too deeply")
 
 
 def test_config_files_are_bounded(run, tmp_path):
@@ -160,7 +151,7 @@ def test_config_files_are_bounded(run, tmp_path):
     with huge.open("w") as out:
         out.write("device: npu\n# ")
         out.truncate(300 << 20)  # sparse: 300 MB of NUL bytes after the comment
-    one_error_line(run("emulate", huge), str(huge), "larger than 256 MiB is refused")
+    error_line(run("emulate", huge), str(huge), "larger than 256 MiB is refused")
 
 
 # --- rules and templates --------------------------------------------------------------------------------------------
@@ -182,13 +173,13 @@ def test_templates_cannot_reach_beyond_their_values(run, tmp_path, template, pro
     rules.mkdir()
     path = rules / "PT901-template.yaml"
     path.write_text(yaml.safe_dump(rule))
-    one_error_line(run("rules", "list", "--rules", rules), f"{path}:", problem)
+    error_line(run("rules", "list", "--rules", rules), f"{path}:", problem)
 
 
 def test_control_characters_in_input_stay_on_one_line(run, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(NPU_CONFIG.read_text() + '"bad\\nkey\\rhere": 1\n')
-    line = one_error_line(run("emulate", config))
+    line = error_line(run("emulate", config))
     assert "bad\\nkey\\rhere" in line
 
 
@@ -198,7 +189,7 @@ def test_control_characters_in_input_stay_on_one_line(run, tmp_path):
 def test_emulated_traces_too_long_to_build_are_refused_before_work(run, tmp_path):
     out = tmp_path / "long.json"
     started = time.perf_counter()
-    one_error_line(run("emulate", NPU_CONFIG, "--set", "workload.steps=500000", "-o", out), str(out), "200,000")
+    error_line(run("emulate", NPU_CONFIG, "--set", "workload.steps=500000", "-o", out), str(out), "200,000")
     assert time.perf_counter() - started < 5 and not out.exists()
 
 
@@ -216,12 +207,12 @@ def test_emulated_traces_too_long_to_build_are_refused_before_work(run, tmp_path
     ],
 )
 def test_unwritable_outputs_fail_before_any_work(run, tmp_path, args):
-    one_error_line(run(*args, tmp_path / "missing" / "out.json"), "missing/out.json", "does not exist")
-    one_error_line(run(*args, tmp_path), str(tmp_path), "is a directory")
+    error_line(run(*args, tmp_path / "missing" / "out.json"), "missing/out.json", "does not exist")
+    error_line(run(*args, tmp_path), str(tmp_path), "is a directory")
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     if not os.access(locked, os.W_OK):  # root may write anywhere; other users get the read-only check too
-        one_error_line(run(*args, locked / "out.json"), "locked/out.json", "not writable")
+        error_line(run(*args, locked / "out.json"), "locked/out.json", "not writable")
     locked.chmod(0o700)
 
 
@@ -273,5 +264,5 @@ def test_ctrl_c_during_a_sweep_exits_130_and_writes_nothing(tmp_path):
     ],
 )
 def test_emulator_physics_refuses_numbers_it_cannot_compute_with(run, override, problem):
-    line = one_error_line(run("emulate", NPU_CONFIG, "--set", override), f"(--set {override})", problem)
+    line = error_line(run("emulate", NPU_CONFIG, "--set", override), f"(--set {override})", problem)
     assert override.split("=")[0] in line
