@@ -132,6 +132,7 @@ def test_errors_in_worker_pieces_name_the_global_event(tmp_path, monkeypatch):
     from perftool.trace import decode
 
     monkeypatch.setattr(decode, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(decode, "PIECE_BYTES", 1024)
     events = [complete(f"op{i}", i, 1) for i in range(400)]
     events[333]["ts"] = "later"
     path = tmp_path / "t.json"

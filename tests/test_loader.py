@@ -182,8 +182,9 @@ def _columns(trace):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    """Make the streaming path cut a small file into many pieces."""
+    """Make the loader read a small file in many chunks and cut it into many pieces."""
     monkeypatch.setattr(decode_module, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(decode_module, "PIECE_BYTES", 1500)
 
 
 def test_streaming_pieces_match_a_whole_document_decode(tmp_path, small_chunks):

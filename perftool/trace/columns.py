@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import count, islice
 from typing import Any
 
 import msgspec
@@ -22,10 +22,10 @@ from perftool.errors import TraceError
 from perftool.trace.decode import Batch
 from perftool.trace.model import Counters, Phase, Trace, Track
 
-_STRING_FIELDS = tuple(operator.attrgetter(f) for f in ("ph", "name", "cat", "pid", "tid"))
+_SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
 
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
-_COLUMNS = ("ts", "dur", "phase", "track", "name", "cat", "flow_id", "order", "args_ref")
+_PART_ARRAYS = ("ts", "dur", "signature", "untimed", "flow_events", "flow_ids", "args_events")
 _PHASE_CODES = {
     "X": Phase.COMPLETE, "B": BEGIN, "E": END, "i": Phase.INSTANT, "I": Phase.INSTANT,
     "C": Phase.COUNTER, "s": Phase.FLOW_START, "t": Phase.FLOW_STEP, "f": Phase.FLOW_END,
@@ -43,13 +43,28 @@ class _Interner:
     def __init__(self) -> None:
         self.ids: dict[Hashable, int] = {}
 
-    def __call__(self, values: Sequence[Hashable]) -> np.ndarray:
-        """Ids of ``values``, adding the new ones; one dictionary pass in C per call."""
-        self.remap(dict.fromkeys(values))
-        return np.fromiter(map(self.ids.__getitem__, values), dtype=np.int32, count=len(values))
+    def __call__(self, values: Iterable[Hashable], length: int) -> np.ndarray:
+        """Ids of the ``length`` ``values``, adding the new ones, in one dictionary pass in C.
+
+        A value seen for the first time is stored as ``-1 - position`` (where it first occurs) and
+        given its dense id afterwards, so each value is hashed once.
+        """
+        ids = self.ids
+        known = len(ids)
+        found = np.fromiter(map(ids.setdefault, values, count(-1, -1)), dtype=np.int64, count=length)
+        added = list(islice(ids, known, None))
+        if not added:
+            return found.astype(np.int32)
+        first = -1 - np.fromiter(map(ids.__getitem__, added), dtype=np.int64, count=len(added))
+        ids.update(zip(added, range(known, known + len(added))))
+        dense = np.empty(length, dtype=np.int64)
+        dense[first] = np.arange(known, known + len(added))
+        is_new = found < 0
+        found[is_new] = dense[-1 - found[is_new]]
+        return found.astype(np.int32)
 
     def remap(self, values: Iterable[Hashable]) -> np.ndarray:
-        """Ids of distinct ``values`` (another table's entries), adding the new ones."""
+        """Ids of a few ``values`` (such as another table's entries), adding the new ones."""
         ids = self.ids
         return np.array([ids.setdefault(v, len(ids)) for v in values], dtype=np.int32)
 
@@ -67,94 +82,97 @@ class PieceError(Exception):
         self.message = message
 
 
+Signature = tuple[str, str, str, "int | str", "int | str"]  # (ph, name, cat, pid, tid) of an event
+
+
 @dataclass
 class Part:
-    """The columns of one piece of the trace, with string tables of its own (ids are local)."""
+    """One piece of the trace, compact for the trip from a worker process.
 
-    count: int
-    columns: dict[str, np.ndarray]
-    names: list[str]
-    cats: list[str]
-    track_keys: list[tuple[int | str, int | str]]
-    flow_keys: list[int | str]
+    Per timed event (all but metadata and counter events) only the times and a signature id
+    travel; the strings live in the piece's table of distinct signatures. Flow ids, kept args,
+    metadata and counters are listed for the few events that have them, by position in the piece.
+    """
+
+    count: int  # events in the piece, metadata and counter events included
+    ts: np.ndarray  # float64 per timed event
+    dur: np.ndarray  # float64 per timed event
+    signature: np.ndarray  # int32 per timed event: index into ``signatures``
+    signatures: list[Signature]
+    untimed: np.ndarray  # positions of the metadata and counter events
+    flow_events: np.ndarray  # positions of the events that carry a flow or async id
+    flow_ids: np.ndarray  # int64: the ids; string ids as -2 - index into ``flow_keys``
+    flow_keys: list[str]
+    args_events: np.ndarray  # positions of the events whose args are kept
     kept_args: list[bytes]
-    metadata_events: list[tuple[int | str, int | str, str, bytes]]
-    counter_events: list[tuple[int, float, str, int, bytes]]  # local order, ts, name, local track, args
+    metadata_events: list[tuple[int | str, int | str, str, bytes]]  # pid, tid, name, args
+    counter_events: list[tuple[int, float, int, bytes]]  # position, ts, signature, args
 
 
 def make_part(batch: Batch, args_categories: frozenset[str]) -> Part:
-    """Columns of one decoded batch. Runs in worker processes too, so it takes and returns plain data."""
+    """The Part of one decoded batch. Runs in worker processes too, so it takes and returns plain data.
+
+    Events repeat a few dozen signatures, so each event is interned once by its signature, and
+    phases, categories and tracks are looked at once per distinct signature.
+    """
     n = len(batch)
-    names, cats = _Interner(), _Interner()
-    ph, name, cat, pid, tid = (list(map(getter, batch)) for getter in _STRING_FIELDS)
-    phase = np.fromiter(map(_PHASE_LOOKUP, ph, repeat(Phase.OTHER)), dtype=np.uint8, count=n)
-    track, track_keys = _track_ids(pid, tid)
-    cat_id = cats(cat)
+    signatures = _Interner()
+    signature = signatures(map(_SIGNATURE, batch), n)
+    distinct = signatures.values
+    phase_of = np.array([_PHASE_LOOKUP(s[0], Phase.OTHER) for s in distinct], dtype=np.uint8)
+    untimed_of = (phase_of == _METADATA_PHASE) | (phase_of == Phase.COUNTER)
     ts = _numbers(batch, "ts")
     dur = _numbers(batch, "dur")
 
+    untimed = np.flatnonzero(untimed_of[signature])
     metadata_events, counter_events = [], []
-    for i in np.flatnonzero((phase == _METADATA_PHASE) | (phase == Phase.COUNTER)).tolist():
-        if phase[i] == _METADATA_PHASE:
-            metadata_events.append((pid[i], tid[i], name[i], bytes(batch[i].args)))
+    for i in untimed.tolist():
+        ph, name, _, pid, tid = distinct[signature[i]]
+        if ph == "M":
+            metadata_events.append((pid, tid, name, bytes(batch[i].args)))
         else:
-            counter_events.append((i, float(ts[i]), name[i], int(track[i]), bytes(batch[i].args)))
+            counter_events.append((i, float(ts[i]), int(signature[i]), bytes(batch[i].args)))
 
-    args_ref = np.full(n, -1, dtype=np.int32)
-    kept_args = []
-    keep_cats = [cats.ids[c] for c in args_categories if c in cats.ids]
-    for i in np.flatnonzero((phase == Phase.INSTANT) | np.isin(cat_id, keep_cats)).tolist():
+    in_args_category = np.array([s[2] in args_categories for s in distinct], dtype=bool)
+    keeps_args_of = ((phase_of == Phase.INSTANT) | in_args_category) & ~untimed_of
+    args_events, kept_args = [], []
+    for i in np.flatnonzero(keeps_args_of[signature]).tolist():
         raw = batch[i].args
         if len(raw):
-            args_ref[i] = len(kept_args)
+            args_events.append(i)
             kept_args.append(bytes(raw))
 
-    flow = np.full(n, -1, dtype=np.int64)
-    flow_keys: list[str] = []
-    with_id = np.flatnonzero((phase >= Phase.FLOW_START) & (phase <= Phase.ASYNC))
-    if with_id.size:
-        flow[with_id], flow_keys = _flow_ids([batch[i].id for i in with_id.tolist()])
+    flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
+    flow_ids, flow_keys = _flow_ids([batch[i].id for i in flow_events.tolist()])
 
-    columns = {
-        "ts": ts, "dur": dur, "phase": phase, "track": track, "name": names(name),
-        "cat": cat_id, "flow_id": flow, "order": np.arange(n, dtype=np.int64), "args_ref": args_ref,
-    }  # fmt: skip
-    rows = np.flatnonzero((phase != _METADATA_PHASE) & (phase != Phase.COUNTER))
-    if rows.size != n:
-        columns = {k: v[rows] for k, v in columns.items()}
+    if untimed.size:
+        timed = np.ones(n, dtype=bool)
+        timed[untimed] = False
+        ts, dur, signature = ts[timed], dur[timed], signature[timed]
     return Part(
-        n, columns, names.values, cats.values, track_keys, flow_keys, kept_args, metadata_events, counter_events
-    )
-
-
-def _track_ids(pid: list, tid: list) -> tuple[np.ndarray, list[tuple[int | str, int | str]]]:
-    """Local track id per event and the (pid, tid) key of each id."""
-    try:
-        p = np.array(pid, dtype=np.int64)
-        t = np.array(tid, dtype=np.int64)
-    except (ValueError, TypeError, OverflowError):  # string ids somewhere: intern the pairs
-        keys = _Interner()
-        return keys(list(zip(pid, tid))), keys.values
-    if p.size and max(abs(p).max(), abs(t).max()) < 1 << 31:
-        unique, inverse = np.unique((p << 32) + t, return_inverse=True)
-        unique_pid = (unique + (1 << 31)) >> 32
-        return inverse.astype(np.int32), list(zip(unique_pid.tolist(), (unique - (unique_pid << 32)).tolist()))
-    keys = _Interner()
-    return keys(list(zip(p.tolist(), t.tolist()))), keys.values
+        count=n, ts=ts, dur=dur, signature=signature, signatures=distinct, untimed=untimed,
+        flow_events=flow_events, flow_ids=flow_ids, flow_keys=flow_keys,
+        args_events=np.array(args_events, dtype=np.int64), kept_args=kept_args,
+        metadata_events=metadata_events, counter_events=counter_events,
+    )  # fmt: skip
 
 
 def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
     """Integer ids stay as they are; string ids get local numbers (negative, below -1) to remap."""
     try:
-        return np.array(ids, dtype=np.int64), []
+        numbers = np.array(ids, dtype=np.int64)
+        if not numbers.size or numbers.min() >= 0:
+            return numbers, []
     except (ValueError, TypeError, OverflowError):
-        strings = _Interner()
-        keyed = [i if isinstance(i, int) and i >= 0 else str(i) for i in ids]
-        local = strings([k for k in keyed if isinstance(k, str)])
-        out = np.array([k if isinstance(k, int) else 0 for k in keyed], dtype=np.int64)
-        is_str = np.fromiter((isinstance(k, str) for k in keyed), dtype=bool, count=len(keyed))
-        out[is_str] = -2 - local
-        return out, strings.values
+        pass
+    strings = _Interner()
+    keyed = [i if isinstance(i, int) and i >= 0 else str(i) for i in ids]
+    string_keys = [k for k in keyed if isinstance(k, str)]
+    local = strings(string_keys, len(string_keys))
+    out = np.array([k if isinstance(k, int) else 0 for k in keyed], dtype=np.int64)
+    is_str = np.fromiter((isinstance(k, str) for k in keyed), dtype=bool, count=len(keyed))
+    out[is_str] = -2 - local
+    return out, strings.values
 
 
 def _numbers(batch: Batch, field: str) -> np.ndarray:
@@ -181,14 +199,12 @@ class ColumnBuilder:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.names = _Interner()
-        self.cats = _Interner()
-        self.track_keys = _Interner()
+        self.signatures = _Interner()
         self.flow_keys = _Interner()
-        self.columns: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
+        self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in _PART_ARRAYS}
         self.kept_args: list[bytes] = []
         self.metadata_events: list[tuple[int | str, int | str, str, bytes]] = []
-        self.counter_events: list[tuple[int, float, str, int, bytes]] = []
+        self.counter_events: list[tuple[int, float, int, bytes]] = []  # order, ts, signature, args
         self.count = 0
 
     def error(self, exc: PieceError) -> TraceError:
@@ -196,55 +212,59 @@ class ColumnBuilder:
         return TraceError(self.path, f"event {self.count + exc.index}, {exc.message}")
 
     def add(self, part: Part) -> None:
-        col = part.columns
-        remapped = {
-            "name": self.names.remap(part.names), "cat": self.cats.remap(part.cats),
-            "track": self.track_keys.remap(part.track_keys),
-        }  # fmt: skip
-        for key, table in remapped.items():
-            col[key] = table[col[key]] if table.size else col[key]
+        signature_table = self.signatures.remap(part.signatures)
+        flow_ids = part.flow_ids
         if part.flow_keys:  # string ids: numbered after the largest integer id a trace can hold
             flow_table = self.flow_keys.remap(part.flow_keys).astype(np.int64) + _STRING_FLOW_BASE
-            is_string = col["flow_id"] <= -2
-            col["flow_id"][is_string] = flow_table[-2 - col["flow_id"][is_string]]
-        col["order"] += self.count
-        col["args_ref"][col["args_ref"] >= 0] += len(self.kept_args)
-        for key in _COLUMNS:
-            self.columns[key].append(col[key])
+            is_string = flow_ids <= -2
+            flow_ids[is_string] = flow_table[-2 - flow_ids[is_string]]
+        arrays = {
+            "ts": part.ts, "dur": part.dur, "signature": signature_table[part.signature],
+            "untimed": part.untimed + self.count, "flow_events": part.flow_events + self.count, "flow_ids": flow_ids,
+            "args_events": part.args_events + self.count,
+        }  # fmt: skip
+        for key, array in arrays.items():
+            self.arrays[key].append(array)
         self.kept_args.extend(part.kept_args)
         self.metadata_events.extend(part.metadata_events)
-        track_table = remapped["track"]
         self.counter_events.extend(
-            (self.count + i, when, name, int(track_table[track]), raw)
-            for i, when, name, track, raw in part.counter_events
+            (self.count + i, when, int(signature_table[signature]), raw)
+            for i, when, signature, raw in part.counter_events
         )
         self.count += part.count
 
     def finish(self, metadata: dict[str, Any]) -> Trace:
         if self.count == 0:
             raise TraceError(self.path, "empty trace: no events")
-        col = {k: np.concatenate(v) if v else np.empty(0) for k, v in self.columns.items()}
-        if col["ts"].size == 0 and not self.counter_events:
+        merged = {k: np.concatenate(v) if v else np.empty(0) for k, v in self.arrays.items()}
+        if merged["ts"].size == 0 and not self.counter_events:
             raise TraceError(self.path, "empty trace: only metadata events, nothing timed")
+        tables = _SignatureTables(self.signatures.values)
+        signature = merged["signature"].astype(np.intp, copy=False)
+        order = np.delete(np.arange(self.count, dtype=np.int64), merged["untimed"])
+        col = {
+            "ts": merged["ts"].astype(np.float64, copy=False), "dur": merged["dur"].astype(np.float64, copy=False),
+            "phase": tables.phase[signature], "track": tables.track[signature], "name": tables.name[signature],
+            "cat": tables.cat[signature], "order": order,
+            "flow_id": _scatter(order, merged["flow_events"], merged["flow_ids"].astype(np.int64, copy=False)),
+            "args_ref": _scatter(order, merged["args_events"], np.arange(len(self.kept_args), dtype=np.int32)),
+        }  # fmt: skip
         self._validate(col)
         col, unclosed = pair_begin_end(self.path, col)
         if unclosed:
             metadata["perftool.unclosed_begin_events"] = unclosed
-        names = [str(n) for n in self.names.values]
-        used = np.unique(np.r_[col["track"], [c[3] for c in self.counter_events]].astype(np.int32))
-        compact = np.full(len(self.track_keys.ids), -1, dtype=np.int32)
+        counter_tracks = [int(tables.track[c[2]]) for c in self.counter_events]
+        present = np.zeros(len(tables.track_keys), dtype=bool)
+        present[col["track"]] = True
+        present[counter_tracks] = True
+        used = np.flatnonzero(present)
+        compact = np.full(len(tables.track_keys), -1, dtype=np.int32)
         compact[used] = np.arange(used.size, dtype=np.int32)
         col["track"] = compact[col["track"]]
-        keys = self.track_keys.values
-        tracks = self._tracks([keys[i] for i in used.tolist()])
+        tracks = self._tracks([tables.track_keys[i] for i in used.tolist()])
         return Trace(
-            source=self.path,
-            ts=col["ts"], dur=col["dur"], phase=col["phase"].astype(np.uint8),
-            track=col["track"].astype(np.int32), name=col["name"].astype(np.int32),
-            cat=col["cat"].astype(np.int32), flow_id=col["flow_id"].astype(np.int64),
-            order=col["order"].astype(np.int64), args_ref=col["args_ref"].astype(np.int32),
-            names=names, cats=[str(c) for c in self.cats.values], tracks=tracks,
-            counters=self._counters(compact), metadata=metadata, kept_args=self.kept_args,
+            source=self.path, **col, names=tables.names, cats=tables.cats, tracks=tracks,
+            counters=self._counters(tables, compact), metadata=metadata, kept_args=self.kept_args,
         )  # fmt: skip
 
     def _validate(self, col: dict[str, np.ndarray]) -> None:
@@ -287,13 +307,13 @@ class ColumnBuilder:
             for i, (pid, tid) in enumerate(keys)
         ]
 
-    def _counters(self, compact_track: np.ndarray) -> Counters:
+    def _counters(self, tables: _SignatureTables, compact_track: np.ndarray) -> Counters:
         series = _Interner()
         ts: list[float] = []
         values: list[float] = []
         keys: list[str] = []
         tracks: list[int] = []
-        for order, when, name, track, raw in self.counter_events:
+        for order, when, signature, raw in self.counter_events:
             try:
                 args = msgspec.json.decode(raw) if raw else {}
             except (msgspec.DecodeError, UnicodeDecodeError):
@@ -302,18 +322,43 @@ class ColumnBuilder:
                 raise TraceError(self.path, f"event {order}: counter 'args' must be an object")
             if not math.isfinite(when):
                 raise TraceError(self.path, f"event {order}: missing or non-finite 'ts'")
+            name = tables.names[tables.name[signature]]
+            track = int(compact_track[tables.track[signature]])
             for key, value in args.items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     ts.append(when)
                     values.append(float(value))
                     keys.append(f"{name}.{key}")
-                    tracks.append(int(compact_track[track]))
+                    tracks.append(track)
         if not ts:
             return Counters.empty()
         return Counters(
             ts=np.array(ts, dtype=np.float64), value=np.array(values, dtype=np.float64),
-            series=series(keys), track=np.array(tracks, dtype=np.int32), names=[str(v) for v in series.values],
+            series=series(keys, len(keys)), track=np.array(tracks, dtype=np.int32),
+            names=[str(v) for v in series.values],
         )  # fmt: skip
+
+
+class _SignatureTables:
+    """Per distinct signature of the whole trace: its phase code, name, category and track key ids."""
+
+    def __init__(self, signatures: list[Signature]) -> None:
+        ph, name, cat, pid, tid = (list(field) for field in zip(*signatures)) if signatures else ([],) * 5
+        names, cats, track_keys = _Interner(), _Interner(), _Interner()
+        self.phase = np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8)
+        self.name = names.remap(name)
+        self.cat = cats.remap(cat)
+        self.track = track_keys.remap(zip(pid, tid))
+        self.names: list[str] = [str(n) for n in names.values]
+        self.cats: list[str] = [str(c) for c in cats.values]
+        self.track_keys: list[tuple[int | str, int | str]] = track_keys.values
+
+
+def _scatter(order: np.ndarray, events: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A column holding ``values`` at the rows of the timed ``events`` (given by position), -1 elsewhere."""
+    column = np.full(order.size, -1, dtype=values.dtype)
+    column[np.searchsorted(order, events)] = values
+    return column
 
 
 def pair_begin_end(path: str, col: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:

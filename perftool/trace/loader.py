@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import gc
 import gzip
-import multiprocessing
 import os
 import queue
 import threading
 import zlib
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
 from perftool import dialects, limits
 from perftool.errors import TraceError
-from perftool.interrupts import ignore_in_worker
+from perftool.trace import decode
 from perftool.trace.columns import ColumnBuilder, Part, PieceError, make_part
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -28,6 +26,8 @@ from perftool.trace.decode import (
     stream_pieces,
 )
 from perftool.trace.model import Trace
+from perftool.trace.workers import WorkerDied
+from perftool.trace.workers import processes as worker_processes
 
 _GZIP_MAGIC = b"\x1f\x8b"
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
@@ -77,19 +77,22 @@ def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
     try:
         try:
             builder, metadata = ColumnBuilder(path), {}
-            if workers > 1 and not _is_gzip(path):
-                _load_ranges(path, builder, metadata, args_categories, workers)
-            else:
-                with _decoding(workers) as submit, _reader(path, max_bytes) as read:
-                    submitted = (submit(_part_of_piece, p, args_categories) for p in stream_pieces(read, metadata))
-                    for result in _in_order(submitted, workers):
-                        _add(builder, result)
+            if workers > 1 and not _is_gzip(path):  # each process reads its own byte ranges
+                events = locate_events(path, metadata)
+                ranges = ((path, events, piece, args_categories) for piece in _pieces(*events))
+                with worker_processes(workers, _part_of_range) as run:
+                    _add_all(builder, run(ranges, 2))
+            else:  # processes are started before the reading thread, as forking a threaded process is unsafe
+                with worker_processes(workers, _part_of_piece) as run, _reader(path, max_bytes) as read:
+                    pieces = ((piece, args_categories) for piece in stream_pieces(read, metadata))
+                    _add_all(builder, run(pieces, 1))
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
             with _reader(path, max_bytes) as read:
                 data = b"".join(iter(lambda: read(CHUNK_BYTES), b""))
-            for batch in exact_batches(path, data, metadata):
-                _add(builder, lambda batch=batch: make_part(batch, args_categories))
+            _add_all(builder, (make_part(batch, args_categories) for batch in exact_batches(path, data, metadata)))
+        except WorkerDied as exc:
+            raise TraceError(path, str(exc)) from None
         return builder.finish(metadata)
     finally:
         if gc_was_enabled:
@@ -105,52 +108,19 @@ def _part_of_range(path: str, events: tuple[int, int], piece: tuple[int, int], a
     return make_part(decode_piece(data) if data.strip() else [], args_categories)
 
 
-def _load_ranges(path: str, builder: ColumnBuilder, metadata: dict, args_categories: frozenset[str], workers: int):
-    """Uncompressed files: each worker reads and decodes its own byte ranges; nothing goes through pipes."""
-    events = locate_events(path, metadata)
-    pieces = [(lo, min(lo + CHUNK_BYTES, events[1])) for lo in range(events[0], events[1], CHUNK_BYTES)]
-    with _decoding(workers) as submit:
-        submitted = (submit(_part_of_range, path, events, piece, args_categories) for piece in pieces)
-        for result in _in_order(submitted, workers):
-            _add(builder, result)
+def _pieces(start: int, end: int) -> Iterator[tuple[int, int]]:
+    """Byte ranges of about PIECE_BYTES covering the events array [start, end)."""
+    size = decode.PIECE_BYTES
+    return ((lo, min(lo + size, end)) for lo in range(start, end, size))
 
 
-def _add(builder: ColumnBuilder, result: Callable[[], Part]) -> None:
+def _add_all(builder: ColumnBuilder, parts: Iterator[Part]) -> None:
+    """Add parts in file order; a bad event inside one becomes an error naming its index in the trace."""
     try:
-        part = result()
+        for part in parts:
+            builder.add(part)
     except PieceError as exc:
         raise builder.error(exc) from None
-    builder.add(part)
-
-
-@contextmanager
-def _decoding(workers: int) -> Iterator[Callable[..., Callable[[], Part]]]:
-    """``submit(function, *args)`` returning a callable that yields the function's Part.
-
-    With one worker the work runs right here, when its result is asked for; otherwise in a pool
-    of processes (pieces are independent, and msgspec holds the GIL while it decodes).
-    """
-    if workers <= 1:
-        yield lambda function, *args: lambda: function(*args)
-        return
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() and os.name == "posix" else "spawn"
-    pool = multiprocessing.get_context(method).Pool(workers, initializer=ignore_in_worker)
-    try:
-        yield lambda function, *args: pool.apply_async(function, args).get
-    finally:
-        pool.terminate()
-        pool.join()
-
-
-def _in_order(submitted: Iterator[Callable[[], Part]], workers: int) -> Iterator[Callable[[], Part]]:
-    """Results in submission order, drawing on the lazy ``submitted`` so that at most two pieces
-    per worker are in flight (memory stays bounded whatever the file size)."""
-    in_flight: deque[Callable[[], Part]] = deque()
-    for result in submitted:
-        in_flight.append(result)
-        if len(in_flight) > 2 * workers:
-            yield in_flight.popleft()
-    yield from in_flight
 
 
 def _check_readable(path: str) -> None:
