@@ -123,10 +123,10 @@ def _last_boundary(data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
         hi = start
 
 
-def decode_piece(piece: bytes) -> Batch:
+def decode_piece(piece: bytes | memoryview) -> Batch:
     """Decode the events between two cuts (a comma-separated run of event objects)."""
     try:
-        return _batch_decoder.decode(b"[" + piece + b"]")
+        return _batch_decoder.decode(b"".join((b"[", piece, b"]")))
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         raise NeedsExactPath from None
 
@@ -188,29 +188,43 @@ def _open_events(buf: _Buffer, metadata: Metadata) -> bool:
     return is_object
 
 
-def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[bytes]:
+def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[bytes | memoryview]:
     """Yield runs of whole events of about PIECE_BYTES (for :func:`decode_piece`), filling ``metadata``
-    with the top-level keys."""
+    with the top-level keys.
+
+    A piece inside one chunk of the stream is a view of it; only a piece that spans two chunks is
+    copied, so the stream is never copied as a whole (fresh memory costs page faults).
+    """
     buf = _Buffer(read)
     is_object = _open_events(buf, metadata)
-    wanted = PIECE_BYTES
-    while True:
-        buf.fill(wanted + 1)
-        buf.skip_space()
-        if buf.eof and buf.available <= wanted:
-            events, tail = _split_tail(buf.data[buf.pos :], is_object)
-            metadata.update(tail)
-            if events.strip():
-                yield events
-            return
-        cut = _last_boundary(buf.data, buf.pos, min(buf.pos + wanted, len(buf.data)))
-        if cut is None:  # one event larger than a piece: take more
-            wanted = buf.available + PIECE_BYTES
-            continue
-        wanted = PIECE_BYTES
-        end, next_start = cut
-        yield buf.data[buf.pos : end]
-        buf.pos = next_start
+    chunk, pos, eof = buf.data, buf.pos, buf.eof
+    head = b""  # the start of the next piece, from the end of earlier chunks
+    while not eof:
+        if head:
+            cut = _SEPARATOR.search(chunk)
+            if cut:  # the piece ends at the first cut of this chunk
+                yield head + chunk[: cut.start() + 1]
+                head, pos = b"", cut.end() - 1
+                continue
+        elif len(chunk) - pos > PIECE_BYTES:
+            cut = _last_boundary(chunk, pos, pos + PIECE_BYTES) or _first_boundary(chunk, pos + PIECE_BYTES)
+            if cut:
+                yield memoryview(chunk)[pos : cut[0]]
+                pos = cut[1]
+                continue
+        head += chunk[pos:]  # what is left of this chunk starts the next piece
+        chunk, pos = read(CHUNK_BYTES), 0
+        eof = not chunk
+    events, tail = _split_tail(head + chunk[pos:], is_object)
+    metadata.update(tail)
+    if events.strip():
+        yield events
+
+
+def _first_boundary(data: bytes, lo: int) -> tuple[int, int] | None:
+    """The first ``}`` ``,`` ``{`` separator at or after ``lo``: (end of one event, start of the next)."""
+    match = _SEPARATOR.search(data, lo)
+    return (match.start() + 1, match.end() - 1) if match else None
 
 
 def locate_events(path: str, metadata: Metadata) -> tuple[int, int]:

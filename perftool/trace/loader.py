@@ -79,13 +79,12 @@ def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
             builder, metadata = ColumnBuilder(path), {}
             if workers > 1 and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
-                ranges = ((path, events, piece, args_categories) for piece in _pieces(*events))
-                with worker_processes(workers, _part_of_range) as run:
-                    _add_all(builder, run(ranges, 2))
+                with worker_processes(workers, _part_of_range, path, events, args_categories) as pool:
+                    _add_all(builder, pool.run((piece,) for piece in _pieces(*events)))
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
-                with worker_processes(workers, _part_of_piece) as run, _reader(path, max_bytes) as read:
-                    pieces = ((piece, args_categories) for piece in stream_pieces(read, metadata))
-                    _add_all(builder, run(pieces, 1))
+                pool_of = worker_processes(workers, _part_of_piece, args_categories, piece_bytes=decode.PIECE_BYTES)
+                with pool_of as pool, _reader(path, max_bytes) as read:
+                    _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)))
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
             with _reader(path, max_bytes) as read:
@@ -99,11 +98,11 @@ def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
             gc.enable()
 
 
-def _part_of_piece(piece: bytes, args_categories: frozenset[str]) -> Part:
+def _part_of_piece(args_categories: frozenset[str], piece: bytes) -> Part:
     return make_part(decode_piece(piece), args_categories)
 
 
-def _part_of_range(path: str, events: tuple[int, int], piece: tuple[int, int], args_categories: frozenset[str]) -> Part:
+def _part_of_range(path: str, events: tuple[int, int], args_categories: frozenset[str], piece: tuple[int, int]) -> Part:
     data = read_events_range(path, *events, *piece)
     return make_part(decode_piece(data) if data.strip() else [], args_categories)
 
@@ -156,7 +155,6 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
     a gzip stream that decompresses past ``max_bytes`` or far beyond what real traces do.
     """
     compressed = _is_gzip(path)
-    opener: Callable[[], BinaryIO] = (lambda: gzip.open(path, "rb")) if compressed else (lambda: open(path, "rb"))
     chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=2)
     stop = threading.Event()
     file_size = os.path.getsize(path)
@@ -164,14 +162,14 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
     def produce() -> None:
         try:
             total = 0
-            with opener() as fh:
-                while not stop.is_set():
-                    chunk = fh.read(CHUNK_BYTES)
+            with open(path, "rb") as fh:
+                for chunk in _inflate(fh) if compressed else iter(lambda: fh.read(CHUNK_BYTES), b""):
                     total += len(chunk)
                     _check_size(path, total, file_size if compressed else None, max_bytes)
                     _put(chunks, chunk, stop)
-                    if not chunk:
+                    if stop.is_set():
                         return
+            _put(chunks, b"", stop)
         except BaseException as exc:  # handed to the consumer, which raises it
             _put(chunks, exc, stop)
 
@@ -200,6 +198,35 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
             except queue.Empty:
                 pass
         worker.join()
+
+
+_COMPRESSED_BLOCK = 1 << 20
+
+
+def _inflate(fh: BinaryIO) -> Iterator[bytes]:
+    """The decompressed bytes of a gzip file (members one after another), in chunks of CHUNK_BYTES.
+
+    zlib is called directly on large blocks: each call releases the GIL for megabytes of output,
+    where :mod:`gzip` takes it back every few kilobytes and so starves behind a busy decoding thread.
+    """
+    inflater = zlib.decompressobj(wbits=31)  # gzip header and trailer, CRC checked
+    data = b""
+    while True:
+        if not data:
+            data = fh.read(_COMPRESSED_BLOCK)
+            if not data:
+                if not inflater.eof:
+                    raise EOFError
+                return
+        if inflater.eof:  # another member follows; zero bytes may pad between members
+            data = data.lstrip(b"\0")
+            if data:
+                inflater = zlib.decompressobj(wbits=31)
+            continue
+        chunk = inflater.decompress(data, CHUNK_BYTES)
+        data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+        if chunk:
+            yield chunk
 
 
 def _check_size(path: str, total: int, compressed_size: int | None, max_bytes: int) -> None:

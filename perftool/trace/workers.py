@@ -3,56 +3,104 @@
 Each process has a pipe for its tasks and one for its results, and nothing else: no helper threads
 in the parent (a :class:`multiprocessing.pool.Pool` spends more CPU time on its threads than the
 parent spends merging the results). The number of tasks in flight is bounded, so memory is too.
+
+Pieces of a decompressed stream are handed over through memory shared with the processes (one
+slot each) where the platform forks, instead of being copied through a pipe.
 """
 
 from __future__ import annotations
 
+import mmap
 import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from itertools import count as counting
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Protocol
 
 from perftool.interrupts import ignore_in_worker
 
-Run = Callable[[Iterable[tuple], int], Iterator[Any]]
+FORKS = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix"
 
 
 class WorkerDied(Exception):
     """A decoding process ended without answering (killed, or out of memory)."""
 
 
-@contextmanager
-def processes(count: int, function: Callable[..., Any]) -> Iterator[Run]:
-    """``run(tasks, depth)``: ``function(*task)`` for each task, results (or raised exceptions) in order.
+class Workers(Protocol):
+    def run(self, tasks: Iterable[tuple]) -> Iterator[Any]:
+        """``function(*fixed, *task)`` for each small task; results in task order."""
 
-    ``depth`` tasks per process may be in flight: 2 for tasks that fit in a pipe's buffer, 1 for
-    large ones (a process must be idle before a large task is written to it, or both sides could
-    wait on each other). With ``count`` 1 the work runs in this process, when each result is asked for.
+    def run_pieces(self, pieces: Iterable[bytes | memoryview]) -> Iterator[Any]:
+        """``function(*fixed, piece)`` for each piece of bytes; results in piece order."""
+
+
+class _InProcess:
+    """The work done in this process, each result when it is asked for (one worker)."""
+
+    def __init__(self, function: Callable[..., Any], fixed: tuple) -> None:
+        self.function = function
+        self.fixed = fixed
+
+    def run(self, tasks: Iterable[tuple]) -> Iterator[Any]:
+        return (self.function(*self.fixed, *task) for task in tasks)
+
+    def run_pieces(self, pieces: Iterable[bytes | memoryview]) -> Iterator[Any]:
+        return (self.function(*self.fixed, piece) for piece in pieces)
+
+
+@contextmanager
+def processes(count: int, function: Callable[..., Any], *fixed: Any, piece_bytes: int = 0) -> Iterator[Workers]:
+    """Workers calling ``function(*fixed, ...)``: ``count`` processes, or this one when ``count`` is 1.
+
+    ``fixed`` is sent once, when a process starts. ``piece_bytes`` sizes the shared slot through
+    which ``run_pieces`` hands over each piece (a larger piece goes through the pipe).
     """
     if count <= 1:
-        yield lambda tasks, _depth: (function(*task) for task in tasks)
+        yield _InProcess(function, fixed)
         return
-    pool = _Processes(count, function)
+    workers = _Processes(count, function, fixed, piece_bytes)
     try:
-        yield pool.run
+        yield workers
     finally:
-        pool.stop()
+        workers.stop()
+
+
+class _Slots:
+    """Memory shared with forked processes, one slot per process, so a piece travels as its length."""
+
+    def __init__(self, count: int, size: int) -> None:
+        self.size = size
+        self.memory = mmap.mmap(-1, count * size)
+
+    def put(self, slot: int, piece: bytes | memoryview) -> int | bytes:
+        """What to send for ``piece``: its length once written to ``slot``, or the piece when it does not fit."""
+        if len(piece) > self.size:
+            return bytes(piece)
+        self.memory[slot * self.size : slot * self.size + len(piece)] = piece
+        return len(piece)
+
+    def take(self, slot: int, sent: int | bytes) -> bytes | memoryview:
+        """The piece that ``put`` sent through ``slot`` (a view of the slot, valid until its next piece)."""
+        if isinstance(sent, bytes):
+            return sent
+        return memoryview(self.memory)[slot * self.size : slot * self.size + sent]
 
 
 class _Processes:
-    def __init__(self, count: int, function: Callable[..., Any]) -> None:
-        fork = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix"
-        context = multiprocessing.get_context("fork" if fork else "spawn")
+    def __init__(self, count: int, function: Callable[..., Any], fixed: tuple, piece_bytes: int) -> None:
+        context = multiprocessing.get_context("fork" if FORKS else "spawn")
+        self.slots = _Slots(count, piece_bytes) if piece_bytes and FORKS else None
         self.tasks: list[Connection] = []
         self.results: list[Connection] = []
         self.members: list[multiprocessing.process.BaseProcess] = []
-        for _ in range(count):
+        for slot in range(count):
             task_out, task_in = context.Pipe(duplex=False)
             result_out, result_in = context.Pipe(duplex=False)
-            member = context.Process(target=_serve, args=(function, task_out, result_in), daemon=True)
+            setup = (function, fixed, (self.slots, slot) if self.slots else None)
+            member = context.Process(target=_serve, args=(setup, task_out, result_in), daemon=True)
             member.start()
             task_out.close()
             result_in.close()
@@ -60,14 +108,31 @@ class _Processes:
             self.results.append(result_out)
             self.members.append(member)
 
-    def run(self, tasks: Iterable[tuple], depth: int) -> Iterator[Any]:
+    def run(self, tasks: Iterable[tuple]) -> Iterator[Any]:
+        """Small tasks (they fit in a pipe's buffer), two per process in flight."""
+        return self._in_order(tasks, lambda _member, task: task, depth=2)
+
+    def run_pieces(self, pieces: Iterable[bytes | memoryview]) -> Iterator[Any]:
+        """Pieces, one per process in flight: a process is idle when its next piece is written, so
+        neither side can wait on the other, and its slot is free."""
+        if self.slots is None:
+            return self._in_order(pieces, lambda _member, piece: (bytes(piece),), depth=1)
+        return self._in_order(pieces, self.slots.put, depth=1)
+
+    def _in_order(self, tasks: Iterable[Any], message: Callable[[int, Any], Any], depth: int) -> Iterator[Any]:
+        """Send each task (as ``message(process, task)``) and yield the results in task order; a task
+        is drawn from ``tasks`` only when fewer than ``depth`` per process are in flight."""
         count = len(self.members)
         in_flight: deque[int] = deque()  # the process of each task sent and not yet answered, in task order
-        for index, task in enumerate(tasks):
+        tasks = iter(tasks)
+        for index in counting():
             while len(in_flight) >= count * depth:
                 yield self._receive(in_flight.popleft())
+            task = next(tasks, _DONE)
+            if task is _DONE:
+                break
             member = index % count
-            self.tasks[member].send(task)
+            self.tasks[member].send(message(member, task))
             in_flight.append(member)
         while in_flight:
             yield self._receive(in_flight.popleft())
@@ -90,18 +155,27 @@ class _Processes:
             member.join()
         for connection in (*self.tasks, *self.results):
             connection.close()
+        if self.slots is not None:
+            self.slots.memory.close()
 
 
-def _serve(function: Callable[..., Any], tasks: Connection, results: Connection) -> None:
+_DONE = object()
+
+
+def _serve(setup: tuple, tasks: Connection, results: Connection) -> None:
     """A decoding process: answer each task with (True, result) or (False, the exception raised)."""
     ignore_in_worker()
+    function, fixed, shared = setup
     while True:
         try:
             task = tasks.recv()
         except EOFError:  # the parent is gone
             return
+        if shared is not None:
+            slots, slot = shared
+            task = (slots.take(slot, task),)
         try:
-            answer = (True, function(*task))
+            answer = (True, function(*fixed, *task))
         except Exception as exc:  # handed to the parent, which raises it in task order
             answer = (False, exc)
         results.send(answer)
