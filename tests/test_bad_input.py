@@ -112,6 +112,14 @@ def test_corrupt_gzip(run, tmp_path):
     _check_one_line(run("info", path), path, "corrupt gzip")
 
 
+def test_gzip_whose_checksum_does_not_match(run, tmp_path):
+    whole = bytearray(gzip.compress(json.dumps(GOOD).encode()))
+    whole[-8] ^= 0xFF  # the CRC-32 of the data, in the gzip trailer
+    path = tmp_path / "crc.json.gz"
+    path.write_bytes(bytes(whole))
+    _check_one_line(run("info", path), path, "corrupt gzip data")
+
+
 def test_missing_file(run, tmp_path):
     path = tmp_path / "nowhere.json"
     _check_one_line(run("info", path), path, "no such file")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 
 import numpy as np
 import pytest
 from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
+from perftool.errors import TraceError
 from perftool.trace import Phase, load_trace
 from perftool.trace import decode as decode_module
 from perftool.trace.model import Kind
@@ -40,6 +43,14 @@ def test_gzip_is_detected_by_content(write_trace):
     plain = load_trace(write_trace(events, "t.json"))
     packed = load_trace(write_trace(events, "t.json.gz"))
     assert packed.ts.tolist() == plain.ts.tolist() and packed.names == plain.names
+
+
+def test_gzip_of_several_members_with_padding_reads_as_one_stream(write_trace, tmp_path):
+    """As `cat a.gz b.gz` makes, with the zero padding some tools leave between members."""
+    data = json.dumps({"traceEvents": [complete(f"op{i}", i, 1) for i in range(500)]}).encode()
+    path = tmp_path / "members.json.gz"
+    path.write_bytes(gzip.compress(data[:3000]) + b"\0" * 512 + gzip.compress(data[3000:]))
+    assert names_of(load_trace(path), range(500)) == [f"op{i}" for i in range(500)]
 
 
 def test_nested_begin_end_pairs_per_thread(write_trace):
@@ -130,6 +141,19 @@ def test_flow_events_keep_their_ids(write_trace):
     assert ids[2] == ids[4] and ids[2] not in (-1, 41)
 
 
+def test_negative_flow_ids_are_kept_apart_from_no_id(write_trace):
+    events = [
+        complete("launch", 0, 2),
+        {"ph": "s", "id": -1, "pid": 1, "tid": 1, "ts": 1, "cat": "flow", "name": "f"},
+        {"ph": "s", "id": -5, "pid": 1, "tid": 1, "ts": 1, "cat": "flow", "name": "f"},
+        {"ph": "f", "id": -5, "pid": 1, "tid": 1, "ts": 2, "cat": "flow", "name": "f"},
+        {"ph": "f", "id": -1, "pid": 1, "tid": 1, "ts": 2, "cat": "flow", "name": "f"},
+    ]
+    ids = load_trace(write_trace(events)).flow_id.tolist()
+    assert ids[0] == -1 and ids[1] == ids[4] and ids[2] == ids[3]
+    assert len({-1, ids[1], ids[2]}) == 3
+
+
 def test_timestamps_as_integers_floats_and_numeric_strings(write_trace):
     events = [complete("a", 5, 1), complete("b", 6.25, 0.5), complete("c", "1700000000000.125", "2.5")]
     trace = load_trace(write_trace(events))
@@ -211,6 +235,24 @@ def test_worker_processes_give_the_same_trace(tmp_path, small_chunks, name):
     path = tmp_path / name
     synth(str(path), 0.3, seed=5, compress=name.endswith(".gz"))
     assert _columns(load_trace(path, workers=2)) == _columns(load_trace(path, workers=1))
+
+
+@pytest.mark.parametrize("name", ["big.json", "big.json.gz"])
+def test_events_larger_than_a_piece_load_the_same_in_processes(write_trace, small_chunks, name):
+    """Pieces longer than a shared slot travel through the pipe instead."""
+    events = [complete(f"op{i}", i, 1, cat="gpu_memcpy", args={"bytes": i, "pad": "x" * (9000 if i % 7 == 0 else 10)})
+              for i in range(120)]  # fmt: skip
+    path = write_trace(events, name)
+    in_processes, here = load_trace(path, workers=2), load_trace(path, workers=1)
+    assert _columns(in_processes) == _columns(here)
+    assert [in_processes.args(row)["bytes"] for row in range(120)] == list(range(120))
+
+
+def test_a_decoding_process_that_dies_is_one_error(write_trace, small_chunks, monkeypatch):
+    monkeypatch.setattr("perftool.trace.loader._part_of_range", lambda *_args: os._exit(9))
+    path = write_trace([complete(f"op{i}", i, 1) for i in range(200)])
+    with pytest.raises(TraceError, match="a decoding process ended unexpectedly \\(exit code 9\\)"):
+        load_trace(path, workers=2)
 
 
 def test_byte_ranges_meet_at_the_same_cut(tmp_path):

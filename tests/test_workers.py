@@ -1,0 +1,85 @@
+"""The decoding processes: results in task order, errors in their place, pieces through shared memory."""
+
+from __future__ import annotations
+
+import operator
+import os
+
+import pytest
+
+from perftool.trace import workers
+
+
+def _checked_square(limit: int, value: int) -> int:
+    if value > limit:
+        raise ValueError(f"{value} is over {limit}")
+    return value * value
+
+
+def _piece_summary(tag: str, piece: bytes | memoryview) -> tuple[str, int, bytes]:
+    data = bytes(piece)
+    return tag, len(data), data[:3] + data[-3:]
+
+
+def _exit_on(bad: int, value: int) -> int:
+    if value == bad:
+        os._exit(9)  # as if the kernel had killed the process
+    return value
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_results_come_back_in_task_order(count):
+    with workers.processes(count, _checked_square, 10**9) as pool:
+        assert list(pool.run((v,) for v in range(50))) == [v * v for v in range(50)]
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_an_error_is_raised_after_the_results_before_it(count):
+    received = []
+    with workers.processes(count, _checked_square, 6) as pool, pytest.raises(ValueError, match="7 is over 6"):
+        for result in pool.run((v,) for v in range(20)):
+            received.append(result)
+    assert received == [v * v for v in range(7)]
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_pieces_of_every_size_arrive_whole(count, monkeypatch):
+    """Pieces up to the slot size go through shared memory, larger ones through the pipe."""
+    sent = []
+    put = workers._Slots.put
+    monkeypatch.setattr(workers._Slots, "put", lambda slots, *args: sent.append(put(slots, *args)) or sent[-1])
+    pieces = [bytes([65 + i % 26]) * size for i, size in enumerate([10, 100, 100, 1000, 5000, 1, 1024, 3000] * 3)]
+    views = [memoryview(b"xx" + piece + b"yy")[2:-2] for piece in pieces]  # views, as the stream cutter gives
+    with workers.processes(count, _piece_summary, "tag", piece_bytes=1024) as pool:
+        received = list(pool.run_pieces(views))
+    assert received == [_piece_summary("tag", piece) for piece in pieces]
+    if count > 1 and workers.FORKS:
+        assert [isinstance(s, int) for s in sent] == [len(p) <= 1024 for p in pieces]
+
+
+def test_a_process_that_dies_is_reported_not_waited_for():
+    with workers.processes(2, _exit_on, 5) as pool, pytest.raises(workers.WorkerDied, match="exit code 9"):
+        list(pool.run((v,) for v in range(10)))
+
+
+def test_without_fork_the_processes_are_spawned_and_pieces_piped(monkeypatch):
+    monkeypatch.setattr(workers, "FORKS", False)
+    with workers.processes(2, operator.add, 1) as pool:
+        assert list(pool.run((v,) for v in range(6))) == [1, 2, 3, 4, 5, 6]
+    with workers.processes(2, len, piece_bytes=16) as pool:
+        assert list(pool.run_pieces([b"abc", memoryview(b"de"), b"x" * 40])) == [3, 2, 40]
+
+
+def test_a_piece_is_drawn_only_when_a_process_is_free():
+    """So that a shared slot is never overwritten while a process still reads it."""
+    drawn = []
+
+    def pieces():
+        for value in range(12):
+            drawn.append(value)
+            yield bytes([value]) * (value + 1)
+
+    with workers.processes(2, _piece_summary, "t", piece_bytes=64) as pool:
+        for index, (_tag, size, _ends) in enumerate(pool.run_pieces(pieces())):
+            assert size == index + 1
+            assert len(drawn) <= index + 2  # the pieces answered, and at most one in flight per process
