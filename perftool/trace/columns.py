@@ -241,13 +241,16 @@ class ColumnBuilder:
             raise TraceError(self.path, "empty trace: only metadata events, nothing timed")
         tables = _SignatureTables(self.signatures.values)
         signature = merged["signature"].astype(np.intp, copy=False)
-        order = np.delete(np.arange(self.count, dtype=np.int64), merged["untimed"])
+        untimed = merged["untimed"].astype(np.int64, copy=False)
+        order = np.delete(np.arange(self.count, dtype=np.int64), untimed)
+        flow_ids = merged["flow_ids"].astype(np.int64, copy=False)
+        args_refs = np.arange(len(self.kept_args), dtype=np.int32)
         col = {
             "ts": merged["ts"].astype(np.float64, copy=False), "dur": merged["dur"].astype(np.float64, copy=False),
             "phase": tables.phase[signature], "track": tables.track[signature], "name": tables.name[signature],
             "cat": tables.cat[signature], "order": order,
-            "flow_id": _scatter(order, merged["flow_events"], merged["flow_ids"].astype(np.int64, copy=False)),
-            "args_ref": _scatter(order, merged["args_events"], np.arange(len(self.kept_args), dtype=np.int32)),
+            "flow_id": _scatter(untimed, merged["flow_events"], flow_ids, order.size),
+            "args_ref": _scatter(untimed, merged["args_events"], args_refs, order.size),
         }  # fmt: skip
         self._validate(col)
         col, unclosed = pair_begin_end(self.path, col)
@@ -354,10 +357,11 @@ class _SignatureTables:
         self.track_keys: list[tuple[int | str, int | str]] = track_keys.values
 
 
-def _scatter(order: np.ndarray, events: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """A column holding ``values`` at the rows of the timed ``events`` (given by position), -1 elsewhere."""
-    column = np.full(order.size, -1, dtype=values.dtype)
-    column[np.searchsorted(order, events)] = values
+def _scatter(untimed: np.ndarray, events: np.ndarray, values: np.ndarray, rows: int) -> np.ndarray:
+    """A column of ``rows`` holding ``values`` at the timed ``events`` (given by position in the file,
+    so each one's row is its position less the untimed events before it), -1 elsewhere."""
+    column = np.full(rows, -1, dtype=values.dtype)
+    column[events - np.searchsorted(untimed, events)] = values
     return column
 
 

@@ -132,7 +132,10 @@ class _Processes:
             if task is _DONE:
                 break
             member = index % count
-            self.tasks[member].send(message(member, task))
+            try:
+                self.tasks[member].send(message(member, task))
+            except OSError:  # the process is gone: its pipe is closed
+                raise self._died(member) from None
             in_flight.append(member)
         while in_flight:
             yield self._receive(in_flight.popleft())
@@ -141,12 +144,14 @@ class _Processes:
         try:
             succeeded, value = self.results[member].recv()
         except (EOFError, OSError):
-            self.members[member].join(timeout=1)
-            exit_code = self.members[member].exitcode
-            raise WorkerDied(f"a decoding process ended unexpectedly (exit code {exit_code})") from None
+            raise self._died(member) from None
         if not succeeded:
             raise value
         return value
+
+    def _died(self, member: int) -> WorkerDied:
+        self.members[member].join(timeout=1)
+        return WorkerDied(f"a decoding process ended unexpectedly (exit code {self.members[member].exitcode})")
 
     def stop(self) -> None:
         for member in self.members:
