@@ -8,5 +8,5 @@ EXIT_CODE = 130  # 128 + SIGINT, what shells report for a command stopped by Ctr
 
 
 def ignore_in_worker() -> None:
-    """Initializer for worker processes: SIGINT is the parent's to handle; it then stops the pool."""
+    """For worker processes: SIGINT is the parent's to handle; it then stops its workers."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -47,10 +47,14 @@ def gaps(intervals: Intervals, lo: float, hi: float) -> Intervals:
 
 def intersect(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
     """Time covered by both sets of disjoint intervals, within [lo, hi]: the gaps of the gaps."""
+    if a[0].size == 0 or b[0].size == 0:
+        return np.empty(0), np.empty(0)
     not_a, not_b = gaps(a, lo, hi), gaps(b, lo, hi)
     return gaps(union(np.r_[not_a[0], not_b[0]], np.r_[not_a[1], not_b[1]]), lo, hi)
 
 
 def subtract(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
     """The parts of ``a`` (disjoint, sorted) within [lo, hi] that ``b`` does not cover."""
+    if b[0].size == 0:
+        return clip(a, lo, hi)
     return intersect(a, gaps(b, lo, hi), lo, hi)

@@ -1,9 +1,11 @@
 """Turn decoded event batches into the columns of a :class:`~perftool.trace.model.Trace`.
 
-Per batch, the work is a handful of C-level passes (``map``/``zip`` over the structs, ``np.array``
-over the resulting tuples, dictionary interning of strings); there is no per-event Python code
-except for metadata and counter events, which are few. ``B``/``E`` pairs are matched afterwards
-with numpy (:func:`pair_begin_end`).
+Events repeat a few dozen (phase, name, category, pid, tid) signatures, so per batch the work is
+one C-level pass that interns each event's signature, two that gather its times, and Python code
+only per distinct signature and for the few metadata, counter, flow and kept-args events. A batch
+becomes a compact :class:`Part` (times and signature ids); :class:`ColumnBuilder` merges the parts
+and expands the signatures into phase, name, category and track columns once, at the end.
+``B``/``E`` pairs are then matched with numpy (:func:`pair_begin_end`).
 """
 
 from __future__ import annotations

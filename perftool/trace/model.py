@@ -166,7 +166,8 @@ class Trace:
     def name_matches(self, pattern: re.Pattern) -> np.ndarray:
         """Per event: whether its name matches ``pattern`` (decided once per distinct name, then cached)."""
         if pattern not in self._name_tables:
-            self._name_tables[pattern] = np.array([bool(pattern.search(name)) for name in self.names] or [False])
+            found = np.fromiter(map(bool, map(pattern.search, self.names)), dtype=bool, count=len(self.names))
+            self._name_tables[pattern] = found if found.size else np.zeros(1, dtype=bool)
         return self._name_tables[pattern][self.name]
 
     def with_roles(self, roles: dict[int, Role]) -> None:
