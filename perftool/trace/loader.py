@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import gzip
 import os
 import queue
 import threading
@@ -82,8 +81,8 @@ def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
                 with worker_processes(workers, _part_of_range, path, events, args_categories) as pool:
                     _add_all(builder, pool.run((piece,) for piece in _pieces(*events)))
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
-                pool_of = worker_processes(workers, _part_of_piece, args_categories, piece_bytes=decode.PIECE_BYTES)
-                with pool_of as pool, _reader(path, max_bytes) as read:
+                decoders = worker_processes(workers, _part_of_piece, args_categories, piece_bytes=decode.PIECE_BYTES)
+                with decoders as pool, _reader(path, max_bytes) as read:
                     _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)))
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
@@ -256,7 +255,7 @@ def _put(chunks: queue.Queue, item: bytes | BaseException, stop: threading.Event
 def _read_error(path: str, exc: BaseException) -> BaseException:
     if isinstance(exc, EOFError):
         return TraceError(path, "truncated gzip stream: the file ends before the compressed data does")
-    if isinstance(exc, (gzip.BadGzipFile, zlib.error)):
+    if isinstance(exc, zlib.error):
         return TraceError(path, f"corrupt gzip data: {exc}")
     if isinstance(exc, OSError):
         return TraceError(path, f"cannot read: {exc.strerror or exc}")
