@@ -55,8 +55,7 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
         return None
 
     def busy(mask: np.ndarray) -> intervals.Intervals:
-        rows = np.flatnonzero(mask & spans & (trace.ts < hi) & (trace.end > lo))
-        return intervals.clip(intervals.union(trace.ts[rows], trace.end[rows]), lo, hi)
+        return intervals.busy(trace, mask, lo, hi)
 
     gaps = intervals.gaps(busy(on_device & ~np.isin(kind, [Kind.STEP, Kind.ANNOTATION])), lo, hi)
     on_host = trace.on_roles(Role.HOST)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from perftool.trace.model import Trace
 
 Intervals = tuple[np.ndarray, np.ndarray]  # (starts, ends), float64 µs
 
@@ -17,6 +22,12 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     first = np.flatnonzero(opens)
     last = np.r_[first[1:] - 1, starts.size - 1]
     return starts[first], ends[last]
+
+
+def busy(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> Intervals:
+    """The union of the spans selected by ``mask`` that overlap [lo, hi], clipped to it."""
+    rows = np.flatnonzero(mask & trace.spans_in(lo, hi))
+    return clip(union(trace.ts[rows], trace.end[rows]), lo, hi)
 
 
 def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:

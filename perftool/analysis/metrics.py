@@ -16,7 +16,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.dialects.vocabulary import CPU_FALLBACK
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Role, Trace
 
 SCHEMA_VERSION = 1
 TOP_OPS = 10
@@ -92,16 +92,14 @@ class Metrics:
 def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     """Every metric of :data:`METRICS` for one trace."""
     steps = steps if steps is not None else detect_steps(trace)
-    spans = trace.phase == Phase.COMPLETE
     ends = trace.end
     first, last = (float(trace.ts.min()), float(ends.max())) if len(trace) else (0.0, 0.0)
     lo, hi = steps.steady_window or (first, last)
     window = hi - lo
-    in_window = spans & (trace.ts < hi) & (ends > lo)
+    in_window = trace.spans_in(lo, hi)
 
     def busy(mask: np.ndarray) -> intervals.Intervals:
-        rows = np.flatnonzero(mask & in_window)
-        return intervals.clip(intervals.union(trace.ts[rows], ends[rows]), lo, hi)
+        return intervals.busy(trace, mask, lo, hi)
 
     kind = trace.kind
     on_device = trace.on_roles(Role.DEVICE)
@@ -112,6 +110,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     gaps = intervals.gaps(device, lo, hi)
     gap_lengths = gaps[1] - gaps[0]
     compute_rows = np.flatnonzero((kind == Kind.COMPUTE) & in_window & (trace.ts >= lo))
+    input_time = intervals.total(busy(kind == Kind.INPUT))
 
     device_metrics: dict[str, float] = {
         "device.busy_us": intervals.total(device),
@@ -140,8 +139,8 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         "host.busy_fraction": _ratio(intervals.total(busy(on_host & counted)), window),
         **_transfer_metrics("h2d", busy(kind == Kind.H2D), compute, int(np.sum((kind == Kind.H2D) & in_window))),
         **_transfer_metrics("d2h", busy(kind == Kind.D2H), compute, int(np.sum((kind == Kind.D2H) & in_window))),
-        "input.time_us": intervals.total(busy(kind == Kind.INPUT)),
-        "input.fraction": _ratio(intervals.total(busy(kind == Kind.INPUT)), window),
+        "input.time_us": input_time,
+        "input.fraction": _ratio(input_time, window),
         "communication.time_us": intervals.total(busy(kind == Kind.COMMUNICATION)),
         **_compile_metrics(trace, steps),
         **_sync_metrics(busy(kind == Kind.SYNC), steps),

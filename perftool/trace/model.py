@@ -127,6 +127,7 @@ class Trace:
     dialect: str = "generic"
     _name_tables: dict[re.Pattern, np.ndarray] = field(default_factory=dict, repr=False)
     _role_masks: dict[frozenset, np.ndarray] = field(default_factory=dict, repr=False)
+    _window_masks: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -162,6 +163,12 @@ class Trace:
             table[self.tracks_with_role(*roles)] = True
             self._role_masks[key] = table[self.track]
         return self._role_masks[key]
+
+    def spans_in(self, lo: float, hi: float) -> np.ndarray:
+        """Per event: a span (a complete event) overlapping the window [lo, hi]; computed once per window."""
+        if (lo, hi) not in self._window_masks:
+            self._window_masks[lo, hi] = (self.phase == Phase.COMPLETE) & (self.ts < hi) & (self.end > lo)
+        return self._window_masks[lo, hi]
 
     def name_matches(self, pattern: re.Pattern) -> np.ndarray:
         """Per event: whether its name matches ``pattern`` (decided once per distinct name, then cached)."""

@@ -17,7 +17,7 @@ from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
 from perftool.emulator.config import EmulatorConfig
 from perftool.rules.findings import Evidence
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Role, Trace
 
 
 @dataclass
@@ -56,16 +56,14 @@ class Scope:
     def idle(self) -> IdleTime | None:
         return attribute_idle(self.trace, self.lo, self.hi)
 
-    @cached_property
+    @property
     def in_window(self) -> np.ndarray:
         """Per event: a span overlapping the analysis window."""
-        trace = self.trace
-        return (trace.phase == Phase.COMPLETE) & (trace.ts < self.hi) & (trace.end > self.lo)
+        return self.trace.spans_in(self.lo, self.hi)
 
     def busy(self, mask: np.ndarray) -> intervals.Intervals:
         """The union of the spans selected by ``mask``, clipped to the window."""
-        rows = np.flatnonzero(mask & self.in_window)
-        return intervals.clip(intervals.union(self.trace.ts[rows], self.trace.end[rows]), self.lo, self.hi)
+        return intervals.busy(self.trace, mask, self.lo, self.hi)
 
     @cached_property
     def compute(self) -> intervals.Intervals:
