@@ -1,21 +1,33 @@
-"""Which device family a trace comes from, so advice names that family's knobs."""
+"""Which device a trace ran on: a name for people, and a family so advice names that family's knobs."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 
-from perftool.trace.model import Trace
+from perftool.trace.model import Phase, Role, Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
+HOST_ONLY = "none (host only)"
 _BY_NAME = (
     ("ipu", re.compile(r"^(StreamCopy|PreArrange-|Engine::run|Poplar)|DstStridedCopy|^IPU\b", re.MULTILINE)),
     ("hpu", re.compile(r"HPU\w*Type|synLaunch|^HPU\b|Gaudi", re.MULTILINE)),
     ("npu", re.compile(r"^AscendCL@|^Ascend Hardware|^aclop", re.MULTILINE)),
 )
+_GPU = re.compile(r"(?i)^GPU\b|NVIDIA|Tesla|GeForce|Quadro|Radeon|Instinct|\bAMD\b|^(cuda|hip)\w+", re.MULTILINE)
+
+
+def device_tracks(trace: Trace) -> list[int]:
+    """Ids of the device tracks that hold at least one span."""
+    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    return sorted({int(t) for t in set(trace.track[device].tolist())})
 
 
 def device_family(trace: Trace) -> str:
-    """npu, ipu, hpu or gpu, from the emulator's metadata, the dialect or the names; else ``generic``."""
+    """npu, ipu, hpu or gpu, from the emulator's metadata, the dialect or the names; else ``generic``.
+
+    A trace with no device activity is ``generic``: there is no device whose knobs advice could name.
+    """
     if trace.dialect == "emulator":  # the dialect checked that metadata["perftool"] has an "emulator" entry
         emulator = trace.metadata["perftool"]["emulator"]
         if isinstance(emulator, dict) and emulator.get("device") in FAMILIES:
@@ -27,4 +39,36 @@ def device_family(trace: Trace) -> str:
     for family, pattern in _BY_NAME:
         if pattern.search(names):
             return family
-    return "gpu" if trace.dialect == "kineto" else "generic"
+    if not device_tracks(trace):
+        return "generic"
+    described = "\n".join([_device_name(trace), *trace.names])
+    return "gpu" if _GPU.search(described) else "generic"
+
+
+def device_name(trace: Trace) -> str:
+    """The device(s) the trace's device tracks ran on, in words; :data:`HOST_ONLY` when none ran.
+
+    Kineto traces name each device in ``deviceProperties`` (by id, the device process's pid); other
+    traces name them in the device process's labels or name.
+    """
+    if not device_tracks(trace):
+        return HOST_ONLY
+    return _device_name(trace)
+
+
+def _device_name(trace: Trace) -> str:
+    properties = trace.metadata.get("deviceProperties")
+    by_id = {}
+    if isinstance(properties, list):
+        by_id = {p.get("id"): str(p.get("name")) for p in properties if isinstance(p, dict) and p.get("name")}
+    processes = {trace.tracks[i].pid: trace.tracks[i] for i in device_tracks(trace)}
+    names = Counter(_named(by_id.get(pid), track.process_labels or track.process_name or f"pid {pid}")
+                    for pid, track in processes.items())
+    return ", ".join(name if count == 1 else f"{count} × {name}" for name, count in sorted(names.items()))
+
+
+def _named(model: str | None, process: str) -> str:
+    """The model from the device's properties, after the process label where that adds something (MTIA 17)."""
+    if not model:
+        return process
+    return model if process.upper().startswith(("GPU", "PYTHON")) or process in model else f"{process} ({model})"

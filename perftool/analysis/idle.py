@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -57,7 +58,7 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
     def busy(mask: np.ndarray) -> intervals.Intervals:
         return intervals.busy(trace, mask, lo, hi)
 
-    gaps = intervals.gaps(busy(on_device & ~np.isin(kind, [Kind.STEP, Kind.ANNOTATION])), lo, hi)
+    gaps = intervals.gaps(busy(on_device & ~np.isin(kind, NOT_DEVICE_WORK)), lo, hi)
     on_host = trace.on_roles(Role.HOST)
     syncs = busy(on_host & (kind == Kind.SYNC))
     covers = {

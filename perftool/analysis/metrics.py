@@ -65,6 +65,7 @@ METRICS: dict[str, str] = {
 }
 
 _NOT_BUSY = [Kind.STEP, Kind.ANNOTATION]
+NOT_DEVICE_WORK = [*_NOT_BUSY, Kind.SYNC]  # on a device stream, a wait is idle time
 
 
 @dataclass
@@ -92,9 +93,8 @@ class Metrics:
 def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     """Every metric of :data:`METRICS` for one trace."""
     steps = steps if steps is not None else detect_steps(trace)
-    ends = trace.end
-    first, last = (float(trace.ts.min()), float(ends.max())) if len(trace) else (0.0, 0.0)
-    lo, hi = steps.steady_window or (first, last)
+    first, last = steps.first, steps.last
+    lo, hi = steps.window
     window = hi - lo
     in_window = trace.spans_in(lo, hi)
 
@@ -105,7 +105,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     on_device = trace.on_roles(Role.DEVICE)
     on_host = trace.on_roles(Role.HOST, Role.INPUT)
     counted = ~np.isin(kind, _NOT_BUSY)
-    device = busy(on_device & counted)
+    device = busy(on_device & ~np.isin(kind, NOT_DEVICE_WORK))
     compute = busy(kind == Kind.COMPUTE)
     gaps = intervals.gaps(device, lo, hi)
     gap_lengths = gaps[1] - gaps[0]

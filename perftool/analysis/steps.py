@@ -1,4 +1,12 @@
-"""Training steps and the steady-state window that skips warm-up and compile steps."""
+"""Training steps, start-up, and the steady-state window the analysis measures.
+
+Steps come from step markers (``ProfilerStep#N``, emulator markers). A last step much shorter than
+the others was cut off by the end of the capture and is dropped. Where flows link each host launch
+to the device work it started, a step is timed on the device: it ends when the last device work
+its host step launched ends, so step time and throughput are the device's, not those of a host
+running ahead. Leading steps that compile or run slow are warm-up. A trace without steps is
+measured after its start-up (runtime initialisation, warm-up annotations).
+"""
 
 from __future__ import annotations
 
@@ -6,22 +14,40 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perftool.analysis.launches import Launches, launches
+from perftool.dialects.vocabulary import STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
+TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
+STARTUP_CALL_US = 1000.0  # an initialisation call this long created a context or loaded libraries; short ones are routine
 
 
 @dataclass
 class Steps:
-    """Step spans in time order; the first ``warmup`` of them are excluded from the steady state."""
+    """Step spans in time order; the first ``warmup`` of them are excluded from the steady state.
+
+    ``clock`` says whether the spans are the device's (``device``) or the host's step markers
+    (``host``); ``truncated`` counts the cut-off steps dropped at the end. ``first``/``last`` bound
+    the trace, and ``startup_end`` is where its start-up ends (None when none was found).
+    """
 
     start: np.ndarray
     end: np.ndarray
     warmup: int
+    first: float = 0.0
+    last: float = 0.0
+    startup_end: float | None = None
+    truncated: int = 0
+    clock: str = "host"
 
     @property
     def count(self) -> int:
         return int(self.start.size)
+
+    @property
+    def steady(self) -> int:
+        return self.count - self.warmup
 
     @property
     def steady_durations(self) -> np.ndarray:
@@ -33,22 +59,72 @@ class Steps:
             return None
         return float(self.start[self.warmup]), float(self.end[-1])
 
+    @property
+    def window(self) -> tuple[float, float]:
+        """The steady steps; without steps, the trace after its start-up (or the whole trace)."""
+        if self.steady_window is not None:
+            return self.steady_window
+        after_startup = self.startup_end if self.startup_end is not None and self.startup_end < self.last else None
+        return (after_startup if after_startup is not None else self.first), self.last
+
 
 def detect_steps(trace: Trace) -> Steps:
-    """Steps from step markers (``ProfilerStep#N``, emulator markers), host tracks preferred.
+    """Steps from step markers, host tracks preferred, timed on the device where flows allow.
 
-    Leading steps that overlap a compile event or run slow are warm-up (:func:`warmup_steps`).
+    Leading steps that overlap a compile event or start-up, or run slow, are warm-up (:func:`warmup_steps`).
     """
+    first, last = (float(trace.ts.min()), float(trace.end.max())) if len(trace) else (0.0, 0.0)
+    startup = startup_end(trace)
     is_step = (trace.kind == Kind.STEP) & (trace.phase == Phase.COMPLETE)
     on_host = is_step & trace.on_roles(Role.HOST)
     rows = np.flatnonzero(on_host if on_host.any() else is_step)
     starts, index = np.unique(trace.ts[rows], return_index=True)
     ends = trace.end[rows][index]
+    truncated = _truncated_last(ends - starts)
+    starts, ends = starts[: starts.size - truncated], ends[: ends.size - truncated]
     if starts.size == 0:
-        return Steps(starts, ends, 0)
+        return Steps(starts, ends, 0, first, last, startup, truncated)
+    clock = "host"
+    on_device = device_steps(launches(trace), starts, ends) if on_host.any() else None
+    if on_device is not None:
+        starts, ends, clock = *on_device, "device"
     compile_rows = np.flatnonzero(trace.kind == Kind.COMPILE)
     compiling = _overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
-    return Steps(starts, ends, int(warmup_steps(ends - starts, compiling)))
+    if startup is not None:
+        compiling |= starts < startup
+    warmup = int(warmup_steps(ends - starts, compiling))
+    return Steps(starts, ends, warmup, first, last, startup, truncated, clock)
+
+
+def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each host step's span on the device, or None unless every step launched device work.
+
+    Step i ends when the last device work launched during host step i ends, and starts where the
+    device finished step i-1 (the first step: where its first device work starts), so a step's
+    time includes the device idling for the host and the spans tile the device's timeline.
+    """
+    step = np.searchsorted(starts, launched.host_ts, side="right") - 1
+    inside = (step >= 0) & (launched.host_ts < ends[np.maximum(step, 0)])
+    step = step[inside]
+    if np.unique(step).size < starts.size:
+        return None
+    device_end = np.full(starts.size, -np.inf)
+    np.maximum.at(device_end, step, launched.device_end[inside])
+    device_end = np.maximum.accumulate(device_end)
+    first_start = float(launched.device_ts[inside][step == 0].min())
+    return np.r_[first_start, device_end[:-1]], device_end
+
+
+def startup_end(trace: Trace) -> float | None:
+    """Where start-up ends: the last slow runtime/library initialisation call or warm-up annotation, if any.
+
+    Calls such as ``cudaDeviceGetStreamPriorityRange`` also run routinely in a step; only the slow
+    ones, which created the context or loaded libraries, mark start-up.
+    """
+    warmup = (trace.kind == Kind.ANNOTATION) & trace.name_matches(WARMUP_ANNOTATION)
+    initialising = trace.name_matches(STARTUP) & (trace.dur >= STARTUP_CALL_US)
+    rows = np.flatnonzero((initialising | warmup) & (trace.phase == Phase.COMPLETE))
+    return float(trace.end[rows].max()) if rows.size else None
 
 
 def warmup_steps(durations: np.ndarray, compiling: np.ndarray, typical: np.ndarray | None = None) -> np.ndarray:
@@ -63,6 +139,14 @@ def warmup_steps(durations: np.ndarray, compiling: np.ndarray, typical: np.ndarr
         typical = np.median(durations[..., count // 2 :], axis=-1, keepdims=True)
     slow_or_compiling = compiling | (durations > WARMUP_SLOWDOWN * typical)
     return np.where(slow_or_compiling.all(axis=-1), count - 1, np.argmin(slow_or_compiling, axis=-1))
+
+
+def _truncated_last(durations: np.ndarray) -> int:
+    """1 when the last step is under ``TRUNCATED_SHARE`` of the typical earlier step (cut off by the capture)."""
+    if durations.size < 2:
+        return 0
+    typical = float(np.median(durations[:-1][-8:]))
+    return int(durations[-1] < TRUNCATED_SHARE * typical)
 
 
 def _overlaps_any(starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray, other_ends: np.ndarray) -> np.ndarray:

@@ -6,13 +6,15 @@ dialect, whose tracks keep the role ``unknown``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from perftool.dialects.ascend import Ascend
 from perftool.dialects.base import Dialect
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
 from perftool.errors import PerftoolError
-from perftool.trace.model import Trace
+from perftool.trace.model import Kind, Trace
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Kineto())
 GENERIC = Dialect()
@@ -38,5 +40,7 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
         dialect = next((d for d in REGISTERED if d.detect(trace)), GENERIC)
     trace.with_roles(dialect.roles(trace))
     trace.kind = dialect.kinds(trace)
+    # A span the capture never closed says where something began, not how long it ran: a marker, not work.
+    trace.kind[np.isin(trace.order, trace.unclosed)] = Kind.ANNOTATION
     trace.dialect = dialect.name
     return trace

@@ -30,11 +30,14 @@ class Dialect:
     def roles(self, trace: Trace) -> dict[int, Role]:
         return {}
 
+    def category_kind(self, category: str) -> Kind:
+        return self.category_kinds.get(category, Kind.OTHER)
+
     def name_kind(self, name: str) -> Kind:
         return vocabulary.kind_of_name(name)
 
     def kinds(self, trace: Trace) -> np.ndarray:
-        by_category = _table([self.category_kinds.get(c, Kind.OTHER) for c in trace.cats])[trace.cat]
+        by_category = _table([self.category_kind(c) for c in trace.cats])[trace.cat]
         by_role = _table([self.role_kinds.get(t.role, Kind.OTHER) for t in trace.tracks])[trace.track]
         by_name = _table([self.name_kind(n) for n in trace.names])[trace.name]
         kind = np.where(by_category != Kind.OTHER, by_category, by_role)

@@ -1,43 +1,82 @@
-"""PyTorch profiler / Kineto traces: GPU streams as pid=device, tid=stream; categories name the kind."""
+"""PyTorch profiler / Kineto traces, from PyTorch 1.8 to today, for any device Kineto records.
+
+Kineto writes device activity under a process per device (pid = device id, labelled ``GPU 0``,
+``MTIA 17``, …, sorted after the host processes) with one thread per stream, and host activity under
+the process's own pid (labelled ``CPU``). Categories changed across versions: 1.8–1.10 wrote
+``Kernel``, ``Memcpy``, ``Runtime``, ``Operator``…, later ones ``kernel``, ``gpu_memcpy``,
+``cuda_runtime``, ``cpu_op``…; other devices add their own (``mtia_ccp_events``, ``mtia_runtime``,
+``cuda_profiler_range``). Categories are matched without regard to case.
+"""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from perftool.dialects.base import Dialect
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Phase, Role, Track, Trace
 
-_DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
-_HOST_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver", "user_annotation", "python_function",
-                    "cpu_instant_event")  # fmt: skip
+_CATEGORY_KINDS = {
+    "kernel": Kind.COMPUTE,
+    "cuda_profiler_range": Kind.COMPUTE,  # CUPTI range profiler: one range per kernel, replayed
+    "gpu_memcpy": Kind.D2D,  # the name says the direction
+    "memcpy": Kind.D2D,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "cuda_sync": Kind.SYNC,  # a stream waiting on an event or on the host: the device is not working
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "cpu_op": Kind.HOST_OP,
+    "operator": Kind.HOST_OP,
+    "user_annotation": Kind.ANNOTATION,
+    "gpu_user_annotation": Kind.ANNOTATION,
+    "dataloader": Kind.INPUT,
+}
+_DEVICE_CATEGORY = re.compile(r"^(kernel|gpu_\w+|memcpy|memset|cuda_sync|cuda_profiler_range|\w+_ccp_events)$")
+_HOST_CATEGORY = re.compile(
+    r"^(cpu_op|operator|user_annotation|python_function|python|cpu_instant_event|dataloader|runtime|\w+_runtime"
+    r"|\w+_driver)$"
+)
+_RUNTIME_CATEGORY = re.compile(r"^(\w+_runtime|\w+_driver)$")
+_DEVICE_EVENT_CATEGORY = re.compile(r"^\w+_ccp_events$")  # an accelerator's own device events
 _SUMMARY_PIDS = ("Spans", "Traces")  # the profiler's own spans, not the workload
 _TOP_LEVEL_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName")
+DEVICE_SORT_INDEX = 5_000_000  # Kineto sorts device processes from here on (16,777,216 for CUDA devices)
 
 
 class Kineto(Dialect):
     name = "kineto"
     description = "PyTorch profiler (Kineto) trace"
-    args_categories = frozenset({"gpu_memcpy", "gpu_memset"})
-    category_kinds = {
-        "kernel": Kind.COMPUTE,
-        "gpu_memcpy": Kind.D2D,
-        "gpu_memset": Kind.MEMSET,
-        "cuda_runtime": Kind.RUNTIME,
-        "cuda_driver": Kind.RUNTIME,
-        "cpu_op": Kind.HOST_OP,
-        "user_annotation": Kind.ANNOTATION,
-        "gpu_user_annotation": Kind.ANNOTATION,
-    }
+    args_categories = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
 
     def detect(self, trace: Trace) -> bool:
         if any(key in trace.metadata for key in _TOP_LEVEL_KEYS):
             return True
-        return any(c in trace.cats for c in ("cpu_op", "kernel", "cuda_runtime", "python_function"))
+        return any(_is_device(c) or _HOST_CATEGORY.match(c.lower()) for c in trace.cats if c.lower() != "runtime")
+
+    def category_kind(self, category: str) -> Kind:
+        lower = category.lower()
+        if lower in _CATEGORY_KINDS:
+            return _CATEGORY_KINDS[lower]
+        if _RUNTIME_CATEGORY.match(lower):
+            return Kind.RUNTIME
+        if _DEVICE_EVENT_CATEGORY.match(lower):
+            return Kind.COMPUTE
+        return Kind.OTHER
 
     def roles(self, trace: Trace) -> dict[int, Role]:
+        """Device and host tracks from what their events are, then from how Kineto labels processes.
+
+        A track whose events are mostly device activity is a device stream. A track of host-side
+        events is a host thread, unless it sits in a device's process (an accelerator's submission
+        queue). A track of other events in a device's process is device work of a kind not listed.
+        """
         spans = trace.phase == Phase.COMPLETE
-        device = _count_per_track(trace, spans & np.isin(trace.cat, _ids(trace, _DEVICE_CATEGORIES)))
-        host = _count_per_track(trace, spans & np.isin(trace.cat, _ids(trace, _HOST_CATEGORIES)))
+        device = _count_per_track(trace, spans & _category_mask(trace, _is_device))
+        host = _count_per_track(trace, spans & _category_mask(trace, lambda c: bool(_HOST_CATEGORY.match(c.lower()))))
+        any_span = _count_per_track(trace, spans)
         roles = {}
         for track in trace.tracks:
             if track.pid in _SUMMARY_PIDS:
@@ -45,12 +84,27 @@ class Kineto(Dialect):
             elif device[track.id] > host[track.id]:
                 roles[track.id] = Role.DEVICE
             elif host[track.id]:
-                roles[track.id] = Role.HOST
+                roles[track.id] = Role.UNKNOWN if is_device_process(track) else Role.HOST
+            elif any_span[track.id] and is_device_process(track):
+                roles[track.id] = Role.DEVICE
         return roles
 
 
-def _ids(trace: Trace, categories: tuple[str, ...]) -> list[int]:
-    return [i for i, c in enumerate(trace.cats) if c in categories]
+def is_device_process(track: Track) -> bool:
+    """Whether Kineto labelled the track's process as a device (``GPU 0``, ``MTIA 17``) or sorted it as one."""
+    if track.process_labels:
+        return not track.process_labels.strip().upper().startswith("CPU")
+    sorted_as_device = track.process_sort_index is not None and track.process_sort_index >= DEVICE_SORT_INDEX
+    return sorted_as_device and isinstance(track.pid, int) and track.pid < DEVICE_SORT_INDEX
+
+
+def _is_device(category: str) -> bool:
+    return bool(_DEVICE_CATEGORY.match(category.lower()))
+
+
+def _category_mask(trace: Trace, test) -> np.ndarray:
+    table = np.array([test(c) for c in trace.cats] or [False], dtype=bool)
+    return table[trace.cat]
 
 
 def _count_per_track(trace: Trace, mask: np.ndarray) -> np.ndarray:

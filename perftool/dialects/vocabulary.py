@@ -10,18 +10,27 @@ STEP = re.compile(r"^ProfilerStep#\d+$")
 SYNC = re.compile(
     r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|hipStreamSynchronize"
     r"|hipDeviceSynchronize|aten::item|aten::_local_scalar_dense|_local_scalar_dense"
-    r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*)$"
+    r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*"
+    r"|Stream Wait Event|Stream Sync|Context Sync|Event Sync|event_wait)$"  # device side: a stream waiting
 )
 COMPILE = re.compile(
     r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler"
     r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile)"
 )
+# Start-up, not steady state: runtime and library initialisation, and annotations a benchmark puts around warm-up.
+STARTUP = re.compile(
+    r"^(cuInit|cuDevicePrimaryCtxRetain|cuCtxCreate\w*|cudaGetDeviceCount|cudaDeviceGetStreamPriorityRange"
+    r"|hipInit|hipGetDeviceCount|hipDeviceGetStreamPriorityRange|cudnnCreate|cublasCreate\w*|cublasLtCreate"
+    r"|miopenCreate\w*|rocblas_create_handle|aclInit|AscendCL@aclInit|aclrtSetDevice|AscendCL@aclrtSetDevice"
+    r"|synInitialize|synDeviceAcquire\w*)$"
+)
+WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
 INPUT = re.compile(r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader")
 COMMUNICATION = re.compile(r"(?i)(^nccl|ncclKernel|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)")
 H2D = re.compile(r"(?i)(HtoD|H2D|HostToDevice|host_to_device)")
 D2H = re.compile(r"(?i)(DtoH|D2H|DeviceToHost|device_to_host)")
 D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")
-MEMCPY = re.compile(r"(?i)memcpy|memcopy")
+MEMCPY = re.compile(r"(?i)memcpy|memcopy|^dma_")
 MEMSET = re.compile(r"(?i)^memset")
 
 

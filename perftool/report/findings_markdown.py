@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from perftool.report.units import duration
+from perftool.report.findings_text import device_label, evidence_start
+from perftool.report.units import duration, timestamp
 from perftool.rules.findings import Finding, ScanReport, TraceFindings
 
 _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -23,8 +24,10 @@ def _trace(trace: TraceFindings) -> list[str]:
     lines = [
         f"## `{trace.path}`",
         "",
-        f"{trace.dialect} trace, device {trace.family}, {trace.steps} steady steps{step}{idle}.",
+        f"{trace.dialect} trace, device {device_label(trace)}, {trace.steps} steady steps{step}{idle}.",
         "",
+        *(f"> note: {cell(caveat)}" for caveat in trace.caveats),
+        *([""] if trace.caveats else []),
     ]
     if not trace.findings:
         return [*lines, "No findings.", ""]
@@ -37,11 +40,11 @@ def _trace(trace: TraceFindings) -> list[str]:
         lines.append(f"| {_ICON[finding.severity.value]} | {rule} | {lost} | {cell(finding.message)} |")
     lines.append("")
     for finding in trace.findings:
-        lines += _details(finding)
+        lines += _details(finding, trace.time_unit)
     return lines
 
 
-def _details(finding: Finding) -> list[str]:
+def _details(finding: Finding, unit: str) -> list[str]:
     lines = [
         f"<details><summary><code>{finding.rule_id}</code> {finding.title}: fix and evidence</summary>",
         "",
@@ -49,11 +52,12 @@ def _details(finding: Finding) -> list[str]:
         "",
         f"**Gain:** {finding.gain.text}",
         "",
+        *([f"**Held at info:** {cell(finding.capped)}", ""] if finding.capped else []),
     ]
     if finding.evidence:
         lines += ["| at | lasts | track | event |", "| ---: | ---: | --- | --- |"]
         lines += [
-            f"| {duration(e.ts_us)} | {duration(e.dur_us)} | {cell(e.track)} | {cell(e.name)} |"
+            f"| {timestamp(evidence_start(e), unit)} | {duration(e.dur_us)} | {cell(e.track)} | {cell(e.name)} |"
             for e in finding.evidence
         ]
         lines.append("")

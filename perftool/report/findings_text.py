@@ -7,8 +7,8 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
-from perftool.report.units import duration
-from perftool.rules.findings import Finding, ScanReport, TraceFindings
+from perftool.report.units import duration, timestamp
+from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -16,7 +16,7 @@ STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 def render(report: ScanReport) -> Group:
     parts: list[RenderableType] = []
     for trace in report.traces:
-        parts += [_header(trace), *(_finding(finding) for finding in trace.findings)]
+        parts += [_header(trace), *(_finding(finding, trace.time_unit) for finding in trace.findings)]
         if not trace.findings:
             parts.append(Text("  no findings", style="green"))
         parts.append(Text(""))
@@ -39,8 +39,12 @@ def summary_line(report: ScanReport) -> Text:
 def _header(trace: TraceFindings) -> Text:
     text = Text.assemble(("perftool scan ", "bold"), (trace.path, "bold magenta"))
     step = f" · mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
-    steps = f"{trace.steps} steady steps" if trace.steps else "no step markers: the whole trace"
-    text.append(f"\n{trace.dialect} trace · device {trace.family} · {steps}{step}")
+    if trace.step_time_us is not None and trace.step_clock == "device":
+        step += " (on the device)"
+    steps = f"{trace.steps} steady steps" if trace.steps else "no step markers"
+    text.append(f"\n{trace.dialect} trace · device {device_label(trace)} · {steps}{step}")
+    for caveat in trace.caveats:
+        text.append(f"\nnote: {caveat}", style="yellow")
     if trace.idle:
         idle = sum(trace.idle.values())
         parts = [f"{CAUSES[c]} {trace.idle[c]:.1%}" for c in CAUSES if trace.idle.get(c, 0) >= 0.0005]
@@ -48,7 +52,14 @@ def _header(trace: TraceFindings) -> Text:
     return text
 
 
-def _finding(finding: Finding) -> Group:
+def device_label(trace: TraceFindings) -> str:
+    """The device by name, with the family whose advice applies (saved results before names: the family)."""
+    if not trace.device:
+        return trace.family
+    return trace.device if trace.family == "generic" else f"{trace.device} ({trace.family})"
+
+
+def _finding(finding: Finding, unit: str) -> Group:
     level = finding.severity.value
     per_step = finding.impact.per_step_us
     cost = (
@@ -66,16 +77,23 @@ def _finding(finding: Finding) -> Group:
     body.add_row("what", finding.message)
     body.add_row("fix", Text(finding.fix.text, style="green"))
     body.add_row("gain", finding.gain.text)
+    if finding.capped:
+        body.add_row("note", Text(f"held at info: {finding.capped} (see the notes above)", style="yellow"))
     parts: list[RenderableType] = [head, body]
     if finding.evidence:
-        parts.append(_evidence(finding))
+        parts.append(_evidence(finding, unit))
     return Group(*parts)
 
 
-def _evidence(finding: Finding) -> Table:
+def _evidence(finding: Finding, unit: str) -> Table:
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
     for column, justify in (("at", "right"), ("lasts", "right"), ("track", "left"), ("event", "left")):
         table.add_column(column, justify=justify)
     for item in finding.evidence:
-        table.add_row(f"{item.ts_us / 1e3:,.3f} ms", duration(item.dur_us), item.track, item.name)
+        table.add_row(timestamp(evidence_start(item), unit), duration(item.dur_us), item.track, item.name)
     return table
+
+
+def evidence_start(item: Evidence) -> float:
+    """When an occurrence starts, from the trace's start as Perfetto shows it (saved results before that: as recorded)."""
+    return item.at_us if item.at_us is not None else item.ts_us

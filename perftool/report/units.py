@@ -18,6 +18,11 @@ def duration(us: float, unit: str = "ms") -> str:
     return f"{us / 1e6:,.3f} s"
 
 
+def timestamp(us: float, unit: str = "ms") -> str:
+    """A point in time given in µs from the trace's start, in the trace's display unit, as Perfetto shows it."""
+    return f"{us * 1e3:,.0f} ns" if unit == "ns" else f"{us / 1e3:,.3f} ms"
+
+
 def percent(fraction: float) -> str:
     return "—" if math.isnan(fraction) else f"{fraction * 100:.1f}%"
 

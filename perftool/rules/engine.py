@@ -7,7 +7,8 @@ import math
 from typing import Any
 
 from perftool import __version__
-from perftool.analysis.family import device_family
+from perftool.analysis.confidence import caveats
+from perftool.analysis.family import device_family, device_name
 from perftool.analysis.idle import CAUSES
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
@@ -16,7 +17,7 @@ from perftool.errors import PerftoolError
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings
-from perftool.rules.model import Rule, fill
+from perftool.rules.model import Rule, Severity, fill
 from perftool.trace import load_trace
 from perftool.trace.model import Trace
 
@@ -38,7 +39,9 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
     metrics = compute_metrics(trace, steps)
     emulator = _emulator_config(trace)
     scope = Scope(trace, steps, metrics, family or device_family(trace), emulator, evidence)
-    findings = [finding for rule in rules if (finding := _finding(scope, rule)) is not None]
+    limits = caveats(trace, steps)
+    cap = "; ".join(c.short for c in limits if c.caps) or None
+    findings = [finding for rule in rules if (finding := _finding(scope, rule, cap)) is not None]
     findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
     idle = scope.idle
     window = scope.window
@@ -46,6 +49,11 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
         path=trace.source,
         dialect=trace.dialect,
         family=scope.family,
+        device=device_name(trace),
+        world_size=_world_size(trace),
+        time_unit=trace.display_time_unit,
+        step_clock=steps.clock,
+        caveats=[c.text for c in limits],
         window_us=window,
         steps=scope.steady_steps,
         step_time_us=_plain(metrics["step_time_us.mean"]),
@@ -57,7 +65,8 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
     )
 
 
-def _finding(scope: Scope, rule: Rule) -> Finding | None:
+def _finding(scope: Scope, rule: Rule, cap: str | None) -> Finding | None:
+    """The rule's finding on the trace, if it reaches a threshold; held at info with the reason when ``cap`` is set."""
     if scope.window <= 0:
         return None
     params = {**DETECTORS[rule.detector].params, **rule.params}
@@ -68,6 +77,9 @@ def _finding(scope: Scope, rule: Rule) -> Finding | None:
     severity = rule.thresholds.severity(share, rule.severity)
     if severity is None:
         return None
+    capped = cap if cap is not None and severity != Severity.INFO else None
+    if capped:
+        severity = Severity.INFO
     per_step = scope.per_step(detection.lost_us)
     values = {
         **detection.values,
@@ -92,6 +104,7 @@ def _finding(scope: Scope, rule: Rule) -> Finding | None:
         gain=_gain(scope, detection, per_step, share),
         fingerprint=fingerprint(rule, detection),
         values={name: _plain(value) for name, value in values.items()},
+        capped=capped,
     )
 
 
@@ -116,6 +129,13 @@ def _emulator_config(trace: Trace) -> EmulatorConfig | None:
         return validate_config(trace.metadata["perftool"]["emulator"]["config"], trace.source)
     except (KeyError, TypeError, PerftoolError):
         return None
+
+
+def _world_size(trace: Trace) -> int | None:
+    """Ranks in the job, from Kineto's ``distributedInfo`` (None when the trace does not say)."""
+    info = trace.metadata.get("distributedInfo")
+    size = info.get("world_size") if isinstance(info, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
 
 
 def _plain(value: Any) -> Any:

@@ -30,6 +30,9 @@ class Evidence(_Record):
     """One occurrence a person can find in Perfetto: when, where and what."""
 
     ts_us: float = Field(description="start, µs on the trace's clock")
+    at_us: float | None = Field(
+        None, description="start, µs from the trace's first event: the time Perfetto shows for it"
+    )
     dur_us: float = Field(description="length, µs")
     track: str = Field(description="process / thread it ran on")
     name: str = Field(description="event name (or what the host ran during a device idle stretch)")
@@ -69,12 +72,24 @@ class Finding(_Record):
     gain: Gain
     fingerprint: str = Field(description="stable across runs and paths: rule, cause and the names involved")
     values: dict[str, Any] = Field(description="the measured values the message was filled from")
+    capped: str | None = Field(
+        None, description="why the severity was held at info (the trace has no steady state to judge), else null"
+    )
 
 
 class TraceFindings(_Record):
     path: str
     dialect: str
     family: str
+    device: str = Field("", description="what the device tracks ran on (from the trace), or 'none (host only)'")
+    world_size: int | None = Field(None, description="ranks in the job, where the trace records it")
+    time_unit: str = Field("ms", description="the unit the trace asks viewers to show times in")
+    step_clock: Literal["host", "device"] = Field(
+        "host", description="device: steps timed by the device work each host step launched; host: step markers"
+    )
+    caveats: list[str] = Field(
+        default_factory=list, description="what limits these figures: too few steps, start-up, a cut-off capture"
+    )
     window_us: float
     steps: int
     step_time_us: float | None

@@ -256,8 +256,8 @@ class ColumnBuilder:
         }  # fmt: skip
         self._validate(col)
         col, unclosed = pair_begin_end(self.path, col)
-        if unclosed:
-            metadata["perftool.unclosed_begin_events"] = unclosed
+        if unclosed.size:
+            metadata["perftool.unclosed_begin_events"] = int(unclosed.size)
         counter_tracks = [int(tables.track[c[2]]) for c in self.counter_events]
         present = np.zeros(len(tables.track_keys), dtype=bool)
         present[col["track"]] = True
@@ -269,7 +269,7 @@ class ColumnBuilder:
         tracks = self._tracks([tables.track_keys[i] for i in used.tolist()])
         return Trace(
             source=self.path, **col, names=tables.names, cats=tables.cats, tracks=tracks,
-            counters=self._counters(tables, compact), metadata=metadata, kept_args=self.kept_args,
+            counters=self._counters(tables, compact), metadata=metadata, kept_args=self.kept_args, unclosed=unclosed,
         )  # fmt: skip
 
     def _validate(self, col: dict[str, np.ndarray]) -> None:
@@ -367,18 +367,18 @@ def _scatter(untimed: np.ndarray, events: np.ndarray, values: np.ndarray, rows: 
     return column
 
 
-def pair_begin_end(path: str, col: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+def pair_begin_end(path: str, col: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Match ``B``/``E`` events per track (nesting allowed) into complete spans.
 
     Events are ordered by (track, ts, file position) and the nesting depth is a running sum per
     track. A ``B`` entering depth L is closed by the next ``E`` leaving depth L, so sorting by
     (track, depth, position) puts each pair side by side. An ``E`` with no open ``B`` is an error;
-    a ``B`` never closed runs to the end of the trace; their count is returned with the columns.
+    a ``B`` never closed runs to the end of the trace; their file positions are returned with the columns.
     """
     phase = col["phase"]
     rows = np.flatnonzero((phase == BEGIN) | (phase == END))
     if rows.size == 0:
-        return col, 0
+        return col, np.empty(0, dtype=np.int64)
     rows = rows[np.lexsort((col["order"][rows], col["ts"][rows], col["track"][rows]))]
     track = col["track"][rows]
     is_begin = phase[rows] == BEGIN
@@ -410,4 +410,4 @@ def pair_begin_end(path: str, col: dict[str, np.ndarray]) -> tuple[dict[str, np.
         col["phase"][unclosed] = Phase.COMPLETE
     keep = np.ones(phase.size, dtype=bool)
     keep[ends] = False
-    return {k: v[keep] for k, v in col.items()}, int(unclosed.size)
+    return {k: v[keep] for k, v in col.items()}, col["order"][unclosed]

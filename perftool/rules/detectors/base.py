@@ -84,6 +84,7 @@ class Scope:
         return [
             Evidence(
                 ts_us=float(trace.ts[row]),
+                at_us=float(trace.ts[row]) - self.steps.first,
                 dur_us=float(trace.dur[row]),
                 track=trace.tracks[trace.track[row]].label,
                 name=trace.names[trace.name[row]],
@@ -104,7 +105,7 @@ class Scope:
             shared = np.minimum(trace.end[candidates], end) - np.maximum(trace.ts[candidates], start)
             best = candidates[np.argmax(shared)] if candidates.size and shared.max() > 0 else None
             name = f"idle while host runs {trace.names[trace.name[best]]}" if best is not None else "idle"
-            found.append(Evidence(ts_us=start, dur_us=end - start, track=track, name=name))
+            found.append(Evidence(ts_us=start, at_us=start - self.steps.first, dur_us=end - start, track=track, name=name))
         return found
 
 

@@ -1,0 +1,58 @@
+"""Which device work each host launch started, from the flows that link them (Kineto's ``ac2g``).
+
+A profiler that records launches writes a flow from the runtime call on a host thread (``s``) to the
+device event it started (``f``, at the event's start on its stream). Pairing the two ends by id gives,
+for every launch, when the host made it and when the device work it started ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perftool.trace.model import Phase, Role, Trace
+
+
+@dataclass
+class Launches:
+    """One row per host→device flow: the host's launch time and the launched device event's start and end."""
+
+    host_ts: np.ndarray
+    device_ts: np.ndarray
+    device_end: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.host_ts.size)
+
+
+def launches(trace: Trace) -> Launches:
+    """Flows from a host track to a device track, paired by id, with the device event each one reaches."""
+    has_id = trace.flow_id >= 0
+    sources = np.flatnonzero((trace.phase == Phase.FLOW_START) & has_id & trace.on_roles(Role.HOST))
+    targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
+    if sources.size == 0 or targets.size == 0:
+        return Launches(np.empty(0), np.empty(0), np.empty(0))
+    ids, first = np.unique(trace.flow_id[sources], return_index=True)
+    where = np.minimum(np.searchsorted(ids, trace.flow_id[targets]), ids.size - 1)
+    paired = ids[where] == trace.flow_id[targets]
+    targets, host_ts = targets[paired], trace.ts[sources[first[where[paired]]]]
+    device_end = _enclosing_end(trace, targets)
+    found = ~np.isnan(device_end)
+    return Launches(host_ts[found], trace.ts[targets][found], device_end[found])
+
+
+def _enclosing_end(trace: Trace, targets: np.ndarray) -> np.ndarray:
+    """The end of the device span on each flow end's track that starts at or just before it (NaN if none)."""
+    ends = np.full(targets.size, np.nan)
+    spans = trace.phase == Phase.COMPLETE
+    for track in np.unique(trace.track[targets]).tolist():
+        rows = np.flatnonzero(spans & (trace.track == track))
+        rows = rows[np.argsort(trace.ts[rows], kind="stable")]
+        mine = np.flatnonzero(trace.track[targets] == track)
+        at = trace.ts[targets[mine]]
+        index = np.searchsorted(trace.ts[rows], at, side="right") - 1
+        inside = (index >= 0) & (trace.end[rows[np.maximum(index, 0)]] >= at)
+        ends[mine[inside]] = trace.end[rows[index[inside]]]
+    return ends
