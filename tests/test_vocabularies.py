@@ -20,7 +20,7 @@ def _serious(findings):
     return sorted(rule for rule, f in findings.items() if f["severity"] != "info")
 
 
-def test_kineto_gaps_between_kernels_are_host_bound(run, write_trace):
+def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_trace):
     host, gpu = 4242, 0
     events = [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(gpu, "GPU 0"),
               thread_name(gpu, 7, "stream 7")]  # fmt: skip
@@ -36,13 +36,36 @@ def test_kineto_gaps_between_kernels_are_host_bound(run, write_trace):
     assert trace["dialect"] == "kineto" and trace["family"] == "gpu"
     assert _serious(findings) == ["PT001"]
     finding = findings["PT001"]
-    assert finding["impact"]["share"] > 0.3 and "CUDA graph" in finding["fix"]["text"]
+    assert finding["impact"]["share"] > 0.3
+    assert "aten::linear" in finding["fix"]["text"] and "CUDA graph" not in finding["fix"]["text"]
+    assert finding["fix"]["changes"] == {} and finding["values"]["launch_share"] == 0
     assert finding["gain"]["kind"] == "upper_bound"
     assert finding["evidence"][0]["track"] == "GPU 0 / stream 7"
     assert "aten::linear" in finding["evidence"][0]["name"]
 
 
-def test_ascend_compile_after_warmup_is_a_recompilation(run, write_trace):
+def test_kineto_short_gaps_between_short_kernels_are_launch_overhead(run, write_trace):
+    host, gpu = 4242, 0
+    events = [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(gpu, "GPU 0"),
+              thread_name(gpu, 7, "stream 7")]  # fmt: skip
+    for i in range(6):
+        t = i * STEP
+        events.append(complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"))
+        for k in range(40):  # a launch every 24 µs for a 12 µs kernel: the device waits 12 µs per launch
+            at = t + 10 + 24 * k
+            events += [
+                complete("aten::add", at, 22, pid=host, tid=1, cat="cpu_op"),
+                complete("cudaLaunchKernel", at + 8, 10, pid=host, tid=1, cat="cuda_runtime"),
+                complete("vectorized_elementwise_kernel", at + 18, 12, pid=gpu, tid=7, cat="kernel"),
+            ]
+    trace, findings = _findings(run, write_trace, {"traceEvents": events})
+    finding = findings["PT001"]
+    assert finding["severity"] == "error" and finding["values"]["launch_share"] > 0.9
+    assert "CUDA graph" in finding["fix"]["text"] and finding["fix"]["changes"] == {"device_graphs": True}
+    assert trace["idle"]["launch"] > 0.4 and trace["idle"]["host"] < 0.1
+
+
+def test_torch_npu_operator_compile_after_warmup_calls_for_jit_compile_off(run, write_trace):
     python, cann, hardware = 1, 2, 3
     events = [process_name(python, "Python"), process_name(cann, "CANN"), thread_name(cann, 1, "Thread 1"),
               process_name(hardware, "Ascend Hardware"), thread_name(hardware, 0, "Stream 0")]  # fmt: skip
@@ -64,7 +87,9 @@ def test_ascend_compile_after_warmup_is_a_recompilation(run, write_trace):
     assert trace["dialect"] == "ascend" and trace["family"] == "npu"
     assert _serious(findings) == ["PT003"]
     finding = findings["PT003"]
-    assert finding["values"]["count"] == 1 and "new input shape" in finding["message"]
+    assert finding["values"]["count"] == 1 and "jit_compile=True" in finding["message"]
+    assert "set_compile_mode(jit_compile=False)" in finding["fix"]["text"]
+    assert "last batch" not in finding["fix"]["text"] and "steps_per_execution" not in finding["fix"]["text"]
     assert finding["evidence"][0]["name"] == "AscendCL@aclopCompileAndExecute"
 
 

@@ -45,6 +45,18 @@ def device_family(trace: Trace) -> str:
     return "gpu" if _GPU.search(described) else "generic"
 
 
+_PYTORCH = re.compile(r"^(aten::|ProfilerStep#|torch_npu|autograd::|Optimizer\.)", re.MULTILINE)
+_TENSORFLOW = re.compile(r"^(IteratorGetNext|_XlaRun|XlaCompile|tf\.|TF |.*TF adapter)", re.MULTILINE)
+
+
+def framework(trace: Trace) -> str:
+    """``pytorch`` or ``tensorflow`` from the names the framework's ops and processes carry, else ``unknown``."""
+    names = "\n".join([*trace.names, *(t.process_name for t in trace.tracks)])
+    if _PYTORCH.search(names):
+        return "pytorch"
+    return "tensorflow" if _TENSORFLOW.search(names) else "unknown"
+
+
 def device_name(trace: Trace) -> str:
     """The device(s) the trace's device tracks ran on, in words; :data:`HOST_ONLY` when none ran.
 

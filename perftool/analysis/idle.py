@@ -12,20 +12,26 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.metrics import NOT_DEVICE_WORK
+from perftool.analysis.steps import initialising
+from perftool.dialects import vocabulary
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 CAUSES: dict[str, str] = {  # cause -> how reports name it
+    "startup": "start-up",  # runtime or library initialisation (context creation, handles)
     "compile": "compiling",  # a graph or op compile
     "cpu_fallback": "CPU fallbacks",  # an op on the host, with its copies there and back
+    "blocking_copy": "blocking copies",  # the host blocked in a copy to or from pageable memory, then re-filling
     "sync": "after syncs",  # the host blocked in a sync, then re-filling the queue
     "input_wait": "waiting for data",  # the training loop waiting for its next batch
-    "host": "host Python/dispatch",  # launching the next device call
+    "launch": "kernel launches",  # short gaps while the host launches device work one call at a time
+    "host": "host Python/dispatch",  # the host running ops or Python instead of feeding the device
     "input_pipeline": "input workers",  # workers still preparing the batch
     "h2d": "H2D copies",  # a host-to-device copy in flight
     "other": "unexplained",  # nothing traced explains it
 }
 SYNC_TOLERANCE_US = 1.0  # an idle stretch starting this close after a sync's end follows from it
+LAUNCH_GAP_US = 30.0  # a host-caused idle stretch this short is the cost of launching one more call
 
 _NOT_HOST_WORK = [Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC]
 
@@ -61,12 +67,17 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
     gaps = intervals.gaps(busy(on_device & ~np.isin(kind, NOT_DEVICE_WORK)), lo, hi)
     on_host = trace.on_roles(Role.HOST)
     syncs = busy(on_host & (kind == Kind.SYNC))
+    copies = busy(blocking_copies(trace))
+    host_work = busy(on_host & ~np.isin(kind, _NOT_HOST_WORK))
     covers = {
+        "startup": busy(initialising(trace)),
         "compile": busy(kind == Kind.COMPILE),
         "cpu_fallback": fallback_round_trips(trace, lo, hi),
-        "sync": lambda pieces: _after_sync(pieces, syncs),
+        "blocking_copy": lambda pieces: _starting_in(pieces, copies),
+        "sync": lambda pieces: _starting_in(pieces, syncs),
         "input_wait": busy(on_host & (kind == Kind.INPUT)),
-        "host": busy(on_host & ~np.isin(kind, _NOT_HOST_WORK)),
+        "launch": lambda pieces: intervals.intersect(_short(pieces, gaps), host_work, lo, hi),
+        "host": host_work,
         "input_pipeline": busy(trace.on_roles(Role.INPUT) & (kind == Kind.INPUT)),
         "h2d": busy(kind == Kind.H2D),
     }
@@ -106,10 +117,31 @@ def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Interv
     return intervals.clip(intervals.union(starts, ends), lo, hi)
 
 
-def _after_sync(pieces: intervals.Intervals, syncs: intervals.Intervals) -> intervals.Intervals:
-    """The idle pieces that start while the host is in a sync, or just after one ends."""
-    if syncs[0].size == 0 or pieces[0].size == 0:
+def blocking_copies(trace: Trace) -> np.ndarray:
+    """Per event: a host copy call that blocks until its copy is done.
+
+    A synchronous copy call (``cudaMemcpy``, ``hipMemcpyWithStream``), or an asynchronous one that
+    overlaps a device copy to or from pageable memory, which the runtime cannot do asynchronously.
+    """
+    calls = trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME) & trace.name_matches(vocabulary.MEMCPY)
+    blocking = calls & trace.name_matches(vocabulary.BLOCKING_COPY_CALL)
+    pageable = np.flatnonzero(trace.name_matches(vocabulary.PAGEABLE) & np.isin(trace.kind, [Kind.H2D, Kind.D2H]))
+    rows = np.flatnonzero(calls & ~blocking)
+    if pageable.size and rows.size:
+        blocking[rows] = intervals.overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable])
+    return blocking
+
+
+def _starting_in(pieces: intervals.Intervals, spans: intervals.Intervals) -> intervals.Intervals:
+    """The idle pieces that start while the host is in one of ``spans``, or just after one ends."""
+    if spans[0].size == 0 or pieces[0].size == 0:
         return np.empty(0), np.empty(0)
-    index = np.searchsorted(syncs[0], pieces[0], side="right") - 1
-    taken = (index >= 0) & (pieces[0] <= syncs[1][np.maximum(index, 0)] + SYNC_TOLERANCE_US)
+    index = np.searchsorted(spans[0], pieces[0], side="right") - 1
+    taken = (index >= 0) & (pieces[0] <= spans[1][np.maximum(index, 0)] + SYNC_TOLERANCE_US)
     return pieces[0][taken], pieces[1][taken]
+
+
+def _short(pieces: intervals.Intervals, gaps: intervals.Intervals) -> intervals.Intervals:
+    """The pieces that lie in idle stretches no longer than :data:`LAUNCH_GAP_US`."""
+    short = (gaps[1] - gaps[0]) <= LAUNCH_GAP_US
+    return intervals.intersect(pieces, (gaps[0][short], gaps[1][short]), -np.inf, np.inf)

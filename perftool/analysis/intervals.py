@@ -69,3 +69,14 @@ def subtract(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
     if b[0].size == 0:
         return clip(a, lo, hi)
     return intersect(a, gaps(b, lo, hi), lo, hi)
+
+
+def overlaps_any(starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray, other_ends: np.ndarray) -> np.ndarray:
+    """For each interval, whether any of the others overlaps it."""
+    if other_starts.size == 0:
+        return np.zeros(starts.size, dtype=bool)
+    order = np.argsort(other_starts)
+    sorted_starts, running_end = other_starts[order], np.maximum.accumulate(other_ends[order])
+    before_end = np.searchsorted(sorted_starts, ends, side="left")  # others starting before each end
+    latest_end = np.where(before_end > 0, running_end[np.maximum(before_end - 1, 0)], -np.inf)
+    return latest_end > starts

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perftool.analysis.intervals import overlaps_any
 from perftool.analysis.launches import Launches, launches
 from perftool.dialects.vocabulary import STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -89,7 +90,7 @@ def detect_steps(trace: Trace) -> Steps:
     if on_device is not None:
         starts, ends, clock = *on_device, "device"
     compile_rows = np.flatnonzero(trace.kind == Kind.COMPILE)
-    compiling = _overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
+    compiling = overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
     if startup is not None:
         compiling |= starts < startup
     warmup = int(warmup_steps(ends - starts, compiling))
@@ -116,15 +117,19 @@ def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tu
 
 
 def startup_end(trace: Trace) -> float | None:
-    """Where start-up ends: the last slow runtime/library initialisation call or warm-up annotation, if any.
+    """Where start-up ends: the last slow initialisation call or warm-up annotation, if any."""
+    warmup = (trace.kind == Kind.ANNOTATION) & trace.name_matches(WARMUP_ANNOTATION)
+    rows = np.flatnonzero((initialising(trace) | warmup) & (trace.phase == Phase.COMPLETE))
+    return float(trace.end[rows].max()) if rows.size else None
+
+
+def initialising(trace: Trace) -> np.ndarray:
+    """Per event: a runtime or library initialisation call slow enough to have created a context.
 
     Calls such as ``cudaDeviceGetStreamPriorityRange`` also run routinely in a step; only the slow
-    ones, which created the context or loaded libraries, mark start-up.
+    ones, which created the context or loaded libraries, are start-up.
     """
-    warmup = (trace.kind == Kind.ANNOTATION) & trace.name_matches(WARMUP_ANNOTATION)
-    initialising = trace.name_matches(STARTUP) & (trace.dur >= STARTUP_CALL_US)
-    rows = np.flatnonzero((initialising | warmup) & (trace.phase == Phase.COMPLETE))
-    return float(trace.end[rows].max()) if rows.size else None
+    return trace.name_matches(STARTUP) & (trace.dur >= STARTUP_CALL_US)
 
 
 def warmup_steps(durations: np.ndarray, compiling: np.ndarray, typical: np.ndarray | None = None) -> np.ndarray:
@@ -147,14 +152,3 @@ def _truncated_last(durations: np.ndarray) -> int:
         return 0
     typical = float(np.median(durations[:-1][-8:]))
     return int(durations[-1] < TRUNCATED_SHARE * typical)
-
-
-def _overlaps_any(starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray, other_ends: np.ndarray) -> np.ndarray:
-    """For each interval, whether any of the others overlaps it."""
-    if other_starts.size == 0:
-        return np.zeros(starts.size, dtype=bool)
-    order = np.argsort(other_starts)
-    sorted_starts, running_end = other_starts[order], np.maximum.accumulate(other_ends[order])
-    before_end = np.searchsorted(sorted_starts, ends, side="left")  # others starting before each end
-    latest_end = np.where(before_end > 0, running_end[np.maximum(before_end - 1, 0)], -np.inf)
-    return latest_end > starts

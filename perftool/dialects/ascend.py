@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from perftool.dialects.base import Dialect
+from perftool.dialects.vocabulary import AI_CPU
 from perftool.trace.model import Kind, Role, Trace
 
 _PROCESS_ROLES = (
@@ -21,6 +24,7 @@ class Ascend(Dialect):
     name = "ascend"
     description = "Ascend msprof / torch_npu trace"
     role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP}
+    args_categories = frozenset({""})  # msprof writes device tasks without a category; their args say "Task Type"
 
     def detect(self, trace: Trace) -> bool:
         if any(t.process_name.startswith(_MARKERS) for t in trace.tracks):
@@ -41,3 +45,15 @@ class Ascend(Dialect):
         if kind == Kind.OTHER and name.startswith("AscendCL@"):
             return Kind.RUNTIME
         return kind
+
+
+def ai_cpu_tasks(trace: Trace) -> np.ndarray:
+    """Per event: a device task that ran on the NPU's AI CPU (``Task Type: AI_CPU`` in its args, or its name says so)."""
+    found = trace.name_matches(AI_CPU) & trace.on_roles(Role.DEVICE)
+    rows = np.flatnonzero((trace.args_ref >= 0) & trace.on_roles(Role.DEVICE) & ~found)
+    for row in rows[[_TASK_TYPE in trace.kept_args[ref] for ref in trace.args_ref[rows].tolist()]].tolist():
+        found[row] = (trace.args(row) or {}).get("Task Type") == "AI_CPU"
+    return found
+
+
+_TASK_TYPE = b"AI_CPU"

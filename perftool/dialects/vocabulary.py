@@ -32,6 +32,12 @@ D2H = re.compile(r"(?i)(DtoH|D2H|DeviceToHost|device_to_host)")
 D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")
 MEMCPY = re.compile(r"(?i)memcpy|memcopy|^dma_")
 MEMSET = re.compile(r"(?i)^memset")
+# Copies that block the host: to or from pageable memory, or through a synchronous copy call.
+PAGEABLE = re.compile(r"(?i)pageable")
+BLOCKING_COPY_CALL = re.compile(
+    r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cuMemcpy[DH]to[DH]|hipMemcpy|hipMemcpyWithStream|hipMemcpy2D"
+    r"|aclrtMemcpy|AscendCL@aclrtMemcpy)$"
+)
 
 
 def kind_of_name(name: str) -> Kind:
@@ -58,6 +64,7 @@ def kind_of_name(name: str) -> Kind:
 
 
 # Names detectors look for on top of the kinds above (DESIGN.md §3).
-CPU_FALLBACK = re.compile(r"CPU fallback|\bAI_CPU\b|aicpu", re.IGNORECASE)
+CPU_FALLBACK = re.compile(r"CPU fallback", re.IGNORECASE)  # the op ran on the host CPU
+AI_CPU = re.compile(r"(?i)\bAI_?CPU\b|aicpu")  # Ascend ops on the NPU's own AI CPU cores: device work, slow path
 STRIDED_COPY = re.compile(r"DstStridedCopy|SrcStridedCopy|PreArrange|^TransData|StridedCopy")
 REMOTE_BUFFER_COPY = re.compile(r"RemoteBuffer|^StreamCopy(Begin|Mid|End)RemoteBuffer")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from perftool.rules.detectors import (
+    ai_cpu_ops,
+    blocking_copies,
     cpu_fallback,
     exposed_transfers,
     host_bound,
@@ -25,6 +27,8 @@ DETECTORS: dict[str, Detector] = {
         strided_copies,
         exposed_transfers,
         sync_points,
+        blocking_copies,
+        ai_cpu_ops,
     )
 }
 COMMON_VALUES: dict[str, str] = {

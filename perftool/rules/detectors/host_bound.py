@@ -1,7 +1,11 @@
-"""Host-bound gaps: the device idles while the host runs Python and launches the next device call.
+"""Host-bound gaps: the device idles while the host runs Python and ops, or launches the next call.
 
-The fix amortises the host's work over more device work: more steps per device call (loop size)
-on graph-mode devices, or a captured device graph replayed with one launch (HPU / CUDA graphs).
+Two causes share the rule, told apart by the idle attribution: launch overhead (many short gaps,
+each the cost of one more launch, with short device ops) is fixed by launching less often — more
+steps per device call (loop size) on graph-mode devices, or a captured device graph replayed with
+one launch (HPU / CUDA graphs); plain host work (the host running ops or Python the device waits
+for) is fixed by moving that work, which the finding names. Loop-size advice names the loop size in
+use only where the trace records it (emulator traces).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import math
 
 import numpy as np
 
+from perftool.analysis import intervals
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
 from perftool.trace.model import Kind, Role
 
@@ -19,46 +24,79 @@ GRAPH_FAMILIES = ("hpu", "gpu")
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     idle = scope.idle
-    if idle is None or idle.time("host") <= 0:
+    if idle is None:
+        return None
+    launch, host = idle.time("launch"), idle.time("host")
+    lost = launch + host
+    if lost <= 0:
         return None
     trace = scope.trace
-    pieces = idle.by_cause["host"]
-    lost = idle.time("host")
+    pieces = intervals.union(np.r_[idle.by_cause["launch"][0], idle.by_cause["host"][0]],
+                             np.r_[idle.by_cause["launch"][1], idle.by_cause["host"][1]])  # fmt: skip
     busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER])
+    in_gaps = _overlapping(scope, host_work, pieces)
     launches = np.flatnonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window)
-    current = _current_loop_size(scope, stretches)
+    current = scope.emulator.knobs.loop_size if scope.emulator is not None else 1
     loop_size = _loop_size(scope, current, lost, params)
+    op_median = scope.metrics["device.op_time_us.median"]
+    launch_bound = launch >= params["launch_share"] * lost and not op_median > params["short_op_us"]
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
+        "launch_share": launch / lost,
         "host_per_stretch_ms": lost / stretches / 1e3,
         "stretches_per_step": scope.per_step(stretches),
         "device_per_step_ms": busy_per_step / 1e3,
+        "pattern": _pattern(scope, stretches, lost, busy_per_step),
         "current_loop_size": current,
         "loop_size": loop_size,
         "launches_per_step": scope.per_step(launches.size),
-        "op_median_us": scope.metrics["device.op_time_us.median"],
-        "host_names": distinct_names(trace, np.flatnonzero(host_work & scope.in_window), 3),
+        "op_median_us": op_median,
+        "host_names": distinct_names(trace, in_gaps, 3) if in_gaps.size else "nothing traced",
         "target_overhead": params["target_overhead"],
     }
-    changes = {}
-    if scope.family in LOOP_FAMILIES and loop_size > current:
-        changes = {"loop_size": loop_size}
-    elif scope.family in GRAPH_FAMILIES and not (scope.emulator and scope.emulator.knobs.device_graphs):
-        changes = {"device_graphs": True}
+    variant, changes = _fix(scope, launch_bound, loop_size, current)
     evidence = scope.idle_stretches(pieces, host_work)
-    return Detection(lost, values, evidence, changes=changes)
+    return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
 
 
-def _current_loop_size(scope: Scope, stretches: int) -> int:
-    """Steps per device call: the emulator config's, else steady steps per host-bound idle stretch."""
+def _fix(scope: Scope, launch_bound: bool, loop_size: int, current: int) -> tuple[str | None, dict]:
+    """Which fix applies, and the emulator knobs it sets.
+
+    Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records.
+    Other traces get device graphs only when launches are the cause; loop-size advice needs a known
+    loop size and a framework that has one, so elsewhere the advice names the host work instead.
+    """
     if scope.emulator is not None:
-        return scope.emulator.knobs.loop_size
-    if not scope.steady_steps or not stretches:
-        return 1
-    return max(1, round(scope.steady_steps / stretches))
+        if scope.family in LOOP_FAMILIES and loop_size > current:
+            return None, {"loop_size": loop_size}
+        if scope.family in GRAPH_FAMILIES and not scope.emulator.knobs.device_graphs:
+            return None, {"device_graphs": True}
+        return None, {}
+    if not launch_bound:
+        return "host_work", {}
+    if scope.family in GRAPH_FAMILIES:
+        return None, {"device_graphs": True}
+    return "launch_bound", {}
+
+
+def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) -> np.ndarray:
+    """Rows of ``mask`` in the window that overlap one of ``pieces``."""
+    rows = np.flatnonzero(mask & scope.in_window)
+    trace = scope.trace
+    return rows[intervals.overlaps_any(trace.ts[rows], trace.end[rows], *pieces)]
+
+
+def _pattern(scope: Scope, stretches: int, lost: float, busy_per_step: float) -> str:
+    """How the idle time comes: so many stretches of so long, per step where the trace has steps."""
+    each = lost / stretches
+    length = f"{each:,.1f} µs" if each < 1e3 else f"{each / 1e3:,.2f} ms"
+    if not scope.steady_steps:
+        return f"{stretches:,} idle stretches of {length} on average"
+    return (f"{scope.per_step(stretches):,.3g} idle stretches per step of {length} each, against"
+            f" {busy_per_step / 1e3:,.3g} ms of device work per step")  # fmt: skip
 
 
 def _loop_size(scope: Scope, current: int, lost: float, params: dict[str, float]) -> int:
@@ -82,20 +120,22 @@ def _loop_size(scope: Scope, current: int, lost: float, params: dict[str, float]
 
 DETECTOR = Detector(
     name="host_bound",
-    summary="device idle while the host runs Python and dispatches the next device call",
+    summary="device idle while the host runs Python and ops, or launches the next device call",
     values={
         "idle_share": "share of the window the device is idle, all causes",
-        "host_share": "share of the window the device is idle while the host runs Python or dispatch",
+        "host_share": "share of the window the device is idle while the host runs Python, ops or launches",
+        "launch_share": "share of that idle time in short gaps between launches (launch overhead)",
         "host_per_stretch_ms": "mean length of an idle stretch the host causes, ms",
         "stretches_per_step": "such idle stretches per steady step",
         "device_per_step_ms": "device busy time per steady step, ms",
-        "current_loop_size": "steps per device call now",
+        "pattern": "the idle stretches in words: how many, how long, against how much device work",
+        "current_loop_size": "steps per device call now (emulator traces; 1 elsewhere)",
         "loop_size": "steps per device call that brings host time under target_overhead",
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
-        "host_names": "what the host runs during the idle time",
+        "host_names": "the host ops and calls running during the idle time, most time first",
         "target_overhead": "the share of a step host time should be cut to",
     },
-    params={"target_overhead": 0.02, "max_loop_size": 1024},
+    params={"target_overhead": 0.02, "max_loop_size": 1024, "launch_share": 0.5, "short_op_us": 50.0},
     detect=detect,
 )

@@ -2,16 +2,23 @@
 
 Either the training loop waits in its data loader (``DataLoader.__next__``, ``IteratorGetNext``)
 or the device waits while the input workers are still preparing the batch. Deeper prefetching
-absorbs uneven preprocessing; when the workers cannot keep up on average, only more of them help.
+absorbs uneven preprocessing; when the workers cannot keep up on average, only more of them help;
+when the loop loads batches itself (PyTorch's ``_SingleProcessDataLoaderIter``: ``num_workers=0``),
+nothing is prefetched at all and the fix is workers. Only emulator traces record the prefetch depth
+in use, so only their advice says what it is now.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
 from perftool.rules.detectors.base import Detection, Detector, Scope
+
+# PyTorch names the loader's iterator after how it loads: in the training process, or from worker processes.
+SINGLE_PROCESS_LOADER = re.compile(r"_SingleProcessDataLoaderIter")
 from perftool.trace.model import Kind, Role
 
 
@@ -31,6 +38,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     prepare = trace.dur[worker_rows] if worker_rows.size else trace.dur[wait_rows]
     mean_prepare, slow_prepare = float(prepare.mean()), float(np.percentile(prepare, 99))  # lost > 0: some exist
     current = scope.emulator.knobs.prefetch_depth if scope.emulator else int(params["assumed_prefetch_depth"])
+    loader_names = "\n".join(trace.names[i] for i in np.unique(trace.name[wait_rows]).tolist())
+    in_process = not workers and SINGLE_PROCESS_LOADER.search(loader_names) is not None
     keeps_up = not workers or mean_prepare / workers <= step
     if workers:
         # a worker serves every `workers`-th step: its ready batches must cover its slowest batch
@@ -50,10 +59,15 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "current_prefetch_depth": current,
         "prefetch_depth": depth,
     }
-    if keeps_up:
-        variant, changes = None, {"prefetch_depth": depth}
-    else:
+    if in_process:  # num_workers=0: the training loop loads every batch itself, so nothing is prefetched
+        variant, changes = "no_workers", {}
+        values["needed_workers"] = max(needed_workers, 2)
+    elif not keeps_up:
         variant, changes = "too_few_workers", {"workload.input_workers": values["needed_workers"]}
+    elif scope.emulator is None:  # the prefetch depth in use is not in the trace: advice names none
+        variant, changes = "deeper_prefetch", {}
+    else:
+        variant, changes = None, {"prefetch_depth": depth}
     pieces = idle.by_cause["input_wait"] if idle.time("input_wait") else idle.by_cause["input_pipeline"]
     evidence = scope.events(wait_rows) if wait_rows.size else scope.idle_stretches(pieces, loading)
     return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)

@@ -1,14 +1,18 @@
 """Recompilations after warm-up: a graph compiled again in the steady state, and why.
 
 The cause comes from the compile event's own ``args`` when the tool wrote one (``reason``,
-``cause``); otherwise a compile in the final step is the short last batch, and any other is a
-new shape (or a Python value baked into the graph as a constant).
+``cause``). Operator compiles (``aclopCompile``) in a PyTorch (torch_npu) trace are online
+operator compilation, which torch_npu can switch off. Otherwise a compile in the final step is the
+short last batch, and any other is a new shape (or a Python value baked into the graph as a constant).
 """
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from perftool.analysis.family import framework
 from perftool.rules.detectors.base import Detection, Detector, Scope
 from perftool.trace.model import Kind
 
@@ -16,7 +20,9 @@ CAUSES = {
     "remainder_loop": "a remainder loop (steps not a multiple of the loop size)",
     "last_batch": "the short last batch of the epoch (a new input shape)",
     "shape": "a new input shape, or a Python value baked into the graph as a constant",
+    "npu_jit": "torch_npu compiling operators online (jit_compile=True): one compile per new operator shape",
 }
+_OP_COMPILE = re.compile(r"aclopCompile|AscendCL@opCompile")
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -45,6 +51,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
 
 def _cause(scope: Scope, rows: np.ndarray) -> str:
     trace = scope.trace
+    names = "\n".join(trace.names[i] for i in np.unique(trace.name[rows]).tolist())
+    if scope.family == "npu" and _OP_COMPILE.search(names) and framework(trace) == "pytorch":
+        return "npu_jit"
     for row in rows.tolist():
         args = trace.args(row) or {}
         reason = str(args.get("reason") or args.get("cause") or "").lower()

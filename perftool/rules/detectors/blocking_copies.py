@@ -1,0 +1,60 @@
+"""Blocking copies: copies to or from pageable host memory, or synchronous copy calls, every step.
+
+A copy from pageable memory cannot run asynchronously: the runtime stages it and the host waits
+until it is done (``Memcpy DtoH (Device -> Pageable)``, ``cudaMemcpy``, ``hipMemcpyWithStream``).
+The device then idles until the host has launched its next work, and the copy itself overlaps
+nothing. The time lost is that idle time plus the copies' time not hidden behind compute.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.idle import blocking_copies
+from perftool.dialects.vocabulary import PAGEABLE
+from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.trace.model import Kind
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    idle = scope.idle
+    trace = scope.trace
+    calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
+    if idle is None or calls.size == 0:
+        return None
+    pageable = trace.name_matches(PAGEABLE) & np.isin(trace.kind, [Kind.H2D, Kind.D2H])
+    copy_rows = np.flatnonzero(pageable & scope.in_window)
+    copies = scope.busy(pageable)
+    exposed = intervals.total(copies) - intervals.overlap(copies, scope.compute)
+    blocked = idle.time("blocking_copy")
+    lost = blocked + exposed
+    if lost <= 0:
+        return None
+    directions = sorted({"device→host" if k == Kind.D2H else "host→device" for k in trace.kind[copy_rows].tolist()})
+    values = {
+        "per_step": scope.per_step(calls.size),
+        "calls": distinct_names(trace, calls, 3),
+        "copies": distinct_names(trace, copy_rows, 2) if copy_rows.size else "synchronous copies",
+        "directions": " and ".join(directions) or "synchronous",
+        "copy_ms_per_step": scope.per_step(intervals.total(copies)) / 1e3,
+        "blocked_ms_per_step": scope.per_step(blocked) / 1e3,
+    }
+    evidence = scope.events(copy_rows if copy_rows.size else calls)
+    return Detection(lost, values, evidence, key=values["directions"])
+
+
+DETECTOR = Detector(
+    name="blocking_copies",
+    summary="copies to or from pageable memory (or synchronous copy calls) that block the host every step",
+    values={
+        "per_step": "blocking copy calls per steady step",
+        "calls": "the host's copy calls, most time first",
+        "copies": "the device copies to or from pageable memory",
+        "directions": "which way they copy",
+        "copy_ms_per_step": "time in pageable copies per step, ms",
+        "blocked_ms_per_step": "device idle per step after the host was blocked in a copy, ms",
+    },
+    params={},
+    detect=detect,
+)
