@@ -74,8 +74,13 @@ def _device_name(trace: Trace) -> str:
     if isinstance(properties, list):
         by_id = {p.get("id"): str(p.get("name")) for p in properties if isinstance(p, dict) and p.get("name")}
     processes = {trace.tracks[i].pid: trace.tracks[i] for i in device_tracks(trace)}
-    names = Counter(_named(by_id.get(pid), track.process_labels or track.process_name or f"pid {pid}")
-                    for pid, track in processes.items())
+    # Kineto names a device's process after the host program ("python3"): its pid is the device id
+    unnamed = "device {}" if trace.dialect == "kineto" else "pid {}"
+    names = Counter(
+        _named(by_id.get(pid), track.process_labels or (track.process_name if trace.dialect != "kineto" else "")
+               or unnamed.format(pid))
+        for pid, track in processes.items()
+    )  # fmt: skip
     return ", ".join(name if count == 1 else f"{count} × {name}" for name, count in sorted(names.items()))
 
 

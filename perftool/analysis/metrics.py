@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.confidence import Caveat, caveats
+from perftool.analysis.family import device_name
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Role, Trace
@@ -85,6 +87,9 @@ class Metrics:
     top_ops: list[OpStat] = field(default_factory=list)
     top_ops_scope: str = "device"  # "device" (compute ops) or "host" (host ops, inclusive)
     categories: dict[str, int] = field(default_factory=dict)
+    device: str = ""  # what the device tracks ran on (family.device_name)
+    step_clock: str = "host"  # "device": steps timed by the device work each host step launched
+    caveats: list[Caveat] = field(default_factory=list)  # what limits these figures
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
@@ -154,6 +159,9 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         top_ops=top,
         top_ops_scope=scope,
         categories={c: int(n) for c, n in zip(trace.cats, categories.tolist()) if n},
+        device=device_name(trace),
+        step_clock=steps.clock,
+        caveats=caveats(trace, steps),
     )
 
 

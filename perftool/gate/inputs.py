@@ -84,6 +84,10 @@ def differences(baseline: TraceFindings, candidate: TraceFindings) -> list[str]:
     found = []
     if baseline.family != candidate.family:
         found.append(f"device family {baseline.family} → {candidate.family}")
+    elif baseline.device and candidate.device and baseline.device != candidate.device:  # saved before names: unknown
+        found.append(f"device {baseline.device} → {candidate.device}")
+    if baseline.world_size != candidate.world_size and None not in (baseline.world_size, candidate.world_size):
+        found.append(f"world size {baseline.world_size} → {candidate.world_size} ranks")
     if (baseline.emulator is None) != (candidate.emulator is None):
         kinds = ["an emulator trace" if side.emulator else "a profiler trace" for side in (baseline, candidate)]
         found.append(f"baseline is {kinds[0]}, candidate is {kinds[1]}")

@@ -21,6 +21,9 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
         "schema": SCHEMA,
         "source": trace.source,
         "dialect": trace.dialect,
+        "device": metrics.device,
+        "step_clock": metrics.step_clock,
+        "caveats": [c.text for c in metrics.caveats],
         "display_time_unit": trace.display_time_unit,
         "metadata": trace.metadata,
         "tracks": [

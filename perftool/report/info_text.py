@@ -23,8 +23,10 @@ def render(trace: Trace, metrics: Metrics) -> Group:
     header = Text.assemble(
         ("perftool info ", "bold"), (trace.source, "bold magenta"),
         f"\n{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · "
-        f"span {duration(m['trace.span_us'], unit)}",
+        f"span {duration(m['trace.span_us'], unit)} · device {metrics.device}",
     )  # fmt: skip
+    for caveat in metrics.caveats:
+        header.append(f"\nnote: {caveat.text}", style="yellow")
     return Group(header, _tracks(trace), _timeline(metrics, unit), _top_ops(metrics, unit))
 
 
@@ -67,7 +69,7 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
             "steps", f"{m['steps.count']:,.0f} ({m['steps.warmup']:,.0f} warm-up, {m['steps.steady']:,.0f} steady)"
         )
         table.add_row(
-            "step time",
+            "step time" + (" (device)" if metrics.step_clock == "device" else ""),
             f"median {duration(m['step_time_us.median'], unit)} · p90 {duration(m['step_time_us.p90'], unit)}"
             f" · min {duration(m['step_time_us.min'], unit)} · max {duration(m['step_time_us.max'], unit)}",
         )
@@ -75,7 +77,7 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
         table.add_row("steps", "no step markers: figures cover the whole trace")
     table.add_row("window", duration(m["window.duration_us"], unit))
     if math.isnan(m["device.busy_fraction"]):
-        table.add_row("device", "no device tracks in this trace (host-only profile)")
+        table.add_row("device", "none: no device activity in this trace (host-only profile)")
     else:
         table.add_row(
             "device",

@@ -7,8 +7,7 @@ import math
 from typing import Any
 
 from perftool import __version__
-from perftool.analysis.confidence import caveats
-from perftool.analysis.family import device_family, device_name
+from perftool.analysis.family import device_family
 from perftool.analysis.idle import CAUSES
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
@@ -39,8 +38,7 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
     metrics = compute_metrics(trace, steps)
     emulator = _emulator_config(trace)
     scope = Scope(trace, steps, metrics, family or device_family(trace), emulator, evidence)
-    limits = caveats(trace, steps)
-    cap = "; ".join(c.short for c in limits if c.caps) or None
+    cap = "; ".join(c.short for c in metrics.caveats if c.caps) or None
     findings = [finding for rule in rules if (finding := _finding(scope, rule, cap)) is not None]
     findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
     idle = scope.idle
@@ -49,11 +47,11 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
         path=trace.source,
         dialect=trace.dialect,
         family=scope.family,
-        device=device_name(trace),
+        device=metrics.device,
         world_size=_world_size(trace),
         time_unit=trace.display_time_unit,
-        step_clock=steps.clock,
-        caveats=[c.text for c in limits],
+        step_clock=metrics.step_clock,
+        caveats=[c.text for c in metrics.caveats],
         window_us=window,
         steps=scope.steady_steps,
         step_time_us=_plain(metrics["step_time_us.mean"]),

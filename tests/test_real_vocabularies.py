@@ -1,0 +1,174 @@
+"""Each kind of real capture gets the verdict an expert would give (fixtures: tests/data/vocab, made by
+tests/data/make_vocabulary_fixtures.py in each profiler's own vocabulary)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from conftest import error_line
+
+from perftool.analysis import compute_metrics, detect_steps
+from perftool.analysis.family import device_family, device_name
+from perftool.trace import Kind, Role, load_trace
+
+VOCAB = Path(__file__).parent / "data" / "vocab"
+
+
+def fixture(name: str) -> str:
+    return str(VOCAB / f"{name}.json.gz")
+
+
+def scan(run, name: str, *args: str) -> tuple[dict, dict]:
+    """The scan summary and findings by rule id for a fixture's name or a trace's path."""
+    path = name if name.endswith((".json", ".gz")) else fixture(name)
+    result = run("scan", path, "--format", "json", "--fail-on", "never", *args)
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.stdout)["traces"][0]
+    return trace, {f["rule_id"]: f for f in trace["findings"]}
+
+
+def test_fixtures_are_what_the_generator_writes(tmp_path, monkeypatch):
+    """The committed fixtures match their generator, so a test reads what its fixture's docstring says."""
+    spec = importlib.util.spec_from_file_location("make_vocabulary_fixtures", VOCAB.parent / "make_vocabulary_fixtures.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    monkeypatch.setattr(make, "HERE", tmp_path)
+    make.main()
+    for name in make.FIXTURES:
+        assert (tmp_path / f"{name}.json.gz").read_bytes() == (VOCAB / f"{name}.json.gz").read_bytes(), name
+
+
+def test_legacy_kineto_categories_are_a_device_trace_and_find_the_input_wait(run):
+    trace = load_trace(fixture("legacy_kineto_pt18"))
+    assert {t.role for t in trace.tracks if t.pid == 0} == {Role.DEVICE}
+    assert device_name(trace) == "device 0" and device_family(trace) == "gpu"
+    assert set(trace.kind[trace.cat == trace.cats.index("Kernel")].tolist()) == {Kind.COMPUTE}
+    assert set(trace.kind[trace.cat == trace.cats.index("Runtime")].tolist()) == {Kind.RUNTIME}
+    summary, findings = scan(run, "legacy_kineto_pt18")
+    assert findings["PT002"]["severity"] == "error" and findings["PT002"]["impact"]["share"] == pytest.approx(0.3, abs=0.005)
+    assert findings["PT009"]["severity"] == "warning" and "pin_memory=True" in findings["PT009"]["fix"]["text"]
+    assert "now" not in findings["PT002"]["fix"]["text"]  # the prefetch depth in use is not in the trace
+
+
+def test_rocm_launches_of_short_kernels_are_launch_overhead(run):
+    summary, findings = scan(run, "rocm_launch_bound")
+    assert summary["device"] == "AMD Instinct MI250X" and summary["family"] == "gpu"
+    assert summary["step_clock"] == "device"
+    finding = findings["PT001"]
+    assert finding["values"]["launch_share"] > 0.9 and "hipLaunchKernel" in finding["message"]
+    assert finding["fix"]["changes"] == {"device_graphs": True}
+
+
+def test_an_accelerator_that_is_not_a_gpu_is_a_device_not_host_only(run):
+    trace = load_trace(fixture("accelerator"))
+    roles = {t.thread_name: t.role for t in trace.tracks if t.pid == 3}
+    assert roles == {"Stream 101": Role.DEVICE, "Stream 101 Submission Queue": Role.UNKNOWN}
+    assert device_family(trace) == "generic" and device_name(trace) == "MTIA 3 (ACCEL-X)"
+    metrics = compute_metrics(trace).values
+    assert metrics["device.busy_fraction"] == pytest.approx(0.64, abs=0.01)  # event_wait is a wait, not work
+    info = run("info", fixture("accelerator"))
+    assert "host-only" not in info.stdout and "device gpu" not in info.stdout
+    assert "device MTIA 3 (ACCEL-X)" in info.stdout
+    summary, findings = scan(run, "accelerator")
+    assert "aten::cat" in findings["PT001"]["fix"]["text"] and "CUDA" not in findings["PT001"]["fix"]["text"]
+
+
+def test_a_host_only_trace_is_not_labelled_with_a_device(run):
+    cpu_only = str(VOCAB.parent / "torch_cpu_train.pt.trace.json.gz")
+    summary, _ = scan(run, cpu_only)
+    assert summary["device"] == "none (host only)" and summary["family"] == "generic"
+    info = json.loads(run("info", cpu_only, "--format", "json").stdout)
+    assert info["device"] == "none (host only)"
+    assert "device gpu" not in run("scan", cpu_only).stdout
+
+
+def test_startup_is_left_out_and_nothing_is_ranked_without_steps(run):
+    steps = detect_steps(load_trace(fixture("startup_dominated")))
+    assert steps.count == 0 and steps.window[0] == pytest.approx(20_002_100.0)  # after the warm-up annotations
+    summary, findings = scan(run, "startup_dominated")
+    assert findings and {f["severity"] for f in findings.values()} == {"info"}
+    assert all(f["capped"] == "no step markers" for f in findings.values())
+    assert any("start-up" in caveat for caveat in summary["caveats"])
+    assert any("torch.profiler.schedule" in caveat for caveat in summary["caveats"])
+    assert summary["window_us"] < 3000  # the 20 s of context creation are not the window
+
+
+def test_step_time_comes_from_the_device_when_the_host_runs_ahead(run):
+    summary, _ = scan(run, "host_ahead")
+    assert summary["step_clock"] == "device"
+    assert summary["step_time_us"] == pytest.approx(1000.0, rel=0.01)  # the host's markers say 600 µs
+    assert summary["metrics"]["throughput.steps_per_s"] == pytest.approx(1000.0, rel=0.01)
+
+
+def test_a_truncated_last_step_is_dropped_and_said(run):
+    steps = detect_steps(load_trace(fixture("truncated_last_step")))
+    assert steps.truncated == 1 and steps.count == 7
+    summary, _ = scan(run, "truncated_last_step")
+    assert summary["step_time_us"] == pytest.approx(1000.0, rel=0.01)
+    assert min(summary["step_durations_us"]) > 900
+    assert any("cut off" in caveat for caveat in summary["caveats"])
+
+
+def test_fewer_than_three_steady_steps_hold_findings_at_info(run, write_trace):
+    document = json.loads(gzip.open(fixture("zero_workers")).read())
+    steps = [e for e in document["traceEvents"] if e["name"].startswith("ProfilerStep#")]
+    last_kept = steps[1]["ts"] + steps[1]["dur"]
+    document["traceEvents"] = [e for e in document["traceEvents"] if e.get("ph") == "M" or e["ts"] < last_kept]
+    _, findings = scan(run, str(write_trace(document)))
+    assert findings["PT002"]["severity"] == "info"
+    assert findings["PT002"]["capped"] == "2 steady step(s), 3 needed"
+
+
+def test_a_blocking_pageable_copy_is_its_own_cause_not_host_dispatch(run):
+    summary, findings = scan(run, "blocking_copy")
+    assert summary["idle"]["blocking_copy"] == pytest.approx(0.40, abs=0.01)
+    assert summary["idle"]["host"] < 0.01
+    assert "PT001" not in findings or findings["PT001"]["severity"] == "info"
+    finding = findings["PT009"]
+    assert finding["values"]["directions"] == "device→host"
+    assert "non_blocking=True" in finding["fix"]["text"] and "CUDA graph" not in finding["fix"]["text"]
+    assert finding["evidence"][0]["name"] == "Memcpy DtoH (Device -> Pageable)"
+
+
+def test_zero_dataloader_workers_call_for_workers_not_prefetching(run):
+    _, findings = scan(run, "zero_workers")
+    fix = findings["PT002"]["fix"]["text"]
+    assert "num_workers=2" in fix and "prefetch_factor" not in fix
+    assert findings["PT002"]["fix"]["changes"] == {}
+
+
+def test_torch_npu_ai_cpu_tasks_are_device_work_and_compiles_call_for_jit_off(run):
+    trace = load_trace(fixture("torch_npu_aicpu"))
+    assert trace.dialect == "ascend"
+    summary, findings = scan(run, "torch_npu_aicpu")
+    assert "PT004" not in findings  # AI CPU tasks run on the NPU, not the host
+    ai_cpu = findings["PT010"]
+    assert ai_cpu["values"]["busy_share"] == pytest.approx(200 / 900, abs=0.01)
+    assert "IndexPut" in ai_cpu["message"] and ai_cpu["severity"] == "warning"
+    compile_fix = findings["PT003"]["fix"]["text"]
+    assert "set_compile_mode(jit_compile=False)" in compile_fix
+    for finding in findings.values():  # PyTorch advice, never TensorFlow's
+        assert "steps_per_execution" not in finding["fix"]["text"]
+        assert "dataset.prefetch" not in finding["fix"]["text"]
+
+
+def test_gate_refuses_to_compare_different_hardware(run):
+    result = run("gate", fixture("job_a100_8"), fixture("job_v100_2"))
+    line = error_line(result, "NVIDIA A100 → Tesla V100-SXM2-16GB", "world size 8 → 2")
+    assert "--allow-mismatch" in line
+    allowed = run("gate", fixture("job_a100_8"), fixture("job_v100_2"), "--allow-mismatch", "--format", "json")
+    assert allowed.exit_code == 0, allowed.output
+
+
+def test_an_unclosed_span_invents_no_finding(run):
+    trace = load_trace(fixture("unclosed_begin"))
+    assert trace.unclosed.size == 1
+    assert trace.kind[trace.name == trace.names.index("train_epoch")].tolist() == [Kind.ANNOTATION]
+    summary, findings = scan(run, "unclosed_begin")
+    assert findings == {}  # the never-closed span would otherwise cover every device gap as "host"
+    assert summary["idle"]["host"] < 0.01
+    assert any("never closed" in caveat for caveat in summary["caveats"])
