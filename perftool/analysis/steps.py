@@ -101,8 +101,8 @@ def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tu
     """Each host step's span on the device, or None unless every step launched device work.
 
     Step i ends when the last device work launched during host step i ends, and starts where the
-    device finished step i-1 (the first step: where its first device work starts), so a step's
-    time includes the device idling for the host and the spans tile the device's timeline.
+    device finished step i-1 (the first step: where its host step starts), so a step's time
+    includes the device idling for the host and the spans tile the device's timeline.
     """
     step = np.searchsorted(starts, launched.host_ts, side="right") - 1
     inside = (step >= 0) & (launched.host_ts < ends[np.maximum(step, 0)])
@@ -112,8 +112,7 @@ def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tu
     device_end = np.full(starts.size, -np.inf)
     np.maximum.at(device_end, step, launched.device_end[inside])
     device_end = np.maximum.accumulate(device_end)
-    first_start = float(launched.device_ts[inside][step == 0].min())
-    return np.r_[first_start, device_end[:-1]], device_end
+    return np.r_[starts[0], device_end[:-1]], device_end
 
 
 def startup_end(trace: Trace) -> float | None:

@@ -121,7 +121,7 @@ def startup_dominated():
 def host_ahead(truncate_last=False):
     """The host finishes each step in 600 µs while the device needs 1000 µs for its work: the device sets the pace."""
     events = kineto_processes()
-    device_free = 100.0
+    device_free = 0.0
     steps = 8
     for i in range(steps):
         t = i * 600.0
