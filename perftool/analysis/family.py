@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import numpy as np
+
 from perftool.trace.model import Phase, Role, Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
@@ -20,7 +22,7 @@ _GPU = re.compile(r"(?i)^GPU\b|NVIDIA|Tesla|GeForce|Quadro|Radeon|Instinct|\bAMD
 def device_tracks(trace: Trace) -> list[int]:
     """Ids of the device tracks that hold at least one span."""
     device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
-    return sorted({int(t) for t in set(trace.track[device].tolist())})
+    return np.flatnonzero(np.bincount(trace.track[device], minlength=len(trace.tracks))).tolist()
 
 
 def device_family(trace: Trace) -> str:
@@ -39,9 +41,10 @@ def device_family(trace: Trace) -> str:
     for family, pattern in _BY_NAME:
         if pattern.search(names):
             return family
-    if not device_tracks(trace):
+    tracks = device_tracks(trace)
+    if not tracks:
         return "generic"
-    described = "\n".join([_device_name(trace), *trace.names])
+    described = "\n".join([_device_name(trace, tracks), *trace.names])
     return "gpu" if _GPU.search(described) else "generic"
 
 
@@ -63,17 +66,16 @@ def device_name(trace: Trace) -> str:
     Kineto traces name each device in ``deviceProperties`` (by id, the device process's pid); other
     traces name them in the device process's labels or name.
     """
-    if not device_tracks(trace):
-        return HOST_ONLY
-    return _device_name(trace)
+    tracks = device_tracks(trace)
+    return _device_name(trace, tracks) if tracks else HOST_ONLY
 
 
-def _device_name(trace: Trace) -> str:
+def _device_name(trace: Trace, tracks: list[int]) -> str:
     properties = trace.metadata.get("deviceProperties")
     by_id = {}
     if isinstance(properties, list):
         by_id = {p.get("id"): str(p.get("name")) for p in properties if isinstance(p, dict) and p.get("name")}
-    processes = {trace.tracks[i].pid: trace.tracks[i] for i in device_tracks(trace)}
+    processes = {trace.tracks[i].pid: trace.tracks[i] for i in tracks}
     # Kineto names a device's process after the host program ("python3"): its pid is the device id
     unnamed = "device {}" if trace.dialect == "kineto" else "pid {}"
     names = Counter(

@@ -76,7 +76,7 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
         "blocking_copy": lambda pieces: _starting_in(pieces, copies),
         "sync": lambda pieces: _starting_in(pieces, syncs),
         "input_wait": busy(on_host & (kind == Kind.INPUT)),
-        "launch": lambda pieces: intervals.intersect(_short(pieces, gaps), host_work, lo, hi),
+        "launch": lambda pieces: _launch_gaps(pieces, gaps, host_work),
         "host": host_work,
         "input_pipeline": busy(trace.on_roles(Role.INPUT) & (kind == Kind.INPUT)),
         "h2d": busy(kind == Kind.H2D),
@@ -141,7 +141,11 @@ def _starting_in(pieces: intervals.Intervals, spans: intervals.Intervals) -> int
     return pieces[0][taken], pieces[1][taken]
 
 
-def _short(pieces: intervals.Intervals, gaps: intervals.Intervals) -> intervals.Intervals:
-    """The pieces that lie in idle stretches no longer than :data:`LAUNCH_GAP_US`."""
-    short = (gaps[1] - gaps[0]) <= LAUNCH_GAP_US
-    return intervals.intersect(pieces, (gaps[0][short], gaps[1][short]), -np.inf, np.inf)
+def _launch_gaps(pieces: intervals.Intervals, gaps: intervals.Intervals, host: intervals.Intervals) -> intervals.Intervals:
+    """The pieces of idle stretches no longer than :data:`LAUNCH_GAP_US` during which the host is busy."""
+    if pieces[0].size == 0:
+        return pieces
+    stretch = np.searchsorted(gaps[0], pieces[0], side="right") - 1
+    short = (gaps[1] - gaps[0])[stretch] <= LAUNCH_GAP_US
+    keep = short & intervals.overlaps_any(pieces[0], pieces[1], *host)
+    return pieces[0][keep], pieces[1][keep]

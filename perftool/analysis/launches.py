@@ -46,9 +46,9 @@ def launches(trace: Trace) -> Launches:
 def _enclosing_end(trace: Trace, targets: np.ndarray) -> np.ndarray:
     """The end of the device span on each flow end's track that starts at or just before it (NaN if none)."""
     ends = np.full(targets.size, np.nan)
-    spans = trace.phase == Phase.COMPLETE
+    spans = np.flatnonzero((trace.phase == Phase.COMPLETE) & trace.on_roles(Role.DEVICE))
     for track in np.unique(trace.track[targets]).tolist():
-        rows = np.flatnonzero(spans & (trace.track == track))
+        rows = spans[trace.track[spans] == track]
         rows = rows[np.argsort(trace.ts[rows], kind="stable")]
         mine = np.flatnonzero(trace.track[targets] == track)
         at = trace.ts[targets[mine]]

@@ -50,6 +50,8 @@ class Ascend(Dialect):
 def ai_cpu_tasks(trace: Trace) -> np.ndarray:
     """Per event: a device task that ran on the NPU's AI CPU (``Task Type: AI_CPU`` in its args, or its name says so)."""
     found = trace.name_matches(AI_CPU) & trace.on_roles(Role.DEVICE)
+    if trace.dialect != Ascend.name:  # only msprof writes the task type into a device task's args
+        return found
     rows = np.flatnonzero((trace.args_ref >= 0) & trace.on_roles(Role.DEVICE) & ~found)
     for row in rows[[_TASK_TYPE in trace.kept_args[ref] for ref in trace.args_ref[rows].tolist()]].tolist():
         found[row] = (trace.args(row) or {}).get("Task Type") == "AI_CPU"

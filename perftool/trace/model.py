@@ -176,7 +176,8 @@ class Trace:
         if pattern not in self._name_tables:
             found = np.fromiter(map(bool, map(pattern.search, self.names)), dtype=bool, count=len(self.names))
             self._name_tables[pattern] = found if found.size else np.zeros(1, dtype=bool)
-        return self._name_tables[pattern][self.name]
+        table = self._name_tables[pattern]
+        return table[self.name] if table.any() else np.zeros(len(self), dtype=bool)  # most vocabularies are absent
 
     def with_roles(self, roles: dict[int, Role]) -> None:
         """Assign roles to tracks by id (tracks are immutable records, so they are replaced)."""

@@ -3,7 +3,8 @@
 A copy from pageable memory cannot run asynchronously: the runtime stages it and the host waits
 until it is done (``Memcpy DtoH (Device -> Pageable)``, ``cudaMemcpy``, ``hipMemcpyWithStream``).
 The device then idles until the host has launched its next work, and the copy itself overlaps
-nothing. The time lost is that idle time plus the copies' time not hidden behind compute.
+nothing. The time lost is that idle time plus the read-back copies' time not hidden behind compute
+(input copies' own time is the exposed-transfers rule's, so no time is counted twice).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     pageable = trace.name_matches(PAGEABLE) & np.isin(trace.kind, [Kind.H2D, Kind.D2H])
     copy_rows = np.flatnonzero(pageable & scope.in_window)
     copies = scope.busy(pageable)
-    exposed = intervals.total(copies) - intervals.overlap(copies, scope.compute)
+    read_back = scope.busy(pageable & (trace.kind == Kind.D2H))  # input copies belong to exposed-transfers
+    exposed = intervals.total(read_back) - intervals.overlap(read_back, scope.compute)
     blocked = idle.time("blocking_copy")
     lost = blocked + exposed
     if lost <= 0:

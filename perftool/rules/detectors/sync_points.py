@@ -19,6 +19,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if scope.idle is None or rows.size == 0 or not per_step >= params["min_per_step"]:
         return None  # without device tracks, a sync costs nothing this trace can show
     lost = scope.idle.time("sync")
+    if lost <= 0:
+        return None  # syncs the device never waits after (it was still busy) cost nothing
     values = {
         "per_step": per_step,
         "names": distinct_names(trace, rows, 3),
