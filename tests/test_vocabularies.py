@@ -20,10 +20,14 @@ def _serious(findings):
     return sorted(rule for rule, f in findings.items() if f["severity"] != "info")
 
 
+def _kineto_tracks(host: int, gpu: int) -> list[dict]:
+    return [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(gpu, "GPU 0"),
+            thread_name(gpu, 7, "stream 7")]  # fmt: skip
+
+
 def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_trace):
     host, gpu = 4242, 0
-    events = [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(gpu, "GPU 0"),
-              thread_name(gpu, 7, "stream 7")]  # fmt: skip
+    events = _kineto_tracks(host, gpu)
     for i in range(12):
         t = i * STEP
         events += [
@@ -46,8 +50,7 @@ def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_t
 
 def test_kineto_short_gaps_between_short_kernels_are_launch_overhead(run, write_trace):
     host, gpu = 4242, 0
-    events = [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(gpu, "GPU 0"),
-              thread_name(gpu, 7, "stream 7")]  # fmt: skip
+    events = _kineto_tracks(host, gpu)
     for i in range(6):
         t = i * STEP
         events.append(complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"))

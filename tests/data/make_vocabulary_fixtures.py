@@ -40,6 +40,19 @@ def flow(ident, launch_ts, kernel_ts, cat="ac2g"):
     ]
 
 
+def step_loop(steps: int, period: float, kernel_at: float, kernel_us: float, extra=lambda t: []) -> list[dict]:
+    """``steps`` ProfilerSteps of ``period`` µs, each launching one kernel ``kernel_at`` µs in, plus ``extra(t)``."""
+    events = []
+    for i in range(steps):
+        t = i * period
+        events += [
+            x(f"ProfilerStep#{i}", t, period - 1, HOST, 1, "user_annotation"), *extra(t),
+            x("cudaLaunchKernel", t + kernel_at - 10, 8, HOST, 1, "cuda_runtime"),
+            x("ampere_sgemm_128x64_tn", t + kernel_at, kernel_us, GPU, 7, "kernel"),
+        ]  # fmt: skip
+    return events
+
+
 def legacy_kineto():
     """PyTorch 1.8-style categories; each step waits 400 µs in the DataLoader and copies its input from pageable memory."""
     events = kineto_processes(device_label="")
@@ -162,16 +175,9 @@ def blocking_copy():
 
 def zero_workers():
     """num_workers=0: the training loop loads each batch itself (PyTorch's single-process iterator)."""
-    events = kineto_processes()
-    for i in range(8):
-        t = i * 2000.0
-        events += [
-            x(f"ProfilerStep#{i}", t, 1999, HOST, 1, "user_annotation"),
-            x("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 800, HOST, 1, "user_annotation"),
-            x("cudaLaunchKernel", t + 810, 8, HOST, 1, "cuda_runtime"),
-            x("ampere_sgemm_128x64_tn", t + 820, 1150, GPU, 7, "kernel"),
-        ]
-    return {"schemaVersion": 1, "traceEvents": events}
+    loading = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    events = step_loop(8, 2000.0, 820, 1150, lambda t: [x(loading, t + 5, 800, HOST, 1, "user_annotation")])
+    return {"schemaVersion": 1, "traceEvents": kineto_processes() + events}
 
 
 def torch_npu():
@@ -204,29 +210,15 @@ def torch_npu():
 
 def kineto_job(device: str, world_size: int):
     """A healthy Kineto step loop on ``device`` in a job of ``world_size`` ranks (for gate's hardware check)."""
-    events = kineto_processes()
-    for i in range(6):
-        t = i * 1000.0
-        events += [
-            x(f"ProfilerStep#{i}", t, 999, HOST, 1, "user_annotation"),
-            x("cudaLaunchKernel", t + 5, 8, HOST, 1, "cuda_runtime"),
-            x("ampere_sgemm_128x64_tn", t + 20, 970, GPU, 7, "kernel"),
-        ]
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device}],
-            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world_size}, "traceEvents": events}  # fmt: skip
+            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world_size},
+            "traceEvents": kineto_processes() + step_loop(6, 1000.0, 20, 970)}  # fmt: skip
 
 
 def unclosed_begin():
     """A healthy loop whose outer host span was never closed (the capture stopped inside it)."""
-    events = kineto_processes() + [{"ph": "B", "name": "train_epoch", "pid": HOST, "tid": 1, "ts": 0, "cat": "cpu_op"}]
-    for i in range(8):
-        t = i * 1000.0
-        events += [
-            x(f"ProfilerStep#{i}", t, 999, HOST, 1, "user_annotation"),
-            x("cudaLaunchKernel", t + 5, 8, HOST, 1, "cuda_runtime"),
-            x("ampere_sgemm_128x64_tn", t + 20, 820, GPU, 7, "kernel"),
-        ]
-    return {"schemaVersion": 1, "traceEvents": events}
+    opened = {"ph": "B", "name": "train_epoch", "pid": HOST, "tid": 1, "ts": 0, "cat": "cpu_op"}
+    return {"schemaVersion": 1, "traceEvents": [*kineto_processes(), opened, *step_loop(8, 1000.0, 20, 820)]}
 
 
 FIXTURES = {
