@@ -174,3 +174,25 @@ def test_an_unclosed_span_invents_no_finding(run):
     assert findings == {}  # the never-closed span would otherwise cover every device gap as "host"
     assert summary["idle"]["host"] < 0.01
     assert any("never closed" in caveat for caveat in summary["caveats"])
+
+
+def test_real_cuda_capture_input_bound_with_pageable_copies(run):
+    """Captured with PyTorch 2.11 on an H100 (tests/data/capture_cuda_traces.py): num_workers=0, pageable copies."""
+    summary, findings = scan(run, str(VOCAB.parent / "cuda_input_bound_pageable.pt.trace.json.gz"))
+    assert summary["device"] == "NVIDIA H100 80GB HBM3" and summary["step_clock"] == "device"
+    assert summary["steps"] == 6 and not summary["caveats"]
+    top = summary["findings"][0]
+    assert top["rule_id"] == "PT009" and top["severity"] == "error"
+    assert top["evidence"][0]["name"] == "Memcpy DtoH (Device -> Pageable)"
+    loader_fix = findings["PT002"]["fix"]["text"]
+    assert "num_workers=" in loader_fix and "prefetch_factor" not in loader_fix
+    assert "PT001" not in findings or findings["PT001"]["severity"] == "info"
+
+
+def test_real_cuda_capture_of_tiny_ops_is_launch_bound(run):
+    """Captured with PyTorch 2.11 on an H100: hundreds of tiny elementwise kernels per step."""
+    summary, findings = scan(run, str(VOCAB.parent / "cuda_launch_bound.pt.trace.json.gz"))
+    finding = findings["PT001"]
+    assert finding["severity"] == "error" and finding["values"]["launch_share"] > 0.5
+    assert finding["values"]["op_median_us"] < 5
+    assert "CUDA graph" in finding["fix"]["text"] and finding["fix"]["changes"] == {"device_graphs": True}
