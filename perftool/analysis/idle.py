@@ -84,8 +84,11 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
     by_cause: dict[str, intervals.Intervals] = {}
     remaining = gaps
     for cause, cover in covers.items():
-        if callable(cover):  # a cause that takes whole idle stretches
-            cover = cover(remaining)
+        if callable(cover):  # a cause that takes whole pieces: which of them
+            taken = cover(remaining)
+            by_cause[cause] = remaining[0][taken], remaining[1][taken]
+            remaining = remaining[0][~taken], remaining[1][~taken]
+            continue
         by_cause[cause] = intervals.intersect(remaining, cover, lo, hi)
         remaining = intervals.subtract(remaining, cover, lo, hi)
     by_cause["other"] = remaining
@@ -132,20 +135,18 @@ def blocking_copies(trace: Trace) -> np.ndarray:
     return blocking
 
 
-def _starting_in(pieces: intervals.Intervals, spans: intervals.Intervals) -> intervals.Intervals:
-    """The idle pieces that start while the host is in one of ``spans``, or just after one ends."""
+def _starting_in(pieces: intervals.Intervals, spans: intervals.Intervals) -> np.ndarray:
+    """Per idle piece: whether it starts while the host is in one of ``spans``, or just after one ends."""
     if spans[0].size == 0 or pieces[0].size == 0:
-        return np.empty(0), np.empty(0)
+        return np.zeros(pieces[0].size, dtype=bool)
     index = np.searchsorted(spans[0], pieces[0], side="right") - 1
-    taken = (index >= 0) & (pieces[0] <= spans[1][np.maximum(index, 0)] + SYNC_TOLERANCE_US)
-    return pieces[0][taken], pieces[1][taken]
+    return (index >= 0) & (pieces[0] <= spans[1][np.maximum(index, 0)] + SYNC_TOLERANCE_US)
 
 
-def _launch_gaps(pieces: intervals.Intervals, gaps: intervals.Intervals, host: intervals.Intervals) -> intervals.Intervals:
-    """The pieces of idle stretches no longer than :data:`LAUNCH_GAP_US` during which the host is busy."""
+def _launch_gaps(pieces: intervals.Intervals, gaps: intervals.Intervals, host: intervals.Intervals) -> np.ndarray:
+    """Per idle piece: whether it lies in a stretch no longer than :data:`LAUNCH_GAP_US` and the host is busy in it."""
     if pieces[0].size == 0:
-        return pieces
+        return np.zeros(0, dtype=bool)
     stretch = np.searchsorted(gaps[0], pieces[0], side="right") - 1
     short = (gaps[1] - gaps[0])[stretch] <= LAUNCH_GAP_US
-    keep = short & intervals.overlaps_any(pieces[0], pieces[1], *host)
-    return pieces[0][keep], pieces[1][keep]
+    return short & intervals.overlaps_any(pieces[0], pieces[1], *host)

@@ -47,7 +47,7 @@ def _enclosing_end(trace: Trace, targets: np.ndarray) -> np.ndarray:
     """The end of the device span on each flow end's track that starts at or just before it (NaN if none)."""
     ends = np.full(targets.size, np.nan)
     spans = np.flatnonzero((trace.phase == Phase.COMPLETE) & trace.on_roles(Role.DEVICE))
-    for track in np.unique(trace.track[targets]).tolist():
+    for track in np.flatnonzero(np.bincount(trace.track[targets])).tolist():
         rows = spans[trace.track[spans] == track]
         rows = rows[np.argsort(trace.ts[rows], kind="stable")]
         mine = np.flatnonzero(trace.track[targets] == track)

@@ -107,7 +107,7 @@ def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tu
     step = np.searchsorted(starts, launched.host_ts, side="right") - 1
     inside = (step >= 0) & (launched.host_ts < ends[np.maximum(step, 0)])
     step = step[inside]
-    if np.unique(step).size < starts.size:
+    if np.count_nonzero(np.bincount(step, minlength=starts.size)) < starts.size:
         return None
     device_end = np.full(starts.size, -np.inf)
     np.maximum.at(device_end, step, launched.device_end[inside])

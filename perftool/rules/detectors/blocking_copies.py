@@ -20,23 +20,23 @@ from perftool.trace.model import Kind
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     idle = scope.idle
-    trace = scope.trace
-    calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
-    if idle is None or calls.size == 0:
+    if idle is None:
         return None
+    trace = scope.trace
     pageable = trace.name_matches(PAGEABLE) & np.isin(trace.kind, [Kind.H2D, Kind.D2H])
-    copy_rows = np.flatnonzero(pageable & scope.in_window)
-    copies = scope.busy(pageable)
     read_back = scope.busy(pageable & (trace.kind == Kind.D2H))  # input copies belong to exposed-transfers
     exposed = intervals.total(read_back) - intervals.overlap(read_back, scope.compute)
     blocked = idle.time("blocking_copy")
     lost = blocked + exposed
     if lost <= 0:
         return None
+    calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
+    copy_rows = np.flatnonzero(pageable & scope.in_window)
+    copies = scope.busy(pageable)
     directions = sorted({"device→host" if k == Kind.D2H else "host→device" for k in trace.kind[copy_rows].tolist()})
     values = {
         "per_step": scope.per_step(calls.size),
-        "calls": distinct_names(trace, calls, 3),
+        "calls": distinct_names(trace, calls, 3) if calls.size else "a copy call the trace does not show",
         "copies": distinct_names(trace, copy_rows, 2) if copy_rows.size else "synchronous copies",
         "directions": " and ".join(directions) or "synchronous",
         "copy_ms_per_step": scope.per_step(intervals.total(copies)) / 1e3,
