@@ -80,7 +80,8 @@ def main() -> None:
         same, own = perftool_figures(path, hta["lo"], hta["hi"])
         for figure in ("idle", "compute", "non_compute"):
             diff = 100 * (same[figure] - hta[figure])
-            print(f"{os.path.basename(path)[:34]:<34} {figure:<12} {100 * hta[figure]:>7.1f}% {100 * same[figure]:>8.1f}%"
+            name = os.path.basename(path)[:34]
+            print(f"{name:<34} {figure:<12} {100 * hta[figure]:>7.1f}% {100 * same[figure]:>8.1f}%"
                   f" {diff:>+6.1f}  {100 * own[figure]:>6.1f}%")  # fmt: skip
 
 

@@ -33,7 +33,9 @@ def scan(run, name: str, *args: str) -> tuple[dict, dict]:
 
 def test_fixtures_are_what_the_generator_writes(tmp_path, monkeypatch):
     """The committed fixtures match their generator, so a test reads what its fixture's docstring says."""
-    spec = importlib.util.spec_from_file_location("make_vocabulary_fixtures", VOCAB.parent / "make_vocabulary_fixtures.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_vocabulary_fixtures", VOCAB.parent / "make_vocabulary_fixtures.py"
+    )
     make = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make)
     monkeypatch.setattr(make, "HERE", tmp_path)
@@ -49,7 +51,9 @@ def test_legacy_kineto_categories_are_a_device_trace_and_find_the_input_wait(run
     assert set(trace.kind[trace.cat == trace.cats.index("Kernel")].tolist()) == {Kind.COMPUTE}
     assert set(trace.kind[trace.cat == trace.cats.index("Runtime")].tolist()) == {Kind.RUNTIME}
     summary, findings = scan(run, "legacy_kineto_pt18")
-    assert findings["PT002"]["severity"] == "error" and findings["PT002"]["impact"]["share"] == pytest.approx(0.3, abs=0.005)
+    assert findings["PT002"]["severity"] == "error" and findings["PT002"]["impact"]["share"] == pytest.approx(
+        0.3, abs=0.005
+    )
     # the pageable input copy is counted once, by exposed-transfers (its fix pins memory)
     assert findings["PT007"]["severity"] == "warning" and "pin_memory=True" in findings["PT007"]["fix"]["text"]
     assert "PT009" not in findings

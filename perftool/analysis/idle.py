@@ -131,7 +131,9 @@ def blocking_copies(trace: Trace) -> np.ndarray:
     pageable = np.flatnonzero(trace.name_matches(vocabulary.PAGEABLE) & np.isin(trace.kind, [Kind.H2D, Kind.D2H]))
     rows = np.flatnonzero(calls & ~blocking)
     if pageable.size and rows.size:
-        blocking[rows] = intervals.overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable])
+        blocking[rows] = intervals.overlaps_any(
+            trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable]
+        )
     return blocking
 
 

@@ -48,7 +48,7 @@ class Ascend(Dialect):
 
 
 def ai_cpu_tasks(trace: Trace) -> np.ndarray:
-    """Per event: a device task that ran on the NPU's AI CPU (``Task Type: AI_CPU`` in its args, or its name says so)."""
+    """Per event: a device task run on the NPU's AI CPU (``Task Type: AI_CPU`` in its args, or so named)."""
     found = trace.name_matches(AI_CPU) & trace.on_roles(Role.DEVICE)
     if trace.dialect != Ascend.name:  # only msprof writes the task type into a device task's args
         return found

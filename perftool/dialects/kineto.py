@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from perftool.dialects.base import Dialect
-from perftool.trace.model import Kind, Phase, Role, Track, Trace
+from perftool.trace.model import Kind, Phase, Role, Trace, Track
 
 _CATEGORY_KINDS = {
     "kernel": Kind.COMPUTE,

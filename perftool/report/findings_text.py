@@ -95,5 +95,5 @@ def _evidence(finding: Finding, unit: str) -> Table:
 
 
 def evidence_start(item: Evidence) -> float:
-    """When an occurrence starts, from the trace's start as Perfetto shows it (saved results before that: as recorded)."""
+    """When an occurrence starts, from the trace's start as Perfetto shows it (older saved results: as recorded)."""
     return item.at_us if item.at_us is not None else item.ts_us

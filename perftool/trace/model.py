@@ -123,7 +123,9 @@ class Trace:
     counters: Counters = field(default_factory=Counters.empty)
     metadata: dict[str, Any] = field(default_factory=dict)
     kept_args: list[bytes] = field(default_factory=list)
-    unclosed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # file positions of B never closed
+    unclosed: np.ndarray = field(
+        default_factory=lambda: np.empty(0, dtype=np.int64)
+    )  # file positions of B never closed
     kind: np.ndarray | None = None  # uint8, Kind; set by the dialect
     dialect: str = "generic"
     _name_tables: dict[re.Pattern, np.ndarray] = field(default_factory=dict, repr=False)

@@ -54,7 +54,7 @@ def step_loop(steps: int, period: float, kernel_at: float, kernel_us: float, ext
 
 
 def legacy_kineto():
-    """PyTorch 1.8-style categories; each step waits 400 µs in the DataLoader and copies its input from pageable memory."""
+    """PyTorch 1.8 categories; each step waits 600 µs in the DataLoader and copies its input from pageable memory."""
     events = kineto_processes(device_label="")
     for i in range(10):
         t = i * 2000.0

@@ -92,12 +92,11 @@ class Scope:
             for row in worst.tolist()
         ]
 
-    def idle_stretches(self, pieces: intervals.Intervals, during: np.ndarray) -> list[Evidence]:
-        """The longest device idle ``pieces``, each named after the ``during`` event overlapping it most."""
+    def idle_stretches(self, pieces: intervals.Intervals, candidates: np.ndarray) -> list[Evidence]:
+        """The longest device idle ``pieces``, each named after the ``candidates`` row overlapping it most."""
         trace = self.trace
         starts, ends = pieces
         worst = np.argsort(-(ends - starts), kind="stable")[: self.evidence_count]
-        candidates = np.flatnonzero(during & self.in_window)
         device = self.trace.tracks_with_role(Role.DEVICE)
         track = trace.tracks[int(device[0])].label if device.size else "device"
         found = []
@@ -105,7 +104,9 @@ class Scope:
             shared = np.minimum(trace.end[candidates], end) - np.maximum(trace.ts[candidates], start)
             best = candidates[np.argmax(shared)] if candidates.size and shared.max() > 0 else None
             name = f"idle while host runs {trace.names[trace.name[best]]}" if best is not None else "idle"
-            found.append(Evidence(ts_us=start, at_us=start - self.steps.first, dur_us=end - start, track=track, name=name))
+            found.append(
+                Evidence(ts_us=start, at_us=start - self.steps.first, dur_us=end - start, track=track, name=name)
+            )
         return found
 
 
@@ -134,8 +135,9 @@ class Detector:
 
 def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4) -> str:
     """The names among ``rows``, most time first, as one short list."""
-    ids = np.unique(trace.name[rows])
-    time = np.bincount(trace.name[rows], weights=trace.dur[rows], minlength=len(trace.names))[ids]
+    names_of = trace.name[rows]
+    ids = np.flatnonzero(np.bincount(names_of, minlength=len(trace.names)))
+    time = np.bincount(names_of, weights=trace.dur[rows], minlength=len(trace.names))[ids]
     names = [trace.names[i] for i in ids[np.argsort(-time, kind="stable")][:limit].tolist()]
     more = ids.size - len(names)
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")

@@ -37,7 +37,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER])
     in_gaps = _overlapping(scope, host_work, pieces)
-    launches = np.flatnonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window)
+    launches = np.count_nonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window)
     current = scope.emulator.knobs.loop_size if scope.emulator is not None else 1
     loop_size = _loop_size(scope, current, lost, params)
     op_median = scope.metrics["device.op_time_us.median"]
@@ -52,13 +52,13 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "pattern": _pattern(scope, stretches, lost, busy_per_step),
         "current_loop_size": current,
         "loop_size": loop_size,
-        "launches_per_step": scope.per_step(launches.size),
+        "launches_per_step": scope.per_step(launches),
         "op_median_us": op_median,
         "host_names": distinct_names(trace, in_gaps, 3) if in_gaps.size else "nothing traced",
         "target_overhead": params["target_overhead"],
     }
     variant, changes = _fix(scope, launch_bound, loop_size, current)
-    evidence = scope.idle_stretches(pieces, host_work)
+    evidence = scope.idle_stretches(pieces, in_gaps)
     return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
 
 

@@ -16,10 +16,10 @@ import re
 import numpy as np
 
 from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.trace.model import Kind, Role
 
 # PyTorch names the loader's iterator after how it loads: in the training process, or from worker processes.
 SINGLE_PROCESS_LOADER = re.compile(r"_SingleProcessDataLoaderIter")
-from perftool.trace.model import Kind, Role
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -69,7 +69,10 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     else:
         variant, changes = None, {"prefetch_depth": depth}
     pieces = idle.by_cause["input_wait"] if idle.time("input_wait") else idle.by_cause["input_pipeline"]
-    evidence = scope.events(wait_rows) if wait_rows.size else scope.idle_stretches(pieces, loading)
+    if wait_rows.size:
+        evidence = scope.events(wait_rows)
+    else:
+        evidence = scope.idle_stretches(pieces, np.flatnonzero(loading & scope.in_window))
     return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
 
 
