@@ -53,8 +53,14 @@ class IdleTime:
         return intervals.total(self.gaps)
 
 
-def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
-    """Attribute the device's idle time in [lo, hi] to :data:`CAUSES`; None when nothing runs on a device."""
+def attribute_idle(
+    trace: Trace, lo: float, hi: float, known: dict[str, intervals.Intervals] | None = None
+) -> IdleTime | None:
+    """Attribute the device's idle time in [lo, hi] to :data:`CAUSES`; None when nothing runs on a device.
+
+    ``known`` holds busy intervals already measured over the same window (``device``, ``h2d``; see
+    :attr:`Metrics.busy <perftool.analysis.metrics.Metrics.busy>`), so they are not measured again.
+    """
     spans = trace.phase == Phase.COMPLETE
     kind = trace.kind
     on_device = trace.on_roles(Role.DEVICE)
@@ -64,7 +70,9 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
     def busy(mask: np.ndarray) -> intervals.Intervals:
         return intervals.busy(trace, mask, lo, hi)
 
-    gaps = intervals.gaps(busy(on_device & ~np.isin(kind, NOT_DEVICE_WORK)), lo, hi)
+    known = known or {}
+    device = known["device"] if "device" in known else busy(on_device & ~np.isin(kind, NOT_DEVICE_WORK))
+    gaps = intervals.gaps(device, lo, hi)
     on_host = trace.on_roles(Role.HOST)
     syncs = busy(on_host & (kind == Kind.SYNC))
     copies = busy(blocking_copies(trace))
@@ -79,7 +87,7 @@ def attribute_idle(trace: Trace, lo: float, hi: float) -> IdleTime | None:
         "launch": lambda pieces: _launch_gaps(pieces, gaps, host_work),
         "host": host_work,
         "input_pipeline": busy(trace.on_roles(Role.INPUT) & (kind == Kind.INPUT)),
-        "h2d": busy(kind == Kind.H2D),
+        "h2d": known["h2d"] if "h2d" in known else busy(kind == Kind.H2D),
     }
     by_cause: dict[str, intervals.Intervals] = {}
     remaining = gaps
@@ -151,4 +159,4 @@ def _launch_gaps(pieces: intervals.Intervals, gaps: intervals.Intervals, host: i
         return np.zeros(0, dtype=bool)
     stretch = np.searchsorted(gaps[0], pieces[0], side="right") - 1
     short = (gaps[1] - gaps[0])[stretch] <= LAUNCH_GAP_US
-    return short & intervals.overlaps_any(pieces[0], pieces[1], *host)
+    return short & intervals.touched(pieces, host)

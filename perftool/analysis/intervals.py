@@ -60,6 +60,7 @@ def intersect(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
     """Time covered by both sets of disjoint intervals, within [lo, hi]: the gaps of the gaps."""
     if a[0].size == 0 or b[0].size == 0:
         return np.empty(0), np.empty(0)
+    a, b = _touching(a, b), _touching(b, a)
     not_a, not_b = gaps(a, lo, hi), gaps(b, lo, hi)
     return gaps(union(np.r_[not_a[0], not_b[0]], np.r_[not_a[1], not_b[1]]), lo, hi)
 
@@ -68,7 +69,29 @@ def subtract(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
     """The parts of ``a`` (disjoint, sorted) within [lo, hi] that ``b`` does not cover."""
     if b[0].size == 0:
         return clip(a, lo, hi)
-    return intersect(a, gaps(b, lo, hi), lo, hi)
+    return intersect(a, gaps(_touching(b, a), lo, hi), lo, hi)
+
+
+def _touching(a: Intervals, b: Intervals) -> Intervals:
+    """The intervals of ``a`` that overlap some interval of ``b``: the rest cannot change an intersection with
+    ``b``, nor ``b`` less ``a``. Worth it only when ``a`` is much the larger set."""
+    if a[0].size <= 4 * b[0].size:
+        return a
+    keep = touched(a, b)
+    return a[0][keep], a[1][keep]
+
+
+def touched(a: Intervals, b: Intervals) -> np.ndarray:
+    """Per interval of ``a`` (disjoint, sorted): whether an interval of ``b`` (disjoint, sorted) overlaps it.
+
+    Each interval of ``b`` overlaps a run of consecutive intervals of ``a``, found with two binary
+    searches; the runs are marked with a running count, so the cost is linear in ``a``.
+    """
+    first = np.searchsorted(a[1], b[0], side="right")  # the first of a ending after b starts
+    last = np.searchsorted(a[0], b[1], side="left")  # the a intervals starting before b ends
+    size = a[0].size + 1
+    covering = np.cumsum(np.bincount(first, minlength=size) - np.bincount(last, minlength=size))
+    return covering[:-1] > 0
 
 
 def overlaps_any(starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray, other_ends: np.ndarray) -> np.ndarray:

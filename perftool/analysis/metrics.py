@@ -90,6 +90,7 @@ class Metrics:
     device: str = ""  # what the device tracks ran on (family.device_name)
     step_clock: str = "host"  # "device": steps timed by the device work each host step launched
     caveats: list[Caveat] = field(default_factory=list)  # what limits these figures
+    busy: dict[str, intervals.Intervals] = field(default_factory=dict, repr=False)  # device, compute, h2d, in the window
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
@@ -116,6 +117,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     gap_lengths = gaps[1] - gaps[0]
     compute_rows = np.flatnonzero((kind == Kind.COMPUTE) & in_window & (trace.ts >= lo))
     input_time = intervals.total(busy(kind == Kind.INPUT))
+    h2d = busy(kind == Kind.H2D)
 
     device_metrics: dict[str, float] = {
         "device.busy_us": intervals.total(device),
@@ -142,7 +144,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         **_step_time_metrics(steps.steady_durations),
         **device_metrics,
         "host.busy_fraction": _ratio(intervals.total(busy(on_host & counted)), window),
-        **_transfer_metrics("h2d", busy(kind == Kind.H2D), compute, int(np.sum((kind == Kind.H2D) & in_window))),
+        **_transfer_metrics("h2d", h2d, compute, int(np.sum((kind == Kind.H2D) & in_window))),
         **_transfer_metrics("d2h", busy(kind == Kind.D2H), compute, int(np.sum((kind == Kind.D2H) & in_window))),
         "input.time_us": input_time,
         "input.fraction": _ratio(input_time, window),
@@ -162,6 +164,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         device=device_name(trace),
         step_clock=steps.clock,
         caveats=caveats(trace, steps),
+        busy={"device": device, "compute": compute, "h2d": h2d},
     )
 
 

@@ -33,11 +33,11 @@ class Scope:
 
     @property
     def lo(self) -> float:
-        return self.metrics["window.start_us"]
+        return self.steps.window[0]
 
     @property
     def hi(self) -> float:
-        return self.lo + self.window
+        return self.steps.window[1]  # the very bounds the metrics used, so their cached masks and intervals serve
 
     @property
     def window(self) -> float:
@@ -54,7 +54,7 @@ class Scope:
 
     @cached_property
     def idle(self) -> IdleTime | None:
-        return attribute_idle(self.trace, self.lo, self.hi)
+        return attribute_idle(self.trace, self.lo, self.hi, self.metrics.busy)
 
     @property
     def in_window(self) -> np.ndarray:
@@ -67,7 +67,7 @@ class Scope:
 
     @cached_property
     def compute(self) -> intervals.Intervals:
-        return self.busy(self.trace.kind == Kind.COMPUTE)
+        return self.metrics.busy["compute"]
 
     def named_on_device(self, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
         """Device events whose name matches ``pattern``: the mask over all events, and the rows in the window."""
