@@ -90,7 +90,7 @@ class Metrics:
     device: str = ""  # what the device tracks ran on (family.device_name)
     step_clock: str = "host"  # "device": steps timed by the device work each host step launched
     caveats: list[Caveat] = field(default_factory=list)  # what limits these figures
-    busy: dict[str, intervals.Intervals] = field(default_factory=dict, repr=False)  # device, compute, h2d, in the window
+    busy: dict[str, intervals.Intervals] = field(default_factory=dict, repr=False)  # device, compute, h2d busy
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]

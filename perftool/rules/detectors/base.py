@@ -17,7 +17,7 @@ from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
 from perftool.emulator.config import EmulatorConfig
 from perftool.rules.findings import Evidence
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Role, Trace
 
 
 @dataclass
