@@ -16,15 +16,10 @@ from perftool.trace.model import Phase, Role, Trace
 
 @dataclass
 class Launches:
-    """One row per host→device flow: the host's launch time and the launched device event's start and end."""
+    """One row per host→device flow: when the host launched, and when the device work it started ended."""
 
     host_ts: np.ndarray
-    device_ts: np.ndarray
     device_end: np.ndarray
-
-    @property
-    def count(self) -> int:
-        return int(self.host_ts.size)
 
 
 def launches(trace: Trace) -> Launches:
@@ -33,14 +28,14 @@ def launches(trace: Trace) -> Launches:
     sources = np.flatnonzero((trace.phase == Phase.FLOW_START) & has_id & trace.on_roles(Role.HOST))
     targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
     if sources.size == 0 or targets.size == 0:
-        return Launches(np.empty(0), np.empty(0), np.empty(0))
+        return Launches(np.empty(0), np.empty(0))
     ids, first = np.unique(trace.flow_id[sources], return_index=True)
     where = np.minimum(np.searchsorted(ids, trace.flow_id[targets]), ids.size - 1)
     paired = ids[where] == trace.flow_id[targets]
     targets, host_ts = targets[paired], trace.ts[sources[first[where[paired]]]]
     device_end = _enclosing_end(trace, targets)
     found = ~np.isnan(device_end)
-    return Launches(host_ts[found], trace.ts[targets][found], device_end[found])
+    return Launches(host_ts[found], device_end[found])
 
 
 def _enclosing_end(trace: Trace, targets: np.ndarray) -> np.ndarray:

@@ -21,9 +21,8 @@ from perftool.trace.model import Kind, Phase, Role, Trace
 
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
 TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
-STARTUP_CALL_US = (
-    1000.0  # an initialisation call this long created a context or loaded libraries; short ones are routine
-)
+# An initialisation call this long (µs) created a context or loaded libraries; short ones are routine.
+STARTUP_CALL_US = 1000.0
 
 
 @dataclass

@@ -45,7 +45,7 @@ class Scope:
 
     @property
     def steady_steps(self) -> int:
-        return self.steps.count - self.steps.warmup
+        return self.steps.steady
 
     @property
     def step_time(self) -> float:
