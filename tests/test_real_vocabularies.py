@@ -200,3 +200,24 @@ def test_real_cuda_capture_of_tiny_ops_is_launch_bound(run):
     assert finding["severity"] == "error" and finding["values"]["launch_share"] > 0.5
     assert finding["values"]["op_median_us"] < 5
     assert "CUDA graph" in finding["fix"]["text"] and finding["fix"]["changes"] == {"device_graphs": True}
+
+
+def test_a_slow_first_runtime_call_is_start_up_only_before_device_work(write_trace):
+    """cudaFree(0) creating the context is start-up; a slow cudaFree between steps is not."""
+
+    def trace_with(free_at: float) -> dict:
+        events = [
+            {"ph": "X", "name": "cudaFree", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": free_at, "dur": 5e6},
+        ]
+        for i in range(6):
+            t = 6e6 + i * 1000.0
+            events += [
+                {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": t, "dur": 8},
+                {"ph": "X", "name": "sgemm", "cat": "kernel", "pid": 0, "tid": 7, "ts": t + 10, "dur": 900},
+            ]
+        return {"schemaVersion": 1, "traceEvents": events}
+
+    at_start = detect_steps(load_trace(write_trace(trace_with(0.0))))
+    assert at_start.startup_end == pytest.approx(5e6) and at_start.window[0] == pytest.approx(5e6)
+    mid_run = detect_steps(load_trace(write_trace(trace_with(6e6 + 2500.0))))
+    assert mid_run.startup_end is None

@@ -16,7 +16,7 @@ import numpy as np
 
 from perftool.analysis.intervals import overlaps_any
 from perftool.analysis.launches import Launches, launches
-from perftool.dialects.vocabulary import STARTUP, WARMUP_ANNOTATION
+from perftool.dialects.vocabulary import FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
@@ -127,9 +127,18 @@ def initialising(trace: Trace) -> np.ndarray:
     """Per event: a runtime or library initialisation call slow enough to have created a context.
 
     Calls such as ``cudaDeviceGetStreamPriorityRange`` also run routinely in a step; only the slow
-    ones, which created the context or loaded libraries, are start-up.
+    ones, which created the context or loaded libraries, are start-up. Whichever runtime call comes
+    first creates the context (``cudaFree(0)``, the first ``cudaMalloc``): such a call is start-up
+    when it is slow and runs before any device work.
     """
-    return trace.name_matches(STARTUP) & (trace.dur >= STARTUP_CALL_US)
+    slow = trace.dur >= STARTUP_CALL_US
+    found = trace.name_matches(STARTUP) & slow
+    first_calls = trace.name_matches(FIRST_RUNTIME_CALL) & slow
+    if first_calls.any():
+        device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))
+        first_work = float(trace.ts[device].min()) if device.size else np.inf
+        found |= first_calls & (trace.ts < first_work)
+    return found
 
 
 def warmup_steps(durations: np.ndarray, compiling: np.ndarray, typical: np.ndarray | None = None) -> np.ndarray:

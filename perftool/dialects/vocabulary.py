@@ -24,6 +24,8 @@ STARTUP = re.compile(
     r"|miopenCreate\w*|rocblas_create_handle|aclInit|AscendCL@aclInit|aclrtSetDevice|AscendCL@aclrtSetDevice"
     r"|synInitialize|synDeviceAcquire\w*)$"
 )
+# The first runtime call of a process creates the context, whichever it is: start-up only before any device work.
+FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDevice|hipFree|hipMalloc|hipSetDevice)$")
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
 INPUT = re.compile(r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader")
 COMMUNICATION = re.compile(r"(?i)(^nccl|ncclKernel|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)")
