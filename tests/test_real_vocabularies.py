@@ -221,3 +221,32 @@ def test_a_slow_first_runtime_call_is_start_up_only_before_device_work(write_tra
     assert at_start.startup_end == pytest.approx(5e6) and at_start.window[0] == pytest.approx(5e6)
     mid_run = detect_steps(load_trace(write_trace(trace_with(6e6 + 2500.0))))
     assert mid_run.startup_end is None
+
+
+def test_msprof_overlap_analysis_stands_for_the_device_when_no_streams_are_traced(write_trace):
+    """A torch_npu capture without task-level data: msprof's Overlap Analysis is all that shows the device."""
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+        for pid, name in ((1, "Python"), (4, "Overlap Analysis"))
+    ] + [
+        {"ph": "M", "name": "thread_name", "pid": 4, "tid": tid, "args": {"name": name}}
+        for tid, name in ((0, "Computing"), (1, "Communication"), (2, "Communication(Not Overlapped)"), (3, "Free"))
+    ]
+    events = []
+    for i in range(5):
+        t = i * 1000.0
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t, "dur": 999},
+            {"ph": "X", "name": "Computing", "pid": 4, "tid": 0, "ts": t, "dur": 600},
+            {"ph": "X", "name": "Communication", "pid": 4, "tid": 1, "ts": t + 500, "dur": 300},
+            {"ph": "X", "name": "Communication(Not Overlapped)", "pid": 4, "tid": 2, "ts": t + 600, "dur": 200},
+            {"ph": "X", "name": "Free", "pid": 4, "tid": 3, "ts": t + 800, "dur": 200},
+        ]
+    trace = load_trace(write_trace({"traceEvents": meta + events}))
+    roles = {t.thread_name: t.role for t in trace.tracks if t.pid == 4}
+    assert roles["Computing"] == roles["Communication"] == Role.DEVICE
+    assert roles["Free"] == roles["Communication(Not Overlapped)"] == Role.SUMMARY
+    assert set(trace.kind[trace.name == trace.names.index("Communication")].tolist()) == {Kind.COMMUNICATION}
+    metrics = compute_metrics(trace).values
+    assert metrics["device.busy_fraction"] == pytest.approx(0.8, abs=0.01)
+    assert metrics["device.compute_fraction"] == pytest.approx(0.6, abs=0.01)

@@ -8,7 +8,7 @@ import numpy as np
 
 from perftool.dialects.base import Dialect
 from perftool.dialects.vocabulary import AI_CPU
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Kind, Role, Trace, Track
 
 _PROCESS_ROLES = (
     (re.compile(r"^Ascend Hardware"), Role.DEVICE),
@@ -18,6 +18,9 @@ _PROCESS_ROLES = (
     (re.compile(r"(?i)^(CANN|AscendCL|Runtime|GE|Python|CPU|pytorch|host)"), Role.HOST),
 )
 _MARKERS = ("Ascend Hardware", "CANN", "Overlap Analysis", "AscendCL")
+# msprof's own summary of the device: what ran (these two threads) and what did not ("Free", and the
+# part of communication overlapping nothing, which "Communication" already holds).
+_OVERLAP_DEVICE_THREADS = {"Computing": Kind.COMPUTE, "Communication": Kind.COMMUNICATION}
 
 
 class Ascend(Dialect):
@@ -32,19 +35,38 @@ class Ascend(Dialect):
         return any(n.startswith("AscendCL@") for n in trace.names)
 
     def roles(self, trace: Trace) -> dict[int, Role]:
+        """Roles by process; without ``Ascend Hardware``/``HCCL`` streams, the device is read from msprof's
+        ``Overlap Analysis`` (its ``Computing`` and ``Communication`` threads), which summarises them."""
         roles = {}
         for track in trace.tracks:
             for pattern, role in _PROCESS_ROLES:
                 if pattern.search(track.process_name):
                     roles[track.id] = role
                     break
+        if Role.DEVICE not in roles.values():
+            roles |= {t.id: Role.DEVICE for t in _overlap_device_threads(trace)}
         return roles
+
+    def kinds(self, trace: Trace) -> np.ndarray:
+        kind = super().kinds(trace)
+        for track in _overlap_device_threads(trace):
+            if track.role == Role.DEVICE:
+                kind[trace.track == track.id] = _OVERLAP_DEVICE_THREADS[track.thread_name]
+        return kind
 
     def name_kind(self, name: str) -> Kind:
         kind = super().name_kind(name)
         if kind == Kind.OTHER and name.startswith("AscendCL@"):
             return Kind.RUNTIME
         return kind
+
+
+def _overlap_device_threads(trace: Trace) -> list[Track]:
+    return [
+        t
+        for t in trace.tracks
+        if t.process_name.startswith("Overlap Analysis") and t.thread_name in _OVERLAP_DEVICE_THREADS
+    ]
 
 
 def ai_cpu_tasks(trace: Trace) -> np.ndarray:
