@@ -19,7 +19,7 @@ from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
 from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget, load_budget
 from perftool.gate.run import run_gate
-from perftool.output import check_writable, write_bytes, write_text
+from perftool.output import check_distinct, check_writable, write_bytes, write_text
 from perftool.report import (
     console,
     emulate_json,
@@ -108,7 +108,7 @@ def _max_trace_size(command):
 def info(trace: str, fmt: str, output: str | None, dialect: str | None, max_trace_bytes: int | None) -> None:
     """Summarise TRACE: tracks and roles, steps, step time, device utilisation, top ops."""
     if output:
-        check_writable(output)
+        check_writable(output, [trace])
     loaded = load_trace(trace, dialect=dialect, max_bytes=max_trace_bytes)
     metrics = compute_metrics(loaded)
     if fmt == "json":
@@ -146,7 +146,7 @@ def list_metrics() -> None:
 def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; -o writes its trace."""
     if output:
-        check_writable(output)
+        check_writable(output, [config])
     loaded = emulator_config.load_config(config, list(overrides))
     if output:
         check_length(loaded, output)
@@ -186,9 +186,11 @@ def tune(
     config, strategy, budget, jobs, overrides, top, fmt, output, write_best, results, emit_trace, progress
 ) -> None:
     """Sweep the knobs in CONFIG's tune: section on the emulator and explain the best configuration."""
-    for path in (output, write_best, results, emit_trace):
+    outputs = (output, write_best, results, emit_trace)
+    for path in outputs:
         if path:
-            check_writable(path)
+            check_writable(path, [config])
+    check_distinct(outputs)
     if results and Path(results).suffix not in RESULTS_FORMATS:
         raise PerftoolError(f"{results}: --results writes .json or .csv")
     settings = {"strategy": strategy, "budget": budget}
@@ -251,7 +253,7 @@ def scan(
 ) -> None:
     """Find what makes TRACE slow, what it costs and the knob that fixes it."""
     if output:
-        check_writable(output)
+        check_writable(output, [*traces, project_file])
     project = load_project(project_file) or ProjectConfig()
     rules = catalog.load_catalog(project, rule_dirs)
     chosen = catalog.selected(rules, _names(select) or tuple(project.select), _names(ignore) + tuple(project.ignore))
@@ -309,7 +311,7 @@ def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output,
     Exit 0 pass (warnings included), 1 fail, 2 bad input.
     """
     if output:
-        check_writable(output)
+        check_writable(output, [*traces, budget, project_file])
     if len(traces) > 2 or (len(traces) == 1 and budget is None):
         raise click.UsageError("give BASELINE CANDIDATE, or CANDIDATE with --budget FILE")
     baseline, candidate = (traces[0], traces[1]) if len(traces) == 2 else (None, traces[0])

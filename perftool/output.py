@@ -1,4 +1,10 @@
-"""Writing results: atomically to a file, or to stdout."""
+"""Writing results: atomically to a file, into a device or FIFO, or to stdout.
+
+A regular file (or a symlink to one) is replaced atomically: a temporary file beside the real file,
+then a rename, so the link stays a link. A character device or FIFO (``/dev/null``, ``/dev/stdout``,
+a named pipe) is written into as it is, never replaced; any other kind of file is refused. An output
+that is one of the command's own inputs is refused before any work starts.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +12,43 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 
 from perftool.errors import PerftoolError
 
 
-def check_writable(path: str) -> None:
-    """Fail before any work starts when ``path`` cannot be written."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
+def check_writable(path: str, inputs: Iterable[str | None] = ()) -> None:
+    """Fail before any work starts when ``path`` cannot or must not be written (see the module's rules)."""
+    for source in inputs:
+        if source and _same_file(path, source):
+            raise PerftoolError(f"{path}: is also an input of this command ({source}); write the output elsewhere")
+    kind = _kind(path)
+    if kind == "directory":
         raise PerftoolError(f"{path}: is a directory, cannot write output there")
+    if kind == "stream":
+        if not os.access(path, os.W_OK):
+            raise PerftoolError(f"{path}: is not writable")
+        return
+    if kind == "other":
+        raise PerftoolError(f"{path}: is not a regular file, a character device or a FIFO; will not replace it")
+    directory = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(directory):
         raise PerftoolError(f"{path}: directory {directory} does not exist")
     if not os.access(directory, os.W_OK):
         raise PerftoolError(f"{path}: directory {directory} is not writable")
 
 
+def check_distinct(paths: Iterable[str | None]) -> None:
+    """Refuse two outputs of one command that name the same file (the second would replace the first)."""
+    given = [path for path in paths if path]
+    for i, path in enumerate(given):
+        for other in given[i + 1 :]:
+            if os.path.realpath(path) == os.path.realpath(other) or _same_file(path, other):
+                raise PerftoolError(f"{other}: is already this command's output {path}; give each output its own file")
+
+
 def write_text(text: str, path: str | None) -> None:
-    """Write to ``path`` through a temporary file and a rename, or to stdout when no path is given."""
+    """Write to ``path`` (see :func:`write_bytes`), or to stdout when no path is given."""
     if path is None:
         sys.stdout.write(text)
         return
@@ -30,17 +56,49 @@ def write_text(text: str, path: str | None) -> None:
 
 
 def write_bytes(data: bytes, path: str) -> None:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same directory, then a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".perftool-", dir=directory)
+    """Write ``data`` to ``path``: into it when it is a device or FIFO, else atomically through a rename."""
     try:
-        os.fchmod(fd, _mode_for(path))  # mkstemp makes 0600; a written file gets the usual permissions
+        if _kind(path) == "stream":
+            with open(path, "wb") as out:
+                out.write(data)
+            return
+        _replace(data, os.path.realpath(path))
+    except OSError as exc:
+        raise PerftoolError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _replace(data: bytes, target: str) -> None:
+    """A temporary file in ``target``'s directory, then a rename over it."""
+    fd, tmp = tempfile.mkstemp(prefix=".perftool-", dir=os.path.dirname(target))
+    try:
+        os.fchmod(fd, _mode_for(target))  # mkstemp makes 0600; a written file gets the usual permissions
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _kind(path: str) -> str:
+    """``missing``, ``file``, ``directory``, ``stream`` (character device or FIFO) or ``other``, following links."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "missing"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "stream" if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) else "other"
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Whether two paths name one existing file (through links, other spellings, hard links)."""
+    try:
+        return os.path.samefile(path, other)
+    except OSError:
+        return False
 
 
 def _mode_for(path: str) -> int:
