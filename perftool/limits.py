@@ -19,6 +19,8 @@ GZIP_RATIO_FROM_BYTES = 64 << 20  # small files may compress as well as they lik
 MAX_DOCUMENT_BYTES = 256 << 20  # a config, rule, budget or saved scan result
 MAX_YAML_VALUES = 1_000_000  # after aliases are expanded: refuses 'billion laughs' documents
 MAX_TRACE_STEPS_WRITTEN = 200_000  # an emulated trace is built in memory: ~1.3 KB of JSON and ~6 KB of RAM a step
+MAX_DURATION_US = 1e13  # 10^7 s (116 days): no event of a profiled run lasts longer
+MAX_TIMESTAMP_US = 1e17  # 3,170 years from the clock's zero: a Unix time in µs is about 1.7e15
 MAX_JSON_DEPTH = "about 1,000"  # msgspec's and pydantic's recursion limit, as users read it
 
 _SIZE = TypeAdapter(ByteSize)

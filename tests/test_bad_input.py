@@ -41,6 +41,17 @@ CASES = {
         json.dumps([complete("a", 1, 1), complete("b", 5, -3)]).encode(),
         "event 1: negative duration -3",
     ),  # fmt: skip
+    "absurd-duration": (
+        json.dumps([complete("a", 1, 1), complete("b", 5, 1e300)]).encode(),
+        "event 1: duration 1e+300 µs is longer than any run",
+    ),  # fmt: skip
+    "absurd-timestamp": (json.dumps([complete("a", 1e29, 1)]).encode(), "event 0: 'ts' 1e+29 µs is beyond any clock"),
+    "absurd-counter-timestamp": (
+        json.dumps(
+            [{"ph": "C", "name": "m", "pid": 1, "tid": 1, "ts": -2e17, "args": {"v": 1}}, complete("a", 1, 1)]
+        ).encode(),
+        "event 0: 'ts' -2e+17 µs is beyond any clock",
+    ),  # fmt: skip
     "end-without-begin": (
         json.dumps(
             [
@@ -148,3 +159,9 @@ def test_errors_in_worker_pieces_name_the_global_event(tmp_path, monkeypatch):
     for workers in (1, 2):
         with pytest.raises(TraceError, match="event 333, field 'ts'"):
             load_trace(path, workers=workers)
+
+
+def test_the_longest_plausible_values_still_load(write_trace):
+    """A Unix-time timestamp in µs and a 100-day span are real; only values past the bounds are refused."""
+    trace = load_trace(write_trace([complete("a", 1.7e15, 8.6e12)]))
+    assert trace.ts[0] == 1.7e15 and trace.dur[0] == 8.6e12

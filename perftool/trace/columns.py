@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace.decode import Batch
 from perftool.trace.model import Counters, Phase, Trace, Track
@@ -277,6 +278,11 @@ class ColumnBuilder:
         bad = np.flatnonzero(~np.isfinite(ts))
         if bad.size:
             raise TraceError(self.path, f"event {order[bad[0]]}: missing or non-finite 'ts'")
+        bad = np.flatnonzero(np.abs(ts) > limits.MAX_TIMESTAMP_US)
+        if bad.size:
+            raise TraceError(
+                self.path, f"event {order[bad[0]]}: 'ts' {ts[bad[0]]:.3g} µs is beyond any clock ({_bound()})"
+            )
         complete = phase == Phase.COMPLETE
         bad = np.flatnonzero(complete & ~np.isfinite(dur))
         if bad.size:
@@ -284,6 +290,11 @@ class ColumnBuilder:
         bad = np.flatnonzero(complete & (dur < 0))
         if bad.size:
             raise TraceError(self.path, f"event {order[bad[0]]}: negative duration {dur[bad[0]]:g} µs")
+        bad = np.flatnonzero(complete & (dur > limits.MAX_DURATION_US))
+        if bad.size:
+            raise TraceError(
+                self.path, f"event {order[bad[0]]}: duration {dur[bad[0]]:.3g} µs is longer than any run (over 10^7 s)"
+            )
         dur[~complete] = 0.0
 
     def _tracks(self, keys: list[tuple[int | str, int | str]]) -> list[Track]:
@@ -327,6 +338,8 @@ class ColumnBuilder:
                 raise TraceError(self.path, f"event {order}: counter 'args' must be an object")
             if not math.isfinite(when):
                 raise TraceError(self.path, f"event {order}: missing or non-finite 'ts'")
+            if abs(when) > limits.MAX_TIMESTAMP_US:
+                raise TraceError(self.path, f"event {order}: 'ts' {when:.3g} µs is beyond any clock ({_bound()})")
             name = tables.names[tables.name[signature]]
             track = int(compact_track[tables.track[signature]])
             for key, value in args.items():
@@ -411,3 +424,7 @@ def pair_begin_end(path: str, col: dict[str, np.ndarray]) -> tuple[dict[str, np.
     keep = np.ones(phase.size, dtype=bool)
     keep[ends] = False
     return {k: v[keep] for k, v in col.items()}, col["order"][unclosed]
+
+
+def _bound() -> str:
+    return f"timestamps are µs, at most {limits.MAX_TIMESTAMP_US:.0e} from the clock's zero"
