@@ -40,14 +40,27 @@ def read_yaml(path: str | Path, what: str) -> tuple[Any, yaml.Node | None]:
 
 def parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
     """Parse with the safe loader only (tags such as ``!!python/object`` are errors, never code), refusing
-    documents nested too deeply or whose aliases expand beyond :data:`perftool.limits.MAX_YAML_VALUES`."""
-    loader = yaml.SafeLoader(text)
+    documents nested too deeply, whose aliases expand beyond :data:`perftool.limits.MAX_YAML_VALUES`, that
+    repeat a key in one mapping (YAML forbids it; PyYAML would keep the last silently), or that hold
+    control characters."""
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:  # checked when the text is read in: a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise PerftoolError(
+            f"{source}:{line}:{column}: not valid YAML: control character U+{exc.character:04X} is not allowed"
+        ) from None
     try:
         root = loader.get_single_node()
         if root is None:
             return None, None
         _check_expansion(root, source)
         return loader.construct_document(root), root
+    except yaml.reader.ReaderError as exc:  # the same, found later in a long document
+        raise PerftoolError(
+            f"{source}: not valid YAML: control character U+{exc.character:04X} at character {exc.position}"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -78,6 +91,7 @@ def _check_expansion(root: yaml.Node, source: str) -> None:
                     f"{source}:{line}: aliases expand to more than {limits.MAX_YAML_VALUES:,} values; refused"
                 )
             continue
+        _check_unique_keys(node, source)
         visiting.add(id(node))
         stack.append((node, True))
         for child in children:
@@ -85,6 +99,22 @@ def _check_expansion(root: yaml.Node, source: str) -> None:
                 line = child.start_mark.line + 1
                 raise PerftoolError(f"{source}:{line}: a recursive alias (a value that contains itself)")
             stack.append((child, False))
+
+
+def _check_unique_keys(node: yaml.Node, source: str) -> None:
+    """Refuse a mapping that gives one key twice, naming the key and both lines."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[str, int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.value == "<<":  # merge keys may repeat
+            continue
+        line = key.start_mark.line + 1
+        if key.value in seen:
+            raise PerftoolError(
+                one_line(f"{source}:{line}: key '{key.value}' is given twice (lines {seen[key.value]} and {line})")
+            )
+        seen[key.value] = line
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

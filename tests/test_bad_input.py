@@ -6,7 +6,7 @@ import gzip
 import json
 
 import pytest
-from conftest import complete, error_line
+from conftest import TORCH_FIXTURE, complete, error_line
 
 from perftool.errors import TraceError
 from perftool.trace import load_trace
@@ -165,3 +165,35 @@ def test_the_longest_plausible_values_still_load(write_trace):
     """A Unix-time timestamp in µs and a 100-day span are real; only values past the bounds are refused."""
     trace = load_trace(write_trace([complete("a", 1.7e15, 8.6e12)]))
     assert trace.ts[0] == 1.7e15 and trace.dur[0] == 8.6e12
+
+
+YAML_FILES = {  # kind of file -> how a command reads it (the file at `path`)
+    "config": lambda path: ("emulate", path),
+    "budget": lambda path: ("gate", TORCH_FIXTURE, "--budget", path),
+    "project": lambda path: ("scan", TORCH_FIXTURE, "--config", path),
+    "rule": lambda path: ("scan", TORCH_FIXTURE, "--rules", path.parent),
+}
+
+
+@pytest.mark.parametrize("kind", YAML_FILES)
+def test_a_control_character_in_any_yaml_file_is_one_line_with_its_position(run, tmp_path, kind):
+    path = tmp_path / "rules" / "file.yaml"
+    path.parent.mkdir()
+    path.write_bytes(b"device: npu\nname: \x1b[31mred\n")
+    line = error_line(run(*YAML_FILES[kind](path)), f"{path}:2:7", "control character U+001B")
+    assert "\x1b" not in line
+
+
+@pytest.mark.parametrize("kind", YAML_FILES)
+def test_a_key_given_twice_in_any_yaml_file_names_the_key_and_both_lines(run, tmp_path, kind):
+    path = tmp_path / "rules" / "file.yaml"
+    path.parent.mkdir()
+    path.write_text("device: npu\nfail_on: error\ndevice: gpu\n")
+    error_line(run(*YAML_FILES[kind](path)), f"{path}:3: key 'device' is given twice (lines 1 and 3)")
+
+
+def test_yaml_merge_keys_may_repeat_but_merged_keys_may_not_clash_with_given_ones():
+    from perftool.yamlfile import parse_yaml
+
+    document, _ = parse_yaml("a: &a {x: 1}\nb: &b {y: 2}\nc:\n  <<: *a\n  <<: *b\n  z: 3\n", "inline.yaml")
+    assert document["c"] == {"x": 1, "y": 2, "z": 3}
