@@ -71,10 +71,10 @@ def error_line(result, *needles: str) -> str:
 
 @pytest.fixture
 def run():
-    """run(*args) -> click Result, with stdout and stderr kept apart."""
+    """run(*args, input=bytes) -> click Result, with stdout and stderr kept apart."""
 
-    def invoke(*args: str):
-        return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    def invoke(*args: str, input: bytes | None = None):
+        return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
 
     return invoke
 

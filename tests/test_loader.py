@@ -5,10 +5,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
-from conftest import TORCH_FIXTURE, complete, process_name, thread_name
+from conftest import DATA, TORCH_FIXTURE, complete, error_line, process_name, thread_name
 
 from perftool.errors import TraceError
 from perftool.trace import Phase, load_trace
@@ -309,3 +310,35 @@ def test_well_formed_files_never_need_the_exact_path(tmp_path, small_chunks, mon
 
     monkeypatch.setattr("perftool.trace.loader.exact_batches", refuse)
     assert len(load_trace(path, workers=1)) > 100
+
+
+def _gzipped_sample() -> bytes:
+    return (DATA / "vocab" / "zero_workers.json.gz").read_bytes()
+
+
+@pytest.mark.parametrize("compressed", [True, False], ids=["gzip", "json"])
+def test_standard_input_is_read_as_dash(run, compressed):
+    data = _gzipped_sample() if compressed else gzip.decompress(_gzipped_sample())
+    result = run("scan", "-", "--format", "json", "--fail-on", "never", input=data)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["traces"][0]
+    assert summary["path"] == "-" and summary["steps"] == 8
+
+
+def test_a_fifo_is_read_once_not_waited_on_forever(tmp_path):
+    fifo = tmp_path / "trace.pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(_gzipped_sample()))
+    writer.start()
+    trace = load_trace(fifo)
+    writer.join(timeout=30)
+    assert trace.source == str(fifo) and len(trace) > 0
+
+
+def test_a_bad_stream_is_named_by_the_stream_not_a_temporary_file(run):
+    line = error_line(run("scan", "-", input=b'{"traceEvents": ['), "-: truncated JSON")
+    assert "perftool-" not in line and "tmp" not in line
+
+
+def test_a_stream_stops_at_the_trace_size_limit(run):
+    error_line(run("info", "-", "--max-trace-size", "1MB", input=b" " * (3 << 20)), "-:", "trace-size limit")

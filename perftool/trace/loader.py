@@ -5,6 +5,9 @@ from __future__ import annotations
 import gc
 import os
 import queue
+import stat
+import sys
+import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -29,6 +32,8 @@ from perftool.trace.workers import WorkerDied
 from perftool.trace.workers import processes as worker_processes
 
 _GZIP_MAGIC = b"\x1f\x8b"
+STDIN = "-"  # the name that reads a trace from standard input
+SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 
 
@@ -43,8 +48,10 @@ def load_trace(
     :class:`~perftool.errors.TraceError` with a one-line message for any unreadable input.
     """
     path = os.fspath(path)
-    _check_readable(path)
     max_bytes = max_bytes or limits.max_trace_bytes()
+    if path == STDIN or _is_stream(path):
+        return _load_spooled(path, dialect, workers, max_bytes)
+    _check_readable(path)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
@@ -54,6 +61,46 @@ def load_trace(
             path, f"JSON nested too deeply (over {limits.MAX_JSON_DEPTH} levels of arrays or objects)"
         ) from None
     return dialects.apply(trace, dialect)
+
+
+def _is_stream(path: str) -> bool:
+    """A FIFO, a terminal, ``/dev/stdin`` or ``<(...)``: input read once, from start to end, never sized."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _load_spooled(path: str, dialect: str | None, workers: int | None, max_bytes: int) -> Trace:
+    """Copy a stream (``-`` for standard input) once into a temporary file, then load that like any file.
+
+    The copy stops at the trace-size limit (for gzip, at the limit on compressed bytes as well); errors
+    and the trace's ``source`` name the stream, not the temporary file.
+    """
+    with tempfile.TemporaryDirectory(prefix="perftool-") as folder:
+        spooled = os.path.join(folder, "trace")
+        try:
+            source = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+        try:
+            with open(spooled, "wb") as out:
+                copied = 0
+                while chunk := source.read(SPOOL_CHUNK_BYTES):
+                    copied += len(chunk)
+                    if copied > max_bytes:
+                        raise _too_large(path, f"holds more data ({limits.size_text(copied)} read so far)", max_bytes)
+                    out.write(chunk)
+        finally:
+            if source is not sys.stdin.buffer:
+                source.close()
+        try:
+            trace = load_trace(spooled, dialect, workers, max_bytes)
+        except TraceError as exc:
+            raise TraceError(path, exc.problem) from None
+    trace.source = path
+    return trace
 
 
 def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
