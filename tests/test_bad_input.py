@@ -197,3 +197,40 @@ def test_yaml_merge_keys_may_repeat_but_merged_keys_may_not_clash_with_given_one
 
     document, _ = parse_yaml("a: &a {x: 1}\nb: &b {y: 2}\nc:\n  <<: *a\n  <<: *b\n  z: 3\n", "inline.yaml")
     assert document["c"] == {"x": 1, "y": 2, "z": 3}
+
+
+EVIL = "\x1b[31mred\x1b[0m\x00 \u202egnp.exe [bold]markup[/bold] <b>html</b>"
+
+
+def _evil_trace():
+    """A host-bound Kineto trace whose host op, and so the finding's message and evidence, carry EVIL."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": EVIL}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+    ]
+    for i in range(6):
+        t = i * 1000.0
+        events += [
+            complete(f"ProfilerStep#{i}", t, 999, cat="user_annotation"),
+            complete(EVIL, t + 5, 500, cat="cpu_op"),
+            complete("kernel", t + 520, 470, pid=0, tid=7, cat="kernel"),
+        ]
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "github"])
+def test_names_from_the_trace_cannot_reach_the_terminal_or_ci_raw(run, write_trace, fmt):
+    output = run("scan", write_trace(_evil_trace()), "--format", fmt, "--fail-on", "never").stdout
+    assert "red" in output and "gnp.exe" in output  # the name is shown...
+    for raw in ("\x1b", "\x00", "\u202e"):  # ...but none of its control or bidi characters
+        assert raw not in output
+    assert "\\x1b" in output and "\\u202e" in output
+    if fmt == "markdown":
+        assert "<b>" not in output and "&lt;b&gt;html&lt;/b&gt;" in output
+    if fmt == "text":
+        assert "[bold]markup[/bold]" in output  # rich markup stays literal text
+
+
+def test_info_shows_track_and_op_names_escaped(run, write_trace):
+    output = run("info", write_trace(_evil_trace())).stdout
+    assert "\x1b" not in output and "\u202e" not in output and "\\x1b[31mred" in output

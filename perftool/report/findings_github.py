@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perftool.errors import one_line
 from perftool.rules.findings import ScanReport
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
@@ -18,7 +19,8 @@ def render(report: ScanReport) -> str:
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A workflow command's message: control and invisible characters escaped, then GitHub's own escapes."""
+    return one_line(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:

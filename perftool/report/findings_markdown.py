@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perftool.report.escape import markdown
 from perftool.report.findings_text import device_label, evidence_start
 from perftool.report.units import duration, timestamp
 from perftool.rules.findings import Finding, ScanReport, TraceFindings
@@ -22,9 +23,9 @@ def _trace(trace: TraceFindings) -> list[str]:
     step = f", mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
     idle = f", device idle {sum(trace.idle.values()):.1%}" if trace.idle else ""
     lines = [
-        f"## `{trace.path}`",
+        f"## {cell(trace.path)}",
         "",
-        f"{trace.dialect} trace, device {device_label(trace)}, {trace.steps} steady steps{step}{idle}.",
+        f"{trace.dialect} trace, device {cell(device_label(trace))}, {trace.steps} steady steps{step}{idle}.",
         "",
         *(f"> note: {cell(caveat)}" for caveat in trace.caveats),
         *([""] if trace.caveats else []),
@@ -46,11 +47,11 @@ def _trace(trace: TraceFindings) -> list[str]:
 
 def _details(finding: Finding, unit: str) -> list[str]:
     lines = [
-        f"<details><summary><code>{finding.rule_id}</code> {finding.title}: fix and evidence</summary>",
+        f"<details><summary><code>{finding.rule_id}</code> {cell(finding.title)}: fix and evidence</summary>",
         "",
-        f"**Fix:** {finding.fix.text}",
+        f"**Fix:** {cell(finding.fix.text)}",
         "",
-        f"**Gain:** {finding.gain.text}",
+        f"**Gain:** {cell(finding.gain.text)}",
         "",
         *([f"**Held at info:** {cell(finding.capped)}", ""] if finding.capped else []),
     ]
@@ -65,4 +66,5 @@ def _details(finding: Finding, unit: str) -> list[str]:
 
 
 def cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text from the input for a Markdown table cell or paragraph (see :func:`perftool.report.escape.markdown`)."""
+    return markdown(text)

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
+from perftool.report.escape import shown
 from perftool.report.units import duration, timestamp
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 
@@ -37,14 +38,17 @@ def summary_line(report: ScanReport) -> Text:
 
 
 def _header(trace: TraceFindings) -> Text:
-    text = Text.assemble(("perftool scan ", "bold"), (trace.path, "bold magenta"))
+    text = Text.assemble(("perftool scan ", "bold"), shown(trace.path, "bold magenta"))
     step = f" · mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
     if trace.step_time_us is not None and trace.step_clock == "device":
         step += " (on the device)"
     steps = f"{trace.steps} steady steps" if trace.steps else "no step markers"
-    text.append(f"\n{trace.dialect} trace · device {device_label(trace)} · {steps}{step}")
+    text.append(f"\n{trace.dialect} trace · device ")
+    text.append(shown(device_label(trace)))
+    text.append(f" · {steps}{step}")
     for caveat in trace.caveats:
-        text.append(f"\nnote: {caveat}", style="yellow")
+        text.append("\n")
+        text.append(shown(f"note: {caveat}", "yellow"))
     if trace.idle:
         idle = sum(trace.idle.values())
         parts = [f"{CAUSES[c]} {trace.idle[c]:.1%}" for c in CAUSES if trace.idle.get(c, 0) >= 0.0005]
@@ -74,9 +78,9 @@ def _finding(finding: Finding, unit: str) -> Group:
     body = Table.grid(padding=(0, 1))
     body.add_column(style="dim", justify="right")
     body.add_column()
-    body.add_row("what", finding.message)
-    body.add_row("fix", Text(finding.fix.text, style="green"))
-    body.add_row("gain", finding.gain.text)
+    body.add_row("what", shown(finding.message))
+    body.add_row("fix", shown(finding.fix.text, "green"))
+    body.add_row("gain", shown(finding.gain.text))
     if finding.capped:
         body.add_row("note", Text(f"held at info: {finding.capped} (see the notes above)", style="yellow"))
     parts: list[RenderableType] = [head, body]
@@ -90,7 +94,7 @@ def _evidence(finding: Finding, unit: str) -> Table:
     for column, justify in (("at", "right"), ("lasts", "right"), ("track", "left"), ("event", "left")):
         table.add_column(column, justify=justify)
     for item in finding.evidence:
-        table.add_row(timestamp(evidence_start(item), unit), duration(item.dur_us), item.track, item.name)
+        table.add_row(timestamp(evidence_start(item), unit), duration(item.dur_us), shown(item.track), shown(item.name))
     return table
 
 

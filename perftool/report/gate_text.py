@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.gate.run import GateResult
+from perftool.report.escape import shown
 from perftool.report.units import number
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
@@ -14,9 +15,10 @@ STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
 
 def render(result: GateResult) -> Group:
     against = f"against {result.baseline}" if result.baseline else "against its budget"
-    header = Text.assemble(("perftool gate ", "bold"), (result.candidate, "bold magenta"), f" {against}")
+    header = Text.assemble(("perftool gate ", "bold"), shown(result.candidate, "bold magenta"), " ", shown(against))
     if result.mismatches:
-        header.append(f"\ncompared anyway (--allow-mismatch): {'; '.join(result.mismatches)}", style="yellow")
+        header.append("\n")
+        header.append(shown(f"compared anyway (--allow-mismatch): {'; '.join(result.mismatches)}", "yellow"))
     table = Table(show_header=True)
     for column, justify in (("check", "left"), ("baseline", "right"), ("candidate", "right"), ("change", "right"),
                             ("verdict", "left")):  # fmt: skip
@@ -24,8 +26,8 @@ def render(result: GateResult) -> Group:
     table.add_column("why")
     for check in result.checks:
         table.add_row(
-            check.name, number(check.baseline), number(check.candidate), check.change,
-            Text(check.verdict.upper(), style=STYLE[check.verdict]), check.detail,
+            shown(check.name), number(check.baseline), number(check.candidate), check.change,
+            Text(check.verdict.upper(), style=STYLE[check.verdict]), shown(check.detail),
         )  # fmt: skip
     counts = result.counts()
     summary = Text.assemble(

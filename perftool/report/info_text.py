@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
+from perftool.report.escape import shown
 from perftool.report.units import duration, percent
 from perftool.trace.model import Role, Trace
 
@@ -21,12 +22,13 @@ def render(trace: Trace, metrics: Metrics) -> Group:
     unit = trace.display_time_unit
     m = metrics.values
     header = Text.assemble(
-        ("perftool info ", "bold"), (trace.source, "bold magenta"),
+        ("perftool info ", "bold"), shown(trace.source, "bold magenta"),
         f"\n{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · "
-        f"span {duration(m['trace.span_us'], unit)} · device {metrics.device}",
+        f"span {duration(m['trace.span_us'], unit)} · device ", shown(metrics.device),
     )  # fmt: skip
     for caveat in metrics.caveats:
-        header.append(f"\nnote: {caveat.text}", style="yellow")
+        header.append("\n")
+        header.append(shown(f"note: {caveat.text}", "yellow"))
     return Group(header, _tracks(trace), _timeline(metrics, unit), _top_ops(metrics, unit))
 
 
@@ -48,7 +50,7 @@ def _tracks(trace: Trace) -> Table:
         process = t.process_name + (f" ({t.process_labels})" if t.process_labels else "")
         count = f"{int(events[t.id]):,}" + (f" + {int(samples[t.id]):,} counter samples" if samples[t.id] else "")
         table.add_row(
-            process or "—", t.thread_name or "—", f"{t.pid}:{t.tid}",
+            shown(process or "—"), shown(t.thread_name or "—"), shown(f"{t.pid}:{t.tid}"),
             Text(t.role.value, style=_ROLE_STYLE.get(t.role, "")), count,
         )  # fmt: skip
     return table
@@ -115,5 +117,5 @@ def _top_ops(metrics: Metrics, unit: str) -> Table:
     for column, justify in (("op", "left"), ("count", "right"), ("total", "right"), ("share", "right")):
         table.add_column(column, justify=justify, overflow="fold")
     for op in metrics.top_ops:
-        table.add_row(op.name, f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
+        table.add_row(shown(op.name), f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
     return table
