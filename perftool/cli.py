@@ -259,7 +259,9 @@ def scan(
     chosen = catalog.selected(rules, _names(select) or tuple(project.select), _names(ignore) + tuple(project.ignore))
     evidence = _first(evidence, project.evidence, 5)
     report = scan_files(list(traces), chosen, device or project.device, dialect, evidence, max_trace_bytes)
-    if fmt == "text" and not output:
+    if not report.traces:  # nothing was read: the errors below say why, and no report stands in for the traces
+        pass
+    elif fmt == "text" and not output:
         Console().print(findings_text.render(report))
     else:
         renderers = {
@@ -270,6 +272,10 @@ def scan(
             "github": lambda: findings_github.render(report),
         }
         write_text(renderers[fmt](), output)
+    for unread in report.unread:  # every trace that loaded is reported above; each bad one gets its line
+        click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
+    if report.unread:
+        sys.exit(2)
     threshold = _first(fail_on, project.fail_on, "error")
     if any(f.severity.reaches(threshold) for _, f in report.findings):
         sys.exit(1)

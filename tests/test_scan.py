@@ -259,3 +259,31 @@ def test_written_files_get_the_usual_permissions(run, tmp_path):
         assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_text().startswith("{\n")
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "sarif", "github"])
+def test_one_bad_trace_among_several_keeps_the_good_ones(run, tmp_path, fmt):
+    good = tmp_path / "good.json.gz"
+    good.write_bytes(Path(KINETO_SAMPLE).read_bytes())
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2},')
+    missing = tmp_path / "missing.json"
+    result = run("scan", good, truncated, missing, "--format", fmt, "--fail-on", "never")
+    assert result.exit_code == 2
+    errors = result.stderr.strip().splitlines()
+    assert [line.split(": ")[2] for line in errors] == [str(truncated), str(missing)]
+    assert "truncated JSON" in errors[0] and "no such file" in errors[1]
+    assert str(good) in result.stdout and "PT001" in result.stdout  # the good trace is reported in full
+    if fmt == "json":
+        document = json.loads(result.stdout)
+        assert [t["path"] for t in document["traces"]] == [str(good)]
+        assert [u["path"] for u in document["unread"]] == [str(truncated), str(missing)]
+    if fmt == "sarif":
+        invocation = json.loads(result.stdout)["runs"][0]["invocations"][0]
+        assert invocation["executionSuccessful"] is False
+        assert len(invocation["toolExecutionNotifications"]) == 2
+
+
+def test_when_no_trace_can_be_read_nothing_stands_in_for_them(run, tmp_path):
+    result = run("scan", tmp_path / "missing.json", "--format", "json")
+    assert result.exit_code == 2 and result.stdout == ""

@@ -15,6 +15,9 @@ def render(report: ScanReport) -> str:
         listed = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())
         text = f"{finding.message} Fix: {finding.fix.text} Gain: {finding.gain.text}"
         lines.append(f"::{_COMMAND[finding.severity.value]} {listed}::{escape_data(text)}")
+    for unread in report.unread:
+        where = f"file={escape_property(unread.path)},title=perftool scan"
+        lines.append(f"::error {where}::{escape_data(f'not scanned: {unread.problem}')}")
     return "".join(line + "\n" for line in lines)
 
 

@@ -14,6 +14,8 @@ def render(report: ScanReport) -> str:
     lines = ["# perftool scan", ""]
     for trace in report.traces:
         lines += _trace(trace)
+    for unread in report.unread:
+        lines += [f"## {cell(unread.path)}", "", f"Not scanned: {cell(unread.problem)}.", ""]
     found = len(report.findings)
     lines.append(f"{found} finding(s) in {len(report.traces)} trace(s).")
     return "\n".join(lines) + "\n"

@@ -57,10 +57,26 @@ def render(report: ScanReport, rules: list[Rule]) -> str:
                     }
                 },
                 "results": results,
+                "invocations": [_invocation(report)],
             }
         ],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _invocation(report: ScanReport) -> dict[str, Any]:
+    """Whether every trace was scanned, and a notification for each that could not be read."""
+    return {
+        "executionSuccessful": not report.unread,
+        "toolExecutionNotifications": [
+            {
+                "level": "error",
+                "message": {"text": f"not scanned: {unread.problem}"},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": artifact_uri(unread.path)}}}],
+            }
+            for unread in report.unread
+        ],
+    }
 
 
 def _descriptor(rule: Rule) -> dict[str, Any]:

@@ -27,14 +27,15 @@ def render(report: ScanReport) -> Group:
 
 def summary_line(report: ScanReport) -> Text:
     found = [finding for _, finding in report.findings]
+    unread = f" {len(report.unread)} more not scanned (see the errors below)." if report.unread else ""
     if not found:
-        return Text(f"No findings in {len(report.traces)} trace(s).", style="bold green")
+        return Text(f"No findings in {len(report.traces)} trace(s).{unread}", style="bold green")
     counts = {level: sum(f.severity.value == level for f in found) for level in STYLE}
     text = Text(f"{len(found)} finding(s) in {len(report.traces)} trace(s): ", style="bold")
     for level, count in counts.items():
         if count:
             text.append(f"{count} {level}  ", style=STYLE[level])
-    return text
+    return text.append(unread.strip(), style="bold red")
 
 
 def _header(trace: TraceFindings) -> Text:

@@ -12,10 +12,10 @@ from perftool.analysis.idle import CAUSES
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.emulator.config import EmulatorConfig, validate_config
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, TraceError
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
-from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings
+from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings, UnreadTrace
 from perftool.rules.model import Rule, Severity, fill
 from perftool.trace import load_trace
 from perftool.trace.model import Trace
@@ -25,11 +25,20 @@ def scan_files(
     paths: list[str], rules: list[Rule], family: str | None = None, dialect: str | None = None, evidence: int = 5,
     max_bytes: int | None = None,
 ) -> ScanReport:  # fmt: skip
-    """Load and scan each trace in turn (one in memory at a time); ``max_bytes`` limits each trace's JSON."""
-    traces = [
-        scan_trace(load_trace(path, dialect=dialect, max_bytes=max_bytes), rules, family, evidence) for path in paths
-    ]
-    return ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces)
+    """Load and scan each trace in turn (one in memory at a time); ``max_bytes`` limits each trace's JSON.
+
+    A trace that cannot be read is listed in the report's ``unread`` with the reason; the others are
+    scanned all the same.
+    """
+    traces, unread = [], []
+    for path in paths:
+        try:
+            trace = load_trace(path, dialect=dialect, max_bytes=max_bytes)
+        except TraceError as exc:
+            unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
+            continue
+        traces.append(scan_trace(trace, rules, family, evidence))
+    return ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces, unread=unread)
 
 
 def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5) -> TraceFindings:

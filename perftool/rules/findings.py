@@ -108,10 +108,20 @@ class TraceFindings(_Record):
     )
 
 
+class UnreadTrace(_Record):
+    """A trace the scan could not read, and why (the one line it would have exited with)."""
+
+    path: str
+    problem: str
+
+
 class ScanReport(_Record):
     schema_: str = Field(SCHEMA, alias="schema")
     tool: dict[str, str]
     traces: list[TraceFindings]
+    unread: list[UnreadTrace] = Field(
+        default_factory=list, description="traces that could not be read; the others are reported in full"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
