@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import published_schemas
 import pytest
 from click.testing import CliRunner
 from published_schemas import JUNIT_10, SARIF_2_1_0
@@ -36,10 +37,11 @@ def write_trace(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def schema_dir(request, tmp_path_factory) -> Path:
-    """Where downloaded schemas are kept: pytest's cache, or a temporary folder when the cache is off."""
-    cache = getattr(request.config, "cache", None)
-    return cache.mkdir("published-schemas") if cache else tmp_path_factory.mktemp("published-schemas")
+def schema_dir() -> Path:
+    """Where downloaded schemas are kept between runs, outside the source tree."""
+    folder = published_schemas.cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,16 @@
 """The published schemas that perftool's SARIF and JUnit outputs are validated against.
 
 Neither schema is committed here: each is taken, at a pinned version and checked by its SHA-256, from a package
-that ships it, through that registry's ordinary client, and kept in pytest's cache.
+that ships it, through that registry's ordinary client, once, into a cache outside the tree
+(``$PERFTOOL_TEST_CACHE``, else ``$XDG_CACHE_HOME/perftool-tests`` or ``~/.cache/perftool-tests``), and reused.
 
 - SARIF 2.1.0 (JSON Schema draft 4, the 2.1.0-rtm.5 schema): from the npm package @microsoft/jest-sarif.
 - JUnit XML (the Jenkins xUnit plugin's junit-10.xsd, which pytest's own tests validate against): from pytest's
   source distribution on PyPI.
 
-Without network access the tests that need a schema are skipped, except under CI (the CI variable set), where a
-schema that cannot be had is an error.
+Without network access the two tests that need a schema are skipped with the reason; everything else runs.
+``python tests/published_schemas.py`` fetches both into the cache and fails loudly when it cannot: ``.ci/run``
+does that first, so CI always validates.
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ class PublishedSchema:
         try:
             data = self._fetch(cache_dir)
         except (OSError, ValueError, subprocess.SubprocessError, tarfile.TarError, KeyError) as error:
-            if os.environ.get("CI"):
-                raise
-            pytest.skip(f"{self.file_name} could not be downloaded ({error}); the CI run validates against it")
+            pytest.skip(
+                f"{self.file_name} is not cached and could not be downloaded ({error}); CI validates against it"
+            )
         if _sha256(data) != self.sha256:
             raise AssertionError(f"{self.file_name}: the downloaded schema is not the pinned one")
         target.write_bytes(data)
@@ -78,3 +80,28 @@ JUNIT_10 = PublishedSchema(
     member="pytest-9.2.0/testing/example_scripts/junit-10.xsd",
     download=(sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "pytest==9.2.0"),
 )
+
+
+def cache_dir() -> Path:
+    """The folder, outside the source tree, where fetched schemas are kept between runs."""
+    if os.environ.get("PERFTOOL_TEST_CACHE"):
+        return Path(os.environ["PERFTOOL_TEST_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perftool-tests"
+
+
+def main() -> None:
+    """Fetch every schema into the cache (CI runs this before the tests); fail when one cannot be had."""
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    for schema in (SARIF_2_1_0, JUNIT_10):
+        target = folder / schema.file_name
+        if not (target.is_file() and _sha256(target.read_bytes()) == schema.sha256):
+            data = schema._fetch(folder)
+            if _sha256(data) != schema.sha256:
+                raise SystemExit(f"{schema.file_name}: the downloaded schema is not the pinned one")
+            target.write_bytes(data)
+        print(f"{target}: ok")
+
+
+if __name__ == "__main__":
+    main()
