@@ -1,16 +1,24 @@
-"""``perftool gate``: the verdict for people — one row per check, the failures spelled out."""
+"""``perftool gate``: the verdict for people — one row per check, the failures spelled out.
+
+The table lays itself out for the width it is given: wide, with a "why" column; in a narrow
+terminal or an 80-column CI log, the figures in a compact table and every check that did not pass
+spelled out below it, so no column is dropped or cut.
+"""
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from perftool.gate.checks import Check
 from perftool.gate.run import GateResult
 from perftool.report.escape import shown
 from perftool.report.units import number
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
+WIDE = 110  # from this width on, "why" is a column of the table
 
 
 def render(result: GateResult) -> Group:
@@ -19,19 +27,52 @@ def render(result: GateResult) -> Group:
     if result.mismatches:
         header.append("\n")
         header.append(shown(f"compared anyway (--allow-mismatch): {'; '.join(result.mismatches)}", "yellow"))
-    table = Table(show_header=True)
-    for column, justify in (("check", "left"), ("baseline", "right"), ("candidate", "right"), ("change", "right"),
-                            ("verdict", "left")):  # fmt: skip
-        table.add_column(column, justify=justify, no_wrap=True)
-    table.add_column("why")
-    for check in result.checks:
-        table.add_row(
-            shown(check.name), number(check.baseline), number(check.candidate), check.change,
-            Text(check.verdict.upper(), style=STYLE[check.verdict]), shown(check.detail),
-        )  # fmt: skip
     counts = result.counts()
     summary = Text.assemble(
         ("\n" + result.status.upper(), STYLE[result.status]),
         f": {counts['fail']} failed, {counts['warn']} warned, {counts['pass']} passed, {counts['skip']} skipped",
     )
-    return Group(header, table, summary)
+    return Group(header, _Checks(result.checks), summary)
+
+
+class _Checks:
+    """The checks as a table, wide or narrow by the width rich offers."""
+
+    def __init__(self, checks: list[Check]) -> None:
+        self.checks = checks
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.max_width >= WIDE:
+            yield _table(self.checks, with_why=True)
+            return
+        yield _table(self.checks, with_why=False)
+        explained = [check for check in self.checks if check.verdict in ("fail", "warn")]
+        if explained:
+            bullets = Table.grid(padding=(0, 1))
+            bullets.add_column(no_wrap=True)
+            bullets.add_column()
+            for check in explained:
+                bullets.add_row(
+                    Text(check.verdict.upper(), style=STYLE[check.verdict]),
+                    Text.assemble(shown(check.name, "bold"), ": ", shown(check.detail or check.limit)),
+                )
+            yield Text("Why", style="bold")
+            yield bullets
+
+
+def _table(checks: list[Check], with_why: bool) -> Table:
+    narrow = not with_why
+    table = Table(show_header=True, box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
+    table.add_column("check", overflow="fold")
+    for column in ("baseline", "candidate", "change"):
+        table.add_column(column, justify="right", no_wrap=not narrow, overflow="fold")
+    table.add_column("verdict", no_wrap=True)
+    if with_why:
+        table.add_column("why")
+    for check in checks:
+        cells = [
+            shown(check.name), number(check.baseline), number(check.candidate), shown(check.change),
+            Text(check.verdict.upper(), style=STYLE[check.verdict]),
+        ]  # fmt: skip
+        table.add_row(*cells, *([shown(check.detail)] if with_why else []))
+    return table

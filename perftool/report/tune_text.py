@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -51,26 +52,31 @@ def _header(result: TuneResult, source: str) -> Text:
 
 
 def _top_table(result: TuneResult, top: int) -> Table:
-    table = Table(title=f"Top {top} configurations (★ recommended)", title_justify="left")
-    table.add_column("#", justify="right")
-    for name in result.space.names:
-        table.add_column(COLUMNS[name])
-    for column in ("samples/s", "step time", "memory", "busy"):
-        table.add_column(column, justify="right", no_wrap=True)
+    """One row per configuration; every column keeps its full width (none is cut to "b…" in an 80-column log)."""
     ranked = result.ranked().tolist()
     listed = ranked[:top] + ([result.best] if result.best not in ranked[:top] else [])
     figures = result.rows.figures
-    for row in listed:
-        mark = "★ " if row == result.best else ""
-        table.add_row(
-            f"{mark}{ranked.index(row) + 1}",
+    rows = [
+        [
+            ("★ " if row == result.best else "") + str(ranked.index(row) + 1),
             *(shown(v) for v in result.knobs(row).values()),
             f"{figures['throughput'][row]:,.1f}",
             duration(figures["step_time_us"][row]),
-            f"{figures['memory_bytes'][row] / 1e9:,.2f} GB {figures['memory_fraction'][row]:.0%}",
-            percent(figures["device_busy_fraction"][row]),
-            style="bold green" if row == result.best else None,
-        )
+            f"{figures['memory_bytes'][row] / 1e9:,.2f} GB",
+        ]
+        for row in listed
+    ]  # device busy is in --format json and in emulate's summary: an 80-column log has room for these
+    headers = ["#", *(COLUMNS[name] for name in result.space.names), "samples/s", "step", "memory"]
+    table = Table(
+        title=f"Top {top} configurations (★ recommended)", title_justify="left", box=box.SIMPLE_HEAD,
+        padding=0, pad_edge=False,
+    )  # fmt: skip
+    for i, header in enumerate(headers):
+        numeric = i == 0 or i > len(result.space.names)
+        width = max(len(header), *(len(row[i]) for row in rows))
+        table.add_column(header, justify="right" if numeric else "left", no_wrap=True, min_width=width)
+    for row, cells in zip(listed, rows):
+        table.add_row(*cells, style="bold green" if row == result.best else None)
     return table
 
 
@@ -94,11 +100,14 @@ def _verdict(result: TuneResult) -> Text:
     )  # fmt: skip
 
 
-def _why(result: TuneResult) -> Text:
-    text = Text("\nWhy\n", style="bold")
+def _why(result: TuneResult) -> Group:
+    """One bullet per knob; a long one wraps under its own text, not at the margin."""
+    bullets = Table.grid(padding=(0, 1))
+    bullets.add_column(no_wrap=True)
+    bullets.add_column()
     for line in why(result).values():
-        text.append(f"  • {line}\n", style="")
-    return text
+        bullets.add_row(" •", line)
+    return Group(Text("\nWhy", style="bold"), bullets, Text(""))
 
 
 def _sensitivity(result: TuneResult) -> Table:

@@ -1,0 +1,50 @@
+"""Text output reads well in an 80-column CI log and a 120-column terminal: no column cut or dropped."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO
+
+from perftool.cli import cli
+
+SAMPLES = REPO / "sample_traces"
+GATE = ("gate", str(SAMPLES / "baselines" / "npu__healthy.findings.json"),
+        str(SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz"))  # fmt: skip
+
+
+def piped(*args: str, columns: int) -> str:
+    """What a CI log shows: the command's stdout, not a terminal, COLUMNS wide."""
+    result = CliRunner().invoke(cli, list(args), env={"COLUMNS": str(columns)}, catch_exceptions=False)
+    assert "Traceback" not in result.output
+    return result.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_gate_keeps_every_column_and_every_reason(columns):
+    out = piped(*GATE, columns=columns)
+    assert "…" not in out and max(map(len, out.splitlines())) <= columns
+    for figure in ("9,243", "11,239", "+21.6%", "0.005908", "-0.1721"):
+        assert figure in out
+    words = " ".join(out.replace("│", " ").split())  # a reason may wrap inside its cell
+    assert "21.6% worse, significant" in words and "past the error limit" in words  # the why, in either layout
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])
+def test_tune_table_keeps_every_knob_readable(columns, family):
+    out = piped("tune", str(REPO / "examples" / "tune" / f"{family}.yaml"), "--budget", "40", "--no-progress",
+                columns=columns)  # fmt: skip
+    assert "…" not in out and max(map(len, out.splitlines())) <= columns
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("# "))
+    for column in ("prefetch", "samples/s", "step", "memory"):
+        assert column in header
+    recommended = next(line for line in out.splitlines() if "★" in line and "GB" in line)
+    assert " ms " in recommended and recommended.rstrip().endswith("GB")
+
+
+def test_tune_why_lines_wrap_under_their_bullet():
+    out = piped("tune", str(REPO / "examples" / "tune" / "gpu.yaml"), "--budget", "40", "--no-progress", columns=80)
+    why = out.split("\nWhy\n")[1].split("\n\n")[0].splitlines()
+    assert why[0].startswith(" • ")
+    assert all(line.startswith((" • ", "   ")) for line in why)  # continuation lines stay indented
