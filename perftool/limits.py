@@ -13,6 +13,7 @@ from perftool.errors import PerftoolError
 
 DEFAULT_MAX_TRACE_BYTES = 4 << 30  # of JSON, after decompression: about 2.6 GiB of memory to scan
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.62)
+MEMORY_PER_EVENT = 120  # bytes; the floor for traces of tiny events (measured: about 93 per event to scan)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
 MAX_GZIP_RATIO = 100  # decompressed : compressed; real traces compress 5-20x, a gzip bomb up to ~1000x
 GZIP_RATIO_FROM_BYTES = 64 << 20  # small files may compress as well as they like
@@ -67,3 +68,9 @@ def size_text(size: int) -> str:
         if size >= scale:
             return f"{size / scale:,.1f}".removesuffix(".0") + f" {unit}"
     return f"{size} bytes"
+
+
+def events_within(max_bytes: int) -> int:
+    """The most events a trace may hold under the trace-size limit ``max_bytes``: the memory that limit
+    allows (:data:`MEMORY_PER_TRACE_BYTE` per byte) at :data:`MEMORY_PER_EVENT` bytes an event."""
+    return int(max_bytes * MEMORY_PER_TRACE_BYTE / MEMORY_PER_EVENT)

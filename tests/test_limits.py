@@ -266,3 +266,14 @@ def test_ctrl_c_during_a_sweep_exits_130_and_writes_nothing(tmp_path):
 def test_emulator_physics_refuses_numbers_it_cannot_compute_with(run, override, problem):
     line = error_line(run("emulate", NPU_CONFIG, "--set", override), f"(--set {override})", problem)
     assert override.split("=")[0] in line
+
+
+def test_many_tiny_events_are_held_to_the_memory_the_size_limit_allows(run, tmp_path):
+    """Tiny events need more memory per byte of JSON than large ones: their count is limited as well."""
+    path = tmp_path / "tiny.json"
+    events = ",".join(f'{{"ph":"X","name":"a","pid":1,"tid":1,"ts":{i},"dur":1}}' for i in range(200_000))
+    path.write_text('{"traceEvents":[' + events + "]}")
+    assert path.stat().st_size < 12_000_000  # so a 30 MB limit passes the bytes...
+    assert limits.events_within(30_000_000) < 200_000  # ...but not the events
+    error_line(run("info", path, "--max-trace-size", "30MB"), str(path), "holds more events (over 162,500")
+    assert run("info", path, "--max-trace-size", "60MB").exit_code == 0

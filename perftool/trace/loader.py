@@ -126,16 +126,17 @@ def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
             if workers > 1 and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
                 with worker_processes(workers, _part_of_range, path, events, args_categories) as pool:
-                    _add_all(builder, pool.run((piece,) for piece in _pieces(*events)))
+                    _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), max_bytes)
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
                 decoders = worker_processes(workers, _part_of_piece, args_categories, piece_bytes=decode.PIECE_BYTES)
                 with decoders as pool, _reader(path, max_bytes) as read:
-                    _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)))
+                    _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), max_bytes)
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
             with _reader(path, max_bytes) as read:
                 data = b"".join(iter(lambda: read(CHUNK_BYTES), b""))
-            _add_all(builder, (make_part(batch, args_categories) for batch in exact_batches(path, data, metadata)))
+            parts = (make_part(batch, args_categories) for batch in exact_batches(path, data, metadata))
+            _add_all(builder, parts, max_bytes)
         except WorkerDied as exc:
             raise TraceError(path, str(exc)) from None
         return builder.finish(metadata)
@@ -159,11 +160,22 @@ def _pieces(start: int, end: int) -> Iterator[tuple[int, int]]:
     return ((lo, min(lo + size, end)) for lo in range(start, end, size))
 
 
-def _add_all(builder: ColumnBuilder, parts: Iterator[Part]) -> None:
-    """Add parts in file order; a bad event inside one becomes an error naming its index in the trace."""
+def _add_all(builder: ColumnBuilder, parts: Iterator[Part], max_bytes: int) -> None:
+    """Add parts in file order; a bad event inside one becomes an error naming its index in the trace.
+
+    The trace-size limit stands for a memory budget (:data:`perftool.limits.MEMORY_PER_TRACE_BYTE` per
+    byte); many small events can need more memory per byte than that, so their count is held to the
+    same budget as they arrive (:data:`perftool.limits.MEMORY_PER_EVENT` each).
+    """
+    most_events = limits.events_within(max_bytes)
     try:
         for part in parts:
             builder.add(part)
+            if builder.count > most_events:
+                raise _too_large(
+                    builder.path, f"holds more events (over {most_events:,}, about {limits.MEMORY_PER_EVENT} bytes "
+                    "of memory each)", max_bytes,
+                )  # fmt: skip
     except PieceError as exc:
         raise builder.error(exc) from None
 
