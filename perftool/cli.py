@@ -101,7 +101,8 @@ def _max_trace_size(command):
 
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text for people, json for tools.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @_max_trace_size
@@ -132,33 +133,39 @@ def list_metrics() -> None:
 
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the trace here (.json or .json.gz).")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False),
+              help="Write the run's Chrome trace here (.json or .json.gz; opens in Perfetto UI).")  # fmt: skip
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
 @click.option(
     "--set",
     "overrides",
     multiple=True,
-    metavar="KNOB=VALUE",
+    metavar="FIELD=VALUE",
     help="Override a knob (loop_size=32) or any field (workload.steps=400).",
 )
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="Summary format."
-)
-def emulate(config: str, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
-    """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; -o writes its trace."""
-    if output:
-        check_writable(output, [config])
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Summary format: text for people, json for tools.")  # fmt: skip
+def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
+    """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
+    its trace."""
+    for path in (trace_file, output):
+        if path:
+            check_writable(path, [config])
+    check_distinct((trace_file, output))
     loaded = emulator_config.load_config(config, list(overrides))
-    if output:
-        check_length(loaded, output)
+    if trace_file:
+        check_length(loaded, trace_file)
     try:
         result = emulate_run(loaded)
     except InfeasibleConfig as exc:
         raise PerftoolError(f"{config}: {exc}") from None
     written = None
-    if output:
-        written = f"{output} ({write_trace(result, output) / 1e3:,.0f} kB)"
+    if trace_file:
+        written = f"{trace_file} ({write_trace(result, trace_file) / 1e3:,.0f} kB)"
     if fmt == "json":
-        write_text(emulate_json.render(result, output), None)
+        write_text(emulate_json.render(result, trace_file), output)
+    elif output:
+        write_text(console.plain(emulate_text.render(result, written)), output)
     else:
         Console().print(emulate_text.render(result, written))
 
@@ -169,12 +176,14 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "local"]), help="Override tune.strategy.")
-@click.option("--budget", type=click.IntRange(min=1), help="Override tune.budget: most configurations to simulate.")
+@click.option("--evaluations", "budget", type=click.IntRange(min=1), metavar="N",
+              help="Simulate at most N configurations (overrides tune.budget).")  # fmt: skip
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Processes to use.")
 @click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE",
               help="Override a knob, a field or a tune setting (tune.objective=step_time).")  # fmt: skip
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Configurations listed.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Summary format: text for people, json for tools.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
 @click.option("--write-best", type=click.Path(dir_okay=False), help="Write the best config as YAML for emulate.")
 @click.option("--results", type=click.Path(dir_okay=False), help="Write every configuration's figures (.json or .csv).")
@@ -235,7 +244,8 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True,
+              help="text for people; json, markdown, sarif or github for tools and CI.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated).")
@@ -251,7 +261,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 def scan(
     traces, fmt, output, select, ignore, fail_on, device, dialect, evidence, max_trace_bytes, rule_dirs, project_file
 ) -> None:
-    """Find what makes TRACE slow, what it costs and the knob that fixes it."""
+    """Find what makes each of TRACES slow, what it costs and the knob that fixes it (- reads standard input)."""
     if output:
         check_writable(output, [*traces, project_file])
     project = load_project(project_file) or ProjectConfig()
@@ -304,7 +314,8 @@ GATE_FORMATS = {  # besides text
 @click.option("--alpha", type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
               help="Significance level of the timing test  [default: 0.01].")  # fmt: skip
 @click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")
-@click.option("--format", "fmt", type=click.Choice(["text", *GATE_FORMATS]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", *GATE_FORMATS]), default="text", show_default=True,
+              help="text for people; json, markdown, junit, sarif or github for CI.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")

@@ -63,7 +63,11 @@ def available_memory() -> int | None:
 
 
 def size_text(size: int) -> str:
-    """A size as people read it: '4 GiB', '1.5 GiB', '300 MiB', '12 KiB', '900 bytes'."""
+    """A size as people read it, in the units it was most likely given in: '100 MB' for 100MB, '4 GiB' for
+    4GiB, else binary units to one decimal ('1.5 GiB', '300 MiB', '12 KiB', '900 bytes')."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale and size % scale == 0 and size % (1 << 10):  # a round decimal size, not a binary one
+            return f"{size // scale:,} {unit}"
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale:
             return f"{size / scale:,.1f}".removesuffix(".0") + f" {unit}"

@@ -234,3 +234,16 @@ def test_names_from_the_trace_cannot_reach_the_terminal_or_ci_raw(run, write_tra
 def test_info_shows_track_and_op_names_escaped(run, write_trace):
     output = run("info", write_trace(_evil_trace())).stdout
     assert "\x1b" not in output and "\u202e" not in output and "\\x1b[31mred" in output
+
+
+def test_bytes_after_the_gzip_stream_are_called_trailing_data(run, tmp_path):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(GOOD).encode()) + b"garbage after the stream")
+    error_line(run("scan", path), str(path), "trailing data after the gzip stream")
+
+
+def test_a_loop_of_symbolic_links_says_so(run, tmp_path):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.symlink_to(second)
+    second.symlink_to(first)
+    error_line(run("info", first), str(first), "a symbolic link that leads nowhere", "Too many levels")

@@ -34,7 +34,7 @@ def test_emulate_prints_the_prediction(run):
 
 def test_emulate_json_summary_matches_the_trace_metadata(run, tmp_path):
     out = tmp_path / "t.json"
-    result = run("emulate", HEALTHY, "--format", "json", "-o", out)
+    result = run("emulate", HEALTHY, "--format", "json", "--trace", out)
     summary = json.loads(result.stdout)
     assert summary["schema"] == "perftool.emulate/1"
     document = json.loads(out.read_text())
@@ -58,17 +58,17 @@ def test_set_overrides_knobs_and_fields(run):
 @pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
 def test_same_seed_gives_byte_identical_files(run, tmp_path, name):
     first, second = tmp_path / f"a-{name}", tmp_path / f"b-{name}"
-    assert run("emulate", HEALTHY, "-o", first).exit_code == 0
-    assert run("emulate", HEALTHY, "-o", second).exit_code == 0
+    assert run("emulate", HEALTHY, "--trace", first).exit_code == 0
+    assert run("emulate", HEALTHY, "--trace", second).exit_code == 0
     assert first.read_bytes() == second.read_bytes()
     other = tmp_path / f"c-{name}"
-    run("emulate", HEALTHY, "-o", other, "--set", "seed=99")
+    run("emulate", HEALTHY, "--trace", other, "--set", "seed=99")
     assert other.read_bytes() != first.read_bytes()
 
 
 def test_trace_has_named_tracks_roles_steps_and_memory_counters(run, tmp_path):
     out = tmp_path / "t.json.gz"
-    run("emulate", SAMPLES / "ipu" / "offload_stream_copies.yaml", "-o", out)
+    run("emulate", SAMPLES / "ipu" / "offload_stream_copies.yaml", "--trace", out)
     document = json.loads(gzip.decompress(out.read_bytes()))
     events = document["traceEvents"]
     thread_names = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
@@ -103,7 +103,7 @@ def test_trace_has_named_tracks_roles_steps_and_memory_counters(run, tmp_path):
 )
 def test_each_family_speaks_its_own_vocabulary(run, tmp_path, family, expected):
     out = tmp_path / "t.json"
-    run("emulate", SAMPLES / f"{family}.yaml", "-o", out)
+    run("emulate", SAMPLES / f"{family}.yaml", "--trace", out)
     names = {e["name"] for e in json.loads(out.read_text())["traceEvents"]}
     assert expected <= names
 
@@ -112,7 +112,7 @@ def test_each_family_speaks_its_own_vocabulary(run, tmp_path, family, expected):
 def test_committed_sample_traces_equal_a_fresh_regeneration(run, tmp_path, config):
     committed = config.with_suffix(".trace.json.gz")
     fresh = tmp_path / committed.name
-    assert run("emulate", config, "-o", fresh).exit_code == 0
+    assert run("emulate", config, "--trace", fresh).exit_code == 0
     # compare the JSON, not the gzip stream: zlib builds may compress the same bytes differently
     assert gzip.decompress(fresh.read_bytes()) == gzip.decompress(committed.read_bytes())
 
@@ -181,7 +181,7 @@ def test_io_tiles_above_the_tile_count(run):
 
 def test_out_of_memory_config_is_refused(run, tmp_path):
     out = tmp_path / "t.json"
-    result = run("emulate", HEALTHY, "--set", "batch_size=4096", "-o", out)
+    result = run("emulate", HEALTHY, "--set", "batch_size=4096", "--trace", out)
     assert result.exit_code == 2
     assert "out of memory: needs" in result.stderr and "of 32.00 GB" in result.stderr
     assert not out.exists()
@@ -214,5 +214,5 @@ def test_bad_set_and_missing_file(run, tmp_path):
 
 
 def test_unwritable_output_fails_before_any_work(run, tmp_path):
-    result = run("emulate", HEALTHY, "-o", tmp_path / "missing-dir" / "t.json")
+    result = run("emulate", HEALTHY, "--trace", tmp_path / "missing-dir" / "t.json")
     assert result.exit_code == 2 and "does not exist" in result.stderr

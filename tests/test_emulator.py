@@ -216,7 +216,7 @@ CASES = {f"{path.parent.name}/{path.stem}": (path, []) for path in SAMPLE_CONFIG
 def test_scanning_the_written_trace_agrees_with_the_fast_path(config_path, overrides, run, tmp_path):
     trace_path = tmp_path / "trace.json"
     sets = [arg for item in overrides for arg in ("--set", item)]
-    result = run("emulate", config_path, "-o", trace_path, *sets)
+    result = run("emulate", config_path, "--trace", trace_path, *sets)
     assert result.exit_code == 0, result.stderr
     metrics = compute_metrics(load_trace(trace_path)).values
     predicted = evaluate(load_config(config_path, overrides)).row(0)

@@ -309,7 +309,7 @@ def test_mutated_tune_sections_sweep_or_fail_cleanly(data, folder):
     document["workload"]["steps"] = 32
     path = folder / "tune.yaml"
     path.write_text(yaml.safe_dump(document, allow_unicode=True))
-    assert_clean(invoke("tune", path, "--budget", "40", "--format", "json"), str(path))
+    assert_clean(invoke("tune", path, "--evaluations", "40", "--format", "json"), str(path))
 
 
 # --- gate's inputs --------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ def emulated(tmp_path_factory):
     def make(name: str, *overrides: str, config=NPU):
         if name not in made:
             path = folder / f"{name}.trace.json.gz"
-            args = ["emulate", str(config), "-o", str(path)] + [a for o in overrides for a in ("--set", o)]
+            args = ["emulate", str(config), "--trace", str(path)] + [a for o in overrides for a in ("--set", o)]
             assert CliRunner().invoke(cli, args).exit_code == 0
             made[name] = path
         return made[name]
@@ -111,8 +111,8 @@ def test_one_added_cpu_fallback_fails_even_with_the_same_step_time(run, tmp_path
     more = tmp_path / "more.yaml"
     more.write_text(extra)
     base, cand = tmp_path / "base.json.gz", tmp_path / "cand.json.gz"
-    assert run("emulate", config, "-o", base).exit_code == 0
-    assert run("emulate", more, "-o", cand).exit_code == 0
+    assert run("emulate", config, "--trace", base).exit_code == 0
+    assert run("emulate", more, "--trace", cand).exit_code == 0
     code, document, _ = gate_json(run, base, cand, "--fail-on", "never")
     found = checks(document)
     assert found["counter:cpu_fallback.ops"]["verdict"] == "fail"

@@ -33,7 +33,7 @@ def test_gate_keeps_every_column_and_every_reason(columns):
 @pytest.mark.parametrize("columns", [80, 120])
 @pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])
 def test_tune_table_keeps_every_knob_readable(columns, family):
-    out = piped("tune", str(REPO / "examples" / "tune" / f"{family}.yaml"), "--budget", "40", "--no-progress",
+    out = piped("tune", str(REPO / "examples" / "tune" / f"{family}.yaml"), "--evaluations", "40", "--no-progress",
                 columns=columns)  # fmt: skip
     assert "…" not in out and max(map(len, out.splitlines())) <= columns
     header = next(line for line in out.splitlines() if line.lstrip().startswith("# "))
@@ -44,7 +44,9 @@ def test_tune_table_keeps_every_knob_readable(columns, family):
 
 
 def test_tune_why_lines_wrap_under_their_bullet():
-    out = piped("tune", str(REPO / "examples" / "tune" / "gpu.yaml"), "--budget", "40", "--no-progress", columns=80)
+    out = piped(
+        "tune", str(REPO / "examples" / "tune" / "gpu.yaml"), "--evaluations", "40", "--no-progress", columns=80
+    )
     why = out.split("\nWhy\n")[1].split("\n\n")[0].splitlines()
     assert why[0].startswith(" • ")
     assert all(line.startswith((" • ", "   ")) for line in why)  # continuation lines stay indented

@@ -106,10 +106,10 @@ def test_tune_refuses_to_overwrite_its_config_or_one_output_with_another(run, tm
     own = tmp_path / "gpu.yaml"
     shutil.copy(TUNE_CONFIG, own)
     before = own.read_bytes()
-    error_line(run("tune", own, "--budget", "4", "--write-best", own), "is also an input")
+    error_line(run("tune", own, "--evaluations", "4", "--write-best", own), "is also an input")
     assert own.read_bytes() == before
     same = tmp_path / "out.json"
-    error_line(run("tune", own, "--budget", "4", "--results", same, "-o", same), "give each output its own file")
+    error_line(run("tune", own, "--evaluations", "4", "--results", same, "-o", same), "give each output its own file")
     assert not same.exists()
 
 

@@ -285,7 +285,7 @@ def test_emit_trace_writes_the_best_configs_trace(run, tmp_path):
 
 def test_strategy_and_budget_options_override_the_file(run):
     result = json.loads(
-        run("tune", EXAMPLES / "ipu.yaml", "--strategy", "local", "--budget", "60", "--format", "json").stdout
+        run("tune", EXAMPLES / "ipu.yaml", "--strategy", "local", "--evaluations", "60", "--format", "json").stdout
     )
     assert result["strategy"] == "local" and result["budget"] == 60 and result["evaluations"] <= 60
 
@@ -355,7 +355,7 @@ def test_a_config_without_a_tune_section_or_a_bad_output_is_refused_before_work(
     assert missing_dir.exit_code == 2 and "does not exist" in missing_dir.stderr
     wrong_kind = run("tune", EXAMPLES / "npu.yaml", "--results", tmp_path / "results.txt")
     assert wrong_kind.exit_code == 2 and "--results writes .json or .csv" in wrong_kind.stderr
-    assert run("tune", EXAMPLES / "npu.yaml", "--budget", "0").exit_code == 2
+    assert run("tune", EXAMPLES / "npu.yaml", "--evaluations", "0").exit_code == 2
 
 
 def test_no_feasible_configuration_exits_1(run, tmp_path):

@@ -37,7 +37,7 @@ def check_length(config: EmulatorConfig, path: str) -> None:
     if steps > limits.MAX_TRACE_STEPS_WRITTEN:
         raise PerftoolError(
             f"{path}: a trace of {steps:,} steps is longer than the {limits.MAX_TRACE_STEPS_WRITTEN:,} perftool "
-            "writes; lower workload.steps for the trace (the prediction without -o has no such limit)"
+            "writes; lower workload.steps for the trace (the prediction without --trace has no such limit)"
         )
 
 

@@ -184,6 +184,11 @@ def _check_readable(path: str) -> None:
     if os.path.isdir(path):
         raise TraceError(path, "is a directory, not a trace file")
     if not os.path.exists(path):
+        if os.path.islink(path):
+            try:
+                os.stat(path)
+            except OSError as exc:  # a loop of links (ELOOP), or a link to nothing
+                raise TraceError(path, f"a symbolic link that leads nowhere: {exc.strerror}") from None
         raise TraceError(path, "no such file")
     if not os.access(path, os.R_OK):
         raise TraceError(path, "permission denied")
@@ -278,6 +283,10 @@ def _inflate(fh: BinaryIO) -> Iterator[bytes]:
                 return
         if inflater.eof:  # another member follows; zero bytes may pad between members
             data = data.lstrip(b"\0")
+            if len(data) == 1:  # too little to tell a member's start from anything else: read on
+                data += fh.read(_COMPRESSED_BLOCK)
+            if data and not data.startswith(_GZIP_MAGIC):
+                raise _TrailingData(len(data))
             if data:
                 inflater = zlib.decompressobj(wbits=31)
             continue
@@ -311,7 +320,13 @@ def _put(chunks: queue.Queue, item: bytes | BaseException, stop: threading.Event
             continue
 
 
+class _TrailingData(Exception):
+    """Bytes after the last gzip member that are neither padding nor another member."""
+
+
 def _read_error(path: str, exc: BaseException) -> BaseException:
+    if isinstance(exc, _TrailingData):
+        return TraceError(path, "trailing data after the gzip stream: bytes that are not another gzip member")
     if isinstance(exc, EOFError):
         return TraceError(path, "truncated gzip stream: the file ends before the compressed data does")
     if isinstance(exc, zlib.error):
