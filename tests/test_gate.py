@@ -303,3 +303,16 @@ def test_a_saved_scan_with_a_broken_emulator_config_is_bad_input(run, emulated, 
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert str(saved) in line and "traces.0.emulator.workload" in line
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+def test_a_budget_report_shows_the_limits_and_the_one_that_failed(run, tmp_path, fmt):
+    budget = tmp_path / "budget.yaml"
+    budget.write_text("metrics:\n  step_time_us.median: {warn: 9500, error: 11000}\n")
+    candidate = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"
+    result = run("gate", candidate, "--budget", budget, "--format", fmt)
+    assert result.exit_code == 1
+    assert "baseline" not in result.stdout and "—" not in result.stdout  # no empty baseline column
+    words = " ".join(result.stdout.split())  # the limits may wrap inside their cell
+    assert "warn above 9,500, error above 11,000" in words
+    assert "11,239 is above the error limit of 11,000" in words

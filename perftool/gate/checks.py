@@ -150,7 +150,10 @@ def _budget(name: str, limit: Limit, candidate: TraceFindings) -> Check:
     if value is None:
         return Check(f"budget:{name}", name, "skip", None, None, "", words, "not measured on this trace")
     verdict = _level(value, limit, below=higher)
-    detail = f"past the {_word(verdict)} limit" if verdict != "pass" else ""
+    detail = ""
+    if verdict != "pass":
+        bound = limit.error if verdict == "fail" else limit.warn
+        detail = f"{number(value)} is {'below' if higher else 'above'} the {_word(verdict)} limit of {number(bound)}"
     return Check(f"budget:{name}", name, verdict, None, value, "", words, detail)
 
 
@@ -169,7 +172,7 @@ def _word(verdict: Verdict) -> str:
 
 def _levels(limit: Limit, side: str) -> str:
     parts = [
-        f"{level} {side} {value:g}"
+        f"{level} {side} {number(value)}"
         for level, value in (("warn", limit.warn), ("error", limit.error))
         if value is not None
     ]

@@ -21,16 +21,19 @@ def render(result: GateResult) -> str:
     ]
     if result.mismatches:
         lines += [f"Compared anyway (`--allow-mismatch`): {cell('; '.join(result.mismatches))}.", ""]
-    lines += ["| check | baseline | candidate | change | verdict | why |", "| --- | ---: | ---: | ---: | --- | --- |"]
-    for check in result.checks:
-        why = cell(check.reason())
-        row = [
-            cell(check.name),
-            number(check.baseline),
-            number(check.candidate),
-            check.change,
-            ICON[check.verdict],
-            why,
+    if result.baseline is None:  # held to a budget: the limits stand where a baseline would
+        lines += ["| check | limits | candidate | verdict | why |", "| --- | --- | ---: | --- | --- |"]
+        rows = [
+            [cell(c.name), cell(c.limit), number(c.candidate), ICON[c.verdict], cell(c.reason())] for c in result.checks
         ]
-        lines.append("| " + " | ".join(row) + " |")
+    else:
+        lines += [
+            "| check | baseline | candidate | change | verdict | why |",
+            "| --- | ---: | ---: | ---: | --- | --- |",
+        ]
+        rows = [
+            [cell(c.name), number(c.baseline), number(c.candidate), cell(c.change), ICON[c.verdict], cell(c.reason())]
+            for c in result.checks
+        ]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"

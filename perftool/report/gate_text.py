@@ -32,20 +32,21 @@ def render(result: GateResult) -> Group:
         ("\n" + result.status.upper(), STYLE[result.status]),
         f": {counts['fail']} failed, {counts['warn']} warned, {counts['pass']} passed, {counts['skip']} skipped",
     )
-    return Group(header, _Checks(result.checks), summary)
+    return Group(header, _Checks(result.checks, budget=result.baseline is None), summary)
 
 
 class _Checks:
     """The checks as a table, wide or narrow by the width rich offers."""
 
-    def __init__(self, checks: list[Check]) -> None:
+    def __init__(self, checks: list[Check], budget: bool) -> None:
         self.checks = checks
+        self.budget = budget  # no baseline: a column of the limits instead
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if options.max_width >= WIDE:
-            yield _table(self.checks, with_why=True)
+            yield _table(self.checks, with_why=True, budget=self.budget)
             return
-        yield _table(self.checks, with_why=False)
+        yield _table(self.checks, with_why=False, budget=self.budget)
         explained = [check for check in self.checks if check.verdict in ("fail", "warn")]
         if explained:
             bullets = Table.grid(padding=(0, 1))
@@ -60,19 +61,26 @@ class _Checks:
             yield bullets
 
 
-def _table(checks: list[Check], with_why: bool) -> Table:
+def _table(checks: list[Check], with_why: bool, budget: bool) -> Table:
+    """Check, baseline (or, held to a budget, the limits), candidate, change, verdict, and the why when wide."""
     narrow = not with_why
     table = Table(show_header=True, box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
     table.add_column("check", overflow="fold")
-    for column in ("baseline", "candidate", "change"):
+    if budget:
+        table.add_column("limits", overflow="fold")
+        figures = ("candidate",)
+    else:
+        figures = ("baseline", "candidate", "change")
+    for column in figures:
         table.add_column(column, justify="right", no_wrap=not narrow, overflow="fold")
     table.add_column("verdict", no_wrap=True)
     if with_why:
         table.add_column("why")
     for check in checks:
+        values = [number(check.candidate)] if budget else [number(check.baseline), number(check.candidate)]
         cells = [
-            shown(check.name), number(check.baseline), number(check.candidate), shown(check.change),
-            Text(check.verdict.upper(), style=STYLE[check.verdict]),
+            shown(check.name), *([shown(check.limit)] if budget else []), *values,
+            *([] if budget else [shown(check.change)]), Text(check.verdict.upper(), style=STYLE[check.verdict]),
         ]  # fmt: skip
         table.add_row(*cells, *([shown(check.detail)] if with_why else []))
     return table
