@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+COUNT = "{task.completed:,.0f} of {task.total:,.0f} configurations"  # thousands separators, and what is counted
 
 
 class SweepProgress:
@@ -13,8 +15,9 @@ class SweepProgress:
         console = Console(stderr=True, force_terminal=enabled or None)  # --progress: draw even when piped
         self.enabled = console.is_terminal if enabled is None else enabled
         self._bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=console, transient=True, disable=not self.enabled,
+            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn(COUNT), TextColumn("elapsed"),
+            TimeElapsedColumn(), TextColumn("· left"), TimeRemainingColumn(), console=console, transient=True,
+            disable=not self.enabled,
         )  # fmt: skip
         self._task = None
         self._count_pruned = False
