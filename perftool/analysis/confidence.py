@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from perftool.analysis.steps import Steps
-from perftool.report.units import duration
 from perftool.trace.model import Trace
+from perftool.units import duration
 
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
 STARTUP_SHARE = 0.5  # start-up taking this share of the capture is worth saying

@@ -47,6 +47,15 @@ class Steps:
     def count(self) -> int:
         return int(self.start.size)
 
+    def to_pandas(self):
+        """One row per step: ``start``, ``end``, ``duration`` (µs, on the clock ``clock`` names), ``warmup``."""
+        import pandas
+
+        return pandas.DataFrame({
+            "start": self.start, "end": self.end, "duration": self.end - self.start,
+            "warmup": np.arange(self.count) < self.warmup,
+        })  # fmt: skip
+
     @property
     def steady(self) -> int:
         return self.count - self.warmup

@@ -25,8 +25,8 @@ import numpy as np
 
 from perftool.gate.policy import COUNTERS, HIGHER_IS_BETTER, Budget, GatePolicy, Limit
 from perftool.gate.stats import MIN_SAMPLES, p_greater
-from perftool.report.units import number
 from perftool.rules.findings import Finding, TraceFindings
+from perftool.units import number
 
 Verdict = Literal["pass", "warn", "fail", "skip"]
 RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.emulator.run import BREAKDOWN, Run
-from perftool.report.units import duration, percent
+from perftool.units import duration, percent
 
 
 def render(run: Run, written: str | None = None) -> Group:

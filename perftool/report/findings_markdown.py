@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from perftool.report.escape import markdown
 from perftool.report.findings_text import device_label, evidence_start
-from perftool.report.units import duration, timestamp
 from perftool.rules.findings import Finding, ScanReport, TraceFindings
+from perftool.units import duration, timestamp
 
 _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
 

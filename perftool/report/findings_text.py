@@ -8,8 +8,8 @@ from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
 from perftool.report.escape import shown
-from perftool.report.units import duration, timestamp
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
+from perftool.units import duration, timestamp
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 

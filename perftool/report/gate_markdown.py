@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perftool.gate.run import GateResult
 from perftool.report.findings_markdown import cell
-from perftool.report.units import number
+from perftool.units import number
 
 ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "➖ skip"}
 

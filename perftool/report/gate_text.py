@@ -15,7 +15,7 @@ from rich.text import Text
 from perftool.gate.checks import Check
 from perftool.gate.run import GateResult
 from perftool.report.escape import shown
-from perftool.report.units import number
+from perftool.units import number
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
 WIDE = 110  # from this width on, "why" is a column of the table

@@ -11,8 +11,8 @@ from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
 from perftool.report.escape import shown
-from perftool.report.units import duration, percent
 from perftool.trace.model import Role, Trace
+from perftool.units import duration, percent
 
 _ROLE_STYLE = {Role.DEVICE: "green", Role.HOST: "cyan", Role.INPUT: "cyan", Role.UNKNOWN: "dim"}
 

@@ -7,10 +7,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from perftool.report.units import duration, percent
 from perftool.tune.explain import LABELS, shown, why
 from perftool.tune.search import TuneResult
 from perftool.tune.sensitivity import knob_lines
+from perftool.units import duration, percent
 
 COLUMNS = {  # short knob names for the table's headers
     "loop_size": "loop",

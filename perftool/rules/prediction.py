@@ -9,8 +9,8 @@ from typing import Any
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.evaluate import Evaluation, evaluate
 from perftool.errors import PerftoolError
-from perftool.report.units import duration
 from perftool.rules.findings import Gain
+from perftool.units import duration
 
 
 def upper_bound(per_step_us: float | None, share: float) -> Gain:

@@ -181,6 +181,29 @@ class Trace:
         table = self._name_tables[pattern]
         return table[self.name] if table.any() else np.zeros(len(self), dtype=bool)  # most vocabularies are absent
 
+    def to_pandas(self):
+        """One row per event, for digging further in a notebook (needs pandas: ``pip install 'perftool-ml[pandas]'``).
+
+        Columns: ``ts`` and ``dur`` (µs, the trace's clock), ``name``, ``cat``, ``track`` (process / thread),
+        ``role`` of the track, ``kind`` the dialect gave the event, ``phase``, and ``order`` (position in the file).
+        """
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("Trace.to_pandas needs pandas: pip install 'perftool-ml[pandas]'") from None
+        labels = np.array([t.label for t in self.tracks] or [""], dtype=object)
+        roles = np.array([t.role.value for t in self.tracks] or [""], dtype=object)
+        kinds = np.array([k.name.lower() for k in Kind], dtype=object)
+        phases = np.array([p.name.lower() for p in Phase], dtype=object)
+        return pandas.DataFrame({
+            "ts": self.ts, "dur": self.dur,
+            "name": pandas.Categorical.from_codes(self.name, self.names),
+            "cat": pandas.Categorical.from_codes(self.cat, self.cats),
+            "track": labels[self.track], "role": roles[self.track],
+            "kind": kinds[self.kind] if self.kind is not None else None,
+            "phase": phases[self.phase], "order": self.order,
+        })  # fmt: skip
+
     def with_roles(self, roles: dict[int, Role]) -> None:
         """Assign roles to tracks by id (tracks are immutable records, so they are replaced)."""
         self.tracks = [replace(t, role=roles.get(t.id, t.role)) for t in self.tracks]

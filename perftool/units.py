@@ -1,4 +1,4 @@
-"""Formatting times and fractions for people."""
+"""Formatting times and fractions for people: shared by the messages analysis writes and by every report."""
 
 from __future__ import annotations
 

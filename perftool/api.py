@@ -1,0 +1,98 @@
+"""perftool from Python: the same work the command line does, returning the models it renders.
+
+    import perftool
+
+    report = perftool.scan("trace.json.gz")                 # ScanReport: traces, findings, metrics
+    for trace, finding in report.findings:
+        print(finding.rule_id, finding.severity.value, finding.fix.text)
+    trace = perftool.load_trace("trace.json.gz")            # the columnar Trace, roles and kinds assigned
+    events = trace.to_pandas()                              # one row per event (needs pandas)
+    verdict = perftool.gate("baseline.json", "candidate.json")   # GateResult: status and checks
+    run = perftool.emulate("config.yaml", overrides=["loop_size=32"])
+    best = perftool.tune("tune.yaml", evaluations=200)      # TuneResult
+
+Bad input raises :class:`perftool.errors.PerftoolError` with the one-line message the CLI prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from perftool.emulator import config as emulator_config
+from perftool.emulator.run import InfeasibleConfig, Run
+from perftool.emulator.run import run as run_emulator
+from perftool.errors import PerftoolError
+from perftool.gate.policy import load_budget
+from perftool.gate.run import GateResult, run_gate
+from perftool.rules import catalog
+from perftool.rules.engine import scan_files
+from perftool.rules.findings import ScanReport
+from perftool.rules.project import ProjectConfig, load_project
+from perftool.trace import load_trace
+from perftool.tune.search import TuneResult
+from perftool.tune.search import tune as run_tune
+from perftool.tune.spec import load_tune_config
+
+PathLike = str | Path
+
+__all__ = ["emulate", "gate", "load_trace", "scan", "tune"]
+
+
+def scan(
+    *traces: PathLike, rule_dirs: Sequence[PathLike] = (), config: PathLike | None = None, select: Sequence[str] = (),
+    ignore: Sequence[str] = (), device: str | None = None, dialect: str | None = None, evidence: int | None = None,
+    max_bytes: int | None = None,
+) -> ScanReport:  # fmt: skip
+    """Run the rules on each trace; the project config (``config``, else ``perftool.yaml`` or
+    ``pyproject.toml`` here) supplies what the arguments leave out. Traces that cannot be read are in
+    the report's ``unread``."""
+    project = _project(config)
+    rules = catalog.load_catalog(project, tuple(map(str, rule_dirs)))
+    chosen = catalog.selected(rules, tuple(select) or tuple(project.select), tuple(ignore) + tuple(project.ignore))
+    shown = evidence if evidence is not None else project.evidence if project.evidence is not None else 5
+    return scan_files([str(t) for t in traces], chosen, device or project.device, dialect, shown, max_bytes)
+
+
+def gate(
+    baseline: PathLike | None, candidate: PathLike, budget: PathLike | None = None, *, config: PathLike | None = None,
+    rule_dirs: Sequence[PathLike] = (), fail_on: str | None = None, threshold: float | None = None,
+    alpha: float | None = None, allow_mismatch: bool = False, device: str | None = None, dialect: str | None = None,
+    max_bytes: int | None = None,
+) -> GateResult:  # fmt: skip
+    """Compare ``candidate`` with ``baseline`` (traces or saved scan JSON), and/or hold it to ``budget``."""
+    if baseline is None and budget is None:
+        raise PerftoolError("gate needs a baseline, a budget, or both")
+    project = _project(config)
+    settings = {"threshold": threshold, "alpha": alpha}
+    policy = project.gate.model_copy(update={k: v for k, v in settings.items() if v is not None})
+    chosen = catalog.selected(
+        catalog.load_catalog(project, tuple(map(str, rule_dirs))), tuple(project.select), tuple(project.ignore)
+    )
+    level = fail_on or project.fail_on or ("error" if baseline is not None else "never")
+    return run_gate(
+        str(candidate), None if baseline is None else str(baseline), load_budget(str(budget)) if budget else None,
+        chosen, policy, level, allow_mismatch, device or project.device, dialect, max_bytes,
+    )  # fmt: skip
+
+
+def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
+    """Run an emulator config (``overrides`` as ``--set`` takes them: ``loop_size=32``)."""
+    loaded = emulator_config.load_config(config, list(overrides))
+    try:
+        return run_emulator(loaded)
+    except InfeasibleConfig as exc:
+        raise PerftoolError(f"{config}: {exc}") from None
+
+
+def tune(
+    config: PathLike, overrides: Sequence[str] = (), *, strategy: str | None = None, evaluations: int | None = None,
+    jobs: int = 1,
+) -> TuneResult:  # fmt: skip
+    """Sweep the knobs in the config's ``tune:`` section on the emulator."""
+    settings = {"strategy": strategy, "budget": evaluations}
+    return run_tune(load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)]), jobs)
+
+
+def _project(config: PathLike | None) -> ProjectConfig:
+    return load_project(None if config is None else str(config)) or ProjectConfig()
