@@ -67,7 +67,7 @@ SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
 
 class _Group(click.Group):
     """Turns PerftoolError and click's usage errors into one line on stderr and exit 2, and Ctrl-C
-    into exit 130. Output files are written last, each through a temporary file, so none is left half-written."""
+    into exit 130 (see :mod:`perftool.output` for how files are written)."""
 
     def invoke(self, ctx: click.Context):
         try:

@@ -12,7 +12,7 @@ from pydantic import ByteSize, TypeAdapter, ValidationError
 from perftool.errors import PerftoolError
 
 DEFAULT_MAX_TRACE_BYTES = 4 << 30  # of JSON, after decompression: about 2.6 GiB of memory to scan
-MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.62)
+MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)
 MEMORY_PER_EVENT = 120  # bytes; the floor for traces of tiny events (measured: about 93 per event to scan)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
 MAX_GZIP_RATIO = 100  # decompressed : compressed; real traces compress 5-20x, a gzip bomb up to ~1000x

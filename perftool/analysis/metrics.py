@@ -20,7 +20,6 @@ from perftool.analysis.steps import Steps, detect_steps
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Role, Trace
 
-SCHEMA_VERSION = 1
 TOP_OPS = 10
 
 METRICS: dict[str, str] = {

@@ -25,7 +25,6 @@ _OVERLAP_DEVICE_THREADS = {"Computing": Kind.COMPUTE, "Communication": Kind.COMM
 
 class Ascend(Dialect):
     name = "ascend"
-    description = "Ascend msprof / torch_npu trace"
     role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP}
     args_categories = frozenset({""})  # msprof writes device tasks without a category; their args say "Task Type"
 

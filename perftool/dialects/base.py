@@ -19,7 +19,6 @@ class Dialect:
     """
 
     name = "generic"
-    description = "unrecognised trace: tracks keep role 'unknown'"
     args_categories: frozenset[str] = frozenset()
     category_kinds: dict[str, Kind] = {}
     role_kinds: dict[Role, Kind] = {}

@@ -13,7 +13,6 @@ from perftool.trace.model import Kind, Role, Trace
 
 class Emulator(Dialect):
     name = "emulator"
-    description = "perftool device emulator trace"
     category_kinds = {kind.name.lower(): kind for kind in Kind}
     args_categories = frozenset({"compile"})  # a compile's args say why it happened
 

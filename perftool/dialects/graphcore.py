@@ -21,7 +21,6 @@ _PROCESS_ROLES = (
 
 class Graphcore(Dialect):
     name = "graphcore"
-    description = "Graphcore-style IPU trace (Poplar names)"
     role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP}
 
     def detect(self, trace: Trace) -> bool:

@@ -48,7 +48,6 @@ DEVICE_SORT_INDEX = 5_000_000  # Kineto sorts device processes from here on (16,
 
 class Kineto(Dialect):
     name = "kineto"
-    description = "PyTorch profiler (Kineto) trace"
     args_categories = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
 
     def detect(self, trace: Trace) -> bool:

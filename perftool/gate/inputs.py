@@ -21,6 +21,7 @@ from perftool.rules.engine import scan_trace
 from perftool.rules.findings import EmulatorRun, ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace import load_trace
+from perftool.trace.loader import GZIP_MAGIC
 from perftool.yamlfile import read_document
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
@@ -56,7 +57,7 @@ def _is_scan_json(path: str) -> bool:
     try:
         with open(path, "rb") as handle:
             head = handle.read(512)
-            if head[:2] == b"\x1f\x8b":
+            if head[:2] == GZIP_MAGIC:
                 with gzip.open(path, "rb") as unzipped:
                     head = unzipped.read(512)
     except (OSError, EOFError, gzip.BadGzipFile):
@@ -66,7 +67,7 @@ def _is_scan_json(path: str) -> bool:
 
 def _from_scan_json(path: str) -> TraceFindings:
     data = read_document(path, "scan result")
-    if data[:2] == b"\x1f\x8b":
+    if data[:2] == GZIP_MAGIC:
         data = _gunzip(path, data)
     try:
         report = ScanReport.model_validate_json(data)

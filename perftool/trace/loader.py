@@ -31,7 +31,7 @@ from perftool.trace.model import Trace
 from perftool.trace.workers import WorkerDied
 from perftool.trace.workers import processes as worker_processes
 
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
 STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
@@ -196,7 +196,7 @@ def _check_readable(path: str) -> None:
 
 def _is_gzip(path: str) -> bool:
     with open(path, "rb") as fh:
-        return fh.read(2) == _GZIP_MAGIC
+        return fh.read(2) == GZIP_MAGIC
 
 
 def _json_size_hint(path: str) -> int:
@@ -285,7 +285,7 @@ def _inflate(fh: BinaryIO) -> Iterator[bytes]:
             data = data.lstrip(b"\0")
             if len(data) == 1:  # too little to tell a member's start from anything else: read on
                 data += fh.read(_COMPRESSED_BLOCK)
-            if data and not data.startswith(_GZIP_MAGIC):
+            if data and not data.startswith(GZIP_MAGIC):
                 raise _TrailingData(len(data))
             if data:
                 inflater = zlib.decompressobj(wbits=31)
