@@ -78,7 +78,7 @@ def gate(
 
 def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
     """Run an emulator config (``overrides`` as ``--set`` takes them: ``loop_size=32``)."""
-    loaded = emulator_config.load_config(config, list(overrides))
+    loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
     try:
         return run_emulator(loaded)
     except InfeasibleConfig as exc:

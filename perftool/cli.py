@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
@@ -54,7 +55,7 @@ from perftool.trace import load_trace
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import TuneConfig, load_tune_config
 
-SCHEMAS = {
+SCHEMAS: dict[str, type[BaseModel]] = {
     "config": emulator_config.EmulatorConfig,
     "tune": TuneConfig,
     "findings": ScanReport,
@@ -152,7 +153,7 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
         if path:
             check_writable(path, [config])
     check_distinct((trace_file, output))
-    loaded = emulator_config.load_config(config, list(overrides))
+    loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
     if trace_file:
         check_length(loaded, trace_file)
     try:

@@ -7,6 +7,7 @@ Every YAML file perftool reads (emulator configs, rule files, project configs) g
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,7 @@ def line_of(node: yaml.Node | None, loc: tuple) -> int | None:
     return line
 
 
-def error_reason(error: dict[str, Any]) -> str:
+def error_reason(error: Mapping[str, Any]) -> str:
     """One pydantic error as a short phrase, with the value that caused it."""
     if error["type"] == "extra_forbidden":
         return "unknown field"

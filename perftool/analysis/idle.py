@@ -6,6 +6,7 @@ earlier cause took, so the parts add up to the device's idle time exactly.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,7 +78,7 @@ def attribute_idle(
     syncs = busy(on_host & (kind == Kind.SYNC))
     copies = busy(blocking_copies(trace))
     host_work = busy(on_host & ~np.isin(kind, _NOT_HOST_WORK))
-    covers = {
+    covers: dict[str, intervals.Intervals | Callable[[intervals.Intervals], np.ndarray]] = {
         "startup": busy(initialising(trace)),
         "compile": busy(kind == Kind.COMPILE),
         "cpu_fallback": fallback_round_trips(trace, lo, hi),
@@ -92,7 +93,7 @@ def attribute_idle(
     by_cause: dict[str, intervals.Intervals] = {}
     remaining = gaps
     for cause, cover in covers.items():
-        if callable(cover):  # a cause that takes whole pieces: which of them
+        if not isinstance(cover, tuple):  # a cause that takes whole pieces: which of them
             taken = cover(remaining)
             by_cause[cause] = remaining[0][taken], remaining[1][taken]
             remaining = remaining[0][~taken], remaining[1][~taken]

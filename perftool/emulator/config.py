@@ -6,6 +6,7 @@ Sizes accept units (``220MB``, ``1.5GiB``) or plain bytes. Every problem is repo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -96,13 +97,13 @@ class EmulatorConfig(_Strict):
         return PROFILES[self.device]
 
 
-def load_config(path: str | Path, overrides: list[str] = (), model: type[Config] = EmulatorConfig) -> Config:
+def load_config(path: str | Path, overrides: Sequence[str] = (), model: type[Config] = EmulatorConfig) -> Config:  # type: ignore[assignment]  # the default is the bound
     """Read, override (``knob=value`` or ``section.field=value``) and validate a config file as ``model``."""
     return validate_config(*read_config(path, overrides), model)
 
 
 def read_config(
-    path: str | Path, overrides: list[str] = ()
+    path: str | Path, overrides: Sequence[str] = ()
 ) -> tuple[dict[str, Any], str, yaml.Node | None, dict[tuple[str, ...], str]]:
     """The config's mapping with ``overrides`` applied, its source name, node tree and overridden paths."""
     path = str(path)
@@ -115,7 +116,7 @@ def read_config(
 
 def validate_config(
     document: dict[str, Any], source: str = "<config>", root: yaml.Node | None = None,
-    overridden: dict[tuple[str, ...], str] | None = None, model: type[Config] = EmulatorConfig,
+    overridden: dict[tuple[str, ...], str] | None = None, model: type[Config] = EmulatorConfig,  # type: ignore[assignment]
 ) -> Config:  # fmt: skip
     """A validated config from a plain mapping; errors name the field path and the line or ``--set``."""
     try:

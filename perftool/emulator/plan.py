@@ -130,7 +130,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     graph_mode = np.full(batch.size, profile.compiles_graphs) | graphs
     streamed = (profile.op_launch_us > 0) & ~graphs  # without device graphs, every op is launched from the host
 
-    compute_tiles = profile.tiles - io if profile.tiles else None
+    compute_tiles = profile.tiles - io  # meaningful on devices with tiles only
     tile_slowdown = profile.tiles / compute_tiles if profile.tiles else 1.0
     us_per_sample = work.gflops_per_sample * 1e3 / (profile.peak_tflops * profile.efficiency) * tile_slowdown
     wire_bytes = work.sample_size * np.vectorize(DTYPE_BYTES.get)(knobs["transfer_dtype"]) / 4
@@ -184,9 +184,9 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         activation_bytes=(
             work.activations_per_sample * batch + np.where(profile.tiles, 0, 2 * wire_bytes * batch)
         ).astype(np.float64),
-        capacity_bytes=(
-            compute_tiles * TILE_BYTES if profile.tiles else np.full(batch.size, profile.memory_bytes)
-        ).astype(np.float64),
+        capacity_bytes=np.asarray(
+            compute_tiles * TILE_BYTES if profile.tiles else np.full(batch.size, profile.memory_bytes), np.float64
+        ),
         infeasible=np.full(batch.size, "", dtype=object),
     )
     plan.infeasible = _infeasible(profile, plan)

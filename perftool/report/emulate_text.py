@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.emulator.run import BREAKDOWN, Run
+from perftool.report.console import add_columns
 from perftool.units import duration, percent
 
 
@@ -34,8 +35,7 @@ def render(run: Run, written: str | None = None) -> Group:
     if written:
         figures.add_row("trace", written)
     step = Table(title="Where a steady step goes (mean)", title_justify="left")
-    for column, justify in (("part", "left"), ("time", "right"), ("share", "right"), ("meaning", "left")):
-        step.add_column(column, justify=justify)
+    add_columns(step, [("part", "left"), ("time", "right"), ("share", "right"), ("meaning", "left")])
     for name, spent in run.breakdown().items():
         if spent > 0.0005:
             step.add_row(name, duration(spent), percent(spent / p["step_time_mean_us"]), BREAKDOWN[name])

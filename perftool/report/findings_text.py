@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
+from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 from perftool.units import duration, timestamp
@@ -92,8 +93,7 @@ def _finding(finding: Finding, unit: str) -> Group:
 
 def _evidence(finding: Finding, unit: str) -> Table:
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
-    for column, justify in (("at", "right"), ("lasts", "right"), ("track", "left"), ("event", "left")):
-        table.add_column(column, justify=justify)
+    add_columns(table, [("at", "right"), ("lasts", "right"), ("track", "left"), ("event", "left")])
     for item in finding.evidence:
         table.add_row(timestamp(evidence_start(item), unit), duration(item.dur_us), shown(item.track), shown(item.name))
     return table

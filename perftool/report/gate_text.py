@@ -8,7 +8,7 @@ spelled out below it, so no column is dropped or cut.
 from __future__ import annotations
 
 from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -66,6 +66,7 @@ def _table(checks: list[Check], with_why: bool, budget: bool) -> Table:
     narrow = not with_why
     table = Table(show_header=True, box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
     table.add_column("check", overflow="fold")
+    figures: tuple[str, ...]
     if budget:
         table.add_column("limits", overflow="fold")
         figures = ("candidate",)
@@ -78,7 +79,7 @@ def _table(checks: list[Check], with_why: bool, budget: bool) -> Table:
         table.add_column("why")
     for check in checks:
         values = [number(check.candidate)] if budget else [number(check.baseline), number(check.candidate)]
-        cells = [
+        cells: list[RenderableType] = [
             shown(check.name), *([shown(check.limit)] if budget else []), *values,
             *([] if budget else [shown(check.change)]), Text(check.verdict.upper(), style=STYLE[check.verdict]),
         ]  # fmt: skip

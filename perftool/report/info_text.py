@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
+from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.trace.model import Role, Trace
 from perftool.units import duration, percent
@@ -34,9 +35,8 @@ def render(trace: Trace, metrics: Metrics) -> Group:
 
 def _tracks(trace: Trace) -> Table:
     table = Table(title="Tracks", title_justify="left", expand=False)
-    for column, justify in (("process", "left"), ("thread", "left"), ("pid:tid", "right"), ("role", "left"),
-                            ("events", "right")):  # fmt: skip
-        table.add_column(column, justify=justify)
+    add_columns(table, [("process", "left"), ("thread", "left"), ("pid:tid", "right"), ("role", "left"),
+                        ("events", "right")])  # fmt: skip
     events = np.bincount(trace.track, minlength=len(trace.tracks))
     samples = np.bincount(trace.counters.track, minlength=len(trace.tracks))
     ordered = sorted(
@@ -114,8 +114,7 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
 def _top_ops(metrics: Metrics, unit: str) -> Table:
     scope = "device ops" if metrics.top_ops_scope == "device" else "host ops (inclusive)"
     table = Table(title=f"Top {scope} by time", title_justify="left")
-    for column, justify in (("op", "left"), ("count", "right"), ("total", "right"), ("share", "right")):
-        table.add_column(column, justify=justify, overflow="fold")
+    add_columns(table, [("op", "left"), ("count", "right"), ("total", "right"), ("share", "right")], overflow="fold")
     for op in metrics.top_ops:
         table.add_row(shown(op.name), f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
     return table

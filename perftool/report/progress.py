@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 COUNT = "{task.completed:,.0f} of {task.total:,.0f} configurations"  # thousands separators, and what is counted
 
@@ -19,7 +19,7 @@ class SweepProgress:
             TimeElapsedColumn(), TextColumn("· left"), TimeRemainingColumn(), console=console, transient=True,
             disable=not self.enabled,
         )  # fmt: skip
-        self._task = None
+        self._task: TaskID | None = None
         self._count_pruned = False
 
     def __enter__(self) -> SweepProgress:
@@ -34,4 +34,5 @@ class SweepProgress:
         self._task = self._bar.add_task(f"{strategy} sweep", total=total)
 
     def advance(self, evaluations: int, pruned: int) -> None:
-        self._bar.update(self._task, completed=evaluations + (pruned if self._count_pruned else 0))
+        if self._task is not None:
+            self._bar.update(self._task, completed=evaluations + (pruned if self._count_pruned else 0))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -30,7 +30,7 @@ def catalogue(rules: list[Rule]) -> Table:
 def page(rule: Rule) -> Group:
     """What it finds, why it matters, how to fix it, an example: from the rule file."""
     detector = DETECTORS[rule.detector]
-    parts = [
+    parts: list[RenderableType] = [
         Text.assemble((f"{rule.id} {rule.name}", "bold"), f" — {rule.title}"),
         Text(f"detector {detector.name}: {detector.summary}", style="dim"),
         _section("What it finds", rule.explain.what),

@@ -7,6 +7,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from perftool.report.console import add_columns
 from perftool.tune.explain import LABELS, shown, why
 from perftool.tune.search import TuneResult
 from perftool.tune.sensitivity import knob_lines
@@ -113,13 +114,7 @@ def _why(result: TuneResult) -> Group:
 def _sensitivity(result: TuneResult) -> Table:
     unit = "samples/s" if result.objective == "throughput" else "step time"
     table = Table(title="Sensitivity (each knob moved with the others at the best)", title_justify="left")
-    for column, justify in (
-        ("knob", "left"),
-        ("best", "left"),
-        (f"along the knob ({unit})", "left"),
-        ("spread", "right"),
-    ):
-        table.add_column(column, justify=justify)
+    add_columns(table, [("knob", "left"), ("best", "left"), (f"along the knob ({unit})", "left"), ("spread", "right")])
     for line in knob_lines(result):
         worst, top = line.extremes()
         along = (

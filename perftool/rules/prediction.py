@@ -26,7 +26,7 @@ def predicted(config: EmulatorConfig, changes: dict[str, Any]) -> Gain | None:
         section, _, name = key.rpartition(".")
         document[section or "knobs"][name] = value
     try:
-        fixed = validate_config(document, "fix")
+        fixed: EmulatorConfig = validate_config(document, "fix")
     except PerftoolError:
         return None
     before, after = _baseline(config), evaluate(fixed)

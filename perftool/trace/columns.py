@@ -248,7 +248,7 @@ class ColumnBuilder:
         order = np.delete(np.arange(self.count, dtype=np.int64), untimed)
         flow_ids = merged["flow_ids"].astype(np.int64, copy=False)
         args_refs = np.arange(len(self.kept_args), dtype=np.int32)
-        col = {
+        col: dict[str, np.ndarray] = {
             "ts": merged["ts"].astype(np.float64, copy=False), "dur": merged["dur"].astype(np.float64, copy=False),
             "phase": tables.phase[signature], "track": tables.track[signature], "name": tables.name[signature],
             "cat": tables.cat[signature], "order": order,
@@ -268,8 +268,8 @@ class ColumnBuilder:
         compact[used] = np.arange(used.size, dtype=np.int32)
         col["track"] = compact[col["track"]]
         tracks = self._tracks([tables.track_keys[i] for i in used.tolist()])
-        return Trace(
-            source=self.path, **col, names=tables.names, cats=tables.cats, tracks=tracks,
+        return Trace(  # col holds the Trace's column fields, by name
+            source=self.path, **col, names=tables.names, cats=tables.cats, tracks=tracks,  # type: ignore[arg-type]
             counters=self._counters(tables, compact), metadata=metadata, kept_args=self.kept_args, unclosed=unclosed,
         )  # fmt: skip
 

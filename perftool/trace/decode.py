@@ -98,7 +98,7 @@ class _Buffer:
         self.pos = 0
 
     def skip_space(self) -> None:
-        self.pos = _WHITESPACE.match(self.data, self.pos).end()
+        self.pos = _WHITESPACE.match(self.data, self.pos).end()  # type: ignore[union-attr]  # \s* always matches
 
     @property
     def available(self) -> int:
@@ -207,10 +207,10 @@ def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[
                 head, pos = b"", cut.end() - 1
                 continue
         elif len(chunk) - pos > PIECE_BYTES:
-            cut = _last_boundary(chunk, pos, pos + PIECE_BYTES) or _first_boundary(chunk, pos + PIECE_BYTES)
-            if cut:
-                yield memoryview(chunk)[pos : cut[0]]
-                pos = cut[1]
+            bounds = _last_boundary(chunk, pos, pos + PIECE_BYTES) or _first_boundary(chunk, pos + PIECE_BYTES)
+            if bounds:
+                yield memoryview(chunk)[pos : bounds[0]]
+                pos = bounds[1]
                 continue
         head += chunk[pos:]  # what is left of this chunk starts the next piece
         chunk, pos = read(CHUNK_BYTES), 0

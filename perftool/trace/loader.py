@@ -12,7 +12,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from perftool import dialects, limits
 from perftool.errors import TraceError
@@ -122,7 +122,7 @@ def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
     gc.disable()  # millions of short-lived structs; none of them form cycles
     try:
         try:
-            builder, metadata = ColumnBuilder(path), {}
+            builder, metadata = ColumnBuilder(path), dict[str, Any]()
             if workers > 1 and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
                 with worker_processes(workers, _part_of_range, path, events, args_categories) as pool:

@@ -126,7 +126,7 @@ class Trace:
     unclosed: np.ndarray = field(
         default_factory=lambda: np.empty(0, dtype=np.int64)
     )  # file positions of B never closed
-    kind: np.ndarray | None = None  # uint8, Kind; set by the dialect
+    kind: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))  # uint8, Kind; set by the dialect
     dialect: str = "generic"
     _name_tables: dict[re.Pattern, np.ndarray] = field(default_factory=dict, repr=False)
     _role_masks: dict[frozenset, np.ndarray] = field(default_factory=dict, repr=False)
@@ -200,7 +200,7 @@ class Trace:
             "name": pandas.Categorical.from_codes(self.name, self.names),
             "cat": pandas.Categorical.from_codes(self.cat, self.cats),
             "track": labels[self.track], "role": roles[self.track],
-            "kind": kinds[self.kind] if self.kind is not None else None,
+            "kind": kinds[self.kind],
             "phase": phases[self.phase], "order": self.order,
         })  # fmt: skip
 

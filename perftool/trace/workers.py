@@ -91,7 +91,7 @@ class _Slots:
 
 class _Processes:
     def __init__(self, count: int, function: Callable[..., Any], fixed: tuple, piece_bytes: int) -> None:
-        context = multiprocessing.get_context("fork" if FORKS else "spawn")
+        context: Any = multiprocessing.get_context("fork" if FORKS else "spawn")  # the stubs' BaseContext lacks Process
         self.slots = _Slots(count, piece_bytes) if piece_bytes and FORKS else None
         self.tasks: list[Connection] = []
         self.results: list[Connection] = []

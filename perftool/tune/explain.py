@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
 from perftool.tune.evaluator import cause
@@ -60,6 +61,8 @@ def why(result: TuneResult) -> dict[str, str]:
 
 def _compared(result: TuneResult, line: KnobLine) -> str:
     best = line.at(line.best_value)
+    if best is None:  # the best value is always on its own line; this only narrows the type
+        return "the only value tried"
     phrases = [_versus(result, best, point) for point in line.neighbours()]
     if not phrases:
         return "no other value looked at" if len(line.points) > 1 else "the only value tried"
@@ -142,7 +145,7 @@ def _batch_size(context: _Context, batch: int) -> str:
     return f"needs {plan.memory_bytes[0] / 1e9:.2f} GB of {plan.capacity_bytes[0] / 1e9:.2f} GB device memory"
 
 
-_PHYSICS: dict[str, Callable[[_Context, object], str]] = {
+_PHYSICS: dict[str, Callable[[_Context, Any], str]] = {
     "loop_size": _loop_size,
     "prefetch_depth": _prefetch_depth,
     "io_tiles": _io_tiles,

@@ -94,7 +94,9 @@ def _evaluate_within(evaluator: Evaluator, points: np.ndarray, budget: int) -> N
 
 def _neighbours(space: Space, point: np.ndarray, pair: bool) -> np.ndarray:
     """Points one move away, nearest first: next values, the rest of each line, two-knob steps."""
-    near, far, both = [], [], []
+    near: list[np.ndarray] = []
+    far: list[np.ndarray] = []
+    both: list[np.ndarray] = []
     for j, size in enumerate(space.sizes.tolist()):
         at = int(point[j])
         line = range(size) if size <= LINE_VALUES else np.unique(np.linspace(0, size - 1, LINE_VALUES).round())

@@ -94,12 +94,13 @@ def tune(
     strategy = _strategy(config, space)
     budget = _budget(config, space, strategy)
     if on_start:
-        on_start(strategy, space.size if strategy == "exhaustive" else budget)
+        on_start(strategy, space.size if budget is None else budget)
     started = time.perf_counter()
     with Evaluator(config, space, jobs, on_progress) as evaluator:
         if strategy == "exhaustive":
             exhaustive(evaluator)
         else:
+            assert budget is not None  # local search always has one (see _budget)
             kept_back = min(8 * len(space.names), budget // 10)  # to compare the answer with its neighbours
             local_search(evaluator, space.nearest(config.knobs), budget - kept_back, spec.seed)
             _compare_answer(evaluator, spec, budget)

@@ -9,6 +9,7 @@ workload the way ``perftool emulate`` checks a knob, so a bad value is an error 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from math import prod
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -127,10 +128,10 @@ class TuneSpec(_Strict):
 class TuneConfig(EmulatorConfig):
     """An emulator config with the ``tune:`` section that ``perftool tune`` reads."""
 
-    tune: TuneSpec = Field(exclude=True)
+    tune: TuneSpec = Field(exclude=True)  # type: ignore[assignment]  # the emulator's loose section, typed here
 
 
-def load_tune_config(path: str | Path, overrides: list[str] = ()) -> TuneConfig:
+def load_tune_config(path: str | Path, overrides: Sequence[str] = ()) -> TuneConfig:
     """Read and validate a tune config; every swept value must be one the device and workload accept."""
     document, source, root, overridden = read_config(path, overrides)
     if "tune" not in document:
@@ -145,9 +146,9 @@ def load_tune_config(path: str | Path, overrides: list[str] = ()) -> TuneConfig:
                 raise field_error(source, root, ("tune", "space", name), f"value {value!r}: {problem}", overridden)
             accepted.append(taken)
         space[name] = tuple(accepted)
-    problem = _size_problem(config.tune, prod(len(values) for values in space.values()))
-    if problem:
-        raise field_error(source, root, *problem, overridden)
+    too_large = _size_problem(config.tune, prod(len(values) for values in space.values()))
+    if too_large:
+        raise field_error(source, root, *too_large, overridden)
     return config.model_copy(update={"tune": config.tune.model_copy(update={"space": space})})
 
 

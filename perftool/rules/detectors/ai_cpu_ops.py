@@ -7,6 +7,8 @@ Core (a supported dtype, an equivalent op with an AI Core kernel).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from perftool.analysis import intervals
@@ -22,7 +24,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None
     lost = intervals.total(scope.busy(tasks))
     device_busy = scope.metrics["device.busy_us"]
-    values = {
+    values: dict[str, Any] = {
         "ops": distinct_names(trace, rows, 4),
         "calls_per_step": scope.per_step(rows.size),
         "ms_per_step": scope.per_step(lost) / 1e3,

@@ -9,6 +9,8 @@ nothing. The time lost is that idle time plus the read-back copies' time not hid
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from perftool.analysis import intervals
@@ -34,7 +36,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     copy_rows = np.flatnonzero(pageable & scope.in_window)
     copies = scope.busy(pageable)
     directions = sorted({"device→host" if k == Kind.D2H else "host→device" for k in trace.kind[copy_rows].tolist()})
-    values = {
+    values: dict[str, Any] = {
         "per_step": scope.per_step(calls.size),
         "calls": distinct_names(trace, calls, 3) if calls.size else "a copy call the trace does not show",
         "copies": distinct_names(trace, copy_rows, 2) if copy_rows.size else "synchronous copies",

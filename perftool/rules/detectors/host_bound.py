@@ -37,7 +37,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER])
     in_gaps = _overlapping(scope, host_work, pieces)
-    launches = np.count_nonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window)
+    launches = int(np.count_nonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window))
     current = scope.emulator.knobs.loop_size if scope.emulator is not None else 1
     loop_size = _loop_size(scope, current, lost, params)
     op_median = scope.metrics["device.op_time_us.median"]

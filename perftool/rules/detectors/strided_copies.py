@@ -7,6 +7,7 @@ against the compute they feed: a copy costing a large fraction of the op is a la
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from perftool.analysis import intervals
 from perftool.dialects.vocabulary import STRIDED_COPY
@@ -21,7 +22,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     copies = scope.busy(strided)
     lost = intervals.total(copies)
     compute = intervals.total(intervals.subtract(scope.compute, copies, scope.lo, scope.hi))  # the ops they feed
-    values = {
+    values: dict[str, Any] = {
         "names": distinct_names(trace, rows),
         "copy_ms_per_step": scope.per_step(lost) / 1e3,
         "compute_ratio": lost / compute if compute > 0 else math.nan,

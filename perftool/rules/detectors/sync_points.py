@@ -21,12 +21,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     lost = scope.idle.time("sync")
     if lost <= 0:
         return None  # syncs the device never waits after (it was still busy) cost nothing
-    values = {
-        "per_step": per_step,
-        "names": distinct_names(trace, rows, 3),
-        "drain_ms_per_step": scope.per_step(lost) / 1e3,
-    }
-    return Detection(lost, values, scope.events(rows), key=values["names"])
+    names = distinct_names(trace, rows, 3)
+    values = {"per_step": per_step, "names": names, "drain_ms_per_step": scope.per_step(lost) / 1e3}
+    return Detection(lost, values, scope.events(rows), key=names)
 
 
 DETECTOR = Detector(
