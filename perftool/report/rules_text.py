@@ -7,20 +7,20 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from perftool.rules.detectors import COMMON_VALUES, DETECTORS
+from perftool.rules.detectors import COMMON_VALUES, DETECTORS, ORIGINS
 from perftool.rules.model import Rule
 
 
 def catalogue(rules: list[Rule]) -> Table:
     table = Table(show_header=True)
-    for column in ("id", "name", "title", "detector", "severity", "thresholds"):
-        table.add_column(column, no_wrap=column in ("id", "name"))
+    for column in ("id", "name", "title", "detector (from)", "severity", "thresholds"):
+        table.add_column(column, no_wrap=column in ("id", "name"), overflow="fold")  # narrow logs wrap, never cut
     for rule in rules:
         table.add_row(
             rule.id,
             rule.name if rule.enabled else f"{rule.name} (disabled)",
             rule.title,
-            rule.detector,
+            f"{rule.detector} ({ORIGINS.get(rule.detector, '?')})",
             rule.severity.value,
             _thresholds(rule),
         )
@@ -32,7 +32,7 @@ def page(rule: Rule) -> Group:
     detector = DETECTORS[rule.detector]
     parts: list[RenderableType] = [
         Text.assemble((f"{rule.id} {rule.name}", "bold"), f" — {rule.title}"),
-        Text(f"detector {detector.name}: {detector.summary}", style="dim"),
+        Text(f"detector {detector.name} (from {ORIGINS[detector.name]}): {detector.summary}", style="dim"),
         _section("What it finds", rule.explain.what),
         _section("Why it matters", rule.explain.why),
         _section("Example", rule.explain.example),

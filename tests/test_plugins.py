@@ -1,0 +1,81 @@
+"""Detectors are plug-ins: a package registers one under the ``perftool.detectors`` entry points, a rule
+file puts it to work, and perftool finds it with no change of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import REPO
+
+PLUGIN = '''
+"""A third-party detector: device ops longer than a threshold."""
+import numpy as np
+
+from perftool.rules.detectors.base import Detection, Detector
+from perftool.trace.model import Kind
+
+
+def detect(scope, params):
+    trace = scope.trace
+    rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & scope.in_window & (trace.dur >= params["min_us"]))
+    if rows.size == 0:
+        return None
+    lost = float(trace.dur[rows].sum())
+    return Detection(lost, {"count": int(rows.size)}, scope.events(rows), key="long")
+
+
+DETECTOR = Detector(
+    name="long_device_ops", summary="device ops longer than min_us", values={"count": "such ops"},
+    params={"min_us": 1000.0}, detect=detect,
+)
+'''
+
+RULE = """
+id: PX100
+name: long-device-ops
+title: Long device ops
+detector: long_device_ops
+thresholds: {info: 0.0}
+message: "{count} device ops take at least a millisecond."
+fix:
+  generic: "Split them."
+explain: {what: Long ops., why: They hide others., example: A 5 ms matmul.}
+"""
+
+
+def _plugin_path(tmp_path) -> dict[str, str]:
+    """A plug-in package as pip would install it: its module and a dist-info with the entry point."""
+    (tmp_path / "perftool_demo_plugin.py").write_text(textwrap.dedent(PLUGIN))
+    info = tmp_path / "perftool_demo_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: perftool-demo-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[perftool.detectors]\nlong_device_ops = perftool_demo_plugin:DETECTOR\n")
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "PX100-long-device-ops.yaml").write_text(RULE)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+
+
+def _perftool(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perftool", *args], env=env, capture_output=True, text=True, cwd=REPO)
+
+
+def test_a_plugin_detector_is_found_and_reports(tmp_path):
+    env = _plugin_path(tmp_path)
+    trace = str(REPO / "sample_traces" / "npu" / "healthy.trace.json.gz")
+    result = _perftool(env, "scan", trace, "--rules", str(tmp_path / "rules"), "--format", "json", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    findings = {f["rule_id"]: f for f in json.loads(result.stdout)["traces"][0]["findings"]}
+    assert findings["PX100"]["message"].endswith("device ops take at least a millisecond.")
+    listed = _perftool({**env, "COLUMNS": "200"}, "rules", "list", "--rules", str(tmp_path / "rules"))
+    assert "long_device_ops (perftool-demo-plugin)" in listed.stdout, listed.stdout
+
+
+def test_without_the_plugin_its_rule_is_a_clear_error(tmp_path):
+    _plugin_path(tmp_path)
+    result = _perftool(dict(os.environ), "scan", str(REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"),
+                       "--rules", str(tmp_path / "rules"))  # fmt: skip
+    assert result.returncode == 2 and "unknown detector 'long_device_ops'" in result.stderr
