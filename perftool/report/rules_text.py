@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
@@ -12,17 +13,17 @@ from perftool.rules.model import Rule
 
 
 def catalogue(rules: list[Rule]) -> Table:
-    table = Table(show_header=True)
-    for column in ("id", "name", "title", "detector (from)", "severity", "thresholds"):
-        table.add_column(column, no_wrap=column in ("id", "name"), overflow="fold")  # narrow logs wrap, never cut
+    """One row per rule: id and name over its title, detector over where it comes from, severity over thresholds."""
+    table = Table(show_header=True, box=box.SIMPLE_HEAD)
+    table.add_column("rule", min_width=28, ratio=3)
+    table.add_column("detector", no_wrap=True)
+    table.add_column("severity (thresholds)", min_width=20, ratio=2)
     for rule in rules:
+        name = rule.name if rule.enabled else f"{rule.name} (disabled)"
         table.add_row(
-            rule.id,
-            rule.name if rule.enabled else f"{rule.name} (disabled)",
-            rule.title,
-            f"{rule.detector} ({ORIGINS.get(rule.detector, '?')})",
-            rule.severity.value,
-            _thresholds(rule),
+            Text.assemble((f"{rule.id} {name}", "bold"), "\n", (rule.title, "dim")),
+            Text.assemble(rule.detector, "\n", (f"from {ORIGINS.get(rule.detector, '?')}", "dim")),
+            f"{rule.severity.value} ({_thresholds(rule)})",
         )
     return table
 
