@@ -46,6 +46,7 @@ from perftool.report import (
     tune_text,
 )
 from perftool.report.progress import SweepProgress
+from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport
 from perftool.rules import catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
@@ -62,6 +63,10 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "rule": Rule,
     "project": ProjectConfig,
     "budget": Budget,
+    "info": InfoReport,
+    "emulate-result": EmulateReport,
+    "tune-result": TuneReport,
+    "gate-result": GateReport,
 }
 SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
 

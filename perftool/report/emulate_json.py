@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from perftool.emulator.run import Run
+from perftool.results import EmulateReport
 
 SCHEMA = "perftool.emulate/1"
 
@@ -20,4 +19,4 @@ def render(run: Run, written: str | None = None) -> str:
         "step_breakdown_us": run.breakdown(),
         "trace": written,
     }
-    return json.dumps(document, indent=2) + "\n"
+    return EmulateReport.model_validate(document).json_text()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 
 from perftool.gate.run import GateResult
+from perftool.results import GateReport
 
 SCHEMA = "perftool.gate/1"
 
@@ -20,4 +20,4 @@ def render(result: GateResult) -> str:
         "counts": result.counts(),
         "checks": [asdict(check) for check in result.checks],
     }
-    return json.dumps(document, indent=2) + "\n"
+    return GateReport.model_validate(document).json_text()

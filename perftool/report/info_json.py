@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 import numpy as np
 
 from perftool.analysis.metrics import Metrics
+from perftool.results import InfoReport
 from perftool.trace.model import Trace
 
 SCHEMA = "perftool.info/1"
@@ -53,7 +53,7 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
 
 
 def render(trace: Trace, metrics: Metrics) -> str:
-    return json.dumps(info_document(trace, metrics), indent=2, ensure_ascii=False, default=str) + "\n"
+    return InfoReport.model_validate(info_document(trace, metrics)).json_text()
 
 
 def _number(value: float) -> float | None:

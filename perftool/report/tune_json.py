@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
+from perftool.results import TuneReport
 from perftool.tune.evaluator import ROW_FIGURES
 from perftool.tune.explain import why
 from perftool.tune.search import TuneResult
@@ -55,7 +55,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
             for line in knob_lines(result)
         ],
     }
-    return json.dumps(document, indent=2) + "\n"
+    return TuneReport.model_validate(document).json_text()
 
 
 def _configuration(result: TuneResult, row: int) -> dict[str, Any]:

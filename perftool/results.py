@@ -1,0 +1,144 @@
+"""The JSON documents ``info``, ``emulate``, ``tune`` and ``gate`` write, as versioned pydantic models.
+
+Each renderer builds its document and passes it through its model, so what is written always matches
+the published schema (``perftool schema info|emulate-result|tune-result|gate-result``). Scan results
+have their own model, :class:`perftool.rules.findings.ScanReport`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: str = Field(alias="schema", description="the document's kind and version, e.g. perftool.gate/1")
+
+    def json_text(self) -> str:
+        """The document as perftool writes it: indented JSON, keys in the model's order, one newline after."""
+        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False) + "\n"
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InfoTrack(_Part):
+    id: int
+    pid: int | str
+    tid: int | str
+    process: str
+    thread: str
+    labels: str
+    role: str = Field(description="host, host.input, device, link.h2d, link.d2h, compiler, summary or unknown")
+    events: int
+
+
+class InfoOp(_Part):
+    name: str
+    count: int
+    total_us: float
+    share: float | None
+
+
+class InfoTopOps(_Part):
+    scope: Literal["device", "host"]
+    ops: list[InfoOp]
+
+
+class InfoReport(_Document):
+    """``perftool info --format json``."""
+
+    source: str
+    dialect: str
+    device: str = Field(description="what the device tracks ran on, or 'none (host only)'")
+    step_clock: Literal["host", "device"]
+    caveats: list[str]
+    display_time_unit: str
+    metadata: dict[str, Any] = Field(description="the trace's top-level keys other than traceEvents")
+    tracks: list[InfoTrack]
+    metrics: dict[str, float | None] = Field(description="the shared metrics (`perftool metrics`)")
+    step_times_us: list[float]
+    top_ops: InfoTopOps
+    categories: dict[str, int]
+
+
+class EmulateReport(_Document):
+    """``perftool emulate --format json``."""
+
+    device: str
+    config: dict[str, Any] = Field(description="the config as run (`perftool schema config`)")
+    prediction: dict[str, Any] = Field(description="step time, throughput, utilisation and the rest, per metric")
+    memory_bytes: float
+    capacity_bytes: float
+    step_breakdown_us: dict[str, float]
+    trace: str | None = Field(description="the trace file written (--trace), with its size")
+
+
+class TunedConfiguration(_Part):
+    knobs: dict[str, Any]
+    feasible: bool
+    reason: str = Field(description="why it cannot run (out of memory, ...); empty when feasible")
+    figures: dict[str, float | None]
+
+
+class SensitivityPoint(_Part):
+    value: Any
+    evaluated: bool
+    objective: float | None
+    reason: str
+
+
+class KnobSensitivity(_Part):
+    knob: str
+    best: Any
+    spread: float | None
+    line: list[SensitivityPoint]
+
+
+class TuneReport(_Document):
+    """``perftool tune --format json``."""
+
+    config: str
+    device: str
+    objective: Literal["throughput", "step_time"]
+    strategy: Literal["exhaustive", "local"]
+    space: dict[str, list[Any]]
+    space_size: int
+    evaluations: int
+    pruned: int
+    budget: int | None
+    seconds: float
+    baseline: TunedConfiguration
+    best: TunedConfiguration
+    optimum: TunedConfiguration
+    speedup: float | None
+    top: list[TunedConfiguration]
+    why: dict[str, str]
+    sensitivity: list[KnobSensitivity]
+
+
+class GateCheckResult(_Part):
+    id: str
+    name: str
+    verdict: Literal["pass", "warn", "fail", "skip"]
+    baseline: float | None
+    candidate: float | None
+    change: str
+    limit: str
+    detail: str
+
+
+class GateReport(_Document):
+    """``perftool gate --format json``."""
+
+    status: Literal["pass", "warn", "fail"]
+    baseline: str | None
+    candidate: str
+    mismatches: list[str]
+    counts: dict[str, int]
+    checks: list[GateCheckResult]
