@@ -7,9 +7,7 @@ from typing import Any
 
 from perftool.results import TuneReport
 from perftool.tune.evaluator import ROW_FIGURES
-from perftool.tune.explain import why
 from perftool.tune.search import TuneResult
-from perftool.tune.sensitivity import knob_lines
 
 SCHEMA = "perftool.tune/1"
 
@@ -36,7 +34,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
         "optimum": _configuration(result, result.optimum),
         "speedup": finite(result.speedup()),
         "top": [_configuration(result, row) for row in result.ranked()[:top].tolist()],
-        "why": why(result),
+        "why": result.explanation,
         "sensitivity": [
             {
                 "knob": line.knob,
@@ -52,7 +50,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
                     for p in line.points
                 ],
             }
-            for line in knob_lines(result)
+            for line in result.sensitivity
         ],
     }
     return TuneReport.model_validate(document).json_text()

@@ -8,9 +8,8 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.report.console import add_columns
-from perftool.tune.explain import LABELS, shown, why
+from perftool.tune.explain import LABELS, shown
 from perftool.tune.search import TuneResult
-from perftool.tune.sensitivity import knob_lines
 from perftool.units import duration, percent
 
 COLUMNS = {  # short knob names for the table's headers
@@ -106,7 +105,7 @@ def _why(result: TuneResult) -> Group:
     bullets = Table.grid(padding=(0, 1))
     bullets.add_column(no_wrap=True)
     bullets.add_column()
-    for line in why(result).values():
+    for line in result.explanation.values():
         bullets.add_row(" •", line)
     return Group(Text("\nWhy", style="bold"), bullets, Text(""))
 
@@ -115,7 +114,7 @@ def _sensitivity(result: TuneResult) -> Table:
     unit = "samples/s" if result.objective == "throughput" else "step time"
     table = Table(title="Sensitivity (each knob moved with the others at the best)", title_justify="left")
     add_columns(table, [("knob", "left"), ("best", "left"), (f"along the knob ({unit})", "left"), ("spread", "right")])
-    for line in knob_lines(result):
+    for line in result.sensitivity:
         worst, top = line.extremes()
         along = (
             f"{_objective(result, worst.objective)} at {shown(worst.value)} → "

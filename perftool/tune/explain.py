@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
 from perftool.tune.evaluator import cause
-from perftool.tune.search import TuneResult
 from perftool.tune.sensitivity import KnobLine, LinePoint, knob_lines
+
+if TYPE_CHECKING:  # the result carries these modules' work: imported for its type only
+    from perftool.tune.search import TuneResult
 
 LABELS = {
     "loop_size": "loop size",
@@ -46,7 +48,7 @@ def why(result: TuneResult) -> dict[str, str]:
     """For each tuned knob, in the space's order: why the best value was chosen."""
     best = result.best_config()
     context = _Context(result, build_plan(best), float(result.rows.figures["step_time_us"][result.best]))
-    lines = {line.knob: line for line in knob_lines(result)}
+    lines = {line.knob: line for line in result.sensitivity or knob_lines(result)}
     reasons = {}
     for name in result.space.names:
         line = lines[name]

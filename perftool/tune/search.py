@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -19,7 +19,9 @@ from perftool.emulator.config import EmulatorConfig
 from perftool.errors import PerftoolError
 from perftool.tune.evaluator import Evaluator, Rows, evaluate_grid
 from perftool.tune.exhaustive import exhaustive
+from perftool.tune.explain import why
 from perftool.tune.local import compare_neighbours, local_search
+from perftool.tune.sensitivity import KnobLine, knob_lines
 from perftool.tune.space import Space
 from perftool.tune.spec import TuneConfig, TuneSpec
 
@@ -50,6 +52,8 @@ class TuneResult:
     baseline: Rows  # the config as written (one row)
     optimum: int  # row with the best objective
     best: int  # row perftool recommends (see the module docstring)
+    sensitivity: list[KnobLine] = field(default_factory=list)  # each knob moved with the others at the best
+    explanation: dict[str, str] = field(default_factory=dict)  # per knob: why its best value wins
 
     @property
     def objective(self) -> str:
@@ -107,10 +111,13 @@ def tune(
     rows = evaluator.rows()
     seconds = time.perf_counter() - started
     optimum, best = choose(rows, space, spec.objective, spec.tolerance)
-    return TuneResult(
+    result = TuneResult(
         config, space, strategy, budget, rows, evaluator.evaluations, evaluator.pruned, seconds,
         evaluate_grid(config, None), optimum, best,
     )  # fmt: skip
+    result.sensitivity = knob_lines(result)  # computed once, here: renderers only format them
+    result.explanation = why(result)
+    return result
 
 
 def _compare_answer(evaluator: Evaluator, spec: TuneSpec, budget: int) -> None:

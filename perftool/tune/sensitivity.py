@@ -8,11 +8,12 @@ best configuration's objective. Values the search never looked at (local search)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perftool.tune.search import TuneResult
+if TYPE_CHECKING:  # the result carries these modules' work: imported for its type only
+    from perftool.tune.search import TuneResult
 
 
 @dataclass
