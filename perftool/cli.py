@@ -19,33 +19,11 @@ from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_trace
 from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget, load_budget
-from perftool.gate.run import run_gate
+from perftool.gate.run import GateResult, run_gate
 from perftool.output import check_distinct, check_writable, write_bytes, write_text
-from perftool.report import (
-    console,
-    emulate_json,
-    emulate_text,
-    findings_github,
-    findings_json,
-    findings_markdown,
-    findings_sarif,
-    findings_text,
-    gate_github,
-    gate_json,
-    gate_junit,
-    gate_markdown,
-    gate_sarif,
-    gate_text,
-    info_json,
-    info_text,
-    rules_text,
-    tune_best_yaml,
-    tune_json,
-    tune_results_csv,
-    tune_results_json,
-    tune_text,
-)
+from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
+from perftool.report.registry import EmulateView, InfoView, ScanView, TuneView, emit, formats
 from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport
 from perftool.rules import catalog
 from perftool.rules.engine import scan_files
@@ -68,7 +46,6 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "tune-result": TuneReport,
     "gate-result": GateReport,
 }
-SCAN_FORMATS = ("text", "json", "markdown", "sarif", "github")
 
 
 class _Group(click.Group):
@@ -107,7 +84,7 @@ def _max_trace_size(command):
 
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(formats(InfoView)), default="text", show_default=True,
               help="text for people, json for tools.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
@@ -118,12 +95,7 @@ def info(trace: str, fmt: str, output: str | None, dialect: str | None, max_trac
         check_writable(output, [trace])
     loaded = load_trace(trace, dialect=dialect, max_bytes=max_trace_bytes)
     metrics = compute_metrics(loaded)
-    if fmt == "json":
-        write_text(info_json.render(loaded, metrics), output)
-    elif output:
-        write_text(console.plain(info_text.render(loaded, metrics)), output)
-    else:
-        Console().print(info_text.render(loaded, metrics))
+    emit(InfoView(loaded, metrics), fmt, output)
 
 
 @cli.command("metrics")
@@ -149,7 +121,7 @@ def list_metrics() -> None:
     metavar="FIELD=VALUE",
     help="Override a knob (loop_size=32) or any field (workload.steps=400).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(formats(EmulateView)), default="text", show_default=True,
               help="Summary format: text for people, json for tools.")  # fmt: skip
 def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
@@ -168,12 +140,7 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
     written = None
     if trace_file:
         written = f"{trace_file} ({write_trace(result, trace_file) / 1e3:,.0f} kB)"
-    if fmt == "json":
-        write_text(emulate_json.render(result, trace_file), output)
-    elif output:
-        write_text(console.plain(emulate_text.render(result, written)), output)
-    else:
-        Console().print(emulate_text.render(result, written))
+    emit(EmulateView(result, written), fmt, output)
 
 
 RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
@@ -188,7 +155,7 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
 @click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE",
               help="Override a knob, a field or a tune setting (tune.objective=step_time).")  # fmt: skip
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Configurations listed.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(formats(TuneView)), default="text", show_default=True,
               help="Summary format: text for people, json for tools.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
 @click.option("--write-best", type=click.Path(dir_okay=False), help="Write the best config as YAML for emulate.")
@@ -223,12 +190,7 @@ def tune(
         files[emit_trace] = encode_for(emit_trace, trace_bytes(emulate_run(result.best_config())))
     for path, data in files.items():
         write_bytes(data, path)
-    if fmt == "json":
-        write_text(tune_json.render(result, config, top), output)
-    elif output:
-        write_text(console.plain(tune_text.render(result, config, top)), output)
-    else:
-        Console().print(tune_text.render(result, config, top))
+    emit(TuneView(result, config, top), fmt, output)
 
 
 def _rule_options(command):
@@ -250,7 +212,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(SCAN_FORMATS), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(formats(ScanView)), default="text", show_default=True,
               help="text for people; json, markdown, sarif or github for tools and CI.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
@@ -277,17 +239,8 @@ def scan(
     report = scan_files(list(traces), chosen, device or project.device, dialect, evidence, max_trace_bytes)
     if not report.traces:  # nothing was read: the errors below say why, and no report stands in for the traces
         pass
-    elif fmt == "text" and not output:
-        Console().print(findings_text.render(report))
     else:
-        renderers = {
-            "text": lambda: console.plain(findings_text.render(report)),
-            "json": lambda: findings_json.render(report),
-            "markdown": lambda: findings_markdown.render(report),
-            "sarif": lambda: findings_sarif.render(report, chosen),
-            "github": lambda: findings_github.render(report),
-        }
-        write_text(renderers[fmt](), output)
+        emit(ScanView(report, chosen), fmt, output)
     for unread in report.unread:  # every trace that loaded is reported above; each bad one gets its line
         click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
     if report.unread:
@@ -301,15 +254,6 @@ def _first(*choices):
     return next(choice for choice in choices if choice is not None)
 
 
-GATE_FORMATS = {  # besides text
-    "json": gate_json,
-    "markdown": gate_markdown,
-    "junit": gate_junit,
-    "sarif": gate_sarif,
-    "github": gate_github,
-}
-
-
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True), metavar="[BASELINE] CANDIDATE")
 @click.option("--budget", type=click.Path(dir_okay=False), help="Hold the candidate to this budget file's limits.")
@@ -320,7 +264,7 @@ GATE_FORMATS = {  # besides text
 @click.option("--alpha", type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
               help="Significance level of the timing test  [default: 0.01].")  # fmt: skip
 @click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")
-@click.option("--format", "fmt", type=click.Choice(["text", *GATE_FORMATS]), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(formats(GateResult)), default="text", show_default=True,
               help="text for people; json, markdown, junit, sarif or github for CI.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
@@ -347,12 +291,7 @@ def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output,
         candidate, baseline, budget_limits, chosen, policy, level, allow_mismatch, device or project.device, dialect,
         max_trace_bytes,
     )  # fmt: skip
-    if fmt != "text":
-        write_text(GATE_FORMATS[fmt].render(result), output)
-    elif output:
-        write_text(console.plain(gate_text.render(result)), output)
-    else:
-        Console().print(gate_text.render(result))
+    emit(result, fmt, output)
     if result.status == "fail":
         sys.exit(1)
 

@@ -1,0 +1,107 @@
+"""Every output format, registered by (what is shown, format name), each a function of one argument.
+
+A command hands :func:`emit` what it produced, wrapped in one of the views below when a format needs
+more than the result itself (the rules a SARIF file describes, the config a tune ran). A renderer
+returns text (written as it is) or a rich renderable (printed for people, or flattened to text
+for ``-o``); :func:`emit` writes either to stdout or atomically to the output file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console, RenderableType
+
+from perftool.analysis.metrics import Metrics
+from perftool.emulator.run import Run
+from perftool.gate.run import GateResult
+from perftool.output import write_text
+from perftool.report import (
+    console,
+    emulate_json,
+    emulate_text,
+    findings_github,
+    findings_json,
+    findings_markdown,
+    findings_sarif,
+    findings_text,
+    gate_github,
+    gate_json,
+    gate_junit,
+    gate_markdown,
+    gate_sarif,
+    gate_text,
+    info_json,
+    info_text,
+    tune_json,
+    tune_text,
+)
+from perftool.rules.findings import ScanReport
+from perftool.rules.model import Rule
+from perftool.trace.model import Trace
+from perftool.tune.search import TuneResult
+
+
+@dataclass(frozen=True)
+class ScanView:
+    report: ScanReport
+    rules: list[Rule]  # the rules that ran (SARIF describes each)
+
+
+@dataclass(frozen=True)
+class InfoView:
+    trace: Trace
+    metrics: Metrics
+
+
+@dataclass(frozen=True)
+class EmulateView:
+    run: Run
+    trace_file: str | None  # where --trace wrote the run's trace, and its size
+
+
+@dataclass(frozen=True)
+class TuneView:
+    result: TuneResult
+    source: str  # the config file swept
+    top: int  # configurations listed
+
+
+Renderer = Callable[[Any], "str | RenderableType"]
+RENDERERS: dict[tuple[type, str], Renderer] = {
+    (ScanView, "text"): lambda v: findings_text.render(v.report),
+    (ScanView, "json"): lambda v: findings_json.render(v.report),
+    (ScanView, "markdown"): lambda v: findings_markdown.render(v.report),
+    (ScanView, "sarif"): lambda v: findings_sarif.render(v.report, v.rules),
+    (ScanView, "github"): lambda v: findings_github.render(v.report),
+    (GateResult, "text"): gate_text.render,
+    (GateResult, "json"): gate_json.render,
+    (GateResult, "markdown"): gate_markdown.render,
+    (GateResult, "junit"): gate_junit.render,
+    (GateResult, "sarif"): gate_sarif.render,
+    (GateResult, "github"): gate_github.render,
+    (InfoView, "text"): lambda v: info_text.render(v.trace, v.metrics),
+    (InfoView, "json"): lambda v: info_json.render(v.trace, v.metrics),
+    (EmulateView, "text"): lambda v: emulate_text.render(v.run, v.trace_file),
+    (EmulateView, "json"): lambda v: emulate_json.render(v.run, v.trace_file),
+    (TuneView, "text"): lambda v: tune_text.render(v.result, v.source, v.top),
+    (TuneView, "json"): lambda v: tune_json.render(v.result, v.source, v.top),
+}
+
+
+def formats(kind: type) -> list[str]:
+    """The format names registered for ``kind``, text first."""
+    return [fmt for shown, fmt in RENDERERS if shown is kind]
+
+
+def emit(shown: Any, fmt: str, output: str | None = None) -> None:
+    """Render ``shown`` in ``fmt`` and write it: to stdout, or atomically to ``output``."""
+    rendered = RENDERERS[type(shown), fmt](shown)
+    if isinstance(rendered, str):
+        write_text(rendered, output)
+    elif output:
+        write_text(console.plain(rendered), output)
+    else:
+        Console().print(rendered)
