@@ -27,7 +27,7 @@ OUT = os.path.join(HERE, "out")
 def measure(path: str, workers: int | None) -> dict:
     """Load + metrics in this process; return timings and peak RSS (run in a child process)."""
     from perftool.analysis import compute_metrics
-    from perftool.trace import load_trace
+    from perftool.traces import load_trace
 
     start = time.perf_counter()
     trace = load_trace(path, workers=workers)

@@ -29,7 +29,7 @@ from perftool.rules import catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
 from perftool.rules.project import ProjectConfig, load_project
-from perftool.trace import load_trace
+from perftool.traces import load_trace
 from perftool.tune.search import TuneResult
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import load_tune_config

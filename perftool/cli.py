@@ -30,7 +30,7 @@ from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
 from perftool.rules.project import ProjectConfig, load_project
-from perftool.trace import load_trace
+from perftool.traces import load_trace
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import TuneConfig, load_tune_config
 

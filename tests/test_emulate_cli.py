@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from perftool.trace import load_trace
+from perftool.traces import load_trace
 
 SAMPLES = REPO / "sample_traces"
 HEALTHY = SAMPLES / "npu" / "healthy.yaml"

@@ -12,7 +12,7 @@ from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, TILE_BYTES
 from perftool.emulator.run import run
-from perftool.trace import load_trace
+from perftool.traces import load_trace
 
 SAMPLES = REPO / "sample_traces"
 SAMPLE_CONFIGS = sorted(SAMPLES.glob("*/*.yaml"))

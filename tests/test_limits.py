@@ -49,7 +49,7 @@ def test_gzip_bomb_is_refused_quickly_in_bounded_memory(tmp_path):
     assert bomb.stat().st_size < 2 << 20
     started = time.perf_counter()
     printed, peak_mb = peak_rss_mb_of(
-        "from perftool.trace import load_trace\nfrom perftool.errors import TraceError\n"
+        "from perftool.traces import load_trace\nfrom perftool.errors import TraceError\n"
         f"try:\n    load_trace({str(bomb)!r})\nexcept TraceError as exc:\n    print(exc)"
     )
     assert "gzip bomb" in printed and str(bomb) in printed

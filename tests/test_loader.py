@@ -12,9 +12,10 @@ import pytest
 from conftest import DATA, TORCH_FIXTURE, complete, error_line, process_name, thread_name
 
 from perftool.errors import TraceError
-from perftool.trace import Phase, load_trace
+from perftool.trace import Phase
 from perftool.trace import decode as decode_module
 from perftool.trace.model import Kind
+from perftool.traces import load_trace
 
 
 def names_of(trace, rows):

@@ -20,8 +20,8 @@ from perftool.errors import PerftoolError
 from perftool.rules.engine import scan_trace
 from perftool.rules.findings import EmulatorRun, ScanReport, TraceFindings
 from perftool.rules.model import Rule
-from perftool.trace import load_trace
 from perftool.trace.loader import GZIP_MAGIC
+from perftool.traces import load_trace
 from perftool.yamlfile import read_document
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')

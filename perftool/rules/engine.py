@@ -17,8 +17,8 @@ from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings, UnreadTrace
 from perftool.rules.model import Rule, Severity, fill
-from perftool.trace import load_trace
 from perftool.trace.model import Trace
+from perftool.traces import load_trace
 
 
 def scan_files(

@@ -1,6 +1,6 @@
-"""The trace model and its loader."""
+"""The trace model and its reader (roles and kinds come from :mod:`perftool.traces`)."""
 
-from perftool.trace.loader import load_trace
+from perftool.trace.loader import read_trace
 from perftool.trace.model import Counters, Kind, Phase, Role, Trace, Track
 
-__all__ = ["Counters", "Kind", "Phase", "Role", "Trace", "Track", "load_trace"]
+__all__ = ["Counters", "Kind", "Phase", "Role", "Trace", "Track", "read_trace"]

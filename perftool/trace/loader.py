@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
-from perftool import dialects, limits
+from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace import decode
 from perftool.trace.columns import ColumnBuilder, Part, PieceError, make_part
@@ -37,30 +37,30 @@ SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 
 
-def load_trace(
-    path: str | os.PathLike[str], dialect: str | None = None, workers: int | None = None, max_bytes: int | None = None
-) -> Trace:
-    """Read a trace file and assign track roles and event kinds through its dialect.
+def read_trace(
+    path: str | os.PathLike[str], workers: int | None = None, max_bytes: int | None = None,
+    keep_args: frozenset[str] = frozenset(),
+) -> Trace:  # fmt: skip
+    """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.traces`).
 
-    ``dialect`` forces one by name; by default it is detected. ``workers`` decoding processes are
-    used for large files (default: one per CPU, at most 4). A trace of more than ``max_bytes`` of
-    JSON (default :func:`perftool.limits.max_trace_bytes`) is refused. Raises
+    ``workers`` decoding processes are used for large files (default: one per CPU, at most 4). A
+    trace of more than ``max_bytes`` of JSON (default :func:`perftool.limits.max_trace_bytes`) is
+    refused. Events in the ``keep_args`` categories keep their ``args``. Raises
     :class:`~perftool.errors.TraceError` with a one-line message for any unreadable input.
     """
     path = os.fspath(path)
     max_bytes = max_bytes or limits.max_trace_bytes()
     if path == STDIN or _is_stream(path):
-        return _load_spooled(path, dialect, workers, max_bytes)
+        return _read_spooled(path, workers, max_bytes, keep_args)
     _check_readable(path)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
-        trace = _load(path, workers, max_bytes)
+        return _load(path, workers, max_bytes, keep_args)
     except RecursionError:
         raise TraceError(
             path, f"JSON nested too deeply (over {limits.MAX_JSON_DEPTH} levels of arrays or objects)"
         ) from None
-    return dialects.apply(trace, dialect)
 
 
 def _is_stream(path: str) -> bool:
@@ -72,7 +72,7 @@ def _is_stream(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _load_spooled(path: str, dialect: str | None, workers: int | None, max_bytes: int) -> Trace:
+def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: frozenset[str]) -> Trace:
     """Copy a stream (``-`` for standard input) once into a temporary file, then load that like any file.
 
     The copy stops at the trace-size limit (for gzip, at the limit on compressed bytes as well); errors
@@ -96,7 +96,7 @@ def _load_spooled(path: str, dialect: str | None, workers: int | None, max_bytes
             if source is not sys.stdin.buffer:
                 source.close()
         try:
-            trace = load_trace(spooled, dialect, workers, max_bytes)
+            trace = read_trace(spooled, workers, max_bytes, keep_args)
         except TraceError as exc:
             raise TraceError(path, exc.problem) from None
     trace.source = path
@@ -114,10 +114,9 @@ def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
     )
 
 
-def _load(path: str, workers: int | None, max_bytes: int) -> Trace:
+def _load(path: str, workers: int | None, max_bytes: int, args_categories: frozenset[str]) -> Trace:
     if workers is None:
         workers = min(os.cpu_count() or 1, 4) if _json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
-    args_categories = dialects.args_categories()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived structs; none of them form cycles
     try:
