@@ -25,10 +25,10 @@ from perftool.emulator.run import run as run_emulator
 from perftool.errors import PerftoolError
 from perftool.gate.policy import load_budget
 from perftool.gate.run import GateResult, run_gate
+from perftool.project import ProjectConfig, load_project
 from perftool.rules import catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
-from perftool.rules.project import ProjectConfig, load_project
 from perftool.traces import load_trace
 from perftool.tune.search import TuneResult
 from perftool.tune.search import tune as run_tune

@@ -21,6 +21,7 @@ from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget, load_budget
 from perftool.gate.run import GateResult, run_gate
 from perftool.output import check_distinct, check_writable, write_bytes, write_text
+from perftool.project import ProjectConfig, load_project
 from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
 from perftool.report.registry import EmulateView, InfoView, ScanView, TuneView, emit, formats
@@ -29,7 +30,6 @@ from perftool.rules import catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
-from perftool.rules.project import ProjectConfig, load_project
 from perftool.traces import load_trace
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import TuneConfig, load_tune_config

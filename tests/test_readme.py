@@ -77,8 +77,8 @@ def yaml_example(first_key: str) -> str:
 
 
 def test_the_project_config_example_loads_as_written(tmp_path):
+    from perftool.project import load_project
     from perftool.rules.catalog import load_catalog
-    from perftool.rules.project import load_project
 
     path = tmp_path / "perftool.yaml"
     path.write_text(yaml_example("fail_on:"))

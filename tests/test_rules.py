@@ -12,9 +12,9 @@ import yaml
 from conftest import REPO
 
 from perftool.errors import PerftoolError
+from perftool.project import load_project
 from perftool.rules.catalog import builtin_dir, load_catalog, load_rule
 from perftool.rules.model import Severity, Thresholds, fill
-from perftool.rules.project import load_project
 
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"  # PT001 at 17.8%
 HOST_BOUND = builtin_dir() / "PT001-host-bound-gaps.yaml"

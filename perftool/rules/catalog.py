@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from perftool.errors import PerftoolError
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
 from perftool.rules.model import Rule, template_fields
-from perftool.rules.project import ProjectConfig
+from perftool.rules.settings import RuleSettings
 from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
 
 _PACKAGED = Path(__file__).parent / "builtin"  # the top-level rules/ folder, as installed in the wheel
@@ -60,9 +60,9 @@ def load_rule(path: Path) -> Rule:
     return rule
 
 
-def load_catalog(project: ProjectConfig | None = None, extra_dirs: tuple[str, ...] = ()) -> list[Rule]:
+def load_catalog(project: RuleSettings | None = None, extra_dirs: tuple[str, ...] = ()) -> list[Rule]:
     """Every rule, built-in ones first, with the project's overrides applied; ids must be unique."""
-    project = project or ProjectConfig()
+    project = project or RuleSettings()
     directories = [builtin_dir(), *(Path(d) for d in (*project.rule_dirs, *extra_dirs))]
     rules: dict[str, tuple[Rule, Path]] = {}
     for directory in directories:
@@ -77,7 +77,7 @@ def load_catalog(project: ProjectConfig | None = None, extra_dirs: tuple[str, ..
     return [_override(rule, project) for rule, _ in sorted(rules.values(), key=lambda item: item[0].id)]
 
 
-def _override(rule: Rule, project: ProjectConfig) -> Rule:
+def _override(rule: Rule, project: RuleSettings) -> Rule:
     change = project.rules.get(rule.id) or project.rules.get(rule.name)
     if change is None:
         return rule
@@ -102,7 +102,7 @@ def _override(rule: Rule, project: ProjectConfig) -> Rule:
         raise PerftoolError(f"{project.source}: rules.{rule.id}.{where}: {error_reason(error)}") from None
 
 
-def _check_known(rules: list[Rule], project: ProjectConfig) -> None:
+def _check_known(rules: list[Rule], project: RuleSettings) -> None:
     """Every rule the project names must exist."""
     known = {rule.id for rule in rules} | {rule.name for rule in rules}
     for name in project.rules:

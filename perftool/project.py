@@ -1,4 +1,8 @@
-"""A project's scan settings: ``perftool.yaml``, or ``[tool.perftool]`` in ``pyproject.toml``."""
+"""A project's settings: ``perftool.yaml``, or ``[tool.perftool]`` in ``pyproject.toml``.
+
+They configure the rules (:class:`~perftool.rules.settings.RuleSettings`) and the gate
+(:class:`~perftool.gate.policy.GatePolicy`), and sit above both in the pipeline.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,12 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import Field, ValidationError
 
 from perftool.errors import PerftoolError
 from perftool.gate.policy import GatePolicy
 from perftool.limits import MAX_JSON_DEPTH
-from perftool.rules.model import Severity
+from perftool.rules.settings import RuleSettings
 from perftool.yamlfile import read_document, read_yaml, validation_error
 
 if sys.version_info >= (3, 11):
@@ -22,34 +26,13 @@ else:  # pragma: no cover - exercised on 3.10 only
 FailOn = Literal["info", "warning", "error", "never"]
 
 
-class RuleChange(BaseModel):
-    """What a project changes in one rule, without touching its file."""
+class ProjectConfig(RuleSettings):
+    """The rules' settings, and what the commands default to and gate holds a candidate to."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    thresholds: dict[Literal["info", "warning", "error"], float | None] = Field(default_factory=dict)
-    params: dict[str, float] = Field(default_factory=dict)
-    severity: Severity | None = None
-    enabled: bool | None = None
-
-
-class ProjectConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    rule_dirs: list[str] = Field(default_factory=list, description="extra rule directories, relative to this file")
-    select: list[str] = Field(default_factory=list, description="run only these rules (ids or names)")
-    ignore: list[str] = Field(default_factory=list, description="never run these rules")
     fail_on: FailOn | None = None
     device: Literal["npu", "ipu", "hpu", "gpu", "generic"] | None = None
     evidence: int | None = Field(None, ge=0, le=100, description="occurrences listed per finding")
-    rules: dict[str, RuleChange] = Field(default_factory=dict, description="per rule id or name: what to change")
     gate: GatePolicy = Field(default_factory=GatePolicy, description="what perftool gate holds a candidate to")
-    _source: str = PrivateAttr("project config")
-
-    @property
-    def source(self) -> str:
-        """Where the settings came from, for error messages."""
-        return self._source
 
 
 def load_project(explicit: str | None = None, directory: Path | None = None) -> ProjectConfig | None:
