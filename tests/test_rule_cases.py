@@ -1,0 +1,112 @@
+"""Every rule's cases (tests/rule_cases/PTnnn.yaml): small traces in each vocabulary, and what the scan of each
+must and must not report. One test drives them all; see tests/rule_cases/README.md for the format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from perftool.rules.catalog import load_catalog
+
+CASES = Path(__file__).parent / "rule_cases"
+RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+def _meta(kind: str, pid: int, tid: int, **args) -> dict:
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": args}
+
+
+VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming them, the step markers' track
+    "kineto": ({"host": (100, 1), "device": (0, 7)}, [
+        _meta("process_name", 100, 0, name="python3"), _meta("process_labels", 100, 0, labels="CPU"),
+        _meta("process_name", 0, 0, name="python3"), _meta("process_labels", 0, 0, labels="GPU 0"),
+        _meta("thread_name", 0, 7, name="stream 7"),
+    ], "host"),
+    "kineto-legacy": ({"host": (100, 1), "device": (0, 7)}, [
+        _meta("process_name", 100, 0, name="python"), _meta("thread_name", 0, 7, name="stream 7"),
+    ], "host"),
+    "ascend": ({"python": (1, 11), "cann": (2, 11), "npu": (3, 5)}, [
+        _meta("process_name", 1, 0, name="Python"), _meta("process_name", 2, 0, name="CANN"),
+        _meta("process_name", 3, 0, name="Ascend Hardware"), _meta("thread_name", 3, 5, name="Stream 5"),
+    ], "python"),
+    "graphcore": ({"host": (1, 1), "ipu": (2, 1)}, [
+        _meta("process_name", 1, 0, name="Host (Poplar)"), _meta("process_name", 2, 0, name="IPU 0"),
+        _meta("thread_name", 2, 1, name="Execution"),
+    ], "host"),
+    "gaudi": ({"host": (10, 1), "device": (0, 1)}, [
+        _meta("process_name", 10, 0, name="python3"), _meta("process_name", 0, 0, name="HPU 0"),
+        _meta("thread_name", 0, 1, name="TPC"),
+    ], "host"),
+}  # fmt: skip
+
+
+READ_AS = {  # vocabulary -> the dialect and device family perftool must read a case's trace as
+    "kineto": ("kineto", "gpu"), "ascend": ("ascend", "npu"), "graphcore": ("graphcore", "ipu"), "gaudi": ("kineto", "hpu"),
+}  # fmt: skip
+
+
+def _event(spec: dict, at: float, tracks: dict) -> dict:
+    pid, tid = tracks[spec["track"]]
+    event = {"ph": "X", "name": spec["name"], "cat": spec.get("cat", ""), "pid": pid, "tid": tid,
+             "ts": at + spec["ts"], "dur": spec["dur"]}  # fmt: skip
+    return event | ({"args": spec["args"]} if "args" in spec else {})
+
+
+def build(case: dict) -> dict:
+    """The case's trace: its steps, each with the case's events (repeated, and every n-th step's extras)."""
+    vocabulary = "kineto-legacy" if case.get("legacy") else case["vocabulary"]
+    tracks, events, step_track = VOCABULARIES[vocabulary]
+    events = list(events)
+    repeat = case.get("repeat", {"count": 1, "every": 0})
+    step_cat = {"kineto": "user_annotation", "kineto-legacy": "Operator", "gaudi": "user_annotation"}.get(
+        vocabulary, ""
+    )
+    for i in range(case["steps"]):
+        t = i * case["period"]
+        events.append(_event({"name": f"ProfilerStep#{i}", "track": step_track, "ts": 0, "dur": case["period"] - 1,
+                              "cat": step_cat}, t, tracks))  # fmt: skip
+        for k in range(repeat["count"]):
+            events += [_event(spec, t + k * repeat["every"], tracks) for spec in case["events"]]
+        for n, extra in case.get("every", {}).items():
+            if i % int(n) == int(n) - 1:
+                events += [_event(spec, t, tracks) for spec in extra]
+    return {"traceEvents": events}
+
+
+def all_cases() -> list:
+    found = []
+    for path in sorted(CASES.glob("PT*.yaml")):
+        document = yaml.safe_load(path.read_text())
+        found += [pytest.param(document["rule"], case, id=f"{path.stem}: {case['name']}") for case in document["cases"]]
+    return found
+
+
+@pytest.mark.parametrize(("rule", "case"), all_cases())
+def test_rule_case(run, write_trace, rule, case):
+    result = run("scan", write_trace(build(case)), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    scanned = json.loads(result.stdout)["traces"][0]
+    assert (scanned["dialect"], scanned["family"]) == READ_AS[case["vocabulary"]]  # the case is in that vocabulary
+    findings = {f["rule_id"]: f for f in scanned["findings"]}
+    for expected in case.get("expect", []):
+        finding = findings.get(expected["rule"])
+        assert finding is not None, f"{expected['rule']} not reported; got {sorted(findings)}"
+        assert RANK[finding["severity"]] >= RANK[expected.get("severity", "info")], finding["severity"]
+        for key, where in (("fix_has", "fix"), ("message_has", "message")):
+            if key in expected:
+                text = finding["fix"]["text"] if where == "fix" else finding["message"]
+                assert expected[key] in text, text
+        if "fix_lacks" in expected:
+            assert expected["fix_lacks"] not in finding["fix"]["text"], finding["fix"]["text"]
+        for name, value in expected.get("value", {}).items():
+            assert finding["values"][name] == value, (name, finding["values"][name])
+    for rejected in case.get("reject", []):
+        assert rejected not in findings, f"{rejected} reported: {findings[rejected]['message']}"
+
+
+def test_every_rule_has_a_case_that_reports_it():
+    reported = {expected["rule"] for _, case in (p.values for p in all_cases()) for expected in case.get("expect", [])}
+    assert {rule.id for rule in load_catalog()} <= reported
