@@ -44,7 +44,8 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
 
 
 READ_AS = {  # vocabulary -> the dialect and device family perftool must read a case's trace as
-    "kineto": ("kineto", "gpu"), "ascend": ("ascend", "npu"), "graphcore": ("graphcore", "ipu"), "gaudi": ("kineto", "hpu"),
+    "kineto": ("kineto", "gpu"), "ascend": ("ascend", "npu"), "graphcore": ("graphcore", "ipu"),
+    "gaudi": ("kineto", "hpu"),
 }  # fmt: skip
 
 
