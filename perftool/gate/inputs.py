@@ -10,6 +10,7 @@ knobs are what a change usually tries).
 from __future__ import annotations
 
 import gzip
+import io
 import re
 import zlib
 
@@ -20,9 +21,9 @@ from perftool.errors import PerftoolError
 from perftool.rules.engine import scan_trace
 from perftool.rules.findings import EmulatorRun, ScanReport, TraceFindings
 from perftool.rules.model import Rule
-from perftool.trace.loader import GZIP_MAGIC
+from perftool.trace.loader import GZIP_MAGIC, TrailingGzipData, inflate_gzip, read_error
 from perftool.traces import load_trace
-from perftool.yamlfile import read_document
+from perftool.yamlfile import read_document, validation_error
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
 FREE_WORKLOAD_FIELDS = frozenset({"steps", "name"})  # may differ between comparable emulator runs
@@ -38,19 +39,19 @@ def load_side(
 
 
 def _gunzip(path: str, data: bytes) -> bytes:
-    """Decompress a gzipped scan result, refusing one that inflates past the document limit."""
-    inflater = zlib.decompressobj(wbits=31)
+    """Decompress a gzipped scan result as the trace loader does, refusing one that inflates past the document limit."""
+    chunks, size = [], 0
     try:
-        plain = inflater.decompress(data, limits.MAX_DOCUMENT_BYTES + 1)
-    except zlib.error as exc:
-        raise PerftoolError(f"{path}: cannot read scan results: corrupt gzip data: {exc}") from None
-    if len(plain) > limits.MAX_DOCUMENT_BYTES:
-        raise PerftoolError(
-            f"{path}: scan results larger than {limits.size_text(limits.MAX_DOCUMENT_BYTES)} are refused"
-        )
-    if not inflater.eof:
-        raise PerftoolError(f"{path}: cannot read scan results: truncated gzip stream")
-    return plain
+        for chunk in inflate_gzip(io.BytesIO(data)):
+            size += len(chunk)
+            if size > limits.MAX_DOCUMENT_BYTES:
+                raise PerftoolError(
+                    f"{path}: scan results larger than {limits.size_text(limits.MAX_DOCUMENT_BYTES)} are refused"
+                )
+            chunks.append(chunk)
+    except (EOFError, zlib.error, TrailingGzipData) as exc:
+        raise read_error(path, exc) from None
+    return b"".join(chunks)
 
 
 def _is_scan_json(path: str) -> bool:
@@ -72,9 +73,7 @@ def _from_scan_json(path: str) -> TraceFindings:
     try:
         report = ScanReport.model_validate_json(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or "document"
-        raise PerftoolError(f"{path}: not a perftool scan result: {where}: {error['msg']}") from None
+        raise validation_error(f"{path}: not a perftool scan result", None, exc) from None
     if len(report.traces) != 1:
         raise PerftoolError(f"{path}: holds {len(report.traces)} traces; gate compares one trace with one")
     return report.traces[0]

@@ -11,7 +11,7 @@ from perftool.errors import PerftoolError
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
 from perftool.rules.model import Rule, template_fields
 from perftool.rules.settings import RuleSettings
-from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
+from perftool.yamlfile import field_error, read_yaml, validation_error
 
 _PACKAGED = Path(__file__).parent / "builtin"  # the top-level rules/ folder, as installed in the wheel
 _SOURCE = Path(__file__).resolve().parents[2] / "rules"  # the same folder in a source checkout
@@ -97,9 +97,7 @@ def _override(rule: Rule, project: RuleSettings) -> Rule:
     try:
         return Rule.model_validate(updated)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise PerftoolError(f"{project.source}: rules.{rule.id}.{where}: {error_reason(error)}") from None
+        raise validation_error(project.source, None, exc, prefix=("rules", rule.id)) from None
 
 
 def _check_known(rules: list[Rule], project: RuleSettings) -> None:

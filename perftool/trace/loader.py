@@ -225,7 +225,7 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
         try:
             total = 0
             with open(path, "rb") as fh:
-                for chunk in _inflate(fh) if compressed else iter(lambda: fh.read(CHUNK_BYTES), b""):
+                for chunk in inflate_gzip(fh) if compressed else iter(lambda: fh.read(CHUNK_BYTES), b""):
                     total += len(chunk)
                     _check_size(path, total, file_size if compressed else None, max_bytes)
                     _put(chunks, chunk, stop)
@@ -246,7 +246,7 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
         item = chunks.get()
         if isinstance(item, BaseException):
             done = True
-            raise _read_error(path, item)
+            raise read_error(path, item)
         done = not item
         return item
 
@@ -265,7 +265,7 @@ def _reader(path: str, max_bytes: int) -> Iterator[Callable[[int], bytes]]:
 _COMPRESSED_BLOCK = 1 << 20
 
 
-def _inflate(fh: BinaryIO) -> Iterator[bytes]:
+def inflate_gzip(fh: BinaryIO) -> Iterator[bytes]:
     """The decompressed bytes of a gzip file (members one after another), in chunks of CHUNK_BYTES.
 
     zlib is called directly on large blocks: each call releases the GIL for megabytes of output,
@@ -285,7 +285,7 @@ def _inflate(fh: BinaryIO) -> Iterator[bytes]:
             if len(data) == 1:  # too little to tell a member's start from anything else: read on
                 data += fh.read(_COMPRESSED_BLOCK)
             if data and not data.startswith(GZIP_MAGIC):
-                raise _TrailingData(len(data))
+                raise TrailingGzipData(len(data))
             if data:
                 inflater = zlib.decompressobj(wbits=31)
             continue
@@ -319,12 +319,13 @@ def _put(chunks: queue.Queue, item: bytes | BaseException, stop: threading.Event
             continue
 
 
-class _TrailingData(Exception):
+class TrailingGzipData(Exception):
     """Bytes after the last gzip member that are neither padding nor another member."""
 
 
-def _read_error(path: str, exc: BaseException) -> BaseException:
-    if isinstance(exc, _TrailingData):
+def read_error(path: str, exc: BaseException) -> BaseException:
+    """A reading or inflating failure as the one-line error that names the file (other errors as they are)."""
+    if isinstance(exc, TrailingGzipData):
         return TraceError(path, "trailing data after the gzip stream: bytes that are not another gzip member")
     if isinstance(exc, EOFError):
         return TraceError(path, "truncated gzip stream: the file ends before the compressed data does")
