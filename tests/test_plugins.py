@@ -15,7 +15,7 @@ PLUGIN = '''
 """A third-party detector: device ops longer than a threshold."""
 import numpy as np
 
-from perftool.rules.detectors.base import Detection, Detector
+from perftool.rules.detectors.base import Detection, Detector, Setting
 from perftool.trace.model import Kind
 
 
@@ -29,8 +29,8 @@ def detect(scope, params):
 
 
 DETECTOR = Detector(
-    name="long_device_ops", summary="device ops longer than min_us", values={"count": "such ops"},
-    params={"min_us": 1000.0}, detect=detect,
+    name="long_device_ops", summary="device ops longer than min_us", values={"count": "such ops"}, detect=detect,
+    settings={"min_us": Setting(1000.0, "the shortest op reported, µs")},
 )
 '''
 

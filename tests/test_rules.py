@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, error_line
 
 from perftool.errors import PerftoolError
 from perftool.project import load_project
@@ -191,3 +191,12 @@ def test_rules_list_and_explain(run):
 
 def test_unknown_numbers_read_n_a():
     assert fill("{per_step:.2f} per step, {share:.0%}", {"per_step": float("nan"), "share": 0.5}) == "n/a per step, 50%"
+
+
+def test_detector_settings_are_typed_and_explained(run, tmp_path):
+    rules = tmp_path / "rules"
+    path = _write_rule(rules, params={"max_loop_size": 1.5})
+    error_line(run("rules", "list", "--rules", rules), f"{path}:", "params.max_loop_size", "expected a whole number")
+    _write_rule(rules, params={"max_loop_size": 64})
+    page = " ".join(run("rules", "explain", "PX001", "--rules", rules).stdout.split())
+    assert "max_loop_size = 64 (int; default 1024): the largest loop size advice may name" in page

@@ -51,7 +51,12 @@ def page(rule: Rule) -> Group:
         )
     )
     if settings:
-        parts.append(_section("Settings", ", ".join(f"{name}={value:g}" for name, value in settings.items())))
+        lines = [
+            f"{name} = {value:g} ({detector.settings[name].kind.__name__}; default "
+            f"{detector.settings[name].default:g}): {detector.settings[name].meaning}"
+            for name, value in settings.items()
+        ]
+        parts.append(_section("Settings", "\n".join(lines)))
     values = {**detector.values, **COMMON_VALUES}
     parts.append(_section("Template values", "\n".join(f"{name}: {meaning}" for name, meaning in values.items())))
     if rule.references:

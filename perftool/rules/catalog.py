@@ -36,12 +36,15 @@ def load_rule(path: Path) -> Rule:
         raise field_error(
             source, root, ("detector",), f"unknown detector {rule.detector!r} (have: {', '.join(DETECTORS)})"
         )
-    for name in rule.params:
-        if name not in detector.params:
-            known = ", ".join(detector.params) or "none"
+    for name, value in rule.params.items():
+        if name not in detector.settings:
+            known = ", ".join(detector.settings) or "none"
             raise field_error(
                 source, root, ("params", name), f"detector {detector.name} has no such setting (has: {known})"
             )
+        problem = detector.settings[name].check(value)
+        if problem:
+            raise field_error(source, root, ("params", name), problem)
     known_values = {**COMMON_VALUES, **detector.values}
     for where, template in rule.templates().items():
         loc = tuple(where.split("."))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import import_module
 from importlib.metadata import entry_points
 
-from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 
 GROUP = "perftool.detectors"
 BUILT_IN = (  # registered under GROUP by perftool itself; listed here too for a source tree never installed
@@ -45,4 +45,4 @@ def _registered() -> tuple[dict[str, Detector], dict[str, str]]:
 
 DETECTORS, ORIGINS = _registered()
 
-__all__ = ["COMMON_VALUES", "DETECTORS", "GROUP", "ORIGINS", "Detection", "Detector", "Scope"]
+__all__ = ["COMMON_VALUES", "DETECTORS", "GROUP", "ORIGINS", "Detection", "Detector", "Scope", "Setting"]

@@ -42,6 +42,5 @@ DETECTOR = Detector(
         "ms_per_step": "time with an AI CPU task running, per step, ms",
         "busy_share": "share of the device's busy time spent in AI CPU tasks",
     },
-    params={},
     detect=detect,
 )

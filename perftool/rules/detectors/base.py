@@ -129,8 +129,28 @@ class Detector:
     name: str
     summary: str
     values: dict[str, str]  # value name -> meaning
-    params: dict[str, float]  # setting -> default
     detect: Callable[[Scope, dict[str, float]], Detection | None]
+    settings: dict[str, Setting] = field(default_factory=dict)  # what a rule file's params may set
+
+    @property
+    def params(self) -> dict[str, float]:
+        """Each setting's default."""
+        return {name: setting.default for name, setting in self.settings.items()}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One detector setting: its default, its type (float, or int for counts) and what it means, in a line."""
+
+    default: float
+    meaning: str
+    kind: type = float
+
+    def check(self, value: float) -> str | None:
+        """Why ``value`` does not suit this setting (None when it does)."""
+        if self.kind is int and not float(value).is_integer():
+            return f"expected a whole number (got {value!r})"
+        return None
 
 
 def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4) -> str:

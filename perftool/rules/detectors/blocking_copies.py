@@ -59,6 +59,5 @@ DETECTOR = Detector(
         "copy_ms_per_step": "time in pageable copies per step, ms",
         "blocked_ms_per_step": "device idle per step after the host was blocked in a copy, ms",
     },
-    params={},
     detect=detect,
 )

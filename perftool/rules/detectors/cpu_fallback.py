@@ -60,6 +60,5 @@ DETECTOR = Detector(
         "host_ms_per_step": "host time in the fallback ops per step, ms",
         "lost_ms_per_step": "device idle per step while they and their copies run, ms",
     },
-    params={},
     detect=detect,
 )

@@ -59,6 +59,5 @@ DETECTOR = Detector(
         "overlap_fraction": "share of copy time overlapping compute (h2d.overlap_fraction)",
         "io_tiles": "IO tiles that hold a micro-batch, as a power of two (emulated IPUs; else 0)",
     },
-    params={},
     detect=detect,
 )

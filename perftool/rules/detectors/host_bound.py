@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.trace.model import Kind, Role
 
 LOOP_FAMILIES = ("npu", "ipu")
@@ -136,6 +136,11 @@ DETECTOR = Detector(
         "host_names": "the host ops and calls running during the idle time, most time first",
         "target_overhead": "the share of a step host time should be cut to",
     },
-    params={"target_overhead": 0.02, "max_loop_size": 1024, "launch_share": 0.5, "short_op_us": 50.0},
     detect=detect,
+    settings={
+        "target_overhead": Setting(0.02, "the share of a step host time should be cut to (loop-size advice)"),
+        "max_loop_size": Setting(1024, "the largest loop size advice may name", int),
+        "launch_share": Setting(0.5, "launch overhead when at least this share of the idle time is in short gaps"),
+        "short_op_us": Setting(50.0, "... and the median device op is no longer than this, µs"),
+    },
 )

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 
-from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 from perftool.trace.model import Kind, Role
 
 # PyTorch names the loader's iterator after how it loads: in the training process, or from worker processes.
@@ -90,6 +90,9 @@ DETECTOR = Detector(
         "current_prefetch_depth": "prefetch depth now (the emulator's, else the assumed default)",
         "prefetch_depth": "prefetch depth that covers the slow batches",
     },
-    params={"assumed_prefetch_depth": 2, "worker_headroom": 1.2},
     detect=detect,
+    settings={
+        "assumed_prefetch_depth": Setting(2, "the prefetch depth taken for the trace's when it does not say", int),
+        "worker_headroom": Setting(1.2, "spare capacity asked of the input workers (1.2: 20% more than needed)"),
+    },
 )

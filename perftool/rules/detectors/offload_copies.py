@@ -42,6 +42,5 @@ DETECTOR = Detector(
         "state_mb": "optimizer state size, MB (emulator traces; else nan)",
         "state_size": "the optimizer state's size in words",
     },
-    params={},
     detect=detect,
 )

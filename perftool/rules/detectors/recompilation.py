@@ -85,6 +85,5 @@ DETECTOR = Detector(
         "loop_size": "a loop size dividing the step count (0: unknown)",
         "names": "the compile events' names",
     },
-    params={},
     detect=detect,
 )

@@ -40,6 +40,5 @@ DETECTOR = Detector(
         "compute_ratio": "their time relative to the compute ops they feed",
         "device_share": "share of the device's busy time they take",
     },
-    params={},
     detect=detect,
 )

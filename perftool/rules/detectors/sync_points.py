@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.trace.model import Kind, Role
 
 
@@ -34,6 +34,6 @@ DETECTOR = Detector(
         "names": "the synchronising calls, most time first",
         "drain_ms_per_step": "device idle per step after the syncs drain its queue, ms",
     },
-    params={"min_per_step": 1.0},
     detect=detect,
+    settings={"min_per_step": Setting(1.0, "report when at least this many syncs happen per step")},
 )
