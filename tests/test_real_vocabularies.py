@@ -8,6 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import error_line
 
@@ -251,3 +252,34 @@ def test_msprof_overlap_analysis_stands_for_the_device_when_no_streams_are_trace
     metrics = compute_metrics(trace).values
     assert metrics["device.busy_fraction"] == pytest.approx(0.8, abs=0.01)
     assert metrics["device.compute_fraction"] == pytest.approx(0.6, abs=0.01)
+
+
+def test_a_device_process_known_only_by_its_name_is_a_device(write_trace):
+    """No labels, no sort index, categories perftool does not know: the process name says it is a device."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 9, "tid": 0, "args": {"name": "HPU 0"}},
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python3"}},
+    ]
+    for i in range(4):
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{i}", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": i * 1e3,
+             "dur": 999},
+            {"ph": "X", "name": "matmul_bf16", "cat": "hpu_op", "pid": 9, "tid": 3, "ts": i * 1e3 + 10, "dur": 900},
+        ]  # fmt: skip
+    trace = load_trace(write_trace({"schemaVersion": 1, "traceEvents": events}))
+    assert [t.role for t in trace.tracks if t.pid == 9] == [Role.DEVICE]
+    assert device_family(trace) == "hpu" and device_name(trace) == "HPU 0"
+
+
+def test_tasks_on_an_ai_cpu_stream_are_ai_cpu_tasks(write_trace):
+    from perftool.dialects.ascend import ai_cpu_tasks
+
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 3, "tid": 0, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "thread_name", "pid": 3, "tid": 9, "args": {"name": "AI_CPU"}},
+        {"ph": "X", "name": "IndexPut", "pid": 3, "tid": 9, "ts": 1, "dur": 5},
+        {"ph": "X", "name": "MatMulV2", "pid": 3, "tid": 5, "ts": 1, "dur": 5},
+    ]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    found = ai_cpu_tasks(trace)
+    assert [trace.names[trace.name[row]] for row in np.flatnonzero(found)] == ["IndexPut"]

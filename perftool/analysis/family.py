@@ -7,6 +7,7 @@ from collections import Counter
 
 import numpy as np
 
+from perftool.dialects.vocabulary import DEVICE_PROCESS
 from perftool.trace.model import Phase, Role, Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
@@ -76,10 +77,13 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
     if isinstance(properties, list):
         by_id = {p.get("id"): str(p.get("name")) for p in properties if isinstance(p, dict) and p.get("name")}
     processes = {trace.tracks[i].pid: trace.tracks[i] for i in tracks}
-    # Kineto names a device's process after the host program ("python3"): its pid is the device id
-    unnamed = "device {}" if trace.dialect == "kineto" else "pid {}"
+    # Kineto names a device's process after the host program ("python3") unless it names the device: its pid is the
+    # device id
+    kineto = trace.dialect == "kineto"
+    unnamed = "device {}" if kineto else "pid {}"
     names = Counter(
-        _named(by_id.get(pid), track.process_labels or (track.process_name if trace.dialect != "kineto" else "")
+        _named(by_id.get(pid), track.process_labels
+               or (track.process_name if not kineto or DEVICE_PROCESS.match(track.process_name) else "")
                or unnamed.format(pid))
         for pid, track in processes.items()
     )  # fmt: skip

@@ -69,11 +69,14 @@ def _overlap_device_threads(trace: Trace) -> list[Track]:
 
 
 def ai_cpu_tasks(trace: Trace) -> np.ndarray:
-    """Per event: a device task run on the NPU's AI CPU (``Task Type: AI_CPU`` in its args, or so named)."""
-    found = trace.name_matches(AI_CPU) & trace.on_roles(Role.DEVICE)
+    """Per event: a device task run on the NPU's AI CPU (``Task Type: AI_CPU`` in its args, or it or its
+    stream so named)."""
+    on_device = trace.on_roles(Role.DEVICE)
+    ai_cpu_streams = [t.id for t in trace.tracks if t.role == Role.DEVICE and AI_CPU.search(t.thread_name)]
+    found = (trace.name_matches(AI_CPU) | np.isin(trace.track, ai_cpu_streams)) & on_device
     if trace.dialect != Ascend.name:  # only msprof writes the task type into a device task's args
         return found
-    rows = np.flatnonzero((trace.args_ref >= 0) & trace.on_roles(Role.DEVICE) & ~found)
+    rows = np.flatnonzero((trace.args_ref >= 0) & on_device & ~found)
     for row in rows[[_TASK_TYPE in trace.kept_args[ref] for ref in trace.args_ref[rows].tolist()]].tolist():
         found[row] = (trace.args(row) or {}).get("Task Type") == "AI_CPU"
     return found

@@ -15,6 +15,7 @@ import re
 import numpy as np
 
 from perftool.dialects.base import Dialect
+from perftool.dialects.vocabulary import DEVICE_PROCESS
 from perftool.trace.model import Kind, Phase, Role, Trace, Track
 
 _CATEGORY_KINDS = {
@@ -90,9 +91,12 @@ class Kineto(Dialect):
 
 
 def is_device_process(track: Track) -> bool:
-    """Whether Kineto labelled the track's process as a device (``GPU 0``, ``MTIA 17``) or sorted it as one."""
+    """Whether the track's process is a device: labelled one (``GPU 0``, ``MTIA 17``), named one (``HPU 0``),
+    or sorted as one (Kineto's device sort index)."""
     if track.process_labels:
         return not track.process_labels.strip().upper().startswith("CPU")
+    if DEVICE_PROCESS.match(track.process_name):
+        return True
     sorted_as_device = track.process_sort_index is not None and track.process_sort_index >= DEVICE_SORT_INDEX
     return sorted_as_device and isinstance(track.pid, int) and track.pid < DEVICE_SORT_INDEX
 

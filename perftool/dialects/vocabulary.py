@@ -27,6 +27,7 @@ STARTUP = re.compile(
 # The first runtime call of a process creates the context, whichever it is: start-up only before any device work.
 FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDevice|hipFree|hipMalloc|hipSetDevice)$")
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
+DEVICE_PROCESS = re.compile(r"^(GPU|HPU|NPU|XPU|MTIA|IPU)\s*\d*\b")  # a process named after its device
 INPUT = re.compile(r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader")
 COMMUNICATION = re.compile(r"(?i)(^nccl|ncclKernel|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)")
 H2D = re.compile(r"(?i)(HtoD|H2D|HostToDevice|host_to_device)")
