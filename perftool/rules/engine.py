@@ -16,6 +16,7 @@ from perftool.errors import PerftoolError, TraceError
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings, UnreadTrace
+from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity, fill
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
@@ -46,7 +47,8 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
     steps = detect_steps(trace)
     metrics = compute_metrics(trace, steps)
     emulator = _emulator_config(trace)
-    scope = Scope(trace, steps, metrics, family or device_family(trace), emulator, evidence)
+    run = KnownRun.of(emulator) if emulator is not None else None
+    scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence)
     cap = "; ".join(c.short for c in metrics.caveats if c.caps) or None
     findings = [finding for rule in rules if (finding := _finding(scope, rule, cap)) is not None]
     findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
@@ -121,8 +123,8 @@ def fingerprint(rule: Rule, detection: Detection) -> str:
 
 
 def _gain(scope: Scope, detection: Detection, per_step: float, share: float):
-    if scope.emulator is not None and detection.changes:
-        gain = prediction.predicted(scope.emulator, detection.changes)
+    if scope.run is not None and detection.changes:
+        gain = scope.run.what_if(detection.changes)
         if gain is not None:
             return gain
     return prediction.upper_bound(per_step, share)

@@ -15,8 +15,8 @@ from perftool.analysis import intervals
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
-from perftool.emulator.config import EmulatorConfig
 from perftool.rules.findings import Evidence
+from perftool.rules.known_run import KnownRun
 from perftool.trace.model import Role, Trace
 
 
@@ -28,7 +28,7 @@ class Scope:
     steps: Steps
     metrics: Metrics
     family: str  # npu | ipu | hpu | gpu | generic
-    emulator: EmulatorConfig | None  # the config an emulator trace was made from
+    run: KnownRun | None  # how the trace was run, where it records it (emulator traces)
     evidence_count: int = 5
 
     @property

@@ -6,14 +6,11 @@ Either the copy runs on the compute stream itself (an IPU without IO tiles, a sy
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.idle import fallback_round_trips
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
-from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.rules.detectors.base import Detection, Detector, Scope
 from perftool.trace.model import Kind, Role
 
@@ -30,7 +27,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if lost <= 0:
         return None
     rows = np.flatnonzero(inputs & scope.in_window)
-    io_tiles = _io_tiles(scope)
+    io_tiles = scope.run.io_tiles_for_batch if scope.run else 0
     values = {
         "exposed_ms_per_step": scope.per_step(lost) / 1e3,
         "copies_per_step": scope.per_step(rows.size),
@@ -39,15 +36,6 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     }
     changes = {"io_tiles": io_tiles} if io_tiles else {}
     return Detection(lost, values, scope.events(rows), changes=changes)
-
-
-def _io_tiles(scope: Scope) -> int:
-    """For emulated IPUs: the smallest power of two of IO tiles that holds a micro-batch (0 otherwise)."""
-    config = scope.emulator
-    if config is None or not config.profile.tiles:
-        return 0
-    needed = int(io_tiles_needed(build_plan(config).input_bytes[0]))
-    return int(2 ** math.ceil(math.log2(max(needed, 1))))
 
 
 DETECTOR = Detector(

@@ -38,7 +38,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     host_work = trace.on_roles(Role.HOST) & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER])
     in_gaps = _overlapping(scope, host_work, pieces)
     launches = int(np.count_nonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window))
-    current = scope.emulator.knobs.loop_size if scope.emulator is not None else 1
+    current = scope.run.knobs["loop_size"] if scope.run is not None else 1
     loop_size = _loop_size(scope, current, lost, params)
     op_median = scope.metrics["device.op_time_us.median"]
     launch_bound = launch >= params["launch_share"] * lost and not op_median > params["short_op_us"]
@@ -69,10 +69,10 @@ def _fix(scope: Scope, launch_bound: bool, loop_size: int, current: int) -> tupl
     Other traces get device graphs only when launches are the cause; loop-size advice needs a known
     loop size and a framework that has one, so elsewhere the advice names the host work instead.
     """
-    if scope.emulator is not None:
+    if scope.run is not None:
         if scope.family in LOOP_FAMILIES and loop_size > current:
             return None, {"loop_size": loop_size}
-        if scope.family in GRAPH_FAMILIES and not scope.emulator.knobs.device_graphs:
+        if scope.family in GRAPH_FAMILIES and not scope.run.knobs["device_graphs"]:
             return None, {"device_graphs": True}
         return None, {}
     if not launch_bound:
@@ -107,12 +107,12 @@ def _loop_size(scope: Scope, current: int, lost: float, params: dict[str, float]
     device = max(scope.window - (scope.idle.total if scope.idle else 0.0), 1e-9)
     needed = current * lost / (params["target_overhead"] * device)
     ceiling = int(params["max_loop_size"])
-    if scope.emulator is not None:
-        ceiling = min(ceiling, scope.emulator.workload.steps)
+    if scope.run is not None:
+        ceiling = min(ceiling, scope.run.steps)
     candidates = [2**k for k in range(0, 31) if current < 2**k <= ceiling] or [current]
     enough = [size for size in candidates if size >= needed] or [candidates[-1]]
-    if scope.emulator is not None:
-        steps = scope.emulator.workload.steps
+    if scope.run is not None:
+        steps = scope.run.steps
         dividing = [size for size in enough if steps % size == 0]
         enough = dividing or enough
     return int(enough[0])

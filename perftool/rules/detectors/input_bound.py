@@ -37,7 +37,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     step = scope.step_time
     prepare = trace.dur[worker_rows] if worker_rows.size else trace.dur[wait_rows]
     mean_prepare, slow_prepare = float(prepare.mean()), float(np.percentile(prepare, 99))  # lost > 0: some exist
-    current = scope.emulator.knobs.prefetch_depth if scope.emulator else int(params["assumed_prefetch_depth"])
+    current = scope.run.knobs["prefetch_depth"] if scope.run else int(params["assumed_prefetch_depth"])
     loader_names = "\n".join(trace.names[i] for i in np.unique(trace.name[wait_rows]).tolist())
     in_process = not workers and SINGLE_PROCESS_LOADER.search(loader_names) is not None
     keeps_up = not workers or mean_prepare / workers <= step
@@ -64,7 +64,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         values["needed_workers"] = max(needed_workers, 2)
     elif not keeps_up:
         variant, changes = "too_few_workers", {"workload.input_workers": values["needed_workers"]}
-    elif scope.emulator is None:  # the prefetch depth in use is not in the trace: advice names none
+    elif scope.run is None:  # the prefetch depth in use is not in the trace: advice names none
         variant, changes = "deeper_prefetch", {}
     else:
         variant, changes = None, {"prefetch_depth": depth}

@@ -21,7 +21,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     busy = scope.busy(copies)
     lost = intervals.total(intervals.subtract(busy, scope.compute, scope.lo, scope.hi))
     device_busy = scope.metrics["device.busy_us"]
-    state = scope.emulator.workload.optimizer_state if scope.emulator else math.nan
+    state = scope.run.optimizer_state_bytes if scope.run else math.nan
     values = {
         "device_share": lost / device_busy if device_busy > 0 else math.nan,
         "copy_ms_per_step": scope.per_step(lost) / 1e3,

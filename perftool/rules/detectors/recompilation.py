@@ -68,9 +68,9 @@ def _cause(scope: Scope, rows: np.ndarray) -> str:
 
 def _dividing_loop_size(scope: Scope) -> int:
     """The largest loop size up to the current one that divides the step count (emulator traces), else 0."""
-    if scope.emulator is None:
+    if scope.run is None:
         return 0
-    steps, current = scope.emulator.workload.steps, scope.emulator.knobs.loop_size
+    steps, current = scope.run.steps, scope.run.knobs["loop_size"]
     return max(size for size in range(1, current + 1) if steps % size == 0)
 
 

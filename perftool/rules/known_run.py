@@ -1,0 +1,47 @@
+"""What a trace records about how it was run, as detectors need it: the knobs, the job's size, a what-if.
+
+Only emulator traces record their config; for other traces there is no ``KnownRun`` and detectors
+give advice without "now N". Detectors ask this small interface, never the emulator's config type,
+so they work the same on any trace; the engine builds it from the config an emulator trace carries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from perftool.emulator.config import EmulatorConfig
+from perftool.emulator.plan import build_plan, io_tiles_needed
+from perftool.rules import prediction
+from perftool.rules.findings import Gain
+
+
+@dataclass(frozen=True)
+class KnownRun:
+    """The knobs a trace was run with, the job's step count and optimizer state, and a what-if for fixes."""
+
+    knobs: dict[str, Any]  # knob name -> value as run (loop_size, prefetch_depth, device_graphs, ...)
+    steps: int  # steps in the job (an epoch)
+    optimizer_state_bytes: float
+    io_tiles_for_batch: int  # IO tiles that hold one micro-batch, as a power of two (0 without tiles)
+    what_if: Callable[[dict[str, Any]], Gain | None]  # the run again with these changes
+
+    @classmethod
+    def of(cls, config: EmulatorConfig) -> KnownRun:
+        return cls(
+            knobs=config.knobs.model_dump(),
+            steps=config.workload.steps,
+            optimizer_state_bytes=float(config.workload.optimizer_state),
+            io_tiles_for_batch=_io_tiles(config),
+            what_if=lambda changes: prediction.predicted(config, changes),
+        )
+
+
+def _io_tiles(config: EmulatorConfig) -> int:
+    """The smallest power of two of IO tiles that holds a micro-batch (0 on devices without tiles)."""
+    if not config.profile.tiles:
+        return 0
+    needed = int(io_tiles_needed(build_plan(config).input_bytes[0]))
+    return int(2 ** math.ceil(math.log2(max(needed, 1))))
