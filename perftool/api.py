@@ -24,10 +24,10 @@ from perftool.emulator.run import InfeasibleConfig, Run
 from perftool.emulator.run import run as run_emulator
 from perftool.errors import PerftoolError
 from perftool.gate.policy import load_budget
-from perftool.gate.run import GateResult, run_gate
+from perftool.gate.run import GateOptions, GateResult, run_gate
 from perftool.project import ProjectConfig, load_project
 from perftool.rules import catalog
-from perftool.rules.engine import scan_files
+from perftool.rules.engine import ReadOptions, scan_files
 from perftool.rules.findings import ScanReport
 from perftool.traces import load_trace
 from perftool.tune.search import TuneResult
@@ -40,39 +40,45 @@ __all__ = ["emulate", "gate", "load_trace", "scan", "tune"]
 
 
 def scan(
-    *traces: PathLike, rule_dirs: Sequence[PathLike] = (), config: PathLike | None = None, select: Sequence[str] = (),
-    ignore: Sequence[str] = (), device: str | None = None, dialect: str | None = None, evidence: int | None = None,
-    max_bytes: int | None = None,
+    *traces: PathLike, rule_dirs: Sequence[PathLike] = (), config: PathLike | ProjectConfig | None = None,
+    select: Sequence[str] = (), ignore: Sequence[str] = (), device: str | None = None, dialect: str | None = None,
+    evidence: int | None = None, max_bytes: int | None = None,
 ) -> ScanReport:  # fmt: skip
     """Run the rules on each trace; the project config (``config``, else ``perftool.yaml`` or
     ``pyproject.toml`` here) supplies what the arguments leave out. Traces that cannot be read are in
     the report's ``unread``."""
-    project = _project(config)
-    rules = catalog.load_catalog(project, tuple(map(str, rule_dirs)))
-    chosen = catalog.selected(rules, tuple(select) or tuple(project.select), tuple(ignore) + tuple(project.ignore))
-    shown = evidence if evidence is not None else project.evidence if project.evidence is not None else 5
-    return scan_files([str(t) for t in traces], chosen, device or project.device, dialect, shown, max_bytes)
+    settings = project(config)
+    chosen = catalog.selected(
+        catalog.load_catalog(settings, tuple(map(str, rule_dirs))),
+        tuple(select) or tuple(settings.select), tuple(ignore) + tuple(settings.ignore),
+    )  # fmt: skip
+    shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
+    read = ReadOptions(device or settings.device, dialect, shown, max_bytes)
+    return scan_files([str(t) for t in traces], chosen, read)
 
 
 def gate(
-    baseline: PathLike | None, candidate: PathLike, budget: PathLike | None = None, *, config: PathLike | None = None,
-    rule_dirs: Sequence[PathLike] = (), fail_on: str | None = None, threshold: float | None = None,
-    alpha: float | None = None, allow_mismatch: bool = False, device: str | None = None, dialect: str | None = None,
-    max_bytes: int | None = None,
+    baseline: PathLike | None, candidate: PathLike, budget: PathLike | None = None, *,
+    config: PathLike | ProjectConfig | None = None, rule_dirs: Sequence[PathLike] = (), fail_on: str | None = None,
+    threshold: float | None = None, alpha: float | None = None, allow_mismatch: bool = False,
+    device: str | None = None, dialect: str | None = None, max_bytes: int | None = None,
 ) -> GateResult:  # fmt: skip
     """Compare ``candidate`` with ``baseline`` (traces or saved scan JSON), and/or hold it to ``budget``."""
     if baseline is None and budget is None:
         raise PerftoolError("gate needs a baseline, a budget, or both")
-    project = _project(config)
-    settings = {"threshold": threshold, "alpha": alpha}
-    policy = project.gate.model_copy(update={k: v for k, v in settings.items() if v is not None})
-    chosen = catalog.selected(
-        catalog.load_catalog(project, tuple(map(str, rule_dirs))), tuple(project.select), tuple(project.ignore)
+    settings = project(config)
+    changed = {"threshold": threshold, "alpha": alpha}
+    options = GateOptions(
+        policy=settings.gate.model_copy(update={k: v for k, v in changed.items() if v is not None}),
+        fail_on=fail_on or settings.fail_on or ("error" if baseline is not None else "never"),
+        allow_mismatch=allow_mismatch,
     )
-    level = fail_on or project.fail_on or ("error" if baseline is not None else "never")
+    chosen = catalog.selected(
+        catalog.load_catalog(settings, tuple(map(str, rule_dirs))), tuple(settings.select), tuple(settings.ignore)
+    )
     return run_gate(
         str(candidate), None if baseline is None else str(baseline), load_budget(str(budget)) if budget else None,
-        chosen, policy, level, allow_mismatch, device or project.device, dialect, max_bytes,
+        chosen, options, ReadOptions(device or settings.device, dialect, max_bytes=max_bytes),
     )  # fmt: skip
 
 
@@ -94,5 +100,8 @@ def tune(
     return run_tune(load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)]), jobs)
 
 
-def _project(config: PathLike | None) -> ProjectConfig:
+def project(config: PathLike | ProjectConfig | None = None) -> ProjectConfig:
+    """The project settings: ``config`` as given or read from its file, else the working directory's, else none."""
+    if isinstance(config, ProjectConfig):
+        return config
     return load_project(None if config is None else str(config)) or ProjectConfig()

@@ -11,23 +11,22 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from perftool import __version__, dialects, interrupts, limits
+from perftool import __version__, api, dialects, interrupts, limits
 from perftool.analysis import METRICS, compute_metrics
 from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_trace
 from perftool.errors import PerftoolError, one_line
-from perftool.gate.policy import Budget, load_budget
-from perftool.gate.run import GateResult, run_gate
+from perftool.gate.policy import Budget
+from perftool.gate.run import GateResult
 from perftool.output import check_distinct, check_writable, write_bytes, write_text
 from perftool.project import ProjectConfig, load_project
 from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
-from perftool.report.registry import EmulateView, InfoView, ScanView, TuneView, emit, formats
+from perftool.report.registry import EmulateView, InfoView, TuneView, emit, formats
 from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport
 from perftool.rules import catalog
-from perftool.rules.engine import scan_files
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
 from perftool.traces import load_trace
@@ -212,7 +211,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(formats(ScanView)), default="text", show_default=True,
+@click.option("--format", "fmt", type=click.Choice(formats(ScanReport)), default="text", show_default=True,
               help="text for people; json, markdown, sarif or github for tools and CI.")  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
@@ -232,20 +231,18 @@ def scan(
     """Find what makes each of TRACES slow, what it costs and the knob that fixes it (- reads standard input)."""
     if output:
         check_writable(output, [*traces, project_file])
-    project = load_project(project_file) or ProjectConfig()
-    rules = catalog.load_catalog(project, rule_dirs)
-    chosen = catalog.selected(rules, _names(select) or tuple(project.select), _names(ignore) + tuple(project.ignore))
-    evidence = _first(evidence, project.evidence, 5)
-    report = scan_files(list(traces), chosen, device or project.device, dialect, evidence, max_trace_bytes)
-    if not report.traces:  # nothing was read: the errors below say why, and no report stands in for the traces
-        pass
-    else:
-        emit(ScanView(report, chosen), fmt, output)
+    settings = api.project(project_file)
+    report = api.scan(
+        *traces, rule_dirs=rule_dirs, config=settings, select=_names(select), ignore=_names(ignore), device=device,
+        dialect=dialect, evidence=evidence, max_bytes=max_trace_bytes,
+    )  # fmt: skip
+    if report.traces:  # when nothing was read, the errors below say why and no report stands in for the traces
+        emit(report, fmt, output)
     for unread in report.unread:  # every trace that loaded is reported above; each bad one gets its line
         click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
     if report.unread:
         sys.exit(2)
-    threshold = _first(fail_on, project.fail_on, "error")
+    threshold = _first(fail_on, settings.fail_on, "error")
     if any(f.severity.reaches(threshold) for _, f in report.findings):
         sys.exit(1)
 
@@ -282,14 +279,9 @@ def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output,
     if len(traces) > 2 or (len(traces) == 1 and budget is None):
         raise click.UsageError("give BASELINE CANDIDATE, or CANDIDATE with --budget FILE")
     baseline, candidate = (traces[0], traces[1]) if len(traces) == 2 else (None, traces[0])
-    project = load_project(project_file) or ProjectConfig()
-    policy = project.gate.model_copy(update={k: v for k, v in {"threshold": threshold, "alpha": alpha}.items() if v})
-    budget_limits = load_budget(budget) if budget else None
-    chosen = catalog.selected(catalog.load_catalog(project, rule_dirs), tuple(project.select), tuple(project.ignore))
-    level = _first(fail_on, project.fail_on, "error" if baseline else "never")
-    result = run_gate(
-        candidate, baseline, budget_limits, chosen, policy, level, allow_mismatch, device or project.device, dialect,
-        max_trace_bytes,
+    result = api.gate(
+        baseline, candidate, budget, config=project_file, rule_dirs=rule_dirs, fail_on=fail_on, threshold=threshold,
+        alpha=alpha, allow_mismatch=allow_mismatch, device=device, dialect=dialect, max_bytes=max_trace_bytes,
     )  # fmt: skip
     emit(result, fmt, output)
     if result.status == "fail":

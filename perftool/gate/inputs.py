@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from perftool import limits
 from perftool.errors import PerftoolError
-from perftool.rules.engine import scan_trace
+from perftool.rules.engine import ReadOptions, scan_trace
 from perftool.rules.findings import EmulatorRun, ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace.loader import GZIP_MAGIC, TrailingGzipData, inflate_gzip, read_error
@@ -29,13 +29,11 @@ _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
 FREE_WORKLOAD_FIELDS = frozenset({"steps", "name"})  # may differ between comparable emulator runs
 
 
-def load_side(
-    path: str, rules: list[Rule], family: str | None, dialect: str | None, max_bytes: int | None = None
-) -> TraceFindings:
-    """One side of the comparison, from a scan's JSON or by scanning a trace (of at most ``max_bytes`` of JSON)."""
+def load_side(path: str, rules: list[Rule], read: ReadOptions) -> TraceFindings:
+    """One side of the comparison, from a scan's JSON or by scanning a trace."""
     if _is_scan_json(path):
         return _from_scan_json(path)
-    return scan_trace(load_trace(path, dialect=dialect, max_bytes=max_bytes), rules, family)
+    return scan_trace(load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes), rules, read.family)
 
 
 def _gunzip(path: str, data: bytes) -> bytes:

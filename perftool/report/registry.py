@@ -39,15 +39,8 @@ from perftool.report import (
     tune_text,
 )
 from perftool.rules.findings import ScanReport
-from perftool.rules.model import Rule
 from perftool.trace.model import Trace
 from perftool.tune.search import TuneResult
-
-
-@dataclass(frozen=True)
-class ScanView:
-    report: ScanReport
-    rules: list[Rule]  # the rules that ran (SARIF describes each)
 
 
 @dataclass(frozen=True)
@@ -71,11 +64,11 @@ class TuneView:
 
 Renderer = Callable[[Any], "str | RenderableType"]
 RENDERERS: dict[tuple[type, str], Renderer] = {
-    (ScanView, "text"): lambda v: findings_text.render(v.report),
-    (ScanView, "json"): lambda v: findings_json.render(v.report),
-    (ScanView, "markdown"): lambda v: findings_markdown.render(v.report),
-    (ScanView, "sarif"): lambda v: findings_sarif.render(v.report, v.rules),
-    (ScanView, "github"): lambda v: findings_github.render(v.report),
+    (ScanReport, "text"): findings_text.render,
+    (ScanReport, "json"): findings_json.render,
+    (ScanReport, "markdown"): findings_markdown.render,
+    (ScanReport, "sarif"): lambda report: findings_sarif.render(report, report.rules_run),
+    (ScanReport, "github"): findings_github.render,
     (GateResult, "text"): gate_text.render,
     (GateResult, "json"): gate_json.render,
     (GateResult, "markdown"): gate_markdown.render,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from perftool import __version__
@@ -22,24 +23,37 @@ from perftool.trace.model import Trace
 from perftool.traces import load_trace
 
 
-def scan_files(
-    paths: list[str], rules: list[Rule], family: str | None = None, dialect: str | None = None, evidence: int = 5,
-    max_bytes: int | None = None,
-) -> ScanReport:  # fmt: skip
-    """Load and scan each trace in turn (one in memory at a time); ``max_bytes`` limits each trace's JSON.
+@dataclass(frozen=True)
+class ReadOptions:
+    """How traces are read and advised on: the device family and dialect (None: detected), the occurrences
+    listed per finding, and the most JSON a trace may hold (None: the default limit)."""
+
+    family: str | None = None
+    dialect: str | None = None
+    evidence: int = 5
+    max_bytes: int | None = None
+
+
+DEFAULT_READ = ReadOptions()
+
+
+def scan_files(paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> ScanReport:
+    """Load and scan each trace in turn (one in memory at a time).
 
     A trace that cannot be read is listed in the report's ``unread`` with the reason; the others are
-    scanned all the same.
+    scanned all the same. The report remembers the rules that ran (SARIF describes them).
     """
     traces, unread = [], []
     for path in paths:
         try:
-            trace = load_trace(path, dialect=dialect, max_bytes=max_bytes)
+            trace = load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes)
         except TraceError as exc:
             unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
             continue
-        traces.append(scan_trace(trace, rules, family, evidence))
-    return ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces, unread=unread)
+        traces.append(scan_trace(trace, rules, read.family, read.evidence))
+    report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces, unread=unread)
+    report.rules_run = rules
+    return report
 
 
 def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5) -> TraceFindings:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, PrivateAttr
 
 from perftool.rules.model import Severity
 
@@ -124,6 +124,16 @@ class ScanReport(_Record):
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    _rules: list[Any] = PrivateAttr(default_factory=list)
+
+    @property
+    def rules_run(self) -> list[Any]:
+        """The rules the scan ran (not saved in the JSON; a report read back from a file has none)."""
+        return self._rules
+
+    @rules_run.setter
+    def rules_run(self, rules: list[Any]) -> None:
+        self._rules = list(rules)
 
     @property
     def findings(self) -> list[tuple[TraceFindings, Finding]]:
