@@ -98,58 +98,26 @@ class Metrics:
 def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     """Every metric of :data:`METRICS` for one trace."""
     steps = steps if steps is not None else detect_steps(trace)
-    first, last = steps.first, steps.last
     lo, hi = steps.window
-    window = hi - lo
     in_window = trace.spans_in(lo, hi)
-
-    def busy(mask: np.ndarray) -> intervals.Intervals:
-        return intervals.busy(trace, mask, lo, hi)
-
     kind = trace.kind
-    on_device = trace.on_roles(Role.DEVICE)
-    on_host = trace.on_roles(Role.HOST, Role.INPUT)
-    counted = ~np.isin(kind, _NOT_BUSY)
-    device = busy(on_device & ~np.isin(kind, NOT_DEVICE_WORK))
-    compute = busy(kind == Kind.COMPUTE)
-    gaps = intervals.gaps(device, lo, hi)
-    gap_lengths = gaps[1] - gaps[0]
-    compute_rows = np.flatnonzero((kind == Kind.COMPUTE) & in_window & (trace.ts >= lo))
-    input_time = intervals.total(busy(kind == Kind.INPUT))
-    h2d = busy(kind == Kind.H2D)
-
-    device_metrics: dict[str, float] = {
-        "device.busy_us": intervals.total(device),
-        "device.busy_fraction": _ratio(intervals.total(device), window),
-        "device.idle_fraction": _ratio(window - intervals.total(device), window),
-        "device.compute_fraction": _ratio(intervals.total(compute), window),
-        "device.idle_gaps.count": float(gap_lengths.size),
-        "device.idle_gap_us.max": float(gap_lengths.max()) if gap_lengths.size else 0.0,
-        "device.idle_gap_us.p90": float(np.percentile(gap_lengths, 90)) if gap_lengths.size else 0.0,
-        "device.ops.count": float(compute_rows.size),
-        "device.op_time_us.median": float(np.median(trace.dur[compute_rows])) if compute_rows.size else math.nan,
-    }
-    if not on_device.any():
-        device_metrics = dict.fromkeys(device_metrics, math.nan)
+    compute = intervals.busy(trace, kind == Kind.COMPUTE, lo, hi)
+    device_values, device = _device_metrics(trace, lo, hi, compute)
+    host_values, h2d = _host_and_link_metrics(trace, lo, hi, compute)
     values: dict[str, float] = {
         "trace.events": float(len(trace)),
         "trace.tracks": float(len(trace.tracks)),
-        "trace.span_us": last - first,
+        "trace.span_us": steps.last - steps.first,
         "window.start_us": lo,
-        "window.duration_us": window,
+        "window.duration_us": hi - lo,
         "steps.count": float(steps.count),
         "steps.warmup": float(steps.warmup),
         "steps.steady": float(steps.count - steps.warmup),
         **_step_time_metrics(steps.steady_durations),
-        **device_metrics,
-        "host.busy_fraction": _ratio(intervals.total(busy(on_host & counted)), window),
-        **_transfer_metrics("h2d", h2d, compute, int(np.sum((kind == Kind.H2D) & in_window))),
-        **_transfer_metrics("d2h", busy(kind == Kind.D2H), compute, int(np.sum((kind == Kind.D2H) & in_window))),
-        "input.time_us": input_time,
-        "input.fraction": _ratio(input_time, window),
-        "communication.time_us": intervals.total(busy(kind == Kind.COMMUNICATION)),
+        **device_values,
+        **host_values,
         **_compile_metrics(trace, steps),
-        **_sync_metrics(busy(kind == Kind.SYNC), steps),
+        **_sync_metrics(intervals.busy(trace, kind == Kind.SYNC, lo, hi), steps),
         **_fallback_metrics(trace, in_window),
     }
     scope, top = _top_ops(trace, in_window)
@@ -165,6 +133,55 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         caveats=caveats(trace, steps),
         busy={"device": device, "compute": compute, "h2d": h2d},
     )
+
+
+def _device_metrics(
+    trace: Trace, lo: float, hi: float, compute: intervals.Intervals
+) -> tuple[dict[str, float], intervals.Intervals]:
+    """The device.* metrics (NaN without device tracks), and the device's busy intervals."""
+    window = hi - lo
+    device = intervals.busy(trace, trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK), lo, hi)
+    gaps = intervals.gaps(device, lo, hi)
+    gap_lengths = gaps[1] - gaps[0]
+    compute_rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & trace.spans_in(lo, hi) & (trace.ts >= lo))
+    values: dict[str, float] = {
+        "device.busy_us": intervals.total(device),
+        "device.busy_fraction": _ratio(intervals.total(device), window),
+        "device.idle_fraction": _ratio(window - intervals.total(device), window),
+        "device.compute_fraction": _ratio(intervals.total(compute), window),
+        "device.idle_gaps.count": float(gap_lengths.size),
+        "device.idle_gap_us.max": float(gap_lengths.max()) if gap_lengths.size else 0.0,
+        "device.idle_gap_us.p90": float(np.percentile(gap_lengths, 90)) if gap_lengths.size else 0.0,
+        "device.ops.count": float(compute_rows.size),
+        "device.op_time_us.median": float(np.median(trace.dur[compute_rows])) if compute_rows.size else math.nan,
+    }
+    if not trace.on_roles(Role.DEVICE).any():
+        values = dict.fromkeys(values, math.nan)
+    return values, device
+
+
+def _host_and_link_metrics(
+    trace: Trace, lo: float, hi: float, compute: intervals.Intervals
+) -> tuple[dict[str, float], intervals.Intervals]:
+    """The host, input, copy and communication metrics, and the H2D copies' busy intervals."""
+    window = hi - lo
+    kind, in_window = trace.kind, trace.spans_in(lo, hi)
+
+    def busy(mask: np.ndarray) -> intervals.Intervals:
+        return intervals.busy(trace, mask, lo, hi)
+
+    h2d = busy(kind == Kind.H2D)
+    input_time = intervals.total(busy(kind == Kind.INPUT))
+    host = busy(trace.on_roles(Role.HOST, Role.INPUT) & ~np.isin(kind, _NOT_BUSY))
+    values = {
+        "host.busy_fraction": _ratio(intervals.total(host), window),
+        **_transfer_metrics("h2d", h2d, compute, int(np.sum((kind == Kind.H2D) & in_window))),
+        **_transfer_metrics("d2h", busy(kind == Kind.D2H), compute, int(np.sum((kind == Kind.D2H) & in_window))),
+        "input.time_us": input_time,
+        "input.fraction": _ratio(input_time, window),
+        "communication.time_us": intervals.total(busy(kind == Kind.COMMUNICATION)),
+    }
+    return values, h2d
 
 
 def _ratio(part: float, whole: float) -> float:
