@@ -106,7 +106,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     all_linked, none_linked = bool(linked.all()), not linked.any()
     serial_share = 1 - plan.overlap
     no_partial = np.zeros(n, dtype=bool)
-    all_active = np.ones(n, dtype=bool)
+    active: bool | np.ndarray  # True (every configuration has this step) keeps _kept to a plain choice
 
     for i in range(steps):
         last = i == plan.steps  # the extra step of a padded or partial last batch: not every run has one
@@ -118,7 +118,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
             strided = np.where(partial, plan.strided_last_us, plan.strided_us)
             preprocess = plan.preprocess_last_us * preprocess_factor[i]
         else:
-            active, partial = all_active, no_partial
+            active, partial = True, no_partial
             compute = plan.compute_us * compute_factor[i]
             transfer, strided = plan.transfer_us, plan.strided_us
             preprocess = plan.preprocess_us * preprocess_factor[i]
