@@ -90,6 +90,8 @@ class Metrics:
     step_clock: str = "host"  # "device": steps timed by the device work each host step launched
     caveats: list[Caveat] = field(default_factory=list)  # what limits these figures
     busy: dict[str, intervals.Intervals] = field(default_factory=dict, repr=False)  # device, compute, h2d busy
+    track_events: list[int] = field(default_factory=list)  # events on each track, by track id
+    track_samples: list[int] = field(default_factory=list)  # counter samples on each track, by track id
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
@@ -132,6 +134,8 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         step_clock=steps.clock,
         caveats=caveats(trace, steps),
         busy={"device": device, "compute": compute, "h2d": h2d},
+        track_events=np.bincount(trace.track, minlength=len(trace.tracks)).tolist(),
+        track_samples=np.bincount(trace.counters.track, minlength=len(trace.tracks)).tolist(),
     )
 
 

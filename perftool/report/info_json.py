@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from perftool.analysis.metrics import Metrics
 from perftool.results import InfoReport
 from perftool.trace.model import Trace
@@ -16,7 +14,6 @@ SCHEMA = "perftool.info/1"
 
 def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
     """Everything ``info`` reports, as plain data (NaN becomes None)."""
-    events_per_track = np.bincount(trace.track, minlength=len(trace.tracks))
     return {
         "schema": SCHEMA,
         "source": trace.source,
@@ -35,7 +32,7 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
                 "thread": t.thread_name,
                 "labels": t.process_labels,
                 "role": t.role.value,
-                "events": int(events_per_track[t.id]),
+                "events": metrics.track_events[t.id],
             }  # fmt: skip
             for t in trace.tracks
         ],

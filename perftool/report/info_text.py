@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -30,15 +29,14 @@ def render(trace: Trace, metrics: Metrics) -> Group:
     for caveat in metrics.caveats:
         header.append("\n")
         header.append(shown(f"note: {caveat.text}", "yellow"))
-    return Group(header, _tracks(trace), _timeline(metrics, unit), _top_ops(metrics, unit))
+    return Group(header, _tracks(trace, metrics), _timeline(metrics, unit), _top_ops(metrics, unit))
 
 
-def _tracks(trace: Trace) -> Table:
+def _tracks(trace: Trace, metrics: Metrics) -> Table:
     table = Table(title="Tracks", title_justify="left", expand=False)
     add_columns(table, [("process", "left"), ("thread", "left"), ("pid:tid", "right"), ("role", "left"),
                         ("events", "right")])  # fmt: skip
-    events = np.bincount(trace.track, minlength=len(trace.tracks))
-    samples = np.bincount(trace.counters.track, minlength=len(trace.tracks))
+    events, samples = metrics.track_events, metrics.track_samples
     ordered = sorted(
         trace.tracks,
         key=lambda t: (
