@@ -36,7 +36,7 @@ from perftool.tune.spec import load_tune_config
 
 PathLike = str | Path
 
-__all__ = ["emulate", "gate", "load_trace", "scan", "tune"]
+__all__ = ["emulate", "gate", "load_trace", "project", "scan", "tune"]
 
 
 def scan(
