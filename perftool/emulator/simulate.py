@@ -70,13 +70,61 @@ def jitter(seed: int, steps: int, cv: float, stream: int) -> np.ndarray:
     return np.exp(sigma * z - sigma * sigma / 2)
 
 
+@dataclass
+class _Clocks:
+    """When each resource is next free, per configuration, carried from step to step."""
+
+    dev_end_prev: np.ndarray  # the device finished the previous step
+    dev_end_prev2: np.ndarray  # ... and the one before (eager stacks run one step ahead)
+    dev_start_prev: np.ndarray  # the device started the previous step
+    link_free: np.ndarray  # the host-to-device link is free
+    host_free: np.ndarray  # the host has launched its last call
+    call_ready: np.ndarray  # the last device call has been launched
+    compiles: np.ndarray  # compiles so far (int)
+
+    @classmethod
+    def start(cls, n: int) -> _Clocks:
+        free = np.zeros(n)
+        return cls(free.copy(), free.copy(), free.copy(), free.copy(), free.copy(), free.copy(), np.zeros(n, np.int64))
+
+
+@dataclass
+class _Shape:
+    """What the plan says once, for every step: shortcuts where all configurations agree."""
+
+    cols: np.ndarray
+    remainder_start: np.ndarray  # the first step of a remainder loop (-1: none)
+    may_compile: set[int]  # the steps where some configuration may compile
+    any_streamed: bool
+    linked: np.ndarray  # copies run beside compute (DMA engines, IO tiles)
+    all_linked: bool
+    none_linked: bool
+    serial_share: np.ndarray  # of a copy the device does itself
+    fallback: bool
+    no_partial: np.ndarray
+
+    @classmethod
+    def of(cls, plan: Plan) -> _Shape:
+        full_steps_of_loops = plan.steps + (plan.extra_step & ~plan.partial_last)  # steps at the full shape
+        remainder = full_steps_of_loops % plan.loop
+        remainder_start = np.where(remainder > 0, full_steps_of_loops - remainder, -1)
+        linked = plan.overlap > 0
+        return cls(
+            cols=np.arange(plan.n), remainder_start=remainder_start,
+            may_compile={0, plan.steps, *remainder_start[remainder_start >= 0].tolist()},
+            any_streamed=bool(plan.streamed.any()), linked=linked, all_linked=bool(linked.all()),
+            none_linked=not linked.any(), serial_share=1 - plan.overlap, fallback=plan.fallback_host_us > 0,
+            no_partial=np.zeros(plan.n, dtype=bool),
+        )  # fmt: skip
+
+
 def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
-    """Run every configuration of ``plan`` through all its steps."""
+    """Run every configuration of ``plan`` through all its steps, one resource after another in each step."""
     n, steps = plan.n, int(plan.total_steps.max())
-    cols = np.arange(n)
     preprocess_factor = jitter(seed, steps, plan.preprocess_jitter, 0)
     compute_factor = jitter(seed, steps, plan.compute_jitter, 1)
     rec = _Recorder(record)
+    shape, clocks = _Shape.of(plan), _Clocks.start(n)
 
     ahead = plan.depth * plan.workers  # batches in flight: each worker keeps prefetch_depth ready
     ring = int(ahead.max()) + 1
@@ -86,26 +134,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     device_busy = np.zeros((steps, n), dtype=np.float32)
     compile_start = np.full((MAX_COMPILES, n), np.nan)
     compile_end = np.full((MAX_COMPILES, n), np.nan)
-    compiles = np.zeros(n, dtype=np.int64)
-
     zeros = np.zeros(n)
-    dev_end_prev = zeros.copy()
-    dev_end_prev2 = zeros.copy()
-    dev_start_prev = zeros.copy()
-    link_free = zeros.copy()
-    host_free = zeros.copy()
-    call_ready = zeros.copy()
-    full_steps_of_loops = plan.steps + (plan.extra_step & ~plan.partial_last)  # steps at the full shape
-    remainder = full_steps_of_loops % plan.loop
-    remainder_start = np.where(remainder > 0, full_steps_of_loops - remainder, -1)
-    fallback = plan.fallback_host_us > 0
-    # shortcuts where every configuration agrees (always, for a single one)
-    may_compile = {0, plan.steps, *remainder_start[remainder_start >= 0].tolist()}
-    any_streamed = bool(plan.streamed.any())
-    linked = plan.overlap > 0
-    all_linked, none_linked = bool(linked.all()), not linked.any()
-    serial_share = 1 - plan.overlap
-    no_partial = np.zeros(n, dtype=bool)
     active: bool | np.ndarray  # True (every configuration has this step) keeps _kept to a plain choice
 
     for i in range(steps):
@@ -118,83 +147,115 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
             strided = np.where(partial, plan.strided_last_us, plan.strided_us)
             preprocess = plan.preprocess_last_us * preprocess_factor[i]
         else:
-            active, partial = True, no_partial
+            active, partial = True, shape.no_partial
             compute = plan.compute_us * compute_factor[i]
             transfer, strided = plan.transfer_us, plan.strided_us
             preprocess = plan.preprocess_us * preprocess_factor[i]
 
         # input pipeline: a worker and a buffer slot must both be free
-        slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, cols], 0.0)
+        slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, shape.cols], 0.0)
         worker_free = ready_ring[i % plan.workers] if i >= plan.workers else zeros
         preprocess_start = np.maximum(slot_free, worker_free)
         ready = preprocess_start + preprocess
 
-        # host: a device call every loop_size steps, compiling new shapes and loop lengths first
-        call_start = (i % plan.loop == 0) | partial
-        wait_from = np.maximum(host_free, dev_end_prev if plan.blocking else dev_end_prev2)
-        host_begin = np.maximum(wait_from, ready) if plan.host_feeds_data else wait_from
-        python_end = host_begin + plan.python_us
-        if i in may_compile:
-            new_graph = call_start & plan.graph_mode & ((i == 0) | (remainder_start == i) | partial) & active
-            compile_done = python_end + np.where(new_graph, plan.compile_us, 0.0)
-            slot = np.minimum(compiles, MAX_COMPILES - 1)
-            compile_start[slot[new_graph], cols[new_graph]] = python_end[new_graph]
-            compile_end[slot[new_graph], cols[new_graph]] = compile_done[new_graph]
-            compiles += new_graph
-        else:
-            new_graph, compile_done = no_partial, python_end
-        launch_end = compile_done + plan.dispatch_us
-        if any_streamed:
-            launched = np.where(plan.streamed, np.maximum(compile_done, launch_end - compute), launch_end)
-        else:
-            launched = launch_end
-        calls = call_start & active
-        host_free = np.where(calls, launch_end, host_free)
-        call_ready = np.where(calls, launched, call_ready)
+        host = _host(plan, shape, clocks, i, ready, partial, active, compute, (compile_start, compile_end))
+        link = _link(plan, shape, clocks, ready, host["host_begin"], transfer, active)
+        device = _device(plan, shape, clocks, i, ready, link, compute, transfer, strided, active)
 
-        # link: copies beside compute, one batch ahead of the device at most
-        h2d_start = np.maximum(np.maximum(ready, link_free), dev_start_prev)
-        if plan.host_feeds_data:
-            h2d_start = np.maximum(h2d_start, host_begin)
-        h2d_end = h2d_start + plan.overlap * transfer
-        if not none_linked:
-            link_free = _kept(active, h2d_end if all_linked else np.where(linked, h2d_end, link_free), link_free)
-
-        # device: in order, after the previous step, the call's launch and the data
-        data_at = h2d_end if all_linked else ready if none_linked else np.where(linked, h2d_end, ready)
-        dev_start = np.maximum(np.maximum(dev_end_prev, call_ready), data_at)
-        consumed = h2d_start if all_linked else dev_start if none_linked else np.where(linked, h2d_start, dev_start)
-        serial_end = dev_start if all_linked else dev_start + serial_share * transfer
-        forward_end = serial_end + compute / 2
-        if fallback:
-            fallback_d2h_end = forward_end + plan.fallback_d2h_us
-            host_op_start = np.maximum(fallback_d2h_end, host_free)
-            host_op_end = host_op_start + plan.fallback_host_us
-            host_free = _kept(active, host_op_end, host_free)
-            backward_start = host_op_end + plan.fallback_h2d_us
-            link_free = _kept(active, np.maximum(link_free, backward_start), link_free)  # the copy back holds the link
-        else:
-            fallback_d2h_end = host_op_start = host_op_end = backward_start = forward_end
-        compute_end = backward_start + compute / 2
-        strided_end = compute_end + strided
-        update = ((i + 1) % plan.accumulation == 0) | (i + 1 == plan.total_steps)
-        update_end = strided_end + np.where(update, plan.update_us, 0.0)
-        dev_end = update_end + np.where(update, plan.offload_us, 0.0)
-
-        step_end[i] = _kept(active, dev_end, dev_end_prev)
-        device_busy[i] = _kept(active, dev_end - dev_start - (backward_start - forward_end), zeros)
-        consumed_ring[i % ring] = _kept(active, consumed, consumed_ring[i % ring])
+        step_end[i] = _kept(active, device["dev_end"], clocks.dev_end_prev)
+        device_busy[i] = _kept(
+            active, device["dev_end"] - device["dev_start"] - (device["backward_start"] - device["forward_end"]), zeros
+        )
+        consumed_ring[i % ring] = _kept(active, device.pop("consumed"), consumed_ring[i % ring])
         ready_ring[i % plan.workers] = ready
-        dev_end_prev2 = _kept(active, dev_end_prev, dev_end_prev2)
-        dev_end_prev = step_end[i]
-        dev_start_prev = _kept(active, dev_start, dev_start_prev)
-        rec.put(
-            preprocess_start=preprocess_start, ready=ready, call_start=calls, new_graph=new_graph,
-            wait_from=wait_from, host_begin=host_begin, python_end=python_end, compile_done=compile_done,
-            launch_end=launch_end, h2d_start=h2d_start, h2d_end=h2d_end, dev_start=dev_start, serial_end=serial_end,
-            forward_end=forward_end, fallback_d2h_end=fallback_d2h_end, host_op_start=host_op_start,
-            host_op_end=host_op_end, backward_start=backward_start, compute_end=compute_end, strided_end=strided_end,
-            update_end=update_end, dev_end=dev_end, update=update & active, active=np.broadcast_to(active, (n,)),
-        )  # fmt: skip
+        clocks.dev_end_prev2 = _kept(active, clocks.dev_end_prev, clocks.dev_end_prev2)
+        clocks.dev_end_prev = step_end[i]
+        clocks.dev_start_prev = _kept(active, device["dev_start"], clocks.dev_start_prev)
+        rec.put(preprocess_start=preprocess_start, ready=ready, **host, **link, **device,
+                active=np.broadcast_to(active, (n,)))  # fmt: skip
 
     return Timeline(step_end, device_busy, compile_start, compile_end, rec.arrays())
+
+
+def _host(
+    plan: Plan, shape: _Shape, clocks: _Clocks, i: int, ready: np.ndarray, partial: np.ndarray,
+    active: bool | np.ndarray, compute: np.ndarray, compile_log: tuple[np.ndarray, np.ndarray],
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The host: a device call every loop_size steps, compiling new shapes and loop lengths first."""
+    call_start = (i % plan.loop == 0) | partial
+    wait_from = np.maximum(clocks.host_free, clocks.dev_end_prev if plan.blocking else clocks.dev_end_prev2)
+    host_begin = np.maximum(wait_from, ready) if plan.host_feeds_data else wait_from
+    python_end = host_begin + plan.python_us
+    if i in shape.may_compile:
+        new_graph = call_start & plan.graph_mode & ((i == 0) | (shape.remainder_start == i) | partial) & active
+        compile_done = python_end + np.where(new_graph, plan.compile_us, 0.0)
+        slot = np.minimum(clocks.compiles, MAX_COMPILES - 1)
+        compile_log[0][slot[new_graph], shape.cols[new_graph]] = python_end[new_graph]
+        compile_log[1][slot[new_graph], shape.cols[new_graph]] = compile_done[new_graph]
+        clocks.compiles += new_graph
+    else:
+        new_graph, compile_done = shape.no_partial, python_end
+    launch_end = compile_done + plan.dispatch_us
+    if shape.any_streamed:
+        launched = np.where(plan.streamed, np.maximum(compile_done, launch_end - compute), launch_end)
+    else:
+        launched = launch_end
+    calls = call_start & active
+    clocks.host_free = np.where(calls, launch_end, clocks.host_free)
+    clocks.call_ready = np.where(calls, launched, clocks.call_ready)
+    return {
+        "call_start": calls, "new_graph": new_graph, "wait_from": wait_from, "host_begin": host_begin,
+        "python_end": python_end, "compile_done": compile_done, "launch_end": launch_end,
+    }  # fmt: skip
+
+
+def _link(
+    plan: Plan, shape: _Shape, clocks: _Clocks, ready: np.ndarray, host_begin: np.ndarray, transfer: np.ndarray,
+    active: bool | np.ndarray,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The link: copies beside compute, one batch ahead of the device at most."""
+    h2d_start = np.maximum(np.maximum(ready, clocks.link_free), clocks.dev_start_prev)
+    if plan.host_feeds_data:
+        h2d_start = np.maximum(h2d_start, host_begin)
+    h2d_end = h2d_start + plan.overlap * transfer
+    if not shape.none_linked:
+        moved = h2d_end if shape.all_linked else np.where(shape.linked, h2d_end, clocks.link_free)
+        clocks.link_free = _kept(active, moved, clocks.link_free)
+    return {"h2d_start": h2d_start, "h2d_end": h2d_end}
+
+
+def _device(
+    plan: Plan, shape: _Shape, clocks: _Clocks, i: int, ready: np.ndarray, link: dict[str, np.ndarray],
+    compute: np.ndarray, transfer: np.ndarray, strided: np.ndarray, active: bool | np.ndarray,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The device: in order, after the previous step, the call's launch and the data; a CPU fallback's round
+    trip splits compute; the weight update (and its offload copies) every gradient_accumulation steps."""
+    h2d_start, h2d_end = link["h2d_start"], link["h2d_end"]
+    linked = shape.linked
+    data_at = h2d_end if shape.all_linked else ready if shape.none_linked else np.where(linked, h2d_end, ready)
+    dev_start = np.maximum(np.maximum(clocks.dev_end_prev, clocks.call_ready), data_at)
+    consumed = (
+        h2d_start if shape.all_linked else dev_start if shape.none_linked else np.where(linked, h2d_start, dev_start)
+    )
+    serial_end = dev_start if shape.all_linked else dev_start + shape.serial_share * transfer
+    forward_end = serial_end + compute / 2
+    if shape.fallback:
+        fallback_d2h_end = forward_end + plan.fallback_d2h_us
+        host_op_start = np.maximum(fallback_d2h_end, clocks.host_free)
+        host_op_end = host_op_start + plan.fallback_host_us
+        clocks.host_free = _kept(active, host_op_end, clocks.host_free)
+        backward_start = host_op_end + plan.fallback_h2d_us
+        clocks.link_free = _kept(active, np.maximum(clocks.link_free, backward_start), clocks.link_free)  # copy back
+    else:
+        fallback_d2h_end = host_op_start = host_op_end = backward_start = forward_end
+    compute_end = backward_start + compute / 2
+    strided_end = compute_end + strided
+    update = ((i + 1) % plan.accumulation == 0) | (i + 1 == plan.total_steps)
+    update_end = strided_end + np.where(update, plan.update_us, 0.0)
+    dev_end = update_end + np.where(update, plan.offload_us, 0.0)
+    return {
+        "dev_start": dev_start, "serial_end": serial_end, "forward_end": forward_end,
+        "fallback_d2h_end": fallback_d2h_end, "host_op_start": host_op_start, "host_op_end": host_op_end,
+        "backward_start": backward_start, "compute_end": compute_end, "strided_end": strided_end,
+        "update_end": update_end, "dev_end": dev_end, "update": update & active, "consumed": consumed,
+    }  # fmt: skip
