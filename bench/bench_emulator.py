@@ -61,8 +61,10 @@ def main() -> None:
     grid = sweep_grid(args.configs)
     count = grid["loop_size"].size
     seconds, result = best_of(args.repeats, lambda: evaluate(config, grid))
-    print(f"fast path: {count:,} configurations x {args.steps:,} steps in {seconds:.2f} s "
-          f"= {count / seconds:,.0f} configs/s ({int(result.feasible.sum()):,} feasible)")  # fmt: skip
+    print(
+        f"fast path: {count:,} configurations x {args.steps:,} steps in {seconds:.2f} s "
+        f"= {count / seconds:,.0f} configs/s ({int(result.feasible.sum()):,} feasible)"
+    )
 
     one = load_config(SAMPLES / "ipu" / "healthy.yaml", [f"workload.steps={args.trace_steps}"])
     simulate_s, emulated = best_of(args.repeats, lambda: run(one))

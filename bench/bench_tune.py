@@ -30,8 +30,21 @@ WIDER_PREFETCH = "tune.space.prefetch_depth={range: [1, 9]}"  # 9,504 -> 10,692 
 
 
 def end_to_end(repeats: int) -> None:
-    command = [sys.executable, "-m", "perftool", "tune", str(EXAMPLES / "ipu.yaml"), "--set", WIDER_PREFETCH,
-               "--strategy", "exhaustive", "--format", "json", "-o", "/dev/null"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "perftool",
+        "tune",
+        str(EXAMPLES / "ipu.yaml"),
+        "--set",
+        WIDER_PREFETCH,
+        "--strategy",
+        "exhaustive",
+        "--format",
+        "json",
+        "-o",
+        "/dev/null",
+    ]
     size = tune(load_tune_config(EXAMPLES / "ipu.yaml", [WIDER_PREFETCH])).space.size
     for jobs in (1, 2):
         best = float("inf")
@@ -39,8 +52,10 @@ def end_to_end(repeats: int) -> None:
             started = time.perf_counter()
             subprocess.run([*command, "--jobs", str(jobs)], check=True)
             best = min(best, time.perf_counter() - started)
-        print(f"exhaustive end to end, {size:,} configurations, --jobs {jobs}: {best:.2f} s "
-              f"({size / best:,.0f} configs/s, target <= 3 s)")  # fmt: skip
+        print(
+            f"exhaustive end to end, {size:,} configurations, --jobs {jobs}: {best:.2f} s "
+            f"({size / best:,.0f} configs/s, target <= 3 s)"
+        )
 
 
 def sampled(config, budget: int, draw) -> tuple[float, float]:
@@ -91,8 +106,10 @@ def quality(seeds: int, shares: list[float]) -> None:
     except ImportError:
         have_optuna = False
         print("optuna is not installed (pip install '.[bench]'): TPE is left out")
-    print(f"{'example':8} {'space':>7} {'budget':>6}  {'local gap':>10} {'time':>7}  {'random gap':>10} {'time':>7}"
-          + (f"  {'TPE gap':>10} {'time':>7}" if have_optuna else ""))  # fmt: skip
+    print(
+        f"{'example':8} {'space':>7} {'budget':>6}  {'local gap':>10} {'time':>7}  {'random gap':>10} {'time':>7}"
+        + (f"  {'TPE gap':>10} {'time':>7}" if have_optuna else "")
+    )
     for family in ("npu", "ipu", "hpu", "gpu"):
         full = tune(load_tune_config(EXAMPLES / f"{family}.yaml", ["tune.strategy=exhaustive"]))
         optimum = full.rows.score("throughput")[full.optimum]

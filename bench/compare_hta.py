@@ -82,8 +82,10 @@ def main() -> None:
         for figure in ("idle", "compute", "non_compute"):
             diff = 100 * (same[figure] - hta[figure])
             name = os.path.basename(path)[:34]
-            print(f"{name:<34} {figure:<12} {100 * hta[figure]:>7.1f}% {100 * same[figure]:>8.1f}%"
-                  f" {diff:>+6.1f}  {100 * own[figure]:>6.1f}%")  # fmt: skip
+            print(
+                f"{name:<34} {figure:<12} {100 * hta[figure]:>7.1f}% {100 * same[figure]:>8.1f}%"
+                f" {diff:>+6.1f}  {100 * own[figure]:>6.1f}%"
+            )
 
 
 if __name__ == "__main__":

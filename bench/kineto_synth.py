@@ -138,8 +138,14 @@ def steps(seed: int = 0) -> Iterator[str]:
         ext = step.cpu_op("c10d::allreduce_", host_t, 12.0, HOST_TID)
         corr, api = step.launch(ext, "cudaLaunchKernel", host_t + 4.0, HOST_TID)
         k_start = max(gpu_t, host_t + 4.0 + api)
-        step.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-                    corr, ext, k_start, 60.0, COMM_STREAM)  # fmt: skip
+        step.kernel(
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            corr,
+            ext,
+            k_start,
+            60.0,
+            COMM_STREAM,
+        )
         gpu_t = k_start + 60.0
         host_t += 14.0
         alloc += rng.choice((-1, 1)) * 1.0e6

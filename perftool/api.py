@@ -40,29 +40,45 @@ __all__ = ["emulate", "gate", "load_trace", "project", "scan", "tune"]
 
 
 def scan(
-    *traces: PathLike, rule_dirs: Sequence[PathLike] = (), config: PathLike | ProjectConfig | None = None,
-    select: Sequence[str] = (), ignore: Sequence[str] = (), device: str | None = None, dialect: str | None = None,
-    evidence: int | None = None, max_bytes: int | None = None,
-) -> ScanReport:  # fmt: skip
+    *traces: PathLike,
+    rule_dirs: Sequence[PathLike] = (),
+    config: PathLike | ProjectConfig | None = None,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    device: str | None = None,
+    dialect: str | None = None,
+    evidence: int | None = None,
+    max_bytes: int | None = None,
+) -> ScanReport:
     """Run the rules on each trace; the project config (``config``, else ``perftool.yaml`` or
     ``pyproject.toml`` here) supplies what the arguments leave out. Traces that cannot be read are in
     the report's ``unread``."""
     settings = project(config)
     chosen = catalog.selected(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))),
-        tuple(select) or tuple(settings.select), tuple(ignore) + tuple(settings.ignore),
-    )  # fmt: skip
+        tuple(select) or tuple(settings.select),
+        tuple(ignore) + tuple(settings.ignore),
+    )
     shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
     read = ReadOptions(device or settings.device, dialect, shown, max_bytes)
     return scan_files([str(t) for t in traces], chosen, read)
 
 
 def gate(
-    baseline: PathLike | None, candidate: PathLike, budget: PathLike | None = None, *,
-    config: PathLike | ProjectConfig | None = None, rule_dirs: Sequence[PathLike] = (), fail_on: str | None = None,
-    threshold: float | None = None, alpha: float | None = None, allow_mismatch: bool = False,
-    device: str | None = None, dialect: str | None = None, max_bytes: int | None = None,
-) -> GateResult:  # fmt: skip
+    baseline: PathLike | None,
+    candidate: PathLike,
+    budget: PathLike | None = None,
+    *,
+    config: PathLike | ProjectConfig | None = None,
+    rule_dirs: Sequence[PathLike] = (),
+    fail_on: str | None = None,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    allow_mismatch: bool = False,
+    device: str | None = None,
+    dialect: str | None = None,
+    max_bytes: int | None = None,
+) -> GateResult:
     """Compare ``candidate`` with ``baseline`` (traces or saved scan JSON), and/or hold it to ``budget``."""
     if baseline is None and budget is None:
         raise PerftoolError("gate needs a baseline, a budget, or both")
@@ -77,9 +93,13 @@ def gate(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))), tuple(settings.select), tuple(settings.ignore)
     )
     return run_gate(
-        str(candidate), None if baseline is None else str(baseline), load_budget(str(budget)) if budget else None,
-        chosen, options, ReadOptions(device or settings.device, dialect, max_bytes=max_bytes),
-    )  # fmt: skip
+        str(candidate),
+        None if baseline is None else str(baseline),
+        load_budget(str(budget)) if budget else None,
+        chosen,
+        options,
+        ReadOptions(device or settings.device, dialect, max_bytes=max_bytes),
+    )
 
 
 def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
@@ -92,9 +112,13 @@ def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
 
 
 def tune(
-    config: PathLike, overrides: Sequence[str] = (), *, strategy: str | None = None, evaluations: int | None = None,
+    config: PathLike,
+    overrides: Sequence[str] = (),
+    *,
+    strategy: str | None = None,
+    evaluations: int | None = None,
     jobs: int = 1,
-) -> TuneResult:  # fmt: skip
+) -> TuneResult:
     """Sweep the knobs in the config's ``tune:`` section on the emulator."""
     settings = {"strategy": strategy, "budget": evaluations}
     return run_tune(load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)]), jobs)

@@ -75,16 +75,24 @@ def cli() -> None:
 def _max_trace_size(command):
     """--max-trace-size SIZE, shared by the commands that read traces."""
     return click.option(
-        "--max-trace-size", "max_trace_bytes", metavar="SIZE",
+        "--max-trace-size",
+        "max_trace_bytes",
+        metavar="SIZE",
         callback=lambda _ctx, _param, value: limits.parse_size(value, "--max-trace-size") if value else None,
         help=f"Refuse traces of more JSON than this  [default: {limits.MAX_TRACE_SIZE_ENV} or 4GiB].",
-    )(command)  # fmt: skip
+    )(command)
 
 
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(formats(InfoView)), default="text", show_default=True,
-              help="text for people, json for tools.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats(InfoView)),
+    default="text",
+    show_default=True,
+    help="text for people, json for tools.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @_max_trace_size
@@ -110,8 +118,12 @@ def list_metrics() -> None:
 
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
-@click.option("--trace", "trace_file", type=click.Path(dir_okay=False),
-              help="Write the run's Chrome trace here (.json or .json.gz; opens in Perfetto UI).")  # fmt: skip
+@click.option(
+    "--trace",
+    "trace_file",
+    type=click.Path(dir_okay=False),
+    help="Write the run's Chrome trace here (.json or .json.gz; opens in Perfetto UI).",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
 @click.option(
     "--set",
@@ -120,8 +132,14 @@ def list_metrics() -> None:
     metavar="FIELD=VALUE",
     help="Override a knob (loop_size=32) or any field (workload.steps=400).",
 )
-@click.option("--format", "fmt", type=click.Choice(formats(EmulateView)), default="text", show_default=True,
-              help="Summary format: text for people, json for tools.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats(EmulateView)),
+    default="text",
+    show_default=True,
+    help="Summary format: text for people, json for tools.",
+)
 def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
     its trace."""
@@ -148,14 +166,30 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--strategy", type=click.Choice(["auto", "exhaustive", "local"]), help="Override tune.strategy.")
-@click.option("--evaluations", "budget", type=click.IntRange(min=1), metavar="N",
-              help="Simulate at most N configurations (overrides tune.budget).")  # fmt: skip
+@click.option(
+    "--evaluations",
+    "budget",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Simulate at most N configurations (overrides tune.budget).",
+)
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Processes to use.")
-@click.option("--set", "overrides", multiple=True, metavar="FIELD=VALUE",
-              help="Override a knob, a field or a tune setting (tune.objective=step_time).")  # fmt: skip
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Override a knob, a field or a tune setting (tune.objective=step_time).",
+)
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Configurations listed.")
-@click.option("--format", "fmt", type=click.Choice(formats(TuneView)), default="text", show_default=True,
-              help="Summary format: text for people, json for tools.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats(TuneView)),
+    default="text",
+    show_default=True,
+    help="Summary format: text for people, json for tools.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
 @click.option("--write-best", type=click.Path(dir_okay=False), help="Write the best config as YAML for emulate.")
 @click.option("--results", type=click.Path(dir_okay=False), help="Write every configuration's figures (.json or .csv).")
@@ -195,13 +229,18 @@ def tune(
 def _rule_options(command):
     """--rules DIR and --config FILE, shared by the commands that load the rule catalogue."""
     command = click.option(
-        "--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False),
+        "--rules",
+        "rule_dirs",
+        multiple=True,
+        type=click.Path(file_okay=False),
         help="Also load the rule files in DIR (repeatable).",
-    )(command)  # fmt: skip
+    )(command)
     return click.option(
-        "--config", "project_file", type=click.Path(dir_okay=False),
+        "--config",
+        "project_file",
+        type=click.Path(dir_okay=False),
         help="Project settings: perftool.yaml or pyproject.toml [default: the working directory's].",
-    )(command)  # fmt: skip
+    )(command)
 
 
 def _names(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -211,13 +250,22 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--format", "fmt", type=click.Choice(formats(ScanReport)), default="text", show_default=True,
-              help="text for people; json, markdown, sarif or github for tools and CI.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats(ScanReport)),
+    default="text",
+    show_default=True,
+    help="text for people; json, markdown, sarif or github for tools and CI.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated).")
-@click.option("--fail-on", type=click.Choice(["info", "warning", "error", "never"]),
-              help="Exit 1 when a finding reaches this severity  [default: error].")  # fmt: skip
+@click.option(
+    "--fail-on",
+    type=click.Choice(["info", "warning", "error", "never"]),
+    help="Exit 1 when a finding reaches this severity  [default: error].",
+)
 @click.option(
     "--device", type=click.Choice(FAMILIES), help="Give advice for this device family instead of detecting it."
 )
@@ -233,9 +281,16 @@ def scan(
         check_writable(output, [*traces, project_file])
     settings = api.project(project_file)
     report = api.scan(
-        *traces, rule_dirs=rule_dirs, config=settings, select=_names(select), ignore=_names(ignore), device=device,
-        dialect=dialect, evidence=evidence, max_bytes=max_trace_bytes,
-    )  # fmt: skip
+        *traces,
+        rule_dirs=rule_dirs,
+        config=settings,
+        select=_names(select),
+        ignore=_names(ignore),
+        device=device,
+        dialect=dialect,
+        evidence=evidence,
+        max_bytes=max_trace_bytes,
+    )
     if report.traces:  # when nothing was read, the errors below say why and no report stands in for the traces
         emit(report, fmt, output)
     for unread in report.unread:  # every trace that loaded is reported above; each bad one gets its line
@@ -254,22 +309,50 @@ def _first(*choices):
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True), metavar="[BASELINE] CANDIDATE")
 @click.option("--budget", type=click.Path(dir_okay=False), help="Hold the candidate to this budget file's limits.")
-@click.option("--fail-on", type=click.Choice(["info", "warning", "error", "never"]),
-              help="Fail on new findings at this severity  [default: error; never with a budget alone].")  # fmt: skip
-@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Relative step-time / throughput change that is a regression  [default: 0.05].")  # fmt: skip
-@click.option("--alpha", type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
-              help="Significance level of the timing test  [default: 0.01].")  # fmt: skip
+@click.option(
+    "--fail-on",
+    type=click.Choice(["info", "warning", "error", "never"]),
+    help="Fail on new findings at this severity  [default: error; never with a budget alone].",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Relative step-time / throughput change that is a regression  [default: 0.05].",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    help="Significance level of the timing test  [default: 0.01].",
+)
 @click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")
-@click.option("--format", "fmt", type=click.Choice(formats(GateResult)), default="text", show_default=True,
-              help="text for people; json, markdown, junit, sarif or github for CI.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(formats(GateResult)),
+    default="text",
+    show_default=True,
+    help="text for people; json, markdown, junit, sarif or github for CI.",
+)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @_max_trace_size
 @_rule_options
-def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output, device, dialect, max_trace_bytes,
-         rule_dirs, project_file) -> None:  # fmt: skip
+def gate(
+    traces,
+    budget,
+    fail_on,
+    threshold,
+    alpha,
+    allow_mismatch,
+    fmt,
+    output,
+    device,
+    dialect,
+    max_trace_bytes,
+    rule_dirs,
+    project_file,
+) -> None:
     """Fail CI when CANDIDATE regresses against BASELINE (traces or scan JSON), or breaks --budget.
 
     Exit 0 pass (warnings included), 1 fail, 2 bad input.
@@ -280,9 +363,19 @@ def gate(traces, budget, fail_on, threshold, alpha, allow_mismatch, fmt, output,
         raise click.UsageError("give BASELINE CANDIDATE, or CANDIDATE with --budget FILE")
     baseline, candidate = (traces[0], traces[1]) if len(traces) == 2 else (None, traces[0])
     result = api.gate(
-        baseline, candidate, budget, config=project_file, rule_dirs=rule_dirs, fail_on=fail_on, threshold=threshold,
-        alpha=alpha, allow_mismatch=allow_mismatch, device=device, dialect=dialect, max_bytes=max_trace_bytes,
-    )  # fmt: skip
+        baseline,
+        candidate,
+        budget,
+        config=project_file,
+        rule_dirs=rule_dirs,
+        fail_on=fail_on,
+        threshold=threshold,
+        alpha=alpha,
+        allow_mismatch=allow_mismatch,
+        device=device,
+        dialect=dialect,
+        max_bytes=max_trace_bytes,
+    )
     emit(result, fmt, output)
     if result.status == "fail":
         sys.exit(1)

@@ -50,8 +50,9 @@ def step_trace(step_durations, compile_in_first=False, device_busy=None, h2d=Non
         busy = device_busy if device_busy is not None else duration / 2
         events.append(complete("gemm", t + 5, busy, pid=0, tid=7, cat="kernel"))
         if h2d:
-            events.append(complete("Memcpy HtoD (Pageable -> Device)", t + h2d[0], h2d[1], pid=0, tid=7,
-                                   cat="gpu_memcpy"))  # fmt: skip
+            events.append(
+                complete("Memcpy HtoD (Pageable -> Device)", t + h2d[0], h2d[1], pid=0, tid=7, cat="gpu_memcpy")
+            )
         t += duration
     if compile_in_first:
         events.append(complete("XlaCompile", 2, 50, cat="cpu_op"))
@@ -134,12 +135,13 @@ def test_intersect_and_subtract():
 def test_idle_time_goes_to_one_cause_each_in_priority_order(write_trace):
     """Device idle 100-1000: compile covers 100-300, the host runs 200-600, nothing explains 600-1000."""
     events = [
-        process_name(1, "python3"), process_name(0, "GPU 0"),
+        process_name(1, "python3"),
+        process_name(0, "GPU 0"),
         complete("kernel_a", 0, 100, pid=0, tid=7, cat="kernel"),
         complete("kernel_b", 1000, 100, pid=0, tid=7, cat="kernel"),
         complete("XlaCompile", 100, 200, pid=1, tid=1, cat="cpu_op"),
         complete("aten::add", 200, 400, pid=1, tid=1, cat="cpu_op"),
-    ]  # fmt: skip
+    ]
     trace = load_trace(write_trace({"traceEvents": events, "deviceProperties": []}))
     idle = attribute_idle(trace, 0.0, 1100.0)
     assert idle.total == 900.0

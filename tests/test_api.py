@@ -37,8 +37,16 @@ def test_trace_and_steps_as_dataframes():
     trace = perftool.load_trace(TORCH_FIXTURE)
     events = trace.to_pandas()
     assert len(events) == len(trace) and list(events.columns) == [
-        "ts", "dur", "name", "cat", "track", "role", "kind", "phase", "order",
-    ]  # fmt: skip
+        "ts",
+        "dur",
+        "name",
+        "cat",
+        "track",
+        "role",
+        "kind",
+        "phase",
+        "order",
+    ]
     assert (events["name"] == "aten::item").sum() == int((trace.name == trace.names.index("aten::item")).sum())
     assert set(events.loc[events["name"] == "aten::item", "kind"]) == {"sync"}
     steps = detect_steps(trace).to_pandas()

@@ -22,7 +22,7 @@ CASES = {
     "bad-utf8-in-counter-args": (
         b'[{"ph": "C", "name": "mem", "ts": 1, "pid": 1, "tid": 1, "args": {"\xff": 3}}]',
         "event 0: counter 'args' is not valid JSON in UTF-8",
-    ),  # fmt: skip
+    ),
     "number": (b"42", "not a trace"),
     "string": (b'"trace"', "not a trace"),
     "object-without-events": (b'{"events": []}', "without a 'traceEvents' array"),
@@ -34,24 +34,24 @@ CASES = {
     "ts-not-numeric-string": (
         json.dumps([complete("a", 1, 1), complete("b", "soon", 1)]).encode(),
         "event 1, field 'ts': expected a number",
-    ),  # fmt: skip
+    ),
     "missing-ts": (json.dumps([complete("a", 1, 1), {"ph": "X", "name": "b", "dur": 1}]).encode(), "event 1: missing"),
     "missing-dur": (json.dumps([{"ph": "X", "name": "b", "ts": 1}]).encode(), "without a finite 'dur'"),
     "negative-duration": (
         json.dumps([complete("a", 1, 1), complete("b", 5, -3)]).encode(),
         "event 1: negative duration -3",
-    ),  # fmt: skip
+    ),
     "absurd-duration": (
         json.dumps([complete("a", 1, 1), complete("b", 5, 1e300)]).encode(),
         "event 1: duration 1e+300 µs is longer than any run",
-    ),  # fmt: skip
+    ),
     "absurd-timestamp": (json.dumps([complete("a", 1e29, 1)]).encode(), "event 0: 'ts' 1e+29 µs is beyond any clock"),
     "absurd-counter-timestamp": (
         json.dumps(
             [{"ph": "C", "name": "m", "pid": 1, "tid": 1, "ts": -2e17, "args": {"v": 1}}, complete("a", 1, 1)]
         ).encode(),
         "event 0: 'ts' -2e+17 µs is beyond any clock",
-    ),  # fmt: skip
+    ),
     "end-without-begin": (
         json.dumps(
             [
@@ -59,7 +59,7 @@ CASES = {
                 {"ph": "E", "pid": 1, "tid": 1, "ts": 2},
                 {"ph": "E", "pid": 1, "tid": 1, "ts": 3},
             ]
-        ).encode(),  # fmt: skip
+        ).encode(),
         "event 2: 'E' (end) without a matching 'B'",
     ),
     "empty-array": (b"[]", "empty trace"),
@@ -67,7 +67,7 @@ CASES = {
     "only-metadata": (
         json.dumps([{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "p"}}]).encode(),
         "only metadata",
-    ),  # fmt: skip
+    ),
     "not-utf8": (
         b'[{"ph": "X", "name": "ok", "ts": 1, "dur": 1},\n {"ph": "X", "name": "\xff\xfe", "ts": 2, "dur": 1}]',
         "not valid UTF-8 at line 2, column 23: byte 0xff",

@@ -22,8 +22,10 @@ def kineto_events():
     return {
         "schemaVersion": 1,
         "traceEvents": [
-            process_name(100, "python"), thread_name(100, 100, "thread 100 (python)"),
-            process_name(0, "python"), thread_name(0, 7, "stream 7"),
+            process_name(100, "python"),
+            thread_name(100, 100, "thread 100 (python)"),
+            process_name(0, "python"),
+            thread_name(0, 7, "stream 7"),
             complete("ProfilerStep#1", 0, 100, pid=100, tid=100, cat="user_annotation"),
             complete("aten::mm", 1, 10, pid=100, tid=100, cat="cpu_op"),
             complete("cudaLaunchKernel", 5, 3, pid=100, tid=100, cat="cuda_runtime"),
@@ -37,7 +39,7 @@ def kineto_events():
             complete("Memset (Device)", 45, 1, pid=0, tid=7, cat="gpu_memset"),
             complete("ProfilerStep#1", 9, 40, pid=0, tid=7, cat="gpu_user_annotation"),
         ],
-    }  # fmt: skip
+    }
 
 
 def test_kineto_roles_and_kinds(write_trace):
@@ -46,12 +48,17 @@ def test_kineto_roles_and_kinds(write_trace):
     assert role_of(trace, 100, 100) == Role.HOST
     assert role_of(trace, 0, 7) == Role.DEVICE
     expected = {
-        "aten::mm": Kind.HOST_OP, "cudaLaunchKernel": Kind.RUNTIME, "cudaMemcpyAsync": Kind.RUNTIME,
-        "cudaStreamSynchronize": Kind.SYNC, "aten::item": Kind.SYNC, "ampere_sgemm_128x64_tn": Kind.COMPUTE,
+        "aten::mm": Kind.HOST_OP,
+        "cudaLaunchKernel": Kind.RUNTIME,
+        "cudaMemcpyAsync": Kind.RUNTIME,
+        "cudaStreamSynchronize": Kind.SYNC,
+        "aten::item": Kind.SYNC,
+        "ampere_sgemm_128x64_tn": Kind.COMPUTE,
         "ncclDevKernel_AllReduce_Sum_f32_RING_LL": Kind.COMMUNICATION,
-        "Memcpy HtoD (Pageable -> Device)": Kind.H2D, "Memcpy DtoH (Device -> Pageable)": Kind.D2H,
+        "Memcpy HtoD (Pageable -> Device)": Kind.H2D,
+        "Memcpy DtoH (Device -> Pageable)": Kind.D2H,
         "Memset (Device)": Kind.MEMSET,
-    }  # fmt: skip
+    }
     for name, kind in expected.items():
         assert kind_of(trace, name) == {kind}, name
     assert kind_of(trace, "ProfilerStep#1") == {Kind.STEP}
@@ -69,10 +76,14 @@ def test_real_fixture_is_kineto_with_a_host_thread():
 def ascend_events():
     """Laid out as torch_npu / msprof write trace_view.json, timestamps as strings."""
     return [
-        process_name(1, "Python"), thread_name(1, 11, "Thread 11"),
-        process_name(2, "CANN"), thread_name(2, 11, "Thread 11"),
-        process_name(3, "Ascend Hardware"), thread_name(3, 5, "Stream 5"),
-        process_name(4, "Overlap Analysis"), thread_name(4, 0, "Computing"),
+        process_name(1, "Python"),
+        thread_name(1, 11, "Thread 11"),
+        process_name(2, "CANN"),
+        thread_name(2, 11, "Thread 11"),
+        process_name(3, "Ascend Hardware"),
+        thread_name(3, 5, "Stream 5"),
+        process_name(4, "Overlap Analysis"),
+        thread_name(4, 0, "Computing"),
         complete("ProfilerStep#0", "1000.000", "900.000", pid=1, tid=11),
         complete("aten::matmul", "1010.000", "50.000", pid=1, tid=11),
         complete("AscendCL@aclopCompileAndExecute", "1020.000", "400.000", pid=2, tid=11),
@@ -82,7 +93,7 @@ def ascend_events():
         complete("TransData", "1600.000", "30.000", pid=3, tid=5),
         complete("MEMCPY_ASYNC_H2D", "1400.000", "40.000", pid=3, tid=5),
         complete("Computing", "1460.000", "200.000", pid=4, tid=0),
-    ]  # fmt: skip
+    ]
 
 
 def test_ascend_roles_and_kinds(write_trace):
@@ -102,16 +113,20 @@ def test_ascend_roles_and_kinds(write_trace):
 
 def test_emulator_traces_declare_roles_and_kinds(write_trace):
     document = {
-        "perftool": {"emulator": {"device": "npu"}, "tracks": [
-            {"pid": 1, "tid": 1, "role": "host"}, {"pid": 2, "tid": 1, "role": "device"},
-            {"pid": 2, "tid": 2, "role": "link.h2d"},
-        ]},
+        "perftool": {
+            "emulator": {"device": "npu"},
+            "tracks": [
+                {"pid": 1, "tid": 1, "role": "host"},
+                {"pid": 2, "tid": 1, "role": "device"},
+                {"pid": 2, "tid": 2, "role": "link.h2d"},
+            ],
+        },
         "traceEvents": [
             complete("step 0", 0, 100, pid=1, tid=1, cat="step"),
             complete("forward", 10, 50, pid=2, tid=1, cat="compute"),
             complete("infeed batch 0", 0, 10, pid=2, tid=2, cat="h2d"),
         ],
-    }  # fmt: skip
+    }
     trace = load_trace(write_trace(document))
     assert trace.dialect == "emulator"
     assert [role_of(trace, 1, 1), role_of(trace, 2, 1), role_of(trace, 2, 2)] == [Role.HOST, Role.DEVICE, Role.H2D]

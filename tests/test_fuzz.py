@@ -109,8 +109,28 @@ def _get(tree: Any, path: tuple) -> Any:
     return tree
 
 
-TOKENS = [b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"\xff", b"\xc3", b"\x00", b"NaN", b"Infinity", b"-1e400",
-          b"1e309", b"null", b'"ts":1,"ts":', b'{"ph":"B","ts":5}', b'{"ph":"E","ts":-3}', b"[" * 2000]  # fmt: skip
+TOKENS = [
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b'"',
+    b"\\",
+    b"\xff",
+    b"\xc3",
+    b"\x00",
+    b"NaN",
+    b"Infinity",
+    b"-1e400",
+    b"1e309",
+    b"null",
+    b'"ts":1,"ts":',
+    b'{"ph":"B","ts":5}',
+    b'{"ph":"E","ts":-3}',
+    b"[" * 2000,
+]
 
 
 def mutate_bytes(data: st.DataObject, raw: bytes) -> bytes:
@@ -187,7 +207,7 @@ EVENT_FIELDS = {
             ]
         ),
         ANY_VALUE,
-    ),  # fmt: skip
+    ),
     "cat": st.one_of(st.sampled_from(["kernel", "cpu_op", "gpu_memcpy", "cuda_runtime", "step", "compute"]), ANY_VALUE),
     "pid": st.one_of(st.integers(0, 4), ANY_VALUE),
     "tid": st.one_of(st.integers(0, 4), ANY_VALUE),
@@ -247,13 +267,32 @@ def test_mutated_rule_files_load_or_fail_cleanly(data, folder):
     assert_clean(invoke("rules", "list", "--rules", directory), str(path))
 
 
-TEMPLATE_PIECES = st.sampled_from(["{cost_pct:.1f}", "{cost_ms}", "{x.__class__}", "{0}", "{cost_ms[0]}",
-                                   "{cost_ms:>{width}}", "{cost_ms:>100000}", "{cost_ms!r}", "{", "}", "{{", "text ",
-                                   "{cost_pct:.1%}", "{cost_ms:d}", "{steps:,}", "{__import__}"])  # fmt: skip
+TEMPLATE_PIECES = st.sampled_from(
+    [
+        "{cost_pct:.1f}",
+        "{cost_ms}",
+        "{x.__class__}",
+        "{0}",
+        "{cost_ms[0]}",
+        "{cost_ms:>{width}}",
+        "{cost_ms:>100000}",
+        "{cost_ms!r}",
+        "{",
+        "}",
+        "{{",
+        "text ",
+        "{cost_pct:.1%}",
+        "{cost_ms:d}",
+        "{steps:,}",
+        "{__import__}",
+    ]
+)
 
 
-@given(pieces=st.lists(TEMPLATE_PIECES, max_size=6), values=st.dictionaries(st.sampled_from(
-    ["cost_ms", "cost_pct", "steps", "x", "__import__"]), ANY_VALUE))  # fmt: skip
+@given(
+    pieces=st.lists(TEMPLATE_PIECES, max_size=6),
+    values=st.dictionaries(st.sampled_from(["cost_ms", "cost_pct", "steps", "x", "__import__"]), ANY_VALUE),
+)
 def test_templates_reach_only_plain_values(pieces, values):
     template = "".join(pieces)
     try:

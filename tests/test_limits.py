@@ -233,12 +233,26 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
 
 
 def test_ctrl_c_during_a_sweep_exits_130_and_writes_nothing(tmp_path):
-    outputs = {flag: tmp_path / name for flag, name in
-               [("--write-best", "best.yaml"), ("--results", "all.csv"), ("-o", "summary.txt")]}  # fmt: skip
+    outputs = {
+        flag: tmp_path / name
+        for flag, name in [("--write-best", "best.yaml"), ("--results", "all.csv"), ("-o", "summary.txt")]
+    }
     space = "tune.space.prefetch_depth={range: [1, 1024]}"  # 663,552 configurations: about 10 s
-    command = [sys.executable, "-c", "from perftool.cli import main; main()", "tune",
-               str(REPO / "examples" / "tune" / "npu.yaml"), "--strategy", "exhaustive", "--set", space, "-j", "2",
-               "--progress", *(str(part) for pair in outputs.items() for part in pair)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-c",
+        "from perftool.cli import main; main()",
+        "tune",
+        str(REPO / "examples" / "tune" / "npu.yaml"),
+        "--strategy",
+        "exhaustive",
+        "--set",
+        space,
+        "-j",
+        "2",
+        "--progress",
+        *(str(part) for pair in outputs.items() for part in pair),
+    ]
     sweep = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert sweep.stderr is not None
     seen = ""

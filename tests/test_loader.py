@@ -242,8 +242,10 @@ def test_worker_processes_give_the_same_trace(tmp_path, small_chunks, name):
 @pytest.mark.parametrize("name", ["big.json", "big.json.gz"])
 def test_events_larger_than_a_piece_load_the_same_in_processes(write_trace, small_chunks, name):
     """Pieces longer than a shared slot travel through the pipe instead."""
-    events = [complete(f"op{i}", i, 1, cat="gpu_memcpy", args={"bytes": i, "pad": "x" * (9000 if i % 7 == 0 else 10)})
-              for i in range(120)]  # fmt: skip
+    events = [
+        complete(f"op{i}", i, 1, cat="gpu_memcpy", args={"bytes": i, "pad": "x" * (9000 if i % 7 == 0 else 10)})
+        for i in range(120)
+    ]
     path = write_trace(events, name)
     in_processes, here = load_trace(path, workers=2), load_trace(path, workers=1)
     assert _columns(in_processes) == _columns(here)

@@ -9,8 +9,11 @@ from conftest import REPO
 from perftool.cli import cli
 
 SAMPLES = REPO / "sample_traces"
-GATE = ("gate", str(SAMPLES / "baselines" / "npu__healthy.findings.json"),
-        str(SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz"))  # fmt: skip
+GATE = (
+    "gate",
+    str(SAMPLES / "baselines" / "npu__healthy.findings.json"),
+    str(SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz"),
+)
 
 
 def piped(*args: str, columns: int) -> str:
@@ -33,8 +36,14 @@ def test_gate_keeps_every_column_and_every_reason(columns):
 @pytest.mark.parametrize("columns", [80, 120])
 @pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])
 def test_tune_table_keeps_every_knob_readable(columns, family):
-    out = piped("tune", str(REPO / "examples" / "tune" / f"{family}.yaml"), "--evaluations", "40", "--no-progress",
-                columns=columns)  # fmt: skip
+    out = piped(
+        "tune",
+        str(REPO / "examples" / "tune" / f"{family}.yaml"),
+        "--evaluations",
+        "40",
+        "--no-progress",
+        columns=columns,
+    )
     assert "…" not in out and max(map(len, out.splitlines())) <= columns
     header = next(line for line in out.splitlines() if line.lstrip().startswith("# "))
     for column in ("prefetch", "samples/s", "step", "memory"):

@@ -76,6 +76,11 @@ def test_a_plugin_detector_is_found_and_reports(tmp_path):
 
 def test_without_the_plugin_its_rule_is_a_clear_error(tmp_path):
     _plugin_path(tmp_path)
-    result = _perftool(dict(os.environ), "scan", str(REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"),
-                       "--rules", str(tmp_path / "rules"))  # fmt: skip
+    result = _perftool(
+        dict(os.environ),
+        "scan",
+        str(REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"),
+        "--rules",
+        str(tmp_path / "rules"),
+    )
     assert result.returncode == 2 and "unknown detector 'long_device_ops'" in result.stderr

@@ -105,8 +105,11 @@ def test_the_budget_example_loads_as_written(tmp_path):
     path = tmp_path / "budget.yaml"
     path.write_text(yaml_example("metrics:"))
     assert set(load_budget(str(path)).metrics) == {
-        "step_time_us.median", "throughput.steps_per_s", "device.idle_fraction", "recompilations.count",
-    }  # fmt: skip
+        "step_time_us.median",
+        "throughput.steps_per_s",
+        "device.idle_fraction",
+        "recompilations.count",
+    }
 
 
 def test_the_gitlab_example_is_valid_yaml():

@@ -262,10 +262,17 @@ def test_a_device_process_known_only_by_its_name_is_a_device(write_trace):
     ]
     for i in range(4):
         events += [
-            {"ph": "X", "name": f"ProfilerStep#{i}", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": i * 1e3,
-             "dur": 999},
+            {
+                "ph": "X",
+                "name": f"ProfilerStep#{i}",
+                "cat": "user_annotation",
+                "pid": 1,
+                "tid": 1,
+                "ts": i * 1e3,
+                "dur": 999,
+            },
             {"ph": "X", "name": "matmul_bf16", "cat": "hpu_op", "pid": 9, "tid": 3, "ts": i * 1e3 + 10, "dur": 900},
-        ]  # fmt: skip
+        ]
     trace = load_trace(write_trace({"schemaVersion": 1, "traceEvents": events}))
     assert [t.role for t in trace.tracks if t.pid == 9] == [Role.DEVICE]
     assert device_family(trace) == "hpu" and device_name(trace) == "HPU 0"

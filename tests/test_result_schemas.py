@@ -18,9 +18,14 @@ COMMANDS = {  # schema name -> a command writing that document for a bundled sam
     "info": ("info", SAMPLES / "gpu_training_kineto.pt.trace.json.gz", "--format", "json"),
     "emulate-result": ("emulate", SAMPLES / "npu" / "healthy.yaml", "--format", "json"),
     "tune-result": ("tune", REPO / "examples" / "tune" / "npu.yaml", "--evaluations", "40", "--format", "json"),
-    "gate-result": ("gate", SAMPLES / "baselines" / "npu__healthy.findings.json",
-                    SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz", "--format", "json"),
-}  # fmt: skip
+    "gate-result": (
+        "gate",
+        SAMPLES / "baselines" / "npu__healthy.findings.json",
+        SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz",
+        "--format",
+        "json",
+    ),
+}
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -44,5 +49,14 @@ def test_a_document_that_does_not_fit_its_model_is_refused():
     from perftool.results import GateReport
 
     with pytest.raises(ValidationError):
-        GateReport.model_validate({"schema": "perftool.gate/1", "status": "maybe", "baseline": None, "candidate": "c",
-                                   "mismatches": [], "counts": {}, "checks": []})  # fmt: skip
+        GateReport.model_validate(
+            {
+                "schema": "perftool.gate/1",
+                "status": "maybe",
+                "baseline": None,
+                "candidate": "c",
+                "mismatches": [],
+                "counts": {},
+                "checks": [],
+            }
+        )

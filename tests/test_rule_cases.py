@@ -20,39 +20,75 @@ def _meta(kind: str, pid: int, tid: int, **args) -> dict:
 
 
 VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming them, the step markers' track
-    "kineto": ({"host": (100, 1), "device": (0, 7)}, [
-        _meta("process_name", 100, 0, name="python3"), _meta("process_labels", 100, 0, labels="CPU"),
-        _meta("process_name", 0, 0, name="python3"), _meta("process_labels", 0, 0, labels="GPU 0"),
-        _meta("thread_name", 0, 7, name="stream 7"),
-    ], "host"),
-    "kineto-legacy": ({"host": (100, 1), "device": (0, 7)}, [
-        _meta("process_name", 100, 0, name="python"), _meta("thread_name", 0, 7, name="stream 7"),
-    ], "host"),
-    "ascend": ({"python": (1, 11), "cann": (2, 11), "npu": (3, 5)}, [
-        _meta("process_name", 1, 0, name="Python"), _meta("process_name", 2, 0, name="CANN"),
-        _meta("process_name", 3, 0, name="Ascend Hardware"), _meta("thread_name", 3, 5, name="Stream 5"),
-    ], "python"),
-    "graphcore": ({"host": (1, 1), "ipu": (2, 1)}, [
-        _meta("process_name", 1, 0, name="Host (Poplar)"), _meta("process_name", 2, 0, name="IPU 0"),
-        _meta("thread_name", 2, 1, name="Execution"),
-    ], "host"),
-    "gaudi": ({"host": (10, 1), "device": (0, 1)}, [
-        _meta("process_name", 10, 0, name="python3"), _meta("process_name", 0, 0, name="HPU 0"),
-        _meta("thread_name", 0, 1, name="TPC"),
-    ], "host"),
-}  # fmt: skip
+    "kineto": (
+        {"host": (100, 1), "device": (0, 7)},
+        [
+            _meta("process_name", 100, 0, name="python3"),
+            _meta("process_labels", 100, 0, labels="CPU"),
+            _meta("process_name", 0, 0, name="python3"),
+            _meta("process_labels", 0, 0, labels="GPU 0"),
+            _meta("thread_name", 0, 7, name="stream 7"),
+        ],
+        "host",
+    ),
+    "kineto-legacy": (
+        {"host": (100, 1), "device": (0, 7)},
+        [
+            _meta("process_name", 100, 0, name="python"),
+            _meta("thread_name", 0, 7, name="stream 7"),
+        ],
+        "host",
+    ),
+    "ascend": (
+        {"python": (1, 11), "cann": (2, 11), "npu": (3, 5)},
+        [
+            _meta("process_name", 1, 0, name="Python"),
+            _meta("process_name", 2, 0, name="CANN"),
+            _meta("process_name", 3, 0, name="Ascend Hardware"),
+            _meta("thread_name", 3, 5, name="Stream 5"),
+        ],
+        "python",
+    ),
+    "graphcore": (
+        {"host": (1, 1), "ipu": (2, 1)},
+        [
+            _meta("process_name", 1, 0, name="Host (Poplar)"),
+            _meta("process_name", 2, 0, name="IPU 0"),
+            _meta("thread_name", 2, 1, name="Execution"),
+        ],
+        "host",
+    ),
+    "gaudi": (
+        {"host": (10, 1), "device": (0, 1)},
+        [
+            _meta("process_name", 10, 0, name="python3"),
+            _meta("process_name", 0, 0, name="HPU 0"),
+            _meta("thread_name", 0, 1, name="TPC"),
+        ],
+        "host",
+    ),
+}
 
 
 READ_AS = {  # vocabulary -> the dialect and device family perftool must read a case's trace as
-    "kineto": ("kineto", "gpu"), "ascend": ("ascend", "npu"), "graphcore": ("graphcore", "ipu"),
+    "kineto": ("kineto", "gpu"),
+    "ascend": ("ascend", "npu"),
+    "graphcore": ("graphcore", "ipu"),
     "gaudi": ("kineto", "hpu"),
-}  # fmt: skip
+}
 
 
 def _event(spec: dict, at: float, tracks: dict) -> dict:
     pid, tid = tracks[spec["track"]]
-    event = {"ph": "X", "name": spec["name"], "cat": spec.get("cat", ""), "pid": pid, "tid": tid,
-             "ts": at + spec["ts"], "dur": spec["dur"]}  # fmt: skip
+    event = {
+        "ph": "X",
+        "name": spec["name"],
+        "cat": spec.get("cat", ""),
+        "pid": pid,
+        "tid": tid,
+        "ts": at + spec["ts"],
+        "dur": spec["dur"],
+    }
     return event | ({"args": spec["args"]} if "args" in spec else {})
 
 
@@ -67,8 +103,13 @@ def build(case: dict) -> dict:
     )
     for i in range(case["steps"]):
         t = i * case["period"]
-        events.append(_event({"name": f"ProfilerStep#{i}", "track": step_track, "ts": 0, "dur": case["period"] - 1,
-                              "cat": step_cat}, t, tracks))  # fmt: skip
+        events.append(
+            _event(
+                {"name": f"ProfilerStep#{i}", "track": step_track, "ts": 0, "dur": case["period"] - 1, "cat": step_cat},
+                t,
+                tracks,
+            )
+        )
         for k in range(repeat["count"]):
             events += [_event(spec, t + k * repeat["every"], tracks) for spec in case["events"]]
         for n, extra in case.get("every", {}).items():

@@ -21,8 +21,12 @@ def _serious(findings):
 
 
 def _kineto_tracks(host: int, gpu: int) -> list[dict]:
-    return [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(gpu, "GPU 0"),
-            thread_name(gpu, 7, "stream 7")]  # fmt: skip
+    return [
+        process_name(host, "python3"),
+        thread_name(host, 1, "MainThread"),
+        process_name(gpu, "GPU 0"),
+        thread_name(gpu, 7, "stream 7"),
+    ]
 
 
 def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_trace):
@@ -70,8 +74,13 @@ def test_kineto_short_gaps_between_short_kernels_are_launch_overhead(run, write_
 
 def test_torch_npu_operator_compile_after_warmup_calls_for_jit_compile_off(run, write_trace):
     python, cann, hardware = 1, 2, 3
-    events = [process_name(python, "Python"), process_name(cann, "CANN"), thread_name(cann, 1, "Thread 1"),
-              process_name(hardware, "Ascend Hardware"), thread_name(hardware, 0, "Stream 0")]  # fmt: skip
+    events = [
+        process_name(python, "Python"),
+        process_name(cann, "CANN"),
+        thread_name(cann, 1, "Thread 1"),
+        process_name(hardware, "Ascend Hardware"),
+        thread_name(hardware, 0, "Stream 0"),
+    ]
     t = 0.0
     for i in range(12):
         compiles = i in (0, 7)  # the first call compiles (warm-up); step 7 sees a new shape
@@ -98,8 +107,12 @@ def test_torch_npu_operator_compile_after_warmup_calls_for_jit_compile_off(run, 
 
 def test_gaudi_cpu_fallback_text(run, write_trace):
     host, hpu = 10, 0
-    events = [process_name(host, "python3"), thread_name(host, 1, "MainThread"), process_name(hpu, "HPU 0"),
-              thread_name(hpu, 1, "TPC")]  # fmt: skip
+    events = [
+        process_name(host, "python3"),
+        thread_name(host, 1, "MainThread"),
+        process_name(hpu, "HPU 0"),
+        thread_name(hpu, 1, "TPC"),
+    ]
     for i in range(10):
         t = i * STEP
         events += [
@@ -121,8 +134,12 @@ def test_gaudi_cpu_fallback_text(run, write_trace):
 
 def test_graphcore_stream_and_strided_copies(run, write_trace):
     host, ipu = 1, 2
-    events = [process_name(host, "Host (Poplar)"), thread_name(host, 1, "main"), process_name(ipu, "IPU 0"),
-              thread_name(ipu, 1, "Execution")]  # fmt: skip
+    events = [
+        process_name(host, "Host (Poplar)"),
+        thread_name(host, 1, "main"),
+        process_name(ipu, "IPU 0"),
+        thread_name(ipu, 1, "Execution"),
+    ]
     for i in range(16):
         t = i * STEP
         events += [

@@ -38,31 +38,49 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     span = steps.last - steps.first
     lo, hi = steps.window
     if steps.startup_end is not None and steps.startup_end - steps.first >= STARTUP_SHARE * span:
-        found.append(Caveat(
-            f"start-up (runtime and library initialisation, warm-up) takes {duration(steps.startup_end - steps.first)}"
-            f" of the {duration(span)} captured; it is left out, leaving {duration(hi - lo)}", caps=False,
-        ))  # fmt: skip
+        found.append(
+            Caveat(
+                "start-up (runtime and library initialisation, warm-up) takes"
+                f" {duration(steps.startup_end - steps.first)} of the {duration(span)} captured; it is left out,"
+                f" leaving {duration(hi - lo)}",
+                caps=False,
+            )
+        )
     if steps.count == 0:
         where = "the trace after start-up" if lo > steps.first else "the whole trace"
-        found.append(Caveat(f"no step markers: figures cover {where}, and findings stay at info; to judge the"
-                            f" steady state, {hint}", caps=True, short="no step markers"))  # fmt: skip
+        found.append(
+            Caveat(
+                f"no step markers: figures cover {where}, and findings stay at info; to judge the steady state, {hint}",
+                caps=True,
+                short="no step markers",
+            )
+        )
     elif steps.steady < MIN_STEADY_STEPS:
-        found.append(Caveat(
-            f"only {steps.steady} steady step(s) after {steps.warmup} warm-up (at least {MIN_STEADY_STEPS} are needed"
-            f" to judge the steady state), so findings stay at info; {hint}", caps=True,
-            short=f"{steps.steady} steady step(s), {MIN_STEADY_STEPS} needed",
-        ))  # fmt: skip
+        found.append(
+            Caveat(
+                f"only {steps.steady} steady step(s) after {steps.warmup} warm-up (at least {MIN_STEADY_STEPS} are"
+                f" needed to judge the steady state), so findings stay at info; {hint}",
+                caps=True,
+                short=f"{steps.steady} steady step(s), {MIN_STEADY_STEPS} needed",
+            )
+        )
     if steps.truncated:
         found.append(Caveat("the last step was cut off by the end of the capture and is left out", caps=False))
     if trace.unclosed.size:
-        found.append(Caveat(
-            f"{trace.unclosed.size:,} span(s) were never closed (the capture stopped inside them): they are kept as"
-            " markers and count in no figure", caps=False,
-        ))  # fmt: skip
+        found.append(
+            Caveat(
+                f"{trace.unclosed.size:,} span(s) were never closed (the capture stopped inside them): they are kept as"
+                " markers and count in no figure",
+                caps=False,
+            )
+        )
     if _RANGE_PROFILER in trace.cats:
-        found.append(Caveat(
-            "CUPTI range-profiler capture: kernels were replayed one at a time to collect their metrics, so their"
-            " times and the gaps between them are not the run's timeline; findings stay at info", caps=True,
-            short="range-profiler replay, not a timeline",
-        ))  # fmt: skip
+        found.append(
+            Caveat(
+                "CUPTI range-profiler capture: kernels were replayed one at a time to collect their metrics, so their"
+                " times and the gaps between them are not the run's timeline; findings stay at info",
+                caps=True,
+                short="range-profiler replay, not a timeline",
+            )
+        )
     return found

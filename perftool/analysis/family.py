@@ -82,11 +82,14 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
     kineto = trace.dialect == "kineto"
     unnamed = "device {}" if kineto else "pid {}"
     names = Counter(
-        _named(by_id.get(pid), track.process_labels
-               or (track.process_name if not kineto or DEVICE_PROCESS.match(track.process_name) else "")
-               or unnamed.format(pid))
+        _named(
+            by_id.get(pid),
+            track.process_labels
+            or (track.process_name if not kineto or DEVICE_PROCESS.match(track.process_name) else "")
+            or unnamed.format(pid),
+        )
         for pid, track in processes.items()
-    )  # fmt: skip
+    )
     return ", ".join(name if count == 1 else f"{count} × {name}" for name, count in sorted(names.items()))
 
 

@@ -51,10 +51,14 @@ class Steps:
         """One row per step: ``start``, ``end``, ``duration`` (µs, on the clock ``clock`` names), ``warmup``."""
         import pandas
 
-        return pandas.DataFrame({
-            "start": self.start, "end": self.end, "duration": self.end - self.start,
-            "warmup": np.arange(self.count) < self.warmup,
-        })  # fmt: skip
+        return pandas.DataFrame(
+            {
+                "start": self.start,
+                "end": self.end,
+                "duration": self.end - self.start,
+                "warmup": np.arange(self.count) < self.warmup,
+            }
+        )
 
     @property
     def steady(self) -> int:

@@ -115,9 +115,12 @@ def read_config(
 
 
 def validate_config(
-    document: dict[str, Any], source: str = "<config>", root: yaml.Node | None = None,
-    overridden: dict[tuple[str, ...], str] | None = None, model: type[Config] = EmulatorConfig,  # type: ignore[assignment]
-) -> Config:  # fmt: skip
+    document: dict[str, Any],
+    source: str = "<config>",
+    root: yaml.Node | None = None,
+    overridden: dict[tuple[str, ...], str] | None = None,
+    model: type[Config] = EmulatorConfig,  # type: ignore[assignment]
+) -> Config:
     """A validated config from a plain mapping; errors name the field path and the line or ``--set``."""
     try:
         config = model.model_validate(document)

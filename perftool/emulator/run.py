@@ -45,13 +45,17 @@ class Run:
         ends = self.timeline.step_end[: self.plan.total_steps[0], 0]
         durations = np.diff(ends, prepend=0.0)[first:]
         spent = {
-            "compute": part["forward_end"] - part["serial_end"] + part["compute_end"] - part["backward_start"]
-            + part["update_end"] - part["strided_end"],
+            "compute": part["forward_end"]
+            - part["serial_end"]
+            + part["compute_end"]
+            - part["backward_start"]
+            + part["update_end"]
+            - part["strided_end"],
             "input_copy": part["serial_end"] - part["dev_start"],
             "strided_copy": part["strided_end"] - part["compute_end"],
             "offload_copy": part["dev_end"] - part["update_end"],
             "fallback": part["backward_start"] - part["forward_end"],
-        }  # fmt: skip
+        }
         spent["idle"] = durations - sum(spent.values())
         return {name: float(values.mean()) for name, values in spent.items()}
 

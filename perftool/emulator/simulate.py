@@ -110,12 +110,17 @@ class _Shape:
         remainder_start = np.where(remainder > 0, full_steps_of_loops - remainder, -1)
         linked = plan.overlap > 0
         return cls(
-            cols=np.arange(plan.n), remainder_start=remainder_start,
+            cols=np.arange(plan.n),
+            remainder_start=remainder_start,
             may_compile={0, plan.steps, *remainder_start[remainder_start >= 0].tolist()},
-            any_streamed=bool(plan.streamed.any()), linked=linked, all_linked=bool(linked.all()),
-            none_linked=not linked.any(), serial_share=1 - plan.overlap, fallback=plan.fallback_host_us > 0,
+            any_streamed=bool(plan.streamed.any()),
+            linked=linked,
+            all_linked=bool(linked.all()),
+            none_linked=not linked.any(),
+            serial_share=1 - plan.overlap,
+            fallback=plan.fallback_host_us > 0,
             no_partial=np.zeros(plan.n, dtype=bool),
-        )  # fmt: skip
+        )
 
 
 def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
@@ -171,16 +176,29 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
         clocks.dev_end_prev2 = _kept(active, clocks.dev_end_prev, clocks.dev_end_prev2)
         clocks.dev_end_prev = step_end[i]
         clocks.dev_start_prev = _kept(active, device["dev_start"], clocks.dev_start_prev)
-        rec.put(preprocess_start=preprocess_start, ready=ready, **host, **link, **device,
-                active=np.broadcast_to(active, (n,)))  # fmt: skip
+        rec.put(
+            preprocess_start=preprocess_start,
+            ready=ready,
+            **host,
+            **link,
+            **device,
+            active=np.broadcast_to(active, (n,)),
+        )
 
     return Timeline(step_end, device_busy, compile_start, compile_end, rec.arrays())
 
 
 def _host(
-    plan: Plan, shape: _Shape, clocks: _Clocks, i: int, ready: np.ndarray, partial: np.ndarray,
-    active: bool | np.ndarray, compute: np.ndarray, compile_log: tuple[np.ndarray, np.ndarray],
-) -> dict[str, np.ndarray]:  # fmt: skip
+    plan: Plan,
+    shape: _Shape,
+    clocks: _Clocks,
+    i: int,
+    ready: np.ndarray,
+    partial: np.ndarray,
+    active: bool | np.ndarray,
+    compute: np.ndarray,
+    compile_log: tuple[np.ndarray, np.ndarray],
+) -> dict[str, np.ndarray]:
     """The host: a device call every loop_size steps, compiling new shapes and loop lengths first."""
     call_start = (i % plan.loop == 0) | partial
     wait_from = np.maximum(clocks.host_free, clocks.dev_end_prev if plan.blocking else clocks.dev_end_prev2)
@@ -204,15 +222,25 @@ def _host(
     clocks.host_free = np.where(calls, launch_end, clocks.host_free)
     clocks.call_ready = np.where(calls, launched, clocks.call_ready)
     return {
-        "call_start": calls, "new_graph": new_graph, "wait_from": wait_from, "host_begin": host_begin,
-        "python_end": python_end, "compile_done": compile_done, "launch_end": launch_end,
-    }  # fmt: skip
+        "call_start": calls,
+        "new_graph": new_graph,
+        "wait_from": wait_from,
+        "host_begin": host_begin,
+        "python_end": python_end,
+        "compile_done": compile_done,
+        "launch_end": launch_end,
+    }
 
 
 def _link(
-    plan: Plan, shape: _Shape, clocks: _Clocks, ready: np.ndarray, host_begin: np.ndarray, transfer: np.ndarray,
+    plan: Plan,
+    shape: _Shape,
+    clocks: _Clocks,
+    ready: np.ndarray,
+    host_begin: np.ndarray,
+    transfer: np.ndarray,
     active: bool | np.ndarray,
-) -> dict[str, np.ndarray]:  # fmt: skip
+) -> dict[str, np.ndarray]:
     """The link: copies beside compute, one batch ahead of the device at most."""
     h2d_start = np.maximum(np.maximum(ready, clocks.link_free), clocks.dev_start_prev)
     if plan.host_feeds_data:
@@ -225,9 +253,17 @@ def _link(
 
 
 def _device(
-    plan: Plan, shape: _Shape, clocks: _Clocks, i: int, ready: np.ndarray, link: dict[str, np.ndarray],
-    compute: np.ndarray, transfer: np.ndarray, strided: np.ndarray, active: bool | np.ndarray,
-) -> dict[str, np.ndarray]:  # fmt: skip
+    plan: Plan,
+    shape: _Shape,
+    clocks: _Clocks,
+    i: int,
+    ready: np.ndarray,
+    link: dict[str, np.ndarray],
+    compute: np.ndarray,
+    transfer: np.ndarray,
+    strided: np.ndarray,
+    active: bool | np.ndarray,
+) -> dict[str, np.ndarray]:
     """The device: in order, after the previous step, the call's launch and the data; a CPU fallback's round
     trip splits compute; the weight update (and its offload copies) every gradient_accumulation steps."""
     h2d_start, h2d_end = link["h2d_start"], link["h2d_end"]
@@ -254,8 +290,17 @@ def _device(
     update_end = strided_end + np.where(update, plan.update_us, 0.0)
     dev_end = update_end + np.where(update, plan.offload_us, 0.0)
     return {
-        "dev_start": dev_start, "serial_end": serial_end, "forward_end": forward_end,
-        "fallback_d2h_end": fallback_d2h_end, "host_op_start": host_op_start, "host_op_end": host_op_end,
-        "backward_start": backward_start, "compute_end": compute_end, "strided_end": strided_end,
-        "update_end": update_end, "dev_end": dev_end, "update": update & active, "consumed": consumed,
-    }  # fmt: skip
+        "dev_start": dev_start,
+        "serial_end": serial_end,
+        "forward_end": forward_end,
+        "fallback_d2h_end": fallback_d2h_end,
+        "host_op_start": host_op_start,
+        "host_op_end": host_op_end,
+        "backward_start": backward_start,
+        "compute_end": compute_end,
+        "strided_end": strided_end,
+        "update_end": update_end,
+        "dev_end": dev_end,
+        "update": update & active,
+        "consumed": consumed,
+    }

@@ -92,17 +92,41 @@ def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
     rate_a, rate_b = a.size / a.sum() * 1e6, b.size / b.sum() * 1e6
     rate_change = float(rate_b / rate_a - 1)
     return [
-        _timed("timing:step_time", "step time (median)", float(np.median(a)), float(np.median(b)),
-               step_change, p, policy, limit),
-        _timed("timing:throughput", "throughput (steps/s)", rate_a, rate_b, -rate_change, p, policy, limit,
-               shown_change=rate_change),
-    ]  # fmt: skip
+        _timed(
+            "timing:step_time",
+            "step time (median)",
+            float(np.median(a)),
+            float(np.median(b)),
+            step_change,
+            p,
+            policy,
+            limit,
+        ),
+        _timed(
+            "timing:throughput",
+            "throughput (steps/s)",
+            rate_a,
+            rate_b,
+            -rate_change,
+            p,
+            policy,
+            limit,
+            shown_change=rate_change,
+        ),
+    ]
 
 
 def _timed(
-    check_id: str, name: str, base: float, cand: float, worse_by: float, p: float, policy: GatePolicy, limit: str,
+    check_id: str,
+    name: str,
+    base: float,
+    cand: float,
+    worse_by: float,
+    p: float,
+    policy: GatePolicy,
+    limit: str,
     shown_change: float | None = None,
-) -> Check:  # fmt: skip
+) -> Check:
     """``worse_by``: the relative change in the worse direction (positive: a regression)."""
     beyond, significant = worse_by > policy.threshold, p < policy.alpha
     verdict: Verdict = "fail" if beyond and significant else "warn" if beyond else "pass"
@@ -198,9 +222,15 @@ def _new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: st
 def _finding_check(finding: Finding, verdict: Verdict, detail: str) -> Check:
     text = f"{finding.severity.value} {finding.rule_id} {finding.rule_name}"
     return Check(
-        f"finding:{finding.fingerprint}", text, verdict, None, None, f"{finding.impact.share:.1%} of the step",
-        "new finding at --fail-on or above", f"{detail}: {finding.title}" if detail else finding.title,
-    )  # fmt: skip
+        f"finding:{finding.fingerprint}",
+        text,
+        verdict,
+        None,
+        None,
+        f"{finding.impact.share:.1%} of the step",
+        "new finding at --fail-on or above",
+        f"{detail}: {finding.title}" if detail else finding.title,
+    )
 
 
 def _value(trace: TraceFindings, name: str) -> float | None:

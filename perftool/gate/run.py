@@ -41,9 +41,13 @@ DEFAULT_OPTIONS = GateOptions()
 
 
 def run_gate(
-    candidate: str, baseline: str | None, budget: Budget | None, rules: list[Rule],
-    options: GateOptions = DEFAULT_OPTIONS, read: ReadOptions = DEFAULT_READ,
-) -> GateResult:  # fmt: skip
+    candidate: str,
+    baseline: str | None,
+    budget: Budget | None,
+    rules: list[Rule],
+    options: GateOptions = DEFAULT_OPTIONS,
+    read: ReadOptions = DEFAULT_READ,
+) -> GateResult:
     """Compare ``candidate`` with ``baseline`` and/or hold it to ``budget``."""
     cand = load_side(candidate, rules, read)
     checks: list[Check] = []

@@ -15,9 +15,10 @@ def render(run: Run, written: str | None = None) -> Group:
     """Header, predicted figures and where a steady step's time goes."""
     config, p = run.config, run.prediction
     header = Text.assemble(
-        ("perftool emulate ", "bold"), (config.workload.name, "bold magenta"),
+        ("perftool emulate ", "bold"),
+        (config.workload.name, "bold magenta"),
         f"\n{config.device} · {config.profile.model} · {run.plan.total_steps[0]:,} steps · seed {config.seed}",
-    )  # fmt: skip
+    )
     figures = Table(title="Prediction (steady state)", title_justify="left", show_header=False)
     figures.add_column("what", style="bold")
     figures.add_column("value")

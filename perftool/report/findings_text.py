@@ -74,9 +74,11 @@ def _finding(finding: Finding, unit: str) -> Group:
         else f"{finding.impact.share:.1%} of the trace"
     )
     head = Text.assemble(
-        "\n", (f"{level.upper():<8}", STYLE[level]), (f"{finding.rule_id} {finding.rule_name}", "bold"),
+        "\n",
+        (f"{level.upper():<8}", STYLE[level]),
+        (f"{finding.rule_id} {finding.rule_name}", "bold"),
         f" · {finding.title} · {cost}",
-    )  # fmt: skip
+    )
     body = Table.grid(padding=(0, 1))
     body.add_column(style="dim", justify="right")
     body.add_column()

@@ -14,14 +14,23 @@ from perftool.gate.run import GateResult
 
 def render(result: GateResult) -> str:
     counts = result.counts()
-    suites = ET.Element("testsuites", name="perftool gate", tests=str(len(result.checks)),
-                        failures=str(counts["fail"]), errors="0")  # fmt: skip
-    suite = ET.SubElement(suites, "testsuite", name=f"perftool gate {result.candidate}",
-                          tests=str(len(result.checks)), failures=str(counts["fail"]), errors="0",
-                          skipped=str(counts["skip"]), time="0")  # fmt: skip
+    suites = ET.Element(
+        "testsuites", name="perftool gate", tests=str(len(result.checks)), failures=str(counts["fail"]), errors="0"
+    )
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"perftool gate {result.candidate}",
+        tests=str(len(result.checks)),
+        failures=str(counts["fail"]),
+        errors="0",
+        skipped=str(counts["skip"]),
+        time="0",
+    )
     for check in result.checks:
-        case = ET.SubElement(suite, "testcase", classname=f"perftool.gate.{check.id.split(':')[0]}",
-                             name=check.name, time="0")  # fmt: skip
+        case = ET.SubElement(
+            suite, "testcase", classname=f"perftool.gate.{check.id.split(':')[0]}", name=check.name, time="0"
+        )
         if check.verdict == "fail":
             failure = ET.SubElement(case, "failure", message=check.reason(), type="regression")
             failure.text = f"{check.figures()}; fails on: {check.limit}"

@@ -80,8 +80,11 @@ def _table(checks: list[Check], with_why: bool, budget: bool) -> Table:
     for check in checks:
         values = [number(check.candidate)] if budget else [number(check.baseline), number(check.candidate)]
         cells: list[RenderableType] = [
-            shown(check.name), *([shown(check.limit)] if budget else []), *values,
-            *([] if budget else [shown(check.change)]), Text(check.verdict.upper(), style=STYLE[check.verdict]),
-        ]  # fmt: skip
+            shown(check.name),
+            *([shown(check.limit)] if budget else []),
+            *values,
+            *([] if budget else [shown(check.change)]),
+            Text(check.verdict.upper(), style=STYLE[check.verdict]),
+        ]
         table.add_row(*cells, *([shown(check.detail)] if with_why else []))
     return table

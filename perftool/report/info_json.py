@@ -33,7 +33,7 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
                 "labels": t.process_labels,
                 "role": t.role.value,
                 "events": metrics.track_events[t.id],
-            }  # fmt: skip
+            }
             for t in trace.tracks
         ],
         "metrics": {k: _number(v) for k, v in metrics.values.items()},

@@ -22,10 +22,12 @@ def render(trace: Trace, metrics: Metrics) -> Group:
     unit = trace.display_time_unit
     m = metrics.values
     header = Text.assemble(
-        ("perftool info ", "bold"), shown(trace.source, "bold magenta"),
+        ("perftool info ", "bold"),
+        shown(trace.source, "bold magenta"),
         f"\n{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · "
-        f"span {duration(m['trace.span_us'], unit)} · device ", shown(metrics.device),
-    )  # fmt: skip
+        f"span {duration(m['trace.span_us'], unit)} · device ",
+        shown(metrics.device),
+    )
     for caveat in metrics.caveats:
         header.append("\n")
         header.append(shown(f"note: {caveat.text}", "yellow"))
@@ -34,23 +36,29 @@ def render(trace: Trace, metrics: Metrics) -> Group:
 
 def _tracks(trace: Trace, metrics: Metrics) -> Table:
     table = Table(title="Tracks", title_justify="left", expand=False)
-    add_columns(table, [("process", "left"), ("thread", "left"), ("pid:tid", "right"), ("role", "left"),
-                        ("events", "right")])  # fmt: skip
+    add_columns(
+        table, [("process", "left"), ("thread", "left"), ("pid:tid", "right"), ("role", "left"), ("events", "right")]
+    )
     events, samples = metrics.track_events, metrics.track_samples
     ordered = sorted(
         trace.tracks,
         key=lambda t: (
-            t.process_sort_index if t.process_sort_index is not None else 0, _id_key(t.pid),
-            t.thread_sort_index if t.thread_sort_index is not None else 0, _id_key(t.tid),
+            t.process_sort_index if t.process_sort_index is not None else 0,
+            _id_key(t.pid),
+            t.thread_sort_index if t.thread_sort_index is not None else 0,
+            _id_key(t.tid),
         ),
-    )  # fmt: skip
+    )
     for t in ordered:
         process = t.process_name + (f" ({t.process_labels})" if t.process_labels else "")
         count = f"{int(events[t.id]):,}" + (f" + {int(samples[t.id]):,} counter samples" if samples[t.id] else "")
         table.add_row(
-            shown(process or "—"), shown(t.thread_name or "—"), shown(f"{t.pid}:{t.tid}"),
-            Text(t.role.value, style=_ROLE_STYLE.get(t.role, "")), count,
-        )  # fmt: skip
+            shown(process or "—"),
+            shown(t.thread_name or "—"),
+            shown(f"{t.pid}:{t.tid}"),
+            Text(t.role.value, style=_ROLE_STYLE.get(t.role, "")),
+            count,
+        )
     return table
 
 
@@ -104,8 +112,12 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
         if m["compile.count"]
         else "none",
     )
-    table.add_row("sync points", f"{m['sync.count']:,.0f} ({m['sync.per_step']:.1f} per step)"
-                  if m["steps.steady"] else f"{m['sync.count']:,.0f}")  # fmt: skip
+    table.add_row(
+        "sync points",
+        f"{m['sync.count']:,.0f} ({m['sync.per_step']:.1f} per step)"
+        if m["steps.steady"]
+        else f"{m['sync.count']:,.0f}",
+    )
     return table
 
 

@@ -15,10 +15,17 @@ class SweepProgress:
         console = Console(stderr=True, force_terminal=enabled or None)  # --progress: draw even when piped
         self.enabled = console.is_terminal if enabled is None else enabled
         self._bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), TextColumn(COUNT), TextColumn("elapsed"),
-            TimeElapsedColumn(), TextColumn("· left"), TimeRemainingColumn(), console=console, transient=True,
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn(COUNT),
+            TextColumn("elapsed"),
+            TimeElapsedColumn(),
+            TextColumn("· left"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
             disable=not self.enabled,
-        )  # fmt: skip
+        )
         self._task: TaskID | None = None
         self._count_pruned = False
 

@@ -43,12 +43,13 @@ def _header(result: TuneResult, source: str) -> Text:
     budget = f" of a budget of {result.budget:,}" if result.budget else ""
     share = result.evaluations / result.space.size
     return Text.assemble(
-        ("perftool tune ", "bold"), (source, "bold magenta"),
+        ("perftool tune ", "bold"),
+        (source, "bold magenta"),
         f"\n{config.device} · {config.profile.model} · {config.workload.name} · objective: {objective_label(result)}",
         f"\nspace: {result.space.size:,} configurations over {len(result.space.names)} knobs · "
         f"strategy {result.strategy}: {result.evaluations:,} evaluated{budget} ({share:.1%} of the space)"
         f"{pruned_text} · {result.seconds:.2f} s",
-    )  # fmt: skip
+    )
 
 
 def _top_table(result: TuneResult, top: int) -> Table:
@@ -68,9 +69,12 @@ def _top_table(result: TuneResult, top: int) -> Table:
     ]  # device busy is in --format json and in emulate's summary: an 80-column log has room for these
     headers = ["#", *(COLUMNS[name] for name in result.space.names), "samples/s", "step", "memory"]
     table = Table(
-        title=f"Top {top} configurations (★ recommended)", title_justify="left", box=box.SIMPLE_HEAD,
-        padding=0, pad_edge=False,
-    )  # fmt: skip
+        title=f"Top {top} configurations (★ recommended)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=0,
+        pad_edge=False,
+    )
     for i, header in enumerate(headers):
         numeric = i == 0 or i > len(result.space.names)
         width = max(len(header), *(len(row[i]) for row in rows))
@@ -93,11 +97,13 @@ def _verdict(result: TuneResult) -> Text:
     else:
         was, gain = f"cannot run: {baseline.reason[0]}", "the baseline cannot run"
     return Text.assemble(
-        ("\nBaseline (as written): ", "bold"), f"{written} → {was}",
+        ("\nBaseline (as written): ", "bold"),
+        f"{written} → {was}",
         ("\nBest: ", "bold green"),
         f"{best} → {figures['throughput'][result.best]:,.1f} samples/s, "
-        f"step {duration(figures['step_time_us'][result.best])}: ", (gain, "bold green"),
-    )  # fmt: skip
+        f"step {duration(figures['step_time_us'][result.best])}: ",
+        (gain, "bold green"),
+    )
 
 
 def _why(result: TuneResult) -> Group:

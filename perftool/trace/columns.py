@@ -30,11 +30,23 @@ _SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
 _PART_ARRAYS = ("ts", "dur", "signature", "untimed", "flow_events", "flow_ids", "args_events")
 _PHASE_CODES = {
-    "X": Phase.COMPLETE, "B": BEGIN, "E": END, "i": Phase.INSTANT, "I": Phase.INSTANT,
-    "C": Phase.COUNTER, "s": Phase.FLOW_START, "t": Phase.FLOW_STEP, "f": Phase.FLOW_END,
-    "b": Phase.ASYNC, "e": Phase.ASYNC, "n": Phase.ASYNC, "S": Phase.ASYNC, "T": Phase.ASYNC,
-    "p": Phase.ASYNC, "F": Phase.ASYNC,
-}  # fmt: skip
+    "X": Phase.COMPLETE,
+    "B": BEGIN,
+    "E": END,
+    "i": Phase.INSTANT,
+    "I": Phase.INSTANT,
+    "C": Phase.COUNTER,
+    "s": Phase.FLOW_START,
+    "t": Phase.FLOW_STEP,
+    "f": Phase.FLOW_END,
+    "b": Phase.ASYNC,
+    "e": Phase.ASYNC,
+    "n": Phase.ASYNC,
+    "S": Phase.ASYNC,
+    "T": Phase.ASYNC,
+    "p": Phase.ASYNC,
+    "F": Phase.ASYNC,
+}
 _STRING_FLOW_BASE = 1 << 62
 _METADATA_PHASE = 200
 _PHASE_LOOKUP = {**_PHASE_CODES, "M": _METADATA_PHASE}.get
@@ -153,11 +165,20 @@ def make_part(batch: Batch, args_categories: frozenset[str]) -> Part:
         timed[untimed] = False
         ts, dur, signature = ts[timed], dur[timed], signature[timed]
     return Part(
-        count=n, ts=ts, dur=dur, signature=signature, signatures=distinct, untimed=untimed,
-        flow_events=flow_events, flow_ids=flow_ids, flow_keys=flow_keys,
-        args_events=np.array(args_events, dtype=np.int64), kept_args=kept_args,
-        metadata_events=metadata_events, counter_events=counter_events,
-    )  # fmt: skip
+        count=n,
+        ts=ts,
+        dur=dur,
+        signature=signature,
+        signatures=distinct,
+        untimed=untimed,
+        flow_events=flow_events,
+        flow_ids=flow_ids,
+        flow_keys=flow_keys,
+        args_events=np.array(args_events, dtype=np.int64),
+        kept_args=kept_args,
+        metadata_events=metadata_events,
+        counter_events=counter_events,
+    )
 
 
 def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
@@ -222,10 +243,14 @@ class ColumnBuilder:
             is_string = flow_ids <= -2
             flow_ids[is_string] = flow_table[-2 - flow_ids[is_string]]
         arrays = {
-            "ts": part.ts, "dur": part.dur, "signature": signature_table[part.signature],
-            "untimed": part.untimed + self.count, "flow_events": part.flow_events + self.count, "flow_ids": flow_ids,
+            "ts": part.ts,
+            "dur": part.dur,
+            "signature": signature_table[part.signature],
+            "untimed": part.untimed + self.count,
+            "flow_events": part.flow_events + self.count,
+            "flow_ids": flow_ids,
             "args_events": part.args_events + self.count,
-        }  # fmt: skip
+        }
         for key, array in arrays.items():
             self.arrays[key].append(array)
         self.kept_args.extend(part.kept_args)
@@ -249,12 +274,16 @@ class ColumnBuilder:
         flow_ids = merged["flow_ids"].astype(np.int64, copy=False)
         args_refs = np.arange(len(self.kept_args), dtype=np.int32)
         col: dict[str, np.ndarray] = {
-            "ts": merged["ts"].astype(np.float64, copy=False), "dur": merged["dur"].astype(np.float64, copy=False),
-            "phase": tables.phase[signature], "track": tables.track[signature], "name": tables.name[signature],
-            "cat": tables.cat[signature], "order": order,
+            "ts": merged["ts"].astype(np.float64, copy=False),
+            "dur": merged["dur"].astype(np.float64, copy=False),
+            "phase": tables.phase[signature],
+            "track": tables.track[signature],
+            "name": tables.name[signature],
+            "cat": tables.cat[signature],
+            "order": order,
             "flow_id": _scatter(untimed, merged["flow_events"], flow_ids, order.size),
             "args_ref": _scatter(untimed, merged["args_events"], args_refs, order.size),
-        }  # fmt: skip
+        }
         self._validate(col)
         col, unclosed = pair_begin_end(self.path, col)
         if unclosed.size:
@@ -269,9 +298,16 @@ class ColumnBuilder:
         col["track"] = compact[col["track"]]
         tracks = self._tracks([tables.track_keys[i] for i in used.tolist()])
         return Trace(  # col holds the Trace's column fields, by name
-            source=self.path, **col, names=tables.names, cats=tables.cats, tracks=tracks,  # type: ignore[arg-type]
-            counters=self._counters(tables, compact), metadata=metadata, kept_args=self.kept_args, unclosed=unclosed,
-        )  # fmt: skip
+            source=self.path,
+            **col,  # type: ignore[arg-type]
+            names=tables.names,
+            cats=tables.cats,
+            tracks=tracks,
+            counters=self._counters(tables, compact),
+            metadata=metadata,
+            kept_args=self.kept_args,
+            unclosed=unclosed,
+        )
 
     def _validate(self, col: dict[str, np.ndarray]) -> None:
         ts, dur, phase, order = col["ts"], col["dur"], col["phase"], col["order"]
@@ -351,10 +387,12 @@ class ColumnBuilder:
         if not ts:
             return Counters.empty()
         return Counters(
-            ts=np.array(ts, dtype=np.float64), value=np.array(values, dtype=np.float64),
-            series=series(keys, len(keys)), track=np.array(tracks, dtype=np.int32),
+            ts=np.array(ts, dtype=np.float64),
+            value=np.array(values, dtype=np.float64),
+            series=series(keys, len(keys)),
+            track=np.array(tracks, dtype=np.int32),
             names=[str(v) for v in series.values],
-        )  # fmt: skip
+        )
 
 
 class _SignatureTables:

@@ -38,9 +38,11 @@ PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs mor
 
 
 def read_trace(
-    path: str | os.PathLike[str], workers: int | None = None, max_bytes: int | None = None,
+    path: str | os.PathLike[str],
+    workers: int | None = None,
+    max_bytes: int | None = None,
     keep_args: frozenset[str] = frozenset(),
-) -> Trace:  # fmt: skip
+) -> Trace:
     """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.traces`).
 
     ``workers`` decoding processes are used for large files (default: one per CPU, at most 4). A
@@ -172,9 +174,10 @@ def _add_all(builder: ColumnBuilder, parts: Iterator[Part], max_bytes: int) -> N
             builder.add(part)
             if builder.count > most_events:
                 raise _too_large(
-                    builder.path, f"holds more events (over {most_events:,}, about {limits.MEMORY_PER_EVENT} bytes "
-                    "of memory each)", max_bytes,
-                )  # fmt: skip
+                    builder.path,
+                    f"holds more events (over {most_events:,}, about {limits.MEMORY_PER_EVENT} bytes of memory each)",
+                    max_bytes,
+                )
     except PieceError as exc:
         raise builder.error(exc) from None
 

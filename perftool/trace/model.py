@@ -195,14 +195,19 @@ class Trace:
         roles = np.array([t.role.value for t in self.tracks] or [""], dtype=object)
         kinds = np.array([k.name.lower() for k in Kind], dtype=object)
         phases = np.array([p.name.lower() for p in Phase], dtype=object)
-        return pandas.DataFrame({
-            "ts": self.ts, "dur": self.dur,
-            "name": pandas.Categorical.from_codes(self.name, self.names),
-            "cat": pandas.Categorical.from_codes(self.cat, self.cats),
-            "track": labels[self.track], "role": roles[self.track],
-            "kind": kinds[self.kind],
-            "phase": phases[self.phase], "order": self.order,
-        })  # fmt: skip
+        return pandas.DataFrame(
+            {
+                "ts": self.ts,
+                "dur": self.dur,
+                "name": pandas.Categorical.from_codes(self.name, self.names),
+                "cat": pandas.Categorical.from_codes(self.cat, self.cats),
+                "track": labels[self.track],
+                "role": roles[self.track],
+                "kind": kinds[self.kind],
+                "phase": phases[self.phase],
+                "order": self.order,
+            }
+        )
 
     def with_roles(self, roles: dict[int, Role]) -> None:
         """Assign roles to tracks by id (tracks are immutable records, so they are replaced)."""

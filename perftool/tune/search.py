@@ -89,9 +89,11 @@ class TuneResult:
 
 
 def tune(
-    config: TuneConfig, jobs: int = 1, on_start: Callable[[str, int], None] | None = None,
+    config: TuneConfig,
+    jobs: int = 1,
+    on_start: Callable[[str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> TuneResult:  # fmt: skip
+) -> TuneResult:
     """Run the sweep ``config.tune`` describes; ``on_start(strategy, total)`` and ``on_progress`` report it."""
     spec = config.tune
     space = Space.of(spec.space)
@@ -112,9 +114,18 @@ def tune(
     seconds = time.perf_counter() - started
     optimum, best = choose(rows, space, spec.objective, spec.tolerance)
     result = TuneResult(
-        config, space, strategy, budget, rows, evaluator.evaluations, evaluator.pruned, seconds,
-        evaluate_grid(config, None), optimum, best,
-    )  # fmt: skip
+        config,
+        space,
+        strategy,
+        budget,
+        rows,
+        evaluator.evaluations,
+        evaluator.pruned,
+        seconds,
+        evaluate_grid(config, None),
+        optimum,
+        best,
+    )
     result.sensitivity = knob_lines(result)  # computed once, here: renderers only format them
     result.explanation = why(result)
     return result

@@ -60,9 +60,14 @@ def capture(out_dir: str, name: str, step, steps: int = 8) -> None:
 def input_bound_pageable(out_dir: str) -> None:
     device = torch.device("cuda")
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10),
-    ).to(device)  # fmt: skip
+        torch.nn.Conv2d(3, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64, 10),
+    ).to(device)
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = iter(torch.utils.data.DataLoader(SlowDataset(), batch_size=64, num_workers=0))  # no workers, no pinning
     big = torch.zeros(16 << 20, device=device)  # 64 MB read back every step

@@ -26,11 +26,14 @@ def meta(kind, pid, tid, **args):
 
 def kineto_processes(device_label="GPU 0", host_label="CPU"):
     return [
-        meta("process_name", HOST, 0, name="python3"), meta("process_labels", HOST, 0, labels=host_label),
+        meta("process_name", HOST, 0, name="python3"),
+        meta("process_labels", HOST, 0, labels=host_label),
         meta("thread_name", HOST, 1, name="thread 1 (python3)"),
-        meta("process_name", GPU, 0, name="python3"), meta("process_labels", GPU, 0, labels=device_label),
-        meta("process_sort_index", GPU, 0, sort_index=16777216), meta("thread_name", GPU, 7, name="stream 7"),
-    ]  # fmt: skip
+        meta("process_name", GPU, 0, name="python3"),
+        meta("process_labels", GPU, 0, labels=device_label),
+        meta("process_sort_index", GPU, 0, sort_index=16777216),
+        meta("thread_name", GPU, 7, name="stream 7"),
+    ]
 
 
 def flow(ident, launch_ts, kernel_ts, cat="ac2g"):
@@ -46,10 +49,11 @@ def step_loop(steps: int, period: float, kernel_at: float, kernel_us: float, ext
     for i in range(steps):
         t = i * period
         events += [
-            x(f"ProfilerStep#{i}", t, period - 1, HOST, 1, "user_annotation"), *extra(t),
+            x(f"ProfilerStep#{i}", t, period - 1, HOST, 1, "user_annotation"),
+            *extra(t),
             x("cudaLaunchKernel", t + kernel_at - 10, 8, HOST, 1, "cuda_runtime"),
             x("ampere_sgemm_128x64_tn", t + kernel_at, kernel_us, GPU, 7, "kernel"),
-        ]  # fmt: skip
+        ]
     return events
 
 
@@ -81,10 +85,11 @@ def rocm_launch_bound():
         for k in range(40):
             at = t + 10 + 24 * k
             events += [
-                x("aten::add", at, 22, HOST, 1, "cpu_op"), x("hipLaunchKernel", at + 8, 10, HOST, 1, "cuda_runtime"),
+                x("aten::add", at, 22, HOST, 1, "cpu_op"),
+                x("hipLaunchKernel", at + 8, 10, HOST, 1, "cuda_runtime"),
                 x("void at::native::vectorized_elementwise_kernel<4>", at + 18, 12, GPU, 7, "kernel"),
                 *flow(ident := ident + 1, at + 8, at + 18),
-            ]  # fmt: skip
+            ]
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "AMD Instinct MI250X"}], "traceEvents": events}
 
 
@@ -92,12 +97,15 @@ def accelerator():
     """An accelerator that is not a GPU: its own process label, sort index and device categories."""
     device = 3
     events = [
-        meta("process_name", HOST, 0, name="service"), meta("process_labels", HOST, 0, labels="CPU"),
+        meta("process_name", HOST, 0, name="service"),
+        meta("process_labels", HOST, 0, labels="CPU"),
         meta("thread_name", HOST, 1, name="thread 1 (service)"),
-        meta("process_name", device, 0, name="MTIA 3"), meta("process_labels", device, 0, labels="MTIA 3"),
-        meta("process_sort_index", device, 0, sort_index=5000003), meta("thread_name", device, 101, name="Stream 101"),
+        meta("process_name", device, 0, name="MTIA 3"),
+        meta("process_labels", device, 0, labels="MTIA 3"),
+        meta("process_sort_index", device, 0, sort_index=5000003),
+        meta("thread_name", device, 101, name="Stream 101"),
         meta("thread_name", device, 100, name="Stream 101 Submission Queue"),
-    ]  # fmt: skip
+    ]
     for i in range(8):
         t = i * 1000.0
         events += [
@@ -184,17 +192,21 @@ def torch_npu():
     """torch_npu: AI_CPU tasks are a fifth of the device's work, and an operator compiles after warm-up."""
     python, cann, hardware = 1, 2, 3
     events = [
-        meta("process_name", python, 0, name="Python"), meta("thread_name", python, 11, name="Thread 11"),
-        meta("process_name", cann, 0, name="CANN"), meta("thread_name", cann, 11, name="Thread 11"),
-        meta("process_name", hardware, 0, name="Ascend Hardware"), meta("thread_name", hardware, 5, name="Stream 5"),
-    ]  # fmt: skip
+        meta("process_name", python, 0, name="Python"),
+        meta("thread_name", python, 11, name="Thread 11"),
+        meta("process_name", cann, 0, name="CANN"),
+        meta("thread_name", cann, 11, name="Thread 11"),
+        meta("process_name", hardware, 0, name="Ascend Hardware"),
+        meta("thread_name", hardware, 5, name="Stream 5"),
+    ]
     t = 0.0
     for i in range(10):
         compiles = i in (0, 6)
         length = 1000.0 + (2000 if compiles else 0)
         events += [
-            x(f"ProfilerStep#{i}", t, length - 1, python, 11), x("aten::index_put_", t + 5, 40, python, 11),
-        ]  # fmt: skip
+            x(f"ProfilerStep#{i}", t, length - 1, python, 11),
+            x("aten::index_put_", t + 5, 40, python, 11),
+        ]
         start = t + 50
         if compiles:
             events.append(x("AscendCL@aclopCompileAndExecute", start, 2000, cann, 11))
@@ -210,9 +222,12 @@ def torch_npu():
 
 def kineto_job(device: str, world_size: int):
     """A healthy Kineto step loop on ``device`` in a job of ``world_size`` ranks (for gate's hardware check)."""
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": device}],
-            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world_size},
-            "traceEvents": kineto_processes() + step_loop(6, 1000.0, 20, 970)}  # fmt: skip
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": device}],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world_size},
+        "traceEvents": kineto_processes() + step_loop(6, 1000.0, 20, 970),
+    }
 
 
 def unclosed_begin():
@@ -222,12 +237,19 @@ def unclosed_begin():
 
 
 FIXTURES = {
-    "legacy_kineto_pt18": legacy_kineto, "rocm_launch_bound": rocm_launch_bound, "accelerator": accelerator,
-    "startup_dominated": startup_dominated, "host_ahead": host_ahead,
-    "truncated_last_step": lambda: host_ahead(truncate_last=True), "blocking_copy": blocking_copy,
-    "zero_workers": zero_workers, "torch_npu_aicpu": torch_npu, "job_a100_8": lambda: kineto_job("NVIDIA A100", 8),
-    "job_v100_2": lambda: kineto_job("Tesla V100-SXM2-16GB", 2), "unclosed_begin": unclosed_begin,
-}  # fmt: skip
+    "legacy_kineto_pt18": legacy_kineto,
+    "rocm_launch_bound": rocm_launch_bound,
+    "accelerator": accelerator,
+    "startup_dominated": startup_dominated,
+    "host_ahead": host_ahead,
+    "truncated_last_step": lambda: host_ahead(truncate_last=True),
+    "blocking_copy": blocking_copy,
+    "zero_workers": zero_workers,
+    "torch_npu_aicpu": torch_npu,
+    "job_a100_8": lambda: kineto_job("NVIDIA A100", 8),
+    "job_v100_2": lambda: kineto_job("Tesla V100-SXM2-16GB", 2),
+    "unclosed_begin": unclosed_begin,
+}
 
 
 def main() -> None:

@@ -14,9 +14,17 @@ from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 
 GROUP = "perftool.detectors"
 BUILT_IN = (  # registered under GROUP by perftool itself; listed here too for a source tree never installed
-    "host_bound", "input_bound", "recompilation", "cpu_fallback", "offload_copies", "strided_copies",
-    "exposed_transfers", "sync_points", "blocking_copies", "ai_cpu_ops",
-)  # fmt: skip
+    "host_bound",
+    "input_bound",
+    "recompilation",
+    "cpu_fallback",
+    "offload_copies",
+    "strided_copies",
+    "exposed_transfers",
+    "sync_points",
+    "blocking_copies",
+    "ai_cpu_ops",
+)
 COMMON_VALUES: dict[str, str] = {
     "lost_ms": "time lost over the analysis window, ms",
     "per_step_ms": "time lost per steady step, ms",

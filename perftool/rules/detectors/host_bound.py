@@ -31,8 +31,10 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if lost <= 0:
         return None
     trace = scope.trace
-    pieces = intervals.union(np.r_[idle.by_cause["launch"][0], idle.by_cause["host"][0]],
-                             np.r_[idle.by_cause["launch"][1], idle.by_cause["host"][1]])  # fmt: skip
+    pieces = intervals.union(
+        np.r_[idle.by_cause["launch"][0], idle.by_cause["host"][0]],
+        np.r_[idle.by_cause["launch"][1], idle.by_cause["host"][1]],
+    )
     busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER])
@@ -95,8 +97,10 @@ def _pattern(scope: Scope, stretches: int, lost: float, busy_per_step: float) ->
     length = f"{each:,.1f} µs" if each < 1e3 else f"{each / 1e3:,.2f} ms"
     if not scope.steady_steps:
         return f"{stretches:,} idle stretches of {length} on average"
-    return (f"{scope.per_step(stretches):,.3g} idle stretches per step of {length} each, against"
-            f" {busy_per_step / 1e3:,.3g} ms of device work per step")  # fmt: skip
+    return (
+        f"{scope.per_step(stretches):,.3g} idle stretches per step of {length} each, against"
+        f" {busy_per_step / 1e3:,.3g} ms of device work per step"
+    )
 
 
 def _loop_size(scope: Scope, current: int, lost: float, params: dict[str, float]) -> int:
