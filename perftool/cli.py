@@ -25,7 +25,7 @@ from perftool.project import ProjectConfig, load_project
 from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
 from perftool.report.registry import EmulateView, InfoView, TuneView, emit, formats
-from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport
+from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport, TuneRowsReport
 from perftool.rules import catalog
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
@@ -43,6 +43,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "info": InfoReport,
     "emulate-result": EmulateReport,
     "tune-result": TuneReport,
+    "tune-rows": TuneRowsReport,
     "gate-result": GateReport,
 }
 

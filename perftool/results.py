@@ -1,7 +1,7 @@
 """The JSON documents ``info``, ``emulate``, ``tune`` and ``gate`` write, as versioned pydantic models.
 
 Each renderer builds its document and passes it through its model, so what is written always matches
-the published schema (``perftool schema info|emulate-result|tune-result|gate-result``). Scan results
+the published schema (``perftool schema info|emulate-result|tune-result|tune-rows|gate-result``). Scan results
 have their own model, :class:`perftool.rules.findings.ScanReport`.
 """
 
@@ -18,9 +18,9 @@ class _Document(BaseModel):
 
     schema_: str = Field(alias="schema", description="the document's kind and version, e.g. perftool.gate/1")
 
-    def json_text(self) -> str:
+    def json_text(self, indent: int = 2) -> str:
         """The document as perftool writes it: indented JSON, keys in the model's order, one newline after."""
-        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False) + "\n"
+        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=indent, ensure_ascii=False) + "\n"
 
 
 class _Part(BaseModel):
@@ -120,6 +120,24 @@ class TuneReport(_Document):
     top: list[TunedConfiguration]
     why: dict[str, str]
     sensitivity: list[KnobSensitivity]
+
+
+class TunedRow(_Part):
+    knobs: dict[str, Any]
+    status: Literal["ok", "pruned", "constraint"] = Field(
+        description="ok; pruned (ruled out before simulation); constraint (simulated, broke a constraint)"
+    )
+    reason: str
+    figures: dict[str, float | None]
+
+
+class TuneRowsReport(_Document):
+    """``perftool tune --results FILE.json``: every configuration looked at."""
+
+    device: str
+    objective: Literal["throughput", "step_time"]
+    figures: dict[str, str] = Field(description="the figures each row holds, and what each means")
+    rows: list[TunedRow]
 
 
 class GateCheckResult(_Part):

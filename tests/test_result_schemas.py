@@ -18,6 +18,7 @@ COMMANDS = {  # schema name -> a command writing that document for a bundled sam
     "info": ("info", SAMPLES / "gpu_training_kineto.pt.trace.json.gz", "--format", "json"),
     "emulate-result": ("emulate", SAMPLES / "npu" / "healthy.yaml", "--format", "json"),
     "tune-result": ("tune", REPO / "examples" / "tune" / "npu.yaml", "--evaluations", "40", "--format", "json"),
+    "tune-rows": ("tune", REPO / "examples" / "tune" / "npu.yaml", "--evaluations", "40", "--results", "{out}"),
     "gate-result": (
         "gate",
         SAMPLES / "baselines" / "npu__healthy.findings.json",
@@ -29,9 +30,11 @@ COMMANDS = {  # schema name -> a command writing that document for a bundled sam
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_each_document_validates_against_its_published_schema(run, name):
+def test_each_document_validates_against_its_published_schema(run, tmp_path, name):
     schema = json.loads(run("schema", name).stdout)
-    document = json.loads(run(*COMMANDS[name]).stdout)
+    out = tmp_path / "out.json"  # for a document written to a file of its own
+    result = run(*(str(arg).replace("{out}", str(out)) for arg in COMMANDS[name]))
+    document = json.loads(out.read_text() if "{out}" in COMMANDS[name] else result.stdout)
     jsonschema.Draft202012Validator(schema).validate(document)
     assert document["schema"].startswith("perftool.")
 

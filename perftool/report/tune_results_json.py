@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from perftool.report.tune_json import finite
+from perftool.results import TuneRowsReport
 from perftool.tune.evaluator import ROW_FIGURES
 from perftool.tune.search import TuneResult
 
@@ -36,4 +35,4 @@ def render(result: TuneResult) -> str:
         "figures": ROW_FIGURES,
         "rows": rows,
     }
-    return json.dumps(document, indent=1) + "\n"
+    return TuneRowsReport.model_validate(document).json_text(indent=1)
