@@ -39,11 +39,37 @@ def test_each_document_validates_against_its_published_schema(run, tmp_path, nam
     assert document["schema"].startswith("perftool.")
 
 
-def test_the_info_model_keeps_every_key_and_value():
+def test_the_models_keep_every_key_and_value_of_the_documents():
+    """Passing through a model changes nothing: for info, emulate, tune and gate on bundled samples."""
+    from perftool import api
+    from perftool.report import emulate_json, gate_json, tune_json
+
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")
     metrics = compute_metrics(trace)
-    built = json.loads(json.dumps(info_json.info_document(trace, metrics)))
-    assert json.loads(info_json.render(trace, metrics)) == built
+    run_ = api.emulate(SAMPLES / "npu" / "healthy.yaml")
+    swept = api.tune(REPO / "examples" / "tune" / "npu.yaml", evaluations=40)
+    verdict = api.gate(SAMPLES / "baselines" / "npu__healthy.findings.json", SAMPLES / "npu" / "healthy.trace.json.gz")
+    pairs = [
+        (info_json.info_document(trace, metrics), info_json.render(trace, metrics)),
+        (emulate_json.document(run_), emulate_json.render(run_)),
+        (tune_json.document(swept, "npu.yaml"), tune_json.render(swept, "npu.yaml")),
+        (gate_json.document(verdict), gate_json.render(verdict)),
+    ]
+    for built, written in pairs:
+        assert json.loads(written) == json.loads(json.dumps(built))
+
+
+@pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])
+def test_scans_of_the_bundled_samples_keep_their_committed_results(family):
+    """The metrics, step times and findings of each emulator sample are what the committed baseline holds."""
+    from perftool import api
+
+    baseline = json.loads((SAMPLES / "baselines" / f"{family}__healthy.findings.json").read_text())["traces"][0]
+    now = json.loads(api.scan(SAMPLES / family / "healthy.trace.json.gz").model_dump_json(by_alias=True))["traces"][0]
+    assert now["metrics"] == baseline["metrics"] and now["step_durations_us"] == baseline["step_durations_us"]
+    assert [(f["rule_id"], f["severity"], f["impact"]) for f in now["findings"]] == [
+        (f["rule_id"], f["severity"], f["impact"]) for f in baseline["findings"]
+    ]
 
 
 def test_a_document_that_does_not_fit_its_model_is_refused():

@@ -9,7 +9,12 @@ SCHEMA = "perftool.emulate/1"
 
 
 def render(run: Run, written: str | None = None) -> str:
-    document = {
+    return EmulateReport.model_validate(document(run, written)).json_text()
+
+
+def document(run: Run, written: str | None = None) -> dict:
+    """The prediction as plain data, before its model checks it."""
+    return {
         "schema": SCHEMA,
         "device": run.config.device,
         "config": run.config.model_dump(mode="json"),
@@ -19,4 +24,3 @@ def render(run: Run, written: str | None = None) -> str:
         "step_breakdown_us": run.breakdown(),
         "trace": written,
     }
-    return EmulateReport.model_validate(document).json_text()

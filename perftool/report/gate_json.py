@@ -11,7 +11,12 @@ SCHEMA = "perftool.gate/1"
 
 
 def render(result: GateResult) -> str:
-    document = {
+    return GateReport.model_validate(document(result)).json_text()
+
+
+def document(result: GateResult) -> dict:
+    """The verdict as plain data, before its model checks it."""
+    return {
         "schema": SCHEMA,
         "status": result.status,
         "baseline": result.baseline,
@@ -20,4 +25,3 @@ def render(result: GateResult) -> str:
         "counts": result.counts(),
         "checks": [asdict(check) for check in result.checks],
     }
-    return GateReport.model_validate(document).json_text()

@@ -13,8 +13,13 @@ SCHEMA = "perftool.tune/1"
 
 
 def render(result: TuneResult, source: str, top: int = 10) -> str:
+    return TuneReport.model_validate(document(result, source, top)).json_text()
+
+
+def document(result: TuneResult, source: str, top: int = 10) -> dict:
+    """The sweep's answer as plain data, before its model checks it."""
     config = result.config
-    document = {
+    return {
         "schema": SCHEMA,
         "config": source,
         "device": config.device,
@@ -53,7 +58,6 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
             for line in result.sensitivity
         ],
     }
-    return TuneReport.model_validate(document).json_text()
 
 
 def _configuration(result: TuneResult, row: int) -> dict[str, Any]:
