@@ -141,7 +141,8 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     offload = knobs["offload_optimizer"].astype(bool)
     accumulation = knobs["gradient_accumulation"].astype(np.int64)
 
-    fallback = config.knobs.cpu_fallback_ops
+    fallback_d2h_us, fallback_host_us, fallback_h2d_us = _fallback_costs(config)
+    static_bytes, activation_bytes, capacity_bytes = _memory(config, batch, offload, accumulation, wire_bytes, io)
     plan = Plan(
         n=int(batch.size),
         steps=work.steps,
@@ -170,27 +171,49 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         graph_mode=graph_mode,
         python_us=profile.python_us,
         compile_us=work.graph_compile_ms * 1e3,
-        fallback_d2h_us=sum(op.calls_per_step * op.tensor_size * 1e6 / profile.d2h_bandwidth for op in fallback),
-        fallback_host_us=sum(op.calls_per_step * op.host_us for op in fallback),
-        fallback_h2d_us=sum(op.calls_per_step * op.tensor_size * 1e6 / profile.h2d_bandwidth for op in fallback),
+        fallback_d2h_us=fallback_d2h_us,
+        fallback_host_us=fallback_host_us,
+        fallback_h2d_us=fallback_h2d_us,
         preprocess_jitter=work.preprocess_jitter,
         compute_jitter=work.compute_jitter,
         workers=work.input_workers,
         blocking=profile.host_blocks_per_call,
         host_feeds_data=profile.host_feeds_data,
-        static_bytes=(
-            2 * work.weights + np.where(offload, 0, work.optimizer_state) + np.where(accumulation > 1, work.weights, 0)
-        ).astype(np.float64),
-        activation_bytes=(
-            work.activations_per_sample * batch + np.where(profile.tiles, 0, 2 * wire_bytes * batch)
-        ).astype(np.float64),
-        capacity_bytes=np.asarray(
-            compute_tiles * TILE_BYTES if profile.tiles else np.full(batch.size, profile.memory_bytes), np.float64
-        ),
+        static_bytes=static_bytes,
+        activation_bytes=activation_bytes,
+        capacity_bytes=capacity_bytes,
         infeasible=np.full(batch.size, "", dtype=object),
     )
     plan.infeasible = _infeasible(profile, plan)
     return plan
+
+
+def _fallback_costs(config: EmulatorConfig) -> tuple[float, float, float]:
+    """Per step, µs: the CPU-fallback ops' copies to the host, their host time, and the copies back."""
+    profile, ops = config.profile, config.knobs.cpu_fallback_ops
+    return (
+        sum(op.calls_per_step * op.tensor_size * 1e6 / profile.d2h_bandwidth for op in ops),
+        sum(op.calls_per_step * op.host_us for op in ops),
+        sum(op.calls_per_step * op.tensor_size * 1e6 / profile.h2d_bandwidth for op in ops),
+    )
+
+
+def _memory(
+    config: EmulatorConfig,
+    batch: np.ndarray,
+    offload: np.ndarray,
+    accumulation: np.ndarray,
+    wire_bytes: np.ndarray,
+    io: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per configuration, bytes: what stays on the device (weights, gradients, optimizer state unless offloaded,
+    accumulated gradients), what a batch needs (activations, input buffers off tiles), and the capacity (the
+    compute tiles' memory on tile devices)."""
+    profile, work = config.profile, config.workload
+    static = 2 * work.weights + np.where(offload, 0, work.optimizer_state) + np.where(accumulation > 1, work.weights, 0)
+    activation = work.activations_per_sample * batch + np.where(profile.tiles, 0, 2 * wire_bytes * batch)
+    capacity = (profile.tiles - io) * TILE_BYTES if profile.tiles else np.full(batch.size, profile.memory_bytes)
+    return static.astype(np.float64), activation.astype(np.float64), np.asarray(capacity, np.float64)
 
 
 def io_tiles_needed(micro_batch_bytes: np.ndarray | float) -> np.ndarray:
