@@ -84,17 +84,31 @@ def _max_trace_size(command):
     )(command)
 
 
+def _format_option(shown: type):
+    """--format, with the choices registered for what the command shows; text first."""
+    others = formats(shown)[1:]
+    tools = ", ".join(others[:-1]) + (" or " if len(others) > 1 else "") + others[-1]
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(formats(shown)),
+        default="text",
+        show_default=True,
+        help=f"text for people; {tools} for tools and CI.",
+    )
+
+
+def _output_option(what: str = "report"):
+    """-o/--output FILE, written atomically instead of stdout."""
+    return click.option(
+        "-o", "--output", type=click.Path(dir_okay=False), help=f"Write the {what} here (atomically) instead of stdout."
+    )
+
+
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=True))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(formats(InfoView)),
-    default="text",
-    show_default=True,
-    help="text for people, json for tools.",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
+@_format_option(InfoView)
+@_output_option()
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @_max_trace_size
 def info(trace: str, fmt: str, output: str | None, dialect: str | None, max_trace_bytes: int | None) -> None:
@@ -125,7 +139,7 @@ def list_metrics() -> None:
     type=click.Path(dir_okay=False),
     help="Write the run's Chrome trace here (.json or .json.gz; opens in Perfetto UI).",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
+@_output_option("summary")
 @click.option(
     "--set",
     "overrides",
@@ -133,14 +147,7 @@ def list_metrics() -> None:
     metavar="FIELD=VALUE",
     help="Override a knob (loop_size=32) or any field (workload.steps=400).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(formats(EmulateView)),
-    default="text",
-    show_default=True,
-    help="Summary format: text for people, json for tools.",
-)
+@_format_option(EmulateView)
 def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
     its trace."""
@@ -183,15 +190,8 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
     help="Override a knob, a field or a tune setting (tune.objective=step_time).",
 )
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Configurations listed.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(formats(TuneView)),
-    default="text",
-    show_default=True,
-    help="Summary format: text for people, json for tools.",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the summary here instead of stdout.")
+@_format_option(TuneView)
+@_output_option("summary")
 @click.option("--write-best", type=click.Path(dir_okay=False), help="Write the best config as YAML for emulate.")
 @click.option("--results", type=click.Path(dir_okay=False), help="Write every configuration's figures (.json or .csv).")
 @click.option(
@@ -251,15 +251,8 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(formats(ScanReport)),
-    default="text",
-    show_default=True,
-    help="text for people; json, markdown, sarif or github for tools and CI.",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
+@_format_option(ScanReport)
+@_output_option()
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated).")
 @click.option(
@@ -326,15 +319,8 @@ def _first(*choices):
     help="Significance level of the timing test  [default: 0.01].",
 )
 @click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(formats(GateResult)),
-    default="text",
-    show_default=True,
-    help="text for people; json, markdown, junit, sarif or github for CI.",
-)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here (atomically) instead of stdout.")
+@_format_option(GateResult)
+@_output_option()
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @_max_trace_size
