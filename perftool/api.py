@@ -16,6 +16,7 @@ Bad input raises :class:`perftool.errors.PerftoolError` with the one-line messag
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from perftool.emulator.run import run as run_emulator
 from perftool.errors import PerftoolError
 from perftool.gate.policy import load_budget
 from perftool.gate.run import GateOptions, GateResult, run_gate
+from perftool.job.cluster import Cluster
+from perftool.job.scan import scan_job
 from perftool.project import ProjectConfig, load_project
 from perftool.rules import catalog
 from perftool.rules.engine import ReadOptions, scan_files
@@ -49,10 +52,16 @@ def scan(
     dialect: str | None = None,
     evidence: int | None = None,
     max_bytes: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
 ) -> ScanReport:
     """Run the rules on each trace; the project config (``config``, else ``perftool.yaml`` or
     ``pyproject.toml`` here) supplies what the arguments leave out. Traces that cannot be read are in
-    the report's ``unread``."""
+    the report's ``unread``.
+
+    A directory, or several files, is a job of one trace per rank: the ranks are analysed on Dask
+    (``scheduler``, an address, else ``workers`` local processes; one worker: here, without Dask) and the
+    report carries the job view."""
     settings = project(config)
     chosen = catalog.selected(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))),
@@ -61,7 +70,10 @@ def scan(
     )
     shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
     read = ReadOptions(device or settings.device, dialect, shown, max_bytes)
-    return scan_files([str(t) for t in traces], chosen, read)
+    paths = [str(t) for t in traces]
+    if len(paths) > 1 or any(os.path.isdir(p) for p in paths):
+        return scan_job(paths, chosen, read, scheduler or settings.scheduler, workers or settings.workers)
+    return scan_files(paths, chosen, read)
 
 
 def gate(
@@ -78,8 +90,11 @@ def gate(
     device: str | None = None,
     dialect: str | None = None,
     max_bytes: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
 ) -> GateResult:
-    """Compare ``candidate`` with ``baseline`` (traces or saved scan JSON), and/or hold it to ``budget``."""
+    """Compare ``candidate`` with ``baseline`` (traces, jobs' directories, or saved scan JSON), and/or hold it to
+    ``budget``; jobs are compared rank by rank, their ranks analysed on Dask as :func:`scan` does."""
     if baseline is None and budget is None:
         raise PerftoolError("gate needs a baseline, a budget, or both")
     settings = project(config)
@@ -88,6 +103,7 @@ def gate(
         policy=settings.gate.model_copy(update={k: v for k, v in changed.items() if v is not None}),
         fail_on=fail_on or settings.fail_on or ("error" if baseline is not None else "never"),
         allow_mismatch=allow_mismatch,
+        cluster=Cluster(scheduler or settings.scheduler, workers or settings.workers),
     )
     chosen = catalog.selected(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))), tuple(settings.select), tuple(settings.ignore)

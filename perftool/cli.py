@@ -16,17 +16,19 @@ from perftool.analysis import METRICS, compute_metrics
 from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
-from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_trace
+from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_job, write_trace
 from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget
 from perftool.gate.run import GateResult
-from perftool.output import check_distinct, check_writable, write_bytes, write_text
+from perftool.job.scan import scan_job
+from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
 from perftool.project import ProjectConfig, load_project
 from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
-from perftool.report.registry import EmulateView, InfoView, TuneView, emit, formats
+from perftool.report.registry import EmulateView, InfoView, JobInfoView, TuneView, emit, formats
 from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport, TuneRowsReport
 from perftool.rules import catalog
+from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
 from perftool.traces import load_trace
@@ -84,6 +86,22 @@ def _max_trace_size(command):
     )(command)
 
 
+def _cluster_options(command):
+    """--scheduler ADDRESS and --workers N: where a job's ranks are analysed (and tune sweeps run)."""
+    command = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Dask scheduler to run on (tcp://host:8786)  [default: PERFTOOL_SCHEDULER, the project's "
+        "scheduler:, else local worker processes].",
+    )(command)
+    return click.option(
+        "--workers",
+        type=click.IntRange(1, 4096),
+        metavar="N",
+        help="Local worker processes when no scheduler is given; 1 analyses here  [default: one per CPU].",
+    )(command)
+
+
 def _format_option(shown: type):
     """--format, with the choices registered for what the command shows; text first."""
     others = formats(shown)[1:]
@@ -106,16 +124,39 @@ def _output_option(what: str = "report"):
 
 
 @cli.command()
-@click.argument("trace", type=click.Path(dir_okay=True))
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True), metavar="TRACE...")
 @_format_option(InfoView)
 @_output_option()
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @_max_trace_size
-def info(trace: str, fmt: str, output: str | None, dialect: str | None, max_trace_bytes: int | None) -> None:
-    """Summarise TRACE: tracks and roles, steps, step time, device utilisation, top ops."""
+@_cluster_options
+def info(
+    traces: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    dialect: str | None,
+    max_trace_bytes: int | None,
+    scheduler: str | None,
+    workers: int | None,
+) -> None:
+    """Summarise TRACE: tracks and roles, steps, step time, device utilisation, communication, top ops.
+
+    A directory of traces (or several files) is a job of one trace per rank: the ranks side by side, their
+    clocks aligned, who waits for whom, and communication per process group."""
     if output:
-        check_writable(output, [trace])
-    loaded = load_trace(trace, dialect=dialect, max_bytes=max_trace_bytes)
+        check_writable(output, list(traces))
+    if len(traces) > 1 or Path(traces[0]).is_dir():
+        read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes)
+        report = scan_job(list(traces), [], read, scheduler, workers)
+        if report.job is None:
+            raise PerftoolError(f"{', '.join(traces)}: not the ranks of one job; give info one trace at a time")
+        emit(JobInfoView(report), fmt, output)
+        for unread in report.unread:
+            click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
+        if report.unread:
+            sys.exit(2)
+        return
+    loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes)
     metrics = compute_metrics(loaded)
     emit(InfoView(loaded, metrics), fmt, output)
 
@@ -136,8 +177,9 @@ def list_metrics() -> None:
 @click.option(
     "--trace",
     "trace_file",
-    type=click.Path(dir_okay=False),
-    help="Write the run's Chrome trace here (.json or .json.gz; opens in Perfetto UI).",
+    type=click.Path(),
+    help="Write the run's Chrome trace here (.json or .json.gz; opens in Perfetto UI); with replicas, a "
+    "directory that gets one rank<N>.trace.json.gz per rank.",
 )
 @_output_option("summary")
 @click.option(
@@ -151,19 +193,24 @@ def list_metrics() -> None:
 def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
     its trace."""
-    for path in (trace_file, output):
+    loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
+    job = loaded.replicas is not None and loaded.replicas.count > 1
+    for path in (output, None if job else trace_file):
         if path:
             check_writable(path, [config])
     check_distinct((trace_file, output))
-    loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
     if trace_file:
+        if job:
+            check_directory(trace_file)
         check_length(loaded, trace_file)
     try:
         result = emulate_run(loaded)
     except InfeasibleConfig as exc:
         raise PerftoolError(f"{config}: {exc}") from None
     written = None
-    if trace_file:
+    if trace_file and result.plan.replicas > 1:
+        written = f"{trace_file}/ ({result.plan.replicas} ranks, {write_job(result, trace_file) / 1e3:,.0f} kB)"
+    elif trace_file:
         written = f"{trace_file} ({write_trace(result, trace_file) / 1e3:,.0f} kB)"
     emit(EmulateView(result, written), fmt, output)
 
@@ -266,11 +313,28 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @click.option("--evidence", type=click.IntRange(0, 100), help="Occurrences listed per finding  [default: 5].")
 @_max_trace_size
+@_cluster_options
 @_rule_options
 def scan(
-    traces, fmt, output, select, ignore, fail_on, device, dialect, evidence, max_trace_bytes, rule_dirs, project_file
+    traces,
+    fmt,
+    output,
+    select,
+    ignore,
+    fail_on,
+    device,
+    dialect,
+    evidence,
+    max_trace_bytes,
+    scheduler,
+    workers,
+    rule_dirs,
+    project_file,
 ) -> None:
-    """Find what makes each of TRACES slow, what it costs and the knob that fixes it (- reads standard input)."""
+    """Find what makes each of TRACES slow, what it costs and the knob that fixes it (- reads standard input).
+
+    A directory of traces, or several files, is a job of one trace per rank: each rank is analysed on Dask
+    and the report adds the job view (ranks, clocks aligned, stragglers, communication per process group)."""
     if output:
         check_writable(output, [*traces, project_file])
     settings = api.project(project_file)
@@ -284,6 +348,8 @@ def scan(
         dialect=dialect,
         evidence=evidence,
         max_bytes=max_trace_bytes,
+        scheduler=scheduler,
+        workers=workers,
     )
     if report.traces:  # when nothing was read, the errors below say why and no report stands in for the traces
         emit(report, fmt, output)
@@ -324,6 +390,7 @@ def _first(*choices):
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @_max_trace_size
+@_cluster_options
 @_rule_options
 def gate(
     traces,
@@ -337,10 +404,13 @@ def gate(
     device,
     dialect,
     max_trace_bytes,
+    scheduler,
+    workers,
     rule_dirs,
     project_file,
 ) -> None:
-    """Fail CI when CANDIDATE regresses against BASELINE (traces or scan JSON), or breaks --budget.
+    """Fail CI when CANDIDATE regresses against BASELINE (traces, scan JSON, or jobs: directories of one trace
+    per rank, compared rank by rank), or breaks --budget.
 
     Exit 0 pass (warnings included), 1 fail, 2 bad input.
     """
@@ -362,6 +432,8 @@ def gate(
         device=device,
         dialect=dialect,
         max_bytes=max_trace_bytes,
+        scheduler=scheduler,
+        workers=workers,
     )
     emit(result, fmt, output)
     if result.status == "fail":

@@ -38,6 +38,17 @@ def check_writable(path: str, inputs: Iterable[str | None] = ()) -> None:
         raise PerftoolError(f"{path}: directory {directory} is not writable")
 
 
+def check_directory(path: str) -> None:
+    """Fail before any work when ``path`` cannot be a directory to write files into (made if missing)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise PerftoolError(f"{path}: is not a directory; a job's traces are written into one, one file per rank")
+    parent = os.path.dirname(os.path.realpath(path))
+    if not os.path.isdir(parent):
+        raise PerftoolError(f"{path}: directory {parent} does not exist")
+    if not os.access(path if os.path.isdir(path) else parent, os.W_OK):
+        raise PerftoolError(f"{path}: is not writable")
+
+
 def check_distinct(paths: Iterable[str | None]) -> None:
     """Refuse two outputs of one command that name the same file (the second would replace the first)."""
     given = [path for path in paths if path]

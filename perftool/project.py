@@ -33,6 +33,10 @@ class ProjectConfig(RuleSettings):
     device: Literal["npu", "ipu", "hpu", "gpu", "generic"] | None = None
     evidence: int | None = Field(None, ge=0, le=100, description="occurrences listed per finding")
     gate: GatePolicy = Field(default_factory=GatePolicy, description="what perftool gate holds a candidate to")
+    scheduler: str | None = Field(
+        None, description="Dask scheduler address (tcp://host:8786) that analyses a job's ranks and runs tune sweeps"
+    )
+    workers: int | None = Field(None, ge=1, le=4096, description="local Dask worker processes when no scheduler")
 
 
 def load_project(explicit: str | None = None, directory: Path | None = None) -> ProjectConfig | None:

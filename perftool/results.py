@@ -50,6 +50,29 @@ class InfoTopOps(_Part):
     ops: list[InfoOp]
 
 
+class CollectiveFigures(_Part):
+    """One collective type's calls in the analysis window (``info``, and each rank of a job)."""
+
+    name: str = Field(description="all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv, ...")
+    count: int
+    time_us: float = Field(description="summed durations, µs")
+    exposed_us: float = Field(description="of that, time with no device compute beside it, µs")
+    bytes: float | None = Field(description="summed message sizes, where the trace's args say")
+    group_size: int | None = Field(description="ranks taking part, where known")
+    algbw_gbps: float | None = Field(description="algorithm bandwidth: bytes / time, GB/s")
+    busbw_gbps: float | None = Field(description="bus bandwidth: algbw times the collective's traffic factor, GB/s")
+
+
+class GroupFigures(_Part):
+    """The collectives of one process group in the analysis window."""
+
+    name: str = Field(description="the process group's description or name ('default' when the trace names none)")
+    parallelism: str = Field(description="data, tensor, pipeline, expert, context, or unknown")
+    count: int
+    time_us: float
+    exposed_us: float
+
+
 class InfoReport(_Document):
     """``perftool info --format json``."""
 
@@ -64,6 +87,8 @@ class InfoReport(_Document):
     metrics: dict[str, float | None] = Field(description="the shared metrics (`perftool metrics`)")
     step_times_us: list[float]
     top_ops: InfoTopOps
+    collectives: list[CollectiveFigures] = Field(description="per collective type, the most time first")
+    process_groups: list[GroupFigures] = Field(description="per process group, the most exposed first")
     categories: dict[str, int]
 
 

@@ -18,4 +18,4 @@ def load_trace(
     ``dialect`` forces one by name; by default it is detected. ``workers`` and ``max_bytes`` are
     :func:`~perftool.trace.loader.read_trace`'s; the args the dialects read are kept.
     """
-    return dialects.apply(read_trace(path, workers, max_bytes, dialects.args_categories()), dialect)
+    return dialects.apply(read_trace(path, workers, max_bytes, dialects.kept_args()), dialect)

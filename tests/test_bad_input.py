@@ -137,7 +137,7 @@ def test_missing_file(run, tmp_path):
 
 
 def test_directory(run, tmp_path):
-    _check_one_line(run("info", tmp_path), tmp_path, "is a directory")
+    _check_one_line(run("info", tmp_path), tmp_path, "a directory with no trace files")
 
 
 def test_library_raises_trace_error_with_event_index(write_trace):

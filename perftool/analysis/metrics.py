@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.communication import METRICS as COMMUNICATION_METRICS
+from perftool.analysis.communication import CollectiveStat, Communication, GroupStat, measure
 from perftool.analysis.confidence import Caveat, caveats
 from perftool.analysis.family import device_name
 from perftool.analysis.steps import Steps, detect_steps
@@ -55,7 +57,7 @@ METRICS: dict[str, str] = {
     "d2h.overlap_fraction": "share of d2h.time_us that overlaps device compute",
     "input.time_us": "time the host spends in data loading within the window, µs",
     "input.fraction": "input.time_us / window",
-    "communication.time_us": "time with a collective (nccl, hccl) running within the window, µs",
+    **COMMUNICATION_METRICS,
     "compile.count": "graph/op compilations anywhere in the trace",
     "compile.time_us": "total compilation time anywhere in the trace, µs",
     "recompilations.count": "compilations starting inside the steady-state window (after warm-up)",
@@ -89,12 +91,23 @@ class Metrics:
     device: str = ""  # what the device tracks ran on (family.device_name)
     step_clock: str = "host"  # "device": steps timed by the device work each host step launched
     caveats: list[Caveat] = field(default_factory=list)  # what limits these figures
-    busy: dict[str, intervals.Intervals] = field(default_factory=dict, repr=False)  # device, compute, h2d busy
+    busy: dict[str, intervals.Intervals] = field(default_factory=dict, repr=False)  # device, compute, h2d, comms
+    communication: Communication = field(default_factory=Communication.none, repr=False)
     track_events: list[int] = field(default_factory=list)  # events on each track, by track id
     track_samples: list[int] = field(default_factory=list)  # counter samples on each track, by track id
 
     def __getitem__(self, name: str) -> float:
         return self.values[name]
+
+    @property
+    def collectives(self) -> list[CollectiveStat]:
+        """Per collective type, the most time first."""
+        return self.communication.collectives
+
+    @property
+    def groups(self) -> list[GroupStat]:
+        """Per process group, the most exposed first."""
+        return self.communication.groups
 
 
 def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
@@ -106,6 +119,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     compute = intervals.busy(trace, kind == Kind.COMPUTE, lo, hi)
     device_values, device = _device_metrics(trace, lo, hi, compute)
     host_values, h2d = _host_and_link_metrics(trace, lo, hi, compute)
+    comms = measure(trace, lo, hi, compute, steps.steady)
     values: dict[str, float] = {
         "trace.events": float(len(trace)),
         "trace.tracks": float(len(trace.tracks)),
@@ -118,6 +132,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         **_step_time_metrics(steps.steady_durations),
         **device_values,
         **host_values,
+        **comms.values,
         **_compile_metrics(trace, steps),
         **_sync_metrics(intervals.busy(trace, kind == Kind.SYNC, lo, hi), steps),
         **_fallback_metrics(trace, in_window),
@@ -133,7 +148,8 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         device=device_name(trace),
         step_clock=steps.clock,
         caveats=caveats(trace, steps),
-        busy={"device": device, "compute": compute, "h2d": h2d},
+        busy={"device": device, "compute": compute, "h2d": h2d, "communication": comms.busy},
+        communication=comms,
         track_events=np.bincount(trace.track, minlength=len(trace.tracks)).tolist(),
         track_samples=np.bincount(trace.counters.track, minlength=len(trace.tracks)).tolist(),
     )
@@ -167,7 +183,7 @@ def _device_metrics(
 def _host_and_link_metrics(
     trace: Trace, lo: float, hi: float, compute: intervals.Intervals
 ) -> tuple[dict[str, float], intervals.Intervals]:
-    """The host, input, copy and communication metrics, and the H2D copies' busy intervals."""
+    """The host, input and copy metrics, and the H2D copies' busy intervals."""
     window = hi - lo
     kind, in_window = trace.kind, trace.spans_in(lo, hi)
 
@@ -183,7 +199,6 @@ def _host_and_link_metrics(
         **_transfer_metrics("d2h", busy(kind == Kind.D2H), compute, int(np.sum((kind == Kind.D2H) & in_window))),
         "input.time_us": input_time,
         "input.fraction": _ratio(input_time, window),
-        "communication.time_us": intervals.total(busy(kind == Kind.COMMUNICATION)),
     }
     return values, h2d
 

@@ -10,6 +10,7 @@ measured after its start-up (runtime initialisation, warm-up annotations).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ from perftool.analysis.launches import Launches, launches
 from perftool.dialects.vocabulary import FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace
 
+_STEP_NUMBER = re.compile(r"(\d+)$")  # ProfilerStep#12, step 12
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
 TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
 # An initialisation call this long (µs) created a context or loaded libraries; short ones are routine.
@@ -42,6 +44,11 @@ class Steps:
     startup_end: float | None = None
     truncated: int = 0
     clock: str = "host"
+    number: np.ndarray | None = None  # each step's own number (ProfilerStep#N), where the markers give one
+
+    def numbers(self) -> np.ndarray:
+        """Each step's number: the marker's own where it gives one, else its position."""
+        return self.number if self.number is not None else np.arange(self.count)
 
     @property
     def count(self) -> int:
@@ -95,8 +102,10 @@ def detect_steps(trace: Trace) -> Steps:
     rows = np.flatnonzero(on_host if on_host.any() else is_step)
     starts, index = np.unique(trace.ts[rows], return_index=True)
     ends = trace.end[rows][index]
+    number = _step_numbers(trace, rows[index])
     truncated = _truncated_last(ends - starts)
     starts, ends = starts[: starts.size - truncated], ends[: ends.size - truncated]
+    number = number[: starts.size] if number is not None else None
     if starts.size == 0:
         return Steps(starts, ends, 0, first, last, startup, truncated)
     clock = "host"
@@ -108,7 +117,15 @@ def detect_steps(trace: Trace) -> Steps:
     if startup is not None:
         compiling |= starts < startup
     warmup = int(warmup_steps(ends - starts, compiling))
-    return Steps(starts, ends, warmup, first, last, startup, truncated, clock)
+    return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number)
+
+
+def _step_numbers(trace: Trace, rows: np.ndarray) -> np.ndarray | None:
+    """The number each step marker names (``ProfilerStep#12`` is 12), or None unless every marker names one."""
+    found = [_STEP_NUMBER.search(trace.names[n]) for n in trace.name[rows].tolist()]
+    if not found or not all(found):
+        return None
+    return np.array([int(m.group(1)) for m in found if m], dtype=np.int64)
 
 
 def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -13,7 +13,9 @@ from perftool.dialects.base import Dialect
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
+from perftool.dialects.vocabulary import COLLECTIVE_ARGS
 from perftool.errors import PerftoolError
+from perftool.trace.columns import KeepArgs
 from perftool.trace.model import Kind, Trace
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Kineto())
@@ -24,9 +26,9 @@ def names() -> list[str]:
     return [d.name for d in REGISTERED] + [GENERIC.name]
 
 
-def args_categories() -> frozenset[str]:
-    """Categories whose ``args`` some dialect reads; the loader keeps args for these only."""
-    return frozenset().union(*(d.args_categories for d in REGISTERED))
+def kept_args() -> KeepArgs:
+    """The events whose ``args`` some dialect or analysis reads: the loader keeps args for these only."""
+    return KeepArgs(frozenset().union(*(d.args_categories for d in REGISTERED)), COLLECTIVE_ARGS.pattern)
 
 
 def apply(trace: Trace, forced: str | None = None) -> Trace:

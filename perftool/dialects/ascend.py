@@ -10,9 +10,10 @@ from perftool.dialects.base import Dialect
 from perftool.dialects.vocabulary import AI_CPU
 from perftool.trace.model import Kind, Role, Trace, Track
 
+_HCCL = re.compile(r"^HCCL")
 _PROCESS_ROLES = (
     (re.compile(r"^Ascend Hardware"), Role.DEVICE),
-    (re.compile(r"^HCCL"), Role.DEVICE),
+    (_HCCL, Role.DEVICE),
     (re.compile(r"^Overlap Analysis"), Role.SUMMARY),
     (re.compile(r"^Step Trace"), Role.SUMMARY),
     (re.compile(r"(?i)^(CANN|AscendCL|Runtime|GE|Python|CPU|pytorch|host)"), Role.HOST),
@@ -48,6 +49,8 @@ class Ascend(Dialect):
 
     def kinds(self, trace: Trace) -> np.ndarray:
         kind = super().kinds(trace)
+        hccl = [t.id for t in trace.tracks if _HCCL.search(t.process_name) and t.role == Role.DEVICE]
+        kind[np.isin(trace.track, hccl)] = Kind.COMMUNICATION  # HCCL's ops and their sub-tasks (Notify_Wait, Memcpy)
         for track in _overlap_device_threads(trace):
             if track.role == Role.DEVICE:
                 kind[trace.track == track.id] = _OVERLAP_DEVICE_THREADS[track.thread_name]

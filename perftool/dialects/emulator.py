@@ -14,7 +14,7 @@ from perftool.trace.model import Kind, Role, Trace
 class Emulator(Dialect):
     name = "emulator"
     category_kinds = {kind.name.lower(): kind for kind in Kind}
-    args_categories = frozenset({"compile"})  # a compile's args say why it happened
+    args_categories = frozenset({"compile", "communication"})  # why a compile happened; what a collective moved
 
     def detect(self, trace: Trace) -> bool:
         info = trace.metadata.get("perftool")

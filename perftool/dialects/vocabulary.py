@@ -29,7 +29,14 @@ FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDev
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
 DEVICE_PROCESS = re.compile(r"^(GPU|HPU|NPU|XPU|MTIA|IPU)\s*\d*\b")  # a process named after its device
 INPUT = re.compile(r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader")
-COMMUNICATION = re.compile(r"(?i)(^nccl|ncclKernel|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)")
+COMMUNICATION = re.compile(
+    r"(?i)(^nccl|ncclKernel|^rccl|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)"
+)
+# Collectives a host thread runs itself (gloo, MPI, UCC on the CPU): the thread is blocked while they run.
+HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc):")
+# Events whose args say what a collective moved: Kineto's record_param_comms and collective kernels (collective
+# name, element counts, dtype, group), the backend's own annotations (``Input Dims``), HCCL's ops.
+COLLECTIVE_ARGS = re.compile(r"^(record_param_comms$|nccl|rccl|gloo:|mpi:|ucc:|hcom_|hccl)", re.IGNORECASE)
 H2D = re.compile(r"(?i)(HtoD|H2D|HostToDevice|host_to_device)")
 D2H = re.compile(r"(?i)(DtoH|D2H|DeviceToHost|device_to_host)")
 D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")
@@ -71,3 +78,6 @@ CPU_FALLBACK = re.compile(r"CPU fallback", re.IGNORECASE)  # the op ran on the h
 AI_CPU = re.compile(r"(?i)\bAI_?CPU\b|aicpu")  # Ascend ops on the NPU's own AI CPU cores: device work, slow path
 STRIDED_COPY = re.compile(r"DstStridedCopy|SrcStridedCopy|PreArrange|^TransData|StridedCopy")
 REMOTE_BUFFER_COPY = re.compile(r"RemoteBuffer|^StreamCopy(Begin|Mid|End)RemoteBuffer")
+# How gradients are synchronised, as the framework names its own work.
+DDP = re.compile(r"DistributedDataParallel|ddp\.reducer|distributed::reducer")
+FSDP = re.compile(r"FullyShardedDataParallel|^FSDP::|^fsdp::|FSDP\.(forward|backward)")

@@ -79,12 +79,41 @@ class Knobs(_Strict):
     gradient_accumulation: int = Field(1, ge=1, le=100_000, description="micro-batches per weight update")
 
 
+class SlowRank(_Strict):
+    """A replica slower than the others: its device computes, or its input pipeline prepares, more slowly."""
+
+    rank: int = Field(ge=0, description="which replica")
+    compute: float = Field(1.0, ge=0.1, le=100, description="its device compute time, as a multiple of the others'")
+    preprocess: float = Field(1.0, ge=0.1, le=100, description="its preprocessing time, as a multiple of the others'")
+
+
+class Replicas(_Strict):
+    """Data parallelism: identical replicas (ranks), each with its own batches, whose gradients are
+    all-reduced at every weight update (DDP on GPU/HPU/NPU, replication on IPU). Each rank gets its own
+    trace; the all-reduce ends on every rank when the last rank's gradients are in."""
+
+    count: int = Field(ge=1, le=1024, description="replicas (ranks)")
+    bucket: Size = Field(ByteSize(25_000_000), description="gradient bytes per all-reduce (DDP's bucket_cap_mb)")
+    overlap: bool = Field(True, description="reduce each bucket as the backward pass fills it (else after backward)")
+    bus_bandwidth: float | None = Field(
+        None, gt=0, le=1e4, description="all-reduce bus bandwidth, GB/s  [default: the device's]"
+    )
+    latency_us: float | None = Field(
+        None, ge=0, le=MAX_US, description="cost of one collective, µs  [default: the device's]"
+    )
+    clock_skew_ms: float = Field(
+        0.0, ge=0, le=1e6, description="ranks' clocks differ by up to this much in their traces"
+    )
+    slow_ranks: tuple[SlowRank, ...] = Field((), description="replicas slower than the others")
+
+
 class EmulatorConfig(_Strict):
     """One emulated training run."""
 
     device: Literal["npu", "ipu", "hpu", "gpu"]
     workload: Workload
     knobs: Knobs = Knobs()
+    replicas: Replicas | None = Field(None, description="data-parallel replicas: a job of one trace per rank")
     seed: int = Field(0, ge=0, lt=2**63)
     tune: dict[str, Any] | None = Field(
         None,
@@ -157,6 +186,15 @@ def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
         return ("workload", "last_batch_samples"), f"must be smaller than knobs.batch_size ({knobs.batch_size})"
     if knobs.layout_mismatch and workload.layout_copy_per_sample == 0:
         return ("knobs", "layout_mismatch"), "needs workload.layout_copy_per_sample (bytes rearranged per sample)"
+    replicas = config.replicas
+    for index, slow in enumerate(replicas.slow_ranks if replicas else ()):
+        if replicas is not None and slow.rank >= replicas.count:
+            return (
+                "replicas",
+                "slow_ranks",
+                index,
+                "rank",
+            ), f"{slow.rank} is not a replica (count is {replicas.count})"
     return None
 
 

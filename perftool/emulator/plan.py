@@ -64,6 +64,12 @@ class Plan:
     activation_bytes: np.ndarray
     capacity_bytes: np.ndarray
     infeasible: np.ndarray  # str per configuration, "" when it fits
+    # data-parallel replicas: each configuration is ``replicas`` consecutive columns, one per rank
+    replicas: int = 1
+    rank: np.ndarray | None = None  # per column: its rank
+    bucket_us: tuple[float, ...] = ()  # each gradient bucket's all-reduce, µs, in the order backward fills them
+    bucket_bytes: tuple[float, ...] = ()
+    reduce_during_backward: bool = True
 
     @property
     def total_steps(self) -> np.ndarray:
@@ -185,7 +191,35 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         infeasible=np.full(batch.size, "", dtype=object),
     )
     plan.infeasible = _infeasible(profile, plan)
-    return plan
+    return _with_replicas(config, plan) if config.replicas is not None else plan
+
+
+def _with_replicas(config: EmulatorConfig, plan: Plan) -> Plan:
+    """Each configuration as ``count`` ranks (consecutive columns), the slow ones slowed, with the all-reduce of
+    the gradients (one per bucket of ``bucket`` bytes) priced on the device's collective links."""
+    replicas, profile = config.replicas, config.profile
+    assert replicas is not None
+    count = replicas.count
+    ranked = plan.subset(np.repeat(np.arange(plan.n), count))
+    ranked.rank = np.tile(np.arange(count), plan.n)
+    compute, preprocess = np.ones(count), np.ones(count)
+    for slow in replicas.slow_ranks:
+        compute[slow.rank], preprocess[slow.rank] = slow.compute, slow.preprocess
+    for name, factor in (("compute_us", compute), ("compute_last_us", compute)):
+        setattr(ranked, name, getattr(ranked, name) * factor[ranked.rank])
+    for name in ("preprocess_us", "preprocess_last_us"):
+        setattr(ranked, name, getattr(ranked, name) * preprocess[ranked.rank])
+    gradients = float(config.workload.weights)
+    full, rest = divmod(gradients, float(replicas.bucket))
+    sizes = [float(replicas.bucket)] * int(full) + ([rest] if rest else [])
+    bandwidth = (replicas.bus_bandwidth * 1e9) if replicas.bus_bandwidth else profile.collective_bandwidth
+    latency = replicas.latency_us if replicas.latency_us is not None else profile.collective_latency_us
+    traffic = 2 * (count - 1) / count  # an all-reduce's bytes on each rank's links per byte reduced
+    ranked.replicas = count
+    ranked.bucket_bytes = tuple(sizes)
+    ranked.bucket_us = tuple(latency + size * traffic * 1e6 / bandwidth for size in sizes) if count > 1 else ()
+    ranked.reduce_during_backward = replicas.overlap
+    return ranked
 
 
 def _fallback_costs(config: EmulatorConfig) -> tuple[float, float, float]:

@@ -34,6 +34,8 @@ class DeviceProfile:
     host_feeds_data: bool  # the training loop pulls batches itself (PyTorch DataLoader) vs an infeed thread
     compiles_graphs: bool  # every new shape or loop length is a graph compile
     async_h2d: bool  # input copies run on DMA engines beside compute (IPU: only through IO tiles)
+    collective_bandwidth: float = 0.0  # bytes/s bus bandwidth of an all-reduce across replicas (nccl-tests' busbw)
+    collective_latency_us: float = 0.0  # fixed cost of one collective, µs
     tiles: int = 0  # IPU tiles (0: not an IPU)
     remote_buffer_bandwidth: float = 0.0  # bytes/s to optimizer state offloaded to streaming memory
     knobs: frozenset[str] = field(default_factory=frozenset)  # knobs this family has
@@ -48,6 +50,9 @@ class DeviceProfile:
 
 _COMMON_KNOBS = frozenset({"batch_size", "prefetch_depth", "transfer_dtype", "last_batch", "gradient_accumulation"})
 
+# Collectives across data-parallel replicas (one server's fast links): bus bandwidths of the order
+# all-reduce benchmarks reach on each — Ascend HCCS, IPU-Links, Gaudi 2's on-chip RoCE ports, A100
+# NVLink — and a latency of tens of microseconds per collective.
 PROFILES: dict[str, DeviceProfile] = {
     # Ascend 910: 32 GB HBM2 at ~1.2 TB/s, 256 TFLOPS fp16 (Huawei datasheet); PCIe 4.0 x16 host link
     # (~24 GB/s achieved of 32). A TF2 loop that returns to Python each step pays a tf.function call
@@ -71,6 +76,8 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=False,
         compiles_graphs=True,
         async_h2d=True,
+        collective_bandwidth=25 * GB,
+        collective_latency_us=30.0,
         knobs=_COMMON_KNOBS | {"loop_size", "layout_mismatch"},
         knob_names={"loop_size": "NPU_LOOP_SIZE / npu.set_npu_loop_size", "prefetch_depth": "dataset.prefetch"},
     ),
@@ -97,6 +104,8 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=False,
         compiles_graphs=True,
         async_h2d=False,
+        collective_bandwidth=40 * GB,
+        collective_latency_us=15.0,
         tiles=1472,
         remote_buffer_bandwidth=20 * GB,
         knobs=_COMMON_KNOBS | {"loop_size", "io_tiles", "offload_optimizer", "layout_mismatch"},
@@ -127,6 +136,8 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=True,
         compiles_graphs=True,
         async_h2d=True,
+        collective_bandwidth=200 * GB,
+        collective_latency_us=30.0,
         knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops"},
         knob_names={
             "device_graphs": "HPU Graphs (htcore.hpu.wrap_in_hpu_graph)",
@@ -153,6 +164,8 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=True,
         compiles_graphs=False,
         async_h2d=True,
+        collective_bandwidth=200 * GB,
+        collective_latency_us=25.0,
         knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops"},
         knob_names={
             "device_graphs": "CUDA graphs (torch.cuda.graphs / mode='reduce-overhead')",

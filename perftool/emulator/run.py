@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +20,7 @@ BREAKDOWN: dict[str, str] = {
     "strided_copy": "layout-rearranging copies",
     "offload_copy": "optimizer state to and from remote buffers",
     "fallback": "waiting for CPU-fallback round trips",
+    "communication": "waiting for the gradient all-reduce across replicas after compute",
     "idle": "device idle: host dispatch, compile, waiting for input",
 }
 
@@ -32,11 +35,32 @@ class Run:
     plan: Plan
     timeline: Timeline
     prediction: dict[str, float]
+    rank: int = 0  # with replicas: the rank this run's column is
+    clock_offset_us: float = 0.0  # where this rank's clock starts (ranks' clocks differ)
 
     def recorded(self, name: str) -> np.ndarray:
-        """One recorded per-step quantity, for the steps this run has."""
-        values = self.timeline.recorded[name][:, 0]
+        """One recorded per-step quantity (per bucket too, for the all-reduce), for the steps this run has."""
+        values = self.timeline.recorded[name][..., 0]
         return values[self.timeline.recorded["active"][:, 0]]
+
+    def ranks(self) -> list[Run]:
+        """With replicas, each rank's run (its own column, on its own clock); else this run."""
+        if self.plan.replicas == 1:
+            return [self]
+        skew = self.config.replicas.clock_skew_ms * 1e3 if self.config.replicas else 0.0
+        offsets = np.random.default_rng([self.config.seed, 7]).uniform(0, skew, self.plan.replicas) if skew else None
+        return [self._column(rank, float(offsets[rank]) if offsets is not None else 0.0) for rank in range(self.plan.n)]
+
+    def _column(self, rank: int, offset: float) -> Run:
+        timeline = self.timeline
+        column = Timeline(
+            step_end=timeline.step_end[:, [rank]],
+            device_busy=timeline.device_busy[:, [rank]],
+            compile_start=timeline.compile_start[:, [rank]],
+            compile_end=timeline.compile_end[:, [rank]],
+            recorded={name: values[..., [rank]] for name, values in timeline.recorded.items()},
+        )
+        return Run(self.config, self.plan.subset(np.array([rank])), column, self.prediction, rank, offset)
 
     def breakdown(self) -> dict[str, float]:
         """Mean µs per steady-state step spent in each part of :data:`BREAKDOWN`."""
@@ -50,11 +74,12 @@ class Run:
             + part["compute_end"]
             - part["backward_start"]
             + part["update_end"]
-            - part["strided_end"],
+            - part["update_start"],
             "input_copy": part["serial_end"] - part["dev_start"],
             "strided_copy": part["strided_end"] - part["compute_end"],
             "offload_copy": part["dev_end"] - part["update_end"],
             "fallback": part["backward_start"] - part["forward_end"],
+            "communication": part["update_start"] - part["strided_end"],
         }
         spent["idle"] = durations - sum(spent.values())
         return {name: float(values.mean()) for name, values in spent.items()}
@@ -66,5 +91,11 @@ def run(config: EmulatorConfig) -> Run:
     if not plan.feasible[0]:
         raise InfeasibleConfig(plan.infeasible[0])
     timeline = simulate(plan, config.seed, record=True)
-    prediction = {name: float(values[0]) for name, values in steady_figures(plan, timeline).items()}
-    return Run(config, plan, timeline, prediction)
+    return Run(config, plan, timeline, _job_prediction(steady_figures(plan, timeline)))
+
+
+def _job_prediction(figures: dict[str, np.ndarray]) -> dict[str, float]:
+    """The run's figures: with replicas, the job's — the slowest rank's times, every rank's samples together,
+    the mean device use."""
+    combine: dict[str, Callable[[np.ndarray], Any]] = {"throughput": np.sum, "device_busy_fraction": np.mean}
+    return {name: float(combine.get(name, np.max)(values)) for name, values in figures.items()}

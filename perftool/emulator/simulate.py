@@ -70,6 +70,14 @@ def jitter(seed: int, steps: int, cv: float, stream: int) -> np.ndarray:
     return np.exp(sigma * z - sigma * sigma / 2)
 
 
+def _jitter(plan: Plan, seed: int, steps: int, cv: float, stream: int) -> np.ndarray:
+    """Per step, the jitter every configuration shares; with replicas, each rank draws its own: ``[step, column]``."""
+    if plan.replicas == 1 or plan.rank is None:
+        return jitter(seed, steps, cv, stream)
+    per_rank = np.stack([jitter(seed, steps, cv, (stream + 1) * 1_000_003 + rank) for rank in range(plan.replicas)])
+    return per_rank[plan.rank].T
+
+
 @dataclass
 class _Clocks:
     """When each resource is next free, per configuration, carried from step to step."""
@@ -126,8 +134,8 @@ class _Shape:
 def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     """Run every configuration of ``plan`` through all its steps, one resource after another in each step."""
     n, steps = plan.n, int(plan.total_steps.max())
-    preprocess_factor = jitter(seed, steps, plan.preprocess_jitter, 0)
-    compute_factor = jitter(seed, steps, plan.compute_jitter, 1)
+    preprocess_factor = _jitter(plan, seed, steps, plan.preprocess_jitter, 0)
+    compute_factor = _jitter(plan, seed, steps, plan.compute_jitter, 1)
     rec = _Recorder(record)
     shape, clocks = _Shape.of(plan), _Clocks.start(n)
 
@@ -287,9 +295,13 @@ def _device(
     compute_end = backward_start + compute / 2
     strided_end = compute_end + strided
     update = ((i + 1) % plan.accumulation == 0) | (i + 1 == plan.total_steps)
-    update_end = strided_end + np.where(update, plan.update_us, 0.0)
+    reduced = _all_reduce(plan, backward_start, compute_end, strided_end, update)
+    update_start = np.maximum(strided_end, reduced["comm_end"][-1]) if plan.bucket_us else strided_end
+    update_end = update_start + np.where(update, plan.update_us, 0.0)
     dev_end = update_end + np.where(update, plan.offload_us, 0.0)
     return {
+        **reduced,
+        "update_start": update_start,
         "dev_start": dev_start,
         "serial_end": serial_end,
         "forward_end": forward_end,
@@ -304,3 +316,24 @@ def _device(
         "update": update & active,
         "consumed": consumed,
     }
+
+
+def _all_reduce(
+    plan: Plan, backward_start: np.ndarray, compute_end: np.ndarray, strided_end: np.ndarray, update: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The gradient all-reduce across replicas before a weight update: one collective per bucket, in the order
+    the backward pass fills them (each as soon as its gradients are in, else all after backward), one after
+    another on each rank. A collective ends on every rank when the last rank's start plus its length is
+    reached: the other ranks wait in it. Arrays ``[bucket, column]``; steps without an update reduce nothing."""
+    if not plan.bucket_us:
+        return {}
+    buckets, count = len(plan.bucket_us), plan.replicas
+    filled = (np.arange(1, buckets + 1) / buckets) if plan.reduce_during_backward else np.ones(buckets)
+    starts, ends = np.empty((buckets, plan.n)), np.empty((buckets, plan.n))
+    previous = np.full(plan.n, -np.inf)
+    for k, length in enumerate(plan.bucket_us):
+        start = np.maximum(backward_start + filled[k] * (compute_end - backward_start), previous)
+        last_in = start.reshape(-1, count).max(axis=1).repeat(count)
+        starts[k], ends[k] = start, last_in + length
+        previous = ends[k]
+    return {"comm_start": np.where(update, starts, strided_end), "comm_end": np.where(update, ends, strided_end)}

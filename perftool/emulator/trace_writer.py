@@ -10,6 +10,7 @@ the device, its constants, the full config and the fast path's prediction.
 from __future__ import annotations
 
 import gzip
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from perftool.trace.model import Role
 FORMAT_VERSION = 1
 HOST, DEVICE = 1, 2
 LOOP, STEPS, COMPILER, WORKERS = 1, 2, 3, 10  # host threads (workers: WORKERS + k)
-COMPUTE, H2D_LINK, D2H_LINK = 1, 2, 3  # device threads
+COMPUTE, H2D_LINK, D2H_LINK, COMM = 1, 2, 3, 4  # device threads (COMM: with replicas)
 
 
 def check_length(config: EmulatorConfig, path: str) -> None:
@@ -44,7 +45,7 @@ def check_length(config: EmulatorConfig, path: str) -> None:
 def trace_bytes(run: Run) -> bytes:
     """The trace of one emulated run as JSON bytes."""
     config = run.config
-    header = {
+    header: dict[str, Any] = {
         "displayTimeUnit": "ms",
         "perftool": {
             "emulator": {
@@ -57,6 +58,9 @@ def trace_bytes(run: Run) -> bytes:
             "tracks": [{"pid": pid, "tid": tid, "role": role.value} for pid, tid, _, role in _threads(config)],
         },
     }
+    if run.plan.replicas > 1:
+        backend = VOCABULARIES[config.device].backend
+        header["distributedInfo"] = {"backend": backend, "rank": run.rank, "world_size": run.plan.replicas}
     events = ",\n".join(_events(run))
     return msgspec.json.encode(header)[:-1] + f',"traceEvents":[\n{events}\n]}}\n'.encode()
 
@@ -66,6 +70,15 @@ def write_trace(run: Run, path: str) -> int:
     data = encode_for(path, trace_bytes(run))
     write_bytes(data, path)
     return len(data)
+
+
+def write_job(run: Run, directory: str) -> int:
+    """Write each rank's trace into ``directory`` (made if missing) as ``rank<N>.trace.json.gz``, each atomically;
+    returns the bytes written."""
+    os.makedirs(directory, exist_ok=True)
+    ranks = run.ranks()
+    width = len(str(len(ranks) - 1))
+    return sum(write_trace(rank, os.path.join(directory, f"rank{rank.rank:0{width}d}.trace.json.gz")) for rank in ranks)
 
 
 def encode_for(path: str, data: bytes) -> bytes:
@@ -84,6 +97,8 @@ def _threads(config: EmulatorConfig) -> list[tuple[int, int, str, Role]]:
         (DEVICE, H2D_LINK, "H2D link", Role.H2D),
         (DEVICE, D2H_LINK, "D2H link", Role.D2H),
     ]
+    if config.replicas is not None and config.replicas.count > 1:
+        threads.append((DEVICE, COMM, words.comm_thread, Role.DEVICE))
     return threads
 
 
@@ -91,11 +106,12 @@ def _events(run: Run) -> list[str]:
     out: list[str] = []
     config, plan = run.config, run.plan
     words = VOCABULARIES[config.device]
-    at = {name: run.recorded(name) for name in run.timeline.recorded}
+    shift = run.clock_offset_us
+    at = {name: _shifted(run.recorded(name), shift) for name in run.timeline.recorded}
     out += _metadata(config, words)
     steps = np.arange(int(plan.total_steps[0]))
-    step_end = run.timeline.step_end[steps, 0]
-    step_start = np.concatenate([[0.0], step_end[:-1]])
+    step_end = run.timeline.step_end[steps, 0] + shift
+    step_start = np.concatenate([[shift], step_end[:-1]])
     samples = np.where(steps == plan.steps, plan.last_samples, int(plan.batch[0]))
     out += _spans(
         "step",
@@ -110,7 +126,31 @@ def _events(run: Run) -> list[str]:
     out += _input(config, words, plan, at, steps)
     out += _host(config, words, plan, at, steps)
     out += _device(config, words, plan, at)
-    out += _memory(plan, at)
+    out += _all_reduce(words, plan, at)
+    out += _memory(plan, at, shift)
+    return out
+
+
+def _shifted(values: np.ndarray, offset: float) -> np.ndarray:
+    """Times moved onto a rank's own clock (flags and counts stay as they are)."""
+    return values + offset if offset and values.dtype.kind == "f" else values
+
+
+def _all_reduce(words: Vocabulary, plan: Plan, at) -> list[str]:
+    """Each gradient bucket's all-reduce on the communication stream, with the args profilers record."""
+    out: list[str] = []
+    for k, size in enumerate(plan.bucket_bytes if plan.bucket_us else ()):
+        args = {
+            "Collective name": "allreduce",
+            "In msg nelems": int(size // 4),
+            "Out msg nelems": int(size // 4),
+            "dtype": "Float",
+            "Group size": plan.replicas,
+            "Process Group Name": "0",
+            "Process Group Description": "default_pg",
+        }
+        starts, ends = at["comm_start"][:, k], at["comm_end"][:, k]
+        out += _spans(words.all_reduce, "communication", DEVICE, COMM, starts, ends, args=[args] * starts.size)
     return out
 
 
@@ -190,7 +230,7 @@ def _device(config, words: Vocabulary, plan: Plan, at) -> list[str]:
         tuple((name, 1 / len(words.strided)) for name in words.strided), at["compute_end"], at["strided_end"], "d2d"
     )
     update = at["update"]
-    out += _spans(words.update, "compute", DEVICE, COMPUTE, at["strided_end"][update], at["update_end"][update])
+    out += _spans(words.update, "compute", DEVICE, COMPUTE, at["update_start"][update], at["update_end"][update])
     if words.remote_buffer_copy:
         middle = (at["update_end"] + at["dev_end"]) / 2
         out += _spans(words.remote_buffer_copy, "h2d", DEVICE, COMPUTE, at["update_end"][update], middle[update])
@@ -198,10 +238,10 @@ def _device(config, words: Vocabulary, plan: Plan, at) -> list[str]:
     return out
 
 
-def _memory(plan: Plan, at) -> list[str]:
+def _memory(plan: Plan, at, clock_start: float) -> list[str]:
     static, peak = float(plan.static_bytes[0]), float(plan.static_bytes[0] + plan.activation_bytes[0])
     prefix = f'{{"ph":"C","name":"Device memory","pid":{DEVICE},"tid":{COMPUTE},"ts":'
-    out: list[str] = [f'{prefix}0.0,"args":{{"bytes":{static}}}}}']
+    out: list[str] = [f'{prefix}{float(clock_start)},"args":{{"bytes":{static}}}}}']
     for start, end in zip(_numbers(np.round(at["dev_start"], 3)), _numbers(np.round(at["compute_end"], 3))):
         out.append(f'{prefix}{start},"args":{{"bytes":{peak}}}}}')
         out.append(f'{prefix}{end},"args":{{"bytes":{static}}}}}')

@@ -29,6 +29,9 @@ class Vocabulary:
     strided: tuple[str, ...]  # layout-rearranging copies, sharing the time equally
     remote_buffer_copy: str = ""  # offloaded optimizer state, IPU only
     fallback_op: str = "{op}"  # host op of a CPU fallback; {op} and {dtype} are filled in
+    all_reduce: str = "allreduce"  # the gradient all-reduce across replicas, as the collective library names it
+    comm_thread: str = "Communication"
+    backend: str = ""  # the collective library, as distributedInfo names it
 
 
 VOCABULARIES: dict[str, Vocabulary] = {
@@ -49,6 +52,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
         backward=(("Conv2DBackpropInput", 0.45), ("Conv2DBackpropFilter", 0.45), ("BNTrainingUpdateGrad", 0.1)),
         update="ApplyMomentumD",
         strided=("TransData",),
+        all_reduce="hcom_allReduce_",
+        comm_thread="Stream 1 (HCCL)",
+        backend="hccl",
     ),
     "ipu": Vocabulary(
         host_process="Host (Poplar)",
@@ -68,6 +74,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
         update="WeightUpdate/Adam",
         strided=("PreArrange-0", "DstStridedCopy"),
         remote_buffer_copy="StreamCopyMidRemoteBuffer",
+        all_reduce="GCL AllReduce (replicas)",
+        comm_thread="Replica sync",
+        backend="gcl",
     ),
     "hpu": Vocabulary(
         host_process="Host (PyTorch, lazy mode)",
@@ -87,6 +96,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
         update="optimizer_adamw_bf16",
         strided=("transpose_bf16",),
         fallback_op="CPU fallback {op} : self=HPU{dtype}Type",
+        all_reduce="hccl_allreduce",
+        comm_thread="Collective (HCCL)",
+        backend="hccl",
     ),
     "gpu": Vocabulary(
         host_process="Host (PyTorch)",
@@ -114,6 +126,9 @@ VOCABULARIES: dict[str, Vocabulary] = {
         update="multi_tensor_apply_kernel (FusedAdam)",
         strided=("transpose_kernel",),
         fallback_op="aten::{op} (CPU fallback, {dtype})",
+        all_reduce="ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        comm_thread="stream 13 (NCCL)",
+        backend="nccl",
     ),
 }
 

@@ -66,7 +66,7 @@ def compare(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
         *_timing(baseline, candidate, policy),
         *(_counter(name, baseline, candidate) for name in COUNTERS),
         *(_metric(name, limit, baseline, candidate) for name, limit in policy.metrics.items()),
-        *_new_findings(baseline.findings, candidate.findings, fail_on),
+        *new_findings(baseline.findings, candidate.findings, fail_on),
     ]
 
 
@@ -203,7 +203,7 @@ def _levels(limit: Limit, side: str) -> str:
     return ", ".join(parts)
 
 
-def _new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: str) -> list[Check]:
+def new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: str) -> list[Check]:
     known = {finding.fingerprint for finding in baseline}
     checks = []
     for finding in candidate:

@@ -1,7 +1,8 @@
 """What gate compares: a trace, scanned on the spot, or a scan saved with ``perftool scan --format json``.
 
 Either way one side is a :class:`~perftool.rules.findings.TraceFindings`: metrics, the per-step
-samples of the steady state, findings with fingerprints, and, for emulator traces, the config.
+samples of the steady state, findings with fingerprints, and, for emulator traces, the config; or, for
+a job (a directory of rank traces, or a job's scan JSON), one per rank.
 Two sides are comparable when they are the same job: the same device family, and for emulator
 traces the same device and workload (the run's length, the seed and the knobs may differ: the
 knobs are what a change usually tries).
@@ -11,15 +12,20 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import re
 import zlib
+from dataclasses import dataclass
+from dataclasses import field as default
 
 from pydantic import ValidationError
 
 from perftool import limits
 from perftool.errors import PerftoolError
+from perftool.job.cluster import LOCAL, Cluster
+from perftool.job.scan import scan_job
 from perftool.rules.engine import ReadOptions, scan_trace
-from perftool.rules.findings import EmulatorRun, ScanReport, TraceFindings
+from perftool.rules.findings import EmulatorRun, Finding, ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace.loader import GZIP_MAGIC, TrailingGzipData, inflate_gzip, read_error
 from perftool.traces import load_trace
@@ -29,11 +35,43 @@ _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
 FREE_WORKLOAD_FIELDS = frozenset({"steps", "name"})  # may differ between comparable emulator runs
 
 
-def load_side(path: str, rules: list[Rule], read: ReadOptions) -> TraceFindings:
-    """One side of the comparison, from a scan's JSON or by scanning a trace."""
+@dataclass
+class Side:
+    """One side of the comparison: one trace, or a job's ranks (by rank) with the job's own findings."""
+
+    path: str
+    traces: dict[int | None, TraceFindings]  # {None: the trace} for a single trace
+    job_findings: list[Finding] = default(default_factory=list)
+
+    @property
+    def is_job(self) -> bool:
+        return None not in self.traces
+
+    def describe(self) -> str:
+        return f"a job of {len(self.traces)} ranks" if self.is_job else "one trace"
+
+
+def load_side(path: str, rules: list[Rule], read: ReadOptions, cluster: Cluster = LOCAL) -> Side:
+    """One side of the comparison: a scan's JSON, a trace scanned here, or a job's directory scanned on Dask."""
+    if os.path.isdir(path):
+        report = scan_job([path], rules, read, cluster.scheduler, cluster.workers)
+        bad = [f"rank {u.rank if u.rank is not None else '?'} ({u.path}): {u.problem}" for u in report.unread]
+        if bad:
+            raise PerftoolError(f"{path}: a job with ranks that cannot be read: {'; '.join(bad)}")
+        return _side(path, report)
     if _is_scan_json(path):
-        return _from_scan_json(path)
-    return scan_trace(load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes), rules, read.family)
+        return _side(path, _from_scan_json(path))
+    trace = scan_trace(load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes), rules, read.family)
+    return Side(path, {None: trace})
+
+
+def _side(path: str, report: ScanReport) -> Side:
+    if report.job is None:
+        if len(report.traces) != 1:
+            raise PerftoolError(f"{path}: holds {len(report.traces)} traces that are not one job; gate compares one "
+                                "trace with one, or a job with a job")  # fmt: skip
+        return Side(path, {None: report.traces[0]})
+    return Side(path, {trace.rank: trace for trace in report.traces}, report.job.findings)
 
 
 def _gunzip(path: str, data: bytes) -> bytes:
@@ -64,7 +102,7 @@ def _is_scan_json(path: str) -> bool:
     return bool(_SCAN_JSON.match(head))
 
 
-def _from_scan_json(path: str) -> TraceFindings:
+def _from_scan_json(path: str) -> ScanReport:
     data = read_document(path, "scan result")
     if data[:2] == GZIP_MAGIC:
         data = _gunzip(path, data)
@@ -72,9 +110,7 @@ def _from_scan_json(path: str) -> TraceFindings:
         report = ScanReport.model_validate_json(data)
     except ValidationError as exc:
         raise validation_error(f"{path}: not a perftool scan result", None, exc) from None
-    if len(report.traces) != 1:
-        raise PerftoolError(f"{path}: holds {len(report.traces)} traces; gate compares one trace with one")
-    return report.traces[0]
+    return report
 
 
 def differences(baseline: TraceFindings, candidate: TraceFindings) -> list[str]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from perftool.errors import PerftoolError
-from perftool.gate.checks import Check, against_budget, compare, status
-from perftool.gate.inputs import differences, load_side
+from perftool.gate.checks import Check, against_budget, compare, new_findings, status
+from perftool.gate.inputs import Side, differences, load_side
 from perftool.gate.policy import Budget, GatePolicy
+from perftool.job.cluster import Cluster
 from perftool.rules.engine import DEFAULT_READ, ReadOptions
 from perftool.rules.model import Rule
 
@@ -30,11 +31,12 @@ class GateResult:
 @dataclass(frozen=True)
 class GateOptions:
     """What the gate holds a candidate to: the policy (thresholds, metric limits), the severity of a new
-    finding that fails, and whether different jobs may be compared."""
+    finding that fails, whether different jobs may be compared, and where a job's ranks are analysed."""
 
     policy: GatePolicy = field(default_factory=GatePolicy)
     fail_on: str = "error"
     allow_mismatch: bool = False
+    cluster: Cluster = field(default_factory=Cluster)
 
 
 DEFAULT_OPTIONS = GateOptions()
@@ -48,20 +50,59 @@ def run_gate(
     options: GateOptions = DEFAULT_OPTIONS,
     read: ReadOptions = DEFAULT_READ,
 ) -> GateResult:
-    """Compare ``candidate`` with ``baseline`` and/or hold it to ``budget``."""
-    cand = load_side(candidate, rules, read)
+    """Compare ``candidate`` with ``baseline`` and/or hold it to ``budget``; jobs rank by rank."""
+    cand = load_side(candidate, rules, read, options.cluster)
     checks: list[Check] = []
     mismatches: list[str] = []
     policy, fail_on = options.policy, options.fail_on
     if baseline is not None:
-        base = load_side(baseline, rules, read)
-        mismatches = differences(base, cand)
+        base = load_side(baseline, rules, read, options.cluster)
+        if base.is_job != cand.is_job:
+            raise PerftoolError(f"{baseline} is {base.describe()} and {candidate} {cand.describe()}: gate compares "
+                                "a trace with a trace, or a job with a job")  # fmt: skip
+        mismatches = _rank_differences(base, cand)
+        for rank in _in_order(base.traces.keys() & cand.traces.keys()):
+            mismatches += [_on(rank, m) for m in differences(base.traces[rank], cand.traces[rank])]
         if mismatches and not options.allow_mismatch:
             raise PerftoolError(
-                f"{baseline} and {candidate} are not the same job ({'; '.join(mismatches)}); "
-                "pass --allow-mismatch to compare them anyway"
+                f"{baseline} and {candidate} are not the same job ({'; '.join(mismatches[:3])}"
+                f"{'; …' if len(mismatches) > 3 else ''}); pass --allow-mismatch to compare them anyway"
             )
-        checks += compare(base, cand, policy, fail_on)
+        for rank in _in_order(base.traces.keys() & cand.traces.keys()):
+            checks += [_ranked(rank, c) for c in compare(base.traces[rank], cand.traces[rank], policy, fail_on)]
+        if cand.is_job:
+            checks += [_ranked("job", c) for c in new_findings(base.job_findings, cand.job_findings, fail_on)]
     if budget is not None:
-        checks += against_budget(cand, budget, fail_on if baseline is None else "never")
+        for rank, trace in cand.traces.items():
+            checks += [
+                _ranked(rank, c) for c in against_budget(trace, budget, fail_on if baseline is None else "never")
+            ]
     return GateResult(candidate, baseline, checks, mismatches)
+
+
+def _rank_differences(base: Side, cand: Side) -> list[str]:
+    """A job's ranks that only one side has: a different world size."""
+    if not cand.is_job or base.traces.keys() == cand.traces.keys():
+        return []
+    found = [f"world size {len(base.traces)} → {len(cand.traces)} ranks"]
+    only = _in_order(base.traces.keys() - cand.traces.keys())
+    if only:
+        found.append(f"ranks {', '.join(map(str, only[:8]))} only in the baseline")
+    return found
+
+
+def _in_order(ranks: set[int | None]) -> list[int | None]:
+    """Ranks in order (a single trace's None alone)."""
+    return sorted(ranks, key=lambda rank: -1 if rank is None else rank)
+
+
+def _on(rank: int | None, text: str) -> str:
+    return text if rank is None else f"rank {rank}: {text}"
+
+
+def _ranked(rank: int | str | None, check: Check) -> Check:
+    """A check of one rank (or of the job as a whole), named so."""
+    if rank is None:
+        return check
+    where = f"rank {rank}" if rank != "job" else "job"
+    return replace(check, id=f"{where.replace(' ', '')}/{check.id}", name=f"{where}: {check.name}")

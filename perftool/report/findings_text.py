@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
+from perftool.report import job_text
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
@@ -17,6 +18,8 @@ STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
 def render(report: ScanReport) -> Group:
     parts: list[RenderableType] = []
+    if report.job is not None:
+        return Group(job_text.render(report, report.job, _finding), Text(""), summary_line(report))
     for trace in report.traces:
         parts += [_header(trace), *(_finding(finding, trace.time_unit) for finding in trace.findings)]
         if not trace.findings:
@@ -29,10 +32,11 @@ def render(report: ScanReport) -> Group:
 def summary_line(report: ScanReport) -> Text:
     found = [finding for _, finding in report.findings]
     unread = f" {len(report.unread)} more not scanned (see the errors below)." if report.unread else ""
+    scanned = f"{len(report.traces)} rank(s) of a job" if report.job else f"{len(report.traces)} trace(s)"
     if not found:
-        return Text(f"No findings in {len(report.traces)} trace(s).{unread}", style="bold green")
+        return Text(f"No findings in {scanned}.{unread}", style="bold green")
     counts = {level: sum(f.severity.value == level for f in found) for level in STYLE}
-    text = Text(f"{len(found)} finding(s) in {len(report.traces)} trace(s): ", style="bold")
+    text = Text(f"{len(found)} finding(s) in {scanned}: ", style="bold")
     for level, count in counts.items():
         if count:
             text.append(f"{count} {level}  ", style=STYLE[level])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Any
 
 from perftool.analysis.metrics import Metrics
@@ -45,6 +46,8 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
                 for op in metrics.top_ops
             ],
         },
+        "collectives": [asdict(c) for c in metrics.collectives],
+        "process_groups": [asdict(g) for g in metrics.groups],
         "categories": metrics.categories,
     }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -31,7 +31,10 @@ def render(trace: Trace, metrics: Metrics) -> Group:
     for caveat in metrics.caveats:
         header.append("\n")
         header.append(shown(f"note: {caveat.text}", "yellow"))
-    return Group(header, _tracks(trace, metrics), _timeline(metrics, unit), _top_ops(metrics, unit))
+    parts: list[RenderableType] = [header, _tracks(trace, metrics), _timeline(metrics, unit), _top_ops(metrics, unit)]
+    if metrics.collectives:
+        parts.append(collectives_table(metrics, unit))
+    return Group(*parts)
 
 
 def _tracks(trace: Trace, metrics: Metrics) -> Table:
@@ -105,6 +108,13 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
                 f"{m[f'{prefix}.count']:,.0f} copies · {duration(m[f'{prefix}.time_us'], unit)} · "
                 f"{percent(m[f'{prefix}.overlap_fraction'])} overlapped with compute",
             )
+    if m["communication.count"] or m["communication.time_us"]:
+        table.add_row(
+            "communication",
+            f"{m['communication.count']:,.0f} collectives · {duration(m['communication.time_us'], unit)} · "
+            f"{percent(m['communication.overlap_fraction'])} overlapped with compute · exposed "
+            f"{duration(m['communication.exposed_us'], unit)} ({percent(m['communication.exposed_fraction'])})",
+        )
     table.add_row(
         "compile",
         f"{m['compile.count']:,.0f} ({duration(m['compile.time_us'], unit)}) · "
@@ -127,4 +137,32 @@ def _top_ops(metrics: Metrics, unit: str) -> Table:
     add_columns(table, [("op", "left"), ("count", "right"), ("total", "right"), ("share", "right")], overflow="fold")
     for op in metrics.top_ops:
         table.add_row(shown(op.name), f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
+    return table
+
+
+def collectives_table(metrics: Metrics, unit: str) -> Table:
+    """Per collective type: calls, time, exposed time, size and bandwidths; then the process groups."""
+    table = Table(title="Collectives (steady state)", title_justify="left")
+    add_columns(
+        table,
+        [("collective", "left"), ("calls", "right"), ("time", "right"), ("exposed", "right"), ("size", "right"),
+         ("busbw", "right")],
+        overflow="fold",
+    )  # fmt: skip
+    for c in metrics.collectives:
+        size = f"{c.bytes / c.count / 1e6:,.2f} MB avg" if c.bytes is not None else "—"
+        bandwidth = f"{c.busbw_gbps:,.1f} GB/s" if c.busbw_gbps is not None else "—"
+        ranks = f" ×{c.group_size}" if c.group_size else ""
+        table.add_row(
+            c.name + ranks, f"{c.count:,}", duration(c.time_us, unit), duration(c.exposed_us, unit), size, bandwidth
+        )
+    for g in metrics.groups:
+        table.add_row(
+            Text(f"group {g.name} ({g.parallelism})", style="dim"),
+            f"{g.count:,}",
+            duration(g.time_us, unit),
+            duration(g.exposed_us, unit),
+            "",
+            "",
+        )
     return table

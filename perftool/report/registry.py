@@ -35,6 +35,7 @@ from perftool.report import (
     gate_text,
     info_json,
     info_text,
+    job_text,
     tune_json,
     tune_text,
 )
@@ -47,6 +48,13 @@ from perftool.tune.search import TuneResult
 class InfoView:
     trace: Trace
     metrics: Metrics
+
+
+@dataclass(frozen=True)
+class JobInfoView:
+    """``info`` on a job: the ranks' scan without rules, for its job view."""
+
+    report: ScanReport
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (GateResult, "github"): gate_github.render,
     (InfoView, "text"): lambda v: info_text.render(v.trace, v.metrics),
     (InfoView, "json"): lambda v: info_json.render(v.trace, v.metrics),
+    (JobInfoView, "text"): lambda v: job_text.render(v.report, v.report.job, command="info"),
+    (JobInfoView, "json"): lambda v: findings_json.render(v.report),
     (EmulateView, "text"): lambda v: emulate_text.render(v.run, v.trace_file),
     (EmulateView, "json"): lambda v: emulate_json.render(v.run, v.trace_file),
     (TuneView, "text"): lambda v: tune_text.render(v.result, v.source, v.top),

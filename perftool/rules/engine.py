@@ -16,6 +16,7 @@ from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.errors import PerftoolError, TraceError
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
+from perftool.rules.detectors.base import Judged
 from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings, UnreadTrace
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity, fill
@@ -58,22 +59,31 @@ def scan_files(paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_
 
 def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5) -> TraceFindings:
     """Findings of ``rules`` on one loaded trace, the largest impact first."""
+    return analyse_trace(trace, rules, family, evidence)[0]
+
+
+def analyse_trace(
+    trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5
+) -> tuple[TraceFindings, Scope]:
+    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution)."""
     steps = detect_steps(trace)
     metrics = compute_metrics(trace, steps)
     emulator = _emulator_config(trace)
     run = KnownRun.of(emulator) if emulator is not None else None
     scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence)
     cap = "; ".join(c.short for c in metrics.caveats if c.caps) or None
-    findings = [finding for rule in rules if (finding := _finding(scope, rule, cap)) is not None]
+    trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
+    findings = [finding for rule in trace_rules if (finding := finding_of(scope, rule, cap)) is not None]
     findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
     idle = scope.idle
     window = scope.window
-    return TraceFindings(
+    found = TraceFindings(
         path=trace.source,
         dialect=trace.dialect,
         family=scope.family,
         device=metrics.device,
-        world_size=_world_size(trace),
+        world_size=distributed(trace, "world_size"),
+        rank=distributed(trace, "rank", least=0),
         time_unit=trace.display_time_unit,
         step_clock=metrics.step_clock,
         caveats=[c.text for c in metrics.caveats],
@@ -86,9 +96,10 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
         step_durations_us=metrics.step_times_us,
         emulator=emulator.model_dump(mode="json") if emulator is not None else None,
     )
+    return found, scope
 
 
-def _finding(scope: Scope, rule: Rule, cap: str | None) -> Finding | None:
+def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
     """The rule's finding on the trace, if it reaches a threshold; held at info with the reason when ``cap`` is set."""
     if scope.window <= 0:
         return None
@@ -136,7 +147,7 @@ def fingerprint(rule: Rule, detection: Detection) -> str:
     return hashlib.sha256(f"{rule.id}\0{detection.key}".encode()).hexdigest()[:16]
 
 
-def _gain(scope: Scope, detection: Detection, per_step: float, share: float):
+def _gain(scope: Judged, detection: Detection, per_step: float, share: float):
     if scope.run is not None and detection.changes:
         gain = scope.run.what_if(detection.changes)
         if gain is not None:
@@ -154,11 +165,11 @@ def _emulator_config(trace: Trace) -> EmulatorConfig | None:
         return None
 
 
-def _world_size(trace: Trace) -> int | None:
-    """Ranks in the job, from Kineto's ``distributedInfo`` (None when the trace does not say)."""
+def distributed(trace: Trace, key: str, least: int = 1) -> int | None:
+    """``rank`` or ``world_size`` from Kineto's ``distributedInfo`` (None when the trace does not say)."""
     info = trace.metadata.get("distributedInfo")
-    size = info.get("world_size") if isinstance(info, dict) else None
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+    value = info.get(key) if isinstance(info, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= least else None
 
 
 def _plain(value: Any) -> Any:

@@ -83,6 +83,7 @@ class TraceFindings(_Record):
     family: str
     device: str = Field("", description="what the device tracks ran on (from the trace), or 'none (host only)'")
     world_size: int | None = Field(None, description="ranks in the job, where the trace records it")
+    rank: int | None = Field(None, description="this trace's rank in the job: the trace's own, else its file name's")
     time_unit: str = Field("ms", description="the unit the trace asks viewers to show times in")
     step_clock: Literal["host", "device"] = Field(
         "host", description="device: steps timed by the device work each host step launched; host: step markers"
@@ -108,11 +109,65 @@ class TraceFindings(_Record):
     )
 
 
+class RankRow(_Record):
+    """One rank in the job view; times are per steady step, µs."""
+
+    rank: int
+    path: str
+    steps: int
+    step_time_us: float | None
+    compute_us: float | None = Field(description="device compute per step")
+    exposed_communication_us: float | None = Field(description="communication with no compute beside it, per step")
+    idle_us: float | None = Field(description="device idle per step")
+    wait_us: float | None = Field(description="time per step this rank waits in collectives for later ranks")
+    held_back_us: float | None = Field(description="time per step the other ranks wait in collectives for this one")
+    findings: int
+    top_finding: str | None = Field(description="the rank's most severe finding: rule id and title")
+
+
+class ClockAlignment(_Record):
+    """How the ranks' clocks were put on one timeline (on the collectives they share)."""
+
+    reference: int | None = Field(description="the rank whose clock the others were aligned to")
+    offsets_us: dict[int, float] = Field(description="per rank: its clock minus the reference's, µs")
+    matched: dict[int, int] = Field(description="per rank: the shared collectives its offset was measured on")
+    residual_p95_us: float | None = Field(description="95th percentile of how far single readings stray, µs")
+    unaligned: list[int] = Field(description="ranks sharing too few collectives to align")
+    text: str = Field(description="the alignment in one sentence")
+
+
+class JobGroup(_Record):
+    """One process group's communication, averaged over the ranks that use it."""
+
+    name: str
+    parallelism: str = Field(description="data, tensor, pipeline, expert, context, or unknown")
+    ranks: int
+    time_us: float = Field(description="collective time per step, mean over its ranks")
+    exposed_us: float = Field(description="exposed collective time per step, mean over its ranks")
+
+
+class JobView(_Record):
+    """A job of many ranks, built from the ranks' summaries."""
+
+    ranks: list[RankRow]
+    world_size: int | None
+    missing_ranks: list[int] = Field(description="ranks of the world size with no trace given (at most 100 listed)")
+    alignment: ClockAlignment
+    slowest_rank: int | None = Field(description="the rank the others wait for most, else the slowest step")
+    held_back_us: float | None = Field(description="time per step the other ranks wait for the slowest rank")
+    imbalance: dict[str, float] = Field(
+        description="(max - mean) / mean over ranks of compute and of busy time (step time less waits) per step"
+    )
+    groups: list[JobGroup]
+    findings: list[Finding] = Field(description="findings about the job as a whole (stragglers)")
+
+
 class UnreadTrace(_Record):
     """A trace the scan could not read, and why (the one line it would have exited with)."""
 
     path: str
     problem: str
+    rank: int | None = Field(None, description="the rank it should have been, in a job")
 
 
 class ScanReport(_Record):
@@ -122,6 +177,7 @@ class ScanReport(_Record):
     unread: list[UnreadTrace] = Field(
         default_factory=list, description="traces that could not be read; the others are reported in full"
     )
+    job: JobView | None = Field(None, description="for a job of many ranks (one trace each): the job view")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     _rules: list[Any] = PrivateAttr(default_factory=list)
@@ -137,4 +193,7 @@ class ScanReport(_Record):
 
     @property
     def findings(self) -> list[tuple[TraceFindings, Finding]]:
-        return [(trace, finding) for trace in self.traces for finding in trace.findings]
+        """Every finding with the trace it is about; a job's findings are about its slowest rank's trace."""
+        slowest = [t for t in self.traces if self.job and t.rank == self.job.slowest_rank][:1]
+        job = [(slowest[0], f) for f in self.job.findings] if self.job and slowest else []
+        return job + [(trace, finding) for trace in self.traces for finding in trace.findings]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from itertools import count, islice
@@ -124,7 +125,26 @@ class Part:
     counter_events: list[tuple[int, float, int, bytes]]  # position, ts, signature, args
 
 
-def make_part(batch: Batch, args_categories: frozenset[str]) -> Part:
+@dataclass(frozen=True)
+class KeepArgs:
+    """Which events keep their ``args``: those in ``categories``, and those whose name ``names`` matches
+    (a regular expression; empty for none). Decided once per distinct signature, never per event."""
+
+    categories: frozenset[str] = frozenset()
+    names: str = ""
+
+    def of(self, signatures: list[Signature]) -> np.ndarray:
+        """Per signature: whether its events keep their args."""
+        named = re.compile(self.names).search if self.names else None
+        return np.array(
+            [s[2] in self.categories or (named is not None and bool(named(s[1]))) for s in signatures], dtype=bool
+        )
+
+
+KEEP_NO_ARGS = KeepArgs()  # only instant events keep theirs
+
+
+def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
     """The Part of one decoded batch. Runs in worker processes too, so it takes and returns plain data.
 
     Events repeat a few dozen signatures, so each event is interned once by its signature, and
@@ -148,8 +168,7 @@ def make_part(batch: Batch, args_categories: frozenset[str]) -> Part:
         else:
             counter_events.append((i, float(ts[i]), int(signature[i]), bytes(batch[i].args)))
 
-    in_args_category = np.array([s[2] in args_categories for s in distinct], dtype=bool)
-    keeps_args_of = ((phase_of == Phase.INSTANT) | in_args_category) & ~untimed_of
+    keeps_args_of = ((phase_of == Phase.INSTANT) | keep_args.of(distinct)) & ~untimed_of
     args_events, kept_args = [], []
     for i in np.flatnonzero(keeps_args_of[signature]).tolist():
         raw = batch[i].args

@@ -17,7 +17,7 @@ from typing import Any, BinaryIO
 from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace import decode
-from perftool.trace.columns import ColumnBuilder, Part, PieceError, make_part
+from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, PieceError, make_part
 from perftool.trace.decode import (
     CHUNK_BYTES,
     NeedsExactPath,
@@ -41,13 +41,13 @@ def read_trace(
     path: str | os.PathLike[str],
     workers: int | None = None,
     max_bytes: int | None = None,
-    keep_args: frozenset[str] = frozenset(),
+    keep_args: KeepArgs = KEEP_NO_ARGS,
 ) -> Trace:
     """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.traces`).
 
     ``workers`` decoding processes are used for large files (default: one per CPU, at most 4). A
     trace of more than ``max_bytes`` of JSON (default :func:`perftool.limits.max_trace_bytes`) is
-    refused. Events in the ``keep_args`` categories keep their ``args``. Raises
+    refused. Events ``keep_args`` selects keep their ``args``. Raises
     :class:`~perftool.errors.TraceError` with a one-line message for any unreadable input.
     """
     path = os.fspath(path)
@@ -74,7 +74,7 @@ def _is_stream(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: frozenset[str]) -> Trace:
+def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -> Trace:
     """Copy a stream (``-`` for standard input) once into a temporary file, then load that like any file.
 
     The copy stops at the trace-size limit (for gzip, at the limit on compressed bytes as well); errors
@@ -116,7 +116,7 @@ def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
     )
 
 
-def _load(path: str, workers: int | None, max_bytes: int, args_categories: frozenset[str]) -> Trace:
+def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -> Trace:
     if workers is None:
         workers = min(os.cpu_count() or 1, 4) if _json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
     gc_was_enabled = gc.isenabled()
@@ -126,17 +126,17 @@ def _load(path: str, workers: int | None, max_bytes: int, args_categories: froze
             builder, metadata = ColumnBuilder(path), dict[str, Any]()
             if workers > 1 and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
-                with worker_processes(workers, _part_of_range, path, events, args_categories) as pool:
+                with worker_processes(workers, _part_of_range, path, events, keep_args) as pool:
                     _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), max_bytes)
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
-                decoders = worker_processes(workers, _part_of_piece, args_categories, piece_bytes=decode.PIECE_BYTES)
+                decoders = worker_processes(workers, _part_of_piece, keep_args, piece_bytes=decode.PIECE_BYTES)
                 with decoders as pool, _reader(path, max_bytes) as read:
                     _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), max_bytes)
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
             with _reader(path, max_bytes) as read:
                 data = b"".join(iter(lambda: read(CHUNK_BYTES), b""))
-            parts = (make_part(batch, args_categories) for batch in exact_batches(path, data, metadata))
+            parts = (make_part(batch, keep_args) for batch in exact_batches(path, data, metadata))
             _add_all(builder, parts, max_bytes)
         except WorkerDied as exc:
             raise TraceError(path, str(exc)) from None
@@ -146,13 +146,13 @@ def _load(path: str, workers: int | None, max_bytes: int, args_categories: froze
             gc.enable()
 
 
-def _part_of_piece(args_categories: frozenset[str], piece: bytes) -> Part:
-    return make_part(decode_piece(piece), args_categories)
+def _part_of_piece(keep_args: KeepArgs, piece: bytes) -> Part:
+    return make_part(decode_piece(piece), keep_args)
 
 
-def _part_of_range(path: str, events: tuple[int, int], args_categories: frozenset[str], piece: tuple[int, int]) -> Part:
+def _part_of_range(path: str, events: tuple[int, int], keep_args: KeepArgs, piece: tuple[int, int]) -> Part:
     data = read_events_range(path, *events, *piece)
-    return make_part(decode_piece(data) if data.strip() else [], args_categories)
+    return make_part(decode_piece(data) if data.strip() else [], keep_args)
 
 
 def _pieces(start: int, end: int) -> Iterator[tuple[int, int]]:

@@ -24,6 +24,9 @@ BUILT_IN = (  # registered under GROUP by perftool itself; listed here too for a
     "sync_points",
     "blocking_copies",
     "ai_cpu_ops",
+    "exposed_communication",
+    "small_collectives",
+    "straggler",
 )
 COMMON_VALUES: dict[str, str] = {
     "lost_ms": "time lost over the analysis window, ms",

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -110,6 +110,22 @@ class Scope:
         return found
 
 
+class Judged(Protocol):
+    """What a finding is measured against: a trace's :class:`Scope`, or a job's (:mod:`perftool.job.view`)."""
+
+    @property
+    def window(self) -> float: ...
+
+    @property
+    def steady_steps(self) -> int: ...
+
+    family: str
+    run: KnownRun | None
+    evidence_count: int
+
+    def per_step(self, value: float) -> float: ...
+
+
 @dataclass
 class Detection:
     """What a detector measured: the time lost, the values templates may use, and the occurrences."""
@@ -129,8 +145,9 @@ class Detector:
     name: str
     summary: str
     values: dict[str, str]  # value name -> meaning
-    detect: Callable[[Scope, dict[str, float]], Detection | None]
+    detect: Callable[[Any, dict[str, float]], Detection | None]  # a Scope, or a job's view for level "job"
     settings: dict[str, Setting] = field(default_factory=dict)  # what a rule file's params may set
+    level: Literal["trace", "job"] = "trace"  # what it reads: one trace, or a job of many ranks
 
     @property
     def params(self) -> dict[str, float]:

@@ -1,0 +1,383 @@
+"""Collective communication: which collectives ran, how long, how much they moved, how much compute hid.
+
+Collectives are recognised in every dialect: NCCL/RCCL kernels and HCCL tasks on device streams (their
+kind is :attr:`Kind.COMMUNICATION`), and, in a trace without device collectives, collectives a host
+thread runs itself (``gloo:all_reduce``). What each moved comes from the args profilers write: Kineto's
+``Collective name``, ``In/Out msg nelems``, ``dtype``, ``Group size`` and ``Process Group`` fields on
+collective kernels and on ``record_param_comms``, or ``Input Dims`` and ``Input type`` on the backend's
+own annotations (``nccl:all_reduce``). Where a device collective carries no args, the host records of
+the same collective type lend it theirs, one to one when the counts agree, else their mean.
+
+Bandwidths follow nccl-tests: algorithm bandwidth is bytes / time, bus bandwidth scales it by the
+collective's traffic per rank (all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.dialects.vocabulary import COLLECTIVE_ARGS, HOST_COLLECTIVE
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send_recv", "barrier")
+OTHER = "other"
+_TYPE_TESTS = (  # (collective, what its squashed lower-case name contains), the more specific first
+    ("all_reduce", "allreduce"),
+    ("reduce_scatter", "reducescatter"),
+    ("all_gather", "allgather"),
+    ("all_to_all", "alltoall"),
+    ("broadcast", "broadcast"),
+    ("send_recv", "sendrecv"),
+    ("send_recv", "send"),
+    ("send_recv", "recv"),
+    ("send_recv", "receive"),
+    ("barrier", "barrier"),
+    ("reduce", "reduce"),
+)
+_PREFIX = re.compile(r"(?i)^(ncclDevKernel_|ncclKernel_|rcclKernel_|nccl:|gloo:|mpi:|ucc:|hcom_|hccl_?)")
+_NOT_LETTERS = re.compile(r"[^a-z]")
+_BUS_FACTOR = {  # bus bytes per algorithm byte, for n ranks (nccl-tests' PERFORMANCE.md)
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "int": 4, "int32": 4, "uint32": 4, "complexhalf": 4,
+    "half": 2, "float16": 2, "bfloat16": 2, "short": 2, "int16": 2,
+    "double": 8, "float64": 8, "long": 8, "int64": 8, "complexfloat": 8, "uint64": 8,
+    "byte": 1, "char": 1, "bool": 1, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}  # fmt: skip
+# A process group's description says which parallelism it serves (torch DeviceMesh names, Megatron's groups).
+_PARALLELISM = (
+    ("tensor", re.compile(r"(?i)(^|[^a-z])(tp|tensor|model_parallel|mp)([^a-z]|$)")),
+    ("pipeline", re.compile(r"(?i)(^|[^a-z])(pp|pipe|pipeline)([^a-z]|$)")),
+    ("expert", re.compile(r"(?i)(^|[^a-z])(ep|expert|moe)([^a-z]|$)")),
+    ("context", re.compile(r"(?i)(^|[^a-z])(cp|context|sequence|sp)([^a-z]|$)")),
+    ("data", re.compile(r"(?i)(^|[^a-z])(dp\w*|data\w*|fsdp|ddp|shard|replicate|default_pg)([^a-z]|$)")),
+)
+
+
+def collective_type(name: str) -> str:
+    """The collective an event or args name stands for (``all_reduce``, …), or ``other``."""
+    squashed = _NOT_LETTERS.sub("", _PREFIX.sub("", name).split("(")[0].lower())
+    return next((kind for kind, part in _TYPE_TESTS if part in squashed), OTHER)
+
+
+def parallelism(group: str) -> str:
+    """The parallelism a process group's name or description implies: data, tensor, pipeline, expert,
+    context, or ``unknown``."""
+    return next((kind for kind, pattern in _PARALLELISM if pattern.search(group)), "unknown")
+
+
+@dataclass
+class CollectiveStat:
+    """One collective type's calls in the analysis window."""
+
+    name: str
+    count: int
+    time_us: float  # summed durations
+    exposed_us: float  # of that, time no compute overlaps
+    bytes: float | None  # summed message sizes where known
+    group_size: int | None
+    algbw_gbps: float | None  # bytes / time, GB/s
+    busbw_gbps: float | None  # algbw scaled to the traffic on each rank's links
+
+
+@dataclass
+class GroupStat:
+    """The collectives of one process group in the window."""
+
+    name: str
+    parallelism: str
+    count: int
+    time_us: float
+    exposed_us: float
+
+
+@dataclass
+class Collectives:
+    """Every collective the trace ran (device collectives, else host ones): one entry per call, in time order."""
+
+    rows: np.ndarray  # event rows
+    on: str  # "device" or "host"
+    type: np.ndarray  # index into COLLECTIVES + (OTHER,)
+    nbytes: np.ndarray  # float64, NaN where unknown
+    group_size: np.ndarray  # float64, NaN where unknown
+    group: np.ndarray  # index into ``groups``
+    groups: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (*COLLECTIVES, OTHER)
+
+
+def find_collectives(trace: Trace) -> Collectives:
+    """The trace's collectives with what their args (or their host records) say they moved."""
+    top = trace.phase == Phase.COMPLETE
+    device = np.flatnonzero(top & (trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE))
+    rows, on = _outermost(trace, device), "device"
+    if rows.size == 0:
+        host_run = trace.name_matches(HOST_COLLECTIVE) & trace.on_roles(Role.HOST, Role.INPUT)
+        rows, on = np.flatnonzero(top & host_run), "host"
+    found = _described(trace, rows, on)
+    if on == "device":
+        _lend_host_records(trace, found)
+    return found
+
+
+def _outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The rows not nested in another of ``rows`` on the same track (HCCL writes an op and its sub-tasks)."""
+    if rows.size == 0:
+        return rows
+    order = rows[np.lexsort((-trace.dur[rows], trace.ts[rows], trace.track[rows]))]
+    track, end = trace.track[order], trace.end[order]
+    new_track = np.r_[True, track[1:] != track[:-1]]
+    keep = np.ones(order.size, dtype=bool)
+    segments = np.flatnonzero(new_track).tolist() + [order.size]
+    for start, stop in zip(segments[:-1], segments[1:]):
+        reach = np.maximum.accumulate(end[start:stop])
+        keep[start + 1 : stop] = end[start + 1 : stop] > reach[:-1]
+    kept = order[keep]
+    return kept[np.argsort(trace.ts[kept], kind="stable")]
+
+
+def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
+    """Type, size, group size and group of each row, from its name and kept args."""
+    names = (*COLLECTIVES, OTHER)
+    types = np.array([names.index(collective_type(trace.names[n])) for n in trace.name[rows].tolist()], np.int8)
+    nbytes = np.full(rows.size, math.nan)
+    size = np.full(rows.size, math.nan)
+    group = np.zeros(rows.size, dtype=np.int32)
+    groups: list[str] = []
+    for i in np.flatnonzero(trace.args_ref[rows] >= 0).tolist():
+        record = _record(trace.args(int(rows[i])) or {})
+        if record.collective is not None:
+            types[i] = names.index(record.collective)
+        nbytes[i], size[i] = record.nbytes, record.group_size
+        if record.group:
+            if record.group not in groups:
+                groups.append(record.group)
+            group[i] = groups.index(record.group) + 1
+    found = Collectives(rows, on, types, nbytes, size, group, ["default", *groups])
+    _job_defaults(trace, found)
+    return found
+
+
+@dataclass
+class _Record:
+    collective: str | None = None
+    nbytes: float = math.nan
+    group_size: float = math.nan
+    group: str = ""
+
+
+def _record(args: dict) -> _Record:
+    """What one event's args say about its collective."""
+    record = _Record()
+    name = args.get("Collective name")
+    if isinstance(name, str) and collective_type(name) != OTHER:
+        record.collective = collective_type(name)
+    dtype = DTYPE_BYTES.get(str(args.get("dtype", "")).lower().removeprefix("c10::"))
+    elements = [args.get(k) for k in ("In msg nelems", "Out msg nelems")]
+    counts = [e for e in elements if isinstance(e, (int, float)) and not isinstance(e, bool) and e >= 0]
+    if dtype and counts:
+        record.nbytes = float(max(counts)) * dtype
+    elif isinstance(args.get("Input Dims"), list):
+        record.nbytes = _input_bytes(args["Input Dims"], args.get("Input type"))
+    group_size = args.get("Group size")
+    if isinstance(group_size, int) and not isinstance(group_size, bool) and group_size > 0:
+        record.group_size = float(group_size)
+    description = args.get("Process Group Description")
+    label = description if isinstance(description, str) and description not in ("", "undefined") else None
+    pg_name = args.get("Process Group Name")
+    record.group = label or (f"group {pg_name}" if isinstance(pg_name, (str, int)) and pg_name != "" else "")
+    return record
+
+
+def _input_bytes(dims: list, types: object) -> float:
+    """The first input tensor's size from ``Input Dims`` and ``Input type`` (NaN when they do not say)."""
+    shape = dims[0] if dims and isinstance(dims[0], list) else None
+    dtype = types[0] if isinstance(types, list) and types else None
+    width = DTYPE_BYTES.get(str(dtype).lower()) if dtype is not None else None
+    if shape is None or width is None or not all(isinstance(d, int) and d >= 0 for d in shape):
+        return math.nan
+    return float(np.prod(shape, dtype=np.float64)) * width
+
+
+def _job_defaults(trace: Trace, found: Collectives) -> None:
+    """What Kineto's ``distributedInfo`` says of collectives whose args do not: the world size, and the
+    name of the job's only process group."""
+    info = trace.metadata.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    world = info.get("world_size")
+    if isinstance(world, int) and not isinstance(world, bool) and world > 0:
+        found.group_size[np.isnan(found.group_size) & (found.group == 0)] = world
+    groups = info.get("pg_config")
+    if isinstance(groups, list) and len(groups) == 1 and isinstance(groups[0], dict):
+        found.groups[0] = str(groups[0].get("pg_desc") or groups[0].get("pg_name") or found.groups[0])
+
+
+def _lend_host_records(trace: Trace, found: Collectives) -> None:
+    """Sizes from the host's records of each collective type for the device collectives that have none."""
+    records = np.flatnonzero(trace.name_matches(COLLECTIVE_ARGS) & trace.on_roles(Role.HOST) & (trace.args_ref >= 0))
+    if records.size == 0 or not np.isnan(found.nbytes).any():
+        return
+    names = found.names
+    host = [(_record(trace.args(int(r)) or {}), trace.names[trace.name[r]]) for r in records.tolist()]
+    host_types = {r.collective or collective_type(name) for r, name in host}
+    if "all_to_all" in host_types and "send_recv" not in host_types:  # NCCL runs all-to-all as grouped send/recv
+        found.type[found.type == names.index("send_recv")] = names.index("all_to_all")
+    for index, kind in enumerate(names[:-1]):
+        sizes = np.array([r.nbytes for r, name in host if (r.collective or collective_type(name)) == kind])
+        sizes = sizes[~np.isnan(sizes)]
+        missing = np.flatnonzero((found.type == index) & np.isnan(found.nbytes))
+        if sizes.size == 0 or missing.size == 0:
+            continue
+        of_type = np.flatnonzero(found.type == index)
+        found.nbytes[missing] = sizes[: of_type.size] if sizes.size == of_type.size == missing.size else sizes.mean()
+
+
+def covered(busy: intervals.Intervals, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per span [start, end]: the time ``busy`` (disjoint, sorted intervals) covers within it."""
+    lo, hi = busy
+    cumulative = np.r_[0.0, np.cumsum(hi - lo)]
+
+    def before(t: np.ndarray) -> np.ndarray:  # busy time up to t
+        i = np.searchsorted(lo, t, side="right")
+        partial = np.where(i > 0, np.clip(t - lo[np.maximum(i - 1, 0)], 0, (hi - lo)[np.maximum(i - 1, 0)]), 0.0)
+        return cumulative[np.maximum(i - 1, 0)] * (i > 0) + partial
+
+    if lo.size == 0:
+        return np.zeros(starts.size)
+    return np.maximum(before(ends) - before(starts), 0.0)
+
+
+@dataclass
+class Communication:
+    """A trace's communication in the analysis window: the metrics, per-collective and per-group figures, and
+    each call's time in the window and exposed time (indexed like ``calls``)."""
+
+    values: dict[str, float]
+    busy: intervals.Intervals
+    collectives: list[CollectiveStat]
+    groups: list[GroupStat]
+    calls: Collectives
+    in_window_us: np.ndarray
+    exposed_us: np.ndarray
+
+    @classmethod
+    def none(cls) -> Communication:
+        empty = np.empty(0)
+        calls = Collectives(np.empty(0, np.int64), "device", np.empty(0, np.int8), empty, empty, np.empty(0, np.int32))
+        return cls({}, (empty, empty), [], [], calls, empty, empty)
+
+
+METRICS: dict[str, str] = {
+    "communication.time_us": "time with a collective running (device collectives, else host ones such as gloo), µs",
+    "communication.count": "collectives started in the window",
+    "communication.per_step": "collectives per steady-state step",
+    "communication.overlap_fraction": "share of communication.time_us with device compute running beside it",
+    "communication.exposed_us": "time with a collective running and no device compute: exposed communication, µs",
+    "communication.exposed_fraction": "communication.exposed_us / window",
+    "communication.bytes": "bytes the collectives in the window moved, where their args say (null if none do)",
+    "communication.busbw_gbps": "bus bandwidth the sized collectives achieved, GB/s (nccl-tests' definition)",
+}
+
+
+def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, steady_steps: int) -> Communication:
+    """The communication metrics of the window [lo, hi], given the device's compute intervals."""
+    found = find_collectives(trace)
+    rows = found.rows
+    starts, ends = np.maximum(trace.ts[rows], lo), np.minimum(trace.end[rows], hi)
+    inside = ends > starts
+    busy = intervals.clip(intervals.union(starts[inside], ends[inside]), lo, hi)
+    time = intervals.total(busy)
+    exposed = intervals.total(intervals.subtract(busy, compute, lo, hi))
+    started = (trace.ts[rows] >= lo) & (trace.ts[rows] < hi)
+    span = np.where(inside, ends - starts, 0.0)
+    hidden = covered(compute, starts, ends) if compute[0].size else np.zeros(rows.size)
+    exposed_each = np.where(inside, np.maximum(span - hidden, 0.0), 0.0)
+    sized = inside & ~np.isnan(found.nbytes) & (span > 0)
+    bus_bytes = np.array([_bus_bytes(found, i) for i in np.flatnonzero(sized).tolist()])
+    values = {
+        "communication.time_us": time,
+        "communication.count": float(np.count_nonzero(started)),
+        "communication.per_step": float(np.count_nonzero(started)) / steady_steps if steady_steps else math.nan,
+        "communication.overlap_fraction": 1.0 - exposed / time if time > 0 else math.nan,
+        "communication.exposed_us": exposed,
+        "communication.exposed_fraction": exposed / (hi - lo) if hi > lo else math.nan,
+        "communication.bytes": float(found.nbytes[inside & started].sum()) if sized.any() else math.nan,
+        "communication.busbw_gbps": _gbps(float(bus_bytes.sum()), float(span[sized].sum()))
+        if sized.any()
+        else math.nan,
+    }
+    return Communication(
+        values,
+        busy,
+        _per_type(found, inside, span, exposed_each),
+        _per_group(found, inside, span, exposed_each),
+        found,
+        span,
+        exposed_each,
+    )
+
+
+def _bus_bytes(found: Collectives, i: int) -> float:
+    kind, ranks = found.names[found.type[i]], found.group_size[i]
+    factor = _BUS_FACTOR.get(kind)
+    scale = factor(ranks) if factor is not None and not math.isnan(ranks) and ranks > 1 else 1.0
+    return float(found.nbytes[i] * scale)
+
+
+def _gbps(nbytes: float, time_us: float) -> float:
+    return nbytes / time_us / 1e3 if time_us > 0 else math.nan
+
+
+def _per_type(found: Collectives, inside: np.ndarray, span: np.ndarray, exposed: np.ndarray) -> list[CollectiveStat]:
+    stats = []
+    for index, name in enumerate(found.names):
+        mine = inside & (found.type == index)
+        if not mine.any():
+            continue
+        sized = mine & ~np.isnan(found.nbytes) & (span > 0)
+        size = found.group_size[mine]
+        ranks = int(np.nanmax(size)) if not np.isnan(size).all() else None
+        nbytes = float(found.nbytes[sized].sum()) if sized.any() else None
+        time_sized = float(span[sized].sum())
+        bus = sum(_bus_bytes(found, i) for i in np.flatnonzero(sized).tolist())
+        stats.append(
+            CollectiveStat(
+                name=name,
+                count=int(np.count_nonzero(mine)),
+                time_us=float(span[mine].sum()),
+                exposed_us=float(exposed[mine].sum()),
+                bytes=nbytes,
+                group_size=ranks,
+                algbw_gbps=_gbps(nbytes, time_sized) if nbytes is not None else None,
+                busbw_gbps=_gbps(bus, time_sized) if nbytes is not None else None,
+            )
+        )
+    return sorted(stats, key=lambda s: -s.time_us)
+
+
+def _per_group(found: Collectives, inside: np.ndarray, span: np.ndarray, exposed: np.ndarray) -> list[GroupStat]:
+    stats = []
+    for index, name in enumerate(found.groups):
+        mine = inside & (found.group == index)
+        if mine.any():
+            stats.append(
+                GroupStat(
+                    name=name,
+                    parallelism=parallelism(name),
+                    count=int(np.count_nonzero(mine)),
+                    time_us=float(span[mine].sum()),
+                    exposed_us=float(exposed[mine].sum()),
+                )
+            )
+    return sorted(stats, key=lambda s: -s.exposed_us)

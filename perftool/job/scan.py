@@ -1,0 +1,62 @@
+"""Scanning a job: every rank's trace analysed on Dask (or here), then the job view from the summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from perftool import __version__
+from perftool.job.cluster import map_tasks
+from perftool.job.ranks import job_files, names_ranks, rank_from_name
+from perftool.job.summary import RankSummary, summarise_rank
+from perftool.job.view import job_view
+from perftool.rules.engine import ReadOptions
+from perftool.rules.findings import ScanReport, UnreadTrace
+from perftool.rules.model import Rule
+
+
+def scan_job(
+    paths: list[str],
+    rules: list[Rule],
+    read: ReadOptions,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    done: Callable[[], None] | None = None,
+) -> ScanReport:
+    """Scan the traces ``paths`` name (files, and the trace files of directories) and, when they are the ranks
+    of one job, build the job view: a directory's traces always are, and several files are when each has a
+    rank of its own (``distributedInfo.rank`` in the trace, or ``rank3`` in its name).
+
+    A trace that cannot be read, or that repeats a rank already given, is in the report's ``unread``;
+    the other traces are reported all the same. Without ``scheduler`` or ``workers``, a job named outright
+    (a directory, files named by rank) runs on local Dask workers; other files are scanned here in turn.
+    """
+    files = job_files(paths)
+    named = names_ranks(paths)
+    workers = workers or (None if named or scheduler else 1)
+    tasks = [(path, position, rules, read, named) for position, path in enumerate(files)]
+    summaries: list[RankSummary] = []
+    unread: list[UnreadTrace] = []
+    taken: dict[int, str] = {}
+    for position, result in enumerate(map_tasks(summarise_rank, tasks, scheduler, workers, done)):
+        if isinstance(result, UnreadTrace):
+            result.rank = rank_from_name(files[position], named)
+            unread.append(result)
+        elif result.rank is None:
+            summaries.append(result)
+        elif result.rank in taken:
+            problem = f"rank {result.rank} is given twice (also by {taken[result.rank]})"
+            unread.append(UnreadTrace(path=result.scan.path, problem=problem, rank=result.rank))
+        else:
+            taken[result.rank] = result.scan.path
+            summaries.append(result)
+    is_job = bool(summaries) and (named or all(s.rank is not None for s in summaries)) and len(files) > 1
+    if is_job:
+        summaries.sort(key=lambda s: s.rank if s.rank is not None else -1)
+    report = ScanReport(
+        tool={"name": "perftool", "version": __version__},
+        traces=[s.scan for s in summaries],
+        unread=unread,
+        job=job_view(summaries, rules, read.evidence) if is_job else None,
+    )
+    report.rules_run = rules
+    return report

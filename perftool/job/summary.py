@@ -1,0 +1,124 @@
+"""One rank reduced to what the job view needs, computed where the rank's trace lies: its scan (metrics,
+step times, findings), its communication, and the timing of its collectives — never its events."""
+
+from __future__ import annotations
+
+import multiprocessing
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perftool.analysis.communication import COLLECTIVES, GroupStat
+from perftool.analysis.idle import CAUSES
+from perftool.errors import TraceError
+from perftool.job.ranks import rank_from_name
+from perftool.rules.detectors.base import Scope
+from perftool.rules.engine import ReadOptions, analyse_trace
+from perftool.rules.findings import TraceFindings, UnreadTrace
+from perftool.rules.model import Rule
+from perftool.traces import load_trace
+
+MAX_TIMELINE_CALLS = 4096  # collectives kept per rank for clock alignment and waits: whole steps, in order
+# Collectives every member of a group leaves together: their ends mark one instant on every rank's clock.
+SYNCHRONISING = frozenset(COLLECTIVES) - {"send_recv"}
+
+
+@dataclass
+class Timeline:
+    """The synchronising collectives of the first steady steps: type, group, step number, start and end
+    (µs on the rank's own clock), in time order; ``steps`` steady steps are covered."""
+
+    type: np.ndarray  # int8, index into COLLECTIVES
+    group: list[str]  # group name per call
+    step: np.ndarray  # int64, the step number the call started in
+    start: np.ndarray
+    end: np.ndarray
+    steps: int = 0
+
+    @classmethod
+    def empty(cls) -> Timeline:
+        return cls(np.empty(0, np.int8), [], np.empty(0, np.int64), np.empty(0), np.empty(0))
+
+
+@dataclass
+class RankSummary:
+    """What one rank's analysis sends back."""
+
+    rank: int | None  # None: neither the trace nor its name gives one, and it is not in a job's directory
+    scan: TraceFindings
+    breakdown_us: dict[str, float]  # per steady step: compute, exposed communication, idle, input wait
+    groups: list[GroupStat] = field(default_factory=list)
+    timeline: Timeline = field(default_factory=Timeline.empty)
+    first_us: float = 0.0  # the trace's first event, on its clock (evidence times are shown from here)
+
+
+def summarise_rank(
+    path: str, position: int, rules: list[Rule], read: ReadOptions, in_job: bool = True
+) -> RankSummary | UnreadTrace:
+    """Load and scan one rank's trace and summarise it (in a Dask worker, a daemon process, without decoding
+    processes of its own, so a worker holds one trace's load at a time);
+    an unreadable trace comes back as an :class:`UnreadTrace`. The rank is the trace's own, else its file
+    name's; in a job named outright (``in_job``), else its ``position`` among the job's files."""
+    try:
+        decoders = 1 if multiprocessing.current_process().daemon else None
+        trace = load_trace(path, dialect=read.dialect, workers=decoders, max_bytes=read.max_bytes)
+    except TraceError as exc:
+        return UnreadTrace(path=exc.path, problem=exc.problem)
+    scan, scope = analyse_trace(trace, rules, read.family, read.evidence)
+    rank = next(
+        (r for r in (scan.rank, rank_from_name(path, in_job), position if in_job else None) if r is not None), None
+    )
+    scan.rank = rank
+    return RankSummary(rank, scan, _breakdown(scope), scope.metrics.groups, _timeline(scope), scope.steps.first)
+
+
+def _breakdown(scope: Scope) -> dict[str, float]:
+    """Per steady step, µs: device compute, exposed communication, device idle, and idle waiting for input."""
+    m = scope.metrics
+    steps = scope.steady_steps or 1
+    window = scope.window
+    idle = scope.idle
+    return {
+        "compute": m["device.compute_fraction"] * window / steps,
+        "exposed_communication": m["communication.exposed_us"] / steps,
+        "idle": m["device.idle_fraction"] * window / steps,
+        **({f"idle.{cause}": idle.time(cause) / steps for cause in CAUSES} if idle is not None else {}),
+    }
+
+
+def _timeline(scope: Scope) -> Timeline:
+    """The collectives of whole steady steps, from the first, up to :data:`MAX_TIMELINE_CALLS`."""
+    comms = scope.metrics.communication
+    calls, trace = comms.calls, scope.trace
+    kinds = np.array([COLLECTIVES.index(n) if n in SYNCHRONISING else -1 for n in calls.names], dtype=np.int8)
+    chosen = np.flatnonzero((kinds[calls.type] >= 0) & (comms.in_window_us > 0))
+    if chosen.size == 0:
+        return Timeline.empty()
+    steps = scope.steps
+    start, end = trace.ts[calls.rows[chosen]], trace.end[calls.rows[chosen]]
+    if steps.count:
+        index = np.clip(np.searchsorted(steps.start, start, side="right") - 1, 0, steps.count - 1)
+        step = steps.numbers()[index]
+        last_step = _last_whole_step(index, MAX_TIMELINE_CALLS)
+        keep = index <= last_step
+        covered = int(last_step - steps.warmup + 1)
+    else:
+        step = np.zeros(chosen.size, dtype=np.int64)
+        keep = np.arange(chosen.size) < MAX_TIMELINE_CALLS
+        covered = 0
+    chosen = chosen[keep]
+    return Timeline(
+        type=kinds[calls.type[chosen]],
+        group=[calls.groups[g] for g in calls.group[chosen].tolist()],
+        step=step[keep].astype(np.int64),
+        start=start[keep],
+        end=end[keep],
+        steps=covered,
+    )
+
+
+def _last_whole_step(index: np.ndarray, limit: int) -> int:
+    """The last step whose calls, with every call before them, number at most ``limit`` (at least the first)."""
+    if index.size <= limit:
+        return int(index[-1])
+    return max(int(index[limit]) - 1, int(index[0]))

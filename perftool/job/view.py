@@ -1,0 +1,182 @@
+"""The job view, from the ranks' summaries alone: the per-rank table, the clocks aligned, who waits for
+whom, the slowest rank, imbalance, exposed communication per process group, and the job's findings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perftool.job.align import Alignment, Waits, align, waits
+from perftool.job.summary import RankSummary
+from perftool.rules.detectors import DETECTORS
+from perftool.rules.engine import finding_of
+from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow
+from perftool.rules.known_run import KnownRun
+from perftool.rules.model import Rule, Severity
+from perftool.units import duration
+
+MAX_MISSING_LISTED = 100
+EXPOSURE_DETECTOR = "exposed_communication"
+WAIT_EXPLAINS = 0.5  # waiting for a straggler this share of a rank's exposed communication makes it the cause
+SLOWER = 1.02  # without waits to go by, a rank's step this much longer than the median's makes it the slowest
+
+
+@dataclass
+class JobScope:
+    """A job as job-level detectors see it (the figures a rule's finding is measured against are the slowest
+    rank's: its steady window and step count)."""
+
+    summaries: dict[int, RankSummary]
+    waits: Waits
+    slowest: int | None
+    family: str
+    evidence_count: int = 5
+    run: KnownRun | None = None  # job scopes have no emulator run to re-run fixes on
+    steps_compared: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def window(self) -> float:
+        scan = self.summaries[self.slowest].scan if self.slowest is not None else None
+        return scan.window_us if scan is not None else 0.0
+
+    @property
+    def steady_steps(self) -> int:
+        return self.summaries[self.slowest].scan.steps if self.slowest is not None else 0
+
+    def per_step(self, value: float) -> float:
+        return value / self.steady_steps if self.steady_steps else math.nan
+
+
+def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5) -> JobView:
+    """Everything the job view says, built from ``summaries`` (one per rank, ranks distinct)."""
+    by_rank = {s.rank: s for s in sorted(summaries, key=lambda s: s.rank or 0) if s.rank is not None}
+    timelines = {rank: s.timeline for rank, s in by_rank.items()}
+    alignment, index = align(timelines)
+    waited = waits(timelines, alignment, index)
+    per_step = {rank: max(s.timeline.steps, 1) for rank, s in by_rank.items()}
+    rows = [_row(s, waited, per_step[rank]) for rank, s in by_rank.items()]
+    slowest, held = _slowest(rows)
+    family = next(iter(by_rank.values())).scan.family if by_rank else "generic"
+    scope = JobScope(by_rank, waited, slowest, family, evidence, steps_compared=per_step)
+    job_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "job"]
+    findings = [f for rule in job_rules if (f := finding_of(scope, rule, None)) is not None]
+    if slowest is not None and findings:
+        _explain_waits(by_rank, waited, per_step, slowest, findings[0].rule_id, rules)
+    world = max((s.scan.world_size or 0 for s in by_rank.values()), default=0) or None
+    missing = sorted(set(range(world)) - set(by_rank))[:MAX_MISSING_LISTED] if world else []
+    return JobView(
+        ranks=rows,
+        world_size=world,
+        missing_ranks=missing,
+        alignment=_alignment(alignment),
+        slowest_rank=slowest,
+        held_back_us=held,
+        imbalance=_imbalance(rows),
+        groups=_groups(by_rank),
+        findings=findings,
+    )
+
+
+def _explain_waits(
+    by_rank: dict[int, RankSummary], waited: Waits, per_step: dict[int, int], slowest: int, rule_id: str, rules
+) -> None:
+    """Hold at info a rank's exposed-communication finding that is mostly waiting for the slowest rank: the
+    cause is the straggler (its finding says why), not how the rank communicates."""
+    exposure_rules = {rule.id for rule in rules if rule.detector == EXPOSURE_DETECTOR}
+    for rank, summary in by_rank.items():
+        wait = waited.wait_us.get(rank, 0.0) / per_step[rank]
+        for finding in summary.scan.findings:
+            exposed = finding.impact.per_step_us
+            if finding.rule_id in exposure_rules and exposed and wait >= WAIT_EXPLAINS * exposed:
+                finding.capped = f"{min(wait / exposed, 1.0):.0%} of it is waiting for rank {slowest} ({rule_id})"
+                finding.severity = Severity.INFO
+
+
+def _row(summary: RankSummary, waited: Waits, steps: int) -> RankRow:
+    scan, part = summary.scan, summary.breakdown_us
+    top = scan.findings[0] if scan.findings else None
+    rank = summary.rank
+    return RankRow(
+        rank=rank,
+        path=scan.path,
+        steps=scan.steps,
+        step_time_us=scan.step_time_us,
+        compute_us=_number(part.get("compute")),
+        exposed_communication_us=_number(part.get("exposed_communication")),
+        idle_us=_number(part.get("idle")),
+        wait_us=waited.wait_us[rank] / steps if rank in waited.wait_us else None,
+        held_back_us=waited.held_back_us[rank] / steps if rank in waited.held_back_us else None,
+        findings=len(scan.findings),
+        top_finding=f"{top.rule_id} {top.rule_name}" if top else None,
+    )
+
+
+def _number(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
+def _slowest(rows: list[RankRow]) -> tuple[int | None, float | None]:
+    """The rank the others wait for most; without waits, the one with the longest step."""
+    held = [r for r in rows if r.held_back_us]
+    if held:
+        worst = max(held, key=lambda r: r.held_back_us or 0.0)
+        return worst.rank, worst.held_back_us
+    timed = [r for r in rows if r.step_time_us is not None]
+    if len(timed) < 2:
+        return None, None
+    longest = max(timed, key=lambda r: r.step_time_us or 0.0)
+    typical = float(np.median([r.step_time_us or 0.0 for r in timed]))
+    return (longest.rank, None) if (longest.step_time_us or 0.0) > SLOWER * typical else (None, None)
+
+
+def _imbalance(rows: list[RankRow]) -> dict[str, float]:
+    """(max - mean) / mean over ranks: of compute per step, and of busy time (step time less waits) per step."""
+    found = {}
+    compute = np.array([r.compute_us for r in rows if r.compute_us is not None])
+    busy = np.array([r.step_time_us - (r.wait_us or 0.0) for r in rows if r.step_time_us is not None])
+    for name, values in (("compute", compute), ("busy", busy)):
+        if values.size > 1 and values.mean() > 0:
+            found[name] = float((values.max() - values.mean()) / values.mean())
+    return found
+
+
+def _groups(by_rank: dict[int, RankSummary]) -> list[JobGroup]:
+    """Per process group: collective and exposed time per step, averaged over the ranks that use it."""
+    totals: dict[str, list] = {}
+    for summary in by_rank.values():
+        steps = summary.scan.steps or 1
+        for group in summary.groups:
+            entry = totals.setdefault(group.name, [group.parallelism, 0, 0.0, 0.0])
+            entry[1] += 1
+            entry[2] += group.time_us / steps
+            entry[3] += group.exposed_us / steps
+    found = [
+        JobGroup(name=n, parallelism=p, ranks=k, time_us=t / k, exposed_us=e / k) for n, (p, k, t, e) in totals.items()
+    ]
+    return sorted(found, key=lambda g: -g.exposed_us)
+
+
+def _alignment(found: Alignment) -> ClockAlignment:
+    if found.reference is None:
+        text = "clocks not aligned: no rank traced a collective to align on; times are each rank's own"
+    else:
+        aligned = len(found.offsets_us)
+        widest = max(found.offsets_us.values(), key=abs)
+        spread = duration(found.residual_p95_us, "us") if found.residual_p95_us is not None else "—"
+        text = (
+            f"{aligned} rank(s) aligned to rank {found.reference} on the collectives they share "
+            f"(median {int(np.median(list(found.matched.values())))} each); clocks differ by up to "
+            f"{duration(abs(widest), 'us')}, and single readings stray {spread} (p95) from the offset"
+        )
+        if found.unaligned:
+            text += f"; not aligned (too few shared collectives): ranks {', '.join(map(str, found.unaligned))}"
+    return ClockAlignment(
+        reference=found.reference,
+        offsets_us=found.offsets_us,
+        matched=found.matched,
+        residual_p95_us=found.residual_p95_us,
+        unaligned=found.unaligned,
+        text=text,
+    )

@@ -1,0 +1,121 @@
+"""``perftool scan`` on a job of many ranks: the job view for people, then the findings across ranks."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from perftool.report.console import add_columns
+from perftool.report.escape import shown
+from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
+from perftool.units import duration
+
+MAX_RANK_ROWS = 32  # beyond this many ranks, the table lists the slowest ones
+
+
+def render(report: ScanReport, job: JobView, finding_view=None, command: str = "scan") -> Group:
+    """The job's header, rank table and communication, its own findings, then each rule's findings across
+    ranks with the worst rank's in full (``finding_view`` renders one finding)."""
+    unit = report.traces[0].time_unit if report.traces else "ms"
+    parts: list[RenderableType] = [_header(report, job, command), _ranks(job)]
+    if job.groups:
+        parts.append(_groups(job))
+    parts += [finding_view(f, unit) for f in job.findings]
+    parts += _across_ranks(report.traces, finding_view)
+    return Group(*parts)
+
+
+def _header(report: ScanReport, job: JobView, command: str) -> Text:
+    first = report.traces[0]
+    world = f" (world size {job.world_size})" if job.world_size else ""
+    text = Text.assemble((f"perftool {command} ", "bold"), (f"job of {len(job.ranks)} ranks{world}", "bold magenta"))
+    text.append(f"\n{first.dialect} traces · device ")
+    text.append(shown(first.device or first.family))
+    if job.missing_ranks:
+        listed = ", ".join(map(str, job.missing_ranks[:10])) + (" …" if len(job.missing_ranks) > 10 else "")
+        text.append(f"\nnote: no trace for ranks {listed}", style="yellow")
+    text.append("\n")
+    text.append(shown(f"clocks: {job.alignment.text}", "dim"))
+    if job.slowest_rank is not None:
+        held = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
+        text.append(f"\nslowest rank {job.slowest_rank}{held}", style="bold")
+    if job.imbalance:
+        parts = [f"{name} {value:.1%}" for name, value in job.imbalance.items()]
+        text.append(f"\nload imbalance (max over mean): {', '.join(parts)}")
+    return text
+
+
+def _ranks(job: JobView) -> Table:
+    rows = job.ranks
+    title = "Ranks (per steady step)"
+    if len(rows) > MAX_RANK_ROWS:
+        rows = sorted(rows, key=lambda r: -(r.held_back_us or r.step_time_us or 0.0))[:MAX_RANK_ROWS]
+        title += f": the {MAX_RANK_ROWS} slowest of {len(job.ranks)}"
+        rows.sort(key=lambda r: r.rank)
+    table = Table(title=title, title_justify="left")
+    add_columns(
+        table,
+        [
+            ("rank", "right"),
+            ("step", "right"),
+            ("compute", "right"),
+            ("exposed comm", "right"),
+            ("idle", "right"),
+            ("waits", "right"),
+            ("holds back", "right"),
+            ("top finding", "left"),
+        ],
+        overflow="fold",
+    )
+    for row in rows:
+        table.add_row(
+            str(row.rank),
+            _time(row.step_time_us),
+            _time(row.compute_us),
+            _time(row.exposed_communication_us),
+            _time(row.idle_us),
+            _time(row.wait_us),
+            _time(row.held_back_us),
+            shown(row.top_finding or "—"),
+            style="bold" if row.rank == job.slowest_rank else None,
+        )
+    return table
+
+
+def _time(value: float | None) -> str:
+    return duration(value) if value is not None else "—"
+
+
+def _groups(job: JobView) -> Table:
+    table = Table(title="Communication per process group (per step, mean over its ranks)", title_justify="left")
+    add_columns(table, [("group", "left"), ("parallelism", "left"), ("ranks", "right"), ("time", "right"),
+                        ("exposed", "right")], overflow="fold")  # fmt: skip
+    for group in job.groups:
+        table.add_row(
+            shown(group.name), group.parallelism, str(group.ranks), duration(group.time_us), duration(group.exposed_us)
+        )
+    return table
+
+
+def _across_ranks(traces: list[TraceFindings], finding_view) -> list[RenderableType]:
+    """Per rule: the ranks it was found on, and the worst rank's finding in full."""
+    by_rule: dict[str, list[tuple[TraceFindings, Finding]]] = defaultdict(list)
+    for trace in traces:
+        for finding in trace.findings:
+            by_rule[finding.rule_id].append((trace, finding))
+    ordered = sorted(by_rule.values(), key=lambda found: (-max(f.severity.rank for _, f in found), found[0][1].rule_id))
+    parts: list[RenderableType] = []
+    for found in ordered:
+        trace, worst = max(found, key=lambda pair: (pair[1].severity.rank, pair[1].impact.share))
+        ranks = ", ".join(str(t.rank) for t, _ in found[:16]) + (" …" if len(found) > 16 else "")
+        parts.append(
+            Text(
+                f"\n{worst.rule_id} on {len(found)} of {len(traces)} ranks ({ranks}); rank {trace.rank} worst:",
+                style="bold",
+            )
+        )
+        parts.append(finding_view(worst, trace.time_unit))
+    return parts

@@ -1,0 +1,117 @@
+"""Exposed communication: collectives running with no compute beside them, so the step waits for them.
+
+The fix follows what synchronises the gradients and what the collectives look like: DDP with one
+bucket per step (nothing to overlap the backward pass with) or many small buckets (latency-bound)
+gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen; DDP moving more than the backward
+pass hides gets gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching;
+a tensor- or pipeline-parallel group gets that parallelism's own fix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.analysis.communication import Communication
+from perftool.dialects.vocabulary import DDP, FSDP
+from perftool.rules.detectors.base import Detection, Detector, Scope
+
+DEFAULT_BUCKET_MB = 25.0  # DDP's default bucket_cap_mb
+BUCKETS_PER_STEP = 6  # enough buckets for the first all-reduces to overlap the rest of the backward pass
+HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    comms = scope.metrics.communication
+    exposed = scope.metrics["communication.exposed_us"]
+    if not exposed > 0 or not comms.collectives:
+        return None
+    top = max(comms.collectives, key=lambda c: c.exposed_us)
+    sizes = _sizes_mb(comms, top.name)
+    per_step = scope.per_step(top.count)
+    group = comms.groups[0] if comms.groups else None
+    variant, bucket_mb = _variant(scope, comms, top.name, group.parallelism if group else "unknown")
+    hccl_buffer_mb = _hccl_buffer(scope, sizes)
+    if variant is None and hccl_buffer_mb:
+        variant = "hccl_buffer"
+    values = {
+        "exposed_ms_per_step": scope.per_step(exposed) / 1e3,
+        "exposed_share": exposed / scope.metrics["communication.time_us"],
+        "collective": top.name,
+        "calls_per_step": per_step if not math.isnan(per_step) else float(top.count),
+        "message_mb": float(np.median(sizes)) if sizes.size else math.nan,
+        "sizes": _sizes_text(sizes, top.busbw_gbps),
+        "group": group.name if group else "default",
+        "bucket_cap_mb": bucket_mb,
+        "hccl_buffsize_mb": hccl_buffer_mb,
+    }
+    most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
+    return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant)
+
+
+def _sizes_text(sizes_mb: np.ndarray, busbw_gbps: float | None) -> str:
+    """The message size and bandwidth in words, or that the trace does not record them."""
+    if not sizes_mb.size or busbw_gbps is None:
+        return "message sizes not recorded"
+    return f"median {float(np.median(sizes_mb)):.1f} MB, {busbw_gbps:.1f} GB/s bus bandwidth"
+
+
+def _sizes_mb(comms: Communication, collective: str) -> np.ndarray:
+    """Message sizes of the calls of ``collective`` in the window, MB."""
+    calls = comms.calls
+    mine = (calls.type == calls.names.index(collective)) & (comms.in_window_us > 0) & ~np.isnan(calls.nbytes)
+    return calls.nbytes[mine] / 1e6
+
+
+def _variant(scope: Scope, comms: Communication, collective: str, parallelism: str) -> tuple[str | None, float]:
+    """Which fix applies to the most exposed ``collective``, and the DDP bucket size it names (0 when none)."""
+    if parallelism in ("tensor", "pipeline"):
+        return parallelism, 0.0
+    if collective == "all_to_all":
+        return "all_to_all", 0.0
+    trace = scope.trace
+    if trace.name_matches(FSDP).any() and collective in ("all_gather", "reduce_scatter"):
+        return "fsdp", 0.0
+    reduce_mb = _sizes_mb(comms, "all_reduce")
+    if collective != "all_reduce" or not trace.name_matches(DDP).any() or reduce_mb.size == 0 or not scope.steady_steps:
+        return None, 0.0
+    per_step = reduce_mb.size / scope.steady_steps
+    gradients_mb = float(reduce_mb.sum()) / scope.steady_steps
+    bucket_mb = float(np.median(reduce_mb))
+    suggested = _round_mb(gradients_mb / BUCKETS_PER_STEP)
+    if per_step <= 2 and suggested < bucket_mb:  # one bucket holds every gradient: it waits for the whole backward
+        return "ddp_buckets", suggested
+    if per_step > 2 * BUCKETS_PER_STEP and bucket_mb < DEFAULT_BUCKET_MB and suggested > bucket_mb:
+        return "ddp_buckets", suggested
+    return "ddp_bandwidth", 0.0
+
+
+def _round_mb(value: float) -> float:
+    """A bucket size a person would write: a whole number of MB, at least 1."""
+    return float(max(1, round(value)))
+
+
+def _hccl_buffer(scope: Scope, sizes_mb: np.ndarray) -> float:
+    """The HCCL_BUFFSIZE (MB) that holds the largest message on an NPU, when it exceeds the default; else 0."""
+    if scope.family != "npu" or sizes_mb.size == 0 or sizes_mb.max() <= HCCL_BUFFER_MB:
+        return 0.0
+    return float(2 ** math.ceil(math.log2(sizes_mb.max())))
+
+
+DETECTOR = Detector(
+    name="exposed_communication",
+    summary="collectives running with no compute beside them",
+    values={
+        "exposed_ms_per_step": "communication time per steady step with no device compute beside it, ms",
+        "exposed_share": "share of communication time exposed (1 - communication.overlap_fraction)",
+        "collective": "the collective type with the most exposed time (all_reduce, all_gather, ...)",
+        "calls_per_step": "its calls per steady step",
+        "message_mb": "its median message size, MB (NaN where the trace does not say)",
+        "sizes": "its median message size and achieved bus bandwidth in words, where the trace records sizes",
+        "group": "the process group with the most exposed communication",
+        "bucket_cap_mb": "DDP bucket size giving about six all-reduces per step (0 when no bucket change is advised)",
+        "hccl_buffsize_mb": "HCCL_BUFFSIZE holding the largest message on an NPU, above the 200 MB default (else 0)",
+    },
+    detect=detect,
+)

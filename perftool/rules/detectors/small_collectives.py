@@ -1,0 +1,58 @@
+"""Many small collectives: each call pays the collective's fixed latency and a launch, whatever it moves.
+
+Thousands of all-reduces of a few kilobytes per step (a gradient reduced parameter by parameter, a
+metric reduced every iteration) run far below the links' bandwidth. Counted: the exposed time of the
+calls below the size limit, when there are enough of them per step.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    comms = scope.metrics.communication
+    calls = comms.calls
+    if calls.rows.size == 0 or scope.steady_steps == 0:
+        return None
+    small = (comms.in_window_us > 0) & _small(calls.nbytes, comms.in_window_us, params)
+    per_step = np.count_nonzero(small) / scope.steady_steps
+    lost = float(comms.exposed_us[small].sum())
+    if per_step < params["min_per_step"] or lost <= 0:
+        return None
+    sizes = calls.nbytes[small & ~np.isnan(calls.nbytes)]
+    kinds = np.bincount(calls.type[small], minlength=len(calls.names))
+    values = {
+        "calls_per_step": per_step,
+        "collective": calls.names[int(np.argmax(kinds))],
+        "median_kb": float(np.median(sizes)) / 1e3 if sizes.size else math.nan,
+        "median_us": float(np.median(comms.in_window_us[small])),
+    }
+    return Detection(lost, values, scope.events(calls.rows[small]), key=str(values["collective"]))
+
+
+def _small(nbytes: np.ndarray, durations: np.ndarray, params: dict[str, float]) -> np.ndarray:
+    """Calls below the size limit; a call of unknown size counts when it is as short as a latency-bound one."""
+    return np.where(np.isnan(nbytes), durations <= params["max_us"], nbytes <= params["max_kb"] * 1e3)
+
+
+DETECTOR = Detector(
+    name="small_collectives",
+    summary="many collectives per step, each too small to use the links' bandwidth",
+    values={
+        "calls_per_step": "small collectives per steady step",
+        "collective": "the most frequent of them (all_reduce, ...)",
+        "median_kb": "their median message size, kB (NaN where the trace does not say)",
+        "median_us": "their median duration, µs",
+    },
+    detect=detect,
+    settings={
+        "min_per_step": Setting(64, "small collectives per step from which they are a finding", int),
+        "max_kb": Setting(1024, "a collective moving at most this many kB is small"),
+        "max_us": Setting(50, "a collective of unknown size lasting at most this many µs is small"),
+    },
+)

@@ -1,0 +1,94 @@
+"""Stragglers: the rank the others wait for in collectives, and what makes it slow.
+
+Read from a job's summaries (a job-level detector): with the ranks' clocks aligned, the rank that
+arrives last at the collectives and holds the others back the longest is the straggler. What makes
+it slow is the part of its step that exceeds the median of the other ranks most: device compute
+(uneven work or a slow device), waiting for input, or its device waiting on its host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.analysis.communication import COLLECTIVES
+from perftool.rules.detectors.base import Detection, Detector
+from perftool.rules.findings import Evidence
+
+CAUSES = {  # breakdown part -> (fix variant, how the message names it)
+    "compute": ("compute", "device compute"),
+    "idle.input_wait": ("input", "waiting for input"),
+    "idle.input_pipeline": ("input", "waiting for input workers"),
+    "idle.h2d": ("input", "input copies"),
+    "idle.host": ("host", "its device waiting on host Python and dispatch"),
+    "idle.launch": ("host", "its device waiting on kernel launches"),
+    "idle.sync": ("host", "its device waiting after host syncs"),
+    "idle.blocking_copy": ("host", "its device waiting on blocking copies"),
+    "idle.cpu_fallback": ("host", "CPU fallbacks"),
+    "idle.compile": ("host", "compiling"),
+    "idle.other": (None, "unexplained device idle"),
+}
+
+
+def detect(scope, params: dict[str, float]) -> Detection | None:  # scope: perftool.job.view.JobScope
+    rank = scope.slowest
+    waited = scope.waits
+    if rank is None or not waited.held_back_us.get(rank):
+        return None
+    steps = scope.steps_compared[rank]
+    held = waited.held_back_us[rank] / steps
+    others = [s for r, s in scope.summaries.items() if r != rank]
+    mine = scope.summaries[rank].breakdown_us
+    excess = {
+        part: mine[part] - float(np.median([o.breakdown_us.get(part, 0.0) for o in others]))
+        for part in CAUSES
+        if part in mine
+    }
+    cause = max(excess, key=excess.__getitem__) if excess else None
+    variant, cause_text = CAUSES[cause] if cause and excess[cause] > 0 else (None, "no single part of its step")
+    top = scope.summaries[rank].scan.findings
+    values = {
+        "rank": rank,
+        "held_ms_per_step": held / 1e3,
+        "last_share": waited.last[rank] / max(waited.compared[rank], 1),
+        "cause": cause_text,
+        "excess_ms_per_step": max(excess.get(cause, 0.0), 0.0) / 1e3 if cause else 0.0,
+        "rank_finding": f"{top[0].rule_id} {top[0].title}: {top[0].fix.text}" if top else "no finding of its own",
+    }
+    lost = held * scope.steady_steps
+    return Detection(lost, values, _evidence(scope, rank), key=f"rank {rank} {cause}", variant=variant)
+
+
+def _evidence(scope, rank: int) -> list[Evidence]:
+    """The collectives the others waited longest for this rank at, on its own clock."""
+    summary = scope.summaries[rank]
+    timeline = summary.timeline
+    found = []
+    for call, held in scope.waits.worst.get(rank, [])[: scope.evidence_count]:
+        start = float(timeline.start[call])
+        name = f"{COLLECTIVES[timeline.type[call]]} ({timeline.group[call]}, step {int(timeline.step[call])})"
+        found.append(
+            Evidence(
+                ts_us=start,
+                at_us=start - summary.first_us,
+                dur_us=held,
+                track=f"rank {rank}: {summary.scan.path}",
+                name=f"others wait for it at {name}",
+            )
+        )
+    return found
+
+
+DETECTOR = Detector(
+    name="straggler",
+    summary="the rank the others wait for in collectives (jobs of many ranks)",
+    values={
+        "rank": "the slowest rank",
+        "held_ms_per_step": "time per step the other ranks wait for it in collectives (mean over them), ms",
+        "last_share": "share of the shared collectives it arrives last at",
+        "cause": "the part of its step furthest above the median rank's",
+        "excess_ms_per_step": "how far above the median rank's that part is, ms per step",
+        "rank_finding": "the rank's own most severe finding and its fix",
+    },
+    detect=detect,
+    level="job",
+)
