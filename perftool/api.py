@@ -134,10 +134,13 @@ def tune(
     strategy: str | None = None,
     evaluations: int | None = None,
     jobs: int = 1,
+    scheduler: str | None = None,
 ) -> TuneResult:
-    """Sweep the knobs in the config's ``tune:`` section on the emulator."""
+    """Sweep the knobs in the config's ``tune:`` section on the emulator, in ``jobs`` processes or on the Dask
+    cluster at ``scheduler``."""
     settings = {"strategy": strategy, "budget": evaluations}
-    return run_tune(load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)]), jobs)
+    loaded = load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)])
+    return run_tune(loaded, jobs, scheduler=scheduler)
 
 
 def project(config: PathLike | ProjectConfig | None = None) -> ProjectConfig:

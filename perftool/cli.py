@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
 from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget
 from perftool.gate.run import GateResult
+from perftool.job.cluster import SCHEDULER_ENV
 from perftool.job.scan import scan_job
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
 from perftool.project import ProjectConfig, load_project
@@ -230,6 +232,12 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
 )
 @click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Processes to use.")
 @click.option(
+    "--scheduler",
+    metavar="ADDRESS",
+    help="Simulate on the workers of this Dask cluster (tcp://host:8786) instead of --jobs local processes  "
+    "[default: PERFTOOL_SCHEDULER].",
+)
+@click.option(
     "--set",
     "overrides",
     multiple=True,
@@ -246,7 +254,7 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
 )
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: when a terminal].")
 def tune(
-    config, strategy, budget, jobs, overrides, top, fmt, output, write_best, results, emit_trace, progress
+    config, strategy, budget, jobs, scheduler, overrides, top, fmt, output, write_best, results, emit_trace, progress
 ) -> None:
     """Sweep the knobs in CONFIG's tune: section on the emulator and explain the best configuration."""
     outputs = (output, write_best, results, emit_trace)
@@ -261,7 +269,7 @@ def tune(
     if emit_trace:
         check_length(loaded, emit_trace)
     with SweepProgress(progress) as bar:
-        result = run_tune(loaded, jobs, bar.start, bar.advance)
+        result = run_tune(loaded, jobs, bar.start, bar.advance, scheduler or os.environ.get(SCHEDULER_ENV))
     files = {}  # every file is rendered before any is written, so Ctrl-C leaves all or none of them
     if write_best:
         files[write_best] = tune_best_yaml.render(result, config).encode()

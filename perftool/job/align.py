@@ -104,10 +104,12 @@ def waits(timelines: dict[int, Timeline], alignment: Alignment, index: dict[int,
         key_col.append(key_ids)
         start_col.append(timeline.start[positions] - offset)
         dur_col.append(timeline.end[positions] - timeline.start[positions])
-    if not ids:
-        empty: dict = {}
-        return Waits(empty, empty, empty, empty, {})
-    shared = np.bincount(np.concatenate(key_col), minlength=len(ids))[np.concatenate(key_col)] > 1
+    keys = np.concatenate(key_col) if key_col else np.empty(0, np.int64)
+    shared = np.bincount(keys, minlength=len(ids))[keys] > 1
+    if not shared.any():  # one rank alone, or ranks that share no collective: nobody waits for anybody
+        ranks = sorted(alignment.offsets_us)
+        return Waits(dict.fromkeys(ranks, 0.0), dict.fromkeys(ranks, 0), dict.fromkeys(ranks, 0.0),
+                     dict.fromkeys(ranks, 0), {})  # fmt: skip
     who, call, key = (np.concatenate(c)[shared] for c in (rank_col, call_col, key_col))
     start, dur = (np.concatenate(c)[shared] for c in (start_col, dur_col))
     members = np.bincount(key, minlength=len(ids))

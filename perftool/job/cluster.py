@@ -6,6 +6,7 @@ leave the worker. With one worker the ranks are analysed here, in this process, 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from typing import Any
 from perftool.errors import PerftoolError
 
 SCHEDULER_ENV = "PERFTOOL_SCHEDULER"  # a scheduler address, like --scheduler
+CONNECT_TIMEOUT = "5s"  # to reach a scheduler
 
 
 @dataclass(frozen=True)
@@ -44,14 +46,14 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
         raise PerftoolError("running ranks on Dask needs dask.distributed: pip install 'dask[distributed]'") from None
     if scheduler:
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError) as exc:
             raise PerftoolError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         with client:
             yield client
         return
-    cluster = LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+    cluster = LocalCluster(  # its dashboard on any free port, so another cluster on this machine is no conflict
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
     )
     with cluster, Client(cluster) as client:
         yield client

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
-from itertools import repeat
 
 import numpy as np
 
 from perftool.emulator.evaluate import FIGURES, evaluate_plan
 from perftool.emulator.plan import build_plan
 from perftool.interrupts import ignore_in_worker
+from perftool.job.cluster import dask_client
 from perftool.tune.space import Space
 from perftool.tune.spec import TuneConfig
 
@@ -106,10 +107,16 @@ def evaluate_grid(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Row
 
 
 class Evaluator:
-    """Evaluates points once each, in pieces over ``jobs`` processes, and keeps every result."""
+    """Evaluates points once each, in pieces over ``jobs`` processes (or the workers of the Dask cluster at
+    ``scheduler``), and keeps every result."""
 
     def __init__(
-        self, config: TuneConfig, space: Space, jobs: int = 1, on_progress: Callable[[int, int], None] | None = None
+        self,
+        config: TuneConfig,
+        space: Space,
+        jobs: int = 1,
+        on_progress: Callable[[int, int], None] | None = None,
+        scheduler: str | None = None,
     ) -> None:
         self.config, self.space, self.jobs = config, space, jobs
         self.on_progress = on_progress or (lambda evaluations, pruned: None)
@@ -117,14 +124,20 @@ class Evaluator:
         self.parts: list[Rows] = []
         self.evaluations = 0
         self.pruned = 0
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: Executor | None = None
+        self._cluster = ExitStack()
+        if scheduler:
+            client = self._cluster.enter_context(dask_client(scheduler, 1))
+            self._pool = client.get_executor(pure=False)
+            self.jobs = max(1, sum(client.nthreads().values()))
 
     def __enter__(self) -> Evaluator:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._pool is not None:
+        if isinstance(self._pool, ProcessPoolExecutor):
             self._pool.shutdown(cancel_futures=True)
+        self._cluster.close()  # a Dask client's executor goes with its client
 
     def __call__(self, points: np.ndarray) -> np.ndarray:
         """The score of each point (higher is better, ``-inf`` when it does not count), evaluating new ones."""
@@ -145,10 +158,11 @@ class Evaluator:
     def _evaluate(self, points: np.ndarray) -> None:
         size = PIECE if self.jobs == 1 else max(MIN_PARALLEL_PIECE, min(PIECE, -(-len(points) // self.jobs)))
         pieces = [points[i : i + size] for i in range(0, len(points), size)]
-        if self.jobs > 1 and len(pieces) > 1:
+        if self._pool is not None or (self.jobs > 1 and len(pieces) > 1):
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(self.jobs, initializer=ignore_in_worker)
-            results = self._pool.map(evaluate_points, repeat(self.config), repeat(self.space), pieces)
+            count = len(pieces)
+            results = self._pool.map(evaluate_points, [self.config] * count, [self.space] * count, pieces)
         else:
             results = (evaluate_points(self.config, self.space, piece) for piece in pieces)
         for rows in results:

@@ -93,8 +93,10 @@ def tune(
     jobs: int = 1,
     on_start: Callable[[str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    scheduler: str | None = None,
 ) -> TuneResult:
-    """Run the sweep ``config.tune`` describes; ``on_start(strategy, total)`` and ``on_progress`` report it."""
+    """Run the sweep ``config.tune`` describes; ``on_start(strategy, total)`` and ``on_progress`` report it.
+    Configurations are simulated in ``jobs`` processes, or on the Dask cluster at ``scheduler``."""
     spec = config.tune
     space = Space.of(spec.space)
     strategy = _strategy(config, space)
@@ -102,7 +104,7 @@ def tune(
     if on_start:
         on_start(strategy, space.size if budget is None else budget)
     started = time.perf_counter()
-    with Evaluator(config, space, jobs, on_progress) as evaluator:
+    with Evaluator(config, space, jobs, on_progress, scheduler) as evaluator:
         if strategy == "exhaustive":
             exhaustive(evaluator)
         else:

@@ -1,0 +1,176 @@
+"""Collectives in every dialect: what they are, how long, how much they moved and how much compute hid them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from perftool import load_trace
+from perftool.analysis import compute_metrics
+from perftool.analysis.communication import collective_type, parallelism
+
+STEP_US = 1000.0
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def _meta(kind: str, pid, tid, **args) -> dict:
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": args}
+
+
+def _x(name, pid, tid, ts, dur, cat="", args=None) -> dict:
+    return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "cat": cat} | (
+        {"args": args} if args else {}
+    )
+
+
+def kineto_job(steps: int = 4, kernel_args: dict | None = None, host_args: dict | None = None, world: int = 4):
+    """Steps of 1 ms: a 600 µs kernel on stream 7, then an all-reduce on stream 13 from 500 µs to 800 µs."""
+    events = [
+        _meta("process_labels", 100, 0, labels="CPU"),
+        _meta("process_labels", 0, 0, labels="GPU 0"),
+        _meta("thread_name", 0, 7, name="stream 7"),
+        _meta("thread_name", 0, 13, name="stream 13"),
+    ]
+    for i in range(steps):
+        t = i * STEP_US
+        events += [
+            _x(f"ProfilerStep#{i}", 100, 1, t, STEP_US - 1, "user_annotation"),
+            _x("record_param_comms", 100, 1, t + 2, 20, "cpu_op", host_args),
+            _x("sgemm_128x64", 0, 7, t, 600, "kernel"),
+            _x(NCCL, 0, 13, t + 500, 300, "kernel", kernel_args),
+        ]
+    return {"traceEvents": events, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world}}
+
+
+ARGS = {
+    "Collective name": "allreduce",
+    "In msg nelems": 25_000_000,
+    "Out msg nelems": 25_000_000,
+    "dtype": "Float",
+    "Group size": 4,
+    "Process Group Name": "3",
+    "Process Group Description": "dp_replicate",
+}
+
+
+def test_exposed_time_overlap_and_bandwidth_of_a_sized_all_reduce(write_trace):
+    metrics = compute_metrics(load_trace(write_trace(kineto_job(kernel_args=ARGS))))
+    m = metrics.values
+    assert m["communication.count"] == 4 and m["communication.per_step"] == 1
+    assert m["communication.time_us"] == pytest.approx(4 * 300)
+    assert m["communication.exposed_us"] == pytest.approx(4 * 200)  # compute hides 500-600 of 500-800
+    assert m["communication.overlap_fraction"] == pytest.approx(1 / 3)
+    assert m["communication.bytes"] == pytest.approx(4 * 100e6)
+    (stat,) = metrics.collectives
+    assert (stat.name, stat.count, stat.group_size) == ("all_reduce", 4, 4)
+    assert stat.algbw_gbps == pytest.approx(100e6 / 300e-6 / 1e9)  # 333 GB/s
+    assert stat.busbw_gbps == pytest.approx(stat.algbw_gbps * 2 * 3 / 4)  # nccl-tests: 2(n-1)/n for all-reduce
+    (group,) = metrics.groups
+    assert (group.name, group.parallelism, group.exposed_us) == ("dp_replicate", "data", pytest.approx(800))
+
+
+def test_host_records_lend_their_sizes_to_kernels_without_args(write_trace):
+    host = {"Collective name": "allreduce", "In msg nelems": 1000, "Out msg nelems": 1000, "dtype": "BFloat16"}
+    metrics = compute_metrics(load_trace(write_trace(kineto_job(host_args=host))))
+    (stat,) = metrics.collectives
+    assert stat.bytes == pytest.approx(4 * 2000) and stat.group_size == 4  # world size from distributedInfo
+
+
+def test_without_sizes_the_bandwidth_is_unknown_not_zero(write_trace):
+    metrics = compute_metrics(load_trace(write_trace(kineto_job())))
+    (stat,) = metrics.collectives
+    assert stat.bytes is None and stat.busbw_gbps is None
+    assert metrics.values["communication.exposed_us"] == pytest.approx(800)
+
+
+def test_gloo_collectives_on_a_host_only_trace(write_trace):
+    events = [_x(f"ProfilerStep#{i}", 1, 1, i * 1000, 999, "user_annotation") for i in range(3)]
+    events += [
+        _x(
+            "gloo:all_reduce",
+            1,
+            1,
+            i * 1000 + 100,
+            400,
+            "user_annotation",
+            {"Input Dims": [[1000]], "Input type": ["float"]},
+        )
+        for i in range(3)
+    ]
+    metrics = compute_metrics(load_trace(write_trace({"traceEvents": events})))
+    assert metrics.values["communication.time_us"] == pytest.approx(3 * 400)
+    (stat,) = metrics.collectives
+    assert (stat.name, stat.count, stat.bytes) == ("all_reduce", 3, 3 * 4000)
+
+
+def test_an_hccl_op_and_its_sub_tasks_are_one_collective(write_trace):
+    events = [
+        _meta("process_name", 1, 0, name="Python"),
+        _meta("process_name", 3, 0, name="Ascend Hardware"),
+        _meta("process_name", 4, 0, name="HCCL"),
+    ]
+    for i in range(3):
+        t = i * 1000
+        events += [
+            _x(f"ProfilerStep#{i}", 1, 1, t, 999),
+            _x("MatMulV2", 3, 5, t, 500),
+            _x("hcom_allReduce__428_0_1", 4, 1, t + 500, 300),
+            _x("Notify_Wait", 4, 1, t + 510, 100),
+            _x("Memcpy", 4, 1, t + 620, 150),
+        ]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    metrics = compute_metrics(trace)
+    assert trace.dialect == "ascend"
+    (stat,) = metrics.collectives
+    assert (stat.name, stat.count) == ("all_reduce", 3)
+    assert metrics.values["communication.exposed_us"] == pytest.approx(3 * 300)
+
+
+@pytest.mark.parametrize(
+    ("name", "collective"),
+    [
+        ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "all_reduce"),
+        ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "reduce_scatter"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "all_gather"),
+        ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", "send_recv"),
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "broadcast"),
+        ("nccl:all_to_all", "all_to_all"),
+        ("gloo:all_reduce", "all_reduce"),
+        ("hcom_allGather__123_0_1", "all_gather"),
+        ("hcom_receive__9_1", "send_recv"),
+        ("_allgather_base", "all_gather"),
+        ("reduce_scatter_tensor_coalesced", "reduce_scatter"),
+        ("barrier", "barrier"),
+        ("ncclDevKernel_Generic", "other"),
+    ],
+)
+def test_collective_names_across_libraries(name, collective):
+    assert collective_type(name) == collective
+
+
+@pytest.mark.parametrize(
+    ("group", "kind"),
+    [("default_pg", "data"), ("dp_shard", "data"), ("tp", "tensor"), ("pp_stage_1", "pipeline"), ("ep", "expert"),
+     ("group 7", "unknown")],
+)  # fmt: skip
+def test_process_groups_say_their_parallelism(group, kind):
+    assert parallelism(group) == kind
+
+
+def test_info_shows_the_collectives(run, write_trace):
+    path = write_trace(kineto_job(kernel_args=ARGS))
+    text = run("info", path).stdout
+    assert "Collectives (steady state)" in text and "all_reduce ×4" in text and "exposed" in text
+    document = json.loads(run("info", path, "--format", "json").stdout)
+    assert document["collectives"][0]["name"] == "all_reduce"
+    assert document["process_groups"] == [
+        {"name": "dp_replicate", "parallelism": "data", "count": 4, "time_us": 1200.0, "exposed_us": 800.0}
+    ]
+    assert document["metrics"]["communication.exposed_fraction"] == pytest.approx(800 / 3999, rel=1e-3)
+
+
+def test_metrics_command_documents_the_communication_metrics(run):
+    listed = run("metrics").stdout
+    for name in ("communication.exposed_us", "communication.overlap_fraction", "communication.busbw_gbps"):
+        assert name in listed

@@ -1,0 +1,238 @@
+"""Jobs of many ranks: the bundled emulator jobs, scanned, inspected and gated as a user does."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import perftool
+from perftool.emulator.config import load_config
+from perftool.emulator.run import run as emulate
+
+REPO = Path(__file__).parent.parent
+JOBS = REPO / "sample_traces" / "jobs"
+STRAGGLER = JOBS / "gpu_ddp_straggler"
+EXPOSED = JOBS / "npu_exposed_allreduce"
+
+
+def scan_json(run, *args) -> tuple[dict, object]:
+    result = run("scan", *args, "--format", "json", "--fail-on", "never", "--workers", "1")
+    return json.loads(result.stdout), result
+
+
+def test_the_straggler_is_named_with_what_makes_it_slow(run):
+    document, result = scan_json(run, STRAGGLER)
+    assert result.exit_code == 0
+    job = document["job"]
+    assert [row["rank"] for row in job["ranks"]] == list(range(8)) and job["world_size"] == 8
+    assert job["slowest_rank"] == 5
+    (straggler,) = job["findings"]
+    assert straggler["rule_id"] == "PT013" and straggler["values"]["rank"] == 5
+    assert straggler["values"]["cause"] == "device compute" and "same work" in straggler["fix"]["text"]
+    assert straggler["values"]["last_share"] > 0.9
+    rows = {row["rank"]: row for row in job["ranks"]}
+    assert rows[5]["held_back_us"] > 1000 and rows[5]["wait_us"] == 0
+    assert all(rows[r]["wait_us"] > 1000 for r in rows if r != 5)  # the others wait for it in every all-reduce
+    # the slow rank computes 20% longer (the job's config says so)
+    others = np.median([rows[r]["compute_us"] for r in rows if r != 5])
+    assert rows[5]["compute_us"] / others == pytest.approx(1.2, rel=0.03)
+    assert job["imbalance"]["compute"] > 0.1
+
+
+def test_waiting_for_the_straggler_is_not_blamed_on_how_ranks_communicate(run):
+    document, _ = scan_json(run, STRAGGLER)
+    for trace in document["traces"]:
+        for finding in trace["findings"]:
+            if finding["rule_id"] == "PT011" and trace["rank"] != 5:
+                assert finding["severity"] == "info" and "waiting for rank 5" in finding["capped"]
+
+
+def test_clocks_are_aligned_on_the_shared_collectives(run):
+    """The emulator skews each rank's clock by up to 1.5 s; the alignment recovers every offset."""
+    config = load_config(STRAGGLER / "job.yaml")
+    skew = np.random.default_rng([config.seed, 7]).uniform(0, config.replicas.clock_skew_ms * 1e3, 8)
+    document, _ = scan_json(run, STRAGGLER)
+    alignment = document["job"]["alignment"]
+    assert alignment["reference"] == 0 and alignment["unaligned"] == []
+    found = {int(rank): offset for rank, offset in alignment["offsets_us"].items()}
+    assert found == {rank: pytest.approx(skew[rank] - skew[0], abs=1.0) for rank in range(8)}
+    assert alignment["residual_p95_us"] < 1.0
+    assert min(alignment["matched"].values()) >= 100  # four buckets a step over the steady steps
+
+
+def test_exposed_all_reduce_job(run):
+    document, _ = scan_json(run, EXPOSED)
+    job = document["job"]
+    assert job["findings"] == []  # no rank holds the others back
+    assert job["groups"] == [
+        {
+            "name": "default_pg",
+            "parallelism": "data",
+            "ranks": 8,
+            "time_us": pytest.approx(job["groups"][0]["exposed_us"]),
+            "exposed_us": pytest.approx(job["ranks"][0]["exposed_communication_us"], rel=0.05),
+        }
+    ]
+    for trace in document["traces"]:
+        (exposed,) = [f for f in trace["findings"] if f["rule_id"] == "PT011"]
+        assert exposed["severity"] == "error" and exposed["values"]["collective"] == "all_reduce"
+        assert exposed["values"]["message_mb"] == pytest.approx(200.0)
+
+
+def test_job_text_report(run):
+    text = run("scan", STRAGGLER, "--workers", "1", "--fail-on", "never").stdout
+    assert "job of 8 ranks (world size 8)" in text and "slowest rank 5" in text
+    assert "PT013 straggler" in text and "Ranks (per steady step)" in text
+    assert "PT011 on 8 of 8 ranks" in text
+    info = run("info", STRAGGLER, "--workers", "1").stdout
+    assert info.startswith("perftool info job of 8 ranks") and "Communication per process group" in info
+
+
+def test_exit_code_follows_the_job_findings(run):
+    assert run("scan", STRAGGLER, "--workers", "1").exit_code == 1  # PT013 at error
+    assert run("scan", STRAGGLER, "--workers", "1", "--fail-on", "never").exit_code == 0
+
+
+def test_a_bad_rank_is_an_error_for_that_rank_and_the_rest_is_kept(run, tmp_path):
+    job = tmp_path / "job"
+    shutil.copytree(STRAGGLER, job)
+    bad = job / "rank3.trace.json.gz"
+    bad.write_bytes(gzip.compress(gzip.decompress(bad.read_bytes())[:5000]))
+    out = tmp_path / "report.json"
+    result = run("scan", job, "--format", "json", "-o", out, "--workers", "1")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"perftool: error: {bad}: ") and "truncated" in line
+    document = json.loads(out.read_text())
+    assert [t["rank"] for t in document["traces"]] == [0, 1, 2, 4, 5, 6, 7]
+    assert document["unread"] == [{"path": str(bad), "problem": document["unread"][0]["problem"], "rank": 3}]
+    assert document["job"]["slowest_rank"] == 5
+
+
+def test_two_files_claiming_one_rank(run, tmp_path):
+    for name in ("a.json.gz", "b.json.gz"):
+        shutil.copy(STRAGGLER / "rank1.trace.json.gz", tmp_path / name)
+    result = run("scan", tmp_path, "--format", "json", "--workers", "1", "--fail-on", "never")
+    assert result.exit_code == 2 and "rank 1 is given twice" in result.stderr
+
+
+def test_several_files_are_a_job_when_they_say_their_ranks(run, tmp_path):
+    named = [STRAGGLER / f"rank{r}.trace.json.gz" for r in (0, 5)]
+    document, _ = scan_json(run, *named)
+    assert document["job"]["world_size"] == 8 and document["job"]["slowest_rank"] == 5
+    assert document["job"]["missing_ranks"] == [1, 2, 3, 4, 6, 7]
+    plain = [
+        REPO / "sample_traces" / "npu" / "healthy.trace.json.gz",
+        REPO / "sample_traces" / "ipu" / "healthy.trace.json.gz",
+    ]
+    document, _ = scan_json(run, *plain)
+    assert document["job"] is None and len(document["traces"]) == 2
+
+
+def test_gate_compares_jobs_rank_by_rank(run, tmp_path):
+    baseline = tmp_path / "base.json"
+    run("scan", STRAGGLER, "--format", "json", "-o", baseline, "--workers", "1", "--fail-on", "never")
+    same = run("gate", baseline, STRAGGLER, "--format", "json", "--workers", "1")
+    assert same.exit_code == 0, same.output
+    checks = json.loads(same.stdout)["checks"]
+    assert {c["id"].split("/")[0] for c in checks} == {f"rank{r}" for r in range(8)} | {"job"}
+    other = run("gate", EXPOSED, STRAGGLER, "--workers", "1")
+    assert (
+        other.exit_code == 2
+        and "not the same job" in other.stderr
+        and "rank 0: device family npu → gpu" in other.stderr
+    )
+
+
+def test_gate_refuses_a_different_world_size(run, tmp_path):
+    smaller = tmp_path / "six"
+    smaller.mkdir()
+    for rank in range(6):
+        shutil.copy(STRAGGLER / f"rank{rank}.trace.json.gz", smaller)
+    refused = run("gate", STRAGGLER, smaller, "--workers", "1")
+    assert refused.exit_code == 2 and "world size 8 → 6 ranks" in refused.stderr
+    allowed = run("gate", STRAGGLER, smaller, "--workers", "1", "--allow-mismatch", "--format", "json")
+    assert allowed.exit_code in (0, 1)
+    assert {c["id"].split("/")[0] for c in json.loads(allowed.stdout)["checks"]} >= {f"rank{r}" for r in range(6)}
+    single = run("gate", STRAGGLER / "rank0.trace.json.gz", STRAGGLER, "--workers", "1")
+    assert single.exit_code == 2 and "a job with a job" in single.stderr
+
+
+def test_job_findings_point_at_the_slowest_ranks_file(run):
+    lines = run("scan", STRAGGLER, "--format", "github", "--workers", "1").stdout.splitlines()
+    assert any(line.startswith("::error file=") and "rank5.trace.json.gz" in line and "PT013" in line for line in lines)
+
+
+def test_library_scan_of_a_job():
+    report = perftool.scan(STRAGGLER, workers=1)
+    assert report.job is not None and report.job.slowest_rank == 5
+    assert [trace.rank for trace in report.traces] == list(range(8))
+
+
+# --- the emulator's replicas ----------------------------------------------------------------------------------------
+
+
+def _events(path: Path) -> list[dict]:
+    return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+def test_an_all_reduce_ends_on_every_rank_at_once():
+    config = load_config(STRAGGLER / "job.yaml")
+    ranks = emulate(config).ranks()  # recorded on one clock; each rank's trace shifts it to its own
+    ends = np.stack([rank.recorded("comm_end") for rank in ranks])  # [rank, step, bucket]
+    starts = np.stack([rank.recorded("comm_start") for rank in ranks])
+    assert np.allclose(ends, ends[0])
+    updates = ranks[0].recorded("update")
+    steady = updates & (np.arange(updates.size) > 0)  # past the first step, which captures the CUDA graph
+    assert np.allclose(starts[5][steady], starts[:, steady].max(axis=0))  # the slow rank 5 is the last in
+
+
+def test_each_rank_trace_records_its_rank_and_the_collectives(tmp_path, run):
+    out = tmp_path / "job"
+    result = run("emulate", STRAGGLER / "job.yaml", "--trace", out)
+    assert result.exit_code == 0 and "8 ranks" in result.stdout
+    assert sorted(p.name for p in out.iterdir()) == [f"rank{r}.trace.json.gz" for r in range(8)]
+    document = json.loads(gzip.decompress((out / "rank3.trace.json.gz").read_bytes()))
+    assert document["distributedInfo"] == {"backend": "nccl", "rank": 3, "world_size": 8}
+    collectives = [e for e in document["traceEvents"] if e.get("cat") == "communication"]
+    assert collectives and collectives[0]["args"]["Collective name"] == "allreduce"
+    assert all(e["name"].startswith("ncclDevKernel_AllReduce") for e in collectives)
+    again = tmp_path / "again"
+    run("emulate", STRAGGLER / "job.yaml", "--trace", again)
+    assert all((out / p.name).read_bytes() == p.read_bytes() for p in again.iterdir())  # same seed, same bytes
+
+
+def test_committed_jobs_equal_a_fresh_regeneration(tmp_path, run):
+    for job in (STRAGGLER, EXPOSED):
+        fresh = tmp_path / job.name
+        run("emulate", job / "job.yaml", "--trace", fresh)
+        for committed in sorted(job.glob("rank*.trace.json.gz")):
+            assert gzip.decompress((fresh / committed.name).read_bytes()) == gzip.decompress(committed.read_bytes())
+
+
+def test_replica_settings_are_checked(run, tmp_path):
+    document = yaml.safe_load((STRAGGLER / "job.yaml").read_text())
+    document["replicas"]["slow_ranks"] = [{"rank": 8, "compute": 1.5}]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(document))
+    result = run("emulate", bad)
+    assert result.exit_code == 2 and "replicas.slow_ranks[0].rank: 8 is not a replica" in result.stderr
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    result = run("emulate", STRAGGLER / "job.yaml", "--trace", not_a_dir)
+    assert result.exit_code == 2 and "is not a directory" in result.stderr
+
+
+def test_tune_sweeps_one_replica(run, tmp_path):
+    document = yaml.safe_load((STRAGGLER / "job.yaml").read_text())
+    document["tune"] = {"space": {"prefetch_depth": [1, 2]}}
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(document))
+    result = run("tune", job)
+    assert result.exit_code == 2 and "replicas.count" in result.stderr and "tune sweeps one replica" in result.stderr
