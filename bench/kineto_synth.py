@@ -107,11 +107,11 @@ class _Step:
         return dur
 
 
-def steps(seed: int = 0) -> Iterator[str]:
-    """Yield the serialized events step by step, forever; the caller stops when big enough."""
+def steps(seed: int = 0, clock_us: float = 1000.0) -> Iterator[str]:
+    """Yield the serialized events step by step, forever, from ``clock_us`` on; the caller stops when big enough."""
     rng = random.Random(seed)
     ids = [0, 0]
-    host_t, gpu_t, alloc = 1000.0, 1000.0, 2.0e9
+    host_t, gpu_t, alloc = clock_us, clock_us, 2.0e9
     number = 0
     while True:
         step = _Step(rng, ids)
@@ -171,8 +171,11 @@ def steps(seed: int = 0) -> Iterator[str]:
         yield ",\n  ".join(step.out)
 
 
-def write_trace(path: str, megabytes: float, seed: int = 0, compress: bool = False) -> int:
-    """Write a trace of about ``megabytes`` MB; return the number of bytes of JSON written."""
+def write_trace(
+    path: str, megabytes: float, seed: int = 0, compress: bool = False, rank: tuple[int, int] | None = None
+) -> int:
+    """Write a trace of about ``megabytes`` MB; return the number of bytes of JSON written. ``rank`` (rank,
+    world size) writes one rank of a job: its distributedInfo, and a clock of its own."""
     target = int(megabytes * 1e6)
     raw = open(path, "wb")
     stream = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if compress else raw  # reproducible
@@ -181,11 +184,13 @@ def write_trace(path: str, megabytes: float, seed: int = 0, compress: bool = Fal
         head = (
             '{\n  "schemaVersion": 1,\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", '
             '"totalGlobalMem": 85024112640, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],\n'
-            '  "record_shapes": 1,\n  "traceEvents": [\n  ' + ",\n  ".join(_metadata())
+            + (f'  "distributedInfo": {{"backend": "nccl", "rank": {rank[0]}, "world_size": {rank[1]}}},\n' if rank else "")
+            + '  "record_shapes": 1,\n  "traceEvents": [\n  '
+            + ",\n  ".join(_metadata())
         )
         out.write(head)
         written += len(head)
-        for chunk in steps(seed):
+        for chunk in steps(seed, 1000.0 + (rank[0] * 1_234_567.0 if rank else 0.0)):
             piece = ",\n  " + chunk
             out.write(piece)
             written += len(piece)

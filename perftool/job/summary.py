@@ -3,6 +3,8 @@ step times, findings), its communication, and the timing of its collectives — 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import multiprocessing
 from dataclasses import dataclass, field
 
@@ -55,21 +57,31 @@ class RankSummary:
 def summarise_rank(
     path: str, position: int, rules: list[Rule], read: ReadOptions, in_job: bool = True
 ) -> RankSummary | UnreadTrace:
-    """Load and scan one rank's trace and summarise it (in a Dask worker, a daemon process, without decoding
-    processes of its own, so a worker holds one trace's load at a time);
-    an unreadable trace comes back as an :class:`UnreadTrace`. The rank is the trace's own, else its file
-    name's; in a job named outright (``in_job``), else its ``position`` among the job's files."""
+    """Load and scan one rank's trace and summarise it; an unreadable trace comes back as an
+    :class:`UnreadTrace`. In a Dask worker (a daemon process) the trace is decoded in the worker itself, so a
+    worker holds one rank's load at a time. The rank is the trace's own, else its file name's; in a job named
+    outright (``in_job``), else its ``position`` among the job's files."""
+    in_worker = multiprocessing.current_process().daemon
     try:
-        decoders = 1 if multiprocessing.current_process().daemon else None
-        trace = load_trace(path, dialect=read.dialect, workers=decoders, max_bytes=read.max_bytes)
+        trace = load_trace(path, dialect=read.dialect, workers=1 if in_worker else None, max_bytes=read.max_bytes)
     except TraceError as exc:
         return UnreadTrace(path=exc.path, problem=exc.problem)
     scan, scope = analyse_trace(trace, rules, read.family, read.evidence)
-    rank = next(
-        (r for r in (scan.rank, rank_from_name(path, in_job), position if in_job else None) if r is not None), None
-    )
-    scan.rank = rank
-    return RankSummary(rank, scan, _breakdown(scope), scope.metrics.groups, _timeline(scope), scope.steps.first)
+    given = (scan.rank, rank_from_name(path, in_job), position if in_job else None)
+    scan.rank = next((rank for rank in given if rank is not None), None)
+    summary = RankSummary(scan.rank, scan, _breakdown(scope), scope.metrics.groups, _timeline(scope), scope.steps.first)
+    if in_worker:
+        del trace, scope
+        _return_memory()
+    return summary
+
+
+def _return_memory() -> None:
+    """Give the freed memory of a rank's columns back to the system, so a worker that analyses rank after rank
+    stays at one rank's peak (glibc keeps freed blocks in its arenas otherwise)."""
+    libc = ctypes.util.find_library("c")
+    if libc and hasattr(ctypes.CDLL(libc), "malloc_trim"):
+        ctypes.CDLL(libc).malloc_trim(0)
 
 
 def _breakdown(scope: Scope) -> dict[str, float]:
