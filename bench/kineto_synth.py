@@ -184,7 +184,11 @@ def write_trace(
         head = (
             '{\n  "schemaVersion": 1,\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", '
             '"totalGlobalMem": 85024112640, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],\n'
-            + (f'  "distributedInfo": {{"backend": "nccl", "rank": {rank[0]}, "world_size": {rank[1]}}},\n' if rank else "")
+            + (
+                f'  "distributedInfo": {{"backend": "nccl", "rank": {rank[0]}, "world_size": {rank[1]}}},\n'
+                if rank
+                else ""
+            )
             + '  "record_shapes": 1,\n  "traceEvents": [\n  '
             + ",\n  ".join(_metadata())
         )

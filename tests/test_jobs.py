@@ -88,7 +88,7 @@ def test_exposed_all_reduce_job(run):
 def test_job_text_report(run):
     text = run("scan", STRAGGLER, "--workers", "1", "--fail-on", "never").stdout
     assert "job of 8 ranks (world size 8)" in text and "slowest rank 5" in text
-    assert "PT013 straggler" in text and "Ranks (per steady step)" in text
+    assert "PT013 straggler" in text and "Ranks (ms per steady step)" in text
     assert "PT011 on 8 of 8 ranks" in text
     info = run("info", STRAGGLER, "--workers", "1").stdout
     assert info.startswith("perftool info job of 8 ranks") and "Communication per process group" in info
@@ -236,3 +236,14 @@ def test_tune_sweeps_one_replica(run, tmp_path):
     job.write_text(yaml.safe_dump(document))
     result = run("tune", job)
     assert result.exit_code == 2 and "replicas.count" in result.stderr and "tune sweeps one replica" in result.stderr
+
+
+def test_markdown_and_sarif_of_a_job(run, sarif_validator):
+    markdown = run("scan", STRAGGLER, "--format", "markdown", "--workers", "1", "--fail-on", "never").stdout
+    assert "## Job of 8 ranks (world size 8)" in markdown and "Slowest rank **5**" in markdown
+    assert "| 5 | 7.156 ms |" in markdown and "`PT013`" in markdown
+    sarif = json.loads(run("scan", STRAGGLER, "--format", "sarif", "--workers", "1", "--fail-on", "never").stdout)
+    assert [error.message for error in sarif_validator.iter_errors(sarif)] == []
+    (straggler,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "PT013"]
+    location = straggler["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert location.endswith("rank5.trace.json.gz")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perftool.report.escape import markdown
 from perftool.report.findings_text import device_label, evidence_start
-from perftool.rules.findings import Finding, ScanReport, TraceFindings
+from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
 from perftool.units import duration, timestamp
 
 _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -12,6 +12,8 @@ _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
 
 def render(report: ScanReport) -> str:
     lines = ["# perftool scan", ""]
+    if report.job is not None:
+        lines += _job(report.job, report.traces[0].time_unit if report.traces else "ms")
     for trace in report.traces:
         lines += _trace(trace)
     for unread in report.unread:
@@ -44,6 +46,28 @@ def _trace(trace: TraceFindings) -> list[str]:
     lines.append("")
     for finding in trace.findings:
         lines += _details(finding, trace.time_unit)
+    return lines
+
+
+def _job(job: JobView, unit: str) -> list[str]:
+    """The job view: its alignment, the slowest rank, the rank table and the job's own findings."""
+    world = f" (world size {job.world_size})" if job.world_size else ""
+    lines = [f"## Job of {len(job.ranks)} ranks{world}", "", f"Clocks: {cell(job.alignment.text)}.", ""]
+    if job.slowest_rank is not None:
+        held = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
+        lines += [f"Slowest rank **{job.slowest_rank}**{held}.", ""]
+    lines += [
+        "| rank | step | compute | exposed comm | idle | waits | holds back | top finding |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in job.ranks:
+        times = (row.step_time_us, row.compute_us, row.exposed_communication_us, row.idle_us, row.wait_us)
+        figures = " | ".join(duration(t) if t is not None else "—" for t in (*times, row.held_back_us))
+        lines.append(f"| {row.rank} | {figures} | {cell(row.top_finding or '—')} |")
+    lines.append("")
+    for finding in job.findings:
+        lines += [f"{_ICON[finding.severity.value]} `{finding.rule_id}` {cell(finding.message)}", ""]
+        lines += _details(finding, unit)
     return lines
 
 

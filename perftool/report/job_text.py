@@ -50,7 +50,7 @@ def _header(report: ScanReport, job: JobView, command: str) -> Text:
 
 def _ranks(job: JobView) -> Table:
     rows = job.ranks
-    title = "Ranks (per steady step)"
+    title = "Ranks (ms per steady step)"
     if len(rows) > MAX_RANK_ROWS:
         rows = sorted(rows, key=lambda r: -(r.held_back_us or r.step_time_us or 0.0))[:MAX_RANK_ROWS]
         title += f": the {MAX_RANK_ROWS} slowest of {len(job.ranks)}"
@@ -66,7 +66,7 @@ def _ranks(job: JobView) -> Table:
             ("idle", "right"),
             ("waits", "right"),
             ("holds back", "right"),
-            ("top finding", "left"),
+            ("top", "left"),
         ],
         overflow="fold",
     )
@@ -79,14 +79,15 @@ def _ranks(job: JobView) -> Table:
             _time(row.idle_us),
             _time(row.wait_us),
             _time(row.held_back_us),
-            shown(row.top_finding or "—"),
+            shown(row.top_finding.split()[0] if row.top_finding else "—"),
             style="bold" if row.rank == job.slowest_rank else None,
         )
     return table
 
 
 def _time(value: float | None) -> str:
-    return duration(value) if value is not None else "—"
+    """µs as ms with two decimals: the table's unit, so every column stays narrow at 80 columns."""
+    return f"{value / 1e3:,.2f}" if value is not None else "—"
 
 
 def _groups(job: JobView) -> Table:

@@ -19,6 +19,8 @@ from perftool.rules.detectors.base import Detection, Detector, Scope
 
 DEFAULT_BUCKET_MB = 25.0  # DDP's default bucket_cap_mb
 BUCKETS_PER_STEP = 6  # enough buckets for the first all-reduces to overlap the rest of the backward pass
+IDLE_DEVICE = 0.3  # a device idle this share of the window has little compute to hide collectives behind
+OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
 
 
@@ -45,6 +47,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "group": group.name if group else "default",
         "bucket_cap_mb": bucket_mb,
         "hccl_buffsize_mb": hccl_buffer_mb,
+        "device_idle": scope.metrics["device.idle_fraction"],
     }
     most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
     return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant)
@@ -70,6 +73,8 @@ def _variant(scope: Scope, comms: Communication, collective: str, parallelism: s
         return parallelism, 0.0
     if collective == "all_to_all":
         return "all_to_all", 0.0
+    if scope.metrics["device.idle_fraction"] >= IDLE_DEVICE:  # NaN (no device) is not idle
+        return "idle_device", 0.0
     trace = scope.trace
     if trace.name_matches(FSDP).any() and collective in ("all_gather", "reduce_scatter"):
         return "fsdp", 0.0
@@ -84,7 +89,9 @@ def _variant(scope: Scope, comms: Communication, collective: str, parallelism: s
         return "ddp_buckets", suggested
     if per_step > 2 * BUCKETS_PER_STEP and bucket_mb < DEFAULT_BUCKET_MB and suggested > bucket_mb:
         return "ddp_buckets", suggested
-    return "ddp_bandwidth", 0.0
+    if scope.metrics["communication.time_us"] >= OUTLASTS * scope.metrics["device.compute_fraction"] * scope.window:
+        return "ddp_bandwidth", 0.0
+    return None, 0.0
 
 
 def _round_mb(value: float) -> float:
@@ -112,6 +119,7 @@ DETECTOR = Detector(
         "group": "the process group with the most exposed communication",
         "bucket_cap_mb": "DDP bucket size giving about six all-reduces per step (0 when no bucket change is advised)",
         "hccl_buffsize_mb": "HCCL_BUFFSIZE holding the largest message on an NPU, above the 200 MB default (else 0)",
+        "device_idle": "share of the window the device is idle (device.idle_fraction)",
     },
     detect=detect,
 )
