@@ -174,3 +174,12 @@ def test_metrics_command_documents_the_communication_metrics(run):
     listed = run("metrics").stdout
     for name in ("communication.exposed_us", "communication.overlap_fraction", "communication.busbw_gbps"):
         assert name in listed
+
+
+def test_host_records_lend_their_process_group(write_trace):
+    host = ARGS | {"Process Group Name": "5", "Process Group Description": "tp"}
+    metrics = compute_metrics(load_trace(write_trace(kineto_job(host_args=host))))
+    (group,) = metrics.groups
+    assert (group.name, group.parallelism, group.count) == ("tp", "tensor", 4)
+    (stat,) = metrics.collectives
+    assert stat.bytes == pytest.approx(4 * 100e6)

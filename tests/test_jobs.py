@@ -247,3 +247,28 @@ def test_markdown_and_sarif_of_a_job(run, sarif_validator):
     (straggler,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "PT013"]
     location = straggler["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert location.endswith("rank5.trace.json.gz")
+
+
+@pytest.mark.parametrize(
+    ("family", "collective"),
+    [
+        ("npu", "hcom_allReduce_"),
+        ("ipu", "GCL AllReduce (replicas)"),
+        ("hpu", "hccl_allreduce"),
+        ("gpu", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+    ],
+)
+def test_every_family_emulates_replicas_in_its_own_words(run, tmp_path, family, collective):
+    document = yaml.safe_load((REPO / "sample_traces" / family / "healthy.yaml").read_text())
+    document["workload"]["steps"] = 64
+    document["replicas"] = {"count": 2, "bucket": "10MB", "slow_ranks": [{"rank": 1, "compute": 1.5}]}
+    config = tmp_path / "job.yaml"
+    config.write_text(yaml.safe_dump(document))
+    assert run("emulate", config, "--trace", tmp_path / "job").exit_code == 0
+    names = {e["name"] for e in _events(tmp_path / "job" / "rank0.trace.json.gz") if e.get("cat") == "communication"}
+    assert names == {collective}
+    scanned, _ = scan_json(run, tmp_path / "job")
+    (stat,) = [t for t in scanned["traces"] if t["rank"] == 0]
+    assert stat["world_size"] == 2 and stat["metrics"]["communication.count"] > 0
+    assert stat["metrics"]["communication.bytes"] > 0  # the sizes in the args were read back
+    assert scanned["job"]["slowest_rank"] == 1

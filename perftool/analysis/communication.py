@@ -224,9 +224,10 @@ def _job_defaults(trace: Trace, found: Collectives) -> None:
 
 
 def _lend_host_records(trace: Trace, found: Collectives) -> None:
-    """Sizes from the host's records of each collective type for the device collectives that have none."""
+    """Sizes and process groups from the host's records of each collective type, for the device collectives whose
+    own args do not say: call by call when the counts agree, else the mean size and the one group they share."""
     records = np.flatnonzero(trace.name_matches(COLLECTIVE_ARGS) & trace.on_roles(Role.HOST) & (trace.args_ref >= 0))
-    if records.size == 0 or not np.isnan(found.nbytes).any():
+    if records.size == 0:
         return
     names = found.names
     host = [(_record(trace.args(int(r)) or {}), trace.names[trace.name[r]]) for r in records.tolist()]
@@ -234,13 +235,32 @@ def _lend_host_records(trace: Trace, found: Collectives) -> None:
     if "all_to_all" in host_types and "send_recv" not in host_types:  # NCCL runs all-to-all as grouped send/recv
         found.type[found.type == names.index("send_recv")] = names.index("all_to_all")
     for index, kind in enumerate(names[:-1]):
-        sizes = np.array([r.nbytes for r, name in host if (r.collective or collective_type(name)) == kind])
-        sizes = sizes[~np.isnan(sizes)]
-        missing = np.flatnonzero((found.type == index) & np.isnan(found.nbytes))
-        if sizes.size == 0 or missing.size == 0:
-            continue
+        mine = [r for r, name in host if (r.collective or collective_type(name)) == kind]
         of_type = np.flatnonzero(found.type == index)
-        found.nbytes[missing] = sizes[: of_type.size] if sizes.size == of_type.size == missing.size else sizes.mean()
+        if not mine or of_type.size == 0:
+            continue
+        one_to_one = len(mine) == of_type.size
+        sizes = np.array([r.nbytes for r in mine])
+        unsized = of_type[np.isnan(found.nbytes[of_type])]
+        if one_to_one and unsized.size == of_type.size:
+            found.nbytes[of_type] = sizes
+        elif unsized.size and not np.isnan(sizes).all():
+            found.nbytes[unsized] = float(np.nanmean(sizes))
+        groups = [r.group for r in mine]
+        ungrouped = of_type[found.group[of_type] == 0]
+        if one_to_one and ungrouped.size == of_type.size:
+            found.group[of_type] = [_group_index(found, g) for g in groups]
+        elif ungrouped.size and len(set(groups)) == 1:
+            found.group[ungrouped] = _group_index(found, groups[0])
+
+
+def _group_index(found: Collectives, group: str) -> int:
+    """The index of ``group`` among the found groups (added if new); 0, the default group, when unnamed."""
+    if not group:
+        return 0
+    if group not in found.groups:
+        found.groups.append(group)
+    return found.groups.index(group)
 
 
 def covered(busy: intervals.Intervals, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
