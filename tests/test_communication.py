@@ -183,3 +183,37 @@ def test_host_records_lend_their_process_group(write_trace):
     assert (group.name, group.parallelism, group.count) == ("tp", "tensor", 4)
     (stat,) = metrics.collectives
     assert stat.bytes == pytest.approx(4 * 100e6)
+
+
+def test_hccl_tasks_on_their_planes_are_parts_of_the_op(write_trace):
+    """msprof writes an HCCL op on one thread and its tasks on plane threads: one collective, not three."""
+    events = [
+        _meta("process_name", 1, 0, name="Python"),
+        _meta("process_name", 3, 0, name="Ascend Hardware"),
+        _meta("process_name", 4, 0, name="HCCL"),
+        _meta("thread_name", 4, 1, name="Group 0 Communication"),
+        _meta("thread_name", 4, 2, name="Plane 0"),
+        _meta("thread_name", 4, 3, name="Plane 1"),
+    ]
+    for i in range(3):
+        t = i * 1000
+        events += [
+            _x(f"ProfilerStep#{i}", 1, 1, t, 999),
+            _x("MatMulV2", 3, 5, t, 500),
+            _x("hcom_allReduce__428_0_1", 4, 1, t + 500, 300),
+            _x("Notify_Wait", 4, 2, t + 510, 100),
+            _x("RDMASend", 4, 3, t + 620, 150),
+        ]
+    metrics = compute_metrics(load_trace(write_trace({"traceEvents": events})))
+    assert [(c.name, c.count) for c in metrics.collectives] == [("all_reduce", 3)]
+    assert metrics.values["communication.time_us"] == pytest.approx(3 * 300)
+
+
+@pytest.mark.parametrize("name", ["nccl:send 0->1", "nccl:recv 1<-0", "hcom_send__3_1", "send", "recv"])
+def test_point_to_point_names(name):
+    assert collective_type(name) == "send_recv"
+
+
+@pytest.mark.parametrize("name", ["RDMASend", "Notify_Wait", "Memcpy", "Reduce_Inline"])
+def test_hccl_task_names_are_no_collectives_of_their_own(name):
+    assert collective_type(name) == "other"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.intervals import overlaps_any
 from perftool.dialects.vocabulary import COLLECTIVE_ARGS, HOST_COLLECTIVE
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -33,12 +34,12 @@ _TYPE_TESTS = (  # (collective, what its squashed lower-case name contains), the
     ("all_to_all", "alltoall"),
     ("broadcast", "broadcast"),
     ("send_recv", "sendrecv"),
-    ("send_recv", "send"),
-    ("send_recv", "recv"),
-    ("send_recv", "receive"),
     ("barrier", "barrier"),
     ("reduce", "reduce"),
 )
+_POINT_TO_POINT = ("send", "recv", "receive")  # as the name's start only: an RDMASend task is no send
+# The tasks an HCCL op runs on its planes (msprof's names): parts of a collective, never one of their own.
+_HCCL_TASKS = frozenset({"notifywait", "notifyrecord", "memcpy", "memcpyasync", "reduceinline", "reducetbe", "rdmasend"})
 _PREFIX = re.compile(r"(?i)^(ncclDevKernel_|ncclKernel_|rcclKernel_|nccl:|gloo:|mpi:|ucc:|hcom_|hccl_?)")
 _NOT_LETTERS = re.compile(r"[^a-z]")
 _BUS_FACTOR = {  # bus bytes per algorithm byte, for n ranks (nccl-tests' PERFORMANCE.md)
@@ -66,7 +67,10 @@ _PARALLELISM = (
 def collective_type(name: str) -> str:
     """The collective an event or args name stands for (``all_reduce``, …), or ``other``."""
     squashed = _NOT_LETTERS.sub("", _PREFIX.sub("", name).split("(")[0].lower())
-    return next((kind for kind, part in _TYPE_TESTS if part in squashed), OTHER)
+    if squashed in _HCCL_TASKS:
+        return OTHER
+    found = next((kind for kind, part in _TYPE_TESTS if part in squashed), OTHER)
+    return "send_recv" if found == OTHER and squashed.startswith(_POINT_TO_POINT) else found
 
 
 def parallelism(group: str) -> str:
@@ -125,10 +129,27 @@ def find_collectives(trace: Trace) -> Collectives:
     if rows.size == 0:
         host_run = trace.name_matches(HOST_COLLECTIVE) & trace.on_roles(Role.HOST, Role.INPUT)
         rows, on = np.flatnonzero(top & host_run), "host"
-    found = _described(trace, rows, on)
+    found = _without_parts(trace, _described(trace, rows, on))
     if on == "device":
         _lend_host_records(trace, found)
     return found
+
+
+def _without_parts(trace: Trace, found: Collectives) -> Collectives:
+    """Without the untyped events inside a named collective: an HCCL op's tasks on its planes (``Notify_Wait``,
+    ``Memcpy``, ``RDMASend``) are parts of the op, not collectives of their own."""
+    other = found.type == len(COLLECTIVES)
+    named = found.rows[~other]
+    if not other.any() or named.size == 0:
+        return found
+    rows = found.rows[other]
+    inside = overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[named], trace.end[named])
+    keep = ~other
+    keep[np.flatnonzero(other)[~inside]] = True
+    return Collectives(
+        found.rows[keep], found.on, found.type[keep], found.nbytes[keep], found.group_size[keep], found.group[keep],
+        found.groups,
+    )  # fmt: skip
 
 
 def _outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
