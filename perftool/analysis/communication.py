@@ -39,7 +39,9 @@ _TYPE_TESTS = (  # (collective, what its squashed lower-case name contains), the
 )
 _POINT_TO_POINT = ("send", "recv", "receive")  # as the name's start only: an RDMASend task is no send
 # The tasks an HCCL op runs on its planes (msprof's names): parts of a collective, never one of their own.
-_HCCL_TASKS = frozenset({"notifywait", "notifyrecord", "memcpy", "memcpyasync", "reduceinline", "reducetbe", "rdmasend"})
+_HCCL_TASKS = frozenset(
+    {"notifywait", "notifyrecord", "memcpy", "memcpyasync", "reduceinline", "reducetbe", "rdmasend"}
+)
 _PREFIX = re.compile(r"(?i)^(ncclDevKernel_|ncclKernel_|rcclKernel_|nccl:|gloo:|mpi:|ucc:|hcom_|hccl_?)")
 _NOT_LETTERS = re.compile(r"[^a-z]")
 _BUS_FACTOR = {  # bus bytes per algorithm byte, for n ranks (nccl-tests' PERFORMANCE.md)
