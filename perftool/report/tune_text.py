@@ -32,7 +32,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> Group:
 
 
 def objective_label(result: TuneResult) -> str:
-    return "throughput (samples/s, higher is better)" if result.objective == "throughput" else "median step time"
+    return "throughput (samples/s, higher is better)" if result.objective == "throughput" else "mean step time"
 
 
 def _header(result: TuneResult, source: str) -> Text:
@@ -62,12 +62,12 @@ def _top_table(result: TuneResult, top: int) -> Table:
             ("★ " if row == result.best else "") + str(ranked.index(row) + 1),
             *(shown(v) for v in result.knobs(row).values()),
             f"{figures['throughput'][row]:,.1f}",
-            duration(figures["step_time_us"][row]),
+            duration(figures["step_time_mean_us"][row]),
             f"{figures['memory_bytes'][row] / 1e9:,.2f} GB",
         ]
         for row in listed
     ]  # device busy is in --format json and in emulate's summary: an 80-column log has room for these
-    headers = ["#", *(COLUMNS[name] for name in result.space.names), "samples/s", "step", "memory"]
+    headers = ["#", *(COLUMNS[name] for name in result.space.names), "samples/s", "mean step", "memory"]
     table = Table(
         title=f"Top {top} configurations (★ recommended)",
         title_justify="left",
@@ -90,7 +90,8 @@ def _verdict(result: TuneResult) -> Text:
     best = ", ".join(f"{LABELS[name]} {shown(value)}" for name, value in result.knobs(result.best).items())
     if baseline.simulated[0]:
         was = (
-            f"{baseline.figures['throughput'][0]:,.1f} samples/s, step {duration(baseline.figures['step_time_us'][0])}"
+            f"{baseline.figures['throughput'][0]:,.1f} samples/s, mean step "
+            f"{duration(baseline.figures['step_time_mean_us'][0])}"
             + (f" ({baseline.reason[0]})" if baseline.reason[0] else "")
         )
         gain = f"×{result.speedup():.2f} {'throughput' if result.objective == 'throughput' else 'shorter steps'}"
@@ -101,7 +102,7 @@ def _verdict(result: TuneResult) -> Text:
         f"{written} → {was}",
         ("\nBest: ", "bold green"),
         f"{best} → {figures['throughput'][result.best]:,.1f} samples/s, "
-        f"step {duration(figures['step_time_us'][result.best])}: ",
+        f"mean step {duration(figures['step_time_mean_us'][result.best])}: ",
         (gain, "bold green"),
     )
 

@@ -37,7 +37,7 @@ SAME = 0.0005  # changes smaller than this read as "the same"
 class _Context:
     result: TuneResult
     plan: Plan  # of the best configuration
-    step_us: float  # its median step time
+    step_us: float  # its mean step time
 
     @property
     def profile(self):
@@ -47,7 +47,7 @@ class _Context:
 def why(result: TuneResult) -> dict[str, str]:
     """For each tuned knob, in the space's order: why the best value was chosen."""
     best = result.best_config()
-    context = _Context(result, build_plan(best), float(result.rows.figures["step_time_us"][result.best]))
+    context = _Context(result, build_plan(best), float(result.rows.figures["step_time_mean_us"][result.best]))
     lines = {line.knob: line for line in result.sensitivity or knob_lines(result)}
     reasons = {}
     for name in result.space.names:

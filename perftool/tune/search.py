@@ -71,7 +71,7 @@ class TuneResult:
         """How much better the best is than the baseline on the objective (NaN when the baseline cannot run at all)."""
         if self.objective == "throughput":
             return float(self.rows.figures["throughput"][self.best] / self.baseline.figures["throughput"][0])
-        return float(self.baseline.figures["step_time_us"][0] / self.rows.figures["step_time_us"][self.best])
+        return float(self.baseline.figures["step_time_mean_us"][0] / self.rows.figures["step_time_mean_us"][self.best])
 
     def ranked(self) -> np.ndarray:
         """Rows that count, best objective first."""

@@ -61,7 +61,7 @@ class KnobLine:
 
 def objective_values(result: TuneResult) -> np.ndarray:
     """The objective in its own units per row (samples/s, or µs per step), NaN where a row does not count."""
-    name = "throughput" if result.objective == "throughput" else "step_time_us"
+    name = "throughput" if result.objective == "throughput" else "step_time_mean_us"
     return np.where(result.rows.feasible, result.rows.figures[name], np.nan)
 
 

@@ -99,7 +99,7 @@ class Constraints(_Strict):
     """Limits a configuration must meet to count; device memory is always one."""
 
     max_step_time: Annotated[float, BeforeValidator(_duration_us), Field(gt=0)] | None = Field(
-        None, description="longest median step time allowed: milliseconds, or a string with a unit (20ms, 800us)"
+        None, description="longest mean step time allowed: milliseconds, or a string with a unit (20ms, 800us)"
     )
     max_memory_fraction: float | None = Field(None, gt=0, le=1, description="largest share of device memory to use")
 
@@ -109,7 +109,7 @@ class TuneSpec(_Strict):
 
     space: dict[Knob, Domain] = Field(min_length=1, description="values to try per knob")
     objective: Literal["throughput", "step_time"] = Field(
-        "throughput", description="maximise samples/s, or minimise the median step time"
+        "throughput", description="maximise samples/s, or minimise the mean step time (what the job takes)"
     )
     constraints: Constraints = Constraints()
     strategy: Literal["auto", "exhaustive", "local"] = Field(
