@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
+import pytest
 from conftest import complete, process_name, thread_name
 
 STEP = 1000.0
@@ -178,3 +181,22 @@ def test_sync_every_step_drains_the_queue(run, write_trace):
     assert "PT008" in _serious(findings) and "PT001" not in findings
     assert findings["PT008"]["values"]["per_step"] == 1.0
     assert trace["idle"]["sync"] > 0.3
+
+
+SAMPLE_TRACES = sorted((Path(__file__).parent.parent / "sample_traces").glob("*/*.trace.json.gz"))
+
+
+@pytest.mark.parametrize("sample", SAMPLE_TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_each_sample_reads_the_same_by_its_names_alone(run, write_trace, sample):
+    """Without perftool's own record of roles and kinds (the ``perftool`` key) and without categories, the
+    emulator's traces are read by the names each family's tools use: the same findings, at the same severity."""
+    document = json.loads(gzip.decompress(sample.read_bytes()))
+    with_metadata, found = _findings(run, write_trace, document)
+    del document["perftool"]
+    for event in document["traceEvents"]:
+        event.pop("cat", None)
+    names_only, found_by_names = _findings(run, write_trace, document)
+    assert names_only["dialect"] != "emulator" and names_only["family"] == with_metadata["family"]
+    assert {rule: f["severity"] for rule, f in found_by_names.items()} == {
+        rule: f["severity"] for rule, f in found.items()
+    }

@@ -9,17 +9,17 @@ from __future__ import annotations
 import numpy as np
 
 from perftool.dialects.ascend import Ascend
-from perftool.dialects.base import Dialect
+from perftool.dialects.base import Dialect, Generic
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
-from perftool.dialects.vocabulary import COLLECTIVE_ARGS
+from perftool.dialects.vocabulary import COLLECTIVE_ARGS, INPUT_WORKER_THREAD
 from perftool.errors import PerftoolError
 from perftool.trace.columns import KeepArgs
-from perftool.trace.model import Kind, Trace
+from perftool.trace.model import Kind, Role, Trace
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Kineto())
-GENERIC = Dialect()
+GENERIC = Generic()
 
 
 def names() -> list[str]:
@@ -31,6 +31,15 @@ def kept_args() -> KeepArgs:
     return KeepArgs(frozenset().union(*(d.args_categories for d in REGISTERED)), COLLECTIVE_ARGS.pattern)
 
 
+def _input_workers(trace: Trace, roles: dict[int, Role]) -> dict[int, Role]:
+    """Host threads named as the input pipeline's workers are input workers, whatever the dialect said."""
+    return {
+        t.id: Role.INPUT
+        for t in trace.tracks
+        if INPUT_WORKER_THREAD.search(t.thread_name) and roles.get(t.id, t.role) in (Role.HOST, Role.UNKNOWN)
+    }
+
+
 def apply(trace: Trace, forced: str | None = None) -> Trace:
     """Assign roles and kinds with the named dialect, or the first that recognises the trace."""
     if forced is not None:
@@ -40,7 +49,8 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
         dialect = by_name[forced]
     else:
         dialect = next((d for d in REGISTERED if d.detect(trace)), GENERIC)
-    trace.with_roles(dialect.roles(trace))
+    roles = dialect.roles(trace)
+    trace.with_roles(roles | _input_workers(trace, roles))
     trace.kind = dialect.kinds(trace)
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
     trace.kind[np.isin(trace.order, trace.unclosed)] = Kind.ANNOTATION

@@ -48,5 +48,32 @@ class Dialect:
 _DEVICE_REFINEMENTS = [Kind.H2D, Kind.D2H, Kind.D2D, Kind.MEMSET, Kind.COMMUNICATION]
 
 
+class Generic(Dialect):
+    """A trace no registered dialect recognises: roles from how its processes and threads are named.
+
+    A process named after its device (``GPU 0``, ``HPU 0``, ``IPU 0 (…)``) holds device streams, with copy
+    engines where a thread says so (``H2D link``); when the trace has one, every other process is the host.
+    A trace with no device process keeps every track's role unknown.
+    """
+
+    name = "generic"
+    role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP, Role.H2D: Kind.H2D, Role.D2H: Kind.D2H}
+
+    def roles(self, trace: Trace) -> dict[int, Role]:
+        device = {t.id for t in trace.tracks if vocabulary.DEVICE_PROCESS.match(t.process_name)}
+        if not device:
+            return {}
+        return {t.id: device_thread_role(t.thread_name) if t.id in device else Role.HOST for t in trace.tracks}
+
+
+def device_thread_role(thread: str) -> Role:
+    """A device process's thread: a copy engine where its name says which way (``H2D link``), else a stream."""
+    if vocabulary.H2D.search(thread):
+        return Role.H2D
+    if vocabulary.D2H.search(thread):
+        return Role.D2H
+    return Role.DEVICE
+
+
 def _table(kinds: list[Kind]) -> np.ndarray:
     return np.array(kinds, dtype=np.uint8) if kinds else np.zeros(1, dtype=np.uint8)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from perftool.dialects.base import Dialect
+from perftool.dialects.base import Dialect, device_thread_role
 from perftool.trace.model import Kind, Role, Trace
 
 _MARKERS = re.compile(r"^StreamCopy(Begin|Mid|End)|^PreArrange-\d|DstStridedCopy|^Engine::run")
@@ -21,7 +21,7 @@ _PROCESS_ROLES = (
 
 class Graphcore(Dialect):
     name = "graphcore"
-    role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP}
+    role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP, Role.H2D: Kind.H2D, Role.D2H: Kind.D2H}
 
     def detect(self, trace: Trace) -> bool:
         return any(_MARKERS.search(name) for name in trace.names)
@@ -31,7 +31,7 @@ class Graphcore(Dialect):
         for track in trace.tracks:
             role = next((role for pattern, role in _PROCESS_ROLES if pattern.search(track.process_name)), None)
             if role is not None:
-                roles[track.id] = role
+                roles[track.id] = device_thread_role(track.thread_name) if role == Role.DEVICE else role
         return roles
 
     def name_kind(self, name: str) -> Kind:

@@ -6,7 +6,7 @@ import re
 
 from perftool.trace.model import Kind
 
-STEP = re.compile(r"^ProfilerStep#\d+$")
+STEP = re.compile(r"^(ProfilerStep#\d+|[Ss]tep \d+)$")  # the PyTorch profiler's, and a step-marker thread's
 SYNC = re.compile(
     r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|hipStreamSynchronize"
     r"|hipDeviceSynchronize|aten::item|aten::_local_scalar_dense|_local_scalar_dense"
@@ -15,7 +15,8 @@ SYNC = re.compile(
 )
 COMPILE = re.compile(
     r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler"
-    r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile)"
+    r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile"
+    r"|(?i:graph compil|graph capture))"  # Poplar graph compilation, Graph compile (recipe), CUDA graph capture
 )
 # Start-up, not steady state: runtime and library initialisation, and annotations a benchmark puts around warm-up.
 STARTUP = re.compile(
@@ -28,7 +29,17 @@ STARTUP = re.compile(
 FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDevice|hipFree|hipMalloc|hipSetDevice)$")
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
 DEVICE_PROCESS = re.compile(r"^(GPU|HPU|NPU|XPU|MTIA|IPU)\s*\d*\b")  # a process named after its device
-INPUT = re.compile(r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader")
+INPUT = re.compile(
+    r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader"
+    r"|^IteratorGetNext|^IPUInfeedQueue|^tf\.data"  # TensorFlow's input pipeline and the IPU infeed
+)
+# Threads of the input pipeline's workers, by the names frameworks and profilers give them.
+INPUT_WORKER_THREAD = re.compile(r"(?i)(preprocess\w*|dataloader|data loader|input) worker|pt_data_worker")
+# The runtime calls that launch device work or copies, whichever profiler wrote them.
+LAUNCH = re.compile(
+    r"^(cudaLaunchKernel|cudaGraphLaunch|cudaMemcpyAsync|hipLaunchKernel|hipGraphLaunch|hipMemcpyAsync"
+    r"|synLaunch|AscendCL@\w+|Engine::run)"
+)
 COMMUNICATION = re.compile(
     r"(?i)(^nccl|ncclKernel|^rccl|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)"
 )
@@ -68,6 +79,8 @@ def kind_of_name(name: str) -> Kind:
         return Kind.D2D
     if MEMSET.search(name):
         return Kind.MEMSET
+    if LAUNCH.match(name):
+        return Kind.RUNTIME
     if COMMUNICATION.search(name):
         return Kind.COMMUNICATION
     return Kind.OTHER
