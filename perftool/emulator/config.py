@@ -126,6 +126,22 @@ class EmulatorConfig(_Strict):
         return PROFILES[self.device]
 
 
+def training_change(name: str, value: Any) -> str | None:
+    """What setting knob ``name`` to ``value`` changes in the training itself, not only in its speed (None: nothing).
+
+    The batch size and gradient accumulation change the effective batch; dropping the last batch skips samples;
+    int8 transfers quantise the inputs."""
+    if name == "batch_size":
+        return "the batch size (scale the learning rate with it)"
+    if name == "gradient_accumulation":
+        return "the micro-batches per weight update (the effective batch)"
+    if name == "last_batch" and value == "drop":
+        return "which samples are seen (the short last batch is skipped)"
+    if name == "transfer_dtype" and value == "int8":
+        return "the inputs' precision (int8)"
+    return None
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = (), model: type[Config] = EmulatorConfig) -> Config:  # type: ignore[assignment]  # the default is the bound
     """Read, override (``knob=value`` or ``section.field=value``) and validate a config file as ``model``."""
     return validate_config(*read_config(path, overrides), model)

@@ -12,12 +12,12 @@ from perftool.analysis.family import device_family
 from perftool.analysis.idle import CAUSES
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
-from perftool.emulator.config import EmulatorConfig, validate_config
+from perftool.emulator.config import EmulatorConfig, training_change, validate_config
 from perftool.errors import PerftoolError, TraceError
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.detectors.base import Judged
-from perftool.rules.findings import Finding, Fix, Impact, ScanReport, TraceFindings, UnreadTrace
+from perftool.rules.findings import Finding, Fix, Gain, Impact, ScanReport, TraceFindings, UnreadTrace
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity, fill
 from perftool.trace.model import Trace
@@ -111,10 +111,11 @@ def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
     severity = rule.thresholds.severity(share, rule.severity)
     if severity is None:
         return None
-    capped = cap if cap is not None and severity != Severity.INFO else None
+    per_step = scope.per_step(detection.lost_us)
+    detection, gain, unproven = _fix_that_holds(scope, detection, per_step, share)
+    capped = cap if cap is not None and severity != Severity.INFO else unproven
     if capped:
         severity = Severity.INFO
-    per_step = scope.per_step(detection.lost_us)
     values = {
         **detection.values,
         "lost_ms": detection.lost_us / 1e3,
@@ -135,7 +136,7 @@ def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
             text=fill(rule.fix_for(scope.family, detection.variant), values),
             changes=detection.changes,
         ),
-        gain=_gain(scope, detection, per_step, share),
+        gain=gain,
         fingerprint=fingerprint(rule, detection),
         values={name: _plain(value) for name, value in values.items()},
         capped=capped,
@@ -147,12 +148,35 @@ def fingerprint(rule: Rule, detection: Detection) -> str:
     return hashlib.sha256(f"{rule.id}\0{detection.key}".encode()).hexdigest()[:16]
 
 
-def _gain(scope: Judged, detection: Detection, per_step: float, share: float):
-    if scope.run is not None and detection.changes:
-        gain = scope.run.what_if(detection.changes)
-        if gain is not None:
-            return gain
-    return prediction.upper_bound(per_step, share)
+def _fix_that_holds(
+    scope: Judged, detection: Detection, per_step: float, share: float
+) -> tuple[Detection, Gain, str | None]:
+    """The detection whose fix helps most, its gain, and why none helps (None when one does).
+
+    Where the trace records how it was run, every fix that sets knobs (the detection's own and its
+    alternatives) is emulated: one that does not fit the device or does not shorten the step is never
+    printed as the fix. Of those that help, one that leaves the training as it is wins over one that
+    changes it (the batch, dropped samples), then the larger speed-up. When none helps, the detection's
+    own is kept, held at info, and says so.
+    """
+    if scope.run is None or not detection.changes:
+        return detection, prediction.upper_bound(per_step, share), None
+    helping: list[tuple[bool, float, int, Detection, Gain]] = []
+    tried = []
+    for order, candidate in enumerate((detection, *detection.alternatives)):
+        gain = scope.run.what_if(candidate.changes)
+        speedup = gain.speedup if gain is not None else None
+        if gain is not None and speedup is not None and speedup >= prediction.HELPS:
+            keeps_training = not any(training_change(k.rpartition(".")[2], v) for k, v in candidate.changes.items())
+            helping.append((keeps_training, speedup, -order, candidate, gain))
+        else:
+            tried.append(gain.text if gain is not None else f"{candidate.changes}: not a valid configuration")
+    if helping:  # a fix that leaves the training as it is comes first, then the larger speed-up
+        *_, chosen, gain = max(helping, key=lambda entry: entry[:3])
+        return chosen, gain, None
+    return detection, prediction.upper_bound(per_step, share), "no fix with knob values helps in the emulator: " + (
+        "; ".join(tried)
+    )
 
 
 def _emulator_config(trace: Trace) -> EmulatorConfig | None:

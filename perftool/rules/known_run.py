@@ -23,7 +23,8 @@ class KnownRun:
     """The knobs a trace was run with, the job's step count and optimizer state, and a what-if for fixes."""
 
     knobs: dict[str, Any]  # knob name -> value as run (loop_size, prefetch_depth, device_graphs, ...)
-    steps: int  # steps in the job (an epoch)
+    steps: int  # full batches in the job (an epoch)
+    padded_step: bool  # a short last batch padded to a full one adds a step of the full shape
     optimizer_state_bytes: float
     io_tiles_for_batch: int  # IO tiles that hold one micro-batch, as a power of two (0 without tiles)
     what_if: Callable[[dict[str, Any]], Gain | None]  # the run again with these changes
@@ -33,6 +34,7 @@ class KnownRun:
         return cls(
             knobs=config.knobs.model_dump(),
             steps=config.workload.steps,
+            padded_step=config.knobs.last_batch == "pad" and config.workload.last_batch_samples > 0,
             optimizer_state_bytes=float(config.workload.optimizer_state),
             io_tiles_for_batch=_io_tiles(config),
             what_if=lambda changes: prediction.predicted(config, changes),

@@ -13,6 +13,9 @@ from perftool.rules.findings import Gain
 from perftool.units import duration
 
 
+HELPS = 1.005  # a fix predicted to raise throughput less than this is no fix
+
+
 def upper_bound(per_step_us: float | None, share: float) -> Gain:
     if per_step_us is None or math.isnan(per_step_us):
         return Gain(kind="upper_bound", text=f"up to {share:.1%} of the run time")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal, Protocol
 
@@ -136,6 +136,11 @@ class Detection:
     key: str = ""  # what distinguishes this detection from others of its rule (fingerprints)
     variant: str | None = None  # which of the rule's fix variants applies
     changes: dict[str, Any] = field(default_factory=dict)  # emulator config fields the fix sets
+    alternatives: list[Detection] = field(default_factory=list)  # other fixes, tried in order if this one fails
+
+    def instead(self, variant: str, changes: dict[str, Any], **values: Any) -> Detection:
+        """The same problem with another fix: its variant, the knobs it sets and the values its text names."""
+        return replace(self, variant=variant, changes=changes, values={**self.values, **values}, alternatives=[])
 
 
 @dataclass(frozen=True)

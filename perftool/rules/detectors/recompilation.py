@@ -38,15 +38,21 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "compile_ms": float(np.sum(trace.dur[rows])) / 1e3,
         "stalled_ms": stalled / 1e3,
         "cause": CAUSES[cause],
-        "loop_size": _dividing_loop_size(scope),
+        "loop_size": _dividing_loop_size(scope, padded=scope.run is not None and scope.run.padded_step),
         "names": ", ".join(sorted({trace.names[i] for i in trace.name[rows].tolist()})),
     }
-    changes: dict = {}
-    if cause == "remainder_loop" and values["loop_size"]:
-        changes = {"loop_size": values["loop_size"]}
-    elif cause == "last_batch":
-        changes = {"last_batch": "pad"}
-    return Detection(stalled, values, scope.events(rows), key=cause, variant=cause, changes=changes)
+    found = Detection(stalled, values, scope.events(rows), key=cause, variant=cause)
+    if cause == "remainder_loop" and values["loop_size"]:  # a loop dividing the steps of the full shape
+        found.changes = {"loop_size": values["loop_size"]}
+    elif cause == "last_batch" and scope.run is not None:
+        found.changes = {"last_batch": "pad"}
+        padded = _dividing_loop_size(scope, padded=True)  # padding adds a step: the loop must divide that too
+        found.alternatives = [found.instead("last_batch_drop", {"last_batch": "drop"})]
+        if padded > 1:  # a loop of one step is iteration offload switched off, not a fix
+            found.alternatives.append(
+                found.instead("last_batch_loop", {"last_batch": "pad", "loop_size": padded}, padded_loop_size=padded)
+            )
+    return found
 
 
 def _cause(scope: Scope, rows: np.ndarray) -> str:
@@ -66,12 +72,13 @@ def _cause(scope: Scope, rows: np.ndarray) -> str:
     return "shape"
 
 
-def _dividing_loop_size(scope: Scope) -> int:
-    """The largest loop size up to the current one that divides the step count (emulator traces), else 0."""
+def _dividing_loop_size(scope: Scope, padded: bool = False) -> int:
+    """The largest loop size below the current one that divides the job's steps, a padded last batch's included
+    when ``padded`` (emulator traces); 0 when unknown or when no smaller one divides them."""
     if scope.run is None:
         return 0
-    steps, current = scope.run.steps, scope.run.knobs["loop_size"]
-    return max(size for size in range(1, current + 1) if steps % size == 0)
+    steps, current = scope.run.steps + (1 if padded else 0), scope.run.knobs["loop_size"]
+    return max((size for size in range(1, current) if steps % size == 0), default=0)
 
 
 DETECTOR = Detector(
@@ -83,6 +90,7 @@ DETECTOR = Detector(
         "stalled_ms": "device idle while they compiled, ms",
         "cause": "why the graph was compiled again",
         "loop_size": "a loop size dividing the step count (0: unknown)",
+        "padded_loop_size": "a loop size dividing the step count with a padded last batch (0: unknown)",
         "names": "the compile events' names",
     },
     detect=detect,

@@ -1,0 +1,87 @@
+"""Advice that holds: a fix that names knob values runs on the device and helps, in the emulator, before it is
+printed; a fix that would not is replaced by one that does, or held back and said so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from perftool.rules.detectors.base import Detection
+from perftool.rules.engine import _fix_that_holds
+from perftool.rules.findings import Gain
+
+SAMPLES = Path(__file__).parent.parent / "sample_traces"
+
+
+@pytest.mark.parametrize("sample", sorted(SAMPLES.glob("*/*.trace.json.gz")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_fix_with_knob_values_is_predicted_to_help(run, sample):
+    document = json.loads(run("scan", sample, "--format", "json", "--fail-on", "never").stdout)
+    for finding in document["traces"][0]["findings"]:
+        if finding["fix"]["changes"]:
+            assert finding["gain"]["kind"] == "predicted", finding["rule_id"]
+            assert finding["gain"]["speedup"] >= 1.005, (finding["rule_id"], finding["gain"]["text"])
+
+
+def test_optimizer_state_that_cannot_stay_on_the_device_is_streamed_less_often(run, tmp_path):
+    """Keeping 880 MB of optimizer state on the IPU does not fit beside the model: the fix accumulates instead."""
+    document = yaml.safe_load((SAMPLES / "ipu" / "offload_stream_copies.yaml").read_text())
+    document["workload"]["optimizer_state"] = "880MB"
+    config, trace = tmp_path / "big_state.yaml", tmp_path / "big_state.json"
+    config.write_text(yaml.safe_dump(document))
+    assert run("emulate", config, "--set", "offload_optimizer=false").exit_code == 2  # out of memory
+    run("emulate", config, "--trace", trace)
+    found = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"][0]["findings"]
+    (offload,) = [f for f in found if f["rule_id"] == "PT005"]
+    assert offload["fix"]["changes"] == {"gradient_accumulation": 64}
+    assert "does not fit" in offload["fix"]["text"] and "changes the training" in offload["fix"]["text"]
+    assert "offload_weight_update_variables=False" not in offload["fix"]["text"]
+    assert offload["gain"]["kind"] == "predicted" and offload["gain"]["speedup"] > 2
+
+
+def _scope(*gains: Gain | None):
+    """A scope whose run predicts ``gains`` for the fixes tried, in order."""
+    answers = iter(gains)
+    return SimpleNamespace(run=SimpleNamespace(what_if=lambda changes: next(answers)))
+
+
+def _gain(speedup: float | None) -> Gain:
+    return Gain(kind="predicted", text=f"×{speedup}", speedup=speedup)
+
+
+def test_the_fix_that_helps_most_is_the_one_printed():
+    first = Detection(1.0, {}, [], variant="a", changes={"loop_size": 32})
+    first.alternatives = [first.instead("b", {"loop_size": 50}, loop=50), first.instead("c", {"loop_size": 64})]
+    chosen, gain, unproven = _fix_that_holds(_scope(_gain(0.99), _gain(1.4), _gain(1.2)), first, 10.0, 0.1)
+    assert (chosen.variant, chosen.changes, chosen.values, gain.speedup, unproven) == (
+        "b",
+        {"loop_size": 50},
+        {"loop": 50},
+        1.4,
+        None,
+    )
+
+
+def test_no_fix_that_helps_is_held_back_and_says_why():
+    first = Detection(1.0, {}, [], variant="a", changes={"loop_size": 32})
+    chosen, gain, unproven = _fix_that_holds(_scope(_gain(None)), first, 10.0, 0.1)
+    assert chosen is first and gain.kind == "upper_bound"
+    assert unproven is not None and unproven.startswith("no fix with knob values helps in the emulator")
+
+
+def test_a_short_last_batch_under_loop_offload_is_dropped_when_padding_would_not_help(run, tmp_path):
+    """256 full batches and 5 samples over, NPU_LOOP_SIZE=32: padding makes 257 steps, which 32 does not divide
+    (a remainder loop compiles instead) and no loop size above 1 does; dropping the batch is what helps."""
+    document = yaml.safe_load((SAMPLES / "npu" / "healthy.yaml").read_text())
+    document["workload"]["last_batch_samples"] = 5
+    config, trace = tmp_path / "last_batch.yaml", tmp_path / "last_batch.json"
+    config.write_text(yaml.safe_dump(document))
+    run("emulate", config, "--trace", trace)
+    found = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"][0]["findings"]
+    (recompile,) = [f for f in found if f["rule_id"] == "PT003"]
+    assert recompile["values"]["cause"].startswith("the short last batch")
+    assert recompile["fix"]["changes"] == {"last_batch": "drop"}
+    assert "changes the training" in recompile["fix"]["text"] and recompile["gain"]["speedup"] > 1.005
