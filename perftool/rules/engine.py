@@ -174,8 +174,10 @@ def _fix_that_holds(
     if helping:  # a fix that leaves the training as it is comes first, then the larger speed-up
         *_, chosen, gain = max(helping, key=lambda entry: entry[:3])
         return chosen, gain, None
-    return detection, prediction.upper_bound(per_step, share), "no fix with knob values helps in the emulator: " + (
-        "; ".join(tried)
+    return (
+        detection,
+        prediction.upper_bound(per_step, share),
+        "no fix with knob values helps in the emulator: " + ("; ".join(tried)),
     )
 
 

@@ -12,7 +12,6 @@ from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
 from perftool.units import duration
 
-
 HELPS = 1.005  # a fix predicted to raise throughput less than this is no fix
 
 
