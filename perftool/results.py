@@ -142,6 +142,10 @@ class TuneReport(_Document):
     best: TunedConfiguration
     optimum: TunedConfiguration
     speedup: float | None
+    kept_for_training: dict[str, str] = Field(
+        description="knobs kept as written because their other values change the training, and what they change"
+    )
+    best_changes_training: list[str] = Field(description="what the best configuration changes in the training")
     top: list[TunedConfiguration]
     why: dict[str, str]
     sensitivity: list[KnobSensitivity]

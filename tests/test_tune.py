@@ -399,3 +399,39 @@ def test_a_baseline_that_cannot_run_is_reported_without_a_speedup(run):
     assert summary["speedup"] is None and summary["best"]["feasible"] is True
     text = " ".join(run("tune", EXAMPLES / "npu.yaml", "--set", "batch_size=1024").stdout.split())
     assert "→ cannot run: out of memory: needs" in text
+
+
+def test_values_that_change_the_training_are_kept_as_written_unless_asked(run):
+    held = example("npu", "tune.change_training=false")
+    assert held.tune.space["batch_size"] == (64,) and held.tune.space["gradient_accumulation"] == (1,)
+    assert "drop" not in held.tune.space["last_batch"] and set(held.tune.held) == {
+        "batch_size",
+        "gradient_accumulation",
+        "last_batch",
+    }
+    result = tune(held)
+    assert result.training_changes(result.best) == []
+    text = run("tune", EXAMPLES / "npu.yaml", "--set", "tune.change_training=false").stdout
+    assert "kept as written, as other values change the training: batch size 64" in text.replace("\n", " ")
+    document = json.loads(run("tune", EXAMPLES / "npu.yaml", "--format", "json").stdout)
+    assert document["kept_for_training"] == {}
+    changes = document["best_changes_training"]
+    assert changes and any(change.startswith("batch size 64 → 256") for change in changes)
+    opted_in = run("tune", EXAMPLES / "npu.yaml").stdout.replace("\n", " ")
+    assert "This changes the training: batch size 64 → 256" in opted_in
+
+
+def test_a_compile_mid_epoch_is_paid_once_per_job(tmp_path):
+    """A remainder loop compiles once; a job of 90 epochs reuses the graph, so its mean step hardly feels it."""
+    from perftool.emulator.config import load_config
+    from perftool.emulator.evaluate import evaluate
+
+    config = REPO / "sample_traces" / "npu" / "recompile_remainder_loop.yaml"
+    one, many = evaluate(load_config(config)), evaluate(load_config(config, ["workload.epochs=90"]))
+    assert many["step_time_us"][0] == one["step_time_us"][0]  # the epoch itself is the same
+    stall = (one["step_time_mean_us"][0] - one["step_time_us"][0]) * 249  # about the compile, over the steady steps
+    assert one["step_time_mean_us"][0] > 2 * many["step_time_mean_us"][0]
+    assert many["step_time_mean_us"][0] == pytest.approx(
+        one["step_time_mean_us"][0] - stall / 249 * (1 - 1 / 90), rel=0.02
+    )
+    assert many["throughput"][0] > 2 * one["throughput"][0]

@@ -59,7 +59,14 @@ class Workload(_Strict):
     layout_copy_per_sample: OptionalSize = Field(
         ByteSize(0), description="bytes rearranged per sample when operand layouts mismatch"
     )
-    steps: int = Field(ge=1, le=1_000_000, description="full-batch training steps to emulate")
+    steps: int = Field(ge=1, le=1_000_000, description="full-batch training steps to emulate: one epoch")
+    epochs: int = Field(
+        1,
+        ge=1,
+        le=1_000_000,
+        description="epochs the job runs: a graph compiled mid-epoch (a remainder loop, the short last batch) is "
+        "compiled once and reused, so the job's figures spread its cost over every epoch",
+    )
     last_batch_samples: int = Field(0, ge=0, le=1_000_000, description="samples left over for a final, smaller batch")
 
 

@@ -50,6 +50,7 @@ class Plan:
     graph_mode: np.ndarray  # new shapes and loop lengths compile
     # scalars shared by every configuration
     python_us: float
+    epochs: int  # the job's epochs: mid-epoch compiles happen in the first only
     compile_us: float
     fallback_d2h_us: float
     fallback_host_us: float
@@ -176,6 +177,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         last_samples=last,
         graph_mode=graph_mode,
         python_us=profile.python_us,
+        epochs=work.epochs,
         compile_us=work.graph_compile_ms * 1e3,
         fallback_d2h_us=fallback_d2h_us,
         fallback_host_us=fallback_host_us,

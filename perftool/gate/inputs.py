@@ -32,7 +32,7 @@ from perftool.traces import load_trace
 from perftool.yamlfile import read_document, validation_error
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
-FREE_WORKLOAD_FIELDS = frozenset({"steps", "name"})  # may differ between comparable emulator runs
+FREE_WORKLOAD_FIELDS = frozenset({"steps", "epochs", "name"})  # may differ between comparable emulator runs
 
 
 @dataclass

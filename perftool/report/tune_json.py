@@ -38,6 +38,8 @@ def document(result: TuneResult, source: str, top: int = 10) -> dict:
         "best": _configuration(result, result.best),
         "optimum": _configuration(result, result.optimum),
         "speedup": finite(result.speedup()),
+        "kept_for_training": result.config.tune.held,
+        "best_changes_training": result.training_changes(result.best),
         "top": [_configuration(result, row) for row in result.ranked()[:top].tolist()],
         "why": result.explanation,
         "sensitivity": [

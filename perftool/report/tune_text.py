@@ -49,7 +49,17 @@ def _header(result: TuneResult, source: str) -> Text:
         f"\nspace: {result.space.size:,} configurations over {len(result.space.names)} knobs · "
         f"strategy {result.strategy}: {result.evaluations:,} evaluated{budget} ({share:.1%} of the space)"
         f"{pruned_text} · {result.seconds:.2f} s",
+        *_held(result),
     )
+
+
+def _held(result: TuneResult) -> list[str]:
+    """The knobs kept as written because their other values change the training."""
+    held = result.config.tune.held
+    if not held:
+        return []
+    knobs = ", ".join(f"{LABELS[name]} {shown(getattr(result.config.knobs, name))}" for name in held)
+    return [f"\nkept as written, as other values change the training: {knobs} (tune.change_training: true sweeps them)"]
 
 
 def _top_table(result: TuneResult, top: int) -> Table:
@@ -104,6 +114,7 @@ def _verdict(result: TuneResult) -> Text:
         f"{best} → {figures['throughput'][result.best]:,.1f} samples/s, "
         f"mean step {duration(figures['step_time_mean_us'][result.best])}: ",
         (gain, "bold green"),
+        *((f"\nThis changes the training: {change}", "bold yellow") for change in result.training_changes(result.best)),
     )
 
 

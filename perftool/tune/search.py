@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from perftool.emulator.config import EmulatorConfig
+from perftool.emulator.config import EmulatorConfig, training_change
 from perftool.errors import PerftoolError
 from perftool.tune.evaluator import Evaluator, Rows, evaluate_grid
 from perftool.tune.exhaustive import exhaustive
@@ -61,6 +61,14 @@ class TuneResult:
 
     def knobs(self, row: int) -> dict:
         return self.space.knobs(self.rows.points[row])
+
+    def training_changes(self, row: int) -> list[str]:
+        """What configuration ``row`` changes in the training itself against the config as written."""
+        return [
+            f"{name.replace('_', ' ')} {getattr(self.config.knobs, name)} → {value}: {what}"
+            for name, value in self.knobs(row).items()
+            if value != getattr(self.config.knobs, name) and (what := training_change(name, value))
+        ]
 
     def best_config(self) -> EmulatorConfig:
         """The config as written with the best knob values: what ``perftool emulate`` should run."""

@@ -14,9 +14,9 @@ from math import prod
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
-from perftool.emulator.config import EmulatorConfig, Knobs, knob_value, read_config, validate_config
+from perftool.emulator.config import EmulatorConfig, Knobs, knob_value, read_config, training_change, validate_config
 from perftool.errors import PerftoolError
 from perftool.yamlfile import field_error
 
@@ -123,6 +123,17 @@ class TuneSpec(_Strict):
         le=0.5,
         description="configurations this close to the optimum count as equal; the earliest values win",
     )
+    change_training: bool = Field(
+        False,
+        description="also sweep values that change the training itself, not only its speed: the batch size, "
+        "gradient accumulation, dropping the short last batch, int8 transfers (kept as written otherwise)",
+    )
+    _held: dict[str, str] = PrivateAttr(default_factory=dict)  # knob -> what its values left out would change
+
+    @property
+    def held(self) -> dict[str, str]:
+        """The knobs whose training-changing values were left out of the sweep, and what they would change."""
+        return self._held
 
 
 class TuneConfig(EmulatorConfig):
@@ -154,10 +165,27 @@ def load_tune_config(path: str | Path, overrides: Sequence[str] = ()) -> TuneCon
                 raise field_error(source, root, ("tune", "space", name), f"value {value!r}: {problem}", overridden)
             accepted.append(taken)
         space[name] = tuple(accepted)
+    held = {} if config.tune.change_training else _keep_the_training(config, space)
     too_large = _size_problem(config.tune, prod(len(values) for values in space.values()))
     if too_large:
         raise field_error(source, root, *too_large, overridden)
-    return config.model_copy(update={"tune": config.tune.model_copy(update={"space": space})})
+    spec = config.tune.model_copy(update={"space": space})
+    spec._held = held
+    return config.model_copy(update={"tune": spec})
+
+
+def _keep_the_training(config: TuneConfig, space: dict[str, tuple]) -> dict[str, str]:
+    """Leave out of ``space`` (in place) the values that change the training, keeping the config's own; returns
+    the knobs narrowed and what the values left out would change."""
+    held = {}
+    for name, values in space.items():
+        own = getattr(config.knobs, name)
+        kept = tuple(v for v in values if v == own or training_change(name, v) is None)
+        if kept != values:
+            dropped = next(v for v in values if v not in kept)
+            held[name] = training_change(name, dropped) or ""
+            space[name] = kept or (own,)
+    return held
 
 
 def _size_problem(spec: TuneSpec, size: int) -> tuple[tuple, str] | None:
