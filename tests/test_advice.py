@@ -85,3 +85,18 @@ def test_a_short_last_batch_under_loop_offload_is_dropped_when_padding_would_not
     assert recompile["values"]["cause"].startswith("the short last batch")
     assert recompile["fix"]["changes"] == {"last_batch": "drop"}
     assert "changes the training" in recompile["fix"]["text"] and recompile["gain"]["speedup"] > 1.005
+
+
+def test_starved_workers_get_more_workers_not_deeper_prefetching(run, tmp_path):
+    """Two workers feed a device that idles 84% of the time: the workers must keep up with the step the device
+    needs without waiting (9 ms), not with the stalled one (60 ms); more workers, not prefetch, is the fix."""
+    document = yaml.safe_load((SAMPLES / "npu" / "healthy.yaml").read_text())
+    document["workload"] |= {"input_workers": 2, "preprocess_us_per_sample": 2000}
+    config, trace = tmp_path / "starved.yaml", tmp_path / "starved.json"
+    config.write_text(yaml.safe_dump(document))
+    run("emulate", config, "--trace", trace)
+    found = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"][0]["findings"]
+    (input_bound,) = [f for f in found if f["rule_id"] == "PT002"]
+    assert input_bound["values"]["demand_ms"] < input_bound["values"]["step_ms"] / 5
+    assert input_bound["fix"]["changes"] == {"workload.input_workers": 16}
+    assert "16 workers (now 2)" in input_bound["fix"]["text"] and input_bound["gain"]["speedup"] > 5

@@ -138,7 +138,7 @@ class Detection:
     changes: dict[str, Any] = field(default_factory=dict)  # emulator config fields the fix sets
     alternatives: list[Detection] = field(default_factory=list)  # other fixes, tried in order if this one fails
 
-    def instead(self, variant: str, changes: dict[str, Any], **values: Any) -> Detection:
+    def instead(self, variant: str | None, changes: dict[str, Any], **values: Any) -> Detection:
         """The same problem with another fix: its variant, the knobs it sets and the values its text names."""
         return replace(self, variant=variant, changes=changes, values={**self.values, **values}, alternatives=[])
 

@@ -18,6 +18,7 @@ import numpy as np
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 from perftool.trace.model import Kind, Role
 
+MIN_DEMAND_SHARE = 0.05  # the unstalled step is never taken below this share of the measured one
 # PyTorch names the loader's iterator after how it loads: in the training process, or from worker processes.
 SINGLE_PROCESS_LOADER = re.compile(r"_SingleProcessDataLoaderIter")
 
@@ -35,19 +36,20 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     wait_rows = np.flatnonzero(loading & trace.on_roles(Role.HOST) & scope.in_window)
     workers = np.unique(trace.track[worker_rows]).size
     step = scope.step_time
+    demand = max(step - scope.per_step(lost), step * MIN_DEMAND_SHARE)  # the step the device needs with no wait
     prepare = trace.dur[worker_rows] if worker_rows.size else trace.dur[wait_rows]
     mean_prepare, slow_prepare = float(prepare.mean()), float(np.percentile(prepare, 99))  # lost > 0: some exist
     current = scope.run.knobs["prefetch_depth"] if scope.run else int(params["assumed_prefetch_depth"])
     loader_names = "\n".join(trace.names[i] for i in np.unique(trace.name[wait_rows]).tolist())
     in_process = not workers and SINGLE_PROCESS_LOADER.search(loader_names) is not None
-    keeps_up = not workers or mean_prepare / workers <= step
+    keeps_up = not workers or mean_prepare / workers <= demand
     if workers:
         # a worker serves every `workers`-th step: its ready batches must cover its slowest batch
         depth = math.ceil(slow_prepare / (workers * step)) + 1
     else:  # only the loop's waits are traced: deepen by a long wait, in steps
         depth = current + math.ceil(float(np.percentile(trace.dur[wait_rows], 90)) / step)
     depth = max(depth, current + 1)
-    needed_workers = math.ceil(params["worker_headroom"] * mean_prepare / step)
+    needed_workers = math.ceil(params["worker_headroom"] * mean_prepare / demand)
     values = {
         "input_share": lost / scope.window,
         "wait_per_step_ms": scope.per_step(lost) / 1e3,
@@ -56,6 +58,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "prepare_mean_ms": mean_prepare / 1e3,
         "prepare_p99_ms": slow_prepare / 1e3,
         "step_ms": step / 1e3,
+        "demand_ms": demand / 1e3,
         "current_prefetch_depth": current,
         "prefetch_depth": depth,
     }
@@ -68,12 +71,17 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         variant, changes = "deeper_prefetch", {}
     else:
         variant, changes = None, {"prefetch_depth": depth}
+    alternatives = [("too_few_workers", {"workload.input_workers": values["needed_workers"]}),
+                    (None, {"prefetch_depth": depth})]  # fmt: skip
     pieces = idle.by_cause["input_wait"] if idle.time("input_wait") else idle.by_cause["input_pipeline"]
     if wait_rows.size:
         evidence = scope.events(wait_rows)
     else:
         evidence = scope.idle_stretches(pieces, np.flatnonzero(loading & scope.in_window))
-    return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
+    found = Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
+    if scope.run is not None and changes:  # the emulator decides between more workers and deeper prefetching
+        found.alternatives = [found.instead(v, c) for v, c in alternatives if c != changes]
+    return found
 
 
 DETECTOR = Detector(
@@ -87,6 +95,7 @@ DETECTOR = Detector(
         "prepare_mean_ms": "mean time to prepare one batch, ms",
         "prepare_p99_ms": "99th percentile time to prepare one batch, ms",
         "step_ms": "mean steady step time, ms",
+        "demand_ms": "the step time the device needs without waiting for input, ms: what the workers must keep up with",
         "current_prefetch_depth": "prefetch depth now (the emulator's, else the assumed default)",
         "prefetch_depth": "prefetch depth that covers the slow batches",
     },
