@@ -37,11 +37,12 @@ def exhaustive_results():
     return {family: tune(example(family, "tune.strategy=exhaustive")) for family in FAMILIES}
 
 
-def naive_throughput(config, knobs: dict) -> float:
-    """One configuration evaluated on its own, through the emulator's public entry point."""
+def naive_throughput(config, knobs: dict, seeds=None) -> float:
+    """One configuration evaluated on its own, through the emulator's public entry point: with the config's seed,
+    or the mean over ``seeds``."""
     single = config.model_copy(update={"knobs": config.knobs.model_copy(update=knobs)})
-    result = evaluate(single)
-    return float(result["throughput"][0]) if result.feasible[0] else -np.inf
+    draws = [evaluate(single.model_copy(update={"seed": seed})) for seed in (seeds or [config.seed])]
+    return float(np.mean([d["throughput"][0] for d in draws])) if draws[0].feasible[0] else -np.inf
 
 
 SMALL_SPACE = (
@@ -56,15 +57,16 @@ def test_exhaustive_finds_the_optimum_a_naive_loop_finds():
     space = config.tune.space
     combos = [dict(zip(space, values)) for values in itertools.product(*space.values())]
     naive = np.array([naive_throughput(config, knobs) for knobs in combos])
+    expected = np.array([naive_throughput(config, knobs, range(8)) for knobs in combos])  # over the eight draws
     assert result.evaluations + result.pruned == len(combos) == result.space.size
-    assert result.knobs(result.optimum) == combos[int(np.argmax(naive))]
+    assert result.knobs(result.optimum) == combos[int(np.argmax(expected))]
     swept = {tuple(result.knobs(row).values()): row for row in range(len(combos))}
-    for knobs, throughput in zip(combos, naive):
+    for knobs, throughput, mean in zip(combos, naive, expected):
         row = swept[tuple(knobs.values())]
         counted = result.rows.feasible[row]
         assert counted == np.isfinite(throughput)
-        if counted:
-            assert result.rows.figures["throughput"][row] == pytest.approx(throughput, rel=1e-9)
+        if counted:  # a contender for the answer is judged on the mean of the draws, any other on one draw
+            assert result.rows.figures["throughput"][row] in (pytest.approx(throughput), pytest.approx(mean))
 
 
 def test_recommended_is_the_earliest_values_within_tolerance():
@@ -222,7 +224,7 @@ def test_why_lines_name_the_physics(exhaustive_results):
     best = exhaustive_results["ipu"].knobs(exhaustive_results["ipu"].best)
     assert ipu["loop_size"].startswith(f"loop size {best['loop_size']} (device_iterations")
     assert "host work per device call" in ipu["loop_size"] and "128 loses" in ipu["loop_size"]
-    assert "jitter cv 1.0" in ipu["prefetch_depth"] and "2 loses" in ipu["prefetch_depth"]
+    assert "jitter cv 0.6" in ipu["prefetch_depth"] and "2 loses" in ipu["prefetch_depth"]
     assert "needs at least 5 (1.05 × bytes / 624 kB)" in ipu["io_tiles"] and "4 is too few IO tiles" in ipu["io_tiles"]
     npu = why(exhaustive_results["npu"])
     assert "64 gains" in npu["loop_size"] and "(within tolerance)" in npu["loop_size"]
@@ -267,8 +269,11 @@ def test_write_best_is_a_config_emulate_runs_at_the_predicted_speed(run, tmp_pat
     document = yaml.safe_load(best.read_text())
     assert "tune" not in document
     assert {k: document["knobs"][k] for k in summary["best"]["knobs"]} == summary["best"]["knobs"]
-    emulated = json.loads(run("emulate", best, "--format", "json").stdout)
-    assert emulated["prediction"]["throughput"] == pytest.approx(summary["best"]["figures"]["throughput"])
+    draws = [  # tune reports the expected figures: the mean over the same eight draws of the jitter
+        json.loads(run("emulate", best, "--format", "json", "--set", f"seed={seed}").stdout)["prediction"]["throughput"]
+        for seed in range(8)
+    ]
+    assert np.mean(draws) == pytest.approx(summary["best"]["figures"]["throughput"])
 
 
 @pytest.mark.parametrize("suffix", [".json", ".csv"])
@@ -292,13 +297,16 @@ def test_results_file_holds_every_configuration_looked_at(run, tmp_path, suffix)
 
 
 def test_emit_trace_writes_the_best_configs_trace(run, tmp_path):
-    trace = tmp_path / "best.trace.json.gz"
-    summary = json.loads(run("tune", EXAMPLES / "hpu.yaml", "--format", "json", "--emit-trace", trace).stdout)
+    trace, best = tmp_path / "best.trace.json.gz", tmp_path / "best.yaml"
+    arguments = ("--format", "json", "--emit-trace", trace, "--write-best", best)
+    summary = json.loads(run("tune", EXAMPLES / "hpu.yaml", *arguments).stdout)
     loaded = load_trace(trace)
     config = loaded.metadata["perftool"]["emulator"]["config"]
     assert {k: config["knobs"][k] for k in summary["best"]["knobs"]} == summary["best"]["knobs"]
-    metrics = compute_metrics(loaded)
-    assert metrics["step_time_us.median"] == pytest.approx(summary["best"]["figures"]["step_time_us"], rel=1e-3)
+    metrics = compute_metrics(loaded)  # the trace is one draw: the config's own seed
+    own = json.loads(run("emulate", best, "--format", "json").stdout)["prediction"]
+    assert metrics["step_time_us.median"] == pytest.approx(own["step_time_us"], rel=1e-3)
+    assert metrics["step_time_us.median"] == pytest.approx(summary["best"]["figures"]["step_time_us"], rel=0.02)
 
 
 def test_strategy_and_budget_options_override_the_file(run):
@@ -435,3 +443,10 @@ def test_a_compile_mid_epoch_is_paid_once_per_job(tmp_path):
         one["step_time_mean_us"][0] - stall / 249 * (1 - 1 / 90), rel=0.02
     )
     assert many["throughput"][0] > 2 * one["throughput"][0]
+
+
+@pytest.mark.parametrize("family", ["ipu", "gpu"])
+def test_the_recommendation_does_not_flip_with_the_seed(family):
+    """The configurations that could win are judged on the same eight draws of the jitter, whatever the seed."""
+    answers = {tuple(r.knobs(r.best).values()) for r in (tune(example(family, f"seed={s}")) for s in range(5))}
+    assert len(answers) == 1, answers
