@@ -78,10 +78,12 @@ def test_recompilation_names_its_cause(reports):
     assert "last batch" in last_batch.message and last_batch.fix.changes == {"last_batch": "pad"}
 
 
-def test_io_tiles_fix_is_the_smallest_power_of_two_holding_a_micro_batch(reports):
+def test_io_tiles_fix_is_the_fewest_tiles_holding_a_micro_batch(reports):
+    """A micro-batch of 16 samples of 150 kB is 2.4 MB: 1.05 × 2.4 MB / 624 kB needs 5 tiles, and every
+    tile more comes from compute, so 5 beats the power of two above it (8) in the emulator."""
     finding = reports[SAMPLES / "ipu" / "serialised_transfers_no_io_tiles.trace.json.gz"].findings[0]
-    tiles = finding.fix.changes["io_tiles"]
-    assert tiles & (tiles - 1) == 0 and f"num_io_tiles={tiles}" in finding.fix.text
+    assert finding.fix.changes == {"io_tiles": 5} and "num_io_tiles=5" in finding.fix.text
+    assert finding.gain.speedup is not None and finding.gain.speedup > 1.3
 
 
 def test_evidence_points_at_real_events(reports):

@@ -6,6 +6,8 @@ Either the copy runs on the compute stream itself (an IPU without IO tiles, a sy
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from perftool.analysis import intervals
@@ -34,8 +36,11 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "overlap_fraction": scope.metrics["h2d.overlap_fraction"],
         "io_tiles": io_tiles,
     }
-    changes = {"io_tiles": io_tiles} if io_tiles else {}
-    return Detection(lost, values, scope.events(rows), changes=changes)
+    found = Detection(lost, values, scope.events(rows), changes={"io_tiles": io_tiles} if io_tiles else {})
+    if io_tiles:  # Graphcore's guide sweeps powers of two: the emulator says whether the next one does better
+        rounded = int(2 ** math.ceil(math.log2(io_tiles)))
+        found.alternatives = [found.instead(None, {"io_tiles": rounded}, io_tiles=rounded)] if rounded != io_tiles else []
+    return found
 
 
 DETECTOR = Detector(
@@ -45,7 +50,7 @@ DETECTOR = Detector(
         "exposed_ms_per_step": "copy time per steady step not overlapped with compute, ms",
         "copies_per_step": "host-to-device copies per steady step",
         "overlap_fraction": "share of copy time overlapping compute (h2d.overlap_fraction)",
-        "io_tiles": "IO tiles that hold a micro-batch, as a power of two (emulated IPUs; else 0)",
+        "io_tiles": "the fewest IO tiles that hold a micro-batch (emulated IPUs; else 0)",
     },
     detect=detect,
 )
