@@ -7,7 +7,6 @@ so they work the same on any trace; the engine builds it from the config an emul
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any

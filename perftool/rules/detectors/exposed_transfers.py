@@ -39,7 +39,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     found = Detection(lost, values, scope.events(rows), changes={"io_tiles": io_tiles} if io_tiles else {})
     if io_tiles:  # Graphcore's guide sweeps powers of two: the emulator says whether the next one does better
         rounded = int(2 ** math.ceil(math.log2(io_tiles)))
-        found.alternatives = [found.instead(None, {"io_tiles": rounded}, io_tiles=rounded)] if rounded != io_tiles else []
+        if rounded != io_tiles:
+            found.alternatives = [found.instead(None, {"io_tiles": rounded}, io_tiles=rounded)]
     return found
 
 
