@@ -34,3 +34,8 @@ def number(value: float | None) -> str:
     if float(value).is_integer() and abs(value) < 1e15:
         return f"{value:,.0f}"
     return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 rank``, ``8 ranks``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"

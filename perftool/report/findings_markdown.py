@@ -5,7 +5,7 @@ from __future__ import annotations
 from perftool.report.escape import markdown
 from perftool.report.findings_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
-from perftool.units import duration, timestamp
+from perftool.units import duration, plural, timestamp
 
 _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
 
@@ -52,7 +52,7 @@ def _trace(trace: TraceFindings) -> list[str]:
 def _job(job: JobView, unit: str) -> list[str]:
     """The job view: its alignment, the slowest rank, the rank table and the job's own findings."""
     world = f" (world size {job.world_size})" if job.world_size else ""
-    lines = [f"## Job of {len(job.ranks)} ranks{world}", "", f"Clocks: {cell(job.alignment.text)}.", ""]
+    lines = [f"## Job of {plural(len(job.ranks), 'rank')}{world}", "", f"Clocks: {cell(job.alignment.text)}.", ""]
     if job.slowest_rank is not None:
         held = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
         lines += [f"Slowest rank **{job.slowest_rank}**{held}.", ""]

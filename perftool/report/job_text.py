@@ -11,7 +11,7 @@ from rich.text import Text
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
-from perftool.units import duration
+from perftool.units import duration, plural
 
 MAX_RANK_ROWS = 32  # beyond this many ranks, the table lists the slowest ones
 
@@ -31,7 +31,7 @@ def render(report: ScanReport, job: JobView, finding_view=None, command: str = "
 def _header(report: ScanReport, job: JobView, command: str) -> Text:
     first = report.traces[0]
     world = f" (world size {job.world_size})" if job.world_size else ""
-    text = Text.assemble((f"perftool {command} ", "bold"), (f"job of {len(job.ranks)} ranks{world}", "bold magenta"))
+    text = Text.assemble((f"perftool {command} ", "bold"), (f"job of {plural(len(job.ranks), 'rank')}{world}", "bold magenta"))
     text.append(f"\n{first.dialect} traces · device ")
     text.append(shown(first.device or first.family))
     if job.missing_ranks:
