@@ -31,7 +31,8 @@ def render(report: ScanReport, job: JobView, finding_view=None, command: str = "
 def _header(report: ScanReport, job: JobView, command: str) -> Text:
     first = report.traces[0]
     world = f" (world size {job.world_size})" if job.world_size else ""
-    text = Text.assemble((f"perftool {command} ", "bold"), (f"job of {plural(len(job.ranks), 'rank')}{world}", "bold magenta"))
+    title = f"job of {plural(len(job.ranks), 'rank')}{world}"
+    text = Text.assemble((f"perftool {command} ", "bold"), (title, "bold magenta"))
     text.append(f"\n{first.dialect} traces · device ")
     text.append(shown(first.device or first.family))
     if job.missing_ranks:
