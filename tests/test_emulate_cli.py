@@ -216,3 +216,18 @@ def test_bad_set_and_missing_file(run, tmp_path):
 def test_unwritable_output_fails_before_any_work(run, tmp_path):
     result = run("emulate", HEALTHY, "--trace", tmp_path / "missing-dir" / "t.json")
     assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+def test_device_constants_can_be_overridden(run, tmp_path):
+    """A user's own measurements replace the family's constants: less host Python per call, a shorter step."""
+    config = SAMPLES / "npu" / "host_bound_loop_size.yaml"
+    base = json.loads(run("emulate", config, "--format", "json").stdout)
+    out = tmp_path / "t.json"
+    faster = run("emulate", config, "--format", "json", "--set", "device_overrides.python_us=200", "--trace", out)
+    quicker = json.loads(faster.stdout)
+    assert base["prediction"]["step_time_mean_us"] - quicker["prediction"]["step_time_mean_us"] == pytest.approx(1300)
+    recorded = json.loads(out.read_text())["perftool"]["emulator"]
+    assert recorded["profile"]["python_us"] == 200 and recorded["config"]["device_overrides"]["python_us"] == 200
+    bad = run("emulate", config, "--set", "device_overrides.efficiency=1.5")
+    assert bad.exit_code == 2 and "device_overrides.efficiency" in bad.stderr
+    assert "device_overrides" in json.loads(run("schema", "config").stdout)["properties"]

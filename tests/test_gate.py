@@ -316,3 +316,12 @@ def test_a_budget_report_shows_the_limits_and_the_one_that_failed(run, tmp_path,
     words = " ".join(result.stdout.split())  # the limits may wrap inside their cell, beside other columns
     assert "warn above 9,500, error above" in words and "11,000" in words
     assert "11,239 is above the error limit of 11,000" in words
+
+
+def test_other_device_constants_are_another_job(run, tmp_path):
+    config = REPO / "sample_traces" / "npu" / "healthy.yaml"
+    base, cand = tmp_path / "base.json", tmp_path / "cand.json"
+    run("emulate", config, "--trace", base)
+    run("emulate", config, "--trace", cand, "--set", "device_overrides.efficiency=0.5")
+    refused = run("gate", base, cand)
+    assert refused.exit_code == 2 and "device constants as profiled → {'efficiency': 0.5" in refused.stderr

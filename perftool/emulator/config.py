@@ -7,6 +7,7 @@ Sizes accept units (``220MB``, ``1.5GiB``) or plain bytes. Every problem is repo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -114,6 +115,27 @@ class Replicas(_Strict):
     slow_ranks: tuple[SlowRank, ...] = Field((), description="replicas slower than the others")
 
 
+class DeviceOverrides(_Strict):
+    """Device constants that differ from the family's profile: what a user measured on their own hardware and
+    software stack (or what a calibration fitted to a trace). Unset fields keep the profile's value."""
+
+    efficiency: float | None = Field(None, gt=0, le=1, description="share of peak a training step sustains")
+    peak_tflops: float | None = Field(None, gt=0, le=1e6, description="dense fp16/bf16 peak, TFLOPS")
+    python_us: float | None = Field(None, ge=0, le=MAX_US, description="host Python per return to the loop, µs")
+    call_dispatch_us: float | None = Field(None, ge=0, le=MAX_US, description="host cost to launch one device call, µs")
+    op_launch_us: float | None = Field(None, ge=0, le=MAX_US, description="host cost per op launched one by one, µs")
+    h2d_bandwidth: float | None = Field(None, gt=0, le=1e4, description="host-to-device copies, GB/s")
+    d2h_bandwidth: float | None = Field(None, gt=0, le=1e4, description="device-to-host copies, GB/s")
+    memory_bandwidth: float | None = Field(None, gt=0, le=1e5, description="device memory, GB/s")
+    collective_bandwidth: float | None = Field(None, gt=0, le=1e4, description="all-reduce bus bandwidth, GB/s")
+
+    def applied(self, profile: DeviceProfile) -> DeviceProfile:
+        """``profile`` with these constants in place of its own (bandwidths given in GB/s)."""
+        given = self.model_dump(exclude_none=True)
+        scaled = {name: value * 1e9 if name.endswith("bandwidth") else value for name, value in given.items()}
+        return replace(profile, **scaled)
+
+
 class EmulatorConfig(_Strict):
     """One emulated training run."""
 
@@ -121,6 +143,9 @@ class EmulatorConfig(_Strict):
     workload: Workload
     knobs: Knobs = Knobs()
     replicas: Replicas | None = Field(None, description="data-parallel replicas: a job of one trace per rank")
+    device_overrides: DeviceOverrides | None = Field(
+        None, description="device constants measured on your own hardware, in place of the family's"
+    )
     seed: int = Field(0, ge=0, lt=2**63)
     tune: dict[str, Any] | None = Field(
         None,
@@ -130,7 +155,9 @@ class EmulatorConfig(_Strict):
 
     @property
     def profile(self) -> DeviceProfile:
-        return PROFILES[self.device]
+        """The family's device profile, with this config's overrides."""
+        base = PROFILES[self.device]
+        return self.device_overrides.applied(base) if self.device_overrides is not None else base
 
 
 def training_change(name: str, value: Any) -> str | None:

@@ -134,6 +134,9 @@ def _config_differences(base: EmulatorRun, cand: EmulatorRun) -> list[str]:
     found = []
     if base.device != cand.device:
         found.append(f"emulator device {base.device} → {cand.device}")
+    overrides = [(side.model_extra or {}).get("device_overrides") for side in (base, cand)]
+    if overrides[0] != overrides[1]:
+        found.append(f"device constants {overrides[0] or 'as profiled'} → {overrides[1] or 'as profiled'}")
     for field in sorted((base.workload.keys() | cand.workload.keys()) - FREE_WORKLOAD_FIELDS):
         if base.workload.get(field) != cand.workload.get(field):
             found.append(f"workload.{field} {base.workload.get(field)} → {cand.workload.get(field)}")
