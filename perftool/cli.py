@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 
 import click
+import yaml
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
 from perftool import __version__, api, dialects, interrupts, limits
 from perftool.analysis import METRICS, compute_metrics
+from perftool.calibrate import calibrate as fit_trace
 from perftool.emulator import config as emulator_config
+from perftool.emulator.profiles import PROFILES
 from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_job, write_trace
@@ -27,7 +30,7 @@ from perftool.output import check_directory, check_distinct, check_writable, wri
 from perftool.project import ProjectConfig, load_project
 from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
-from perftool.report.registry import EmulateView, InfoView, JobInfoView, TuneView, emit, formats
+from perftool.report.registry import CalibrateView, EmulateView, InfoView, JobInfoView, TuneView, emit, formats
 from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport, TuneRowsReport
 from perftool.rules import catalog
 from perftool.rules.engine import ReadOptions
@@ -215,6 +218,32 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
     elif trace_file:
         written = f"{trace_file} ({write_trace(result, trace_file) / 1e3:,.0f} kB)"
     emit(EmulateView(result, written), fmt, output)
+
+
+@cli.command()
+@click.argument("trace", type=click.Path(dir_okay=False))
+@_output_option("fitted config (YAML)")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="What the trace does not say: the batch size (batch_size=64), epochs (workload.epochs=90), ...",
+)
+@click.option("--device", type=click.Choice(sorted(PROFILES)), help="Device family to fit  [default: the trace's].")
+@_format_option(CalibrateView)
+def calibrate(trace: str, output: str | None, overrides: tuple[str, ...], device: str | None, fmt: str) -> None:
+    """Fit an emulator config to TRACE and check it: emulating the fit must reproduce the trace's steady step time
+    (within 5%) and device idle (within 3 points). -o writes the config, for emulate and tune."""
+    if output:
+        check_writable(output, [trace])
+    given: dict = {}
+    for item in overrides:
+        emulator_config.apply_override(given, item, "--set", None)
+    fitted = fit_trace(trace, device, given)
+    if output:
+        write_text(yaml.safe_dump(fitted.document(), sort_keys=False), output)
+    emit(CalibrateView(fitted, output), fmt, None)
 
 
 RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}

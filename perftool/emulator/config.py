@@ -152,6 +152,11 @@ class EmulatorConfig(_Strict):
         exclude=True,
         description="search space for perftool tune (see `perftool schema tune`); emulate ignores it",
     )
+    calibration: dict[str, Any] | None = Field(
+        None,
+        exclude=True,
+        description="how perftool calibrate fitted this config to a trace, and how closely; emulate ignores it",
+    )
 
     @property
     def profile(self) -> DeviceProfile:
@@ -189,7 +194,7 @@ def read_config(
     document, root = read_yaml(path, "config")
     if not isinstance(document, dict):
         raise PerftoolError(f"{path}: a config must be a YAML mapping with device, workload and knobs")
-    overridden = {_apply_override(document, item, path, root): item for item in overrides}
+    overridden = {apply_override(document, item, path, root): item for item in overrides}
     return document, path, root, overridden
 
 
@@ -248,7 +253,7 @@ def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
     return None
 
 
-def _apply_override(document: dict[str, Any], item: str, source: str, root: yaml.Node | None) -> tuple[str, ...]:
+def apply_override(document: dict[str, Any], item: str, source: str, root: yaml.Node | None) -> tuple[str, ...]:
     """``loop_size=32`` sets a knob; ``workload.steps=400`` sets any field by its path. Returns the path."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():

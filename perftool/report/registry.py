@@ -8,6 +8,7 @@ for ``-o``); :func:`emit` writes either to stdout or atomically to the output fi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,10 +16,12 @@ from typing import Any
 from rich.console import Console, RenderableType
 
 from perftool.analysis.metrics import Metrics
+from perftool.calibrate import Calibration
 from perftool.emulator.run import Run
 from perftool.gate.run import GateResult
 from perftool.output import write_text
 from perftool.report import (
+    calibrate_text,
     console,
     emulate_json,
     emulate_text,
@@ -58,6 +61,12 @@ class JobInfoView:
 
 
 @dataclass(frozen=True)
+class CalibrateView:
+    calibration: Calibration
+    written: str | None  # where -o wrote the fitted config
+
+
+@dataclass(frozen=True)
 class EmulateView:
     run: Run
     trace_file: str | None  # where --trace wrote the run's trace, and its size
@@ -90,6 +99,8 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (EmulateView, "text"): lambda v: emulate_text.render(v.run, v.trace_file),
     (EmulateView, "json"): lambda v: emulate_json.render(v.run, v.trace_file),
     (TuneView, "text"): lambda v: tune_text.render(v.result, v.source, v.top),
+    (CalibrateView, "text"): lambda v: calibrate_text.render(v.calibration, v.written),
+    (CalibrateView, "json"): lambda v: json.dumps(v.calibration.document(), indent=2) + "\n",
     (TuneView, "json"): lambda v: tune_json.render(v.result, v.source, v.top),
 }
 

@@ -1,0 +1,98 @@
+"""What-if error: calibrate from one trace, predict a knob change, compare with running the change.
+
+    python bench/bench_whatif.py
+
+Each pair is a bundled sample emulated under device constants the calibration does not know (hidden:
+another host, another efficiency, other bandwidths). ``perftool calibrate`` fits a config to that trace
+(given only the batch size, as a user gives it); the fitted config with one knob changed predicts the step
+time, and the truth is the original config with the same change, emulated. Prints each pair's error and the
+mean and worst over all pairs (target: within 5% of step time on at least 20 pairs over all families and knobs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from perftool.calibrate import calibrate
+from perftool.emulator.config import load_config, validate_config
+from perftool.emulator.evaluate import evaluate
+from perftool.emulator.run import run
+from perftool.emulator.trace_writer import write_trace
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+PAIRS = [  # sample, hidden device constants, the knob change
+    ("npu/host_bound_loop_size", {"python_us": 1100, "efficiency": 0.3}, "loop_size=32"),
+    ("npu/host_bound_loop_size", {"call_dispatch_us": 900}, "loop_size=8"),
+    ("npu/healthy", {"python_us": 2500}, "loop_size=128"),
+    ("npu/input_bound_prefetch", {"efficiency": 0.4}, "workload.input_workers=8"),
+    ("npu/input_bound_prefetch", {"python_us": 1000}, "prefetch_depth=4"),
+    ("npu/strided_copies_transdata", {"efficiency": 0.3}, "layout_mismatch=false"),
+    ("ipu/host_bound_device_iterations", {"python_us": 2200}, "loop_size=64"),
+    ("ipu/healthy", {"efficiency": 0.5}, "loop_size=16"),
+    ("ipu/input_bound_prefetch", {"python_us": 1200}, "prefetch_depth=3"),
+    ("ipu/input_bound_prefetch", {"efficiency": 0.3}, "workload.input_workers=2"),
+    ("ipu/serialised_transfers_no_io_tiles", {"efficiency": 0.35}, "io_tiles=8"),
+    ("ipu/strided_copies", {"efficiency": 0.5}, "layout_mismatch=false"),
+    ("ipu/offload_stream_copies", {"efficiency": 0.3}, "offload_optimizer=false"),
+    ("hpu/host_bound_no_hpu_graphs", {"op_launch_us": 35}, "device_graphs=true"),
+    ("hpu/host_bound_no_hpu_graphs", {"efficiency": 0.3}, "device_graphs=true"),
+    ("hpu/cpu_fallback", {"efficiency": 0.5}, "cpu_fallback_ops=[]"),
+    ("hpu/recompile_unpadded_last_batch", {"efficiency": 0.3}, "last_batch=pad"),
+    ("hpu/healthy", {"efficiency": 0.3}, "workload.input_workers=1"),
+    ("gpu/launch_bound_no_cuda_graphs", {"op_launch_us": 8}, "device_graphs=true"),
+    ("gpu/launch_bound_no_cuda_graphs", {"efficiency": 0.3}, "device_graphs=true"),
+    ("gpu/input_bound_prefetch", {"efficiency": 0.35}, "workload.input_workers=4"),
+    ("gpu/input_bound_prefetch", {"python_us": 300}, "prefetch_depth=4"),
+    ("gpu/healthy", {"efficiency": 0.3}, "workload.input_workers=1"),
+]
+
+
+def step_time(config) -> float:
+    return float(evaluate(config)["step_time_mean_us"][0])
+
+
+def with_change(config, change: str):
+    """``config`` with one ``--set`` change applied, validated."""
+    document = config.model_dump(mode="json", exclude_none=True)
+    from perftool.emulator.config import apply_override
+
+    apply_override(document, change, "pair", None)
+    return validate_config(document, "pair")
+
+
+def pair(sample: str, hidden: dict, change: str) -> tuple[float, float]:
+    """The step time the calibrated config predicts for ``change``, and the one the hidden truth gives."""
+    truth = load_config(SAMPLES / f"{sample}.yaml", [f"device_overrides.{k}={v}" for k, v in hidden.items()])
+    handle, path = tempfile.mkstemp(suffix=".json")
+    os.close(handle)
+    try:
+        write_trace(run(truth), path)
+        fitted = calibrate(path, overrides={"knobs": {"batch_size": truth.knobs.batch_size}})
+    finally:
+        os.unlink(path)
+    return step_time(with_change(fitted.config, change)), step_time(with_change(truth, change))
+
+
+def main() -> int:
+    errors = []
+    print(f"{'sample':40s} {'hidden':28s} {'change':28s} {'predicted':>11s} {'actual':>11s} {'error':>7s}")
+    for sample, hidden, change in PAIRS:
+        predicted, actual = pair(sample, hidden, change)
+        errors.append(abs(predicted - actual) / actual)
+        hidden_text = ",".join(f"{k}={v}" for k, v in hidden.items())
+        print(
+            f"{sample:40s} {hidden_text:28s} {change:28s} {predicted / 1e3:9.3f}ms {actual / 1e3:9.3f}ms "
+            f"{errors[-1]:7.1%}"
+        )
+    within = sum(e <= 0.05 for e in errors)
+    print(
+        f"{len(errors)} pairs: mean error {sum(errors) / len(errors):.1%}, worst {max(errors):.1%}; {within} within 5%"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

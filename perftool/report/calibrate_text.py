@@ -1,0 +1,39 @@
+"""``perftool calibrate``: the trace against its fitted config, for people."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from perftool.calibrate import IDLE_ERROR_POINTS, STEP_ERROR, Calibration
+from perftool.report.console import add_columns
+from perftool.report.escape import shown
+from perftool.units import duration
+
+
+def render(calibration: Calibration, written: str | None) -> Group:
+    config = calibration.config
+    header = Text.assemble(
+        ("perftool calibrate ", "bold"),
+        shown(calibration.source, "bold magenta"),
+        f"\nfitted: {config.device} · {config.profile.model} (constants overridden where the trace differs)",
+    )
+    table = Table(title="The trace against the fitted config, emulated (steady state)", title_justify="left")
+    add_columns(table, [("figure", "left"), ("trace", "right"), ("model", "right"), ("error", "right")])
+    trace, model = calibration.step_time_us
+    table.add_row("mean step", duration(trace), duration(model), f"{calibration.step_error:.1%}")
+    for part, (traced, modelled) in calibration.idle.items():
+        table.add_row(
+            f"device idle: {part}", f"{traced:.1%}", f"{modelled:.1%}", f"{abs(modelled - traced) * 100:.1f} pts"
+        )
+    verdict = Text()
+    for warning in calibration.warnings:
+        verdict.append(f"warning: {warning}: predictions from this fit are rough\n", style="bold yellow")
+    if not calibration.warnings:
+        verdict.append(
+            f"within {STEP_ERROR:.0%} of the step time and {IDLE_ERROR_POINTS:.0f} points of each idle part",
+            style="bold green",
+        )
+    where = f"\nwritten to {written}: perftool emulate or tune it" if written else "\nwrite it with -o FILE.yaml"
+    return Group(header, table, verdict, Text(where))

@@ -1,0 +1,86 @@
+"""Calibration: an emulator config fitted to a trace reproduces it, and predicts a knob change."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from perftool.calibrate import calibrate
+
+REPO = Path(__file__).parent.parent
+SAMPLES = REPO / "sample_traces"
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize(
+    "sample",
+    ["npu/host_bound_loop_size", "npu/strided_copies_transdata", "ipu/serialised_transfers_no_io_tiles",
+     "ipu/offload_stream_copies", "hpu/cpu_fallback", "hpu/recompile_unpadded_last_batch",
+     "gpu/input_bound_prefetch", "gpu/launch_bound_no_cuda_graphs"],
+)  # fmt: skip
+def test_an_emulated_trace_calibrates_within_the_stated_error(run, tmp_path, sample):
+    """Emulated under device constants the fit does not know, then fitted from the trace alone."""
+    config = SAMPLES / f"{sample}.yaml"
+    trace = tmp_path / "t.json"
+    batch = yaml.safe_load(config.read_text())["knobs"]["batch_size"]
+    run("emulate", config, "--trace", trace, "--set", "device_overrides.efficiency=0.33")
+    fitted = calibrate(str(trace), overrides={"knobs": {"batch_size": batch}})
+    assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0, (fitted.step_time_us, fitted.idle)
+    assert fitted.warnings == []
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [DATA / "cuda_launch_bound.pt.trace.json.gz", DATA / "vocab" / "rocm_launch_bound.json.gz",
+     DATA / "vocab" / "zero_workers.json.gz", DATA / "vocab" / "legacy_kineto_pt18.json.gz"],
+    ids=lambda p: p.name,
+)  # fmt: skip
+def test_real_profiler_traces_calibrate(trace):
+    """A PyTorch 2.11 capture from an H100 (launch-bound), and Kineto traces in other vocabularies."""
+    fitted = calibrate(str(trace))
+    assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0, (fitted.step_time_us, fitted.idle)
+
+
+def test_the_what_if_of_a_calibrated_config_holds(tmp_path):
+    """Calibrate from a host-bound NPU trace (hidden: slower host Python), then predict iteration offload."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_whatif import pair
+
+    predicted, actual = pair("npu/host_bound_loop_size", {"python_us": 1100, "efficiency": 0.3}, "loop_size=32")
+    assert abs(predicted - actual) / actual < 0.05
+    predicted, actual = pair("gpu/launch_bound_no_cuda_graphs", {"op_launch_us": 8}, "device_graphs=true")
+    assert abs(predicted - actual) / actual < 0.05
+
+
+def test_calibrate_writes_a_config_emulate_and_tune_take(run, tmp_path):
+    fitted = tmp_path / "fitted.yaml"
+    trace = DATA / "cuda_launch_bound.pt.trace.json.gz"
+    result = run("calibrate", trace, "-o", fitted, "--set", "workload.epochs=10")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert "within 5% of the step time" in said and f"written to {fitted}" in said
+    document = yaml.safe_load(fitted.read_text())
+    assert document["calibration"]["step_error"] < 0.05 and document["workload"]["epochs"] == 10
+    emulated = json.loads(run("emulate", fitted, "--format", "json").stdout)
+    trace_step = document["calibration"]["step_time_us"]["trace"]
+    assert emulated["prediction"]["step_time_mean_us"] == pytest.approx(trace_step, rel=0.05)
+    document["tune"] = {"space": {"device_graphs": [False, True]}}
+    tune_config = tmp_path / "tune.yaml"
+    tune_config.write_text(yaml.safe_dump(document))
+    tuned = json.loads(run("tune", tune_config, "--format", "json").stdout)
+    assert tuned["best"]["knobs"]["device_graphs"] is True and tuned["speedup"] > 1.5  # CUDA graphs help
+
+
+def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):
+    document = json.loads(run("calibrate", DATA / "vocab" / "zero_workers.json.gz", "--format", "json").stdout)
+    assert document["device"] == "gpu" and set(document["calibration"]) >= {"step_error", "idle", "warnings"}
+    host_only = run("calibrate", REPO / "tests" / "data" / "torch_cpu_train.pt.trace.json.gz")
+    assert host_only.exit_code == 2 and "no device activity" in host_only.stderr
+    bad = run("calibrate", DATA / "vocab" / "zero_workers.json.gz", "--set", "knobs.batch_size=0")
+    assert bad.exit_code == 2 and "batch_size" in bad.stderr
+    missing = run("calibrate", tmp_path / "nope.json")
+    assert missing.exit_code == 2 and "nope.json" in missing.stderr
