@@ -104,11 +104,18 @@ def test_gloo_collectives_on_a_host_only_trace(write_trace):
     assert (stat.name, stat.count, stat.bytes) == ("all_reduce", 3, 3 * 4000)
 
 
-def test_an_hccl_op_and_its_sub_tasks_are_one_collective(write_trace):
+@pytest.mark.parametrize(
+    ("threads", "tasks"),
+    [((1, 1), ("Notify_Wait", "Memcpy")), ((2, 3), ("Notify_Wait", "RDMASend"))],
+    ids=["on the op's thread", "on plane threads"],
+)
+def test_an_hccl_op_and_its_tasks_are_one_collective(write_trace, threads, tasks):
+    """msprof writes an HCCL op and the tasks it runs (on its own thread, or on plane threads): one collective."""
     events = [
         _meta("process_name", 1, 0, name="Python"),
         _meta("process_name", 3, 0, name="Ascend Hardware"),
         _meta("process_name", 4, 0, name="HCCL"),
+        *(_meta("thread_name", 4, tid, name=f"Plane {tid}") for tid in set(threads) - {1}),
     ]
     for i in range(3):
         t = i * 1000
@@ -116,14 +123,13 @@ def test_an_hccl_op_and_its_sub_tasks_are_one_collective(write_trace):
             _x(f"ProfilerStep#{i}", 1, 1, t, 999),
             _x("MatMulV2", 3, 5, t, 500),
             _x("hcom_allReduce__428_0_1", 4, 1, t + 500, 300),
-            _x("Notify_Wait", 4, 1, t + 510, 100),
-            _x("Memcpy", 4, 1, t + 620, 150),
+            _x(tasks[0], 4, threads[0], t + 510, 100),
+            _x(tasks[1], 4, threads[1], t + 620, 150),
         ]
     trace = load_trace(write_trace({"traceEvents": events}))
     metrics = compute_metrics(trace)
     assert trace.dialect == "ascend"
-    (stat,) = metrics.collectives
-    assert (stat.name, stat.count) == ("all_reduce", 3)
+    assert [(c.name, c.count) for c in metrics.collectives] == [("all_reduce", 3)]
     assert metrics.values["communication.exposed_us"] == pytest.approx(3 * 300)
 
 
@@ -183,30 +189,6 @@ def test_host_records_lend_their_process_group(write_trace):
     assert (group.name, group.parallelism, group.count) == ("tp", "tensor", 4)
     (stat,) = metrics.collectives
     assert stat.bytes == pytest.approx(4 * 100e6)
-
-
-def test_hccl_tasks_on_their_planes_are_parts_of_the_op(write_trace):
-    """msprof writes an HCCL op on one thread and its tasks on plane threads: one collective, not three."""
-    events = [
-        _meta("process_name", 1, 0, name="Python"),
-        _meta("process_name", 3, 0, name="Ascend Hardware"),
-        _meta("process_name", 4, 0, name="HCCL"),
-        _meta("thread_name", 4, 1, name="Group 0 Communication"),
-        _meta("thread_name", 4, 2, name="Plane 0"),
-        _meta("thread_name", 4, 3, name="Plane 1"),
-    ]
-    for i in range(3):
-        t = i * 1000
-        events += [
-            _x(f"ProfilerStep#{i}", 1, 1, t, 999),
-            _x("MatMulV2", 3, 5, t, 500),
-            _x("hcom_allReduce__428_0_1", 4, 1, t + 500, 300),
-            _x("Notify_Wait", 4, 2, t + 510, 100),
-            _x("RDMASend", 4, 3, t + 620, 150),
-        ]
-    metrics = compute_metrics(load_trace(write_trace({"traceEvents": events})))
-    assert [(c.name, c.count) for c in metrics.collectives] == [("all_reduce", 3)]
-    assert metrics.values["communication.time_us"] == pytest.approx(3 * 300)
 
 
 @pytest.mark.parametrize("name", ["nccl:send 0->1", "nccl:recv 1<-0", "hcom_send__3_1", "send", "recv"])
