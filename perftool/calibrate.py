@@ -32,7 +32,7 @@ from perftool.dialects.vocabulary import BLOCKING_COPY_CALL, CPU_FALLBACK, MEMCP
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
-from perftool.emulator.profiles import PROFILES
+from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.emulator.run import run as emulate
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
@@ -240,7 +240,7 @@ def _matched(config: EmulatorConfig, field: tuple[str, str], step: float) -> Emu
     return validate_config(with_value((lo + hi) / 2).model_dump(mode="json"), "calibration")
 
 
-def _graphs_and_tiles(scope: Scope, profile, batch_bytes: int, launching: bool) -> dict[str, Any]:
+def _graphs_and_tiles(scope: Scope, profile: DeviceProfile, batch_bytes: int, launching: bool) -> dict[str, Any]:
     """Device graphs (one launch a step) where the family has them, unless the trace launches op by op; IO tiles
     where the trace's copies overlap compute on a device that overlaps them only through IO tiles."""
     knobs: dict[str, Any] = {"device_graphs": not launching} if "device_graphs" in profile.knobs else {}
@@ -281,7 +281,7 @@ def _input(trace: Trace, scope: Scope, step: float, waiting: float, batch: int) 
     return {"preprocess_us_per_sample": 0.0}
 
 
-def _fallbacks(trace: Trace, scope: Scope, profile, steps: int) -> list[dict[str, Any]]:
+def _fallbacks(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> list[dict[str, Any]]:
     """The ops that fell back to the host CPU, each with its host time, calls per step and the bytes its copies
     move (the device-to-host copy time per call at the link's bandwidth)."""
     rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & trace.on_roles(Role.HOST) & scope.in_window)
@@ -299,7 +299,7 @@ def _fallbacks(trace: Trace, scope: Scope, profile, steps: int) -> list[dict[str
     ]
 
 
-def _strided(trace: Trace, scope: Scope, profile, steps: int, batch: int) -> dict[str, Any]:
+def _strided(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int, batch: int) -> dict[str, Any]:
     """Bytes rearranged per sample by layout-changing copies (``TransData``, ``DstStridedCopy``) on the device."""
     copies = scope.busy(trace.name_matches(STRIDED_COPY) & trace.on_roles(Role.DEVICE))
     per_step = intervals.total(copies) / steps
@@ -313,7 +313,7 @@ def _short_last_batch(scope: Scope, batch: int) -> dict[str, Any]:
     return {"last_batch_samples": batch // 2} if recompiles and recompiles > 0 and batch >= 2 else {}
 
 
-def _offloaded_state(trace: Trace, scope: Scope, profile, steps: int) -> dict[str, Any]:
+def _offloaded_state(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> dict[str, Any]:
     """Optimizer state streamed to and from remote buffers each update: its size, from the copies' time."""
     copies = scope.busy(trace.name_matches(REMOTE_BUFFER_COPY) & trace.on_roles(Role.DEVICE))
     per_step = intervals.total(copies) / steps
