@@ -58,15 +58,17 @@ def test_exhaustive_finds_the_optimum_a_naive_loop_finds():
     combos = [dict(zip(space, values)) for values in itertools.product(*space.values())]
     naive = np.array([naive_throughput(config, knobs) for knobs in combos])
     expected = np.array([naive_throughput(config, knobs, range(8)) for knobs in combos])  # over the eight draws
+    screened = np.array([naive_throughput(config, knobs, range(2)) for knobs in combos])  # the first two
     assert result.evaluations + result.pruned == len(combos) == result.space.size
     assert result.knobs(result.optimum) == combos[int(np.argmax(expected))]
     swept = {tuple(result.knobs(row).values()): row for row in range(len(combos))}
-    for knobs, throughput, mean in zip(combos, naive, expected):
+    for knobs, throughput, mean, screen in zip(combos, naive, expected, screened):
         row = swept[tuple(knobs.values())]
         counted = result.rows.feasible[row]
         assert counted == np.isfinite(throughput)
-        if counted:  # a contender for the answer is judged on the mean of the draws, any other on one draw
-            assert result.rows.figures["throughput"][row] in (pytest.approx(throughput), pytest.approx(mean))
+        if counted:  # a finalist is judged on eight draws, another contender on two, any other on its own draw
+            figure = result.rows.figures["throughput"][row]
+            assert figure in (pytest.approx(throughput), pytest.approx(mean), pytest.approx(screen))
 
 
 def test_recommended_is_the_earliest_values_within_tolerance():

@@ -29,7 +29,9 @@ AUTO_EXHAUSTIVE_WORK = 20_000_000  # configurations x steps that auto still swee
 DEFAULT_BUDGET_SHARE = 0.05  # local search's default budget: this share of the space ...
 MIN_DEFAULT_BUDGET = 100  # ... at least this many configurations ...
 MAX_DEFAULT_BUDGET = 10_000  # ... and at most this many
-NOISE_DRAWS = 8  # jitter draws the contenders for the answer are averaged over
+NOISE_DRAWS = 8  # jitter draws the finalists for the answer are averaged over ...
+SCREEN_DRAWS = 2  # ... after every contender is screened on this many
+FINALISTS_SHARE = 0.02  # contenders this close to the best screened mean are finalists
 CONTENDERS_SHARE = 0.08  # configurations this close to the best draw are contenders ...
 MAX_CONTENDERS = 1024  # ... at most this many
 NOISY_FIGURES = ("step_time_us", "step_time_mean_us", "step_time_p90_us", "throughput", "device_busy_fraction")
@@ -165,22 +167,39 @@ def _compare_answer(evaluator: Evaluator, spec: TuneSpec, budget: int) -> None:
 
 def _over_noise_draws(config: TuneConfig, space: Space, rows: Rows, every: bool = False) -> None:
     """Replace the figures of the configurations that could win (within ``CONTENDERS_SHARE`` of the best, at most
-    ``MAX_CONTENDERS``; ``every`` row when asked) by their mean over the same ``NOISE_DRAWS`` draws of the jitter
-    whatever the config's seed, so the recommendation is the expected best, not one draw's luck."""
+    ``MAX_CONTENDERS``; ``every`` row when asked) by their mean over the same draws of the jitter whatever the
+    config's seed, so the recommendation is the expected best, not one draw's luck. The contenders are screened
+    on ``SCREEN_DRAWS`` draws first; those still within ``FINALISTS_SHARE`` of the best get ``NOISE_DRAWS``."""
     score = rows.score(config.tune.objective)
     finite = np.isfinite(score)
     if not finite.any():
         return
-    if every:
-        chosen = np.flatnonzero(finite)
-    else:
+    chosen = np.flatnonzero(finite)
+    if not every:
         best = score[finite].max()
         near = np.flatnonzero(finite & (score >= best - CONTENDERS_SHARE * abs(best)))
         chosen = near[np.argsort(-score[near], kind="stable")[:MAX_CONTENDERS]]
+    screened = _mean_over_draws(config, space, rows, chosen, range(SCREEN_DRAWS))
+    finalists = chosen
+    if not every:
+        score = rows.score(config.tune.objective)[chosen]
+        finalists = chosen[score >= score.max() - FINALISTS_SHARE * abs(score.max())]
+    kept = {name: values[np.isin(chosen, finalists)] for name, values in screened.items()}
+    _mean_over_draws(config, space, rows, finalists, range(SCREEN_DRAWS, NOISE_DRAWS), kept)
+
+
+def _mean_over_draws(
+    config: TuneConfig, space: Space, rows: Rows, chosen: np.ndarray, seeds: range, earlier: dict | None = None
+) -> dict[str, np.ndarray]:
+    """Set ``chosen`` rows' noisy figures to their mean over the draws of ``seeds`` and of the seeds before them,
+    whose sums ``earlier`` holds; returns the sums so far, per figure, for later draws to add to."""
     grid = space.grid(rows.points[chosen]) if rows.points.shape[1] else None
-    draws = [evaluate_grid(config.model_copy(update={"seed": seed}), grid) for seed in range(NOISE_DRAWS)]
+    draws = [evaluate_grid(config.model_copy(update={"seed": seed}), grid) for seed in seeds]
+    sums = {}
     for name in NOISY_FIGURES:
-        rows.figures[name][chosen] = np.mean([draw.figures[name] for draw in draws], axis=0)
+        sums[name] = (earlier or {}).get(name, 0.0) + np.sum([draw.figures[name] for draw in draws], axis=0)
+        rows.figures[name][chosen] = sums[name] / seeds.stop  # the draws of seeds 0 .. stop - 1
+    return sums
 
 
 def choose(rows: Rows, space: Space, objective: str, tolerance: float) -> tuple[int, int]:
