@@ -45,6 +45,7 @@ from perftool.traces import load_trace
 STEP_ERROR = 0.05  # the fit is good when emulating it reproduces the steady step time this closely ...
 IDLE_ERROR_POINTS = 3.0  # ... and each cause of device idle within this many points of the window
 MIN_STEPS = 8  # a calibrated job runs at least this many steps
+RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
 LAUNCH_SHARE = 0.5  # a trace whose host idle is this much launch gaps launches op by op
 MATCH_ITERATIONS = 24  # bisection steps that set the pacing figure to the trace's step time
 HOST_CAUSES = ("host", "launch", "sync", "blocking_copy", "other")
@@ -129,7 +130,7 @@ def fit(trace: Trace, scan: TraceFindings, scope: Scope, device: str | None, giv
     compute = _device_work(trace, scope, profile.async_h2d) / steps
     recompiling = scope.metrics["recompilations.count"] > 0
     # room for a short last batch when one compiles; a bad given value is reported when the config is validated
-    batch = max(int(given.get("knobs", {}).get("batch_size", 2 if recompiling else 1)), 1)
+    batch = max(int(given.get("knobs", {}).get("batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
     host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
@@ -157,7 +158,7 @@ def fit(trace: Trace, scan: TraceFindings, scope: Scope, device: str | None, giv
         "weights": "1MB",
         "gflops_per_sample": max(compute, 1.0) * profile.peak_tflops * profile.efficiency / 1e3 / batch,
         "sample_size": sample,
-        "steps": max(scope.steps.count, MIN_STEPS),
+        "steps": max(scope.steps.count - (1 if recompiling and loop == 1 else 0), MIN_STEPS),  # its last: short
         "ops_per_step": ops,
         **_input(trace, scope, step, waiting, batch),
         **_compiles(scope),
@@ -308,9 +309,9 @@ def _strided(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int, bat
 
 def _short_last_batch(scope: Scope, batch: int) -> dict[str, Any]:
     """A graph compiled again in the steady state (a short last batch, a remainder loop) costs the job one compile
-    an epoch: modelled as a short last batch of half a batch, a new shape compiled at the epoch's end."""
+    an epoch: modelled as a short last batch, one sample short of a full one: a new shape compiled at the end."""
     recompiles = scope.metrics["recompilations.count"]
-    return {"last_batch_samples": batch // 2} if recompiles and recompiles > 0 and batch >= 2 else {}
+    return {"last_batch_samples": batch - 1} if recompiles and recompiles > 0 and batch >= 2 else {}
 
 
 def _offloaded_state(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> dict[str, Any]:
