@@ -222,7 +222,12 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
 
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=False))
-@_output_option("fitted config (YAML)")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the fitted config here (YAML, atomically); the comparison still goes to stdout.",
+)
 @click.option(
     "--set",
     "overrides",
