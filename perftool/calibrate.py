@@ -131,24 +131,7 @@ def fit(trace: Trace, scan: TraceFindings, scope: Scope, device: str | None, giv
     recompiling = scope.metrics["recompilations.count"] > 0
     # room for a short last batch when one compiles; a bad given value is reported when the config is validated
     batch = max(int(given.get("knobs", {}).get("batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
-    host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
-    waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
-    if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
-        host = host_idle
-    elif not profile.host_blocks_per_call:  # the host runs a step ahead: the device idles for what exceeds compute
-        host = compute + host if host > 0 else min(profile.python_us + profile.call_dispatch_us, 0.5 * compute)
-    loop = _loop_size(trace, scope) if "loop_size" in profile.knobs else 1
-    host *= loop  # the host's time per device call, one call every ``loop`` steps
-    dispatch = min(profile.call_dispatch_us, host)
-    python = host - dispatch
-    ops = max(round(float(np.nan_to_num(scope.metrics["device.ops.count"])) / steps), 1)
-    # launch-bound: the device idles while the host launches ops one by one (no device graphs)
-    launches = max(_launch_time(trace, scope) / steps, idle.get("launch", 0.0))
-    blocked = idle.get("blocking_copy", 0.0) + idle.get("sync", 0.0)  # waits on copies and syncs are no launching
-    launching = "device_graphs" in profile.knobs and launches > LAUNCH_SHARE * host_idle > 0 and blocked < launches
-    overrides = {"python_us": python, "call_dispatch_us": dispatch}
-    if launching and waiting <= host_idle:
-        overrides = {"python_us": 0.0, "op_launch_us": host / ops}
+    host = _host(trace, scope, profile, idle, compute, steps)
     sample = _sample_bytes(scope, profile.h2d_bandwidth, steps, batch)
     fallbacks = _fallbacks(trace, scope, profile, steps)
     offloaded = _offloaded_state(trace, scope, profile, steps)
@@ -158,9 +141,9 @@ def fit(trace: Trace, scan: TraceFindings, scope: Scope, device: str | None, giv
         "weights": "1MB",
         "gflops_per_sample": max(compute, 1.0) * profile.peak_tflops * profile.efficiency / 1e3 / batch,
         "sample_size": sample,
-        "steps": max(scope.steps.count - (1 if recompiling and loop == 1 else 0), MIN_STEPS),  # its last: short
-        "ops_per_step": ops,
-        **_input(trace, scope, step, waiting, batch),
+        "steps": max(scope.steps.count - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
+        "ops_per_step": host.ops,
+        **_input(trace, scope, step, host.waiting, batch),
         **_compiles(scope),
         **_short_last_batch(scope, batch),
         **strided,
@@ -168,8 +151,8 @@ def fit(trace: Trace, scan: TraceFindings, scope: Scope, device: str | None, giv
     }
     knobs = {
         "batch_size": batch,
-        "loop_size": loop,
-        **_graphs_and_tiles(scope, profile, sample * batch, launching),
+        "loop_size": host.loop,
+        **_graphs_and_tiles(scope, profile, sample * batch, host.launching),
         **({"cpu_fallback_ops": fallbacks} if fallbacks else {}),
         **({"layout_mismatch": True} if strided else {}),
         **({"offload_optimizer": True} if offloaded else {}),
@@ -178,17 +161,53 @@ def fit(trace: Trace, scan: TraceFindings, scope: Scope, device: str | None, giv
         "device": family,
         "workload": workload | given.get("workload", {}),
         "knobs": knobs | given.get("knobs", {}),
-        "device_overrides": overrides | given.get("device_overrides", {}),
+        "device_overrides": host.overrides | given.get("device_overrides", {}),
         "seed": 0,
     }
     config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
-    if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}):
+    if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config
-    # what sets the pace where the device waits most: the host's work, or the input pipeline's
+    return _matched(config, host.pacing, step)
+
+
+@dataclass
+class _Host:
+    """How the fit's host drives the device: its constants, steps per call, ops per step, and what sets the pace."""
+
+    overrides: dict[str, float]
+    loop: int
+    ops: int
+    launching: bool  # op by op, no device graphs
+    waiting: float  # device idle per step waiting for input, µs
+    pacing: tuple[str, str] | None  # the field whose value sets the step time, when the device waits at all
+
+
+def _host(
+    trace: Trace, scope: Scope, profile: DeviceProfile, idle: dict[str, float], compute: float, steps: int
+) -> _Host:
+    """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``)."""
+    host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
+    waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
+    if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
+        host = host_idle
+    elif not profile.host_blocks_per_call:  # the host runs a step ahead: the device idles for what exceeds compute
+        host = compute + host if host > 0 else min(profile.python_us + profile.call_dispatch_us, 0.5 * compute)
+    loop = _loop_size(trace, scope) if "loop_size" in profile.knobs else 1
+    host *= loop  # the host's time per device call, one call every ``loop`` steps
+    dispatch = min(profile.call_dispatch_us, host)
+    ops = max(round(float(np.nan_to_num(scope.metrics["device.ops.count"])) / steps), 1)
+    # launch-bound: the device idles while the host launches ops one by one (no device graphs)
+    launches = max(_launch_time(trace, scope) / steps, idle.get("launch", 0.0))
+    blocked = idle.get("blocking_copy", 0.0) + idle.get("sync", 0.0)  # waits on copies and syncs are no launching
+    launching = "device_graphs" in profile.knobs and launches > LAUNCH_SHARE * host_idle > 0 and blocked < launches
+    launching = launching and waiting <= host_idle
+    overrides = {"python_us": 0.0, "op_launch_us": host / ops} if launching else {
+        "python_us": host - dispatch, "call_dispatch_us": dispatch
+    }  # fmt: skip
     pacing = ("workload", "preprocess_us_per_sample") if waiting > host_idle else ("device_overrides", "python_us")
-    if launching and waiting <= host_idle:
+    if launching:
         pacing = ("device_overrides", "op_launch_us")
-    return _matched(config, pacing, step) if max(waiting, host_idle) > 0 else config
+    return _Host(overrides, loop, ops, launching, waiting, pacing if max(waiting, host_idle) > 0 else None)
 
 
 def _loop_size(trace: Trace, scope: Scope) -> int:
