@@ -231,3 +231,16 @@ def test_scanning_the_written_trace_agrees_with_the_fast_path(config_path, overr
     assert metrics["steps.warmup"] == predicted["warmup_steps"]
     assert metrics["recompilations.count"] == predicted["recompilations"]
     assert metrics["compile.count"] == predicted["compiles"]
+
+
+def test_a_cpu_fallback_splits_a_device_graph():
+    """A device graph cannot hold an op that runs on the host: each fallback call a step is one more graph to
+    launch, so device graphs save less where ops fall back."""
+    from perftool.emulator.plan import build_plan
+
+    config = sample("hpu/cpu_fallback")
+    calls = sum(op.calls_per_step for op in config.knobs.cpu_fallback_ops)
+    assert config.knobs.device_graphs and calls == 1
+    assert build_plan(config).dispatch_us[0] == pytest.approx(config.profile.call_dispatch_us * (1 + calls))
+    clean = sample("hpu/cpu_fallback", "cpu_fallback_ops=[]")
+    assert build_plan(clean).dispatch_us[0] == pytest.approx(config.profile.call_dispatch_us)

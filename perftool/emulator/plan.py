@@ -149,6 +149,8 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     accumulation = knobs["gradient_accumulation"].astype(np.int64)
 
     fallback_d2h_us, fallback_host_us, fallback_h2d_us = _fallback_costs(config)
+    # a device graph cannot hold an op that runs on the host: each fallback splits the step into one more graph
+    segments = 1 + sum(op.calls_per_step for op in config.knobs.cpu_fallback_ops)
     static_bytes, activation_bytes, capacity_bytes = _memory(config, batch, offload, accumulation, wire_bytes, io)
     plan = Plan(
         n=int(batch.size),
@@ -168,7 +170,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         strided_us=strided_per_sample * batch,
         strided_last_us=strided_per_sample * np.where(partial, last, batch),
         overlap=_overlap(profile, io),
-        dispatch_us=np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us),
+        dispatch_us=np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us * segments),
         streamed=streamed,
         update_us=np.full(batch.size, (3 * work.weights + 2 * work.optimizer_state) * 1e6 / profile.memory_bandwidth),
         offload_us=np.where(offload, 2 * work.optimizer_state * 1e6 / max(profile.remote_buffer_bandwidth, 1.0), 0.0),
