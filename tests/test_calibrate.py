@@ -86,3 +86,16 @@ def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):
     assert bad.exit_code == 2 and "batch_size" in bad.stderr
     missing = run("calibrate", tmp_path / "nope.json")
     assert missing.exit_code == 2 and "nope.json" in missing.stderr
+
+
+def test_scan_predicts_a_fix_on_a_foreign_trace_with_a_fit_to_it(run):
+    """A launch-bound H100 capture carries no config, yet CUDA graphs get a predicted gain: from the emulator
+    fitted to the trace, as calibrate fits it."""
+    document = json.loads(run("scan", DATA / "cuda_launch_bound.pt.trace.json.gz", "--format", "json").stdout)
+    (host_bound,) = [f for f in document["traces"][0]["findings"] if f["rule_id"] == "PT001"]
+    assert host_bound["fix"]["changes"] == {"device_graphs": True}
+    gain = host_bound["gain"]
+    assert gain["kind"] == "predicted" and "emulator fitted to this trace" in gain["text"] and gain["speedup"] > 5
+    without_fix = json.loads(run("scan", DATA / "vocab" / "zero_workers.json.gz", "--format", "json").stdout)
+    (input_bound,) = [f for f in without_fix["traces"][0]["findings"] if f["rule_id"] == "PT002"]
+    assert input_bound["fix"]["changes"] == {} and input_bound["gain"]["kind"] == "upper_bound"

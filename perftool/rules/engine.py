@@ -13,7 +13,9 @@ from perftool.analysis.idle import CAUSES
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.emulator.config import EmulatorConfig, training_change, validate_config
+from perftool.emulator.evaluate import evaluate
 from perftool.errors import PerftoolError, TraceError
+from perftool.fitting import fit
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.detectors.base import Judged
@@ -22,6 +24,10 @@ from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity, fill
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
+
+FIT_MAX_STEPS = 64  # a foreign trace's fit runs at most this many steps: gains are per steady step
+FIT_ERROR = 0.05  # a fit whose step time is further off the trace's predicts nothing ...
+FIT_BUSY_POINTS = 3.0  # ... nor one whose device is busy for a share of the step this many points off
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,34 @@ def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
     )
 
 
+def _fitted(scope: Scope) -> KnownRun | None:
+    """An emulator config fitted to the trace (its step capped for speed), once per scope; None when the fit does
+    not reproduce the trace's step time within the calibration's error."""
+    if not scope.fit_tried:
+        scope.fit_tried = True
+        scope.fitted = _fit(scope)
+    return scope.fitted
+
+
+def _fit(scope: Scope) -> KnownRun | None:
+    if (
+        not scope.steady_steps
+        or scope.idle is None
+        or scope.steps.count > FIT_MAX_STEPS
+        and scope.metrics["recompilations.count"]
+    ):
+        return None  # a compile mid-run is fitted at the trace's own length, too long to emulate here
+    try:
+        config = fit(scope.trace, scope, given={"workload": {"steps": min(scope.steps.count, FIT_MAX_STEPS)}})
+    except PerftoolError:
+        return None
+    figures = evaluate(config)
+    step, busy = float(figures["step_time_mean_us"][0]), float(figures["device_busy_fraction"][0])
+    steps_agree = abs(step / scope.metrics["step_time_us.mean"] - 1) <= FIT_ERROR
+    busy_agrees = abs(busy - scope.metrics["device.busy_fraction"]) <= FIT_BUSY_POINTS / 100
+    return KnownRun.of(config, "emulator fitted to this trace") if steps_agree and busy_agrees else None
+
+
 def fingerprint(rule: Rule, detection: Detection) -> str:
     """Stable for the same problem in another run or file: the rule and what the detection is about."""
     return hashlib.sha256(f"{rule.id}\0{detection.key}".encode()).hexdigest()[:16]
@@ -159,8 +193,15 @@ def _fix_that_holds(
     changes it (the batch, dropped samples), then the larger speed-up. When none helps, the detection's
     own is kept, held at info, and says so.
     """
-    if scope.run is None or not detection.changes:
+    if not detection.changes:
         return detection, prediction.upper_bound(per_step, share), None
+    if scope.run is None:  # a foreign trace: a fit to it predicts the gain where it can, but never holds a fix back
+        fitted = _fitted(scope) if isinstance(scope, Scope) else None
+        # a fix the fit already has (it read the trace otherwise than the detector) predicts nothing
+        moot = fitted is not None and all(fitted.knobs.get(k) == v for k, v in detection.changes.items())
+        gain = fitted.what_if(detection.changes) if fitted is not None and not moot else None
+        helps = gain is not None and gain.speedup is not None and gain.speedup >= prediction.HELPS
+        return detection, gain if gain is not None and helps else prediction.upper_bound(per_step, share), None
     helping: list[tuple[bool, float, int, Detection, Gain]] = []
     tried = []
     for order, candidate in enumerate((detection, *detection.alternatives)):

@@ -29,14 +29,15 @@ class KnownRun:
     what_if: Callable[[dict[str, Any]], Gain | None]  # the run again with these changes
 
     @classmethod
-    def of(cls, config: EmulatorConfig) -> KnownRun:
+    def of(cls, config: EmulatorConfig, source: str = "emulator") -> KnownRun:
+        """How ``config`` runs; ``source`` names where the config came from in the gains it predicts."""
         return cls(
             knobs=config.knobs.model_dump(),
             steps=config.workload.steps,
             padded_step=config.knobs.last_batch == "pad" and config.workload.last_batch_samples > 0,
             optimizer_state_bytes=float(config.workload.optimizer_state),
             io_tiles_for_batch=_io_tiles(config),
-            what_if=lambda changes: prediction.predicted(config, changes),
+            what_if=lambda changes: prediction.predicted(config, changes, source),
         )
 
 

@@ -21,8 +21,9 @@ def upper_bound(per_step_us: float | None, share: float) -> Gain:
     return Gain(kind="upper_bound", text=f"up to {duration(per_step_us)} per step ({share:.1%})")
 
 
-def predicted(config: EmulatorConfig, changes: dict[str, Any]) -> Gain | None:
-    """Re-run the emulator with ``changes`` applied; None when the changed config is not valid."""
+def predicted(config: EmulatorConfig, changes: dict[str, Any], source: str = "emulator") -> Gain | None:
+    """Re-run the emulator with ``changes`` applied; None when the changed config is not valid. ``source`` says
+    where the config came from (the trace's own, or a fit to it)."""
     document = config.model_dump(mode="json")
     for key, value in changes.items():
         section, _, name = key.rpartition(".")
@@ -41,7 +42,7 @@ def predicted(config: EmulatorConfig, changes: dict[str, Any]) -> Gain | None:
     speedup = float(after["throughput"][0] / before["throughput"][0])
     return Gain(
         kind="predicted",
-        text=f"{change}: step {duration(step_before)} → {duration(step_after)}, throughput ×{speedup:.2f} (emulator)",
+        text=f"{change}: step {duration(step_before)} → {duration(step_after)}, throughput ×{speedup:.2f} ({source})",
         step_time_us_before=step_before,
         step_time_us_after=step_after,
         speedup=speedup,

@@ -30,6 +30,8 @@ class Scope:
     family: str  # npu | ipu | hpu | gpu | generic
     run: KnownRun | None  # how the trace was run, where it records it (emulator traces)
     evidence_count: int = 5
+    fitted: KnownRun | None = None  # an emulator config fitted to the trace, once a fix asks (see rules.engine)
+    fit_tried: bool = False
 
     @property
     def lo(self) -> float:

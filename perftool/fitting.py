@@ -1,0 +1,289 @@
+"""Fitting an emulator config to a trace: what ``perftool calibrate`` writes, and what scan predicts a fix's gain
+on a foreign trace with.
+
+The fit reads the trace's steady state only through its measured figures, never a config it may carry:
+
+- **device work** per step (compute, and whatever else keeps the device busy that the emulator has no part of
+  its own for) becomes the workload's work per sample, at the family's peak and efficiency;
+- **host time** the device waits for becomes the host's time per device call (``device_overrides``): where
+  the host waits for each call (graph mode) the device idles while it works; where it runs ahead (eager),
+  the device idles only for what exceeds its compute. A host that launches op by op is fitted so, and one
+  that launches fewer calls than steps as iteration offload;
+- **input**: the input workers' batches (their number, mean time and spread) when the trace has them, else a
+  single worker as slow as the device waits for it;
+- **copies**: input copies per step become bytes per sample at the link's bandwidth (with IO tiles where they
+  overlap compute on an IPU); strided, remote-buffer and CPU-fallback copies their own parts;
+- **compiles** in the steady state become a short last batch's compile.
+
+Whichever waits most (the host or the input) is then set by bisection on the emulator's fast path, so the
+fit's steady mean step is the trace's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.idle import CAUSES
+from perftool.analysis.metrics import NOT_DEVICE_WORK
+from perftool.dialects.vocabulary import BLOCKING_COPY_CALL, CPU_FALLBACK, MEMCPY, REMOTE_BUFFER_COPY, STRIDED_COPY
+from perftool.emulator.config import EmulatorConfig, validate_config
+from perftool.emulator.evaluate import evaluate
+from perftool.emulator.plan import io_tiles_needed
+from perftool.emulator.profiles import PROFILES, DeviceProfile
+from perftool.rules.detectors.base import Scope
+from perftool.trace.model import Kind, Role, Trace
+
+MIN_STEPS = 8  # a calibrated job runs at least this many steps
+RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
+LAUNCH_SHARE = 0.5  # a trace whose host idle is this much launch gaps launches op by op
+MATCH_ITERATIONS = 16  # bisection steps that set the pacing figure to the trace's step time (to 1 part in 65,000)
+HOST_CAUSES = ("host", "launch", "sync", "blocking_copy", "other")
+INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the step where input paces it
+INPUT_CAUSES = ("input_wait", "input_pipeline")
+
+
+def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, Any] | None = None) -> EmulatorConfig:
+    """The emulator config whose steady state looks like the trace's (``given``: fields the trace does not say)."""
+    given = given or {}
+    family = device or (scope.family if scope.family in PROFILES else "gpu")
+    profile = PROFILES[family]
+    steps = max(scope.steady_steps, 1)
+    mean = scope.metrics["step_time_us.mean"]
+    step = mean if not math.isnan(mean) else scope.window
+    idle = {cause: scope.idle.time(cause) / steps for cause in CAUSES} if scope.idle is not None else {}
+    compute = _device_work(trace, scope, profile.async_h2d) / steps
+    recompiling = scope.metrics["recompilations.count"] > 0
+    # room for a short last batch when one compiles; a bad given value is reported when the config is validated
+    batch = max(int(given.get("knobs", {}).get("batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
+    job_steps = max(int(given.get("workload", {}).get("steps", scope.steps.count)), MIN_STEPS)
+    host = _host(trace, scope, profile, idle, compute, steps, job_steps)
+    sample = _sample_bytes(scope, profile.h2d_bandwidth, steps, batch)
+    fallbacks = _fallbacks(trace, scope, profile, steps)
+    offloaded = _offloaded_state(trace, scope, profile, steps)
+    strided = _strided(trace, scope, profile, steps, batch) if "layout_mismatch" in profile.knobs else {}
+    workload: dict[str, Any] = {
+        "name": os.path.basename(trace.source) or "calibrated",
+        "weights": "1MB",
+        "gflops_per_sample": max(compute, 1.0) * profile.peak_tflops * profile.efficiency / 1e3 / batch,
+        "sample_size": sample,
+        "steps": max(job_steps - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
+        "ops_per_step": host.ops,
+        **_input(trace, scope, step, host.pacing == INPUT_PACE, batch),
+        **_compiles(scope),
+        **_short_last_batch(scope, batch),
+        **strided,
+        **offloaded,
+    }
+    knobs = {
+        "batch_size": batch,
+        "loop_size": host.loop,
+        **_graphs_and_tiles(scope, profile, sample * batch, host.launching),
+        **({"cpu_fallback_ops": fallbacks} if fallbacks else {}),
+        **({"layout_mismatch": True} if strided else {}),
+        **({"offload_optimizer": True} if offloaded else {}),
+    }
+    document = {
+        "device": family,
+        "workload": workload | given.get("workload", {}),
+        "knobs": knobs | given.get("knobs", {}),
+        "device_overrides": host.overrides | given.get("device_overrides", {}),
+        "seed": 0,
+    }
+    config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
+    if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
+        return config
+    return _matched(config, host.pacing, step)
+
+
+@dataclass
+class _Host:
+    """How the fit's host drives the device: its constants, steps per call, ops per step, and what sets the pace."""
+
+    overrides: dict[str, float]
+    loop: int
+    ops: int
+    launching: bool  # op by op, no device graphs
+    pacing: tuple[str, str] | None  # the field whose value sets the step time, when the device waits at all
+
+
+def _host(
+    trace: Trace,
+    scope: Scope,
+    profile: DeviceProfile,
+    idle: dict[str, float],
+    compute: float,
+    steps: int,
+    job_steps: int,
+) -> _Host:
+    """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``)."""
+    host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
+    waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
+    if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
+        host = host_idle
+    elif not profile.host_blocks_per_call:  # the host runs a step ahead: the device idles for what exceeds compute
+        host = compute + host if host > 0 else min(profile.python_us + profile.call_dispatch_us, 0.5 * compute)
+    loop = _loop_size(trace, scope, job_steps) if "loop_size" in profile.knobs else 1
+    host *= loop  # the host's time per device call, one call every ``loop`` steps
+    dispatch = min(profile.call_dispatch_us, host)
+    ops = max(round(float(np.nan_to_num(scope.metrics["device.ops.count"])) / steps), 1)
+    # launch-bound: the device idles while the host launches ops one by one (no device graphs)
+    launches = max(_launch_time(trace, scope) / steps, idle.get("launch", 0.0))
+    blocked = idle.get("blocking_copy", 0.0) + idle.get("sync", 0.0)  # waits on copies and syncs are no launching
+    launching = "device_graphs" in profile.knobs and launches > LAUNCH_SHARE * host_idle > 0 and blocked < launches
+    launching = launching and waiting <= host_idle
+    overrides = {"python_us": 0.0, "op_launch_us": host / ops} if launching else {
+        "python_us": host - dispatch, "call_dispatch_us": dispatch
+    }  # fmt: skip
+    pacing = INPUT_PACE if waiting > host_idle else ("device_overrides", "python_us")
+    if launching:
+        pacing = ("device_overrides", "op_launch_us")
+    return _Host(overrides, loop, ops, launching, pacing if max(waiting, host_idle) > 0 else None)
+
+
+def _loop_size(trace: Trace, scope: Scope, job_steps: int) -> int:
+    """Steps per device call where the host launches fewer calls than the trace has steps (iteration offload),
+    else 1: the divisor of the fit's ``job_steps`` nearest the trace's, so the fit has no remainder loop of its own."""
+    calls = int(np.count_nonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST)))
+    steps = scope.steps.count
+    if not 0 < calls < steps:
+        return 1
+    estimate = steps / calls
+    return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - estimate), -d))
+
+
+def _launch_time(trace: Trace, scope: Scope) -> float:
+    """Host time in runtime calls that launch work (not copies that block, not syncs) in the window, µs."""
+    copies = trace.name_matches(BLOCKING_COPY_CALL) | trace.name_matches(MEMCPY)
+    launches = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & ~copies
+    return intervals.total(scope.busy(launches))
+
+
+def _device_work(trace: Trace, scope: Scope, async_copies: bool) -> float:
+    """The device's busy time in the window that the fit models as compute: compute, and whatever else keeps it
+    busy that the emulator has no part of its own for (copies on its streams, communication), µs. Strided and
+    remote-buffer copies are modelled apart, and so are input copies where the device makes them itself."""
+    apart = trace.name_matches(STRIDED_COPY) | trace.name_matches(REMOTE_BUFFER_COPY)
+    if not async_copies:
+        apart |= trace.kind == Kind.H2D
+    busy = trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK) & ~apart
+    return intervals.total(scope.busy(busy | (trace.kind == Kind.COMPUTE)))
+
+
+def _matched(config: EmulatorConfig, field: tuple[str, str], step: float) -> EmulatorConfig:
+    """``config`` with ``field`` set, by bisection on the emulator's fast path, so its steady mean step is the
+    trace's ``step`` (the closed forms above miss how the stack's host, input and device wait on one another)."""
+    section, name = field
+
+    def with_value(value: float) -> EmulatorConfig:
+        part = getattr(config, section).model_copy(update={name: value})
+        return config.model_copy(update={section: part})
+
+    def step_of(value: float) -> float:
+        return float(evaluate(with_value(value))["step_time_mean_us"][0])
+
+    lo, hi = 0.0, max(float(getattr(getattr(config, section), name) or 0.0), step) * 4
+    if not step_of(lo) < step < step_of(hi):
+        return config
+    for _ in range(MATCH_ITERATIONS):
+        middle = (lo + hi) / 2
+        lo, hi = (middle, hi) if step_of(middle) < step else (lo, middle)
+    return validate_config(with_value((lo + hi) / 2).model_dump(mode="json"), "calibration")
+
+
+def _graphs_and_tiles(scope: Scope, profile: DeviceProfile, batch_bytes: int, launching: bool) -> dict[str, Any]:
+    """Device graphs (one launch a step) where the family has them, unless the trace launches op by op; IO tiles
+    where the trace's copies overlap compute on a device that overlaps them only through IO tiles."""
+    knobs: dict[str, Any] = {"device_graphs": not launching} if "device_graphs" in profile.knobs else {}
+    copies = _input_copies(scope)
+    overlapped = intervals.overlap(copies, scope.compute) / intervals.total(copies) if copies[0].size else 0.0
+    if profile.tiles and overlapped > 0.5:
+        knobs["io_tiles"] = max(int(io_tiles_needed(batch_bytes)), 1)
+    return knobs
+
+
+def _input_copies(scope: Scope) -> intervals.Intervals:
+    """Host-to-device input copies in the window (remote-buffer copies of offloaded state are no input)."""
+    trace = scope.trace
+    return scope.busy((trace.kind == Kind.H2D) & ~trace.name_matches(REMOTE_BUFFER_COPY))
+
+
+def _sample_bytes(scope: Scope, bandwidth: float, steps: int, batch: int) -> int:
+    """Bytes per sample as copied to the device: the input copies' time per step at the link's bandwidth
+    (remote-buffer copies of offloaded state are no input)."""
+    return max(int(intervals.total(_input_copies(scope)) / steps * bandwidth / 1e6 / batch), 1)
+
+
+def _input(trace: Trace, scope: Scope, step: float, pacing: bool, batch: int) -> dict[str, Any]:
+    """Preprocessing time per sample, its spread and the workers, from the input workers' batches when traced;
+    ``pacing``: the device waits for input more than for anything else."""
+    rows = np.flatnonzero((trace.kind == Kind.INPUT) & trace.on_roles(Role.INPUT) & scope.in_window)
+    if rows.size:
+        workers = int(np.unique(trace.track[rows]).size)
+        durations = trace.dur[rows]
+        mean = float(durations.mean())
+        spread = float(durations.std() / mean) if mean > 0 else 0.0
+        return {
+            "preprocess_us_per_sample": mean / batch,
+            "preprocess_jitter": min(spread, 5.0),
+            "input_workers": workers,
+        }
+    if pacing:  # only the waits are traced, and they set the pace: one worker as slow as a step
+        return {"preprocess_us_per_sample": step / batch, "input_workers": 1}
+    return {"preprocess_us_per_sample": 0.0}  # waits that do not set the pace: input keeps up
+
+
+def _fallbacks(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> list[dict[str, Any]]:
+    """The ops that fell back to the host CPU, each with its host time, calls per step and the bytes its copies
+    move (the device-to-host copy time per call at the link's bandwidth)."""
+    rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & trace.on_roles(Role.HOST) & scope.in_window)
+    if rows.size == 0 or "cpu_fallback_ops" not in profile.knobs:
+        return []
+    copies = scope.metrics["d2h.time_us"] / steps if not math.isnan(scope.metrics["d2h.time_us"]) else 0.0
+    calls = rows.size / steps
+    return [
+        {
+            "op": "op",
+            "host_us": float(trace.dur[rows].mean()),
+            "tensor_size": max(int(copies / calls * profile.d2h_bandwidth / 1e6), 1),
+            "calls_per_step": max(round(calls), 1),
+        }
+    ]
+
+
+def _strided(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int, batch: int) -> dict[str, Any]:
+    """Bytes rearranged per sample by layout-changing copies (``TransData``, ``DstStridedCopy``) on the device."""
+    copies = scope.busy(trace.name_matches(STRIDED_COPY) & trace.on_roles(Role.DEVICE))
+    per_step = intervals.total(copies) / steps
+    return {"layout_copy_per_sample": int(per_step * profile.strided_copy_bandwidth / 1e6 / batch)} if per_step else {}
+
+
+def _short_last_batch(scope: Scope, batch: int) -> dict[str, Any]:
+    """A graph compiled again in the steady state (a short last batch, a remainder loop) costs the job one compile
+    an epoch: modelled as a short last batch, one sample short of a full one: a new shape compiled at the end."""
+    recompiles = scope.metrics["recompilations.count"]
+    return {"last_batch_samples": batch - 1} if recompiles and recompiles > 0 and batch >= 2 else {}
+
+
+def _offloaded_state(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> dict[str, Any]:
+    """Optimizer state streamed to and from remote buffers each update: its size, from the copies' time."""
+    copies = scope.busy(trace.name_matches(REMOTE_BUFFER_COPY) & trace.on_roles(Role.DEVICE))
+    per_step = intervals.total(copies) / steps
+    if not per_step or not profile.remote_buffer_bandwidth:
+        return {}
+    return {"optimizer_state": int(per_step * profile.remote_buffer_bandwidth / 2 / 1e6)}
+
+
+def _compiles(scope: Scope) -> dict[str, Any]:
+    """The graph compile time: the steady state's compiles together (the fit compiles once there), else the mean."""
+    trace = scope.trace
+    steady = (trace.kind == Kind.COMPILE) & scope.in_window & (trace.ts >= scope.lo)
+    if steady.any():
+        return {"graph_compile_ms": max(float(trace.dur[steady].sum()) / 1e3, 0.001)}
+    count, time = scope.metrics["compile.count"], scope.metrics["compile.time_us"]
+    return {"graph_compile_ms": max(time / count / 1e3, 0.001)} if count > 0 else {}
