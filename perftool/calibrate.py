@@ -16,7 +16,9 @@ from perftool.emulator.run import run as emulate
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
 from perftool.fitting import HOST_CAUSES, INPUT_CAUSES, fit
-from perftool.rules.engine import analyse_trace
+from perftool.job.cluster import LOCAL, Cluster
+from perftool.job.scan import scan_job
+from perftool.rules.engine import ReadOptions, analyse_trace
 from perftool.rules.findings import TraceFindings
 from perftool.traces import load_trace
 
@@ -77,8 +79,14 @@ class Calibration:
         return config
 
 
-def calibrate(path: str, device: str | None = None, overrides: dict[str, Any] | None = None) -> Calibration:
-    """Fit an emulator config to the trace at ``path`` and check it by emulating it."""
+def calibrate(
+    path: str, device: str | None = None, overrides: dict[str, Any] | None = None, cluster: Cluster = LOCAL
+) -> Calibration:
+    """Fit an emulator config to the trace at ``path`` and check it by emulating it. For a job's directory, the
+    rank fitted is the one that sets the job's pace: the slowest in the job view (its ranks analysed on
+    ``cluster``)."""
+    if os.path.isdir(path):
+        path = pacing_rank(path, cluster)
     trace = load_trace(path)
     scan, scope = analyse_trace(trace, [])
     if scope.idle is None or scope.window <= 0:
@@ -90,6 +98,16 @@ def calibrate(path: str, device: str | None = None, overrides: dict[str, Any] | 
         )
     config = fit(trace, scope, device, overrides or {})
     return Calibration(path, config, *_compare(scan, config))
+
+
+def pacing_rank(directory: str, cluster: Cluster = LOCAL) -> str:
+    """The trace of the rank that sets a job's pace: the one the others wait for, else the slowest step."""
+    report = scan_job([directory], [], ReadOptions(), cluster.scheduler, cluster.workers)
+    if report.job is None or not report.traces:
+        raise PerftoolError(f"{directory}: no rank trace could be read to calibrate")
+    slowest = report.job.slowest_rank
+    chosen = next((t for t in report.traces if t.rank == slowest), None)
+    return (chosen or max(report.traces, key=lambda t: t.step_time_us or 0.0)).path
 
 
 def _compare(scan: TraceFindings, config: EmulatorConfig) -> tuple[tuple[float, float], dict[str, tuple[float, float]]]:

@@ -24,7 +24,7 @@ from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
 from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget
 from perftool.gate.run import GateResult
-from perftool.job.cluster import SCHEDULER_ENV
+from perftool.job.cluster import SCHEDULER_ENV, Cluster
 from perftool.job.scan import scan_job
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
 from perftool.project import ProjectConfig, load_project
@@ -221,7 +221,7 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
 
 
 @cli.command()
-@click.argument("trace", type=click.Path(dir_okay=False))
+@click.argument("trace", type=click.Path())
 @click.option(
     "-o",
     "--output",
@@ -237,15 +237,26 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
 )
 @click.option("--device", type=click.Choice(sorted(PROFILES)), help="Device family to fit  [default: the trace's].")
 @_format_option(CalibrateView)
-def calibrate(trace: str, output: str | None, overrides: tuple[str, ...], device: str | None, fmt: str) -> None:
+@_cluster_options
+def calibrate(
+    trace: str,
+    output: str | None,
+    overrides: tuple[str, ...],
+    device: str | None,
+    fmt: str,
+    scheduler: str | None,
+    workers: int | None,
+) -> None:
     """Fit an emulator config to TRACE and check it: emulating the fit must reproduce the trace's steady step time
-    (within 5%) and device idle (within 3 points). -o writes the config, for emulate and tune."""
+    (within 5%) and device idle (within 3 points). -o writes the config, for emulate and tune.
+
+    For a job's directory, the rank fitted is the one that sets the job's pace (the slowest in its job view)."""
     if output:
         check_writable(output, [trace])
     given: dict = {}
     for item in overrides:
         emulator_config.apply_override(given, item, "--set", None)
-    fitted = fit_trace(trace, device, given)
+    fitted = fit_trace(trace, device, given, Cluster(scheduler, workers))
     if output:
         write_text(yaml.safe_dump(fitted.document(), sort_keys=False), output)
     emit(CalibrateView(fitted, output), fmt, None)

@@ -99,3 +99,12 @@ def test_scan_predicts_a_fix_on_a_foreign_trace_with_a_fit_to_it(run):
     without_fix = json.loads(run("scan", DATA / "vocab" / "zero_workers.json.gz", "--format", "json").stdout)
     (input_bound,) = [f for f in without_fix["traces"][0]["findings"] if f["rule_id"] == "PT002"]
     assert input_bound["fix"]["changes"] == {} and input_bound["gain"]["kind"] == "upper_bound"
+
+
+def test_calibrate_a_job_directory_fits_the_rank_that_sets_its_pace(run):
+    """The straggler sample's rank 5 is the one the others wait for; a fit to any other rank would model the wait."""
+    straggler = SAMPLES / "jobs" / "gpu_ddp_straggler"
+    result = run("calibrate", straggler, "--workers", "1", "--format", "json")
+    assert result.exit_code == 0, result.output
+    calibration = json.loads(result.stdout)["calibration"]
+    assert Path(calibration["source"]).name == "rank5.trace.json.gz" and calibration["step_error"] <= 0.05
