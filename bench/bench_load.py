@@ -54,7 +54,8 @@ def decompress_only(path: str) -> float:
 
 def in_child(call: str) -> dict:
     """Evaluate ``call`` (an expression over the bench modules) in a fresh interpreter; return its JSON result."""
-    code = f"import json, sys; sys.path.insert(0, {HERE!r}); import bench_load, bench_scan; print(json.dumps({call}))"
+    module = call.split(".")[0]  # the bench module the call names
+    code = f"import json, sys; sys.path.insert(0, {HERE!r}); import {module}; print(json.dumps({call}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 

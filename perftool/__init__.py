@@ -1,12 +1,12 @@
 """perftool: performance tuning and profiling for training jobs on ML accelerators.
 
 ``import perftool`` gives the Python API (:mod:`perftool.api`): ``load_trace``, ``scan``, ``gate``,
-``emulate`` and ``tune``. ``perftool.gate`` and ``perftool.tune`` are those functions; their packages
-are imported by their full names (``from perftool.gate.run import ...``).
+``diff``, ``emulate`` and ``tune``. ``perftool.gate``, ``perftool.diff`` and ``perftool.tune`` are those
+functions; their packages are imported by their full names (``from perftool.gate.run import ...``).
 """
 
 __version__ = "0.1.0"
 
-from perftool.api import emulate, gate, load_trace, scan, tune  # noqa: E402 - after __version__, which they read
+from perftool.api import diff, emulate, gate, load_trace, scan, tune  # noqa: E402 - after __version__, which they read
 
-__all__ = ["__version__", "emulate", "gate", "load_trace", "scan", "tune"]
+__all__ = ["__version__", "diff", "emulate", "gate", "load_trace", "scan", "tune"]

@@ -8,6 +8,7 @@
     trace = perftool.load_trace("trace.json.gz")            # the columnar Trace, roles and kinds assigned
     events = trace.to_pandas()                              # one row per event (needs pandas)
     verdict = perftool.gate("baseline.json", "candidate.json")   # GateResult: status and checks
+    change = perftool.diff("before.json.gz", "after.json.gz")    # DiffResult: what changed, adding up to the delta
     run = perftool.emulate("config.yaml", overrides=["loop_size=32"])
     best = perftool.tune("tune.yaml", evaluations=200)      # TuneResult
 
@@ -20,6 +21,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from perftool.diff.run import DiffResult, diff_paths
 from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig, Run
 from perftool.emulator.run import run as run_emulator
@@ -116,6 +118,25 @@ def gate(
         options,
         ReadOptions(device or settings.device, dialect, max_bytes=max_bytes),
     )
+
+
+def diff(
+    baseline: PathLike,
+    candidate: PathLike,
+    *,
+    by: str = "kernel",
+    op_maps: Sequence[PathLike] = (),
+    dialect: str | None = None,
+    max_bytes: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+) -> DiffResult:
+    """What changed between two traces (or two jobs' directories, rank by rank) per ``by`` (kernel, op, category
+    or track): each key's change, and contributions that add up to the change of the mean steady step."""
+    return diff_paths(
+        str(baseline), str(candidate), by, tuple(map(str, op_maps)), ReadOptions(dialect=dialect, max_bytes=max_bytes),
+        Cluster(scheduler, workers),
+    )  # fmt: skip
 
 
 def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:

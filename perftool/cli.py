@@ -16,6 +16,8 @@ from rich.table import Table
 from perftool import __version__, api, dialects, interrupts, limits
 from perftool.analysis import METRICS, compute_metrics
 from perftool.calibrate import calibrate as fit_trace
+from perftool.diff.profile import LEVELS
+from perftool.diff.run import DiffResult
 from perftool.emulator import config as emulator_config
 from perftool.emulator.profiles import PROFILES
 from perftool.emulator.run import InfeasibleConfig
@@ -31,7 +33,7 @@ from perftool.project import ProjectConfig, load_project
 from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
 from perftool.report.registry import CalibrateView, EmulateView, InfoView, JobInfoView, TuneView, emit, formats
-from perftool.results import EmulateReport, GateReport, InfoReport, TuneReport, TuneRowsReport
+from perftool.results import DiffReport, EmulateReport, GateReport, InfoReport, TuneReport, TuneRowsReport
 from perftool.rules import catalog
 from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport
@@ -52,6 +54,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "tune-result": TuneReport,
     "tune-rows": TuneRowsReport,
     "gate-result": GateReport,
+    "diff-result": DiffReport,
 }
 
 
@@ -491,6 +494,41 @@ def gate(
     emit(result, fmt, output)
     if result.status == "fail":
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("baseline", type=click.Path())
+@click.argument("candidate", type=click.Path())
+@click.option(
+    "--by",
+    type=click.Choice(LEVELS),
+    default="kernel",
+    show_default=True,
+    help="Compare per device kernel, host op (device time it launched), category, or track.",
+)
+@click.option(
+    "--op-map",
+    "op_maps",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A YAML map of names across vendors, before the built-in one (repeatable).",
+)
+@_format_option(DiffResult)
+@_output_option()
+@click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@_max_trace_size
+@_cluster_options
+def diff(baseline, candidate, by, op_maps, fmt, output, dialect, max_trace_bytes, scheduler, workers) -> None:
+    """What changed between BASELINE and CANDIDATE (two traces, or two jobs' directories rank by rank): per kernel,
+    op, category or track, calls and time per steady step, what appeared and went, and each change's part of the
+    step-time change; the parts add up to it."""
+    if output:
+        check_writable(output, [baseline, candidate, *op_maps])
+    result = api.diff(
+        baseline, candidate, by=by, op_maps=op_maps, dialect=dialect, max_bytes=max_trace_bytes, scheduler=scheduler,
+        workers=workers,
+    )  # fmt: skip
+    emit(result, fmt, output)
 
 
 @cli.group()

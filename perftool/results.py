@@ -180,6 +180,20 @@ class GateCheckResult(_Part):
     detail: str
 
 
+class GateContributor(_Part):
+    name: str
+    status: Literal["both", "added", "removed", "remainder"]
+    contribution_us: float
+
+
+class GateExplanation(_Part):
+    rank: int | None
+    level: Literal["kernel", "op", "category", "track"]
+    headline: str
+    delta_us: float = Field(description="the change of the mean steady step")
+    contributors: list[GateContributor] = Field(description="they add up to delta_us")
+
+
 class GateReport(_Document):
     """``perftool gate --format json``."""
 
@@ -189,3 +203,70 @@ class GateReport(_Document):
     mismatches: list[str]
     counts: dict[str, int]
     checks: list[GateCheckResult]
+    explanations: list[GateExplanation] = Field(
+        description="per trace (rank) whose step time failed: what its change is made of (perftool diff)"
+    )
+    unexplained: str = Field(description="why a failed step time has no explanation, else empty")
+
+
+class DiffSide(_Part):
+    trace: str
+    device: str
+    family: str
+    steps: int = Field(description="steady steps compared")
+    step_time_us: float = Field(description="mean steady step")
+    timeline: Literal["device", "host"] = Field(description="the timeline that paces a step")
+
+
+class DiffRow(_Part):
+    key: str
+    status: Literal["both", "added", "removed"]
+    baseline_calls_per_step: float
+    candidate_calls_per_step: float
+    baseline_us_per_step: float = Field(description="the key's own time: device time, host time for host ops")
+    candidate_us_per_step: float
+    baseline_paced_us_per_step: float = Field(
+        description="its time on the timeline pacing the step (for host ops on the device's: the device time "
+        "they launched)"
+    )
+    candidate_paced_us_per_step: float
+    contribution_us: float = Field(description="its part of the step-time delta: the change of its paced time")
+
+
+class DiffRemainder(_Part):
+    name: str
+    baseline_us: float
+    candidate_us: float
+    contribution_us: float
+
+
+class DiffUnmatched(_Part):
+    keys: int
+    events: float = Field(description="events in the steady steps with no counterpart")
+    us_per_step: float
+
+
+class TraceDiffResult(_Part):
+    rank: int | None
+    baseline: DiffSide
+    candidate: DiffSide
+    level: Literal["kernel", "op", "category", "track"] = Field(description="the level compared at")
+    asked: Literal["kernel", "op", "category", "track"]
+    why: str = Field(description="why the level differs from the one asked, or how names were matched")
+    delta_us: float = Field(description="the change of the mean steady step")
+    change: float | None = Field(description="delta_us as a fraction of the baseline step")
+    headline: str
+    rows: list[DiffRow] = Field(description="every key, the largest contribution first")
+    remainders: list[DiffRemainder] = Field(description="the rest of the delta: with the rows it adds up to it")
+    unmatched: dict[Literal["baseline", "candidate"], DiffUnmatched]
+    notes: list[str]
+
+
+class DiffReport(_Document):
+    """``perftool diff --format json``."""
+
+    baseline: str
+    candidate: str
+    only_baseline_ranks: list[int]
+    only_candidate_ranks: list[int]
+    diffs: list[TraceDiffResult] = Field(description="one for two traces; one per shared rank for two jobs")

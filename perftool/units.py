@@ -18,13 +18,24 @@ def duration(us: float, unit: str = "ms") -> str:
     return f"{us / 1e6:,.3f} s"
 
 
+def signed_duration(us: float, unit: str = "ms") -> str:
+    """A change of duration, with its sign: ``+0.810 ms``, ``-12.0 µs``; none that rounds to nothing: ``0.0 µs``."""
+    shown = duration(us, unit)
+    if shown.lstrip("-").startswith(("0.0 ", "0 ")):
+        return shown.lstrip("-")
+    return ("+" if us >= 0 else "") + shown
+
+
 def timestamp(us: float, unit: str = "ms") -> str:
     """A point in time given in µs from the trace's start, in the trace's display unit, as Perfetto shows it."""
     return f"{us * 1e3:,.0f} ns" if unit == "ns" else f"{us / 1e3:,.3f} ms"
 
 
 def percent(fraction: float) -> str:
-    return "—" if math.isnan(fraction) else f"{fraction * 100:.1f}%"
+    if math.isnan(fraction):
+        return "—"
+    shown = f"{fraction * 100:.1f}%"
+    return "0.0%" if shown == "-0.0%" else shown
 
 
 def number(value: float | None) -> str:
@@ -37,5 +48,8 @@ def number(value: float | None) -> str:
 
 
 def plural(count: int, noun: str) -> str:
-    """``1 rank``, ``8 ranks``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+    """``1 rank``, ``8 ranks``, ``2 categories``."""
+    if count == 1:
+        return f"{count:,} {noun}"
+    many = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
+    return f"{count:,} {many}"

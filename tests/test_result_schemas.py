@@ -19,6 +19,13 @@ COMMANDS = {  # schema name -> a command writing that document for a bundled sam
     "emulate-result": ("emulate", SAMPLES / "npu" / "healthy.yaml", "--format", "json"),
     "tune-result": ("tune", REPO / "examples" / "tune" / "npu.yaml", "--evaluations", "40", "--format", "json"),
     "tune-rows": ("tune", REPO / "examples" / "tune" / "npu.yaml", "--evaluations", "40", "--results", "{out}"),
+    "diff-result": (
+        "diff",
+        REPO / "tests" / "data" / "vocab" / "diff_kineto_before.json.gz",
+        REPO / "tests" / "data" / "vocab" / "diff_kineto_after.json.gz",
+        "--format",
+        "json",
+    ),
     "gate-result": (
         "gate",
         SAMPLES / "baselines" / "npu__healthy.findings.json",
@@ -42,18 +49,20 @@ def test_each_document_validates_against_its_published_schema(run, tmp_path, nam
 def test_the_models_keep_every_key_and_value_of_the_documents():
     """Passing through a model changes nothing: for info, emulate, tune and gate on bundled samples."""
     from perftool import api
-    from perftool.report import emulate_json, gate_json, tune_json
+    from perftool.report import diff_json, emulate_json, gate_json, tune_json
 
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")
     metrics = compute_metrics(trace)
     run_ = api.emulate(SAMPLES / "npu" / "healthy.yaml")
     swept = api.tune(REPO / "examples" / "tune" / "npu.yaml", evaluations=40)
     verdict = api.gate(SAMPLES / "baselines" / "npu__healthy.findings.json", SAMPLES / "npu" / "healthy.trace.json.gz")
+    change = api.diff(SAMPLES / "npu" / "healthy.trace.json.gz", SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")
     pairs = [
         (info_json.info_document(trace, metrics), info_json.render(trace, metrics)),
         (emulate_json.document(run_), emulate_json.render(run_)),
         (tune_json.document(swept, "npu.yaml"), tune_json.render(swept, "npu.yaml")),
         (gate_json.document(verdict), gate_json.render(verdict)),
+        (diff_json.document(change), diff_json.render(change)),
     ]
     for built, written in pairs:
         assert json.loads(written) == json.loads(json.dumps(built))

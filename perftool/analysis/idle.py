@@ -98,8 +98,7 @@ def attribute_idle(
             by_cause[cause] = remaining[0][taken], remaining[1][taken]
             remaining = remaining[0][~taken], remaining[1][~taken]
             continue
-        by_cause[cause] = intervals.intersect(remaining, cover, lo, hi)
-        remaining = intervals.subtract(remaining, cover, lo, hi)
+        by_cause[cause], remaining = intervals.split(remaining, cover, lo, hi)
     by_cause["other"] = remaining
     return IdleTime(lo, hi, gaps, by_cause)
 

@@ -57,41 +57,54 @@ def gaps(intervals: Intervals, lo: float, hi: float) -> Intervals:
 
 
 def intersect(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
-    """Time covered by both sets of disjoint intervals, within [lo, hi]: the gaps of the gaps."""
+    """Time covered by both sets of disjoint, sorted intervals, within [lo, hi].
+
+    Each interval of ``a`` overlaps a run of consecutive intervals of ``b``, found with two binary searches;
+    the overlapping pairs, in order, are the pieces. The cost is linear in the inputs and the pieces."""
+    a, b = clip(a, lo, hi), clip(b, lo, hi)
     if a[0].size == 0 or b[0].size == 0:
         return np.empty(0), np.empty(0)
-    a, b = _touching(a, b), _touching(b, a)
-    not_a, not_b = gaps(a, lo, hi), gaps(b, lo, hi)
-    return gaps(union(np.r_[not_a[0], not_b[0]], np.r_[not_a[1], not_b[1]]), lo, hi)
+    first = np.searchsorted(b[1], a[0], side="right")  # the first of b ending after each a starts
+    last = np.searchsorted(b[0], a[1], side="left")  # the b intervals starting before each a ends
+    counts = np.maximum(last - first, 0)
+    of_a = np.repeat(np.arange(a[0].size), counts)
+    of_b = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts - first, counts)
+    starts, ends = np.maximum(a[0][of_a], b[0][of_b]), np.minimum(a[1][of_a], b[1][of_b])
+    keep = ends > starts
+    return starts[keep], ends[keep]
 
 
 def subtract(a: Intervals, b: Intervals, lo: float, hi: float) -> Intervals:
-    """The parts of ``a`` (disjoint, sorted) within [lo, hi] that ``b`` does not cover."""
+    """The parts of ``a`` (disjoint, sorted) within [lo, hi] that ``b`` (disjoint, sorted) does not cover."""
     if b[0].size == 0:
         return clip(a, lo, hi)
-    return intersect(a, gaps(_touching(b, a), lo, hi), lo, hi)
+    return intersect(a, gaps(b, lo, hi), lo, hi)
 
 
-def _touching(a: Intervals, b: Intervals) -> Intervals:
-    """The intervals of ``a`` that overlap some interval of ``b``: the rest cannot change an intersection with
-    ``b``, nor ``b`` less ``a``. Worth it only when ``a`` is much the larger set."""
-    if a[0].size <= 4 * b[0].size:
-        return a
-    keep = touched(a, b)
-    return a[0][keep], a[1][keep]
+def split(a: Intervals, b: Intervals, lo: float, hi: float) -> tuple[Intervals, Intervals]:
+    """``a`` (disjoint, sorted) within [lo, hi] in two: the parts ``b`` (disjoint, sorted) covers, and the rest.
+    Only the intervals of ``a`` that ``b`` overlaps are cut; the others pass to the rest as they are."""
+    a = clip(a, lo, hi)
+    if b[0].size == 0 or a[0].size == 0:
+        return (np.empty(0), np.empty(0)), a
+    hit = touched(a, b)
+    cut = a[0][hit], a[1][hit]
+    inside, outside = intersect(cut, b, lo, hi), subtract(cut, b, lo, hi)
+    starts, ends = np.r_[a[0][~hit], outside[0]], np.r_[a[1][~hit], outside[1]]
+    order = np.argsort(starts, kind="stable")  # two sorted runs: merged in linear time
+    return inside, (starts[order], ends[order])
 
 
 def touched(a: Intervals, b: Intervals) -> np.ndarray:
     """Per interval of ``a`` (disjoint, sorted): whether an interval of ``b`` (disjoint, sorted) overlaps it.
 
-    Each interval of ``b`` overlaps a run of consecutive intervals of ``a``, found with two binary
-    searches; the runs are marked with a running count, so the cost is linear in ``a``.
+    Of the intervals of ``b`` starting before an interval of ``a`` ends, only the last can reach into it (the
+    earlier ones end before that one starts): one binary search per interval of ``a``.
     """
-    first = np.searchsorted(a[1], b[0], side="right")  # the first of a ending after b starts
-    last = np.searchsorted(a[0], b[1], side="left")  # the a intervals starting before b ends
-    size = a[0].size + 1
-    covering = np.cumsum(np.bincount(first, minlength=size) - np.bincount(last, minlength=size))
-    return covering[:-1] > 0
+    if b[0].size == 0:
+        return np.zeros(a[0].size, dtype=bool)
+    last = np.searchsorted(b[0], a[1], side="left") - 1
+    return (last >= 0) & (b[1][np.maximum(last, 0)] > a[0])
 
 
 def overlaps_any(starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray, other_ends: np.ndarray) -> np.ndarray:

@@ -24,23 +24,30 @@ class Launches:
 
 def launches(trace: Trace) -> Launches:
     """Flows from a host track to a device track, paired by id, with the device event each one reaches."""
+    sources, spans = launch_rows(trace)
+    return Launches(trace.ts[sources], trace.end[spans])
+
+
+def launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per host→device flow paired by id: the row of its start on the host (at the launching call), and the row
+    of the device span it reaches."""
     has_id = trace.flow_id >= 0
     sources = np.flatnonzero((trace.phase == Phase.FLOW_START) & has_id & trace.on_roles(Role.HOST))
     targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
     if sources.size == 0 or targets.size == 0:
-        return Launches(np.empty(0), np.empty(0))
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     ids, first = np.unique(trace.flow_id[sources], return_index=True)
     where = np.minimum(np.searchsorted(ids, trace.flow_id[targets]), ids.size - 1)
     paired = ids[where] == trace.flow_id[targets]
-    targets, host_ts = targets[paired], trace.ts[sources[first[where[paired]]]]
-    device_end = _enclosing_end(trace, targets)
-    found = ~np.isnan(device_end)
-    return Launches(host_ts[found], device_end[found])
+    targets, sources = targets[paired], sources[first[where[paired]]]
+    spans = _enclosing_span(trace, targets)
+    found = spans >= 0
+    return sources[found], spans[found]
 
 
-def _enclosing_end(trace: Trace, targets: np.ndarray) -> np.ndarray:
-    """The end of the device span on each flow end's track that starts at or just before it (NaN if none)."""
-    ends = np.full(targets.size, np.nan)
+def _enclosing_span(trace: Trace, targets: np.ndarray) -> np.ndarray:
+    """The row of the device span on each flow end's track that starts at or just before it (-1 if none)."""
+    found = np.full(targets.size, -1, np.int64)
     spans = np.flatnonzero((trace.phase == Phase.COMPLETE) & trace.on_roles(Role.DEVICE))
     for track in np.flatnonzero(np.bincount(trace.track[targets])).tolist():
         rows = spans[trace.track[spans] == track]
@@ -49,5 +56,5 @@ def _enclosing_end(trace: Trace, targets: np.ndarray) -> np.ndarray:
         at = trace.ts[targets[mine]]
         index = np.searchsorted(trace.ts[rows], at, side="right") - 1
         inside = (index >= 0) & (trace.end[rows[np.maximum(index, 0)]] >= at)
-        ends[mine[inside]] = trace.end[rows[index[inside]]]
-    return ends
+        found[mine[inside]] = rows[index[inside]]
+    return found

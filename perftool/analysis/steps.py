@@ -10,7 +10,6 @@ measured after its start-up (runtime initialisation, warm-up annotations).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +19,7 @@ from perftool.analysis.launches import Launches, launches
 from perftool.dialects.vocabulary import FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace
 
-_STEP_NUMBER = re.compile(r"(\d+)$")  # ProfilerStep#12, step 12
+_DIGITS = "0123456789"  # a step marker's number ends its name: ProfilerStep#12, step 12
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
 TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
 # An initialisation call this long (µs) created a context or loaded libraries; short ones are routine.
@@ -90,8 +89,9 @@ class Steps:
         return (after_startup if after_startup is not None else self.first), self.last
 
 
-def detect_steps(trace: Trace) -> Steps:
-    """Steps from step markers, host tracks preferred, timed on the device where flows allow.
+def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
+    """Steps from step markers, host tracks preferred, timed on the device where flows allow (``launched``: the
+    trace's launches, where the caller has them already).
 
     Leading steps that overlap a compile event or start-up, or run slow, are warm-up (:func:`warmup_steps`).
     """
@@ -109,7 +109,9 @@ def detect_steps(trace: Trace) -> Steps:
     if starts.size == 0:
         return Steps(starts, ends, 0, first, last, startup, truncated)
     clock = "host"
-    on_device = device_steps(launches(trace), starts, ends) if on_host.any() else None
+    if on_host.any() and launched is None:
+        launched = launches(trace)
+    on_device = device_steps(launched, starts, ends) if launched is not None else None
     if on_device is not None:
         starts, ends, clock = *on_device, "device"
     compile_rows = np.flatnonzero(trace.kind == Kind.COMPILE)
@@ -122,10 +124,11 @@ def detect_steps(trace: Trace) -> Steps:
 
 def _step_numbers(trace: Trace, rows: np.ndarray) -> np.ndarray | None:
     """The number each step marker names (``ProfilerStep#12`` is 12), or None unless every marker names one."""
-    found = [_STEP_NUMBER.search(trace.names[n]) for n in trace.name[rows].tolist()]
-    if not found or not all(found):
+    names = [trace.names[n] for n in trace.name[rows].tolist()]
+    numbers = [name[len(name.rstrip(_DIGITS)) :] for name in names]  # the trailing digits, without a regex
+    if not numbers or not all(numbers):
         return None
-    return np.array([int(m.group(1)) for m in found if m], dtype=np.int64)
+    return np.array([int(number) for number in numbers], dtype=np.int64)
 
 
 def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

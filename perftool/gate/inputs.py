@@ -42,6 +42,7 @@ class Side:
     path: str
     traces: dict[int | None, TraceFindings]  # {None: the trace} for a single trace
     job_findings: list[Finding] = default(default_factory=list)
+    saved: bool = False  # read from a saved scan result: the trace itself may not be at hand
 
     @property
     def is_job(self) -> bool:
@@ -60,7 +61,9 @@ def load_side(path: str, rules: list[Rule], read: ReadOptions, cluster: Cluster 
             raise PerftoolError(f"{path}: a job with ranks that cannot be read: {'; '.join(bad)}")
         return _side(path, report)
     if _is_scan_json(path):
-        return _side(path, _from_scan_json(path))
+        side = _side(path, _from_scan_json(path))
+        side.saved = True
+        return side
     trace = scan_trace(load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes), rules, read.family)
     return Side(path, {None: trace})
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from perftool.diff.compare import TraceDiff, diff_profiles
+from perftool.diff.names import load_op_map
+from perftool.diff.run import profile_file
 from perftool.errors import PerftoolError
 from perftool.gate.checks import Check, against_budget, compare, new_findings, status
 from perftool.gate.inputs import Side, differences, load_side
@@ -19,6 +22,8 @@ class GateResult:
     baseline: str | None  # None: a budget alone
     checks: list[Check]
     mismatches: list[str] = field(default_factory=list)  # differences let through by --allow-mismatch
+    explanations: list[TraceDiff] = field(default_factory=list)  # per trace (rank) whose step time failed
+    unexplained: str = ""  # why a failed step time has no explanation
 
     @property
     def status(self) -> str:
@@ -54,6 +59,8 @@ def run_gate(
     cand = load_side(candidate, rules, read, options.cluster)
     checks: list[Check] = []
     mismatches: list[str] = []
+    explanations: list[TraceDiff] = []
+    unexplained = ""
     policy, fail_on = options.policy, options.fail_on
     if baseline is not None:
         base = load_side(baseline, rules, read, options.cluster)
@@ -69,7 +76,15 @@ def run_gate(
                 f"{'; …' if len(mismatches) > 3 else ''}); pass --allow-mismatch to compare them anyway"
             )
         for rank in _in_order(base.traces.keys() & cand.traces.keys()):
-            checks += [_ranked(rank, c) for c in compare(base.traces[rank], cand.traces[rank], policy, fail_on)]
+            compared = compare(base.traces[rank], cand.traces[rank], policy, fail_on)
+            if any(c.id in TIMING and c.verdict == "fail" for c in compared):
+                if base.saved or cand.saved:
+                    unexplained = "a saved scan result holds no events: diff the traces themselves to see why"
+                else:
+                    explained = _explanation(base.traces[rank].path, cand.traces[rank].path, read, rank)
+                    explanations.append(explained)
+                    compared = [_with_reason(c, explained) for c in compared]
+            checks += [_ranked(rank, c) for c in compared]
         if cand.is_job:
             checks += [_ranked("job", c) for c in new_findings(base.job_findings, cand.job_findings, fail_on)]
     if budget is not None:
@@ -77,7 +92,24 @@ def run_gate(
             checks += [
                 _ranked(rank, c) for c in against_budget(trace, budget, fail_on if baseline is None else "never")
             ]
-    return GateResult(candidate, baseline, checks, mismatches)
+    return GateResult(candidate, baseline, checks, mismatches, explanations, unexplained)
+
+
+TIMING = ("timing:step_time", "timing:throughput")
+
+
+def _explanation(baseline: str, candidate: str, read: ReadOptions, rank: int | None) -> TraceDiff:
+    """Why one trace's (rank's) step time changed: the diff of its two traces, per kernel where they share them."""
+    base, cand = profile_file(baseline, read), profile_file(candidate, read)
+    base.rank = cand.rank = rank
+    return diff_profiles(base, cand, "kernel", load_op_map())
+
+
+def _with_reason(check: Check, explained: TraceDiff) -> Check:
+    """A failed timing check, its detail followed by what the step time's change is made of."""
+    if check.id not in TIMING or check.verdict != "fail":
+        return check
+    return replace(check, detail=f"{check.detail}; {explained.headline()}")
 
 
 def _rank_differences(base: Side, cand: Side) -> list[str]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from perftool.gate.run import GateResult
+from perftool.report.diff_markdown import contributions_table
 from perftool.report.findings_markdown import cell
 from perftool.units import number
 
+EXPLAINED = 5  # contributors to a failed step time listed
 ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "➖ skip"}
 
 
@@ -36,4 +38,10 @@ def render(result: GateResult) -> str:
             for c in result.checks
         ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    for diff in result.explanations:
+        where = f" on rank {diff.baseline.rank}" if diff.baseline.rank is not None else ""
+        lines += ["", f"### Why the step time changed{where}", "", f"{cell(diff.headline())} (`perftool diff`, per "
+                  f"{diff.level}).", "", contributions_table(diff, EXPLAINED)]  # fmt: skip
+    if result.unexplained:
+        lines += ["", f"Why the step time changed: not known, {cell(result.unexplained)}."]
     return "\n".join(lines) + "\n"

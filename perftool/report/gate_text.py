@@ -14,11 +14,13 @@ from rich.text import Text
 
 from perftool.gate.checks import Check
 from perftool.gate.run import GateResult
+from perftool.report.diff_text import contributions
 from perftool.report.escape import shown
 from perftool.units import number
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
 WIDE = 110  # from this width on, "why" is a column of the table
+EXPLAINED = 5  # contributors to a failed step time listed
 
 
 def render(result: GateResult) -> Group:
@@ -32,7 +34,19 @@ def render(result: GateResult) -> Group:
         ("\n" + result.status.upper(), STYLE[result.status]),
         f": {counts['fail']} failed, {counts['warn']} warned, {counts['pass']} passed, {counts['skip']} skipped",
     )
-    return Group(header, _Checks(result.checks, budget=result.baseline is None), summary)
+    return Group(header, _Checks(result.checks, budget=result.baseline is None), *_explained(result), summary)
+
+
+def _explained(result: GateResult) -> list[RenderableType]:
+    """What each failed step time's change is made of (the top of the traces' diff), or why it is not known."""
+    parts: list[RenderableType] = []
+    for diff in result.explanations:
+        where = f" on rank {diff.baseline.rank}" if diff.baseline.rank is not None else ""
+        parts += [Text(f"\nWhy the step time changed{where} (perftool diff, per {diff.level})", style="bold"),
+                  contributions(diff, EXPLAINED)]  # fmt: skip
+    if result.unexplained:
+        parts.append(Text.assemble("\n", shown(f"Why the step time changed: not known, {result.unexplained}", "dim")))
+    return parts
 
 
 class _Checks:

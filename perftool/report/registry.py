@@ -17,12 +17,16 @@ from rich.console import Console, RenderableType
 
 from perftool.analysis.metrics import Metrics
 from perftool.calibrate import Calibration
+from perftool.diff.run import DiffResult
 from perftool.emulator.run import Run
 from perftool.gate.run import GateResult
 from perftool.output import write_text
 from perftool.report import (
     calibrate_text,
     console,
+    diff_json,
+    diff_markdown,
+    diff_text,
     emulate_json,
     emulate_text,
     findings_github,
@@ -92,6 +96,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (GateResult, "junit"): gate_junit.render,
     (GateResult, "sarif"): gate_sarif.render,
     (GateResult, "github"): gate_github.render,
+    (DiffResult, "text"): diff_text.render,
+    (DiffResult, "json"): diff_json.render,
+    (DiffResult, "markdown"): diff_markdown.render,
     (InfoView, "text"): lambda v: info_text.render(v.trace, v.metrics),
     (InfoView, "json"): lambda v: info_json.render(v.trace, v.metrics),
     (JobInfoView, "text"): lambda v: job_text.render(v.report, v.report.job, command="info"),

@@ -236,6 +236,73 @@ def unclosed_begin():
     return {"schemaVersion": 1, "traceEvents": [*kineto_processes(), opened, *step_loop(8, 1000.0, 20, 820)]}
 
 
+# One training step's work in a diff pair: (host op, device kernel, kernel µs) in launch order.
+BEFORE_OPS = [
+    ("aten::linear", "ampere_sgemm_128x64_tn", 400.0),
+    ("aten::gelu", "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>(int)", 100.0),
+    ("aten::dropout", "void at::native::fused_dropout_kernel_vec<float, float, unsigned int, 1, 4>(float*)", 50.0),
+    ("aten::add_", "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)", 30.0),
+]
+# The candidate: the GEMM slows, dropout is gone, index_put_ is new, and a rebuild changed the elementwise
+# kernels' vector width (the same kernels, which the diff must match).
+AFTER_OPS = [
+    ("aten::linear", "ampere_sgemm_128x64_tn", 550.0),
+    ("aten::gelu", "void at::native::vectorized_elementwise_kernel<8, at::native::GeluCUDAKernelImpl>(int)", 100.0),
+    ("aten::index_put_", "void at::native::index_put_kernel_impl<at::native::OpaqueType<4> >(int)", 120.0),
+    ("aten::add_", "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<float> >(int)", 30.0),
+]
+
+
+def kineto_diff(ops: list[tuple[str, str, float]]):
+    """A device-bound Kineto loop of 8 steps; each host op launches its kernel through a flow (ac2g)."""
+    events = kineto_processes()
+    period = sum(us for _, _, us in ops) + 40.0
+    ident = 0
+    for i in range(8):
+        t = i * period
+        events.append(x(f"ProfilerStep#{i}", t, period - 1, HOST, 1, "user_annotation"))
+        device_at = t + 20
+        for offset, (op, kernel, us) in enumerate(ops):
+            host_at = t + 2 + offset * 4
+            ident += 1
+            events += [
+                x(op, host_at, 3.5, HOST, 1, "cpu_op"),
+                x("cudaLaunchKernel", host_at + 1, 2, HOST, 1, "cuda_runtime", correlation=ident),
+                x(kernel, device_at, us, GPU, 7, "kernel", correlation=ident),
+                *flow(ident, host_at + 1, device_at),
+            ]
+            device_at += us + 5
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100"}], "traceEvents": events}
+
+
+def torch_npu_diff(slower: bool):
+    """torch_npu steps on an Ascend stream: in the candidate MatMulV2 slows, DropOutDoMask is gone and the
+    new IndexPutV2 runs."""
+    python, cann, hardware = 1, 2, 3
+    events = [
+        meta("process_name", python, 0, name="Python"),
+        meta("thread_name", python, 11, name="Thread 11"),
+        meta("process_name", cann, 0, name="CANN"),
+        meta("thread_name", cann, 11, name="Thread 11"),
+        meta("process_name", hardware, 0, name="Ascend Hardware"),
+        meta("thread_name", hardware, 5, name="Stream 5"),
+    ]
+    tasks = [("MatMulV2", 900.0 if slower else 600.0), ("Add", 80.0)]
+    tasks.insert(1, ("IndexPutV2", 150.0) if slower else ("DropOutDoMask", 60.0))
+    period = sum(us for _, us in tasks) + 100.0
+    for i in range(8):
+        t = i * period
+        events += [x(f"ProfilerStep#{i}", t, period - 1, python, 11), x("aten::linear", t + 5, 30, python, 11)]
+        at = t + 50
+        for number, (task, us) in enumerate(tasks):
+            events += [
+                x(f"AscendCL@aclnn{task}", at - 20, 10, cann, 11),
+                x(f"{task}_{number}", at, us, hardware, 5, **{"Task Type": "AI_CORE", "Stream Id": 5}),
+            ]
+            at += us + 5
+    return {"traceEvents": events}
+
+
 FIXTURES = {
     "legacy_kineto_pt18": legacy_kineto,
     "rocm_launch_bound": rocm_launch_bound,
@@ -249,6 +316,10 @@ FIXTURES = {
     "job_a100_8": lambda: kineto_job("NVIDIA A100", 8),
     "job_v100_2": lambda: kineto_job("Tesla V100-SXM2-16GB", 2),
     "unclosed_begin": unclosed_begin,
+    "diff_kineto_before": lambda: kineto_diff(BEFORE_OPS),
+    "diff_kineto_after": lambda: kineto_diff(AFTER_OPS),
+    "diff_torch_npu_before": lambda: torch_npu_diff(slower=False),
+    "diff_torch_npu_after": lambda: torch_npu_diff(slower=True),
 }
 
 

@@ -1,0 +1,275 @@
+"""Two profiles compared: what changed per key, and each change's contribution to the step-time delta.
+
+The delta of the mean steady step is split exactly: each key's change of time on the pacing timeline,
+plus the remainders (the timeline's idle time, the time its events overlap one another, and at the op
+level device work no op launched). The rows and remainders add up to the delta.
+
+Keys are matched at the level asked for. Where fewer than :data:`MIN_MATCHED` of either side's time
+matches there (traces of different device families share no kernel names), the diff compares at the
+next level both share: host ops, then categories; and it says so. Between device families, names
+first pass through the op map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perftool.diff.names import OpMap
+from perftool.diff.profile import LEVELS, Profile, Table
+from perftool.errors import PerftoolError
+from perftool.units import percent, signed_duration
+
+MIN_MATCHED = 0.5  # of each side's time on the pacing timeline, matched at a level for the diff to stay there
+NOTHING_US = 0.05  # a remainder under this on both sides shows as 0.0 µs: not listed for people
+SMALL = 0.01  # a contribution under this share of the delta is not named in the headline
+FALLBACK = ("op", "category")  # the levels tried, in order, after the one asked for
+
+
+@dataclass
+class Row:
+    """One key of the compared level, per steady step on each side."""
+
+    key: str
+    baseline_calls: float
+    candidate_calls: float
+    baseline_us: float  # the key's own time (device time; host time for host ops)
+    candidate_us: float
+    baseline_paced_us: float  # its time on the pacing timeline (for host ops on the device's: what they launched)
+    candidate_paced_us: float
+
+    @property
+    def contribution_us(self) -> float:
+        """Its part of the step-time delta: the change of its time on the pacing timeline."""
+        return self.candidate_paced_us - self.baseline_paced_us
+
+    @property
+    def status(self) -> str:
+        """``added``, ``removed``, or ``both``."""
+        if self.baseline_calls == 0:
+            return "added"
+        return "removed" if self.candidate_calls == 0 else "both"
+
+
+@dataclass
+class Remainder:
+    """A part of the step-time delta no single key holds."""
+
+    name: str
+    baseline_us: float
+    candidate_us: float
+    sign: int = 1  # -1: time the rows count twice (overlap), so its growth shortens the step
+
+    @property
+    def contribution_us(self) -> float:
+        return self.sign * (self.candidate_us - self.baseline_us)
+
+
+@dataclass
+class Unmatched:
+    """Events of one side whose key the other side lacks, per steady step."""
+
+    keys: int
+    events: float
+    time_us: float
+
+
+@dataclass
+class TraceDiff:
+    baseline: Profile
+    candidate: Profile
+    level: str  # the level compared at
+    asked: str  # the level asked for
+    why: str  # why the level differs from the one asked for, or how names were matched ("" when plainly)
+    rows: list[Row]  # largest contribution first
+    remainders: list[Remainder]
+    unmatched: tuple[Unmatched, Unmatched]  # baseline's, candidate's
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def delta_us(self) -> float:
+        return self.candidate.step_us - self.baseline.step_us
+
+    @property
+    def change(self) -> float:
+        return self.delta_us / self.baseline.step_us if self.baseline.step_us else float("nan")
+
+    def share(self, part_us: float) -> float:
+        """``part_us`` as a fraction of the delta (NaN when nothing changed)."""
+        return part_us / self.delta_us if self.delta_us else float("nan")
+
+    def contributions(self, top: int) -> tuple[list[Row], float]:
+        """Up to ``top`` rows by contribution (none that rounds to nothing), and the others' contributions summed."""
+        listed = [row for row in self.rows[:top] if abs(row.contribution_us) >= NOTHING_US]
+        return listed, float(sum(row.contribution_us for row in self.rows[len(listed) :]))
+
+    def largest_keys(self, top: int) -> list[Row]:
+        """The ``top`` rows with the most time on the pacing timeline on either side: where the steps go."""
+        return sorted(self.rows, key=lambda row: -max(row.baseline_paced_us, row.candidate_paced_us))[:top]
+
+    @property
+    def paced_time(self) -> str:
+        """What a row's time on the pacing timeline is: for host ops on the device's, the device time they launched."""
+        return "device time" if self.level == "op" and self.baseline.timeline == "device" else "time"
+
+    def largest(self, top: int = 3) -> list[str]:
+        """The ``top`` largest parts of the change, rows and remainders alike: ``new aten::index_put +0.120 ms``."""
+        parts: list[Row | Remainder] = [*self.rows[:top], *self.remainders]
+        parts.sort(key=lambda part: -abs(part.contribution_us))
+        kept = [part for part in parts[:top] if abs(part.contribution_us) >= SMALL * abs(self.delta_us)]
+        return [f"{_label(part)} {signed_duration(part.contribution_us)}" for part in kept]
+
+    def headline(self, top: int = 3) -> str:
+        """The change in one line, its largest parts named: ``step +8.1% (+0.810 ms): aten::linear +0.310 ms,
+        new aten::index_put +0.120 ms, device idle +0.060 ms``."""
+        return f"step {self.change_text}: {', '.join(self.largest(top))}"
+
+    @property
+    def change_text(self) -> str:
+        """``+8.1% (+0.810 ms)``."""
+        return f"{'+' if self.delta_us >= 0 else ''}{percent(self.change)} ({signed_duration(self.delta_us)})"
+
+    @property
+    def shown_remainders(self) -> list[Remainder]:
+        """The remainders with time on either side (a table for people leaves out those that round to nothing)."""
+        return [r for r in self.remainders if max(abs(r.baseline_us), abs(r.candidate_us)) >= NOTHING_US]
+
+    @property
+    def devices(self) -> str:
+        """The device compared, or both when they differ."""
+        base, cand = self.baseline.device, self.candidate.device
+        return base if base == cand else f"{base} → {cand}"
+
+    @property
+    def attributed_us(self) -> float:
+        """The rows' and remainders' contributions together: the delta, up to float rounding."""
+        return sum(row.contribution_us for row in self.rows) + sum(r.contribution_us for r in self.remainders)
+
+
+def _label(part: Row | Remainder) -> str:
+    if isinstance(part, Remainder):
+        return part.name
+    return {"added": "new ", "removed": "gone "}.get(part.status, "") + part.key
+
+
+def diff_profiles(baseline: Profile, candidate: Profile, asked: str, op_map: OpMap) -> TraceDiff:
+    """Compare ``candidate`` with ``baseline`` at ``asked``, or at the first level both share enough of."""
+    if asked not in LEVELS:
+        raise PerftoolError(f"--by {asked}: not a level (one of {', '.join(LEVELS)})")
+    if baseline.timeline != candidate.timeline:
+        raise PerftoolError(
+            f"{baseline.source} and {candidate.source} share nothing comparable: one is paced by its "
+            f"device ({'baseline' if baseline.timeline == 'device' else 'candidate'}), the other has no device work"
+        )
+    across = baseline.family != candidate.family
+    tried: list[tuple[str, float]] = []
+    for level in dict.fromkeys((asked, *FALLBACK)):
+        base, cand = (_keyed(p, level, op_map if across else None) for p in (baseline, candidate))
+        shared = min(
+            _matched_share(base, cand, _unlinked(baseline, level)),
+            _matched_share(cand, base, _unlinked(candidate, level)),
+        )
+        tried.append((level, shared))
+        if shared >= MIN_MATCHED:
+            return _compared(baseline, candidate, level, asked, _why(tried, across, baseline, candidate), base, cand)
+    level, shared = max(tried, key=lambda item: item[1])
+    if shared == 0:
+        raise PerftoolError(
+            f"{baseline.source} and {candidate.source} share nothing comparable: no kernel, host op or category "
+            "of one is in the other"
+        )
+    base, cand = (_keyed(p, level, op_map if across else None) for p in (baseline, candidate))
+    return _compared(baseline, candidate, level, asked, _why(tried, across, baseline, candidate, level), base, cand)
+
+
+def _keyed(side: Profile, level: str, op_map: OpMap | None) -> Table:
+    """The side's table at ``level``; across device families, its names mapped to the op map's shared names."""
+    table = side.tables[level]
+    if op_map is None or level in ("category", "track"):
+        return table
+    return table.regrouped({key: shared for key in table.keys if (shared := op_map.shared(key)) is not None})
+
+
+def _unlinked(side: Profile, level: str) -> float:
+    return side.unlinked_us if level == "op" else 0.0
+
+
+def _matched_share(mine: Table, theirs: Table, unlinked_us: float) -> float:
+    """The share of ``mine``'s paced time (and device work no op launched) whose key ``theirs`` has too."""
+    total = float(mine.paced_us.sum()) + unlinked_us
+    if total <= 0:
+        return 0.0
+    both = np.isin(np.array(mine.keys, dtype=object), np.array(theirs.keys, dtype=object))
+    return float(mine.paced_us[both].sum()) / total
+
+
+def _why(tried: list[tuple[str, float]], across: bool, baseline: Profile, candidate: Profile, level: str = "") -> str:
+    """Why the diff compares where it does: the levels that matched too little, and the op map across families."""
+    level = level or tried[-1][0]
+    parts = []
+    if across and level not in ("category", "track"):
+        parts.append(f"{baseline.family} and {candidate.family} names matched through the op map")
+    too_little = [f"{name} {share:.0%}" for name, share in tried if name != level]
+    if too_little:
+        parts.append(f"time matched at {', '.join(too_little)}, under {MIN_MATCHED:.0%}")
+    return "; ".join(parts)
+
+
+def _compared(
+    baseline: Profile, candidate: Profile, level: str, asked: str, why: str, base: Table, cand: Table
+) -> TraceDiff:
+    keys = sorted(set(base.keys) | set(cand.keys))
+    columns = [_aligned(base, keys), _aligned(cand, keys)]
+    order = np.lexsort((np.arange(len(keys)), -np.abs(columns[1][2] - columns[0][2])))
+    rows = [
+        Row(keys[i], *(float(columns[side][figure][i]) for figure in range(3) for side in (0, 1)))
+        for i in order.tolist()
+    ]
+    remainders = _idle(baseline, candidate)
+    remainders.append(Remainder("overlap (counted twice above)", baseline.overlap_us, candidate.overlap_us, sign=-1))
+    if level == "op" and baseline.timeline == "device":
+        remainders.append(Remainder("device work no host op launched", baseline.unlinked_us, candidate.unlinked_us))
+    notes = []
+    if baseline.steps != candidate.steps:
+        notes.append(f"steady steps differ ({baseline.steps} → {candidate.steps}); figures are per step")
+    return TraceDiff(
+        baseline,
+        candidate,
+        level,
+        asked,
+        why,
+        rows,
+        remainders,
+        (_unmatched(base, set(cand.keys), baseline.steps), _unmatched(cand, set(base.keys), candidate.steps)),
+        notes,
+    )
+
+
+def _idle(baseline: Profile, candidate: Profile) -> list[Remainder]:
+    """The pacing timeline's idle time: on the device by cause, when both sides split it so."""
+    if not (baseline.idle_causes and candidate.idle_causes):
+        return [Remainder(f"{baseline.timeline} idle", baseline.idle_us, candidate.idle_us)]
+    return [
+        Remainder(f"device idle: {name}", baseline.idle_causes[name], candidate.idle_causes[name])
+        for name in baseline.idle_causes
+    ]
+
+
+def _aligned(table: Table, keys: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The table's calls, time and paced time in the order of ``keys`` (0 for keys it lacks)."""
+    position = {key: i for i, key in enumerate(table.keys)}
+    index = np.array([position.get(key, -1) for key in keys], dtype=np.int64)
+    present = index >= 0
+
+    def column(values: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(keys))
+        out[present] = values[index[present]]
+        return out
+
+    return column(table.calls), column(table.time_us), column(table.paced_us)
+
+
+def _unmatched(table: Table, other: set[str], steps: int) -> Unmatched:
+    alone = np.array([key not in other for key in table.keys], dtype=bool)
+    return Unmatched(int(alone.sum()), float(table.calls[alone].sum()) * steps, float(table.time_us[alone].sum()))

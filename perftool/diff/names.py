@@ -1,0 +1,118 @@
+"""The names a diff matches across two traces: kernel names normalised across builds, and the op map.
+
+A build changes a kernel's name without changing the kernel: its template arguments' numbers (tile sizes,
+vector widths), a launch id, a numeric suffix, an address. :func:`normalise` drops those, so the same
+kernel has the same key in both traces, while kernels of different functors or types stay apart.
+
+Traces of different vendors share no kernel names. The op map (``rules/maps/op_map.yaml``, extended by
+a user's own with ``--op-map``) gives the same work one shared name in every vendor's vocabulary; a
+diff across device families compares through it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from perftool.errors import PerftoolError
+from perftool.rules.catalog import builtin_dir
+from perftool.yamlfile import read_yaml, validation_error
+
+_RETURN_TYPE = re.compile(r"^void\s+")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(\.\d+)?[uUlLfF]*")
+_LAUNCH_ID = re.compile(r"(\s*#\d+|\s*\(\d+\)|[-_]op\d+|[-_]\d+)+$")  # Foo#12, Foo (3), MatMul-op12, Cast_3
+_SPACES = re.compile(r"\s+")
+
+
+def normalise(name: str) -> str:
+    """The name a kernel keeps across builds: no return type, parameter list, address, launch id or numeric
+    suffix, and numbers inside its template arguments replaced by ``N``."""
+    name = _ADDRESS.sub("", _RETURN_TYPE.sub("", name.strip()))
+    name = _without_parameters(name)
+    opening = name.find("<")
+    if opening > 0:
+        name = name[:opening] + _NUMBER.sub("N", name[opening:])
+    return _SPACES.sub(" ", _LAUNCH_ID.sub("", name)).strip() or name
+
+
+def _without_parameters(name: str) -> str:
+    """``f<T>(float*, int)`` → ``f<T>``: a C++ signature's parameter list, the ``(`` right after the name or its
+    template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words)."""
+    depth = 0
+    for position, char in enumerate(name):
+        depth += (char == "<") - (char == ">")
+        if char == "(" and depth == 0 and position > 0 and (name[position - 1].isalnum() or name[position - 1] in "_>"):
+            return name[:position].rstrip() if name.endswith(")") else name
+    return name
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    as_: str = Field(alias="as", min_length=1, description="the shared name")
+    names: list[str] = Field(default_factory=list, description="exact names (after normalisation) it stands for")
+    match: str | None = Field(default=None, description="a regular expression the names it stands for match")
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
+class _MapFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(1, ge=1, le=1)
+    map: list[_Entry]
+
+
+@dataclass(frozen=True)
+class OpMap:
+    """Exact names, then patterns in order, each to its shared name; the user's entries come first."""
+
+    exact: dict[str, str]
+    patterns: tuple[tuple[re.Pattern, str], ...]
+    sources: tuple[str, ...]
+
+    def shared(self, name: str) -> str | None:
+        """The shared name ``name`` stands for, or None when the map does not know it."""
+        if name in self.exact:
+            return self.exact[name]
+        return next((shared for pattern, shared in self.patterns if pattern.search(name)), None)
+
+
+def load_op_map(extra: tuple[str, ...] = ()) -> OpMap:
+    """The built-in op map with the files ``extra`` names before it (theirs win)."""
+    return _merged((*extra, str(builtin_dir() / "maps" / "op_map.yaml")))
+
+
+@lru_cache(maxsize=8)
+def _merged(paths: tuple[str, ...]) -> OpMap:
+    exact: dict[str, str] = {}
+    patterns: list[tuple[re.Pattern, str]] = []
+    for path in paths:
+        for entry in _read(path).map:
+            for name in entry.names:
+                exact.setdefault(name, entry.as_)
+            if entry.match is not None:
+                patterns.append((re.compile(entry.match), entry.as_))
+    return OpMap(exact, tuple(patterns), paths)
+
+
+def _read(path: str) -> _MapFile:
+    document, root = read_yaml(path, "op map")
+    if not isinstance(document, dict):
+        raise PerftoolError(f"{path}: an op map is a mapping with a `map:` list of entries")
+    try:
+        return _MapFile.model_validate(document)
+    except ValidationError as exc:
+        raise validation_error(path, root, exc) from None

@@ -1,0 +1,280 @@
+"""Where one trace's steady step goes, per kernel, op, category and track: the tables a diff compares.
+
+A step is timed on the timeline that paces it: the device's (its streams and copy engines) when the trace
+has device work in the steady state, else the host threads'. On that timeline a step's time is exactly
+
+    Σ time of its events − time they overlap one another + time it is idle
+
+so the change of each event's time is its contribution to the change of step time, and the listed
+contributions add up to the measured delta once the overlap and idle changes are shown beside them.
+
+At the ``op`` level on the device timeline, each device event counts for the host op that launched it
+(the outermost op around the launching call, paired by the trace's launch flows); device work no flow
+links to an op is a remainder of its own. Host ops' own (host) time is tabled beside it.
+
+Every table is a group-by over name, kind or track ids with numpy; only distinct names pass through Python.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.family import device_family, device_name
+from perftool.analysis.idle import CAUSES, attribute_idle
+from perftool.analysis.launches import Launches, launch_rows
+from perftool.analysis.metrics import NOT_DEVICE_WORK
+from perftool.analysis.steps import detect_steps
+from perftool.diff.names import normalise
+from perftool.errors import PerftoolError
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+LEVELS = ("kernel", "op", "category", "track")
+DEVICE_ROLES = (Role.DEVICE, Role.H2D, Role.D2H)
+HOST_WORK = [Kind.HOST_OP, Kind.RUNTIME, Kind.SYNC, Kind.INPUT, Kind.COMPILE, Kind.COMMUNICATION]
+CATEGORY = {
+    Kind.COMPUTE: "compute",
+    Kind.COMMUNICATION: "communication",
+    Kind.H2D: "copy host→device",
+    Kind.D2H: "copy device→host",
+    Kind.D2D: "copy device→device",
+    Kind.MEMSET: "memset",
+    Kind.HOST_OP: "host ops",
+    Kind.RUNTIME: "runtime calls",
+    Kind.SYNC: "syncs",
+    Kind.INPUT: "input",
+    Kind.COMPILE: "compile",
+}
+
+
+@dataclass
+class Table:
+    """Per key, per steady step: calls, the key's own time, and its time on the pacing timeline (µs)."""
+
+    keys: list[str]
+    calls: np.ndarray
+    time_us: np.ndarray
+    paced_us: np.ndarray
+
+    def regrouped(self, key_of: dict[str, str]) -> Table:
+        """The table with keys renamed by ``key_of`` (keys it lacks stay), rows of one new key summed."""
+        keys, index = _grouped([key_of.get(key, key) for key in self.keys], np.arange(len(self.keys)))
+        size = len(keys)
+
+        def summed(values: np.ndarray) -> np.ndarray:
+            return np.bincount(index, weights=values, minlength=size)
+
+        return Table(keys, summed(self.calls), summed(self.time_us), summed(self.paced_us))
+
+
+@dataclass
+class Profile:
+    """One trace's steady state for a diff: its mean step, how the pacing timeline spends it, and the tables."""
+
+    source: str
+    device: str
+    family: str
+    steps: int  # steady steps
+    step_us: float  # mean steady step
+    timeline: str  # "device" or "host"
+    idle_us: float  # per step, the pacing timeline idle
+    idle_causes: dict[str, float]  # per step, the device's idle time by cause (its name in reports); {} on the host
+    overlap_us: float  # per step, time its events overlap one another
+    unlinked_us: float  # per step, device time no host op launched (the op level's remainder)
+    events: int  # events on the pacing timeline in the steady state
+    tables: dict[str, Table] = field(default_factory=dict)
+    rank: int | None = None
+
+
+def profile(trace: Trace, rank: int | None = None) -> Profile:
+    """The diff's view of ``trace``: its steady steps, per level. Work that does not wait for the steps (the
+    host's outermost ops), then the device's idle causes, run in a helper thread beside the rest: numpy frees
+    the GIL, so a profile takes two cores where it has them."""
+    with ThreadPoolExecutor(1) as helper:
+        outermost = helper.submit(
+            _outermost, trace, np.flatnonzero(trace.on_roles(Role.HOST) & np.isin(trace.kind, HOST_WORK))
+        )
+        sources, spans = launch_rows(trace)
+        steps = detect_steps(trace, Launches(trace.ts[sources], trace.end[spans]))
+        if steps.steady == 0:
+            raise PerftoolError(
+                f"{trace.source}: no step markers, so no time per step to compare; capture with "
+                "torch.profiler.schedule (ProfilerStep#N) or the framework's step annotations"
+            )
+        lo, hi = steps.window
+        count = steps.steady
+        in_window = trace.spans_in(lo, hi)
+        device_rows = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~np.isin(trace.kind, NOT_DEVICE_WORK))
+        timeline = "device" if device_rows.size else "host"
+        host_rows = outermost.result()
+        causes = helper.submit(_idle_causes, trace, lo, hi, _busy(trace, device_rows, lo, hi), count)
+        host_rows = host_rows[in_window[host_rows]]
+        rows = device_rows if timeline == "device" else host_rows
+        clipped = _clipped(trace, rows, lo, hi)
+        busy = intervals.total(_busy(trace, rows, lo, hi))
+        tables = {
+            "kernel": _table(_name_keys(trace, rows), clipped, clipped, count),
+            "category": _table(_kind_keys(trace, rows), clipped, clipped, count),
+            "track": _table(_track_keys(trace, rows), clipped, clipped, count),
+        }
+        launched = (sources, spans) if timeline == "device" else None
+        tables["op"], linked = _op_table(trace, host_rows, launched, rows, lo, hi, count)
+        idle_causes = causes.result()
+    per_step = 1.0 / count
+    return Profile(
+        source=trace.source,
+        device=device_name(trace),
+        family=device_family(trace),
+        steps=count,
+        step_us=(hi - lo) * per_step,
+        timeline=timeline,
+        idle_us=((hi - lo) - busy) * per_step,
+        idle_causes=idle_causes,
+        overlap_us=(float(clipped.sum()) - busy) * per_step,
+        unlinked_us=(float(clipped.sum()) - linked) * per_step if timeline == "device" else 0.0,
+        events=int(rows.size),
+        tables=tables,
+        rank=rank,
+    )
+
+
+def _busy(trace: Trace, rows: np.ndarray, lo: float, hi: float) -> intervals.Intervals:
+    """The union of the rows' spans, clipped to [lo, hi]."""
+    return intervals.clip(intervals.union(trace.ts[rows], trace.end[rows]), lo, hi)
+
+
+def _idle_causes(trace: Trace, lo: float, hi: float, busy: intervals.Intervals, count: int) -> dict[str, float]:
+    """Per step, the idle time of the device timeline (``busy`` its work) by cause, as reports name the causes;
+    {} without device work."""
+    if busy[0].size == 0:
+        return {}
+    idle = attribute_idle(trace, lo, hi, known={"device": busy})
+    if idle is None:
+        return {}
+    return {name: idle.time(cause) / count for cause, name in CAUSES.items()}
+
+
+Keys = tuple[list[str], np.ndarray]  # the distinct keys, and each row's index into them
+
+
+def _table(keys: Keys, time_us: np.ndarray, paced_us: np.ndarray, count: int) -> Table:
+    """Per key: its rows' calls, time and paced time per step (keys no row has are left out)."""
+    names, index = keys
+    size = len(names)
+    calls = np.bincount(index, minlength=size)
+    used = np.flatnonzero(calls)
+    return Table(
+        [names[i] for i in used.tolist()],
+        calls[used] / count,
+        np.bincount(index, weights=time_us, minlength=size)[used] / count,
+        np.bincount(index, weights=paced_us, minlength=size)[used] / count,
+    )
+
+
+def _grouped(labels: list[str], index: np.ndarray) -> Keys:
+    """Keys from one label per id (``index`` the rows' ids): labels that coincide become one key."""
+    if not labels:
+        return [], np.empty(0, np.int64)
+    distinct, inverse = np.unique(np.array(labels, dtype=str), return_inverse=True)
+    return list(map(str, distinct)), inverse.reshape(-1)[index]
+
+
+def _name_keys(trace: Trace, rows: np.ndarray) -> Keys:
+    """Each row's normalised name; only the names the rows use are normalised (found by counting, not sorting)."""
+    used = np.flatnonzero(np.bincount(trace.name[rows], minlength=len(trace.names)))
+    keys, index = _grouped([normalise(trace.names[n]) for n in used.tolist()], np.arange(used.size))
+    key_of_name = np.zeros(len(trace.names), np.int64)
+    key_of_name[used] = index
+    return keys, key_of_name[trace.name[rows]]
+
+
+def _kind_keys(trace: Trace, rows: np.ndarray) -> Keys:
+    labels = [CATEGORY.get(kind, "other") for kind in Kind]
+    return _grouped(labels, trace.kind[rows].astype(np.int64))
+
+
+def _track_keys(trace: Trace, rows: np.ndarray) -> Keys:
+    return _grouped([track.label for track in trace.tracks], trace.track[rows].astype(np.int64))
+
+
+def _op_table(
+    trace: Trace,
+    host_rows: np.ndarray,
+    launched: tuple[np.ndarray, np.ndarray] | None,
+    device_rows: np.ndarray,
+    lo: float,
+    hi: float,
+    count: int,
+) -> tuple[Table, float]:
+    """Host ops (outermost on their thread) with their host time, and on the device timeline (``launched``: the
+    launch flows' host and device rows) the device time they launched; returns the table and the device time
+    linked to an op (µs, all steps)."""
+    host_time = _clipped(trace, host_rows, lo, hi)
+    if launched is None:
+        return _table(_name_keys(trace, host_rows), host_time, host_time, count), 0.0
+    op_of_device = _launching_op(trace, host_rows, device_rows, *launched)
+    linked = op_of_device >= 0
+    rows = np.r_[host_rows, host_rows[op_of_device[linked]]]  # each op, then the op of each linked device row
+    names, index = _name_keys(trace, rows)
+    of_host, of_device = index[: host_rows.size], index[host_rows.size :]
+    launched_us = _clipped(trace, device_rows[linked], lo, hi)
+    size = len(names)
+    table = Table(
+        names,
+        np.bincount(of_host, minlength=size) / count,
+        np.bincount(of_host, weights=host_time, minlength=size) / count,
+        np.bincount(of_device, weights=launched_us, minlength=size) / count,
+    )
+    return table, float(launched_us.sum())
+
+
+def _launching_op(
+    trace: Trace, host_rows: np.ndarray, device_rows: np.ndarray, sources: np.ndarray, spans: np.ndarray
+) -> np.ndarray:
+    """For each device row, the position in ``host_rows`` of the host op whose launch (a flow from ``sources`` to
+    ``spans``) started it; -1: none."""
+    found = np.full(device_rows.size, -1, np.int64)
+    if spans.size == 0:
+        return found
+    launch_of_row = np.full(len(trace), -1, np.int32)  # per event: the flow start that reached it, if any
+    launch_of_row[spans] = sources
+    source_of = launch_of_row[device_rows].astype(np.int64)
+    source_track = np.where(source_of >= 0, trace.track[np.maximum(source_of, 0)], -1)
+    host_tracks = trace.track[host_rows]
+    for track in np.flatnonzero(np.bincount(host_tracks)).tolist():
+        ops = np.flatnonzero(host_tracks == track)  # in start order: _outermost leaves them so
+        mine = np.flatnonzero(source_track == track)
+        launched_at = trace.ts[source_of[mine]]
+        index = np.searchsorted(trace.ts[host_rows[ops]], launched_at, side="right") - 1
+        inside = (index >= 0) & (trace.end[host_rows[ops[np.maximum(index, 0)]]] >= launched_at)
+        found[mine[inside]] = ops[index[inside]]
+    return found
+
+
+def _outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The rows (complete events) no other of ``rows`` on the same track encloses, track by track in start order.
+
+    Rows are put in start order (a stable sort, nearly free on the start-ordered tracks profilers write);
+    of rows starting together the longest encloses the others."""
+    rows = rows[trace.phase[rows] == Phase.COMPLETE]
+    kept = []
+    for track in np.flatnonzero(np.bincount(trace.track[rows])).tolist():
+        mine = rows[trace.track[rows] == track]
+        mine = mine[np.argsort(trace.ts[mine], kind="stable")]
+        ts, end = trace.ts[mine], trace.end[mine]
+        opens = np.r_[True, ts[1:] != ts[:-1]]  # the first row of each run of equal starts
+        group = np.cumsum(opens) - 1
+        group_end = np.maximum.reduceat(end, np.flatnonzero(opens))
+        reach = np.r_[-np.inf, np.maximum.accumulate(group_end)[:-1]]  # furthest end of the runs before each run
+        longest = np.flatnonzero(end == group_end[group])
+        longest = longest[np.r_[True, group[longest][1:] != group[longest][:-1]]]  # one per run
+        kept.append(mine[longest[ts[longest] >= reach[group[longest]]]])
+    return np.concatenate(kept) if kept else rows
+
+
+def _clipped(trace: Trace, rows: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Each row's time inside the window [lo, hi]."""
+    return np.maximum(np.minimum(trace.end[rows], hi) - np.maximum(trace.ts[rows], lo), 0.0)

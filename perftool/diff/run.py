@@ -1,0 +1,102 @@
+"""``perftool diff``: two traces, or two jobs rank by rank, read and compared."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from dataclasses import dataclass
+
+from perftool.diff.compare import TraceDiff, diff_profiles
+from perftool.diff.names import OpMap, load_op_map
+from perftool.diff.profile import Profile, profile
+from perftool.errors import PerftoolError
+from perftool.job.cluster import LOCAL, Cluster, map_tasks
+from perftool.job.ranks import job_files, rank_from_name
+from perftool.rules.engine import DEFAULT_READ, ReadOptions, distributed
+from perftool.traces import load_trace
+
+
+@dataclass
+class DiffResult:
+    baseline: str
+    candidate: str
+    diffs: list[TraceDiff]  # one for two traces; one per rank both jobs have, in rank order
+    only_baseline: list[int]  # ranks only one job has
+    only_candidate: list[int]
+
+    @property
+    def is_job(self) -> bool:
+        return self.diffs[0].baseline.rank is not None
+
+    @property
+    def most_changed(self) -> TraceDiff:
+        """The rank whose step time changed most (the one diff of two traces)."""
+        return max(self.diffs, key=lambda d: abs(d.delta_us))
+
+
+def diff_paths(
+    baseline: str,
+    candidate: str,
+    by: str = "kernel",
+    op_maps: tuple[str, ...] = (),
+    read: ReadOptions = DEFAULT_READ,
+    cluster: Cluster = LOCAL,
+) -> DiffResult:
+    """Compare ``candidate`` with ``baseline``: two trace files, or two jobs' directories rank by rank."""
+    op_map = load_op_map(op_maps)
+    if os.path.isdir(baseline) != os.path.isdir(candidate):
+        raise PerftoolError(
+            f"{baseline} and {candidate}: diff compares a trace with a trace, or a job's directory "
+            "with a job's directory"
+        )
+    if not os.path.isdir(baseline):
+        base, cand = profile_file(baseline, read), profile_file(candidate, read)
+        return DiffResult(baseline, candidate, [diff_profiles(base, cand, by, op_map)], [], [])
+    return _diff_jobs(baseline, candidate, by, op_map, read, cluster)
+
+
+def profile_file(path: str, read: ReadOptions, in_job: bool = False) -> Profile:
+    """Load a trace and profile it; in a job, with its rank (the trace's own, else its file name's)."""
+    in_worker = multiprocessing.current_process().daemon
+    trace = load_trace(path, dialect=read.dialect, workers=1 if in_worker else None, max_bytes=read.max_bytes)
+    rank = None
+    if in_job:
+        own = distributed(trace, "rank", least=0)
+        rank = own if own is not None else rank_from_name(path)
+    return profile(trace, rank)
+
+
+def _profile_or_problem(path: str, read: ReadOptions) -> Profile | str:
+    """A rank's profile, or the one line saying why it has none (errors cross Dask as text)."""
+    try:
+        return profile_file(path, read, in_job=True)
+    except PerftoolError as exc:
+        return str(exc)
+
+
+def _diff_jobs(
+    baseline: str, candidate: str, by: str, op_map: OpMap, read: ReadOptions, cluster: Cluster
+) -> DiffResult:
+    files = [job_files([baseline]), job_files([candidate])]
+    tasks = [(path, read) for side in files for path in side]
+    results = map_tasks(_profile_or_problem, tasks, cluster.scheduler, cluster.workers)
+    problems = [result for result in results if isinstance(result, str)]
+    if problems:
+        raise PerftoolError("; ".join(problems))
+    base, cand = ({p.rank: p for p in results[: len(files[0])]}, {p.rank: p for p in results[len(files[0]) :]})
+    for side, profiles, paths in ((baseline, base, files[0]), (candidate, cand, files[1])):
+        if None in profiles or len(profiles) < len(paths):
+            raise PerftoolError(
+                f"{side}: its traces do not each name a rank of their own (rank3 in the file "
+                "name, or distributedInfo.rank in the trace)"
+            )
+    shared = sorted(base.keys() & cand.keys())
+    if not shared:
+        raise PerftoolError(f"{baseline} and {candidate} share no rank to compare")
+    return DiffResult(
+        baseline,
+        candidate,
+        [diff_profiles(base[r], cand[r], by, op_map) for r in shared],
+        sorted(base.keys() - cand.keys()),
+        sorted(cand.keys() - base.keys()),
+    )

@@ -1,0 +1,79 @@
+"""``perftool diff --format markdown``: the change and its contributors as tables, for a PR comment."""
+
+from __future__ import annotations
+
+from perftool.diff.compare import TraceDiff
+from perftool.diff.run import DiffResult
+from perftool.report.findings_markdown import cell
+from perftool.units import duration, number, percent, plural, signed_duration
+
+TOP = 10  # contributors listed; the others share one row
+
+
+def render(result: DiffResult) -> str:
+    lines = [f"# perftool diff: `{cell(result.baseline)}` → `{cell(result.candidate)}`", ""]
+    if result.is_job:
+        lines += ["| rank | step time | change | largest parts |", "| ---: | ---: | ---: | --- |"]
+        lines += [
+            f"| {d.baseline.rank} | {duration(d.baseline.step_us)} → {duration(d.candidate.step_us)} | "
+            f"{signed_duration(d.delta_us)} | {cell(', '.join(d.largest()))} |"
+            for d in result.diffs
+        ]
+        lines += ["", f"## Rank {result.most_changed.baseline.rank}, whose step changed most", ""]
+    return "\n".join([*lines, *trace_diff(result.most_changed)]) + "\n"
+
+
+def trace_diff(diff: TraceDiff) -> list[str]:
+    """The step change and a table of its contributors that adds up to it."""
+    base, cand = diff.baseline, diff.candidate
+    how = f"Compared per **{diff.level}** on the {base.timeline}'s timeline" + (
+        f" ({cell(diff.why)})" if diff.why else ""
+    )
+    lines = [
+        f"Step time (mean of {base.steps} → {cand.steps} steady steps): {duration(base.step_us)} → "
+        f"{duration(cand.step_us)}, **{diff.change_text}**.",
+        f"{how}; device {cell(diff.devices)}.",
+        "",
+        contributions_table(diff, TOP),
+        "",
+        f"Where the steps go: the {plural(min(TOP, len(diff.rows)), diff.level)} with the most time.",
+        "",
+        f"| {cell(diff.level)} | calls/step | {diff.paced_time}/step | of step |",
+        "| --- | ---: | ---: | ---: |",
+        *(
+            f"| {cell(row.key)} | {number(row.baseline_calls)} → {number(row.candidate_calls)} | "
+            f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)} | "
+            f"{percent(row.baseline_paced_us / base.step_us)} → {percent(row.candidate_paced_us / cand.step_us)} |"
+            for row in diff.largest_keys(TOP)
+        ),
+        "",
+    ]
+    return [*lines, *(f"- {cell(note)}" for note in diff.notes)]
+
+
+def contributions_table(diff: TraceDiff, top: int) -> str:
+    """The ``top`` contributors, the others, and the remainders: rows that add up to the delta."""
+    rows = [
+        f"| {cell(diff.level)} | calls/step | {diff.paced_time}/step | Δ step | of Δ |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    listed, others = diff.contributions(top)
+    for row in listed:
+        mark = {"added": " (new)", "removed": " (gone)"}.get(row.status, "")
+        rows.append(
+            f"| {cell(row.key)}{mark} | {number(row.baseline_calls)} → {number(row.candidate_calls)} | "
+            f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)} | "
+            f"{signed_duration(row.contribution_us)} | {percent(diff.share(row.contribution_us))} |"
+        )
+    if len(diff.rows) > len(listed):
+        rows.append(
+            f"| {plural(len(diff.rows) - len(listed), 'other ' + diff.level)} | | | {signed_duration(others)} | "
+            f"{percent(diff.share(others))} |"
+        )
+    for part in diff.shown_remainders:
+        rows.append(
+            f"| *{part.name}* | | {duration(part.baseline_us)} → {duration(part.candidate_us)} | "
+            f"{signed_duration(part.contribution_us)} | {percent(diff.share(part.contribution_us))} |"
+        )
+    rows.append(f"| **step time** | | | **{signed_duration(diff.delta_us)}** | |")
+    return "\n".join(rows)

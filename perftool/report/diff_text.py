@@ -1,0 +1,155 @@
+"""``perftool diff``: what changed between two traces, for people.
+
+The step-time change first, then its largest contributors in one table whose last rows (the other
+keys, the idle and overlap changes) make it add up to the change; then what appeared and disappeared,
+and how much of each trace had no counterpart. A job gets a row per rank, then the rank whose step changed
+most, in full.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from perftool.diff.compare import TraceDiff
+from perftool.diff.run import DiffResult
+from perftool.report.console import add_columns
+from perftool.report.escape import shown
+from perftool.units import duration, number, percent, plural, signed_duration
+
+TOP = 10  # contributors listed; the others share one row
+LISTED = 8  # added or removed keys named
+
+
+def render(result: DiffResult) -> Group:
+    header = Text.assemble(
+        ("perftool diff ", "bold"),
+        shown(result.baseline, "bold magenta"),
+        " → ",
+        shown(result.candidate, "bold magenta"),
+    )
+    if not result.is_job:
+        return Group(header, *trace_diff(result.diffs[0]))
+    parts: list[RenderableType] = [header, _ranks(result)]
+    for side, ranks in (("baseline", result.only_baseline), ("candidate", result.only_candidate)):
+        if ranks:
+            parts.append(Text(f"only in the {side}: ranks {', '.join(map(str, ranks))}", style="yellow"))
+    changed = result.most_changed
+    parts += [Text(f"\nRank {changed.baseline.rank}, whose step changed most", style="bold"), *trace_diff(changed)]
+    return Group(*parts)
+
+
+def trace_diff(diff: TraceDiff) -> list[RenderableType]:
+    """One pair of traces: the change, its contributors, what appeared or went, what did not match."""
+    base, cand = diff.baseline, diff.candidate
+    compared = f"compared per {diff.level} on the {base.timeline}'s timeline"
+    if diff.why:
+        compared += f" ({diff.why})"
+    style = "red" if diff.delta_us > 0 else "green"
+    lines: list[RenderableType] = [
+        shown(f"device: {diff.devices}; {compared}", "dim"),
+        Text.assemble(
+            f"step time (mean of {base.steps} → {cand.steps} steady steps): {duration(base.step_us)} → "
+            f"{duration(cand.step_us)}  ",
+            (diff.change_text, style),
+        ),
+        *(Text(note, style="yellow") for note in diff.notes),
+        Text(f"\nWhat the change is made of (adds up to {signed_duration(diff.delta_us)} per step)", style="bold"),
+        contributions(diff),
+        Text(
+            f"Where the steps go: the {plural(min(TOP, len(diff.rows)), diff.level)} with the most time", style="bold"
+        ),
+        _largest(diff),
+    ]
+    for status, title in (("added", "New"), ("removed", "Gone")):
+        keys = [row for row in diff.rows if row.status == status]
+        if keys:
+            named = ", ".join(
+                f"{row.key} ({duration(row.baseline_paced_us + row.candidate_paced_us)}/step)" for row in keys[:LISTED]
+            )
+            more = f", and {len(keys) - LISTED} more" if len(keys) > LISTED else ""
+            lines.append(shown(f"{title} {plural(len(keys), diff.level)}: {named}{more}"))
+    lines.append(Text(_unmatched(diff), style="dim"))
+    return lines
+
+
+def contributions(diff: TraceDiff, top: int = TOP) -> Table:
+    """The ``top`` contributors, the others and the remainders, with the step-time change as the footer."""
+    table = Table(box=box.SIMPLE_HEAD, show_footer=True)
+    table.add_column(diff.level, overflow="fold", ratio=1)
+    add_columns(
+        table,
+        [("calls/step", "right"), (f"{diff.paced_time}/step", "right"), ("Δ step", "right"), ("of Δ", "right")],
+        no_wrap=True,
+    )
+    listed, others = diff.contributions(top)
+    for row in listed:
+        table.add_row(
+            shown(_marked(row.key, row.status)),
+            f"{number(row.baseline_calls)} → {number(row.candidate_calls)}",
+            f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)}",
+            signed_duration(row.contribution_us),
+            percent(diff.share(row.contribution_us)),
+        )
+    if len(diff.rows) > len(listed):
+        table.add_row(
+            f"{plural(len(diff.rows) - len(listed), 'other ' + diff.level)}",
+            "",
+            "",
+            signed_duration(others),
+            percent(diff.share(others)),
+        )
+    for part in diff.shown_remainders:
+        table.add_row(
+            Text(part.name, style="italic"),
+            "",
+            f"{duration(part.baseline_us)} → {duration(part.candidate_us)}",
+            signed_duration(part.contribution_us),
+            percent(diff.share(part.contribution_us)),
+        )
+    table.columns[0].footer = "step time"
+    table.columns[3].footer = signed_duration(diff.delta_us)
+    return table
+
+
+def _largest(diff: TraceDiff) -> Table:
+    """The keys with the most time: calls, time and share of the step on each side."""
+    table = Table(box=box.SIMPLE_HEAD)
+    table.add_column(diff.level, overflow="fold", ratio=1)
+    add_columns(table, [(name, "right") for name in ("calls/step", f"{diff.paced_time}/step", "of step")], no_wrap=True)
+    base, cand = diff.baseline.step_us, diff.candidate.step_us
+    for row in diff.largest_keys(TOP):
+        table.add_row(
+            shown(_marked(row.key, row.status)),
+            f"{number(row.baseline_calls)} → {number(row.candidate_calls)}",
+            f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)}",
+            f"{percent(row.baseline_paced_us / base)} → {percent(row.candidate_paced_us / cand)}",
+        )
+    return table
+
+
+def _ranks(result: DiffResult) -> Table:
+    table = Table(box=box.SIMPLE_HEAD)
+    add_columns(table, [("rank", "right"), ("step time", "right"), ("change", "right"), ("largest parts", "left")])
+    for diff in result.diffs:
+        table.add_row(
+            str(diff.baseline.rank),
+            f"{duration(diff.baseline.step_us)} → {duration(diff.candidate.step_us)}",
+            signed_duration(diff.delta_us),
+            shown(", ".join(diff.largest())),
+        )
+    return table
+
+
+def _marked(key: str, status: str) -> str:
+    return {"added": f"{key} (new)", "removed": f"{key} (gone)"}.get(status, key)
+
+
+def _unmatched(diff: TraceDiff) -> str:
+    base, cand = diff.unmatched
+    return (
+        f"No counterpart: {number(base.events)} baseline events ({plural(base.keys, diff.level)}), "
+        f"{number(cand.events)} candidate events ({plural(cand.keys, diff.level)}), in the steady steps compared"
+    )

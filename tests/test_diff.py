@@ -1,0 +1,237 @@
+"""perftool diff: what changed between two traces, each change's part of the step-time delta, adding up to it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import DATA, REPO, TORCH_FIXTURE, error_line
+
+from perftool import api
+from perftool.diff.names import load_op_map, normalise
+from perftool.gate.run import GateOptions, run_gate
+
+VOCAB = DATA / "vocab"
+KINETO = (VOCAB / "diff_kineto_before.json.gz", VOCAB / "diff_kineto_after.json.gz")
+TORCH_NPU = (VOCAB / "diff_torch_npu_before.json.gz", VOCAB / "diff_torch_npu_after.json.gz")
+SAMPLES = REPO / "sample_traces"
+
+
+def changed(document: dict) -> dict[str, tuple[str, float]]:
+    """The keys of a diff's JSON whose contribution is more than rounding: status and contribution (µs)."""
+    (diff,) = document["diffs"]
+    return {
+        r["key"]: (r["status"], round(r["contribution_us"], 3))
+        for r in diff["rows"]
+        if abs(r["contribution_us"]) > 1e-3
+    }
+
+
+def adds_up(diff: dict) -> None:
+    """The rows' and remainders' contributions are the measured delta of the mean step."""
+    parts = sum(r["contribution_us"] for r in diff["rows"]) + sum(r["contribution_us"] for r in diff["remainders"])
+    assert parts == pytest.approx(diff["delta_us"], abs=1e-6)
+    assert diff["delta_us"] == pytest.approx(diff["candidate"]["step_time_us"] - diff["baseline"]["step_time_us"])
+
+
+@pytest.mark.parametrize("by", ["kernel", "op"])
+def test_a_kineto_pair_names_exactly_the_op_that_slowed_appeared_and_went(run, by):
+    result = run("diff", *KINETO, "--by", by, "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    if by == "kernel":
+        expected = {
+            "ampere_sgemm_128x64_tn": ("both", 150.0),
+            "at::native::index_put_kernel_impl<at::native::OpaqueType<N> >": ("added", 120.0),
+            "at::native::fused_dropout_kernel_vec<float, float, unsigned int, N, N>": ("removed", -50.0),
+        }
+    else:  # device time each host op launched, through the launch flows
+        expected = {
+            "aten::linear": ("both", 150.0),
+            "aten::index_put_": ("added", 120.0),
+            "aten::dropout": ("removed", -50.0),
+        }
+    assert changed(document) == expected
+    (diff,) = document["diffs"]
+    assert diff["level"] == by and diff["delta_us"] == pytest.approx(220.0)
+    adds_up(diff)
+    # the rebuild's vector width <4> → <8> is the same kernel: only the dropout and index_put kernels are unmatched
+    assert diff["unmatched"]["baseline"]["keys"] == 1 and diff["unmatched"]["candidate"]["keys"] == 1
+    assert diff["unmatched"]["baseline"]["events"] == 8  # one a step, 8 steps
+
+
+def test_an_ascend_pair_names_exactly_the_task_that_slowed_appeared_and_went(run):
+    document = json.loads(run("diff", *TORCH_NPU, "--format", "json").stdout)
+    assert changed(document) == {"MatMulV2": ("both", 300.0), "IndexPutV2": ("added", 150.0),
+                                 "DropOutDoMask": ("removed", -60.0)}  # fmt: skip
+    adds_up(document["diffs"][0])
+
+
+def test_without_launch_flows_the_op_level_falls_back_and_says_why(run):
+    """torch_npu's trace links no device task to a host op, so per-op contributions cannot be measured."""
+    document = json.loads(run("diff", *TORCH_NPU, "--by", "op", "--format", "json").stdout)
+    (diff,) = document["diffs"]
+    assert diff["asked"] == "op" and diff["level"] == "category" and "op 0%" in diff["why"]
+    assert changed(document) == {"compute": ("both", 390.0)}
+    adds_up(diff)
+
+
+def test_the_text_report_lists_the_contributors_and_what_appeared_and_went(run):
+    said = " ".join(run("diff", *KINETO, "--by", "op").stdout.split())
+    assert "+35.5% (+220.0 µs)" in said and "adds up to +220.0 µs per step" in said
+    assert "aten::linear 1 → 1 400.0 µs → 550.0 µs +150.0 µs 68.2%" in said
+    assert "New 1 op: aten::index_put_" in said and "Gone 1 op: aten::dropout" in said
+
+
+def test_markdown_shows_the_table_that_adds_up(run, tmp_path):
+    out = tmp_path / "diff.md"
+    assert run("diff", *KINETO, "--format", "markdown", "-o", out).exit_code == 0
+    text = out.read_text()
+    assert "| ampere_sgemm_128x64_tn | 1 → 1 | 400.0 µs → 550.0 µs | +150.0 µs | 68.2% |" in text
+    assert "| **step time** | | | **+220.0 µs** | |" in text
+
+
+@pytest.mark.parametrize(
+    ("config", "change", "gone_or_grown"),
+    [
+        ("npu/strided_copies_transdata.yaml", "layout_mismatch=false", {"TransData": ("removed", -5120.0)}),
+        ("gpu/healthy.yaml", "device_graphs=false", {}),
+    ],
+)
+def test_emulator_pairs_with_one_knob_changed(run, tmp_path, config, change, gone_or_grown):
+    """The transposes the layout fix removes are the whole change; CUDA graphs off leaves every kernel as it was
+    and the device idles while the host launches."""
+    before, after = tmp_path / "before.json.gz", tmp_path / "after.json.gz"
+    for trace, sets in ((before, []), (after, ["--set", change])):
+        assert run("emulate", SAMPLES / config, "--trace", trace, *sets, "--format", "json").exit_code == 0
+    document = json.loads(run("diff", before, after, "--format", "json").stdout)
+    (diff,) = document["diffs"]
+    adds_up(diff)
+    grown = {key: (status, round(us)) for key, (status, us) in changed(document).items() if abs(us) > 1}
+    assert grown == {key: (status, round(us)) for key, (status, us) in gone_or_grown.items()}
+    if not gone_or_grown:
+        idle = {r["name"]: r["contribution_us"] for r in diff["remainders"]}
+        assert idle["device idle: host Python/dispatch"] == pytest.approx(diff["delta_us"], rel=0.01)
+
+
+def test_across_vendors_names_match_through_the_op_map(run, tmp_path):
+    """A GPU run against an NPU run: their GEMMs are both matmul; the report says it compared through the map."""
+    document = json.loads(run("diff", KINETO[0], TORCH_NPU[1], "--format", "json").stdout)
+    (diff,) = document["diffs"]
+    assert diff["level"] == "kernel" and "matched through the op map" in diff["why"]
+    rows = {r["key"]: r for r in diff["rows"]}
+    assert (
+        rows["matmul"]["baseline_us_per_step"] == pytest.approx(400) and rows["matmul"]["candidate_us_per_step"] == 900
+    )
+    adds_up(diff)
+    own = tmp_path / "map.yaml"  # the user's map first: index_put kernels of both vendors are one op
+    own.write_text("version: 1\nmap:\n  - as: index_put\n    match: '(?i)index_?put'\n")
+    mine = json.loads(run("diff", KINETO[1], TORCH_NPU[1], "--op-map", own, "--format", "json").stdout)
+    assert {r["key"]: r["status"] for r in mine["diffs"][0]["rows"]}["index_put"] == "both"
+
+
+def test_two_jobs_are_compared_rank_by_rank(run, tmp_path):
+    """Without the straggler, rank 5 computes faster and every other rank waits less in its all-reduce."""
+    fixed = tmp_path / "fixed"
+    job = SAMPLES / "jobs" / "gpu_ddp_straggler"
+    assert run("emulate", job / "job.yaml", "--trace", fixed, "--set", "replicas.slow_ranks=[]").exit_code == 0
+    document = json.loads(run("diff", job, fixed, "--workers", "1", "--format", "json").stdout)
+    assert [d["rank"] for d in document["diffs"]] == list(range(8))
+    for diff in document["diffs"]:
+        adds_up(diff)
+        assert diff["delta_us"] < 0
+        largest = max(diff["rows"], key=lambda r: abs(r["contribution_us"]))
+        if diff["rank"] == 5:  # its compute got faster
+            assert sum(r["contribution_us"] for r in diff["rows"] if "gemm" in r["key"]) < -500
+        else:
+            assert largest["key"].startswith("ncclDevKernel_AllReduce") and largest["contribution_us"] < -500
+    text = run("diff", job, fixed, "--workers", "1").stdout
+    assert "whose step changed most" in text
+
+
+def test_the_library_gives_the_same_diff(tmp_path):
+    result = api.diff(*KINETO, by="op")
+    (diff,) = result.diffs
+    assert diff.attributed_us == pytest.approx(diff.delta_us)
+    assert [row.key for row in diff.rows[:3]] == ["aten::linear", "aten::index_put_", "aten::dropout"]
+    assert diff.headline() == (
+        "step +35.5% (+220.0 µs): aten::linear +150.0 µs, new aten::index_put_ +120.0 µs, gone aten::dropout -50.0 µs"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "normalised"),
+    [
+        ("void at::native::elementwise_kernel<4, Gelu>(int, Gelu)", "at::native::elementwise_kernel<N, Gelu>"),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, ncclWork*)", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+        ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+        ("Conv2D_12", "Conv2D"),
+        ("MatMul-op45", "MatMul"),
+        ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),
+        ("(anonymous namespace)::softmax<float, 9, false>", "(anonymous namespace)::softmax<float, N, false>"),
+    ],
+)  # fmt: skip
+def test_kernel_names_are_normalised_across_builds(name, normalised):
+    assert normalise(name) == normalised
+
+
+def test_the_built_in_op_map_gives_each_vendor_the_shared_name():
+    shared = load_op_map().shared
+    assert shared("ampere_sgemm_128x64_tn") == shared("MatMulV2") == shared("aten::mm") == "matmul"
+    assert shared("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == shared("hcom_allReduce_") == "all_reduce"
+    assert shared("layernorm_bwd_bf16") == "layer_norm_backward" and shared("layernorm_fwd_bf16") == "layer_norm"
+    assert shared("some_custom_kernel") is None
+
+
+def test_gate_explains_a_failed_step_time_in_every_format(run, tmp_path, junit_schema):
+    slow = tmp_path / "slow.json.gz"
+    run("emulate", SAMPLES / "gpu" / "healthy.yaml", "--trace", slow, "--set", "device_graphs=false")
+    baseline = SAMPLES / "gpu" / "healthy.trace.json.gz"
+    headline = "step +49.2% (+824.3 µs): device idle: host Python/dispatch +824.3 µs"
+    document = json.loads(run("gate", baseline, slow, "--format", "json").stdout)
+    (explained,) = document["explanations"]
+    assert explained["headline"] == headline
+    assert sum(c["contribution_us"] for c in explained["contributors"]) == pytest.approx(explained["delta_us"])
+    step = next(c for c in document["checks"] if c["id"] == "timing:step_time")
+    assert step["verdict"] == "fail" and headline in step["detail"]
+    markdown = run("gate", baseline, slow, "--format", "markdown").stdout
+    assert "### Why the step time changed" in markdown and "| *device idle: host Python/dispatch* |" in markdown
+    assert headline in run("gate", baseline, slow, "--format", "junit").stdout
+    assert headline.replace("%", "%25") in run("gate", baseline, slow, "--format", "github").stdout  # escaped
+    sarif = json.loads(run("gate", baseline, slow, "--format", "sarif").stdout)
+    assert any(headline in result["message"]["text"] for result in sarif["runs"][0]["results"])
+    text = " ".join(run("gate", baseline, slow).stdout.split())
+    assert "Why the step time changed (perftool diff, per kernel)" in text
+
+
+def test_gate_on_a_saved_scan_says_why_it_cannot_explain():
+    candidate, saved = (
+        SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz",
+        SAMPLES / "baselines" / "npu__healthy.findings.json",
+    )
+    result = run_gate(str(candidate), str(saved), None, [], GateOptions(allow_mismatch=True))
+    assert any(c.id == "timing:step_time" and c.verdict == "fail" for c in result.checks)
+    assert result.explanations == [] and "saved scan result" in result.unexplained
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        ((KINETO[0], "missing.json"), ("missing.json",)),
+        ((KINETO[0], TORCH_FIXTURE), ("share nothing comparable", "no device work")),
+        ((KINETO[0], SAMPLES / "jobs" / "gpu_ddp_straggler"), ("a trace with a trace",)),
+        ((KINETO[0], VOCAB / "startup_dominated.json.gz"), ("no step markers",)),
+        ((*KINETO, "--op-map", "{map}"), ("map.yaml:4", "map[0].match", "not a regular expression")),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(run, tmp_path, args, needles):
+    bad_map = tmp_path / "map.yaml"
+    bad_map.write_text("version: 1\nmap:\n  - as: x\n    match: '(unclosed'\n")
+    error_line(run("diff", *(str(a).replace("{map}", str(bad_map)) for a in args)), *needles)
+
+
+def test_a_truncated_trace_is_one_line_naming_it(run, tmp_path):
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(gzip.decompress(KINETO[1].read_bytes())[:5000]))
+    error_line(run("diff", KINETO[0], cut), "cut.json.gz")
