@@ -191,7 +191,15 @@ class GateExplanation(_Part):
     level: Literal["kernel", "op", "category", "track"]
     headline: str
     delta_us: float = Field(description="the change of the mean steady step")
+    baseline_step_us: float = Field(description="the baseline's mean steady step, as the diff measures it")
+    candidate_step_us: float
     contributors: list[GateContributor] = Field(description="they add up to delta_us")
+
+
+class GateStepTimes(_Part):
+    rank: int | None
+    baseline: list[float] = Field(description="the baseline's steady steps' durations, µs, in order")
+    candidate: list[float]
 
 
 class GateReport(_Document):
@@ -207,6 +215,7 @@ class GateReport(_Document):
         description="per trace (rank) whose step time failed: what its change is made of (perftool diff)"
     )
     unexplained: str = Field(description="why a failed step time has no explanation, else empty")
+    step_times: list[GateStepTimes] = Field(description="per trace (rank) compared: both sides' steady steps")
 
 
 class DiffSide(_Part):
@@ -215,6 +224,7 @@ class DiffSide(_Part):
     family: str
     steps: int = Field(description="steady steps compared")
     step_time_us: float = Field(description="mean steady step")
+    step_durations_us: list[float] = Field(description="each steady step, in order")
     timeline: Literal["device", "host"] = Field(description="the timeline that paces a step")
 
 

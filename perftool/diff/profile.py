@@ -79,6 +79,7 @@ class Profile:
     family: str
     steps: int  # steady steps
     step_us: float  # mean steady step
+    step_durations: list[float]  # each steady step, µs, in order
     timeline: str  # "device" or "host"
     idle_us: float  # per step, the pacing timeline idle
     idle_causes: dict[str, float]  # per step, the device's idle time by cause (its name in reports); {} on the host
@@ -130,6 +131,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         family=device_family(trace),
         steps=count,
         step_us=(hi - lo) * per_step,
+        step_durations=steps.steady_durations.tolist(),
         timeline=timeline,
         idle_us=((hi - lo) - busy) * per_step,
         idle_causes=idle_causes,

@@ -17,6 +17,15 @@ from perftool.rules.model import Rule
 
 
 @dataclass
+class StepTimes:
+    """The steady steps' durations (µs) of one trace (rank) on each side, as the timing test saw them."""
+
+    rank: int | None
+    baseline: list[float]
+    candidate: list[float]
+
+
+@dataclass
 class GateResult:
     candidate: str
     baseline: str | None  # None: a budget alone
@@ -24,6 +33,7 @@ class GateResult:
     mismatches: list[str] = field(default_factory=list)  # differences let through by --allow-mismatch
     explanations: list[TraceDiff] = field(default_factory=list)  # per trace (rank) whose step time failed
     unexplained: str = ""  # why a failed step time has no explanation
+    step_times: list[StepTimes] = field(default_factory=list)  # per trace (rank) compared: both sides' samples
 
     @property
     def status(self) -> str:
@@ -61,6 +71,7 @@ def run_gate(
     mismatches: list[str] = []
     explanations: list[TraceDiff] = []
     unexplained = ""
+    step_times: list[StepTimes] = []
     policy, fail_on = options.policy, options.fail_on
     if baseline is not None:
         base = load_side(baseline, rules, read, options.cluster)
@@ -76,6 +87,7 @@ def run_gate(
                 f"{'; …' if len(mismatches) > 3 else ''}); pass --allow-mismatch to compare them anyway"
             )
         for rank in _in_order(base.traces.keys() & cand.traces.keys()):
+            step_times.append(StepTimes(rank, base.traces[rank].step_durations_us, cand.traces[rank].step_durations_us))
             compared = compare(base.traces[rank], cand.traces[rank], policy, fail_on)
             if any(c.id in TIMING and c.verdict == "fail" for c in compared):
                 if base.saved or cand.saved:
@@ -92,7 +104,7 @@ def run_gate(
             checks += [
                 _ranked(rank, c) for c in against_budget(trace, budget, fail_on if baseline is None else "never")
             ]
-    return GateResult(candidate, baseline, checks, mismatches, explanations, unexplained)
+    return GateResult(candidate, baseline, checks, mismatches, explanations, unexplained, step_times)
 
 
 TIMING = ("timing:step_time", "timing:throughput")

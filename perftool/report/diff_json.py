@@ -79,5 +79,6 @@ def _side(side: Profile) -> dict:
         "family": side.family,
         "steps": side.steps,
         "step_time_us": side.step_us,
+        "step_durations_us": side.step_durations,
         "timeline": side.timeline,
     }

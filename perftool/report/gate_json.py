@@ -28,6 +28,7 @@ def document(result: GateResult) -> dict:
         "checks": [asdict(check) for check in result.checks],
         "explanations": [_explanation(diff) for diff in result.explanations],
         "unexplained": result.unexplained,
+        "step_times": [asdict(times) for times in result.step_times],
     }
 
 
@@ -39,6 +40,8 @@ def _explanation(diff: TraceDiff) -> dict:
         "level": diff.level,
         "headline": diff.headline(),
         "delta_us": diff.delta_us,
+        "baseline_step_us": diff.baseline.step_us,
+        "candidate_step_us": diff.candidate.step_us,
         "contributors": [
             *({"name": row.key, "status": row.status, "contribution_us": row.contribution_us} for row in listed),
             *(

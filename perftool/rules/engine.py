@@ -100,6 +100,7 @@ def analyse_trace(
         findings=findings,
         metrics={name: _plain(value) for name, value in metrics.values.items()},
         step_durations_us=metrics.step_times_us,
+        warmup_durations_us=(steps.end - steps.start)[: steps.warmup].tolist(),
         emulator=emulator.model_dump(mode="json") if emulator is not None else None,
     )
     return found, scope

@@ -104,6 +104,9 @@ class TraceFindings(_Record):
     step_durations_us: list[StepDuration] = Field(
         default_factory=list, description="every steady-state step's duration, µs, in order (what gate tests)"
     )
+    warmup_durations_us: list[StepDuration] = Field(
+        default_factory=list, description="the warm-up steps' durations before them, µs, in order"
+    )
     emulator: EmulatorRun | None = Field(
         None, description="for emulator traces: the config that made the trace (device, workload, knobs, seed)"
     )

@@ -1,0 +1,107 @@
+"""``perftool diff --format html``: what changed between two traces, as one self-contained page.
+
+The step-time change; both sides' steady steps side by side; a waterfall from the baseline's step to the
+candidate's whose bars (the largest contributors, the others, each idle cause and the overlap) add up to
+the change; where the steps go, per key; what appeared and went; what had no counterpart. For two jobs, a
+row per rank first, then the rank whose step changed most. Every figure is the json format's, embedded.
+"""
+
+from __future__ import annotations
+
+import json
+
+from perftool.diff.run import DiffResult
+from perftool.report import diff_json, svg
+from perftool.report.html_page import Cell, facts, page, paragraph, section, table
+from perftool.units import duration, number, percent, signed_duration
+
+TOP = 10  # contributors drawn and listed; the others share one bar
+
+
+def render(result: DiffResult) -> str:
+    data = diff_json.render(result)
+    document = json.loads(data)  # the json format's figures, exactly
+    body = []
+    if len(document["diffs"]) > 1 or document["diffs"][0]["rank"] is not None:
+        rows = [
+            [str(d["rank"]), duration(d["baseline"]["step_time_us"]), duration(d["candidate"]["step_time_us"]),
+             signed_duration(d["delta_us"]), d["headline"]]
+            for d in document["diffs"]
+        ]  # fmt: skip
+        body.append(section("Ranks", table("ranks", ["rank", "baseline", "candidate", "change", "largest parts"],
+                                           rows, (0, 1, 2, 3))))  # fmt: skip
+    changed = max(document["diffs"], key=lambda d: abs(d["delta_us"]))
+    body += trace_diff(changed)
+    change = f" {changed['change']:+.1%}" if changed["change"] is not None else ""
+    title = f"perftool diff: step{change}"
+    return page(title, f"{document['baseline']} → {document['candidate']}", body, data)
+
+
+def trace_diff(diff: dict) -> list[str]:
+    """One pair of traces from the json format's document."""
+    base, cand = diff["baseline"], diff["candidate"]
+    where = f" (rank {diff['rank']})" if diff["rank"] is not None else ""
+    devices = base["device"] if base["device"] == cand["device"] else f"{base['device']} → {cand['device']}"
+    summary = facts([
+        ("device", devices),
+        ("compared per", diff["level"] + (f" ({diff['why']})" if diff["why"] else "")),
+        ("steady steps", f"{base['steps']} → {cand['steps']}"),
+        ("step time (mean)", f"{duration(base['step_time_us'])} → {duration(cand['step_time_us'])}"),
+        ("change", signed_duration(diff["delta_us"]) + (f" ({diff['change']:+.1%})" if diff["change"] else "")),
+    ])  # fmt: skip
+    strips = svg.strips(
+        "steps", "Steady step times: every step a tick, each side's median a black bar",
+        [("baseline", base["step_durations_us"]), ("candidate", cand["step_durations_us"])], duration,
+    )  # fmt: skip
+    rows = diff["rows"]
+    listed = [r for r in rows[:TOP] if abs(r["contribution_us"]) >= 0.05]
+    others = sum(r["contribution_us"] for r in rows[len(listed) :])
+    parts = [(_marked(r), r["contribution_us"]) for r in listed]
+    parts += [("other keys", others)] if len(rows) > len(listed) else []
+    parts += [(r["name"], r["contribution_us"]) for r in diff["remainders"]]
+    waterfall = svg.waterfall(
+        "contributions", f"From the baseline's step to the candidate's, in parts adding up to "
+        f"{signed_duration(diff['delta_us'])}",
+        base["step_time_us"], parts, duration,
+    )  # fmt: skip
+    headers = [diff["level"], "calls/step", "time/step on the timeline", "change", "of the change"]
+    contribution_rows: list[list[Cell]] = [
+        [_marked(r), f"{number(r['baseline_calls_per_step'])} → {number(r['candidate_calls_per_step'])}",
+         f"{duration(r['baseline_paced_us_per_step'])} → {duration(r['candidate_paced_us_per_step'])}",
+         signed_duration(r["contribution_us"]), _share(r["contribution_us"], diff["delta_us"])]
+        for r in listed
+    ]  # fmt: skip
+    contribution_rows += [
+        [(r["name"], "info"), "", f"{duration(r['baseline_us'])} → {duration(r['candidate_us'])}",
+         signed_duration(r["contribution_us"]), _share(r["contribution_us"], diff["delta_us"])]
+        for r in diff["remainders"]
+    ]  # fmt: skip
+    largest = sorted(rows, key=lambda r: -max(r["baseline_paced_us_per_step"], r["candidate_paced_us_per_step"]))
+    where_rows = [
+        [_marked(r), f"{number(r['baseline_calls_per_step'])} → {number(r['candidate_calls_per_step'])}",
+         f"{duration(r['baseline_paced_us_per_step'])} → {duration(r['candidate_paced_us_per_step'])}",
+         f"{percent(r['baseline_paced_us_per_step'] / base['step_time_us'])} → "
+         f"{percent(r['candidate_paced_us_per_step'] / cand['step_time_us'])}"]
+        for r in largest[:TOP]
+    ]  # fmt: skip
+    unmatched = diff["unmatched"]
+    parts_html = [
+        section("What changed" + where, summary, *(paragraph(note, "warn") for note in diff["notes"]), strips),
+        section("What the change is made of", waterfall,
+                table("contributions", headers, contribution_rows, (1, 2, 3, 4))),
+        section("Where the steps go", table("largest", [diff["level"], "calls/step", "time/step", "of the step"],
+                                            where_rows, (1, 2, 3))),
+        section("No counterpart", paragraph(
+            f"{number(unmatched['baseline']['events'])} baseline events ({unmatched['baseline']['keys']} keys) and "
+            f"{number(unmatched['candidate']['events'])} candidate events ({unmatched['candidate']['keys']} keys) "
+            "in the steady steps compared have no counterpart on the other side.")),
+    ]  # fmt: skip
+    return parts_html
+
+
+def _marked(row: dict) -> str:
+    return row["key"] + {"added": " (new)", "removed": " (gone)"}.get(row["status"], "")
+
+
+def _share(part: float, whole: float) -> str:
+    return percent(part / whole) if whole else "—"

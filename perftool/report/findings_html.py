@@ -1,0 +1,131 @@
+"""``perftool scan --format html``: the scan of a trace (or of a job's ranks) as one self-contained page.
+
+Per trace: its key figures, the step-time series with warm-up and steady state marked, where a steady
+step goes (compute, exposed communication, other device work, each idle cause), and the findings, most
+severe first, with their impact, fix, gain and evidence; evidence times are from the trace's start in its
+display unit, as Perfetto shows them. A job adds a rank × step heat map of step time, the per-rank
+breakdown, and its straggler called out.
+"""
+
+from __future__ import annotations
+
+from perftool.analysis.idle import CAUSES
+from perftool.report import findings_json, svg
+from perftool.report.findings_text import evidence_start
+from perftool.report.html_page import Cell, facts, page, paragraph, section, table, text
+from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
+from perftool.units import duration, number, percent, timestamp
+
+SHOWN = 0.0005  # a part of a steady step under this share of it is left out of the breakdown
+
+
+def render(report: ScanReport) -> str:
+    title = "perftool scan: job" if report.job is not None else "perftool scan"
+    subtitle = ", ".join(t.path for t in report.traces[:3]) + (" …" if len(report.traces) > 3 else "")
+    body = []
+    if report.job is not None:
+        body.append(job_section(report, report.job))
+    for trace in report.traces if report.job is None else []:
+        body += trace_sections(trace)
+    if report.unread:
+        rows = [[u.path, u.problem] for u in report.unread]
+        body.append(section("Traces that could not be read", table("unread", ["trace", "why"], rows)))
+    return page(title, subtitle, body, findings_json.render(report))
+
+
+def trace_sections(trace: TraceFindings) -> list[str]:
+    """One trace: its figures, step series, steady step breakdown and findings."""
+    step = trace.step_time_us
+    rate = f"{1e6 / step:,.1f} steps/s" if step else "—"
+    figures = facts([
+        ("device", trace.device or trace.family),
+        ("dialect", trace.dialect),
+        ("steady steps", f"{trace.steps} ({len(trace.warmup_durations_us)} warm-up before)"),
+        ("step time (mean)", duration(step) if step else "—"),
+        ("throughput", rate),
+        ("steps timed on", f"the {trace.step_clock}"),
+    ])  # fmt: skip
+    parts = [figures, *(paragraph(caveat, "warn") for caveat in trace.caveats)]
+    steps = [*trace.warmup_durations_us, *trace.step_durations_us]
+    if steps:
+        parts.append(
+            svg.series("steps", "Step time, step by step: warm-up shaded, then the steady steps the figures use",
+                       steps, len(trace.warmup_durations_us), duration)
+        )  # fmt: skip
+    breakdown = steady_step(trace)
+    if breakdown:
+        parts.append(svg.stacked("breakdown", "Where a steady step goes (per step)", breakdown, duration))
+    where = f" ({trace.path})" if trace.rank is None else f" (rank {trace.rank}: {trace.path})"
+    return [section("Trace" + where, *parts), findings_section(trace)]
+
+
+def steady_step(trace: TraceFindings) -> list[tuple[str, float]]:
+    """A steady step's time in parts: device compute, exposed communication, other device work, idle by cause."""
+    step = trace.step_time_us
+    compute = trace.metrics.get("device.compute_fraction")
+    if not step or compute is None or not trace.idle:
+        return []
+    exposed = trace.metrics.get("communication.exposed_fraction") or 0.0
+    idle = {CAUSES[cause]: share for cause, share in trace.idle.items() if share > 0}
+    other = max(1.0 - compute - exposed - sum(idle.values()), 0.0)
+    shares = [("device compute", compute), ("exposed communication", exposed), ("other device work", other)]
+    shares += [(f"idle: {name}", share) for name, share in idle.items()]
+    return [(name, share * step) for name, share in shares if share >= SHOWN]
+
+
+def findings_section(trace: TraceFindings) -> str:
+    if not trace.findings:
+        return section("Findings", paragraph("No findings: nothing the rules look for costs time here."))
+    return section("Findings", *(_finding(f, trace.time_unit) for f in trace.findings))
+
+
+def _finding(finding: Finding, unit: str) -> str:
+    severity = finding.severity.value
+    per_step = finding.impact.per_step_us
+    impact = f"{percent(finding.impact.share)} of the " + (
+        f"steady state, {duration(per_step)} per step" if per_step is not None else "trace"
+    )
+    parts = [
+        f'<article class="finding sev-{severity}" data-rule="{text(finding.rule_id)}">',
+        f'<h3><span class="{severity}">{text(severity)}</span> {text(finding.rule_id)} {text(finding.title)}</h3>',
+        paragraph(finding.message),
+        paragraph(f"Impact: {impact}"),
+    ]
+    if finding.capped:
+        parts.append(paragraph(f"Held at info: {finding.capped}", "info"))
+    if finding.fix is not None:
+        parts.append(paragraph(f"Fix: {finding.fix.text}"))
+    if finding.gain is not None:
+        parts.append(paragraph(f"Gain: {finding.gain.text}"))
+    if finding.evidence:
+        rows = [
+            [timestamp(evidence_start(e), unit), duration(e.dur_us, unit), e.track, e.name] for e in finding.evidence
+        ]
+        parts.append(table("evidence", ["at (from the trace's start)", "lasts", "track", "what"], rows, (0, 1)))
+    return "".join(parts) + "</article>"
+
+
+def job_section(report: ScanReport, job: JobView) -> str:
+    """The ranks side by side: a heat map of their steps, their breakdown, the straggler, the job's findings."""
+    parts = []
+    if job.slowest_rank is not None:
+        waited = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
+        parts.append(paragraph(f"Straggler: rank {job.slowest_rank}{waited}.", "warn"))
+    rows = [(f"rank {t.rank}", t.step_durations_us) for t in report.traces if t.step_durations_us]
+    if rows:
+        parts.append(svg.heat_map("ranks", "Steady step time, rank by step (darker is faster)", rows, duration))
+    headers = ["rank", "steps", "step time", "compute", "exposed comm.", "idle", "waits", "holds back", "top finding"]
+    table_rows: list[list[Cell]] = [
+        [("rank " + str(r.rank), "fail" if r.rank == job.slowest_rank else ""), number(r.steps), _us(r.step_time_us),
+         _us(r.compute_us), _us(r.exposed_communication_us), _us(r.idle_us), _us(r.wait_us), _us(r.held_back_us),
+         r.top_finding or ""]
+        for r in job.ranks
+    ]  # fmt: skip
+    parts.append(table("ranks", headers, table_rows, tuple(range(1, 8))))
+    parts += [_finding(f, "ms") for f in job.findings]
+    traces = [section_part for t in report.traces for section_part in trace_sections(t)]
+    return section(f"Job of {len(job.ranks)} ranks", *parts) + "".join(traces)
+
+
+def _us(value: float | None) -> str:
+    return duration(value) if value is not None else "—"

@@ -1,0 +1,99 @@
+"""The page every HTML report is: one self-contained file, its style inline, nothing fetched, no script.
+
+A report opens offline, reads at 1280 px and on a phone (tables scroll sideways in their own box),
+and keeps its text without JavaScript. The json format's document for the same result is embedded
+(``<script type="application/json" id="perftool-data">``, data, never run), so the page's figures are
+the json format's and tools can read them from the file.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from perftool import __version__
+
+STYLE = """
+:root { color-scheme: light; --ink: #1a1a1a; --muted: #555; --line: #d8d8d8; --fail: #b3261e; --warn: #8a5a00;
+  --pass: #1b6e3a; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1100px; padding: 16px; font: 15px/1.45 system-ui, -apple-system, "Segoe UI",
+  Roboto, sans-serif; color: var(--ink); background: #fff; }
+h1 { font-size: 1.5em; margin: 0 0 4px; } h2 { font-size: 1.2em; margin: 28px 0 8px; border-bottom: 1px solid
+  var(--line); } h3 { font-size: 1.05em; margin: 18px 0 6px; }
+h1, h2, h3, .sub { overflow-wrap: anywhere; }
+.sub { color: var(--muted); margin: 0 0 12px; }
+.facts { display: flex; flex-wrap: wrap; gap: 8px; padding: 0; list-style: none; }
+.facts li { border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px; }
+.facts b { display: block; font-size: 1.1em; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-size: 0.93em; }
+th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
+td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.fail, .error { color: var(--fail); font-weight: 600; } .warn, .warning { color: var(--warn); font-weight: 600; }
+.pass { color: var(--pass); } .skip, .info { color: var(--muted); }
+figure.chart { margin: 12px 0; } figcaption { color: var(--muted); font-size: 0.9em; }
+ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 4px 16px; font-size: 0.9em; }
+.swatch { display: inline-block; width: 12px; height: 12px; margin-right: 6px; vertical-align: -1px;
+  border: 1px solid #0003; }
+.finding { border-left: 4px solid var(--line); padding: 2px 12px; margin: 12px 0; }
+.finding.sev-error { border-color: var(--fail); } .finding.sev-warning { border-color: var(--warn); }
+footer { margin-top: 32px; color: var(--muted); font-size: 0.85em; }
+@media (max-width: 600px) { body { padding: 8px; font-size: 14px; } th, td { padding: 3px 4px; } }
+"""
+
+
+def text(value: object) -> str:
+    """Text from the input (names, paths, messages), escaped for HTML."""
+    return html.escape(str(value), quote=True)
+
+
+def page(title: str, subtitle: str, body: Sequence[str], data: str) -> str:
+    """The document: its title, a line under it, the sections, and the json format's document embedded."""
+    embedded = data.replace("</", "<\\/")  # JSON as data: no "</script>" inside can end the element
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{text(title)}</title><style>{STYLE}</style></head><body>"
+        f'<header><h1>{text(title)}</h1><p class="sub">{text(subtitle)}</p></header>'
+        f"<main>{''.join(body)}</main>"
+        f"<footer>perftool {text(__version__)}: this file is self-contained and works offline.</footer>"
+        f'<script type="application/json" id="perftool-data">{embedded}</script>'
+        "</body></html>\n"
+    )
+
+
+def facts(items: Sequence[tuple[str, str]]) -> str:
+    """Key figures as a row of boxes: (what, figure)."""
+    return '<ul class="facts">' + "".join(f"<li>{text(k)}<b>{text(v)}</b></li>" for k, v in items) + "</ul>"
+
+
+Cell = str | tuple[str, str]  # text, or (text, class)
+
+
+def table(name: str, headers: Sequence[str], rows: Sequence[Sequence[Cell]], numeric: Sequence[int] = ()) -> str:
+    """A table in a box that scrolls sideways on narrow screens; ``numeric`` columns are right-aligned."""
+
+    def cell(tag: str, index: int, value: Cell) -> str:
+        content, extra = (value, "") if isinstance(value, str) else value
+        classes = " ".join(c for c in ("num" if index in numeric else "", extra) if c)
+        return f"<{tag}{_class(classes)}>{text(content)}</{tag}>"
+
+    head = "".join(cell("th", i, h) for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows)
+    return (
+        f'<div class="scroll"><table data-table="{text(name)}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def section(title: str, *parts: str) -> str:
+    return f"<section><h2>{text(title)}</h2>{''.join(parts)}</section>"
+
+
+def paragraph(content: str, cls: str = "") -> str:
+    return f"<p{_class(cls)}>{text(content)}</p>"
+
+
+def _class(classes: str) -> str:
+    return f' class="{classes}"' if classes else ""
