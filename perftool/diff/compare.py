@@ -163,30 +163,31 @@ def diff_profiles(baseline: Profile, candidate: Profile, asked: str, op_map: OpM
             f"device ({'baseline' if baseline.timeline == 'device' else 'candidate'}), the other has no device work"
         )
     across = baseline.family != candidate.family
-    tried: list[tuple[str, float]] = []
-    for level in dict.fromkeys((asked, *FALLBACK)):
-        base, cand = (_keyed(p, level, op_map if across else None) for p in (baseline, candidate))
-        shared = min(
-            _matched_share(base, cand, _unlinked(baseline, level)),
-            _matched_share(cand, base, _unlinked(candidate, level)),
-        )
-        tried.append((level, shared))
-        if shared >= MIN_MATCHED:
-            return _compared(baseline, candidate, level, asked, _why(tried, across, baseline, candidate), base, cand)
-    level, shared = max(tried, key=lambda item: item[1])
-    if shared == 0:
+    levels = dict.fromkeys((asked, *FALLBACK))
+    keyed = {
+        level: (_keyed(baseline, level, op_map, across), _keyed(candidate, level, op_map, across)) for level in levels
+    }
+    shares = {
+        level: min(_matched_share(base, cand, _unlinked(baseline, level)),
+                   _matched_share(cand, base, _unlinked(candidate, level)))
+        for level, (base, cand) in keyed.items()
+    }  # fmt: skip
+    enough = [level for level, share in shares.items() if share >= MIN_MATCHED]
+    level = enough[0] if enough else max(shares, key=lambda name: shares[name])
+    if shares[level] == 0:
         raise PerftoolError(
             f"{baseline.source} and {candidate.source} share nothing comparable: no kernel, host op or category "
             "of one is in the other"
         )
-    base, cand = (_keyed(p, level, op_map if across else None) for p in (baseline, candidate))
-    return _compared(baseline, candidate, level, asked, _why(tried, across, baseline, candidate, level), base, cand)
+    passed = list(levels)[: list(levels).index(level)] if enough else [name for name in levels if name != level]
+    why = _why({name: shares[name] for name in passed}, level, across, baseline, candidate)
+    return _compared(baseline, candidate, level, asked, why, *keyed[level])
 
 
-def _keyed(side: Profile, level: str, op_map: OpMap | None) -> Table:
-    """The side's table at ``level``; across device families, its names mapped to the op map's shared names."""
+def _keyed(side: Profile, level: str, op_map: OpMap, across: bool) -> Table:
+    """The side's table at ``level``; ``across`` device families, its names mapped to the op map's shared names."""
     table = side.tables[level]
-    if op_map is None or level in ("category", "track"):
+    if not across or level in ("category", "track"):
         return table
     return table.regrouped({key: shared for key in table.keys if (shared := op_map.shared(key)) is not None})
 
@@ -204,15 +205,15 @@ def _matched_share(mine: Table, theirs: Table, unlinked_us: float) -> float:
     return float(mine.paced_us[both].sum()) / total
 
 
-def _why(tried: list[tuple[str, float]], across: bool, baseline: Profile, candidate: Profile, level: str = "") -> str:
-    """Why the diff compares where it does: the levels that matched too little, and the op map across families."""
-    level = level or tried[-1][0]
+def _why(too_little: dict[str, float], level: str, across: bool, baseline: Profile, candidate: Profile) -> str:
+    """Why the diff compares where it does: the levels passed over for matching too little, and the op map
+    across device families."""
     parts = []
     if across and level not in ("category", "track"):
         parts.append(f"{baseline.family} and {candidate.family} names matched through the op map")
-    too_little = [f"{name} {share:.0%}" for name, share in tried if name != level]
     if too_little:
-        parts.append(f"time matched at {', '.join(too_little)}, under {MIN_MATCHED:.0%}")
+        shown = ", ".join(f"{name} {share:.0%}" for name, share in too_little.items())
+        parts.append(f"time matched at {shown}, under {MIN_MATCHED:.0%}")
     return "; ".join(parts)
 
 
