@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from perftool import __version__
 from perftool.analysis.family import device_family
-from perftool.analysis.idle import CAUSES
+from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.emulator.config import EmulatorConfig, training_change, validate_config
@@ -71,12 +72,18 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
 def analyse_trace(
     trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5
 ) -> tuple[TraceFindings, Scope]:
-    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution)."""
+    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution).
+    The device's idle time is attributed in a helper thread while the metrics are computed: numpy frees the
+    GIL, so the two take two cores where there are two."""
     steps = detect_steps(trace)
-    metrics = compute_metrics(trace, steps)
-    emulator = _emulator_config(trace)
-    run = KnownRun.of(emulator) if emulator is not None else None
-    scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence)
+    with ThreadPoolExecutor(1) as helper:
+        attributed = helper.submit(attribute_idle, trace, *steps.window) if rules else None
+        metrics = compute_metrics(trace, steps)
+        emulator = _emulator_config(trace)
+        run = KnownRun.of(emulator) if emulator is not None else None
+        scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence)
+        if attributed is not None:
+            scope.idle = attributed.result()
     cap = "; ".join(c.short for c in metrics.caveats if c.caps) or None
     trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
     findings = [finding for rule in trace_rules if (finding := finding_of(scope, rule, cap)) is not None]
