@@ -10,7 +10,7 @@ batched (every configuration sees the same per-step jitter), so any split gives 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -155,18 +155,24 @@ class Evaluator:
     def best_score(self) -> float:
         return max(self.scores.values(), default=-np.inf)
 
+    def draws(self, points: np.ndarray, seeds: range) -> list[Rows]:
+        """``points`` evaluated under each of ``seeds``' jitter draws (nothing kept), a draw per process."""
+        configs = [self.config.model_copy(update={"seed": seed}) for seed in seeds]
+        return list(self._map(configs, [points] * len(configs)))
+
     def _evaluate(self, points: np.ndarray) -> None:
         size = PIECE if self.jobs == 1 else max(MIN_PARALLEL_PIECE, min(PIECE, -(-len(points) // self.jobs)))
         pieces = [points[i : i + size] for i in range(0, len(points), size)]
+        for rows in self._map([self.config] * len(pieces), pieces):
+            self._keep(rows)
+
+    def _map(self, configs: list[TuneConfig], pieces: list[np.ndarray]) -> Iterator[Rows]:
+        """``evaluate_points`` of each (config, piece), in order: over the processes when there are several."""
         if self._pool is not None or (self.jobs > 1 and len(pieces) > 1):
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(self.jobs, initializer=ignore_in_worker)
-            count = len(pieces)
-            results = self._pool.map(evaluate_points, [self.config] * count, [self.space] * count, pieces)
-        else:
-            results = (evaluate_points(self.config, self.space, piece) for piece in pieces)
-        for rows in results:
-            self._keep(rows)
+            return self._pool.map(evaluate_points, configs, [self.space] * len(pieces), pieces)
+        return (evaluate_points(config, self.space, piece) for config, piece in zip(configs, pieces))
 
     def _keep(self, rows: Rows) -> None:
         self.parts.append(rows)

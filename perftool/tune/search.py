@@ -126,12 +126,12 @@ def tune(
             kept_back = min(8 * len(space.names), budget // 10)  # to compare the answer with its neighbours
             local_search(evaluator, space.nearest(config.knobs), budget - kept_back, spec.seed)
             _compare_answer(evaluator, spec, budget)
-    rows = evaluator.rows()
-    _over_noise_draws(config, space, rows)
+        rows = evaluator.rows()
+        _over_noise_draws(config, rows, evaluator.draws)
     seconds = time.perf_counter() - started
     optimum, best = choose(rows, space, spec.objective, spec.tolerance)
     baseline = evaluate_grid(config, None)
-    _over_noise_draws(config, space, baseline, every=True)
+    _over_noise_draws(config, baseline, _as_written(config), every=True)
     result = TuneResult(
         config,
         space,
@@ -165,7 +165,15 @@ def _compare_answer(evaluator: Evaluator, spec: TuneSpec, budget: int) -> None:
         compare_neighbours(evaluator, point, budget)
 
 
-def _over_noise_draws(config: TuneConfig, space: Space, rows: Rows, every: bool = False) -> None:
+Draws = Callable[[np.ndarray, range], list[Rows]]  # points evaluated under each seed's jitter draw
+
+
+def _as_written(config: TuneConfig) -> Draws:
+    """The config as written (no knob swept) under each seed's draw."""
+    return lambda _points, seeds: [evaluate_grid(config.model_copy(update={"seed": seed}), None) for seed in seeds]
+
+
+def _over_noise_draws(config: TuneConfig, rows: Rows, draws: Draws, every: bool = False) -> None:
     """Replace the figures of the configurations that could win (within ``CONTENDERS_SHARE`` of the best, at most
     ``MAX_CONTENDERS``; ``every`` row when asked) by their mean over the same draws of the jitter whatever the
     config's seed, so the recommendation is the expected best, not one draw's luck. The contenders are screened
@@ -179,25 +187,24 @@ def _over_noise_draws(config: TuneConfig, space: Space, rows: Rows, every: bool 
         best = score[finite].max()
         near = np.flatnonzero(finite & (score >= best - CONTENDERS_SHARE * abs(best)))
         chosen = near[np.argsort(-score[near], kind="stable")[:MAX_CONTENDERS]]
-    screened = _mean_over_draws(config, space, rows, chosen, range(SCREEN_DRAWS))
+    screened = _mean_over_draws(rows, chosen, draws, range(SCREEN_DRAWS))
     finalists = chosen
     if not every:
         score = rows.score(config.tune.objective)[chosen]
         finalists = chosen[score >= score.max() - FINALISTS_SHARE * abs(score.max())]
     kept = {name: values[np.isin(chosen, finalists)] for name, values in screened.items()}
-    _mean_over_draws(config, space, rows, finalists, range(SCREEN_DRAWS, NOISE_DRAWS), kept)
+    _mean_over_draws(rows, finalists, draws, range(SCREEN_DRAWS, NOISE_DRAWS), kept)
 
 
 def _mean_over_draws(
-    config: TuneConfig, space: Space, rows: Rows, chosen: np.ndarray, seeds: range, earlier: dict | None = None
+    rows: Rows, chosen: np.ndarray, draws: Draws, seeds: range, earlier: dict | None = None
 ) -> dict[str, np.ndarray]:
     """Set ``chosen`` rows' noisy figures to their mean over the draws of ``seeds`` and of the seeds before them,
     whose sums ``earlier`` holds; returns the sums so far, per figure, for later draws to add to."""
-    grid = space.grid(rows.points[chosen]) if rows.points.shape[1] else None
-    draws = [evaluate_grid(config.model_copy(update={"seed": seed}), grid) for seed in seeds]
+    drawn = draws(rows.points[chosen], seeds)
     sums = {}
     for name in NOISY_FIGURES:
-        sums[name] = (earlier or {}).get(name, 0.0) + np.sum([draw.figures[name] for draw in draws], axis=0)
+        sums[name] = (earlier or {}).get(name, 0.0) + np.sum([draw.figures[name] for draw in drawn], axis=0)
         rows.figures[name][chosen] = sums[name] / seeds.stop  # the draws of seeds 0 .. stop - 1
     return sums
 
