@@ -176,7 +176,11 @@ def test_kernel_names_are_normalised_across_builds(name, normalised):
     assert normalise(name) == normalised
 
 
-def test_the_built_in_op_map_gives_each_vendor_the_shared_name():
+def test_the_built_in_op_map_gives_each_vendor_the_shared_name(tmp_path):
+    own = tmp_path / "mine.yaml"  # the user's entries come first, a pattern of theirs before a built-in name
+    own.write_text("version: 1\nmap:\n  - as: gemm\n    match: '^aten::(mm|addmm)$'\n")
+    mine = load_op_map((str(own),)).shared
+    assert mine("aten::mm") == "gemm" and mine("aten::bmm") == "matmul"
     shared = load_op_map().shared
     assert shared("ampere_sgemm_128x64_tn") == shared("MatMulV2") == shared("aten::mm") == "matmul"
     assert shared("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == shared("hcom_allReduce_") == "all_reduce"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -77,35 +76,26 @@ class _MapFile(BaseModel):
 
 @dataclass(frozen=True)
 class OpMap:
-    """Exact names, then patterns in order, each to its shared name; the user's entries come first."""
+    """Entries in order, the user's first: (exact names, a pattern or None, the shared name they stand for)."""
 
-    exact: dict[str, str]
-    patterns: tuple[tuple[re.Pattern, str], ...]
-    sources: tuple[str, ...]
+    entries: tuple[tuple[frozenset[str], re.Pattern | None, str], ...]
 
     def shared(self, name: str) -> str | None:
-        """The shared name ``name`` stands for, or None when the map does not know it."""
-        if name in self.exact:
-            return self.exact[name]
-        return next((shared for pattern, shared in self.patterns if pattern.search(name)), None)
+        """The shared name of the first entry that lists or matches ``name``; None when none does."""
+        for names, pattern, shared in self.entries:
+            if name in names or (pattern is not None and pattern.search(name)):
+                return shared
+        return None
 
 
 def load_op_map(extra: tuple[str, ...] = ()) -> OpMap:
     """The built-in op map with the files ``extra`` names before it (theirs win)."""
-    return _merged((*extra, str(builtin_dir() / "maps" / "op_map.yaml")))
-
-
-@lru_cache(maxsize=8)
-def _merged(paths: tuple[str, ...]) -> OpMap:
-    exact: dict[str, str] = {}
-    patterns: list[tuple[re.Pattern, str]] = []
-    for path in paths:
-        for entry in _read(path).map:
-            for name in entry.names:
-                exact.setdefault(name, entry.as_)
-            if entry.match is not None:
-                patterns.append((re.compile(entry.match), entry.as_))
-    return OpMap(exact, tuple(patterns), paths)
+    paths = (*extra, str(builtin_dir() / "maps" / "op_map.yaml"))
+    return OpMap(tuple(
+        (frozenset(entry.names), re.compile(entry.match) if entry.match is not None else None, entry.as_)
+        for path in paths
+        for entry in _read(path).map
+    ))  # fmt: skip
 
 
 def _read(path: str) -> _MapFile:
