@@ -504,7 +504,7 @@ def gate(
     type=click.Choice(LEVELS),
     default="kernel",
     show_default=True,
-    help="Compare per device kernel, host op (device time it launched), category, or track.",
+    help="Compare per device kernel, host op or user annotation (the device time each launched), category, or track.",
 )
 @click.option(
     "--op-map",

@@ -188,7 +188,7 @@ class GateContributor(_Part):
 
 class GateExplanation(_Part):
     rank: int | None
-    level: Literal["kernel", "op", "category", "track"]
+    level: Literal["kernel", "op", "annotation", "category", "track"]
     headline: str
     delta_us: float = Field(description="the change of the mean steady step")
     baseline_step_us: float = Field(description="the baseline's mean steady step, as the diff measures it")
@@ -260,8 +260,8 @@ class TraceDiffResult(_Part):
     rank: int | None
     baseline: DiffSide
     candidate: DiffSide
-    level: Literal["kernel", "op", "category", "track"] = Field(description="the level compared at")
-    asked: Literal["kernel", "op", "category", "track"]
+    level: Literal["kernel", "op", "annotation", "category", "track"] = Field(description="the level compared at")
+    asked: Literal["kernel", "op", "annotation", "category", "track"]
     why: str = Field(description="why the level differs from the one asked, or how names were matched")
     delta_us: float = Field(description="the change of the mean steady step")
     change: float | None = Field(description="delta_us as a fraction of the baseline step")

@@ -61,6 +61,14 @@ def test_a_kineto_pair_names_exactly_the_op_that_slowed_appeared_and_went(run, b
     assert diff["unmatched"]["baseline"]["events"] == 8  # one a step, 8 steps
 
 
+def test_the_annotation_level_counts_device_time_under_each_record_function(run):
+    """The model's own ranges, named the same on any hardware: forward holds the slower GEMM, backward the new
+    index_put_ less the dropout that went."""
+    document = json.loads(run("diff", *KINETO, "--by", "annotation", "--format", "json").stdout)
+    assert changed(document) == {"## forward ##": ("both", 150.0), "## backward ##": ("both", 70.0)}
+    adds_up(document["diffs"][0])
+
+
 def test_an_ascend_pair_names_exactly_the_task_that_slowed_appeared_and_went(run):
     document = json.loads(run("diff", *TORCH_NPU, "--format", "json").stdout)
     assert changed(document) == {"MatMulV2": ("both", 300.0), "IndexPutV2": ("added", 150.0),
@@ -72,7 +80,7 @@ def test_without_launch_flows_the_op_level_falls_back_and_says_why(run):
     """torch_npu's trace links no device task to a host op, so per-op contributions cannot be measured."""
     document = json.loads(run("diff", *TORCH_NPU, "--by", "op", "--format", "json").stdout)
     (diff,) = document["diffs"]
-    assert diff["asked"] == "op" and diff["level"] == "category" and "op 0%" in diff["why"]
+    assert diff["asked"] == "op" and diff["level"] == "category" and "op 0%, annotation 0%" in diff["why"]
     assert changed(document) == {"compute": ("both", 390.0)}
     adds_up(diff)
 

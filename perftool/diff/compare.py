@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perftool.diff.names import OpMap
-from perftool.diff.profile import LEVELS, Profile, Table
+from perftool.diff.profile import LAUNCHERS, LEVELS, Profile, Table
 from perftool.errors import PerftoolError
 from perftool.units import percent, signed_duration
 
 MIN_MATCHED = 0.5  # of each side's time on the pacing timeline, matched at a level for the diff to stay there
 NOTHING_US = 0.05  # a remainder under this on both sides shows as 0.0 µs: not listed for people
 SMALL = 0.01  # a contribution under this share of the delta is not named in the headline
-FALLBACK = ("op", "category")  # the levels tried, in order, after the one asked for
+FALLBACK = ("op", "annotation", "category")  # the levels tried, in order, after the one asked for
 
 
 @dataclass
@@ -111,7 +111,7 @@ class TraceDiff:
     @property
     def paced_time(self) -> str:
         """What a row's time on the pacing timeline is: for host ops on the device's, the device time they launched."""
-        return "device time" if self.level == "op" and self.baseline.timeline == "device" else "time"
+        return "device time" if self.level in LAUNCHERS and self.baseline.timeline == "device" else "time"
 
     def largest(self, top: int = 3) -> list[str]:
         """The ``top`` largest parts of the change, rows and remainders alike: ``new aten::index_put +0.120 ms``."""
@@ -187,13 +187,13 @@ def diff_profiles(baseline: Profile, candidate: Profile, asked: str, op_map: OpM
 def _keyed(side: Profile, level: str, op_map: OpMap, across: bool) -> Table:
     """The side's table at ``level``; ``across`` device families, its names mapped to the op map's shared names."""
     table = side.tables[level]
-    if not across or level in ("category", "track"):
+    if not across or level not in ("kernel", "op"):
         return table
     return table.regrouped({key: shared for key in table.keys if (shared := op_map.shared(key)) is not None})
 
 
 def _unlinked(side: Profile, level: str) -> float:
-    return side.unlinked_us if level == "op" else 0.0
+    return side.unlinked_us.get(level, 0.0)
 
 
 def _matched_share(mine: Table, theirs: Table, unlinked_us: float) -> float:
@@ -209,7 +209,7 @@ def _why(too_little: dict[str, float], level: str, across: bool, baseline: Profi
     """Why the diff compares where it does: the levels passed over for matching too little, and the op map
     across device families."""
     parts = []
-    if across and level not in ("category", "track"):
+    if across and level in ("kernel", "op"):
         parts.append(f"{baseline.family} and {candidate.family} names matched through the op map")
     if too_little:
         shown = ", ".join(f"{name} {share:.0%}" for name, share in too_little.items())
@@ -229,8 +229,11 @@ def _compared(
     ]
     remainders = _idle(baseline, candidate)
     remainders.append(Remainder("overlap (counted twice above)", baseline.overlap_us, candidate.overlap_us, sign=-1))
-    if level == "op" and baseline.timeline == "device":
-        remainders.append(Remainder("device work no host op launched", baseline.unlinked_us, candidate.unlinked_us))
+    if level in LAUNCHERS and baseline.timeline == "device":
+        outside = "no host op launched" if level == "op" else "outside any annotation"
+        remainders.append(
+            Remainder(f"device work {outside}", baseline.unlinked_us[level], candidate.unlinked_us[level])
+        )
     notes = []
     if baseline.steps != candidate.steps:
         notes.append(f"steady steps differ ({baseline.steps} → {candidate.steps}); figures are per step")

@@ -10,7 +10,9 @@ contributions add up to the measured delta once the overlap and idle changes are
 
 At the ``op`` level on the device timeline, each device event counts for the host op that launched it
 (the outermost op around the launching call, paired by the trace's launch flows); device work no flow
-links to an op is a remainder of its own. Host ops' own (host) time is tabled beside it.
+links to an op is a remainder of its own. Host ops' own (host) time is tabled beside it. The ``annotation``
+level does the same with the outermost user annotations (``record_function`` ranges, below the step
+markers), which a model's code names the same on every vendor's hardware.
 
 Every table is a group-by over name, kind or track ids with numpy; only distinct names pass through Python.
 """
@@ -32,7 +34,8 @@ from perftool.diff.names import normalise
 from perftool.errors import PerftoolError
 from perftool.trace.model import Kind, Phase, Role, Trace
 
-LEVELS = ("kernel", "op", "category", "track")
+LEVELS = ("kernel", "op", "annotation", "category", "track")
+LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched
 DEVICE_ROLES = (Role.DEVICE, Role.H2D, Role.D2H)
 HOST_WORK = [Kind.HOST_OP, Kind.RUNTIME, Kind.SYNC, Kind.INPUT, Kind.COMPILE, Kind.COMMUNICATION]
 CATEGORY = {
@@ -84,7 +87,7 @@ class Profile:
     idle_us: float  # per step, the pacing timeline idle
     idle_causes: dict[str, float]  # per step, the device's idle time by cause (its name in reports); {} on the host
     overlap_us: float  # per step, time its events overlap one another
-    unlinked_us: float  # per step, device time no host op launched (the op level's remainder)
+    unlinked_us: dict[str, float]  # per step and launcher level: device time no key of the level launched
     events: int  # events on the pacing timeline in the steady state
     tables: dict[str, Table] = field(default_factory=dict)
     rank: int | None = None
@@ -95,9 +98,9 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
     host's outermost ops), then the device's idle causes, run in a helper thread beside the rest: numpy frees
     the GIL, so a profile takes two cores where it has them."""
     with ThreadPoolExecutor(1) as helper:
-        outermost = helper.submit(
-            _outermost, trace, np.flatnonzero(trace.on_roles(Role.HOST) & np.isin(trace.kind, HOST_WORK))
-        )
+        on_host = trace.on_roles(Role.HOST)
+        outermost = helper.submit(_outermost, trace, np.flatnonzero(on_host & np.isin(trace.kind, HOST_WORK)))
+        annotations = helper.submit(_outermost, trace, np.flatnonzero(on_host & (trace.kind == Kind.ANNOTATION)))
         sources, spans = launch_rows(trace)
         steps = detect_steps(trace, Launches(trace.ts[sources], trace.end[spans]))
         if steps.steady == 0:
@@ -110,9 +113,9 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         in_window = trace.spans_in(lo, hi)
         device_rows = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~np.isin(trace.kind, NOT_DEVICE_WORK))
         timeline = "device" if device_rows.size else "host"
-        host_rows = outermost.result()
+        host_rows, annotated = outermost.result(), annotations.result()
         causes = helper.submit(_idle_causes, trace, lo, hi, _busy(trace, device_rows, lo, hi), count)
-        host_rows = host_rows[in_window[host_rows]]
+        host_rows, annotated = host_rows[in_window[host_rows]], annotated[in_window[annotated]]
         rows = device_rows if timeline == "device" else host_rows
         clipped = _clipped(trace, rows, lo, hi)
         busy = intervals.total(_busy(trace, rows, lo, hi))
@@ -122,7 +125,9 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
             "track": _table(_track_keys(trace, rows), clipped, clipped, count),
         }
         launched = (sources, spans) if timeline == "device" else None
-        tables["op"], linked = _op_table(trace, host_rows, launched, rows, lo, hi, count)
+        linked = {}
+        for level, spans_of_level in (("op", host_rows), ("annotation", annotated)):
+            tables[level], linked[level] = _launcher_table(trace, spans_of_level, launched, rows, lo, hi, count)
         idle_causes = causes.result()
     per_step = 1.0 / count
     return Profile(
@@ -136,7 +141,10 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         idle_us=((hi - lo) - busy) * per_step,
         idle_causes=idle_causes,
         overlap_us=(float(clipped.sum()) - busy) * per_step,
-        unlinked_us=(float(clipped.sum()) - linked) * per_step if timeline == "device" else 0.0,
+        unlinked_us={
+            level: (float(clipped.sum()) - linked[level]) * per_step if timeline == "device" else 0.0
+            for level in LAUNCHERS
+        },
         events=int(rows.size),
         tables=tables,
         rank=rank,
@@ -202,7 +210,7 @@ def _track_keys(trace: Trace, rows: np.ndarray) -> Keys:
     return _grouped([track.label for track in trace.tracks], trace.track[rows].astype(np.int64))
 
 
-def _op_table(
+def _launcher_table(
     trace: Trace,
     host_rows: np.ndarray,
     launched: tuple[np.ndarray, np.ndarray] | None,
@@ -211,9 +219,9 @@ def _op_table(
     hi: float,
     count: int,
 ) -> tuple[Table, float]:
-    """Host ops (outermost on their thread) with their host time, and on the device timeline (``launched``: the
-    launch flows' host and device rows) the device time they launched; returns the table and the device time
-    linked to an op (µs, all steps)."""
+    """Host spans (the outermost ops, or annotations, of their thread) with their host time, and on the device
+    timeline (``launched``: the launch flows' host and device rows) the device time launched inside them; returns
+    the table and the device time linked to one of them (µs, all steps)."""
     host_time = _clipped(trace, host_rows, lo, hi)
     if launched is None:
         return _table(_name_keys(trace, host_rows), host_time, host_time, count), 0.0

@@ -254,13 +254,18 @@ AFTER_OPS = [
 
 
 def kineto_diff(ops: list[tuple[str, str, float]]):
-    """A device-bound Kineto loop of 8 steps; each host op launches its kernel through a flow (ac2g)."""
+    """A device-bound Kineto loop of 8 steps; each host op launches its kernel through a flow (ac2g), the first
+    two ops inside a ``## forward ##`` annotation and the others inside ``## backward ##``."""
     events = kineto_processes()
     period = sum(us for _, _, us in ops) + 40.0
     ident = 0
     for i in range(8):
         t = i * period
-        events.append(x(f"ProfilerStep#{i}", t, period - 1, HOST, 1, "user_annotation"))
+        events += [
+            x(f"ProfilerStep#{i}", t, period - 1, HOST, 1, "user_annotation"),
+            x("## forward ##", t + 1, 8.5, HOST, 1, "user_annotation"),  # record_function ranges: ops 0-1, 2-3
+            x("## backward ##", t + 10, 8.5, HOST, 1, "user_annotation"),
+        ]
         device_at = t + 20
         for offset, (op, kernel, us) in enumerate(ops):
             host_at = t + 2 + offset * 4
