@@ -28,7 +28,7 @@ REPORTS = {  # report -> the command writing it as html ({out}) and as json
              SAMPLES / "gpu" / "launch_bound_no_cuda_graphs.trace.json.gz", "--allow-mismatch"),
     "diff": ("diff", DATA / "vocab" / "diff_kineto_before.json.gz", DATA / "vocab" / "diff_kineto_after.json.gz"),
 }  # fmt: skip
-CHARTS = {"scan": {"steps", "breakdown"}, "job": {"ranks", "steps", "breakdown"}, "tune": {"sensitivity-"},
+CHARTS = {"scan": {"steps", "breakdown"}, "job": {"ranks", "rank-breakdown", "steps", "breakdown"}, "tune": {"sensitivity-"},
           "gate": {"steps-trace", "explanation"}, "diff": {"steps", "contributions"}}  # fmt: skip
 
 

@@ -54,7 +54,7 @@ def trace_sections(trace: TraceFindings) -> list[str]:
         )  # fmt: skip
     breakdown = steady_step(trace)
     if breakdown:
-        parts.append(svg.stacked("breakdown", "Where a steady step goes (per step)", breakdown, duration))
+        parts.append(svg.stacked("breakdown", "Where a steady step goes (per step)", [("", breakdown)], duration))
     where = f" ({trace.path})" if trace.rank is None else f" (rank {trace.rank}: {trace.path})"
     return [section("Trace" + where, *parts), findings_section(trace)]
 
@@ -114,6 +114,9 @@ def job_section(report: ScanReport, job: JobView) -> str:
     rows = [(f"rank {t.rank}", t.step_durations_us) for t in report.traces if t.step_durations_us]
     if rows:
         parts.append(svg.heat_map("ranks", "Steady step time, rank by step (darker is faster)", rows, duration))
+    breakdowns = [(f"rank {t.rank}", steady_step(t)) for t in report.traces if steady_step(t)]
+    if breakdowns:
+        parts.append(svg.stacked("rank-breakdown", "Where each rank's steady step goes", breakdowns, duration))
     headers = ["rank", "steps", "step time", "compute", "exposed comm.", "idle", "waits", "holds back", "top finding"]
     table_rows: list[list[Cell]] = [
         [("rank " + str(r.rank), "fail" if r.rank == job.slowest_rank else ""), number(r.steps), _us(r.step_time_us),

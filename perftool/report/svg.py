@@ -91,24 +91,39 @@ def _axis_y(low: float, high: float, y: Callable[[float], float], left: float, r
     return "".join(marks)
 
 
-def stacked(name: str, caption: str, parts: Sequence[tuple[str, float]], label: Label) -> str:
-    """One bar split into its parts (each with its own colour and pattern), and a legend with each part's figure."""
-    total = sum(value for _, value in parts) or 1.0
-    x = _scale(0, total, 10, WIDTH - 10)
-    body, legend = [], []
-    for i, (part, value) in enumerate(parts):
-        colour = PALETTE[i % len(PALETTE)]
-        share = value / total
-        body.append(
-            f'<rect x="{x(sum(v for _, v in parts[:i])):.1f}" y="10" width="{max(x(value) - 10, 0):.1f}" height="40" '
-            f'fill="{colour}" stroke="#ffffff"><title>{_text(part)}: {_text(label(value))} '
-            f"({share:.1%})</title></rect>"
-        )
-        legend.append(
-            f'<li><span class="swatch" style="background:{colour}"></span>{_text(part)}: '
-            f"<b>{_text(label(value))}</b> ({share:.1%})</li>"
-        )
-    return figure(name, caption, _svg(60, caption, "".join(body)), f'<ul class="legend">{"".join(legend)}</ul>')
+def stacked(name: str, caption: str, rows: Sequence[tuple[str, Sequence[tuple[str, float]]]], label: Label) -> str:
+    """Bars split into their parts, one bar per row on a common scale; a part has the same colour in every row.
+    The legend gives each part's figure when there is one row, else its name."""
+    names = list(dict.fromkeys(part for _, parts in rows for part, _ in parts))
+    colour = {part: PALETTE[i % len(PALETTE)] for i, part in enumerate(names)}
+    left = 70 if len(rows) > 1 else 10
+    x = _scale(0, max((sum(v for _, v in parts) for _, parts in rows), default=1.0) or 1.0, left, WIDTH - 10)
+    height, row_height = 40 if len(rows) == 1 else 20, 48 if len(rows) == 1 else 24
+    body = []
+    for r, (row, parts) in enumerate(rows):
+        y, at, total = 8 + r * row_height, 0.0, sum(v for _, v in parts) or 1.0
+        if len(rows) > 1:
+            body.append(f'<text x="{left - 6}" y="{y + 15}" font-size="11" text-anchor="end">{_text(row)}</text>')
+        for part, value in parts:
+            body.append(
+                f'<rect x="{x(at):.1f}" y="{y}" width="{max(x(at + value) - x(at), 0):.1f}" height="{height}" '
+                f'fill="{colour[part]}" stroke="#ffffff"><title>{_text(row + ": " if row else "")}{_text(part)}: '
+                f"{_text(label(value))} ({value / total:.1%})</title></rect>"
+            )
+            at += value
+    if len(rows) == 1:
+        parts = rows[0][1]
+        total = sum(v for _, v in parts) or 1.0
+        items = [f"{_text(part)}: <b>{_text(label(value))}</b> ({value / total:.1%})" for part, value in parts]
+    else:
+        items = [_text(part) for part in names]
+    legend = "".join(
+        f'<li><span class="swatch" style="background:{colour[part]}"></span>{item}</li>'
+        for part, item in zip([p for p, _ in rows[0][1]] if len(rows) == 1 else names, items)
+    )
+    return figure(
+        name, caption, _svg(16 + row_height * len(rows), caption, "".join(body)), f'<ul class="legend">{legend}</ul>'
+    )
 
 
 def bars(name: str, caption: str, items: Sequence[tuple[str, float, bool]], label: Label) -> str:
