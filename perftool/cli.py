@@ -520,8 +520,8 @@ def gate(
 @_cluster_options
 def diff(baseline, candidate, by, op_maps, fmt, output, dialect, max_trace_bytes, scheduler, workers) -> None:
     """What changed between BASELINE and CANDIDATE (two traces, or two jobs' directories rank by rank): per kernel,
-    op, category or track, calls and time per steady step, what appeared and went, and each change's part of the
-    step-time change; the parts add up to it."""
+    op, annotation, category or track, calls and time per steady step, what appeared and went, and each change's
+    part of the step-time change; the parts add up to it."""
     if output:
         check_writable(output, [baseline, candidate, *op_maps])
     result = api.diff(
