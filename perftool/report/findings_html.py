@@ -48,10 +48,13 @@ def trace_sections(trace: TraceFindings) -> list[str]:
     parts = [figures, *(paragraph(caveat, "warn") for caveat in trace.caveats)]
     steps = [*trace.warmup_durations_us, *trace.step_durations_us]
     if steps:
-        parts.append(
-            svg.series("steps", "Step time, step by step: warm-up shaded, then the steady steps the figures use",
-                       steps, len(trace.warmup_durations_us), duration)
-        )  # fmt: skip
+        warmup = len(trace.warmup_durations_us)
+        caption = "Step time, step by step" + (
+            ": warm-up shaded, then the steady steps the figures use"
+            if warmup
+            else " (no warm-up step: all are steady)"
+        )
+        parts.append(svg.series("steps", caption, steps, warmup, duration))
     breakdown = steady_step(trace)
     if breakdown:
         parts.append(svg.stacked("breakdown", "Where a steady step goes (per step)", [("", breakdown)], duration))
