@@ -85,9 +85,20 @@ def test_without_launch_flows_the_op_level_falls_back_and_says_why(run):
     adds_up(diff)
 
 
+def test_captures_without_step_markers_are_compared_whole(run):
+    """An inference benchmark has no steps: each capture after its start-up is one "step", and the report says so."""
+    startup = VOCAB / "startup_dominated.json.gz"
+    document = json.loads(run("diff", startup, startup, "--format", "json").stdout)
+    (diff,) = document["diffs"]
+    assert diff["baseline"]["steps"] == 0 and diff["delta_us"] == 0 and "no step markers" in diff["notes"][0]
+    assert diff["baseline"]["step_time_us"] > 0
+    adds_up(diff)
+    assert "capture time (no step markers)" in run("diff", startup, startup).stdout
+
+
 def test_the_text_report_lists_the_contributors_and_what_appeared_and_went(run):
     said = " ".join(run("diff", *KINETO, "--by", "op").stdout.split())
-    assert "+35.5% (+220.0 µs)" in said and "adds up to +220.0 µs per step" in said
+    assert "+35.5% (+220.0 µs)" in said and "adds up to +220.0 µs" in said
     assert "aten::linear 1 → 1 400.0 µs → 550.0 µs +150.0 µs 68.2%" in said
     assert "New 1 op: aten::index_put_" in said and "Gone 1 op: aten::dropout" in said
 
@@ -233,7 +244,7 @@ def test_gate_on_a_saved_scan_says_why_it_cannot_explain():
         ((KINETO[0], "missing.json"), ("missing.json",)),
         ((KINETO[0], TORCH_FIXTURE), ("share nothing comparable", "no device work")),
         ((KINETO[0], SAMPLES / "jobs" / "gpu_ddp_straggler"), ("a trace with a trace",)),
-        ((KINETO[0], VOCAB / "startup_dominated.json.gz"), ("no step markers",)),
+        ((KINETO[0], VOCAB / "startup_dominated.json.gz"), ("startup_dominated.json.gz has no step markers",)),
         ((*KINETO, "--op-map", "{map}"), ("map.yaml:4", "map[0].match", "not a regular expression")),
     ],
 )

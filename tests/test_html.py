@@ -28,8 +28,13 @@ REPORTS = {  # report -> the command writing it as html ({out}) and as json
              SAMPLES / "gpu" / "launch_bound_no_cuda_graphs.trace.json.gz", "--allow-mismatch"),
     "diff": ("diff", DATA / "vocab" / "diff_kineto_before.json.gz", DATA / "vocab" / "diff_kineto_after.json.gz"),
 }  # fmt: skip
-CHARTS = {"scan": {"steps", "breakdown"}, "job": {"ranks", "rank-breakdown", "steps", "breakdown"}, "tune": {"sensitivity-"},
-          "gate": {"steps-trace", "explanation"}, "diff": {"steps", "contributions"}}  # fmt: skip
+CHARTS = {  # report -> the charts it draws (by the start of their names)
+    "scan": {"steps", "breakdown"},
+    "job": {"ranks", "rank-breakdown", "steps", "breakdown"},
+    "tune": {"sensitivity-"},
+    "gate": {"steps-trace", "explanation"},
+    "diff": {"steps", "contributions"},
+}
 
 
 @pytest.fixture(scope="module")

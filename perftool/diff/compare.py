@@ -136,6 +136,12 @@ class TraceDiff:
         return [r for r in self.remainders if max(abs(r.baseline_us), abs(r.candidate_us)) >= NOTHING_US]
 
     @property
+    def measured(self) -> str:
+        """What the compared time is: the mean steady step, or without step markers the capture after start-up."""
+        base, cand = self.baseline.steps, self.candidate.steps
+        return f"step time (mean of {base} → {cand} steady steps)" if base else "capture time (no step markers)"
+
+    @property
     def devices(self) -> str:
         """The device compared, or both when they differ."""
         base, cand = self.baseline.device, self.candidate.device
@@ -157,6 +163,12 @@ def diff_profiles(baseline: Profile, candidate: Profile, asked: str, op_map: OpM
     """Compare ``candidate`` with ``baseline`` at ``asked``, or at the first level both share enough of."""
     if asked not in LEVELS:
         raise PerftoolError(f"--by {asked}: not a level (one of {', '.join(LEVELS)})")
+    if (baseline.steps == 0) != (candidate.steps == 0):
+        marked, unmarked = (baseline, candidate) if baseline.steps else (candidate, baseline)
+        raise PerftoolError(
+            f"{unmarked.source} has no step markers and {marked.source} has: diff compares time per step, or two "
+            "captures without steps whole"
+        )
     if baseline.timeline != candidate.timeline:
         raise PerftoolError(
             f"{baseline.source} and {candidate.source} share nothing comparable: one is paced by its "
@@ -235,7 +247,12 @@ def _compared(
             Remainder(f"device work {outside}", baseline.unlinked_us[level], candidate.unlinked_us[level])
         )
     notes = []
-    if baseline.steps != candidate.steps:
+    if baseline.steps == 0:
+        notes.append(
+            "no step markers: each capture after its start-up is compared whole, as one step; compare captures of "
+            "the same work (the same iterations), or capture steps (torch.profiler.schedule, ProfilerStep#N)"
+        )
+    elif baseline.steps != candidate.steps:
         notes.append(f"steady steps differ ({baseline.steps} → {candidate.steps}); figures are per step")
     return TraceDiff(
         baseline,
@@ -245,7 +262,10 @@ def _compared(
         why,
         rows,
         remainders,
-        (_unmatched(base, set(cand.keys), baseline.steps), _unmatched(cand, set(base.keys), candidate.steps)),
+        (
+            _unmatched(base, set(cand.keys), max(baseline.steps, 1)),
+            _unmatched(cand, set(base.keys), max(candidate.steps, 1)),
+        ),
         notes,
     )
 

@@ -80,7 +80,7 @@ class Profile:
     source: str
     device: str
     family: str
-    steps: int  # steady steps
+    steps: int  # steady steps; 0: no step markers, the capture after its start-up is compared whole
     step_us: float  # mean steady step
     step_durations: list[float]  # each steady step, µs, in order
     timeline: str  # "device" or "host"
@@ -103,13 +103,10 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         annotations = helper.submit(_outermost, trace, np.flatnonzero(on_host & (trace.kind == Kind.ANNOTATION)))
         sources, spans = launch_rows(trace)
         steps = detect_steps(trace, Launches(trace.ts[sources], trace.end[spans]))
-        if steps.steady == 0:
-            raise PerftoolError(
-                f"{trace.source}: no step markers, so no time per step to compare; capture with "
-                "torch.profiler.schedule (ProfilerStep#N) or the framework's step annotations"
-            )
-        lo, hi = steps.window
-        count = steps.steady
+        lo, hi = steps.window  # without step markers: the capture after its start-up, as one "step"
+        if hi <= lo:
+            raise PerftoolError(f"{trace.source}: no events to compare")
+        count = max(steps.steady, 1)
         in_window = trace.spans_in(lo, hi)
         device_rows = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~np.isin(trace.kind, NOT_DEVICE_WORK))
         timeline = "device" if device_rows.size else "host"
@@ -134,9 +131,9 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         source=trace.source,
         device=device_name(trace),
         family=device_family(trace),
-        steps=count,
+        steps=steps.steady,
         step_us=(hi - lo) * per_step,
-        step_durations=steps.steady_durations.tolist(),
+        step_durations=steps.steady_durations.tolist() if steps.steady else [hi - lo],
         timeline=timeline,
         idle_us=((hi - lo) - busy) * per_step,
         idle_causes=idle_causes,

@@ -30,8 +30,7 @@ def trace_diff(diff: TraceDiff) -> list[str]:
         f" ({cell(diff.why)})" if diff.why else ""
     )
     lines = [
-        f"Step time (mean of {base.steps} → {cand.steps} steady steps): {duration(base.step_us)} → "
-        f"{duration(cand.step_us)}, **{diff.change_text}**.",
+        f"{diff.measured.capitalize()}: {duration(base.step_us)} → {duration(cand.step_us)}, **{diff.change_text}**.",
         f"{how}; device {cell(diff.devices)}.",
         "",
         contributions_table(diff, TOP),

@@ -51,12 +51,11 @@ def trace_diff(diff: TraceDiff) -> list[RenderableType]:
     lines: list[RenderableType] = [
         shown(f"device: {diff.devices}; {compared}", "dim"),
         Text.assemble(
-            f"step time (mean of {base.steps} → {cand.steps} steady steps): {duration(base.step_us)} → "
-            f"{duration(cand.step_us)}  ",
+            f"{diff.measured}: {duration(base.step_us)} → {duration(cand.step_us)}  ",
             (diff.change_text, style),
         ),
         *(Text(note, style="yellow") for note in diff.notes),
-        Text(f"\nWhat the change is made of (adds up to {signed_duration(diff.delta_us)} per step)", style="bold"),
+        Text(f"\nWhat the change is made of (adds up to {signed_duration(diff.delta_us)})", style="bold"),
         contributions(diff),
         Text(
             f"Where the steps go: the {plural(min(TOP, len(diff.rows)), diff.level)} with the most time", style="bold"
