@@ -15,6 +15,8 @@ from perftool.job.cluster import Cluster
 from perftool.rules.engine import DEFAULT_READ, ReadOptions
 from perftool.rules.model import Rule
 
+TIMING = ("timing:step_time", "timing:throughput")  # the checks a diff of the traces explains when they fail
+
 
 @dataclass
 class StepTimes:
@@ -93,9 +95,13 @@ def run_gate(
                 if base.saved or cand.saved:
                     unexplained = "a saved scan result holds no events: diff the traces themselves to see why"
                 else:
-                    explained = _explanation(base.traces[rank].path, cand.traces[rank].path, read, rank)
-                    explanations.append(explained)
-                    compared = [_with_reason(c, explained) for c in compared]
+                    try:
+                        explained = _explanation(base.traces[rank].path, cand.traces[rank].path, read, rank)
+                    except PerftoolError as exc:  # the verdict stands without its explanation
+                        unexplained = f"the traces could not be diffed: {exc}"
+                    else:
+                        explanations.append(explained)
+                        compared = [_with_reason(c, explained) for c in compared]
             checks += [_ranked(rank, c) for c in compared]
         if cand.is_job:
             checks += [_ranked("job", c) for c in new_findings(base.job_findings, cand.job_findings, fail_on)]
@@ -105,9 +111,6 @@ def run_gate(
                 _ranked(rank, c) for c in against_budget(trace, budget, fail_on if baseline is None else "never")
             ]
     return GateResult(candidate, baseline, checks, mismatches, explanations, unexplained, step_times)
-
-
-TIMING = ("timing:step_time", "timing:throughput")
 
 
 def _explanation(baseline: str, candidate: str, read: ReadOptions, rank: int | None) -> TraceDiff:
