@@ -177,3 +177,22 @@ def test_a_page_that_logs_to_the_console_is_caught(tmp_path):
     page = tmp_path / "broken.html"
     page.write_text("<!DOCTYPE html><html><body><script>undefinedFunction();</script></body></html>")
     assert any("undefinedFunction" in line for line in console_messages(chromium(page, tmp_path / "p", "--dump-dom")))
+
+
+def test_names_from_the_trace_stay_text(run, tmp_path, write_trace):
+    """A kernel named like markup ends nothing: not the embedded data, not a table cell."""
+    from conftest import complete, process_name, thread_name
+
+    name = "</script><!-- <b>bold</b>"
+    events = [process_name(1, "python"), thread_name(1, 1, "thread 1"), process_name(2, "GPU 0"),
+              thread_name(2, 7, "stream 7")]  # fmt: skip
+    for i in range(6):
+        events += [complete(f"ProfilerStep#{i}", i * 100, 99, 1, 1, "user_annotation"),
+                   complete(name, i * 100 + 10, 80, 2, 7, "kernel")]  # fmt: skip
+    trace = write_trace({"traceEvents": events}, "markup.json")
+    out = tmp_path / "diff.html"
+    assert run("diff", trace, trace, "--format", "html", "-o", out).exit_code == 0
+    page = read(out)
+    document = json.loads(run("diff", trace, trace, "--format", "json").stdout)
+    assert json.loads(page.data) == document and document["diffs"][0]["rows"][0]["key"] == name
+    assert name in page.cells and "<b>bold</b>" not in out.read_text() and page.urls == []

@@ -50,7 +50,7 @@ def text(value: object) -> str:
 
 def page(title: str, subtitle: str, body: Sequence[str], data: str) -> str:
     """The document: its title, a line under it, the sections, and the json format's document embedded."""
-    embedded = data.replace("</", "<\\/")  # JSON as data: no "</script>" inside can end the element
+    embedded = data.replace("<", "\\u003c")  # JSON as data: no "</script>" or "<!--" inside can end the element
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
