@@ -258,3 +258,16 @@ def test_a_truncated_trace_is_one_line_naming_it(run, tmp_path):
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(gzip.compress(gzip.decompress(KINETO[1].read_bytes())[:5000]))
     error_line(run("diff", KINETO[0], cut), "cut.json.gz")
+
+
+@pytest.mark.parametrize("by", ["kernel", "op", "annotation", "category", "track"])
+def test_a_host_paced_trace_adds_up_at_every_level(run, by):
+    """A CPU-only training loop: paced by its host thread, whose work, overlap and idle rebuild the step at every
+    level, the work held by annotations (or by no annotation) included."""
+    document = json.loads(run("diff", TORCH_FIXTURE, TORCH_FIXTURE, "--by", by, "--format", "json").stdout)
+    (diff,) = document["diffs"]
+    assert diff["baseline"]["timeline"] == "host" and diff["delta_us"] == 0
+    parts = sum(r["baseline_paced_us_per_step"] for r in diff["rows"]) + sum(
+        r["baseline_us"] * (-1 if r["name"].startswith("overlap") else 1) for r in diff["remainders"]
+    )
+    assert parts == pytest.approx(diff["baseline"]["step_time_us"])  # the step, rebuilt from its parts

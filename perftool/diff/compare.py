@@ -188,8 +188,8 @@ def diff_profiles(baseline: Profile, candidate: Profile, asked: str, op_map: OpM
     level = enough[0] if enough else max(shares, key=lambda name: shares[name])
     if shares[level] == 0:
         raise PerftoolError(
-            f"{baseline.source} and {candidate.source} share nothing comparable: no kernel, host op or category "
-            "of one is in the other"
+            f"{baseline.source} and {candidate.source} share nothing comparable: no kernel, host op, annotation "
+            "or category of one is in the other"
         )
     passed = list(levels)[: list(levels).index(level)] if enough else [name for name in levels if name != level]
     why = _why({name: shares[name] for name in passed}, level, across, baseline, candidate)
@@ -209,10 +209,11 @@ def _unlinked(side: Profile, level: str) -> float:
 
 
 def _matched_share(mine: Table, theirs: Table, unlinked_us: float) -> float:
-    """The share of ``mine``'s paced time (and device work no op launched) whose key ``theirs`` has too."""
+    """The share of ``mine``'s paced time (and the time no key of the level holds) whose key ``theirs`` has too;
+    all of it when there is none (a capture idle throughout has nothing to match)."""
     total = float(mine.paced_us.sum()) + unlinked_us
     if total <= 0:
-        return 0.0
+        return 1.0
     both = np.isin(np.array(mine.keys, dtype=object), np.array(theirs.keys, dtype=object))
     return float(mine.paced_us[both].sum()) / total
 
@@ -241,10 +242,11 @@ def _compared(
     ]
     remainders = _idle(baseline, candidate)
     remainders.append(Remainder("overlap (counted twice above)", baseline.overlap_us, candidate.overlap_us, sign=-1))
-    if level in LAUNCHERS and baseline.timeline == "device":
-        outside = "no host op launched" if level == "op" else "outside any annotation"
+    if level in LAUNCHERS:
+        held_by = "no host op launched" if baseline.timeline == "device" else "outside any host op"
+        outside = held_by if level == "op" else "outside any annotation"
         remainders.append(
-            Remainder(f"device work {outside}", baseline.unlinked_us[level], candidate.unlinked_us[level])
+            Remainder(f"{baseline.timeline} work {outside}", baseline.unlinked_us[level], candidate.unlinked_us[level])
         )
     notes = []
     if baseline.steps == 0:

@@ -121,10 +121,10 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
             "category": _table(_kind_keys(trace, rows), clipped, clipped, count),
             "track": _table(_track_keys(trace, rows), clipped, clipped, count),
         }
-        launched = (sources, spans) if timeline == "device" else None
+        anchors = _launch_sources(trace, rows, sources, spans) if timeline == "device" else rows
         linked = {}
         for level, spans_of_level in (("op", host_rows), ("annotation", annotated)):
-            tables[level], linked[level] = _launcher_table(trace, spans_of_level, launched, rows, lo, hi, count)
+            tables[level], linked[level] = _launcher_table(trace, spans_of_level, rows, anchors, lo, hi, count)
         idle_causes = causes.result()
     per_step = 1.0 / count
     return Profile(
@@ -138,10 +138,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         idle_us=((hi - lo) - busy) * per_step,
         idle_causes=idle_causes,
         overlap_us=(float(clipped.sum()) - busy) * per_step,
-        unlinked_us={
-            level: (float(clipped.sum()) - linked[level]) * per_step if timeline == "device" else 0.0
-            for level in LAUNCHERS
-        },
+        unlinked_us={level: (float(clipped.sum()) - linked[level]) * per_step for level in LAUNCHERS},
         events=int(rows.size),
         tables=tables,
         rank=rank,
@@ -209,55 +206,52 @@ def _track_keys(trace: Trace, rows: np.ndarray) -> Keys:
 
 def _launcher_table(
     trace: Trace,
-    host_rows: np.ndarray,
-    launched: tuple[np.ndarray, np.ndarray] | None,
-    device_rows: np.ndarray,
+    host_spans: np.ndarray,
+    rows: np.ndarray,
+    anchors: np.ndarray,
     lo: float,
     hi: float,
     count: int,
 ) -> tuple[Table, float]:
-    """Host spans (the outermost ops, or annotations, of their thread) with their host time, and on the device
-    timeline (``launched``: the launch flows' host and device rows) the device time launched inside them; returns
-    the table and the device time linked to one of them (µs, all steps)."""
-    host_time = _clipped(trace, host_rows, lo, hi)
-    if launched is None:
-        return _table(_name_keys(trace, host_rows), host_time, host_time, count), 0.0
-    op_of_device = _launching_op(trace, host_rows, device_rows, *launched)
-    linked = op_of_device >= 0
-    rows = np.r_[host_rows, host_rows[op_of_device[linked]]]  # each op, then the op of each linked device row
-    names, index = _name_keys(trace, rows)
-    of_host, of_device = index[: host_rows.size], index[host_rows.size :]
-    launched_us = _clipped(trace, device_rows[linked], lo, hi)
+    """Host spans (the outermost ops, or annotations, of their threads) with their own time, and the time of the
+    pacing ``rows`` each one holds: the row whose ``anchor`` (the host event that started it: its launch, or
+    the row itself on the host timeline) lies inside it. Returns the table and the time held (µs, all steps)."""
+    span_of_row = _enclosing(trace, host_spans, anchors)
+    held = span_of_row >= 0
+    keyed = np.r_[host_spans, host_spans[span_of_row[held]]]  # each span, then the span of each held row
+    names, index = _name_keys(trace, keyed)
+    of_span, of_row = index[: host_spans.size], index[host_spans.size :]
+    held_us = _clipped(trace, rows[held], lo, hi)
     size = len(names)
     table = Table(
         names,
-        np.bincount(of_host, minlength=size) / count,
-        np.bincount(of_host, weights=host_time, minlength=size) / count,
-        np.bincount(of_device, weights=launched_us, minlength=size) / count,
+        np.bincount(of_span, minlength=size) / count,
+        np.bincount(of_span, weights=_clipped(trace, host_spans, lo, hi), minlength=size) / count,
+        np.bincount(of_row, weights=held_us, minlength=size) / count,
     )
-    return table, float(launched_us.sum())
+    return table, float(held_us.sum())
 
 
-def _launching_op(
-    trace: Trace, host_rows: np.ndarray, device_rows: np.ndarray, sources: np.ndarray, spans: np.ndarray
-) -> np.ndarray:
-    """For each device row, the position in ``host_rows`` of the host op whose launch (a flow from ``sources`` to
-    ``spans``) started it; -1: none."""
-    found = np.full(device_rows.size, -1, np.int64)
-    if spans.size == 0:
-        return found
-    launch_of_row = np.full(len(trace), -1, np.int32)  # per event: the flow start that reached it, if any
+def _launch_sources(trace: Trace, device_rows: np.ndarray, sources: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """For each device row, the flow start (on the host, at the launching call) that reached it; -1: none."""
+    launch_of_row = np.full(len(trace), -1, np.int32)
     launch_of_row[spans] = sources
-    source_of = launch_of_row[device_rows].astype(np.int64)
-    source_track = np.where(source_of >= 0, trace.track[np.maximum(source_of, 0)], -1)
-    host_tracks = trace.track[host_rows]
-    for track in np.flatnonzero(np.bincount(host_tracks)).tolist():
-        ops = np.flatnonzero(host_tracks == track)  # in start order: _outermost leaves them so
-        mine = np.flatnonzero(source_track == track)
-        launched_at = trace.ts[source_of[mine]]
-        index = np.searchsorted(trace.ts[host_rows[ops]], launched_at, side="right") - 1
-        inside = (index >= 0) & (trace.end[host_rows[ops[np.maximum(index, 0)]]] >= launched_at)
-        found[mine[inside]] = ops[index[inside]]
+    return launch_of_row[device_rows].astype(np.int64)
+
+
+def _enclosing(trace: Trace, host_spans: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    """For each anchor (a host event's row, -1: none), the position in ``host_spans`` (disjoint on each track, in
+    start order) of the span on its track that holds its start; -1: none."""
+    found = np.full(anchors.size, -1, np.int64)
+    anchor_track = np.where(anchors >= 0, trace.track[np.maximum(anchors, 0)], -1)
+    span_tracks = trace.track[host_spans]
+    for track in np.flatnonzero(np.bincount(span_tracks)).tolist():
+        mine_spans = np.flatnonzero(span_tracks == track)
+        mine = np.flatnonzero(anchor_track == track)
+        at = trace.ts[anchors[mine]]
+        index = np.searchsorted(trace.ts[host_spans[mine_spans]], at, side="right") - 1
+        inside = (index >= 0) & (trace.end[host_spans[mine_spans[np.maximum(index, 0)]]] >= at)
+        found[mine[inside]] = mine_spans[index[inside]]
     return found
 
 
