@@ -5,13 +5,14 @@ steady mean step time (error in %) and the device's idle time by part (error in 
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from perftool.emulator.config import EmulatorConfig
+from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.run import run as emulate
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
@@ -68,6 +69,8 @@ class Calibration:
     def document(self) -> dict[str, Any]:
         """The config as YAML holds it, with its ``calibration:`` block."""
         config = self.config.model_dump(mode="json", exclude_none=True)
+        if "dataset_samples" in config["workload"]:  # the short last batch follows from it
+            del config["workload"]["last_batch_samples"]
         config["calibration"] = {
             "source": self.source,
             "step_time_us": {"trace": self.step_time_us[0], "model": self.step_time_us[1]},
@@ -96,8 +99,21 @@ def calibrate(
             f"{path}: no steady steps to fit a step to: capture several steps past warm-up with step markers "
             "(torch.profiler.schedule and prof.step())"
         )
-    config = fit(trace, scope, device, overrides or {})
-    return Calibration(path, config, *_compare(scan, config))
+    given = copy.deepcopy(overrides or {})
+    dataset = given.get("workload", {}).pop("dataset_samples", None)
+    config = fit(trace, scope, device, given)
+    comparison = _compare(scan, config)  # on the steps the trace shows, before the epoch takes the dataset's length
+    return Calibration(path, config if dataset is None else _with_dataset(config, dataset, path), *comparison)
+
+
+def _with_dataset(config: EmulatorConfig, samples: Any, path: str) -> EmulatorConfig:
+    """``config`` with epochs of ``samples`` samples: its steps and short last batch follow from the batch size."""
+    document = config.model_dump(mode="json", exclude_none=True)
+    document["workload"] = {
+        **{k: v for k, v in document["workload"].items() if k not in ("steps", "last_batch_samples")},
+        "dataset_samples": samples,
+    }
+    return validate_config(document, f"calibration of {path}")
 
 
 def pacing_rank(directory: str, cluster: Cluster = LOCAL) -> str:

@@ -60,8 +60,9 @@ def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, 
     compute = _device_work(trace, scope, profile.async_h2d) / steps
     recompiling = scope.metrics["recompilations.count"] > 0
     # room for a short last batch when one compiles; a bad given value is reported when the config is validated
-    batch = max(int(given.get("knobs", {}).get("batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
-    job_steps = max(int(given.get("workload", {}).get("steps", scope.steps.count)), MIN_STEPS)
+    batch = max(int(_given(given, "knobs", "batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
+    job_steps = max(int(_given(given, "workload", "steps", scope.steps.count)), MIN_STEPS)
+    half = max(_given(given, "workload", "half_efficiency_batch", 0.0), 0.0)  # a step computes batch + half
     host = _host(trace, scope, profile, idle, compute, steps, job_steps)
     sample = _sample_bytes(scope, profile.h2d_bandwidth, steps, batch)
     fallbacks = _fallbacks(trace, scope, profile, steps)
@@ -70,7 +71,7 @@ def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, 
     workload: dict[str, Any] = {
         "name": os.path.basename(trace.source) or "calibrated",
         "weights": "1MB",
-        "gflops_per_sample": max(compute, 1.0) * profile.peak_tflops * profile.efficiency / 1e3 / batch,
+        "gflops_per_sample": max(compute, 1.0) * profile.peak_tflops * profile.efficiency / 1e3 / (batch + half),
         "sample_size": sample,
         "steps": max(job_steps - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
         "ops_per_step": host.ops,
@@ -99,6 +100,13 @@ def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, 
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config
     return _matched(config, host.pacing, step)
+
+
+def _given(given: dict[str, Any], section: str, name: str, default: float) -> float:
+    """A number the user gave for ``section.name``, else ``default`` (a value that is no number is reported when
+    the fitted config is validated)."""
+    value = given.get(section, {}).get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
 
 
 @dataclass

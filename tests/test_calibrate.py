@@ -77,13 +77,36 @@ def test_calibrate_writes_a_config_emulate_and_tune_take(run, tmp_path):
     assert tuned["best"]["knobs"]["device_graphs"] is True and tuned["speedup"] > 1.5  # CUDA graphs help
 
 
+def test_calibrate_with_a_dataset_writes_an_epoch_each_batch_size_follows(run, tmp_path):
+    """The fit runs the trace's steps; the config it writes reads the dataset, whatever batch size tune tries, and
+    a device that fills at a larger batch keeps the trace's step at the trace's batch."""
+    trace, fitted = tmp_path / "t.json", tmp_path / "fitted.yaml"
+    run("emulate", SAMPLES / "hpu/host_bound_no_hpu_graphs.yaml", "--trace", trace)
+    dataset, filling = "workload.dataset_samples=3200", "workload.half_efficiency_batch=64"
+    result = run("calibrate", trace, "-o", fitted, "--set", "batch_size=16", "--set", dataset, "--set", filling)
+    assert result.exit_code == 0, result.output
+    document = yaml.safe_load(fitted.read_text())
+    assert document["workload"]["dataset_samples"] == 3200 and document["workload"]["half_efficiency_batch"] == 64
+    assert "steps" not in document["workload"] and "last_batch_samples" not in document["workload"]
+    assert document["calibration"]["step_error"] < 0.05
+    emulated = json.loads(run("emulate", fitted, "--format", "json").stdout)
+    assert emulated["prediction"]["step_time_mean_us"] == pytest.approx(
+        document["calibration"]["step_time_us"]["trace"], rel=0.05
+    )
+    for batch, steps in ((16, 200), (48, 67)):  # 3200 = 200 × 16 = 66 × 48 + 32, a short last batch
+        shown = run("emulate", fitted, "--set", f"batch_size={batch}")
+        assert f"· {steps} steps ·" in shown.stdout, shown.output
+
+
 def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):
     document = json.loads(run("calibrate", DATA / "vocab" / "zero_workers.json.gz", "--format", "json").stdout)
     assert document["device"] == "gpu" and set(document["calibration"]) >= {"step_error", "idle", "warnings"}
     host_only = run("calibrate", REPO / "tests" / "data" / "torch_cpu_train.pt.trace.json.gz")
     assert host_only.exit_code == 2 and "no device activity" in host_only.stderr
-    bad = run("calibrate", DATA / "vocab" / "zero_workers.json.gz", "--set", "knobs.batch_size=0")
-    assert bad.exit_code == 2 and "batch_size" in bad.stderr
+    for setting in ("knobs.batch_size=0", "batch_size=abc", "workload.steps=abc", "workload.half_efficiency_batch=-3"):
+        bad = run("calibrate", DATA / "vocab" / "zero_workers.json.gz", "--set", setting)
+        field = setting.split("=")[0].split(".")[-1]
+        assert bad.exit_code == 2 and field in bad.stderr and "Traceback" not in bad.stderr, bad.output
     missing = run("calibrate", tmp_path / "nope.json")
     assert missing.exit_code == 2 and "nope.json" in missing.stderr
 

@@ -155,11 +155,30 @@ def test_schema_describes_the_config(run):
         (
             lambda d: d["knobs"].update(loop_size=512),
             "  loop_size:",
-            "knobs.loop_size: 512 is larger than workload.steps (256)",
+            "knobs.loop_size: 512 is more than the 256 steps of an epoch",
         ),
         (lambda d: d["knobs"].update(io_tiles=4), "  io_tiles:", "knobs.io_tiles: device 'npu' has no io_tiles knob"),
         (lambda d: d.update(device="tpu"), "device:", "device: Input should be 'npu', 'ipu', 'hpu' or 'gpu'"),
-        (lambda d: d["workload"].pop("steps"), "workload:", "workload.steps: Field required"),
+        (
+            lambda d: d["workload"].pop("steps"),
+            "workload:",
+            "workload: give the epoch's length as steps or as dataset_samples (one of them)",
+        ),
+        (
+            lambda d: d["workload"].update(dataset_samples=50_000),
+            "workload:",
+            "workload: give the epoch's length as steps or as dataset_samples (one of them)",
+        ),
+        (
+            lambda d: d["workload"].pop("steps") and d["workload"].update(dataset_samples=500, last_batch_samples=3),
+            "workload:",
+            "workload: last_batch_samples follows from dataset_samples and the batch size: leave it out",
+        ),
+        (
+            lambda d: d["workload"].pop("steps") and d["workload"].update(dataset_samples=10),
+            "  batch_size:",
+            "knobs.batch_size: 64 is more than the dataset's 10 samples",
+        ),
     ],
 )
 def test_bad_config_values_name_the_file_line_and_field(run, tmp_path, edit, line_of, says):

@@ -166,6 +166,58 @@ def test_batched_fast_path_equals_one_config_at_a_time():
             np.testing.assert_allclose(alone[name][0], values[row], rtol=1e-9, err_msg=f"{name} row {row}")
 
 
+def test_a_device_that_needs_a_large_batch_to_fill_computes_small_ones_less_efficiently():
+    batches = {"batch_size": np.array([32, 128, 512])}
+    flat = evaluate(sample("gpu/healthy"), batches)
+    filling = evaluate(sample("gpu/healthy", "workload.half_efficiency_batch=128"), batches)
+    slowdown = (filling.plan.compute_us / filling.plan.batch) / (flat.plan.compute_us / flat.plan.batch)
+    np.testing.assert_allclose(slowdown, [(32 + 128) / 32, 2.0, (512 + 128) / 512])  # half efficiency at 128
+    assert filling.plan.compute_last_us[0] == pytest.approx(flat.plan.compute_last_us[0] * slowdown[0])
+    flat_gain = flat["throughput"][2] / flat["throughput"][0]
+    assert filling["throughput"][2] / filling["throughput"][0] > 2 * flat_gain  # a large batch pays off more
+
+
+DATASET = ["workload.steps=null", "workload.last_batch_samples=0", "workload.dataset_samples=3205"]
+
+
+@pytest.mark.parametrize(
+    "name, grid, first_recompiles",
+    [
+        # 3205 = 400 × 8 + 5: the short last batch compiles
+        (
+            "hpu/recompile_unpadded_last_batch",
+            {"batch_size": [8, 16, 24, 64, 5], "last_batch": ["partial"] * 4 + ["pad"]},
+            1,
+        ),
+        # 3205 = 100 × 32 + 5: a remainder loop of 4 steps, then the short last batch
+        ("npu/recompile_remainder_loop", {"batch_size": [32, 64, 128, 640, 64], "loop_size": [32, 32, 8, 4, 16]}, 2),
+    ],
+)
+def test_a_dataset_gives_each_batch_size_its_own_epoch(name, grid, first_recompiles):
+    """Configurations whose epochs differ in length, simulated together, predict what each does alone with the
+    steps and short last batch its batch size leaves."""
+    batched = evaluate(sample(name, *DATASET), {knob: np.array(values) for knob, values in grid.items()})
+    for row, batch in enumerate(grid["batch_size"]):
+        steps, left = divmod(3205, batch)
+        assert (batched.plan.steps[row], batched.plan.last_samples[row]) == (steps, left)
+        knobs = [f"{knob}={values[row]}" for knob, values in grid.items()]
+        alone = evaluate(sample(name, f"workload.steps={steps}", f"workload.last_batch_samples={left}", *knobs))
+        for figure, values in batched.figures.items():
+            np.testing.assert_allclose(alone[figure][0], values[row], rtol=1e-9, err_msg=f"{figure} row {row}")
+    assert batched["recompilations"][0] == first_recompiles
+
+
+def test_a_loop_longer_than_the_epoch_or_a_batch_beyond_the_dataset_is_infeasible():
+    plan = build_plan(
+        sample("npu/healthy", *DATASET), {"batch_size": np.array([64, 640, 4096]), "loop_size": np.array([32, 32, 1])}
+    )
+    assert list(plan.infeasible) == [
+        "",
+        "loop longer than an epoch: 32 steps, an epoch of 5",
+        "no full batch: the dataset holds fewer samples than a batch of 4096",
+    ]
+
+
 @pytest.mark.parametrize("name", ["npu/healthy", "npu/input_bound_prefetch"])
 def test_same_seed_same_figures_other_seed_other_luck(name):
     first, again = evaluate(sample(name)), evaluate(sample(name))

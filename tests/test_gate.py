@@ -210,6 +210,20 @@ def test_a_baseline_of_another_job_is_refused_unless_allowed(run, emulated):
     assert allowed.exit_code in (0, 1) and json.loads(allowed.stdout)["mismatches"]
 
 
+def test_a_result_saved_before_a_workload_field_existed_is_the_same_job(run, emulated, tmp_path):
+    """A field a saved result lacks is the field's default, not a difference; a value other than that is one."""
+    base = emulated("base", "seed=7")
+    saved = tmp_path / "saved.json"
+    run("scan", base, "--format", "json", "-o", saved)
+    document = json.loads(saved.read_text())
+    del document["traces"][0]["emulator"]["workload"]["half_efficiency_batch"]
+    saved.write_text(json.dumps(document))
+    assert run("gate", saved, base).exit_code == 0
+    filling = emulated("filling", "seed=7", "workload.half_efficiency_batch=32")
+    refused = run("gate", saved, filling)
+    assert refused.exit_code == 2 and "workload.half_efficiency_batch 0.0 → 32.0" in refused.stderr
+
+
 def test_usage_and_input_errors_are_exit_2(run, emulated, tmp_path):
     base = emulated("base", "seed=7")
     assert run("gate", base).exit_code == 2  # one trace and no budget

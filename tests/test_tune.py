@@ -351,7 +351,7 @@ def test_schema_tune_describes_the_search_space(run):
         ("tune.space.io_tiles=[0, 8]", "tune.space.io_tiles: value 8: device 'npu' has no io_tiles knob"),
         ("tune.space.bogus=[1]", "tune.space.bogus: Input should be"),
         ("tune.space.prefetch_depth=[0, 1]", "tune.space.prefetch_depth: value 0: Input should be greater than"),
-        ("tune.space.loop_size=[512]", "value 512: 512 is larger than workload.steps (256)"),
+        ("tune.space.loop_size=[512]", "value 512: 512 is more than the 256 steps of an epoch"),
         ("tune.budget=0", "tune.budget: Input should be greater than or equal to 1"),
         ("tune.space={}", "tune.space: Dictionary should have at least 1 item"),
         ("tune.objective=speed", "tune.objective: Input should be 'throughput' or 'step_time'"),

@@ -11,8 +11,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+import numpy as np
 import yaml
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, model_validator
 
 from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.errors import PerftoolError
@@ -21,6 +22,7 @@ from perftool.yamlfile import error_reason, field_error, read_yaml, validation_e
 MAX_BYTES = 1 << 50  # 1 PiB: beyond any device or host memory, and well inside int64 arithmetic
 Size = Annotated[ByteSize, Field(gt=0, le=MAX_BYTES)]
 OptionalSize = Annotated[ByteSize, Field(ge=0, le=MAX_BYTES)]
+MAX_DATASET_SAMPLES = 10**10  # beyond any dataset one job reads in an epoch
 MAX_US = 1e9  # 1,000 s for any one host operation
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
 Config = TypeVar("Config", bound="EmulatorConfig")
@@ -52,6 +54,13 @@ class Workload(_Strict):
     preprocess_us_per_sample: float = Field(0.0, ge=0, le=MAX_US, description="host preprocessing per sample, µs")
     preprocess_jitter: float = Field(0.0, ge=0, le=5, description="coefficient of variation of preprocessing time")
     input_workers: int = Field(1, ge=1, le=256, description="parallel preprocessing workers")
+    half_efficiency_batch: float = Field(
+        0.0,
+        ge=0,
+        le=1e6,
+        description="batch size at which the device reaches half its sustained efficiency: a step of b samples "
+        "computes as long as b + this many would at full efficiency (0: efficiency does not depend on the batch)",
+    )
     compute_jitter: float = Field(0.02, ge=0, lt=1, description="coefficient of variation of device step time")
     ops_per_step: int = Field(300, ge=1, le=10_000_000, description="device ops in one training step")
     graph_compile_ms: float = Field(
@@ -60,7 +69,16 @@ class Workload(_Strict):
     layout_copy_per_sample: OptionalSize = Field(
         ByteSize(0), description="bytes rearranged per sample when operand layouts mismatch"
     )
-    steps: int = Field(ge=1, le=1_000_000, description="full-batch training steps to emulate: one epoch")
+    steps: int | None = Field(
+        None, ge=1, le=1_000_000, description="full-batch training steps in one epoch (or give dataset_samples)"
+    )
+    dataset_samples: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_DATASET_SAMPLES,
+        description="samples in one epoch: the steps and the short last batch follow from each batch size "
+        "(in place of steps and last_batch_samples)",
+    )
     epochs: int = Field(
         1,
         ge=1,
@@ -69,6 +87,21 @@ class Workload(_Strict):
         "compiled once and reused, so the job's figures spread its cost over every epoch",
     )
     last_batch_samples: int = Field(0, ge=0, le=1_000_000, description="samples left over for a final, smaller batch")
+
+    @model_validator(mode="after")
+    def _one_epoch_length(self) -> Workload:
+        if (self.steps is None) == (self.dataset_samples is None):
+            raise ValueError("give the epoch's length as steps or as dataset_samples (one of them)")
+        if self.dataset_samples is not None and self.last_batch_samples:
+            raise ValueError("last_batch_samples follows from dataset_samples and the batch size: leave it out")
+        return self
+
+    def epoch(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per batch size: the full-batch steps in one epoch and the samples left over for a short last batch."""
+        batch = np.asarray(batch, dtype=np.int64)
+        if self.dataset_samples is None:
+            return np.full(batch.shape, self.steps, np.int64), np.full(batch.shape, self.last_batch_samples, np.int64)
+        return np.divmod(np.int64(self.dataset_samples), batch)
 
 
 class Knobs(_Strict):
@@ -164,6 +197,12 @@ class EmulatorConfig(_Strict):
         base = PROFILES[self.device]
         return self.device_overrides.applied(base) if self.device_overrides is not None else base
 
+    @property
+    def epoch(self) -> tuple[int, int]:
+        """Full-batch steps in one epoch at this config's batch size, and the samples of its short last batch."""
+        steps, last = self.workload.epoch(np.array([self.knobs.batch_size]))
+        return int(steps[0]), int(last[0])
+
 
 def training_change(name: str, value: Any) -> str | None:
     """What setting knob ``name`` to ``value`` changes in the training itself, not only in its speed (None: nothing).
@@ -233,8 +272,12 @@ def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
     for name in Knobs.model_fields:
         if name not in profile.knobs and getattr(knobs, name) != getattr(defaults, name):
             return ("knobs", name), f"device '{config.device}' has no {name} knob"
-    if knobs.loop_size > workload.steps:
-        return ("knobs", "loop_size"), f"{knobs.loop_size} is larger than workload.steps ({workload.steps})"
+    steps, _ = config.epoch
+    if steps == 0:
+        samples = workload.dataset_samples
+        return ("knobs", "batch_size"), f"{knobs.batch_size} is more than the dataset's {samples} samples"
+    if knobs.loop_size > steps:
+        return ("knobs", "loop_size"), f"{knobs.loop_size} is more than the {steps} steps of an epoch"
     if profile.tiles and knobs.io_tiles >= profile.tiles:
         return ("knobs", "io_tiles"), f"{knobs.io_tiles} leaves no compute tiles ({profile.model} has {profile.tiles})"
     if workload.last_batch_samples >= knobs.batch_size:

@@ -82,7 +82,7 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
             steady = durations[first:, sub]
             window_start, window = starts[first, sub], ends[-1, sub] - starts[first, sub]
             samples = plan.batch[at] * steady.shape[0] - np.where(
-                plan.extra_step[at], plan.batch[at] - plan.last_samples, 0
+                plan.extra_step[at], plan.batch[at] - plan.last_samples[at], 0
             )
             busy = timeline.device_busy[first:count, at].sum(axis=0, dtype=np.float64)
             job_window = window - _recompiling(timeline, at, window_start) * (1 - 1 / plan.epochs)

@@ -22,7 +22,7 @@ class Plan:
     """Per-configuration arrays (length ``n``) and the workload scalars they share."""
 
     n: int
-    steps: int  # full-batch steps in the workload
+    steps: np.ndarray  # full-batch steps in one epoch (they follow from the batch size when the dataset is given)
     batch: np.ndarray
     loop: np.ndarray
     depth: np.ndarray
@@ -46,7 +46,7 @@ class Plan:
     # call structure
     extra_step: np.ndarray  # a padded or partial last batch adds one step
     partial_last: np.ndarray  # ... at a new shape (a new graph)
-    last_samples: int
+    last_samples: np.ndarray  # samples left over for a short last batch
     graph_mode: np.ndarray  # new shapes and loop lengths compile
     # scalars shared by every configuration
     python_us: float
@@ -129,7 +129,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     profile, work, knobs = config.profile, config.workload, knob_grid(config, grid)
     batch = knobs["batch_size"].astype(np.int64)
     io = knobs["io_tiles"].astype(np.int64)
-    last = work.last_batch_samples
+    steps, last = work.epoch(batch)
     policy = knobs["last_batch"]
     extra = (policy != "drop") & (last > 0)
     partial = (policy == "partial") & (last > 0)
@@ -154,19 +154,19 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     static_bytes, activation_bytes, capacity_bytes = _memory(config, batch, offload, accumulation, wire_bytes, io)
     plan = Plan(
         n=int(batch.size),
-        steps=work.steps,
+        steps=steps,
         batch=batch,
         loop=knobs["loop_size"].astype(np.int64),
         depth=knobs["prefetch_depth"].astype(np.int64),
         io_tiles=io,
         accumulation=accumulation,
-        compute_us=us_per_sample * batch,
-        compute_last_us=us_per_sample * np.where(partial, last, batch),
+        compute_us=us_per_sample * (batch + work.half_efficiency_batch),
+        compute_last_us=us_per_sample * (np.where(partial, last, batch) + work.half_efficiency_batch),
         input_bytes=wire_bytes * batch,
         transfer_us=wire_bytes * batch * us_per_wire_byte,
         transfer_last_us=wire_bytes * np.where(partial, last, batch) * us_per_wire_byte,
         preprocess_us=np.full(batch.size, work.preprocess_us_per_sample) * batch,
-        preprocess_last_us=np.full(batch.size, work.preprocess_us_per_sample * last),
+        preprocess_last_us=work.preprocess_us_per_sample * last,
         strided_us=strided_per_sample * batch,
         strided_last_us=strided_per_sample * np.where(partial, last, batch),
         overlap=_overlap(profile, io),
@@ -267,16 +267,22 @@ def _overlap(profile: DeviceProfile, io_tiles: np.ndarray) -> np.ndarray:
 
 
 def _infeasible(profile: DeviceProfile, plan: Plan) -> np.ndarray:
-    """Why each configuration cannot run ('' when it can): memory first, then IO tiles."""
+    """Why each configuration cannot run ('' when it can): the epoch first, then memory, then IO tiles."""
     reasons = np.full(plan.n, "", dtype=object)
-    over = plan.memory_bytes > plan.capacity_bytes
+    for row in np.flatnonzero(plan.loop > plan.steps):
+        reasons[row] = (
+            f"no full batch: the dataset holds fewer samples than a batch of {plan.batch[row]}"
+            if plan.steps[row] == 0
+            else f"loop longer than an epoch: {plan.loop[row]} steps, an epoch of {plan.steps[row]}"
+        )
+    over = (plan.memory_bytes > plan.capacity_bytes) & (reasons == "")
     for row in np.flatnonzero(over):
         reasons[row] = f"out of memory: needs {_gb(plan.memory_bytes[row])} of {_gb(plan.capacity_bytes[row])}" + (
             " on compute tiles" if profile.tiles else ""
         )
     if profile.tiles:
         needed = io_tiles_needed(plan.input_bytes)
-        short = ~over & (plan.io_tiles > 0) & (plan.io_tiles < needed)
+        short = (reasons == "") & (plan.io_tiles > 0) & (plan.io_tiles < needed)
         for row in np.flatnonzero(short):
             reasons[row] = (
                 f"too few IO tiles: a micro-batch of {plan.input_bytes[row] / 1e3:,.0f} kB needs {needed[row]}, "

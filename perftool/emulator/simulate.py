@@ -101,6 +101,7 @@ class _Shape:
     """What the plan says once, for every step: shortcuts where all configurations agree."""
 
     cols: np.ndarray
+    full_until: int  # every configuration runs a full batch in the steps before this one
     remainder_start: np.ndarray  # the first step of a remainder loop (-1: none)
     may_compile: set[int]  # the steps where some configuration may compile
     any_streamed: bool
@@ -116,11 +117,13 @@ class _Shape:
         full_steps_of_loops = plan.steps + (plan.extra_step & ~plan.partial_last)  # steps at the full shape
         remainder = full_steps_of_loops % plan.loop
         remainder_start = np.where(remainder > 0, full_steps_of_loops - remainder, -1)
+        last_steps, remainders = np.unique(plan.steps), np.unique(remainder_start[remainder_start >= 0])
         linked = plan.overlap > 0
         return cls(
             cols=np.arange(plan.n),
+            full_until=int(plan.steps.min()),
             remainder_start=remainder_start,
-            may_compile={0, plan.steps, *remainder_start[remainder_start >= 0].tolist()},
+            may_compile={0, *last_steps.tolist(), *remainders.tolist()},
             any_streamed=bool(plan.streamed.any()),
             linked=linked,
             all_linked=bool(linked.all()),
@@ -151,19 +154,19 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     active: bool | np.ndarray  # True (every configuration has this step) keeps _kept to a plain choice
 
     for i in range(steps):
-        last = i == plan.steps  # the extra step of a padded or partial last batch: not every run has one
-        if last:
-            active = i < plan.total_steps
-            partial = plan.partial_last
-            compute = np.where(partial, plan.compute_last_us, plan.compute_us) * compute_factor[i]
-            transfer = np.where(partial, plan.transfer_last_us, plan.transfer_us)
-            strided = np.where(partial, plan.strided_last_us, plan.strided_us)
-            preprocess = plan.preprocess_last_us * preprocess_factor[i]
-        else:
+        if i < shape.full_until:
             active, partial = True, shape.no_partial
             compute = plan.compute_us * compute_factor[i]
             transfer, strided = plan.transfer_us, plan.strided_us
             preprocess = plan.preprocess_us * preprocess_factor[i]
+        else:  # some runs have ended, or take the extra step of a padded or partial last batch
+            active = i < plan.total_steps
+            last = plan.steps == i
+            partial = plan.partial_last & last
+            compute = np.where(partial, plan.compute_last_us, plan.compute_us) * compute_factor[i]
+            transfer = np.where(partial, plan.transfer_last_us, plan.transfer_us)
+            strided = np.where(partial, plan.strided_last_us, plan.strided_us)
+            preprocess = np.where(last, plan.preprocess_last_us, plan.preprocess_us) * preprocess_factor[i]
 
         # input pipeline: a worker and a buffer slot must both be free
         slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, shape.cols], 0.0)

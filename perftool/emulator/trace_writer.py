@@ -34,11 +34,12 @@ COMPUTE, H2D_LINK, D2H_LINK, COMM = 1, 2, 3, 4  # device threads (COMM: with rep
 
 def check_length(config: EmulatorConfig, path: str) -> None:
     """Refuse, before any work, a trace too long to build in memory (emulating without a trace has no such limit)."""
-    steps = config.workload.steps
+    steps, _ = config.epoch
     if steps > limits.MAX_TRACE_STEPS_WRITTEN:
         raise PerftoolError(
             f"{path}: a trace of {steps:,} steps is longer than the {limits.MAX_TRACE_STEPS_WRITTEN:,} perftool "
-            "writes; lower workload.steps for the trace (the prediction without --trace has no such limit)"
+            "writes; lower workload.steps (or dataset_samples) for the trace (the prediction without --trace has no "
+            "such limit)"
         )
 
 
@@ -112,7 +113,7 @@ def _events(run: Run) -> list[str]:
     steps = np.arange(int(plan.total_steps[0]))
     step_end = run.timeline.step_end[steps, 0] + shift
     step_start = np.concatenate([[shift], step_end[:-1]])
-    samples = np.where(steps == plan.steps, plan.last_samples, int(plan.batch[0]))
+    samples = np.where(steps == plan.steps[0], plan.last_samples[0], plan.batch[0])
     out += _spans(
         "step",
         "step",
@@ -275,8 +276,8 @@ def _compile_reason(plan: Plan, step: int) -> dict[str, Any]:
     loop, batch = int(plan.loop[0]), int(plan.batch[0])
     if step == 0:
         return {"reason": "first call", "loop_size": loop, "batch_size": batch}
-    if step == plan.steps and plan.partial_last[0]:
-        return {"reason": "new shape: last batch", "batch_size": plan.last_samples}
+    if step == plan.steps[0] and plan.partial_last[0]:
+        return {"reason": "new shape: last batch", "batch_size": int(plan.last_samples[0])}
     return {"reason": "remainder loop", "loop_size": int(plan.total_steps[0] - step), "batch_size": batch}
 
 

@@ -17,10 +17,12 @@ import re
 import zlib
 from dataclasses import dataclass
 from dataclasses import field as default
+from typing import Any
 
 from pydantic import ValidationError
 
 from perftool import limits
+from perftool.emulator.config import Workload
 from perftool.errors import PerftoolError
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
@@ -32,7 +34,8 @@ from perftool.traces import load_trace
 from perftool.yamlfile import read_document, validation_error
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
-FREE_WORKLOAD_FIELDS = frozenset({"steps", "epochs", "name"})  # may differ between comparable emulator runs
+# may differ between comparable emulator runs
+FREE_WORKLOAD_FIELDS = frozenset({"steps", "dataset_samples", "epochs", "name"})
 
 
 @dataclass
@@ -141,6 +144,14 @@ def _config_differences(base: EmulatorRun, cand: EmulatorRun) -> list[str]:
     if overrides[0] != overrides[1]:
         found.append(f"device constants {overrides[0] or 'as profiled'} → {overrides[1] or 'as profiled'}")
     for field in sorted((base.workload.keys() | cand.workload.keys()) - FREE_WORKLOAD_FIELDS):
-        if base.workload.get(field) != cand.workload.get(field):
-            found.append(f"workload.{field} {base.workload.get(field)} → {cand.workload.get(field)}")
+        before, after = _workload_field(base, field), _workload_field(cand, field)
+        if before != after:
+            found.append(f"workload.{field} {before} → {after}")
     return found
+
+
+def _workload_field(run: EmulatorRun, field: str) -> Any:
+    """A workload field as the run had it: a field a result saved before it existed takes its default."""
+    known = Workload.model_fields.get(field)
+    unset = known.get_default() if known is not None and not known.is_required() else None
+    return run.workload.get(field, unset)

@@ -31,10 +31,11 @@ class KnownRun:
     @classmethod
     def of(cls, config: EmulatorConfig, source: str = "emulator") -> KnownRun:
         """How ``config`` runs; ``source`` names where the config came from in the gains it predicts."""
+        steps, last = config.epoch
         return cls(
             knobs=config.knobs.model_dump(),
-            steps=config.workload.steps,
-            padded_step=config.knobs.last_batch == "pad" and config.workload.last_batch_samples > 0,
+            steps=steps,
+            padded_step=config.knobs.last_batch == "pad" and last > 0,
             optimizer_state_bytes=float(config.workload.optimizer_state),
             io_tiles_for_batch=_io_tiles(config),
             what_if=lambda changes: prediction.predicted(config, changes, source),

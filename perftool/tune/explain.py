@@ -102,7 +102,7 @@ def _loop_size(context: _Context, loop: int) -> str:
 
 
 def _last_batch(context: _Context, policy: str) -> str:
-    left = context.plan.last_samples
+    left = int(context.plan.last_samples[0])
     if not left:
         return "the epoch divides into full batches, so the policy does not matter"
     return {

@@ -229,9 +229,16 @@ def _nothing_feasible(rows: Rows) -> str:
 def _strategy(config: TuneConfig, space: Space) -> str:
     spec = config.tune
     if spec.strategy == "auto":
-        fits = space.size * config.workload.steps <= AUTO_EXHAUSTIVE_WORK and spec.budget is None
+        fits = space.size * _longest_epoch(config, space) <= AUTO_EXHAUSTIVE_WORK and spec.budget is None
         return "exhaustive" if fits else "local"
     return spec.strategy
+
+
+def _longest_epoch(config: TuneConfig, space: Space) -> int:
+    """The most steps an epoch takes at any batch size the space holds."""
+    batches = space.values[space.names.index("batch_size")] if "batch_size" in space.names else config.knobs.batch_size
+    steps, _ = config.workload.epoch(np.atleast_1d(batches))
+    return int(steps.max())
 
 
 def _budget(config: TuneConfig, space: Space, strategy: str) -> int | None:
