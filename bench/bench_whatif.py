@@ -3,7 +3,8 @@
     python bench/bench_whatif.py
 
 Each pair is a bundled sample emulated under device constants the calibration does not know (hidden:
-another host, another efficiency, other bandwidths). ``perftool calibrate`` fits a config to that trace
+another host, another efficiency, other bandwidths); a data-parallel job's ranks are calibrated from their
+directory, as a user runs it. ``perftool calibrate`` fits a config to that trace
 (given only the batch size, as a user gives it); the fitted config with one knob changed predicts the step
 time, and the truth is the original config with the same change, emulated. Prints each pair's error and the
 mean and worst over all pairs (target: within 5% of step time on at least 20 pairs over all families and knobs).
@@ -20,7 +21,7 @@ from perftool.calibrate import calibrate
 from perftool.emulator.config import load_config, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.run import run
-from perftool.emulator.trace_writer import write_trace
+from perftool.emulator.trace_writer import write_job, write_trace
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 PAIRS = [  # sample, hidden device constants, the knob change
@@ -47,6 +48,11 @@ PAIRS = [  # sample, hidden device constants, the knob change
     ("gpu/input_bound_prefetch", {"efficiency": 0.35}, "workload.input_workers=4"),
     ("gpu/input_bound_prefetch", {"python_us": 300}, "prefetch_depth=4"),
     ("gpu/healthy", {"efficiency": 0.3}, "workload.input_workers=1"),
+    ("jobs/npu_exposed_allreduce/job", {"collective_bandwidth": 18}, "replicas.overlap=true"),
+    ("jobs/npu_exposed_allreduce/job", {"efficiency": 0.3}, "replicas.bucket=50MB"),
+    ("jobs/npu_exposed_allreduce/job", {"python_us": 2000}, "gradient_accumulation=4"),
+    ("jobs/gpu_ddp_straggler/job", {"collective_bandwidth": 60}, "replicas.bucket=100MB"),
+    ("jobs/gpu_ddp_straggler/job", {"efficiency": 0.3}, "gradient_accumulation=2"),
 ]
 
 
@@ -66,13 +72,14 @@ def with_change(config, change: str):
 def pair(sample: str, hidden: dict, change: str) -> tuple[float, float]:
     """The step time the calibrated config predicts for ``change``, and the one the hidden truth gives."""
     truth = load_config(SAMPLES / f"{sample}.yaml", [f"device_overrides.{k}={v}" for k, v in hidden.items()])
-    handle, path = tempfile.mkstemp(suffix=".json")
-    os.close(handle)
-    try:
-        write_trace(run(truth), path)
+    with tempfile.TemporaryDirectory() as directory:  # a job's ranks, calibrated from the one that sets its pace
+        if truth.replicas is None:
+            path = os.path.join(directory, "trace.json")
+            write_trace(run(truth), path)
+        else:
+            path = directory
+            write_job(run(truth), directory)
         fitted = calibrate(path, overrides={"knobs": {"batch_size": truth.knobs.batch_size}})
-    finally:
-        os.unlink(path)
     return step_time(with_change(fitted.config, change)), step_time(with_change(truth, change))
 
 

@@ -13,7 +13,10 @@ The fit reads the trace's steady state only through its measured figures, never 
   single worker as slow as the device waits for it;
 - **copies**: input copies per step become bytes per sample at the link's bandwidth (with IO tiles where they
   overlap compute on an IPU); strided, remote-buffer and CPU-fallback copies their own parts;
-- **compiles** in the steady state become a short last batch's compile.
+- **compiles** in the steady state become a short last batch's compile;
+- **communication**: the device's gradient all-reduces (their calls a step, size, time and whether they overlap
+  compute) become data-parallel replicas whose buckets take as long as the trace's, with the gradients as the
+  workload's weights; compute then counts neither them nor the weight update those gradients cost.
 
 Whichever waits most (the host or the input) is then set by bisection on the emulator's fast path, so the
 fit's steady mean step is the trace's.
@@ -40,6 +43,11 @@ from perftool.rules.detectors.base import Scope
 from perftool.trace.model import Kind, Role, Trace
 
 MIN_STEPS = 8  # a calibrated job runs at least this many steps
+FIT_ERROR = 0.05  # a fit whose step time is further off the trace's does not reproduce it ...
+FIT_BUSY_POINTS = 3.0  # ... nor one whose device is busy for a share of the step this many points off
+MAX_FITTED_RANKS = 8  # ranks a fit emulates: more only slow it, and the fitted bandwidth keeps each all-reduce's time
+OVERLAPPED = 0.1  # all-reduces this share hidden behind compute are reduced as the backward pass fills their buckets
+UNSIZED_BUCKET = 25e6  # bytes of an all-reduce whose size the trace does not record (DDP's default bucket)
 RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
 LAUNCH_SHARE = 0.5  # a trace whose host idle is this much launch gaps launches op by op
 MATCH_ITERATIONS = 16  # bisection steps that set the pacing figure to the trace's step time (to 1 part in 65,000)
@@ -49,15 +57,42 @@ INPUT_CAUSES = ("input_wait", "input_pipeline")
 
 
 def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, Any] | None = None) -> EmulatorConfig:
-    """The emulator config whose steady state looks like the trace's (``given``: fields the trace does not say)."""
+    """The emulator config whose steady state looks like the trace's (``given``: fields the trace does not say).
+
+    Communication is modelled as data-parallel replicas where the fast path then reproduces the trace's step and
+    device busy share; otherwise (collectives the emulator's data parallelism does not describe, such as ones
+    filling the host's gaps) it counts as device work, as any other work the emulator has no part for."""
     given = given or {}
     family = device or (scope.family if scope.family in PROFILES else "gpu")
+    gradients = _gradients(scope, PROFILES[family], max(scope.steady_steps, 1))
+    if gradients is not None:
+        replicated = _fit(trace, scope, family, given, gradients)
+        if reproduces(replicated, scope):
+            return replicated
+    return _fit(trace, scope, family, given, None)
+
+
+def reproduces(config: EmulatorConfig, scope: Scope) -> bool:
+    """Whether the fast path's steady mean step and device busy share for ``config`` are the trace's, within
+    :data:`FIT_ERROR` and :data:`FIT_BUSY_POINTS`."""
+    figures = evaluate(config)
+    step, busy = float(figures["step_time_mean_us"][0]), float(figures["device_busy_fraction"][0])
+    steps_agree = abs(step / scope.metrics["step_time_us.mean"] - 1) <= FIT_ERROR
+    return steps_agree and abs(busy - scope.metrics["device.busy_fraction"]) <= FIT_BUSY_POINTS / 100
+
+
+def _fit(
+    trace: Trace, scope: Scope, family: str, given: dict[str, Any], gradients: _Gradients | None
+) -> EmulatorConfig:
+    """The fit, with communication as ``gradients`` reduced across replicas or (None) as device work."""
     profile = PROFILES[family]
     steps = max(scope.steady_steps, 1)
     mean = scope.metrics["step_time_us.mean"]
     step = mean if not math.isnan(mean) else scope.window
     idle = {cause: scope.idle.time(cause) / steps for cause in CAUSES} if scope.idle is not None else {}
-    compute = _device_work(trace, scope, profile.async_h2d) / steps
+    compute = _device_work(trace, scope, profile.async_h2d, gradients is not None) / steps
+    if gradients is not None:  # the emulator adds the update those gradients cost
+        compute = max(compute - 3 * gradients.bytes * 1e6 / profile.memory_bandwidth, 1.0)
     recompiling = scope.metrics["recompilations.count"] > 0
     # room for a short last batch when one compiles; a bad given value is reported when the config is validated
     batch = max(int(_given(given, "knobs", "batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
@@ -70,7 +105,7 @@ def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, 
     strided = _strided(trace, scope, profile, steps, batch) if "layout_mismatch" in profile.knobs else {}
     workload: dict[str, Any] = {
         "name": os.path.basename(trace.source) or "calibrated",
-        "weights": "1MB",
+        "weights": int(gradients.bytes) if gradients is not None else "1MB",
         "gflops_per_sample": max(compute, 1.0) * profile.peak_tflops * profile.efficiency / 1e3 / (batch + half),
         "sample_size": sample,
         "steps": max(job_steps - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
@@ -94,6 +129,7 @@ def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, 
         "workload": workload | given.get("workload", {}),
         "knobs": knobs | given.get("knobs", {}),
         "device_overrides": host.overrides | given.get("device_overrides", {}),
+        **({"replicas": gradients.replicas | given.get("replicas", {})} if gradients is not None else {}),
         "seed": 0,
     }
     config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
@@ -172,15 +208,55 @@ def _launch_time(trace: Trace, scope: Scope) -> float:
     return intervals.total(scope.busy(launches))
 
 
-def _device_work(trace: Trace, scope: Scope, async_copies: bool) -> float:
+def _device_work(trace: Trace, scope: Scope, async_copies: bool, replicated: bool) -> float:
     """The device's busy time in the window that the fit models as compute: compute, and whatever else keeps it
-    busy that the emulator has no part of its own for (copies on its streams, communication), µs. Strided and
-    remote-buffer copies are modelled apart, and so are input copies where the device makes them itself."""
+    busy that the emulator has no part of its own for (copies on its streams, communication unless ``replicated``),
+    µs. Strided and remote-buffer copies are modelled apart, and so are input copies where the device makes them
+    itself."""
     apart = trace.name_matches(STRIDED_COPY) | trace.name_matches(REMOTE_BUFFER_COPY)
+    if replicated:
+        apart |= trace.kind == Kind.COMMUNICATION
     if not async_copies:
         apart |= trace.kind == Kind.H2D
     busy = trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK) & ~apart
     return intervals.total(scope.busy(busy | (trace.kind == Kind.COMPUTE)))
+
+
+@dataclass
+class _Gradients:
+    """Data parallelism as the fit models it: replicas, and the gradient bytes they all-reduce a step."""
+
+    replicas: dict[str, Any]
+    bytes: float
+
+
+def _gradients(scope: Scope, profile: DeviceProfile, steps: int) -> _Gradients | None:
+    """The device's all-reduces across two or more ranks as replicas (None where the trace has none): as many
+    buckets a step as calls, each of the calls' mean size, reduced during the backward pass where the trace hides
+    them behind compute, else after it. A call also lasts while it waits for the other ranks, which the emulated
+    ranks wait again, so the bandwidth is the calls' median (most wait for none): by byte where sizes are known."""
+    comms = scope.metrics.communication
+    calls = comms.calls
+    reduce = next((c for c in comms.collectives if c.name == "all_reduce"), None)
+    if calls.on != "device" or reduce is None or (reduce.group_size or 0) < 2 or round(reduce.count / steps) < 1:
+        return None
+    mine = (calls.type == calls.names.index("all_reduce")) & (comms.in_window_us > 0)
+    durations, sizes = comms.in_window_us[mine], calls.nbytes[mine]
+    sized = ~np.isnan(sizes)
+    ranks = min(int(reduce.group_size or 2), MAX_FITTED_RANKS)
+    latency = min(profile.collective_latency_us, float(np.median(durations)) / 2)
+    traffic = 2 * (ranks - 1) / ranks  # bytes on each rank's links per byte reduced
+    if sized.any():
+        bucket = float(sizes[sized].mean())
+        transfer = np.maximum(durations[sized] - latency, latency)
+        bus_gbps = float(np.median(sizes[sized] * traffic / transfer)) / 1e3
+    else:
+        bucket = UNSIZED_BUCKET
+        bus_gbps = bucket * traffic / (float(np.median(durations)) - latency) / 1e3
+    overlap = comms.values["communication.overlap_fraction"] >= OVERLAPPED
+    replicas = {"count": ranks, "bucket": int(bucket), "overlap": overlap, "bus_bandwidth": bus_gbps,
+                "latency_us": latency}  # fmt: skip
+    return _Gradients(replicas, round(reduce.count / steps) * bucket)
 
 
 def _matched(config: EmulatorConfig, field: tuple[str, str], step: float) -> EmulatorConfig:

@@ -17,7 +17,11 @@ from perftool.rules.findings import Gain
 SAMPLES = Path(__file__).parent.parent / "sample_traces"
 
 
-@pytest.mark.parametrize("sample", sorted(SAMPLES.glob("*/*.trace.json.gz")), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "sample",
+    sorted([*SAMPLES.glob("*/*.trace.json.gz"), *SAMPLES.glob("jobs/*/rank0.trace.json.gz")]),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_every_fix_with_knob_values_is_predicted_to_help(run, sample):
     document = json.loads(run("scan", sample, "--format", "json", "--fail-on", "never").stdout)
     for finding in document["traces"][0]["findings"]:
@@ -100,3 +104,24 @@ def test_starved_workers_get_more_workers_not_deeper_prefetching(run, tmp_path):
     assert input_bound["values"]["demand_ms"] < input_bound["values"]["step_ms"] / 5
     assert input_bound["fix"]["changes"] == {"workload.input_workers": 16}
     assert "16 workers (now 2)" in input_bound["fix"]["text"] and input_bound["gain"]["speedup"] > 5
+
+
+@pytest.mark.parametrize("overlap, helps", [(True, True), (False, False)])
+def test_a_bucket_size_for_ddp_is_emulated_before_it_is_printed(run, tmp_path, overlap, helps):
+    """One 500 MB bucket holds all 100 MB of gradients, so the all-reduce waits for the whole backward pass: six
+    buckets a step overlap it. Where nothing is reduced during backward, smaller buckets only add latency, and
+    the finding is held at info and says the emulator found no fix with knob values that helps."""
+    document = yaml.safe_load((SAMPLES / "jobs" / "gpu_ddp_straggler" / "job.yaml").read_text())
+    document["replicas"] = {"count": 4, "bucket": "500MB", "bus_bandwidth": 40, "overlap": overlap}
+    config, traces = tmp_path / "one_bucket.yaml", tmp_path / "ranks"
+    config.write_text(yaml.safe_dump(document))
+    run("emulate", config, "--trace", traces)
+    scanned = run("scan", traces / "rank0.trace.json.gz", "--format", "json", "--fail-on", "never")
+    (exposed,) = [f for f in json.loads(scanned.stdout)["traces"][0]["findings"] if f["rule_id"] == "PT011"]
+    assert exposed["fix"]["changes"] == {"replicas.bucket": 17_000_000} and "bucket_cap_mb=17" in exposed["fix"]["text"]
+    if helps:
+        assert exposed["gain"]["kind"] == "predicted" and exposed["gain"]["speedup"] > 1.1
+        assert "bucket 500 MB → 17 MB" in exposed["gain"]["text"]
+    else:
+        assert exposed["severity"] == "info" and exposed["gain"]["kind"] == "upper_bound"
+        assert exposed["capped"].startswith("no fix with knob values helps in the emulator: bucket 500 MB → 17 MB")

@@ -10,6 +10,9 @@ import pytest
 import yaml
 
 from perftool.calibrate import calibrate
+from perftool.emulator.config import load_config
+from perftool.emulator.run import run as emulate
+from perftool.emulator.trace_writer import write_job
 
 REPO = Path(__file__).parent.parent
 SAMPLES = REPO / "sample_traces"
@@ -96,6 +99,45 @@ def test_calibrate_with_a_dataset_writes_an_epoch_each_batch_size_follows(run, t
     for batch, steps in ((16, 200), (48, 67)):  # 3200 = 200 × 16 = 66 × 48 + 32, a short last batch
         shown = run("emulate", fitted, "--set", f"batch_size={batch}")
         assert f"· {steps} steps ·" in shown.stdout, shown.output
+
+
+def test_a_data_parallel_job_fits_its_communication_as_replicas(run, tmp_path):
+    """Emulated under a bus bandwidth the fit does not know, the job's directory fits replicas that move the
+    truth's gradients in as many buckets a step, at that bandwidth, after the backward pass as the truth does."""
+    truth = load_config(SAMPLES / "jobs/npu_exposed_allreduce/job.yaml", ["device_overrides.collective_bandwidth=18"])
+    write_job(emulate(truth), str(tmp_path))
+    fitted = calibrate(str(tmp_path), overrides={"knobs": {"batch_size": truth.knobs.batch_size}})
+    replicas = fitted.config.replicas
+    assert replicas is not None and (replicas.count, replicas.overlap) == (8, False)
+    assert replicas.bus_bandwidth == pytest.approx(18, rel=0.02)
+    assert fitted.config.workload.weights == pytest.approx(truth.workload.weights, rel=0.01)  # 7 buckets a step
+    assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0 and fitted.warnings == []
+    said = " ".join(run("calibrate", tmp_path, "--set", "batch_size=32").stdout.split())
+    assert "communication: 8 ranks all-reduce 7 buckets of 185.7 MB a step after the backward pass" in said
+
+
+def test_the_what_if_of_a_fitted_all_reduce_holds():
+    """Reducing during the backward pass, and smaller buckets on a straggling job, predicted from the fit."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from bench_whatif import pair
+
+    for sample, hidden, change in [
+        ("jobs/npu_exposed_allreduce/job", {"collective_bandwidth": 18}, "replicas.overlap=true"),
+        ("jobs/gpu_ddp_straggler/job", {"collective_bandwidth": 60}, "replicas.bucket=100MB"),
+    ]:
+        predicted, actual = pair(sample, hidden, change)
+        assert abs(predicted - actual) / actual < 0.05, (sample, change, predicted, actual)
+
+
+def test_collectives_the_data_parallel_model_cannot_reproduce_count_as_device_work(write_trace):
+    """An all-reduce that overlaps compute although it holds every gradient (one bucket, which the emulator
+    reduces only once backward ends): modelled as replicas, the device would be busy 10 points longer."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_communication import ARGS, kineto_job
+
+    fitted = calibrate(str(write_trace(kineto_job(steps=12, kernel_args=ARGS))))
+    assert fitted.config.replicas is None
+    assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0
 
 
 def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):

@@ -214,6 +214,8 @@ def _host(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
         at["launch_end"][calls],
         args=[{"steps": int(b - a)} for a, b in zip(call_steps, call_ends)],
     )
+    if words.data_parallel and plan.replicas > 1:  # the wrapper's forward launches the step's work
+        out += _spans(words.data_parallel, "annotation", HOST, LOOP, at["compile_done"][calls], at["launch_end"][calls])
     for op, start, end in _fallback_ops(config, words, at):
         out += _spans(op, "host_op", HOST, LOOP, start, end)
     return out

@@ -32,6 +32,7 @@ class Vocabulary:
     all_reduce: str = "allreduce"  # the gradient all-reduce across replicas, as the collective library names it
     comm_thread: str = "Communication"
     backend: str = ""  # the collective library, as distributedInfo names it
+    data_parallel: str = ""  # the annotation a data-parallel wrapper records around each forward (PyTorch's DDP)
 
 
 VOCABULARIES: dict[str, Vocabulary] = {
@@ -99,6 +100,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
         all_reduce="hccl_allreduce",
         comm_thread="Collective (HCCL)",
         backend="hccl",
+        data_parallel="DistributedDataParallel.forward",
     ),
     "gpu": Vocabulary(
         host_process="Host (PyTorch)",
@@ -129,6 +131,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
         all_reduce="ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
         comm_thread="stream 13 (NCCL)",
         backend="nccl",
+        data_parallel="DistributedDataParallel.forward",
     ),
 }
 

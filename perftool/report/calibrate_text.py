@@ -18,6 +18,7 @@ def render(calibration: Calibration, written: str | None) -> Group:
         ("perftool calibrate ", "bold"),
         shown(calibration.source, "bold magenta"),
         f"\nfitted: {config.device} · {config.profile.model} (constants overridden where the trace differs)",
+        _replicas(calibration),
     )
     table = Table(title="The trace against the fitted config, emulated (steady state)", title_justify="left")
     add_columns(table, [("figure", "left"), ("trace", "right"), ("model", "right"), ("error", "right")])
@@ -37,3 +38,16 @@ def render(calibration: Calibration, written: str | None) -> Group:
         )
     where = f"\nwritten to {written}: perftool emulate or tune it" if written else "\nwrite it with -o FILE.yaml"
     return Group(header, table, verdict, Text(where))
+
+
+def _replicas(calibration: Calibration) -> str:
+    """The gradient all-reduces the fit models, in a line (empty where it models none)."""
+    config, replicas = calibration.config, calibration.config.replicas
+    if replicas is None:
+        return ""
+    buckets = round(config.workload.weights / replicas.bucket)
+    when = "during the backward pass" if replicas.overlap else "after the backward pass"
+    return (
+        f"\ncommunication: {replicas.count} ranks all-reduce {buckets} bucket{'s' if buckets != 1 else ''} of "
+        f"{replicas.bucket / 1e6:,.1f} MB a step {when}, at {replicas.bus_bandwidth or 0:,.1f} GB/s bus bandwidth"
+    )

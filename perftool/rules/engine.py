@@ -14,9 +14,8 @@ from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.emulator.config import EmulatorConfig, training_change, validate_config
-from perftool.emulator.evaluate import evaluate
 from perftool.errors import PerftoolError, TraceError
-from perftool.fitting import fit
+from perftool.fitting import fit, reproduces
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.detectors.base import Judged
@@ -27,8 +26,6 @@ from perftool.trace.model import Trace
 from perftool.traces import load_trace
 
 FIT_MAX_STEPS = 64  # a foreign trace's fit runs at most this many steps: gains are per steady step
-FIT_ERROR = 0.05  # a fit whose step time is further off the trace's predicts nothing ...
-FIT_BUSY_POINTS = 3.0  # ... nor one whose device is busy for a share of the step this many points off
 
 
 @dataclass(frozen=True)
@@ -178,11 +175,7 @@ def _fit(scope: Scope) -> KnownRun | None:
         config = fit(scope.trace, scope, given={"workload": {"steps": min(scope.steps.count, FIT_MAX_STEPS)}})
     except PerftoolError:
         return None
-    figures = evaluate(config)
-    step, busy = float(figures["step_time_mean_us"][0]), float(figures["device_busy_fraction"][0])
-    steps_agree = abs(step / scope.metrics["step_time_us.mean"] - 1) <= FIT_ERROR
-    busy_agrees = abs(busy - scope.metrics["device.busy_fraction"]) <= FIT_BUSY_POINTS / 100
-    return KnownRun.of(config, "emulator fitted to this trace") if steps_agree and busy_agrees else None
+    return KnownRun.of(config, "emulator fitted to this trace") if reproduces(config, scope) else None
 
 
 def fingerprint(rule: Rule, detection: Detection) -> str:

@@ -6,6 +6,8 @@ import math
 from functools import lru_cache
 from typing import Any
 
+from pydantic import ByteSize
+
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.evaluate import Evaluation, evaluate
 from perftool.errors import PerftoolError
@@ -27,6 +29,8 @@ def predicted(config: EmulatorConfig, changes: dict[str, Any], source: str = "em
     document = config.model_dump(mode="json")
     for key, value in changes.items():
         section, _, name = key.rpartition(".")
+        if document.get(section or "knobs") is None:  # e.g. a bucket size where the config has no replicas
+            return None
         document[section or "knobs"][name] = value
     try:
         fixed: EmulatorConfig = validate_config(document, "fix")
@@ -61,6 +65,8 @@ def _describe(config: EmulatorConfig, key: str, value: Any) -> str:
     label = name.replace("_", " ")
     if isinstance(value, list):
         return f"{label}: none" if not value else f"{label}: {value}"
+    if isinstance(current, ByteSize):
+        return f"{label} {current / 1e6:g} MB → {value / 1e6:g} MB"
     return f"{label} {_shown(current)} → {_shown(value)}"
 
 

@@ -2,7 +2,8 @@
 
 The fix follows what synchronises the gradients and what the collectives look like: DDP with one
 bucket per step (nothing to overlap the backward pass with) or many small buckets (latency-bound)
-gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen; DDP moving more than the backward
+gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen (emulated before it is printed, as the
+replicas' bucket); DDP moving more than the backward
 pass hides gets gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching;
 a tensor- or pipeline-parallel group gets that parallelism's own fix.
 """
@@ -50,7 +51,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "device_idle": scope.metrics["device.idle_fraction"],
     }
     most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
-    return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant)
+    changes = {"replicas.bucket": int(bucket_mb * 1e6)} if variant == "ddp_buckets" else {}
+    return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant, changes=changes)
 
 
 def _sizes_text(sizes_mb: np.ndarray, busbw_gbps: float | None) -> str:
