@@ -229,15 +229,6 @@ def test_replica_settings_are_checked(run, tmp_path):
     assert result.exit_code == 2 and "is not a directory" in result.stderr
 
 
-def test_tune_sweeps_one_replica(run, tmp_path):
-    document = yaml.safe_load((STRAGGLER / "job.yaml").read_text())
-    document["tune"] = {"space": {"prefetch_depth": [1, 2]}}
-    job = tmp_path / "job.yaml"
-    job.write_text(yaml.safe_dump(document))
-    result = run("tune", job)
-    assert result.exit_code == 2 and "replicas.count" in result.stderr and "tune sweeps one replica" in result.stderr
-
-
 def test_markdown_and_sarif_of_a_job(run, sarif_validator):
     markdown = run("scan", STRAGGLER, "--format", "markdown", "--workers", "1", "--fail-on", "never").stdout
     assert "## Job of 8 ranks (world size 8)" in markdown and "Slowest rank **5**" in markdown

@@ -452,3 +452,27 @@ def test_the_recommendation_does_not_flip_with_the_seed(family):
     """The configurations that could win are judged on the same eight draws of the jitter, whatever the seed."""
     answers = {tuple(r.knobs(r.best).values()) for r in (tune(example(family, f"seed={s}")) for s in range(5))}
     assert len(answers) == 1, answers
+
+
+def test_a_data_parallel_job_is_tuned_on_the_job_figures(run, tmp_path):
+    """Each configuration of a job is all its ranks: the figures tune ranks are the job's (every rank's samples,
+    the slowest rank's step), as ``perftool emulate`` gives them; reducing once per 4 micro-batches wins."""
+    from perftool.emulator.run import run as emulate
+    from perftool.tune.evaluator import evaluate_grid
+
+    job = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler" / "job.yaml"
+    space = "tune.space={gradient_accumulation: [1, 2, 4], prefetch_depth: [1, 2]}"
+    config = load_tune_config(job, [space, "tune.change_training=true"])
+    grid = {"gradient_accumulation": np.array([1, 4]), "prefetch_depth": np.array([2, 1])}
+    rows = evaluate_grid(config, grid)
+    for row in range(2):
+        alone = emulate(load_config(job, [f"{k}={v[row]}" for k, v in grid.items()])).prediction
+        assert rows.figures["throughput"][row] == pytest.approx(alone["throughput"], rel=1e-9)
+        assert rows.figures["step_time_mean_us"][row] == pytest.approx(alone["step_time_mean_us"], rel=1e-9)
+    tuned_config = tmp_path / "job.yaml"
+    tuned_config.write_text(job.read_text() + "tune:\n  change_training: true\n  space:\n"
+                            "    gradient_accumulation: [1, 2, 4]\n    prefetch_depth: [1, 2]\n")  # fmt: skip
+    result = run("tune", tuned_config, "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["best"]["knobs"]["gradient_accumulation"] == 4 and document["speedup"] > 1.05

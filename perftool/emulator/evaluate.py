@@ -6,6 +6,7 @@ same steady-state window), so a prediction and a scan of the emulator's own trac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,16 @@ FIGURES: dict[str, str] = {
     "recompilations": "compilations in the steady state",
     "run_time_us": "time of the whole run, compiles included, µs",
 }
+
+
+# how a job's figure combines its ranks' (any other figure: the slowest rank's)
+JOB_COMBINE: dict[str, Callable[..., np.ndarray]] = {"throughput": np.sum, "device_busy_fraction": np.mean}
+
+
+def job_figures(figures: dict[str, np.ndarray], ranks: int) -> dict[str, np.ndarray]:
+    """Per configuration, from ``ranks`` consecutive columns each (a data-parallel job's ranks): the job's figures,
+    every rank's samples together, the mean device use, the slowest rank's times."""
+    return {name: JOB_COMBINE.get(name, np.max)(values.reshape(-1, ranks), axis=1) for name, values in figures.items()}
 
 
 @dataclass

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from perftool.emulator.config import EmulatorConfig
-from perftool.emulator.evaluate import steady_figures
+from perftool.emulator.evaluate import job_figures, steady_figures
 from perftool.emulator.plan import Plan, build_plan
 from perftool.emulator.simulate import Timeline, simulate
 from perftool.errors import PerftoolError
@@ -95,7 +93,6 @@ def run(config: EmulatorConfig) -> Run:
 
 
 def _job_prediction(figures: dict[str, np.ndarray]) -> dict[str, float]:
-    """The run's figures: with replicas, the job's — the slowest rank's times, every rank's samples together,
-    the mean device use."""
-    combine: dict[str, Callable[[np.ndarray], Any]] = {"throughput": np.sum, "device_busy_fraction": np.mean}
-    return {name: float(combine.get(name, np.max)(values)) for name, values in figures.items()}
+    """The run's figures: with replicas, the job's (:func:`job_figures` over all its columns)."""
+    ranks = next(iter(figures.values())).size
+    return {name: float(values[0]) for name, values in job_figures(figures, ranks).items()}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perftool.emulator.evaluate import FIGURES, evaluate_plan
+from perftool.emulator.evaluate import FIGURES, evaluate_plan, job_figures
 from perftool.emulator.plan import build_plan
 from perftool.interrupts import ignore_in_worker
 from perftool.job.cluster import dask_client
@@ -90,20 +90,21 @@ def evaluate_grid(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Row
                 f"over max_memory_fraction: uses {fraction[row]:.0%} of device memory, "
                 f"not more than {limits.max_memory_fraction:.0%}"
             )
-    simulated = plan.feasible.copy()
+    ranks = plan.replicas  # a data-parallel job: each configuration is that many columns, one per rank
+    simulated = plan.feasible[::ranks].copy()
     figures = {
-        **evaluate_plan(plan, config.seed).figures,
-        "memory_bytes": plan.memory_bytes,
-        "memory_fraction": fraction,
+        **job_figures(evaluate_plan(plan, config.seed).figures, ranks),
+        "memory_bytes": plan.memory_bytes[::ranks],
+        "memory_fraction": fraction[::ranks],
     }
-    reason = plan.infeasible.copy()
+    reason = plan.infeasible[::ranks].copy()
     if limits.max_step_time is not None:
         for row in np.flatnonzero(simulated & (figures["step_time_mean_us"] > limits.max_step_time)):
             reason[row] = (
                 f"over max_step_time: mean step time {figures['step_time_mean_us'][row] / 1e3:,.2f} ms, "
                 f"not more than {limits.max_step_time / 1e3:,.2f} ms"
             )
-    return Rows(np.zeros((plan.n, 0), np.int64), figures, reason, simulated)
+    return Rows(np.zeros((simulated.size, 0), np.int64), figures, reason, simulated)
 
 
 class Evaluator:

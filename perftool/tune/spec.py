@@ -148,14 +148,6 @@ def load_tune_config(path: str | Path, overrides: Sequence[str] = ()) -> TuneCon
     if "tune" not in document:
         raise PerftoolError(f"{source}: no tune: section (the search space); see `perftool schema tune`")
     config = validate_config(document, source, root, overridden, TuneConfig)
-    if config.replicas is not None and config.replicas.count > 1:
-        raise field_error(
-            source,
-            root,
-            ("replicas", "count"),
-            "tune sweeps one replica's knobs: set count to 1 (or drop replicas:); emulate the job for its figures",
-            overridden,
-        )
     space = {}
     for name, values in config.tune.space.items():
         accepted = []
