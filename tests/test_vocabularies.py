@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import complete, process_name, thread_name
 
+from perftool import load_trace
+from perftool.analysis import compute_metrics
+
 STEP = 1000.0
 
 
@@ -106,6 +109,25 @@ def test_torch_npu_operator_compile_after_warmup_calls_for_jit_compile_off(run, 
     assert "set_compile_mode(jit_compile=False)" in finding["fix"]["text"]
     assert "last batch" not in finding["fix"]["text"] and "steps_per_execution" not in finding["fix"]["text"]
     assert finding["evidence"][0]["name"] == "AscendCL@aclopCompileAndExecute"
+
+
+def test_ascend_wait_tasks_are_idle_not_device_work(write_trace):
+    """A stream's EVENT_WAIT task (msprof names a task without an op by its task type) spans the time it waits
+    for another stream: the device is idle then, not busy, and the host did not synchronise."""
+    python, hardware = 1, 3
+    events = [process_name(python, "Python"), process_name(hardware, "Ascend Hardware")]
+    events += [thread_name(hardware, 0, "Stream 0"), thread_name(hardware, 1, "Stream 1")]
+    for i in range(8):
+        t = i * STEP
+        events += [
+            complete(f"ProfilerStep#{i}", t, STEP - 1, pid=python, tid=1),
+            complete("MatMulV3", t, 300, pid=hardware, tid=0),
+            complete("EVENT_WAIT", t + 300, 500, pid=hardware, tid=0, args={"Task Type": "EVENT_WAIT"}),
+            complete("Add", t + 800, 100, pid=hardware, tid=0),
+        ]
+    metrics = compute_metrics(load_trace(write_trace({"traceEvents": events}))).values
+    assert metrics["device.busy_fraction"] == pytest.approx(400 / STEP, abs=0.01)
+    assert metrics["sync.count"] == 0  # a stream's wait is no host-device synchronisation
 
 
 def test_gaudi_cpu_fallback_text(run, write_trace):

@@ -134,7 +134,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         **host_values,
         **comms.values,
         **_compile_metrics(trace, steps),
-        **_sync_metrics(intervals.busy(trace, kind == Kind.SYNC, lo, hi), steps),
+        **_sync_metrics(intervals.busy(trace, (kind == Kind.SYNC) & ~trace.on_roles(Role.DEVICE), lo, hi), steps),
         **_fallback_metrics(trace, in_window),
     }
     scope, top = _top_ops(trace, in_window)
