@@ -381,3 +381,97 @@ def test_mutated_budgets_fail_cleanly(data, scan_result, folder):
     path = folder / "budget.yaml"
     path.write_text(yaml.safe_dump(mutate_tree(data, budget), allow_unicode=True))
     assert_clean(invoke("gate", scan_result, "--budget", path), str(path))
+
+
+# --- diff: the parts always add up ---------------------------------------------------------------------------------
+
+OPS = ("aten::linear", "aten::gelu", "aten::add_", "aten::index_put_", "aten::dropout")
+KERNELS = (
+    "ampere_sgemm_128x64_tn",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>(int)",
+    "void at::native::vectorized_elementwise_kernel<8, at::native::CUDAFunctor_add<float> >(int)",
+    "void at::native::index_put_kernel_impl<at::native::OpaqueType<4> >(int)",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+)
+# one launch: op, kernel, kernel µs, stream, device gap before it, whether a host op launched it (else unlinked)
+LAUNCH = st.tuples(
+    st.integers(0, len(OPS) - 1),
+    st.integers(0, len(KERNELS) - 1),
+    st.floats(1, 500),
+    st.sampled_from([7, 8]),
+    st.floats(0, 50),
+    st.booleans(),
+)
+KINETO_PLAN = st.tuples(
+    st.lists(st.lists(LAUNCH, min_size=1, max_size=6), min_size=3, max_size=6),  # steps
+    st.floats(0, 300),  # host time after the last kernel of a step
+    st.booleans(),  # record_function ranges around the host ops
+)
+
+
+def kineto_from(plan: tuple) -> dict:
+    """A Kineto trace of ``plan``'s steps: host ops launching kernels on two streams through flows, overlapping
+    where the streams do, with idle stretches of random length."""
+    steps, tail, annotate = plan
+    host, gpu = 4242, 0
+    events: list[dict] = [
+        {"ph": "M", "name": "process_labels", "pid": host, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_labels", "pid": gpu, "tid": 0, "args": {"labels": "GPU 0"}},
+        *({"ph": "M", "name": "thread_name", "pid": gpu, "tid": s, "args": {"name": f"stream {s}"}} for s in (7, 8)),
+    ]
+    t, ident = 0.0, 0
+    for i, launches in enumerate(steps):
+        free = {7: t, 8: t}
+        host_end = t + 2 + 4 * len(launches)
+        for k, (op, kernel, us, stream, gap, launched) in enumerate(launches):
+            at = t + 2 + 4 * k
+            start = max(free[stream], at + 2) + gap
+            free[stream] = start + us
+            ident += 1
+            kernel_args = {"correlation": ident} if launched else {}
+            events.append({"ph": "X", "name": KERNELS[kernel], "cat": "kernel", "pid": gpu, "tid": stream,
+                           "ts": start, "dur": us, "args": kernel_args})  # fmt: skip
+            if launched:
+                events += [
+                    {"ph": "X", "name": OPS[op], "cat": "cpu_op", "pid": host, "tid": 1, "ts": at, "dur": 3.5},
+                    {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": host, "tid": 1,
+                     "ts": at + 1, "dur": 2, "args": {"correlation": ident}},
+                    {"ph": "s", "id": ident, "pid": host, "tid": 1, "ts": at + 1, "cat": "ac2g", "name": "ac2g"},
+                    {"ph": "f", "id": ident, "pid": gpu, "tid": stream, "ts": start, "cat": "ac2g", "name": "ac2g",
+                     "bp": "e"},
+                ]  # fmt: skip
+        end = max(*free.values(), host_end) + tail + 1
+        events.append({"ph": "X", "name": f"ProfilerStep#{i}", "cat": "user_annotation", "pid": host, "tid": 1,
+                       "ts": t, "dur": end - t - 0.5})  # fmt: skip
+        if annotate:
+            middle = t + 2 + 4 * (len(launches) // 2)
+            events += [
+                {"ph": "X", "name": "## forward ##", "cat": "user_annotation", "pid": host, "tid": 1,
+                 "ts": t + 1, "dur": middle - t - 1.5},
+                {"ph": "X", "name": "## backward ##", "cat": "user_annotation", "pid": host, "tid": 1,
+                 "ts": middle - 0.25, "dur": host_end - middle},
+            ]  # fmt: skip
+        t = end
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100"}], "traceEvents": events}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(baseline=KINETO_PLAN, candidate=KINETO_PLAN)
+def test_a_diffs_parts_add_up_to_the_change_at_every_level(baseline, candidate, folder):
+    """Whatever the two traces hold (overlapping streams, kernels no op launched, idle of any length), each
+    level's rows and remainders together are the measured change of the mean steady step."""
+    from perftool.api import diff
+    from perftool.diff.profile import LEVELS
+
+    paths = []
+    for name, plan in (("base.json", baseline), ("cand.json", candidate)):
+        paths.append(folder / name)
+        paths[-1].write_text(json.dumps(kineto_from(plan)))
+    for level in LEVELS:
+        try:
+            result = diff(*paths, by=level)
+        except PerftoolError:
+            continue  # nothing to compare at any level: a clear exit 2, tested elsewhere
+        (compared,) = result.diffs
+        scale = max(compared.baseline.step_us, compared.candidate.step_us, 1.0)
+        assert abs(compared.attributed_us - compared.delta_us) <= 1e-6 * scale, (level, compared.level)
