@@ -455,7 +455,11 @@ def kineto_from(plan: tuple) -> dict:
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100"}], "traceEvents": events}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(  # each example diffs two traces at five levels: a sixth of the profile's examples
+    max_examples=max(settings.default.max_examples // 6, 1),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(baseline=KINETO_PLAN, candidate=KINETO_PLAN)
 def test_a_diffs_parts_add_up_to_the_change_at_every_level(baseline, candidate, folder):
     """Whatever the two traces hold (overlapping streams, kernels no op launched, idle of any length), each
