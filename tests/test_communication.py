@@ -105,16 +105,17 @@ def test_gloo_collectives_on_a_host_only_trace(write_trace):
 
 
 @pytest.mark.parametrize(
-    ("threads", "tasks"),
-    [((1, 1), ("Notify_Wait", "Memcpy")), ((2, 3), ("Notify_Wait", "RDMASend"))],
-    ids=["on the op's thread", "on plane threads"],
+    ("threads", "tasks", "process"),
+    [((1, 1), ("Notify_Wait", "Memcpy"), "HCCL"), ((2, 3), ("Notify_Wait", "RDMASend"), "Communication")],
+    ids=["on the op's thread", "on plane threads, newer CANN's process name"],
 )
-def test_an_hccl_op_and_its_tasks_are_one_collective(write_trace, threads, tasks):
-    """msprof writes an HCCL op and the tasks it runs (on its own thread, or on plane threads): one collective."""
+def test_an_hccl_op_and_its_tasks_are_one_collective(write_trace, threads, tasks, process):
+    """msprof writes an HCCL op and the tasks it runs (on its own thread, or on plane threads): one collective,
+    under a process CANN names HCCL or, since 8.1, Communication."""
     events = [
         _meta("process_name", 1, 0, name="Python"),
         _meta("process_name", 3, 0, name="Ascend Hardware"),
-        _meta("process_name", 4, 0, name="HCCL"),
+        _meta("process_name", 4, 0, name=process),
         *(_meta("thread_name", 4, tid, name=f"Plane {tid}") for tid in set(threads) - {1}),
     ]
     for i in range(3):
@@ -131,6 +132,7 @@ def test_an_hccl_op_and_its_tasks_are_one_collective(write_trace, threads, tasks
     assert trace.dialect == "ascend"
     assert [(c.name, c.count) for c in metrics.collectives] == [("all_reduce", 3)]
     assert metrics.values["communication.exposed_us"] == pytest.approx(3 * 300)
+    assert metrics.values["device.busy_fraction"] == pytest.approx(0.8, abs=0.01)  # the all-reduce is device time
 
 
 @pytest.mark.parametrize(

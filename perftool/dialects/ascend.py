@@ -10,7 +10,7 @@ from perftool.dialects.base import Dialect
 from perftool.dialects.vocabulary import AI_CPU
 from perftool.trace.model import Kind, Role, Trace, Track
 
-_HCCL = re.compile(r"^HCCL")
+_HCCL = re.compile(r"^(HCCL|Communication)")  # the collectives' process: "HCCL", "Communication" in newer CANN
 _PROCESS_ROLES = (
     (re.compile(r"^Ascend Hardware"), Role.DEVICE),
     (_HCCL, Role.DEVICE),
