@@ -140,6 +140,68 @@ def test_collectives_the_data_parallel_model_cannot_reproduce_count_as_device_wo
     assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0
 
 
+def torch_npu_layers(steps: int = 12) -> dict:
+    """A torch_npu capture with every layer its timeline has: Python ops launching through CANN (async_npu
+    flows), AI Core tasks on one stream, EVENT_WAIT tasks on another, an HCCL all-reduce under CANN 8.1's
+    Communication process with its Notify_Wait task, msprof's Overlap Analysis summary, and an AI Core
+    frequency counter. The device works 7.2 ms of each 10 ms step; the host launches ahead."""
+    python, cann, hardware, communication, overlap, freq = 11, 12, 13, 14, 15, 16
+    meta = [
+        ("process_name", python, 0, "Python"),
+        ("process_name", cann, 0, "CANN"),
+        ("process_name", hardware, 0, "Ascend Hardware"),
+        ("thread_name", hardware, 2, "Stream 2"),
+        ("thread_name", hardware, 3, "Stream 3"),
+        ("process_name", communication, 0, "Communication"),
+        ("thread_name", communication, 1, "Group 10.0.0.1%enp_60000_0_1 Communication"),
+        ("process_name", overlap, 0, "Overlap Analysis"),
+        ("thread_name", overlap, 0, "Computing"),
+        ("thread_name", overlap, 1, "Communication"),
+        ("thread_name", overlap, 2, "Free"),
+        ("process_name", freq, 0, "AI Core Freq"),
+    ]
+    events: list[dict] = [{"ph": "M", "name": k, "pid": p, "tid": t, "args": {"name": n}} for k, p, t, n in meta]
+    step, flow = 10_000.0, 0
+    for i in range(steps):
+        t = i * step
+        events.append({"ph": "X", "name": f"ProfilerStep#{i}", "pid": python, "tid": 1, "ts": t, "dur": step - 1})
+        device_at = t + 400
+        for k in range(12):
+            host_at, flow = t + 20 + 25 * k, flow + 1
+            events += [
+                {"ph": "X", "name": "aten::matmul", "pid": python, "tid": 1, "ts": host_at, "dur": 20},
+                {"ph": "X", "name": "AscendCL@aclnnMatmul", "pid": cann, "tid": 1, "ts": host_at + 5, "dur": 10},
+                {"ph": "s", "id": flow, "cat": "async_npu", "name": "async_npu", "pid": python, "tid": 1,
+                 "ts": host_at},
+                {"ph": "f", "id": flow, "cat": "async_npu", "name": "async_npu", "pid": hardware, "tid": 2,
+                 "ts": device_at, "bp": "e"},
+                {"ph": "X", "name": "MatMulV3", "pid": hardware, "tid": 2, "ts": device_at, "dur": 550,
+                 "args": {"Task Type": "AI_CORE", "Stream Id": 2}},
+            ]  # fmt: skip
+            device_at += 550
+        events += [
+            {"ph": "X", "name": "EVENT_WAIT", "pid": hardware, "tid": 3, "ts": device_at + 600,
+             "dur": t + step - device_at - 650, "args": {"Task Type": "EVENT_WAIT", "Stream Id": 3}},
+            {"ph": "X", "name": "hcom_allReduce__360_0_1", "pid": communication, "tid": 1, "ts": device_at,
+             "dur": 600, "args": {"data_type": "FP32"}},
+            {"ph": "X", "name": "Notify_Wait", "pid": communication, "tid": 1, "ts": device_at + 10, "dur": 200},
+            {"ph": "X", "name": "Computing", "pid": overlap, "tid": 0, "ts": t + 400, "dur": 6600},
+            {"ph": "X", "name": "Communication", "pid": overlap, "tid": 1, "ts": device_at, "dur": 600},
+            {"ph": "X", "name": "Free", "pid": overlap, "tid": 2, "ts": device_at + 600, "dur": 2400},
+            {"ph": "C", "name": "AI Core Freq", "pid": freq, "tid": 0, "ts": t, "args": {"MHz": 1800}},
+        ]  # fmt: skip
+    return {"traceEvents": events}
+
+
+def test_a_torch_npu_capture_with_every_layer_calibrates(write_trace):
+    fitted = calibrate(str(write_trace(torch_npu_layers())))
+    assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0, (fitted.step_time_us, fitted.idle)
+    # the stream waiting out the rest of each step and the Overlap Analysis summary are no work: the device
+    # idles 2.8 ms of each 10 ms step (the last step ends with its last task, 7.2 ms in)
+    traced_idle = sum(traced for traced, _ in fitted.idle.values())
+    assert traced_idle == pytest.approx(11 * 2800 / (11 * 10_000 + 7200), abs=0.01)
+
+
 def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):
     document = json.loads(run("calibrate", DATA / "vocab" / "zero_workers.json.gz", "--format", "json").stdout)
     assert document["device"] == "gpu" and set(document["calibration"]) >= {"step_error", "idle", "warnings"}
