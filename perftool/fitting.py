@@ -39,6 +39,7 @@ from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
 from perftool.emulator.profiles import PROFILES, DeviceProfile
+from perftool.errors import PerftoolError
 from perftool.rules.detectors.base import Scope
 from perftool.trace.model import Kind, Role, Trace
 
@@ -66,8 +67,11 @@ def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, 
     family = device or (scope.family if scope.family in PROFILES else "gpu")
     gradients = _gradients(scope, PROFILES[family], max(scope.steady_steps, 1))
     if gradients is not None:
-        replicated = _fit(trace, scope, family, given, gradients)
-        if reproduces(replicated, scope):
+        try:
+            replicated = _fit(trace, scope, family, given, gradients)
+        except PerftoolError:  # replicas the emulator cannot take (a size or bandwidth out of its range)
+            replicated = None
+        if replicated is not None and reproduces(replicated, scope):
             return replicated
     return _fit(trace, scope, family, given, None)
 
@@ -253,6 +257,8 @@ def _gradients(scope: Scope, profile: DeviceProfile, steps: int) -> _Gradients |
     else:
         bucket = UNSIZED_BUCKET
         bus_gbps = bucket * traffic / (float(np.median(durations)) - latency) / 1e3
+    if not 0 < bus_gbps < math.inf:
+        return None  # calls that take no time: nothing a bandwidth describes
     overlap = comms.values["communication.overlap_fraction"] >= OVERLAPPED
     replicas = {"count": ranks, "bucket": int(bucket), "overlap": overlap, "bus_bandwidth": bus_gbps,
                 "latency_us": latency}  # fmt: skip

@@ -140,6 +140,16 @@ def test_collectives_the_data_parallel_model_cannot_reproduce_count_as_device_wo
     assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0
 
 
+def test_all_reduces_of_sizes_no_link_moves_fit_as_device_work(write_trace):
+    """Args that claim a petabyte moved in 300 µs give a bandwidth no replicas can have: the fit goes on without."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_communication import ARGS, kineto_job
+
+    claimed = ARGS | {"In msg nelems": 250_000_000_000_000, "Out msg nelems": 250_000_000_000_000}
+    fitted = calibrate(str(write_trace(kineto_job(steps=12, kernel_args=claimed))))
+    assert fitted.config.replicas is None and fitted.step_error <= 0.05
+
+
 def torch_npu_layers(steps: int = 12) -> dict:
     """A torch_npu capture with every layer its timeline has: Python ops launching through CANN (async_npu
     flows), AI Core tasks on one stream, EVENT_WAIT tasks on another, an HCCL all-reduce under CANN 8.1's
