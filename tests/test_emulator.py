@@ -216,6 +216,11 @@ def test_a_loop_longer_than_the_epoch_or_a_batch_beyond_the_dataset_is_infeasibl
         "loop longer than an epoch: 32 steps, an epoch of 5",
         "no full batch: the dataset holds fewer samples than a batch of 4096",
     ]
+    huge = sample(
+        "npu/healthy", "workload.steps=null", "workload.last_batch_samples=0", "workload.dataset_samples=64000000"
+    )
+    plan = build_plan(huge, {"batch_size": np.array([64, 32])})
+    assert list(plan.infeasible) == ["", "epoch too long: 2,000,000 steps at batch 32, over 1,000,000"]
 
 
 @pytest.mark.parametrize("name", ["npu/healthy", "npu/input_bound_prefetch"])

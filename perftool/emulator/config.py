@@ -23,6 +23,7 @@ MAX_BYTES = 1 << 50  # 1 PiB: beyond any device or host memory, and well inside 
 Size = Annotated[ByteSize, Field(gt=0, le=MAX_BYTES)]
 OptionalSize = Annotated[ByteSize, Field(ge=0, le=MAX_BYTES)]
 MAX_DATASET_SAMPLES = 10**10  # beyond any dataset one job reads in an epoch
+MAX_STEPS = 1_000_000  # steps of an epoch the emulator runs
 MAX_US = 1e9  # 1,000 s for any one host operation
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
 Config = TypeVar("Config", bound="EmulatorConfig")
@@ -70,7 +71,7 @@ class Workload(_Strict):
         ByteSize(0), description="bytes rearranged per sample when operand layouts mismatch"
     )
     steps: int | None = Field(
-        None, ge=1, le=1_000_000, description="full-batch training steps in one epoch (or give dataset_samples)"
+        None, ge=1, le=MAX_STEPS, description="full-batch training steps in one epoch (or give dataset_samples)"
     )
     dataset_samples: int | None = Field(
         None,
@@ -276,6 +277,8 @@ def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
     if steps == 0:
         samples = workload.dataset_samples
         return ("knobs", "batch_size"), f"{knobs.batch_size} is more than the dataset's {samples} samples"
+    if steps > MAX_STEPS:
+        return ("knobs", "batch_size"), f"{knobs.batch_size} makes an epoch of {steps:,} steps, more than {MAX_STEPS:,}"
     if knobs.loop_size > steps:
         return ("knobs", "loop_size"), f"{knobs.loop_size} is more than the {steps} steps of an epoch"
     if profile.tiles and knobs.io_tiles >= profile.tiles:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perftool.emulator.config import DTYPE_BYTES, EmulatorConfig, Knobs
+from perftool.emulator.config import DTYPE_BYTES, MAX_STEPS, EmulatorConfig, Knobs
 from perftool.emulator.profiles import TILE_BYTES, DeviceProfile
 
 IO_TILE_HEADROOM = 1.05  # IO tiles need ~5% for exchange code and buffers (reference 002, §4.4.2)
@@ -269,12 +269,13 @@ def _overlap(profile: DeviceProfile, io_tiles: np.ndarray) -> np.ndarray:
 def _infeasible(profile: DeviceProfile, plan: Plan) -> np.ndarray:
     """Why each configuration cannot run ('' when it can): the epoch first, then memory, then IO tiles."""
     reasons = np.full(plan.n, "", dtype=object)
-    for row in np.flatnonzero(plan.loop > plan.steps):
-        reasons[row] = (
-            f"no full batch: the dataset holds fewer samples than a batch of {plan.batch[row]}"
-            if plan.steps[row] == 0
-            else f"loop longer than an epoch: {plan.loop[row]} steps, an epoch of {plan.steps[row]}"
-        )
+    for row in np.flatnonzero((plan.loop > plan.steps) | (plan.steps > MAX_STEPS)):
+        if plan.steps[row] == 0:
+            reasons[row] = f"no full batch: the dataset holds fewer samples than a batch of {plan.batch[row]}"
+        elif plan.steps[row] > MAX_STEPS:
+            reasons[row] = f"epoch too long: {plan.steps[row]:,} steps at batch {plan.batch[row]}, over {MAX_STEPS:,}"
+        else:
+            reasons[row] = f"loop longer than an epoch: {plan.loop[row]} steps, an epoch of {plan.steps[row]}"
     over = (plan.memory_bytes > plan.capacity_bytes) & (reasons == "")
     for row in np.flatnonzero(over):
         reasons[row] = f"out of memory: needs {_gb(plan.memory_bytes[row])} of {_gb(plan.capacity_bytes[row])}" + (
