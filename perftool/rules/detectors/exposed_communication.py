@@ -2,10 +2,10 @@
 
 The fix follows what synchronises the gradients and what the collectives look like: DDP with one
 bucket per step (nothing to overlap the backward pass with) or many small buckets (latency-bound)
-gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen (emulated before it is printed, as the
-replicas' bucket); DDP moving more than the backward
-pass hides gets gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching;
-a tensor- or pipeline-parallel group gets that parallelism's own fix.
+gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen (emulated before it is printed, as
+the replicas' bucket); DDP moving more than the backward pass hides gets gradient accumulation under
+``no_sync`` and a compression hook; FSDP gets prefetching; a tensor- or pipeline-parallel group gets
+that parallelism's own fix.
 """
 
 from __future__ import annotations
