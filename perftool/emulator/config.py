@@ -257,30 +257,29 @@ def validate_config(
 
 
 def knob_value(config: EmulatorConfig, name: str, value: Any) -> tuple[Any, str | None]:
-    """``value`` as knob ``name`` takes it, and why the config cannot take it (``None`` when it can)."""
+    """``value`` as knob ``name`` takes it, and why the config cannot take it (``None`` when it can). Where the
+    dataset sets the epoch, how the value fits the epoch depends on the batch size it is swept with: the plan
+    prunes each configuration that does not fit."""
     try:
         knobs = Knobs.model_validate({**config.knobs.model_dump(), name: value})
     except ValidationError as exc:
         return value, error_reason(exc.errors()[0])
-    problem = _device_problem(config.model_copy(update={"knobs": knobs}))
+    epoch_swept = config.workload.dataset_samples is not None
+    problem = _device_problem(config.model_copy(update={"knobs": knobs}), check_epoch=not epoch_swept)
     return getattr(knobs, name), problem[1] if problem else None
 
 
-def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
-    """Constraints between fields: knobs the family lacks, sizes that cannot work together."""
+def _device_problem(config: EmulatorConfig, check_epoch: bool = True) -> tuple[tuple, str] | None:
+    """Constraints between fields: knobs the family lacks, sizes that cannot work together (the epoch's length
+    with the batch and loop sizes too, unless ``check_epoch`` is off)."""
     profile, knobs, workload = config.profile, config.knobs, config.workload
     defaults = Knobs()
     for name in Knobs.model_fields:
         if name not in profile.knobs and getattr(knobs, name) != getattr(defaults, name):
             return ("knobs", name), f"device '{config.device}' has no {name} knob"
-    steps, _ = config.epoch
-    if steps == 0:
-        samples = workload.dataset_samples
-        return ("knobs", "batch_size"), f"{knobs.batch_size} is more than the dataset's {samples} samples"
-    if steps > MAX_STEPS:
-        return ("knobs", "batch_size"), f"{knobs.batch_size} makes an epoch of {steps:,} steps, more than {MAX_STEPS:,}"
-    if knobs.loop_size > steps:
-        return ("knobs", "loop_size"), f"{knobs.loop_size} is more than the {steps} steps of an epoch"
+    problem = _epoch_problem(config) if check_epoch else None
+    if problem:
+        return problem
     if profile.tiles and knobs.io_tiles >= profile.tiles:
         return ("knobs", "io_tiles"), f"{knobs.io_tiles} leaves no compute tiles ({profile.model} has {profile.tiles})"
     if workload.last_batch_samples >= knobs.batch_size:
@@ -296,6 +295,20 @@ def _device_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
                 index,
                 "rank",
             ), f"{slow.rank} is not a replica (count is {replicas.count})"
+    return None
+
+
+def _epoch_problem(config: EmulatorConfig) -> tuple[tuple, str] | None:
+    """Why the epoch cannot run at the config's batch and loop sizes (None when it can)."""
+    steps, _ = config.epoch
+    knobs = config.knobs
+    if steps == 0:
+        samples = config.workload.dataset_samples
+        return ("knobs", "batch_size"), f"{knobs.batch_size} is more than the dataset's {samples} samples"
+    if steps > MAX_STEPS:
+        return ("knobs", "batch_size"), f"{knobs.batch_size} makes an epoch of {steps:,} steps, more than {MAX_STEPS:,}"
+    if knobs.loop_size > steps:
+        return ("knobs", "loop_size"), f"{knobs.loop_size} is more than the {steps} steps of an epoch"
     return None
 
 

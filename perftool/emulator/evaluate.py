@@ -6,7 +6,7 @@ same steady-state window), so a prediction and a scan of the emulator's own trac
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,13 +68,23 @@ def evaluate(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) 
 def evaluate_plan(plan: Plan, seed: int) -> Evaluation:
     """Predict the configurations of ``plan`` that are feasible; the others keep NaN figures."""
     figures = {name: np.full(plan.n, np.nan) for name in FIGURES}
-    runnable = np.flatnonzero(plan.feasible)
-    for first in range(0, runnable.size, CHUNK):
-        rows = runnable[first : first + CHUNK]
+    for rows in _pieces(plan):
         part = plan.subset(rows)
         for name, values in steady_figures(part, simulate(part, seed)).items():
             figures[name][rows] = values
     return Evaluation(plan, figures)
+
+
+def _pieces(plan: Plan) -> Iterator[np.ndarray]:
+    """The feasible columns in pieces simulated together: runs of one length (a piece runs as many steps as its
+    longest), at most :data:`CHUNK` columns, and a configuration's ranks always in one piece."""
+    runnable = np.flatnonzero(plan.feasible)
+    size = max(CHUNK // plan.replicas, 1) * plan.replicas
+    steps = plan.total_steps[runnable]
+    for length in np.unique(steps):
+        same = runnable[steps == length]
+        for first in range(0, same.size, size):
+            yield same[first : first + size]
 
 
 def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
