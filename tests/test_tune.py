@@ -494,3 +494,16 @@ def test_a_data_parallel_job_is_tuned_on_the_job_figures(run, tmp_path):
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["best"]["knobs"]["gradient_accumulation"] == 4 and document["speedup"] > 1.05
+
+
+def test_a_jobs_ranks_stay_together_however_many_configurations_are_simulated():
+    """1,500 configurations of a 3-rank job are 4,500 columns, more than one piece simulates: no configuration's
+    ranks are split between pieces, so each is judged as when it is simulated with few others."""
+    from perftool.tune.evaluator import evaluate_grid
+
+    job = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler" / "job.yaml"
+    config = load_tune_config(job, ["tune.space={prefetch_depth: [1]}", "replicas.count=3", "replicas.slow_ranks=[]"])
+    many = evaluate_grid(config, {"prefetch_depth": np.tile([1, 2, 3], 500)})
+    few = evaluate_grid(config, {"prefetch_depth": np.array([1, 2, 3])})
+    for name in ("throughput", "step_time_mean_us"):
+        np.testing.assert_allclose(many.figures[name].reshape(500, 3), np.tile(few.figures[name], (500, 1)), rtol=1e-9)
