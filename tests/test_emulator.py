@@ -166,6 +166,22 @@ def test_batched_fast_path_equals_one_config_at_a_time():
             np.testing.assert_allclose(alone[name][0], values[row], rtol=1e-9, err_msg=f"{name} row {row}")
 
 
+def test_long_epochs_are_simulated_in_smaller_pieces():
+    """A piece's timeline stays within PIECE_BYTES: an epoch of a million steps is simulated a few dozen
+    configurations at a time, a short one thousands at a time, and a job's ranks stay together."""
+    from perftool.emulator.evaluate import CHUNK, PIECE_BYTES, STEP_BYTES, _pieces
+
+    depths = {"prefetch_depth": np.tile([1, 2], 100)}
+    long = list(_pieces(build_plan(sample("npu/healthy", "workload.steps=1000000", "loop_size=1"), depths)))
+    assert max(piece.size for piece in long) * STEP_BYTES * 1_000_000 <= PIECE_BYTES and sum(map(len, long)) == 200
+    short = list(_pieces(build_plan(sample("npu/healthy"), {"prefetch_depth": np.tile([1, 2], 3000)})))
+    assert [piece.size for piece in short] == [CHUNK, 6000 - CHUNK]
+    job = load_config(
+        REPO / "sample_traces" / "jobs" / "npu_exposed_allreduce" / "job.yaml", ["workload.steps=1000000"]
+    )
+    assert all(piece.size % 8 == 0 for piece in _pieces(build_plan(job, depths)))
+
+
 def test_a_device_that_needs_a_large_batch_to_fill_computes_small_ones_less_efficiently():
     batches = {"batch_size": np.array([32, 128, 512])}
     flat = evaluate(sample("gpu/healthy"), batches)

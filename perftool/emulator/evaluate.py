@@ -17,7 +17,9 @@ from perftool.emulator.plan import Plan, build_plan
 from perftool.emulator.simulate import Timeline, simulate
 
 WARMUP_PREFIX = 32  # leading steps examined first for warm-up
-CHUNK = 4096  # configurations simulated together (bounds memory: ~12 bytes per step and configuration)
+CHUNK = 4096  # configurations simulated together at most
+STEP_BYTES = 12  # a simulated timeline's memory per step and configuration
+PIECE_BYTES = 512 * 2**20  # the timeline of one piece simulated together: long epochs make pieces smaller
 
 FIGURES: dict[str, str] = {
     "step_time_us": "median steady-state step time, µs",
@@ -77,11 +79,13 @@ def evaluate_plan(plan: Plan, seed: int) -> Evaluation:
 
 def _pieces(plan: Plan) -> Iterator[np.ndarray]:
     """The feasible columns in pieces simulated together: runs of one length (a piece runs as many steps as its
-    longest), at most :data:`CHUNK` columns, and a configuration's ranks always in one piece."""
+    longest), at most :data:`CHUNK` columns and :data:`PIECE_BYTES` of timeline, a configuration's ranks always
+    in one piece."""
     runnable = np.flatnonzero(plan.feasible)
-    size = max(CHUNK // plan.replicas, 1) * plan.replicas
     steps = plan.total_steps[runnable]
     for length in np.unique(steps):
+        columns = min(CHUNK, PIECE_BYTES // (STEP_BYTES * int(length)))
+        size = max(columns // plan.replicas, 1) * plan.replicas
         same = runnable[steps == length]
         for first in range(0, same.size, size):
             yield same[first : first + size]
