@@ -88,8 +88,9 @@ def calibrate(
     """Fit an emulator config to the trace at ``path`` and check it by emulating it. For a job's directory, the
     rank fitted is the one that sets the job's pace: the slowest in the job view (its ranks analysed on
     ``cluster``)."""
+    peers: list[float] = []
     if os.path.isdir(path):
-        path = pacing_rank(path, cluster)
+        path, peers = pacing_rank(path, cluster)
     trace = load_trace(path)
     scan, scope = analyse_trace(trace, [])
     if scope.idle is None or scope.window <= 0:
@@ -101,7 +102,7 @@ def calibrate(
         )
     given = copy.deepcopy(overrides or {})
     dataset = given.get("workload", {}).pop("dataset_samples", None)
-    config = fit(trace, scope, device, given)
+    config = fit(trace, scope, device, given, peers)
     comparison = _compare(scan, config)  # on the steps the trace shows, before the epoch takes the dataset's length
     return Calibration(path, config if dataset is None else _with_dataset(config, dataset, path), *comparison)
 
@@ -116,14 +117,24 @@ def _with_dataset(config: EmulatorConfig, samples: Any, path: str) -> EmulatorCo
     return validate_config(document, f"calibration of {path}")
 
 
-def pacing_rank(directory: str, cluster: Cluster = LOCAL) -> str:
-    """The trace of the rank that sets a job's pace: the one the others wait for, else the slowest step."""
+def pacing_rank(directory: str, cluster: Cluster = LOCAL) -> tuple[str, list[float]]:
+    """The trace of the rank that sets a job's pace (the one the others wait for, else the slowest step), and each
+    other rank's device compute per step relative to it."""
     report = scan_job([directory], [], ReadOptions(), cluster.scheduler, cluster.workers)
     if report.job is None or not report.traces:
         raise PerftoolError(f"{directory}: no rank trace could be read to calibrate")
     slowest = report.job.slowest_rank
     chosen = next((t for t in report.traces if t.rank == slowest), None)
-    return (chosen or max(report.traces, key=lambda t: t.step_time_us or 0.0)).path
+    pacer = chosen or max(report.traces, key=lambda t: t.step_time_us or 0.0)
+    own = _compute_per_step(pacer)
+    relative = [_compute_per_step(t) / own for t in report.traces if t is not pacer]
+    return pacer.path, [r for r in relative if math.isfinite(r) and r > 0]
+
+
+def _compute_per_step(scan: TraceFindings) -> float:
+    """Device compute per steady step, µs (NaN where the rank's scan does not say)."""
+    fraction = scan.metrics.get("device.compute_fraction")
+    return fraction * scan.window_us / scan.steps if fraction and scan.steps else math.nan
 
 
 def _compare(scan: TraceFindings, config: EmulatorConfig) -> tuple[tuple[float, float], dict[str, tuple[float, float]]]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,7 @@ FIT_BUSY_POINTS = 3.0  # ... nor one whose device is busy for a share of the ste
 MAX_FITTED_RANKS = 8  # ranks a fit emulates: more only slow it, and the fitted bandwidth keeps each all-reduce's time
 OVERLAPPED = 0.1  # all-reduces this share hidden behind compute are reduced as the backward pass fills their buckets
 UNSIZED_BUCKET = 25e6  # bytes of an all-reduce whose size the trace does not record (DDP's default bucket)
+MIN_PEER = 0.1  # the fastest another rank may compute, relative to the fitted one (the emulator's bound)
 RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
 LAUNCH_SHARE = 0.5  # a trace whose host idle is this much launch gaps launches op by op
 MATCH_ITERATIONS = 16  # bisection steps that set the pacing figure to the trace's step time (to 1 part in 65,000)
@@ -57,15 +59,22 @@ INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the
 INPUT_CAUSES = ("input_wait", "input_pipeline")
 
 
-def fit(trace: Trace, scope: Scope, device: str | None = None, given: dict[str, Any] | None = None) -> EmulatorConfig:
-    """The emulator config whose steady state looks like the trace's (``given``: fields the trace does not say).
+def fit(
+    trace: Trace,
+    scope: Scope,
+    device: str | None = None,
+    given: dict[str, Any] | None = None,
+    peers: Sequence[float] = (),
+) -> EmulatorConfig:
+    """The emulator config whose steady state looks like the trace's (``given``: fields the trace does not say;
+    ``peers``: where the trace is one rank of a job, the other ranks' device compute per step relative to its own).
 
     Communication is modelled as data-parallel replicas where the fast path then reproduces the trace's step and
     device busy share; otherwise (collectives the emulator's data parallelism does not describe, such as ones
     filling the host's gaps) it counts as device work, as any other work the emulator has no part for."""
     given = given or {}
     family = device or (scope.family if scope.family in PROFILES else "gpu")
-    gradients = _gradients(scope, PROFILES[family], max(scope.steady_steps, 1))
+    gradients = _gradients(scope, PROFILES[family], max(scope.steady_steps, 1), peers)
     if gradients is not None:
         try:
             replicated = _fit(trace, scope, family, given, gradients)
@@ -234,11 +243,13 @@ class _Gradients:
     bytes: float
 
 
-def _gradients(scope: Scope, profile: DeviceProfile, steps: int) -> _Gradients | None:
+def _gradients(scope: Scope, profile: DeviceProfile, steps: int, peers: Sequence[float]) -> _Gradients | None:
     """The device's all-reduces across two or more ranks as replicas (None where the trace has none): as many
     buckets a step as calls, each of the calls' mean size, reduced during the backward pass where the trace hides
     them behind compute, else after it. A call also lasts while it waits for the other ranks, which the emulated
-    ranks wait again, so the bandwidth is the calls' median (most wait for none): by byte where sizes are known."""
+    ranks wait again, so the bandwidth is the calls' median (most wait for none): by byte where sizes are known.
+    The fitted rank is rank 0; the others compute as fast as ``peers`` says (spread over them by quantile), or as
+    fast as it where the job's other ranks are not known."""
     comms = scope.metrics.communication
     calls = comms.calls
     reduce = next((c for c in comms.collectives if c.name == "all_reduce"), None)
@@ -261,8 +272,18 @@ def _gradients(scope: Scope, profile: DeviceProfile, steps: int) -> _Gradients |
         return None  # calls that take no time: nothing a bandwidth describes
     overlap = comms.values["communication.overlap_fraction"] >= OVERLAPPED
     replicas = {"count": ranks, "bucket": int(bucket), "overlap": overlap, "bus_bandwidth": bus_gbps,
-                "latency_us": latency}  # fmt: skip
+                "latency_us": latency, "slow_ranks": _peers(peers, ranks)}  # fmt: skip
     return _Gradients(replicas, round(reduce.count / steps) * bucket)
+
+
+def _peers(relative: Sequence[float], ranks: int) -> list[dict[str, Any]]:
+    """Ranks 1 .. ``ranks`` - 1 as the job's other ranks compute, relative to the fitted one: the quantiles of
+    ``relative`` (none where it is empty or a rank computes as fast)."""
+    if not relative:
+        return []
+    clipped = np.clip(relative, MIN_PEER, 1.0)
+    factors = np.quantile(clipped, np.linspace(0, 1, ranks - 1)) if ranks > 2 else [np.median(clipped)]
+    return [{"rank": k, "compute": float(f)} for k, f in enumerate(factors, start=1) if f < 1.0]
 
 
 def _matched(config: EmulatorConfig, field: tuple[str, str], step: float) -> EmulatorConfig:

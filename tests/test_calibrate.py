@@ -245,3 +245,14 @@ def test_calibrate_a_job_directory_fits_the_rank_that_sets_its_pace(run):
     assert result.exit_code == 0, result.output
     calibration = json.loads(result.stdout)["calibration"]
     assert Path(calibration["source"]).name == "rank5.trace.json.gz" and calibration["step_error"] <= 0.05
+
+
+def test_a_job_fit_keeps_how_much_faster_the_other_ranks_compute():
+    """Rank 5 computes 20% slower than the other seven: fitted as rank 0, the others compute at 1/1.2 of it, so
+    they do not make it wait (peers as fast as it would, by their jitter) and the step is the job's."""
+    fitted = calibrate(str(SAMPLES / "jobs" / "gpu_ddp_straggler"), overrides={"knobs": {"batch_size": 64}})
+    replicas = fitted.config.replicas
+    assert replicas is not None and replicas.count == 8
+    assert [peer.rank for peer in replicas.slow_ranks] == list(range(1, 8))
+    assert all(peer.compute == pytest.approx(1 / 1.2, rel=0.02) for peer in replicas.slow_ranks)
+    assert fitted.step_error <= 0.01

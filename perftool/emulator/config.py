@@ -122,7 +122,8 @@ class Knobs(_Strict):
 
 
 class SlowRank(_Strict):
-    """A replica slower than the others: its device computes, or its input pipeline prepares, more slowly."""
+    """A replica slower than the others: its device computes, or its input pipeline prepares, more slowly (a
+    multiple below 1 makes it faster: what calibrate writes for the ranks a job's slowest one leads)."""
 
     rank: int = Field(ge=0, description="which replica")
     compute: float = Field(1.0, ge=0.1, le=100, description="its device compute time, as a multiple of the others'")
