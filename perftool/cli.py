@@ -239,6 +239,12 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
     help="What the trace does not say: the batch size (batch_size=64), epochs (workload.epochs=90), ...",
 )
 @click.option("--device", type=click.Choice(sorted(PROFILES)), help="Device family to fit  [default: the trace's].")
+@click.option(
+    "--at-batch",
+    metavar="N=TRACE",
+    help="A capture of the same job at batch size N: fits how efficiency rises with the batch, and checks the "
+    "fit's prediction of that capture's step (needs --set batch_size=...).",
+)
 @_format_option(CalibrateView)
 @_cluster_options
 def calibrate(
@@ -246,6 +252,7 @@ def calibrate(
     output: str | None,
     overrides: tuple[str, ...],
     device: str | None,
+    at_batch: str | None,
     fmt: str,
     scheduler: str | None,
     workers: int | None,
@@ -254,15 +261,24 @@ def calibrate(
     (within 5%) and device idle (within 3 points). -o writes the config, for emulate and tune.
 
     For a job's directory, the rank fitted is the one that sets the job's pace (the slowest in its job view)."""
+    other = _batch_and_trace(at_batch) if at_batch else None
     if output:
-        check_writable(output, [trace])
+        check_writable(output, [trace, *([other[1]] if other else [])])
     given: dict = {}
     for item in overrides:
         emulator_config.apply_override(given, item, "--set", None)
-    fitted = fit_trace(trace, device, given, Cluster(scheduler, workers))
+    fitted = fit_trace(trace, device, given, Cluster(scheduler, workers), other)
     if output:
         write_text(yaml.safe_dump(fitted.document(), sort_keys=False), output)
     emit(CalibrateView(fitted, output), fmt, None)
+
+
+def _batch_and_trace(text: str) -> tuple[int, str]:
+    """``64=run/b64.json`` as (64, "run/b64.json")."""
+    size, sep, path = text.partition("=")
+    if not sep or not path or not size.strip().isdigit() or int(size) < 1:
+        raise PerftoolError(f"--at-batch {text!r}: expected N=TRACE, a batch size and a capture at it (64=b64.json)")
+    return int(size), path
 
 
 RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}

@@ -85,6 +85,12 @@ def fit(
     return _fit(trace, scope, family, given, None)
 
 
+def work_per_step(trace: Trace, scope: Scope, device: str | None = None) -> float:
+    """The device work per steady step the fit takes as compute, µs (communication counted in)."""
+    family = device or (scope.family if scope.family in PROFILES else "gpu")
+    return _device_work(trace, scope, PROFILES[family].async_h2d, False) / max(scope.steady_steps, 1)
+
+
 def reproduces(config: EmulatorConfig, scope: Scope) -> bool:
     """Whether the fast path's steady mean step and device busy share for ``config`` are the trace's, within
     :data:`FIT_ERROR` and :data:`FIT_BUSY_POINTS`."""

@@ -11,6 +11,7 @@ import yaml
 
 from perftool.calibrate import calibrate
 from perftool.emulator.config import load_config
+from perftool.emulator.evaluate import evaluate
 from perftool.emulator.run import run as emulate
 from perftool.emulator.trace_writer import write_job
 
@@ -210,6 +211,42 @@ def test_a_torch_npu_capture_with_every_layer_calibrates(write_trace):
     # idles 2.8 ms of each 10 ms step (the last step ends with its last task, 7.2 ms in)
     traced_idle = sum(traced for traced, _ in fitted.idle.values())
     assert traced_idle == pytest.approx(11 * 2800 / (11 * 10_000 + 7200), abs=0.01)
+
+
+def test_a_capture_at_another_batch_fits_how_efficiency_rises(run, tmp_path):
+    """Two captures of one job (a device that reaches half its efficiency at batch 64, hidden from the fit) at batch
+    32 and 128: the fit learns the curve from both and predicts the second; from the first alone, efficiency stays
+    flat and the prediction at 128 is twice the truth."""
+    for batch in (32, 128):
+        hidden = ("--set", "workload.half_efficiency_batch=64", "--set", f"batch_size={batch}")
+        run("emulate", SAMPLES / "gpu" / "healthy.yaml", *hidden, "--trace", tmp_path / f"b{batch}.json")
+    both = calibrate(
+        str(tmp_path / "b32.json"), overrides={"knobs": {"batch_size": 32}}, at_batch=(128, str(tmp_path / "b128.json"))
+    )
+    assert both.at_batch is not None and both.at_batch.error < 0.05 and both.warnings == []
+    assert both.config.workload.half_efficiency_batch > 32
+    alone = calibrate(str(tmp_path / "b32.json"), overrides={"knobs": {"batch_size": 32}})
+    moved = alone.config.model_copy(update={"knobs": alone.config.knobs.model_copy(update={"batch_size": 128})})
+    assert evaluate(moved)["step_time_mean_us"][0] > 1.8 * both.at_batch.step_time_us[0]
+    said = run(
+        "calibrate", tmp_path / "b32.json", "--set", "batch_size=32", "--at-batch", f"128={tmp_path / 'b128.json'}"
+    )
+    assert said.exit_code == 0 and "mean step at batch 128" in said.stdout and "efficiency rises" in said.stdout
+    document = json.loads(
+        run("calibrate", tmp_path / "b32.json", "--set", "batch_size=32", "--at-batch",
+            f"128={tmp_path / 'b128.json'}", "--format", "json").stdout
+    )  # fmt: skip
+    assert document["calibration"]["at_batch"]["batch_size"] == 128
+    assert document["calibration"]["at_batch"]["step_error"] < 0.05
+    for bad, says in [
+        ("128", "expected N=TRACE"),
+        ("x=b.json", "expected N=TRACE"),
+        (f"32={tmp_path / 'b128.json'}", "another than 32"),
+    ]:
+        refused = run("calibrate", tmp_path / "b32.json", "--set", "batch_size=32", "--at-batch", bad)
+        assert refused.exit_code == 2 and says in refused.stderr and refused.stderr.count("\n") == 1
+    unbatched = run("calibrate", tmp_path / "b32.json", "--at-batch", f"128={tmp_path / 'b128.json'}")
+    assert unbatched.exit_code == 2 and "--set batch_size=N" in unbatched.stderr
 
 
 def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):

@@ -28,6 +28,10 @@ def render(calibration: Calibration, written: str | None) -> Group:
         table.add_row(
             f"device idle: {part}", f"{traced:.1%}", f"{modelled:.1%}", f"{abs(modelled - traced) * 100:.1f} pts"
         )
+    check = calibration.at_batch
+    if check is not None:
+        traced, modelled = check.step_time_us
+        table.add_row(f"mean step at batch {check.batch}", duration(traced), duration(modelled), f"{check.error:.1%}")
     verdict = Text()
     for warning in calibration.warnings:
         verdict.append(f"warning: {warning}: predictions from this fit are rough\n", style="bold yellow")
@@ -35,6 +39,11 @@ def render(calibration: Calibration, written: str | None) -> Group:
         verdict.append(
             f"within {STEP_ERROR:.0%} of the step time and {IDLE_ERROR_POINTS:.0f} points of each idle part",
             style="bold green",
+        )
+    if check is not None:
+        half = calibration.config.workload.half_efficiency_batch
+        verdict.append(
+            f"\n{check.note}" if check.note else f"\nefficiency rises with the batch: half of it at batch {half:,.1f}"
         )
     where = f"\nwritten to {written}: perftool emulate or tune it" if written else "\nwrite it with -o FILE.yaml"
     return Group(header, table, verdict, Text(where))
