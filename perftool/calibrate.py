@@ -25,6 +25,7 @@ from perftool.rules.engine import ReadOptions, analyse_trace
 from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
+from perftool.tune.spec import default_space
 
 STEP_ERROR = 0.05  # the fit is good when emulating it reproduces the steady step time this closely ...
 BATCH_ERROR = 0.10  # ... and predicts a capture at another batch size this closely
@@ -93,10 +94,12 @@ class Calibration:
         return found
 
     def document(self) -> dict[str, Any]:
-        """The config as YAML holds it, with its ``calibration:`` block."""
+        """The config as YAML holds it, with a ``tune:`` section that keeps the training as it is and its
+        ``calibration:`` block."""
         config = self.config.model_dump(mode="json", exclude_none=True)
         if "dataset_samples" in config["workload"]:  # the short last batch follows from it
             del config["workload"]["last_batch_samples"]
+        config["tune"] = {"space": default_space(self.config)}  # so perftool tune runs on it as written
         config["calibration"] = {
             "source": self.source,
             "step_time_us": {"trace": self.step_time_us[0], "model": self.step_time_us[1]},

@@ -74,10 +74,9 @@ def test_calibrate_writes_a_config_emulate_and_tune_take(run, tmp_path):
     emulated = json.loads(run("emulate", fitted, "--format", "json").stdout)
     trace_step = document["calibration"]["step_time_us"]["trace"]
     assert emulated["prediction"]["step_time_mean_us"] == pytest.approx(trace_step, rel=0.05)
-    document["tune"] = {"space": {"device_graphs": [False, True]}}
-    tune_config = tmp_path / "tune.yaml"
-    tune_config.write_text(yaml.safe_dump(document))
-    tuned = json.loads(run("tune", tune_config, "--format", "json").stdout)
+    # its tune: section keeps the training and sweeps the family's speed knobs, so tune runs on it as written
+    assert document["tune"]["space"] == {"prefetch_depth": {"range": [1, 8]}, "device_graphs": [False, True]}
+    tuned = json.loads(run("tune", fitted, "--format", "json").stdout)
     assert tuned["best"]["knobs"]["device_graphs"] is True and tuned["speedup"] > 1.5  # CUDA graphs help
 
 
@@ -247,6 +246,27 @@ def test_a_capture_at_another_batch_fits_how_efficiency_rises(run, tmp_path):
         assert refused.exit_code == 2 and says in refused.stderr and refused.stderr.count("\n") == 1
     unbatched = run("calibrate", tmp_path / "b32.json", "--at-batch", f"128={tmp_path / 'b128.json'}")
     assert unbatched.exit_code == 2 and "--set batch_size=N" in unbatched.stderr
+
+
+@pytest.mark.parametrize(
+    "sample, knobs",
+    [("npu/host_bound_loop_size", {"loop_size", "prefetch_depth"}),
+     ("ipu/serialised_transfers_no_io_tiles", {"loop_size", "prefetch_depth", "io_tiles"})],
+)  # fmt: skip
+def test_a_calibrated_config_tunes_as_written(run, tmp_path, sample, knobs):
+    """The written tune: section sweeps the family's speed knobs and none that change the training; its loop
+    sizes stop at the epoch and its IO tiles start from the fewest that hold a micro-batch."""
+    trace, fitted = tmp_path / "t.json", tmp_path / "fitted.yaml"
+    run("emulate", SAMPLES / f"{sample}.yaml", "--trace", trace)
+    batch = yaml.safe_load((SAMPLES / f"{sample}.yaml").read_text())["knobs"]["batch_size"]
+    assert run("calibrate", trace, "--set", f"batch_size={batch}", "-o", fitted).exit_code == 0
+    space = yaml.safe_load(fitted.read_text())["tune"]["space"]
+    assert set(space) == knobs
+    tuned = run("tune", fitted, "--format", "json")
+    assert tuned.exit_code == 0, tuned.output
+    result = json.loads(tuned.stdout)
+    assert result["speedup"] > 1.1 and not result["best_changes_training"]
+    assert result["best"]["knobs"]["loop_size"] > 1  # iteration offload: both traces are host-bound
 
 
 def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):

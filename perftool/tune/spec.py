@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from perftool.emulator.config import EmulatorConfig, Knobs, knob_value, read_config, training_change, validate_config
+from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.errors import PerftoolError
 from perftool.yamlfile import field_error
 
@@ -25,6 +26,8 @@ MAX_VALUES_PER_KNOB = 10_000
 MAX_EXHAUSTIVE = 2_000_000  # configurations an exhaustive sweep may take on
 MAX_SPACE = 2**62  # configurations a space may hold (flat indices stay int64)
 TIME_UNITS_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+MAX_DEFAULT_LOOP = 256  # the longest device loop a default space tries
+DEFAULT_MAX_PREFETCH = 8  # batches ahead a default space tries at most (past three, the buffer seldom helps)
 
 
 def _domain(given: Any) -> tuple:
@@ -197,3 +200,25 @@ def _size_problem(spec: TuneSpec, size: int) -> tuple[tuple, str] | None:
             "sweeps; use strategy: local, or drop the budget"
         )
     return None
+
+
+def default_space(config: EmulatorConfig) -> dict[str, Any]:
+    """A search space for ``config`` that keeps its training as it is: the speed knobs its device family has,
+    around its values (what ``perftool calibrate`` writes, so ``perftool tune`` runs on a fitted job as is)."""
+    profile, knobs = config.profile, config.knobs
+    steps, _ = config.epoch
+    space: dict[str, Any] = {}
+    if "loop_size" in profile.knobs:
+        space["loop_size"] = {"pow2": [1, 2 ** min(steps.bit_length() - 1, MAX_DEFAULT_LOOP.bit_length() - 1)]}
+    space["prefetch_depth"] = {"range": [1, max(DEFAULT_MAX_PREFETCH, knobs.prefetch_depth)]}
+    if "io_tiles" in profile.knobs:
+        fewest = int(io_tiles_needed(build_plan(config).input_bytes[0]))
+        tiles = {0, fewest, knobs.io_tiles, *(2**k for k in range(10) if fewest <= 2**k < profile.tiles)}
+        space["io_tiles"] = sorted(t for t in tiles if t < profile.tiles)
+    if "device_graphs" in profile.knobs:
+        space["device_graphs"] = [knobs.device_graphs, not knobs.device_graphs]
+    if "offload_optimizer" in profile.knobs and config.workload.optimizer_state:
+        space["offload_optimizer"] = [knobs.offload_optimizer, not knobs.offload_optimizer]
+    if knobs.layout_mismatch:
+        space["layout_mismatch"] = [True, False]
+    return space
