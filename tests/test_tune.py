@@ -18,7 +18,7 @@ from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
 from perftool.traces import load_trace
-from perftool.tune.explain import why
+from perftool.tune.explain import shown, why
 from perftool.tune.search import NoFeasibleConfiguration, tune
 from perftool.tune.sensitivity import knob_lines
 from perftool.tune.spec import load_tune_config
@@ -507,3 +507,21 @@ def test_a_jobs_ranks_stay_together_however_many_configurations_are_simulated():
     few = evaluate_grid(config, {"prefetch_depth": np.array([1, 2, 3])})
     for name in ("throughput", "step_time_mean_us"):
         np.testing.assert_allclose(many.figures[name].reshape(500, 3), np.tile(few.figures[name], (500, 1)), rtol=1e-9)
+
+
+def test_markdown_has_the_json_documents_answer(run):
+    """For a PR comment: the recommendation against the config as written, why, sensitivity and the top
+    configurations, with the json format's figures; a baseline that cannot run says so."""
+    result = run("tune", EXAMPLES / "hpu.yaml", "--format", "markdown", "--top", "3")
+    document = json.loads(run("tune", EXAMPLES / "hpu.yaml", "--format", "json", "--top", "3").stdout)
+    text = result.stdout
+    assert result.exit_code == 0 and text.startswith("# perftool tune: `")
+    best = document["best"]
+    assert f"{best['figures']['throughput']:,.1f} samples/s" in text and f"**×{document['speedup']:.2f}**" in text
+    for name, value in best["knobs"].items():  # each knob as written against the best, as YAML writes them
+        assert f"| {name} | {shown(document['baseline']['knobs'][name])} | **{shown(value)}** |" in text
+    assert text.count("- ⚠ Changes the training:") == len(document["best_changes_training"]) > 0
+    assert "## Sensitivity" in text and "## Top 3 configurations" in text
+    assert text.count("\n| 1 |") == 1 and "\n| 3 |" in text
+    blocked = run("tune", EXAMPLES / "npu.yaml", "--set", "batch_size=1024", "--format", "markdown").stdout
+    assert "the config as written cannot run: out of memory" in blocked

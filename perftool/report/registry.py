@@ -48,6 +48,7 @@ from perftool.report import (
     job_text,
     tune_html,
     tune_json,
+    tune_markdown,
     tune_text,
 )
 from perftool.rules.findings import ScanReport
@@ -117,6 +118,7 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (CalibrateView, "json"): lambda v: json.dumps(v.calibration.document(), indent=2) + "\n",
     (TuneView, "json"): lambda v: tune_json.render(v.result, v.source, v.top),
     (TuneView, "html"): lambda v: tune_html.render(v.result, v.source, v.top),
+    (TuneView, "markdown"): lambda v: tune_markdown.render(v.result, v.source, v.top),
 }
 
 

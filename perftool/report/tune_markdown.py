@@ -1,0 +1,100 @@
+"""``perftool tune --format markdown``: the recommendation, why, each knob's sensitivity and the top configurations,
+for a PR comment. Every figure comes from the json format's document."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from perftool.report import tune_json
+from perftool.report.findings_markdown import cell
+from perftool.tune.explain import shown
+from perftool.tune.search import TuneResult
+from perftool.units import duration, percent
+
+
+def render(result: TuneResult, source: str, top: int = 10) -> str:
+    document = json.loads(tune_json.render(result, source, top))
+    best, baseline, why = document["best"], document["baseline"], document["why"]
+    notes = [f"- ⚠ Changes the training: {cell(change)}" for change in document["best_changes_training"]]
+    notes += [f"- Kept as written: {name}: {cell(text)}" for name, text in document["kept_for_training"].items()]
+    lines = [
+        f"# perftool tune: `{cell(source)}`",
+        "",
+        _summary(document),
+        "",
+        "| knob | as written | best | why |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| {name} | {_shown(baseline['knobs'][name])} | **{_shown(value)}** | {cell(why.get(name, ''))} |"
+            for name, value in best["knobs"].items()
+        ),
+        *([""] + notes if notes else []),
+        "",
+        "## Sensitivity",
+        "",
+        "How far the objective moves along each knob, the others at the best.",
+        "",
+        "| knob | best | worst → best | spread |",
+        "| --- | --- | --- | ---: |",
+        *(_sensitivity(line, document["objective"] == "throughput") for line in document["sensitivity"]),
+        "",
+        f"## Top {len(document['top'])} configurations",
+        "",
+        _top(document),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _summary(document: dict[str, Any]) -> str:
+    """The sweep and its answer against the config as written, in two sentences."""
+    swept = (
+        f"{document['device']}, objective {document['objective']}: {document['space_size']:,} configurations, "
+        f"{document['evaluations']:,} evaluated ({document['strategy']}, {document['seconds']:.2f} s)."
+    )
+    best, baseline, speedup = document["best"], document["baseline"], document["speedup"]
+    if not speedup:
+        return f"{swept} Best: {_figures(best)}; the config as written {_figures(baseline)}."
+    gain = "throughput" if document["objective"] == "throughput" else "shorter steps"
+    return (
+        f"{swept} Best: {_figures(best)}, **×{speedup:.2f}** {gain} over the config as written ({_figures(baseline)})."
+    )
+
+
+def _shown(value: Any) -> str:
+    return cell(shown(value))
+
+
+def _figures(side: dict[str, Any]) -> str:
+    if not side["feasible"]:
+        return f"cannot run: {cell(side['reason'])}"
+    figures = side["figures"]
+    return f"{figures['throughput']:,.1f} samples/s, mean step {duration(figures['step_time_mean_us'])}"
+
+
+def _sensitivity(line: dict[str, Any], throughput: bool) -> str:
+    ran = [point for point in line["line"] if point["evaluated"] and not point["reason"]]
+    if not ran:
+        return f"| {line['knob']} | {_shown(line['best'])} | — | — |"
+    worst, top = (min, max) if throughput else (max, min)
+    low, high = worst(ran, key=lambda p: p["objective"]), top(ran, key=lambda p: p["objective"])
+    show = (lambda value: f"{value:,.1f}") if throughput else duration
+    if low["objective"] == high["objective"]:
+        along = f"{show(low['objective'])} at every value"
+    else:
+        along = (
+            f"{show(low['objective'])} at {_shown(low['value'])} → {show(high['objective'])} at {_shown(high['value'])}"
+        )
+    return f"| {line['knob']} | {_shown(line['best'])} | {along} | {percent(line['spread'])} |"
+
+
+def _top(document: dict[str, Any]) -> str:
+    names = list(document["best"]["knobs"])
+    rows = [
+        f"| {rank} | " + " | ".join(_shown(c["knobs"][n]) for n in names) + f" | {c['figures']['throughput']:,.1f} | "
+        f"{duration(c['figures']['step_time_mean_us'])} | {c['figures']['memory_fraction']:.0%} |"
+        for rank, c in enumerate(document["top"], start=1)
+    ]
+    header = "| # | " + " | ".join(names) + " | samples/s | mean step | memory |"
+    rule = "| ---: | " + " | ".join("---" for _ in names) + " | ---: | ---: | ---: |"
+    return "\n".join([header, rule, *rows])
