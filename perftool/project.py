@@ -16,7 +16,7 @@ from perftool.errors import PerftoolError
 from perftool.gate.policy import GatePolicy
 from perftool.limits import MAX_JSON_DEPTH
 from perftool.rules.settings import RuleSettings
-from perftool.yamlfile import read_document, read_yaml, validation_error
+from perftool.yamlfile import read_document, read_model, validation_error
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -55,15 +55,9 @@ def load_project(explicit: str | None = None, directory: Path | None = None) -> 
 
 
 def _from_yaml(path: Path) -> ProjectConfig:
-    document, root = read_yaml(path, "project config")
-    if document is None:
-        document = {}
-    if not isinstance(document, dict):
-        raise PerftoolError(f"{path}: a project config must be a YAML mapping")
-    try:
-        config = ProjectConfig.model_validate(document)
-    except ValidationError as exc:
-        raise validation_error(str(path), root, exc) from None
+    config, _ = read_model(
+        path, "project config", ProjectConfig, "a project config must be a YAML mapping", empty_is_mapping=True
+    )
     return _rooted(config, path, str(path))
 
 

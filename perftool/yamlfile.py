@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from perftool import limits
 from perftool.errors import PerftoolError, one_line
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 def read_document(path: str | Path, what: str) -> bytes:
@@ -37,6 +39,22 @@ def read_yaml(path: str | Path, what: str) -> tuple[Any, yaml.Node | None]:
     except UnicodeDecodeError as exc:
         raise PerftoolError(f"{path}: cannot read {what}: not UTF-8 (byte {exc.start})") from None
     return parse_yaml(text, str(path))
+
+
+def read_model(
+    path: str | Path, what: str, model: type[Model], not_mapping: str, empty_is_mapping: bool = False
+) -> tuple[Model, yaml.Node | None]:
+    """The mapping in ``path`` validated as ``model``, and its node tree (for errors found later). A document that
+    is no mapping is refused with ``not_mapping``; an empty one counts as an empty mapping if ``empty_is_mapping``."""
+    document, root = read_yaml(path, what)
+    if document is None and empty_is_mapping:
+        document = {}
+    if not isinstance(document, dict):
+        raise PerftoolError(f"{path}: {not_mapping}")
+    try:
+        return model.model_validate(document), root
+    except ValidationError as exc:
+        raise validation_error(str(path), root, exc) from None
 
 
 def parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:

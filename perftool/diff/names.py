@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from perftool.errors import PerftoolError
 from perftool.rules.catalog import builtin_dir
-from perftool.yamlfile import read_yaml, validation_error
+from perftool.yamlfile import read_model
 
 _RETURN_TYPE = re.compile(r"^void\s+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -91,18 +90,10 @@ class OpMap:
 def load_op_map(extra: tuple[str, ...] = ()) -> OpMap:
     """The built-in op map with the files ``extra`` names before it (theirs win)."""
     paths = (*extra, str(builtin_dir() / "maps" / "op_map.yaml"))
+    files = [read_model(path, "op map", _MapFile, "an op map is a mapping with a `map:` list of entries")[0]
+             for path in paths]  # fmt: skip
     return OpMap(tuple(
         (frozenset(entry.names), re.compile(entry.match) if entry.match is not None else None, entry.as_)
-        for path in paths
-        for entry in _read(path).map
+        for file in files
+        for entry in file.map
     ))  # fmt: skip
-
-
-def _read(path: str) -> _MapFile:
-    document, root = read_yaml(path, "op map")
-    if not isinstance(document, dict):
-        raise PerftoolError(f"{path}: an op map is a mapping with a `map:` list of entries")
-    try:
-        return _MapFile.model_validate(document)
-    except ValidationError as exc:
-        raise validation_error(path, root, exc) from None

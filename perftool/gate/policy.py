@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from perftool.analysis.metrics import METRICS
-from perftool.errors import PerftoolError
-from perftool.yamlfile import read_yaml, validation_error
+from perftool.yamlfile import read_model
 
 HIGHER_IS_BETTER = frozenset(
     {
@@ -97,10 +96,4 @@ def _known(metrics: dict[str, Limit]) -> dict[str, Limit]:
 
 def load_budget(path: str | Path) -> Budget:
     """Read and validate a budget file; errors name the file, line and field."""
-    document, root = read_yaml(path, "budget")
-    if not isinstance(document, dict):
-        raise PerftoolError(f"{path}: a budget must be a YAML mapping with a metrics: section")
-    try:
-        return Budget.model_validate(document)
-    except ValidationError as exc:
-        raise validation_error(str(path), root, exc) from None
+    return read_model(path, "budget", Budget, "a budget must be a YAML mapping with a metrics: section")[0]

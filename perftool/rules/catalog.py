@@ -11,7 +11,7 @@ from perftool.errors import PerftoolError
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
 from perftool.rules.model import Rule, template_fields
 from perftool.rules.settings import RuleSettings
-from perftool.yamlfile import field_error, read_yaml, validation_error
+from perftool.yamlfile import field_error, read_model, validation_error
 
 _PACKAGED = Path(__file__).parent / "builtin"  # the top-level rules/ folder, as installed in the wheel
 _SOURCE = Path(__file__).resolve().parents[2] / "rules"  # the same folder in a source checkout
@@ -24,13 +24,9 @@ def builtin_dir() -> Path:
 def load_rule(path: Path) -> Rule:
     """One rule file, validated: its fields, its detector, its settings and its templates."""
     source = str(path)
-    document, root = read_yaml(path, "rule file")
-    if not isinstance(document, dict):
-        raise PerftoolError(f"{source}: a rule file must be a YAML mapping (id, name, title, detector, ...)")
-    try:
-        rule = Rule.model_validate(document)
-    except ValidationError as exc:
-        raise validation_error(source, root, exc) from None
+    rule, root = read_model(
+        path, "rule file", Rule, "a rule file must be a YAML mapping (id, name, title, detector, ...)"
+    )
     detector = DETECTORS.get(rule.detector)
     if detector is None:
         raise field_error(
