@@ -36,6 +36,22 @@ def kineto_processes(device_label="GPU 0", host_label="CPU"):
     ]
 
 
+TORCH_NPU = 1, 2, 3  # pids of torch_npu's Python, CANN and Ascend Hardware processes
+
+
+def torch_npu_processes():
+    """torch_npu's processes: Python and CANN host threads, one Ascend Hardware stream."""
+    python, cann, hardware = TORCH_NPU
+    return [
+        meta("process_name", python, 0, name="Python"),
+        meta("thread_name", python, 11, name="Thread 11"),
+        meta("process_name", cann, 0, name="CANN"),
+        meta("thread_name", cann, 11, name="Thread 11"),
+        meta("process_name", hardware, 0, name="Ascend Hardware"),
+        meta("thread_name", hardware, 5, name="Stream 5"),
+    ]
+
+
 def flow(ident, launch_ts, kernel_ts, cat="ac2g"):
     return [
         {"ph": "s", "id": ident, "pid": HOST, "tid": 1, "ts": launch_ts, "cat": cat, "name": cat},
@@ -190,15 +206,8 @@ def zero_workers():
 
 def torch_npu():
     """torch_npu: AI_CPU tasks are a fifth of the device's work, and an operator compiles after warm-up."""
-    python, cann, hardware = 1, 2, 3
-    events = [
-        meta("process_name", python, 0, name="Python"),
-        meta("thread_name", python, 11, name="Thread 11"),
-        meta("process_name", cann, 0, name="CANN"),
-        meta("thread_name", cann, 11, name="Thread 11"),
-        meta("process_name", hardware, 0, name="Ascend Hardware"),
-        meta("thread_name", hardware, 5, name="Stream 5"),
-    ]
+    python, cann, hardware = TORCH_NPU
+    events = torch_npu_processes()
     t = 0.0
     for i in range(10):
         compiles = i in (0, 6)
@@ -283,15 +292,8 @@ def kineto_diff(ops: list[tuple[str, str, float]]):
 def torch_npu_diff(slower: bool):
     """torch_npu steps on an Ascend stream: in the candidate MatMulV2 slows, DropOutDoMask is gone and the
     new IndexPutV2 runs."""
-    python, cann, hardware = 1, 2, 3
-    events = [
-        meta("process_name", python, 0, name="Python"),
-        meta("thread_name", python, 11, name="Thread 11"),
-        meta("process_name", cann, 0, name="CANN"),
-        meta("thread_name", cann, 11, name="Thread 11"),
-        meta("process_name", hardware, 0, name="Ascend Hardware"),
-        meta("thread_name", hardware, 5, name="Stream 5"),
-    ]
+    python, cann, hardware = TORCH_NPU
+    events = torch_npu_processes()
     tasks = [("MatMulV2", 900.0 if slower else 600.0), ("Add", 80.0)]
     tasks.insert(1, ("IndexPutV2", 150.0) if slower else ("DropOutDoMask", 60.0))
     period = sum(us for _, us in tasks) + 100.0
