@@ -33,9 +33,17 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.idle import CAUSES
+from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.metrics import NOT_DEVICE_WORK
-from perftool.dialects.vocabulary import BLOCKING_COPY_CALL, CPU_FALLBACK, MEMCPY, REMOTE_BUFFER_COPY, STRIDED_COPY
+from perftool.dialects.vocabulary import (
+    CPU_FALLBACK,
+    GRAPH_LAUNCH,
+    IN_PROCESS_LOADING,
+    MEMCPY,
+    PAGEABLE,
+    REMOTE_BUFFER_COPY,
+    STRIDED_COPY,
+)
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
@@ -52,10 +60,17 @@ OVERLAPPED = 0.1  # all-reduces this share hidden behind compute are reduced as 
 UNSIZED_BUCKET = 25e6  # bytes of an all-reduce whose size the trace does not record (DDP's default bucket)
 MIN_PEER = 0.1  # the fastest another rank may compute, relative to the fitted one (the emulator's bound)
 RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
-LAUNCH_SHARE = 0.5  # a trace whose host idle is this much launch gaps launches op by op
 MATCH_ITERATIONS = 16  # bisection steps that set the pacing figure to the trace's step time (to 1 part in 65,000)
 HOST_CAUSES = ("host", "launch", "sync", "blocking_copy", "other")
-INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the step where input paces it
+INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the step where input paces it ...
+HOST_PACE = ("device_overrides", "python_us")  # ... where the host's Python and dispatch do ...
+LAUNCH_PACE = ("device_overrides", "op_launch_us")  # ... and where its launching ops one by one does
+OVERLAPPED_COPIES = 0.5  # input copies this much hidden behind compute run beside it, pageable or not
+GRAPH_SHARE = 10  # a host launches by device graphs where one launch call in this many or more is a graph's
+UNTRACED_PYTHON_US = 1000.0  # a host gap this short between traced ops is Python the profiler does not record
+DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work per step
+MAX_COMPUTE_JITTER = 0.5
+MAD_TO_SIGMA = 1.4826  # a median absolute deviation as the standard deviation of normal noise
 INPUT_CAUSES = ("input_wait", "input_pipeline")
 
 
@@ -92,12 +107,19 @@ def work_per_step(trace: Trace, scope: Scope, device: str | None = None) -> floa
 
 
 def reproduces(config: EmulatorConfig, scope: Scope) -> bool:
-    """Whether the fast path's steady mean step and device busy share for ``config`` are the trace's, within
-    :data:`FIT_ERROR` and :data:`FIT_BUSY_POINTS`."""
+    """Whether the fast path's steady mean step, device busy share and share of the step in its all-reduces for
+    ``config`` are the trace's, within :data:`FIT_ERROR` and :data:`FIT_BUSY_POINTS`."""
     figures = evaluate(config)
     step, busy = float(figures["step_time_mean_us"][0]), float(figures["device_busy_fraction"][0])
     steps_agree = abs(step / scope.metrics["step_time_us.mean"] - 1) <= FIT_ERROR
-    return steps_agree and abs(busy - scope.metrics["device.busy_fraction"]) <= FIT_BUSY_POINTS / 100
+    reducing = sum(figures.plan.bucket_us) / step  # one all-reduce of every bucket a step
+    traced = np.nan_to_num(scope.metrics["communication.time_us"]) / scope.window
+    communication_agrees = abs(reducing - traced) <= FIT_BUSY_POINTS / 100
+    return (
+        steps_agree
+        and communication_agrees
+        and abs(busy - scope.metrics["device.busy_fraction"]) <= FIT_BUSY_POINTS / 100
+    )
 
 
 def _fit(
@@ -109,7 +131,8 @@ def _fit(
     mean = scope.metrics["step_time_us.mean"]
     step = mean if not math.isnan(mean) else scope.window
     idle = {cause: scope.idle.time(cause) / steps for cause in CAUSES} if scope.idle is not None else {}
-    compute = _device_work(trace, scope, profile.async_h2d, gradients is not None) / steps
+    pageable = "pin_memory" in profile.knobs and _pageable(trace, scope)
+    compute = _device_work(trace, scope, profile.async_h2d and not pageable, gradients is not None) / steps
     if gradients is not None:  # the emulator adds the update those gradients cost
         compute = max(compute - 3 * gradients.bytes * 1e6 / profile.memory_bandwidth, 1.0)
     recompiling = scope.metrics["recompilations.count"] > 0
@@ -117,7 +140,8 @@ def _fit(
     batch = max(int(_given(given, "knobs", "batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
     job_steps = max(int(_given(given, "workload", "steps", scope.steps.count)), MIN_STEPS)
     half = max(_given(given, "workload", "half_efficiency_batch", 0.0), 0.0)  # a step computes batch + half
-    host = _host(trace, scope, profile, idle, compute, steps, job_steps)
+    loading = _loading(trace, scope) if profile.host_feeds_data else None
+    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading is not None)
     sample = _sample_bytes(scope, profile.h2d_bandwidth, steps, batch)
     fallbacks = _fallbacks(trace, scope, profile, steps)
     offloaded = _offloaded_state(trace, scope, profile, steps)
@@ -129,7 +153,9 @@ def _fit(
         "sample_size": sample,
         "steps": max(job_steps - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
         "ops_per_step": host.ops,
-        **_input(trace, scope, step, host.pacing == INPUT_PACE, batch),
+        "compute_jitter": _compute_spread(scope),
+        **host.workload,
+        **_input(trace, scope, step, host.pacing == INPUT_PACE, batch, loading),
         **_compiles(scope),
         **_short_last_batch(scope, batch),
         **strided,
@@ -139,6 +165,7 @@ def _fit(
         "batch_size": batch,
         "loop_size": host.loop,
         **_graphs_and_tiles(scope, profile, sample * batch, host.launching),
+        **({"pin_memory": False} if pageable else {}),
         **({"cpu_fallback_ops": fallbacks} if fallbacks else {}),
         **({"layout_mismatch": True} if strided else {}),
         **({"offload_optimizer": True} if offloaded else {}),
@@ -154,7 +181,7 @@ def _fit(
     config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config
-    return _matched(config, host.pacing, step)
+    return _matched(config, host.pacing, step, host.ops if host.pacing == LAUNCH_PACE else 1)
 
 
 def _given(given: dict[str, Any], section: str, name: str, default: float) -> float:
@@ -173,6 +200,7 @@ class _Host:
     ops: int
     launching: bool  # op by op, no device graphs
     pacing: tuple[str, str] | None  # the field whose value sets the step time, when the device waits at all
+    workload: dict[str, float]  # what the host's launching makes the device do (its idle between launches)
 
 
 def _host(
@@ -183,8 +211,12 @@ def _host(
     compute: float,
     steps: int,
     job_steps: int,
+    loads: bool,
 ) -> _Host:
-    """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``)."""
+    """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``);
+    ``loads``: the training process loads its batches itself."""
+    if "device_graphs" in profile.knobs and not _graphs_in_use(trace, scope):
+        return _streamed(trace, scope, idle, compute, steps, loads)
     host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
@@ -194,19 +226,89 @@ def _host(
     loop = _loop_size(trace, scope, job_steps) if "loop_size" in profile.knobs else 1
     host *= loop  # the host's time per device call, one call every ``loop`` steps
     dispatch = min(profile.call_dispatch_us, host)
-    ops = max(round(float(np.nan_to_num(scope.metrics["device.ops.count"])) / steps), 1)
-    # launch-bound: the device idles while the host launches ops one by one (no device graphs)
-    launches = max(_launch_time(trace, scope) / steps, idle.get("launch", 0.0))
-    blocked = idle.get("blocking_copy", 0.0) + idle.get("sync", 0.0)  # waits on copies and syncs are no launching
-    launching = "device_graphs" in profile.knobs and launches > LAUNCH_SHARE * host_idle > 0 and blocked < launches
-    launching = launching and waiting <= host_idle
-    overrides = {"python_us": 0.0, "op_launch_us": host / ops} if launching else {
-        "python_us": host - dispatch, "call_dispatch_us": dispatch
-    }  # fmt: skip
-    pacing = INPUT_PACE if waiting > host_idle else ("device_overrides", "python_us")
-    if launching:
-        pacing = ("device_overrides", "op_launch_us")
-    return _Host(overrides, loop, ops, launching, pacing if max(waiting, host_idle) > 0 else None)
+    pacing = INPUT_PACE if waiting > host_idle else HOST_PACE
+    overrides = {"python_us": host - dispatch, "call_dispatch_us": dispatch}
+    return _Host(overrides, loop, _ops(scope, steps), False, pacing if max(waiting, host_idle) > 0 else None, {})
+
+
+def _streamed(trace: Trace, scope: Scope, idle: dict[str, float], compute: float, steps: int, loads: bool) -> _Host:
+    """A host that launches ops one by one (the trace shows no graph launches): its own time per step (busy outside
+    loading batches, syncs and copies that block) goes to launching them, and the device idles, beyond what that
+    time over its work explains, while runs of short ops are launched. What sets the pace is input, where the
+    device waits for workers most; else the longer of the host's path (loading and launching) and the device's
+    (work, and idle between launches)."""
+    host_idle = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
+    waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
+    own = _own_host_time(trace, scope) / steps
+    gaps = max(host_idle - max(own - compute, 0.0), 0.0)
+    loading = waiting if loads else 0.0  # the loop's loading, as far as the device waits for it
+    if not loads and waiting > host_idle:
+        pacing: tuple[str, str] | None = INPUT_PACE
+    else:
+        pacing = LAUNCH_PACE if loading + own >= compute + gaps else ("workload", "launch_idle_us")
+    ops = _ops(scope, steps)
+    overrides = {"python_us": 0.0, "op_launch_us": own / ops}
+    return _Host(overrides, 1, ops, True, pacing if max(waiting, host_idle) > 0 else None, {"launch_idle_us": gaps})
+
+
+def _graphs_in_use(trace: Trace, scope: Scope) -> bool:
+    """Whether the host launches its work mostly as device graphs: graph launches at least a tenth of its launch
+    calls in the window (a few captured pieces in a step launched op by op do not make it graph-launched)."""
+    launches = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & ~trace.name_matches(MEMCPY) & scope.in_window
+    graphs = int(np.count_nonzero(launches & trace.name_matches(GRAPH_LAUNCH)))
+    return graphs > 0 and graphs * GRAPH_SHARE >= int(np.count_nonzero(launches))
+
+
+def _ops(scope: Scope, steps: int) -> int:
+    """Device ops per step."""
+    return max(round(float(np.nan_to_num(scope.metrics["device.ops.count"])) / steps), 1)
+
+
+def _own_host_time(trace: Trace, scope: Scope) -> float:
+    """The host's busy time in the window outside loading batches, syncs and copies that block it, µs: its traced
+    work, with the short gaps between (Python the profiler does not record) counted in."""
+    host = trace.on_roles(Role.HOST)
+    starts, ends = scope.busy(host & ~np.isin(trace.kind, [Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC]))
+    if starts.size > 1:  # bridge the short gaps: a run of work ends where a longer gap follows
+        follows_gap = np.concatenate([[True], starts[1:] - ends[:-1] > UNTRACED_PYTHON_US])
+        starts, ends = starts[follows_gap], ends[np.concatenate([follows_gap[1:], [True]])]
+    waits = scope.busy((host & np.isin(trace.kind, [Kind.INPUT, Kind.SYNC])) | blocking_copies(trace))
+    return intervals.total(intervals.subtract((starts, ends), waits, scope.lo, scope.hi))
+
+
+def _pageable(trace: Trace, scope: Scope) -> bool:
+    """Whether the input copies come from pageable memory (named so, or made by calls that block the host) and so
+    run apart from compute; copies that mostly overlap compute are modelled as asynchronous, whatever memory."""
+    copies = (trace.kind == Kind.H2D) & scope.in_window
+    pageable = (copies & trace.name_matches(PAGEABLE)).any() or (blocking_copies(trace) & scope.in_window).any()
+    return bool(pageable) and not scope.metrics["h2d.overlap_fraction"] >= OVERLAPPED_COPIES
+
+
+def _loading(trace: Trace, scope: Scope) -> np.ndarray | None:
+    """How long the training process took to load each batch itself in the window, µs (None: it loads none)."""
+    rows = (trace.kind == Kind.INPUT) & trace.on_roles(Role.HOST) & trace.name_matches(IN_PROCESS_LOADING)
+    rows &= scope.in_window
+    return trace.dur[rows] if rows.any() else None
+
+
+def _compute_spread(scope: Scope) -> float:
+    """How the device's compute per steady step varies (:func:`spread`; the default where it cannot say)."""
+    steps = scope.steps
+    first = steps.warmup
+    busy = [
+        intervals.total(intervals.clip(scope.compute, float(lo), float(hi)))
+        for lo, hi in zip(steps.start[first:], steps.end[first:])
+    ]
+    return min(spread(busy), MAX_COMPUTE_JITTER) if len(busy) > 1 else DEFAULT_COMPUTE_JITTER
+
+
+def spread(values: Sequence[float] | np.ndarray) -> float:
+    """A coefficient of variation from the median absolute deviation (scaled to agree with the standard deviation
+    of normal noise), so that one step with a one-off compile or a slow first call does not make it; 0 with fewer
+    than two values."""
+    values = np.asarray(values, dtype=np.float64)
+    median = float(np.median(values)) if values.size > 1 else 0.0
+    return float(MAD_TO_SIGMA * np.median(np.abs(values - median)) / median) if median > 0 else 0.0
 
 
 def _loop_size(trace: Trace, scope: Scope, job_steps: int) -> int:
@@ -218,13 +320,6 @@ def _loop_size(trace: Trace, scope: Scope, job_steps: int) -> int:
         return 1
     estimate = steps / calls
     return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - estimate), -d))
-
-
-def _launch_time(trace: Trace, scope: Scope) -> float:
-    """Host time in runtime calls that launch work (not copies that block, not syncs) in the window, µs."""
-    copies = trace.name_matches(BLOCKING_COPY_CALL) | trace.name_matches(MEMCPY)
-    launches = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & ~copies
-    return intervals.total(scope.busy(launches))
 
 
 def _device_work(trace: Trace, scope: Scope, async_copies: bool, replicated: bool) -> float:
@@ -292,9 +387,10 @@ def _peers(relative: Sequence[float], ranks: int) -> list[dict[str, Any]]:
     return [{"rank": k, "compute": float(f)} for k, f in enumerate(factors, start=1) if f < 1.0]
 
 
-def _matched(config: EmulatorConfig, field: tuple[str, str], step: float) -> EmulatorConfig:
+def _matched(config: EmulatorConfig, field: tuple[str, str], step: float, per: int = 1) -> EmulatorConfig:
     """``config`` with ``field`` set, by bisection on the emulator's fast path, so its steady mean step is the
-    trace's ``step`` (the closed forms above miss how the stack's host, input and device wait on one another)."""
+    trace's ``step`` (the closed forms above miss how the stack's host, input and device wait on one another);
+    ``per``: how many times a step pays the field (ops launched one by one)."""
     section, name = field
 
     def with_value(value: float) -> EmulatorConfig:
@@ -304,7 +400,7 @@ def _matched(config: EmulatorConfig, field: tuple[str, str], step: float) -> Emu
     def step_of(value: float) -> float:
         return float(evaluate(with_value(value))["step_time_mean_us"][0])
 
-    lo, hi = 0.0, max(float(getattr(getattr(config, section), name) or 0.0), step) * 4
+    lo, hi = 0.0, max(float(getattr(getattr(config, section), name) or 0.0), step / per) * 4
     if not step_of(lo) < step < step_of(hi):
         return config
     for _ in range(MATCH_ITERATIONS):
@@ -325,9 +421,11 @@ def _graphs_and_tiles(scope: Scope, profile: DeviceProfile, batch_bytes: int, la
 
 
 def _input_copies(scope: Scope) -> intervals.Intervals:
-    """Host-to-device input copies in the window (remote-buffer copies of offloaded state are no input)."""
+    """Host-to-device input copies in the window (remote-buffer copies of offloaded state, and the copies back of
+    CPU fallbacks' results, are no input)."""
     trace = scope.trace
-    return scope.busy((trace.kind == Kind.H2D) & ~trace.name_matches(REMOTE_BUFFER_COPY))
+    copies = scope.busy((trace.kind == Kind.H2D) & ~trace.name_matches(REMOTE_BUFFER_COPY))
+    return intervals.subtract(copies, fallback_round_trips(trace, scope.lo, scope.hi), scope.lo, scope.hi)
 
 
 def _sample_bytes(scope: Scope, bandwidth: float, steps: int, batch: int) -> int:
@@ -336,9 +434,16 @@ def _sample_bytes(scope: Scope, bandwidth: float, steps: int, batch: int) -> int
     return max(int(intervals.total(_input_copies(scope)) / steps * bandwidth / 1e6 / batch), 1)
 
 
-def _input(trace: Trace, scope: Scope, step: float, pacing: bool, batch: int) -> dict[str, Any]:
-    """Preprocessing time per sample, its spread and the workers, from the input workers' batches when traced;
-    ``pacing``: the device waits for input more than for anything else."""
+def _input(
+    trace: Trace, scope: Scope, step: float, pacing: bool, batch: int, loading: np.ndarray | None
+) -> dict[str, Any]:
+    """Preprocessing time per sample, its spread and the workers, from the input workers' batches when traced, or
+    from the batches the training process loads itself (``loading``); ``pacing``: the device waits for input more
+    than for anything else."""
+    if loading is not None:
+        mean = float(loading.mean())
+        spread = float(loading.std() / mean) if mean > 0 else 0.0
+        return {"preprocess_us_per_sample": mean / batch, "preprocess_jitter": min(spread, 5.0), "input_workers": 0}
     rows = np.flatnonzero((trace.kind == Kind.INPUT) & trace.on_roles(Role.INPUT) & scope.in_window)
     if rows.size:
         workers = int(np.unique(trace.track[rows]).size)

@@ -68,7 +68,7 @@ def test_calibrate_writes_a_config_emulate_and_tune_take(run, tmp_path):
     result = run("calibrate", trace, "-o", fitted, "--set", "workload.epochs=10")
     assert result.exit_code == 0, result.output
     said = " ".join(result.stdout.split())
-    assert "within 5% of the step time" in said and f"written to {fitted}" in said
+    assert "passed: held-out steps within 5%" in said and f"written to {fitted}" in said
     document = yaml.safe_load(fitted.read_text())
     assert document["calibration"]["step_error"] < 0.05 and document["workload"]["epochs"] == 10
     emulated = json.loads(run("emulate", fitted, "--format", "json").stdout)

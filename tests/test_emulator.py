@@ -12,6 +12,7 @@ from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, TILE_BYTES
 from perftool.emulator.run import run
+from perftool.errors import PerftoolError
 from perftool.traces import load_trace
 
 SAMPLES = REPO / "sample_traces"
@@ -278,11 +279,23 @@ def random_knobs(family: str, draw: int) -> list[str]:
     ]
 
 
-CASES = {f"{path.parent.name}/{path.stem}": (path, []) for path in SAMPLE_CONFIGS} | {
-    f"{family}/random-{draw}": (SAMPLES / f"{family}/healthy.yaml", random_knobs(family, draw))
-    for family in PROFILES
-    for draw in range(3)
-}
+EAGER_LOOP = [  # the training loop loads each batch itself, copies it from pageable memory, launches op by op
+    "workload.input_workers=0",
+    "pin_memory=false",
+    "device_graphs=false",
+    "workload.launch_idle_us=150",
+    "workload.steps=60",
+]
+CASES = (
+    {f"{path.parent.name}/{path.stem}": (path, []) for path in SAMPLE_CONFIGS}
+    | {
+        f"{family}/random-{draw}": (SAMPLES / f"{family}/healthy.yaml", random_knobs(family, draw))
+        for family in PROFILES
+        for draw in range(3)
+    }
+    | {"gpu/eager-loop": (SAMPLES / "gpu/input_bound_prefetch.yaml", EAGER_LOOP)}
+    | {"hpu/eager-loop": (SAMPLES / "hpu/healthy.yaml", EAGER_LOOP)}
+)
 
 
 @pytest.mark.parametrize(("config_path", "overrides"), CASES.values(), ids=CASES.keys())
@@ -317,3 +330,34 @@ def test_a_cpu_fallback_splits_a_device_graph():
     assert build_plan(config).dispatch_us[0] == pytest.approx(config.profile.call_dispatch_us * (1 + calls))
     clean = sample("hpu/cpu_fallback", "cpu_fallback_ops=[]")
     assert build_plan(clean).dispatch_us[0] == pytest.approx(config.profile.call_dispatch_us)
+
+
+def test_a_loop_that_loads_and_copies_from_pageable_memory_cannot_run_ahead():
+    """No workers: the loop loads each batch, then a pageable copy waits for the device: the step is the loop's
+    loading, the copy and its launches, one after another; four workers take the loading off it."""
+    config = load_config(SAMPLES / "gpu/input_bound_prefetch.yaml", EAGER_LOOP)
+    plan = build_plan(config)
+    serial = plan.preprocess_us[0] + plan.transfer_us[0] + plan.dispatch_us[0]
+    step = evaluate(config)["step_time_mean_us"][0]
+    assert step == pytest.approx(serial, rel=0.05) and step > plan.compute_us[0] + plan.launch_idle_us[0]
+    workers = evaluate(
+        load_config(SAMPLES / "gpu/input_bound_prefetch.yaml", [*EAGER_LOOP, "workload.input_workers=4"])
+    )
+    assert workers["step_time_mean_us"][0] < step - 0.5 * plan.preprocess_us[0]
+
+
+def test_workers_that_oversubscribe_the_hosts_cores_slow_its_loop():
+    """Eight busy workers and the loop on four cores: every host time stretches (9 / 4), the step with it."""
+    busy = ["workload.input_workers=8", "workload.preprocess_us_per_sample=10000"]
+    base = load_config(SAMPLES / "gpu/launch_bound_no_cuda_graphs.yaml", busy)
+    crowded = load_config(SAMPLES / "gpu/launch_bound_no_cuda_graphs.yaml", [*busy, "host.cpus=4"])
+    roomy, tight = build_plan(base), build_plan(crowded)
+    assert roomy.host_slowdown[0] == 1.0 and tight.host_slowdown[0] == pytest.approx(9 / 4)
+    assert tight.dispatch_us[0] == pytest.approx(roomy.dispatch_us[0] * 9 / 4)
+    assert evaluate(crowded)["step_time_mean_us"][0] > evaluate(base)["step_time_mean_us"][0]
+
+
+def test_no_input_workers_needs_a_host_that_feeds_the_data(tmp_path):
+    """NPU and IPU loops are fed by an input thread of their framework: zero workers is a config error."""
+    with pytest.raises(PerftoolError, match="input_workers.*fed by an input thread"):
+        load_config(SAMPLES / "npu/healthy.yaml", ["workload.input_workers=0"])

@@ -41,6 +41,10 @@ LAUNCH = re.compile(
     r"^(cudaLaunchKernel|cudaGraphLaunch|cudaMemcpyAsync|hipLaunchKernel|hipGraphLaunch|hipMemcpyAsync"
     r"|synLaunch|AscendCL@\w+|Engine::run)"
 )
+# A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
+GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
+# A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
+IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")
 COMMUNICATION = re.compile(
     r"(?i)(^nccl|ncclKernel|^rccl|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)"
 )

@@ -54,7 +54,13 @@ class Workload(_Strict):
     sample_size: Size = Field(description="one input sample on the host, as fp32")
     preprocess_us_per_sample: float = Field(0.0, ge=0, le=MAX_US, description="host preprocessing per sample, µs")
     preprocess_jitter: float = Field(0.0, ge=0, le=5, description="coefficient of variation of preprocessing time")
-    input_workers: int = Field(1, ge=1, le=256, description="parallel preprocessing workers")
+    input_workers: int = Field(
+        1,
+        ge=0,
+        le=256,
+        description="preprocessing worker processes (0: the training loop loads each batch itself, as a PyTorch "
+        "DataLoader with num_workers=0 does)",
+    )
     half_efficiency_batch: float = Field(
         0.0,
         ge=0,
@@ -64,6 +70,13 @@ class Workload(_Strict):
     )
     compute_jitter: float = Field(0.02, ge=0, lt=1, description="coefficient of variation of device step time")
     ops_per_step: int = Field(300, ge=1, le=10_000_000, description="device ops in one training step")
+    launch_idle_us: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_US,
+        description="device idle in each step while ops are launched one by one, µs: runs of short ops the host "
+        "launches more slowly than the device runs them (device graphs remove it)",
+    )
     graph_compile_ms: float = Field(
         2000.0, gt=0, le=MAX_US / 1e3, description="time to compile one graph (a new shape or loop length)"
     )
@@ -116,9 +129,26 @@ class Knobs(_Strict):
     offload_optimizer: bool = Field(False, description="keep optimizer state in remote buffers")
     last_batch: Literal["partial", "pad", "drop"] = Field("partial", description="what to do with a short last batch")
     device_graphs: bool = Field(False, description="replay captured device graphs (HPU Graphs, CUDA graphs)")
+    pin_memory: bool = Field(
+        True,
+        description="input batches in pinned host memory, copied without blocking the host (else each copy from "
+        "pageable memory waits for the device to finish its queued work, and the host waits for the copy)",
+    )
     cpu_fallback_ops: tuple[FallbackOp, ...] = Field((), description="ops that run on the host")
     layout_mismatch: bool = Field(False, description="operand layouts force strided rearrangement copies")
     gradient_accumulation: int = Field(1, ge=1, le=100_000, description="micro-batches per weight update")
+
+
+class Host(_Strict):
+    """The host the training process runs on."""
+
+    cpus: int = Field(
+        16,
+        ge=1,
+        le=4096,
+        description="CPU cores for this training process and its input workers (default 16, a typical share of one "
+        "accelerator's host): when the busy workers and the training loop need more, each runs that much slower",
+    )
 
 
 class SlowRank(_Strict):
@@ -177,6 +207,7 @@ class EmulatorConfig(_Strict):
     device: Literal["npu", "ipu", "hpu", "gpu"]
     workload: Workload
     knobs: Knobs = Knobs()
+    host: Host = Host()
     replicas: Replicas | None = Field(None, description="data-parallel replicas: a job of one trace per rank")
     device_overrides: DeviceOverrides | None = Field(
         None, description="device constants measured on your own hardware, in place of the family's"
@@ -281,6 +312,10 @@ def _device_problem(config: EmulatorConfig, check_epoch: bool = True) -> tuple[t
     problem = _epoch_problem(config) if check_epoch else None
     if problem:
         return problem
+    if workload.input_workers == 0 and not profile.host_feeds_data:
+        return ("workload", "input_workers"), (
+            f"device '{config.device}' is fed by an input thread of its framework: give 1 or more workers"
+        )
     if profile.tiles and knobs.io_tiles >= profile.tiles:
         return ("knobs", "io_tiles"), f"{knobs.io_tiles} leaves no compute tiles ({profile.model} has {profile.tiles})"
     if workload.last_batch_samples >= knobs.batch_size:

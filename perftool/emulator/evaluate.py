@@ -24,6 +24,7 @@ PIECE_BYTES = 512 * 2**20  # the timeline of one piece simulated together: long 
 FIGURES: dict[str, str] = {
     "step_time_us": "median steady-state step time, µs",
     "step_time_mean_us": "mean steady-state step time over the job, µs (mid-epoch compiles paid once in its epochs)",
+    "step_time_p10_us": "10th percentile steady-state step time, µs (with the 90th, the interval a step falls in)",
     "step_time_p90_us": "90th percentile steady-state step time, µs",
     "throughput": "steady-state samples per second over the job's epochs",
     "device_busy_fraction": "share of the steady state with the device working",
@@ -113,7 +114,7 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
             job_window = window - _recompiling(timeline, at, window_start) * (1 - 1 / plan.epochs)
             figures["step_time_us"][at] = np.median(steady, axis=0)
             figures["step_time_mean_us"][at] = job_window / steady.shape[0]
-            figures["step_time_p90_us"][at] = np.percentile(steady, 90, axis=0)
+            figures["step_time_p10_us"][at], figures["step_time_p90_us"][at] = np.percentile(steady, [10, 90], axis=0)
             figures["throughput"][at] = samples / job_window * 1e6
             figures["device_busy_fraction"][at] = busy / window
             figures["warmup_steps"][at] = first

@@ -41,6 +41,9 @@ class Plan:
     overlap: np.ndarray  # share of the input transfer that runs beside compute (0..1)
     dispatch_us: np.ndarray  # host launch cost of one device call
     streamed: np.ndarray  # ops launched one by one: the device trails the host's launches
+    launch_idle_us: np.ndarray  # device idle in a streamed step, waiting on launches of short ops
+    blocking_copy: np.ndarray  # the input copy is from pageable memory: it blocks the host and waits for the device
+    host_slowdown: np.ndarray  # the host's own work stretched by CPU cores shared with busy input workers (>= 1)
     update_us: np.ndarray  # weight update
     offload_us: np.ndarray  # remote-buffer copies of the optimizer state at each update
     # call structure
@@ -57,7 +60,7 @@ class Plan:
     fallback_h2d_us: float
     preprocess_jitter: float
     compute_jitter: float
-    workers: int
+    workers: int  # 0: the training loop loads each batch itself
     blocking: bool
     host_feeds_data: bool
     # memory
@@ -121,6 +124,7 @@ _DTYPES = {
     "offload_optimizer": bool,
     "device_graphs": bool,
     "layout_mismatch": bool,
+    "pin_memory": bool,
 }
 
 
@@ -136,6 +140,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     graphs = knobs["device_graphs"].astype(bool)
     graph_mode = np.full(batch.size, profile.compiles_graphs) | graphs
     streamed = (profile.op_launch_us > 0) & ~graphs  # without device graphs, every op is launched from the host
+    pageable = ~knobs["pin_memory"].astype(bool)
 
     compute_tiles = profile.tiles - io  # meaningful on devices with tiles only
     tile_slowdown = profile.tiles / compute_tiles if profile.tiles else 1.0
@@ -152,6 +157,13 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     # a device graph cannot hold an op that runs on the host: each fallback splits the step into one more graph
     segments = 1 + sum(op.calls_per_step for op in config.knobs.cpu_fallback_ops)
     static_bytes, activation_bytes, capacity_bytes = _memory(config, batch, offload, accumulation, wire_bytes, io)
+    compute_us = us_per_sample * (batch + work.half_efficiency_batch)
+    dispatch_us = np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us * segments)
+    launch_idle_us = np.where(streamed, work.launch_idle_us, 0.0)
+    preprocess_us = work.preprocess_us_per_sample * batch
+    slowdown = _host_slowdown(
+        config, preprocess_us, compute_us + launch_idle_us, (dispatch_us + profile.python_us) / knobs["loop_size"]
+    )
     plan = Plan(
         n=int(batch.size),
         steps=steps,
@@ -160,18 +172,21 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         depth=knobs["prefetch_depth"].astype(np.int64),
         io_tiles=io,
         accumulation=accumulation,
-        compute_us=us_per_sample * (batch + work.half_efficiency_batch),
+        compute_us=compute_us,
         compute_last_us=us_per_sample * (np.where(partial, last, batch) + work.half_efficiency_batch),
         input_bytes=wire_bytes * batch,
         transfer_us=wire_bytes * batch * us_per_wire_byte,
         transfer_last_us=wire_bytes * np.where(partial, last, batch) * us_per_wire_byte,
-        preprocess_us=np.full(batch.size, work.preprocess_us_per_sample) * batch,
-        preprocess_last_us=work.preprocess_us_per_sample * last,
+        preprocess_us=preprocess_us * slowdown,
+        preprocess_last_us=work.preprocess_us_per_sample * last * slowdown,
         strided_us=strided_per_sample * batch,
         strided_last_us=strided_per_sample * np.where(partial, last, batch),
-        overlap=_overlap(profile, io),
-        dispatch_us=np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us * segments),
+        overlap=np.where(pageable, 0.0, _overlap(profile, io)),
+        dispatch_us=dispatch_us * slowdown,
         streamed=streamed,
+        launch_idle_us=launch_idle_us,
+        blocking_copy=pageable,
+        host_slowdown=slowdown,
         update_us=np.full(batch.size, (3 * work.weights + 2 * work.optimizer_state) * 1e6 / profile.memory_bandwidth),
         offload_us=np.where(offload, 2 * work.optimizer_state * 1e6 / max(profile.remote_buffer_bandwidth, 1.0), 0.0),
         extra_step=extra,
@@ -224,6 +239,20 @@ def _with_replicas(config: EmulatorConfig, plan: Plan) -> Plan:
     ranked.bucket_us = tuple(latency + size * traffic * 1e6 / bandwidth for size in sizes) if count > 1 else ()
     ranked.reduce_during_backward = replicas.overlap
     return ranked
+
+
+def _host_slowdown(
+    config: EmulatorConfig, preprocess_us: np.ndarray, device_us: np.ndarray, host_us: np.ndarray
+) -> np.ndarray:
+    """Per configuration, how much slower the host's own work runs when the training loop (one core) and its input
+    workers need more cores than ``host.cpus``: each worker is busy for the share of its time that keeping up with
+    the step takes (the step's floor: the device's work or the host's, whichever is longer)."""
+    workers = config.workload.input_workers
+    if workers == 0:
+        return np.ones(preprocess_us.size)
+    floor = np.maximum(np.maximum(device_us, host_us), 1.0)
+    busy_workers = np.minimum(preprocess_us / floor, workers)
+    return np.maximum((1 + busy_workers) / config.host.cpus, 1.0)
 
 
 def _fallback_costs(config: EmulatorConfig) -> tuple[float, float, float]:

@@ -138,10 +138,11 @@ PROFILES: dict[str, DeviceProfile] = {
         async_h2d=True,
         collective_bandwidth=200 * GB,
         collective_latency_us=30.0,
-        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops"},
+        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory"},
         knob_names={
             "device_graphs": "HPU Graphs (htcore.hpu.wrap_in_hpu_graph)",
             "prefetch_depth": "DataLoader prefetch_factor",
+            "pin_memory": "DataLoader(pin_memory=True) and .to('hpu', non_blocking=True)",
         },
     ),
     # NVIDIA A100 SXM 80 GB: 2.0 TB/s HBM2e, 312 TFLOPS fp16 tensor dense (NVIDIA datasheet);
@@ -166,10 +167,11 @@ PROFILES: dict[str, DeviceProfile] = {
         async_h2d=True,
         collective_bandwidth=200 * GB,
         collective_latency_us=25.0,
-        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops"},
+        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory"},
         knob_names={
             "device_graphs": "CUDA graphs (torch.cuda.graphs / mode='reduce-overhead')",
             "prefetch_depth": "DataLoader prefetch_factor",
+            "pin_memory": "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True)",
         },
     ),
 }

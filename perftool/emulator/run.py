@@ -68,7 +68,7 @@ class Run:
         durations = np.diff(ends, prepend=0.0)[first:]
         spent = {
             "compute": part["forward_end"]
-            - part["serial_end"]
+            - part["ops_start"]
             + part["compute_end"]
             - part["backward_start"]
             + part["update_end"]

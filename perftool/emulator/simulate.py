@@ -4,16 +4,20 @@ Four resources run side by side and wait on each other:
 
 - **preprocessing workers** prepare batches in turn; each keeps up to ``prefetch_depth`` batches
   ready, so batch *i* may start once batch *i − prefetch_depth × workers* has left the buffer:
-  the buffer is what absorbs preprocessing jitter;
+  the buffer is what absorbs preprocessing jitter. With no workers the training loop loads each
+  batch itself, once it is free. Workers share the host's cores with the loop (:mod:`.plan`);
 - **the host** runs the training loop: Python and a dispatch for every device call (one per
   ``loop_size`` steps), a compile before a call of a new shape or loop length, and CPU-fallback
   ops. Graph-mode stacks (NPU, IPU) wait for each call before the next; eager/lazy stacks (HPU, GPU)
-  run up to one step ahead and pull each batch from the data loader themselves;
+  run up to one step ahead and pull each batch from the data loader themselves. A batch in
+  pageable memory is copied by a blocking call: it starts once the device has finished its queued
+  work, and the host waits for it before launching the step;
 - **the host→device link** copies a batch beside compute (DMA engines, or IPU IO tiles), or the
-  device copies it itself before computing (IPU without IO tiles);
+  device copies it itself before computing (IPU without IO tiles, pageable memory);
 - **the device** runs each step in order: serial input copy, compute (split by a CPU fallback's
-  round trip), strided rearrangement copies, and every ``gradient_accumulation`` steps the weight
-  update with its remote-buffer copies when the optimizer state is offloaded.
+  round trip; where ops are launched one by one, idle while runs of short ones are launched),
+  strided rearrangement copies, and every ``gradient_accumulation`` steps the weight update with
+  its remote-buffer copies when the optimizer state is offloaded.
 
 A step spans from the end of the previous step's device work to the end of its own. Random
 jitter is drawn once per step from the seed and shared by every configuration, so configurations
@@ -145,7 +149,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     ahead = plan.depth * plan.workers  # batches in flight: each worker keeps prefetch_depth ready
     ring = int(ahead.max()) + 1
     consumed_ring = np.zeros((ring, n))  # when each recent batch left the prefetch buffer
-    ready_ring = np.zeros((plan.workers, n))  # when each worker finished its last batch
+    ready_ring = np.zeros((max(plan.workers, 1), n))  # when each worker finished its last batch
     step_end = np.zeros((steps, n))
     device_busy = np.zeros((steps, n), dtype=np.float32)
     compile_start = np.full((MAX_COMPILES, n), np.nan)
@@ -168,22 +172,25 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
             strided = np.where(partial, plan.strided_last_us, plan.strided_us)
             preprocess = np.where(last, plan.preprocess_last_us, plan.preprocess_us) * preprocess_factor[i]
 
-        # input pipeline: a worker and a buffer slot must both be free
-        slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, shape.cols], 0.0)
-        worker_free = ready_ring[i % plan.workers] if i >= plan.workers else zeros
-        preprocess_start = np.maximum(slot_free, worker_free)
+        wait_from = np.maximum(clocks.host_free, clocks.dev_end_prev if plan.blocking else clocks.dev_end_prev2)
+        if plan.workers:  # input pipeline: a worker and a buffer slot must both be free
+            slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, shape.cols], 0.0)
+            worker_free = ready_ring[i % plan.workers] if i >= plan.workers else zeros
+            preprocess_start = np.maximum(slot_free, worker_free)
+        else:  # the training loop loads the batch itself once it is free
+            preprocess_start = wait_from
         ready = preprocess_start + preprocess
 
-        host = _host(plan, shape, clocks, i, ready, partial, active, compute, (compile_start, compile_end))
+        waits, work = (wait_from, ready), (compute, transfer)
+        host = _host(plan, shape, clocks, i, waits, partial, active, work, (compile_start, compile_end))
         link = _link(plan, shape, clocks, ready, host["host_begin"], transfer, active)
-        device = _device(plan, shape, clocks, i, ready, link, compute, transfer, strided, active)
+        device = _device(plan, shape, clocks, i, ready, host["copy_start"], link, compute, transfer, strided, active)
 
         step_end[i] = _kept(active, device["dev_end"], clocks.dev_end_prev)
-        device_busy[i] = _kept(
-            active, device["dev_end"] - device["dev_start"] - (device["backward_start"] - device["forward_end"]), zeros
-        )
+        idle_inside = device["backward_start"] - device["forward_end"] + device["ops_start"] - device["serial_end"]
+        device_busy[i] = _kept(active, device["dev_end"] - device["dev_start"] - idle_inside, zeros)
         consumed_ring[i % ring] = _kept(active, device.pop("consumed"), consumed_ring[i % ring])
-        ready_ring[i % plan.workers] = ready
+        ready_ring[i % max(plan.workers, 1)] = ready
         clocks.dev_end_prev2 = _kept(active, clocks.dev_end_prev, clocks.dev_end_prev2)
         clocks.dev_end_prev = step_end[i]
         clocks.dev_start_prev = _kept(active, device["dev_start"], clocks.dev_start_prev)
@@ -204,17 +211,22 @@ def _host(
     shape: _Shape,
     clocks: _Clocks,
     i: int,
-    ready: np.ndarray,
+    waits: tuple[np.ndarray, np.ndarray],
     partial: np.ndarray,
     active: bool | np.ndarray,
-    compute: np.ndarray,
+    work: tuple[np.ndarray, np.ndarray],
     compile_log: tuple[np.ndarray, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """The host: a device call every loop_size steps, compiling new shapes and loop lengths first."""
+    """The host: a device call every loop_size steps, compiling new shapes and loop lengths first. A host that
+    feeds the data waits for its batch (``waits``: when it is free, when the batch is ready), and for a copy from
+    pageable memory, which starts once the device has finished its queued work (``work``: compute and copy)."""
+    wait_from, ready = waits
+    compute, transfer = work
     call_start = (i % plan.loop == 0) | partial
-    wait_from = np.maximum(clocks.host_free, clocks.dev_end_prev if plan.blocking else clocks.dev_end_prev2)
     host_begin = np.maximum(wait_from, ready) if plan.host_feeds_data else wait_from
-    python_end = host_begin + plan.python_us
+    copy_start = np.maximum(host_begin, clocks.dev_end_prev)
+    copy_end = np.where(plan.blocking_copy, copy_start + transfer, host_begin)
+    python_end = copy_end + plan.python_us * plan.host_slowdown
     if i in shape.may_compile:
         new_graph = call_start & plan.graph_mode & ((i == 0) | (shape.remainder_start == i) | partial) & active
         compile_done = python_end + np.where(new_graph, plan.compile_us, 0.0)
@@ -225,8 +237,9 @@ def _host(
     else:
         new_graph, compile_done = shape.no_partial, python_end
     launch_end = compile_done + plan.dispatch_us
-    if shape.any_streamed:
-        launched = np.where(plan.streamed, np.maximum(compile_done, launch_end - compute), launch_end)
+    if shape.any_streamed:  # the device cannot finish before the last launch
+        trailing = np.maximum(compile_done, launch_end - compute - plan.launch_idle_us)
+        launched = np.where(plan.streamed, trailing, launch_end)
     else:
         launched = launch_end
     calls = call_start & active
@@ -237,6 +250,8 @@ def _host(
         "new_graph": new_graph,
         "wait_from": wait_from,
         "host_begin": host_begin,
+        "copy_start": copy_start,
+        "copy_end": copy_end,
         "python_end": python_end,
         "compile_done": compile_done,
         "launch_end": launch_end,
@@ -269,23 +284,29 @@ def _device(
     clocks: _Clocks,
     i: int,
     ready: np.ndarray,
+    copy_start: np.ndarray,
     link: dict[str, np.ndarray],
     compute: np.ndarray,
     transfer: np.ndarray,
     strided: np.ndarray,
     active: bool | np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """The device: in order, after the previous step, the call's launch and the data; a CPU fallback's round
-    trip splits compute; the weight update (and its offload copies) every gradient_accumulation steps."""
+    """The device: in order, after the previous step, the call's launch and the data (a copy from pageable memory
+    as soon as the host issues it, the ops once launched); where ops are launched one by one, idle while the host
+    launches runs of short ones; a CPU fallback's round trip splits compute; the weight update (and its offload
+    copies) every gradient_accumulation steps."""
     h2d_start, h2d_end = link["h2d_start"], link["h2d_end"]
     linked = shape.linked
     data_at = h2d_end if shape.all_linked else ready if shape.none_linked else np.where(linked, h2d_end, ready)
     dev_start = np.maximum(np.maximum(clocks.dev_end_prev, clocks.call_ready), data_at)
+    dev_start = np.where(plan.blocking_copy, copy_start, dev_start)
     consumed = (
         h2d_start if shape.all_linked else dev_start if shape.none_linked else np.where(linked, h2d_start, dev_start)
     )
     serial_end = dev_start if shape.all_linked else dev_start + shape.serial_share * transfer
-    forward_end = serial_end + compute / 2
+    launched = np.where(plan.blocking_copy, np.maximum(serial_end, clocks.call_ready), serial_end)
+    ops_start = launched + plan.launch_idle_us
+    forward_end = ops_start + compute / 2
     if shape.fallback:
         fallback_d2h_end = forward_end + plan.fallback_d2h_us
         host_op_start = np.maximum(fallback_d2h_end, clocks.host_free)
@@ -307,6 +328,7 @@ def _device(
         "update_start": update_start,
         "dev_start": dev_start,
         "serial_end": serial_end,
+        "ops_start": ops_start,
         "forward_end": forward_end,
         "fallback_d2h_end": fallback_d2h_end,
         "host_op_start": host_op_start,

@@ -182,9 +182,10 @@ def _input(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
             at["ready"][mine],
             args=[{"batch": int(i)} for i in steps[mine]],
         )
-    if plan.host_feeds_data:
+    if plan.host_feeds_data:  # the loop waits for its batch, or loads it itself
         calls = at["call_start"]
-        out += _spans(words.data_wait, "input", HOST, LOOP, at["wait_from"][calls], at["host_begin"][calls])
+        name = words.data_wait if workers else words.data_load
+        out += _spans(name, "input", HOST, LOOP, at["wait_from"][calls], at["host_begin"][calls])
     return out
 
 
@@ -193,7 +194,9 @@ def _host(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
     calls = at["call_start"]
     call_steps = steps[calls]
     call_ends = np.append(call_steps[1:], steps[-1] + 1)
-    out += _spans(words.python, "host_op", HOST, LOOP, at["host_begin"][calls], at["python_end"][calls])
+    if plan.blocking_copy[0]:
+        out += _spans(words.copy_call, "runtime", HOST, LOOP, at["host_begin"][calls], at["copy_end"][calls])
+    out += _spans(words.python, "host_op", HOST, LOOP, at["copy_end"][calls], at["python_end"][calls])
     compiles = at["new_graph"]
     out += _spans(
         words.compile,
@@ -224,8 +227,9 @@ def _host(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
 def _device(config, words: Vocabulary, plan: Plan, at) -> list[str]:
     out: list[str] = []
     out += _spans(words.h2d, "h2d", DEVICE, H2D_LINK, at["h2d_start"], at["h2d_end"])
-    out += _spans(words.h2d, "h2d", DEVICE, COMPUTE, at["dev_start"], at["serial_end"])
-    out += _ops(words.forward, at["serial_end"], at["forward_end"])
+    serial = words.h2d_pageable if plan.blocking_copy[0] else words.h2d
+    out += _spans(serial, "h2d", DEVICE, COMPUTE, at["dev_start"], at["serial_end"])
+    out += _ops(words.forward, at["ops_start"], at["forward_end"])
     out += _ops(words.backward, at["backward_start"], at["compute_end"])
     out += _spans(words.fallback_d2h, "d2h", DEVICE, D2H_LINK, at["forward_end"], at["fallback_d2h_end"])
     out += _spans(words.fallback_h2d, "h2d", DEVICE, H2D_LINK, at["host_op_end"], at["backward_start"])

@@ -18,9 +18,12 @@ class Vocabulary:
     dispatch: str  # launching one compiled device call
     op_launches: str  # launching a step's ops one by one (no device graph)
     data_wait: str  # the training loop waiting for its next batch
+    data_load: str  # the training loop loading its next batch itself (no input workers)
     compile: str
     preprocess: str
     h2d: str  # input batch, host -> device
+    h2d_pageable: str  # ... from pageable memory
+    copy_call: str  # the host's call that copies a batch from pageable memory, blocking until it is done
     fallback_d2h: str
     fallback_h2d: str
     forward: tuple[tuple[str, float], ...]
@@ -44,9 +47,12 @@ VOCABULARIES: dict[str, Vocabulary] = {
         dispatch="AscendCL@aclmdlExecute",
         op_launches="AscendCL@aclopExecute",
         data_wait="IteratorGetNext",
+        data_load="IteratorGetNext",
         compile="AscendCL@aclopCompile",
         preprocess="tf.data preprocess",
         h2d="MEMCPY_ASYNC H2D",
+        h2d_pageable="MEMCPY_ASYNC H2D",
+        copy_call="AscendCL@aclrtMemcpy",
         fallback_d2h="MEMCPY_ASYNC D2H",
         fallback_h2d="MEMCPY_ASYNC H2D",
         forward=(("Conv2D", 0.5), ("BNTrainingReduce", 0.2), ("MatMulV2", 0.3)),
@@ -65,9 +71,12 @@ VOCABULARIES: dict[str, Vocabulary] = {
         dispatch="Engine::run",
         op_launches="Engine::run",
         data_wait="IPUInfeedQueue dequeue",
+        data_load="IPUInfeedQueue dequeue",
         compile="Poplar graph compilation",
         preprocess="tf.data preprocess",
         h2d="StreamCopyMid",
+        h2d_pageable="StreamCopyMid",
+        copy_call="StreamCopyBegin",
         fallback_d2h="StreamCopyMid",
         fallback_h2d="StreamCopyMid",
         forward=(("layer/Conv/fwd", 0.6), ("layer/MatMul/fwd", 0.3), ("Exchange", 0.1)),
@@ -87,9 +96,12 @@ VOCABULARIES: dict[str, Vocabulary] = {
         dispatch="synLaunch (HPU graph replay)",
         op_launches="lazy mode graph build + synLaunch",
         data_wait="DataLoader.__next__",
+        data_load="enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
         compile="Graph compile (recipe)",
         preprocess="DataLoader worker: preprocess",
         h2d="memcpy H2D",
+        h2d_pageable="memcpy H2D (pageable)",
+        copy_call="hpu copy (pageable, blocking)",
         fallback_d2h="memcpy D2H",
         fallback_h2d="memcpy H2D",
         forward=(("matmul_bf16", 0.6), ("softmax_fwd_bf16", 0.2), ("layernorm_fwd_bf16", 0.2)),
@@ -110,9 +122,12 @@ VOCABULARIES: dict[str, Vocabulary] = {
         dispatch="cudaGraphLaunch",
         op_launches="cudaLaunchKernel",
         data_wait="enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+        data_load="enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
         compile="CUDA graph capture",
         preprocess="DataLoader worker: preprocess",
         h2d="Memcpy HtoD (Pinned -> Device)",
+        h2d_pageable="Memcpy HtoD (Pageable -> Device)",
+        copy_call="cudaMemcpyAsync",
         fallback_d2h="Memcpy DtoH (Device -> Pinned)",
         fallback_h2d="Memcpy HtoD (Pinned -> Device)",
         forward=(

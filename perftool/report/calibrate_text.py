@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from perftool.calibrate import IDLE_ERROR_POINTS, STEP_ERROR, Calibration
+from perftool.calibrate import BATCH_ERROR, IDLE_ERROR_POINTS, LONG_RUN_ERROR, STEP_ERROR, Calibration
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.units import duration
@@ -20,33 +20,38 @@ def render(calibration: Calibration, written: str | None) -> Group:
         f"\nfitted: {config.device} · {config.profile.model} (constants overridden where the trace differs)",
         _replicas(calibration),
     )
-    table = Table(title="The trace against the fitted config, emulated (steady state)", title_justify="left")
-    add_columns(table, [("figure", "left"), ("trace", "right"), ("model", "right"), ("error", "right")])
     trace, model = calibration.step_time_us
-    table.add_row("mean step", duration(trace), duration(model), f"{calibration.step_error:.1%}")
-    for part, (traced, modelled) in calibration.idle.items():
+    fitted = Text(f"fitted to: mean step {duration(trace)} (the model's {duration(model)})")
+    table = Table(title="Checked on what the fit was not fitted to", title_justify="left")
+    add_columns(table, [("figure", "left"), ("trace", "right"), ("model", "right"), ("error", "right"), ("", "left")])
+    for check in calibration.checks:
+        shown_as = (lambda v: f"{v:.1%}") if check.points else duration
+        error = f"{check.error:.1f} pts" if check.points else f"{check.error:.1%}"
         table.add_row(
-            f"device idle: {part}", f"{traced:.1%}", f"{modelled:.1%}", f"{abs(modelled - traced) * 100:.1f} pts"
+            check.figure, shown_as(check.trace), shown_as(check.model), error, "ok" if check.passed else "FAIL"
         )
-    check = calibration.at_batch
-    if check is not None:
-        traced, modelled = check.step_time_us
-        table.add_row(f"mean step at batch {check.batch}", duration(traced), duration(modelled), f"{check.error:.1%}")
+    at = calibration.at_batch
+    if at is not None:
+        traced, modelled = at.step_time_us
+        passed = "ok" if at.error <= BATCH_ERROR else "FAIL"
+        table.add_row(f"mean step at batch {at.batch}", duration(traced), duration(modelled), f"{at.error:.1%}", passed)
     verdict = Text()
     for warning in calibration.warnings:
-        verdict.append(f"warning: {warning}: predictions from this fit are rough\n", style="bold yellow")
+        verdict.append(f"failed: {warning}\n", style="bold red")
     if not calibration.warnings:
         verdict.append(
-            f"within {STEP_ERROR:.0%} of the step time and {IDLE_ERROR_POINTS:.0f} points of each idle part",
+            f"passed: held-out steps within {STEP_ERROR:.0%} (or their spread), where the time goes within "
+            f"{IDLE_ERROR_POINTS:.0f} points, a long run within {LONG_RUN_ERROR:.0%}",
             style="bold green",
         )
-    if check is not None:
+    if at is not None:
         half = calibration.config.workload.half_efficiency_batch
-        verdict.append(
-            f"\n{check.note}" if check.note else f"\nefficiency rises with the batch: half of it at batch {half:,.1f}"
-        )
+        rises = f"\nefficiency rises with the batch: half of it at batch {half:,.1f}"
+        verdict.append(f"\n{at.note}" if at.note else rises)
+    for note in calibration.notes:
+        verdict.append(f"\nnote: {note}", style="yellow")
     where = f"\nwritten to {written}: perftool emulate or tune it" if written else "\nwrite it with -o FILE.yaml"
-    return Group(header, table, verdict, Text(where))
+    return Group(header, fitted, table, verdict, Text(where))
 
 
 def _replicas(calibration: Calibration) -> str:

@@ -25,7 +25,8 @@ def render(run: Run, written: str | None = None) -> Group:
     figures.add_row(
         "step time",
         f"median {duration(p['step_time_us'])} · mean {duration(p['step_time_mean_us'])} · "
-        f"p90 {duration(p['step_time_p90_us'])} ({p['warmup_steps']:.0f} warm-up)",
+        f"p10–p90 {duration(p['step_time_p10_us'])} – {duration(p['step_time_p90_us'])} "
+        f"({p['warmup_steps']:.0f} warm-up)",
     )
     figures.add_row("throughput", f"{p['throughput']:,.1f} samples/s")
     figures.add_row("device", f"busy {percent(p['device_busy_fraction'])}")

@@ -23,6 +23,7 @@ COLUMNS = {  # short knob names for the table's headers
     "last_batch": "last",
     "device_graphs": "graphs",
     "layout_mismatch": "layout",
+    "pin_memory": "pinned",
 }
 
 

@@ -29,6 +29,7 @@ LABELS = {
     "last_batch": "last batch",
     "device_graphs": "device graphs",
     "layout_mismatch": "layout mismatch",
+    "pin_memory": "pinned memory",
 }
 SAME = 0.0005  # changes smaller than this read as "the same"
 

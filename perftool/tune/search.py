@@ -34,7 +34,14 @@ SCREEN_DRAWS = 2  # ... after every contender is screened on this many
 FINALISTS_SHARE = 0.02  # contenders this close to the best screened mean are finalists
 CONTENDERS_SHARE = 0.08  # configurations this close to the best draw are contenders ...
 MAX_CONTENDERS = 1024  # ... at most this many
-NOISY_FIGURES = ("step_time_us", "step_time_mean_us", "step_time_p90_us", "throughput", "device_busy_fraction")
+NOISY_FIGURES = (
+    "step_time_us",
+    "step_time_mean_us",
+    "step_time_p10_us",
+    "step_time_p90_us",
+    "throughput",
+    "device_busy_fraction",
+)
 
 
 class NoFeasibleConfiguration(PerftoolError):

@@ -1,0 +1,69 @@
+"""Predictions checked against real captures they were not fitted to: a real before/after pair (ResNet-50 on one
+GPU, PyTorch 1.8, DataLoader workers 0 and 4), both ways, and the calibration checks on every real capture."""
+
+from __future__ import annotations
+
+import pytest
+from bench_whatif import REAL, real_pair
+
+from perftool.calibrate import calibrate
+
+BEFORE, AFTER = REAL / "resnet50_pt18_workers0.json.gz", REAL / "resnet50_pt18_workers4.json.gz"
+
+
+def test_calibrating_the_before_capture_predicts_the_after_capture():
+    """Workers 0 → 4: the fit loads in the training process, copies from pageable memory and launches op by op;
+    with four workers it predicts the after capture's mean step within 10%, inside its 10th–90th percentile."""
+    fitted = calibrate(str(BEFORE))
+    assert fitted.warnings == [], fitted.warnings
+    config = fitted.config
+    assert config.workload.input_workers == 0 and not config.knobs.pin_memory and not config.knobs.device_graphs
+    after, truth = real_pair("resnet50_pt18_workers0", "resnet50_pt18_workers4", 4)
+    assert abs(after["step_time_mean_us"] - truth) / truth < 0.10, (after["step_time_mean_us"], truth)
+    assert after["step_time_p10_us"] <= truth <= after["step_time_p90_us"]
+
+
+def test_calibrating_the_after_capture_predicts_the_before_capture_given_the_load_time():
+    """Workers 4 → 0: the after capture cannot show how long a batch takes to load (its workers keep up), so the
+    fit says so and takes it as given; with it, the prediction of the before capture holds within 10%."""
+    fitted = calibrate(str(AFTER))
+    assert any("preprocess_us_per_sample" in note for note in fitted.notes)
+    assert fitted.config.workload.preprocess_us_per_sample == 0
+    before, truth = real_pair("resnet50_pt18_workers4", "resnet50_pt18_workers0", 0)
+    assert abs(before["step_time_mean_us"] - truth) / truth < 0.10, (before["step_time_mean_us"], truth)
+    assert before["step_time_p10_us"] <= truth <= before["step_time_p90_us"]
+
+
+@pytest.mark.parametrize(
+    "name", ["resnet50_pt18_workers0", "resnet50_pt18_workers4", "nccl_a100_rank", "ddp_v100_rank1"]
+)
+def test_real_captures_with_three_steady_steps_pass_every_check(name):
+    """Held-out steps, where the time goes, spread and a 500-step run: none of them the figure the fit solves for."""
+    fitted = calibrate(str(REAL / f"{name}.json.gz"))
+    figures = {check.figure.split(" of steps")[0] for check in fitted.checks}
+    assert {"mean step", "median step over 500 steps", "step-to-step spread"} <= figures
+    assert [check.problem() for check in fitted.checks if not check.passed] == []
+
+
+def test_a_one_step_capture_is_fitted_but_fails_its_check(run):
+    """Nothing is held out of one steady step: calibrate says so and exits 1, the config written all the same."""
+    result = run("calibrate", REAL / "rocm_mi250_minitoy.json.gz")
+    assert result.exit_code == 1
+    assert "only 1 steady step: nothing is held out" in result.stderr
+
+
+def test_a_fit_that_fails_its_held_out_check_exits_1_naming_the_figure(run, tmp_path, write_trace):
+    """Steps that double halfway: a fit to either half cannot predict the other."""
+    events = []
+    for step in range(8):
+        start, length = step * 20_000.0, 10_000.0 if step < 4 else 20_000.0
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": start,
+             "dur": length},
+            {"ph": "X", "name": "gemm", "cat": "kernel", "pid": 0, "tid": 7, "ts": start, "dur": length * 0.9},
+        ]  # fmt: skip
+    path = write_trace({"traceEvents": events})
+    output = tmp_path / "fit.yaml"
+    result = run("calibrate", path, "-o", output)
+    assert result.exit_code == 1, result.output
+    assert "the fit fails its check: mean step of steps" in result.stderr and output.exists()
