@@ -67,3 +67,12 @@ def test_a_fit_that_fails_its_held_out_check_exits_1_naming_the_figure(run, tmp_
     result = run("calibrate", path, "-o", output)
     assert result.exit_code == 1, result.output
     assert "the fit fails its check: mean step of steps" in result.stderr and output.exists()
+
+
+def test_a_fit_that_loads_in_the_loop_tunes_as_written(run, tmp_path):
+    """The fitted config sweeps pinned memory (its copies are pageable) and explains a loop with no workers."""
+    fitted = tmp_path / "job.yaml"
+    run("calibrate", BEFORE, "-o", fitted)
+    result = run("tune", fitted, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert "pin_memory" in result.stdout and "loads each batch itself" in result.stdout

@@ -221,4 +221,6 @@ def default_space(config: EmulatorConfig) -> dict[str, Any]:
         space["offload_optimizer"] = [knobs.offload_optimizer, not knobs.offload_optimizer]
     if knobs.layout_mismatch:
         space["layout_mismatch"] = [True, False]
+    if not knobs.pin_memory:
+        space["pin_memory"] = [False, True]
     return space
