@@ -72,6 +72,20 @@ DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work pe
 MAX_COMPUTE_JITTER = 0.5
 MAD_TO_SIGMA = 1.4826  # a median absolute deviation as the standard deviation of normal noise
 INPUT_CAUSES = ("input_wait", "input_pipeline")
+# the settings a fit reads from the trace (the others are defaults): a fix changing only these is a what-if on
+# what the trace shows
+READ_FROM_TRACE = frozenset(
+    {
+        "loop_size",
+        "device_graphs",
+        "io_tiles",
+        "pin_memory",
+        "cpu_fallback_ops",
+        "layout_mismatch",
+        "offload_optimizer",
+        "workload.input_workers",
+    }
+)
 
 
 def fit(
@@ -332,8 +346,8 @@ def _device_work(trace: Trace, scope: Scope, async_copies: bool, replicated: boo
         apart |= trace.kind == Kind.COMMUNICATION
     if not async_copies:
         apart |= trace.kind == Kind.H2D
-    busy = trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK) & ~apart
-    return intervals.total(scope.busy(busy | (trace.kind == Kind.COMPUTE)))
+    busy = trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK) | (trace.kind == Kind.COMPUTE)
+    return intervals.total(scope.busy(busy & ~apart))
 
 
 @dataclass

@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TORCH_FIXTURE
 
+from perftool.api import emulate
+from perftool.emulator.config import load_config
+from perftool.emulator.evaluate import evaluate
 from perftool.rules.catalog import load_catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import SCHEMA
+from perftool.rules.prediction import HELPS
 
 SAMPLES = REPO / "sample_traces"
 KINETO_SAMPLE = SAMPLES / "gpu_training_kineto.pt.trace.json.gz"
@@ -59,7 +63,7 @@ def test_emulator_findings_carry_a_predicted_gain_that_helps(reports, path):
     finding = reports[path].findings[0]
     assert finding.gain.kind == "predicted"
     assert finding.fix.changes
-    assert finding.gain.speedup > 1.03
+    assert finding.gain.speedup >= HELPS  # over the job: a compile paid once in 30 epochs wins back little
     assert finding.gain.step_time_us_after < finding.gain.step_time_us_before
 
 
@@ -83,7 +87,7 @@ def test_io_tiles_fix_is_the_fewest_tiles_holding_a_micro_batch(reports):
     tile more comes from compute, so 5 beats the power of two above it (8) in the emulator."""
     finding = reports[SAMPLES / "ipu" / "serialised_transfers_no_io_tiles.trace.json.gz"].findings[0]
     assert finding.fix.changes == {"io_tiles": 5} and "num_io_tiles=5" in finding.fix.text
-    assert finding.gain.speedup is not None and finding.gain.speedup > 1.3
+    assert finding.gain.speedup is not None and finding.gain.speedup > 1.2
 
 
 def test_evidence_points_at_real_events(reports):
@@ -123,7 +127,7 @@ def test_scan_text_report(run):
     result = run("scan", SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")
     assert result.exit_code == 0, result.output  # a warning does not fail by default (--fail-on error)
     out = result.stdout
-    assert "PT001 host-bound-gaps" in out and "NPU_LOOP_SIZE=16" in out and "throughput ×1.20" in out
+    assert "PT001 host-bound-gaps" in out and "NPU_LOOP_SIZE=16" in out and "throughput ×1.19" in out
     assert "device idle 17.8%" in out
 
 
@@ -289,3 +293,27 @@ def test_one_bad_trace_among_several_keeps_the_good_ones(run, tmp_path, fmt):
 def test_when_no_trace_can_be_read_nothing_stands_in_for_them(run, tmp_path):
     result = run("scan", tmp_path / "missing.json", "--format", "json")
     assert result.exit_code == 2 and result.stdout == ""
+
+
+def test_a_compile_paid_once_is_judged_over_the_job(reports):
+    """The remainder loop's compile is paid once in the sample's 30 epochs: the gain is the whole job's, compiles
+    once, and the finding's severity follows what the job wins back, not the compile's share of one epoch."""
+    finding = reports[SAMPLES / "ipu" / "recompile_remainder_loop.trace.json.gz"].findings[0]
+    config = load_config(SAMPLES / "ipu" / "recompile_remainder_loop.yaml")
+    before, after = (evaluate(load_config(SAMPLES / "ipu" / "recompile_remainder_loop.yaml", [f"knobs.loop_size={n}"]))
+                     for n in (config.knobs.loop_size, finding.fix.changes["loop_size"]))  # fmt: skip
+    job = (after["job_samples"][0] / after["job_time_us"][0]) / (before["job_samples"][0] / before["job_time_us"][0])
+    assert finding.gain.speedup == pytest.approx(job)
+    assert finding.gain.speedup < before["step_time_mean_us"][0] / after["step_time_mean_us"][0]  # not one epoch's
+    assert "the job (30 × 250 steps, compiles once)" in finding.gain.text
+    assert finding.impact.share > 0.9 and finding.severity.value == "error"  # 1 - 1/1.42: 29% of the job
+
+
+def test_a_straggler_gain_is_the_job_rerun_at_the_others_pace(run):
+    """PT013's gain is the job emulated with the slow rank computing as the others do, not the others' wait."""
+    result = run("scan", SAMPLES / "jobs" / "gpu_ddp_straggler", "--format", "json", "--workers", "1")
+    straggler = next(f for f in json.loads(result.stdout)["job"]["findings"] if f["rule_id"] == "PT013")
+    assert straggler["fix"]["changes"] == {"replicas.slow_ranks": []} and straggler["gain"]["kind"] == "predicted"
+    truth = emulate(SAMPLES / "jobs" / "gpu_ddp_straggler" / "job.yaml", ["replicas.slow_ranks=[]"]).prediction
+    assert straggler["gain"]["step_time_us_after"] == pytest.approx(truth["step_time_mean_us"])
+    assert straggler["gain"]["speedup"] < 1 / (1 - straggler["impact"]["share"])  # less than the wait it removes

@@ -219,6 +219,7 @@ def test_each_sample_reads_the_same_by_its_names_alone(run, write_trace, sample)
         event.pop("cat", None)
     names_only, found_by_names = _findings(run, write_trace, document)
     assert names_only["dialect"] != "emulator" and names_only["family"] == with_metadata["family"]
-    assert {rule: f["severity"] for rule, f in found_by_names.items()} == {
-        rule: f["severity"] for rule, f in found.items()
-    }
+    assert found_by_names.keys() == found.keys()
+    for rule, finding in found_by_names.items():  # a bound alone never makes an error, where the record predicted one
+        bounded = finding["gain"]["kind"] == "upper_bound" and found[rule]["severity"] == "error"
+        assert finding["severity"] == ("warning" if bounded else found[rule]["severity"]), rule

@@ -32,11 +32,17 @@ FIGURES: dict[str, str] = {
     "compiles": "graph compilations in the run",
     "recompilations": "compilations in the steady state",
     "run_time_us": "time of the whole run, compiles included, µs",
+    "job_time_us": "time of the whole job, every epoch: warm-up and each graph's compile paid once, µs",
+    "job_samples": "samples the whole job trains on, every epoch",
 }
 
 
 # how a job's figure combines its ranks' (any other figure: the slowest rank's)
-JOB_COMBINE: dict[str, Callable[..., np.ndarray]] = {"throughput": np.sum, "device_busy_fraction": np.mean}
+JOB_COMBINE: dict[str, Callable[..., np.ndarray]] = {
+    "throughput": np.sum,
+    "job_samples": np.sum,
+    "device_busy_fraction": np.mean,
+}
 
 
 def job_figures(figures: dict[str, np.ndarray], ranks: int) -> dict[str, np.ndarray]:
@@ -111,7 +117,8 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
                 plan.extra_step[at], plan.batch[at] - plan.last_samples[at], 0
             )
             busy = timeline.device_busy[first:count, at].sum(axis=0, dtype=np.float64)
-            job_window = window - _recompiling(timeline, at, window_start) * (1 - 1 / plan.epochs)
+            recompiling = _recompiling(timeline, at, window_start)
+            job_window = window - recompiling * (1 - 1 / plan.epochs)
             figures["step_time_us"][at] = np.median(steady, axis=0)
             figures["step_time_mean_us"][at] = job_window / steady.shape[0]
             figures["step_time_p10_us"][at], figures["step_time_p90_us"][at] = np.percentile(steady, [10, 90], axis=0)
@@ -119,8 +126,11 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
             figures["device_busy_fraction"][at] = busy / window
             figures["warmup_steps"][at] = first
             figures["recompilations"][at] = np.sum(timeline.compile_start[:, at] >= window_start, axis=0)
+            figures["job_time_us"][at] = ends[-1, sub] + (plan.epochs - 1) * (window - recompiling)
         figures["compiles"][rows] = np.sum(~np.isnan(timeline.compile_start[:, rows]), axis=0)
         figures["run_time_us"][rows] = ends[-1]
+        short = np.where(plan.extra_step[rows], plan.last_samples[rows], 0)  # a short last batch's samples
+        figures["job_samples"][rows] = plan.epochs * (plan.batch[rows] * plan.steps[rows] + short)
     return figures
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perftool.emulator.config import validate_config
+from perftool.errors import PerftoolError
 from perftool.job.align import Alignment, Waits, align, waits
 from perftool.job.summary import RankSummary
 from perftool.rules.detectors import DETECTORS
@@ -33,7 +35,7 @@ class JobScope:
     slowest: int | None
     family: str
     evidence_count: int = 5
-    run: KnownRun | None = None  # job scopes have no emulator run to re-run fixes on
+    run: KnownRun | None = None  # how the job was run, where every rank's trace records the same emulator config
     steps_compared: dict[int, int] = field(default_factory=dict)
 
     @property
@@ -59,7 +61,7 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
     rows = [_row(s, waited, per_step[rank]) for rank, s in by_rank.items()]
     slowest, held = _slowest(rows)
     family = next(iter(by_rank.values())).scan.family if by_rank else "generic"
-    scope = JobScope(by_rank, waited, slowest, family, evidence, steps_compared=per_step)
+    scope = JobScope(by_rank, waited, slowest, family, evidence, _known_run(by_rank), per_step)
     job_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "job"]
     findings = [f for rule in job_rules if (f := finding_of(scope, rule, None)) is not None]
     if slowest is not None and findings:
@@ -77,6 +79,18 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
         groups=_groups(by_rank),
         findings=findings,
     )
+
+
+def _known_run(by_rank: dict[int, RankSummary]) -> KnownRun | None:
+    """The job's run where every rank's trace records one and the same emulator config (None otherwise)."""
+    configs = [summary.scan.emulator for summary in by_rank.values()]
+    first = configs[0] if configs else None
+    if first is None or any(config != first for config in configs):
+        return None
+    try:
+        return KnownRun.of(validate_config(first.model_dump(mode="json"), "job"))
+    except PerftoolError:
+        return None
 
 
 def _explain_waits(

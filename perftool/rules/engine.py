@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +17,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.emulator.config import EmulatorConfig, training_change, validate_config
 from perftool.errors import PerftoolError, TraceError
-from perftool.fitting import fit, reproduces
+from perftool.fitting import READ_FROM_TRACE, fit, reproduces
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.detectors.base import Judged
@@ -119,11 +121,12 @@ def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
     if detection is None:
         return None
     share = detection.lost_us / scope.window
-    severity = rule.thresholds.severity(share, rule.severity)
-    if severity is None:
+    if rule.thresholds.severity(share, rule.severity) is None:
         return None
     per_step = scope.per_step(detection.lost_us)
-    detection, gain, unproven = _fix_that_holds(scope, detection, per_step, share)
+    detect = DETECTORS[rule.detector].detect
+    detection, gain, unproven = _fix_that_holds(scope, detection, lambda again: detect(again, params))
+    severity = graded(rule, share, gain, detection.once_per_job)
     capped = cap if cap is not None and severity != Severity.INFO else unproven
     if capped:
         severity = Severity.INFO
@@ -154,6 +157,17 @@ def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
     )
 
 
+def graded(rule: Rule, share: float, gain: Gain, once_per_job: bool = False) -> Severity:
+    """The severity a finding earns from the share of the trace lost; a cost paid once per job (a compile) from the
+    share of the job its predicted fix wins back where less; never above a warning on a bound alone."""
+    if once_per_job and gain.kind == "predicted" and gain.speedup is not None:
+        share = min(share, 1 - 1 / gain.speedup)
+    severity = rule.thresholds.severity(share, rule.severity) or rule.severity
+    if gain.kind == "upper_bound" and severity is Severity.ERROR:
+        return Severity.WARNING
+    return severity
+
+
 def _fitted(scope: Scope) -> KnownRun | None:
     """An emulator config fitted to the trace (its step capped for speed), once per scope; None when the fit does
     not reproduce the trace's step time within the calibration's error."""
@@ -175,7 +189,7 @@ def _fit(scope: Scope) -> KnownRun | None:
         config = fit(scope.trace, scope, given={"workload": {"steps": min(scope.steps.count, FIT_MAX_STEPS)}})
     except PerftoolError:
         return None
-    return KnownRun.of(config, "emulator fitted to this trace") if reproduces(config, scope) else None
+    return KnownRun.of(config, "emulator fitted to this trace", recorded=False) if reproduces(config, scope) else None
 
 
 def fingerprint(rule: Rule, detection: Detection) -> str:
@@ -184,25 +198,42 @@ def fingerprint(rule: Rule, detection: Detection) -> str:
 
 
 def _fix_that_holds(
-    scope: Judged, detection: Detection, per_step: float, share: float
+    scope: Judged, detection: Detection, redetect: Callable[[Scope], Detection | None]
 ) -> tuple[Detection, Gain, str | None]:
     """The detection whose fix helps most, its gain, and why none helps (None when one does).
 
-    Where the trace records how it was run, every fix that sets knobs (the detection's own and its
-    alternatives) is emulated: one that does not fit the device or does not shorten the step is never
-    printed as the fix. Of those that help, one that leaves the training as it is wins over one that
-    changes it (the batch, dropped samples), then the larger speed-up. When none helps, the detection's
-    own is kept, held at info, and says so.
+    Every fix that sets knobs (the detection's own and its alternatives) is emulated on the run the trace records
+    or, for any other trace, on a fit to it: one that does not fit the device or does not shorten the step is never
+    printed as the fix (see :func:`_emulated`). A foreign trace's finding is detected again with the fit's knobs, so
+    its fix can name values; where the fit cannot judge it, the finding keeps its own fix with an upper bound.
     """
-    if not detection.changes:
-        return detection, prediction.upper_bound(per_step, share), None
-    if scope.run is None:  # a foreign trace: a fit to it predicts the gain where it can, but never holds a fix back
-        fitted = _fitted(scope) if isinstance(scope, Scope) else None
-        # a fix the fit already has (it read the trace otherwise than the detector) predicts nothing
-        moot = fitted is not None and all(fitted.knobs.get(k) == v for k, v in detection.changes.items())
-        gain = fitted.what_if(detection.changes) if fitted is not None and not moot else None
-        helps = gain is not None and gain.speedup is not None and gain.speedup >= prediction.HELPS
-        return detection, gain if gain is not None and helps else prediction.upper_bound(per_step, share), None
+    most = max(detection.bound_us or 0.0, detection.lost_us)
+    bound = prediction.upper_bound(scope.per_step(most), most / scope.window)
+    if scope.run is not None:
+        return _emulated(scope, detection, bound) if detection.changes else (detection, bound, None)
+    fitted = _fitted(scope) if isinstance(scope, Scope) else None
+    if fitted is None or not isinstance(scope, Scope):
+        return detection, bound, None
+    on_fit = copy.copy(scope)  # the same trace and its analysis, with the fit as its run
+    on_fit.run = fitted
+    again = redetect(on_fit)
+    candidate = again if again is not None and _judged_by_fit(again) else detection
+    if not candidate.changes or not _judged_by_fit(candidate):
+        return detection, bound, None
+    chosen, gain, unproven = _emulated(on_fit, candidate, bound)
+    return (detection, bound, None) if unproven else (chosen, gain, None)
+
+
+def _judged_by_fit(detection: Detection) -> bool:
+    """Whether a fit predicts what the detection's fixes change: each is a setting the fit reads from the trace."""
+    return all(key in READ_FROM_TRACE for option in (detection, *detection.alternatives) for key in option.changes)
+
+
+def _emulated(scope: Judged, detection: Detection, bound: Gain) -> tuple[Detection, Gain, str | None]:
+    """Of the detection's fixes emulated on ``scope.run``, the one that helps most: one that leaves the training as
+    it is wins over one that changes it (the batch, dropped samples), then the larger speed-up. When none helps,
+    the detection's own is kept with ``bound``, and the reason says why."""
+    assert scope.run is not None
     helping: list[tuple[bool, float, int, Detection, Gain]] = []
     tried = []
     for order, candidate in enumerate((detection, *detection.alternatives)):
@@ -216,11 +247,7 @@ def _fix_that_holds(
     if helping:  # a fix that leaves the training as it is comes first, then the larger speed-up
         *_, chosen, gain = max(helping, key=lambda entry: entry[:3])
         return chosen, gain, None
-    return (
-        detection,
-        prediction.upper_bound(per_step, share),
-        "no fix with knob values helps in the emulator: " + ("; ".join(tried)),
-    )
+    return detection, bound, "no fix with knob values helps in the emulator: " + ("; ".join(tried))
 
 
 def _emulator_config(trace: Trace) -> EmulatorConfig | None:

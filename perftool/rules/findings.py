@@ -58,6 +58,7 @@ class Gain(_Record):
     step_time_us_before: float | None = None
     step_time_us_after: float | None = None
     speedup: float | None = Field(None, description="throughput after / before")
+    up_to_share: float | None = Field(None, description="for an upper bound: the most of the run time a fix wins back")
 
 
 class Finding(_Record):

@@ -26,11 +26,14 @@ class KnownRun:
     padded_step: bool  # a short last batch padded to a full one adds a step of the full shape
     optimizer_state_bytes: float
     io_tiles_for_batch: int  # the fewest IO tiles that hold one micro-batch (0 without tiles)
+    slow_ranks: tuple[dict[str, Any], ...]  # data-parallel ranks slower (or faster) than the rest, as configured
     what_if: Callable[[dict[str, Any]], Gain | None]  # the run again with these changes
+    recorded: bool = True  # the trace records this config (else it is a fit to the trace, its job's length unknown)
 
     @classmethod
-    def of(cls, config: EmulatorConfig, source: str = "emulator") -> KnownRun:
-        """How ``config`` runs; ``source`` names where the config came from in the gains it predicts."""
+    def of(cls, config: EmulatorConfig, source: str = "emulator", recorded: bool = True) -> KnownRun:
+        """How ``config`` runs; ``source`` names where the config came from in the gains it predicts. A config not
+        ``recorded`` by the trace is a fit to a capture of part of a job: its gains are the steady state's."""
         steps, last = config.epoch
         return cls(
             knobs=config.knobs.model_dump(),
@@ -38,7 +41,9 @@ class KnownRun:
             padded_step=config.knobs.last_batch == "pad" and last > 0,
             optimizer_state_bytes=float(config.workload.optimizer_state),
             io_tiles_for_batch=_io_tiles(config),
-            what_if=lambda changes: prediction.predicted(config, changes, source),
+            slow_ranks=tuple(s.model_dump() for s in config.replicas.slow_ranks) if config.replicas else (),
+            what_if=lambda changes: prediction.predicted(config, changes, source, recorded),
+            recorded=recorded,
         )
 
 

@@ -71,6 +71,16 @@ class Scope:
     def compute(self) -> intervals.Intervals:
         return self.metrics.busy["compute"]
 
+    def stalls_around(self, pieces: intervals.Intervals) -> float:
+        """The whole stretches without compute that any of ``pieces`` falls in, µs: after a late batch, its copy and
+        the host's dispatch keep the device from computing too, and removing the wait removes them all."""
+        gaps = intervals.gaps(self.compute, self.lo, self.hi)
+        if pieces[0].size == 0 or gaps[0].size == 0:
+            return 0.0
+        touched = np.searchsorted(gaps[0], pieces[0], side="right") - 1
+        chosen = np.unique(touched[touched >= 0])
+        return float(np.sum(gaps[1][chosen] - gaps[0][chosen]))
+
     def named_on_device(self, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
         """Device events whose name matches ``pattern``: the mask over all events, and the rows in the window."""
         mask = self.trace.name_matches(pattern) & self.trace.on_roles(Role.DEVICE)
@@ -139,6 +149,8 @@ class Detection:
     variant: str | None = None  # which of the rule's fix variants applies
     changes: dict[str, Any] = field(default_factory=dict)  # emulator config fields the fix sets
     alternatives: list[Detection] = field(default_factory=list)  # other fixes, tried in order if this one fails
+    bound_us: float | None = None  # the most a fix can win back where more than lost_us (idle the cause leads to)
+    once_per_job: bool = False  # the time lost is paid once in a job (a compile): graded on what the job gains
 
     def instead(self, variant: str | None, changes: dict[str, Any], **values: Any) -> Detection:
         """The same problem with another fix: its variant, the knobs it sets and the values its text names."""

@@ -36,7 +36,14 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "overlap_fraction": scope.metrics["h2d.overlap_fraction"],
         "io_tiles": io_tiles,
     }
-    found = Detection(lost, values, scope.events(rows), changes={"io_tiles": io_tiles} if io_tiles else {})
+    unsized = scope.family == "ipu" and not io_tiles  # a trace that does not record the micro-batch's size
+    found = Detection(
+        lost,
+        values,
+        scope.events(rows),
+        variant="unsized" if unsized else None,
+        changes={"io_tiles": io_tiles} if io_tiles else {},
+    )
     if io_tiles:  # Graphcore's guide sweeps powers of two: the emulator says whether the next one does better
         rounded = int(2 ** math.ceil(math.log2(io_tiles)))
         if rounded != io_tiles:

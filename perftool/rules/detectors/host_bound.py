@@ -67,11 +67,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
 def _fix(scope: Scope, launch_bound: bool, loop_size: int, current: int) -> tuple[str | None, dict]:
     """Which fix applies, and the emulator knobs it sets.
 
-    Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records.
-    Other traces get device graphs only when launches are the cause; loop-size advice needs a known
-    loop size and a framework that has one, so elsewhere the advice names the host work instead.
+    Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records;
+    a fit to another trace gives the loop size in use. Other traces get device graphs only when launches
+    are the cause (a graph does not remove the host's own work); loop-size advice needs a known loop size
+    and a framework that has one, so elsewhere the advice names the host work instead.
     """
-    if scope.run is not None:
+    if scope.run is not None and (scope.run.recorded or scope.family in LOOP_FAMILIES):
         if scope.family in LOOP_FAMILIES and loop_size > current:
             return None, {"loop_size": loop_size}
         if scope.family in GRAPH_FAMILIES and not scope.run.knobs["device_graphs"]:

@@ -15,9 +15,11 @@ import re
 
 import numpy as np
 
+from perftool.analysis import intervals
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 from perftool.trace.model import Kind, Role
 
+INPUT = ("input_wait", "input_pipeline")  # the idle causes this finding is about
 MIN_DEMAND_SHARE = 0.05  # the unstalled step is never taken below this share of the measured one
 # PyTorch names the loader's iterator after how it loads: in the training process, or from worker processes.
 SINGLE_PROCESS_LOADER = re.compile(r"_SingleProcessDataLoaderIter")
@@ -27,7 +29,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     idle = scope.idle
     if idle is None:
         return None
-    lost = idle.time("input_wait") + idle.time("input_pipeline")
+    lost = sum(idle.time(cause) for cause in INPUT)
     if lost <= 0:
         return None
     trace = scope.trace
@@ -63,8 +65,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "prefetch_depth": depth,
     }
     if in_process:  # num_workers=0: the training loop loads every batch itself, so nothing is prefetched
-        variant, changes = "no_workers", {}
         values["needed_workers"] = max(needed_workers, 2)
+        variant, changes = "no_workers", {"workload.input_workers": values["needed_workers"]}
     elif not keeps_up:
         variant, changes = "too_few_workers", {"workload.input_workers": values["needed_workers"]}
     elif scope.run is None:  # the prefetch depth in use is not in the trace: advice names none
@@ -78,7 +80,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         evidence = scope.events(wait_rows)
     else:
         evidence = scope.idle_stretches(pieces, np.flatnonzero(loading & scope.in_window))
-    found = Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
+    bound = scope.stalls_around(intervals.union(*map(np.concatenate, zip(*(idle.by_cause[c] for c in INPUT)))))
+    found = Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes, bound_us=bound)
     if scope.run is not None and changes:  # the emulator decides between more workers and deeper prefetching
         found.alternatives = [found.instead(v, c) for v, c in alternatives if c != changes]
     return found

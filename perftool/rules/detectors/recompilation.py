@@ -22,6 +22,7 @@ CAUSES = {
     "shape": "a new input shape, or a Python value baked into the graph as a constant",
     "npu_jit": "torch_npu compiling operators online (jit_compile=True): one compile per new operator shape",
 }
+ONCE_PER_JOB = ("remainder_loop", "last_batch")  # causes whose graph is compiled once and reused every epoch
 _OP_COMPILE = re.compile(r"aclopCompile|AscendCL@opCompile")
 
 
@@ -41,8 +42,11 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "loop_size": _dividing_loop_size(scope, padded=scope.run is not None and scope.run.padded_step),
         "names": ", ".join(sorted({trace.names[i] for i in trace.name[rows].tolist()})),
     }
-    found = Detection(stalled, values, scope.events(rows), key=cause, variant=cause)
-    if cause == "remainder_loop" and values["loop_size"]:  # a loop dividing the steps of the full shape
+    variant = "remainder_loop_unsized" if cause == "remainder_loop" and not values["loop_size"] else cause
+    found = Detection(
+        stalled, values, scope.events(rows), key=cause, variant=variant, once_per_job=cause in ONCE_PER_JOB
+    )
+    if variant == "remainder_loop":  # a loop dividing the steps of the full shape
         found.changes = {"loop_size": values["loop_size"]}
     elif cause == "last_batch" and scope.run is not None:
         found.changes = {"last_batch": "pad"}

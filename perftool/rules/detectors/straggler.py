@@ -55,7 +55,21 @@ def detect(scope, params: dict[str, float]) -> Detection | None:  # scope: perft
         "rank_finding": f"{top[0].rule_id} {top[0].title}: {top[0].fix.text}" if top else "no finding of its own",
     }
     lost = held * scope.steady_steps
-    return Detection(lost, values, _evidence(scope, rank), key=f"rank {rank} {cause}", variant=variant)
+    changes = _at_others_speed(scope.run.slow_ranks, rank) if scope.run is not None else {}
+    return Detection(lost, values, _evidence(scope, rank), key=f"rank {rank} {cause}", variant=variant, changes=changes)
+
+
+def _at_others_speed(slow_ranks: tuple[dict, ...], rank: int) -> dict[str, list[dict]]:
+    """The job's slow ranks with ``rank`` computing and preparing input at the median of the others' pace (the
+    fix's what-if); no change where the job does not say that rank is slow."""
+    mine = [entry for entry in slow_ranks if entry["rank"] == rank]
+    if not mine:
+        return {}
+    rest = [entry for entry in slow_ranks if entry["rank"] != rank]
+    pace = {part: float(np.median([e[part] for e in rest])) if rest else 1.0 for part in ("compute", "preprocess")}
+    if pace != {"compute": 1.0, "preprocess": 1.0}:
+        rest.append({"rank": rank, **pace})
+    return {"replicas.slow_ranks": sorted(rest, key=lambda entry: entry["rank"])}
 
 
 def _evidence(scope, rank: int) -> list[Evidence]:

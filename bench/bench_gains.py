@@ -1,0 +1,136 @@
+"""Printed gains against the truth: scan each bundled sample, apply each finding's printed fix to the sample's own
+config, emulate the job, and compare.
+
+    python bench/bench_gains.py
+
+Each sample is scanned twice: as written (its trace records its config, so the gain is that config re-run) and
+with the ``perftool`` key stripped, as a real profiler writes a trace (the gain comes from a fit to the trace). A
+predicted gain must be within 10% of the truth: the share of the step the fix wins back, the job's (one-time costs
+paid once in its epochs) where the trace records its config, the steady state's where a fit predicts it. An upper
+bound must hold: the truth wins back no more than it, within 10%. Prints one line per finding and the worst
+errors; exits 1 when a gain fails.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from perftool.api import scan
+from perftool.emulator.config import EmulatorConfig, load_config
+from perftool.rules import prediction
+from perftool.rules.findings import Finding
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+TOLERANCE = 0.10  # a predicted gain this far (relative) from the truth fails; a bound exceeded by this much fails
+
+
+@dataclass
+class Checked:
+    """One printed gain against the truth: the share of the step it wins back, printed and emulated."""
+
+    sample: str
+    stripped: bool
+    rule_id: str
+    kind: str  # predicted | upper_bound
+    printed: float
+    truth: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of a prediction; for a bound, how far the truth exceeds it (0 when it holds)."""
+        if self.kind == "upper_bound":
+            return max(self.truth - self.printed, 0.0) / self.printed if self.printed else 0.0
+        return abs(self.printed - self.truth) / self.truth if self.truth else float("inf")
+
+    @property
+    def holds(self) -> bool:
+        return self.error <= TOLERANCE
+
+
+def won_back(speedup: float) -> float:
+    """The share of the job's time a fix of this throughput speed-up wins back."""
+    return 1 - 1 / speedup
+
+
+def samples() -> list[tuple[str, Path, Path]]:
+    """Each bundled sample: its name, its config, and its trace (a job's: the directory of its ranks' traces)."""
+    found = [
+        (str(c.relative_to(SAMPLES).with_suffix("")), c, c.with_suffix(".trace.json.gz"))
+        for c in SAMPLES.glob("*/*.yaml")
+    ]
+    found += [(f"jobs/{c.parent.name}", c, c.parent) for c in SAMPLES.glob("jobs/*/job.yaml")]
+    return sorted(found)
+
+
+def findings_of(trace: Path, stripped: bool) -> list[Finding]:
+    """The findings on a sample's trace (each rank's, stripped of its config when asked), the job's included."""
+    with tempfile.TemporaryDirectory() as scratch:
+        if stripped:
+            files = sorted(trace.glob("rank*.trace.json.gz")) if trace.is_dir() else [trace]
+            copy = Path(scratch) / trace.name
+            if trace.is_dir():
+                copy.mkdir()
+            for path in files:
+                document = json.loads(gzip.decompress(path.read_bytes()))
+                document.pop("perftool", None)
+                (copy / path.name if trace.is_dir() else copy).write_bytes(gzip.compress(json.dumps(document).encode()))
+            trace = copy
+        report = scan(trace, workers=1)
+    if report.job is not None:
+        return list(report.job.findings)
+    return [finding for found in report.traces for finding in found.findings]
+
+
+def check_sample(name: str, config_path: Path, trace: Path) -> list[Checked]:
+    """Every gain printed on the sample, as written and stripped, against the sample's own config re-run with the
+    printed fix (for a stripped trace's bound: with the fix the trace as written gets for the same finding)."""
+    config = load_config(str(config_path))
+    written = findings_of(trace, stripped=False)
+    fixes = {finding.rule_id: finding.fix.changes for finding in written}
+    checked = [c for f in written if (c := _check(name, False, config, f, f.fix.changes)) is not None]
+    for finding in findings_of(trace, stripped=True):
+        changes = finding.fix.changes if finding.gain.kind == "predicted" else fixes.get(finding.rule_id, {})
+        if (c := _check(name, True, config, finding, changes)) is not None:
+            checked.append(c)
+    return checked
+
+
+def _check(name: str, stripped: bool, config: EmulatorConfig, finding: Finding, changes: dict) -> Checked | None:
+    """A predicted gain against the same fix on the true config (over the job where the trace records it, else
+    the steady state, as the fit predicts); a bound against the true fix's steady gain, where a fix names knobs."""
+    gain = finding.gain
+    if not changes or (gain.kind == "predicted" and gain.speedup is None):
+        return None
+    over_job = gain.kind == "predicted" and not stripped
+    truth = prediction.predicted(config, changes, over_job=over_job)
+    truth_share = won_back(truth.speedup) if truth is not None and truth.speedup is not None else float("nan")
+    printed = won_back(gain.speedup) if gain.kind == "predicted" and gain.speedup else gain.up_to_share or 0.0
+    return Checked(name, stripped, finding.rule_id, gain.kind, printed, truth_share)
+
+
+def main() -> int:
+    results: list[Checked] = []
+    for name, config_path, trace in samples():
+        results.extend(check_sample(name, config_path, trace))
+    for r in results:
+        source = "stripped" if r.stripped else "as written"
+        verdict = "ok" if r.holds else "FAIL"
+        print(
+            f"{r.sample:40} {source:10} {r.rule_id} {r.kind:11} printed {r.printed:6.1%}  truth {r.truth:6.1%}"
+            f"  error {r.error:6.1%}  {verdict}"
+        )
+    predicted = [r for r in results if r.kind == "predicted"]
+    worst = max((r.error for r in predicted), default=0.0)
+    print(f"{len(predicted)} predicted gains, worst error {worst:.1%}; {len(results) - len(predicted)} bounds")
+    failed = [r for r in results if not r.holds]
+    print(f"{len(failed)} fail (more than {TOLERANCE:.0%})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
