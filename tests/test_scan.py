@@ -13,6 +13,7 @@ from conftest import REPO, TORCH_FIXTURE
 from perftool.api import emulate
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
+from perftool.rules import prediction
 from perftool.rules.catalog import load_catalog
 from perftool.rules.engine import scan_files
 from perftool.rules.findings import SCHEMA
@@ -317,3 +318,16 @@ def test_a_straggler_gain_is_the_job_rerun_at_the_others_pace(run):
     truth = emulate(SAMPLES / "jobs" / "gpu_ddp_straggler" / "job.yaml", ["replicas.slow_ranks=[]"]).prediction
     assert straggler["gain"]["step_time_us_after"] == pytest.approx(truth["step_time_mean_us"])
     assert straggler["gain"]["speedup"] < 1 / (1 - straggler["impact"]["share"])  # less than the wait it removes
+
+
+def test_fixes_that_overlap_print_one_combined_what_if(reports, run):
+    """Two predicted fixes on one trace: 'together' is both applied at once, which is the job's truth, not a sum."""
+    found = reports[SAMPLES / "ipu" / "input_bound_prefetch.trace.json.gz"]
+    merged = {key: value for finding in found.findings for key, value in finding.fix.changes.items()}
+    assert set(merged) == {"prefetch_depth", "loop_size"}
+    truth = prediction.predicted(load_config(SAMPLES / "ipu" / "input_bound_prefetch.yaml"), merged)
+    assert found.together is not None and found.together.speedup == pytest.approx(truth.speedup)
+    assert found.together.speedup < found.findings[0].gain.speedup * found.findings[1].gain.speedup
+    assert reports[SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz"].together is None  # one fix: nothing to add
+    text = run("scan", SAMPLES / "ipu" / "input_bound_prefetch.trace.json.gz").stdout
+    assert "together every fix above: prefetch depth 1 → 5, loop size 64 → 128" in " ".join(text.split())

@@ -22,6 +22,8 @@ def render(report: ScanReport) -> Group:
         return Group(job_text.render(report, report.job, _finding), Text(""), summary_line(report))
     for trace in report.traces:
         parts += [_header(trace), *(_finding(finding, trace.time_unit) for finding in trace.findings)]
+        if trace.together is not None:
+            parts.append(Text.assemble("\n", ("together ", "bold"), shown(f"every fix above: {trace.together.text}")))
         if not trace.findings:
             parts.append(Text("  no findings", style="green"))
         parts.append(Text(""))

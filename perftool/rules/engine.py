@@ -108,8 +108,23 @@ def analyse_trace(
         step_durations_us=metrics.step_times_us,
         warmup_durations_us=(steps.end - steps.start)[: steps.warmup].tolist(),
         emulator=emulator.model_dump(mode="json") if emulator is not None else None,
+        together=_together(scope, findings),
     )
     return found, scope
+
+
+def _together(scope: Scope, findings: list[Finding]) -> Gain | None:
+    """Every fix whose gain was predicted, applied at once, where there are two or more: their gains overlap (the
+    same idle time, the same step), so one what-if says what they are worth together. Of two fixes setting one
+    knob to different values, the more severe finding's stands."""
+    run = scope.run or scope.fitted
+    fixes = [f.fix.changes for f in findings if f.gain.kind == "predicted" and f.fix.changes]
+    if run is None or len(fixes) < 2:
+        return None
+    merged: dict[str, Any] = {}
+    for changes in fixes:
+        merged |= {key: value for key, value in changes.items() if key not in merged}
+    return run.what_if(merged)
 
 
 def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:

@@ -111,6 +111,11 @@ class TraceFindings(_Record):
     emulator: EmulatorRun | None = Field(
         None, description="for emulator traces: the config that made the trace (device, workload, knobs, seed)"
     )
+    together: Gain | None = Field(
+        None,
+        description="where two or more findings predict their gains: every such fix applied at once (gains overlap "
+        "and do not add)",
+    )
 
 
 class RankRow(_Record):
