@@ -51,6 +51,11 @@ def job_figures(figures: dict[str, np.ndarray], ranks: int) -> dict[str, np.ndar
     return {name: JOB_COMBINE.get(name, np.max)(values.reshape(-1, ranks), axis=1) for name, values in figures.items()}
 
 
+def first_job(figures: dict[str, np.ndarray], ranks: int) -> dict[str, float]:
+    """The first configuration's figures as its job's (:func:`job_figures` over its ``ranks`` columns)."""
+    return {name: float(values[0]) for name, values in job_figures(figures, ranks).items()}
+
+
 @dataclass
 class Evaluation:
     """One entry per configuration; figures are NaN where the configuration cannot run."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool.emulator.config import EmulatorConfig
-from perftool.emulator.evaluate import job_figures, steady_figures
+from perftool.emulator.evaluate import first_job, steady_figures
 from perftool.emulator.plan import Plan, build_plan
 from perftool.emulator.simulate import Timeline, simulate
 from perftool.errors import PerftoolError
@@ -93,6 +93,5 @@ def run(config: EmulatorConfig) -> Run:
 
 
 def _job_prediction(figures: dict[str, np.ndarray]) -> dict[str, float]:
-    """The run's figures: with replicas, the job's (:func:`job_figures` over all its columns)."""
-    ranks = next(iter(figures.values())).size
-    return {name: float(values[0]) for name, values in job_figures(figures, ranks).items()}
+    """The run's figures: with replicas, the job's (over all its columns)."""
+    return first_job(figures, next(iter(figures.values())).size)

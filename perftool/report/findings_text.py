@@ -23,7 +23,11 @@ def render(report: ScanReport) -> Group:
     for trace in report.traces:
         parts += [_header(trace), *(_finding(finding, trace.time_unit) for finding in trace.findings)]
         if trace.together is not None:
-            parts.append(Text.assemble("\n", ("together ", "bold"), shown(f"every fix above: {trace.together.text}")))
+            together = Table.grid(padding=(0, 1))
+            together.add_column(style="bold", justify="right")
+            together.add_column()
+            together.add_row("together", shown(f"every fix above: {trace.together.text}"))
+            parts += [Text(""), together]
         if not trace.findings:
             parts.append(Text("  no findings", style="green"))
         parts.append(Text(""))

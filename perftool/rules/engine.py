@@ -226,8 +226,7 @@ def _fix_that_holds(
     bound = prediction.upper_bound(scope.per_step(most), most / scope.window)
     if scope.run is not None:
         return _emulated(scope, detection, bound) if detection.changes else (detection, bound, None)
-    fitted = _fitted(scope) if isinstance(scope, Scope) else None
-    if fitted is None or not isinstance(scope, Scope):
+    if not isinstance(scope, Scope) or (fitted := _fitted(scope)) is None:  # a job's scope has no fit
         return detection, bound, None
     on_fit = copy.copy(scope)  # the same trace and its analysis, with the fit as its run
     on_fit.run = fitted

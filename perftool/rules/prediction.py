@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ByteSize
 
 from perftool.emulator.config import EmulatorConfig, validate_config
-from perftool.emulator.evaluate import evaluate, job_figures
+from perftool.emulator.evaluate import evaluate, first_job
 from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
 from perftool.units import duration
@@ -44,6 +44,8 @@ def predicted(
     except PerftoolError:
         return None
     before, after = _baseline(config), _figures(fixed)
+    if isinstance(before, str):  # a config that does not run as written predicts nothing
+        return None
     change = ", ".join(_describe(config, key, value) for key, value in changes.items())
     if isinstance(after, str):
         return Gain(kind="predicted", text=f"{change}: the emulator predicts it does not run ({after})")
@@ -76,17 +78,13 @@ def _figures(config: EmulatorConfig) -> dict[str, float] | str:
     evaluation = evaluate(config)
     if not evaluation.feasible[0]:
         return str(evaluation.plan.infeasible[0])
-    figures = job_figures(evaluation.figures, evaluation.plan.replicas)
-    return {name: float(values[0]) for name, values in figures.items()}
+    return first_job(evaluation.figures, evaluation.plan.replicas)
 
 
 @lru_cache(maxsize=4)
-def _baseline(config: EmulatorConfig) -> dict[str, float]:
+def _baseline(config: EmulatorConfig) -> dict[str, float] | str:
     """The config as written, evaluated once however many findings compare against it."""
-    figures = _figures(config)
-    if isinstance(figures, str):
-        raise PerftoolError(f"the trace's own config does not run: {figures}")
-    return figures
+    return _figures(config)
 
 
 def _describe(config: EmulatorConfig, key: str, value: Any) -> str:

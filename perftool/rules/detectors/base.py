@@ -71,13 +71,14 @@ class Scope:
     def compute(self) -> intervals.Intervals:
         return self.metrics.busy["compute"]
 
-    def stalls_around(self, pieces: intervals.Intervals) -> float:
-        """The whole stretches without compute that any of ``pieces`` falls in, µs: after a late batch, its copy and
-        the host's dispatch keep the device from computing too, and removing the wait removes them all."""
+    def stalls_around(self, starts: np.ndarray) -> float:
+        """The whole stretches without compute that any of ``starts`` (times on the trace's clock) falls in, µs: after
+        a late batch, its copy and the host's dispatch keep the device from computing too, and removing the wait
+        removes them all."""
         gaps = intervals.gaps(self.compute, self.lo, self.hi)
-        if pieces[0].size == 0 or gaps[0].size == 0:
+        if starts.size == 0 or gaps[0].size == 0:
             return 0.0
-        touched = np.searchsorted(gaps[0], pieces[0], side="right") - 1
+        touched = np.searchsorted(gaps[0], starts, side="right") - 1
         chosen = np.unique(touched[touched >= 0])
         return float(np.sum(gaps[1][chosen] - gaps[0][chosen]))
 

@@ -15,7 +15,6 @@ import re
 
 import numpy as np
 
-from perftool.analysis import intervals
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 from perftool.trace.model import Kind, Role
 
@@ -80,7 +79,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         evidence = scope.events(wait_rows)
     else:
         evidence = scope.idle_stretches(pieces, np.flatnonzero(loading & scope.in_window))
-    bound = scope.stalls_around(intervals.union(*map(np.concatenate, zip(*(idle.by_cause[c] for c in INPUT)))))
+    bound = scope.stalls_around(np.concatenate([idle.by_cause[cause][0] for cause in INPUT]))
     found = Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes, bound_us=bound)
     if scope.run is not None and changes:  # the emulator decides between more workers and deeper prefetching
         found.alternatives = [found.instead(v, c) for v, c in alternatives if c != changes]

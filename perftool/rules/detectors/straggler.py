@@ -62,8 +62,7 @@ def detect(scope, params: dict[str, float]) -> Detection | None:  # scope: perft
 def _at_others_speed(slow_ranks: tuple[dict, ...], rank: int) -> dict[str, list[dict]]:
     """The job's slow ranks with ``rank`` computing and preparing input at the median of the others' pace (the
     fix's what-if); no change where the job does not say that rank is slow."""
-    mine = [entry for entry in slow_ranks if entry["rank"] == rank]
-    if not mine:
+    if not any(entry["rank"] == rank for entry in slow_ranks):
         return {}
     rest = [entry for entry in slow_ranks if entry["rank"] != rank]
     pace = {part: float(np.median([e[part] for e in rest])) if rest else 1.0 for part in ("compute", "preprocess")}
