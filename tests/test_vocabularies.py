@@ -58,6 +58,44 @@ def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_t
     assert "aten::linear" in finding["evidence"][0]["name"]
 
 
+def _slow_launches(first_launch_us: float, launch_us: float) -> dict:
+    """Kineto steps where the GPU waits while the host launches three kernels, each launch ``launch_us`` long
+    (the very first ``first_launch_us``), after 40 µs of Python."""
+    host, gpu = 4242, 0
+    events = _kineto_tracks(host, gpu)
+    for i in range(8):
+        t = i * STEP
+        events += [
+            complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
+            complete("aten::linear", t + 10, 40, pid=host, tid=1, cat="cpu_op"),
+        ]
+        at = t + 50
+        for k in range(3):
+            took = first_launch_us if i == k == 0 else launch_us
+            events += [
+                complete("cudaLaunchKernel", at, took, pid=host, tid=1, cat="cuda_runtime"),
+                complete("ampere_sgemm_128x64_tn", at + took + 2, 100, pid=gpu, tid=7, cat="kernel"),
+            ]
+            at += took + 102
+    return {"traceEvents": events}
+
+
+def test_kineto_idle_inside_slow_launch_calls_is_launch_overhead(run, write_trace):
+    # the gaps are long (the device waits out whole 150 µs launches), but the host spends them launching
+    trace, findings = _findings(run, write_trace, _slow_launches(150, 150))
+    finding = findings["PT001"]
+    assert finding["values"]["launch_share"] == 0 and finding["values"]["in_launch_calls_share"] > 0.7
+    assert "CUDA graph" in finding["fix"]["text"] and finding["fix"]["changes"] == {"device_graphs": True}
+
+
+def test_kineto_one_slow_first_launch_is_not_launch_overhead(run, write_trace):
+    # launches of 5 µs, the first one loading its code for 600 µs: the idle is the host's Python, not launching
+    trace, findings = _findings(run, write_trace, _slow_launches(600, 5))
+    finding = findings["PT001"]
+    assert finding["values"]["in_launch_calls_share"] < 0.2
+    assert "CUDA graph" not in finding["fix"]["text"] and finding["fix"]["changes"] == {}
+
+
 def test_kineto_short_gaps_between_short_kernels_are_launch_overhead(run, write_trace):
     host, gpu = 4242, 0
     events = _kineto_tracks(host, gpu)

@@ -15,11 +15,13 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
-from perftool.trace.model import Kind, Role
+from perftool.trace.model import Kind, Role, Trace
 
 LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
+ONE_TIME_LAUNCH = 10.0  # a launch call this many times the median launch's length loads code; it is not overhead
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -43,11 +45,14 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     current = scope.run.knobs["loop_size"] if scope.run is not None else 1
     loop_size = _loop_size(scope, current, lost, params)
     op_median = scope.metrics["device.op_time_us.median"]
-    launch_bound = launch >= params["launch_share"] * lost and not op_median > params["short_op_us"]
+    in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & _kernel_launches(trace)))
+    short_gaps = launch >= params["launch_share"] * lost and not op_median > params["short_op_us"]
+    launch_bound = short_gaps or in_launch_calls >= params["launch_share"] * lost
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
         "launch_share": launch / lost,
+        "in_launch_calls_share": in_launch_calls / lost,
         "host_per_stretch_ms": lost / stretches / 1e3,
         "stretches_per_step": scope.per_step(stretches),
         "device_per_step_ms": busy_per_step / 1e3,
@@ -83,6 +88,18 @@ def _fix(scope: Scope, launch_bound: bool, loop_size: int, current: int) -> tupl
     if scope.family in GRAPH_FAMILIES:
         return None, {"device_graphs": True}
     return "launch_bound", {}
+
+
+def _kernel_launches(trace: Trace) -> np.ndarray:
+    """Per event: a call launching device work one call at a time (not a copy, not a graph replay).
+
+    A call far longer than the trace's typical launch (a first launch loading its code) is not launch overhead.
+    """
+    launching = trace.name_matches(vocabulary.LAUNCH)
+    launching &= ~trace.name_matches(vocabulary.MEMCPY) & ~trace.name_matches(vocabulary.GRAPH_LAUNCH)
+    if launching.any():
+        launching &= trace.dur <= ONE_TIME_LAUNCH * np.median(trace.dur[launching])
+    return launching
 
 
 def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) -> np.ndarray:
@@ -130,6 +147,7 @@ DETECTOR = Detector(
         "idle_share": "share of the window the device is idle, all causes",
         "host_share": "share of the window the device is idle while the host runs Python, ops or launches",
         "launch_share": "share of that idle time in short gaps between launches (launch overhead)",
+        "in_launch_calls_share": "share of that idle time the host spends inside kernel-launch calls",
         "host_per_stretch_ms": "mean length of an idle stretch the host causes, ms",
         "stretches_per_step": "such idle stretches per steady step",
         "device_per_step_ms": "device busy time per steady step, ms",
@@ -145,7 +163,9 @@ DETECTOR = Detector(
     settings={
         "target_overhead": Setting(0.02, "the share of a step host time should be cut to (loop-size advice)"),
         "max_loop_size": Setting(1024, "the largest loop size advice may name", int),
-        "launch_share": Setting(0.5, "launch overhead when at least this share of the idle time is in short gaps"),
+        "launch_share": Setting(
+            0.5, "launch overhead when at least this share of the idle time is in short gaps, or in launch calls"
+        ),
         "short_op_us": Setting(50.0, "... and the median device op is no longer than this, µs"),
     },
 )
