@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from bench_whatif import REAL, real_pair
 
 from perftool.calibrate import calibrate
@@ -80,6 +81,23 @@ def test_a_fit_that_loads_in_the_loop_tunes_as_written(run, tmp_path):
     result = run("tune", fitted, "--format", "json")
     assert result.exit_code == 0, result.output
     assert "pin_memory" in result.stdout and "loads each batch itself" in result.stdout
+
+
+def test_tune_of_the_zero_worker_fit_sweeps_workers_and_predicts_the_other_capture(run, tmp_path):
+    """The fitted config's tune: section sweeps input workers from 0 (loading in the loop); tuned on workers alone,
+    the best is a worker count whose mean step is within 10% of what the 4-worker capture measures."""
+    fitted = tmp_path / "job.yaml"
+    run("calibrate", BEFORE, "-o", fitted)
+    document = yaml.safe_load(fitted.read_text())
+    assert document["tune"]["space"]["input_workers"]["range"][0] == 0
+    document["tune"]["space"] = {"input_workers": document["tune"]["space"]["input_workers"]}
+    fitted.write_text(yaml.safe_dump(document))
+    result = run("tune", fitted, "--format", "json")
+    assert result.exit_code == 0, result.output
+    tuned = json.loads(result.stdout)
+    assert tuned["baseline"]["knobs"] == {"input_workers": 0} and tuned["best"]["knobs"]["input_workers"] >= 1
+    after = scan_trace(load_trace(str(AFTER)), []).step_time_us
+    assert tuned["best"]["figures"]["step_time_mean_us"] == pytest.approx(after, rel=0.10)
 
 
 def test_scan_of_the_zero_worker_capture_predicts_the_other_capture(run):

@@ -288,17 +288,36 @@ def validate_config(
     return config
 
 
+WORKLOAD_SETTINGS = ("input_workers",)  # workload fields swept like knobs: how batches are fed, not what is trained
+
+
+def setting(config: EmulatorConfig, name: str) -> Any:
+    """The value of knob ``name``, or of the workload field of that name in :data:`WORKLOAD_SETTINGS`."""
+    return getattr(config.workload if name in WORKLOAD_SETTINGS else config.knobs, name)
+
+
+def with_settings(config: Config, values: dict[str, Any]) -> Config:
+    """``config`` with knobs and :data:`WORKLOAD_SETTINGS` set to ``values`` (already checked by :func:`knob_value`)."""
+    workload = {name: value for name, value in values.items() if name in WORKLOAD_SETTINGS}
+    knobs = {name: value for name, value in values.items() if name not in WORKLOAD_SETTINGS}
+    return config.model_copy(
+        update={"knobs": config.knobs.model_copy(update=knobs), "workload": config.workload.model_copy(update=workload)}
+    )
+
+
 def knob_value(config: EmulatorConfig, name: str, value: Any) -> tuple[Any, str | None]:
-    """``value`` as knob ``name`` takes it, and why the config cannot take it (``None`` when it can). Where the
-    dataset sets the epoch, how the value fits the epoch depends on the batch size it is swept with: the plan
-    prunes each configuration that does not fit."""
+    """``value`` as knob ``name`` (or a field in :data:`WORKLOAD_SETTINGS`) takes it, and why the config cannot
+    take it (``None`` when it can). Where the dataset sets the epoch, how the value fits the epoch depends on the
+    batch size it is swept with: the plan prunes each configuration that does not fit."""
+    section = config.workload if name in WORKLOAD_SETTINGS else config.knobs
     try:
-        knobs = Knobs.model_validate({**config.knobs.model_dump(), name: value})
+        checked = type(section).model_validate({**section.model_dump(), name: value})
     except ValidationError as exc:
         return value, error_reason(exc.errors()[0])
+    taken = getattr(checked, name)
     epoch_swept = config.workload.dataset_samples is not None
-    problem = _device_problem(config.model_copy(update={"knobs": knobs}), check_epoch=not epoch_swept)
-    return getattr(knobs, name), problem[1] if problem else None
+    problem = _device_problem(with_settings(config, {name: taken}), check_epoch=not epoch_swept)
+    return taken, problem[1] if problem else None
 
 
 def _device_problem(config: EmulatorConfig, check_epoch: bool = True) -> tuple[tuple, str] | None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import yaml
 
+from perftool.emulator.config import setting
 from perftool.tune.search import TuneResult
 
 
 def render(result: TuneResult, source: str) -> str:
     changed = {
-        name: value for name, value in result.knobs(result.best).items() if getattr(result.config.knobs, name) != value
+        name: value for name, value in result.knobs(result.best).items() if setting(result.config, name) != value
     }
     if not changed:
         gain = "the config as written is already the best"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from perftool.emulator.config import setting
 from perftool.results import TuneReport
 from perftool.tune.evaluator import ROW_FIGURES
 from perftool.tune.search import TuneResult
@@ -32,7 +33,7 @@ def document(result: TuneResult, source: str, top: int = 10) -> dict:
         "budget": result.budget,
         "seconds": round(result.seconds, 3),
         "baseline": {
-            "knobs": {name: getattr(config.knobs, name) for name in result.space.names},
+            "knobs": {name: setting(config, name) for name in result.space.names},
             **_outcome(result.baseline.figures, 0, str(result.baseline.reason[0])),
         },
         "best": _configuration(result, result.best),

@@ -7,6 +7,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from perftool.emulator.config import setting
 from perftool.report.console import add_columns
 from perftool.tune.explain import LABELS, shown
 from perftool.tune.search import TuneResult
@@ -24,6 +25,7 @@ COLUMNS = {  # short knob names for the table's headers
     "device_graphs": "graphs",
     "layout_mismatch": "layout",
     "pin_memory": "pinned",
+    "input_workers": "workers",
 }
 
 
@@ -59,7 +61,7 @@ def _held(result: TuneResult) -> list[str]:
     held = result.config.tune.held
     if not held:
         return []
-    knobs = ", ".join(f"{LABELS[name]} {shown(getattr(result.config.knobs, name))}" for name in held)
+    knobs = ", ".join(f"{LABELS[name]} {shown(setting(result.config, name))}" for name in held)
     return [f"\nkept as written, as other values change the training: {knobs} (tune.change_training: true sweeps them)"]
 
 
@@ -97,7 +99,7 @@ def _top_table(result: TuneResult, top: int) -> Table:
 
 def _verdict(result: TuneResult) -> Text:
     baseline, figures = result.baseline, result.rows.figures
-    written = ", ".join(f"{LABELS[name]} {shown(getattr(result.config.knobs, name))}" for name in result.space.names)
+    written = ", ".join(f"{LABELS[name]} {shown(setting(result.config, name))}" for name in result.space.names)
     best = ", ".join(f"{LABELS[name]} {shown(value)}" for name, value in result.knobs(result.best).items())
     if baseline.simulated[0]:
         was = (

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perftool.emulator.config import WORKLOAD_SETTINGS, with_settings
 from perftool.emulator.evaluate import FIGURES, evaluate_plan, job_figures
 from perftool.emulator.plan import build_plan
 from perftool.interrupts import ignore_in_worker
@@ -52,6 +53,11 @@ class Rows:
             np.concatenate([p.simulated for p in parts]),
         )
 
+    def take(self, rows: np.ndarray) -> Rows:
+        """These rows, in this order."""
+        figures = {name: values[rows] for name, values in self.figures.items()}
+        return Rows(self.points[rows], figures, self.reason[rows], self.simulated[rows])
+
     @property
     def feasible(self) -> np.ndarray:
         return self.reason == ""
@@ -80,7 +86,28 @@ def evaluate_points(config: TuneConfig, space: Space, points: np.ndarray) -> Row
 
 
 def evaluate_grid(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Rows:
-    """Prune, simulate and check the constraints of the knob combinations in ``grid`` (or the config as written)."""
+    """Prune, simulate and check the constraints of the knob combinations in ``grid`` (or the config as written).
+
+    The workload's settings in ``grid`` (input workers) shape the plan itself: each value is its own plan.
+    """
+    swept = [name for name in WORKLOAD_SETTINGS if grid and name in grid]
+    if not swept:
+        return _evaluate_plan(config, grid)
+    assert grid is not None
+    values = np.stack([grid[name] for name in swept], axis=1)
+    groups, which = np.unique(values, axis=0, return_inverse=True)
+    knobs = {name: column for name, column in grid.items() if name not in swept}
+    parts, order = [], []
+    for g, group in enumerate(groups):
+        rows = np.flatnonzero(which.ravel() == g)
+        settings = {name: value.item() for name, value in zip(swept, group)}
+        parts.append(_evaluate_plan(with_settings(config, settings), {k: v[rows] for k, v in knobs.items()}))
+        order.append(rows)
+    return Rows.concat(parts).take(np.argsort(np.concatenate(order), kind="stable"))
+
+
+def _evaluate_plan(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Rows:
+    """:func:`evaluate_grid` for knobs only: one plan of every combination."""
     plan = build_plan(config, grid)
     limits = config.tune.constraints
     fraction = plan.memory_bytes / plan.capacity_bytes

@@ -30,6 +30,7 @@ LABELS = {
     "device_graphs": "device graphs",
     "layout_mismatch": "layout mismatch",
     "pin_memory": "pinned memory",
+    "input_workers": "input workers",
 }
 SAME = 0.0005  # changes smaller than this read as "the same"
 

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from perftool.emulator.config import EmulatorConfig, training_change
+from perftool.emulator.config import EmulatorConfig, setting, training_change, with_settings
 from perftool.errors import PerftoolError
 from perftool.tune.evaluator import Evaluator, Rows, evaluate_grid
 from perftool.tune.exhaustive import exhaustive
@@ -78,15 +78,15 @@ class TuneResult:
     def training_changes(self, row: int) -> list[str]:
         """What configuration ``row`` changes in the training itself against the config as written."""
         return [
-            f"{name.replace('_', ' ')} {getattr(self.config.knobs, name)} → {value}: {what}"
+            f"{name.replace('_', ' ')} {setting(self.config, name)} → {value}: {what}"
             for name, value in self.knobs(row).items()
-            if value != getattr(self.config.knobs, name) and (what := training_change(name, value))
+            if value != setting(self.config, name) and (what := training_change(name, value))
         ]
 
     def best_config(self) -> EmulatorConfig:
         """The config as written with the best knob values: what ``perftool emulate`` should run."""
-        knobs = self.config.knobs.model_copy(update=self.knobs(self.best))
-        return EmulatorConfig.model_validate({**dict(self.config), "knobs": knobs, "tune": None})
+        best = with_settings(self.config, self.knobs(self.best))
+        return EmulatorConfig.model_validate({**dict(best), "tune": None})
 
     def speedup(self) -> float:
         """How much better the best is than the baseline on the objective (NaN when the baseline cannot run at all)."""
@@ -131,7 +131,7 @@ def tune(
         else:
             assert budget is not None  # local search always has one (see _budget)
             kept_back = min(8 * len(space.names), budget // 10)  # to compare the answer with its neighbours
-            local_search(evaluator, space.nearest(config.knobs), budget - kept_back, spec.seed)
+            local_search(evaluator, space.nearest(config), budget - kept_back, spec.seed)
             _compare_answer(evaluator, spec, budget)
         rows = evaluator.rows()
         _over_noise_draws(config, rows, evaluator.draws)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.emulator.config import Knobs
+from perftool.emulator.config import EmulatorConfig, setting
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,12 @@ class Space:
         """The knob settings of one point, as plain Python values."""
         return {name: values[i].item() for name, values, i in zip(self.names, self.values, point)}
 
-    def nearest(self, knobs: Knobs) -> np.ndarray:
-        """The point closest to ``knobs``: the same value where listed, else the nearest number, else the first."""
+    def nearest(self, config: EmulatorConfig) -> np.ndarray:
+        """The point closest to ``config``'s settings: the same value where listed, else the nearest number, else
+        the first."""
         point = np.zeros(len(self.names), dtype=np.int64)
         for j, (name, values) in enumerate(zip(self.names, self.values)):
-            current = getattr(knobs, name)
+            current = setting(config, name)
             same = np.flatnonzero(values == current)
             if same.size:
                 point[j] = same[0]

@@ -4,6 +4,7 @@ Each knob's values are a list (tried in the order given), ``{range: [lo, hi]}`` 
 ``{range: [lo, hi, step]}`` (both ends included), or ``{pow2: [lo, hi]}`` (the powers of two in
 ``[lo, hi]``, and 0 first when ``lo`` is 0). Every value is checked against the device and the
 workload the way ``perftool emulate`` checks a knob, so a bad value is an error with its line.
+Besides the knobs, the space may sweep the workload's ``input_workers`` (how batches are fed).
 """
 
 from __future__ import annotations
@@ -16,18 +17,28 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
-from perftool.emulator.config import EmulatorConfig, Knobs, knob_value, read_config, training_change, validate_config
+from perftool.emulator.config import (
+    WORKLOAD_SETTINGS,
+    EmulatorConfig,
+    Knobs,
+    knob_value,
+    read_config,
+    setting,
+    training_change,
+    validate_config,
+)
 from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.errors import PerftoolError
 from perftool.yamlfile import field_error
 
-TUNABLE = tuple(name for name in Knobs.model_fields if name != "cpu_fallback_ops")
+TUNABLE = tuple(name for name in Knobs.model_fields if name != "cpu_fallback_ops") + WORKLOAD_SETTINGS
 MAX_VALUES_PER_KNOB = 10_000
 MAX_EXHAUSTIVE = 2_000_000  # configurations an exhaustive sweep may take on
 MAX_SPACE = 2**62  # configurations a space may hold (flat indices stay int64)
 TIME_UNITS_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 MAX_DEFAULT_LOOP = 256  # the longest device loop a default space tries
 DEFAULT_MAX_PREFETCH = 8  # batches ahead a default space tries at most (past three, the buffer seldom helps)
+DEFAULT_MAX_WORKERS = 8  # input workers a default space tries at least up to (and up to the host's cores)
 
 
 def _domain(given: Any) -> tuple:
@@ -174,7 +185,7 @@ def _keep_the_training(config: TuneConfig, space: dict[str, tuple]) -> dict[str,
     the knobs narrowed and what the values left out would change."""
     held = {}
     for name, values in space.items():
-        own = getattr(config.knobs, name)
+        own = setting(config, name)
         kept = tuple(v for v in values if v == own or training_change(name, v) is None)
         if kept != values:
             dropped = next(v for v in values if v not in kept)
@@ -223,4 +234,8 @@ def default_space(config: EmulatorConfig) -> dict[str, Any]:
         space["layout_mismatch"] = [True, False]
     if not knobs.pin_memory:
         space["pin_memory"] = [False, True]
+    work = config.workload
+    if work.preprocess_us_per_sample > 0:  # batches take loading: how many processes load them
+        fewest = 0 if config.profile.host_feeds_data else 1
+        space["input_workers"] = {"range": [fewest, max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)]}
     return space
