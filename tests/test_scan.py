@@ -331,3 +331,9 @@ def test_fixes_that_overlap_print_one_combined_what_if(reports, run):
     assert reports[SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz"].together is None  # one fix: nothing to add
     text = run("scan", SAMPLES / "ipu" / "input_bound_prefetch.trace.json.gz").stdout
     assert "together every fix above: prefetch depth 1 → 5, loop size 64 → 128" in " ".join(text.split())
+    sample = SAMPLES / "ipu" / "input_bound_prefetch.trace.json.gz"
+    markdown = run("scan", sample, "--format", "markdown", "--fail-on", "never").stdout
+    assert f"**Together:** every fix below: {found.together.text}" in markdown
+    assert f"Together, every fix below: {found.together.text}" in run("scan", sample, "--format", "html").stdout
+    sarif = json.loads(run("scan", sample, "--format", "sarif", "--fail-on", "never").stdout)
+    assert [t["text"] for t in sarif["runs"][0]["properties"]["together"]] == [found.together.text]

@@ -79,7 +79,8 @@ def steady_step(trace: TraceFindings) -> list[tuple[str, float]]:
 def findings_section(trace: TraceFindings) -> str:
     if not trace.findings:
         return section("Findings", paragraph("No findings: nothing the rules look for costs time here."))
-    return section("Findings", *(_finding(f, trace.time_unit) for f in trace.findings))
+    together = [paragraph(f"Together, every fix below: {trace.together.text}")] if trace.together else []
+    return section("Findings", *together, *(_finding(f, trace.time_unit) for f in trace.findings))
 
 
 def _finding(finding: Finding, unit: str) -> str:

@@ -44,6 +44,8 @@ def _trace(trace: TraceFindings) -> list[str]:
         rule = f"`{finding.rule_id}` {finding.rule_name}"
         lines.append(f"| {_ICON[finding.severity.value]} | {rule} | {lost} | {cell(finding.message)} |")
     lines.append("")
+    if trace.together is not None:
+        lines += [f"**Together:** every fix below: {cell(trace.together.text)}", ""]
     for finding in trace.findings:
         lines += _details(finding, trace.time_unit)
     return lines

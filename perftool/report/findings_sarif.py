@@ -58,10 +58,20 @@ def render(report: ScanReport, rules: list[Rule]) -> str:
                 },
                 "results": results,
                 "invocations": [_invocation(report)],
+                "properties": {"together": _together(report)},
             }
         ],
     }
     return json.dumps(document, indent=2) + "\n"
+
+
+def _together(report: ScanReport) -> list[dict[str, Any]]:
+    """Per trace whose predicted fixes overlap: what they are worth applied at once."""
+    return [
+        {"artifact": artifact_uri(trace.path), "text": trace.together.text, "kind": trace.together.kind}
+        for trace in report.traces
+        if trace.together is not None
+    ]
 
 
 def _invocation(report: ScanReport) -> dict[str, Any]:
