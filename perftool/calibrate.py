@@ -25,6 +25,7 @@ import numpy as np
 
 from perftool.analysis.metrics import compute_metrics
 from perftool.emulator.config import EmulatorConfig, validate_config
+from perftool.emulator.devices import GENERIC
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.run import run as emulate
 from perftool.emulator.trace_writer import write_trace
@@ -217,6 +218,12 @@ def calibrate(
 def _notes(scope: Scope, config: EmulatorConfig) -> list[str]:
     """What the fit could not take from the trace, and what a what-if on it needs given."""
     notes = []
+    if config.device_model == GENERIC:
+        notes.append(
+            f"the trace's device ({scope.metrics.device}) is not one perftool knows by model: the fit uses a generic "
+            f"{config.device.upper()} (the reference device's memory and links, its speed fitted to the trace); "
+            "name the model with --set device_model=KEY where memory or links matter to a what-if"
+        )
     workload = config.workload
     if workload.input_workers and not workload.preprocess_us_per_sample and scope.metrics["input.time_us"] > 0:
         notes.append(

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.family import device_properties
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.dialects.vocabulary import (
@@ -44,6 +45,7 @@ from perftool.dialects.vocabulary import (
     REMOTE_BUFFER_COPY,
     STRIDED_COPY,
 )
+from perftool.emulator import devices
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
@@ -103,7 +105,10 @@ def fit(
     filling the host's gaps) it counts as device work, as any other work the emulator has no part for."""
     given = given or {}
     family = device or (scope.family if scope.family in PROFILES else "gpu")
-    gradients = _gradients(scope, PROFILES[family], max(scope.steady_steps, 1), peers)
+    model = devices.identify(family, device_properties(trace))
+    given = {"device_model": model.key if model else devices.GENERIC} | given
+    profile = devices.model_profile(family, given["device_model"] if given["device_model"] in devices.BY_KEY else None)
+    gradients = _gradients(scope, profile, max(scope.steady_steps, 1), peers)
     if gradients is not None:
         try:
             replicated = _fit(trace, scope, family, given, gradients)
@@ -140,7 +145,8 @@ def _fit(
     trace: Trace, scope: Scope, family: str, given: dict[str, Any], gradients: _Gradients | None
 ) -> EmulatorConfig:
     """The fit, with communication as ``gradients`` reduced across replicas or (None) as device work."""
-    profile = PROFILES[family]
+    model = given.get("device_model")
+    profile = devices.model_profile(family, model if model in devices.BY_KEY else None)
     steps = max(scope.steady_steps, 1)
     mean = scope.metrics["step_time_us.mean"]
     step = mean if not math.isnan(mean) else scope.window
@@ -186,6 +192,7 @@ def _fit(
     }
     document = {
         "device": family,
+        **({"device_model": model} if model else {}),
         "workload": workload | given.get("workload", {}),
         "knobs": knobs | given.get("knobs", {}),
         "device_overrides": host.overrides | given.get("device_overrides", {}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,25 @@ def device_name(trace: Trace) -> str:
     """
     tracks = device_tracks(trace)
     return _device_name(trace, tracks) if tracks else HOST_ONLY
+
+
+def device_properties(trace: Trace) -> dict[str, Any]:
+    """What the trace says about the device its busiest device track ran on: Kineto's ``deviceProperties`` entry
+    for it (name, memory, SMs), else its name in words; empty for a host-only trace."""
+    tracks = device_tracks(trace)
+    if not tracks:
+        return {}
+    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    busiest = tracks[int(np.argmax(np.bincount(trace.track[device], weights=trace.dur[device])[tracks]))]
+    pid = trace.tracks[busiest].pid
+    properties = trace.metadata.get("deviceProperties")
+    if isinstance(properties, list):
+        entry = next((p for p in properties if isinstance(p, dict) and p.get("id") == pid), None)
+        if entry is None and len(properties) == 1 and isinstance(properties[0], dict):
+            entry = properties[0]  # one device: its entry whatever the track's id
+        if entry:
+            return dict(entry)
+    return {"name": _device_name(trace, [busiest])}
 
 
 def _device_name(trace: Trace, tracks: list[int]) -> str:

@@ -13,9 +13,10 @@ from typing import Annotated, Any, Literal, TypeVar
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from perftool.emulator.profiles import PROFILES, DeviceProfile
+from perftool.emulator.devices import BY_KEY, GENERIC, model_profile
+from perftool.emulator.profiles import DeviceProfile
 from perftool.errors import PerftoolError
 from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
 
@@ -205,6 +206,13 @@ class EmulatorConfig(_Strict):
     """One emulated training run."""
 
     device: Literal["npu", "ipu", "hpu", "gpu"]
+    device_model: str | None = Field(
+        None,
+        description="the accelerator model, for its memory, peak and links: "
+        + ", ".join(BY_KEY)
+        + f", or {GENERIC} (a device perftool does not know: the family's figures, its speed fitted to a trace); "
+        "none: the family's reference device (Ascend 910, GC200, Gaudi 2, A100 SXM 80 GB)",
+    )
     workload: Workload
     knobs: Knobs = Knobs()
     host: Host = Host()
@@ -224,10 +232,17 @@ class EmulatorConfig(_Strict):
         description="how perftool calibrate fitted this config to a trace, and how closely; emulate ignores it",
     )
 
+    @field_validator("device_model")
+    @classmethod
+    def _known_model(cls, model: str | None) -> str | None:
+        if model is not None and model != GENERIC and model not in BY_KEY:
+            raise ValueError(f"unknown device model {model!r}: give one of {', '.join(BY_KEY)}, or {GENERIC}")
+        return model
+
     @property
     def profile(self) -> DeviceProfile:
-        """The family's device profile, with this config's overrides."""
-        base = PROFILES[self.device]
+        """The family's device profile (with its model's hardware where one is named), with this config's overrides."""
+        base = model_profile(self.device, self.device_model)
         return self.device_overrides.applied(base) if self.device_overrides is not None else base
 
     @property
@@ -325,6 +340,8 @@ def _device_problem(config: EmulatorConfig, check_epoch: bool = True) -> tuple[t
     with the batch and loop sizes too, unless ``check_epoch`` is off)."""
     profile, knobs, workload = config.profile, config.knobs, config.workload
     defaults = Knobs()
+    if config.device_model in BY_KEY and BY_KEY[config.device_model].family != config.device:
+        return ("device_model",), f"{config.device_model} is no '{config.device}' device"
     for name in Knobs.model_fields:
         if name not in profile.knobs and getattr(knobs, name) != getattr(defaults, name):
             return ("knobs", name), f"device '{config.device}' has no {name} knob"

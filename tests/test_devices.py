@@ -1,0 +1,88 @@
+"""The device table: which model a trace's device properties describe, and the fitted config that names it."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import DATA, REPO
+
+from perftool.analysis.family import device_properties
+from perftool.calibrate import calibrate
+from perftool.emulator.config import load_config
+from perftool.emulator.devices import BY_KEY, GENERIC, identify
+from perftool.emulator.profiles import PROFILES
+from perftool.traces import load_trace
+
+REAL = DATA / "real"
+GB = 1e9
+
+
+@pytest.mark.parametrize(
+    "properties, model",
+    [
+        ({"name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16945512448}, "V100-SXM2-16GB"),
+        ({"name": "Tesla V100-SXM2-32GB"}, "V100-SXM2-32GB"),
+        ({"name": "NVIDIA A100-PG509-200", "totalGlobalMem": 42297524224}, "A100-SXM4-40GB"),
+        ({"name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85e9}, "A100-SXM4-80GB"),
+        ({"name": "NVIDIA A100 80GB PCIe"}, "A100-PCIE-80GB"),
+        ({"name": "NVIDIA H100 80GB HBM3", "numSms": 132}, "H100-SXM5-80GB"),
+        ({"name": "NVIDIA H100 PCIe"}, "H100-PCIE-80GB"),
+        ({"name": "AMD Instinct MI250X"}, "MI250X-GCD"),
+        # ROCm names a CDNA2 GCD generically: its 104 compute units and 64 GB tell it apart
+        ({"name": "AMD Radeon Graphics", "numSms": 104, "totalGlobalMem": 68702699520}, "MI250-GCD"),
+        ({"name": "AMD Radeon Graphics", "numSms": 304}, "MI300X"),
+        ({"name": "AMD Radeon Graphics"}, None),  # nothing to tell the models apart by
+        ({"name": "ARTEMIS"}, None),
+        ({}, None),
+    ],
+)
+def test_a_trace_s_device_properties_name_its_model(properties, model):
+    found = identify("gpu", properties)
+    assert (found.key if found else None) == model
+
+
+def test_each_family_s_reference_device_is_a_model_of_the_table():
+    """The emulator's family profiles are models of the table, so naming the model changes nothing."""
+    for family, profile in PROFILES.items():
+        assert any(model.profile() == profile for model in BY_KEY.values() if model.family == family), family
+
+
+def test_models_carry_their_hardware_and_keep_the_family_s_software():
+    v100, h100 = BY_KEY["V100-SXM2-16GB"].profile(), BY_KEY["H100-SXM5-80GB"].profile()
+    assert v100.memory_bytes == 16 * GB and v100.peak_tflops == 125 and v100.h2d_bandwidth < h100.h2d_bandwidth
+    assert h100.peak_tflops == 989 and h100.memory_bandwidth > 3 * v100.memory_bandwidth
+    assert v100.op_launch_us == h100.op_launch_us == PROFILES["gpu"].op_launch_us  # a fit sets these from the trace
+    assert BY_KEY["Ascend-910B"].profile().family == "npu" and BY_KEY["Ascend-910B"].profile().memory_bytes == 64 * GB
+
+
+@pytest.mark.parametrize(
+    "name, model",
+    [("ddp_v100_rank1", "V100-SXM2-16GB"), ("nccl_a100_rank", "A100-SXM4-40GB"), ("rocm_mi250_minitoy", "MI250-GCD")],
+)
+def test_a_real_capture_is_fitted_on_its_own_device(name, model):
+    assert identify("gpu", device_properties(load_trace(str(REAL / f"{name}.json.gz")))).key == model
+
+
+def test_calibrate_names_the_model_or_says_the_device_is_generic(run, tmp_path):
+    fitted = tmp_path / "v100.yaml"
+    result = run("calibrate", REAL / "ddp_v100_rank1.json.gz", "-o", fitted)
+    assert result.exit_code == 0, result.output
+    assert "NVIDIA V100 SXM2 (16 GB)" in " ".join(result.stdout.split())
+    config = load_config(fitted)
+    assert config.device_model == "V100-SXM2-16GB" and config.profile.memory_bytes == 16 * GB
+    # a capture whose profiler does not record the device (PyTorch 1.8): a generic GPU, named as such, and a note
+    unknown = calibrate(str(REAL / "resnet50_pt18_workers0.json.gz"))
+    assert unknown.config.device_model == GENERIC and "generic GPU" in unknown.config.profile.model
+    assert any("not one perftool knows by model" in note for note in unknown.notes)
+
+
+def test_a_config_names_a_model_of_its_family_or_is_refused(run, tmp_path):
+    document = yaml.safe_load((REPO / "sample_traces" / "gpu" / "healthy.yaml").read_text())
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({**document, "device_model": "H100-SXM5-80GB"}))
+    emulated = run("emulate", path)
+    assert emulated.exit_code == 0 and "NVIDIA H100 SXM5 (80 GB)" in emulated.stdout
+    for model, says in [("X200", "unknown device model 'X200'"), ("Ascend-910B", "Ascend-910B is no 'gpu' device")]:
+        path.write_text(yaml.safe_dump({**document, "device_model": model}))
+        refused = run("emulate", path)
+        assert refused.exit_code == 2 and says in refused.stderr and refused.stderr.count("\n") == 1
