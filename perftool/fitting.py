@@ -69,6 +69,7 @@ HOST_PACE = ("device_overrides", "python_us")  # ... where the host's Python and
 LAUNCH_PACE = ("device_overrides", "op_launch_us")  # ... and where its launching ops one by one does
 OVERLAPPED_COPIES = 0.5  # input copies this much hidden behind compute run beside it, pageable or not
 GRAPH_SHARE = 10  # a host launches by device graphs where one launch call in this many or more is a graph's
+SYNC_STALL = 0.02  # a sync each step drains the device when it idles after them this share of the step or more
 UNTRACED_PYTHON_US = 1000.0  # a host gap this short between traced ops is Python the profiler does not record
 DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work per step
 MAX_COMPUTE_JITTER = 0.5
@@ -86,6 +87,7 @@ READ_FROM_TRACE = frozenset(
         "layout_mismatch",
         "offload_optimizer",
         "workload.input_workers",
+        "workload.sync_each_step",
     }
 )
 
@@ -126,14 +128,15 @@ def work_per_step(trace: Trace, scope: Scope, device: str | None = None) -> floa
 
 
 def reproduces(config: EmulatorConfig, scope: Scope) -> bool:
-    """Whether the fast path's steady mean step, device busy share and share of the step in its all-reduces for
-    ``config`` are the trace's, within :data:`FIT_ERROR` and :data:`FIT_BUSY_POINTS`."""
+    """Whether the fast path's steady mean step, device busy share and (where it models replicas) share of the step
+    in its all-reduces for ``config`` are the trace's, within :data:`FIT_ERROR` and :data:`FIT_BUSY_POINTS`. A fit
+    that counts the trace's communication as device work has it in its busy share."""
     figures = evaluate(config)
     step, busy = float(figures["step_time_mean_us"][0]), float(figures["device_busy_fraction"][0])
     steps_agree = abs(step / scope.metrics["step_time_us.mean"] - 1) <= FIT_ERROR
     reducing = sum(figures.plan.bucket_us) / step  # one all-reduce of every bucket a step
     traced = np.nan_to_num(scope.metrics["communication.time_us"]) / scope.window
-    communication_agrees = abs(reducing - traced) <= FIT_BUSY_POINTS / 100
+    communication_agrees = config.replicas is None or abs(reducing - traced) <= FIT_BUSY_POINTS / 100
     return (
         steps_agree
         and communication_agrees
@@ -161,7 +164,8 @@ def _fit(
     job_steps = max(int(_given(given, "workload", "steps", scope.steps.count)), MIN_STEPS)
     half = max(_given(given, "workload", "half_efficiency_batch", 0.0), 0.0)  # a step computes batch + half
     loading = _loading(trace, scope) if profile.host_feeds_data else None
-    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading is not None)
+    syncs = not profile.host_blocks_per_call and _syncs_each_step(trace, scope, idle.get("sync", 0.0) / step)
+    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, syncs)
     sample = _sample_bytes(scope, profile.h2d_bandwidth, steps, batch)
     fallbacks = _fallbacks(trace, scope, profile, steps)
     offloaded = _offloaded_state(trace, scope, profile, steps)
@@ -174,6 +178,7 @@ def _fit(
         "steps": max(job_steps - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
         "ops_per_step": host.ops,
         "compute_jitter": _compute_spread(scope),
+        **({"sync_each_step": True} if syncs else {}),
         **host.workload,
         **_input(trace, scope, step, host.pacing == INPUT_PACE, batch, loading),
         **_compiles(scope),
@@ -232,17 +237,19 @@ def _host(
     compute: float,
     steps: int,
     job_steps: int,
-    loads: bool,
+    loading: np.ndarray | None,
+    syncs: bool,
 ) -> _Host:
     """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``);
-    ``loads``: the training process loads its batches itself."""
+    ``loading``: how long the training process took to load each batch itself (None: it loads none); ``syncs``:
+    the host waits for each step's device work before going on."""
     if "device_graphs" in profile.knobs and not _graphs_in_use(trace, scope):
-        return _streamed(trace, scope, idle, compute, steps, loads)
+        return _streamed(trace, scope, idle, compute, steps, loading, syncs)
     host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
         host = host_idle
-    elif not profile.host_blocks_per_call:  # the host runs a step ahead: the device idles for what exceeds compute
+    elif not (profile.host_blocks_per_call or syncs):  # the host runs a step ahead: the device idles past compute
         host = compute + host if host > 0 else min(profile.python_us + profile.call_dispatch_us, 0.5 * compute)
     loop = _loop_size(trace, scope, job_steps) if "loop_size" in profile.knobs else 1
     host *= loop  # the host's time per device call, one call every ``loop`` steps
@@ -252,24 +259,53 @@ def _host(
     return _Host(overrides, loop, _ops(scope, steps), False, pacing if max(waiting, host_idle) > 0 else None, {})
 
 
-def _streamed(trace: Trace, scope: Scope, idle: dict[str, float], compute: float, steps: int, loads: bool) -> _Host:
+def _streamed(
+    trace: Trace,
+    scope: Scope,
+    idle: dict[str, float],
+    compute: float,
+    steps: int,
+    loaded: np.ndarray | None,
+    syncs: bool,
+) -> _Host:
     """A host that launches ops one by one (the trace shows no graph launches): its own time per step (busy outside
     loading batches, syncs and copies that block) goes to launching them, and the device idles, beyond what that
-    time over its work explains, while runs of short ops are launched. What sets the pace is input, where the
-    device waits for workers most; else the longer of the host's path (loading and launching) and the device's
-    (work, and idle between launches)."""
-    host_idle = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
+    time over its work explains, while runs of short ops are launched. A host that waits for each step (``syncs``)
+    then loads its batch and runs Python before the first launch: the device's idle after each sync. What sets
+    the pace is input, where the device waits for workers most; else the longer of the host's path (loading and
+    launching) and the device's (work, and idle between launches)."""
+    loads = loaded is not None
+    after_syncs = idle.get("sync", 0.0) if syncs else 0.0
+    host_idle = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES) - after_syncs
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     own = _own_host_time(trace, scope) / steps
     gaps = max(host_idle - max(own - compute, 0.0), 0.0)
     loading = waiting if loads else 0.0  # the loop's loading, as far as the device waits for it
+    python = max(after_syncs - (float(np.sum(loaded)) / steps if loaded is not None else 0.0), 0.0)
     if not loads and waiting > host_idle:
         pacing: tuple[str, str] | None = INPUT_PACE
     else:
         pacing = LAUNCH_PACE if loading + own >= compute + gaps else ("workload", "launch_idle_us")
     ops = _ops(scope, steps)
-    overrides = {"python_us": 0.0, "op_launch_us": own / ops}
-    return _Host(overrides, 1, ops, True, pacing if max(waiting, host_idle) > 0 else None, {"launch_idle_us": gaps})
+    overrides = {"python_us": python, "op_launch_us": own / ops}
+    paced = pacing if max(waiting, host_idle + after_syncs) > 0 else None
+    return _Host(overrides, 1, ops, True, paced, {"launch_idle_us": gaps})
+
+
+def _syncs_each_step(trace: Trace, scope: Scope, stalled: float) -> bool:
+    """Whether the host waits for the device's step in every steady step (a value read back each step,
+    ``loss.item()``): a sync in each, after which the device idles at least :data:`SYNC_STALL` of the step
+    (``stalled``). A sync after which the device hardly idles waited for part of the step only, and the host went
+    on while the rest ran."""
+    if stalled < SYNC_STALL:
+        return False
+    syncs = trace.on_roles(Role.HOST) & (trace.kind == Kind.SYNC) & scope.in_window
+    steps = scope.steps
+    starts, ends = steps.start[steps.warmup :], steps.end[steps.warmup :]
+    if not syncs.any() or starts.size == 0:
+        return False
+    at = np.sort(trace.ts[syncs])
+    return bool(np.all(np.searchsorted(at, ends) > np.searchsorted(at, starts)))
 
 
 def _graphs_in_use(trace: Trace, scope: Scope) -> bool:

@@ -282,6 +282,25 @@ def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):
     assert missing.exit_code == 2 and "nope.json" in missing.stderr
 
 
+def test_a_loop_that_reads_back_every_step_is_fitted_so_and_graph_advice_keeps_its_syncs(run):
+    """The bundled Kineto capture syncs every step (cudaStreamSynchronize) and the device idles after each: the fit
+    waits for each step, so where the time goes holds; scan's CUDA-graph gain keeps the idle after the syncs."""
+    kineto = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    fitted = calibrate(str(kineto))
+    assert fitted.config.workload.sync_each_step and [c.figure for c in fitted.checks if not c.passed] == []
+    document = json.loads(run("scan", kineto, "--format", "json", "--fail-on", "never").stdout)
+    trace = document["traces"][0]
+    graphs = next(f for f in trace["findings"] if f["rule_id"] == "PT001")
+    assert graphs["fix"]["changes"] == {"device_graphs": True} and graphs["gain"]["kind"] == "predicted"
+    step, after = graphs["gain"]["step_time_us_before"], graphs["gain"]["step_time_us_after"]
+    assert step - after <= graphs["impact"]["per_step_us"]  # no more than the idle the host's launching costs
+    busy = step * (1 - sum(trace["idle"].values()))
+    assert after >= 0.99 * (busy + trace["idle"]["sync"] * step)  # the device still waits after every sync
+    # a real capture whose syncs wait for part of the step only (the device hardly idles after them) is not so
+    real = calibrate(str(REPO / "tests" / "data" / "real" / "resnet50_pt18_workers0.json.gz"))
+    assert not real.config.workload.sync_each_step
+
+
 def test_scan_predicts_a_fix_on_a_foreign_trace_with_a_fit_to_it(run):
     """A launch-bound H100 capture carries no config, yet CUDA graphs get a predicted gain: from the emulator
     fitted to the trace, as calibrate fits it."""

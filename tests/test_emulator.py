@@ -12,7 +12,9 @@ from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, TILE_BYTES
 from perftool.emulator.run import run
+from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
+from perftool.rules.engine import scan_trace
 from perftool.traces import load_trace
 
 SAMPLES = REPO / "sample_traces"
@@ -142,6 +144,24 @@ def test_device_graphs_remove_host_launch_overhead():
     assert result["device_busy_fraction"][0] < 0.8
     assert result["device_busy_fraction"][1] > 0.99
     assert result["throughput"][1] / result["throughput"][0] > 1.25
+
+
+def test_a_sync_each_step_keeps_the_host_from_running_ahead_and_graphs_keep_it(tmp_path):
+    """A loop that reads a value back every step waits for the step's device work: the device then idles while the
+    host runs Python and launches again, which device graphs shorten but do not remove."""
+    steps = {
+        (sync, graphs): float(evaluate(sample("gpu/launch_bound_no_cuda_graphs", f"workload.sync_each_step={sync}",
+                                              f"device_graphs={graphs}"))["step_time_mean_us"][0])
+        for sync in (False, True)
+        for graphs in (False, True)
+    }  # fmt: skip
+    assert steps[True, False] > steps[False, False] and steps[True, True] > steps[False, True]
+    assert steps[True, True] < steps[True, False]  # graphs still remove the launches
+    config = sample("gpu/launch_bound_no_cuda_graphs", "workload.sync_each_step=true", "device_graphs=true")
+    path = tmp_path / "sync.json"
+    write_trace(run(config), str(path))
+    idle = scan_trace(load_trace(str(path)), []).idle
+    assert idle["sync"] > 0.15 and idle["sync"] > 0.9 * sum(idle.values())  # the device idles after each sync
 
 
 def test_smaller_transfer_dtype_shortens_serial_copies():

@@ -10,7 +10,7 @@ STEP = re.compile(r"^(ProfilerStep#\d+|[Ss]tep \d+)$")  # the PyTorch profiler's
 SYNC = re.compile(
     r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|hipStreamSynchronize"
     r"|hipDeviceSynchronize|aten::item|aten::_local_scalar_dense|_local_scalar_dense"
-    r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*"
+    r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*|synStreamSynchronize|synDeviceSynchronize"
     r"|Stream Wait Event|Stream Sync|Context Sync|Event Sync|event_wait"  # device side: a stream waiting ...
     r"|EVENT_WAIT|REMOTE_EVENT_WAIT|IPC_EVENT_WAIT|DAVID_EVENT_WAIT|CAPTURE_WAIT|MEM_WAIT_VALUE)$"  # ... Ascend's tasks
 )

@@ -70,6 +70,11 @@ class Workload(_Strict):
         "computes as long as b + this many would at full efficiency (0: efficiency does not depend on the batch)",
     )
     compute_jitter: float = Field(0.02, ge=0, lt=1, description="coefficient of variation of device step time")
+    sync_each_step: bool = Field(
+        False,
+        description="the training loop waits for each step's device work before going on (a loss.item() or metric "
+        "read back every step), so the host cannot run ahead; graph-mode loops wait for each device call anyway",
+    )
     ops_per_step: int = Field(300, ge=1, le=10_000_000, description="device ops in one training step")
     launch_idle_us: float = Field(
         0.0,

@@ -194,6 +194,9 @@ def _host(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
     calls = at["call_start"]
     call_steps = steps[calls]
     call_ends = np.append(call_steps[1:], steps[-1] + 1)
+    if config.workload.sync_each_step and words.sync and not config.profile.host_blocks_per_call:
+        launched = at["launch_end"][calls]  # each call's host waits, from its last launch, for the device's step
+        out += _spans(words.sync, "sync", HOST, LOOP, launched[:-1], at["wait_from"][calls][1:])
     if plan.blocking_copy[0]:
         out += _spans(words.copy_call, "runtime", HOST, LOOP, at["host_begin"][calls], at["copy_end"][calls])
     out += _spans(words.python, "host_op", HOST, LOOP, at["copy_end"][calls], at["python_end"][calls])

@@ -36,6 +36,7 @@ class Vocabulary:
     comm_thread: str = "Communication"
     backend: str = ""  # the collective library, as distributedInfo names it
     data_parallel: str = ""  # the annotation a data-parallel wrapper records around each forward (PyTorch's DDP)
+    sync: str = ""  # the host waiting for the device's work when the loop reads a value back every step (eager hosts)
 
 
 VOCABULARIES: dict[str, Vocabulary] = {
@@ -95,6 +96,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
         python="Python train step",
         dispatch="synLaunch (HPU graph replay)",
         op_launches="lazy mode graph build + synLaunch",
+        sync="synStreamSynchronize",
         data_wait="DataLoader.__next__",
         data_load="enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
         compile="Graph compile (recipe)",
@@ -121,6 +123,7 @@ VOCABULARIES: dict[str, Vocabulary] = {
         python="Python train step",
         dispatch="cudaGraphLaunch",
         op_launches="cudaLaunchKernel",
+        sync="cudaStreamSynchronize",
         data_wait="enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
         data_load="enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
         compile="CUDA graph capture",

@@ -235,7 +235,18 @@ def _fix_that_holds(
     if not candidate.changes or not _judged_by_fit(candidate):
         return detection, bound, None
     chosen, gain, unproven = _emulated(on_fit, candidate, bound)
-    return (detection, bound, None) if unproven else (chosen, gain, None)
+    idle = scope.idle.total / scope.window if scope.idle is not None else 0.0
+    if unproven or _past(gain, max(bound.up_to_share or 0.0, idle)):
+        return detection, bound, None
+    return chosen, gain, None
+
+
+def _past(gain: Gain, measured: float) -> bool:
+    """Whether a fit's prediction wins back more than the trace shows could be won: the time the finding measured
+    lost, or all the device's idle time. The fit then models the trace in a way the measurement contradicts, and
+    the measured bound is what holds."""
+    won_back = 1 - 1 / gain.speedup if gain.speedup else 0.0
+    return won_back > measured * (1 + prediction.BOUND_SLACK)
 
 
 def _judged_by_fit(detection: Detection) -> bool:

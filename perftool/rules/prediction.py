@@ -15,6 +15,7 @@ from perftool.rules.findings import Gain
 from perftool.units import duration
 
 HELPS = 1.005  # a fix predicted to raise throughput less than this is no fix
+BOUND_SLACK = 0.10  # a prediction may win back this much (relative) past the time measured lost, no more
 ONE_TIME_SHOWN = 0.01  # the job's time is shown where its one-time costs move the speed-up by this share
 
 
