@@ -250,8 +250,8 @@ def test_a_capture_at_another_batch_fits_how_efficiency_rises(run, tmp_path):
 
 @pytest.mark.parametrize(
     "sample, knobs",
-    [("npu/host_bound_loop_size", {"loop_size", "prefetch_depth", "input_workers"}),
-     ("ipu/serialised_transfers_no_io_tiles", {"loop_size", "prefetch_depth", "io_tiles", "input_workers"})],
+    [("npu/host_bound_loop_size", {"loop_size", "prefetch_depth", "workload.input_workers"}),
+     ("ipu/serialised_transfers_no_io_tiles", {"loop_size", "prefetch_depth", "io_tiles", "workload.input_workers"})],
 )  # fmt: skip
 def test_a_calibrated_config_tunes_as_written(run, tmp_path, sample, knobs):
     """The written tune: section sweeps the family's speed knobs and none that change the training; its loop

@@ -89,13 +89,15 @@ def test_tune_of_the_zero_worker_fit_sweeps_workers_and_predicts_the_other_captu
     fitted = tmp_path / "job.yaml"
     run("calibrate", BEFORE, "-o", fitted)
     document = yaml.safe_load(fitted.read_text())
-    assert document["tune"]["space"]["input_workers"]["range"][0] == 0
-    document["tune"]["space"] = {"input_workers": document["tune"]["space"]["input_workers"]}
+    workers = document["tune"]["space"]["workload.input_workers"]
+    assert workers["range"][0] == 0
+    document["tune"]["space"] = {"workload.input_workers": workers}
     fitted.write_text(yaml.safe_dump(document))
     result = run("tune", fitted, "--format", "json")
     assert result.exit_code == 0, result.output
     tuned = json.loads(result.stdout)
-    assert tuned["baseline"]["knobs"] == {"input_workers": 0} and tuned["best"]["knobs"]["input_workers"] >= 1
+    assert tuned["baseline"]["knobs"] == {"workload.input_workers": 0}
+    assert tuned["best"]["knobs"]["workload.input_workers"] >= 1
     after = scan_trace(load_trace(str(AFTER)), []).step_time_us
     assert tuned["best"]["figures"]["step_time_mean_us"] == pytest.approx(after, rel=0.10)
 

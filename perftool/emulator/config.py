@@ -308,33 +308,47 @@ def validate_config(
     return config
 
 
-WORKLOAD_SETTINGS = ("input_workers",)  # workload fields swept like knobs: how batches are fed, not what is trained
+SECTION_SETTINGS = ("workload.input_workers", "replicas.bucket", "replicas.overlap")  # swept like knobs: how the
+# job is fed and reduces its gradients, not what it trains
+
+
+def _section(name: str) -> tuple[str, str]:
+    """The config section a setting lives in (``knobs`` for a bare knob name) and its field there."""
+    section, _, field = name.rpartition(".")
+    return section or "knobs", field
 
 
 def setting(config: EmulatorConfig, name: str) -> Any:
-    """The value of knob ``name``, or of the workload field of that name in :data:`WORKLOAD_SETTINGS`."""
-    return getattr(config.workload if name in WORKLOAD_SETTINGS else config.knobs, name)
+    """The value of knob ``name``, or of a setting in :data:`SECTION_SETTINGS` (None where its section is absent)."""
+    section, field = _section(name)
+    part = getattr(config, section)
+    return getattr(part, field) if part is not None else None
 
 
 def with_settings(config: Config, values: dict[str, Any]) -> Config:
-    """``config`` with knobs and :data:`WORKLOAD_SETTINGS` set to ``values`` (already checked by :func:`knob_value`)."""
-    workload = {name: value for name, value in values.items() if name in WORKLOAD_SETTINGS}
-    knobs = {name: value for name, value in values.items() if name not in WORKLOAD_SETTINGS}
+    """``config`` with knobs and :data:`SECTION_SETTINGS` set to ``values`` (already checked by :func:`knob_value`)."""
+    updates: dict[str, dict[str, Any]] = {}
+    for name, value in values.items():
+        section, field = _section(name)
+        updates.setdefault(section, {})[field] = value
     return config.model_copy(
-        update={"knobs": config.knobs.model_copy(update=knobs), "workload": config.workload.model_copy(update=workload)}
+        update={section: getattr(config, section).model_copy(update=fields) for section, fields in updates.items()}
     )
 
 
 def knob_value(config: EmulatorConfig, name: str, value: Any) -> tuple[Any, str | None]:
-    """``value`` as knob ``name`` (or a field in :data:`WORKLOAD_SETTINGS`) takes it, and why the config cannot
+    """``value`` as knob ``name`` (or a setting in :data:`SECTION_SETTINGS`) takes it, and why the config cannot
     take it (``None`` when it can). Where the dataset sets the epoch, how the value fits the epoch depends on the
     batch size it is swept with: the plan prunes each configuration that does not fit."""
-    section = config.workload if name in WORKLOAD_SETTINGS else config.knobs
+    section_name, field = _section(name)
+    section = getattr(config, section_name)
+    if section is None:
+        return value, f"the config has no {section_name}: section"
     try:
-        checked = type(section).model_validate({**section.model_dump(), name: value})
+        checked = type(section).model_validate({**section.model_dump(), field: value})
     except ValidationError as exc:
         return value, error_reason(exc.errors()[0])
-    taken = getattr(checked, name)
+    taken = getattr(checked, field)
     epoch_swept = config.workload.dataset_samples is not None
     problem = _device_problem(with_settings(config, {name: taken}), check_epoch=not epoch_swept)
     return taken, problem[1] if problem else None

@@ -25,7 +25,9 @@ COLUMNS = {  # short knob names for the table's headers
     "device_graphs": "graphs",
     "layout_mismatch": "layout",
     "pin_memory": "pinned",
-    "input_workers": "workers",
+    "workload.input_workers": "workers",
+    "replicas.bucket": "bucket",
+    "replicas.overlap": "overlap",
 }
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perftool.emulator.config import WORKLOAD_SETTINGS, with_settings
+from perftool.emulator.config import SECTION_SETTINGS, with_settings
 from perftool.emulator.evaluate import FIGURES, evaluate_plan, job_figures
 from perftool.emulator.plan import build_plan
 from perftool.interrupts import ignore_in_worker
@@ -88,19 +88,20 @@ def evaluate_points(config: TuneConfig, space: Space, points: np.ndarray) -> Row
 def evaluate_grid(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Rows:
     """Prune, simulate and check the constraints of the knob combinations in ``grid`` (or the config as written).
 
-    The workload's settings in ``grid`` (input workers) shape the plan itself: each value is its own plan.
+    The settings of other sections in ``grid`` (input workers, gradient buckets) shape the plan itself: each
+    combination of their values is its own plan.
     """
-    swept = [name for name in WORKLOAD_SETTINGS if grid and name in grid]
+    swept = [name for name in SECTION_SETTINGS if grid and name in grid]
     if not swept:
         return _evaluate_plan(config, grid)
     assert grid is not None
-    values = np.stack([grid[name] for name in swept], axis=1)
-    groups, which = np.unique(values, axis=0, return_inverse=True)
+    values = np.stack([grid[name].astype(np.int64) for name in swept], axis=1)
+    _, which = np.unique(values, axis=0, return_inverse=True)
     knobs = {name: column for name, column in grid.items() if name not in swept}
     parts, order = [], []
-    for g, group in enumerate(groups):
+    for g in range(int(which.max()) + 1):
         rows = np.flatnonzero(which.ravel() == g)
-        settings = {name: value.item() for name, value in zip(swept, group)}
+        settings = {name: grid[name][rows[0]].item() for name in swept}
         parts.append(_evaluate_plan(with_settings(config, settings), {k: v[rows] for k, v in knobs.items()}))
         order.append(rows)
     return Rows.concat(parts).take(np.argsort(np.concatenate(order), kind="stable"))

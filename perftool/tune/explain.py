@@ -30,7 +30,9 @@ LABELS = {
     "device_graphs": "device graphs",
     "layout_mismatch": "layout mismatch",
     "pin_memory": "pinned memory",
-    "input_workers": "input workers",
+    "workload.input_workers": "input workers",
+    "replicas.bucket": "gradient bucket",
+    "replicas.overlap": "reduce during backward",
 }
 SAME = 0.0005  # changes smaller than this read as "the same"
 

@@ -4,7 +4,8 @@ Each knob's values are a list (tried in the order given), ``{range: [lo, hi]}`` 
 ``{range: [lo, hi, step]}`` (both ends included), or ``{pow2: [lo, hi]}`` (the powers of two in
 ``[lo, hi]``, and 0 first when ``lo`` is 0). Every value is checked against the device and the
 workload the way ``perftool emulate`` checks a knob, so a bad value is an error with its line.
-Besides the knobs, the space may sweep the workload's ``input_workers`` (how batches are fed).
+Besides the knobs, the space may sweep ``workload.input_workers`` (how batches are fed), and
+``replicas.bucket`` and ``replicas.overlap`` (how a data-parallel job reduces its gradients).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from perftool.emulator.config import (
-    WORKLOAD_SETTINGS,
+    SECTION_SETTINGS,
     EmulatorConfig,
     Knobs,
     knob_value,
@@ -31,7 +32,7 @@ from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.errors import PerftoolError
 from perftool.yamlfile import field_error
 
-TUNABLE = tuple(name for name in Knobs.model_fields if name != "cpu_fallback_ops") + WORKLOAD_SETTINGS
+TUNABLE = tuple(name for name in Knobs.model_fields if name != "cpu_fallback_ops") + SECTION_SETTINGS
 MAX_VALUES_PER_KNOB = 10_000
 MAX_EXHAUSTIVE = 2_000_000  # configurations an exhaustive sweep may take on
 MAX_SPACE = 2**62  # configurations a space may hold (flat indices stay int64)
@@ -39,6 +40,7 @@ TIME_UNITS_US = {"us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 MAX_DEFAULT_LOOP = 256  # the longest device loop a default space tries
 DEFAULT_MAX_PREFETCH = 8  # batches ahead a default space tries at most (past three, the buffer seldom helps)
 DEFAULT_MAX_WORKERS = 8  # input workers a default space tries at least up to (and up to the host's cores)
+DEFAULT_BUCKETS = (5_000_000, 25_000_000, 100_000_000, 400_000_000)  # gradient bucket sizes a default space tries
 
 
 def _domain(given: Any) -> tuple:
@@ -237,5 +239,11 @@ def default_space(config: EmulatorConfig) -> dict[str, Any]:
     work = config.workload
     if work.preprocess_us_per_sample > 0:  # batches take loading: how many processes load them
         fewest = 0 if config.profile.host_feeds_data else 1
-        space["input_workers"] = {"range": [fewest, max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)]}
+        most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)
+        space["workload.input_workers"] = {"range": [fewest, most]}
+    replicas = config.replicas
+    if replicas is not None and replicas.count > 1:  # a data-parallel job: how it reduces its gradients
+        buckets = [int(replicas.bucket), *(size for size in DEFAULT_BUCKETS if size != replicas.bucket)]
+        space["replicas.bucket"] = buckets  # as written first: a bucket size only as good wins no change
+        space["replicas.overlap"] = [replicas.overlap, not replicas.overlap]
     return space
