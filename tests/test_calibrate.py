@@ -251,11 +251,12 @@ def test_a_capture_at_another_batch_fits_how_efficiency_rises(run, tmp_path):
 @pytest.mark.parametrize(
     "sample, knobs",
     [("npu/host_bound_loop_size", {"loop_size", "prefetch_depth", "workload.input_workers"}),
-     ("ipu/serialised_transfers_no_io_tiles", {"loop_size", "prefetch_depth", "io_tiles", "workload.input_workers"})],
+     ("ipu/serialised_transfers_no_io_tiles", {"loop_size", "prefetch_depth", "io_tiles"})],
 )  # fmt: skip
 def test_a_calibrated_config_tunes_as_written(run, tmp_path, sample, knobs):
     """The written tune: section sweeps the family's speed knobs and none that change the training; its loop
-    sizes stop at the epoch and its IO tiles start from the fewest that hold a micro-batch."""
+    sizes stop at the epoch and its IO tiles start from the fewest that hold a micro-batch. Input workers are swept
+    where their number moves throughput: fed by one, the NPU loop waits for its batches; the IPU's do not."""
     trace, fitted = tmp_path / "t.json", tmp_path / "fitted.yaml"
     run("emulate", SAMPLES / f"{sample}.yaml", "--trace", trace)
     batch = yaml.safe_load((SAMPLES / f"{sample}.yaml").read_text())["knobs"]["batch_size"]
@@ -335,3 +336,14 @@ def test_a_job_fit_keeps_how_much_faster_the_other_ranks_compute():
     assert [peer.rank for peer in replicas.slow_ranks] == list(range(1, 8))
     assert all(peer.compute == pytest.approx(1 / 1.2, rel=0.02) for peer in replicas.slow_ranks)
     assert fitted.step_error <= 0.01
+
+
+def test_a_fitted_data_parallel_job_tunes_how_it_reduces_its_gradients(run, tmp_path):
+    """The NPU job reduces its gradients after the backward pass: its fit sweeps reducing during backward (a value
+    that moves its throughput) and tune recommends it; the input workers, which keep up, are not swept."""
+    fitted = tmp_path / "job.yaml"
+    assert run("calibrate", SAMPLES / "jobs" / "npu_exposed_allreduce", "-o", fitted).exit_code == 0
+    space = yaml.safe_load(fitted.read_text())["tune"]["space"]
+    assert space["replicas.overlap"] == [False, True] and "workload.input_workers" not in space
+    tuned = json.loads(run("tune", fitted, "--format", "json").stdout)
+    assert tuned["best"]["knobs"]["replicas.overlap"] is True and tuned["speedup"] > 1.1

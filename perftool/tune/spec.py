@@ -27,7 +27,9 @@ from perftool.emulator.config import (
     setting,
     training_change,
     validate_config,
+    with_settings,
 )
+from perftool.emulator.evaluate import evaluate, first_job
 from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.errors import PerftoolError
 from perftool.yamlfile import field_error
@@ -41,6 +43,7 @@ MAX_DEFAULT_LOOP = 256  # the longest device loop a default space tries
 DEFAULT_MAX_PREFETCH = 8  # batches ahead a default space tries at most (past three, the buffer seldom helps)
 DEFAULT_MAX_WORKERS = 8  # input workers a default space tries at least up to (and up to the host's cores)
 DEFAULT_BUCKETS = (5_000_000, 25_000_000, 100_000_000, 400_000_000)  # gradient bucket sizes a default space tries
+MOVES = 1.005  # a setting outside the knobs is swept where a value of it alone moves throughput this much
 
 
 def _domain(given: Any) -> tuple:
@@ -237,13 +240,29 @@ def default_space(config: EmulatorConfig) -> dict[str, Any]:
     if not knobs.pin_memory:
         space["pin_memory"] = [False, True]
     work = config.workload
-    if work.preprocess_us_per_sample > 0:  # batches take loading: how many processes load them
-        fewest = 0 if config.profile.host_feeds_data else 1
-        most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)
+    fewest = 0 if config.profile.host_feeds_data else 1
+    most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)
+    if _moving(config, "workload.input_workers", [fewest, most]):  # how many processes load the batches
         space["workload.input_workers"] = {"range": [fewest, most]}
     replicas = config.replicas
     if replicas is not None and replicas.count > 1:  # a data-parallel job: how it reduces its gradients
         buckets = [int(replicas.bucket), *(size for size in DEFAULT_BUCKETS if size != replicas.bucket)]
-        space["replicas.bucket"] = buckets  # as written first: a bucket size only as good wins no change
-        space["replicas.overlap"] = [replicas.overlap, not replicas.overlap]
+        if _moving(config, "replicas.bucket", buckets):
+            space["replicas.bucket"] = buckets  # as written first: a bucket size only as good wins no change
+        if _moving(config, "replicas.overlap", [not replicas.overlap]):
+            space["replicas.overlap"] = [replicas.overlap, not replicas.overlap]
     return space
+
+
+def _moving(config: EmulatorConfig, name: str, values: Sequence[Any]) -> bool:
+    """Whether one of ``values`` of setting ``name``, set alone, moves the job's throughput by :data:`MOVES` or
+    more. Each value of a setting outside the knobs is a plan of its own to simulate, so one that cannot matter
+    is not swept."""
+
+    def throughput(candidate: EmulatorConfig) -> float:
+        evaluation = evaluate(candidate)
+        return first_job(evaluation.figures, evaluation.plan.replicas)["throughput"]
+
+    before = throughput(config)
+    after = [throughput(with_settings(config, {name: value})) for value in values if value != setting(config, name)]
+    return any(moved > before * MOVES or moved < before / MOVES for moved in after)
