@@ -109,8 +109,7 @@ def fit(
     family = device or (scope.family if scope.family in PROFILES else "gpu")
     model = devices.identify(family, device_properties(trace))
     given = {"device_model": model.key if model else devices.GENERIC} | given
-    profile = devices.model_profile(family, given["device_model"] if given["device_model"] in devices.BY_KEY else None)
-    gradients = _gradients(scope, profile, max(scope.steady_steps, 1), peers)
+    gradients = _gradients(scope, _profile(family, given), max(scope.steady_steps, 1), peers)
     if gradients is not None:
         try:
             replicated = _fit(trace, scope, family, given, gradients)
@@ -148,8 +147,8 @@ def _fit(
     trace: Trace, scope: Scope, family: str, given: dict[str, Any], gradients: _Gradients | None
 ) -> EmulatorConfig:
     """The fit, with communication as ``gradients`` reduced across replicas or (None) as device work."""
+    profile = _profile(family, given)
     model = given.get("device_model")
-    profile = devices.model_profile(family, model if model in devices.BY_KEY else None)
     steps = max(scope.steady_steps, 1)
     mean = scope.metrics["step_time_us.mean"]
     step = mean if not math.isnan(mean) else scope.window
@@ -208,6 +207,13 @@ def _fit(
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config
     return _matched(config, host.pacing, step, host.ops if host.pacing == LAUNCH_PACE else 1)
+
+
+def _profile(family: str, given: dict[str, Any]) -> DeviceProfile:
+    """The fit's device: the model given or identified (a name the table does not hold, generic or mistyped, is the
+    family's reference figures; a mistyped one is reported when the fitted config is validated)."""
+    model = given.get("device_model")
+    return devices.model_profile(family, model if model in devices.BY_KEY else None)
 
 
 def _given(given: dict[str, Any], section: str, name: str, default: float) -> float:

@@ -41,8 +41,7 @@ def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_t
     for i in range(12):
         t = i * STEP
         events += [
-            complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
-            complete("aten::linear", t + 10, 380, pid=host, tid=1, cat="cpu_op"),
+            *_step_with_python(host, i, 380),
             complete("cudaLaunchKernel", t + 400, 10, pid=host, tid=1, cat="cuda_runtime"),
             complete("ampere_sgemm_128x64_tn", t + 420, 480, pid=gpu, tid=7, cat="kernel"),
         ]
@@ -58,18 +57,23 @@ def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_t
     assert "aten::linear" in finding["evidence"][0]["name"]
 
 
+def _step_with_python(host: int, i: int, python_us: float) -> list[dict]:
+    """Kineto step ``i`` on the host's main thread, opening with ``python_us`` of an op."""
+    t = i * STEP
+    return [
+        complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
+        complete("aten::linear", t + 10, python_us, pid=host, tid=1, cat="cpu_op"),
+    ]
+
+
 def _slow_launches(first_launch_us: float, launch_us: float) -> dict:
     """Kineto steps where the GPU waits while the host launches three kernels, each launch ``launch_us`` long
     (the very first ``first_launch_us``), after 40 µs of Python."""
     host, gpu = 4242, 0
     events = _kineto_tracks(host, gpu)
     for i in range(8):
-        t = i * STEP
-        events += [
-            complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
-            complete("aten::linear", t + 10, 40, pid=host, tid=1, cat="cpu_op"),
-        ]
-        at = t + 50
+        events += _step_with_python(host, i, 40)
+        at = i * STEP + 50
         for k in range(3):
             took = first_launch_us if i == k == 0 else launch_us
             events += [
