@@ -68,7 +68,8 @@ def samples() -> list[tuple[str, Path, Path]]:
 
 
 def findings_of(trace: Path, stripped: bool) -> list[Finding]:
-    """The findings on a sample's trace (each rank's, stripped of its config when asked), the job's included."""
+    """The findings on a sample's trace (stripped of its config when asked): a job's own, and each rule's first
+    finding on its ranks."""
     with tempfile.TemporaryDirectory() as scratch:
         if stripped:
             files = sorted(trace.glob("rank*.trace.json.gz")) if trace.is_dir() else [trace]
@@ -81,9 +82,11 @@ def findings_of(trace: Path, stripped: bool) -> list[Finding]:
                 (copy / path.name if trace.is_dir() else copy).write_bytes(gzip.compress(json.dumps(document).encode()))
             trace = copy
         report = scan(trace, workers=1)
-    if report.job is not None:
-        return list(report.job.findings)
-    return [finding for found in report.traces for finding in found.findings]
+    ranks = [finding for found in report.traces for finding in found.findings]
+    if report.job is None:
+        return ranks
+    first_of_rule = {finding.rule_id: finding for finding in reversed(ranks)}  # a job's ranks share their config
+    return [*report.job.findings, *first_of_rule.values()]
 
 
 def check_sample(name: str, config_path: Path, trace: Path) -> list[Checked]:

@@ -88,6 +88,7 @@ READ_FROM_TRACE = frozenset(
         "offload_optimizer",
         "workload.input_workers",
         "workload.sync_each_step",
+        "replicas.overlap",
     }
 )
 
@@ -409,11 +410,11 @@ class _Gradients:
 
 def _gradients(scope: Scope, profile: DeviceProfile, steps: int, peers: Sequence[float]) -> _Gradients | None:
     """The device's all-reduces across two or more ranks as replicas (None where the trace has none): as many
-    buckets a step as calls, each of the calls' mean size, reduced during the backward pass where the trace hides
-    them behind compute, else after it. A call also lasts while it waits for the other ranks, which the emulated
-    ranks wait again, so the bandwidth is the calls' median (most wait for none): by byte where sizes are known.
-    The fitted rank is rank 0; the others compute as fast as ``peers`` says (spread over them by quantile), or as
-    fast as it where the job's other ranks are not known."""
+    bytes a step as the calls move, in buckets of the largest call's size (the rest is the last bucket), reduced
+    during the backward pass where the trace hides them behind compute, else after it. A call also lasts while
+    it waits for the other ranks, which the emulated ranks wait again, so the bandwidth is the calls' median (most
+    wait for none): by byte where sizes are known. The fitted rank is rank 0; the others compute as fast as
+    ``peers`` says (spread over them by quantile), or as fast as it where the job's other ranks are not known."""
     comms = scope.metrics.communication
     calls = comms.calls
     reduce = next((c for c in comms.collectives if c.name == "all_reduce"), None)
@@ -426,18 +427,20 @@ def _gradients(scope: Scope, profile: DeviceProfile, steps: int, peers: Sequence
     latency = min(profile.collective_latency_us, float(np.median(durations)) / 2)
     traffic = 2 * (ranks - 1) / ranks  # bytes on each rank's links per byte reduced
     if sized.any():
-        bucket = float(sizes[sized].mean())
+        bucket = float(sizes[sized].max())  # the cap: the smaller calls are the step's remainder bucket
+        gradients = float(sizes[sized].mean()) * round(reduce.count / steps)
         transfer = np.maximum(durations[sized] - latency, latency)
         bus_gbps = float(np.median(sizes[sized] * traffic / transfer)) / 1e3
     else:
         bucket = UNSIZED_BUCKET
+        gradients = bucket * round(reduce.count / steps)
         bus_gbps = bucket * traffic / (float(np.median(durations)) - latency) / 1e3
     if not 0 < bus_gbps < math.inf:
         return None  # calls that take no time: nothing a bandwidth describes
     overlap = comms.values["communication.overlap_fraction"] >= OVERLAPPED
     replicas = {"count": ranks, "bucket": int(bucket), "overlap": overlap, "bus_bandwidth": bus_gbps,
                 "latency_us": latency, "slow_ranks": _peers(peers, ranks)}  # fmt: skip
-    return _Gradients(replicas, round(reduce.count / steps) * bucket)
+    return _Gradients(replicas, gradients)
 
 
 def _peers(relative: Sequence[float], ranks: int) -> list[dict[str, Any]]:

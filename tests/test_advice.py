@@ -122,7 +122,8 @@ def test_a_bucket_size_for_ddp_is_emulated_before_it_is_printed(run, tmp_path, o
     assert exposed["fix"]["changes"] == {"replicas.bucket": 17_000_000} and "bucket_cap_mb=17" in exposed["fix"]["text"]
     if helps:
         assert exposed["gain"]["kind"] == "predicted" and exposed["gain"]["speedup"] > 1.1
-        assert "bucket 500 MB → 17 MB" in exposed["gain"]["text"]
+        assert "gradient bucket 500 MB → 17 MB" in exposed["gain"]["text"]
     else:
         assert exposed["severity"] == "info" and exposed["gain"]["kind"] == "upper_bound"
-        assert exposed["capped"].startswith("no fix with knob values helps in the emulator: bucket 500 MB → 17 MB")
+        capped = "no fix with knob values helps in the emulator: gradient bucket 500 MB → 17 MB"
+        assert exposed["capped"].startswith(capped)

@@ -103,7 +103,7 @@ def test_calibrate_with_a_dataset_writes_an_epoch_each_batch_size_follows(run, t
 
 def test_a_data_parallel_job_fits_its_communication_as_replicas(run, tmp_path):
     """Emulated under a bus bandwidth the fit does not know, the job's directory fits replicas that move the
-    truth's gradients in as many buckets a step, at that bandwidth, after the backward pass as the truth does."""
+    truth's gradients in buckets of its size, at that bandwidth, after the backward pass as the truth does."""
     truth = load_config(SAMPLES / "jobs/npu_exposed_allreduce/job.yaml", ["device_overrides.collective_bandwidth=18"])
     write_job(emulate(truth), str(tmp_path))
     fitted = calibrate(str(tmp_path), overrides={"knobs": {"batch_size": truth.knobs.batch_size}})
@@ -111,9 +111,10 @@ def test_a_data_parallel_job_fits_its_communication_as_replicas(run, tmp_path):
     assert replicas is not None and (replicas.count, replicas.overlap) == (8, False)
     assert replicas.bus_bandwidth == pytest.approx(18, rel=0.02)
     assert fitted.config.workload.weights == pytest.approx(truth.workload.weights, rel=0.01)  # 7 buckets a step
+    assert replicas.bucket == truth.replicas.bucket  # six full buckets, the rest in a seventh
     assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0 and fitted.warnings == []
     said = " ".join(run("calibrate", tmp_path, "--set", "batch_size=32").stdout.split())
-    assert "communication: 8 ranks all-reduce 7 buckets of 185.7 MB a step after the backward pass" in said
+    assert "8 ranks all-reduce 1,300.0 MB a step in 7 buckets of at most 200.0 MB after the backward pass" in said
 
 
 def test_the_what_if_of_a_fitted_all_reduce_holds():

@@ -7,7 +7,6 @@ import pytest
 from bench_gains import TOLERANCE, check_sample, samples
 
 SAMPLES = samples()
-BOUND_ONLY = {"jobs/npu_exposed_allreduce"}  # PT011's fix there names no knob value: its gain is a bound
 
 
 @pytest.mark.parametrize(("name", "config", "trace"), SAMPLES, ids=[s[0] for s in SAMPLES])
@@ -15,7 +14,5 @@ def test_each_printed_gain_is_reproduced_by_running_its_fix(name, config, trace)
     checked = check_sample(name, config, trace)
     failing = [(c.rule_id, c.stripped, c.kind, round(c.printed, 4), round(c.truth, 4)) for c in checked if not c.holds]
     assert not failing, f"more than {TOLERANCE:.0%} off: {failing}"
-    if (
-        "healthy" not in name and name not in BOUND_ONLY
-    ):  # every sample with a problem prints a prediction for it, as written
+    if "healthy" not in name:  # every sample with a problem prints a prediction for it, as written
         assert any(c.kind == "predicted" and not c.stripped for c in checked)

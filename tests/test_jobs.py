@@ -81,9 +81,24 @@ def test_exposed_all_reduce_job(run):
     ]
     for trace in document["traces"]:
         (exposed,) = [f for f in trace["findings"] if f["rule_id"] == "PT011"]
-        assert exposed["gain"]["kind"] == "upper_bound" and exposed["values"]["collective"] == "all_reduce"
-        assert exposed["severity"] == "warning"  # 21% of the step, but a bound alone never makes an error
-        assert exposed["values"]["message_mb"] == pytest.approx(200.0)
+        assert exposed["values"]["collective"] == "all_reduce" and exposed["values"]["message_mb"] == pytest.approx(
+            200.0
+        )
+        # every all-reduce runs after the backward pass: reducing during it is the fix, emulated on the job
+        assert (
+            exposed["fix"]["changes"] == {"replicas.overlap": True}
+            and "after the backward pass" in exposed["fix"]["text"]
+        )
+        assert exposed["gain"]["kind"] == "predicted" and exposed["gain"]["speedup"] == pytest.approx(1.2, abs=0.02)
+        assert exposed["gain"]["text"].startswith("reduce during backward off → on: step 503.489 ms")
+        assert exposed["severity"] == "error"  # a predicted 17% of the job
+
+
+def test_overlapped_all_reduces_are_not_called_after_backward(run):
+    document, _ = scan_json(run, STRAGGLER)
+    for trace in document["traces"]:
+        (exposed,) = [f for f in trace["findings"] if f["rule_id"] == "PT011"]
+        assert exposed["values"]["exposed_share"] < 0.5 and "replicas.overlap" not in exposed["fix"]["changes"]
 
 
 def test_job_text_report(run):

@@ -312,6 +312,25 @@ SECTION_SETTINGS = ("workload.input_workers", "replicas.bucket", "replicas.overl
 # job is fed and reduces its gradients, not what it trains
 
 
+LABELS = {  # each knob and section setting as a person names it
+    "loop_size": "loop size",
+    "prefetch_depth": "prefetch depth",
+    "io_tiles": "IO tiles",
+    "batch_size": "batch size",
+    "gradient_accumulation": "gradient accumulation",
+    "transfer_dtype": "transfer dtype",
+    "offload_optimizer": "optimizer offloading",
+    "last_batch": "last batch",
+    "device_graphs": "device graphs",
+    "layout_mismatch": "layout mismatch",
+    "pin_memory": "pinned memory",
+    "workload.input_workers": "input workers",
+    "replicas.bucket": "gradient bucket",
+    "replicas.overlap": "reduce during backward",
+    "workload.sync_each_step": "sync each step",
+}
+
+
 def _section(name: str) -> tuple[str, str]:
     """The config section a setting lives in (``knobs`` for a bare knob name) and its field there."""
     section, _, field = name.rpartition(".")

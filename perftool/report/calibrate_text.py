@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -59,9 +61,10 @@ def _replicas(calibration: Calibration) -> str:
     config, replicas = calibration.config, calibration.config.replicas
     if replicas is None:
         return ""
-    buckets = round(config.workload.weights / replicas.bucket)
+    buckets = math.ceil(config.workload.weights / replicas.bucket)
     when = "during the backward pass" if replicas.overlap else "after the backward pass"
     return (
-        f"\ncommunication: {replicas.count} ranks all-reduce {buckets} bucket{'s' if buckets != 1 else ''} of "
-        f"{replicas.bucket / 1e6:,.1f} MB a step {when}, at {replicas.bus_bandwidth or 0:,.1f} GB/s bus bandwidth"
+        f"\ncommunication: {replicas.count} ranks all-reduce {config.workload.weights / 1e6:,.1f} MB a step in "
+        f"{buckets} bucket{'s' if buckets != 1 else ''} of at most {replicas.bucket / 1e6:,.1f} MB {when}, at "
+        f"{replicas.bus_bandwidth or 0:,.1f} GB/s bus bandwidth"
     )

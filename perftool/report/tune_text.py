@@ -7,9 +7,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from perftool.emulator.config import setting
+from perftool.emulator.config import LABELS, setting
 from perftool.report.console import add_columns
-from perftool.tune.explain import LABELS, shown
+from perftool.tune.explain import shown
 from perftool.tune.search import TuneResult
 from perftool.units import duration, percent
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ByteSize
 
-from perftool.emulator.config import EmulatorConfig, validate_config
+from perftool.emulator.config import LABELS, EmulatorConfig, validate_config
 from perftool.emulator.evaluate import evaluate, first_job
 from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
@@ -91,7 +91,7 @@ def _baseline(config: EmulatorConfig) -> dict[str, float] | str:
 def _describe(config: EmulatorConfig, key: str, value: Any) -> str:
     section, _, name = key.rpartition(".")
     current = getattr(getattr(config, section or "knobs"), name)
-    label = name.replace("_", " ")
+    label = LABELS.get(key, name.replace("_", " "))
     if isinstance(value, list):
         return f"{label}: none" if not value else f"{label}: {value}"
     if isinstance(current, ByteSize):

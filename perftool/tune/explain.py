@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from perftool.emulator.config import LABELS
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
 from perftool.tune.evaluator import cause
 from perftool.tune.sensitivity import KnobLine, LinePoint, knob_lines
@@ -18,22 +19,6 @@ from perftool.tune.sensitivity import KnobLine, LinePoint, knob_lines
 if TYPE_CHECKING:  # the result carries these modules' work: imported for its type only
     from perftool.tune.search import TuneResult
 
-LABELS = {
-    "loop_size": "loop size",
-    "prefetch_depth": "prefetch depth",
-    "io_tiles": "IO tiles",
-    "batch_size": "batch size",
-    "gradient_accumulation": "gradient accumulation",
-    "transfer_dtype": "transfer dtype",
-    "offload_optimizer": "optimizer offloading",
-    "last_batch": "last batch",
-    "device_graphs": "device graphs",
-    "layout_mismatch": "layout mismatch",
-    "pin_memory": "pinned memory",
-    "workload.input_workers": "input workers",
-    "replicas.bucket": "gradient bucket",
-    "replicas.overlap": "reduce during backward",
-}
 SAME = 0.0005  # changes smaller than this read as "the same"
 
 

@@ -1,11 +1,12 @@
 """Exposed communication: collectives running with no compute beside them, so the step waits for them.
 
-The fix follows what synchronises the gradients and what the collectives look like: DDP with one
-bucket per step (nothing to overlap the backward pass with) or many small buckets (latency-bound)
-gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen (emulated before it is printed, as
-the replicas' bucket); DDP moving more than the backward pass hides gets gradient accumulation under
-``no_sync`` and a compression hook; FSDP gets prefetching; a tensor- or pipeline-parallel group gets
-that parallelism's own fix.
+The fix follows what synchronises the gradients and what the collectives look like: all-reduces that
+all start after the backward pass, with no DDP wrapper, get reduction during backward (emulated as the
+replicas' overlap); DDP with one bucket per step (nothing to overlap the backward pass with) or many
+small buckets (latency-bound) gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen
+(emulated before it is printed, as the replicas' bucket); DDP moving more than the backward pass hides
+gets gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching; a tensor- or
+pipeline-parallel group gets that parallelism's own fix.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ BUCKETS_PER_STEP = 6  # enough buckets for the first all-reduces to overlap the 
 IDLE_DEVICE = 0.3  # a device idle this share of the window has little compute to hide collectives behind
 OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
+AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
+CHANGES: dict[str | None, dict[str, object]] = {"after_backward": {"replicas.overlap": True}}  # what each variant sets
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -51,7 +54,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "device_idle": scope.metrics["device.idle_fraction"],
     }
     most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
-    changes = {"replicas.bucket": int(bucket_mb * 1e6)} if variant == "ddp_buckets" else {}
+    changes = CHANGES.get(variant, {}) if variant != "ddp_buckets" else {"replicas.bucket": int(bucket_mb * 1e6)}
     return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant, changes=changes)
 
 
@@ -81,9 +84,12 @@ def _variant(scope: Scope, comms: Communication, collective: str, parallelism: s
     if trace.name_matches(FSDP).any() and collective in ("all_gather", "reduce_scatter"):
         return "fsdp", 0.0
     reduce_mb = _sizes_mb(comms, "all_reduce")
-    if collective != "all_reduce" or not trace.name_matches(DDP).any() or reduce_mb.size == 0 or not scope.steady_steps:
+    if collective != "all_reduce" or reduce_mb.size == 0 or not scope.steady_steps:
         return None, 0.0
     per_step = reduce_mb.size / scope.steady_steps
+    if not trace.name_matches(DDP).any():  # gradients reduced by hand (or Horovod): DDP's own reduction overlaps
+        late = per_step > 2 and comms.values["communication.overlap_fraction"] <= 1 - AFTER_BACKWARD
+        return ("after_backward" if late else None), 0.0
     gradients_mb = float(reduce_mb.sum()) / scope.steady_steps
     bucket_mb = float(np.median(reduce_mb))
     suggested = _round_mb(gradients_mb / BUCKETS_PER_STEP)
