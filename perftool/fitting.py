@@ -301,9 +301,9 @@ def _streamed(
 
 def _syncs_each_step(trace: Trace, scope: Scope, stalled: float) -> bool:
     """Whether the host waits for the device's step in every steady step (a value read back each step,
-    ``loss.item()``): a sync in each, after which the device idles at least :data:`SYNC_STALL` of the step
-    (``stalled``). A sync after which the device hardly idles waited for part of the step only, and the host went
-    on while the rest ran."""
+    ``loss.item()``): a sync in each (but the last, whose sync may fall past the trace's end), after which the
+    device idles at least :data:`SYNC_STALL` of the step (``stalled``). A sync after which the device hardly idles
+    waited for part of the step only, and the host went on while the rest ran."""
     if stalled < SYNC_STALL:
         return False
     syncs = trace.on_roles(Role.HOST) & (trace.kind == Kind.SYNC) & scope.in_window
@@ -312,7 +312,8 @@ def _syncs_each_step(trace: Trace, scope: Scope, stalled: float) -> bool:
     if not syncs.any() or starts.size == 0:
         return False
     at = np.sort(trace.ts[syncs])
-    return bool(np.all(np.searchsorted(at, ends) > np.searchsorted(at, starts)))
+    synced = np.searchsorted(at, ends) > np.searchsorted(at, starts)
+    return bool(np.all(synced[:-1]) and (synced[-1] or synced.size > 1))  # the last step's may fall past the end
 
 
 def _graphs_in_use(trace: Trace, scope: Scope) -> bool:

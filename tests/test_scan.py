@@ -34,6 +34,7 @@ INTENDED = {
     "strided_copies": "PT006",
     "strided_copies_transdata": "PT006",
     "serialised_transfers_no_io_tiles": "PT007",
+    "sync_every_step": "PT008",
 }
 EMULATOR_SAMPLES = sorted(SAMPLES.glob("*/*.trace.json.gz"))
 

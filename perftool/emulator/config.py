@@ -327,7 +327,7 @@ LABELS = {  # each knob and section setting as a person names it
     "workload.input_workers": "input workers",
     "replicas.bucket": "gradient bucket",
     "replicas.overlap": "reduce during backward",
-    "workload.sync_each_step": "sync each step",
+    "workload.sync_each_step": "read back every step",
 }
 
 

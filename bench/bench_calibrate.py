@@ -1,0 +1,74 @@
+"""The calibration list: every real capture the repo holds, fitted, and checked on what the fit did not solve for.
+
+    python bench/bench_calibrate.py
+
+For each real capture the repo holds (``tests/data/real``, the CUDA captures in ``tests/data`` and the bundled
+Kineto sample): the device model the fit names, the
+steady steps it saw, and each check's error against its limit (the held-out steps, where the time goes, the
+step-to-step spread, a 500-step run). A capture that cannot be fitted says why. The README's list of captures
+that calibrate within the stated error is this table.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from perftool.calibrate import calibrate
+from perftool.errors import PerftoolError
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+CAPTURES = [  # real profilers' captures: public ones (tests/data/real), ours on an H100, the bundled Kineto sample
+    *sorted((DATA / "real").glob("*.json.gz")),
+    *sorted(DATA.glob("cuda_*.pt.trace.json.gz")),
+    REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz",
+]
+
+
+COLUMNS = ("held out", "time split", "spread", "500 steps")
+
+
+def row(capture: Path) -> str:
+    """One capture's line: the device model the fit names and each kind of check's error against its limit (the
+    worst where a kind has several), or why there is no fit."""
+    name = capture.name.removesuffix(".json.gz").removesuffix(".pt.trace")
+    try:
+        fitted = calibrate(str(capture))
+    except PerftoolError as exc:
+        return f"{name:28} not fitted: {str(exc).split(': ', 1)[-1]}"
+    worst: dict[str, str] = {}
+    ranked: dict[str, float] = {}
+    for check in fitted.checks:
+        kind = _kind(check.figure)
+        if check.error / check.limit >= ranked.get(kind, -1.0):
+            ranked[kind] = check.error / check.limit
+            shown = (
+                f"{check.error:.1f}/{check.limit:.0f} pts" if check.points else f"{check.error:.1%}/{check.limit:.0%}"
+            )
+            worst[kind] = shown
+    cells = " ".join(f"{worst.get(kind, '-'):>14}" for kind in COLUMNS)
+    verdict = "passes" if not fitted.warnings else "FAILS: " + "; ".join(fitted.warnings)
+    return f"{name:28} {fitted.config.device_model:16} {cells}  {verdict}"
+
+
+def _kind(figure: str) -> str:
+    """Which column a check's figure belongs to."""
+    if figure.startswith("device "):
+        return "time split"
+    if figure.startswith("step-to-step"):
+        return "spread"
+    return "500 steps" if figure.startswith("median step over") else "held out"
+
+
+def main() -> int:
+    lines = [row(capture) for capture in CAPTURES]
+    print(f"{'capture':28} {'device model':16} " + " ".join(f"{kind:>14}" for kind in COLUMNS) + "  (error/limit)")
+    print("\n".join(lines))
+    passing = sum(line.endswith("passes") for line in lines)
+    print(f"{passing} of {len(lines)} captures pass every check")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
