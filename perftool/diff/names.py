@@ -30,14 +30,14 @@ def normalise(name: str) -> str:
     """The name a kernel keeps across builds: no return type, parameter list, address, launch id or numeric
     suffix, and numbers inside its template arguments replaced by ``N``."""
     name = _ADDRESS.sub("", _RETURN_TYPE.sub("", name.strip()))
-    name = _without_parameters(name)
+    name = without_parameters(name)
     opening = name.find("<")
     if opening > 0:
         name = name[:opening] + _NUMBER.sub("N", name[opening:])
     return _SPACES.sub(" ", _LAUNCH_ID.sub("", name)).strip() or name
 
 
-def _without_parameters(name: str) -> str:
+def without_parameters(name: str) -> str:
     """``f<T>(float*, int)`` → ``f<T>``: a C++ signature's parameter list, the ``(`` right after the name or its
     template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words)."""
     depth = 0

@@ -8,15 +8,18 @@ most, in full.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from perftool.diff.compare import TraceDiff
 from perftool.diff.run import DiffResult
-from perftool.report.console import add_columns
+from perftool.report.console import add_columns, cut, name_and_figures
 from perftool.report.escape import shown
+from perftool.report.names import readable
 from perftool.units import duration, number, percent, plural, signed_duration
 
 TOP = 10  # contributors listed; the others share one row
@@ -77,37 +80,34 @@ def trace_diff(diff: TraceDiff) -> list[RenderableType]:
 def contributions(diff: TraceDiff, top: int = TOP) -> Table:
     """The ``top`` contributors, the others and the remainders, with the step-time change as the footer."""
     table = Table(box=box.SIMPLE_HEAD, show_footer=True)
-    table.add_column(diff.level, overflow="fold", ratio=1)
-    add_columns(
-        table,
-        [("calls/step", "right"), (f"{diff.paced_time}/step", "right"), ("Δ step", "right"), ("of Δ", "right")],
-        no_wrap=True,
-    )
     listed, others = diff.contributions(top)
-    for row in listed:
-        table.add_row(
-            shown(_marked(row.key, row.status)),
+    rows: list[tuple[Any, ...]] = [
+        (
+            cut(shown(_marked(readable(row.key), row.status))),
             f"{number(row.baseline_calls)} → {number(row.candidate_calls)}",
             f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)}",
             signed_duration(row.contribution_us),
             percent(diff.share(row.contribution_us)),
         )
+        for row in listed
+    ]
     if len(diff.rows) > len(listed):
-        table.add_row(
-            f"{plural(len(diff.rows) - len(listed), 'other ' + diff.level)}",
-            "",
-            "",
-            signed_duration(others),
-            percent(diff.share(others)),
-        )
-    for part in diff.shown_remainders:
-        table.add_row(
+        others_row = Text(plural(len(diff.rows) - len(listed), "other " + diff.level))
+        rows.append((others_row, "", "", signed_duration(others), percent(diff.share(others))))
+    rows += [
+        (
             Text(part.name, style="italic"),
             "",
             f"{duration(part.baseline_us)} → {duration(part.candidate_us)}",
             signed_duration(part.contribution_us),
             percent(diff.share(part.contribution_us)),
         )
+        for part in diff.shown_remainders
+    ]
+    figures: list[tuple[str, JustifyMethod]] = [
+        ("calls/step", "right"), (f"{diff.paced_time}/step", "right"), ("Δ step", "right"), ("of Δ", "right")
+    ]  # fmt: skip
+    name_and_figures(table, diff.level, figures, rows)
     table.columns[0].footer = "step time"
     table.columns[3].footer = signed_duration(diff.delta_us)
     return table
@@ -116,16 +116,20 @@ def contributions(diff: TraceDiff, top: int = TOP) -> Table:
 def _largest(diff: TraceDiff) -> Table:
     """The keys with the most time: calls, time and share of the step on each side."""
     table = Table(box=box.SIMPLE_HEAD)
-    table.add_column(diff.level, overflow="fold", ratio=1)
-    add_columns(table, [(name, "right") for name in ("calls/step", f"{diff.paced_time}/step", "of step")], no_wrap=True)
     base, cand = diff.baseline.step_us, diff.candidate.step_us
-    for row in diff.largest_keys(TOP):
-        table.add_row(
-            shown(_marked(row.key, row.status)),
+    rows = [
+        (
+            cut(shown(_marked(readable(row.key), row.status))),
             f"{number(row.baseline_calls)} → {number(row.candidate_calls)}",
             f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)}",
             f"{percent(row.baseline_paced_us / base)} → {percent(row.candidate_paced_us / cand)}",
         )
+        for row in diff.largest_keys(TOP)
+    ]
+    figures: list[tuple[str, JustifyMethod]] = [
+        (name, "right") for name in ("calls/step", f"{diff.paced_time}/step", "of step")
+    ]
+    name_and_figures(table, diff.level, figures, rows)
     return table
 
 
@@ -143,7 +147,8 @@ def _ranks(result: DiffResult) -> Table:
 
 
 def _marked(key: str, status: str) -> str:
-    return {"added": f"{key} (new)", "removed": f"{key} (gone)"}.get(status, key)
+    """The key with its status first, so that cutting a long name keeps it."""
+    return {"added": f"(new) {key}", "removed": f"(gone) {key}"}.get(status, key)
 
 
 def _unmatched(diff: TraceDiff) -> str:

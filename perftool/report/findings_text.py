@@ -8,8 +8,9 @@ from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
 from perftool.report import job_text
-from perftool.report.console import add_columns
+from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
+from perftool.report.names import readable
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 from perftool.units import duration, timestamp
 
@@ -107,7 +108,8 @@ def _evidence(finding: Finding, unit: str) -> Table:
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="dim")
     add_columns(table, [("at", "right"), ("lasts", "right"), ("track", "left"), ("event", "left")])
     for item in finding.evidence:
-        table.add_row(timestamp(evidence_start(item), unit), duration(item.dur_us), shown(item.track), shown(item.name))
+        name = cut(shown(readable(item.name)))
+        table.add_row(timestamp(evidence_start(item), unit), duration(item.dur_us), shown(item.track), name)
     return table
 
 

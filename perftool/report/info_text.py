@@ -9,8 +9,9 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
-from perftool.report.console import add_columns
+from perftool.report.console import add_columns, cut, name_and_figures
 from perftool.report.escape import shown
+from perftool.report.names import readable
 from perftool.trace.model import Role, Trace
 from perftool.units import duration, percent
 
@@ -134,9 +135,11 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
 def _top_ops(metrics: Metrics, unit: str) -> Table:
     scope = "device ops" if metrics.top_ops_scope == "device" else "host ops (inclusive)"
     table = Table(title=f"Top {scope} by time", title_justify="left")
-    add_columns(table, [("op", "left"), ("count", "right"), ("total", "right"), ("share", "right")], overflow="fold")
-    for op in metrics.top_ops:
-        table.add_row(shown(op.name), f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
+    rows = [
+        (cut(shown(readable(op.name))), f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
+        for op in metrics.top_ops
+    ]
+    name_and_figures(table, "op", [("count", "right"), ("total", "right"), ("share", "right")], rows)
     return table
 
 

@@ -1,0 +1,49 @@
+"""Event names as people read them in a table: a demangled C++ kernel signature on one line.
+
+Real kernels are named by their whole signature: return type, namespaces, nested template arguments and
+parameter list, often hundreds of characters. :func:`readable` keeps what tells kernels apart — the
+function and its first level of template arguments — and elides the rest; tables cut what is still too
+long once, at their width, and JSON keeps the full name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from perftool.diff.names import without_parameters
+
+_RETURN_TYPE = re.compile(r"^(void|int|float)\s+")
+_ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
+_NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")  # at::native::Foo → Foo
+_SPACES = re.compile(r"\s+")
+_CLOSING = re.compile(r">\s+>")  # C++98's "> >"
+
+
+def readable(name: str, width: int | None = None) -> str:
+    """``name`` as a table shows it: a C++ signature without its return type, namespaces, parameter list and
+    template arguments nested below the first level (``<…>``); any name cut once with "…" where longer than
+    ``width``. Op names (``aten::addmm``) and plain kernel names keep every character."""
+    short = _SPACES.sub(" ", name.strip())
+    bare = without_parameters(_RETURN_TYPE.sub("", short))
+    if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
+        short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))
+    return short if width is None or len(short) <= width else short[: width - 1].rstrip() + "…"
+
+
+def _nested_elided(name: str) -> str:
+    """``f<A<B>, C>`` → ``f<A<…>, C>``: template arguments two or more levels deep as ``<…>``."""
+    kept, depth = [], 0
+    for char in name:
+        if char == "<":
+            depth += 1
+            if depth == 2:
+                kept.append("<…")
+            elif depth < 2:
+                kept.append(char)
+        elif char == ">":
+            depth = max(depth - 1, 0)
+            if depth < 2:
+                kept.append(">")
+        elif depth < 2:
+            kept.append(char)
+    return "".join(kept)
