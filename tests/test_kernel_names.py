@@ -47,4 +47,4 @@ def test_info_prints_one_line_a_kernel_at_80_columns_and_json_keeps_the_full_nam
     assert len(rows) == 10 and all(len(line) <= 80 and line.rstrip().endswith("% │") for line in rows)
     assert any("…" in line for line in rows)  # a name cut, not wrapped onto the next line
     document = json.loads(run("info", capture, "--format", "json").stdout)
-    assert max(len(op["name"]) for op in document["top_ops"]) > 200
+    assert max(len(op["name"]) for op in document["top_ops"]["ops"]) > 200
