@@ -14,6 +14,11 @@ import yaml
 import perftool
 from perftool.emulator.config import load_config
 from perftool.emulator.run import run as emulate
+from perftool.job.align import align, waits
+from perftool.job.summary import summarise_rank
+from perftool.job.view import JobScope
+from perftool.rules.detectors import straggler
+from perftool.rules.engine import DEFAULT_READ
 
 REPO = Path(__file__).parent.parent
 JOBS = REPO / "sample_traces" / "jobs"
@@ -43,6 +48,26 @@ def test_the_straggler_is_named_with_what_makes_it_slow(run):
     others = np.median([rows[r]["compute_us"] for r in rows if r != 5])
     assert rows[5]["compute_us"] / others == pytest.approx(1.2, rel=0.03)
     assert job["imbalance"]["compute"] > 0.1
+
+
+def test_a_lag_no_part_of_the_step_explains_names_no_cause():
+    """The straggler job's ranks as summarised, but rank 5 as late again as its extra compute accounts for (a slow
+    link or proxy, which no trace records): the finding says the trace does not show why, with what to capture
+    next, instead of blaming the part of its step that differs most."""
+    summaries = [
+        summarise_rank(str(path), n, [], DEFAULT_READ) for n, path in enumerate(sorted(STRAGGLER.glob("rank*")))
+    ]
+    by_rank = {s.rank: s for s in summaries}
+    timelines = {rank: s.timeline for rank, s in by_rank.items()}
+    waited = waits(timelines, *align(timelines))
+    steps = {rank: s.timeline.steps for rank, s in by_rank.items()}
+    scope = JobScope(by_rank, waited, 5, "gpu", steps_compared=steps)
+    explained = straggler.detect(scope, {})
+    assert explained is not None and "more per step in device compute" in explained.values["why"]
+    waited.lag_us[5] *= 4  # its extra compute is under half its lag now
+    unexplained = straggler.detect(scope, {})
+    assert unexplained is not None and unexplained.variant is None
+    assert unexplained.values["why"].startswith("No part of its step that the trace shows explains its lag")
 
 
 def test_waiting_for_the_straggler_is_not_blamed_on_how_ranks_communicate(run):

@@ -22,7 +22,8 @@ FILL = (
         (FILL, "vectorized_elementwise_kernel<4, FillFunctor<…>, Array<…>>"),
         ("void at::native::(anonymous namespace)::softmax_warp_forward<float, float, 7>(float*, int)",
          "softmax_warp_forward<float, float, 7>"),
-        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+         "ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
         ("aten::addmm", "aten::addmm"),  # an op's namespace is part of its name
         ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),  # words in brackets stay
         ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),

@@ -13,7 +13,7 @@ start until then (at most the collective's length), and the last to arrive is th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,8 @@ class Waits:
     held_back_us: dict[int, float]
     compared: dict[int, int]
     worst: dict[int, list[tuple[int, float]]]  # rank -> (its call index, others' mean wait), longest first
+    lag_us: dict[int, float] = field(default_factory=dict)  # per rank: over its steps, the longest wait it causes
+    # in each (collectives reduced while the others compute each wait for its lag so far: their sum counts it again)
 
 
 def _keys(timeline: Timeline) -> list[tuple[str, int, int, int]]:
@@ -133,4 +135,8 @@ def waits(timelines: dict[int, Timeline], alignment: Alignment, index: dict[int,
         mine = np.flatnonzero(is_last & (who == r) & (held > 0))
         longest = mine[np.argsort(-held[mine], kind="stable")[:5]]
         result.worst[r] = [(int(call[i]), float(held[i])) for i in longest.tolist()]
+        _, in_step = np.unique(timelines[r].step[call[mine]], return_inverse=True)
+        longest_in_step = np.zeros(int(in_step.max()) + 1 if in_step.size else 0)
+        np.maximum.at(longest_in_step, in_step, held[mine])
+        result.lag_us[r] = float(longest_in_step.sum())
     return result

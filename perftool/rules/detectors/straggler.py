@@ -3,7 +3,9 @@
 Read from a job's summaries (a job-level detector): with the ranks' clocks aligned, the rank that
 arrives last at the collectives and holds the others back the longest is the straggler. What makes
 it slow is the part of its step that exceeds the median of the other ranks most: device compute
-(uneven work or a slow device), waiting for input, or its device waiting on its host.
+(uneven work or a slow device), waiting for input, or its device waiting on its host — named only where
+that excess accounts for at least half of its lag (the longest wait it causes in a step); else the trace
+does not show the cause.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ CAUSES = {  # breakdown part -> (fix variant, how the message names it)
     "idle.compile": ("host", "compiling"),
     "idle.other": (None, "unexplained device idle"),
 }
+EXPLAINS = 0.5  # a part of the slow rank's step is its cause when it exceeds the others' by this share of its lag
 
 
 def detect(scope, params: dict[str, float]) -> Detection | None:  # scope: perftool.job.view.JobScope
@@ -44,14 +47,25 @@ def detect(scope, params: dict[str, float]) -> Detection | None:  # scope: perft
         if part in mine
     }
     cause = max(excess, key=excess.__getitem__) if excess else None
-    variant, cause_text = CAUSES[cause] if cause and excess[cause] > 0 else (None, "no single part of its step")
+    most = max(excess.get(cause, 0.0), 0.0) if cause else 0.0
+    variant, cause_text = CAUSES[cause] if most > 0 else (None, "no single part of its step")
+    lag = waited.lag_us.get(rank, 0.0) / steps  # how late it is: its longest wait caused in a step
+    if most >= EXPLAINS * lag:
+        why = f"Against the median rank it spends {most / 1e3:.2f} ms more per step in {cause_text}."
+    else:  # a difference too small to account for the wait names no cause
+        variant = None
+        why = (
+            f"No part of its step that the trace shows explains its lag of {lag / 1e3:.2f} ms per step (the largest "
+            f"difference from the median rank, {cause_text}, is {most / 1e3:.2f} ms)."
+        )
     top = scope.summaries[rank].scan.findings
     values = {
         "rank": rank,
         "held_ms_per_step": held / 1e3,
         "last_share": waited.last[rank] / max(waited.compared[rank], 1),
         "cause": cause_text,
-        "excess_ms_per_step": max(excess.get(cause, 0.0), 0.0) / 1e3 if cause else 0.0,
+        "excess_ms_per_step": most / 1e3,
+        "why": why,
         "rank_finding": f"{top[0].rule_id} {top[0].title}: {top[0].fix.text}" if top else "no finding of its own",
     }
     lost = held * scope.steady_steps
@@ -100,6 +114,7 @@ DETECTOR = Detector(
         "last_share": "share of the shared collectives it arrives last at",
         "cause": "the part of its step furthest above the median rank's",
         "excess_ms_per_step": "how far above the median rank's that part is, ms per step",
+        "why": "that part as the cause, or that no part the trace shows explains the wait, in a sentence",
         "rank_finding": "the rank's own most severe finding and its fix",
     },
     detect=detect,
