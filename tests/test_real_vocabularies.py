@@ -295,3 +295,33 @@ def test_tasks_on_an_ai_cpu_stream_are_ai_cpu_tasks(write_trace):
     trace = load_trace(write_trace({"traceEvents": events}))
     found = ai_cpu_tasks(trace)
     assert [trace.names[trace.name[row]] for row in np.flatnonzero(found)] == ["IndexPut"]
+
+
+def test_host_threads_in_a_process_labelled_as_a_gpu_are_host(run, write_trace):
+    """In a container the training process is pid 1, which Kineto also labels "GPU 1": its threads of cpu_op and
+    runtime events are the host all the same, so the device's idle time is the host's (here in hipFree), not
+    unexplained. A thread named as a device's queue stays out of the host (see the MTIA capture)."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_labels", "pid": 1, "tid": 0, "args": {"labels": "GPU 1"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "thread 1 (python)"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "stream 7"}},
+    ]
+    for i in range(6):
+        t = i * 10_000.0
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{i}", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": t,
+             "dur": 9_990},
+            {"ph": "X", "name": "aten::empty", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": t + 10, "dur": 8_000},
+            {"ph": "X", "name": "hipFree", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": t + 20, "dur": 7_900},
+            {"ph": "X", "name": "hipLaunchKernel", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": t + 8_100,
+             "dur": 10},
+            {"ph": "X", "name": "Cijk_Ailk_Bljk_SB_MT64x64x8", "cat": "kernel", "pid": 1, "tid": 7, "ts": t + 8_200,
+             "dur": 1_500},
+        ]  # fmt: skip
+    path = write_trace({"schemaVersion": 1, "traceEvents": events})
+    trace = load_trace(path)
+    roles = {t.tid: t.role for t in trace.tracks if t.pid == 1}
+    assert roles[1] == Role.HOST and roles[7] == Role.DEVICE
+    summary, _ = scan(run, str(path))
+    assert summary["idle"]["host"] > 0.7 and summary["idle"].get("other", 0.0) < 0.05

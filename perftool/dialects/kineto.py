@@ -36,6 +36,7 @@ _CATEGORY_KINDS = {
     "dataloader": Kind.INPUT,
 }
 _DEVICE_CATEGORY = re.compile(r"^(kernel|gpu_\w+|memcpy|memset|cuda_sync|cuda_profiler_range|\w+_ccp_events)$")
+_DEVICE_QUEUE = re.compile(r"\b(stream|queue)\b", re.IGNORECASE)  # a device's thread: "Stream 101 Submission Queue"
 _HOST_CATEGORY = re.compile(
     r"^(cpu_op|operator|user_annotation|python_function|python|cpu_instant_event|dataloader|runtime|\w+_runtime"
     r"|\w+_driver)$"
@@ -70,8 +71,10 @@ class Kineto(Dialect):
         """Device and host tracks from what their events are, then from how Kineto labels processes.
 
         A track whose events are mostly device activity is a device stream. A track of host-side
-        events is a host thread, unless it sits in a device's process (an accelerator's submission
-        queue). A track of other events in a device's process is device work of a kind not listed.
+        events is a host thread, whatever its process is called (in a container the training process
+        is often pid 1, which Kineto also labels "GPU 1"), unless its thread is named as a device's
+        queue or stream (an accelerator's submission queue). A track of other events in a device's
+        process is device work of a kind not listed.
         """
         spans = trace.phase == Phase.COMPLETE
         device = _count_per_track(trace, spans & _category_mask(trace, _is_device))
@@ -84,7 +87,8 @@ class Kineto(Dialect):
             elif device[track.id] > host[track.id]:
                 roles[track.id] = Role.DEVICE
             elif host[track.id]:
-                roles[track.id] = Role.UNKNOWN if is_device_process(track) else Role.HOST
+                queue = is_device_process(track) and _DEVICE_QUEUE.search(track.thread_name or "")
+                roles[track.id] = Role.UNKNOWN if queue else Role.HOST
             elif any_span[track.id] and is_device_process(track):
                 roles[track.id] = Role.DEVICE
         return roles
