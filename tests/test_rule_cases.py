@@ -41,12 +41,13 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
         "host",
     ),
     "ascend": (
-        {"python": (1, 11), "cann": (2, 11), "npu": (3, 5), "hccl": (4, 1)},
+        {"python": (1, 11), "cann": (2, 11), "npu": (3, 5), "npu_comm": (3, 8), "hccl": (4, 1)},
         [
             _meta("process_name", 1, 0, name="Python"),
             _meta("process_name", 2, 0, name="CANN"),
             _meta("process_name", 3, 0, name="Ascend Hardware"),
             _meta("thread_name", 3, 5, name="Stream 5"),
+            _meta("thread_name", 3, 8, name="Stream 8"),
             _meta("process_name", 4, 0, name="HCCL"),
             _meta("thread_name", 4, 1, name="Plane 0"),
         ],

@@ -18,6 +18,9 @@ _PROCESS_ROLES = (
     (re.compile(r"^Step Trace"), Role.SUMMARY),
     (re.compile(r"(?i)^(CANN|AscendCL|Runtime|GE|Python|CPU|pytorch|host)"), Role.HOST),
 )
+# the tasks HCCL runs on the device's streams: a stream that carries one is a communication stream, whose tasks
+# (the rank waiting for its peers in Notify_Wait, copying and reducing their data) are communication, not compute
+_HCCL_TASK = re.compile(r"(?i)^(notify[_ ]?(wait|record)|hcom_|hccl|reduce[_ ]?inline)")
 _MARKERS = ("Ascend Hardware", "CANN", "Overlap Analysis", "AscendCL")
 # msprof's own summary of the device: what ran (these two threads) and what did not ("Free", and the
 # part of communication overlapping nothing, which "Communication" already holds).
@@ -51,6 +54,7 @@ class Ascend(Dialect):
         kind = super().kinds(trace)
         hccl = [t.id for t in trace.tracks if _HCCL.search(t.process_name) and t.role == Role.DEVICE]
         kind[np.isin(trace.track, hccl)] = Kind.COMMUNICATION  # HCCL's ops and their sub-tasks (Notify_Wait, Memcpy)
+        kind[np.isin(trace.track, _communication_streams(trace))] = Kind.COMMUNICATION
         for track in _overlap_device_threads(trace):
             if track.role == Role.DEVICE:
                 kind[trace.track == track.id] = _OVERLAP_DEVICE_THREADS[track.thread_name]
@@ -61,6 +65,15 @@ class Ascend(Dialect):
         if kind == Kind.OTHER and name.startswith("AscendCL@"):
             return Kind.RUNTIME
         return kind
+
+
+def _communication_streams(trace: Trace) -> list[int]:
+    """The device streams HCCL runs its tasks on (those carrying a ``Notify_Wait``, an ``hcom_`` op, …)."""
+    streams = [t.id for t in trace.tracks if t.role == Role.DEVICE and not _HCCL.search(t.process_name)]
+    if not streams:
+        return []
+    hccl_names = np.array([bool(_HCCL_TASK.search(name)) for name in trace.names] or [False])
+    return np.unique(trace.track[hccl_names[trace.name] & np.isin(trace.track, streams)]).tolist()
 
 
 def _overlap_device_threads(trace: Trace) -> list[Track]:

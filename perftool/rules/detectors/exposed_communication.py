@@ -15,9 +15,9 @@ import math
 
 import numpy as np
 
-from perftool.analysis.communication import Communication
+from perftool.analysis.communication import OTHER, Communication
 from perftool.dialects.vocabulary import DDP, FSDP
-from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
 
 DEFAULT_BUCKET_MB = 25.0  # DDP's default bucket_cap_mb
 BUCKETS_PER_STEP = 6  # enough buckets for the first all-reduces to overlap the rest of the backward pass
@@ -45,6 +45,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "exposed_ms_per_step": scope.per_step(exposed) / 1e3,
         "exposed_share": exposed / scope.metrics["communication.time_us"],
         "collective": top.name,
+        "named": top.name if top.name != OTHER else f"collective tasks of no named type ({_untyped(comms, scope)})",
         "calls_per_step": per_step if not math.isnan(per_step) else float(top.count),
         "message_mb": float(np.median(sizes)) if sizes.size else math.nan,
         "sizes": _sizes_text(sizes, top.busbw_gbps),
@@ -56,6 +57,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
     changes = CHANGES.get(variant, {}) if variant != "ddp_buckets" else {"replicas.bucket": int(bucket_mb * 1e6)}
     return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant, changes=changes)
+
+
+def _untyped(comms: Communication, scope: Scope) -> str:
+    """The names of the collective events whose type no name says (HCCL's tasks on a stream: Notify_Wait, …)."""
+    rows = comms.calls.rows[comms.calls.type == comms.calls.names.index(OTHER)]
+    return distinct_names(scope.trace, rows, 3)
 
 
 def _sizes_text(sizes_mb: np.ndarray, busbw_gbps: float | None) -> str:
@@ -120,7 +127,8 @@ DETECTOR = Detector(
     values={
         "exposed_ms_per_step": "communication time per steady step with no device compute beside it, ms",
         "exposed_share": "share of communication time exposed (1 - communication.overlap_fraction)",
-        "collective": "the collective type with the most exposed time (all_reduce, all_gather, ...)",
+        "collective": "the collective type with the most exposed time (all_reduce, all_gather, ..., other)",
+        "named": "that collective in words (tasks of no named type listed by name)",
         "calls_per_step": "its calls per steady step",
         "message_mb": "its median message size, MB (NaN where the trace does not say)",
         "sizes": "its median message size and achieved bus bandwidth in words, where the trace records sizes",

@@ -48,7 +48,7 @@ def detect(scope, params: dict[str, float]) -> Detection | None:  # scope: perft
     }
     cause = max(excess, key=excess.__getitem__) if excess else None
     most = max(excess.get(cause, 0.0), 0.0) if cause else 0.0
-    variant, cause_text = CAUSES[cause] if most > 0 else (None, "no single part of its step")
+    variant, cause_text = CAUSES[cause] if cause and most > 0 else (None, "no single part of its step")
     lag = waited.lag_us.get(rank, 0.0) / steps  # how late it is: its longest wait caused in a step
     if most >= EXPLAINS * lag:
         why = f"Against the median rank it spends {most / 1e3:.2f} ms more per step in {cause_text}."
