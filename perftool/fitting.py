@@ -35,12 +35,11 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.family import device_properties
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
+from perftool.analysis.launches import graphs_in_use
 from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.dialects.vocabulary import (
     CPU_FALLBACK,
-    GRAPH_LAUNCH,
     IN_PROCESS_LOADING,
-    MEMCPY,
     PAGEABLE,
     REMOTE_BUFFER_COPY,
     STRIDED_COPY,
@@ -68,7 +67,6 @@ INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the
 HOST_PACE = ("device_overrides", "python_us")  # ... where the host's Python and dispatch do ...
 LAUNCH_PACE = ("device_overrides", "op_launch_us")  # ... and where its launching ops one by one does
 OVERLAPPED_COPIES = 0.5  # input copies this much hidden behind compute run beside it, pageable or not
-GRAPH_SHARE = 10  # a host launches by device graphs where one launch call in this many or more is a graph's
 SYNC_STALL = 0.02  # a sync each step drains the device when it idles after them this share of the step or more
 UNTRACED_PYTHON_US = 1000.0  # a host gap this short between traced ops is Python the profiler does not record
 DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work per step
@@ -250,7 +248,7 @@ def _host(
     """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``);
     ``loading``: how long the training process took to load each batch itself (None: it loads none); ``syncs``:
     the host waits for each step's device work before going on."""
-    if "device_graphs" in profile.knobs and not _graphs_in_use(trace, scope):
+    if "device_graphs" in profile.knobs and not graphs_in_use(trace, scope.in_window):
         return _streamed(trace, scope, idle, compute, steps, loading, syncs)
     host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
@@ -314,14 +312,6 @@ def _syncs_each_step(trace: Trace, scope: Scope, stalled: float) -> bool:
     at = np.sort(trace.ts[syncs])
     synced = np.searchsorted(at, ends) > np.searchsorted(at, starts)
     return bool(np.all(synced[:-1]) and (synced[-1] or synced.size > 1))  # the last step's may fall past the end
-
-
-def _graphs_in_use(trace: Trace, scope: Scope) -> bool:
-    """Whether the host launches its work mostly as device graphs: graph launches at least a tenth of its launch
-    calls in the window (a few captured pieces in a step launched op by op do not make it graph-launched)."""
-    launches = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & ~trace.name_matches(MEMCPY) & scope.in_window
-    graphs = int(np.count_nonzero(launches & trace.name_matches(GRAPH_LAUNCH)))
-    return graphs > 0 and graphs * GRAPH_SHARE >= int(np.count_nonzero(launches))
 
 
 def _ops(scope: Scope, steps: int) -> int:

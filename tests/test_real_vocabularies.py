@@ -325,3 +325,71 @@ def test_host_threads_in_a_process_labelled_as_a_gpu_are_host(run, write_trace):
     assert roles[1] == Role.HOST and roles[7] == Role.DEVICE
     summary, _ = scan(run, str(path))
     assert summary["idle"]["host"] > 0.7 and summary["idle"].get("other", 0.0) < 0.05
+
+
+def graph_captured(pieces: int, python_us: float) -> dict:
+    """A PyTorch 2.x capture replaying each step as ``pieces`` CUDA graphs (``CUDAGraph::replay`` →
+    ``cudaGraphLaunch``), 40 kernels in all, each linked to its launch by an ``ac2g`` flow as Kineto writes them,
+    after ``python_us`` of Python per step and 60 µs of it between pieces."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_labels", "pid": 100, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+    ]
+    flow = 1000
+    period = python_us + pieces * 100 + 40 * 20 + 100
+    for step in range(8):
+        t = step * period
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 100, "tid": 100, "ts": t,
+             "dur": period - 1},
+            {"ph": "X", "name": "train_step", "cat": "python_function", "pid": 100, "tid": 100, "ts": t + 1,
+             "dur": python_us},
+        ]  # fmt: skip
+        host, device = t + python_us + 5, t + python_us + 30
+        for _ in range(pieces):
+            flow += 1
+            events += [
+                {"ph": "X", "name": "CUDAGraph::replay", "cat": "cpu_op", "pid": 100, "tid": 100, "ts": host,
+                 "dur": 25},
+                {"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 100, "tid": 100, "ts": host + 2,
+                 "dur": 20, "args": {"correlation": flow}},
+            ]  # fmt: skip
+            device = max(device, host + 25)
+            for _kernel in range(40 // pieces):
+                events += [
+                    {"ph": "X", "name": "sm90_xmma_gemm_bf16bf16_bf16f32", "cat": "kernel", "pid": 0, "tid": 7,
+                     "ts": device, "dur": 19, "args": {"correlation": flow}},
+                    {"ph": "s", "id": flow, "pid": 100, "tid": 100, "ts": host + 2, "cat": "ac2g", "name": "ac2g"},
+                    {"ph": "f", "id": flow, "pid": 0, "tid": 7, "ts": device, "cat": "ac2g", "name": "ac2g",
+                     "bp": "e"},
+                ]  # fmt: skip
+                device += 20
+            host += 60 + 25
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": events}
+
+
+def test_a_step_replayed_as_one_cuda_graph_gets_no_graph_advice(run, write_trace):
+    """The device waits while the host runs Python before the step's one graph launch: that host work is the
+    finding, never "use CUDA graphs", and each kernel of the graph belongs to the op that replays it."""
+    path = str(write_trace(graph_captured(pieces=1, python_us=600)))
+    _, found = scan(run, path)
+    host = found["PT001"]
+    assert host["fix"]["changes"] == {} and "train_step" in host["fix"]["text"]
+    assert (
+        "already replays" not in host["fix"]["text"] and "Device graphs alone do not remove it" in host["fix"]["text"]
+    )
+    (diff,) = json.loads(run("diff", path, path, "--by", "op", "--format", "json").stdout)["diffs"]
+    assert diff["level"] == "op" and diff["unmatched"]["baseline"]["events"] == 0
+    (replay,) = diff["rows"]  # all 40 kernels, 760 µs of the step, under the op that replays them
+    assert replay["key"] == "CUDAGraph::replay" and replay["baseline_paced_us_per_step"] == pytest.approx(760.0)
+
+
+def test_a_step_replayed_in_many_graph_pieces_is_told_to_capture_larger_graphs(run, write_trace):
+    """Ten graph launches a step with host work between them: the device waits between replays, and the fix is
+    larger graphs, not the graphs already in use."""
+    _, found = scan(run, str(write_trace(graph_captured(pieces=10, python_us=100))))
+    host = found["PT001"]
+    assert host["fix"]["changes"] == {} and "already replays device graphs (10.0 graph launches" in host["fix"]["text"]
+    assert host["values"]["graph_launches_per_step"] == pytest.approx(10.0)

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perftool.trace.model import Phase, Role, Trace
+from perftool.dialects.vocabulary import GRAPH_LAUNCH, MEMCPY
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+GRAPH_SHARE = 10  # a host launches by device graphs where one launch call in this many or more is a graph's
 
 
 @dataclass
@@ -58,3 +61,11 @@ def _enclosing_span(trace: Trace, targets: np.ndarray) -> np.ndarray:
         inside = (index >= 0) & (trace.end[rows[np.maximum(index, 0)]] >= at)
         found[mine[inside]] = rows[index[inside]]
     return found
+
+
+def graphs_in_use(trace: Trace, rows: np.ndarray) -> bool:
+    """Whether the host launches its work (among ``rows``, a mask) mostly as device graphs: graph launches at
+    least a tenth of its launch calls (a few captured pieces in a step launched op by op do not make it so)."""
+    launches = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & ~trace.name_matches(MEMCPY) & rows
+    graphs = int(np.count_nonzero(launches & trace.name_matches(GRAPH_LAUNCH)))
+    return graphs > 0 and graphs * GRAPH_SHARE >= int(np.count_nonzero(launches))

@@ -15,12 +15,14 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.launches import graphs_in_use
 from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.trace.model import Kind, Role, Trace
 
 LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
+PIECEMEAL_GRAPHS = 1.5  # more graph launches a step than this replay the step in pieces
 ONE_TIME_LAUNCH = 10.0  # a launch call this many times the median launch's length loads code; it is not overhead
 
 
@@ -41,7 +43,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER])
     in_gaps = _overlapping(scope, host_work, pieces)
-    launches = int(np.count_nonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window))
+    runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
+    launches = int(np.count_nonzero(runtime_calls))
+    graphs_per_step = scope.per_step(int(np.count_nonzero(runtime_calls & trace.name_matches(vocabulary.GRAPH_LAUNCH))))
     current = scope.run.knobs["loop_size"] if scope.run is not None else 1
     loop_size = _loop_size(scope, current, lost, params)
     op_median = scope.metrics["device.op_time_us.median"]
@@ -60,22 +64,26 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "current_loop_size": current,
         "loop_size": loop_size,
         "launches_per_step": scope.per_step(launches),
+        "graph_launches_per_step": graphs_per_step,
         "op_median_us": op_median,
         "host_names": distinct_names(trace, in_gaps, 3) if in_gaps.size else "nothing traced",
         "target_overhead": params["target_overhead"],
     }
-    variant, changes = _fix(scope, launch_bound, loop_size, current)
+    variant, changes = _fix(scope, launch_bound, loop_size, current, graphs_per_step)
     evidence = scope.idle_stretches(pieces, in_gaps)
     return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
 
 
-def _fix(scope: Scope, launch_bound: bool, loop_size: int, current: int) -> tuple[str | None, dict]:
+def _fix(
+    scope: Scope, launch_bound: bool, loop_size: int, current: int, graphs_per_step: float
+) -> tuple[str | None, dict]:
     """Which fix applies, and the emulator knobs it sets.
 
     Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records;
     a fit to another trace gives the loop size in use. Other traces get device graphs only when launches
-    are the cause (a graph does not remove the host's own work); loop-size advice needs a known loop size
-    and a framework that has one, so elsewhere the advice names the host work instead.
+    are the cause (a graph does not remove the host's own work) and the host does not replay graphs already
+    (then: larger graphs); loop-size advice needs a known loop size and a framework that has one, so
+    elsewhere the advice names the host work instead.
     """
     if scope.run is not None and (scope.run.recorded or scope.family in LOOP_FAMILIES):
         if scope.family in LOOP_FAMILIES and loop_size > current:
@@ -83,6 +91,8 @@ def _fix(scope: Scope, launch_bound: bool, loop_size: int, current: int) -> tupl
         if scope.family in GRAPH_FAMILIES and not scope.run.knobs["device_graphs"]:
             return None, {"device_graphs": True}
         return None, {}
+    if graphs_in_use(scope.trace, scope.in_window):  # the step in several graphs: larger ones; in one: host work
+        return ("graphs_in_use" if graphs_per_step > PIECEMEAL_GRAPHS else "host_work"), {}
     if not launch_bound:
         return "host_work", {}
     if scope.family in GRAPH_FAMILIES:
@@ -154,6 +164,7 @@ DETECTOR = Detector(
         "pattern": "the idle stretches in words: how many, how long, against how much device work",
         "current_loop_size": "steps per device call now (emulator traces; 1 elsewhere)",
         "loop_size": "steps per device call that brings host time under target_overhead",
+        "graph_launches_per_step": "device graph launches (cudaGraphLaunch, hipGraphLaunch) per steady step",
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
         "host_names": "the host ops and calls running during the idle time, most time first",
