@@ -311,7 +311,8 @@ def _syncs_each_step(trace: Trace, scope: Scope, stalled: float) -> bool:
         return False
     at = np.sort(trace.ts[syncs])
     synced = np.searchsorted(at, ends) > np.searchsorted(at, starts)
-    return bool(np.all(synced[:-1]) and (synced[-1] or synced.size > 1))  # the last step's may fall past the end
+    judged = synced[:-1] if synced.size > 1 else synced  # the last step's sync may fall past the trace's end
+    return bool(judged.all())
 
 
 def _ops(scope: Scope, steps: int) -> int:
@@ -418,20 +419,18 @@ def _gradients(scope: Scope, profile: DeviceProfile, steps: int, peers: Sequence
     latency = min(profile.collective_latency_us, float(np.median(durations)) / 2)
     traffic = 2 * (ranks - 1) / ranks  # bytes on each rank's links per byte reduced
     if sized.any():
-        bucket = float(sizes[sized].max())  # the cap: the smaller calls are the step's remainder bucket
-        gradients = float(sizes[sized].mean()) * round(reduce.count / steps)
+        bucket, per_call = float(sizes[sized].max()), float(sizes[sized].mean())  # the cap; the last bucket is less
         transfer = np.maximum(durations[sized] - latency, latency)
         bus_gbps = float(np.median(sizes[sized] * traffic / transfer)) / 1e3
     else:
-        bucket = UNSIZED_BUCKET
-        gradients = bucket * round(reduce.count / steps)
+        bucket = per_call = UNSIZED_BUCKET
         bus_gbps = bucket * traffic / (float(np.median(durations)) - latency) / 1e3
     if not 0 < bus_gbps < math.inf:
         return None  # calls that take no time: nothing a bandwidth describes
     overlap = comms.values["communication.overlap_fraction"] >= OVERLAPPED
     replicas = {"count": ranks, "bucket": int(bucket), "overlap": overlap, "bus_bandwidth": bus_gbps,
                 "latency_us": latency, "slow_ranks": _peers(peers, ranks)}  # fmt: skip
-    return _Gradients(replicas, gradients)
+    return _Gradients(replicas, per_call * round(reduce.count / steps))
 
 
 def _peers(relative: Sequence[float], ranks: int) -> list[dict[str, Any]]:

@@ -331,15 +331,17 @@ LABELS = {  # each knob and section setting as a person names it
 }
 
 
-def _section(name: str) -> tuple[str, str]:
-    """The config section a setting lives in (``knobs`` for a bare knob name) and its field there."""
+def section_of(name: str) -> tuple[str, str]:
+    """The config section a setting lives in (``knobs`` for a bare knob name: ``workload.input_workers`` is in
+    ``workload``) and its field there."""
     section, _, field = name.rpartition(".")
     return section or "knobs", field
 
 
 def setting(config: EmulatorConfig, name: str) -> Any:
-    """The value of knob ``name``, or of a setting in :data:`SECTION_SETTINGS` (None where its section is absent)."""
-    section, field = _section(name)
+    """The value of knob ``name``, or of a section's setting (``workload.input_workers``; None where the config has
+    no such section)."""
+    section, field = section_of(name)
     part = getattr(config, section)
     return getattr(part, field) if part is not None else None
 
@@ -348,7 +350,7 @@ def with_settings(config: Config, values: dict[str, Any]) -> Config:
     """``config`` with knobs and :data:`SECTION_SETTINGS` set to ``values`` (already checked by :func:`knob_value`)."""
     updates: dict[str, dict[str, Any]] = {}
     for name, value in values.items():
-        section, field = _section(name)
+        section, field = section_of(name)
         updates.setdefault(section, {})[field] = value
     return config.model_copy(
         update={section: getattr(config, section).model_copy(update=fields) for section, fields in updates.items()}
@@ -359,7 +361,7 @@ def knob_value(config: EmulatorConfig, name: str, value: Any) -> tuple[Any, str 
     """``value`` as knob ``name`` (or a setting in :data:`SECTION_SETTINGS`) takes it, and why the config cannot
     take it (``None`` when it can). Where the dataset sets the epoch, how the value fits the epoch depends on the
     batch size it is swept with: the plan prunes each configuration that does not fit."""
-    section_name, field = _section(name)
+    section_name, field = section_of(name)
     section = getattr(config, section_name)
     if section is None:
         return value, f"the config has no {section_name}: section"

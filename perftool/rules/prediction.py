@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ByteSize
 
-from perftool.emulator.config import LABELS, EmulatorConfig, validate_config
+from perftool.emulator.config import LABELS, EmulatorConfig, section_of, setting, validate_config
 from perftool.emulator.evaluate import evaluate, first_job
 from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
@@ -36,10 +36,10 @@ def predicted(
     on its steady state, as a long job would be."""
     document = config.model_dump(mode="json")
     for key, value in changes.items():
-        section, _, name = key.rpartition(".")
-        if document.get(section or "knobs") is None:  # e.g. a bucket size where the config has no replicas
+        section, name = section_of(key)
+        if document.get(section) is None:  # e.g. a bucket size where the config has no replicas
             return None
-        document[section or "knobs"][name] = value
+        document[section][name] = value
     try:
         fixed: EmulatorConfig = validate_config(document, "fix")
     except PerftoolError:
@@ -89,9 +89,8 @@ def _baseline(config: EmulatorConfig) -> dict[str, float] | str:
 
 
 def _describe(config: EmulatorConfig, key: str, value: Any) -> str:
-    section, _, name = key.rpartition(".")
-    current = getattr(getattr(config, section or "knobs"), name)
-    label = LABELS.get(key, name.replace("_", " "))
+    current = setting(config, key)
+    label = LABELS.get(key, section_of(key)[1].replace("_", " "))
     if isinstance(value, list):
         return f"{label}: none" if not value else f"{label}: {value}"
     if isinstance(current, ByteSize):

@@ -25,7 +25,6 @@ IDLE_DEVICE = 0.3  # a device idle this share of the window has little compute t
 OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
 AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
-CHANGES: dict[str | None, dict[str, object]] = {"after_backward": {"replicas.overlap": True}}  # what each variant sets
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -55,8 +54,15 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "device_idle": scope.metrics["device.idle_fraction"],
     }
     most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
-    changes = CHANGES.get(variant, {}) if variant != "ddp_buckets" else {"replicas.bucket": int(bucket_mb * 1e6)}
+    changes = _changes(variant, bucket_mb)
     return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant, changes=changes)
+
+
+def _changes(variant: str | None, bucket_mb: float) -> dict[str, object]:
+    """The emulator settings a variant's fix sets: the replicas' bucket or their reducing during backward."""
+    if variant == "ddp_buckets":
+        return {"replicas.bucket": int(bucket_mb * 1e6)}
+    return {"replicas.overlap": True} if variant == "after_backward" else {}
 
 
 def _untyped(comms: Communication, scope: Scope) -> str:
