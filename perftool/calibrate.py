@@ -47,6 +47,7 @@ SPREAD_POINTS = 10.0  # ... and the steps' coefficient of variation within these
 LONG_RUN_STEPS = 500  # ... and a run this long keeps the step time of one as long as the trace ...
 LONG_RUN_ERROR = 0.02  # ... this closely
 NOISE_SIGMAS = 2.0  # held-out means differ by up to this many standard errors from noise alone
+WITHOUT_JITTER = {"compute_jitter": 0.0, "preprocess_jitter": 0.0, "host_jitter": 0.0}  # only drift tells runs apart
 IDLE_PARTS = {  # the device's idle, in the parts the emulator models, each the idle causes it takes
     "host": ("startup", *HOST_CAUSES),
     "input": INPUT_CAUSES,
@@ -283,8 +284,9 @@ def _long_run(config: EmulatorConfig) -> Check:
     the trace, both without jitter: a fit that leans on how a short run starts drifts (a one-off compile the median
     leaves out)."""
     steps, _ = config.epoch
-    still = {"compute_jitter": 0.0, "preprocess_jitter": 0.0}  # so that only what drifts tells the runs apart
-    short, longer = (float(evaluate(_longer(config, n, still))["step_time_us"][0]) for n in (steps, LONG_RUN_STEPS))
+    short, longer = (
+        float(evaluate(_longer(config, n, WITHOUT_JITTER))["step_time_us"][0]) for n in (steps, LONG_RUN_STEPS)
+    )
     return Check(
         f"median step over {max(LONG_RUN_STEPS, steps):,} steps",
         short,

@@ -71,6 +71,7 @@ SYNC_STALL = 0.02  # a sync each step drains the device when it idles after them
 UNTRACED_PYTHON_US = 1000.0  # a host gap this short between traced ops is Python the profiler does not record
 DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work per step
 MAX_COMPUTE_JITTER = 0.5
+MAX_HOST_JITTER = 0.2  # beyond this, the host's time per step varies with how the steps cut it, not by itself
 MAD_TO_SIGMA = 1.4826  # a median absolute deviation as the standard deviation of normal noise
 INPUT_CAUSES = ("input_wait", "input_pipeline")
 # the settings a fit reads from the trace (the others are defaults): a fix changing only these is a what-if on
@@ -176,6 +177,7 @@ def _fit(
         "steps": max(job_steps - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
         "ops_per_step": host.ops,
         "compute_jitter": _compute_spread(scope),
+        "host_jitter": _host_spread(trace, scope),
         **({"sync_each_step": True} if syncs else {}),
         **host.workload,
         **_input(trace, scope, step, host.pacing == INPUT_PACE, batch, loading),
@@ -323,13 +325,27 @@ def _ops(scope: Scope, steps: int) -> int:
 def _own_host_time(trace: Trace, scope: Scope) -> float:
     """The host's busy time in the window outside loading batches, syncs and copies that block it, µs: its traced
     work, with the short gaps between (Python the profiler does not record) counted in."""
+    return intervals.total(_own_host_work(trace, scope))
+
+
+def _host_spread(trace: Trace, scope: Scope) -> float:
+    """How the host's own time per steady step varies (:func:`spread`; 0 where it cannot say): measured on the host's
+    work, not on the steps, so the steps' spread stays a check of the fit."""
+    steps, own = scope.steps, _own_host_work(trace, scope)
+    first = steps.warmup
+    per_step = [intervals.total(intervals.clip(own, lo, hi)) for lo, hi in zip(steps.start[first:], steps.end[first:])]
+    return min(spread(per_step), MAX_HOST_JITTER) if len(per_step) > 1 else 0.0
+
+
+def _own_host_work(trace: Trace, scope: Scope) -> intervals.Intervals:
+    """The host's own work in the window (see :func:`_own_host_time`), as intervals."""
     host = trace.on_roles(Role.HOST)
     starts, ends = scope.busy(host & ~np.isin(trace.kind, [Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC]))
     if starts.size > 1:  # bridge the short gaps: a run of work ends where a longer gap follows
         follows_gap = np.concatenate([[True], starts[1:] - ends[:-1] > UNTRACED_PYTHON_US])
         starts, ends = starts[follows_gap], ends[np.concatenate([follows_gap[1:], [True]])]
     waits = scope.busy((host & np.isin(trace.kind, [Kind.INPUT, Kind.SYNC])) | blocking_copies(trace))
-    return intervals.total(intervals.subtract((starts, ends), waits, scope.lo, scope.hi))
+    return intervals.subtract((starts, ends), waits, scope.lo, scope.hi)
 
 
 def _pageable(trace: Trace, scope: Scope) -> bool:

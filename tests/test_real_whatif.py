@@ -10,7 +10,7 @@ import yaml
 from bench_whatif import REAL, real_pair
 
 from perftool.api import tune
-from perftool.calibrate import _longer, calibrate
+from perftool.calibrate import WITHOUT_JITTER, _longer, calibrate
 from perftool.emulator.evaluate import evaluate
 from perftool.rules.engine import scan_trace
 from perftool.rules.prediction import HELPS
@@ -143,7 +143,7 @@ def test_tune_on_a_fitted_capture_recommends_only_gains_that_last(capture, tmp_p
     written.write_text(yaml.safe_dump(fitted.document(), sort_keys=False))
     result = tune(str(written))
     assert result.speedup() >= HELPS  # each capture has something to win
-    still = {"compute_jitter": 0.0, "preprocess_jitter": 0.0}
+    still = WITHOUT_JITTER
     before, after = (
         float(evaluate(_longer(config, 1000, still))["throughput"][0])
         for config in (fitted.config, result.best_config())

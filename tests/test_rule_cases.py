@@ -107,13 +107,11 @@ def build(case: dict) -> dict:
     )
     for i in range(case["steps"]):
         t = i * case["period"]
-        events.append(
-            _event(
-                {"name": f"ProfilerStep#{i}", "track": step_track, "ts": 0, "dur": case["period"] - 1, "cat": step_cat},
-                t,
-                tracks,
-            )
-        )
+        if case.get("markers", True):
+            marker = {"name": f"ProfilerStep#{i}", "track": step_track, "ts": 0, "dur": case["period"] - 1}
+            events.append(_event(marker | {"cat": step_cat}, t, tracks))
+        if i == 0:
+            events += [_event(spec, t, tracks) for spec in case.get("first", [])]
         for k in range(repeat["count"]):
             events += [_event(spec, t + k * repeat["every"], tracks) for spec in case["events"]]
         for n, extra in case.get("every", {}).items():
@@ -145,6 +143,10 @@ def test_rule_case(run, write_trace, rule, case):
             if key in expected:
                 text = finding["fix"]["text"] if where == "fix" else finding["message"]
                 assert expected[key] in text, text
+        if "capped_has" in expected:
+            assert expected["capped_has"] in (finding["capped"] or ""), finding["capped"]
+        if expected.get("held") is False:
+            assert finding["capped"] is None, finding["capped"]
         if "fix_lacks" in expected:
             assert expected["fix_lacks"] not in finding["fix"]["text"], finding["fix"]["text"]
         for name, value in expected.get("value", {}).items():

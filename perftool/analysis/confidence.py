@@ -1,19 +1,22 @@
 """What limits how far a trace's verdicts hold, said plainly: too few steps, start-up, cut-off capture.
 
 A caveat that ``caps`` means the trace has no steady state worth ranking findings on: its findings
-stay at info, each saying why.
+stay at info, each saying why. Where the cap comes only from too few steps (one step, or no step
+markers), a finding whose evidence recurs may still stand at warning (``recurring``), unless the
+capture is mostly start-up. Two steady steps that agree are a steady state.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perftool.analysis.steps import Steps
+import numpy as np
+
+from perftool.analysis.steps import STEADY_AGREEMENT, Steps
 from perftool.trace.model import Trace
-from perftool.units import duration
+from perftool.units import duration, plural
 
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
-STARTUP_SHARE = 0.5  # start-up taking this share of the capture is worth saying
 _CAPTURE_HINT = {
     "kineto": "capture several steps past warm-up: torch.profiler.profile(schedule=torch.profiler.schedule("
     "wait=1, warmup=1, active=5)) with prof.step() at the end of every iteration",
@@ -29,6 +32,7 @@ class Caveat:
     text: str
     caps: bool  # findings on this trace stay at info
     short: str = ""  # the reason in a few words, for each finding held at info
+    recurring: bool = False  # a finding whose evidence recurs may stand at warning all the same
 
 
 def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
@@ -37,7 +41,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     hint = _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
     span = steps.last - steps.first
     lo, hi = steps.window
-    if steps.startup_end is not None and steps.startup_end - steps.first >= STARTUP_SHARE * span:
+    mostly_startup = steps.mostly_startup
+    if steps.startup_end is not None and mostly_startup:
         found.append(
             Caveat(
                 "start-up (runtime and library initialisation, warm-up) takes"
@@ -46,22 +51,41 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
+    if steps.inferred:
+        found.append(
+            Caveat(
+                f"no step markers: {steps.count:,} steps inferred from the host's repeating calls ({steps.inferred})",
+                caps=False,
+            )
+        )
     if steps.count == 0:
         where = "the trace after start-up" if lo > steps.first else "the whole trace"
         found.append(
             Caveat(
-                f"no step markers: figures cover {where}, and findings stay at info; to judge the steady state, {hint}",
+                f"no step markers: figures cover {where}, and findings stay at info unless their evidence recurs"
+                f" through it; to judge the steady state, {hint}",
                 caps=True,
                 short="no step markers",
+                recurring=not mostly_startup,
+            )
+        )
+    elif steps.steady == 2 and _agree(steps.steady_durations):
+        found.append(
+            Caveat(
+                f"only 2 steady steps, within {STEADY_AGREEMENT - 1:.0%} of each other: they are taken as the steady"
+                f" state; {hint}",
+                caps=False,
             )
         )
     elif steps.steady < MIN_STEADY_STEPS:
         found.append(
             Caveat(
-                f"only {steps.steady} steady step(s) after {steps.warmup} warm-up (at least {MIN_STEADY_STEPS} are"
-                f" needed to judge the steady state), so findings stay at info; {hint}",
+                f"only {plural(steps.steady, 'steady step')} after {steps.warmup} warm-up (at least"
+                f" {MIN_STEADY_STEPS} are needed, or 2 that agree), so findings stay at info unless their evidence"
+                f" recurs; {hint}",
                 caps=True,
-                short=f"{steps.steady} steady step(s), {MIN_STEADY_STEPS} needed",
+                short=f"{plural(steps.steady, 'steady step')}, {MIN_STEADY_STEPS} needed",
+                recurring=steps.steady == 1 and not mostly_startup,
             )
         )
     if steps.truncated:
@@ -84,3 +108,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _agree(durations: np.ndarray) -> bool:
+    """Whether steps take the same time within ``STEADY_AGREEMENT``."""
+    return bool(durations.max() <= STEADY_AGREEMENT * durations.min())

@@ -4,8 +4,10 @@ Steps come from step markers (``ProfilerStep#N``, emulator markers). A last step
 the others was cut off by the end of the capture and is dropped. Where flows link each host launch
 to the device work it started, a step is timed on the device: it ends when the last device work
 its host step launched ends, so step time and throughput are the device's, not those of a host
-running ahead. Leading steps that compile or run slow are warm-up. A trace without steps is
-measured after its start-up (runtime initialisation, warm-up annotations).
+running ahead. A leading step is warm-up because it looks like warm-up, never because it comes first:
+it runs far slower than the typical step, or it shows warm-up's signs (compiles, start-up calls, memory
+allocations, ops no later step calls) and runs slower than the steady steps agree. A trace without steps
+is measured after its start-up (runtime initialisation, warm-up annotations).
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ import numpy as np
 
 from perftool.analysis.intervals import overlaps_any
 from perftool.analysis.launches import Launches, launches
-from perftool.dialects.vocabulary import FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
+from perftool.analysis.repeats import inferred_steps
+from perftool.dialects.vocabulary import ALLOCATION, FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 _DIGITS = "0123456789"  # a step marker's number ends its name: ProfilerStep#12, step 12
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
+STEADY_AGREEMENT = 1.1  # steps within this ratio of each other agree: a leading step with warm-up's signs is
+# warm-up only when it runs slower than that
+STARTUP_SHARE = 0.5  # start-up taking this share of the capture leaves no steady state to infer steps in
 TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
 # An initialisation call this long (µs) created a context or loaded libraries; short ones are routine.
 STARTUP_CALL_US = 1000.0
@@ -44,10 +50,16 @@ class Steps:
     truncated: int = 0
     clock: str = "host"
     number: np.ndarray | None = None  # each step's own number (ProfilerStep#N), where the markers give one
+    inferred: str | None = None  # what repeats, where the steps were inferred for want of step markers
 
     def numbers(self) -> np.ndarray:
         """Each step's number: the marker's own where it gives one, else its position."""
         return self.number if self.number is not None else np.arange(self.count)
+
+    @property
+    def mostly_startup(self) -> bool:
+        """Whether start-up takes most of the capture (:data:`STARTUP_SHARE`): no steady state to speak of."""
+        return _mostly_startup(self.startup_end, self.first, self.last)
 
     @property
     def count(self) -> int:
@@ -90,10 +102,11 @@ class Steps:
 
 
 def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
-    """Steps from step markers, host tracks preferred, timed on the device where flows allow (``launched``: the
-    trace's launches, where the caller has them already).
+    """Steps from step markers, host tracks preferred, or inferred from the host's repeating calls where there are
+    none (:mod:`perftool.analysis.repeats`), timed on the device where flows allow (``launched``: the trace's
+    launches, where the caller has them already).
 
-    Leading steps that overlap a compile event or start-up, or run slow, are warm-up (:func:`warmup_steps`).
+    Leading steps are warm-up by their look (:func:`warmup_signs`, :func:`warmup_steps`).
     """
     first, last = (float(trace.ts.min()), float(trace.end.max())) if len(trace) else (0.0, 0.0)
     startup = startup_end(trace)
@@ -103,23 +116,45 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     starts, index = np.unique(trace.ts[rows], return_index=True)
     ends = trace.end[rows][index]
     number = _step_numbers(trace, rows[index])
+    inferred = None
+    if rows.size == 0 and not _mostly_startup(startup, first, last):
+        found = inferred_steps(trace, startup if startup is not None else first)
+        if found is not None:
+            starts, ends, inferred = found.starts, found.ends, found.what
     truncated = _truncated_last(ends - starts)
     starts, ends = starts[: starts.size - truncated], ends[: ends.size - truncated]
     number = number[: starts.size] if number is not None else None
     if starts.size == 0:
         return Steps(starts, ends, 0, first, last, startup, truncated)
     clock = "host"
-    if on_host.any() and launched is None:
+    if (on_host.any() or inferred) and launched is None:
         launched = launches(trace)
     on_device = device_steps(launched, starts, ends) if launched is not None else None
     if on_device is not None:
         starts, ends, clock = *on_device, "device"
+    warmup = int(warmup_steps(ends - starts, warmup_signs(trace, starts, ends, startup)))
+    return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number, inferred)
+
+
+def warmup_signs(trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: float | None) -> np.ndarray:
+    """Per step: whether it shows warm-up's signs. It overlaps a compile, starts inside start-up, allocates device
+    or pinned memory, or calls ops that no later step calls (first calls: kernels selected, caches filled)."""
     compile_rows = np.flatnonzero(trace.kind == Kind.COMPILE)
-    compiling = overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
+    signs = overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
     if startup is not None:
-        compiling |= starts < startup
-    warmup = int(warmup_steps(ends - starts, compiling))
-    return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number)
+        signs |= starts < startup
+    host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
+    allocating = np.flatnonzero(host & trace.name_matches(ALLOCATION))
+    signs |= overlaps_any(starts, ends, trace.ts[allocating], trace.end[allocating])
+    calls = host & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME])  # not waits, which come and go
+    rows = np.flatnonzero(calls & (trace.ts >= starts[0]) & (trace.ts < ends[-1]))
+    step = np.searchsorted(starts, trace.ts[rows], side="right") - 1
+    last_step_of = np.full(len(trace.names), -1)
+    np.maximum.at(last_step_of, trace.name[rows], step)
+    first_calls = last_step_of[trace.name[rows]] == step  # the op's last step is this one: no later step calls it
+    signs[np.unique(step[first_calls])] = True
+    signs[-1] = False  # nothing comes after the last step to compare its ops with
+    return signs
 
 
 def _step_numbers(trace: Trace, rows: np.ndarray) -> np.ndarray | None:
@@ -174,18 +209,24 @@ def initialising(trace: Trace) -> np.ndarray:
     return found
 
 
-def warmup_steps(durations: np.ndarray, compiling: np.ndarray, typical: np.ndarray | None = None) -> np.ndarray:
+def warmup_steps(durations: np.ndarray, signs: np.ndarray, typical: np.ndarray | None = None) -> np.ndarray:
     """How many leading steps are warm-up, along the last axis (one row per run when 2-D).
 
-    Warm-up is the run of leading steps that compile or take more than ``WARMUP_SLOWDOWN`` times
-    the typical step (by default the median of the later half); at least one step always stays.
-    Only the leading steps matter, so ``durations`` may be a prefix when ``typical`` is given.
+    Warm-up is the run of leading steps that take more than ``WARMUP_SLOWDOWN`` times the typical
+    step (by default the median of the later half), or show warm-up's ``signs`` (a compile, start-up)
+    and take more than ``STEADY_AGREEMENT`` times it: a step with a sign but the others' time is
+    steady. At least one step always stays. Only the leading steps matter, so ``durations`` may be a
+    prefix when ``typical`` is given.
     """
     count = durations.shape[-1]
     if typical is None:
         typical = np.median(durations[..., count // 2 :], axis=-1, keepdims=True)
-    slow_or_compiling = compiling | (durations > WARMUP_SLOWDOWN * typical)
+    slow_or_compiling = (signs & (durations > STEADY_AGREEMENT * typical)) | (durations > WARMUP_SLOWDOWN * typical)
     return np.where(slow_or_compiling.all(axis=-1), count - 1, np.argmin(slow_or_compiling, axis=-1))
+
+
+def _mostly_startup(startup: float | None, first: float, last: float) -> bool:
+    return startup is not None and startup - first >= STARTUP_SHARE * (last - first)
 
 
 def _truncated_last(durations: np.ndarray) -> int:

@@ -28,6 +28,11 @@ STARTUP = re.compile(
 )
 # The first runtime call of a process creates the context, whichever it is: start-up only before any device work.
 FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDevice|hipFree|hipMalloc|hipSetDevice)$")
+# Allocating device or pinned host memory: the caching allocator growing, in warm-up or when it churns.
+ALLOCATION = re.compile(
+    r"^(cudaMalloc\w*|cudaHostAlloc|cuMemAlloc\w*|cuMemHostAlloc|hipMalloc\w*|hipHostMalloc|hipExtMallocWithFlags"
+    r"|aclrtMalloc\w*|AscendCL@aclrtMalloc\w*|synDeviceMalloc|synHostMalloc)$"
+)
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
 DEVICE_PROCESS = re.compile(r"^(GPU|HPU|NPU|XPU|MTIA|IPU)\s*\d*\b")  # a process named after its device
 INPUT = re.compile(

@@ -70,6 +70,9 @@ class Workload(_Strict):
         "computes as long as b + this many would at full efficiency (0: efficiency does not depend on the batch)",
     )
     compute_jitter: float = Field(0.02, ge=0, lt=1, description="coefficient of variation of device step time")
+    host_jitter: float = Field(
+        0.0, ge=0, lt=1, description="coefficient of variation of the host's own work per step (Python, launching)"
+    )
     sync_each_step: bool = Field(
         False,
         description="the training loop waits for each step's device work before going on (a loss.item() or metric "

@@ -60,6 +60,7 @@ class Plan:
     fallback_h2d_us: float
     preprocess_jitter: float
     compute_jitter: float
+    host_jitter: float
     workers: int  # 0: the training loop loads each batch itself
     blocking: bool
     host_feeds_data: bool
@@ -201,6 +202,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         fallback_h2d_us=fallback_h2d_us,
         preprocess_jitter=work.preprocess_jitter,
         compute_jitter=work.compute_jitter,
+        host_jitter=work.host_jitter,
         workers=work.input_workers,
         blocking=profile.host_blocks_per_call or work.sync_each_step,
         host_feeds_data=profile.host_feeds_data,

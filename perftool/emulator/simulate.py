@@ -143,6 +143,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     n, steps = plan.n, int(plan.total_steps.max())
     preprocess_factor = _jitter(plan, seed, steps, plan.preprocess_jitter, 0)
     compute_factor = _jitter(plan, seed, steps, plan.compute_jitter, 1)
+    host_factor = _jitter(plan, seed, steps, plan.host_jitter, 2)
     rec = _Recorder(record)
     shape, clocks = _Shape.of(plan), _Clocks.start(n)
 
@@ -182,7 +183,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
         ready = preprocess_start + preprocess
 
         waits, work = (wait_from, ready), (compute, transfer)
-        host = _host(plan, shape, clocks, i, waits, partial, active, work, (compile_start, compile_end))
+        host = _host(plan, shape, clocks, i, host_factor[i], waits, partial, active, work, (compile_start, compile_end))
         link = _link(plan, shape, clocks, ready, host["host_begin"], transfer, active)
         device = _device(plan, shape, clocks, i, ready, host["copy_start"], link, compute, transfer, strided, active)
 
@@ -211,13 +212,15 @@ def _host(
     shape: _Shape,
     clocks: _Clocks,
     i: int,
+    host_factor: np.ndarray | float,
     waits: tuple[np.ndarray, np.ndarray],
     partial: np.ndarray,
     active: bool | np.ndarray,
     work: tuple[np.ndarray, np.ndarray],
     compile_log: tuple[np.ndarray, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """The host: a device call every loop_size steps, compiling new shapes and loop lengths first. A host that
+    """The host: a device call every loop_size steps, compiling new shapes and loop lengths first; its own work (Python,
+    dispatch) varies by ``host_factor`` in this step. A host that
     feeds the data waits for its batch (``waits``: when it is free, when the batch is ready), and for a copy from
     pageable memory, which starts once the device has finished its queued work (``work``: compute and copy)."""
     wait_from, ready = waits
@@ -226,7 +229,7 @@ def _host(
     host_begin = np.maximum(wait_from, ready) if plan.host_feeds_data else wait_from
     copy_start = np.maximum(host_begin, clocks.dev_end_prev)
     copy_end = np.where(plan.blocking_copy, copy_start + transfer, host_begin)
-    python_end = copy_end + plan.python_us * plan.host_slowdown
+    python_end = copy_end + plan.python_us * plan.host_slowdown * host_factor
     if i in shape.may_compile:
         new_graph = call_start & plan.graph_mode & ((i == 0) | (shape.remainder_start == i) | partial) & active
         compile_done = python_end + np.where(new_graph, plan.compile_us, 0.0)
@@ -236,7 +239,7 @@ def _host(
         clocks.compiles += new_graph
     else:
         new_graph, compile_done = shape.no_partial, python_end
-    launch_end = compile_done + plan.dispatch_us
+    launch_end = compile_done + plan.dispatch_us * host_factor
     if shape.any_streamed:  # the device cannot finish before the last launch
         trailing = np.maximum(compile_done, launch_end - compute - plan.launch_idle_us)
         launched = np.where(plan.streamed, trailing, launch_end)

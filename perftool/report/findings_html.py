@@ -96,7 +96,7 @@ def _finding(finding: Finding, unit: str) -> str:
         paragraph(f"Impact: {impact}"),
     ]
     if finding.capped:
-        parts.append(paragraph(f"Held at info: {finding.capped}", "info"))
+        parts.append(paragraph(f"Held at {finding.severity.value}: {finding.capped}", "info"))
     if finding.fix is not None:
         parts.append(paragraph(f"Fix: {finding.fix.text}"))
     if finding.gain is not None:

@@ -81,7 +81,7 @@ def _details(finding: Finding, unit: str) -> list[str]:
         "",
         f"**Gain:** {cell(finding.gain.text)}",
         "",
-        *([f"**Held at info:** {cell(finding.capped)}", ""] if finding.capped else []),
+        *([f"**Held at {finding.severity.value}:** {cell(finding.capped)}", ""] if finding.capped else []),
     ]
     if finding.evidence:
         lines += ["| at | lasts | track | event |", "| ---: | ---: | --- | --- |"]

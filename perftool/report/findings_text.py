@@ -97,7 +97,8 @@ def _finding(finding: Finding, unit: str) -> Group:
     body.add_row("fix", shown(finding.fix.text, "green"))
     body.add_row("gain", shown(finding.gain.text))
     if finding.capped:
-        body.add_row("note", Text(f"held at info: {finding.capped} (see the notes above)", style="yellow"))
+        held = f"held at {finding.severity.value}: {finding.capped} (see the notes above)"
+        body.add_row("note", Text(held, style="yellow"))
     parts: list[RenderableType] = [head, body]
     if finding.evidence:
         parts.append(_evidence(finding, unit))

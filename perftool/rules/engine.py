@@ -28,6 +28,17 @@ from perftool.trace.model import Trace
 from perftool.traces import load_trace
 
 FIT_MAX_STEPS = 64  # a foreign trace's fit runs at most this many steps: gains are per steady step
+RECURRING_OCCURRENCES = 10  # evidence seen this many separate times recurs, however few steps the trace marks
+RECURRING_SHARE = 0.5  # so does evidence filling this share of the window after start-up
+
+
+@dataclass(frozen=True)
+class Cap:
+    """Why a trace's findings are held at info (``reason``), and whether one whose evidence recurs may stand at
+    warning all the same (``recurring``)."""
+
+    reason: str
+    recurring: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,8 @@ def analyse_trace(
         scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence)
         if attributed is not None:
             scope.idle = attributed.result()
-    cap = "; ".join(c.short for c in metrics.caveats if c.caps) or None
+    capping = [c for c in metrics.caveats if c.caps]
+    cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
     trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
     findings = [finding for rule in trace_rules if (finding := finding_of(scope, rule, cap)) is not None]
     findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
@@ -127,8 +139,9 @@ def _together(scope: Scope, findings: list[Finding]) -> Gain | None:
     return run.what_if(merged)
 
 
-def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
-    """The rule's finding on the trace, if it reaches a threshold; held at info with the reason when ``cap`` is set."""
+def finding_of(scope: Judged, rule: Rule, cap: Cap | None) -> Finding | None:
+    """The rule's finding on the trace, if it reaches a threshold; held at info with the reason when ``cap`` is set
+    (at warning where the cap allows and its evidence recurs)."""
     if scope.window <= 0:
         return None
     params = {**DETECTORS[rule.detector].params, **rule.params}
@@ -142,8 +155,12 @@ def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
     detect = DETECTORS[rule.detector].detect
     detection, gain, unproven = _fix_that_holds(scope, detection, lambda again: detect(again, params))
     severity = graded(rule, share, gain, detection.once_per_job)
-    capped = cap if cap is not None and severity != Severity.INFO else unproven
-    if capped:
+    capped = unproven
+    if cap is not None and severity != Severity.INFO:
+        recurs = _recurs(detection, share) if cap.recurring and not unproven else None
+        capped = f"{cap.reason}, but {recurs}" if recurs else cap.reason
+        severity = min(severity, Severity.WARNING if recurs else Severity.INFO, key=lambda s: s.rank)
+    elif capped:
         severity = Severity.INFO
     values = {
         **detection.values,
@@ -170,6 +187,20 @@ def finding_of(scope: Judged, rule: Rule, cap: str | None) -> Finding | None:
         values={name: _plain(value) for name, value in values.items()},
         capped=capped,
     )
+
+
+def _recurs(detection: Detection, share: float) -> str | None:
+    """How the detection's evidence recurs through the window, in words; None when it does not: too few separate
+    occurrences filling too little of the window, or one occurrence (a first call, a one-off stall) holding most of
+    the time lost."""
+    longest = max((item.dur_us for item in detection.evidence), default=0.0)
+    if longest > RECURRING_SHARE * detection.lost_us:
+        return None
+    if detection.occurrences >= RECURRING_OCCURRENCES:
+        return f"it recurs {detection.occurrences:,} times"
+    if share >= RECURRING_SHARE:
+        return f"it fills {share:.0%} of the window"
+    return None
 
 
 def graded(rule: Rule, share: float, gain: Gain, once_per_job: bool = False) -> Severity:

@@ -74,7 +74,9 @@ class Finding(_Record):
     fingerprint: str = Field(description="stable across runs and paths: rule, cause and the names involved")
     values: dict[str, Any] = Field(description="the measured values the message was filled from")
     capped: str | None = Field(
-        None, description="why the severity was held at info (the trace has no steady state to judge), else null"
+        None,
+        description="why the severity was held at info, or at warning where its evidence recurs (the trace has no"
+        " steady state to judge), else null",
     )
 
 

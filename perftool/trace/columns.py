@@ -356,7 +356,8 @@ class ColumnBuilder:
         """Tracks for the (pid, tid) keys that hold events, named by the metadata events."""
         process: dict[int | str, dict[str, Any]] = {}
         thread: dict[tuple[int | str, int | str], dict[str, Any]] = {}
-        for pid, tid, name, raw in self.metadata_events:
+        for raw_pid, raw_tid, name, raw in self.metadata_events:
+            pid, tid = track_id(raw_pid), track_id(raw_tid)
             try:
                 args = msgspec.json.decode(raw) if raw else {}
             except (msgspec.DecodeError, UnicodeDecodeError):  # names are optional: a bad one is left out
@@ -423,10 +424,19 @@ class _SignatureTables:
         self.phase = np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8)
         self.name = names.remap(name)
         self.cat = cats.remap(cat)
-        self.track = track_keys.remap(zip(pid, tid))
+        self.track = track_keys.remap(zip(map(track_id, pid), map(track_id, tid)))
         self.names: list[str] = [str(n) for n in names.values]
         self.cats: list[str] = [str(c) for c in cats.values]
         self.track_keys: list[tuple[int | str, int | str]] = track_keys.values
+
+
+def track_id(value: int | str) -> int | str:
+    """A pid or tid as one value however the trace spells it: PyTorch 1.8 writes a thread's id as a string
+    ("1890023232") on its ops and as a number on its flows, which must land on one track. Only a string that is
+    a number written plainly becomes one; any other stays a name."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and (value == "0" or value[0] != "0"):
+        return int(value) if len(value) <= 18 else value
+    return value
 
 
 def _scatter(untimed: np.ndarray, events: np.ndarray, values: np.ndarray, rows: int) -> np.ndarray:

@@ -30,7 +30,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "ms_per_step": scope.per_step(lost) / 1e3,
         "busy_share": lost / device_busy if device_busy > 0 else float("nan"),
     }
-    return Detection(lost, values, scope.events(rows), key=values["ops"])
+    return Detection(lost, values, scope.events(rows), key=values["ops"], occurrences=rows.size)
 
 
 DETECTOR = Detector(

@@ -152,6 +152,7 @@ class Detection:
     alternatives: list[Detection] = field(default_factory=list)  # other fixes, tried in order if this one fails
     bound_us: float | None = None  # the most a fix can win back where more than lost_us (idle the cause leads to)
     once_per_job: bool = False  # the time lost is paid once in a job (a compile): graded on what the job gains
+    occurrences: int = 0  # how many separate events show it in the window (calls, copies, compiles)
 
     def instead(self, variant: str | None, changes: dict[str, Any], **values: Any) -> Detection:
         """The same problem with another fix: its variant, the knobs it sets and the values its text names."""

@@ -45,7 +45,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "blocked_ms_per_step": scope.per_step(blocked) / 1e3,
     }
     evidence = scope.events(copy_rows if copy_rows.size else calls)
-    return Detection(lost, values, evidence, key=values["directions"])
+    return Detection(lost, values, evidence, key=values["directions"], occurrences=max(calls.size, copy_rows.size))
 
 
 DETECTOR = Detector(

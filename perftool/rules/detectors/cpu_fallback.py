@@ -36,7 +36,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "host_ms_per_step": scope.per_step(float(np.sum(trace.dur[rows]))) / 1e3,
         "lost_ms_per_step": scope.per_step(lost) / 1e3,
     }
-    return Detection(lost, values, scope.events(rows), key=",".join(ops), changes={"cpu_fallback_ops": []})
+    return Detection(
+        lost, values, scope.events(rows), key=",".join(ops), changes={"cpu_fallback_ops": []}, occurrences=rows.size
+    )
 
 
 def _op(name: str) -> str:

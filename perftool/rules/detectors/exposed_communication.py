@@ -55,7 +55,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     }
     most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
     changes = _changes(variant, bucket_mb)
-    return Detection(exposed, values, scope.events(most_exposed), key=top.name, variant=variant, changes=changes)
+    exposed_calls = int(np.count_nonzero(comms.exposed_us > 0))
+    evidence = scope.events(most_exposed)
+    return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls)
 
 
 def _changes(variant: str | None, bucket_mb: float) -> dict[str, object]:

@@ -43,6 +43,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         scope.events(rows),
         variant="unsized" if unsized else None,
         changes={"io_tiles": io_tiles} if io_tiles else {},
+        occurrences=rows.size,
     )
     if io_tiles:  # Graphcore's guide sweeps powers of two: the emulator says whether the next one does better
         rounded = int(2 ** math.ceil(math.log2(io_tiles)))

@@ -76,11 +76,11 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
                     (None, {"prefetch_depth": depth})]  # fmt: skip
     pieces = idle.by_cause["input_wait"] if idle.time("input_wait") else idle.by_cause["input_pipeline"]
     if wait_rows.size:
-        evidence = scope.events(wait_rows)
+        evidence, occurrences = scope.events(wait_rows), wait_rows.size
     else:
-        evidence = scope.idle_stretches(pieces, np.flatnonzero(loading & scope.in_window))
+        evidence, occurrences = scope.idle_stretches(pieces, np.flatnonzero(loading & scope.in_window)), 0
     bound = scope.stalls_around(np.concatenate([idle.by_cause[cause][0] for cause in INPUT]))
-    found = Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes, bound_us=bound)
+    found = Detection(lost, values, evidence, variant or "", variant, changes, bound_us=bound, occurrences=occurrences)
     if scope.run is not None and changes:  # the emulator decides between more workers and deeper prefetching
         found.alternatives = [found.instead(v, c) for v, c in alternatives if c != changes]
     return found

@@ -31,7 +31,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "state_mb": state / 1e6,
         "state_size": f"{state / 1e6:,.0f} MB" if not math.isnan(state) else "the optimizer state",
     }
-    found = Detection(lost, values, scope.events(rows), changes={"offload_optimizer": False})
+    found = Detection(lost, values, scope.events(rows), changes={"offload_optimizer": False}, occurrences=rows.size)
     if scope.run is not None:  # when the state does not fit on the device, stream it less often
         accumulation = _accumulation(int(scope.run.knobs["gradient_accumulation"]), lost, scope.window)
         found.alternatives = [

@@ -44,7 +44,13 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     }
     variant = "remainder_loop_unsized" if cause == "remainder_loop" and not values["loop_size"] else cause
     found = Detection(
-        stalled, values, scope.events(rows), key=cause, variant=variant, once_per_job=cause in ONCE_PER_JOB
+        stalled,
+        values,
+        scope.events(rows),
+        key=cause,
+        variant=variant,
+        once_per_job=cause in ONCE_PER_JOB,
+        occurrences=rows.size,
     )
     if variant == "remainder_loop":  # a loop dividing the steps of the full shape
         found.changes = {"loop_size": values["loop_size"]}

@@ -32,7 +32,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "median_kb": float(np.median(sizes)) / 1e3 if sizes.size else math.nan,
         "median_us": float(np.median(comms.in_window_us[small])),
     }
-    return Detection(lost, values, scope.events(calls.rows[small]), key=str(values["collective"]))
+    evidence = scope.events(calls.rows[small])
+    return Detection(lost, values, evidence, key=str(values["collective"]), occurrences=int(np.count_nonzero(small)))
 
 
 def _small(nbytes: np.ndarray, durations: np.ndarray, params: dict[str, float]) -> np.ndarray:

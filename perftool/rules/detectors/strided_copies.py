@@ -28,7 +28,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "compute_ratio": lost / compute if compute > 0 else math.nan,
         "device_share": lost / scope.metrics["device.busy_us"] if scope.metrics["device.busy_us"] > 0 else math.nan,
     }
-    return Detection(lost, values, scope.events(rows), key=values["names"], changes={"layout_mismatch": False})
+    changes = {"layout_mismatch": False}
+    return Detection(lost, values, scope.events(rows), key=values["names"], changes=changes, occurrences=rows.size)
 
 
 DETECTOR = Detector(

@@ -25,7 +25,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None  # syncs the device never waits after (it was still busy) cost nothing
     names = distinct_names(trace, rows, 3)
     values = {"per_step": per_step, "names": names, "drain_ms_per_step": scope.per_step(lost) / 1e3}
-    return Detection(lost, values, scope.events(rows), key=names, changes={"workload.sync_each_step": False})
+    changes = {"workload.sync_each_step": False}
+    return Detection(lost, values, scope.events(rows), key=names, changes=changes, occurrences=rows.size)
 
 
 DETECTOR = Detector(

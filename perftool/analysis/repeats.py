@@ -1,0 +1,107 @@
+"""Steps inferred from a trace's repeating structure, for traces without step markers.
+
+A training loop does the same thing every step, so the host thread that drives the device issues the same
+sequence of top-level calls again and again: an engine or program run (``Engine::run``), a model execution
+(``aclmdlExecute``), a graph launch, or a longer sequence of framework ops. The shortest period with which
+the names of those calls repeat is a step; each step starts at the call of the period that follows the
+longest pause on average (where the loop reads back its loss, say), or at its fetch of the next batch
+where the loop loads its own input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+MIN_REPEATS = 3  # a sequence seen fewer times than this is not a loop
+MATCH = 0.9  # this share of the calls a period apart must have the same name
+MAX_PERIODS_TRIED = 64  # candidate periods tried, shortest first
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """Steps found by repetition: their spans on the host, and what repeats, in words."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    what: str
+
+
+def inferred_steps(trace: Trace, after: float) -> Inferred | None:
+    """Steps of the host thread that drives the device, from the calls it makes after ``after`` (the end of
+    start-up); None when no sequence repeats at least :data:`MIN_REPEATS` times."""
+    rows = _top_level(trace, _driving_thread(trace), after)
+    if rows.size < MIN_REPEATS:
+        return None
+    names = trace.name[rows]
+    period = _period(names)
+    if period is None:
+        return None
+    phase = _first_of_step(trace, rows, period)
+    firsts = np.arange(phase, rows.size, period)
+    complete = firsts[firsts + period <= rows.size]  # periods the capture holds whole
+    if complete.size < MIN_REPEATS:
+        return None
+    starts = trace.ts[rows[complete]]
+    last_ends = trace.end[rows[complete + period - 1]]
+    ends = np.r_[starts[1:], last_ends[-1]]
+    first = trace.names[int(names[phase])]
+    what = f"{first}, repeated" if period == 1 else f"a repeated sequence of {period:,} host calls from {first}"
+    return Inferred(starts, ends, what)
+
+
+def _first_of_step(trace: Trace, rows: np.ndarray, period: int) -> int:
+    """Which call of the period starts a step: the loop's fetch of its next batch where it makes one, else the
+    call after the longest pause on average."""
+    fetches = np.flatnonzero(trace.kind[rows[:period]] == Kind.INPUT)
+    if fetches.size:
+        return int(fetches[0])
+    pauses = trace.ts[rows][1:] - trace.end[rows][:-1]
+    by_phase = np.bincount(np.arange(1, rows.size) % period, weights=pauses, minlength=period)
+    return int(np.argmax(by_phase)) if period > 1 else 0
+
+
+def _driving_thread(trace: Trace) -> int | None:
+    """The host track that makes most runtime calls (launches), else the one with most events; None: no host."""
+    host = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+    if host.size == 0:
+        return None
+    tracks = trace.track[host]
+    runtime = np.bincount(tracks, weights=trace.kind[host] == Kind.RUNTIME, minlength=len(trace.tracks))
+    events = np.bincount(tracks, minlength=len(trace.tracks))
+    return int(np.argmax(runtime)) if runtime.max() > 0 else int(np.argmax(events))
+
+
+def _top_level(trace: Trace, track: int | None, after: float) -> np.ndarray:
+    """Rows of ``track``'s complete events from ``after`` on that no other event of the track encloses, in time
+    order."""
+    if track is None:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.flatnonzero(
+        (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP) & (trace.ts >= after)
+    )
+    rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]  # an enclosing event first where two start together
+    if rows.size == 0:
+        return rows
+    reach = np.maximum.accumulate(trace.end[rows])
+    enclosed = np.r_[False, trace.ts[rows][1:] < reach[:-1]]
+    return rows[~enclosed]
+
+
+def _period(names: np.ndarray) -> int | None:
+    """The shortest period with which ``names`` repeat (``MATCH`` of the names a period apart agree, over at
+    least ``MIN_REPEATS`` periods); the candidates are each name's typical distance between its calls."""
+    count = names.size
+    order = np.argsort(names, kind="stable")
+    sorted_names = names[order]
+    bounds = np.flatnonzero(np.r_[True, sorted_names[1:] != sorted_names[:-1], True])
+    spans = zip(bounds[:-1].tolist(), bounds[1:].tolist())
+    typical = [int(np.median(np.diff(order[lo:hi]))) for lo, hi in spans if hi - lo > 1]
+    candidates = np.unique([d for d in typical if 0 < d <= count // MIN_REPEATS])
+    for period in candidates[:MAX_PERIODS_TRIED].tolist():
+        if np.mean(names[:-period] == names[period:]) >= MATCH:
+            return int(period)
+    return None

@@ -1,0 +1,76 @@
+"""Steps inferred where a trace has no step markers, and warm-up told by its look, not its position."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_real_vocabularies import graph_captured, scan
+
+from perftool.analysis import detect_steps
+from perftool.traces import load_trace
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def _without_markers(document: dict | list) -> dict:
+    events = document["traceEvents"] if isinstance(document, dict) else document
+    kept = [e for e in events if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    return (document | {"traceEvents": kept}) if isinstance(document, dict) else {"traceEvents": kept}
+
+
+def test_a_real_capture_without_its_markers_gets_its_steps_back(write_trace):
+    """ResNet-50 (PyTorch 1.8) with its ProfilerStep markers removed: each step starts at the loop's fetch of its
+    batch, so the inferred steps are the marked ones (the last, whose fetch the capture cuts, left out)."""
+    path = REAL / "resnet50_pt18_workers0.json.gz"
+    marked = detect_steps(load_trace(str(path)))
+    inferred = detect_steps(load_trace(str(write_trace(_without_markers(json.loads(gzip.open(path).read()))))))
+    assert marked.inferred is None and inferred.inferred is not None
+    assert "enumerate(DataLoader)" in inferred.inferred
+    assert inferred.count == marked.count - 1
+    assert np.allclose(inferred.end - inferred.start, (marked.end - marked.start)[:-1], rtol=0.01)
+
+
+def test_graph_launches_without_markers_are_steps_and_the_report_says_they_were_inferred(run, write_trace):
+    summary, _ = scan(run, str(write_trace(_without_markers(graph_captured(pieces=1, python_us=300.0)))))
+    assert summary["steps"] >= 6
+    assert any("steps inferred from the host's repeating calls" in caveat for caveat in summary["caveats"])
+    assert not any("findings stay at info" in caveat for caveat in summary["caveats"])
+
+
+def test_ascend_model_executions_are_steps(write_trace):
+    """torch_npu in graph mode: one ``aclmdlExecute`` a step on the CANN thread, between Python the loop runs."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Python"}},
+        {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "CANN"}},
+        {"ph": "M", "name": "process_name", "pid": 3, "tid": 0, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "thread_name", "pid": 3, "tid": 5, "args": {"name": "Stream 5"}},
+    ]
+    for step in range(6):
+        t = step * 10_000.0
+        events += [
+            {"ph": "X", "name": "train_step", "pid": 1, "tid": 11, "ts": t + 10, "dur": 2_000},
+            {"ph": "X", "name": "AscendCL@aclmdlExecute", "pid": 2, "tid": 11, "ts": t + 2_100, "dur": 7_800},
+            {"ph": "X", "name": "MatMulV2", "pid": 3, "tid": 5, "ts": t + 2_200, "dur": 7_500},
+        ]
+    steps = detect_steps(load_trace(str(write_trace({"traceEvents": events}))))
+    assert steps.inferred is not None and "aclmdlExecute" in steps.inferred
+    assert steps.count == 6
+    assert np.allclose(np.diff(steps.start), 10_000.0)
+
+
+@pytest.mark.parametrize("name", ["alexnet_benchmark_startup", "mtia_inference"])
+def test_captures_with_nothing_repeating_after_start_up_infer_no_steps(name):
+    """A capture that is all start-up (the AlexNet benchmark) or an inference service with no loop to repeat."""
+    steps = detect_steps(load_trace(str(REAL / f"{name}.json.gz")))
+    assert steps.count == 0 and steps.inferred is None
+
+
+def test_a_lone_step_of_first_calls_stays_at_info(run):
+    """The MI250 toy's one step spends most of its idle in one 6.6 ms launch that loads code: nothing recurs."""
+    _, findings = scan(run, str(REAL / "rocm_mi250_minitoy.json.gz"))
+    assert {finding["severity"] for finding in findings.values()} == {"info"}
+    assert findings["PT001"]["capped"] == "1 steady step, 3 needed"
