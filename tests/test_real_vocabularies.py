@@ -419,3 +419,18 @@ def test_a_step_replayed_in_many_graph_pieces_is_told_to_capture_larger_graphs(r
     host = found["PT001"]
     assert host["fix"]["changes"] == {} and "already replays device graphs (10.0 graph launches" in host["fix"]["text"]
     assert host["values"]["graph_launches_per_step"] == pytest.approx(10.0)
+
+
+def test_pytorch_18_string_thread_ids_link_ops_to_their_kernels(run):
+    """PyTorch 1.8 writes an op's thread id as a string and its flows' as a number: both are one track, so each
+    kernel is linked to its op, steps are timed on the device, and diff compares the ResNet-50 pair per op."""
+    real = Path(__file__).parent / "data" / "real"
+    before, after = real / "resnet50_pt18_workers0.json.gz", real / "resnet50_pt18_workers4.json.gz"
+    trace = load_trace(str(before))
+    assert len({(t.pid, t.tid) for t in trace.tracks}) == len({(str(t.pid), str(t.tid)) for t in trace.tracks})
+    assert detect_steps(trace).clock == "device"
+    result = run("diff", before, after, "--by", "op", "--format", "json")
+    assert result.exit_code == 0, result.output
+    diff = json.loads(result.stdout)["diffs"][0]
+    assert (diff["level"], diff["why"]) == ("op", "")
+    assert "CudnnConvolutionBackward" in {row["key"] for row in diff["rows"]}
