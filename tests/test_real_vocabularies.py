@@ -324,7 +324,8 @@ def test_tasks_on_an_ai_cpu_stream_are_ai_cpu_tasks(write_trace):
 def test_host_threads_in_a_process_labelled_as_a_gpu_are_host(run, write_trace):
     """In a container the training process is pid 1, which Kineto also labels "GPU 1": its threads of cpu_op and
     runtime events are the host all the same, so the device's idle time is the host's (here in hipFree), not
-    unexplained. A thread named as a device's queue stays out of the host (see the MTIA capture)."""
+    unexplained, and the allocator's churn is named as the cause. A thread named as a device's queue stays out of the
+    host (see the MTIA capture)."""
     events = [
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
         {"ph": "M", "name": "process_labels", "pid": 1, "tid": 0, "args": {"labels": "GPU 1"}},
@@ -347,7 +348,9 @@ def test_host_threads_in_a_process_labelled_as_a_gpu_are_host(run, write_trace):
     trace = load_trace(path)
     roles = {t.tid: t.role for t in trace.tracks if t.pid == 1}
     assert roles[1] == Role.HOST and roles[7] == Role.DEVICE
-    summary, _ = scan(run, str(path))
+    summary, findings = scan(run, str(path))
+    assert findings["PT001"]["fix"]["text"].startswith("Stop allocating and freeing memory every step")
+    assert "of this idle time in hipFree (" in findings["PT001"]["fix"]["text"]
     idle = summary["idle"]
     # the first hipFree, before any device work, is start-up
     assert idle["host"] + idle.get("startup", 0.0) > 0.7 and idle.get("other", 0.0) < 0.05

@@ -1,7 +1,10 @@
 """Why the device is idle: every idle stretch of the analysis window attributed to one cause.
 
 Causes are tried in the order of :data:`CAUSES`; each takes the idle time it covers that no
-earlier cause took, so the parts add up to the device's idle time exactly.
+earlier cause took, so the parts add up to the device's idle time exactly. A blocking copy takes the
+idle stretch that starts while the host is in it only until the host moves on to wait for its next
+batch: from there the device waits for input. A sync takes the whole stretch after it: the loop cannot
+run ahead past it, so whatever the host does next is exposed because of it.
 """
 
 from __future__ import annotations
@@ -78,13 +81,14 @@ def attribute_idle(
     syncs = busy(on_host & (kind == Kind.SYNC))
     copies = busy(blocking_copies(trace))
     host_work = busy(on_host & ~np.isin(kind, _NOT_HOST_WORK))
+    input_waits = busy(on_host & (kind == Kind.INPUT))
     covers: dict[str, intervals.Intervals | Callable[[intervals.Intervals], np.ndarray]] = {
         "startup": busy(initialising(trace)),
         "compile": busy(kind == Kind.COMPILE),
         "cpu_fallback": fallback_round_trips(trace, lo, hi),
         "blocking_copy": lambda pieces: _starting_in(pieces, copies),
         "sync": lambda pieces: _starting_in(pieces, syncs),
-        "input_wait": busy(on_host & (kind == Kind.INPUT)),
+        "input_wait": input_waits,
         "launch": lambda pieces: _launch_gaps(pieces, gaps, host_work),
         "host": host_work,
         "input_pipeline": busy(trace.on_roles(Role.INPUT) & (kind == Kind.INPUT)),
@@ -95,8 +99,12 @@ def attribute_idle(
     for cause, cover in covers.items():
         if not isinstance(cover, tuple):  # a cause that takes whole pieces: which of them
             taken = cover(remaining)
-            by_cause[cause] = remaining[0][taken], remaining[1][taken]
-            remaining = remaining[0][~taken], remaining[1][~taken]
+            cut_at = input_waits[0] if cause == "blocking_copy" else np.empty(0)
+            kept, handed_on = _until(remaining[0][taken], remaining[1][taken], cut_at)
+            by_cause[cause] = kept
+            remaining = intervals.union(
+                np.r_[remaining[0][~taken], handed_on[0]], np.r_[remaining[1][~taken], handed_on[1]]
+            )
             continue
         by_cause[cause], remaining = intervals.split(remaining, cover, lo, hi)
     by_cause["other"] = remaining
@@ -143,6 +151,15 @@ def blocking_copies(trace: Trace) -> np.ndarray:
             trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable]
         )
     return blocking
+
+
+def _until(starts: np.ndarray, ends: np.ndarray, marks: np.ndarray) -> tuple[intervals.Intervals, intervals.Intervals]:
+    """Pieces cut at the first of the sorted ``marks`` inside each: the parts before, and the parts from it on."""
+    if marks.size == 0 or starts.size == 0:
+        return (starts, ends), (np.empty(0), np.empty(0))
+    following = marks[np.minimum(np.searchsorted(marks, starts, side="right"), marks.size - 1)]
+    cut = (following > starts) & (following < ends)
+    return (starts, np.where(cut, following, ends)), (following[cut], ends[cut])
 
 
 def _starting_in(pieces: intervals.Intervals, spans: intervals.Intervals) -> np.ndarray:

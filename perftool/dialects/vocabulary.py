@@ -33,6 +33,10 @@ ALLOCATION = re.compile(
     r"^(cudaMalloc\w*|cudaHostAlloc|cuMemAlloc\w*|cuMemHostAlloc|hipMalloc\w*|hipHostMalloc|hipExtMallocWithFlags"
     r"|aclrtMalloc\w*|AscendCL@aclrtMalloc\w*|synDeviceMalloc|synHostMalloc)$"
 )
+# Freeing device or pinned memory: with allocations, the allocator's churn where it frees and allocates each step.
+DEALLOCATION = re.compile(
+    r"^(cudaFree\w*|cuMemFree\w*|hipFree\w*|hipHostFree|aclrtFree\w*|AscendCL@aclrtFree\w*|synDeviceFree|synHostFree)$"
+)
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
 DEVICE_PROCESS = re.compile(r"^(GPU|HPU|NPU|XPU|MTIA|IPU)\s*\d*\b")  # a process named after its device
 INPUT = re.compile(

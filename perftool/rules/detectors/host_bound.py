@@ -24,6 +24,7 @@ LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
 PIECEMEAL_GRAPHS = 1.5  # more graph launches a step than this replay the step in pieces
 ONE_TIME_LAUNCH = 10.0  # a launch call this many times the median launch's length loads code; it is not overhead
+ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idle time is the allocator churning
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -50,6 +51,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     loop_size = _loop_size(scope, current, lost, params)
     op_median = scope.metrics["device.op_time_us.median"]
     in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & _kernel_launches(trace)))
+    allocator = host_work & (trace.name_matches(vocabulary.ALLOCATION) | trace.name_matches(vocabulary.DEALLOCATION))
+    in_allocator = intervals.overlap(pieces, scope.busy(allocator))
+    allocator_rows = _overlapping(scope, allocator, pieces)
     short_gaps = launch >= params["launch_share"] * lost and not op_median > params["short_op_us"]
     launch_bound = short_gaps or in_launch_calls >= params["launch_share"] * lost
     values = {
@@ -67,9 +71,14 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": op_median,
         "host_names": distinct_names(trace, in_gaps, 3) if in_gaps.size else "nothing traced",
+        "allocator_share": in_allocator / lost,
+        "allocator_calls_per_step": scope.per_step(allocator_rows.size),
+        "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
         "target_overhead": params["target_overhead"],
     }
     variant, changes = _fix(scope, launch_bound, loop_size, current, graphs_per_step)
+    if scope.run is None and in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
+        variant, changes = "allocator_churn", {}
     evidence = scope.idle_stretches(pieces, in_gaps)
     return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
 
@@ -168,6 +177,9 @@ DETECTOR = Detector(
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
         "host_names": "the host ops and calls running during the idle time, most time first",
+        "allocator_share": "share of that idle time the host spends allocating or freeing memory",
+        "allocator_calls_per_step": "allocation and free calls during the idle time per steady step",
+        "allocator_names": "the allocation and free calls, most time first",
         "target_overhead": "the share of a step host time should be cut to",
     },
     detect=detect,
