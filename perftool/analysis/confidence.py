@@ -25,6 +25,7 @@ _CAPTURE_HINT = {
 }
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
 _RANGE_PROFILER = "cuda_profiler_range"
+_UNLESS_RECURRING = " unless their evidence recurs (then at warning)"
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         where = "the trace after start-up" if lo > steps.first else "the whole trace"
         found.append(
             Caveat(
-                f"no step markers: figures cover {where}, and findings stay at info unless their evidence recurs"
-                f" through it; to judge the steady state, {hint}",
+                f"no step markers: figures cover {where}, and findings stay at info"
+                f"{_UNLESS_RECURRING if not mostly_startup else ''}; to judge the steady state, {hint}",
                 caps=True,
                 short="no step markers",
                 recurring=not mostly_startup,
@@ -78,14 +79,15 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     elif steps.steady < MIN_STEADY_STEPS:
+        recurring = steps.steady == 1 and not mostly_startup
         found.append(
             Caveat(
                 f"only {plural(steps.steady, 'steady step')} after {steps.warmup} warm-up (at least"
-                f" {MIN_STEADY_STEPS} are needed, or 2 that agree), so findings stay at info unless their evidence"
-                f" recurs; {hint}",
+                f" {MIN_STEADY_STEPS} are needed, or 2 that agree), so findings stay at info"
+                f"{_UNLESS_RECURRING if recurring else ''}; {hint}",
                 caps=True,
                 short=f"{plural(steps.steady, 'steady step')}, {MIN_STEADY_STEPS} needed",
-                recurring=steps.steady == 1 and not mostly_startup,
+                recurring=recurring,
             )
         )
     if steps.truncated:
