@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_real_vocabularies import graph_captured, scan
+from test_rule_cases import build
 
 from perftool.analysis import detect_steps
 from perftool.traces import load_trace
@@ -43,23 +44,32 @@ def test_graph_launches_without_markers_are_steps_and_the_report_says_they_were_
 
 def test_ascend_model_executions_are_steps(write_trace):
     """torch_npu in graph mode: one ``aclmdlExecute`` a step on the CANN thread, between Python the loop runs."""
-    events = [
-        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "Python"}},
-        {"ph": "M", "name": "process_name", "pid": 2, "tid": 0, "args": {"name": "CANN"}},
-        {"ph": "M", "name": "process_name", "pid": 3, "tid": 0, "args": {"name": "Ascend Hardware"}},
-        {"ph": "M", "name": "thread_name", "pid": 3, "tid": 5, "args": {"name": "Stream 5"}},
-    ]
-    for step in range(6):
-        t = step * 10_000.0
-        events += [
-            {"ph": "X", "name": "train_step", "pid": 1, "tid": 11, "ts": t + 10, "dur": 2_000},
-            {"ph": "X", "name": "AscendCL@aclmdlExecute", "pid": 2, "tid": 11, "ts": t + 2_100, "dur": 7_800},
-            {"ph": "X", "name": "MatMulV2", "pid": 3, "tid": 5, "ts": t + 2_200, "dur": 7_500},
-        ]
-    steps = detect_steps(load_trace(str(write_trace({"traceEvents": events}))))
+    case = {
+        "vocabulary": "ascend",
+        "markers": False,
+        "steps": 6,
+        "period": 10_000,
+        "events": [
+            {"name": "train_step", "track": "python", "ts": 10, "dur": 2_000},
+            {"name": "AscendCL@aclmdlExecute", "track": "cann", "ts": 2_100, "dur": 7_800},
+            {"name": "MatMulV2", "track": "npu", "ts": 2_200, "dur": 7_500},
+        ],
+    }
+    steps = detect_steps(load_trace(str(write_trace(build(case)))))
     assert steps.inferred is not None and "aclmdlExecute" in steps.inferred
     assert steps.count == 6
     assert np.allclose(np.diff(steps.start), 10_000.0)
+
+
+def test_a_model_of_identical_layers_repeats_by_step_not_by_layer(write_trace):
+    """Without markers, 24 identical layers repeat too (95% of the calls a layer apart agree), but less exactly than
+    the step (all of them)."""
+    step = ["embedding", *[f"layer_{op}" for _ in range(24) for op in range(10)], "loss", "Optimizer.step#AdamW.step"]
+    events = [{"name": name, "track": "host", "ts": 10 * i, "dur": 5, "cat": "cpu_op"} for i, name in enumerate(step)]
+    case = {"vocabulary": "kineto", "markers": False, "steps": 8, "period": 10 * len(step), "events": events}
+    steps = detect_steps(load_trace(str(write_trace(build(case)))))
+    assert steps.inferred == f"a repeated sequence of {len(step):,} host calls from embedding"
+    assert steps.count == 8 and np.allclose(steps.end - steps.start, 10 * len(step), rtol=0.01)
 
 
 @pytest.mark.parametrize("name", ["alexnet_benchmark_startup", "mtia_inference"])

@@ -18,7 +18,8 @@ from perftool.trace.model import Kind, Phase, Role, Trace
 
 MIN_REPEATS = 3  # a sequence seen fewer times than this is not a loop
 MATCH = 0.9  # this share of the calls a period apart must have the same name
-MAX_PERIODS_TRIED = 64  # candidate periods tried, shortest first
+MATCH_SLACK = 0.02  # a shorter period must agree within this of the best one
+MAX_PERIODS_TRIED = 64  # names whose typical distance is tried as a period, rarest first
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,9 @@ def _first_of_step(trace: Trace, rows: np.ndarray, period: int) -> int:
     if fetches.size:
         return int(fetches[0])
     pauses = trace.ts[rows][1:] - trace.end[rows][:-1]
-    by_phase = np.bincount(np.arange(1, rows.size) % period, weights=pauses, minlength=period)
-    return int(np.argmax(by_phase)) if period > 1 else 0
+    phase = np.arange(1, rows.size) % period
+    mean_pause = np.bincount(phase, weights=pauses, minlength=period) / np.bincount(phase, minlength=period)
+    return int(np.argmax(mean_pause)) if period > 1 else 0
 
 
 def _driving_thread(trace: Trace) -> int | None:
@@ -92,16 +94,23 @@ def _top_level(trace: Trace, track: int | None, after: float) -> np.ndarray:
 
 
 def _period(names: np.ndarray) -> int | None:
-    """The shortest period with which ``names`` repeat (``MATCH`` of the names a period apart agree, over at
-    least ``MIN_REPEATS`` periods); the candidates are each name's typical distance between its calls."""
+    """The period with which ``names`` repeat, over at least ``MIN_REPEATS`` periods: of the candidates whose names a
+    period apart agree at least ``MATCH`` of the time, the shortest that agrees about as well as the best (a model's
+    identical layers repeat too, but less exactly than its steps). Candidates are the typical distances between the
+    calls of the rarest names (those called once a step), and the length the calls' counts have in common."""
     count = names.size
     order = np.argsort(names, kind="stable")
     sorted_names = names[order]
     bounds = np.flatnonzero(np.r_[True, sorted_names[1:] != sorted_names[:-1], True])
-    spans = zip(bounds[:-1].tolist(), bounds[1:].tolist())
-    typical = [int(np.median(np.diff(order[lo:hi]))) for lo, hi in spans if hi - lo > 1]
-    candidates = np.unique([d for d in typical if 0 < d <= count // MIN_REPEATS])
-    for period in candidates[:MAX_PERIODS_TRIED].tolist():
-        if np.mean(names[:-period] == names[period:]) >= MATCH:
-            return int(period)
-    return None
+    calls = np.diff(bounds)
+    recurring = np.flatnonzero(calls >= MIN_REPEATS)
+    rarest = recurring[np.argsort(calls[recurring], kind="stable")][:MAX_PERIODS_TRIED]
+    typical = [int(np.median(np.diff(order[bounds[i] : bounds[i + 1]]))) for i in rarest.tolist()]
+    repeats = int(np.gcd.reduce(calls[recurring])) if recurring.size else 0
+    shared = [count // repeats] if repeats >= MIN_REPEATS else []
+    candidates = np.unique([d for d in typical + shared if 0 < d <= count // MIN_REPEATS])
+    if candidates.size == 0:
+        return None
+    agreement = np.array([np.mean(names[:-period] == names[period:]) for period in candidates.tolist()])
+    good = agreement >= max(MATCH, float(agreement.max()) - MATCH_SLACK)
+    return int(candidates[np.argmax(good)]) if good.any() else None
