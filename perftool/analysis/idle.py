@@ -102,9 +102,9 @@ def attribute_idle(
             cut_at = input_waits[0] if cause == "blocking_copy" else np.empty(0)
             kept, handed_on = _until(remaining[0][taken], remaining[1][taken], cut_at)
             by_cause[cause] = kept
-            remaining = intervals.union(
-                np.r_[remaining[0][~taken], handed_on[0]], np.r_[remaining[1][~taken], handed_on[1]]
-            )
+            remaining = remaining[0][~taken], remaining[1][~taken]
+            if handed_on[0].size:  # the rest of a piece goes on to the later causes, in time order
+                remaining = intervals.union(np.r_[remaining[0], handed_on[0]], np.r_[remaining[1], handed_on[1]])
             continue
         by_cause[cause], remaining = intervals.split(remaining, cover, lo, hi)
     by_cause["other"] = remaining
