@@ -313,7 +313,7 @@ def _efficiency_from(
     other_scan, other_scope = analyse_trace(other_trace, [])
     if not other_scope.steady_steps:
         raise PerftoolError(f"{other_path}: no steady steps to compare a step with")
-    work, other_work = work_per_step(trace, scope, device), work_per_step(other_trace, other_scope, device)
+    work, other_work = work_per_step(trace, scope), work_per_step(other_trace, other_scope)
     per_sample = (other_work - work) / (batch - own)
     half = work / per_sample - own if per_sample > 0 else math.nan
     check = BatchCheck(other_path, batch, (other_scan.step_time_us or math.nan, math.nan))

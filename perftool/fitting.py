@@ -9,8 +9,9 @@ The fit reads the trace's steady state only through its measured figures, never 
   the host waits for each call (graph mode) the device idles while it works; where it runs ahead (eager),
   the device idles only for what exceeds its compute. A host that launches op by op is fitted so, and one
   that launches fewer calls than steps as iteration offload;
-- **input**: the input workers' batches (their number, mean time and spread) when the trace has them, else a
-  single worker as slow as the device waits for it;
+- **input**: the input workers' batches when the trace has them (their number, the prefetch depth where a
+  worker waits for a free slot, and their times, replayed in the order they ran), else a single worker as slow
+  as the device waits for it;
 - **copies**: input copies per step become bytes per sample at the link's bandwidth (with IO tiles where they
   overlap compute on an IPU); strided, remote-buffer and CPU-fallback copies their own parts;
 - **compiles** in the steady state become a short last batch's compile;
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +38,7 @@ from perftool.analysis import intervals
 from perftool.analysis.family import device_properties
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
+from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.dialects.vocabulary import (
     CPU_FALLBACK,
@@ -45,14 +48,16 @@ from perftool.dialects.vocabulary import (
     STRIDED_COPY,
 )
 from perftool.emulator import devices
-from perftool.emulator.config import EmulatorConfig, validate_config
+from perftool.emulator.config import MAX_REPLAYED, EmulatorConfig, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
 from perftool.emulator.profiles import PROFILES, DeviceProfile
+from perftool.emulator.simulate import COMPUTE_STREAM, jitter
 from perftool.errors import PerftoolError
 from perftool.rules.detectors.base import Scope
 from perftool.trace.model import Kind, Role, Trace
 
+FIT_SEED = 0
 MIN_STEPS = 8  # a calibrated job runs at least this many steps
 FIT_ERROR = 0.05  # a fit whose step time is further off the trace's does not reproduce it ...
 FIT_BUSY_POINTS = 3.0  # ... nor one whose device is busy for a share of the step this many points off
@@ -72,10 +77,11 @@ UNTRACED_PYTHON_US = 1000.0  # a host gap this short between traced ops is Pytho
 DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work per step
 MAX_COMPUTE_JITTER = 0.5
 MAX_HOST_JITTER = 0.2  # beyond this, the host's time per step varies with how the steps cut it, not by itself
+MIN_REPLAYED = 1e-3  # a batch replayed at least this share of the mean (none takes no time at all)
 MAD_TO_SIGMA = 1.4826  # a median absolute deviation as the standard deviation of normal noise
 INPUT_CAUSES = ("input_wait", "input_pipeline")
-# the settings a fit reads from the trace (the others are defaults): a fix changing only these is a what-if on
-# what the trace shows
+# the settings a fit always reads from the trace (the others are defaults, or read where the trace shows them: see
+# read_settings)
 READ_FROM_TRACE = frozenset(
     {
         "loop_size",
@@ -120,10 +126,15 @@ def fit(
     return _fit(trace, scope, family, given, None)
 
 
-def work_per_step(trace: Trace, scope: Scope, device: str | None = None) -> float:
+def read_settings(trace: Trace) -> frozenset[str]:
+    """The settings a fit reads from ``trace`` (the others are defaults): a fix changing only these is a what-if on
+    what the trace shows. The prefetch depth is read where the trace's input workers show it."""
+    return READ_FROM_TRACE | ({"prefetch_depth"} if depth_in_use(trace) else frozenset())
+
+
+def work_per_step(trace: Trace, scope: Scope) -> float:
     """The device work per steady step the fit takes as compute, µs (communication counted in)."""
-    family = device or (scope.family if scope.family in PROFILES else "gpu")
-    return _device_work(trace, scope, PROFILES[family].async_h2d, False) / max(scope.steady_steps, 1)
+    return _device_work(trace, scope, False) / max(scope.steady_steps, 1)
 
 
 def reproduces(config: EmulatorConfig, scope: Scope) -> bool:
@@ -154,7 +165,7 @@ def _fit(
     step = mean if not math.isnan(mean) else scope.window
     idle = {cause: scope.idle.time(cause) / steps for cause in CAUSES} if scope.idle is not None else {}
     pageable = "pin_memory" in profile.knobs and _pageable(trace, scope)
-    compute = _device_work(trace, scope, profile.async_h2d and not pageable, gradients is not None) / steps
+    compute = _device_work(trace, scope, gradients is not None) / steps
     if gradients is not None:  # the emulator adds the update those gradients cost
         compute = max(compute - 3 * gradients.bytes * 1e6 / profile.memory_bandwidth, 1.0)
     recompiling = scope.metrics["recompilations.count"] > 0
@@ -165,6 +176,10 @@ def _fit(
     loading = _loading(trace, scope) if profile.host_feeds_data else None
     syncs = not profile.host_blocks_per_call and _syncs_each_step(trace, scope, idle.get("sync", 0.0) / step)
     host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, syncs)
+    compute_jitter = _compute_spread(scope)
+    # a graph compiled again in the steady state: the remainder loop where the fit has one, else a short last batch
+    # (one sample short of a full one: a new shape compiled at the end)
+    short_last = recompiling and job_steps % host.loop == 0
     sample = _sample_bytes(scope, profile.h2d_bandwidth, steps, batch)
     fallbacks = _fallbacks(trace, scope, profile, steps)
     offloaded = _offloaded_state(trace, scope, profile, steps)
@@ -172,17 +187,21 @@ def _fit(
     workload: dict[str, Any] = {
         "name": os.path.basename(trace.source) or "calibrated",
         "weights": int(gradients.bytes) if gradients is not None else "1MB",
-        "gflops_per_sample": max(compute, 1.0) * profile.peak_tflops * profile.efficiency / 1e3 / (batch + half),
+        "gflops_per_sample": max(compute / _own_draw(compute_jitter, job_steps), 1.0)
+        * profile.peak_tflops
+        * profile.efficiency
+        / 1e3
+        / (batch + half),
         "sample_size": sample,
-        "steps": max(job_steps - (1 if recompiling and host.loop == 1 else 0), MIN_STEPS),  # its last: short
+        "steps": max(job_steps - (1 if short_last and host.loop == 1 else 0), MIN_STEPS),  # its last: short
         "ops_per_step": host.ops,
-        "compute_jitter": _compute_spread(scope),
+        "compute_jitter": compute_jitter,
         "host_jitter": _host_spread(trace, scope),
         **({"sync_each_step": True} if syncs else {}),
         **host.workload,
         **_input(trace, scope, step, host.pacing == INPUT_PACE, batch, loading),
         **_compiles(scope),
-        **_short_last_batch(scope, batch),
+        **({"last_batch_samples": batch - 1} if short_last and batch >= 2 else {}),
         **strided,
         **offloaded,
     }
@@ -191,6 +210,7 @@ def _fit(
         "loop_size": host.loop,
         **_graphs_and_tiles(scope, profile, sample * batch, host.launching),
         **({"pin_memory": False} if pageable else {}),
+        **({"prefetch_depth": depth} if (depth := depth_in_use(trace)) else {}),
         **({"cpu_fallback_ops": fallbacks} if fallbacks else {}),
         **({"layout_mismatch": True} if strided else {}),
         **({"offload_optimizer": True} if offloaded else {}),
@@ -202,7 +222,7 @@ def _fit(
         "knobs": knobs | given.get("knobs", {}),
         "device_overrides": host.overrides | given.get("device_overrides", {}),
         **({"replicas": gradients.replicas | given.get("replicas", {})} if gradients is not None else {}),
-        "seed": 0,
+        "seed": FIT_SEED,
     }
     config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
@@ -374,6 +394,13 @@ def _compute_spread(scope: Scope) -> float:
     return min(spread(busy), MAX_COMPUTE_JITTER) if len(busy) > 1 else DEFAULT_COMPUTE_JITTER
 
 
+def _own_draw(cv: float, steps: int) -> float:
+    """The mean of the factors the fit's own compute jitter draws over its steady steps (all but the first): the
+    trace's mean compute is its draw's, so the fit's is divided by this to average the same."""
+    factors = jitter(FIT_SEED, steps, cv, COMPUTE_STREAM)
+    return float(factors[1:].mean()) if steps > 1 else 1.0
+
+
 def spread(values: Sequence[float] | np.ndarray) -> float:
     """A coefficient of variation from the median absolute deviation (scaled to agree with the standard deviation
     of normal noise), so that one step with a one-off compile or a slow first call does not make it; 0 with fewer
@@ -384,26 +411,30 @@ def spread(values: Sequence[float] | np.ndarray) -> float:
 
 
 def _loop_size(trace: Trace, scope: Scope, job_steps: int) -> int:
-    """Steps per device call where the host launches fewer calls than the trace has steps (iteration offload),
-    else 1: the divisor of the fit's ``job_steps`` nearest the trace's, so the fit has no remainder loop of its own."""
-    calls = int(np.count_nonzero((trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST)))
+    """Steps per device call where the host launches fewer calls than the trace has steps (iteration offload), else
+    1: the steps that end after each call and before the next, the count most calls run. A trace with a remainder
+    loop keeps it where it recompiles for it; otherwise (and for a fit of another length than the trace's) the loop
+    is the divisor of ``job_steps`` nearest it, so the fit has no remainder loop the trace does not show."""
+    calls = np.sort(trace.ts[(trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST)])
     steps = scope.steps.count
-    if not 0 < calls < steps:
+    if not 0 < calls.size < steps:
         return 1
-    estimate = steps / calls
-    return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - estimate), -d))
+    per_call = np.diff(np.searchsorted(scope.steps.end, np.append(calls, np.inf)))
+    counts = Counter(int(n) for n in per_call if n > 0)
+    loop = max(counts, key=lambda n: (counts[n], n))
+    if job_steps == steps and (steps % loop == 0 or scope.metrics["recompilations.count"] > 0):
+        return loop
+    return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - loop), -d))
 
 
-def _device_work(trace: Trace, scope: Scope, async_copies: bool, replicated: bool) -> float:
+def _device_work(trace: Trace, scope: Scope, replicated: bool) -> float:
     """The device's busy time in the window that the fit models as compute: compute, and whatever else keeps it
-    busy that the emulator has no part of its own for (copies on its streams, communication unless ``replicated``),
-    µs. Strided and remote-buffer copies are modelled apart, and so are input copies where the device makes them
-    itself."""
-    apart = trace.name_matches(STRIDED_COPY) | trace.name_matches(REMOTE_BUFFER_COPY)
+    busy that the emulator has no part of its own for (device-to-device copies on its streams, communication unless
+    ``replicated``), µs. Strided and remote-buffer copies are modelled apart, and so are input copies: the emulator
+    copies each batch itself, beside compute or before it as the device allows."""
+    apart = trace.name_matches(STRIDED_COPY) | trace.name_matches(REMOTE_BUFFER_COPY) | (trace.kind == Kind.H2D)
     if replicated:
         apart |= trace.kind == Kind.COMMUNICATION
-    if not async_copies:
-        apart |= trace.kind == Kind.H2D
     busy = trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK) | (trace.kind == Kind.COMPUTE)
     return intervals.total(scope.busy(busy & ~apart))
 
@@ -473,8 +504,9 @@ def _matched(config: EmulatorConfig, field: tuple[str, str], step: float, per: i
         return float(evaluate(with_value(value))["step_time_mean_us"][0])
 
     lo, hi = 0.0, max(float(getattr(getattr(config, section), name) or 0.0), step / per) * 4
-    if not step_of(lo) < step < step_of(hi):
-        return config
+    floor, ceiling = step_of(lo), step_of(hi)
+    if not floor < step < ceiling:  # out of the field's reach: the end nearer the trace's step
+        return validate_config(with_value(lo if step <= floor else hi).model_dump(mode="json"), "calibration")
     for _ in range(MATCH_ITERATIONS):
         middle = (lo + hi) / 2
         lo, hi = (middle, hi) if step_of(middle) < step else (lo, middle)
@@ -516,20 +548,31 @@ def _input(
         mean = float(loading.mean())
         spread = float(loading.std() / mean) if mean > 0 else 0.0
         return {"preprocess_us_per_sample": mean / batch, "preprocess_jitter": min(spread, 5.0), "input_workers": 0}
-    rows = np.flatnonzero((trace.kind == Kind.INPUT) & trace.on_roles(Role.INPUT) & scope.in_window)
+    batches = (trace.kind == Kind.INPUT) & trace.on_roles(Role.INPUT)
+    rows = np.flatnonzero(batches & scope.in_window)
     if rows.size:
         workers = int(np.unique(trace.track[rows]).size)
         durations = trace.dur[rows]
         mean = float(durations.mean())
         spread = float(durations.std() / mean) if mean > 0 else 0.0
+        ordered = batches_in_order(trace, np.flatnonzero(batches))
+        seen = scope.in_window[ordered]  # the window's batches, aligned with the trace's: the fit's i-th is its i-th
+        replayed = np.roll(trace.dur[ordered[seen]], int(np.argmax(seen)))
         return {
             "preprocess_us_per_sample": mean / batch,
             "preprocess_jitter": min(spread, 5.0),
             "input_workers": workers,
+            **({"preprocess_replay": _relative(replayed)} if mean > 0 else {}),
         }
     if pacing:  # only the waits are traced, and they set the pace: one worker as slow as a step
         return {"preprocess_us_per_sample": step / batch, "input_workers": 1}
     return {"preprocess_us_per_sample": 0.0}  # waits that do not set the pace: input keeps up
+
+
+def _relative(durations: np.ndarray) -> list[float]:
+    """Durations relative to their mean, as a replayed sequence holds them (4 significant digits, none zero)."""
+    relative = np.clip(durations / durations.mean(), MIN_REPLAYED, None)[:MAX_REPLAYED]
+    return [float(f"{value:.4g}") for value in relative]
 
 
 def _fallbacks(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> list[dict[str, Any]]:
@@ -555,13 +598,6 @@ def _strided(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int, bat
     copies = scope.busy(trace.name_matches(STRIDED_COPY) & trace.on_roles(Role.DEVICE))
     per_step = intervals.total(copies) / steps
     return {"layout_copy_per_sample": int(per_step * profile.strided_copy_bandwidth / 1e6 / batch)} if per_step else {}
-
-
-def _short_last_batch(scope: Scope, batch: int) -> dict[str, Any]:
-    """A graph compiled again in the steady state (a short last batch, a remainder loop) costs the job one compile
-    an epoch: modelled as a short last batch, one sample short of a full one: a new shape compiled at the end."""
-    recompiles = scope.metrics["recompilations.count"]
-    return {"last_batch_samples": batch - 1} if recompiles and recompiles > 0 and batch >= 2 else {}
 
 
 def _offloaded_state(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> dict[str, Any]:

@@ -26,6 +26,7 @@ OptionalSize = Annotated[ByteSize, Field(ge=0, le=MAX_BYTES)]
 MAX_DATASET_SAMPLES = 10**10  # beyond any dataset one job reads in an epoch
 MAX_STEPS = 1_000_000  # steps of an epoch the emulator runs
 MAX_US = 1e9  # 1,000 s for any one host operation
+MAX_REPLAYED = 100_000  # batches a replayed preprocessing sequence may hold
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
 Config = TypeVar("Config", bound="EmulatorConfig")
 
@@ -55,6 +56,14 @@ class Workload(_Strict):
     sample_size: Size = Field(description="one input sample on the host, as fp32")
     preprocess_us_per_sample: float = Field(0.0, ge=0, le=MAX_US, description="host preprocessing per sample, µs")
     preprocess_jitter: float = Field(0.0, ge=0, le=5, description="coefficient of variation of preprocessing time")
+    preprocess_replay: tuple[Annotated[float, Field(gt=0, le=1e4)], ...] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_REPLAYED,
+        description="relative preprocessing times of successive batches, replayed in turn (from the first again "
+        "after the last) in place of preprocess_jitter, scaled to a mean of one: a fit replays the batches its "
+        "trace's input workers prepared",
+    )
     input_workers: int = Field(
         1,
         ge=0,

@@ -59,6 +59,7 @@ class Plan:
     fallback_host_us: float
     fallback_h2d_us: float
     preprocess_jitter: float
+    preprocess_replay: tuple[float, ...] | None  # relative times of successive batches, mean one, replayed in turn
     compute_jitter: float
     host_jitter: float
     workers: int  # 0: the training loop loads each batch itself
@@ -201,6 +202,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         fallback_host_us=fallback_host_us,
         fallback_h2d_us=fallback_h2d_us,
         preprocess_jitter=work.preprocess_jitter,
+        preprocess_replay=_mean_one(work.preprocess_replay),
         compute_jitter=work.compute_jitter,
         host_jitter=work.host_jitter,
         workers=work.input_workers,
@@ -241,6 +243,14 @@ def _with_replicas(config: EmulatorConfig, plan: Plan) -> Plan:
     ranked.bucket_us = tuple(latency + size * traffic * 1e6 / bandwidth for size in sizes) if count > 1 else ()
     ranked.reduce_during_backward = replicas.overlap
     return ranked
+
+
+def _mean_one(factors: tuple[float, ...] | None) -> tuple[float, ...] | None:
+    """Relative times scaled to a mean of one (None stays None)."""
+    if factors is None:
+        return None
+    mean = sum(factors) / len(factors)
+    return tuple(factor / mean for factor in factors)
 
 
 def _host_slowdown(

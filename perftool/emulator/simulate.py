@@ -67,6 +67,9 @@ def _kept(active: bool | np.ndarray, new: np.ndarray, old: np.ndarray) -> np.nda
     return new if active is True else np.where(active, new, old)
 
 
+COMPUTE_STREAM = 1  # the random stream of the device's compute jitter (preprocessing draws stream 0, the host 2)
+
+
 def jitter(seed: int, steps: int, cv: float, stream: int) -> np.ndarray:
     """Mean-one lognormal factors with coefficient of variation ``cv``, one per step."""
     z = np.random.default_rng([seed, stream]).standard_normal(steps)
@@ -141,8 +144,12 @@ class _Shape:
 def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     """Run every configuration of ``plan`` through all its steps, one resource after another in each step."""
     n, steps = plan.n, int(plan.total_steps.max())
-    preprocess_factor = _jitter(plan, seed, steps, plan.preprocess_jitter, 0)
-    compute_factor = _jitter(plan, seed, steps, plan.compute_jitter, 1)
+    preprocess_factor = (
+        np.resize(np.asarray(plan.preprocess_replay), steps)
+        if plan.preprocess_replay is not None
+        else _jitter(plan, seed, steps, plan.preprocess_jitter, 0)
+    )
+    compute_factor = _jitter(plan, seed, steps, plan.compute_jitter, COMPUTE_STREAM)
     host_factor = _jitter(plan, seed, steps, plan.host_jitter, 2)
     rec = _Recorder(record)
     shape, clocks = _Shape.of(plan), _Clocks.start(n)

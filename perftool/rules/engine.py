@@ -17,7 +17,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.emulator.config import EmulatorConfig, training_change, validate_config
 from perftool.errors import PerftoolError, TraceError
-from perftool.fitting import READ_FROM_TRACE, fit, reproduces
+from perftool.fitting import fit, read_settings, reproduces
 from perftool.rules import prediction
 from perftool.rules.detectors import DETECTORS, Detection, Scope
 from perftool.rules.detectors.base import Judged
@@ -27,7 +27,7 @@ from perftool.rules.model import Rule, Severity, fill
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
 
-FIT_MAX_STEPS = 64  # a foreign trace's fit runs at most this many steps: gains are per steady step
+FIT_MAX_STEPS = 512  # a foreign trace's fit runs its own length up to this many steps: gains are per steady step
 RECURRING_OCCURRENCES = 10  # evidence seen this many separate times recurs, however few steps the trace marks
 RECURRING_SHARE = 0.5  # so does evidence filling this share of the window after start-up
 
@@ -262,13 +262,16 @@ def _fix_that_holds(
     on_fit = copy.copy(scope)  # the same trace and its analysis, with the fit as its run
     on_fit.run = fitted
     again = redetect(on_fit)
-    candidate = again if again is not None and _judged_by_fit(again) else detection
-    if not candidate.changes or not _judged_by_fit(candidate):
+    read = read_settings(scope.trace)
+    candidate = again if again is not None and _judged_by_fit(again, read) else detection
+    if not candidate.changes or not _judged_by_fit(candidate, read):
         return detection, bound, None
     chosen, gain, unproven = _emulated(on_fit, candidate, bound)
     idle = scope.idle.total / scope.window if scope.idle is not None else 0.0
     if unproven or _past(gain, max(bound.up_to_share or 0.0, idle)):
         return detection, bound, None
+    if detection.once_per_job:  # what a cost paid once wins back depends on the job's length, which no capture states
+        return chosen, prediction.over_capture(gain, scope.steps.count), None
     return chosen, gain, None
 
 
@@ -280,9 +283,9 @@ def _past(gain: Gain, measured: float) -> bool:
     return won_back > measured * (1 + prediction.BOUND_SLACK)
 
 
-def _judged_by_fit(detection: Detection) -> bool:
-    """Whether a fit predicts what the detection's fixes change: each is a setting the fit reads from the trace."""
-    return all(key in READ_FROM_TRACE for option in (detection, *detection.alternatives) for key in option.changes)
+def _judged_by_fit(detection: Detection, read: frozenset[str]) -> bool:
+    """Whether a fit predicts what the detection's fixes change: each is a setting the fit ``read`` from the trace."""
+    return all(key in read for option in (detection, *detection.alternatives) for key in option.changes)
 
 
 def _emulated(scope: Judged, detection: Detection, bound: Gain) -> tuple[Detection, Gain, str | None]:

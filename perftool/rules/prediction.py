@@ -25,6 +25,20 @@ def upper_bound(per_step_us: float | None, share: float) -> Gain:
     return Gain(kind="upper_bound", text=f"up to {duration(per_step_us)} per step ({share:.1%})", up_to_share=share)
 
 
+def over_capture(gain: Gain, steps: int) -> Gain:
+    """A fit's prediction for a fix of a cost paid once (a compile), as the bound it is: a job as long as the capture
+    wins this much, a longer one less."""
+    assert gain.speedup is not None
+    share = 1 - 1 / gain.speedup
+    change = gain.text.partition(":")[0]
+    return Gain(
+        kind="upper_bound",
+        text=f"{change}: up to {share:.1%} of the run time, over a job as long as this capture ({steps:,} steps) on "
+        "the emulator fitted to it; the cost is paid once, so a longer job gains less",
+        up_to_share=share,
+    )
+
+
 def predicted(
     config: EmulatorConfig, changes: dict[str, Any], source: str = "emulator", over_job: bool = True
 ) -> Gain | None:

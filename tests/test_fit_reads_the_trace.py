@@ -1,0 +1,105 @@
+"""What a fit reads from a trace that does not record its config (the emulator's own traces, stripped of their
+``perftool`` record as a real profiler writes them): the prefetch depth and the order of the input workers'
+batches, the loop size with its remainder loop, and what a fix of a cost paid once is worth."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from perftool.analysis.loader import batches_in_order, depth_in_use
+from perftool.api import load_trace, scan
+from perftool.calibrate import calibrate
+from perftool.emulator.config import load_config, validate_config
+from perftool.emulator.evaluate import evaluate
+from perftool.emulator.run import run as emulate
+from perftool.emulator.simulate import jitter
+from perftool.emulator.trace_writer import write_trace
+from perftool.rules.findings import Finding
+from perftool.trace.model import Kind, Role
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+def stripped(sample: str, directory: Path) -> Path:
+    """A copy of the sample's trace without the config the emulator records in it."""
+    document = json.loads(gzip.decompress((SAMPLES / f"{sample}.trace.json.gz").read_bytes()))
+    document.pop("perftool")
+    path = directory / f"{sample.replace('/', '_')}.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    return path
+
+
+@pytest.mark.parametrize(
+    "sample", ["gpu/input_bound_prefetch", "npu/input_bound_prefetch", "gpu/healthy", "npu/healthy", "ipu/healthy"]
+)
+def test_the_prefetch_depth_is_read_from_when_waiting_workers_resume(sample, tmp_path):
+    config = load_config(str(SAMPLES / f"{sample}.yaml"))
+    assert depth_in_use(load_trace(str(stripped(sample, tmp_path)))) == config.knobs.prefetch_depth
+
+
+def test_no_depth_is_read_where_the_trace_cannot_show_it():
+    # a CPU fallback's copies back make more copies than batches; a Kineto capture traces no input workers
+    assert depth_in_use(load_trace(str(SAMPLES / "hpu" / "cpu_fallback.trace.json.gz"))) is None
+    assert depth_in_use(load_trace(str(SAMPLES / "gpu_training_kineto.pt.trace.json.gz"))) is None
+
+
+def test_eight_workers_batches_come_back_in_the_order_the_loop_took_them():
+    """Batch i is worker i mod 8's, whichever finished first: in that order, the batches' times are the emulator's
+    own draws of preprocessing jitter, one per step."""
+    config = load_config(str(SAMPLES / "npu" / "healthy.yaml"))
+    trace = load_trace(str(SAMPLES / "npu" / "healthy.trace.json.gz"))
+    rows = np.flatnonzero((trace.kind == Kind.INPUT) & trace.on_roles(Role.INPUT))
+    by_start = trace.dur[rows[np.argsort(trace.ts[rows], kind="stable")]]
+    ordered = trace.dur[batches_in_order(trace, rows)]
+    work = config.workload
+    drawn = jitter(config.seed, rows.size, work.preprocess_jitter, 0) * work.preprocess_us_per_sample
+    drawn *= config.knobs.batch_size
+    assert np.allclose(ordered, drawn, rtol=1e-6)
+    assert not np.allclose(by_start, drawn, rtol=1e-6)  # start order is not the loop's order
+
+
+def test_a_replayed_sequence_is_what_the_workers_take(tmp_path):
+    """``preprocess_replay`` sets each batch's time, in turn, scaled to the configured mean."""
+    document = yaml.safe_load((SAMPLES / "gpu" / "input_bound_prefetch.yaml").read_text())
+    document["workload"]["preprocess_replay"] = [1.0, 3.0]
+    config = validate_config(document, "replayed")
+    mean = document["workload"]["preprocess_us_per_sample"] * document["knobs"]["batch_size"]
+    out = tmp_path / "replayed.trace.json.gz"
+    write_trace(emulate(config), str(out))
+    trace = load_trace(str(out))
+    rows = np.flatnonzero((trace.kind == Kind.INPUT) & trace.on_roles(Role.INPUT))
+    durations = trace.dur[batches_in_order(trace, rows)]
+    assert np.allclose(durations[:4], [0.5 * mean, 1.5 * mean] * 2, rtol=1e-3)
+    document["workload"]["preprocess_replay"] = None
+    jittered = evaluate(validate_config(document, "jittered"))
+    assert float(evaluate(config)["step_time_mean_us"][0]) != float(jittered["step_time_mean_us"][0])
+
+
+def findings_of(path: Path) -> dict[str, Finding]:
+    """The trace's findings by rule."""
+    return {finding.rule_id: finding for finding in scan(path, workers=1).traces[0].findings}
+
+
+def test_a_remainder_loop_is_fitted_as_the_trace_runs_it_and_its_fix_is_a_bound(tmp_path):
+    """250 steps in loops of 64 leave a remainder loop of 58 that compiles again: the fit keeps that loop size (not
+    a divisor of 250 near it), so the fix's loop size is emulated; a compile is paid once, and the capture does
+    not say how long the job is, so the gain is what a job as long as the capture wins at most."""
+    path = stripped("ipu/recompile_remainder_loop", tmp_path)
+    recompile = findings_of(path)["PT003"]
+    assert recompile.fix.changes == {"loop_size": 50}
+    assert recompile.gain.kind == "upper_bound" and "a longer job gains less" in recompile.gain.text
+    assert "(250 steps)" in recompile.gain.text and recompile.severity.value == "warning"
+    config = calibrate(str(path)).config
+    assert config.knobs.loop_size == 64 and config.workload.steps == 250 and config.workload.last_batch_samples == 0
+
+
+def test_a_stripped_input_bound_trace_predicts_deeper_prefetch_from_its_own_batches(tmp_path):
+    input_bound = findings_of(stripped("npu/input_bound_prefetch", tmp_path))["PT002"]
+    assert input_bound.gain.kind == "predicted" and "emulator fitted to this trace" in input_bound.gain.text
+    assert input_bound.fix.changes == {"prefetch_depth": 4} and "(now 1)" in input_bound.fix.text
