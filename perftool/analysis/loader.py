@@ -12,8 +12,6 @@ deeper prefetch could help.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
@@ -44,19 +42,20 @@ def depth_in_use(trace: Trace) -> int | None:
         return None
     batches = batches_in_order(trace, batches)
     copy_starts = np.sort(trace.ts[copies])
-    workers = np.unique(trace.track[batches])
-    ahead: Counter[int] = Counter()
-    for worker in workers:
-        own = np.flatnonzero(trace.track[batches] == worker)  # this worker's batches, by position in start order
-        waited = trace.ts[batches[own[1:]]] > trace.end[batches[own[:-1]]] + COINCIDES_US
-        for position in own[1:][waited]:
-            start = trace.ts[batches[position]]
-            copy = int(np.searchsorted(copy_starts, start - COINCIDES_US))
-            if copy < copy_starts.size and copy_starts[copy] <= start + COINCIDES_US:
-                ahead[int(position) - copy] += 1
-    if not ahead:
+    track, start, end = trace.track[batches], trace.ts[batches], trace.end[batches]
+    by_worker = np.lexsort((start, track))  # positions in the loop's order, each worker's batches together
+    follows = track[by_worker[1:]] == track[by_worker[:-1]]
+    waited = follows & (start[by_worker[1:]] > end[by_worker[:-1]] + COINCIDES_US)
+    resumed = by_worker[1:][waited]  # positions of the batches a worker started after waiting for a free slot
+    at = start[resumed]
+    copy = np.searchsorted(copy_starts, at - COINCIDES_US)
+    found = copy < copy_starts.size
+    coincides = found & (copy_starts[np.minimum(copy, copy_starts.size - 1)] <= at + COINCIDES_US)
+    if not coincides.any():
         return None
-    batches_ahead, agreeing = ahead.most_common(1)[0]
-    if agreeing < MIN_RESUMES or batches_ahead < workers.size or batches_ahead % workers.size:
+    values, counts = np.unique(resumed[coincides] - copy[coincides], return_counts=True)
+    batches_ahead, agreeing = int(values[np.argmax(counts)]), int(counts.max())
+    workers = np.unique(track).size
+    if agreeing < MIN_RESUMES or batches_ahead < workers or batches_ahead % workers:
         return None
-    return batches_ahead // workers.size
+    return batches_ahead // workers

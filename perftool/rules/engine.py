@@ -235,7 +235,9 @@ def _fit(scope: Scope) -> KnownRun | None:
         config = fit(scope.trace, scope, given={"workload": {"steps": min(scope.steps.count, FIT_MAX_STEPS)}})
     except PerftoolError:
         return None
-    return KnownRun.of(config, "emulator fitted to this trace", recorded=False) if reproduces(config, scope) else None
+    if not reproduces(config, scope):
+        return None
+    return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=read_settings(scope.trace))
 
 
 def fingerprint(rule: Rule, detection: Detection) -> str:
@@ -262,7 +264,7 @@ def _fix_that_holds(
     on_fit = copy.copy(scope)  # the same trace and its analysis, with the fit as its run
     on_fit.run = fitted
     again = redetect(on_fit)
-    read = read_settings(scope.trace)
+    read = fitted.judges or frozenset()
     candidate = again if again is not None and _judged_by_fit(again, read) else detection
     if not candidate.changes or not _judged_by_fit(candidate, read):
         return detection, bound, None
@@ -271,7 +273,7 @@ def _fix_that_holds(
     if unproven or _past(gain, max(bound.up_to_share or 0.0, idle)):
         return detection, bound, None
     if detection.once_per_job:  # what a cost paid once wins back depends on the job's length, which no capture states
-        return chosen, prediction.over_capture(gain, scope.steps.count), None
+        return chosen, prediction.over_capture(gain, fitted.describe(chosen.changes), scope.steps.count), None
     return chosen, gain, None
 
 

@@ -28,12 +28,21 @@ class KnownRun:
     io_tiles_for_batch: int  # the fewest IO tiles that hold one micro-batch (0 without tiles)
     slow_ranks: tuple[dict[str, Any], ...]  # data-parallel ranks slower (or faster) than the rest, as configured
     what_if: Callable[[dict[str, Any]], Gain | None]  # the run again with these changes
+    describe: Callable[[dict[str, Any]], str]  # these changes in words ("loop size 64 → 50")
     recorded: bool = True  # the trace records this config (else it is a fit to the trace, its job's length unknown)
+    judges: frozenset[str] | None = None  # the settings whose changes a fit predicts (None: every one, as recorded)
 
     @classmethod
-    def of(cls, config: EmulatorConfig, source: str = "emulator", recorded: bool = True) -> KnownRun:
+    def of(
+        cls,
+        config: EmulatorConfig,
+        source: str = "emulator",
+        recorded: bool = True,
+        judges: frozenset[str] | None = None,
+    ) -> KnownRun:
         """How ``config`` runs; ``source`` names where the config came from in the gains it predicts. A config not
-        ``recorded`` by the trace is a fit to a capture of part of a job: its gains are the steady state's."""
+        ``recorded`` by the trace is a fit to a capture of part of a job: its gains are the steady state's, and
+        only changes of the settings it ``judges`` (those read from the trace) are what-ifs on what it shows."""
         steps, last = config.epoch
         return cls(
             knobs=config.knobs.model_dump(),
@@ -43,7 +52,9 @@ class KnownRun:
             io_tiles_for_batch=_io_tiles(config),
             slow_ranks=tuple(s.model_dump() for s in config.replicas.slow_ranks) if config.replicas else (),
             what_if=lambda changes: prediction.predicted(config, changes, source, recorded),
+            describe=lambda changes: prediction.described(config, changes),
             recorded=recorded,
+            judges=judges,
         )
 
 

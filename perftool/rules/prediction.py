@@ -25,12 +25,11 @@ def upper_bound(per_step_us: float | None, share: float) -> Gain:
     return Gain(kind="upper_bound", text=f"up to {duration(per_step_us)} per step ({share:.1%})", up_to_share=share)
 
 
-def over_capture(gain: Gain, steps: int) -> Gain:
-    """A fit's prediction for a fix of a cost paid once (a compile), as the bound it is: a job as long as the capture
-    wins this much, a longer one less."""
+def over_capture(gain: Gain, change: str, steps: int) -> Gain:
+    """A fit's prediction for a fix (``change``, in words) of a cost paid once (a compile), as the bound it is: a job
+    as long as the capture wins this much, a longer one less."""
     assert gain.speedup is not None
     share = 1 - 1 / gain.speedup
-    change = gain.text.partition(":")[0]
     return Gain(
         kind="upper_bound",
         text=f"{change}: up to {share:.1%} of the run time, over a job as long as this capture ({steps:,} steps) on "
@@ -61,7 +60,7 @@ def predicted(
     before, after = _baseline(config), _figures(fixed)
     if isinstance(before, str):  # a config that does not run as written predicts nothing
         return None
-    change = ", ".join(_describe(config, key, value) for key, value in changes.items())
+    change = described(config, changes)
     if isinstance(after, str):
         return Gain(kind="predicted", text=f"{change}: the emulator predicts it does not run ({after})")
     step_before, step_after = before["step_time_mean_us"], after["step_time_mean_us"]
@@ -100,6 +99,11 @@ def _figures(config: EmulatorConfig) -> dict[str, float] | str:
 def _baseline(config: EmulatorConfig) -> dict[str, float] | str:
     """The config as written, evaluated once however many findings compare against it."""
     return _figures(config)
+
+
+def described(config: EmulatorConfig, changes: dict[str, Any]) -> str:
+    """``changes`` to ``config`` in words: "loop size 64 → 50, prefetch depth 1 → 4"."""
+    return ", ".join(_describe(config, key, value) for key, value in changes.items())
 
 
 def _describe(config: EmulatorConfig, key: str, value: Any) -> str:
