@@ -56,10 +56,12 @@ def scan(
     max_bytes: int | None = None,
     scheduler: str | None = None,
     workers: int | None = None,
+    job_steps: int | None = None,
 ) -> ScanReport:
     """Run the rules on each trace; the project config (``config``, else ``perftool.yaml`` or
     ``pyproject.toml`` here) supplies what the arguments leave out. Traces that cannot be read are in
-    the report's ``unread``.
+    the report's ``unread``. ``job_steps``: the steps the whole job runs, where a trace does not record it;
+    a fix of a cost paid once (a compile) is then predicted over the job, else bounded over the capture.
 
     A directory, or several files, is a job of one trace per rank: the ranks are analysed on Dask
     (``scheduler``, an address, else ``workers`` local processes; one worker: here, without Dask) and the
@@ -71,7 +73,7 @@ def scan(
         tuple(ignore) + tuple(settings.ignore),
     )
     shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
-    read = ReadOptions(device or settings.device, dialect, shown, max_bytes)
+    read = ReadOptions(device or settings.device, dialect, shown, max_bytes, job_steps)
     paths = [str(t) for t in traces]
     if len(paths) > 1 or any(os.path.isdir(p) for p in paths):
         return scan_job(paths, chosen, read, scheduler or settings.scheduler, workers or settings.workers)

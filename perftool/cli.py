@@ -389,6 +389,13 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
 @click.option("--evidence", type=click.IntRange(0, 100), help="Occurrences listed per finding  [default: 5].")
+@click.option(
+    "--job-steps",
+    type=click.IntRange(1),
+    metavar="N",
+    help="Steps the whole job runs, for traces that do not record it: a one-time cost (a compile) is then "
+    "predicted over the job, as the capture repeats, instead of bounded over the capture.",
+)
 @_max_trace_size
 @_cluster_options
 @_rule_options
@@ -402,6 +409,7 @@ def scan(
     device,
     dialect,
     evidence,
+    job_steps,
     max_trace_bytes,
     scheduler,
     workers,
@@ -427,6 +435,7 @@ def scan(
         max_bytes=max_trace_bytes,
         scheduler=scheduler,
         workers=workers,
+        job_steps=job_steps,
     )
     if report.traces:  # when nothing was read, the errors below say why and no report stands in for the traces
         emit(report, fmt, output)

@@ -66,6 +66,8 @@ OVERLAPPED = 0.1  # all-reduces this share hidden behind compute are reduced as 
 UNSIZED_BUCKET = 25e6  # bytes of an all-reduce whose size the trace does not record (DDP's default bucket)
 MIN_PEER = 0.1  # the fastest another rank may compute, relative to the fitted one (the emulator's bound)
 RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
+SHORT_LAST = 0.9  # a last step computing less than this share of a steady one runs a short last batch
+STEPS_BEFORE_LAST = 3  # steady steps before the last one that say what a full batch computes
 MATCH_ITERATIONS = 16  # bisection steps that set the pacing figure to the trace's step time (to 1 part in 65,000)
 HOST_CAUSES = ("host", "launch", "sync", "blocking_copy", "other")
 INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the step where input paces it ...
@@ -201,7 +203,7 @@ def _fit(
         **host.workload,
         **_input(trace, scope, step, host.pacing == INPUT_PACE, batch, loading),
         **_compiles(scope),
-        **({"last_batch_samples": batch - 1} if short_last and batch >= 2 else {}),
+        **({"last_batch_samples": _short_last(scope, batch) or batch - 1} if short_last and batch >= 2 else {}),
         **strided,
         **offloaded,
     }
@@ -385,13 +387,31 @@ def _loading(trace: Trace, scope: Scope) -> np.ndarray | None:
 
 def _compute_spread(scope: Scope) -> float:
     """How the device's compute per steady step varies (:func:`spread`; the default where it cannot say)."""
+    busy = _steady_compute(scope)
+    return min(spread(busy), MAX_COMPUTE_JITTER) if len(busy) > 1 else DEFAULT_COMPUTE_JITTER
+
+
+def _steady_compute(scope: Scope) -> list[float]:
+    """The device's compute in each steady step, µs."""
     steps = scope.steps
     first = steps.warmup
-    busy = [
+    return [
         intervals.total(intervals.clip(scope.compute, float(lo), float(hi)))
         for lo, hi in zip(steps.start[first:], steps.end[first:])
     ]
-    return min(spread(busy), MAX_COMPUTE_JITTER) if len(busy) > 1 else DEFAULT_COMPUTE_JITTER
+
+
+def _short_last(scope: Scope, batch: int) -> int | None:
+    """The samples of a ``batch`` the trace's last step computes where it computes less than a steady step
+    (:data:`SHORT_LAST`: a short last batch, as the compute per sample says), at least 1 and fewer than a batch;
+    None where it does not, or too few steps say what a steady one computes."""
+    busy = _steady_compute(scope)
+    if len(busy) <= STEPS_BEFORE_LAST:
+        return None
+    share = busy[-1] / float(np.median(busy[:-1]))
+    if not 0 < share < SHORT_LAST:
+        return None
+    return int(min(max(round(batch * share), 1), max(batch - 1, 1)))
 
 
 def _own_draw(cv: float, steps: int) -> float:

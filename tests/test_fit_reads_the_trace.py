@@ -1,6 +1,7 @@
 """What a fit reads from a trace that does not record its config (the emulator's own traces, stripped of their
 ``perftool`` record as a real profiler writes them): the prefetch depth and the order of the input workers'
-batches, the loop size with its remainder loop, and what a fix of a cost paid once is worth."""
+batches, the loop size with its remainder loop, a short last batch, and what a fix of a cost paid once is worth
+over a job whose length the user states."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.api import load_trace, scan
 from perftool.calibrate import calibrate
+from perftool.cli import cli
 from perftool.emulator.config import load_config, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.run import run as emulate
@@ -103,3 +106,45 @@ def test_a_stripped_input_bound_trace_predicts_deeper_prefetch_from_its_own_batc
     input_bound = findings_of(stripped("npu/input_bound_prefetch", tmp_path))["PT002"]
     assert input_bound.gain.kind == "predicted" and "emulator fitted to this trace" in input_bound.gain.text
     assert input_bound.fix.changes == {"prefetch_depth": 4} and "(now 1)" in input_bound.fix.text
+
+
+def test_a_stripped_lazy_mode_trace_predicts_hpu_graphs(tmp_path):
+    """In lazy mode the host builds each step's graph op by op and launches it in one call whose name ends in
+    synLaunch: that call is the launching HPU Graphs remove, so the fit predicts them instead of a bound."""
+    host_bound = findings_of(stripped("hpu/host_bound_no_hpu_graphs", tmp_path))["PT001"]
+    assert host_bound.fix.changes == {"device_graphs": True}
+    assert host_bound.gain.kind == "predicted" and "emulator fitted to this trace" in host_bound.gain.text
+    assert host_bound.gain.speedup is not None and 1.3 < host_bound.gain.speedup < 1.4
+
+
+@pytest.mark.parametrize("sample", ["ipu/recompile_remainder_loop", "npu/recompile_remainder_loop"])
+def test_a_stated_job_length_makes_a_compiles_fix_a_prediction_over_the_job(sample, tmp_path):
+    """Told how long the job runs (as its config does), the fit pays the capture's steady compile once over the
+    job: the gain is what the sample's own config predicts, within 10%, not a bound over the capture."""
+    config = load_config(str(SAMPLES / f"{sample}.yaml"))
+    path = stripped(sample, tmp_path)
+    job_steps = config.workload.steps * config.workload.epochs
+    out = tmp_path / "report.json"
+    arguments = ["scan", str(path), "--job-steps", str(job_steps), "--format", "json", "-o", str(out)]
+    result = CliRunner().invoke(cli, arguments)
+    assert result.exit_code in (0, 1), result.output
+    compile_fix = next(f for f in json.loads(out.read_text())["traces"][0]["findings"] if f["rule_id"] == "PT003")
+    as_written = findings_of(SAMPLES / f"{sample}.trace.json.gz")["PT003"]
+    assert compile_fix["gain"]["kind"] == "predicted" and compile_fix["fix"]["changes"] == as_written.fix.changes
+    won_back = 1 - 1 / compile_fix["gain"]["speedup"]
+    assert as_written.gain.speedup is not None
+    assert won_back == pytest.approx(1 - 1 / as_written.gain.speedup, rel=0.1)
+    assert findings_of(path)["PT003"].gain.kind == "upper_bound"  # the same capture, its job's length unknown
+
+
+def test_a_job_length_must_be_a_positive_count(tmp_path):
+    path = stripped("npu/recompile_remainder_loop", tmp_path)
+    result = CliRunner().invoke(cli, ["scan", str(path), "--job-steps", "0"])
+    assert result.exit_code == 2 and "--job-steps" in result.output and "Traceback" not in result.output
+
+
+def test_a_short_last_step_is_fitted_as_the_short_last_batch_it_computes(tmp_path):
+    """The last step computes 5 of 16 samples (about 42% of a full step's compute): the fit runs a last batch of
+    about that share, not one sample short of a full one."""
+    config = calibrate(str(stripped("hpu/recompile_unpadded_last_batch", tmp_path))).config
+    assert config.knobs.batch_size == 16 and 5 <= config.workload.last_batch_samples <= 7

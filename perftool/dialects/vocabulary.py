@@ -48,7 +48,8 @@ INPUT_WORKER_THREAD = re.compile(r"(?i)(preprocess\w*|dataloader|data loader|inp
 # The runtime calls that launch device work or copies, whichever profiler wrote them.
 LAUNCH = re.compile(
     r"^(cudaLaunchKernel|cudaGraphLaunch|cudaMemcpyAsync|hipLaunchKernel|hipGraphLaunch|hipMemcpyAsync"
-    r"|synLaunch|AscendCL@\w+|Engine::run)"
+    r"|AscendCL@\w+|Engine::run)"
+    r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
 # A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")

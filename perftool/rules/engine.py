@@ -44,12 +44,14 @@ class Cap:
 @dataclass(frozen=True)
 class ReadOptions:
     """How traces are read and advised on: the device family and dialect (None: detected), the occurrences
-    listed per finding, and the most JSON a trace may hold (None: the default limit)."""
+    listed per finding, the most JSON a trace may hold (None: the default limit), and the steps the whole job
+    runs where a trace does not record it (None: unknown)."""
 
     family: str | None = None
     dialect: str | None = None
     evidence: int = 5
     max_bytes: int | None = None
+    job_steps: int | None = None
 
 
 DEFAULT_READ = ReadOptions()
@@ -68,7 +70,7 @@ def scan_files(paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_
         except TraceError as exc:
             unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
             continue
-        traces.append(scan_trace(trace, rules, read.family, read.evidence))
+        traces.append(analyse_trace(trace, rules, read.family, read.evidence, read.job_steps)[0])
     report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces, unread=unread)
     report.rules_run = rules
     return report
@@ -80,9 +82,10 @@ def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evide
 
 
 def analyse_trace(
-    trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5
+    trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5, job_steps: int | None = None
 ) -> tuple[TraceFindings, Scope]:
-    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution).
+    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution);
+    ``job_steps``: the steps the whole job runs, over which a fit to the trace pays its one-time costs.
     The device's idle time is attributed in a helper thread while the metrics are computed: numpy frees the
     GIL, so the two take two cores where there are two."""
     steps = detect_steps(trace)
@@ -91,7 +94,7 @@ def analyse_trace(
         metrics = compute_metrics(trace, steps)
         emulator = _emulator_config(trace)
         run = KnownRun.of(emulator) if emulator is not None else None
-        scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence)
+        scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence, job_steps)
         if attributed is not None:
             scope.idle = attributed.result()
     capping = [c for c in metrics.caveats if c.caps]
@@ -231,12 +234,16 @@ def _fit(scope: Scope) -> KnownRun | None:
         and scope.metrics["recompilations.count"]
     ):
         return None  # a compile mid-run is fitted at the trace's own length, too long to emulate here
+    steps = min(scope.steps.count, FIT_MAX_STEPS)
     try:
-        config = fit(scope.trace, scope, given={"workload": {"steps": min(scope.steps.count, FIT_MAX_STEPS)}})
+        config = fit(scope.trace, scope, given={"workload": {"steps": steps}})
     except PerftoolError:
         return None
     if not reproduces(config, scope):
         return None
+    if scope.job_steps is not None:  # the job repeats what the capture shows, each of its compiles paid once
+        epochs = max(round(scope.job_steps / steps), 1)
+        config = config.model_copy(update={"workload": config.workload.model_copy(update={"epochs": epochs})})
     return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=read_settings(scope.trace))
 
 
@@ -272,8 +279,10 @@ def _fix_that_holds(
     idle = scope.idle.total / scope.window if scope.idle is not None else 0.0
     if unproven or _past(gain, max(bound.up_to_share or 0.0, idle)):
         return detection, bound, None
-    if detection.once_per_job:  # what a cost paid once wins back depends on the job's length, which no capture states
-        return chosen, prediction.over_capture(gain, fitted.describe(chosen.changes), scope.steps.count), None
+    if detection.once_per_job:  # a cost paid once: what its fix wins back depends on how long the job runs
+        if scope.job_steps is None:
+            return chosen, prediction.over_capture(gain, fitted.describe(chosen.changes), scope.steps.count), None
+        return chosen, fitted.over_job(chosen.changes) or gain, None
     return chosen, gain, None
 
 

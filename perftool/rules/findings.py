@@ -58,6 +58,11 @@ class Gain(_Record):
     step_time_us_before: float | None = None
     step_time_us_after: float | None = None
     speedup: float | None = Field(None, description="throughput after / before")
+    over: Literal["job", "steady_state"] | None = Field(
+        None,
+        description="what a predicted speed-up is over: the whole job, each one-time cost paid once, or the steady "
+        "state (a fit to a capture, the job's length unknown)",
+    )
     up_to_share: float | None = Field(None, description="for an upper bound: the most of the run time a fix wins back")
 
 

@@ -28,6 +28,7 @@ class KnownRun:
     io_tiles_for_batch: int  # the fewest IO tiles that hold one micro-batch (0 without tiles)
     slow_ranks: tuple[dict[str, Any], ...]  # data-parallel ranks slower (or faster) than the rest, as configured
     what_if: Callable[[dict[str, Any]], Gain | None]  # the run again with these changes
+    over_job: Callable[[dict[str, Any]], Gain | None]  # ... over its whole job, each one-time cost paid once
     describe: Callable[[dict[str, Any]], str]  # these changes in words ("loop size 64 → 50")
     recorded: bool = True  # the trace records this config (else it is a fit to the trace, its job's length unknown)
     judges: frozenset[str] | None = None  # the settings whose changes a fit predicts (None: every one, as recorded)
@@ -52,6 +53,7 @@ class KnownRun:
             io_tiles_for_batch=_io_tiles(config),
             slow_ranks=tuple(s.model_dump() for s in config.replicas.slow_ranks) if config.replicas else (),
             what_if=lambda changes: prediction.predicted(config, changes, source, recorded),
+            over_job=lambda changes: prediction.predicted(config, changes, source),
             describe=lambda changes: prediction.described(config, changes),
             recorded=recorded,
             judges=judges,

@@ -80,6 +80,7 @@ def predicted(
         step_time_us_before=step_before,
         step_time_us_after=step_after,
         speedup=speedup,
+        over="job" if over_job else "steady_state",
     )
 
 

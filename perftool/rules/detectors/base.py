@@ -30,6 +30,7 @@ class Scope:
     family: str  # npu | ipu | hpu | gpu | generic
     run: KnownRun | None  # how the trace was run, where it records it (emulator traces)
     evidence_count: int = 5
+    job_steps: int | None = None  # the steps the whole job runs, where the user states it (a trace does not)
     fitted: KnownRun | None = None  # an emulator config fitted to the trace, once a fix asks (see rules.engine)
     fit_tried: bool = False
 
