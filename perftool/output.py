@@ -3,7 +3,8 @@
 A regular file (or a symlink to one) is replaced atomically: a temporary file beside the real file,
 then a rename, so the link stays a link. A character device or FIFO (``/dev/null``, ``/dev/stdout``,
 a named pipe) is written into as it is, never replaced; any other kind of file is refused. An output
-that is one of the command's own inputs is refused before any work starts.
+that is one of the command's own inputs, or lies inside an input directory (a job's, whose files are its
+ranks), is refused before any work starts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def check_writable(path: str, inputs: Iterable[str | None] = ()) -> None:
     for source in inputs:
         if source and _same_file(path, source):
             raise PerftoolError(f"{path}: is also an input of this command ({source}); write the output elsewhere")
+        if source and _inside(path, source):
+            raise PerftoolError(f"{path}: is inside {source}, an input directory of this command; write it elsewhere")
     kind = _kind(path)
     if kind == "directory":
         raise PerftoolError(f"{path}: is a directory, cannot write output there")
@@ -102,6 +105,15 @@ def _kind(path: str) -> str:
     if stat.S_ISDIR(mode):
         return "directory"
     return "stream" if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) else "other"
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether ``path`` lies in ``directory`` (an existing one) or below it, through links and other spellings."""
+    if not os.path.isdir(directory):
+        return False
+    parent = os.path.dirname(os.path.realpath(path))  # where the write lands, through a link too
+    top = os.path.realpath(directory)
+    return parent == top or parent.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _same_file(path: str, other: str) -> bool:

@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
+import zlib
 from pathlib import Path
 
 from perftool.errors import PerftoolError
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace from another document
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+# a JSON document that says what it is in its first key: perftool's own reports ("schema": "perftool.findings/1"),
+# SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata
+_DOCUMENT = re.compile(rb'^\s*\{\s*"\$?schema"\s*:')
 
 
 def job_files(paths: list[str]) -> list[str]:
     """The trace files the arguments name: each file as given, and each directory's ``*.json``/``*.json.gz``
-    files (not its subdirectories), in name order."""
+    files (not its subdirectories) that hold a trace, in name order."""
     found: list[str] = []
     for path in paths:
         if os.path.isdir(path):
             inside = sorted(
-                str(p) for p in Path(path).iterdir() if p.is_file() and p.name.lower().endswith(TRACE_SUFFIXES)
+                str(p)
+                for p in Path(path).iterdir()
+                if p.is_file() and p.name.lower().endswith(TRACE_SUFFIXES) and _may_hold_a_trace(p)
             )
             if not inside:
                 raise PerftoolError(f"{path}: a directory with no trace files (*.json, *.json.gz) in it")
@@ -28,6 +36,25 @@ def job_files(paths: list[str]) -> list[str]:
         else:
             found.append(path)
     return found
+
+
+def _may_hold_a_trace(path: Path) -> bool:
+    """Whether a file in a job's directory may be a trace, by what it holds: not when it is JSON whose first key
+    names its schema (a report, perftool's own included) or is not JSON at all (HTML, XML, Markdown). A file that
+    cannot be read is kept, so that reading it reports the problem."""
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(HEAD_BYTES)
+            if head.startswith(b"\x1f\x8b"):
+                raw.seek(0)
+                with gzip.GzipFile(fileobj=raw) as unpacked:
+                    head = unpacked.read(HEAD_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return True
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if not text:
+        return True  # an empty file is a trace that failed to be written: reading it says so
+    return text[:1] in (b"{", b"[") and not _DOCUMENT.match(text)
 
 
 def names_ranks(paths: list[str]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 
@@ -67,7 +68,7 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
     if slowest is not None and findings:
         _explain_waits(by_rank, waited, per_step, slowest, findings[0].rule_id, rules)
     world = max((s.scan.world_size or 0 for s in by_rank.values()), default=0) or None
-    missing = sorted(set(range(world)) - set(by_rank))[:MAX_MISSING_LISTED] if world else []
+    missing = list(islice((rank for rank in range(world or 0) if rank not in by_rank), MAX_MISSING_LISTED))
     return JobView(
         ranks=rows,
         world_size=world,

@@ -1,0 +1,83 @@
+"""Hostile inputs around jobs: outputs aimed into a job's directory, files in it that are not traces, numbers in a
+trace that would size a structure, and what a run must never do with them (destroy a file, hang, trace back)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import complete
+
+REPO = Path(__file__).parent.parent
+STRAGGLER = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
+TRACE = REPO / "sample_traces" / "gpu" / "healthy.trace.json.gz"
+
+
+def digest(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir())}
+
+
+@pytest.fixture
+def job(tmp_path) -> Path:
+    copy = tmp_path / "job"
+    shutil.copytree(STRAGGLER, copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["scan", "{job}", "-o", "{job}/rank3.trace.json.gz"],
+        ["scan", "{job}", "--format", "json", "-o", "{job}/report.json"],
+        ["info", "{job}", "-o", "{job}/rank0.trace.json.gz"],
+        ["gate", "{job}", "{job}", "-o", "{job}/gate.json"],
+        ["diff", "{job}", "{job}", "-o", "{job}/../job/diff.txt"],
+    ],
+    ids=["scan-rank", "scan-report", "info", "gate", "diff-other-spelling"],
+)
+def test_an_output_inside_an_input_directory_is_refused_before_any_work(run, job, command):
+    before = digest(job)
+    result = run(*(part.format(job=job) for part in command), "--workers", "1")
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "is inside" in line and str(job) in line
+    assert digest(job) == before  # nothing written, nothing replaced
+
+
+def test_reports_left_in_a_job_directory_are_not_taken_for_ranks(run, job, tmp_path):
+    """perftool's own JSON reports, SARIF and an HTML page named *.json sit beside the ranks: the scan reads the
+    eight ranks and nothing else."""
+    for fmt, name in [("json", "report.json"), ("sarif", "report.sarif.json")]:
+        assert run("scan", job, "--format", fmt, "-o", tmp_path / name, "--workers", "1").exit_code in (0, 1)
+        shutil.copy(tmp_path / name, job / name)
+    (job / "page.json").write_text("<!doctype html><title>report</title>")
+    (job / "info.json.gz").write_bytes(gzip.compress(run("info", TRACE, "--format", "json").stdout.encode()))
+    result = run("scan", job, "--format", "json", "--workers", "1", "--fail-on", "never")
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert sorted(t["rank"] for t in document["traces"]) == list(range(8)) and document["unread"] == []
+
+
+def test_a_damaged_rank_is_still_reported_not_skipped(run, job):
+    """Only what a file holds that is plainly not a trace makes it skipped: a rank cut short is an error."""
+    (job / "rank2.trace.json.gz").write_bytes(b"")
+    result = run("scan", job, "--workers", "1")
+    assert result.exit_code == 2 and "rank2.trace.json.gz" in result.stderr
+
+
+def test_a_world_size_of_two_billion_costs_nothing(run, tmp_path):
+    """Two 1 KB files claiming a world of 2,000,000,000 ranks: the missing ranks are listed without building the
+    world in memory."""
+    for rank in (0, 1):
+        events = [complete(f"ProfilerStep#{step}", step * 1000, 900, cat="user_annotation") for step in range(4)]
+        events += [complete("kernel", step * 1000 + 10, 800, pid=0, tid=7, cat="kernel") for step in range(4)]
+        document = {"distributedInfo": {"rank": rank, "world_size": 2_000_000_000}, "traceEvents": events}
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(document))
+    result = run("scan", tmp_path, "--format", "json", "--workers", "1", "--fail-on", "never")
+    assert result.exit_code == 0, result.stderr
+    job = json.loads(result.stdout)["job"]
+    assert job["world_size"] == 2_000_000_000 and job["missing_ranks"][:3] == [2, 3, 4]
