@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
 from perftool.errors import PerftoolError, one_line
 from perftool.gate.policy import Budget
 from perftool.gate.run import GateResult
-from perftool.job.cluster import SCHEDULER_ENV, Cluster
+from perftool.job.cluster import Cluster, chosen_scheduler
 from perftool.job.scan import scan_job
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
 from perftool.project import ProjectConfig, load_project
@@ -95,11 +94,17 @@ def _max_trace_size(command):
     )(command)
 
 
+def _scheduler(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """--scheduler, else PERFTOOL_SCHEDULER, checked before any work (None: neither is given)."""
+    return chosen_scheduler(value, "--scheduler")
+
+
 def _cluster_options(command):
     """--scheduler ADDRESS and --workers N: where a job's ranks are analysed (and tune sweeps run)."""
     command = click.option(
         "--scheduler",
         metavar="ADDRESS",
+        callback=_scheduler,
         help="Dask scheduler to run on (tcp://host:8786)  [default: PERFTOOL_SCHEDULER, the project's "
         "scheduler:, else local worker processes].",
     )(command)
@@ -303,6 +308,7 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
 @click.option(
     "--scheduler",
     metavar="ADDRESS",
+    callback=_scheduler,
     help="Simulate on the workers of this Dask cluster (tcp://host:8786) instead of --jobs local processes  "
     "[default: PERFTOOL_SCHEDULER].",
 )
@@ -338,7 +344,7 @@ def tune(
     if emit_trace:
         check_length(loaded, emit_trace)
     with SweepProgress(progress) as bar:
-        result = run_tune(loaded, jobs, bar.start, bar.advance, scheduler or os.environ.get(SCHEDULER_ENV))
+        result = run_tune(loaded, jobs, bar.start, bar.advance, scheduler)
     files = {}  # every file is rendered before any is written, so Ctrl-C leaves all or none of them
     if write_best:
         files[write_best] = tune_best_yaml.render(result, config).encode()

@@ -4,15 +4,20 @@ its scheduler's address as a user reaches a cluster of many machines."""
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
+import os
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import pytest
 from distributed import LocalCluster
 
 import perftool
+from perftool.errors import PerftoolError
+from perftool.job import cluster
 
 REPO = Path(__file__).parent.parent
 STRAGGLER = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
@@ -74,3 +79,68 @@ def test_an_unreachable_scheduler_is_one_line(run):
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"perftool: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}")
+
+
+@pytest.fixture
+def short_waits(monkeypatch):
+    """The cluster's deadlines cut to a second, so a test of what ends them takes seconds."""
+    monkeypatch.setattr(cluster, "HANDSHAKE_S", 2.0)
+    monkeypatch.setattr(cluster, "WORKERS_WAIT_S", 1.0)
+
+
+def test_a_listener_that_is_not_dask_ends_in_one_line_not_a_hang(run, short_waits):
+    """A server that accepts the connection and never answers (as a web server does to Dask's handshake)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        started = time.monotonic()
+        result = run("scan", STRAGGLER, "--scheduler", f"tcp://127.0.0.1:{port}")
+    assert time.monotonic() - started < 30
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "no answer as a Dask scheduler" in line
+
+
+def test_a_scheduler_without_workers_ends_in_one_line_not_a_hang(run, short_waits):
+    with LocalCluster(n_workers=0, protocol="tcp", dashboard_address=":0", silence_logs=50) as empty:
+        result = run("scan", STRAGGLER, "--scheduler", empty.scheduler_address)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "has no workers" in line
+
+
+@pytest.mark.parametrize(
+    "address", ["localhost", "garbage", "tls://host:8786", "ucx://host:8786", "tcp://[::1", "tcp://host:99999"]
+)
+@pytest.mark.parametrize("source", ["option", "environment", "project"])
+def test_a_malformed_address_is_bad_input_from_wherever_it_comes(run, tmp_path, monkeypatch, address, source):
+    arguments = ["scan", str(STRAGGLER)]
+    if source == "option":
+        arguments += ["--scheduler", address]
+    elif source == "environment":
+        monkeypatch.setenv("PERFTOOL_SCHEDULER", address)
+    else:
+        (tmp_path / "perftool.yaml").write_text(f"scheduler: '{address}'\n")
+        arguments += ["--config", str(tmp_path / "perftool.yaml")]
+    result = run(*arguments)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("perftool: error: ") and repr(address) in line
+
+
+def test_a_task_that_fails_on_the_cluster_is_one_error(scheduler):
+    """What a worker raises (here: a worker without what the task needs) comes back as perftool's error."""
+    with pytest.raises(PerftoolError, match=r"a task failed on the Dask scheduler at .*: ModuleNotFoundError"):
+        cluster.map_tasks(importlib.import_module, [("perftool_plugin_nobody_installed",)], scheduler=scheduler)
+
+
+@pytest.mark.parametrize("workers", [-1, 0.5, "2"])
+def test_a_worker_count_that_is_not_one_is_refused_by_the_api(workers):
+    with pytest.raises(PerftoolError, match="workers"):
+        perftool.scan(STRAGGLER, workers=workers)
+
+
+def test_workers_are_capped_at_the_ranks_and_the_cpus():
+    assert cluster.local_workers(64, 8) == min(8, os.cpu_count() or 1)
+    assert cluster.local_workers(None, 3) == min(3, os.cpu_count() or 1)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +18,15 @@ from typing import Any
 from perftool.errors import PerftoolError
 
 SCHEDULER_ENV = "PERFTOOL_SCHEDULER"  # a scheduler address, like --scheduler
-CONNECT_TIMEOUT = "5s"  # to reach a scheduler
+CONNECT_TIMEOUT = "5s"  # to open a connection to a scheduler
+HANDSHAKE_S = 15.0  # for the scheduler to answer as a Dask scheduler does; a listener that does not is no scheduler
+WORKERS_WAIT_S = 15.0  # for a scheduler to have a worker
+# tcp://host:port, host:port, tcp://[::1]:port: the addresses perftool connects to (TLS and UCX need settings it
+# does not take)
+_ADDRESS = re.compile(
+    r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]@]+):(?P<port>\d{1,5})$"
+)
+_DASK_LOGGERS = ("distributed", "tornado", "asyncio")  # what a closing cluster logs about comms it drops
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,38 @@ def default_workers(tasks: int) -> int:
     return max(1, min(os.cpu_count() or 1, tasks))
 
 
+def scheduler_address(address: str, where: str = "scheduler") -> str:
+    """``address`` as Dask takes it (``tcp://host:port``); a :class:`PerftoolError` naming ``where`` it came from
+    when it is not a TCP address with a port."""
+    found = _ADDRESS.match(address.strip())
+    scheme = (found.group("scheme") or "tcp").lower() if found else None
+    if found is None or not 0 < int(found.group("port")) < 65536:
+        raise PerftoolError(
+            f"{where}: {address!r} is not a scheduler address; give tcp://HOST:PORT (e.g. tcp://host:8786)"
+        )
+    if scheme != "tcp":
+        raise PerftoolError(
+            f"{where}: {address!r}: perftool connects to schedulers over tcp:// only ({scheme}:// needs security or "
+            "transport settings it does not take)"
+        )
+    return f"tcp://{found.group('host')}:{int(found.group('port'))}"
+
+
+def chosen_scheduler(scheduler: str | None, where: str = "scheduler") -> str | None:
+    """The scheduler to run on, checked: the one given (from ``where``), else :data:`SCHEDULER_ENV`, else None."""
+    if scheduler:
+        return scheduler_address(scheduler, where)
+    from_env = os.environ.get(SCHEDULER_ENV)
+    return scheduler_address(from_env, SCHEDULER_ENV) if from_env else None
+
+
+def local_workers(workers: int | None, tasks: int) -> int:
+    """Local worker processes for ``tasks``: as asked (at least 1), never more than the tasks or the CPUs."""
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise PerftoolError(f"workers: {workers!r} is not a count of worker processes (1 or more)")
+    return min(workers or default_workers(tasks), default_workers(tasks))
+
+
 @contextmanager
 def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
     """A Dask client on ``scheduler`` (an address such as ``tcp://host:8786``), else on a local cluster of
@@ -45,18 +87,59 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
     except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
         raise PerftoolError("running ranks on Dask needs dask.distributed: pip install 'dask[distributed]'") from None
     if scheduler:
-        try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT)
-        except (OSError, TimeoutError) as exc:
-            raise PerftoolError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
-        with client:
+        scheduler = scheduler_address(scheduler)
+        client = _connected(Client, scheduler)
+        with _quiet(), client:
+            try:
+                client.wait_for_workers(1, timeout=WORKERS_WAIT_S)
+            except (OSError, TimeoutError):
+                raise PerftoolError(
+                    f"the Dask scheduler at {scheduler} has no workers (waited {WORKERS_WAIT_S:g} s); start some with "
+                    f"dask worker {scheduler}"
+                ) from None
             yield client
         return
     cluster = LocalCluster(  # its dashboard on any free port, so another cluster on this machine is no conflict
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
     )
-    with cluster, Client(cluster) as client:
+    with _quiet(), cluster, Client(cluster) as client:
         yield client
+
+
+def _connected(client_type: Any, scheduler: str) -> Any:
+    """A client of the scheduler at ``scheduler``, connected within :data:`HANDSHAKE_S`. Connecting runs in a
+    daemon thread: a listener that accepts the connection but never answers as Dask does (a web server) would
+    hold the handshake forever, and is left behind instead."""
+    outcome: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            outcome["client"] = client_type(scheduler, timeout=CONNECT_TIMEOUT)
+        except Exception as exc:  # any failure to connect is reported below, in the caller's thread
+            outcome["error"] = exc
+
+    attempt = threading.Thread(target=connect, name="perftool-connect", daemon=True)
+    attempt.start()
+    attempt.join(HANDSHAKE_S)
+    if "client" in outcome:
+        return outcome["client"]
+    problem = outcome.get("error") or f"no answer as a Dask scheduler within {HANDSHAKE_S:g} s"
+    raise PerftoolError(f"cannot reach the Dask scheduler at {scheduler}: {problem}")
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Dask's own logging held to critical messages while a cluster runs and closes: a closing cluster logs the
+    comms it drops (CommClosedError) on runs that succeed, and failures reach the user as perftool's errors."""
+    loggers = [logging.getLogger(name) for name in _DASK_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def map_tasks(
@@ -66,9 +149,10 @@ def map_tasks(
     workers: int | None = None,
     done: Callable[[], None] | None = None,
 ) -> list[Any]:
-    """``function(*task)`` for every task, in the tasks' order; on Dask unless one local worker is asked for."""
-    scheduler = scheduler or os.environ.get(SCHEDULER_ENV) or None
-    workers = workers or default_workers(len(tasks))
+    """``function(*task)`` for every task, in the tasks' order; on Dask unless one local worker is asked for. A task
+    that fails on the cluster (a worker without perftool, a scheduler gone) is a :class:`PerftoolError`."""
+    scheduler = chosen_scheduler(scheduler)
+    workers = local_workers(workers, len(tasks))
     if scheduler is None and (workers == 1 or len(tasks) <= 1):
         results = []
         for task in tasks:
@@ -77,10 +161,16 @@ def map_tasks(
                 done()
         return results
     with dask_client(scheduler, workers) as client:
-        futures = [client.submit(function, *task, pure=False) for task in tasks]
-        from distributed import as_completed
+        try:
+            futures = [client.submit(function, *task, pure=False) for task in tasks]
+            from distributed import as_completed
 
-        for _ in as_completed(futures):
-            if done:
-                done()
-        return client.gather(futures)
+            for _ in as_completed(futures):
+                if done:
+                    done()
+            return client.gather(futures)
+        except PerftoolError:
+            raise
+        except Exception as exc:  # raised where the task ran, or by the cluster: one line, not a remote traceback
+            where = f"the Dask scheduler at {scheduler}" if scheduler else "the local Dask cluster"
+            raise PerftoolError(f"a task failed on {where}: {type(exc).__name__}: {exc}") from None
