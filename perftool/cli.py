@@ -59,8 +59,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
 
 
 class _Group(click.Group):
-    """Turns PerftoolError and click's usage errors into one line on stderr and exit 2, and Ctrl-C
-    into exit 130 (see :mod:`perftool.output` for how files are written)."""
+    """Turns PerftoolError and click's usage errors into one line on stderr and exit 2, Ctrl-C into exit 130,
+    SIGTERM and SIGHUP into 143 and 129 (see :mod:`perftool.output` for how files are written)."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -73,8 +73,9 @@ class _Group(click.Group):
             click.echo(f"perftool: error: {one_line(exc.format_message())}{where}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
-            click.echo("perftool: interrupted", err=True)
-            sys.exit(interrupts.EXIT_CODE)
+            interrupts.stop("perftool: interrupted", interrupts.EXIT_CODE)
+        except interrupts.Terminated as exc:
+            interrupts.stop(f"perftool: terminated ({exc})", exc.exit_code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -343,7 +344,7 @@ def tune(
     loaded = load_tune_config(config, list(overrides) + [f"tune.{k}={v}" for k, v in settings.items() if v])
     if emit_trace:
         check_length(loaded, emit_trace)
-    with SweepProgress(progress) as bar:
+    with SweepProgress(progress) as bar, interrupts.never_lost():
         result = run_tune(loaded, jobs, bar.start, bar.advance, scheduler)
     files = {}  # every file is rendered before any is written, so Ctrl-C leaves all or none of them
     if write_best:
@@ -596,4 +597,10 @@ def schema(name: str) -> None:
 
 
 def main() -> None:
-    cli(prog_name="perftool")
+    interrupts.stop_on_termination()
+    try:
+        cli(prog_name="perftool")
+    except KeyboardInterrupt:  # pressed before a command runs (while its options are read)
+        interrupts.stop("perftool: interrupted", interrupts.EXIT_CODE)
+    finally:
+        interrupts.finished()

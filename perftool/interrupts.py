@@ -1,12 +1,82 @@
-"""Ctrl-C: the parent process handles it, so worker processes ignore it and leave without tracebacks."""
+"""Ctrl-C and termination: the parent process handles them, so worker processes ignore Ctrl-C and leave without
+tracebacks; SIGTERM and SIGHUP stop a run as Ctrl-C does, through the same clean-up (a partial output file is
+removed, see :mod:`perftool.output`)."""
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 EXIT_CODE = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(BaseException):
+    """The run was asked to stop by SIGTERM or SIGHUP; it exits with 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.exit_code = 128 + signum
+
+
+def stop(message: str, code: int) -> None:
+    """Say why the run stopped, in one line, and exit with ``code``: what the clean-up on the way out prints (a
+    cluster interrupted while it started, closing at exit) is not shown."""
+    print(message, file=sys.stderr, flush=True)
+    with open(os.devnull, "w") as nowhere:
+        os.dup2(nowhere.fileno(), 2)
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until the interpreter exits
+    sys.exit(code)
+
+
+def finished() -> None:
+    """The command is over and its exit code decided: a signal while the interpreter exits does not change it."""
+    for signum in (signal.SIGINT, *TERMINATING):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def ignore_in_worker() -> None:
-    """For worker processes: SIGINT is the parent's to handle; it then stops its workers."""
+    """For worker processes: SIGINT is the parent's to handle; it then stops its workers. SIGTERM and SIGHUP end a
+    worker at once, without the parent's clean-up (it has nothing to clean)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in TERMINATING:
+        signal.signal(signum, signal.SIG_DFL)
+
+
+def stop_on_termination() -> None:
+    """SIGTERM and SIGHUP raise :class:`Terminated` in the main thread, so the run unwinds and cleans up."""
+    for signum in TERMINATING:
+        signal.signal(signum, _terminate)
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+@contextmanager
+def never_lost() -> Iterator[None]:
+    """Ctrl-C within the block always ends it: raised again after the block where a library inside caught it (a
+    Dask client waiting on its futures does, now and then)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not (
+        signal.default_int_handler
+    ):
+        yield
+        return
+    pressed: list[int] = []
+
+    def noticed(_signum: int, _frame: FrameType | None) -> None:
+        pressed.append(1)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, noticed)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt

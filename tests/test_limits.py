@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import REPO, error_line
 
-from perftool import limits
+from perftool import interrupts, limits
 from perftool.output import write_bytes
 
 SAMPLE = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
@@ -232,7 +232,35 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
 
-def test_ctrl_c_during_a_sweep_exits_130_and_writes_nothing(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_termination_signal_mid_write_leaves_no_partial_file(tmp_path, monkeypatch, signum):
+    """The signal lands while the temporary file is written: the run stops as for Ctrl-C and the temporary file
+    beside the output is removed."""
+    target = tmp_path / "report.json"
+    target.write_text("old")
+    previous = {s: signal.getsignal(s) for s in interrupts.TERMINATING}
+    interrupts.stop_on_termination()
+    monkeypatch.setattr(os, "replace", lambda *_args: os.kill(os.getpid(), signum))
+    try:
+        with pytest.raises(interrupts.Terminated):
+            write_bytes(b"new", str(target))
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "said"),
+    [
+        (signal.SIGINT, 130, "perftool: interrupted"),
+        (signal.SIGTERM, 143, "perftool: terminated (SIGTERM)"),
+        (signal.SIGHUP, 129, "perftool: terminated (SIGHUP)"),
+    ],
+    ids=["ctrl-c", "sigterm", "sighup"],
+)
+def test_a_stopped_sweep_exits_with_the_signals_code_and_writes_nothing(tmp_path, signum, code, said):
     outputs = {
         flag: tmp_path / name
         for flag, name in [("--write-best", "best.yaml"), ("--results", "all.csv"), ("-o", "summary.txt")]
@@ -261,10 +289,10 @@ def test_ctrl_c_during_a_sweep_exits_130_and_writes_nothing(tmp_path):
         assert char, f"tune ended before its sweep began: {seen}"
         seen += char
     time.sleep(0.5)
-    os.killpg(sweep.pid, signal.SIGINT)  # as a terminal does: the whole process group, workers included
+    os.killpg(sweep.pid, signum)  # as a terminal or a job runner does: the whole process group, workers included
     _, rest = sweep.communicate(timeout=60)
-    assert sweep.returncode == 130
-    assert rest.strip().splitlines()[-1].endswith("perftool: interrupted")
+    assert sweep.returncode == code
+    assert rest.strip().splitlines()[-1].endswith(said)
     assert "Traceback" not in seen + rest
     assert list(tmp_path.iterdir()) == []
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from perftool import interrupts
 from perftool.errors import PerftoolError
 
 SCHEDULER_ENV = "PERFTOOL_SCHEDULER"  # a scheduler address, like --scheduler
@@ -99,11 +101,31 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
                 ) from None
             yield client
         return
-    cluster = LocalCluster(  # its dashboard on any free port, so another cluster on this machine is no conflict
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.CRITICAL
-    )
-    with _quiet(), cluster, Client(cluster) as client:
-        yield client
+    with _quiet():
+        with _stderr_unseen():  # the workers' processes inherit it: a Ctrl-C they see too prints nothing of theirs
+            cluster = LocalCluster(  # its dashboard on any free port, so another cluster here is no conflict
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.CRITICAL,
+            )
+        with cluster, Client(cluster) as client:
+            yield client
+
+
+@contextmanager
+def _stderr_unseen() -> Iterator[None]:
+    """The standard error of processes started in the block goes nowhere; this process's own is kept."""
+    sys.stderr.flush()
+    kept = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as nowhere:
+            os.dup2(nowhere.fileno(), 2)
+        yield
+    finally:
+        os.dup2(kept, 2)
+        os.close(kept)
 
 
 def _connected(client_type: Any, scheduler: str) -> Any:
@@ -160,7 +182,7 @@ def map_tasks(
             if done:
                 done()
         return results
-    with dask_client(scheduler, workers) as client:
+    with interrupts.never_lost(), dask_client(scheduler, workers) as client:
         try:
             futures = [client.submit(function, *task, pure=False) for task in tasks]
             from distributed import as_completed
