@@ -8,10 +8,7 @@ import importlib
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -147,26 +144,3 @@ def test_a_worker_count_that_is_not_one_is_refused_by_the_api(workers):
 def test_workers_are_capped_at_the_ranks_and_the_cpus():
     assert cluster.local_workers(64, 8) == min(8, os.cpu_count() or 1)
     assert cluster.local_workers(None, 3) == min(3, os.cpu_count() or 1)
-
-
-def _children(pid: int) -> list[str]:
-    """The processes ``pid`` has started (Linux's /proc), empty where it has none yet."""
-    try:
-        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-
-
-def test_ctrl_c_while_the_local_cluster_starts_is_130_and_one_line():
-    """Ctrl-C (to the whole process group, as a terminal sends it) as the cluster's worker processes start: exit
-    130, "perftool: interrupted", and nothing from Dask or its workers (their tracebacks, the cluster's close)."""
-    command = [sys.executable, "-c", "from perftool.cli import main; main()", "scan", str(STRAGGLER), "--workers", "2"]
-    scan = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    deadline = time.monotonic() + 60
-    while not _children(scan.pid) and scan.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    os.killpg(scan.pid, signal.SIGINT)
-    _, said = scan.communicate(timeout=120)
-    assert (scan.returncode, said) == (130, "perftool: interrupted\n")
