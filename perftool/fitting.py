@@ -178,7 +178,8 @@ def _fit(
     loading = _loading(trace, scope) if profile.host_feeds_data else None
     syncs = not profile.host_blocks_per_call and _syncs_each_step(trace, scope, idle.get("sync", 0.0) / step)
     host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, syncs)
-    compute_jitter = _compute_spread(scope)
+    per_step = _steady_compute(scope)
+    compute_jitter = _compute_spread(per_step)
     # a graph compiled again in the steady state: the remainder loop where the fit has one, else a short last batch
     # (one sample short of a full one: a new shape compiled at the end)
     short_last = recompiling and job_steps % host.loop == 0
@@ -203,7 +204,7 @@ def _fit(
         **host.workload,
         **_input(trace, scope, step, host.pacing == INPUT_PACE, batch, loading),
         **_compiles(scope),
-        **({"last_batch_samples": _short_last(scope, batch) or batch - 1} if short_last and batch >= 2 else {}),
+        **({"last_batch_samples": _short_last(per_step, batch) or batch - 1} if short_last and batch >= 2 else {}),
         **strided,
         **offloaded,
     }
@@ -385,9 +386,9 @@ def _loading(trace: Trace, scope: Scope) -> np.ndarray | None:
     return trace.dur[rows] if rows.any() else None
 
 
-def _compute_spread(scope: Scope) -> float:
-    """How the device's compute per steady step varies (:func:`spread`; the default where it cannot say)."""
-    busy = _steady_compute(scope)
+def _compute_spread(busy: list[float]) -> float:
+    """How the device's compute per steady step (``busy``) varies (:func:`spread`; the default where it cannot
+    say)."""
     return min(spread(busy), MAX_COMPUTE_JITTER) if len(busy) > 1 else DEFAULT_COMPUTE_JITTER
 
 
@@ -401,11 +402,10 @@ def _steady_compute(scope: Scope) -> list[float]:
     ]
 
 
-def _short_last(scope: Scope, batch: int) -> int | None:
-    """The samples of a ``batch`` the trace's last step computes where it computes less than a steady step
-    (:data:`SHORT_LAST`: a short last batch, as the compute per sample says), at least 1 and fewer than a batch;
-    None where it does not, or too few steps say what a steady one computes."""
-    busy = _steady_compute(scope)
+def _short_last(busy: list[float], batch: int) -> int | None:
+    """The samples of a ``batch`` the last of the steady steps computes (``busy``: compute per step) where it
+    computes less than the others (:data:`SHORT_LAST`: a short last batch, as the compute per sample says), at
+    least 1 and fewer than a batch; None where it does not, or too few steps say what a steady one computes."""
     if len(busy) <= STEPS_BEFORE_LAST:
         return None
     share = busy[-1] / float(np.median(busy[:-1]))

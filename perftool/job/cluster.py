@@ -77,7 +77,7 @@ def local_workers(workers: int | None, tasks: int) -> int:
     """Local worker processes for ``tasks``: as asked (at least 1), never more than the tasks or the CPUs."""
     if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
         raise PerftoolError(f"workers: {workers!r} is not a count of worker processes (1 or more)")
-    return min(workers or default_workers(tasks), default_workers(tasks))
+    return min(workers or tasks, default_workers(tasks))
 
 
 @contextmanager

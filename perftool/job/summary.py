@@ -66,7 +66,7 @@ def summarise_rank(
         trace = load_trace(path, dialect=read.dialect, workers=1 if in_worker else None, max_bytes=read.max_bytes)
     except TraceError as exc:
         return UnreadTrace(path=exc.path, problem=exc.problem)
-    scan, scope = analyse_trace(trace, rules, read.family, read.evidence, read.job_steps)
+    scan, scope = analyse_trace(trace, rules, read)
     given = (scan.rank, rank_from_name(path, in_job), position if in_job else None)
     scan.rank = next((rank for rank in given if rank is not None), None)
     summary = RankSummary(scan.rank, scan, _breakdown(scope), scope.metrics.groups, _timeline(scope), scope.steps.first)

@@ -70,22 +70,20 @@ def scan_files(paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_
         except TraceError as exc:
             unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
             continue
-        traces.append(analyse_trace(trace, rules, read.family, read.evidence, read.job_steps)[0])
+        traces.append(scan_trace(trace, rules, read))
     report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces, unread=unread)
     report.rules_run = rules
     return report
 
 
-def scan_trace(trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5) -> TraceFindings:
-    """Findings of ``rules`` on one loaded trace, the largest impact first."""
-    return analyse_trace(trace, rules, family, evidence)[0]
+def scan_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> TraceFindings:
+    """Findings of ``rules`` on one loaded trace, the largest impact first (``read``: the family advised on, the
+    occurrences listed, the job's length)."""
+    return analyse_trace(trace, rules, read)[0]
 
 
-def analyse_trace(
-    trace: Trace, rules: list[Rule], family: str | None = None, evidence: int = 5, job_steps: int | None = None
-) -> tuple[TraceFindings, Scope]:
-    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution);
-    ``job_steps``: the steps the whole job runs, over which a fit to the trace pays its one-time costs.
+def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> tuple[TraceFindings, Scope]:
+    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution).
     The device's idle time is attributed in a helper thread while the metrics are computed: numpy frees the
     GIL, so the two take two cores where there are two."""
     steps = detect_steps(trace)
@@ -94,7 +92,7 @@ def analyse_trace(
         metrics = compute_metrics(trace, steps)
         emulator = _emulator_config(trace)
         run = KnownRun.of(emulator) if emulator is not None else None
-        scope = Scope(trace, steps, metrics, family or device_family(trace), run, evidence, job_steps)
+        scope = Scope(trace, steps, metrics, read.family or device_family(trace), run, read.evidence, read.job_steps)
         if attributed is not None:
             scope.idle = attributed.result()
     capping = [c for c in metrics.caveats if c.caps]
