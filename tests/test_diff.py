@@ -187,6 +187,9 @@ def test_the_library_gives_the_same_diff(tmp_path):
         ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
         ("Conv2D_12", "Conv2D"),
         ("MatMul-op45", "MatMul"),
+        ("Cast_3 (7)#12", "Cast"),  # launch ids one after another all go
+        ("Foo (3) bar", "Foo (3) bar"),  # only at the end
+        ("step_1x", "step_1x"),
         ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),
         ("(anonymous namespace)::softmax<float, 9, false>", "(anonymous namespace)::softmax<float, N, false>"),
     ],
@@ -204,6 +207,9 @@ def test_the_built_in_op_map_gives_each_vendor_the_shared_name(tmp_path):
     assert shared("ampere_sgemm_128x64_tn") == shared("MatMulV2") == shared("aten::mm") == "matmul"
     assert shared("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == shared("hcom_allReduce_") == "all_reduce"
     assert shared("layernorm_bwd_bf16") == "layer_norm_backward" and shared("layernorm_fwd_bf16") == "layer_norm"
+    assert shared("cudnn::dgrad_engine<conv>") == shared("ConvBackpropInput") == "conv_backward"
+    assert shared("Memcpy HtoD (Pinned -> Device)") == "copy_h2d" and shared("Memcpy DtoH") == "copy_d2h"
+    assert shared("gemm_bwd_kernel") == "matmul_backward" and shared("softmax_grad") == "softmax_backward"
     assert shared("some_custom_kernel") is None
 
 

@@ -4,6 +4,7 @@ templates reach only their own values, outputs are all-or-nothing, Ctrl-C exits 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import signal
 import subprocess
@@ -13,10 +14,11 @@ import zlib
 
 import pytest
 import yaml
-from conftest import REPO, error_line
+from conftest import REPO, complete, error_line
 
 from perftool import interrupts, limits
 from perftool.output import write_bytes
+from perftool.trace import decode, loader
 
 SAMPLE = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
 NPU_CONFIG = REPO / "sample_traces" / "npu" / "healthy.yaml"
@@ -33,11 +35,13 @@ def gzip_of_spaces(path, megabytes: int) -> None:
 
 
 def peak_rss_mb_of(code: str) -> tuple[str, float]:
-    """Run ``code`` in a fresh interpreter; what it printed and its peak resident memory in MB."""
-    program = f"import resource\n{code}\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    """Run ``code`` in a fresh interpreter; what it printed and its peak resident memory in MB (VmHWM, which
+    starts afresh at exec, where ``ru_maxrss`` may keep the peak of the test process that forked it)."""
+    peak = "next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM')) / 1024"
+    program = f"{code}\nprint({peak})"
     lines = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout
-    *printed, peak = lines.strip().splitlines()
-    return "\n".join(printed), float(peak)
+    *printed, peak_mb = lines.strip().splitlines()
+    return "\n".join(printed), float(peak_mb)
 
 
 # --- traces ---------------------------------------------------------------------------------------------------------
@@ -321,3 +325,75 @@ def test_many_tiny_events_are_held_to_the_memory_the_size_limit_allows(run, tmp_
     assert limits.events_within(30_000_000) < 200_000  # ...but not the events
     error_line(run("info", path, "--max-trace-size", "30MB"), str(path), "holds more events (over 162,500")
     assert run("info", path, "--max-trace-size", "60MB").exit_code == 0
+
+
+# --- work that grows with the input, never faster -------------------------------------------------------------------
+
+HOSTILE_NAMES = [
+    "k" + "_1" * 100_000 + "x",  # a launch id that is not one: every position looks like its start
+    "conv" * 50_000, "memcpy" * 30_000 + "x", "softmax" * 30_000, "gemm" * 50_000, "layernorm" * 20_000,
+]  # fmt: skip
+
+
+def kernels_trace(path, names: list[str], slowdown: int) -> None:
+    events = []
+    for step in range(6):
+        start = step * 10_000 * slowdown
+        events.append(complete(f"ProfilerStep#{step}", start, 9_000 * slowdown, cat="user_annotation"))
+        for i, name in enumerate(names):
+            at = start + 100 + i * 1_000 * slowdown
+            events.append(complete(name, at, 800 * slowdown, pid=0, tid=7, cat="kernel"))
+    path.write_text(json.dumps({"traceEvents": events}))
+
+
+@pytest.mark.parametrize(("command", "code"), [("diff", 0), ("gate", 1)])  # gate: a 3x slower candidate fails
+def test_kernel_names_built_to_backtrack_cost_linear_time(tmp_path, command, code):
+    """200 KB names that made the launch-id and op-map patterns backtrack (minutes for one name) take seconds."""
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    kernels_trace(base, HOSTILE_NAMES, 1)
+    kernels_trace(new, HOSTILE_NAMES, 3)
+    finished = subprocess.run(
+        [sys.executable, "-m", "perftool", command, str(base), str(new)], capture_output=True, text=True, timeout=120
+    )
+    assert finished.returncode == code and "Traceback" not in finished.stderr
+
+
+def test_the_built_in_op_map_reads_a_name_once():
+    """Each built-in pattern, unbounded by the op map's cut, on names that repeat its words 20,000 times."""
+    code = (
+        "from perftool.diff.names import load_op_map\n"
+        "words = ['conv', 'bwd ', 'memcpy', 'htod', 'softmax', 'grad', 'gemm', 'layer_norm', 'dgrad', 'send']\n"
+        "for _, pattern, _ in load_op_map().entries:\n"
+        "    for word in words:\n"
+        "        pattern is None or pattern.search(word * 20_000 + '!')\n"
+        "print('done')"
+    )
+    finished = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert finished.stdout.strip() == "done", finished.stderr
+
+
+def test_a_file_of_nul_bytes_fails_at_its_first_byte_in_bounded_memory(tmp_path):
+    zeros = tmp_path / "zeros.json"
+    with open(zeros, "wb") as fh:
+        fh.truncate(512 << 20)  # sparse: 512 MB of NUL bytes that take no disk
+    printed, peak_mb = peak_rss_mb_of(
+        "from perftool.traces import load_trace\nfrom perftool.errors import TraceError\n"
+        f"try:\n    load_trace({str(zeros)!r})\nexcept TraceError as exc:\n    print(exc)"
+    )
+    assert printed == f"{zeros}: not valid JSON at line 1, column 1: invalid character"
+    assert peak_mb < 300  # the interpreter and numpy take ~60 MB; buffering the file took 1.1 GB
+
+
+def test_ranges_of_a_whitespace_padded_events_array_read_the_file_about_once(tmp_path, monkeypatch):
+    """Two events around 4 MB of blanks, cut into 64 ranges: only the range the blanks begin in reads past
+    its end, and every event lands in exactly one range."""
+    event = json.dumps(complete("kernel", 1, 2))
+    path = tmp_path / "padded.json"
+    path.write_text('{"traceEvents":[' + event + " " * (4 << 20) + "," + event + "]}")
+    monkeypatch.setattr(decode, "PIECE_BYTES", 64 << 10)
+    read, pread = [], os.pread
+    monkeypatch.setattr(decode.os, "pread", lambda fd, n, at: read.append(n) or pread(fd, n, at))
+    events = decode.locate_events(str(path), {})
+    pieces = [decode.read_events_range(str(path), *events, *piece) for piece in loader._pieces(*events)]
+    assert len(pieces) == 65 and sum(len(decode.decode_piece(p)) for p in pieces if p.strip()) == 2
+    assert sum(read) < 6 * path.stat().st_size  # every range reading on to the next cut: 40 times the file

@@ -22,7 +22,11 @@ from perftool.yamlfile import read_model
 _RETURN_TYPE = re.compile(r"^void\s+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(\.\d+)?[uUlLfF]*")
-_LAUNCH_ID = re.compile(r"(\s*#\d+|\s*\(\d+\)|[-_]op\d+|[-_]\d+)+$")  # Foo#12, Foo (3), MatMul-op12, Cast_3
+# A launch id at the end (Foo#12, Foo (3), MatMul-op12, Cast_3), matched on the reversed name from its start: one
+# pass, where the same pattern searched for at the end tries every position and is quadratic in the name's length.
+_LAUNCH_ID_REVERSED = re.compile(r"(\d+#\s*|\)\d+\(\s*|\d+po[-_]|\d+[-_])+")
+# Patterns see a name's first this many characters: a pattern that backtracks costs milliseconds, whatever the trace.
+MATCHED_CHARS = 1024
 _SPACES = re.compile(r"\s+")
 
 
@@ -34,7 +38,12 @@ def normalise(name: str) -> str:
     opening = name.find("<")
     if opening > 0:
         name = name[:opening] + _NUMBER.sub("N", name[opening:])
-    return _SPACES.sub(" ", _LAUNCH_ID.sub("", name)).strip() or name
+    return _SPACES.sub(" ", _without_launch_id(name)).strip() or name
+
+
+def _without_launch_id(name: str) -> str:
+    launch_id = _LAUNCH_ID_REVERSED.match(name[::-1])
+    return name[: len(name) - launch_id.end()] if launch_id else name
 
 
 def without_parameters(name: str) -> str:
@@ -80,9 +89,11 @@ class OpMap:
     entries: tuple[tuple[frozenset[str], re.Pattern | None, str], ...]
 
     def shared(self, name: str) -> str | None:
-        """The shared name of the first entry that lists or matches ``name``; None when none does."""
+        """The shared name of the first entry that lists ``name`` or whose pattern finds it in the name's first
+        :data:`MATCHED_CHARS` characters; None when none does."""
+        matched = name[:MATCHED_CHARS]
         for names, pattern, shared in self.entries:
-            if name in names or (pattern is not None and pattern.search(name)):
+            if name in names or (pattern is not None and pattern.search(matched)):
                 return shared
         return None
 

@@ -198,13 +198,13 @@ def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[
     buf = _Buffer(read)
     is_object = _open_events(buf, metadata)
     chunk, pos, eof = buf.data, buf.pos, buf.eof
-    head = b""  # the start of the next piece, from the end of earlier chunks
+    head: list[bytes] = []  # the start of the next piece, from the end of earlier chunks (joined once, when cut)
     while not eof:
         if head:
             cut = _SEPARATOR.search(chunk)
             if cut:  # the piece ends at the first cut of this chunk
-                yield head + chunk[: cut.start() + 1]
-                head, pos = b"", cut.end() - 1
+                yield b"".join((*head, chunk[: cut.start() + 1]))
+                head, pos = [], cut.end() - 1
                 continue
         elif len(chunk) - pos > PIECE_BYTES:
             bounds = _last_boundary(chunk, pos, pos + PIECE_BYTES) or _first_boundary(chunk, pos + PIECE_BYTES)
@@ -212,10 +212,10 @@ def stream_pieces(read: Callable[[int], bytes], metadata: Metadata) -> Iterator[
                 yield memoryview(chunk)[pos : bounds[0]]
                 pos = bounds[1]
                 continue
-        head += chunk[pos:]  # what is left of this chunk starts the next piece
+        head.append(chunk[pos:])  # what is left of this chunk starts the next piece
         chunk, pos = read(CHUNK_BYTES), 0
         eof = not chunk
-    events, tail = _split_tail(head + chunk[pos:], is_object)
+    events, tail = _split_tail(b"".join((*head, chunk[pos:])), is_object)
     metadata.update(tail)
     if events.strip():
         yield events
@@ -249,24 +249,50 @@ def read_events_range(path: str, start: int, end: int, lo: int, hi: int) -> byte
     same cut and every event lands in exactly one range.
     """
     with open(path, "rb") as fh:
-        first = lo if lo == start else _next_separator(fh, lo, end)[1]
-        last = end if hi >= end else _next_separator(fh, hi, end)[0]
+        if lo == start:
+            first = lo
+        elif (cut := _next_separator(fh, lo, end, before=hi)) is not None:
+            first = cut[1]
+        else:
+            return b""  # no event begins here: the one before runs through the whole range
+        last = end if hi >= end else (_next_separator(fh, hi, end) or (end, end))[0]
         return os.pread(fh.fileno(), last - first, first) if last > first else b""
 
 
-def _next_separator(fh: BinaryIO, pos: int, end: int) -> tuple[int, int]:
-    """(end of one event, start of the next) for the first separator at or after ``pos``."""
+def _next_separator(fh: BinaryIO, pos: int, end: int, before: int | None = None) -> tuple[int, int] | None:
+    """(end of one event, start of the next) for the first separator at or after ``pos``; None when there is
+    none before ``end``, or none that starts before ``before``.
+
+    A range's start looks no further than the range itself: where one event or a run of whitespace spans
+    many ranges, only the range it begins in reads to its end, so a file is read about once, not once a range.
+    """
+    limit = end if before is None else min(before, end)
     window = 1 << 16
-    while pos < end:
+    while pos < limit:
         data = os.pread(fh.fileno(), min(window, end - pos), pos)
         match = _SEPARATOR.search(data)
         if match:
-            return pos + match.start() + 1, pos + match.end() - 1
+            return (pos + match.start() + 1, pos + match.end() - 1) if pos + match.start() < limit else None
         if pos + len(data) >= end:
             break
         pos += len(data) - 64  # a separator may straddle the window's edge
         window *= 2
-    return end, end
+    return None
+
+
+def opens_container(head: bytes) -> bool:
+    """Whether a document's first bytes open a JSON object or array, or are all whitespace so far."""
+    return head.removeprefix(_BOM).lstrip(b" \t\r\n")[:1] in (b"{", b"[", b"")
+
+
+def check_opening(path: str, head: bytes, whole: bool) -> None:
+    """Raise the exact decoder's error for a document's first bytes (all of it when ``whole``), unless
+    they are a valid start of a document longer than they are."""
+    try:
+        next(exact_batches(path, head, {}))
+    except TraceError as exc:
+        if whole or not exc.problem.startswith("truncated"):
+            raise
 
 
 def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]:

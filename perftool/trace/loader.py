@@ -135,7 +135,7 @@ def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
             with _reader(path, max_bytes) as read:
-                data = b"".join(iter(lambda: read(CHUNK_BYTES), b""))
+                data = _whole_document(path, read)
             parts = (make_part(batch, keep_args) for batch in exact_batches(path, data, metadata))
             _add_all(builder, parts, max_bytes)
         except WorkerDied as exc:
@@ -144,6 +144,17 @@ def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _whole_document(path: str, read: Callable[[int], bytes]) -> bytes:
+    """The document's bytes for the exact decoder; one whose first chunk opens no JSON object or array fails
+    there, unread beyond it (a gigabyte of NUL bytes is one error, not a gigabyte in memory)."""
+    chunks = [read(CHUNK_BYTES)]
+    if not decode.opens_container(chunks[0]):
+        chunks.append(read(CHUNK_BYTES))
+        decode.check_opening(path, chunks[0], whole=not chunks[1])
+    chunks.extend(iter(lambda: read(CHUNK_BYTES), b""))
+    return b"".join(chunks)
 
 
 def _part_of_piece(keep_args: KeepArgs, piece: bytes) -> Part:
