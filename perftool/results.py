@@ -172,7 +172,9 @@ class TuneRowsReport(_Document):
 class GateCheckResult(_Part):
     id: str
     name: str
-    verdict: Literal["pass", "warn", "fail", "skip"]
+    verdict: Literal["pass", "warn", "fail", "skip", "not_checked"] = Field(
+        description="not_checked: the check could not be made (too few steps); fails the gate unless fail_on is never"
+    )
     baseline: float | None
     candidate: float | None
     change: str
@@ -206,6 +208,9 @@ class GateReport(_Document):
     """``perftool gate --format json``."""
 
     status: Literal["pass", "warn", "fail"]
+    fail_on: Literal["info", "warning", "error", "never"] = Field(
+        description="the severity of a new finding that fails the gate; never: a check not made only warns"
+    )
     baseline: str | None
     candidate: str
     mismatches: list[str]

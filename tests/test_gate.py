@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, complete
 
 from perftool.gate.stats import p_greater, ranks
 
@@ -182,6 +182,8 @@ def test_budget_limits_warn_and_fail_without_a_baseline(run, emulated, tmp_path)
         ("metrics:\n  throughput.steps_per_s: {warn: 10, error: 50}\n", "warn must come before error"),
         ("metrics:\n  step_time_us.median: {}\n", "give warn, error or both"),
         ("metrics:\n  step_time_us.median: {error: fast}\n", "Input should be a valid number"),
+        ("metrics:\n  device.idle_fraction: {warn: .nan}\n", "Input should be a finite number"),  # NaN passed all
+        ("metrics:\n  device.idle_fraction: {error: .inf}\n", "Input should be a finite number"),
         ("- a list\n", "a budget must be a YAML mapping"),
     ],
 )
@@ -348,3 +350,79 @@ def test_other_device_constants_are_another_job(run, tmp_path):
     run("emulate", config, "--trace", cand, "--set", "device_overrides.efficiency=0.5")
     refused = run("gate", base, cand)
     assert refused.exit_code == 2 and "device constants as profiled → {'efficiency': 0.5" in refused.stderr
+
+
+# --- too few steps to compare -----------------------------------------------------------------------------------------
+
+
+def stepped(path, steps: int, slowdown: float, marked: bool = True):
+    """A trace of ``steps`` steps, one kernel each, ``slowdown`` times the base length; steps marked or not."""
+    events = []
+    for step in range(steps):
+        start = step * 10_000 * slowdown
+        if marked:
+            events.append(complete(f"ProfilerStep#{step}", start, 9_000 * slowdown, cat="user_annotation"))
+        events.append(complete("gemm_kernel", start + 100, 8_000 * slowdown + step, pid=0, tid=7, cat="kernel"))
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "junit", "github", "sarif", "html"])
+def test_a_step_time_that_cannot_be_compared_fails_and_says_why_in_every_format(
+    run, tmp_path, fmt, junit_schema, sarif_validator
+):
+    """Two steps a side (a 3x slower candidate): not checked, which fails the gate by default and warns with
+    --fail-on never; every format names the check and why."""
+    base, new = stepped(tmp_path / "base.json", 2, 1), stepped(tmp_path / "new.json", 2, 3)
+    out = tmp_path / f"gate.{fmt}"
+    result = run("gate", base, new, "--format", fmt, "-o", out)
+    assert result.exit_code == 1, result.stderr
+    text = out.read_text()
+    words = " ".join(text.replace("│", " ").replace("┃", " ").split())  # a wrapped table cell read as one line
+    assert "needs 3 steady steps a side, and the baseline has 2, the candidate 2" in words
+    if fmt == "json":
+        document = json.loads(text)
+        assert checks(document)["timing:step_time"]["verdict"] == "not_checked" and document["status"] == "fail"
+    elif fmt == "junit":
+        junit_schema.validate(str(out))
+        assert ET.parse(out).getroot().find("testsuite").get("failures") == "2"
+    elif fmt == "sarif":
+        document = json.loads(text)
+        assert [error.message for error in sarif_validator.iter_errors(document)] == []
+        assert {r["level"] for r in document["runs"][0]["results"]} == {"error"}
+    elif fmt == "text":
+        assert "NOT CHECKED" in text and "2 not checked" in text
+    never = run("gate", base, new, "--format", fmt, "--fail-on", "never")
+    assert never.exit_code == 0
+
+
+def test_unmarked_steps_that_cannot_be_told_apart_are_not_checked(run, tmp_path):
+    """One kernel and no step markers: no step to compare, so the gate cannot pass the candidate as it did."""
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"traceEvents": [complete("gemm_kernel", 100, 8_000, pid=0, tid=7, cat="kernel")]}))
+    code, document, _ = gate_json(run, one, one)
+    assert code == 1 and checks(document)["timing:throughput"]["verdict"] == "not_checked"
+
+
+@pytest.mark.parametrize(
+    ("steps", "slowdown", "verdict", "code"), [(3, 3, "fail", 1), (4, 1.5, "fail", 1), (4, 1, "pass", 0)]
+)
+def test_three_or_four_steps_a_side_are_held_to_a_bound(run, tmp_path, steps, slowdown, verdict, code):
+    """Below five steps a side no rank test reaches p < 0.01; every candidate step slower than every baseline step
+    by more than the threshold fails instead of being skipped."""
+    base, new = stepped(tmp_path / "base.json", steps, 1), stepped(tmp_path / "new.json", steps, slowdown)
+    exit_code, document, _ = gate_json(run, base, new)
+    step = checks(document)["timing:step_time"]
+    assert exit_code == code and step["verdict"] == verdict
+    if verdict == "fail":
+        assert "every candidate step slower" in step["detail"] and f"{steps} steps a side" in step["detail"]
+
+
+def test_overlapping_steps_below_five_a_side_only_warn(run, tmp_path):
+    base = stepped(tmp_path / "base.json", 4, 1)
+    document = json.loads(base.read_text())  # one slow baseline step: the sides overlap
+    next(e for e in document["traceEvents"] if e["name"] == "ProfilerStep#1")["dur"] = 40_000
+    base.write_text(json.dumps(document))
+    exit_code, result, _ = gate_json(run, base, stepped(tmp_path / "new.json", 4, 1.5))
+    step = checks(result)["timing:step_time"]
+    assert exit_code == 0 and step["verdict"] == "warn" and "the steps overlap" in step["detail"]

@@ -1,10 +1,15 @@
-"""The checks gate runs, each a pass / warn / fail / skip with the numbers behind it.
+"""The checks gate runs, each a pass / warn / fail / skip / not checked with the numbers behind it.
 
 Against a baseline:
 
 - **timing**: the steady-state step time (median) and throughput fail only when the change is
-  beyond the threshold *and* the one-sided Mann–Whitney U test on the per-step samples says the
-  candidate is slower at ``alpha``; beyond the threshold without significance is a warning;
+  beyond the threshold *and* the candidate is slower beyond doubt: the one-sided Mann–Whitney U
+  test on the per-step samples at ``alpha`` from :data:`~perftool.gate.stats.MIN_SAMPLES` steps a
+  side, and with fewer (from :data:`MIN_STEPS`) a bound: every candidate step slower than every
+  baseline step by more than the threshold. Beyond the threshold without that is a warning. With
+  fewer than :data:`MIN_STEPS` steps on a side the timing is *not checked*, which fails the gate
+  unless ``fail_on`` is ``never`` (:func:`status`): a gate that cannot see the step time must not pass
+  a slower candidate in silence;
 - **counters** (:data:`~perftool.gate.policy.COUNTERS`) fail on any increase; ``sync.per_step`` is
   compared as a count over the candidate's steps (more than half a sync more fails);
 - **metrics** with limits fail (or warn) when they move that far in the worse direction;
@@ -28,8 +33,10 @@ from perftool.gate.stats import MIN_SAMPLES, p_greater
 from perftool.rules.findings import Finding, TraceFindings
 from perftool.units import number
 
-Verdict = Literal["pass", "warn", "fail", "skip"]
+Verdict = Literal["pass", "warn", "fail", "skip", "not_checked"]
+VERDICTS: tuple[Verdict, ...] = ("fail", "warn", "pass", "skip", "not_checked")
 RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
+MIN_STEPS = 3  # steady steps a side below which the timing is not checked
 
 
 @dataclass
@@ -54,9 +61,16 @@ class Check:
         return self.detail or self.limit
 
 
-def status(checks: list[Check]) -> Verdict:
-    """The worst verdict: fail, else warn, else pass."""
-    worst = max((RANK[check.verdict] for check in checks), default=RANK["pass"])
+def counted(check: Check, fail_on: str) -> Verdict:
+    """What a check counts as: its verdict, where one not made fails unless ``fail_on`` is never (then warns)."""
+    if check.verdict == "not_checked":
+        return "warn" if fail_on == "never" else "fail"
+    return check.verdict
+
+
+def status(checks: list[Check], fail_on: str) -> Verdict:
+    """The worst verdict, each check as it counts: fail, else warn, else pass."""
+    worst = max((RANK[counted(check, fail_on)] for check in checks), default=RANK["pass"])
     return "fail" if worst == RANK["fail"] else "warn" if worst == RANK["warn"] else "pass"
 
 
@@ -80,40 +94,43 @@ def against_budget(candidate: TraceFindings, budget: Budget, fail_on: str) -> li
 
 def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolicy) -> list[Check]:
     a, b = np.array(baseline.step_durations_us), np.array(candidate.step_durations_us)
-    limit = f"> {policy.threshold:.0%} worse and significant (p < {policy.alpha})"
-    if min(a.size, b.size) < MIN_SAMPLES:
-        why = f"needs {MIN_SAMPLES} steady steps on each side (baseline {a.size}, candidate {b.size})"
-        return [
-            Check("timing:step_time", "step time (median)", "skip", None, None, "", limit, why),
-            Check("timing:throughput", "throughput (steps/s)", "skip", None, None, "", limit, why),
-        ]
-    p = p_greater(a, b)
+    names = (("timing:step_time", "step time (median)"), ("timing:throughput", "throughput (steps/s)"))
+    if min(a.size, b.size) < MIN_STEPS:
+        why = (
+            f"comparing step times needs {MIN_STEPS} steady steps a side, and the baseline has "
+            f"{a.size}, the candidate {b.size} (capture more steps, each marked ProfilerStep#N or 'step N')"
+        )
+        return [Check(check_id, name, "not_checked", None, None, "", "", why) for check_id, name in names]
+    if min(a.size, b.size) >= MIN_SAMPLES:
+        p = p_greater(a, b)
+        limit = f"> {policy.threshold:.0%} worse and significant (p < {policy.alpha})"
+        significant = p < policy.alpha
+        test = Test(significant, f"{'significant' if significant else 'not significant'} (p = {p:.2g})", limit)
+    else:  # too few steps for a rank test at any usual alpha: a bound on every pair of steps instead
+        gap, least = float(b.min() / a.max() - 1), min(a.size, b.size)
+        apart = gap > policy.threshold
+        evidence = (f"{'every candidate step slower' if apart else 'the steps overlap'}: the fastest candidate step "
+                    f"{gap:+.1%} on the slowest baseline one, {least} steps a side")  # fmt: skip
+        worse = f"{policy.threshold:.0%}"
+        limit = f"> {worse} worse, every candidate step > {worse} slower than every baseline one"
+        test = Test(apart, evidence, limit)
     step_change = float(np.median(b) / np.median(a) - 1)
     rate_a, rate_b = a.size / a.sum() * 1e6, b.size / b.sum() * 1e6
     rate_change = float(rate_b / rate_a - 1)
+    (step_id, step_name), (rate_id, rate_name) = names
     return [
-        _timed(
-            "timing:step_time",
-            "step time (median)",
-            float(np.median(a)),
-            float(np.median(b)),
-            step_change,
-            p,
-            policy,
-            limit,
-        ),
-        _timed(
-            "timing:throughput",
-            "throughput (steps/s)",
-            rate_a,
-            rate_b,
-            -rate_change,
-            p,
-            policy,
-            limit,
-            shown_change=rate_change,
-        ),
+        _timed(step_id, step_name, float(np.median(a)), float(np.median(b)), step_change, test, policy),
+        _timed(rate_id, rate_name, rate_a, rate_b, -rate_change, test, policy, shown_change=rate_change),
     ]
+
+
+@dataclass(frozen=True)
+class Test:
+    """Whether a slower candidate is slower beyond doubt, the figures that say so, and the rule in words."""
+
+    beyond_doubt: bool
+    evidence: str
+    limit: str
 
 
 def _timed(
@@ -122,21 +139,20 @@ def _timed(
     base: float,
     cand: float,
     worse_by: float,
-    p: float,
+    test: Test,
     policy: GatePolicy,
-    limit: str,
     shown_change: float | None = None,
 ) -> Check:
     """``worse_by``: the relative change in the worse direction (positive: a regression)."""
-    beyond, significant = worse_by > policy.threshold, p < policy.alpha
-    verdict: Verdict = "fail" if beyond and significant else "warn" if beyond else "pass"
+    beyond = worse_by > policy.threshold
+    verdict: Verdict = "fail" if beyond and test.beyond_doubt else "warn" if beyond else "pass"
     detail = {
-        "fail": f"{worse_by:.1%} worse, significant (p = {p:.2g})",
-        "warn": f"{worse_by:.1%} worse, not significant (p = {p:.2g}): noisy, rerun or take more steps",
+        "fail": f"{worse_by:.1%} worse, {test.evidence}",
+        "warn": f"{worse_by:.1%} worse, {test.evidence}: noisy, rerun or take more steps",
         "pass": "",
     }[verdict]
     change = worse_by if shown_change is None else shown_change
-    return Check(check_id, name, verdict, base, cand, f"{change:+.1%}", limit, detail)
+    return Check(check_id, name, verdict, base, cand, f"{change:+.1%}", test.limit, detail)
 
 
 def _counter(name: str, baseline: TraceFindings, candidate: TraceFindings) -> Check:

@@ -28,7 +28,7 @@ COUNTERS = ("recompilations.count", "cpu_fallback.ops", "sync.per_step")  # must
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN limit would pass anything
 
 
 class Limit(_Strict):

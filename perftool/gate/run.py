@@ -8,7 +8,7 @@ from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.names import load_op_map
 from perftool.diff.run import profile_file
 from perftool.errors import PerftoolError
-from perftool.gate.checks import Check, against_budget, compare, new_findings, status
+from perftool.gate.checks import VERDICTS, Check, Verdict, against_budget, compare, counted, new_findings, status
 from perftool.gate.inputs import Side, differences, load_side
 from perftool.gate.policy import Budget, GatePolicy
 from perftool.job.cluster import Cluster
@@ -36,13 +36,25 @@ class GateResult:
     explanations: list[TraceDiff] = field(default_factory=list)  # per trace (rank) whose step time failed
     unexplained: str = ""  # why a failed step time has no explanation
     step_times: list[StepTimes] = field(default_factory=list)  # per trace (rank) compared: both sides' samples
+    fail_on: str = "error"  # the severity of a new finding that fails; never: a check not made only warns
 
     @property
     def status(self) -> str:
-        return status(self.checks)
+        return status(self.checks, self.fail_on)
+
+    def counted(self, check: Check) -> Verdict:
+        """What ``check`` counts as: a check not made fails, or warns with ``--fail-on never``."""
+        return counted(check, self.fail_on)
 
     def counts(self) -> dict[str, int]:
-        return {verdict: sum(c.verdict == verdict for c in self.checks) for verdict in ("fail", "warn", "pass", "skip")}
+        return {verdict: sum(c.verdict == verdict for c in self.checks) for verdict in VERDICTS}
+
+    def tally(self) -> str:
+        """``2 failed, 0 warned, 6 passed, 1 skipped`` (and how many were not checked, when any were)."""
+        counts = self.counts()
+        unchecked = f", {counts['not_checked']} not checked" if counts["not_checked"] else ""
+        made = f"{counts['fail']} failed, {counts['warn']} warned, {counts['pass']} passed"
+        return f"{made}, {counts['skip']} skipped{unchecked}"
 
 
 @dataclass(frozen=True)
@@ -110,7 +122,7 @@ def run_gate(
             checks += [
                 _ranked(rank, c) for c in against_budget(trace, budget, fail_on if baseline is None else "never")
             ]
-    return GateResult(candidate, baseline, checks, mismatches, explanations, unexplained, step_times)
+    return GateResult(candidate, baseline, checks, mismatches, explanations, unexplained, step_times, fail_on)
 
 
 def _explanation(baseline: str, candidate: str, read: ReadOptions, rank: int | None) -> TraceDiff:

@@ -1,7 +1,8 @@
 """The statistics a timing regression must pass: a one-sided Mann–Whitney U test, with numpy only.
 
 The normal approximation with the tie correction is accurate for the sample sizes gate sees
-(tens of steps and up); with fewer than :data:`MIN_SAMPLES` steps on a side, no test is made.
+(tens of steps and up); with fewer than :data:`MIN_SAMPLES` steps on a side no rank test can reach a
+usual significance level, and the gate holds the steps to a bound instead (:mod:`perftool.gate.checks`).
 """
 
 from __future__ import annotations

@@ -11,13 +11,9 @@ _COMMAND = {"fail": "error", "warn": "warning"}
 def render(result: GateResult) -> str:
     lines = []
     for check in result.checks:
-        if check.verdict in _COMMAND:
+        if (verdict := result.counted(check)) in _COMMAND:
             title = escape_property(f"perftool gate: {check.name}")
             where = f"file={escape_property(result.candidate)},title={title}"
-            lines.append(f"::{_COMMAND[check.verdict]} {where}::{escape_data(f'{check.figures()}: {check.reason()}')}")
-    counts = result.counts()
-    lines.append(
-        f"::notice title=perftool gate::{result.status}: {counts['fail']} failed, {counts['warn']} warned, "
-        f"{counts['pass']} passed, {counts['skip']} skipped"
-    )
+            lines.append(f"::{_COMMAND[verdict]} {where}::{escape_data(f'{check.figures()}: {check.reason()}')}")
+    lines.append(f"::notice title=perftool gate::{result.status}: {escape_data(result.tally())}")
     return "".join(line + "\n" for line in lines)

@@ -26,7 +26,7 @@ def render(result: GateResult) -> str:
     summary = facts([
         ("verdict", status.upper()),
         ("failed", str(counts["fail"])), ("warned", str(counts["warn"])), ("passed", str(counts["pass"])),
-        ("skipped", str(counts["skip"])),
+        ("skipped", str(counts["skip"])), ("not checked", str(counts["not_checked"])),
     ])  # fmt: skip
     body = [section("Verdict", summary, *(paragraph(f"Compared anyway: {m}", "warn") for m in document["mismatches"]))]
     strips = [
@@ -44,7 +44,7 @@ def render(result: GateResult) -> str:
     headers = ["check", "baseline", "candidate", "change", "fails when", "verdict", "why"]
     rows: list[list[Cell]] = [
         [c["name"], number(c["baseline"]), number(c["candidate"]), c["change"], c["limit"],
-         (c["verdict"], c["verdict"]), c["detail"]]
+         (c["verdict"].replace("_", " "), c["verdict"]), c["detail"]]
         for c in document["checks"]
     ]  # fmt: skip
     body.append(section("Checks", table("checks", headers, rows, (1, 2, 3))))

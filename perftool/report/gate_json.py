@@ -21,6 +21,7 @@ def document(result: GateResult) -> dict:
     return {
         "schema": SCHEMA,
         "status": result.status,
+        "fail_on": result.fail_on,
         "baseline": result.baseline,
         "candidate": result.candidate,
         "mismatches": result.mismatches,

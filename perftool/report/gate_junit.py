@@ -1,19 +1,21 @@
 """``perftool gate --format junit``: one test case per check, for CI systems that read JUnit XML.
 
-A failed check is a ``<failure>``, a skipped one ``<skipped>``; a warning passes, with its reason
-in ``<system-out>``. The document validates against the JUnit schema that Jenkins and pytest use
-(junit-10.xsd), which allows ``skipped`` on a test suite but not on ``<testsuites>``.
+A failed check is a ``<failure>`` (a check not made too, unless ``--fail-on never``), a skipped one
+``<skipped>``; a warning passes, with its reason in ``<system-out>``. The document validates against the
+JUnit schema that Jenkins and pytest use (junit-10.xsd), which allows ``skipped`` on a test suite but not
+on ``<testsuites>``.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from perftool.gate.checks import VERDICTS
 from perftool.gate.run import GateResult
 
 
 def render(result: GateResult) -> str:
-    counts = result.counts()
+    counts = {verdict: sum(result.counted(check) == verdict for check in result.checks) for verdict in VERDICTS}
     suites = ET.Element(
         "testsuites", name="perftool gate", tests=str(len(result.checks)), failures=str(counts["fail"]), errors="0"
     )
@@ -31,12 +33,17 @@ def render(result: GateResult) -> str:
         case = ET.SubElement(
             suite, "testcase", classname=f"perftool.gate.{check.id.split(':')[0]}", name=check.name, time="0"
         )
-        if check.verdict == "fail":
+        verdict = result.counted(check)
+        if check.verdict == "not_checked" and verdict == "fail":
+            ET.SubElement(case, "failure", message=f"not checked: {check.detail}", type="not checked")
+        elif check.verdict == "not_checked":
+            ET.SubElement(case, "system-out").text = f"warning: not checked: {check.detail}"
+        elif verdict == "fail":
             failure = ET.SubElement(case, "failure", message=check.reason(), type="regression")
             failure.text = f"{check.figures()}; fails on: {check.limit}"
-        elif check.verdict == "skip":
+        elif verdict == "skip":
             ET.SubElement(case, "skipped", message=check.detail)
-        elif check.verdict == "warn":
+        elif verdict == "warn":
             ET.SubElement(case, "system-out").text = f"warning: {check.reason()}: {check.figures()}"
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

@@ -8,17 +8,15 @@ from perftool.report.findings_markdown import cell
 from perftool.units import number
 
 EXPLAINED = 5  # contributors to a failed step time listed
-ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "➖ skip"}
+ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "➖ skip", "not_checked": "⛔ not checked"}
 
 
 def render(result: GateResult) -> str:
     against = f"`{result.baseline}`" if result.baseline else "its budget"
-    counts = result.counts()
     lines = [
         f"# perftool gate: {ICON[result.status]}",
         "",
-        f"`{result.candidate}` against {against}: {counts['fail']} failed, {counts['warn']} warned, "
-        f"{counts['pass']} passed, {counts['skip']} skipped.",
+        f"`{result.candidate}` against {against}: {result.tally()}.",
         "",
     ]
     if result.mismatches:

@@ -12,13 +12,13 @@ _LEVEL = {"fail": "error", "warn": "warning"}
 
 
 def render(result: GateResult) -> str:
-    flagged = [check for check in result.checks if check.verdict in _LEVEL]
+    flagged = [check for check in result.checks if result.counted(check) in _LEVEL]
     rule_ids = sorted({_rule_id(check.id) for check in flagged})
     results = [
         {
             "ruleId": _rule_id(check.id),
             "ruleIndex": rule_ids.index(_rule_id(check.id)),
-            "level": _LEVEL[check.verdict],
+            "level": _LEVEL[result.counted(check)],
             "message": {"text": f"{check.name}: {check.figures()}. {check.reason()}"},
             "locations": [
                 {
@@ -49,7 +49,7 @@ def render(result: GateResult) -> str:
 
 
 _DESCRIPTIONS = {
-    "timing": "Steady-state step time or throughput regressed beyond the threshold, significantly",
+    "timing": "Step time or throughput regressed past the threshold beyond doubt, or too few steps to compare",
     "counter": "A counter that must not increase increased (recompilations, CPU fallbacks, sync points)",
     "metric": "A shared metric moved past its limit in the worse direction",
     "budget": "A metric is past its budget",

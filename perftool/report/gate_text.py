@@ -18,7 +18,7 @@ from perftool.report.diff_text import contributions
 from perftool.report.escape import shown
 from perftool.units import number
 
-STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim"}
+STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim", "not_checked": "bold yellow"}
 WIDE = 110  # from this width on, "why" is a column of the table
 EXPLAINED = 5  # contributors to a failed step time listed
 
@@ -29,11 +29,7 @@ def render(result: GateResult) -> Group:
     if result.mismatches:
         header.append("\n")
         header.append(shown(f"compared anyway (--allow-mismatch): {'; '.join(result.mismatches)}", "yellow"))
-    counts = result.counts()
-    summary = Text.assemble(
-        ("\n" + result.status.upper(), STYLE[result.status]),
-        f": {counts['fail']} failed, {counts['warn']} warned, {counts['pass']} passed, {counts['skip']} skipped",
-    )
+    summary = Text.assemble(("\n" + result.status.upper(), STYLE[result.status]), f": {result.tally()}")
     return Group(header, _Checks(result.checks, budget=result.baseline is None), *_explained(result), summary)
 
 
@@ -61,18 +57,23 @@ class _Checks:
             yield _table(self.checks, with_why=True, budget=self.budget)
             return
         yield _table(self.checks, with_why=False, budget=self.budget)
-        explained = [check for check in self.checks if check.verdict in ("fail", "warn")]
+        explained = [check for check in self.checks if check.verdict in ("fail", "warn", "not_checked")]
         if explained:
             bullets = Table.grid(padding=(0, 1))
             bullets.add_column(no_wrap=True)
             bullets.add_column()
             for check in explained:
                 bullets.add_row(
-                    Text(check.verdict.upper(), style=STYLE[check.verdict]),
+                    Text(_verdict_word(check), style=STYLE[check.verdict]),
                     Text.assemble(shown(check.name, "bold"), ": ", shown(check.detail or check.limit)),
                 )
             yield Text("Why", style="bold")
             yield bullets
+
+
+def _verdict_word(check: Check) -> str:
+    """FAIL, WARN, PASS, SKIP or NOT CHECKED."""
+    return check.verdict.replace("_", " ").upper()
 
 
 def _table(checks: list[Check], with_why: bool, budget: bool) -> Table:
@@ -98,7 +99,7 @@ def _table(checks: list[Check], with_why: bool, budget: bool) -> Table:
             *([shown(check.limit)] if budget else []),
             *values,
             *([] if budget else [shown(check.change)]),
-            Text(check.verdict.upper(), style=STYLE[check.verdict]),
+            Text(_verdict_word(check), style=STYLE[check.verdict]),
         ]
         table.add_row(*cells, *([shown(check.detail)] if with_why else []))
     return table

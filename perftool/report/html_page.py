@@ -30,7 +30,8 @@ h1, h2, h3, .sub { overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; font-size: 0.93em; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
 td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-.fail, .error { color: var(--fail); font-weight: 600; } .warn, .warning { color: var(--warn); font-weight: 600; }
+.fail, .error, .not_checked { color: var(--fail); font-weight: 600; }
+.warn, .warning { color: var(--warn); font-weight: 600; }
 .pass { color: var(--pass); } .skip, .info { color: var(--muted); }
 figure.chart { margin: 12px 0; } figcaption { color: var(--muted); font-size: 0.9em; }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 4px 16px; font-size: 0.9em; }
