@@ -86,6 +86,21 @@ def complete(name, ts, dur, pid=1, tid=1, cat="", **extra):
     return {"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": ts, "dur": dur, **extra}
 
 
+def kernel_steps(path, steps: int, slowdown: float = 1, names=("gemm_kernel",), marked: bool = True):
+    """A trace of ``steps`` steps (marked ProfilerStep#N, or not), each running ``names`` as kernels one after
+    another, ``slowdown`` times the base length; each step a microsecond longer than the last, so none tie."""
+    events, slot = [], 8_000 / len(names)
+    for step in range(steps):
+        start = step * 10_000 * slowdown
+        if marked:
+            events.append(complete(f"ProfilerStep#{step}", start, 9_000 * slowdown, cat="user_annotation"))
+        for i, name in enumerate(names):
+            at = start + (100 + i * slot) * slowdown
+            events.append(complete(name, at, (slot - 100) * slowdown + step, pid=0, tid=7, cat="kernel"))
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
 def thread_name(pid, tid, name):
     return {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from conftest import REPO, complete
+from conftest import REPO, complete, kernel_steps
 
 from perftool.gate.stats import p_greater, ranks
 
@@ -355,25 +355,13 @@ def test_other_device_constants_are_another_job(run, tmp_path):
 # --- too few steps to compare -----------------------------------------------------------------------------------------
 
 
-def stepped(path, steps: int, slowdown: float, marked: bool = True):
-    """A trace of ``steps`` steps, one kernel each, ``slowdown`` times the base length; steps marked or not."""
-    events = []
-    for step in range(steps):
-        start = step * 10_000 * slowdown
-        if marked:
-            events.append(complete(f"ProfilerStep#{step}", start, 9_000 * slowdown, cat="user_annotation"))
-        events.append(complete("gemm_kernel", start + 100, 8_000 * slowdown + step, pid=0, tid=7, cat="kernel"))
-    path.write_text(json.dumps({"traceEvents": events}))
-    return path
-
-
 @pytest.mark.parametrize("fmt", ["text", "json", "markdown", "junit", "github", "sarif", "html"])
 def test_a_step_time_that_cannot_be_compared_fails_and_says_why_in_every_format(
     run, tmp_path, fmt, junit_schema, sarif_validator
 ):
     """Two steps a side (a 3x slower candidate): not checked, which fails the gate by default and warns with
     --fail-on never; every format names the check and why."""
-    base, new = stepped(tmp_path / "base.json", 2, 1), stepped(tmp_path / "new.json", 2, 3)
+    base, new = kernel_steps(tmp_path / "base.json", 2, 1), kernel_steps(tmp_path / "new.json", 2, 3)
     out = tmp_path / f"gate.{fmt}"
     result = run("gate", base, new, "--format", fmt, "-o", out)
     assert result.exit_code == 1, result.stderr
@@ -410,7 +398,7 @@ def test_unmarked_steps_that_cannot_be_told_apart_are_not_checked(run, tmp_path)
 def test_three_or_four_steps_a_side_are_held_to_a_bound(run, tmp_path, steps, slowdown, verdict, code):
     """Below five steps a side no rank test reaches p < 0.01; every candidate step slower than every baseline step
     by more than the threshold fails instead of being skipped."""
-    base, new = stepped(tmp_path / "base.json", steps, 1), stepped(tmp_path / "new.json", steps, slowdown)
+    base, new = kernel_steps(tmp_path / "base.json", steps, 1), kernel_steps(tmp_path / "new.json", steps, slowdown)
     exit_code, document, _ = gate_json(run, base, new)
     step = checks(document)["timing:step_time"]
     assert exit_code == code and step["verdict"] == verdict
@@ -419,10 +407,10 @@ def test_three_or_four_steps_a_side_are_held_to_a_bound(run, tmp_path, steps, sl
 
 
 def test_overlapping_steps_below_five_a_side_only_warn(run, tmp_path):
-    base = stepped(tmp_path / "base.json", 4, 1)
+    base = kernel_steps(tmp_path / "base.json", 4, 1)
     document = json.loads(base.read_text())  # one slow baseline step: the sides overlap
     next(e for e in document["traceEvents"] if e["name"] == "ProfilerStep#1")["dur"] = 40_000
     base.write_text(json.dumps(document))
-    exit_code, result, _ = gate_json(run, base, stepped(tmp_path / "new.json", 4, 1.5))
+    exit_code, result, _ = gate_json(run, base, kernel_steps(tmp_path / "new.json", 4, 1.5))
     step = checks(result)["timing:step_time"]
     assert exit_code == 0 and step["verdict"] == "warn" and "the steps overlap" in step["detail"]

@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 import yaml
-from conftest import REPO, complete, error_line
+from conftest import REPO, complete, error_line, kernel_steps
 
 from perftool import interrupts, limits
 from perftool.output import write_bytes
@@ -335,23 +335,12 @@ HOSTILE_NAMES = [
 ]  # fmt: skip
 
 
-def kernels_trace(path, names: list[str], slowdown: int) -> None:
-    events = []
-    for step in range(6):
-        start = step * 10_000 * slowdown
-        events.append(complete(f"ProfilerStep#{step}", start, 9_000 * slowdown, cat="user_annotation"))
-        for i, name in enumerate(names):
-            at = start + 100 + i * 1_000 * slowdown
-            events.append(complete(name, at, 800 * slowdown, pid=0, tid=7, cat="kernel"))
-    path.write_text(json.dumps({"traceEvents": events}))
-
-
 @pytest.mark.parametrize(("command", "code"), [("diff", 0), ("gate", 1)])  # gate: a 3x slower candidate fails
 def test_kernel_names_built_to_backtrack_cost_linear_time(tmp_path, command, code):
     """200 KB names that made the launch-id and op-map patterns backtrack (minutes for one name) take seconds."""
     base, new = tmp_path / "base.json", tmp_path / "new.json"
-    kernels_trace(base, HOSTILE_NAMES, 1)
-    kernels_trace(new, HOSTILE_NAMES, 3)
+    kernel_steps(base, 6, 1, HOSTILE_NAMES)
+    kernel_steps(new, 6, 3, HOSTILE_NAMES)
     finished = subprocess.run(
         [sys.executable, "-m", "perftool", command, str(base), str(new)], capture_output=True, text=True, timeout=120
     )

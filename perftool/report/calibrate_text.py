@@ -19,7 +19,8 @@ def render(calibration: Calibration, written: str | None) -> Group:
     header = Text.assemble(
         ("perftool calibrate ", "bold"),
         shown(calibration.source, "bold magenta"),
-        f"\nfitted: {config.device} · {config.profile.model} (constants overridden where the trace differs)",
+        "\n",
+        shown(f"fitted: {config.device} · {config.profile.model} (constants overridden where the trace differs)"),
         _replicas(calibration),
     )
     trace, model = calibration.step_time_us

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perftool.diff.compare import TraceDiff
 from perftool.diff.run import DiffResult
+from perftool.report.escape import markdown_code
 from perftool.report.findings_markdown import cell
 from perftool.units import duration, number, percent, plural, signed_duration
 
@@ -11,7 +12,7 @@ TOP = 10  # contributors listed; the others share one row
 
 
 def render(result: DiffResult) -> str:
-    lines = [f"# perftool diff: `{cell(result.baseline)}` → `{cell(result.candidate)}`", ""]
+    lines = [f"# perftool diff: {markdown_code(result.baseline)} → {markdown_code(result.candidate)}", ""]
     if result.is_job:
         lines += ["| rank | step time | change | largest parts |", "| ---: | ---: | ---: | --- |"]
         lines += [

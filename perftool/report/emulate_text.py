@@ -8,6 +8,7 @@ from rich.text import Text
 
 from perftool.emulator.run import BREAKDOWN, Run
 from perftool.report.console import add_columns
+from perftool.report.escape import shown
 from perftool.units import duration, percent
 
 
@@ -16,8 +17,9 @@ def render(run: Run, written: str | None = None) -> Group:
     config, p = run.config, run.prediction
     header = Text.assemble(
         ("perftool emulate ", "bold"),
-        (config.workload.name, "bold magenta"),
-        f"\n{config.device} · {config.profile.model} · {run.plan.total_steps[0]:,} steps · seed {config.seed}",
+        shown(config.workload.name, "bold magenta"),
+        "\n",
+        shown(f"{config.device} · {config.profile.model} · {run.plan.total_steps[0]:,} steps · seed {config.seed}"),
     )
     figures = Table(title="Prediction (steady state)", title_justify="left", show_header=False)
     figures.add_column("what", style="bold")
@@ -35,7 +37,7 @@ def render(run: Run, written: str | None = None) -> Group:
     figures.add_row("compiles", f"{p['compiles']:.0f} ({p['recompilations']:.0f} after warm-up)")
     figures.add_row("run time", duration(p["run_time_us"]))
     if written:
-        figures.add_row("trace", written)
+        figures.add_row("trace", shown(written))
     step = Table(title="Where a steady step goes (mean)", title_justify="left")
     add_columns(step, [("part", "left"), ("time", "right"), ("share", "right"), ("meaning", "left")])
     for name, spent in run.breakdown().items():

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from perftool.analysis.idle import CAUSES
 from perftool.report import findings_json, svg
+from perftool.report.escape import html_text
 from perftool.report.findings_text import evidence_start
-from perftool.report.html_page import Cell, facts, page, paragraph, section, table, text
+from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
 from perftool.units import duration, number, percent, timestamp
 
@@ -90,8 +91,9 @@ def _finding(finding: Finding, unit: str) -> str:
         f"steady state, {duration(per_step)} per step" if per_step is not None else "trace"
     )
     parts = [
-        f'<article class="finding sev-{severity}" data-rule="{text(finding.rule_id)}">',
-        f'<h3><span class="{severity}">{text(severity)}</span> {text(finding.rule_id)} {text(finding.title)}</h3>',
+        f'<article class="finding sev-{severity}" data-rule="{html_text(finding.rule_id)}">',
+        f'<h3><span class="{severity}">{html_text(severity)}</span> {html_text(finding.rule_id)} '
+        f"{html_text(finding.title)}</h3>",
         paragraph(finding.message),
         paragraph(f"Impact: {impact}"),
     ]

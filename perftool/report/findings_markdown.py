@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perftool.report.escape import markdown
+from perftool.report.escape import html_text, markdown
 from perftool.report.findings_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
 from perftool.units import duration, plural, timestamp
@@ -41,7 +41,7 @@ def _trace(trace: TraceFindings) -> list[str]:
         lost = f"{finding.impact.share:.1%}"
         if finding.impact.per_step_us is not None:
             lost += f" ({duration(finding.impact.per_step_us)}/step)"
-        rule = f"`{finding.rule_id}` {finding.rule_name}"
+        rule = f"`{finding.rule_id}` {cell(finding.rule_name)}"
         lines.append(f"| {_ICON[finding.severity.value]} | {rule} | {lost} | {cell(finding.message)} |")
     lines.append("")
     if trace.together is not None:
@@ -75,7 +75,8 @@ def _job(job: JobView, unit: str) -> list[str]:
 
 def _details(finding: Finding, unit: str) -> list[str]:
     lines = [
-        f"<details><summary><code>{finding.rule_id}</code> {cell(finding.title)}: fix and evidence</summary>",
+        f"<details><summary><code>{html_text(finding.rule_id)}</code> {html_text(finding.title)}: fix and evidence"
+        "</summary>",  # HTML, where Markdown's escapes would show
         "",
         f"**Fix:** {cell(finding.fix.text)}",
         "",

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from perftool import __version__
+from perftool.errors import one_line
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import Rule
 
@@ -25,7 +27,7 @@ def render(report: ScanReport, rules: list[Rule]) -> str:
             "ruleId": finding.rule_id,
             "ruleIndex": index[finding.rule_id],
             "level": _LEVEL[finding.severity.value],
-            "message": {"text": f"{finding.message} Fix: {finding.fix.text} Gain: {finding.gain.text}"},
+            "message": {"text": one_line(f"{finding.message} Fix: {finding.fix.text} Gain: {finding.gain.text}")},
             "locations": [
                 {
                     "physicalLocation": {
@@ -81,7 +83,7 @@ def _invocation(report: ScanReport) -> dict[str, Any]:
         "toolExecutionNotifications": [
             {
                 "level": "error",
-                "message": {"text": f"not scanned: {unread.problem}"},
+                "message": {"text": one_line(f"not scanned: {unread.problem}")},
                 "locations": [{"physicalLocation": {"artifactLocation": {"uri": artifact_uri(unread.path)}}}],
             }
             for unread in report.unread
@@ -105,9 +107,10 @@ def _descriptor(rule: Rule) -> dict[str, Any]:
 
 
 def artifact_uri(path: str) -> str:
-    """The trace's path relative to the working directory when it lies below it, else a file URI."""
+    """The trace's path relative to the working directory when it lies below it, else a file URI; either
+    percent-encoded (RFC 3986), so spaces, ``%``, controls and a ``:`` in its first segment stay a path."""
     absolute = Path(path).resolve()
     try:
-        return absolute.relative_to(Path.cwd().resolve()).as_posix()
+        return quote(absolute.relative_to(Path.cwd().resolve()).as_posix(), safe="/")
     except ValueError:
         return absolute.as_uri()

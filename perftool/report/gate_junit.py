@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from perftool.errors import one_line
 from perftool.gate.checks import VERDICTS
 from perftool.gate.run import GateResult
 
@@ -45,5 +46,8 @@ def render(result: GateResult) -> str:
             ET.SubElement(case, "skipped", message=check.detail)
         elif verdict == "warn":
             ET.SubElement(case, "system-out").text = f"warning: {check.reason()}: {check.figures()}"
+    for element in suites.iter():  # XML 1.0 cannot hold most control characters at all, escaped or not
+        element.attrib.update({key: one_line(value) for key, value in element.attrib.items()})
+        element.text = one_line(element.text) if element.text else element.text
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

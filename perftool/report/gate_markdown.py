@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perftool.gate.run import GateResult
 from perftool.report.diff_markdown import contributions_table
+from perftool.report.escape import markdown_code
 from perftool.report.findings_markdown import cell
 from perftool.units import number
 
@@ -12,11 +13,11 @@ ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "
 
 
 def render(result: GateResult) -> str:
-    against = f"`{result.baseline}`" if result.baseline else "its budget"
+    against = markdown_code(result.baseline) if result.baseline else "its budget"
     lines = [
         f"# perftool gate: {ICON[result.status]}",
         "",
-        f"`{result.candidate}` against {against}: {result.tally()}.",
+        f"{markdown_code(result.candidate)} against {against}: {result.tally()}.",
         "",
     ]
     if result.mismatches:

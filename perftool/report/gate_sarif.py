@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from perftool import __version__
+from perftool.errors import one_line
 from perftool.gate.run import GateResult
 from perftool.report.findings_sarif import SARIF_SCHEMA, artifact_uri
 
@@ -19,7 +20,7 @@ def render(result: GateResult) -> str:
             "ruleId": _rule_id(check.id),
             "ruleIndex": rule_ids.index(_rule_id(check.id)),
             "level": _LEVEL[result.counted(check)],
-            "message": {"text": f"{check.name}: {check.figures()}. {check.reason()}"},
+            "message": {"text": one_line(f"{check.name}: {check.figures()}. {check.reason()}")},
             "locations": [
                 {
                     "physicalLocation": {

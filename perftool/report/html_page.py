@@ -8,10 +8,12 @@ the json format's and tools can read them from the file.
 
 from __future__ import annotations
 
-import html
+import json
+import re
 from collections.abc import Sequence
 
 from perftool import __version__
+from perftool.report.escape import html_text
 
 STYLE = """
 :root { color-scheme: light; --ink: #1a1a1a; --muted: #555; --line: #d8d8d8; --fail: #b3261e; --warn: #8a5a00;
@@ -43,22 +45,22 @@ footer { margin-top: 32px; color: var(--muted); font-size: 0.85em; }
 @media (max-width: 600px) { body { padding: 8px; font-size: 14px; } th, td { padding: 3px 4px; } }
 """
 
-
-def text(value: object) -> str:
-    """Text from the input (names, paths, messages), escaped for HTML."""
-    return html.escape(str(value), quote=True)
+_UNSEEN = re.compile(r"[^\x20-\x7e\n]")  # what may be invisible; JSON escapes the controls it holds already
 
 
 def page(title: str, subtitle: str, body: Sequence[str], data: str) -> str:
     """The document: its title, a line under it, the sections, and the json format's document embedded."""
-    embedded = data.replace("<", "\\u003c")  # JSON as data: no "</script>" or "<!--" inside can end the element
+    # JSON as data: no "</script>" or "<!--" inside can end the element, no invisible character hides in the page
+    embedded = _UNSEEN.sub(
+        lambda c: c[0] if c[0].isprintable() else json.dumps(c[0])[1:-1], data.replace("<", "\\u003c")
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{text(title)}</title><style>{STYLE}</style></head><body>"
-        f'<header><h1>{text(title)}</h1><p class="sub">{text(subtitle)}</p></header>'
+        f"<title>{html_text(title)}</title><style>{STYLE}</style></head><body>"
+        f'<header><h1>{html_text(title)}</h1><p class="sub">{html_text(subtitle)}</p></header>'
         f"<main>{''.join(body)}</main>"
-        f"<footer>perftool {text(__version__)}: this file is self-contained and works offline.</footer>"
+        f"<footer>perftool {html_text(__version__)}: this file is self-contained and works offline.</footer>"
         f'<script type="application/json" id="perftool-data">{embedded}</script>'
         "</body></html>\n"
     )
@@ -66,7 +68,7 @@ def page(title: str, subtitle: str, body: Sequence[str], data: str) -> str:
 
 def facts(items: Sequence[tuple[str, str]]) -> str:
     """Key figures as a row of boxes: (what, figure)."""
-    return '<ul class="facts">' + "".join(f"<li>{text(k)}<b>{text(v)}</b></li>" for k, v in items) + "</ul>"
+    return '<ul class="facts">' + "".join(f"<li>{html_text(k)}<b>{html_text(v)}</b></li>" for k, v in items) + "</ul>"
 
 
 Cell = str | tuple[str, str]  # text, or (text, class)
@@ -78,22 +80,22 @@ def table(name: str, headers: Sequence[str], rows: Sequence[Sequence[Cell]], num
     def cell(tag: str, index: int, value: Cell) -> str:
         content, extra = (value, "") if isinstance(value, str) else value
         classes = " ".join(c for c in ("num" if index in numeric else "", extra) if c)
-        return f"<{tag}{_class(classes)}>{text(content)}</{tag}>"
+        return f"<{tag}{_class(classes)}>{html_text(content)}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows)
     return (
-        f'<div class="scroll"><table data-table="{text(name)}"><thead><tr>{head}</tr></thead>'
+        f'<div class="scroll"><table data-table="{html_text(name)}"><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></div>"
     )
 
 
 def section(title: str, *parts: str) -> str:
-    return f"<section><h2>{text(title)}</h2>{''.join(parts)}</section>"
+    return f"<section><h2>{html_text(title)}</h2>{''.join(parts)}</section>"
 
 
 def paragraph(content: str, cls: str = "") -> str:
-    return f"<p{_class(cls)}>{text(content)}</p>"
+    return f"<p{_class(cls)}>{html_text(content)}</p>"
 
 
 def _class(classes: str) -> str:

@@ -8,19 +8,16 @@ told apart by people with any common colour-vision deficiency; ordered series ne
 
 from __future__ import annotations
 
-import html
 import math
 import statistics
 from collections.abc import Callable, Sequence
+
+from perftool.report.escape import html_text as _text  # labels come from the input
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
 WIDTH = 720  # the viewBox width every chart is drawn at; the page scales it
 SMALL = 0.005  # a waterfall part under this share of the largest is drawn with the other small ones
 Label = Callable[[float], str]
-
-
-def _text(value: object) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def figure(name: str, caption: str, svg: str, legend: str = "") -> str:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from perftool.report import tune_json
+from perftool.report.escape import markdown_code
 from perftool.report.findings_markdown import cell
 from perftool.tune.explain import shown
 from perftool.tune.search import TuneResult
@@ -19,7 +20,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
     notes = [f"- ⚠ Changes the training: {cell(change)}" for change in document["best_changes_training"]]
     notes += [f"- Kept as written: {name}: {cell(text)}" for name, text in document["kept_for_training"].items()]
     lines = [
-        f"# perftool tune: `{cell(source)}`",
+        f"# perftool tune: {markdown_code(source)}",
         "",
         _summary(document),
         "",

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.emulator.config import LABELS, setting
+from perftool.errors import one_line
 from perftool.report.console import add_columns
 from perftool.tune.explain import shown
 from perftool.tune.search import TuneResult
@@ -49,8 +50,10 @@ def _header(result: TuneResult, source: str) -> Text:
     share = result.evaluations / result.space.size
     return Text.assemble(
         ("perftool tune ", "bold"),
-        (source, "bold magenta"),
-        f"\n{config.device} · {config.profile.model} · {config.workload.name} · objective: {objective_label(result)}",
+        (one_line(source), "bold magenta"),
+        "\n"
+        + one_line(f"{config.device} · {config.profile.model} · {config.workload.name}")
+        + f" · objective: {objective_label(result)}",
         f"\nspace: {result.space.size:,} configurations over {len(result.space.names)} knobs · "
         f"strategy {result.strategy}: {result.evaluations:,} evaluated{budget} ({share:.1%} of the space)"
         f"{pruned_text} · {result.seconds:.2f} s",
