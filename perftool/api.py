@@ -17,10 +17,16 @@ Bad input raises :class:`perftool.errors.PerftoolError` with the one-line messag
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
 
+from pydantic import ConfigDict, Field, ValidationError, validate_call
+
+from perftool.diff.profile import Level
 from perftool.diff.run import DiffResult, diff_paths
 from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig, Run
@@ -30,33 +36,73 @@ from perftool.gate.policy import load_budget
 from perftool.gate.run import GateOptions, GateResult, run_gate
 from perftool.job.cluster import Cluster
 from perftool.job.scan import scan_job
-from perftool.project import ProjectConfig, load_project
+from perftool.project import FailOn, ProjectConfig, load_project
 from perftool.rules import catalog
 from perftool.rules.engine import ReadOptions, scan_files
 from perftool.rules.findings import ScanReport
+from perftool.rules.model import Family
+from perftool.trace.loader import STDIN
 from perftool.traces import load_trace
 from perftool.tune.search import TuneResult
 from perftool.tune.search import tune as run_tune
-from perftool.tune.spec import load_tune_config
+from perftool.tune.spec import Strategy, load_tune_config
 
 PathLike = str | Path
+Count = Annotated[int, Field(ge=1)]
+Arguments = ParamSpec("Arguments")
+Result = TypeVar("Result")
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
 __all__ = ["emulate", "gate", "load_trace", "project", "scan", "tune"]
 
 
+def _checked(function: Callable[Arguments, Result]) -> Callable[Arguments, Result]:
+    """``function`` with its arguments held to their annotations first (types exactly, numbers finite and in
+    range): a wrong one is a PerftoolError naming the parameter, never an error from deep inside."""
+    arguments = validate_call(config=_STRICT)(functools.wraps(function)(lambda *args, **kwargs: None))
+
+    @functools.wraps(function)
+    def call(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Result:
+        try:
+            arguments(*args, **kwargs)
+        except ValidationError as exc:
+            errors = exc.errors()
+            wrong = dict.fromkeys(_parameter(function, error["loc"]) for error in errors)  # in order, once each
+            first, more = errors[0], f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+            problem = f"{next(iter(wrong))}: {first['msg']} (got {first['input']!r}){more}"
+            raise PerftoolError(f"{function.__name__}(): {problem}") from None
+        return function(*args, **kwargs)
+
+    return call
+
+
+def _parameter(function: Callable, where: tuple[int | str, ...]) -> str:
+    """``traces[0]``, ``select[2]``, ``jobs``: the argument a validation error points at (pydantic's location
+    names a positional argument by its index and adds the member of a union it tried)."""
+    parameters = list(inspect.signature(function).parameters.values())
+    head, *rest = where or ("arguments",)
+    name = str(head)
+    if isinstance(head, int):
+        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        varargs = next((p.name for p in parameters if p.kind == p.VAR_POSITIONAL), "arguments")
+        name = positional[head].name if head < len(positional) else f"{varargs}[{head - len(positional)}]"
+    return name + "".join(f"[{part}]" for part in rest if isinstance(part, int))
+
+
+@_checked
 def scan(
     *traces: PathLike,
     rule_dirs: Sequence[PathLike] = (),
     config: PathLike | ProjectConfig | None = None,
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
-    device: str | None = None,
+    device: Family | None = None,
     dialect: str | None = None,
-    evidence: int | None = None,
-    max_bytes: int | None = None,
+    evidence: Annotated[int, Field(ge=0, le=100)] | None = None,
+    max_bytes: Count | None = None,
     scheduler: str | None = None,
-    workers: int | None = None,
-    job_steps: int | None = None,
+    workers: Count | None = None,
+    job_steps: Count | None = None,
 ) -> ScanReport:
     """Run the rules on each trace; the project config (``config``, else ``perftool.yaml`` or
     ``pyproject.toml`` here) supplies what the arguments leave out. Traces that cannot be read are in
@@ -75,11 +121,15 @@ def scan(
     shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
     read = ReadOptions(device or settings.device, dialect, shown, max_bytes, job_steps)
     paths = [str(t) for t in traces]
+    if STDIN in paths and len(paths) > 1:  # a job's ranks are read where they are analysed, not in this process
+        raise PerftoolError(f"{STDIN} (standard input) is scanned only on its own: save it to a file to scan it "
+                            "with other traces")  # fmt: skip
     if len(paths) > 1 or any(os.path.isdir(p) for p in paths):
         return scan_job(paths, chosen, read, scheduler or settings.scheduler, workers or settings.workers)
     return scan_files(paths, chosen, read)
 
 
+@_checked
 def gate(
     baseline: PathLike | None,
     candidate: PathLike,
@@ -87,15 +137,15 @@ def gate(
     *,
     config: PathLike | ProjectConfig | None = None,
     rule_dirs: Sequence[PathLike] = (),
-    fail_on: str | None = None,
-    threshold: float | None = None,
-    alpha: float | None = None,
+    fail_on: FailOn | None = None,
+    threshold: Annotated[float, Field(gt=0, lt=1)] | None = None,
+    alpha: Annotated[float, Field(gt=0, lt=0.5)] | None = None,
     allow_mismatch: bool = False,
-    device: str | None = None,
+    device: Family | None = None,
     dialect: str | None = None,
-    max_bytes: int | None = None,
+    max_bytes: Count | None = None,
     scheduler: str | None = None,
-    workers: int | None = None,
+    workers: Count | None = None,
 ) -> GateResult:
     """Compare ``candidate`` with ``baseline`` (traces, jobs' directories, or saved scan JSON), and/or hold it to
     ``budget``; jobs are compared rank by rank, their ranks analysed on Dask as :func:`scan` does."""
@@ -122,16 +172,17 @@ def gate(
     )
 
 
+@_checked
 def diff(
     baseline: PathLike,
     candidate: PathLike,
     *,
-    by: str = "kernel",
+    by: Level = "kernel",
     op_maps: Sequence[PathLike] = (),
     dialect: str | None = None,
-    max_bytes: int | None = None,
+    max_bytes: Count | None = None,
     scheduler: str | None = None,
-    workers: int | None = None,
+    workers: Count | None = None,
 ) -> DiffResult:
     """What changed between two traces (or two jobs' directories, rank by rank) per ``by`` (kernel, op, category
     or track): each key's change, and contributions that add up to the change of the mean steady step."""
@@ -141,6 +192,7 @@ def diff(
     )  # fmt: skip
 
 
+@_checked
 def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
     """Run an emulator config (``overrides`` as ``--set`` takes them: ``loop_size=32``)."""
     loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
@@ -150,13 +202,14 @@ def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
         raise PerftoolError(f"{config}: {exc}") from None
 
 
+@_checked
 def tune(
     config: PathLike,
     overrides: Sequence[str] = (),
     *,
-    strategy: str | None = None,
-    evaluations: int | None = None,
-    jobs: int = 1,
+    strategy: Strategy | None = None,
+    evaluations: Count | None = None,
+    jobs: Annotated[int, Field(ge=1, le=256)] = 1,
     scheduler: str | None = None,
 ) -> TuneResult:
     """Sweep the knobs in the config's ``tune:`` section on the emulator, in ``jobs`` processes or on the Dask
@@ -166,6 +219,7 @@ def tune(
     return run_tune(loaded, jobs, scheduler=scheduler)
 
 
+@_checked
 def project(config: PathLike | ProjectConfig | None = None) -> ProjectConfig:
     """The project settings: ``config`` as given or read from its file, else the working directory's, else none."""
     if isinstance(config, ProjectConfig):

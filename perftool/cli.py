@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any, get_args
 
 import click
 import yaml
@@ -29,7 +31,7 @@ from perftool.gate.run import GateResult
 from perftool.job.cluster import Cluster, chosen_scheduler
 from perftool.job.scan import scan_job
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
-from perftool.project import ProjectConfig, load_project
+from perftool.project import FailOn, ProjectConfig, load_project
 from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
 from perftool.report.progress import SweepProgress
 from perftool.report.registry import CalibrateView, EmulateView, InfoView, JobInfoView, TuneView, emit, formats
@@ -40,7 +42,7 @@ from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
 from perftool.traces import load_trace
 from perftool.tune.search import tune as run_tune
-from perftool.tune.spec import TuneConfig, load_tune_config
+from perftool.tune.spec import Strategy, TuneConfig, load_tune_config
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "config": emulator_config.EmulatorConfig,
@@ -93,6 +95,19 @@ def _max_trace_size(command):
         callback=lambda _ctx, _param, value: limits.parse_size(value, "--max-trace-size") if value else None,
         help=f"Refuse traces of more JSON than this  [default: {limits.MAX_TRACE_SIZE_ENV} or 4GiB].",
     )(command)
+
+
+class _OpenRange(click.FloatRange):
+    """A number strictly between two bounds; NaN, which compares as inside any range, is refused."""
+
+    def __init__(self, low: float, high: float) -> None:
+        super().__init__(low, high, min_open=True, max_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
 
 
 def _scheduler(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -297,7 +312,7 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
 
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
-@click.option("--strategy", type=click.Choice(["auto", "exhaustive", "local"]), help="Override tune.strategy.")
+@click.option("--strategy", type=click.Choice(get_args(Strategy)), help="Override tune.strategy.")
 @click.option(
     "--evaluations",
     "budget",
@@ -388,7 +403,7 @@ def _names(values: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated).")
 @click.option(
     "--fail-on",
-    type=click.Choice(["info", "warning", "error", "never"]),
+    type=click.Choice(get_args(FailOn)),
     help="Exit 1 when a finding reaches this severity  [default: error].",
 )
 @click.option(
@@ -464,17 +479,17 @@ def _first(*choices):
 @click.option("--budget", type=click.Path(dir_okay=False), help="Hold the candidate to this budget file's limits.")
 @click.option(
     "--fail-on",
-    type=click.Choice(["info", "warning", "error", "never"]),
+    type=click.Choice(get_args(FailOn)),
     help="Fail on new findings at this severity  [default: error; never with a budget alone].",
 )
 @click.option(
     "--threshold",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=_OpenRange(0, 1),
     help="Relative step-time / throughput change that is a regression  [default: 0.05].",
 )
 @click.option(
     "--alpha",
-    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    type=_OpenRange(0, 0.5),
     help="Significance level of the timing test  [default: 0.01].",
 )
 @click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")

@@ -24,6 +24,7 @@ from conftest import REPO, error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from perftool import api
 from perftool.cli import cli
 from perftool.emulator.config import EmulatorConfig, load_config
 from perftool.errors import PerftoolError
@@ -479,3 +480,86 @@ def test_a_diffs_parts_add_up_to_the_change_at_every_level(baseline, candidate, 
         (compared,) = result.diffs
         scale = max(compared.baseline.step_us, compared.candidate.step_us, 1.0)
         assert abs(compared.attributed_us - compared.delta_us) <= 1e-6 * scale, (level, compared.level)
+
+
+# --- the Python API's arguments -------------------------------------------------------------------------------------
+
+TUNE_SPACE = ["tune.space={loop_size: [1, 8]}"]
+API_CALLS: dict[str, tuple[Any, tuple[str, ...]]] = {  # a call with valid inputs, and the parameters to vary in it
+    "scan": (lambda trace, **kw: api.scan(trace, **kw),
+             ("evidence", "max_bytes", "job_steps", "device", "dialect", "select", "ignore", "workers", "config")),
+    "gate": (lambda trace, **kw: api.gate(trace, trace, **kw),
+             ("fail_on", "threshold", "alpha", "allow_mismatch", "device", "dialect", "max_bytes", "rule_dirs")),
+    "diff": (lambda trace, **kw: api.diff(trace, trace, **kw), ("by", "op_maps", "dialect", "max_bytes")),
+    "tune": (lambda _, **kw: api.tune(EXAMPLES["npu"], TUNE_SPACE, **kw), ("strategy", "evaluations", "scheduler")),
+    "emulate": (lambda _, **kw: api.emulate(REPO / "sample_traces" / "npu" / "healthy.yaml", **kw), ("overrides",)),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small_trace_file(small_trace, folder) -> Path:
+    path = folder / "small.trace.json"
+    path.write_bytes(small_trace)
+    return path
+
+
+@settings(max_examples=max(settings.default.max_examples // 2, 1), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(data=st.data())
+def test_api_arguments_of_any_type_give_a_result_or_one_perftool_error(data, small_trace_file):
+    """Wrong types (``evidence='5'``, ``max_bytes='1GB'``), values out of range (``threshold=5``, NaN) and
+    unknown choices (``fail_on='bad'``) raise PerftoolError, one line naming the call and parameter."""
+    name = data.draw(st.sampled_from(sorted(API_CALLS)))
+    call, parameters = API_CALLS[name]
+    chosen = data.draw(st.sets(st.sampled_from(parameters), min_size=1, max_size=2))
+    arguments = {parameter: data.draw(ANY_VALUE) for parameter in sorted(chosen)}
+    try:
+        call(small_trace_file, **arguments)
+    except PerftoolError as exc:
+        assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("jobs", [0, -1, "2", 2.0, True, 257, None])
+def test_tune_jobs_must_be_a_count_of_processes(jobs):
+    with pytest.raises(PerftoolError, match=r"^tune\(\): jobs: "):
+        api.tune(EXAMPLES["npu"], TUNE_SPACE, jobs=jobs)
+
+
+# --- job directories ------------------------------------------------------------------------------------------------
+
+FILE_NAMES = ("rank{i}.trace.json", "rank{i}.json.gz", "worker_{i}.pt.trace.json", "report.json", "notes.txt",
+              "rank{i}.sarif.json", "page.json")  # fmt: skip
+CONTENTS = ("trace", "empty", "garbage", "schema", "html", "truncated")
+
+
+def job_file(kind: str, rank: int, world: Any, small_trace: bytes, data: st.DataObject) -> bytes:
+    """One file of a job directory: a rank's trace (its world size any number), or something else."""
+    if kind in ("trace", "truncated"):
+        document = json.loads(small_trace)
+        document["distributedInfo"] = {"rank": rank, "world_size": world}
+        raw = json.dumps(document).encode()
+        return raw[: data.draw(st.integers(0, len(raw) - 1))] if kind == "truncated" else raw
+    return {
+        "empty": b"",
+        "garbage": data.draw(st.binary(max_size=64)),
+        "schema": json.dumps({"schema": "perftool.scan/1", "traces": []}).encode(),
+        "html": b"<!doctype html><title>report</title>",
+    }[kind]
+
+
+@settings(max_examples=max(settings.default.max_examples // 6, 1), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@given(data=st.data())
+def test_any_job_directory_scans_or_fails_cleanly_and_stays_as_it_was(data, small_trace, tmp_path_factory):
+    """Ranks, reports, damaged and foreign files, world sizes of any size: a result or one line, nothing in
+    the directory changed, and an output aimed into it refused before any work."""
+    job = tmp_path_factory.mktemp("job")
+    for i in range(data.draw(st.integers(1, 4))):
+        name = data.draw(st.sampled_from(FILE_NAMES)).format(i=i)
+        content = job_file(data.draw(st.sampled_from(CONTENTS)), i, data.draw(EXTREME_NUMBERS), small_trace, data)
+        (job / name).write_bytes(gzip.compress(content) if name.endswith(".gz") else content)
+    before = {path.name: path.read_bytes() for path in job.iterdir()}
+    invoke("scan", job, "--workers", "1", "--format", data.draw(st.sampled_from(["text", "json", "markdown"])))
+    refused = invoke("scan", job, "--workers", "1", "-o", job / data.draw(st.sampled_from([*before, "out.json"])))
+    assert refused.exit_code == 2 and "is inside" in refused.stderr
+    assert {path.name: path.read_bytes() for path in job.iterdir()} == before

@@ -81,3 +81,30 @@ def test_a_world_size_of_two_billion_costs_nothing(run, tmp_path):
     assert result.exit_code == 0, result.stderr
     job = json.loads(result.stdout)["job"]
     assert job["world_size"] == 2_000_000_000 and job["missing_ranks"][:3] == [2, 3, 4]
+
+
+def test_standard_input_is_scanned_only_on_its_own(run, job):
+    """A job's ranks are read where they are analysed: standard input there would be read by no one."""
+    result = run("scan", "-", job, "--workers", "1", input=gzip.decompress(TRACE.read_bytes()))
+    assert result.exit_code == 2 and "- (standard input) is scanned only on its own" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_a_job_of_unlike_ranks_says_how_they_differ(run, job):
+    """Three GPU ranks and an NPU trace as rank 3: the view says the ranks differ, in device and family, and
+    which ranks are which."""
+    shutil.copy(REPO / "sample_traces" / "npu" / "healthy.trace.json.gz", job / "rank3.trace.json.gz")
+    document = json.loads(run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    unlike = document["job"]["unlike"]
+    assert [line.split(":")[0] for line in unlike] == ["device", "device family"]
+    assert unlike[1] == "device family: gpu ranks 0-2, 4-7, npu rank 3"
+    text = run("scan", job, "--workers", "1", "--fail-on", "never").stdout
+    assert "warning: the ranks differ in device family" in " ".join(text.split())
+
+
+def test_ranks_on_devices_of_one_kind_are_alike(run, job):
+    rank1 = job / "rank1.trace.json.gz"
+    rank1.write_bytes(gzip.compress(gzip.decompress(rank1.read_bytes()).replace(b'"GPU 0', b'"GPU 1')))
+    document = json.loads(run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    assert {t["device"].split(" (")[0] for t in document["traces"]} == {"GPU 0", "GPU 1"}
+    assert document["job"]["unlike"] == []

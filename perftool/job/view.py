@@ -4,6 +4,8 @@ whom, the slowest rank, imbalance, exposed communication per process group, and 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -15,7 +17,7 @@ from perftool.job.align import Alignment, Waits, align, waits
 from perftool.job.summary import RankSummary
 from perftool.rules.detectors import DETECTORS
 from perftool.rules.engine import finding_of
-from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow
+from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow, TraceFindings
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity
 from perftool.units import duration
@@ -23,6 +25,7 @@ from perftool.units import duration
 MAX_MISSING_LISTED = 100
 EXPOSURE_DETECTOR = "exposed_communication"
 WAIT_EXPLAINS = 0.5  # waiting for a straggler this share of a rank's exposed communication makes it the cause
+_INSTANCE = re.compile(r"\b(GPU|NPU|HPU|IPU|XPU|MTIA|device|pid) ?\d+\b")  # "GPU 3": which device, not which kind
 SLOWER = 1.02  # without waits to go by, a rank's step this much longer than the median's makes it the slowest
 
 
@@ -73,6 +76,7 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
         ranks=rows,
         world_size=world,
         missing_ranks=missing,
+        unlike=_unlike(by_rank),
         alignment=_alignment(alignment),
         slowest_rank=slowest,
         held_back_us=held,
@@ -80,6 +84,37 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
         groups=_groups(by_rank),
         findings=findings,
     )
+
+
+def _unlike(by_rank: dict[int, RankSummary]) -> list[str]:
+    """What the ranks differ in, each value with the ranks that have it (``device: A100 ranks 0-2, H100 rank 3``)."""
+    differences = []
+    for what, value in _SHARED:
+        ranks: dict[str, list[int]] = {}
+        for rank, summary in by_rank.items():
+            ranks.setdefault(value(summary.scan), []).append(rank)
+        if len(ranks) > 1:
+            differences.append(f"{what}: " + ", ".join(f"{name} {_ranks_text(of)}" for name, of in ranks.items()))
+    return differences
+
+
+_SHARED: tuple[tuple[str, Callable[[TraceFindings], str]], ...] = (  # what a job's ranks have in common
+    ("device", lambda scan: _INSTANCE.sub(r"\1", scan.device) or "unknown"),
+    ("device family", lambda scan: scan.family),
+    ("trace format", lambda scan: scan.dialect),
+)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """``rank 3``, ``ranks 0-2, 5``: runs of consecutive ranks as ranges."""
+    runs: list[list[int]] = []
+    for rank in ranks:
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    listed = ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)) for run in runs)
+    return f"rank{'s' if len(ranks) > 1 else ''} {listed}"
 
 
 def _known_run(by_rank: dict[int, RankSummary]) -> KnownRun | None:

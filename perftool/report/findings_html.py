@@ -113,7 +113,8 @@ def _finding(finding: Finding, unit: str) -> str:
 
 def job_section(report: ScanReport, job: JobView) -> str:
     """The ranks side by side: a heat map of their steps, their breakdown, the straggler, the job's findings."""
-    parts = []
+    parts = [paragraph(f"The ranks differ in {difference}: the view compares unlike ranks.", "warn")
+             for difference in job.unlike]  # fmt: skip
     if job.slowest_rank is not None:
         waited = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
         parts.append(paragraph(f"Straggler: rank {job.slowest_rank}{waited}.", "warn"))

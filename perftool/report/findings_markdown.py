@@ -54,7 +54,10 @@ def _trace(trace: TraceFindings) -> list[str]:
 def _job(job: JobView, unit: str) -> list[str]:
     """The job view: its alignment, the slowest rank, the rank table and the job's own findings."""
     world = f" (world size {job.world_size})" if job.world_size else ""
-    lines = [f"## Job of {plural(len(job.ranks), 'rank')}{world}", "", f"Clocks: {cell(job.alignment.text)}.", ""]
+    lines = [f"## Job of {plural(len(job.ranks), 'rank')}{world}", ""]
+    if job.unlike:
+        lines += [*(f"> ⚠️ The ranks differ in {cell(difference)}." for difference in job.unlike), ""]
+    lines += [f"Clocks: {cell(job.alignment.text)}.", ""]
     if job.slowest_rank is not None:
         held = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
         lines += [f"Slowest rank **{job.slowest_rank}**{held}.", ""]

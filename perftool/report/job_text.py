@@ -38,6 +38,9 @@ def _header(report: ScanReport, job: JobView, command: str) -> Text:
     if job.missing_ranks:
         listed = ", ".join(map(str, job.missing_ranks[:10])) + (" …" if len(job.missing_ranks) > 10 else "")
         text.append(f"\nnote: no trace for ranks {listed}", style="yellow")
+    for difference in job.unlike:
+        text.append("\nwarning: the ranks differ in ", style="yellow")
+        text.append(shown(difference, "yellow"))
     text.append("\n")
     text.append(shown(f"clocks: {job.alignment.text}", "dim"))
     if job.slowest_rank is not None:

@@ -168,6 +168,11 @@ class JobView(_Record):
     ranks: list[RankRow]
     world_size: int | None
     missing_ranks: list[int] = Field(description="ranks of the world size with no trace given (at most 100 listed)")
+    unlike: list[str] = Field(
+        default_factory=list,
+        description="what the ranks differ in (device, device family, trace format), each value with its ranks: "
+        "a job's ranks share all three, and where they do not, the view compares unlike ranks",
+    )
     alignment: ClockAlignment
     slowest_rank: int | None = Field(description="the rank the others wait for most, else the slowest step")
     held_back_us: float | None = Field(description="time per step the other ranks wait for the slowest rank")

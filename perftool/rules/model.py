@@ -6,11 +6,12 @@ import enum
 import math
 import re
 import string
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-FAMILIES = ("npu", "ipu", "hpu", "gpu", "generic")
+Family = Literal["npu", "ipu", "hpu", "gpu", "generic"]
+FAMILIES: tuple[str, ...] = get_args(Family)
 
 
 class Severity(str, enum.Enum):

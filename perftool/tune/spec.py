@@ -110,6 +110,9 @@ Domain = Annotated[tuple, BeforeValidator(_domain)]
 Knob = Literal[TUNABLE]  # type: ignore[valid-type]
 
 
+Strategy = Literal["auto", "exhaustive", "local"]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -131,7 +134,7 @@ class TuneSpec(_Strict):
         "throughput", description="maximise samples/s, or minimise the mean step time (what the job takes)"
     )
     constraints: Constraints = Constraints()
-    strategy: Literal["auto", "exhaustive", "local"] = Field(
+    strategy: Strategy = Field(
         "auto", description="exhaustive: every configuration; local: budgeted local search; auto: by space size"
     )
     budget: int | None = Field(None, ge=1, description="most configurations to simulate (local search)")
