@@ -13,7 +13,11 @@ from perftool.errors import PerftoolError
 
 DEFAULT_MAX_TRACE_BYTES = 4 << 30  # of JSON, after decompression: about 2.6 GiB of memory to scan
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)
-MEMORY_PER_EVENT = 120  # bytes; the floor for traces of tiny events (measured: about 93 per event to scan)
+# Memory to scan what a trace holds, beyond its bytes (bench/bench_memory.py measures each; these hold above):
+MEMORY_PER_EVENT = 150  # bytes an event (measured 139 for a million tiny events of one name and thread)
+MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 300-650, most with a track each
+MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~290)
+MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~120)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
 MAX_GZIP_RATIO = 100  # decompressed : compressed; real traces compress 5-20x, a gzip bomb up to ~1000x
 GZIP_RATIO_FROM_BYTES = 64 << 20  # small files may compress as well as they like
@@ -74,7 +78,17 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-def events_within(max_bytes: int) -> int:
-    """The most events a trace may hold under the trace-size limit ``max_bytes``: the memory that limit
-    allows (:data:`MEMORY_PER_TRACE_BYTE` per byte) at :data:`MEMORY_PER_EVENT` bytes an event."""
-    return int(max_bytes * MEMORY_PER_TRACE_BYTE / MEMORY_PER_EVENT)
+MEMORY_FLOOR = 16 << 20  # what a trace's structures may always take: next to the interpreter's ~60 MB, nothing
+
+
+def memory_within(max_bytes: int) -> int:
+    """The memory the trace-size limit ``max_bytes`` stands for (:data:`MEMORY_PER_TRACE_BYTE` per byte), and
+    never less than :data:`MEMORY_FLOOR`."""
+    return max(int(max_bytes * MEMORY_PER_TRACE_BYTE), MEMORY_FLOOR)
+
+
+def memory_to_scan(events: int, signatures: int, counter_samples: int, kept_args: int, args_bytes: int) -> int:
+    """Bytes of memory scanning a trace of these parts needs, beyond the interpreter: many tiny or distinct
+    events need more per byte of JSON than :data:`MEMORY_PER_TRACE_BYTE` allows for."""
+    return (events * MEMORY_PER_EVENT + signatures * MEMORY_PER_SIGNATURE
+            + counter_samples * MEMORY_PER_COUNTER_SAMPLE + kept_args * MEMORY_PER_KEPT_ARGS + args_bytes)  # fmt: skip

@@ -13,9 +13,11 @@ from perftool.report.console import add_columns, cut, name_and_figures
 from perftool.report.escape import shown
 from perftool.report.names import readable
 from perftool.trace.model import Role, Trace
-from perftool.units import duration, percent
+from perftool.units import duration, percent, plural
 
 _ROLE_STYLE = {Role.DEVICE: "green", Role.HOST: "cyan", Role.INPUT: "cyan", Role.UNKNOWN: "dim"}
+
+TRACKS_LISTED = 100  # in the text table; JSON lists every track
 
 
 def render(trace: Trace, metrics: Metrics) -> Group:
@@ -44,8 +46,11 @@ def _tracks(trace: Trace, metrics: Metrics) -> Table:
         table, [("process", "left"), ("thread", "left"), ("pid:tid", "right"), ("role", "left"), ("events", "right")]
     )
     events, samples = metrics.track_events, metrics.track_samples
+    listed = trace.tracks
+    if len(listed) > TRACKS_LISTED:  # the busiest, in the trace's order; a table of a million rows helps no one
+        listed = sorted(listed, key=lambda t: -(events[t.id] + samples[t.id]))[:TRACKS_LISTED]
     ordered = sorted(
-        trace.tracks,
+        listed,
         key=lambda t: (
             t.process_sort_index if t.process_sort_index is not None else 0,
             _id_key(t.pid),
@@ -63,6 +68,9 @@ def _tracks(trace: Trace, metrics: Metrics) -> Table:
             Text(t.role.value, style=_ROLE_STYLE.get(t.role, "")),
             count,
         )
+    if len(trace.tracks) > len(listed):
+        left = plural(len(trace.tracks) - len(listed), "more track")
+        table.add_row(f"… {left} with fewer events (--format json lists all)")
     return table
 
 

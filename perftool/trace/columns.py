@@ -249,6 +249,14 @@ class ColumnBuilder:
         self.metadata_events: list[tuple[int | str, int | str, str, bytes]] = []
         self.counter_events: list[tuple[int, float, int, bytes]] = []  # order, ts, signature, args
         self.count = 0
+        self.args_bytes = 0
+
+    @property
+    def memory_needed(self) -> int:
+        """Bytes of memory scanning what was added so far will need (:func:`perftool.limits.memory_to_scan`)."""
+        return limits.memory_to_scan(
+            self.count, len(self.signatures.ids), len(self.counter_events), len(self.kept_args), self.args_bytes
+        )
 
     def error(self, exc: PieceError) -> TraceError:
         """The trace-level error for a problem in the part that would be added next."""
@@ -273,6 +281,7 @@ class ColumnBuilder:
         for key, array in arrays.items():
             self.arrays[key].append(array)
         self.kept_args.extend(part.kept_args)
+        self.args_bytes += sum(map(len, part.kept_args)) + sum(len(raw) for *_, raw in part.counter_events)
         self.metadata_events.extend(part.metadata_events)
         self.counter_events.extend(
             (self.count + i, when, int(signature_table[signature]), raw)

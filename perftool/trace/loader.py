@@ -30,6 +30,7 @@ from perftool.trace.decode import (
 from perftool.trace.model import Trace
 from perftool.trace.workers import WorkerDied
 from perftool.trace.workers import processes as worker_processes
+from perftool.units import plural
 
 GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
 STDIN = "-"  # the name that reads a trace from standard input
@@ -176,17 +177,19 @@ def _add_all(builder: ColumnBuilder, parts: Iterator[Part], max_bytes: int) -> N
     """Add parts in file order; a bad event inside one becomes an error naming its index in the trace.
 
     The trace-size limit stands for a memory budget (:data:`perftool.limits.MEMORY_PER_TRACE_BYTE` per
-    byte); many small events can need more memory per byte than that, so their count is held to the
-    same budget as they arrive (:data:`perftool.limits.MEMORY_PER_EVENT` each).
+    byte); many small or distinct events can need more memory per byte than that, so what they will need
+    (:func:`perftool.limits.memory_to_scan`) is held to the same budget as they arrive.
     """
-    most_events = limits.events_within(max_bytes)
+    budget = limits.memory_within(max_bytes)
     try:
         for part in parts:
             builder.add(part)
-            if builder.count > most_events:
+            if builder.memory_needed > budget:
+                kinds = plural(len(builder.signatures.ids), "kind")
                 raise _too_large(
                     builder.path,
-                    f"holds more events (over {most_events:,}, about {limits.MEMORY_PER_EVENT} bytes of memory each)",
+                    f"holds more events ({builder.count:,} of {kinds} so far, needing "
+                    f"{limits.size_text(builder.memory_needed)} of memory to scan)",
                     max_bytes,
                 )
     except PieceError as exc:

@@ -1,0 +1,114 @@
+"""Benchmark: the memory a scan takes per event, of each kind, against what the memory guard budgets.
+
+    python bench/bench_memory.py                 # 1,000,000 events of each kind
+    python bench/bench_memory.py --events 200000
+
+For each kind of event (all alike; a distinct name each; a distinct name and thread each; counter samples;
+events with args) it writes a trace of that many events to bench/out, scans it with ``perftool scan`` in a
+fresh process, samples the summed resident memory of the process and its decoding workers every 10 ms,
+and prints the peak beyond an empty scan's, per event, next to :func:`perftool.limits.memory_to_scan`'s
+estimate for the same trace. The guard holds where the estimate is at least the measured figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from perftool import limits
+from perftool.trace.columns import ColumnBuilder
+from perftool.traces import load_trace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "out")
+KINDS = {  # an event of each kind, by its index
+    "alike": lambda i: f'{{"ph":"X","name":"a","pid":1,"tid":1,"ts":{i},"dur":1}}',
+    "names": lambda i: f'{{"ph":"X","name":"k{i}","pid":1,"tid":1,"ts":{i},"dur":1}}',
+    "tracks": lambda i: f'{{"ph":"X","name":"k{i}","pid":1,"tid":{i},"ts":{i},"dur":1}}',
+    "counters": lambda i: f'{{"ph":"C","name":"c","pid":1,"tid":1,"ts":{i},"args":{{"v":{i}}}}}',
+    "args": lambda i: f'{{"ph":"X","name":"a","pid":1,"tid":1,"ts":{i},"dur":1,"args":{{"x":{i}}}}}',
+}
+
+
+def write(kind: str, events: int) -> str:
+    path = os.path.join(OUT, f"memory_{kind}_{events}.json")
+    if not os.path.exists(path):
+        os.makedirs(OUT, exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write('{"traceEvents":[' + ",".join(map(KINDS[kind], range(events))) + "]}")
+    return path
+
+
+def tree_rss_kb(root: int) -> int:
+    """Resident memory of ``root`` and every process below it, in KB."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    total, pending = 0, [root]
+    while pending:
+        pid = pending.pop()
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                total += next((int(line.split()[1]) for line in fh if line.startswith("VmRSS")), 0)
+        except OSError:
+            pass
+        pending += children.get(pid, [])
+    return total
+
+
+def peak_mb(path: str) -> float:
+    """Peak summed resident memory of ``perftool scan PATH`` and its workers, in MB."""
+    command = [sys.executable, "-m", "perftool", "scan", path, "--max-trace-size", "64GB", "--fail-on", "never"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, tree_rss_kb(process.pid))
+        time.sleep(0.01)
+    if process.returncode:
+        raise SystemExit(f"perftool scan {path} exited {process.returncode}")
+    return peak / 1024
+
+
+def estimate_mb(path: str) -> float:
+    """What the guard budgets for the trace at ``path``, in MB."""
+    built: list[int] = []
+    finish = ColumnBuilder.finish
+    ColumnBuilder.finish = lambda self, metadata: (built.append(self.memory_needed), finish(self, metadata))[1]
+    try:
+        load_trace(path, workers=1)
+    finally:
+        ColumnBuilder.finish = finish
+    return built[-1] / 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    args = parser.parse_args()
+    empty = peak_mb(write("alike", 1_000))
+    print(f"an empty scan: {empty:.0f} MB; {args.events:,} events of each kind")
+    print(f"{'kind':10} {'JSON MB':>8} {'measured MB':>12} {'B/event':>8} {'guard MB':>9} {'B/event':>8}  holds")
+    for kind in KINDS:
+        path = write(kind, args.events)
+        measured, budgeted = peak_mb(path) - empty, estimate_mb(path)
+        per, budget_per = measured * 1e6 / args.events, budgeted * 1e6 / args.events
+        size = os.path.getsize(path) / 1e6
+        print(f"{kind:10} {size:8.1f} {measured:12.0f} {per:8.0f} {budgeted:9.0f} {budget_per:8.0f}  "
+              f"{'yes' if budgeted >= measured else 'NO'}")  # fmt: skip
+    print(
+        f"per event {limits.MEMORY_PER_EVENT} B, per distinct signature {limits.MEMORY_PER_SIGNATURE} B, per "
+        f"counter sample {limits.MEMORY_PER_COUNTER_SAMPLE} B, per kept args {limits.MEMORY_PER_KEPT_ARGS} B"
+    )
+
+
+if __name__ == "__main__":
+    main()
