@@ -336,6 +336,16 @@ def test_events_are_held_to_the_memory_the_size_limit_allows(run, tmp_path, even
     assert run("info", path, "--max-trace-size", passes_at).exit_code == 0
 
 
+def test_info_lists_the_busiest_tracks_not_every_one(run, tmp_path):
+    """A track per event: the text table keeps the 100 busiest and counts the rest; JSON lists them all."""
+    events = [complete("k", i, 1, tid=i) for i in range(300)] + [complete("busy", 400 + i, 1, tid=7) for i in range(5)]
+    path = tmp_path / "tracks.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    text = " ".join(run("info", path).stdout.replace("│", " ").split())  # a wrapped cell read as one line
+    assert "… 200 more tracks with fewer events (--format json lists all)" in text and "1:7" in text
+    assert len(json.loads(run("info", path, "--format", "json").stdout)["tracks"]) == 300
+
+
 # --- work that grows with the input, never faster -------------------------------------------------------------------
 
 HOSTILE_NAMES = [
