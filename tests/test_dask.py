@@ -9,9 +9,12 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
+import distributed
 import pytest
 from distributed import LocalCluster
 
@@ -144,3 +147,42 @@ def test_a_worker_count_that_is_not_one_is_refused_by_the_api(workers):
 def test_workers_are_capped_at_the_ranks_and_the_cpus():
     assert cluster.local_workers(64, 8) == min(8, os.cpu_count() or 1)
     assert cluster.local_workers(None, 3) == min(3, os.cpu_count() or 1)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_scheduler_killed_mid_run_is_one_line_not_a_traceback(tmp_path):
+    """A scheduler and a worker of their own (``dask scheduler``, ``dask worker``); the scheduler is killed while a
+    64-rank scan runs on it: exit 2, one line, nothing of Dask's logs, within a bounded time."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for rank in range(64):
+        shutil.copy(STRAGGLER / f"rank{rank % 8}.trace.json.gz", job / f"rank{rank}.trace.json.gz")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    scheduler = subprocess.Popen([*dask, "--port", address.rsplit(":", 1)[1], "--dashboard-address", ":0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    worker = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                               "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        with distributed.Client(address, timeout=30) as probe:
+            probe.wait_for_workers(1, timeout=30)
+            scan = subprocess.Popen([sys.executable, "-m", "perftool", "scan", str(job), "--scheduler", address],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+            deadline = time.monotonic() + 60
+            while not probe.processing().get(next(iter(probe.scheduler_info()["workers"]))) and scan.poll() is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        scheduler.kill()
+        _, stderr = scan.communicate(timeout=120)
+    finally:
+        for process in (scheduler, worker):
+            process.kill()
+            process.wait()
+    assert scan.returncode == 2, stderr
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith(f"perftool: error: a task failed on the Dask scheduler at {address}")

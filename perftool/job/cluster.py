@@ -153,7 +153,8 @@ def _connected(client_type: Any, scheduler: str) -> Any:
 def _quiet() -> Iterator[None]:
     """Dask's own logging held to critical messages while a cluster runs and closes: a closing cluster logs the
     comms it drops (CommClosedError) on runs that succeed, and failures reach the user as perftool's errors."""
-    loggers = [logging.getLogger(name) for name in _DASK_LOGGERS]
+    named = [name for name in list(logging.root.manager.loggerDict) if name.split(".")[0] in _DASK_LOGGERS]
+    loggers = [logging.getLogger(name) for name in {*_DASK_LOGGERS, *named}]  # Dask sets some children's own levels
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
@@ -195,4 +196,5 @@ def map_tasks(
             raise
         except Exception as exc:  # raised where the task ran, or by the cluster: one line, not a remote traceback
             where = f"the Dask scheduler at {scheduler}" if scheduler else "the local Dask cluster"
-            raise PerftoolError(f"a task failed on {where}: {type(exc).__name__}: {exc}") from None
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # Dask adds advice on more lines
+            raise PerftoolError(f"a task failed on {where}: {type(exc).__name__}: {first}") from None
