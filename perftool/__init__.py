@@ -7,6 +7,10 @@ functions; their packages are imported by their full names (``from perftool.gate
 
 __version__ = "0.1.0"
 
+from perftool import interrupts  # noqa: E402 - light: the standard library only
+
+interrupts.one_line_while_starting()  # before the API's modules load: Ctrl-C then is one line, as later
+
 from perftool.api import diff, emulate, gate, load_trace, scan, tune  # noqa: E402 - after __version__, which they read
 
 __all__ = ["__version__", "diff", "emulate", "gate", "load_trace", "scan", "tune"]

@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType
+from types import FrameType, TracebackType
 
 EXIT_CODE = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
@@ -32,6 +32,25 @@ def stop(message: str, code: int) -> None:
         os.dup2(nowhere.fileno(), 2)
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until the interpreter exits
     sys.exit(code)
+
+
+def one_line_while_starting() -> None:
+    """When the ``perftool`` command is starting (``perftool …`` or ``python -m perftool …``), a Ctrl-C while its
+    modules load is the same one line and exit code as later, not a traceback. Python code that imports perftool
+    as a library keeps its own handling."""
+    command = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if command not in ("perftool", "-m"):  # "-m" while `python -m perftool` imports the package
+        return
+    previous = sys.excepthook
+
+    def interrupted(kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            previous(kind, value, trace)
+            return
+        print("perftool: interrupted", file=sys.stderr, flush=True)
+        os._exit(EXIT_CODE)  # nothing has started that needs closing
+
+    sys.excepthook = interrupted
 
 
 def finished() -> None:

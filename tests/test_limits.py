@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import zlib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -416,3 +417,16 @@ def test_ranges_of_a_whitespace_padded_events_array_read_the_file_about_once(tmp
     pieces = [decode.read_events_range(str(path), *events, *piece) for piece in loader._pieces(*events)]
     assert len(pieces) == 65 and sum(len(decode.decode_piece(p)) for p in pieces if p.strip()) == 2
     assert sum(read) < 6 * path.stat().st_size  # every range reading on to the next cut: 40 times the file
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.15, 0.3])
+@pytest.mark.parametrize("launch", ["script", "module"])
+def test_ctrl_c_while_the_command_starts_is_one_line(after_s, launch):
+    """Ctrl-C while perftool's modules load (its first few tenths of a second) ends as it does later."""
+    script = Path(sys.executable).parent / "perftool"
+    start = [str(script)] if launch == "script" else [sys.executable, "-m", "perftool"]
+    command = subprocess.Popen([*start, "info", str(SAMPLE)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(after_s)
+    command.send_signal(signal.SIGINT)
+    _, said = command.communicate(timeout=60)
+    assert (command.returncode, said) == (130, b"perftool: interrupted\n")
