@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 from pathlib import Path
 
 import published_schemas
@@ -79,6 +80,12 @@ def run():
         return CliRunner().invoke(cli, [str(a) for a in args], input=input, catch_exceptions=False)
 
     return invoke
+
+
+def ctrl_c_as_at_a_terminal() -> None:
+    """For ``subprocess.Popen(preexec_fn=...)``: Ctrl-C acts in the child even where the tests themselves run with
+    it ignored (a background job of a shell script), which a child would inherit and, rightly, keep."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def complete(name, ts, dur, pid=1, tid=1, cat="", **extra):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, complete, error_line, kernel_steps
+from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps
 
 from perftool import interrupts, limits
 from perftool.output import write_bytes
@@ -299,7 +299,9 @@ def test_a_stopped_sweep_exits_with_the_signals_code_and_writes_nothing(tmp_path
         "--progress",
         *(str(part) for pair in outputs.items() for part in pair),
     ]
-    sweep = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    sweep = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=ctrl_c_as_at_a_terminal
+    )
     deadline = time.monotonic() + 60
     while len(children(sweep.pid)) < 2:  # its two worker processes are up: the sweep has begun (a progress bar
         assert sweep.poll() is None and time.monotonic() < deadline  # drawn to a pipe shows only when it ends)
@@ -425,7 +427,12 @@ def test_ctrl_c_while_the_command_starts_is_one_line(after_s, launch):
     """Ctrl-C while perftool's modules load (its first few tenths of a second) ends as it does later."""
     script = Path(sys.executable).parent / "perftool"
     start = [str(script)] if launch == "script" else [sys.executable, "-m", "perftool"]
-    command = subprocess.Popen([*start, "info", str(SAMPLE)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    command = subprocess.Popen(
+        [*start, "info", str(SAMPLE)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=ctrl_c_as_at_a_terminal,
+    )
     time.sleep(after_s)
     command.send_signal(signal.SIGINT)
     _, said = command.communicate(timeout=60)
