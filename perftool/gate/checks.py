@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from perftool.rules.findings import Finding, TraceFindings
 from perftool.units import number
 
 Verdict = Literal["pass", "warn", "fail", "skip", "not_checked"]
-VERDICTS: tuple[Verdict, ...] = ("fail", "warn", "pass", "skip", "not_checked")
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
 MIN_STEPS = 3  # steady steps a side below which the timing is not checked
 

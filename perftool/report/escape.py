@@ -41,11 +41,10 @@ def markdown(text: object) -> str:
     return line.replace("@", "@" + _WORD_JOINER)
 
 
-def markdown_code(text: object, in_table: bool = False) -> str:
-    """``text`` as a Markdown code span (monospace, shown as written): fenced by more backticks than it holds;
-    in a table cell its ``|`` escaped, which GitHub's tables read before the span."""
+def markdown_code(text: object) -> str:
+    """``text`` as a Markdown code span outside a table (monospace, shown as written): fenced by more backticks
+    than it holds."""
     line = one_line(str(text))
     longest = max((len(run) for run in re.findall(r"`+", line)), default=0)
     fence = "`" * (longest + 1)
-    padded = f" {line} " if line.startswith("`") or line.endswith("`") else line
-    return fence + (padded.replace("|", "\\|") if in_table else padded) + fence
+    return fence + (f" {line} " if line.startswith("`") or line.endswith("`") else line) + fence
