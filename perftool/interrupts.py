@@ -14,6 +14,7 @@ from types import FrameType, TracebackType
 
 EXIT_CODE = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+HANDLED = (signal.SIGINT, *TERMINATING)
 
 
 class Terminated(BaseException):
@@ -59,12 +60,40 @@ def finished() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
-def ignore_in_worker() -> None:
+def ignore_in_worker(end_on_termination: bool = True) -> None:
     """For worker processes: SIGINT is the parent's to handle; it then stops its workers. SIGTERM and SIGHUP end a
-    worker at once, without the parent's clean-up (it has nothing to clean)."""
+    worker at once, without the parent's clean-up (it has nothing to clean), unless ``end_on_termination`` is
+    false: then the parent ends it too, once it has handed back the work in hand (a pool that cannot tell half a
+    result from a slow one needs that)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for signum in TERMINATING:
-        signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signum, signal.SIG_DFL if end_on_termination else signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)  # a worker started within `held()` starts with them blocked
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Signals wait until the block is over, then act as they would have: for starting worker processes and handing
+    them work, where a handler raising midway leaves the pool's bookkeeping broken (its queue's writer then waits
+    forever at exit). Processes forked within start with the signals blocked, until :func:`ignore_in_worker`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handlers = {signum: signal.getsignal(signum) for signum in HANDLED}
+    noted: list[int] = []  # signals another thread received meanwhile; Python runs their handlers in this one
+    for signum, handler in handlers.items():
+        if callable(handler):
+            signal.signal(signum, lambda number, _frame: noted.append(number))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+    try:
+        yield
+    finally:
+        for signum, handler in handlers.items():
+            if callable(handler):
+                signal.signal(signum, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one sent to this thread meanwhile arrives now
+        if noted and callable(handler := handlers[signal.Signals(noted[0])]):
+            handler(noted[0], None)
 
 
 def stop_on_termination() -> None:

@@ -256,6 +256,79 @@ def test_a_termination_signal_mid_write_leaves_no_partial_file(tmp_path, monkeyp
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
 
+HELD = """
+import os, signal, sys, threading, time
+from perftool import interrupts
+interrupts.stop_on_termination()
+started = []
+try:
+    with interrupts.held():
+        sender = threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGTERM))
+        sender.start() if sys.argv[1] == "thread" else os.kill(os.getpid(), signal.SIGTERM)
+        sender.join() if sys.argv[1] == "thread" else None
+        worker = os.fork()
+        if worker == 0:  # signalled before it has set how it takes signals: it lives until it has
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+            os.write(1, b"set up; ")
+            interrupts.ignore_in_worker()
+            time.sleep(5)
+            os._exit(0)
+        started.append(worker)
+        time.sleep(0.1)
+        started.append("the block ran to its end")
+except interrupts.Terminated:
+    _, status = os.waitpid(started[0], 0)
+    print(started[1], "then stopped; the worker ended by signal", os.WTERMSIG(status))
+"""
+
+
+@pytest.mark.parametrize("sent_to", ["process", "thread"])
+def test_a_signal_while_workers_start_waits_for_the_block_and_reaches_the_workers_once_set_up(sent_to):
+    """A sweep's pool signalled as it starts used to hang at exit: the signal's handler raised inside the pool's
+    bookkeeping. Within ``held()`` it waits, whichever thread took it, and a process forked there starts with it
+    blocked."""
+    result = subprocess.run([sys.executable, "-c", HELD, sent_to], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "set up; the block ran to its end then stopped; the worker ended by signal 15\n"
+    assert result.returncode == 0, result.stderr
+
+
+ABANDONED = """
+import multiprocessing, os, signal, sys, time
+from perftool.tune.evaluator import Evaluator
+from perftool.tune.exhaustive import exhaustive
+from perftool.tune.space import Space
+from perftool.tune.spec import load_tune_config
+
+class Stop(Exception):
+    pass
+
+def stop(evaluations, pruned):
+    raise Stop  # as Ctrl-C or SIGTERM's handler does, while the sweep waits on its pool
+
+config = load_tune_config(sys.argv[1], ["tune.space.prefetch_depth={range: [1, 1024]}"])
+with Evaluator(config, Space.of(config.tune.space), jobs=2, on_progress=stop) as evaluator:
+    try:
+        exhaustive(evaluator)
+    except Stop:
+        for worker in multiprocessing.active_children():  # as a signal to the process group reaches them too
+            os.kill(worker.pid, signal.SIGTERM)
+        time.sleep(1)
+print("closed")
+"""
+
+
+def test_a_sweep_stopped_by_a_signal_to_its_process_group_closes_its_pool():
+    """The sweep stops midway and its workers get the signal too: the pool closes and the process exits. The
+    workers used to die at once: killed while sending a result, they left the pool waiting forever on the rest of
+    it; and as the stopped sweep (through ``Executor.map``) had cancelled its queued work, the pool failed on that
+    (CPython gh-107219) and the process waited forever at exit."""
+    script = [sys.executable, "-c", ABANDONED, str(REPO / "examples" / "tune" / "npu.yaml")]
+    result = subprocess.run(script, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (0, "closed\n"), result.stderr
+    assert "Exception in thread" not in result.stderr
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (from /proc)."""
     found = []

@@ -20,7 +20,7 @@ from itertools import count as counting
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from perftool.interrupts import ignore_in_worker
+from perftool.interrupts import held, ignore_in_worker
 
 FORKS = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix"
 
@@ -96,17 +96,18 @@ class _Processes:
         self.tasks: list[Connection] = []
         self.results: list[Connection] = []
         self.members: list[multiprocessing.process.BaseProcess] = []
-        for slot in range(count):
-            task_out, task_in = context.Pipe(duplex=False)
-            result_out, result_in = context.Pipe(duplex=False)
-            setup = (function, fixed, (self.slots, slot) if self.slots else None)
-            member = context.Process(target=_serve, args=(setup, task_out, result_in), daemon=True)
-            member.start()
-            task_out.close()
-            result_in.close()
-            self.tasks.append(task_in)
-            self.results.append(result_out)
-            self.members.append(member)
+        with held():  # each process starts with signals blocked, until it has set how it takes them
+            for slot in range(count):
+                task_out, task_in = context.Pipe(duplex=False)
+                result_out, result_in = context.Pipe(duplex=False)
+                setup = (function, fixed, (self.slots, slot) if self.slots else None)
+                member = context.Process(target=_serve, args=(setup, task_out, result_in), daemon=True)
+                member.start()
+                task_out.close()
+                result_in.close()
+                self.tasks.append(task_in)
+                self.results.append(result_out)
+                self.members.append(member)
 
     def run(self, tasks: Iterable[tuple]) -> Iterator[Any]:
         """Small tasks (they fit in a pipe's buffer), two per process in flight."""

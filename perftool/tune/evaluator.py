@@ -20,7 +20,7 @@ import numpy as np
 from perftool.emulator.config import SECTION_SETTINGS, with_settings
 from perftool.emulator.evaluate import FIGURES, evaluate_plan, job_figures
 from perftool.emulator.plan import build_plan
-from perftool.interrupts import ignore_in_worker
+from perftool.interrupts import held, ignore_in_worker
 from perftool.job.cluster import dask_client
 from perftool.tune.space import Space
 from perftool.tune.spec import TuneConfig
@@ -198,9 +198,16 @@ class Evaluator:
     def _map(self, configs: list[TuneConfig], pieces: list[np.ndarray]) -> Iterator[Rows]:
         """``evaluate_points`` of each (config, piece), in order: over the processes when there are several."""
         if self._pool is not None or (self.jobs > 1 and len(pieces) > 1):
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(self.jobs, initializer=ignore_in_worker)
-            return self._pool.map(evaluate_points, configs, [self.space] * len(pieces), pieces)
+            with held():  # the pool starts its processes and queues the pieces whole, whatever signal comes
+                if self._pool is None:  # its workers leave signals to this process: one killed while it sends a
+                    # result would leave the pool waiting forever on the rest of it
+                    self._pool = ProcessPoolExecutor(self.jobs, initializer=ignore_in_worker, initargs=(False,))
+                work = zip(configs, pieces)
+                futures = [self._pool.submit(evaluate_points, config, self.space, piece) for config, piece in work]
+            # Not `Executor.map`: stopped midway, it cancels the futures it made, and a pool whose workers were killed
+            # too then fails to mark them broken (CPython gh-107219, unfixed in 3.10 and 3.11), its queue's writer
+            # left waiting forever at exit. The pool's own shutdown cancels what has not started.
+            return (future.result() for future in futures)
         return (evaluate_points(config, self.space, piece) for config, piece in zip(configs, pieces))
 
     def _keep(self, rows: Rows) -> None:
