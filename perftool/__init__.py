@@ -1,7 +1,8 @@
 """perftool: performance tuning and profiling for training jobs on ML accelerators.
 
 ``import perftool`` gives the Python API (:mod:`perftool.api`): ``load_trace``, ``scan``, ``gate``,
-``diff``, ``emulate`` and ``tune``. ``perftool.gate``, ``perftool.diff`` and ``perftool.tune`` are those
+``diff``, ``emulate`` and ``tune``, and what they raise and warn (``PerftoolError``, ``NothingRead``,
+``PerftoolWarning``). ``perftool.gate``, ``perftool.diff`` and ``perftool.tune`` are those
 functions; their packages are imported by their full names (``from perftool.gate.run import ...``).
 """
 
@@ -11,6 +12,18 @@ from perftool import interrupts  # noqa: E402 - light: the standard library only
 
 interrupts.one_line_while_starting()  # before the API's modules load: Ctrl-C then is one line, as later
 
-from perftool.api import diff, emulate, gate, load_trace, scan, tune  # noqa: E402 - after __version__, which they read
+from perftool.api import NothingRead, diff, emulate, gate, load_trace, scan, tune  # noqa: E402 - after __version__
+from perftool.errors import PerftoolError, PerftoolWarning  # noqa: E402
 
-__all__ = ["__version__", "diff", "emulate", "gate", "load_trace", "scan", "tune"]
+__all__ = [
+    "NothingRead",
+    "PerftoolError",
+    "PerftoolWarning",
+    "__version__",
+    "diff",
+    "emulate",
+    "gate",
+    "load_trace",
+    "scan",
+    "tune",
+]

@@ -12,7 +12,9 @@
     run = perftool.emulate("config.yaml", overrides=["loop_size=32"])
     best = perftool.tune("tune.yaml", evaluations=200)      # TuneResult
 
-Bad input raises :class:`perftool.errors.PerftoolError` with the one-line message the CLI prints.
+Bad input raises :class:`perftool.errors.PerftoolError` with the one-line message the CLI prints; a scan that
+could read some of its traces but not all warns (:class:`perftool.errors.PerftoolWarning`), one that could read
+none raises :class:`NothingRead`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
@@ -31,7 +34,7 @@ from perftool.diff.run import DiffResult, diff_paths
 from perftool.emulator import config as emulator_config
 from perftool.emulator.run import InfeasibleConfig, Run
 from perftool.emulator.run import run as run_emulator
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, PerftoolWarning
 from perftool.gate.policy import load_budget
 from perftool.gate.run import GateOptions, GateResult, run_gate
 from perftool.job.cluster import Cluster
@@ -53,7 +56,20 @@ Arguments = ParamSpec("Arguments")
 Result = TypeVar("Result")
 _STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
-__all__ = ["emulate", "gate", "load_trace", "project", "scan", "tune"]
+__all__ = ["NothingRead", "diff", "emulate", "gate", "load_trace", "project", "scan", "tune"]
+
+
+class NothingRead(PerftoolError):
+    """None of the traces given to :func:`scan` could be read: ``report.unread`` says why, for each."""
+
+    def __init__(self, report: ScanReport) -> None:
+        super().__init__(_unread(report))
+        self.report = report
+
+
+def _unread(report: ScanReport) -> str:
+    first, more = report.unread[0], len(report.unread) - 1
+    return f"{first.path}: {first.problem}" + (f" (and {more} more traces not read)" if more else "")
 
 
 def _checked(function: Callable[Arguments, Result]) -> Callable[Arguments, Result]:
@@ -106,7 +122,8 @@ def scan(
 ) -> ScanReport:
     """Run the rules on each trace; the project config (``config``, else ``perftool.yaml`` or
     ``pyproject.toml`` here) supplies what the arguments leave out. Traces that cannot be read are in
-    the report's ``unread``. ``job_steps``: the steps the whole job runs, where a trace does not record it;
+    the report's ``unread`` and a :class:`PerftoolWarning` (:class:`NothingRead` when none could be read).
+    ``job_steps``: the steps the whole job runs, where a trace does not record it;
     a fix of a cost paid once (a compile) is then predicted over the job, else bounded over the capture.
 
     A directory, or several files, is a job of one trace per rank: the ranks are analysed on Dask
@@ -125,8 +142,14 @@ def scan(
         raise PerftoolError(f"{STDIN} (standard input) is scanned only on its own: save it to a file to scan it "
                             "with other traces")  # fmt: skip
     if len(paths) > 1 or any(os.path.isdir(p) for p in paths):
-        return scan_job(paths, chosen, read, scheduler or settings.scheduler, workers or settings.workers)
-    return scan_files(paths, chosen, read)
+        report = scan_job(paths, chosen, read, scheduler or settings.scheduler, workers or settings.workers)
+    else:
+        report = scan_files(paths, chosen, read)
+    if report.unread and not report.traces:
+        raise NothingRead(report)
+    if report.unread:
+        warnings.warn(f"not every trace was read: {_unread(report)}", PerftoolWarning, stacklevel=3)
+    return report
 
 
 @_checked

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, get_args
 
@@ -25,7 +26,7 @@ from perftool.emulator.profiles import PROFILES
 from perftool.emulator.run import InfeasibleConfig
 from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_job, write_trace
-from perftool.errors import PerftoolError, one_line
+from perftool.errors import PerftoolError, PerftoolWarning, one_line
 from perftool.gate.policy import Budget
 from perftool.gate.run import GateResult
 from perftool.job.cluster import Cluster, chosen_scheduler
@@ -390,9 +391,13 @@ def _rule_options(command):
     )(command)
 
 
-def _names(values: tuple[str, ...]) -> tuple[str, ...]:
-    """Rule ids or names given repeatedly or comma-separated."""
-    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())
+def _names(values: tuple[str, ...], option: str) -> tuple[str, ...]:
+    """Rule ids or names given repeatedly or comma-separated; a value naming none (an empty variable in a script)
+    is refused, not read as every rule."""
+    names = [[name.strip() for name in value.split(",") if name.strip()] for value in values]
+    if not all(names):
+        raise PerftoolError(f"{option}: an empty value names no rule (give rule ids, e.g. PT001,PT004)")
+    return tuple(name for given in names for name in given)
 
 
 @cli.command()
@@ -445,20 +450,25 @@ def scan(
     if output:
         check_writable(output, [*traces, project_file])
     settings = api.project(project_file)
-    report = api.scan(
-        *traces,
-        rule_dirs=rule_dirs,
-        config=settings,
-        select=_names(select),
-        ignore=_names(ignore),
-        device=device,
-        dialect=dialect,
-        evidence=evidence,
-        max_bytes=max_trace_bytes,
-        scheduler=scheduler,
-        workers=workers,
-        job_steps=job_steps,
-    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PerftoolWarning)  # each trace not read gets its error line below
+            report = api.scan(
+                *traces,
+                rule_dirs=rule_dirs,
+                config=settings,
+                select=_names(select, "--select"),
+                ignore=_names(ignore, "--ignore"),
+                device=device,
+                dialect=dialect,
+                evidence=evidence,
+                max_bytes=max_trace_bytes,
+                scheduler=scheduler,
+                workers=workers,
+                job_steps=job_steps,
+            )
+    except api.NothingRead as nothing:
+        report = nothing.report
     if report.traces:  # when nothing was read, the errors below say why and no report stands in for the traces
         emit(report, fmt, output)
     for unread in report.unread:  # every trace that loaded is reported above; each bad one gets its line

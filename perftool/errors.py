@@ -12,6 +12,11 @@ class PerftoolError(Exception):
     exit_code = 2
 
 
+class PerftoolWarning(UserWarning):
+    """Part of the input could not be used; the result stands for the rest (the API's warning, where the command
+    line prints an error line and exits 2)."""
+
+
 class TraceError(PerftoolError):
     """A trace file that cannot be read; the message names the file and, where known, the place."""
 

@@ -227,6 +227,7 @@ def _fit(
         **({"replicas": gradients.replicas | given.get("replicas", {})} if gradients is not None else {}),
         "seed": FIT_SEED,
     }
+    document |= {key: value for key, value in given.items() if key not in document}  # validated below, typos too
     config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config

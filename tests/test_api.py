@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 from conftest import REPO, TORCH_FIXTURE
@@ -28,9 +29,28 @@ def test_scan_returns_the_report_the_cli_prints_as_json(run):
 def test_gate_and_bad_input(tmp_path):
     verdict = perftool.gate(REPO / "sample_traces" / "baselines" / "npu__healthy.findings.json", SAMPLE)
     assert isinstance(verdict, GateResult) and verdict.status == "fail"
-    assert [unread.problem for unread in perftool.scan(tmp_path / "missing.json").unread] == ["no such file"]
     with pytest.raises(PerftoolError, match="no such file"):
         perftool.load_trace(tmp_path / "missing.json")
+
+
+def test_a_scan_that_reads_nothing_raises_and_one_that_reads_part_warns(tmp_path):
+    with pytest.raises(perftool.NothingRead, match=r"missing\.json: no such file$") as nothing:
+        perftool.scan(tmp_path / "missing.json")
+    assert isinstance(nothing.value, PerftoolError)
+    assert [unread.problem for unread in nothing.value.report.unread] == ["no such file"]
+    with pytest.raises(perftool.NothingRead, match=r"\(and 1 more traces not read\)"):
+        perftool.scan(tmp_path / "missing.json", tmp_path / "gone.json", workers=1)
+    with pytest.warns(perftool.PerftoolWarning, match=r"not every trace was read: .*gone\.json: no such file"):
+        report = perftool.scan(SAMPLE, tmp_path / "gone.json", workers=1)
+    assert len(report.traces) == 1 and [u.path for u in report.unread] == [str(tmp_path / "gone.json")]
+
+
+def test_the_dataframes_say_how_to_get_pandas(monkeypatch):
+    trace = perftool.load_trace(TORCH_FIXTURE)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+    for to_pandas, name in [(trace.to_pandas, "Trace.to_pandas"), (detect_steps(trace).to_pandas, "Steps.to_pandas")]:
+        with pytest.raises(ImportError, match=rf"^{name} needs pandas: pip install pandas$"):
+            to_pandas()
 
 
 def test_trace_and_steps_as_dataframes():

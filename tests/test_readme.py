@@ -3,9 +3,15 @@ failing gate still leaves its report for the summary step."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 import yaml
@@ -19,11 +25,70 @@ def yaml_blocks() -> list[str]:
     return re.findall(r"```yaml\n(.*?)```", README, re.DOTALL)
 
 
-def test_every_install_line_installs_this_project():
+def ci_install_lines() -> list[str]:
+    """The install line of the GitHub workflow and of the GitLab job."""
+    workflow = next(yaml.safe_load(block) for block in yaml_blocks() if block.startswith("name: perf-gate"))
+    github = next(step["run"] for step in workflow["jobs"]["gate"]["steps"] if step.get("name") == "Install perftool")
+    gitlab = next(line for line in yaml.safe_load(yaml_example("perf-gate:"))["perf-gate"]["script"] if "pip" in line)
+    return [github, gitlab]
+
+
+def test_no_install_line_names_a_distribution_that_is_not_published():
     installs = re.findall(r"pip install ([^\s&;`]+)", README)
-    from_index = [name for name in installs if not name.startswith(("'.", ".", "-e"))]
-    assert from_index and set(from_index) == {DISTRIBUTION}
+    assert installs and not [name for name in installs if DISTRIBUTION in name or name == "perftool"]
     assert DISTRIBUTION != "perftool"  # that name on PyPI is someone else's
+
+
+def test_the_ci_snippets_install_line_installs_the_wheel_built_as_the_readme_says(tmp_path):
+    """The README's build command, then the snippets' install line in a fresh virtual environment, offline: its
+    dependencies come from this environment, perftool only from the wheel."""
+    github, gitlab = ci_install_lines()
+    assert github == gitlab
+    build = re.search(r"`pip wheel (.+) -w (\S+) \.` writes `([^`]+)`", README)
+    assert build, "the README says how to build the wheel"
+    options, folder, wheel = build.groups()
+    ci_checkout = tmp_path / "checkout"  # the user's repository, where the wheel is committed
+    built = subprocess.run(  # the README's command, writing into a temporary folder, with the build tools at hand
+        [sys.executable, "-m", "pip", "wheel", *shlex.split(options), "--no-build-isolation", "-w", tmp_path / folder]
+        + ["."],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PIP_NO_INDEX": "1"},
+    )
+    assert built.returncode == 0, built.stderr
+    (ci_checkout / "tools").mkdir(parents=True)
+    shutil.move(tmp_path / wheel, ci_checkout / "tools")  # the name the README gives is the name built
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(in_venv(venv, "python", "-c", purelib).stdout.strip())
+    (site / "dependencies.pth").write_text(f"{dependencies_without_perftool(tmp_path / 'dependencies')}\n")
+    installed = in_venv(venv, *shlex.split(github), cwd=ci_checkout, PIP_NO_INDEX="1")
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    sample = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"
+    scanned = in_venv(venv, "perftool", "scan", str(sample), "--format", "json")
+    assert scanned.returncode in (0, 1), scanned.stderr
+    assert json.loads(scanned.stdout)["traces"][0]["findings"]  # the built-in rules came with the wheel
+    imported = in_venv(venv, "python", "-c", "import perftool; print(perftool.__file__)")
+    assert Path(imported.stdout.strip()).is_relative_to(site)
+
+
+def dependencies_without_perftool(folder: Path) -> Path:
+    """A folder of links to this environment's installed packages, perftool's own left out."""
+    folder.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if "perftool" not in entry.name:
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def in_venv(venv: Path, *command: str, cwd: Path | None = None, **settings: str) -> subprocess.CompletedProcess:
+    """``command`` run as in a shell with ``venv`` activated, from ``cwd`` (a folder of its own by default)."""
+    path = f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    environment = {**os.environ, "PATH": path, "VIRTUAL_ENV": str(venv), **settings}
+    environment.pop("PYTHONPATH", None)
+    return subprocess.run(command, cwd=cwd or venv, capture_output=True, text=True, env=environment)
 
 
 def test_the_github_workflow_is_complete_valid_yaml():

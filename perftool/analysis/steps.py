@@ -20,7 +20,7 @@ from perftool.analysis.intervals import overlaps_any
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import inferred_steps
 from perftool.dialects.vocabulary import ALLOCATION, FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Phase, Role, Trace, pandas_module
 
 _DIGITS = "0123456789"  # a step marker's number ends its name: ProfilerStep#12, step 12
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
@@ -67,9 +67,7 @@ class Steps:
 
     def to_pandas(self):
         """One row per step: ``start``, ``end``, ``duration`` (µs, on the clock ``clock`` names), ``warmup``."""
-        import pandas
-
-        return pandas.DataFrame(
+        return pandas_module("Steps.to_pandas").DataFrame(
             {
                 "start": self.start,
                 "end": self.end,

@@ -17,6 +17,15 @@ import msgspec
 import numpy as np
 
 
+def pandas_module(needed_by: str) -> Any:
+    """pandas, imported on demand: an optional dependency, for the DataFrames of notebooks."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError(f"{needed_by} needs pandas: pip install pandas") from None
+    return pandas
+
+
 class Phase(enum.IntEnum):
     """Chrome Trace Event phases kept after loading (``B``/``E`` pairs become ``COMPLETE``)."""
 
@@ -182,15 +191,12 @@ class Trace:
         return table[self.name] if table.any() else np.zeros(len(self), dtype=bool)  # most vocabularies are absent
 
     def to_pandas(self):
-        """One row per event, for digging further in a notebook (needs pandas: ``pip install 'perftool-ml[pandas]'``).
+        """One row per event, for digging further in a notebook (needs pandas: ``pip install pandas``).
 
         Columns: ``ts`` and ``dur`` (µs, the trace's clock), ``name``, ``cat``, ``track`` (process / thread),
         ``role`` of the track, ``kind`` the dialect gave the event, ``phase``, and ``order`` (position in the file).
         """
-        try:
-            import pandas
-        except ImportError:
-            raise ImportError("Trace.to_pandas needs pandas: pip install 'perftool-ml[pandas]'") from None
+        pandas = pandas_module("Trace.to_pandas")
         labels = np.array([t.label for t in self.tracks] or [""], dtype=object)
         roles = np.array([t.role.value for t in self.tracks] or [""], dtype=object)
         kinds = np.array([k.name.lower() for k in Kind], dtype=object)
