@@ -145,6 +145,7 @@ def scan(
         report = scan_job(paths, chosen, read, scheduler or settings.scheduler, workers or settings.workers)
     else:
         report = scan_files(paths, chosen, read)
+    report.config = settings.file
     if report.unread and not report.traces:
         raise NothingRead(report)
     if report.unread:
@@ -185,7 +186,7 @@ def gate(
     chosen = catalog.selected(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))), tuple(settings.select), tuple(settings.ignore)
     )
-    return run_gate(
+    result = run_gate(
         str(candidate),
         None if baseline is None else str(baseline),
         load_budget(str(budget)) if budget else None,
@@ -193,6 +194,8 @@ def gate(
         options,
         ReadOptions(device or settings.device, dialect, max_bytes=max_bytes),
     )
+    result.config = settings.file
+    return result
 
 
 @_checked
@@ -244,7 +247,8 @@ def tune(
 
 @_checked
 def project(config: PathLike | ProjectConfig | None = None) -> ProjectConfig:
-    """The project settings: ``config`` as given or read from its file, else the working directory's, else none."""
+    """The project settings: ``config`` as given or read from its file, else the nearest found from the working
+    directory up to its repository's root, else none."""
     if isinstance(config, ProjectConfig):
         return config
     return load_project(None if config is None else str(config)) or ProjectConfig()

@@ -39,6 +39,7 @@ from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
 from perftool.tune.spec import default_space
+from perftool.units import plural
 
 STEP_ERROR = 0.05  # the fit is good when it predicts held-out steps this closely (or as the steps' spread allows) ...
 BATCH_ERROR = 0.10  # ... and predicts a capture at another batch size this closely
@@ -265,7 +266,7 @@ def _held_out(
             actual,
             model,
             max(STEP_ERROR, noise),
-            note=f"held out: fitted to the other {fitted.steady_steps} steady step(s)",
+            note=f"held out: fitted to the other {plural(fitted.steady_steps, 'steady step')}",
         )
         worst = check if worst is None or check.error > worst.error else worst
     return worst

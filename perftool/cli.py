@@ -387,7 +387,8 @@ def _rule_options(command):
         "--config",
         "project_file",
         type=click.Path(dir_okay=False),
-        help="Project settings: perftool.yaml or pyproject.toml [default: the working directory's].",
+        help="Project settings: perftool.yaml or pyproject.toml [default: the nearest from here up to the repository "
+        "root].",
     )(command)
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError
 
 from perftool.errors import PerftoolError
 from perftool.gate.policy import GatePolicy
@@ -37,20 +37,34 @@ class ProjectConfig(RuleSettings):
         None, description="Dask scheduler address (tcp://host:8786) that analyses a job's ranks and runs tune sweeps"
     )
     workers: int | None = Field(None, ge=1, le=4096, description="local Dask worker processes when no scheduler")
+    _file: str | None = PrivateAttr(None)
+
+    @property
+    def file(self) -> str | None:
+        """The file the settings were read from; None for the defaults."""
+        return self._file
+
+
+REPOSITORY_MARKERS = (".git", ".hg")  # the search for a project config ends at a repository's root
 
 
 def load_project(explicit: str | None = None, directory: Path | None = None) -> ProjectConfig | None:
-    """``explicit`` (a perftool.yaml or pyproject.toml), else the one in ``directory`` (the working directory)."""
+    """``explicit`` (a perftool.yaml or pyproject.toml), else the nearest found from ``directory`` (the working
+    directory) upward to its repository's root, as ruff and pytest look: in each folder ``perftool.yaml``, then a
+    ``pyproject.toml`` with a ``[tool.perftool]`` table."""
     if explicit is not None:
         path = Path(explicit)
         if not path.is_file():
             raise PerftoolError(f"{explicit}: project config does not exist")
         return _from_toml(path) if path.suffix == ".toml" else _from_yaml(path)
-    directory = directory or Path.cwd()
-    if (directory / "perftool.yaml").is_file():
-        return _from_yaml(directory / "perftool.yaml")
-    if (directory / "pyproject.toml").is_file():
-        return _from_toml(directory / "pyproject.toml")
+    start = (directory or Path.cwd()).absolute()
+    for folder in (start, *start.parents):
+        if (folder / "perftool.yaml").is_file():
+            return _from_yaml(folder / "perftool.yaml")
+        if (folder / "pyproject.toml").is_file() and (found := _from_toml(folder / "pyproject.toml")) is not None:
+            return found
+        if any((folder / marker).exists() for marker in REPOSITORY_MARKERS):
+            return None
     return None
 
 
@@ -84,4 +98,5 @@ def _rooted(config: ProjectConfig, path: Path, source: str) -> ProjectConfig:
     """Rule directories are relative to the config file's own directory."""
     rooted = config.model_copy(update={"rule_dirs": [str(path.parent / d) for d in config.rule_dirs]})
     rooted._source = source
+    rooted._file = str(path)
     return rooted

@@ -180,6 +180,7 @@ class GateCheckResult(_Part):
     change: str
     limit: str
     detail: str
+    unit: str = Field(description="of baseline and candidate: us, fraction, bytes, count, or one written out (steps/s)")
 
 
 class GateContributor(_Part):
@@ -221,6 +222,7 @@ class GateReport(_Document):
     )
     unexplained: str = Field(description="why a failed step time has no explanation, else empty")
     step_times: list[GateStepTimes] = Field(description="per trace (rank) compared: both sides' steady steps")
+    config: str | None = Field(description="the project config the gate used (perftool.yaml or pyproject.toml)")
 
 
 class DiffSide(_Part):

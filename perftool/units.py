@@ -39,17 +39,52 @@ def percent(fraction: float) -> str:
 
 
 def number(value: float | None) -> str:
-    """A figure in a table: whole numbers without decimals, others to four significant digits."""
+    """A figure in a table: whole numbers without decimals, others to four significant digits, never in scientific
+    notation (a value below a millionth, floating-point dust, is 0)."""
     if value is None or math.isnan(value):
         return "—"
-    if float(value).is_integer() and abs(value) < 1e15:
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if float(value).is_integer() or abs(value) >= 1e3:
         return f"{value:,.0f}"
-    return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    decimals = min(6, 3 - math.floor(math.log10(abs(value))))
+    shown = f"{value:,.{decimals}f}".rstrip("0").rstrip(".")
+    return "0" if shown in ("-0", "") else shown
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 rank``, ``8 ranks``, ``2 categories``."""
+UNITS = ("us", "fraction", "bytes", "count")  # besides these, a unit is written after the number: steps/s, GB/s
+
+
+def figure(value: float | None, unit: str) -> str:
+    """A value in its unit for people: µs as a duration, a fraction as a percentage, bytes in MB or GB, a count
+    as a number, anything else as a number and its unit (``12.3 steps/s``)."""
+    if value is None or math.isnan(value):
+        return "—"
+    if unit == "us":
+        return duration(value)
+    if unit == "fraction":
+        return percent(value)
+    if unit == "bytes":
+        return f"{number(value / 1e9)} GB" if abs(value) >= 1e9 else f"{number(value / 1e6)} MB"
+    return number(value) if unit == "count" else f"{number(value)} {unit}"
+
+
+def change(delta: float, unit: str) -> str:
+    """A difference of two values in their unit, signed: ``+0.810 ms``, ``+2.1 pts`` (of a fraction), ``+3``."""
+    if unit == "us":
+        return signed_duration(delta)
+    if unit == "fraction":
+        return "0.0 pts" if round(delta * 100, 1) == 0 else f"{delta * 100:+.1f} pts"
+    shown = figure(delta, unit)
+    return f"+{shown}" if delta > 0 and number(delta) != "0" else shown
+
+
+def plural(count: float, noun: str) -> str:
+    """``1 rank``, ``8 ranks``, ``2 categories``, ``1.5 idle stretches`` (a count per step may be fractional)."""
     if count == 1:
-        return f"{count:,} {noun}"
-    many = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
-    return f"{count:,} {many}"
+        return f"1 {noun}"
+    if noun.endswith("y") and noun[-2:-1] not in "aeiou":
+        many = noun[:-1] + "ies"
+    else:
+        many = noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
+    return f"{number(count)} {many}"

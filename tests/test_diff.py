@@ -6,9 +6,11 @@ import gzip
 import json
 
 import pytest
+from click.testing import CliRunner
 from conftest import DATA, REPO, TORCH_FIXTURE, error_line
 
 from perftool import api
+from perftool.cli import cli
 from perftool.diff.names import load_op_map, normalise
 from perftool.gate.run import GateOptions, run_gate
 
@@ -96,11 +98,20 @@ def test_captures_without_step_markers_are_compared_whole(run):
     assert "capture time (no step markers)" in run("diff", startup, startup).stdout
 
 
-def test_the_text_report_lists_the_contributors_and_what_appeared_and_went(run):
-    said = " ".join(run("diff", *KINETO, "--by", "op").stdout.split())
+def test_the_text_report_lists_the_contributors_and_what_appeared_and_went():
+    wide = CliRunner().invoke(cli, ["diff", *map(str, KINETO), "--by", "op"], env={"COLUMNS": "120"}).stdout
+    said = " ".join(wide.split())
     assert "+35.5% (+220.0 µs)" in said and "adds up to +220.0 µs" in said
     assert "aten::linear 1 → 1 400.0 µs → 550.0 µs +150.0 µs 68.2%" in said
     assert "New 1 op: aten::index_put_" in said and "Gone 1 op: aten::dropout" in said
+
+
+def test_on_a_narrow_terminal_names_stay_whole_and_the_calls_give_way():
+    narrow = CliRunner().invoke(cli, ["diff", *map(str, KINETO), "--by", "op"], env={"COLUMNS": "80"}).stdout
+    assert max(map(len, narrow.splitlines())) <= 80 and "…" not in narrow
+    said = " ".join(narrow.split())
+    assert "device idle: kernel launches 24.4 µs → 24.4 µs" in said
+    assert "aten::linear 400.0 µs → 550.0 µs +150.0 µs 68.2%" in said  # the contributions, without calls per step
 
 
 def test_markdown_shows_the_table_that_adds_up(run, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from browser import CHROMIUM, chromium, console_messages, screenshot
 from conftest import DATA, REPO
 
-from perftool.units import duration, number, timestamp
+from perftool.units import duration, figure, timestamp
 
 SAMPLES = REPO / "sample_traces"
 KINETO = SAMPLES / "gpu_training_kineto.pt.trace.json.gz"
@@ -129,7 +129,8 @@ def test_the_gate_report_shows_each_check_and_what_the_change_is_made_of(reports
     path, document = reports["gate"]
     cells = read(path).cells
     for check in document["checks"]:
-        assert check["name"] in cells and number(check["baseline"]) in cells and check["verdict"] in cells
+        baseline = figure(check["baseline"], check["unit"])
+        assert check["name"] in cells and baseline in cells and check["verdict"] in cells
     (explained,) = document["explanations"]
     assert explained["headline"] in path.read_text()
 

@@ -146,6 +146,27 @@ def test_pyproject_tool_section(tmp_path, run, monkeypatch):
     assert "(disabled)" in run("rules", "list").stdout
 
 
+def test_the_project_config_is_found_upward_to_the_repository_root(tmp_path, run, monkeypatch):
+    """As ruff and pytest look: from a subdirectory, the nearest perftool.yaml (or pyproject.toml with a
+    [tool.perftool] table) up to the folder that holds .git; and the JSON says which file was used."""
+    repository = tmp_path / "outer" / "repo"
+    (repository / ".git").mkdir(parents=True)
+    (repository / "perftool.yaml").write_text("fail_on: warning\n")
+    (repository / "jobs" / "train").mkdir(parents=True)
+    (repository / "jobs" / "pyproject.toml").write_text('[project]\nname = "train"\n')  # no [tool.perftool]
+    (tmp_path / "outer" / "perftool.yaml").write_text("fail_on: never\n")  # above the repository: not used
+    monkeypatch.chdir(repository / "jobs" / "train")
+    result = run("scan", SAMPLE, "--format", "json")
+    assert result.exit_code == 1  # the warning fails, as the repository's config says
+    assert json.loads(result.stdout)["config"] == str(repository / "perftool.yaml")
+    gated = run("gate", REPO / "sample_traces" / "baselines" / "npu__healthy.findings.json", SAMPLE, "--format", "json")
+    assert json.loads(gated.stdout)["config"] == str(repository / "perftool.yaml")
+    (repository / "perftool.yaml").unlink()
+    monkeypatch.chdir(repository)
+    assert load_project() is None  # the search stops at the repository's root
+    assert json.loads(run("scan", SAMPLE, "--format", "json").stdout)["config"] is None
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

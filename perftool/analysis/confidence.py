@@ -95,8 +95,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     if trace.unclosed.size:
         found.append(
             Caveat(
-                f"{trace.unclosed.size:,} span(s) were never closed (the capture stopped inside them): they are kept as"
-                " markers and count in no figure",
+                f"{plural(trace.unclosed.size, 'span')} never closed (the capture stopped inside them): kept as"
+                " markers, counted in no figure",
                 caps=False,
             )
         )

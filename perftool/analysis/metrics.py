@@ -67,6 +67,22 @@ METRICS: dict[str, str] = {
     "cpu_fallback.ops": "distinct ops that fell back to the host CPU, in the window",
 }
 
+
+def unit_of(metric: str) -> str:
+    """The unit a metric's name says (:data:`perftool.units.UNITS`, or one written out such as ``steps/s``)."""
+    if "_us" in metric:
+        return "us"
+    if metric.endswith("fraction"):
+        return "fraction"
+    if metric.endswith(".bytes"):
+        return "bytes"
+    if metric.endswith("_per_s"):
+        return metric.rsplit(".", 1)[-1].removesuffix("_per_s") + "/s"
+    if metric.endswith("_gbps"):
+        return "GB/s"
+    return "count"
+
+
 _NOT_BUSY = [Kind.STEP, Kind.ANNOTATION]
 NOT_DEVICE_WORK = [*_NOT_BUSY, Kind.SYNC]  # on a device stream, a wait is idle time
 

@@ -23,15 +23,17 @@ finding of the candidate.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
 
+from perftool.analysis.metrics import unit_of
 from perftool.gate.policy import COUNTERS, HIGHER_IS_BETTER, Budget, GatePolicy, Limit
 from perftool.gate.stats import MIN_SAMPLES, p_greater
 from perftool.rules.findings import Finding, TraceFindings
-from perftool.units import number
+from perftool.units import change, figure, plural
 
 Verdict = Literal["pass", "warn", "fail", "skip", "not_checked"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
@@ -48,13 +50,25 @@ class Check:
     verdict: Verdict
     baseline: float | None
     candidate: float | None
-    change: str  # the change, formatted ("+10.2%", "+1", "+0.031"), or ""
+    change: str  # the change, formatted ("+10.2%", "+1", "+0.3 pts"), or ""
     limit: str  # what would fail, in words
     detail: str = ""
+    unit: str = "count"  # of baseline and candidate: "us", "fraction", "bytes", "count" or one written out
+
+    def __post_init__(self) -> None:
+        for side in ("baseline", "candidate"):  # plain floats, whatever computed them (JSON and equality alike)
+            if (value := getattr(self, side)) is not None:
+                setattr(self, side, float(value))
+
+    def shown(self, value: float | None) -> str:
+        """``value`` (the baseline or the candidate) in the check's unit."""
+        return figure(value, self.unit)
 
     def figures(self) -> str:
         """``baseline X, candidate Y (change)`` in words."""
-        return f"baseline {number(self.baseline)}, candidate {number(self.candidate)} ({self.change or 'no change'})"
+        return f"baseline {self.shown(self.baseline)}, candidate {self.shown(self.candidate)} " + (
+            f"({self.change or 'no change'})"
+        )
 
     def reason(self) -> str:
         """Why it passed, warned or failed: the detail, else the limit."""
@@ -94,18 +108,19 @@ def against_budget(candidate: TraceFindings, budget: Budget, fail_on: str) -> li
 
 def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolicy) -> list[Check]:
     a, b = np.array(baseline.step_durations_us), np.array(candidate.step_durations_us)
-    names = (("timing:step_time", "step time (median)"), ("timing:throughput", "throughput (steps/s)"))
+    names = (("timing:step_time", "step time (median)", "us"), ("timing:throughput", "throughput", "steps/s"))
     if min(a.size, b.size) < MIN_STEPS:
         why = (
             f"comparing step times needs {MIN_STEPS} steady steps a side, and the baseline has "
             f"{a.size}, the candidate {b.size} (capture more steps, each marked ProfilerStep#N or 'step N')"
         )
-        return [Check(check_id, name, "not_checked", None, None, "", "", why) for check_id, name in names]
+        return [Check(check_id, name, "not_checked", None, None, "", "", why, unit) for check_id, name, unit in names]
     if min(a.size, b.size) >= MIN_SAMPLES:
         p = p_greater(a, b)
         limit = f"> {policy.threshold:.0%} worse and significant (p < {policy.alpha})"
         significant = p < policy.alpha
-        test = Test(significant, f"{'significant' if significant else 'not significant'} (p = {p:.2g})", limit)
+        p_shown = "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
+        test = Test(significant, f"{'significant' if significant else 'not significant'} ({p_shown})", limit)
     else:  # too few steps for a rank test at any usual alpha: a bound on every pair of steps instead
         gap, least = float(b.min() / a.max() - 1), min(a.size, b.size)
         apart = gap > policy.threshold
@@ -117,10 +132,10 @@ def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
     step_change = float(np.median(b) / np.median(a) - 1)
     rate_a, rate_b = a.size / a.sum() * 1e6, b.size / b.sum() * 1e6
     rate_change = float(rate_b / rate_a - 1)
-    (step_id, step_name), (rate_id, rate_name) = names
+    (step_id, step_name, step_unit), (rate_id, rate_name, rate_unit) = names
     return [
-        _timed(step_id, step_name, float(np.median(a)), float(np.median(b)), step_change, test, policy),
-        _timed(rate_id, rate_name, rate_a, rate_b, -rate_change, test, policy, shown_change=rate_change),
+        _timed(step_id, step_name, step_unit, (float(np.median(a)), float(np.median(b))), step_change, test, policy),
+        _timed(rate_id, rate_name, rate_unit, (rate_a, rate_b), -rate_change, test, policy, shown_change=rate_change),
     ]
 
 
@@ -136,8 +151,8 @@ class Test:
 def _timed(
     check_id: str,
     name: str,
-    base: float,
-    cand: float,
+    unit: str,
+    values: tuple[float, float],
     worse_by: float,
     test: Test,
     policy: GatePolicy,
@@ -152,49 +167,51 @@ def _timed(
         "pass": "",
     }[verdict]
     change = worse_by if shown_change is None else shown_change
-    return Check(check_id, name, verdict, base, cand, f"{change:+.1%}", test.limit, detail)
+    return Check(check_id, name, verdict, *values, f"{change:+.1%}", test.limit, detail, unit)
 
 
 def _counter(name: str, baseline: TraceFindings, candidate: TraceFindings) -> Check:
     base, cand = _value(baseline, name), _value(candidate, name)
-    limit = "any increase"
+    limit, unit = "any increase", unit_of(name)
     if base is None or cand is None:
-        return Check(f"counter:{name}", name, "skip", base, cand, "", limit, "not measured on both traces")
+        return Check(f"counter:{name}", name, "skip", base, cand, "", limit, "not measured on both traces", unit)
     if name == "sync.per_step":  # a rate: compare counts over the candidate's steps
         steps = len(candidate.step_durations_us) or 1
         extra = (cand - base) * steps
         verdict: Verdict = "fail" if extra > 0.5 else "pass"
-        detail = f"{extra:+.0f} syncs over the candidate's {steps} steps" if verdict == "fail" else ""
-        return Check(f"counter:{name}", name, verdict, base, cand, f"{round(cand - base, 4):+g}", limit, detail)
+        detail = f"{extra:+.0f} syncs over the candidate's {plural(steps, 'step')}" if verdict == "fail" else ""
+        return Check(f"counter:{name}", name, verdict, base, cand, change(cand - base, unit), limit, detail, unit)
     verdict = "fail" if cand > base else "pass"
-    detail = f"{cand - base:.0f} more than the baseline" if verdict == "fail" else ""
-    return Check(f"counter:{name}", name, verdict, base, cand, f"{cand - base:+.0f}", limit, detail)
+    detail = f"{cand - base:,.0f} more than the baseline" if verdict == "fail" else ""
+    return Check(f"counter:{name}", name, verdict, base, cand, change(cand - base, unit), limit, detail, unit)
 
 
 def _metric(name: str, limit: Limit, baseline: TraceFindings, candidate: TraceFindings) -> Check:
     base, cand = _value(baseline, name), _value(candidate, name)
-    worse_side = "lower" if name in HIGHER_IS_BETTER else "higher"
-    words = _levels(limit, f"{worse_side} by")
+    worse_side, unit = "lower" if name in HIGHER_IS_BETTER else "higher", unit_of(name)
+    words = _levels(limit, f"{worse_side} by", lambda bound: change(bound, unit).lstrip("+"))
     if base is None or cand is None:
-        return Check(f"metric:{name}", name, "skip", base, cand, "", words, "not measured on both traces")
+        return Check(f"metric:{name}", name, "skip", base, cand, "", words, "not measured on both traces", unit)
     worse_by = (base - cand) if name in HIGHER_IS_BETTER else (cand - base)
     verdict = _level(worse_by, limit)
-    detail = f"{abs(worse_by):.3g} {worse_side}: past the {_word(verdict)} limit" if verdict != "pass" else ""
-    return Check(f"metric:{name}", name, verdict, base, cand, f"{round(cand - base, 4):+g}", words, detail)
+    moved = change(abs(worse_by), unit).lstrip("+")
+    detail = f"{moved} {worse_side}: past the {_word(verdict)} limit" if verdict != "pass" else ""
+    return Check(f"metric:{name}", name, verdict, base, cand, change(cand - base, unit), words, detail, unit)
 
 
 def _budget(name: str, limit: Limit, candidate: TraceFindings) -> Check:
     value = _value(candidate, name)
-    higher = name in HIGHER_IS_BETTER
-    words = _levels(limit, "below" if higher else "above")
+    higher, unit = name in HIGHER_IS_BETTER, unit_of(name)
+    words = _levels(limit, "below" if higher else "above", lambda bound: figure(bound, unit))
     if value is None:
-        return Check(f"budget:{name}", name, "skip", None, None, "", words, "not measured on this trace")
+        return Check(f"budget:{name}", name, "skip", None, None, "", words, "not measured on this trace", unit)
     verdict = _level(value, limit, below=higher)
     detail = ""
     if verdict != "pass":
         bound = limit.error if verdict == "fail" else limit.warn
-        detail = f"{number(value)} is {'below' if higher else 'above'} the {_word(verdict)} limit of {number(bound)}"
-    return Check(f"budget:{name}", name, verdict, None, value, "", words, detail)
+        side = "below" if higher else "above"
+        detail = f"{figure(value, unit)} is {side} the {_word(verdict)} limit of {figure(bound, unit)}"
+    return Check(f"budget:{name}", name, verdict, None, value, "", words, detail, unit)
 
 
 def _level(value: float, limit: Limit, below: bool = False) -> Verdict:
@@ -210,13 +227,9 @@ def _word(verdict: Verdict) -> str:
     return "error" if verdict == "fail" else "warn"
 
 
-def _levels(limit: Limit, side: str) -> str:
-    parts = [
-        f"{level} {side} {number(value)}"
-        for level, value in (("warn", limit.warn), ("error", limit.error))
-        if value is not None
-    ]
-    return ", ".join(parts)
+def _levels(limit: Limit, side: str, shown: Callable[[float], str]) -> str:
+    levels = (("warn", limit.warn), ("error", limit.error))
+    return ", ".join(f"{level} {side} {shown(value)}" for level, value in levels if value is not None)
 
 
 def new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: str) -> list[Check]:

@@ -37,6 +37,7 @@ class GateResult:
     unexplained: str = ""  # why a failed step time has no explanation
     step_times: list[StepTimes] = field(default_factory=list)  # per trace (rank) compared: both sides' samples
     fail_on: str = "error"  # the severity of a new finding that fails; never: a check not made only warns
+    config: str | None = None  # the project config file the gate's settings came from
 
     @property
     def status(self) -> str:

@@ -20,7 +20,7 @@ from perftool.rules.engine import finding_of
 from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow, TraceFindings
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity
-from perftool.units import duration
+from perftool.units import duration, plural
 
 MAX_MISSING_LISTED = 100
 EXPOSURE_DETECTOR = "exposed_communication"
@@ -216,7 +216,7 @@ def _alignment(found: Alignment) -> ClockAlignment:
         widest = max(found.offsets_us.values(), key=abs)
         spread = duration(found.residual_p95_us, "us") if found.residual_p95_us is not None else "—"
         text = (
-            f"{aligned} rank(s) aligned to rank {found.reference} on the collectives they share "
+            f"{plural(aligned, 'rank')} aligned to rank {found.reference} on the collectives they share "
             f"(median {int(np.median(list(found.matched.values())))} each); clocks differ by up to "
             f"{duration(abs(widest), 'us')}, and single readings stray {spread} (p95) from the offset"
         )

@@ -6,7 +6,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console, JustifyMethod, RenderableType
+from rich.console import Console, ConsoleOptions, JustifyMethod, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -18,19 +18,45 @@ def plain(renderable: RenderableType, width: int = 110) -> str:
     return buffer.getvalue()
 
 
-def name_and_figures(
-    table: Table, name: str, figures: Iterable[tuple[str, JustifyMethod]], rows: Iterable[tuple[Any, ...]]
-) -> None:
-    """A first column that gives way where the table runs out of width (a name made with :func:`cut` loses its end
-    to "…", other text wraps), and figure columns that are never cut or wrapped; then ``rows`` (a name and its
-    figures)."""
-    rows = list(rows)
-    table.add_column(name, ratio=1)  # the one column that gives way
-    for index, (header, justify) in enumerate(figures, start=1):
-        widest = max([len(header), *(len(str(row[index])) for row in rows)])
-        table.add_column(header, justify=justify, no_wrap=True, min_width=widest)
-    for row in rows:
-        table.add_row(*row)
+NAME_WIDTH = 24  # the fewest characters a name column is left before spare figure columns give way
+
+
+class NamesAndFigures:
+    """A table of a first column of names and figure columns. The names give way where the table runs out of
+    width (a name made with :func:`cut` loses its end to "…"); figures are never cut or wrapped. Figure columns
+    marked spare are left out, the last first, where keeping them would leave the names fewer than
+    :data:`NAME_WIDTH` characters."""
+
+    def __init__(
+        self,
+        table: Table,
+        name: str,
+        figures: list[tuple[str, JustifyMethod]],
+        rows: Iterable[tuple[Any, ...]],
+        spare: tuple[str, ...] = (),
+        footers: dict[str, str] | None = None,
+    ) -> None:
+        self.table, self.name, self.figures, self.rows = table, name, figures, list(rows)
+        self.spare, self.footers = spare, footers or {}
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = [max([len(h), *(len(str(row[i])) for row in self.rows)]) for i, (h, _) in enumerate(self.figures, 1)]
+        kept = list(range(len(self.figures)))
+        needed = min(NAME_WIDTH, max([len(self.name), *(Text(str(row[0])).cell_len for row in self.rows)]))
+        for header in reversed(self.spare):
+            room = options.max_width - sum(widths[i] + 3 for i in kept) - 4  # a column's padding and rule, the edges
+            if room >= needed:
+                break
+            kept.remove(next(i for i, (h, _) in enumerate(self.figures) if h == header))
+        table = self.table
+        table.add_column(self.name, ratio=1, footer=self.footers.get(self.name, ""))
+        for index in kept:
+            header, justify = self.figures[index]
+            footer = self.footers.get(header, "")
+            table.add_column(header, justify=justify, no_wrap=True, min_width=widths[index], footer=footer)
+        for row in self.rows:
+            table.add_row(row[0], *(row[index + 1] for index in kept))
+        yield table
 
 
 def cut(text: Text) -> Text:

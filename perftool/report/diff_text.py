@@ -17,7 +17,7 @@ from rich.text import Text
 
 from perftool.diff.compare import TraceDiff
 from perftool.diff.run import DiffResult
-from perftool.report.console import add_columns, cut, name_and_figures
+from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
 from perftool.report.names import readable
 from perftool.units import duration, number, percent, plural, signed_duration
@@ -77,7 +77,7 @@ def trace_diff(diff: TraceDiff) -> list[RenderableType]:
     return lines
 
 
-def contributions(diff: TraceDiff, top: int = TOP) -> Table:
+def contributions(diff: TraceDiff, top: int = TOP) -> NamesAndFigures:
     """The ``top`` contributors, the others and the remainders, with the step-time change as the footer."""
     table = Table(box=box.SIMPLE_HEAD, show_footer=True)
     listed, others = diff.contributions(top)
@@ -92,11 +92,11 @@ def contributions(diff: TraceDiff, top: int = TOP) -> Table:
         for row in listed
     ]
     if len(diff.rows) > len(listed):
-        others_row = Text(plural(len(diff.rows) - len(listed), "other " + diff.level))
+        others_row = cut(Text(plural(len(diff.rows) - len(listed), "other " + diff.level)))
         rows.append((others_row, "", "", signed_duration(others), percent(diff.share(others))))
     rows += [
         (
-            Text(part.name, style="italic"),
+            cut(Text(part.name, style="italic")),
             "",
             f"{duration(part.baseline_us)} → {duration(part.candidate_us)}",
             signed_duration(part.contribution_us),
@@ -107,13 +107,11 @@ def contributions(diff: TraceDiff, top: int = TOP) -> Table:
     figures: list[tuple[str, JustifyMethod]] = [
         ("calls/step", "right"), (f"{diff.paced_time}/step", "right"), ("Δ step", "right"), ("of Δ", "right")
     ]  # fmt: skip
-    name_and_figures(table, diff.level, figures, rows)
-    table.columns[0].footer = "step time"
-    table.columns[3].footer = signed_duration(diff.delta_us)
-    return table
+    footers = {diff.level: "step time", "Δ step": signed_duration(diff.delta_us)}
+    return NamesAndFigures(table, diff.level, figures, rows, spare=("calls/step",), footers=footers)
 
 
-def _largest(diff: TraceDiff) -> Table:
+def _largest(diff: TraceDiff) -> NamesAndFigures:
     """The keys with the most time: calls, time and share of the step on each side."""
     table = Table(box=box.SIMPLE_HEAD)
     base, cand = diff.baseline.step_us, diff.candidate.step_us
@@ -129,8 +127,7 @@ def _largest(diff: TraceDiff) -> Table:
     figures: list[tuple[str, JustifyMethod]] = [
         (name, "right") for name in ("calls/step", f"{diff.paced_time}/step", "of step")
     ]
-    name_and_figures(table, diff.level, figures, rows)
-    return table
+    return NamesAndFigures(table, diff.level, figures, rows, spare=("calls/step",))
 
 
 def _ranks(result: DiffResult) -> Table:

@@ -19,7 +19,7 @@ def render(report: ScanReport) -> str:
     for unread in report.unread:
         lines += [f"## {cell(unread.path)}", "", f"Not scanned: {cell(unread.problem)}.", ""]
     found = len(report.findings)
-    lines.append(f"{found} finding(s) in {len(report.traces)} trace(s).")
+    lines.append(f"{plural(found, 'finding')} in {plural(len(report.traces), 'trace')}.")
     return "\n".join(lines) + "\n"
 
 

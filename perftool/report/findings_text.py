@@ -12,7 +12,7 @@ from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
 from perftool.report.names import readable
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
-from perftool.units import duration, timestamp
+from perftool.units import duration, plural, timestamp
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
@@ -39,11 +39,11 @@ def render(report: ScanReport) -> Group:
 def summary_line(report: ScanReport) -> Text:
     found = [finding for _, finding in report.findings]
     unread = f" {len(report.unread)} more not scanned (see the errors below)." if report.unread else ""
-    scanned = f"{len(report.traces)} rank(s) of a job" if report.job else f"{len(report.traces)} trace(s)"
+    scanned = f"{plural(len(report.traces), 'rank')} of a job" if report.job else plural(len(report.traces), "trace")
     if not found:
         return Text(f"No findings in {scanned}.{unread}", style="bold green")
     counts = {level: sum(f.severity.value == level for f in found) for level in STYLE}
-    text = Text(f"{len(found)} finding(s) in {scanned}: ", style="bold")
+    text = Text(f"{plural(len(found), 'finding')} in {scanned}: ", style="bold")
     for level, count in counts.items():
         if count:
             text.append(f"{count} {level}  ", style=STYLE[level])

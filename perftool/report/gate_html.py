@@ -13,7 +13,7 @@ import json
 from perftool.gate.run import GateResult
 from perftool.report import gate_json, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.units import duration, number
+from perftool.units import duration, figure
 
 TOP = 8  # contributors drawn in a waterfall; the others share one bar
 
@@ -43,7 +43,7 @@ def render(result: GateResult) -> str:
         body.append(section("Step times, baseline against candidate", *strips))
     headers = ["check", "baseline", "candidate", "change", "fails when", "verdict", "why"]
     rows: list[list[Cell]] = [
-        [c["name"], number(c["baseline"]), number(c["candidate"]), c["change"], c["limit"],
+        [c["name"], figure(c["baseline"], c["unit"]), figure(c["candidate"], c["unit"]), c["change"], c["limit"],
          (c["verdict"].replace("_", " "), c["verdict"]), c["detail"]]
         for c in document["checks"]
     ]  # fmt: skip

@@ -30,6 +30,7 @@ def document(result: GateResult) -> dict:
         "explanations": [_explanation(diff) for diff in result.explanations],
         "unexplained": result.unexplained,
         "step_times": [asdict(times) for times in result.step_times],
+        "config": result.config,
     }
 
 

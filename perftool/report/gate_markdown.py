@@ -6,7 +6,6 @@ from perftool.gate.run import GateResult
 from perftool.report.diff_markdown import contributions_table
 from perftool.report.escape import markdown_code
 from perftool.report.findings_markdown import cell
-from perftool.units import number
 
 EXPLAINED = 5  # contributors to a failed step time listed
 ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "➖ skip", "not_checked": "⛔ not checked"}
@@ -25,7 +24,8 @@ def render(result: GateResult) -> str:
     if result.baseline is None:  # held to a budget: the limits stand where a baseline would
         lines += ["| check | limits | candidate | verdict | why |", "| --- | --- | ---: | --- | --- |"]
         rows = [
-            [cell(c.name), cell(c.limit), number(c.candidate), ICON[c.verdict], cell(c.reason())] for c in result.checks
+            [cell(c.name), cell(c.limit), c.shown(c.candidate), ICON[c.verdict], cell(c.reason())]
+            for c in result.checks
         ]
     else:
         lines += [
@@ -33,7 +33,7 @@ def render(result: GateResult) -> str:
             "| --- | ---: | ---: | ---: | --- | --- |",
         ]
         rows = [
-            [cell(c.name), number(c.baseline), number(c.candidate), cell(c.change), ICON[c.verdict], cell(c.reason())]
+            [cell(c.name), c.shown(c.baseline), c.shown(c.candidate), cell(c.change), ICON[c.verdict], cell(c.reason())]
             for c in result.checks
         ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]

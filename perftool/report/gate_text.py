@@ -16,10 +16,11 @@ from perftool.gate.checks import Check
 from perftool.gate.run import GateResult
 from perftool.report.diff_text import contributions
 from perftool.report.escape import shown
-from perftool.units import number
 
 STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim", "not_checked": "bold yellow"}
 WIDE = 110  # from this width on, "why" is a column of the table
+CHECK_NAME_WIDTH = 24  # a metric's name is held whole up to this long (device.compute_fraction)
+FIGURE_WIDTH = 11  # narrow, the widest a figure's column grows: "-17.2 pts", "11.239 ms", "107.6 steps/s" wrapped
 EXPLAINED = 5  # contributors to a failed step time listed
 
 
@@ -54,9 +55,9 @@ class _Checks:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         if options.max_width >= WIDE:
-            yield _table(self.checks, with_why=True, budget=self.budget)
+            yield _table(self.checks, with_why=True, budget=self.budget, width=options.max_width)
             return
-        yield _table(self.checks, with_why=False, budget=self.budget)
+        yield _table(self.checks, with_why=False, budget=self.budget, width=options.max_width)
         explained = [check for check in self.checks if check.verdict in ("fail", "warn", "not_checked")]
         if explained:
             bullets = Table.grid(padding=(0, 1))
@@ -76,24 +77,24 @@ def _verdict_word(check: Check) -> str:
     return check.verdict.replace("_", " ").upper()
 
 
-def _table(checks: list[Check], with_why: bool, budget: bool) -> Table:
+def _table(checks: list[Check], with_why: bool, budget: bool, width: int) -> Table:
     """Check, baseline (or, held to a budget, the limits), candidate, change, verdict, and the why when wide."""
     narrow = not with_why
     table = Table(show_header=True, box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, pad_edge=not narrow)
-    table.add_column("check", overflow="fold")
-    figures: tuple[str, ...]
+    figures: tuple[str, ...] = ("candidate",) if budget else ("baseline", "candidate", "change")
+    others = (len(figures) + budget) * FIGURE_WIDTH + len("verdict") + 2 * (len(figures) + budget + 1)  # and padding
+    longest = max((len(check.name) for check in checks), default=0)
+    table.add_column("check", overflow="fold", min_width=max(0, min(longest, CHECK_NAME_WIDTH, width - others - 2)))
     if budget:
         table.add_column("limits", overflow="fold")
-        figures = ("candidate",)
-    else:
-        figures = ("baseline", "candidate", "change")
-    for column in figures:
-        table.add_column(column, justify="right", no_wrap=not narrow, overflow="fold")
+    for column in figures:  # narrow, a figure wraps before its unit, so that a check's name stays whole
+        table.add_column(column, justify="right", no_wrap=not narrow, max_width=FIGURE_WIDTH if narrow else None)
     table.add_column("verdict", no_wrap=True)
     if with_why:
         table.add_column("why")
     for check in checks:
-        values = [number(check.candidate)] if budget else [number(check.baseline), number(check.candidate)]
+        sides = [check.candidate] if budget else [check.baseline, check.candidate]
+        values = [check.shown(value) for value in sides]
         cells: list[RenderableType] = [
             shown(check.name),
             *([shown(check.limit)] if budget else []),

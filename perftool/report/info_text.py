@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
-from perftool.report.console import add_columns, cut, name_and_figures
+from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
 from perftool.report.names import readable
 from perftool.trace.model import Role, Trace
@@ -140,15 +140,14 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
     return table
 
 
-def _top_ops(metrics: Metrics, unit: str) -> Table:
+def _top_ops(metrics: Metrics, unit: str) -> NamesAndFigures:
     scope = "device ops" if metrics.top_ops_scope == "device" else "host ops (inclusive)"
     table = Table(title=f"Top {scope} by time", title_justify="left")
     rows = [
         (cut(shown(readable(op.name))), f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
         for op in metrics.top_ops
     ]
-    name_and_figures(table, "op", [("count", "right"), ("total", "right"), ("share", "right")], rows)
-    return table
+    return NamesAndFigures(table, "op", [("count", "right"), ("total", "right"), ("share", "right")], rows)
 
 
 def collectives_table(metrics: Metrics, unit: str) -> Table:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from perftool.report import svg, tune_json
 from perftool.report.html_page import facts, page, paragraph, section, table
 from perftool.tune.search import TuneResult
-from perftool.units import duration, number
+from perftool.units import duration, number, plural
 
 
 def render(result: TuneResult, source: str, top: int = 10) -> str:
@@ -52,10 +52,11 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
         for i, c in enumerate(document["top"])
     ]  # fmt: skip
     headers = ["#", *names, "throughput", "step time", "memory"]
+    marked = (len(names) + 1, len(names) + 2)
     body = [
         section("Recommended configuration", *recommended),
         section("Sensitivity: how much each knob matters", *charts),
-        section(f"Top {len(rows)} configurations", table("top", headers, rows, (0, len(names) + 1, len(names) + 2))),
+        section(f"Top {plural(len(rows), 'configuration')}", table("top", headers, rows, (0, *marked))),
     ]
     subtitle = f"{source}: {document['strategy']} search, {document['seconds']:.2f} s"
     return page("perftool tune", subtitle, body, data)

@@ -11,7 +11,7 @@ from perftool.report.escape import markdown_code
 from perftool.report.findings_markdown import cell
 from perftool.tune.explain import shown
 from perftool.tune.search import TuneResult
-from perftool.units import duration, percent
+from perftool.units import duration, percent, plural
 
 
 def render(result: TuneResult, source: str, top: int = 10) -> str:
@@ -40,7 +40,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
         "| --- | --- | --- | ---: |",
         *(_sensitivity(line, document["objective"] == "throughput") for line in document["sensitivity"]),
         "",
-        f"## Top {len(document['top'])} configurations",
+        f"## Top {plural(len(document['top']), 'configuration')}",
         "",
         _top(document),
     ]

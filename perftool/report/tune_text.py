@@ -12,7 +12,7 @@ from perftool.errors import one_line
 from perftool.report.console import add_columns
 from perftool.tune.explain import shown
 from perftool.tune.search import TuneResult
-from perftool.units import duration, percent
+from perftool.units import duration, percent, plural
 
 COLUMNS = {  # short knob names for the table's headers
     "loop_size": "loop",
@@ -87,7 +87,7 @@ def _top_table(result: TuneResult, top: int) -> Table:
     ]  # device busy is in --format json and in emulate's summary: an 80-column log has room for these
     headers = ["#", *(COLUMNS[name] for name in result.space.names), "samples/s", "mean step", "memory"]
     table = Table(
-        title=f"Top {top} configurations (★ recommended)",
+        title=f"Top {plural(len(ranked[:top]), 'configuration')} (★ recommended)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         padding=0,

@@ -12,7 +12,7 @@ from perftool.emulator.config import LABELS, EmulatorConfig, section_of, setting
 from perftool.emulator.evaluate import evaluate, first_job
 from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
-from perftool.units import duration
+from perftool.units import duration, figure
 
 HELPS = 1.005  # a fix predicted to raise throughput less than this is no fix
 BOUND_SLACK = 0.10  # a prediction may win back this much (relative) past the time measured lost, no more
@@ -113,7 +113,7 @@ def _describe(config: EmulatorConfig, key: str, value: Any) -> str:
     if isinstance(value, list):
         return f"{label}: none" if not value else f"{label}: {value}"
     if isinstance(current, ByteSize):
-        return f"{label} {current / 1e6:g} MB → {value / 1e6:g} MB"
+        return f"{label} {figure(current, 'bytes')} → {figure(value, 'bytes')}"
     return f"{label} {_shown(current)} → {_shown(value)}"
 
 

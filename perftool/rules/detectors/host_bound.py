@@ -19,6 +19,7 @@ from perftool.analysis.launches import graphs_in_use
 from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.trace.model import Kind, Role, Trace
+from perftool.units import duration, plural
 
 LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
@@ -130,13 +131,12 @@ def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) ->
 
 def _pattern(scope: Scope, stretches: int, lost: float, busy_per_step: float) -> str:
     """How the idle time comes: so many stretches of so long, per step where the trace has steps."""
-    each = lost / stretches
-    length = f"{each:,.1f} µs" if each < 1e3 else f"{each / 1e3:,.2f} ms"
+    length = duration(lost / stretches)
     if not scope.steady_steps:
-        return f"{stretches:,} idle stretches of {length} on average"
+        return f"{plural(stretches, 'idle stretch')} of {length} on average"
     return (
-        f"{scope.per_step(stretches):,.3g} idle stretches per step of {length} each, against"
-        f" {busy_per_step / 1e3:,.3g} ms of device work per step"
+        f"{plural(scope.per_step(stretches), 'idle stretch')} per step of {length} each, against"
+        f" {duration(busy_per_step)} of device work per step"
     )
 
 

@@ -1,0 +1,91 @@
+"""Numbers people read: never in scientific notation, each in its unit, plurals right."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import REPO
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perftool.analysis import METRICS
+from perftool.analysis.metrics import unit_of
+from perftool.units import change, figure, number, plural
+
+SAMPLES = REPO / "sample_traces"
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e15, max_value=1e15))
+def test_a_number_is_never_in_scientific_notation_and_reads_back_close(value):
+    shown = number(value)
+    assert "e" not in shown.lower()
+    back = float(shown.replace(",", ""))
+    assert math.isclose(back, value, rel_tol=1e-3, abs_tol=1e-6)  # four significant digits, or whole
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [
+        (4.754e-14, "fraction", "0.0%"),
+        (0.178, "fraction", "17.8%"),
+        (9243.0, "us", "9.243 ms"),
+        (107.6, "steps/s", "107.6 steps/s"),
+        (1990.5, "count", "1,990"),
+        (2.5e9, "bytes", "2.5 GB"),
+        (None, "us", "—"),
+    ],
+)
+def test_a_figure_is_shown_in_its_unit(value, unit, shown):
+    assert figure(value, unit) == shown
+
+
+def test_a_change_is_signed_and_a_fraction_moves_in_points():
+    assert change(0.172, "fraction") == "+17.2 pts" and change(-0.002, "fraction") == "-0.2 pts"
+    assert change(4.754e-14, "fraction") == "0.0 pts" and change(1996.0, "us") == "+1.996 ms"
+    assert change(0.5, "count") == "+0.5" and change(0, "count") == "0" and change(-3, "count") == "-3"
+
+
+@pytest.mark.parametrize(
+    ("count", "noun", "shown"),
+    [
+        (1, "idle stretch", "1 idle stretch"),
+        (2, "idle stretch", "2 idle stretches"),
+        (1.5, "copy", "1.5 copies"),
+        (1, "configuration", "1 configuration"),
+        (1990, "trace", "1,990 traces"),
+        (0, "finding", "0 findings"),
+    ],
+)
+def test_plurals(count, noun, shown):
+    assert plural(count, noun) == shown
+
+
+def test_every_metric_has_the_unit_its_description_gives():
+    for name, meaning in METRICS.items():
+        unit = unit_of(name)
+        assert (unit == "us") == ("µs" in meaning), name
+        assert unit != "fraction" or "fraction" in name or "share" in meaning or "/" in meaning, name
+
+
+def test_gate_writes_plain_numbers_with_their_units(run):
+    result = run("gate", SAMPLES / "baselines" / "npu__healthy.findings.json",
+                 SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz", "--format", "json")  # fmt: skip
+    checks = json.loads(result.stdout)["checks"]
+    by_name = {check["name"]: check for check in checks}
+    assert by_name["step time (median)"]["unit"] == "us" and by_name["throughput"]["unit"] == "steps/s"
+    assert by_name["device.idle_fraction"]["unit"] == "fraction"
+    assert by_name["device.idle_fraction"]["change"].endswith(" pts")
+    text = run("gate", SAMPLES / "baselines" / "npu__healthy.findings.json",
+               SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz").stdout  # fmt: skip
+    assert "e-" not in text and "e+" not in text and "9.243 ms" in text and "17.8%" in text
+
+
+def test_gate_check_figures_are_python_floats():
+    from perftool import api
+
+    result = api.gate(SAMPLES / "baselines" / "npu__healthy.findings.json",
+                      SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")  # fmt: skip
+    figures = [value for check in result.checks for value in (check.baseline, check.candidate) if value is not None]
+    assert figures and all(type(value) is float for value in figures)  # not numpy's float64
