@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import DATA
 
 from perftool import load_trace
 from perftool.analysis import compute_metrics
@@ -201,3 +202,18 @@ def test_point_to_point_names(name):
 @pytest.mark.parametrize("name", ["RDMASend", "Notify_Wait", "Memcpy", "Reduce_Inline"])
 def test_hccl_task_names_are_no_collectives_of_their_own(name):
     assert collective_type(name) == "other"
+
+
+def test_a_host_only_trace_gets_host_figures_and_concurrent_collectives_count_once(run):
+    """A gloo capture: two threads all-reduce at once, with no device. The host is busy in them, the top host ops
+    are them, and no exposure exceeds the window: calls at once on two threads count once."""
+    info = json.loads(run("info", DATA / "real" / "cpu_only_gloo.json.gz", "--format", "json").stdout)
+    metrics, window = info["metrics"], info["metrics"]["window.duration_us"]
+    assert metrics["host.busy_fraction"] > 0.8  # it was 0.0%: a gloo call is an annotation, and was not work
+    (collective,) = info["collectives"]
+    assert collective["time_us"] > window  # summed over the two threads' calls
+    assert collective["exposed_us"] == pytest.approx(metrics["communication.exposed_us"])
+    assert collective["exposed_us"] <= window
+    assert [op["name"] for op in info["top_ops"]["ops"]] == ["gloo:all_reduce"]
+    text = run("info", DATA / "real" / "cpu_only_gloo.json.gz").stdout
+    assert "busy 85.1%" in text and "343.681 ms │ 178.777 ms" in text

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,7 +89,7 @@ class CollectiveStat:
     name: str
     count: int
     time_us: float  # summed durations
-    exposed_us: float  # of that, time no compute overlaps
+    exposed_us: float  # wall time with one of them running and no compute (calls at once count once)
     bytes: float | None  # summed message sizes where known
     group_size: int | None
     algbw_gbps: float | None  # bytes / time, GB/s
@@ -360,11 +361,17 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
         if sized.any()
         else math.nan,
     }
+
+    def exposed_of(mine: np.ndarray) -> float:
+        """The wall time the calls of ``mine`` leave exposed: calls at once on several threads count once."""
+        running = intervals.clip(intervals.union(starts[mine], ends[mine]), lo, hi)
+        return intervals.total(intervals.subtract(running, compute, lo, hi))
+
     return Communication(
         values,
         busy,
-        _per_type(found, inside, span, exposed_each),
-        _per_group(found, inside, span, exposed_each),
+        _per_type(found, inside, span, exposed_of),
+        _per_group(found, inside, span, exposed_of),
         found,
         span,
         exposed_each,
@@ -382,7 +389,9 @@ def _gbps(nbytes: float, time_us: float) -> float:
     return nbytes / time_us / 1e3 if time_us > 0 else math.nan
 
 
-def _per_type(found: Collectives, inside: np.ndarray, span: np.ndarray, exposed: np.ndarray) -> list[CollectiveStat]:
+def _per_type(
+    found: Collectives, inside: np.ndarray, span: np.ndarray, exposed_of: Callable[[np.ndarray], float]
+) -> list[CollectiveStat]:
     stats = []
     for index, name in enumerate(found.names):
         mine = inside & (found.type == index)
@@ -399,7 +408,7 @@ def _per_type(found: Collectives, inside: np.ndarray, span: np.ndarray, exposed:
                 name=name,
                 count=int(np.count_nonzero(mine)),
                 time_us=float(span[mine].sum()),
-                exposed_us=float(exposed[mine].sum()),
+                exposed_us=exposed_of(mine),
                 bytes=nbytes,
                 group_size=ranks,
                 algbw_gbps=_gbps(nbytes, time_sized) if nbytes is not None else None,
@@ -409,7 +418,9 @@ def _per_type(found: Collectives, inside: np.ndarray, span: np.ndarray, exposed:
     return sorted(stats, key=lambda s: -s.time_us)
 
 
-def _per_group(found: Collectives, inside: np.ndarray, span: np.ndarray, exposed: np.ndarray) -> list[GroupStat]:
+def _per_group(
+    found: Collectives, inside: np.ndarray, span: np.ndarray, exposed_of: Callable[[np.ndarray], float]
+) -> list[GroupStat]:
     stats = []
     for index, name in enumerate(found.groups):
         mine = inside & (found.group == index)
@@ -420,7 +431,7 @@ def _per_group(found: Collectives, inside: np.ndarray, span: np.ndarray, exposed
                     parallelism=parallelism(name),
                     count=int(np.count_nonzero(mine)),
                     time_us=float(span[mine].sum()),
-                    exposed_us=float(exposed[mine].sum()),
+                    exposed_us=exposed_of(mine),
                 )
             )
     return sorted(stats, key=lambda s: -s.exposed_us)

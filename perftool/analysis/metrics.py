@@ -134,8 +134,8 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     kind = trace.kind
     compute = intervals.busy(trace, kind == Kind.COMPUTE, lo, hi)
     device_values, device = _device_metrics(trace, lo, hi, compute)
-    host_values, h2d = _host_and_link_metrics(trace, lo, hi, compute)
     comms = measure(trace, lo, hi, compute, steps.steady)
+    host_values, h2d = _host_and_link_metrics(trace, lo, hi, compute, comms.calls.rows)
     values: dict[str, float] = {
         "trace.events": float(len(trace)),
         "trace.tracks": float(len(trace.tracks)),
@@ -153,7 +153,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         **_sync_metrics(intervals.busy(trace, (kind == Kind.SYNC) & ~trace.on_roles(Role.DEVICE), lo, hi), steps),
         **_fallback_metrics(trace, in_window),
     }
-    scope, top = _top_ops(trace, in_window)
+    scope, top = _top_ops(trace, in_window, comms.calls.rows)
     categories = np.bincount(trace.cat, minlength=len(trace.cats))
     return Metrics(
         values=values,
@@ -197,9 +197,10 @@ def _device_metrics(
 
 
 def _host_and_link_metrics(
-    trace: Trace, lo: float, hi: float, compute: intervals.Intervals
+    trace: Trace, lo: float, hi: float, compute: intervals.Intervals, collectives: np.ndarray
 ) -> tuple[dict[str, float], intervals.Intervals]:
-    """The host, input and copy metrics, and the H2D copies' busy intervals."""
+    """The host, input and copy metrics, and the H2D copies' busy intervals. A host thread in a collective (a gloo
+    all-reduce, recorded as an annotation) is busy."""
     window = hi - lo
     kind, in_window = trace.kind, trace.spans_in(lo, hi)
 
@@ -208,7 +209,9 @@ def _host_and_link_metrics(
 
     h2d = busy(kind == Kind.H2D)
     input_time = intervals.total(busy(kind == Kind.INPUT))
-    host = busy(trace.on_roles(Role.HOST, Role.INPUT) & ~np.isin(kind, _NOT_BUSY))
+    working = ~np.isin(kind, _NOT_BUSY)
+    working[collectives] = True
+    host = busy(trace.on_roles(Role.HOST, Role.INPUT) & working)
     values = {
         "host.busy_fraction": _ratio(intervals.total(host), window),
         **_transfer_metrics("h2d", h2d, compute, int(np.sum((kind == Kind.H2D) & in_window))),
@@ -268,12 +271,15 @@ def _fallback_metrics(trace: Trace, in_window: np.ndarray) -> dict[str, float]:
     return {"cpu_fallback.count": float(rows.size), "cpu_fallback.ops": float(np.unique(trace.name[rows]).size)}
 
 
-def _top_ops(trace: Trace, in_window: np.ndarray) -> tuple[str, list[OpStat]]:
-    """The op names taking most time: device compute ops, or host ops when the trace has none."""
+def _top_ops(trace: Trace, in_window: np.ndarray, collectives: np.ndarray) -> tuple[str, list[OpStat]]:
+    """The op names taking most time: device compute ops, or host ops (collectives such as gloo's among them)
+    when the trace has none."""
     scope = "device"
     rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & in_window)
     if rows.size == 0:
-        scope, rows = "host", np.flatnonzero((trace.kind == Kind.HOST_OP) & in_window)
+        host = trace.kind == Kind.HOST_OP
+        host[collectives] = True
+        scope, rows = "host", np.flatnonzero(host & in_window)
     if rows.size == 0:
         return scope, []
     time_by_name = np.bincount(trace.name[rows], weights=trace.dur[rows], minlength=len(trace.names))

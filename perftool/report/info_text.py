@@ -140,8 +140,10 @@ def _timeline(metrics: Metrics, unit: str) -> Table:
     return table
 
 
-def _top_ops(metrics: Metrics, unit: str) -> NamesAndFigures:
+def _top_ops(metrics: Metrics, unit: str) -> NamesAndFigures | Text:
     scope = "device ops" if metrics.top_ops_scope == "device" else "host ops (inclusive)"
+    if not metrics.top_ops:
+        return Text(f"Top {scope} by time: none in the steady state", style="dim")
     table = Table(title=f"Top {scope} by time", title_justify="left")
     rows = [
         (cut(shown(readable(op.name))), f"{op.count:,}", duration(op.total_us, unit), percent(op.share))
