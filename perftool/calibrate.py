@@ -34,7 +34,7 @@ from perftool.fitting import HOST_CAUSES, INPUT_CAUSES, fit, spread, work_per_st
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
 from perftool.rules.detectors.base import Scope
-from perftool.rules.engine import ReadOptions, analyse_trace
+from perftool.rules.engine import DEFAULT_READ, ReadOptions, analyse_trace
 from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
@@ -185,15 +185,17 @@ def calibrate(
     overrides: dict[str, Any] | None = None,
     cluster: Cluster = LOCAL,
     at_batch: tuple[int, str] | None = None,
+    read: ReadOptions = DEFAULT_READ,
 ) -> Calibration:
     """Fit an emulator config to the trace at ``path`` and check it by emulating it. For a job's directory, the
     rank fitted is the one that sets the job's pace: the slowest in the job view (its ranks analysed on
     ``cluster``). ``at_batch`` (batch size, trace): a capture of the same job at another batch size, from which
-    and the trace how efficiency rises with the batch is fitted; the fit then predicts that capture's step."""
+    and the trace how efficiency rises with the batch is fitted; the fit then predicts that capture's step. ``read``:
+    the dialect and size limit the traces are read with."""
     peers: list[float] = []
     if os.path.isdir(path):
-        path, peers = pacing_rank(path, cluster)
-    trace = load_trace(path)
+        path, peers = pacing_rank(path, cluster, read)
+    trace = load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes)
     scan, scope = analyse_trace(trace, [])
     if scope.idle is None or scope.window <= 0:
         raise PerftoolError(f"{path}: no device activity to calibrate against (a host-only profile)")
@@ -204,7 +206,7 @@ def calibrate(
         )
     given = copy.deepcopy(overrides or {})
     dataset = given.get("workload", {}).pop("dataset_samples", None)
-    pending = _efficiency_from(trace, scope, given, device, at_batch) if at_batch is not None else None
+    pending = _efficiency_from(trace, scope, given, device, at_batch, read) if at_batch is not None else None
     config = fit(trace, scope, device, given, peers)
     step, idle, checks = _compare(scan, config)  # on the steps the trace shows, before the epoch takes the dataset's
     held_out = _held_out(trace, scope, device, given, peers)
@@ -298,7 +300,7 @@ def _long_run(config: EmulatorConfig) -> Check:
 
 
 def _efficiency_from(
-    trace: Trace, scope: Scope, given: dict[str, Any], device: str | None, at_batch: tuple[int, str]
+    trace: Trace, scope: Scope, given: dict[str, Any], device: str | None, at_batch: tuple[int, str], read: ReadOptions
 ) -> BatchCheck:
     """Set ``workload.half_efficiency_batch`` in ``given`` from the device work per step at the trace's batch and at
     ``at_batch``'s (a step of b samples works as long as b + h would at full efficiency). Returns the check of the
@@ -310,7 +312,7 @@ def _efficiency_from(
             f"--at-batch {batch}={other_path}: give the trace's own batch size, another than {batch}, with "
             "--set batch_size=N"
         )
-    other_trace = load_trace(other_path)
+    other_trace = load_trace(other_path, dialect=read.dialect, max_bytes=read.max_bytes)
     other_scan, other_scope = analyse_trace(other_trace, [])
     if not other_scope.steady_steps:
         raise PerftoolError(f"{other_path}: no steady steps to compare a step with")
@@ -343,10 +345,10 @@ def _with_dataset(config: EmulatorConfig, samples: Any, path: str) -> EmulatorCo
     return validate_config(document, f"calibration of {path}")
 
 
-def pacing_rank(directory: str, cluster: Cluster = LOCAL) -> tuple[str, list[float]]:
+def pacing_rank(directory: str, cluster: Cluster = LOCAL, read: ReadOptions = DEFAULT_READ) -> tuple[str, list[float]]:
     """The trace of the rank that sets a job's pace (the one the others wait for, else the slowest step), and each
     other rank's device compute per step relative to it."""
-    report = scan_job([directory], [], ReadOptions(), cluster.scheduler, cluster.workers)
+    report = scan_job([directory], [], read, cluster.scheduler, cluster.workers)
     if report.job is None or not report.traces:
         raise PerftoolError(f"{directory}: no rank trace could be read to calibrate")
     slowest = report.job.slowest_rank

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from perftool import __version__, api, dialects, interrupts, limits
 from perftool.analysis import METRICS, compute_metrics
+from perftool.analysis.metrics import unit_of
 from perftool.calibrate import CalibrationFailed
 from perftool.calibrate import calibrate as fit_trace
 from perftool.diff.profile import LEVELS
@@ -85,6 +86,13 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="perftool")
 def cli() -> None:
     """Performance tuning and profiling for training jobs on ML accelerators."""
+
+
+def _dialect(command):
+    """--dialect NAME, shared by the commands that read traces."""
+    return click.option(
+        "--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it."
+    )(command)
 
 
 def _max_trace_size(command):
@@ -158,7 +166,7 @@ def _output_option(what: str = "report"):
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True), metavar="TRACE...")
 @_format_option(InfoView)
 @_output_option()
-@click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@_dialect
 @_max_trace_size
 @_cluster_options
 def info(
@@ -193,13 +201,19 @@ def info(
 
 
 @cli.command("metrics")
-def list_metrics() -> None:
-    """List the shared metrics that info, rules, gate and tune read."""
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_metrics(fmt: str) -> None:
+    """List the shared metrics that info, rules, gate and tune read, with their units."""
+    if fmt == "json":
+        listed = [{"name": name, "unit": unit_of(name), "meaning": meaning} for name, meaning in METRICS.items()]
+        click.echo(json.dumps({"schema": "perftool.metrics/1", "metrics": listed}, indent=2, ensure_ascii=False))
+        return
     table = Table(show_header=True)
     table.add_column("metric", style="bold", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
     table.add_column("meaning")
     for name, meaning in METRICS.items():
-        table.add_row(name, meaning)
+        table.add_row(name, unit_of(name), meaning)
     Console().print(table)
 
 
@@ -269,6 +283,8 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
     "fit's prediction of that capture's step (needs --set batch_size=...).",
 )
 @_format_option(CalibrateView)
+@_dialect
+@_max_trace_size
 @_cluster_options
 def calibrate(
     trace: str,
@@ -277,6 +293,8 @@ def calibrate(
     device: str | None,
     at_batch: str | None,
     fmt: str,
+    dialect: str | None,
+    max_trace_bytes: int | None,
     scheduler: str | None,
     workers: int | None,
 ) -> None:
@@ -292,7 +310,8 @@ def calibrate(
     given: dict = {}
     for item in overrides:
         emulator_config.apply_override(given, item, "--set", None)
-    fitted = fit_trace(trace, device, given, Cluster(scheduler, workers), other)
+    read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes)
+    fitted = fit_trace(trace, device, given, Cluster(scheduler, workers), other, read)
     if output:
         write_text(yaml.safe_dump(fitted.document(), sort_keys=False), output)
     emit(CalibrateView(fitted, output), fmt, None)
@@ -321,12 +340,21 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
     metavar="N",
     help="Simulate at most N configurations (overrides tune.budget).",
 )
-@click.option("-j", "--jobs", type=click.IntRange(1, 256), default=1, show_default=True, help="Processes to use.")
+@click.option(
+    "-j",
+    "--workers",
+    "--jobs",
+    "jobs",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Local processes to simulate in, as --workers is in every command (--jobs: its former name).",
+)
 @click.option(
     "--scheduler",
     metavar="ADDRESS",
     callback=_scheduler,
-    help="Simulate on the workers of this Dask cluster (tcp://host:8786) instead of --jobs local processes  "
+    help="Simulate on the workers of this Dask cluster (tcp://host:8786) instead of --workers local processes  "
     "[default: PERFTOOL_SCHEDULER].",
 )
 @click.option(
@@ -415,7 +443,7 @@ def _names(values: tuple[str, ...], option: str) -> tuple[str, ...]:
 @click.option(
     "--device", type=click.Choice(FAMILIES), help="Give advice for this device family instead of detecting it."
 )
-@click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@_dialect
 @click.option("--evidence", type=click.IntRange(0, 100), help="Occurrences listed per finding  [default: 5].")
 @click.option(
     "--job-steps",
@@ -507,7 +535,7 @@ def _first(*choices):
 @_format_option(GateResult)
 @_output_option()
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
-@click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@_dialect
 @_max_trace_size
 @_cluster_options
 @_rule_options
@@ -578,7 +606,7 @@ def gate(
 )
 @_format_option(DiffResult)
 @_output_option()
-@click.option("--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it.")
+@_dialect
 @_max_trace_size
 @_cluster_options
 def diff(baseline, candidate, by, op_maps, fmt, output, dialect, max_trace_bytes, scheduler, workers) -> None:

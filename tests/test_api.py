@@ -82,3 +82,12 @@ def test_the_readme_python_example_runs_as_written(monkeypatch, capsys):
     exec(compile(example, "README.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "PT001 warning 17.8% {'loop_size': 16}" in printed and "fail ['step time (median)'" in printed
+
+
+def test_a_trace_and_its_steps_print_as_one_line_not_their_columns():
+    trace = perftool.load_trace(SAMPLE)
+    steps = detect_steps(trace)
+    for shown in (repr(trace), str(trace), repr(steps)):
+        assert "\n" not in shown and "array(" not in shown and len(shown) < 200
+    assert repr(trace).startswith(f"Trace({str(SAMPLE)!r}, emulator, ") and f"{len(trace):,} events" in repr(trace)
+    assert repr(steps).startswith(f"Steps({steps.count:,} on the host clock, {steps.warmup} warm-up")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-from conftest import REPO, TORCH_FIXTURE
+from conftest import REPO, TORCH_FIXTURE, error_line
 
 from perftool import __version__
 from perftool.analysis import METRICS
@@ -72,3 +73,32 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path):
     done = subprocess.run([sys.executable, "-m", "perftool", "info", str(bad)], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip() == f"perftool: error: {bad}: truncated JSON: the file ends before the trace is complete"
+
+
+def test_tune_takes_workers_as_every_command_does_and_keeps_jobs(run):
+    config = REPO / "examples" / "tune" / "npu.yaml"
+    by_workers = run("tune", config, "--evaluations", "40", "--workers", "2", "--format", "json")
+    by_jobs = run("tune", config, "--evaluations", "40", "--jobs", "2", "--format", "json")
+    assert by_workers.exit_code == by_jobs.exit_code == 0
+    best = [json.loads(result.stdout)["best"] for result in (by_workers, by_jobs)]
+    assert best[0] == best[1]
+
+
+def test_metrics_lists_each_metric_with_its_unit_as_json(run):
+    document = json.loads(run("metrics", "--format", "json").stdout)
+    units = {metric["name"]: metric["unit"] for metric in document["metrics"]}
+    assert units["step_time_us.median"] == "us" and units["device.idle_fraction"] == "fraction"
+    assert set(units) == set(METRICS)
+
+
+def test_calibrate_reads_with_a_dialect_and_a_size_limit_as_the_other_commands(run):
+    trace = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
+    assert "trace-size limit of 1 KiB" in error_line(run("calibrate", trace, "--max-trace-size", "1KiB"))
+    assert run("calibrate", trace, "--dialect", "emulator").exit_code == 0
+    assert "no device activity" in error_line(run("calibrate", trace, "--dialect", "kineto"))  # forced, and wrong
+
+
+def test_shell_completion_completes_commands_and_options():
+    env = {**os.environ, "COMP_WORDS": "perftool scan --fo", "COMP_CWORD": "2", "_PERFTOOL_COMPLETE": "bash_complete"}
+    completed = subprocess.run([sys.executable, "-m", "perftool"], env=env, capture_output=True, text=True)
+    assert "plain,--format" in completed.stdout.splitlines()

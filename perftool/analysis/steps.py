@@ -21,6 +21,7 @@ from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import inferred_steps
 from perftool.dialects.vocabulary import ALLOCATION, FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace, pandas_module
+from perftool.units import duration
 
 _DIGITS = "0123456789"  # a step marker's number ends its name: ProfilerStep#12, step 12
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up
@@ -51,6 +52,12 @@ class Steps:
     clock: str = "host"
     number: np.ndarray | None = None  # each step's own number (ProfilerStep#N), where the markers give one
     inferred: str | None = None  # what repeats, where the steps were inferred for want of step markers
+
+    def __repr__(self) -> str:
+        """What a notebook shows: the steps in one line, not their columns."""
+        steady = self.steady_durations
+        median = f", steady median {duration(float(np.median(steady)))}" if steady.size else ""
+        return f"Steps({self.count:,} on the {self.clock} clock, {self.warmup} warm-up{median})"
 
     def numbers(self) -> np.ndarray:
         """Each step's number: the marker's own where it gives one, else its position."""

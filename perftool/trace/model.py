@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from perftool.units import duration
+
 
 def pandas_module(needed_by: str) -> Any:
     """pandas, imported on demand: an optional dependency, for the DataFrames of notebooks."""
@@ -143,6 +145,14 @@ class Trace:
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
+
+    def __repr__(self) -> str:
+        """What a notebook shows: the trace in one line, not its columns."""
+        span = f", span {duration(float(self.end.max() - self.ts.min()))}" if len(self) else ""
+        return (
+            f"Trace({self.source!r}, {self.dialect}, {len(self):,} events, {len(self.tracks):,} tracks, "
+            f"{len(self.names):,} names{span})"
+        )
 
     @cached_property
     def end(self) -> np.ndarray:
