@@ -277,6 +277,10 @@ class TraceDiffResult(_Part):
     remainders: list[DiffRemainder] = Field(description="the rest of the delta: with the rows it adds up to it")
     unmatched: dict[Literal["baseline", "candidate"], DiffUnmatched]
     notes: list[str]
+    matched: dict[str, float] = Field(
+        description="per level tried (kernel, op, annotation, category): the share of time whose keys both sides "
+        "hold, of the side with less; little at op level: maybe not the same workload"
+    )
 
 
 class DiffReport(_Document):

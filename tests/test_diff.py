@@ -288,3 +288,17 @@ def test_a_host_paced_trace_adds_up_at_every_level(run, by):
         r["baseline_us"] * (-1 if r["name"].startswith("overlap") else 1) for r in diff["remainders"]
     )
     assert parts == pytest.approx(diff["baseline"]["step_time_us"])  # the step, rebuilt from its parts
+
+
+def test_a_diff_across_devices_and_workloads_says_so_and_one_of_the_same_job_does_not(run):
+    """A V100 job against an A100 job that runs other work: the header and the JSON say both; the same job
+    before and after a DataLoader change says neither."""
+    real = DATA / "real"
+    across = json.loads(run("diff", real / "ddp_v100_rank1.json.gz", real / "nccl_a100_rank.json.gz",
+                            "--format", "json").stdout)["diffs"][0]  # fmt: skip
+    notes = " ".join(across["notes"])
+    assert "the devices differ (Tesla V100-SXM2-16GB → NVIDIA A100-PG509-200)" in notes
+    assert "not be the same workload" in notes and across["matched"]["op"] < 0.5
+    same = json.loads(run("diff", real / "resnet50_pt18_workers0.json.gz", real / "resnet50_pt18_workers4.json.gz",
+                          "--format", "json").stdout)["diffs"][0]  # fmt: skip
+    assert same["matched"]["op"] > 0.9 and not any("devices differ" in n or "workload" in n for n in same["notes"])

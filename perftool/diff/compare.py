@@ -86,6 +86,7 @@ class TraceDiff:
     remainders: list[Remainder]
     unmatched: tuple[Unmatched, Unmatched]  # baseline's, candidate's
     notes: list[str] = field(default_factory=list)
+    matched: dict[str, float] = field(default_factory=dict)  # per level tried: the share of time both sides hold
 
     @property
     def delta_us(self) -> float:
@@ -193,7 +194,7 @@ def diff_profiles(baseline: Profile, candidate: Profile, asked: str, op_map: OpM
         )
     passed = list(levels)[: list(levels).index(level)] if enough else [name for name in levels if name != level]
     why = _why({name: shares[name] for name in passed}, level, across, baseline, candidate)
-    return _compared(baseline, candidate, level, asked, why, *keyed[level])
+    return _compared(baseline, candidate, level, asked, why, shares, *keyed[level])
 
 
 def _keyed(side: Profile, level: str, op_map: OpMap, across: bool) -> Table:
@@ -231,7 +232,14 @@ def _why(too_little: dict[str, float], level: str, across: bool, baseline: Profi
 
 
 def _compared(
-    baseline: Profile, candidate: Profile, level: str, asked: str, why: str, base: Table, cand: Table
+    baseline: Profile,
+    candidate: Profile,
+    level: str,
+    asked: str,
+    why: str,
+    matched: dict[str, float],
+    base: Table,
+    cand: Table,
 ) -> TraceDiff:
     keys = sorted(set(base.keys) | set(cand.keys))
     columns = [_aligned(base, keys), _aligned(cand, keys)]
@@ -256,20 +264,21 @@ def _compared(
         )
     elif baseline.steps != candidate.steps:
         notes.append(f"steady steps differ ({baseline.steps} → {candidate.steps}); figures are per step")
-    return TraceDiff(
-        baseline,
-        candidate,
-        level,
-        asked,
-        why,
-        rows,
-        remainders,
-        (
-            _unmatched(base, set(cand.keys), max(baseline.steps, 1)),
-            _unmatched(cand, set(base.keys), max(candidate.steps, 1)),
-        ),
-        notes,
+    if baseline.device != candidate.device:
+        notes.append(
+            f"the devices differ ({baseline.device} → {candidate.device}): the change is the hardware's and the "
+            "work's together"
+        )
+    unmatched = (
+        _unmatched(base, set(cand.keys), max(baseline.steps, 1)),
+        _unmatched(cand, set(base.keys), max(candidate.steps, 1)),
     )
+    if matched.get("op", 1.0) < MIN_MATCHED:
+        notes.append(
+            f"little of the work is common to both: {percent(matched['op'])} of the time is in host ops both ran "
+            "(of the side with less); they may not be the same workload"
+        )
+    return TraceDiff(baseline, candidate, level, asked, why, rows, remainders, unmatched, notes, matched)
 
 
 def _idle(baseline: Profile, candidate: Profile) -> list[Remainder]:

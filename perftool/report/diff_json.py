@@ -69,6 +69,7 @@ def trace_diff(diff: TraceDiff) -> dict:
             for side, u in (("baseline", base), ("candidate", cand))
         },
         "notes": diff.notes,
+        "matched": diff.matched,
     }
 
 
