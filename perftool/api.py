@@ -121,8 +121,8 @@ def scan(
     job_steps: Count | None = None,
 ) -> ScanReport:
     """Run the rules on each trace; the project config (``config``, else the nearest ``perftool.yaml`` or
-    ``pyproject.toml`` up to the repository's root) supplies what the arguments leave out. Traces that cannot be read are in
-    the report's ``unread`` and a :class:`PerftoolWarning` (:class:`NothingRead` when none could be read).
+    ``pyproject.toml`` up to the repository's root) supplies what the arguments leave out. Traces that cannot be
+    read are in the report's ``unread`` and a :class:`PerftoolWarning` (:class:`NothingRead` when none could be read).
     ``job_steps``: the steps the whole job runs, where a trace does not record it;
     a fix of a cost paid once (a compile) is then predicted over the job, else bounded over the capture.
 
