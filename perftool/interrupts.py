@@ -56,7 +56,7 @@ def one_line_while_starting() -> None:
 
 def finished() -> None:
     """The command is over and its exit code decided: a signal while the interpreter exits does not change it."""
-    for signum in (signal.SIGINT, *TERMINATING):
+    for signum in HANDLED:
         signal.signal(signum, signal.SIG_IGN)
 
 

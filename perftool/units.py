@@ -52,9 +52,6 @@ def number(value: float | None) -> str:
     return "0" if shown in ("-0", "") else shown
 
 
-UNITS = ("us", "fraction", "bytes", "count")  # besides these, a unit is written after the number: steps/s, GB/s
-
-
 def figure(value: float | None, unit: str) -> str:
     """A value in its unit for people: µs as a duration, a fraction as a percentage, bytes in MB or GB, a count
     as a number, anything else as a number and its unit (``12.3 steps/s``)."""

@@ -53,7 +53,7 @@ class Check:
     change: str  # the change, formatted ("+10.2%", "+1", "+0.3 pts"), or ""
     limit: str  # what would fail, in words
     detail: str = ""
-    unit: str = "count"  # of baseline and candidate: "us", "fraction", "bytes", "count" or one written out
+    unit: str = "count"  # of baseline and candidate, as units.figure takes it
 
     def __post_init__(self) -> None:
         for side in ("baseline", "candidate"):  # plain floats, whatever computed them (JSON and equality alike)
