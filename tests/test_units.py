@@ -10,7 +10,8 @@ from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perftool.analysis import METRICS
+from perftool import load_trace
+from perftool.analysis import METRICS, compute_metrics
 from perftool.analysis.metrics import unit_of
 from perftool.units import change, figure, number, plural
 
@@ -62,11 +63,15 @@ def test_plurals(count, noun, shown):
     assert plural(count, noun) == shown
 
 
-def test_every_metric_has_the_unit_its_description_gives():
+def test_every_metric_has_the_unit_its_description_and_its_values_give():
     for name, meaning in METRICS.items():
-        unit = unit_of(name)
-        assert (unit == "us") == ("µs" in meaning), name
-        assert unit != "fraction" or "fraction" in name or "share" in meaning or "/" in meaning, name
+        assert (unit_of(name) == "us") == ("µs" in meaning), name
+    for sample in ("npu/host_bound_loop_size.trace.json.gz", "gpu_training_kineto.pt.trace.json.gz"):
+        values = compute_metrics(load_trace(SAMPLES / sample)).values
+        shares = {name: value for name, value in values.items() if unit_of(name) == "fraction"}
+        assert shares and all(math.isnan(v) or 0 <= v <= 1 for v in shares.values()), shares  # read as percentages
+        counts = {name: value for name, value in values.items() if unit_of(name) == "count" and "per_step" not in name}
+        assert all(math.isnan(v) or float(v).is_integer() for v in counts.values()), counts  # read as whole numbers
 
 
 def test_gate_writes_plain_numbers_with_their_units(run):

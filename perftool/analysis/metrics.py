@@ -183,9 +183,9 @@ def _device_metrics(
     compute_rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & trace.spans_in(lo, hi) & (trace.ts >= lo))
     values: dict[str, float] = {
         "device.busy_us": intervals.total(device),
-        "device.busy_fraction": _ratio(intervals.total(device), window),
-        "device.idle_fraction": _ratio(window - intervals.total(device), window),
-        "device.compute_fraction": _ratio(intervals.total(compute), window),
+        "device.busy_fraction": _share(intervals.total(device), window),
+        "device.idle_fraction": _share(window - intervals.total(device), window),
+        "device.compute_fraction": _share(intervals.total(compute), window),
         "device.idle_gaps.count": float(gap_lengths.size),
         "device.idle_gap_us.max": float(gap_lengths.max()) if gap_lengths.size else 0.0,
         "device.idle_gap_us.p90": float(np.percentile(gap_lengths, 90)) if gap_lengths.size else 0.0,
@@ -214,17 +214,18 @@ def _host_and_link_metrics(
     working[collectives] = True
     host = busy(trace.on_roles(Role.HOST, Role.INPUT) & working)
     values = {
-        "host.busy_fraction": _ratio(intervals.total(host), window),
+        "host.busy_fraction": _share(intervals.total(host), window),
         **_transfer_metrics("h2d", h2d, compute, int(np.sum((kind == Kind.H2D) & in_window))),
         **_transfer_metrics("d2h", busy(kind == Kind.D2H), compute, int(np.sum((kind == Kind.D2H) & in_window))),
         "input.time_us": input_time,
-        "input.fraction": _ratio(input_time, window),
+        "input.fraction": _share(input_time, window),
     }
     return values, h2d
 
 
-def _ratio(part: float, whole: float) -> float:
-    return part / whole if whole > 0 else math.nan
+def _share(part: float, whole: float) -> float:
+    """``part`` as a share of ``whole``, held to [0, 1] against floating-point rounding (NaN without a whole)."""
+    return min(max(part / whole, 0.0), 1.0) if whole > 0 else math.nan
 
 
 def _step_time_metrics(durations: np.ndarray) -> dict[str, float]:
@@ -246,7 +247,7 @@ def _transfer_metrics(prefix: str, copies: intervals.Intervals, compute: interva
     return {
         f"{prefix}.count": float(count),
         f"{prefix}.time_us": copy_time,
-        f"{prefix}.overlap_fraction": _ratio(intervals.overlap(copies, compute), copy_time),
+        f"{prefix}.overlap_fraction": _share(intervals.overlap(copies, compute), copy_time),
     }
 
 
@@ -288,7 +289,7 @@ def _top_ops(trace: Trace, in_window: np.ndarray, collectives: np.ndarray) -> tu
     overall = float(time_by_name.sum())
     best = np.argsort(-time_by_name, kind="stable")[:TOP_OPS]
     return scope, [
-        OpStat(trace.names[i], int(count_by_name[i]), float(time_by_name[i]), _ratio(float(time_by_name[i]), overall))
+        OpStat(trace.names[i], int(count_by_name[i]), float(time_by_name[i]), _share(float(time_by_name[i]), overall))
         for i in best.tolist()
         if count_by_name[i]
     ]
