@@ -75,13 +75,21 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path):
     assert done.stderr.strip() == f"perftool: error: {bad}: truncated JSON: the file ends before the trace is complete"
 
 
-def test_tune_takes_workers_as_every_command_does_and_keeps_jobs(run):
-    config = REPO / "examples" / "tune" / "npu.yaml"
+def test_tune_takes_workers_as_every_command_does_and_keeps_jobs(run, monkeypatch):
+    import perftool.cli as command_line
+
+    config, processes = REPO / "examples" / "tune" / "npu.yaml", []
+    sweep = command_line.run_tune
+
+    def counted(loaded, jobs, *rest):
+        processes.append(jobs)
+        return sweep(loaded, jobs, *rest)
+
+    monkeypatch.setattr(command_line, "run_tune", counted)
     by_workers = run("tune", config, "--evaluations", "40", "--workers", "2", "--format", "json")
-    by_jobs = run("tune", config, "--evaluations", "40", "--jobs", "2", "--format", "json")
-    assert by_workers.exit_code == by_jobs.exit_code == 0
-    best = [json.loads(result.stdout)["best"] for result in (by_workers, by_jobs)]
-    assert best[0] == best[1]
+    by_jobs = run("tune", config, "--evaluations", "40", "--jobs", "3", "--format", "json")
+    assert by_workers.exit_code == by_jobs.exit_code == 0 and processes == [2, 3]
+    assert json.loads(by_workers.stdout)["best"] == json.loads(by_jobs.stdout)["best"]
 
 
 def test_metrics_lists_each_metric_with_its_unit_as_json(run):
