@@ -86,6 +86,9 @@ class InfoReport(_Document):
     tracks: list[InfoTrack]
     metrics: dict[str, float | None] = Field(description="the shared metrics (`perftool metrics`)")
     step_times_us: list[float]
+    step_numbers: list[int] = Field(
+        default_factory=list, description="the steady steps' numbers: the step markers' own, else their positions"
+    )
     top_ops: InfoTopOps
     collectives: list[CollectiveFigures] = Field(description="per collective type, the most time first")
     process_groups: list[GroupFigures] = Field(description="per process group, the most exposed first")

@@ -50,6 +50,26 @@ def test_the_straggler_is_named_with_what_makes_it_slow(run):
     assert job["imbalance"]["compute"] > 0.1
 
 
+def test_each_rank_steps_one_by_one_agree_with_its_means_and_show_the_straggler(run):
+    """The job view's per-step figures (the HTML heat maps' cells) add up to the per-rank means, and step by step
+    the straggler computes longest and waits least."""
+    document, _ = scan_json(run, STRAGGLER)
+    rows = {row["rank"]: row for row in document["job"]["ranks"]}
+    traces = {trace["rank"]: trace for trace in document["traces"]}
+    for rank, row in rows.items():
+        steps = row["per_step"]
+        assert steps["step"] == traces[rank]["step_numbers"][-len(steps["step"]) :]  # the trace's own numbering
+        assert len(steps["step"]) == row["steps"] == 39
+        assert np.mean(steps["compute_us"]) == pytest.approx(row["compute_us"], rel=1e-6)
+        assert np.mean(steps["wait_us"]) == pytest.approx(row["wait_us"], rel=1e-6, abs=1e-6)
+        assert all(c <= s for c, s in zip(steps["communication_us"], traces[rank]["step_durations_us"]))
+    straggler = rows[5]["per_step"]
+    for rank in set(rows) - {5}:
+        others = rows[rank]["per_step"]
+        assert sum(w < v for w, v in zip(straggler["wait_us"], others["wait_us"])) == 39
+        assert sum(c > v for c, v in zip(straggler["compute_us"], others["compute_us"])) >= 35
+
+
 def test_a_lag_no_part_of_the_step_explains_names_no_cause():
     """The straggler job's ranks as summarised, but rank 5 as late again as its extra compute accounts for (a slow
     link or proxy, which no trace records): the finding says the trace does not show why, with what to capture

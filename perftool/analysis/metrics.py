@@ -102,6 +102,7 @@ class OpStat:
 class Metrics:
     values: dict[str, float]
     step_times_us: list[float] = field(default_factory=list)  # steady-state samples, in order
+    step_numbers: list[int] = field(default_factory=list)  # their numbers (the step markers' own, else positions)
     top_ops: list[OpStat] = field(default_factory=list)
     top_ops_scope: str = "device"  # "device" (compute ops) or "host" (host ops, inclusive)
     categories: dict[str, int] = field(default_factory=dict)
@@ -159,6 +160,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     return Metrics(
         values=values,
         step_times_us=steps.steady_durations.tolist(),
+        step_numbers=steps.numbers()[steps.warmup :].tolist(),
         top_ops=top,
         top_ops_scope=scope,
         categories={c: int(n) for c, n in zip(trace.cats, categories.tolist()) if n},

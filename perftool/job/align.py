@@ -47,6 +47,7 @@ class Waits:
     worst: dict[int, list[tuple[int, float]]]  # rank -> (its call index, others' mean wait), longest first
     lag_us: dict[int, float] = field(default_factory=dict)  # per rank: over its steps, the longest wait it causes
     # in each (collectives reduced while the others compute each wait for its lag so far: their sum counts it again)
+    step_wait_us: dict[int, dict[int, float]] = field(default_factory=dict)  # per rank: step number -> its wait
 
 
 def _keys(timeline: Timeline) -> list[tuple[str, int, int, int]]:
@@ -132,7 +133,11 @@ def waits(timelines: dict[int, Timeline], alignment: Alignment, index: dict[int,
         worst={},
     )
     for r in ranks:
-        mine = np.flatnonzero(is_last & (who == r) & (held > 0))
+        calls_of_r = who == r
+        numbers, in_step = np.unique(timelines[r].step[call[calls_of_r]], return_inverse=True)
+        per_step = np.bincount(in_step, weights=wait[calls_of_r], minlength=numbers.size)
+        result.step_wait_us[r] = dict(zip(numbers.tolist(), per_step.tolist()))
+        mine = np.flatnonzero(is_last & calls_of_r & (held > 0))
         longest = mine[np.argsort(-held[mine], kind="stable")[:5]]
         result.worst[r] = [(int(call[i]), float(held[i])) for i in longest.tolist()]
         _, in_step = np.unique(timelines[r].step[call[mine]], return_inverse=True)

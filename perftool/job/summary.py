@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from perftool.analysis.communication import COLLECTIVES, GroupStat
+from perftool.analysis.communication import COLLECTIVES, GroupStat, covered
 from perftool.analysis.idle import CAUSES
 from perftool.errors import TraceError
 from perftool.job.ranks import rank_from_name
@@ -21,6 +21,7 @@ from perftool.rules.model import Rule
 from perftool.traces import load_trace
 
 MAX_TIMELINE_CALLS = 4096  # collectives kept per rank for clock alignment and waits: whole steps, in order
+MAX_STEPS_SHOWN = 256  # steady steps a rank sends one by one (compute and communication in each)
 # Collectives every member of a group leaves together: their ends mark one instant on every rank's clock.
 SYNCHRONISING = frozenset(COLLECTIVES) - {"send_recv"}
 
@@ -43,6 +44,20 @@ class Timeline:
 
 
 @dataclass
+class StepParts:
+    """The first steady steps one by one: each step's number, its device compute and its time with a collective
+    running (µs)."""
+
+    number: np.ndarray
+    compute: np.ndarray
+    communication: np.ndarray
+
+    @classmethod
+    def empty(cls) -> StepParts:
+        return cls(np.empty(0, np.int64), np.empty(0), np.empty(0))
+
+
+@dataclass
 class RankSummary:
     """What one rank's analysis sends back."""
 
@@ -52,6 +67,7 @@ class RankSummary:
     groups: list[GroupStat] = field(default_factory=list)
     timeline: Timeline = field(default_factory=Timeline.empty)
     first_us: float = 0.0  # the trace's first event, on its clock (evidence times are shown from here)
+    steps: StepParts = field(default_factory=StepParts.empty)
 
 
 def summarise_rank(
@@ -69,7 +85,9 @@ def summarise_rank(
     scan, scope = analyse_trace(trace, rules, read)
     given = (scan.rank, rank_from_name(path, in_job), position if in_job else None)
     scan.rank = next((rank for rank in given if rank is not None), None)
-    summary = RankSummary(scan.rank, scan, _breakdown(scope), scope.metrics.groups, _timeline(scope), scope.steps.first)
+    summary = RankSummary(
+        scan.rank, scan, _breakdown(scope), scope.metrics.groups, _timeline(scope), scope.steps.first, _steps(scope)
+    )
     if in_worker:
         del trace, scope
         _return_memory()
@@ -96,6 +114,20 @@ def _breakdown(scope: Scope) -> dict[str, float]:
         "idle": m["device.idle_fraction"] * window / steps,
         **({f"idle.{cause}": idle.time(cause) / steps for cause in CAUSES} if idle is not None else {}),
     }
+
+
+def _steps(scope: Scope) -> StepParts:
+    """The first :data:`MAX_STEPS_SHOWN` steady steps, one by one."""
+    steps = scope.steps
+    first = steps.warmup
+    last = min(steps.count, first + MAX_STEPS_SHOWN)
+    starts, ends = steps.start[first:last], steps.end[first:last]
+    busy = scope.metrics.busy
+    return StepParts(
+        number=steps.numbers()[first:last].astype(np.int64),
+        compute=covered(busy["compute"], starts, ends),
+        communication=covered(busy["communication"], starts, ends),
+    )
 
 
 def _timeline(scope: Scope) -> Timeline:

@@ -17,7 +17,7 @@ from perftool.job.align import Alignment, Waits, align, waits
 from perftool.job.summary import RankSummary
 from perftool.rules.detectors import DETECTORS
 from perftool.rules.engine import finding_of
-from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow, TraceFindings
+from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow, RankSteps, TraceFindings
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity
 from perftool.units import duration, plural
@@ -160,6 +160,24 @@ def _row(summary: RankSummary, waited: Waits, steps: int) -> RankRow:
         held_back_us=waited.held_back_us[rank] / steps if rank in waited.held_back_us else None,
         findings=len(scan.findings),
         top_finding=f"{top.rule_id} {top.rule_name}" if top else None,
+        per_step=_per_step(summary, waited),
+    )
+
+
+def _per_step(summary: RankSummary, waited: Waits) -> RankSteps | None:
+    """The rank's first steady steps one by one: those its waits were measured over where it has them."""
+    parts = summary.steps
+    step_wait = waited.step_wait_us.get(summary.rank, {}) if summary.rank is not None else {}
+    aligned = summary.rank in waited.wait_us
+    shown = min(parts.number.size, summary.timeline.steps) if aligned and summary.timeline.steps else parts.number.size
+    if shown == 0:
+        return None
+    numbers = parts.number[:shown].tolist()
+    return RankSteps(
+        step=numbers,
+        compute_us=parts.compute[:shown].tolist(),
+        communication_us=parts.communication[:shown].tolist(),
+        wait_us=[step_wait.get(number, 0.0) for number in numbers] if aligned else None,
     )
 
 

@@ -39,6 +39,7 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
         ],
         "metrics": {k: _number(v) for k, v in metrics.values.items()},
         "step_times_us": metrics.step_times_us,
+        "step_numbers": metrics.step_numbers,
         "top_ops": {
             "scope": metrics.top_ops_scope,
             "ops": [

@@ -115,6 +115,11 @@ class TraceFindings(_Record):
     warmup_durations_us: list[StepDuration] = Field(
         default_factory=list, description="the warm-up steps' durations before them, µs, in order"
     )
+    step_numbers: list[int] = Field(
+        default_factory=list,
+        description="each step's number, warm-up steps first: the step marker's own (ProfilerStep#N), else its "
+        "position; evidence names steps by these",
+    )
     emulator: EmulatorRun | None = Field(
         None, description="for emulator traces: the config that made the trace (device, workload, knobs, seed)"
     )
@@ -122,6 +127,18 @@ class TraceFindings(_Record):
         None,
         description="where two or more findings predict their gains: every such fix applied at once (gains overlap "
         "and do not add)",
+    )
+
+
+class RankSteps(_Record):
+    """One rank's first steady steps one by one (those whose collectives the job view compares), µs each."""
+
+    step: list[int] = Field(description="the step numbers, as the rank's trace gives them")
+    compute_us: list[float] = Field(description="device compute in each step")
+    communication_us: list[float] = Field(description="time with a collective running in each step")
+    wait_us: list[float] | None = Field(
+        description="time in each step waiting in collectives for later ranks (null where the rank's clock could "
+        "not be aligned with the others')"
     )
 
 
@@ -139,6 +156,7 @@ class RankRow(_Record):
     held_back_us: float | None = Field(description="time per step the other ranks wait in collectives for this one")
     findings: int
     top_finding: str | None = Field(description="the rank's most severe finding: rule id and title")
+    per_step: RankSteps | None = Field(None, description="the rank's first steady steps one by one")
 
 
 class ClockAlignment(_Record):
