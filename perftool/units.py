@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 
 def duration(us: float, unit: str = "ms") -> str:
@@ -16,6 +17,17 @@ def duration(us: float, unit: str = "ms") -> str:
     if abs(us) < 1e6:
         return f"{us / 1e3:,.3f} ms"
     return f"{us / 1e6:,.3f} s"
+
+
+def axis_durations(ticks: Sequence[float]) -> list[str]:
+    """An axis's ticks (µs) in one unit, the largest tick's, with as few decimals as tell them apart exactly:
+    ``0 ms, 2.5 ms, 5 ms, 7.5 ms``, never ``0.0 µs`` beside ``5.000 ms``."""
+    largest = max((abs(t) for t in ticks), default=0.0)
+    scale, unit = next(((s, u) for s, u in ((1e6, "s"), (1e3, "ms")) if largest >= s), (1.0, "µs"))
+    shown = [t / scale for t in ticks]
+    step = min((abs(b - a) for a, b in zip(shown, shown[1:]) if b != a), default=1.0)
+    decimals = next(d for d in range(7) if all(abs(round(v, d) - v) < 1e-6 * step for v in shown) or d == 6)
+    return [f"{0.0 if round(v, decimals) == 0 else v:,.{decimals}f} {unit}" for v in shown]
 
 
 def signed_duration(us: float, unit: str = "ms") -> str:

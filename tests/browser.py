@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -33,3 +36,17 @@ def screenshot(page: Path, out: Path, profile: Path, width: int = 1280, height: 
     run = chromium(page, profile, f"--window-size={width},{height}", f"--screenshot={out}")
     if run.returncode != 0 or not out.is_file():
         raise RuntimeError(f"chromium made no screenshot of {page}: {run.stderr[-500:]}")
+
+
+def layout(page: Path, profile: Path, width: int) -> dict:
+    """How Chromium lays ``page`` out in a window ``width`` px wide (see ``layout.js``): ``width``,
+    ``scroll_width``, and the elements that reach past the window (``wide``), chart labels past their chart
+    (``outside``) and chart labels over one another (``overlapping``)."""
+    probe = (Path(__file__).parent / "layout.js").read_text()
+    measured = page.with_name(page.stem + f".measured-{width}.html")
+    measured.write_text(page.read_text().replace("</body>", f"<script>{probe}</script></body>"))
+    run = chromium(measured, profile, f"--window-size={width},2000", "--dump-dom")
+    found = re.search(r'<pre id="layout">(.*?)</pre>', run.stdout, re.S)
+    if run.returncode != 0 or found is None:
+        raise RuntimeError(f"chromium measured nothing on {page}: {run.stderr[-500:]}")
+    return json.loads(html.unescape(found.group(1)))

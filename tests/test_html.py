@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from browser import CHROMIUM, chromium, console_messages, screenshot
+from browser import CHROMIUM, chromium, console_messages, layout, screenshot
 from conftest import DATA, REPO
 
 from perftool.units import duration, figure, timestamp
@@ -27,6 +27,9 @@ REPORTS = {  # report -> the command writing it as html ({out}) and as json
     "gate": ("gate", SAMPLES / "gpu" / "healthy.trace.json.gz",
              SAMPLES / "gpu" / "launch_bound_no_cuda_graphs.trace.json.gz", "--allow-mismatch"),
     "diff": ("diff", DATA / "vocab" / "diff_kineto_before.json.gz", DATA / "vocab" / "diff_kineto_after.json.gz"),
+    "real": ("scan", DATA / "real" / "ddp_v100_rank1.json.gz"),  # a real capture: steps numbered from 1009
+    "info": ("info", KINETO),
+    "job-info": ("info", SAMPLES / "jobs" / "gpu_ddp_straggler", "--workers", "1"),
 }  # fmt: skip
 CHARTS = {  # report -> the charts it draws (by the start of their names)
     "scan": {"steps", "breakdown"},
@@ -34,6 +37,9 @@ CHARTS = {  # report -> the charts it draws (by the start of their names)
     "tune": {"sensitivity-"},
     "gate": {"steps-trace", "explanation"},
     "diff": {"steps", "contributions"},
+    "real": {"steps", "breakdown"},
+    "info": {"steps"},
+    "job-info": {"ranks", "rank-breakdown", "steps", "breakdown"},
 }
 
 
@@ -56,6 +62,9 @@ def reports(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     return written
 
 
+VOID = {"wbr", "br", "meta", "img", "input", "link", "hr"}  # elements with no end tag
+
+
 class _Page(HTMLParser):
     """What a test reads off a page: its charts and how many marks each draws, table cells, urls, embedded data."""
 
@@ -66,29 +75,36 @@ class _Page(HTMLParser):
         self.urls: list[str] = []
         self.data = ""
         self._chart: str | None = None
+        self._cell: list[str] | None = None  # the text of the table cell or figure being read
         self._in: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         found = dict(attrs)
-        self._in.append(tag)
         if tag == "figure" and "data-chart" in found:
             self._chart = found["data-chart"]
             self.charts[self._chart] = 0
-        elif self._chart and tag in ("rect", "circle", "line", "polyline"):
+        elif self._chart and tag in ("rect", "circle", "line", "polyline", "path"):
             self.charts[self._chart] += 1
         self.urls += [value for key, value in attrs if key in ("src", "href") and value]
         if tag == "link" or (tag == "script" and found.get("type") != "application/json"):
             self.urls.append(f"<{tag}>")
+        if tag not in VOID:
+            self._in.append(tag)
+        if tag in ("td", "b"):
+            self._cell = []
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "figure":
             self._chart = None
+        if tag in ("td", "b") and self._cell is not None:
+            self.cells.append("".join(self._cell))
+            self._cell = None
         if self._in and self._in[-1] == tag:
             self._in.pop()
 
     def handle_data(self, data: str) -> None:
-        if self._in and self._in[-1] in ("td", "b"):
-            self.cells.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
         if self._in and self._in[-1] == "script":
             self.data += data
 
@@ -171,6 +187,37 @@ def test_chromium_renders_each_report_with_the_network_off(reports, tmp_path, na
     assert len(colours) > 20  # text, tables and charts: not a blank page
 
 
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
+@pytest.mark.parametrize("width", [800, 1400])
+@pytest.mark.parametrize("name", REPORTS)
+def test_each_report_fits_the_window_and_its_chart_labels_stand_clear(reports, tmp_path, name, width):
+    """At a laptop's half screen and a wide one: nothing reaches past the window (a long path or kernel name
+    breaks instead of pushing a table's last column off), no chart label is cut off by its chart's edge, and
+    no two labels are drawn over one another."""
+    path, _ = reports[name]
+    found = layout(path, tmp_path / "profile", width)
+    assert found["width"] == width and found["scroll_width"] <= width
+    assert found["wide"] == []
+    assert found["outside"] == []
+    assert found["overlapping"] == []
+
+
+def test_the_layout_check_sees_what_it_looks_for(tmp_path):
+    """The layout check is real: a table too wide, a label past its chart and two labels on one spot are seen."""
+    if CHROMIUM is None:
+        pytest.skip("no Chromium on this machine (Debian: apt-get install chromium)")
+    page = tmp_path / "crowded.html"
+    page.write_text(
+        "<!DOCTYPE html><html><body><table><tr><td>" + "x" * 400 + "</td></tr></table>"
+        '<svg viewBox="0 0 200 50" width="200"><text x="10" y="20">one</text><text x="12" y="21">two</text>'
+        '<text x="190" y="40">past the edge</text></svg></body></html>'
+    )
+    found = layout(page, tmp_path / "profile", 800)
+    assert any(item.startswith("table") for item in found["wide"]) and found["scroll_width"] > 800
+    assert found["outside"] == ["text: past the edge"]
+    assert found["overlapping"] == ["text: one | text: two"]
+
+
 def test_a_page_that_logs_to_the_console_is_caught(tmp_path):
     """The console check is real: a page whose script fails is seen to."""
     if CHROMIUM is None:
@@ -197,3 +244,55 @@ def test_names_from_the_trace_stay_text(run, tmp_path, write_trace):
     document = json.loads(run("diff", trace, trace, "--format", "json").stdout)
     assert json.loads(page.data) == document and document["diffs"][0]["rows"][0]["key"] == name
     assert name in page.cells and "<b>bold</b>" not in out.read_text() and page.urls == []
+
+
+def test_a_step_chart_is_scaled_to_the_steady_steps_and_numbered_as_the_trace_numbers_them():
+    """A warm-up step 100 times the steady ones is drawn off the scale, not made the scale; the y axis has one
+    unit and a tick above the data; the x axis carries the steps' own numbers."""
+    from perftool.report import svg
+
+    chart = svg.series("steps", "steps", [800_000.0, 7_000.0, 7_400.0, 6_900.0, 7_100.0], 1, [10, 11, 12, 13, 14])
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", chart)
+    axis = [t for t in texts if t.endswith(("ms", "µs", " s"))]
+    assert axis == ["0 ms", "2 ms", "4 ms", "6 ms", "8 ms"]  # 8 ms: above the slowest steady step, 7.4 ms
+    assert {"10", "11", "12", "13", "14", "warm-up", "steady"} <= set(texts)
+    (off_scale,) = re.findall(r'<path class="off-scale".*?<title>([^<]*)</title>', chart)
+    assert off_scale == "step 10 (warm-up): 800.000 ms"
+
+
+def test_a_job_report_draws_each_ranks_compute_communication_and_waits_step_by_step(reports):
+    path, document = reports["job"]
+    chart = re.search(r'<figure class="chart" data-chart="ranks">.*?</figure>', path.read_text(), re.S)[0]
+    ranks = document["job"]["ranks"]
+    steps = len(ranks[0]["per_step"]["step"])
+    cells = re.findall(r"<title>rank \d+, step \d+: ", chart)
+    assert len(cells) == 3 * len(ranks) * steps  # a cell per rank, step and panel
+    for panel in ("device compute", "communication", "waiting in collectives for other ranks"):
+        assert f">{panel}" in chart
+    assert re.search(r'font-weight="bold">rank 5<', chart)  # the straggler's row, named as such
+    first = ranks[5]["per_step"]
+    assert f"rank 5, step {first['step'][0]}: {duration(first['compute_us'][0])} device compute" in chart
+
+
+def test_the_diff_report_lists_no_idle_cause_without_time(reports):
+    path, document = reports["diff"]
+    cells = read(path).cells
+    remainders = document["diffs"][0]["remainders"]
+    empty = [r["name"] for r in remainders if r["baseline_us"] == r["candidate_us"] == 0]
+    timed = [r["name"] for r in remainders if max(r["baseline_us"], r["candidate_us"]) >= 0.05]
+    assert empty and timed  # the sample has both kinds
+    assert not set(empty) & set(cells) and set(timed) <= set(cells)
+
+
+def test_a_job_of_thousands_of_ranks_draws_fewer_steps_of_each(reports):
+    """The heat maps of a huge job stay a page a browser opens: at most 60,000 cells a panel, said in the caption."""
+    from perftool.report.findings_html import HEAT_CELLS, rank_steps
+    from perftool.rules.findings import JobView
+
+    _, document = reports["job"]
+    job = JobView.model_validate(document["job"])
+    job.ranks = [row.model_copy(update={"rank": i}) for i in range(3000) for row in job.ranks[i % 8 : i % 8 + 1]]
+    chart = rank_steps(job)
+    drawn = len(re.findall(r"<title>rank \d+, step \d+: ", chart))
+    assert drawn == 3 * 3000 * 20 <= 3 * HEAT_CELLS  # 20 steps of each rank's 39
+    assert "the first 20 of 39 steps" in chart

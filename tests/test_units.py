@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from perftool import load_trace
 from perftool.analysis import METRICS, compute_metrics
 from perftool.analysis.metrics import unit_of
-from perftool.units import change, figure, number, plural
+from perftool.units import axis_durations, change, figure, number, plural
 
 SAMPLES = REPO / "sample_traces"
 
@@ -94,3 +94,17 @@ def test_gate_check_figures_are_python_floats():
                       SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")  # fmt: skip
     figures = [value for check in result.checks for value in (check.baseline, check.candidate) if value is not None]
     assert figures and all(type(value) is float for value in figures)  # not numpy's float64
+
+
+@pytest.mark.parametrize(
+    "ticks, shown",
+    [
+        ([0, 200_000, 400_000, 600_000, 800_000], ["0 ms", "200 ms", "400 ms", "600 ms", "800 ms"]),
+        ([0, 2_500, 5_000, 7_500], ["0.0 ms", "2.5 ms", "5.0 ms", "7.5 ms"]),
+        ([600, 700, 800, 900], ["600 µs", "700 µs", "800 µs", "900 µs"]),
+        ([0, 250, 500, 750, 1_000], ["0.00 ms", "0.25 ms", "0.50 ms", "0.75 ms", "1.00 ms"]),
+        ([0, 1.5e6, 3e6], ["0.0 s", "1.5 s", "3.0 s"]),
+    ],
+)
+def test_an_axis_shows_every_tick_in_one_unit(ticks, shown):
+    assert axis_durations(ticks) == shown

@@ -27,6 +27,11 @@ SMALL = 0.01  # a contribution under this share of the delta is not named in the
 FALLBACK = ("op", "annotation", "category")  # the levels tried, in order, after the one asked for
 
 
+def shown(baseline_us: float, candidate_us: float) -> bool:
+    """Whether a remainder has time on either side that a table for people shows (not 0.0 µs on both)."""
+    return max(abs(baseline_us), abs(candidate_us)) >= NOTHING_US
+
+
 @dataclass
 class Row:
     """One key of the compared level, per steady step on each side."""
@@ -134,7 +139,7 @@ class TraceDiff:
     @property
     def shown_remainders(self) -> list[Remainder]:
         """The remainders with time on either side (a table for people leaves out those that round to nothing)."""
-        return [r for r in self.remainders if max(abs(r.baseline_us), abs(r.candidate_us)) >= NOTHING_US]
+        return [r for r in self.remainders if shown(r.baseline_us, r.candidate_us)]
 
     @property
     def measured(self) -> str:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 
+from perftool.diff.compare import shown
 from perftool.diff.run import DiffResult
 from perftool.report import diff_json, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
+from perftool.report.names import readable
 from perftool.units import duration, number, percent, signed_duration
 
 TOP = 10  # contributors drawn and listed; the others share one bar
@@ -51,14 +53,15 @@ def trace_diff(diff: dict) -> list[str]:
     ])  # fmt: skip
     strips = svg.strips(
         "steps", "Steady step times: every step a tick, each side's median a black bar",
-        [("baseline", base["step_durations_us"]), ("candidate", cand["step_durations_us"])], duration,
+        [("baseline", base["step_durations_us"]), ("candidate", cand["step_durations_us"])],
     )  # fmt: skip
     rows = diff["rows"]
     listed = [r for r in rows[:TOP] if abs(r["contribution_us"]) >= 0.05]
     others = sum(r["contribution_us"] for r in rows[len(listed) :])
-    parts = [(_marked(r), r["contribution_us"]) for r in listed]
+    parts = [(_bar_label(r), r["contribution_us"]) for r in listed]
     parts += [("other keys", others)] if len(rows) > len(listed) else []
-    parts += [(r["name"], r["contribution_us"]) for r in diff["remainders"]]
+    remainders = [r for r in diff["remainders"] if shown(r["baseline_us"], r["candidate_us"])]
+    parts += [(r["name"], r["contribution_us"]) for r in remainders]
     waterfall = svg.waterfall(
         "contributions", f"From the baseline's step to the candidate's, in parts adding up to "
         f"{signed_duration(diff['delta_us'])}",
@@ -74,7 +77,7 @@ def trace_diff(diff: dict) -> list[str]:
     contribution_rows += [
         [(r["name"], "info"), "", f"{duration(r['baseline_us'])} → {duration(r['candidate_us'])}",
          signed_duration(r["contribution_us"]), _share(r["contribution_us"], diff["delta_us"])]
-        for r in diff["remainders"]
+        for r in remainders
     ]  # fmt: skip
     largest = sorted(rows, key=lambda r: -max(r["baseline_paced_us_per_step"], r["candidate_paced_us_per_step"]))
     where_rows = [
@@ -88,15 +91,20 @@ def trace_diff(diff: dict) -> list[str]:
     parts_html = [
         section("What changed" + where, summary, *(paragraph(note, "warn") for note in diff["notes"]), strips),
         section("What the change is made of", waterfall,
-                table("contributions", headers, contribution_rows, (1, 2, 3, 4))),
+                table("contributions", headers, contribution_rows, (1, 2, 3, 4), (0,))),
         section("Where the steps go", table("largest", [diff["level"], "calls/step", "time/step", "of the step"],
-                                            where_rows, (1, 2, 3))),
+                                            where_rows, (1, 2, 3), (0,))),
         section("No counterpart", paragraph(
             f"{number(unmatched['baseline']['events'])} baseline events ({unmatched['baseline']['keys']} keys) and "
             f"{number(unmatched['candidate']['events'])} candidate events ({unmatched['candidate']['keys']} keys) "
             "in the steady steps compared have no counterpart on the other side.")),
     ]  # fmt: skip
     return parts_html
+
+
+def _bar_label(row: dict) -> str:
+    """A key as a chart's bar names it: readable, and new or gone said first, where a cut cannot lose it."""
+    return {"added": "new ", "removed": "gone "}.get(row["status"], "") + readable(row["key"])
 
 
 def _marked(row: dict) -> str:

@@ -3,39 +3,46 @@
 Per trace: its key figures, the step-time series with warm-up and steady state marked, where a steady
 step goes (compute, exposed communication, other device work, each idle cause), and the findings, most
 severe first, with their impact, fix, gain and evidence; evidence times are from the trace's start in its
-display unit, as Perfetto shows them. A job adds a rank × step heat map of step time, the per-rank
-breakdown, and its straggler called out.
+display unit, as Perfetto shows them. A job adds each rank's compute, communication and waits step by step,
+the per-rank breakdown, and its straggler called out.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 from perftool.analysis.idle import CAUSES
 from perftool.report import findings_json, svg
 from perftool.report.escape import html_text
 from perftool.report.findings_text import evidence_start
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
-from perftool.units import duration, number, percent, timestamp
+from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
+from perftool.units import duration, number, percent, plural, timestamp
 
 SHOWN = 0.0005  # a part of a steady step under this share of it is left out of the breakdown
+HEAT_CELLS = 60_000  # cells per heat map at most: a job of many ranks draws fewer steps of each
+MIN_STEPS_DRAWN = 16  # ... but never fewer than these
 
 
-def render(report: ScanReport) -> str:
-    title = "perftool scan: job" if report.job is not None else "perftool scan"
+def render(report: ScanReport, command: str = "scan") -> str:
+    """The scan; for ``info`` of a job (its ranks read, no rules run), the same without findings."""
+    title = f"perftool {command}" + (": job" if report.job is not None else "")
     subtitle = ", ".join(t.path for t in report.traces[:3]) + (" …" if len(report.traces) > 3 else "")
+    findings = command == "scan"
     body = []
     if report.job is not None:
-        body.append(job_section(report, report.job))
+        body.append(job_section(report, report.job, findings))
     for trace in report.traces if report.job is None else []:
-        body += trace_sections(trace)
+        body += trace_sections(trace, findings)
     if report.unread:
         rows = [[u.path, u.problem] for u in report.unread]
-        body.append(section("Traces that could not be read", table("unread", ["trace", "why"], rows)))
+        body.append(section("Traces that could not be read", table("unread", ["trace", "why"], rows, wrapped=(0, 1))))
     return page(title, subtitle, body, findings_json.render(report))
 
 
-def trace_sections(trace: TraceFindings) -> list[str]:
-    """One trace: its figures, step series, steady step breakdown and findings."""
+def trace_sections(trace: TraceFindings, findings: bool = True) -> list[str]:
+    """One trace: its figures, step series, steady step breakdown and (``findings``) its findings."""
     step = trace.step_time_us
     rate = f"{1e6 / step:,.1f} steps/s" if step else "—"
     figures = facts([
@@ -48,19 +55,24 @@ def trace_sections(trace: TraceFindings) -> list[str]:
     ])  # fmt: skip
     parts = [figures, *(paragraph(caveat, "warn") for caveat in trace.caveats)]
     steps = [*trace.warmup_durations_us, *trace.step_durations_us]
+    numbers = trace.step_numbers if len(trace.step_numbers) == len(steps) else list(range(len(steps)))
     if steps:
-        warmup = len(trace.warmup_durations_us)
-        caption = "Step time, step by step" + (
-            ": warm-up shaded, then the steady steps the figures use"
-            if warmup
-            else " (no warm-up step: all are steady)"
-        )
-        parts.append(svg.series("steps", caption, steps, warmup, duration))
+        parts.append(svg.series("steps", _series_caption(trace), steps, len(trace.warmup_durations_us), numbers))
     breakdown = steady_step(trace)
     if breakdown:
         parts.append(svg.stacked("breakdown", "Where a steady step goes (per step)", [("", breakdown)], duration))
     where = f" ({trace.path})" if trace.rank is None else f" (rank {trace.rank}: {trace.path})"
-    return [section("Trace" + where, *parts), findings_section(trace)]
+    return [section("Trace" + where, *parts), *([findings_section(trace)] if findings else [])]
+
+
+def _series_caption(trace: TraceFindings) -> str:
+    """What the step chart shows, and the warm-up steps drawn off its scale (the steady steps')."""
+    if not trace.warmup_durations_us:
+        return "Step time, step by step (no warm-up step: all are steady)"
+    highest = max(trace.step_durations_us, default=math.inf)
+    off_scale = [d for d in trace.warmup_durations_us if d > highest]
+    beyond = f"; {plural(len(off_scale), 'warm-up step')} above the scale (▲), up to {duration(max(off_scale))}"
+    return "Step time, step by step, on the steady steps' scale: warm-up shaded" + (beyond if off_scale else "")
 
 
 def steady_step(trace: TraceFindings) -> list[tuple[str, float]]:
@@ -107,34 +119,58 @@ def _finding(finding: Finding, unit: str) -> str:
         rows = [
             [timestamp(evidence_start(e), unit), duration(e.dur_us, unit), e.track, e.name] for e in finding.evidence
         ]
-        parts.append(table("evidence", ["at (from the trace's start)", "lasts", "track", "what"], rows, (0, 1)))
+        parts.append(table("evidence", ["at (from the trace's start)", "lasts", "track", "what"], rows, (0, 1), (2, 3)))
     return "".join(parts) + "</article>"
 
 
-def job_section(report: ScanReport, job: JobView) -> str:
+def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     """The ranks side by side: a heat map of their steps, their breakdown, the straggler, the job's findings."""
     parts = [paragraph(f"The ranks differ in {difference}: the view compares unlike ranks.", "warn")
              for difference in job.unlike]  # fmt: skip
     if job.slowest_rank is not None:
         waited = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
         parts.append(paragraph(f"Straggler: rank {job.slowest_rank}{waited}.", "warn"))
-    rows = [(f"rank {t.rank}", t.step_durations_us) for t in report.traces if t.step_durations_us]
-    if rows:
-        parts.append(svg.heat_map("ranks", "Steady step time, rank by step (darker is faster)", rows, duration))
+    if any(r.per_step for r in job.ranks):
+        parts.append(rank_steps(job))
     breakdowns = [(f"rank {t.rank}", steady_step(t)) for t in report.traces if steady_step(t)]
     if breakdowns:
         parts.append(svg.stacked("rank-breakdown", "Where each rank's steady step goes", breakdowns, duration))
     headers = ["rank", "steps", "step time", "compute", "exposed comm.", "idle", "waits", "holds back", "top finding"]
     table_rows: list[list[Cell]] = [
-        [("rank " + str(r.rank), "fail" if r.rank == job.slowest_rank else ""), number(r.steps), _us(r.step_time_us),
+        [(str(r.rank), "fail" if r.rank == job.slowest_rank else ""), number(r.steps), _us(r.step_time_us),
          _us(r.compute_us), _us(r.exposed_communication_us), _us(r.idle_us), _us(r.wait_us), _us(r.held_back_us),
          r.top_finding or ""]
         for r in job.ranks
     ]  # fmt: skip
-    parts.append(table("ranks", headers, table_rows, tuple(range(1, 8))))
+    parts.append(table("ranks", headers, table_rows, tuple(range(8)), (8,)))
     parts += [_finding(f, "ms") for f in job.findings]
-    traces = [section_part for t in report.traces for section_part in trace_sections(t)]
+    traces = [section_part for t in report.traces for section_part in trace_sections(t, findings)]
     return section(f"Job of {len(job.ranks)} ranks", *parts) + "".join(traces)
+
+
+def rank_steps(job: JobView) -> str:
+    """Each rank's compute, communication and waits step by step: a straggler computes longest and waits least."""
+    shown = [r.per_step for r in job.ranks]
+    numbers = max((steps.step for steps in shown if steps is not None), key=len)
+    first = min(len(numbers), max(MIN_STEPS_DRAWN, HEAT_CELLS // len(shown)))  # a page a browser opens
+
+    def cells(part: Callable[[RankSteps], list[float] | None]) -> list[list[float] | None]:
+        """Each rank's first steps of one part; None for a rank without that part."""
+        values = [part(steps) if steps is not None else None for steps in shown]
+        return [row[:first] if row is not None else None for row in values]
+
+    panels = [
+        ("device compute", cells(lambda steps: steps.compute_us)),
+        ("communication (a collective running)", cells(lambda steps: steps.communication_us)),
+        ("waiting in collectives for other ranks", cells(lambda steps: steps.wait_us)),
+    ]
+    straggler = f"rank {job.slowest_rank}" if job.slowest_rank is not None else None
+    steps_drawn = f", the first {first} of {len(numbers)} steps" if first < len(numbers) else ""
+    caption = f"Each rank's steady steps one by one (lighter is more time{steps_drawn})" + (
+        f": {straggler}, in bold, is the one the others wait for" if straggler else ""
+    )
+    rows = [f"rank {r.rank}" for r in job.ranks]
+    return svg.heat_maps("ranks", caption, rows, numbers[:first], panels, straggler)
 
 
 def _us(value: float | None) -> str:

@@ -35,7 +35,6 @@ def render(result: GateResult) -> str:
             "Steady step times" + (f" of rank {times['rank']}" if times["rank"] is not None else "")
             + ": every step a tick, each side's median a black bar",
             [("baseline", times["baseline"]), ("candidate", times["candidate"])],
-            duration,
         )
         for times in document["step_times"][:TOP]
     ]  # fmt: skip
@@ -47,7 +46,7 @@ def render(result: GateResult) -> str:
          (c["verdict"].replace("_", " "), c["verdict"]), c["detail"]]
         for c in document["checks"]
     ]  # fmt: skip
-    body.append(section("Checks", table("checks", headers, rows, (1, 2, 3))))
+    body.append(section("Checks", table("checks", headers, rows, (1, 2, 3), (0, 6))))
     for explained in document["explanations"]:
         where = f" on rank {explained['rank']}" if explained["rank"] is not None else ""
         parts = [(c["name"], c["contribution_us"]) for c in explained["contributors"] if c["contribution_us"]]

@@ -31,7 +31,8 @@ h1, h2, h3, .sub { overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-size: 0.93em; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; vertical-align: top; }
-td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.wrap { overflow-wrap: anywhere; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; } td.num { white-space: nowrap; }
 .fail, .error, .not_checked { color: var(--fail); font-weight: 600; }
 .warn, .warning { color: var(--warn); font-weight: 600; }
 .pass { color: var(--pass); } .skip, .info { color: var(--muted); }
@@ -45,6 +46,7 @@ footer { margin-top: 32px; color: var(--muted); font-size: 0.85em; }
 @media (max-width: 600px) { body { padding: 8px; font-size: 14px; } th, td { padding: 3px 4px; } }
 """
 
+_BREAK_AFTER = re.compile(r"([/_.:,])(?=[^\s/_.:,])")  # where a long name may break: after its separators
 _UNSEEN = re.compile(r"[^\x20-\x7e\n]")  # what may be invisible; JSON escapes the controls it holds already
 
 
@@ -74,13 +76,21 @@ def facts(items: Sequence[tuple[str, str]]) -> str:
 Cell = str | tuple[str, str]  # text, or (text, class)
 
 
-def table(name: str, headers: Sequence[str], rows: Sequence[Sequence[Cell]], numeric: Sequence[int] = ()) -> str:
-    """A table in a box that scrolls sideways on narrow screens; ``numeric`` columns are right-aligned."""
+def table(
+    name: str, headers: Sequence[str], rows: Sequence[Sequence[Cell]], numeric: Sequence[int] = (),
+    wrapped: Sequence[int] = (),
+) -> str:  # fmt: skip
+    """A table in a box that scrolls sideways on narrow screens; ``numeric`` columns are right-aligned. Headings
+    and the names and paths of ``wrapped`` columns may break after a separator (``/``, ``_``, ``.``, ``::``), and
+    those names anywhere at last, so that a long one does not push the other columns off a narrow screen."""
 
     def cell(tag: str, index: int, value: Cell) -> str:
         content, extra = (value, "") if isinstance(value, str) else value
-        classes = " ".join(c for c in ("num" if index in numeric else "", extra) if c)
-        return f"<{tag}{_class(classes)}>{html_text(content)}</{tag}>"
+        breaks = tag == "th" or index in wrapped
+        kinds = ("num" if index in numeric else "", "wrap" if breaks and tag == "td" else "", extra)
+        classes = " ".join(c for c in kinds if c)
+        text = _BREAK_AFTER.sub(r"\1<wbr>", html_text(content)) if breaks else html_text(content)
+        return f"<{tag}{_class(classes)}>{text}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows)

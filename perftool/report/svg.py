@@ -13,10 +13,13 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from perftool.report.escape import html_text as _text  # labels come from the input
+from perftool.report.names import readable
+from perftool.units import axis_durations, duration, plural
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
 WIDTH = 720  # the viewBox width every chart is drawn at; the page scales it
 SMALL = 0.005  # a waterfall part under this share of the largest is drawn with the other small ones
+CHAR = 0.6  # a character's width in ems, about, in the sans-serif fonts pages are shown in
 Label = Callable[[float], str]
 
 
@@ -41,49 +44,99 @@ def _scale(low: float, high: float, start: float, end: float) -> Callable[[float
 
 
 def _ticks(low: float, high: float, count: int = 4) -> list[float]:
-    """Round values between ``low`` and ``high`` for an axis."""
+    """Round values for an axis, the first at or below ``low`` and the last at or above ``high``: a tick is
+    always above the data."""
     if high <= low:
-        return [low]
+        return [low, low + 1.0] if low == 0 else [min(low, 0.0), max(abs(low), 1.0)]
     raw = (high - low) / count
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    first = math.ceil(low / step) * step
-    return [first + i * step for i in range(int((high - first) / step) + 1)]
+    first, last = math.floor(low / step), math.ceil(high / step)
+    return [i * step for i in range(first, last + 1)]
 
 
-def series(name: str, caption: str, values: Sequence[float], warmup: int, label: Label) -> str:
-    """Step after step: each step's time as a point on a line, the warm-up steps shaded and marked."""
-    height, left, right, top, bottom = 240, 70, WIDTH - 10, 20, 200
-    low, high = 0.0, max(values) * 1.05 if values else 1.0
+def _fit(text: str, width: float, size: int = 11) -> str:
+    """``text`` cut once with "…" to what ``width`` px hold at font ``size`` (the mark's title keeps it whole)."""
+    return readable(text, max(int(width / (CHAR * size)), 4))
+
+
+def _row_label(text: str, left: float, y: float, size: int = 11, bold: bool = False) -> str:
+    """A row's name, right-aligned just left of ``left`` and cut to the room there."""
+    weight = ' font-weight="bold"' if bold else ""
+    return (
+        f'<text x="{left - 6}" y="{y:.1f}" font-size="{size}" text-anchor="end"{weight}>'
+        f"{_text(_fit(text, left - 8, size))}</text>"
+    )
+
+
+def _width(text: str, size: int = 11) -> float:
+    """About how wide ``text`` is drawn at font ``size``, px (for placing labels clear of each other)."""
+    return len(text) * CHAR * size
+
+
+def series(name: str, caption: str, values: Sequence[float], warmup: int, numbers: Sequence[int]) -> str:
+    """Step after step: each step's time as a point on a line, numbered as the trace numbers them. The scale is
+    the steady steps': the warm-up steps are shaded apart, and one above the scale is drawn at its top as a ▲
+    (its figure in its title and in the caption)."""
+    height, left, right, top, bottom = 250, 70, WIDTH - 24, 30, 200
+    steady = values[warmup:] or values
+    ticks = _ticks(0.0, max(steady, default=0.0))
+    high = ticks[-1]
     x = _scale(0, max(len(values) - 1, 1), left, right)
-    y = _scale(low, high, bottom, top)
-    parts = [_axis_y(low, high, y, left, right, label)]
+    y = _scale(0.0, high, bottom, top)
+    parts = [_axis_y(ticks, y, left, right)]
     if warmup:
-        edge = (x(warmup - 1) + x(warmup)) / 2
+        edge = (x(warmup - 1) + x(warmup)) / 2 if warmup < len(values) else right
+        steady_at = min(edge + 4, WIDTH - 2 - _width("steady"))
         parts.append(
             f'<rect class="warmup" x="{left}" y="{top}" width="{edge - left:.1f}" height="{bottom - top}" '
-            f'fill="#999999" fill-opacity="0.25"><title>warm-up: {warmup} steps</title></rect>'
-            f'<text x="{left + 4}" y="{top + 12}" font-size="11">warm-up</text>'
-            f'<text x="{edge + 4}" y="{top + 12}" font-size="11">steady</text>'
+            f'fill="#999999" fill-opacity="0.25"><title>warm-up: {plural(warmup, "step")}</title></rect>'
+            f'<text x="{min(edge, steady_at) - 4:.1f}" y="{top - 14}" font-size="11" text-anchor="end">warm-up</text>'
+            + (f'<text x="{steady_at:.1f}" y="{top - 14}" font-size="11">steady</text>' if warmup < len(values) else "")
         )
-    points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+    shown = [min(value, high) for value in values]
+    points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(shown))
     parts.append(f'<polyline points="{points}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5"/>')
-    for i, value in enumerate(values):
+    for i, (value, number) in enumerate(zip(values, numbers)):
         kind = "warm-up" if i < warmup else "steady"
-        parts.append(
-            f'<circle cx="{x(i):.1f}" cy="{y(value):.1f}" r="2.5" fill="{PALETTE[1] if i < warmup else PALETTE[0]}">'
-            f"<title>step {i} ({kind}): {_text(label(value))}</title></circle>"
-        )
-    parts.append(f'<text x="{(left + right) / 2}" y="{height - 12}" font-size="12" text-anchor="middle">step</text>')
+        title = f"<title>step {number} ({kind}): {_text(duration(value))}</title>"
+        colour = PALETTE[1] if i < warmup else PALETTE[0]
+        if value > high:
+            parts.append(
+                f'<path class="off-scale" d="M{x(i) - 5:.1f},{top + 7} L{x(i) + 5:.1f},{top + 7} L{x(i):.1f},{top - 1} '
+                f'Z" fill="{colour}">{title}</path>'
+            )
+        else:
+            parts.append(f'<circle cx="{x(i):.1f}" cy="{y(value):.1f}" r="2.5" fill="{colour}">{title}</circle>')
+    parts.append(_axis_steps(numbers, x, bottom))
+    parts.append(f'<text x="{(left + right) / 2}" y="{height - 8}" font-size="12" text-anchor="middle">step</text>')
     return figure(name, caption, _svg(height, caption, "".join(parts)))
 
 
-def _axis_y(low: float, high: float, y: Callable[[float], float], left: float, right: float, label: Label) -> str:
+def _axis_y(ticks: Sequence[float], y: Callable[[float], float], left: float, right: float) -> str:
     marks = []
-    for tick in _ticks(low, high):
+    for tick, text in zip(ticks, axis_durations(ticks)):
         marks.append(
             f'<line x1="{left}" x2="{right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#dddddd"/>'
-            f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">{_text(label(tick))}</text>'
+            f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">{_text(text)}</text>'
+        )
+    return "".join(marks)
+
+
+def _axis_steps(numbers: Sequence[int], x: Callable[[float], float], at: float) -> str:
+    """Step numbers under the columns or points at positions 0, 1, …: about ten, each clear of the next."""
+    if not numbers:
+        return ""
+    widest = max(_width(str(n)) for n in (numbers[0], numbers[-1])) + 8
+    room = abs(x(1) - x(0)) if len(numbers) > 1 else widest
+    every = next(m for m in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 10**9) if m * room >= widest)
+    marks = []
+    for i in range(0, len(numbers), every):
+        fits = x(i) + _width(str(numbers[i])) / 2 <= WIDTH - 2  # else it ends at its tick, inside the chart
+        marks.append(
+            f'<line x1="{x(i):.1f}" x2="{x(i):.1f}" y1="{at}" y2="{at + 4}" stroke="#555555"/>'
+            f'<text x="{x(i):.1f}" y="{at + 18}" font-size="11" text-anchor="{"middle" if fits else "end"}">'
+            f"{numbers[i]}</text>"
         )
     return "".join(marks)
 
@@ -100,7 +153,7 @@ def stacked(name: str, caption: str, rows: Sequence[tuple[str, Sequence[tuple[st
     for r, (row, parts) in enumerate(rows):
         y, at, total = 8 + r * row_height, 0.0, sum(v for _, v in parts) or 1.0
         if len(rows) > 1:
-            body.append(f'<text x="{left - 6}" y="{y + 15}" font-size="11" text-anchor="end">{_text(row)}</text>')
+            body.append(_row_label(row, left, y + 15))
         for part, value in parts:
             body.append(
                 f'<rect x="{x(at):.1f}" y="{y}" width="{max(x(at + value) - x(at), 0):.1f}" height="{height}" '
@@ -130,46 +183,85 @@ def bars(name: str, caption: str, items: Sequence[tuple[str, float, bool]], labe
     high = max((value for _, value, _ in items), default=1.0) or 1.0
     x = _scale(0, high, left, WIDTH - 170)
     body = [
-        '<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
+        f'<defs><pattern id="{_text(name)}-hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
+        'patternTransform="rotate(45)">'
         '<rect width="6" height="6" fill="#eeeeee"/><line x1="0" y1="0" x2="0" y2="6" stroke="#999999" '
         'stroke-width="3"/></pattern></defs>'
     ]
     for i, (item, value, shaded) in enumerate(items):
         y = top + i * row
-        fill = 'url(#hatch)" class="shaded' if shaded else PALETTE[0]
+        fill = f'url(#{_text(name)}-hatch)" class="shaded' if shaded else PALETTE[0]
         shown = "infeasible" if shaded else label(value)
+        end = x(value if not shaded else high)
         body.append(
-            f'<text x="{left - 6}" y="{y + 15}" font-size="12" text-anchor="end">{_text(item)}</text>'
-            f'<rect x="{left}" y="{y + 3}" width="{max(x(value if not shaded else high) - left, 1):.1f}" height="16" '
+            _row_label(item, left, y + 15, 12)
+            + f'<rect x="{left}" y="{y + 3}" width="{max(end - left, 1):.1f}" height="16" '
             f'fill="{fill}"><title>{_text(item)}: {_text(shown)}</title></rect>'
-            f'<text x="{x(value if not shaded else high) + 4:.1f}" y="{y + 15}" font-size="11">{_text(shown)}</text>'
+            f'<text x="{end + 4:.1f}" y="{y + 15}" font-size="11">{_text(shown)}</text>'
         )
     return figure(name, caption, _svg(height, caption, "".join(body)))
 
 
-def heat_map(name: str, caption: str, rows: Sequence[tuple[str, Sequence[float]]], label: Label) -> str:
-    """A grid of cells (row by column), darker for larger values, each cell's figure in its title."""
-    values = [v for _, row in rows for v in row]
-    low, high = (min(values), max(values)) if values else (0.0, 1.0)
-    columns = max((len(row) for _, row in rows), default=1)
-    left, top, cell_h = 70, 10, 18
-    cell_w = (WIDTH - left - 10) / max(columns, 1)
-    body = []
-    for r, (row_label, row) in enumerate(rows):
-        y = top + r * cell_h
-        body.append(f'<text x="{left - 6}" y="{y + 13}" font-size="11" text-anchor="end">{_text(row_label)}</text>')
-        for c, value in enumerate(row):
-            body.append(
-                f'<rect x="{left + c * cell_w:.1f}" y="{y}" width="{cell_w:.2f}" height="{cell_h - 1}" '
-                f'fill="{_cividis((value - low) / ((high - low) or 1.0))}"><title>{_text(row_label)}, step {c}: '
-                f"{_text(label(value))}</title></rect>"
-            )
-    height = top * 2 + cell_h * len(rows)
-    legend = (
-        f'<p class="scale"><span class="swatch" style="background:{_cividis(0)}"></span>{_text(label(low))} '
-        f'… <span class="swatch" style="background:{_cividis(1)}"></span>{_text(label(high))}</p>'
+Grid = Sequence[Sequence[float] | None]  # one row of cells per row label; None: a row with no figures here
+
+
+def heat_maps(name: str, caption: str, rows: Sequence[str], numbers: Sequence[int], panels: Sequence[tuple[str, Grid]],
+              marked: str | None = None) -> str:  # fmt: skip
+    """Grids of cells, row by step, one per panel (what the cells measure), each on its own scale from dark (least)
+    to light (most), drawn beside its title; every cell's figure in its title. Rows too thin for a label each
+    are named every few; the ``marked`` row always is, in bold. The step numbers run under the last grid."""
+    left, right, gap = 76, WIDTH - 10, 34
+    cell_h = max(3.0, min(16.0, 360 / max(len(rows), 1)))
+    columns = max((len(row) for _, grid in panels for row in grid if row is not None), default=1)
+    cell_w = (right - left) / max(columns, 1)
+    every = max(1, math.ceil(14 / cell_h))  # every row named where rows are 14 px or more, else every n-th
+    mark = rows.index(marked) if marked in rows else None
+    named = {r for r in range(0, len(rows), every) if mark is None or abs(r - mark) >= every}
+    named |= {mark} if mark is not None else set()
+    defs = (f'<defs><linearGradient id="{_text(name)}-scale"><stop offset="0" stop-color="{_cividis(0)}"/>'
+            f'<stop offset="0.5" stop-color="{_cividis(0.5)}"/><stop offset="1" stop-color="{_cividis(1)}"/>'
+            "</linearGradient></defs>")  # fmt: skip
+    body, top = [defs], 0.0
+    for title, grid in panels:
+        values = [v for row in grid if row is not None for v in row]
+        ends = _ticks(min(values, default=0.0), max(values, default=0.0))
+        low, high = ends[0], ends[-1]
+        low_text, high_text = axis_durations([low, high]) if values else ("—", "—")
+        body.append(_scale_key(name, title, low_text, high_text, left, right, top + 14))
+        top += 22
+        for r, (row_label, row) in enumerate(zip(rows, grid)):
+            y = top + r * cell_h
+            if r in named:
+                body.append(_row_label(row_label, left, y + min(cell_h, 12) - 2, bold=row_label == marked))
+            for c, value in enumerate(row or []):
+                body.append(
+                    f'<rect x="{left + c * cell_w:.1f}" y="{y:.1f}" width="{cell_w:.2f}" height="{cell_h - 1:.1f}" '
+                    f'fill="{_cividis((value - low) / ((high - low) or 1.0))}"><title>{_text(row_label)}, step '
+                    f"{numbers[c] if c < len(numbers) else c}: {_text(duration(value))} {_text(title)}</title></rect>"
+                )
+            if row is None:
+                body.append(
+                    f'<rect x="{left}" y="{y:.1f}" width="{right - left}" height="{cell_h - 1:.1f}" fill="#eeeeee">'
+                    f"<title>{_text(row_label)}: not measured</title></rect>"
+                )
+        top += cell_h * len(rows) + gap
+    x = _scale(0, max(columns - 1, 1), left + cell_w / 2, left + cell_w / 2 + cell_w * max(columns - 1, 1))
+    body.append(_axis_steps(list(numbers[:columns]), x, top - gap + 2))
+    body.append(f'<text x="{(left + right) / 2}" y="{top + 4}" font-size="12" text-anchor="middle">step</text>')
+    return figure(name, caption, _svg(int(top + 12), caption, "".join(body)))
+
+
+def _scale_key(name: str, title: str, low: str, high: str, left: float, right: float, y: float) -> str:
+    """A panel's title at the left, and at the right its scale: the least figure, the colours, the most."""
+    ramp = 60
+    ramp_at = right - _width(high) - 6 - ramp
+    title_room = ramp_at - 6 - _width(low) - 10 - left
+    return (
+        f'<text x="{left}" y="{y}" font-size="12" font-weight="bold">{_text(_fit(title, title_room, 12))}</text>'
+        f'<text x="{ramp_at - 6:.1f}" y="{y}" font-size="11" text-anchor="end">{_text(low)}</text>'
+        f'<rect x="{ramp_at:.1f}" y="{y - 10}" width="{ramp}" height="11" fill="url(#{_text(name)}-scale)"/>'
+        f'<text x="{right}" y="{y}" font-size="11" text-anchor="end">{_text(high)}</text>'
     )
-    return figure(name, caption, _svg(height, caption, "".join(body)), legend)
 
 
 def _cividis(fraction: float) -> str:
@@ -202,8 +294,8 @@ def waterfall(name: str, caption: str, start: float, parts: Sequence[tuple[str, 
     def bar(i: int, text: str, a: float, b: float, fill: str, figure_text: str) -> None:
         y = top + i * row
         body.append(
-            f'<text x="{left - 6}" y="{y + 15}" font-size="12" text-anchor="end">{_text(text)}</text>'
-            f'<rect x="{min(x(a), x(b)):.1f}" y="{y + 3}" width="{max(abs(x(b) - x(a)), 1):.1f}" height="16" '
+            _row_label(text, left, y + 15, 12)
+            + f'<rect x="{min(x(a), x(b)):.1f}" y="{y + 3}" width="{max(abs(x(b) - x(a)), 1):.1f}" height="16" '
             f'fill="{fill}"><title>{_text(text)}: {_text(figure_text)}</title></rect>'
             f'<text x="{max(x(a), x(b)) + 4:.1f}" y="{y + 15}" font-size="11">{_text(figure_text)}</text>'
         )
@@ -216,32 +308,34 @@ def waterfall(name: str, caption: str, start: float, parts: Sequence[tuple[str, 
     return figure(name, caption, _svg(height, caption, "".join(body)))
 
 
-def strips(name: str, caption: str, samples: Sequence[tuple[str, Sequence[float]]], label: Label) -> str:
-    """Distributions side by side: every sample as a tick on its row, and each row's median as a bar."""
+def strips(name: str, caption: str, samples: Sequence[tuple[str, Sequence[float]]]) -> str:
+    """Durations side by side: every sample as a tick on its row, and each row's median as a bar."""
     values = [v for _, row in samples for v in row]
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
-    pad = (high - low) * 0.05 or 1.0
+    pad = (high - low) * 0.05 or max(abs(high) * 0.05, 1.0)
+    ticks = _ticks(max(low - pad, 0.0), high + pad)
     left, top, row = 110, 10, 40
-    x = _scale(low - pad, high + pad, left, WIDTH - 20)
+    x = _scale(ticks[0], ticks[-1], left, WIDTH - 30)
     height = top * 2 + row * len(samples) + 20
     body = []
     for i, (side, row_values) in enumerate(samples):
         y = top + i * row
         colour = PALETTE[i % len(PALETTE)]
-        body.append(f'<text x="{left - 6}" y="{y + 20}" font-size="12" text-anchor="end">{_text(side)}</text>')
+        body.append(_row_label(side, left, y + 20, 12))
         for value in row_values:
             body.append(
                 f'<line x1="{x(value):.1f}" x2="{x(value):.1f}" y1="{y + 6}" y2="{y + 28}" stroke="{colour}" '
-                f'stroke-opacity="0.5"><title>{_text(side)}: {_text(label(value))}</title></line>'
+                f'stroke-opacity="0.5"><title>{_text(side)}: {_text(duration(value))}</title></line>'
             )
         if row_values:
             median = statistics.median(row_values)
             body.append(
                 f'<rect x="{x(median) - 2:.1f}" y="{y + 2}" width="4" height="30" fill="#000000">'
-                f"<title>{_text(side)} median: {_text(label(median))}</title></rect>"
+                f"<title>{_text(side)} median: {_text(duration(median))}</title></rect>"
             )
-    for tick in _ticks(low - pad, high + pad):
+    for tick, text in zip(ticks, axis_durations(ticks)):
         body.append(
-            f'<text x="{x(tick):.1f}" y="{height - 6}" font-size="11" text-anchor="middle">{_text(label(tick))}</text>'
+            f'<line x1="{x(tick):.1f}" x2="{x(tick):.1f}" y1="{height - 24}" y2="{height - 20}" stroke="#555555"/>'
+            f'<text x="{x(tick):.1f}" y="{height - 6}" font-size="11" text-anchor="middle">{_text(text)}</text>'
         )
     return figure(name, caption, _svg(height, caption, "".join(body)))
