@@ -11,6 +11,8 @@ from conftest import REPO, TORCH_FIXTURE, error_line
 
 from perftool import __version__
 from perftool.analysis import METRICS
+from perftool.report.escape import markdown
+from perftool.units import duration, percent
 
 SAMPLE = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
 
@@ -34,6 +36,34 @@ def test_info_json_is_versioned_and_complete(run):
     assert document["metrics"]["device.busy_fraction"] is None  # NaN is written as null
     assert len(document["step_times_us"]) == 4
     assert any(t["role"] == "host" for t in document["tracks"])
+
+
+def test_info_markdown_says_what_info_json_says(run):
+    """Every format of info tells one story: the markdown holds json's step time, ops, collectives and tracks."""
+    document = json.loads(run("info", SAMPLE, "--format", "json").stdout)
+    result = run("info", SAMPLE, "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert text.startswith(f"# perftool info {markdown(SAMPLE)}\n")
+    median = document["metrics"]["step_time_us.median"]
+    assert f"| step time (device) | median {duration(median)} ·" in text
+    assert len(document["step_numbers"]) == len(document["step_times_us"]) == document["metrics"]["steps.steady"]
+    for op in document["top_ops"]["ops"]:
+        assert f"| {op['count']:,} | {duration(op['total_us'])} | {percent(op['share'])} |" in text
+    (collective,) = document["collectives"]
+    figures = f"{collective['count']} | {duration(collective['time_us'])} | {duration(collective['exposed_us'])}"
+    assert f"| {collective['name']} | {figures} |" in text
+    for track in document["tracks"]:
+        assert f"| {track['pid']}:{track['tid']} | {track['role']} |" in text
+
+
+def test_info_of_a_job_in_markdown_lists_its_ranks_and_no_findings(run):
+    job = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
+    result = run("info", job, "--format", "markdown", "--workers", "1")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert text.startswith("# perftool info\n") and "## Job of 8 ranks" in text and "Slowest rank **5**" in text
+    assert "finding" not in text.replace("top finding", "")  # info runs no rules: it says nothing of findings
 
 
 def test_info_output_file_is_written_whole(run, tmp_path):

@@ -10,20 +10,21 @@ from perftool.units import duration, plural, timestamp
 _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
 
 
-def render(report: ScanReport) -> str:
-    lines = ["# perftool scan", ""]
+def render(report: ScanReport, command: str = "scan") -> str:
+    """The scan; for ``info`` of a job (its ranks read, no rules run), the same without findings."""
+    lines = [f"# perftool {command}", ""]
     if report.job is not None:
         lines += _job(report.job, report.traces[0].time_unit if report.traces else "ms")
     for trace in report.traces:
-        lines += _trace(trace)
+        lines += _trace(trace) if command == "scan" else _trace_header(trace)
     for unread in report.unread:
-        lines += [f"## {cell(unread.path)}", "", f"Not scanned: {cell(unread.problem)}.", ""]
-    found = len(report.findings)
-    lines.append(f"{plural(found, 'finding')} in {plural(len(report.traces), 'trace')}.")
+        lines += [f"## {cell(unread.path)}", "", f"Not read: {cell(unread.problem)}.", ""]
+    if command == "scan":
+        lines.append(f"{plural(len(report.findings), 'finding')} in {plural(len(report.traces), 'trace')}.")
     return "\n".join(lines) + "\n"
 
 
-def _trace(trace: TraceFindings) -> list[str]:
+def _trace_header(trace: TraceFindings) -> list[str]:
     step = f", mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
     idle = f", device idle {sum(trace.idle.values()):.1%}" if trace.idle else ""
     lines = [
@@ -34,6 +35,11 @@ def _trace(trace: TraceFindings) -> list[str]:
         *(f"> note: {cell(caveat)}" for caveat in trace.caveats),
         *([""] if trace.caveats else []),
     ]
+    return lines
+
+
+def _trace(trace: TraceFindings) -> list[str]:
+    lines = _trace_header(trace)
     if not trace.findings:
         return [*lines, "No findings.", ""]
     lines += ["| severity | rule | lost | finding |", "| --- | --- | --- | --- |"]

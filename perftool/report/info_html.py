@@ -1,0 +1,51 @@
+"""``perftool info --format html``: the trace summary as one self-contained page, its figures the json
+format's (embedded): the key figures, the steady steps one by one, the timeline, the top ops, the
+collectives and the tracks."""
+
+from __future__ import annotations
+
+from perftool.analysis.metrics import Metrics
+from perftool.report import info_json, info_rows, svg
+from perftool.report.html_page import Cell, facts, page, paragraph, section, table
+from perftool.report.names import readable
+from perftool.trace.model import Trace
+from perftool.units import duration, plural
+
+
+def render(trace: Trace, metrics: Metrics) -> str:
+    unit = trace.display_time_unit
+    m = metrics.values
+    figures = facts([
+        ("device", metrics.device),
+        ("dialect", trace.dialect),
+        ("events", f"{len(trace):,}"),
+        ("tracks", f"{len(trace.tracks):,}"),
+        ("span", duration(m["trace.span_us"], unit)),
+        ("steady steps", f"{m['steps.steady']:,.0f} ({m['steps.warmup']:,.0f} warm-up before)"),
+        ("step time (median)", duration(m["step_time_us.median"], unit) if m["steps.count"] else "—"),
+    ])  # fmt: skip
+    summary = [figures, *(paragraph(caveat.text, "warn") for caveat in metrics.caveats)]
+    if metrics.step_times_us:
+        caption = f"Steady step time, step by step ({plural(len(metrics.step_times_us), 'step')})"
+        summary.append(svg.series("steps", caption, metrics.step_times_us, 0, metrics.step_numbers))
+    timeline = table("timeline", ["what", "figures"], info_rows.timeline_rows(metrics, unit))
+    body = [section("Trace", *summary), section("Timeline (steady state)", timeline), _top_ops(metrics, unit)]
+    collectives = info_rows.collective_rows(metrics, unit)
+    if collectives:
+        rows: list[list[Cell]] = [[(r.cells[0], "info") if r.group else r.cells[0], *r.cells[1:]] for r in collectives]
+        listed = table("collectives", info_rows.COLLECTIVE_HEADERS, rows, (1, 2, 3, 4, 5), (0,))
+        body.append(section("Collectives (steady state)", listed))
+    tracks, more = info_rows.listed_tracks(trace, metrics)
+    track_rows = [info_rows.track_cells(track, metrics) for track in tracks]
+    listed_tracks = table("tracks", info_rows.TRACK_HEADERS, track_rows, (2, 4), (0, 1))
+    body.append(section("Tracks", listed_tracks, *([paragraph(more, "info")] if more else [])))
+    return page(f"perftool info: {trace.dialect} trace", trace.source, body, info_json.render(trace, metrics))
+
+
+def _top_ops(metrics: Metrics, unit: str) -> str:
+    title = info_rows.top_ops_title(metrics)
+    ops = info_rows.top_op_rows(metrics, unit)
+    if not ops:
+        return section(title)
+    rows = [[readable(name), *figures] for name, *figures in ops]
+    return section(title, table("top-ops", info_rows.OP_HEADERS, rows, (1, 2, 3), (0,)))

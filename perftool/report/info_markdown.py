@@ -1,0 +1,50 @@
+"""``perftool info --format markdown``: the trace summary as Markdown, for a PR comment or a job summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from perftool.analysis.metrics import Metrics
+from perftool.report import info_rows
+from perftool.report.escape import markdown
+from perftool.report.names import readable
+from perftool.trace.model import Trace
+
+
+def render(trace: Trace, metrics: Metrics) -> str:
+    unit = trace.display_time_unit
+    timeline = [(markdown(what), markdown(value)) for what, value in info_rows.timeline_rows(metrics, unit)]
+    lines = [
+        f"# perftool info {markdown(trace.source)}",
+        "",
+        markdown(info_rows.headline(trace, metrics) + metrics.device) + ".",
+        "",
+        *(f"> note: {markdown(caveat.text)}" for caveat in metrics.caveats),
+        *([""] if metrics.caveats else []),
+        "## Timeline (steady state)",
+        "",
+        *_table(("what", "figures"), timeline),
+        f"## {info_rows.top_ops_title(metrics)}",
+        "",
+    ]
+    ops = [(markdown(readable(name)), *figures) for name, *figures in info_rows.top_op_rows(metrics, unit)]
+    if ops:
+        lines += _table(info_rows.OP_HEADERS, ops, right=(1, 2, 3))
+    collectives = [(f"*{markdown(r.cells[0])}*" if r.group else markdown(r.cells[0]), *r.cells[1:])
+                   for r in info_rows.collective_rows(metrics, unit)]  # fmt: skip
+    if collectives:
+        lines += ["## Collectives (steady state)", ""]
+        lines += _table(info_rows.COLLECTIVE_HEADERS, collectives, right=(1, 2, 3, 4, 5))
+    listed, more = info_rows.listed_tracks(trace, metrics)
+    tracks = [[markdown(value) for value in info_rows.track_cells(track, metrics)] for track in listed]
+    lines += ["## Tracks", "", *_table(info_rows.TRACK_HEADERS, tracks, right=(2, 4))]
+    if more:
+        lines += [markdown(more), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+    """A Markdown table, ``right`` columns aligned right, and the blank line after it (cells already escaped)."""
+    rule = ["---:" if i in right else "---" for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join(rule) + " |"]
+    return [*lines, *("| " + " | ".join(row) + " |" for row in rows), ""]

@@ -1,0 +1,145 @@
+"""What ``perftool info`` shows of one trace, as plain rows: the text, markdown and HTML formats each lay
+these out their own way, so the three say the same things."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from perftool.analysis.metrics import Metrics
+from perftool.trace.model import Trace, Track
+from perftool.units import duration, percent, plural
+
+TRACKS_LISTED = 100  # in the tables for people; JSON lists every track
+TRACK_HEADERS = ("process", "thread", "pid:tid", "role", "events")
+OP_HEADERS = ("op", "count", "total", "share")
+COLLECTIVE_HEADERS = ("collective", "calls", "time", "exposed", "size", "busbw")
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    cells: tuple[str, str, str, str, str, str]
+    group: bool  # a process group's line under the collective types
+
+
+def headline(trace: Trace, metrics: Metrics) -> str:
+    """``kineto trace · 12,345 events · 9 tracks · span 1.234 s · device NVIDIA A100``."""
+    span = duration(metrics.values["trace.span_us"], trace.display_time_unit)
+    return f"{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · span {span} · device "
+
+
+def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
+    """The steady state in (what, figures) rows: steps, step time, device, host, copies, communication, compiles,
+    syncs."""
+    m = metrics.values
+    rows = []
+    if m["steps.count"]:
+        rows.append(
+            ("steps", f"{m['steps.count']:,.0f} ({m['steps.warmup']:,.0f} warm-up, {m['steps.steady']:,.0f} steady)")
+        )
+        rows.append((
+            "step time" + (" (device)" if metrics.step_clock == "device" else ""),
+            f"median {duration(m['step_time_us.median'], unit)} · p90 {duration(m['step_time_us.p90'], unit)}"
+            f" · min {duration(m['step_time_us.min'], unit)} · max {duration(m['step_time_us.max'], unit)}",
+        ))  # fmt: skip
+    else:
+        rows.append(("steps", "no step markers: figures cover the whole trace"))
+    rows.append(("window", duration(m["window.duration_us"], unit)))
+    if math.isnan(m["device.busy_fraction"]):
+        rows.append(("device", "none: no device activity in this trace (host-only profile)"))
+    else:
+        rows.append((
+            "device",
+            f"busy {percent(m['device.busy_fraction'])} · idle {percent(m['device.idle_fraction'])} "
+            f"({m['device.idle_gaps.count']:,.0f} gaps, longest {duration(m['device.idle_gap_us.max'], unit)}) · "
+            f"compute {percent(m['device.compute_fraction'])}",
+        ))  # fmt: skip
+    if m["device.ops.count"] > 0:
+        rows.append(
+            ("device ops", f"{m['device.ops.count']:,.0f} · median {duration(m['device.op_time_us.median'], unit)}")
+        )
+    rows.append(("host", f"busy {percent(m['host.busy_fraction'])} · data loading {percent(m['input.fraction'])}"))
+    for prefix, label in (("h2d", "host→device"), ("d2h", "device→host")):
+        if m[f"{prefix}.count"]:
+            rows.append((
+                label,
+                f"{m[f'{prefix}.count']:,.0f} copies · {duration(m[f'{prefix}.time_us'], unit)} · "
+                f"{percent(m[f'{prefix}.overlap_fraction'])} overlapped with compute",
+            ))  # fmt: skip
+    if m["communication.count"] or m["communication.time_us"]:
+        rows.append((
+            "communication",
+            f"{m['communication.count']:,.0f} collectives · {duration(m['communication.time_us'], unit)} · "
+            f"{percent(m['communication.overlap_fraction'])} overlapped with compute · exposed "
+            f"{duration(m['communication.exposed_us'], unit)} ({percent(m['communication.exposed_fraction'])})",
+        ))  # fmt: skip
+    compiled = m["compile.count"]
+    rows.append((
+        "compile",
+        f"{compiled:,.0f} ({duration(m['compile.time_us'], unit)}) · {m['recompilations.count']:,.0f} after warm-up"
+        if compiled
+        else "none",
+    ))  # fmt: skip
+    syncs = f"{m['sync.count']:,.0f}"
+    rows.append(("sync points", f"{syncs} ({m['sync.per_step']:.1f} per step)" if m["steps.steady"] else syncs))
+    return rows
+
+
+def top_ops_title(metrics: Metrics) -> str:
+    scope = "device ops" if metrics.top_ops_scope == "device" else "host ops (inclusive)"
+    return f"Top {scope} by time" if metrics.top_ops else f"Top {scope} by time: none in the steady state"
+
+
+def top_op_rows(metrics: Metrics, unit: str) -> list[tuple[str, str, str, str]]:
+    """(full name, count, total, share) per op, the most time first."""
+    return [(op.name, f"{op.count:,}", duration(op.total_us, unit), percent(op.share)) for op in metrics.top_ops]
+
+
+def collective_rows(metrics: Metrics, unit: str) -> list[CollectiveRow]:
+    """Per collective type: calls, time, exposed time, size and bus bandwidth; then a line per process group."""
+    rows = []
+    for c in metrics.collectives:
+        size = f"{c.bytes / c.count / 1e6:,.2f} MB avg" if c.bytes is not None else "—"
+        bandwidth = f"{c.busbw_gbps:,.1f} GB/s" if c.busbw_gbps is not None else "—"
+        ranks = f" ×{c.group_size}" if c.group_size else ""
+        cells = (c.name + ranks, f"{c.count:,}", duration(c.time_us, unit), duration(c.exposed_us, unit), size,
+                 bandwidth)  # fmt: skip
+        rows.append(CollectiveRow(cells, group=False))
+    for g in metrics.groups:
+        cells = (f"group {g.name} ({g.parallelism})", f"{g.count:,}", duration(g.time_us, unit),
+                 duration(g.exposed_us, unit), "", "")  # fmt: skip
+        rows.append(CollectiveRow(cells, group=True))
+    return rows
+
+
+def listed_tracks(trace: Trace, metrics: Metrics) -> tuple[list[Track], str | None]:
+    """The tracks a table lists (the :data:`TRACKS_LISTED` busiest, in the trace's own order), and a line
+    saying how many more there are, if any."""
+    events, samples = metrics.track_events, metrics.track_samples
+    listed = trace.tracks
+    if len(listed) > TRACKS_LISTED:  # the busiest; a table of a million rows helps no one
+        listed = sorted(listed, key=lambda t: -(events[t.id] + samples[t.id]))[:TRACKS_LISTED]
+    ordered = sorted(
+        listed,
+        key=lambda t: (
+            t.process_sort_index if t.process_sort_index is not None else 0,
+            _id_key(t.pid),
+            t.thread_sort_index if t.thread_sort_index is not None else 0,
+            _id_key(t.tid),
+        ),
+    )
+    more = len(trace.tracks) - len(listed)
+    return ordered, (f"… {plural(more, 'more track')} with fewer events (--format json lists all)" if more else None)
+
+
+def track_cells(track: Track, metrics: Metrics) -> tuple[str, str, str, str, str]:
+    """A track's row: process (with its labels), thread, pid:tid, role, and its events and counter samples."""
+    events, samples = metrics.track_events[track.id], metrics.track_samples[track.id]
+    process = track.process_name + (f" ({track.process_labels})" if track.process_labels else "")
+    count = f"{int(events):,}" + (f" + {int(samples):,} counter samples" if samples else "")
+    return process or "—", track.thread_name or "—", f"{track.pid}:{track.tid}", track.role.value, count
+
+
+def _id_key(value: int | str) -> tuple[int, int | str]:
+    """Numeric ids in numeric order, then string ids."""
+    return (0, value) if isinstance(value, int) else (1, value)
