@@ -20,8 +20,8 @@ def duration(us: float, unit: str = "ms") -> str:
 
 
 def axis_durations(ticks: Sequence[float]) -> list[str]:
-    """An axis's ticks (µs) in one unit, the largest tick's, with as few decimals as tell them apart exactly:
-    ``0 ms, 2.5 ms, 5 ms, 7.5 ms``, never ``0.0 µs`` beside ``5.000 ms``."""
+    """An axis's ticks (µs) in one unit, the largest tick's, each with the decimals the finest tick needs:
+    ``0.0 ms, 2.5 ms, 5.0 ms, 7.5 ms``, never ``0.0 µs`` beside ``5.000 ms``."""
     largest = max((abs(t) for t in ticks), default=0.0)
     scale, unit = next(((s, u) for s, u in ((1e6, "s"), (1e3, "ms")) if largest >= s), (1.0, "µs"))
     shown = [t / scale for t in ticks]

@@ -45,16 +45,15 @@ class Timeline:
 
 @dataclass
 class StepParts:
-    """The first steady steps one by one: each step's number, its device compute and its time with a collective
-    running (µs)."""
+    """The first steady steps one by one (numbered as the scan's ``step_numbers`` after its warm-up): each step's
+    device compute and its time with a collective running (µs)."""
 
-    number: np.ndarray
     compute: np.ndarray
     communication: np.ndarray
 
     @classmethod
     def empty(cls) -> StepParts:
-        return cls(np.empty(0, np.int64), np.empty(0), np.empty(0))
+        return cls(np.empty(0), np.empty(0))
 
 
 @dataclass
@@ -124,7 +123,6 @@ def _steps(scope: Scope) -> StepParts:
     starts, ends = steps.start[first:last], steps.end[first:last]
     busy = scope.metrics.busy
     return StepParts(
-        number=steps.numbers()[first:last].astype(np.int64),
         compute=covered(busy["compute"], starts, ends),
         communication=covered(busy["communication"], starts, ends),
     )

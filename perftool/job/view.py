@@ -166,13 +166,14 @@ def _row(summary: RankSummary, waited: Waits, steps: int) -> RankRow:
 
 def _per_step(summary: RankSummary, waited: Waits) -> RankSteps | None:
     """The rank's first steady steps one by one: those its waits were measured over where it has them."""
-    parts = summary.steps
+    parts, scan = summary.steps, summary.scan
     step_wait = waited.step_wait_us.get(summary.rank, {}) if summary.rank is not None else {}
     aligned = summary.rank in waited.wait_us
-    shown = min(parts.number.size, summary.timeline.steps) if aligned and summary.timeline.steps else parts.number.size
+    measured = parts.compute.size
+    shown = min(measured, summary.timeline.steps) if aligned and summary.timeline.steps else measured
     if shown == 0:
         return None
-    numbers = parts.number[:shown].tolist()
+    numbers = scan.step_numbers[len(scan.warmup_durations_us) :][:shown]
     return RankSteps(
         step=numbers,
         compute_us=parts.compute[:shown].tolist(),

@@ -124,7 +124,7 @@ def _finding(finding: Finding, unit: str) -> str:
 
 
 def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
-    """The ranks side by side: a heat map of their steps, their breakdown, the straggler, the job's findings."""
+    """The ranks side by side: heat maps of their steps, their breakdown, the straggler, the job's findings."""
     parts = [paragraph(f"The ranks differ in {difference}: the view compares unlike ranks.", "warn")
              for difference in job.unlike]  # fmt: skip
     if job.slowest_rank is not None:

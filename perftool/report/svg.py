@@ -47,7 +47,7 @@ def _ticks(low: float, high: float, count: int = 4) -> list[float]:
     """Round values for an axis, the first at or below ``low`` and the last at or above ``high``: a tick is
     always above the data."""
     if high <= low:
-        return [low, low + 1.0] if low == 0 else [min(low, 0.0), max(abs(low), 1.0)]
+        return [min(low, 0.0), max(abs(low), 1.0)]
     raw = (high - low) / count
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
@@ -237,7 +237,7 @@ def heat_maps(name: str, caption: str, rows: Sequence[str], numbers: Sequence[in
                 body.append(
                     f'<rect x="{left + c * cell_w:.1f}" y="{y:.1f}" width="{cell_w:.2f}" height="{cell_h - 1:.1f}" '
                     f'fill="{_cividis((value - low) / ((high - low) or 1.0))}"><title>{_text(row_label)}, step '
-                    f"{numbers[c] if c < len(numbers) else c}: {_text(duration(value))} {_text(title)}</title></rect>"
+                    f"{numbers[c]}: {_text(duration(value))} {_text(title)}</title></rect>"
                 )
             if row is None:
                 body.append(
