@@ -19,14 +19,43 @@ from collections.abc import Iterator
 
 HOST_PID, HOST_TID, BWD_TID, GPU_PID = 91023, 91023, 91188, 0
 COMPUTE_STREAM, COPY_STREAM, COMM_STREAM = 7, 20, 24
+_FLOAT3 = '"Input type": ["float", "float", "float"]'
+# (op, its kernel, kernel µs, its recorded inputs: the shapes of a 64 x 512 hidden layer, as record_shapes writes them)
 OPS = [
-    ("aten::linear", "ampere_sgemm_128x64_tn", 38.0),
-    ("aten::layer_norm", "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>", 6.0),
-    ("aten::gelu", "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", 4.5),
-    ("aten::softmax", "void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false>", 5.0),
-    ("aten::add", "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", 2.0),
-    ("aten::mm", "ampere_sgemm_64x64_nn", 30.0),
+    ("aten::linear", "ampere_sgemm_128x64_tn", 38.0, f'"Input Dims": [[64, 512], [512, 512], [512]], {_FLOAT3}'),
+    (
+        "aten::layer_norm",
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>",
+        6.0,
+        '"Input Dims": [[64, 512], [], [512], [512], [], []], '
+        '"Input type": ["float", "", "float", "float", "Scalar", "Scalar"]',
+    ),
+    (
+        "aten::gelu",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>",
+        4.5,
+        '"Input Dims": [[64, 512], []], "Input type": ["float", ""]',
+    ),
+    (
+        "aten::softmax",
+        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 9, false>",
+        5.0,
+        '"Input Dims": [[64, 512], [], []], "Input type": ["float", "Scalar", ""]',
+    ),
+    (
+        "aten::add",
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+        2.0,
+        '"Input Dims": [[64, 512], [64, 512], []], "Input type": ["float", "float", "Scalar"]',
+    ),
+    (
+        "aten::mm",
+        "ampere_sgemm_64x64_nn",
+        30.0,
+        '"Input Dims": [[64, 512], [512, 512]], "Input type": ["float", "float"]',
+    ),
 ]
+_OTHER_INPUTS = f'"Input Dims": [[64, 512], [512, 512], [512]], {_FLOAT3}'
 
 
 def _metadata() -> list[str]:
@@ -60,13 +89,12 @@ class _Step:
         self.ids[which] += 1
         return self.ids[which]
 
-    def cpu_op(self, name: str, ts: float, dur: float, tid: int) -> int:
+    def cpu_op(self, name: str, ts: float, dur: float, tid: int, inputs: str = _OTHER_INPUTS) -> int:
         ext = self._next_id(0)
         self.out.append(
             f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": {HOST_PID}, "tid": {tid}, "ts": {ts:.3f}, '
             f'"dur": {dur:.3f}, "args": {{"External id": {ext}, "Record function id": 0, "Ev Idx": {ext % 4096}, '
-            f'"Input Dims": [[64, 512], [512, 512], [512]], "Input type": ["float", "float", "float"], '
-            f'"Input Strides": [[512, 1], [1, 512], [1]], "Concrete Inputs": ["", "", ""]}}}}'
+            f"{inputs}}}}}"
         )
         return ext
 
@@ -126,9 +154,10 @@ def steps(seed: int = 0, clock_us: float = 1000.0) -> Iterator[str]:
         host_t += 24.0
         for phase_tid in (HOST_TID, BWD_TID):
             for _ in range(12):
-                op, kernel, kernel_us = OPS[rng.randrange(len(OPS))]
+                op, kernel, kernel_us, inputs = OPS[rng.randrange(len(OPS))]
                 cpu_dur = 18.0 + rng.random() * 10.0
-                ext = step.cpu_op(op if phase_tid == HOST_TID else op + "_backward", host_t, cpu_dur, phase_tid)
+                name = op if phase_tid == HOST_TID else op + "_backward"
+                ext = step.cpu_op(name, host_t, cpu_dur, phase_tid, inputs)
                 corr, api = step.launch(ext, "cudaLaunchKernel", host_t + cpu_dur - 8.0, phase_tid)
                 k_start = max(gpu_t, host_t + cpu_dur - 8.0 + api)
                 k_dur = kernel_us * (0.9 + rng.random() * 0.2)
@@ -172,10 +201,15 @@ def steps(seed: int = 0, clock_us: float = 1000.0) -> Iterator[str]:
 
 
 def write_trace(
-    path: str, megabytes: float, seed: int = 0, compress: bool = False, rank: tuple[int, int] | None = None
+    path: str,
+    megabytes: float,
+    seed: int = 0,
+    compress: bool = False,
+    rank: tuple[int, int] | None = None,
+    steps_wanted: int | None = None,
 ) -> int:
-    """Write a trace of about ``megabytes`` MB; return the number of bytes of JSON written. ``rank`` (rank,
-    world size) writes one rank of a job: its distributedInfo, and a clock of its own."""
+    """Write a trace of about ``megabytes`` MB (or of ``steps_wanted`` steps); return the number of bytes of JSON
+    written. ``rank`` (rank, world size) writes one rank of a job: its distributedInfo, and a clock of its own."""
     target = int(megabytes * 1e6)
     raw = open(path, "wb")
     stream = gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if compress else raw  # reproducible
@@ -194,11 +228,11 @@ def write_trace(
         )
         out.write(head)
         written += len(head)
-        for chunk in steps(seed, 1000.0 + (rank[0] * 1_234_567.0 if rank else 0.0)):
+        for number, chunk in enumerate(steps(seed, 1000.0 + (rank[0] * 1_234_567.0 if rank else 0.0)), 1):
             piece = ",\n  " + chunk
             out.write(piece)
             written += len(piece)
-            if written >= target:
+            if (written >= target) if steps_wanted is None else number == steps_wanted:
                 break
         tail = (
             '\n  ],\n  "traceName": "synthetic.pt.trace.json",\n  "displayTimeUnit": "ms",\n'
@@ -213,10 +247,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--mb", type=float, default=50.0, help="approximate size in MB (default 50)")
+    parser.add_argument("--steps", type=int, help="write this many steps instead (the bundled sample has 48)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gzip", action="store_true", help="gzip the output")
     args = parser.parse_args()
-    size = write_trace(args.out, args.mb, args.seed, args.gzip)
+    size = write_trace(args.out, args.mb, args.seed, args.gzip, steps_wanted=args.steps)
     print(f"wrote {args.out}: {size / 1e6:.1f} MB of JSON")
 
 

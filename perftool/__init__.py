@@ -12,7 +12,7 @@ from perftool import interrupts  # noqa: E402 - light: the standard library only
 
 interrupts.one_line_while_starting()  # before the API's modules load: Ctrl-C then is one line, as later
 
-from perftool.api import NothingRead, diff, emulate, gate, load_trace, scan, tune  # noqa: E402 - after __version__
+from perftool.api import NothingRead, diff, emulate, gate, load_trace, roofline, scan, tune  # noqa: E402 - after __version__
 from perftool.errors import PerftoolError, PerftoolWarning  # noqa: E402
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "emulate",
     "gate",
     "load_trace",
+    "roofline",
     "scan",
     "tune",
 ]

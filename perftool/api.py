@@ -9,6 +9,7 @@
     events = trace.to_pandas()                              # one row per event (needs pandas)
     verdict = perftool.gate("baseline.json", "candidate.json")   # GateResult: status and checks
     change = perftool.diff("before.json.gz", "after.json.gz")    # DiffResult: what changed, adding up to the delta
+    roof = perftool.roofline("trace.json.gz")               # Roofline: MFU; roof.to_pandas() is the op table
     run = perftool.emulate("config.yaml", overrides=["loop_size=32"])
     best = perftool.tune("tune.yaml", evaluations=200)      # TuneResult
 
@@ -29,6 +30,7 @@ from typing import Annotated, ParamSpec, TypeVar
 
 from pydantic import ConfigDict, Field, ValidationError, validate_call
 
+from perftool.analysis.metrics import compute_metrics
 from perftool.diff.profile import Level
 from perftool.diff.run import DiffResult, diff_paths
 from perftool.emulator import config as emulator_config
@@ -37,14 +39,18 @@ from perftool.emulator.run import run as run_emulator
 from perftool.errors import PerftoolError, PerftoolWarning
 from perftool.gate.policy import load_budget
 from perftool.gate.run import GateOptions, GateResult, run_gate
+from perftool.hardware import load_spec
 from perftool.job.cluster import Cluster
 from perftool.job.scan import scan_job
 from perftool.project import FailOn, ProjectConfig, load_project
+from perftool.roofline.figures import Roofline
+from perftool.roofline.figures import roofline as measure_roofline
 from perftool.rules import catalog
 from perftool.rules.engine import ReadOptions, scan_files
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import Family
 from perftool.trace.loader import STDIN
+from perftool.trace.model import Trace
 from perftool.traces import load_trace
 from perftool.tune.search import TuneResult
 from perftool.tune.search import tune as run_tune
@@ -56,7 +62,7 @@ Arguments = ParamSpec("Arguments")
 Result = TypeVar("Result")
 _STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
-__all__ = ["NothingRead", "diff", "emulate", "gate", "load_trace", "project", "scan", "tune"]
+__all__ = ["NothingRead", "diff", "emulate", "gate", "load_trace", "project", "roofline", "scan", "tune"]
 
 
 class NothingRead(PerftoolError):
@@ -243,6 +249,15 @@ def tune(
     settings = {"strategy": strategy, "budget": evaluations}
     loaded = load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)])
     return run_tune(loaded, jobs, scheduler=scheduler)
+
+
+@_checked
+def roofline(trace: PathLike | Trace, *, device_spec: PathLike | None = None, dialect: str | None = None) -> Roofline:
+    """How far the trace's steady window runs from its device's peaks: MFU, and per op its FLOPs, bytes, achieved
+    TFLOP/s and time lost below the roofline (``.to_pandas()`` gives the op table). ``device_spec``: a device file
+    for a device perftool does not know, or to override the one the trace names."""
+    loaded = trace if isinstance(trace, Trace) else load_trace(str(trace), dialect=dialect)
+    return measure_roofline(loaded, compute_metrics(loaded), load_spec(device_spec) if device_spec else None)
 
 
 @_checked

@@ -30,6 +30,7 @@ from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
 from perftool.errors import PerftoolError, PerftoolWarning, one_line
 from perftool.gate.policy import Budget
 from perftool.gate.run import GateResult
+from perftool.hardware import load_spec
 from perftool.job.cluster import Cluster, chosen_scheduler
 from perftool.job.scan import scan_job
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
@@ -38,6 +39,7 @@ from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_r
 from perftool.report.progress import SweepProgress
 from perftool.report.registry import CalibrateView, EmulateView, InfoView, JobInfoView, TuneView, emit, formats
 from perftool.results import DiffReport, EmulateReport, GateReport, InfoReport, TuneReport, TuneRowsReport
+from perftool.roofline.figures import roofline
 from perftool.rules import catalog
 from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport
@@ -168,6 +170,12 @@ def _output_option(what: str = "report"):
 @_output_option()
 @_dialect
 @_max_trace_size
+@click.option(
+    "--device-spec",
+    type=click.Path(dir_okay=False),
+    help="A device file (the fields of perftool/hardware/specs/*.yaml) for the roofline of a device perftool does "
+    "not know, or in place of the one the trace names.",
+)
 @_cluster_options
 def info(
     traces: tuple[str, ...],
@@ -175,15 +183,18 @@ def info(
     output: str | None,
     dialect: str | None,
     max_trace_bytes: int | None,
+    device_spec: str | None,
     scheduler: str | None,
     workers: int | None,
 ) -> None:
-    """Summarise TRACE: tracks and roles, steps, step time, device utilisation, communication, top ops.
+    """Summarise TRACE: tracks and roles, steps, step time, device utilisation, communication, top ops, and the
+    roofline: model FLOPs utilisation (MFU) and the ops furthest below the device's peaks.
 
     A directory of traces (or several files) is a job of one trace per rank: the ranks side by side, their
     clocks aligned, who waits for whom, and communication per process group."""
     if output:
         check_writable(output, list(traces))
+    spec = load_spec(device_spec) if device_spec else None
     if len(traces) > 1 or Path(traces[0]).is_dir():
         read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes)
         report = scan_job(list(traces), [], read, scheduler, workers)
@@ -197,7 +208,7 @@ def info(
         return
     loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes)
     metrics = compute_metrics(loaded)
-    emit(InfoView(loaded, metrics), fmt, output)
+    emit(InfoView(loaded, metrics, roofline(loaded, metrics, spec)), fmt, output)
 
 
 @cli.command("metrics")

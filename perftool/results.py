@@ -73,6 +73,61 @@ class GroupFigures(_Part):
     exposed_us: float
 
 
+class RooflineOp(_Part):
+    """One op with one set of input shapes and dtype over the steady window (None: needs the device's peaks)."""
+
+    name: str
+    family: str = Field(
+        description="gemm, conv, attention, norm, softmax, elementwise, reduction, embedding, optimizer"
+    )
+    shapes: str = Field(description="its inputs' shapes as recorded")
+    dtype: str = Field(description="the dtype judged: tf32 for an fp32 GEMM whose kernels run TF32")
+    calls: int
+    flops: float
+    bytes: float
+    device_us: float = Field(description="device time of the kernels its calls launched")
+    achieved_tflops: float | None
+    achieved_gbps: float | None
+    intensity: float = Field(description="FLOPs per byte moved")
+    bound: str = Field(description="compute or memory, by the roofline; empty on an unknown device")
+    roofline_us: float | None = Field(description="its time at the roofline")
+    of_roofline: float | None = Field(description="roofline time / device time")
+    lost_us: float | None = Field(description="device time beyond the roofline time")
+
+
+class RooflineFamily(_Part):
+    family: str
+    calls: int
+    flops: float
+    bytes: float
+    device_us: float
+    achieved_tflops: float | None
+    lost_us: float | None
+
+
+class RooflineFigures(_Part):
+    """How far the steady window runs from the device's peaks (``perftool info``)."""
+
+    device: str = Field(description="the device as the trace names it")
+    device_spec: str | None = Field(description="the device table's key for it (or the --device-spec file's)")
+    peak_tflops: dict[str, float] = Field(description="the device's dense peaks per dtype")
+    memory_bandwidth_gbps: float | None
+    window_us: float
+    steps: int
+    flops: float = Field(description="the modelled ops' FLOPs in the window")
+    flops_per_step: float | None
+    dtype: str = Field(description="the dtype MFU is measured against: that of most matrix FLOPs")
+    mfu: float | None = Field(description="flops / window / peak of dtype; a lower bound when modelled_share < 1")
+    achieved_tflops: float | None
+    device_us: float = Field(description="device compute time in the window")
+    modelled_us: float = Field(description="... of kernels launched by ops with shapes and a model")
+    modelled_share: float | None
+    lost_us: float | None = Field(description="device time beyond the roofline, all modelled ops")
+    ops: list[RooflineOp] = Field(description="per op, shapes and dtype, the most time lost first")
+    families: list[RooflineFamily]
+    notes: list[str] = Field(description="what limits these figures, and what would lift it")
+
+
 class InfoReport(_Document):
     """``perftool info --format json``."""
 
@@ -93,6 +148,7 @@ class InfoReport(_Document):
     collectives: list[CollectiveFigures] = Field(description="per collective type, the most time first")
     process_groups: list[GroupFigures] = Field(description="per process group, the most exposed first")
     categories: dict[str, int]
+    roofline: RooflineFigures
 
 
 class EmulateReport(_Document):

@@ -78,6 +78,14 @@ def figure(value: float | None, unit: str) -> str:
     return number(value) if unit == "count" else f"{number(value)} {unit}"
 
 
+def flop_count(flops: float) -> str:
+    """FLOPs for people, with an SI prefix: ``135.0 GFLOP``."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(flops) >= scale:
+            return f"{flops / scale:,.1f} {prefix}FLOP"
+    return f"{flops:,.0f} FLOP"
+
+
 def change(delta: float, unit: str) -> str:
     """A difference of two values in their unit, signed: ``+0.810 ms``, ``+2.1 pts`` (of a fraction), ``+3``."""
     if unit == "us":

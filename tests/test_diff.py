@@ -228,7 +228,7 @@ def test_gate_explains_a_failed_step_time_in_every_format(run, tmp_path, junit_s
     slow = tmp_path / "slow.json.gz"
     run("emulate", SAMPLES / "gpu" / "healthy.yaml", "--trace", slow, "--set", "device_graphs=false")
     baseline = SAMPLES / "gpu" / "healthy.trace.json.gz"
-    headline = "step +49.2% (+824.3 µs): device idle: host Python/dispatch +824.3 µs"
+    headline = "step +49.4% (+826.8 µs): device idle: host Python/dispatch +826.8 µs"
     document = json.loads(run("gate", baseline, slow, "--format", "json").stdout)
     (explained,) = document["explanations"]
     assert explained["headline"] == headline

@@ -10,6 +10,7 @@ from conftest import REPO
 
 from perftool.analysis import compute_metrics
 from perftool.report import info_json
+from perftool.roofline.figures import roofline
 from perftool.traces import load_trace
 
 SAMPLES = REPO / "sample_traces"
@@ -53,12 +54,13 @@ def test_the_models_keep_every_key_and_value_of_the_documents():
 
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")
     metrics = compute_metrics(trace)
+    roof = roofline(trace, metrics)
     run_ = api.emulate(SAMPLES / "npu" / "healthy.yaml")
     swept = api.tune(REPO / "examples" / "tune" / "npu.yaml", evaluations=40)
     verdict = api.gate(SAMPLES / "baselines" / "npu__healthy.findings.json", SAMPLES / "npu" / "healthy.trace.json.gz")
     change = api.diff(SAMPLES / "npu" / "healthy.trace.json.gz", SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")
     pairs = [
-        (info_json.info_document(trace, metrics), info_json.render(trace, metrics)),
+        (info_json.info_document(trace, metrics, roof), info_json.render(trace, metrics, roof)),
         (emulate_json.document(run_), emulate_json.render(run_)),
         (tune_json.document(swept, "npu.yaml"), tune_json.render(swept, "npu.yaml")),
         (gate_json.document(verdict), gate_json.render(verdict)),

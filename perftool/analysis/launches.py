@@ -33,7 +33,13 @@ def launches(trace: Trace) -> Launches:
 
 def launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per host→device flow paired by id: the row of its start on the host (at the launching call), and the row
-    of the device span it reaches."""
+    of the device span it reaches (found once per trace)."""
+    if "launch_rows" not in trace.derived:
+        trace.derived["launch_rows"] = _launch_rows(trace)
+    return trace.derived["launch_rows"]
+
+
+def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     has_id = trace.flow_id >= 0
     sources = np.flatnonzero((trace.phase == Phase.FLOW_START) & has_id & trace.on_roles(Role.HOST))
     targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))

@@ -15,6 +15,7 @@ from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
 from perftool.dialects.vocabulary import COLLECTIVE_ARGS, INPUT_WORKER_THREAD
 from perftool.errors import PerftoolError
+from perftool.roofline.families import MODELLED_NAMES
 from perftool.trace.columns import KeepArgs
 from perftool.trace.model import Kind, Role, Trace
 
@@ -27,8 +28,10 @@ def names() -> list[str]:
 
 
 def kept_args() -> KeepArgs:
-    """The events whose ``args`` some dialect or analysis reads: the loader keeps args for these only."""
-    return KeepArgs(frozenset().union(*(d.args_categories for d in REGISTERED)), COLLECTIVE_ARGS.pattern)
+    """The events whose ``args`` some dialect or analysis reads: the loader keeps args for these only (what
+    collectives moved; the input shapes of ops the roofline models)."""
+    names = f"(?i:{COLLECTIVE_ARGS.pattern})|{MODELLED_NAMES.pattern}"
+    return KeepArgs(frozenset().union(*(d.args_categories for d in REGISTERED)), names, MODELLED_NAMES.pattern)
 
 
 def _input_workers(trace: Trace, roles: dict[int, Role]) -> dict[int, Role]:

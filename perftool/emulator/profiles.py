@@ -1,14 +1,18 @@
 """Device profiles: the hardware and host-software constants the emulator's physics runs on.
 
-Every figure is a public vendor figure or an order-of-magnitude measurement of the software stack,
-named in the comment beside it. They set the scale of the emulated times; the shape of the results
-(what saturates, where an optimum sits) comes from the model, not from tuning these numbers.
+The hardware figures (memory, peak, bandwidths, links) are each family's reference device from the device table
+(:mod:`perftool.hardware`, a file per device with the source of each figure); the software constants are
+order-of-magnitude measurements of the stack, named in the comment beside them. They set the scale of the
+emulated times; the shape of the results (what saturates, where an optimum sits) comes from the model, not from
+tuning these numbers.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from perftool.hardware import BY_KEY, emulated
 
 KB, MB, GB = 1e3, 1e6, 1e9
 TILE_BYTES = 624 * KB  # IPU Mk2 memory per tile (reference 002, §4.4.2)
@@ -61,13 +65,8 @@ PROFILES: dict[str, DeviceProfile] = {
     # runs well below HBM bandwidth.
     "npu": DeviceProfile(
         family="npu",
-        model="Ascend 910 (32 GB HBM2)",
-        memory_bytes=32 * GB,
-        peak_tflops=256.0,
+        **emulated(BY_KEY["Ascend-910"]),
         efficiency=0.35,
-        memory_bandwidth=1.2e12,
-        h2d_bandwidth=24 * GB,
-        d2h_bandwidth=24 * GB,
         strided_copy_bandwidth=150 * GB,
         python_us=1500.0,
         call_dispatch_us=500.0,
@@ -76,7 +75,6 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=False,
         compiles_graphs=True,
         async_h2d=True,
-        collective_bandwidth=25 * GB,
         collective_latency_us=30.0,
         knobs=_COMMON_KNOBS | {"loop_size", "layout_mismatch"},
         knob_names={"loop_size": "NPU_LOOP_SIZE / npu.set_npu_loop_size", "prefetch_depth": "dataset.prefetch"},
@@ -89,13 +87,8 @@ PROFILES: dict[str, DeviceProfile] = {
     # exchange's bandwidth (the reference's example spends 10x the op's cycles rearranging).
     "ipu": DeviceProfile(
         family="ipu",
-        model="Graphcore GC200 (Mk2, 1472 tiles)",
-        memory_bytes=1472 * TILE_BYTES,
-        peak_tflops=250.0,
+        **emulated(BY_KEY["GC200"]),
         efficiency=0.4,
-        memory_bandwidth=47.5e12,
-        h2d_bandwidth=6 * GB,
-        d2h_bandwidth=6 * GB,
         strided_copy_bandwidth=500 * GB,
         python_us=1500.0,
         call_dispatch_us=300.0,
@@ -104,7 +97,6 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=False,
         compiles_graphs=True,
         async_h2d=False,
-        collective_bandwidth=40 * GB,
         collective_latency_us=15.0,
         tiles=1472,
         remote_buffer_bandwidth=20 * GB,
@@ -121,13 +113,8 @@ PROFILES: dict[str, DeviceProfile] = {
     # captured step with one launch (reference 003). New shapes compile a new recipe (reference 004).
     "hpu": DeviceProfile(
         family="hpu",
-        model="Intel Gaudi 2 (96 GB HBM2e)",
-        memory_bytes=96 * GB,
-        peak_tflops=432.0,
+        **emulated(BY_KEY["Gaudi2"]),
         efficiency=0.4,
-        memory_bandwidth=2.46e12,
-        h2d_bandwidth=24 * GB,
-        d2h_bandwidth=24 * GB,
         strided_copy_bandwidth=300 * GB,
         python_us=800.0,
         call_dispatch_us=150.0,
@@ -136,7 +123,6 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=True,
         compiles_graphs=True,
         async_h2d=True,
-        collective_bandwidth=200 * GB,
         collective_latency_us=30.0,
         knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory"},
         knob_names={
@@ -145,18 +131,12 @@ PROFILES: dict[str, DeviceProfile] = {
             "pin_memory": "DataLoader(pin_memory=True) and .to('hpu', non_blocking=True)",
         },
     ),
-    # NVIDIA A100 SXM 80 GB: 2.0 TB/s HBM2e, 312 TFLOPS fp16 tensor dense (NVIDIA datasheet);
-    # pinned PCIe Gen4 copies ~25 GB/s. cudaLaunchKernel costs ~5 us of host time per kernel;
-    # a CUDA graph replays a captured step with one launch.
+    # NVIDIA A100 SXM 80 GB (hardware/specs/a100-sxm4-80gb.yaml). cudaLaunchKernel costs ~5 us of host time per
+    # kernel; a CUDA graph replays a captured step with one launch.
     "gpu": DeviceProfile(
         family="gpu",
-        model="NVIDIA A100 SXM (80 GB)",
-        memory_bytes=80 * GB,
-        peak_tflops=312.0,
+        **emulated(BY_KEY["A100-SXM4-80GB"]),
         efficiency=0.45,
-        memory_bandwidth=2.0e12,
-        h2d_bandwidth=25 * GB,
-        d2h_bandwidth=25 * GB,
         strided_copy_bandwidth=400 * GB,
         python_us=500.0,
         call_dispatch_us=20.0,
@@ -165,7 +145,6 @@ PROFILES: dict[str, DeviceProfile] = {
         host_feeds_data=True,
         compiles_graphs=False,
         async_h2d=True,
-        collective_bandwidth=200 * GB,
         collective_latency_us=25.0,
         knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory"},
         knob_names={

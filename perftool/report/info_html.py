@@ -5,14 +5,15 @@ collectives and the tracks."""
 from __future__ import annotations
 
 from perftool.analysis.metrics import Metrics
-from perftool.report import info_json, info_rows, svg
+from perftool.report import info_json, info_rows, roofline_rows, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.report.names import readable
+from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
 from perftool.units import duration, plural
 
 
-def render(trace: Trace, metrics: Metrics) -> str:
+def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
     unit = trace.display_time_unit
     m = metrics.values
     figures = facts([
@@ -35,11 +36,12 @@ def render(trace: Trace, metrics: Metrics) -> str:
         rows: list[list[Cell]] = [[(r.cells[0], "info") if r.group else r.cells[0], *r.cells[1:]] for r in collectives]
         listed = table("collectives", info_rows.COLLECTIVE_HEADERS, rows, (1, 2, 3, 4, 5), (0,))
         body.append(section("Collectives (steady state)", listed))
+    body.append(_roofline(roof, unit))
     tracks, more = info_rows.listed_tracks(trace, metrics)
     track_rows = [info_rows.track_cells(track, metrics) for track in tracks]
     listed_tracks = table("tracks", info_rows.TRACK_HEADERS, track_rows, (2, 4), (0, 1))
     body.append(section("Tracks", listed_tracks, *([paragraph(more, "info")] if more else [])))
-    return page(f"perftool info: {trace.dialect} trace", trace.source, body, info_json.render(trace, metrics))
+    return page(f"perftool info: {trace.dialect} trace", trace.source, body, info_json.render(trace, metrics, roof))
 
 
 def _top_ops(metrics: Metrics, unit: str) -> str:
@@ -49,3 +51,21 @@ def _top_ops(metrics: Metrics, unit: str) -> str:
         return section(title)
     rows = [[readable(name), *figures] for name, *figures in ops]
     return section(title, table("top-ops", info_rows.OP_HEADERS, rows, (1, 2, 3), (0,)))
+
+
+def _roofline(roof: Roofline, unit: str) -> str:
+    """The device's peaks and MFU, the roofline chart of the ops, the ops furthest below it, what limits them."""
+    parts = [table("roofline", ["what", "figures"], roofline_rows.summary_rows(roof, unit))]
+    parts += [paragraph(note, "warn") for note in roof.notes]
+    below = roofline_rows.op_rows(roof, unit)
+    if below:
+        points = [
+            (f"{op.name} {op.shapes} {op.dtype}", op.intensity, op.achieved_tflops or 0.0, op.device_us, op.family)
+            for op in roof.ops[: svg.ROOFLINE_POINTS]
+        ]
+        peaks = sorted(roof.spec.peak_tflops.items()) if roof.spec else []
+        bandwidth = roof.spec.memory_bandwidth if roof.spec else None
+        caption = f"Ops against the roofline of {roof.spec.model if roof.spec else roof.device}"
+        parts.append(svg.roofline("roofline", caption, points, peaks, bandwidth))
+        parts.append(table("roofline-ops", roofline_rows.OP_HEADERS, below, roofline_rows.OP_NUMBERS, (0, 1)))
+    return section(roofline_rows.TITLE, *parts)

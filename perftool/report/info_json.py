@@ -8,12 +8,13 @@ from typing import Any
 
 from perftool.analysis.metrics import Metrics
 from perftool.results import InfoReport
+from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
 
 SCHEMA = "perftool.info/1"
 
 
-def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
+def info_document(trace: Trace, metrics: Metrics, roof: Roofline) -> dict[str, Any]:
     """Everything ``info`` reports, as plain data (NaN becomes None)."""
     return {
         "schema": SCHEMA,
@@ -50,11 +51,37 @@ def info_document(trace: Trace, metrics: Metrics) -> dict[str, Any]:
         "collectives": [asdict(c) for c in metrics.collectives],
         "process_groups": [asdict(g) for g in metrics.groups],
         "categories": metrics.categories,
+        "roofline": roofline_document(roof),
     }
 
 
-def render(trace: Trace, metrics: Metrics) -> str:
-    return InfoReport.model_validate(info_document(trace, metrics)).json_text()
+def roofline_document(roof: Roofline) -> dict[str, Any]:
+    """The roofline's figures as plain data."""
+    spec = roof.spec
+    return {
+        "device": roof.device,
+        "device_spec": spec.key if spec else None,
+        "peak_tflops": dict(spec.peak_tflops) if spec else {},
+        "memory_bandwidth_gbps": spec.memory_bandwidth_gbps if spec else None,
+        "window_us": roof.window_us,
+        "steps": roof.steps,
+        "flops": roof.flops,
+        "flops_per_step": roof.flops_per_step,
+        "dtype": roof.dtype,
+        "mfu": roof.mfu,
+        "achieved_tflops": roof.achieved_tflops,
+        "device_us": roof.device_us,
+        "modelled_us": roof.modelled_us,
+        "modelled_share": roof.modelled_share,
+        "lost_us": roof.lost_us,
+        "ops": [asdict(op) for op in roof.ops],
+        "families": [asdict(family) for family in roof.families],
+        "notes": roof.notes,
+    }
+
+
+def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
+    return InfoReport.model_validate(info_document(trace, metrics, roof)).json_text()
 
 
 def _number(value: float) -> float | None:

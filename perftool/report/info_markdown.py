@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from perftool.analysis.metrics import Metrics
-from perftool.report import info_rows
+from perftool.report import info_rows, roofline_rows
 from perftool.report.escape import markdown
 from perftool.report.names import readable
+from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
 
 
-def render(trace: Trace, metrics: Metrics) -> str:
+def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
     unit = trace.display_time_unit
     timeline = [(markdown(what), markdown(value)) for what, value in info_rows.timeline_rows(metrics, unit)]
     lines = [
@@ -35,6 +36,16 @@ def render(trace: Trace, metrics: Metrics) -> str:
     if collectives:
         lines += ["## Collectives (steady state)", ""]
         lines += _table(info_rows.COLLECTIVE_HEADERS, collectives, right=(1, 2, 3, 4, 5))
+    lines += [f"## {roofline_rows.TITLE}", ""]
+    lines += _table(
+        ("what", "figures"),
+        [(markdown(what), markdown(value)) for what, value in roofline_rows.summary_rows(roof, unit)],
+    )
+    below = [[markdown(cell) for cell in row] for row in roofline_rows.op_rows(roof, unit)]
+    if below:
+        lines += ["### Ops furthest below the roofline", ""]
+        lines += _table(roofline_rows.OP_HEADERS, below, right=roofline_rows.OP_NUMBERS)
+    lines += [f"> note: {markdown(note)}" for note in roof.notes] + ([""] if roof.notes else [])
     listed, more = info_rows.listed_tracks(trace, metrics)
     tracks = [[markdown(value) for value in info_rows.track_cells(track, metrics)] for track in listed]
     lines += ["## Tracks", "", *_table(info_rows.TRACK_HEADERS, tracks, right=(2, 4))]

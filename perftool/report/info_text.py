@@ -7,17 +7,18 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
-from perftool.report import info_rows
+from perftool.report import info_rows, roofline_rows
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
 from perftool.report.names import readable
+from perftool.roofline.figures import Roofline
 from perftool.trace.model import Role, Trace
 
 _ROLE_STYLE = {Role.DEVICE: "green", Role.HOST: "cyan", Role.INPUT: "cyan", Role.UNKNOWN: "dim"}
 
 
-def render(trace: Trace, metrics: Metrics) -> Group:
-    """Header, tracks, timeline figures and top ops, as one rich renderable."""
+def render(trace: Trace, metrics: Metrics, roof: Roofline) -> Group:
+    """Header, tracks, timeline figures, top ops and the roofline, as one rich renderable."""
     unit = trace.display_time_unit
     header = Text.assemble(
         ("perftool info ", "bold"),
@@ -31,6 +32,7 @@ def render(trace: Trace, metrics: Metrics) -> Group:
     parts: list[RenderableType] = [header, _tracks(trace, metrics), _timeline(metrics, unit), _top_ops(metrics, unit)]
     if metrics.collectives:
         parts.append(_collectives(metrics, unit))
+    parts.append(_roofline(roof, unit))
     return Group(*parts)
 
 
@@ -75,3 +77,24 @@ def _collectives(metrics: Metrics, unit: str) -> Table:
         name, *figures = row.cells
         table.add_row(Text(name, style="dim") if row.group else name, *figures)
     return table
+
+
+def _roofline(roof: Roofline, unit: str) -> Group:
+    """The device's peaks, MFU and the modelled share; the ops furthest below the roofline; what limits them."""
+    table = Table(title=roofline_rows.TITLE, title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for what, value in roofline_rows.summary_rows(roof, unit):
+        table.add_row(what, shown(value))
+    parts: list[RenderableType] = [table]
+    rows = roofline_rows.op_rows(roof, unit)
+    if rows:
+        ops = Table(title="Ops furthest below the roofline", title_justify="left")
+        columns: list[tuple[str, JustifyMethod]] = [
+            (header, "right" if i in roofline_rows.OP_NUMBERS else "left")
+            for i, header in enumerate(roofline_rows.OP_HEADERS[1:], 1)
+        ]
+        named = [(cut(shown(name)), *cells) for name, *cells in rows]
+        parts.append(NamesAndFigures(ops, "op", columns, named, spare=("shapes", "bound", "calls", "GB/s")))
+    parts += [Text(f"note: {note}", style="yellow") for note in roof.notes]
+    return Group(*parts)

@@ -53,6 +53,7 @@ from perftool.report import (
     tune_markdown,
     tune_text,
 )
+from perftool.roofline.figures import Roofline
 from perftool.rules.findings import ScanReport
 from perftool.trace.model import Trace
 from perftool.tune.search import TuneResult
@@ -62,6 +63,7 @@ from perftool.tune.search import TuneResult
 class InfoView:
     trace: Trace
     metrics: Metrics
+    roofline: Roofline
 
 
 @dataclass(frozen=True)
@@ -109,10 +111,10 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (DiffResult, "json"): diff_json.render,
     (DiffResult, "markdown"): diff_markdown.render,
     (DiffResult, "html"): diff_html.render,
-    (InfoView, "text"): lambda v: info_text.render(v.trace, v.metrics),
-    (InfoView, "json"): lambda v: info_json.render(v.trace, v.metrics),
-    (InfoView, "markdown"): lambda v: info_markdown.render(v.trace, v.metrics),
-    (InfoView, "html"): lambda v: info_html.render(v.trace, v.metrics),
+    (InfoView, "text"): lambda v: info_text.render(v.trace, v.metrics, v.roofline),
+    (InfoView, "json"): lambda v: info_json.render(v.trace, v.metrics, v.roofline),
+    (InfoView, "markdown"): lambda v: info_markdown.render(v.trace, v.metrics, v.roofline),
+    (InfoView, "html"): lambda v: info_html.render(v.trace, v.metrics, v.roofline),
     (JobInfoView, "text"): lambda v: job_text.render(v.report, v.report.job, command="info"),
     (JobInfoView, "json"): lambda v: findings_json.render(v.report),
     (JobInfoView, "markdown"): lambda v: findings_markdown.render(v.report, command="info"),

@@ -18,6 +18,7 @@ from perftool.units import axis_durations, duration, plural
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
 WIDTH = 720  # the viewBox width every chart is drawn at; the page scales it
+ROOFLINE_POINTS = 300  # ops drawn on a roofline chart, the most time lost first
 SMALL = 0.005  # a waterfall part under this share of the largest is drawn with the other small ones
 CHAR = 0.6  # a character's width in ems, about, in the sans-serif fonts pages are shown in
 Label = Callable[[float], str]
@@ -339,3 +340,75 @@ def strips(name: str, caption: str, samples: Sequence[tuple[str, Sequence[float]
             f'<text x="{x(tick):.1f}" y="{height - 6}" font-size="11" text-anchor="middle">{_text(text)}</text>'
         )
     return figure(name, caption, _svg(height, caption, "".join(body)))
+
+
+def roofline(name: str, caption: str, points: Sequence[tuple[str, float, float, float, str]],
+             peaks: Sequence[tuple[str, float]], bandwidth: float | None) -> str:  # fmt: skip
+    """Ops on log-log axes, arithmetic intensity (FLOP/byte) across and achieved TFLOP/s up, each a dot sized by
+    its device time and coloured by family (``points``: label, intensity, TFLOP/s, µs, family); under the device's
+    roofs (``peaks``: dtype, TFLOP/s) and its memory's slope (``bandwidth``, bytes/s), when known."""
+    height, left, right, top, bottom = 320, 70, WIDTH - 110, 20, 270
+    shown = [p for p in points if p[1] > 0 and p[2] > 0]
+    xs = [p[1] for p in shown] + ([peak * 1e12 / bandwidth for _, peak in peaks] if bandwidth else [])
+    ys = [p[2] for p in shown] + [peak for _, peak in peaks]
+    x_low, x_high = math.floor(math.log10(min(xs, default=0.1))), math.ceil(math.log10(max(xs, default=10)))
+    y_low, y_high = math.floor(math.log10(min(ys, default=0.1))), math.ceil(math.log10(max(ys, default=10)))
+    x_high, y_high = max(x_high, x_low + 1), max(y_high, y_low + 1)
+    x_at, y_at = _scale(x_low, x_high, left, right), _scale(y_low, y_high, bottom, top)
+
+    def x(value: float) -> float:
+        return x_at(math.log10(value))
+
+    def y(value: float) -> float:
+        return y_at(math.log10(value))
+
+    parts = []
+    for power in range(x_low, x_high + 1):
+        parts.append(
+            f'<line x1="{x(10**power):.1f}" x2="{x(10**power):.1f}" y1="{top}" y2="{bottom}" stroke="#eeeeee"/>'
+            f'<text x="{x(10**power):.1f}" y="{bottom + 20}" font-size="11" text-anchor="middle">{10.0**power:g}</text>'
+        )
+    for power in range(y_low, y_high + 1):
+        parts.append(
+            f'<line x1="{left}" x2="{right}" y1="{y(10**power):.1f}" y2="{y(10**power):.1f}" stroke="#eeeeee"/>'
+            f'<text x="{left - 6}" y="{y(10**power) + 4:.1f}" font-size="11" text-anchor="end">{10.0**power:g}</text>'
+        )
+    if bandwidth:
+        merged: dict[float, list[str]] = {}
+        for dtype, peak in peaks:
+            merged.setdefault(peak, []).append(dtype)
+        labelled_at = -math.inf
+        for index, (peak, dtypes) in enumerate(sorted(merged.items(), reverse=True)):
+            dtype = "/".join(dtypes)
+            ridge = peak * 1e12 / bandwidth
+            start = 10.0**x_low
+            dash = "" if index == 0 else ' stroke-dasharray="4 3"'
+            parts.append(
+                f'<polyline class="roof" points="{x(start):.1f},{y(max(start * bandwidth / 1e12, 10.0**y_low)):.1f} '
+                f'{x(ridge):.1f},{y(peak):.1f} {right:.1f},{y(peak):.1f}" fill="none" stroke="#333333"{dash}>'
+                f"<title>{_text(dtype)} roof: {peak:g} TFLOP/s, ridge at {ridge:,.0f} FLOP/byte</title></polyline>"
+            )
+            if y(peak) - labelled_at >= 13:  # a roof too close above the last labelled one keeps its title only
+                parts.append(f'<text x="{right + 4}" y="{y(peak) + 4:.1f}" font-size="11">{_text(dtype)}</text>')
+                labelled_at = y(peak)
+    families = sorted({p[4] for p in shown})
+    largest = max((p[3] for p in shown), default=1.0) or 1.0
+    for label, intensity, tflops, time_us, family in shown:
+        colour = PALETTE[families.index(family) % len(PALETTE)]
+        radius = 2.5 + 7 * math.sqrt(time_us / largest)
+        parts.append(
+            f'<circle class="op" cx="{x(intensity):.1f}" cy="{y(tflops):.1f}" r="{radius:.1f}" fill="{colour}" '
+            f'fill-opacity="0.7"><title>{_text(label)}: {tflops:,.3g} TFLOP/s at {intensity:,.3g} FLOP/byte, '
+            f"{_text(duration(time_us))}</title></circle>"
+        )
+    parts.append(
+        f'<text x="{(left + right) / 2}" y="{height - 8}" font-size="12" text-anchor="middle">'
+        "arithmetic intensity (FLOP/byte)</text>"
+        f'<text x="14" y="{(top + bottom) / 2}" font-size="12" text-anchor="middle" '
+        f'transform="rotate(-90 14 {(top + bottom) / 2})">TFLOP/s</text>'
+    )
+    legend = "".join(
+        f'<li><span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}"></span>{_text(family)}</li>'
+        for i, family in enumerate(families)
+    )
+    return figure(name, caption, _svg(height, caption, "".join(parts)), f'<ul class="legend">{legend}</ul>')

@@ -29,7 +29,7 @@ from perftool.trace.model import Counters, Phase, Trace, Track
 _SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
 
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
-_PART_ARRAYS = ("ts", "dur", "signature", "untimed", "flow_events", "flow_ids", "args_events")
+_PART_ARRAYS = ("ts", "dur", "signature", "untimed", "flow_events", "flow_ids", "args_events", "args_refs")
 _PHASE_CODES = {
     "X": Phase.COMPLETE,
     "B": BEGIN,
@@ -120,6 +120,7 @@ class Part:
     flow_ids: np.ndarray  # int64: the ids; string ids as -2 - index into ``flow_keys``
     flow_keys: list[str]
     args_events: np.ndarray  # positions of the events whose args are kept
+    args_refs: np.ndarray  # int32 per such event: its args' index into ``kept_args`` (equal inputs share one)
     kept_args: list[bytes]
     metadata_events: list[tuple[int | str, int | str, str, bytes]]  # pid, tid, name, args
     counter_events: list[tuple[int, float, int, bytes]]  # position, ts, signature, args
@@ -128,17 +129,41 @@ class Part:
 @dataclass(frozen=True)
 class KeepArgs:
     """Which events keep their ``args``: those in ``categories``, and those whose name ``names`` matches
-    (a regular expression; empty for none). Decided once per distinct signature, never per event."""
+    (a regular expression; empty for none). Of these, events whose name ``inputs_only`` matches keep just their
+    recorded inputs (``Input Dims``, ``Input dims``, ``Input type``, ``Concrete Inputs``), written compactly, so
+    calls with the same inputs keep the same bytes. Decided once per distinct signature, never per event."""
 
     categories: frozenset[str] = frozenset()
     names: str = ""
+    inputs_only: str = ""
 
-    def of(self, signatures: list[Signature]) -> np.ndarray:
-        """Per signature: whether its events keep their args."""
+    def of(self, signatures: list[Signature]) -> tuple[np.ndarray, np.ndarray]:
+        """Per signature: whether its events keep their args, and whether they keep just their inputs."""
         named = re.compile(self.names).search if self.names else None
-        return np.array(
-            [s[2] in self.categories or (named is not None and bool(named(s[1]))) for s in signatures], dtype=bool
-        )
+        inputs = re.compile(self.inputs_only).search if self.inputs_only else None
+        keeps = [s[2] in self.categories or (named is not None and bool(named(s[1]))) for s in signatures]
+        reduced = [keep and inputs is not None and bool(inputs(s[1])) for s, keep in zip(signatures, keeps)]
+        return np.array(keeps, dtype=bool), np.array(reduced, dtype=bool)
+
+
+class RecordedInputs(msgspec.Struct, omit_defaults=True):
+    """An op's recorded inputs, as PyTorch's profiler writes them (``record_shapes=True``), left as raw JSON."""
+
+    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    dims_before_1_10: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw(b""))
+    types: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
+    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
+
+
+_READ_INPUTS = msgspec.json.Decoder(RecordedInputs)
+
+
+def _inputs_of(raw: bytes) -> bytes:
+    """The recorded inputs of an event's args, compactly ({} where there are none or the args do not parse)."""
+    try:
+        return msgspec.json.encode(_READ_INPUTS.decode(raw))
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return b"{}"
 
 
 KEEP_NO_ARGS = KeepArgs()  # only instant events keep theirs
@@ -168,13 +193,26 @@ def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
         else:
             counter_events.append((i, float(ts[i]), int(signature[i]), bytes(batch[i].args)))
 
-    keeps_args_of = ((phase_of == Phase.INSTANT) | keep_args.of(distinct)) & ~untimed_of
-    args_events, kept_args = [], []
+    keeps, inputs_only = keep_args.of(distinct)
+    keeps_args_of = ((phase_of == Phase.INSTANT) | keeps) & ~untimed_of
+    args_events: list[int] = []
+    args_refs: list[int] = []
+    kept_args: list[bytes] = []
+    inputs_seen: dict[bytes, int] = {}
     for i in np.flatnonzero(keeps_args_of[signature]).tolist():
         raw = batch[i].args
-        if len(raw):
-            args_events.append(i)
+        if not len(raw):
+            continue
+        args_events.append(i)
+        if inputs_only[signature[i]]:
+            inputs = _inputs_of(raw)
+            ref = inputs_seen.setdefault(inputs, len(kept_args))
+            if ref == len(kept_args):
+                kept_args.append(inputs)
+        else:
+            ref = len(kept_args)
             kept_args.append(bytes(raw))
+        args_refs.append(ref)
 
     flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
     flow_ids, flow_keys = _flow_ids([batch[i].id for i in flow_events.tolist()])
@@ -194,6 +232,7 @@ def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
         flow_ids=flow_ids,
         flow_keys=flow_keys,
         args_events=np.array(args_events, dtype=np.int64),
+        args_refs=np.array(args_refs, dtype=np.int32),
         kept_args=kept_args,
         metadata_events=metadata_events,
         counter_events=counter_events,
@@ -277,6 +316,7 @@ class ColumnBuilder:
             "flow_events": part.flow_events + self.count,
             "flow_ids": flow_ids,
             "args_events": part.args_events + self.count,
+            "args_refs": part.args_refs + len(self.kept_args),
         }
         for key, array in arrays.items():
             self.arrays[key].append(array)
@@ -300,7 +340,7 @@ class ColumnBuilder:
         untimed = merged["untimed"].astype(np.int64, copy=False)
         order = np.delete(np.arange(self.count, dtype=np.int64), untimed)
         flow_ids = merged["flow_ids"].astype(np.int64, copy=False)
-        args_refs = np.arange(len(self.kept_args), dtype=np.int32)
+        args_refs = merged["args_refs"].astype(np.int32, copy=False)
         col: dict[str, np.ndarray] = {
             "ts": merged["ts"].astype(np.float64, copy=False),
             "dur": merged["dur"].astype(np.float64, copy=False),

@@ -142,6 +142,7 @@ class Trace:
     _name_tables: dict[re.Pattern, np.ndarray] = field(default_factory=dict, repr=False)
     _role_masks: dict[frozenset, np.ndarray] = field(default_factory=dict, repr=False)
     _window_masks: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
+    derived: dict[str, Any] = field(default_factory=dict, repr=False)  # what analyses derive once per trace
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])

@@ -1,0 +1,134 @@
+"""The accelerators perftool knows, as data: one YAML file per device in ``specs/``, each figure with its source.
+
+One table serves the roofline (peak FLOP/s per dtype, memory bandwidth) and the emulator's device models (memory,
+peak, links). A trace's device is matched by the name its profiler gives it (``NVIDIA A100-SXM4-80GB``, ``Tesla
+V100-SXM2-16GB``, ``AMD Instinct MI300X VF``); a user's own file (``--device-spec``) has the same fields.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from perftool.yamlfile import read_model
+
+SPECS_DIR = Path(__file__).with_name("specs")
+Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
+DTYPES: tuple[Dtype, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
+SOURCED = ("peak_tflops", "memory_gb", "memory_bandwidth_gbps", "compute_units")  # every file says where these are from
+# ROCm names a CDNA GCD it does not know "AMD Radeon Graphics": its compute units tell the model apart
+_AMD_GENERIC = re.compile(r"AMD Radeon Graphics|^AMD Instinct$")
+
+
+class DeviceSpec(BaseModel):
+    """One accelerator's hardware figures (dense peaks, without sparsity)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str = Field(description="what a config names it by (device_model)")
+    model: str = Field(description="the device in words, for reports")
+    vendor: str = ""
+    family: Literal["gpu", "npu", "hpu", "ipu"]
+    names: str = Field("", description="a regular expression for the names profilers give it (case-insensitive)")
+    memory_gb: float = Field(gt=0)
+    memory_bandwidth_gbps: float = Field(gt=0, description="device memory bandwidth, GB/s")
+    compute_units: int = Field(0, ge=0, description="SMs, CUs, AI cores, tiles")
+    peak_tflops: dict[Dtype, float] = Field(description="dense peak TFLOP/s per dtype the device runs in hardware")
+    interconnect_gbps: float | None = Field(None, ge=0, description="device-to-device link bandwidth, GB/s")
+    host_link_gbps: float = Field(0, ge=0, description="host <-> device copies achieved each way, GB/s")
+    collective_gbps: float = Field(0, ge=0, description="all-reduce bus bandwidth within a server, GB/s")
+    sources: dict[str, str] = Field(default_factory=dict, description="where each figure comes from")
+
+    @field_validator("names")
+    @classmethod
+    def _compiles(cls, names: str) -> str:
+        try:
+            re.compile(names)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        return names
+
+    @field_validator("peak_tflops")
+    @classmethod
+    def _positive(cls, peaks: dict[Dtype, float]) -> dict[Dtype, float]:
+        if not peaks or any(value <= 0 for value in peaks.values()):
+            raise ValueError("give a positive peak for at least one dtype")
+        return peaks
+
+    @model_validator(mode="after")
+    def _sourced(self) -> DeviceSpec:
+        missing = [figure for figure in SOURCED if figure not in self.sources]
+        if missing:
+            raise ValueError(f"sources: say where {', '.join(missing)} come from")
+        return self
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.names, re.IGNORECASE) if self.names else None
+
+    @property
+    def memory_bandwidth(self) -> float:
+        """Bytes/s."""
+        return self.memory_bandwidth_gbps * 1e9
+
+    def peak_flops(self, dtype: str) -> float | None:
+        """FLOP/s the device peaks at in ``dtype``; None where it has no figure for it."""
+        tflops = self.peak_tflops.get(dtype)  # type: ignore[call-overload]
+        return None if tflops is None else tflops * 1e12
+
+    @property
+    def training_peak_tflops(self) -> float:
+        """The peak a training step's matrix maths aims at: fp16/bf16 where the device has it."""
+        return max(self.peak_tflops.get("bf16", 0), self.peak_tflops.get("fp16", 0)) or max(self.peak_tflops.values())
+
+
+def emulated(spec: DeviceSpec) -> dict[str, Any]:
+    """The emulator's hardware figures of a device (the fields of its device profile they replace)."""
+    return {
+        "model": spec.model,
+        "memory_bytes": spec.memory_gb * 1e9,
+        "peak_tflops": spec.training_peak_tflops,
+        "memory_bandwidth": spec.memory_bandwidth,
+        "h2d_bandwidth": spec.host_link_gbps * 1e9,
+        "d2h_bandwidth": spec.host_link_gbps * 1e9,
+        "collective_bandwidth": spec.collective_gbps * 1e9,
+    }
+
+
+def load_spec(path: str | Path) -> DeviceSpec:
+    """A device file (bundled or the user's); errors name the file and the line of the field."""
+    spec, _ = read_model(path, "device spec", DeviceSpec, "a device spec must be a mapping of its figures")
+    return spec
+
+
+SPECS: tuple[DeviceSpec, ...] = tuple(load_spec(path) for path in sorted(SPECS_DIR.glob("*.yaml")))
+BY_KEY: dict[str, DeviceSpec] = {spec.key: spec for spec in SPECS}
+
+
+def identify(properties: Mapping[str, Any], family: str | None = None) -> DeviceSpec | None:
+    """The device a trace's properties (Kineto's ``deviceProperties`` entry: ``name``, ``numSms``,
+    ``totalGlobalMem``) describe, within ``family`` when given; None when none matches.
+
+    Of several names that match, the longest match wins (``V100-SXM2-32GB`` over ``V100``) unless the memory
+    size says otherwise; a generic AMD name is told apart by its compute units."""
+    name = str(properties.get("name") or "")
+    candidates = [s for s in SPECS if family is None or s.family == family]
+    matched = {s.key: m.end() - m.start() for s in candidates if name and s.pattern and (m := s.pattern.search(name))}
+    if not matched and _AMD_GENERIC.search(name):
+        units = properties.get("numSms")
+        matched = {s.key: 0 for s in candidates if s.vendor == "AMD" and s.compute_units == units}
+    if not matched:
+        return None
+    memory = properties.get("totalGlobalMem")
+    sized = isinstance(memory, int | float) and memory > 0
+    return BY_KEY[
+        min(
+            matched,
+            key=lambda key: (abs(BY_KEY[key].memory_gb * 1e9 - memory) if sized else 0, -matched[key]),  # type: ignore[operator]
+        )
+    ]

@@ -1,0 +1,68 @@
+"""What ``perftool info`` shows of the roofline, as plain rows: the text, markdown and HTML formats each lay these
+out their own way, so the three say the same things."""
+
+from __future__ import annotations
+
+from perftool.roofline.figures import Roofline
+from perftool.units import duration, flop_count, number, percent
+
+TITLE = "Roofline (steady state)"
+OPS_LISTED = 10  # ops below the roofline in the tables for people; JSON lists every op
+OP_HEADERS = ("op", "shapes", "dtype", "calls", "time", "TFLOP/s", "GB/s", "of roofline", "bound", "lost")
+OP_NUMBERS = (3, 4, 5, 6, 7, 9)  # the columns of figures, aligned right
+
+
+def summary_rows(roof: Roofline, unit: str) -> list[tuple[str, str]]:
+    """(what, figures): the device's peaks, MFU, the modelled share of device time and the time lost."""
+    spec = roof.spec
+    rows = []
+    if spec is not None:
+        peaks = " · ".join(f"{dtype} {number(tflops)}" for dtype, tflops in spec.peak_tflops.items())
+        rows.append(
+            ("device", f"{spec.model}: peak TFLOP/s {peaks} · memory {number(spec.memory_bandwidth_gbps)} GB/s"),
+        )
+    else:
+        rows.append(("device", f"{roof.device}: not known to perftool (no peaks)"))
+    share = roof.modelled_share
+    partial = share is not None and share < 0.995
+    if roof.flops > 0:
+        per_step = f"{flop_count(roof.flops_per_step)} a step · " if roof.flops_per_step else ""
+        achieved = f"{number(roof.achieved_tflops)} TFLOP/s achieved over the window"
+        rows.append(("model FLOPs", per_step + achieved))
+    if roof.mfu is not None:
+        bound = "≥ " if partial else ""
+        rows.append(
+            ("MFU", f"{bound}{number(roof.mfu * 100)}% of the {roof.dtype} peak ({number(roof.peak_tflops)} TFLOP/s)"),
+        )
+    if share is not None and roof.device_us > 0:
+        rows.append((
+            "modelled",
+            f"{percent(share)} of device compute time ({duration(roof.modelled_us, unit)} of "
+            f"{duration(roof.device_us, unit)}) ran in ops with shapes and a model",
+        ))  # fmt: skip
+    if roof.lost_us is not None and roof.window_us > 0:
+        rows.append((
+            "below the roofline",
+            f"{duration(roof.lost_us, unit)} of device time beyond the roofline "
+            f"({percent(roof.lost_us / roof.window_us)} of the window)",
+        ))  # fmt: skip
+    return rows
+
+
+def op_rows(roof: Roofline, unit: str, listed: int = OPS_LISTED) -> list[tuple[str, ...]]:
+    """Per op, shapes and dtype, the most time lost first: the cells of :data:`OP_HEADERS`."""
+    return [
+        (
+            op.name,
+            op.shapes or "—",
+            op.dtype,
+            f"{op.calls:,}",
+            duration(op.device_us, unit),
+            number(op.achieved_tflops),
+            number(op.achieved_gbps),
+            percent(op.of_roofline) if op.of_roofline is not None else "—",
+            op.bound or "—",
+            duration(op.lost_us, unit) if op.lost_us is not None else "—",
+        )
+        for op in roof.ops[:listed]
+    ]

@@ -1,0 +1,252 @@
+"""How far from the hardware: each modelled op's achieved FLOP/s and bytes/s against its device's roofline, and
+the steady step's model FLOPs utilisation (MFU).
+
+An op's roofline time is the longer of its FLOPs at the device's peak for its dtype and its bytes at the device's
+memory bandwidth; below that line it loses the difference. MFU is the modelled ops' FLOPs over the window's time
+at the peak of the dtype that carries most of them: ops without a model add FLOPs the figure leaves out, so it is a
+lower bound whenever the modelled share of device time is under 100%.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perftool import hardware
+from perftool.analysis.family import device_properties
+from perftool.analysis.metrics import Metrics
+from perftool.hardware import DeviceSpec
+from perftool.roofline.calls import Calls, op_calls
+from perftool.roofline.families import ASSUMED, Work
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+MATRIX_FAMILIES = ("gemm", "conv", "attention")
+CAPTURE_ADVICE = (
+    "capture with torch.profiler.profile(record_shapes=True, with_flops=True) so ops record their input shapes"
+)
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One op with one set of input shapes and dtype, over the window: what it computed, how fast, how far below
+    the roofline. Figures that need the device's peaks are None on an unknown device."""
+
+    name: str
+    family: str
+    shapes: str
+    dtype: str
+    calls: int
+    flops: float
+    bytes: float
+    device_us: float
+    achieved_tflops: float | None
+    achieved_gbps: float | None
+    intensity: float  # FLOPs per byte
+    bound: str  # "compute" or "memory" by the roofline; "" without the device's figures
+    roofline_us: float | None  # the time at the roofline
+    of_roofline: float | None  # roofline time / device time: 1 is on the line
+    lost_us: float | None  # device time beyond the roofline time
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    family: str
+    calls: int
+    flops: float
+    bytes: float
+    device_us: float
+    achieved_tflops: float | None
+    lost_us: float | None
+
+
+@dataclass
+class Roofline:
+    """The roofline of one trace's steady window (see the module's docstring)."""
+
+    device: str  # as the trace names it
+    spec: DeviceSpec | None  # the device's figures; None when perftool does not know it
+    window_us: float
+    steps: int
+    flops: float  # the modelled ops' FLOPs in the window
+    dtype: str  # the dtype MFU is measured against
+    peak_tflops: float | None
+    mfu: float | None
+    achieved_tflops: float | None
+    device_us: float  # device compute time in the window
+    modelled_us: float  # ... of kernels launched by modelled ops
+    lost_us: float | None
+    ops: list[OpRow] = field(default_factory=list)  # the most time lost (or device time) first
+    families: list[FamilyRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what limits these figures, and what would lift it
+
+    @property
+    def modelled_share(self) -> float | None:
+        return self.modelled_us / self.device_us if self.device_us > 0 else None
+
+    @property
+    def flops_per_step(self) -> float | None:
+        return self.flops / self.steps if self.steps else None
+
+    def to_pandas(self) -> Any:
+        """The op table as a DataFrame, a row per op, shapes and dtype (needs pandas)."""
+        import pandas as pd
+
+        return pd.DataFrame([asdict(op) for op in self.ops], columns=list(OpRow.__dataclass_fields__))
+
+
+def device_spec(trace: Trace) -> DeviceSpec | None:
+    """The device the trace's busiest device track ran on, from the device table; None when unknown."""
+    return hardware.identify(device_properties(trace))
+
+
+def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None) -> Roofline:
+    """The roofline of ``trace``'s window; ``spec`` replaces the device the trace names (``--device-spec``)."""
+    spec = spec if spec is not None else device_spec(trace)
+    lo = metrics.values["window.start_us"]
+    window_us = metrics.values["window.duration_us"]
+    calls = op_calls(trace, (lo, lo + window_us))
+    kernels = np.flatnonzero(
+        (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+        & (trace.ts >= lo) & (trace.ts < lo + window_us)
+    )  # fmt: skip
+    ops = _op_rows(calls, spec)
+    flops = float(sum(op.flops for op in ops))
+    dtype = _main_dtype(ops)
+    peak = spec.peak_flops(dtype) if spec and dtype else None
+    seconds = window_us / 1e6
+    modelled = np.array([kind.work is not None for kind in calls.kinds], dtype=bool)
+    return Roofline(
+        device=metrics.device,
+        spec=spec,
+        window_us=window_us,
+        steps=int(metrics.values["steps.steady"]),
+        flops=flops,
+        dtype=dtype,
+        peak_tflops=peak / 1e12 if peak else None,
+        mfu=flops / seconds / peak if peak and seconds > 0 and flops > 0 else None,
+        achieved_tflops=flops / seconds / 1e12 if seconds > 0 and flops > 0 else None,
+        device_us=float(trace.dur[kernels].sum()),
+        modelled_us=float(calls.device_us[modelled[calls.kind]].sum()) if calls.kinds else 0.0,
+        lost_us=_total([op.lost_us for op in ops]) if spec and ops else None,
+        ops=ops,
+        families=_family_rows(ops),
+        notes=_notes(calls, spec, metrics.device, ops),
+    )
+
+
+def _total(values: list[float | None]) -> float | None:
+    """The sum, or None where any is unknown."""
+    return None if any(v is None for v in values) else float(sum(v for v in values if v is not None))
+
+
+def _op_rows(calls: Calls, spec: DeviceSpec | None) -> list[OpRow]:
+    """The calls added up per op, shapes and dtype (an fp32 GEMM whose kernels run TF32 is judged as TF32)."""
+    variant = calls.kind * 2 + calls.tf32
+    counted = calls.device_us > 0
+    size = 2 * len(calls.kinds)
+    number = np.bincount(variant[counted], minlength=size)
+    device_us = np.bincount(variant[counted], weights=calls.device_us[counted], minlength=size)
+    groups: dict[tuple[str, str, str, str], list[int]] = defaultdict(list)
+    for v in np.flatnonzero(number).tolist():
+        kind = calls.kinds[v // 2]
+        if kind.work is not None:
+            groups[kind.name, kind.work.family, kind.shapes, _dtype(kind.work, bool(v % 2))].append(v)
+    rows = []
+    for (name, family, shapes, dtype), variants in groups.items():
+        works = [(calls.kinds[v // 2].work, int(number[v])) for v in variants]
+        flops = float(sum(w.flops * n for w, n in works if w))
+        moved = float(sum(w.bytes * n for w, n in works if w))
+        time_us = float(device_us[variants].sum())
+        roof = _roofline_us(spec, family, dtype, flops, moved)
+        peak = spec.peak_flops(dtype) if spec else None
+        rows.append(
+            OpRow(
+                name=name,
+                family=family,
+                shapes=shapes,
+                dtype=dtype,
+                calls=sum(n for _, n in works),
+                flops=flops,
+                bytes=moved,
+                device_us=time_us,
+                achieved_tflops=flops / time_us / 1e6,
+                achieved_gbps=moved / time_us / 1e3,
+                intensity=flops / moved if moved else 0.0,
+                bound=("compute" if peak and flops / peak >= moved / spec.memory_bandwidth else "memory")
+                if spec and roof is not None
+                else "",
+                roofline_us=roof,
+                of_roofline=roof / time_us if roof is not None else None,
+                lost_us=max(time_us - roof, 0.0) if roof is not None else None,
+            )
+        )
+    return sorted(rows, key=lambda r: (-(r.lost_us or 0.0), -r.device_us, r.name))
+
+
+def _dtype(found: Work, tf32: bool) -> str:
+    return "tf32" if tf32 and found.dtype == "fp32" and found.family in MATRIX_FAMILIES else found.dtype
+
+
+def _roofline_us(spec: DeviceSpec | None, family: str, dtype: str, flops: float, moved: float) -> float | None:
+    """The time at the roofline: the longer of the FLOPs at the dtype's peak and the bytes at the memory's
+    bandwidth. Pointwise maths in a dtype without a published peak meets memory's roof only; a GEMM has none."""
+    if spec is None:
+        return None
+    peak = spec.peak_flops(dtype)
+    if peak is None and family in MATRIX_FAMILIES:
+        return None
+    return max(flops / peak if peak else 0.0, moved / spec.memory_bandwidth) * 1e6
+
+
+def _main_dtype(ops: list[OpRow]) -> str:
+    """The dtype of most of the matrix FLOPs (of all FLOPs where there are none)."""
+    by_dtype: dict[str, float] = defaultdict(float)
+    for op in ops:
+        if op.family in MATRIX_FAMILIES:
+            by_dtype[op.dtype] += op.flops
+    if not by_dtype:
+        for op in ops:
+            by_dtype[op.dtype] += op.flops
+    return max(by_dtype, key=by_dtype.__getitem__) if by_dtype else ""
+
+
+def _family_rows(ops: list[OpRow]) -> list[FamilyRow]:
+    groups: dict[str, list[OpRow]] = defaultdict(list)
+    for op in ops:
+        groups[op.family].append(op)
+    rows = [
+        FamilyRow(
+            family=family,
+            calls=sum(op.calls for op in members),
+            flops=sum(op.flops for op in members),
+            bytes=sum(op.bytes for op in members),
+            device_us=sum(op.device_us for op in members),
+            achieved_tflops=sum(op.flops for op in members) / sum(op.device_us for op in members) / 1e6,
+            lost_us=_total([op.lost_us for op in members]),
+        )
+        for family, members in groups.items()
+    ]
+    return sorted(rows, key=lambda r: -r.device_us)
+
+
+def _notes(calls: Calls, spec: DeviceSpec | None, device: str, ops: list[OpRow]) -> list[str]:
+    notes = []
+    if not calls.rows.size:
+        notes.append("no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) "
+                     "ran on a host thread in the window")  # fmt: skip
+    elif not calls.shapes_recorded:
+        notes.append(f"no op in this trace records its input shapes: {CAPTURE_ADVICE}")
+    elif not calls.launches_linked:
+        notes.append("the trace does not link host launches to device work (no flow events): no op's device time")
+    if spec is None:
+        notes.append(f"device '{device}' is not one perftool knows: no peaks, so no % of peak, MFU or time lost "
+                     "(give its figures with --device-spec FILE)")  # fmt: skip
+    if any(kind.work is not None and not kind.work.dtype_recorded for kind in calls.kinds):
+        notes.append(f"some ops record no element type (PyTorch 1.8, tensor lists): {ASSUMED[0]} assumed for them")
+    missing = sorted({op.dtype for op in ops if op.roofline_us is None})
+    if spec is not None and missing:
+        notes.append(f"{spec.model} has no published peak for {', '.join(missing)}: those GEMMs have no roofline")
+    return notes

@@ -1,0 +1,260 @@
+"""Each op family's FLOPs and bytes, against counts worked out by hand from the shapes (the arithmetic is in each
+case's comment), and ops whose inputs do not say enough are unknown, never guessed."""
+
+from __future__ import annotations
+
+import pytest
+
+from perftool.roofline.families import Inputs, conv_flops, op_key, work
+
+F32, BF16, HALF = "float", "c10::BFloat16", "c10::Half"
+
+
+def inputs(dims, types=(), concrete=()):
+    return Inputs(list(dims), list(types), list(concrete))
+
+
+@pytest.mark.parametrize(
+    "name, given, family, flops, moved, dtype",
+    [
+        # [64,512] x [512,256]: 2*64*512*256 = 16,777,216; (64*512 + 512*256 + 64*256) * 4 B = 720,896 B
+        ("aten::mm", inputs([[64, 512], [512, 256]], [F32, F32]), "gemm", 16_777_216, 720_896, "fp32"),
+        # bias, [1024,1705] x [1705,512] in bf16: 2*1024*1705*512 = 1,787,822,080; (1024*1705 + 1705*512 + 1024*512)*2
+        (
+            "aten::addmm",
+            inputs([[512], [1024, 1705], [1705, 512], [], []], [BF16] * 3),
+            "gemm",
+            1_787_822_080,
+            6_286_336,
+            "bf16",
+        ),  # fmt: skip
+        # 8 x [128,64] x [64,32]: 2*8*128*64*32 = 4,194,304; 8*(128*64 + 64*32 + 128*32) * 2 B = 229,376 B
+        ("aten::bmm", inputs([[8, 128, 64], [8, 64, 32]], [HALF] * 2), "gemm", 4_194_304, 229_376, "fp16"),
+        (
+            "aten::baddbmm",
+            inputs([[8, 128, 32], [8, 128, 64], [8, 64, 32]], [HALF] * 3),
+            "gemm",
+            4_194_304,
+            229_376,
+            "fp16",
+        ),  # fmt: skip
+        # matmul [4,16,32] x [32,8] broadcasts the batch: 2*4*16*32*8 = 32,768; (2048 + 256 + 512) * 4 = 11,264 B
+        ("aten::matmul", inputs([[4, 16, 32], [32, 8]], [F32] * 2), "gemm", 32_768, 11_264, "fp32"),
+        # linear x[2,10,64] w[128,64] b[128]: 2*20*64*128 = 327,680; (1280 + 8192 + 128 + 2560) * 4 = 48,640 B
+        ("aten::linear", inputs([[2, 10, 64], [128, 64], [128]], [F32] * 3), "gemm", 327_680, 48_640, "fp32"),
+        # grouped: 96 rows of K=64, 4 groups of [64,32]: 2*96*64*32 = 393,216; (6144 + 8192 + 3072) * 2 = 34,816 B
+        (
+            "aten::_grouped_mm",
+            inputs([[96, 64], [4, 64, 32], [4]], [BF16, BF16, "int"]),
+            "gemm",
+            393_216,
+            34_816,
+            "bf16",
+        ),  # fmt: skip
+        # ResNet-50's first conv: x[32,3,224,224] w[64,3,7,7] stride 2 pad 3 -> out [32,64,112,112];
+        # 2 * 32 * 112*112 * 64 * 3*7*7 = 7,552,892,928; (4,816,896 + 9,408 + 25,690,112) * 2 B = 61,032,832 B
+        (
+            "aten::convolution",
+            inputs(
+                [[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []],
+                [BF16, BF16],
+                ["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "1"],
+            ),
+            "conv",
+            7_552_892_928,
+            61_032_832,
+            "bf16",
+        ),  # fmt: skip
+        # a transposed conv slides over its input: x[1,16,8,8] w[16,8,4,4] stride 2 pad 1 -> [1,8,16,16];
+        # 2 * 1 * 8*8 * 16 * 8*4*4 = 262,144; (1024 + 2048 + 2048) * 4 = 20,480 B
+        (
+            "aten::conv_transpose2d",
+            inputs(
+                [[1, 16, 8, 8], [16, 8, 4, 4], [], [], [], [], [], []],
+                [F32, F32],
+                ["", "", "", "[2, 2]", "[1, 1]", "[0, 0]", "1", "[1, 1]"],
+            ),
+            "conv",
+            262_144,
+            20_480,
+            "fp32",
+        ),  # fmt: skip
+        # backward of x[8,16,32,32] w[32,16,3,3] -> grad_out[8,32,32,32], input and weight gradients: 2 forwards;
+        # one forward = 2 * 8 * 32*32 * 32 * 16*3*3 = 75,497,472; bytes: read all three, write both gradients:
+        # (262,144 + 131,072 + 4,608 + 131,072 + 4,608) * 4 = 2,134,016
+        (
+            "aten::convolution_backward",
+            inputs([[8, 32, 32, 32], [8, 16, 32, 32], [32, 16, 3, 3]], [F32] * 3, [""] * 10 + ["[True, True, False]"]),
+            "conv",
+            150_994_944,
+            2_134_016,
+            "fp32",
+        ),  # fmt: skip
+        # the first layer's backward needs no input gradient: one forward, and no input gradient written
+        (
+            "aten::convolution_backward",
+            inputs([[8, 32, 32, 32], [8, 16, 32, 32], [32, 16, 3, 3]], [F32] * 3, [""] * 10 + ["[False, True, False]"]),
+            "conv",
+            75_497_472,
+            1_609_728,
+            "fp32",
+        ),  # fmt: skip
+        # PyTorch 1.8's cudnn backward (self, grad_output, weight): no mask recorded, so both gradients
+        (
+            "aten::cudnn_convolution_backward",
+            inputs([[8, 16, 32, 32], [8, 32, 32, 32], [32, 16, 3, 3], [], []]),
+            "conv",
+            150_994_944,
+            2_134_016,
+            "fp32",
+        ),  # fmt: skip
+        # attention q,k,v [2,16,1024,64]: 2*2*16*1024*1024*(64+64) = 8,589,934,592; causal halves it;
+        # (3 * 2,097,152 + 2,097,152) * 2 B = 16,777,216 B
+        (
+            "aten::_scaled_dot_product_flash_attention",
+            inputs([[2, 16, 1024, 64]] * 3 + [[], []], [BF16] * 3, ["", "", "", "0.", "False"]),
+            "attention",
+            8_589_934_592,
+            16_777_216,
+            "bf16",
+        ),  # fmt: skip
+        (
+            "aten::scaled_dot_product_attention",
+            inputs([[2, 16, 1024, 64]] * 3 + [[], [], []], [BF16] * 3, ["", "", "", "", "0.", "True"]),
+            "attention",
+            4_294_967_296,
+            16_777_216,
+            "bf16",
+        ),  # fmt: skip
+        # the flash kernel's own layout is [batch, seq, heads, dim]: the same FLOPs
+        (
+            "aten::_flash_attention_forward",
+            inputs([[2, 1024, 16, 64]] * 3 + [[]] * 6, [BF16] * 3, [""] * 8 + ["False"]),
+            "attention",
+            8_589_934_592,
+            16_777_216,
+            "bf16",
+        ),  # fmt: skip
+        # backward: twice the forward; reads and writes its gradients too
+        (
+            "aten::_scaled_dot_product_flash_attention_backward",
+            inputs([[2, 16, 1024, 64]] * 5, [BF16] * 5, [""] * 11 + ["False"]),
+            "attention",
+            17_179_869_184,
+            33_554_432,
+            "bf16",
+        ),  # fmt: skip
+        # layer norm of [1024,512]: 5 * 524,288 = 2,621,440 FLOPs; read + write 524,288 * 4 B = 4,194,304 B
+        (
+            "aten::native_layer_norm",
+            inputs([[1024, 512], [], [512], [512], []], [F32, "", F32, F32, "Scalar"]),
+            "norm",
+            2_621_440,
+            4_194_304,
+            "fp32",
+        ),  # fmt: skip
+        # its backward: 8 per element, three tensors of it moved: 4,194,304 FLOPs, 6,291,456 B
+        (
+            "aten::native_layer_norm_backward",
+            inputs([[1024, 512], [1024, 512], [], [1024, 1], [1024, 1]], [F32] * 5),
+            "norm",
+            4_194_304,
+            6_291_456,
+            "fp32",
+        ),  # fmt: skip
+        # softmax of [64,512] in fp16: 5 * 32,768 = 163,840 FLOPs; 2 * 32,768 * 2 B = 131,072 B
+        ("aten::_softmax", inputs([[64, 512], [], []], [HALF, "", ""]), "softmax", 163_840, 131_072, "fp16"),
+        (
+            "aten::_softmax_backward_data",
+            inputs([[64, 512], [64, 512], [], []], [HALF, HALF]),
+            "softmax",
+            131_072,
+            196_608,
+            "fp16",
+        ),  # fmt: skip
+        # add [32,1,8] + [4,8] broadcasts to [32,4,8] = 1,024 elements; (256 + 32 + 1,024) * 4 = 5,248 B
+        ("aten::add", inputs([[32, 1, 8], [4, 8], []], [F32, F32, "Scalar"]), "elementwise", 1_024, 5_248, "fp32"),
+        ("aten::relu_", inputs([[32, 64, 112, 112]], [HALF]), "elementwise", 25_690_112, 102_760_448, "fp16"),
+        ("aten::addcmul_", inputs([[1000], [1000], [1000], []], [F32] * 3), "elementwise", 2_000, 16_000, "fp32"),
+        ("aten::copy_", inputs([[256, 256], [256, 256], []], [BF16, F32, ""]), "elementwise", 0, 393_216, "bf16"),
+        # sum of [1024,96]: 98,304 additions, reading 98,304 * 4 B
+        ("aten::sum", inputs([[1024, 96], [], [], []], [F32]), "reduction", 98_304, 393_216, "fp32"),
+        # embedding [50000,768] of [8,128] indices: 1,024 rows read and written * 768 * 4 B, and 1,024 int64 indices
+        (
+            "aten::embedding",
+            inputs([[50000, 768], [8, 128], [], [], []], [F32, "long"]),
+            "embedding",
+            0,
+            6_299_648,
+            "fp32",
+        ),  # fmt: skip
+        # a bag sums its rows: 1,024 indices in 8 bags, 1,024 * 768 additions; reads 1,024 rows, writes 8
+        (
+            "aten::embedding_bag",
+            inputs([[50000, 768], [1024], [8]], [F32, "long", "long"]),
+            "embedding",
+            786_432,
+            3_178_496,
+            "fp32",
+        ),  # fmt: skip
+        # Adam over two tensors of 16,384 + 128 parameters: 13 * 16,512 = 214,656 FLOPs; params, grads and two states
+        # read, three written ((4 + 3) * 16,512 * 4 B = 462,336 B), and the two 0-d step counters read (8 B)
+        (
+            "aten::_fused_adam_",
+            inputs([[[128, 128], [128]]] * 4 + [[], [[], []]], ["TensorList"] * 4),
+            "optimizer",
+            214_656,
+            462_344,
+            "fp32",
+        ),  # fmt: skip
+        (
+            "aten::_foreach_add_",
+            inputs([[[128, 128], [128]], [[128, 128], [128]], []], ["TensorList"] * 2 + ["Scalar"]),
+            "elementwise",
+            16_512,
+            198_144,
+            "fp32",
+        ),  # fmt: skip
+    ],
+)
+def test_each_family_counts_the_flops_and_bytes_worked_out_by_hand(name, given, family, flops, moved, dtype):
+    found = work(name, given)
+    assert found is not None
+    assert (found.family, found.flops, found.bytes, found.dtype) == (family, flops, moved, dtype)
+
+
+def test_the_convolution_count_is_torch_flop_counter_s():
+    """``torch.utils.flop_counter.conv_flop_count``: batch x output positions x Cout x (Cin/groups x kernel) x 2;
+    a depthwise conv (groups = channels) has a weight of [C, 1, k, k]."""
+    assert conv_flops([32, 3, 224, 224], [64, 3, 7, 7], [32, 64, 112, 112]) == 7_552_892_928
+    assert conv_flops([1, 32, 56, 56], [32, 1, 3, 3], [1, 32, 56, 56]) == 2 * 56 * 56 * 32 * 9
+
+
+@pytest.mark.parametrize(
+    "name, given, why",
+    [
+        ("aten::mm", inputs([[64, 512], [256, 128]], [F32, F32]), "inner dimensions differ"),
+        ("aten::mm", inputs([[64, 512]], [F32]), "one input"),
+        ("aten::convolution", inputs([[32, 3, 224, 224], [64, 3, 7, 7]] + [[]] * 7, [F32, F32]), "stride not recorded"),
+        ("aten::add", inputs([[3, 4], [5, 4]], [F32, F32]), "shapes that do not broadcast"),
+        ("aten::scaled_dot_product_attention", inputs([[2, 1024, 64]] * 3, [BF16] * 3), "three dims, not four"),
+        ("fbgemm::split_embedding_codegen_lookup", inputs([[10]], [F32]), "no modelled family"),
+        ("aten::mm", inputs(["x", [512, 256]], [F32, F32]), "a shape of the wrong type"),
+    ],
+)
+def test_an_op_whose_inputs_do_not_say_enough_is_unknown(name, given, why):
+    assert work(name, given) is None, why
+
+
+def test_an_op_without_recorded_types_is_counted_as_fp32_and_says_so():
+    found = work("aten::mm", inputs([[64, 512], [512, 256]]))
+    assert found is not None and found.dtype == "fp32" and not found.dtype_recorded
+    assert work("aten::mm", inputs([[64, 512], [512, 256]], [F32, F32])).dtype_recorded
+
+
+def test_ops_are_named_with_or_without_their_namespace_and_in_place_forms_too():
+    assert op_key("aten::addmm") == op_key("addmm") == "addmm"
+    assert op_key("aten::add_") == "add_" and op_key("aten::_foreach_mul_") == "_foreach_mul_"
+    assert (
+        op_key("aten::linear_backward") is None and op_key("autograd::engine::evaluate_function: MmBackward0") is None
+    )

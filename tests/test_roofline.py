@@ -1,0 +1,180 @@
+"""The roofline from the trace alone: each op's kernels found through its launches, its FLOPs against the device's
+peaks, MFU of the steady window, on the bundled sample and on real captures; the device table as data."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import DATA, REPO, complete, error_line
+
+import perftool
+from perftool import hardware
+from perftool.analysis.metrics import compute_metrics
+from perftool.hardware import BY_KEY, SOURCED, identify
+from perftool.roofline.figures import CAPTURE_ADVICE, roofline
+from perftool.traces import load_trace
+
+REAL = DATA / "real"
+SAMPLE = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+LINEAR_FLOPS = 2 * 64 * 512 * 512  # the sample's aten::linear: x[64,512] · w[512,512]ᵀ
+
+
+def _roofline(path):
+    trace = load_trace(str(path))
+    return roofline(trace, compute_metrics(trace))
+
+
+def test_the_bundled_sample_s_mfu_is_its_gemms_flops_over_the_window_at_the_h100_s_fp32_peak():
+    trace = load_trace(str(SAMPLE))
+    metrics = compute_metrics(trace)
+    roof = roofline(trace, metrics)
+    assert roof.spec is BY_KEY["H100-SXM5-80GB"] and roof.dtype == "fp32" and roof.peak_tflops == 67
+    linear = next(op for op in roof.ops if op.name == "aten::linear")
+    assert linear.family == "gemm" and linear.flops == linear.calls * LINEAR_FLOPS
+    # counted by hand from the JSON: the forward ops that start in the steady window, by their recorded shapes
+    document = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    lo = metrics["window.start_us"]
+    hi = lo + metrics["window.duration_us"]
+    per_call = {"aten::linear": LINEAR_FLOPS, "aten::mm": 2 * 64 * 512 * 512, "aten::add": 64 * 512,
+                "aten::gelu": 64 * 512, "aten::softmax": 5 * 64 * 512, "aten::layer_norm": 5 * 64 * 512}  # fmt: skip
+    by_hand = sum(per_call.get(e["name"], 0) for e in document["traceEvents"] if lo <= e.get("ts", -1) < hi)
+    assert roof.flops == by_hand
+    assert roof.mfu == pytest.approx(by_hand / ((hi - lo) / 1e6) / 67e12)
+    # the backward ops have names no family knows: their device time is not modelled, and the share says so
+    assert 0.4 < roof.modelled_share < 0.6
+    assert sum(op.lost_us for op in roof.ops) == pytest.approx(roof.lost_us)
+
+
+def test_a_kernel_counts_for_the_innermost_op_that_launched_it(write_trace):
+    """aten::linear → aten::addmm → cudaLaunchKernel → kernel: the FLOPs are addmm's, once."""
+    host = {"pid": 1, "tid": 1}
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        complete("ProfilerStep#1", 0, 100, cat="user_annotation", **host),
+        complete("aten::linear", 10, 60, cat="cpu_op", **host,
+                 args={"Input Dims": [[64, 512], [256, 512], [256]], "Input type": ["float"] * 3}),
+        complete("aten::addmm", 12, 50, cat="cpu_op", **host,
+                 args={"Input Dims": [[256], [64, 512], [512, 256], [], []], "Input type": ["float"] * 3}),
+        complete("cudaLaunchKernel", 20, 5, cat="cuda_runtime", **host),
+        {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 21, "cat": "ac2g", "name": "ac2g"},
+        complete("sgemm_kernel", 30, 40, cat="kernel", pid=0, tid=7),
+        {"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 30, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]  # fmt: skip
+    path = write_trace({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}]})
+    roof = _roofline(path)
+    (op,) = roof.ops
+    assert (op.name, op.calls, op.flops, op.device_us) == ("aten::addmm", 1, 2 * 64 * 512 * 256, 40)
+    # at A100's 19.5 TFLOP/s fp32, 16.8 MFLOP take 0.86 µs; its bytes at 2,039 GB/s 0.36 µs: compute-bound
+    assert op.bound == "compute" and op.roofline_us == pytest.approx(2 * 64 * 512 * 256 / 19.5e12 * 1e6)
+    assert op.lost_us == pytest.approx(40 - op.roofline_us) and roof.modelled_share == 1.0
+
+
+@pytest.mark.parametrize(
+    "name, device, mfu, expected_op",
+    [
+        ("ddp_v100_rank1", "V100-SXM2-16GB", True, ("aten::addmm", "512, 1024x1705, 1705x512")),
+        ("rocm_mi250_minitoy", "MI250-GCD", True, ("aten::addmm", "128, 5x128, 128x128")),
+        ("resnet50_pt18_workers0", None, False, ("aten::cudnn_convolution_backward", "32x256x14x14, 32x1024x14x14")),
+    ],
+)
+def test_real_captures_with_shapes_get_their_ops_flops_and_mfu_where_the_device_is_known(
+    name, device, mfu, expected_op
+):
+    roof = _roofline(REAL / f"{name}.json.gz")
+    assert (roof.spec.key if roof.spec else None) == device
+    assert (roof.mfu is not None) == mfu and roof.flops > 0 and roof.modelled_share > 0
+    assert any(op.name == expected_op[0] and op.shapes.startswith(expected_op[1]) for op in roof.ops)
+    if device is None:  # PyTorch 1.8 names no device: no percentages, and it says how to give one
+        assert roof.lost_us is None and any("--device-spec" in note for note in roof.notes)
+        assert any("no element type" in note for note in roof.notes)  # nor types: fp32 assumed, said so
+
+
+def test_a_v100_addmm_is_counted_from_its_recorded_shapes():
+    """ddp_v100_rank1: aten::addmm(bias[512], x[1024,1705], w[1705,512]) in fp32, 2 * 1024 * 1705 * 512 each."""
+    roof = _roofline(REAL / "ddp_v100_rank1.json.gz")
+    row = next(op for op in roof.ops if op.name == "aten::addmm" and op.shapes.startswith("512, 1024x1705"))
+    assert row.flops == row.calls * 2 * 1024 * 1705 * 512 and row.dtype == "fp32"
+    assert row.achieved_tflops < 15.7  # under the V100's fp32 peak
+
+
+def test_a_trace_without_shapes_says_what_to_capture():
+    roof = _roofline(REAL / "nccl_a100_rank.json.gz")
+    assert roof.flops == 0 and roof.mfu is None and not roof.ops
+    assert any(CAPTURE_ADVICE in note for note in roof.notes)
+
+
+def test_info_shows_mfu_and_the_ops_furthest_below_the_roofline(run):
+    result = run("info", SAMPLE)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "Roofline (steady state)" in text and "MFU │ ≥ 0.2357% of the fp32 peak (67 TFLOP/s)" in text
+    assert "Ops furthest below the roofline" in text and "aten::linear" in text
+    quiet = run("info", REAL / "nccl_a100_rank.json.gz")
+    assert "record_shapes=True, with_flops=True" in " ".join(quiet.stdout.split())
+
+
+def test_info_json_markdown_and_html_carry_the_roofline(run, tmp_path):
+    document = json.loads(run("info", SAMPLE, "--format", "json").stdout)
+    roof = document["roofline"]
+    assert roof["device_spec"] == "H100-SXM5-80GB" and roof["mfu"] > 0 and roof["peak_tflops"]["bf16"] == 989.5
+    assert {op["family"] for op in roof["ops"]} == {"gemm", "softmax", "norm", "elementwise"}
+    assert all(op["lost_us"] >= 0 and op["of_roofline"] <= 1 for op in roof["ops"])
+    markdown = run("info", SAMPLE, "--format", "markdown").stdout
+    assert "## Roofline (steady state)" in markdown and "| aten::linear |" in markdown
+    html = run("info", SAMPLE, "--format", "html").stdout
+    assert 'data-chart="roofline"' in html and html.count('class="op"') == len(roof["ops"])
+    assert 'class="roof"' in html  # the device's roofs are drawn
+
+
+def test_a_device_spec_file_gives_an_unknown_device_its_roofline(run, tmp_path):
+    spec = tmp_path / "v100.yaml"
+    spec.write_text((REPO / "perftool" / "hardware" / "specs" / "v100-sxm2-16gb.yaml").read_text())
+    document = json.loads(run("info", REAL / "resnet50_pt18_workers0.json.gz", "--format", "json",
+                              "--device-spec", spec).stdout)  # fmt: skip
+    assert document["roofline"]["device_spec"] == "V100-SXM2-16GB" and 0 < document["roofline"]["mfu"] < 1
+    spec.write_text("key: X\nmodel: X\nfamily: gpu\nmemory_gb: 1\nmemory_bandwidth_gbps: 1\npeak_tflops: {fp32: 1}\n")
+    error_line(run("info", SAMPLE, "--device-spec", spec), str(spec), "sources")
+    spec.write_text("key: X\nmodel: X\nfamily: gpu\nmemory_gb: -1\n")
+    error_line(run("info", SAMPLE, "--device-spec", spec), str(spec), "memory_gb")
+
+
+def test_the_python_api_gives_the_op_table_as_a_dataframe():
+    roof = perftool.roofline(SAMPLE)
+    table = roof.to_pandas()
+    assert list(table.columns[:4]) == ["name", "family", "shapes", "dtype"] and len(table) == len(roof.ops)
+    assert table["flops"].sum() == roof.flops
+
+
+def test_modelled_ops_keep_only_their_inputs_and_equal_inputs_share_them():
+    trace = load_trace(str(SAMPLE))
+    rows = [i for i, n in enumerate(trace.name.tolist()) if trace.names[n] == "aten::linear"]
+    assert trace.args(rows[0]) == {"Input Dims": [[64, 512], [512, 512], [512]], "Input type": ["float"] * 3}
+    assert len({int(trace.args_ref[r]) for r in rows}) < len(rows) / 10
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"),
+        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"),
+        ("AMD Instinct MI300X VF", "MI300X"),
+        ("AMD Instinct MI325X", "MI325X"),
+        ("NVIDIA H800", "H800-SXM5-80GB"),
+        ("NVIDIA H200", "H200-141GB"),
+        ("NVIDIA B200", "B200"),
+        ("Ascend910B2", "Ascend-910B"),
+        ("Gaudi 3", "Gaudi3"),
+    ],
+)
+def test_devices_are_matched_as_traces_spell_them(name, key):
+    assert identify({"name": name}).key == key
+
+
+def test_every_device_file_says_where_its_figures_come_from_and_covers_the_families():
+    for spec in hardware.SPECS:
+        assert set(SOURCED) <= set(spec.sources), spec.key
+        assert spec.interconnect_gbps is None or "interconnect_gbps" in spec.sources, spec.key
+    assert {spec.family for spec in hardware.SPECS} == {"gpu", "npu", "hpu", "ipu"}
+    assert {spec.vendor for spec in hardware.SPECS} >= {"NVIDIA", "AMD", "Huawei", "Intel", "Graphcore"}
