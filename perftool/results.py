@@ -96,6 +96,8 @@ class RooflineOp(_Part):
 
 
 class RooflineFamily(_Part):
+    """The ops of one family over the steady window."""
+
     family: str
     calls: int
     flops: float

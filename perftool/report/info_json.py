@@ -74,8 +74,8 @@ def roofline_document(roof: Roofline) -> dict[str, Any]:
         "modelled_us": roof.modelled_us,
         "modelled_share": roof.modelled_share,
         "lost_us": roof.lost_us,
-        "ops": [asdict(op) for op in roof.ops],
-        "families": [asdict(family) for family in roof.families],
+        "ops": [op.model_dump() for op in roof.ops],
+        "families": [family.model_dump() for family in roof.families],
         "notes": roof.notes,
     }
 

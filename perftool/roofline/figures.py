@@ -10,7 +10,7 @@ lower bound whenever the modelled share of device time is under 100%.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ from perftool import hardware
 from perftool.analysis.family import device_properties
 from perftool.analysis.metrics import Metrics
 from perftool.hardware import DeviceSpec
+from perftool.results import RooflineFamily, RooflineOp
 from perftool.roofline.calls import Calls, op_calls
 from perftool.roofline.families import ASSUMED, Work
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -27,39 +28,6 @@ MATRIX_FAMILIES = ("gemm", "conv", "attention")
 CAPTURE_ADVICE = (
     "capture with torch.profiler.profile(record_shapes=True, with_flops=True) so ops record their input shapes"
 )
-
-
-@dataclass(frozen=True)
-class OpRow:
-    """One op with one set of input shapes and dtype, over the window: what it computed, how fast, how far below
-    the roofline. Figures that need the device's peaks are None on an unknown device."""
-
-    name: str
-    family: str
-    shapes: str
-    dtype: str
-    calls: int
-    flops: float
-    bytes: float
-    device_us: float
-    achieved_tflops: float | None
-    achieved_gbps: float | None
-    intensity: float  # FLOPs per byte
-    bound: str  # "compute" or "memory" by the roofline; "" without the device's figures
-    roofline_us: float | None  # the time at the roofline
-    of_roofline: float | None  # roofline time / device time: 1 is on the line
-    lost_us: float | None  # device time beyond the roofline time
-
-
-@dataclass(frozen=True)
-class FamilyRow:
-    family: str
-    calls: int
-    flops: float
-    bytes: float
-    device_us: float
-    achieved_tflops: float | None
-    lost_us: float | None
 
 
 @dataclass
@@ -78,8 +46,8 @@ class Roofline:
     device_us: float  # device compute time in the window
     modelled_us: float  # ... of kernels launched by modelled ops
     lost_us: float | None
-    ops: list[OpRow] = field(default_factory=list)  # the most time lost (or device time) first
-    families: list[FamilyRow] = field(default_factory=list)
+    ops: list[RooflineOp] = field(default_factory=list)  # the most time lost (or device time) first
+    families: list[RooflineFamily] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what limits these figures, and what would lift it
 
     @property
@@ -94,7 +62,7 @@ class Roofline:
         """The op table as a DataFrame, a row per op, shapes and dtype (needs pandas)."""
         import pandas as pd
 
-        return pd.DataFrame([asdict(op) for op in self.ops], columns=list(OpRow.__dataclass_fields__))
+        return pd.DataFrame([op.model_dump() for op in self.ops], columns=list(RooflineOp.model_fields))
 
 
 def device_spec(trace: Trace) -> DeviceSpec | None:
@@ -142,7 +110,7 @@ def _total(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else float(sum(v for v in values if v is not None))
 
 
-def _op_rows(calls: Calls, spec: DeviceSpec | None) -> list[OpRow]:
+def _op_rows(calls: Calls, spec: DeviceSpec | None) -> list[RooflineOp]:
     """The calls added up per op, shapes and dtype (an fp32 GEMM whose kernels run TF32 is judged as TF32)."""
     variant = calls.kind * 2 + calls.tf32
     counted = calls.device_us > 0
@@ -163,7 +131,7 @@ def _op_rows(calls: Calls, spec: DeviceSpec | None) -> list[OpRow]:
         roof = _roofline_us(spec, family, dtype, flops, moved)
         peak = spec.peak_flops(dtype) if spec else None
         rows.append(
-            OpRow(
+            RooflineOp(
                 name=name,
                 family=family,
                 shapes=shapes,
@@ -201,7 +169,7 @@ def _roofline_us(spec: DeviceSpec | None, family: str, dtype: str, flops: float,
     return max(flops / peak if peak else 0.0, moved / spec.memory_bandwidth) * 1e6
 
 
-def _main_dtype(ops: list[OpRow]) -> str:
+def _main_dtype(ops: list[RooflineOp]) -> str:
     """The dtype of most of the matrix FLOPs (of all FLOPs where there are none)."""
     by_dtype: dict[str, float] = defaultdict(float)
     for op in ops:
@@ -213,12 +181,12 @@ def _main_dtype(ops: list[OpRow]) -> str:
     return max(by_dtype, key=by_dtype.__getitem__) if by_dtype else ""
 
 
-def _family_rows(ops: list[OpRow]) -> list[FamilyRow]:
-    groups: dict[str, list[OpRow]] = defaultdict(list)
+def _family_rows(ops: list[RooflineOp]) -> list[RooflineFamily]:
+    groups: dict[str, list[RooflineOp]] = defaultdict(list)
     for op in ops:
         groups[op.family].append(op)
     rows = [
-        FamilyRow(
+        RooflineFamily(
             family=family,
             calls=sum(op.calls for op in members),
             flops=sum(op.flops for op in members),
@@ -232,7 +200,7 @@ def _family_rows(ops: list[OpRow]) -> list[FamilyRow]:
     return sorted(rows, key=lambda r: -r.device_us)
 
 
-def _notes(calls: Calls, spec: DeviceSpec | None, device: str, ops: list[OpRow]) -> list[str]:
+def _notes(calls: Calls, spec: DeviceSpec | None, device: str, ops: list[RooflineOp]) -> list[str]:
     notes = []
     if not calls.rows.size:
         notes.append("no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) "
