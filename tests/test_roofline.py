@@ -14,6 +14,7 @@ from perftool import hardware
 from perftool.analysis.metrics import compute_metrics
 from perftool.hardware import BY_KEY, SOURCED, identify
 from perftool.roofline.figures import CAPTURE_ADVICE, roofline
+from perftool.trace.columns import KeepArgs
 from perftool.traces import load_trace
 
 REAL = DATA / "real"
@@ -178,3 +179,37 @@ def test_every_device_file_says_where_its_figures_come_from_and_covers_the_famil
         assert spec.interconnect_gbps is None or "interconnect_gbps" in spec.sources, spec.key
     assert {spec.family for spec in hardware.SPECS} == {"gpu", "npu", "hpu", "ipu"}
     assert {spec.vendor for spec in hardware.SPECS} >= {"NVIDIA", "AMD", "Huawei", "Intel", "Graphcore"}
+
+
+def test_an_event_kept_for_its_category_keeps_all_its_args_even_with_an_op_s_name():
+    """A dialect that reads its events' args (msprof's device tasks, by category) gets them whole, though a task
+    be named like an ATen op; a host op kept for its name keeps just its inputs."""
+    keep = KeepArgs(frozenset({"task"}), "^add$", "^add$")
+    kept, inputs_only = keep.of([("X", "add", "task", 1, 1), ("X", "add", "cpu_op", 1, 1), ("X", "mul", "x", 1, 1)])
+    assert kept.tolist() == [True, True, False] and inputs_only.tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize(
+    "args, counted",
+    [
+        ({"Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"]}, 1),  # the control: well formed
+        ({"Input Dims": "not a list"}, 0),
+        ({"Input Dims": [["a", "b"], [2, 2]], "Input type": ["float", "float"]}, 0),
+        ({"Input Dims": [[-4, 2], [2, 2]], "Input type": [3, None]}, 0),
+        ({"Input Dims": [[10**30, 2], [2, 10**30]]}, 0),
+        ([1, 2, 3], 0),
+    ],
+)
+def test_malformed_recorded_inputs_leave_the_op_unknown_and_info_still_answers(write_trace, run, args, counted):
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        complete("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        complete("aten::mm", 10, 50, cat="cpu_op", args=args),
+        complete("cudaLaunchKernel", 20, 5, cat="cuda_runtime"),
+        {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 21, "cat": "ac2g", "name": "ac2g"},
+        complete("gemm_kernel", 30, 40, cat="kernel", pid=0, tid=7),
+        {"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 30, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]
+    result = run("info", write_trace({"traceEvents": events}), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["roofline"]["ops"]) == counted

@@ -92,9 +92,9 @@ def _roofline(roof: Roofline, unit: str) -> Group:
         ops = Table(title="Ops furthest below the roofline", title_justify="left")
         columns: list[tuple[str, JustifyMethod]] = [
             (header, "right" if i in roofline_rows.OP_NUMBERS else "left")
-            for i, header in enumerate(roofline_rows.OP_HEADERS[1:], 1)
-        ]
-        named = [(cut(shown(name)), *cells) for name, *cells in rows]
-        parts.append(NamesAndFigures(ops, "op", columns, named, spare=("shapes", "bound", "calls", "GB/s")))
-    parts += [Text(f"note: {note}", style="yellow") for note in roof.notes]
+            for i, header in enumerate(roofline_rows.OP_HEADERS[2:], 2)
+        ]  # the shapes follow the op's name, so a narrow terminal cuts them before it drops a figure
+        named = [(cut(shown(f"{name} {shapes}")), *cells) for name, shapes, *cells in rows]
+        parts.append(NamesAndFigures(ops, "op (shapes)", columns, named, spare=("bound", "calls", "GB/s")))
+    parts += [shown(f"note: {note}", "yellow") for note in roof.notes]
     return Group(*parts)

@@ -57,6 +57,18 @@ class Work:
     dtype_recorded: bool = True
 
 
+MAX_ELEMENTS = 2**63  # no tensor holds more: a recorded shape beyond it is not one
+
+
+def _is_shape(value: Any) -> bool:
+    """Whether ``value`` is a tensor's shape: sizes that are whole, not negative, and multiply to a real tensor."""
+    return (
+        isinstance(value, list)
+        and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
+        and math.prod(value) < MAX_ELEMENTS
+    )
+
+
 @dataclass(frozen=True)
 class Inputs:
     """An op call's recorded inputs: per argument its dims (a tensor's shape, a tensor list's shapes, [] for
@@ -71,29 +83,24 @@ class Inputs:
         if index >= len(self.dims):
             return None
         shape = self.dims[index]
-        if isinstance(shape, list) and shape and all(isinstance(d, int) and d >= 0 for d in shape):
-            return shape
-        return None
+        return shape if _is_shape(shape) and shape else None
 
     def tensor_list(self, index: int) -> list[list[int]]:
         """The shapes of a tensor-list argument (a foreach or fused optimizer op's)."""
         shapes = self.dims[index] if index < len(self.dims) else []
         if not isinstance(shapes, list):
             return []
-        return [s for s in shapes if isinstance(s, list) and all(isinstance(d, int) and d >= 0 for d in s)]
+        return [s for s in shapes if _is_shape(s)]
 
     def value(self, index: int) -> str:
         return str(self.concrete[index]) if index < len(self.concrete) else ""
 
     def dtype(self, index: int = 0) -> tuple[str, int, bool]:
-        """(dtype, bytes per element, recorded) of argument ``index``: the first argument's type that names one."""
-        for name in [self.types[index]] if index < len(self.types) else []:
-            if name in DTYPES:
-                return (*DTYPES[name], True)
-        for name in self.types:
-            if name in DTYPES:
-                return (*DTYPES[name], True)
-        return (*ASSUMED, False)
+        """(dtype, bytes per element, recorded) of argument ``index``, else of the first argument whose type names
+        one; :data:`ASSUMED` where none does."""
+        named = [self.types[index]] if index < len(self.types) else []
+        found = next((name for name in [*named, *self.types] if name in DTYPES), None)
+        return (*DTYPES[found], True) if found else (*ASSUMED, False)
 
 
 def numel(shape: Sequence[int]) -> int:

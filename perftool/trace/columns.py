@@ -129,9 +129,10 @@ class Part:
 @dataclass(frozen=True)
 class KeepArgs:
     """Which events keep their ``args``: those in ``categories``, and those whose name ``names`` matches
-    (a regular expression; empty for none). Of these, events whose name ``inputs_only`` matches keep just their
-    recorded inputs (``Input Dims``, ``Input dims``, ``Input type``, ``Concrete Inputs``), written compactly, so
-    calls with the same inputs keep the same bytes. Decided once per distinct signature, never per event."""
+    (a regular expression; empty for none). Of those kept for their name alone, events whose name ``inputs_only``
+    matches keep just their recorded inputs (``Input Dims``, ``Input dims``, ``Input type``, ``Concrete Inputs``),
+    written compactly, so calls with the same inputs keep the same bytes. Decided once per distinct signature,
+    never per event."""
 
     categories: frozenset[str] = frozenset()
     names: str = ""
@@ -141,9 +142,15 @@ class KeepArgs:
         """Per signature: whether its events keep their args, and whether they keep just their inputs."""
         named = re.compile(self.names).search if self.names else None
         inputs = re.compile(self.inputs_only).search if self.inputs_only else None
-        keeps = [s[2] in self.categories or (named is not None and bool(named(s[1]))) for s in signatures]
-        reduced = [keep and inputs is not None and bool(inputs(s[1])) for s, keep in zip(signatures, keeps)]
-        return np.array(keeps, dtype=bool), np.array(reduced, dtype=bool)
+        by_category = [s[2] in self.categories for s in signatures]
+        by_name = [named is not None and bool(named(s[1])) for s in signatures]
+        # an event a dialect keeps for its category keeps all its args, whatever its name
+        reduced = [
+            n and not c and inputs is not None and bool(inputs(s[1]))
+            for s, c, n in zip(signatures, by_category, by_name)
+        ]
+        keeps = np.array(by_category, dtype=bool) | np.array(by_name, dtype=bool)
+        return keeps, np.array(reduced, dtype=bool)
 
 
 class RecordedInputs(msgspec.Struct, omit_defaults=True):
