@@ -31,6 +31,7 @@ from typing import Annotated, ParamSpec, TypeVar
 from pydantic import ConfigDict, Field, ValidationError, validate_call
 
 from perftool.analysis.metrics import compute_metrics
+from perftool.analysis.steps import detect_steps
 from perftool.diff.profile import Level
 from perftool.diff.run import DiffResult, diff_paths
 from perftool.emulator import config as emulator_config
@@ -257,7 +258,9 @@ def roofline(trace: PathLike | Trace, *, device_spec: PathLike | None = None, di
     TFLOP/s and time lost below the roofline (``.to_pandas()`` gives the op table). ``device_spec``: a device file
     for a device perftool does not know, or to override the one the trace names."""
     loaded = trace if isinstance(trace, Trace) else load_trace(str(trace), dialect=dialect)
-    return measure_roofline(loaded, compute_metrics(loaded), load_spec(device_spec) if device_spec else None)
+    steps = detect_steps(loaded)
+    spec = load_spec(device_spec) if device_spec else None
+    return measure_roofline(loaded, compute_metrics(loaded, steps), spec, steps)
 
 
 @_checked

@@ -18,6 +18,7 @@ from rich.table import Table
 from perftool import __version__, api, dialects, interrupts, limits
 from perftool.analysis import METRICS, compute_metrics
 from perftool.analysis.metrics import unit_of
+from perftool.analysis.steps import detect_steps
 from perftool.calibrate import CalibrationFailed
 from perftool.calibrate import calibrate as fit_trace
 from perftool.diff.profile import LEVELS
@@ -207,8 +208,9 @@ def info(
             sys.exit(2)
         return
     loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes)
-    metrics = compute_metrics(loaded)
-    emit(InfoView(loaded, metrics, roofline(loaded, metrics, spec)), fmt, output)
+    steps = detect_steps(loaded)
+    metrics = compute_metrics(loaded, steps)
+    emit(InfoView(loaded, metrics, roofline(loaded, metrics, spec, steps)), fmt, output)
 
 
 @cli.command("metrics")

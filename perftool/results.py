@@ -107,6 +107,28 @@ class RooflineFamily(_Part):
     lost_us: float | None
 
 
+class RooflineStep(_Part):
+    """One steady step: its modelled FLOPs over its time."""
+
+    number: int = Field(description="the step's number (the step marker's, else its position)")
+    time_us: float
+    flops: float = Field(description="FLOPs of the modelled ops whose kernels ran in the step")
+    achieved_tflops: float | None
+    mfu: float | None = Field(description="flops / time / the window's peak (its dtype's)")
+
+
+class RooflineRegion(_Part):
+    """The modelled ops inside one annotation (``record_function``, a module's or the optimizer's range)."""
+
+    name: str = Field(description="the innermost annotation around the ops")
+    calls: int
+    flops: float
+    device_us: float = Field(description="device time of the kernels its ops launched")
+    achieved_tflops: float | None
+    share_of_peak: float | None = Field(description="achieved over the window's peak")
+    lost_us: float | None = Field(description="device time beyond the roofline time")
+
+
 class RooflineFigures(_Part):
     """How far the steady window runs from the device's peaks (``perftool info``)."""
 
@@ -127,6 +149,8 @@ class RooflineFigures(_Part):
     lost_us: float | None = Field(description="device time beyond the roofline, all modelled ops")
     ops: list[RooflineOp] = Field(description="per op, shapes and dtype, the most time lost first")
     families: list[RooflineFamily]
+    per_step: list[RooflineStep] = Field(description="each steady step's FLOPs and MFU")
+    regions: list[RooflineRegion] = Field(description="per annotation around the ops, the most device time first")
     notes: list[str] = Field(description="what limits these figures, and what would lift it")
 
 

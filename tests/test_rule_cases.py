@@ -4,6 +4,7 @@ must and must not report. One test drives them all; see tests/rule_cases/README.
 from __future__ import annotations
 
 import json
+from itertools import count
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,21 @@ def _event(spec: dict, at: float, tracks: dict) -> dict:
     return event | ({"args": spec["args"]} if "args" in spec else {})
 
 
+def _events(specs: list, at: float, tracks: dict, flows: count) -> list:
+    """The events of ``specs`` at ``at``; two that name the same ``flow`` are joined by a launch flow (Kineto's
+    ``ac2g``) from the first (a launch on the host) to the second (the kernel it started)."""
+    events = [_event(spec, at, tracks) for spec in specs]
+    ends: dict[str, list] = {}
+    for spec, event in zip(specs, events):
+        if "flow" in spec:
+            ends.setdefault(spec["flow"], []).append(event)
+    for launch, kernel in ends.values():
+        flow = {"name": "ac2g", "cat": "ac2g", "id": next(flows)}
+        events.append(flow | {"ph": "s", "pid": launch["pid"], "tid": launch["tid"], "ts": launch["ts"]})
+        events.append(flow | {"ph": "f", "bp": "e", "pid": kernel["pid"], "tid": kernel["tid"], "ts": kernel["ts"]})
+    return events
+
+
 def build(case: dict) -> dict:
     """The case's trace: its steps, each with the case's events (repeated, and every n-th step's extras)."""
     vocabulary = "kineto-legacy" if case.get("legacy") else case["vocabulary"]
@@ -105,19 +121,23 @@ def build(case: dict) -> dict:
     step_cat = {"kineto": "user_annotation", "kineto-legacy": "Operator", "gaudi": "user_annotation"}.get(
         vocabulary, ""
     )
+    flows = count(1)
     for i in range(case["steps"]):
         t = i * case["period"]
         if case.get("markers", True):
             marker = {"name": f"ProfilerStep#{i}", "track": step_track, "ts": 0, "dur": case["period"] - 1}
             events.append(_event(marker | {"cat": step_cat}, t, tracks))
         if i == 0:
-            events += [_event(spec, t, tracks) for spec in case.get("first", [])]
+            events += _events(case.get("first", []), t, tracks, flows)
         for k in range(repeat["count"]):
-            events += [_event(spec, t + k * repeat["every"], tracks) for spec in case["events"]]
+            events += _events(case["events"], t + k * repeat["every"], tracks, flows)
         for n, extra in case.get("every", {}).items():
             if i % int(n) == int(n) - 1:
-                events += [_event(spec, t, tracks) for spec in extra]
-    return {"traceEvents": events}
+                events += _events(extra, t, tracks, flows)
+    document: dict = {"traceEvents": events}
+    if "device" in case:  # Kineto's record of the GPU: its name picks the device's figures
+        document["deviceProperties"] = [{"id": 0, "name": case["device"]}]
+    return document
 
 
 def all_cases() -> list:
@@ -151,6 +171,8 @@ def test_rule_case(run, write_trace, rule, case):
             assert expected["fix_lacks"] not in finding["fix"]["text"], finding["fix"]["text"]
         for name, value in expected.get("value", {}).items():
             assert finding["values"][name] == value, (name, finding["values"][name])
+        for name, value in expected.get("approx", {}).items():
+            assert finding["values"][name] == pytest.approx(value, rel=1e-3), (name, finding["values"][name])
     for rejected in case.get("reject", []):
         assert rejected not in findings, f"{rejected} reported: {findings[rejected]['message']}"
 

@@ -68,4 +68,10 @@ def _roofline(roof: Roofline, unit: str) -> str:
         caption = f"Ops against the roofline of {roof.spec.model if roof.spec else roof.device}"
         parts.append(svg.roofline("roofline", caption, points, peaks, bandwidth))
         parts.append(table("roofline-ops", roofline_rows.OP_HEADERS, below, roofline_rows.OP_NUMBERS, (0, 1)))
+    regions = roofline_rows.region_rows(roof, unit)
+    if regions:
+        parts.append(paragraph(roofline_rows.REGIONS_TITLE))
+        parts.append(
+            table("roofline-regions", roofline_rows.REGION_HEADERS, regions, roofline_rows.REGION_NUMBERS, (0,))
+        )
     return section(roofline_rows.TITLE, *parts)

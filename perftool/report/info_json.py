@@ -76,6 +76,8 @@ def roofline_document(roof: Roofline) -> dict[str, Any]:
         "lost_us": roof.lost_us,
         "ops": [op.model_dump() for op in roof.ops],
         "families": [family.model_dump() for family in roof.families],
+        "per_step": [step.model_dump() for step in roof.per_step],
+        "regions": [region.model_dump() for region in roof.regions],
         "notes": roof.notes,
     }
 

@@ -45,6 +45,10 @@ def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
     if below:
         lines += ["### Ops furthest below the roofline", ""]
         lines += _table(roofline_rows.OP_HEADERS, below, right=roofline_rows.OP_NUMBERS)
+    regions = [[markdown(cell) for cell in row] for row in roofline_rows.region_rows(roof, unit)]
+    if regions:
+        lines += [f"### {roofline_rows.REGIONS_TITLE}", ""]
+        lines += _table(roofline_rows.REGION_HEADERS, regions, right=roofline_rows.REGION_NUMBERS)
     lines += [f"> note: {markdown(note)}" for note in roof.notes] + ([""] if roof.notes else [])
     listed, more = info_rows.listed_tracks(trace, metrics)
     tracks = [[markdown(value) for value in info_rows.track_cells(track, metrics)] for track in listed]

@@ -96,5 +96,11 @@ def _roofline(roof: Roofline, unit: str) -> Group:
         ]  # the shapes follow the op's name, so a narrow terminal cuts them before it drops a figure
         named = [(cut(shown(f"{name} {shapes}")), *cells) for name, shapes, *cells in rows]
         parts.append(NamesAndFigures(ops, "op (shapes)", columns, named, spare=("bound", "calls", "GB/s")))
+    regions = roofline_rows.region_rows(roof, unit)
+    if regions:
+        by_region = Table(title=roofline_rows.REGIONS_TITLE, title_justify="left")
+        figures: list[tuple[str, JustifyMethod]] = [(header, "right") for header in roofline_rows.REGION_HEADERS[1:]]
+        named_regions = [(cut(shown(name)), *cells) for name, *cells in regions]
+        parts.append(NamesAndFigures(by_region, "annotation", figures, named_regions, spare=("calls", "TFLOP/s")))
     parts += [shown(f"note: {note}", "yellow") for note in roof.notes]
     return Group(*parts)

@@ -3,6 +3,8 @@ out their own way, so the three say the same things."""
 
 from __future__ import annotations
 
+from statistics import median
+
 from perftool.roofline.figures import Roofline
 from perftool.units import duration, flop_count, number, percent
 
@@ -10,6 +12,10 @@ TITLE = "Roofline (steady state)"
 OPS_LISTED = 10  # ops below the roofline in the tables for people; JSON lists every op
 OP_HEADERS = ("op", "shapes", "dtype", "calls", "time", "TFLOP/s", "GB/s", "of roofline", "bound", "lost")
 OP_NUMBERS = (3, 4, 5, 6, 7, 9)  # the columns of figures, aligned right
+REGIONS_TITLE = "By annotation (the innermost record_function range around each op)"
+REGIONS_LISTED = 10
+REGION_HEADERS = ("annotation", "calls", "time", "TFLOP/s", "of peak", "lost")
+REGION_NUMBERS = (1, 2, 3, 4, 5)
 
 
 def summary_rows(roof: Roofline, unit: str) -> list[tuple[str, str]]:
@@ -34,6 +40,11 @@ def summary_rows(roof: Roofline, unit: str) -> list[tuple[str, str]]:
         rows.append(
             ("MFU", f"{bound}{number(roof.mfu * 100)}% of the {roof.dtype} peak ({number(roof.peak_tflops)} TFLOP/s)"),
         )
+    step_mfu = sorted(step.mfu for step in roof.per_step if step.mfu is not None)
+    if len(step_mfu) > 1:
+        bound = "≥ " if partial else ""
+        low, middle, high = (f"{bound}{number(v * 100)}%" for v in (step_mfu[0], median(step_mfu), step_mfu[-1]))
+        rows.append(("MFU per step", f"{low} min · {middle} median · {high} max over {len(step_mfu)} steps"))
     if share is not None and roof.device_us > 0:
         rows.append((
             "modelled",
@@ -65,4 +76,19 @@ def op_rows(roof: Roofline, unit: str, listed: int = OPS_LISTED) -> list[tuple[s
             duration(op.lost_us, unit) if op.lost_us is not None else "—",
         )
         for op in roof.ops[:listed]
+    ]
+
+
+def region_rows(roof: Roofline, unit: str, listed: int = REGIONS_LISTED) -> list[tuple[str, ...]]:
+    """Per annotation, the most device time first: the cells of :data:`REGION_HEADERS`."""
+    return [
+        (
+            region.name,
+            f"{region.calls:,}",
+            duration(region.device_us, unit),
+            number(region.achieved_tflops) if region.achieved_tflops is not None else "—",
+            percent(region.share_of_peak) if region.share_of_peak is not None else "—",
+            duration(region.lost_us, unit) if region.lost_us is not None else "—",
+        )
+        for region in roof.regions[:listed]
     ]

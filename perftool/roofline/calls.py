@@ -9,6 +9,7 @@ around it, and only those innermost ops are counted: a model's FLOPs are never c
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +63,19 @@ class Calls:
     kind: np.ndarray  # int64: each call's index into ``kinds``
     kinds: list[OpKind]
     device_us: np.ndarray  # the device time of the kernels each launched
+    device_start: np.ndarray  # when the first of them started (NaN where none)
     tf32: np.ndarray  # bool: an fp32 GEMM run on tensor cores (its kernel's name says TF32)
     launches_linked: bool  # whether the trace links launches to device work (flows)
+
+    def matching(self, test: Callable[[Work], bool]) -> np.ndarray:
+        """Per call: whether what it computes passes ``test`` (asked once per op kind; a call without a model never
+        passes)."""
+        per_kind = np.array([kind.work is not None and test(kind.work) for kind in self.kinds], dtype=bool)
+        return per_kind[self.kind] if self.kinds else np.zeros(self.rows.size, dtype=bool)
+
+    def works(self, calls: np.ndarray) -> list[Work]:
+        """What each of ``calls`` (indices, all of modelled kinds) computes and moves."""
+        return [work for work in (self.kinds[k].work for k in self.kind[calls].tolist()) if work is not None]
 
     @property
     def shapes_recorded(self) -> bool:
@@ -124,11 +136,14 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     keep = np.flatnonzero(in_window)
     position = np.full(ops.size, -1, np.int64)
     position[keep] = np.arange(keep.size)
-    counted = owner >= 0
-    call = np.where(counted, position[np.maximum(owner, 0)], -1)
+    call = position[owner] if ops.size else owner  # -1 stays -1: a launch in no op, or in one outside the window
+    call[owner < 0] = -1
     linked = call >= 0
     kernel_rows, kernel_call = spans[linked], call[linked]
     device_us = np.bincount(kernel_call, weights=trace.dur[kernel_rows], minlength=keep.size)
+    device_start = np.full(keep.size, np.inf)
+    np.minimum.at(device_start, kernel_call, trace.ts[kernel_rows])
+    device_start[np.isinf(device_start)] = np.nan
     tf32_kernel = trace.name_matches(TF32_KERNEL)[kernel_rows]
     tf32 = np.bincount(kernel_call[tf32_kernel], minlength=keep.size) > 0
 
@@ -154,6 +169,7 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         kind=kind,
         kinds=kinds,
         device_us=device_us,
+        device_start=device_start,
         tf32=tf32,
         launches_linked=bool(sources.size),
     )

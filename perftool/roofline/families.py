@@ -55,6 +55,14 @@ class Work:
     bytes: float
     dtype: str  # the dtype of its main input: fp32, bf16, ... (ASSUMED's when the trace records none)
     dtype_recorded: bool = True
+    mnk: tuple[int, int, int] | None = None  # a GEMM's rows, columns and inner size (of each of a batch's products)
+    out_shape: tuple[int, ...] = ()  # the output's shape, where the family's model knows it
+    item_bytes: int = 4  # bytes per element of its main input
+
+    @property
+    def out_bytes(self) -> float:
+        """The bytes of the output it writes (0 where its shape is not known)."""
+        return numel(self.out_shape) * self.item_bytes if self.out_shape else 0.0
 
 
 MAX_ELEMENTS = 2**63  # no tensor holds more: a recorded shape beyond it is not one
@@ -133,10 +141,11 @@ def _flag(text: str) -> bool | None:
 # ---------------------------------------------------------------------------------------------------------- GEMMs
 
 
-def _gemm(flops: float, shapes: Sequence[Sequence[int]], out: Sequence[int], inputs: Inputs) -> Work:
+def _gemm(flops: float, shapes: Sequence[Sequence[int]], out: Sequence[int], inputs: Inputs,
+          mnk: tuple[int, int, int]) -> Work:  # fmt: skip
     dtype, size, recorded = inputs.dtype()
     moved = (sum(numel(s) for s in shapes) + numel(out)) * size
-    return Work("gemm", flops, moved, dtype, recorded)
+    return Work("gemm", flops, moved, dtype, recorded, mnk, tuple(out), size)
 
 
 def _mm(inputs: Inputs, first: int = 0) -> Work | None:
@@ -144,7 +153,7 @@ def _mm(inputs: Inputs, first: int = 0) -> Work | None:
     if not (a and b and len(a) == 2 and len(b) == 2 and a[1] == b[0]):
         return None
     (m, k), n = a, b[1]
-    return _gemm(2.0 * m * k * n, [a, b], [m, n], inputs)
+    return _gemm(2.0 * m * k * n, [a, b], [m, n], inputs, (m, n, k))
 
 
 def _bmm(inputs: Inputs, first: int = 0) -> Work | None:
@@ -153,7 +162,7 @@ def _bmm(inputs: Inputs, first: int = 0) -> Work | None:
         return None
     batch, m, k = a
     n = b[2]
-    return _gemm(2.0 * batch * m * k * n, [a, b], [batch, m, n], inputs)
+    return _gemm(2.0 * batch * m * k * n, [a, b], [batch, m, n], inputs, (m, n, k))
 
 
 def _matmul(inputs: Inputs) -> Work | None:
@@ -169,7 +178,7 @@ def _matmul(inputs: Inputs) -> Work | None:
     if batch is None:
         return None
     m, k, n = a2[-2], a2[-1], b2[-1]
-    return _gemm(2.0 * numel(batch) * m * k * n, [a, b], [*batch, m, n], inputs)
+    return _gemm(2.0 * numel(batch) * m * k * n, [a, b], [*batch, m, n], inputs, (m, n, k))
 
 
 def _linear(inputs: Inputs) -> Work | None:
@@ -178,7 +187,8 @@ def _linear(inputs: Inputs) -> Work | None:
         return None
     rows = numel(x[:-1])
     bias = inputs.tensor(2)
-    return _gemm(2.0 * rows * w[1] * w[0], [x, w] + ([bias] if bias else []), [*x[:-1], w[0]], inputs)
+    shapes = [x, w] + ([bias] if bias else [])
+    return _gemm(2.0 * rows * w[1] * w[0], shapes, [*x[:-1], w[0]], inputs, (rows, w[0], w[1]))
 
 
 def _grouped_mm(inputs: Inputs) -> Work | None:
@@ -188,7 +198,7 @@ def _grouped_mm(inputs: Inputs) -> Work | None:
         return _bmm(inputs)
     if not (a and b and len(a) == 2 and len(b) == 3 and a[1] == b[1]):
         return None
-    return _gemm(2.0 * a[0] * a[1] * b[2], [a, b], [a[0], b[2]], inputs)
+    return _gemm(2.0 * a[0] * a[1] * b[2], [a, b], [a[0], b[2]], inputs, (a[0], b[2], a[1]))
 
 
 # ---------------------------------------------------------------------------------------------------- convolutions
@@ -365,7 +375,8 @@ def _per_element(family: str, flops_each: float, tensors_moved: int) -> Any:
         shape, index = found
         dtype, size, recorded = inputs.dtype(index)
         elements = numel(shape)
-        return Work(family, flops_each * elements, tensors_moved * elements * size, dtype, recorded)
+        moved = tensors_moved * elements * size
+        return Work(family, flops_each * elements, moved, dtype, recorded, out_shape=tuple(shape), item_bytes=size)
 
     return model
 
@@ -382,7 +393,8 @@ def _elementwise(flops_each: float) -> Any:
             return None
         dtype, size, recorded = inputs.dtype()
         moved = (sum(numel(s) for s in shapes) + numel(out)) * size
-        return Work("elementwise", flops_each * numel(out), moved, dtype, recorded)
+        flops = flops_each * numel(out)
+        return Work("elementwise", flops, moved, dtype, recorded, out_shape=tuple(out), item_bytes=size)
 
     return model
 

@@ -18,8 +18,9 @@ import numpy as np
 from perftool import hardware
 from perftool.analysis.family import device_properties
 from perftool.analysis.metrics import Metrics
+from perftool.analysis.steps import Steps, detect_steps
 from perftool.hardware import DeviceSpec
-from perftool.results import RooflineFamily, RooflineOp
+from perftool.results import RooflineFamily, RooflineOp, RooflineRegion, RooflineStep
 from perftool.roofline.calls import Calls, op_calls
 from perftool.roofline.families import ASSUMED, Work
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -48,7 +49,23 @@ class Roofline:
     lost_us: float | None
     ops: list[RooflineOp] = field(default_factory=list)  # the most time lost (or device time) first
     families: list[RooflineFamily] = field(default_factory=list)
+    per_step: list[RooflineStep] = field(default_factory=list)  # each steady step's FLOPs and MFU
+    regions: list[RooflineRegion] = field(default_factory=list)  # per annotation around the ops, most time first
     notes: list[str] = field(default_factory=list)  # what limits these figures, and what would lift it
+    calls: Calls | None = field(default=None, repr=False)  # each modelled call in the window (the findings read them)
+
+    def call_roofline_us(self) -> np.ndarray:
+        """Per call: its time at the roofline, µs (NaN where unknown: no device, no peak for its dtype, no model)."""
+        calls = self.calls
+        if calls is None or not calls.kinds:
+            return np.zeros(0)
+        at_roof = np.full(2 * len(calls.kinds), np.nan)
+        for variant in np.unique(calls.kind * 2 + calls.tf32).tolist():
+            found = calls.kinds[variant // 2].work
+            if found is not None:
+                roof = _roofline_us(self.spec, found.family, _dtype(found, bool(variant % 2)), found.flops, found.bytes)
+                at_roof[variant] = np.nan if roof is None else roof
+        return at_roof[calls.kind * 2 + calls.tf32]
 
     @property
     def modelled_share(self) -> float | None:
@@ -70,9 +87,11 @@ def device_spec(trace: Trace) -> DeviceSpec | None:
     return hardware.identify(device_properties(trace))
 
 
-def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None) -> Roofline:
-    """The roofline of ``trace``'s window; ``spec`` replaces the device the trace names (``--device-spec``)."""
+def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, steps: Steps | None = None) -> Roofline:
+    """The roofline of ``trace``'s window; ``spec`` replaces the device the trace names (``--device-spec``);
+    ``steps``: the steps ``metrics`` were measured over (found again when not given)."""
     spec = spec if spec is not None else device_spec(trace)
+    steps = steps if steps is not None else detect_steps(trace)
     lo = metrics.values["window.start_us"]
     window_us = metrics.values["window.duration_us"]
     calls = op_calls(trace, (lo, lo + window_us))
@@ -86,7 +105,7 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None) -> 
     peak = spec.peak_flops(dtype) if spec and dtype else None
     seconds = window_us / 1e6
     modelled = np.array([kind.work is not None for kind in calls.kinds], dtype=bool)
-    return Roofline(
+    found = Roofline(
         device=metrics.device,
         spec=spec,
         window_us=window_us,
@@ -102,7 +121,88 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None) -> 
         ops=ops,
         families=_family_rows(ops),
         notes=_notes(calls, spec, metrics.device, ops),
+        calls=calls,
     )
+    if calls.kinds:
+        flops_of_call = np.array([k.work.flops if k.work else 0.0 for k in calls.kinds])[calls.kind]
+        found.per_step = _step_rows(trace, calls, flops_of_call, steps, peak)
+        found.regions = _region_rows(trace, calls, flops_of_call, found.call_roofline_us(), peak)
+    return found
+
+
+def _step_rows(trace: Trace, calls: Calls, flops: np.ndarray, steps: Steps, peak: float | None) -> list[RooflineStep]:
+    """Each steady step's modelled FLOPs (of the calls whose kernels started in it, on the steps' clock) and MFU."""
+    start, end = steps.start[steps.warmup :], steps.end[steps.warmup :]
+    if not start.size:
+        return []
+    at = calls.device_start if steps.clock == "device" else trace.ts[calls.rows]
+    step = np.searchsorted(start, at, side="right") - 1
+    inside = (step >= 0) & (at < end[np.maximum(step, 0)])
+    per_step = np.bincount(step[inside], weights=flops[inside], minlength=start.size)
+    numbers = steps.numbers()[steps.warmup :]
+    rows = []
+    for number, begun, ended, work in zip(numbers.tolist(), start.tolist(), end.tolist(), per_step.tolist()):
+        seconds = (ended - begun) / 1e6
+        achieved = work / seconds if seconds > 0 and work > 0 else None
+        rows.append(
+            RooflineStep(
+                number=int(number),
+                time_us=ended - begun,
+                flops=work,
+                achieved_tflops=achieved / 1e12 if achieved else None,
+                mfu=achieved / peak if achieved and peak else None,
+            )
+        )
+    return rows
+
+
+def _region_rows(trace: Trace, calls: Calls, flops: np.ndarray, at_roof: np.ndarray,
+                 peak: float | None) -> list[RooflineRegion]:  # fmt: skip
+    """Per annotation (``record_function`` ranges on the ops' threads, step markers aside), the ops with a model
+    inside it, each counted in the innermost one around it; none where the trace has no annotations around ops."""
+    annotations = np.flatnonzero(
+        (trace.kind == Kind.ANNOTATION) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
+    )
+    if not annotations.size or not calls.rows.size:
+        return []
+    owner = np.full(calls.rows.size, -1, np.int64)
+    call_ts, call_track = trace.ts[calls.rows], trace.track[calls.rows]
+    order = np.lexsort((call_ts, call_track))  # calls by thread, then start
+    keys = call_track[order]
+    for row in annotations[np.argsort(-trace.dur[annotations], kind="stable")].tolist():  # outer first, inner last
+        track = trace.track[row]
+        lo, hi = np.searchsorted(keys, track), np.searchsorted(keys, track, side="right")
+        on_thread = order[lo:hi]
+        first = np.searchsorted(call_ts[on_thread], trace.ts[row])
+        last = np.searchsorted(call_ts[on_thread], trace.end[row], side="right")
+        owner[on_thread[first:last]] = row
+    named = (owner >= 0) & calls.matching(lambda w: True)  # ops with a model, as in the op table
+    if not named.any():
+        return []
+    region = trace.name[owner[named]]
+    ids, where = np.unique(region, return_inverse=True)
+    size = ids.size
+    device_us = np.bincount(where, weights=calls.device_us[named], minlength=size)
+    work = np.bincount(where, weights=flops[named], minlength=size)
+    counts = np.bincount(where, minlength=size)
+    below = np.maximum(calls.device_us[named] - at_roof[named], 0.0)
+    lost = np.bincount(where, weights=np.nan_to_num(below), minlength=size)
+    unknown = np.bincount(where, weights=np.isnan(below), minlength=size) > 0
+    rows = []
+    for i, name in enumerate(ids.tolist()):
+        achieved = work[i] / device_us[i] * 1e6 if device_us[i] > 0 and work[i] > 0 else None
+        rows.append(
+            RooflineRegion(
+                name=trace.names[name],
+                calls=int(counts[i]),
+                flops=float(work[i]),
+                device_us=float(device_us[i]),
+                achieved_tflops=achieved / 1e12 if achieved else None,
+                share_of_peak=achieved / peak if achieved and peak else None,
+                lost_us=None if unknown[i] else float(lost[i]),
+            )
+        )
+    return sorted(rows, key=lambda r: (-r.device_us, r.name))
 
 
 def _total(values: list[float | None]) -> float | None:

@@ -154,8 +154,10 @@ def finding_of(scope: Judged, rule: Rule, cap: Cap | None) -> Finding | None:
     if rule.thresholds.severity(share, rule.severity) is None:
         return None
     per_step = scope.per_step(detection.lost_us)
-    detect = DETECTORS[rule.detector].detect
-    detection, gain, unproven = _fix_that_holds(scope, detection, lambda again: detect(again, params))
+    detector = DETECTORS[rule.detector]
+    detection, gain, unproven = _fix_that_holds(
+        scope, detection, lambda again: detector.detect(again, params), detector.sets_knobs
+    )
     severity = graded(rule, share, gain, detection.once_per_job)
     capped = unproven
     if cap is not None and severity != Severity.INFO:
@@ -252,7 +254,7 @@ def fingerprint(rule: Rule, detection: Detection) -> str:
 
 
 def _fix_that_holds(
-    scope: Judged, detection: Detection, redetect: Callable[[Scope], Detection | None]
+    scope: Judged, detection: Detection, redetect: Callable[[Scope], Detection | None], sets_knobs: bool = True
 ) -> tuple[Detection, Gain, str | None]:
     """The detection whose fix helps most, its gain, and why none helps (None when one does).
 
@@ -263,6 +265,8 @@ def _fix_that_holds(
     """
     most = max(detection.bound_us or 0.0, detection.lost_us)
     bound = prediction.upper_bound(scope.per_step(most), most / scope.window)
+    if not sets_knobs:
+        return detection, bound, None  # a fix of no knob the emulator has: nothing to predict, no fit to run for it
     if scope.run is not None:
         return _emulated(scope, detection, bound) if detection.changes else (detection, bound, None)
     if not isinstance(scope, Scope) or (fitted := _fitted(scope)) is None:  # a job's scope has no fit

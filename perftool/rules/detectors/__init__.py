@@ -27,6 +27,11 @@ BUILT_IN = (  # registered under GROUP by perftool itself; listed here too for a
     "exposed_communication",
     "small_collectives",
     "straggler",
+    "fp32_matmul",
+    "unaligned_gemms",
+    "small_gemms",
+    "unfused_attention",
+    "elementwise_chains",
 )
 COMMON_VALUES: dict[str, str] = {
     "lost_ms": "time lost over the analysis window, ms",

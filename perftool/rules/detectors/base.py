@@ -15,6 +15,7 @@ from perftool.analysis import intervals
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
+from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import Evidence
 from perftool.rules.known_run import KnownRun
 from perftool.trace.model import Role, Trace
@@ -67,6 +68,12 @@ class Scope:
     def busy(self, mask: np.ndarray) -> intervals.Intervals:
         """The union of the spans selected by ``mask``, clipped to the window."""
         return intervals.busy(self.trace, mask, self.lo, self.hi)
+
+    @cached_property
+    def roofline(self) -> Roofline:
+        """Each modelled op's FLOPs and bytes in the window against the device's roofline (read by the detectors of
+        ops below it)."""
+        return roofline(self.trace, self.metrics, steps=self.steps)
 
     @cached_property
     def compute(self) -> intervals.Intervals:
@@ -170,6 +177,7 @@ class Detector:
     detect: Callable[[Any, dict[str, float]], Detection | None]  # a Scope, or a job's view for level "job"
     settings: dict[str, Setting] = field(default_factory=dict)  # what a rule file's params may set
     level: Literal["trace", "job"] = "trace"  # what it reads: one trace, or a job of many ranks
+    sets_knobs: bool = True  # whether its fixes may set emulator knobs (False: its gain is a bound, and no fit runs)
 
     @property
     def params(self) -> dict[str, float]:

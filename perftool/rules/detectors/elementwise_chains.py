@@ -1,0 +1,109 @@
+"""Chains of pointwise ops over the same tensor, each its own kernel: every link writes its result to device
+memory and the next reads it back, where one fused kernel would read the inputs once and write once.
+
+A chain is three or more consecutive pointwise calls that compute (copies and fills, each of its own tensor, are
+not links) on one host thread and in one step, with outputs of one size and no other kernel launched between them.
+Pointwise ops are memory-bound, so the time lost is the chain's device time times the share of its bytes that
+fusing saves (each intermediate written and read again), at the bandwidth the chain reaches now.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.analysis.launches import launch_rows
+from perftool.roofline.calls import Calls
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
+from perftool.trace.model import Trace
+
+
+def _launches_between(trace: Trace, calls: Calls) -> np.ndarray:
+    """Per pair of consecutive calls: how many kernels the thread launched between the first's end and the
+    second's start (by ops perftool does not model)."""
+    if calls.rows.size < 2:
+        return np.zeros(0, np.int64)
+    sources, _ = launch_rows(trace)
+    ends, starts = trace.end[calls.rows[:-1]], trace.ts[calls.rows[1:]]
+    track = trace.track[calls.rows[1:]]
+    between = np.zeros(ends.size, np.int64)
+    for thread in np.unique(track).tolist():
+        launched = np.sort(trace.ts[sources[trace.track[sources] == thread]])
+        mine = track == thread
+        between[mine] = np.searchsorted(launched, starts[mine]) - np.searchsorted(launched, ends[mine], side="right")
+    return between
+
+
+def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> list[np.ndarray]:
+    """The call indices of each chain (``step``: each call's step, which a chain never leaves)."""
+    pointwise = calls.matching(lambda w: w.family == "elementwise" and w.flops > 0) & (calls.device_us > 0)
+    sizes = np.array([math.prod(k.work.out_shape) if k.work else -1 for k in calls.kinds], dtype=np.int64)
+    size = sizes[calls.kind] if calls.kinds else np.zeros(0, np.int64)
+    track = trace.track[calls.rows]
+    linked = (
+        pointwise[:-1]
+        & pointwise[1:]
+        & (size[:-1] == size[1:])
+        & (track[:-1] == track[1:])
+        & (step[:-1] == step[1:])
+        & (_launches_between(trace, calls) == 0)
+    )
+    # runs of links: a chain of n calls is n - 1 consecutive links
+    edges = np.diff(np.concatenate(([0], linked.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    return [np.arange(a, b + 1) for a, b in zip(starts.tolist(), ends.tolist()) if b + 1 - a >= shortest]
+
+
+def _spelled(trace: Trace, rows: np.ndarray, shown: int = 6) -> str:
+    """A chain's ops in order, the first few of a long one."""
+    names = [trace.names[trace.name[row]] for row in rows[:shown].tolist()]
+    return " → ".join(names) + (f" → … ({rows.size} ops)" if rows.size > shown else "")
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    calls = scope.roofline.calls
+    if calls is None:
+        return None
+    steps = scope.steps
+    at = calls.device_start if steps.clock == "device" else scope.trace.ts[calls.rows]  # on the steps' clock
+    step = np.searchsorted(steps.start, at, side="right")
+    chains = _chains(scope.trace, calls, int(params["min_ops"]), step)
+    if not chains:
+        return None
+    lost = moved = fused = time = 0.0
+    for chain in chains:
+        works = calls.works(chain)
+        total = sum(w.bytes for w in works)
+        kept = max(total - 2 * sum(w.out_bytes for w in works[:-1]), max(w.bytes for w in works))
+        chain_us = float(calls.device_us[chain].sum())
+        lost += chain_us * (1 - kept / total) if total > 0 else 0.0
+        moved, fused, time = moved + total, fused + kept, time + chain_us
+    if lost <= 0:
+        return None
+    longest = max(chains, key=lambda chain: float(calls.device_us[chain].sum()))
+    rows = calls.rows[np.concatenate(chains)]
+    values = {
+        "per_step": scope.per_step(len(chains)),
+        "ops_per_chain": sum(chain.size for chain in chains) / len(chains),
+        "chain": _spelled(scope.trace, calls.rows[longest]),
+        "chain_ms_per_step": scope.per_step(time) / 1e3,
+        "bytes_saved": 1 - fused / moved,
+    }
+    return Detection(lost, values, scope.events(rows), key=values["chain"], occurrences=len(chains))
+
+
+DETECTOR = Detector(
+    name="elementwise_chains",
+    summary="chains of pointwise ops over one tensor, each a kernel of its own",
+    values={
+        "per_step": "chains per steady step",
+        "ops_per_chain": "pointwise ops in a chain, on average",
+        "chain": "the ops of the chain taking most device time",
+        "chain_ms_per_step": "device time of the chains per steady step, ms",
+        "bytes_saved": "share of the chains' memory traffic fusing them saves",
+    },
+    detect=detect,
+    sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    settings={"min_ops": Setting(3, "a chain has at least this many pointwise ops", int)},
+)

@@ -1,0 +1,89 @@
+"""GEMMs whose sizes are not multiples of the tensor cores' tile: the last tile of each row and column is
+partly empty, and below a multiple of 8 elements cuBLAS may not use the tensor cores at all.
+
+Measured against the trace itself: the time lost is what the unaligned GEMMs take beyond what they would at the
+share of their roofline that the trace's aligned GEMMs of the same dtype reach. Without aligned GEMMs to compare
+with, nothing shows that alignment is the cause, and nothing is reported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.roofline.families import Work
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+
+TENSOR_CORE_DTYPES = ("fp16", "bf16", "fp8", "tf32")
+
+
+def _sizes(work: Work) -> tuple[int, int]:
+    """The GEMM's output columns and inner size: the model's hidden sizes, which the user chooses."""
+    assert work.mnk is not None
+    return work.mnk[1], work.mnk[2]
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    roof = scope.roofline
+    calls = roof.calls
+    if calls is None or roof.spec is None:
+        return None
+    multiple = int(params["multiple"])
+    at_roof = roof.call_roofline_us()
+    tensor_core = calls.matching(lambda w: w.dtype in TENSOR_CORE_DTYPES) | calls.tf32
+    counted = (
+        calls.matching(lambda w: w.family == "gemm" and w.mnk is not None)
+        & tensor_core
+        & (calls.device_us > 0)
+        & (at_roof >= params["min_roofline_us"])  # small ones are another rule's, and NaN has no roofline
+    )
+    unaligned = calls.matching(lambda w: w.mnk is not None and any(size % multiple for size in _sizes(w)))
+    lost = 0.0
+    chosen: list[np.ndarray] = []
+    reference: list[float] = []
+    for dtype in np.unique([w.dtype for w in calls.works(np.flatnonzero(counted))]).tolist():
+        of_dtype = counted & calls.matching(lambda w, d=dtype: w.dtype == d)
+        aligned, off = np.flatnonzero(of_dtype & ~unaligned), np.flatnonzero(of_dtype & unaligned)
+        if not aligned.size or not off.size:
+            continue
+        share = float(at_roof[aligned].sum() / calls.device_us[aligned].sum())  # the aligned ones' share of roofline
+        expected = at_roof[off] / share
+        lost += float(np.maximum(calls.device_us[off] - expected, 0).sum())
+        chosen.append(off)
+        reference.append(share)
+    if lost <= 0:
+        return None
+    off = np.concatenate(chosen)
+    rows = calls.rows[off]
+    worst = int(off[np.argmax(calls.device_us[off])])
+    work = calls.kinds[int(calls.kind[worst])].work
+    assert work is not None and work.mnk is not None
+    m, n, k = work.mnk
+    values = {
+        "names": distinct_names(scope.trace, rows, 3),
+        "shape": f"M={m}, N={n}, K={k}",
+        "multiple": multiple,
+        "of_roofline": float(at_roof[off].sum() / calls.device_us[off].sum()),
+        "aligned_of_roofline": max(reference),
+        "gemm_ms_per_step": scope.per_step(float(calls.device_us[off].sum())) / 1e3,
+    }
+    return Detection(lost, values, scope.events(rows), key=values["names"], occurrences=rows.size)
+
+
+DETECTOR = Detector(
+    name="unaligned_gemms",
+    summary="GEMMs whose hidden sizes are not multiples of the tensor cores' tile, slower than the aligned ones",
+    values={
+        "names": "the unaligned GEMM ops, most time first",
+        "shape": "the sizes of the one taking most device time",
+        "multiple": "the multiple the sizes should be",
+        "of_roofline": "the unaligned GEMMs' roofline time over their device time",
+        "aligned_of_roofline": "the same for the trace's aligned GEMMs of their dtype",
+        "gemm_ms_per_step": "the unaligned GEMMs' device time per steady step, ms",
+    },
+    detect=detect,
+    sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    settings={
+        "multiple": Setting(64, "the columns (N) and inner size (K) should be multiples of this", int),
+        "min_roofline_us": Setting(5.0, "leave out GEMMs that would take less than this at the roofline, µs"),
+    },
+)

@@ -1,0 +1,87 @@
+"""Attention computed op by op: a GEMM writes the score matrix, a softmax reads and writes it, and another GEMM
+reads it again, where one fused kernel (FlashAttention, memory-efficient attention) keeps the scores on chip.
+
+Found on each host thread as a softmax over a [..., queries, keys] score matrix with a GEMM just before it that
+wrote a tensor of that size and a GEMM just after it. The time lost is the forward chain's device time beyond a
+fused kernel's roofline time for the same FLOPs without the score matrix's traffic: an upper bound, the backward
+pass's share left out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from perftool.roofline.calls import Calls
+from perftool.roofline.families import Work
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
+
+REACH = 3  # the GEMMs sit at most this many modelled calls from the softmax (scaling, masking and dropout between)
+
+
+def _work(calls: Calls, call: int) -> Work:
+    found = calls.kinds[int(calls.kind[call])].work
+    assert found is not None  # only calls of modelled kinds are looked at
+    return found
+
+
+def _chains(calls: Calls, track: np.ndarray, min_keys: int) -> list[tuple[int, int, int]]:
+    """(first GEMM, softmax, second GEMM) call indices of each unfused attention; ``track``: each call's thread."""
+    softmax = np.flatnonzero(
+        calls.matching(lambda w: w.family == "softmax" and len(w.out_shape) >= 3 and w.out_shape[-1] >= min_keys)
+        & (calls.device_us > 0)
+        & np.array(["backward" not in kind.name for kind in calls.kinds], dtype=bool)[calls.kind]  # forward only
+    )
+    gemm = np.flatnonzero(calls.matching(lambda w: w.family == "gemm"))
+    found = []
+    for i in softmax.tolist():
+        near = gemm[(np.abs(gemm - i) <= REACH) & (track[gemm] == track[i])].tolist()
+        size = math.prod(_work(calls, i).out_shape)
+        before = [j for j in near if j < i and math.prod(_work(calls, j).out_shape) == size]
+        after = [j for j in near if j > i]
+        if before and after:
+            found.append((before[-1], i, after[0]))
+    return found
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    roof = scope.roofline
+    calls, spec = roof.calls, roof.spec
+    if calls is None or spec is None:
+        return None
+    lost = 0.0
+    counted = []
+    for first, softmax, second in _chains(calls, scope.trace.track[calls.rows], int(params["min_keys"])):
+        qk, pv = _work(calls, first), _work(calls, second)
+        peak = spec.peak_flops(qk.dtype)
+        if not peak:
+            continue  # no peak for its dtype: no roofline to measure against
+        moved = qk.bytes + pv.bytes - 2 * qk.out_bytes  # Q, K, V and the output: the scores never leave the chip
+        fused_us = max((qk.flops + pv.flops) / peak, moved / spec.memory_bandwidth) * 1e6
+        chain_us = float(calls.device_us[first : second + 1].sum())
+        lost += max(chain_us - fused_us, 0.0)
+        counted.append((first, softmax, second, chain_us))
+    if lost <= 0:
+        return None
+    rows = calls.rows[[softmax for _, softmax, _, _ in counted]]
+    values = {
+        "per_step": scope.per_step(len(counted)),
+        "scores": "x".join(map(str, _work(calls, counted[0][1]).out_shape)),
+        "chain_ms_per_step": scope.per_step(sum(chain_us for *_, chain_us in counted)) / 1e3,
+    }
+    return Detection(lost, values, scope.events(rows), key=values["scores"], occurrences=len(counted))
+
+
+DETECTOR = Detector(
+    name="unfused_attention",
+    summary="attention computed as GEMM, softmax, GEMM instead of one fused kernel",
+    values={
+        "per_step": "unfused attentions per steady step",
+        "scores": "the shape of the first one's score matrix",
+        "chain_ms_per_step": "device time of the GEMM-softmax-GEMM chains per steady step, ms",
+    },
+    detect=detect,
+    sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    settings={"min_keys": Setting(32, "a softmax over at least this many keys counts as attention's", int)},
+)
