@@ -10,6 +10,7 @@ fusing saves (each intermediate written and read again), at the bandwidth the ch
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None
     longest = max(chains, key=lambda chain: float(calls.device_us[chain].sum()))
     rows = calls.rows[np.concatenate(chains)]
-    values = {
+    values: dict[str, Any] = {
         "per_step": scope.per_step(len(chains)),
         "ops_per_chain": sum(chain.size for chain in chains) / len(chains),
         "chain": _spelled(scope.trace, calls.rows[longest]),

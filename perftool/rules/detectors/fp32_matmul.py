@@ -7,6 +7,8 @@ op that never nears the fp32 peak loses almost nothing. Ops whose dtype the trac
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from perftool.hardware import DeviceSpec
@@ -50,7 +52,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if lost <= 0 or lost < params["min_share_of_time"] * time:
         return None  # too small to near the fp32 peak: the dtype is not what holds them back
     rows = calls.rows[chosen]
-    values = {
+    values: dict[str, Any] = {
         "names": distinct_names(scope.trace, rows, 3),
         "dtype": dtype,
         "torch_dtype": TORCH_DTYPES[dtype],

@@ -7,6 +7,8 @@ ones (batched, grouped, or fused by a compiler) could win back at most.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
@@ -30,7 +32,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     lost = float(np.sum(time - np.minimum(at_roof[small], time)))
     works = calls.works(small)
     rows = calls.rows[small]
-    values = {
+    values: dict[str, Any] = {
         "names": distinct_names(scope.trace, rows, 3),
         "per_step": per_step,
         "median_us": float(np.median(time)),

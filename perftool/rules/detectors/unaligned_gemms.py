@@ -8,6 +8,8 @@ with, nothing shows that alignment is the cause, and nothing is reported.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from perftool.roofline.families import Work
@@ -40,8 +42,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     lost = 0.0
     chosen: list[np.ndarray] = []
     reference: list[float] = []
-    for dtype in np.unique([w.dtype for w in calls.works(np.flatnonzero(counted))]).tolist():
-        of_dtype = counted & calls.matching(lambda w, d=dtype: w.dtype == d)
+    dtype_of = np.array([kind.work.dtype if kind.work else "" for kind in calls.kinds], dtype=object)[calls.kind]
+    for dtype in sorted(set(dtype_of[counted].tolist())):
+        of_dtype = counted & (dtype_of == dtype)
         aligned, off = np.flatnonzero(of_dtype & ~unaligned), np.flatnonzero(of_dtype & unaligned)
         if not aligned.size or not off.size:
             continue
@@ -58,7 +61,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     work = calls.kinds[int(calls.kind[worst])].work
     assert work is not None and work.mnk is not None
     m, n, k = work.mnk
-    values = {
+    values: dict[str, Any] = {
         "names": distinct_names(scope.trace, rows, 3),
         "shape": f"M={m}, N={n}, K={k}",
         "multiple": multiple,

@@ -10,6 +10,7 @@ pass's share left out.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -65,7 +66,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if lost <= 0:
         return None
     rows = calls.rows[[softmax for _, softmax, _, _ in counted]]
-    values = {
+    values: dict[str, Any] = {
         "per_step": scope.per_step(len(counted)),
         "scores": "x".join(map(str, _work(calls, counted[0][1]).out_shape)),
         "chain_ms_per_step": scope.per_step(sum(chain_us for *_, chain_us in counted)) / 1e3,
