@@ -67,15 +67,29 @@ class Calls:
     tf32: np.ndarray  # bool: an fp32 GEMM run on tensor cores (its kernel's name says TF32)
     launches_linked: bool  # whether the trace links launches to device work (flows)
 
+    def each(self, value: Callable[[OpKind], Any], dtype: Any) -> np.ndarray:
+        """Per call: ``value`` of its op kind (asked once per kind), as an array of ``dtype``."""
+        per_kind = np.array([value(kind) for kind in self.kinds], dtype=dtype)
+        return per_kind[self.kind] if self.kinds else np.zeros(self.rows.size, dtype=dtype)
+
     def matching(self, test: Callable[[Work], bool]) -> np.ndarray:
-        """Per call: whether what it computes passes ``test`` (asked once per op kind; a call without a model never
-        passes)."""
-        per_kind = np.array([kind.work is not None and test(kind.work) for kind in self.kinds], dtype=bool)
-        return per_kind[self.kind] if self.kinds else np.zeros(self.rows.size, dtype=bool)
+        """Per call: whether what it computes passes ``test`` (a call without a model never passes)."""
+        return self.each(lambda kind: kind.work is not None and test(kind.work), bool)
+
+    def work_of(self, call: int) -> Work:
+        """What call ``call`` (an index, of a modelled kind) computes and moves."""
+        found = self.kinds[int(self.kind[call])].work
+        assert found is not None, "only calls of modelled kinds are asked for"
+        return found
 
     def works(self, calls: np.ndarray) -> list[Work]:
         """What each of ``calls`` (indices, all of modelled kinds) computes and moves."""
-        return [work for work in (self.kinds[k].work for k in self.kind[calls].tolist()) if work is not None]
+        return [self.work_of(call) for call in calls.tolist()]
+
+    def started(self, trace: Trace, clock: str) -> np.ndarray:
+        """Per call: when it started on a step clock, ``device`` (its first kernel's start, NaN where it launched
+        none) or ``host`` (the op's own)."""
+        return self.device_start if clock == "device" else trace.ts[self.rows]
 
     @property
     def shapes_recorded(self) -> bool:

@@ -104,7 +104,7 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, ste
     dtype = _main_dtype(ops)
     peak = spec.peak_flops(dtype) if spec and dtype else None
     seconds = window_us / 1e6
-    modelled = np.array([kind.work is not None for kind in calls.kinds], dtype=bool)
+    modelled = calls.matching(lambda w: True)
     found = Roofline(
         device=metrics.device,
         spec=spec,
@@ -116,7 +116,7 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, ste
         mfu=flops / seconds / peak if peak and seconds > 0 and flops > 0 else None,
         achieved_tflops=flops / seconds / 1e12 if seconds > 0 and flops > 0 else None,
         device_us=float(trace.dur[kernels].sum()),
-        modelled_us=float(calls.device_us[modelled[calls.kind]].sum()) if calls.kinds else 0.0,
+        modelled_us=float(calls.device_us[modelled].sum()),
         lost_us=_total([op.lost_us for op in ops]) if spec and ops else None,
         ops=ops,
         families=_family_rows(ops),
@@ -124,7 +124,7 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, ste
         calls=calls,
     )
     if calls.kinds:
-        flops_of_call = np.array([k.work.flops if k.work else 0.0 for k in calls.kinds])[calls.kind]
+        flops_of_call = calls.each(lambda kind: kind.work.flops if kind.work else 0.0, float)
         found.per_step = _step_rows(trace, calls, flops_of_call, steps, peak)
         found.regions = _region_rows(trace, calls, flops_of_call, found.call_roofline_us(), peak)
     return found
@@ -135,7 +135,7 @@ def _step_rows(trace: Trace, calls: Calls, flops: np.ndarray, steps: Steps, peak
     start, end = steps.start[steps.warmup :], steps.end[steps.warmup :]
     if not start.size:
         return []
-    at = calls.device_start if steps.clock == "device" else trace.ts[calls.rows]
+    at = calls.started(trace, steps.clock)
     step = np.searchsorted(start, at, side="right") - 1
     inside = (step >= 0) & (at < end[np.maximum(step, 0)])
     per_step = np.bincount(step[inside], weights=flops[inside], minlength=start.size)

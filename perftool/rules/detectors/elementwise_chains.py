@@ -39,8 +39,7 @@ def _launches_between(trace: Trace, calls: Calls) -> np.ndarray:
 def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> list[np.ndarray]:
     """The call indices of each chain (``step``: each call's step, which a chain never leaves)."""
     pointwise = calls.matching(lambda w: w.family == "elementwise" and w.flops > 0) & (calls.device_us > 0)
-    sizes = np.array([math.prod(k.work.out_shape) if k.work else -1 for k in calls.kinds], dtype=np.int64)
-    size = sizes[calls.kind] if calls.kinds else np.zeros(0, np.int64)
+    size = calls.each(lambda kind: math.prod(kind.work.out_shape) if kind.work else -1, np.int64)
     track = trace.track[calls.rows]
     linked = (
         pointwise[:-1]
@@ -67,8 +66,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if calls is None:
         return None
     steps = scope.steps
-    at = calls.device_start if steps.clock == "device" else scope.trace.ts[calls.rows]  # on the steps' clock
-    step = np.searchsorted(steps.start, at, side="right")
+    step = np.searchsorted(steps.start, calls.started(scope.trace, steps.clock), side="right")
     chains = _chains(scope.trace, calls, int(params["min_ops"]), step)
     if not chains:
         return None

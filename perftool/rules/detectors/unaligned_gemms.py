@@ -42,7 +42,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     lost = 0.0
     chosen: list[np.ndarray] = []
     reference: list[float] = []
-    dtype_of = np.array([kind.work.dtype if kind.work else "" for kind in calls.kinds], dtype=object)[calls.kind]
+    dtype_of = calls.each(lambda kind: kind.work.dtype if kind.work else "", object)
     for dtype in sorted(set(dtype_of[counted].tolist())):
         of_dtype = counted & (dtype_of == dtype)
         aligned, off = np.flatnonzero(of_dtype & ~unaligned), np.flatnonzero(of_dtype & unaligned)
@@ -58,8 +58,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     off = np.concatenate(chosen)
     rows = calls.rows[off]
     worst = int(off[np.argmax(calls.device_us[off])])
-    work = calls.kinds[int(calls.kind[worst])].work
-    assert work is not None and work.mnk is not None
+    work = calls.work_of(worst)
+    assert work.mnk is not None
     m, n, k = work.mnk
     values: dict[str, Any] = {
         "names": distinct_names(scope.trace, rows, 3),

@@ -15,16 +15,9 @@ from typing import Any
 import numpy as np
 
 from perftool.roofline.calls import Calls
-from perftool.roofline.families import Work
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 
 REACH = 3  # the GEMMs sit at most this many modelled calls from the softmax (scaling, masking and dropout between)
-
-
-def _work(calls: Calls, call: int) -> Work:
-    found = calls.kinds[int(calls.kind[call])].work
-    assert found is not None  # only calls of modelled kinds are looked at
-    return found
 
 
 def _chains(calls: Calls, track: np.ndarray, min_keys: int) -> list[tuple[int, int, int]]:
@@ -32,14 +25,14 @@ def _chains(calls: Calls, track: np.ndarray, min_keys: int) -> list[tuple[int, i
     softmax = np.flatnonzero(
         calls.matching(lambda w: w.family == "softmax" and len(w.out_shape) >= 3 and w.out_shape[-1] >= min_keys)
         & (calls.device_us > 0)
-        & np.array(["backward" not in kind.name for kind in calls.kinds], dtype=bool)[calls.kind]  # forward only
+        & calls.each(lambda kind: "backward" not in kind.name, bool)  # forward only
     )
     gemm = np.flatnonzero(calls.matching(lambda w: w.family == "gemm"))
     found = []
     for i in softmax.tolist():
         near = gemm[(np.abs(gemm - i) <= REACH) & (track[gemm] == track[i])].tolist()
-        size = math.prod(_work(calls, i).out_shape)
-        before = [j for j in near if j < i and math.prod(_work(calls, j).out_shape) == size]
+        size = math.prod(calls.work_of(i).out_shape)
+        before = [j for j in near if j < i and math.prod(calls.work_of(j).out_shape) == size]
         after = [j for j in near if j > i]
         if before and after:
             found.append((before[-1], i, after[0]))
@@ -54,7 +47,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     lost = 0.0
     counted = []
     for first, softmax, second in _chains(calls, scope.trace.track[calls.rows], int(params["min_keys"])):
-        qk, pv = _work(calls, first), _work(calls, second)
+        qk, pv = calls.work_of(first), calls.work_of(second)
         peak = spec.peak_flops(qk.dtype)
         if not peak:
             continue  # no peak for its dtype: no roofline to measure against
@@ -68,7 +61,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     rows = calls.rows[[softmax for _, softmax, _, _ in counted]]
     values: dict[str, Any] = {
         "per_step": scope.per_step(len(counted)),
-        "scores": "x".join(map(str, _work(calls, counted[0][1]).out_shape)),
+        "scores": "x".join(map(str, calls.work_of(counted[0][1]).out_shape)),
         "chain_ms_per_step": scope.per_step(sum(chain_us for *_, chain_us in counted)) / 1e3,
     }
     return Detection(lost, values, scope.events(rows), key=values["scores"], occurrences=len(counted))
