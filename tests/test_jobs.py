@@ -155,6 +155,25 @@ def test_job_text_report(run):
     assert info.startswith("perftool info job of 8 ranks") and "Communication per process group" in info
 
 
+def test_each_rank_s_mfu_is_its_own_trace_s_in_every_format(run, tmp_path):
+    """A job of Kineto ranks that record shapes on a known device shows each rank's MFU: the figure info gives its
+    trace alone, a lower bound where some device time is unmodelled; a job without shapes shows no MFU column."""
+    sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    for rank in (0, 1):
+        shutil.copy(sample, tmp_path / f"rank{rank}.pt.trace.json.gz")
+    alone = json.loads(run("info", sample, "--format", "json").stdout)["roofline"]
+    job, _ = scan_json(run, tmp_path)
+    ranks = job["job"]["ranks"]
+    assert [r["mfu"] for r in ranks] == [pytest.approx(alone["mfu"], rel=1e-12)] * 2
+    assert all(r["mfu_is_lower_bound"] for r in ranks) and alone["modelled_share"] < 0.995
+    shown = f"≥{alone['mfu'] * 100:.3g}%"
+    assert shown in run("scan", tmp_path, "--workers", "1", "--fail-on", "never").stdout
+    markdown = run("scan", tmp_path, "--workers", "1", "--fail-on", "never", "--format", "markdown").stdout
+    assert "| MFU |" in markdown and "≥ 0.2357%" in markdown
+    straggler = run("scan", STRAGGLER, "--workers", "1", "--fail-on", "never", "--format", "markdown").stdout
+    assert "| rank |" in straggler and "MFU" not in straggler
+
+
 def test_exit_code_follows_the_job_findings(run):
     assert run("scan", STRAGGLER, "--workers", "1").exit_code == 1  # PT013 at error
     assert run("scan", STRAGGLER, "--workers", "1", "--fail-on", "never").exit_code == 0

@@ -197,6 +197,26 @@ def test_args_are_kept_only_where_needed(write_trace):
     assert trace.args(1) == {"bytes": 1024}
 
 
+def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_launches(write_trace):
+    """A kernel of 10 µs or more keeps its grid, block, registers and shared memory (whatever order Kineto writes
+    them in), and no per-call field; kernels launched alike share one kept entry; a short kernel keeps nothing; an
+    instant event in a kernel's category keeps all its args."""
+    launch = {"registers per thread": 32, "shared memory": 0, "grid": [4, 2, 1], "block": [128, 1, 1]}
+    events = [
+        complete("k", 0, 20, cat="kernel", args={"correlation": 1, "stream": 7} | launch),
+        complete("k", 30, 20, cat="kernel", args={"correlation": 2, "stream": 7} | launch),
+        complete("k", 60, 20, cat="kernel", args={"grid": [4, 2, 1], "correlation": 3, "block": [128, 1, 1]}),
+        complete("k", 90, 5, cat="kernel", args={"correlation": 4} | launch),
+        {"ph": "i", "name": "mark", "cat": "kernel", "ts": 99, "pid": 0, "tid": 7, "args": {"correlation": 5}},
+    ]
+    trace = load_trace(write_trace(events))
+    assert trace.args(0) == trace.args(1) == launch
+    assert trace.args_ref[0] == trace.args_ref[1]
+    assert trace.args(2) == {"grid": [4, 2, 1], "block": [128, 1, 1]}
+    assert trace.args(3) is None
+    assert trace.args(4) == {"correlation": 5}
+
+
 def _columns(trace):
     return {c: getattr(trace, c).tolist() for c in ("ts", "dur", "phase", "order", "flow_id", "kind")} | {
         "names": [trace.names[i] for i in trace.name],

@@ -14,7 +14,7 @@ from perftool import hardware
 from perftool.analysis.metrics import compute_metrics
 from perftool.hardware import BY_KEY, SOURCED, identify
 from perftool.roofline.figures import CAPTURE_ADVICE, roofline
-from perftool.trace.columns import KeepArgs
+from perftool.trace.columns import ArgsKept, KeepArgs
 from perftool.traces import load_trace
 
 REAL = DATA / "real"
@@ -184,9 +184,10 @@ def test_every_device_file_says_where_its_figures_come_from_and_covers_the_famil
 def test_an_event_kept_for_its_category_keeps_all_its_args_even_with_an_op_s_name():
     """A dialect that reads its events' args (msprof's device tasks, by category) gets them whole, though a task
     be named like an ATen op; a host op kept for its name keeps just its inputs."""
-    keep = KeepArgs(frozenset({"task"}), "^add$", "^add$")
-    kept, inputs_only = keep.of([("X", "add", "task", 1, 1), ("X", "add", "cpu_op", 1, 1), ("X", "mul", "x", 1, 1)])
-    assert kept.tolist() == [True, True, False] and inputs_only.tolist() == [False, True, False]
+    keep = KeepArgs(frozenset({"task"}), "^add$", "^add$", frozenset({"kernel"}))
+    signatures = [("X", "add", "task", 1, 1), ("X", "add", "cpu_op", 1, 1), ("X", "mul", "x", 1, 1)]
+    signatures.append(("X", "k", "kernel", 1, 1))
+    assert keep.of(signatures).tolist() == [ArgsKept.ALL, ArgsKept.INPUTS, ArgsKept.NONE, ArgsKept.LAUNCH]
 
 
 @pytest.mark.parametrize(

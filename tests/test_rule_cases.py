@@ -135,8 +135,8 @@ def build(case: dict) -> dict:
             if i % int(n) == int(n) - 1:
                 events += _events(extra, t, tracks, flows)
     document: dict = {"traceEvents": events}
-    if "device" in case:  # Kineto's record of the GPU: its name picks the device's figures
-        document["deviceProperties"] = [{"id": 0, "name": case["device"]}]
+    if "device" in case:  # Kineto's record of the GPU: its name picks the device's figures, its SMs where given
+        document["deviceProperties"] = [{"id": 0, "name": case["device"]} | case.get("device_properties", {})]
     return document
 
 

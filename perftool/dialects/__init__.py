@@ -29,9 +29,14 @@ def names() -> list[str]:
 
 def kept_args() -> KeepArgs:
     """The events whose ``args`` some dialect or analysis reads: the loader keeps args for these only (what
-    collectives moved; the input shapes of ops the roofline models)."""
+    collectives moved; the input shapes of ops the roofline models; the launch configuration of long kernels)."""
     names = f"(?i:{COLLECTIVE_ARGS.pattern})|{MODELLED_NAMES.pattern}"
-    return KeepArgs(frozenset().union(*(d.args_categories for d in REGISTERED)), names, MODELLED_NAMES.pattern)
+    return KeepArgs(
+        frozenset().union(*(d.args_categories for d in REGISTERED)),
+        names,
+        MODELLED_NAMES.pattern,
+        frozenset().union(*(d.launch_categories for d in REGISTERED)),
+    )
 
 
 def _input_workers(trace: Trace, roles: dict[int, Role]) -> dict[int, Role]:

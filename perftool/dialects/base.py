@@ -20,6 +20,7 @@ class Dialect:
 
     name = "generic"
     args_categories: frozenset[str] = frozenset()
+    launch_categories: frozenset[str] = frozenset()  # device work whose launch configuration the loader keeps
     category_kinds: dict[str, Kind] = {}
     role_kinds: dict[Role, Kind] = {}
 

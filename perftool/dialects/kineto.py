@@ -51,6 +51,7 @@ DEVICE_SORT_INDEX = 5_000_000  # Kineto sorts device processes from here on (16,
 class Kineto(Dialect):
     name = "kineto"
     args_categories = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
+    launch_categories = frozenset({"kernel", "Kernel"})  # grid, block, registers and shared memory per kernel
 
     def detect(self, trace: Trace) -> bool:
         if any(key in trace.metadata for key in _TOP_LEVEL_KEYS):

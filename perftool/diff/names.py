@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from perftool.names import without_parameters
 from perftool.rules.catalog import builtin_dir
 from perftool.yamlfile import read_model
 
@@ -44,17 +45,6 @@ def normalise(name: str) -> str:
 def _without_launch_id(name: str) -> str:
     launch_id = _LAUNCH_ID_REVERSED.match(name[::-1])
     return name[: len(name) - launch_id.end()] if launch_id else name
-
-
-def without_parameters(name: str) -> str:
-    """``f<T>(float*, int)`` → ``f<T>``: a C++ signature's parameter list, the ``(`` right after the name or its
-    template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words)."""
-    depth = 0
-    for position, char in enumerate(name):
-        depth += (char == "<") - (char == ">")
-        if char == "(" and depth == 0 and position > 0 and (name[position - 1].isalnum() or name[position - 1] in "_>"):
-            return name[:position].rstrip() if name.endswith(")") else name
-    return name
 
 
 class _Entry(BaseModel):

@@ -67,6 +67,8 @@ class RankSummary:
     timeline: Timeline = field(default_factory=Timeline.empty)
     first_us: float = 0.0  # the trace's first event, on its clock (evidence times are shown from here)
     steps: StepParts = field(default_factory=StepParts.empty)
+    mfu: float | None = None  # model FLOPs utilisation of the steady steps, where the roofline can say
+    mfu_is_lower_bound: bool = False  # part of the device time is in ops without a model
 
 
 def summarise_rank(
@@ -85,7 +87,15 @@ def summarise_rank(
     given = (scan.rank, rank_from_name(path, in_job), position if in_job else None)
     scan.rank = next((rank for rank in given if rank is not None), None)
     summary = RankSummary(
-        scan.rank, scan, _breakdown(scope), scope.metrics.groups, _timeline(scope), scope.steps.first, _steps(scope)
+        scan.rank,
+        scan,
+        _breakdown(scope),
+        scope.metrics.groups,
+        _timeline(scope),
+        scope.steps.first,
+        _steps(scope),
+        scope.roofline.mfu,
+        scope.roofline.is_lower_bound,
     )
     if in_worker:
         del trace, scope

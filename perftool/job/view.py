@@ -158,6 +158,8 @@ def _row(summary: RankSummary, waited: Waits, steps: int) -> RankRow:
         idle_us=_number(part.get("idle")),
         wait_us=waited.wait_us[rank] / steps if rank in waited.wait_us else None,
         held_back_us=waited.held_back_us[rank] / steps if rank in waited.held_back_us else None,
+        mfu=summary.mfu,
+        mfu_is_lower_bound=summary.mfu_is_lower_bound,
         findings=len(scan.findings),
         top_finding=f"{top.rule_id} {top.rule_name}" if top else None,
         per_step=_per_step(summary, waited),

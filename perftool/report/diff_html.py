@@ -12,9 +12,9 @@ import json
 
 from perftool.diff.compare import shown
 from perftool.diff.run import DiffResult
+from perftool.names import readable
 from perftool.report import diff_json, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.report.names import readable
 from perftool.units import duration, number, percent, signed_duration
 
 TOP = 10  # contributors drawn and listed; the others share one bar

@@ -17,9 +17,9 @@ from rich.text import Text
 
 from perftool.diff.compare import TraceDiff
 from perftool.diff.run import DiffResult
+from perftool.names import readable
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
-from perftool.report.names import readable
 from perftool.units import duration, number, percent, plural, signed_duration
 
 TOP = 10  # contributors listed; the others share one row

@@ -17,6 +17,7 @@ from perftool.report import findings_json, svg
 from perftool.report.escape import html_text
 from perftool.report.findings_text import evidence_start
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
+from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
 from perftool.units import duration, number, percent, plural, timestamp
 
@@ -135,11 +136,13 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     breakdowns = [(f"rank {t.rank}", steady_step(t)) for t in report.traces if steady_step(t)]
     if breakdowns:
         parts.append(svg.stacked("rank-breakdown", "Where each rank's steady step goes", breakdowns, duration))
-    headers = ["rank", "steps", "step time", "compute", "exposed comm.", "idle", "waits", "holds back", "top finding"]
+    with_mfu = any(r.mfu is not None for r in job.ranks)
+    headers = ["rank", "steps", "step time", "compute", "exposed comm.", "idle", "waits", "holds back",
+               *(["MFU"] if with_mfu else []), "top finding"]  # fmt: skip
     table_rows: list[list[Cell]] = [
         [(str(r.rank), "fail" if r.rank == job.slowest_rank else ""), number(r.steps), _us(r.step_time_us),
          _us(r.compute_us), _us(r.exposed_communication_us), _us(r.idle_us), _us(r.wait_us), _us(r.held_back_us),
-         r.top_finding or ""]
+         *([mfu_text(r.mfu, r.mfu_is_lower_bound)] if with_mfu else []), r.top_finding or ""]
         for r in job.ranks
     ]  # fmt: skip
     parts.append(table("ranks", headers, table_rows, tuple(range(8)), (8,)))

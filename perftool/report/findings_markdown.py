@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from perftool.report.escape import html_text, markdown
 from perftool.report.findings_text import device_label, evidence_start
+from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
 from perftool.units import duration, plural, timestamp
 
@@ -67,14 +68,17 @@ def _job(job: JobView, unit: str) -> list[str]:
     if job.slowest_rank is not None:
         held = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
         lines += [f"Slowest rank **{job.slowest_rank}**{held}.", ""]
+    with_mfu = any(row.mfu is not None for row in job.ranks)
+    mfu_column = (" MFU |", " ---: |") if with_mfu else ("", "")
     lines += [
-        "| rank | step | compute | exposed comm | idle | waits | holds back | top finding |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"| rank | step | compute | exposed comm | idle | waits | holds back |{mfu_column[0]} top finding |",
+        f"| ---: | ---: | ---: | ---: | ---: | ---: | ---: |{mfu_column[1]} --- |",
     ]
     for row in job.ranks:
         times = (row.step_time_us, row.compute_us, row.exposed_communication_us, row.idle_us, row.wait_us)
         figures = " | ".join(duration(t) if t is not None else "—" for t in (*times, row.held_back_us))
-        lines.append(f"| {row.rank} | {figures} | {cell(row.top_finding or '—')} |")
+        mfu = f" {mfu_text(row.mfu, row.mfu_is_lower_bound)} |" if with_mfu else ""
+        lines.append(f"| {row.rank} | {figures} |{mfu} {cell(row.top_finding or '—')} |")
     lines.append("")
     for finding in job.findings:
         lines += [f"{_ICON[finding.severity.value]} `{finding.rule_id}` {cell(finding.message)}", ""]

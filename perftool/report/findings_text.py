@@ -7,10 +7,10 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
+from perftool.names import readable
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
-from perftool.report.names import readable
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 from perftool.units import duration, plural, timestamp
 

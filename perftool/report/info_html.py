@@ -5,9 +5,9 @@ collectives and the tracks."""
 from __future__ import annotations
 
 from perftool.analysis.metrics import Metrics
+from perftool.names import readable
 from perftool.report import info_json, info_rows, roofline_rows, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.report.names import readable
 from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
 from perftool.units import duration, plural

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from perftool.analysis.metrics import Metrics
+from perftool.names import readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.escape import markdown
-from perftool.report.names import readable
 from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
 

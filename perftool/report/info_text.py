@@ -7,10 +7,10 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
+from perftool.names import readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
-from perftool.report.names import readable
 from perftool.roofline.figures import Roofline
 from perftool.trace.model import Role, Trace
 

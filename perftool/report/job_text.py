@@ -10,6 +10,7 @@ from rich.text import Text
 
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
+from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
 from perftool.units import duration, plural
 
@@ -60,29 +61,15 @@ def _ranks(job: JobView) -> Table:
         title += f": the {MAX_RANK_ROWS} slowest of {len(job.ranks)}"
         rows.sort(key=lambda r: r.rank)
     table = Table(title=title, title_justify="left")
-    add_columns(
-        table,
-        [
-            ("rank", "right"),
-            ("step", "right"),
-            ("compute", "right"),
-            ("exposed comm", "right"),
-            ("idle", "right"),
-            ("waits", "right"),
-            ("holds back", "right"),
-            ("top", "left"),
-        ],
-        overflow="fold",
-    )
+    with_mfu = any(row.mfu is not None for row in rows)
+    headers = ["rank", "step", "compute", "exposed comm", "idle", "waits", "holds back", *(["MFU"] if with_mfu else [])]
+    add_columns(table, [*((header, "right") for header in headers), ("top", "left")], overflow="fold")
     for row in rows:
+        times = (row.step_time_us, row.compute_us, row.exposed_communication_us, row.idle_us, row.wait_us)
         table.add_row(
             str(row.rank),
-            _time(row.step_time_us),
-            _time(row.compute_us),
-            _time(row.exposed_communication_us),
-            _time(row.idle_us),
-            _time(row.wait_us),
-            _time(row.held_back_us),
+            *(_time(value) for value in (*times, row.held_back_us)),
+            *([mfu_text(row.mfu, row.mfu_is_lower_bound, short=True)] if with_mfu else []),
             shown(row.top_finding.split()[0] if row.top_finding else "—"),
             style="bold" if row.rank == job.slowest_rank else None,
         )

@@ -18,6 +18,16 @@ REGION_HEADERS = ("annotation", "calls", "time", "TFLOP/s", "of peak", "lost")
 REGION_NUMBERS = (1, 2, 3, 4, 5)
 
 
+def mfu_text(mfu: float | None, is_lower_bound: bool, short: bool = False) -> str:
+    """An MFU as a percentage, "≥" where part of the device time is in ops without a model; "—" where unknown.
+    ``short``: three significant digits and no space, for a narrow column."""
+    if mfu is None:
+        return "—"
+    if short:
+        return f"{'≥' if is_lower_bound else ''}{mfu * 100:.3g}%"
+    return f"{'≥ ' if is_lower_bound else ''}{number(mfu * 100)}%"
+
+
 def summary_rows(roof: Roofline, unit: str) -> list[tuple[str, str]]:
     """(what, figures): the device's peaks, MFU, the modelled share of device time and the time lost."""
     spec = roof.spec
@@ -30,20 +40,18 @@ def summary_rows(roof: Roofline, unit: str) -> list[tuple[str, str]]:
     else:
         rows.append(("device", f"{roof.device}: not known to perftool (no peaks)"))
     share = roof.modelled_share
-    partial = share is not None and share < 0.995
+    partial = roof.is_lower_bound
     if roof.flops > 0:
         per_step = f"{flop_count(roof.flops_per_step)} a step · " if roof.flops_per_step else ""
         achieved = f"{number(roof.achieved_tflops)} TFLOP/s achieved over the window"
         rows.append(("model FLOPs", per_step + achieved))
     if roof.mfu is not None:
-        bound = "≥ " if partial else ""
         rows.append(
-            ("MFU", f"{bound}{number(roof.mfu * 100)}% of the {roof.dtype} peak ({number(roof.peak_tflops)} TFLOP/s)"),
+            ("MFU", f"{mfu_text(roof.mfu, partial)} of the {roof.dtype} peak ({number(roof.peak_tflops)} TFLOP/s)"),
         )
     step_mfu = sorted(step.mfu for step in roof.per_step if step.mfu is not None)
     if len(step_mfu) > 1:
-        bound = "≥ " if partial else ""
-        low, middle, high = (f"{bound}{number(v * 100)}%" for v in (step_mfu[0], median(step_mfu), step_mfu[-1]))
+        low, middle, high = (mfu_text(v, partial) for v in (step_mfu[0], median(step_mfu), step_mfu[-1]))
         rows.append(("MFU per step", f"{low} min · {middle} median · {high} max over {len(step_mfu)} steps"))
     if share is not None and roof.device_us > 0:
         rows.append((

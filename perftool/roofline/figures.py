@@ -30,6 +30,8 @@ CAPTURE_ADVICE = (
     "capture with torch.profiler.profile(record_shapes=True, with_flops=True) so ops record their input shapes"
 )
 
+FULLY_MODELLED = 0.995  # a modelled share of device time from which the MFU counts every FLOP
+
 
 @dataclass
 class Roofline:
@@ -70,6 +72,12 @@ class Roofline:
     @property
     def modelled_share(self) -> float | None:
         return self.modelled_us / self.device_us if self.device_us > 0 else None
+
+    @property
+    def is_lower_bound(self) -> bool:
+        """Whether part of the device time is in ops without a model, so the MFU counts only some of the FLOPs."""
+        share = self.modelled_share
+        return share is not None and share < FULLY_MODELLED
 
     @property
     def flops_per_step(self) -> float | None:

@@ -154,6 +154,10 @@ class RankRow(_Record):
     idle_us: float | None = Field(description="device idle per step")
     wait_us: float | None = Field(description="time per step this rank waits in collectives for later ranks")
     held_back_us: float | None = Field(description="time per step the other ranks wait in collectives for this one")
+    mfu: float | None = Field(
+        None, description="model FLOPs utilisation of the steady steps, where the trace records shapes and its device"
+    )
+    mfu_is_lower_bound: bool = Field(False, description="part of the device time is in ops without a model")
     findings: int
     top_finding: str | None = Field(description="the rank's most severe finding: rule id and title")
     per_step: RankSteps | None = Field(None, description="the rank's first steady steps one by one")

@@ -10,6 +10,7 @@ and expands the signatures into phase, name, category and track columns once, at
 
 from __future__ import annotations
 
+import enum
 import math
 import operator
 import re
@@ -126,31 +127,48 @@ class Part:
     counter_events: list[tuple[int, float, int, bytes]]  # position, ts, signature, args
 
 
+LAUNCH_MIN_US = 10.0  # kernels shorter than this keep no launch configuration: a few µs lose little to a small grid
+
+
+class ArgsKept(enum.IntEnum):
+    """How much of an event's ``args`` the loader keeps."""
+
+    NONE = 0
+    ALL = 1
+    INPUTS = 2  # just its recorded inputs (:class:`RecordedInputs`)
+    LAUNCH = 3  # just its launch configuration (:class:`LaunchConfig`), and only for long kernels
+
+
 @dataclass(frozen=True)
 class KeepArgs:
     """Which events keep their ``args``: those in ``categories``, and those whose name ``names`` matches
     (a regular expression; empty for none). Of those kept for their name alone, events whose name ``inputs_only``
-    matches keep just their recorded inputs (``Input Dims``, ``Input dims``, ``Input type``, ``Concrete Inputs``),
-    written compactly, so calls with the same inputs keep the same bytes. Decided once per distinct signature,
-    never per event."""
+    matches keep just their recorded inputs (``Input Dims``, ``Input dims``, ``Input type``, ``Concrete Inputs``).
+    Events in ``launch_categories`` that run at least ``launch_min_us`` keep just their launch configuration.
+    Reduced args are written compactly, so calls with the same inputs or launch keep the same bytes. Decided once
+    per distinct signature, never per event."""
 
     categories: frozenset[str] = frozenset()
     names: str = ""
     inputs_only: str = ""
+    launch_categories: frozenset[str] = frozenset()
+    launch_min_us: float = LAUNCH_MIN_US
 
-    def of(self, signatures: list[Signature]) -> tuple[np.ndarray, np.ndarray]:
-        """Per signature: whether its events keep their args, and whether they keep just their inputs."""
+    def of(self, signatures: list[Signature]) -> np.ndarray:
+        """Per signature: how much of its events' args is kept (an :class:`ArgsKept`)."""
         named = re.compile(self.names).search if self.names else None
         inputs = re.compile(self.inputs_only).search if self.inputs_only else None
-        by_category = [s[2] in self.categories for s in signatures]
-        by_name = [named is not None and bool(named(s[1])) for s in signatures]
-        # an event a dialect keeps for its category keeps all its args, whatever its name
-        reduced = [
-            n and not c and inputs is not None and bool(inputs(s[1]))
-            for s, c, n in zip(signatures, by_category, by_name)
-        ]
-        keeps = np.array(by_category, dtype=bool) | np.array(by_name, dtype=bool)
-        return keeps, np.array(reduced, dtype=bool)
+        kept = []
+        for _, name, category, _, _ in signatures:
+            if category in self.categories:  # an event a dialect keeps for its category keeps all its args
+                kept.append(ArgsKept.ALL)
+            elif named is not None and named(name):
+                kept.append(ArgsKept.INPUTS if inputs is not None and inputs(name) else ArgsKept.ALL)
+            elif category in self.launch_categories:
+                kept.append(ArgsKept.LAUNCH)
+            else:
+                kept.append(ArgsKept.NONE)
+        return np.array(kept, dtype=np.uint8)
 
 
 class RecordedInputs(msgspec.Struct, omit_defaults=True):
@@ -162,13 +180,27 @@ class RecordedInputs(msgspec.Struct, omit_defaults=True):
     concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
 
 
-_READ_INPUTS = msgspec.json.Decoder(RecordedInputs)
+class LaunchConfig(msgspec.Struct, omit_defaults=True):
+    """A kernel's launch configuration, as Kineto records it with each kernel, left as raw JSON."""
+
+    grid: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""))
+    block: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""))
+    registers: msgspec.Raw = msgspec.field(name="registers per thread", default=msgspec.Raw(b""))
+    shared_memory: msgspec.Raw = msgspec.field(name="shared memory", default=msgspec.Raw(b""))
 
 
-def _inputs_of(raw: bytes) -> bytes:
-    """The recorded inputs of an event's args, compactly ({} where there are none or the args do not parse)."""
+_ALL, _LAUNCH = int(ArgsKept.ALL), int(ArgsKept.LAUNCH)
+_LAUNCH_FIELDS = b'"registers per thread"'
+_REDUCERS: dict[ArgsKept, msgspec.json.Decoder] = {
+    ArgsKept.INPUTS: msgspec.json.Decoder(RecordedInputs),
+    ArgsKept.LAUNCH: msgspec.json.Decoder(LaunchConfig),
+}
+
+
+def _reduced(kept: ArgsKept, raw: bytes) -> bytes:
+    """The part of an event's args that ``kept`` names, compactly ({} where there is none or the args do not parse)."""
     try:
-        return msgspec.json.encode(_READ_INPUTS.decode(raw))
+        return msgspec.json.encode(_REDUCERS[kept].decode(raw))
     except (msgspec.DecodeError, UnicodeDecodeError):
         return b"{}"
 
@@ -200,25 +232,41 @@ def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
         else:
             counter_events.append((i, float(ts[i]), int(signature[i]), bytes(batch[i].args)))
 
-    keeps, inputs_only = keep_args.of(distinct)
-    keeps_args_of = ((phase_of == Phase.INSTANT) | keeps) & ~untimed_of
+    kept_of = keep_args.of(distinct)
+    instant = phase_of == Phase.INSTANT
+    kept_of[instant & ((kept_of == ArgsKept.NONE) | (kept_of == ArgsKept.LAUNCH))] = ArgsKept.ALL
+    kept_of[untimed_of] = ArgsKept.NONE
+    keeping = kept_of[signature]
+    if keep_args.launch_categories:
+        keeping[(keeping == ArgsKept.LAUNCH) & ~(dur >= keep_args.launch_min_us)] = ArgsKept.NONE
     args_events: list[int] = []
     args_refs: list[int] = []
     kept_args: list[bytes] = []
-    inputs_seen: dict[bytes, int] = {}
-    for i in np.flatnonzero(keeps_args_of[signature]).tolist():
+    reduced_refs: dict[bytes, int] = {}  # a reduced args' bytes -> its index in kept_args
+    launch_refs: dict[bytes, int] = {}  # a kernel's launch fields as written -> the same
+    rows = np.flatnonzero(keeping)
+    for i, kept in zip(rows.tolist(), keeping[rows].tolist()):
         raw = batch[i].args
         if not len(raw):
             continue
         args_events.append(i)
-        if inputs_only[signature[i]]:
-            inputs = _inputs_of(raw)
-            ref = inputs_seen.setdefault(inputs, len(kept_args))
-            if ref == len(kept_args):
-                kept_args.append(inputs)
-        else:
-            ref = len(kept_args)
+        if kept == _ALL:
+            args_refs.append(len(kept_args))
             kept_args.append(bytes(raw))
+            continue
+        # Kineto writes a kernel's launch fields last, from "registers per thread" on: equal tails are equal
+        # launches, so most kernels cost a search and a lookup rather than a decode
+        written = bytes(raw)
+        start = written.find(_LAUNCH_FIELDS) if kept == _LAUNCH else -1
+        tail = written[start:] if start > 0 else b""
+        ref = launch_refs.get(tail, -1) if tail else -1
+        if ref < 0:
+            reduced = _reduced(ArgsKept(kept), written)
+            ref = reduced_refs.setdefault(reduced, len(kept_args))
+            if ref == len(kept_args):
+                kept_args.append(reduced)
+            if tail:
+                launch_refs[tail] = ref
         args_refs.append(ref)
 
     flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])

@@ -32,6 +32,7 @@ BUILT_IN = (  # registered under GROUP by perftool itself; listed here too for a
     "small_gemms",
     "unfused_attention",
     "elementwise_chains",
+    "small_grids",
 )
 COMMON_VALUES: dict[str, str] = {
     "lost_ms": "time lost over the analysis window, ms",

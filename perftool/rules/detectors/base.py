@@ -200,11 +200,11 @@ class Setting:
         return None
 
 
-def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4) -> str:
-    """The names among ``rows``, most time first, as one short list."""
+def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4, shown: Callable[[str], str] = str) -> str:
+    """The names among ``rows``, most time first, as one short list, each as ``shown`` writes it."""
     names_of = trace.name[rows]
     ids = np.flatnonzero(np.bincount(names_of, minlength=len(trace.names)))
     time = np.bincount(names_of, weights=trace.dur[rows], minlength=len(trace.names))[ids]
-    names = [trace.names[i] for i in ids[np.argsort(-time, kind="stable")][:limit].tolist()]
+    names = [shown(trace.names[i]) for i in ids[np.argsort(-time, kind="stable")][:limit].tolist()]
     more = ids.size - len(names)
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")

@@ -3,14 +3,12 @@
 Real kernels are named by their whole signature: return type, namespaces, nested template arguments and
 parameter list, often hundreds of characters. :func:`readable` keeps what tells kernels apart — the
 function and its first level of template arguments — and elides the rest; tables cut what is still too
-long once, at their width, and JSON keeps the full name.
+long once, at their width, and JSON keeps the full name. A leaf module: reports, rules and diff all read it.
 """
 
 from __future__ import annotations
 
 import re
-
-from perftool.diff.names import without_parameters
 
 _RETURN_TYPE = re.compile(r"^(void|int|float)\s+")
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
@@ -28,6 +26,17 @@ def readable(name: str, width: int | None = None) -> str:
     if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
         short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))
     return short if width is None or len(short) <= width else short[: width - 1].rstrip() + "…"
+
+
+def without_parameters(name: str) -> str:
+    """``f<T>(float*, int)`` → ``f<T>``: a C++ signature's parameter list, the ``(`` right after the name or its
+    template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words)."""
+    depth = 0
+    for position, char in enumerate(name):
+        depth += (char == "<") - (char == ">")
+        if char == "(" and depth == 0 and position > 0 and (name[position - 1].isalnum() or name[position - 1] in "_>"):
+            return name[:position].rstrip() if name.endswith(")") else name
+    return name
 
 
 def _nested_elided(name: str) -> str:
