@@ -140,7 +140,8 @@ def _cluster_options(command):
         "--workers",
         type=click.IntRange(1, 4096),
         metavar="N",
-        help="Local worker processes when no scheduler is given; 1 analyses here  [default: one per CPU].",
+        help="Local worker processes when no scheduler is given; 1 analyses here  [default: one per CPU for work "
+        "large enough to pay for starting them, else here].",
     )(command)
 
 

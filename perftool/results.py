@@ -7,7 +7,6 @@ have their own model, :class:`perftool.rules.findings.ScanReport`.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,8 +18,9 @@ class _Document(BaseModel):
     schema_: str = Field(alias="schema", description="the document's kind and version, e.g. perftool.gate/1")
 
     def json_text(self, indent: int = 2) -> str:
-        """The document as perftool writes it: indented JSON, keys in the model's order, one newline after."""
-        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=indent, ensure_ascii=False) + "\n"
+        """The document as perftool writes it: indented JSON, keys in the model's order, one newline after (pydantic's
+        own encoder, as scan's findings are written: the standard library's takes seconds for a diff of 100k names)."""
+        return self.model_dump_json(by_alias=True, indent=indent) + "\n"
 
 
 class _Part(BaseModel):

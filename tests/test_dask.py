@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import distributed
@@ -186,3 +187,32 @@ def test_a_scheduler_killed_mid_run_is_one_line_not_a_traceback(tmp_path):
     assert scan.returncode == 2, stderr
     (line,) = stderr.strip().splitlines()
     assert line.startswith(f"perftool: error: a task failed on the Dask scheduler at {address}")
+
+
+def test_a_small_job_runs_here_and_a_large_one_on_local_workers(monkeypatch):
+    """By default a job too small for a local cluster's start-up to pay off never starts one; one large enough does,
+    and so does any job given more than one worker outright."""
+    started = []
+
+    @contextmanager
+    def no_cluster(scheduler, workers):
+        started.append(workers)
+        raise PerftoolError("a cluster was started")
+        yield
+
+    monkeypatch.setattr(cluster, "dask_client", no_cluster)
+    report = perftool.scan(STRAGGLER)
+    assert report.job is not None and report.job.slowest_rank == 5 and not started
+    with pytest.raises(PerftoolError, match="a cluster was started"):
+        perftool.scan(STRAGGLER, workers=2)
+    monkeypatch.setattr(cluster, "SCANNED_BYTES_PER_S", 1e3)  # as if each byte took a millisecond
+    with pytest.raises(PerftoolError, match="a cluster was started"):
+        perftool.scan(STRAGGLER)
+    assert started == [2, min(os.cpu_count() or 1, 8)]
+
+
+def test_a_cluster_pays_off_once_the_work_outlasts_its_start_on_the_other_workers():
+    rate, start = cluster.SCANNED_BYTES_PER_S, cluster.CLUSTER_START_S
+    assert not cluster.cluster_pays_off(int(rate * start * 1.9), 2)  # 1.9 s here: 0.95 s saved, 1 s to start
+    assert cluster.cluster_pays_off(int(rate * start * 2.1), 2)
+    assert not cluster.cluster_pays_off(10**12, 1)

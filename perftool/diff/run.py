@@ -13,6 +13,7 @@ from perftool.errors import PerftoolError
 from perftool.job.cluster import LOCAL, Cluster, map_tasks
 from perftool.job.ranks import job_files, rank_from_name
 from perftool.rules.engine import DEFAULT_READ, ReadOptions, distributed
+from perftool.trace.loader import json_size_hint
 from perftool.traces import load_trace
 
 
@@ -79,7 +80,8 @@ def _diff_jobs(
 ) -> DiffResult:
     files = [job_files([baseline]), job_files([candidate])]
     tasks = [(path, read) for side in files for path in side]
-    results = map_tasks(_profile_or_problem, tasks, cluster.scheduler, cluster.workers)
+    work_bytes = sum(json_size_hint(path) for side in files for path in side)
+    results = map_tasks(_profile_or_problem, tasks, cluster.scheduler, cluster.workers, work_bytes=work_bytes)
     problems = [result for result in results if isinstance(result, str)]
     if problems:
         raise PerftoolError("; ".join(problems))

@@ -1,7 +1,8 @@
-"""Running the ranks' analysis on Dask: local worker processes by default, or an existing cluster.
+"""Running the ranks' analysis on Dask: local worker processes when the work pays for them, or an existing cluster.
 
 Each task loads one rank's trace where the worker runs and sends back its summary only; events never
-leave the worker. With one worker the ranks are analysed here, in this process, without Dask.
+leave the worker. With one worker, or work too small for a local cluster's start-up to pay off, the ranks are
+analysed here, in this process, without Dask (each trace still decoded by parallel processes when it is large).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ _ADDRESS = re.compile(
     r"^(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]@]+):(?P<port>\d{1,5})$"
 )
 _DASK_LOGGERS = ("distributed", "tornado", "asyncio")  # what a closing cluster logs about comms it drops
+# Measured with bench/bench_small_job.py on 2 cores: a local cluster of 2 worker processes adds about this long to a
+# job (starting, importing perftool in each worker, closing); one process scans a job's traces (each decoded by
+# parallel processes when large) at about this many bytes of JSON a second. Cluster and here break even near 46 MB.
+CLUSTER_START_S = 1.0
+SCANNED_BYTES_PER_S = 23e6
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,13 @@ def chosen_scheduler(scheduler: str | None, where: str = "scheduler") -> str | N
         return scheduler_address(scheduler, where)
     from_env = os.environ.get(SCHEDULER_ENV)
     return scheduler_address(from_env, SCHEDULER_ENV) if from_env else None
+
+
+def cluster_pays_off(work_bytes: int, workers: int) -> bool:
+    """Whether ``work_bytes`` of JSON finish sooner on a local cluster of ``workers`` processes, its start-up
+    included, than here one after another."""
+    here_s = work_bytes / SCANNED_BYTES_PER_S
+    return workers > 1 and here_s * (1 - 1 / workers) > CLUSTER_START_S
 
 
 def local_workers(workers: int | None, tasks: int) -> int:
@@ -171,12 +184,17 @@ def map_tasks(
     scheduler: str | None = None,
     workers: int | None = None,
     done: Callable[[], None] | None = None,
+    work_bytes: int | None = None,
 ) -> list[Any]:
-    """``function(*task)`` for every task, in the tasks' order; on Dask unless one local worker is asked for. A task
-    that fails on the cluster (a worker without perftool, a scheduler gone) is a :class:`PerftoolError`."""
+    """``function(*task)`` for every task, in the tasks' order. On Dask with a scheduler; else on a local cluster
+    when more than one worker is asked for, or, by default, when the tasks' ``work_bytes`` of JSON are enough for it
+    to pay off; else here in turn. A task that fails on the cluster (a worker without perftool, a scheduler gone) is
+    a :class:`PerftoolError`."""
     scheduler = chosen_scheduler(scheduler)
+    asked = workers
     workers = local_workers(workers, len(tasks))
-    if scheduler is None and (workers == 1 or len(tasks) <= 1):
+    small = asked is None and work_bytes is not None and not cluster_pays_off(work_bytes, workers)
+    if scheduler is None and (workers == 1 or len(tasks) <= 1 or small):
         results = []
         for task in tasks:
             results.append(function(*task))

@@ -12,6 +12,7 @@ from perftool.job.view import job_view
 from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport, UnreadTrace
 from perftool.rules.model import Rule
+from perftool.trace.loader import json_size_hint
 
 
 def scan_job(
@@ -28,7 +29,8 @@ def scan_job(
 
     A trace that cannot be read, or that repeats a rank already given, is in the report's ``unread``;
     the other traces are reported all the same. Without ``scheduler`` or ``workers``, a job named outright
-    (a directory, files named by rank) runs on local Dask workers; other files are scanned here in turn.
+    (a directory, files named by rank) runs on local Dask workers when it is large enough for them to pay off
+    (:func:`~perftool.job.cluster.cluster_pays_off`); other files, and small jobs, are scanned here in turn.
     """
     files = job_files(paths)
     named = names_ranks(paths)
@@ -37,7 +39,8 @@ def scan_job(
     summaries: list[RankSummary] = []
     unread: list[UnreadTrace] = []
     taken: dict[int, str] = {}
-    for position, result in enumerate(map_tasks(summarise_rank, tasks, scheduler, workers, done)):
+    work_bytes = sum(json_size_hint(path) for path in files)
+    for position, result in enumerate(map_tasks(summarise_rank, tasks, scheduler, workers, done, work_bytes)):
         if isinstance(result, UnreadTrace):
             result.rank = rank_from_name(files[position], named)
             unread.append(result)

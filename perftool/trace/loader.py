@@ -119,7 +119,7 @@ def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
 
 def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -> Trace:
     if workers is None:
-        workers = min(os.cpu_count() or 1, 4) if _json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
+        workers = min(os.cpu_count() or 1, 4) if json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived structs; none of them form cycles
     try:
@@ -215,8 +215,16 @@ def _is_gzip(path: str) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
-def _json_size_hint(path: str) -> int:
-    """Bytes of JSON to decode: the file size, or for gzip the size its trailer records (mod 4 GiB)."""
+def json_size_hint(path: str) -> int:
+    """Bytes of JSON to decode: the file size, or for gzip the size its trailer records (mod 4 GiB); 0 for a file
+    that cannot be read (its loading says why)."""
+    try:
+        return _json_size(path)
+    except OSError:
+        return 0
+
+
+def _json_size(path: str) -> int:
     size = os.path.getsize(path)
     if size < 18 or not _is_gzip(path):
         return size
