@@ -1,0 +1,143 @@
+"""Benchmark: ``perftool info`` against the best plain-Python pipeline on the same trace, as ratios of one run.
+
+    python bench/bench_reference.py --mb 500          # the Kineto-like trace bench_load.py generates
+    python bench/bench_reference.py --trace FILE
+
+The reference pipeline is what a careful engineer writes without perftool: the whole file decoded by msgspec into
+typed structs (the fields a summary needs), columns built with numpy (names, categories and tracks interned once
+each), then the device's busy time (the union of kernel intervals), the step times and the top kernels by time.
+``perftool info FILE --format json`` does that and more (roles, idle causes, collectives, the roofline). Each runs
+in a fresh process, alternating, best of ``--repeat``; printed: each time and peak RSS, and the ratios
+perftool / reference (time) and peak RSS / file size. Targets (issue #31): time <= 0.6x, RSS <= 0.6x the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import msgspec
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+class Event(msgspec.Struct, gc=False):
+    """The fields of an event the reference pipeline reads (untracked by the garbage collector, as msgspec advises for
+    millions of small structs)."""
+
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+
+
+class Document(msgspec.Struct):
+    traceEvents: list[Event]
+
+
+def reference(path: str) -> dict:
+    """The plain pipeline: typed decode of the whole document, numpy columns, busy time, steps, top kernels."""
+    import numpy as np
+
+    start = time.perf_counter()
+    with open(path, "rb") as fh:
+        events = msgspec.json.decode(fh.read(), type=Document).traceEvents
+    names: dict[str, int] = {}
+    cats: dict[str, int] = {}
+    ts = np.array([e.ts for e in events], np.float64)
+    dur = np.array([e.dur for e in events], np.float64)
+    name = np.array([names.setdefault(e.name, len(names)) for e in events], np.int32)
+    cat = np.array([cats.setdefault(e.cat, len(cats)) for e in events], np.int32)
+    complete = np.array([e.ph == "X" for e in events], bool)
+    del events
+    kernel = complete & (cat == cats.get("kernel", -1))
+    order = np.argsort(ts[kernel], kind="stable")
+    starts, ends = ts[kernel][order], np.maximum.accumulate((ts + dur)[kernel][order])
+    opens = np.r_[True, starts[1:] > ends[:-1]] if starts.size else np.empty(0, bool)
+    first = np.flatnonzero(opens)
+    busy = float(np.sum(ends[np.r_[first[1:] - 1, starts.size - 1]] - starts[first])) if starts.size else 0.0
+    step_ids = [i for n, i in names.items() if n.startswith("ProfilerStep#")]
+    steps = np.sort(dur[complete & np.isin(name, step_ids)])
+    by_kernel = np.bincount(name[kernel], weights=dur[kernel], minlength=len(names))
+    top = np.argsort(-by_kernel)[:10]
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "busy_us": busy,
+        "steps": int(steps.size),
+        "top": int(top.size),
+    }
+
+
+def perftool_info(path: str) -> dict:
+    """``perftool info FILE --format json`` as the command runs it, its output thrown away."""
+    from click.testing import CliRunner
+
+    from perftool.cli import cli
+
+    start = time.perf_counter()
+    result = CliRunner().invoke(cli, ["info", path, "--format", "json", "-o", os.devnull])
+    seconds = time.perf_counter() - start
+    assert result.exit_code == 0, result.output
+    return {
+        "seconds": seconds,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+    }
+
+
+def in_child(kind: str, path: str) -> dict:
+    command = [sys.executable, __file__, "--child", kind, path]
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=500.0)
+    parser.add_argument("--trace", help="this trace instead of the generated one")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, path = args.child
+        print(json.dumps({"reference": reference, "perftool": perftool_info}[kind](path)))
+        return
+    path = args.trace
+    if path is None:
+        from bench_load import OUT
+        from kineto_synth import write_trace
+
+        path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json")
+        if not os.path.exists(path):
+            os.makedirs(OUT, exist_ok=True)
+            write_trace(path, args.mb, compress=False)
+    runs = [(in_child("reference", path), in_child("perftool", path)) for _ in range(args.repeat)]  # alternated
+    ours = min((run[1] for run in runs), key=lambda r: r["seconds"])
+    theirs = min((run[0] for run in runs), key=lambda r: r["seconds"])
+    mb = os.path.getsize(path) / 1e6
+    print(f"trace      {path} ({mb:,.1f} MB), cores {os.cpu_count()}, best of {args.repeat}")
+    print(f"reference  {theirs['seconds']:.2f} s   peak RSS {theirs['rss_mb']:,.0f} MB ({theirs['rss_mb'] / mb:.2f}x)")
+    print(
+        f"perftool   {ours['seconds']:.2f} s   peak RSS {ours['rss_mb']:,.0f} MB ({ours['rss_mb'] / mb:.2f}x the "
+        f"file), largest decoding worker {ours['worker_rss_mb']:,.0f} MB"
+    )
+    ratios = ", ".join(f"{p['seconds'] / r['seconds']:.2f}" for r, p in runs)
+    print(
+        f"ratio      perftool / reference = {ours['seconds'] / theirs['seconds']:.2f}x (each pass: {ratios}; "
+        "target <= 0.6x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
