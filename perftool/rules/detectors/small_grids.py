@@ -21,6 +21,9 @@ from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_n
 from perftool.trace.model import Kind, Role
 
 
+MAX_GRID_SIZE = 2**31 - 1  # CUDA's largest grid dimension: a larger one is no launch a device ran
+
+
 class _Launch(msgspec.Struct):
     grid: list[int] = []
 
@@ -34,7 +37,7 @@ def _blocks(kept: bytes) -> int:
         grid = _READ_LAUNCH.decode(kept).grid
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return 0
-    if not 1 <= len(grid) <= 3 or any(size < 1 for size in grid):
+    if not 1 <= len(grid) <= 3 or any(not 1 <= size <= MAX_GRID_SIZE for size in grid):
         return 0
     return int(np.prod(grid, dtype=np.int64))
 
