@@ -208,6 +208,8 @@ def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_
         complete("k", 60, 20, cat="kernel", args={"grid": [4, 2, 1], "correlation": 3, "block": [128, 1, 1]}),
         complete("k", 90, 5, cat="kernel", args={"correlation": 4} | launch),
         {"ph": "i", "name": "mark", "cat": "kernel", "ts": 99, "pid": 0, "tid": 7, "args": {"correlation": 5}},
+        complete("k", 100, 20, cat="kernel", args={"grid": [8, 1, 1], "registers per thread": 32}),
+        complete("k", 130, 20, cat="kernel", args={"grid": [16, 1, 1], "registers per thread": 32}),
     ]
     trace = load_trace(write_trace(events))
     assert trace.args(0) == trace.args(1) == launch
@@ -215,6 +217,7 @@ def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_
     assert trace.args(2) == {"grid": [4, 2, 1], "block": [128, 1, 1]}
     assert trace.args(3) is None
     assert trace.args(4) == {"correlation": 5}
+    assert [trace.args(row)["grid"] for row in (5, 6)] == [[8, 1, 1], [16, 1, 1]]  # equal tails, different grids
 
 
 def _columns(trace):

@@ -255,10 +255,12 @@ def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
             kept_args.append(bytes(raw))
             continue
         # Kineto writes a kernel's launch fields last, from "registers per thread" on: equal tails are equal
-        # launches, so most kernels cost a search and a lookup rather than a decode
+        # launches, so most kernels cost a search and a lookup rather than a decode (a writer that puts the grid or
+        # block before that field gets the decode every time)
         written = bytes(raw)
         start = written.find(_LAUNCH_FIELDS) if kept == _LAUNCH else -1
-        tail = written[start:] if start > 0 else b""
+        whole_tail = start > 0 and written.find(b'"grid"', 0, start) < 0 and written.find(b'"block"', 0, start) < 0
+        tail = written[start:] if whole_tail else b""
         ref = launch_refs.get(tail, -1) if tail else -1
         if ref < 0:
             reduced = _reduced(ArgsKept(kept), written)

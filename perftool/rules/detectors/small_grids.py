@@ -20,7 +20,6 @@ from perftool.names import readable
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
 from perftool.trace.model import Kind, Role
 
-
 MAX_GRID_SIZE = 2**31 - 1  # CUDA's largest grid dimension: a larger one is no launch a device ran
 
 
