@@ -14,10 +14,8 @@ perftool / reference (time) and peak RSS / file size. Targets (issue #31): time 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
@@ -96,33 +94,24 @@ def perftool_info(path: str) -> dict:
     }
 
 
-def in_child(kind: str, path: str) -> dict:
-    command = [sys.executable, __file__, "--child", kind, path]
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=500.0)
     parser.add_argument("--trace", help="this trace instead of the generated one")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        kind, path = args.child
-        print(json.dumps({"reference": reference, "perftool": perftool_info}[kind](path)))
-        return
+    from bench_load import OUT, in_child
+
     path = args.trace
     if path is None:
-        from bench_load import OUT
         from kineto_synth import write_trace
 
         path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json")
         if not os.path.exists(path):
             os.makedirs(OUT, exist_ok=True)
             write_trace(path, args.mb, compress=False)
-    runs = [(in_child("reference", path), in_child("perftool", path)) for _ in range(args.repeat)]  # alternated
+    calls = (f"bench_reference.reference({path!r})", f"bench_reference.perftool_info({path!r})")
+    runs = [(in_child(calls[0]), in_child(calls[1])) for _ in range(args.repeat)]  # alternated
     ours = min((run[1] for run in runs), key=lambda r: r["seconds"])
     theirs = min((run[0] for run in runs), key=lambda r: r["seconds"])
     mb = os.path.getsize(path) / 1e6

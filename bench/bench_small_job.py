@@ -17,9 +17,7 @@ one-process scan rate beside the constants perftool.job.cluster decides with.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -55,34 +53,27 @@ def cluster_start() -> dict:
     return {"seconds": time.perf_counter() - start}
 
 
-def in_child(kind: str, *args: str) -> dict:
-    command = [sys.executable, __file__, "--child", kind, *args]
-    done = subprocess.run(command, check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--mb", type=float, default=2.0, help="size of each rank's trace, MB of JSON")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported (default 3)")
-    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        kind, *rest = args.child
-        measure = {"one": one_by_one, "job": job, "start": cluster_start}[kind]
-        print(json.dumps(measure(*rest)))
-        return
     from bench_job import generate
+    from bench_load import in_child
 
     from perftool.job.cluster import CLUSTER_START_S, SCANNED_BYTES_PER_S
 
     directory = os.path.join(HERE, "out", f"small_job_{args.ranks}x{args.mb:g}mb")
     paths = generate(directory, args.ranks, args.mb)
     total = sum(os.path.getsize(p) for p in paths)
-    runs = {"one": ("one", directory), "job": ("job", directory, "default"), "cluster": ("job", directory, "2")}
-    best = {name: min(in_child(*child)["seconds"] for _ in range(args.repeat)) for name, child in runs.items()}
-    start = min(in_child("start")["seconds"] for _ in range(args.repeat))
+    runs = {
+        "one": f"bench_small_job.one_by_one({directory!r})",
+        "job": f"bench_small_job.job({directory!r}, 'default')",
+        "cluster": f"bench_small_job.job({directory!r}, '2')",
+    }
+    best = {name: min(in_child(call)["seconds"] for _ in range(args.repeat)) for name, call in runs.items()}
+    start = min(in_child("bench_small_job.cluster_start()")["seconds"] for _ in range(args.repeat))
     print(f"job: {args.ranks} ranks, {total / 1e6:,.1f} MB of JSON, on {os.cpu_count()} CPUs, best of {args.repeat}")
     print(f"one by one     {best['one']:6.2f} s   (one process: {total / best['one'] / 1e6:,.1f} MB/s)")
     print(f"job, default   {best['job']:6.2f} s   {best['job'] / best['one']:.2f}x one by one (target <= 1.3x)")
