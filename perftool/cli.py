@@ -665,6 +665,7 @@ def schema(name: str) -> None:
 
 
 def main() -> None:
+    interrupts.started()
     interrupts.stop_on_termination()
     try:
         cli(prog_name="perftool")

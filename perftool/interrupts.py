@@ -10,7 +10,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from types import FrameType, TracebackType
+from types import FrameType
 
 EXIT_CODE = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
@@ -37,21 +37,26 @@ def stop(message: str, code: int) -> None:
 
 def one_line_while_starting() -> None:
     """When the ``perftool`` command is starting (``perftool …`` or ``python -m perftool …``), a Ctrl-C while its
-    modules load is the same one line and exit code as later, not a traceback. Python code that imports perftool
-    as a library keeps its own handling."""
+    modules load is the same one line and exit code as later, not a traceback: it ends the process from a handler
+    rather than raising, since an exception raised inside an extension module's start-up (pydantic-core importing
+    ``datetime``) comes out as that module's panic. :func:`started` hands Ctrl-C back to Python. Code that imports
+    perftool as a library keeps its own handling."""
     command = os.path.basename(sys.argv[0]) if sys.argv else ""
     if command not in ("perftool", "-m"):  # "-m" while `python -m perftool` imports the package
         return
-    previous = sys.excepthook
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell made it ignored
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
 
-    def interrupted(kind: type[BaseException], value: BaseException, trace: TracebackType | None) -> None:
-        if not issubclass(kind, KeyboardInterrupt):
-            previous(kind, value, trace)
-            return
-        print("perftool: interrupted", file=sys.stderr, flush=True)
-        os._exit(EXIT_CODE)  # nothing has started that needs closing
 
-    sys.excepthook = interrupted
+def _interrupted_while_starting(_signum: int, _frame: FrameType | None) -> None:
+    print("perftool: interrupted", file=sys.stderr, flush=True)
+    os._exit(EXIT_CODE)  # nothing has started that needs closing
+
+
+def started() -> None:
+    """The command's modules are loaded: from here Ctrl-C raises ``KeyboardInterrupt`` and the run unwinds."""
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def finished() -> None:
