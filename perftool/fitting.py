@@ -128,10 +128,15 @@ def fit(
     return _fit(trace, scope, family, given, None)
 
 
-def read_settings(trace: Trace) -> frozenset[str]:
-    """The settings a fit reads from ``trace`` (the others are defaults): a fix changing only these is a what-if on
-    what the trace shows. The prefetch depth is read where the trace's input workers show it."""
-    return READ_FROM_TRACE | ({"prefetch_depth"} if depth_in_use(trace) else frozenset())
+def read_settings(trace: Trace, config: EmulatorConfig) -> frozenset[str]:
+    """The settings ``config``, a fit, reads from ``trace`` (the others are defaults): a fix changing only these is a
+    what-if on what the trace shows. The prefetch depth is read where the trace's input workers show it, what
+    becomes of the last batch where the fit runs a short one (the trace's compile of a new shape at its end)."""
+    return (
+        READ_FROM_TRACE
+        | ({"prefetch_depth"} if depth_in_use(trace) else frozenset())
+        | ({"last_batch"} if config.workload.last_batch_samples else frozenset())
+    )
 
 
 def work_per_step(trace: Trace, scope: Scope) -> float:

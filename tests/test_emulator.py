@@ -382,3 +382,20 @@ def test_no_input_workers_needs_a_host_that_feeds_the_data(tmp_path):
     """NPU and IPU loops are fed by an input thread of their framework: zero workers is a config error."""
     with pytest.raises(PerftoolError, match="input_workers.*fed by an input thread"):
         load_config(SAMPLES / "npu/healthy.yaml", ["workload.input_workers=0"])
+
+
+def test_a_later_epoch_pays_its_short_last_batch_and_not_its_compile():
+    """Each epoch after the first runs every step, the short last batch at its own cost, without compiling again:
+    padding that batch to a full one costs a later epoch less than a full step (the compile's stall counted from
+    the step it held up, not its whole length, which overlapped work already queued)."""
+
+    def later_epoch_us(policy: str) -> tuple[float, float]:
+        one, two = (evaluate(sample("hpu/recompile_unpadded_last_batch", f"workload.epochs={n}",
+                                    f"knobs.last_batch={policy}")) for n in (1, 2))  # fmt: skip
+        return two["job_time_us"][0] - one["job_time_us"][0], one["step_time_us"][0]
+
+    partial, step = later_epoch_us("partial")
+    padded, _ = later_epoch_us("pad")
+    steps = sample("hpu/recompile_unpadded_last_batch").workload.steps
+    assert padded == pytest.approx((steps + 1) * step, rel=0.02)  # every step of the epoch, warm-up's included
+    assert 0 < padded - partial < step  # 5 samples of 16 cost less than a full batch, never less than nothing

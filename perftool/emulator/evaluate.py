@@ -122,8 +122,8 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
                 plan.extra_step[at], plan.batch[at] - plan.last_samples[at], 0
             )
             busy = timeline.device_busy[first:count, at].sum(axis=0, dtype=np.float64)
-            recompiling = _recompiling(timeline, at, window_start)
-            job_window = window - recompiling * (1 - 1 / plan.epochs)
+            stall = _compile_stall(starts[:, sub], ends[:, sub], timeline, at, window_start)
+            job_window = window - stall * (1 - 1 / plan.epochs)
             figures["step_time_us"][at] = np.median(steady, axis=0)
             figures["step_time_mean_us"][at] = job_window / steady.shape[0]
             figures["step_time_p10_us"][at], figures["step_time_p90_us"][at] = np.percentile(steady, [10, 90], axis=0)
@@ -131,7 +131,9 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
             figures["device_busy_fraction"][at] = busy / window
             figures["warmup_steps"][at] = first
             figures["recompilations"][at] = np.sum(timeline.compile_start[:, at] >= window_start, axis=0)
-            figures["job_time_us"][at] = ends[-1, sub] + (plan.epochs - 1) * (window - recompiling)
+            # a later epoch: the window without its compiles' stall, and its first steps at a steady step's pace
+            epoch = window - stall + first * figures["step_time_us"][at]
+            figures["job_time_us"][at] = ends[-1, sub] + (plan.epochs - 1) * epoch
         figures["compiles"][rows] = np.sum(~np.isnan(timeline.compile_start[:, rows]), axis=0)
         figures["run_time_us"][rows] = ends[-1]
         short = np.where(plan.extra_step[rows], plan.last_samples[rows], 0)  # a short last batch's samples
@@ -139,10 +141,20 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
     return figures
 
 
-def _recompiling(timeline: Timeline, at: np.ndarray, window_start: np.ndarray) -> np.ndarray:
-    """Per configuration, µs: the compiles in the steady state, which a job of many epochs pays once."""
-    start, end = timeline.compile_start[:, at], timeline.compile_end[:, at]
-    return np.nansum(np.where(start >= window_start, end - start, 0.0), axis=0)
+def _compile_stall(
+    starts: np.ndarray, ends: np.ndarray, timeline: Timeline, at: np.ndarray, window_start: np.ndarray
+) -> np.ndarray:
+    """Per configuration, µs: how long the compiles in the steady state (which a job of many epochs pays once) held
+    up its steps. A compile stalls the step it ends in from that step's start (or its own, if later): work queued
+    before it ran on meanwhile, so the steps before ended on time (``starts`` and ``ends``: ``[step, config]``)."""
+    stall = np.zeros(at.size)
+    columns = np.arange(at.size)
+    for began, done in zip(timeline.compile_start[:, at], timeline.compile_end[:, at]):
+        steady = began >= window_start  # False where the slot is unused (NaN)
+        ending_in = np.argmax(ends >= np.where(steady, done, -np.inf)[None, :], axis=0)
+        held = done - np.maximum(began, starts[ending_in, columns])
+        stall += np.where(steady, np.clip(held, 0.0, None), 0.0)
+    return stall
 
 
 def _warmup(durations, starts, ends, compile_start, compile_end) -> np.ndarray:

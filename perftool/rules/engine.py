@@ -245,7 +245,8 @@ def _fit(scope: Scope) -> KnownRun | None:
     if scope.job_steps is not None:  # the job repeats what the capture shows, each of its compiles paid once
         epochs = max(round(scope.job_steps / steps), 1)
         config = config.model_copy(update={"workload": config.workload.model_copy(update={"epochs": epochs})})
-    return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=read_settings(scope.trace))
+    judges = read_settings(scope.trace, config)
+    return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=judges)
 
 
 def fingerprint(rule: Rule, detection: Detection) -> str:
