@@ -258,7 +258,7 @@ def test_ops_count_in_the_innermost_annotation_around_them(write_trace):
 
 
 def test_a_roofline_finding_s_gain_is_a_bound_and_no_fit_is_tried_for_it(run, write_trace, monkeypatch):
-    """PT014-PT019 fix what the emulator does not model (dtype, shapes, fusion, launch configuration): their gains
+    """PT014-PT020 fix what the emulator does not model (dtype, shapes, fusion, launch configuration): their gains
     say "up to", and scanning a real trace for them never fits the emulator."""
     import yaml
     from test_rule_cases import CASES, build
@@ -269,7 +269,7 @@ def test_a_roofline_finding_s_gain_is_a_bound_and_no_fit_is_tried_for_it(run, wr
         raise AssertionError("a fit was tried for a finding whose fix sets no knob")
 
     monkeypatch.setattr(engine, "_fit", no_fit)
-    for rule in ("PT014", "PT019"):
+    for rule in ("PT014", "PT019", "PT020"):
         case = yaml.safe_load((CASES / f"{rule}.yaml").read_text())["cases"][0]
         result = run("scan", write_trace(build(case)), "--select", rule, "--format", "json", "--fail-on", "never")
         (finding,) = json.loads(result.stdout)["traces"][0]["findings"]

@@ -66,6 +66,8 @@ class Calls:
     device_start: np.ndarray  # when the first of them started (NaN where none)
     tf32: np.ndarray  # bool: an fp32 GEMM run on tensor cores (its kernel's name says TF32)
     launches_linked: bool  # whether the trace links launches to device work (flows)
+    kernel_rows: np.ndarray  # the compute kernels the calls launched (rows in the trace)
+    kernel_call: np.ndarray  # int64: for each of those, the call that launched it (an index into ``rows``)
 
     def each(self, value: Callable[[OpKind], Any], dtype: Any) -> np.ndarray:
         """Per call: ``value`` of its op kind (asked once per kind), as an array of ``dtype``."""
@@ -186,4 +188,6 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         device_start=device_start,
         tf32=tf32,
         launches_linked=bool(sources.size),
+        kernel_rows=kernel_rows,
+        kernel_call=kernel_call,
     )

@@ -33,6 +33,7 @@ BUILT_IN = (  # registered under GROUP by perftool itself; listed here too for a
     "unfused_attention",
     "elementwise_chains",
     "small_grids",
+    "occupancy",
 )
 COMMON_VALUES: dict[str, str] = {
     "lost_ms": "time lost over the analysis window, ms",

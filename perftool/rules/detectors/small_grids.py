@@ -11,34 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from perftool.analysis.communication import covered
 from perftool.analysis.family import device_properties
+from perftool.analysis.kernel_launch import launch_of
 from perftool.names import readable
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
 from perftool.trace.model import Kind, Role
-
-MAX_GRID_SIZE = 2**31 - 1  # CUDA's largest grid dimension: a larger one is no launch a device ran
-
-
-class _Launch(msgspec.Struct):
-    grid: list[int] = []
-
-
-_READ_LAUNCH = msgspec.json.Decoder(_Launch)
-
-
-def _blocks(kept: bytes) -> int:
-    """Thread blocks in a kernel's grid; 0 where its kept args record none."""
-    try:
-        grid = _READ_LAUNCH.decode(kept).grid
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        return 0
-    if not 1 <= len(grid) <= 3 or any(not 1 <= size <= MAX_GRID_SIZE for size in grid):
-        return 0
-    return int(np.prod(grid, dtype=np.int64))
 
 
 def _sm_count(scope: Scope) -> int:
@@ -72,7 +52,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.args_ref >= 0) & scope.in_window
     )
     refs, of_ref = np.unique(trace.args_ref[launched], return_inverse=True)
-    blocks = np.array([_blocks(trace.kept_args[ref]) for ref in refs.tolist()], dtype=np.int64)[of_ref]
+    launches = [launch_of(trace.kept_args[ref]) for ref in refs.tolist()]
+    blocks = np.array([launch.blocks if launch else 0 for launch in launches], dtype=np.int64)[of_ref]
     small = (blocks > 0) & (blocks < sms)
     rows, blocks = launched[small], blocks[small]
     if not rows.size:
