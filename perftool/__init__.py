@@ -6,13 +6,12 @@
 functions; their packages are imported by their full names (``from perftool.gate.run import ...``).
 """
 
-__version__ = "0.1.0"
-
-from perftool import interrupts  # noqa: E402 - light: the standard library only
+from perftool import interrupts  # light: the standard library only
+from perftool.version import __version__
 
 interrupts.one_line_while_starting()  # before the API's modules load: Ctrl-C then is one line, as later
 
-from perftool.api import NothingRead, diff, emulate, gate, load_trace, roofline, scan, tune  # noqa: E402 - after __version__
+from perftool.api import NothingRead, diff, emulate, gate, load_trace, roofline, scan, tune  # noqa: E402 - after the start-up's Ctrl-C handling
 from perftool.errors import PerftoolError, PerftoolWarning  # noqa: E402
 
 __all__ = [

@@ -53,7 +53,7 @@ from perftool.rules.model import Family
 from perftool.trace.loader import STDIN
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import Strategy, load_tune_config
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from perftool import __version__, api, dialects, interrupts, limits
+from perftool import api, dialects, interrupts, limits
 from perftool.analysis import METRICS, compute_metrics
 from perftool.analysis.metrics import unit_of
 from perftool.analysis.steps import detect_steps
@@ -48,6 +48,7 @@ from perftool.rules.model import FAMILIES, Rule
 from perftool.traces import load_trace
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import Strategy, TuneConfig, load_tune_config
+from perftool.version import __version__
 
 SCHEMAS: dict[str, type[BaseModel]] = {
     "config": emulator_config.EmulatorConfig,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from perftool import __version__
 from perftool.job.cluster import map_tasks
 from perftool.job.ranks import job_files, names_ranks, rank_from_name
 from perftool.job.summary import RankSummary, summarise_rank
@@ -13,6 +12,7 @@ from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace.loader import json_size_hint
+from perftool.version import __version__
 
 
 def scan_job(

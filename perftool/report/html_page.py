@@ -12,8 +12,8 @@ import json
 import re
 from collections.abc import Sequence
 
-from perftool import __version__
 from perftool.report.escape import html_text
+from perftool.version import __version__
 
 STYLE = """
 :root { color-scheme: light; --ink: #1a1a1a; --muted: #555; --line: #d8d8d8; --fail: #b3261e; --warn: #8a5a00;

@@ -56,7 +56,7 @@ from perftool.report import (
 from perftool.roofline.figures import Roofline
 from perftool.rules.findings import ScanReport
 from perftool.trace.model import Trace
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 
 
 @dataclass(frozen=True)

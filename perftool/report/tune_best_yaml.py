@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from perftool.emulator.config import setting
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 
 
 def render(result: TuneResult, source: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from perftool.report import svg, tune_json
 from perftool.report.html_page import facts, page, paragraph, section, table
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 from perftool.units import duration, number, plural
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from perftool.emulator.config import setting
 from perftool.results import TuneReport
 from perftool.tune.evaluator import ROW_FIGURES
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 
 SCHEMA = "perftool.tune/1"
 

@@ -10,7 +10,7 @@ from perftool.report import tune_json
 from perftool.report.escape import markdown_code
 from perftool.report.findings_markdown import cell
 from perftool.tune.explain import shown
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 from perftool.units import duration, percent, plural
 
 

@@ -8,7 +8,7 @@ import io
 from perftool.report.tune_results_json import status
 from perftool.tune.evaluator import ROW_FIGURES
 from perftool.tune.explain import shown
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 
 
 def render(result: TuneResult) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from perftool.report.tune_json import finite
 from perftool.results import TuneRowsReport
 from perftool.tune.evaluator import ROW_FIGURES
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 
 SCHEMA = "perftool.tune-results/1"
 

@@ -11,7 +11,7 @@ from perftool.emulator.config import LABELS, setting
 from perftool.errors import one_line
 from perftool.report.console import add_columns
 from perftool.tune.explain import shown
-from perftool.tune.search import TuneResult
+from perftool.tune.result import TuneResult
 from perftool.units import duration, percent, plural
 
 COLUMNS = {  # short knob names for the table's headers

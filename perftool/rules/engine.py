@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from perftool import __version__
 from perftool.analysis.family import device_family
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.metrics import compute_metrics
@@ -26,6 +25,7 @@ from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity, fill
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
+from perftool.version import __version__
 
 FIT_MAX_STEPS = 512  # a foreign trace's fit runs its own length up to this many steps: gains are per steady step
 RECURRING_OCCURRENCES = 10  # evidence seen this many separate times recurs, however few steps the trace marks

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from perftool.emulator.config import LABELS
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
 from perftool.tune.evaluator import cause
-from perftool.tune.sensitivity import KnobLine, LinePoint, knob_lines
-
-if TYPE_CHECKING:  # the result carries these modules' work: imported for its type only
-    from perftool.tune.search import TuneResult
+from perftool.tune.result import KnobLine, LinePoint, TuneResult
+from perftool.tune.sensitivity import knob_lines
 
 SAME = 0.0005  # changes smaller than this read as "the same"
 

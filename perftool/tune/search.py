@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
-from perftool.emulator.config import EmulatorConfig, setting, training_change, with_settings
 from perftool.errors import PerftoolError
 from perftool.tune.evaluator import Evaluator, Rows, evaluate_grid
 from perftool.tune.exhaustive import exhaustive
 from perftool.tune.explain import why
 from perftool.tune.local import compare_neighbours, local_search
-from perftool.tune.sensitivity import KnobLine, knob_lines
+from perftool.tune.result import TuneResult
+from perftool.tune.sensitivity import knob_lines
 from perftool.tune.space import Space
 from perftool.tune.spec import TuneConfig, TuneSpec
 
@@ -48,65 +46,6 @@ class NoFeasibleConfiguration(PerftoolError):
     """Every configuration looked at is out of memory or breaks a constraint: exit code 1."""
 
     exit_code = 1
-
-
-@dataclass
-class TuneResult:
-    """Everything a sweep found, with the rows of every configuration it looked at."""
-
-    config: TuneConfig
-    space: Space
-    strategy: str
-    budget: int | None
-    rows: Rows
-    evaluations: int
-    pruned: int
-    seconds: float
-    baseline: Rows  # the config as written (one row)
-    optimum: int  # row with the best objective
-    best: int  # row perftool recommends (see the module docstring)
-    sensitivity: list[KnobLine] = field(default_factory=list)  # each knob moved with the others at the best
-    explanation: dict[str, str] = field(default_factory=dict)  # per knob: why its best value wins
-
-    @property
-    def objective(self) -> str:
-        return self.config.tune.objective
-
-    def knobs(self, row: int) -> dict:
-        return self.space.knobs(self.rows.points[row])
-
-    def training_changes(self, row: int) -> list[str]:
-        """What configuration ``row`` changes in the training itself against the config as written."""
-        return [
-            f"{name.replace('_', ' ')} {setting(self.config, name)} → {value}: {what}"
-            for name, value in self.knobs(row).items()
-            if value != setting(self.config, name) and (what := training_change(name, value))
-        ]
-
-    def best_config(self) -> EmulatorConfig:
-        """The config as written with the best knob values: what ``perftool emulate`` should run."""
-        best = with_settings(self.config, self.knobs(self.best))
-        return EmulatorConfig.model_validate({**dict(best), "tune": None})
-
-    def speedup(self) -> float:
-        """How much better the best is than the baseline on the objective (NaN when the baseline cannot run at all)."""
-        if self.objective == "throughput":
-            return float(self.rows.figures["throughput"][self.best] / self.baseline.figures["throughput"][0])
-        return float(self.baseline.figures["step_time_mean_us"][0] / self.rows.figures["step_time_mean_us"][self.best])
-
-    def ranked(self) -> np.ndarray:
-        """Rows that count, best objective first."""
-        score = self.rows.score(self.objective)
-        order = np.argsort(-score, kind="stable")
-        return order[np.isfinite(score[order])]
-
-    def row_of(self, point: np.ndarray) -> int | None:
-        """The row holding ``point``, when it was looked at."""
-        return self._row_by_flat.get(int(self.space.flat(point[None, :])[0]))
-
-    @cached_property
-    def _row_by_flat(self) -> dict[int, int]:
-        return {flat: row for row, flat in enumerate(self.space.flat(self.rows.points).tolist())}
 
 
 def tune(

@@ -7,56 +7,9 @@ best configuration's objective. Values the search never looked at (local search)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
 import numpy as np
 
-if TYPE_CHECKING:  # the result carries these modules' work: imported for its type only
-    from perftool.tune.search import TuneResult
-
-
-@dataclass
-class LinePoint:
-    value: Any
-    row: int | None  # None: never looked at
-    objective: float  # NaN when not looked at or not counting
-    reason: str  # why it does not count ('' when it does)
-
-
-@dataclass
-class KnobLine:
-    knob: str
-    best_value: Any
-    points: list[LinePoint]
-    higher_is_better: bool
-
-    @property
-    def counted(self) -> list[LinePoint]:
-        return [p for p in self.points if not np.isnan(p.objective)]
-
-    @property
-    def spread(self) -> float:
-        """(best − worst objective on the line) / the best configuration's objective; 0 with fewer than two."""
-        values = [p.objective for p in self.counted]
-        best = next(p.objective for p in self.points if p.value == self.best_value)
-        return (max(values) - min(values)) / best if len(values) > 1 else 0.0
-
-    def extremes(self) -> tuple[LinePoint, LinePoint]:
-        """The worst and the best value on the line that count."""
-        sign = 1 if self.higher_is_better else -1
-        ordered = sorted(self.counted, key=lambda p: (sign * p.objective, p.value == self.best_value))
-        return ordered[0], ordered[-1]
-
-    def neighbours(self) -> list[LinePoint]:
-        """The nearest values before and after the best one in the knob's list that were looked at."""
-        at = next(i for i, p in enumerate(self.points) if p.value == self.best_value)
-        before = next((p for p in reversed(self.points[:at]) if p.row is not None), None)
-        after = next((p for p in self.points[at + 1 :] if p.row is not None), None)
-        return [p for p in (before, after) if p is not None]
-
-    def at(self, value: Any) -> LinePoint | None:
-        return next((p for p in self.points if p.value == value), None)
+from perftool.tune.result import KnobLine, LinePoint, TuneResult
 
 
 def objective_values(result: TuneResult) -> np.ndarray:
