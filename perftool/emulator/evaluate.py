@@ -122,7 +122,7 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
                 plan.extra_step[at], plan.batch[at] - plan.last_samples[at], 0
             )
             busy = timeline.device_busy[first:count, at].sum(axis=0, dtype=np.float64)
-            stall = _compile_stall(starts[:, sub], ends[:, sub], timeline, at, window_start)
+            stall = _compile_stall(starts, ends, sub, timeline, at, window_start)
             job_window = window - stall * (1 - 1 / plan.epochs)
             figures["step_time_us"][at] = np.median(steady, axis=0)
             figures["step_time_mean_us"][at] = job_window / steady.shape[0]
@@ -142,18 +142,21 @@ def steady_figures(plan: Plan, timeline: Timeline) -> dict[str, np.ndarray]:
 
 
 def _compile_stall(
-    starts: np.ndarray, ends: np.ndarray, timeline: Timeline, at: np.ndarray, window_start: np.ndarray
+    starts: np.ndarray, ends: np.ndarray, sub: np.ndarray, timeline: Timeline, at: np.ndarray, window_start: np.ndarray
 ) -> np.ndarray:
-    """Per configuration, µs: how long the compiles in the steady state (which a job of many epochs pays once) held
-    up its steps. A compile stalls the step it ends in from that step's start (or its own, if later): work queued
-    before it ran on meanwhile, so the steps before ended on time (``starts`` and ``ends``: ``[step, config]``)."""
+    """Per configuration (columns ``sub`` of ``starts`` and ``ends``, ``[step, column]``; ``at`` in the plan), µs:
+    how long the compiles in the steady state (which a job of many epochs pays once) held up its steps. A compile
+    stalls the step it ends in from that step's start (or its own, if later): work queued before it ran on
+    meanwhile, so the steps before ended on time."""
     stall = np.zeros(at.size)
-    columns = np.arange(at.size)
     for began, done in zip(timeline.compile_start[:, at], timeline.compile_end[:, at]):
-        steady = began >= window_start  # False where the slot is unused (NaN)
-        ending_in = np.argmax(ends >= np.where(steady, done, -np.inf)[None, :], axis=0)
-        held = done - np.maximum(began, starts[ending_in, columns])
-        stall += np.where(steady, np.clip(held, 0.0, None), 0.0)
+        steady = np.flatnonzero(began >= window_start)  # not where the slot is unused (NaN)
+        if not steady.size:
+            continue
+        columns = sub[steady]
+        ending_in = np.argmax(ends[:, columns] >= done[steady], axis=0)
+        held = done[steady] - np.maximum(began[steady], starts[ending_in, columns])
+        stall[steady] += np.clip(held, 0.0, None)
     return stall
 
 
