@@ -84,3 +84,29 @@ def test_without_the_plugin_its_rule_is_a_clear_error(tmp_path):
         str(tmp_path / "rules"),
     )
     assert result.returncode == 2 and "unknown detector 'long_device_ops'" in result.stderr
+
+
+def test_every_built_in_detector_is_an_entry_point_that_loads():
+    """perftool's own detectors are listed once, as entry points: every detector module of the package has one,
+    each loads a Detector of its entry's name, and they are the detectors perftool runs."""
+    from importlib.metadata import entry_points
+
+    from perftool.rules.detectors import DETECTORS, GROUP, ORIGINS, OWN, Detector, built_in_modules
+
+    own = [entry for entry in entry_points(group=GROUP) if entry.value.startswith(OWN)]
+    assert sorted(entry.value.split(":")[0] for entry in own) == built_in_modules()
+    for entry in own:
+        detector = entry.load()
+        assert isinstance(detector, Detector) and detector.name == entry.name
+        assert DETECTORS[detector.name] is detector and ORIGINS[detector.name] == "perftool"
+    rule_detectors = {line.split(":", 1)[1].strip() for path in (REPO / "rules").glob("PT*.yaml")
+                      for line in path.read_text().splitlines() if line.startswith("detector:")}  # fmt: skip
+    assert rule_detectors == {entry.name for entry in own}  # each built-in rule has its detector, and no more
+
+
+def test_a_source_tree_never_installed_finds_the_built_in_detectors_in_the_package(monkeypatch):
+    import perftool.rules.detectors as detectors
+
+    monkeypatch.setattr(detectors, "entry_points", lambda group: [])
+    found, origins = detectors._registered()
+    assert found == detectors.DETECTORS and set(origins.values()) == {"perftool"}

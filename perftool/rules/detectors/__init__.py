@@ -9,32 +9,14 @@ from __future__ import annotations
 
 from importlib import import_module
 from importlib.metadata import entry_points
+from pkgutil import iter_modules
 
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 
 GROUP = "perftool.detectors"
-BUILT_IN = (  # registered under GROUP by perftool itself; listed here too for a source tree never installed
-    "host_bound",
-    "input_bound",
-    "recompilation",
-    "cpu_fallback",
-    "offload_copies",
-    "strided_copies",
-    "exposed_transfers",
-    "sync_points",
-    "blocking_copies",
-    "ai_cpu_ops",
-    "exposed_communication",
-    "small_collectives",
-    "straggler",
-    "fp32_matmul",
-    "unaligned_gemms",
-    "small_gemms",
-    "unfused_attention",
-    "elementwise_chains",
-    "small_grids",
-    "occupancy",
-)
+OWN = "perftool.rules.detectors."  # where perftool's own detectors live
+
+
 COMMON_VALUES: dict[str, str] = {
     "lost_ms": "time lost over the analysis window, ms",
     "per_step_ms": "time lost per steady step, ms",
@@ -43,16 +25,24 @@ COMMON_VALUES: dict[str, str] = {
 }
 
 
+def built_in_modules() -> list[str]:
+    """The modules of this package that hold a detector (every one but :mod:`.base`)."""
+    return sorted(f"{OWN}{module.name}" for module in iter_modules(__path__) if module.name != "base")
+
+
 def _registered() -> tuple[dict[str, Detector], dict[str, str]]:
-    """Every detector by name, and the distribution (or module) each one comes from."""
+    """Every detector by name, and the distribution (or module) each one comes from: perftool's own are its entry
+    points too (listed once, in its ``pyproject.toml``), found in this package where perftool runs from a source
+    tree never installed."""
     found: dict[str, Detector] = {}
     origin: dict[str, str] = {}
-    for name in BUILT_IN:
-        found[name] = import_module(f"perftool.rules.detectors.{name}").DETECTOR
-        origin[name] = "perftool"
-    for entry in entry_points(group=GROUP):
-        if entry.value.startswith("perftool.rules.detectors."):
-            continue  # a built-in one, loaded above
+    entries = sorted(entry_points(group=GROUP), key=lambda entry: not entry.value.startswith(OWN))
+    own = [entry.load() for entry in entries if entry.value.startswith(OWN)]
+    for detector in own or [import_module(module).DETECTOR for module in built_in_modules()]:
+        found[detector.name], origin[detector.name] = detector, "perftool"
+    for entry in entries:
+        if entry.value.startswith(OWN):
+            continue  # loaded above
         detector = entry.load()
         if not isinstance(detector, Detector) or detector.name in found:
             continue  # not a detector, or a name already taken: the first one stays
@@ -63,4 +53,14 @@ def _registered() -> tuple[dict[str, Detector], dict[str, str]]:
 
 DETECTORS, ORIGINS = _registered()
 
-__all__ = ["COMMON_VALUES", "DETECTORS", "GROUP", "ORIGINS", "Detection", "Detector", "Scope", "Setting"]
+__all__ = [
+    "COMMON_VALUES",
+    "DETECTORS",
+    "GROUP",
+    "ORIGINS",
+    "built_in_modules",
+    "Detection",
+    "Detector",
+    "Scope",
+    "Setting",
+]
