@@ -28,7 +28,7 @@ import numpy as np
 from perftool.tune.evaluator import Evaluator
 from perftool.tune.search import tune
 from perftool.tune.space import Space
-from perftool.tune.spec import load_tune_config
+from perftool.tune.spec import Objective, load_tune_config
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tune"
 WIDER_PREFETCH = "tune.space.prefetch_depth={range: [1, 9]}"  # 9,504 -> 10,692 configurations
@@ -111,7 +111,7 @@ def quality(seeds: int, shares: list[float]) -> None:
     )
     for family in ("npu", "ipu", "hpu", "gpu"):
         full = tune(load_tune_config(EXAMPLES / f"{family}.yaml", ["tune.strategy=exhaustive"]))
-        optimum = full.rows.score("throughput")[full.optimum]
+        optimum = full.rows.score(Objective.THROUGHPUT)[full.optimum]
         for share in shares:
             budget = max(10, round(share * full.space.size))
             gaps: dict[str, list[float]] = {"local": [], "random": [], "tpe": []}
@@ -121,7 +121,7 @@ def quality(seeds: int, shares: list[float]) -> None:
                 config = load_tune_config(EXAMPLES / f"{family}.yaml", settings)
                 local = tune(config)
                 runs = {
-                    "local": (local.rows.score("throughput").max(), local.seconds),
+                    "local": (local.rows.score(Objective.THROUGHPUT).max(), local.seconds),
                     "random": sampled(config, budget, random_draw(seed)),
                 }
                 if have_optuna:

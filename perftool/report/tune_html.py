@@ -13,13 +13,14 @@ from collections.abc import Callable
 from perftool.report import svg, tune_json
 from perftool.report.html_page import facts, page, paragraph, section, table
 from perftool.tune.result import TuneResult
+from perftool.tune.spec import Objective
 from perftool.units import duration, number, plural
 
 
 def render(result: TuneResult, source: str, top: int = 10) -> str:
     data = tune_json.render(result, source, top)
     document = json.loads(data)  # the json format's figures, exactly
-    throughput = document["objective"] == "throughput"
+    throughput = Objective(document["objective"]).higher_is_better
     show = _throughput if throughput else duration
     best = document["best"]
     speedup = document["speedup"]

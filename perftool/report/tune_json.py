@@ -24,7 +24,7 @@ def document(result: TuneResult, source: str, top: int = 10) -> dict:
         "schema": SCHEMA,
         "config": source,
         "device": config.device,
-        "objective": result.objective,
+        "objective": result.objective.value,
         "strategy": result.strategy,
         "space": {name: values.tolist() for name, values in zip(result.space.names, result.space.values)},
         "space_size": result.space.size,

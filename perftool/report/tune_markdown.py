@@ -11,6 +11,7 @@ from perftool.report.escape import markdown_code
 from perftool.report.findings_markdown import cell
 from perftool.tune.explain import shown
 from perftool.tune.result import TuneResult
+from perftool.tune.spec import Objective
 from perftool.units import duration, percent, plural
 
 
@@ -38,7 +39,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
         "",
         "| knob | best | worst → best | spread |",
         "| --- | --- | --- | ---: |",
-        *(_sensitivity(line, document["objective"] == "throughput") for line in document["sensitivity"]),
+        *(_sensitivity(line, Objective(document["objective"]).higher_is_better) for line in document["sensitivity"]),
         "",
         f"## Top {plural(len(document['top']), 'configuration')}",
         "",
@@ -56,7 +57,7 @@ def _summary(document: dict[str, Any]) -> str:
     best, baseline, speedup = document["best"], document["baseline"], document["speedup"]
     if not speedup:
         return f"{swept} Best: {_figures(best)}; the config as written {_figures(baseline)}."
-    gain = "throughput" if document["objective"] == "throughput" else "shorter steps"
+    gain = "throughput" if Objective(document["objective"]).higher_is_better else "shorter steps"
     return (
         f"{swept} Best: {_figures(best)}, **×{speedup:.2f}** {gain} over the config as written ({_figures(baseline)})."
     )

@@ -31,7 +31,7 @@ def render(result: TuneResult) -> str:
     document = {
         "schema": SCHEMA,
         "device": result.config.device,
-        "objective": result.objective,
+        "objective": result.objective.value,
         "figures": ROW_FIGURES,
         "rows": rows,
     }

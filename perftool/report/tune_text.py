@@ -38,7 +38,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> Group:
 
 
 def objective_label(result: TuneResult) -> str:
-    return "throughput (samples/s, higher is better)" if result.objective == "throughput" else "mean step time"
+    return "throughput (samples/s, higher is better)" if result.objective.higher_is_better else "mean step time"
 
 
 def _header(result: TuneResult, source: str) -> Text:
@@ -112,7 +112,7 @@ def _verdict(result: TuneResult) -> Text:
             f"{duration(baseline.figures['step_time_mean_us'][0])}"
             + (f" ({baseline.reason[0]})" if baseline.reason[0] else "")
         )
-        gain = f"×{result.speedup():.2f} {'throughput' if result.objective == 'throughput' else 'shorter steps'}"
+        gain = f"×{result.speedup():.2f} {'throughput' if result.objective.higher_is_better else 'shorter steps'}"
     else:
         was, gain = f"cannot run: {baseline.reason[0]}", "the baseline cannot run"
     return Text.assemble(
@@ -137,7 +137,7 @@ def _why(result: TuneResult) -> Group:
 
 
 def _sensitivity(result: TuneResult) -> Table:
-    unit = "samples/s" if result.objective == "throughput" else "step time"
+    unit = "samples/s" if result.objective.higher_is_better else "step time"
     table = Table(title="Sensitivity (each knob moved with the others at the best)", title_justify="left")
     add_columns(table, [("knob", "left"), ("best", "left"), (f"along the knob ({unit})", "left"), ("spread", "right")])
     for line in result.sensitivity:
@@ -156,4 +156,4 @@ def _sensitivity(result: TuneResult) -> Table:
 
 
 def _objective(result: TuneResult, value: float) -> str:
-    return f"{value:,.1f}" if result.objective == "throughput" else duration(value)
+    return f"{value:,.1f}" if result.objective.higher_is_better else duration(value)

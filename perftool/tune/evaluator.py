@@ -23,7 +23,7 @@ from perftool.emulator.plan import build_plan
 from perftool.interrupts import held, ignore_in_worker
 from perftool.job.cluster import dask_client
 from perftool.tune.space import Space
-from perftool.tune.spec import TuneConfig
+from perftool.tune.spec import Objective, TuneConfig
 
 PIECE = 2048  # configurations simulated in one call (one progress update)
 MIN_PARALLEL_PIECE = 256  # smaller pieces cost more in process hand-offs than they save
@@ -67,10 +67,10 @@ class Rows:
         reasons = self.reason[~self.feasible] if rows is None else self.reason[rows]
         return Counter(cause(reason) for reason in reasons)
 
-    def score(self, objective: str) -> np.ndarray:
+    def score(self, objective: Objective) -> np.ndarray:
         """Higher is better; ``-inf`` where the configuration does not count."""
-        value = self.figures["throughput"] if objective == "throughput" else -self.figures["step_time_mean_us"]
-        return np.where(self.feasible, value, -np.inf)
+        value = self.figures[objective.figure]
+        return np.where(self.feasible, value if objective.higher_is_better else -value, -np.inf)
 
 
 def cause(reason: str) -> str:

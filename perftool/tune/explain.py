@@ -65,7 +65,7 @@ def _versus(result: TuneResult, best: LinePoint, other: LinePoint) -> str:
     change = other.objective / best.objective - 1
     if abs(change) < SAME:
         return f"{value} the same (±{SAME:.2%})"
-    if result.objective == "throughput":
+    if result.objective.higher_is_better:
         within = " (within tolerance)" if change > 0 else ""
         return f"{value} {'gains' if change > 0 else 'loses'} {abs(change):.1%}{within}"
     within = " (within tolerance)" if change < 0 else ""

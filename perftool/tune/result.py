@@ -12,7 +12,7 @@ import numpy as np
 from perftool.emulator.config import EmulatorConfig, setting, training_change, with_settings
 from perftool.tune.evaluator import Rows
 from perftool.tune.space import Space
-from perftool.tune.spec import TuneConfig
+from perftool.tune.spec import Objective, TuneConfig
 
 
 @dataclass
@@ -77,7 +77,7 @@ class TuneResult:
     explanation: dict[str, str] = field(default_factory=dict)  # per knob: why its best value wins
 
     @property
-    def objective(self) -> str:
+    def objective(self) -> Objective:
         return self.config.tune.objective
 
     def knobs(self, row: int) -> dict:
@@ -98,9 +98,9 @@ class TuneResult:
 
     def speedup(self) -> float:
         """How much better the best is than the baseline on the objective (NaN when the baseline cannot run at all)."""
-        if self.objective == "throughput":
-            return float(self.rows.figures["throughput"][self.best] / self.baseline.figures["throughput"][0])
-        return float(self.baseline.figures["step_time_mean_us"][0] / self.rows.figures["step_time_mean_us"][self.best])
+        figure = self.objective.figure
+        ratio = float(self.rows.figures[figure][self.best] / self.baseline.figures[figure][0])
+        return ratio if self.objective.higher_is_better else 1 / ratio
 
     def ranked(self) -> np.ndarray:
         """Rows that count, best objective first."""

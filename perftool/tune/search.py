@@ -21,7 +21,7 @@ from perftool.tune.local import compare_neighbours, local_search
 from perftool.tune.result import TuneResult
 from perftool.tune.sensitivity import knob_lines
 from perftool.tune.space import Space
-from perftool.tune.spec import TuneConfig, TuneSpec
+from perftool.tune.spec import Objective, TuneConfig, TuneSpec
 
 AUTO_EXHAUSTIVE_WORK = 20_000_000  # configurations x steps that auto still sweeps exhaustively (seconds of work)
 DEFAULT_BUDGET_SHARE = 0.05  # local search's default budget: this share of the space ...
@@ -155,7 +155,7 @@ def _mean_over_draws(
     return sums
 
 
-def choose(rows: Rows, space: Space, objective: str, tolerance: float) -> tuple[int, int]:
+def choose(rows: Rows, space: Space, objective: Objective, tolerance: float) -> tuple[int, int]:
     """The optimum's row and the recommended row (earliest values within ``tolerance`` of the optimum)."""
     score = rows.score(objective)
     if not np.isfinite(score).any():

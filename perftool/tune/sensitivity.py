@@ -14,8 +14,7 @@ from perftool.tune.result import KnobLine, LinePoint, TuneResult
 
 def objective_values(result: TuneResult) -> np.ndarray:
     """The objective in its own units per row (samples/s, or µs per step), NaN where a row does not count."""
-    name = "throughput" if result.objective == "throughput" else "step_time_mean_us"
-    return np.where(result.rows.feasible, result.rows.figures[name], np.nan)
+    return np.where(result.rows.feasible, result.rows.figures[result.objective.figure], np.nan)
 
 
 def knob_lines(result: TuneResult) -> list[KnobLine]:
@@ -32,5 +31,5 @@ def knob_lines(result: TuneResult) -> list[KnobLine]:
             objective = float(values[row]) if row is not None else float("nan")
             points.append(LinePoint(value, row, objective, str(result.rows.reason[row]) if row is not None else ""))
         value = result.space.values[j][best[j]].item()
-        lines.append(KnobLine(name, value, points, result.objective == "throughput"))
+        lines.append(KnobLine(name, value, points, result.objective.higher_is_better))
     return sorted(lines, key=lambda line: -line.spread)

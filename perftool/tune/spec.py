@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from enum import Enum
 from math import prod
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -126,12 +127,31 @@ class Constraints(_Strict):
     max_memory_fraction: float | None = Field(None, gt=0, le=1, description="largest share of device memory to use")
 
 
+class Objective(str, Enum):
+    """What tune optimises: samples per second, or the mean step time (what the job takes)."""
+
+    THROUGHPUT = "throughput"
+    STEP_TIME = "step_time"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def figure(self) -> str:
+        """The emulator's figure it reads."""
+        return "throughput" if self is Objective.THROUGHPUT else "step_time_mean_us"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self is Objective.THROUGHPUT
+
+
 class TuneSpec(_Strict):
     """What ``perftool tune`` sweeps, what it optimises and how it searches."""
 
     space: dict[Knob, Domain] = Field(min_length=1, description="values to try per knob")
-    objective: Literal["throughput", "step_time"] = Field(
-        "throughput", description="maximise samples/s, or minimise the mean step time (what the job takes)"
+    objective: Objective = Field(
+        Objective.THROUGHPUT, description="maximise samples/s, or minimise the mean step time (what the job takes)"
     )
     constraints: Constraints = Constraints()
     strategy: Strategy = Field(
