@@ -31,9 +31,15 @@ def _memory_bound_below_roof(scope: Scope, most_of_roof: float) -> np.ndarray:
     assert calls is not None and spec is not None
     at_roof = scope.roofline.call_roofline_us()
     memory_us = calls.each(lambda kind: kind.work.bytes if kind.work else np.nan, float) / spec.memory_bandwidth * 1e6
-    pointwise = calls.matching(lambda work: work.family not in MATRIX_FAMILIES)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return pointwise & (memory_us >= at_roof) & (at_roof < most_of_roof * calls.device_us)
+    not_matrix = calls.matching(lambda work: work.family not in MATRIX_FAMILIES)
+    with np.errstate(invalid="ignore"):  # NaN where a call has no model or no roofline: never chosen
+        return not_matrix & (memory_us >= at_roof) & (at_roof < most_of_roof * calls.device_us)
+
+
+def _held_back(held: Occupancy, most: float) -> bool:
+    """Whether registers or shared memory hold a kernel to ``most`` of an SM's warps or fewer, where lifting that
+    limit alone would let the SM hold more."""
+    return held.limit in LIMITS and held.share <= most and held.without_limit > held.share
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -49,8 +55,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     for ref in refs.tolist():
         launch = launch_of(trace.kept_args[ref])
         held = occupancy(launch, sm) if launch else None
-        limited = held is not None and held.limit in LIMITS and held.share <= params["max_occupancy"]
-        found.append(held if held is not None and limited and held.without_limit > held.share else None)
+        found.append(held if held is not None and _held_back(held, params["max_occupancy"]) else None)
     limited_ref = np.array([held is not None for held in found], dtype=bool)
     if not limited_ref.any():
         return None
