@@ -24,13 +24,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
 
 
-def measure(path: str, workers: int | None) -> dict:
-    """Load + metrics in this process; return timings and peak RSS (run in a child process)."""
+def measure(path: str, workers: int | None, scheduler: str | None = None) -> dict:
+    """Load + metrics in this process (its byte ranges decoded on the Dask cluster at ``scheduler`` where given);
+    return timings, peak RSS and a digest of the metrics (run in a child process)."""
     from perftool.analysis import compute_metrics
+    from perftool.job.cluster import cluster_decoders
     from perftool.traces import load_trace
 
     start = time.perf_counter()
-    trace = load_trace(path, workers=workers)
+    trace = load_trace(path, workers=workers, decoders=cluster_decoders(scheduler) if scheduler else None)
     loaded = time.perf_counter()
     metrics = compute_metrics(trace)
     done = time.perf_counter()
@@ -41,6 +43,7 @@ def measure(path: str, workers: int | None) -> dict:
         "metrics_s": done - loaded,
         "main_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "metrics": json.dumps({name: value for name, value in metrics.values.items()}, sort_keys=True, default=str),
     }
 
 

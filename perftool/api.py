@@ -41,7 +41,7 @@ from perftool.errors import PerftoolError, PerftoolWarning
 from perftool.gate.policy import load_budget
 from perftool.gate.run import GateOptions, GateResult, run_gate
 from perftool.hardware import load_spec
-from perftool.job.cluster import Cluster
+from perftool.job.cluster import Cluster, chosen_scheduler, cluster_decoders
 from perftool.job.scan import scan_job
 from perftool.project import FailOn, ProjectConfig, load_project
 from perftool.roofline.figures import Roofline
@@ -135,7 +135,8 @@ def scan(
 
     A directory, or several files, is a job of one trace per rank: the ranks are analysed on Dask
     (``scheduler``, an address, else ``workers`` local processes; one worker: here, without Dask) and the
-    report carries the job view."""
+    report carries the job view. One uncompressed trace with a ``scheduler`` is decoded by the cluster's workers,
+    which read its byte ranges at the same path and send back their columns."""
     settings = project(config)
     chosen = catalog.selected(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))),
@@ -150,8 +151,9 @@ def scan(
                             "with other traces")  # fmt: skip
     if len(paths) > 1 or any(os.path.isdir(p) for p in paths):
         report = scan_job(paths, chosen, read, scheduler or settings.scheduler, workers or settings.workers)
-    else:
-        report = scan_files(paths, chosen, read)
+    else:  # one trace: with a scheduler, its byte ranges are decoded on the cluster
+        address = chosen_scheduler(scheduler or settings.scheduler)
+        report = scan_files(paths, chosen, read, cluster_decoders(address) if address and paths != [STDIN] else None)
     report.config = settings.file
     if report.unread and not report.traces:
         raise NothingRead(report)

@@ -32,7 +32,7 @@ from perftool.errors import PerftoolError, PerftoolWarning, one_line
 from perftool.gate.policy import Budget
 from perftool.gate.run import GateResult
 from perftool.hardware import load_spec
-from perftool.job.cluster import Cluster, chosen_scheduler
+from perftool.job.cluster import Cluster, chosen_scheduler, cluster_decoders
 from perftool.job.scan import scan_job
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
 from perftool.project import FailOn, ProjectConfig, load_project
@@ -45,6 +45,7 @@ from perftool.rules import catalog
 from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
+from perftool.trace.loader import STDIN
 from perftool.traces import load_trace
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import Strategy, TuneConfig, load_tune_config
@@ -209,7 +210,9 @@ def info(
         if report.unread:
             sys.exit(2)
         return
-    loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes)
+    # one trace with a scheduler: its byte ranges are decoded on the cluster (standard input is spooled here)
+    decoders = cluster_decoders(scheduler) if scheduler and traces[0] != STDIN else None
+    loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes, decoders=decoders)
     steps = detect_steps(loaded)
     metrics = compute_metrics(loaded, steps)
     emit(InfoView(loaded, metrics, roofline(loaded, metrics, spec, steps)), fmt, output)

@@ -6,16 +6,20 @@ from __future__ import annotations
 import os
 
 from perftool import dialects
-from perftool.trace.loader import read_trace
+from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
 
 
 def load_trace(
-    path: str | os.PathLike[str], dialect: str | None = None, workers: int | None = None, max_bytes: int | None = None
+    path: str | os.PathLike[str],
+    dialect: str | None = None,
+    workers: int | None = None,
+    max_bytes: int | None = None,
+    decoders: Decoders | None = None,
 ) -> Trace:
     """Read a trace file and assign track roles and event kinds through its dialect.
 
-    ``dialect`` forces one by name; by default it is detected. ``workers`` and ``max_bytes`` are
+    ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes`` and ``decoders`` are
     :func:`~perftool.trace.loader.read_trace`'s; the args the dialects read are kept.
     """
-    return dialects.apply(read_trace(path, workers, max_bytes, dialects.kept_args()), dialect)
+    return dialects.apply(read_trace(path, workers, max_bytes, dialects.kept_args(), decoders), dialect)

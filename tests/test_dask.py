@@ -43,6 +43,34 @@ def test_a_job_on_a_cluster_equals_the_job_analysed_here(run, scheduler):
     assert json.loads(there.stdout) == json.loads(here.stdout)
 
 
+def test_one_trace_is_decoded_by_the_cluster_s_workers_with_the_same_result(run, scheduler, tmp_path, monkeypatch):
+    """scan and info of one uncompressed trace with --scheduler: the workers decode its byte ranges (about 25 here)
+    and send back their columns; every figure is the one decoded here. A bad event in a range is still named."""
+    from distributed import Client, get_task_stream
+
+    from perftool.trace import decode
+
+    trace = tmp_path / "kineto.json"
+    trace.write_bytes(gzip.decompress((REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz").read_bytes()))
+    monkeypatch.setattr(decode, "PIECE_BYTES", 256 << 10)  # the ranges are cut here, so this cuts many
+    ranges = -(-trace.stat().st_size // (256 << 10))
+    with Client(scheduler) as watcher, get_task_stream(watcher) as stream:
+        there = run("info", trace, "--format", "json", "--scheduler", scheduler)
+    decoded = [task for task in stream.data if "part_of_range" in str(task["key"])]
+    assert ranges - 1 <= len(decoded) <= ranges + 1
+    here = run("info", trace, "--format", "json")
+    assert there.exit_code == 0 and json.loads(there.stdout) == json.loads(here.stdout)
+    scanned = run("scan", trace, "--format", "json", "--scheduler", scheduler, "--fail-on", "never")
+    assert json.loads(scanned.stdout)["traces"] == json.loads(run("scan", trace, "--format", "json", "--fail-on",
+                                                                  "never").stdout)["traces"]  # fmt: skip
+    text = trace.read_text()
+    at = text.index('"ph": "X"', len(text) // 2)
+    trace.write_text(text[:at] + '"ph": 7' + text[at + len('"ph": "X"') :])
+    broken = run("info", trace, "--scheduler", scheduler)
+    assert broken.exit_code == 2 and str(trace) in broken.stderr and "event" in broken.stderr
+    assert len(broken.stderr.strip().splitlines()) == 1
+
+
 def test_local_workers_by_default():
     """No scheduler: the library starts its own local worker processes (two here) and stops them after."""
     report = perftool.scan(STRAGGLER, workers=2)

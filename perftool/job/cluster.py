@@ -3,6 +3,8 @@
 Each task loads one rank's trace where the worker runs and sends back its summary only; events never
 leave the worker. With one worker, or work too small for a local cluster's start-up to pay off, the ranks are
 analysed here, in this process, without Dask (each trace still decoded by parallel processes when it is large).
+One trace given with a scheduler is decoded on the cluster instead: its workers read the file's byte ranges and
+send back each range's columns (:func:`cluster_decoders`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from perftool import interrupts
 from perftool.errors import PerftoolError
+from perftool.trace.loader import Decoders
+from perftool.trace.workers import Workers
 
 SCHEDULER_ENV = "PERFTOOL_SCHEDULER"  # a scheduler address, like --scheduler
 CONNECT_TIMEOUT = "5s"  # to open a connection to a scheduler
@@ -213,6 +218,54 @@ def map_tasks(
         except PerftoolError:
             raise
         except Exception as exc:  # raised where the task ran, or by the cluster: one line, not a remote traceback
-            where = f"the Dask scheduler at {scheduler}" if scheduler else "the local Dask cluster"
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # Dask adds advice on more lines
-            raise PerftoolError(f"a task failed on {where}: {type(exc).__name__}: {first}") from None
+            raise _failed(exc, scheduler) from None
+
+
+def _failed(exc: Exception, scheduler: str | None) -> PerftoolError:
+    """A task's failure on a cluster, in one line."""
+    where = f"the Dask scheduler at {scheduler}" if scheduler else "the local Dask cluster"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # Dask adds advice on more lines
+    return PerftoolError(f"a task failed on {where}: {type(exc).__name__}: {first}")
+
+
+def cluster_decoders(scheduler: str) -> Decoders:
+    """Decoders of a trace's byte ranges on the Dask cluster at ``scheduler`` (for
+    :func:`~perftool.trace.loader.read_trace`): each worker reads its ranges of the file itself (at the same path: a
+    file system the workers share), and only each range's columns come back, in file order."""
+    address = scheduler_address(scheduler)
+
+    @contextmanager
+    def decoders(_count: int, function: Callable[..., Any], *fixed: Any) -> Iterator[Workers]:
+        with interrupts.never_lost(), dask_client(address, 1) as client:
+            yield _OnCluster(client, address, function, fixed)
+
+    return decoders
+
+
+class _OnCluster:
+    """``function(*fixed, *task)`` for each task on a Dask client's workers, results in task order, at most two
+    tasks per worker thread in flight (so the ranges' columns waiting to come back stay bounded)."""
+
+    def __init__(self, client: Any, scheduler: str, function: Callable[..., Any], fixed: tuple) -> None:
+        self.client, self.scheduler, self.function, self.fixed = client, scheduler, function, fixed
+
+    def run(self, tasks: Iterable[tuple]) -> Iterator[Any]:
+        depth = 2 * max(sum(self.client.nthreads().values()), 1)
+        in_flight: deque[Any] = deque()
+        for task in tasks:
+            if len(in_flight) >= depth:
+                yield self._result(in_flight.popleft())
+            in_flight.append(self.client.submit(self.function, *self.fixed, *task, pure=False))
+        while in_flight:
+            yield self._result(in_flight.popleft())
+
+    def run_pieces(self, pieces: Iterable[bytes | memoryview]) -> Iterator[Any]:
+        return self.run((bytes(piece),) for piece in pieces)
+
+    def _result(self, future: Any) -> Any:
+        try:
+            return future.result()
+        except Exception as exc:
+            if type(exc).__module__.startswith("perftool."):  # the loader's own (a bad event, a range to redo)
+                raise
+            raise _failed(exc, self.scheduler) from None  # the cluster's, or a worker's without perftool: one line

@@ -23,6 +23,7 @@ from perftool.rules.detectors.base import Judged
 from perftool.rules.findings import Finding, Fix, Gain, Impact, ScanReport, TraceFindings, UnreadTrace
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity, fill
+from perftool.trace.loader import Decoders
 from perftool.trace.model import Trace
 from perftool.traces import load_trace
 from perftool.version import __version__
@@ -57,8 +58,11 @@ class ReadOptions:
 DEFAULT_READ = ReadOptions()
 
 
-def scan_files(paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> ScanReport:
-    """Load and scan each trace in turn (one in memory at a time).
+def scan_files(
+    paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_READ, decoders: Decoders | None = None
+) -> ScanReport:
+    """Load and scan each trace in turn (one in memory at a time), decoded by ``decoders`` where given (a
+    cluster's workers).
 
     A trace that cannot be read is listed in the report's ``unread`` with the reason; the others are
     scanned all the same. The report remembers the rules that ran (SARIF describes them).
@@ -66,7 +70,7 @@ def scan_files(paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_
     traces, unread = [], []
     for path in paths:
         try:
-            trace = load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes)
+            trace = load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes, decoders=decoders)
         except TraceError as exc:
             unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
             continue

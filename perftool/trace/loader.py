@@ -11,7 +11,7 @@ import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, BinaryIO
 
 from perftool import limits
@@ -28,7 +28,7 @@ from perftool.trace.decode import (
     stream_pieces,
 )
 from perftool.trace.model import Trace
-from perftool.trace.workers import WorkerDied
+from perftool.trace.workers import WorkerDied, Workers
 from perftool.trace.workers import processes as worker_processes
 from perftool.units import plural
 
@@ -37,16 +37,22 @@ STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 
+# what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers
+Decoders = Callable[..., AbstractContextManager[Workers]]
+
 
 def read_trace(
     path: str | os.PathLike[str],
     workers: int | None = None,
     max_bytes: int | None = None,
     keep_args: KeepArgs = KEEP_NO_ARGS,
+    decoders: Decoders | None = None,
 ) -> Trace:
     """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.traces`).
 
-    ``workers`` decoding processes are used for large files (default: one per CPU, at most 4). A
+    ``workers`` decoding processes are used for large files (default: one per CPU, at most 4), or ``decoders``
+    where given (a cluster's workers, :func:`perftool.job.cluster.cluster_decoders`), whatever the file's size:
+    they read the byte ranges of an uncompressed file themselves, and only each range's columns come back. A
     trace of more than ``max_bytes`` of JSON (default :func:`perftool.limits.max_trace_bytes`) is
     refused. Events ``keep_args`` selects keep their ``args``. Raises
     :class:`~perftool.errors.TraceError` with a one-line message for any unreadable input.
@@ -59,7 +65,7 @@ def read_trace(
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
-        return _load(path, workers, max_bytes, keep_args)
+        return _load(path, workers, max_bytes, keep_args, decoders)
     except RecursionError:
         raise TraceError(
             path, f"JSON nested too deeply (over {limits.MAX_JSON_DEPTH} levels of arrays or objects)"
@@ -117,7 +123,7 @@ def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
     )
 
 
-def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -> Trace:
+def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, decoders: Decoders | None) -> Trace:
     if workers is None:
         workers = min(os.cpu_count() or 1, 4) if json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
     gc_was_enabled = gc.isenabled()
@@ -125,9 +131,9 @@ def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -
     try:
         try:
             builder, metadata = ColumnBuilder(path), dict[str, Any]()
-            if workers > 1 and not _is_gzip(path):  # each process reads its own byte ranges
+            if (workers > 1 or decoders) and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
-                with worker_processes(workers, _part_of_range, path, events, keep_args) as pool:
+                with (decoders or worker_processes)(workers, _part_of_range, path, events, keep_args) as pool:
                     _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), max_bytes)
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
                 decoders = worker_processes(workers, _part_of_piece, keep_args, piece_bytes=decode.PIECE_BYTES)
