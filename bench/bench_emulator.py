@@ -18,7 +18,7 @@ import numpy as np
 
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
-from perftool.emulator.run import run
+from perftool.emulator.full_run import run
 from perftool.emulator.trace_writer import trace_bytes
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"

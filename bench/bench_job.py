@@ -79,7 +79,7 @@ def measure_single(path: str) -> dict:
     peak."""
     from perftool.rules.catalog import load_catalog
     from perftool.rules.engine import scan_trace
-    from perftool.traces import load_trace
+    from perftool.trace_reader import load_trace
 
     rules = load_catalog()
     start = time.perf_counter()

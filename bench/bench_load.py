@@ -29,7 +29,7 @@ def measure(path: str, workers: int | None, scheduler: str | None = None) -> dic
     return timings, peak RSS and a digest of the metrics (run in a child process)."""
     from perftool.analysis import compute_metrics
     from perftool.job.cluster import cluster_decoders
-    from perftool.traces import load_trace
+    from perftool.trace_reader import load_trace
 
     start = time.perf_counter()
     trace = load_trace(path, workers=workers, decoders=cluster_decoders(scheduler) if scheduler else None)

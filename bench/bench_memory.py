@@ -20,7 +20,7 @@ import time
 
 from perftool import limits
 from perftool.trace.columns import ColumnBuilder
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")

@@ -25,7 +25,7 @@ def measure(path: str, scan: bool) -> dict:
     from perftool.analysis import compute_metrics
     from perftool.rules.catalog import load_catalog
     from perftool.rules.engine import scan_trace
-    from perftool.traces import load_trace
+    from perftool.trace_reader import load_trace
 
     start = time.perf_counter()
     trace = load_trace(path)

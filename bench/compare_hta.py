@@ -53,7 +53,7 @@ def perftool_figures(trace_path: str, lo: float, hi: float) -> tuple[dict, dict]
     from perftool.analysis import compute_metrics, intervals
     from perftool.analysis.metrics import NOT_DEVICE_WORK
     from perftool.trace import Kind, Role
-    from perftool.traces import load_trace
+    from perftool.trace_reader import load_trace
 
     trace = load_trace(trace_path)
     window = hi - lo

@@ -3,7 +3,7 @@
 ``import perftool`` gives the Python API (:mod:`perftool.api`): ``load_trace``, ``scan``, ``gate``,
 ``diff``, ``emulate`` and ``tune``, and what they raise and warn (``PerftoolError``, ``NothingRead``,
 ``PerftoolWarning``). ``perftool.gate``, ``perftool.diff`` and ``perftool.tune`` are those
-functions; their packages are imported by their full names (``from perftool.gate.run import ...``).
+functions; their packages are imported by their full names (``from perftool.gate.verdict import ...``).
 """
 
 from perftool import interrupts  # light: the standard library only

@@ -32,14 +32,14 @@ from pydantic import ConfigDict, Field, ValidationError, validate_call
 
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
+from perftool.diff.files import DiffResult, diff_paths
 from perftool.diff.profile import Level
-from perftool.diff.run import DiffResult, diff_paths
 from perftool.emulator import config as emulator_config
-from perftool.emulator.run import InfeasibleConfig, Run
-from perftool.emulator.run import run as run_emulator
+from perftool.emulator.full_run import InfeasibleConfig, Run
+from perftool.emulator.full_run import run as run_emulator
 from perftool.errors import PerftoolError, PerftoolWarning
 from perftool.gate.policy import load_budget
-from perftool.gate.run import GateOptions, GateResult, run_gate
+from perftool.gate.verdict import GateOptions, GateResult, run_gate
 from perftool.hardware import load_spec
 from perftool.job.cluster import Cluster, chosen_scheduler, cluster_decoders
 from perftool.job.scan import scan_job
@@ -52,7 +52,7 @@ from perftool.rules.findings import ScanReport
 from perftool.rules.model import Family
 from perftool.trace.loader import STDIN
 from perftool.trace.model import Trace
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 from perftool.tune.result import TuneResult
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import Strategy, load_tune_config

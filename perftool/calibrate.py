@@ -27,7 +27,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.devices import GENERIC
 from perftool.emulator.evaluate import evaluate
-from perftool.emulator.run import run as emulate
+from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
 from perftool.fitting import HOST_CAUSES, INPUT_CAUSES, fit, spread, work_per_step
@@ -37,7 +37,7 @@ from perftool.rules.detectors.base import Scope
 from perftool.rules.engine import DEFAULT_READ, ReadOptions, analyse_trace
 from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 from perftool.tune.spec import default_space
 from perftool.units import plural
 

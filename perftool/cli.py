@@ -21,16 +21,16 @@ from perftool.analysis.metrics import unit_of
 from perftool.analysis.steps import detect_steps
 from perftool.calibrate import CalibrationFailed
 from perftool.calibrate import calibrate as fit_trace
+from perftool.diff.files import DiffResult
 from perftool.diff.profile import LEVELS
-from perftool.diff.run import DiffResult
 from perftool.emulator import config as emulator_config
+from perftool.emulator.full_run import InfeasibleConfig
+from perftool.emulator.full_run import run as emulate_run
 from perftool.emulator.profiles import PROFILES
-from perftool.emulator.run import InfeasibleConfig
-from perftool.emulator.run import run as emulate_run
 from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_job, write_trace
 from perftool.errors import PerftoolError, PerftoolWarning, one_line
 from perftool.gate.policy import Budget
-from perftool.gate.run import GateResult
+from perftool.gate.verdict import GateResult
 from perftool.hardware import load_spec
 from perftool.job.cluster import Cluster, chosen_scheduler, cluster_decoders
 from perftool.job.scan import scan_job
@@ -46,7 +46,7 @@ from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import FAMILIES, Rule
 from perftool.trace.loader import STDIN
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 from perftool.tune.search import tune as run_tune
 from perftool.tune.spec import Strategy, TuneConfig, load_tune_config
 from perftool.version import __version__

@@ -12,7 +12,7 @@ from conftest import REPO, TORCH_FIXTURE
 import perftool
 from perftool.analysis import detect_steps
 from perftool.errors import PerftoolError
-from perftool.gate.run import GateResult
+from perftool.gate.verdict import GateResult
 from perftool.rules.findings import ScanReport
 
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"

@@ -9,7 +9,7 @@ import pytest
 from conftest import TORCH_FIXTURE, complete, error_line
 
 from perftool.errors import TraceError
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 GOOD = {"traceEvents": [complete("a", 1, 2), complete("b", 4, 2)]}
 

@@ -12,7 +12,7 @@ import yaml
 from perftool.calibrate import calibrate
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
-from perftool.emulator.run import run as emulate
+from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_job
 
 REPO = Path(__file__).parent.parent

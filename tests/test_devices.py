@@ -12,7 +12,7 @@ from perftool.emulator.config import load_config
 from perftool.emulator.devices import BY_KEY, GENERIC, identify
 from perftool.emulator.devices import profile as profile_of
 from perftool.emulator.profiles import PROFILES
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 REAL = DATA / "real"
 GB = 1e9

@@ -7,7 +7,7 @@ from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
 from perftool.errors import PerftoolError
 from perftool.trace import Kind, Role
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 
 def kind_of(trace, name):

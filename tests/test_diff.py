@@ -12,7 +12,7 @@ from conftest import DATA, REPO, TORCH_FIXTURE, error_line
 from perftool import api
 from perftool.cli import cli
 from perftool.diff.names import load_op_map, normalise
-from perftool.gate.run import GateOptions, run_gate
+from perftool.gate.verdict import GateOptions, run_gate
 
 VOCAB = DATA / "vocab"
 KINETO = (VOCAB / "diff_kineto_before.json.gz", VOCAB / "diff_kineto_after.json.gz")

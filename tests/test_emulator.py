@@ -9,13 +9,13 @@ from conftest import REPO
 from perftool.analysis import compute_metrics
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
+from perftool.emulator.full_run import run
 from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, TILE_BYTES
-from perftool.emulator.run import run
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
 from perftool.rules.engine import scan_trace
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 SAMPLES = REPO / "sample_traces"
 SAMPLE_CONFIGS = sorted(SAMPLES.glob("*/*.yaml"))

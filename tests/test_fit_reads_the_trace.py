@@ -20,7 +20,7 @@ from perftool.calibrate import calibrate
 from perftool.cli import cli
 from perftool.emulator.config import load_config, validate_config
 from perftool.emulator.evaluate import evaluate
-from perftool.emulator.run import run as emulate
+from perftool.emulator.full_run import run as emulate
 from perftool.emulator.simulate import jitter
 from perftool.emulator.trace_writer import write_trace
 from perftool.rules.findings import Finding

@@ -286,7 +286,7 @@ def test_the_diff_report_lists_no_idle_cause_without_time(reports):
 
 def test_a_job_of_thousands_of_ranks_draws_fewer_steps_of_each(reports):
     """The heat maps of a huge job stay a page a browser opens: at most 60,000 cells a panel, said in the caption."""
-    from perftool.report.findings_html import HEAT_CELLS, rank_steps
+    from perftool.report.scan_html import HEAT_CELLS, rank_steps
     from perftool.rules.findings import JobView
 
     _, document = reports["job"]

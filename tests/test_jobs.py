@@ -13,7 +13,7 @@ import yaml
 
 import perftool
 from perftool.emulator.config import load_config
-from perftool.emulator.run import run as emulate
+from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope

@@ -54,7 +54,7 @@ def test_gzip_bomb_is_refused_quickly_in_bounded_memory(tmp_path):
     assert bomb.stat().st_size < 2 << 20
     started = time.perf_counter()
     printed, peak_mb = peak_rss_mb_of(
-        "from perftool.traces import load_trace\nfrom perftool.errors import TraceError\n"
+        "from perftool.trace_reader import load_trace\nfrom perftool.errors import TraceError\n"
         f"try:\n    load_trace({str(bomb)!r})\nexcept TraceError as exc:\n    print(exc)"
     )
     assert "gzip bomb" in printed and str(bomb) in printed
@@ -472,7 +472,7 @@ def test_a_file_of_nul_bytes_fails_at_its_first_byte_in_bounded_memory(tmp_path)
     with open(zeros, "wb") as fh:
         fh.truncate(512 << 20)  # sparse: 512 MB of NUL bytes that take no disk
     printed, peak_mb = peak_rss_mb_of(
-        "from perftool.traces import load_trace\nfrom perftool.errors import TraceError\n"
+        "from perftool.trace_reader import load_trace\nfrom perftool.errors import TraceError\n"
         f"try:\n    load_trace({str(zeros)!r})\nexcept TraceError as exc:\n    print(exc)"
     )
     assert printed == f"{zeros}: not valid JSON at line 1, column 1: invalid character"

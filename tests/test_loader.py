@@ -15,7 +15,7 @@ from perftool.errors import TraceError
 from perftool.trace import Phase
 from perftool.trace import decode as decode_module
 from perftool.trace.model import Kind
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 
 def names_of(trace, rows):

@@ -15,7 +15,7 @@ from conftest import error_line
 from perftool.analysis import compute_metrics, detect_steps
 from perftool.analysis.family import device_family, device_name
 from perftool.trace import Kind, Role
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 VOCAB = Path(__file__).parent / "data" / "vocab"
 

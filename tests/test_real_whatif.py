@@ -14,7 +14,7 @@ from perftool.calibrate import WITHOUT_JITTER, _longer, calibrate
 from perftool.emulator.evaluate import evaluate
 from perftool.rules.engine import scan_trace
 from perftool.rules.prediction import HELPS
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 BEFORE, AFTER = REAL / "resnet50_pt18_workers0.json.gz", REAL / "resnet50_pt18_workers4.json.gz"
 

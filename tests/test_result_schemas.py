@@ -11,7 +11,7 @@ from conftest import REPO
 from perftool.analysis import compute_metrics
 from perftool.report import info_json
 from perftool.roofline.figures import roofline
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 SAMPLES = REPO / "sample_traces"
 COMMANDS = {  # schema name -> a command writing that document for a bundled sample

@@ -15,7 +15,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.hardware import BY_KEY, SOURCED, identify
 from perftool.roofline.figures import CAPTURE_ADVICE, roofline
 from perftool.trace.columns import ArgsKept, KeepArgs
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 REAL = DATA / "real"
 SAMPLE = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"

@@ -106,7 +106,7 @@ def test_idle_causes_add_up_to_the_idle_time(reports):
 
 def _busy(report) -> float:
     from perftool.analysis import compute_metrics
-    from perftool.traces import load_trace
+    from perftool.trace_reader import load_trace
 
     return compute_metrics(load_trace(report.path))["device.busy_fraction"]
 

@@ -17,7 +17,7 @@ from perftool.analysis import compute_metrics
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 from perftool.tune.explain import shown, why
 from perftool.tune.search import NoFeasibleConfiguration, tune
 from perftool.tune.sensitivity import knob_lines
@@ -476,7 +476,7 @@ def test_the_recommendation_does_not_flip_with_the_seed(family):
 def test_a_data_parallel_job_is_tuned_on_the_job_figures(run, tmp_path):
     """Each configuration of a job is all its ranks: the figures tune ranks are the job's (every rank's samples,
     the slowest rank's step), as ``perftool emulate`` gives them; reducing once per 4 micro-batches wins."""
-    from perftool.emulator.run import run as emulate
+    from perftool.emulator.full_run import run as emulate
     from perftool.tune.evaluator import evaluate_grid
 
     job = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler" / "job.yaml"

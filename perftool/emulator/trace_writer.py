@@ -19,8 +19,8 @@ import numpy as np
 
 from perftool import limits
 from perftool.emulator.config import EmulatorConfig
+from perftool.emulator.full_run import Run
 from perftool.emulator.plan import Plan
-from perftool.emulator.run import Run
 from perftool.emulator.vocabulary import HPU_DTYPE_NAMES, VOCABULARIES, Vocabulary
 from perftool.errors import PerftoolError
 from perftool.output import write_bytes

@@ -18,7 +18,7 @@ from perftool.rules.detectors.base import Scope
 from perftool.rules.engine import ReadOptions, analyse_trace
 from perftool.rules.findings import TraceFindings, UnreadTrace
 from perftool.rules.model import Rule
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 
 MAX_TIMELINE_CALLS = 4096  # collectives kept per rank for clock alignment and waits: whole steps, in order
 MAX_STEPS_SHOWN = 256  # steady steps a rank sends one by one (compute and communication in each)

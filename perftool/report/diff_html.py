@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from perftool.diff.compare import shown
-from perftool.diff.run import DiffResult
+from perftool.diff.files import DiffResult
 from perftool.names import readable
 from perftool.report import diff_json, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table

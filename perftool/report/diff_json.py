@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from perftool.diff.compare import TraceDiff
+from perftool.diff.files import DiffResult
 from perftool.diff.profile import Profile
-from perftool.diff.run import DiffResult
 from perftool.results import DiffReport
 
 SCHEMA = "perftool.diff/1"

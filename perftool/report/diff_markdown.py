@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from perftool.diff.compare import TraceDiff
-from perftool.diff.run import DiffResult
+from perftool.diff.files import DiffResult
 from perftool.report.escape import markdown_code
-from perftool.report.findings_markdown import cell
+from perftool.report.scan_markdown import cell
 from perftool.units import duration, number, percent, plural, signed_duration
 
 TOP = 10  # contributors listed; the others share one row

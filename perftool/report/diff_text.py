@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.diff.compare import TraceDiff
-from perftool.diff.run import DiffResult
+from perftool.diff.files import DiffResult
 from perftool.names import readable
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perftool.emulator.run import Run
+from perftool.emulator.full_run import Run
 from perftool.results import EmulateReport
 
 SCHEMA = "perftool.emulate/1"

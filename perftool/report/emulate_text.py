@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from perftool.emulator.run import BREAKDOWN, Run
+from perftool.emulator.full_run import BREAKDOWN, Run
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.units import duration, percent

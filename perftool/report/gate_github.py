@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from perftool.gate.run import GateResult
-from perftool.report.findings_github import escape_data, escape_property
+from perftool.gate.verdict import GateResult
+from perftool.report.scan_github import escape_data, escape_property
 
 _COMMAND = {"fail": "error", "warn": "warning"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from perftool.gate.run import GateResult
+from perftool.gate.verdict import GateResult
 from perftool.report import gate_json, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.units import duration, figure

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from perftool.diff.compare import TraceDiff
-from perftool.gate.run import GateResult
+from perftool.gate.verdict import GateResult
 from perftool.results import GateReport
 
 SCHEMA = "perftool.gate/1"

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 from perftool.errors import one_line
 from perftool.gate.checks import VERDICTS
-from perftool.gate.run import GateResult
+from perftool.gate.verdict import GateResult
 
 
 def render(result: GateResult) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from perftool.gate.run import GateResult
+from perftool.gate.verdict import GateResult
 from perftool.report.diff_markdown import contributions_table
 from perftool.report.escape import markdown_code
-from perftool.report.findings_markdown import cell
+from perftool.report.scan_markdown import cell
 
 EXPLAINED = 5  # contributors to a failed step time listed
 ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "➖ skip", "not_checked": "⛔ not checked"}

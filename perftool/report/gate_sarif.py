@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from perftool.errors import one_line
-from perftool.gate.run import GateResult
-from perftool.report.findings_sarif import SARIF_SCHEMA, artifact_uri
+from perftool.gate.verdict import GateResult
+from perftool.report.scan_sarif import SARIF_SCHEMA, artifact_uri
 from perftool.version import __version__
 
 _LEVEL = {"fail": "error", "warn": "warning"}

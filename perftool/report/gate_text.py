@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.gate.checks import Check
-from perftool.gate.run import GateResult
+from perftool.gate.verdict import GateResult
 from perftool.report.diff_text import contributions
 from perftool.report.escape import shown
 

@@ -17,9 +17,9 @@ from rich.console import Console, RenderableType
 
 from perftool.analysis.metrics import Metrics
 from perftool.calibrate import Calibration
-from perftool.diff.run import DiffResult
-from perftool.emulator.run import Run
-from perftool.gate.run import GateResult
+from perftool.diff.files import DiffResult
+from perftool.emulator.full_run import Run
+from perftool.gate.verdict import GateResult
 from perftool.output import write_text
 from perftool.report import (
     calibrate_text,
@@ -30,12 +30,6 @@ from perftool.report import (
     diff_text,
     emulate_json,
     emulate_text,
-    findings_github,
-    findings_html,
-    findings_json,
-    findings_markdown,
-    findings_sarif,
-    findings_text,
     gate_github,
     gate_html,
     gate_json,
@@ -48,6 +42,12 @@ from perftool.report import (
     info_markdown,
     info_text,
     job_text,
+    scan_github,
+    scan_html,
+    scan_json,
+    scan_markdown,
+    scan_sarif,
+    scan_text,
     tune_html,
     tune_json,
     tune_markdown,
@@ -94,12 +94,12 @@ class TuneView:
 
 Renderer = Callable[[Any], "str | RenderableType"]
 RENDERERS: dict[tuple[type, str], Renderer] = {
-    (ScanReport, "text"): findings_text.render,
-    (ScanReport, "json"): findings_json.render,
-    (ScanReport, "markdown"): findings_markdown.render,
-    (ScanReport, "sarif"): lambda report: findings_sarif.render(report, report.rules_run),
-    (ScanReport, "github"): findings_github.render,
-    (ScanReport, "html"): findings_html.render,
+    (ScanReport, "text"): scan_text.render,
+    (ScanReport, "json"): scan_json.render,
+    (ScanReport, "markdown"): scan_markdown.render,
+    (ScanReport, "sarif"): lambda report: scan_sarif.render(report, report.rules_run),
+    (ScanReport, "github"): scan_github.render,
+    (ScanReport, "html"): scan_html.render,
     (GateResult, "text"): gate_text.render,
     (GateResult, "json"): gate_json.render,
     (GateResult, "markdown"): gate_markdown.render,
@@ -116,9 +116,9 @@ RENDERERS: dict[tuple[type, str], Renderer] = {
     (InfoView, "markdown"): lambda v: info_markdown.render(v.trace, v.metrics, v.roofline),
     (InfoView, "html"): lambda v: info_html.render(v.trace, v.metrics, v.roofline),
     (JobInfoView, "text"): lambda v: job_text.render(v.report, v.report.job, command="info"),
-    (JobInfoView, "json"): lambda v: findings_json.render(v.report),
-    (JobInfoView, "markdown"): lambda v: findings_markdown.render(v.report, command="info"),
-    (JobInfoView, "html"): lambda v: findings_html.render(v.report, command="info"),
+    (JobInfoView, "json"): lambda v: scan_json.render(v.report),
+    (JobInfoView, "markdown"): lambda v: scan_markdown.render(v.report, command="info"),
+    (JobInfoView, "html"): lambda v: scan_html.render(v.report, command="info"),
     (EmulateView, "text"): lambda v: emulate_text.render(v.run, v.trace_file),
     (EmulateView, "json"): lambda v: emulate_json.render(v.run, v.trace_file),
     (TuneView, "text"): lambda v: tune_text.render(v.result, v.source, v.top),

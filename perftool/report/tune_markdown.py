@@ -8,7 +8,7 @@ from typing import Any
 
 from perftool.report import tune_json
 from perftool.report.escape import markdown_code
-from perftool.report.findings_markdown import cell
+from perftool.report.scan_markdown import cell
 from perftool.tune.explain import shown
 from perftool.tune.result import TuneResult
 from perftool.tune.spec import Objective

@@ -25,7 +25,7 @@ from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity, fill
 from perftool.trace.loader import Decoders
 from perftool.trace.model import Trace
-from perftool.traces import load_trace
+from perftool.trace_reader import load_trace
 from perftool.version import __version__
 
 FIT_MAX_STEPS = 512  # a foreign trace's fit runs its own length up to this many steps: gains are per steady step

@@ -48,7 +48,7 @@ def read_trace(
     keep_args: KeepArgs = KEEP_NO_ARGS,
     decoders: Decoders | None = None,
 ) -> Trace:
-    """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.traces`).
+    """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.trace_reader`).
 
     ``workers`` decoding processes are used for large files (default: one per CPU, at most 4), or ``decoders``
     where given (a cluster's workers, :func:`perftool.job.cluster.cluster_decoders`), whatever the file's size:

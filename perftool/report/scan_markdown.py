@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from perftool.report.escape import html_text, markdown
-from perftool.report.findings_text import device_label, evidence_start
 from perftool.report.roofline_rows import mfu_text
+from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
 from perftool.units import duration, plural, timestamp
 

@@ -13,11 +13,11 @@ import math
 from collections.abc import Callable
 
 from perftool.analysis.idle import CAUSES
-from perftool.report import findings_json, svg
+from perftool.report import scan_json, svg
 from perftool.report.escape import html_text
-from perftool.report.findings_text import evidence_start
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.report.roofline_rows import mfu_text
+from perftool.report.scan_text import evidence_start
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
 from perftool.units import duration, number, percent, plural, timestamp
 
@@ -39,7 +39,7 @@ def render(report: ScanReport, command: str = "scan") -> str:
     if report.unread:
         rows = [[u.path, u.problem] for u in report.unread]
         body.append(section("Traces that could not be read", table("unread", ["trace", "why"], rows, wrapped=(0, 1))))
-    return page(title, subtitle, body, findings_json.render(report))
+    return page(title, subtitle, body, scan_json.render(report))
 
 
 def trace_sections(trace: TraceFindings, findings: bool = True) -> list[str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from perftool.diff.compare import TraceDiff, diff_profiles
+from perftool.diff.files import profile_file
 from perftool.diff.names import load_op_map
-from perftool.diff.run import profile_file
 from perftool.errors import PerftoolError
 from perftool.gate.checks import VERDICTS, Check, Verdict, against_budget, compare, counted, new_findings, status
 from perftool.gate.inputs import Side, differences, load_side
