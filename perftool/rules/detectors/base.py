@@ -15,6 +15,7 @@ from perftool.analysis import intervals
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
+from perftool.names import readable
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import Evidence
 from perftool.rules.known_run import KnownRun
@@ -208,3 +209,19 @@ def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4, shown: Callab
     names = [shown(trace.names[i]) for i in ids[np.argsort(-time, kind="stable")][:limit].tolist()]
     more = ids.size - len(names)
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+KERNEL_RUN_VALUES: dict[str, str] = {  # the values of :func:`kernel_runs`, for a detector's ``values``
+    "names": "the kernels, most time first",
+    "per_step": "such kernel runs per steady step",
+    "kernel_ms_per_step": "their device time per steady step, ms",
+}
+
+
+def kernel_runs(scope: Scope, rows: np.ndarray) -> dict[str, Any]:
+    """What kernel-launch findings say of the kernel runs ``rows``: their names, runs and device time per step."""
+    return {
+        "names": distinct_names(scope.trace, rows, 3, readable),
+        "per_step": scope.per_step(float(rows.size)),
+        "kernel_ms_per_step": scope.per_step(float(scope.trace.dur[rows].sum())) / 1e3,
+    }

@@ -20,7 +20,7 @@ from perftool.analysis.family import device_properties
 from perftool.analysis.kernel_launch import Occupancy, SmLimits, launch_of, occupancy
 from perftool.names import readable
 from perftool.roofline.figures import MATRIX_FAMILIES
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, Setting, kernel_runs
 
 LIMITS = ("registers", "shared memory")  # what a kernel's own launch decides; threads and blocks are the grid's
 
@@ -71,9 +71,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     assert worst is not None
     worst_row = rows[of_ref == worst_ref][0]
     values: dict[str, Any] = {
-        "names": distinct_names(trace, rows, 3, readable),
-        "per_step": rows.size / scope.steady_steps if scope.steady_steps else float(rows.size),
-        "kernel_ms_per_step": scope.per_step(float(trace.dur[rows].sum())) / 1e3,
+        **kernel_runs(scope, rows),
         "worst": readable(trace.names[trace.name[worst_row]]),
         "occupancy": worst.share,
         "limit": worst.limit,
@@ -87,9 +85,7 @@ DETECTOR = Detector(
     name="occupancy",
     summary="memory-bound kernels held to few warps per SM by their registers or shared memory",
     values={
-        "names": "the kernels, most time first",
-        "per_step": "such kernel runs per steady step",
-        "kernel_ms_per_step": "their device time per steady step, ms",
+        **KERNEL_RUN_VALUES,
         "worst": "the kernel losing most time",
         "occupancy": "its theoretical occupancy: resident warps as a share of the most an SM holds",
         "limit": "what limits it: registers or shared memory",

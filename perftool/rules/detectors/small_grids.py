@@ -17,7 +17,7 @@ from perftool.analysis.communication import covered
 from perftool.analysis.family import device_properties
 from perftool.analysis.kernel_launch import launch_of
 from perftool.names import readable
-from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, kernel_runs
 from perftool.trace.model import Kind, Role
 
 
@@ -67,9 +67,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     of_worst = trace.name[rows] == worst
     time = trace.dur[rows]
     values: dict[str, Any] = {
-        "names": distinct_names(trace, rows, 3, readable),
-        "per_step": rows.size / scope.steady_steps,
-        "kernel_ms_per_step": scope.per_step(float(time.sum())) / 1e3,
+        **kernel_runs(scope, rows),
         "sms": sms,
         "worst": readable(trace.names[worst]),
         "blocks": int(np.median(blocks[of_worst])),
@@ -82,9 +80,7 @@ DETECTOR = Detector(
     name="small_grids",
     summary="kernels launched with fewer thread blocks than the device has SMs, leaving the rest idle",
     values={
-        "names": "the kernels, most time first",
-        "per_step": "such kernel runs per steady step",
-        "kernel_ms_per_step": "their device time per steady step, ms",
+        **KERNEL_RUN_VALUES,
         "sms": "the device's SMs (or compute units)",
         "worst": "the kernel losing most time",
         "blocks": "its median thread blocks",
