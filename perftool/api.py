@@ -123,6 +123,7 @@ def scan(
     dialect: str | None = None,
     evidence: Annotated[int, Field(ge=0, le=100)] | None = None,
     max_bytes: Count | None = None,
+    memory: Count | None = None,
     scheduler: str | None = None,
     workers: Count | None = None,
     job_steps: Count | None = None,
@@ -132,6 +133,7 @@ def scan(
     read are in the report's ``unread`` and a :class:`PerftoolWarning` (:class:`NothingRead` when none could be read).
     ``job_steps``: the steps the whole job runs, where a trace does not record it;
     a fix of a cost paid once (a compile) is then predicted over the job, else bounded over the capture.
+    ``memory``: the budget past which a trace's columns are kept on disk (default: the memory available).
 
     A directory, or several files, is a job of one trace per rank: the ranks are analysed on Dask
     (``scheduler``, an address, else ``workers`` local processes; one worker: here, without Dask) and the
@@ -144,7 +146,7 @@ def scan(
         tuple(ignore) + tuple(settings.ignore),
     )
     shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
-    read = ReadOptions(device or settings.device, dialect, shown, max_bytes, job_steps)
+    read = ReadOptions(device or settings.device, dialect, shown, max_bytes, job_steps, memory)
     paths = [str(t) for t in traces]
     if STDIN in paths and len(paths) > 1:  # a job's ranks are read where they are analysed, not in this process
         raise PerftoolError(f"{STDIN} (standard input) is scanned only on its own: save it to a file to scan it "
@@ -177,6 +179,7 @@ def gate(
     device: Family | None = None,
     dialect: str | None = None,
     max_bytes: Count | None = None,
+    memory: Count | None = None,
     scheduler: str | None = None,
     workers: Count | None = None,
 ) -> GateResult:
@@ -201,7 +204,7 @@ def gate(
         load_budget(str(budget)) if budget else None,
         chosen,
         options,
-        ReadOptions(device or settings.device, dialect, max_bytes=max_bytes),
+        ReadOptions(device or settings.device, dialect, max_bytes=max_bytes, memory=memory),
     )
     result.config = settings.file
     return result
@@ -216,15 +219,14 @@ def diff(
     op_maps: Sequence[PathLike] = (),
     dialect: str | None = None,
     max_bytes: Count | None = None,
+    memory: Count | None = None,
     scheduler: str | None = None,
     workers: Count | None = None,
 ) -> DiffResult:
     """What changed between two traces (or two jobs' directories, rank by rank) per ``by`` (kernel, op, category
     or track): each key's change, and contributions that add up to the change of the mean steady step."""
-    return diff_paths(
-        str(baseline), str(candidate), by, tuple(map(str, op_maps)), ReadOptions(dialect=dialect, max_bytes=max_bytes),
-        Cluster(scheduler, workers),
-    )  # fmt: skip
+    read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
+    return diff_paths(str(baseline), str(candidate), by, tuple(map(str, op_maps)), read, Cluster(scheduler, workers))
 
 
 @_checked

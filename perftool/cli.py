@@ -100,14 +100,21 @@ def _dialect(command):
     )(command)
 
 
-def _max_trace_size(command):
-    """--max-trace-size SIZE, shared by the commands that read traces."""
+def _trace_limits(command):
+    """--max-trace-size SIZE and --memory SIZE, shared by the commands that read traces."""
+    command = click.option(
+        "--memory",
+        metavar="SIZE",
+        callback=lambda _ctx, _param, value: limits.parse_size(value, "--memory") if value else None,
+        help=f"Keep a trace's columns on disk when its scan would take more memory than this  [default: "
+        f"{limits.MEMORY_ENV} or the memory available].",
+    )(command)
     return click.option(
         "--max-trace-size",
         "max_trace_bytes",
         metavar="SIZE",
         callback=lambda _ctx, _param, value: limits.parse_size(value, "--max-trace-size") if value else None,
-        help=f"Refuse traces of more JSON than this  [default: {limits.MAX_TRACE_SIZE_ENV} or 4GiB].",
+        help=f"Refuse traces of more JSON than this  [default: {limits.MAX_TRACE_SIZE_ENV} or no limit].",
     )(command)
 
 
@@ -173,7 +180,7 @@ def _output_option(what: str = "report"):
 @_format_option(InfoView)
 @_output_option()
 @_dialect
-@_max_trace_size
+@_trace_limits
 @click.option(
     "--device-spec",
     type=click.Path(dir_okay=False),
@@ -187,6 +194,7 @@ def info(
     output: str | None,
     dialect: str | None,
     max_trace_bytes: int | None,
+    memory: int | None,
     device_spec: str | None,
     scheduler: str | None,
     workers: int | None,
@@ -200,7 +208,7 @@ def info(
         check_writable(output, list(traces))
     spec = load_spec(device_spec) if device_spec else None
     if len(traces) > 1 or Path(traces[0]).is_dir():
-        read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes)
+        read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes, memory=memory)
         report = scan_job(list(traces), [], read, scheduler, workers)
         if report.job is None:
             raise PerftoolError(f"{', '.join(traces)}: not the ranks of one job; give info one trace at a time")
@@ -212,7 +220,7 @@ def info(
         return
     # one trace with a scheduler: its byte ranges are decoded on the cluster (standard input is spooled here)
     decoders = cluster_decoders(scheduler) if scheduler and traces[0] != STDIN else None
-    loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes, decoders=decoders)
+    loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes, decoders=decoders, memory=memory)
     steps = detect_steps(loaded)
     metrics = compute_metrics(loaded, steps)
     emit(InfoView(loaded, metrics, roofline(loaded, metrics, spec, steps)), fmt, output)
@@ -302,7 +310,7 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
 )
 @_format_option(CalibrateView)
 @_dialect
-@_max_trace_size
+@_trace_limits
 @_cluster_options
 def calibrate(
     trace: str,
@@ -313,6 +321,7 @@ def calibrate(
     fmt: str,
     dialect: str | None,
     max_trace_bytes: int | None,
+    memory: int | None,
     scheduler: str | None,
     workers: int | None,
 ) -> None:
@@ -328,7 +337,7 @@ def calibrate(
     given: dict = {}
     for item in overrides:
         emulator_config.apply_override(given, item, "--set", None)
-    read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes)
+    read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes, memory=memory)
     fitted = fit_trace(trace, device, given, Cluster(scheduler, workers), other, read)
     if output:
         write_text(yaml.safe_dump(fitted.document(), sort_keys=False), output)
@@ -470,7 +479,7 @@ def _names(values: tuple[str, ...], option: str) -> tuple[str, ...]:
     help="Steps the whole job runs, for traces that do not record it: a one-time cost (a compile) is then "
     "predicted over the job, as the capture repeats, instead of bounded over the capture.",
 )
-@_max_trace_size
+@_trace_limits
 @_cluster_options
 @_rule_options
 def scan(
@@ -485,6 +494,7 @@ def scan(
     evidence,
     job_steps,
     max_trace_bytes,
+    memory,
     scheduler,
     workers,
     rule_dirs,
@@ -510,6 +520,7 @@ def scan(
                 dialect=dialect,
                 evidence=evidence,
                 max_bytes=max_trace_bytes,
+                memory=memory,
                 scheduler=scheduler,
                 workers=workers,
                 job_steps=job_steps,
@@ -554,7 +565,7 @@ def _first(*choices):
 @_output_option()
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @_dialect
-@_max_trace_size
+@_trace_limits
 @_cluster_options
 @_rule_options
 def gate(
@@ -569,6 +580,7 @@ def gate(
     device,
     dialect,
     max_trace_bytes,
+    memory,
     scheduler,
     workers,
     rule_dirs,
@@ -597,6 +609,7 @@ def gate(
         device=device,
         dialect=dialect,
         max_bytes=max_trace_bytes,
+        memory=memory,
         scheduler=scheduler,
         workers=workers,
     )
@@ -625,17 +638,17 @@ def gate(
 @_format_option(DiffResult)
 @_output_option()
 @_dialect
-@_max_trace_size
+@_trace_limits
 @_cluster_options
-def diff(baseline, candidate, by, op_maps, fmt, output, dialect, max_trace_bytes, scheduler, workers) -> None:
+def diff(baseline, candidate, by, op_maps, fmt, output, dialect, max_trace_bytes, memory, scheduler, workers) -> None:
     """What changed between BASELINE and CANDIDATE (two traces, or two jobs' directories rank by rank): per kernel,
     op, annotation, category or track, calls and time per steady step, what appeared and went, and each change's
     part of the step-time change; the parts add up to it."""
     if output:
         check_writable(output, [baseline, candidate, *op_maps])
     result = api.diff(
-        baseline, candidate, by=by, op_maps=op_maps, dialect=dialect, max_bytes=max_trace_bytes, scheduler=scheduler,
-        workers=workers,
+        baseline, candidate, by=by, op_maps=op_maps, dialect=dialect, max_bytes=max_trace_bytes, memory=memory,
+        scheduler=scheduler, workers=workers,
     )  # fmt: skip
     emit(result, fmt, output)
 

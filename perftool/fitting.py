@@ -362,7 +362,7 @@ def _host_spread(trace: Trace, scope: Scope) -> float:
     work, not on the steps, so the steps' spread stays a check of the fit."""
     steps, own = scope.steps, _own_host_work(trace, scope)
     first = steps.warmup
-    per_step = [intervals.total(intervals.clip(own, lo, hi)) for lo, hi in zip(steps.start[first:], steps.end[first:])]
+    per_step = intervals.totals_in(own, steps.start[first:], steps.end[first:])
     return min(spread(per_step), MAX_HOST_JITTER) if len(per_step) > 1 else 0.0
 
 
@@ -402,10 +402,7 @@ def _steady_compute(scope: Scope) -> list[float]:
     """The device's compute in each steady step, µs."""
     steps = scope.steps
     first = steps.warmup
-    return [
-        intervals.total(intervals.clip(scope.compute, float(lo), float(hi)))
-        for lo, hi in zip(steps.start[first:], steps.end[first:])
-    ]
+    return intervals.totals_in(scope.compute, steps.start[first:], steps.end[first:])
 
 
 def _short_last(busy: list[float], batch: int) -> int | None:

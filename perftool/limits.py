@@ -11,14 +11,16 @@ from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from perftool.errors import PerftoolError
 
-DEFAULT_MAX_TRACE_BYTES = 4 << 30  # of JSON, after decompression: about 2.6 GiB of memory to scan
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)
+DISK_PER_TRACE_BYTE = 0.5  # disk a trace's columns take when kept there, per byte of JSON (bench/bench_spill.py)
 # Memory to scan what a trace holds, beyond its bytes (bench/bench_memory.py measures each; these hold above):
 MEMORY_PER_EVENT = 150  # bytes an event (measured 139 for a million tiny events of one name and thread)
 MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 300-650, most with a track each
 MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~290)
 MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~120)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
+MEMORY_ENV = "PERFTOOL_MEMORY"
+SPILL_DIR_ENV = "PERFTOOL_SPILL_DIR"
 MAX_GZIP_RATIO = 100  # decompressed : compressed; real traces compress 5-20x, a gzip bomb up to ~1000x
 GZIP_RATIO_FROM_BYTES = 64 << 20  # small files may compress as well as they like
 MAX_DOCUMENT_BYTES = 256 << 20  # a config, rule, budget or saved scan result
@@ -42,16 +44,23 @@ def parse_size(text: str, source: str) -> int:
     return size
 
 
-def max_trace_bytes() -> int:
-    """The trace-size limit: ``PERFTOOL_MAX_TRACE_SIZE`` when set, else 4 GiB or what the memory available
-    now can scan, whichever is less (a trace that does not fit is refused, not left to the OOM killer)."""
+def max_trace_bytes() -> int | None:
+    """The trace-size limit: ``PERFTOOL_MAX_TRACE_SIZE`` when set, else none (a trace whose columns do not fit the
+    memory budget keeps them on disk, whose space is checked first)."""
     value = os.environ.get(MAX_TRACE_SIZE_ENV)
+    return parse_size(value, MAX_TRACE_SIZE_ENV) if value else None
+
+
+def memory_budget() -> int:
+    """The memory a trace's scan may take: ``PERFTOOL_MEMORY`` when set, else the memory available now (4 GiB where
+    that cannot be read); columns that would not fit are kept on disk."""
+    value = os.environ.get(MEMORY_ENV)
     if value:
-        return parse_size(value, MAX_TRACE_SIZE_ENV)
-    available = available_memory()
-    return (
-        min(DEFAULT_MAX_TRACE_BYTES, int(available / MEMORY_PER_TRACE_BYTE)) if available else DEFAULT_MAX_TRACE_BYTES
-    )
+        return parse_size(value, MEMORY_ENV)
+    return available_memory() or DEFAULT_MEMORY_BUDGET
+
+
+DEFAULT_MEMORY_BUDGET = 4 << 30
 
 
 def available_memory() -> int | None:
@@ -78,17 +87,15 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-MEMORY_FLOOR = 16 << 20  # what a trace's structures may always take: next to the interpreter's ~60 MB, nothing
+MEMORY_PER_EVENT_ON_DISK = 42  # bytes an event with its columns on disk: the analysis's arrays (bench_spill: 47 all in)
 
 
-def memory_within(max_bytes: int) -> int:
-    """The memory the trace-size limit ``max_bytes`` stands for (:data:`MEMORY_PER_TRACE_BYTE` per byte), and
-    never less than :data:`MEMORY_FLOOR`."""
-    return max(int(max_bytes * MEMORY_PER_TRACE_BYTE), MEMORY_FLOOR)
-
-
-def memory_to_scan(events: int, signatures: int, counter_samples: int, kept_args: int, args_bytes: int) -> int:
+def memory_to_scan(
+    events: int, signatures: int, counter_samples: int, kept_args: int, args_bytes: int, on_disk: bool = False
+) -> int:
     """Bytes of memory scanning a trace of these parts needs, beyond the interpreter: many tiny or distinct
-    events need more per byte of JSON than :data:`MEMORY_PER_TRACE_BYTE` allows for."""
-    return (events * MEMORY_PER_EVENT + signatures * MEMORY_PER_SIGNATURE
+    events need more per byte of JSON than :data:`MEMORY_PER_TRACE_BYTE` allows for. With its columns kept on
+    disk (``on_disk``), an event needs only what the analysis's working arrays take."""
+    per_event = MEMORY_PER_EVENT_ON_DISK if on_disk else MEMORY_PER_EVENT
+    return (events * per_event + signatures * MEMORY_PER_SIGNATURE
             + counter_samples * MEMORY_PER_COUNTER_SAMPLE + kept_args * MEMORY_PER_KEPT_ARGS + args_bytes)  # fmt: skip

@@ -16,10 +16,14 @@ def load_trace(
     workers: int | None = None,
     max_bytes: int | None = None,
     decoders: Decoders | None = None,
+    memory: int | None = None,
 ) -> Trace:
     """Read a trace file and assign track roles and event kinds through its dialect.
 
-    ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes`` and ``decoders`` are
-    :func:`~perftool.trace.loader.read_trace`'s; the args the dialects read are kept.
+    ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders`` and
+    ``memory`` (the budget past which the columns are kept on disk) are :func:`~perftool.trace.loader.read_trace`'s;
+    the args the dialects read are kept.
     """
-    return dialects.apply(read_trace(path, workers, max_bytes, dialects.kept_args(), decoders), dialect)
+    trace = dialects.apply(read_trace(path, workers, max_bytes, dialects.kept_args(), decoders, memory), dialect)
+    trace.store.loaded()
+    return trace

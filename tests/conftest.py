@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from published_schemas import JUNIT_10, SARIF_2_1_0
 
 from perftool.cli import cli
+from perftool.trace import store
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
@@ -86,6 +87,22 @@ def ctrl_c_as_at_a_terminal() -> None:
     """For ``subprocess.Popen(preexec_fn=...)``: Ctrl-C acts in the child even where the tests themselves run with
     it ignored (a background job of a shell script), which a child would inherit and, rightly, keep."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def spy_on_disk(monkeypatch, chunk_rows: int | None = None) -> list:
+    """The column stores on disk made from now on (the real ones, recorded as they are made); ``chunk_rows`` makes
+    their passes over the columns that short, so that every pass crosses chunks."""
+    made = []
+    real = store.OnDisk.__init__
+
+    def recorded(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(store.OnDisk, "__init__", recorded)
+    if chunk_rows:
+        monkeypatch.setattr(store, "CHUNK_ROWS", chunk_rows)
+    return made
 
 
 def complete(name, ts, dur, pid=1, tid=1, cat="", **extra):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps
+from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps, spy_on_disk
 
 from perftool import interrupts, limits
 from perftool.output import write_bytes
@@ -80,18 +80,31 @@ def test_the_trace_size_limit_names_itself_and_the_option_that_lifts_it(run, tmp
     error_line(run("info", SAMPLE, "--max-trace-size", "0"), "--max-trace-size: must be more than 0 bytes")
 
 
-def test_by_default_a_trace_must_fit_in_the_memory_available(run, monkeypatch):
+def test_by_default_no_size_limit_and_a_trace_past_the_memory_available_keeps_its_columns_on_disk(run, monkeypatch):
     monkeypatch.delenv("PERFTOOL_MAX_TRACE_SIZE", raising=False)
-    monkeypatch.setattr(limits, "available_memory", lambda: 100_000)  # scans at most 153,846 bytes of JSON
-    error_line(run("info", SAMPLE), "limit of 150.2 KiB", "100 kB available now", "--max-trace-size")
-    assert run("info", SAMPLE, "--max-trace-size", "1MB").exit_code == 0
-    monkeypatch.setattr(limits, "available_memory", lambda: None)  # unknown: the fixed 4 GiB
-    assert limits.max_trace_bytes() == 4 << 30
+    monkeypatch.delenv("PERFTOOL_MEMORY", raising=False)
+    assert limits.max_trace_bytes() is None
+    in_memory = run("info", SAMPLE, "--format", "json")
+    monkeypatch.setattr(limits, "available_memory", lambda: 900_000)  # the sample's columns need about 1 MB
+    assert limits.memory_budget() == 900_000
+    on_disk = run("info", SAMPLE, "--format", "json")
+    assert in_memory.exit_code == on_disk.exit_code == 0
+    assert on_disk.output == in_memory.output
+    monkeypatch.setattr(limits, "available_memory", lambda: None)  # unknown: a budget of 4 GiB
+    assert limits.memory_budget() == 4 << 30
+    monkeypatch.setenv("PERFTOOL_MEMORY", "1MB")
+    assert limits.memory_budget() == 1_000_000
+    monkeypatch.setenv("PERFTOOL_MEMORY", "lots")
+    error_line(run("info", SAMPLE), "PERFTOOL_MEMORY: not a size (got 'lots')")
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
-def test_a_file_that_never_ends_stops_at_the_limit(run):
-    error_line(run("scan", "/dev/zero", "--max-trace-size", "50MB"), "/dev/zero", "trace-size limit of 50 MB")
+def test_a_stream_that_is_no_json_is_refused_before_it_is_copied(run, tmp_path, monkeypatch):
+    """Without a size limit, a stream is copied to disk before it is read: one that does not begin as JSON or gzip
+    (a gigabyte of NUL bytes) is refused at its first megabyte, and nothing is left where it was being copied."""
+    monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(tmp_path))
+    error_line(run("scan", "/dev/zero"), "/dev/zero", "line 1")
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(
@@ -404,23 +417,27 @@ def test_emulator_physics_refuses_numbers_it_cannot_compute_with(run, override, 
 
 
 @pytest.mark.parametrize(
-    ("event", "refused_at", "passes_at"),
+    ("event", "refused_at", "on_disk_at", "passes_at"),
     [
-        ('{{"ph":"X","name":"a","pid":1,"tid":1,"ts":{i},"dur":1}}', "30MB", "60MB"),  # tiny, all alike
-        ('{{"ph":"X","name":"k{i}","pid":1,"tid":{i},"ts":{i},"dur":1}}', "100MB", "300MB"),  # each its own track
+        ('{{"ph":"X","name":"a","pid":1,"tid":1,"ts":{i},"dur":1}}', "5MB", "20MB", "40MB"),  # tiny, all alike
+        ('{{"ph":"X","name":"k{i}","pid":1,"tid":{i},"ts":{i},"dur":1}}', "100MB", "160MB", "200MB"),  # a track each
     ],
     ids=["alike", "distinct"],
 )
-def test_events_are_held_to_the_memory_the_size_limit_allows(run, tmp_path, event, refused_at, passes_at):
+def test_events_are_held_to_the_memory_budget(run, tmp_path, monkeypatch, event, refused_at, on_disk_at, passes_at):
     """Tiny events need more memory per byte of JSON than large ones, and events of distinct names and threads
-    more again (a name each, a track each): what they will need is held to the limit's memory as they arrive.
-    Under the old guard, a count of events at 120 bytes each, the distinct ones passed at 100 MB and took
-    147 MB where it stands for 65 MB."""
+    more again (a name each, a track each): what they will need is held to the budget as they arrive. Past it,
+    the columns go to disk; what stays in memory even then (each distinct name and track) is held to it too."""
     path = tmp_path / "tiny.json"
     path.write_text('{"traceEvents":[' + ",".join(event.format(i=i) for i in range(200_000)) + "]}")
-    assert path.stat().st_size < 16_000_000  # the bytes pass either limit
-    error_line(run("info", path, "--max-trace-size", refused_at), str(path), "holds more events (", "of memory to scan")
-    assert run("info", path, "--max-trace-size", passes_at).exit_code == 0
+    assert path.stat().st_size < 16_000_000
+    made = spy_on_disk(monkeypatch)
+    error_line(run("info", path, "--memory", refused_at), str(path), "holds more events (", "with its columns on disk",
+               "memory budget of " + refused_at.replace("MB", " MB"), "--memory")  # fmt: skip
+    shown = run("info", path, "--memory", passes_at, "--format", "json")
+    assert len(made) == 1 and shown.exit_code == 0  # only the refused one went to disk
+    assert run("info", path, "--memory", on_disk_at, "--format", "json").output == shown.output
+    assert len(made) == 2
 
 
 def test_info_lists_the_busiest_tracks_not_every_one(run, tmp_path):

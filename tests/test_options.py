@@ -28,6 +28,7 @@ VALID = {  # a command line each command accepts, that a bad value is added to
 }
 TEXT = {  # the bad values of free-text options and arguments, by name
     "max_trace_bytes": ["abc", "-5", "0", "1e999GiB"],
+    "memory": ["abc", "-5", "0", "1e999GiB"],
     "scheduler": ["localhost", "garbage", "tcp://[::1", "tls://host:8786", "host:99999"],
     "overrides": ["no_equals_sign", "loop_size=abc", "nope.nothing=1", "loop_size=nan"],
     "select": ["PT999", ""],

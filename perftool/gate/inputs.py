@@ -67,7 +67,9 @@ def load_side(path: str, rules: list[Rule], read: ReadOptions, cluster: Cluster 
         side = _side(path, _from_scan_json(path))
         side.saved = True
         return side
-    trace = scan_trace(load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes), rules, read)
+    trace = scan_trace(
+        load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory), rules, read
+    )
     return Side(path, {None: trace})
 
 

@@ -80,7 +80,9 @@ def summarise_rank(
     outright (``in_job``), else its ``position`` among the job's files."""
     in_worker = multiprocessing.current_process().daemon
     try:
-        trace = load_trace(path, dialect=read.dialect, workers=1 if in_worker else None, max_bytes=read.max_bytes)
+        trace = load_trace(
+            path, dialect=read.dialect, workers=1 if in_worker else None, max_bytes=read.max_bytes, memory=read.memory
+        )
     except TraceError as exc:
         return UnreadTrace(path=exc.path, problem=exc.problem)
     scan, scope = analyse_trace(trace, rules, read)

@@ -45,14 +45,16 @@ class Cap:
 @dataclass(frozen=True)
 class ReadOptions:
     """How traces are read and advised on: the device family and dialect (None: detected), the occurrences
-    listed per finding, the most JSON a trace may hold (None: the default limit), and the steps the whole job
-    runs where a trace does not record it (None: unknown)."""
+    listed per finding, the most JSON a trace may hold (None: the default limit), the steps the whole job
+    runs where a trace does not record it (None: unknown), and the memory budget past which a trace's columns are
+    kept on disk (None: the memory available)."""
 
     family: str | None = None
     dialect: str | None = None
     evidence: int = 5
     max_bytes: int | None = None
     job_steps: int | None = None
+    memory: int | None = None
 
 
 DEFAULT_READ = ReadOptions()
@@ -70,7 +72,9 @@ def scan_files(
     traces, unread = [], []
     for path in paths:
         try:
-            trace = load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes, decoders=decoders)
+            trace = load_trace(
+                path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory, decoders=decoders
+            )
         except TraceError as exc:
             unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
             continue

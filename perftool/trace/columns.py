@@ -26,11 +26,22 @@ from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace.decode import Batch
 from perftool.trace.model import Counters, Phase, Trace, Track
+from perftool.trace.store import ColumnStore, OnDisk
 
 _SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
 
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
-_PART_ARRAYS = ("ts", "dur", "signature", "untimed", "flow_events", "flow_ids", "args_events", "args_refs")
+_PART_DTYPES: dict[str, type] = {  # what a part adds to the trace, per column
+    "ts": np.float64,
+    "dur": np.float64,
+    "signature": np.int32,
+    "untimed": np.int64,
+    "flow_events": np.int64,
+    "flow_ids": np.int64,
+    "args_events": np.int64,
+    "args_refs": np.int32,
+}
+_EXPANDED = (("phase", np.uint8), ("track", np.int32), ("name", np.int32), ("cat", np.int32), ("order", np.int64))
 _PHASE_CODES = {
     "X": Phase.COMPLETE,
     "B": BEGIN,
@@ -334,13 +345,13 @@ def _numbers(batch: Batch, field: str) -> np.ndarray:
 
 
 class ColumnBuilder:
-    """Merges parts, in file order, into the columns of one trace."""
+    """Merges parts, in file order, into the columns of one trace, in memory until :meth:`keep_on_disk`."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.signatures = _Interner()
         self.flow_keys = _Interner()
-        self.arrays: dict[str, list[np.ndarray]] = {k: [] for k in _PART_ARRAYS}
+        self.store = ColumnStore()
         self.kept_args: list[bytes] = []
         self.metadata_events: list[tuple[int | str, int | str, str, bytes]] = []
         self.counter_events: list[tuple[int, float, int, bytes]] = []  # order, ts, signature, args
@@ -351,8 +362,21 @@ class ColumnBuilder:
     def memory_needed(self) -> int:
         """Bytes of memory scanning what was added so far will need (:func:`perftool.limits.memory_to_scan`)."""
         return limits.memory_to_scan(
-            self.count, len(self.signatures.ids), len(self.counter_events), len(self.kept_args), self.args_bytes
+            self.count,
+            len(self.signatures.ids),
+            len(self.counter_events),
+            len(self.kept_args),
+            self.args_bytes,
+            self.store.on_disk,
         )
+
+    def keep_on_disk(self, directory: str, need: int) -> None:
+        """Keep the columns in files under ``directory`` from now on (``need``: the bytes they will take there)."""
+        on_disk = OnDisk(self.path, directory, need)
+        for key, parts in self.store.parts.items():
+            for part in parts:
+                on_disk.append(key, part)
+        self.store = on_disk
 
     def error(self, exc: PieceError) -> TraceError:
         """The trace-level error for a problem in the part that would be added next."""
@@ -376,7 +400,7 @@ class ColumnBuilder:
             "args_refs": part.args_refs + len(self.kept_args),
         }
         for key, array in arrays.items():
-            self.arrays[key].append(array)
+            self.store.append(key, array.astype(_PART_DTYPES[key], copy=False))
         self.kept_args.extend(part.kept_args)
         self.args_bytes += sum(map(len, part.kept_args)) + sum(len(raw) for *_, raw in part.counter_events)
         self.metadata_events.extend(part.metadata_events)
@@ -389,38 +413,37 @@ class ColumnBuilder:
     def finish(self, metadata: dict[str, Any]) -> Trace:
         if self.count == 0:
             raise TraceError(self.path, "empty trace: no events")
-        merged = {k: np.concatenate(v) if v else np.empty(0) for k, v in self.arrays.items()}
+        store = self.store
+        merged = {key: store.merged(key, dtype) for key, dtype in _PART_DTYPES.items()}
         if merged["ts"].size == 0 and not self.counter_events:
             raise TraceError(self.path, "empty trace: only metadata events, nothing timed")
         tables = _SignatureTables(self.signatures.values)
-        signature = merged["signature"].astype(np.intp, copy=False)
-        untimed = merged["untimed"].astype(np.int64, copy=False)
-        order = np.delete(np.arange(self.count, dtype=np.int64), untimed)
-        flow_ids = merged["flow_ids"].astype(np.int64, copy=False)
-        args_refs = merged["args_refs"].astype(np.int32, copy=False)
-        col: dict[str, np.ndarray] = {
-            "ts": merged["ts"].astype(np.float64, copy=False),
-            "dur": merged["dur"].astype(np.float64, copy=False),
-            "phase": tables.phase[signature],
-            "track": tables.track[signature],
-            "name": tables.name[signature],
-            "cat": tables.cat[signature],
-            "order": order,
-            "flow_id": _scatter(untimed, merged["flow_events"], flow_ids, order.size),
-            "args_ref": _scatter(untimed, merged["args_events"], args_refs, order.size),
-        }
+        rows = merged["ts"].size
+        col: dict[str, np.ndarray] = {"ts": merged["ts"], "dur": merged["dur"]}
+        col.update((key, store.new(dtype, rows)) for key, dtype in _EXPANDED)
+        timed_before = merged["untimed"] - np.arange(merged["untimed"].size)  # per untimed event: timed ones before
+        for chunk in store.chunks(rows):
+            signature = merged["signature"][chunk].astype(np.intp)
+            for key in ("phase", "track", "name", "cat"):
+                col[key][chunk] = getattr(tables, key)[signature]
+            row = np.arange(chunk.start, chunk.stop)
+            col["order"][chunk] = row + np.searchsorted(timed_before, row, side="right")
+        col["flow_id"] = _scattered(store, merged["untimed"], merged["flow_events"], merged["flow_ids"], rows)
+        col["args_ref"] = _scattered(store, merged["untimed"], merged["args_events"], merged["args_refs"], rows)
         self._validate(col)
-        col, unclosed = pair_begin_end(self.path, col)
+        col, unclosed = pair_begin_end(self.path, col, store)
         if unclosed.size:
             metadata["perftool.unclosed_begin_events"] = int(unclosed.size)
         counter_tracks = [int(tables.track[c[2]]) for c in self.counter_events]
         present = np.zeros(len(tables.track_keys), dtype=bool)
-        present[col["track"]] = True
+        for chunk in store.chunks(col["track"].size):
+            present[col["track"][chunk]] = True
         present[counter_tracks] = True
         used = np.flatnonzero(present)
         compact = np.full(len(tables.track_keys), -1, dtype=np.int32)
         compact[used] = np.arange(used.size, dtype=np.int32)
-        col["track"] = compact[col["track"]]
+        for chunk in store.chunks(col["track"].size):
+            col["track"][chunk] = compact[col["track"][chunk]]
         tracks = self._tracks([tables.track_keys[i] for i in used.tolist()])
         return Trace(  # col holds the Trace's column fields, by name
             source=self.path,
@@ -432,31 +455,39 @@ class ColumnBuilder:
             metadata=metadata,
             kept_args=self.kept_args,
             unclosed=unclosed,
+            store=store,
         )
 
     def _validate(self, col: dict[str, np.ndarray]) -> None:
+        """Raise the first problem in the order the checks are listed, at its first event; zero the durations of
+        events that are not spans."""
         ts, dur, phase, order = col["ts"], col["dur"], col["phase"], col["order"]
-        bad = np.flatnonzero(~np.isfinite(ts))
-        if bad.size:
-            raise TraceError(self.path, f"event {order[bad[0]]}: missing or non-finite 'ts'")
-        bad = np.flatnonzero(np.abs(ts) > limits.MAX_TIMESTAMP_US)
-        if bad.size:
-            raise TraceError(
-                self.path, f"event {order[bad[0]]}: 'ts' {ts[bad[0]]:.3g} µs is beyond any clock ({_bound()})"
+        first: dict[int, int] = {}  # check -> first row that fails it
+        for chunk in self.store.chunks(ts.size):
+            times, durations, complete = ts[chunk], dur[chunk], phase[chunk] == Phase.COMPLETE
+            failing = (
+                ~np.isfinite(times),
+                np.abs(times) > limits.MAX_TIMESTAMP_US,
+                complete & ~np.isfinite(durations),
+                complete & (durations < 0),
+                complete & (durations > limits.MAX_DURATION_US),
             )
-        complete = phase == Phase.COMPLETE
-        bad = np.flatnonzero(complete & ~np.isfinite(dur))
-        if bad.size:
-            raise TraceError(self.path, f"event {order[bad[0]]}: complete event ('X') without a finite 'dur'")
-        bad = np.flatnonzero(complete & (dur < 0))
-        if bad.size:
-            raise TraceError(self.path, f"event {order[bad[0]]}: negative duration {dur[bad[0]]:g} µs")
-        bad = np.flatnonzero(complete & (dur > limits.MAX_DURATION_US))
-        if bad.size:
-            raise TraceError(
-                self.path, f"event {order[bad[0]]}: duration {dur[bad[0]]:.3g} µs is longer than any run (over 10^7 s)"
-            )
-        dur[~complete] = 0.0
+            for check, bad in enumerate(failing):
+                if check not in first and (found := np.flatnonzero(bad)).size:
+                    first[check] = chunk.start + int(found[0])
+            durations[~complete] = 0.0
+        if not first:
+            return
+        check = min(first)
+        row = first[check]
+        problems = (
+            "missing or non-finite 'ts'",
+            f"'ts' {ts[row]:.3g} µs is beyond any clock ({_bound()})",
+            "complete event ('X') without a finite 'dur'",
+            f"negative duration {dur[row]:g} µs",
+            f"duration {dur[row]:.3g} µs is longer than any run (over 10^7 s)",
+        )
+        raise TraceError(self.path, f"event {order[row]}: {problems[check]}")
 
     def _tracks(self, keys: list[tuple[int | str, int | str]]) -> list[Track]:
         """Tracks for the (pid, tid) keys that hold events, named by the metadata events."""
@@ -545,24 +576,36 @@ def track_id(value: int | str) -> int | str:
     return value
 
 
-def _scatter(untimed: np.ndarray, events: np.ndarray, values: np.ndarray, rows: int) -> np.ndarray:
+def _scattered(
+    store: ColumnStore, untimed: np.ndarray, events: np.ndarray, values: np.ndarray, rows: int
+) -> np.ndarray:
     """A column of ``rows`` holding ``values`` at the timed ``events`` (given by position in the file,
     so each one's row is its position less the untimed events before it), -1 elsewhere."""
-    column = np.full(rows, -1, dtype=values.dtype)
-    column[events - np.searchsorted(untimed, events)] = values
+    column = store.new(values.dtype, rows)
+    for chunk in store.chunks(rows):
+        column[chunk] = -1
+    for chunk in store.chunks(events.size):
+        at = events[chunk]
+        column[at - np.searchsorted(untimed, at)] = values[chunk]
     return column
 
 
-def pair_begin_end(path: str, col: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def pair_begin_end(
+    path: str, col: dict[str, np.ndarray], store: ColumnStore
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Match ``B``/``E`` events per track (nesting allowed) into complete spans.
 
     Events are ordered by (track, ts, file position) and the nesting depth is a running sum per
     track. A ``B`` entering depth L is closed by the next ``E`` leaving depth L, so sorting by
     (track, depth, position) puts each pair side by side. An ``E`` with no open ``B`` is an error;
     a ``B`` never closed runs to the end of the trace; their file positions are returned with the columns.
+    The columns are read and rewritten a chunk at a time (``store``'s chunks).
     """
     phase = col["phase"]
-    rows = np.flatnonzero((phase == BEGIN) | (phase == END))
+    chunks = list(store.chunks(phase.size))
+    rows = np.concatenate(
+        [chunk.start + np.flatnonzero((phase[chunk] == BEGIN) | (phase[chunk] == END)) for chunk in chunks]
+    )
     if rows.size == 0:
         return col, np.empty(0, dtype=np.int64)
     rows = rows[np.lexsort((col["order"][rows], col["ts"][rows], col["track"][rows]))]
@@ -591,12 +634,29 @@ def pair_begin_end(path: str, col: dict[str, np.ndarray]) -> tuple[dict[str, np.
     col["dur"][closed] = col["ts"][ends] - col["ts"][closed]
     col["phase"][closed] = Phase.COMPLETE
     if unclosed.size:
-        last = float(np.max(col["ts"] + np.where(phase == Phase.COMPLETE, col["dur"], 0.0)))
+        last = max(
+            float(np.max(col["ts"][chunk] + np.where(phase[chunk] == Phase.COMPLETE, col["dur"][chunk], 0.0)))
+            for chunk in chunks
+        )
         col["dur"][unclosed] = np.maximum(last - col["ts"][unclosed], 0.0)
         col["phase"][unclosed] = Phase.COMPLETE
-    keep = np.ones(phase.size, dtype=bool)
-    keep[ends] = False
-    return {k: v[keep] for k, v in col.items()}, col["order"][unclosed]
+    return _without(store, col, ends), col["order"][unclosed]
+
+
+def _without(store: ColumnStore, col: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The columns less ``rows``, copied a chunk at a time into new columns of ``store``."""
+    size = next(iter(col.values())).size
+    keep = np.ones(size, dtype=bool)
+    keep[rows] = False
+    kept = {key: store.new(column.dtype, size - rows.size) for key, column in col.items()}
+    written = 0
+    for chunk in store.chunks(size):
+        chosen = keep[chunk]
+        count = int(np.count_nonzero(chosen))
+        for key, column in col.items():
+            kept[key][written : written + count] = column[chunk][chosen]
+        written += count
+    return kept
 
 
 def _bound() -> str:

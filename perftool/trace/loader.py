@@ -28,6 +28,7 @@ from perftool.trace.decode import (
     stream_pieces,
 )
 from perftool.trace.model import Trace
+from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
 from perftool.trace.workers import processes as worker_processes
 from perftool.units import plural
@@ -36,6 +37,7 @@ GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is calle
 STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
 # what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers
 Decoders = Callable[..., AbstractContextManager[Workers]]
@@ -47,25 +49,29 @@ def read_trace(
     max_bytes: int | None = None,
     keep_args: KeepArgs = KEEP_NO_ARGS,
     decoders: Decoders | None = None,
+    memory: int | None = None,
 ) -> Trace:
     """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.trace_reader`).
 
     ``workers`` decoding processes are used for large files (default: one per CPU, at most 4), or ``decoders``
     where given (a cluster's workers, :func:`perftool.job.cluster.cluster_decoders`), whatever the file's size:
     they read the byte ranges of an uncompressed file themselves, and only each range's columns come back. A
-    trace of more than ``max_bytes`` of JSON (default :func:`perftool.limits.max_trace_bytes`) is
-    refused. Events ``keep_args`` selects keep their ``args``. Raises
-    :class:`~perftool.errors.TraceError` with a one-line message for any unreadable input.
+    trace of more than ``max_bytes`` of JSON (default :func:`perftool.limits.max_trace_bytes`: none) is
+    refused. Columns that would take more than ``memory`` to scan (default
+    :func:`perftool.limits.memory_budget`) are kept on disk (:mod:`perftool.trace.store`). Events ``keep_args``
+    selects keep their ``args``. Raises :class:`~perftool.errors.TraceError` with a one-line message for any
+    unreadable input.
     """
     path = os.fspath(path)
-    max_bytes = max_bytes or limits.max_trace_bytes()
+    max_bytes = max_bytes or limits.max_trace_bytes() or NO_LIMIT
+    memory = memory or limits.memory_budget()
     if path == STDIN or _is_stream(path):
-        return _read_spooled(path, workers, max_bytes, keep_args)
+        return _read_spooled(path, workers, max_bytes, keep_args, memory)
     _check_readable(path)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
-        return _load(path, workers, max_bytes, keep_args, decoders)
+        return _load(path, workers, max_bytes, keep_args, decoders, memory)
     except RecursionError:
         raise TraceError(
             path, f"JSON nested too deeply (over {limits.MAX_JSON_DEPTH} levels of arrays or objects)"
@@ -81,13 +87,14 @@ def _is_stream(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs) -> Trace:
+def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, memory: int) -> Trace:
     """Copy a stream (``-`` for standard input) once into a temporary file, then load that like any file.
 
-    The copy stops at the trace-size limit (for gzip, at the limit on compressed bytes as well); errors
-    and the trace's ``source`` name the stream, not the temporary file.
+    The copy stops at the trace-size limit (for gzip, at the limit on compressed bytes as well), and at once for
+    a stream that does not begin as a JSON document or gzip file does; errors and the trace's ``source`` name the
+    stream, not the temporary file.
     """
-    with tempfile.TemporaryDirectory(prefix="perftool-") as folder:
+    with tempfile.TemporaryDirectory(prefix="perftool-", dir=spill_directory()) as folder:
         spooled = os.path.join(folder, "trace")
         try:
             source = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115 - closed below
@@ -97,33 +104,45 @@ def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: Kee
             with open(spooled, "wb") as out:
                 copied = 0
                 while chunk := source.read(SPOOL_CHUNK_BYTES):
+                    if not copied and not chunk.startswith(GZIP_MAGIC) and not decode.opens_container(chunk):
+                        decode.check_opening(path, chunk, whole=False)
                     copied += len(chunk)
                     if copied > max_bytes:
                         raise _too_large(path, f"holds more data ({limits.size_text(copied)} read so far)", max_bytes)
-                    out.write(chunk)
+                    _write_copy(path, out, chunk, folder)
         finally:
             if source is not sys.stdin.buffer:
                 source.close()
         try:
-            trace = read_trace(spooled, workers, max_bytes, keep_args)
+            trace = read_trace(spooled, workers, max_bytes, keep_args, memory=memory)
         except TraceError as exc:
             raise TraceError(path, exc.problem) from None
     trace.source = path
     return trace
 
 
+def _write_copy(path: str, out: BinaryIO, chunk: bytes, folder: str) -> None:
+    try:
+        out.write(chunk)
+    except OSError as exc:  # a full disk, most likely
+        raise TraceError(
+            path,
+            f"cannot keep a copy of it in {os.path.dirname(folder)}: {exc.strerror or exc} "
+            f"({limits.SPILL_DIR_ENV} or TMPDIR chooses where)",
+        ) from None
+
+
 def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
-    available = limits.available_memory()
-    memory = f", {limits.size_text(available)} available now" if available else ""
     return TraceError(
         path,
         f"{what} than the trace-size limit of {limits.size_text(max_bytes)} allows; --max-trace-size SIZE "
-        f"(or {limits.MAX_TRACE_SIZE_ENV}) raises it: scanning needs about "
-        f"{limits.MEMORY_PER_TRACE_BYTE:.2f} GB of memory per GB of JSON{memory}",
+        f"(or {limits.MAX_TRACE_SIZE_ENV}) raises it",
     )
 
 
-def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, decoders: Decoders | None) -> Trace:
+def _load(
+    path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, decoders: Decoders | None, memory: int
+) -> Trace:
     if workers is None:
         workers = min(os.cpu_count() or 1, 4) if json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
     gc_was_enabled = gc.isenabled()
@@ -134,17 +153,17 @@ def _load(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, d
             if (workers > 1 or decoders) and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
                 with (decoders or worker_processes)(workers, _part_of_range, path, events, keep_args) as pool:
-                    _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), max_bytes)
+                    _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), memory)
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
                 decoders = worker_processes(workers, _part_of_piece, keep_args, piece_bytes=decode.PIECE_BYTES)
                 with decoders as pool, _reader(path, max_bytes) as read:
-                    _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), max_bytes)
+                    _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), memory)
         except NeedsExactPath:
             builder, metadata = ColumnBuilder(path), {}
             with _reader(path, max_bytes) as read:
                 data = _whole_document(path, read)
             parts = (make_part(batch, keep_args) for batch in exact_batches(path, data, metadata))
-            _add_all(builder, parts, max_bytes)
+            _add_all(builder, parts, memory)
         except WorkerDied as exc:
             raise TraceError(path, str(exc)) from None
         return builder.finish(metadata)
@@ -179,24 +198,27 @@ def _pieces(start: int, end: int) -> Iterator[tuple[int, int]]:
     return ((lo, min(lo + size, end)) for lo in range(start, end, size))
 
 
-def _add_all(builder: ColumnBuilder, parts: Iterator[Part], max_bytes: int) -> None:
+def _add_all(builder: ColumnBuilder, parts: Iterator[Part], memory: int) -> None:
     """Add parts in file order; a bad event inside one becomes an error naming its index in the trace.
 
-    The trace-size limit stands for a memory budget (:data:`perftool.limits.MEMORY_PER_TRACE_BYTE` per
-    byte); many small or distinct events can need more memory per byte than that, so what they will need
-    (:func:`perftool.limits.memory_to_scan`) is held to the same budget as they arrive.
+    What scanning the parts will need (:func:`perftool.limits.memory_to_scan`) is held to the ``memory`` budget as
+    they arrive: past it, the columns go to disk; what stays in memory even then (distinct names, counters, kept
+    args, the analysis's working arrays) past it too, and the trace is refused.
     """
-    budget = limits.memory_within(max_bytes)
     try:
         for part in parts:
             builder.add(part)
-            if builder.memory_needed > budget:
+            if builder.memory_needed > memory and not builder.store.on_disk:
+                disk = int(json_size_hint(builder.path) * limits.DISK_PER_TRACE_BYTE)
+                builder.keep_on_disk(spill_directory(), disk)
+            if builder.memory_needed > memory:
                 kinds = plural(len(builder.signatures.ids), "kind")
-                raise _too_large(
+                raise TraceError(
                     builder.path,
                     f"holds more events ({builder.count:,} of {kinds} so far, needing "
-                    f"{limits.size_text(builder.memory_needed)} of memory to scan)",
-                    max_bytes,
+                    f"{limits.size_text(builder.memory_needed)} of memory to scan with its columns on disk) than "
+                    f"the memory budget of {limits.size_text(memory)} allows; --memory SIZE (or "
+                    f"{limits.MEMORY_ENV}) raises it",
                 )
     except PieceError as exc:
         raise builder.error(exc) from None

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from perftool.trace.store import ColumnStore
 from perftool.units import duration
 
 
@@ -143,6 +144,7 @@ class Trace:
     _role_masks: dict[frozenset, np.ndarray] = field(default_factory=dict, repr=False)
     _window_masks: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     derived: dict[str, Any] = field(default_factory=dict, repr=False)  # what analyses derive once per trace
+    store: ColumnStore = field(default_factory=ColumnStore, repr=False)  # where the columns are: memory or disk
 
     def __len__(self) -> int:
         return int(self.ts.shape[0])
@@ -157,7 +159,16 @@ class Trace:
 
     @cached_property
     def end(self) -> np.ndarray:
-        return self.ts + self.dur
+        """Per event: when it ends (``ts + dur``), kept where the columns are."""
+        end = self.store.new(np.float64, len(self))
+        for chunk in self.store.chunks(len(self)):
+            np.add(self.ts[chunk], self.dur[chunk], out=end[chunk])
+        return end
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the columns are kept in files on disk, as they did not fit the memory budget."""
+        return self.store.on_disk
 
     @property
     def display_time_unit(self) -> str:

@@ -1,0 +1,155 @@
+"""Where a trace's columns are built: in memory, or on disk when they would not fit the memory budget.
+
+A trace whose columns would take more memory than the budget allows (the memory available, or ``--memory``)
+keeps them in files mapped into memory (:class:`OnDisk`): the kernel pages them in as the analysis reads them
+and may drop them again, so what the process holds of its own is the analysis's working arrays. The files are
+created unlinked (:func:`tempfile.TemporaryFile`): they have no name to leave behind, and the space returns
+to the disk when the trace is dropped or the process ends, however it ends (Ctrl-C and ``kill -9`` included).
+
+Both stores build the same columns by the same code, chunk by chunk (:meth:`ColumnStore.chunks`: the whole
+column at once in memory), so a trace analysed either way gives the same results.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import IO
+
+import numpy as np
+
+from perftool import limits
+from perftool.errors import TraceError
+
+CHUNK_ROWS = 1 << 22  # rows a pass over columns on disk takes at a time: 32 MiB of a float64 column
+
+
+class ColumnStore:
+    """Columns in memory: appended parts are concatenated, new columns are plain arrays."""
+
+    on_disk = False
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[np.ndarray]] = {}
+
+    def append(self, key: str, array: np.ndarray) -> None:
+        """Add ``array`` to the end of the column ``key``."""
+        self.parts.setdefault(key, []).append(array)
+
+    def merged(self, key: str, dtype: type | np.dtype) -> np.ndarray:
+        """The column ``key`` as one writable array of ``dtype``, its parts in the order they were added."""
+        parts = self.parts.pop(key, [])
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+
+    def new(self, dtype: type | np.dtype, rows: int) -> np.ndarray:
+        """A new writable column of ``rows`` rows (its contents undefined until written)."""
+        return np.empty(rows, dtype)
+
+    def chunks(self, rows: int) -> Iterator[slice]:
+        """The row ranges a pass over columns of ``rows`` rows takes at a time."""
+        yield slice(0, rows)
+
+    def loaded(self) -> None:
+        """Called once the trace is loaded, its roles and kinds assigned, and what they were made from freed."""
+
+
+class OnDisk(ColumnStore):
+    """Columns in unlinked files under ``directory``, mapped into memory once written."""
+
+    on_disk = True
+
+    def __init__(self, source: str, directory: str, need: int) -> None:
+        """Check that ``directory`` has ``need`` bytes free for the columns of the trace ``source``."""
+        super().__init__()
+        free = shutil.disk_usage(directory).free
+        if free < need:
+            raise TraceError(
+                source,
+                f"its columns do not fit the memory budget and need about {limits.size_text(need)} of disk in "
+                f"{directory} to be kept there, which has {limits.size_text(free)} free: free some space, set "
+                f"{limits.SPILL_DIR_ENV} (or TMPDIR) to a roomier disk, or raise --memory",
+            )
+        self.source = source
+        self.directory = directory
+        self.files: dict[str, IO[bytes]] = {}
+        self.rows: dict[str, int] = {}
+        _free_arrays_to_the_system()
+
+    def append(self, key: str, array: np.ndarray) -> None:
+        if key not in self.files:
+            self.files[key] = self._file()
+            self.rows[key] = 0
+        try:
+            self.files[key].write(np.ascontiguousarray(array).data)
+        except OSError as exc:
+            raise self._failed(exc) from None
+        self.rows[key] += array.size
+
+    def merged(self, key: str, dtype: type | np.dtype) -> np.ndarray:
+        file = self.files.pop(key, None)
+        if file is None or not self.rows[key]:
+            return np.empty(0, dtype)
+        file.flush()
+        return _mapped(file, dtype, self.rows[key])
+
+    def new(self, dtype: type | np.dtype, rows: int) -> np.ndarray:
+        if not rows:
+            return np.empty(0, dtype)
+        file = self._file()
+        try:
+            file.truncate(rows * np.dtype(dtype).itemsize)
+        except OSError as exc:
+            raise self._failed(exc) from None
+        return _mapped(file, dtype, rows)
+
+    def chunks(self, rows: int) -> Iterator[slice]:
+        for start in range(0, rows, CHUNK_ROWS):
+            yield slice(start, min(start + CHUNK_ROWS, rows))
+
+    def loaded(self) -> None:
+        _free_arrays_to_the_system()
+
+    def _file(self) -> IO[bytes]:
+        try:
+            return tempfile.TemporaryFile(prefix="perftool-columns-", dir=self.directory)
+        except OSError as exc:
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: OSError) -> TraceError:
+        return TraceError(self.source, f"cannot keep its columns on disk in {self.directory}: {exc.strerror or exc}")
+
+
+def _mapped(file: IO[bytes], dtype: type | np.dtype, rows: int) -> np.ndarray:
+    """The file's ``rows`` values, mapped writable into memory, as a plain array (what is computed from it is plain
+    too, not a :class:`numpy.memmap` with its per-operation overhead); the mapping lives as long as the array."""
+    return np.asarray(np.memmap(file, dtype=dtype, mode="r+", shape=(rows,)))
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter: allocations from this size get a mapping of their own
+_OWN_MAPPING_BYTES = 1 << 20
+
+
+def _free_arrays_to_the_system() -> None:
+    """Have arrays of 1 MiB or more freed back to the system at once, from now on, in this process (glibc).
+
+    glibc gives a large allocation a mapping of its own, returned when freed, but after the first such free it
+    raises that threshold up to 32 MiB: the pieces of a trace and the analysis's chunk-sized arrays then come
+    from the heap, and what they free stays with the process (a quarter of a large trace's memory on disk).
+    A fixed threshold keeps the process to what it holds, and a trim hands back what the heap has free now (after a
+    large trace's load, two thirds of the process's own memory). Elsewhere than glibc this does nothing.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallopt(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
+        libc.malloc_trim(0)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
+def spill_directory() -> str:
+    """Where columns that do not fit the memory budget go: ``PERFTOOL_SPILL_DIR``, else the temporary directory."""
+    return os.environ.get(limits.SPILL_DIR_ENV) or tempfile.gettempdir()

@@ -1,0 +1,200 @@
+"""Columns kept on disk: a trace whose scan would not fit the memory budget gives the same results as in memory,
+leaves nothing behind on any exit, and says so in one line when the disk cannot hold it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, spy_on_disk
+
+from perftool import limits
+from perftool.errors import TraceError
+from perftool.trace import store
+from perftool.trace.loader import read_trace
+from perftool.trace.model import Trace
+from perftool.trace_reader import load_trace
+
+SAMPLES = sorted((REPO / "sample_traces").rglob("*.trace.json*")) + sorted((REPO / "tests" / "data").glob("*.json*"))
+COLUMNS = ("ts", "dur", "phase", "track", "name", "cat", "flow_id", "order", "args_ref", "kind", "end")
+CHUNK = 97  # rows a pass takes on disk in these tests: every pass crosses chunks, at no round number
+
+
+def same_trace(first: Trace, second: Trace) -> None:
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(first, column), getattr(second, column), err_msg=column)
+    assert (first.names, first.cats, first.tracks) == (second.names, second.cats, second.tracks)
+    assert (first.metadata, first.kept_args, first.dialect) == (second.metadata, second.kept_args, second.dialect)
+    np.testing.assert_array_equal(first.unclosed, second.unclosed)
+    for field in ("ts", "value", "series", "track"):
+        np.testing.assert_array_equal(getattr(first.counters, field), getattr(second.counters, field))
+
+
+def nested_begin_end_trace(path: Path) -> Path:
+    """B/E pairs nested on two threads (one never closed), counters, flows with string ids, args, metadata between
+    events, and instants: every column the loader builds has rows on both sides of many chunk boundaries."""
+    events: list[dict] = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "worker"}}]
+    for i in range(300):
+        t = i * 10.0
+        events += [
+            {"ph": "B", "name": "outer", "pid": 1, "tid": 1 + i % 2, "ts": t},
+            {"ph": "B", "name": f"inner{i % 7}", "pid": 1, "tid": 1 + i % 2, "ts": t + 1},
+            {"ph": "C", "name": "Memory", "pid": 1, "tid": 1, "ts": t + 2, "args": {"allocated": i, "reserved": 2 * i}},
+            {"ph": "s", "name": "flow", "cat": "ac2g", "pid": 1, "tid": 1, "ts": t + 2, "id": f"f{i}"},
+            {"ph": "f", "name": "flow", "cat": "ac2g", "pid": 2, "tid": 7, "ts": t + 3, "id": f"f{i}", "bp": "e"},
+            complete(f"kernel{i % 5}", t + 3, 2, pid=2, tid=7, cat="kernel", args={"stream": 7}),
+            {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": t + 4, "s": "t"},
+            {"ph": "E", "pid": 1, "tid": 1 + i % 2, "ts": t + 5},
+            {"ph": "E", "pid": 1, "tid": 1 + i % 2, "ts": t + 8},
+        ]
+        if i % 50 == 0:
+            events.append({"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "GPU"}})
+    events.append({"ph": "B", "name": "never closed", "pid": 1, "tid": 3, "ts": 5.0})
+    path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
+    return path
+
+
+def over_budget_until_on_disk(monkeypatch) -> None:
+    """Every trace's scan is over the budget in memory and within it with its columns on disk."""
+    monkeypatch.setattr(limits, "memory_to_scan", lambda *counts: 0 if counts[5] else 1 << 62)
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_columns_on_disk_equal_the_columns_in_memory(path, monkeypatch):
+    in_memory = load_trace(path)
+    made = spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    on_disk = load_trace(path)
+    assert len(made) == 1 and on_disk.on_disk and not in_memory.on_disk
+    assert isinstance(on_disk.ts.base, np.memmap) and isinstance(on_disk.end.base, np.memmap)
+    assert type(on_disk.ts) is np.ndarray  # what the analysis computes from them is plain arrays too
+    same_trace(in_memory, on_disk)
+
+
+def test_nested_spans_counters_and_flows_across_chunks(tmp_path, monkeypatch):
+    path = nested_begin_end_trace(tmp_path / "nested.json")
+    in_memory = read_trace(path)
+    assert in_memory.unclosed.size == 1 and in_memory.counters.ts.size == 600
+    spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    on_disk = read_trace(path)
+    assert on_disk.on_disk
+    same_trace(in_memory, on_disk)
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ({"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 5, "dur": -1}, "negative duration"),
+        ({"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1e18, "dur": 1}, "beyond any clock"),
+        ({"ph": "E", "pid": 1, "tid": 9, "ts": 5}, "without a matching 'B'"),
+    ],
+)
+def test_a_bad_event_past_the_first_chunk_is_named_alike_both_ways(tmp_path, monkeypatch, bad, problem):
+    events = [complete("k", i, 1) for i in range(1000)]
+    events.insert(700, bad)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(TraceError) as in_memory:
+        read_trace(path)
+    made = spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    with pytest.raises(TraceError) as on_disk:
+        read_trace(path)
+    assert made
+    assert str(on_disk.value) == str(in_memory.value)
+    assert "event 700" in str(in_memory.value) and problem in str(in_memory.value)
+
+
+@pytest.mark.parametrize("command", ["info", "scan", "diff"])
+def test_the_commands_give_the_same_json_with_the_columns_on_disk(run, monkeypatch, command):
+    sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    args = [command, sample, *([sample] if command == "diff" else []), "--format", "json"]
+    in_memory = run(*args)
+    made = spy_on_disk(monkeypatch, CHUNK)
+    on_disk = run(*args, "--memory", "900kB")  # the sample's scan needs about 1 MB in memory, 0.5 MB with disk
+    assert made and in_memory.exit_code == on_disk.exit_code
+    assert on_disk.output == in_memory.output
+
+
+def test_a_disk_too_small_for_the_columns_is_one_line_before_any_is_written(run, tmp_path, monkeypatch):
+    sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(tmp_path))
+    monkeypatch.setattr(store.shutil, "disk_usage", lambda _path: Free())
+    line = error_line(run("info", sample, "--memory", "900kB"), str(sample), "of disk in " + str(tmp_path), "--memory")
+    assert "PERFTOOL_SPILL_DIR" in line and "has 100 bytes free" in line
+
+
+class Free:
+    """What :func:`shutil.disk_usage` says of a nearly full disk."""
+
+    total, used, free = 10**12, 10**12 - 100, 100
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_disk_that_fills_while_the_columns_are_written_is_one_line(run, monkeypatch):
+    """/dev/full fails every write with ENOSPC, as a disk that fills up does."""
+    sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    monkeypatch.setattr(store.tempfile, "TemporaryFile", lambda **_kw: open("/dev/full", "r+b"))  # noqa: SIM115
+    error_line(run("scan", sample, "--memory", "900kB"), str(sample), "cannot keep its columns on disk", "No space")
+
+
+def big_trace(path: Path, steps: int) -> Path:
+    """A trace of ``steps`` steps of 200 kernels each, written fast."""
+    kernel = '{{"ph":"X","cat":"kernel","name":"k{k}","pid":2,"tid":7,"ts":{ts},"dur":3}}'
+    with path.open("w") as out:
+        out.write('{"traceEvents":[')
+        for step in range(steps):
+            base = step * 1000
+            out.write(f'{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{step}","pid":1,"tid":1,')
+            out.write(f'"ts":{base},"dur":999}},')
+            out.write(",".join(kernel.format(k=k % 20, ts=base + 4 * k) for k in range(200)) + ",")
+        out.write('{"ph":"i","name":"end","pid":1,"tid":1,"ts":0}]}')
+    return path
+
+
+def open_deleted_files_under(pid: int, folder: Path) -> int:
+    """How many files under ``folder`` the process ``pid`` holds open after they were unlinked."""
+    found = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        found += target.startswith(str(folder)) and target.endswith("(deleted)")
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_the_columns_on_disk_leave_nothing_behind_even_on_ctrl_c(tmp_path):
+    """The columns live in files unlinked as they are made: the process holds them while it runs (seen in /proc),
+    and they are gone when it ends, by Ctrl-C as by a normal exit."""
+    trace = big_trace(tmp_path / "big.json", 1500)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    env = {**os.environ, "PERFTOOL_SPILL_DIR": str(spill)}
+    command = [sys.executable, "-m", "perftool", "scan", str(trace), "--memory", "30MB", "--fail-on", "never"]
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert finished.returncode == 0, finished.stderr
+    assert not list(spill.iterdir())
+
+    child = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             preexec_fn=ctrl_c_as_at_a_terminal)  # fmt: skip
+    held = 0
+    deadline = time.monotonic() + 60
+    while not held and child.poll() is None and time.monotonic() < deadline:
+        held = open_deleted_files_under(child.pid, spill)
+        time.sleep(0.005)
+    child.send_signal(signal.SIGINT)
+    _, errors = child.communicate(timeout=60)
+    assert held, "the scan ended before its columns were seen on disk"
+    assert child.returncode == 130, errors
+    assert errors.decode().strip() == "perftool: interrupted"
+    assert not list(spill.iterdir())
