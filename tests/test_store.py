@@ -132,6 +132,14 @@ def test_a_disk_too_small_for_the_columns_is_one_line_before_any_is_written(run,
     assert "PERFTOOL_SPILL_DIR" in line and "has 100 bytes free" in line
 
 
+def test_a_spill_directory_that_does_not_exist_is_one_line(run, tmp_path, monkeypatch):
+    sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    missing = tmp_path / "missing"
+    monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(missing))
+    error_line(run("info", sample, "--memory", "900kB"), str(sample), f"on disk in {missing}", "No such file")
+    error_line(run("info", "-", input=b"{}"), "-:", f"a copy of it in {missing}", "No such file")
+
+
 class Free:
     """What :func:`shutil.disk_usage` says of a nearly full disk."""
 

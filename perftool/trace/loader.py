@@ -94,7 +94,7 @@ def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: Kee
     a stream that does not begin as a JSON document or gzip file does; errors and the trace's ``source`` name the
     stream, not the temporary file.
     """
-    with tempfile.TemporaryDirectory(prefix="perftool-", dir=spill_directory()) as folder:
+    with _spool_folder(path) as folder:
         spooled = os.path.join(folder, "trace")
         try:
             source = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115 - closed below
@@ -119,6 +119,18 @@ def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: Kee
             raise TraceError(path, exc.problem) from None
     trace.source = path
     return trace
+
+
+@contextmanager
+def _spool_folder(path: str) -> Iterator[str]:
+    """A temporary folder for the copy of the stream ``path``, removed after."""
+    directory = spill_directory()
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="perftool-", dir=directory)
+    except OSError as exc:
+        raise TraceError(path, f"cannot keep a copy of it in {directory}: {exc.strerror or exc}") from None
+    with folder as name:
+        yield name
 
 
 def _write_copy(path: str, out: BinaryIO, chunk: bytes, folder: str) -> None:

@@ -65,7 +65,12 @@ class OnDisk(ColumnStore):
     def __init__(self, source: str, directory: str, need: int) -> None:
         """Check that ``directory`` has ``need`` bytes free for the columns of the trace ``source``."""
         super().__init__()
-        free = shutil.disk_usage(directory).free
+        self.source = source
+        self.directory = directory
+        try:
+            free = shutil.disk_usage(directory).free
+        except OSError as exc:
+            raise self._failed(exc) from None
         if free < need:
             raise TraceError(
                 source,
@@ -73,8 +78,6 @@ class OnDisk(ColumnStore):
                 f"{directory} to be kept there, which has {limits.size_text(free)} free: free some space, set "
                 f"{limits.SPILL_DIR_ENV} (or TMPDIR) to a roomier disk, or raise --memory",
             )
-        self.source = source
-        self.directory = directory
         self.files: dict[str, IO[bytes]] = {}
         self.rows: dict[str, int] = {}
         _free_arrays_to_the_system()
