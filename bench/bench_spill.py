@@ -2,6 +2,7 @@
 
     python bench/bench_spill.py --gb 8 --memory 2GB            # generates bench/out/kineto_8gb.json once
     python bench/bench_spill.py --trace FILE --memory 500MB --command scan
+    python bench/bench_spill.py --gb 24 --memory 2GB --on-disk-only   # a trace larger than this machine's memory
 
 Runs ``perftool COMMAND TRACE --format json`` twice in fresh processes, one after the other: in memory
 (``--memory`` far above what it needs) and under the budget (``--memory``, so the columns go to disk). For each
@@ -9,7 +10,8 @@ it prints the time and the peak memory of the whole process tree (the command an
 sampled every 20 ms: resident in all (VmRSS, which counts the mapped columns' pages the kernel happens to keep)
 and the process's own (RssAnon: what the kernel cannot drop). Where this user may create a cgroup (v1 memory
 controller, as root), the run under the budget is repeated in a cgroup limited to the budget, page cache and
-all: finishing there shows the budget holds. It checks that both runs give the same JSON.
+all: finishing there shows the budget holds. It checks that both runs give the same JSON. ``--on-disk-only``
+skips the run in memory, for a trace larger than the machine's memory.
 """
 
 from __future__ import annotations
@@ -103,6 +105,11 @@ def limited_cgroup(limit: int) -> str | None:
     return path
 
 
+def _same_bytes(first: str, second: str) -> bool:
+    with open(first, "rb") as one, open(second, "rb") as other:
+        return one.read() == other.read()
+
+
 def _peak_in(cgroup: str) -> int:
     with open(os.path.join(cgroup, "memory.max_usage_in_bytes"), encoding="ascii") as usage:
         return int(usage.read())
@@ -114,6 +121,7 @@ def main() -> None:
     parser.add_argument("--trace", help="benchmark this file instead of a generated one")
     parser.add_argument("--memory", default="2GB", help="the memory budget (default 2GB)")
     parser.add_argument("--command", default="info", choices=("info", "scan"), help="the command (default info)")
+    parser.add_argument("--on-disk-only", action="store_true", help="skip the run in memory")
     args = parser.parse_args()
 
     sys.path.insert(0, HERE)
@@ -135,13 +143,13 @@ def main() -> None:
         base += ["--fail-on", "never"]
     with tempfile.TemporaryDirectory(prefix="perftool-bench-") as folder:
         outputs = [os.path.join(folder, f"{name}.json") for name in ("memory", "disk")]
-        in_memory = run([*base, "--memory", IN_MEMORY], outputs[0])
+        in_memory = None if args.on_disk_only else run([*base, "--memory", IN_MEMORY], outputs[0])
         on_disk = run([*base, "--memory", args.memory], outputs[1])
-        for name, result in (("in memory", in_memory), ("on disk", on_disk)):
+        runs = [("on disk", on_disk)] if in_memory is None else [("in memory", in_memory), ("on disk", on_disk)]
+        for name, result in runs:
             if result["rc"]:
                 sys.exit(f"{name}: exit {result['rc']}: {result['error']}")
-        with open(outputs[0], "rb") as first, open(outputs[1], "rb") as second:
-            same = first.read() == second.read()
+        same = in_memory is not None and _same_bytes(*outputs)
         cgroup = limited_cgroup(budget)
         limited = run([*base, "--memory", args.memory], outputs[1], cgroup) if cgroup else None
         peak_in_cgroup = _peak_in(cgroup) if cgroup else 0
@@ -151,14 +159,15 @@ def main() -> None:
     gib = 1 << 30
     print(f"trace        {path}: {size / 1e9:,.2f} GB of JSON, {size / budget:.1f}x the budget")
     print(f"command      perftool {args.command}, budget --memory {args.memory} ({size_text(budget)})")
-    for name, result in (("in memory", in_memory), ("on disk", on_disk)):
+    for name, result in runs:
         print(
             f"{name:12s} {result['seconds']:7.1f} s  {size / 1e6 / result['seconds']:6.0f} MB/s   peak resident "
             f"{result['VmRSS'] / gib:5.2f} GiB, own {result['RssAnon'] / gib:5.2f} GiB "
             f"({result['RssAnon'] / budget:.2f}x the budget)"
         )
-    print(f"ratio        on disk runs at {in_memory['seconds'] / on_disk['seconds']:.2f}x the in-memory throughput")
-    print(f"results      {'identical' if same else 'DIFFERENT'} JSON")
+    if in_memory is not None:
+        print(f"ratio        on disk runs at {in_memory['seconds'] / on_disk['seconds']:.2f}x the in-memory throughput")
+        print(f"results      {'identical' if same else 'DIFFERENT'} JSON")
     if limited is None:
         print("cgroup       not available to this user: the budget is not enforced by the kernel here")
     else:
