@@ -40,7 +40,8 @@ def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
 def totals_in(intervals: Intervals, los: np.ndarray, his: np.ndarray) -> list[float]:
     """Per window [lo, hi], the time the (disjoint, sorted) intervals cover in it: ``total(clip(...))`` each, where
     each window reads only the intervals that reach it (two binary searches), so that many windows (a trace's
-    steps) cost time linear in them, not their number times the intervals'."""
+    steps) cost time linear in them, not their number times the intervals'. Each window sums the same intervals in
+    the same order as before, so the figures are the same to the last bit (prefix sums would not be)."""
     starts, ends = intervals
     first = np.searchsorted(ends, los, side="right")  # the first interval ending after each window opens
     last = np.searchsorted(starts, his, side="left")  # the intervals starting before each window closes

@@ -128,7 +128,7 @@ def _spool_folder(path: str) -> Iterator[str]:
     try:
         folder = tempfile.TemporaryDirectory(prefix="perftool-", dir=directory)
     except OSError as exc:
-        raise TraceError(path, f"cannot keep a copy of it in {directory}: {exc.strerror or exc}") from None
+        raise _no_copy(path, directory, exc) from None
     with folder as name:
         yield name
 
@@ -137,11 +137,15 @@ def _write_copy(path: str, out: BinaryIO, chunk: bytes, folder: str) -> None:
     try:
         out.write(chunk)
     except OSError as exc:  # a full disk, most likely
-        raise TraceError(
-            path,
-            f"cannot keep a copy of it in {os.path.dirname(folder)}: {exc.strerror or exc} "
-            f"({limits.SPILL_DIR_ENV} or TMPDIR chooses where)",
-        ) from None
+        raise _no_copy(path, os.path.dirname(folder), exc) from None
+
+
+def _no_copy(path: str, directory: str, exc: OSError) -> TraceError:
+    return TraceError(
+        path,
+        f"cannot keep a copy of it in {directory}: {exc.strerror or exc} ({limits.SPILL_DIR_ENV} or TMPDIR chooses "
+        "where)",
+    )
 
 
 def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
