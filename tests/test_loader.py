@@ -7,6 +7,7 @@ import json
 import os
 import threading
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import DATA, TORCH_FIXTURE, complete, error_line, process_name, thread_name
@@ -218,6 +219,33 @@ def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_
     assert trace.args(3) is None
     assert trace.args(4) == {"correlation": 5}
     assert [trace.args(row)["grid"] for row in (5, 6)] == [[8, 1, 1], [16, 1, 1]]  # equal tails, different grids
+
+
+def test_ops_keep_just_their_recorded_inputs_shared_between_calls_with_equal_inputs(write_trace):
+    """An op the roofline models keeps its recorded inputs and no per-call id; calls with equal inputs share one kept
+    entry whatever ids precede them; a key's text inside a string value does not stand for the key."""
+    inputs = {"Input Dims": [[64, 128], [128, 256]], "Input type": ["float", "float"]}
+    quoted = {"note": 'a "Input Dims" in a value', "Input Dims": [[2, 2], [2, 2]]}
+    events = [
+        complete("aten::mm", 0, 20, cat="cpu_op", args={"External id": 1, "Ev Idx": 3} | inputs),
+        complete("aten::mm", 30, 20, cat="cpu_op", args={"External id": 2, "Record function id": 9} | inputs),
+        complete("aten::mm", 60, 20, cat="cpu_op", args={"External id": 3} | inputs | {"Input Dims": [[8, 8]]}),
+        complete("aten::mm", 90, 20, cat="cpu_op", args={"External id": 4} | quoted),
+        complete("aten::mm", 120, 20, cat="cpu_op", args={"External id": 5, "Sequence number": 7}),
+    ]
+    trace = load_trace(write_trace(events))
+    assert trace.args(0) == trace.args(1) == inputs and trace.args_ref[0] == trace.args_ref[1]
+    assert trace.args(2) == inputs | {"Input Dims": [[8, 8]]}
+    assert trace.args(3) == {"Input Dims": [[2, 2], [2, 2]]}
+    assert trace.args(4) == {}
+
+
+def test_the_keys_that_share_kept_args_are_the_fields_each_reduction_keeps():
+    from perftool.trace.columns import _KEYS, _REDUCERS
+
+    for kept, decoder in _REDUCERS.items():
+        fields = {msgspec.json.encode(field.encode_name) for field in msgspec.structs.fields(decoder.type)}
+        assert set(_KEYS[kept]) == fields, kept
 
 
 def _columns(trace):

@@ -200,20 +200,34 @@ class LaunchConfig(msgspec.Struct, omit_defaults=True):
     shared_memory: msgspec.Raw = msgspec.field(name="shared memory", default=msgspec.Raw(b""))
 
 
-_ALL, _LAUNCH = int(ArgsKept.ALL), int(ArgsKept.LAUNCH)
-_LAUNCH_FIELDS = b'"registers per thread"'
-_REDUCERS: dict[ArgsKept, msgspec.json.Decoder] = {
+_ALL = int(ArgsKept.ALL)
+_REDUCERS: dict[int, msgspec.json.Decoder] = {  # by ArgsKept's value
     ArgsKept.INPUTS: msgspec.json.Decoder(RecordedInputs),
     ArgsKept.LAUNCH: msgspec.json.Decoder(LaunchConfig),
 }
+_KEYS: dict[int, tuple[bytes, ...]] = {  # the keys of the fields each reduction keeps, the first Kineto writes first
+    ArgsKept.INPUTS: (b'"Input Dims"', b'"Input dims"', b'"Input type"', b'"Concrete Inputs"'),
+    ArgsKept.LAUNCH: (b'"registers per thread"', b'"shared memory"', b'"grid"', b'"block"'),
+}
 
 
-def _reduced(kept: ArgsKept, raw: bytes) -> bytes:
+def _reduced(kept: int, raw: bytes) -> bytes:
     """The part of an event's args that ``kept`` names, compactly ({} where there is none or the args do not parse)."""
     try:
         return msgspec.json.encode(_REDUCERS[kept].decode(raw))
     except (msgspec.DecodeError, UnicodeDecodeError):
         return b"{}"
+
+
+def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:
+    """``written`` from the first of ``keys`` on (empty when none occurs). Equal such tails reduce equally: every key
+    a reduction keeps lies in them. Profilers write the varying fields (ids, correlation) before these, so the calls of
+    one op with the same inputs, or kernels with the same launch, share their tail."""
+    first = len(written)
+    for key in keys:  # each later key is looked for only before the first found so far
+        at = written.find(key, 0, first)
+        first = at if at >= 0 else first
+    return written[first:]
 
 
 KEEP_NO_ARGS = KeepArgs()  # only instant events keep theirs
@@ -254,7 +268,7 @@ def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
     args_refs: list[int] = []
     kept_args: list[bytes] = []
     reduced_refs: dict[bytes, int] = {}  # a reduced args' bytes -> its index in kept_args
-    launch_refs: dict[bytes, int] = {}  # a kernel's launch fields as written -> the same
+    tail_refs: dict[tuple[int, bytes], int] = {}  # (how much is kept, the args from its first field on) -> the same
     rows = np.flatnonzero(keeping)
     for i, kept in zip(rows.tolist(), keeping[rows].tolist()):
         raw = batch[i].args
@@ -265,21 +279,13 @@ def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
             args_refs.append(len(kept_args))
             kept_args.append(bytes(raw))
             continue
-        # Kineto writes a kernel's launch fields last, from "registers per thread" on: equal tails are equal
-        # launches, so most kernels cost a search and a lookup rather than a decode (a writer that puts the grid or
-        # block before that field gets the decode every time)
-        written = bytes(raw)
-        start = written.find(_LAUNCH_FIELDS) if kept == _LAUNCH else -1
-        whole_tail = start > 0 and written.find(b'"grid"', 0, start) < 0 and written.find(b'"block"', 0, start) < 0
-        tail = written[start:] if whole_tail else b""
-        ref = launch_refs.get(tail, -1) if tail else -1
+        tail = (kept, _from_first_key(bytes(raw), _KEYS[kept]))
+        ref = tail_refs.get(tail, -1)
         if ref < 0:
-            reduced = _reduced(ArgsKept(kept), written)
-            ref = reduced_refs.setdefault(reduced, len(kept_args))
+            reduced = _reduced(kept, bytes(raw)) if tail[1] else b"{}"
+            ref = tail_refs[tail] = reduced_refs.setdefault(reduced, len(kept_args))
             if ref == len(kept_args):
                 kept_args.append(reduced)
-            if tail:
-                launch_refs[tail] = ref
         args_refs.append(ref)
 
     flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
