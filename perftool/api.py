@@ -26,36 +26,27 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import ConfigDict, Field, ValidationError, validate_call
 
-from perftool.analysis.metrics import compute_metrics
-from perftool.analysis.steps import detect_steps
-from perftool.diff.files import DiffResult, diff_paths
-from perftool.diff.profile import Level
-from perftool.emulator import config as emulator_config
-from perftool.emulator.full_run import InfeasibleConfig, Run
-from perftool.emulator.full_run import run as run_emulator
+from perftool.choices import FailOn, Level, Strategy
 from perftool.errors import PerftoolError, PerftoolWarning
-from perftool.gate.policy import load_budget
-from perftool.gate.verdict import GateOptions, GateResult, run_gate
-from perftool.hardware import load_spec
-from perftool.job.cluster import Cluster, chosen_scheduler, cluster_decoders
-from perftool.job.scan import scan_job
-from perftool.project import FailOn, ProjectConfig, load_project
-from perftool.roofline.figures import Roofline
-from perftool.roofline.figures import roofline as measure_roofline
-from perftool.rules import catalog
-from perftool.rules.engine import ReadOptions, scan_files
-from perftool.rules.findings import ScanReport
+from perftool.project import ProjectConfig, load_project
 from perftool.rules.model import Family
 from perftool.trace.loader import STDIN
 from perftool.trace.model import Trace
 from perftool.trace_reader import load_trace
-from perftool.tune.result import TuneResult
-from perftool.tune.search import tune as run_tune
-from perftool.tune.spec import Strategy, load_tune_config
+
+if TYPE_CHECKING:  # what the functions return; each loads its own modules when called
+    from perftool.calibrate import Calibration
+    from perftool.diff.files import DiffResult
+    from perftool.emulator.full_run import Run
+    from perftool.gate.verdict import GateResult
+    from perftool.report.views import InfoView
+    from perftool.roofline.figures import Roofline
+    from perftool.rules.findings import ScanReport
+    from perftool.tune.result import TuneResult
 
 PathLike = str | Path
 Count = Annotated[int, Field(ge=1)]
@@ -63,7 +54,19 @@ Arguments = ParamSpec("Arguments")
 Result = TypeVar("Result")
 _STRICT = ConfigDict(strict=True, allow_inf_nan=False, arbitrary_types_allowed=True)
 
-__all__ = ["NothingRead", "diff", "emulate", "gate", "load_trace", "project", "roofline", "scan", "tune"]
+__all__ = [
+    "NothingRead",
+    "calibrate",
+    "diff",
+    "emulate",
+    "gate",
+    "info",
+    "load_trace",
+    "project",
+    "roofline",
+    "scan",
+    "tune",
+]
 
 
 class NothingRead(PerftoolError):
@@ -82,7 +85,7 @@ def _unread(report: ScanReport) -> str:
 def _checked(function: Callable[Arguments, Result]) -> Callable[Arguments, Result]:
     """``function`` with its arguments held to their annotations first (types exactly, numbers finite and in
     range): a wrong one is a PerftoolError naming the parameter, never an error from deep inside."""
-    arguments = validate_call(config=_STRICT)(functools.wraps(function)(lambda *args, **kwargs: None))
+    arguments = validate_call(config=_STRICT)(_parameters_of(function))
 
     @functools.wraps(function)
     def call(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Result:
@@ -99,6 +102,21 @@ def _checked(function: Callable[Arguments, Result]) -> Callable[Arguments, Resul
     return call
 
 
+def _parameters_of(function: Callable) -> Callable[..., None]:
+    """A function with ``function``'s parameters that does nothing: what ``_checked`` validates calls against. Its
+    return type is left out, as the result's module is imported only when ``function`` runs."""
+
+    def stand_in(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    functools.update_wrapper(stand_in, function, assigned=("__module__", "__name__", "__qualname__"), updated=())
+    stand_in.__annotations__ = {k: v for k, v in function.__annotations__.items() if k != "return"}
+    stand_in.__signature__ = inspect.signature(function).replace(  # type: ignore[attr-defined]
+        return_annotation=inspect.Signature.empty
+    )
+    return stand_in
+
+
 def _parameter(function: Callable, where: tuple[int | str, ...]) -> str:
     """``traces[0]``, ``select[2]``, ``jobs``: the argument a validation error points at (pydantic's location
     names a positional argument by its index and adds the member of a union it tried)."""
@@ -110,6 +128,49 @@ def _parameter(function: Callable, where: tuple[int | str, ...]) -> str:
         varargs = next((p.name for p in parameters if p.kind == p.VAR_POSITIONAL), "arguments")
         name = positional[head].name if head < len(positional) else f"{varargs}[{head - len(positional)}]"
     return name + "".join(f"[{part}]" for part in rest if isinstance(part, int))
+
+
+@_checked
+def info(
+    *traces: PathLike,
+    dialect: str | None = None,
+    device_spec: PathLike | None = None,
+    max_bytes: Count | None = None,
+    memory: Count | None = None,
+    scheduler: str | None = None,
+    workers: Count | None = None,
+) -> InfoView | ScanReport:
+    """The summary of one trace (an :class:`~perftool.report.views.InfoView`: the trace, its metrics and roofline),
+    or of a job (several traces, or a directory of one trace per rank): the ranks' :class:`ScanReport` without
+    rules, its ``job`` the view across ranks. ``device_spec``: a device file for the roofline of a device perftool
+    does not know, or to override the one the trace names. One uncompressed trace with a ``scheduler`` is decoded by
+    the cluster's workers."""
+    from perftool.analysis.metrics import compute_metrics
+    from perftool.analysis.steps import detect_steps
+    from perftool.hardware import load_spec
+    from perftool.job.cluster import chosen_scheduler, cluster_decoders
+    from perftool.report.views import InfoView
+    from perftool.roofline.figures import roofline as measure_roofline
+
+    spec = load_spec(str(device_spec)) if device_spec else None
+    paths = [str(t) for t in traces]
+    if not paths:
+        raise PerftoolError("info(): traces: give at least one trace")
+    address = chosen_scheduler(scheduler)
+    if len(paths) > 1 or os.path.isdir(paths[0]):
+        from perftool.job.scan import scan_job
+        from perftool.rules.engine import ReadOptions
+
+        read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
+        report = scan_job(paths, [], read, address, workers)
+        if report.job is None:
+            raise PerftoolError(f"{', '.join(paths)}: not the ranks of one job; give info one trace at a time")
+        return report
+    decoders = cluster_decoders(address) if address and paths[0] != STDIN else None
+    loaded = load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
+    steps = detect_steps(loaded)
+    metrics = compute_metrics(loaded, steps)
+    return InfoView(loaded, metrics, measure_roofline(loaded, metrics, spec, steps))
 
 
 @_checked
@@ -139,6 +200,11 @@ def scan(
     (``scheduler``, an address, else ``workers`` local processes; one worker: here, without Dask) and the
     report carries the job view. One uncompressed trace with a ``scheduler`` is decoded by the cluster's workers,
     which read its byte ranges at the same path and send back their columns."""
+    from perftool.job.cluster import chosen_scheduler, cluster_decoders
+    from perftool.job.scan import scan_job
+    from perftool.rules import catalog
+    from perftool.rules.engine import ReadOptions, scan_files
+
     settings = project(config)
     chosen = catalog.selected(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))),
@@ -185,6 +251,12 @@ def gate(
 ) -> GateResult:
     """Compare ``candidate`` with ``baseline`` (traces, jobs' directories, or saved scan JSON), and/or hold it to
     ``budget``; jobs are compared rank by rank, their ranks analysed on Dask as :func:`scan` does."""
+    from perftool.gate.policy import load_budget
+    from perftool.gate.verdict import GateOptions, run_gate
+    from perftool.job.cluster import Cluster
+    from perftool.rules import catalog
+    from perftool.rules.engine import ReadOptions
+
     if baseline is None and budget is None:
         raise PerftoolError("gate needs a baseline, a budget, or both")
     settings = project(config)
@@ -225,6 +297,10 @@ def diff(
 ) -> DiffResult:
     """What changed between two traces (or two jobs' directories, rank by rank) per ``by`` (kernel, op, category
     or track): each key's change, and contributions that add up to the change of the mean steady step."""
+    from perftool.diff.files import diff_paths
+    from perftool.job.cluster import Cluster
+    from perftool.rules.engine import ReadOptions
+
     read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
     return diff_paths(str(baseline), str(candidate), by, tuple(map(str, op_maps)), read, Cluster(scheduler, workers))
 
@@ -232,11 +308,45 @@ def diff(
 @_checked
 def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
     """Run an emulator config (``overrides`` as ``--set`` takes them: ``loop_size=32``)."""
+    from perftool.emulator import config as emulator_config
+    from perftool.emulator.full_run import InfeasibleConfig
+    from perftool.emulator.full_run import run as run_emulator
+
     loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
     try:
         return run_emulator(loaded)
     except InfeasibleConfig as exc:
         raise PerftoolError(f"{config}: {exc}") from None
+
+
+@_checked
+def calibrate(
+    trace: PathLike,
+    overrides: Sequence[str] = (),
+    *,
+    device: str | None = None,
+    at_batch: tuple[Count, PathLike] | None = None,
+    dialect: str | None = None,
+    max_bytes: Count | None = None,
+    memory: Count | None = None,
+    scheduler: str | None = None,
+    workers: Count | None = None,
+) -> Calibration:
+    """Fit an emulator config to ``trace`` (a job's directory: its slowest rank) and check the fit on what it was not
+    fitted to; ``overrides`` (``batch_size=64``) say what the trace does not. ``at_batch`` (batch size, trace): a
+    capture of the same job at another batch size, whose step the fit must then predict. The result's ``warnings``
+    name each check that failed; ``.document()`` is the fitted config, for :func:`emulate` and :func:`tune`."""
+    from perftool.calibrate import calibrate as fit_trace
+    from perftool.emulator import config as emulator_config
+    from perftool.job.cluster import Cluster
+    from perftool.rules.engine import ReadOptions
+
+    given: dict[str, Any] = {}
+    for item in overrides:
+        emulator_config.apply_override(given, item, "--set", None)
+    other = (at_batch[0], str(at_batch[1])) if at_batch else None
+    read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
+    return fit_trace(str(trace), device, given, Cluster(scheduler, workers), other, read)
 
 
 @_checked
@@ -251,6 +361,9 @@ def tune(
 ) -> TuneResult:
     """Sweep the knobs in the config's ``tune:`` section on the emulator, in ``jobs`` processes or on the Dask
     cluster at ``scheduler``."""
+    from perftool.tune.search import tune as run_tune
+    from perftool.tune.spec import load_tune_config
+
     settings = {"strategy": strategy, "budget": evaluations}
     loaded = load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)])
     return run_tune(loaded, jobs, scheduler=scheduler)
@@ -261,9 +374,14 @@ def roofline(trace: PathLike | Trace, *, device_spec: PathLike | None = None, di
     """How far the trace's steady window runs from its device's peaks: MFU, and per op its FLOPs, bytes, achieved
     TFLOP/s and time lost below the roofline (``.to_pandas()`` gives the op table). ``device_spec``: a device file
     for a device perftool does not know, or to override the one the trace names."""
+    from perftool.analysis.metrics import compute_metrics
+    from perftool.analysis.steps import detect_steps
+    from perftool.hardware import load_spec
+    from perftool.roofline.figures import roofline as measure_roofline
+
     loaded = trace if isinstance(trace, Trace) else load_trace(str(trace), dialect=dialect)
     steps = detect_steps(loaded)
-    spec = load_spec(device_spec) if device_spec else None
+    spec = load_spec(str(device_spec)) if device_spec else None
     return measure_roofline(loaded, compute_metrics(loaded, steps), spec, steps)
 
 

@@ -2,68 +2,40 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import click
-import yaml
-from pydantic import BaseModel
-from rich.console import Console
-from rich.table import Table
 
 from perftool import api, dialects, interrupts, limits
-from perftool.analysis import METRICS, compute_metrics
-from perftool.analysis.metrics import unit_of
-from perftool.analysis.steps import detect_steps
-from perftool.calibrate import CalibrationFailed
-from perftool.calibrate import calibrate as fit_trace
-from perftool.diff.files import DiffResult
-from perftool.diff.profile import LEVELS
-from perftool.emulator import config as emulator_config
-from perftool.emulator.full_run import InfeasibleConfig
-from perftool.emulator.full_run import run as emulate_run
+from perftool.choices import FAIL_ON, LEVELS, STRATEGIES
 from perftool.emulator.profiles import PROFILES
-from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes, write_job, write_trace
 from perftool.errors import PerftoolError, PerftoolWarning, one_line
-from perftool.gate.policy import Budget
-from perftool.gate.verdict import GateResult
-from perftool.hardware import load_spec
-from perftool.job.cluster import Cluster, chosen_scheduler, cluster_decoders
-from perftool.job.scan import scan_job
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
-from perftool.project import FailOn, ProjectConfig, load_project
-from perftool.report import rules_text, tune_best_yaml, tune_results_csv, tune_results_json
-from perftool.report.progress import SweepProgress
-from perftool.report.registry import CalibrateView, EmulateView, InfoView, JobInfoView, TuneView, emit, formats
-from perftool.results import DiffReport, EmulateReport, GateReport, InfoReport, TuneReport, TuneRowsReport
-from perftool.roofline.figures import roofline
-from perftool.rules import catalog
-from perftool.rules.engine import ReadOptions
-from perftool.rules.findings import ScanReport
-from perftool.rules.model import FAMILIES, Rule
-from perftool.trace.loader import STDIN
-from perftool.trace_reader import load_trace
-from perftool.tune.search import tune as run_tune
-from perftool.tune.spec import Strategy, TuneConfig, load_tune_config
+from perftool.report.registry import emit, formats
+from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
+from perftool.rules.model import FAMILIES
 from perftool.version import __version__
 
-SCHEMAS: dict[str, type[BaseModel]] = {
-    "config": emulator_config.EmulatorConfig,
-    "tune": TuneConfig,
-    "findings": ScanReport,
-    "rule": Rule,
-    "project": ProjectConfig,
-    "budget": Budget,
-    "info": InfoReport,
-    "emulate-result": EmulateReport,
-    "tune-result": TuneReport,
-    "tune-rows": TuneRowsReport,
-    "gate-result": GateReport,
-    "diff-result": DiffReport,
+# each command loads the modules its work needs when it runs, so a command starts in a fraction of a second
+SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "module:class"
+    "config": "perftool.emulator.config:EmulatorConfig",
+    "tune": "perftool.tune.spec:TuneConfig",
+    "findings": "perftool.rules.findings:ScanReport",
+    "rule": "perftool.rules.model:Rule",
+    "project": "perftool.project:ProjectConfig",
+    "budget": "perftool.gate.policy:Budget",
+    "info": "perftool.results:InfoReport",
+    "emulate-result": "perftool.results:EmulateReport",
+    "tune-result": "perftool.results:TuneReport",
+    "tune-rows": "perftool.results:TuneRowsReport",
+    "gate-result": "perftool.results:GateReport",
+    "diff-result": "perftool.results:DiffReport",
 }
 
 
@@ -133,6 +105,8 @@ class _OpenRange(click.FloatRange):
 
 def _scheduler(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     """--scheduler, else PERFTOOL_SCHEDULER, checked before any work (None: neither is given)."""
+    from perftool.job.cluster import chosen_scheduler
+
     return chosen_scheduler(value, "--scheduler")
 
 
@@ -154,8 +128,9 @@ def _cluster_options(command):
     )(command)
 
 
-def _format_option(shown: type):
-    """--format, with the choices registered for what the command shows; text first."""
+def _format_option(shown: str):
+    """--format, with the choices registered for what the command shows (:mod:`perftool.report.registry`); text
+    first."""
     others = formats(shown)[1:]
     tools = ", ".join(others[:-1]) + (" or " if len(others) > 1 else "") + others[-1]
     return click.option(
@@ -177,7 +152,7 @@ def _output_option(what: str = "report"):
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True), metavar="TRACE...")
-@_format_option(InfoView)
+@_format_option("info")
 @_output_option()
 @_dialect
 @_trace_limits
@@ -206,30 +181,30 @@ def info(
     clocks aligned, who waits for whom, and communication per process group."""
     if output:
         check_writable(output, list(traces))
-    spec = load_spec(device_spec) if device_spec else None
-    if len(traces) > 1 or Path(traces[0]).is_dir():
-        read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes, memory=memory)
-        report = scan_job(list(traces), [], read, scheduler, workers)
-        if report.job is None:
-            raise PerftoolError(f"{', '.join(traces)}: not the ranks of one job; give info one trace at a time")
-        emit(JobInfoView(report), fmt, output)
-        for unread in report.unread:
-            click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
-        if report.unread:
-            sys.exit(2)
+    summary = api.info(
+        *traces, dialect=dialect, device_spec=device_spec, max_bytes=max_trace_bytes, memory=memory,
+        scheduler=scheduler, workers=workers,
+    )  # fmt: skip
+    if isinstance(summary, InfoView):
+        emit("info", summary, fmt, output)
         return
-    # one trace with a scheduler: its byte ranges are decoded on the cluster (standard input is spooled here)
-    decoders = cluster_decoders(scheduler) if scheduler and traces[0] != STDIN else None
-    loaded = load_trace(traces[0], dialect=dialect, max_bytes=max_trace_bytes, decoders=decoders, memory=memory)
-    steps = detect_steps(loaded)
-    metrics = compute_metrics(loaded, steps)
-    emit(InfoView(loaded, metrics, roofline(loaded, metrics, spec, steps)), fmt, output)
+    emit("job-info", summary, fmt, output)
+    for unread in summary.unread:
+        click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
+    if summary.unread:
+        sys.exit(2)
 
 
 @cli.command("metrics")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def list_metrics(fmt: str) -> None:
     """List the shared metrics that info, rules, gate and tune read, with their units."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from perftool.analysis import METRICS
+    from perftool.analysis.metrics import unit_of
+
     if fmt == "json":
         listed = [{"name": name, "unit": unit_of(name), "meaning": meaning} for name, meaning in METRICS.items()]
         click.echo(json.dumps({"schema": "perftool.metrics/1", "metrics": listed}, indent=2, ensure_ascii=False))
@@ -260,10 +235,15 @@ def list_metrics(fmt: str) -> None:
     metavar="FIELD=VALUE",
     help="Override a knob (loop_size=32) or any field (workload.steps=400).",
 )
-@_format_option(EmulateView)
+@_format_option("emulate")
 def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
     its trace."""
+    from perftool.emulator import config as emulator_config
+    from perftool.emulator.full_run import InfeasibleConfig
+    from perftool.emulator.full_run import run as emulate_run
+    from perftool.emulator.trace_writer import check_length, write_job, write_trace
+
     loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
     job = loaded.replicas is not None and loaded.replicas.count > 1
     for path in (output, None if job else trace_file):
@@ -283,7 +263,7 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
         written = f"{trace_file}/ ({result.plan.replicas} ranks, {write_job(result, trace_file) / 1e3:,.0f} kB)"
     elif trace_file:
         written = f"{trace_file} ({write_trace(result, trace_file) / 1e3:,.0f} kB)"
-    emit(EmulateView(result, written), fmt, output)
+    emit("emulate", EmulateView(result, written), fmt, output)
 
 
 @cli.command()
@@ -308,7 +288,7 @@ def emulate(config: str, trace_file: str | None, output: str | None, overrides: 
     help="A capture of the same job at batch size N: fits how efficiency rises with the batch, and checks the "
     "fit's prediction of that capture's step (needs --set batch_size=...).",
 )
-@_format_option(CalibrateView)
+@_format_option("calibrate")
 @_dialect
 @_trace_limits
 @_cluster_options
@@ -331,17 +311,20 @@ def calibrate(
     step time (within 2%). A failed check exits 1 naming the figure. -o writes the config, for emulate and tune.
 
     For a job's directory, the rank fitted is the one that sets the job's pace (the slowest in its job view)."""
+    import yaml
+
+    from perftool.calibrate import CalibrationFailed
+
     other = _batch_and_trace(at_batch) if at_batch else None
     if output:
         check_writable(output, [trace, *([other[1]] if other else [])])
-    given: dict = {}
-    for item in overrides:
-        emulator_config.apply_override(given, item, "--set", None)
-    read = ReadOptions(dialect=dialect, max_bytes=max_trace_bytes, memory=memory)
-    fitted = fit_trace(trace, device, given, Cluster(scheduler, workers), other, read)
+    fitted = api.calibrate(
+        trace, overrides, device=device, at_batch=other, dialect=dialect, max_bytes=max_trace_bytes, memory=memory,
+        scheduler=scheduler, workers=workers,
+    )  # fmt: skip
     if output:
         write_text(yaml.safe_dump(fitted.document(), sort_keys=False), output)
-    emit(CalibrateView(fitted, output), fmt, None)
+    emit("calibrate", CalibrateView(fitted, output), fmt, None)
     if fitted.warnings:
         raise CalibrationFailed(f"{trace}: the fit fails its check: {fitted.warnings[0]}")
 
@@ -354,12 +337,12 @@ def _batch_and_trace(text: str) -> tuple[int, str]:
     return int(size), path
 
 
-RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
+RESULTS_FORMATS = (".json", ".csv")  # what --results writes, by its file's suffix
 
 
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
-@click.option("--strategy", type=click.Choice(get_args(Strategy)), help="Override tune.strategy.")
+@click.option("--strategy", type=click.Choice(STRATEGIES), help="Override tune.strategy.")
 @click.option(
     "--evaluations",
     "budget",
@@ -392,7 +375,7 @@ RESULTS_FORMATS = {".json": tune_results_json, ".csv": tune_results_csv}
     help="Override a knob, a field or a tune setting (tune.objective=step_time).",
 )
 @click.option("--top", type=click.IntRange(1, 1000), default=10, show_default=True, help="Configurations listed.")
-@_format_option(TuneView)
+@_format_option("tune")
 @_output_option("summary")
 @click.option("--write-best", type=click.Path(dir_okay=False), help="Write the best config as YAML for emulate.")
 @click.option("--results", type=click.Path(dir_okay=False), help="Write every configuration's figures (.json or .csv).")
@@ -404,6 +387,13 @@ def tune(
     config, strategy, budget, jobs, scheduler, overrides, top, fmt, output, write_best, results, emit_trace, progress
 ) -> None:
     """Sweep the knobs in CONFIG's tune: section on the emulator and explain the best configuration."""
+    from perftool.emulator.full_run import run as emulate_run
+    from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
+    from perftool.report import tune_best_yaml, tune_results_csv, tune_results_json
+    from perftool.report.progress import SweepProgress
+    from perftool.tune.search import tune as run_tune
+    from perftool.tune.spec import load_tune_config
+
     outputs = (output, write_best, results, emit_trace)
     for path in outputs:
         if path:
@@ -421,12 +411,13 @@ def tune(
     if write_best:
         files[write_best] = tune_best_yaml.render(result, config).encode()
     if results:
-        files[results] = RESULTS_FORMATS[Path(results).suffix].render(result).encode()
+        written = tune_results_json if Path(results).suffix == ".json" else tune_results_csv
+        files[results] = written.render(result).encode()
     if emit_trace:
         files[emit_trace] = encode_for(emit_trace, trace_bytes(emulate_run(result.best_config())))
     for path, data in files.items():
         write_bytes(data, path)
-    emit(TuneView(result, config, top), fmt, output)
+    emit("tune", TuneView(result, config, top), fmt, output)
 
 
 def _rule_options(command):
@@ -458,13 +449,13 @@ def _names(values: tuple[str, ...], option: str) -> tuple[str, ...]:
 
 @cli.command()
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@_format_option(ScanReport)
+@_format_option("scan")
 @_output_option()
 @click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
 @click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated).")
 @click.option(
     "--fail-on",
-    type=click.Choice(get_args(FailOn)),
+    type=click.Choice(FAIL_ON),
     help="Exit 1 when a finding reaches this severity  [default: error].",
 )
 @click.option(
@@ -528,7 +519,7 @@ def scan(
     except api.NothingRead as nothing:
         report = nothing.report
     if report.traces:  # when nothing was read, the errors below say why and no report stands in for the traces
-        emit(report, fmt, output)
+        emit("scan", report, fmt, output)
     for unread in report.unread:  # every trace that loaded is reported above; each bad one gets its line
         click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
     if report.unread:
@@ -547,7 +538,7 @@ def _first(*choices):
 @click.option("--budget", type=click.Path(dir_okay=False), help="Hold the candidate to this budget file's limits.")
 @click.option(
     "--fail-on",
-    type=click.Choice(get_args(FailOn)),
+    type=click.Choice(FAIL_ON),
     help="Fail on new findings at this severity  [default: error; never with a budget alone].",
 )
 @click.option(
@@ -561,7 +552,7 @@ def _first(*choices):
     help="Significance level of the timing test  [default: 0.01].",
 )
 @click.option("--allow-mismatch", is_flag=True, help="Compare traces of different jobs (device, workload) anyway.")
-@_format_option(GateResult)
+@_format_option("gate")
 @_output_option()
 @click.option("--device", type=click.Choice(FAMILIES), help="Device family for advice instead of detecting it.")
 @_dialect
@@ -613,7 +604,7 @@ def gate(
         scheduler=scheduler,
         workers=workers,
     )
-    emit(result, fmt, output)
+    emit("gate", result, fmt, output)
     if result.status == "fail":
         sys.exit(1)
 
@@ -635,7 +626,7 @@ def gate(
     type=click.Path(dir_okay=False),
     help="A YAML map of names across vendors, before the built-in one (repeatable).",
 )
-@_format_option(DiffResult)
+@_format_option("diff")
 @_output_option()
 @_dialect
 @_trace_limits
@@ -650,7 +641,7 @@ def diff(baseline, candidate, by, op_maps, fmt, output, dialect, max_trace_bytes
         baseline, candidate, by=by, op_maps=op_maps, dialect=dialect, max_bytes=max_trace_bytes, memory=memory,
         scheduler=scheduler, workers=workers,
     )  # fmt: skip
-    emit(result, fmt, output)
+    emit("diff", result, fmt, output)
 
 
 @cli.group()
@@ -662,6 +653,12 @@ def rules() -> None:
 @_rule_options
 def list_rules(rule_dirs, project_file) -> None:
     """List every rule with its detector, default severity and thresholds."""
+    from rich.console import Console
+
+    from perftool.project import load_project
+    from perftool.report import rules_text
+    from perftool.rules import catalog
+
     Console().print(rules_text.catalogue(catalog.load_catalog(load_project(project_file), rule_dirs)))
 
 
@@ -670,6 +667,12 @@ def list_rules(rule_dirs, project_file) -> None:
 @_rule_options
 def explain(rule, rule_dirs, project_file) -> None:
     """What RULE (an id or name) finds, why it matters, how to fix it, with an example."""
+    from rich.console import Console
+
+    from perftool.project import load_project
+    from perftool.report import rules_text
+    from perftool.rules import catalog
+
     loaded = catalog.load_catalog(load_project(project_file), rule_dirs)
     Console().print(rules_text.page(catalog.find_rule(loaded, rule)))
 
@@ -678,7 +681,9 @@ def explain(rule, rule_dirs, project_file) -> None:
 @click.argument("name", type=click.Choice(sorted(SCHEMAS)), default="config")
 def schema(name: str) -> None:
     """Print the JSON Schema of a perftool file (editors use it to complete and check configs)."""
-    write_text(json.dumps(SCHEMAS[name].model_json_schema(by_alias=True), indent=2) + "\n", None)
+    module, _, model = SCHEMAS[name].partition(":")
+    described = getattr(importlib.import_module(module), model)
+    write_text(json.dumps(described.model_json_schema(by_alias=True), indent=2) + "\n", None)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, ValidationError
 
+from perftool.choices import FailOn
 from perftool.errors import PerftoolError
 from perftool.gate.policy import GatePolicy
 from perftool.limits import MAX_JSON_DEPTH
@@ -22,8 +23,6 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
-
-FailOn = Literal["info", "warning", "error", "never"]
 
 
 class ProjectConfig(RuleSettings):

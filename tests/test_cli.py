@@ -106,16 +106,16 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path):
 
 
 def test_tune_takes_workers_as_every_command_does_and_keeps_jobs(run, monkeypatch):
-    import perftool.cli as command_line
+    from perftool.tune import search
 
     config, processes = REPO / "examples" / "tune" / "npu.yaml", []
-    sweep = command_line.run_tune
+    sweep = search.tune
 
     def counted(loaded, jobs, *rest):
         processes.append(jobs)
         return sweep(loaded, jobs, *rest)
 
-    monkeypatch.setattr(command_line, "run_tune", counted)
+    monkeypatch.setattr(search, "tune", counted)
     by_workers = run("tune", config, "--evaluations", "40", "--workers", "2", "--format", "json")
     by_jobs = run("tune", config, "--evaluations", "40", "--jobs", "3", "--format", "json")
     assert by_workers.exit_code == by_jobs.exit_code == 0 and processes == [2, 3]

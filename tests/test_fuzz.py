@@ -466,7 +466,7 @@ def test_a_diffs_parts_add_up_to_the_change_at_every_level(baseline, candidate, 
     """Whatever the two traces hold (overlapping streams, kernels no op launched, idle of any length), each
     level's rows and remainders together are the measured change of the mean steady step."""
     from perftool.api import diff
-    from perftool.diff.profile import LEVELS
+    from perftool.choices import LEVELS
 
     paths = []
     for name, plan in (("base.json", baseline), ("cand.json", candidate)):

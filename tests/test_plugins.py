@@ -104,9 +104,86 @@ def test_every_built_in_detector_is_an_entry_point_that_loads():
     assert rule_detectors == {entry.name for entry in own}  # each built-in rule has its detector, and no more
 
 
-def test_a_source_tree_never_installed_finds_the_built_in_detectors_in_the_package(monkeypatch):
-    import perftool.rules.detectors as detectors
+def _never_installed(monkeypatch) -> None:
+    """As if perftool ran from a source tree no distribution lists (the caller clears the cache again after)."""
+    from perftool import plugins
 
-    monkeypatch.setattr(detectors, "entry_points", lambda group: [])
-    found, origins = detectors._registered()
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [])
+    plugins.registered.cache_clear()
+
+
+def test_a_source_tree_never_installed_finds_the_built_in_detectors_in_its_pyproject(monkeypatch):
+    import perftool.rules.detectors as detectors
+    from perftool import plugins
+
+    _never_installed(monkeypatch)
+    try:
+        found, origins = detectors._registered()
+    finally:
+        plugins.registered.cache_clear()
     assert found == detectors.DETECTORS and set(origins.values()) == {"perftool"}
+
+
+FORMAT_PLUGIN = '''
+"""A third-party output format: a scan's findings as tab-separated lines."""
+
+
+def render(report):
+    rows = [f"{trace.path}\\t{finding.rule_id}\\t{finding.severity.value}" for trace, finding in report.findings]
+    return "\\n".join(["trace\\trule\\tseverity", *rows]) + "\\n"
+'''
+
+
+def test_a_plugin_format_is_offered_and_renders(tmp_path):
+    """A package that registers ``scan.tsv`` under ``perftool.formats`` adds ``--format tsv`` to scan, and only to
+    scan; its renderer gets the scan's report."""
+    (tmp_path / "perftool_tsv.py").write_text(textwrap.dedent(FORMAT_PLUGIN))
+    info = tmp_path / "perftool_tsv-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: perftool-tsv\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[perftool.formats]\nscan.tsv = perftool_tsv:render\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    trace = str(REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz")
+    result = _perftool(env, "scan", trace, "--format", "tsv", "--fail-on", "never")
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header == "trace\trule\tseverity" and rows
+    assert all(row.startswith(trace + "\t") and row.split("\t")[1].startswith("PT") for row in rows)
+    refused = _perftool(env, "diff", trace, trace, "--format", "tsv")
+    assert refused.returncode == 2 and "'tsv' is not one of" in refused.stderr
+
+
+def test_every_built_in_format_is_an_entry_point_that_loads():
+    """perftool's own formats are listed once, as entry points named <what>.<format>: each loads a function, every
+    command's --format offers text first, and every renderer module of the package is one of them."""
+    from importlib.metadata import entry_points
+    from pkgutil import iter_modules
+
+    import perftool.report as report
+    from perftool.plugins import OWN
+    from perftool.report.registry import GROUP, SHOWN, formats
+
+    own = [entry for entry in entry_points(group=GROUP) if entry.value.startswith(OWN)]
+    assert {entry.name.partition(".")[0] for entry in own} == set(SHOWN)
+    for entry in own:
+        assert callable(entry.load()), entry
+    for shown in SHOWN:
+        assert formats(shown)[0] == "text" and len(formats(shown)) >= 2, shown
+    renderers = {entry.value.split(":")[0].rsplit(".", 1)[1] for entry in own}
+    helpers = {"console", "escape", "html_page", "info_rows", "progress", "registry", "roofline_rows", "rules_text",
+               "svg", "tune_best_yaml", "tune_results_csv", "tune_results_json", "views"}  # fmt: skip
+    assert {module.name for module in iter_modules(report.__path__)} - helpers == renderers
+
+
+def test_a_source_tree_never_installed_finds_the_built_in_formats_in_its_pyproject(monkeypatch):
+    from perftool import plugins
+    from perftool.report.registry import GROUP, SHOWN, formats
+
+    installed = {shown: formats(shown) for shown in SHOWN}
+    _never_installed(monkeypatch)
+    try:
+        names = {entry.name for entry in plugins.registered(GROUP)}
+        assert {shown: sorted(formats(shown)) for shown in SHOWN} == {s: sorted(f) for s, f in installed.items()}
+    finally:
+        plugins.registered.cache_clear()
+    assert "scan.sarif" in names and "calibrate.json" in names

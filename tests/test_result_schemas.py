@@ -51,6 +51,7 @@ def test_the_models_keep_every_key_and_value_of_the_documents():
     """Passing through a model changes nothing: for info, emulate, tune and gate on bundled samples."""
     from perftool import api
     from perftool.report import diff_json, emulate_json, gate_json, tune_json
+    from perftool.report.views import EmulateView, InfoView, TuneView
 
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")
     metrics = compute_metrics(trace)
@@ -60,9 +61,9 @@ def test_the_models_keep_every_key_and_value_of_the_documents():
     verdict = api.gate(SAMPLES / "baselines" / "npu__healthy.findings.json", SAMPLES / "npu" / "healthy.trace.json.gz")
     change = api.diff(SAMPLES / "npu" / "healthy.trace.json.gz", SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")
     pairs = [
-        (info_json.info_document(trace, metrics, roof), info_json.render(trace, metrics, roof)),
-        (emulate_json.document(run_), emulate_json.render(run_)),
-        (tune_json.document(swept, "npu.yaml"), tune_json.render(swept, "npu.yaml")),
+        (info_json.info_document(trace, metrics, roof), info_json.render(InfoView(trace, metrics, roof))),
+        (emulate_json.document(run_), emulate_json.render(EmulateView(run_, None))),
+        (tune_json.document(swept, "npu.yaml"), tune_json.render(TuneView(swept, "npu.yaml"))),
         (gate_json.document(verdict), gate_json.render(verdict)),
         (diff_json.document(change), diff_json.render(change)),
     ]

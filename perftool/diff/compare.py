@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from perftool.choices import LEVELS
 from perftool.diff.names import OpMap
-from perftool.diff.profile import LAUNCHERS, LEVELS, Profile, Table
+from perftool.diff.profile import LAUNCHERS, Profile, Table
 from perftool.errors import PerftoolError
 from perftool.units import percent, signed_duration
 

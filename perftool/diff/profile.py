@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import numpy as np
 
@@ -35,8 +34,6 @@ from perftool.diff.names import normalise
 from perftool.errors import PerftoolError
 from perftool.trace.model import Kind, Phase, Role, Trace
 
-Level = Literal["kernel", "op", "annotation", "category", "track"]
-LEVELS: tuple[str, ...] = get_args(Level)
 LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched
 DEVICE_ROLES = (Role.DEVICE, Role.H2D, Role.D2H)
 HOST_WORK = [Kind.HOST_OP, Kind.RUNTIME, Kind.SYNC, Kind.INPUT, Kind.COMPILE, Kind.COMMUNICATION]

@@ -11,10 +11,12 @@ from rich.text import Text
 from perftool.calibrate import BATCH_ERROR, IDLE_ERROR_POINTS, LONG_RUN_ERROR, STEP_ERROR, Calibration
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
+from perftool.report.views import CalibrateView
 from perftool.units import duration
 
 
-def render(calibration: Calibration, written: str | None) -> Group:
+def render(view: CalibrateView) -> Group:
+    calibration, written = view.calibration, view.written
     config = calibration.config
     header = Text.assemble(
         ("perftool calibrate ", "bold"),

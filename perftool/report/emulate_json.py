@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from perftool.emulator.full_run import Run
+from perftool.report.views import EmulateView
 from perftool.results import EmulateReport
 
 SCHEMA = "perftool.emulate/1"
 
 
-def render(run: Run, written: str | None = None) -> str:
-    return EmulateReport.model_validate(document(run, written)).json_text()
+def render(view: EmulateView) -> str:
+    return EmulateReport.model_validate(document(view.run, view.trace_file)).json_text()
 
 
 def document(run: Run, written: str | None = None) -> dict:

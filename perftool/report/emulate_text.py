@@ -6,14 +6,16 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from perftool.emulator.full_run import BREAKDOWN, Run
+from perftool.emulator.full_run import BREAKDOWN
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
+from perftool.report.views import EmulateView
 from perftool.units import duration, percent
 
 
-def render(run: Run, written: str | None = None) -> Group:
+def render(view: EmulateView) -> Group:
     """Header, predicted figures and where a steady step's time goes."""
+    run, written = view.run, view.trace_file
     config, p = run.config, run.prediction
     header = Text.assemble(
         ("perftool emulate ", "bold"),

@@ -8,12 +8,13 @@ from perftool.analysis.metrics import Metrics
 from perftool.names import readable
 from perftool.report import info_json, info_rows, roofline_rows, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
+from perftool.report.views import InfoView
 from perftool.roofline.figures import Roofline
-from perftool.trace.model import Trace
 from perftool.units import duration, plural
 
 
-def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
+def render(view: InfoView) -> str:
+    trace, metrics, roof = view.trace, view.metrics, view.roofline
     unit = trace.display_time_unit
     m = metrics.values
     figures = facts([
@@ -41,7 +42,7 @@ def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
     track_rows = [info_rows.track_cells(track, metrics) for track in tracks]
     listed_tracks = table("tracks", info_rows.TRACK_HEADERS, track_rows, (2, 4), (0, 1))
     body.append(section("Tracks", listed_tracks, *([paragraph(more, "info")] if more else [])))
-    return page(f"perftool info: {trace.dialect} trace", trace.source, body, info_json.render(trace, metrics, roof))
+    return page(f"perftool info: {trace.dialect} trace", trace.source, body, info_json.render(view))
 
 
 def _top_ops(metrics: Metrics, unit: str) -> str:

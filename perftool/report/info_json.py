@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from perftool.analysis.metrics import Metrics
+from perftool.report.views import InfoView
 from perftool.results import InfoReport
 from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
@@ -82,7 +83,8 @@ def roofline_document(roof: Roofline) -> dict[str, Any]:
     }
 
 
-def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
+def render(view: InfoView) -> str:
+    trace, metrics, roof = view.trace, view.metrics, view.roofline
     return InfoReport.model_validate(info_document(trace, metrics, roof)).json_text()
 
 

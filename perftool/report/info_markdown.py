@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perftool.analysis.metrics import Metrics
 from perftool.names import readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.escape import markdown
-from perftool.roofline.figures import Roofline
-from perftool.trace.model import Trace
+from perftool.report.views import InfoView
 
 
-def render(trace: Trace, metrics: Metrics, roof: Roofline) -> str:
+def render(view: InfoView) -> str:
+    trace, metrics, roof = view.trace, view.metrics, view.roofline
     unit = trace.display_time_unit
     timeline = [(markdown(what), markdown(value)) for what, value in info_rows.timeline_rows(metrics, unit)]
     lines = [

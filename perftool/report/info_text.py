@@ -11,14 +11,16 @@ from perftool.names import readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
+from perftool.report.views import InfoView
 from perftool.roofline.figures import Roofline
 from perftool.trace.model import Role, Trace
 
 _ROLE_STYLE = {Role.DEVICE: "green", Role.HOST: "cyan", Role.INPUT: "cyan", Role.UNKNOWN: "dim"}
 
 
-def render(trace: Trace, metrics: Metrics, roof: Roofline) -> Group:
+def render(view: InfoView) -> Group:
     """Header, tracks, timeline figures, top ops and the roofline, as one rich renderable."""
+    trace, metrics, roof = view.trace, view.metrics, view.roofline
     unit = trace.display_time_unit
     header = Text.assemble(
         ("perftool info ", "bold"),

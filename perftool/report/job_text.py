@@ -17,6 +17,12 @@ from perftool.units import duration, plural
 MAX_RANK_ROWS = 32  # beyond this many ranks, the table lists the slowest ones
 
 
+def render_info(report: ScanReport) -> Group:
+    """``info`` on a job: its job view, without findings."""
+    assert report.job is not None  # info shows a job's report only
+    return render(report, report.job, command="info")
+
+
 def render(report: ScanReport, job: JobView, finding_view=None, command: str = "scan") -> Group:
     """The job's header, rank table and communication, its own findings, then each rule's findings across
     ranks with the worst rank's in full (``finding_view`` renders one finding)."""

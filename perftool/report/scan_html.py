@@ -26,6 +26,11 @@ HEAT_CELLS = 60_000  # cells per heat map at most: a job of many ranks draws few
 MIN_STEPS_DRAWN = 16  # ... but never fewer than these
 
 
+def render_info(report: ScanReport) -> str:
+    """``info`` on a job: the ranks read, no rules run."""
+    return render(report, command="info")
+
+
 def render(report: ScanReport, command: str = "scan") -> str:
     """The scan; for ``info`` of a job (its ranks read, no rules run), the same without findings."""
     title = f"perftool {command}" + (": job" if report.job is not None else "")

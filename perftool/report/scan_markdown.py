@@ -11,6 +11,11 @@ from perftool.units import duration, plural, timestamp
 _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
 
 
+def render_info(report: ScanReport) -> str:
+    """``info`` on a job: the ranks read, no rules run."""
+    return render(report, command="info")
+
+
 def render(report: ScanReport, command: str = "scan") -> str:
     """The scan; for ``info`` of a job (its ranks read, no rules run), the same without findings."""
     lines = [f"# perftool {command}", ""]

@@ -20,7 +20,9 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 
-def render(report: ScanReport, rules: list[Rule]) -> str:
+def render(report: ScanReport) -> str:
+    """The SARIF log of a scan, describing the rules it ran."""
+    rules = report.rules_run
     index = {rule.id: i for i, rule in enumerate(rules)}
     results = [
         {

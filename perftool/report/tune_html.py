@@ -12,13 +12,13 @@ from collections.abc import Callable
 
 from perftool.report import svg, tune_json
 from perftool.report.html_page import facts, page, paragraph, section, table
-from perftool.tune.result import TuneResult
+from perftool.report.views import TuneView
 from perftool.tune.spec import Objective
 from perftool.units import duration, number, plural
 
 
-def render(result: TuneResult, source: str, top: int = 10) -> str:
-    data = tune_json.render(result, source, top)
+def render(view: TuneView) -> str:
+    data = tune_json.render(view)
     document = json.loads(data)  # the json format's figures, exactly
     throughput = Objective(document["objective"]).higher_is_better
     show = _throughput if throughput else duration
@@ -59,7 +59,7 @@ def render(result: TuneResult, source: str, top: int = 10) -> str:
         section("Sensitivity: how much each knob matters", *charts),
         section(f"Top {plural(len(rows), 'configuration')}", table("top", headers, rows, (0, *marked))),
     ]
-    subtitle = f"{source}: {document['strategy']} search, {document['seconds']:.2f} s"
+    subtitle = f"{view.source}: {document['strategy']} search, {document['seconds']:.2f} s"
     return page("perftool tune", subtitle, body, data)
 
 

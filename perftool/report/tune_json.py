@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from perftool.emulator.config import setting
+from perftool.report.views import TuneView
 from perftool.results import TuneReport
 from perftool.tune.evaluator import ROW_FIGURES
 from perftool.tune.result import TuneResult
@@ -13,8 +14,8 @@ from perftool.tune.result import TuneResult
 SCHEMA = "perftool.tune/1"
 
 
-def render(result: TuneResult, source: str, top: int = 10) -> str:
-    return TuneReport.model_validate(document(result, source, top)).json_text()
+def render(view: TuneView) -> str:
+    return TuneReport.model_validate(document(view.result, view.source, view.top)).json_text()
 
 
 def document(result: TuneResult, source: str, top: int = 10) -> dict:

@@ -9,19 +9,19 @@ from typing import Any
 from perftool.report import tune_json
 from perftool.report.escape import markdown_code
 from perftool.report.scan_markdown import cell
+from perftool.report.views import TuneView
 from perftool.tune.explain import shown
-from perftool.tune.result import TuneResult
 from perftool.tune.spec import Objective
 from perftool.units import duration, percent, plural
 
 
-def render(result: TuneResult, source: str, top: int = 10) -> str:
-    document = json.loads(tune_json.render(result, source, top))
+def render(view: TuneView) -> str:
+    document = json.loads(tune_json.render(view))
     best, baseline, why = document["best"], document["baseline"], document["why"]
     notes = [f"- ⚠ Changes the training: {cell(change)}" for change in document["best_changes_training"]]
     notes += [f"- Kept as written: {name}: {cell(text)}" for name, text in document["kept_for_training"].items()]
     lines = [
-        f"# perftool tune: {markdown_code(source)}",
+        f"# perftool tune: {markdown_code(view.source)}",
         "",
         _summary(document),
         "",

@@ -10,6 +10,7 @@ from rich.text import Text
 from perftool.emulator.config import LABELS, setting
 from perftool.errors import one_line
 from perftool.report.console import add_columns
+from perftool.report.views import TuneView
 from perftool.tune.explain import shown
 from perftool.tune.result import TuneResult
 from perftool.units import duration, percent, plural
@@ -32,9 +33,12 @@ COLUMNS = {  # short knob names for the table's headers
 }
 
 
-def render(result: TuneResult, source: str, top: int = 10) -> Group:
+def render(view: TuneView) -> Group:
     """Header, top configurations, baseline and best, one line of why per knob, sensitivity."""
-    return Group(_header(result, source), _top_table(result, top), _verdict(result), _why(result), _sensitivity(result))
+    result = view.result
+    return Group(
+        _header(result, view.source), _top_table(result, view.top), _verdict(result), _why(result), _sensitivity(result)
+    )
 
 
 def objective_label(result: TuneResult) -> str:

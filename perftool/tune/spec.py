@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
+from perftool.choices import Strategy
 from perftool.emulator.config import (
     SECTION_SETTINGS,
     EmulatorConfig,
@@ -109,9 +110,6 @@ def _duration_us(given: Any) -> Any:
 
 Domain = Annotated[tuple, BeforeValidator(_domain)]
 Knob = Literal[TUNABLE]  # type: ignore[valid-type]
-
-
-Strategy = Literal["auto", "exhaustive", "local"]
 
 
 class _Strict(BaseModel):

@@ -7,10 +7,9 @@ in its ``pyproject.toml``. A rule file (``--rules DIR``) then puts a plug-in's d
 
 from __future__ import annotations
 
-from importlib import import_module
-from importlib.metadata import entry_points
 from pkgutil import iter_modules
 
+from perftool.plugins import registered
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 
 GROUP = "perftool.detectors"
@@ -32,18 +31,14 @@ def built_in_modules() -> list[str]:
 
 def _registered() -> tuple[dict[str, Detector], dict[str, str]]:
     """Every detector by name, and the distribution (or module) each one comes from: perftool's own are its entry
-    points too (listed once, in its ``pyproject.toml``), found in this package where perftool runs from a source
-    tree never installed."""
+    points too (:mod:`perftool.plugins`)."""
     found: dict[str, Detector] = {}
     origin: dict[str, str] = {}
-    entries = sorted(entry_points(group=GROUP), key=lambda entry: not entry.value.startswith(OWN))
-    own = [entry.load() for entry in entries if entry.value.startswith(OWN)]
-    for detector in own or [import_module(module).DETECTOR for module in built_in_modules()]:
-        found[detector.name], origin[detector.name] = detector, "perftool"
-    for entry in entries:
-        if entry.value.startswith(OWN):
-            continue  # loaded above
+    for entry in registered(GROUP):
         detector = entry.load()
+        if entry.value.startswith(OWN):
+            found[detector.name], origin[detector.name] = detector, "perftool"
+            continue
         if not isinstance(detector, Detector) or detector.name in found:
             continue  # not a detector, or a name already taken: the first one stays
         found[detector.name] = detector
