@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perftool.calibrate import calibrate
+from perftool.calibration import calibrate
 from perftool.errors import PerftoolError
 
 REPO = Path(__file__).resolve().parent.parent

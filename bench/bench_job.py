@@ -78,8 +78,8 @@ def measure_single(path: str) -> dict:
     does not slow the first) the peak memory of the process with its decoding processes: the one-trace load
     peak."""
     from perftool.rules.catalog import load_catalog
-    from perftool.rules.engine import scan_trace
     from perftool.trace_reader import load_trace
+    from perftool.trace_scan import scan_trace
 
     rules = load_catalog()
     start = time.perf_counter()
@@ -122,7 +122,7 @@ def measure_view(directory: str) -> dict:
     from perftool.job.summary import summarise_rank
     from perftool.job.view import job_view
     from perftool.rules.catalog import load_catalog
-    from perftool.rules.engine import ReadOptions
+    from perftool.trace_scan import ReadOptions
 
     rules = load_catalog()
     summaries = [summarise_rank(p, i, rules, ReadOptions()) for i, p in enumerate(job_files([directory]))]

@@ -24,8 +24,8 @@ def measure(path: str, scan: bool) -> dict:
     """Time one info or scan pass in this process (run in a child process)."""
     from perftool.analysis import compute_metrics
     from perftool.rules.catalog import load_catalog
-    from perftool.rules.engine import scan_trace
     from perftool.trace_reader import load_trace
+    from perftool.trace_scan import scan_trace
 
     start = time.perf_counter()
     trace = load_trace(path)

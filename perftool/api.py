@@ -39,7 +39,7 @@ from perftool.trace.model import Trace
 from perftool.trace_reader import load_trace
 
 if TYPE_CHECKING:  # what the functions return; each loads its own modules when called
-    from perftool.calibrate import Calibration
+    from perftool.calibration import Calibration
     from perftool.diff.files import DiffResult
     from perftool.emulator.full_run import Run
     from perftool.gate.verdict import GateResult
@@ -159,7 +159,7 @@ def info(
     address = chosen_scheduler(scheduler)
     if len(paths) > 1 or os.path.isdir(paths[0]):
         from perftool.job.scan import scan_job
-        from perftool.rules.engine import ReadOptions
+        from perftool.trace_scan import ReadOptions
 
         read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
         report = scan_job(paths, [], read, address, workers)
@@ -203,7 +203,7 @@ def scan(
     from perftool.job.cluster import chosen_scheduler, cluster_decoders
     from perftool.job.scan import scan_job
     from perftool.rules import catalog
-    from perftool.rules.engine import ReadOptions, scan_files
+    from perftool.trace_scan import ReadOptions, scan_files
 
     settings = project(config)
     chosen = catalog.selected(
@@ -255,7 +255,7 @@ def gate(
     from perftool.gate.verdict import GateOptions, run_gate
     from perftool.job.cluster import Cluster
     from perftool.rules import catalog
-    from perftool.rules.engine import ReadOptions
+    from perftool.trace_scan import ReadOptions
 
     if baseline is None and budget is None:
         raise PerftoolError("gate needs a baseline, a budget, or both")
@@ -299,7 +299,7 @@ def diff(
     or track): each key's change, and contributions that add up to the change of the mean steady step."""
     from perftool.diff.files import diff_paths
     from perftool.job.cluster import Cluster
-    from perftool.rules.engine import ReadOptions
+    from perftool.trace_scan import ReadOptions
 
     read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
     return diff_paths(str(baseline), str(candidate), by, tuple(map(str, op_maps)), read, Cluster(scheduler, workers))
@@ -336,10 +336,10 @@ def calibrate(
     fitted to; ``overrides`` (``batch_size=64``) say what the trace does not. ``at_batch`` (batch size, trace): a
     capture of the same job at another batch size, whose step the fit must then predict. The result's ``warnings``
     name each check that failed; ``.document()`` is the fitted config, for :func:`emulate` and :func:`tune`."""
-    from perftool.calibrate import calibrate as fit_trace
+    from perftool.calibration import calibrate as fit_trace
     from perftool.emulator import config as emulator_config
     from perftool.job.cluster import Cluster
-    from perftool.rules.engine import ReadOptions
+    from perftool.trace_scan import ReadOptions
 
     given: dict[str, Any] = {}
     for item in overrides:

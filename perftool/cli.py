@@ -7,20 +7,23 @@ import json
 import math
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from perftool import api, dialects, interrupts, limits
-from perftool.choices import FAIL_ON, LEVELS, STRATEGIES
+from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level
 from perftool.emulator.profiles import PROFILES
 from perftool.errors import PerftoolError, PerftoolWarning, one_line
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
 from perftool.report.registry import emit, formats
 from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
-from perftool.rules.model import FAMILIES
+from perftool.rules.model import FAMILIES, Family
 from perftool.version import __version__
+
+Command = TypeVar("Command", bound=Callable[..., Any])  # a command's function, as click's decorators take it
 
 # each command loads the modules its work needs when it runs, so a command starts in a fraction of a second
 SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "module:class"
@@ -43,7 +46,7 @@ class _Group(click.Group):
     """Turns PerftoolError and click's usage errors into one line on stderr and exit 2, Ctrl-C into exit 130,
     SIGTERM and SIGHUP into 143 and 129 (see :mod:`perftool.output` for how files are written)."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except PerftoolError as exc:
@@ -65,14 +68,14 @@ def cli() -> None:
     """Performance tuning and profiling for training jobs on ML accelerators."""
 
 
-def _dialect(command):
+def _dialect(command: Command) -> Command:
     """--dialect NAME, shared by the commands that read traces."""
     return click.option(
         "--dialect", type=click.Choice(dialects.names()), help="Force a dialect instead of detecting it."
     )(command)
 
 
-def _trace_limits(command):
+def _trace_limits(command: Command) -> Command:
     """--max-trace-size SIZE and --memory SIZE, shared by the commands that read traces."""
     command = click.option(
         "--memory",
@@ -110,7 +113,7 @@ def _scheduler(_ctx: click.Context, _param: click.Parameter, value: str | None) 
     return chosen_scheduler(value, "--scheduler")
 
 
-def _cluster_options(command):
+def _cluster_options(command: Command) -> Command:
     """--scheduler ADDRESS and --workers N: where a job's ranks are analysed (and tune sweeps run)."""
     command = click.option(
         "--scheduler",
@@ -128,7 +131,7 @@ def _cluster_options(command):
     )(command)
 
 
-def _format_option(shown: str):
+def _format_option(shown: str) -> Callable[[Command], Command]:
     """--format, with the choices registered for what the command shows (:mod:`perftool.report.registry`); text
     first."""
     others = formats(shown)[1:]
@@ -143,7 +146,7 @@ def _format_option(shown: str):
     )
 
 
-def _output_option(what: str = "report"):
+def _output_option(what: str = "report") -> Callable[[Command], Command]:
     """-o/--output FILE, written atomically instead of stdout."""
     return click.option(
         "-o", "--output", type=click.Path(dir_okay=False), help=f"Write the {what} here (atomically) instead of stdout."
@@ -313,7 +316,7 @@ def calibrate(
     For a job's directory, the rank fitted is the one that sets the job's pace (the slowest in its job view)."""
     import yaml
 
-    from perftool.calibrate import CalibrationFailed
+    from perftool.calibration import CalibrationFailed
 
     other = _batch_and_trace(at_batch) if at_batch else None
     if output:
@@ -384,7 +387,19 @@ RESULTS_FORMATS = (".json", ".csv")  # what --results writes, by its file's suff
 )
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: when a terminal].")
 def tune(
-    config, strategy, budget, jobs, scheduler, overrides, top, fmt, output, write_best, results, emit_trace, progress
+    config: str,
+    strategy: str | None,
+    budget: int | None,
+    jobs: int,
+    scheduler: str | None,
+    overrides: tuple[str, ...],
+    top: int,
+    fmt: str,
+    output: str | None,
+    write_best: str | None,
+    results: str | None,
+    emit_trace: str | None,
+    progress: bool | None,
 ) -> None:
     """Sweep the knobs in CONFIG's tune: section on the emulator and explain the best configuration."""
     from perftool.emulator.full_run import run as emulate_run
@@ -420,7 +435,7 @@ def tune(
     emit("tune", TuneView(result, config, top), fmt, output)
 
 
-def _rule_options(command):
+def _rule_options(command: Command) -> Command:
     """--rules DIR and --config FILE, shared by the commands that load the rule catalogue."""
     command = click.option(
         "--rules",
@@ -474,22 +489,22 @@ def _names(values: tuple[str, ...], option: str) -> tuple[str, ...]:
 @_cluster_options
 @_rule_options
 def scan(
-    traces,
-    fmt,
-    output,
-    select,
-    ignore,
-    fail_on,
-    device,
-    dialect,
-    evidence,
-    job_steps,
-    max_trace_bytes,
-    memory,
-    scheduler,
-    workers,
-    rule_dirs,
-    project_file,
+    traces: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    fail_on: FailOn | None,
+    device: Family | None,
+    dialect: str | None,
+    evidence: int | None,
+    job_steps: int | None,
+    max_trace_bytes: int | None,
+    memory: int | None,
+    scheduler: str | None,
+    workers: int | None,
+    rule_dirs: tuple[str, ...],
+    project_file: str | None,
 ) -> None:
     """Find what makes each of TRACES slow, what it costs and the knob that fixes it (- reads standard input).
 
@@ -529,7 +544,7 @@ def scan(
         sys.exit(1)
 
 
-def _first(*choices):
+def _first(*choices: Any) -> Any:
     return next(choice for choice in choices if choice is not None)
 
 
@@ -560,22 +575,22 @@ def _first(*choices):
 @_cluster_options
 @_rule_options
 def gate(
-    traces,
-    budget,
-    fail_on,
-    threshold,
-    alpha,
-    allow_mismatch,
-    fmt,
-    output,
-    device,
-    dialect,
-    max_trace_bytes,
-    memory,
-    scheduler,
-    workers,
-    rule_dirs,
-    project_file,
+    traces: tuple[str, ...],
+    budget: str | None,
+    fail_on: FailOn | None,
+    threshold: float | None,
+    alpha: float | None,
+    allow_mismatch: bool,
+    fmt: str,
+    output: str | None,
+    device: Family | None,
+    dialect: str | None,
+    max_trace_bytes: int | None,
+    memory: int | None,
+    scheduler: str | None,
+    workers: int | None,
+    rule_dirs: tuple[str, ...],
+    project_file: str | None,
 ) -> None:
     """Fail CI when CANDIDATE regresses against BASELINE (traces, scan JSON, or jobs: directories of one trace
     per rank, compared rank by rank), or breaks --budget.
@@ -605,7 +620,8 @@ def gate(
         workers=workers,
     )
     emit("gate", result, fmt, output)
-    if result.status == "fail":
+
+    if result.failed:
         sys.exit(1)
 
 
@@ -631,7 +647,19 @@ def gate(
 @_dialect
 @_trace_limits
 @_cluster_options
-def diff(baseline, candidate, by, op_maps, fmt, output, dialect, max_trace_bytes, memory, scheduler, workers) -> None:
+def diff(
+    baseline: str,
+    candidate: str,
+    by: Level,
+    op_maps: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    dialect: str | None,
+    max_trace_bytes: int | None,
+    memory: int | None,
+    scheduler: str | None,
+    workers: int | None,
+) -> None:
     """What changed between BASELINE and CANDIDATE (two traces, or two jobs' directories rank by rank): per kernel,
     op, annotation, category or track, calls and time per steady step, what appeared and went, and each change's
     part of the step-time change; the parts add up to it."""
@@ -651,7 +679,7 @@ def rules() -> None:
 
 @rules.command("list")
 @_rule_options
-def list_rules(rule_dirs, project_file) -> None:
+def list_rules(rule_dirs: tuple[str, ...], project_file: str | None) -> None:
     """List every rule with its detector, default severity and thresholds."""
     from rich.console import Console
 
@@ -665,7 +693,7 @@ def list_rules(rule_dirs, project_file) -> None:
 @rules.command()
 @click.argument("rule")
 @_rule_options
-def explain(rule, rule_dirs, project_file) -> None:
+def explain(rule: str, rule_dirs: tuple[str, ...], project_file: str | None) -> None:
     """What RULE (an id or name) finds, why it matters, how to fix it, with an example."""
     from rich.console import Console
 

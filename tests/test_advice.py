@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from perftool.predict.gains import emulated
 from perftool.rules.detectors.base import Detection
-from perftool.rules.engine import _emulated
 from perftool.rules.findings import Gain
 from perftool.rules.prediction import upper_bound
 
@@ -60,7 +60,7 @@ def _gain(speedup: float | None) -> Gain:
 def test_the_fix_that_helps_most_is_the_one_printed():
     first = Detection(1.0, {}, [], variant="a", changes={"loop_size": 32})
     first.alternatives = [first.instead("b", {"loop_size": 50}, loop=50), first.instead("c", {"loop_size": 64})]
-    chosen, gain, unproven = _emulated(_scope(_gain(0.99), _gain(1.4), _gain(1.2)), first, upper_bound(10.0, 0.1))
+    chosen, gain, unproven = emulated(_scope(_gain(0.99), _gain(1.4), _gain(1.2)), first, upper_bound(10.0, 0.1))
     assert (chosen.variant, chosen.changes, chosen.values, gain.speedup, unproven) == (
         "b",
         {"loop_size": 50},
@@ -72,7 +72,7 @@ def test_the_fix_that_helps_most_is_the_one_printed():
 
 def test_no_fix_that_helps_is_held_back_and_says_why():
     first = Detection(1.0, {}, [], variant="a", changes={"loop_size": 32})
-    chosen, gain, unproven = _emulated(_scope(_gain(None)), first, upper_bound(10.0, 0.1))
+    chosen, gain, unproven = emulated(_scope(_gain(None)), first, upper_bound(10.0, 0.1))
     assert chosen is first and gain.kind == "upper_bound"
     assert unproven is not None and unproven.startswith("no fix with knob values helps in the emulator")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perftool.calibrate import calibrate
+from perftool.calibration import calibrate
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate

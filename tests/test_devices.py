@@ -7,7 +7,7 @@ import yaml
 from conftest import DATA, REPO
 
 from perftool.analysis.family import device_properties
-from perftool.calibrate import calibrate
+from perftool.calibration import calibrate
 from perftool.emulator.config import load_config
 from perftool.emulator.devices import BY_KEY, GENERIC, identify
 from perftool.emulator.devices import profile as profile_of

@@ -14,8 +14,8 @@ from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, TILE_BYTES
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
-from perftool.rules.engine import scan_trace
 from perftool.trace_reader import load_trace
+from perftool.trace_scan import scan_trace
 
 SAMPLES = REPO / "sample_traces"
 SAMPLE_CONFIGS = sorted(SAMPLES.glob("*/*.yaml"))

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.api import load_trace, scan
-from perftool.calibrate import calibrate
+from perftool.calibration import calibrate
 from perftool.cli import cli
 from perftool.emulator.config import load_config, validate_config
 from perftool.emulator.evaluate import evaluate

@@ -18,7 +18,7 @@ from perftool.job.align import align, waits
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope
 from perftool.rules.detectors import straggler
-from perftool.rules.engine import DEFAULT_READ
+from perftool.trace_scan import DEFAULT_READ
 
 REPO = Path(__file__).parent.parent
 JOBS = REPO / "sample_traces" / "jobs"

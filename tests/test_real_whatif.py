@@ -10,11 +10,11 @@ import yaml
 from bench_whatif import REAL, real_pair
 
 from perftool.api import tune
-from perftool.calibrate import WITHOUT_JITTER, _longer, calibrate
+from perftool.calibration import WITHOUT_JITTER, _longer, calibrate
 from perftool.emulator.evaluate import evaluate
-from perftool.rules.engine import scan_trace
 from perftool.rules.prediction import HELPS
 from perftool.trace_reader import load_trace
+from perftool.trace_scan import scan_trace
 
 BEFORE, AFTER = REAL / "resnet50_pt18_workers0.json.gz", REAL / "resnet50_pt18_workers4.json.gz"
 

@@ -263,12 +263,12 @@ def test_a_roofline_finding_s_gain_is_a_bound_and_no_fit_is_tried_for_it(run, wr
     import yaml
     from test_rule_cases import CASES, build
 
-    import perftool.rules.engine as engine
+    from perftool.predict import gains
 
     def no_fit(scope):
         raise AssertionError("a fit was tried for a finding whose fix sets no knob")
 
-    monkeypatch.setattr(engine, "_fit", no_fit)
+    monkeypatch.setattr(gains, "_fitted", no_fit)
     for rule in ("PT014", "PT019", "PT020"):
         case = yaml.safe_load((CASES / f"{rule}.yaml").read_text())["cases"][0]
         result = run("scan", write_trace(build(case)), "--select", rule, "--format", "json", "--fail-on", "never")

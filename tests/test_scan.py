@@ -15,9 +15,9 @@ from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.rules import prediction
 from perftool.rules.catalog import load_catalog
-from perftool.rules.engine import scan_files
 from perftool.rules.findings import SCHEMA
 from perftool.rules.prediction import HELPS
+from perftool.trace_scan import scan_files
 
 SAMPLES = REPO / "sample_traces"
 KINETO_SAMPLE = SAMPLES / "gpu_training_kineto.pt.trace.json.gz"

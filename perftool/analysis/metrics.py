@@ -244,7 +244,9 @@ def _step_time_metrics(durations: np.ndarray) -> dict[str, float]:
     }
 
 
-def _transfer_metrics(prefix: str, copies: intervals.Intervals, compute: intervals.Intervals, count: int):
+def _transfer_metrics(
+    prefix: str, copies: intervals.Intervals, compute: intervals.Intervals, count: int
+) -> dict[str, float]:
     copy_time = intervals.total(copies)
     return {
         f"{prefix}.count": float(count),

@@ -13,6 +13,7 @@ is measured after its start-up (runtime initialisation, warm-up annotations).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class Steps:
     def count(self) -> int:
         return int(self.start.size)
 
-    def to_pandas(self):
+    def to_pandas(self) -> Any:  # a pandas.DataFrame; pandas is optional
         """One row per step: ``start``, ``end``, ``duration`` (µs, on the clock ``clock`` names), ``warmup``."""
         return pandas_module("Steps.to_pandas").DataFrame(
             {

@@ -15,7 +15,7 @@ from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
 from perftool.dialects.vocabulary import COLLECTIVE_ARGS, INPUT_WORKER_THREAD
 from perftool.errors import PerftoolError
-from perftool.roofline.families import MODELLED_NAMES
+from perftool.op_families import MODELLED_NAMES
 from perftool.trace.columns import KeepArgs
 from perftool.trace.model import Kind, Role, Trace
 

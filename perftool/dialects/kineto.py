@@ -11,6 +11,7 @@ the process's own pid (labelled ``CPU``). Categories changed across versions: 1.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def _is_device(category: str) -> bool:
     return bool(_DEVICE_CATEGORY.match(category.lower()))
 
 
-def _category_mask(trace: Trace, test) -> np.ndarray:
+def _category_mask(trace: Trace, test: Callable[[str], bool]) -> np.ndarray:
     table = np.array([test(c) for c in trace.cats] or [False], dtype=bool)
     return table[trace.cat]
 

@@ -12,9 +12,9 @@ from perftool.diff.profile import Profile, profile
 from perftool.errors import PerftoolError
 from perftool.job.cluster import LOCAL, Cluster, map_tasks
 from perftool.job.ranks import job_files, rank_from_name
-from perftool.rules.engine import DEFAULT_READ, ReadOptions, distributed
 from perftool.trace.loader import json_size_hint
 from perftool.trace_reader import load_trace
+from perftool.trace_scan import DEFAULT_READ, ReadOptions, distributed
 
 
 @dataclass

@@ -160,7 +160,9 @@ def _compile_stall(
     return stall
 
 
-def _warmup(durations, starts, ends, compile_start, compile_end) -> np.ndarray:
+def _warmup(
+    durations: np.ndarray, starts: np.ndarray, ends: np.ndarray, compile_start: np.ndarray, compile_end: np.ndarray
+) -> np.ndarray:
     """Warm-up steps per configuration by the rule ``perftool info`` applies to traces.
 
     Only leading steps can be warm-up, so a short prefix decides it for almost every configuration;

@@ -26,6 +26,8 @@ from perftool.errors import PerftoolError
 from perftool.output import write_bytes
 from perftool.trace.model import Role
 
+Timeline = dict[str, np.ndarray]  # each recorded series of the run's timeline, on the trace's clock
+
 FORMAT_VERSION = 1
 HOST, DEVICE = 1, 2
 LOOP, STEPS, COMPILER, WORKERS = 1, 2, 3, 10  # host threads (workers: WORKERS + k)
@@ -137,7 +139,7 @@ def _shifted(values: np.ndarray, offset: float) -> np.ndarray:
     return values + offset if offset and values.dtype.kind == "f" else values
 
 
-def _all_reduce(words: Vocabulary, plan: Plan, at) -> list[str]:
+def _all_reduce(words: Vocabulary, plan: Plan, at: Timeline) -> list[str]:
     """Each gradient bucket's all-reduce on the communication stream, with the args profilers record."""
     out: list[str] = []
     for k, size in enumerate(plan.bucket_bytes if plan.bucket_us else ()):
@@ -168,7 +170,7 @@ def _metadata(config: EmulatorConfig, words: Vocabulary) -> list[str]:
     return out
 
 
-def _input(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
+def _input(config: EmulatorConfig, words: Vocabulary, plan: Plan, at: Timeline, steps: np.ndarray) -> list[str]:
     out: list[str] = []
     workers = config.workload.input_workers
     for k in range(workers):
@@ -189,7 +191,7 @@ def _input(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
     return out
 
 
-def _host(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
+def _host(config: EmulatorConfig, words: Vocabulary, plan: Plan, at: Timeline, steps: np.ndarray) -> list[str]:
     out: list[str] = []
     calls = at["call_start"]
     call_steps = steps[calls]
@@ -227,7 +229,7 @@ def _host(config, words: Vocabulary, plan: Plan, at, steps) -> list[str]:
     return out
 
 
-def _device(config, words: Vocabulary, plan: Plan, at) -> list[str]:
+def _device(config: EmulatorConfig, words: Vocabulary, plan: Plan, at: Timeline) -> list[str]:
     out: list[str] = []
     out += _spans(words.h2d, "h2d", DEVICE, H2D_LINK, at["h2d_start"], at["h2d_end"])
     serial = words.h2d_pageable if plan.blocking_copy[0] else words.h2d
@@ -248,7 +250,7 @@ def _device(config, words: Vocabulary, plan: Plan, at) -> list[str]:
     return out
 
 
-def _memory(plan: Plan, at, clock_start: float) -> list[str]:
+def _memory(plan: Plan, at: Timeline, clock_start: float) -> list[str]:
     static, peak = float(plan.static_bytes[0]), float(plan.static_bytes[0] + plan.activation_bytes[0])
     prefix = f'{{"ph":"C","name":"Device memory","pid":{DEVICE},"tid":{COMPUTE},"ts":'
     out: list[str] = [f'{prefix}{float(clock_start)},"args":{{"bytes":{static}}}}}']
@@ -269,7 +271,9 @@ def _ops(shares: Sequence[tuple[str, float]], starts: np.ndarray, ends: np.ndarr
     return out
 
 
-def _fallback_ops(config: EmulatorConfig, words: Vocabulary, at) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
+def _fallback_ops(
+    config: EmulatorConfig, words: Vocabulary, at: Timeline
+) -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
     """Each fallback op's share of the host-op span, named the way the family's logs name it."""
     ops = config.knobs.cpu_fallback_ops
     total = sum(op.host_us * op.calls_per_step for op in ops)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from enum import Enum
 
 import numpy as np
 
@@ -35,9 +35,26 @@ from perftool.gate.stats import MIN_SAMPLES, p_greater
 from perftool.rules.findings import Finding, TraceFindings
 from perftool.units import change, figure, plural
 
-Verdict = Literal["pass", "warn", "fail", "skip", "not_checked"]
-VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
-RANK = {"skip": 0, "pass": 1, "warn": 2, "fail": 3}
+
+class Verdict(str, Enum):
+    """A check's answer; a gate's status is the worst of pass, warn and fail among its checks."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIP = "skip"  # not measured on both sides
+    NOT_CHECKED = "not_checked"  # measured, but too little to judge: fails unless --fail-on never
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def rank(self) -> int:
+        """How bad: skip, pass, warn, fail (a check not made counts as warn or fail, :func:`counted`)."""
+        return _RANK[self]
+
+
+_RANK = {Verdict.SKIP: 0, Verdict.PASS: 1, Verdict.WARN: 2, Verdict.FAIL: 3}
 MIN_STEPS = 3  # steady steps a side below which the timing is not checked
 
 
@@ -77,15 +94,14 @@ class Check:
 
 def counted(check: Check, fail_on: str) -> Verdict:
     """What a check counts as: its verdict, where one not made fails unless ``fail_on`` is never (then warns)."""
-    if check.verdict == "not_checked":
-        return "warn" if fail_on == "never" else "fail"
+    if check.verdict is Verdict.NOT_CHECKED:
+        return Verdict.WARN if fail_on == "never" else Verdict.FAIL
     return check.verdict
 
 
 def status(checks: list[Check], fail_on: str) -> Verdict:
     """The worst verdict, each check as it counts: fail, else warn, else pass."""
-    worst = max((RANK[counted(check, fail_on)] for check in checks), default=RANK["pass"])
-    return "fail" if worst == RANK["fail"] else "warn" if worst == RANK["warn"] else "pass"
+    return max((counted(check, fail_on) for check in checks), key=lambda verdict: verdict.rank, default=Verdict.PASS)
 
 
 def compare(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolicy, fail_on: str) -> list[Check]:
@@ -102,7 +118,10 @@ def against_budget(candidate: TraceFindings, budget: Budget, fail_on: str) -> li
     """Every budget limit on the candidate, and its findings at ``fail_on`` or above."""
     checks = [_budget(name, limit, candidate) for name, limit in budget.metrics.items()]
     if fail_on != "never":
-        checks += [_finding_check(f, "fail" if f.severity.reaches(fail_on) else "pass", "") for f in candidate.findings]
+        checks += [
+            _finding_check(f, Verdict.FAIL if f.severity.reaches(fail_on) else Verdict.PASS, "")
+            for f in candidate.findings
+        ]
     return checks
 
 
@@ -114,7 +133,9 @@ def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
             f"comparing step times needs {MIN_STEPS} steady steps a side, and the baseline has "
             f"{a.size}, the candidate {b.size} (capture more steps, each marked ProfilerStep#N or 'step N')"
         )
-        return [Check(check_id, name, "not_checked", None, None, "", "", why, unit) for check_id, name, unit in names]
+        return [
+            Check(check_id, name, Verdict.NOT_CHECKED, None, None, "", "", why, unit) for check_id, name, unit in names
+        ]
     if min(a.size, b.size) >= MIN_SAMPLES:
         p = p_greater(a, b)
         limit = f"> {policy.threshold:.0%} worse and significant (p < {policy.alpha})"
@@ -160,11 +181,11 @@ def _timed(
 ) -> Check:
     """``worse_by``: the relative change in the worse direction (positive: a regression)."""
     beyond = worse_by > policy.threshold
-    verdict: Verdict = "fail" if beyond and test.beyond_doubt else "warn" if beyond else "pass"
+    verdict = Verdict.FAIL if beyond and test.beyond_doubt else Verdict.WARN if beyond else Verdict.PASS
     detail = {
-        "fail": f"{worse_by:.1%} worse, {test.evidence}",
-        "warn": f"{worse_by:.1%} worse, {test.evidence}: noisy, rerun or take more steps",
-        "pass": "",
+        Verdict.FAIL: f"{worse_by:.1%} worse, {test.evidence}",
+        Verdict.WARN: f"{worse_by:.1%} worse, {test.evidence}: noisy, rerun or take more steps",
+        Verdict.PASS: "",
     }[verdict]
     change = worse_by if shown_change is None else shown_change
     return Check(check_id, name, verdict, *values, f"{change:+.1%}", test.limit, detail, unit)
@@ -174,15 +195,15 @@ def _counter(name: str, baseline: TraceFindings, candidate: TraceFindings) -> Ch
     base, cand = _value(baseline, name), _value(candidate, name)
     limit, unit = "any increase", unit_of(name)
     if base is None or cand is None:
-        return Check(f"counter:{name}", name, "skip", base, cand, "", limit, "not measured on both traces", unit)
+        return Check(f"counter:{name}", name, Verdict.SKIP, base, cand, "", limit, "not measured on both traces", unit)
     if name == "sync.per_step":  # a rate: compare counts over the candidate's steps
         steps = len(candidate.step_durations_us) or 1
         extra = (cand - base) * steps
-        verdict: Verdict = "fail" if extra > 0.5 else "pass"
-        detail = f"{extra:+.0f} syncs over the candidate's {plural(steps, 'step')}" if verdict == "fail" else ""
+        verdict = Verdict.FAIL if extra > 0.5 else Verdict.PASS
+        detail = f"{extra:+.0f} syncs over the candidate's {plural(steps, 'step')}" if verdict is Verdict.FAIL else ""
         return Check(f"counter:{name}", name, verdict, base, cand, change(cand - base, unit), limit, detail, unit)
-    verdict = "fail" if cand > base else "pass"
-    detail = f"{cand - base:,.0f} more than the baseline" if verdict == "fail" else ""
+    verdict = Verdict.FAIL if cand > base else Verdict.PASS
+    detail = f"{cand - base:,.0f} more than the baseline" if verdict is Verdict.FAIL else ""
     return Check(f"counter:{name}", name, verdict, base, cand, change(cand - base, unit), limit, detail, unit)
 
 
@@ -191,11 +212,11 @@ def _metric(name: str, limit: Limit, baseline: TraceFindings, candidate: TraceFi
     worse_side, unit = "lower" if name in HIGHER_IS_BETTER else "higher", unit_of(name)
     words = _levels(limit, f"{worse_side} by", lambda bound: change(bound, unit).lstrip("+"))
     if base is None or cand is None:
-        return Check(f"metric:{name}", name, "skip", base, cand, "", words, "not measured on both traces", unit)
+        return Check(f"metric:{name}", name, Verdict.SKIP, base, cand, "", words, "not measured on both traces", unit)
     worse_by = (base - cand) if name in HIGHER_IS_BETTER else (cand - base)
     verdict = _level(worse_by, limit)
     moved = change(abs(worse_by), unit).lstrip("+")
-    detail = f"{moved} {worse_side}: past the {_word(verdict)} limit" if verdict != "pass" else ""
+    detail = f"{moved} {worse_side}: past the {_word(verdict)} limit" if verdict is not Verdict.PASS else ""
     return Check(f"metric:{name}", name, verdict, base, cand, change(cand - base, unit), words, detail, unit)
 
 
@@ -204,11 +225,11 @@ def _budget(name: str, limit: Limit, candidate: TraceFindings) -> Check:
     higher, unit = name in HIGHER_IS_BETTER, unit_of(name)
     words = _levels(limit, "below" if higher else "above", lambda bound: figure(bound, unit))
     if value is None:
-        return Check(f"budget:{name}", name, "skip", None, None, "", words, "not measured on this trace", unit)
+        return Check(f"budget:{name}", name, Verdict.SKIP, None, None, "", words, "not measured on this trace", unit)
     verdict = _level(value, limit, below=higher)
     detail = ""
-    if verdict != "pass":
-        bound = limit.error if verdict == "fail" else limit.warn
+    if verdict is not Verdict.PASS:
+        bound = limit.error if verdict is Verdict.FAIL else limit.warn
         side = "below" if higher else "above"
         detail = f"{figure(value, unit)} is {side} the {_word(verdict)} limit of {figure(bound, unit)}"
     return Check(f"budget:{name}", name, verdict, None, value, "", words, detail, unit)
@@ -220,11 +241,11 @@ def _level(value: float, limit: Limit, below: bool = False) -> Verdict:
     def past(bound: float | None) -> bool:
         return bound is not None and (value < bound if below else value > bound)
 
-    return "fail" if past(limit.error) else "warn" if past(limit.warn) else "pass"
+    return Verdict.FAIL if past(limit.error) else Verdict.WARN if past(limit.warn) else Verdict.PASS
 
 
 def _word(verdict: Verdict) -> str:
-    return "error" if verdict == "fail" else "warn"
+    return "error" if verdict is Verdict.FAIL else "warn"
 
 
 def _levels(limit: Limit, side: str, shown: Callable[[float], str]) -> str:
@@ -237,13 +258,13 @@ def new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: str
     checks = []
     for finding in candidate:
         if finding.fingerprint in known:
-            checks.append(_finding_check(finding, "pass", "also in the baseline"))
+            checks.append(_finding_check(finding, Verdict.PASS, "also in the baseline"))
         else:
-            verdict: Verdict = "fail" if finding.severity.reaches(fail_on) else "warn"
+            verdict = Verdict.FAIL if finding.severity.reaches(fail_on) else Verdict.WARN
             checks.append(_finding_check(finding, verdict, "new in the candidate"))
     current = {finding.fingerprint for finding in candidate}
     checks += [
-        _finding_check(f, "pass", "fixed: only in the baseline") for f in baseline if f.fingerprint not in current
+        _finding_check(f, Verdict.PASS, "fixed: only in the baseline") for f in baseline if f.fingerprint not in current
     ]
     return checks
 

@@ -26,11 +26,11 @@ from perftool.emulator.config import Workload
 from perftool.errors import PerftoolError
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
-from perftool.rules.engine import ReadOptions, scan_trace
 from perftool.rules.findings import EmulatorRun, Finding, ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace.loader import GZIP_MAGIC, TrailingGzipData, inflate_gzip, read_error
 from perftool.trace_reader import load_trace
+from perftool.trace_scan import ReadOptions, scan_trace
 from perftool.yamlfile import read_document, validation_error
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')

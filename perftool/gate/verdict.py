@@ -8,12 +8,12 @@ from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.files import profile_file
 from perftool.diff.names import load_op_map
 from perftool.errors import PerftoolError
-from perftool.gate.checks import VERDICTS, Check, Verdict, against_budget, compare, counted, new_findings, status
+from perftool.gate.checks import Check, Verdict, against_budget, compare, counted, new_findings, status
 from perftool.gate.inputs import Side, differences, load_side
 from perftool.gate.policy import Budget, GatePolicy
 from perftool.job.cluster import Cluster
-from perftool.rules.engine import DEFAULT_READ, ReadOptions
 from perftool.rules.model import Rule
+from perftool.trace_scan import DEFAULT_READ, ReadOptions
 
 TIMING = ("timing:step_time", "timing:throughput")  # the checks a diff of the traces explains when they fail
 
@@ -40,22 +40,28 @@ class GateResult:
     config: str | None = None  # the project config file the gate's settings came from
 
     @property
-    def status(self) -> str:
+    def status(self) -> Verdict:
+        """Fail, warn or pass: the worst of the checks, each as it counts."""
         return status(self.checks, self.fail_on)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the gate fails: CI's build stops (exit 1)."""
+        return self.status is Verdict.FAIL
 
     def counted(self, check: Check) -> Verdict:
         """What ``check`` counts as: a check not made fails, or warns with ``--fail-on never``."""
         return counted(check, self.fail_on)
 
-    def counts(self) -> dict[str, int]:
-        return {verdict: sum(c.verdict == verdict for c in self.checks) for verdict in VERDICTS}
+    def counts(self) -> dict[Verdict, int]:
+        return {verdict: sum(c.verdict is verdict for c in self.checks) for verdict in Verdict}
 
     def tally(self) -> str:
         """``2 failed, 0 warned, 6 passed, 1 skipped`` (and how many were not checked, when any were)."""
         counts = self.counts()
-        unchecked = f", {counts['not_checked']} not checked" if counts["not_checked"] else ""
-        made = f"{counts['fail']} failed, {counts['warn']} warned, {counts['pass']} passed"
-        return f"{made}, {counts['skip']} skipped{unchecked}"
+        unchecked = counts[Verdict.NOT_CHECKED]
+        made = f"{counts[Verdict.FAIL]} failed, {counts[Verdict.WARN]} warned, {counts[Verdict.PASS]} passed"
+        return f"{made}, {counts[Verdict.SKIP]} skipped" + (f", {unchecked} not checked" if unchecked else "")
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,7 @@ def run_gate(
         for rank in _in_order(base.traces.keys() & cand.traces.keys()):
             step_times.append(StepTimes(rank, base.traces[rank].step_durations_us, cand.traces[rank].step_durations_us))
             compared = compare(base.traces[rank], cand.traces[rank], policy, fail_on)
-            if any(c.id in TIMING and c.verdict == "fail" for c in compared):
+            if any(c.id in TIMING and c.verdict is Verdict.FAIL for c in compared):
                 if base.saved or cand.saved:
                     unexplained = "a saved scan result holds no events: diff the traces themselves to see why"
                 else:
@@ -135,7 +141,7 @@ def _explanation(baseline: str, candidate: str, read: ReadOptions, rank: int | N
 
 def _with_reason(check: Check, explained: TraceDiff) -> Check:
     """A failed timing check, its detail followed by what the step time's change is made of."""
-    if check.id not in TIMING or check.verdict != "fail":
+    if check.id not in TIMING or check.verdict is not Verdict.FAIL:
         return check
     return replace(check, detail=f"{check.detail}; {explained.headline()}")
 

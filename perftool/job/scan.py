@@ -8,10 +8,10 @@ from perftool.job.cluster import map_tasks
 from perftool.job.ranks import job_files, names_ranks, rank_from_name
 from perftool.job.summary import RankSummary, summarise_rank
 from perftool.job.view import job_view
-from perftool.rules.engine import ReadOptions
 from perftool.rules.findings import ScanReport, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace.loader import json_size_hint
+from perftool.trace_scan import ReadOptions
 from perftool.version import __version__
 
 

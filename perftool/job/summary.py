@@ -15,10 +15,10 @@ from perftool.analysis.idle import CAUSES
 from perftool.errors import TraceError
 from perftool.job.ranks import rank_from_name
 from perftool.rules.detectors.base import Scope
-from perftool.rules.engine import ReadOptions, analyse_trace
 from perftool.rules.findings import TraceFindings, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace_reader import load_trace
+from perftool.trace_scan import ReadOptions, analyse_trace
 
 MAX_TIMELINE_CALLS = 4096  # collectives kept per rank for clock alignment and waits: whole steps, in order
 MAX_STEPS_SHOWN = 256  # steady steps a rank sends one by one (compute and communication in each)

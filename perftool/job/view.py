@@ -15,8 +15,9 @@ from perftool.emulator.config import validate_config
 from perftool.errors import PerftoolError
 from perftool.job.align import Alignment, Waits, align, waits
 from perftool.job.summary import RankSummary
+from perftool.predict.gains import fix_that_holds
 from perftool.rules.detectors import DETECTORS
-from perftool.rules.engine import finding_of
+from perftool.rules.engine import detected, finding_of
 from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow, RankSteps, TraceFindings
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity
@@ -67,7 +68,8 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
     family = next(iter(by_rank.values())).scan.family if by_rank else "generic"
     scope = JobScope(by_rank, waited, slowest, family, evidence, _known_run(by_rank), per_step)
     job_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "job"]
-    findings = [f for rule in job_rules if (f := finding_of(scope, rule, None)) is not None]
+    found = [detection for rule in job_rules if (detection := detected(scope, rule)) is not None]
+    findings = [finding_of(scope, one, *fix_that_holds(scope, one, None), None) for one in found]
     if slowest is not None and findings:
         _explain_waits(by_rank, waited, per_step, slowest, findings[0].rule_id, rules)
     world = max((s.scan.world_size or 0 for s in by_rank.values()), default=0) or None
@@ -130,7 +132,12 @@ def _known_run(by_rank: dict[int, RankSummary]) -> KnownRun | None:
 
 
 def _explain_waits(
-    by_rank: dict[int, RankSummary], waited: Waits, per_step: dict[int, int], slowest: int, rule_id: str, rules
+    by_rank: dict[int, RankSummary],
+    waited: Waits,
+    per_step: dict[int, int],
+    slowest: int,
+    rule_id: str,
+    rules: list[Rule],
 ) -> None:
     """Hold at info a rank's exposed-communication finding that is mostly waiting for the slowest rank: the
     cause is the straggler (its finding says why), not how the rank communicates."""

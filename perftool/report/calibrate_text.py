@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from perftool.calibrate import BATCH_ERROR, IDLE_ERROR_POINTS, LONG_RUN_ERROR, STEP_ERROR, Calibration
+from perftool.calibration import BATCH_ERROR, IDLE_ERROR_POINTS, LONG_RUN_ERROR, STEP_ERROR, Calibration
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.report.views import CalibrateView

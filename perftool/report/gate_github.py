@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from perftool.gate.checks import Verdict
 from perftool.gate.verdict import GateResult
 from perftool.report.scan_github import escape_data, escape_property
 
-_COMMAND = {"fail": "error", "warn": "warning"}
+_COMMAND = {Verdict.FAIL: "error", Verdict.WARN: "warning"}
 
 
 def render(result: GateResult) -> str:

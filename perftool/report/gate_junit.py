@@ -11,23 +11,27 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from perftool.errors import one_line
-from perftool.gate.checks import VERDICTS
+from perftool.gate.checks import Verdict
 from perftool.gate.verdict import GateResult
 
 
 def render(result: GateResult) -> str:
-    counts = {verdict: sum(result.counted(check) == verdict for check in result.checks) for verdict in VERDICTS}
+    counts = {verdict: sum(result.counted(check) is verdict for check in result.checks) for verdict in Verdict}
     suites = ET.Element(
-        "testsuites", name="perftool gate", tests=str(len(result.checks)), failures=str(counts["fail"]), errors="0"
+        "testsuites",
+        name="perftool gate",
+        tests=str(len(result.checks)),
+        failures=str(counts[Verdict.FAIL]),
+        errors="0",
     )
     suite = ET.SubElement(
         suites,
         "testsuite",
         name=f"perftool gate {result.candidate}",
         tests=str(len(result.checks)),
-        failures=str(counts["fail"]),
+        failures=str(counts[Verdict.FAIL]),
         errors="0",
-        skipped=str(counts["skip"]),
+        skipped=str(counts[Verdict.SKIP]),
         time="0",
     )
     for check in result.checks:
@@ -35,16 +39,16 @@ def render(result: GateResult) -> str:
             suite, "testcase", classname=f"perftool.gate.{check.id.split(':')[0]}", name=check.name, time="0"
         )
         verdict = result.counted(check)
-        if check.verdict == "not_checked" and verdict == "fail":
+        if check.verdict is Verdict.NOT_CHECKED and verdict is Verdict.FAIL:
             ET.SubElement(case, "failure", message=f"not checked: {check.detail}", type="not checked")
-        elif check.verdict == "not_checked":
+        elif check.verdict is Verdict.NOT_CHECKED:
             ET.SubElement(case, "system-out").text = f"warning: not checked: {check.detail}"
-        elif verdict == "fail":
+        elif verdict is Verdict.FAIL:
             failure = ET.SubElement(case, "failure", message=check.reason(), type="regression")
             failure.text = f"{check.figures()}; fails on: {check.limit}"
-        elif verdict == "skip":
+        elif verdict is Verdict.SKIP:
             ET.SubElement(case, "skipped", message=check.detail)
-        elif verdict == "warn":
+        elif verdict is Verdict.WARN:
             ET.SubElement(case, "system-out").text = f"warning: {check.reason()}: {check.figures()}"
     for element in suites.iter():  # XML 1.0 cannot hold most control characters at all, escaped or not
         element.attrib.update({key: one_line(value) for key, value in element.attrib.items()})

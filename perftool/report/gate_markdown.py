@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from perftool.gate.checks import Verdict
 from perftool.gate.verdict import GateResult
 from perftool.report.diff_markdown import contributions_table
 from perftool.report.escape import markdown_code
 from perftool.report.scan_markdown import cell
 
 EXPLAINED = 5  # contributors to a failed step time listed
-ICON = {"fail": "❌ fail", "warn": "⚠️ warn", "pass": "✅ pass", "skip": "➖ skip", "not_checked": "⛔ not checked"}
+ICON = {
+    Verdict.FAIL: "❌ fail",
+    Verdict.WARN: "⚠️ warn",
+    Verdict.PASS: "✅ pass",
+    Verdict.SKIP: "➖ skip",
+    Verdict.NOT_CHECKED: "⛔ not checked",
+}
 
 
 def render(result: GateResult) -> str:

@@ -12,12 +12,18 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from perftool.gate.checks import Check
+from perftool.gate.checks import Check, Verdict
 from perftool.gate.verdict import GateResult
 from perftool.report.diff_text import contributions
 from perftool.report.escape import shown
 
-STYLE = {"fail": "bold red", "warn": "yellow", "pass": "green", "skip": "dim", "not_checked": "bold yellow"}
+STYLE = {
+    Verdict.FAIL: "bold red",
+    Verdict.WARN: "yellow",
+    Verdict.PASS: "green",
+    Verdict.SKIP: "dim",
+    Verdict.NOT_CHECKED: "bold yellow",
+}
 WIDE = 110  # from this width on, "why" is a column of the table
 CHECK_NAME_WIDTH = 24  # a metric's name is held whole up to this long (device.compute_fraction)
 FIGURE_WIDTH = 11  # narrow, the widest a figure's column grows: "-17.2 pts", "11.239 ms", "107.6 steps/s" wrapped
@@ -58,7 +64,9 @@ class _Checks:
             yield _table(self.checks, with_why=True, budget=self.budget, width=options.max_width)
             return
         yield _table(self.checks, with_why=False, budget=self.budget, width=options.max_width)
-        explained = [check for check in self.checks if check.verdict in ("fail", "warn", "not_checked")]
+        explained = [
+            check for check in self.checks if check.verdict in (Verdict.FAIL, Verdict.WARN, Verdict.NOT_CHECKED)
+        ]
         if explained:
             bullets = Table.grid(padding=(0, 1))
             bullets.add_column(no_wrap=True)

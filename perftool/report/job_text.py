@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -14,6 +15,7 @@ from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
 from perftool.units import duration, plural
 
+FindingView = Callable[[Finding, str], RenderableType]  # one finding in full, in a time unit
 MAX_RANK_ROWS = 32  # beyond this many ranks, the table lists the slowest ones
 
 
@@ -23,15 +25,17 @@ def render_info(report: ScanReport) -> Group:
     return render(report, report.job, command="info")
 
 
-def render(report: ScanReport, job: JobView, finding_view=None, command: str = "scan") -> Group:
+def render(report: ScanReport, job: JobView, finding_view: FindingView | None = None, command: str = "scan") -> Group:
     """The job's header, rank table and communication, its own findings, then each rule's findings across
-    ranks with the worst rank's in full (``finding_view`` renders one finding)."""
+    ranks with the worst rank's in full (``finding_view`` renders one finding; None: no findings are shown, as for
+    ``info``)."""
     unit = report.traces[0].time_unit if report.traces else "ms"
     parts: list[RenderableType] = [_header(report, job, command), _ranks(job)]
     if job.groups:
         parts.append(_groups(job))
-    parts += [finding_view(f, unit) for f in job.findings]
-    parts += _across_ranks(report.traces, finding_view)
+    if finding_view is not None:
+        parts += [finding_view(f, unit) for f in job.findings]
+        parts += _across_ranks(report.traces, finding_view)
     return Group(*parts)
 
 
@@ -98,7 +102,7 @@ def _groups(job: JobView) -> Table:
     return table
 
 
-def _across_ranks(traces: list[TraceFindings], finding_view) -> list[RenderableType]:
+def _across_ranks(traces: list[TraceFindings], finding_view: FindingView) -> list[RenderableType]:
     """Per rule: the ranks it was found on, and the worst rank's finding in full."""
     by_rule: dict[str, list[tuple[TraceFindings, Finding]]] = defaultdict(list)
     for trace in traces:

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from perftool.analysis.launches import launch_rows
-from perftool.roofline.families import MODELLED_NAMES, Inputs, Work, work
+from perftool.op_families import MODELLED_NAMES, Inputs, Work, work
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 # cuBLAS/CUTLASS kernels that run an fp32 GEMM on tensor cores in TF32 (``allow_tf32``): named by their maths

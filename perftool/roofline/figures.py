@@ -20,9 +20,9 @@ from perftool.analysis.family import device_properties
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.hardware import DeviceSpec
+from perftool.op_families import ASSUMED, Work
 from perftool.results import RooflineFamily, RooflineOp, RooflineRegion, RooflineStep
 from perftool.roofline.calls import Calls, op_calls
-from perftool.roofline.families import ASSUMED, Work
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")

@@ -212,7 +212,7 @@ class Trace:
         table = self._name_tables[pattern]
         return table[self.name] if table.any() else np.zeros(len(self), dtype=bool)  # most vocabularies are absent
 
-    def to_pandas(self):
+    def to_pandas(self) -> Any:  # a pandas.DataFrame; pandas is optional
         """One row per event, for digging further in a notebook (needs pandas: ``pip install pandas``).
 
         Columns: ``ts`` and ``dur`` (µs, the trace's clock), ``name``, ``cat``, ``track`` (process / thread),

@@ -163,7 +163,7 @@ class Evaluator:
     def __enter__(self) -> Evaluator:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if isinstance(self._pool, ProcessPoolExecutor):
             self._pool.shutdown(cancel_futures=True)
         self._cluster.close()  # a Dask client's executor goes with its client

@@ -13,6 +13,7 @@ from typing import Any
 
 from perftool.emulator.config import LABELS
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
+from perftool.emulator.profiles import DeviceProfile
 from perftool.tune.evaluator import cause
 from perftool.tune.result import KnobLine, LinePoint, TuneResult
 from perftool.tune.sensitivity import knob_lines
@@ -27,7 +28,7 @@ class _Context:
     step_us: float  # its mean step time
 
     @property
-    def profile(self):
+    def profile(self) -> DeviceProfile:
         return self.result.config.profile
 
 
@@ -72,7 +73,7 @@ def _versus(result: TuneResult, best: LinePoint, other: LinePoint) -> str:
     return f"{value} {'shortens' if change < 0 else 'lengthens'} the step {abs(change):.1%}{within}"
 
 
-def shown(value) -> str:
+def shown(value: object) -> str:
     """A knob value as written in YAML."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -12,9 +10,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.idle import IdleTime, attribute_idle
-from perftool.analysis.metrics import Metrics
-from perftool.analysis.steps import Steps
+from perftool.analysis.context import TraceAnalysis
 from perftool.names import readable
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import Evidence
@@ -22,82 +18,20 @@ from perftool.rules.known_run import KnownRun
 from perftool.trace.model import Role, Trace
 
 
-@dataclass
-class Scope:
-    """One trace as the detectors see it: events, steps, metrics, the idle attribution and the device."""
+@dataclass(frozen=True)
+class Scope(TraceAnalysis):
+    """One analysed trace as the detectors see it, with the run it records (emulator traces) or a fit stands in for
+    (``dataclasses.replace(scope, run=...)``: the same analysis, another run)."""
 
-    trace: Trace
-    steps: Steps
-    metrics: Metrics
-    family: str  # npu | ipu | hpu | gpu | generic
     run: KnownRun | None  # how the trace was run, where it records it (emulator traces)
     evidence_count: int = 5
     job_steps: int | None = None  # the steps the whole job runs, where the user states it (a trace does not)
-    fitted: KnownRun | None = None  # an emulator config fitted to the trace, once a fix asks (see rules.engine)
-    fit_tried: bool = False
-
-    @property
-    def lo(self) -> float:
-        return self.steps.window[0]
-
-    @property
-    def hi(self) -> float:
-        return self.steps.window[1]  # the very bounds the metrics used, so their cached masks and intervals serve
-
-    @property
-    def window(self) -> float:
-        return self.metrics["window.duration_us"]
-
-    @property
-    def steady_steps(self) -> int:
-        return self.steps.steady
-
-    @property
-    def step_time(self) -> float:
-        """Mean steady step time, µs; the window when the trace has no steps."""
-        return self.window / self.steady_steps if self.steady_steps else self.window
-
-    @cached_property
-    def idle(self) -> IdleTime | None:
-        return attribute_idle(self.trace, self.lo, self.hi, self.metrics.busy)
-
-    @property
-    def in_window(self) -> np.ndarray:
-        """Per event: a span overlapping the analysis window."""
-        return self.trace.spans_in(self.lo, self.hi)
-
-    def busy(self, mask: np.ndarray) -> intervals.Intervals:
-        """The union of the spans selected by ``mask``, clipped to the window."""
-        return intervals.busy(self.trace, mask, self.lo, self.hi)
 
     @cached_property
     def roofline(self) -> Roofline:
         """Each modelled op's FLOPs and bytes in the window against the device's roofline (read by the detectors of
         ops below it)."""
         return roofline(self.trace, self.metrics, steps=self.steps)
-
-    @cached_property
-    def compute(self) -> intervals.Intervals:
-        return self.metrics.busy["compute"]
-
-    def stalls_around(self, starts: np.ndarray) -> float:
-        """The whole stretches without compute that any of ``starts`` (times on the trace's clock) falls in, µs: after
-        a late batch, its copy and the host's dispatch keep the device from computing too, and removing the wait
-        removes them all."""
-        gaps = intervals.gaps(self.compute, self.lo, self.hi)
-        if starts.size == 0 or gaps[0].size == 0:
-            return 0.0
-        touched = np.searchsorted(gaps[0], starts, side="right") - 1
-        chosen = np.unique(touched[touched >= 0])
-        return float(np.sum(gaps[1][chosen] - gaps[0][chosen]))
-
-    def named_on_device(self, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
-        """Device events whose name matches ``pattern``: the mask over all events, and the rows in the window."""
-        mask = self.trace.name_matches(pattern) & self.trace.on_roles(Role.DEVICE)
-        return mask, np.flatnonzero(mask & self.in_window)
-
-    def per_step(self, value: float) -> float:
-        return value / self.steady_steps if self.steady_steps else math.nan
 
     def events(self, rows: np.ndarray) -> list[Evidence]:
         """The longest of ``rows`` as evidence."""
@@ -141,9 +75,14 @@ class Judged(Protocol):
     @property
     def steady_steps(self) -> int: ...
 
-    family: str
-    run: KnownRun | None
-    evidence_count: int
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def run(self) -> KnownRun | None: ...
+
+    @property
+    def evidence_count(self) -> int: ...
 
     def per_step(self, value: float) -> float: ...
 

@@ -10,6 +10,8 @@ does not show the cause.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from perftool.analysis.communication import COLLECTIVES
@@ -32,7 +34,7 @@ CAUSES = {  # breakdown part -> (fix variant, how the message names it)
 EXPLAINS = 0.5  # a part of the slow rank's step is its cause when it exceeds the others' by this share of its lag
 
 
-def detect(scope, params: dict[str, float]) -> Detection | None:  # scope: perftool.job.view.JobScope
+def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: perftool.job.view.JobScope
     rank = scope.slowest
     waited = scope.waits
     if rank is None or not waited.held_back_us.get(rank):
@@ -85,7 +87,7 @@ def _at_others_speed(slow_ranks: tuple[dict, ...], rank: int) -> dict[str, list[
     return {"replicas.slow_ranks": sorted(rest, key=lambda entry: entry["rank"])}
 
 
-def _evidence(scope, rank: int) -> list[Evidence]:
+def _evidence(scope: Any, rank: int) -> list[Evidence]:
     """The collectives the others waited longest for this rank at, on its own clock."""
     summary = scope.summaries[rank]
     timeline = summary.timeline

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.family import device_properties
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
@@ -54,7 +55,6 @@ from perftool.emulator.plan import io_tiles_needed
 from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.emulator.simulate import COMPUTE_STREAM, jitter
 from perftool.errors import PerftoolError
-from perftool.rules.detectors.base import Scope
 from perftool.trace.model import Kind, Role, Trace
 
 FIT_SEED = 0
@@ -102,7 +102,7 @@ READ_FROM_TRACE = frozenset(
 
 def fit(
     trace: Trace,
-    scope: Scope,
+    scope: TraceAnalysis,
     device: str | None = None,
     given: dict[str, Any] | None = None,
     peers: Sequence[float] = (),
@@ -139,12 +139,12 @@ def read_settings(trace: Trace, config: EmulatorConfig) -> frozenset[str]:
     )
 
 
-def work_per_step(trace: Trace, scope: Scope) -> float:
+def work_per_step(trace: Trace, scope: TraceAnalysis) -> float:
     """The device work per steady step the fit takes as compute, µs (communication counted in)."""
     return _device_work(trace, scope, False) / max(scope.steady_steps, 1)
 
 
-def reproduces(config: EmulatorConfig, scope: Scope) -> bool:
+def reproduces(config: EmulatorConfig, scope: TraceAnalysis) -> bool:
     """Whether the fast path's steady mean step, device busy share and (where it models replicas) share of the step
     in its all-reduces for ``config`` are the trace's, within :data:`FIT_ERROR` and :data:`FIT_BUSY_POINTS`. A fit
     that counts the trace's communication as device work has it in its busy share."""
@@ -162,7 +162,7 @@ def reproduces(config: EmulatorConfig, scope: Scope) -> bool:
 
 
 def _fit(
-    trace: Trace, scope: Scope, family: str, given: dict[str, Any], gradients: _Gradients | None
+    trace: Trace, scope: TraceAnalysis, family: str, given: dict[str, Any], gradients: _Gradients | None
 ) -> EmulatorConfig:
     """The fit, with communication as ``gradients`` reduced across replicas or (None) as device work."""
     profile = _profile(family, given)
@@ -267,7 +267,7 @@ class _Host:
 
 def _host(
     trace: Trace,
-    scope: Scope,
+    scope: TraceAnalysis,
     profile: DeviceProfile,
     idle: dict[str, float],
     compute: float,
@@ -297,7 +297,7 @@ def _host(
 
 def _streamed(
     trace: Trace,
-    scope: Scope,
+    scope: TraceAnalysis,
     idle: dict[str, float],
     compute: float,
     steps: int,
@@ -328,7 +328,7 @@ def _streamed(
     return _Host(overrides, 1, ops, True, paced, {"launch_idle_us": gaps})
 
 
-def _syncs_each_step(trace: Trace, scope: Scope, stalled: float) -> bool:
+def _syncs_each_step(trace: Trace, scope: TraceAnalysis, stalled: float) -> bool:
     """Whether the host waits for the device's step in every steady step (a value read back each step,
     ``loss.item()``): a sync in each (but the last, whose sync may fall past the trace's end), after which the
     device idles at least :data:`SYNC_STALL` of the step (``stalled``). A sync after which the device hardly idles
@@ -346,18 +346,18 @@ def _syncs_each_step(trace: Trace, scope: Scope, stalled: float) -> bool:
     return bool(judged.all())
 
 
-def _ops(scope: Scope, steps: int) -> int:
+def _ops(scope: TraceAnalysis, steps: int) -> int:
     """Device ops per step."""
     return max(round(float(np.nan_to_num(scope.metrics["device.ops.count"])) / steps), 1)
 
 
-def _own_host_time(trace: Trace, scope: Scope) -> float:
+def _own_host_time(trace: Trace, scope: TraceAnalysis) -> float:
     """The host's busy time in the window outside loading batches, syncs and copies that block it, µs: its traced
     work, with the short gaps between (Python the profiler does not record) counted in."""
     return intervals.total(_own_host_work(trace, scope))
 
 
-def _host_spread(trace: Trace, scope: Scope) -> float:
+def _host_spread(trace: Trace, scope: TraceAnalysis) -> float:
     """How the host's own time per steady step varies (:func:`spread`; 0 where it cannot say): measured on the host's
     work, not on the steps, so the steps' spread stays a check of the fit."""
     steps, own = scope.steps, _own_host_work(trace, scope)
@@ -366,7 +366,7 @@ def _host_spread(trace: Trace, scope: Scope) -> float:
     return min(spread(per_step), MAX_HOST_JITTER) if len(per_step) > 1 else 0.0
 
 
-def _own_host_work(trace: Trace, scope: Scope) -> intervals.Intervals:
+def _own_host_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     """The host's own work in the window (see :func:`_own_host_time`), as intervals."""
     host = trace.on_roles(Role.HOST)
     starts, ends = scope.busy(host & ~np.isin(trace.kind, [Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC]))
@@ -377,7 +377,7 @@ def _own_host_work(trace: Trace, scope: Scope) -> intervals.Intervals:
     return intervals.subtract((starts, ends), waits, scope.lo, scope.hi)
 
 
-def _pageable(trace: Trace, scope: Scope) -> bool:
+def _pageable(trace: Trace, scope: TraceAnalysis) -> bool:
     """Whether the input copies come from pageable memory (named so, or made by calls that block the host) and so
     run apart from compute; copies that mostly overlap compute are modelled as asynchronous, whatever memory."""
     copies = (trace.kind == Kind.H2D) & scope.in_window
@@ -385,7 +385,7 @@ def _pageable(trace: Trace, scope: Scope) -> bool:
     return bool(pageable) and not scope.metrics["h2d.overlap_fraction"] >= OVERLAPPED_COPIES
 
 
-def _loading(trace: Trace, scope: Scope) -> np.ndarray | None:
+def _loading(trace: Trace, scope: TraceAnalysis) -> np.ndarray | None:
     """How long the training process took to load each batch itself in the window, µs (None: it loads none)."""
     rows = (trace.kind == Kind.INPUT) & trace.on_roles(Role.HOST) & trace.name_matches(IN_PROCESS_LOADING)
     rows &= scope.in_window
@@ -398,7 +398,7 @@ def _compute_spread(busy: list[float]) -> float:
     return min(spread(busy), MAX_COMPUTE_JITTER) if len(busy) > 1 else DEFAULT_COMPUTE_JITTER
 
 
-def _steady_compute(scope: Scope) -> list[float]:
+def _steady_compute(scope: TraceAnalysis) -> list[float]:
     """The device's compute in each steady step, µs."""
     steps = scope.steps
     first = steps.warmup
@@ -433,7 +433,7 @@ def spread(values: Sequence[float] | np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(values - median)) / median) if median > 0 else 0.0
 
 
-def _loop_size(trace: Trace, scope: Scope, job_steps: int) -> int:
+def _loop_size(trace: Trace, scope: TraceAnalysis, job_steps: int) -> int:
     """Steps per device call where the host launches fewer calls than the trace has steps (iteration offload), else
     1: the steps that end after each call and before the next, the count most calls run. A trace with a remainder
     loop keeps it where it recompiles for it; otherwise (and for a fit of another length than the trace's) the loop
@@ -450,7 +450,7 @@ def _loop_size(trace: Trace, scope: Scope, job_steps: int) -> int:
     return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - loop), -d))
 
 
-def _device_work(trace: Trace, scope: Scope, replicated: bool) -> float:
+def _device_work(trace: Trace, scope: TraceAnalysis, replicated: bool) -> float:
     """The device's busy time in the window that the fit models as compute: compute, and whatever else keeps it
     busy that the emulator has no part of its own for (device-to-device copies on its streams, communication unless
     ``replicated``), µs. Strided and remote-buffer copies are modelled apart, and so are input copies: the emulator
@@ -470,7 +470,7 @@ class _Gradients:
     bytes: float
 
 
-def _gradients(scope: Scope, profile: DeviceProfile, steps: int, peers: Sequence[float]) -> _Gradients | None:
+def _gradients(scope: TraceAnalysis, profile: DeviceProfile, steps: int, peers: Sequence[float]) -> _Gradients | None:
     """The device's all-reduces across two or more ranks as replicas (None where the trace has none): as many
     bytes a step as the calls move, in buckets of the largest call's size (the rest is the last bucket), reduced
     during the backward pass where the trace hides them behind compute, else after it. A call also lasts while
@@ -536,7 +536,9 @@ def _matched(config: EmulatorConfig, field: tuple[str, str], step: float, per: i
     return validate_config(with_value((lo + hi) / 2).model_dump(mode="json"), "calibration")
 
 
-def _graphs_and_tiles(scope: Scope, profile: DeviceProfile, batch_bytes: int, launching: bool) -> dict[str, Any]:
+def _graphs_and_tiles(
+    scope: TraceAnalysis, profile: DeviceProfile, batch_bytes: int, launching: bool
+) -> dict[str, Any]:
     """Device graphs (one launch a step) where the family has them, unless the trace launches op by op; IO tiles
     where the trace's copies overlap compute on a device that overlaps them only through IO tiles."""
     knobs: dict[str, Any] = {"device_graphs": not launching} if "device_graphs" in profile.knobs else {}
@@ -547,7 +549,7 @@ def _graphs_and_tiles(scope: Scope, profile: DeviceProfile, batch_bytes: int, la
     return knobs
 
 
-def _input_copies(scope: Scope) -> intervals.Intervals:
+def _input_copies(scope: TraceAnalysis) -> intervals.Intervals:
     """Host-to-device input copies in the window (remote-buffer copies of offloaded state, and the copies back of
     CPU fallbacks' results, are no input)."""
     trace = scope.trace
@@ -555,14 +557,14 @@ def _input_copies(scope: Scope) -> intervals.Intervals:
     return intervals.subtract(copies, fallback_round_trips(trace, scope.lo, scope.hi), scope.lo, scope.hi)
 
 
-def _sample_bytes(scope: Scope, bandwidth: float, steps: int, batch: int) -> int:
+def _sample_bytes(scope: TraceAnalysis, bandwidth: float, steps: int, batch: int) -> int:
     """Bytes per sample as copied to the device: the input copies' time per step at the link's bandwidth
     (remote-buffer copies of offloaded state are no input)."""
     return max(int(intervals.total(_input_copies(scope)) / steps * bandwidth / 1e6 / batch), 1)
 
 
 def _input(
-    trace: Trace, scope: Scope, step: float, pacing: bool, batch: int, loading: np.ndarray | None
+    trace: Trace, scope: TraceAnalysis, step: float, pacing: bool, batch: int, loading: np.ndarray | None
 ) -> dict[str, Any]:
     """Preprocessing time per sample, its spread and the workers, from the input workers' batches when traced, or
     from the batches the training process loads itself (``loading``); ``pacing``: the device waits for input more
@@ -598,7 +600,7 @@ def _relative(durations: np.ndarray) -> list[float]:
     return [float(f"{value:.4g}") for value in relative]
 
 
-def _fallbacks(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> list[dict[str, Any]]:
+def _fallbacks(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int) -> list[dict[str, Any]]:
     """The ops that fell back to the host CPU, each with its host time, calls per step and the bytes its copies
     move (the device-to-host copy time per call at the link's bandwidth)."""
     rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & trace.on_roles(Role.HOST) & scope.in_window)
@@ -616,14 +618,14 @@ def _fallbacks(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -
     ]
 
 
-def _strided(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int, batch: int) -> dict[str, Any]:
+def _strided(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int, batch: int) -> dict[str, Any]:
     """Bytes rearranged per sample by layout-changing copies (``TransData``, ``DstStridedCopy``) on the device."""
     copies = scope.busy(trace.name_matches(STRIDED_COPY) & trace.on_roles(Role.DEVICE))
     per_step = intervals.total(copies) / steps
     return {"layout_copy_per_sample": int(per_step * profile.strided_copy_bandwidth / 1e6 / batch)} if per_step else {}
 
 
-def _offloaded_state(trace: Trace, scope: Scope, profile: DeviceProfile, steps: int) -> dict[str, Any]:
+def _offloaded_state(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int) -> dict[str, Any]:
     """Optimizer state streamed to and from remote buffers each update: its size, from the copies' time."""
     copies = scope.busy(trace.name_matches(REMOTE_BUFFER_COPY) & trace.on_roles(Role.DEVICE))
     per_step = intervals.total(copies) / steps
@@ -632,7 +634,7 @@ def _offloaded_state(trace: Trace, scope: Scope, profile: DeviceProfile, steps: 
     return {"optimizer_state": int(per_step * profile.remote_buffer_bandwidth / 2 / 1e6)}
 
 
-def _compiles(scope: Scope) -> dict[str, Any]:
+def _compiles(scope: TraceAnalysis) -> dict[str, Any]:
     """The graph compile time: the steady state's compiles together (the fit compiles once there), else the mean."""
     trace = scope.trace
     steady = (trace.kind == Kind.COMPILE) & scope.in_window & (trace.ts >= scope.lo)

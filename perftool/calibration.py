@@ -1,4 +1,4 @@
-"""Calibration: an emulator config fitted to a trace (:mod:`perftool.fitting`), and checked on what it was not
+"""Calibration: an emulator config fitted to a trace (:mod:`perftool.predict.fitting`), and checked on what it was not
 fitted to. The fit solves for one figure, the steady mean step, so matching it proves nothing; the checks are:
 
 - **held-out steps**: the same fit made to one half of the steady steps predicts the other half's mean step
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.metrics import compute_metrics
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.devices import GENERIC
@@ -30,14 +31,13 @@ from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
-from perftool.fitting import HOST_CAUSES, INPUT_CAUSES, fit, spread, work_per_step
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
-from perftool.rules.detectors.base import Scope
-from perftool.rules.engine import DEFAULT_READ, ReadOptions, analyse_trace
+from perftool.predict.fitting import HOST_CAUSES, INPUT_CAUSES, fit, spread, work_per_step
 from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
 from perftool.trace_reader import load_trace
+from perftool.trace_scan import DEFAULT_READ, ReadOptions, analyse_trace
 from perftool.tune.spec import default_space
 from perftool.units import plural
 
@@ -219,7 +219,7 @@ def calibrate(
     return Calibration(path, fitted, step, idle, check, checks, unchecked, _notes(scope, config))
 
 
-def _notes(scope: Scope, config: EmulatorConfig) -> list[str]:
+def _notes(scope: TraceAnalysis, config: EmulatorConfig) -> list[str]:
     """What the fit could not take from the trace, and what a what-if on it needs given."""
     notes = []
     if config.device_model == GENERIC:
@@ -244,7 +244,7 @@ class CalibrationFailed(PerftoolError):
 
 
 def _held_out(
-    trace: Trace, scope: Scope, device: str | None, given: dict[str, Any], peers: list[float]
+    trace: Trace, scope: TraceAnalysis, device: str | None, given: dict[str, Any], peers: list[float]
 ) -> Check | None:
     """The fit made to each half of the steady steps, predicting the other half's mean step: the worse of the two
     (None with fewer than two steady steps). It passes within :data:`STEP_ERROR`, or within what the two halves'
@@ -274,12 +274,12 @@ def _held_out(
     return worst
 
 
-def _part(trace: Trace, scope: Scope, rows: slice, warmup: int) -> Scope:
+def _part(trace: Trace, scope: TraceAnalysis, rows: slice, warmup: int) -> TraceAnalysis:
     """The trace seen through some of its steps (``rows``, the first ``warmup`` of them warm-up)."""
     steps = scope.steps
     number = steps.number[rows] if steps.number is not None else np.arange(steps.count)[rows]
     part = replace(steps, start=steps.start[rows], end=steps.end[rows], warmup=warmup, truncated=0, number=number)
-    return Scope(trace, part, compute_metrics(trace, part), scope.family, scope.run, scope.evidence_count)
+    return TraceAnalysis(trace, part, compute_metrics(trace, part), scope.family)
 
 
 def _long_run(config: EmulatorConfig) -> Check:
@@ -300,7 +300,12 @@ def _long_run(config: EmulatorConfig) -> Check:
 
 
 def _efficiency_from(
-    trace: Trace, scope: Scope, given: dict[str, Any], device: str | None, at_batch: tuple[int, str], read: ReadOptions
+    trace: Trace,
+    scope: TraceAnalysis,
+    given: dict[str, Any],
+    device: str | None,
+    at_batch: tuple[int, str],
+    read: ReadOptions,
 ) -> BatchCheck:
     """Set ``workload.half_efficiency_batch`` in ``given`` from the device work per step at the trace's batch and at
     ``at_batch``'s (a step of b samples works as long as b + h would at full efficiency). Returns the check of the

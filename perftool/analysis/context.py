@@ -1,0 +1,90 @@
+"""One trace analysed: its events, steps and metrics over the analysis window, and what is measured from them once
+(the device's idle time by cause, the union of its compute). The rules' detectors read it (as their scope) and so
+does the emulator's fit to the trace. Immutable: whatever reads it sees the same analysis."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.idle import IdleTime, attribute_idle
+from perftool.analysis.metrics import Metrics
+from perftool.analysis.steps import Steps
+from perftool.trace.model import Role, Trace
+
+
+@dataclass(frozen=True)
+class TraceAnalysis:
+    """A trace, its steps and metrics, and the device family it is advised for."""
+
+    trace: Trace
+    steps: Steps
+    metrics: Metrics
+    family: str  # npu | ipu | hpu | gpu | generic
+    # the idle attribution where it was computed already (a helper thread's result), else computed when first read
+    idle_from: Callable[[], IdleTime | None] | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    @property
+    def lo(self) -> float:
+        return self.steps.window[0]
+
+    @property
+    def hi(self) -> float:
+        return self.steps.window[1]  # the very bounds the metrics used, so their cached masks and intervals serve
+
+    @property
+    def window(self) -> float:
+        return self.metrics["window.duration_us"]
+
+    @property
+    def steady_steps(self) -> int:
+        return self.steps.steady
+
+    @property
+    def step_time(self) -> float:
+        """Mean steady step time, µs; the window when the trace has no steps."""
+        return self.window / self.steady_steps if self.steady_steps else self.window
+
+    @cached_property
+    def idle(self) -> IdleTime | None:
+        if self.idle_from is not None:
+            return self.idle_from()
+        return attribute_idle(self.trace, self.lo, self.hi, self.metrics.busy)
+
+    @property
+    def in_window(self) -> np.ndarray:
+        """Per event: a span overlapping the analysis window."""
+        return self.trace.spans_in(self.lo, self.hi)
+
+    def busy(self, mask: np.ndarray) -> intervals.Intervals:
+        """The union of the spans selected by ``mask``, clipped to the window."""
+        return intervals.busy(self.trace, mask, self.lo, self.hi)
+
+    @cached_property
+    def compute(self) -> intervals.Intervals:
+        return self.metrics.busy["compute"]
+
+    def stalls_around(self, starts: np.ndarray) -> float:
+        """The whole stretches without compute that any of ``starts`` (times on the trace's clock) falls in, µs: after
+        a late batch, its copy and the host's dispatch keep the device from computing too, and removing the wait
+        removes them all."""
+        gaps = intervals.gaps(self.compute, self.lo, self.hi)
+        if starts.size == 0 or gaps[0].size == 0:
+            return 0.0
+        touched = np.searchsorted(gaps[0], starts, side="right") - 1
+        chosen = np.unique(touched[touched >= 0])
+        return float(np.sum(gaps[1][chosen] - gaps[0][chosen]))
+
+    def named_on_device(self, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
+        """Device events whose name matches ``pattern``: the mask over all events, and the rows in the window."""
+        mask = self.trace.name_matches(pattern) & self.trace.on_roles(Role.DEVICE)
+        return mask, np.flatnonzero(mask & self.in_window)
+
+    def per_step(self, value: float) -> float:
+        return value / self.steady_steps if self.steady_steps else math.nan

@@ -1,0 +1,153 @@
+"""The gain each finding's fix is printed with: the fix re-run on the run the trace records (an emulator trace), or
+on an emulator config fitted to the trace (any other trace), else a bound from what the trace measured.
+
+A fix that names knob values is printed only where the emulator shows it fits the device and shortens the step: of
+the detection's fixes the one that helps most wins, and where none does, the finding keeps its own with a bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from perftool.emulator.config import training_change
+from perftool.errors import PerftoolError
+from perftool.predict.fitting import fit, read_settings, reproduces
+from perftool.rules import prediction
+from perftool.rules.detectors import Detection, Scope
+from perftool.rules.detectors.base import Judged
+from perftool.rules.engine import Detected
+from perftool.rules.findings import Finding, Gain
+from perftool.rules.known_run import KnownRun
+
+FIT_MAX_STEPS = 512  # a foreign trace's fit runs its own length up to this many steps: gains are per steady step
+
+
+@dataclass
+class TraceFit:
+    """An emulator config fitted to one analysed trace (its step capped for speed), made when a fix first asks for it:
+    None when the trace cannot be fitted or the fit does not reproduce its step time within the calibration's
+    error."""
+
+    scope: Scope
+    _run: KnownRun | None = field(default=None, init=False, repr=False)
+    _tried: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def run(self) -> KnownRun | None:
+        """The fit, made now if no fix asked for it before."""
+        if not self._tried:
+            self._tried = True
+            self._run = _fitted(self.scope)
+        return self._run
+
+    @property
+    def made(self) -> KnownRun | None:
+        """The fit where a fix has asked for it already; None otherwise (none is made for this)."""
+        return self._run
+
+
+def _fitted(scope: Scope) -> KnownRun | None:
+    if (
+        not scope.steady_steps
+        or scope.idle is None
+        or scope.steps.count > FIT_MAX_STEPS
+        and scope.metrics["recompilations.count"]
+    ):
+        return None  # a compile mid-run is fitted at the trace's own length, too long to emulate here
+    steps = min(scope.steps.count, FIT_MAX_STEPS)
+    try:
+        config = fit(scope.trace, scope, given={"workload": {"steps": steps}})
+    except PerftoolError:
+        return None
+    if not reproduces(config, scope):
+        return None
+    if scope.job_steps is not None:  # the job repeats what the capture shows, each of its compiles paid once
+        epochs = max(round(scope.job_steps / steps), 1)
+        config = config.model_copy(update={"workload": config.workload.model_copy(update={"epochs": epochs})})
+    judges = read_settings(scope.trace, config)
+    return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=judges)
+
+
+def fix_that_holds(scope: Judged, detected: Detected, fitted: TraceFit | None) -> tuple[Detection, Gain, str | None]:
+    """The detection whose fix helps most, its gain, and why none helps (None when one does).
+
+    Every fix that sets knobs (the detection's own and its alternatives) is emulated on the run the trace records
+    or, for any other trace, on ``fitted`` (None: a job's scope, which has no fit): one that does not fit the device
+    or does not shorten the step is never printed as the fix (see :func:`emulated`). A foreign trace's finding is
+    detected again with the fit's knobs, so its fix can name values; where the fit cannot judge it, the finding keeps
+    its own fix with an upper bound.
+    """
+    detection = detected.detection
+    most = max(detection.bound_us or 0.0, detection.lost_us)
+    bound = prediction.upper_bound(scope.per_step(most), most / scope.window)
+    if not detected.sets_knobs:
+        return detection, bound, None  # a fix of no knob the emulator has: nothing to predict, no fit to run for it
+    if scope.run is not None:
+        return emulated(scope, detection, bound) if detection.changes else (detection, bound, None)
+    if not isinstance(scope, Scope) or fitted is None or (run := fitted.run) is None:
+        return detection, bound, None
+    on_fit = dataclasses.replace(scope, run=run)  # the same trace and its analysis, with the fit as its run
+    again = detected.redetect(on_fit)
+    read = run.judges or frozenset()
+    candidate = again if again is not None and _judged_by_fit(again, read) else detection
+    if not candidate.changes or not _judged_by_fit(candidate, read):
+        return detection, bound, None
+    chosen, gain, unproven = emulated(on_fit, candidate, bound)
+    idle = scope.idle.total / scope.window if scope.idle is not None else 0.0
+    if unproven or _past(gain, max(bound.up_to_share or 0.0, idle)):
+        return detection, bound, None
+    if detection.once_per_job:  # a cost paid once: what its fix wins back depends on how long the job runs
+        if scope.job_steps is None:
+            return chosen, prediction.over_capture(gain, run.describe(chosen.changes), scope.steps.count), None
+        return chosen, run.over_job(chosen.changes) or gain, None
+    return chosen, gain, None
+
+
+def together(scope: Scope, fitted: TraceFit, findings: list[Finding]) -> Gain | None:
+    """Every fix whose gain was predicted, applied at once, where there are two or more: their gains overlap (the
+    same idle time, the same step), so one what-if says what they are worth together. Of two fixes setting one
+    knob to different values, the more severe finding's stands."""
+    run = scope.run or fitted.made
+    fixes = [f.fix.changes for f in findings if f.gain.kind == "predicted" and f.fix.changes]
+    if run is None or len(fixes) < 2:
+        return None
+    merged: dict[str, Any] = {}
+    for changes in fixes:
+        merged |= {key: value for key, value in changes.items() if key not in merged}
+    return run.what_if(merged)
+
+
+def _past(gain: Gain, measured: float) -> bool:
+    """Whether a fit's prediction wins back more than the trace shows could be won: the time the finding measured
+    lost, or all the device's idle time. The fit then models the trace in a way the measurement contradicts, and
+    the measured bound is what holds."""
+    won_back = 1 - 1 / gain.speedup if gain.speedup else 0.0
+    return won_back > measured * (1 + prediction.BOUND_SLACK)
+
+
+def _judged_by_fit(detection: Detection, read: frozenset[str]) -> bool:
+    """Whether a fit predicts what the detection's fixes change: each is a setting the fit ``read`` from the trace."""
+    return all(key in read for option in (detection, *detection.alternatives) for key in option.changes)
+
+
+def emulated(scope: Judged, detection: Detection, bound: Gain) -> tuple[Detection, Gain, str | None]:
+    """Of the detection's fixes emulated on ``scope.run``, the one that helps most: one that leaves the training as
+    it is wins over one that changes it (the batch, dropped samples), then the larger speed-up. When none helps,
+    the detection's own is kept with ``bound``, and the reason says why."""
+    assert scope.run is not None
+    helping: list[tuple[bool, float, int, Detection, Gain]] = []
+    tried = []
+    for order, candidate in enumerate((detection, *detection.alternatives)):
+        gain = scope.run.what_if(candidate.changes)
+        speedup = gain.speedup if gain is not None else None
+        if gain is not None and speedup is not None and speedup >= prediction.HELPS:
+            keeps_training = not any(training_change(k.rpartition(".")[2], v) for k, v in candidate.changes.items())
+            helping.append((keeps_training, speedup, -order, candidate, gain))
+        else:
+            tried.append(gain.text if gain is not None else f"{candidate.changes}: not a valid configuration")
+    if helping:  # a fix that leaves the training as it is comes first, then the larger speed-up
+        *_, chosen, gain = max(helping, key=lambda entry: entry[:3])
+        return chosen, gain, None
+    return detection, bound, "no fix with knob values helps in the emulator: " + ("; ".join(tried))

@@ -1,0 +1,137 @@
+"""A trace scanned: read, analysed (steps, metrics, the device's idle time by cause), what its rules detect,
+each fix's gain predicted (:mod:`perftool.predict.gains`: the run the trace records, or a fit to it), and the
+findings assembled (:mod:`perftool.rules.engine`). Each stage reads what the one before produced."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from perftool.analysis.family import device_family
+from perftool.analysis.idle import CAUSES, attribute_idle
+from perftool.analysis.metrics import compute_metrics
+from perftool.analysis.steps import detect_steps
+from perftool.emulator.config import EmulatorConfig, validate_config
+from perftool.errors import PerftoolError, TraceError
+from perftool.predict.gains import TraceFit, fix_that_holds, together
+from perftool.rules.detectors import DETECTORS, Scope
+from perftool.rules.engine import Cap, detected, finding_of, plain
+from perftool.rules.findings import ScanReport, TraceFindings, UnreadTrace
+from perftool.rules.known_run import KnownRun
+from perftool.rules.model import Rule
+from perftool.trace.loader import Decoders
+from perftool.trace.model import Trace
+from perftool.trace_reader import load_trace
+from perftool.version import __version__
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How traces are read and advised on: the device family and dialect (None: detected), the occurrences
+    listed per finding, the most JSON a trace may hold (None: the default limit), the steps the whole job
+    runs where a trace does not record it (None: unknown), and the memory budget past which a trace's columns are
+    kept on disk (None: the memory available)."""
+
+    family: str | None = None
+    dialect: str | None = None
+    evidence: int = 5
+    max_bytes: int | None = None
+    job_steps: int | None = None
+    memory: int | None = None
+
+
+DEFAULT_READ = ReadOptions()
+
+
+def scan_files(
+    paths: list[str], rules: list[Rule], read: ReadOptions = DEFAULT_READ, decoders: Decoders | None = None
+) -> ScanReport:
+    """Load and scan each trace in turn (one in memory at a time), decoded by ``decoders`` where given (a
+    cluster's workers).
+
+    A trace that cannot be read is listed in the report's ``unread`` with the reason; the others are
+    scanned all the same. The report remembers the rules that ran (SARIF describes them).
+    """
+    traces, unread = [], []
+    for path in paths:
+        try:
+            trace = load_trace(
+                path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory, decoders=decoders
+            )
+        except TraceError as exc:
+            unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
+            continue
+        traces.append(scan_trace(trace, rules, read))
+    report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=traces, unread=unread)
+    report.rules_run = rules
+    return report
+
+
+def scan_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> TraceFindings:
+    """Findings of ``rules`` on one loaded trace, the largest impact first (``read``: the family advised on, the
+    occurrences listed, the job's length)."""
+    return analyse_trace(trace, rules, read)[0]
+
+
+def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> tuple[TraceFindings, Scope]:
+    """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution).
+    The device's idle time is attributed in a helper thread while the metrics are computed: numpy frees the
+    GIL, so the two take two cores where there are two."""
+    steps = detect_steps(trace)
+    with ThreadPoolExecutor(1) as helper:
+        attributed = helper.submit(attribute_idle, trace, *steps.window) if rules else None
+        metrics = compute_metrics(trace, steps)
+        emulator = _emulator_config(trace)
+        run = KnownRun.of(emulator) if emulator is not None else None
+        family = read.family or device_family(trace)
+        idle_from = attributed.result if attributed is not None else None
+        scope = Scope(trace, steps, metrics, family, run, read.evidence, read.job_steps, idle_from=idle_from)
+    capping = [c for c in metrics.caveats if c.caps]
+    cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
+    trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
+    detections = [detection for rule in trace_rules if (detection := detected(scope, rule)) is not None]
+    fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
+    findings = [finding_of(scope, one, *fix_that_holds(scope, one, fitted), cap) for one in detections]
+    findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
+    idle = scope.idle
+    window = scope.window
+    found = TraceFindings(
+        path=trace.source,
+        dialect=trace.dialect,
+        family=scope.family,
+        device=metrics.device,
+        world_size=distributed(trace, "world_size"),
+        rank=distributed(trace, "rank", least=0),
+        time_unit=trace.display_time_unit,
+        step_clock=metrics.step_clock,
+        caveats=[c.text for c in metrics.caveats],
+        window_us=window,
+        steps=scope.steady_steps,
+        step_time_us=plain(metrics["step_time_us.mean"]),
+        idle={cause: idle.time(cause) / window for cause in CAUSES} if idle and window > 0 else {},
+        findings=findings,
+        metrics={name: plain(value) for name, value in metrics.values.items()},
+        step_durations_us=metrics.step_times_us,
+        warmup_durations_us=(steps.end - steps.start)[: steps.warmup].tolist(),
+        step_numbers=steps.numbers().tolist(),
+        emulator=emulator.model_dump(mode="json") if emulator is not None else None,
+        together=together(scope, fitted, findings),
+    )
+    return found, scope
+
+
+def _emulator_config(trace: Trace) -> EmulatorConfig | None:
+    """The config an emulator trace records about itself (None for other traces or an unreadable record)."""
+    if trace.dialect != "emulator":
+        return None
+    try:
+        return validate_config(trace.metadata["perftool"]["emulator"]["config"], trace.source)
+    except (KeyError, TypeError, PerftoolError):
+        return None
+
+
+def distributed(trace: Trace, key: str, least: int = 1) -> int | None:
+    """``rank`` or ``world_size`` from Kineto's ``distributedInfo`` (None when the trace does not say)."""
+    info = trace.metadata.get("distributedInfo")
+    value = info.get(key) if isinstance(info, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= least else None
