@@ -34,9 +34,11 @@ SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "modu
     "project": "perftool.project:ProjectConfig",
     "budget": "perftool.gate.policy:Budget",
     "info": "perftool.results:InfoReport",
+    "job-info": "perftool.results:JobInfoReport",
     "emulate-result": "perftool.results:EmulateReport",
     "tune-result": "perftool.results:TuneReport",
     "tune-rows": "perftool.results:TuneRowsReport",
+    "calibrate-result": "perftool.results:CalibrateReport",
     "gate-result": "perftool.results:GateReport",
     "diff-result": "perftool.results:DiffReport",
 }

@@ -1,8 +1,9 @@
-"""The JSON documents ``info``, ``emulate``, ``tune`` and ``gate`` write, as versioned pydantic models.
+"""The JSON documents ``info``, ``emulate``, ``tune``, ``calibrate``, ``gate`` and ``diff`` write, as versioned
+pydantic models.
 
-Each renderer builds its document and passes it through its model, so what is written always matches
-the published schema (``perftool schema info|emulate-result|tune-result|tune-rows|gate-result``). Scan results
-have their own model, :class:`perftool.rules.findings.ScanReport`.
+Each renderer builds its document and passes it through its model, so what is written always matches the published
+schema (``perftool schema NAME``: info, job-info, emulate-result, tune-result, tune-rows, calibrate-result,
+gate-result, diff-result). Scan results have their own model, :class:`perftool.rules.findings.ScanReport`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from perftool.rules.findings import JobView, TraceFindings, UnreadTrace
 
 
 class _Document(BaseModel):
@@ -177,6 +180,15 @@ class InfoReport(_Document):
     roofline: RooflineFigures
 
 
+class JobInfoReport(_Document):
+    """``perftool info DIR --format json``: a job's ranks side by side, their clocks aligned, no rules run."""
+
+    tool: dict[str, str]
+    job: JobView
+    traces: list[TraceFindings] = Field(description="each rank's summary, as scan's (findings empty: info runs none)")
+    unread: list[UnreadTrace] = Field(description="ranks that could not be read; the others are reported in full")
+
+
 class EmulateReport(_Document):
     """``perftool emulate --format json``."""
 
@@ -187,6 +199,52 @@ class EmulateReport(_Document):
     capacity_bytes: float
     step_breakdown_us: dict[str, float]
     trace: str | None = Field(description="the trace file written (--trace), with its size")
+
+
+class TraceAndModel(_Part):
+    trace: float = Field(description="the figure measured on the trace")
+    model: float = Field(description="the fitted config's prediction of it")
+
+
+class CalibrationCheck(_Part):
+    figure: str = Field(description="a figure of the trace the fit did not solve for")
+    trace: float
+    model: float
+    error: float = Field(description="relative to the trace's value, or in points of the window (unit)")
+    limit: float = Field(description="the largest error that passes")
+    unit: Literal["relative", "points"]
+    passed: bool
+    note: str
+
+
+class BatchPrediction(_Part):
+    source: str = Field(description="the capture at another batch size")
+    batch_size: int
+    step_time_us: TraceAndModel
+    step_error: float
+    note: str
+
+
+class CalibrationRecord(_Part):
+    source: str = Field(description="the trace fitted (a job's: its slowest rank)")
+    step_time_us: TraceAndModel = Field(description="the steady mean step: the figure the fit solves for")
+    step_error: float
+    idle: dict[str, TraceAndModel] = Field(description="per idle cause, its share of the window")
+    idle_error_points: float
+    checks: list[CalibrationCheck] = Field(description="the fit on what it was not fitted to")
+    passed: bool = Field(description="every check passed: the fit may be predicted from")
+    warnings: list[str] = Field(description="each check that failed, in a line")
+    notes: list[str] = Field(description="what the trace does not say, and what to give for it")
+    at_batch: BatchPrediction | None = None
+
+
+class CalibrateReport(_Document):
+    """``perftool calibrate --format json``."""
+
+    calibration: CalibrationRecord
+    config: dict[str, Any] = Field(
+        description="the fitted config with its tune: section, as -o writes it (`perftool schema tune`)"
+    )
 
 
 class TunedConfiguration(_Part):

@@ -273,7 +273,8 @@ def test_a_calibrated_config_tunes_as_written(run, tmp_path, sample, knobs):
 
 def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):
     document = json.loads(run("calibrate", DATA / "vocab" / "zero_workers.json.gz", "--format", "json").stdout)
-    assert document["device"] == "gpu" and set(document["calibration"]) >= {"step_error", "idle", "warnings"}
+    assert document["schema"] == "perftool.calibrate/1" and document["config"]["device"] == "gpu"
+    assert set(document["calibration"]) >= {"step_error", "idle", "warnings"}
     host_only = run("calibrate", REPO / "tests" / "data" / "torch_cpu_train.pt.trace.json.gz")
     assert host_only.exit_code == 2 and "no device activity" in host_only.stderr
     for setting in ("knobs.batch_size=0", "batch_size=abc", "workload.steps=abc", "workload.half_efficiency_batch=-3"):

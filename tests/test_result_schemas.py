@@ -17,8 +17,10 @@ SAMPLES = REPO / "sample_traces"
 COMMANDS = {  # schema name -> a command writing that document for a bundled sample
     "findings": ("scan", SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz", "--format", "json"),
     "info": ("info", SAMPLES / "gpu_training_kineto.pt.trace.json.gz", "--format", "json"),
+    "job-info": ("info", SAMPLES / "jobs" / "npu_exposed_allreduce", "--format", "json"),
     "emulate-result": ("emulate", SAMPLES / "npu" / "healthy.yaml", "--format", "json"),
     "tune-result": ("tune", REPO / "examples" / "tune" / "npu.yaml", "--evaluations", "40", "--format", "json"),
+    "calibrate-result": ("calibrate", REPO / "tests" / "data" / "vocab" / "zero_workers.json.gz", "--format", "json"),
     "tune-rows": ("tune", REPO / "examples" / "tune" / "npu.yaml", "--evaluations", "40", "--results", "{out}"),
     "diff-result": (
         "diff",

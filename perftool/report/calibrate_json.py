@@ -1,11 +1,14 @@
-"""``perftool calibrate --format json``: the fitted config and every check of it, as the fit's document."""
+"""``perftool calibrate --format json``: the fit's checks and the fitted config, as one document."""
 
 from __future__ import annotations
 
-import json
-
 from perftool.report.views import CalibrateView
+from perftool.results import CalibrateReport
+
+SCHEMA = "perftool.calibrate/1"
 
 
 def render(view: CalibrateView) -> str:
-    return json.dumps(view.calibration.document(), indent=2) + "\n"
+    config = view.calibration.document()
+    calibration = config.pop("calibration")
+    return CalibrateReport(schema_=SCHEMA, calibration=calibration, config=config).json_text()

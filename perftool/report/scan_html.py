@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 
 from perftool.analysis.idle import CAUSES
-from perftool.report import scan_json, svg
+from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.report.roofline_rows import mfu_text
@@ -44,7 +44,8 @@ def render(report: ScanReport, command: str = "scan") -> str:
     if report.unread:
         rows = [[u.path, u.problem] for u in report.unread]
         body.append(section("Traces that could not be read", table("unread", ["trace", "why"], rows, wrapped=(0, 1))))
-    return page(title, subtitle, body, scan_json.render(report))
+    document = scan_json.render(report) if findings else job_info_json.render(report)  # what --format json writes
+    return page(title, subtitle, body, document)
 
 
 def trace_sections(trace: TraceFindings, findings: bool = True) -> list[str]:
