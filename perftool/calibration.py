@@ -30,7 +30,7 @@ from perftool.emulator.devices import GENERIC
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_trace
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, parameter
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
 from perftool.predict.fitting import HOST_CAUSES, INPUT_CAUSES, fit, spread, work_per_step
@@ -314,8 +314,8 @@ def _efficiency_from(
     own = given.get("knobs", {}).get("batch_size")
     if not isinstance(own, int) or isinstance(own, bool) or own == batch:
         raise PerftoolError(
-            f"--at-batch {batch}={other_path}: give the trace's own batch size, another than {batch}, with "
-            "--set batch_size=N"
+            f"{parameter('at_batch')} {batch}={other_path}: give the trace's own batch size, another than {batch}, "
+            f"with {parameter('overrides')} batch_size=N"
         )
     other_trace = load_trace(other_path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory)
     other_scan, other_scope = analyse_trace(other_trace, [])
@@ -336,7 +336,7 @@ def _predicted_at(config: EmulatorConfig, check: BatchCheck) -> BatchCheck:
     """``check`` with the fit's steady mean step at its batch size."""
     document = config.model_dump(mode="json", exclude_none=True)
     document["knobs"]["batch_size"] = check.batch
-    moved: EmulatorConfig = validate_config(document, f"--at-batch {check.batch}={check.source}")
+    moved: EmulatorConfig = validate_config(document, f"{parameter('at_batch')} {check.batch}={check.source}")
     return replace(check, step_time_us=(check.step_time_us[0], float(evaluate(moved)["step_time_mean_us"][0])))
 
 

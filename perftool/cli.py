@@ -16,7 +16,7 @@ import click
 from perftool import api, dialects, interrupts, limits
 from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level
 from perftool.emulator.profiles import PROFILES
-from perftool.errors import PerftoolError, PerftoolWarning, one_line
+from perftool.errors import PARAMETER, PerftoolError, PerftoolWarning, one_line
 from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
 from perftool.report.registry import emit, formats
 from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
@@ -34,7 +34,7 @@ SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "modu
     "project": "perftool.project:ProjectConfig",
     "budget": "perftool.gate.policy:Budget",
     "info": "perftool.results:InfoReport",
-    "job-info": "perftool.results:JobInfoReport",
+    "job-info": "perftool.rules.findings:JobInfoReport",
     "emulate-result": "perftool.results:EmulateReport",
     "tune-result": "perftool.results:TuneReport",
     "tune-rows": "perftool.results:TuneRowsReport",
@@ -42,6 +42,24 @@ SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "modu
     "gate-result": "perftool.results:GateReport",
     "diff-result": "perftool.results:DiffReport",
 }
+
+
+FLAGS = {  # each API parameter an error message names (perftool.errors.parameter), as the command line sets it
+    "max_bytes": "--max-trace-size SIZE",
+    "memory": "--memory SIZE",
+    "allow_mismatch": "--allow-mismatch",
+    "overrides": "--set",
+    "at_batch": "--at-batch",
+    "select": "--select",
+    "ignore": "--ignore",
+    "by": "--by",
+}
+
+
+def _error(message: str) -> None:
+    """An error's one line on stderr, naming the options that set what it names by the API's parameters."""
+    shown = PARAMETER.sub(lambda match: FLAGS.get(match[1], match[0]), message)
+    click.echo(f"perftool: error: {one_line(shown)}", err=True)
 
 
 class _Group(click.Group):
@@ -52,7 +70,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except PerftoolError as exc:
-            click.echo(f"perftool: error: {one_line(str(exc))}", err=True)
+            _error(str(exc))
             sys.exit(exc.exit_code)
         except click.UsageError as exc:  # a bad option or argument, in the same one-line form
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
@@ -195,7 +213,7 @@ def info(
         return
     emit("job-info", summary, fmt, output)
     for unread in summary.unread:
-        click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
+        _error(f"{unread.path}: {unread.problem}")
     if summary.unread:
         sys.exit(2)
 
@@ -538,7 +556,7 @@ def scan(
     if report.traces:  # when nothing was read, the errors below say why and no report stands in for the traces
         emit("scan", report, fmt, output)
     for unread in report.unread:  # every trace that loaded is reported above; each bad one gets its line
-        click.echo(f"perftool: error: {one_line(f'{unread.path}: {unread.problem}')}", err=True)
+        _error(f"{unread.path}: {unread.problem}")
     if report.unread:
         sys.exit(2)
     threshold = _first(fail_on, settings.fail_on, "error")

@@ -1,4 +1,19 @@
-"""Errors that end a command with exit code 2 and a one-line message."""
+"""Errors that end a command with exit code 2 and a one-line message.
+
+A message names what the caller can change by the API's parameter, in backticks (:func:`parameter`):
+``pass `allow_mismatch=True` to compare them anyway``. The command line shows its option there instead
+(``pass --allow-mismatch``), so each says what its user types.
+"""
+
+import re
+
+PARAMETER = re.compile(r"`(\w+)(=True)?`")  # how a message names a parameter: `memory`, `allow_mismatch=True`
+
+
+def parameter(name: str, flag_only: bool = False) -> str:
+    """How a message names the API parameter ``name`` (``flag_only``: one that is set to True, an option without a
+    value on the command line)."""
+    return f"`{name}=True`" if flag_only else f"`{name}`"
 
 
 def one_line(text: str) -> str:

@@ -2,8 +2,9 @@
 pydantic models.
 
 Each renderer builds its document and passes it through its model, so what is written always matches the published
-schema (``perftool schema NAME``: info, job-info, emulate-result, tune-result, tune-rows, calibrate-result,
-gate-result, diff-result). Scan results have their own model, :class:`perftool.rules.findings.ScanReport`.
+schema (``perftool schema NAME``: info, emulate-result, tune-result, tune-rows, calibrate-result,
+gate-result, diff-result). Scan results, and a job's info (job-info), have their own models in
+:mod:`perftool.rules.findings`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from perftool.rules.findings import JobView, TraceFindings, UnreadTrace
 
 
 class _Document(BaseModel):
@@ -178,15 +177,6 @@ class InfoReport(_Document):
     process_groups: list[GroupFigures] = Field(description="per process group, the most exposed first")
     categories: dict[str, int]
     roofline: RooflineFigures
-
-
-class JobInfoReport(_Document):
-    """``perftool info DIR --format json``: a job's ranks side by side, their clocks aligned, no rules run."""
-
-    tool: dict[str, str]
-    job: JobView
-    traces: list[TraceFindings] = Field(description="each rank's summary, as scan's (findings empty: info runs none)")
-    unread: list[UnreadTrace] = Field(description="ranks that could not be read; the others are reported in full")
 
 
 class EmulateReport(_Document):

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from perftool import limits
-from perftool.errors import PerftoolError, one_line
+from perftool.errors import PerftoolError, one_line, parameter
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -161,7 +161,7 @@ def field_error(
     field_path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in shown).lstrip(".")
     override = next((item for path, item in (overridden or {}).items() if tuple(loc[: len(path)]) == path), None)
     line = None if override else line_of(root, loc)
-    where = f"{source} (--set {override})" if override else f"{source}:{line}" if line else source
+    where = f"{source} ({parameter('overrides')} {override})" if override else f"{source}:{line}" if line else source
     return PerftoolError(one_line(f"{where}: {field_path or 'document'}: {reason}"))
 
 

@@ -91,3 +91,23 @@ def test_a_trace_and_its_steps_print_as_one_line_not_their_columns():
         assert "\n" not in shown and "array(" not in shown and len(shown) < 200
     assert repr(trace).startswith(f"Trace({str(SAMPLE)!r}, emulator, ") and f"{len(trace):,} events" in repr(trace)
     assert repr(steps).startswith(f"Steps({steps.count:,} on the host clock, {steps.warmup} warm-up")
+
+
+def test_errors_name_the_api_s_parameters_and_the_command_line_its_options(run, tmp_path):
+    """What the caller can change is named as the caller sets it: ``allow_mismatch=True`` from Python,
+    ``--allow-mismatch`` on the command line."""
+    npu, gpu = (REPO / "sample_traces" / family / "healthy.trace.json.gz" for family in ("npu", "gpu"))
+    config = REPO / "sample_traces" / "npu" / "healthy.yaml"
+    with pytest.raises(PerftoolError, match=r"; pass `allow_mismatch=True` to compare them anyway$"):
+        perftool.gate(npu, gpu)
+    refused = run("gate", npu, gpu)
+    assert refused.exit_code == 2 and refused.stderr.rstrip().endswith("; pass --allow-mismatch to compare them anyway")
+    with pytest.raises(PerftoolError, match=r"^`overrides` 'loop_size': expected NAME=VALUE"):
+        perftool.emulate(config, overrides=["loop_size"])
+    refused = run("emulate", config, "--set", "loop_size")
+    assert refused.stderr.startswith("perftool: error: --set 'loop_size': expected NAME=VALUE")
+    with pytest.raises(PerftoolError, match=r"; `max_bytes` \(or PERFTOOL_MAX_TRACE_SIZE\) raises it$"):
+        perftool.scan(npu, max_bytes=1000)
+    refused = run("scan", npu, "--max-trace-size", "1kB")
+    assert "; --max-trace-size SIZE (or PERFTOOL_MAX_TRACE_SIZE) raises it" in refused.stderr
+    assert "`" not in refused.stderr

@@ -19,7 +19,7 @@ import numpy as np
 from perftool.choices import LEVELS
 from perftool.diff.names import OpMap
 from perftool.diff.profile import LAUNCHERS, Profile, Table
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, parameter
 from perftool.units import percent, signed_duration
 
 MIN_MATCHED = 0.5  # of each side's time on the pacing timeline, matched at a level for the diff to stay there
@@ -169,7 +169,7 @@ def _label(part: Row | Remainder) -> str:
 def diff_profiles(baseline: Profile, candidate: Profile, asked: str, op_map: OpMap) -> TraceDiff:
     """Compare ``candidate`` with ``baseline`` at ``asked``, or at the first level both share enough of."""
     if asked not in LEVELS:
-        raise PerftoolError(f"--by {asked}: not a level (one of {', '.join(LEVELS)})")
+        raise PerftoolError(f"{parameter('by')} {asked}: not a level (one of {', '.join(LEVELS)})")
     if (baseline.steps == 0) != (candidate.steps == 0):
         marked, unmarked = (baseline, candidate) if baseline.steps else (candidate, baseline)
         raise PerftoolError(

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, fi
 
 from perftool.emulator.devices import BY_KEY, GENERIC, model_profile
 from perftool.emulator.profiles import DeviceProfile
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, parameter
 from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
 
 MAX_BYTES = 1 << 50  # 1 PiB: beyond any device or host memory, and well inside int64 arithmetic
@@ -440,20 +440,23 @@ def apply_override(document: dict[str, Any], item: str, source: str, root: yaml.
     """``loop_size=32`` sets a knob; ``workload.steps=400`` sets any field by its path. Returns the path."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip():
-        raise PerftoolError(f"--set {item!r}: expected NAME=VALUE, e.g. loop_size=32")
+        raise PerftoolError(f"{parameter('overrides')} {item!r}: expected NAME=VALUE, e.g. loop_size=32")
     parts = key.strip().split(".")
     if len(parts) == 1 and parts[0] in Knobs.model_fields:
         parts = ["knobs", parts[0]]
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError:
-        raise PerftoolError(f"--set {item!r}: value is not valid YAML") from None
+        raise PerftoolError(f"{parameter('overrides')} {item!r}: value is not valid YAML") from None
     target = document
     for depth, part in enumerate(parts[:-1], start=1):
         target = target.setdefault(part, {})
         if not isinstance(target, dict):
             raise field_error(
-                source, root, tuple(parts[:depth]), f"not a section, so --set {item!r} cannot set a field in it"
+                source,
+                root,
+                tuple(parts[:depth]),
+                f"not a section, so {parameter('overrides')} {item!r} cannot set a field in it",
             )
     target[parts[-1]] = value
     return tuple(parts)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.files import profile_file
 from perftool.diff.names import load_op_map
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, parameter
 from perftool.gate.checks import Check, Verdict, against_budget, compare, counted, new_findings, status
 from perftool.gate.inputs import Side, differences, load_side
 from perftool.gate.policy import Budget, GatePolicy
@@ -105,7 +105,8 @@ def run_gate(
         if mismatches and not options.allow_mismatch:
             raise PerftoolError(
                 f"{baseline} and {candidate} are not the same job ({'; '.join(mismatches[:3])}"
-                f"{'; …' if len(mismatches) > 3 else ''}); pass --allow-mismatch to compare them anyway"
+                f"{'; …' if len(mismatches) > 3 else ''}); pass {parameter('allow_mismatch', flag_only=True)} to "
+                "compare them anyway"
             )
         for rank in _in_order(base.traces.keys() & cand.traces.keys()):
             step_times.append(StepTimes(rank, base.traces[rank].step_durations_us, cand.traces[rank].step_durations_us))

@@ -3,13 +3,10 @@ job-info``)."""
 
 from __future__ import annotations
 
-from perftool.results import JobInfoReport
-from perftool.rules.findings import ScanReport
-
-SCHEMA = "perftool.job-info/1"
+from perftool.rules.findings import JobInfoReport, ScanReport
 
 
 def render(report: ScanReport) -> str:
     assert report.job is not None  # info shows a job's report only
-    job = JobInfoReport(schema_=SCHEMA, tool=report.tool, job=report.job, traces=report.traces, unread=report.unread)
-    return job.json_text()
+    job = JobInfoReport(tool=report.tool, job=report.job, traces=report.traces, unread=report.unread)
+    return job.model_dump_json(by_alias=True, indent=2) + "\n"

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, parameter
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
 from perftool.rules.model import Rule, template_fields
 from perftool.rules.settings import RuleSettings
@@ -112,7 +112,9 @@ def selected(rules: list[Rule], select: tuple[str, ...], ignore: tuple[str, ...]
     known = {rule.id for rule in rules} | {rule.name for rule in rules} | {"ALL"}
     for name in (*select, *ignore):
         if name not in known:
-            raise PerftoolError(f"unknown rule {name!r} in --select/--ignore (see perftool rules list)")
+            raise PerftoolError(
+                f"unknown rule {name!r} in {parameter('select')}/{parameter('ignore')} (see perftool rules list)"
+            )
 
     def named(rule: Rule, names: tuple[str, ...]) -> bool:
         return "ALL" in names or rule.id in names or rule.name in names

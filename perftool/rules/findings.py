@@ -241,3 +241,18 @@ class ScanReport(_Record):
         slowest = [t for t in self.traces if self.job and t.rank == self.job.slowest_rank][:1]
         job = [(slowest[0], f) for f in self.job.findings] if self.job and slowest else []
         return job + [(trace, finding) for trace in self.traces for finding in trace.findings]
+
+
+JOB_INFO_SCHEMA = "perftool.job-info/1"
+
+
+class JobInfoReport(_Record):
+    """``perftool info DIR --format json``: a job's ranks side by side, their clocks aligned, no rules run."""
+
+    schema_: str = Field(JOB_INFO_SCHEMA, alias="schema")
+    tool: dict[str, str]
+    job: JobView
+    traces: list[TraceFindings] = Field(description="each rank's summary, as scan's (findings empty: info runs none)")
+    unread: list[UnreadTrace] = Field(description="ranks that could not be read; the others are reported in full")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)

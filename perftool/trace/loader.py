@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, BinaryIO
 
 from perftool import limits
-from perftool.errors import TraceError
+from perftool.errors import TraceError, parameter
 from perftool.trace import decode
 from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, PieceError, make_part
 from perftool.trace.decode import (
@@ -151,7 +151,7 @@ def _no_copy(path: str, directory: str, exc: OSError) -> TraceError:
 def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
     return TraceError(
         path,
-        f"{what} than the trace-size limit of {limits.size_text(max_bytes)} allows; --max-trace-size SIZE "
+        f"{what} than the trace-size limit of {limits.size_text(max_bytes)} allows; {parameter('max_bytes')} "
         f"(or {limits.MAX_TRACE_SIZE_ENV}) raises it",
     )
 
@@ -233,7 +233,7 @@ def _add_all(builder: ColumnBuilder, parts: Iterator[Part], memory: int) -> None
                     builder.path,
                     f"holds more events ({builder.count:,} of {kinds} so far, needing "
                     f"{limits.size_text(builder.memory_needed)} of memory to scan with its columns on disk) than "
-                    f"the memory budget of {limits.size_text(memory)} allows; --memory SIZE (or "
+                    f"the memory budget of {limits.size_text(memory)} allows; {parameter('memory')} (or "
                     f"{limits.MEMORY_ENV}) raises it",
                 )
     except PieceError as exc:

@@ -23,7 +23,7 @@ from typing import IO
 import numpy as np
 
 from perftool import limits
-from perftool.errors import TraceError
+from perftool.errors import TraceError, parameter
 
 CHUNK_ROWS = 1 << 22  # rows a pass over columns on disk takes at a time: 32 MiB of a float64 column
 
@@ -76,7 +76,7 @@ class OnDisk(ColumnStore):
                 source,
                 f"its columns do not fit the memory budget and need about {limits.size_text(need)} of disk in "
                 f"{directory} to be kept there, which has {limits.size_text(free)} free: free some space, set "
-                f"{limits.SPILL_DIR_ENV} (or TMPDIR) to a roomier disk, or raise --memory",
+                f"{limits.SPILL_DIR_ENV} (or TMPDIR) to a roomier disk, or raise {parameter('memory')}",
             )
         self.files: dict[str, IO[bytes]] = {}
         self.rows: dict[str, int] = {}
