@@ -306,17 +306,31 @@ def diff(
 
 
 @_checked
-def emulate(config: PathLike, overrides: Sequence[str] = ()) -> Run:
-    """Run an emulator config (``overrides`` as ``--set`` takes them: ``loop_size=32``)."""
+def emulate(config: PathLike, overrides: Sequence[str] = (), *, trace_file: PathLike | None = None) -> Run:
+    """Run an emulator config (``overrides`` as ``--set`` takes them: ``loop_size=32``). ``trace_file``: write the
+    run's trace there (``.json`` or ``.json.gz``), or for a config of several replicas a directory of one trace per
+    rank; a path that cannot be written, or a trace too long to build, is refused before the run."""
     from perftool.emulator import config as emulator_config
     from perftool.emulator.full_run import InfeasibleConfig
     from perftool.emulator.full_run import run as run_emulator
+    from perftool.emulator.trace_writer import check_length, write_job, write_trace
+    from perftool.output import check_directory, check_writable
 
     loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
+    job = loaded.replicas is not None and loaded.replicas.count > 1
+    if trace_file is not None:
+        if job:
+            check_directory(str(trace_file))
+        else:
+            check_writable(str(trace_file), [str(config)])
+        check_length(loaded, str(trace_file))
     try:
-        return run_emulator(loaded)
+        run = run_emulator(loaded)
     except InfeasibleConfig as exc:
         raise PerftoolError(f"{config}: {exc}") from None
+    if trace_file is not None:
+        (write_job if job else write_trace)(run, str(trace_file))
+    return run
 
 
 @_checked
@@ -358,15 +372,17 @@ def tune(
     evaluations: Count | None = None,
     jobs: Annotated[int, Field(ge=1, le=256)] = 1,
     scheduler: str | None = None,
+    on_start: Callable[[str, int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> TuneResult:
     """Sweep the knobs in the config's ``tune:`` section on the emulator, in ``jobs`` processes or on the Dask
-    cluster at ``scheduler``."""
+    cluster at ``scheduler``; ``on_start(strategy, total)`` and ``on_progress(evaluations, pruned)`` report it."""
     from perftool.tune.search import tune as run_tune
     from perftool.tune.spec import load_tune_config
 
     settings = {"strategy": strategy, "budget": evaluations}
     loaded = load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)])
-    return run_tune(loaded, jobs, scheduler=scheduler)
+    return run_tune(loaded, jobs, on_start, on_progress, scheduler)
 
 
 @_checked

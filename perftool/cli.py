@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -14,10 +15,10 @@ from typing import Any, TypeVar
 import click
 
 from perftool import api, dialects, interrupts, limits
-from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level
+from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level, Strategy
 from perftool.emulator.profiles import PROFILES
 from perftool.errors import PARAMETER, PerftoolError, PerftoolWarning, one_line
-from perftool.output import check_directory, check_distinct, check_writable, write_bytes, write_text
+from perftool.output import check_distinct, check_writable, write_bytes, write_text
 from perftool.report.registry import emit, formats
 from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
 from perftool.rules.model import FAMILIES, Family
@@ -262,30 +263,18 @@ def list_metrics(fmt: str) -> None:
 def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
     its trace."""
-    from perftool.emulator import config as emulator_config
-    from perftool.emulator.full_run import InfeasibleConfig
-    from perftool.emulator.full_run import run as emulate_run
-    from perftool.emulator.trace_writer import check_length, write_job, write_trace
+    from perftool.emulator.trace_writer import job_files
 
-    loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
-    job = loaded.replicas is not None and loaded.replicas.count > 1
-    for path in (output, None if job else trace_file):
-        if path:
-            check_writable(path, [config])
+    if output:
+        check_writable(output, [config])
     check_distinct((trace_file, output))
-    if trace_file:
-        if job:
-            check_directory(trace_file)
-        check_length(loaded, trace_file)
-    try:
-        result = emulate_run(loaded)
-    except InfeasibleConfig as exc:
-        raise PerftoolError(f"{config}: {exc}") from None
+    result = api.emulate(config, overrides, trace_file=trace_file)
     written = None
     if trace_file and result.plan.replicas > 1:
-        written = f"{trace_file}/ ({result.plan.replicas} ranks, {write_job(result, trace_file) / 1e3:,.0f} kB)"
+        ranks = sum(os.path.getsize(path) for path in job_files(result, trace_file))
+        written = f"{trace_file}/ ({result.plan.replicas} ranks, {ranks / 1e3:,.0f} kB)"
     elif trace_file:
-        written = f"{trace_file} ({write_trace(result, trace_file) / 1e3:,.0f} kB)"
+        written = f"{trace_file} ({os.path.getsize(trace_file) / 1e3:,.0f} kB)"
     emit("emulate", EmulateView(result, written), fmt, output)
 
 
@@ -408,7 +397,7 @@ RESULTS_FORMATS = (".json", ".csv")  # what --results writes, by its file's suff
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: when a terminal].")
 def tune(
     config: str,
-    strategy: str | None,
+    strategy: Strategy | None,
     budget: int | None,
     jobs: int,
     scheduler: str | None,
@@ -426,8 +415,6 @@ def tune(
     from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
     from perftool.report import tune_best_yaml, tune_results_csv, tune_results_json
     from perftool.report.progress import SweepProgress
-    from perftool.tune.search import tune as run_tune
-    from perftool.tune.spec import load_tune_config
 
     outputs = (output, write_best, results, emit_trace)
     for path in outputs:
@@ -436,12 +423,11 @@ def tune(
     check_distinct(outputs)
     if results and Path(results).suffix not in RESULTS_FORMATS:
         raise PerftoolError(f"{results}: --results writes .json or .csv")
-    settings = {"strategy": strategy, "budget": budget}
-    loaded = load_tune_config(config, list(overrides) + [f"tune.{k}={v}" for k, v in settings.items() if v])
-    if emit_trace:
-        check_length(loaded, emit_trace)
     with SweepProgress(progress) as bar, interrupts.never_lost():
-        result = run_tune(loaded, jobs, bar.start, bar.advance, scheduler)
+        result = api.tune(
+            config, overrides, strategy=strategy, evaluations=budget, jobs=jobs, scheduler=scheduler,
+            on_start=bar.start, on_progress=bar.advance,
+        )  # fmt: skip
     files = {}  # every file is rendered before any is written, so Ctrl-C leaves all or none of them
     if write_best:
         files[write_best] = tune_best_yaml.render(result, config).encode()
@@ -449,7 +435,9 @@ def tune(
         written = tune_results_json if Path(results).suffix == ".json" else tune_results_csv
         files[results] = written.render(result).encode()
     if emit_trace:
-        files[emit_trace] = encode_for(emit_trace, trace_bytes(emulate_run(result.best_config())))
+        best = result.best_config()
+        check_length(best, emit_trace)
+        files[emit_trace] = encode_for(emit_trace, trace_bytes(emulate_run(best)))
     for path, data in files.items():
         write_bytes(data, path)
     emit("tune", TuneView(result, config, top), fmt, output)
