@@ -10,10 +10,13 @@
     verdict = perftool.gate("baseline.json", "candidate.json")   # GateResult: status and checks
     change = perftool.diff("before.json.gz", "after.json.gz")    # DiffResult: what changed, adding up to the delta
     roof = perftool.roofline("trace.json.gz")               # Roofline: MFU; roof.to_pandas() is the op table
-    run = perftool.emulate("config.yaml", overrides=["loop_size=32"])
+    summary = perftool.info("trace.json.gz")                # the trace, its metrics and roofline (a job: ScanReport)
+    fit = perftool.calibrate("trace.json.gz", ["batch_size=64"])  # Calibration: fitted config, checks, warnings
+    run = perftool.emulate("config.yaml", overrides=["loop_size=32"], trace_file="run.json.gz")
     best = perftool.tune("tune.yaml", evaluations=200)      # TuneResult
 
-Bad input raises :class:`perftool.errors.PerftoolError` with the one-line message the CLI prints; a scan that
+Bad input raises :class:`perftool.errors.PerftoolError` with the one-line message the CLI prints, where what to change
+is named by this API's parameters (`` `memory` ``) and the CLI names its options (``--memory SIZE``); a scan that
 could read some of its traces but not all warns (:class:`perftool.errors.PerftoolWarning`), one that could read
 none raises :class:`NothingRead`.
 """
