@@ -4,6 +4,7 @@ every import points down the picture in the README's "How it is built". Imports 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 from graphlib import CycleError, TopologicalSorter
 
@@ -62,6 +63,23 @@ def test_no_package_imports_itself_back():
     packages = _rooms({k: v - {"perftool"} for k, v in graph.items() if k != "perftool"}, _package)
     assert {"perftool.trace", "perftool.rules", "perftool.predict", "perftool.api"} <= set(packages)
     assert _circle(packages) == []
+
+
+def _picture_order() -> list[str]:
+    """The packages in the order the README's picture ("How it is built") lists them, top to bottom."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    picture = readme.split("### How it is built", 1)[1].split("```", 2)[1]
+    return re.findall(r"^ (perftool\.\w+)", picture, flags=re.MULTILINE)
+
+
+def test_the_readme_s_picture_is_true():
+    """Each package the picture lists imports only packages listed above it."""
+    order = _picture_order()
+    assert {"perftool.trace", "perftool.rules", "perftool.predict", "perftool.api", "perftool.cli"} <= set(order)
+    place = {package: index for index, package in enumerate(order)}
+    packages = _rooms({k: v - {"perftool"} for k, v in _imports().items() if k != "perftool"}, _package)
+    upward = [(a, b) for a, targets in packages.items() for b in targets if place.get(b, -1) > place.get(a, len(order))]
+    assert upward == []
 
 
 def test_the_checks_find_a_circle_where_there_is_one():
