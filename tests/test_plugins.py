@@ -151,6 +151,10 @@ def test_a_plugin_format_is_offered_and_renders(tmp_path):
     assert all(row.startswith(trace + "\t") and row.split("\t")[1].startswith("PT") for row in rows)
     refused = _perftool(env, "diff", trace, trace, "--format", "tsv")
     assert refused.returncode == 2 and "'tsv' is not one of" in refused.stderr
+    (tmp_path / "perftool_tsv.py").write_text("import a_module_nobody_installed\n")
+    broken = _perftool(env, "scan", trace, "--format", "tsv")
+    assert broken.returncode == 2 and "Traceback" not in broken.stderr
+    assert broken.stderr.startswith("perftool: error: the tsv format (perftool_tsv:render) could not be loaded: ")
 
 
 def test_every_built_in_format_is_an_entry_point_that_loads():

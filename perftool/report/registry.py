@@ -35,7 +35,13 @@ def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
     entry = next((e for e in registered(GROUP) if e.name == f"{shown}.{fmt}"), None)
     if entry is None:
         raise PerftoolError(f"no format {fmt!r} for {shown} (registered: {', '.join(formats(shown))})")
-    rendered = entry.load()(value)
+    try:
+        render = entry.load()
+    except Exception as exc:  # a plug-in that does not import: its package's fault, named in one line
+        raise PerftoolError(
+            f"the {fmt} format ({entry.value}) could not be loaded: {type(exc).__name__}: {exc}"
+        ) from None
+    rendered = render(value)
     if isinstance(rendered, str):
         write_text(rendered, output)
     elif output:
