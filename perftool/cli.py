@@ -242,6 +242,42 @@ def list_metrics(fmt: str) -> None:
     Console().print(table)
 
 
+@cli.command("knobs")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def list_knobs(fmt: str) -> None:
+    """List the settings tune sweeps and fixes set: where the config holds each, its unit, the values it takes, the
+    device families that have it and what it does."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from perftool.emulator.config import TUNABLES, section_of
+
+    rows = [
+        {
+            "name": name,
+            "config": ".".join(section_of(name)),
+            "label": tunable.label,
+            "unit": tunable.unit,
+            "accepts": tunable.accepts,
+            "families": tunable.families,
+            "swept": tunable.swept,
+            "meaning": tunable.meaning,
+        }
+        for name, tunable in TUNABLES.items()
+    ]
+    if fmt == "json":
+        click.echo(json.dumps({"schema": "perftool.knobs/1", "knobs": rows}, indent=2, ensure_ascii=False))
+        return
+    table = Table(show_header=True)
+    for column in ("name", "unit", "accepts", "families", "meaning"):
+        table.add_column(column, style="bold" if column == "name" else None, no_wrap=column == "name")
+    for name, tunable in TUNABLES.items():
+        swept = "" if tunable.swept else " (fixes only; tune does not sweep it)"
+        families = ", ".join(tunable.families)
+        table.add_row(name, tunable.unit, tunable.accepts, families, f"{tunable.meaning}{swept}")
+    Console().print(table)
+
+
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option(

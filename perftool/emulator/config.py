@@ -7,16 +7,18 @@ Sizes accept units (``220MB``, ``1.5GiB``) or plain bytes. Every problem is repo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 import numpy as np
 import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
+from perftool import limits
 from perftool.emulator.devices import BY_KEY, GENERIC, model_profile
-from perftool.emulator.profiles import DeviceProfile
+from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.errors import PerftoolError, parameter
 from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
 
@@ -320,27 +322,83 @@ def validate_config(
     return config
 
 
-SECTION_SETTINGS = ("workload.input_workers", "replicas.bucket", "replicas.overlap")  # swept like knobs: how the
-# job is fed and reduces its gradients, not what it trains
+@dataclass(frozen=True)
+class Tunable:
+    """A setting tune sweeps and a finding's fix may set: its name as fixes, ``--set`` and tune's space give it (a
+    knob, or ``section.field``), how people read it, the unit of its values (empty for a choice or a switch), and
+    whether tune sweeps it. Where the config holds it, its meaning and the values it accepts come from the config's
+    model, so they are never written twice."""
+
+    name: str
+    label: str
+    unit: str = ""
+    swept: bool = True
+
+    @property
+    def field(self) -> FieldInfo:
+        section, field = section_of(self.name)
+        return _SECTIONS[section].model_fields[field]
+
+    @property
+    def meaning(self) -> str:
+        return self.field.description or ""
+
+    @property
+    def families(self) -> list[str]:
+        """The device families whose emulator has it (a knob the family lacks must stay at its default)."""
+        return [
+            family for family, profile in sorted(PROFILES.items()) if "." in self.name or self.name in profile.knobs
+        ]
+
+    @property
+    def accepts(self) -> str:
+        """The values the config takes, in words: ``1 to 1024``, ``0 or more``, ``fp32, fp16, int8``, ``true or
+        false``."""
+        annotation = self.field.annotation
+        if annotation is bool:
+            return "true or false"
+        if get_origin(annotation) is Literal:
+            return ", ".join(map(str, get_args(annotation)))
+        if get_origin(annotation) is tuple:
+            return "a list (perftool schema config)"
+        bounds = {
+            kind: getattr(rule, kind)
+            for rule in self.field.metadata
+            for kind in ("gt", "ge", "le")
+            if hasattr(rule, kind)
+        }
+        shown = limits.size_text if self.unit == "bytes" else "{:,}".format
+        low = shown(bounds["ge"]) if "ge" in bounds else f"more than {shown(bounds['gt'])}" if "gt" in bounds else ""
+        high = shown(bounds["le"]) if "le" in bounds else ""
+        if low and high:
+            return f"{low} to {high}" if "ge" in bounds else f"{low}, up to {high}"
+        return f"{low} or more" if "ge" in bounds else low or "any"
 
 
-LABELS = {  # each knob and section setting as a person names it
-    "loop_size": "loop size",
-    "prefetch_depth": "prefetch depth",
-    "io_tiles": "IO tiles",
-    "batch_size": "batch size",
-    "gradient_accumulation": "gradient accumulation",
-    "transfer_dtype": "transfer dtype",
-    "offload_optimizer": "optimizer offloading",
-    "last_batch": "last batch",
-    "device_graphs": "device graphs",
-    "layout_mismatch": "layout mismatch",
-    "pin_memory": "pinned memory",
-    "workload.input_workers": "input workers",
-    "replicas.bucket": "gradient bucket",
-    "replicas.overlap": "reduce during backward",
-    "workload.sync_each_step": "read back every step",
+_SECTIONS: dict[str, type[BaseModel]] = {"knobs": Knobs, "workload": Workload, "replicas": Replicas}
+TUNABLES: dict[str, Tunable] = {  # every setting tune sweeps and fixes set, in the order tune lists them
+    tunable.name: tunable
+    for tunable in (
+        Tunable("batch_size", "batch size", "samples"),
+        Tunable("loop_size", "loop size", "steps per device call"),
+        Tunable("prefetch_depth", "prefetch depth", "batches"),
+        Tunable("io_tiles", "IO tiles", "tiles"),
+        Tunable("transfer_dtype", "transfer dtype"),
+        Tunable("offload_optimizer", "optimizer offloading"),
+        Tunable("last_batch", "last batch"),
+        Tunable("device_graphs", "device graphs"),
+        Tunable("pin_memory", "pinned memory"),
+        Tunable("cpu_fallback_ops", "cpu fallback ops", swept=False),
+        Tunable("layout_mismatch", "layout mismatch"),
+        Tunable("gradient_accumulation", "gradient accumulation", "micro-batches"),
+        Tunable("workload.input_workers", "input workers", "processes"),
+        Tunable("replicas.bucket", "gradient bucket", "bytes"),
+        Tunable("replicas.overlap", "reduce during backward"),
+        Tunable("workload.sync_each_step", "read back every step", swept=False),
+    )
 }
+SECTION_SETTINGS = tuple(name for name, tunable in TUNABLES.items() if "." in name and tunable.swept)  # swept like
+# knobs: how the job is fed and reduces its gradients, not what it trains
 
 
 def section_of(name: str) -> tuple[str, str]:

@@ -7,7 +7,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from perftool.emulator.config import LABELS, setting
+from perftool.emulator.config import TUNABLES, setting
 from perftool.errors import one_line
 from perftool.report.console import add_columns
 from perftool.report.views import TuneView
@@ -70,7 +70,7 @@ def _held(result: TuneResult) -> list[str]:
     held = result.config.tune.held
     if not held:
         return []
-    knobs = ", ".join(f"{LABELS[name]} {shown(setting(result.config, name))}" for name in held)
+    knobs = ", ".join(f"{TUNABLES[name].label} {shown(setting(result.config, name))}" for name in held)
     return [f"\nkept as written, as other values change the training: {knobs} (tune.change_training: true sweeps them)"]
 
 
@@ -108,8 +108,8 @@ def _top_table(result: TuneResult, top: int) -> Table:
 
 def _verdict(result: TuneResult) -> Text:
     baseline, figures = result.baseline, result.rows.figures
-    written = ", ".join(f"{LABELS[name]} {shown(setting(result.config, name))}" for name in result.space.names)
-    best = ", ".join(f"{LABELS[name]} {shown(value)}" for name, value in result.knobs(result.best).items())
+    written = ", ".join(f"{TUNABLES[name].label} {shown(setting(result.config, name))}" for name in result.space.names)
+    best = ", ".join(f"{TUNABLES[name].label} {shown(value)}" for name, value in result.knobs(result.best).items())
     if baseline.simulated[0]:
         was = (
             f"{baseline.figures['throughput'][0]:,.1f} samples/s, mean step "
@@ -155,7 +155,7 @@ def _sensitivity(result: TuneResult) -> Table:
         notes = [f"{unseen:,} not looked at"] * bool(unseen) + [f"{ruled_out:,} infeasible"] * bool(ruled_out)
         if notes:
             along += f" ({', '.join(notes)})"
-        table.add_row(LABELS[line.knob], shown(line.best_value), along, percent(line.spread))
+        table.add_row(TUNABLES[line.knob].label, shown(line.best_value), along, percent(line.spread))
     return table
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ByteSize
 
-from perftool.emulator.config import LABELS, EmulatorConfig, section_of, setting, validate_config
+from perftool.emulator.config import TUNABLES, EmulatorConfig, section_of, setting, validate_config
 from perftool.emulator.evaluate import evaluate, first_job
 from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
@@ -109,7 +109,7 @@ def described(config: EmulatorConfig, changes: dict[str, Any]) -> str:
 
 def _describe(config: EmulatorConfig, key: str, value: Any) -> str:
     current = setting(config, key)
-    label = LABELS.get(key, section_of(key)[1].replace("_", " "))
+    label = TUNABLES[key].label if key in TUNABLES else section_of(key)[1].replace("_", " ")
     if isinstance(value, list):
         return f"{label}: none" if not value else f"{label}: {value}"
     if isinstance(current, ByteSize):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from perftool.emulator.config import LABELS
+from perftool.emulator.config import TUNABLES
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
 from perftool.emulator.profiles import DeviceProfile
 from perftool.tune.evaluator import cause
@@ -44,7 +44,7 @@ def why(result: TuneResult) -> dict[str, str]:
         parts = [own(context, line.best_value)] if own else []
         parts.append(_compared(result, line))
         alias = context.profile.knob_names.get(name)
-        head = f"{LABELS[name]} {shown(line.best_value)}" + (f" ({alias})" if alias else "")
+        head = f"{TUNABLES[name].label} {shown(line.best_value)}" + (f" ({alias})" if alias else "")
         reasons[name] = f"{head}: " + "; ".join(part for part in parts if part)
     return reasons
 

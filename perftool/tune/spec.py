@@ -21,9 +21,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from perftool.choices import Strategy
 from perftool.emulator.config import (
-    SECTION_SETTINGS,
+    TUNABLES,
     EmulatorConfig,
-    Knobs,
     knob_value,
     read_config,
     setting,
@@ -36,7 +35,7 @@ from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.errors import PerftoolError
 from perftool.yamlfile import field_error
 
-TUNABLE = tuple(name for name in Knobs.model_fields if name != "cpu_fallback_ops") + SECTION_SETTINGS
+TUNABLE = tuple(name for name, tunable in TUNABLES.items() if tunable.swept)
 MAX_VALUES_PER_KNOB = 10_000
 MAX_EXHAUSTIVE = 2_000_000  # configurations an exhaustive sweep may take on
 MAX_SPACE = 2**62  # configurations a space may hold (flat indices stay int64)

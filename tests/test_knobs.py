@@ -1,0 +1,64 @@
+"""The one table of knobs (perftool.emulator.config.TUNABLES) that tune sweeps, fixes set and `perftool knobs` lists:
+every name in it is a setting of the config, its values are the model's, and what the rules set is in it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO
+
+from perftool.emulator.config import TUNABLES, Knobs, knob_value, load_config, setting
+from perftool.emulator.profiles import PROFILES
+from perftool.tune.spec import TUNABLE
+
+SAMPLES = REPO / "sample_traces"
+
+
+def test_tune_sweeps_what_the_table_marks_swept_and_every_knob_but_none_else():
+    assert TUNABLE == tuple(name for name, tunable in TUNABLES.items() if tunable.swept)
+    assert set(Knobs.model_fields) <= set(TUNABLES)  # every knob is in the table; section settings too
+
+
+@pytest.mark.parametrize("name", list(TUNABLES))
+def test_each_entry_is_a_setting_of_the_config_with_the_model_s_values(name):
+    config = load_config(SAMPLES / "jobs" / "npu_exposed_allreduce" / "job.yaml")  # has every section
+    tunable = TUNABLES[name]
+    setting(config, name)  # the path resolves (a wrong one raises)
+    assert tunable.label and tunable.meaning and tunable.families
+    if tunable.accepts.startswith("1 to "):  # the bounds the table states are the ones the config enforces
+        high = int(tunable.accepts.split(" to ")[1].replace(",", ""))
+        assert knob_value(config, name, high + 1)[1] is not None and knob_value(config, name, 0)[1] is not None
+    if "." not in name:
+        assert tunable.families == sorted(f for f, profile in PROFILES.items() if name in profile.knobs)
+
+
+def test_what_the_rules_set_on_the_samples_is_in_the_table(run):
+    """Each knob a finding's fix sets, on every bundled sample, is a row of the table."""
+    changed = set()
+    for trace in sorted(SAMPLES.glob("*/*.trace.json.gz")):
+        document = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)
+        changed |= {key for t in document["traces"] for f in t["findings"] for key in f["fix"]["changes"]}
+    assert {"loop_size", "prefetch_depth", "io_tiles", "device_graphs", "cpu_fallback_ops"} <= changed
+    assert changed <= set(TUNABLES)
+
+
+def test_the_knobs_command_lists_the_table(run):
+    document = json.loads(run("knobs", "--format", "json").stdout)
+    assert document["schema"] == "perftool.knobs/1"
+    rows = {row["name"]: row for row in document["knobs"]}
+    assert list(rows) == list(TUNABLES)
+    assert rows["loop_size"] | {"meaning": ""} == {
+        "name": "loop_size",
+        "config": "knobs.loop_size",
+        "label": "loop size",
+        "unit": "steps per device call",
+        "accepts": "1 or more",
+        "families": ["ipu", "npu"],
+        "swept": True,
+        "meaning": "",
+    }
+    assert rows["workload.input_workers"]["config"] == "workload.input_workers"
+    assert not rows["cpu_fallback_ops"]["swept"]
+    text = run("knobs").stdout  # at 80 columns: the names whole, the meanings wrapped
+    assert all(name in text for name in TUNABLES) and "sweep it)" in text
