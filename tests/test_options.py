@@ -25,6 +25,7 @@ VALID = {  # a command line each command accepts, that a bad value is added to
     "rules explain": ["PT001"],
     "schema": [],
     "metrics": [],
+    "knobs": [],
 }
 TEXT = {  # the bad values of free-text options and arguments, by name
     "max_trace_bytes": ["abc", "-5", "0", "1e999GiB"],
