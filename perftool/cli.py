@@ -248,7 +248,8 @@ def list_knobs(fmt: str) -> None:
     """List the settings tune sweeps and fixes set: where the config holds each, its unit, the values it takes, the
     device families that have it and what it does."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.padding import Padding
+    from rich.text import Text
 
     from perftool.emulator.config import TUNABLES, section_of
 
@@ -268,14 +269,13 @@ def list_knobs(fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"schema": "perftool.knobs/1", "knobs": rows}, indent=2, ensure_ascii=False))
         return
-    table = Table(show_header=True)
-    for column in ("name", "unit", "accepts", "families", "meaning"):
-        table.add_column(column, style="bold" if column == "name" else None, no_wrap=column == "name")
+    console = Console()  # a knob a paragraph: its name and facts, then what it does (readable at 80 columns)
     for name, tunable in TUNABLES.items():
-        swept = "" if tunable.swept else " (fixes only; tune does not sweep it)"
-        families = ", ".join(tunable.families)
-        table.add_row(name, tunable.unit, tunable.accepts, families, f"{tunable.meaning}{swept}")
-    Console().print(table)
+        takes = f"{tunable.unit}: {tunable.accepts}" if tunable.unit else tunable.accepts
+        facts = f"{takes}; on {', '.join(tunable.families)}"
+        swept = "" if tunable.swept else " Fixes set it; tune does not sweep it."
+        console.print(Text.assemble((name, "bold"), f"  ({facts})"))
+        console.print(Padding(f"{tunable.meaning}.{swept}", (0, 0, 0, 4), expand=False))
 
 
 @cli.command()

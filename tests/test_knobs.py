@@ -60,5 +60,8 @@ def test_the_knobs_command_lists_the_table(run):
     }
     assert rows["workload.input_workers"]["config"] == "workload.input_workers"
     assert not rows["cpu_fallback_ops"]["swept"]
-    text = run("knobs").stdout  # at 80 columns: the names whole, the meanings wrapped
-    assert all(name in text for name in TUNABLES) and "sweep it)" in text
+    text = run("knobs").stdout  # at 80 columns: a paragraph a knob, its name first
+    starts = [line for line in text.splitlines() if "  (" in line and not line.startswith(" ")]
+    assert [line.split("  (")[0] for line in starts] == list(TUNABLES)
+    assert "loop_size  (steps per device call: 1 or more; on ipu, npu)" in text
+    assert "Fixes set it; tune does not sweep it." in " ".join(text.split())
