@@ -83,7 +83,8 @@ def test_the_readme_s_picture_is_true():
 
 
 def test_the_checks_find_a_circle_where_there_is_one():
-    assert _circle({"a": {"b"}, "b": {"c"}, "c": {"a"}})
+    assert set(_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == {"a", "b", "c"}
+    assert _circle({"a": {"b"}, "b": set()}) == []
     assert _rooms({"p.x.m": {"p.y.n"}, "p.y.n": {"p.x.o"}, "p.x.o": set()}, _package) == {
         "p.x": {"p.y"},
         "p.y": {"p.x"},
