@@ -8,7 +8,8 @@ the detection's fixes the one that helps most wins, and where none does, the fin
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from perftool.emulator.config import training_change
@@ -31,21 +32,16 @@ class TraceFit:
     error."""
 
     scope: Scope
-    _run: KnownRun | None = field(default=None, init=False, repr=False)
-    _tried: bool = field(default=False, init=False, repr=False)
 
-    @property
+    @cached_property
     def run(self) -> KnownRun | None:
         """The fit, made now if no fix asked for it before."""
-        if not self._tried:
-            self._tried = True
-            self._run = _fitted(self.scope)
-        return self._run
+        return _fitted(self.scope)
 
     @property
     def made(self) -> KnownRun | None:
         """The fit where a fix has asked for it already; None otherwise (none is made for this)."""
-        return self._run
+        return self.__dict__.get("run")
 
 
 def _fitted(scope: Scope) -> KnownRun | None:
