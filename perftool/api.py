@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 from pydantic import ConfigDict, Field, ValidationError, validate_call
 
 from perftool.choices import FailOn, Level, Strategy
-from perftool.errors import PerftoolError, PerftoolWarning
+from perftool.errors import PerftoolError, PerftoolWarning, parameter
 from perftool.project import ProjectConfig, load_project
-from perftool.rules.model import Family
+from perftool.rules.model import Family, Rule
 from perftool.trace.loader import STDIN
 from perftool.trace.model import Trace
 from perftool.trace_reader import load_trace
@@ -47,7 +47,9 @@ if TYPE_CHECKING:  # what the functions return; each loads its own modules when 
     from perftool.emulator.full_run import Run
     from perftool.gate.verdict import GateResult
     from perftool.report.views import InfoView
+    from perftool.results import KnobsReport, MetricsReport
     from perftool.roofline.figures import Roofline
+    from perftool.rules.catalog import RulesReport
     from perftool.rules.findings import ScanReport
     from perftool.tune.result import TuneResult
 
@@ -69,6 +71,11 @@ __all__ = [
     "roofline",
     "scan",
     "tune",
+    "knobs",
+    "metrics",
+    "rule",
+    "rules",
+    "schema",
 ]
 
 
@@ -375,17 +382,47 @@ def tune(
     evaluations: Count | None = None,
     jobs: Annotated[int, Field(ge=1, le=256)] = 1,
     scheduler: str | None = None,
+    write_best: PathLike | None = None,
+    results: PathLike | None = None,
+    emit_trace: PathLike | None = None,
     on_start: Callable[[str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> TuneResult:
     """Sweep the knobs in the config's ``tune:`` section on the emulator, in ``jobs`` processes or on the Dask
-    cluster at ``scheduler``; ``on_start(strategy, total)`` and ``on_progress(evaluations, pruned)`` report it."""
+    cluster at ``scheduler``; ``on_start(strategy, total)`` and ``on_progress(evaluations, pruned)`` report it.
+    After the sweep, ``write_best`` gets the best configuration as a config :func:`emulate` runs, ``results`` every
+    configuration's figures (``.json`` or ``.csv``) and ``emit_trace`` the best configuration's trace: each path is
+    checked before the sweep, and all are rendered before any is written."""
+    from perftool.emulator.full_run import run as run_emulator
+    from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
+    from perftool.output import check_distinct, check_writable, write_bytes
+    from perftool.report import tune_best_yaml, tune_results_csv, tune_results_json
     from perftool.tune.search import tune as run_tune
     from perftool.tune.spec import load_tune_config
 
+    outputs = {"write_best": write_best, "results": results, "emit_trace": emit_trace}
+    for path in outputs.values():
+        if path is not None:
+            check_writable(str(path), [str(config)])
+    check_distinct(str(path) for path in outputs.values() if path is not None)
+    if results is not None and Path(results).suffix not in (".json", ".csv"):
+        raise PerftoolError(f"{results}: {parameter('results')} writes .json or .csv")
     settings = {"strategy": strategy, "budget": evaluations}
     loaded = load_tune_config(config, [*overrides, *(f"tune.{k}={v}" for k, v in settings.items() if v)])
-    return run_tune(loaded, jobs, on_start, on_progress, scheduler)
+    result = run_tune(loaded, jobs, on_start, on_progress, scheduler)
+    files: dict[str, bytes] = {}
+    if write_best is not None:
+        files[str(write_best)] = tune_best_yaml.render(result, str(config)).encode()
+    if results is not None:
+        written = tune_results_json if Path(results).suffix == ".json" else tune_results_csv
+        files[str(results)] = written.render(result).encode()
+    if emit_trace is not None:
+        best = result.best_config()
+        check_length(best, str(emit_trace))
+        files[str(emit_trace)] = encode_for(str(emit_trace), trace_bytes(run_emulator(best)))
+    for path, data in files.items():
+        write_bytes(data, path)
+    return result
 
 
 @_checked
@@ -411,3 +448,86 @@ def project(config: PathLike | ProjectConfig | None = None) -> ProjectConfig:
     if isinstance(config, ProjectConfig):
         return config
     return load_project(None if config is None else str(config)) or ProjectConfig()
+
+
+@_checked
+def rules(rule_dirs: Sequence[PathLike] = (), *, config: PathLike | ProjectConfig | None = None) -> RulesReport:
+    """The rule catalogue: the built-in rules, then those in ``rule_dirs`` and the project's, with the project's
+    overrides applied (severities, thresholds, rules turned off), in id order."""
+    from perftool.rules import catalog
+
+    return catalog.RulesReport(rules=catalog.load_catalog(project(config), tuple(map(str, rule_dirs))))
+
+
+@_checked
+def rule(name: str, rule_dirs: Sequence[PathLike] = (), *, config: PathLike | ProjectConfig | None = None) -> Rule:
+    """One rule of the catalogue (:func:`rules`), by id (``PT001``) or name."""
+    from perftool.rules import catalog
+
+    return catalog.find_rule(rules(rule_dirs, config=config).rules, name)
+
+
+def metrics() -> MetricsReport:
+    """The shared metrics that info, the rules, gate and tune read: each one's name, unit and meaning."""
+    from perftool.analysis import METRICS
+    from perftool.analysis.metrics import unit_of
+    from perftool.results import Metric, MetricsReport
+
+    listed = [Metric(name=name, unit=unit_of(name), meaning=meaning) for name, meaning in METRICS.items()]
+    return MetricsReport(metrics=listed)
+
+
+def knobs() -> KnobsReport:
+    """The settings tune sweeps and fixes set: where the config holds each, its unit, the values it takes, the
+    device families that have it and what it does."""
+    from perftool.emulator.config import TUNABLES, section_of
+    from perftool.results import Knob, KnobsReport
+
+    return KnobsReport(
+        knobs=[
+            Knob(
+                name=name,
+                config=".".join(section_of(name)),
+                label=tunable.label,
+                unit=tunable.unit,
+                accepts=tunable.accepts,
+                families=tunable.families,
+                swept=tunable.swept,
+                meaning=tunable.meaning,
+            )
+            for name, tunable in TUNABLES.items()
+        ]
+    )
+
+
+SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "module:class"
+    "config": "perftool.emulator.config:EmulatorConfig",
+    "tune": "perftool.tune.spec:TuneConfig",
+    "findings": "perftool.rules.findings:ScanReport",
+    "rule": "perftool.rules.model:Rule",
+    "project": "perftool.project:ProjectConfig",
+    "budget": "perftool.gate.policy:Budget",
+    "info": "perftool.results:InfoReport",
+    "job-info": "perftool.rules.findings:JobInfoReport",
+    "emulate-result": "perftool.results:EmulateReport",
+    "tune-result": "perftool.results:TuneReport",
+    "tune-rows": "perftool.results:TuneRowsReport",
+    "calibrate-result": "perftool.results:CalibrateReport",
+    "gate-result": "perftool.gate.verdict:GateResult",
+    "diff-result": "perftool.results:DiffReport",
+    "metrics": "perftool.results:MetricsReport",
+    "knobs": "perftool.results:KnobsReport",
+    "rules": "perftool.rules.catalog:RulesReport",
+}
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of a file perftool reads or writes, by its name in :data:`SCHEMAS` (``config``,
+    ``findings``, ``gate-result``, …)."""
+    import importlib
+
+    if name not in SCHEMAS:
+        raise PerftoolError(f"no schema {name!r} (known: {', '.join(sorted(SCHEMAS))})")
+    module, _, model = SCHEMAS[name].partition(":")
+    described: dict[str, Any] = getattr(importlib.import_module(module), model).model_json_schema(by_alias=True)
+    return described

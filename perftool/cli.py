@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
 import sys
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -18,7 +16,7 @@ from perftool import api, dialects, interrupts, limits
 from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level, Strategy
 from perftool.emulator.profiles import PROFILES
 from perftool.errors import PARAMETER, PerftoolError, PerftoolWarning, one_line
-from perftool.output import check_distinct, check_writable, write_bytes, write_text
+from perftool.output import check_distinct, check_writable, write_text
 from perftool.report.registry import emit, formats
 from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
 from perftool.rules.model import FAMILIES, Family
@@ -27,23 +25,6 @@ from perftool.version import __version__
 Command = TypeVar("Command", bound=Callable[..., Any])  # a command's function, as click's decorators take it
 
 # each command loads the modules its work needs when it runs, so a command starts in a fraction of a second
-SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "module:class"
-    "config": "perftool.emulator.config:EmulatorConfig",
-    "tune": "perftool.tune.spec:TuneConfig",
-    "findings": "perftool.rules.findings:ScanReport",
-    "rule": "perftool.rules.model:Rule",
-    "project": "perftool.project:ProjectConfig",
-    "budget": "perftool.gate.policy:Budget",
-    "info": "perftool.results:InfoReport",
-    "job-info": "perftool.rules.findings:JobInfoReport",
-    "emulate-result": "perftool.results:EmulateReport",
-    "tune-result": "perftool.results:TuneReport",
-    "tune-rows": "perftool.results:TuneRowsReport",
-    "calibrate-result": "perftool.results:CalibrateReport",
-    "gate-result": "perftool.results:GateReport",
-    "diff-result": "perftool.results:DiffReport",
-}
-
 
 FLAGS = {  # each API parameter an error message names (perftool.errors.parameter), as the command line sets it
     "max_bytes": "--max-trace-size SIZE",
@@ -54,6 +35,9 @@ FLAGS = {  # each API parameter an error message names (perftool.errors.paramete
     "select": "--select",
     "ignore": "--ignore",
     "by": "--by",
+    "write_best": "--write-best",
+    "results": "--results",
+    "emit_trace": "--emit-trace",
 }
 
 
@@ -220,62 +204,18 @@ def info(
 
 
 @cli.command("metrics")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_format_option("metrics")
 def list_metrics(fmt: str) -> None:
     """List the shared metrics that info, rules, gate and tune read, with their units."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from perftool.analysis import METRICS
-    from perftool.analysis.metrics import unit_of
-
-    if fmt == "json":
-        listed = [{"name": name, "unit": unit_of(name), "meaning": meaning} for name, meaning in METRICS.items()]
-        click.echo(json.dumps({"schema": "perftool.metrics/1", "metrics": listed}, indent=2, ensure_ascii=False))
-        return
-    table = Table(show_header=True)
-    table.add_column("metric", style="bold", no_wrap=True)
-    table.add_column("unit", no_wrap=True)
-    table.add_column("meaning")
-    for name, meaning in METRICS.items():
-        table.add_row(name, unit_of(name), meaning)
-    Console().print(table)
+    emit("metrics", api.metrics(), fmt)
 
 
 @cli.command("knobs")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_format_option("knobs")
 def list_knobs(fmt: str) -> None:
     """List the settings tune sweeps and fixes set: where the config holds each, its unit, the values it takes, the
     device families that have it and what it does."""
-    from rich.console import Console
-    from rich.padding import Padding
-    from rich.text import Text
-
-    from perftool.emulator.config import TUNABLES, section_of
-
-    rows = [
-        {
-            "name": name,
-            "config": ".".join(section_of(name)),
-            "label": tunable.label,
-            "unit": tunable.unit,
-            "accepts": tunable.accepts,
-            "families": tunable.families,
-            "swept": tunable.swept,
-            "meaning": tunable.meaning,
-        }
-        for name, tunable in TUNABLES.items()
-    ]
-    if fmt == "json":
-        click.echo(json.dumps({"schema": "perftool.knobs/1", "knobs": rows}, indent=2, ensure_ascii=False))
-        return
-    console = Console()  # a knob a paragraph: its name and facts, then what it does (readable at 80 columns)
-    for name, tunable in TUNABLES.items():
-        takes = f"{tunable.unit}: {tunable.accepts}" if tunable.unit else tunable.accepts
-        facts = f"{takes}; on {', '.join(tunable.families)}"
-        swept = "" if tunable.swept else " Fixes set it; tune does not sweep it."
-        console.print(Text.assemble((name, "bold"), f"  ({facts})"))
-        console.print(Padding(f"{tunable.meaning}.{swept}", (0, 0, 0, 4), expand=False))
+    emit("knobs", api.knobs(), fmt)
 
 
 @cli.command()
@@ -385,9 +325,6 @@ def _batch_and_trace(text: str) -> tuple[int, str]:
     return int(size), path
 
 
-RESULTS_FORMATS = (".json", ".csv")  # what --results writes, by its file's suffix
-
-
 @cli.command()
 @click.argument("config", type=click.Path(dir_okay=False))
 @click.option("--strategy", type=click.Choice(STRATEGIES), help="Override tune.strategy.")
@@ -447,35 +384,16 @@ def tune(
     progress: bool | None,
 ) -> None:
     """Sweep the knobs in CONFIG's tune: section on the emulator and explain the best configuration."""
-    from perftool.emulator.full_run import run as emulate_run
-    from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
-    from perftool.report import tune_best_yaml, tune_results_csv, tune_results_json
     from perftool.report.progress import SweepProgress
 
-    outputs = (output, write_best, results, emit_trace)
-    for path in outputs:
-        if path:
-            check_writable(path, [config])
-    check_distinct(outputs)
-    if results and Path(results).suffix not in RESULTS_FORMATS:
-        raise PerftoolError(f"{results}: --results writes .json or .csv")
+    if output:
+        check_writable(output, [config])
+    check_distinct((output, write_best, results, emit_trace))
     with SweepProgress(progress) as bar, interrupts.never_lost():
         result = api.tune(
             config, overrides, strategy=strategy, evaluations=budget, jobs=jobs, scheduler=scheduler,
-            on_start=bar.start, on_progress=bar.advance,
+            write_best=write_best, results=results, emit_trace=emit_trace, on_start=bar.start, on_progress=bar.advance,
         )  # fmt: skip
-    files = {}  # every file is rendered before any is written, so Ctrl-C leaves all or none of them
-    if write_best:
-        files[write_best] = tune_best_yaml.render(result, config).encode()
-    if results:
-        written = tune_results_json if Path(results).suffix == ".json" else tune_results_csv
-        files[results] = written.render(result).encode()
-    if emit_trace:
-        best = result.best_config()
-        check_length(best, emit_trace)
-        files[emit_trace] = encode_for(emit_trace, trace_bytes(emulate_run(best)))
-    for path, data in files.items():
-        write_bytes(data, path)
     emit("tune", TuneView(result, config, top), fmt, output)
 
 
@@ -723,39 +641,26 @@ def rules() -> None:
 
 @rules.command("list")
 @_rule_options
-def list_rules(rule_dirs: tuple[str, ...], project_file: str | None) -> None:
+@_format_option("rules")
+def list_rules(rule_dirs: tuple[str, ...], project_file: str | None, fmt: str) -> None:
     """List every rule with its detector, default severity and thresholds."""
-    from rich.console import Console
-
-    from perftool.project import load_project
-    from perftool.report import rules_text
-    from perftool.rules import catalog
-
-    Console().print(rules_text.catalogue(catalog.load_catalog(load_project(project_file), rule_dirs)))
+    emit("rules", api.rules(rule_dirs, config=project_file), fmt)
 
 
 @rules.command()
 @click.argument("rule")
 @_rule_options
-def explain(rule: str, rule_dirs: tuple[str, ...], project_file: str | None) -> None:
+@_format_option("rule")
+def explain(rule: str, rule_dirs: tuple[str, ...], project_file: str | None, fmt: str) -> None:
     """What RULE (an id or name) finds, why it matters, how to fix it, with an example."""
-    from rich.console import Console
-
-    from perftool.project import load_project
-    from perftool.report import rules_text
-    from perftool.rules import catalog
-
-    loaded = catalog.load_catalog(load_project(project_file), rule_dirs)
-    Console().print(rules_text.page(catalog.find_rule(loaded, rule)))
+    emit("rule", api.rule(rule, rule_dirs, config=project_file), fmt)
 
 
 @cli.command()
-@click.argument("name", type=click.Choice(sorted(SCHEMAS)), default="config")
+@click.argument("name", type=click.Choice(sorted(api.SCHEMAS)), default="config")
 def schema(name: str) -> None:
     """Print the JSON Schema of a perftool file (editors use it to complete and check configs)."""
-    module, _, model = SCHEMAS[name].partition(":")
-    described = getattr(importlib.import_module(module), model)
-    write_text(json.dumps(described.model_json_schema(by_alias=True), indent=2) + "\n", None)
+    write_text(json.dumps(api.schema(name), indent=2) + "\n", None)
 
 
 def main() -> None:

@@ -1,10 +1,10 @@
-"""The JSON documents ``info``, ``emulate``, ``tune``, ``calibrate``, ``gate`` and ``diff`` write, as versioned
-pydantic models.
+"""The JSON documents ``info``, ``emulate``, ``tune``, ``calibrate``, ``diff``, ``metrics`` and ``knobs`` write, as
+versioned pydantic models, and :class:`Document`, what every published document is.
 
-Each renderer builds its document and passes it through its model, so what is written always matches the published
-schema (``perftool schema NAME``: info, emulate-result, tune-result, tune-rows, calibrate-result,
-gate-result, diff-result). Scan results, and a job's info (job-info), have their own models in
-:mod:`perftool.rules.findings`.
+What is written always matches the published schema (``perftool schema NAME``: info, emulate-result, tune-result,
+tune-rows, calibrate-result, diff-result, metrics, knobs). Other results are their own models, beside the code that
+makes them: scan results and a job's info (findings, job-info) in :mod:`perftool.rules.findings`, gate's
+(gate-result) in :mod:`perftool.gate.verdict`, the rule catalogue (rules) in :mod:`perftool.rules.catalog`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Document(BaseModel):
+class Document(BaseModel):
+    """A versioned document perftool writes, named by its ``schema`` field."""
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     schema_: str = Field(alias="schema", description="the document's kind and version, e.g. perftool.gate/1")
@@ -156,7 +158,7 @@ class RooflineFigures(_Part):
     notes: list[str] = Field(description="what limits these figures, and what would lift it")
 
 
-class InfoReport(_Document):
+class InfoReport(Document):
     """``perftool info --format json``."""
 
     source: str
@@ -179,7 +181,7 @@ class InfoReport(_Document):
     roofline: RooflineFigures
 
 
-class EmulateReport(_Document):
+class EmulateReport(Document):
     """``perftool emulate --format json``."""
 
     device: str
@@ -228,7 +230,7 @@ class CalibrationRecord(_Part):
     at_batch: BatchPrediction | None = None
 
 
-class CalibrateReport(_Document):
+class CalibrateReport(Document):
     """``perftool calibrate --format json``."""
 
     calibration: CalibrationRecord
@@ -258,7 +260,7 @@ class KnobSensitivity(_Part):
     line: list[SensitivityPoint]
 
 
-class TuneReport(_Document):
+class TuneReport(Document):
     """``perftool tune --format json``."""
 
     config: str
@@ -293,69 +295,13 @@ class TunedRow(_Part):
     figures: dict[str, float | None]
 
 
-class TuneRowsReport(_Document):
+class TuneRowsReport(Document):
     """``perftool tune --results FILE.json``: every configuration looked at."""
 
     device: str
     objective: Literal["throughput", "step_time"]
     figures: dict[str, str] = Field(description="the figures each row holds, and what each means")
     rows: list[TunedRow]
-
-
-class GateCheckResult(_Part):
-    id: str
-    name: str
-    verdict: Literal["pass", "warn", "fail", "skip", "not_checked"] = Field(
-        description="not_checked: the check could not be made (too few steps); fails the gate unless fail_on is never"
-    )
-    baseline: float | None
-    candidate: float | None
-    change: str
-    limit: str
-    detail: str
-    unit: str = Field(description="of baseline and candidate: us, fraction, bytes, count, or one written out (steps/s)")
-
-
-class GateContributor(_Part):
-    name: str
-    status: Literal["both", "added", "removed", "remainder"]
-    contribution_us: float
-
-
-class GateExplanation(_Part):
-    rank: int | None
-    level: Literal["kernel", "op", "annotation", "category", "track"]
-    headline: str
-    delta_us: float = Field(description="the change of the mean steady step")
-    baseline_step_us: float = Field(description="the baseline's mean steady step, as the diff measures it")
-    candidate_step_us: float
-    contributors: list[GateContributor] = Field(description="they add up to delta_us")
-
-
-class GateStepTimes(_Part):
-    rank: int | None
-    baseline: list[float] = Field(description="the baseline's steady steps' durations, µs, in order")
-    candidate: list[float]
-
-
-class GateReport(_Document):
-    """``perftool gate --format json``."""
-
-    status: Literal["pass", "warn", "fail"]
-    fail_on: Literal["info", "warning", "error", "never"] = Field(
-        description="the severity of a new finding that fails the gate; never: a check not made only warns"
-    )
-    baseline: str | None
-    candidate: str
-    mismatches: list[str]
-    counts: dict[str, int]
-    checks: list[GateCheckResult]
-    explanations: list[GateExplanation] = Field(
-        description="per trace (rank) whose step time failed: what its change is made of (perftool diff)"
-    )
-    unexplained: str = Field(description="why a failed step time has no explanation, else empty")
-    step_times: list[GateStepTimes] = Field(description="per trace (rank) compared: both sides' steady steps")
-    config: str | None = Field(description="the project config the gate used (perftool.yaml or pyproject.toml)")
 
 
 class DiffSide(_Part):
@@ -416,7 +362,7 @@ class TraceDiffResult(_Part):
     )
 
 
-class DiffReport(_Document):
+class DiffReport(Document):
     """``perftool diff --format json``."""
 
     baseline: str
@@ -424,3 +370,34 @@ class DiffReport(_Document):
     only_baseline_ranks: list[int]
     only_candidate_ranks: list[int]
     diffs: list[TraceDiffResult] = Field(description="one for two traces; one per shared rank for two jobs")
+
+
+class Metric(_Part):
+    name: str
+    unit: str = Field(description="us, fraction, bytes, count, or one written out (steps/s)")
+    meaning: str
+
+
+class MetricsReport(Document):
+    """``perftool metrics --format json``."""
+
+    schema_: Literal["perftool.metrics/1"] = Field("perftool.metrics/1", alias="schema")
+    metrics: list[Metric]
+
+
+class Knob(_Part):
+    name: str = Field(description="as tune's space, --set and a fix name it")
+    config: str = Field(description="where the emulator config holds it")
+    label: str = Field(description="what people read")
+    unit: str = Field(description="empty when a plain count")
+    accepts: str = Field(description="the values the config takes, in words")
+    families: list[str] = Field(description="the device families that have it")
+    swept: bool = Field(description="whether tune sweeps it (else only fixes set it)")
+    meaning: str
+
+
+class KnobsReport(Document):
+    """``perftool knobs --format json``."""
+
+    schema_: Literal["perftool.knobs/1"] = Field("perftool.knobs/1", alias="schema")
+    knobs: list[Knob]

@@ -6,9 +6,9 @@ import math
 from collections.abc import Sequence
 
 
-def duration(us: float, unit: str = "ms") -> str:
-    """A duration given in µs, shown in the trace's display unit (``ms`` or ``ns``; µs below 1 ms)."""
-    if math.isnan(us):
+def duration(us: float | None, unit: str = "ms") -> str:
+    """A duration given in µs, shown in the trace's display unit (``ms`` or ``ns``; µs below 1 ms); none is ``—``."""
+    if us is None or math.isnan(us):
         return "—"
     if unit == "ns":
         return f"{us * 1e3:,.0f} ns"

@@ -1,15 +1,24 @@
-"""Helpers shared by the tests: write traces to disk and run the CLI as a user does."""
+"""Helpers shared by the tests: write traces to disk and run the CLI as a user does; which tests run.
+
+``python -m pytest`` runs the default suite: every test but those marked ``slow`` (half a second or more on
+their own: a real engine such as Chromium or Dask, a subprocess stopped by a signal, a fit or sweep on the
+emulator, inputs built to stress a limit), with the fuzz properties at the ``quick`` profile. ``--all`` runs
+them too, the fuzz at the ``ci`` profile; CI runs the default suite, then ``--all -m "slow or fuzz"``.
+``HYPOTHESIS_PROFILE=long`` runs 5,000 fresh examples a property.
+"""
 
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import signal
 from pathlib import Path
 
 import published_schemas
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, settings
 from published_schemas import JUNIT_10, SARIF_2_1_0
 
 from perftool.cli import cli
@@ -18,6 +27,31 @@ from perftool.trace import store
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).parent.parent
 TORCH_FIXTURE = DATA / "torch_cpu_train.pt.trace.json.gz"
+
+_REPRODUCIBLE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "derandomize": True}
+settings.register_profile("quick", max_examples=20, **_REPRODUCIBLE)  # the default suite's: the same ~220 examples
+settings.register_profile("ci", max_examples=250, **_REPRODUCIBLE)  # --all: the same ~2,700 examples on every run
+settings.register_profile("long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--all", action="store_true", help="run the slow tests too, and the fuzz at its ci profile")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: half a second or more on its own; run with --all (CI does)")
+    config.addinivalue_line("markers", "fuzz: a fuzz property, of as many examples as the profile says")
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if config.getoption("--all") else "quick"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --all, the slow tests are deselected (pytest counts them as such)."""
+    if config.getoption("--all"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
 
 
 @pytest.fixture

@@ -111,3 +111,42 @@ def test_errors_name_the_api_s_parameters_and_the_command_line_its_options(run, 
     refused = run("scan", npu, "--max-trace-size", "1kB")
     assert "; --max-trace-size SIZE (or PERFTOOL_MAX_TRACE_SIZE) raises it" in refused.stderr
     assert "`" not in refused.stderr
+
+
+def test_the_catalogues_are_the_api_s_and_the_cli_prints_them(run, tmp_path):
+    """rules, rule, metrics, knobs and schema answer from Python what the listing commands print."""
+    from perftool import api
+
+    listed = api.rules().rules
+    assert [rule.id for rule in listed] == sorted(rule.id for rule in listed) and len(listed) > 10
+    page = run("rules", "list").stdout
+    assert all(rule.id in page for rule in listed)
+    assert api.rule(listed[0].name) == api.rule(listed[0].id) == listed[0]
+    with pytest.raises(PerftoolError, match="unknown rule 'PT999'"):
+        api.rule("PT999")
+    project = tmp_path / "perftool.yaml"
+    project.write_text(f"rules:\n  {listed[0].id}:\n    enabled: false\n")
+    assert not api.rule(listed[0].id, config=project).enabled
+    assert "(disabled)" in run("rules", "list", "--config", project).stdout
+    assert json.loads(run("metrics", "--format", "json").stdout) == api.metrics().model_dump(mode="json", by_alias=True)
+    assert json.loads(run("knobs", "--format", "json").stdout) == api.knobs().model_dump(mode="json", by_alias=True)
+    assert json.loads(run("rules", "list", "--format", "json").stdout)["rules"][0]["id"] == listed[0].id
+    assert json.loads(run("rules", "explain", listed[0].id, "--format", "json").stdout)["name"] == listed[0].name
+    assert json.loads(run("schema", "gate-result").stdout) == api.schema("gate-result")
+    with pytest.raises(PerftoolError, match="no schema 'gates'"):
+        api.schema("gates")
+
+
+def test_tune_writes_its_files_from_python_checked_before_the_sweep(tmp_path):
+    """write_best, results and emit_trace: refused before the sweep when they cannot be written, else all written."""
+    config = REPO / "examples" / "tune" / "npu.yaml"
+    with pytest.raises(PerftoolError, match=r"`results` writes .json or .csv$"):
+        perftool.tune(config, evaluations=10, results=tmp_path / "rows.txt")
+    with pytest.raises(PerftoolError, match="give each output its own file"):
+        perftool.tune(config, evaluations=10, results=tmp_path / "a.json", emit_trace=tmp_path / "a.json")
+    assert not list(tmp_path.iterdir())
+    paths = {"write_best": tmp_path / "best.yaml", "results": tmp_path / "rows.csv", "emit_trace": tmp_path / "t.json"}
+    result = perftool.tune(config, evaluations=10, **paths)
+    written = json.loads(paths["emit_trace"].read_text())["perftool"]["emulator"]
+    assert written["prediction"] == perftool.emulate(paths["write_best"]).prediction
+    assert len(paths["results"].read_text().splitlines()) == 1 + len(result.rows.reason)

@@ -26,6 +26,7 @@ DATA = Path(__file__).parent / "data"
      "ipu/offload_stream_copies", "hpu/cpu_fallback", "hpu/recompile_unpadded_last_batch",
      "gpu/input_bound_prefetch", "gpu/launch_bound_no_cuda_graphs", "gpu/sync_every_step"],
 )  # fmt: skip
+@pytest.mark.slow
 def test_an_emulated_trace_calibrates_within_the_stated_error(run, tmp_path, sample):
     """Emulated under device constants the fit does not know, then fitted from the trace alone."""
     config = SAMPLES / f"{sample}.yaml"
@@ -51,6 +52,7 @@ def test_real_profiler_traces_calibrate(trace):
     assert fitted.step_error <= 0.05 and fitted.idle_error_points <= 3.0, (fitted.step_time_us, fitted.idle)
 
 
+@pytest.mark.slow
 def test_the_what_if_of_a_calibrated_config_holds(tmp_path):
     """Calibrate from a host-bound NPU trace (hidden: slower host Python), then predict iteration offload."""
     sys.path.insert(0, str(REPO / "bench"))
@@ -81,6 +83,7 @@ def test_calibrate_writes_a_config_emulate_and_tune_take(run, tmp_path):
     assert tuned["best"]["knobs"]["device_graphs"] is True and tuned["speedup"] > 1.5  # CUDA graphs help
 
 
+@pytest.mark.slow
 def test_calibrate_with_a_dataset_writes_an_epoch_each_batch_size_follows(run, tmp_path):
     """The fit runs the trace's steps; the config it writes reads the dataset, whatever batch size tune tries, and
     a device that fills at a larger batch keeps the trace's step at the trace's batch."""
@@ -102,6 +105,7 @@ def test_calibrate_with_a_dataset_writes_an_epoch_each_batch_size_follows(run, t
         assert f"· {steps} steps ·" in shown.stdout, shown.output
 
 
+@pytest.mark.slow
 def test_a_data_parallel_job_fits_its_communication_as_replicas(run, tmp_path):
     """Emulated under a bus bandwidth the fit does not know, the job's directory fits replicas that move the
     truth's gradients in buckets of its size, at that bandwidth, after the backward pass as the truth does."""
@@ -118,6 +122,7 @@ def test_a_data_parallel_job_fits_its_communication_as_replicas(run, tmp_path):
     assert "8 ranks all-reduce 1,300.0 MB a step in 7 buckets of at most 200.0 MB after the backward pass" in said
 
 
+@pytest.mark.slow
 def test_the_what_if_of_a_fitted_all_reduce_holds():
     """Reducing during the backward pass, and smaller buckets on a straggling job, predicted from the fit."""
     sys.path.insert(0, str(REPO / "bench"))
@@ -214,6 +219,7 @@ def test_a_torch_npu_capture_with_every_layer_calibrates(write_trace):
     assert traced_idle == pytest.approx(11 * 2800 / (11 * 10_000 + 7200), abs=0.01)
 
 
+@pytest.mark.slow
 def test_a_capture_at_another_batch_fits_how_efficiency_rises(run, tmp_path):
     """Two captures of one job (a device that reaches half its efficiency at batch 64, hidden from the fit) at batch
     32 and 128: the fit learns the curve from both and predicts the second; from the first alone, efficiency stays
@@ -255,6 +261,7 @@ def test_a_capture_at_another_batch_fits_how_efficiency_rises(run, tmp_path):
     [("npu/host_bound_loop_size", {"loop_size", "prefetch_depth", "workload.input_workers"}),
      ("ipu/serialised_transfers_no_io_tiles", {"loop_size", "prefetch_depth", "io_tiles"})],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_calibrated_config_tunes_as_written(run, tmp_path, sample, knobs):
     """The written tune: section sweeps the family's speed knobs and none that change the training; its loop
     sizes stop at the epoch and its IO tiles start from the fewest that hold a micro-batch. Input workers are swept
@@ -286,6 +293,7 @@ def test_calibrate_json_and_bad_input(run, tmp_path, write_trace):
     assert missing.exit_code == 2 and "nope.json" in missing.stderr
 
 
+@pytest.mark.slow
 def test_a_loop_that_reads_back_every_step_is_fitted_so_and_graph_advice_keeps_its_syncs(run):
     """The bundled Kineto capture syncs every step (cudaStreamSynchronize) and the device idles after each: the fit
     waits for each step, so where the time goes holds; scan's CUDA-graph gain keeps the idle after the syncs."""
@@ -341,6 +349,7 @@ def test_a_job_fit_keeps_how_much_faster_the_other_ranks_compute():
     assert fitted.step_error <= 0.01
 
 
+@pytest.mark.slow
 def test_a_fitted_data_parallel_job_tunes_how_it_reduces_its_gradients(run, tmp_path):
     """The NPU job reduces its gradients after the backward pass: its fit sweeps reducing during backward (a value
     that moves its throughput) and tune recommends it; the input workers, which keep up, are not swept."""

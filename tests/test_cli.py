@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO, TORCH_FIXTURE, error_line
 
 from perftool import __version__
@@ -97,6 +98,7 @@ def test_python_dash_m_and_version():
     assert done.returncode == 0 and __version__ in done.stdout
 
 
+@pytest.mark.slow
 def test_console_script_reports_bad_input_without_traceback(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [')
@@ -105,6 +107,7 @@ def test_console_script_reports_bad_input_without_traceback(tmp_path):
     assert done.stderr.strip() == f"perftool: error: {bad}: truncated JSON: the file ends before the trace is complete"
 
 
+@pytest.mark.slow
 def test_tune_takes_workers_as_every_command_does_and_keeps_jobs(run, monkeypatch):
     from perftool.tune import search
 
@@ -129,6 +132,7 @@ def test_metrics_lists_each_metric_with_its_unit_as_json(run):
     assert set(units) == set(METRICS)
 
 
+@pytest.mark.slow
 def test_calibrate_reads_with_a_dialect_and_a_size_limit_as_the_other_commands(run):
     trace = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
     assert "trace-size limit of 1 KiB" in error_line(run("calibrate", trace, "--max-trace-size", "1KiB"))

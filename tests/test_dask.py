@@ -36,6 +36,7 @@ def scheduler():
         yield cluster.scheduler_address
 
 
+@pytest.mark.slow
 def test_a_job_on_a_cluster_equals_the_job_analysed_here(run, scheduler):
     here = run("scan", STRAGGLER, "--format", "json", "--workers", "1", "--fail-on", "never")
     there = run("scan", STRAGGLER, "--format", "json", "--scheduler", scheduler, "--fail-on", "never")
@@ -43,6 +44,7 @@ def test_a_job_on_a_cluster_equals_the_job_analysed_here(run, scheduler):
     assert json.loads(there.stdout) == json.loads(here.stdout)
 
 
+@pytest.mark.slow
 def test_one_trace_is_decoded_by_the_cluster_s_workers_with_the_same_result(run, scheduler, tmp_path, monkeypatch):
     """scan and info of one uncompressed trace with --scheduler: the workers decode its byte ranges (about 25 here)
     and send back their columns; every figure is the one decoded here. A bad event in a range is still named."""
@@ -71,6 +73,7 @@ def test_one_trace_is_decoded_by_the_cluster_s_workers_with_the_same_result(run,
     assert len(broken.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_local_workers_by_default():
     """No scheduler: the library starts its own local worker processes (two here) and stops them after."""
     report = perftool.scan(STRAGGLER, workers=2)
@@ -95,6 +98,7 @@ def test_gate_on_the_cluster(run, scheduler):
     assert "rank 7:" in result.stdout
 
 
+@pytest.mark.slow
 def test_tune_sweeps_on_the_cluster(scheduler):
     config = REPO / "examples" / "tune" / "npu.yaml"
     there = perftool.tune(config, scheduler=scheduler)
@@ -103,6 +107,7 @@ def test_tune_sweeps_on_the_cluster(scheduler):
     assert there.evaluations == here.evaluations
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_one_line(run):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -120,6 +125,7 @@ def short_waits(monkeypatch):
     monkeypatch.setattr(cluster, "WORKERS_WAIT_S", 1.0)
 
 
+@pytest.mark.slow
 def test_a_listener_that_is_not_dask_ends_in_one_line_not_a_hang(run, short_waits):
     """A server that accepts the connection and never answers (as a web server does to Dask's handshake)."""
     with socket.socket() as listener:
@@ -134,6 +140,7 @@ def test_a_listener_that_is_not_dask_ends_in_one_line_not_a_hang(run, short_wait
     assert "no answer as a Dask scheduler" in line
 
 
+@pytest.mark.slow
 def test_a_scheduler_without_workers_ends_in_one_line_not_a_hang(run, short_waits):
     with LocalCluster(n_workers=0, protocol="tcp", dashboard_address=":0", silence_logs=50) as empty:
         result = run("scan", STRAGGLER, "--scheduler", empty.scheduler_address)
@@ -184,6 +191,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_scheduler_killed_mid_run_is_one_line_not_a_traceback(tmp_path):
     """A scheduler and a worker of their own (``dask scheduler``, ``dask worker``); the scheduler is killed while a
     64-rank scan runs on it: exit 2, one line, nothing of Dask's logs, within a bounded time."""

@@ -66,6 +66,7 @@ def test_a_real_capture_is_fitted_on_its_own_device(name, model):
     assert identify("gpu", device_properties(load_trace(str(REAL / f"{name}.json.gz")))).key == model
 
 
+@pytest.mark.slow
 def test_calibrate_names_the_model_or_says_the_device_is_generic(run, tmp_path):
     fitted = tmp_path / "v100.yaml"
     result = run("calibrate", REAL / "ddp_v100_rank1.json.gz", "-o", fitted)

@@ -89,6 +89,7 @@ def findings_of(path: Path) -> dict[str, Finding]:
     return {finding.rule_id: finding for finding in scan(path, workers=1).traces[0].findings}
 
 
+@pytest.mark.slow
 def test_a_remainder_loop_is_fitted_as_the_trace_runs_it_and_its_fix_is_a_bound(tmp_path):
     """250 steps in loops of 64 leave a remainder loop of 58 that compiles again: the fit keeps that loop size (not
     a divisor of 250 near it), so the fix's loop size is emulated; a compile is paid once, and the capture does
@@ -118,6 +119,7 @@ def test_a_stripped_lazy_mode_trace_predicts_hpu_graphs(tmp_path):
 
 
 @pytest.mark.parametrize("sample", ["ipu/recompile_remainder_loop", "npu/recompile_remainder_loop"])
+@pytest.mark.slow
 def test_a_stated_job_length_makes_a_compiles_fix_a_prediction_over_the_job(sample, tmp_path):
     """Told how long the job runs (as its config does), the fit pays the capture's steady compile once over the
     job: the gain is what the sample's own config predicts, within 10%, not a bound over the capture."""

@@ -3,8 +3,9 @@
 Each property feeds random or mutated inputs (truncations, byte flips, wrong types, missing and unknown
 keys, extreme numbers, NaN and Infinity, negative durations, unpaired B/E events, duplicate keys,
 non-UTF-8 bytes, huge strings) to the trace loader, the rule loader, the config loaders and gate's
-inputs, through the command line as a user runs it. The CI profile runs a few thousand examples in
-all; ``HYPOTHESIS_PROFILE=long python -m pytest tests/test_fuzz.py`` runs 5,000 per property, fresh each time.
+inputs, through the command line as a user runs it. The profiles are conftest's: ``quick`` (the default suite,
+about 220 examples in all), ``ci`` (``--all``, a few thousand) and ``long`` (``HYPOTHESIS_PROFILE=long python -m
+pytest tests/test_fuzz.py``: 5,000 per property, fresh each time).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import copy
 import gzip
 import json
-import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -31,15 +31,11 @@ from perftool.errors import PerftoolError
 from perftool.rules.model import fill, template_fields
 from perftool.tune.spec import TuneConfig, load_tune_config
 
+pytestmark = pytest.mark.fuzz  # CI runs these again at the ci profile: pytest --all -m "slow or fuzz"
+
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"
 EXAMPLES = {name: REPO / "examples" / "tune" / f"{name}.yaml" for name in ("npu", "ipu", "hpu", "gpu")}
 RULE = REPO / "rules" / "PT001-host-bound-gaps.yaml"
-
-settings.register_profile(  # the same ~2,700 examples on every run: a failure in CI is always reproducible
-    "ci", max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
-)
-settings.register_profile("long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def invoke(*args: object) -> Any:

@@ -11,6 +11,7 @@ SAMPLES = samples()
 
 
 @pytest.mark.parametrize(("name", "config", "trace"), SAMPLES, ids=[s[0] for s in SAMPLES])
+@pytest.mark.slow
 def test_each_printed_gain_is_reproduced_by_running_its_fix(name, config, trace):
     checked = check_sample(name, config, trace)
     failing = [(c.rule_id, c.source, c.kind, round(c.printed, 4), round(c.truth, 4)) for c in checked if not c.holds]

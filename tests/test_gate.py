@@ -65,6 +65,7 @@ def test_mann_whitney_p_value_matches_the_exact_small_case():
 # --- the checks the issue names ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_twenty_seeds_of_the_same_config_never_fail(run, emulated):
     baseline = emulated("seed0", "seed=0")
     for seed in range(1, 21):

@@ -116,6 +116,7 @@ def read(path: Path) -> _Page:
 
 
 @pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.slow
 def test_a_report_is_one_self_contained_file_carrying_the_json_document(reports, name):
     path, document = reports[name]
     page = read(path)
@@ -170,6 +171,7 @@ def test_the_tune_report_recommends_the_json_best(reports):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
 @pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.slow
 def test_chromium_renders_each_report_with_the_network_off(reports, tmp_path, name):
     from PIL import Image
 
@@ -190,6 +192,7 @@ def test_chromium_renders_each_report_with_the_network_off(reports, tmp_path, na
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
 @pytest.mark.parametrize("width", [800, 1400])
 @pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.slow
 def test_each_report_fits_the_window_and_its_chart_labels_stand_clear(reports, tmp_path, name, width):
     """At a laptop's half screen and a wide one: nothing reaches past the window (a long path or kernel name
     breaks instead of pushing a table's last column off), no chart label is cut off by its chart's edge, and
@@ -202,6 +205,7 @@ def test_each_report_fits_the_window_and_its_chart_labels_stand_clear(reports, t
     assert found["overlapping"] == []
 
 
+@pytest.mark.slow
 def test_the_layout_check_sees_what_it_looks_for(tmp_path):
     """The layout check is real: a table too wide, a label past its chart and two labels on one spot are seen."""
     if CHROMIUM is None:
@@ -218,6 +222,7 @@ def test_the_layout_check_sees_what_it_looks_for(tmp_path):
     assert found["overlapping"] == ["text: one | text: two"]
 
 
+@pytest.mark.slow
 def test_a_page_that_logs_to_the_console_is_caught(tmp_path):
     """The console check is real: a page whose script fails is seen to."""
     if CHROMIUM is None:
@@ -284,6 +289,7 @@ def test_the_diff_report_lists_no_idle_cause_without_time(reports):
     assert not set(empty) & set(cells) and set(timed) <= set(cells)
 
 
+@pytest.mark.slow
 def test_a_job_of_thousands_of_ranks_draws_fewer_steps_of_each(reports):
     """The heat maps of a huge job stay a page a browser opens: at most 60,000 cells a panel, said in the caption."""
     from perftool.report.scan_html import HEAT_CELLS, rank_steps

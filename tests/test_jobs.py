@@ -155,6 +155,7 @@ def test_job_text_report(run):
     assert info.startswith("perftool info job of 8 ranks") and "Communication per process group" in info
 
 
+@pytest.mark.slow
 def test_each_rank_s_mfu_is_its_own_trace_s_in_every_format(run, tmp_path):
     """A job of Kineto ranks that record shapes on a known device shows each rank's MFU: the figure info gives its
     trace alone, a lower bound where some device time is unmodelled; a job without shapes shows no MFU column."""
@@ -215,6 +216,7 @@ def test_several_files_are_a_job_when_they_say_their_ranks(run, tmp_path):
     assert document["job"] is None and len(document["traces"]) == 2
 
 
+@pytest.mark.slow
 def test_gate_compares_jobs_rank_by_rank(run, tmp_path):
     baseline = tmp_path / "base.json"
     run("scan", STRAGGLER, "--format", "json", "-o", baseline, "--workers", "1", "--fail-on", "never")
@@ -230,6 +232,7 @@ def test_gate_compares_jobs_rank_by_rank(run, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_gate_refuses_a_different_world_size(run, tmp_path):
     smaller = tmp_path / "six"
     smaller.mkdir()
@@ -329,6 +332,7 @@ def test_markdown_and_sarif_of_a_job(run, sarif_validator):
         ("gpu", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
     ],
 )
+@pytest.mark.slow
 def test_every_family_emulates_replicas_in_its_own_words(run, tmp_path, family, collective):
     document = yaml.safe_load((REPO / "sample_traces" / family / "healthy.yaml").read_text())
     document["workload"]["steps"] = 64

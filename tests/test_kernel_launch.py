@@ -19,6 +19,7 @@ H100 = SmLimits.of(
 
 
 @pytest.mark.parametrize("capture", ["ddp_v100_rank1", "nccl_a100_rank", "alexnet_benchmark_startup"])
+@pytest.mark.slow
 def test_occupancy_is_kinetos_estimate_where_the_grid_fills_the_device(capture):
     """Kineto's "est. achieved occupancy %" is the theoretical occupancy capped by the blocks the grid gives each
     SM: where the grid gives every SM all the warps it holds, ours is Kineto's, rounded as it rounds. (Kineto

@@ -33,6 +33,7 @@ def test_each_entry_is_a_setting_of_the_config_with_the_model_s_values(name):
         assert tunable.families == sorted(f for f, profile in PROFILES.items() if name in profile.knobs)
 
 
+@pytest.mark.slow
 def test_what_the_rules_set_on_the_samples_is_in_the_table(run):
     """Each knob a finding's fix sets, on every bundled sample, is a row of the table."""
     changed = set()

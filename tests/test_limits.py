@@ -48,6 +48,7 @@ def peak_rss_mb_of(code: str) -> tuple[str, float]:
 # --- traces ---------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_gzip_bomb_is_refused_quickly_in_bounded_memory(tmp_path):
     bomb = tmp_path / "bomb.json.gz"
     gzip_of_spaces(bomb, 1024)  # 1 GiB of JSON in about 1 MB
@@ -122,6 +123,7 @@ def test_json_nesting_bomb_is_refused(run, write_trace, where, problem):
     error_line(run("scan", path), str(path), problem)
 
 
+@pytest.mark.slow
 def test_scan_results_for_gate_are_bounded_too(run, tmp_path):
     saved = tmp_path / "bomb.findings.json.gz"
     packer = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -150,6 +152,7 @@ def test_yaml_python_tags_are_errors_and_never_run(run, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_yaml_alias_bomb_recursion_and_depth_are_refused(run, tmp_path):
     laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 values
@@ -166,6 +169,7 @@ def test_yaml_alias_bomb_recursion_and_depth_are_refused(run, tmp_path):
     error_line(run("gate", SAMPLE, "--budget", deep), str(deep), "nested too deeply")
 
 
+@pytest.mark.slow
 def test_config_files_are_bounded(run, tmp_path):
     huge = tmp_path / "huge.yaml"
     with huge.open("w") as out:
@@ -331,6 +335,7 @@ print("closed")
 """
 
 
+@pytest.mark.slow
 def test_a_sweep_stopped_by_a_signal_to_its_process_group_closes_its_pool():
     """The sweep stops midway and its workers get the signal too: the pool closes and the process exits. The
     workers used to die at once: killed while sending a result, they left the pool waiting forever on the rest of
@@ -364,6 +369,7 @@ def children(pid: int) -> list[int]:
     ],
     ids=["ctrl-c", "sigterm", "sighup"],
 )
+@pytest.mark.slow
 def test_a_stopped_sweep_exits_with_the_signals_code_and_writes_nothing(tmp_path, signum, code, said):
     outputs = {
         flag: tmp_path / name
@@ -424,6 +430,7 @@ def test_emulator_physics_refuses_numbers_it_cannot_compute_with(run, override, 
     ],
     ids=["alike", "distinct"],
 )
+@pytest.mark.slow
 def test_events_are_held_to_the_memory_budget(run, tmp_path, monkeypatch, event, refused_at, on_disk_at, passes_at):
     """Tiny events need more memory per byte of JSON than large ones, and events of distinct names and threads
     more again (a name each, a track each): what they will need is held to the budget as they arrive. Past it,
@@ -459,6 +466,7 @@ HOSTILE_NAMES = [
 
 
 @pytest.mark.parametrize(("command", "code"), [("diff", 0), ("gate", 1)])  # gate: a 3x slower candidate fails
+@pytest.mark.slow
 def test_kernel_names_built_to_backtrack_cost_linear_time(tmp_path, command, code):
     """200 KB names that made the launch-id and op-map patterns backtrack (minutes for one name) take seconds."""
     base, new = tmp_path / "base.json", tmp_path / "new.json"
@@ -470,6 +478,7 @@ def test_kernel_names_built_to_backtrack_cost_linear_time(tmp_path, command, cod
     assert finished.returncode == code and "Traceback" not in finished.stderr
 
 
+@pytest.mark.slow
 def test_the_built_in_op_map_reads_a_name_once():
     """Each built-in pattern, unbounded by the op map's cut, on names that repeat its words 20,000 times."""
     code = (

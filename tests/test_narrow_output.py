@@ -35,6 +35,7 @@ def test_gate_keeps_every_column_and_every_reason(columns):
 
 @pytest.mark.parametrize("columns", [80, 120])
 @pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])
+@pytest.mark.slow
 def test_tune_table_keeps_every_knob_readable(columns, family):
     out = piped(
         "tune",
@@ -52,6 +53,7 @@ def test_tune_table_keeps_every_knob_readable(columns, family):
     assert " ms " in recommended and recommended.rstrip().endswith("GB")
 
 
+@pytest.mark.slow
 def test_tune_why_lines_wrap_under_their_bullet():
     out = piped(
         "tune", str(REPO / "examples" / "tune" / "gpu.yaml"), "--evaluations", "40", "--no-progress", columns=80

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import REPO
 
 PLUGIN = '''
@@ -63,6 +64,7 @@ def _perftool(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "perftool", *args], env=env, capture_output=True, text=True, cwd=REPO)
 
 
+@pytest.mark.slow
 def test_a_plugin_detector_is_found_and_reports(tmp_path):
     env = _plugin_path(tmp_path)
     trace = str(REPO / "sample_traces" / "npu" / "healthy.trace.json.gz")
@@ -74,6 +76,7 @@ def test_a_plugin_detector_is_found_and_reports(tmp_path):
     assert "long_device_ops" in listed.stdout and "from perftool-demo-plugin" in listed.stdout, listed.stdout
 
 
+@pytest.mark.slow
 def test_without_the_plugin_its_rule_is_a_clear_error(tmp_path):
     _plugin_path(tmp_path)
     result = _perftool(
@@ -134,6 +137,7 @@ def render(report):
 '''
 
 
+@pytest.mark.slow
 def test_a_plugin_format_is_offered_and_renders(tmp_path):
     """A package that registers ``scan.tsv`` under ``perftool.formats`` adds ``--format tsv`` to scan, and only to
     scan; its renderer gets the scan's report."""
@@ -174,7 +178,7 @@ def test_every_built_in_format_is_an_entry_point_that_loads():
     for shown in SHOWN:
         assert formats(shown)[0] == "text" and len(formats(shown)) >= 2, shown
     renderers = {entry.value.split(":")[0].rsplit(".", 1)[1] for entry in own}
-    helpers = {"console", "escape", "html_page", "info_rows", "progress", "registry", "roofline_rows", "rules_text",
+    helpers = {"console", "escape", "html_page", "info_rows", "progress", "registry", "roofline_rows",
                "svg", "tune_best_yaml", "tune_results_csv", "tune_results_json", "views"}  # fmt: skip
     assert {module.name for module in iter_modules(report.__path__)} - helpers == renderers
 

@@ -39,6 +39,7 @@ def test_no_install_line_names_a_distribution_that_is_not_published():
     assert DISTRIBUTION != "perftool"  # that name on PyPI is someone else's
 
 
+@pytest.mark.slow
 def test_the_ci_snippets_install_line_installs_the_wheel_built_as_the_readme_says(tmp_path):
     """The README's build command, then the snippets' install line in a fresh virtual environment, offline: its
     dependencies come from this environment, perftool only from the wheel."""
@@ -130,6 +131,7 @@ def shown_commands() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("command, first_line", shown_commands(), ids=lambda value: value[:40])
+@pytest.mark.slow
 def test_every_command_the_readme_shows_runs_as_written(run, monkeypatch, command, first_line):
     monkeypatch.chdir(REPO)
     result = run(*shlex.split(command)[1:])

@@ -19,6 +19,7 @@ from perftool.trace_scan import scan_trace
 BEFORE, AFTER = REAL / "resnet50_pt18_workers0.json.gz", REAL / "resnet50_pt18_workers4.json.gz"
 
 
+@pytest.mark.slow
 def test_calibrating_the_before_capture_predicts_the_after_capture():
     """Workers 0 → 4: the fit loads in the training process, copies from pageable memory and launches op by op;
     with four workers it predicts the after capture's mean step within 10%, inside its 10th–90th percentile."""
@@ -31,6 +32,7 @@ def test_calibrating_the_before_capture_predicts_the_after_capture():
     assert after["step_time_p10_us"] <= truth <= after["step_time_p90_us"]
 
 
+@pytest.mark.slow
 def test_calibrating_the_after_capture_predicts_the_before_capture_given_the_load_time():
     """Workers 4 → 0: the after capture cannot show how long a batch takes to load (its workers keep up), so the
     fit says so and takes it as given; with it, the prediction of the before capture holds within 10%."""
@@ -45,6 +47,7 @@ def test_calibrating_the_after_capture_predicts_the_before_capture_given_the_loa
 @pytest.mark.parametrize(
     "name", ["resnet50_pt18_workers0", "resnet50_pt18_workers4", "nccl_a100_rank", "ddp_v100_rank1"]
 )
+@pytest.mark.slow
 def test_real_captures_with_three_steady_steps_pass_every_check(name):
     """Held-out steps, where the time goes, spread and a 500-step run: none of them the figure the fit solves for."""
     fitted = calibrate(str(REAL / f"{name}.json.gz"))
@@ -77,6 +80,7 @@ def test_a_fit_that_fails_its_held_out_check_exits_1_naming_the_figure(run, tmp_
     assert "the fit fails its check: mean step of steps" in result.stderr and output.exists()
 
 
+@pytest.mark.slow
 def test_a_fit_that_loads_in_the_loop_tunes_as_written(run, tmp_path):
     """The fitted config sweeps pinned memory (its copies are pageable) and explains a loop with no workers."""
     fitted = tmp_path / "job.yaml"
@@ -86,6 +90,7 @@ def test_a_fit_that_loads_in_the_loop_tunes_as_written(run, tmp_path):
     assert "pin_memory" in result.stdout and "loads each batch itself" in result.stdout
 
 
+@pytest.mark.slow
 def test_tune_of_the_zero_worker_fit_sweeps_workers_and_predicts_the_other_capture(run, tmp_path):
     """The fitted config's tune: section sweeps input workers from 0 (loading in the loop); tuned on workers alone,
     the best is a worker count whose mean step is within 10% of what the 4-worker capture measures."""
@@ -105,6 +110,7 @@ def test_tune_of_the_zero_worker_fit_sweeps_workers_and_predicts_the_other_captu
     assert tuned["best"]["figures"]["step_time_mean_us"] == pytest.approx(after, rel=0.10)
 
 
+@pytest.mark.slow
 def test_scan_of_the_zero_worker_capture_predicts_the_other_capture(run):
     """scan's gain on the real 0-worker capture comes from a fit to it: workers 0 → 2 predicts within 10% of the step
     the 4-worker capture of the same job measures (a loop that keeps up with 2 workers gains nothing from more)."""
@@ -117,6 +123,7 @@ def test_scan_of_the_zero_worker_capture_predicts_the_other_capture(run):
 
 
 @pytest.mark.parametrize("path", sorted(REAL.glob("*.json.gz")), ids=lambda p: p.name)
+@pytest.mark.slow
 def test_no_prediction_on_a_real_capture_wins_back_more_than_it_measured_lost(run, path):
     """A fit's prediction that wins back more than the finding measured lost, and more than all the device's idle
     time, contradicts the trace: the bound is printed instead (the V100 DDP rank's CUDA-graph fix, which a fit puts
@@ -135,6 +142,7 @@ def test_no_prediction_on_a_real_capture_wins_back_more_than_it_measured_lost(ru
     ["real/resnet50_pt18_workers0", "real/resnet50_pt18_workers4", "real/nccl_a100_rank", "real/ddp_v100_rank1",
      "cuda_launch_bound.pt.trace"],
 )  # fmt: skip
+@pytest.mark.slow
 def test_tune_on_a_fitted_capture_recommends_only_gains_that_last(capture, tmp_path):
     """What tune recommends on a fitted real capture keeps its gain over 1,000 steps without jitter: no gain that
     comes only from how a short run starts (a compile pre-filling the prefetch buffer)."""

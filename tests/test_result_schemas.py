@@ -29,6 +29,9 @@ COMMANDS = {  # schema name -> a command writing that document for a bundled sam
         "--format",
         "json",
     ),
+    "metrics": ("metrics", "--format", "json"),
+    "knobs": ("knobs", "--format", "json"),
+    "rules": ("rules", "list", "--format", "json"),
     "gate-result": (
         "gate",
         SAMPLES / "baselines" / "npu__healthy.findings.json",
@@ -50,9 +53,11 @@ def test_each_document_validates_against_its_published_schema(run, tmp_path, nam
 
 
 def test_the_models_keep_every_key_and_value_of_the_documents():
-    """Passing through a model changes nothing: for info, emulate, tune and gate on bundled samples."""
+    """Passing through a model changes nothing: for info, emulate, tune and diff on bundled samples; gate's result is
+    its model, which reads back from its JSON as it was."""
     from perftool import api
-    from perftool.report import diff_json, emulate_json, gate_json, tune_json
+    from perftool.gate.verdict import GateResult
+    from perftool.report import diff_json, emulate_json, tune_json
     from perftool.report.views import EmulateView, InfoView, TuneView
 
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")
@@ -66,11 +71,11 @@ def test_the_models_keep_every_key_and_value_of_the_documents():
         (info_json.info_document(trace, metrics, roof), info_json.render(InfoView(trace, metrics, roof))),
         (emulate_json.document(run_), emulate_json.render(EmulateView(run_, None))),
         (tune_json.document(swept, "npu.yaml"), tune_json.render(TuneView(swept, "npu.yaml"))),
-        (gate_json.document(verdict), gate_json.render(verdict)),
         (diff_json.document(change), diff_json.render(change)),
     ]
     for built, written in pairs:
         assert json.loads(written) == json.loads(json.dumps(built))
+    assert GateResult.model_validate_json(verdict.json_text()) == verdict and verdict.checks
 
 
 @pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])
@@ -86,20 +91,17 @@ def test_scans_of_the_bundled_samples_keep_their_committed_results(family):
     ]
 
 
-def test_a_document_that_does_not_fit_its_model_is_refused():
+def test_a_document_that_does_not_fit_its_model_is_refused_and_a_gate_s_status_is_its_checks():
     from pydantic import ValidationError
 
-    from perftool.results import GateReport
+    from perftool.gate.verdict import GateResult
 
+    check = {"id": "timing:step_time", "name": "step time", "verdict": "fail", "baseline": 1, "candidate": 2,
+             "change": "+100%", "limit": "+5%"}  # fmt: skip
+    document = {"schema": "perftool.gate/1", "status": "pass", "baseline": None, "candidate": "c", "checks": [check]}
+    read = GateResult.model_validate(document)
+    assert read.status == "fail" and read.failed and read.counts["fail"] == 1 and read.checks[0].baseline == 1.0
     with pytest.raises(ValidationError):
-        GateReport.model_validate(
-            {
-                "schema": "perftool.gate/1",
-                "status": "maybe",
-                "baseline": None,
-                "candidate": "c",
-                "mismatches": [],
-                "counts": {},
-                "checks": [],
-            }
-        )
+        GateResult.model_validate(document | {"checks": [check | {"verdict": "maybe"}]})
+    with pytest.raises(ValidationError):
+        GateResult.model_validate(document | {"schema": "perftool.gate/2"})

@@ -41,6 +41,7 @@ def test_builtin_rules_load_and_cover_every_detector():
     assert all(r.explain.what and r.explain.why and r.explain.example and "generic" in r.fix for r in rules)
 
 
+@pytest.mark.slow
 def test_installed_package_finds_its_rules(tmp_path):
     """Run from outside the checkout, so the installed package (a wheel in CI) must carry the rule files."""
     result = subprocess.run(

@@ -206,6 +206,7 @@ def test_sarif_output(run, tmp_path, sarif_validator):
     ]
 
 
+@pytest.mark.slow
 def test_sarif_of_every_bundled_sample_is_valid(run, sarif_validator):
     samples = sorted(REPO.glob("sample_traces/*/*.trace.json.gz"))
     document = json.loads(run("scan", *samples, "--format", "sarif").stdout)

@@ -23,6 +23,7 @@ def _without_markers(document: dict | list) -> dict:
     return (document | {"traceEvents": kept}) if isinstance(document, dict) else {"traceEvents": kept}
 
 
+@pytest.mark.slow
 def test_a_real_capture_without_its_markers_gets_its_steps_back(write_trace):
     """ResNet-50 (PyTorch 1.8) with its ProfilerStep markers removed: each step starts at the loop's fetch of its
     batch, so the inferred steps are the marked ones (the last, whose fetch the capture cuts, left out)."""

@@ -181,6 +181,7 @@ def open_deleted_files_under(pid: int, folder: Path) -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+@pytest.mark.slow
 def test_the_columns_on_disk_leave_nothing_behind_even_on_ctrl_c(tmp_path):
     """The columns live in files unlinked as they are made: the process holds them while it runs (seen in /proc),
     and they are gone when it ends, by Ctrl-C as by a normal exit."""

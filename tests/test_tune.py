@@ -50,6 +50,7 @@ SMALL_SPACE = (
 )
 
 
+@pytest.mark.slow
 def test_exhaustive_finds_the_optimum_a_naive_loop_finds():
     config = example("ipu", *SMALL_SPACE)
     result = tune(config)
@@ -87,6 +88,7 @@ def test_recommended_is_the_earliest_values_within_tolerance():
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.slow
 def test_local_search_gets_within_two_percent_with_a_tenth_of_the_evaluations(family, exhaustive_results):
     full = exhaustive_results[family]
     optimum = full.rows.figures["throughput"][full.optimum]
@@ -98,6 +100,7 @@ def test_local_search_gets_within_two_percent_with_a_tenth_of_the_evaluations(fa
         assert local.rows.figures["throughput"][local.best] >= 0.98 * optimum
 
 
+@pytest.mark.slow
 def test_local_search_respects_a_small_budget():
     result = tune(example("ipu", "tune.strategy=local", "tune.budget=40"))
     assert 0 < result.evaluations <= 40
@@ -154,6 +157,7 @@ def test_infeasible_configurations_are_pruned_and_never_best():
     assert result.knobs(result.best)["batch_size"] == 256 and result.knobs(result.optimum)["batch_size"] == 256
 
 
+@pytest.mark.slow
 def test_memory_fraction_and_step_time_constraints_exclude_configurations():
     base = tune(example("npu", "tune.space={batch_size: [32, 64, 128, 256]}", "tune.constraints={}"))
     assert base.knobs(base.best)["batch_size"] == 256
@@ -172,6 +176,7 @@ def test_memory_fraction_and_step_time_constraints_exclude_configurations():
     assert over.any() and (timed.rows.figures["step_time_mean_us"][over] > limit_ms * 1e3).all()
 
 
+@pytest.mark.slow
 def test_step_time_objective_minimises_the_step():
     result = tune(example("gpu", "tune.objective=step_time", "tune.tolerance=0"))
     steps = np.where(result.rows.feasible, result.rows.figures["step_time_mean_us"], np.inf)
@@ -204,6 +209,7 @@ def test_no_feasible_configuration_is_its_own_error():
         tune(example("npu", "tune.constraints.max_step_time=1us"))
 
 
+@pytest.mark.slow
 def test_parallel_jobs_and_reruns_give_identical_results():
     config = example("ipu", *SMALL_SPACE)
     one, two, again = tune(config, jobs=1), tune(config, jobs=2), tune(config, jobs=1)
@@ -241,6 +247,7 @@ def test_why_lines_name_the_physics(exhaustive_results):
 # --- the command line -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tune_prints_top_table_baseline_speedup_why_and_sensitivity(run):
     result = run("tune", EXAMPLES / "ipu.yaml", "--top", "3")
     assert result.exit_code == 0, result.stderr
@@ -252,6 +259,7 @@ def test_tune_prints_top_table_baseline_speedup_why_and_sensitivity(run):
     assert result.stderr == ""  # no progress bar when stderr is not a terminal
 
 
+@pytest.mark.slow
 def test_json_summary_agrees_with_the_library(run):
     result = run("tune", EXAMPLES / "npu.yaml", "--format", "json", "--top", "5")
     summary = json.loads(result.stdout)
@@ -269,6 +277,7 @@ def test_json_summary_agrees_with_the_library(run):
     assert {line["knob"] for line in summary["sensitivity"]} == set(summary["space"])
 
 
+@pytest.mark.slow
 def test_write_best_is_a_config_emulate_runs_at_the_predicted_speed(run, tmp_path):
     best = tmp_path / "best.yaml"
     summary = json.loads(run("tune", EXAMPLES / "gpu.yaml", "--format", "json", "--write-best", best).stdout)
@@ -284,6 +293,7 @@ def test_write_best_is_a_config_emulate_runs_at_the_predicted_speed(run, tmp_pat
 
 
 @pytest.mark.parametrize("suffix", [".json", ".csv"])
+@pytest.mark.slow
 def test_results_file_holds_every_configuration_looked_at(run, tmp_path, suffix):
     path = tmp_path / f"results{suffix}"
     result = run("tune", EXAMPLES / "ipu.yaml", "--set", SMALL_SPACE[0], "--results", path)
@@ -303,6 +313,7 @@ def test_results_file_holds_every_configuration_looked_at(run, tmp_path, suffix)
     assert float(best["throughput"]) == pytest.approx(direct.rows.figures["throughput"][direct.optimum])
 
 
+@pytest.mark.slow
 def test_emit_trace_writes_the_best_configs_trace(run, tmp_path):
     trace, best = tmp_path / "best.trace.json.gz", tmp_path / "best.yaml"
     arguments = ("--format", "json", "--emit-trace", trace, "--write-best", best)
@@ -316,6 +327,7 @@ def test_emit_trace_writes_the_best_configs_trace(run, tmp_path):
     assert metrics["step_time_us.median"] == pytest.approx(summary["best"]["figures"]["step_time_us"], rel=0.02)
 
 
+@pytest.mark.slow
 def test_strategy_and_budget_options_override_the_file(run):
     result = json.loads(
         run("tune", EXAMPLES / "ipu.yaml", "--strategy", "local", "--evaluations", "60", "--format", "json").stdout
@@ -323,6 +335,7 @@ def test_strategy_and_budget_options_override_the_file(run):
     assert result["strategy"] == "local" and result["budget"] == 60 and result["evaluations"] <= 60
 
 
+@pytest.mark.slow
 def test_progress_bar_goes_to_stderr_when_asked(run):
     result = run("tune", EXAMPLES / "hpu.yaml", "--progress", "--format", "json")
     assert result.exit_code == 0
@@ -420,6 +433,7 @@ def test_every_example_loads_and_emulates_as_written():
         assert config.device == family and evaluate(config).feasible[0]
 
 
+@pytest.mark.slow
 def test_a_baseline_that_cannot_run_is_reported_without_a_speedup(run):
     result = run("tune", EXAMPLES / "npu.yaml", "--set", "batch_size=1024", "--format", "json")
     assert result.exit_code == 0
@@ -430,6 +444,7 @@ def test_a_baseline_that_cannot_run_is_reported_without_a_speedup(run):
     assert "→ cannot run: out of memory: needs" in text
 
 
+@pytest.mark.slow
 def test_values_that_change_the_training_are_kept_as_written_unless_asked(run):
     held = example("npu", "tune.change_training=false")
     assert held.tune.space["batch_size"] == (64,) and held.tune.space["gradient_accumulation"] == (1,)
@@ -467,6 +482,7 @@ def test_a_compile_mid_epoch_is_paid_once_per_job(tmp_path):
 
 
 @pytest.mark.parametrize("family", ["ipu", "gpu"])
+@pytest.mark.slow
 def test_the_recommendation_does_not_flip_with_the_seed(family):
     """The configurations that could win are judged on the same eight draws of the jitter, whatever the seed."""
     answers = {tuple(r.knobs(r.best).values()) for r in (tune(example(family, f"seed={s}")) for s in range(5))}
@@ -510,6 +526,7 @@ def test_a_jobs_ranks_stay_together_however_many_configurations_are_simulated():
         np.testing.assert_allclose(many.figures[name].reshape(500, 3), np.tile(few.figures[name], (500, 1)), rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_markdown_has_the_json_documents_answer(run):
     """For a PR comment: the recommendation against the config as written, why, sensitivity and the top
     configurations, with the json format's figures; a baseline that cannot run says so."""

@@ -62,6 +62,7 @@ def test_a_process_that_dies_is_reported_not_waited_for():
         list(pool.run((v,) for v in range(10)))
 
 
+@pytest.mark.slow
 def test_without_fork_the_processes_are_spawned_and_pieces_piped(monkeypatch):
     monkeypatch.setattr(workers, "FORKS", False)
     with workers.processes(2, operator.add, 1) as pool:

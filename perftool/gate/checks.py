@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import Enum
+from typing import Annotated
 
 import numpy as np
+from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from perftool.analysis.metrics import unit_of
 from perftool.gate.policy import COUNTERS, HIGHER_IS_BETTER, Budget, GatePolicy, Limit
@@ -60,22 +62,29 @@ MIN_STEPS = 3  # steady steps a side below which the timing is not checked
 
 @dataclass
 class Check:
-    """One question gate asked, and its answer."""
+    """One question gate asked, and its answer, as ``gate --format json`` writes it."""
 
-    id: str  # stable: "timing:step_time", "counter:<metric>", "metric:<metric>", "budget:<metric>", "finding:<fp>"
-    name: str  # what people read
-    verdict: Verdict
+    id: Annotated[
+        str,
+        Field(
+            description='stable: "timing:step_time", "counter:<metric>", "metric:<metric>", "budget:<metric>", '
+            '"finding:<fingerprint>"; a job\'s prefixed "rank<N>/" or "job/"'
+        ),
+    ]
+    name: Annotated[str, Field(description="what people read")]
+    verdict: Annotated[
+        Verdict,
+        Field(description="not_checked: the check could not be made (too few steps); fails the gate unless fail_on is "
+              "never"),
+    ]  # fmt: skip
     baseline: float | None
     candidate: float | None
-    change: str  # the change, formatted ("+10.2%", "+1", "+0.3 pts"), or ""
-    limit: str  # what would fail, in words
+    change: Annotated[str, Field(description='the change, formatted ("+10.2%", "+1", "+0.3 pts"), or empty')]
+    limit: Annotated[str, Field(description="what would fail, in words")]
     detail: str = ""
-    unit: str = "count"  # of baseline and candidate, as units.figure takes it
-
-    def __post_init__(self) -> None:
-        for side in ("baseline", "candidate"):  # plain floats, whatever computed them (JSON and equality alike)
-            if (value := getattr(self, side)) is not None:
-                setattr(self, side, float(value))
+    unit: Annotated[
+        str, Field(description="of baseline and candidate: us, fraction, bytes, count, or one written out (steps/s)")
+    ] = "count"
 
     def shown(self, value: float | None) -> str:
         """``value`` (the baseline or the candidate) in the check's unit."""

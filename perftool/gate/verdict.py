@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Annotated, Literal
 
+from pydantic import Field as PydanticField
+from pydantic import model_validator
+from pydantic.dataclasses import dataclass as model_dataclass
+
+from perftool.choices import FailOn
 from perftool.diff.compare import TraceDiff, diff_profiles
+from perftool.diff.explanation import Explanation
 from perftool.diff.files import profile_file
 from perftool.diff.names import load_op_map
 from perftool.errors import PerftoolError, parameter
@@ -12,37 +19,58 @@ from perftool.gate.checks import Check, Verdict, against_budget, compare, counte
 from perftool.gate.inputs import Side, differences, load_side
 from perftool.gate.policy import Budget, GatePolicy
 from perftool.job.cluster import Cluster
+from perftool.results import Document
 from perftool.rules.model import Rule
 from perftool.trace_scan import DEFAULT_READ, ReadOptions
 
 TIMING = ("timing:step_time", "timing:throughput")  # the checks a diff of the traces explains when they fail
+EXPLAINED = 5  # contributors to a failed step time listed by name
 
 
-@dataclass
+@model_dataclass
 class StepTimes:
     """The steady steps' durations (µs) of one trace (rank) on each side, as the timing test saw them."""
 
     rank: int | None
-    baseline: list[float]
+    baseline: Annotated[list[float], PydanticField(description="the baseline's steady steps' durations, µs, in order")]
     candidate: list[float]
 
 
-@dataclass
-class GateResult:
-    candidate: str
-    baseline: str | None  # None: a budget alone
-    checks: list[Check]
-    mismatches: list[str] = field(default_factory=list)  # differences let through by --allow-mismatch
-    explanations: list[TraceDiff] = field(default_factory=list)  # per trace (rank) whose step time failed
-    unexplained: str = ""  # why a failed step time has no explanation
-    step_times: list[StepTimes] = field(default_factory=list)  # per trace (rank) compared: both sides' samples
-    fail_on: str = "error"  # the severity of a new finding that fails; never: a check not made only warns
-    config: str | None = None  # the project config file the gate's settings came from
+class GateResult(Document):
+    """``perftool gate --format json``: the verdict, every check, and what a failed step time's change is made of."""
 
-    @property
-    def status(self) -> Verdict:
-        """Fail, warn or pass: the worst of the checks, each as it counts."""
-        return status(self.checks, self.fail_on)
+    schema_: Literal["perftool.gate/1"] = PydanticField("perftool.gate/1", alias="schema")
+    status: Verdict = PydanticField(
+        Verdict.PASS, description="pass, warn or fail: the worst of the checks, each as it counts (set from them)"
+    )
+    fail_on: FailOn = PydanticField(
+        "error", description="the severity of a new finding that fails the gate; never: a check not made only warns"
+    )
+    baseline: str | None = PydanticField(description="null: the candidate held to a budget alone")
+    candidate: str
+    mismatches: list[str] = PydanticField(
+        default_factory=list, description="differences let through by allow_mismatch (--allow-mismatch)"
+    )
+    counts: dict[Verdict, int] = PydanticField(default_factory=dict, description="checks per verdict (set from them)")
+    checks: list[Check]
+    explanations: list[Explanation] = PydanticField(
+        default_factory=list,
+        description="per trace (rank) whose step time failed: what its change is made of (perftool diff)",
+    )
+    unexplained: str = PydanticField("", description="why a failed step time has no explanation, else empty")
+    step_times: list[StepTimes] = PydanticField(
+        default_factory=list, description="per trace (rank) compared: both sides' steady steps"
+    )
+    config: str | None = PydanticField(
+        None, description="the project config the gate used (perftool.yaml or pyproject.toml)"
+    )
+
+    @model_validator(mode="after")
+    def _tallied(self) -> GateResult:
+        """The status and counts, from the checks: never given, always what the checks say."""
+        self.status = status(self.checks, self.fail_on)
+        self.counts = {verdict: sum(c.verdict is verdict for c in self.checks) for verdict in Verdict}
+        return self
 
     @property
     def failed(self) -> bool:
@@ -53,12 +81,9 @@ class GateResult:
         """What ``check`` counts as: a check not made fails, or warns with ``--fail-on never``."""
         return counted(check, self.fail_on)
 
-    def counts(self) -> dict[Verdict, int]:
-        return {verdict: sum(c.verdict is verdict for c in self.checks) for verdict in Verdict}
-
     def tally(self) -> str:
         """``2 failed, 0 warned, 6 passed, 1 skipped`` (and how many were not checked, when any were)."""
-        counts = self.counts()
+        counts = self.counts
         unchecked = counts[Verdict.NOT_CHECKED]
         made = f"{counts[Verdict.FAIL]} failed, {counts[Verdict.WARN]} warned, {counts[Verdict.PASS]} passed"
         return f"{made}, {counts[Verdict.SKIP]} skipped" + (f", {unchecked} not checked" if unchecked else "")
@@ -90,7 +115,7 @@ def run_gate(
     cand = load_side(candidate, rules, read, options.cluster)
     checks: list[Check] = []
     mismatches: list[str] = []
-    explanations: list[TraceDiff] = []
+    explanations: list[Explanation] = []
     unexplained = ""
     step_times: list[StepTimes] = []
     policy, fail_on = options.policy, options.fail_on
@@ -120,7 +145,7 @@ def run_gate(
                     except PerftoolError as exc:  # the verdict stands without its explanation
                         unexplained = f"the traces could not be diffed: {exc}"
                     else:
-                        explanations.append(explained)
+                        explanations.append(Explanation.of(explained, EXPLAINED))
                         compared = [_with_reason(c, explained) for c in compared]
             checks += [_ranked(rank, c) for c in compared]
         if cand.is_job:
@@ -130,7 +155,10 @@ def run_gate(
             checks += [
                 _ranked(rank, c) for c in against_budget(trace, budget, fail_on if baseline is None else "never")
             ]
-    return GateResult(candidate, baseline, checks, mismatches, explanations, unexplained, step_times, fail_on)
+    return GateResult(
+        candidate=candidate, baseline=baseline, checks=checks, mismatches=mismatches, explanations=explanations,
+        unexplained=unexplained, step_times=step_times, fail_on=fail_on,
+    )  # fmt: skip
 
 
 def _explanation(baseline: str, candidate: str, read: ReadOptions, rank: int | None) -> TraceDiff:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from perftool.diff.compare import TraceDiff
+from perftool.diff.explanation import Explanation
 from perftool.diff.files import DiffResult
 from perftool.report.escape import markdown_code
 from perftool.report.scan_markdown import cell
@@ -34,7 +35,7 @@ def trace_diff(diff: TraceDiff) -> list[str]:
         f"{diff.measured.capitalize()}: {duration(base.step_us)} → {duration(cand.step_us)}, **{diff.change_text}**.",
         f"{how}; device {cell(diff.devices)}.",
         "",
-        contributions_table(diff, TOP),
+        contributions_table(Explanation.of(diff, TOP)),
         "",
         f"Where the steps go: the {plural(min(TOP, len(diff.rows)), diff.level)} with the most time.",
         "",
@@ -51,29 +52,23 @@ def trace_diff(diff: TraceDiff) -> list[str]:
     return [*lines, *(f"- {cell(note)}" for note in diff.notes)]
 
 
-def contributions_table(diff: TraceDiff, top: int) -> str:
-    """The ``top`` contributors, the others, and the remainders: rows that add up to the delta."""
+def contributions_table(explained: Explanation) -> str:
+    """The largest contributors, the others, and the remainders: rows that add up to the delta."""
     rows = [
-        f"| {cell(diff.level)} | calls/step | {diff.paced_time}/step | Δ step | of Δ |",
+        f"| {cell(explained.level)} | calls/step | {explained.paced_time}/step | Δ step | of Δ |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    listed, others = diff.contributions(top)
-    for row in listed:
-        mark = {"added": " (new)", "removed": " (gone)"}.get(row.status, "")
-        rows.append(
-            f"| {cell(row.key)}{mark} | {number(row.baseline_calls)} → {number(row.candidate_calls)} | "
-            f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)} | "
-            f"{signed_duration(row.contribution_us)} | {percent(diff.share(row.contribution_us))} |"
-        )
-    if len(diff.rows) > len(listed):
-        rows.append(
-            f"| {plural(len(diff.rows) - len(listed), 'other ' + diff.level)} | | | {signed_duration(others)} | "
-            f"{percent(diff.share(others))} |"
-        )
-    for part in diff.shown_remainders:
-        rows.append(
-            f"| *{part.name}* | | {duration(part.baseline_us)} → {duration(part.candidate_us)} | "
-            f"{signed_duration(part.contribution_us)} | {percent(diff.share(part.contribution_us))} |"
-        )
-    rows.append(f"| **step time** | | | **{signed_duration(diff.delta_us)}** | |")
+    for part in explained.shown():
+        change = f"{signed_duration(part.contribution_us)} | {percent(explained.share(part.contribution_us))} |"
+        if part.status == "others":
+            rows.append(f"| {plural(part.keys, 'other ' + explained.level)} | | | {change}")
+            continue
+        time = f"{duration(part.baseline_us_per_step)} → {duration(part.candidate_us_per_step)}"
+        if part.status == "remainder":
+            rows.append(f"| *{part.name}* | | {time} | {change}")
+            continue
+        mark = {"added": " (new)", "removed": " (gone)"}.get(part.status, "")
+        calls = f"{number(part.baseline_calls_per_step)} → {number(part.candidate_calls_per_step)}"
+        rows.append(f"| {cell(part.name)}{mark} | {calls} | {time} | {change}")
+    rows.append(f"| **step time** | | | **{signed_duration(explained.delta_us)}** | |")
     return "\n".join(rows)

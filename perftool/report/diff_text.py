@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.diff.compare import TraceDiff
+from perftool.diff.explanation import Explanation
 from perftool.diff.files import DiffResult
 from perftool.names import readable
 from perftool.report.console import NamesAndFigures, add_columns, cut
@@ -59,7 +60,7 @@ def trace_diff(diff: TraceDiff) -> list[RenderableType]:
         ),
         *(Text(note, style="yellow") for note in diff.notes),
         Text(f"\nWhat the change is made of (adds up to {signed_duration(diff.delta_us)})", style="bold"),
-        contributions(diff),
+        contributions(Explanation.of(diff, TOP)),
         Text(
             f"Where the steps go: the {plural(min(TOP, len(diff.rows)), diff.level)} with the most time", style="bold"
         ),
@@ -77,38 +78,31 @@ def trace_diff(diff: TraceDiff) -> list[RenderableType]:
     return lines
 
 
-def contributions(diff: TraceDiff, top: int = TOP) -> NamesAndFigures:
-    """The ``top`` contributors, the others and the remainders, with the step-time change as the footer."""
+def contributions(explained: Explanation) -> NamesAndFigures:
+    """The largest contributors, the others and the remainders, with the step-time change as the footer."""
     table = Table(box=box.SIMPLE_HEAD, show_footer=True)
-    listed, others = diff.contributions(top)
-    rows: list[tuple[Any, ...]] = [
-        (
-            cut(shown(_marked(readable(row.key), row.status))),
-            f"{number(row.baseline_calls)} → {number(row.candidate_calls)}",
-            f"{duration(row.baseline_paced_us)} → {duration(row.candidate_paced_us)}",
-            signed_duration(row.contribution_us),
-            percent(diff.share(row.contribution_us)),
+    rows: list[tuple[Any, ...]] = []
+    for part in explained.shown():
+        if part.status == "others":
+            name, calls = cut(Text(plural(part.keys, "other " + explained.level))), ""
+        elif part.status == "remainder":
+            name, calls = cut(Text(part.name, style="italic")), ""
+        else:
+            name = cut(shown(_marked(readable(part.name), part.status)))
+            calls = f"{number(part.baseline_calls_per_step)} → {number(part.candidate_calls_per_step)}"
+        time = (
+            ""
+            if part.status == "others"
+            else f"{duration(part.baseline_us_per_step)} → {duration(part.candidate_us_per_step)}"
         )
-        for row in listed
-    ]
-    if len(diff.rows) > len(listed):
-        others_row = cut(Text(plural(len(diff.rows) - len(listed), "other " + diff.level)))
-        rows.append((others_row, "", "", signed_duration(others), percent(diff.share(others))))
-    rows += [
-        (
-            cut(Text(part.name, style="italic")),
-            "",
-            f"{duration(part.baseline_us)} → {duration(part.candidate_us)}",
-            signed_duration(part.contribution_us),
-            percent(diff.share(part.contribution_us)),
+        rows.append(
+            (name, calls, time, signed_duration(part.contribution_us), percent(explained.share(part.contribution_us)))
         )
-        for part in diff.shown_remainders
-    ]
     figures: list[tuple[str, JustifyMethod]] = [
-        ("calls/step", "right"), (f"{diff.paced_time}/step", "right"), ("Δ step", "right"), ("of Δ", "right")
+        ("calls/step", "right"), (f"{explained.paced_time}/step", "right"), ("Δ step", "right"), ("of Δ", "right")
     ]  # fmt: skip
-    footers = {diff.level: "step time", "Δ step": signed_duration(diff.delta_us)}
-    return NamesAndFigures(table, diff.level, figures, rows, spare=("calls/step",), footers=footers)
+    footers = {explained.level: "step time", "Δ step": signed_duration(explained.delta_us)}
+    return NamesAndFigures(table, explained.level, figures, rows, spare=("calls/step",), footers=footers)
 
 
 def _largest(diff: TraceDiff) -> NamesAndFigures:

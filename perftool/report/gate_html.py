@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from perftool.gate.verdict import GateResult
-from perftool.report import gate_json, svg
+from perftool.report import svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.units import duration, figure
 
@@ -19,7 +19,7 @@ TOP = 8  # contributors drawn in a waterfall; the others share one bar
 
 
 def render(result: GateResult) -> str:
-    data = gate_json.render(result)
+    data = result.json_text()
     document = json.loads(data)  # the json format's figures, exactly
     counts = document["counts"]
     status = document["status"]

@@ -8,7 +8,6 @@ from perftool.report.diff_markdown import contributions_table
 from perftool.report.escape import markdown_code
 from perftool.report.scan_markdown import cell
 
-EXPLAINED = 5  # contributors to a failed step time listed
 ICON = {
     Verdict.FAIL: "❌ fail",
     Verdict.WARN: "⚠️ warn",
@@ -44,10 +43,10 @@ def render(result: GateResult) -> str:
             for c in result.checks
         ]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
-    for diff in result.explanations:
-        where = f" on rank {diff.baseline.rank}" if diff.baseline.rank is not None else ""
-        lines += ["", f"### Why the step time changed{where}", "", f"{cell(diff.headline())} (`perftool diff`, per "
-                  f"{diff.level}).", "", contributions_table(diff, EXPLAINED)]  # fmt: skip
+    for explained in result.explanations:
+        where = f" on rank {explained.rank}" if explained.rank is not None else ""
+        lines += ["", f"### Why the step time changed{where}", "", f"{cell(explained.headline)} (`perftool diff`, per "
+                  f"{explained.level}).", "", contributions_table(explained)]  # fmt: skip
     if result.unexplained:
         lines += ["", f"Why the step time changed: not known, {cell(result.unexplained)}."]
     return "\n".join(lines) + "\n"

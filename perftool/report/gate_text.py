@@ -27,7 +27,6 @@ STYLE = {
 WIDE = 110  # from this width on, "why" is a column of the table
 CHECK_NAME_WIDTH = 24  # a metric's name is held whole up to this long (device.compute_fraction)
 FIGURE_WIDTH = 11  # narrow, the widest a figure's column grows: "-17.2 pts", "11.239 ms", "107.6 steps/s" wrapped
-EXPLAINED = 5  # contributors to a failed step time listed
 
 
 def render(result: GateResult) -> Group:
@@ -43,10 +42,10 @@ def render(result: GateResult) -> Group:
 def _explained(result: GateResult) -> list[RenderableType]:
     """What each failed step time's change is made of (the top of the traces' diff), or why it is not known."""
     parts: list[RenderableType] = []
-    for diff in result.explanations:
-        where = f" on rank {diff.baseline.rank}" if diff.baseline.rank is not None else ""
-        parts += [Text(f"\nWhy the step time changed{where} (perftool diff, per {diff.level})", style="bold"),
-                  contributions(diff, EXPLAINED)]  # fmt: skip
+    for explained in result.explanations:
+        where = f" on rank {explained.rank}" if explained.rank is not None else ""
+        parts += [Text(f"\nWhy the step time changed{where} (perftool diff, per {explained.level})", style="bold"),
+                  contributions(explained)]  # fmt: skip
     if result.unexplained:
         parts.append(Text.assemble("\n", shown(f"Why the step time changed: not known, {result.unexplained}", "dim")))
     return parts

@@ -1,12 +1,12 @@
 """Every output format: an entry point of the group ``perftool.formats`` named ``<what>.<format>``
 (``scan.sarif``, ``info.json``) whose object renders what a command shows, its one argument.
 
-``<what>`` is ``scan``, ``gate`` or ``diff`` (the command's result), or ``info``, ``job-info``,
-``emulate``, ``tune`` or ``calibrate`` (a view of :mod:`perftool.report.views`). perftool registers its
-own formats in its ``pyproject.toml``; another package adds one the same way, as bandit's formatters
-do. A renderer returns text (written as it is) or a rich renderable (printed for people, or flattened to
-text for ``-o``); :func:`emit` writes either to stdout or atomically to the output file. Only the
-renderer asked for is imported.
+``<what>`` is ``scan``, ``gate``, ``diff``, ``metrics``, ``knobs``, ``rules`` or ``rule`` (the command's result),
+or ``info``, ``job-info``, ``emulate``, ``tune`` or ``calibrate`` (a view of :mod:`perftool.report.views`).
+perftool registers its own formats in its ``pyproject.toml``; another package adds one the same way, as
+bandit's formatters do. A renderer returns text (written as it is) or a rich renderable (printed for
+people, or flattened to text for ``-o``); :func:`emit` writes either to stdout or atomically to the
+output file. Only the renderer asked for is imported.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from perftool.plugins import registered
 from perftool.report import console
 
 GROUP = "perftool.formats"
-SHOWN = ("scan", "gate", "diff", "info", "job-info", "emulate", "tune", "calibrate")
+SHOWN = ("scan", "gate", "diff", "info", "job-info", "emulate", "tune", "calibrate", "metrics", "knobs", "rules",
+         "rule")  # fmt: skip
 
 
 def formats(shown: str) -> list[str]:

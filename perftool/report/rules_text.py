@@ -8,17 +8,18 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from perftool.rules.catalog import RulesReport
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS, ORIGINS
 from perftool.rules.model import Rule
 
 
-def catalogue(rules: list[Rule]) -> Table:
+def catalogue(report: RulesReport) -> Table:
     """One row per rule: id and name over its title, detector over where it comes from, severity over thresholds."""
     table = Table(show_header=True, box=box.SIMPLE_HEAD)
     table.add_column("rule", min_width=28, ratio=3)
     table.add_column("detector", no_wrap=True)
     table.add_column("severity (thresholds)", min_width=20, ratio=2)
-    for rule in rules:
+    for rule in report.rules:
         name = rule.name if rule.enabled else f"{rule.name} (disabled)"
         table.add_row(
             Text.assemble((f"{rule.id} {name}", "bold"), "\n", (rule.title, "dim")),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from perftool.errors import PerftoolError, parameter
+from perftool.results import Document
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
 from perftool.rules.model import Rule, template_fields
 from perftool.rules.settings import RuleSettings
@@ -15,6 +16,14 @@ from perftool.yamlfile import field_error, read_model, validation_error
 
 _PACKAGED = Path(__file__).parent / "builtin"  # the top-level rules/ folder, as installed in the wheel
 _SOURCE = Path(__file__).resolve().parents[2] / "rules"  # the same folder in a source checkout
+
+
+class RulesReport(Document):
+    """``perftool rules list --format json``: each rule as its file states it (``perftool schema rule``), with the
+    project's overrides applied."""
+
+    schema_: Literal["perftool.rules/1"] = Field("perftool.rules/1", alias="schema")
+    rules: list[Rule]
 
 
 def builtin_dir() -> Path:
