@@ -500,13 +500,15 @@ def knobs() -> KnobsReport:
     )
 
 
-SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "module:class"
+READ: dict[str, str] = {  # files perftool reads, described as it checks them: name -> "module:class" of the model
     "config": "perftool.emulator.config:EmulatorConfig",
     "tune": "perftool.tune.spec:TuneConfig",
-    "findings": "perftool.rules.findings:ScanReport",
+    "findings": "perftool.rules.findings:ScanReport",  # gate reads saved scan results too
     "rule": "perftool.rules.model:Rule",
     "project": "perftool.project:ProjectConfig",
     "budget": "perftool.gate.policy:Budget",
+}
+WRITTEN: dict[str, str] = {  # documents perftool writes, described as it writes them (computed fields included)
     "info": "perftool.results:InfoReport",
     "job-info": "perftool.rules.findings:JobInfoReport",
     "emulate-result": "perftool.results:EmulateReport",
@@ -514,11 +516,12 @@ SCHEMAS: dict[str, str] = {  # name: the model that describes the file, as "modu
     "tune-rows": "perftool.results:TuneRowsReport",
     "calibrate-result": "perftool.results:CalibrateReport",
     "gate-result": "perftool.gate.verdict:GateResult",
-    "diff-result": "perftool.results:DiffReport",
+    "diff-result": "perftool.diff.files:DiffResult",
     "metrics": "perftool.results:MetricsReport",
     "knobs": "perftool.results:KnobsReport",
     "rules": "perftool.rules.catalog:RulesReport",
 }
+SCHEMAS = {**READ, **WRITTEN}
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -529,5 +532,8 @@ def schema(name: str) -> dict[str, Any]:
     if name not in SCHEMAS:
         raise PerftoolError(f"no schema {name!r} (known: {', '.join(sorted(SCHEMAS))})")
     module, _, model = SCHEMAS[name].partition(":")
-    described: dict[str, Any] = getattr(importlib.import_module(module), model).model_json_schema(by_alias=True)
+    mode = "validation" if name in READ else "serialization"
+    described: dict[str, Any] = getattr(importlib.import_module(module), model).model_json_schema(
+        by_alias=True, mode=mode
+    )
     return described

@@ -1,10 +1,11 @@
-"""The JSON documents ``info``, ``emulate``, ``tune``, ``calibrate``, ``diff``, ``metrics`` and ``knobs`` write, as
-versioned pydantic models, and :class:`Document`, what every published document is.
+"""The JSON documents ``info``, ``emulate``, ``tune``, ``calibrate``, ``metrics`` and ``knobs`` write, as versioned
+pydantic models, and :class:`Document`, what every published document is.
 
 What is written always matches the published schema (``perftool schema NAME``: info, emulate-result, tune-result,
-tune-rows, calibrate-result, diff-result, metrics, knobs). Other results are their own models, beside the code that
-makes them: scan results and a job's info (findings, job-info) in :mod:`perftool.rules.findings`, gate's
-(gate-result) in :mod:`perftool.gate.verdict`, the rule catalogue (rules) in :mod:`perftool.rules.catalog`.
+tune-rows, calibrate-result, metrics, knobs). Other results are their own models, beside the code that makes them:
+scan results and a job's info (findings, job-info) in :mod:`perftool.rules.findings`, gate's (gate-result) in
+:mod:`perftool.gate.verdict`, diff's (diff-result) in :mod:`perftool.diff.files`, the rule catalogue (rules) in
+:mod:`perftool.rules.catalog`.
 """
 
 from __future__ import annotations
@@ -302,74 +303,6 @@ class TuneRowsReport(Document):
     objective: Literal["throughput", "step_time"]
     figures: dict[str, str] = Field(description="the figures each row holds, and what each means")
     rows: list[TunedRow]
-
-
-class DiffSide(_Part):
-    trace: str
-    device: str
-    family: str
-    steps: int = Field(description="steady steps compared")
-    step_time_us: float = Field(description="mean steady step")
-    step_durations_us: list[float] = Field(description="each steady step, in order")
-    timeline: Literal["device", "host"] = Field(description="the timeline that paces a step")
-
-
-class DiffRow(_Part):
-    key: str
-    status: Literal["both", "added", "removed"]
-    baseline_calls_per_step: float
-    candidate_calls_per_step: float
-    baseline_us_per_step: float = Field(description="the key's own time: device time, host time for host ops")
-    candidate_us_per_step: float
-    baseline_paced_us_per_step: float = Field(
-        description="its time on the timeline pacing the step (for host ops on the device's: the device time "
-        "they launched)"
-    )
-    candidate_paced_us_per_step: float
-    contribution_us: float = Field(description="its part of the step-time delta: the change of its paced time")
-
-
-class DiffRemainder(_Part):
-    name: str
-    baseline_us: float
-    candidate_us: float
-    contribution_us: float
-
-
-class DiffUnmatched(_Part):
-    keys: int
-    events: float = Field(description="events in the steady steps with no counterpart")
-    us_per_step: float
-
-
-class TraceDiffResult(_Part):
-    rank: int | None
-    baseline: DiffSide
-    candidate: DiffSide
-    level: Literal["kernel", "op", "annotation", "category", "track"] = Field(description="the level compared at")
-    asked: Literal["kernel", "op", "annotation", "category", "track"]
-    why: str = Field(description="why the level differs from the one asked, or how names were matched")
-    delta_us: float = Field(description="the change of the mean steady step")
-    change: float | None = Field(description="delta_us as a fraction of the baseline step")
-    headline: str
-    rows: list[DiffRow] = Field(description="every key, the largest contribution first")
-    remainders: list[DiffRemainder] = Field(description="the rest of the delta: with the rows it adds up to it")
-    unmatched: dict[Literal["baseline", "candidate"], DiffUnmatched]
-    notes: list[str]
-    matched: dict[str, float] = Field(
-        description="per level tried (kernel, op, annotation, category): the share of time whose keys both sides "
-        "hold, of the side with less; little at op level: maybe not the same workload"
-    )
-
-
-class DiffReport(Document):
-    """``perftool diff --format json``."""
-
-    baseline: str
-    candidate: str
-    only_baseline_ranks: list[int]
-    only_candidate_ranks: list[int]
-    diffs: list[TraceDiffResult] = Field(description="one for two traces; one per shared rank for two jobs")
 
 
 class Metric(_Part):

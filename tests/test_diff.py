@@ -185,7 +185,7 @@ def test_the_library_gives_the_same_diff(tmp_path):
     (diff,) = result.diffs
     assert diff.attributed_us == pytest.approx(diff.delta_us)
     assert [row.key for row in diff.rows[:3]] == ["aten::linear", "aten::index_put_", "aten::dropout"]
-    assert diff.headline() == (
+    assert diff.headline == (
         "step +35.5% (+220.0 µs): aten::linear +150.0 µs, new aten::index_put_ +120.0 µs, gone aten::dropout -50.0 µs"
     )
 

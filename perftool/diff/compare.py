@@ -12,11 +12,13 @@ first pass through the op map.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic.dataclasses import dataclass
 
-from perftool.choices import LEVELS
+from perftool.choices import LEVELS, Level
 from perftool.diff.names import OpMap
 from perftool.diff.profile import LAUNCHERS, Profile, Table
 from perftool.errors import PerftoolError, parameter
@@ -33,74 +35,123 @@ def shown(baseline_us: float, candidate_us: float) -> bool:
     return max(abs(baseline_us), abs(candidate_us)) >= NOTHING_US
 
 
-@dataclass
+_ROW = ConfigDict(populate_by_name=True)  # read back from JSON, what a part computes (its contribution) is ignored
+
+
+@dataclass(config=_ROW)
 class Row:
     """One key of the compared level, per steady step on each side."""
 
     key: str
-    baseline_calls: float
-    candidate_calls: float
-    baseline_us: float  # the key's own time (device time; host time for host ops)
-    candidate_us: float
-    baseline_paced_us: float  # its time on the pacing timeline (for host ops on the device's: what they launched)
-    candidate_paced_us: float
+    baseline_calls: Annotated[float, Field(alias="baseline_calls_per_step")]
+    candidate_calls: Annotated[float, Field(alias="candidate_calls_per_step")]
+    baseline_us: Annotated[
+        float,
+        Field(alias="baseline_us_per_step", description="the key's own time: device time, host time for host ops"),
+    ]
+    candidate_us: Annotated[float, Field(alias="candidate_us_per_step")]
+    baseline_paced_us: Annotated[
+        float,
+        Field(alias="baseline_paced_us_per_step", description="its time on the timeline pacing the step (for host ops "
+              "on the device's: the device time they launched)"),
+    ]  # fmt: skip
+    candidate_paced_us: Annotated[float, Field(alias="candidate_paced_us_per_step")]
 
+    @computed_field(description="added, removed, or both")  # type: ignore[prop-decorator]
     @property
-    def contribution_us(self) -> float:
-        """Its part of the step-time delta: the change of its time on the pacing timeline."""
-        return self.candidate_paced_us - self.baseline_paced_us
-
-    @property
-    def status(self) -> str:
-        """``added``, ``removed``, or ``both``."""
+    def status(self) -> Literal["both", "added", "removed"]:
         if self.baseline_calls == 0:
             return "added"
         return "removed" if self.candidate_calls == 0 else "both"
 
+    @computed_field(description="its part of the step-time delta: the change of its paced time")  # type: ignore[prop-decorator]
+    @property
+    def contribution_us(self) -> float:
+        return self.candidate_paced_us - self.baseline_paced_us
 
-@dataclass
+
+@dataclass(config=_ROW)
 class Remainder:
     """A part of the step-time delta no single key holds."""
 
     name: str
     baseline_us: float
     candidate_us: float
-    sign: int = 1  # -1: time the rows count twice (overlap), so its growth shortens the step
+    contribution_us: float
 
-    @property
-    def contribution_us(self) -> float:
-        return self.sign * (self.candidate_us - self.baseline_us)
+    @classmethod
+    def of(cls, name: str, baseline_us: float, candidate_us: float, counted_twice: bool = False) -> Remainder:
+        """Its contribution is its change; for time the rows count twice (overlap), growing shortens the step."""
+        change = candidate_us - baseline_us
+        return cls(name, baseline_us, candidate_us, -change if counted_twice else change)
 
 
-@dataclass
+@dataclass(config=_ROW)
 class Unmatched:
     """Events of one side whose key the other side lacks, per steady step."""
 
     keys: int
-    events: float
-    time_us: float
+    events: Annotated[float, Field(description="events in the steady steps with no counterpart")]
+    time_us: Annotated[float, Field(alias="us_per_step")]
 
 
-@dataclass
-class TraceDiff:
-    baseline: Profile
-    candidate: Profile
-    level: str  # the level compared at
-    asked: str  # the level asked for
-    why: str  # why the level differs from the one asked for, or how names were matched ("" when plainly)
-    rows: list[Row]  # largest contribution first
-    remainders: list[Remainder]
-    unmatched: tuple[Unmatched, Unmatched]  # baseline's, candidate's
-    notes: list[str] = field(default_factory=list)
-    matched: dict[str, float] = field(default_factory=dict)  # per level tried: the share of time both sides hold
+class Side(BaseModel):
+    """One side of a diff as it was compared: its trace, device and steady steps."""
 
-    @property
-    def delta_us(self) -> float:
-        return self.candidate.step_us - self.baseline.step_us
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
-    @property
-    def change(self) -> float:
-        return self.delta_us / self.baseline.step_us if self.baseline.step_us else float("nan")
+    source: str = Field(alias="trace")
+    device: str
+    family: str
+    steps: int = Field(description="steady steps compared; 0: no step markers, the capture after start-up whole")
+    step_us: float = Field(alias="step_time_us", description="mean steady step")
+    step_durations: list[float] = Field(alias="step_durations_us", description="each steady step, in order")
+    timeline: Literal["device", "host"] = Field(description="the timeline that paces a step")
+
+    @classmethod
+    def of(cls, profile: Profile) -> Side:
+        return cls(
+            source=profile.source, device=profile.device, family=profile.family, steps=profile.steps,
+            step_us=profile.step_us, step_durations=profile.step_durations, timeline=profile.timeline,
+        )  # fmt: skip
+
+
+class TraceDiff(BaseModel):
+    """Two traces (or one rank of two jobs) compared: every key's change and the remainders, which add up to the
+    change of the mean steady step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int | None
+    baseline: Side
+    candidate: Side
+    level: Level = Field(description="the level compared at")
+    asked: Level
+    why: str = Field(description="why the level differs from the one asked, or how names were matched")
+    delta_us: float = Field(description="the change of the mean steady step")
+    change: float | None = Field(description="delta_us as a fraction of the baseline step")
+    headline: str = Field(description="the change in one line, its largest parts named")
+    rows: list[Row] = Field(description="every key, the largest contribution first")
+    remainders: list[Remainder] = Field(description="the rest of the delta: with the rows it adds up to it")
+    unmatched: dict[Literal["baseline", "candidate"], Unmatched]
+    notes: list[str]
+    matched: dict[str, float] = Field(
+        description="per level tried (kernel, op, annotation, category): the share of time whose keys both sides "
+        "hold, of the side with less; little at op level: maybe not the same workload"
+    )
+
+    @classmethod
+    def made(cls, baseline: Profile, candidate: Profile, **parts: Any) -> TraceDiff:
+        """The diff of two profiles from its ``parts`` (level, asked, why, rows, remainders, unmatched, notes,
+        matched), with the change and its headline."""
+        delta = candidate.step_us - baseline.step_us
+        change = delta / baseline.step_us if baseline.step_us else None
+        made = cls(
+            rank=baseline.rank, baseline=Side.of(baseline), candidate=Side.of(candidate), delta_us=delta,
+            change=change, headline="", **parts,
+        )  # fmt: skip
+        made.headline = f"step {made.change_text}: {', '.join(made.largest(3))}"
+        return made
 
     def share(self, part_us: float) -> float:
         """``part_us`` as a fraction of the delta (NaN when nothing changed)."""
@@ -127,15 +178,11 @@ class TraceDiff:
         kept = [part for part in parts[:top] if abs(part.contribution_us) >= SMALL * abs(self.delta_us)]
         return [f"{_label(part)} {signed_duration(part.contribution_us)}" for part in kept]
 
-    def headline(self, top: int = 3) -> str:
-        """The change in one line, its largest parts named: ``step +8.1% (+0.810 ms): aten::linear +0.310 ms,
-        new aten::index_put +0.120 ms, device idle +0.060 ms``."""
-        return f"step {self.change_text}: {', '.join(self.largest(top))}"
-
     @property
     def change_text(self) -> str:
         """``+8.1% (+0.810 ms)``."""
-        return f"{'+' if self.delta_us >= 0 else ''}{percent(self.change)} ({signed_duration(self.delta_us)})"
+        change = float("nan") if self.change is None else self.change
+        return f"{'+' if self.delta_us >= 0 else ''}{percent(change)} ({signed_duration(self.delta_us)})"
 
     @property
     def shown_remainders(self) -> list[Remainder]:
@@ -256,12 +303,16 @@ def _compared(
         for i in order.tolist()
     ]
     remainders = _idle(baseline, candidate)
-    remainders.append(Remainder("overlap (counted twice above)", baseline.overlap_us, candidate.overlap_us, sign=-1))
+    remainders.append(
+        Remainder.of("overlap (counted twice above)", baseline.overlap_us, candidate.overlap_us, counted_twice=True)
+    )
     if level in LAUNCHERS:
         held_by = "no host op launched" if baseline.timeline == "device" else "outside any host op"
         outside = held_by if level == "op" else "outside any annotation"
         remainders.append(
-            Remainder(f"{baseline.timeline} work {outside}", baseline.unlinked_us[level], candidate.unlinked_us[level])
+            Remainder.of(
+                f"{baseline.timeline} work {outside}", baseline.unlinked_us[level], candidate.unlinked_us[level]
+            )
         )
     notes = []
     if baseline.steps == 0:
@@ -276,24 +327,27 @@ def _compared(
             f"the devices differ ({baseline.device} → {candidate.device}): the change is the hardware's and the "
             "work's together"
         )
-    unmatched = (
-        _unmatched(base, set(cand.keys), max(baseline.steps, 1)),
-        _unmatched(cand, set(base.keys), max(candidate.steps, 1)),
-    )
+    unmatched = {
+        "baseline": _unmatched(base, set(cand.keys), max(baseline.steps, 1)),
+        "candidate": _unmatched(cand, set(base.keys), max(candidate.steps, 1)),
+    }
     if matched.get("op", 1.0) < MIN_MATCHED:
         notes.append(
             f"little of the work is common to both: {percent(matched['op'])} of the time is in host ops both ran "
             "(of the side with less); they may not be the same workload"
         )
-    return TraceDiff(baseline, candidate, level, asked, why, rows, remainders, unmatched, notes, matched)
+    return TraceDiff.made(
+        baseline, candidate, level=level, asked=asked, why=why, rows=rows, remainders=remainders, unmatched=unmatched,
+        notes=notes, matched=matched,
+    )  # fmt: skip
 
 
 def _idle(baseline: Profile, candidate: Profile) -> list[Remainder]:
     """The pacing timeline's idle time: on the device by cause, when both sides split it so."""
     if not (baseline.idle_causes and candidate.idle_causes):
-        return [Remainder(f"{baseline.timeline} idle", baseline.idle_us, candidate.idle_us)]
+        return [Remainder.of(f"{baseline.timeline} idle", baseline.idle_us, candidate.idle_us)]
     return [
-        Remainder(f"device idle: {name}", baseline.idle_causes[name], candidate.idle_causes[name])
+        Remainder.of(f"device idle: {name}", baseline.idle_causes[name], candidate.idle_causes[name])
         for name in baseline.idle_causes
     ]
 

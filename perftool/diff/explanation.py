@@ -72,7 +72,7 @@ class Explanation(BaseModel):
             for r in diff.remainders
         ]  # fmt: skip
         return cls(
-            rank=diff.baseline.rank, level=diff.level, headline=diff.headline(), delta_us=diff.delta_us,
+            rank=diff.rank, level=diff.level, headline=diff.headline, delta_us=diff.delta_us,
             baseline_step_us=diff.baseline.step_us, candidate_step_us=diff.candidate.step_us,
             paced_time=diff.paced_time, contributors=parts,
         )  # fmt: skip

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
 
 from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.names import OpMap, load_op_map
@@ -12,22 +14,25 @@ from perftool.diff.profile import Profile, profile
 from perftool.errors import PerftoolError
 from perftool.job.cluster import LOCAL, Cluster, map_tasks
 from perftool.job.ranks import job_files, rank_from_name
+from perftool.results import Document
 from perftool.trace.loader import json_size_hint
 from perftool.trace_reader import load_trace
 from perftool.trace_scan import DEFAULT_READ, ReadOptions, distributed
 
 
-@dataclass
-class DiffResult:
+class DiffResult(Document):
+    """``perftool diff --format json``: two traces compared, or two jobs rank by rank."""
+
+    schema_: Literal["perftool.diff/1"] = Field("perftool.diff/1", alias="schema")
     baseline: str
     candidate: str
-    diffs: list[TraceDiff]  # one for two traces; one per rank both jobs have, in rank order
-    only_baseline: list[int]  # ranks only one job has
-    only_candidate: list[int]
+    only_baseline: list[int] = Field(alias="only_baseline_ranks", description="ranks only the baseline job has")
+    only_candidate: list[int] = Field(alias="only_candidate_ranks")
+    diffs: list[TraceDiff] = Field(description="one for two traces; one per shared rank for two jobs, in rank order")
 
     @property
     def is_job(self) -> bool:
-        return self.diffs[0].baseline.rank is not None
+        return self.diffs[0].rank is not None
 
     @property
     def most_changed(self) -> TraceDiff:
@@ -52,7 +57,10 @@ def diff_paths(
         )
     if not os.path.isdir(baseline):
         base, cand = profile_file(baseline, read), profile_file(candidate, read)
-        return DiffResult(baseline, candidate, [diff_profiles(base, cand, by, op_map)], [], [])
+        return DiffResult(
+            baseline=baseline, candidate=candidate, only_baseline=[], only_candidate=[],
+            diffs=[diff_profiles(base, cand, by, op_map)],
+        )  # fmt: skip
     return _diff_jobs(baseline, candidate, by, op_map, read, cluster)
 
 
@@ -98,9 +106,9 @@ def _diff_jobs(
     if not shared:
         raise PerftoolError(f"{baseline} and {candidate} share no rank to compare")
     return DiffResult(
-        baseline,
-        candidate,
-        [diff_profiles(base[r], cand[r], by, op_map) for r in shared],
-        sorted(base.keys() - cand.keys()),
-        sorted(cand.keys() - base.keys()),
+        baseline=baseline,
+        candidate=candidate,
+        only_baseline=sorted(k for k in base.keys() - cand.keys() if k is not None),
+        only_candidate=sorted(k for k in cand.keys() - base.keys() if k is not None),
+        diffs=[diff_profiles(base[r], cand[r], by, op_map) for r in shared],
     )

@@ -172,7 +172,7 @@ def _with_reason(check: Check, explained: TraceDiff) -> Check:
     """A failed timing check, its detail followed by what the step time's change is made of."""
     if check.id not in TIMING or check.verdict is not Verdict.FAIL:
         return check
-    return replace(check, detail=f"{check.detail}; {explained.headline()}")
+    return replace(check, detail=f"{check.detail}; {explained.headline}")
 
 
 def _rank_differences(base: Side, cand: Side) -> list[str]:

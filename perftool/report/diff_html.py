@@ -13,7 +13,7 @@ import json
 from perftool.diff.compare import shown
 from perftool.diff.files import DiffResult
 from perftool.names import readable
-from perftool.report import diff_json, svg
+from perftool.report import svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.units import duration, number, percent, signed_duration
 
@@ -21,7 +21,7 @@ TOP = 10  # contributors drawn and listed; the others share one bar
 
 
 def render(result: DiffResult) -> str:
-    data = diff_json.render(result)
+    data = result.json_text()
     document = json.loads(data)  # the json format's figures, exactly
     body = []
     if len(document["diffs"]) > 1 or document["diffs"][0]["rank"] is not None:

@@ -17,11 +17,11 @@ def render(result: DiffResult) -> str:
     if result.is_job:
         lines += ["| rank | step time | change | largest parts |", "| ---: | ---: | ---: | --- |"]
         lines += [
-            f"| {d.baseline.rank} | {duration(d.baseline.step_us)} → {duration(d.candidate.step_us)} | "
+            f"| {d.rank} | {duration(d.baseline.step_us)} → {duration(d.candidate.step_us)} | "
             f"{signed_duration(d.delta_us)} | {cell(', '.join(d.largest()))} |"
             for d in result.diffs
         ]
-        lines += ["", f"## Rank {result.most_changed.baseline.rank}, whose step changed most", ""]
+        lines += ["", f"## Rank {result.most_changed.rank}, whose step changed most", ""]
     return "\n".join([*lines, *trace_diff(result.most_changed)]) + "\n"
 
 

@@ -41,7 +41,7 @@ def render(result: DiffResult) -> Group:
         if ranks:
             parts.append(Text(f"only in the {side}: ranks {', '.join(map(str, ranks))}", style="yellow"))
     changed = result.most_changed
-    parts += [Text(f"\nRank {changed.baseline.rank}, whose step changed most", style="bold"), *trace_diff(changed)]
+    parts += [Text(f"\nRank {changed.rank}, whose step changed most", style="bold"), *trace_diff(changed)]
     return Group(*parts)
 
 
@@ -129,7 +129,7 @@ def _ranks(result: DiffResult) -> Table:
     add_columns(table, [("rank", "right"), ("step time", "right"), ("change", "right"), ("largest parts", "left")])
     for diff in result.diffs:
         table.add_row(
-            str(diff.baseline.rank),
+            str(diff.rank),
             f"{duration(diff.baseline.step_us)} → {duration(diff.candidate.step_us)}",
             signed_duration(diff.delta_us),
             shown(", ".join(diff.largest())),
@@ -143,7 +143,7 @@ def _marked(key: str, status: str) -> str:
 
 
 def _unmatched(diff: TraceDiff) -> str:
-    base, cand = diff.unmatched
+    base, cand = diff.unmatched["baseline"], diff.unmatched["candidate"]
     return (
         f"No counterpart: {number(base.events)} baseline events ({plural(base.keys, diff.level)}), "
         f"{number(cand.events)} candidate events ({plural(cand.keys, diff.level)}), in the steady steps compared"
