@@ -34,6 +34,7 @@ from perftool.errors import PerftoolError, parameter
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
 from perftool.predict.fitting import HOST_CAUSES, INPUT_CAUSES, fit, spread, work_per_step
+from perftool.results import CalibrateReport
 from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
 from perftool.trace_reader import load_trace
@@ -136,6 +137,12 @@ class Calibration:
                 f"(more than {BATCH_ERROR:.0%})"
             )
         return found
+
+    def report(self) -> CalibrateReport:
+        """``calibrate --format json``: the calibration record, checked by its model, and the config as ``-o`` writes
+        it."""
+        config = self.document()
+        return CalibrateReport(calibration=config.pop("calibration"), config=config)
 
     def document(self) -> dict[str, Any]:
         """The config as YAML holds it, with a ``tune:`` section that keeps the training as it is and its

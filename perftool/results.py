@@ -1,10 +1,11 @@
-"""The JSON documents ``info``, ``emulate``, ``tune``, ``calibrate``, ``metrics`` and ``knobs`` write, as versioned
-pydantic models, and :class:`Document`, what every published document is.
+"""The JSON documents ``info``, ``emulate``, ``calibrate``, ``metrics`` and ``knobs`` write, as versioned pydantic
+models, and :class:`Document`, what every published document is.
 
-What is written always matches the published schema (``perftool schema NAME``: info, emulate-result, tune-result,
-tune-rows, calibrate-result, metrics, knobs). Other results are their own models, beside the code that makes them:
-scan results and a job's info (findings, job-info) in :mod:`perftool.rules.findings`, gate's (gate-result) in
-:mod:`perftool.gate.verdict`, diff's (diff-result) in :mod:`perftool.diff.files`, the rule catalogue (rules) in
+What is written always matches the published schema (``perftool schema NAME``: info, emulate-result,
+calibrate-result, metrics, knobs). Other results are their own models, beside the code that makes them: scan
+results and a job's info (findings, job-info) in :mod:`perftool.rules.findings`, gate's (gate-result) in
+:mod:`perftool.gate.verdict`, diff's (diff-result) in :mod:`perftool.diff.files`, tune's answer and rows
+(tune-result, tune-rows) in :mod:`perftool.tune.documents`, the rule catalogue (rules) in
 :mod:`perftool.rules.catalog`.
 """
 
@@ -28,11 +29,13 @@ class Document(BaseModel):
         return self.model_dump_json(by_alias=True, indent=indent) + "\n"
 
 
-class _Part(BaseModel):
+class Part(BaseModel):
+    """A part of a document: its fields exactly, no others."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class InfoTrack(_Part):
+class InfoTrack(Part):
     id: int
     pid: int | str
     tid: int | str
@@ -43,19 +46,19 @@ class InfoTrack(_Part):
     events: int
 
 
-class InfoOp(_Part):
+class InfoOp(Part):
     name: str
     count: int
     total_us: float
     share: float | None
 
 
-class InfoTopOps(_Part):
+class InfoTopOps(Part):
     scope: Literal["device", "host"]
     ops: list[InfoOp]
 
 
-class CollectiveFigures(_Part):
+class CollectiveFigures(Part):
     """One collective type's calls in the analysis window (``info``, and each rank of a job)."""
 
     name: str = Field(description="all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv, ...")
@@ -68,7 +71,7 @@ class CollectiveFigures(_Part):
     busbw_gbps: float | None = Field(description="bus bandwidth: algbw times the collective's traffic factor, GB/s")
 
 
-class GroupFigures(_Part):
+class GroupFigures(Part):
     """The collectives of one process group in the analysis window."""
 
     name: str = Field(description="the process group's description or name ('default' when the trace names none)")
@@ -78,7 +81,7 @@ class GroupFigures(_Part):
     exposed_us: float
 
 
-class RooflineOp(_Part):
+class RooflineOp(Part):
     """One op with one set of input shapes and dtype over the steady window (None: needs the device's peaks)."""
 
     name: str
@@ -100,7 +103,7 @@ class RooflineOp(_Part):
     lost_us: float | None = Field(description="device time beyond the roofline time")
 
 
-class RooflineFamily(_Part):
+class RooflineFamily(Part):
     """The ops of one family over the steady window."""
 
     family: str
@@ -112,7 +115,7 @@ class RooflineFamily(_Part):
     lost_us: float | None
 
 
-class RooflineStep(_Part):
+class RooflineStep(Part):
     """One steady step: its modelled FLOPs over its time."""
 
     number: int = Field(description="the step's number (the step marker's, else its position)")
@@ -122,7 +125,7 @@ class RooflineStep(_Part):
     mfu: float | None = Field(description="flops / time / the window's peak (its dtype's)")
 
 
-class RooflineRegion(_Part):
+class RooflineRegion(Part):
     """The modelled ops inside one annotation (``record_function``, a module's or the optimizer's range)."""
 
     name: str = Field(description="the innermost annotation around the ops")
@@ -134,7 +137,7 @@ class RooflineRegion(_Part):
     lost_us: float | None = Field(description="device time beyond the roofline time")
 
 
-class RooflineFigures(_Part):
+class RooflineFigures(Part):
     """How far the steady window runs from the device's peaks (``perftool info``)."""
 
     device: str = Field(description="the device as the trace names it")
@@ -194,12 +197,12 @@ class EmulateReport(Document):
     trace: str | None = Field(description="the trace file written (--trace), with its size")
 
 
-class TraceAndModel(_Part):
+class TraceAndModel(Part):
     trace: float = Field(description="the figure measured on the trace")
     model: float = Field(description="the fitted config's prediction of it")
 
 
-class CalibrationCheck(_Part):
+class CalibrationCheck(Part):
     figure: str = Field(description="a figure of the trace the fit did not solve for")
     trace: float
     model: float
@@ -210,7 +213,7 @@ class CalibrationCheck(_Part):
     note: str
 
 
-class BatchPrediction(_Part):
+class BatchPrediction(Part):
     source: str = Field(description="the capture at another batch size")
     batch_size: int
     step_time_us: TraceAndModel
@@ -218,7 +221,7 @@ class BatchPrediction(_Part):
     note: str
 
 
-class CalibrationRecord(_Part):
+class CalibrationRecord(Part):
     source: str = Field(description="the trace fitted (a job's: its slowest rank)")
     step_time_us: TraceAndModel = Field(description="the steady mean step: the figure the fit solves for")
     step_error: float
@@ -234,78 +237,14 @@ class CalibrationRecord(_Part):
 class CalibrateReport(Document):
     """``perftool calibrate --format json``."""
 
+    schema_: Literal["perftool.calibrate/1"] = Field("perftool.calibrate/1", alias="schema")
     calibration: CalibrationRecord
     config: dict[str, Any] = Field(
         description="the fitted config with its tune: section, as -o writes it (`perftool schema tune`)"
     )
 
 
-class TunedConfiguration(_Part):
-    knobs: dict[str, Any]
-    feasible: bool
-    reason: str = Field(description="why it cannot run (out of memory, ...); empty when feasible")
-    figures: dict[str, float | None]
-
-
-class SensitivityPoint(_Part):
-    value: Any
-    evaluated: bool
-    objective: float | None
-    reason: str
-
-
-class KnobSensitivity(_Part):
-    knob: str
-    best: Any
-    spread: float | None
-    line: list[SensitivityPoint]
-
-
-class TuneReport(Document):
-    """``perftool tune --format json``."""
-
-    config: str
-    device: str
-    objective: Literal["throughput", "step_time"]
-    strategy: Literal["exhaustive", "local"]
-    space: dict[str, list[Any]]
-    space_size: int
-    evaluations: int
-    pruned: int
-    budget: int | None
-    seconds: float
-    baseline: TunedConfiguration
-    best: TunedConfiguration
-    optimum: TunedConfiguration
-    speedup: float | None
-    kept_for_training: dict[str, str] = Field(
-        description="knobs kept as written because their other values change the training, and what they change"
-    )
-    best_changes_training: list[str] = Field(description="what the best configuration changes in the training")
-    top: list[TunedConfiguration]
-    why: dict[str, str]
-    sensitivity: list[KnobSensitivity]
-
-
-class TunedRow(_Part):
-    knobs: dict[str, Any]
-    status: Literal["ok", "pruned", "constraint"] = Field(
-        description="ok; pruned (ruled out before simulation); constraint (simulated, broke a constraint)"
-    )
-    reason: str
-    figures: dict[str, float | None]
-
-
-class TuneRowsReport(Document):
-    """``perftool tune --results FILE.json``: every configuration looked at."""
-
-    device: str
-    objective: Literal["throughput", "step_time"]
-    figures: dict[str, str] = Field(description="the figures each row holds, and what each means")
-    rows: list[TunedRow]
-
-
-class Metric(_Part):
+class Metric(Part):
     name: str
     unit: str = Field(description="us, fraction, bytes, count, or one written out (steps/s)")
     meaning: str
@@ -318,7 +257,7 @@ class MetricsReport(Document):
     metrics: list[Metric]
 
 
-class Knob(_Part):
+class Knob(Part):
     name: str = Field(description="as tune's space, --set and a fix name it")
     config: str = Field(description="where the emulator config holds it")
     label: str = Field(description="what people read")

@@ -53,13 +53,14 @@ def test_each_document_validates_against_its_published_schema(run, tmp_path, nam
 
 
 def test_the_models_keep_every_key_and_value_of_the_documents():
-    """Passing through a model changes nothing: for info, emulate and tune on bundled samples; gate's and diff's results
-    are their models, which read back from their JSON as they were."""
+    """Passing through a model changes nothing: for info and emulate on bundled samples; gate's and diff's results, and
+    tune's answer, are their models, which read back from their JSON as they were."""
     from perftool import api
     from perftool.diff.files import DiffResult
     from perftool.gate.verdict import GateResult
     from perftool.report import emulate_json, tune_json
     from perftool.report.views import EmulateView, InfoView, TuneView
+    from perftool.tune.documents import TuneReport, answer
 
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")
     metrics = compute_metrics(trace)
@@ -71,12 +72,13 @@ def test_the_models_keep_every_key_and_value_of_the_documents():
     pairs = [
         (info_json.info_document(trace, metrics, roof), info_json.render(InfoView(trace, metrics, roof))),
         (emulate_json.document(run_), emulate_json.render(EmulateView(run_, None))),
-        (tune_json.document(swept, "npu.yaml"), tune_json.render(TuneView(swept, "npu.yaml"))),
     ]
     for built, written in pairs:
         assert json.loads(written) == json.loads(json.dumps(built))
     assert GateResult.model_validate_json(verdict.json_text()) == verdict and verdict.checks
     assert DiffResult.model_validate_json(change.json_text()) == change and change.diffs[0].rows
+    written = tune_json.render(TuneView(swept, "npu.yaml"))
+    assert TuneReport.model_validate_json(written) == answer(swept, "npu.yaml") and answer(swept, "npu.yaml").top
 
 
 @pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from perftool.choices import Level
 from perftool.diff.compare import TraceDiff, shown
+from perftool.results import Part
 
 
-class Contributor(BaseModel):
+class Contributor(Part):
     """A part of a failed step time's change: a key of the diff (its calls and time per steady step on the pacing
     timeline on each side), the keys not listed together (``others``), or a remainder."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     status: Literal["both", "added", "removed", "others", "remainder"]
@@ -28,11 +27,9 @@ class Contributor(BaseModel):
     keys: int = Field(description="the keys it sums: 1, or for others how many")
 
 
-class Explanation(BaseModel):
+class Explanation(Part):
     """What a failed step time's change is made of: the largest contributors of the traces' diff, the others
     together, and the remainders; they add up to the change."""
-
-    model_config = ConfigDict(extra="forbid")
 
     rank: int | None
     level: Level = Field(description="the level the traces were compared at")

@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from perftool.report import svg, tune_json
+from perftool.report import svg
 from perftool.report.html_page import facts, page, paragraph, section, table
 from perftool.report.views import TuneView
+from perftool.tune.documents import answer
 from perftool.tune.spec import Objective
 from perftool.units import duration, number, plural
 
 
 def render(view: TuneView) -> str:
-    data = tune_json.render(view)
+    data = answer(view.result, view.source, view.top).json_text()
     document = json.loads(data)  # the json format's figures, exactly
     throughput = Objective(document["objective"]).higher_is_better
     show = _throughput if throughput else duration

@@ -3,20 +3,19 @@ for a PR comment. Every figure comes from the json format's document."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from perftool.report import tune_json
 from perftool.report.escape import markdown_code
 from perftool.report.scan_markdown import cell
 from perftool.report.views import TuneView
+from perftool.tune.documents import answer
 from perftool.tune.explain import shown
 from perftool.tune.spec import Objective
 from perftool.units import duration, percent, plural
 
 
 def render(view: TuneView) -> str:
-    document = json.loads(tune_json.render(view))
+    document = answer(view.result, view.source, view.top).model_dump(mode="json", by_alias=True)
     best, baseline, why = document["best"], document["baseline"], document["why"]
     notes = [f"- ⚠ Changes the training: {cell(change)}" for change in document["best_changes_training"]]
     notes += [f"- Kept as written: {name}: {cell(text)}" for name, text in document["kept_for_training"].items()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from perftool.report.tune_results_json import status
+from perftool.tune.documents import status
 from perftool.tune.evaluator import ROW_FIGURES
 from perftool.tune.explain import shown
 from perftool.tune.result import TuneResult
