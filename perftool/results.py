@@ -165,6 +165,7 @@ class RooflineFigures(Part):
 class InfoReport(Document):
     """``perftool info --format json``."""
 
+    schema_: Literal["perftool.info/1"] = Field("perftool.info/1", alias="schema")
     source: str
     dialect: str
     device: str = Field(description="what the device tracks ran on, or 'none (host only)'")
@@ -188,6 +189,7 @@ class InfoReport(Document):
 class EmulateReport(Document):
     """``perftool emulate --format json``."""
 
+    schema_: Literal["perftool.emulate/1"] = Field("perftool.emulate/1", alias="schema")
     device: str
     config: dict[str, Any] = Field(description="the config as run (`perftool schema config`)")
     prediction: dict[str, Any] = Field(description="step time, throughput, utilisation and the rest, per metric")

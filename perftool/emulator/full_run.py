@@ -11,6 +11,7 @@ from perftool.emulator.evaluate import first_job, steady_figures
 from perftool.emulator.plan import Plan, build_plan
 from perftool.emulator.simulate import Timeline, simulate
 from perftool.errors import PerftoolError
+from perftool.results import EmulateReport
 
 BREAKDOWN: dict[str, str] = {
     "compute": "device compute, weight update included",
@@ -59,6 +60,19 @@ class Run:
             recorded={name: values[..., [rank]] for name, values in timeline.recorded.items()},
         )
         return Run(self.config, self.plan.subset(np.array([rank])), column, self.prediction, rank, offset)
+
+    def report(self, trace_file: str | None = None) -> EmulateReport:
+        """``emulate --format json``: the prediction as its document; ``trace_file``, the trace written and its
+        size."""
+        return EmulateReport(
+            device=self.config.device,
+            config=self.config.model_dump(mode="json"),
+            prediction=self.prediction,
+            memory_bytes=float(self.plan.memory_bytes[0]),
+            capacity_bytes=float(self.plan.capacity_bytes[0]),
+            step_breakdown_us=self.breakdown(),
+            trace=trace_file,
+        )
 
     def breakdown(self) -> dict[str, float]:
         """Mean µs per steady-state step spent in each part of :data:`BREAKDOWN`."""

@@ -2,91 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict
-from typing import Any
-
-from perftool.analysis.metrics import Metrics
 from perftool.report.views import InfoView
-from perftool.results import InfoReport
-from perftool.roofline.figures import Roofline
-from perftool.trace.model import Trace
-
-SCHEMA = "perftool.info/1"
-
-
-def info_document(trace: Trace, metrics: Metrics, roof: Roofline) -> dict[str, Any]:
-    """Everything ``info`` reports, as plain data (NaN becomes None)."""
-    return {
-        "schema": SCHEMA,
-        "source": trace.source,
-        "dialect": trace.dialect,
-        "device": metrics.device,
-        "step_clock": metrics.step_clock,
-        "caveats": [c.text for c in metrics.caveats],
-        "display_time_unit": trace.display_time_unit,
-        "metadata": trace.metadata,
-        "tracks": [
-            {
-                "id": t.id,
-                "pid": t.pid,
-                "tid": t.tid,
-                "process": t.process_name,
-                "thread": t.thread_name,
-                "labels": t.process_labels,
-                "role": t.role.value,
-                "events": metrics.track_events[t.id],
-            }
-            for t in trace.tracks
-        ],
-        "metrics": {k: _number(v) for k, v in metrics.values.items()},
-        "step_times_us": metrics.step_times_us,
-        "step_numbers": metrics.step_numbers,
-        "top_ops": {
-            "scope": metrics.top_ops_scope,
-            "ops": [
-                {"name": op.name, "count": op.count, "total_us": op.total_us, "share": _number(op.share)}
-                for op in metrics.top_ops
-            ],
-        },
-        "collectives": [asdict(c) for c in metrics.collectives],
-        "process_groups": [asdict(g) for g in metrics.groups],
-        "categories": metrics.categories,
-        "roofline": roofline_document(roof),
-    }
-
-
-def roofline_document(roof: Roofline) -> dict[str, Any]:
-    """The roofline's figures as plain data."""
-    spec = roof.spec
-    return {
-        "device": roof.device,
-        "device_spec": spec.key if spec else None,
-        "peak_tflops": dict(spec.peak_tflops) if spec else {},
-        "memory_bandwidth_gbps": spec.memory_bandwidth_gbps if spec else None,
-        "window_us": roof.window_us,
-        "steps": roof.steps,
-        "flops": roof.flops,
-        "flops_per_step": roof.flops_per_step,
-        "dtype": roof.dtype,
-        "mfu": roof.mfu,
-        "achieved_tflops": roof.achieved_tflops,
-        "device_us": roof.device_us,
-        "modelled_us": roof.modelled_us,
-        "modelled_share": roof.modelled_share,
-        "lost_us": roof.lost_us,
-        "ops": [op.model_dump() for op in roof.ops],
-        "families": [family.model_dump() for family in roof.families],
-        "per_step": [step.model_dump() for step in roof.per_step],
-        "regions": [region.model_dump() for region in roof.regions],
-        "notes": roof.notes,
-    }
+from perftool.trace_info import info_report
 
 
 def render(view: InfoView) -> str:
-    trace, metrics, roof = view.trace, view.metrics, view.roofline
-    return InfoReport.model_validate(info_document(trace, metrics, roof)).json_text()
-
-
-def _number(value: float) -> float | None:
-    return None if math.isnan(value) else value
+    return info_report(view.trace, view.metrics, view.roofline).json_text()
