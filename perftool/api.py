@@ -355,22 +355,32 @@ def calibrate(
     memory: Count | None = None,
     scheduler: str | None = None,
     workers: Count | None = None,
+    write_config: PathLike | None = None,
 ) -> Calibration:
     """Fit an emulator config to ``trace`` (a job's directory: its slowest rank) and check the fit on what it was not
     fitted to; ``overrides`` (``batch_size=64``) say what the trace does not. ``at_batch`` (batch size, trace): a
     capture of the same job at another batch size, whose step the fit must then predict. The result's ``warnings``
-    name each check that failed; ``.document()`` is the fitted config, for :func:`emulate` and :func:`tune`."""
+    name each check that failed; ``.document()`` is the fitted config, for :func:`emulate` and :func:`tune`, which
+    ``write_config`` writes as YAML (the path checked before the fit)."""
+    import yaml
+
     from perftool.calibration import calibrate as fit_trace
     from perftool.emulator import config as emulator_config
     from perftool.job.cluster import Cluster
+    from perftool.output import check_writable, write_text
     from perftool.trace_scan import ReadOptions
 
+    other = (at_batch[0], str(at_batch[1])) if at_batch else None
+    if write_config is not None:
+        check_writable(str(write_config), [str(trace), *([other[1]] if other else [])])
     given: dict[str, Any] = {}
     for item in overrides:
         emulator_config.apply_override(given, item, "--set", None)
-    other = (at_batch[0], str(at_batch[1])) if at_batch else None
     read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
-    return fit_trace(str(trace), device, given, Cluster(scheduler, workers), other, read)
+    fitted = fit_trace(str(trace), device, given, Cluster(scheduler, workers), other, read)
+    if write_config is not None:
+        write_text(yaml.safe_dump(fitted.document(), sort_keys=False), str(write_config))
+    return fitted
 
 
 @_checked

@@ -38,6 +38,7 @@ FLAGS = {  # each API parameter an error message names (perftool.errors.paramete
     "write_best": "--write-best",
     "results": "--results",
     "emit_trace": "--emit-trace",
+    "write_config": "-o",
 }
 
 
@@ -299,19 +300,13 @@ def calibrate(
     step time (within 2%). A failed check exits 1 naming the figure. -o writes the config, for emulate and tune.
 
     For a job's directory, the rank fitted is the one that sets the job's pace (the slowest in its job view)."""
-    import yaml
-
     from perftool.calibration import CalibrationFailed
 
     other = _batch_and_trace(at_batch) if at_batch else None
-    if output:
-        check_writable(output, [trace, *([other[1]] if other else [])])
     fitted = api.calibrate(
         trace, overrides, device=device, at_batch=other, dialect=dialect, max_bytes=max_trace_bytes, memory=memory,
-        scheduler=scheduler, workers=workers,
+        scheduler=scheduler, workers=workers, write_config=output,
     )  # fmt: skip
-    if output:
-        write_text(yaml.safe_dump(fitted.document(), sort_keys=False), output)
     emit("calibrate", CalibrateView(fitted, output), fmt, None)
     if fitted.warnings:
         raise CalibrationFailed(f"{trace}: the fit fails its check: {fitted.warnings[0]}")

@@ -7,6 +7,7 @@ import re
 import sys
 
 import pytest
+import yaml
 from conftest import REPO, TORCH_FIXTURE
 
 import perftool
@@ -150,3 +151,12 @@ def test_tune_writes_its_files_from_python_checked_before_the_sweep(tmp_path):
     written = json.loads(paths["emit_trace"].read_text())["perftool"]["emulator"]
     assert written["prediction"] == perftool.emulate(paths["write_best"]).prediction
     assert len(paths["results"].read_text().splitlines()) == 1 + len(result.rows.reason)
+
+
+def test_calibrate_writes_the_fitted_config_from_python_checked_before_the_fit(tmp_path):
+    trace = REPO / "tests" / "data" / "vocab" / "zero_workers.json.gz"
+    with pytest.raises(PerftoolError, match="is a directory"):
+        perftool.calibrate(trace, write_config=tmp_path)
+    fitted = perftool.calibrate(trace, write_config=tmp_path / "fit.yaml")
+    assert yaml.safe_load((tmp_path / "fit.yaml").read_text()) == fitted.document()
+    assert perftool.emulate(tmp_path / "fit.yaml").config.device == fitted.config.device
