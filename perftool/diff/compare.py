@@ -185,11 +185,6 @@ class TraceDiff(BaseModel):
         return f"{'+' if self.delta_us >= 0 else ''}{percent(change)} ({signed_duration(self.delta_us)})"
 
     @property
-    def shown_remainders(self) -> list[Remainder]:
-        """The remainders with time on either side (a table for people leaves out those that round to nothing)."""
-        return [r for r in self.remainders if shown(r.baseline_us, r.candidate_us)]
-
-    @property
     def measured(self) -> str:
         """What the compared time is: the mean steady step, or without step markers the capture after start-up."""
         base, cand = self.baseline.steps, self.candidate.steps

@@ -14,7 +14,7 @@ from perftool.results import Part
 
 
 class Contributor(Part):
-    """A part of a failed step time's change: a key of the diff (its calls and time per steady step on the pacing
+    """A part of a change: a key of the diff (its calls and time per steady step on the pacing
     timeline on each side), the keys not listed together (``others``), or a remainder."""
 
     name: str
@@ -28,8 +28,8 @@ class Contributor(Part):
 
 
 class Explanation(Part):
-    """What a failed step time's change is made of: the largest contributors of the traces' diff, the others
-    together, and the remainders; they add up to the change."""
+    """What a step time's change is made of: the largest contributors of the traces' diff, the others together, and
+    the remainders; they add up to the change."""
 
     rank: int | None
     level: Level = Field(description="the level the traces were compared at")
