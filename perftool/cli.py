@@ -240,15 +240,13 @@ def list_knobs(fmt: str) -> None:
 def emulate(config: str, trace_file: str | None, output: str | None, overrides: tuple[str, ...], fmt: str) -> None:
     """Run CONFIG on the device emulator: predicted step time, throughput, utilisation, memory; --trace writes
     its trace."""
-    from perftool.emulator.trace_writer import job_files
-
     if output:
         check_writable(output, [config])
     check_distinct((trace_file, output))
     result = api.emulate(config, overrides, trace_file=trace_file)
     written = None
     if trace_file and result.plan.replicas > 1:
-        ranks = sum(os.path.getsize(path) for path in job_files(result, trace_file))
+        ranks = sum(os.path.getsize(path) for path in result.trace_files(trace_file))
         written = f"{trace_file}/ ({result.plan.replicas} ranks, {ranks / 1e3:,.0f} kB)"
     elif trace_file:
         written = f"{trace_file} ({os.path.getsize(trace_file) / 1e3:,.0f} kB)"

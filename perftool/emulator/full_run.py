@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,11 @@ class Run:
             recorded={name: values[..., [rank]] for name, values in timeline.recorded.items()},
         )
         return Run(self.config, self.plan.subset(np.array([rank])), column, self.prediction, rank, offset)
+
+    def trace_files(self, directory: str) -> list[str]:
+        """Where a job's traces are written in ``directory`` (a run of several replicas): ``rank<N>.trace.json.gz``."""
+        width = len(str(self.plan.replicas - 1))
+        return [os.path.join(directory, f"rank{rank:0{width}d}.trace.json.gz") for rank in range(self.plan.replicas)]
 
     def report(self, trace_file: str | None = None) -> EmulateReport:
         """``emulate --format json``: the prediction as its document; ``trace_file``, the trace written and its

@@ -78,13 +78,7 @@ def write_trace(run: Run, path: str) -> int:
 def write_job(run: Run, directory: str) -> int:
     """Write each rank's trace into ``directory`` (made if missing), each atomically; returns the bytes written."""
     os.makedirs(directory, exist_ok=True)
-    return sum(write_trace(rank, path) for rank, path in zip(run.ranks(), job_files(run, directory)))
-
-
-def job_files(run: Run, directory: str) -> list[str]:
-    """Where :func:`write_job` writes each rank's trace: ``rank<N>.trace.json.gz`` in ``directory``."""
-    width = len(str(run.plan.replicas - 1))
-    return [os.path.join(directory, f"rank{rank:0{width}d}.trace.json.gz") for rank in range(run.plan.replicas)]
+    return sum(write_trace(rank, path) for rank, path in zip(run.ranks(), run.trace_files(directory)))
 
 
 def encode_for(path: str, data: bytes) -> bytes:
