@@ -71,23 +71,36 @@ def write_text(text: str, path: str | None) -> None:
 
 def write_bytes(data: bytes, path: str) -> None:
     """Write ``data`` to ``path``: into it when it is a device or FIFO, else atomically through a rename."""
+    write_blocks([data], path)
+
+
+def write_blocks(blocks: Iterable[bytes], path: str | None) -> None:
+    """Write ``blocks`` one after another, each as it is made, so a large document is never whole in memory: to
+    stdout when no path is given, into ``path`` when it is a device or FIFO, else atomically through a rename
+    (nothing is left of a write the blocks fail or Ctrl-C stops)."""
+    if path is None:
+        sys.stdout.flush()
+        for block in blocks:
+            sys.stdout.buffer.write(block)
+        sys.stdout.buffer.flush()
+        return
     try:
         if _kind(path) == "stream":
             with open(path, "wb") as out:
-                out.write(data)
+                out.writelines(blocks)
             return
-        _replace(data, os.path.realpath(path))
+        _replace(blocks, os.path.realpath(path))
     except OSError as exc:
         raise PerftoolError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-def _replace(data: bytes, target: str) -> None:
+def _replace(blocks: Iterable[bytes], target: str) -> None:
     """A temporary file in ``target``'s directory, then a rename over it."""
     fd, tmp = tempfile.mkstemp(prefix=".perftool-", dir=os.path.dirname(target))
     try:
         os.fchmod(fd, _mode_for(target))  # mkstemp makes 0600; a written file gets the usual permissions
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            out.writelines(blocks)
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)

@@ -302,3 +302,24 @@ def test_a_diff_across_devices_and_workloads_says_so_and_one_of_the_same_job_doe
     same = json.loads(run("diff", real / "resnet50_pt18_workers0.json.gz", real / "resnet50_pt18_workers4.json.gz",
                           "--format", "json").stdout)["diffs"][0]  # fmt: skip
     assert same["matched"]["op"] > 0.9 and not any("devices differ" in n or "workload" in n for n in same["notes"])
+
+
+def test_the_json_is_written_a_block_of_rows_at_a_time_as_the_one_document(run, monkeypatch, tmp_path):
+    """A diff of millions of names has millions of rows, so its JSON is written a block of rows at a time, never
+    whole; the bytes are the model's own JSON: for two jobs (a diff per rank), rows over many blocks, and none."""
+    from perftool.report import diff_json
+
+    monkeypatch.setattr(diff_json, "ROWS_PER_BLOCK", 3)
+    job = SAMPLES / "jobs" / "gpu_ddp_straggler"
+    out = tmp_path / "diff.json"
+    for pair in [(job, job), KINETO]:
+        result = api.diff(*pair)
+        blocks = list(diff_json.render(result))
+        assert b"".join(blocks) == result.json_text().encode()
+        assert len(blocks) > sum(len(diff.rows) for diff in result.diffs) / 3
+        assert run("diff", *pair, "--format", "json").stdout == result.json_text()
+        run("diff", *pair, "--format", "json", "-o", out)
+        assert out.read_text() == result.json_text()
+    no_rows = result.model_copy(update={"diffs": [d.model_copy(update={"rows": []}) for d in result.diffs]})
+    assert b"".join(diff_json.render(no_rows)) == no_rows.json_text().encode()
+    assert len(api.diff(job, job).diffs) > 1

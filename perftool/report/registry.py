@@ -4,19 +4,21 @@
 ``<what>`` is ``scan``, ``gate``, ``diff``, ``metrics``, ``knobs``, ``rules`` or ``rule`` (the command's result),
 or ``info``, ``job-info``, ``emulate``, ``tune`` or ``calibrate`` (a view of :mod:`perftool.report.views`).
 perftool registers its own formats in its ``pyproject.toml``; another package adds one the same way, as
-bandit's formatters do. A renderer returns text (written as it is) or a rich renderable (printed for
-people, or flattened to text for ``-o``); :func:`emit` writes either to stdout or atomically to the
-output file. Only the renderer asked for is imported.
+bandit's formatters do. A renderer returns text (written as it is), blocks of bytes (an iterator, written
+each as it is made: a document too large to hold whole) or a rich renderable (printed for people, or
+flattened to text for ``-o``); :func:`emit` writes any of them to stdout or atomically to the output file.
+Only the renderer asked for is imported.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
 
 from perftool.errors import PerftoolError
-from perftool.output import write_text
+from perftool.output import write_blocks, write_text
 from perftool.plugins import registered
 from perftool.report import console
 
@@ -45,6 +47,8 @@ def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
     rendered = render(value)
     if isinstance(rendered, str):
         write_text(rendered, output)
+    elif isinstance(rendered, Iterator):
+        write_blocks(rendered, output)
     elif output:
         write_text(console.plain(rendered), output)
     else:
