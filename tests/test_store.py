@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, spy_on_disk
+from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, leaving, spy_on_disk
 
 from perftool import limits
 from perftool.errors import TraceError
@@ -89,6 +89,20 @@ def test_nested_spans_counters_and_flows_across_chunks(tmp_path, monkeypatch):
     same_trace(in_memory, on_disk)
 
 
+def test_a_trace_of_counters_alone_keeps_its_columns_on_disk_as_in_memory(run, tmp_path, monkeypatch):
+    """No event is timed, so every column on disk is empty: a pass over one still takes one (empty) chunk."""
+    path = tmp_path / "counters.json"
+    samples = [{"ph": "C", "name": "memory", "pid": 1, "tid": 1, "ts": i, "args": {"used": i}} for i in range(300)]
+    path.write_text(json.dumps({"traceEvents": samples}))
+    in_memory, shown = read_trace(path), run("info", path, "--format", "json")
+    made = spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    on_disk = read_trace(path)
+    assert made and on_disk.on_disk and len(on_disk) == 0 and on_disk.counters.ts.size == 300
+    same_trace(in_memory, on_disk)
+    assert run("info", path, "--format", "json").output == shown.output
+
+
 @pytest.mark.parametrize(
     ("bad", "problem"),
     [
@@ -119,7 +133,7 @@ def test_the_commands_give_the_same_json_with_the_columns_on_disk(run, monkeypat
     args = [command, sample, *([sample] if command == "diff" else []), "--format", "json"]
     in_memory = run(*args)
     made = spy_on_disk(monkeypatch, CHUNK)
-    on_disk = run(*args, "--memory", "900kB")  # the sample's scan needs about 1 MB in memory, 0.5 MB with disk
+    on_disk = run(*args, "--memory", leaving("900kB"))  # the sample's scan needs about 1 MB in memory, 0.5 MB with disk
     assert made and in_memory.exit_code == on_disk.exit_code
     assert on_disk.output == in_memory.output
 
@@ -128,7 +142,9 @@ def test_a_disk_too_small_for_the_columns_is_one_line_before_any_is_written(run,
     sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
     monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(tmp_path))
     monkeypatch.setattr(store.shutil, "disk_usage", lambda _path: Free())
-    line = error_line(run("info", sample, "--memory", "900kB"), str(sample), "of disk in " + str(tmp_path), "--memory")
+    line = error_line(
+        run("info", sample, "--memory", leaving("900kB")), str(sample), "of disk in " + str(tmp_path), "--memory"
+    )
     assert "PERFTOOL_SPILL_DIR" in line and "has 100 bytes free" in line
 
 
@@ -136,7 +152,7 @@ def test_a_spill_directory_that_does_not_exist_is_one_line(run, tmp_path, monkey
     sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
     missing = tmp_path / "missing"
     monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(missing))
-    error_line(run("info", sample, "--memory", "900kB"), str(sample), f"on disk in {missing}", "No such file")
+    error_line(run("info", sample, "--memory", leaving("900kB")), str(sample), f"on disk in {missing}", "No such file")
     error_line(run("info", "-", input=b"{}"), "-:", f"a copy of it in {missing}", "No such file")
 
 
@@ -151,7 +167,9 @@ def test_a_disk_that_fills_while_the_columns_are_written_is_one_line(run, monkey
     """/dev/full fails every write with ENOSPC, as a disk that fills up does."""
     sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
     monkeypatch.setattr(store.tempfile, "TemporaryFile", lambda **_kw: open("/dev/full", "r+b"))  # noqa: SIM115
-    error_line(run("scan", sample, "--memory", "900kB"), str(sample), "cannot keep its columns on disk", "No space")
+    error_line(
+        run("scan", sample, "--memory", leaving("900kB")), str(sample), "cannot keep its columns on disk", "No space"
+    )
 
 
 def big_trace(path: Path, steps: int) -> Path:
@@ -189,7 +207,7 @@ def test_the_columns_on_disk_leave_nothing_behind_even_on_ctrl_c(tmp_path):
     spill = tmp_path / "spill"
     spill.mkdir()
     env = {**os.environ, "PERFTOOL_SPILL_DIR": str(spill)}
-    command = [sys.executable, "-m", "perftool", "scan", str(trace), "--memory", "30MB", "--fail-on", "never"]
+    command = [sys.executable, "-m", "perftool", "scan", str(trace), "--memory", leaving("30MB"), "--fail-on", "never"]
     finished = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     assert finished.returncode == 0, finished.stderr
     assert not list(spill.iterdir())

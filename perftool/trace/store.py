@@ -110,7 +110,8 @@ class OnDisk(ColumnStore):
         return _mapped(file, dtype, rows)
 
     def chunks(self, rows: int) -> Iterator[slice]:
-        for start in range(0, rows, CHUNK_ROWS):
+        """As in memory, at least one range, empty for no rows (a trace of counters alone times no event)."""
+        for start in range(0, max(rows, 1), CHUNK_ROWS):
             yield slice(start, min(start + CHUNK_ROWS, rows))
 
     def loaded(self) -> None:
