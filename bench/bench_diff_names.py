@@ -5,8 +5,8 @@
 
 For each count N, two Kineto-like traces of N kernels with N distinct names (8 steps, names shared by both traces,
 every third kernel 10% slower in the candidate) are written under bench/out, and ``perftool diff`` of them runs in a
-fresh process. Printed per N: seconds, µs per event, and the ratio to the smallest N's µs per event — flat when name
-matching is linear (hashing); it grew with N when names were matched pairwise.
+fresh process. Printed per N: seconds, µs per event, the ratio to the smallest N's µs per event — flat when name
+matching is linear (hashing); it grew with N when names were matched pairwise — and the peak memory, per name.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,33 +63,43 @@ def write(path: str, names: int, slower: bool) -> None:
         out.write("\n]}\n")
 
 
-def measure(names: int) -> float:
-    """Seconds ``perftool diff`` of the two traces of ``names`` names takes, in a fresh process."""
+def measure(names: int, fmt: str) -> tuple[float, int]:
+    """Seconds ``perftool diff`` of the two traces of ``names`` names takes in a fresh process, and its peak
+    resident memory in bytes (the largest of the command and the decoding processes it waited for)."""
     paths = [os.path.join(OUT, f"diff_names_{names}_{side}.json") for side in ("base", "new")]
     for path, slower in zip(paths, (False, True)):
         if not os.path.exists(path):
             os.makedirs(OUT, exist_ok=True)
             write(path, names, slower)
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "perftool", "diff", *paths, "--format", "json"], capture_output=True)
-    seconds = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(done.stderr.decode()[-500:])
-    return seconds
+    command = [sys.executable, "-m", "perftool", "diff", *paths, "--format", fmt]
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode not in (0, 1):
+            errors.seek(0)
+            raise SystemExit(errors.read().decode()[-500:])
+    return seconds, usage.ru_maxrss * 1024
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--format", default="json", choices=("json", "text"), help="diff's output (default json)")
     args = parser.parse_args()
     base = None
-    print(f"cores {os.cpu_count()}; each trace has as many kernel events as distinct names, over {STEPS} steps")
+    print(f"cores {os.cpu_count()}; each trace has as many kernel events as distinct names, over {STEPS} steps; "
+          f"diff --format {args.format}")  # fmt: skip
     for names in sorted(args.names):
-        seconds = measure(names)
+        seconds, peak = measure(names, args.format)
         per_event = seconds / (2 * names) * 1e6
         base = base or per_event
-        ratio = per_event / base
-        print(f"{names:>12,} names   {seconds:8.2f} s   {per_event:6.2f} µs/event   ×{ratio:.2f} of the first")
+        print(
+            f"{names:>12,} names   {seconds:8.2f} s   {per_event:6.2f} µs/event   ×{per_event / base:.2f} of the first"
+            f"   peak {peak / 1e9:6.2f} GB ({peak / names:,.0f} bytes a name)"
+        )
 
 
 if __name__ == "__main__":

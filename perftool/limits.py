@@ -14,10 +14,12 @@ from perftool.errors import PerftoolError
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)
 DISK_PER_TRACE_BYTE = 0.5  # disk a trace's columns take when kept there, per byte of JSON (bench/bench_spill.py)
 # Memory to scan what a trace holds, beyond its bytes (bench/bench_memory.py measures each; these hold above):
-MEMORY_PER_EVENT = 150  # bytes an event (measured 139 for a million tiny events of one name and thread)
+MEMORY_PER_EVENT = 150  # bytes an event for info (measured 139 for a million tiny events of one name and thread)
 MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 300-650, most with a track each
 MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~290)
 MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~120)
+PROCESS_MEMORY = 64 << 20  # perftool's own, counted against the budget first (a scan of one event peaks at 58-60 MB)
+WORKER_MEMORY = 32 << 20  # each decoding process, in pages it does not share with perftool's (PSS 28-30 MB)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
 MEMORY_ENV = "PERFTOOL_MEMORY"
 SPILL_DIR_ENV = "PERFTOOL_SPILL_DIR"
@@ -87,15 +89,29 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-MEMORY_PER_EVENT_ON_DISK = 42  # bytes an event with its columns on disk: the analysis's arrays (bench_spill: 47 all in)
+MEMORY_PER_EVENT_ON_DISK = 42  # bytes an event with its columns on disk: info's working arrays (bench_spill: 36)
+# What each command's analysis holds an event beyond info's, in memory or on disk (bench/bench_spill.py --command,
+# with the columns on disk, less info's: diff 12, scan 20 (gate 23), calibrate 32):
+ANALYSIS_MEMORY_PER_EVENT = {"info": 0, "diff": 12, "scan": 24, "calibrate": 32}
 
 
 def memory_to_scan(
-    events: int, signatures: int, counter_samples: int, kept_args: int, args_bytes: int, on_disk: bool = False
+    events: int,
+    signatures: int,
+    counter_samples: int,
+    kept_args: int,
+    args_bytes: int,
+    on_disk: bool = False,
+    analysis: str = "info",
 ) -> int:
     """Bytes of memory scanning a trace of these parts needs, beyond the interpreter: many tiny or distinct
     events need more per byte of JSON than :data:`MEMORY_PER_TRACE_BYTE` allows for. With its columns kept on
-    disk (``on_disk``), an event needs only what the analysis's working arrays take."""
-    per_event = MEMORY_PER_EVENT_ON_DISK if on_disk else MEMORY_PER_EVENT
-    return (events * per_event + signatures * MEMORY_PER_SIGNATURE
-            + counter_samples * MEMORY_PER_COUNTER_SAMPLE + kept_args * MEMORY_PER_KEPT_ARGS + args_bytes)  # fmt: skip
+    disk (``on_disk``), an event needs only what the analysis's working arrays take, and those are made after the
+    counter samples are built into counters and let go: the larger of the two counts, not both. ``analysis`` names
+    the command the trace is read for (:data:`ANALYSIS_MEMORY_PER_EVENT`): a scan holds more an event than info."""
+    kept = signatures * MEMORY_PER_SIGNATURE + kept_args * MEMORY_PER_KEPT_ARGS + args_bytes
+    counters = counter_samples * MEMORY_PER_COUNTER_SAMPLE
+    extra = ANALYSIS_MEMORY_PER_EVENT[analysis]
+    if on_disk:
+        return kept + max(events * (MEMORY_PER_EVENT_ON_DISK + extra), counters)
+    return kept + events * (MEMORY_PER_EVENT + extra) + counters

@@ -17,13 +17,16 @@ def load_trace(
     max_bytes: int | None = None,
     decoders: Decoders | None = None,
     memory: int | None = None,
+    analysis: str = "info",
 ) -> Trace:
     """Read a trace file and assign track roles and event kinds through its dialect.
 
-    ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders`` and
-    ``memory`` (the budget past which the columns are kept on disk) are :func:`~perftool.trace.loader.read_trace`'s;
-    the args the dialects read are kept.
+    ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
+    (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
+    :func:`~perftool.trace.loader.read_trace`'s; the args the dialects read are kept.
     """
-    trace = dialects.apply(read_trace(path, workers, max_bytes, dialects.kept_args(), decoders, memory), dialect)
+    trace = dialects.apply(
+        read_trace(path, workers, max_bytes, dialects.kept_args(), decoders, memory, analysis), dialect
+    )
     trace.store.loaded()
     return trace

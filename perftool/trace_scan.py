@@ -56,7 +56,12 @@ def scan_files(
     for path in paths:
         try:
             trace = load_trace(
-                path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory, decoders=decoders
+                path,
+                dialect=read.dialect,
+                max_bytes=read.max_bytes,
+                memory=read.memory,
+                decoders=decoders,
+                analysis="scan",
             )
         except TraceError as exc:
             unread.append(UnreadTrace(path=exc.path, problem=exc.problem))

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 from published_schemas import JUNIT_10, SARIF_2_1_0
 
+from perftool import limits
 from perftool.cli import cli
 from perftool.trace import store
 
@@ -121,6 +122,12 @@ def ctrl_c_as_at_a_terminal() -> None:
     """For ``subprocess.Popen(preexec_fn=...)``: Ctrl-C acts in the child even where the tests themselves run with
     it ignored (a background job of a shell script), which a child would inherit and, rightly, keep."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def leaving(size: str) -> str:
+    """The ``--memory`` budget that leaves ``size`` (such as ``900kB``) for a small trace's columns once perftool's own
+    process is counted."""
+    return str(limits.PROCESS_MEMORY + limits.parse_size(size, "test"))
 
 
 def spy_on_disk(monkeypatch, chunk_rows: int | None = None) -> list:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps, spy_on_disk
+from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps, leaving, spy_on_disk
 
 from perftool import interrupts, limits
 from perftool.output import write_bytes
@@ -86,8 +86,9 @@ def test_by_default_no_size_limit_and_a_trace_past_the_memory_available_keeps_it
     monkeypatch.delenv("PERFTOOL_MEMORY", raising=False)
     assert limits.max_trace_bytes() is None
     in_memory = run("info", SAMPLE, "--format", "json")
-    monkeypatch.setattr(limits, "available_memory", lambda: 900_000)  # the sample's columns need about 1 MB
-    assert limits.memory_budget() == 900_000
+    available = limits.PROCESS_MEMORY + 900_000  # perftool's own, and less than the sample's columns need (1 MB)
+    monkeypatch.setattr(limits, "available_memory", lambda: available)
+    assert limits.memory_budget() == available
     on_disk = run("info", SAMPLE, "--format", "json")
     assert in_memory.exit_code == on_disk.exit_code == 0
     assert on_disk.output == in_memory.output
@@ -97,6 +98,24 @@ def test_by_default_no_size_limit_and_a_trace_past_the_memory_available_keeps_it
     assert limits.memory_budget() == 1_000_000
     monkeypatch.setenv("PERFTOOL_MEMORY", "lots")
     error_line(run("info", SAMPLE), "PERFTOOL_MEMORY: not a size (got 'lots')")
+
+
+def test_the_budget_counts_perftool_s_own_memory_first(run, tmp_path, monkeypatch):
+    """A budget below what perftool's process takes before any event is one line. Decoding processes share the rest
+    with the columns being built (they are gone before the analysis runs): never more than half of it."""
+    error_line(run("info", SAMPLE, "--memory", "50MB"), str(SAMPLE), "memory budget of 50 MB is less than perftool",
+               limits.size_text(limits.PROCESS_MEMORY), "--memory")  # fmt: skip
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [complete("k", i, 1) for i in range(1000)]}))
+    started = []
+    real = loader.worker_processes
+    monkeypatch.setattr(
+        loader, "worker_processes", lambda count, *fixed, **kw: started.append(count) or real(count, *fixed, **kw)
+    )
+    fits = limits.PROCESS_MEMORY + 2 * (2 * limits.WORKER_MEMORY)
+    assert len(loader.read_trace(path, workers=2, memory=fits)) == 1000
+    assert len(loader.read_trace(path, workers=2, memory=fits - 1)) == 1000
+    assert started == [2, 1]
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
@@ -439,8 +458,9 @@ def test_events_are_held_to_the_memory_budget(run, tmp_path, monkeypatch, event,
     path.write_text('{"traceEvents":[' + ",".join(event.format(i=i) for i in range(200_000)) + "]}")
     assert path.stat().st_size < 16_000_000
     made = spy_on_disk(monkeypatch)
+    refused_at, on_disk_at, passes_at = leaving(refused_at), leaving(on_disk_at), leaving(passes_at)
     error_line(run("info", path, "--memory", refused_at), str(path), "holds more events (", "with its columns on disk",
-               "memory budget of " + refused_at.replace("MB", " MB"), "--memory")  # fmt: skip
+               f"memory budget of {limits.size_text(int(refused_at))} allows", "--memory")  # fmt: skip
     shown = run("info", path, "--memory", passes_at, "--format", "json")
     assert len(made) == 1 and shown.exit_code == 0  # only the refused one went to disk
     assert run("info", path, "--memory", on_disk_at, "--format", "json").output == shown.output

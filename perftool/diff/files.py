@@ -68,7 +68,12 @@ def profile_file(path: str, read: ReadOptions, in_job: bool = False) -> Profile:
     """Load a trace and profile it; in a job, with its rank (the trace's own, else its file name's)."""
     in_worker = multiprocessing.current_process().daemon
     trace = load_trace(
-        path, dialect=read.dialect, workers=1 if in_worker else None, max_bytes=read.max_bytes, memory=read.memory
+        path,
+        dialect=read.dialect,
+        workers=1 if in_worker else None,
+        max_bytes=read.max_bytes,
+        memory=read.memory,
+        analysis="diff",
     )
     rank = None
     if in_job:

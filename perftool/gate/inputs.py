@@ -68,7 +68,9 @@ def load_side(path: str, rules: list[Rule], read: ReadOptions, cluster: Cluster 
         side.saved = True
         return side
     trace = scan_trace(
-        load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory), rules, read
+        load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory, analysis="scan"),
+        rules,
+        read,
     )
     return Side(path, {None: trace})
 

@@ -81,7 +81,12 @@ def summarise_rank(
     in_worker = multiprocessing.current_process().daemon
     try:
         trace = load_trace(
-            path, dialect=read.dialect, workers=1 if in_worker else None, max_bytes=read.max_bytes, memory=read.memory
+            path,
+            dialect=read.dialect,
+            workers=1 if in_worker else None,
+            max_bytes=read.max_bytes,
+            memory=read.memory,
+            analysis="scan",
         )
     except TraceError as exc:
         return UnreadTrace(path=exc.path, problem=exc.problem)

@@ -353,8 +353,9 @@ def _numbers(batch: Batch, field: str) -> np.ndarray:
 class ColumnBuilder:
     """Merges parts, in file order, into the columns of one trace, in memory until :meth:`keep_on_disk`."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, analysis: str = "info") -> None:
         self.path = path
+        self.analysis = analysis  # what the trace is read for: how much memory an event will need
         self.signatures = _Interner()
         self.flow_keys = _Interner()
         self.store = ColumnStore()
@@ -374,6 +375,7 @@ class ColumnBuilder:
             len(self.kept_args),
             self.args_bytes,
             self.store.on_disk,
+            self.analysis,
         )
 
     def keep_on_disk(self, directory: str, need: int) -> None:

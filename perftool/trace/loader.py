@@ -50,6 +50,7 @@ def read_trace(
     keep_args: KeepArgs = KEEP_NO_ARGS,
     decoders: Decoders | None = None,
     memory: int | None = None,
+    analysis: str = "info",
 ) -> Trace:
     """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.trace_reader`).
 
@@ -57,21 +58,23 @@ def read_trace(
     where given (a cluster's workers, :func:`perftool.job.cluster.cluster_decoders`), whatever the file's size:
     they read the byte ranges of an uncompressed file themselves, and only each range's columns come back. A
     trace of more than ``max_bytes`` of JSON (default :func:`perftool.limits.max_trace_bytes`: none) is
-    refused. Columns that would take more than ``memory`` to scan (default
-    :func:`perftool.limits.memory_budget`) are kept on disk (:mod:`perftool.trace.store`). Events ``keep_args``
-    selects keep their ``args``. Raises :class:`~perftool.errors.TraceError` with a one-line message for any
-    unreadable input.
+    refused. Columns that would take more for the ``analysis`` the trace is read for (``info``, ``scan``, ``diff``
+    or ``calibrate``: :func:`perftool.limits.memory_to_scan`) than the ``memory`` budget (default
+    :func:`perftool.limits.memory_budget`) leaves beside perftool's own (:data:`perftool.limits.PROCESS_MEMORY`) are
+    kept on disk (:mod:`perftool.trace.store`); fewer processes decode where theirs would take over half of that.
+    Events ``keep_args`` selects keep their ``args``. Raises :class:`~perftool.errors.TraceError` with a one-line
+    message for any unreadable input.
     """
     path = os.fspath(path)
     max_bytes = max_bytes or limits.max_trace_bytes() or NO_LIMIT
     memory = memory or limits.memory_budget()
     if path == STDIN or _is_stream(path):
-        return _read_spooled(path, workers, max_bytes, keep_args, memory)
+        return _read_spooled(path, workers, max_bytes, keep_args, memory, analysis)
     _check_readable(path)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
-        return _load(path, workers, max_bytes, keep_args, decoders, memory)
+        return _load(path, workers, max_bytes, keep_args, decoders, memory, analysis)
     except RecursionError:
         raise TraceError(
             path, f"JSON nested too deeply (over {limits.MAX_JSON_DEPTH} levels of arrays or objects)"
@@ -87,7 +90,9 @@ def _is_stream(path: str) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, memory: int) -> Trace:
+def _read_spooled(
+    path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, memory: int, analysis: str
+) -> Trace:
     """Copy a stream (``-`` for standard input) once into a temporary file, then load that like any file.
 
     The copy stops at the trace-size limit (for gzip, at the limit on compressed bytes as well), and at once for
@@ -114,7 +119,7 @@ def _read_spooled(path: str, workers: int | None, max_bytes: int, keep_args: Kee
             if source is not sys.stdin.buffer:
                 source.close()
         try:
-            trace = read_trace(spooled, workers, max_bytes, keep_args, memory=memory)
+            trace = read_trace(spooled, workers, max_bytes, keep_args, memory=memory, analysis=analysis)
         except TraceError as exc:
             raise TraceError(path, exc.problem) from None
     trace.source = path
@@ -157,29 +162,45 @@ def _too_large(path: str, what: str, max_bytes: int) -> TraceError:
 
 
 def _load(
-    path: str, workers: int | None, max_bytes: int, keep_args: KeepArgs, decoders: Decoders | None, memory: int
+    path: str,
+    workers: int | None,
+    max_bytes: int,
+    keep_args: KeepArgs,
+    decoders: Decoders | None,
+    memory: int,
+    analysis: str,
 ) -> Trace:
     if workers is None:
         workers = min(os.cpu_count() or 1, 4) if json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
+    if memory <= limits.PROCESS_MEMORY:
+        raise TraceError(
+            path,
+            f"the memory budget of {limits.size_text(memory)} is less than perftool itself takes before reading an "
+            f"event ({limits.size_text(limits.PROCESS_MEMORY)}); {parameter('memory')} (or {limits.MEMORY_ENV}) "
+            "raises it",
+        )
+    budget = memory - limits.PROCESS_MEMORY  # what the columns and the analysis's arrays may take
+    if not decoders:
+        workers = _workers_within(budget, workers)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived structs; none of them form cycles
     try:
         try:
-            builder, metadata = ColumnBuilder(path), dict[str, Any]()
+            builder, metadata = ColumnBuilder(path, analysis), dict[str, Any]()
             if (workers > 1 or decoders) and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
                 with (decoders or worker_processes)(workers, _part_of_range, path, events, keep_args) as pool:
-                    _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), memory)
+                    _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), budget)
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
                 decoders = worker_processes(workers, _part_of_piece, keep_args, piece_bytes=decode.PIECE_BYTES)
                 with decoders as pool, _reader(path, max_bytes) as read:
-                    _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), memory)
+                    _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), budget)
         except NeedsExactPath:
-            builder, metadata = ColumnBuilder(path), {}
+            builder, metadata = ColumnBuilder(path, analysis), {}
             with _reader(path, max_bytes) as read:
                 data = _whole_document(path, read)
             parts = (make_part(batch, keep_args) for batch in exact_batches(path, data, metadata))
-            _add_all(builder, parts, memory)
+            _add_all(builder, parts, budget)
         except WorkerDied as exc:
             raise TraceError(path, str(exc)) from None
         return builder.finish(metadata)
@@ -214,27 +235,33 @@ def _pieces(start: int, end: int) -> Iterator[tuple[int, int]]:
     return ((lo, min(lo + size, end)) for lo in range(start, end, size))
 
 
-def _add_all(builder: ColumnBuilder, parts: Iterator[Part], memory: int) -> None:
+def _workers_within(budget: int, workers: int) -> int:
+    """Fewer decoding processes where theirs would take more than half the ``budget`` (they are gone before the
+    analysis starts, so they share the budget only with the columns being built)."""
+    return max(1, min(workers, budget // 2 // limits.WORKER_MEMORY))
+
+
+def _add_all(builder: ColumnBuilder, parts: Iterator[Part], budget: int) -> None:
     """Add parts in file order; a bad event inside one becomes an error naming its index in the trace.
 
-    What scanning the parts will need (:func:`perftool.limits.memory_to_scan`) is held to the ``memory`` budget as
-    they arrive: past it, the columns go to disk; what stays in memory even then (distinct names, counters, kept
-    args, the analysis's working arrays) past it too, and the trace is refused.
+    What scanning the parts will need (:func:`perftool.limits.memory_to_scan`) is held to the ``budget`` left beside
+    perftool's own memory as they arrive: past it, the columns go to disk; what stays in memory even then (distinct
+    names, counters, kept args, the analysis's working arrays) past it too, and the trace is refused.
     """
     try:
         for part in parts:
             builder.add(part)
-            if builder.memory_needed > memory and not builder.store.on_disk:
+            if builder.memory_needed > budget and not builder.store.on_disk:
                 disk = int(json_size_hint(builder.path) * limits.DISK_PER_TRACE_BYTE)
                 builder.keep_on_disk(spill_directory(), disk)
-            if builder.memory_needed > memory:
+            if builder.memory_needed > budget:
                 kinds = plural(len(builder.signatures.ids), "kind")
                 raise TraceError(
                     builder.path,
                     f"holds more events ({builder.count:,} of {kinds} so far, needing "
-                    f"{limits.size_text(builder.memory_needed)} of memory to scan with its columns on disk) than "
-                    f"the memory budget of {limits.size_text(memory)} allows; {parameter('memory')} (or "
-                    f"{limits.MEMORY_ENV}) raises it",
+                    f"{limits.size_text(builder.memory_needed + limits.PROCESS_MEMORY)} of memory to scan with its "
+                    f"columns on disk) than the memory budget of {limits.size_text(budget + limits.PROCESS_MEMORY)} "
+                    f"allows; {parameter('memory')} (or {limits.MEMORY_ENV}) raises it",
                 )
     except PieceError as exc:
         raise builder.error(exc) from None
