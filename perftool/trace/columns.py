@@ -1,9 +1,9 @@
-"""Turn decoded event batches into the columns of a :class:`~perftool.trace.model.Trace`.
+"""Turn a piece's events (:class:`~perftool.trace.events.Events`) into the columns of a
+:class:`~perftool.trace.model.Trace`.
 
-Events repeat a few dozen (phase, name, category, pid, tid) signatures, so per batch the work is
-one C-level pass that interns each event's signature, two that gather its times, and Python code
-only per distinct signature and for the few metadata, counter, flow and kept-args events. A batch
-becomes a compact :class:`Part` (times and signature ids); :class:`ColumnBuilder` merges the parts
+Events repeat a few dozen (phase, name, category, pid, tid) signatures, so per piece the work is
+Python code only per distinct signature and for the few metadata, counter, flow and kept-args events.
+A piece becomes a compact :class:`Part` (times and signature ids); :class:`ColumnBuilder` merges the parts
 and expands the signatures into phase, name, category and track columns once, at the end.
 ``B``/``E`` pairs are then matched with numpy (:func:`pair_begin_end`).
 """
@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import enum
 import math
-import operator
 import re
-from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from itertools import count, islice
 from typing import Any
 
 import msgspec
@@ -24,11 +21,9 @@ import numpy as np
 
 from perftool import limits
 from perftool.errors import TraceError
-from perftool.trace.decode import Batch
+from perftool.trace.events import Events, Interner, PieceError, Signature
 from perftool.trace.model import Counters, Phase, Trace, Track
 from perftool.trace.store import ColumnStore, OnDisk
-
-_SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
 
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
 _PART_DTYPES: dict[str, type] = {  # what a part adds to the trace, per column
@@ -63,54 +58,6 @@ _PHASE_CODES = {
 _STRING_FLOW_BASE = 1 << 62
 _METADATA_PHASE = 200
 _PHASE_LOOKUP = {**_PHASE_CODES, "M": _METADATA_PHASE}.get
-
-
-class _Interner:
-    """Maps hashable values to dense integer ids."""
-
-    def __init__(self) -> None:
-        self.ids: dict[Hashable, int] = {}
-
-    def __call__(self, values: Iterable[Hashable], length: int) -> np.ndarray:
-        """Ids of the ``length`` ``values``, adding the new ones, in one dictionary pass in C.
-
-        A value seen for the first time is stored as ``-1 - position`` (where it first occurs) and
-        given its dense id afterwards, so each value is hashed once.
-        """
-        ids = self.ids
-        known = len(ids)
-        found = np.fromiter(map(ids.setdefault, values, count(-1, -1)), dtype=np.int64, count=length)
-        added = list(islice(ids, known, None))
-        if not added:
-            return found.astype(np.int32)
-        first = -1 - np.fromiter(map(ids.__getitem__, added), dtype=np.int64, count=len(added))
-        ids.update(zip(added, range(known, known + len(added))))
-        dense = np.empty(length, dtype=np.int64)
-        dense[first] = np.arange(known, known + len(added))
-        is_new = found < 0
-        found[is_new] = dense[-1 - found[is_new]]
-        return found.astype(np.int32)
-
-    def remap(self, values: Iterable[Hashable]) -> np.ndarray:
-        """Ids of a few ``values`` (such as another table's entries), adding the new ones."""
-        ids = self.ids
-        return np.array([ids.setdefault(v, len(ids)) for v in values], dtype=np.int32)
-
-    @property
-    def values(self) -> list[Any]:
-        return list(self.ids)
-
-
-class PieceError(Exception):
-    """Bad event inside one piece; ``index`` counts from the piece's first event."""
-
-    def __init__(self, index: int, message: str) -> None:
-        super().__init__(index, message)
-        self.index = index
-        self.message = message
-
-
-Signature = tuple[str, str, str, "int | str", "int | str"]  # (ph, name, cat, pid, tid) of an event
 
 
 @dataclass
@@ -233,29 +180,25 @@ def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:
 KEEP_NO_ARGS = KeepArgs()  # only instant events keep theirs
 
 
-def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
-    """The Part of one decoded batch. Runs in worker processes too, so it takes and returns plain data.
+def make_part(events: Events, keep_args: KeepArgs) -> Part:
+    """The Part of one piece's events. Runs in worker processes too, so it takes and returns plain data.
 
-    Events repeat a few dozen signatures, so each event is interned once by its signature, and
-    phases, categories and tracks are looked at once per distinct signature.
+    Events repeat a few dozen signatures, so phases, categories and tracks are looked at once per distinct
+    signature, and only the few events that need them have their args or flow ids read.
     """
-    n = len(batch)
-    signatures = _Interner()
-    signature = signatures(map(_SIGNATURE, batch), n)
-    distinct = signatures.values
+    n = len(events)
+    signature, distinct, ts, dur = events.signature, events.distinct, events.ts, events.dur
     phase_of = np.array([_PHASE_LOOKUP(s[0], Phase.OTHER) for s in distinct], dtype=np.uint8)
     untimed_of = (phase_of == _METADATA_PHASE) | (phase_of == Phase.COUNTER)
-    ts = _numbers(batch, "ts")
-    dur = _numbers(batch, "dur")
 
     untimed = np.flatnonzero(untimed_of[signature])
     metadata_events, counter_events = [], []
     for i in untimed.tolist():
         ph, name, _, pid, tid = distinct[signature[i]]
         if ph == "M":
-            metadata_events.append((pid, tid, name, bytes(batch[i].args)))
+            metadata_events.append((pid, tid, name, events.args(i)))
         else:
-            counter_events.append((i, float(ts[i]), int(signature[i]), bytes(batch[i].args)))
+            counter_events.append((i, float(ts[i]), int(signature[i]), events.args(i)))
 
     kept_of = keep_args.of(distinct)
     instant = phase_of == Phase.INSTANT
@@ -271,25 +214,25 @@ def make_part(batch: Batch, keep_args: KeepArgs) -> Part:
     tail_refs: dict[tuple[int, bytes], int] = {}  # (how much is kept, the args from its first field on) -> the same
     rows = np.flatnonzero(keeping)
     for i, kept in zip(rows.tolist(), keeping[rows].tolist()):
-        raw = batch[i].args
-        if not len(raw):
+        raw = events.args(i)
+        if not raw:
             continue
         args_events.append(i)
         if kept == _ALL:
             args_refs.append(len(kept_args))
-            kept_args.append(bytes(raw))
+            kept_args.append(raw)
             continue
-        tail = (kept, _from_first_key(bytes(raw), _KEYS[kept]))
+        tail = (kept, _from_first_key(raw, _KEYS[kept]))
         ref = tail_refs.get(tail, -1)
         if ref < 0:
-            reduced = _reduced(kept, bytes(raw)) if tail[1] else b"{}"
+            reduced = _reduced(kept, raw) if tail[1] else b"{}"
             ref = tail_refs[tail] = reduced_refs.setdefault(reduced, len(kept_args))
             if ref == len(kept_args):
                 kept_args.append(reduced)
         args_refs.append(ref)
 
     flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
-    flow_ids, flow_keys = _flow_ids([batch[i].id for i in flow_events.tolist()])
+    flow_ids, flow_keys = _flow_ids(events.ids(flow_events.tolist()))
 
     if untimed.size:
         timed = np.ones(n, dtype=bool)
@@ -321,7 +264,7 @@ def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
             return numbers, []
     except (ValueError, TypeError, OverflowError):
         pass
-    strings = _Interner()
+    strings = Interner()
     keyed = [i if isinstance(i, int) and i >= 0 else str(i) for i in ids]
     string_keys = [k for k in keyed if isinstance(k, str)]
     local = strings(string_keys, len(string_keys))
@@ -331,33 +274,14 @@ def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
     return out, strings.values
 
 
-def _numbers(batch: Batch, field: str) -> np.ndarray:
-    """Timestamps and durations: numbers, or numeric strings as Ascend tools write them."""
-    getter = operator.attrgetter(field)
-    try:
-        return np.fromiter(map(getter, batch), dtype=np.float64, count=len(batch))
-    except (ValueError, TypeError):
-        values = list(map(getter, batch))
-        try:
-            return np.array(values, dtype=np.float64)
-        except (ValueError, TypeError):
-            pass
-        for i, value in enumerate(values):
-            try:
-                float(value)
-            except (ValueError, TypeError):
-                raise PieceError(i, f"field '{field}': expected a number, got {value!r:.40}") from None
-        return np.array([float(v) for v in values], dtype=np.float64)
-
-
 class ColumnBuilder:
     """Merges parts, in file order, into the columns of one trace, in memory until :meth:`keep_on_disk`."""
 
     def __init__(self, path: str, analysis: str = "info") -> None:
         self.path = path
         self.analysis = analysis  # what the trace is read for: how much memory an event will need
-        self.signatures = _Interner()
-        self.flow_keys = _Interner()
+        self.signatures = Interner()
+        self.flow_keys = Interner()
         self.store = ColumnStore()
         self.kept_args: list[bytes] = []
         self.metadata_events: list[tuple[int | str, int | str, str, bytes]] = []
@@ -525,7 +449,7 @@ class ColumnBuilder:
         ]
 
     def _counters(self, tables: _SignatureTables, compact_track: np.ndarray) -> Counters:
-        series = _Interner()
+        series = Interner()
         ts: list[float] = []
         values: list[float] = []
         keys: list[str] = []
@@ -565,7 +489,7 @@ class _SignatureTables:
 
     def __init__(self, signatures: list[Signature]) -> None:
         ph, name, cat, pid, tid = (list(field) for field in zip(*signatures)) if signatures else ([],) * 5
-        names, cats, track_keys = _Interner(), _Interner(), _Interner()
+        names, cats, track_keys = Interner(), Interner(), Interner()
         self.phase = np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8)
         self.name = names.remap(name)
         self.cat = cats.remap(cat)

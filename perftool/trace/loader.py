@@ -17,16 +17,16 @@ from typing import Any, BinaryIO
 from perftool import limits
 from perftool.errors import TraceError, parameter
 from perftool.trace import decode
-from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, PieceError, make_part
+from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, make_part
 from perftool.trace.decode import (
     CHUNK_BYTES,
     NeedsExactPath,
-    decode_piece,
     exact_batches,
     locate_events,
     read_events_range,
     stream_pieces,
 )
+from perftool.trace.events import PieceError, events_of, read_piece
 from perftool.trace.model import Trace
 from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
@@ -199,7 +199,7 @@ def _load(
             builder, metadata = ColumnBuilder(path, analysis), {}
             with _reader(path, max_bytes) as read:
                 data = _whole_document(path, read)
-            parts = (make_part(batch, keep_args) for batch in exact_batches(path, data, metadata))
+            parts = (make_part(events_of(batch), keep_args) for batch in exact_batches(path, data, metadata))
             _add_all(builder, parts, budget)
         except WorkerDied as exc:
             raise TraceError(path, str(exc)) from None
@@ -221,12 +221,12 @@ def _whole_document(path: str, read: Callable[[int], bytes]) -> bytes:
 
 
 def _part_of_piece(keep_args: KeepArgs, piece: bytes) -> Part:
-    return make_part(decode_piece(piece), keep_args)
+    return make_part(read_piece(piece), keep_args)
 
 
 def _part_of_range(path: str, events: tuple[int, int], keep_args: KeepArgs, piece: tuple[int, int]) -> Part:
     data = read_events_range(path, *events, *piece)
-    return make_part(decode_piece(data) if data.strip() else [], keep_args)
+    return make_part(read_piece(data), keep_args)
 
 
 def _pieces(start: int, end: int) -> Iterator[tuple[int, int]]:

@@ -1,0 +1,51 @@
+"""Build hook: compiles perftool's trace scanner (``perftool/trace/_scan.c``) with the C compiler Python was built
+with, next to its source, for wheels and editable installs alike.
+
+The scanner only makes loading faster: where no compiler is found, or compiling fails, the hook says so and the
+wheel is pure Python, reading every trace with msgspec (``perftool.trace.events``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SOURCE = os.path.join("perftool", "trace", "_scan.c")
+
+
+class ScannerBuild(BuildHookInterface):
+    PLUGIN_NAME = "custom"
+
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        source = os.path.join(self.root, SOURCE)
+        target = source[: -len(".c")] + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+        linker = sysconfig.get_config_var("LDSHARED")
+        if not linker:
+            print(f"perftool: no C compiler configured for this Python: {SOURCE} not built", file=sys.stderr)
+            return
+        command = [
+            *shlex.split(linker),
+            *shlex.split(sysconfig.get_config_var("CCSHARED") or ""),
+            "-O3",
+            "-DNDEBUG",
+            f"-I{sysconfig.get_paths()['include']}",
+            source,
+            "-o",
+            target,
+        ]
+        try:
+            subprocess.run(command, check=True, capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            problem = getattr(exc, "stderr", None) or exc
+            print(f"perftool: {SOURCE} not built, traces are read with msgspec: {problem}", file=sys.stderr)
+            return
+        build_data["pure_python"] = False
+        build_data["infer_tag"] = True
+        if version != "editable":  # an editable install imports it from where it was built
+            build_data["force_include"][target] = os.path.relpath(target, self.root)

@@ -1,0 +1,619 @@
+/* perftool.trace._scan: the fields perftool reads from a run of trace events, straight into columns.
+ *
+ * scan(piece) reads a comma-separated run of JSON event objects (what perftool.trace.decode cuts a
+ * traceEvents array into) and returns, per event, its timestamp and duration as doubles, the index of
+ * its (ph, name, cat, pid, tid) signature among the distinct raw signatures of the piece, its flow id
+ * (an integer, or the span of another JSON value) and the span of its args. The distinct signatures
+ * come back as the raw JSON bytes of their five values, for the caller to decode once each.
+ *
+ * It accepts only what msgspec's decoding of the same piece into perftool.trace.decode.RawEvent
+ * accepts, and gives the same values. Anything it is not sure of (a duplicate or escaped key, a field
+ * of an unexpected type, an integer past 18 digits, a number that over- or underflows, a lone surrogate,
+ * malformed UTF-8, deep nesting) makes it return None, and the caller decodes the piece with msgspec,
+ * which then decides. So the compiled path changes how fast a piece is read, never what it reads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64        /* nesting inside an event beyond which msgspec decides */
+#define MAX_INT_DIGITS 18   /* integers that surely fit an int64 */
+#define MAX_NUMBER_CHARS 64 /* a timestamp or duration longer than this is left to msgspec */
+#define EXACT_INT 9007199254740992LL /* 2^53: integers up to it are doubles exactly */
+
+enum { F_PH, F_NAME, F_CAT, F_PID, F_TID, F_TS, F_DUR, F_ID, F_ARGS, N_FIELDS };
+enum { ID_ABSENT = 0, ID_INT = 1, ID_OTHER = 2 }; /* ID_OTHER: a string or null, as its span */
+
+typedef struct {
+    const char *p;   /* the next byte to read */
+    const char *end; /* one past the last byte */
+} Cursor;
+
+typedef struct {
+    Py_ssize_t start, len; /* a value's raw span; len 0 when the field is absent */
+} Span;
+
+typedef struct {
+    uint64_t hash;
+    Span fields[5]; /* ph, name, cat, pid, tid */
+    int32_t id;     /* -1: empty slot */
+} Slot;
+
+typedef struct {
+    char *data;
+    Py_ssize_t size, capacity;
+} Column;
+
+static inline int column_push(Column *c, const void *value, Py_ssize_t size) {
+    if (c->size + size > c->capacity) {
+        Py_ssize_t capacity = c->capacity ? c->capacity * 2 : 4096;
+        while (capacity < c->size + size) capacity *= 2;
+        char *data = realloc(c->data, (size_t)capacity);
+        if (!data) return -1;
+        c->data = data;
+        c->capacity = capacity;
+    }
+    memcpy(c->data + c->size, value, (size_t)size);
+    c->size += size;
+    return 0;
+}
+
+static inline int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static inline void skip_space(Cursor *s) {
+    while (s->p < s->end && is_space(*s->p)) s->p++;
+}
+
+static inline int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* One UTF-8 sequence starting at a byte >= 0x80; 0 when it is malformed (overlong, a surrogate, past U+10FFFF). */
+static int skip_utf8(Cursor *s) {
+    const unsigned char *u = (const unsigned char *)s->p;
+    Py_ssize_t left = s->end - s->p;
+    if (u[0] >= 0xC2 && u[0] <= 0xDF) {
+        if (left < 2 || (u[1] & 0xC0) != 0x80) return 0;
+        s->p += 2;
+        return 1;
+    }
+    if (u[0] >= 0xE0 && u[0] <= 0xEF) {
+        if (left < 3 || (u[1] & 0xC0) != 0x80 || (u[2] & 0xC0) != 0x80) return 0;
+        if (u[0] == 0xE0 && u[1] < 0xA0) return 0; /* overlong */
+        if (u[0] == 0xED && u[1] >= 0xA0) return 0; /* a surrogate */
+        s->p += 3;
+        return 1;
+    }
+    if (u[0] >= 0xF0 && u[0] <= 0xF4) {
+        if (left < 4 || (u[1] & 0xC0) != 0x80 || (u[2] & 0xC0) != 0x80 || (u[3] & 0xC0) != 0x80) return 0;
+        if (u[0] == 0xF0 && u[1] < 0x90) return 0; /* overlong */
+        if (u[0] == 0xF4 && u[1] >= 0x90) return 0; /* past U+10FFFF */
+        s->p += 4;
+        return 1;
+    }
+    return 0;
+}
+
+static unsigned char PLAIN[256]; /* ASCII a string holds as it is: not a quote, backslash or control character */
+
+static void init_plain(void) {
+    for (int c = 0x20; c < 0x80; c++) PLAIN[c] = c != '"' && c != '\\';
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether any of a word's eight bytes is a quote, a backslash, a control character or not ASCII. */
+static inline uint64_t special_bytes(uint64_t word) {
+    uint64_t quote = word ^ (ONES * '"'), backslash = word ^ (ONES * '\\');
+    return (((quote - ONES) & ~quote) | ((backslash - ONES) & ~backslash) | (word - ONES * 0x20) | word) & HIGHS;
+}
+
+/* A string at s->p (its opening quote); sets *plain when it holds no escape. 0 when it is not one we accept. */
+static int skip_string(Cursor *s, int *plain) {
+    s->p++;
+    *plain = 1;
+    while (s->p < s->end) {
+        uint64_t word;
+        while (s->end - s->p >= 8) { /* eight bytes at a time while none is special */
+            memcpy(&word, s->p, 8);
+            if (special_bytes(word)) break;
+            s->p += 8;
+        }
+        while (s->p < s->end && PLAIN[(unsigned char)*s->p]) s->p++; /* the run of plain ASCII */
+        if (s->p >= s->end) break;
+        unsigned char c = (unsigned char)*s->p;
+        if (c == '"') {
+            s->p++;
+            return 1;
+        }
+        if (c == '\\') {
+            *plain = 0;
+            if (s->end - s->p < 2) return 0;
+            char e = s->p[1];
+            if (e == 'u') {
+                if (s->end - s->p < 6) return 0;
+                int code = 0;
+                for (int i = 2; i < 6; i++) {
+                    int h = hex_value(s->p[i]);
+                    if (h < 0) return 0;
+                    code = code * 16 + h;
+                }
+                if (code >= 0xD800 && code <= 0xDFFF) return 0; /* pairs and lone halves: msgspec decides */
+                s->p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
+                       e == 't') {
+                s->p += 2;
+            } else {
+                return 0;
+            }
+        } else if (c < 0x20) {
+            return 0;
+        } else if (c >= 0x80) {
+            if (!skip_utf8(s)) return 0;
+        } else {
+            s->p++;
+        }
+    }
+    return 0; /* unterminated */
+}
+
+/* A JSON number at s->p; *integer tells whether it has no fraction or exponent, *digits its integer digits. */
+static int skip_number(Cursor *s, int *integer, int *digits) {
+    const char *p = s->p;
+    if (p < s->end && *p == '-') p++;
+    if (p >= s->end) return 0;
+    const char *first = p;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < s->end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return 0;
+    }
+    *digits = (int)(p - first);
+    *integer = 1;
+    if (p < s->end && *p == '.') {
+        p++;
+        if (p >= s->end || *p < '0' || *p > '9') return 0;
+        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        *integer = 0;
+    }
+    if (p < s->end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < s->end && (*p == '+' || *p == '-')) p++;
+        if (p >= s->end || *p < '0' || *p > '9') return 0;
+        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        *integer = 0;
+    }
+    s->p = p;
+    return 1;
+}
+
+static int skip_literal(Cursor *s, const char *word, Py_ssize_t len) {
+    if (s->end - s->p < len || memcmp(s->p, word, (size_t)len) != 0) return 0;
+    s->p += len;
+    return 1;
+}
+
+/* Any JSON value, checked as msgspec checks one it skips. */
+static int skip_value(Cursor *s, int depth) {
+    if (s->p >= s->end) return 0;
+    char c = *s->p;
+    int plain, integer, digits;
+    switch (c) {
+    case '"':
+        return skip_string(s, &plain);
+    case '{':
+    case '[': {
+        if (depth >= MAX_DEPTH) return 0;
+        char close = c == '{' ? '}' : ']';
+        s->p++;
+        skip_space(s);
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return 1;
+        }
+        for (;;) {
+            if (c == '{') {
+                if (s->p >= s->end || *s->p != '"' || !skip_string(s, &plain)) return 0;
+                skip_space(s);
+                if (s->p >= s->end || *s->p != ':') return 0;
+                s->p++;
+                skip_space(s);
+            }
+            if (!skip_value(s, depth + 1)) return 0;
+            skip_space(s);
+            if (s->p >= s->end) return 0;
+            if (*s->p == close) {
+                s->p++;
+                return 1;
+            }
+            if (*s->p != ',') return 0;
+            s->p++;
+            skip_space(s);
+        }
+    }
+    case 't':
+        return skip_literal(s, "true", 4);
+    case 'f':
+        return skip_literal(s, "false", 5);
+    case 'n':
+        return skip_literal(s, "null", 4);
+    default:
+        return skip_number(s, &integer, &digits);
+    }
+}
+
+static const double POWERS_OF_TEN[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                       1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A plain decimal (digits, a point, digits; no exponent) of at most 15 significant digits and 22 after the point,
+ * as a double: the digits as an integer are a double exactly, and so is the power of ten, so one division rounds
+ * correctly (Clinger's fast path). 0 where it does not apply. */
+static int fast_decimal(const char *p, const char *end, double *out) {
+    int negative = p < end && *p == '-';
+    p += negative;
+    uint64_t mantissa = 0;
+    int digits = 0, after_point = -1;
+    for (; p < end; p++) {
+        if (*p == '.') {
+            after_point = 0;
+            continue;
+        }
+        if (*p < '0' || *p > '9') return 0; /* an exponent */
+        mantissa = mantissa * 10 + (uint64_t)(*p - '0');
+        if (mantissa) digits++;
+        if (after_point >= 0) after_point++;
+    }
+    if (digits > 15 || after_point > 22) return 0;
+    double value = (double)mantissa;
+    if (after_point > 0) value /= POWERS_OF_TEN[after_point];
+    *out = negative ? -value : value;
+    return 1;
+}
+
+/* The number in [start, start + len) as a double, correctly rounded; 0 when it over- or underflows. */
+static int parse_double(const char *start, Py_ssize_t len, double *out) {
+    if (fast_decimal(start, start + len, out)) return 1;
+    char text[MAX_NUMBER_CHARS + 1];
+    if (len > MAX_NUMBER_CHARS) return 0;
+    memcpy(text, start, (size_t)len);
+    text[len] = '\0';
+    errno = 0;
+    char *stop;
+    double value = strtod(text, &stop);
+    if (errno != 0 || stop != text + len || !isfinite(value)) return 0;
+    *out = value;
+    return 1;
+}
+
+/* An integer already checked to have at most MAX_INT_DIGITS digits. */
+static int64_t parse_int(const char *p, const char *end) {
+    int negative = *p == '-';
+    int64_t value = 0;
+    for (p += negative; p < end; p++) value = value * 10 + (*p - '0');
+    return negative ? -value : value;
+}
+
+/* A timestamp or duration: a JSON number, or a string that is exactly one (as Ascend tools write them). */
+static int parse_time(Cursor *s, double *out) {
+    int integer, digits, plain;
+    if (s->p < s->end && *s->p == '"') {
+        const char *start = s->p;
+        if (!skip_string(s, &plain) || !plain) return 0;
+        Cursor inner = {start + 1, s->p - 1};
+        if (!skip_number(&inner, &integer, &digits) || inner.p != inner.end) return 0;
+        return parse_double(start + 1, s->p - start - 2, out);
+    }
+    const char *start = s->p;
+    if (!skip_number(s, &integer, &digits)) return 0;
+    if (!integer) return parse_double(start, s->p - start, out);
+    if (digits > MAX_INT_DIGITS) return 0;
+    int64_t value = parse_int(start, s->p);
+    if (value > EXACT_INT || value < -EXACT_INT) return 0; /* past 2^53 a double rounds it: leave it to msgspec */
+    *out = (double)value;
+    return 1;
+}
+
+/* A pid or tid: a string or an integer that fits an int64. */
+static int skip_int_or_string(Cursor *s) {
+    int integer, digits, plain;
+    if (s->p < s->end && *s->p == '"') return skip_string(s, &plain);
+    return skip_number(s, &integer, &digits) && integer && digits <= MAX_INT_DIGITS;
+}
+
+static int field_of(const char *key, Py_ssize_t len) {
+    switch (len) {
+    case 2:
+        if (key[0] == 'p' && key[1] == 'h') return F_PH;
+        if (key[0] == 't' && key[1] == 's') return F_TS;
+        if (key[0] == 'i' && key[1] == 'd') return F_ID;
+        return -1;
+    case 3:
+        if (!memcmp(key, "cat", 3)) return F_CAT;
+        if (!memcmp(key, "pid", 3)) return F_PID;
+        if (!memcmp(key, "tid", 3)) return F_TID;
+        if (!memcmp(key, "dur", 3)) return F_DUR;
+        return -1;
+    case 4:
+        if (!memcmp(key, "name", 4)) return F_NAME;
+        if (!memcmp(key, "args", 4)) return F_ARGS;
+        return -1;
+    default:
+        return -1;
+    }
+}
+
+typedef struct {
+    const char *base;
+    Slot *slots;
+    Py_ssize_t capacity, count;
+    Span *distinct; /* the five spans of each distinct signature, by id */
+} Signatures;
+
+static inline uint64_t mix(uint64_t h, uint64_t word) {
+    h ^= word;
+    h *= 0x9E3779B97F4A7C15ULL;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hash_spans(const char *base, const Span *fields) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int f = 0; f < 5; f++) {
+        const char *b = base + fields[f].start;
+        Py_ssize_t i = 0, len = fields[f].len;
+        uint64_t word;
+        for (; i + 8 <= len; i += 8) {
+            memcpy(&word, b + i, 8);
+            h = mix(h, word);
+        }
+        word = 0;
+        for (; i < len; i++) word = word << 8 | (unsigned char)b[i];
+        h = mix(h, word ^ ((uint64_t)len << 56)); /* the length too: absent and empty differ */
+    }
+    return h;
+}
+
+static int same_spans(const char *base, const Span *a, const Span *b) {
+    for (int f = 0; f < 5; f++) {
+        if (a[f].len != b[f].len || memcmp(base + a[f].start, base + b[f].start, (size_t)a[f].len) != 0) return 0;
+    }
+    return 1;
+}
+
+static int signatures_grow(Signatures *t) {
+    Py_ssize_t capacity = t->capacity ? t->capacity * 2 : 64;
+    Slot *slots = malloc(sizeof(Slot) * (size_t)capacity);
+    Span *distinct = realloc(t->distinct, sizeof(Span) * 5 * (size_t)(capacity / 2));
+    if (!slots || !distinct) {
+        free(slots);
+        if (distinct) t->distinct = distinct;
+        return -1;
+    }
+    t->distinct = distinct;
+    for (Py_ssize_t i = 0; i < capacity; i++) slots[i].id = -1;
+    for (Py_ssize_t i = 0; i < t->capacity; i++) {
+        if (t->slots[i].id < 0) continue;
+        Py_ssize_t j = (Py_ssize_t)(t->slots[i].hash & (uint64_t)(capacity - 1));
+        while (slots[j].id >= 0) j = (j + 1) & (capacity - 1);
+        slots[j] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->capacity = capacity;
+    return 0;
+}
+
+/* The id of an event's signature, a new one in order of first occurrence; -1 when out of memory. */
+static int32_t signature_id(Signatures *t, const Span *fields) {
+    if ((t->count + 1) * 2 > t->capacity && signatures_grow(t) < 0) return -1;
+    uint64_t h = hash_spans(t->base, fields);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(t->capacity - 1));
+    while (t->slots[j].id >= 0) {
+        if (t->slots[j].hash == h && same_spans(t->base, t->slots[j].fields, fields)) return t->slots[j].id;
+        j = (j + 1) & (t->capacity - 1);
+    }
+    t->slots[j].hash = h;
+    memcpy(t->slots[j].fields, fields, sizeof(Span) * 5);
+    t->slots[j].id = (int32_t)t->count;
+    memcpy(t->distinct + 5 * t->count, fields, sizeof(Span) * 5);
+    return (int32_t)t->count++;
+}
+
+typedef struct {
+    Column ts, dur, signature, id_kind, id_value, id_span, args_span;
+    Py_ssize_t count;
+} Columns;
+
+enum { OK = 0, DECLINE = 1, NO_MEMORY = 2 };
+
+/* One event object at s->p. */
+static int scan_event(Cursor *s, Signatures *t, Columns *out) {
+    Span spans[N_FIELDS];
+    memset(spans, 0, sizeof spans);
+    int seen = 0;
+    double ts = NAN, dur = NAN;
+    int8_t id_kind = ID_ABSENT;
+    int64_t id_value = 0;
+    int plain;
+    if (s->p >= s->end || *s->p != '{') return DECLINE;
+    s->p++;
+    skip_space(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+    } else {
+        for (;;) {
+            if (s->p >= s->end || *s->p != '"') return DECLINE;
+            const char *key = s->p + 1;
+            if (!skip_string(s, &plain) || !plain) return DECLINE;
+            int field = field_of(key, s->p - key - 1);
+            skip_space(s);
+            if (s->p >= s->end || *s->p != ':') return DECLINE;
+            s->p++;
+            skip_space(s);
+            const char *value = s->p;
+            int ok;
+            if (field < 0) {
+                ok = skip_value(s, 1);
+            } else {
+                if (seen & (1 << field)) return DECLINE; /* msgspec keeps the last; rare enough to leave to it */
+                seen |= 1 << field;
+                switch (field) {
+                case F_PH:
+                case F_NAME:
+                case F_CAT:
+                    ok = s->p < s->end && *s->p == '"' && skip_string(s, &plain);
+                    break;
+                case F_PID:
+                case F_TID:
+                    ok = skip_int_or_string(s);
+                    break;
+                case F_TS:
+                    ok = parse_time(s, &ts);
+                    break;
+                case F_DUR:
+                    ok = parse_time(s, &dur);
+                    break;
+                case F_ID: {
+                    int integer, digits;
+                    if (s->p < s->end && (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))) {
+                        ok = skip_number(s, &integer, &digits) && integer && digits <= MAX_INT_DIGITS;
+                        if (ok) {
+                            id_kind = ID_INT;
+                            id_value = parse_int(value, s->p);
+                        }
+                    } else if (s->p < s->end && *s->p == '"') {
+                        ok = skip_string(s, &plain);
+                        id_kind = ID_OTHER;
+                    } else {
+                        ok = skip_literal(s, "null", 4);
+                        id_kind = ID_OTHER;
+                    }
+                    break;
+                }
+                default: /* F_ARGS */
+                    ok = skip_value(s, 1);
+                }
+                spans[field].start = value - t->base;
+                spans[field].len = s->p - value;
+            }
+            if (!ok) return DECLINE;
+            skip_space(s);
+            if (s->p >= s->end) return DECLINE;
+            if (*s->p == '}') {
+                s->p++;
+                break;
+            }
+            if (*s->p != ',') return DECLINE;
+            s->p++;
+            skip_space(s);
+        }
+    }
+    int32_t signature = signature_id(t, spans);
+    int64_t args[2] = {spans[F_ARGS].start, spans[F_ARGS].start + spans[F_ARGS].len};
+    int64_t id_span[2] = {spans[F_ID].start, spans[F_ID].start + spans[F_ID].len};
+    if (signature < 0 || column_push(&out->ts, &ts, 8) || column_push(&out->dur, &dur, 8) ||
+        column_push(&out->signature, &signature, 4) || column_push(&out->id_kind, &id_kind, 1) ||
+        column_push(&out->id_value, &id_value, 8) || column_push(&out->id_span, id_span, 16) ||
+        column_push(&out->args_span, args, 16))
+        return NO_MEMORY;
+    out->count++;
+    return OK;
+}
+
+static PyObject *span_bytes(const char *base, Span span) {
+    if (!span.len) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(base + span.start, span.len);
+}
+
+static PyObject *results(const char *base, Signatures *t, Columns *c) {
+    PyObject *distinct = PyList_New(t->count);
+    if (!distinct) return NULL;
+    for (Py_ssize_t i = 0; i < t->count; i++) {
+        const Span *f = t->distinct + 5 * i;
+        PyObject *row = Py_BuildValue("(NNNNN)", span_bytes(base, f[0]), span_bytes(base, f[1]),
+                                      span_bytes(base, f[2]), span_bytes(base, f[3]), span_bytes(base, f[4]));
+        if (!row) {
+            Py_DECREF(distinct);
+            return NULL;
+        }
+        PyList_SET_ITEM(distinct, i, row);
+    }
+#define DATA(column) (column).data ? (column).data : "", (column).size /* y# makes None of a NULL pointer */
+    return Py_BuildValue("(nNy#y#y#y#y#y#y#)", c->count, distinct, DATA(c->ts), DATA(c->dur), DATA(c->signature),
+                         DATA(c->id_kind), DATA(c->id_value), DATA(c->id_span), DATA(c->args_span));
+#undef DATA
+}
+
+static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const char *base = view.buf;
+    Cursor s = {base, base + view.len};
+    Signatures t = {base, NULL, 0, 0, NULL};
+    Columns c;
+    memset(&c, 0, sizeof c);
+    int status = OK;
+    Py_BEGIN_ALLOW_THREADS;
+    skip_space(&s);
+    while (s.p < s.end) {
+        status = scan_event(&s, &t, &c);
+        if (status != OK) break;
+        skip_space(&s);
+        if (s.p < s.end) {
+            if (*s.p != ',') {
+                status = DECLINE;
+                break;
+            }
+            s.p++;
+            skip_space(&s);
+            if (s.p >= s.end) status = DECLINE; /* a trailing comma */
+        }
+    }
+    Py_END_ALLOW_THREADS;
+    PyObject *result = NULL;
+    if (status == OK) {
+        result = results(base, &t, &c);
+    } else if (status == DECLINE) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyErr_NoMemory();
+    }
+    free(t.slots);
+    free(t.distinct);
+    free(c.ts.data);
+    free(c.dur.data);
+    free(c.signature.data);
+    free(c.id_kind.data);
+    free(c.id_value.data);
+    free(c.id_span.data);
+    free(c.args_span.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_O,
+     "scan(piece) -> (count, signatures, ts, dur, signature, id_kind, id_value, id_span, args_span) or None\n\n"
+     "A comma-separated run of trace event objects read into columns (raw bytes of float64, int32, int8 and int64\n"
+     "arrays; spans as start, end pairs), or None where msgspec must decide."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_scan", "Trace events read straight into columns.", -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    init_plain();
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,197 @@
+"""A piece of a trace's events as columns: per event its signature, timestamp and duration, its args and flow id on
+demand. Two readers give the same :class:`Events`:
+
+* :func:`scan_piece` reads the piece's bytes with the compiled scanner (``perftool/trace/_scan.c``) straight into
+  arrays, no Python object per event, and decodes each distinct signature once;
+* :func:`events_of` takes the structs msgspec decoded (:func:`perftool.trace.decode.decode_piece`, and the exact
+  decoder's batches).
+
+The scanner accepts only what msgspec accepts and gives the same values; where it is not sure (or was not built, as
+where no C compiler was found at install), :func:`read_piece` lets msgspec decode the piece, which then decides.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from itertools import count, islice
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from perftool.trace.decode import Batch, decode_piece
+
+try:
+    from perftool.trace._scan import scan as _compiled_scan  # the compiled scanner, where it was built
+except ImportError:  # an install without a C compiler reads every piece with msgspec
+    _compiled_scan = None  # type: ignore[assignment]
+
+COMPILED = _compiled_scan is not None
+Signature = tuple[str, str, str, "int | str", "int | str"]  # (ph, name, cat, pid, tid) of an event
+_SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
+_ID_INT, _ID_OTHER = 1, 2  # the scanner's kinds of flow id: an integer, or a string or null left as its JSON
+_STRING = msgspec.json.Decoder(str)
+_INT_OR_STRING = msgspec.json.Decoder(int | str)
+_ID = msgspec.json.Decoder(int | str | None)
+
+
+class Interner:
+    """Maps hashable values to dense integer ids."""
+
+    def __init__(self) -> None:
+        self.ids: dict[Hashable, int] = {}
+
+    def __call__(self, values: Iterable[Hashable], length: int) -> np.ndarray:
+        """Ids of the ``length`` ``values``, adding the new ones, in one dictionary pass in C.
+
+        A value seen for the first time is stored as ``-1 - position`` (where it first occurs) and
+        given its dense id afterwards, so each value is hashed once.
+        """
+        ids = self.ids
+        known = len(ids)
+        found = np.fromiter(map(ids.setdefault, values, count(-1, -1)), dtype=np.int64, count=length)
+        added = list(islice(ids, known, None))
+        if not added:
+            return found.astype(np.int32)
+        first = -1 - np.fromiter(map(ids.__getitem__, added), dtype=np.int64, count=len(added))
+        ids.update(zip(added, range(known, known + len(added))))
+        dense = np.empty(length, dtype=np.int64)
+        dense[first] = np.arange(known, known + len(added))
+        is_new = found < 0
+        found[is_new] = dense[-1 - found[is_new]]
+        return found.astype(np.int32)
+
+    def remap(self, values: Iterable[Hashable]) -> np.ndarray:
+        """Ids of a few ``values`` (such as another table's entries), adding the new ones."""
+        ids = self.ids
+        return np.array([ids.setdefault(v, len(ids)) for v in values], dtype=np.int32)
+
+    @property
+    def values(self) -> list[Any]:
+        return list(self.ids)
+
+
+class PieceError(Exception):
+    """Bad event inside one piece; ``index`` counts from the piece's first event."""
+
+    def __init__(self, index: int, message: str) -> None:
+        super().__init__(index, message)
+        self.index = index
+        self.message = message
+
+
+@dataclass
+class Events:
+    """A piece's events, each by position: its signature (an index into ``distinct``, in order of first
+    occurrence), timestamp and duration (NaN where it has none); ``args(i)`` is the raw JSON of event i's args (empty
+    where it has none) and ``ids(rows)`` the flow ids of the events at ``rows``, both read only where asked."""
+
+    signature: np.ndarray  # int32
+    distinct: list[Signature]
+    ts: np.ndarray  # float64
+    dur: np.ndarray  # float64
+    args: Callable[[int], bytes]
+    ids: Callable[[list[int]], list[int | str | None]]
+
+    def __len__(self) -> int:
+        return len(self.signature)
+
+
+def read_piece(piece: bytes | memoryview) -> Events:
+    """The events of a comma-separated run of event objects: by the compiled scanner, else by msgspec (which raises
+    :class:`~perftool.trace.decode.NeedsExactPath` where the piece is not a run of valid events)."""
+    scanned = scan_piece(piece)
+    if scanned is not None:
+        return scanned
+    return events_of(decode_piece(piece) if bytes(piece).strip() else [])
+
+
+def scan_piece(piece: bytes | memoryview) -> Events | None:
+    """The events the compiled scanner reads from ``piece``; None where it leaves the piece to msgspec, or was not
+    built."""
+    if _compiled_scan is None:
+        return None
+    scanned = _compiled_scan(piece)
+    if scanned is None:
+        return None
+    _count, raw_signatures, ts, dur, signature, id_kind, id_value, id_span, args_span = scanned
+    try:
+        decoded = [_signature(raw) for raw in raw_signatures]
+        other_ids = _other_ids(piece, np.frombuffer(id_kind, np.int8), np.frombuffer(id_span, np.int64))
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None  # a value msgspec reads otherwise than the scanner checked (such as a string of bad UTF-8)
+    distinct = Interner()
+    remap = distinct(decoded, len(decoded))  # raw signatures that decode alike (escapes) become one
+    kinds, values = np.frombuffer(id_kind, np.int8), np.frombuffer(id_value, np.int64)
+    spans = np.frombuffer(args_span, np.int64).reshape(-1, 2)
+
+    def args(i: int) -> bytes:
+        start, end = spans[i].tolist()
+        return bytes(piece[start:end])
+
+    def ids(rows: list[int]) -> list[int | str | None]:
+        if not other_ids and (kinds[rows] == _ID_INT).all():
+            return values[rows].tolist()
+        return [other_ids[i] if i in other_ids else int(values[i]) if kinds[i] == _ID_INT else None for i in rows]
+
+    return Events(
+        signature=remap[np.frombuffer(signature, np.int32)],
+        distinct=distinct.values,
+        ts=np.frombuffer(ts, np.float64),
+        dur=np.frombuffer(dur, np.float64),
+        args=args,
+        ids=ids,
+    )
+
+
+def _signature(raw: tuple[bytes | None, ...]) -> Signature:
+    """A signature from the raw JSON of its five values (None for a field the event does not have)."""
+    ph, name, cat, pid, tid = raw
+    return (
+        "" if ph is None else _STRING.decode(ph),
+        "" if name is None else _STRING.decode(name),
+        "" if cat is None else _STRING.decode(cat),
+        0 if pid is None else _INT_OR_STRING.decode(pid),
+        0 if tid is None else _INT_OR_STRING.decode(tid),
+    )
+
+
+def _other_ids(piece: bytes | memoryview, kinds: np.ndarray, spans: np.ndarray) -> dict[int, int | str | None]:
+    """The flow ids that are not integers (strings, null), by event position."""
+    rows = np.flatnonzero(kinds == _ID_OTHER).tolist()
+    return {i: _ID.decode(bytes(piece[spans[2 * i] : spans[2 * i + 1]])) for i in rows}
+
+
+def events_of(batch: Batch) -> Events:
+    """The events of a batch msgspec decoded."""
+    distinct = Interner()
+    signature = distinct(map(_SIGNATURE, batch), len(batch))
+    return Events(
+        signature=signature,
+        distinct=distinct.values,
+        ts=_numbers(batch, "ts"),
+        dur=_numbers(batch, "dur"),
+        args=lambda i: bytes(batch[i].args),
+        ids=lambda rows: [batch[i].id for i in rows],
+    )
+
+
+def _numbers(batch: Batch, field: str) -> np.ndarray:
+    """Timestamps and durations: numbers, or numeric strings as Ascend tools write them."""
+    getter = operator.attrgetter(field)
+    try:
+        return np.fromiter(map(getter, batch), dtype=np.float64, count=len(batch))
+    except (ValueError, TypeError):
+        values = list(map(getter, batch))
+        try:
+            return np.array(values, dtype=np.float64)
+        except (ValueError, TypeError):
+            pass
+        for i, value in enumerate(values):
+            try:
+                float(value)
+            except (ValueError, TypeError):
+                raise PieceError(i, f"field '{field}': expected a number, got {value!r:.40}") from None
+        return np.array([float(v) for v in values], dtype=np.float64)
