@@ -52,6 +52,10 @@ CASES = {
         ).encode(),
         "event 0: 'ts' -2e+17 µs is beyond any clock",
     ),
+    "counter-value-past-any-double": (
+        b'[{"ph": "C", "name": "m", "pid": 1, "tid": 1, "ts": 1, "args": {"v": 1, "w": 1' + b"0" * 400 + b"}}]",
+        "event 0: counter 'w' is a number beyond any double",
+    ),
     "end-without-begin": (
         json.dumps(
             [

@@ -233,3 +233,19 @@ def test_valid_events_of_every_field_type_are_the_scanner_s_to_read():
     fast = events.scan_piece(piece)
     assert fast is not None and len(fast) == 2000
     same_part(make_part(fast, KEEP), make_part(by_msgspec(piece), KEEP))
+
+
+def test_without_the_scanner_a_trace_loads_the_same(monkeypatch):
+    """An install that could not compile it reads every piece with msgspec, to the same columns."""
+    path = REPO / "tests" / "data" / "real" / "ddp_v100_rank1.json.gz"
+    compiled = load_trace(path, workers=1)
+    monkeypatch.setattr(events, "_scan", None)
+    assert events.scan_piece(b'{"ph":"X"}') is None
+    without = load_trace(path, workers=1)
+    for column in ("ts", "dur", "phase", "track", "name", "cat", "flow_id", "order", "args_ref", "kind"):
+        np.testing.assert_array_equal(getattr(compiled, column), getattr(without, column), err_msg=column)
+    assert (compiled.names, compiled.kept_args, compiled.metadata) == (
+        without.names,
+        without.kept_args,
+        without.metadata,
+    )

@@ -174,7 +174,9 @@ def _outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
 def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
     """Type, size, group size and group of each row, from its name and kept args."""
     names = (*COLLECTIVES, OTHER)
-    types = np.array([names.index(collective_type(trace.names[n])) for n in trace.name[rows].tolist()], np.int8)
+    used, name_of_row = np.unique(trace.name[rows], return_inverse=True)  # each distinct name looked at once
+    type_of_name = np.array([names.index(collective_type(trace.names[n])) for n in used.tolist()], np.int8)
+    types = type_of_name[name_of_row.reshape(-1)] if rows.size else np.zeros(0, np.int8)
     nbytes = np.full(rows.size, math.nan)
     size = np.full(rows.size, math.nan)
     group = np.zeros(rows.size, dtype=np.int32)

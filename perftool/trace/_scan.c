@@ -13,6 +13,7 @@
  * which then decides. So the compiled path changes how fast a piece is read, never what it reads.
  */
 #define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE /* memmem */
 #include <Python.h>
 
 #include <errno.h>
@@ -122,10 +123,16 @@ static int skip_string(Cursor *s, int *plain) {
     s->p++;
     *plain = 1;
     while (s->p < s->end) {
-        uint64_t word;
-        while (s->end - s->p >= 8) { /* eight bytes at a time while none is special */
+        uint64_t word, special;
+        while (s->end - s->p >= 8) { /* eight bytes at a time, up to the first special one */
             memcpy(&word, s->p, 8);
-            if (special_bytes(word)) break;
+            special = special_bytes(word);
+            if (special) {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                s->p += __builtin_ctzll(special) / 8; /* the lowest flagged byte is always a special one */
+#endif
+                break;
+            }
             s->p += 8;
         }
         while (s->p < s->end && PLAIN[(unsigned char)*s->p]) s->p++; /* the run of plain ASCII */
@@ -601,7 +608,74 @@ static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *arg) {
     return result;
 }
 
+/* The spans argument of slices() and tails(): (start, end) pairs of int64 into text, checked to lie in it. */
+static int read_spans(PyObject *object, Py_ssize_t size, Py_buffer *view, Py_ssize_t *count) {
+    if (PyObject_GetBuffer(object, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    *count = view->len / 16;
+    const int64_t *spans = view->buf;
+    for (Py_ssize_t i = 0; i < 2 * *count; i += 2) {
+        if (view->len % 16 || spans[i] < 0 || spans[i] > spans[i + 1] || spans[i + 1] > size) {
+            PyBuffer_Release(view);
+            PyErr_SetString(PyExc_ValueError, "spans must be (start, end) pairs of int64 inside text");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The bytes of each span of text; with keys, each from the first occurrence of any key on (empty where none is). */
+static PyObject *cut(PyObject *args, int from_key) {
+    Py_buffer text, spans;
+    PyObject *spans_object, *keys = NULL;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, from_key ? "y*OO!:tails" : "y*O:slices", &text, &spans_object, &PyTuple_Type, &keys))
+        return NULL;
+    if (read_spans(spans_object, text.len, &spans, &count) < 0) {
+        PyBuffer_Release(&text);
+        return NULL;
+    }
+    Py_ssize_t key_count = keys ? PyTuple_GET_SIZE(keys) : 0;
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < key_count; k++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(keys, k))) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            goto done;
+        }
+    }
+    result = PyList_New(count);
+    if (!result) goto done;
+    const int64_t *span = spans.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const char *start = (const char *)text.buf + span[2 * i];
+        Py_ssize_t first = (Py_ssize_t)(span[2 * i + 1] - span[2 * i]), end = first;
+        for (Py_ssize_t k = 0; k < key_count; k++) {
+            PyObject *key = PyTuple_GET_ITEM(keys, k);
+            const char *at = memmem(start, (size_t)first, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
+            if (at) first = at - start;
+        }
+        PyObject *piece = PyBytes_FromStringAndSize(start + (from_key ? first : 0), end - (from_key ? first : 0));
+        if (!piece) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, piece);
+    }
+done:
+    PyBuffer_Release(&spans);
+    PyBuffer_Release(&text);
+    return result;
+}
+
+static PyObject *slices(PyObject *Py_UNUSED(self), PyObject *args) { return cut(args, 0); }
+
+static PyObject *tails(PyObject *Py_UNUSED(self), PyObject *args) { return cut(args, 1); }
+
 static PyMethodDef methods[] = {
+    {"slices", slices, METH_VARARGS,
+     "slices(text, spans) -> list of bytes\n\nThe bytes of each (start, end) span of text (spans: int64 pairs)."},
+    {"tails", tails, METH_VARARGS,
+     "tails(text, spans, keys) -> list of bytes\n\nEach span of text from the first occurrence of any of keys on "
+     "(empty where none occurs)."},
     {"scan", scan, METH_O,
      "scan(piece) -> (count, signatures, ts, dur, signature, id_kind, id_value, id_span, args_span) or None\n\n"
      "A comma-separated run of trace event objects read into columns (raw bytes of float64, int32, int8 and int64\n"

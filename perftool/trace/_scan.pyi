@@ -1,5 +1,9 @@
 """Types of the compiled scanner (``_scan.c``)."""
 
+import numpy as np
+
 def scan(
     piece: bytes | memoryview, /
 ) -> tuple[int, list[tuple[bytes | None, ...]], bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None: ...
+def slices(text: bytes | memoryview, spans: np.ndarray, /) -> list[bytes]: ...
+def tails(text: bytes | memoryview, spans: np.ndarray, keys: tuple[bytes, ...], /) -> list[bytes]: ...

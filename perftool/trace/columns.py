@@ -11,8 +11,10 @@ and expands the signatures into phase, name, category and track columns once, at
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,19 +116,18 @@ class KeepArgs:
 
     def of(self, signatures: list[Signature]) -> np.ndarray:
         """Per signature: how much of its events' args is kept (an :class:`ArgsKept`)."""
-        named = re.compile(self.names).search if self.names else None
-        inputs = re.compile(self.inputs_only).search if self.inputs_only else None
-        kept = []
-        for _, name, category, _, _ in signatures:
-            if category in self.categories:  # an event a dialect keeps for its category keeps all its args
-                kept.append(ArgsKept.ALL)
-            elif named is not None and named(name):
-                kept.append(ArgsKept.INPUTS if inputs is not None and inputs(name) else ArgsKept.ALL)
-            elif category in self.launch_categories:
-                kept.append(ArgsKept.LAUNCH)
-            else:
-                kept.append(ArgsKept.NONE)
-        return np.array(kept, dtype=np.uint8)
+        kept = self._kept
+        return np.fromiter((kept(name, category) for _, name, category, _, _ in signatures), np.uint8, len(signatures))
+
+    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - a few KeepArgs live as long as the process, and the
+    def _kept(self, name: str, category: str) -> int:  # pieces of one trace repeat their names and categories
+        if category in self.categories:  # an event a dialect keeps for its category keeps all its args
+            return ArgsKept.ALL
+        if self.names and re.search(self.names, name):
+            return ArgsKept.INPUTS if self.inputs_only and re.search(self.inputs_only, name) else ArgsKept.ALL
+        if category in self.launch_categories:
+            return ArgsKept.LAUNCH
+        return ArgsKept.NONE
 
 
 class RecordedInputs(msgspec.Struct, omit_defaults=True):
@@ -147,7 +148,6 @@ class LaunchConfig(msgspec.Struct, omit_defaults=True):
     shared_memory: msgspec.Raw = msgspec.field(name="shared memory", default=msgspec.Raw(b""))
 
 
-_ALL = int(ArgsKept.ALL)
 _REDUCERS: dict[int, msgspec.json.Decoder] = {  # by ArgsKept's value
     ArgsKept.INPUTS: msgspec.json.Decoder(RecordedInputs),
     ArgsKept.LAUNCH: msgspec.json.Decoder(LaunchConfig),
@@ -166,17 +166,6 @@ def _reduced(kept: int, raw: bytes) -> bytes:
         return b"{}"
 
 
-def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:
-    """``written`` from the first of ``keys`` on (empty when none occurs). Equal such tails reduce equally: every key
-    a reduction keeps lies in them. Profilers write the varying fields (ids, correlation) before these, so the calls of
-    one op with the same inputs, or kernels with the same launch, share their tail."""
-    first = len(written)
-    for key in keys:  # each later key is looked for only before the first found so far
-        at = written.find(key, 0, first)
-        first = at if at >= 0 else first
-    return written[first:]
-
-
 KEEP_NO_ARGS = KeepArgs()  # only instant events keep theirs
 
 
@@ -193,12 +182,13 @@ def make_part(events: Events, keep_args: KeepArgs) -> Part:
 
     untimed = np.flatnonzero(untimed_of[signature])
     metadata_events, counter_events = [], []
-    for i in untimed.tolist():
-        ph, name, _, pid, tid = distinct[signature[i]]
+    untimed_rows = untimed.tolist()
+    for i, raw, sig, when in zip(untimed_rows, events.reader.args(untimed), signature[untimed].tolist(), ts[untimed]):
+        ph, name, _, pid, tid = distinct[sig]
         if ph == "M":
-            metadata_events.append((pid, tid, name, events.args(i)))
+            metadata_events.append((pid, tid, name, raw))
         else:
-            counter_events.append((i, float(ts[i]), int(signature[i]), events.args(i)))
+            counter_events.append((i, float(when), sig, raw))
 
     kept_of = keep_args.of(distinct)
     instant = phase_of == Phase.INSTANT
@@ -207,32 +197,10 @@ def make_part(events: Events, keep_args: KeepArgs) -> Part:
     keeping = kept_of[signature]
     if keep_args.launch_categories:
         keeping[(keeping == ArgsKept.LAUNCH) & ~(dur >= keep_args.launch_min_us)] = ArgsKept.NONE
-    args_events: list[int] = []
-    args_refs: list[int] = []
-    kept_args: list[bytes] = []
-    reduced_refs: dict[bytes, int] = {}  # a reduced args' bytes -> its index in kept_args
-    tail_refs: dict[tuple[int, bytes], int] = {}  # (how much is kept, the args from its first field on) -> the same
-    rows = np.flatnonzero(keeping)
-    for i, kept in zip(rows.tolist(), keeping[rows].tolist()):
-        raw = events.args(i)
-        if not raw:
-            continue
-        args_events.append(i)
-        if kept == _ALL:
-            args_refs.append(len(kept_args))
-            kept_args.append(raw)
-            continue
-        tail = (kept, _from_first_key(raw, _KEYS[kept]))
-        ref = tail_refs.get(tail, -1)
-        if ref < 0:
-            reduced = _reduced(kept, raw) if tail[1] else b"{}"
-            ref = tail_refs[tail] = reduced_refs.setdefault(reduced, len(kept_args))
-            if ref == len(kept_args):
-                kept_args.append(reduced)
-        args_refs.append(ref)
+    args_events, args_refs, kept_args = _kept_args(events, keeping)
 
     flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
-    flow_ids, flow_keys = _flow_ids(events.ids(flow_events.tolist()))
+    flow_ids, flow_keys = _flow_ids(events.reader.ids(flow_events))
 
     if untimed.size:
         timed = np.ones(n, dtype=bool)
@@ -248,12 +216,42 @@ def make_part(events: Events, keep_args: KeepArgs) -> Part:
         flow_events=flow_events,
         flow_ids=flow_ids,
         flow_keys=flow_keys,
-        args_events=np.array(args_events, dtype=np.int64),
-        args_refs=np.array(args_refs, dtype=np.int32),
+        args_events=args_events,
+        args_refs=args_refs,
         kept_args=kept_args,
         metadata_events=metadata_events,
         counter_events=counter_events,
     )
+
+
+def _kept_args(events: Events, keeping: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+    """The events whose args are kept (``keeping`` says how much of each), the index of each one's args in the list
+    of kept args, and that list: whole args each their own, reduced ones shared by all whose reduction is equal.
+
+    A reduction reads the args from the first field it keeps on (:data:`_KEYS`); profilers write the varying fields
+    (ids, correlation) before these, so the calls of one op with the same inputs, or kernels with the same launch,
+    share that tail, and each distinct tail is reduced once.
+    """
+    rows = np.flatnonzero(keeping)
+    rows = rows[events.reader.has_args(rows)]
+    kinds = keeping[rows]
+    keys: list[int | bytes] = list(range(len(rows)))  # whole args: each its own (by position; reduced ones are bytes)
+    for kind, keys_kept in _KEYS.items():
+        of_kind = np.flatnonzero(kinds == kind)
+        if not of_kind.size:
+            continue
+        tails = Interner()
+        group = tails(events.reader.tails(rows[of_kind], keys_kept), of_kind.size)
+        first = of_kind[np.unique(group, return_index=True)[1]]  # where each distinct tail first occurs
+        raws = events.reader.args(rows[first])
+        reduced = [_reduced(kind, raw) if tail else b"{}" for raw, tail in zip(raws, tails.values)]
+        for i, g in zip(of_kind.tolist(), group.tolist()):
+            keys[i] = reduced[g]
+    refs = Interner()
+    ref = refs(keys, len(keys))
+    whole = [key for key in refs.values if isinstance(key, int)]
+    raw_of = dict(zip(whole, events.reader.args(rows[whole])))
+    return rows, ref, [raw_of[key] if isinstance(key, int) else key for key in refs.values]
 
 
 def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
@@ -358,8 +356,7 @@ class ColumnBuilder:
             signature = merged["signature"][chunk].astype(np.intp)
             for key in ("phase", "track", "name", "cat"):
                 col[key][chunk] = getattr(tables, key)[signature]
-            row = np.arange(chunk.start, chunk.stop)
-            col["order"][chunk] = row + np.searchsorted(timed_before, row, side="right")
+            col["order"][chunk] = _file_order(chunk, timed_before)
         col["flow_id"] = _scattered(store, merged["untimed"], merged["flow_events"], merged["flow_ids"], rows)
         col["args_ref"] = _scattered(store, merged["untimed"], merged["args_events"], merged["args_refs"], rows)
         self._validate(col)
@@ -449,39 +446,74 @@ class ColumnBuilder:
         ]
 
     def _counters(self, tables: _SignatureTables, compact_track: np.ndarray) -> Counters:
-        series = Interner()
-        ts: list[float] = []
-        values: list[float] = []
-        keys: list[str] = []
-        tracks: list[int] = []
-        for order, when, signature, raw in self.counter_events:
-            try:
-                args = msgspec.json.decode(raw) if raw else {}
-            except (msgspec.DecodeError, UnicodeDecodeError):
-                raise TraceError(self.path, f"event {order}: counter 'args' is not valid JSON in UTF-8") from None
-            if not isinstance(args, dict):
-                raise TraceError(self.path, f"event {order}: counter 'args' must be an object")
-            if not math.isfinite(when):
-                raise TraceError(self.path, f"event {order}: missing or non-finite 'ts'")
-            if abs(when) > limits.MAX_TIMESTAMP_US:
-                raise TraceError(self.path, f"event {order}: 'ts' {when:.3g} µs is beyond any clock ({_bound()})")
-            name = tables.names[tables.name[signature]]
-            track = int(compact_track[tables.track[signature]])
-            for key, value in args.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    ts.append(when)
-                    values.append(float(value))
-                    keys.append(f"{name}.{key}")
-                    tracks.append(track)
-        if not ts:
+        """Each counter event's numeric args as samples of the series "<event name>.<key>", on the event's track."""
+        if not self.counter_events:
             return Counters.empty()
+        orders, whens, signatures, _ = zip(*self.counter_events)
+        decoded = self._counter_args()
+        when = np.array(whens, dtype=np.float64)
+        not_object = np.fromiter((type(args) is not dict for args in decoded), dtype=bool, count=len(decoded))
+        problem = not_object | ~np.isfinite(when) | (np.abs(when) > limits.MAX_TIMESTAMP_US)
+        if problem.any():  # the first event with one, named as its first check fails
+            first = int(np.argmax(problem))
+            order, at = orders[first], float(when[first])
+            if not_object[first]:
+                raise TraceError(self.path, f"event {order}: counter 'args' must be an object")
+            if not math.isfinite(at):
+                raise TraceError(self.path, f"event {order}: missing or non-finite 'ts'")
+            raise TraceError(self.path, f"event {order}: 'ts' {at:.3g} µs is beyond any clock ({_bound()})")
+        samples = [
+            (event, key, value)
+            for event, args in enumerate(decoded)
+            for key, value in args.items()
+            if type(value) in (int, float)  # msgspec makes exact ints and floats; a bool is no sample
+        ]
+        if not samples:
+            return Counters.empty()
+        events, keys, values = zip(*samples)
+        try:
+            value = np.array(values, dtype=np.float64)
+        except OverflowError:  # an integer past any double
+            event, key = next((e, k) for e, k, v in samples if abs(v) > sys.float_info.max)
+            beyond = f"event {orders[event]}: counter '{key}' is a number beyond any double"
+            raise TraceError(self.path, beyond) from None
+        signature = np.array(signatures, dtype=np.intp)[np.array(events, dtype=np.intp)]
+        pairs = Interner()  # (name id, key): the series, before names that read alike are one
+        pair = pairs(zip(tables.name[signature].tolist(), keys), len(keys))
+        series = Interner()
+        series_of_pair = series([f"{tables.names[name]}.{key}" for name, key in pairs.values], len(pairs.ids))
         return Counters(
-            ts=np.array(ts, dtype=np.float64),
-            value=np.array(values, dtype=np.float64),
-            series=series(keys, len(keys)),
-            track=np.array(tracks, dtype=np.int32),
+            ts=when[np.array(events, dtype=np.intp)],
+            value=value,
+            series=series_of_pair[pair],
+            track=compact_track[tables.track[signature]].astype(np.int32),
             names=[str(v) for v in series.values],
         )
+
+    def _counter_args(self) -> list[Any]:
+        """Each counter event's args decoded ({} where it has none): all in one call, or one by one to name the first
+        that is not valid JSON."""
+        raws = [raw or b"{}" for _, _, _, raw in self.counter_events]
+        try:
+            return msgspec.json.decode(b"[" + b",".join(raws) + b"]")
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return [self._decoded(order, raw) for (order, _, _, _), raw in zip(self.counter_events, raws)]
+
+    def _decoded(self, order: int, raw: bytes) -> Any:
+        try:
+            return msgspec.json.decode(raw)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            raise TraceError(self.path, f"event {order}: counter 'args' is not valid JSON in UTF-8") from None
+
+
+def _file_order(chunk: slice, timed_before: np.ndarray) -> np.ndarray:
+    """Each timed row's position in the file: its row plus the untimed events before it (``timed_before``, sorted: per
+    untimed event, how many timed ones precede it), counted in one pass over the chunk."""
+    start, stop = chunk.start, chunk.stop
+    inside = timed_before[np.searchsorted(timed_before, start) : np.searchsorted(timed_before, stop)]
+    before = np.searchsorted(timed_before, start)  # untimed events before the chunk's first row
+    counts = np.bincount(inside - start, minlength=stop - start)
+    return np.arange(start, stop) + before + np.cumsum(counts)
 
 
 class _SignatureTables:

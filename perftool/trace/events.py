@@ -13,22 +13,24 @@ where no C compiler was found at install), :func:`read_piece` lets msgspec decod
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from itertools import count, islice
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 import numpy as np
 
 from perftool.trace.decode import Batch, decode_piece
 
-try:
-    from perftool.trace._scan import scan as _compiled_scan  # the compiled scanner, where it was built
+try:  # the compiled scanner (a leaf: it imports nothing of perftool), where it was built
+    from perftool.trace._scan import scan as _scan
+    from perftool.trace._scan import slices as _slices
+    from perftool.trace._scan import tails as _tails
 except ImportError:  # an install without a C compiler reads every piece with msgspec
-    _compiled_scan = None  # type: ignore[assignment]
+    _scan = _slices = _tails = None  # type: ignore[assignment]
 
-COMPILED = _compiled_scan is not None
+COMPILED = _scan is not None
 Signature = tuple[str, str, str, "int | str", "int | str"]  # (ph, name, cat, pid, tid) of an event
 _SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
 _ID_INT, _ID_OTHER = 1, 2  # the scanner's kinds of flow id: an integer, or a string or null left as its JSON
@@ -82,18 +84,33 @@ class PieceError(Exception):
         self.message = message
 
 
+class ArgsReader(Protocol):
+    """The args and flow ids of a piece's events, by position (``rows``: an int64 array)."""
+
+    def has_args(self, rows: np.ndarray) -> np.ndarray:
+        """Whether each of the events has args."""
+
+    def args(self, rows: np.ndarray) -> list[bytes]:
+        """The raw JSON of each one's args (empty where it has none)."""
+
+    def tails(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> list[bytes]:
+        """Each one's args from the first occurrence of any of ``keys`` on (empty where none occurs)."""
+
+    def ids(self, rows: np.ndarray) -> list[int | str | None]:
+        """Each one's flow id."""
+
+
 @dataclass
 class Events:
     """A piece's events, each by position: its signature (an index into ``distinct``, in order of first
-    occurrence), timestamp and duration (NaN where it has none); ``args(i)`` is the raw JSON of event i's args (empty
-    where it has none) and ``ids(rows)`` the flow ids of the events at ``rows``, both read only where asked."""
+    occurrence), timestamp and duration (NaN where it has none). Their args and flow ids are read only for the rows
+    asked for."""
 
     signature: np.ndarray  # int32
     distinct: list[Signature]
     ts: np.ndarray  # float64
     dur: np.ndarray  # float64
-    args: Callable[[int], bytes]
-    ids: Callable[[list[int]], list[int | str | None]]
+    reader: ArgsReader
 
     def __len__(self) -> int:
         return len(self.signature)
@@ -111,9 +128,9 @@ def read_piece(piece: bytes | memoryview) -> Events:
 def scan_piece(piece: bytes | memoryview) -> Events | None:
     """The events the compiled scanner reads from ``piece``; None where it leaves the piece to msgspec, or was not
     built."""
-    if _compiled_scan is None:
+    if _scan is None:
         return None
-    scanned = _compiled_scan(piece)
+    scanned = _scan(piece)
     if scanned is None:
         return None
     _count, raw_signatures, ts, dur, signature, id_kind, id_value, id_span, args_span = scanned
@@ -124,26 +141,40 @@ def scan_piece(piece: bytes | memoryview) -> Events | None:
         return None  # a value msgspec reads otherwise than the scanner checked (such as a string of bad UTF-8)
     distinct = Interner()
     remap = distinct(decoded, len(decoded))  # raw signatures that decode alike (escapes) become one
-    kinds, values = np.frombuffer(id_kind, np.int8), np.frombuffer(id_value, np.int64)
-    spans = np.frombuffer(args_span, np.int64).reshape(-1, 2)
-
-    def args(i: int) -> bytes:
-        start, end = spans[i].tolist()
-        return bytes(piece[start:end])
-
-    def ids(rows: list[int]) -> list[int | str | None]:
-        if not other_ids and (kinds[rows] == _ID_INT).all():
-            return values[rows].tolist()
-        return [other_ids[i] if i in other_ids else int(values[i]) if kinds[i] == _ID_INT else None for i in rows]
-
     return Events(
         signature=remap[np.frombuffer(signature, np.int32)],
         distinct=distinct.values,
         ts=np.frombuffer(ts, np.float64),
         dur=np.frombuffer(dur, np.float64),
-        args=args,
-        ids=ids,
+        reader=_ScannedArgs(piece, args_span, id_kind, id_value, other_ids),
     )
+
+
+class _ScannedArgs:
+    """Args and flow ids from the scanner's spans of them."""
+
+    def __init__(self, piece: bytes | memoryview, spans: bytes, kinds: bytes, values: bytes, others: dict) -> None:
+        self.piece = piece
+        self.spans = np.frombuffer(spans, np.int64).reshape(-1, 2)
+        self.kinds = np.frombuffer(kinds, np.int8)
+        self.values = np.frombuffer(values, np.int64)
+        self.others = others  # the ids that are strings or null, by position
+
+    def has_args(self, rows: np.ndarray) -> np.ndarray:
+        spans = self.spans[rows]
+        return spans[:, 1] > spans[:, 0]
+
+    def args(self, rows: np.ndarray) -> list[bytes]:
+        return _slices(self.piece, np.ascontiguousarray(self.spans[rows]))
+
+    def tails(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> list[bytes]:
+        return _tails(self.piece, np.ascontiguousarray(self.spans[rows]), keys)
+
+    def ids(self, rows: np.ndarray) -> list[int | str | None]:
+        if not self.others and (self.kinds[rows] == _ID_INT).all():
+            return self.values[rows].tolist()
+        others, kinds, values = self.others, self.kinds, self.values
+        return [others[i] if i in others else int(values[i]) if kinds[i] == _ID_INT else None for i in rows.tolist()]
 
 
 def _signature(raw: tuple[bytes | None, ...]) -> Signature:
@@ -173,9 +204,36 @@ def events_of(batch: Batch) -> Events:
         distinct=distinct.values,
         ts=_numbers(batch, "ts"),
         dur=_numbers(batch, "dur"),
-        args=lambda i: bytes(batch[i].args),
-        ids=lambda rows: [batch[i].id for i in rows],
+        reader=_DecodedArgs(batch),
     )
+
+
+class _DecodedArgs:
+    """Args and flow ids from the structs msgspec decoded."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+
+    def has_args(self, rows: np.ndarray) -> np.ndarray:
+        batch = self.batch
+        return np.fromiter((len(batch[i].args) > 0 for i in rows.tolist()), dtype=bool, count=len(rows))
+
+    def args(self, rows: np.ndarray) -> list[bytes]:
+        return [bytes(self.batch[i].args) for i in rows.tolist()]
+
+    def tails(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> list[bytes]:
+        return [_from_first_key(raw, keys) for raw in self.args(rows)]
+
+    def ids(self, rows: np.ndarray) -> list[int | str | None]:
+        return [self.batch[i].id for i in rows.tolist()]
+
+
+def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:
+    first = len(written)
+    for key in keys:  # each later key is looked for only before the first found so far
+        at = written.find(key, 0, first)
+        first = at if at >= 0 else first
+    return written[first:]
 
 
 def _numbers(batch: Batch, field: str) -> np.ndarray:
