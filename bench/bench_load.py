@@ -3,6 +3,7 @@
     python bench/bench_load.py --mb 500            # generates bench/out/kineto_500mb.json once
     python bench/bench_load.py --mb 500 --gzip     # the same trace, gzip-compressed
     python bench/bench_load.py --trace FILE        # any trace
+    python bench/bench_load.py --mb 500 --msgspec  # every piece read by msgspec, as without the compiled scanner
 
 Each measurement runs in a fresh process and prints MB/s (of uncompressed JSON), the time split,
 and peak RSS of the main process and of the largest decoding worker, against the file size.
@@ -24,13 +25,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
 
 
-def measure(path: str, workers: int | None, scheduler: str | None = None) -> dict:
-    """Load + metrics in this process (its byte ranges decoded on the Dask cluster at ``scheduler`` where given);
-    return timings, peak RSS and a digest of the metrics (run in a child process)."""
+def measure(path: str, workers: int | None, scheduler: str | None = None, scanner: bool = True) -> dict:
+    """Load + metrics in this process (its byte ranges decoded on the Dask cluster at ``scheduler`` where given;
+    without the compiled scanner unless ``scanner``, as an install without a C compiler reads); return timings,
+    peak RSS and a digest of the metrics (run in a child process)."""
     from perftool.analysis import compute_metrics
     from perftool.job.cluster import cluster_decoders
+    from perftool.trace import events
     from perftool.trace_reader import load_trace
 
+    if not scanner:
+        events._scan = None  # the decoding processes are forked from this one, so they read with msgspec too
     start = time.perf_counter()
     trace = load_trace(path, workers=workers, decoders=cluster_decoders(scheduler) if scheduler else None)
     loaded = time.perf_counter()
@@ -63,8 +68,8 @@ def in_child(call: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_child(path: str, workers: int | None) -> dict:
-    return in_child(f"bench_load.measure({path!r}, {workers!r})")
+def run_child(path: str, workers: int | None, scanner: bool) -> dict:
+    return in_child(f"bench_load.measure({path!r}, {workers!r}, scanner={scanner!r})")
 
 
 def main() -> None:
@@ -74,6 +79,7 @@ def main() -> None:
     parser.add_argument("--trace", help="benchmark this file instead of a generated one")
     parser.add_argument("--workers", type=int, default=None, help="decoding processes (default: perftool's choice)")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best is reported (default 3)")
+    parser.add_argument("--msgspec", action="store_true", help="read every piece with msgspec, not the scanner")
     args = parser.parse_args()
 
     sys.path.insert(0, HERE)
@@ -92,7 +98,7 @@ def main() -> None:
         with gzip.open(path, "rb") as fh:
             json_bytes = sum(len(chunk) for chunk in iter(lambda: fh.read(8 << 20), b""))
 
-    runs = [run_child(path, args.workers) for _ in range(args.repeat)]
+    runs = [run_child(path, args.workers, not args.msgspec) for _ in range(args.repeat)]
     best = min(runs, key=lambda r: r["load_s"] + r["metrics_s"])
     total = best["load_s"] + best["metrics_s"]
     mb = json_bytes / 1e6
@@ -100,6 +106,7 @@ def main() -> None:
     print(f"trace        {path}")
     print(f"size         {mb:,.1f} MB of JSON" + (f" ({file_mb:,.1f} MB gzip)" if compressed else ""))
     print(f"events       {best['events']:,} ({best['steps']:,.0f} steps), cores {os.cpu_count()}")
+    print(f"read by      {'msgspec' if args.msgspec else 'the compiled scanner, msgspec where it declines'}")
     print(f"load         {best['load_s']:.2f} s   metrics {best['metrics_s']:.2f} s   (best of {len(runs)})")
     print(
         f"throughput   {mb / total:,.0f} MB/s load+metrics   (all runs: "

@@ -67,7 +67,9 @@ static inline int column_push(Column *c, const void *value, Py_ssize_t size) {
 static inline int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static inline void skip_space(Cursor *s) {
-    while (s->p < s->end && is_space(*s->p)) s->p++;
+    const char *p = s->p, *end = s->end; /* locals: a byte read through a char may alias s, so s->p is reloaded */
+    while (p < end && is_space(*p)) p++;
+    s->p = p;
 }
 
 static inline int hex_value(char c) {
@@ -120,54 +122,56 @@ static inline uint64_t special_bytes(uint64_t word) {
 
 /* A string at s->p (its opening quote); sets *plain when it holds no escape. 0 when it is not one we accept. */
 static int skip_string(Cursor *s, int *plain) {
-    s->p++;
+    const char *p = s->p + 1, *end = s->end; /* locals: see skip_space */
     *plain = 1;
-    while (s->p < s->end) {
+    while (p < end) {
         uint64_t word, special;
-        while (s->end - s->p >= 8) { /* eight bytes at a time, up to the first special one */
-            memcpy(&word, s->p, 8);
+        while (end - p >= 8) { /* eight bytes at a time, up to the first special one */
+            memcpy(&word, p, 8);
             special = special_bytes(word);
             if (special) {
 #if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-                s->p += __builtin_ctzll(special) / 8; /* the lowest flagged byte is always a special one */
+                p += __builtin_ctzll(special) / 8; /* the lowest flagged byte is always a special one */
 #endif
                 break;
             }
-            s->p += 8;
+            p += 8;
         }
-        while (s->p < s->end && PLAIN[(unsigned char)*s->p]) s->p++; /* the run of plain ASCII */
-        if (s->p >= s->end) break;
-        unsigned char c = (unsigned char)*s->p;
+        while (p < end && PLAIN[(unsigned char)*p]) p++; /* the run of plain ASCII */
+        if (p >= end) break;
+        unsigned char c = (unsigned char)*p;
         if (c == '"') {
-            s->p++;
+            s->p = p + 1;
             return 1;
         }
         if (c == '\\') {
             *plain = 0;
-            if (s->end - s->p < 2) return 0;
-            char e = s->p[1];
+            if (end - p < 2) return 0;
+            char e = p[1];
             if (e == 'u') {
-                if (s->end - s->p < 6) return 0;
+                if (end - p < 6) return 0;
                 int code = 0;
                 for (int i = 2; i < 6; i++) {
-                    int h = hex_value(s->p[i]);
+                    int h = hex_value(p[i]);
                     if (h < 0) return 0;
                     code = code * 16 + h;
                 }
                 if (code >= 0xD800 && code <= 0xDFFF) return 0; /* pairs and lone halves: msgspec decides */
-                s->p += 6;
+                p += 6;
             } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' ||
                        e == 't') {
-                s->p += 2;
+                p += 2;
             } else {
                 return 0;
             }
         } else if (c < 0x20) {
             return 0;
         } else if (c >= 0x80) {
-            if (!skip_utf8(s)) return 0;
+            Cursor rest = {p, end};
+            if (!skip_utf8(&rest)) return 0;
+            p = rest.p;
         } else {
-            s->p++;
+            p++;
         }
     }
     return 0; /* unterminated */
@@ -175,30 +179,30 @@ static int skip_string(Cursor *s, int *plain) {
 
 /* A JSON number at s->p; *integer tells whether it has no fraction or exponent, *digits its integer digits. */
 static int skip_number(Cursor *s, int *integer, int *digits) {
-    const char *p = s->p;
-    if (p < s->end && *p == '-') p++;
-    if (p >= s->end) return 0;
+    const char *p = s->p, *end = s->end; /* locals: see skip_space */
+    if (p < end && *p == '-') p++;
+    if (p >= end) return 0;
     const char *first = p;
     if (*p == '0') {
         p++;
     } else if (*p >= '1' && *p <= '9') {
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        while (p < end && *p >= '0' && *p <= '9') p++;
     } else {
         return 0;
     }
     *digits = (int)(p - first);
     *integer = 1;
-    if (p < s->end && *p == '.') {
+    if (p < end && *p == '.') {
         p++;
-        if (p >= s->end || *p < '0' || *p > '9') return 0;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
         *integer = 0;
     }
-    if (p < s->end && (*p == 'e' || *p == 'E')) {
+    if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
-        if (p < s->end && (*p == '+' || *p == '-')) p++;
-        if (p >= s->end || *p < '0' || *p > '9') return 0;
-        while (p < s->end && *p >= '0' && *p <= '9') p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return 0;
+        while (p < end && *p >= '0' && *p <= '9') p++;
         *integer = 0;
     }
     s->p = p;
@@ -438,7 +442,6 @@ static int32_t signature_id(Signatures *t, const Span *fields) {
 
 typedef struct {
     Column ts, dur, signature, id_kind, id_value, id_span, args_span;
-    Py_ssize_t count;
 } Columns;
 
 enum { OK = 0, DECLINE = 1, NO_MEMORY = 2 };
@@ -533,7 +536,6 @@ static int scan_event(Cursor *s, Signatures *t, Columns *out) {
         column_push(&out->id_value, &id_value, 8) || column_push(&out->id_span, id_span, 16) ||
         column_push(&out->args_span, args, 16))
         return NO_MEMORY;
-    out->count++;
     return OK;
 }
 
@@ -556,7 +558,7 @@ static PyObject *results(const char *base, Signatures *t, Columns *c) {
         PyList_SET_ITEM(distinct, i, row);
     }
 #define DATA(column) (column).data ? (column).data : "", (column).size /* y# makes None of a NULL pointer */
-    return Py_BuildValue("(nNy#y#y#y#y#y#y#)", c->count, distinct, DATA(c->ts), DATA(c->dur), DATA(c->signature),
+    return Py_BuildValue("(Ny#y#y#y#y#y#y#)", distinct, DATA(c->ts), DATA(c->dur), DATA(c->signature),
                          DATA(c->id_kind), DATA(c->id_value), DATA(c->id_span), DATA(c->args_span));
 #undef DATA
 }
@@ -677,7 +679,7 @@ static PyMethodDef methods[] = {
      "tails(text, spans, keys) -> list of bytes\n\nEach span of text from the first occurrence of any of keys on "
      "(empty where none occurs)."},
     {"scan", scan, METH_O,
-     "scan(piece) -> (count, signatures, ts, dur, signature, id_kind, id_value, id_span, args_span) or None\n\n"
+     "scan(piece) -> (signatures, ts, dur, signature, id_kind, id_value, id_span, args_span) or None\n\n"
      "A comma-separated run of trace event objects read into columns (raw bytes of float64, int32, int8 and int64\n"
      "arrays; spans as start, end pairs), or None where msgspec must decide."},
     {NULL, NULL, 0, NULL},

@@ -357,6 +357,7 @@ class ColumnBuilder:
             for key in ("phase", "track", "name", "cat"):
                 col[key][chunk] = getattr(tables, key)[signature]
             col["order"][chunk] = _file_order(chunk, timed_before)
+        del merged["signature"]  # expanded: its memory goes to the columns still to be made
         col["flow_id"] = _scattered(store, merged["untimed"], merged["flow_events"], merged["flow_ids"], rows)
         col["args_ref"] = _scattered(store, merged["untimed"], merged["args_events"], merged["args_refs"], rows)
         self._validate(col)

@@ -133,7 +133,7 @@ def scan_piece(piece: bytes | memoryview) -> Events | None:
     scanned = _scan(piece)
     if scanned is None:
         return None
-    _count, raw_signatures, ts, dur, signature, id_kind, id_value, id_span, args_span = scanned
+    raw_signatures, ts, dur, signature, id_kind, id_value, id_span, args_span = scanned
     try:
         decoded = [_signature(raw) for raw in raw_signatures]
         other_ids = _other_ids(piece, np.frombuffer(id_kind, np.int8), np.frombuffer(id_span, np.int64))

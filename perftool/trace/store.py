@@ -26,6 +26,7 @@ from perftool import limits
 from perftool.errors import TraceError, parameter
 
 CHUNK_ROWS = 1 << 22  # rows a pass over columns on disk takes at a time: 32 MiB of a float64 column
+MEMORY_CHUNK_ROWS = 1 << 20  # in memory: a pass's temporary arrays stay a few MiB however long the trace
 
 
 class ColumnStore:
@@ -50,8 +51,9 @@ class ColumnStore:
         return np.empty(rows, dtype)
 
     def chunks(self, rows: int) -> Iterator[slice]:
-        """The row ranges a pass over columns of ``rows`` rows takes at a time."""
-        yield slice(0, rows)
+        """The row ranges a pass over columns of ``rows`` rows takes at a time: at least one, empty for no rows (a
+        trace of counters alone times no event)."""
+        return _ranges(rows, MEMORY_CHUNK_ROWS)
 
     def loaded(self) -> None:
         """Called once the trace is loaded, its roles and kinds assigned, and what they were made from freed."""
@@ -110,9 +112,8 @@ class OnDisk(ColumnStore):
         return _mapped(file, dtype, rows)
 
     def chunks(self, rows: int) -> Iterator[slice]:
-        """As in memory, at least one range, empty for no rows (a trace of counters alone times no event)."""
-        for start in range(0, max(rows, 1), CHUNK_ROWS):
-            yield slice(start, min(start + CHUNK_ROWS, rows))
+        """As in memory, in longer ranges: each pass reads its columns from disk."""
+        return _ranges(rows, CHUNK_ROWS)
 
     def loaded(self) -> None:
         _free_arrays_to_the_system()
@@ -157,3 +158,8 @@ def _free_arrays_to_the_system() -> None:
 def spill_directory() -> str:
     """Where columns that do not fit the memory budget go: ``PERFTOOL_SPILL_DIR``, else the temporary directory."""
     return os.environ.get(limits.SPILL_DIR_ENV) or tempfile.gettempdir()
+
+
+def _ranges(rows: int, size: int) -> Iterator[slice]:
+    """``rows`` rows in ranges of ``size``: at least one range, empty for no rows."""
+    return (slice(start, min(start + size, rows)) for start in range(0, max(rows, 1), size))
