@@ -3,8 +3,6 @@ step times, findings), its communication, and the timing of its collectives — 
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import multiprocessing
 from dataclasses import dataclass, field
 
@@ -17,6 +15,7 @@ from perftool.job.ranks import rank_from_name
 from perftool.rules.detectors.base import Scope
 from perftool.rules.findings import TraceFindings, UnreadTrace
 from perftool.rules.model import Rule
+from perftool.trace.store import trim_heap
 from perftool.trace_reader import load_trace
 from perftool.trace_scan import ReadOptions, analyse_trace
 
@@ -106,16 +105,8 @@ def summarise_rank(
     )
     if in_worker:
         del trace, scope
-        _return_memory()
+        trim_heap()  # a worker that analyses rank after rank stays at one rank's peak
     return summary
-
-
-def _return_memory() -> None:
-    """Give the freed memory of a rank's columns back to the system, so a worker that analyses rank after rank
-    stays at one rank's peak (glibc keeps freed blocks in its arenas otherwise)."""
-    libc = ctypes.util.find_library("c")
-    if libc and hasattr(ctypes.CDLL(libc), "malloc_trim"):
-        ctypes.CDLL(libc).malloc_trim(0)
 
 
 def _breakdown(scope: Scope) -> dict[str, float]:

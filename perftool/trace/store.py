@@ -56,7 +56,9 @@ class ColumnStore:
         return _ranges(rows, MEMORY_CHUNK_ROWS)
 
     def loaded(self) -> None:
-        """Called once the trace is loaded, its roles and kinds assigned, and what they were made from freed."""
+        """Called once the trace is loaded, its roles and kinds assigned, and what they were made from freed: that
+        memory goes back to the system rather than staying with the process (a third of it after a 500 MB trace)."""
+        trim_heap()
 
 
 class OnDisk(ColumnStore):
@@ -148,9 +150,17 @@ def _free_arrays_to_the_system() -> None:
     large trace's load, two thirds of the process's own memory). Elsewhere than glibc this does nothing.
     """
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
-        libc.mallopt(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
-        libc.malloc_trim(0)
+        ctypes.CDLL(ctypes.util.find_library("c")).mallopt(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
+    except (OSError, AttributeError, TypeError):
+        return
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Hand what the heap has free back to the system: glibc keeps freed blocks in its arenas otherwise (elsewhere
+    this does nothing)."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
     except (OSError, AttributeError, TypeError):
         pass
 
