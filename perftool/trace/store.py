@@ -13,7 +13,6 @@ column at once in memory), so a trace analysed either way gives the same results
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import shutil
 import tempfile
@@ -150,7 +149,7 @@ def _free_arrays_to_the_system() -> None:
     large trace's load, two thirds of the process's own memory). Elsewhere than glibc this does nothing.
     """
     try:
-        ctypes.CDLL(ctypes.util.find_library("c")).mallopt(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, _OWN_MAPPING_BYTES)
     except (OSError, AttributeError, TypeError):
         return
     trim_heap()
@@ -158,9 +157,10 @@ def _free_arrays_to_the_system() -> None:
 
 def trim_heap() -> None:
     """Hand what the heap has free back to the system: glibc keeps freed blocks in its arenas otherwise (elsewhere
-    this does nothing)."""
+    this does nothing). The C library is the process's own (``CDLL(None)``): ``ctypes.util.find_library`` would
+    start a process, a fork of this one, to find it."""
     try:
-        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+        ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError, TypeError):
         pass
 
