@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -465,6 +466,17 @@ def test_events_are_held_to_the_memory_budget(run, tmp_path, monkeypatch, event,
     assert len(made) == 1 and shown.exit_code == 0  # only the refused one went to disk
     assert run("info", path, "--memory", on_disk_at, "--format", "json").output == shown.output
     assert len(made) == 2
+
+
+def test_a_refusal_names_what_a_trace_needs_in_the_budget_s_unit(run, tmp_path):
+    """'needing 500.5 MB ... the memory budget of 500 MB', never '477.3 MiB' beside '500 MB'."""
+    assert limits.size_text_as(500_500_000, 500_000_000) == "500.5 MB"
+    assert limits.size_text_as(3 << 29, 1 << 30) == "1.5 GiB"
+    assert limits.size_text_as(2048, 10**9) == "0 GB" and limits.size_text_as(7, 7) == "7 bytes"
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [complete(f"k{i}", i, 1, tid=i) for i in range(20_000)]}))
+    line = error_line(run("info", path, "--memory", "70MB"), str(path), "holds more events")  # 2.9 MB for columns
+    assert re.search(r"needing [\d.,]+ MB of memory .* budget of 70 MB allows", line), line
 
 
 def test_info_lists_the_busiest_tracks_not_every_one(run, tmp_path):

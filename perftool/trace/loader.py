@@ -256,12 +256,13 @@ def _add_all(builder: ColumnBuilder, parts: Iterator[Part], budget: int) -> None
                 builder.keep_on_disk(spill_directory(), disk)
             if builder.memory_needed > budget:
                 kinds = plural(len(builder.signatures.ids), "kind")
+                memory = budget + limits.PROCESS_MEMORY
+                need = limits.size_text_as(builder.memory_needed + limits.PROCESS_MEMORY, memory)
                 raise TraceError(
                     builder.path,
-                    f"holds more events ({builder.count:,} of {kinds} so far, needing "
-                    f"{limits.size_text(builder.memory_needed + limits.PROCESS_MEMORY)} of memory to scan with its "
-                    f"columns on disk) than the memory budget of {limits.size_text(budget + limits.PROCESS_MEMORY)} "
-                    f"allows; {parameter('memory')} (or {limits.MEMORY_ENV}) raises it",
+                    f"holds more events ({builder.count:,} of {kinds} so far, needing {need} of memory to scan with "
+                    f"its columns on disk) than the memory budget of {limits.size_text(memory)} allows; "
+                    f"{parameter('memory')} (or {limits.MEMORY_ENV}) raises it",
                 )
     except PieceError as exc:
         raise builder.error(exc) from None
