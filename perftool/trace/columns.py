@@ -11,7 +11,6 @@ and expands the signatures into phase, name, category and track columns once, at
 from __future__ import annotations
 
 import enum
-import functools
 import math
 import re
 import sys
@@ -115,12 +114,19 @@ class KeepArgs:
     launch_min_us: float = LAUNCH_MIN_US
 
     def of(self, signatures: list[Signature]) -> np.ndarray:
-        """Per signature: how much of its events' args is kept (an :class:`ArgsKept`)."""
-        kept = self._kept
-        return np.fromiter((kept(name, category) for _, name, category, _, _ in signatures), np.uint8, len(signatures))
+        """Per signature: how much of its events' args is kept (an :class:`ArgsKept`). The answer for each name and
+        category is kept for the pieces after (a trace's repeat theirs): the dialects' patterns run once a name."""
+        known = _KEPT_BY_NAME.setdefault(self, {})
+        if len(known) > _KEPT_NAMES:  # a trace of that many distinct names gains nothing from keeping them
+            known.clear()
+        keys = [(name, category) for _, name, category, _, _ in signatures]
+        return np.fromiter(
+            (known[key] if key in known else known.setdefault(key, self._kept(*key)) for key in keys),
+            np.uint8,
+            len(keys),
+        )
 
-    @functools.lru_cache(maxsize=1 << 16)  # noqa: B019 - a few KeepArgs live as long as the process, and the
-    def _kept(self, name: str, category: str) -> int:  # pieces of one trace repeat their names and categories
+    def _kept(self, name: str, category: str) -> int:
         if category in self.categories:  # an event a dialect keeps for its category keeps all its args
             return ArgsKept.ALL
         if self.names and re.search(self.names, name):
@@ -128,6 +134,10 @@ class KeepArgs:
         if category in self.launch_categories:
             return ArgsKept.LAUNCH
         return ArgsKept.NONE
+
+
+_KEPT_BY_NAME: dict[KeepArgs, dict[tuple[str, str], int]] = {}  # KeepArgs.of's answers, per process
+_KEPT_NAMES = 1 << 16
 
 
 class RecordedInputs(msgspec.Struct, omit_defaults=True):
@@ -235,7 +245,7 @@ def _kept_args(events: Events, keeping: np.ndarray) -> tuple[np.ndarray, np.ndar
     rows = np.flatnonzero(keeping)
     rows = rows[events.reader.has_args(rows)]
     kinds = keeping[rows]
-    keys: list[int | bytes] = list(range(len(rows)))  # whole args: each its own (by position; reduced ones are bytes)
+    keys = np.arange(len(rows)).astype(object)  # whole args: each its own (by position; reduced ones are bytes)
     for kind, keys_kept in _KEYS.items():
         of_kind = np.flatnonzero(kinds == kind)
         if not of_kind.size:
@@ -245,8 +255,7 @@ def _kept_args(events: Events, keeping: np.ndarray) -> tuple[np.ndarray, np.ndar
         first = of_kind[np.unique(group, return_index=True)[1]]  # where each distinct tail first occurs
         raws = events.reader.args(rows[first])
         reduced = [_reduced(kind, raw) if tail else b"{}" for raw, tail in zip(raws, tails.values)]
-        for i, g in zip(of_kind.tolist(), group.tolist()):
-            keys[i] = reduced[g]
+        keys[of_kind] = np.array(reduced, dtype=object)[group]
     refs = Interner()
     ref = refs(keys, len(keys))
     whole = [key for key in refs.values if isinstance(key, int)]
