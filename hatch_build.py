@@ -2,7 +2,9 @@
 with, next to its source, for wheels and editable installs alike.
 
 The scanner only makes loading faster: where no compiler is found, or compiling fails, the hook says so and the
-wheel is pure Python, reading every trace with msgspec (``perftool.trace.events``).
+wheel is pure Python, reading every trace with msgspec (``perftool.trace.events``). ``PERFTOOL_PURE_PYTHON=1`` asks
+for that wheel: one that installs on any platform and Python (as a CI job's committed wheel must), where a wheel
+with the scanner installs only where it was built.
 """
 
 from __future__ import annotations
@@ -17,12 +19,18 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE = os.path.join("perftool", "trace", "_scan.c")
+PURE_PYTHON_ENV = "PERFTOOL_PURE_PYTHON"
 
 
 class ScannerBuild(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+            print(
+                f"perftool: {PURE_PYTHON_ENV} is set: {SOURCE} not built, traces are read with msgspec", file=sys.stderr
+            )
+            return
         source = os.path.join(self.root, SOURCE)
         target = source[: -len(".c")] + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
         linker = sysconfig.get_config_var("LDSHARED")

@@ -186,7 +186,8 @@ def test_yaml_alias_bomb_recursion_and_depth_are_refused(run, tmp_path):
     error_line(run("emulate", recursive), f"{recursive}:1", "recursive alias")
     deep = tmp_path / "deep.yaml"
     deep.write_text("device: " + "[" * 50_000 + "]" * 50_000 + "\n")
-    error_line(run("gate", SAMPLE, "--budget", deep), str(deep), "nested too deeply")
+    line = error_line(run("gate", SAMPLE, "--budget", deep), str(deep))
+    assert "nested too deeply" in line or f"{deep}:1:" in line and "maximum nesting depth" in line  # libyaml's own
 
 
 @pytest.mark.slow

@@ -45,9 +45,9 @@ def test_the_ci_snippets_install_line_installs_the_wheel_built_as_the_readme_say
     dependencies come from this environment, perftool only from the wheel."""
     github, gitlab = ci_install_lines()
     assert github == gitlab
-    build = re.search(r"`pip wheel (.+) -w (\S+) \.` writes `([^`]+)`", README)
+    build = re.search(r"`(\w+)=(\w+) pip wheel (.+) -w (\S+) \.` writes\s+`([^`]+)`", README)
     assert build, "the README says how to build the wheel"
-    options, folder, wheel = build.groups()
+    variable, value, options, folder, wheel = build.groups()
     ci_checkout = tmp_path / "checkout"  # the user's repository, where the wheel is committed
     built = subprocess.run(  # the README's command, writing into a temporary folder, with the build tools at hand
         [sys.executable, "-m", "pip", "wheel", *shlex.split(options), "--no-build-isolation", "-w", tmp_path / folder]
@@ -55,9 +55,10 @@ def test_the_ci_snippets_install_line_installs_the_wheel_built_as_the_readme_say
         cwd=REPO,
         capture_output=True,
         text=True,
-        env={**os.environ, "PIP_NO_INDEX": "1"},
+        env={**os.environ, "PIP_NO_INDEX": "1", variable: value},
     )
     assert built.returncode == 0, built.stderr
+    assert wheel.endswith("-py3-none-any.whl")  # pure Python: it installs on whatever runs the user's CI
     (ci_checkout / "tools").mkdir(parents=True)
     shutil.move(tmp_path / wheel, ci_checkout / "tools")  # the name the README gives is the name built
     venv = tmp_path / "venv"
