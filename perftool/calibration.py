@@ -202,7 +202,7 @@ def calibrate(
     peers: list[float] = []
     if os.path.isdir(path):
         path, peers = pacing_rank(path, cluster, read)
-    trace = load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory, analysis="calibrate")
+    trace = read.load(path, "calibrate")
     scan, scope = analyse_trace(trace, [])
     if scope.idle is None or scope.window <= 0:
         raise PerftoolError(f"{path}: no device activity to calibrate against (a host-only profile)")
@@ -324,9 +324,7 @@ def _efficiency_from(
             f"{parameter('at_batch')} {batch}={other_path}: give the trace's own batch size, another than {batch}, "
             f"with {parameter('overrides')} batch_size=N"
         )
-    other_trace = load_trace(
-        other_path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory, analysis="calibrate"
-    )
+    other_trace = read.load(other_path, "calibrate")
     other_scan, other_scope = analyse_trace(other_trace, [])
     if not other_scope.steady_steps:
         raise PerftoolError(f"{other_path}: no steady steps to compare a step with")

@@ -4,6 +4,7 @@ findings assembled (:mod:`perftool.rules.engine`). Each stage reads what the one
 
 from __future__ import annotations
 
+import multiprocessing
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -39,6 +40,21 @@ class ReadOptions:
     job_steps: int | None = None
     memory: int | None = None
 
+    def load(self, path: str, analysis: str, decoders: Decoders | None = None) -> Trace:
+        """The trace at ``path`` read as these options say, for ``analysis`` (the command whose memory per event the
+        budget counts: :func:`perftool.limits.memory_to_scan`). In a Dask worker (a daemon process) it is decoded in
+        the worker itself, so that a worker holds one trace's load at a time."""
+        in_worker = multiprocessing.current_process().daemon
+        return load_trace(
+            path,
+            dialect=self.dialect,
+            workers=1 if in_worker else None,
+            max_bytes=self.max_bytes,
+            decoders=decoders,
+            memory=self.memory,
+            analysis=analysis,
+        )
+
 
 DEFAULT_READ = ReadOptions()
 
@@ -55,14 +71,7 @@ def scan_files(
     traces, unread = [], []
     for path in paths:
         try:
-            trace = load_trace(
-                path,
-                dialect=read.dialect,
-                max_bytes=read.max_bytes,
-                memory=read.memory,
-                decoders=decoders,
-                analysis="scan",
-            )
+            trace = read.load(path, "scan", decoders)
         except TraceError as exc:
             unread.append(UnreadTrace(path=exc.path, problem=exc.problem))
             continue

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from typing import Literal
 
@@ -16,7 +15,6 @@ from perftool.job.cluster import LOCAL, Cluster, map_tasks
 from perftool.job.ranks import job_files, rank_from_name
 from perftool.results import Document
 from perftool.trace.loader import json_size_hint
-from perftool.trace_reader import load_trace
 from perftool.trace_scan import DEFAULT_READ, ReadOptions, distributed
 
 
@@ -66,15 +64,7 @@ def diff_paths(
 
 def profile_file(path: str, read: ReadOptions, in_job: bool = False) -> Profile:
     """Load a trace and profile it; in a job, with its rank (the trace's own, else its file name's)."""
-    in_worker = multiprocessing.current_process().daemon
-    trace = load_trace(
-        path,
-        dialect=read.dialect,
-        workers=1 if in_worker else None,
-        max_bytes=read.max_bytes,
-        memory=read.memory,
-        analysis="diff",
-    )
+    trace = read.load(path, "diff")
     rank = None
     if in_job:
         own = distributed(trace, "rank", least=0)

@@ -29,7 +29,6 @@ from perftool.job.scan import scan_job
 from perftool.rules.findings import EmulatorRun, Finding, ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace.loader import GZIP_MAGIC, TrailingGzipData, inflate_gzip, read_error
-from perftool.trace_reader import load_trace
 from perftool.trace_scan import ReadOptions, scan_trace
 from perftool.yamlfile import read_document, validation_error
 
@@ -67,11 +66,7 @@ def load_side(path: str, rules: list[Rule], read: ReadOptions, cluster: Cluster 
         side = _side(path, _from_scan_json(path))
         side.saved = True
         return side
-    trace = scan_trace(
-        load_trace(path, dialect=read.dialect, max_bytes=read.max_bytes, memory=read.memory, analysis="scan"),
-        rules,
-        read,
-    )
+    trace = scan_trace(read.load(path, "scan"), rules, read)
     return Side(path, {None: trace})
 
 

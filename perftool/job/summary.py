@@ -16,7 +16,6 @@ from perftool.rules.detectors.base import Scope
 from perftool.rules.findings import TraceFindings, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace.store import trim_heap
-from perftool.trace_reader import load_trace
 from perftool.trace_scan import ReadOptions, analyse_trace
 
 MAX_TIMELINE_CALLS = 4096  # collectives kept per rank for clock alignment and waits: whole steps, in order
@@ -77,16 +76,8 @@ def summarise_rank(
     :class:`UnreadTrace`. In a Dask worker (a daemon process) the trace is decoded in the worker itself, so a
     worker holds one rank's load at a time. The rank is the trace's own, else its file name's; in a job named
     outright (``in_job``), else its ``position`` among the job's files."""
-    in_worker = multiprocessing.current_process().daemon
     try:
-        trace = load_trace(
-            path,
-            dialect=read.dialect,
-            workers=1 if in_worker else None,
-            max_bytes=read.max_bytes,
-            memory=read.memory,
-            analysis="scan",
-        )
+        trace = read.load(path, "scan")
     except TraceError as exc:
         return UnreadTrace(path=exc.path, problem=exc.problem)
     scan, scope = analyse_trace(trace, rules, read)
@@ -103,9 +94,9 @@ def summarise_rank(
         scope.roofline.mfu,
         scope.roofline.is_lower_bound,
     )
-    if in_worker:
+    if multiprocessing.current_process().daemon:  # a worker that analyses rank after rank stays at one rank's peak
         del trace, scope
-        trim_heap()  # a worker that analyses rank after rank stays at one rank's peak
+        trim_heap()
     return summary
 
 
