@@ -196,6 +196,18 @@ def test_args_are_kept_only_where_needed(write_trace):
     trace = load_trace(write_trace(events))
     assert trace.args(0) is None
     assert trace.args(1) == {"bytes": 1024}
+    assert trace.args_of(np.array([1, 0, 1])) == [{"bytes": 1024}, None, {"bytes": 1024}]
+
+
+def test_args_of_many_rows_are_each_row_s_even_where_one_is_not_utf8(write_trace):
+    """Kept args are raw JSON; bad UTF-8 inside one shows only when it is decoded, and makes that row's None."""
+    events = b",".join(
+        b'{"ph":"X","name":"Memcpy HtoD","cat":"gpu_memcpy","pid":1,"tid":1,"ts":%d,"dur":1,"args":{"bytes":%s}}'
+        % (i, b'"\xff"' if i == 1 else b"%d" % i)
+        for i in range(3)
+    )
+    trace = load_trace(write_trace(b'{"traceEvents":[' + events + b"]}"))
+    assert trace.args_of(np.arange(3)) == [{"bytes": 0}, None, {"bytes": 2}] == [trace.args(i) for i in range(3)]
 
 
 def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_launches(write_trace):

@@ -181,8 +181,9 @@ def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
     size = np.full(rows.size, math.nan)
     group = np.zeros(rows.size, dtype=np.int32)
     groups: list[str] = []
-    for i in np.flatnonzero(trace.args_ref[rows] >= 0).tolist():
-        record = _record(trace.args(int(rows[i])) or {})
+    with_args = np.flatnonzero(trace.args_ref[rows] >= 0)
+    for i, args in zip(with_args.tolist(), trace.args_of(rows[with_args])):
+        record = _record(args or {})
         if record.collective is not None:
             types[i] = names.index(record.collective)
         nbytes[i], size[i] = record.nbytes, record.group_size
@@ -256,7 +257,7 @@ def _lend_host_records(trace: Trace, found: Collectives) -> None:
     if records.size == 0:
         return
     names = found.names
-    host = [(_record(trace.args(int(r)) or {}), trace.names[trace.name[r]]) for r in records.tolist()]
+    host = [(_record(args or {}), trace.names[n]) for args, n in zip(trace.args_of(records), trace.name[records])]
     host_types = {r.collective or collective_type(name) for r, name in host}
     if "all_to_all" in host_types and "send_recv" not in host_types:  # NCCL runs all-to-all as grouped send/recv
         found.type[found.type == names.index("send_recv")] = names.index("all_to_all")

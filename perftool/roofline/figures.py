@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from perftool import hardware
 from perftool.analysis.family import device_properties
@@ -138,6 +139,9 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, ste
     return found
 
 
+_STEP_ROWS = TypeAdapter(list[RooflineStep])
+
+
 def _step_rows(trace: Trace, calls: Calls, flops: np.ndarray, steps: Steps, peak: float | None) -> list[RooflineStep]:
     """Each steady step's modelled FLOPs (of the calls whose kernels started in it, on the steps' clock) and MFU."""
     start, end = steps.start[steps.warmup :], steps.end[steps.warmup :]
@@ -152,16 +156,14 @@ def _step_rows(trace: Trace, calls: Calls, flops: np.ndarray, steps: Steps, peak
     for number, begun, ended, work in zip(numbers.tolist(), start.tolist(), end.tolist(), per_step.tolist()):
         seconds = (ended - begun) / 1e6
         achieved = work / seconds if seconds > 0 and work > 0 else None
-        rows.append(
-            RooflineStep(
-                number=int(number),
-                time_us=ended - begun,
-                flops=work,
-                achieved_tflops=achieved / 1e12 if achieved else None,
-                mfu=achieved / peak if achieved and peak else None,
-            )
-        )
-    return rows
+        rows.append({
+            "number": int(number),
+            "time_us": ended - begun,
+            "flops": work,
+            "achieved_tflops": achieved / 1e12 if achieved else None,
+            "mfu": achieved / peak if achieved and peak else None,
+        })  # fmt: skip
+    return _STEP_ROWS.validate_python(rows)  # one call validates them all (a trace may have tens of thousands)
 
 
 def _region_rows(trace: Trace, calls: Calls, flops: np.ndarray, at_roof: np.ndarray,

@@ -186,6 +186,17 @@ class Trace:
             return None
         return value if isinstance(value, dict) else None
 
+    def args_of(self, rows: np.ndarray) -> list[dict[str, Any] | None]:
+        """:meth:`args` of many rows, decoded in one call (one by one where one of them is not valid UTF-8)."""
+        refs = self.args_ref[rows].tolist()
+        kept = [self.kept_args[ref] for ref in refs if ref >= 0]
+        try:
+            decoded = iter(msgspec.json.decode(b"[" + b",".join(kept) + b"]"))
+        except UnicodeDecodeError:
+            return [self.args(row) for row in rows.tolist()]
+        values = [next(decoded) if ref >= 0 else None for ref in refs]
+        return [value if isinstance(value, dict) else None for value in values]
+
     def tracks_with_role(self, *roles: Role) -> np.ndarray:
         return np.array([t.id for t in self.tracks if t.role in roles], dtype=np.int32)
 
