@@ -11,6 +11,9 @@
  * of an unexpected type, an integer past 18 digits, a number that over- or underflows, a lone surrogate,
  * malformed UTF-8, deep nesting) makes it return None, and the caller decodes the piece with msgspec,
  * which then decides. So the compiled path changes how fast a piece is read, never what it reads.
+ *
+ * slices(text, spans) and tails(text, spans, keys) cut many args out of a piece at once: whole, or each
+ * from the first of the keys a reduction keeps (perftool.trace.columns).
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* memmem */

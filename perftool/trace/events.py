@@ -229,6 +229,7 @@ class _DecodedArgs:
 
 
 def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:
+    """``written`` from the first of ``keys`` on (empty when none occurs), as the scanner's ``tails`` cuts it."""
     first = len(written)
     for key in keys:  # each later key is looked for only before the first found so far
         at = written.find(key, 0, first)
