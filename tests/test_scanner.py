@@ -7,6 +7,7 @@ error messages included, whichever path a piece took.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -249,3 +250,51 @@ def test_without_the_scanner_a_trace_loads_the_same(monkeypatch):
         without.kept_args,
         without.metadata,
     )
+
+
+@functools.cache
+def real_runs() -> list[bytes]:
+    """Runs of three whole events cut from every real capture: the seeds the mutations below start from."""
+    runs = []
+    for path in sorted((REPO / "tests" / "data" / "real").glob("*.json.gz")):
+        for piece in pieces_of(path):
+            ends = [i for i in range(len(piece)) if piece.startswith(b"},", i)][:200]
+            runs += [piece[a + 2 : b + 1].strip() for a, b in zip(ends[::7], ends[3::7])]
+    return runs
+
+
+SPLICES = [b'"ts":1e999,', b'"ph":"X",', b'"args":' + b"[" * 70, b"\\ud800", b'"id":"x",', b'"pid":1.5,']
+MUTATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["flip", "insert", "delete", "truncate", "splice"]),
+        st.floats(0, 1),
+        st.sampled_from([*b'{}[]",:\\ 0123456789.eE-+tfnu', 0, 0xFF, 0xC3, 0x80]),
+        st.sampled_from(SPLICES),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@pytest.mark.fuzz
+@given(st.data(), MUTATIONS)
+def test_mutated_real_events_scan_as_msgspec_decodes_them_or_are_left_to_it(data, mutations):
+    """Byte flips, insertions, deletions, truncations and splices of real events: the scanner never reads past what
+    it was given (it would crash the process), and where it reads a piece, its Part is msgspec's."""
+    piece = bytearray(data.draw(st.sampled_from(real_runs())))
+    for kind, where, byte, splice in mutations:
+        at = int(where * len(piece))
+        if kind == "flip" and piece:
+            piece[min(at, len(piece) - 1)] = byte
+        elif kind == "insert":
+            piece[at:at] = bytes([byte])
+        elif kind == "delete":
+            del piece[at : at + 1 + byte % 8]
+        elif kind == "truncate":
+            del piece[at:]
+        else:
+            piece[at:at] = splice
+    fast = events.scan_piece(bytes(piece))
+    if fast is None:
+        return
+    same_part(make_part(fast, KEEP), make_part(by_msgspec(bytes(piece)), KEEP))
