@@ -120,8 +120,8 @@ class KeepArgs:
         if len(known) > _KEPT_NAMES:  # a trace of that many distinct names gains nothing from keeping them
             known.clear()
         keys = [(name, category) for _, name, category, _, _ in signatures]
-        return np.fromiter(
-            (known[key] if key in known else known.setdefault(key, self._kept(*key)) for key in keys),
+        return np.fromiter(  # get, not `in` then [] : a cluster worker's other thread may clear it in between
+            (kept if (kept := known.get(key)) is not None else known.setdefault(key, self._kept(*key)) for key in keys),
             np.uint8,
             len(keys),
         )
