@@ -408,3 +408,11 @@ def test_a_bad_stream_is_named_by_the_stream_not_a_temporary_file(run):
 
 def test_a_stream_stops_at_the_trace_size_limit(run):
     error_line(run("info", "-", "--max-trace-size", "1MB", input=b" " * (3 << 20)), "-:", "trace-size limit")
+
+
+def test_the_trace_scanner_is_built_by_the_install():
+    """pip install compiles perftool/trace/_scan.c (hatch_build.py). tests/test_scanner.py skips where it was not
+    built, so this test, outside it, is the one that fails then: the suite never tests msgspec alone unawares."""
+    from perftool.trace import events
+
+    assert events.COMPILED

@@ -59,11 +59,6 @@ def by_msgspec(piece: bytes) -> events.Events:
     return events.events_of(decode.decode_piece(piece) if piece.strip() else [])
 
 
-def test_the_scanner_is_built_by_the_install():
-    """pip install compiles it (hatch_build.py); the suite would otherwise test msgspec alone."""
-    assert events.COMPILED
-
-
 def test_every_sample_and_real_capture_scans_as_msgspec_decodes_it():
     assert len(TRACES) > 40
     scanned = 0
