@@ -84,21 +84,27 @@ _BINARY_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 def size_text(size: int) -> str:
     """A size as people read it, in the units it was most likely given in: '100 MB' for 100MB, '4 GiB' for
     4GiB, else binary units to one decimal ('1.5 GiB', '300 MiB', '12 KiB', '900 bytes')."""
-    for unit, scale in _DECIMAL_UNITS:
-        if size >= scale and size % scale == 0 and size % (1 << 10):  # a round decimal size, not a binary one
-            return f"{size // scale:,} {unit}"
-    for unit, scale in _BINARY_UNITS:
-        if size >= scale:
-            return f"{size / scale:,.1f}".removesuffix(".0") + f" {unit}"
-    return f"{size} bytes"
+    return _in_unit(size, _unit_of(size))
 
 
 def size_text_as(size: int, like: int) -> str:
     """``size`` in the unit :func:`size_text` writes ``like`` in, to one decimal: two sizes compared in one message
     read in one unit ('500.6 MB' beside '500 MB', not '477.4 MiB')."""
-    unit = size_text(like).rsplit(" ", 1)[-1]
-    scale = dict(_DECIMAL_UNITS + _BINARY_UNITS).get(unit)
-    return f"{size / scale:,.1f}".removesuffix(".0") + f" {unit}" if scale else f"{size} bytes"
+    return _in_unit(size, _unit_of(like))
+
+
+def _unit_of(size: int) -> tuple[str, int] | None:
+    """The unit :func:`size_text` writes ``size`` in and its scale (None: bytes)."""
+    for unit, scale in _DECIMAL_UNITS:
+        if size >= scale and size % scale == 0 and size % (1 << 10):  # a round decimal size, not a binary one
+            return unit, scale
+    return next(((unit, scale) for unit, scale in _BINARY_UNITS if size >= scale), None)
+
+
+def _in_unit(size: int, unit: tuple[str, int] | None) -> str:
+    if unit is None:
+        return f"{size} bytes"
+    return f"{size / unit[1]:,.1f}".removesuffix(".0") + f" {unit[0]}"
 
 
 MEMORY_PER_EVENT_ON_DISK = 42  # bytes an event with its columns on disk: info's working arrays (bench_spill: 36)

@@ -6,8 +6,8 @@ and may drop them again, so what the process holds of its own is the analysis's 
 created unlinked (:func:`tempfile.TemporaryFile`): they have no name to leave behind, and the space returns
 to the disk when the trace is dropped or the process ends, however it ends (Ctrl-C and ``kill -9`` included).
 
-Both stores build the same columns by the same code, chunk by chunk (:meth:`ColumnStore.chunks`: the whole
-column at once in memory), so a trace analysed either way gives the same results.
+Both stores build the same columns by the same code, chunk by chunk (:meth:`ColumnStore.chunks`: a million rows
+at a time in memory, four on disk), so a trace analysed either way gives the same results.
 """
 
 from __future__ import annotations
