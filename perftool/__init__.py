@@ -14,10 +14,10 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from perftool import interrupts  # light: the standard library only
+from perftool import startup  # light: the standard library only
 from perftool.version import __version__
 
-interrupts.one_line_while_starting()  # before the command's modules load: Ctrl-C then is one line, as later
+startup.loading()  # before the command's modules load: Ctrl-C is one line, the cycle collector waits
 
 if TYPE_CHECKING:
     from perftool.api import (

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from perftool import api, dialects, interrupts, limits
+from perftool import api, dialects, interrupts, limits, startup
 from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level, Strategy
 from perftool.emulator.profiles import PROFILES
 from perftool.errors import PARAMETER, PerftoolError, PerftoolWarning, one_line
@@ -657,7 +657,7 @@ def schema(name: str) -> None:
 
 
 def main() -> None:
-    interrupts.started()
+    startup.loaded()
     interrupts.stop_on_termination()
     try:
         cli(prog_name="perftool")

@@ -36,14 +36,10 @@ def stop(message: str, code: int) -> None:
 
 
 def one_line_while_starting() -> None:
-    """When the ``perftool`` command is starting (``perftool …`` or ``python -m perftool …``), a Ctrl-C while its
-    modules load is the same one line and exit code as later, not a traceback: it ends the process from a handler
-    rather than raising, since an exception raised inside an extension module's start-up (pydantic-core importing
-    ``datetime``) comes out as that module's panic. :func:`started` hands Ctrl-C back to Python. Code that imports
-    perftool as a library keeps its own handling."""
-    command = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if command not in ("perftool", "-m"):  # "-m" while `python -m perftool` imports the package
-        return
+    """While the ``perftool`` command's modules load (:mod:`perftool.startup`), a Ctrl-C is the same one line and exit
+    code as later, not a traceback: it ends the process from a handler rather than raising, since an exception raised
+    inside an extension module's start-up (pydantic-core importing ``datetime``) comes out as that module's panic.
+    :func:`started` hands Ctrl-C back to Python."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell made it ignored
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 

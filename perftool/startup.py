@@ -1,0 +1,45 @@
+"""The ``perftool`` command's start (``perftool …`` or ``python -m perftool …``; code that imports perftool as a
+library keeps its own settings).
+
+While the command's modules load (:func:`loading`), Ctrl-C is one line (:mod:`perftool.interrupts`) and Python's
+cycle collector is paused: loading makes a few hundred thousand objects that live as long as the process, and the
+collector would go over them again and again as they are made. Once loaded (:func:`loaded`), they are frozen out of
+the collections that follow, which then look only at what the command makes.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+from perftool import interrupts
+
+_collector_paused = False
+
+
+def _is_command() -> bool:
+    command = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return command in ("perftool", "-m")  # "-m" while `python -m perftool` imports the package
+
+
+def loading() -> None:
+    """Called first thing by the package: when the command is starting, pause what its start needs paused."""
+    global _collector_paused
+    if not _is_command():
+        return
+    interrupts.one_line_while_starting()
+    if gc.isenabled():
+        gc.disable()
+        _collector_paused = True
+
+
+def loaded() -> None:
+    """The command's modules are loaded: Ctrl-C raises ``KeyboardInterrupt`` again, and the collector runs over what
+    is made from here on."""
+    global _collector_paused
+    interrupts.started()
+    if _collector_paused:
+        gc.freeze()
+        gc.enable()
+        _collector_paused = False
