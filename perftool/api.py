@@ -179,8 +179,7 @@ def info(
     decoders = cluster_decoders(address) if address and paths[0] != STDIN else None
     loaded = load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
     steps = detect_steps(loaded)
-    metrics = compute_metrics(loaded, steps)
-    return InfoView(loaded, metrics, measure_roofline(loaded, metrics, spec, steps))
+    return InfoView(loaded, compute_metrics(loaded, steps), measure_roofline(loaded, steps, spec))
 
 
 @_checked
@@ -440,15 +439,12 @@ def roofline(trace: PathLike | Trace, *, device_spec: PathLike | None = None, di
     """How far the trace's steady window runs from its device's peaks: MFU, and per op its FLOPs, bytes, achieved
     TFLOP/s and time lost below the roofline (``.to_pandas()`` gives the op table). ``device_spec``: a device file
     for a device perftool does not know, or to override the one the trace names."""
-    from perftool.analysis.metrics import compute_metrics
-    from perftool.analysis.steps import detect_steps
     from perftool.hardware import load_spec
     from perftool.roofline.figures import roofline as measure_roofline
 
     loaded = trace if isinstance(trace, Trace) else load_trace(str(trace), dialect=dialect)
-    steps = detect_steps(loaded)
     spec = load_spec(str(device_spec)) if device_spec else None
-    return measure_roofline(loaded, compute_metrics(loaded, steps), spec, steps)
+    return measure_roofline(loaded, spec=spec)
 
 
 @_checked

@@ -62,7 +62,7 @@ def test_each_result_reads_back_from_the_json_written_as_it_was():
 
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")
     metrics = compute_metrics(trace)
-    roof = roofline(trace, metrics)
+    roof = roofline(trace)
     run_ = api.emulate(SAMPLES / "npu" / "healthy.yaml")
     swept = api.tune(REPO / "examples" / "tune" / "npu.yaml", evaluations=40)
     verdict = api.gate(SAMPLES / "baselines" / "npu__healthy.findings.json", SAMPLES / "npu" / "healthy.trace.json.gz")

@@ -23,14 +23,13 @@ LINEAR_FLOPS = 2 * 64 * 512 * 512  # the sample's aten::linear: x[64,512] · w[5
 
 
 def _roofline(path):
-    trace = load_trace(str(path))
-    return roofline(trace, compute_metrics(trace))
+    return roofline(load_trace(str(path)))
 
 
 def test_the_bundled_sample_s_mfu_is_its_gemms_flops_over_the_window_at_the_h100_s_fp32_peak():
     trace = load_trace(str(SAMPLE))
-    metrics = compute_metrics(trace)
-    roof = roofline(trace, metrics)
+    metrics = compute_metrics(trace)  # the window the roofline measures is the metrics' own
+    roof = roofline(trace)
     assert roof.spec is BY_KEY["H100-SXM5-80GB"] and roof.dtype == "fp32" and roof.peak_tflops == 67
     linear = next(op for op in roof.ops if op.name == "aten::linear")
     assert linear.family == "gemm" and linear.flops == linear.calls * LINEAR_FLOPS

@@ -17,8 +17,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from perftool import hardware
-from perftool.analysis.family import device_properties
-from perftool.analysis.metrics import Metrics
+from perftool.analysis.family import device_name, device_properties
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.hardware import DeviceSpec
 from perftool.op_families import ASSUMED, Work
@@ -96,13 +95,15 @@ def device_spec(trace: Trace) -> DeviceSpec | None:
     return hardware.identify(device_properties(trace))
 
 
-def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, steps: Steps | None = None) -> Roofline:
-    """The roofline of ``trace``'s window; ``spec`` replaces the device the trace names (``--device-spec``);
-    ``steps``: the steps ``metrics`` were measured over (found again when not given)."""
+def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None = None) -> Roofline:
+    """The roofline of ``trace``'s window: that of its ``steps`` (found when not given), as the metrics measure it
+    (:func:`~perftool.analysis.metrics.compute_metrics`, which it needs nothing of); ``spec`` replaces the device the
+    trace names (``--device-spec``)."""
     spec = spec if spec is not None else device_spec(trace)
     steps = steps if steps is not None else detect_steps(trace)
-    lo = metrics.values["window.start_us"]
-    window_us = metrics.values["window.duration_us"]
+    lo, hi = steps.window
+    window_us = hi - lo  # as the metrics' window.duration_us
+    device = device_name(trace)
     calls = op_calls(trace, (lo, lo + window_us))
     kernels = np.flatnonzero(
         (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
@@ -115,10 +116,10 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, ste
     seconds = window_us / 1e6
     modelled = calls.matching(lambda w: True)
     found = Roofline(
-        device=metrics.device,
+        device=device,
         spec=spec,
         window_us=window_us,
-        steps=int(metrics.values["steps.steady"]),
+        steps=steps.steady,
         flops=flops,
         dtype=dtype,
         peak_tflops=peak / 1e12 if peak else None,
@@ -129,7 +130,7 @@ def roofline(trace: Trace, metrics: Metrics, spec: DeviceSpec | None = None, ste
         lost_us=_total([op.lost_us for op in ops]) if spec and ops else None,
         ops=ops,
         families=_family_rows(ops),
-        notes=_notes(calls, spec, metrics.device, ops),
+        notes=_notes(calls, spec, device, ops),
         calls=calls,
     )
     if calls.kinds:

@@ -31,7 +31,7 @@ class Scope(TraceAnalysis):
     def roofline(self) -> Roofline:
         """Each modelled op's FLOPs and bytes in the window against the device's roofline (read by the detectors of
         ops below it)."""
-        return roofline(self.trace, self.metrics, steps=self.steps)
+        return roofline(self.trace, self.steps)
 
     def events(self, rows: np.ndarray) -> list[Evidence]:
         """The longest of ``rows`` as evidence."""
