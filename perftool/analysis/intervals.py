@@ -14,10 +14,15 @@ Intervals = tuple[np.ndarray, np.ndarray]  # (starts, ends), float64 µs
 
 def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     """Merge possibly overlapping intervals into sorted, disjoint ones."""
+    order = np.argsort(starts, kind="stable")
+    return _union_by_start(starts[order], ends[order])
+
+
+def _union_by_start(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """:func:`union` of intervals sorted by start; ``ends`` is the caller's to overwrite."""
     if starts.size == 0:
         return np.empty(0), np.empty(0)
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    np.maximum.accumulate(ends, out=ends)
     opens = np.r_[True, starts[1:] > ends[:-1]]
     first = np.flatnonzero(opens)
     last = np.r_[first[1:] - 1, starts.size - 1]
@@ -25,9 +30,14 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
 
 
 def busy(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> Intervals:
-    """The union of the spans selected by ``mask`` that overlap [lo, hi], clipped to it."""
+    """The union of the spans selected by ``mask`` that overlap [lo, hi], clipped to it. The rows are put in order
+    of start before their times are read, so a pass holds three arrays of the spans' length at most (the host's
+    spans are half a trace's events)."""
     rows = np.flatnonzero(mask & trace.spans_in(lo, hi))
-    return clip(union(trace.ts[rows], trace.end[rows]), lo, hi)
+    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
+    starts, ends = trace.ts[rows], trace.end[rows]
+    del rows
+    return clip(_union_by_start(starts, ends), lo, hi)
 
 
 def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
