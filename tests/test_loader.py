@@ -11,6 +11,8 @@ import msgspec
 import numpy as np
 import pytest
 from conftest import DATA, TORCH_FIXTURE, complete, error_line, process_name, thread_name
+from hypothesis import given
+from hypothesis import strategies as st
 
 from perftool.errors import TraceError
 from perftool.trace import Phase
@@ -416,3 +418,29 @@ def test_the_trace_scanner_is_built_by_the_install():
     from perftool.trace import events
 
     assert events.COMPILED
+
+
+@given(st.lists(st.sampled_from("XXBEMCi"), min_size=1, max_size=60))
+def test_each_row_s_order_is_its_event_s_position_in_the_file(tmp_path_factory, kinds):
+    """Rows are the complete, instant and begin events; metadata and counter events, and the ends of B/E pairs, are
+    none: each row's order (worked out from those gaps) is still where its event stands in the file."""
+    events, open_begins, rows_at = [], 0, []
+    for position, kind in enumerate(kinds):
+        if kind == "E" and not open_begins:
+            kind = "X"  # an end needs a begin before it
+        open_begins += {"B": 1, "E": -1}.get(kind, 0)
+        if kind == "M":
+            events.append(thread_name(1, 1, "main"))
+        elif kind == "C":
+            events.append({"ph": "C", "name": "memory", "ts": position, "pid": 1, "args": {"bytes": position}})
+        else:
+            events.append({"ph": kind, "name": f"e{position}", "ts": position, "dur": 1, "pid": 1, "tid": 1})
+        if kind in "XBi":
+            rows_at.append(position)
+    if not rows_at:
+        return
+    path = tmp_path_factory.mktemp("order") / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = load_trace(path, workers=1)
+    assert sorted(trace.order.tolist()) == rows_at
+    assert [trace.names[n] for n in trace.name[np.argsort(trace.order)]] == [f"e{p}" for p in rows_at]

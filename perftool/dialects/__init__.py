@@ -61,6 +61,7 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
     trace.with_roles(roles | _input_workers(trace, roles))
     trace.kind = dialect.kinds(trace)
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
-    trace.kind[np.isin(trace.order, trace.unclosed)] = Kind.ANNOTATION
+    if trace.unclosed.size:
+        trace.kind[np.isin(trace.order, trace.unclosed)] = Kind.ANNOTATION
     trace.dialect = dialect.name
     return trace

@@ -23,7 +23,7 @@ import numpy as np
 from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace.events import Events, Interner, PieceError, Signature
-from perftool.trace.model import Counters, Phase, Trace, Track
+from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_behind
 from perftool.trace.store import ColumnStore, OnDisk
 
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
@@ -37,7 +37,7 @@ _PART_DTYPES: dict[str, type] = {  # what a part adds to the trace, per column
     "args_events": np.int64,
     "args_refs": np.int32,
 }
-_EXPANDED = (("phase", np.uint8), ("track", np.int32), ("name", np.int32), ("cat", np.int32), ("order", np.int64))
+_EXPANDED = (("phase", np.uint8), ("track", np.int32), ("name", np.int32), ("cat", np.int32))
 _PHASE_CODES = {
     "X": Phase.COMPLETE,
     "B": BEGIN,
@@ -360,17 +360,16 @@ class ColumnBuilder:
         rows = merged["ts"].size
         col: dict[str, np.ndarray] = {"ts": merged["ts"], "dur": merged["dur"]}
         col.update((key, store.new(dtype, rows)) for key, dtype in _EXPANDED)
-        timed_before = merged["untimed"] - np.arange(merged["untimed"].size)  # per untimed event: timed ones before
         for chunk in store.chunks(rows):
             signature = merged["signature"][chunk].astype(np.intp)
             for key in ("phase", "track", "name", "cat"):
                 col[key][chunk] = getattr(tables, key)[signature]
-            col["order"][chunk] = _file_order(chunk, timed_before)
         del merged["signature"]  # expanded: its memory goes to the columns still to be made
         col["flow_id"] = _scattered(store, merged["untimed"], merged["flow_events"], merged["flow_ids"], rows)
         col["args_ref"] = _scattered(store, merged["untimed"], merged["args_events"], merged["args_refs"], rows)
-        self._validate(col)
-        col, unclosed = pair_begin_end(self.path, col, store)
+        skipped = merged["untimed"]  # the file positions that are no row, so far: metadata and counter events
+        self._validate(col, rows_behind(skipped))
+        col, unclosed, skipped = pair_begin_end(self.path, col, store, skipped)
         if unclosed.size:
             metadata["perftool.unclosed_begin_events"] = int(unclosed.size)
         counter_tracks = [int(tables.track[c[2]]) for c in self.counter_events]
@@ -393,14 +392,16 @@ class ColumnBuilder:
             counters=self._counters(tables, compact),
             metadata=metadata,
             kept_args=self.kept_args,
+            skipped=skipped,
             unclosed=unclosed,
             store=store,
         )
 
-    def _validate(self, col: dict[str, np.ndarray]) -> None:
-        """Raise the first problem in the order the checks are listed, at its first event; zero the durations of
-        events that are not spans."""
-        ts, dur, phase, order = col["ts"], col["dur"], col["phase"], col["order"]
+    def _validate(self, col: dict[str, np.ndarray], behind: np.ndarray) -> None:
+        """Raise the first problem in the order the checks are listed, at its first event (``behind``: what
+        :func:`~perftool.trace.model.file_positions` needs to name it); zero the durations of events that are not
+        spans."""
+        ts, dur, phase = col["ts"], col["dur"], col["phase"]
         first: dict[int, int] = {}  # check -> first row that fails it
         for chunk in self.store.chunks(ts.size):
             times, durations, complete = ts[chunk], dur[chunk], phase[chunk] == Phase.COMPLETE
@@ -426,7 +427,7 @@ class ColumnBuilder:
             f"negative duration {dur[row]:g} µs",
             f"duration {dur[row]:.3g} µs is longer than any run (over 10^7 s)",
         )
-        raise TraceError(self.path, f"event {order[row]}: {problems[check]}")
+        raise TraceError(self.path, f"event {file_positions(np.array([row]), behind)[0]}: {problems[check]}")
 
     def _tracks(self, keys: list[tuple[int | str, int | str]]) -> list[Track]:
         """Tracks for the (pid, tid) keys that hold events, named by the metadata events."""
@@ -516,16 +517,6 @@ class ColumnBuilder:
             raise TraceError(self.path, f"event {order}: counter 'args' is not valid JSON in UTF-8") from None
 
 
-def _file_order(chunk: slice, timed_before: np.ndarray) -> np.ndarray:
-    """Each timed row's position in the file: its row plus the untimed events before it (``timed_before``, sorted: per
-    untimed event, how many timed ones precede it), counted in one pass over the chunk."""
-    start, stop = chunk.start, chunk.stop
-    inside = timed_before[np.searchsorted(timed_before, start) : np.searchsorted(timed_before, stop)]
-    before = np.searchsorted(timed_before, start)  # untimed events before the chunk's first row
-    counts = np.bincount(inside - start, minlength=stop - start)
-    return np.arange(start, stop) + before + np.cumsum(counts)
-
-
 class _SignatureTables:
     """Per distinct signature of the whole trace: its phase code, name, category and track key ids."""
 
@@ -565,15 +556,16 @@ def _scattered(
 
 
 def pair_begin_end(
-    path: str, col: dict[str, np.ndarray], store: ColumnStore
-) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    path: str, col: dict[str, np.ndarray], store: ColumnStore, skipped: np.ndarray
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Match ``B``/``E`` events per track (nesting allowed) into complete spans.
 
     Events are ordered by (track, ts, file position) and the nesting depth is a running sum per
     track. A ``B`` entering depth L is closed by the next ``E`` leaving depth L, so sorting by
     (track, depth, position) puts each pair side by side. An ``E`` with no open ``B`` is an error;
-    a ``B`` never closed runs to the end of the trace; their file positions are returned with the columns.
-    The columns are read and rewritten a chunk at a time (``store``'s chunks).
+    a ``B`` never closed runs to the end of the trace. ``skipped``: the file positions that are no row.
+    Returned: the columns less the ``E`` rows, the file positions of the ``B`` never closed, and ``skipped`` with
+    the ``E`` events' positions added. The columns are read and rewritten a chunk at a time (``store``'s chunks).
     """
     phase = col["phase"]
     chunks = list(store.chunks(phase.size))
@@ -581,8 +573,9 @@ def pair_begin_end(
         [chunk.start + np.flatnonzero((phase[chunk] == BEGIN) | (phase[chunk] == END)) for chunk in chunks]
     )
     if rows.size == 0:
-        return col, np.empty(0, dtype=np.int64)
-    rows = rows[np.lexsort((col["order"][rows], col["ts"][rows], col["track"][rows]))]
+        return col, np.empty(0, dtype=np.int64), skipped
+    behind = rows_behind(skipped)
+    rows = rows[np.lexsort((rows, col["ts"][rows], col["track"][rows]))]  # rows are in file order
     track = col["track"][rows]
     is_begin = phase[rows] == BEGIN
     step = np.where(is_begin, 1, -1)
@@ -592,7 +585,8 @@ def pair_begin_end(
     depth = running - np.repeat(running[group_start] - step[group_start], group_size)
     negative = np.flatnonzero(depth < 0)
     if negative.size:
-        raise TraceError(path, f"event {col['order'][rows[negative[0]]]}: 'E' (end) without a matching 'B'")
+        unmatched = file_positions(rows[negative[:1]], behind)[0]
+        raise TraceError(path, f"event {unmatched}: 'E' (end) without a matching 'B'")
     level = np.where(is_begin, depth, depth + 1)
     by_level = np.lexsort((np.arange(rows.size), level, track))
     rows, is_begin = rows[by_level], is_begin[by_level]
@@ -614,7 +608,8 @@ def pair_begin_end(
         )
         col["dur"][unclosed] = np.maximum(last - col["ts"][unclosed], 0.0)
         col["phase"][unclosed] = Phase.COMPLETE
-    return _without(store, col, ends), col["order"][unclosed]
+    ends_at = file_positions(np.sort(ends), behind)
+    return _without(store, col, ends), file_positions(unclosed, behind), np.sort(np.r_[skipped, ends_at])
 
 
 def _without(store: ColumnStore, col: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -20,6 +20,18 @@ from perftool.trace.store import ColumnStore
 from perftool.units import duration
 
 
+def rows_behind(skipped: np.ndarray) -> np.ndarray:
+    """Per position in the file that holds no row (``skipped``, sorted), the rows before it: what
+    :func:`file_positions` counts with."""
+    return skipped - np.arange(skipped.size)
+
+
+def file_positions(rows: np.ndarray, behind: np.ndarray) -> np.ndarray:
+    """The positions in the file of ``rows``: each row's index plus the positions without a row before it (those
+    with at most that many rows behind them, :func:`rows_behind`)."""
+    return rows + np.searchsorted(behind, rows, side="right")
+
+
 def pandas_module(needed_by: str) -> Any:
     """pandas, imported on demand: an optional dependency, for the DataFrames of notebooks."""
     try:
@@ -115,7 +127,7 @@ class Counters:
 class Trace:
     """A loaded trace: one row per event across the column arrays.
 
-    Times are microseconds from the trace's own clock. ``order`` is each event's position in the
+    Times are microseconds from the trace's own clock. :attr:`order` is each event's position in the
     file (0-based), so evidence and error messages can point back at the source.
     """
 
@@ -127,7 +139,7 @@ class Trace:
     name: np.ndarray  # int32, index into names
     cat: np.ndarray  # int32, index into cats
     flow_id: np.ndarray  # int64, -1 when the event has no id
-    order: np.ndarray  # int64, position in the file
+    skipped: np.ndarray  # int64, sorted: the positions in the file that are no row (metadata, counters, ends of B/E)
     args_ref: np.ndarray  # int32, index into the kept args, -1 when not kept
     names: list[str]
     cats: list[str]
@@ -164,6 +176,15 @@ class Trace:
         for chunk in self.store.chunks(len(self)):
             np.add(self.ts[chunk], self.dur[chunk], out=end[chunk])
         return end
+
+    @cached_property
+    def order(self) -> np.ndarray:
+        """Per event: its position in the file (int64), worked out when first asked for (few analyses ask) from the
+        positions that hold no row, kept where the columns are."""
+        order, behind = self.store.new(np.int64, len(self)), rows_behind(self.skipped)
+        for chunk in self.store.chunks(len(self)):
+            order[chunk] = file_positions(np.arange(chunk.start, chunk.stop), behind)
+        return order
 
     @property
     def on_disk(self) -> bool:
