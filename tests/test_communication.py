@@ -217,3 +217,34 @@ def test_a_host_only_trace_gets_host_figures_and_concurrent_collectives_count_on
     assert [op["name"] for op in info["top_ops"]["ops"]] == ["gloo:all_reduce"]
     text = run("info", DATA / "real" / "cpu_only_gloo.json.gz").stdout
     assert "busy 85.1%" in text and "343.681 ms │ 178.777 ms" in text
+
+
+ARGS_VARIANTS = [
+    ARGS,
+    ARGS | {"External id": 7, "correlation": 12},  # ids beside the same fields: the same record
+    ARGS | {"dtype": "c10::BFloat16", "In msg nelems": 3.5, "Out msg nelems": -1},
+    ARGS | {"Collective name": "_allgather_base", "Group size": True, "Process Group Description": "undefined"},
+    {"Input Dims": [[1024, 8]], "Input type": ["float"], "Process Group Name": 5},
+    {"Input Dims": [[2, "x"]], "Input type": "float", "Group size": 0, "Process Group Name": ""},
+    {"Collective name": None, "dtype": ["Float"], "In msg nelems": {"n": 1}},
+    {},
+]
+
+
+@pytest.mark.parametrize("odd", [None, [1, 2], ARGS | {"note": "MARK"}], ids=["objects", "a-list", "bad-utf-8"])
+def test_records_read_once_per_distinct_fields_are_each_call_s_own(write_trace, odd):
+    """Calls whose args give the same fields share one record; each is what reading its own args gives, whatever
+    the args hold (and one by one where some args are no object, or hold bytes that are no UTF-8 where no record
+    reads: such args read as none)."""
+    from perftool.analysis.communication import _record, _records, find_collectives
+
+    variants = ARGS_VARIANTS + ([] if odd is None else [odd])
+    events = kineto_job(steps=len(variants) * 2)["traceEvents"]
+    kernels = [e for e in events if e["name"] == NCCL]
+    for i, kernel in enumerate(kernels):
+        kernel["args"] = variants[i % len(variants)]
+    text = json.dumps({"traceEvents": events}).encode().replace(b'"MARK"', b'"\xff"')
+    trace = load_trace(write_trace(text, "job.json"))
+    rows = find_collectives(trace).rows
+    assert rows.size == len(kernels)
+    assert _records(trace, rows) == [_record(args or {}) for args in trace.args_of(rows)]

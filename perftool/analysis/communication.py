@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from perftool.analysis import intervals
@@ -182,8 +183,7 @@ def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
     group = np.zeros(rows.size, dtype=np.int32)
     groups: list[str] = []
     with_args = np.flatnonzero(trace.args_ref[rows] >= 0)
-    for i, args in zip(with_args.tolist(), trace.args_of(rows[with_args])):
-        record = _record(args or {})
+    for i, record in zip(with_args.tolist(), _records(trace, rows[with_args])):
         if record.collective is not None:
             types[i] = names.index(record.collective)
         nbytes[i], size[i] = record.nbytes, record.group_size
@@ -202,6 +202,39 @@ class _Record:
     nbytes: float = math.nan
     group_size: float = math.nan
     group: str = ""
+
+
+class _RecordFields(msgspec.Struct, omit_defaults=True):
+    """The fields of an event's args that :func:`_record` reads, each as its raw JSON (absent ones left out)."""
+
+    collective: msgspec.Raw = msgspec.field(name="Collective name", default=msgspec.Raw(b""))
+    dtype: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""))
+    in_elements: msgspec.Raw = msgspec.field(name="In msg nelems", default=msgspec.Raw(b""))
+    out_elements: msgspec.Raw = msgspec.field(name="Out msg nelems", default=msgspec.Raw(b""))
+    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
+    types: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
+    group_size: msgspec.Raw = msgspec.field(name="Group size", default=msgspec.Raw(b""))
+    group: msgspec.Raw = msgspec.field(name="Process Group Description", default=msgspec.Raw(b""))
+    group_name: msgspec.Raw = msgspec.field(name="Process Group Name", default=msgspec.Raw(b""))
+
+
+_RECORD_FIELDS = msgspec.json.Decoder(list[_RecordFields])
+
+
+def _records(trace: Trace, rows: np.ndarray) -> list[_Record]:
+    """:func:`_record` of each of ``rows`` (rows with kept args), made once per distinct set of the fields it reads:
+    a trace repeats a few collectives thousands of times, each with its own ids beside the same fields."""
+    joined = b"[" + b",".join([trace.kept_args[ref] for ref in trace.args_ref[rows].tolist()]) + b"]"
+    try:
+        joined.decode()  # args not valid UTF-8 anywhere read as none (Trace.args), even in a field no record reads
+        fields = _RECORD_FIELDS.decode(joined)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # such args, or args that are no object: one by one
+        return [_record(args or {}) for args in trace.args_of(rows)]
+    made: dict[bytes, _Record] = {}
+    return [
+        made[key] if key in made else made.setdefault(key, _record(msgspec.json.decode(key)))
+        for key in map(msgspec.json.encode, fields)
+    ]
 
 
 def _record(args: dict) -> _Record:
@@ -257,7 +290,7 @@ def _lend_host_records(trace: Trace, found: Collectives) -> None:
     if records.size == 0:
         return
     names = found.names
-    host = [(_record(args or {}), trace.names[n]) for args, n in zip(trace.args_of(records), trace.name[records])]
+    host = [(record, trace.names[n]) for record, n in zip(_records(trace, records), trace.name[records])]
     host_types = {r.collective or collective_type(name) for r, name in host}
     if "all_to_all" in host_types and "send_recv" not in host_types:  # NCCL runs all-to-all as grouped send/recv
         found.type[found.type == names.index("send_recv")] = names.index("all_to_all")
