@@ -123,8 +123,8 @@ static inline uint64_t special_bytes(uint64_t word) {
     return (((quote - ONES) & ~quote) | ((backslash - ONES) & ~backslash) | (word - ONES * 0x20) | word) & HIGHS;
 }
 
-/* A string at s->p (its opening quote); sets *plain when it holds no escape. 0 when it is not one we accept. */
-static int skip_string(Cursor *s, int *plain) {
+/* A string at s->p (its opening quote) past its first eight bytes, or holding a special byte before its end. */
+static int skip_long_string(Cursor *s, int *plain) {
     const char *p = s->p + 1, *end = s->end; /* locals: see skip_space */
     *plain = 1;
     while (p < end) {
@@ -178,6 +178,28 @@ static int skip_string(Cursor *s, int *plain) {
         }
     }
     return 0; /* unterminated */
+}
+
+/* A string at s->p (its opening quote); sets *plain when it holds no escape. 0 when it is not one we accept. Most
+ * are keys and short names: one word of eight bytes holds the closing quote, found without a call. */
+static inline int skip_string(Cursor *s, int *plain) {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const char *p = s->p + 1;
+    if (s->end - p >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        uint64_t special = special_bytes(word);
+        if (special) {
+            int at = __builtin_ctzll(special) / 8;
+            if (p[at] == '"') {
+                s->p = p + at + 1;
+                *plain = 1;
+                return 1;
+            }
+        }
+    }
+#endif
+    return skip_long_string(s, plain);
 }
 
 /* A JSON number at s->p; *integer tells whether it has no fraction or exponent, *digits its integer digits. */
