@@ -295,3 +295,20 @@ def test_mutated_real_events_scan_as_msgspec_decodes_them_or_are_left_to_it(data
     if fast is None:
         return
     same_part(make_part(fast, KEEP), make_part(by_msgspec(bytes(piece)), KEEP))
+
+
+_FRAGMENTS = ['"Input Dims"', '"Input type"', '"grid"', '"block"', '"', "\\", '\\"', '"Input', ' Dims"', "x", ": [1], "]
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(_FRAGMENTS), max_size=12).map("".join), max_size=8),
+    st.sampled_from([(b'"Input Dims"', b'"Input type"'), (b'"grid"', b'"block"', b'"Input"'), (b"Dims", b"x")]),
+)
+def test_tails_cut_each_span_from_its_first_key_as_python_does(texts, keys):
+    """The scanner's tails, whose keys that begin with a quote are looked for at each quote in one pass (others with
+    a search per key), are where Python's search puts them: quotes escaped or inside keys, keys cut short, none."""
+    text = "".join(texts).encode()
+    bounds = np.cumsum([0] + [len(t.encode()) for t in texts])
+    spans = np.array(list(zip(bounds[:-1], bounds[1:])), dtype=np.int64).reshape(-1, 2)
+    expected = [events._from_first_key(text[a:b], keys) for a, b in spans.tolist()]
+    assert events._tails(text, spans, keys) == expected

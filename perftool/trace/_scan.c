@@ -650,6 +650,29 @@ static int read_spans(PyObject *object, Py_ssize_t size, Py_buffer *view, Py_ssi
     return 0;
 }
 
+/* Where the first occurrence of any of keys begins in text[0:size] (size where none occurs). Keys that all begin
+ * with a quote (JSON keys, as the reductions look for) are tried at each quote in one pass: args hold a few dozen
+ * quotes, and most keys occur in none of them, which a search per key would read through to the end. */
+static Py_ssize_t first_key(const char *text, Py_ssize_t size, PyObject *keys, int quoted) {
+    Py_ssize_t key_count = PyTuple_GET_SIZE(keys), first = size;
+    if (!quoted) {
+        for (Py_ssize_t k = 0; k < key_count; k++) {
+            PyObject *key = PyTuple_GET_ITEM(keys, k);
+            const char *at = memmem(text, (size_t)size, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
+            if (at && at - text < first) first = at - text;
+        }
+        return first;
+    }
+    for (const char *at = text; (at = memchr(at, '"', (size_t)(text + size - at))) != NULL; at++) {
+        for (Py_ssize_t k = 0; k < key_count; k++) {
+            PyObject *key = PyTuple_GET_ITEM(keys, k);
+            Py_ssize_t len = PyBytes_GET_SIZE(key);
+            if (text + size - at >= len && !memcmp(at, PyBytes_AS_STRING(key), (size_t)len)) return at - text;
+        }
+    }
+    return size;
+}
+
 /* The bytes of each span of text; with keys, each from the first occurrence of any key on (empty where none is). */
 static PyObject *cut(PyObject *args, int from_key) {
     Py_buffer text, spans;
@@ -663,23 +686,22 @@ static PyObject *cut(PyObject *args, int from_key) {
     }
     Py_ssize_t key_count = keys ? PyTuple_GET_SIZE(keys) : 0;
     PyObject *result = NULL;
+    int quoted = 1;
     for (Py_ssize_t k = 0; k < key_count; k++) {
-        if (!PyBytes_Check(PyTuple_GET_ITEM(keys, k))) {
+        PyObject *key = PyTuple_GET_ITEM(keys, k);
+        if (!PyBytes_Check(key)) {
             PyErr_SetString(PyExc_TypeError, "keys must be bytes");
             goto done;
         }
+        quoted &= PyBytes_GET_SIZE(key) > 0 && PyBytes_AS_STRING(key)[0] == '"';
     }
     result = PyList_New(count);
     if (!result) goto done;
     const int64_t *span = spans.buf;
     for (Py_ssize_t i = 0; i < count; i++) {
         const char *start = (const char *)text.buf + span[2 * i];
-        Py_ssize_t first = (Py_ssize_t)(span[2 * i + 1] - span[2 * i]), end = first;
-        for (Py_ssize_t k = 0; k < key_count; k++) {
-            PyObject *key = PyTuple_GET_ITEM(keys, k);
-            const char *at = memmem(start, (size_t)first, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
-            if (at) first = at - start;
-        }
+        Py_ssize_t end = (Py_ssize_t)(span[2 * i + 1] - span[2 * i]);
+        Py_ssize_t first = key_count ? first_key(start, end, keys, quoted) : end;
         PyObject *piece = PyBytes_FromStringAndSize(start + (from_key ? first : 0), end - (from_key ? first : 0));
         if (!piece) {
             Py_CLEAR(result);

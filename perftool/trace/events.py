@@ -229,12 +229,10 @@ class _DecodedArgs:
 
 
 def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:
-    """``written`` from the first of ``keys`` on (empty when none occurs), as the scanner's ``tails`` cuts it."""
-    first = len(written)
-    for key in keys:  # each later key is looked for only before the first found so far
-        at = written.find(key, 0, first)
-        first = at if at >= 0 else first
-    return written[first:]
+    """``written`` from where the first occurrence of any of ``keys`` begins (empty when none occurs), as the scanner's
+    ``tails`` cuts it."""
+    found = [at for key in keys if (at := written.find(key)) >= 0]
+    return written[min(found) :] if found else b""
 
 
 def _numbers(batch: Batch, field: str) -> np.ndarray:
