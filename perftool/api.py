@@ -94,13 +94,14 @@ def _unread(report: ScanReport) -> str:
 
 def _checked(function: Callable[Arguments, Result]) -> Callable[Arguments, Result]:
     """``function`` with its arguments held to their annotations first (types exactly, numbers finite and in
-    range): a wrong one is a PerftoolError naming the parameter, never an error from deep inside."""
-    arguments = validate_call(config=_STRICT)(_parameters_of(function))
+    range): a wrong one is a PerftoolError naming the parameter, never an error from deep inside. The check is
+    built when the function is first called (ten of them take 15 ms to build, and a command calls one)."""
+    arguments = functools.cache(lambda: validate_call(config=_STRICT)(_parameters_of(function)))
 
     @functools.wraps(function)
     def call(*args: Arguments.args, **kwargs: Arguments.kwargs) -> Result:
         try:
-            arguments(*args, **kwargs)
+            arguments()(*args, **kwargs)
         except ValidationError as exc:
             errors = exc.errors()
             wrong = dict.fromkeys(_parameter(function, error["loc"]) for error in errors)  # in order, once each

@@ -5,6 +5,7 @@ Each is named in the error that enforces it; the README's "Limits" section lists
 
 from __future__ import annotations
 
+import functools
 import os
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
@@ -32,13 +33,17 @@ MAX_DURATION_US = 1e13  # 10^7 s (116 days): no event of a profiled run lasts lo
 MAX_TIMESTAMP_US = 1e17  # 3,170 years from the clock's zero: a Unix time in µs is about 1.7e15
 MAX_JSON_DEPTH = "about 1,000"  # msgspec's and pydantic's recursion limit, as users read it
 
-_SIZE = TypeAdapter(ByteSize)
+
+@functools.cache
+def _sizes() -> TypeAdapter[ByteSize]:
+    """What reads a size: made when first needed (its schema takes 10 ms to build, which most runs never need)."""
+    return TypeAdapter(ByteSize)
 
 
 def parse_size(text: str, source: str) -> int:
     """A positive size such as ``8GiB`` or ``500MB`` (bytes when no unit); ``source`` names where it came from."""
     try:
-        size = int(_SIZE.validate_python(text))
+        size = int(_sizes().validate_python(text))
     except ValidationError:
         raise PerftoolError(f"{source}: not a size (got {text!r}): give bytes or a unit, e.g. 8GiB") from None
     if size <= 0:
