@@ -340,9 +340,40 @@ static int64_t parse_int(const char *p, const char *end) {
     return negative ? -value : value;
 }
 
+/* A plain number of at most 15 digits (an integer, or digits, a point and digits: how profilers write times) read
+ * in the one pass that finds its end, with the value the general path below gives it; 0 for any other (the general
+ * path then reads it, from the start). */
+static int short_decimal(Cursor *s, double *out) {
+    const char *p = s->p, *end = s->end;
+    int negative = p < end && *p == '-';
+    p += negative;
+    const char *first = p;
+    uint64_t mantissa = 0;
+    while (p < end && (unsigned char)(*p - '0') < 10) mantissa = mantissa * 10 + (uint64_t)(*p++ - '0');
+    Py_ssize_t whole = p - first, fraction = 0;
+    if (whole == 0 || (*first == '0' && whole > 1)) return 0;
+    if (p < end && *p == '.') {
+        const char *point = ++p;
+        while (p < end && (unsigned char)(*p - '0') < 10) mantissa = mantissa * 10 + (uint64_t)(*p++ - '0');
+        fraction = p - point;
+        if (fraction == 0) return 0;
+    }
+    if ((p < end && (*p == 'e' || *p == 'E')) || whole + fraction > 15) return 0;
+    if (fraction == 0) {
+        int64_t value = (int64_t)mantissa; /* as parse_int: -0 is 0 */
+        *out = (double)(negative ? -value : value);
+    } else {
+        double value = (double)mantissa / POWERS_OF_TEN[fraction]; /* as fast_decimal */
+        *out = negative ? -value : value;
+    }
+    s->p = p;
+    return 1;
+}
+
 /* A timestamp or duration: a JSON number, or a string that is exactly one (as Ascend tools write them). */
 static int parse_time(Cursor *s, double *out) {
     int integer, digits, plain;
+    if (short_decimal(s, out)) return 1;
     if (s->p < s->end && *s->p == '"') {
         const char *start = s->p;
         if (!skip_string(s, &plain) || !plain) return 0;
