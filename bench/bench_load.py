@@ -4,6 +4,7 @@
     python bench/bench_load.py --mb 500 --gzip     # the same trace, gzip-compressed
     python bench/bench_load.py --trace FILE        # any trace
     python bench/bench_load.py --mb 500 --msgspec  # every piece read by msgspec, as without the compiled scanner
+    python bench/bench_load.py --mb 500 --scanner  # also the compiled scanner alone: MB/s a core
 
 Each measurement runs in a fresh process and prints MB/s (of uncompressed JSON), the time split,
 and peak RSS of the main process and of the largest decoding worker, against the file size.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import os
 import resource
 import subprocess
@@ -52,6 +54,24 @@ def measure(path: str, workers: int | None, scheduler: str | None = None, scanne
     }
 
 
+def scanner_alone(path: str, pieces: int = 60, repeat: int = 3) -> float:
+    """MB/s of the compiled scanner alone, in this process, over the first ``pieces`` pieces of an uncompressed trace
+    read into memory first: the best of ``repeat`` passes (run in a child process)."""
+    from perftool.trace import decode
+    from perftool.trace._scan import scan
+    from perftool.trace.loader import _pieces
+
+    events = decode.locate_events(path, {})
+    data = [bytes(decode.read_events_range(path, *events, *piece)) for piece in list(_pieces(*events))[:pieces]]
+    best = math.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for piece in data:
+            scan(piece)
+        best = min(best, time.perf_counter() - start)
+    return sum(map(len, data)) / 1e6 / best
+
+
 def decompress_only(path: str) -> float:
     start = time.perf_counter()
     with gzip.open(path, "rb") as fh:
@@ -80,6 +100,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="decoding processes (default: perftool's choice)")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best is reported (default 3)")
     parser.add_argument("--msgspec", action="store_true", help="read every piece with msgspec, not the scanner")
+    parser.add_argument("--scanner", action="store_true", help="also time the compiled scanner alone (MB/s a core)")
     args = parser.parse_args()
 
     sys.path.insert(0, HERE)
@@ -116,6 +137,9 @@ def main() -> None:
     if compressed:
         unzip = decompress_only(path)
         print(f"gzip         decompression alone {unzip:.2f} s ({mb / unzip:,.0f} MB/s)")
+    if args.scanner and not compressed:
+        alone = in_child(f"bench_load.scanner_alone({path!r})")
+        print(f"scanner      {alone:,.0f} MB/s a core, alone (the first 60 pieces, in memory; best of 3)")
     peak = max(r["main_rss_mb"] for r in runs)
     worker = max(r["worker_rss_mb"] for r in runs)
     print(f"peak RSS     main {peak:,.0f} MB ({peak / mb:.2f}x the JSON size)   largest worker {worker:,.0f} MB")

@@ -99,7 +99,7 @@ def perftool_info(path: str) -> dict:
     }
 
 
-def _compile_perftool() -> None:
+def compile_perftool() -> None:
     """perftool's modules compiled to bytecode, as ``pip install`` leaves them (an editable install where Python
     writes no bytecode, ``PYTHONDONTWRITEBYTECODE``, would compile every module at each start: 50 ms more); numpy's
     and msgspec's, which the reference imports, are installed compiled."""
@@ -126,7 +126,7 @@ def main() -> None:
         if not os.path.exists(path):
             os.makedirs(OUT, exist_ok=True)
             write_trace(path, args.mb, compress=False)
-    _compile_perftool()
+    compile_perftool()
     calls = (f"bench_reference.reference({path!r})", f"bench_reference.perftool_info({path!r})")
     runs = [(in_child(calls[0]), in_child(calls[1])) for _ in range(args.repeat)]  # alternated
     ours = min((run[1] for run in runs), key=lambda r: r["seconds"])
