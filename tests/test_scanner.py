@@ -306,9 +306,14 @@ _FRAGMENTS = ['"Input Dims"', '"Input type"', '"grid"', '"block"', '"', "\\", '\
 )
 def test_tails_cut_each_span_from_its_first_key_as_python_does(texts, keys):
     """The scanner's tails, whose keys that begin with a quote are looked for at each quote in one pass (others with
-    a search per key), are where Python's search puts them: quotes escaped or inside keys, keys cut short, none."""
+    a search per key), are where Python's search puts them: quotes escaped or inside keys, keys cut short, none; and
+    its groups of them (made without making the tails) are the groups of equal tails."""
     text = "".join(texts).encode()
     bounds = np.cumsum([0] + [len(t.encode()) for t in texts])
     spans = np.array(list(zip(bounds[:-1], bounds[1:])), dtype=np.int64).reshape(-1, 2)
     expected = [events._from_first_key(text[a:b], keys) for a, b in spans.tolist()]
     assert events._tails(text, spans, keys) == expected
+    groups, firsts = events._tail_groups(text, spans, keys)
+    distinct = list(dict.fromkeys(expected))  # equal tails one group, numbered as they first occur
+    assert np.frombuffer(groups, np.int32).tolist() == [distinct.index(tail) for tail in expected]
+    assert np.frombuffer(firsts, np.int64).tolist() == [expected.index(tail) for tail in distinct]

@@ -13,7 +13,8 @@
  * which then decides. So the compiled path changes how fast a piece is read, never what it reads.
  *
  * slices(text, spans) and tails(text, spans, keys) cut many args out of a piece at once: whole, or each
- * from the first of the keys a reduction keeps (perftool.trace.columns).
+ * from the first of the keys a reduction keeps (perftool.trace.columns); tail_groups(text, spans, keys) groups
+ * them by those tails without making them.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* memmem */
@@ -433,20 +434,24 @@ static inline uint64_t mix(uint64_t h, uint64_t word) {
     return h ^ (h >> 29);
 }
 
-static uint64_t hash_spans(const char *base, const Span *fields) {
-    uint64_t h = 1469598103934665603ULL;
-    for (int f = 0; f < 5; f++) {
-        const char *b = base + fields[f].start;
-        Py_ssize_t i = 0, len = fields[f].len;
-        uint64_t word;
-        for (; i + 8 <= len; i += 8) {
-            memcpy(&word, b + i, 8);
-            h = mix(h, word);
-        }
-        word = 0;
-        for (; i < len; i++) word = word << 8 | (unsigned char)b[i];
-        h = mix(h, word ^ ((uint64_t)len << 56)); /* the length too: absent and empty differ */
+#define HASH_SEED 1469598103934665603ULL
+
+/* h with the len bytes at b mixed in, eight at a time, and their length (absent and empty differ). */
+static uint64_t hash_bytes(uint64_t h, const char *b, Py_ssize_t len) {
+    Py_ssize_t i = 0;
+    uint64_t word;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&word, b + i, 8);
+        h = mix(h, word);
     }
+    word = 0;
+    for (; i < len; i++) word = word << 8 | (unsigned char)b[i];
+    return mix(h, word ^ ((uint64_t)len << 56));
+}
+
+static uint64_t hash_spans(const char *base, const Span *fields) {
+    uint64_t h = HASH_SEED;
+    for (int f = 0; f < 5; f++) h = hash_bytes(h, base + fields[f].start, fields[f].len);
     return h;
 }
 
@@ -681,24 +686,70 @@ static int read_spans(PyObject *object, Py_ssize_t size, Py_buffer *view, Py_ssi
     return 0;
 }
 
+#define MAX_KEYS 8
+
+typedef struct {
+    const char *bytes[MAX_KEYS];
+    Py_ssize_t len[MAX_KEYS];
+    Py_ssize_t count;
+    int quoted; /* every key begins with a quote */
+} Keys;
+
+/* The keys of tails() and tail_groups(): a tuple of up to MAX_KEYS bytes (held by the caller's arguments). */
+static int read_keys(PyObject *tuple, Keys *keys) {
+    keys->count = PyTuple_GET_SIZE(tuple);
+    keys->quoted = 1;
+    if (keys->count > MAX_KEYS) {
+        PyErr_SetString(PyExc_ValueError, "at most 8 keys");
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < keys->count; k++) {
+        PyObject *key = PyTuple_GET_ITEM(tuple, k);
+        if (!PyBytes_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            return -1;
+        }
+        keys->bytes[k] = PyBytes_AS_STRING(key);
+        keys->len[k] = PyBytes_GET_SIZE(key);
+        keys->quoted &= keys->len[k] > 0 && keys->bytes[k][0] == '"';
+    }
+    return 0;
+}
+
+/* The first quote in [p, end), or NULL: eight bytes at a time (args are short, and have a quote every few bytes, where
+ * a call to memchr costs more than the search). */
+static inline const char *next_quote(const char *p, const char *end) {
+#if defined(__GNUC__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; end - p >= 8; p += 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        uint64_t quote = word ^ (ONES * '"'), found = (quote - ONES) & ~quote & HIGHS;
+        if (found) return p + __builtin_ctzll(found) / 8;
+    }
+#endif
+    for (; p < end; p++)
+        if (*p == '"') return p;
+    return NULL;
+}
+
 /* Where the first occurrence of any of keys begins in text[0:size] (size where none occurs). Keys that all begin
  * with a quote (JSON keys, as the reductions look for) are tried at each quote in one pass: args hold a few dozen
  * quotes, and most keys occur in none of them, which a search per key would read through to the end. */
-static Py_ssize_t first_key(const char *text, Py_ssize_t size, PyObject *keys, int quoted) {
-    Py_ssize_t key_count = PyTuple_GET_SIZE(keys), first = size;
-    if (!quoted) {
-        for (Py_ssize_t k = 0; k < key_count; k++) {
-            PyObject *key = PyTuple_GET_ITEM(keys, k);
-            const char *at = memmem(text, (size_t)size, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
+static Py_ssize_t first_key(const char *text, Py_ssize_t size, const Keys *keys) {
+    Py_ssize_t first = size;
+    if (!keys->quoted) {
+        for (Py_ssize_t k = 0; k < keys->count; k++) {
+            const char *at = memmem(text, (size_t)size, keys->bytes[k], (size_t)keys->len[k]);
             if (at && at - text < first) first = at - text;
         }
         return first;
     }
-    for (const char *at = text; (at = memchr(at, '"', (size_t)(text + size - at))) != NULL; at++) {
-        for (Py_ssize_t k = 0; k < key_count; k++) {
-            PyObject *key = PyTuple_GET_ITEM(keys, k);
-            Py_ssize_t len = PyBytes_GET_SIZE(key);
-            if (text + size - at >= len && !memcmp(at, PyBytes_AS_STRING(key), (size_t)len)) return at - text;
+    const char *end = text + size;
+    for (const char *at = text; (at = next_quote(at, end)) != NULL; at++) {
+        for (Py_ssize_t k = 0; k < keys->count; k++) {
+            Py_ssize_t len = keys->len[k];
+            if (end - at >= len && (len < 2 || at[1] == keys->bytes[k][1]) && !memcmp(at, keys->bytes[k], (size_t)len))
+                return at - text;
         }
     }
     return size;
@@ -707,33 +758,26 @@ static Py_ssize_t first_key(const char *text, Py_ssize_t size, PyObject *keys, i
 /* The bytes of each span of text; with keys, each from the first occurrence of any key on (empty where none is). */
 static PyObject *cut(PyObject *args, int from_key) {
     Py_buffer text, spans;
-    PyObject *spans_object, *keys = NULL;
+    PyObject *spans_object, *key_tuple = NULL;
     Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, from_key ? "y*OO!:tails" : "y*O:slices", &text, &spans_object, &PyTuple_Type, &keys))
+    Keys keys = {{NULL}, {0}, 0, 1};
+    if (!PyArg_ParseTuple(args, from_key ? "y*OO!:tails" : "y*O:slices", &text, &spans_object, &PyTuple_Type,
+                          &key_tuple))
         return NULL;
     if (read_spans(spans_object, text.len, &spans, &count) < 0) {
         PyBuffer_Release(&text);
         return NULL;
     }
-    Py_ssize_t key_count = keys ? PyTuple_GET_SIZE(keys) : 0;
     PyObject *result = NULL;
-    int quoted = 1;
-    for (Py_ssize_t k = 0; k < key_count; k++) {
-        PyObject *key = PyTuple_GET_ITEM(keys, k);
-        if (!PyBytes_Check(key)) {
-            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
-            goto done;
-        }
-        quoted &= PyBytes_GET_SIZE(key) > 0 && PyBytes_AS_STRING(key)[0] == '"';
-    }
+    if (key_tuple && read_keys(key_tuple, &keys) < 0) goto done;
     result = PyList_New(count);
     if (!result) goto done;
     const int64_t *span = spans.buf;
     for (Py_ssize_t i = 0; i < count; i++) {
         const char *start = (const char *)text.buf + span[2 * i];
         Py_ssize_t end = (Py_ssize_t)(span[2 * i + 1] - span[2 * i]);
-        Py_ssize_t first = key_count ? first_key(start, end, keys, quoted) : end;
-        PyObject *piece = PyBytes_FromStringAndSize(start + (from_key ? first : 0), end - (from_key ? first : 0));
+        Py_ssize_t first = from_key ? first_key(start, end, &keys) : 0;
+        PyObject *piece = PyBytes_FromStringAndSize(start + first, end - first);
         if (!piece) {
             Py_CLEAR(result);
             goto done;
@@ -741,6 +785,74 @@ static PyObject *cut(PyObject *args, int from_key) {
         PyList_SET_ITEM(result, i, piece);
     }
 done:
+    PyBuffer_Release(&spans);
+    PyBuffer_Release(&text);
+    return result;
+}
+
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t start, len;
+    int32_t group; /* -1: empty slot */
+} TailSlot;
+
+/* Spans grouped by their tails (as tails() cuts them), equal tails alike, without making the tails: per span its
+ * group, numbered in order of first occurrence, and per group the index of its first span. 0, or -1 out of memory. */
+static int group_tails(const char *base, const int64_t *span, Py_ssize_t count, const Keys *keys, int32_t *group,
+                       int64_t *firsts, Py_ssize_t *groups) {
+    Py_ssize_t capacity = 16;
+    while (capacity < 2 * count) capacity *= 2;
+    TailSlot *slots = malloc(sizeof(TailSlot) * (size_t)capacity);
+    if (!slots) return -1;
+    for (Py_ssize_t j = 0; j < capacity; j++) slots[j].group = -1;
+    *groups = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const char *start = base + span[2 * i];
+        Py_ssize_t size = (Py_ssize_t)(span[2 * i + 1] - span[2 * i]), first = first_key(start, size, keys);
+        const char *tail = start + first;
+        Py_ssize_t len = size - first;
+        uint64_t h = hash_bytes(HASH_SEED, tail, len);
+        Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(capacity - 1));
+        while (slots[j].group >= 0 &&
+               !(slots[j].hash == h && slots[j].len == len && !memcmp(base + slots[j].start, tail, (size_t)len)))
+            j = (j + 1) & (capacity - 1);
+        if (slots[j].group < 0) {
+            slots[j] = (TailSlot){h, tail - base, len, (int32_t)*groups};
+            firsts[(*groups)++] = i;
+        }
+        group[i] = slots[j].group;
+    }
+    free(slots);
+    return 0;
+}
+
+static PyObject *tail_groups(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer text, spans;
+    PyObject *spans_object, *key_tuple;
+    Py_ssize_t count, groups = 0;
+    Keys keys;
+    if (!PyArg_ParseTuple(args, "y*OO!:tail_groups", &text, &spans_object, &PyTuple_Type, &key_tuple)) return NULL;
+    if (read_spans(spans_object, text.len, &spans, &count) < 0) {
+        PyBuffer_Release(&text);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int32_t *group = malloc(sizeof(int32_t) * (size_t)(count ? count : 1));
+    int64_t *firsts = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+    if (!group || !firsts) {
+        PyErr_NoMemory();
+    } else if (read_keys(key_tuple, &keys) == 0) {
+        int status;
+        Py_BEGIN_ALLOW_THREADS;
+        status = group_tails(text.buf, spans.buf, count, &keys, group, firsts, &groups);
+        Py_END_ALLOW_THREADS;
+        if (status < 0)
+            PyErr_NoMemory();
+        else
+            result = Py_BuildValue("(y#y#)", (const char *)group, count * 4, (const char *)firsts, groups * 8);
+    }
+    free(group);
+    free(firsts);
     PyBuffer_Release(&spans);
     PyBuffer_Release(&text);
     return result;
@@ -756,6 +868,10 @@ static PyMethodDef methods[] = {
     {"tails", tails, METH_VARARGS,
      "tails(text, spans, keys) -> list of bytes\n\nEach span of text from the first occurrence of any of keys on "
      "(empty where none occurs)."},
+    {"tail_groups", tail_groups, METH_VARARGS,
+     "tail_groups(text, spans, keys) -> (groups, firsts)\n\nThe spans grouped by their tails as tails() cuts them, "
+     "equal tails alike: per span its group\n(int32 bytes, numbered in order of first occurrence), and per group the "
+     "index of its first span (int64 bytes)."},
     {"scan", scan, METH_O,
      "scan(piece) -> (signatures, ts, dur, signature, id_kind, id_value, id_span, args_span) or None\n\n"
      "A comma-separated run of trace event objects read into columns (raw bytes of float64, int32, int8 and int64\n"

@@ -236,31 +236,36 @@ def make_part(events: Events, keep_args: KeepArgs) -> Part:
 
 def _kept_args(events: Events, keeping: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
     """The events whose args are kept (``keeping`` says how much of each), the index of each one's args in the list
-    of kept args, and that list: whole args each their own, reduced ones shared by all whose reduction is equal.
+    of kept args, and that list, in order of first use: whole args each their own, reduced ones shared by all whose
+    reduction is equal.
 
     A reduction reads the args from the first field it keeps on (:data:`_KEYS`); profilers write the varying fields
     (ids, correlation) before these, so the calls of one op with the same inputs, or kernels with the same launch,
-    share that tail, and each distinct tail is reduced once.
+    share that tail: the events are grouped by it (in C where the scanner read them) and each group reduced once.
     """
     rows = np.flatnonzero(keeping)
     rows = rows[events.reader.has_args(rows)]
     kinds = keeping[rows]
-    keys = np.arange(len(rows)).astype(object)  # whole args: each its own (by position; reduced ones are bytes)
+    reductions = Interner()  # the distinct reduced args, of any kind
+    key = -1 - np.arange(len(rows))  # per row, what its kept args are: whole ones its own (< 0), else a reduction
     for kind, keys_kept in _KEYS.items():
         of_kind = np.flatnonzero(kinds == kind)
         if not of_kind.size:
             continue
-        tails = Interner()
-        group = tails(events.reader.tails(rows[of_kind], keys_kept), of_kind.size)
-        first = of_kind[np.unique(group, return_index=True)[1]]  # where each distinct tail first occurs
-        raws = events.reader.args(rows[first])
-        reduced = [_reduced(kind, raw) if tail else b"{}" for raw, tail in zip(raws, tails.values)]
-        keys[of_kind] = np.array(reduced, dtype=object)[group]
-    refs = Interner()
-    ref = refs(keys, len(keys))
-    whole = [key for key in refs.values if isinstance(key, int)]
-    raw_of = dict(zip(whole, events.reader.args(rows[whole])))
-    return rows, ref, [raw_of[key] if isinstance(key, int) else key for key in refs.values]
+        group, first = events.reader.tail_groups(rows[of_kind], keys_kept)
+        firsts = rows[of_kind[first]]
+        tails, raws = events.reader.tails(firsts, keys_kept), events.reader.args(firsts)
+        reduced = [_reduced(kind, raw) if tail else b"{}" for raw, tail in zip(raws, tails)]
+        key[of_kind] = reductions.remap(reduced)[group]
+    distinct, first_use, ref = np.unique(key, return_index=True, return_inverse=True)
+    by_first_use = np.argsort(first_use)
+    rank = np.empty_like(by_first_use)
+    rank[by_first_use] = np.arange(by_first_use.size)
+    used = distinct[by_first_use].tolist()
+    whole_keys = [k for k in used if k < 0]
+    whole = dict(zip(whole_keys, events.reader.args(rows[np.array([-1 - k for k in whole_keys], np.int64)])))
+    values = reductions.values
+    return rows, rank[ref.reshape(-1)].astype(np.int32), [whole[k] if k < 0 else values[k] for k in used]
 
 
 def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:

@@ -26,9 +26,10 @@ from perftool.trace.decode import Batch, decode_piece
 try:  # the compiled scanner (a leaf: it imports nothing of perftool), where it was built
     from perftool.trace._scan import scan as _scan
     from perftool.trace._scan import slices as _slices
+    from perftool.trace._scan import tail_groups as _tail_groups
     from perftool.trace._scan import tails as _tails
 except ImportError:  # an install without a C compiler reads every piece with msgspec
-    _scan = _slices = _tails = None  # type: ignore[assignment]
+    _scan = _slices = _tails = _tail_groups = None  # type: ignore[assignment]
 
 COMPILED = _scan is not None
 Signature = tuple[str, str, str, "int | str", "int | str"]  # (ph, name, cat, pid, tid) of an event
@@ -95,6 +96,10 @@ class ArgsReader(Protocol):
 
     def tails(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> list[bytes]:
         """Each one's args from the first occurrence of any of ``keys`` on (empty where none occurs)."""
+
+    def tail_groups(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The events grouped by their :meth:`tails`, equal tails alike: per event its group (int32, numbered in order
+        of first occurrence), and per group the position in ``rows`` of its first event (int64)."""
 
     def ids(self, rows: np.ndarray) -> list[int | str | None]:
         """Each one's flow id."""
@@ -170,6 +175,10 @@ class _ScannedArgs:
     def tails(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> list[bytes]:
         return _tails(self.piece, np.ascontiguousarray(self.spans[rows]), keys)
 
+    def tail_groups(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
+        groups, firsts = _tail_groups(self.piece, np.ascontiguousarray(self.spans[rows]), keys)
+        return np.frombuffer(groups, np.int32), np.frombuffer(firsts, np.int64)
+
     def ids(self, rows: np.ndarray) -> list[int | str | None]:
         if not self.others and (self.kinds[rows] == _ID_INT).all():
             return self.values[rows].tolist()
@@ -223,6 +232,11 @@ class _DecodedArgs:
 
     def tails(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> list[bytes]:
         return [_from_first_key(raw, keys) for raw in self.args(rows)]
+
+    def tail_groups(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
+        groups = Interner()
+        group = groups(self.tails(rows, keys), len(rows))
+        return group, np.unique(group, return_index=True)[1]
 
     def ids(self, rows: np.ndarray) -> list[int | str | None]:
         return [self.batch[i].id for i in rows.tolist()]
