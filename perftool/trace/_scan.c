@@ -509,8 +509,7 @@ enum { OK = 0, DECLINE = 1, NO_MEMORY = 2 };
 
 /* One event object at s->p. */
 static int scan_event(Cursor *s, Signatures *t, Columns *out) {
-    Span spans[N_FIELDS];
-    memset(spans, 0, sizeof spans);
+    Span spans[N_FIELDS]; /* each field's, as its value is read; those never seen are emptied after */
     int seen = 0;
     double ts = NAN, dur = NAN;
     int8_t id_kind = ID_ABSENT;
@@ -588,6 +587,9 @@ static int scan_event(Cursor *s, Signatures *t, Columns *out) {
             s->p++;
             skip_space(s);
         }
+    }
+    for (int field = 0; field < N_FIELDS; field++) {
+        if (!(seen & (1 << field))) spans[field] = (Span){0, 0};
     }
     int32_t signature = signature_id(t, spans);
     int64_t args[2] = {spans[F_ARGS].start, spans[F_ARGS].start + spans[F_ARGS].len};

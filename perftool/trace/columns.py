@@ -15,6 +15,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import msgspec
@@ -126,11 +127,21 @@ class KeepArgs:
             len(keys),
         )
 
+    @cached_property
+    def _patterns(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+        """``names`` and ``inputs_only`` compiled, once (None where empty): a trace of many steps has a new name
+        a step (``ProfilerStep#N``), each matched against both."""
+        return (
+            re.compile(self.names) if self.names else None,
+            re.compile(self.inputs_only) if self.inputs_only else None,
+        )
+
     def _kept(self, name: str, category: str) -> int:
         if category in self.categories:  # an event a dialect keeps for its category keeps all its args
             return ArgsKept.ALL
-        if self.names and re.search(self.names, name):
-            return ArgsKept.INPUTS if self.inputs_only and re.search(self.inputs_only, name) else ArgsKept.ALL
+        names, inputs_only = self._patterns
+        if names and names.search(name):
+            return ArgsKept.INPUTS if inputs_only and inputs_only.search(name) else ArgsKept.ALL
         if category in self.launch_categories:
             return ArgsKept.LAUNCH
         return ArgsKept.NONE
