@@ -444,3 +444,10 @@ def test_each_row_s_order_is_its_event_s_position_in_the_file(tmp_path_factory, 
     trace = load_trace(path, workers=1)
     assert sorted(trace.order.tolist()) == rows_at
     assert [trace.names[n] for n in trace.name[np.argsort(trace.order)]] == [f"e{p}" for p in rows_at]
+
+
+def test_of_kinds_is_each_event_s_kind_among_those_given():
+    trace = load_trace(TORCH_FIXTURE)
+    assert len(set(trace.kind.tolist())) > 3  # a trace of many kinds
+    for chosen in ([], [Kind.SYNC], [Kind.HOST_OP, Kind.RUNTIME], list(Kind)):
+        np.testing.assert_array_equal(trace.of_kinds(*chosen), np.isin(trace.kind, chosen))

@@ -75,12 +75,12 @@ def attribute_idle(
         return intervals.busy(trace, mask, lo, hi)
 
     known = known or {}
-    device = known["device"] if "device" in known else busy(on_device & ~np.isin(kind, NOT_DEVICE_WORK))
+    device = known["device"] if "device" in known else busy(on_device & ~trace.of_kinds(*NOT_DEVICE_WORK))
     gaps = intervals.gaps(device, lo, hi)
     on_host = trace.on_roles(Role.HOST)
     syncs = busy(on_host & (kind == Kind.SYNC))
     copies = busy(blocking_copies(trace))
-    host_work = busy(on_host & ~np.isin(kind, _NOT_HOST_WORK))
+    host_work = busy(on_host & ~trace.of_kinds(*_NOT_HOST_WORK))
     input_waits = busy(on_host & (kind == Kind.INPUT))
     covers: dict[str, intervals.Intervals | Callable[[intervals.Intervals], np.ndarray]] = {
         "startup": busy(initialising(trace)),
@@ -144,7 +144,7 @@ def blocking_copies(trace: Trace) -> np.ndarray:
     """
     calls = trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME) & trace.name_matches(vocabulary.MEMCPY)
     blocking = calls & trace.name_matches(vocabulary.BLOCKING_COPY_CALL)
-    pageable = np.flatnonzero(trace.name_matches(vocabulary.PAGEABLE) & np.isin(trace.kind, [Kind.H2D, Kind.D2H]))
+    pageable = np.flatnonzero(trace.name_matches(vocabulary.PAGEABLE) & trace.of_kinds(Kind.H2D, Kind.D2H))
     rows = np.flatnonzero(calls & ~blocking)
     if pageable.size and rows.size:
         blocking[rows] = intervals.overlaps_any(

@@ -179,7 +179,7 @@ def _device_metrics(
 ) -> tuple[dict[str, float], intervals.Intervals]:
     """The device.* metrics (NaN without device tracks), and the device's busy intervals."""
     window = hi - lo
-    device = intervals.busy(trace, trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK), lo, hi)
+    device = intervals.busy(trace, trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK), lo, hi)
     gaps = intervals.gaps(device, lo, hi)
     gap_lengths = gaps[1] - gaps[0]
     compute_rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & trace.spans_in(lo, hi) & (trace.ts >= lo))
@@ -212,7 +212,7 @@ def _host_and_link_metrics(
 
     h2d = busy(kind == Kind.H2D)
     input_time = intervals.total(busy(kind == Kind.INPUT))
-    working = ~np.isin(kind, _NOT_BUSY)
+    working = ~trace.of_kinds(*_NOT_BUSY)
     working[collectives] = True
     host = busy(trace.on_roles(Role.HOST, Role.INPUT) & working)
     values = {

@@ -152,7 +152,7 @@ def warmup_signs(trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: fl
     host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
     allocating = np.flatnonzero(host & trace.name_matches(ALLOCATION))
     signs |= overlaps_any(starts, ends, trace.ts[allocating], trace.end[allocating])
-    calls = host & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME])  # not waits, which come and go
+    calls = host & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME)  # not waits, which come and go
     rows = np.flatnonzero(calls & (trace.ts >= starts[0]) & (trace.ts < ends[-1]))
     step = np.searchsorted(starts, trace.ts[rows], side="right") - 1
     last_step_of = np.full(len(trace.names), -1)

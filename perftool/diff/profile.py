@@ -98,7 +98,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
     the GIL, so a profile takes two cores where it has them."""
     with ThreadPoolExecutor(1) as helper:
         on_host = trace.on_roles(Role.HOST)
-        outermost = helper.submit(_outermost, trace, np.flatnonzero(on_host & np.isin(trace.kind, HOST_WORK)))
+        outermost = helper.submit(_outermost, trace, np.flatnonzero(on_host & trace.of_kinds(*HOST_WORK)))
         annotations = helper.submit(_outermost, trace, np.flatnonzero(on_host & (trace.kind == Kind.ANNOTATION)))
         sources, spans = launch_rows(trace)
         steps = detect_steps(trace, Launches(trace.ts[sources], trace.end[spans]))
@@ -107,7 +107,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
             raise PerftoolError(f"{trace.source}: no events to compare")
         count = max(steps.steady, 1)
         in_window = trace.spans_in(lo, hi)
-        device_rows = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~np.isin(trace.kind, NOT_DEVICE_WORK))
+        device_rows = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~trace.of_kinds(*NOT_DEVICE_WORK))
         timeline = "device" if device_rows.size else "host"
         host_rows, annotated = outermost.result(), annotations.result()
         causes = helper.submit(_idle_causes, trace, lo, hi, _busy(trace, device_rows, lo, hi), count)

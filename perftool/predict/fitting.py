@@ -369,11 +369,11 @@ def _host_spread(trace: Trace, scope: TraceAnalysis) -> float:
 def _own_host_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     """The host's own work in the window (see :func:`_own_host_time`), as intervals."""
     host = trace.on_roles(Role.HOST)
-    starts, ends = scope.busy(host & ~np.isin(trace.kind, [Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC]))
+    starts, ends = scope.busy(host & ~trace.of_kinds(Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC))
     if starts.size > 1:  # bridge the short gaps: a run of work ends where a longer gap follows
         follows_gap = np.concatenate([[True], starts[1:] - ends[:-1] > UNTRACED_PYTHON_US])
         starts, ends = starts[follows_gap], ends[np.concatenate([follows_gap[1:], [True]])]
-    waits = scope.busy((host & np.isin(trace.kind, [Kind.INPUT, Kind.SYNC])) | blocking_copies(trace))
+    waits = scope.busy((host & trace.of_kinds(Kind.INPUT, Kind.SYNC)) | blocking_copies(trace))
     return intervals.subtract((starts, ends), waits, scope.lo, scope.hi)
 
 
@@ -458,7 +458,7 @@ def _device_work(trace: Trace, scope: TraceAnalysis, replicated: bool) -> float:
     apart = trace.name_matches(STRIDED_COPY) | trace.name_matches(REMOTE_BUFFER_COPY) | (trace.kind == Kind.H2D)
     if replicated:
         apart |= trace.kind == Kind.COMMUNICATION
-    busy = trace.on_roles(Role.DEVICE) & ~np.isin(trace.kind, NOT_DEVICE_WORK) | (trace.kind == Kind.COMPUTE)
+    busy = trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK) | (trace.kind == Kind.COMPUTE)
     return intervals.total(scope.busy(busy & ~apart))
 
 

@@ -230,6 +230,13 @@ class Trace:
             self._role_masks[key] = table[self.track]
         return self._role_masks[key]
 
+    def of_kinds(self, *kinds: Kind) -> np.ndarray:
+        """Per event: whether its kind is one of ``kinds`` (looked up in a table of every kind; ``np.isin`` would
+        take four times as long over a trace's events)."""
+        table = np.zeros(max(Kind) + 1, dtype=bool)
+        table[list(kinds)] = True
+        return table[self.kind]
+
     def spans_in(self, lo: float, hi: float) -> np.ndarray:
         """Per event: a span (a complete event) overlapping the window [lo, hi]; computed once per window."""
         if (lo, hi) not in self._window_masks:

@@ -25,7 +25,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if idle is None:
         return None
     trace = scope.trace
-    pageable = trace.name_matches(PAGEABLE) & np.isin(trace.kind, [Kind.H2D, Kind.D2H])
+    pageable = trace.name_matches(PAGEABLE) & trace.of_kinds(Kind.H2D, Kind.D2H)
     read_back = scope.busy(pageable & (trace.kind == Kind.D2H))  # input copies belong to exposed-transfers
     exposed = intervals.total(read_back) - intervals.overlap(read_back, scope.compute)
     blocked = idle.time("blocking_copy")

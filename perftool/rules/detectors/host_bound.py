@@ -43,7 +43,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     )
     busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
     stretches = pieces[0].size
-    host_work = trace.on_roles(Role.HOST) & np.isin(trace.kind, [Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER])
+    host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
     in_gaps = _overlapping(scope, host_work, pieces)
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
