@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from perftool.dialects import vocabulary
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Kind, Role, Trace, among_kinds
 
 
 class Dialect:
@@ -41,8 +41,8 @@ class Dialect:
         by_role = _table([self.role_kinds.get(t.role, Kind.OTHER) for t in trace.tracks])[trace.track]
         by_name = _table([self.name_kind(n) for n in trace.names])[trace.name]
         kind = np.where(by_category != Kind.OTHER, by_category, by_role)
-        refines_device = np.isin(by_name, _DEVICE_REFINEMENTS)
-        applies = (by_name != Kind.OTHER) & (~refines_device | np.isin(kind, _DEVICE_REFINEMENTS + [Kind.COMPUTE]))
+        refines_device = among_kinds(by_name, _DEVICE_REFINEMENTS)
+        applies = (by_name != Kind.OTHER) & (~refines_device | among_kinds(kind, [*_DEVICE_REFINEMENTS, Kind.COMPUTE]))
         return np.where(applies, by_name, kind).astype(np.uint8)
 
 
