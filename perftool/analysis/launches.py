@@ -58,10 +58,11 @@ def _enclosing_span(trace: Trace, targets: np.ndarray) -> np.ndarray:
     """The row of the device span on each flow end's track that starts at or just before it (-1 if none)."""
     found = np.full(targets.size, -1, np.int64)
     spans = np.flatnonzero((trace.phase == Phase.COMPLETE) & trace.on_roles(Role.DEVICE))
-    for track in np.flatnonzero(np.bincount(trace.track[targets])).tolist():
-        rows = spans[trace.track[spans] == track]
+    span_track, target_track = trace.track[spans], trace.track[targets]  # read once, not once a track
+    for track in np.flatnonzero(np.bincount(target_track)).tolist():
+        rows = spans[span_track == track]
         rows = rows[np.argsort(trace.ts[rows], kind="stable")]
-        mine = np.flatnonzero(trace.track[targets] == track)
+        mine = np.flatnonzero(target_track == track)
         at = trace.ts[targets[mine]]
         index = np.searchsorted(trace.ts[rows], at, side="right") - 1
         inside = (index >= 0) & (trace.end[rows[np.maximum(index, 0)]] >= at)
