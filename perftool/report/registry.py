@@ -15,12 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from rich.console import Console
-
 from perftool.errors import PerftoolError
 from perftool.output import write_blocks, write_text
 from perftool.plugins import registered
-from perftool.report import console
 
 GROUP = "perftool.formats"
 SHOWN = ("scan", "gate", "diff", "info", "job-info", "emulate", "tune", "calibrate", "metrics", "knobs", "rules",
@@ -49,7 +46,12 @@ def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
         write_text(rendered, output)
     elif isinstance(rendered, Iterator):
         write_blocks(rendered, output)
-    elif output:
-        write_text(console.plain(rendered), output)
-    else:
-        Console().print(rendered)
+    else:  # a rich renderable: rich is loaded only for those (JSON and the other documents do without it)
+        from rich.console import Console
+
+        from perftool.report import console
+
+        if output:
+            write_text(console.plain(rendered), output)
+        else:
+            Console().print(rendered)
