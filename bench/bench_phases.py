@@ -12,7 +12,6 @@ passes and the fastest, then the CPU time of the main process and of the decodin
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -85,25 +84,12 @@ def _marking(function: Callable[..., Any], marks: dict, phase: str) -> Callable[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=500.0)
-    parser.add_argument("--trace", help="this trace instead of the generated one")
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
-    from bench_load import OUT, in_child
-    from bench_reference import compile_perftool
+    from bench_load import in_child
+    from bench_reference import prepared
 
-    path = args.trace
-    if path is None:
-        from kineto_synth import write_trace
-
-        path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json")
-        if not os.path.exists(path):
-            os.makedirs(OUT, exist_ok=True)
-            write_trace(path, args.mb, compress=False)
-    compile_perftool()
-    runs = [in_child(f"bench_phases.one_pass({path!r})") for _ in range(args.repeat)]
-    print(f"trace      {path} ({os.path.getsize(path) / 1e6:,.1f} MB), cores {os.cpu_count()}, {args.repeat} passes")
+    path, repeat = prepared(__doc__, repeat=5)
+    runs = [in_child(f"bench_phases.one_pass({path!r})") for _ in range(repeat)]
+    print(f"trace      {path} ({os.path.getsize(path) / 1e6:,.1f} MB), cores {os.cpu_count()}, {repeat} passes")
     for phase in PHASES:
         times = [run["seconds"][phase] for run in runs]
         print(f"{phase:16s} median {statistics.median(times):.3f} s   fastest {min(times):.3f} s")

@@ -99,6 +99,20 @@ def perftool_info(path: str) -> dict:
     }
 
 
+def trace_path(trace: str | None, mb: float) -> str:
+    """``trace``, else the Kineto-like trace of ``mb`` MB that bench_load.py generates (written once)."""
+    if trace is not None:
+        return trace
+    from bench_load import OUT
+    from kineto_synth import write_trace
+
+    path = os.path.join(OUT, f"kineto_{mb:g}mb.json")
+    if not os.path.exists(path):
+        os.makedirs(OUT, exist_ok=True)
+        write_trace(path, mb, compress=False)
+    return path
+
+
 def compile_perftool() -> None:
     """perftool's modules compiled to bytecode, as ``pip install`` leaves them (an editable install where Python
     writes no bytecode, ``PYTHONDONTWRITEBYTECODE``, would compile every module at each start: 50 ms more); numpy's
@@ -110,29 +124,30 @@ def compile_perftool() -> None:
     compileall.compile_dir(os.path.dirname(perftool.__file__), quiet=1)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def prepared(doc: str, repeat: int) -> tuple[str, int]:
+    """The options of a bench that runs ``perftool info`` on one trace (``--mb``, ``--trace``, ``--repeat``, its
+    default ``repeat``), read with ``doc``'s first line as help: its trace, generated where needed, and how many
+    passes; perftool compiled to bytecode first."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--mb", type=float, default=500.0)
     parser.add_argument("--trace", help="this trace instead of the generated one")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=repeat)
     args = parser.parse_args()
-    from bench_load import OUT, in_child
-
-    path = args.trace
-    if path is None:
-        from kineto_synth import write_trace
-
-        path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json")
-        if not os.path.exists(path):
-            os.makedirs(OUT, exist_ok=True)
-            write_trace(path, args.mb, compress=False)
+    path = trace_path(args.trace, args.mb)
     compile_perftool()
+    return path, args.repeat
+
+
+def main() -> None:
+    from bench_load import in_child
+
+    path, repeat = prepared(__doc__, repeat=3)
     calls = (f"bench_reference.reference({path!r})", f"bench_reference.perftool_info({path!r})")
-    runs = [(in_child(calls[0]), in_child(calls[1])) for _ in range(args.repeat)]  # alternated
+    runs = [(in_child(calls[0]), in_child(calls[1])) for _ in range(repeat)]  # alternated
     ours = min((run[1] for run in runs), key=lambda r: r["seconds"])
     theirs = min((run[0] for run in runs), key=lambda r: r["seconds"])
     mb = os.path.getsize(path) / 1e6
-    print(f"trace      {path} ({mb:,.1f} MB), cores {os.cpu_count()}, best of {args.repeat}")
+    print(f"trace      {path} ({mb:,.1f} MB), cores {os.cpu_count()}, best of {repeat}")
     print(f"reference  {theirs['seconds']:.2f} s   peak RSS {theirs['rss_mb']:,.0f} MB ({theirs['rss_mb'] / mb:.2f}x)")
     print(
         f"perftool   {ours['seconds']:.2f} s   peak RSS {ours['rss_mb']:,.0f} MB ({ours['rss_mb'] / mb:.2f}x the "
