@@ -10,6 +10,7 @@ the collections that follow, which then look only at what the command makes.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
 import sys
 
@@ -19,8 +20,11 @@ _collector_paused = False
 
 
 def _is_command() -> bool:
+    """Whether this process is the command's own: named so, and not one that multiprocessing started for it (a
+    spawned process, as Dask's local workers are, is handed the command's arguments and imports perftool afresh)."""
     command = os.path.basename(sys.argv[0]) if sys.argv else ""
-    return command in ("perftool", "-m")  # "-m" while `python -m perftool` imports the package
+    started_for_it = multiprocessing.current_process().name != "MainProcess"
+    return command in ("perftool", "-m") and not started_for_it  # "-m" while `python -m perftool` imports the package
 
 
 def loading() -> None:

@@ -28,3 +28,26 @@ def test_a_library_import_leaves_the_collector_as_it_was(collector):
     program += f"perftool.startup.loaded(); {STATE}"
     state = f"{collector == 'enabled'} False"
     assert _run(program) == [state, state]
+
+
+SPAWNED = """
+import gc, multiprocessing, sys
+
+def state(_):
+    import perftool
+    return gc.isenabled()
+
+if __name__ == "__main__":
+    sys.argv[0] = "perftool"
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        print(pool.map(state, [0])[0])
+"""
+
+
+def test_a_process_started_for_the_command_keeps_its_collector(tmp_path):
+    """A spawned process (as Dask's local workers are) is handed the command's arguments and imports perftool afresh,
+    never to call the command's main: its collector must not wait for that."""
+    script = tmp_path / "spawns.py"
+    script.write_text(SPAWNED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["True"]
