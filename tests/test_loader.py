@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from perftool.errors import TraceError
-from perftool.trace import Phase
+from perftool.trace import Phase, model
 from perftool.trace import decode as decode_module
 from perftool.trace.model import Kind
 from perftool.trace_reader import load_trace
@@ -85,11 +85,19 @@ def test_begin_end_out_of_file_order_pair_by_time(write_trace):
 
 
 def test_unclosed_begin_runs_to_the_end_and_is_counted(write_trace):
-    events = [{"ph": "B", "name": "open", "pid": 1, "tid": 1, "ts": 0}, complete("x", 5, 10, tid=2)]
+    events = [
+        thread_name(1, 2, "worker"),  # no row: the open span's row is not its position in the file
+        {"ph": "B", "name": "closed", "pid": 1, "tid": 1, "ts": 0},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "B", "name": "open", "pid": 1, "tid": 1, "ts": 2},
+        complete("x", 5, 10, tid=2),
+    ]
     trace = load_trace(write_trace(events))
     row = trace.names.index("open")
-    assert trace.dur[trace.name == row].tolist() == [15]
+    assert trace.dur[trace.name == row].tolist() == [13]
     assert trace.metadata["perftool.unclosed_begin_events"] == 1
+    annotations = trace.name[trace.kind == Kind.ANNOTATION]  # a span never closed is a marker, not work
+    assert [trace.names[n] for n in annotations] == ["open"]
 
 
 def test_instant_events_of_both_spellings(write_trace):
@@ -444,6 +452,7 @@ def test_each_row_s_order_is_its_event_s_position_in_the_file(tmp_path_factory, 
     trace = load_trace(path, workers=1)
     assert sorted(trace.order.tolist()) == rows_at
     assert [trace.names[n] for n in trace.name[np.argsort(trace.order)]] == [f"e{p}" for p in rows_at]
+    assert model.rows_at(trace.order, trace.skipped).tolist() == list(range(len(trace)))  # and back
 
 
 def test_of_kinds_is_each_event_s_kind_among_those_given():

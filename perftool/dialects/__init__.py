@@ -6,8 +6,6 @@ dialect, whose tracks keep the role ``unknown``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from perftool.dialects.ascend import Ascend
 from perftool.dialects.base import Dialect, Generic
 from perftool.dialects.emulator import Emulator
@@ -17,7 +15,7 @@ from perftool.dialects.vocabulary import COLLECTIVE_ARGS, INPUT_WORKER_THREAD
 from perftool.errors import PerftoolError
 from perftool.op_families import MODELLED_NAMES
 from perftool.trace.columns import KeepArgs
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Kind, Role, Trace, rows_at
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Kineto())
 GENERIC = Generic()
@@ -61,7 +59,6 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
     trace.with_roles(roles | _input_workers(trace, roles))
     trace.kind = dialect.kinds(trace)
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
-    if trace.unclosed.size:
-        trace.kind[np.isin(trace.order, trace.unclosed)] = Kind.ANNOTATION
+    trace.kind[rows_at(trace.unclosed, trace.skipped)] = Kind.ANNOTATION
     trace.dialect = dialect.name
     return trace

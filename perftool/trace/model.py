@@ -33,6 +33,12 @@ def file_positions(rows: np.ndarray, behind: np.ndarray) -> np.ndarray:
     return rows + np.searchsorted(behind, rows, side="right")
 
 
+def rows_at(positions: np.ndarray, skipped: np.ndarray) -> np.ndarray:
+    """The rows of events at ``positions`` in the file (each one a row, not among ``skipped``): each position less
+    the positions without a row before it; what :func:`file_positions` undoes."""
+    return positions - np.searchsorted(skipped, positions)
+
+
 def pandas_module(needed_by: str) -> Any:
     """pandas, imported on demand: an optional dependency, for the DataFrames of notebooks."""
     try:
