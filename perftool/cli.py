@@ -53,6 +53,7 @@ class _Group(click.Group):
     SIGTERM and SIGHUP into 143 and 129 (see :mod:`perftool.output` for how files are written)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        interrupts.started()  # the command runs: Ctrl-C unwinds it from here, through its clean-up
         try:
             return super().invoke(ctx)
         except PerftoolError as exc:
@@ -661,7 +662,7 @@ def main() -> None:
     interrupts.stop_on_termination()
     try:
         cli(prog_name="perftool")
-    except KeyboardInterrupt:  # pressed before a command runs (while its options are read)
-        interrupts.stop("perftool: interrupted", interrupts.EXIT_CODE)
+    except interrupts.Terminated as exc:  # while click reads the options, before the command runs
+        interrupts.stop(f"perftool: terminated ({exc})", exc.exit_code)
     finally:
         interrupts.finished()

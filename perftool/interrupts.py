@@ -50,7 +50,7 @@ def _interrupted_while_starting(_signum: int, _frame: FrameType | None) -> None:
 
 
 def started() -> None:
-    """The command's modules are loaded: from here Ctrl-C raises ``KeyboardInterrupt`` and the run unwinds."""
+    """The command runs (its options read): from here Ctrl-C raises ``KeyboardInterrupt`` and the run unwinds."""
     if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

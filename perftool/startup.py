@@ -4,7 +4,9 @@ library keeps its own settings).
 While the command's modules load (:func:`loading`), Ctrl-C is one line (:mod:`perftool.interrupts`) and Python's
 cycle collector is paused: loading makes a few hundred thousand objects that live as long as the process, and the
 collector would go over them again and again as they are made. Once loaded (:func:`loaded`), they are frozen out of
-the collections that follow, which then look only at what the command makes.
+the collections that follow, which then look only at what the command makes. Ctrl-C stays the one line until the
+command itself runs (:func:`perftool.interrupts.started`, where the CLI invokes it): while click reads the options it
+would take the ``KeyboardInterrupt`` as its own "Aborted!" and exit 1.
 """
 
 from __future__ import annotations
@@ -39,10 +41,8 @@ def loading() -> None:
 
 
 def loaded() -> None:
-    """The command's modules are loaded: Ctrl-C raises ``KeyboardInterrupt`` again, and the collector runs over what
-    is made from here on."""
+    """The command's modules are loaded: the collector runs over what is made from here on."""
     global _collector_paused
-    interrupts.started()
     if _collector_paused:
         gc.freeze()
         gc.enable()

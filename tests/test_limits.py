@@ -553,6 +553,32 @@ def test_ranges_of_a_whitespace_padded_events_array_read_the_file_about_once(tmp
     assert sum(read) < 6 * path.stat().st_size  # every range reading on to the next cut: 40 times the file
 
 
+PRESSED_WHILE_OPTIONS_ARE_READ = """
+import os, signal, sys
+sys.argv = ["perftool", "info", sys.argv[1]]
+import click
+from perftool.cli import main
+
+def reading(self, *args, **kwargs):  # Ctrl-C arrives as click parses the command's options
+    os.kill(os.getpid(), signal.SIGINT)
+    return click.Command.parse_args(self, *args, **kwargs)
+
+click.Group.parse_args = reading
+main()
+"""
+
+
+@pytest.mark.parametrize("signum, said", [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated (SIGTERM)")])
+def test_a_signal_while_the_options_are_read_is_one_line(signum, said):
+    """Between the modules loading and the command running, click reads the options; a Ctrl-C there is the same one
+    line and exit code as before and after, not click's "Aborted!" and exit 1, and SIGTERM is not a traceback."""
+    program = PRESSED_WHILE_OPTIONS_ARE_READ.replace("SIGINT", signal.Signals(signum).name)
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(SAMPLE)], capture_output=True, preexec_fn=ctrl_c_as_at_a_terminal
+    )
+    assert (done.returncode, done.stderr.decode()) == (128 + signum, f"perftool: {said}\n")
+
+
 @pytest.mark.parametrize("after_s", [0.05, 0.15, 0.3])
 @pytest.mark.parametrize("launch", ["script", "module"])
 def test_ctrl_c_while_the_command_starts_is_one_line(after_s, launch):
