@@ -584,14 +584,16 @@ def test_a_signal_while_the_options_are_read_is_one_line(signum, said):
 def test_ctrl_c_while_the_command_starts_is_one_line(after_s, launch):
     """Ctrl-C while perftool's modules load (its first few tenths of a second) ends as it does later. Not before the
     interpreter itself is up: a Ctrl-C then is Python's, before any of perftool runs, and on a busy machine (the suite
-    runs on every core) that takes longer than the earliest moment tried here."""
+    runs on every core) that takes longer than the earliest moment tried here. The trace comes on a stdin that never
+    ends, so the command is still running at the latest moment tried however fast the machine loads it."""
     script = Path(sys.executable).parent / "perftool"
     start = [str(script)] if launch == "script" else [sys.executable, "-m", "perftool"]
     began = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import signal"], check=True)  # how long the interpreter takes to start now
     interpreter_s = time.perf_counter() - began
     command = subprocess.Popen(
-        [*start, "info", str(SAMPLE)],
+        [*start, "info", "-"],
+        stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         preexec_fn=ctrl_c_as_at_a_terminal,
