@@ -11,9 +11,14 @@ results and a job's info (findings, job-info) in :mod:`perftool.rules.findings`,
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, TypeAdapter
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 
 class Document(BaseModel):
@@ -125,6 +130,90 @@ class RooflineStep(Part):
     mfu: float | None = Field(description="flops / time / the window's peak (its dtype's)")
 
 
+@dataclass(frozen=True, eq=False)
+class RooflineSteps(Sequence[RooflineStep]):
+    """Each steady step's figures, :class:`RooflineStep`'s fields as columns (NaN where a figure is None).
+
+    A trace may have tens of thousands of steps: a step's model is made only when it is read, and a document writes
+    the steps from the columns (as a list of :class:`RooflineStep`, its schema's), without a model each."""
+
+    number: np.ndarray  # int64
+    time_us: np.ndarray
+    flops: np.ndarray
+    achieved_tflops: np.ndarray
+    mfu: np.ndarray
+
+    @classmethod
+    def of(cls, steps: Sequence[RooflineStep]) -> RooflineSteps:
+        """The columns of ``steps``' models."""
+        figures = [(s.number, s.time_us, s.flops, s.achieved_tflops, s.mfu) for s in steps]
+        number, time_us, flops, achieved, mfu = zip(*figures) if figures else ((),) * 5
+        nan = float("nan")
+        return cls(
+            np.array(number, dtype=np.int64),
+            np.array(time_us, dtype=np.float64),
+            np.array(flops, dtype=np.float64),
+            np.array([nan if v is None else v for v in achieved], dtype=np.float64),
+            np.array([nan if v is None else v for v in mfu], dtype=np.float64),
+        )
+
+    def rows(self, which: slice = slice(None)) -> list[dict[str, Any]]:
+        """The steps (``which`` of them) as plain rows, None for NaN: what the document holds."""
+        columns = (self.number, self.time_us, self.flops, self.achieved_tflops, self.mfu)
+        return [
+            {"number": n, "time_us": t, "flops": f, "achieved_tflops": _figure(a), "mfu": _figure(m)}
+            for n, t, f, a, m in zip(*(column[which].tolist() for column in columns))
+        ]
+
+    def __len__(self) -> int:
+        return int(self.number.size)
+
+    @overload
+    def __getitem__(self, index: int) -> RooflineStep: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RooflineStep]: ...
+
+    def __getitem__(self, index: int | slice) -> RooflineStep | list[RooflineStep]:
+        if isinstance(index, slice):
+            return _STEP_MODELS.validate_python(self.rows(index))
+        at = range(len(self))[index]  # an IndexError past the end, as a list's
+        return RooflineStep.model_validate(self.rows(slice(at, at + 1))[0])
+
+    def __iter__(self) -> Iterator[RooflineStep]:
+        return iter(self[:])
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to steps with the same figures, as columns or as a list of models."""
+        if isinstance(other, RooflineSteps):
+            return self.rows() == other.rows()
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """Validated as the columns as they are, or as a list of steps (a document read back); written as that
+        list; described as that list in both schemas."""
+        from_models = core_schema.no_info_after_validator_function(cls.of, handler.generate_schema(list[RooflineStep]))
+        return core_schema.json_or_python_schema(
+            json_schema=from_models,
+            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), from_models]),
+            serialization=core_schema.plain_serializer_function_ser_schema(cls.rows),
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return handler(schema["json_schema"])
+
+
+_STEP_MODELS = TypeAdapter(list[RooflineStep])
+
+
+def _figure(value: float) -> float | None:
+    return None if value != value else value  # NaN is the figure's None
+
+
 class RooflineRegion(Part):
     """The modelled ops inside one annotation (``record_function``, a module's or the optimizer's range)."""
 
@@ -157,7 +246,7 @@ class RooflineFigures(Part):
     lost_us: float | None = Field(description="device time beyond the roofline, all modelled ops")
     ops: list[RooflineOp] = Field(description="per op, shapes and dtype, the most time lost first")
     families: list[RooflineFamily]
-    per_step: list[RooflineStep] = Field(description="each steady step's FLOPs and MFU")
+    per_step: RooflineSteps = Field(description="each steady step's FLOPs and MFU")
     regions: list[RooflineRegion] = Field(description="per annotation around the ops, the most device time first")
     notes: list[str] = Field(description="what limits these figures, and what would lift it")
 

@@ -74,7 +74,7 @@ def _roofline(roof: Roofline) -> dict[str, Any]:
         "lost_us": roof.lost_us,
         "ops": [op.model_dump() for op in roof.ops],
         "families": [family.model_dump() for family in roof.families],
-        "per_step": roof.per_step,  # models as they are: one a step, so not dumped to be validated again
+        "per_step": roof.per_step,  # the columns as they are: written a row a step, without a model each
         "regions": [region.model_dump() for region in roof.regions],
         "notes": roof.notes,
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pytest
 from conftest import DATA, REPO, complete, error_line
 
@@ -13,6 +14,7 @@ import perftool
 from perftool import hardware
 from perftool.analysis.metrics import compute_metrics
 from perftool.hardware import BY_KEY, SOURCED, identify
+from perftool.results import InfoReport, RooflineStep, RooflineSteps
 from perftool.roofline.figures import CAPTURE_ADVICE, roofline
 from perftool.trace.columns import ArgsKept, KeepArgs
 from perftool.trace_reader import load_trace
@@ -224,6 +226,35 @@ def test_each_steady_step_has_its_flops_and_mfu_and_they_add_up_to_the_window_s(
         assert step.mfu == pytest.approx(step.flops / (step.time_us / 1e6) / 67e12)
     # one step worked by hand: its linear and mm calls are 33.6 MFLOP each, the rest a few hundred kFLOP
     assert all(step.flops % 32_768 == 0 and step.flops > 0 for step in roof.per_step)
+
+
+def test_the_steps_are_written_as_read_and_read_back_as_written(run):
+    """The per-step figures are columns: the document's rows are those of the steps' models, and a document read back
+    holds the same steps."""
+    roof = _roofline(SAMPLE)
+    result = run("info", str(SAMPLE), "--format", "json")
+    assert result.exit_code == 0, result.output
+    written = json.loads(result.stdout)["roofline"]["per_step"]
+    assert written == [step.model_dump() for step in roof.per_step] and len(written) == 48
+    read_back = InfoReport.model_validate_json(result.stdout).roofline.per_step
+    assert isinstance(read_back, RooflineSteps) and read_back.rows() == written and read_back == roof.per_step
+
+
+def test_a_step_without_a_figure_reads_none_and_the_steps_index_as_a_list():
+    nan = float("nan")
+    steps = RooflineSteps(
+        number=np.array([4, 5, 6]),
+        time_us=np.array([10.0, 0.0, 20.0]),
+        flops=np.array([2e6, 0.0, 4e6]),
+        achieved_tflops=np.array([2e-4, nan, 2e-4]),
+        mfu=np.array([0.5, nan, nan]),
+    )
+    assert steps[1] == RooflineStep(number=5, time_us=0.0, flops=0.0, achieved_tflops=None, mfu=None)
+    assert steps[-1].number == 6 and steps[-1].mfu is None and steps[0].mfu == 0.5
+    assert [step.number for step in steps[1:]] == [5, 6] and [step.number for step in steps] == [4, 5, 6]
+    with pytest.raises(IndexError):
+        steps[3]
+    assert RooflineSteps.of(list(steps)) == steps == list(steps) and steps != steps[:2]
 
 
 def test_ops_count_in_the_innermost_annotation_around_them(write_trace):

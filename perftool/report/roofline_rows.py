@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from statistics import median
 
+import numpy as np
+
 from perftool.roofline.figures import Roofline
 from perftool.units import duration, flop_count, number, percent
 
@@ -49,7 +51,7 @@ def summary_rows(roof: Roofline, unit: str) -> list[tuple[str, str]]:
         rows.append(
             ("MFU", f"{mfu_text(roof.mfu, partial)} of the {roof.dtype} peak ({number(roof.peak_tflops)} TFLOP/s)"),
         )
-    step_mfu = sorted(step.mfu for step in roof.per_step if step.mfu is not None)
+    step_mfu = np.sort(roof.per_step.mfu[~np.isnan(roof.per_step.mfu)]).tolist()
     if len(step_mfu) > 1:
         low, middle, high = (mfu_text(v, partial) for v in (step_mfu[0], median(step_mfu), step_mfu[-1]))
         rows.append(("MFU per step", f"{low} min · {middle} median · {high} max over {len(step_mfu)} steps"))

@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import TypeAdapter
 
 from perftool import hardware
 from perftool.analysis.family import device_name, device_properties
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.hardware import DeviceSpec
 from perftool.op_families import ASSUMED, Work
-from perftool.results import RooflineFamily, RooflineOp, RooflineRegion, RooflineStep
+from perftool.results import RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.roofline.calls import Calls, op_calls
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -51,7 +50,7 @@ class Roofline:
     lost_us: float | None
     ops: list[RooflineOp] = field(default_factory=list)  # the most time lost (or device time) first
     families: list[RooflineFamily] = field(default_factory=list)
-    per_step: list[RooflineStep] = field(default_factory=list)  # each steady step's FLOPs and MFU
+    per_step: RooflineSteps = field(default_factory=lambda: RooflineSteps.of([]))  # each steady step's FLOPs and MFU
     regions: list[RooflineRegion] = field(default_factory=list)  # per annotation around the ops, most time first
     notes: list[str] = field(default_factory=list)  # what limits these figures, and what would lift it
     calls: Calls | None = field(default=None, repr=False)  # each modelled call in the window (the findings read them)
@@ -140,31 +139,26 @@ def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None =
     return found
 
 
-_STEP_ROWS = TypeAdapter(list[RooflineStep])
-
-
-def _step_rows(trace: Trace, calls: Calls, flops: np.ndarray, steps: Steps, peak: float | None) -> list[RooflineStep]:
+def _step_rows(trace: Trace, calls: Calls, flops: np.ndarray, steps: Steps, peak: float | None) -> RooflineSteps:
     """Each steady step's modelled FLOPs (of the calls whose kernels started in it, on the steps' clock) and MFU."""
     start, end = steps.start[steps.warmup :], steps.end[steps.warmup :]
     if not start.size:
-        return []
+        return RooflineSteps.of([])
     at = calls.started(trace, steps.clock)
     step = np.searchsorted(start, at, side="right") - 1
     inside = (step >= 0) & (at < end[np.maximum(step, 0)])
-    per_step = np.bincount(step[inside], weights=flops[inside], minlength=start.size)
-    numbers = steps.numbers()[steps.warmup :]
-    rows = []
-    for number, begun, ended, work in zip(numbers.tolist(), start.tolist(), end.tolist(), per_step.tolist()):
-        seconds = (ended - begun) / 1e6
-        achieved = work / seconds if seconds > 0 and work > 0 else None
-        rows.append({
-            "number": int(number),
-            "time_us": ended - begun,
-            "flops": work,
-            "achieved_tflops": achieved / 1e12 if achieved else None,
-            "mfu": achieved / peak if achieved and peak else None,
-        })  # fmt: skip
-    return _STEP_ROWS.validate_python(rows)  # one call validates them all (a trace may have tens of thousands)
+    work = np.bincount(step[inside], weights=flops[inside], minlength=start.size)
+    time_us = end - start
+    seconds = time_us / 1e6
+    measured = (seconds > 0) & (work > 0)
+    achieved = np.divide(work, seconds, out=np.full(work.size, np.nan), where=measured)
+    return RooflineSteps(
+        number=steps.numbers()[steps.warmup :].astype(np.int64),
+        time_us=time_us,
+        flops=work,
+        achieved_tflops=achieved / 1e12,
+        mfu=achieved / peak if peak else np.full(work.size, np.nan),
+    )
 
 
 def _region_rows(trace: Trace, calls: Calls, flops: np.ndarray, at_roof: np.ndarray,
