@@ -17,7 +17,7 @@ from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, leavin
 
 from perftool import limits
 from perftool.errors import TraceError
-from perftool.trace import store
+from perftool.trace import decode, loader, store
 from perftool.trace.loader import read_trace
 from perftool.trace.model import Trace
 from perftool.trace_reader import load_trace
@@ -101,6 +101,33 @@ def test_a_trace_of_counters_alone_keeps_its_columns_on_disk_as_in_memory(run, t
     assert made and on_disk.on_disk and len(on_disk) == 0 and on_disk.counters.ts.size == 300
     same_trace(in_memory, on_disk)
     assert run("info", path, "--format", "json").output == shown.output
+
+
+def test_the_columns_do_not_depend_on_the_rows_foreseen(tmp_path, monkeypatch):
+    """The loader keeps room for the rows it foresees from the file's size: foreseen well, the columns are made in
+    one go; foreseen too few or too many (a gzip trailer's size is a guess), or not at all, they are the same."""
+    monkeypatch.setattr(decode, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(decode, "PIECE_BYTES", 1500)  # some hundred parts
+    path = nested_begin_end_trace(tmp_path / "nested.json")
+    grown: list[int] = []
+    grow = store.Growing._grow
+
+    def counted(self, rows):
+        if self.array.dtype == np.float64 and rows > self.array.size:
+            grown.append(rows)
+        grow(self, rows)
+
+    monkeypatch.setattr(store.Growing, "_grow", counted)
+    size = path.stat().st_size
+    traces, growths = {}, {}
+    for foreseen in (0, 1, size, 100 * size):
+        monkeypatch.setattr(loader, "json_size_hint", lambda _, foreseen=foreseen: foreseen)
+        grown.clear()
+        traces[foreseen] = read_trace(path, workers=1)
+        growths[foreseen] = len(grown) // 2  # ts and dur
+    for foreseen in (0, 1, 100 * size):
+        same_trace(traces[size], traces[foreseen])
+    assert max(growths[size], growths[100 * size]) <= 3 < growths[0]  # once made, grown for a better foresight
 
 
 @pytest.mark.parametrize(

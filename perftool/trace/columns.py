@@ -3,9 +3,10 @@
 
 Events repeat a few dozen (phase, name, category, pid, tid) signatures, so per piece the work is
 Python code only per distinct signature and for the few metadata, counter, flow and kept-args events.
-A piece becomes a compact :class:`Part` (times and signature ids); :class:`ColumnBuilder` merges the parts
-and expands the signatures into phase, name, category and track columns once, at the end.
-``B``/``E`` pairs are then matched with numpy (:func:`pair_begin_end`).
+A piece becomes a compact :class:`Part` (times and signature ids); :class:`ColumnBuilder` expands each part's
+signatures into phase, name, category and track columns as it arrives, while the next pieces are still being
+decoded, and appends them to the trace's columns. ``B``/``E`` pairs are matched with numpy at the end
+(:func:`pair_begin_end`).
 """
 
 from __future__ import annotations
@@ -25,20 +26,19 @@ from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace.events import Events, Interner, PieceError, Signature
 from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_behind
-from perftool.trace.store import ColumnStore, OnDisk
+from perftool.trace.store import ColumnStore, Growing, OnDisk
 
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
-_PART_DTYPES: dict[str, type] = {  # what a part adds to the trace, per column
+_COLUMNS: dict[str, type] = {  # the trace's columns a part adds rows to, as they are built
     "ts": np.float64,
     "dur": np.float64,
-    "signature": np.int32,
-    "untimed": np.int64,
-    "flow_events": np.int64,
-    "flow_ids": np.int64,
-    "args_events": np.int64,
-    "args_refs": np.int32,
+    "phase": np.uint8,
+    "track": np.int32,
+    "name": np.int32,
+    "cat": np.int32,
+    "flow_id": np.int64,
+    "args_ref": np.int32,
 }
-_EXPANDED = (("phase", np.uint8), ("track", np.int32), ("name", np.int32), ("cat", np.int32))
 _PHASE_CODES = {
     "X": Phase.COMPLETE,
     "B": BEGIN,
@@ -58,6 +58,7 @@ _PHASE_CODES = {
     "F": Phase.ASYNC,
 }
 _STRING_FLOW_BASE = 1 << 62
+_ROOM_TO_SPARE = 1.05  # room kept for the rows foreseen, beyond them: a foresight a little short costs a copy
 _METADATA_PHASE = 200
 _PHASE_LOOKUP = {**_PHASE_CODES, "M": _METADATA_PHASE}.get
 
@@ -85,6 +86,7 @@ class Part:
     kept_args: list[bytes]
     metadata_events: list[tuple[int | str, int | str, str, bytes]]  # pid, tid, name, args
     counter_events: list[tuple[int, float, int, bytes]]  # position, ts, signature, args
+    size: int = 0  # bytes of JSON the piece held (0 where not known)
 
 
 LAUNCH_MIN_US = 10.0  # kernels shorter than this keep no launch configuration: a few µs lose little to a small grid
@@ -190,8 +192,9 @@ def _reduced(kept: int, raw: bytes) -> bytes:
 KEEP_NO_ARGS = KeepArgs()  # only instant events keep theirs
 
 
-def make_part(events: Events, keep_args: KeepArgs) -> Part:
-    """The Part of one piece's events. Runs in worker processes too, so it takes and returns plain data.
+def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
+    """The Part of one piece's events (``size``: the piece's bytes, where known). Runs in worker processes too, so
+    it takes and returns plain data.
 
     Events repeat a few dozen signatures, so phases, categories and tracks are looked at once per distinct
     signature, and only the few events that need them have their args or flow ids read.
@@ -242,6 +245,7 @@ def make_part(events: Events, keep_args: KeepArgs) -> Part:
         kept_args=kept_args,
         metadata_events=metadata_events,
         counter_events=counter_events,
+        size=size,
     )
 
 
@@ -298,19 +302,27 @@ def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
 
 
 class ColumnBuilder:
-    """Merges parts, in file order, into the columns of one trace, in memory until :meth:`keep_on_disk`."""
+    """Builds the columns of one trace from its parts, in file order, as they arrive; in memory until
+    :meth:`keep_on_disk`. ``expected_bytes``: the JSON the trace is expected to hold (0 where not known), from which
+    the rows still to come are foreseen and room kept for them."""
 
-    def __init__(self, path: str, analysis: str = "info") -> None:
+    def __init__(self, path: str, analysis: str = "info", expected_bytes: int = 0) -> None:
         self.path = path
         self.analysis = analysis  # what the trace is read for: how much memory an event will need
+        self.expected_bytes = expected_bytes
         self.signatures = Interner()
+        self.tables = _SignatureTables()
         self.flow_keys = Interner()
         self.store = ColumnStore()
         self.kept_args: list[bytes] = []
         self.metadata_events: list[tuple[int | str, int | str, str, bytes]] = []
         self.counter_events: list[tuple[int, float, int, bytes]] = []  # order, ts, signature, args
-        self.count = 0
+        self.count = 0  # events added, metadata and counter events included
+        self.rows = 0  # ... of them timed: the rows of the columns
+        self.bytes = 0  # of JSON in the parts added, where they say
         self.args_bytes = 0
+        self.problems: dict[int, int] = {}  # check (as _checked lists them) -> the first row that fails it
+        self.track_used = Growing(np.dtype(bool))  # per track key: whether a row lies on it
 
     @property
     def memory_needed(self) -> int:
@@ -328,9 +340,8 @@ class ColumnBuilder:
     def keep_on_disk(self, directory: str, need: int) -> None:
         """Keep the columns in files under ``directory`` from now on (``need``: the bytes they will take there)."""
         on_disk = OnDisk(self.path, directory, need)
-        for key, parts in self.store.parts.items():
-            for part in parts:
-                on_disk.append(key, part)
+        for key, column in self.store.contents():
+            on_disk.append(key, column)
         self.store = on_disk
 
     def error(self, exc: PieceError) -> TraceError:
@@ -338,24 +349,36 @@ class ColumnBuilder:
         return TraceError(self.path, f"event {self.count + exc.index}, {exc.message}")
 
     def add(self, part: Part) -> None:
+        """Append the part's rows to the columns: its signatures expanded, its flow ids and kept args' references
+        spread over its rows, and its times checked (:meth:`finish` names the first problem)."""
+        known = len(self.signatures.ids)
         signature_table = self.signatures.remap(part.signatures)
+        self.tables.extend([s for s, i in zip(part.signatures, signature_table.tolist()) if i >= known])
+        row_signature = signature_table.astype(np.intp)[part.signature]
+        rows, tables = row_signature.size, self.tables
         flow_ids = part.flow_ids
         if part.flow_keys:  # string ids: numbered after the largest integer id a trace can hold
             flow_table = self.flow_keys.remap(part.flow_keys).astype(np.int64) + _STRING_FLOW_BASE
             is_string = flow_ids <= -2
             flow_ids[is_string] = flow_table[-2 - flow_ids[is_string]]
-        arrays = {
+        columns = {
             "ts": part.ts,
             "dur": part.dur,
-            "signature": signature_table[part.signature],
-            "untimed": part.untimed + self.count,
-            "flow_events": part.flow_events + self.count,
-            "flow_ids": flow_ids,
-            "args_events": part.args_events + self.count,
-            "args_refs": part.args_refs + len(self.kept_args),
+            "phase": tables.phase[row_signature],
+            "track": tables.track[row_signature],
+            "name": tables.name[row_signature],
+            "cat": tables.cat[row_signature],
+            "flow_id": _spread(rows, part.untimed, part.flow_events, flow_ids),
+            "args_ref": _spread(rows, part.untimed, part.args_events, part.args_refs + len(self.kept_args)),
         }
-        for key, array in arrays.items():
-            self.store.append(key, array.astype(_PART_DTYPES[key], copy=False))
+        columns["dur"] = self._checked(columns["ts"], columns["dur"], columns["phase"])
+        self.track_used.extend(np.zeros(tables.track_count - self.track_used.size, dtype=bool))
+        self.track_used.filled[columns["track"]] = True
+        self.bytes += part.size
+        self.store.reserve(_COLUMNS, self._expected_rows(rows))
+        for key, dtype in _COLUMNS.items():
+            self.store.append(key, columns[key].astype(dtype, copy=False))
+        self.store.append("untimed", (part.untimed + self.count).astype(np.int64, copy=False))
         self.kept_args.extend(part.kept_args)
         self.args_bytes += sum(map(len, part.kept_args)) + sum(len(raw) for *_, raw in part.counter_events)
         self.metadata_events.extend(part.metadata_events)
@@ -364,46 +387,61 @@ class ColumnBuilder:
             for i, when, signature, raw in part.counter_events
         )
         self.count += part.count
+        self.rows += rows
+
+    def _expected_rows(self, adding: int) -> int:
+        """The rows the trace will hold, foreseen from those so far (with ``adding`` more) and the bytes they held."""
+        rows = self.rows + adding
+        if not self.bytes or not self.expected_bytes:
+            return rows
+        return max(rows, int(rows * self.expected_bytes / self.bytes * _ROOM_TO_SPARE))
+
+    def _checked(self, ts: np.ndarray, dur: np.ndarray, phase: np.ndarray) -> np.ndarray:
+        """Note the first row of these that fails each check (listed in :meth:`_raise_first_problem`); the durations
+        with those of events that are not spans zeroed."""
+        complete = phase == Phase.COMPLETE
+        failing = (
+            ~np.isfinite(ts),
+            np.abs(ts) > limits.MAX_TIMESTAMP_US,
+            complete & ~np.isfinite(dur),
+            complete & (dur < 0),
+            complete & (dur > limits.MAX_DURATION_US),
+        )
+        for check, bad in enumerate(failing):
+            if check not in self.problems and (found := np.flatnonzero(bad)).size:
+                self.problems[check] = self.rows + int(found[0])
+        return np.where(complete, dur, 0.0)
 
     def finish(self, metadata: dict[str, Any]) -> Trace:
         if self.count == 0:
             raise TraceError(self.path, "empty trace: no events")
         store = self.store
-        merged = {key: store.merged(key, dtype) for key, dtype in _PART_DTYPES.items()}
-        if merged["ts"].size == 0 and not self.counter_events:
+        col = {key: store.merged(key, dtype) for key, dtype in _COLUMNS.items()}
+        skipped = store.merged("untimed", np.int64)  # the file positions that are no row, so far: metadata, counters
+        if col["ts"].size == 0 and not self.counter_events:
             raise TraceError(self.path, "empty trace: only metadata events, nothing timed")
-        tables = _SignatureTables(self.signatures.values)
-        rows = merged["ts"].size
-        col: dict[str, np.ndarray] = {"ts": merged["ts"], "dur": merged["dur"]}
-        col.update((key, store.new(dtype, rows)) for key, dtype in _EXPANDED)
-        for chunk in store.chunks(rows):
-            signature = merged["signature"][chunk].astype(np.intp)
-            for key in ("phase", "track", "name", "cat"):
-                col[key][chunk] = getattr(tables, key)[signature]
-        del merged["signature"]  # expanded: its memory goes to the columns still to be made
-        col["flow_id"] = _scattered(store, merged["untimed"], merged["flow_events"], merged["flow_ids"], rows)
-        col["args_ref"] = _scattered(store, merged["untimed"], merged["args_events"], merged["args_refs"], rows)
-        skipped = merged["untimed"]  # the file positions that are no row, so far: metadata and counter events
-        self._validate(col, rows_behind(skipped))
+        if self.problems:
+            self._raise_first_problem(col, rows_behind(skipped))
         col, unclosed, skipped = pair_begin_end(self.path, col, store, skipped)
         if unclosed.size:
             metadata["perftool.unclosed_begin_events"] = int(unclosed.size)
-        counter_tracks = [int(tables.track[c[2]]) for c in self.counter_events]
-        present = np.zeros(len(tables.track_keys), dtype=bool)
-        for chunk in store.chunks(col["track"].size):
-            present[col["track"][chunk]] = True
-        present[counter_tracks] = True
+        tables = self.tables
+        present = np.zeros(tables.track_count, dtype=bool)
+        present[: self.track_used.size] = self.track_used.filled
+        present[[int(tables.track[c[2]]) for c in self.counter_events]] = True
         used = np.flatnonzero(present)
-        compact = np.full(len(tables.track_keys), -1, dtype=np.int32)
+        compact = np.full(tables.track_count, -1, dtype=np.int32)
         compact[used] = np.arange(used.size, dtype=np.int32)
-        for chunk in store.chunks(col["track"].size):
-            col["track"][chunk] = compact[col["track"][chunk]]
-        tracks = self._tracks([tables.track_keys[i] for i in used.tolist()])
+        if used.size < present.size:  # tracks named by metadata alone: the others are numbered without them
+            for chunk in store.chunks(col["track"].size):
+                col["track"][chunk] = compact[col["track"][chunk]]
+        keys = tables.track_keys()
+        tracks = self._tracks([keys[i] for i in used.tolist()])
         return Trace(  # col holds the Trace's column fields, by name
             source=self.path,
             **col,  # type: ignore[arg-type]
-            names=tables.names,
-            cats=tables.cats,
+            names=tables.names(),
+            cats=tables.cats(),
             tracks=tracks,
             counters=self._counters(tables, compact),
             metadata=metadata,
@@ -413,29 +451,12 @@ class ColumnBuilder:
             store=store,
         )
 
-    def _validate(self, col: dict[str, np.ndarray], behind: np.ndarray) -> None:
-        """Raise the first problem in the order the checks are listed, at its first event (``behind``: what
-        :func:`~perftool.trace.model.file_positions` needs to name it); zero the durations of events that are not
-        spans."""
-        ts, dur, phase = col["ts"], col["dur"], col["phase"]
-        first: dict[int, int] = {}  # check -> first row that fails it
-        for chunk in self.store.chunks(ts.size):
-            times, durations, complete = ts[chunk], dur[chunk], phase[chunk] == Phase.COMPLETE
-            failing = (
-                ~np.isfinite(times),
-                np.abs(times) > limits.MAX_TIMESTAMP_US,
-                complete & ~np.isfinite(durations),
-                complete & (durations < 0),
-                complete & (durations > limits.MAX_DURATION_US),
-            )
-            for check, bad in enumerate(failing):
-                if check not in first and (found := np.flatnonzero(bad)).size:
-                    first[check] = chunk.start + int(found[0])
-            durations[~complete] = 0.0
-        if not first:
-            return
-        check = min(first)
-        row = first[check]
+    def _raise_first_problem(self, col: dict[str, np.ndarray], behind: np.ndarray) -> None:
+        """Raise the first problem :meth:`_checked` found, in the order the checks are listed, at its first event
+        (``behind``: what :func:`~perftool.trace.model.file_positions` needs to name it)."""
+        check = min(self.problems)
+        row = self.problems[check]
+        ts, dur = col["ts"], col["dur"]
         problems = (
             "missing or non-finite 'ts'",
             f"'ts' {ts[row]:.3g} µs is beyond any clock ({_bound()})",
@@ -508,7 +529,8 @@ class ColumnBuilder:
         pairs = Interner()  # (name id, key): the series, before names that read alike are one
         pair = pairs(zip(tables.name[signature].tolist(), keys), len(keys))
         series = Interner()
-        series_of_pair = series([f"{tables.names[name]}.{key}" for name, key in pairs.values], len(pairs.ids))
+        names = tables.names()
+        series_of_pair = series([f"{names[name]}.{key}" for name, key in pairs.values], len(pairs.ids))
         return Counters(
             ts=when[np.array(events, dtype=np.intp)],
             value=value,
@@ -534,18 +556,51 @@ class ColumnBuilder:
 
 
 class _SignatureTables:
-    """Per distinct signature of the whole trace: its phase code, name, category and track key ids."""
+    """Per distinct signature of the trace so far: its phase code, name, category and track key ids."""
 
-    def __init__(self, signatures: list[Signature]) -> None:
-        ph, name, cat, pid, tid = (list(field) for field in zip(*signatures)) if signatures else ([],) * 5
-        names, cats, track_keys = Interner(), Interner(), Interner()
-        self.phase = np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8)
-        self.name = names.remap(name)
-        self.cat = cats.remap(cat)
-        self.track = track_keys.remap(zip(map(track_id, pid), map(track_id, tid)))
-        self.names: list[str] = [str(n) for n in names.values]
-        self.cats: list[str] = [str(c) for c in cats.values]
-        self.track_keys: list[tuple[int | str, int | str]] = track_keys.values
+    def __init__(self) -> None:
+        self._names, self._cats, self._track_keys = Interner(), Interner(), Interner()
+        self._phase, self._name = Growing(np.dtype(np.uint8)), Growing(np.dtype(np.int32))
+        self._cat, self._track = Growing(np.dtype(np.int32)), Growing(np.dtype(np.int32))
+
+    def extend(self, signatures: list[Signature]) -> None:
+        """Add the tables' entries for signatures new to the trace, in the order they were numbered."""
+        if not signatures:
+            return
+        ph, name, cat, pid, tid = (list(field) for field in zip(*signatures))
+        self._phase.extend(np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8))
+        self._name.extend(self._names.remap(name))
+        self._cat.extend(self._cats.remap(cat))
+        self._track.extend(self._track_keys.remap(zip(map(track_id, pid), map(track_id, tid))))
+
+    @property
+    def phase(self) -> np.ndarray:
+        return self._phase.filled
+
+    @property
+    def name(self) -> np.ndarray:
+        return self._name.filled
+
+    @property
+    def cat(self) -> np.ndarray:
+        return self._cat.filled
+
+    @property
+    def track(self) -> np.ndarray:
+        return self._track.filled
+
+    @property
+    def track_count(self) -> int:
+        return len(self._track_keys.ids)
+
+    def names(self) -> list[str]:
+        return [str(n) for n in self._names.values]
+
+    def cats(self) -> list[str]:
+        return [str(c) for c in self._cats.values]
+
+    def track_keys(self) -> list[tuple[int | str, int | str]]:
+        return self._track_keys.values
 
 
 def track_id(value: int | str) -> int | str:
@@ -557,17 +612,11 @@ def track_id(value: int | str) -> int | str:
     return value
 
 
-def _scattered(
-    store: ColumnStore, untimed: np.ndarray, events: np.ndarray, values: np.ndarray, rows: int
-) -> np.ndarray:
-    """A column of ``rows`` holding ``values`` at the timed ``events`` (given by position in the file,
-    so each one's row is its position less the untimed events before it), -1 elsewhere."""
-    column = store.new(values.dtype, rows)
-    for chunk in store.chunks(rows):
-        column[chunk] = -1
-    for chunk in store.chunks(events.size):
-        at = events[chunk]
-        column[at - np.searchsorted(untimed, at)] = values[chunk]
+def _spread(rows: int, untimed: np.ndarray, events: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """A part's column of ``rows`` holding ``values`` at its timed ``events`` (given by position in the piece, so each
+    one's row is its position less the ``untimed`` events before it), -1 elsewhere."""
+    column = np.full(rows, -1, dtype=values.dtype)
+    column[events - np.searchsorted(untimed, events)] = values
     return column
 
 

@@ -186,7 +186,7 @@ def _load(
     gc.disable()  # millions of short-lived structs; none of them form cycles
     try:
         try:
-            builder, metadata = ColumnBuilder(path, analysis), dict[str, Any]()
+            builder, metadata = ColumnBuilder(path, analysis, json_size_hint(path)), dict[str, Any]()
             if (workers > 1 or decoders) and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
                 with (decoders or worker_processes)(workers, _part_of_range, path, events, keep_args) as pool:
@@ -221,12 +221,12 @@ def _whole_document(path: str, read: Callable[[int], bytes]) -> bytes:
 
 
 def _part_of_piece(keep_args: KeepArgs, piece: bytes) -> Part:
-    return make_part(read_piece(piece), keep_args)
+    return make_part(read_piece(piece), keep_args, len(piece))
 
 
 def _part_of_range(path: str, events: tuple[int, int], keep_args: KeepArgs, piece: tuple[int, int]) -> Part:
     data = read_events_range(path, *events, *piece, into=_range_buffer)
-    return make_part(read_piece(data), keep_args)
+    return make_part(read_piece(data), keep_args, len(data))
 
 
 _buffers = threading.local()  # a cluster's worker decodes ranges in several threads

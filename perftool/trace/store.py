@@ -12,11 +12,12 @@ at a time in memory, four on disk), so a trace analysed either way gives the sam
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO
 
 import numpy as np
@@ -29,21 +30,35 @@ MEMORY_CHUNK_ROWS = 1 << 20  # in memory: a pass's temporary arrays stay a few M
 
 
 class ColumnStore:
-    """Columns in memory: appended parts are concatenated, new columns are plain arrays."""
+    """Columns in memory, each filled in place as parts are appended (so no merge at the end), with room reserved
+    ahead: from the rows the trace is expected to hold (:meth:`reserve`), else half again as much each time it runs
+    out. Reserved room that is never written takes no memory, only address space."""
 
     on_disk = False
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[np.ndarray]] = {}
+        self.columns: dict[str, Growing] = {}
+
+    def reserve(self, keys: Iterable[str], rows: int) -> None:
+        """Room for ``rows`` rows in each of the columns ``keys`` (once each has its first part)."""
+        for key in keys:
+            if key in self.columns:
+                self.columns[key].reserve(rows)
 
     def append(self, key: str, array: np.ndarray) -> None:
         """Add ``array`` to the end of the column ``key``."""
-        self.parts.setdefault(key, []).append(array)
+        if key not in self.columns:
+            self.columns[key] = Growing(array.dtype)
+        self.columns[key].extend(array)
 
     def merged(self, key: str, dtype: type | np.dtype) -> np.ndarray:
         """The column ``key`` as one writable array of ``dtype``, its parts in the order they were added."""
-        parts = self.parts.pop(key, [])
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+        column = self.columns.pop(key, None)
+        return column.filled.astype(dtype, copy=False) if column else np.empty(0, dtype)
+
+    def contents(self) -> Iterator[tuple[str, np.ndarray]]:
+        """Each column, as appended so far."""
+        return ((key, column.filled) for key, column in self.columns.items())
 
     def new(self, dtype: type | np.dtype, rows: int) -> np.ndarray:
         """A new writable column of ``rows`` rows (its contents undefined until written)."""
@@ -58,6 +73,40 @@ class ColumnStore:
         """Called once the trace is loaded, its roles and kinds assigned, and what they were made from freed: that
         memory goes back to the system rather than staying with the process (a third of it after a 500 MB trace)."""
         trim_heap()
+
+
+class Growing:
+    """An array being appended to, with room to spare (half again as much each time it runs out): its first ``size``
+    rows are filled."""
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.array = np.empty(0, dtype)
+        self.size = 0
+
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` rows (at least half again as much as now, where it grows), where the system gives the
+        address space: it is only a wish."""
+        if rows > self.array.size:
+            with contextlib.suppress(MemoryError):
+                self._grow(max(rows, self.array.size * 3 // 2))
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self.size + values.size
+        if end > self.array.size:
+            self.reserve(end)
+            self._grow(end)  # where the wish was not granted: just the room needed
+        self.array[self.size : end] = values
+        self.size = end
+
+    def _grow(self, rows: int) -> None:
+        if rows > self.array.size:
+            grown = np.empty(rows, self.array.dtype)  # its pages cost memory only once written
+            grown[: self.size] = self.array[: self.size]
+            self.array = grown
+
+    @property
+    def filled(self) -> np.ndarray:
+        return self.array[: self.size]
 
 
 class OnDisk(ColumnStore):
@@ -84,6 +133,9 @@ class OnDisk(ColumnStore):
         self.files: dict[str, IO[bytes]] = {}
         self.rows: dict[str, int] = {}
         _free_arrays_to_the_system()
+
+    def reserve(self, keys: Iterable[str], rows: int) -> None:
+        """Nothing to reserve: a file grows as it is written."""
 
     def append(self, key: str, array: np.ndarray) -> None:
         if key not in self.files:
