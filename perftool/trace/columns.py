@@ -352,8 +352,8 @@ class ColumnBuilder:
         """Append the part's rows to the columns: its signatures expanded, its flow ids and kept args' references
         spread over its rows, and its times checked (:meth:`finish` names the first problem)."""
         known = len(self.signatures.ids)
-        signature_table = self.signatures.remap(part.signatures)
-        self.tables.extend([s for s, i in zip(part.signatures, signature_table.tolist()) if i >= known])
+        signature_table = self.signatures(part.signatures, len(part.signatures))
+        self.tables.extend([part.signatures[i] for i in np.flatnonzero(signature_table >= known).tolist()])
         row_signature = signature_table.astype(np.intp)[part.signature]
         rows, tables = row_signature.size, self.tables
         flow_ids = part.flow_ids
