@@ -364,10 +364,10 @@ class ColumnBuilder:
         columns = {
             "ts": part.ts,
             "dur": part.dur,
-            "phase": tables.phase[row_signature],
-            "track": tables.track[row_signature],
-            "name": tables.name[row_signature],
-            "cat": tables.cat[row_signature],
+            "phase": tables.phase.filled[row_signature],
+            "track": tables.track.filled[row_signature],
+            "name": tables.name.filled[row_signature],
+            "cat": tables.cat.filled[row_signature],
             "flow_id": _spread(rows, part.untimed, part.flow_events, flow_ids),
             "args_ref": _spread(rows, part.untimed, part.args_events, part.args_refs + len(self.kept_args)),
         }
@@ -428,7 +428,7 @@ class ColumnBuilder:
         tables = self.tables
         present = np.zeros(tables.track_count, dtype=bool)
         present[: self.track_used.size] = self.track_used.filled
-        present[[int(tables.track[c[2]]) for c in self.counter_events]] = True
+        present[[int(tables.track.filled[c[2]]) for c in self.counter_events]] = True
         used = np.flatnonzero(present)
         compact = np.full(tables.track_count, -1, dtype=np.int32)
         compact[used] = np.arange(used.size, dtype=np.int32)
@@ -527,7 +527,7 @@ class ColumnBuilder:
             raise TraceError(self.path, beyond) from None
         signature = np.array(signatures, dtype=np.intp)[np.array(events, dtype=np.intp)]
         pairs = Interner()  # (name id, key): the series, before names that read alike are one
-        pair = pairs(zip(tables.name[signature].tolist(), keys), len(keys))
+        pair = pairs(zip(tables.name.filled[signature].tolist(), keys), len(keys))
         series = Interner()
         names = tables.names()
         series_of_pair = series([f"{names[name]}.{key}" for name, key in pairs.values], len(pairs.ids))
@@ -535,7 +535,7 @@ class ColumnBuilder:
             ts=when[np.array(events, dtype=np.intp)],
             value=value,
             series=series_of_pair[pair],
-            track=compact_track[tables.track[signature]].astype(np.int32),
+            track=compact_track[tables.track.filled[signature]].astype(np.int32),
             names=[str(v) for v in series.values],
         )
 
@@ -560,34 +560,18 @@ class _SignatureTables:
 
     def __init__(self) -> None:
         self._names, self._cats, self._track_keys = Interner(), Interner(), Interner()
-        self._phase, self._name = Growing(np.dtype(np.uint8)), Growing(np.dtype(np.int32))
-        self._cat, self._track = Growing(np.dtype(np.int32)), Growing(np.dtype(np.int32))
+        self.phase, self.name = Growing(np.dtype(np.uint8)), Growing(np.dtype(np.int32))
+        self.cat, self.track = Growing(np.dtype(np.int32)), Growing(np.dtype(np.int32))
 
     def extend(self, signatures: list[Signature]) -> None:
         """Add the tables' entries for signatures new to the trace, in the order they were numbered."""
         if not signatures:
             return
         ph, name, cat, pid, tid = (list(field) for field in zip(*signatures))
-        self._phase.extend(np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8))
-        self._name.extend(self._names.remap(name))
-        self._cat.extend(self._cats.remap(cat))
-        self._track.extend(self._track_keys.remap(zip(map(track_id, pid), map(track_id, tid))))
-
-    @property
-    def phase(self) -> np.ndarray:
-        return self._phase.filled
-
-    @property
-    def name(self) -> np.ndarray:
-        return self._name.filled
-
-    @property
-    def cat(self) -> np.ndarray:
-        return self._cat.filled
-
-    @property
-    def track(self) -> np.ndarray:
-        return self._track.filled
+        self.phase.extend(np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8))
+        self.name.extend(self._names.remap(name))
+        self.cat.extend(self._cats.remap(cat))
+        self.track.extend(self._track_keys.remap(zip(map(track_id, pid), map(track_id, tid))))
 
     @property
     def track_count(self) -> int:
