@@ -312,6 +312,26 @@ def test_worker_processes_give_the_same_trace(tmp_path, small_chunks, name):
     assert _columns(load_trace(path, workers=2)) == _columns(load_trace(path, workers=1))
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ({"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 5, "dur": -1}, "negative duration -1 µs"),
+        ({"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1e18, "dur": 1}, "'ts' 1e+18 µs is beyond any clock"),
+        ({"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 5}, "complete event ('X') without a finite 'dur'"),
+    ],
+)
+def test_a_bad_event_in_a_later_piece_is_named_where_it_stands(write_trace, small_chunks, workers, bad, problem):
+    """Each piece's times are checked as it arrives: the error names the event's place in the whole file (metadata
+    events before it included), not in its piece, and the first problem in the checks' order wins across pieces."""
+    events = [thread_name(1, 1, "main"), *(complete(f"k{i}", i, 1) for i in range(400))]
+    events.insert(100, {"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 7, "dur": 1e14})  # a later check's, earlier
+    events.insert(350, bad)
+    with pytest.raises(TraceError) as error:
+        load_trace(write_trace(json.dumps({"traceEvents": events}), "bad.json"), workers=workers)
+    assert f": event 350: {problem}" in str(error.value)
+
+
 @pytest.mark.parametrize("name", ["big.json", "big.json.gz"])
 def test_events_larger_than_a_piece_load_the_same_in_processes(write_trace, small_chunks, name):
     """Pieces longer than a shared slot travel through the pipe instead."""

@@ -105,7 +105,8 @@ def test_a_trace_of_counters_alone_keeps_its_columns_on_disk_as_in_memory(run, t
 
 def test_the_columns_do_not_depend_on_the_rows_foreseen(tmp_path, monkeypatch):
     """The loader keeps room for the rows it foresees from the file's size: foreseen well, the columns are made in
-    one go; foreseen too few or too many (a gzip trailer's size is a guess), or not at all, they are the same."""
+    a few allocations; foreseen too few or too many (a gzip trailer's size is a guess), or not at all, they are the
+    same."""
     monkeypatch.setattr(decode, "CHUNK_BYTES", 4096)
     monkeypatch.setattr(decode, "PIECE_BYTES", 1500)  # some hundred parts
     path = nested_begin_end_trace(tmp_path / "nested.json")
