@@ -101,15 +101,18 @@ FIELDS = {
     "id": st.one_of(st.integers(-3, 2**64), TEXT, SCALARS),
     "args": VALUES,
     "bp": VALUES,
+    **dict.fromkeys(["phase", "pidx", "t", "tsc", "durations", "i", "names", "arg"], SCALARS),  # read as no field
 }
 EVENT = st.fixed_dictionaries({}, optional=FIELDS)
 
 
 def written(data: st.DataObject, event: dict) -> str:
-    """An event as a profiler might write it: any spacing, any escaping, now and then a key twice or escaped."""
+    """An event as a profiler might write it: any spacing (before a colon too), any escaping, now and then a key twice
+    or escaped."""
     spacing = data.draw(st.sampled_from(["", " ", "\n    ", "\t"]))
+    colon = data.draw(st.sampled_from([":", " :", "\n:"]))
     ascii_only = data.draw(st.booleans())
-    members = [f"{json.dumps(k)}:{spacing}{json.dumps(v, ensure_ascii=ascii_only)}" for k, v in event.items()]
+    members = [f"{json.dumps(k)}{colon}{spacing}{json.dumps(v, ensure_ascii=ascii_only)}" for k, v in event.items()]
     if members and data.draw(st.integers(0, 9)) == 0:
         members.append(data.draw(st.sampled_from(members)))  # a key twice
     if data.draw(st.integers(0, 19)) == 0:

@@ -421,6 +421,61 @@ static int field_of(const char *key, Py_ssize_t len) {
     }
 }
 
+/* A key a profiler writes, followed at once by its colon ("ph":), told from the next bytes without reading it as a
+ * string: its field, with s->p past the colon; -2 for anything else, read by read_key. */
+static inline int known_key(Cursor *s) {
+    const char *p = s->p;
+    if (s->end - p < 7) return -2; /* the longest, "name": and "args":, are seven bytes */
+#define KEY(text, field)                                                                                               \
+    if (!memcmp(p, text, sizeof(text) - 1)) {                                                                          \
+        s->p = p + sizeof(text) - 1;                                                                                   \
+        return field;                                                                                                  \
+    }
+    switch (p[1]) {
+    case 'p':
+        KEY("\"ph\":", F_PH)
+        KEY("\"pid\":", F_PID)
+        break;
+    case 't':
+        KEY("\"ts\":", F_TS)
+        KEY("\"tid\":", F_TID)
+        break;
+    case 'n':
+        KEY("\"name\":", F_NAME)
+        break;
+    case 'c':
+        KEY("\"cat\":", F_CAT)
+        break;
+    case 'd':
+        KEY("\"dur\":", F_DUR)
+        break;
+    case 'a':
+        KEY("\"args\":", F_ARGS)
+        break;
+    case 'i':
+        KEY("\"id\":", F_ID)
+        break;
+    }
+#undef KEY
+    return -2;
+}
+
+/* An event's key at s->p and the colon after it: *field is its field, or -1 for a key perftool does not read. 0
+ * when it is not a plain string followed by a colon. */
+static inline int read_key(Cursor *s, int *field) {
+    int plain;
+    *field = known_key(s);
+    if (*field != -2) return 1;
+    if (s->p >= s->end || *s->p != '"') return 0;
+    const char *key = s->p + 1;
+    if (!skip_string(s, &plain) || !plain) return 0;
+    *field = field_of(key, s->p - key - 1);
+    skip_space(s);
+    if (s->p >= s->end || *s->p != ':') return 0;
+    s->p++;
+    return 1;
+}
+
 typedef struct {
     const char *base;
     Slot *slots;
@@ -522,13 +577,8 @@ static int scan_event(Cursor *s, Signatures *t, Columns *out) {
         s->p++;
     } else {
         for (;;) {
-            if (s->p >= s->end || *s->p != '"') return DECLINE;
-            const char *key = s->p + 1;
-            if (!skip_string(s, &plain) || !plain) return DECLINE;
-            int field = field_of(key, s->p - key - 1);
-            skip_space(s);
-            if (s->p >= s->end || *s->p != ':') return DECLINE;
-            s->p++;
+            int field;
+            if (!read_key(s, &field)) return DECLINE;
             skip_space(s);
             const char *value = s->p;
             int ok;
