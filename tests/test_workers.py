@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import operator
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +86,28 @@ def test_a_piece_is_drawn_only_when_a_process_is_free():
         for index, (_tag, size, _ends) in enumerate(pool.run_pieces(pieces())):
             assert size == index + 1
             assert len(drawn) <= index + 2  # the pieces answered, and at most one in flight per process
+
+
+def _noted(folder: str, size: int, index: int) -> bytes:
+    Path(folder, str(index)).touch()  # the task began
+    return b"p" * size
+
+
+def _pipes_grow_to(size: int) -> bool:
+    limit = Path("/proc/sys/fs/pipe-max-size")
+    return hasattr(workers.fcntl, "F_SETPIPE_SZ") and limit.exists() and int(limit.read_text()) >= size
+
+
+@pytest.mark.skipif(not _pipes_grow_to(workers.RESULT_PIPE_BYTES), reason="pipes are resized on Linux, to its limit")
+def test_a_process_goes_on_to_its_next_piece_before_its_part_is_read(tmp_path):
+    """A part as large as a 4 MiB piece's fits its pipe, so sending it does not wait for the parent to read it."""
+    with workers.processes(2, _noted, str(tmp_path), 600_000) as pool:
+        tasks = pool.tasks[0]
+        tasks.send((0,))
+        tasks.send((1,))  # nothing is read back until the second task has begun
+        for _ in range(500):
+            if (tmp_path / "1").exists():
+                break
+            time.sleep(0.01)
+        assert (tmp_path / "1").exists(), "the process waited for its first part to be read"
+        assert [pool.results[0].recv(), pool.results[0].recv()] == [(True, b"p" * 600_000)] * 2
