@@ -148,13 +148,12 @@ class RooflineSteps(Sequence[RooflineStep]):
         """The columns of ``steps``' models."""
         figures = [(s.number, s.time_us, s.flops, s.achieved_tflops, s.mfu) for s in steps]
         number, time_us, flops, achieved, mfu = zip(*figures) if figures else ((),) * 5
-        nan = float("nan")
-        return cls(
+        return cls(  # a float64 array holds None as NaN
             np.array(number, dtype=np.int64),
             np.array(time_us, dtype=np.float64),
             np.array(flops, dtype=np.float64),
-            np.array([nan if v is None else v for v in achieved], dtype=np.float64),
-            np.array([nan if v is None else v for v in mfu], dtype=np.float64),
+            np.array(achieved, dtype=np.float64),
+            np.array(mfu, dtype=np.float64),
         )
 
     def rows(self, which: slice = slice(None)) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ import numpy as np
 from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace.events import Events, Interner, PieceError, Signature
-from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_behind
+from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_at, rows_behind
 from perftool.trace.store import ColumnStore, Growing, OnDisk
 
 BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
@@ -597,10 +597,10 @@ def track_id(value: int | str) -> int | str:
 
 
 def _spread(rows: int, untimed: np.ndarray, events: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """A part's column of ``rows`` holding ``values`` at its timed ``events`` (given by position in the piece, so each
-    one's row is its position less the ``untimed`` events before it), -1 elsewhere."""
+    """A part's column of ``rows`` holding ``values`` at its timed ``events`` (given by position in the piece; the
+    ``untimed`` positions hold no row), -1 elsewhere."""
     column = np.full(rows, -1, dtype=values.dtype)
-    column[events - np.searchsorted(untimed, events)] = values
+    column[rows_at(events, untimed)] = values
     return column
 
 
