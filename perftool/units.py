@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 
 def duration(us: float | None, unit: str = "ms") -> str:
-    """A duration given in µs, shown in the trace's display unit (``ms`` or ``ns``; µs below 1 ms); none is ``—``."""
+    """A duration given in µs, in s, ms or µs as its size asks; a trace whose display unit is ``ns`` (a profiler
+    recording to the nanosecond) shows what is under a microsecond in ns. None is ``—``."""
     if us is None or math.isnan(us):
         return "—"
-    if unit == "ns":
+    if unit == "ns" and abs(us) < 1:
         return f"{us * 1e3:,.0f} ns"
     if abs(us) < 1e3:
         return f"{us:,.1f} µs"

@@ -72,7 +72,9 @@ def test_rocm_launches_of_short_kernels_are_launch_overhead(run):
     assert summary["device"] == "AMD Instinct MI250X" and summary["family"] == "gpu"
     assert summary["step_clock"] == "device"
     finding = findings["PT001"]
-    assert finding["values"]["launch_share"] > 0.9 and "hipLaunchKernel" in finding["message"]
+    assert finding["values"]["launch_share"] > 0.9
+    # the launching thread's own calls are named, the op that launches each kernel rather than the launch inside it
+    assert "runs aten::add " in finding["message"] and "hipLaunchKernel" not in finding["values"]["host_names"]
     assert finding["fix"]["changes"] == {"device_graphs": True}
 
 

@@ -63,6 +63,31 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
         ],
         "host",
     ),
+    "xla-gpu": (  # jax.profiler on a GPU: planes as processes, a line per stream and kind of work
+        {"python": (701, 1), "launcher": (701, 2), "device": (1, 16), "h2d": (1, 17)},
+        [
+            _meta("process_name", 701, 0, name="/host:CPU"),
+            _meta("thread_name", 701, 1, name="python"),
+            _meta("thread_name", 701, 2, name="Host Threads/2356"),
+            _meta("process_name", 1, 0, name="/device:GPU:0"),
+            _meta("thread_name", 1, 16, name="Stream #16(Kernel)"),
+            _meta("thread_name", 1, 17, name="Stream #17(MemcpyH2D)"),
+        ],
+        "python",
+    ),
+    "xla-tpu": (  # jax.profiler on a TPU: the ops, the programs they belong to and the steps, each a line
+        {"python": (701, 1), "steps": (1, 1), "modules": (1, 2), "ops": (1, 3), "async": (1, 4)},
+        [
+            _meta("process_name", 701, 0, name="/host:CPU"),
+            _meta("thread_name", 701, 1, name="python"),
+            _meta("process_name", 1, 0, name="/device:TPU:0"),
+            _meta("thread_name", 1, 1, name="Steps"),
+            _meta("thread_name", 1, 2, name="XLA Modules"),
+            _meta("thread_name", 1, 3, name="XLA Ops"),
+            _meta("thread_name", 1, 4, name="Async XLA Ops"),
+        ],
+        "steps",
+    ),
     "gaudi": (
         {"host": (10, 1), "device": (0, 1)},
         [
@@ -80,7 +105,10 @@ READ_AS = {  # vocabulary -> the dialect and device family perftool must read a 
     "ascend": ("ascend", "npu"),
     "graphcore": ("graphcore", "ipu"),
     "gaudi": ("kineto", "hpu"),
+    "xla-gpu": ("xla", "gpu"),
+    "xla-tpu": ("xla", "generic"),
 }
+MARKER = {"xla-tpu": "{step}"}  # how a vocabulary names its step markers, where not ProfilerStep#N (a TPU's by number)
 
 
 def _event(spec: dict, at: float, tracks: dict) -> dict:
@@ -125,7 +153,8 @@ def build(case: dict) -> dict:
     for i in range(case["steps"]):
         t = i * case["period"]
         if case.get("markers", True):
-            marker = {"name": f"ProfilerStep#{i}", "track": step_track, "ts": 0, "dur": case["period"] - 1}
+            name = MARKER.get(vocabulary, "ProfilerStep#{step}").format(step=i)
+            marker = {"name": name, "track": step_track, "ts": 0, "dur": case["period"] - 1}
             events.append(_event(marker | {"cat": step_cat}, t, tracks))
         if i == 0:
             events += _events(case.get("first", []), t, tracks, flows)

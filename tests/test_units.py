@@ -108,3 +108,13 @@ def test_gate_check_figures_are_python_floats():
 )
 def test_an_axis_shows_every_tick_in_one_unit(ticks, shown):
     assert axis_durations(ticks) == shown
+
+
+def test_a_trace_recorded_to_the_nanosecond_shows_ns_only_below_a_microsecond():
+    """jax.profiler writes displayTimeUnit "ns" for its nanosecond ticks: 3.6 ms stays 3.614 ms, not 3,614,205 ns."""
+    from perftool.units import duration
+
+    assert duration(3614.205, "ns") == "3.614 ms"
+    assert duration(26.84, "ns") == "26.8 µs"
+    assert duration(0.25, "ns") == "250 ns"
+    assert duration(0.25) == "0.2 µs"

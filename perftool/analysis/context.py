@@ -13,6 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.family import framework
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
@@ -29,6 +30,11 @@ class TraceAnalysis:
     family: str  # npu | ipu | hpu | gpu | generic
     # the idle attribution where it was computed already (a helper thread's result), else computed when first read
     idle_from: Callable[[], IdleTime | None] | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    @cached_property
+    def framework(self) -> str:
+        """The framework the trace's job ran on (:func:`perftool.analysis.family.framework`), for fixes in its terms."""
+        return framework(self.trace)
 
     @property
     def lo(self) -> float:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.dialects.vocabulary import DEVICE_PROCESS
+from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS
 from perftool.trace.model import Phase, Role, Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
@@ -18,7 +18,9 @@ _BY_NAME = (
     ("hpu", re.compile(r"HPU\w*Type|synLaunch|^HPU\b|Gaudi", re.MULTILINE)),
     ("npu", re.compile(r"^AscendCL@|^Ascend Hardware|^aclop", re.MULTILINE)),
 )
-_GPU = re.compile(r"(?i)^GPU\b|NVIDIA|Tesla|GeForce|Quadro|Radeon|Instinct|\bAMD\b|^(cuda|hip)\w+", re.MULTILINE)
+_GPU = re.compile(
+    r"(?i)^GPU\b|^/device:GPU:|NVIDIA|Tesla|GeForce|Quadro|Radeon|Instinct|\bAMD\b|^(cuda|hip)\w+", re.MULTILINE
+)
 
 
 def device_tracks(trace: Trace) -> list[int]:
@@ -51,15 +53,19 @@ def device_family(trace: Trace) -> str:
 
 
 _PYTORCH = re.compile(r"^(aten::|ProfilerStep#|torch_npu|autograd::|Optimizer\.)", re.MULTILINE)
+_JAX = re.compile(COMPILED_CALL.pattern, re.MULTILINE)
 _TENSORFLOW = re.compile(r"^(IteratorGetNext|_XlaRun|XlaCompile|tf\.|TF |.*TF adapter)", re.MULTILINE)
 
 
 def framework(trace: Trace) -> str:
-    """``pytorch`` or ``tensorflow`` from the names the framework's ops and processes carry, else ``unknown``."""
+    """``pytorch``, ``jax`` or ``tensorflow`` from the names the framework's ops and processes carry, else
+    ``unknown``. An XSpace's trace (the ``xla`` dialect) is JAX's unless TensorFlow's ops are in it."""
     names = "\n".join([*trace.names, *(t.process_name for t in trace.tracks)])
     if _PYTORCH.search(names):
         return "pytorch"
-    return "tensorflow" if _TENSORFLOW.search(names) else "unknown"
+    if _TENSORFLOW.search(names):
+        return "tensorflow"
+    return "jax" if trace.dialect == "xla" or _JAX.search(names) else "unknown"
 
 
 def device_name(trace: Trace) -> str:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.analysis.host_calls import driving_calls
+from perftool.trace.model import Kind, Trace
 
 MIN_REPEATS = 3  # a sequence seen fewer times than this is not a loop
 MATCH = 0.9  # this share of the calls a period apart must have the same name
@@ -33,8 +34,9 @@ class Inferred:
 
 def inferred_steps(trace: Trace, after: float) -> Inferred | None:
     """Steps of the host thread that drives the device, from the calls it makes after ``after`` (the end of
-    start-up); None when no sequence repeats at least :data:`MIN_REPEATS` times."""
-    rows = _top_level(trace, _driving_thread(trace), after)
+    start-up; :func:`~perftool.analysis.host_calls.driving_calls`); None when no sequence repeats at least
+    :data:`MIN_REPEATS` times."""
+    rows = driving_calls(trace, trace.ts >= after)
     if rows.size < MIN_REPEATS:
         return None
     names = trace.name[rows]
@@ -64,33 +66,6 @@ def _first_of_step(trace: Trace, rows: np.ndarray, period: int) -> int:
     phase = np.arange(1, rows.size) % period
     mean_pause = np.bincount(phase, weights=pauses, minlength=period) / np.bincount(phase, minlength=period)
     return int(np.argmax(mean_pause)) if period > 1 else 0
-
-
-def _driving_thread(trace: Trace) -> int | None:
-    """The host track that makes most runtime calls (launches), else the one with most events; None: no host."""
-    host = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
-    if host.size == 0:
-        return None
-    tracks = trace.track[host]
-    runtime = np.bincount(tracks, weights=trace.kind[host] == Kind.RUNTIME, minlength=len(trace.tracks))
-    events = np.bincount(tracks, minlength=len(trace.tracks))
-    return int(np.argmax(runtime)) if runtime.max() > 0 else int(np.argmax(events))
-
-
-def _top_level(trace: Trace, track: int | None, after: float) -> np.ndarray:
-    """Rows of ``track``'s complete events from ``after`` on that no other event of the track encloses, in time
-    order."""
-    if track is None:
-        return np.zeros(0, dtype=np.int64)
-    rows = np.flatnonzero(
-        (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP) & (trace.ts >= after)
-    )
-    rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]  # an enclosing event first where two start together
-    if rows.size == 0:
-        return rows
-    reach = np.maximum.accumulate(trace.end[rows])
-    enclosed = np.r_[False, trace.ts[rows][1:] < reach[:-1]]
-    return rows[~enclosed]
 
 
 def _period(names: np.ndarray) -> int | None:

@@ -12,12 +12,13 @@ from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
 from perftool.dialects.vocabulary import COLLECTIVE_ARGS, INPUT_WORKER_THREAD
+from perftool.dialects.xla import Xla
 from perftool.errors import PerftoolError
 from perftool.op_families import MODELLED_NAMES
 from perftool.trace.columns import KeepArgs
 from perftool.trace.model import Kind, Role, Trace, rows_at
 
-REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Kineto())
+REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Kineto())
 GENERIC = Generic()
 
 

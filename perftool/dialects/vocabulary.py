@@ -48,15 +48,23 @@ INPUT_WORKER_THREAD = re.compile(r"(?i)(preprocess\w*|dataloader|data loader|inp
 # The runtime calls that launch device work or copies, whichever profiler wrote them.
 LAUNCH = re.compile(
     r"^(cudaLaunchKernel|cudaGraphLaunch|cudaMemcpyAsync|hipLaunchKernel|hipGraphLaunch|hipMemcpyAsync"
+    r"|cuLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|cuMemcpy\w*Async|hipMemcpy\w+Async"  # XLA's"
     r"|AscendCL@\w+|Engine::run)"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
+# A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op.
+COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
+# A frame of the Python stack, as the XLA profiler's Python tracer ("$train.py:40 main") and Kineto
+# ("train.py(40): main") name them.
+PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")
 # A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
 # A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
 IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")
+# Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them.
 COMMUNICATION = re.compile(
-    r"(?i)(^nccl|ncclKernel|^rccl|^hcom|^hccl|allreduce|all_reduce|allgather|reduce_scatter|c10d::)"
+    r"(?i)(^nccl|ncclKernel|^rccl|^hcom|^hccl|c10d::|all[-_]?reduce|all[-_]?gather|reduce[-_]scatter"
+    r"|all[-_]to[-_]all|collective[-_](permute|broadcast))"
 )
 # Collectives a host thread runs itself (gloo, MPI, UCC on the CPU): the thread is blocked while they run.
 HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc):")

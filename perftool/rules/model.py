@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Family = Literal["npu", "ipu", "hpu", "gpu", "generic"]
 FAMILIES: tuple[str, ...] = get_args(Family)
+# Frameworks whose knobs differ from those a device family's fix names: a fix under one of these keys is given for
+# that framework's traces on any device (JAX's jit and lax.scan, not torch.compile or CUDA graphs).
+FRAMEWORK_FIXES: tuple[str, ...] = ("jax",)
 
 
 class Severity(str, enum.Enum):
@@ -86,9 +89,12 @@ class Rule(_Strict):
     thresholds: Thresholds
     params: dict[str, float] = Field(default_factory=dict, description="detector settings")
     message: str = Field(min_length=1, description="template filled with the detector's values")
-    fix: dict[str, str] = Field(description="fix per device family; 'generic' is required")
+    fix: dict[str, str] = Field(
+        description="fix per device family, or per framework where its knobs differ (jax); 'generic' is required"
+    )
     fix_variants: dict[str, dict[str, str]] = Field(
-        default_factory=dict, description="fixes for particular causes the detector names (variant -> family -> text)"
+        default_factory=dict,
+        description="fixes for particular causes the detector names (variant -> family or framework -> text)",
     )
     explain: Explanation
     references: tuple[Reference, ...] = ()
@@ -97,9 +103,10 @@ class Rule(_Strict):
     @field_validator("fix")
     @classmethod
     def _families(cls, fix: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(fix) - set(FAMILIES))
+        unknown = sorted(set(fix) - set(FAMILIES) - set(FRAMEWORK_FIXES))
         if unknown:
-            raise ValueError(f"unknown device family {unknown[0]!r} (choose from {', '.join(FAMILIES)})")
+            known = ", ".join((*FAMILIES, *FRAMEWORK_FIXES))
+            raise ValueError(f"unknown device family or framework {unknown[0]!r} (choose from {known})")
         if "generic" not in fix:
             raise ValueError("needs a 'generic' fix for traces whose device family is unknown")
         return fix
@@ -111,9 +118,11 @@ class Rule(_Strict):
             cls._families(fixes)
         return variants
 
-    def fix_for(self, family: str, variant: str | None) -> str:
+    def fix_for(self, family: str, variant: str | None, framework: str = "") -> str:
+        """The fix for the ``variant`` the detector named (else the rule's own), in the trace's ``framework``'s terms
+        where the rule has them, else for its device ``family``, else the generic one."""
         fixes = self.fix_variants.get(variant or "", self.fix)
-        return fixes.get(family, fixes["generic"])
+        return fixes.get(framework) or fixes.get(family, fixes["generic"])
 
     def templates(self) -> dict[str, str]:
         """Every template in the rule, by where it sits (for checking their fields)."""

@@ -61,6 +61,7 @@ _STRING_FLOW_BASE = 1 << 62
 _ROOM_TO_SPARE = 1.05  # room kept for the rows foreseen, beyond them: a foresight a little short costs a copy
 _METADATA_PHASE = 200
 _PHASE_LOOKUP = {**_PHASE_CODES, "M": _METADATA_PHASE}.get
+_BLANK = ("", "", "", 0, 0)  # the signature of an event without phase, name, category, pid or tid
 
 
 @dataclass
@@ -203,15 +204,18 @@ def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
     signature, distinct, ts, dur = events.signature, events.distinct, events.ts, events.dur
     phase_of = np.array([_PHASE_LOOKUP(s[0], Phase.OTHER) for s in distinct], dtype=np.uint8)
     untimed_of = (phase_of == _METADATA_PHASE) | (phase_of == Phase.COUNTER)
+    blank_of = np.array([s == _BLANK for s in distinct], dtype=bool)
 
-    untimed = np.flatnonzero(untimed_of[signature])
+    # jax.profiler ends its event list with an empty object: an event with no phase, name or time says nothing
+    blank = blank_of[signature] & np.isnan(ts) & np.isnan(dur)
+    untimed = np.flatnonzero(untimed_of[signature] | blank)
     metadata_events, counter_events = [], []
     untimed_rows = untimed.tolist()
     for i, raw, sig, when in zip(untimed_rows, events.reader.args(untimed), signature[untimed].tolist(), ts[untimed]):
         ph, name, _, pid, tid = distinct[sig]
         if ph == "M":
             metadata_events.append((pid, tid, name, raw))
-        else:
+        elif ph:
             counter_events.append((i, float(when), sig, raw))
 
     kept_of = keep_args.of(distinct)
@@ -219,6 +223,7 @@ def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
     kept_of[instant & ((kept_of == ArgsKept.NONE) | (kept_of == ArgsKept.LAUNCH))] = ArgsKept.ALL
     kept_of[untimed_of] = ArgsKept.NONE
     keeping = kept_of[signature]
+    keeping[blank] = ArgsKept.NONE
     if keep_args.launch_categories:
         keeping[(keeping == ArgsKept.LAUNCH) & ~(dur >= keep_args.launch_min_us)] = ArgsKept.NONE
     args_events, args_refs, kept_args = _kept_args(events, keeping)

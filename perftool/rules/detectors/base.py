@@ -79,6 +79,9 @@ class Judged(Protocol):
     def family(self) -> str: ...
 
     @property
+    def framework(self) -> str: ...
+
+    @property
     def run(self) -> KnownRun | None: ...
 
     @property

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.host_calls import driving_calls
 from perftool.analysis.launches import graphs_in_use
 from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
@@ -26,6 +27,9 @@ GRAPH_FAMILIES = ("hpu", "gpu")
 PIECEMEAL_GRAPHS = 1.5  # more graph launches a step than this replay the step in pieces
 ONE_TIME_LAUNCH = 10.0  # a launch call this many times the median launch's length loads code; it is not overhead
 ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idle time is the allocator churning
+# A step dispatched as this many compiled calls or more (PjitFunction, one per jnp op) runs op by op: a jitted step
+# is one call, or a few (the step, a metric, an evaluation)
+OP_BY_OP_CALLS = 8
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -45,6 +49,11 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
     in_gaps = _overlapping(scope, host_work, pieces)
+    driving = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does meanwhile
+    driving = driving[intervals.overlaps_any(trace.ts[driving], trace.end[driving], *pieces)]
+    compiled_calls_per_step = scope.per_step(
+        int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL)[driving]))
+    )
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
     graphs_per_step = scope.per_step(int(np.count_nonzero(runtime_calls & trace.name_matches(vocabulary.GRAPH_LAUNCH))))
@@ -71,16 +80,19 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": op_median,
-        "host_names": distinct_names(trace, in_gaps, 3) if in_gaps.size else "nothing traced",
+        "host_names": distinct_names(trace, driving if driving.size else in_gaps, 3) or "nothing traced",
+        "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
         "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
         "target_overhead": params["target_overhead"],
     }
     variant, changes = _fix(scope, launch_bound, loop_size, current, graphs_per_step)
+    if scope.run is None and compiled_calls_per_step >= OP_BY_OP_CALLS:  # NaN without steps: never
+        variant, changes = "op_by_op", {}
     if scope.run is None and in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
         variant, changes = "allocator_churn", {}
-    evidence = scope.idle_stretches(pieces, in_gaps)
+    evidence = scope.idle_stretches(pieces, driving if driving.size else in_gaps)
     return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
 
 
@@ -176,7 +188,8 @@ DETECTOR = Detector(
         "graph_launches_per_step": "device graph launches (cudaGraphLaunch, hipGraphLaunch) per steady step",
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
-        "host_names": "the host ops and calls running during the idle time, most time first",
+        "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
+        "compiled_calls_per_step": "calls of compiled functions (JAX's PjitFunction) per steady step",
         "allocator_share": "share of that idle time the host spends allocating or freeing memory",
         "allocator_calls_per_step": "allocation and free calls during the idle time per steady step",
         "allocator_names": "the allocation and free calls, most time first",

@@ -1,0 +1,66 @@
+"""The host thread that drives the device, and the calls it makes, as a person names them.
+
+A training or serving loop drives the device from one host thread: the one that launches its work (most runtime
+calls), or, where the framework launches from threads of its own, the one that calls the compiled functions
+(JAX's ``PjitFunction(train_step)``). What that thread does is said by its outermost calls: not the Python
+stack frames a profiler records around them (``train.py(40): main``, ``$train.py:40 main``), and not other
+threads, which may sleep through the whole step (a progress bar's monitor, a thread pool's ``_bootstrap``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.dialects.vocabulary import COMPILED_CALL, PYTHON_FRAME
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+_PYTHON_CATEGORIES = ("python_function", "python")  # Kineto's categories of the Python stack's frames
+
+
+def driving_thread(trace: Trace) -> int | None:
+    """The host track that calls compiled functions most, else makes most runtime calls (launches), else has most
+    events; None: no host."""
+    host = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+    if host.size == 0:
+        return None
+    tracks = trace.track[host]
+    for calls in (trace.name_matches(COMPILED_CALL)[host], trace.kind[host] == Kind.RUNTIME):
+        per_track = np.bincount(tracks, weights=calls, minlength=len(trace.tracks))
+        if per_track.max() > 0:
+            return int(np.argmax(per_track))
+    return int(np.argmax(np.bincount(tracks, minlength=len(trace.tracks))))
+
+
+def python_frames(trace: Trace) -> np.ndarray:
+    """Per event: a frame of the Python stack, as Kineto (category ``python_function``) or the XLA profiler's Python
+    tracer (a ``$`` name) records it."""
+    categories = np.array([c.lower() in _PYTHON_CATEGORIES for c in trace.cats] or [False])
+    return categories[trace.cat] | trace.name_matches(PYTHON_FRAME)
+
+
+def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Of ``rows`` (complete events of one track), those no other of them encloses, in time order."""
+    rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]  # an enclosing event first where two start together
+    if rows.size == 0:
+        return rows
+    reach = np.maximum.accumulate(trace.end[rows])
+    enclosed = np.r_[False, trace.ts[rows][1:] < reach[:-1]]
+    return rows[~enclosed]
+
+
+def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
+    """Rows of ``among`` (a mask) that are the driving thread's outermost calls, in time order: what it was doing, in
+    its own words. Where the thread calls compiled functions, those calls; else its ops and runtime calls, and the
+    Python frames that call nothing traced (where the time goes in Python itself), never the frames around them
+    (``<module>``, ``main``, ``_call_impl``)."""
+    track = driving_thread(trace)
+    if track is None:
+        return np.zeros(0, dtype=np.int64)
+    mine = among & (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
+    compiled = mine & trace.name_matches(COMPILED_CALL)
+    if compiled.any():
+        return top_level(trace, np.flatnonzero(compiled))
+    rows = np.flatnonzero(mine)
+    rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]
+    calls_nothing = np.r_[trace.ts[rows][1:], np.inf] >= trace.end[rows]  # the next call starts after it ends
+    return top_level(trace, rows[~python_frames(trace)[rows] | calls_nothing])

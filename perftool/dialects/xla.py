@@ -1,0 +1,98 @@
+"""JAX / XLA traces: what ``jax.profiler`` (and TensorBoard's profiler, through XProf) writes from an XSpace.
+
+Each plane of the XSpace is a process named after it: ``/device:GPU:0`` or ``/device:TPU:0`` for a device,
+``/host:CPU`` for the host. A device's lines are its threads, and several of them are views of the same work:
+
+* on a GPU, one line per stream and kind of work, ``Stream #16(Kernel)``, ``Stream #17(MemcpyH2D)``...: the
+  device's own activity;
+* on a TPU, ``XLA Ops`` (the ops the TensorCore ran, control-flow ops enclosing their bodies), ``Async XLA Ops``
+  (DMAs and asynchronous collectives beside them) and ``Host Offload Ops``: the device's activity;
+* ``Steps`` (a training step, each named by its number), ``XLA Modules`` (each execution of a compiled
+  program), ``Framework Ops``, ``Framework Name Scope``, ``Source code``, ``Launch Stats``, ``_counters_``:
+  derived from the device's work (and on a GPU, ``XLA Ops`` too), so summaries, never counted again.
+
+On the host, the Python thread calls compiled functions (``PjitFunction(train_step)``); the runtime's threads
+launch kernels through the driver API (``cuLaunchKernel``, ``hipModuleLaunchKernel``) and run the executables
+(``PjRtStreamExecutorLoadedExecutable::Execute``, ``ExecuteHelper``). Events have no category.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from perftool.dialects.base import Dialect
+from perftool.trace.model import Kind, Role, Trace, Track
+
+DEVICE_PLANE = re.compile(r"^/device:(?P<kind>[A-Z]+):(?P<id>\d+)")
+HOST_PLANE = re.compile(r"^/host:")
+_STREAM = re.compile(r"^Stream #\d+\((?P<work>[^)]*)\)")
+_STREAM_ROLES = {"MemcpyH2D": Role.H2D, "MemcpyD2H": Role.D2H}
+_COPY_STREAMS = ("MemcpyD2D", "MemcpyOther", "MemcpyP2P")  # copies on the device, or whose direction it does not say
+_STEP_LINES = ("Steps", "Sparse Core Steps")
+_OP_LINES = ("XLA Ops", "Sparse Core Ops")
+_ASYNC_LINES = ("Async XLA Ops", "Host Offload Ops")  # copies and collectives running beside the ops
+# A call into the driver or runtime API (cuLaunchKernel, hipModuleLaunchKernel, cuMemcpyHtoDAsync_v2): XLA
+# launches through these, where PyTorch calls the cuda*/hip* runtime.
+_PYTHON_FRAME = "$"  # the Python tracer's frames: "$train.py:40 train_step", "$builtins isinstance"
+_RUNTIME_CALL = re.compile(r"^(cu|hip|cuda)[A-Z]\w*$")
+
+
+class Xla(Dialect):
+    name = "xla"
+    role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP, Role.H2D: Kind.H2D, Role.D2H: Kind.D2H}
+
+    def detect(self, trace: Trace) -> bool:
+        return any(DEVICE_PLANE.match(t.process_name) or HOST_PLANE.match(t.process_name) for t in trace.tracks)
+
+    def roles(self, trace: Trace) -> dict[int, Role]:
+        """Host planes are host threads; a device's streams (GPU) or op lines (TPU) are its work, every line
+        derived from them a summary. A TPU's ``XLA Ops`` are its work; a GPU's repeat its streams' kernels."""
+        with_streams = {
+            t.pid for t in trace.tracks if DEVICE_PLANE.match(t.process_name) and _STREAM.match(t.thread_name)
+        }
+        roles = {}
+        for track in trace.tracks:
+            if HOST_PLANE.match(track.process_name):
+                roles[track.id] = Role.HOST
+            elif DEVICE_PLANE.match(track.process_name):
+                roles[track.id] = _device_line_role(track, track.pid in with_streams)
+        return roles
+
+    def kinds(self, trace: Trace) -> np.ndarray:
+        """A step line's events are steps, a copy stream's and an async line's copies (unless their names say they
+        are collectives), a summary line's annotations."""
+        kind = super().kinds(trace)
+        for track in trace.tracks:
+            if not DEVICE_PLANE.match(track.process_name):
+                continue
+            line, on_line = track.thread_name, trace.track == track.id
+            stream = _STREAM.match(line)
+            if line in _STEP_LINES:
+                kind[on_line] = Kind.STEP  # named by the step's number alone
+            elif track.role == Role.SUMMARY:
+                kind[on_line] = Kind.ANNOTATION
+            elif line in _ASYNC_LINES or (stream and stream["work"] in _COPY_STREAMS):
+                kind[on_line & (kind == Kind.COMPUTE)] = Kind.D2D
+        return kind
+
+    def name_kind(self, name: str) -> Kind:
+        if name.startswith(_PYTHON_FRAME):
+            return Kind.ANNOTATION  # where the Python code was, around the calls that do the work
+        kind = super().name_kind(name)
+        if kind in (Kind.OTHER, Kind.H2D, Kind.D2H, Kind.D2D) and _RUNTIME_CALL.match(name):
+            return Kind.RUNTIME  # a copy call on the host is a runtime call, as the kernel launches are
+        return kind
+
+
+def _device_line_role(track: Track, has_streams: bool) -> Role:
+    """A device plane's line: a stream or op line holds the device's work, any other line is derived from it."""
+    line = track.thread_name
+    if stream := _STREAM.match(line):
+        return _STREAM_ROLES.get(stream["work"], Role.DEVICE)
+    if line in _OP_LINES:
+        return Role.SUMMARY if has_streams else Role.DEVICE
+    if line in _ASYNC_LINES:
+        return Role.DEVICE
+    return Role.SUMMARY

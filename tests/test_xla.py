@@ -1,0 +1,114 @@
+"""JAX / XLA traces as jax.profiler writes them: planes as processes, lines as threads, the trailing ``{}``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import DATA, complete, process_name, thread_name
+
+from perftool.analysis.family import device_family, device_name, framework
+from perftool.analysis.intervals import busy
+from perftool.trace import events
+from perftool.trace.model import Kind, Phase, Role
+from perftool.trace_reader import load_trace
+
+JAX_OPBYOP = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["scanner", "msgspec"])
+def test_an_event_list_ending_in_an_empty_object_loads_without_it(write_trace, monkeypatch, compiled):
+    if not compiled:
+        monkeypatch.setattr(events, "_scan", None)
+    document = {"displayTimeUnit": "ns", "traceEvents": [complete("a", 1, 2), complete("b", 5, 1), {}]}
+    trace = load_trace(write_trace(document))
+    assert len(trace) == 2 and [trace.names[n] for n in trace.name.tolist()] == ["a", "b"]
+
+
+def test_an_event_with_a_phase_but_no_time_is_still_an_error(write_trace, run):
+    path = write_trace({"traceEvents": [complete("a", 1, 2), {"ph": "X", "name": "b", "dur": 3}, {}]})
+    result = run("info", path)
+    assert result.exit_code == 2 and "event 1: missing or non-finite 'ts'" in result.output
+
+
+def _tpu_trace() -> dict:
+    """A TPU's planes: the ops ran 600 µs of each 1 ms step; the program and step lines span the step."""
+    events = [
+        process_name(701, "/host:CPU"),
+        thread_name(701, 1, "python"),
+        process_name(1, "/device:TPU:0"),
+        *(
+            thread_name(1, tid, line)
+            for tid, line in enumerate(("Steps", "XLA Modules", "XLA Ops", "Async XLA Ops"), 1)
+        ),
+        thread_name(1, 5, "Framework Ops"),
+    ]
+    for step in range(4):
+        t = step * 1000.0
+        events += [
+            complete(str(step), t, 999, pid=1, tid=1),
+            complete("jit_train_step(42)", t + 1, 990, pid=1, tid=2),
+            complete("fusion.1", t + 10, 400, pid=1, tid=3),
+            complete("all-reduce.2", t + 410, 200, pid=1, tid=3),
+            complete("copy-start.3", t + 100, 300, pid=1, tid=4),
+            complete("jit(train_step)/dot_general", t + 10, 400, pid=1, tid=5),
+            complete("$train.py:40 train_step", t + 1, 900, pid=701, tid=1),
+            complete("PjitFunction(train_step)", t + 2, 30, pid=701, tid=1),
+        ]
+    return {"displayTimeUnit": "ns", "metadata": {"highres-ticks": True}, "traceEvents": [*events, {}]}
+
+
+def test_a_tpu_is_its_ops_and_its_steps_come_from_the_steps_line(write_trace):
+    trace = load_trace(write_trace(_tpu_trace()))
+    assert trace.dialect == "xla" and framework(trace) == "jax"
+    roles = {t.thread_name: t.role for t in trace.tracks}
+    assert roles == {
+        "python": Role.HOST,
+        "Steps": Role.SUMMARY,
+        "XLA Modules": Role.SUMMARY,
+        "XLA Ops": Role.DEVICE,
+        "Async XLA Ops": Role.DEVICE,
+        "Framework Ops": Role.SUMMARY,
+    }
+    kind = {trace.names[n]: Kind(k) for n, k in zip(trace.name.tolist(), trace.kind.tolist())}
+    assert kind["0"] == Kind.STEP and kind["all-reduce.2"] == Kind.COMMUNICATION and kind["fusion.1"] == Kind.COMPUTE
+    assert kind["copy-start.3"] == Kind.D2D and kind["$train.py:40 train_step"] == Kind.ANNOTATION
+    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    starts, ends = busy(trace, device, 0.0, 4000.0)
+    assert float(np.sum(ends - starts)) == pytest.approx(4 * 600)  # the program line's 990 µs are not work
+    assert device_name(trace) == "/device:TPU:0"
+
+
+def test_a_tpu_trace_has_its_steps_and_its_exposed_all_reduce(write_trace, run):
+    result = run("scan", write_trace(_tpu_trace()), "--format", "json", "--fail-on", "never")
+    (scanned,) = json.loads(result.stdout)["traces"]
+    assert scanned["steps"] == 4 and scanned["step_time_us"] == pytest.approx(999, rel=0.01)
+    findings = {f["rule_id"]: f for f in scanned["findings"]}
+    assert "latency-hiding scheduler" in findings["PT011"]["fix"]["text"]
+
+
+def test_gpu_streams_are_the_device_and_the_runtime_threads_launch(tmp_path):
+    trace = load_trace(JAX_OPBYOP)
+    assert trace.dialect == "xla" and framework(trace) == "jax"
+    assert device_family(trace) == "gpu" and device_name(trace) == "/device:GPU:0"
+    by_thread = {t.thread_name: t for t in trace.tracks}
+    assert by_thread["Stream #16(Kernel)"].role == by_thread["Stream #17(Kernel)"].role == Role.DEVICE
+    assert by_thread["python"].role == by_thread["Host Threads/2356"].role == Role.HOST
+    launches = trace.name == trace.names.index("hipModuleLaunchKernel")
+    copies = trace.name == trace.names.index("hipMemcpyHtoDAsync")
+    assert set(trace.kind[launches | copies].tolist()) == {Kind.RUNTIME}
+    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    starts, ends = busy(trace, device, float(trace.ts[device].min()), float(trace.end[device].max()))
+    assert float(np.sum(ends - starts)) == pytest.approx(3900, rel=0.05)  # 3.9 ms of kernels, as HTA-style sums say
+
+
+def test_a_real_jax_capture_run_op_by_op_is_host_bound_with_jit_advice(run):
+    result = run("scan", str(JAX_OPBYOP), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    (scanned,) = json.loads(result.stdout)["traces"]
+    assert scanned["device"] == "/device:GPU:0" and scanned["family"] == "gpu"
+    host = next(f for f in scanned["findings"] if f["rule_id"] == "PT001")
+    assert host["severity"] in ("warning", "error") and host["values"]["compiled_calls_per_step"] >= 8
+    assert "PjitFunction(" in host["values"]["host_names"] and "$" not in host["values"]["host_names"]
+    assert "jax.jit" in host["fix"]["text"] and "torch" not in host["fix"]["text"]
