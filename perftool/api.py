@@ -39,6 +39,7 @@ from perftool.project import ProjectConfig, load_project
 from perftool.rules.model import Family, Rule
 from perftool.trace.loader import STDIN
 from perftool.trace.model import Trace
+from perftool.trace.profiler_dirs import trace_path
 from perftool.trace_reader import load_trace
 
 if TYPE_CHECKING:  # what the functions return; each loads its own modules when called
@@ -164,7 +165,7 @@ def info(
     from perftool.roofline.figures import roofline as measure_roofline
 
     spec = load_spec(str(device_spec)) if device_spec else None
-    paths = [str(t) for t in traces]
+    paths = [trace_path(str(t)) for t in traces]
     if not paths:
         raise PerftoolError("info(): traces: give at least one trace")
     address = chosen_scheduler(scheduler)
@@ -223,7 +224,7 @@ def scan(
     )
     shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
     read = ReadOptions(device or settings.device, dialect, shown, max_bytes, job_steps, memory)
-    paths = [str(t) for t in traces]
+    paths = [trace_path(str(t)) for t in traces]
     if STDIN in paths and len(paths) > 1:  # a job's ranks are read where they are analysed, not in this process
         raise PerftoolError(f"{STDIN} (standard input) is scanned only on its own: save it to a file to scan it "
                             "with other traces")  # fmt: skip
@@ -281,8 +282,8 @@ def gate(
         catalog.load_catalog(settings, tuple(map(str, rule_dirs))), tuple(settings.select), tuple(settings.ignore)
     )
     result = run_gate(
-        str(candidate),
-        None if baseline is None else str(baseline),
+        trace_path(str(candidate)),
+        None if baseline is None else trace_path(str(baseline)),
         load_budget(str(budget)) if budget else None,
         chosen,
         options,
@@ -312,7 +313,14 @@ def diff(
     from perftool.trace_scan import ReadOptions
 
     read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
-    return diff_paths(str(baseline), str(candidate), by, tuple(map(str, op_maps)), read, Cluster(scheduler, workers))
+    return diff_paths(
+        trace_path(str(baseline)),
+        trace_path(str(candidate)),
+        by,
+        tuple(map(str, op_maps)),
+        read,
+        Cluster(scheduler, workers),
+    )
 
 
 @_checked
@@ -377,7 +385,7 @@ def calibrate(
     for item in overrides:
         emulator_config.apply_override(given, item, "--set", None)
     read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
-    fitted = fit_trace(str(trace), device, given, Cluster(scheduler, workers), other, read)
+    fitted = fit_trace(trace_path(str(trace)), device, given, Cluster(scheduler, workers), other, read)
     if write_config is not None:
         write_text(yaml.safe_dump(fitted.document(), sort_keys=False), str(write_config))
     return fitted

@@ -8,6 +8,7 @@ import os
 from perftool import dialects
 from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
+from perftool.trace.profiler_dirs import trace_path
 
 
 def load_trace(
@@ -19,14 +20,16 @@ def load_trace(
     memory: int | None = None,
     analysis: str = "info",
 ) -> Trace:
-    """Read a trace file and assign track roles and event kinds through its dialect.
+    """Read a trace file (or the trace of a profiler's output directory: :func:`~perftool.trace.profiler_dirs.
+    trace_path`) and assign track roles and event kinds through its dialect.
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
     :func:`~perftool.trace.loader.read_trace`'s; the args the dialects read are kept.
     """
     trace = dialects.apply(
-        read_trace(path, workers, max_bytes, dialects.kept_args(), decoders, memory, analysis), dialect
+        read_trace(trace_path(os.fspath(path)), workers, max_bytes, dialects.kept_args(), decoders, memory, analysis),
+        dialect,
     )
     trace.store.loaded()
     return trace

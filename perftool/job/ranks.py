@@ -9,8 +9,10 @@ import zlib
 from pathlib import Path
 
 from perftool.errors import PerftoolError
+from perftool.trace.profiler_dirs import ASCEND_OUTPUT, profiler_trace
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+_PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
 HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace from another document
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
@@ -20,21 +22,28 @@ _DOCUMENT = re.compile(rb'^\s*\{\s*"\$?schema"\s*:')
 
 
 def job_files(paths: list[str]) -> list[str]:
-    """The trace files the arguments name: each file as given, and each directory's ``*.json``/``*.json.gz``
-    files (not its subdirectories) that hold a trace, in name order."""
+    """The trace files the arguments name: each file as given, each profiler output directory's trace, and each
+    directory's ``*.json``/``*.json.gz`` files that hold a trace and the traces of the profiler output directories
+    in it (one per rank, as torch_npu writes them), in name order."""
     found: list[str] = []
     for path in paths:
-        if os.path.isdir(path):
+        if not os.path.isdir(path):
+            found.append(path)
+        elif (own := profiler_trace(path)) is not None:
+            found.append(own)
+        else:
             inside = sorted(
                 str(p)
                 for p in Path(path).iterdir()
                 if p.is_file() and p.name.lower().endswith(TRACE_SUFFIXES) and _may_hold_a_trace(p)
             )
-            if not inside:
-                raise PerftoolError(f"{path}: a directory with no trace files (*.json, *.json.gz) in it")
-            found += inside
-        else:
-            found.append(path)
+            ranks = [trace for p in sorted(Path(path).iterdir()) if p.is_dir() and (trace := profiler_trace(str(p)))]
+            if not inside and not ranks:
+                raise PerftoolError(
+                    f"{path}: a directory with no trace files (*.json, *.json.gz) or profiler output directories "
+                    f"(with {ASCEND_OUTPUT}/) in it"
+                )
+            found += inside + ranks
     return found
 
 
@@ -58,8 +67,9 @@ def _may_hold_a_trace(path: Path) -> bool:
 
 
 def names_ranks(paths: list[str]) -> bool:
-    """Whether the arguments name a job outright: a directory, or several files whose names say their rank."""
-    if any(os.path.isdir(p) for p in paths):
+    """Whether the arguments name a job outright: a directory (other than one rank's profiler output), or several
+    files whose names say their rank."""
+    if any(os.path.isdir(p) and profiler_trace(p) is None for p in paths):
         return True
     ranks = [_RANK_IN_NAME.search(Path(p).name) for p in paths]
     return len(paths) > 1 and all(ranks) and len({int(r.group(1)) for r in ranks if r}) == len(paths)
@@ -67,7 +77,12 @@ def names_ranks(paths: list[str]) -> bool:
 
 def rank_from_name(path: str, in_directory: bool = True) -> int | None:
     """The rank a file's name gives: ``rank3``, ``rank_3``; in a job's directory, else its last number
-    (``worker-3.json``)."""
+    (``worker-3.json``). A trace in a profiler's output directory has the rank its metadata file is named by
+    (torch_npu's ``profiler_info_3.json``), else the one the directory's name gives."""
+    if Path(path).parent.name == ASCEND_OUTPUT:
+        rank_directory = Path(path).parent.parent
+        info = next((_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob("profiler_info_*.json")), None)
+        return int(info.group(1)) if info else rank_from_name(str(rank_directory), in_directory)
     name = Path(path).name
     found = _RANK_IN_NAME.search(name) or (_LAST_NUMBER.search(name.split(".")[0]) if in_directory else None)
     return int(found.group(1)) if found else None

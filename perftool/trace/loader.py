@@ -10,17 +10,18 @@ import sys
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, BinaryIO
 
 from perftool import limits
 from perftool.errors import TraceError, parameter
-from perftool.trace import decode
+from perftool.trace import ascend_db, decode
 from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, make_part
 from perftool.trace.decode import (
     CHUNK_BYTES,
     NeedsExactPath,
+    RawEvent,
     exact_batches,
     locate_events,
     read_events_range,
@@ -71,6 +72,8 @@ def read_trace(
     if path == STDIN or _is_stream(path):
         return _read_spooled(path, workers, max_bytes, keep_args, memory, analysis)
     _check_readable(path)
+    if ascend_db.is_database(path):
+        return _load_events(path, ascend_db.batches, keep_args, memory, analysis)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
@@ -196,17 +199,34 @@ def _load(
                 with decoders as pool, _reader(path, max_bytes) as read:
                     _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), budget)
         except NeedsExactPath:
-            builder, metadata = ColumnBuilder(path, analysis), {}
             with _reader(path, max_bytes) as read:
                 data = _whole_document(path, read)
-            parts = (make_part(events_of(batch), keep_args) for batch in exact_batches(path, data, metadata))
-            _add_all(builder, parts, budget)
+            return _load_events(path, lambda p, found: exact_batches(p, data, found), keep_args, memory, analysis)
         except WorkerDied as exc:
             raise TraceError(path, str(exc)) from None
         return builder.finish(metadata)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _load_events(
+    path: str,
+    batches: Callable[[str, dict[str, Any]], Iterable[list[RawEvent]]],
+    keep_args: KeepArgs,
+    memory: int,
+    analysis: str,
+) -> Trace:
+    """A trace from events decoded in this process, a batch at a time (``batches(path, metadata)``, which fills the
+    trace's metadata as it reads): what msgspec's exact decoder reads from a JSON document, or what a database
+    export holds."""
+    builder, metadata = ColumnBuilder(path, analysis), dict[str, Any]()
+    _add_all(
+        builder,
+        (make_part(events_of(batch), keep_args) for batch in batches(path, metadata)),
+        memory - limits.PROCESS_MEMORY,
+    )
+    return builder.finish(metadata)
 
 
 def _whole_document(path: str, read: Callable[[int], bytes]) -> bytes:

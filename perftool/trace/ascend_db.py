@@ -1,0 +1,184 @@
+"""torch_npu's db export (``ascend_pytorch_profiler_N.db``, sqlite) read as the events its text export writes.
+
+The profiler's analysis writes the same run either as ``trace_view.json`` or as tables: names are ids into
+``STRING_IDS``, times are nanoseconds. Read through the standard library's ``sqlite3``, each table becomes the
+events of the process the text export gives it, so the Ascend dialect reads both alike:
+
+* ``PYTORCH_API`` (framework ops, the Python tracer's frames, the task queue) on ``Python``;
+* ``CANN_API`` (``AscendCL@``, ``Runtime@``, ``Node@``, ``Hccl@`` calls) on ``CANN``;
+* ``TASK`` (what the NPU ran, per stream) on ``Ascend Hardware``, named after ``COMPUTE_TASK_INFO`` where the task
+  computes, else by its task type (``Notify Wait``, ``SDMA``, ``EVENT_WAIT``), the compute type in its args;
+* ``COMMUNICATION_OP`` (``hcom_allReduce_...``) on ``HCCL``, and each of its tasks on the plane it ran on;
+* a launch flow (``HostToDevice``) from each CANN call to the tasks it started, by their connection id.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+
+from perftool.errors import TraceError
+from perftool.trace.decode import RawEvent
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BATCH_ROWS = 50_000  # rows read and turned into events at a time
+PYTHON, CANN, HARDWARE, HCCL = 1, 2, 3, 4  # the processes, numbered as the text export names them
+_PROCESSES = {PYTHON: "Python", CANN: "CANN", HARDWARE: "Ascend Hardware", HCCL: "HCCL"}
+_OPS_THREAD = 0  # HCCL's thread of whole collectives; its planes are 1 + the plane's id
+_CANN_PREFIX = {"acl": "AscendCL@", "runtime": "Runtime@", "node": "Node@", "model": "Model@", "hccl": "Hccl@"}
+_PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "user_annotation"}
+_ENCODE = msgspec.json.encode
+
+
+def is_database(path: str) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
+def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
+    """The export's events in batches, the processes' and threads' names first; ``metadata`` gets the schema's
+    version and the NPU's name."""
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise TraceError(path, f"cannot open the sqlite database: {exc}") from None
+    try:
+        tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "STRING_IDS" not in tables or not tables & {"TASK", "PYTORCH_API"}:
+            raise TraceError(path, "an sqlite database without torch_npu's tables (STRING_IDS, TASK, PYTORCH_API)")
+        metadata |= _metadata(connection, tables)
+        reader = _Reader(connection, tables)
+        yield reader.names()
+        yield from reader.events()
+    except sqlite3.Error as exc:
+        raise TraceError(path, f"cannot read torch_npu's tables: {exc}") from None
+    finally:
+        connection.close()
+
+
+def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
+    found: dict[str, Any] = {"perftool.source": "torch_npu db export"}
+    if "META_DATA" in tables:
+        found |= {
+            f"torch_npu.{k}": v
+            for k, v in connection.execute("SELECT name, value FROM META_DATA")
+            if k != "ENV_VARIABLES"
+        }
+    if "NPU_INFO" in tables:
+        found["torch_npu.npu"] = [name for (name,) in connection.execute("SELECT name FROM NPU_INFO")]
+    return found
+
+
+class _Reader:
+    """The tables of one export, read a batch of rows at a time."""
+
+    def __init__(self, connection: sqlite3.Connection, tables: set[str]) -> None:
+        self.connection, self.tables = connection, tables
+        self.strings = dict(connection.execute("SELECT id, value FROM STRING_IDS"))
+        self.api_types: dict[int, str] = {}
+        if "ENUM_API_TYPE" in tables:
+            self.api_types = dict(connection.execute("SELECT id, name FROM ENUM_API_TYPE"))
+        self.threads: set[tuple[int, int]] = set()
+
+    def names(self) -> list[RawEvent]:
+        """The processes' and threads' names, as the text export writes them."""
+        events = [_meta("process_name", pid, 0, name) for pid, name in _PROCESSES.items()]
+        events += [
+            _meta("process_labels", pid, 0, "CPU" if pid == PYTHON else "NPU", key="labels") for pid in _PROCESSES
+        ]
+        for pid, table, column in ((PYTHON, "PYTORCH_API", "globalTid"), (CANN, "CANN_API", "globalTid")):
+            if table in self.tables:
+                for (tid,) in self.connection.execute(f"SELECT DISTINCT {column} & 4294967295 FROM {table}"):
+                    events.append(_meta("thread_name", pid, tid, f"Thread {tid}"))
+        if "TASK" in self.tables:
+            for (stream,) in self.connection.execute("SELECT DISTINCT streamId FROM TASK"):
+                events.append(_meta("thread_name", HARDWARE, stream, f"Stream {stream}"))
+        if "COMMUNICATION_OP" in self.tables:
+            events.append(_meta("thread_name", HCCL, _OPS_THREAD, "Group 0 Communication"))
+        if "COMMUNICATION_TASK_INFO" in self.tables:
+            for (plane,) in self.connection.execute("SELECT DISTINCT planeId FROM COMMUNICATION_TASK_INFO"):
+                events.append(_meta("thread_name", HCCL, 1 + plane, f"Plane {plane}"))
+        return events
+
+    def events(self) -> Iterator[list[RawEvent]]:
+        if "PYTORCH_API" in self.tables:
+            yield from self._rows(
+                "SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), globalTid & 4294967295, name, type"
+                " FROM PYTORCH_API",
+                self._pytorch,
+            )
+        if "CANN_API" in self.tables:
+            yield from self._rows(
+                "SELECT startNs, endNs, globalTid & 4294967295, name, type, connectionId FROM CANN_API", self._cann
+            )
+        if "TASK" in self.tables:
+            compute = "COMPUTE_TASK_INFO" in self.tables
+            yield from self._rows(
+                "SELECT t.startNs, t.endNs, t.streamId, t.taskType, t.connectionId, "
+                + (
+                    "c.name, c.taskType FROM TASK t LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId"
+                    if compute
+                    else "NULL, NULL FROM TASK t"
+                ),  # fmt: skip
+                self._task,
+            )
+        if "COMMUNICATION_OP" in self.tables:
+            yield from self._rows("SELECT startNs, endNs, opName, connectionId FROM COMMUNICATION_OP", self._collective)
+        if {"COMMUNICATION_TASK_INFO", "TASK"} <= self.tables:
+            yield from self._rows(
+                "SELECT t.startNs, t.endNs, c.planeId, c.taskType FROM COMMUNICATION_TASK_INFO c"
+                " JOIN TASK t ON t.globalTaskId = c.globalTaskId",
+                self._plane_task,
+            )
+
+    def _rows(self, query: str, event: Any) -> Iterator[list[RawEvent]]:
+        cursor = self.connection.execute(query)
+        while rows := cursor.fetchmany(BATCH_ROWS):
+            yield [e for row in rows for e in event(*row)]
+
+    def _string(self, id_: int | None) -> str:
+        return self.strings.get(id_, "") if id_ is not None else ""
+
+    def _pytorch(self, start: int, end: int, tid: int, name: int, kind: int) -> list[RawEvent]:
+        category = _PYTORCH_CATEGORY.get(self.api_types.get(kind, ""), "")
+        return [_span(self._string(name), category, PYTHON, tid, start, end)]
+
+    def _cann(self, start: int, end: int, tid: int, name: int, kind: int, connection: int) -> list[RawEvent]:
+        prefix = _CANN_PREFIX.get(self.api_types.get(kind, ""), "")
+        call = _span(prefix + self._string(name), "", CANN, tid, start, end)
+        launch = RawEvent(
+            ph="s", name="HostToDevice", cat="HostToDevice", pid=CANN, tid=tid, ts=start / 1e3, id=connection
+        )
+        return [call, launch]
+
+    def _task(
+        self, start: int, end: int, stream: int, task_type: int, connection: int, name: int | None, compute: int | None
+    ) -> list[RawEvent]:
+        kind = self._string(task_type)
+        args = {"Task Type": self._string(compute) if compute is not None else kind}
+        task = _span(self._string(name) if name is not None else kind, "", HARDWARE, stream, start, end, args)
+        arrival = RawEvent(
+            ph="f", name="HostToDevice", cat="HostToDevice", pid=HARDWARE, tid=stream, ts=start / 1e3, id=connection
+        )
+        return [task, arrival]
+
+    def _collective(self, start: int, end: int, name: int, connection: int) -> list[RawEvent]:
+        return [_span(self._string(name), "", HCCL, _OPS_THREAD, start, end, {"connection_id": connection})]
+
+    def _plane_task(self, start: int, end: int, plane: int, task_type: int) -> list[RawEvent]:
+        return [_span(self._string(task_type), "", HCCL, 1 + plane, start, end)]
+
+
+def _meta(kind: str, pid: int, tid: int, value: str, key: str = "name") -> RawEvent:
+    return RawEvent(ph="M", name=kind, pid=pid, tid=tid, args=msgspec.Raw(_ENCODE({key: value})))
+
+
+def _span(name: str, category: str, pid: int, tid: int, start: int, end: int, args: dict | None = None) -> RawEvent:
+    """A complete event from nanosecond bounds."""
+    raw = msgspec.Raw(_ENCODE(args)) if args else msgspec.Raw(b"")
+    return RawEvent(
+        ph="X", name=name, cat=category, pid=pid, tid=tid, ts=start / 1e3, dur=(end - start) / 1e3, args=raw
+    )

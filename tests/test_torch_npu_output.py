@@ -1,0 +1,143 @@
+"""torch_npu's profiler output as the user holds it: one directory per rank, the trace inside it in the text export
+(``trace_view.json``) or the db export (sqlite), beside metadata files that are not traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+
+import pytest
+from conftest import DATA
+
+from perftool import api
+from perftool.trace.ascend_db import SQLITE_MAGIC
+
+DB_JOB = DATA / "real" / "torch_npu_db_l2_job"
+
+
+def _rank_directory(parent, name: str, rank: int, trace: dict | list | None):
+    """A rank's directory as torch_npu writes it: profiler_info_N.json, profiler_metadata.json and the analysed
+    output with the trace (where given), msprof's summaries beside it."""
+    directory = parent / name
+    output = directory / "ASCEND_PROFILER_OUTPUT"
+    output.mkdir(parents=True)
+    (directory / f"profiler_info_{rank}.json").write_text(json.dumps({"config": {}, "rank_id": rank}))
+    (directory / "profiler_metadata.json").write_text(json.dumps({"ENV_VARIABLES": {}}))
+    (output / "communication.json").write_text(json.dumps({"step50": {"collective": {}}}))
+    (output / "kernel_details.csv").write_text("Step Id,Name,Type,Duration(us)\n50,MatMul,MatMul,950\n")
+    if trace is not None:
+        (output / "trace_view.json").write_text(json.dumps(trace))
+    return directory
+
+
+def _npu_trace(shift: float) -> list:
+    """trace_view.json's layout (a bare array), 4 steps of a matmul and an exposed allreduce."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 10, "tid": 0, "args": {"name": "Python"}},
+        {"ph": "M", "name": "process_name", "pid": 20, "tid": 0, "args": {"name": "Ascend Hardware"}},
+        {"ph": "M", "name": "thread_name", "pid": 20, "tid": 2, "args": {"name": "Stream 2"}},
+        {"ph": "M", "name": "process_name", "pid": 30, "tid": 0, "args": {"name": "HCCL"}},
+        {"ph": "M", "name": "thread_name", "pid": 30, "tid": 0, "args": {"name": "Group 0 Communication"}},
+    ]
+    for step in range(4):
+        t = shift + step * 1000.0
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{step}", "cat": "cpu_op", "pid": 10, "tid": 10, "ts": t, "dur": 999},
+            {"ph": "X", "name": "MatMul", "pid": 20, "tid": 2, "ts": t + 10, "dur": 500},
+            {"ph": "X", "name": f"hcom_allReduce__1_{step}_1", "pid": 30, "tid": 0, "ts": t + 520, "dur": 400},
+        ]
+    return events
+
+
+def test_a_rank_directory_is_read_as_its_trace(tmp_path, run):
+    directory = _rank_directory(tmp_path, "host_1234_20250109_ascend_pt", 0, _npu_trace(0))
+    result = run("info", str(directory), "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["dialect"] == "ascend" and document["source"].endswith("ASCEND_PROFILER_OUTPUT/trace_view.json")
+
+
+def test_a_directory_of_rank_directories_is_a_job_ranked_by_their_metadata(tmp_path, run):
+    """The directories' names say no rank; profiler_info_N.json does (the first directory is rank 1)."""
+    job = tmp_path / "job"
+    _rank_directory(job, "node-a_4411_ascend_pt", 1, _npu_trace(30.0))
+    _rank_directory(job, "node-b_4412_ascend_pt", 0, _npu_trace(0.0))
+    result = run("scan", str(job), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    ranks = {row["rank"]: row for row in report["job"]["ranks"]}
+    assert sorted(ranks) == [0, 1] and not report["unread"]
+    by_rank = {t["rank"]: t["path"] for t in report["traces"]}
+    assert "node-b_4412_ascend_pt" in by_rank[0] and "node-a_4411_ascend_pt" in by_rank[1]
+
+
+def test_a_rank_directory_whose_analysis_did_not_run_says_so(tmp_path, run):
+    directory = _rank_directory(tmp_path, "host_1_ascend_pt", 0, None)
+    result = run("scan", str(directory))
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"perftool: error: {directory}: a torch_npu profiler directory without a trace")
+
+
+def _msprof_step(rank_directory) -> dict:
+    """msprof's own breakdown of the step, from the analysis.db the profiler wrote beside the trace (µs)."""
+    with sqlite3.connect(rank_directory / "ASCEND_PROFILER_OUTPUT" / "analysis.db") as connection:
+        cursor = connection.execute("SELECT * FROM StepTraceTime")
+        (row,) = cursor.fetchall()
+        return dict(zip([c[0] for c in cursor.description], row))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_db_export_gives_msprof_s_own_figures(rank):
+    """Read through sqlite3 as the text export's events, a rank's compute and exposed communication are those msprof
+    computed from the same tables (its analysis.db, which perftool does not read)."""
+    directory = DB_JOB / f"rank{rank}_ascend_pt"
+    view = api.info(directory)
+    metrics, reference = view.metrics, _msprof_step(directory)
+    assert view.trace.dialect == "ascend" and view.trace.metadata["torch_npu.SCHEMA_VERSION"] == "1.0.0"
+    compute = metrics["device.compute_fraction"] * metrics["window.duration_us"]
+    assert compute == pytest.approx(reference["computing"], rel=0.02)
+    assert metrics["communication.exposed_us"] == pytest.approx(reference["communication_not_overlapped"], rel=0.02)
+    assert metrics["communication.time_us"] == pytest.approx(reference["communication"], rel=0.02)
+
+
+def test_a_db_job_reads_as_two_ranks_with_their_exposed_allreduce(run):
+    result = run("scan", str(DB_JOB), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert sorted(row["rank"] for row in report["job"]["ranks"]) == [0, 1]
+    assert all(t["dialect"] == "ascend" for t in report["traces"])
+    assert {f["rule_id"] for t in report["traces"] for f in t["findings"]} >= {"PT011"}
+
+
+def test_an_sqlite_file_that_is_not_torch_npu_s_is_one_line(tmp_path, run):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE t (x INTEGER)")
+    assert path.read_bytes().startswith(SQLITE_MAGIC)
+    result = run("info", str(path))
+    assert result.exit_code == 2
+    assert result.output.strip() == f"perftool: error: {path}: an sqlite database without torch_npu's tables " \
+        "(STRING_IDS, TASK, PYTORCH_API)"  # fmt: skip
+
+
+def test_a_truncated_db_export_is_one_line(tmp_path, run):
+    database = DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(database.read_bytes()[:40_000])
+    result = run("info", str(cut))
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert result.output.startswith(f"perftool: error: {cut}: ")
+
+
+def test_a_gzipped_trace_view_is_found_too(tmp_path, run):
+    directory = _rank_directory(tmp_path, "host_9_ascend_pt", 0, None)
+    output = directory / "ASCEND_PROFILER_OUTPUT"
+    with gzip.open(output / "trace_view.json.gz", "wt") as fh:
+        json.dump(_npu_trace(0), fh)
+    shutil.copy(output / "communication.json", output / "communication_matrix.json")
+    result = run("info", str(directory), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["source"].endswith("trace_view.json.gz")
