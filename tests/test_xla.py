@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -112,3 +113,65 @@ def test_a_real_jax_capture_run_op_by_op_is_host_bound_with_jit_advice(run):
     assert host["severity"] in ("warning", "error") and host["values"]["compiled_calls_per_step"] >= 8
     assert "PjitFunction(" in host["values"]["host_names"] and "$" not in host["values"]["host_names"]
     assert "jax.jit" in host["fix"]["text"] and "torch" not in host["fix"]["text"]
+
+
+def test_a_trace_from_an_unknown_producer_without_a_device_says_so(write_trace, run):
+    path = write_trace({"traceEvents": [complete("work", 1, 2, pid="main"), complete("more", 4, 2, pid="io")]})
+    result = run("scan", path)
+    assert result.exit_code == 0
+    said = " ".join(result.output.split())
+    assert "no device found, and perftool does not know what wrote this trace (processes: pid main, pid io)" in said
+    assert "--dialect NAME reads it as one of them (emulator, ascend, graphcore, xla, kineto)" in said
+
+
+def test_a_kineto_capture_of_the_host_alone_says_so_and_names_its_processes(run):
+    result = run("scan", str(DATA / "real" / "cpu_only_gloo.json.gz"))
+    said = " ".join(result.output.split())
+    assert "no device activity: a capture of the host alone (processes: pyper:trainer:8:2)" in said
+
+
+def test_a_capture_naming_devices_it_holds_no_work_of_says_to_capture_them(write_trace, run):
+    document = {
+        "deviceProperties": [{"id": i, "name": "NVIDIA A100-SXM4-80GB"} for i in range(8)],
+        "traceEvents": [complete("aten::linear", 1, 50, cat="cpu_op"), complete("aten::relu", 60, 5, cat="cpu_op")],
+    }
+    said = " ".join(run("scan", write_trace(document)).output.split())
+    assert "the trace names 8 devices (NVIDIA A100-SXM4-80GB) but holds none of their work" in said
+    assert "ProfilerActivity.CUDA" in said
+
+
+XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"
+
+
+def test_an_xspace_without_xprof_says_how_to_get_it(run, monkeypatch):
+    monkeypatch.setitem(sys.modules, "xprof", None)  # importing it fails, as where the extra is not installed
+    monkeypatch.setitem(sys.modules, "xprof.convert", None)
+    result = run("scan", str(XSPACE))
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"perftool: error: {XSPACE}: an XSpace is read through the xprof package, which is not installed: "
+        "pip install 'perftool-ml[xla]'"
+    )
+
+
+def test_an_xspace_read_through_xprof_gives_the_verdict_of_its_json_export(run):
+    pytest.importorskip("xprof.convert", reason="the xla extra (xprof) is not installed")
+    verdicts = []
+    for path in (XSPACE, JAX_OPBYOP):
+        result = run("scan", str(path), "--format", "json", "--fail-on", "never")
+        assert result.exit_code == 0, result.output
+        (scanned,) = json.loads(result.stdout)["traces"]
+        host = next(f for f in scanned["findings"] if f["rule_id"] == "PT001")
+        verdicts.append(
+            (scanned["dialect"], scanned["device"], scanned["steps"], host["severity"], host["fix"]["text"])
+        )
+    assert verdicts[0] == verdicts[1]
+
+
+def test_a_foreign_file_named_as_an_xspace_is_one_line(tmp_path, run):
+    pytest.importorskip("xprof.convert", reason="the xla extra (xprof) is not installed")
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(b"\x00\x01 not a protobuf of planes")
+    result = run("info", str(path))
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert result.output.startswith(f"perftool: error: {path}: ")

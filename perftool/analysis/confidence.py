@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perftool import dialects
+from perftool.analysis.family import device_tracks
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps
-from perftool.trace.model import Trace
+from perftool.trace.model import Role, Trace
 from perftool.units import duration, plural
 
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
@@ -100,6 +102,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
+    if not device_tracks(trace):
+        found.append(Caveat(_no_device(trace), caps=False))
     if _RANGE_PROFILER in trace.cats:
         found.append(
             Caveat(
@@ -110,6 +114,29 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _no_device(trace: Trace) -> str:
+    """Why the trace shows no device, in words: where it names devices it holds no work of, a capture of the host
+    alone; where perftool does not know its producer, what it saw and what it reads."""
+    shown = [t.process_name or f"pid {t.pid}" for t in trace.tracks if t.role != Role.SUMMARY and str(t.pid)]
+    processes = list(dict.fromkeys(shown))
+    seen = ", ".join(processes[:4]) + (f" and {len(processes) - 4} more" if len(processes) > 4 else "")
+    named = trace.metadata.get("deviceProperties")
+    if trace.dialect == dialects.GENERIC.name and not named:
+        return (
+            f"no device found, and perftool does not know what wrote this trace (processes: {seen}): it reads device "
+            "work from PyTorch's profiler (Kineto), torch_npu/msprof, jax.profiler, Graphcore, Gaudi and its own "
+            f"emulator; --dialect NAME reads it as one of them ({', '.join(d.name for d in dialects.REGISTERED)})"
+        )
+    if isinstance(named, list) and named:
+        models = sorted({str(d.get("name")) for d in named if isinstance(d, dict) and d.get("name")})
+        return (
+            f"no device activity: the trace names {plural(len(named), 'device')} ({', '.join(models) or 'unnamed'}) "
+            "but holds none of their work, so only the host is measured; capture device activities too "
+            "(torch.profiler.ProfilerActivity.CUDA, or your device's)"
+        )
+    return f"no device activity: a capture of the host alone (processes: {seen}); figures and findings are the host's"
 
 
 def _agree(durations: np.ndarray) -> bool:

@@ -30,6 +30,7 @@ HOST_PLANE = re.compile(r"^/host:")
 _STREAM = re.compile(r"^Stream #\d+\((?P<work>[^)]*)\)")
 _STREAM_ROLES = {"MemcpyH2D": Role.H2D, "MemcpyD2H": Role.D2H}
 _COPY_STREAMS = ("MemcpyD2D", "MemcpyOther", "MemcpyP2P")  # copies on the device, or whose direction it does not say
+_DERIVED_FROM = " - from "
 _STEP_LINES = ("Steps", "Sparse Core Steps")
 _OP_LINES = ("XLA Ops", "Sparse Core Ops")
 _ASYNC_LINES = ("Async XLA Ops", "Host Offload Ops")  # copies and collectives running beside the ops
@@ -67,7 +68,7 @@ class Xla(Dialect):
         for track in trace.tracks:
             if not DEVICE_PLANE.match(track.process_name):
                 continue
-            line, on_line = track.thread_name, trace.track == track.id
+            line, on_line = _line(track), trace.track == track.id
             stream = _STREAM.match(line)
             if line in _STEP_LINES:
                 kind[on_line] = Kind.STEP  # named by the step's number alone
@@ -86,9 +87,15 @@ class Xla(Dialect):
         return kind
 
 
+def _line(track: Track) -> str:
+    """The line's kind: its name, less what XProf's trace viewer adds to a line derived from one stream
+    (``XLA Ops - from #16``)."""
+    return track.thread_name.split(_DERIVED_FROM, 1)[0]
+
+
 def _device_line_role(track: Track, has_streams: bool) -> Role:
     """A device plane's line: a stream or op line holds the device's work, any other line is derived from it."""
-    line = track.thread_name
+    line = _line(track)
     if stream := _STREAM.match(line):
         return _STREAM_ROLES.get(stream["work"], Role.DEVICE)
     if line in _OP_LINES:

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from perftool import limits
 from perftool.errors import TraceError, parameter
-from perftool.trace import ascend_db, decode
+from perftool.trace import ascend_db, decode, xspace
 from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, make_part
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -74,6 +74,8 @@ def read_trace(
     _check_readable(path)
     if ascend_db.is_database(path):
         return _load_events(path, ascend_db.batches, keep_args, memory, analysis)
+    if xspace.is_xspace(path):
+        return _load_events(path, xspace.batches, keep_args, memory, analysis)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
