@@ -15,6 +15,7 @@ import numpy as np
 from perftool import dialects
 from perftool.analysis.family import device_tracks
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps
+from perftool.dialects.vocabulary import MODEL_WARMUP
 from perftool.trace.model import Role, Trace
 from perftool.units import duration, plural
 
@@ -25,6 +26,7 @@ _CAPTURE_HINT = {
     "ascend": "capture several steps past warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
     "wait=1, warmup=1, active=5)) with prof.step() at the end of every iteration",
 }
+_DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
 _RANGE_PROFILER = "cuda_profiler_range"
 _UNLESS_RECURRING = " unless their evidence recurs (then at warning)"
@@ -54,6 +56,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
+    if steps.startup_end is not None and (warmup := _model_warmup(trace, steps.startup_end)):
+        found.append(Caveat(warmup, caps=False))
     if steps.inferred:
         found.append(
             Caveat(
@@ -114,6 +118,26 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _model_warmup(trace: Trace, startup_end: float) -> str:
+    """What a compiled model's warm-up in the start-up was, and how to profile past it and shorten it; empty where
+    the start-up held none."""
+    names = {trace.names[n] for n in np.unique(trace.name[trace.name_matches(MODEL_WARMUP) & (trace.ts < startup_end)])}
+    compiling = any(n.endswith(_DYNAMO_TIMED) for n in names)
+    capturing = any(not n.endswith(_DYNAMO_TIMED) for n in names) or any("CUDAGraph" in n for n in names)
+    if not names:
+        return ""
+    what = " and ".join(
+        [*(["torch.compile compiling"] if compiling else []), *(["device graphs captured"] if capturing else [])]
+    )
+    advice = "Profile steps after warm-up (a profiler schedule whose wait and warmup steps cover it)"
+    if compiling:
+        advice += (
+            "; to shorten warm-up itself, keep Inductor's caches across runs (TORCHINDUCTOR_CACHE_DIR on persistent "
+            "storage) and mark sizes that vary with torch._dynamo.mark_dynamic, so that new shapes do not compile again"
+        )
+    return f"the capture holds a model's warm-up ({what}), left out as start-up: not a steady step. {advice}"
 
 
 def _no_device(trace: Trace) -> str:

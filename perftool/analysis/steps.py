@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from perftool.analysis.host_calls import python_frames
 from perftool.analysis.intervals import overlaps_any
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import inferred_steps
-from perftool.dialects.vocabulary import ALLOCATION, FIRST_RUNTIME_CALL, STARTUP, WARMUP_ANNOTATION
+from perftool.dialects.vocabulary import ALLOCATION, FIRST_RUNTIME_CALL, MODEL_WARMUP, STARTUP, WARMUP_ANNOTATION
 from perftool.trace.model import Kind, Phase, Role, Trace, pandas_module
 from perftool.units import duration
 
@@ -191,14 +192,31 @@ def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tu
 
 
 def startup_end(trace: Trace) -> float | None:
-    """Where start-up ends: the last slow initialisation call or warm-up annotation, if any."""
+    """Where start-up ends: the last slow initialisation call or warm-up annotation, if any, or the end of the
+    host call a compiled model's warm-up ran in (its first call: compiling and recording its graphs, then
+    replaying them for that call's result). Warm-up past the first step marker is a step's, judged as steps are."""
     warmup = (trace.kind == Kind.ANNOTATION) & trace.name_matches(WARMUP_ANNOTATION)
-    rows = np.flatnonzero((initialising(trace) | warmup) & (trace.phase == Phase.COMPLETE))
-    return float(trace.end[rows].max()) if rows.size else None
+    complete = trace.phase == Phase.COMPLETE
+    ends = trace.end[np.flatnonzero((initialising(trace) | warmup) & complete)]
+    model = trace.name_matches(MODEL_WARMUP) & complete & trace.on_roles(Role.HOST)
+    first_step = trace.ts[(trace.kind == Kind.STEP) & complete]
+    if first_step.size:
+        model &= trace.ts < first_step.min()
+    ends = np.r_[ends, [_enclosing_call_end(trace, row) for row in np.flatnonzero(model).tolist()]]
+    return float(ends.max()) if ends.size else None
+
+
+def _enclosing_call_end(trace: Trace, row: int) -> float:
+    """Where the outermost call of ``row``'s track that encloses it ends (not a Python frame, which may enclose the
+    whole script)."""
+    around = (trace.track == trace.track[row]) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
+    around &= (trace.ts <= trace.ts[row]) & (trace.end >= trace.end[row]) & ~python_frames(trace)
+    return float(trace.end[around].max())
 
 
 def initialising(trace: Trace) -> np.ndarray:
-    """Per event: a runtime or library initialisation call slow enough to have created a context.
+    """Per event: a runtime or library initialisation call slow enough to have created a context, or a compiled
+    model's warm-up (compiling, recording or instantiating a device graph: :data:`MODEL_WARMUP`).
 
     Calls such as ``cudaDeviceGetStreamPriorityRange`` also run routinely in a step; only the slow
     ones, which created the context or loaded libraries, are start-up. Whichever runtime call comes
@@ -206,7 +224,7 @@ def initialising(trace: Trace) -> np.ndarray:
     when it is slow and runs before any device work.
     """
     slow = trace.dur >= STARTUP_CALL_US
-    found = trace.name_matches(STARTUP) & slow
+    found = (trace.name_matches(STARTUP) & slow) | trace.name_matches(MODEL_WARMUP)
     first_calls = trace.name_matches(FIRST_RUNTIME_CALL) & slow
     if first_calls.any():
         device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))

@@ -15,7 +15,7 @@ SYNC = re.compile(
     r"|EVENT_WAIT|REMOTE_EVENT_WAIT|IPC_EVENT_WAIT|DAVID_EVENT_WAIT|CAPTURE_WAIT|MEM_WAIT_VALUE)$"  # ... Ascend's tasks
 )
 COMPILE = re.compile(
-    r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler"
+    r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler|\(dynamo_timed\)$"
     r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile"
     r"|(?i:graph compil|graph capture))"  # Poplar graph compilation, Graph compile (recipe), CUDA graph capture
 )
@@ -26,6 +26,9 @@ STARTUP = re.compile(
     r"|miopenCreate\w*|rocblas_create_handle|aclInit|AscendCL@aclInit|aclrtSetDevice|AscendCL@aclrtSetDevice"
     r"|synInitialize|synDeviceAcquire\w*)$"
 )
+# A compiled model's warm-up, whenever it runs: torch.compile's compile-time phases (each timed as "... (dynamo_timed)":
+# tracing, Inductor, autotuning, recording CUDA graphs) and a device graph's capture and instantiation.
+MODEL_WARMUP = re.compile(r"\(dynamo_timed\)$|^(cuda|hip|cu)StreamEndCapture|^(cuda|hip|cu)GraphInstantiate")
 # The first runtime call of a process creates the context, whichever it is: start-up only before any device work.
 FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDevice|hipFree|hipMalloc|hipSetDevice)$")
 # Allocating device or pinned host memory: the caching allocator growing, in warm-up or when it churns.
@@ -85,7 +88,10 @@ BLOCKING_COPY_CALL = re.compile(
 
 
 def kind_of_name(name: str) -> Kind:
-    """The kind a name implies by itself, or OTHER when the name alone does not say."""
+    """The kind a name implies by itself, or OTHER when the name alone does not say (a Python frame's never: it
+    names the code, ``torch/_inductor/compile_fx.py(1767): run``, not what runs)."""
+    if PYTHON_FRAME.match(name):
+        return Kind.OTHER
     if STEP.match(name):
         return Kind.STEP
     if SYNC.match(name):

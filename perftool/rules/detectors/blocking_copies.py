@@ -45,7 +45,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "blocked_ms_per_step": scope.per_step(blocked) / 1e3,
     }
     evidence = scope.events(copy_rows if copy_rows.size else calls)
-    return Detection(lost, values, evidence, key=values["directions"], occurrences=max(calls.size, copy_rows.size))
+    # advice about the input pipeline's pinned memory needs an input pipeline; results read back need none
+    loads_input = bool(np.any(trace.kind == Kind.INPUT)) and values["directions"] != "device→host"
+    variant = None if loads_input else "without_loader"
+    return Detection(
+        lost, values, evidence, key=values["directions"], variant=variant, occurrences=max(calls.size, copy_rows.size)
+    )
 
 
 DETECTOR = Detector(

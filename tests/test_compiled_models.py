@@ -1,0 +1,86 @@
+"""torch.compile'd models and device graphs: a first compile and a graph's recording are warm-up, never a recompile
+"after warm-up"; a compile between steady steps still is one."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import complete
+
+KINETO = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+
+
+def _meta() -> list:
+    return [
+        {"ph": "M", "name": "process_labels", "pid": 100, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+    ]
+
+
+def _warmup_call() -> list:
+    """The first call of a compiled model, as PyTorch's profiler records it: Dynamo and Inductor compile, CUDA graph
+    trees record the graph (inside a stream capture) and instantiate it, then replay it for the call's result."""
+    host = {"pid": 100, "tid": 100}
+    return [
+        complete("train.py(30): <module>", 0, 40_000, cat="python_function", **host),
+        complete("Torch-Compiled Region: 0/0", 100, 30_000, cat="cpu_op", **host),
+        complete("_compile.compile_inner (dynamo_timed)", 150, 20_000, cat="user_annotation", **host),
+        complete("torch/_inductor/compile_fx.py(1767): run", 20_200, 9_000, cat="python_function", **host),
+        complete("CUDAGraphNode.record (dynamo_timed)", 20_300, 8_000, cat="user_annotation", **host),
+        complete("cudaStreamBeginCapture", 20_400, 5, cat="cuda_runtime", **host),
+        complete("cudaStreamEndCapture", 27_000, 10, cat="cuda_runtime", **host),
+        complete("cudaGraphInstantiateWithFlags", 27_100, 900, cat="cuda_runtime", **host),
+        complete("cudaGraphLaunch", 28_400, 20, cat="cuda_runtime", **host),
+        complete("triton_poi_fused_add_0", 28_500, 1_500, cat="kernel", pid=0, tid=7),
+    ]
+
+
+def _scan(run, write_trace, events: list) -> dict:
+    result = run("scan", write_trace(KINETO | {"traceEvents": _meta() + events}), "--format", "json")
+    assert result.exit_code == 0, result.output
+    (scanned,) = json.loads(result.stdout)["traces"]
+    return scanned
+
+
+def test_a_compiled_model_s_first_call_is_warm_up_not_a_recompile(run, write_trace):
+    scanned = _scan(run, write_trace, _warmup_call())
+    assert "PT003" not in {f["rule_id"] for f in scanned["findings"]}
+    notes = " ".join(scanned["caveats"])
+    assert "the capture holds a model's warm-up (torch.compile compiling and device graphs captured)" in notes
+    assert "torch._dynamo.mark_dynamic" in notes
+
+
+def test_a_python_frame_of_the_compiler_s_file_is_not_a_compile(run, write_trace):
+    """``compile_fx.py(1767): run`` runs the compiled graph; only the compiler's own phases are compiles."""
+    from perftool.dialects.vocabulary import kind_of_name
+    from perftool.trace.model import Kind
+
+    assert kind_of_name("torch/_inductor/compile_fx.py(1767): run") == Kind.OTHER
+    assert kind_of_name("_compile.compile_inner (dynamo_timed)") == Kind.COMPILE
+
+
+def test_a_compile_between_steady_steps_is_still_a_recompile(run, write_trace):
+    events = []
+    for step in range(8):
+        t = 1_000 * step
+        events += [
+            complete(f"ProfilerStep#{step}", t, 999, cat="user_annotation", pid=100, tid=100),
+            complete("aten::mm", t + 5, 20, cat="cpu_op", pid=100, tid=100),
+            complete("sm90_gemm", t + 30, 900, cat="kernel", pid=0, tid=7),
+        ]
+    events.append(complete("_compile.compile_inner (dynamo_timed)", 5_950, 40, cat="user_annotation", pid=100, tid=100))
+    findings = {f["rule_id"]: f for f in _scan(run, write_trace, events)["findings"]}
+    assert "PT003" in findings and findings["PT003"]["values"]["count"] == 1
+
+
+def test_a_blocking_copy_without_an_input_pipeline_gets_no_dataloader_advice(run, write_trace):
+    events = _warmup_call() + [
+        complete("aten::to", 41_000, 5_000, cat="cpu_op", pid=100, tid=100),
+        complete("cudaMemcpy", 41_010, 4_900, cat="cuda_runtime", pid=100, tid=100),
+        complete("triton_poi_fused_add_0", 41_100, 4_700, cat="kernel", pid=0, tid=7),
+        complete("aten::add", 46_000, 200, cat="cpu_op", pid=100, tid=100),
+        complete("triton_poi_fused_add_0", 46_300, 100, cat="kernel", pid=0, tid=7),
+    ]
+    findings = {f["rule_id"]: f for f in _scan(run, write_trace, events)["findings"]}
+    fix = findings["PT009"]["fix"]["text"]
+    assert "DataLoader" not in fix and "read them less often" in fix
