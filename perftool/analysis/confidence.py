@@ -16,7 +16,7 @@ from perftool import dialects
 from perftool.analysis.family import device_tracks
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps
 from perftool.dialects.vocabulary import MODEL_WARMUP
-from perftool.trace.model import Role, Trace
+from perftool.trace.model import Phase, Role, Trace
 from perftool.units import duration, plural
 
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
@@ -58,6 +58,15 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         )
     if steps.startup_end is not None and (warmup := _model_warmup(trace, steps.startup_end)):
         found.append(Caveat(warmup, caps=False))
+    if steps.device_span is not None and (unseen := steps.device_span[0] - _first_device_work(trace)) > 0:
+        found.append(
+            Caveat(
+                f"the host waits {duration(unseen)} at the start of the capture while the device shows no work: it"
+                " waits for device work launched before the capture began (a window cut from a longer capture, or"
+                " another process on the device), so that stretch is left out of the device's figures",
+                caps=False,
+            )
+        )
     if steps.inferred:
         found.append(
             Caveat(
@@ -118,6 +127,11 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _first_device_work(trace: Trace) -> float:
+    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    return float(trace.ts[device].min())
 
 
 def _model_warmup(trace: Trace, startup_end: float) -> str:

@@ -41,7 +41,10 @@ def launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     has_id = trace.flow_id >= 0
-    sources = np.flatnonzero((trace.phase == Phase.FLOW_START) & has_id & trace.on_roles(Role.HOST))
+    # the host's end of a flow: its start, or, where a profiler writes both ends as flow ends (ROCm's Kineto),
+    # the end on the host
+    host_end = (trace.phase == Phase.FLOW_START) | (trace.phase == Phase.FLOW_END)
+    sources = np.flatnonzero(host_end & has_id & trace.on_roles(Role.HOST))
     targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
     if sources.size == 0 or targets.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -49,18 +52,21 @@ def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     where = np.minimum(np.searchsorted(ids, trace.flow_id[targets]), ids.size - 1)
     paired = ids[where] == trace.flow_id[targets]
     targets, sources = targets[paired], sources[first[where[paired]]]
-    spans = _enclosing_span(trace, targets)
+    spans = _enclosing_span(trace, targets, trace.on_roles(Role.DEVICE))
     found = spans >= 0
     return sources[found], spans[found]
 
 
-def _enclosing_span(trace: Trace, targets: np.ndarray) -> np.ndarray:
-    """The row of the device span on each flow end's track that starts at or just before it (-1 if none)."""
+def _enclosing_span(trace: Trace, targets: np.ndarray, among: np.ndarray) -> np.ndarray:
+    """The row of the span of ``among`` (a mask) on each flow event's track that starts at or just before it and
+    holds it (-1 if none)."""
     found = np.full(targets.size, -1, np.int64)
-    spans = np.flatnonzero((trace.phase == Phase.COMPLETE) & trace.on_roles(Role.DEVICE))
+    spans = np.flatnonzero((trace.phase == Phase.COMPLETE) & among)
     span_track, target_track = trace.track[spans], trace.track[targets]  # read once, not once a track
     for track in np.flatnonzero(np.bincount(target_track)).tolist():
         rows = spans[span_track == track]
+        if rows.size == 0:
+            continue
         rows = rows[np.argsort(trace.ts[rows], kind="stable")]
         mine = np.flatnonzero(target_track == track)
         at = trace.ts[targets[mine]]
@@ -76,3 +82,20 @@ def graphs_in_use(trace: Trace, rows: np.ndarray) -> bool:
     launches = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & ~trace.name_matches(MEMCPY) & rows
     graphs = int(np.count_nonzero(launches & trace.name_matches(GRAPH_LAUNCH)))
     return graphs > 0 and graphs * GRAPH_SHARE >= int(np.count_nonzero(launches))
+
+
+def graph_replays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Each device graph replay's span on the device: from the first to the last end of the work one graph launch
+    started (linked by flows, as Kineto writes them). The device is not idle inside a replay: the gaps between its
+    kernels are the graph's own dependencies, not time the host keeps it waiting."""
+    sources, spans = launch_rows(trace)
+    calls = _enclosing_span(trace, sources, trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
+    graph = (calls >= 0) & trace.name_matches(GRAPH_LAUNCH)[calls]
+    sources, spans = calls[graph], spans[graph]
+    if sources.size == 0:
+        return np.empty(0), np.empty(0)
+    launch, index = np.unique(sources, return_inverse=True)
+    starts, ends = np.full(launch.size, np.inf), np.full(launch.size, -np.inf)
+    np.minimum.at(starts, index, trace.ts[spans])
+    np.maximum.at(ends, index, trace.end[spans])
+    return starts, ends

@@ -18,6 +18,7 @@ from perftool.analysis.communication import METRICS as COMMUNICATION_METRICS
 from perftool.analysis.communication import CollectiveStat, Communication, GroupStat, measure
 from perftool.analysis.confidence import Caveat, caveats
 from perftool.analysis.family import device_name
+from perftool.analysis.launches import graph_replays
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Role, Trace
@@ -180,6 +181,9 @@ def _device_metrics(
     """The device.* metrics (NaN without device tracks), and the device's busy intervals."""
     window = hi - lo
     device = intervals.busy(trace, trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK), lo, hi)
+    replays = graph_replays(trace)
+    if replays[0].size:  # busy from a replay's first kernel to its last
+        device = intervals.clip(intervals.union(np.r_[device[0], replays[0]], np.r_[device[1], replays[1]]), lo, hi)
     gaps = intervals.gaps(device, lo, hi)
     gap_lengths = gaps[1] - gaps[0]
     compute_rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & trace.spans_in(lo, hi) & (trace.ts >= lo))

@@ -18,10 +18,17 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis.host_calls import python_frames
-from perftool.analysis.intervals import overlaps_any
+from perftool.analysis.intervals import overlaps_any, union
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import inferred_steps
-from perftool.dialects.vocabulary import ALLOCATION, FIRST_RUNTIME_CALL, MODEL_WARMUP, STARTUP, WARMUP_ANNOTATION
+from perftool.dialects.vocabulary import (
+    ALLOCATION,
+    BLOCKING_COPY_CALL,
+    FIRST_RUNTIME_CALL,
+    MODEL_WARMUP,
+    STARTUP,
+    WARMUP_ANNOTATION,
+)
 from perftool.trace.model import Kind, Phase, Role, Trace, pandas_module
 from perftool.units import duration
 
@@ -30,6 +37,10 @@ WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step i
 STEADY_AGREEMENT = 1.1  # steps within this ratio of each other agree: a leading step with warm-up's signs is
 # warm-up only when it runs slower than that
 STARTUP_SHARE = 0.5  # start-up taking this share of the capture leaves no steady state to infer steps in
+# A host wait at the start covering device idle this share of the device's span, after device work of at most this
+# share of the device's busy time, is for work the capture does not hold (UNSEEN_SLACK: the wait may start or end
+# this share of the idle stretch inside it, while the host queues work around it)
+UNSEEN_SHARE, UNSEEN_BEFORE, UNSEEN_SLACK = 0.2, 0.05, 0.01
 TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
 # An initialisation call this long (µs) created a context or loaded libraries; short ones are routine.
 STARTUP_CALL_US = 1000.0
@@ -54,6 +65,7 @@ class Steps:
     clock: str = "host"
     number: np.ndarray | None = None  # each step's own number (ProfilerStep#N), where the markers give one
     inferred: str | None = None  # what repeats, where the steps were inferred for want of step markers
+    device_span: tuple[float, float] | None = None  # from the device's first work to its last, where it has any
 
     def __repr__(self) -> str:
         """What a notebook shows: the steps in one line, not their columns."""
@@ -101,11 +113,15 @@ class Steps:
 
     @property
     def window(self) -> tuple[float, float]:
-        """The steady steps; without steps, the trace after its start-up (or the whole trace)."""
+        """The steady steps; without steps, the trace after its start-up (or the whole trace), within the device's own
+        span where it has one: a host that ran before the device started, or after it stopped, is not device idle."""
         if self.steady_window is not None:
             return self.steady_window
         after_startup = self.startup_end if self.startup_end is not None and self.startup_end < self.last else None
-        return (after_startup if after_startup is not None else self.first), self.last
+        lo, hi = (after_startup if after_startup is not None else self.first), self.last
+        if self.device_span is not None and max(lo, self.device_span[0]) < min(hi, self.device_span[1]):
+            return max(lo, self.device_span[0]), min(hi, self.device_span[1])
+        return lo, hi
 
 
 def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
@@ -132,7 +148,7 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     starts, ends = starts[: starts.size - truncated], ends[: ends.size - truncated]
     number = number[: starts.size] if number is not None else None
     if starts.size == 0:
-        return Steps(starts, ends, 0, first, last, startup, truncated)
+        return Steps(starts, ends, 0, first, last, startup, truncated, device_span=_device_span(trace))
     clock = "host"
     if (on_host.any() or inferred) and launched is None:
         launched = launches(trace)
@@ -141,6 +157,31 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
         starts, ends, clock = *on_device, "device"
     warmup = int(warmup_steps(ends - starts, warmup_signs(trace, starts, ends, startup)))
     return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number, inferred)
+
+
+def _device_span(trace: Trace) -> tuple[float, float] | None:
+    """From the device's first work to its last, or None without device work. Where the host waits at the start for
+    device work the capture does not hold, from the end of that wait: the device shows (almost) nothing before a
+    stretch of idle as long as the rest, all of it inside one host wait (a blocking copy, a synchronisation) that
+    ends as the device resumes. That wait is for work launched before the capture began (a window cut from a longer
+    capture, or another process on the device), not device idle."""
+    device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))
+    if device.size == 0:
+        return None
+    busy = union(trace.ts[device], trace.end[device])
+    first, last = float(busy[0][0]), float(busy[1][-1])
+    lengths = busy[1] - busy[0]
+    gap_after = np.r_[busy[0][1:] - busy[1][:-1], 0.0]
+    lead = int(np.argmax(gap_after))
+    before = float(lengths[: lead + 1].sum())
+    gap_start, gap_end = float(busy[1][lead]), float(busy[0][lead + 1]) if lead + 1 < busy[0].size else last
+    if gap_end - gap_start < UNSEEN_SHARE * (last - first) or before > UNSEEN_BEFORE * float(lengths.sum()):
+        return first, last
+    waits = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
+    waits &= (trace.kind == Kind.SYNC) | trace.name_matches(BLOCKING_COPY_CALL)
+    slack = UNSEEN_SLACK * (gap_end - gap_start)
+    waiting = waits & (trace.ts <= gap_start + slack) & (trace.end >= gap_end - slack)
+    return (gap_end, last) if waiting.any() else (first, last)
 
 
 def warmup_signs(trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: float | None) -> np.ndarray:

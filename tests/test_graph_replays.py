@@ -1,0 +1,78 @@
+"""Device graph replays and captures cut into windows: the device is busy from a replay's first kernel to its last,
+and a host waiting at the start for work the capture does not hold is not device idle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from perftool.analysis.launches import graph_replays
+from perftool.analysis.metrics import compute_metrics
+from perftool.analysis.steps import detect_steps
+from perftool.trace_reader import load_trace
+
+
+def _kernel(ts: float, dur: float, flow: int) -> list:
+    """A kernel on stream 3 and the device end of its launch flow; ROCm's Kineto writes both ends as flow ends."""
+    return [
+        {"ph": "X", "name": "gemm", "cat": "kernel", "pid": 9, "tid": 3, "ts": ts, "dur": dur},
+        {"ph": "f", "id": flow, "pid": 9, "tid": 3, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]
+
+
+def _launch(name: str, ts: float, flow: int) -> list:
+    return [
+        {"ph": "X", "name": name, "cat": "cuda_runtime", "pid": 251, "tid": 251, "ts": ts, "dur": 20},
+        {"ph": "f", "id": flow, "pid": 251, "tid": 251, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+    ]
+
+
+def _window(lead_wait: float) -> dict:
+    """A serving window: the host waits ``lead_wait`` µs in a blocking copy while the device shows nothing, then one
+    graph launch replays 10 kernels with 30 µs between them."""
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 9, "tid": 0, "args": {"labels": "GPU 9"}},
+        {"ph": "M", "name": "process_labels", "pid": 251, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "X", "name": "hipMemcpyWithStream", "cat": "cuda_runtime", "pid": 251, "tid": 251, "ts": 50,
+         "dur": lead_wait},
+        *_kernel(10, 4, 1),  # the little the window shows the device do before the wait
+        *_launch("hipLaunchKernel", 5, 1),
+        *_launch("hipGraphLaunch", lead_wait + 100, 2),
+    ]  # fmt: skip
+    for k in range(10):
+        events += _kernel(lead_wait + 130 + k * 130, 100, 2)
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def test_a_graph_replay_is_busy_from_its_first_kernel_to_its_last(write_trace):
+    trace = load_trace(write_trace(_window(lead_wait=200_000)))
+    starts, ends = graph_replays(trace)
+    assert starts.tolist() == [200_130.0] and ends.tolist() == [200_130.0 + 9 * 130 + 100]
+    metrics = compute_metrics(trace)
+    assert metrics["device.idle_gaps.count"] == 0  # the 30 µs between the replay's kernels are not idle
+
+
+def test_a_wait_at_the_start_for_work_the_capture_does_not_hold_is_left_out(write_trace):
+    trace = load_trace(write_trace(_window(lead_wait=200_000)))
+    steps = detect_steps(trace)
+    assert steps.window == pytest.approx((200_130.0, 200_130.0 + 9 * 130 + 100))
+    assert compute_metrics(trace, steps)["device.busy_fraction"] == pytest.approx(1.0)
+
+
+def test_a_short_wait_at_the_start_is_the_window_s_own(write_trace):
+    """Idle shorter than a fifth of the device's span is the window's own, whatever the host did meanwhile."""
+    trace = load_trace(write_trace(_window(lead_wait=100)))
+    assert detect_steps(trace).window[0] == pytest.approx(10.0)
+
+
+def test_the_real_decode_window_is_one_busy_graph_replay(run):
+    from conftest import DATA
+
+    path = DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz"
+    trace = load_trace(path)
+    metrics = compute_metrics(trace)
+    assert metrics["window.duration_us"] == pytest.approx(10_450, rel=0.01)
+    assert metrics["device.busy_fraction"] > 0.95
+    said = " ".join(run("scan", str(path)).output.split())
+    assert "the host waits 463.300 ms at the start of the capture while the device shows no work" in said
+    assert np.isfinite(metrics["device.busy_us"])
