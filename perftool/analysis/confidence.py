@@ -14,9 +14,9 @@ import numpy as np
 
 from perftool import dialects
 from perftool.analysis.family import device_tracks
-from perftool.analysis.steps import STEADY_AGREEMENT, Steps
+from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.dialects.vocabulary import MODEL_WARMUP
-from perftool.trace.model import Phase, Role, Trace
+from perftool.trace.model import Role, Trace
 from perftool.units import duration, plural
 
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
@@ -58,7 +58,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         )
     if steps.startup_end is not None and (warmup := _model_warmup(trace, steps.startup_end)):
         found.append(Caveat(warmup, caps=False))
-    if steps.device_span is not None and (unseen := steps.device_span[0] - _first_device_work(trace)) > 0:
+    if steps.device_span is not None and (unseen := steps.device_span[0] - first_device_work(trace)) > 0:
         found.append(
             Caveat(
                 f"the host waits {duration(unseen)} at the start of the capture while the device shows no work: it"
@@ -67,7 +67,15 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
-    if steps.inferred:
+    if steps.within:
+        found.append(
+            Caveat(
+                f"{steps.within} holds {steps.count:,} iterations of the host's repeating calls ({steps.inferred}):"
+                " each is taken as a step",
+                caps=False,
+            )
+        )
+    elif steps.inferred:
         found.append(
             Caveat(
                 f"no step markers: {steps.count:,} steps inferred from the host's repeating calls ({steps.inferred})",
@@ -127,11 +135,6 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
-
-
-def _first_device_work(trace: Trace) -> float:
-    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
-    return float(trace.ts[device].min())
 
 
 def _model_warmup(trace: Trace, startup_end: float) -> str:

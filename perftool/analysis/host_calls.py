@@ -44,7 +44,7 @@ def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
     if rows.size == 0:
         return rows
     reach = np.maximum.accumulate(trace.end[rows])
-    enclosed = np.r_[False, trace.ts[rows][1:] < reach[:-1]]
+    enclosed = np.r_[False, trace.end[rows][1:] <= reach[:-1]]  # one that only overlaps the last (rounding) stays
     return rows[~enclosed]
 
 

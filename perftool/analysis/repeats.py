@@ -30,13 +30,14 @@ class Inferred:
     starts: np.ndarray
     ends: np.ndarray
     what: str
+    fetching: bool = False  # each step begins with the loop's fetch of its next batch
 
 
-def inferred_steps(trace: Trace, after: float) -> Inferred | None:
+def inferred_steps(trace: Trace, after: float, before: float = np.inf) -> Inferred | None:
     """Steps of the host thread that drives the device, from the calls it makes after ``after`` (the end of
-    start-up; :func:`~perftool.analysis.host_calls.driving_calls`); None when no sequence repeats at least
-    :data:`MIN_REPEATS` times."""
-    rows = driving_calls(trace, trace.ts >= after)
+    start-up; :func:`~perftool.analysis.host_calls.driving_calls`) and, where given, ending by ``before`` (a
+    step marker holding several iterations); None when no sequence repeats at least :data:`MIN_REPEATS` times."""
+    rows = driving_calls(trace, (trace.ts >= after) & (trace.end <= before))
     if rows.size < MIN_REPEATS:
         return None
     names = trace.name[rows]
@@ -53,7 +54,7 @@ def inferred_steps(trace: Trace, after: float) -> Inferred | None:
     ends = np.r_[starts[1:], last_ends[-1]]
     first = trace.names[int(names[phase])]
     what = f"{first}, repeated" if period == 1 else f"a repeated sequence of {period:,} host calls from {first}"
-    return Inferred(starts, ends, what)
+    return Inferred(starts, ends, what, bool(trace.kind[rows[phase]] == Kind.INPUT))
 
 
 def _first_of_step(trace: Trace, rows: np.ndarray, period: int) -> int:

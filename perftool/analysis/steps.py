@@ -17,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from perftool.analysis.host_calls import python_frames
+from perftool.analysis.host_calls import python_frames, top_level
 from perftool.analysis.intervals import overlaps_any, union
 from perftool.analysis.launches import Launches, launches
-from perftool.analysis.repeats import inferred_steps
+from perftool.analysis.repeats import Inferred, inferred_steps
 from perftool.dialects.vocabulary import (
     ALLOCATION,
     BLOCKING_COPY_CALL,
+    ENGINE_STEP,
     FIRST_RUNTIME_CALL,
     MODEL_WARMUP,
     STARTUP,
@@ -40,6 +41,7 @@ STARTUP_SHARE = 0.5  # start-up taking this share of the capture leaves no stead
 # A host wait at the start covering device idle this share of the device's span, after device work of at most this
 # share of the device's busy time, is for work the capture does not hold (UNSEEN_SLACK: the wait may start or end
 # this share of the idle stretch inside it, while the host queues work around it)
+MIN_MARKED = 3  # fewer step markers than this: the last one's iterations, where it holds several, are the steps
 UNSEEN_SHARE, UNSEEN_BEFORE, UNSEEN_SLACK = 0.2, 0.05, 0.01
 TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
 # An initialisation call this long (µs) created a context or loaded libraries; short ones are routine.
@@ -66,6 +68,7 @@ class Steps:
     number: np.ndarray | None = None  # each step's own number (ProfilerStep#N), where the markers give one
     inferred: str | None = None  # what repeats, where the steps were inferred for want of step markers
     device_span: tuple[float, float] | None = None  # from the device's first work to its last, where it has any
+    within: str | None = None  # the step marker whose iterations are the steps, where it held several
 
     def __repr__(self) -> str:
         """What a notebook shows: the steps in one line, not their columns."""
@@ -136,19 +139,28 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     is_step = (trace.kind == Kind.STEP) & (trace.phase == Phase.COMPLETE)
     on_host = is_step & trace.on_roles(Role.HOST)
     rows = np.flatnonzero(on_host if on_host.any() else is_step)
+    engine = trace.name_matches(ENGINE_STEP)[rows]
+    if engine.any():  # a serving engine's iterations are the steps: the outermost where its markers nest
+        rows = top_level(trace, rows[engine])
     starts, index = np.unique(trace.ts[rows], return_index=True)
     ends = trace.end[rows][index]
     number = _step_numbers(trace, rows[index])
-    inferred = None
+    inferred = within = None
     if rows.size == 0 and not _mostly_startup(startup, first, last):
         found = inferred_steps(trace, startup if startup is not None else first)
         if found is not None:
             starts, ends, inferred = found.starts, found.ends, found.what
+    elif 0 < rows.size < MIN_MARKED and (found := _iterations(trace, starts[-1], ends[-1])) is not None:
+        within = trace.names[int(trace.name[rows[index[-1]]])]
+        starts, ends, number, inferred = found.starts, found.ends, None, found.what
     truncated = _truncated_last(ends - starts)
     starts, ends = starts[: starts.size - truncated], ends[: ends.size - truncated]
     number = number[: starts.size] if number is not None else None
     if starts.size == 0:
         return Steps(starts, ends, 0, first, last, startup, truncated, device_span=_device_span(trace))
+    span = _device_span(trace)
+    if span is not None and starts[0] < span[0] < ends[0] and span[0] > first_device_work(trace):
+        starts[0] = span[0]  # the first step begins after a wait for work the capture does not hold
     clock = "host"
     if (on_host.any() or inferred) and launched is None:
         launched = launches(trace)
@@ -156,7 +168,22 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     if on_device is not None:
         starts, ends, clock = *on_device, "device"
     warmup = int(warmup_steps(ends - starts, warmup_signs(trace, starts, ends, startup)))
-    return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number, inferred)
+    return Steps(
+        starts, ends, warmup, first, last, startup, truncated, clock, number, inferred, device_span=span, within=within
+    )
+
+
+def first_device_work(trace: Trace) -> float:
+    """When the device's first work in the capture starts."""
+    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    return float(trace.ts[device].min())
+
+
+def _iterations(trace: Trace, start: float, end: float) -> Inferred | None:
+    """The loop iterations one step marker holds, where each fetches its own batch (a DataLoader's ``__next__``
+    each): a model's repeating layers inside one iteration are not iterations."""
+    found = inferred_steps(trace, start, end)
+    return found if found is not None and found.fetching else None
 
 
 def _device_span(trace: Trace) -> tuple[float, float] | None:

@@ -6,7 +6,11 @@ import re
 
 from perftool.trace.model import Kind
 
-STEP = re.compile(r"^(ProfilerStep#\d+|[Ss]tep \d+)$")  # the PyTorch profiler's, and a step-marker thread's
+# A serving engine's iteration: vLLM's model execution, SGLang's scheduler step (decode, or prefill as extend).
+ENGINE_STEP = re.compile(
+    r"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b"
+)
+STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
 SYNC = re.compile(
     r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|hipStreamSynchronize"
     r"|hipDeviceSynchronize|aten::item|aten::_local_scalar_dense|_local_scalar_dense"

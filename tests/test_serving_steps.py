@@ -1,0 +1,75 @@
+"""Serving and inference: the engine's iterations are the steps, and a step marker holding several loop iterations
+(a batch fetched each) is split into them; a model's repeating layers inside one iteration are not iterations."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import complete
+
+from perftool.analysis.steps import detect_steps
+from perftool.trace_reader import load_trace
+
+KINETO = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+HOST = {"pid": 100, "tid": 100}
+
+
+def _labels() -> list:
+    return [
+        {"ph": "M", "name": "process_labels", "pid": 100, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+    ]
+
+
+def _layers(t: float, count: int) -> list:
+    """``count`` identical layers, each an op on the host and its kernel."""
+    events = []
+    for layer in range(count):
+        at = t + layer * 100
+        events += [
+            complete("aten::linear", at, 20, cat="cpu_op", **HOST),
+            complete("sm90_gemm", at + 25, 70, cat="kernel", pid=0, tid=7),
+        ]
+    return events
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ["execute_context_2(96_1024)_generation_30(30)", "step[DECODE bs=32]"],
+    ids=["vllm", "sglang"],
+)
+def test_a_serving_engine_s_iterations_are_its_steps(write_trace, marker):
+    events = _labels()
+    for step in range(5):
+        t = step * 5_000.0
+        events += [complete(marker, t, 4_000, cat="user_annotation", **HOST), *_layers(t + 10, 36)]
+    steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
+    assert steps.count == 5 and steps.inferred is None and steps.within is None
+
+
+def test_an_engine_step_inside_another_engine_marker_is_one_step(write_trace):
+    """SGLang's scheduler step inside the model execution's annotation: one iteration, not two steps."""
+    events = _labels() + [
+        complete("execute_32_context_0(sq0)_generation_32(sq32)", 0, 4_000, cat="user_annotation", **HOST),
+        complete("step[DECODE bs=32]", 10, 3_900, cat="user_annotation", **HOST),
+        *_layers(20, 36),
+    ]
+    assert detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events}))).count == 1
+
+
+def test_a_step_marker_holding_several_fetched_batches_is_split_into_them(write_trace, run):
+    events = _labels() + [complete("ProfilerStep#6", 0, 30_000, cat="user_annotation", **HOST)]
+    for batch in range(6):
+        t = 10 + batch * 5_000.0
+        fetch = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+        events += [complete(fetch, t, 3_000, cat="user_annotation", **HOST), *_layers(t + 3_100, 12)]
+    path = write_trace(KINETO | {"traceEvents": events})
+    steps = detect_steps(load_trace(path))
+    assert steps.count == 6 and steps.within == "ProfilerStep#6"
+    said = " ".join(run("scan", path).output.split())
+    assert "ProfilerStep#6 holds 6 iterations of the host's repeating calls" in said
+
+
+def test_a_model_s_repeating_layers_do_not_split_its_one_step(write_trace):
+    events = _labels() + [complete("ProfilerStep#3", 0, 4_000, cat="user_annotation", **HOST), *_layers(10, 36)]
+    steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
+    assert steps.count == 1 and steps.within is None
