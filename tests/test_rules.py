@@ -63,7 +63,7 @@ def test_installed_package_finds_its_rules(tmp_path):
         ({"message": "{share.__class__}"}, "message: template field {share.__class__} must be a plain value name"),
         ({"message": "{share[0]}"}, "must be a plain value name"),
         ({"fix": {"npu": "x"}}, "fix: needs a 'generic' fix"),
-        ({"fix": {"generic": "x", "tpu": "y"}}, "unknown device family or framework 'tpu'"),
+        ({"fix": {"generic": "x", "tpu": "y"}}, "unknown device family or context 'tpu'"),
         ({"colour": "red"}, "colour: unknown field"),
         ({"severity": "fatal"}, "severity: Input should be 'info', 'warning' or 'error'"),
     ],

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import complete
+from conftest import DATA, complete
 
 from perftool.analysis.steps import detect_steps
 from perftool.trace_reader import load_trace
@@ -73,3 +73,12 @@ def test_a_model_s_repeating_layers_do_not_split_its_one_step(write_trace):
     events = _labels() + [complete("ProfilerStep#3", 0, 4_000, cat="user_annotation", **HOST), *_layers(10, 36)]
     steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
     assert steps.count == 1 and steps.within is None
+
+
+def test_what_a_job_is_reads_from_its_ops():
+    from perftool.analysis.family import job_kind
+    from perftool.trace_reader import load_trace as load
+
+    assert job_kind(load(DATA / "real" / "resnet50_pt18_workers0.json.gz")) == "training"
+    assert job_kind(load(DATA / "real" / "mtia_inference.json.gz")) == "inference"
+    assert job_kind(load(DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz")) == "serving"

@@ -34,6 +34,12 @@ _TYPE_TESTS = (  # (collective, what its squashed lower-case name contains), the
     ("reduce_scatter", "reducescatter"),
     ("all_gather", "allgather"),
     ("all_to_all", "alltoall"),
+    ("all_to_all", "allall"),  # all2all, its digit gone
+    ("all_to_all", "deepep"),  # expert parallelism's dispatch and combine: each rank's tokens to their experts' ranks
+    ("all_to_all", "morimoe"),
+    ("all_to_all", "pplx"),
+    ("all_reduce", "crossdevicereduce"),  # serving engines' own all-reduce kernels
+    ("all_reduce", "quickreduce"),
     ("broadcast", "broadcast"),
     ("send_recv", "sendrecv"),
     ("barrier", "barrier"),
@@ -46,6 +52,7 @@ _HCCL_TASKS = frozenset(
 )
 _PREFIX = re.compile(r"(?i)^(ncclDevKernel_|ncclKernel_|rcclKernel_|nccl:|gloo:|mpi:|ucc:|hcom_|hccl_?)")
 _NOT_LETTERS = re.compile(r"[^a-z]")
+_ANONYMOUS = "(anonymous namespace)::"  # a demangled kernel's namespace, whose parenthesis is not its arguments
 _BUS_FACTOR = {  # bus bytes per algorithm byte, for n ranks (nccl-tests' PERFORMANCE.md)
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,
@@ -70,7 +77,7 @@ _PARALLELISM = (
 
 def collective_type(name: str) -> str:
     """The collective an event or args name stands for (``all_reduce``, …), or ``other``."""
-    squashed = _NOT_LETTERS.sub("", _PREFIX.sub("", name).split("(")[0].lower())
+    squashed = _NOT_LETTERS.sub("", _PREFIX.sub("", name.replace(_ANONYMOUS, "")).split("(")[0].lower())
     if squashed in _HCCL_TASKS:
         return OTHER
     found = next((kind for kind, part in _TYPE_TESTS if part in squashed), OTHER)

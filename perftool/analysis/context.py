@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.family import framework
+from perftool.analysis.family import framework, job_kind
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
@@ -35,6 +35,13 @@ class TraceAnalysis:
     def framework(self) -> str:
         """The framework the trace's job ran on (:func:`perftool.analysis.family.framework`), for fixes in its terms."""
         return framework(self.trace)
+
+    @cached_property
+    def contexts(self) -> tuple[str, ...]:
+        """What fixes are told in terms of before the device family's: the framework, then what the job is where it
+        trains nothing (``serving``, then ``inference``; :func:`perftool.analysis.family.job_kind`)."""
+        kind = job_kind(self.trace)
+        return (self.framework, *{"serving": ("serving", "inference"), "inference": ("inference",)}.get(kind, ()))
 
     @property
     def lo(self) -> float:

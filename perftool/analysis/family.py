@@ -68,6 +68,26 @@ def framework(trace: Trace) -> str:
     return "jax" if trace.dialect == "xla" or _JAX.search(names) else "unknown"
 
 
+_TRAINING = re.compile(
+    r"Backward|backward|^autograd::engine|^Optimizer\.|AccumulateGrad|zero_grad|transpose\(jvp\(|^jvp\(",
+    re.MULTILINE,
+)  # a backward pass (PyTorch's autograd, JAX's transposed jvp) or an optimizer's step
+
+
+_SERVING = re.compile(r"^vllm::|^vllm/|/vllm/|sglang|^execute_(\d+_)?context_\d+\(", re.MULTILINE)
+
+
+def job_kind(trace: Trace) -> str:
+    """``training`` where the trace shows a backward pass or an optimizer's step (and for the emulator's runs); else
+    ``serving`` where a serving engine (vLLM, SGLang) runs the forward, else ``inference``."""
+    if trace.dialect == "emulator":
+        return "training"
+    names = "\n".join(trace.names)
+    if _TRAINING.search(names):
+        return "training"
+    return "serving" if _SERVING.search(names) else "inference"
+
+
 def device_name(trace: Trace) -> str:
     """The device(s) the trace's device tracks ran on, in words; :data:`HOST_ONLY` when none ran.
 

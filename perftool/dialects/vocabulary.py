@@ -69,9 +69,13 @@ GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:
 # A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
 IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")
 # Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them.
+# Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them;
+# expert parallelism's token exchange (DeepEP's dispatch and combine kernels, MoRI's, pplx's all-to-all); and the
+# all-reduce kernels of serving engines (vLLM's and SGLang's cross_device_reduce, quick reduce, one- and two-shot).
 COMMUNICATION = re.compile(
     r"(?i)(^nccl|ncclKernel|^rccl|^hcom|^hccl|c10d::|all[-_]?reduce|all[-_]?gather|reduce[-_]scatter"
-    r"|all[-_]to[-_]all|collective[-_](permute|broadcast))"
+    r"|all[-_]?to[-_]?all|all2all|collective[-_](permute|broadcast)|deep_ep::|mori::moe|pplx::"
+    r"|cross_device_reduce|quickreduce|(one|two)_shot_all_reduce)"
 )
 # Collectives a host thread runs itself (gloo, MPI, UCC on the CPU): the thread is blocked while they run.
 HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc):")

@@ -42,7 +42,7 @@ class JobScope:
     evidence_count: int = 5
     run: KnownRun | None = None  # how the job was run, where every rank's trace records the same emulator config
     steps_compared: dict[int, int] = field(default_factory=dict)
-    framework: str = ""  # job-level fixes are the same in every framework's terms
+    contexts: tuple[str, ...] = ()  # job-level fixes are the same in every framework's terms
 
     @property
     def window(self) -> float:

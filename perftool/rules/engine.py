@@ -88,7 +88,7 @@ def finding_of(
         evidence=detection.evidence,
         fix=Fix(
             family=scope.family,
-            text=fill(rule.fix_for(scope.family, detection.variant, scope.framework), values),
+            text=fill(rule.fix_for(scope.family, detection.variant, scope.contexts), values),
             changes=detection.changes,
         ),
         gain=gain,

@@ -12,9 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Family = Literal["npu", "ipu", "hpu", "gpu", "generic"]
 FAMILIES: tuple[str, ...] = get_args(Family)
-# Frameworks whose knobs differ from those a device family's fix names: a fix under one of these keys is given for
-# that framework's traces on any device (JAX's jit and lax.scan, not torch.compile or CUDA graphs).
-FRAMEWORK_FIXES: tuple[str, ...] = ("jax",)
+# What a fix may be told for before the device family: a framework whose knobs differ from those a family's fix names
+# (JAX's jit and lax.scan, not torch.compile or CUDA graphs), a serving engine's (vLLM's, SGLang's), and inference,
+# whose jobs have no backward pass, optimizer or epochs. A fix under one of these keys is given for such traces on any
+# device.
+FIX_CONTEXTS: tuple[str, ...] = ("jax", "serving", "inference")
 
 
 class Severity(str, enum.Enum):
@@ -90,11 +92,11 @@ class Rule(_Strict):
     params: dict[str, float] = Field(default_factory=dict, description="detector settings")
     message: str = Field(min_length=1, description="template filled with the detector's values")
     fix: dict[str, str] = Field(
-        description="fix per device family, or per framework where its knobs differ (jax); 'generic' is required"
+        description="fix per device family, or per context (jax, serving, inference); 'generic' is required"
     )
     fix_variants: dict[str, dict[str, str]] = Field(
         default_factory=dict,
-        description="fixes for particular causes the detector names (variant -> family or framework -> text)",
+        description="fixes for particular causes the detector names (variant -> family or context -> text)",
     )
     explain: Explanation
     references: tuple[Reference, ...] = ()
@@ -103,10 +105,10 @@ class Rule(_Strict):
     @field_validator("fix")
     @classmethod
     def _families(cls, fix: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(fix) - set(FAMILIES) - set(FRAMEWORK_FIXES))
+        unknown = sorted(set(fix) - set(FAMILIES) - set(FIX_CONTEXTS))
         if unknown:
-            known = ", ".join((*FAMILIES, *FRAMEWORK_FIXES))
-            raise ValueError(f"unknown device family or framework {unknown[0]!r} (choose from {known})")
+            known = ", ".join((*FAMILIES, *FIX_CONTEXTS))
+            raise ValueError(f"unknown device family or context {unknown[0]!r} (choose from {known})")
         if "generic" not in fix:
             raise ValueError("needs a 'generic' fix for traces whose device family is unknown")
         return fix
@@ -118,11 +120,12 @@ class Rule(_Strict):
             cls._families(fixes)
         return variants
 
-    def fix_for(self, family: str, variant: str | None, framework: str = "") -> str:
-        """The fix for the ``variant`` the detector named (else the rule's own), in the trace's ``framework``'s terms
-        where the rule has them, else for its device ``family``, else the generic one."""
+    def fix_for(self, family: str, variant: str | None, contexts: tuple[str, ...] = ()) -> str:
+        """The fix for the ``variant`` the detector named (else the rule's own), in the terms of the first of the
+        trace's ``contexts`` (its framework, inference) the rule has one for, else its device ``family``'s, else the
+        generic one."""
         fixes = self.fix_variants.get(variant or "", self.fix)
-        return fixes.get(framework) or fixes.get(family, fixes["generic"])
+        return next((fixes[c] for c in contexts if c in fixes), fixes.get(family, fixes["generic"]))
 
     def templates(self) -> dict[str, str]:
         """Every template in the rule, by where it sits (for checking their fields)."""

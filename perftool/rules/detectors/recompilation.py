@@ -77,8 +77,9 @@ def _cause(scope: Scope, rows: np.ndarray) -> str:
             return "remainder_loop"
         if "last batch" in reason:
             return "last_batch"
-    if scope.steps.count and np.all(trace.ts[rows] >= scope.steps.start[-1]):
-        return "last_batch"
+    in_last_step = scope.steps.count and np.all(trace.ts[rows] >= scope.steps.start[-1])
+    if in_last_step and "inference" not in scope.contexts:  # inference (serving too) has no epochs
+        return "last_batch"  # an epoch's short last batch
     return "shape"
 
 
