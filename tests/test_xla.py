@@ -150,7 +150,7 @@ def test_an_xspace_without_xprof_says_how_to_get_it(run, monkeypatch):
     assert result.exit_code == 2
     assert result.output.strip() == (
         f"perftool: error: {XSPACE}: an XSpace is read through the xprof package, which is not installed: "
-        "pip install 'perftool-ml[xla]'"
+        "pip install xprof (perftool's xla extra)"
     )
 
 

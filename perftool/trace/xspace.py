@@ -1,6 +1,6 @@
 """The raw XSpace a JAX or TensorFlow profile holds (``*.xplane.pb``, what TensorBoard and XProf read), read through
 the official ``xprof`` package: its trace viewer turns the planes into the same Chrome trace ``jax.profiler``
-writes beside them, which the xla dialect reads. ``xprof`` is an optional extra (``perftool-ml[xla]``)."""
+writes beside them, which the xla dialect reads. ``xprof`` is an optional extra (``xla``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from perftool.errors import TraceError
 from perftool.trace.decode import RawEvent, exact_batches
 
 SUFFIX = ".xplane.pb"
-INSTALL = "pip install 'perftool-ml[xla]'"
+INSTALL = "pip install xprof (perftool's xla extra)"
 
 
 def is_xspace(path: str) -> bool:
