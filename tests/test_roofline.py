@@ -178,8 +178,23 @@ def test_every_device_file_says_where_its_figures_come_from_and_covers_the_famil
     for spec in hardware.SPECS:
         assert set(SOURCED) <= set(spec.sources), spec.key
         assert spec.interconnect_gbps is None or "interconnect_gbps" in spec.sources, spec.key
-    assert {spec.family for spec in hardware.SPECS} == {"gpu", "npu", "hpu", "ipu"}
-    assert {spec.vendor for spec in hardware.SPECS} >= {"NVIDIA", "AMD", "Huawei", "Intel", "Graphcore"}
+    assert {spec.family for spec in hardware.SPECS} == {"gpu", "npu", "hpu", "ipu", "tpu"}
+    assert {spec.vendor for spec in hardware.SPECS} >= {"NVIDIA", "AMD", "Huawei", "Intel", "Graphcore", "Google"}
+
+
+@pytest.mark.parametrize(
+    ("device_kind", "key"),
+    [("TPU v4", "TPU-v4"), ("TPU v5 lite", "TPU-v5e"), ("TPU v5p", "TPU-v5p"), ("TPU v6 lite", "TPU-v6e")],
+)
+def test_tpu_generations_are_known_by_the_names_jax_gives_them(device_kind, key):
+    spec = identify({"name": device_kind})
+    assert spec is not None and spec.key == key and spec.peak_flops("bf16") > 0
+
+
+def test_a_tpu_is_the_roofline_s_not_the_emulator_s():
+    from perftool.emulator.devices import BY_KEY as EMULATED
+
+    assert "TPU-v4" in hardware.BY_KEY and "TPU-v4" not in EMULATED
 
 
 def test_an_event_kept_for_its_category_keeps_all_its_args_even_with_an_op_s_name():

@@ -17,7 +17,7 @@ from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.hardware import DeviceSpec
 
 GB = 1e9
-BY_KEY: dict[str, DeviceSpec] = hardware.BY_KEY
+BY_KEY: dict[str, DeviceSpec] = {key: spec for key, spec in hardware.BY_KEY.items() if spec.family in PROFILES}
 GENERIC = "generic"  # a device perftool does not know: its family's reference figures, named as such
 
 

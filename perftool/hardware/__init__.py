@@ -33,7 +33,7 @@ class DeviceSpec(BaseModel):
     key: str = Field(description="what a config names it by (device_model)")
     model: str = Field(description="the device in words, for reports")
     vendor: str = ""
-    family: Literal["gpu", "npu", "hpu", "ipu"]
+    family: Literal["gpu", "npu", "hpu", "ipu", "tpu"]  # a TPU is known to the roofline, not (yet) to the emulator
     names: str = Field("", description="a regular expression for the names profilers give it (case-insensitive)")
     memory_gb: float = Field(gt=0)
     memory_bandwidth_gbps: float = Field(gt=0, description="device memory bandwidth, GB/s")
