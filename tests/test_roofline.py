@@ -319,3 +319,10 @@ def test_a_roofline_finding_s_gain_is_a_bound_and_no_fit_is_tried_for_it(run, wr
         result = run("scan", write_trace(build(case)), "--select", rule, "--format", "json", "--fail-on", "never")
         (finding,) = json.loads(result.stdout)["traces"][0]["findings"]
         assert finding["gain"]["kind"] == "upper_bound" and finding["severity"] == "warning"
+
+
+def test_ops_are_in_the_window_by_their_kernels_when_the_host_runs_ahead():
+    """A DDP rank whose host issues the next step's ops while the device still runs this one's: the device window's
+    kernels belong to ops the host started before it, and each is counted by its first kernel's time."""
+    roof = perftool.roofline(DATA / "real" / "mi300_resnet_actckpt_ddp8_rank0.json.gz")
+    assert roof.modelled_us / roof.device_us > 0.9

@@ -137,8 +137,8 @@ def _shape_text(inputs: Inputs) -> str:
 
 
 def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
-    """The innermost modelled ops that start in ``window`` on host threads, what each computed and its kernels'
-    device time."""
+    """The innermost modelled ops on host threads whose work starts in ``window`` (their first kernel on the device
+    where flows link them, else the op itself), what each computed and its kernels' device time."""
     lo, hi = window
     candidates = np.flatnonzero(
         trace.name_matches(MODELLED_NAMES) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
@@ -148,7 +148,12 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     compute = trace.kind[spans] == Kind.COMPUTE
     sources, spans = sources[compute], spans[compute]
     owner = _owners(trace, ops, sources) if ops.size else np.full(sources.size, -1, np.int64)
-    in_window = (trace.ts[ops] >= lo) & (trace.ts[ops] < hi)
+    # an op is in the window by its first kernel's start on the device, where flows link it (a host running ahead
+    # issues the window's ops earlier), else by its own start
+    first_kernel = np.full(ops.size, np.inf)
+    np.minimum.at(first_kernel, owner[owner >= 0], trace.ts[spans[owner >= 0]])
+    at = np.where(np.isfinite(first_kernel), first_kernel, trace.ts[ops])
+    in_window = (at >= lo) & (at < hi)
     keep = np.flatnonzero(in_window)
     position = np.full(ops.size, -1, np.int64)
     position[keep] = np.arange(keep.size)
