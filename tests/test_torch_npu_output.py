@@ -141,3 +141,31 @@ def test_a_gzipped_trace_view_is_found_too(tmp_path, run):
     result = run("info", str(directory), "--format", "json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["source"].endswith("trace_view.json.gz")
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("UPDATE TASK SET startNs = NULL WHERE rowid = 5", "missing or non-finite 'ts'"),
+        ("UPDATE CANN_API SET globalTid = NULL, connectionId = NULL WHERE rowid = 3", None),
+        ("ALTER TABLE TASK RENAME COLUMN streamId TO sid", "cannot read torch_npu's tables: no such column: streamId"),
+        (
+            "DELETE FROM TASK; DELETE FROM PYTORCH_API; DELETE FROM CANN_API; DELETE FROM COMMUNICATION_OP",
+            "empty trace: only metadata events, nothing timed",
+        ),
+    ],  # fmt: skip
+    ids=["a task without a time", "a call without thread or connection", "a column renamed", "no rows"],
+)
+def test_a_db_export_with_rows_or_tables_out_of_shape_is_read_or_one_line(tmp_path, run, change, said):
+    database = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / database.name, database)
+    database.chmod(0o644)
+    with sqlite3.connect(database) as connection:
+        connection.executescript(change)
+    result = run("info", str(database))
+    if said is None:  # read, the call kept on a thread of its own
+        assert result.exit_code == 0, result.output
+    else:
+        assert result.exit_code == 2
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith(f"perftool: error: {database}: ") and said in line

@@ -14,6 +14,7 @@ events of the process the text export gives it, so the Ascend dialect reads both
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -149,10 +150,7 @@ class _Reader:
     def _cann(self, start: int, end: int, tid: int, name: int, kind: int, connection: int) -> list[RawEvent]:
         prefix = _CANN_PREFIX.get(self.api_types.get(kind, ""), "")
         call = _span(prefix + self._string(name), "", CANN, tid, start, end)
-        launch = RawEvent(
-            ph="s", name="HostToDevice", cat="HostToDevice", pid=CANN, tid=tid, ts=start / 1e3, id=connection
-        )
-        return [call, launch]
+        return [call, _flow("s", CANN, tid, start, connection)]
 
     def _task(
         self, start: int, end: int, stream: int, task_type: int, connection: int, name: int | None, compute: int | None
@@ -160,10 +158,7 @@ class _Reader:
         kind = self._string(task_type)
         args = {"Task Type": self._string(compute) if compute is not None else kind}
         task = _span(self._string(name) if name is not None else kind, "", HARDWARE, stream, start, end, args)
-        arrival = RawEvent(
-            ph="f", name="HostToDevice", cat="HostToDevice", pid=HARDWARE, tid=stream, ts=start / 1e3, id=connection
-        )
-        return [task, arrival]
+        return [task, _flow("f", HARDWARE, stream, start, connection)]
 
     def _collective(self, start: int, end: int, name: int, connection: int) -> list[RawEvent]:
         return [_span(self._string(name), "", HCCL, _OPS_THREAD, start, end, {"connection_id": connection})]
@@ -176,9 +171,24 @@ def _meta(kind: str, pid: int, tid: int, value: str, key: str = "name") -> RawEv
     return RawEvent(ph="M", name=kind, pid=pid, tid=tid, args=msgspec.Raw(_ENCODE({key: value})))
 
 
-def _span(name: str, category: str, pid: int, tid: int, start: int, end: int, args: dict | None = None) -> RawEvent:
+def _span(name: str, category: str, pid: int, tid: Any, start: Any, end: Any, args: dict | None = None) -> RawEvent:
     """A complete event from nanosecond bounds."""
     raw = msgspec.Raw(_ENCODE(args)) if args else msgspec.Raw(b"")
-    return RawEvent(
-        ph="X", name=name, cat=category, pid=pid, tid=tid, ts=start / 1e3, dur=(end - start) / 1e3, args=raw
-    )
+    ts = _us(start)
+    return RawEvent(ph="X", name=name, cat=category, pid=pid, tid=_id(tid), ts=ts, dur=_us(end) - ts, args=raw)
+
+
+def _flow(phase: str, pid: int, tid: Any, start: Any, connection: Any) -> RawEvent:
+    """One end of a launch's flow, from the host call to the task it started (their connection id)."""
+    flow = connection if isinstance(connection, int) else None
+    return RawEvent(ph=phase, name="HostToDevice", cat="HostToDevice", pid=pid, tid=_id(tid), ts=_us(start), id=flow)
+
+
+def _us(ns: Any) -> float:
+    """A time in ns as µs; NaN where a row holds none (or not a number), which the loader names as a missing time."""
+    return ns / 1e3 if isinstance(ns, int | float) else math.nan
+
+
+def _id(value: Any) -> int:
+    """A thread or stream id as a number (0 where a row holds none)."""
+    return value if isinstance(value, int) else 0
