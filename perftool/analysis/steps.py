@@ -270,16 +270,22 @@ def startup_end(trace: Trace) -> float | None:
     first_step = trace.ts[(trace.kind == Kind.STEP) & complete]
     if first_step.size:
         model &= trace.ts < first_step.min()
-    ends = np.r_[ends, [_enclosing_call_end(trace, row) for row in np.flatnonzero(model).tolist()]]
+    ends = np.r_[ends, _enclosing_call_ends(trace, np.flatnonzero(model))]
     return float(ends.max()) if ends.size else None
 
 
-def _enclosing_call_end(trace: Trace, row: int) -> float:
-    """Where the outermost call of ``row``'s track that encloses it ends (not a Python frame, which may enclose the
-    whole script)."""
-    around = (trace.track == trace.track[row]) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
-    around &= (trace.ts <= trace.ts[row]) & (trace.end >= trace.end[row]) & ~python_frames(trace)
-    return float(trace.end[around].max())
+def _enclosing_call_ends(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Where the outermost call of each row's track that encloses it ends (not a Python frame, which may enclose the
+    whole script): one sort of each such track's calls, whatever the rows' number."""
+    found = trace.end[rows].copy()
+    calls = (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP) & ~python_frames(trace)
+    for track in np.unique(trace.track[rows]).tolist():
+        outer = top_level(trace, np.flatnonzero(calls & (trace.track == track)))
+        mine = np.flatnonzero(trace.track[rows] == track)
+        at = np.searchsorted(trace.ts[outer], trace.ts[rows[mine]], side="right") - 1
+        inside = (at >= 0) & (trace.end[outer[np.maximum(at, 0)]] >= trace.end[rows[mine]])
+        found[mine[inside]] = trace.end[outer[at[inside]]]
+    return found
 
 
 def initialising(trace: Trace) -> np.ndarray:
