@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,7 +22,7 @@ from typing import Any
 from perftool import interrupts
 from perftool.errors import PerftoolError
 from perftool.trace.loader import Decoders
-from perftool.trace.workers import Workers
+from perftool.trace.workers import Workers, stderr_unseen
 
 SCHEDULER_ENV = "PERFTOOL_SCHEDULER"  # a scheduler address, like --scheduler
 CONNECT_TIMEOUT = "5s"  # to open a connection to a scheduler
@@ -120,7 +119,7 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
             yield client
         return
     with _quiet():
-        with _stderr_unseen():  # the workers' processes inherit it: a Ctrl-C they see too prints nothing of theirs
+        with stderr_unseen():  # the workers' processes inherit it: a Ctrl-C they see too prints nothing of theirs
             cluster = LocalCluster(  # its dashboard on any free port, so another cluster here is no conflict
                 n_workers=workers,
                 threads_per_worker=1,
@@ -130,20 +129,6 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
             )
         with cluster, Client(cluster) as client:
             yield client
-
-
-@contextmanager
-def _stderr_unseen() -> Iterator[None]:
-    """The standard error of processes started in the block goes nowhere; this process's own is kept."""
-    sys.stderr.flush()
-    kept = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as nowhere:
-            os.dup2(nowhere.fileno(), 2)
-        yield
-    finally:
-        os.dup2(kept, 2)
-        os.close(kept)
 
 
 def _connected(client_type: Any, scheduler: str) -> Any:

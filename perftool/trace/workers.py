@@ -15,6 +15,7 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -202,3 +203,18 @@ def _serve(setup: tuple, tasks: Connection, results: Connection) -> None:
         except Exception as exc:  # handed to the parent, which raises it in task order
             answer = (False, exc)
         results.send(answer)
+
+
+@contextmanager
+def stderr_unseen() -> Iterator[None]:
+    """Standard error goes nowhere in the block, for the processes started in it and the native code run in it (a
+    library's C++ logging); Python's own ``sys.stderr`` is flushed first and restored after."""
+    sys.stderr.flush()
+    kept = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as nowhere:
+            os.dup2(nowhere.fileno(), 2)
+        yield
+    finally:
+        os.dup2(kept, 2)
+        os.close(kept)

@@ -4,13 +4,12 @@ writes beside them, which the xla dialect reads. ``xprof`` is an optional extra 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from perftool.errors import TraceError
 from perftool.trace.decode import RawEvent, exact_batches
+from perftool.trace.workers import stderr_unseen
 
 SUFFIX = ".xplane.pb"
 INSTALL = "pip install xprof (perftool's xla extra)"
@@ -28,7 +27,7 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
         raise TraceError(
             path, f"an XSpace is read through the xprof package, which is not installed: {INSTALL}"
         ) from None
-    with _quiet_native_logs():
+    with stderr_unseen():  # the converter's C++ logging, a line per stage
         try:
             data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {})
         except Exception as exc:  # noqa: BLE001 - whatever the converter raises, the user gets one line
@@ -38,16 +37,3 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
     if not data:
         raise TraceError(path, "xprof could not read this XSpace (a truncated or foreign protobuf?)")
     yield from exact_batches(path, data.encode() if isinstance(data, str) else data, metadata)
-
-
-@contextmanager
-def _quiet_native_logs() -> Iterator[None]:
-    """Standard error closed to the converter's C++ logging (a line per stage), restored after."""
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
