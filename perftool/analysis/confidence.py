@@ -141,10 +141,10 @@ def _model_warmup(trace: Trace, startup_end: float) -> str:
     """What a compiled model's warm-up in the start-up was, and how to profile past it and shorten it; empty where
     the start-up held none."""
     names = {trace.names[n] for n in np.unique(trace.name[trace.name_matches(MODEL_WARMUP) & (trace.ts < startup_end)])}
-    compiling = any(n.endswith(_DYNAMO_TIMED) for n in names)
-    capturing = any(not n.endswith(_DYNAMO_TIMED) for n in names) or any("CUDAGraph" in n for n in names)
     if not names:
         return ""
+    compiling = any(n.endswith(_DYNAMO_TIMED) for n in names)
+    capturing = any(not n.endswith(_DYNAMO_TIMED) or n.startswith("CUDAGraph") for n in names)  # CUDAGraphNode.record
     what = " and ".join(
         [*(["torch.compile compiling"] if compiling else []), *(["device graphs captured"] if capturing else [])]
     )

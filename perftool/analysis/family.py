@@ -68,12 +68,11 @@ def framework(trace: Trace) -> str:
     return "jax" if trace.dialect == "xla" or _JAX.search(names) else "unknown"
 
 
+# a backward pass (PyTorch's autograd, JAX's transposed jvp) or an optimizer's step; a serving engine's own names
 _TRAINING = re.compile(
     r"Backward|backward|^autograd::engine|^Optimizer\.|AccumulateGrad|zero_grad|transpose\(jvp\(|^jvp\(",
     re.MULTILINE,
-)  # a backward pass (PyTorch's autograd, JAX's transposed jvp) or an optimizer's step
-
-
+)
 _SERVING = re.compile(r"^vllm::|^vllm/|/vllm/|sglang|^execute_(\d+_)?context_\d+\(", re.MULTILINE)
 
 

@@ -38,10 +38,10 @@ WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step i
 STEADY_AGREEMENT = 1.1  # steps within this ratio of each other agree: a leading step with warm-up's signs is
 # warm-up only when it runs slower than that
 STARTUP_SHARE = 0.5  # start-up taking this share of the capture leaves no steady state to infer steps in
+MIN_MARKED = 3  # fewer step markers than this: the last one's iterations, where it holds several, are the steps
 # A host wait at the start covering device idle this share of the device's span, after device work of at most this
 # share of the device's busy time, is for work the capture does not hold (UNSEEN_SLACK: the wait may start or end
 # this share of the idle stretch inside it, while the host queues work around it)
-MIN_MARKED = 3  # fewer step markers than this: the last one's iterations, where it holds several, are the steps
 UNSEEN_SHARE, UNSEEN_BEFORE, UNSEEN_SLACK = 0.2, 0.05, 0.01
 TRUNCATED_SHARE = 0.5  # a last step shorter than this share of the typical step was cut off
 # An initialisation call this long (µs) created a context or loaded libraries; short ones are routine.
@@ -189,9 +189,9 @@ def _iterations(trace: Trace, start: float, end: float) -> Inferred | None:
 def _device_span(trace: Trace) -> tuple[float, float] | None:
     """From the device's first work to its last, or None without device work. Where the host waits at the start for
     device work the capture does not hold, from the end of that wait: the device shows (almost) nothing before a
-    stretch of idle as long as the rest, all of it inside one host wait (a blocking copy, a synchronisation) that
-    ends as the device resumes. That wait is for work launched before the capture began (a window cut from a longer
-    capture, or another process on the device), not device idle."""
+    stretch of idle of at least a fifth of its span (:data:`UNSEEN_SHARE`), all of it inside one host wait (a
+    blocking copy, a synchronisation) that ends as the device resumes. That wait is for work launched before the
+    capture began (a window cut from a longer capture, or another process on the device), not device idle."""
     device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))
     if device.size == 0:
         return None

@@ -23,6 +23,7 @@ import re
 import numpy as np
 
 from perftool.dialects.base import Dialect
+from perftool.dialects.vocabulary import PYTHON_FRAME
 from perftool.trace.model import Kind, Role, Trace, Track
 
 DEVICE_PLANE = re.compile(r"^/device:(?P<kind>[A-Z]+):(?P<id>\d+)")
@@ -36,7 +37,6 @@ _OP_LINES = ("XLA Ops", "Sparse Core Ops")
 _ASYNC_LINES = ("Async XLA Ops", "Host Offload Ops")  # copies and collectives running beside the ops
 # A call into the driver or runtime API (cuLaunchKernel, hipModuleLaunchKernel, cuMemcpyHtoDAsync_v2): XLA
 # launches through these, where PyTorch calls the cuda*/hip* runtime.
-_PYTHON_FRAME = "$"  # the Python tracer's frames: "$train.py:40 train_step", "$builtins isinstance"
 _RUNTIME_CALL = re.compile(r"^(cu|hip|cuda)[A-Z]\w*$")
 
 
@@ -79,7 +79,7 @@ class Xla(Dialect):
         return kind
 
     def name_kind(self, name: str) -> Kind:
-        if name.startswith(_PYTHON_FRAME):
+        if PYTHON_FRAME.match(name):  # the Python tracer's "$train.py:40 train_step", "$builtins isinstance"
             return Kind.ANNOTATION  # where the Python code was, around the calls that do the work
         kind = super().name_kind(name)
         if kind in (Kind.OTHER, Kind.H2D, Kind.D2H, Kind.D2D) and _RUNTIME_CALL.match(name):
