@@ -76,3 +76,16 @@ def test_the_real_decode_window_is_one_busy_graph_replay(run):
     said = " ".join(run("scan", str(path)).output.split())
     assert "the host waits 463.300 ms at the start of the capture while the device shows no work" in said
     assert np.isfinite(metrics["device.busy_us"])
+
+
+def test_a_trace_mostly_in_graph_replays_says_their_kernels_have_no_op_and_how_to_see_them(write_trace, run):
+    said = " ".join(run("scan", write_trace(_window(lead_wait=100))).output.split())
+    assert "of the device's compute runs in device graph replays, whose kernels no op of their own names" in said
+    assert "vLLM's --enforce-eager" in said
+
+
+def test_a_trace_without_graph_replays_says_nothing_of_them(run):
+    from conftest import DATA
+
+    said = " ".join(run("scan", str(DATA / "real" / "nccl_a100_rank.json.gz")).output.split())
+    assert "graph replays" not in said

@@ -14,11 +14,13 @@ import numpy as np
 
 from perftool import dialects
 from perftool.analysis.family import device_tracks
+from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.dialects.vocabulary import MODEL_WARMUP
-from perftool.trace.model import Role, Trace
+from perftool.trace.model import Kind, Role, Trace
 from perftool.units import duration, plural
 
+REPLAYED_SHARE = 0.1  # device graph replays holding this share of the device's compute are said to be there
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
 _CAPTURE_HINT = {
     "kineto": "capture several steps past warm-up: torch.profiler.profile(schedule=torch.profiler.schedule("
@@ -125,6 +127,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         )
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
+    elif replays := _replayed_share(trace, lo, hi):
+        found.append(Caveat(replays, caps=False))
     if _RANGE_PROFILER in trace.cats:
         found.append(
             Caveat(
@@ -135,6 +139,24 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
+    """How much of the window's device compute runs in device graph replays, whose kernels no op of their own names
+    (a graph is captured once, not traced op by op); empty below :data:`REPLAYED_SHARE`."""
+    _, spans = replayed(trace)
+    spans = spans[(trace.ts[spans] >= lo) & (trace.ts[spans] < hi) & (trace.kind[spans] == Kind.COMPUTE)]
+    compute = (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.ts >= lo) & (trace.ts < hi)
+    total = float(trace.dur[compute].sum())
+    share = float(trace.dur[spans].sum()) / total if total > 0 else 0.0
+    if share < REPLAYED_SHARE:
+        return ""
+    return (
+        f"{share:.0%} of the device's compute runs in device graph replays, whose kernels no op of their own names: "
+        "per-op figures (diff --by op, the roofline) give them to the op that replays the graph; to see them op by "
+        'op, profile one run with graphs off (torch.compile without mode="reduce-overhead", vLLM\'s --enforce-eager, '
+        "SGLang's --disable-cuda-graph)"
+    )
 
 
 def _model_warmup(trace: Trace, startup_end: float) -> str:

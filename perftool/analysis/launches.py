@@ -84,14 +84,22 @@ def graphs_in_use(trace: Trace, rows: np.ndarray) -> bool:
     return graphs > 0 and graphs * GRAPH_SHARE >= int(np.count_nonzero(launches))
 
 
+def replayed(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per device span a graph launch started (linked by flows, as Kineto writes them): the launch call's row, and
+    the span's row."""
+    if "replayed" not in trace.derived:
+        sources, spans = launch_rows(trace)
+        calls = _enclosing_span(trace, sources, trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
+        graph = (calls >= 0) & trace.name_matches(GRAPH_LAUNCH)[calls]
+        trace.derived["replayed"] = calls[graph], spans[graph]
+    return trace.derived["replayed"]
+
+
 def graph_replays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Each device graph replay's span on the device: from the first to the last end of the work one graph launch
-    started (linked by flows, as Kineto writes them). The device is not idle inside a replay: the gaps between its
-    kernels are the graph's own dependencies, not time the host keeps it waiting."""
-    sources, spans = launch_rows(trace)
-    calls = _enclosing_span(trace, sources, trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
-    graph = (calls >= 0) & trace.name_matches(GRAPH_LAUNCH)[calls]
-    sources, spans = calls[graph], spans[graph]
+    started. The device is not idle inside a replay: the gaps between its kernels are the graph's own dependencies,
+    not time the host keeps it waiting."""
+    sources, spans = replayed(trace)
     if sources.size == 0:
         return np.empty(0), np.empty(0)
     launch, index = np.unique(sources, return_inverse=True)
