@@ -8,7 +8,7 @@ import os
 from perftool import dialects
 from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
-from perftool.trace.profiler_dirs import trace_path
+from perftool.trace.profiler_dirs import msprof_steps, trace_path
 
 
 def load_trace(
@@ -21,15 +21,19 @@ def load_trace(
     analysis: str = "info",
 ) -> Trace:
     """Read a trace file (or the trace of a profiler's output directory: :func:`~perftool.trace.profiler_dirs.
-    trace_path`) and assign track roles and event kinds through its dialect.
+    trace_path`) and assign track roles and event kinds through its dialect; msprof's own step breakdown beside a
+    torch_npu trace is kept in its metadata (``msprof.step_trace_time``).
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
     :func:`~perftool.trace.loader.read_trace`'s; the args the dialects read are kept.
     """
+    file = trace_path(os.fspath(path))
     trace = dialects.apply(
-        read_trace(trace_path(os.fspath(path)), workers, max_bytes, dialects.kept_args(), decoders, memory, analysis),
+        read_trace(file, workers, max_bytes, dialects.kept_args(), decoders, memory, analysis),
         dialect,
     )
+    if steps := msprof_steps(file):
+        trace.metadata["msprof.step_trace_time"] = steps
     trace.store.loaded()
     return trace

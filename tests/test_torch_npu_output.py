@@ -169,3 +169,32 @@ def test_a_db_export_with_rows_or_tables_out_of_shape_is_read_or_one_line(tmp_pa
         assert result.exit_code == 2
         (line,) = result.output.strip().splitlines()
         assert line.startswith(f"perftool: error: {database}: ") and said in line
+
+
+STEP_TRACE = (
+    "Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,Bubble,"
+    "Communication(Not Overlapped and Exclude Receive),Preparing\n"
+    "50,8868.24,95962.016,4011.262,99973.278,25032.619,129862.75,0,95962.016,17483.75\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("csv_text", "said"),
+    [
+        (
+            STEP_TRACE,
+            "step_trace_time.csv beside the trace (step 50), per step: computing 8.868 ms, communication "
+            "99.973 ms, communication overlapping no compute 95.962 ms, free 25.033 ms, stage 129.863 ms",
+        ),
+        ("Step,Computing\n50,not a number\n", None),
+        ("\\x00\\xff", None),
+    ],  # fmt: skip
+    ids=["msprof's figures", "a row that is no numbers", "not a CSV"],
+)
+def test_msprof_s_own_step_breakdown_is_set_beside_perftool_s(tmp_path, run, csv_text, said):
+    directory = _rank_directory(tmp_path, "host_7_ascend_pt", 0, _npu_trace(0))
+    (directory / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_text(csv_text)
+    result = run("info", str(directory))
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert (said in text) if said else "step_trace_time.csv" not in text

@@ -20,6 +20,13 @@ from perftool.dialects.vocabulary import MODEL_WARMUP
 from perftool.trace.model import Kind, Role, Trace
 from perftool.units import duration, plural
 
+_MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
+    "Computing": "computing",
+    "Communication": "communication",
+    "Communication(Not Overlapped)": "communication overlapping no compute",
+    "Free": "free",
+    "Stage": "stage",
+}
 REPLAYED_SHARE = 0.1  # device graph replays holding this share of the device's compute are said to be there
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
 _CAPTURE_HINT = {
@@ -125,6 +132,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
+    if msprof := _msprof_steps(trace):
+        found.append(Caveat(msprof, caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
     elif replays := _replayed_share(trace, lo, hi):
@@ -139,6 +148,18 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _msprof_steps(trace: Trace) -> str:
+    """msprof's own breakdown of the steps (``step_trace_time.csv`` beside a torch_npu trace), per step, in words, to
+    set beside perftool's; empty where the profiler wrote none."""
+    rows = trace.metadata.get("msprof.step_trace_time") or []
+    if not rows:
+        return ""
+    mean = {key: sum(row.get(key, 0.0) for row in rows) / len(rows) for key in _MSPROF_FIGURES}
+    parts = [f"{words} {duration(mean[key])}" for key, words in _MSPROF_FIGURES.items() if any(key in r for r in rows)]
+    steps = ", ".join(str(int(row["Step"])) for row in rows if "Step" in row) or "?"
+    return f"msprof's own step_trace_time.csv beside the trace (step {steps}), per step: {', '.join(parts)}"
 
 
 def _replayed_share(trace: Trace, lo: float, hi: float) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import math
 import os
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from perftool.errors import PerftoolError
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
 ASCEND_TRACES = ("trace_view.json", "trace_view.json.gz")
 ASCEND_DATABASE = "ascend_pytorch_profiler*.db"  # the db export's trace (sqlite)
+MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
 
 
 def profiler_trace(directory: str) -> str | None:
@@ -38,3 +41,26 @@ def profiler_trace(directory: str) -> str | None:
 def trace_path(path: str) -> str:
     """The trace file ``path`` names: itself, or the trace of the profiler output directory it names."""
     return (profiler_trace(path) or path) if os.path.isdir(path) else path
+
+
+def msprof_steps(trace_file: str) -> list[dict[str, float]]:
+    """msprof's own breakdown of each step (``step_trace_time.csv`` beside a torch_npu trace: computing,
+    communication and how much of it overlapped nothing, free time, in µs), where the profiler wrote one; a row
+    that does not read as numbers is left out, as is a file that cannot be read."""
+    path = Path(trace_file).with_name(MSPROF_STEPS)
+    if Path(trace_file).parent.name != ASCEND_OUTPUT or not path.is_file():
+        return []
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
+    return [row for row in map(_numbers, rows) if row]
+
+
+def _numbers(row: dict[str, str]) -> dict[str, float]:
+    try:
+        found = {str(key): float(value) for key, value in row.items() if key}
+    except (TypeError, ValueError):
+        return {}
+    return found if all(math.isfinite(v) for v in found.values()) else {}
