@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA
 
 from perftool import api
-from perftool.trace.ascend_db import SQLITE_MAGIC
+from perftool.trace.loader import SQLITE_MAGIC
 
 DB_JOB = DATA / "real" / "torch_npu_db_l2_job"
 

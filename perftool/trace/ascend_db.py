@@ -24,7 +24,6 @@ import msgspec
 from perftool.errors import TraceError
 from perftool.trace.decode import RawEvent
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 BATCH_ROWS = 50_000  # rows read and turned into events at a time
 PYTHON, CANN, HARDWARE, HCCL = 1, 2, 3, 4  # the processes, numbered as the text export names them
 _PROCESSES = {PYTHON: "Python", CANN: "CANN", HARDWARE: "Ascend Hardware", HCCL: "HCCL"}
@@ -32,11 +31,6 @@ _OPS_THREAD = 0  # HCCL's thread of whole collectives; its planes are 1 + the pl
 _CANN_PREFIX = {"acl": "AscendCL@", "runtime": "Runtime@", "node": "Node@", "model": "Model@", "hccl": "Hccl@"}
 _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "user_annotation"}
 _ENCODE = msgspec.json.encode
-
-
-def is_database(path: str) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
 def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from perftool import limits
 from perftool.errors import TraceError, parameter
-from perftool.trace import ascend_db, decode, xspace
+from perftool.trace import decode
 from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, make_part
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -38,6 +38,8 @@ GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is calle
 STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's db export)
+XSPACE_SUFFIX = ".xplane.pb"  # a JAX or TensorFlow profile's raw XSpace
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
 # what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers
@@ -72,10 +74,8 @@ def read_trace(
     if path == STDIN or _is_stream(path):
         return _read_spooled(path, workers, max_bytes, keep_args, memory, analysis)
     _check_readable(path)
-    if ascend_db.is_database(path):
-        return _load_events(path, ascend_db.batches, keep_args, memory, analysis)
-    if xspace.is_xspace(path):
-        return _load_events(path, xspace.batches, keep_args, memory, analysis)
+    if (batches := _other_format(path)) is not None:
+        return _load_events(path, batches, keep_args, memory, analysis)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
     try:
@@ -210,6 +210,22 @@ def _load(
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[RawEvent]]] | None:
+    """The reader of a trace that is not JSON, by its content or its name: torch_npu's db export (sqlite), an
+    XSpace; None for JSON. Their modules load only when such a trace is read."""
+    with open(path, "rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
+    if head == SQLITE_MAGIC:
+        from perftool.trace import ascend_db
+
+        return ascend_db.batches
+    if path.lower().endswith(XSPACE_SUFFIX):
+        from perftool.trace import xspace
+
+        return xspace.batches
+    return None
 
 
 def _load_events(

@@ -11,12 +11,7 @@ from perftool.errors import TraceError
 from perftool.trace.decode import RawEvent, exact_batches
 from perftool.trace.workers import stderr_unseen
 
-SUFFIX = ".xplane.pb"
 INSTALL = "pip install xprof (perftool's xla extra)"
-
-
-def is_xspace(path: str) -> bool:
-    return path.lower().endswith(SUFFIX)
 
 
 def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
