@@ -11,6 +11,7 @@ from conftest import DATA, complete, process_name, thread_name
 
 from perftool.analysis.family import device_family, device_name, framework
 from perftool.analysis.intervals import busy
+from perftool.analysis.steps import detect_steps
 from perftool.trace import events
 from perftool.trace.model import Kind, Phase, Role
 from perftool.trace_reader import load_trace
@@ -175,3 +176,20 @@ def test_a_foreign_file_named_as_an_xspace_is_one_line(tmp_path, run):
     result = run("info", str(path))
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert result.output.startswith(f"perftool: error: {path}: ")
+
+
+def test_a_tpu_capture_without_steps_or_host_has_its_program_s_executions_as_steps(write_trace):
+    """The host's trace left out (host_tracer_level=0) and no Steps line: the program run most, 3 times or more,
+    is the loop's step; a program run once (an initialisation) is not."""
+    events = [
+        process_name(1, "/device:TPU:0"),
+        thread_name(1, 2, "XLA Modules"),
+        thread_name(1, 3, "XLA Ops"),
+        complete("jit_init(7)", 0, 5_000, pid=1, tid=2),
+        complete("fusion.0", 10, 4_900, pid=1, tid=3),
+    ]
+    for step in range(5):
+        t = 10_000 + step * 1_000.0
+        events += [complete("jit_train_step(42)", t, 900, pid=1, tid=2), complete("fusion.1", t + 5, 880, pid=1, tid=3)]
+    steps = detect_steps(load_trace(write_trace({"traceEvents": events})))
+    assert steps.count == 5 and steps.start[0] == pytest.approx(10_000)

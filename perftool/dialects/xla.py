@@ -8,8 +8,10 @@ Each plane of the XSpace is a process named after it: ``/device:GPU:0`` or ``/de
 * on a TPU, ``XLA Ops`` (the ops the TensorCore ran, control-flow ops enclosing their bodies), ``Async XLA Ops``
   (DMAs and asynchronous collectives beside them) and ``Host Offload Ops``: the device's activity;
 * ``Steps`` (a training step, each named by its number), ``XLA Modules`` (each execution of a compiled
-  program), ``Framework Ops``, ``Framework Name Scope``, ``Source code``, ``Launch Stats``, ``_counters_``:
-  derived from the device's work (and on a GPU, ``XLA Ops`` too), so summaries, never counted again.
+  program: where neither a step line nor the host's calls mark the steps, the executions of the program that
+  takes the device's time are the steps), ``Framework Ops``, ``Framework Name Scope``, ``Source code``,
+  ``Launch Stats``, ``_counters_``: derived from the device's work (and on a GPU, ``XLA Ops`` too), so summaries,
+  never counted again.
 
 On the host, the Python thread calls compiled functions (``PjitFunction(train_step)``); the runtime's threads
 launch kernels through the driver API (``cuLaunchKernel``, ``hipModuleLaunchKernel``) and run the executables
@@ -23,8 +25,8 @@ import re
 import numpy as np
 
 from perftool.dialects.base import Dialect
-from perftool.dialects.vocabulary import PYTHON_FRAME
-from perftool.trace.model import Kind, Role, Trace, Track
+from perftool.dialects.vocabulary import COMPILED_CALL, PYTHON_FRAME
+from perftool.trace.model import Kind, Phase, Role, Trace, Track
 
 DEVICE_PLANE = re.compile(r"^/device:(?P<kind>[A-Z]+):(?P<id>\d+)")
 HOST_PLANE = re.compile(r"^/host:")
@@ -34,6 +36,8 @@ _COPY_STREAMS = ("MemcpyD2D", "MemcpyOther", "MemcpyP2P")  # copies on the devic
 _DERIVED_FROM = " - from "
 _STEP_LINES = ("Steps", "Sparse Core Steps")
 _OP_LINES = ("XLA Ops", "Sparse Core Ops")
+_MODULE_LINES = ("XLA Modules", "Sparse Core Modules")  # each execution of a compiled program
+MIN_PROGRAM_RUNS = 3  # a program run fewer times than this is no loop's step
 _ASYNC_LINES = ("Async XLA Ops", "Host Offload Ops")  # copies and collectives running beside the ops
 # A call into the driver or runtime API (cuLaunchKernel, hipModuleLaunchKernel, cuMemcpyHtoDAsync_v2): XLA
 # launches through these, where PyTorch calls the cuda*/hip* runtime.
@@ -76,6 +80,8 @@ class Xla(Dialect):
                 kind[on_line] = Kind.ANNOTATION
             elif line in _ASYNC_LINES or (stream and stream["work"] in _COPY_STREAMS):
                 kind[on_line & (kind == Kind.COMPUTE)] = Kind.D2D
+        if not (kind == Kind.STEP).any() and not trace.name_matches(COMPILED_CALL).any():
+            kind[_repeated_program(trace)] = Kind.STEP
         return kind
 
     def name_kind(self, name: str) -> Kind:
@@ -85,6 +91,22 @@ class Xla(Dialect):
         if kind in (Kind.OTHER, Kind.H2D, Kind.D2H, Kind.D2D) and _RUNTIME_CALL.match(name):
             return Kind.RUNTIME  # a copy call on the host is a runtime call, as the kernel launches are
         return kind
+
+
+def _repeated_program(trace: Trace) -> np.ndarray:
+    """Per event: an execution of the compiled program that takes the device's time, where no step line and no
+    host call marks the steps (a capture without the host's trace): on the ``XLA Modules`` lines, the program run
+    most time that runs at least :data:`MIN_PROGRAM_RUNS` times. Each execution is a step."""
+    lines = [t.id for t in trace.tracks if DEVICE_PLANE.match(t.process_name) and _line(t) in _MODULE_LINES]
+    runs = np.isin(trace.track, lines) & (trace.phase == Phase.COMPLETE)
+    if not runs.any():
+        return runs
+    count = np.bincount(trace.name[runs], minlength=len(trace.names))
+    time = np.bincount(trace.name[runs], weights=trace.dur[runs], minlength=len(trace.names))
+    time[count < MIN_PROGRAM_RUNS] = 0
+    if time.max() <= 0:
+        return np.zeros(len(trace), dtype=bool)
+    return runs & (trace.name == int(np.argmax(time)))
 
 
 def _line(track: Track) -> str:
