@@ -326,3 +326,23 @@ def test_ops_are_in_the_window_by_their_kernels_when_the_host_runs_ahead():
     kernels belong to ops the host started before it, and each is counted by its first kernel's time."""
     roof = perftool.roofline(DATA / "real" / "mi300_resnet_actckpt_ddp8_rank0.json.gz")
     assert roof.modelled_us / roof.device_us > 0.9
+
+
+def test_inductor_s_kernels_are_counted_by_the_family_their_names_give(write_trace):
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        *(complete("triton_poi_fused_add_mul_0", 100 * i, 10, pid=0, tid=7, cat="kernel") for i in range(3)),
+        complete("triton_red_fused_native_layer_norm_1", 400, 30, pid=0, tid=7, cat="kernel"),
+        complete("triton_per_fused_softmax_2", 500, 20, pid=0, tid=7, cat="kernel"),
+        complete("triton_tem_fused_mm_3", 600, 40, pid=0, tid=7, cat="kernel"),
+        complete("sm90_xmma_gemm_bf16bf16", 700, 100, pid=0, tid=7, cat="kernel"),
+    ]
+    notes = roofline(load_trace(write_trace({"schemaVersion": 1, "traceEvents": events}))).notes
+    (said,) = [note for note in notes if "Inductor" in note]
+    assert said.startswith("55% of device compute time is Inductor's kernels (torch.compile): pointwise 30.0 µs (3")
+    assert "reductions 50.0 µs (2 kernels), GEMM templates 40.0 µs (1 kernel)" in said
+
+
+def test_kernels_inductor_did_not_write_get_no_such_note(write_trace):
+    events = [complete("sm90_xmma_gemm_bf16bf16", 0, 100, pid=0, tid=7, cat="kernel")]
+    assert not [n for n in roofline(load_trace(write_trace({"traceEvents": events}))).notes if "Inductor" in n]

@@ -9,6 +9,7 @@ lower bound whenever the modelled share of device time is under 100%.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,8 +24,12 @@ from perftool.op_families import ASSUMED, Work
 from perftool.results import RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.roofline.calls import Calls, op_calls
 from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.units import duration, plural
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
+_INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by
+_INDUCTOR_FAMILY = {"poi": 0, "red": 1, "per": 1, "tem": 2}
+_INDUCTOR_WORDS = ("pointwise", "reductions", "GEMM templates")
 CAPTURE_ADVICE = (
     "capture with torch.profiler.profile(record_shapes=True, with_flops=True) so ops record their input shapes"
 )
@@ -129,7 +134,7 @@ def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None =
         lost_us=_total([op.lost_us for op in ops]) if spec and ops else None,
         ops=ops,
         families=_family_rows(ops),
-        notes=_notes(calls, spec, device, ops),
+        notes=_notes(calls, spec, device, ops) + _compiled_kernels(trace, kernels),
         calls=calls,
     )
     if calls.kinds:
@@ -303,6 +308,31 @@ def _family_rows(ops: list[RooflineOp]) -> list[RooflineFamily]:
         for family, members in groups.items()
     ]
     return sorted(rows, key=lambda r: -r.device_us)
+
+
+def _compiled_kernels(trace: Trace, kernels: np.ndarray) -> list[str]:
+    """What Inductor's kernels among ``kernels`` (the window's) are, by the family their names give
+    (``triton_poi_`` pointwise, ``triton_red_``/``triton_per_`` reductions, ``triton_tem_`` GEMM templates) and
+    their device time: a compiled model's ops record no shapes of their own, so they have no FLOPs."""
+    family_of = np.array(
+        [_INDUCTOR_FAMILY[m.group(1)] if (m := _INDUCTOR.match(n)) else -1 for n in trace.names] or [-1]
+    )
+    family = family_of[trace.name[kernels]]
+    found = family >= 0
+    if not found.any():
+        return []
+    time = np.bincount(family[found], weights=trace.dur[kernels[found]], minlength=len(_INDUCTOR_WORDS))
+    calls = np.bincount(family[found], minlength=len(_INDUCTOR_WORDS))
+    parts = [
+        f"{words} {duration(float(time[i]))} ({plural(int(calls[i]), 'kernel')})"
+        for i, words in enumerate(_INDUCTOR_WORDS)
+        if calls[i]
+    ]
+    share = float(time.sum()) / max(float(trace.dur[kernels].sum()), 1e-9)
+    return [
+        f"{share:.0%} of device compute time is Inductor's kernels (torch.compile): {', '.join(parts)}; they record no "
+        "shapes, so no FLOPs or % of peak"
+    ]
 
 
 def _notes(calls: Calls, spec: DeviceSpec | None, device: str, ops: list[RooflineOp]) -> list[str]:
