@@ -174,9 +174,10 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
         return ""
     return (
         f"{share:.0%} of the device's compute runs in device graph replays, whose kernels no op of their own names: "
-        "per-op figures (diff --by op, the roofline) give them to the op that replays the graph; to see them op by "
-        'op, profile one run with graphs off (torch.compile without mode="reduce-overhead", vLLM\'s --enforce-eager, '
-        "SGLang's --disable-cuda-graph)"
+        "per-op figures (diff --by op, the roofline) give them to the op that replays the graph. To see them by op, "
+        "label the kernels as the graph is captured (PyTorch's CUDA graph kernel annotations: torch.cuda.graph(..., "
+        "enable_annotations=True) with mark_kernels, CUDA 13.1 or later), or profile one run with graphs off "
+        "(torch.compile without mode=\"reduce-overhead\", vLLM's --enforce-eager, SGLang's --disable-cuda-graph)"
     )
 
 
