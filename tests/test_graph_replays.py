@@ -3,7 +3,6 @@ and a host waiting at the start for work the capture does not hold is not device
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from perftool.analysis.launches import graph_replays
@@ -75,7 +74,6 @@ def test_the_real_decode_window_is_one_busy_graph_replay(run):
     assert metrics["device.busy_fraction"] > 0.95
     said = " ".join(run("scan", str(path)).output.split())
     assert "the host waits 463.300 ms at the start of the capture while the device shows no work" in said
-    assert np.isfinite(metrics["device.busy_us"])
 
 
 def test_a_trace_mostly_in_graph_replays_says_their_kernels_have_no_op_and_how_to_see_them(write_trace, run):
