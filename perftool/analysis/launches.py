@@ -88,9 +88,10 @@ def replayed(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per device span a graph launch started (linked by flows, as Kineto writes them): the launch call's row, and
     the span's row."""
     if "replayed" not in trace.derived:
-        sources, spans = launch_rows(trace)
+        graph_launch = trace.name_matches(GRAPH_LAUNCH)
+        sources, spans = launch_rows(trace) if graph_launch.any() else (np.empty(0, np.int64), np.empty(0, np.int64))
         calls = _enclosing_span(trace, sources, trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
-        graph = (calls >= 0) & trace.name_matches(GRAPH_LAUNCH)[calls]
+        graph = (calls >= 0) & graph_launch[calls]
         trace.derived["replayed"] = calls[graph], spans[graph]
     return trace.derived["replayed"]
 

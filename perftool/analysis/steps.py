@@ -195,8 +195,13 @@ def _device_span(trace: Trace) -> tuple[float, float] | None:
     device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))
     if device.size == 0:
         return None
+    first, last = float(trace.ts[device].min()), float(trace.end[device].max())
+    waits = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
+    waits &= (trace.kind == Kind.SYNC) | trace.name_matches(BLOCKING_COPY_CALL)
+    waits &= trace.dur >= (UNSEEN_SHARE - UNSEEN_SLACK) * (last - first)
+    if not waits.any():  # no wait long enough: the device's work is all there is (and no sort of it is needed)
+        return first, last
     busy = union(trace.ts[device], trace.end[device])
-    first, last = float(busy[0][0]), float(busy[1][-1])
     lengths = busy[1] - busy[0]
     gap_after = np.r_[busy[0][1:] - busy[1][:-1], 0.0]
     lead = int(np.argmax(gap_after))
@@ -204,8 +209,6 @@ def _device_span(trace: Trace) -> tuple[float, float] | None:
     gap_start, gap_end = float(busy[1][lead]), float(busy[0][lead + 1]) if lead + 1 < busy[0].size else last
     if gap_end - gap_start < UNSEEN_SHARE * (last - first) or before > UNSEEN_BEFORE * float(lengths.sum()):
         return first, last
-    waits = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
-    waits &= (trace.kind == Kind.SYNC) | trace.name_matches(BLOCKING_COPY_CALL)
     slack = UNSEEN_SLACK * (gap_end - gap_start)
     waiting = waits & (trace.ts <= gap_start + slack) & (trace.end >= gap_end - slack)
     return (gap_end, last) if waiting.any() else (first, last)
