@@ -198,3 +198,13 @@ def test_msprof_s_own_step_breakdown_is_set_beside_perftool_s(tmp_path, run, csv
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert (said in text) if said else "step_trace_time.csv" not in text
+
+
+def test_torch_npu_s_recorded_shapes_give_the_roofline_its_ops():
+    """torch_npu records an op's inputs as ';'-separated strings ("32,4096;4096,9216;"), in the db export under
+    swapped column names: both read as shapes, and each framework op is linked to the tasks it queued."""
+    roof = api.roofline(DB_JOB / "rank0_ascend_pt")
+    assert {"aten::mm", "aten::addmm"} <= {op.name for op in roof.ops}
+    assert roof.flops > 10e9 and roof.modelled_us / roof.device_us > 0.2
+    (mm,) = [op for op in roof.ops if op.name == "aten::mm" and op.shapes == "32x4096, 4096x9216"]
+    assert mm.family == "gemm" and mm.flops == pytest.approx(2 * 32 * 4096 * 9216 * mm.calls)

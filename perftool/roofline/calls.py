@@ -25,12 +25,13 @@ TF32_KERNEL = re.compile(r"(?i)tf32|s1688|s16816|1688gemm")
 
 
 class _Recorded(msgspec.Struct):
-    """An op's recorded inputs as the loader keeps them (:class:`~perftool.trace.columns.RecordedInputs`)."""
+    """An op's recorded inputs as the loader keeps them (:class:`~perftool.trace.columns.RecordedInputs`): lists, as
+    Kineto writes them, or one string of ``;``-separated entries, as torch_npu does (``"32,3,224,224;\r\n64;"``)."""
 
-    dims: list[Any] = msgspec.field(name="Input Dims", default_factory=list)
-    dims_before_1_10: list[Any] = msgspec.field(name="Input dims", default_factory=list)
-    types: list[Any] = msgspec.field(name="Input type", default_factory=list)
-    concrete: list[Any] = msgspec.field(name="Concrete Inputs", default_factory=list)
+    dims: list[Any] | str = msgspec.field(name="Input Dims", default_factory=list)
+    dims_before_1_10: list[Any] | str = msgspec.field(name="Input dims", default_factory=list)
+    types: list[Any] | str = msgspec.field(name="Input type", default_factory=list)
+    concrete: list[Any] | str = msgspec.field(name="Concrete Inputs", default_factory=list)
 
 
 _DECODE = msgspec.json.Decoder(_Recorded)
@@ -42,8 +43,26 @@ def _inputs(kept: bytes) -> Inputs | None:
         recorded = _DECODE.decode(kept)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return None
-    dims = recorded.dims or recorded.dims_before_1_10
-    return Inputs(dims, [str(t) for t in recorded.types], [str(c) for c in recorded.concrete]) if dims else None
+    dims = _shapes(recorded.dims) or _shapes(recorded.dims_before_1_10)
+    types, concrete = _entries(recorded.types), _entries(recorded.concrete)
+    return Inputs(dims, [str(t) for t in types], [str(c) for c in concrete]) if dims else None
+
+
+def _entries(recorded: list[Any] | str) -> list[Any]:
+    """The recorded entries, one per input: a list as it is, torch_npu's string split at its ``;``."""
+    return [entry.strip() for entry in recorded.split(";")] if isinstance(recorded, str) else recorded
+
+
+def _shapes(recorded: list[Any] | str) -> list[Any]:
+    """Each input's shape: Kineto's lists as they are; torch_npu's ``"32,3,224,224"`` entries as lists of sizes
+    (an entry that is no list of sizes, a scalar's, as none)."""
+    if not isinstance(recorded, str):
+        return recorded
+    shapes: list[Any] = []
+    for entry in _entries(recorded):
+        sizes = entry.split(",") if entry else []
+        shapes.append([int(size) for size in sizes] if all(size.strip().isdigit() for size in sizes) else [])
+    return shapes
 
 
 @dataclass(frozen=True)

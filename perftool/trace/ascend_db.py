@@ -9,12 +9,14 @@ events of the process the text export gives it, so the Ascend dialect reads both
 * ``TASK`` (what the NPU ran, per stream) on ``Ascend Hardware``, named after ``COMPUTE_TASK_INFO`` where the task
   computes, else by its task type (``Notify Wait``, ``SDMA``, ``EVENT_WAIT``), the compute type in its args;
 * ``COMMUNICATION_OP`` (``hcom_allReduce_...``) on ``HCCL``, and each of its tasks on the plane it ran on;
-* a launch flow (``HostToDevice``) from each CANN call to the tasks it started, by their connection id.
+* a launch flow (``HostToDevice``) from each CANN call to the tasks it started, by their connection id, and one
+  from each framework op to the tasks it queued (``CONNECTION_IDS``), as the text export's ``async_npu`` flows.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +33,8 @@ _OPS_THREAD = 0  # HCCL's thread of whole collectives; its planes are 1 + the pl
 _CANN_PREFIX = {"acl": "AscendCL@", "runtime": "Runtime@", "node": "Node@", "model": "Model@", "hccl": "Hccl@"}
 _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "user_annotation"}
 _ENCODE = msgspec.json.encode
+_QUEUED = 1 << 40  # the flows from a framework op to the tasks it queued, apart from the CANN calls' connection ids
+_SHAPES = re.compile(r"[\d,;\s]*\d[\d,;\s]*")  # torch_npu's recorded shapes: "32,3,224,224;\r\n64;\r\n;"
 
 
 def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
@@ -100,9 +104,11 @@ class _Reader:
 
     def events(self) -> Iterator[list[RawEvent]]:
         if "PYTORCH_API" in self.tables:
+            columns = self._columns("PYTORCH_API")
+            optional = ", ".join(c if c in columns else "NULL" for c in ("inputShapes", "inputDtypes", "connectionId"))
             yield from self._rows(
-                "SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), globalTid & 4294967295, name, type"
-                " FROM PYTORCH_API",
+                "SELECT CAST(startNs AS INTEGER), CAST(endNs AS INTEGER), globalTid & 4294967295, name, type, "
+                f"{optional} FROM PYTORCH_API",
                 self._pytorch,
             )
         if "CANN_API" in self.tables:
@@ -111,8 +117,13 @@ class _Reader:
             )
         if "TASK" in self.tables:
             compute = "COMPUTE_TASK_INFO" in self.tables
+            op = (  # the framework op that queued the task, through the task's connection id
+                "(SELECT MIN(ci.id) FROM CONNECTION_IDS ci WHERE ci.connectionId = t.connectionId)"
+                if "CONNECTION_IDS" in self.tables
+                else "NULL"
+            )
             yield from self._rows(
-                "SELECT t.startNs, t.endNs, t.streamId, t.taskType, t.connectionId, "
+                f"SELECT t.startNs, t.endNs, t.streamId, t.taskType, t.connectionId, {op}, "
                 + (
                     "c.name, c.taskType FROM TASK t LEFT JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = t.globalTaskId"
                     if compute
@@ -129,6 +140,9 @@ class _Reader:
                 self._plane_task,
             )
 
+    def _columns(self, table: str) -> set[str]:
+        return {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
+
     def _rows(self, query: str, event: Any) -> Iterator[list[RawEvent]]:
         cursor = self.connection.execute(query)
         while rows := cursor.fetchmany(BATCH_ROWS):
@@ -137,9 +151,19 @@ class _Reader:
     def _string(self, id_: int | None) -> str:
         return self.strings.get(id_, "") if id_ is not None else ""
 
-    def _pytorch(self, start: int, end: int, tid: int, name: int, kind: int) -> list[RawEvent]:
+    def _pytorch(
+        self, start: int, end: int, tid: int, name: int, kind: int, one: int | None, other: int | None, op: int | None
+    ) -> list[RawEvent]:
+        """A framework op, with its recorded inputs as the text export writes them (``Input Dims``, ``Input type``:
+        ``;``-separated strings). The two columns are told apart by what they hold, as exports have been seen with
+        the shapes under ``inputDtypes``."""
         category = _PYTORCH_CATEGORY.get(self.api_types.get(kind, ""), "")
-        return [_span(self._string(name), category, PYTHON, tid, start, end)]
+        recorded = [self._string(one), self._string(other)]
+        shapes = next((text for text in recorded if _SHAPES.fullmatch(text)), "")
+        types = next((text for text in recorded if text and text != shapes), "")
+        args = {"Input Dims": shapes, "Input type": types} if shapes else None
+        call = _span(self._string(name), category, PYTHON, tid, start, end, args)
+        return [call, _flow("s", PYTHON, tid, start, _QUEUED + op)] if isinstance(op, int) else [call]
 
     def _cann(self, start: int, end: int, tid: int, name: int, kind: int, connection: int) -> list[RawEvent]:
         prefix = _CANN_PREFIX.get(self.api_types.get(kind, ""), "")
@@ -147,12 +171,21 @@ class _Reader:
         return [call, _flow("s", CANN, tid, start, connection)]
 
     def _task(
-        self, start: int, end: int, stream: int, task_type: int, connection: int, name: int | None, compute: int | None
+        self,
+        start: int,
+        end: int,
+        stream: int,
+        task_type: int,
+        connection: int,
+        op: int | None,
+        name: int | None,
+        compute: int | None,
     ) -> list[RawEvent]:
         kind = self._string(task_type)
         args = {"Task Type": self._string(compute) if compute is not None else kind}
         task = _span(self._string(name) if name is not None else kind, "", HARDWARE, stream, start, end, args)
-        return [task, _flow("f", HARDWARE, stream, start, connection)]
+        queued = [_flow("f", HARDWARE, stream, start, _QUEUED + op)] if isinstance(op, int) else []
+        return [task, _flow("f", HARDWARE, stream, start, connection), *queued]
 
     def _collective(self, start: int, end: int, name: int, connection: int) -> list[RawEvent]:
         return [_span(self._string(name), "", HCCL, _OPS_THREAD, start, end, {"connection_id": connection})]
