@@ -208,3 +208,4 @@ def test_torch_npu_s_recorded_shapes_give_the_roofline_its_ops():
     assert roof.flops > 10e9 and roof.modelled_us / roof.device_us > 0.2
     (mm,) = [op for op in roof.ops if op.name == "aten::mm" and op.shapes == "32x4096, 4096x9216"]
     assert mm.family == "gemm" and mm.flops == pytest.approx(2 * 32 * 4096 * 9216 * mm.calls)
+    assert roof.spec is not None and roof.spec.key == "Ascend-910B"  # the db export's NPU_INFO names the NPU

@@ -67,7 +67,9 @@ def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any
             if k != "ENV_VARIABLES"
         }
     if "NPU_INFO" in tables:
-        found["torch_npu.npu"] = [name for (name,) in connection.execute("SELECT name FROM NPU_INFO")]
+        names = [name for (name,) in connection.execute("SELECT name FROM NPU_INFO") if name]
+        if len(set(names)) == 1:  # the NPU the rank ran on, named as a device's properties are (Kineto's)
+            found["deviceProperties"] = [{"id": pid, "name": names[0]} for pid in (HARDWARE, HCCL)]
     return found
 
 
