@@ -59,6 +59,7 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
 
 
 def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
+    """The export's schema version (``META_DATA``) and the NPU it ran on (``NPU_INFO``), as the trace's metadata."""
     found: dict[str, Any] = {"perftool.source": "torch_npu db export"}
     if "META_DATA" in tables:
         found |= {
