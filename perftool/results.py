@@ -225,6 +225,18 @@ class RooflineRegion(Part):
     lost_us: float | None = Field(description="device time beyond the roofline time")
 
 
+class MeasuredPipes(Part):
+    """One NPU kernel type's pipe use as the core's counters measured it (msprof's ``kernel_details.csv``)."""
+
+    type: str = Field(description="the kernel type (MatMulV2, Conv2D, TransData...)")
+    core: str = Field(description="the accelerator core: AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV")
+    kernels: int
+    device_us: float = Field(description="the kernels' device time over every step msprof lists")
+    pipes: dict[str, float] = Field(description="per pipe (aic_mac, aic_mte2, aiv_vec...), its busy share of core time")
+    busiest: str = Field(description="the pipe busy the largest share of the core's time")
+    bound: str = Field(description="what the busiest pipe says limits the kernels, in words")
+
+
 class RooflineFigures(Part):
     """How far the steady window runs from the device's peaks (``perftool info``)."""
 
@@ -247,6 +259,10 @@ class RooflineFigures(Part):
     families: list[RooflineFamily]
     per_step: RooflineSteps = Field(description="each steady step's FLOPs and MFU")
     regions: list[RooflineRegion] = Field(description="per annotation around the ops, the most device time first")
+    measured: list[MeasuredPipes] = Field(
+        default_factory=list,
+        description="per NPU kernel type, the pipes its counters measured busy, the most device time first",
+    )
     notes: list[str] = Field(description="what limits these figures, and what would lift it")
 
 

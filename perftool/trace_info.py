@@ -76,6 +76,7 @@ def _roofline(roof: Roofline) -> dict[str, Any]:
         "families": [family.model_dump() for family in roof.families],
         "per_step": roof.per_step,  # the columns as they are: written a row a step, without a model each
         "regions": [region.model_dump() for region in roof.regions],
+        "measured": [kernel_type.model_dump() for kernel_type in roof.measured],
         "notes": roof.notes,
     }
 

@@ -8,6 +8,7 @@ import os
 from perftool import dialects
 from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
+from perftool.trace.msprof_kernels import KERNEL_DETAILS, msprof_kernels
 from perftool.trace.profiler_dirs import msprof_steps, trace_path
 
 
@@ -22,7 +23,8 @@ def load_trace(
 ) -> Trace:
     """Read a trace file (or the trace of a profiler's output directory: :func:`~perftool.trace.profiler_dirs.
     trace_path`) and assign track roles and event kinds through its dialect; msprof's own step breakdown beside a
-    torch_npu trace is kept in its metadata (``msprof.step_trace_time``).
+    torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels' measured pipe use
+    (``msprof.kernel_details``).
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
@@ -35,5 +37,7 @@ def load_trace(
     )
     if steps := msprof_steps(file):
         trace.metadata["msprof.step_trace_time"] = steps
+    if kernels := msprof_kernels(file):
+        trace.metadata[KERNEL_DETAILS] = kernels
     trace.store.loaded()
     return trace

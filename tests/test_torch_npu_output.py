@@ -12,7 +12,9 @@ import pytest
 from conftest import DATA
 
 from perftool import api
+from perftool.roofline.measured import BUSY, NO_PIPE_BUSY, measured_pipes
 from perftool.trace.loader import SQLITE_MAGIC
+from perftool.trace.msprof_kernels import msprof_kernels
 
 DB_JOB = DATA / "real" / "torch_npu_db_l2_job"
 
@@ -209,3 +211,90 @@ def test_torch_npu_s_recorded_shapes_give_the_roofline_its_ops():
     (mm,) = [op for op in roof.ops if op.name == "aten::mm" and op.shapes == "32x4096, 4096x9216"]
     assert mm.family == "gemm" and mm.flops == pytest.approx(2 * 32 * 4096 * 9216 * mm.calls)
     assert roof.spec is not None and roof.spec.key == "Ascend-910B"  # the db export's NPU_INFO names the NPU
+
+
+REAL_KERNELS = DATA / "real" / "torch_npu_text_l2_rank0_kernel_details.csv"
+
+
+def test_msprof_s_kernel_counters_say_which_pipe_each_kernel_type_waits_on(tmp_path, run):
+    directory = _rank_directory(tmp_path, "host_7_ascend_pt", 0, _npu_trace(0))
+    shutil.copy(REAL_KERNELS, directory / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+    result = run("info", str(directory), "--format", "json")
+    assert result.exit_code == 0, result.output
+    measured = json.loads(result.stdout)["roofline"]["measured"]
+    by_type = {(row["type"], row["core"]): row for row in measured}
+    matmul = by_type["MatMulV2", "AI_CORE"]  # 8 kernels: their MTE2 time over their AI Core time
+    assert matmul["kernels"] == 8 and matmul["device_us"] == pytest.approx(938.298)
+    assert matmul["busiest"] == "aic_mte2" and matmul["pipes"]["aic_mte2"] == pytest.approx(0.8925, abs=1e-4)
+    assert matmul["bound"] == "HBM reads"
+    assert by_type["TransData", "AI_VECTOR_CORE"]["bound"] == NO_PIPE_BUSY  # MTE2 busy 35% of its time
+    assert by_type["MaxPoolGradWithArgmaxV1", "AI_VECTOR_CORE"]["bound"] == "scalar (control flow)"
+    assert measured[0]["type"] == "ForeachAddList"  # the most device time first
+    assert not [row for row in measured if row["core"] == "HCCL"]  # collectives have no pipe counters
+
+
+@pytest.mark.parametrize("output", ["text", "markdown", "html"])
+def test_the_measured_pipes_are_shown_beside_the_roofline(tmp_path, run, output):
+    directory = _rank_directory(tmp_path, "host_7_ascend_pt", 0, _npu_trace(0))
+    shutil.copy(REAL_KERNELS, directory / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
+    result = run("info", str(directory), "--format", output)
+    assert result.exit_code == 0, result.output
+    assert "Pipes the NPU measured busy" in result.output
+    assert "MatMulV2" in result.output and "HBM reads" in result.output
+
+
+@pytest.mark.parametrize(
+    "csv_bytes",
+    [
+        b"Step Id,Name,Type,Duration(us)\n50,MatMul,MatMul,950\n",  # level 0, or no PipeUtilization: no counters
+        b"Name,Type,Duration(us),aicore_time(us),aic_mac_time(us)\nMatMul,MatMul,N/A,100,90\n",
+        b"Name,Type\n\x00\xff\xfe",
+    ],
+    ids=["no counters", "a row that is no numbers", "not a CSV"],
+)
+def test_a_kernel_details_file_without_counters_adds_nothing(tmp_path, run, csv_bytes):
+    directory = _rank_directory(tmp_path, "host_7_ascend_pt", 0, _npu_trace(0))
+    (directory / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(csv_bytes)
+    result = run("info", str(directory), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["roofline"]["measured"] == []
+
+
+def test_newer_cann_s_cube_column_counts_as_the_cube(tmp_path):
+    output = tmp_path / "ASCEND_PROFILER_OUTPUT"
+    output.mkdir()
+    (output / "kernel_details.csv").write_text(
+        "Name,Type,Accelerator Core,Duration(us),aicore_time(us),aic_cube_time(us),aic_mte2_time(us)\n"
+        "mm_1,MatMulV3,AI_CORE,110,100,80,30\nmm_2,MatMulV3,AI_CORE,60,50,40,20\n"
+    )
+    (row,) = msprof_kernels(str(output / "trace_view.json"))
+    assert row == {
+        "type": "MatMulV3", "core": "AI_CORE", "kernels": 2, "device_us": 170.0,
+        "pipes": {"aic_cube": pytest.approx(120 / 150), "aic_mte2": pytest.approx(50 / 150)},
+    }  # fmt: skip
+    (measured,) = measured_pipes([row])
+    assert measured.busiest == "aic_cube" and measured.bound == "cube compute"
+
+
+@pytest.mark.parametrize("share, bound", [(BUSY, "HBM writes"), (BUSY - 0.01, NO_PIPE_BUSY)])
+def test_a_pipe_is_the_limit_once_busy_half_the_core_s_time(share, bound):
+    row = {"type": "Add", "core": "AI_VECTOR_CORE", "kernels": 1, "device_us": 10.0,
+           "pipes": {"aiv_vec": share - 0.1, "aiv_mte3": share}}  # fmt: skip
+    (measured,) = measured_pipes([row])
+    assert measured.busiest == "aiv_mte3" and measured.bound == bound
+
+
+def test_the_db_export_s_counters_read_as_the_text_export_s(tmp_path):
+    """The db export keeps the counters per task (TASK_PMU_INFO); another level-2 capture of the same job, written
+    as text, gives each kernel type the same busiest pipe, within two points."""
+    text_output = tmp_path / "ASCEND_PROFILER_OUTPUT"
+    text_output.mkdir()
+    shutil.copy(REAL_KERNELS, text_output / "kernel_details.csv")
+    from_text = {(r.type, r.core): r for r in measured_pipes(msprof_kernels(str(text_output / "trace_view.json")))}
+    from_db = {(r.type, r.core): r for r in api.roofline(DB_JOB / "rank0_ascend_pt").measured}
+    assert len(from_db) == len(from_text) > 20
+    for key in [("ForeachAddList", "AI_VECTOR_CORE"), ("MatMulV2", "AI_CORE"), ("Conv2DBackpropInput", "AI_CORE")]:
+        assert from_db[key].busiest == from_text[key].busiest
+        assert from_db[key].pipes[from_db[key].busiest] == pytest.approx(
+            from_text[key].pipes[from_text[key].busiest], abs=0.02
+        )

@@ -75,4 +75,10 @@ def _roofline(roof: Roofline, unit: str) -> str:
         parts.append(
             table("roofline-regions", roofline_rows.REGION_HEADERS, regions, roofline_rows.REGION_NUMBERS, (0,))
         )
+    measured = roofline_rows.measured_rows(roof, unit)
+    if measured:
+        parts.append(paragraph(roofline_rows.MEASURED_TITLE))
+        parts.append(
+            table("roofline-pipes", roofline_rows.MEASURED_HEADERS, measured, roofline_rows.MEASURED_NUMBERS, (0,))
+        )
     return section(roofline_rows.TITLE, *parts)

@@ -48,6 +48,10 @@ def render(view: InfoView) -> str:
     if regions:
         lines += [f"### {roofline_rows.REGIONS_TITLE}", ""]
         lines += _table(roofline_rows.REGION_HEADERS, regions, right=roofline_rows.REGION_NUMBERS)
+    measured = [[markdown(cell) for cell in row] for row in roofline_rows.measured_rows(roof, unit)]
+    if measured:
+        lines += [f"### {roofline_rows.MEASURED_TITLE}", ""]
+        lines += _table(roofline_rows.MEASURED_HEADERS, measured, right=roofline_rows.MEASURED_NUMBERS)
     lines += [f"> note: {markdown(note)}" for note in roof.notes] + ([""] if roof.notes else [])
     listed, more = info_rows.listed_tracks(trace, metrics)
     tracks = [[markdown(value) for value in info_rows.track_cells(track, metrics)] for track in listed]

@@ -104,5 +104,15 @@ def _roofline(roof: Roofline, unit: str) -> Group:
         figures: list[tuple[str, JustifyMethod]] = [(header, "right") for header in roofline_rows.REGION_HEADERS[1:]]
         named_regions = [(cut(shown(name)), *cells) for name, *cells in regions]
         parts.append(NamesAndFigures(by_region, "annotation", figures, named_regions, spare=("calls", "TFLOP/s")))
+    measured = roofline_rows.measured_rows(roof, unit)
+    if measured:
+        pipes = Table(title=roofline_rows.MEASURED_TITLE, title_justify="left")
+        cells: list[tuple[str, JustifyMethod]] = [
+            (header, "right" if i in roofline_rows.MEASURED_NUMBERS else "left")
+            for i, header in enumerate(roofline_rows.MEASURED_HEADERS[1:], 1)
+        ]
+        named_types = [(cut(shown(name)), *figures) for name, *figures in measured]
+        spare = ("core", "kernels", "busiest pipe")
+        parts.append(NamesAndFigures(pipes, "kernel type", cells, named_types, spare=spare))
     parts += [shown(f"note: {note}", "yellow") for note in roof.notes]
     return Group(*parts)

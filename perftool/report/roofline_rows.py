@@ -18,6 +18,10 @@ REGIONS_TITLE = "By annotation (the innermost record_function range around each 
 REGIONS_LISTED = 10
 REGION_HEADERS = ("annotation", "calls", "time", "TFLOP/s", "of peak", "lost")
 REGION_NUMBERS = (1, 2, 3, 4, 5)
+MEASURED_TITLE = "Pipes the NPU measured busy (msprof's counters, every kernel it lists)"
+MEASURED_LISTED = 10
+MEASURED_HEADERS = ("kernel type", "core", "kernels", "time", "busiest pipe", "busy", "limited by")
+MEASURED_NUMBERS = (2, 3, 5)
 
 
 def mfu_text(mfu: float | None, is_lower_bound: bool, short: bool = False) -> str:
@@ -101,4 +105,21 @@ def region_rows(roof: Roofline, unit: str, listed: int = REGIONS_LISTED) -> list
             duration(region.lost_us, unit) if region.lost_us is not None else "—",
         )
         for region in roof.regions[:listed]
+    ]
+
+
+def measured_rows(roof: Roofline, unit: str, listed: int = MEASURED_LISTED) -> list[tuple[str, ...]]:
+    """Per NPU kernel type its counters measured, the most device time first: the cells of
+    :data:`MEASURED_HEADERS`."""
+    return [
+        (
+            kernel_type.type,
+            kernel_type.core,
+            f"{kernel_type.kernels:,}",
+            duration(kernel_type.device_us, unit),
+            kernel_type.busiest,
+            percent(kernel_type.pipes[kernel_type.busiest]),
+            kernel_type.bound,
+        )
+        for kernel_type in roof.measured[:listed]
     ]

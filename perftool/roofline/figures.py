@@ -21,9 +21,11 @@ from perftool.analysis.family import device_name, device_properties
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.hardware import DeviceSpec
 from perftool.op_families import ASSUMED, Work
-from perftool.results import RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
+from perftool.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.roofline.calls import Calls, op_calls
+from perftool.roofline.measured import measured_pipes
 from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.msprof_kernels import KERNEL_DETAILS
 from perftool.units import duration, plural
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
@@ -57,6 +59,7 @@ class Roofline:
     families: list[RooflineFamily] = field(default_factory=list)
     per_step: RooflineSteps = field(default_factory=lambda: RooflineSteps.of([]))  # each steady step's FLOPs and MFU
     regions: list[RooflineRegion] = field(default_factory=list)  # per annotation around the ops, most time first
+    measured: list[MeasuredPipes] = field(default_factory=list)  # per NPU kernel type, the pipes its counters saw busy
     notes: list[str] = field(default_factory=list)  # what limits these figures, and what would lift it
     calls: Calls | None = field(default=None, repr=False)  # each modelled call in the window (the findings read them)
 
@@ -134,6 +137,7 @@ def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None =
         lost_us=_total([op.lost_us for op in ops]) if spec and ops else None,
         ops=ops,
         families=_family_rows(ops),
+        measured=measured_pipes(trace.metadata.get(KERNEL_DETAILS) or []),
         notes=_notes(calls, spec, device, ops) + _compiled_kernels(trace, kernels),
         calls=calls,
     )

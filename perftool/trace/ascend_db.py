@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ import msgspec
 
 from perftool.errors import TraceError
 from perftool.trace.decode import RawEvent
+from perftool.trace.msprof_kernels import CORES, KERNEL_DETAILS, PIPES, kernel_types
 
 BATCH_ROWS = 50_000  # rows read and turned into events at a time
 PYTHON, CANN, HARDWARE, HCCL = 1, 2, 3, 4  # the processes, numbered as the text export names them
@@ -59,7 +61,8 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
 
 
 def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
-    """The export's schema version (``META_DATA``) and the NPU it ran on (``NPU_INFO``), as the trace's metadata."""
+    """The export's schema version (``META_DATA``), the NPU it ran on (``NPU_INFO``) and its kernels' measured pipe
+    use (``TASK_PMU_INFO``), as the trace's metadata."""
     found: dict[str, Any] = {"perftool.source": "torch_npu db export"}
     if "META_DATA" in tables:
         found |= {
@@ -71,7 +74,37 @@ def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any
         names = [name for (name,) in connection.execute("SELECT name FROM NPU_INFO") if name]
         if len(set(names)) == 1:  # the NPU the rank ran on, named as a device's properties are (Kineto's)
             found["deviceProperties"] = [{"id": pid, "name": names[0]} for pid in (HARDWARE, HCCL)]
+    if {"TASK_PMU_INFO", "COMPUTE_TASK_INFO", "TASK"} <= tables and (measured := _kernel_types(connection)):
+        found[KERNEL_DETAILS] = measured
     return found
+
+
+def _kernel_types(connection: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The compute tasks' pipe counters (``TASK_PMU_INFO``: ``aic_total_time``, ``aic_mac_time``..., per task) per
+    kernel type and core, as the text export's ``kernel_details.csv`` gives them."""
+    wanted = {f"{held}_total_time": held for held in CORES} | {
+        f"{held}_{pipe}_time": f"{held}_{pipe}" for held in CORES for pipe in PIPES
+    }
+    strings = dict(connection.execute("SELECT id, value FROM STRING_IDS"))
+    ids = {id_: wanted[name] for id_, name in strings.items() if name in wanted}
+    counters: dict[int, dict[str, float]] = defaultdict(dict)
+    for task, name, value in connection.execute("SELECT globalTaskId, name, value FROM TASK_PMU_INFO"):
+        if name in ids and isinstance(value, int | float) and math.isfinite(value) and value >= 0:
+            counters[task][ids[name]] = float(value)
+    tasks = connection.execute(
+        "SELECT c.globalTaskId, c.opType, c.taskType, t.endNs - t.startNs FROM COMPUTE_TASK_INFO c "
+        "JOIN TASK t ON t.globalTaskId = c.globalTaskId"
+    )
+    return kernel_types(
+        (
+            str(strings.get(kind) or ""),
+            str(strings.get(core) or ""),
+            _us(ns) if ns is not None else None,
+            counters[task],
+        )
+        for task, kind, core, ns in tasks
+        if task in counters
+    )
 
 
 class _Reader:

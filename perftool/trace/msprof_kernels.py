@@ -1,0 +1,103 @@
+"""msprof's measured use of each NPU pipe, per kernel type: ``kernel_details.csv`` beside a torch_npu trace.
+
+With ``aic_metrics=PipeUtilization`` (torch_npu's default at profiler level 1 and 2) msprof reads the AI Core's and
+the vector core's counters for every kernel and writes, per pipe, the time it was busy (``aic_mac_time(us)``: the
+cube unit; ``aiv_vec_time(us)``: the vector unit; ``mte1``/``mte2``/``mte3``: the memory transfer engines;
+``fixpipe``; ``scalar``) beside the time the kernel held the core (``aicore_time(us)``, ``aiv_time(us)``). Summed over
+a kernel type's kernels, a pipe's time over the core's time is the share of the type's core time that pipe was busy:
+the measured counterpart of the roofline's compute- or memory-bound, where no shapes or peaks are needed.
+Other metric sets (``ArithmeticUtilization``, ``Memory``...) write other columns; they give no pipe shares here.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from perftool.trace.profiler_dirs import ASCEND_OUTPUT
+
+MSPROF_KERNELS = "kernel_details.csv"
+KERNEL_DETAILS = "msprof.kernel_details"  # the trace metadata key a reader keeps them in
+CORES = {"aic": "aicore_time(us)", "aiv": "aiv_time(us)"}  # each core's time column, in whose units pipes are busy
+PIPES = ("mac", "cube", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")  # "cube" is "mac" in newer CANN
+
+
+def msprof_kernels(trace_file: str) -> list[dict[str, Any]]:
+    """Per kernel type and accelerator core, the most device time first: how many kernels, their device time (µs)
+    and each measured pipe's busy share of the core's time (``{"aic_mac": 0.15, "aic_mte2": 0.98, ...}``); empty
+    where the profiler wrote no ``kernel_details.csv`` beside the trace, or one without pipe counters. Rows that do
+    not read as numbers are left out, as is a file that cannot be read."""
+    path = Path(trace_file).with_name(MSPROF_KERNELS)
+    if Path(trace_file).parent.name != ASCEND_OUTPUT or not path.is_file():
+        return []
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []
+    return kernel_types(
+        (
+            (row.get("Type") or row.get("Name") or "").strip(),
+            (row.get("Accelerator Core") or "").strip(),
+            _number(row.get("Duration(us)")),
+            _counters(row),
+        )
+        for row in rows
+    )
+
+
+def kernel_types(kernels: Iterable[tuple[str, str, float | None, dict[str, float]]]) -> list[dict[str, Any]]:
+    """:func:`msprof_kernels`' rows from each kernel's type, core, device time (µs) and counters (each core's time
+    and its pipes' busy times, keyed ``aic``, ``aic_mac``..., in one unit); a kernel without them is left out."""
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    device_us: dict[tuple[str, str], float] = defaultdict(float)
+    busy: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for kernel_type, core, duration, counters in kernels:
+        if not kernel_type or duration is None or len(counters) <= sum(held in counters for held in CORES):
+            continue
+        key = (kernel_type, core)
+        count[key] += 1
+        device_us[key] += duration
+        for column, value in counters.items():
+            busy[key][column] += value
+    found = []
+    for key, times in busy.items():
+        shares = {
+            f"{held}_{pipe}": times[f"{held}_{pipe}"] / times[held]
+            for held in CORES
+            for pipe in PIPES
+            if times.get(held, 0.0) > 0 and f"{held}_{pipe}" in times
+        }
+        if shares:
+            found.append({
+                "type": key[0], "core": key[1], "kernels": count[key], "device_us": device_us[key], "pipes": shares,
+            })  # fmt: skip
+    return sorted(found, key=lambda row: -row["device_us"])
+
+
+def _counters(row: dict[str, str]) -> dict[str, float]:
+    """A kernel's core times and pipe busy times, µs, keyed ``aic``/``aiv`` and ``aic_mac``...; empty where none."""
+    found: dict[str, float] = {}
+    for core, column in CORES.items():
+        held = _number(row.get(column))
+        if not held:
+            continue
+        found[core] = held
+        for pipe in PIPES:
+            busy = _number(row.get(f"{core}_{pipe}_time(us)"))
+            if busy is not None:
+                found[f"{core}_{pipe}"] = busy
+    return found
+
+
+def _number(text: str | None) -> float | None:
+    """A finite number from a CSV cell (msprof writes ``N/A`` where it has none); None otherwise."""
+    try:
+        value = float((text or "").strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
