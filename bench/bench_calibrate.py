@@ -1,11 +1,13 @@
-"""The calibration list: every real capture the repo holds, fitted, and checked on what the fit did not solve for.
+"""The calibration list: every real capture the repo holds, fitted, and checked on what the fit did not use.
 
     python bench/bench_calibrate.py
 
 For each real capture the repo holds (``tests/data/real``, the CUDA captures in ``tests/data`` and the bundled
 Kineto sample): the device model the fit names, the
-steady steps it saw, and each check's error against its limit (the held-out steps, where the time goes, the
-step-to-step spread, a 500-step run). A capture that cannot be fitted says why. The README's list of captures
+steady steps it saw, each check's error against its limit (the held-out steps' mean and busy share, the
+step-to-step spread), how far the fit misses what it took (its expected step, where the time goes: "fitted", which
+agrees by construction unless the fit cannot reach the trace), and the interval its predictions are given with. A
+capture that cannot be fitted says why. The README's list of captures
 that calibrate within the stated error is this table.
 """
 
@@ -26,7 +28,7 @@ CAPTURES = [  # real profilers' captures: public ones (tests/data/real), ours on
 ]
 
 
-COLUMNS = ("held out", "time split", "spread", "500 steps")
+COLUMNS = ("held-out step", "held-out busy", "spread", "fitted")
 
 
 def row(capture: Path) -> str:
@@ -39,8 +41,8 @@ def row(capture: Path) -> str:
         return f"{name:28} not fitted: {str(exc).split(': ', 1)[-1]}"
     worst: dict[str, str] = {}
     ranked: dict[str, float] = {}
-    for check in fitted.checks:
-        kind = _kind(check.figure)
+    for check in [*fitted.checks, *fitted.fitted]:
+        kind = "fitted" if check in fitted.fitted else _kind(check.figure)
         if check.error / check.limit >= ranked.get(kind, -1.0):
             ranked[kind] = check.error / check.limit
             shown = (
@@ -49,21 +51,20 @@ def row(capture: Path) -> str:
             worst[kind] = shown
     cells = " ".join(f"{worst.get(kind, '-'):>14}" for kind in COLUMNS)
     verdict = "passes" if not fitted.warnings else "FAILS: " + "; ".join(fitted.warnings)
-    return f"{name:28} {fitted.config.device_model:16} {cells}  {verdict}"
+    return f"{name:28} {fitted.config.device_model:16} {cells} {fitted.interval:>9.1%}  {verdict}"
 
 
 def _kind(figure: str) -> str:
     """Which column a check's figure belongs to."""
-    if figure.startswith("device "):
-        return "time split"
     if figure.startswith("step-to-step"):
         return "spread"
-    return "500 steps" if figure.startswith("median step over") else "held out"
+    return "held-out busy" if figure.startswith("device busy") else "held-out step"
 
 
 def main() -> int:
     lines = [row(capture) for capture in CAPTURES]
-    print(f"{'capture':28} {'device model':16} " + " ".join(f"{kind:>14}" for kind in COLUMNS) + "  (error/limit)")
+    headers = " ".join(f"{kind:>14}" for kind in COLUMNS)
+    print(f"{'capture':28} {'device model':16} {headers} {'interval':>9}  (error/limit; interval: ± of a prediction)")
     print("\n".join(lines))
     passing = sum(line.endswith("passes") for line in lines)
     print(f"{passing} of {len(lines)} captures pass every check")

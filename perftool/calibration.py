@@ -1,15 +1,18 @@
 """Calibration: an emulator config fitted to a trace (:mod:`perftool.predict.fitting`), and checked on what it was not
-fitted to. The fit solves for one figure, the steady mean step, so matching it proves nothing; the checks are:
+fitted to.
+
+The fit consumes the steady mean step (its expected step over a 1,000-step run is solved to be the trace's), the
+device's idle time by cause and its busy time by category: agreement on those shows that the fit took them, not
+that it predicts anything, so they are reported as **fitted** (within 2% and 3 points, else the fit failed to
+reproduce its trace). The **checks** compare the model with the trace on figures the fit did not use:
 
 - **held-out steps**: the same fit made to one half of the steady steps predicts the other half's mean step
-  (both ways), within 5% or what the steps' own spread explains;
-- **where the time goes**: the fit is emulated, its trace scanned like the original, and the device's idle time
-  by cause and its busy time by category (compute, copies, communication) compared, within 3 points each;
-- **spread**: the steps' coefficient of variation, within 10 points;
-- **a long run**: the fit run for 500 steps or more keeps the step time of a run as long as the trace, within 2%
-  (a fit that leans on start-up effects does not).
+  (both ways), within 5% or what the steps' own spread explains, and its device busy share within 3 points;
+- **spread**: the steps' coefficient of variation over a long run of the fit, within 10 points (the fit takes the
+  spread of the device's work and of the host's, not of the step they make together).
 
-A check that fails makes ``perftool calibrate`` exit 1 naming the figure; the config is written all the same.
+A check that fails, or a fitted figure the fit misses, makes ``perftool calibrate`` exit 1 naming the figure; the
+config is written all the same.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.metrics import compute_metrics
 from perftool.emulator.config import EmulatorConfig, validate_config
@@ -33,7 +37,16 @@ from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError, parameter
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
-from perftool.predict.fitting import HOST_CAUSES, INPUT_CAUSES, fit, spread, work_per_step
+from perftool.predict.fitting import (
+    FIT_RUN_STEPS,
+    HOST_CAUSES,
+    INPUT_CAUSES,
+    expected_step,
+    fit,
+    spread,
+    work_per_step,
+)
+from perftool.predict.interval import UNCHECKED_FIT_ERROR, mean_error
 from perftool.results import CalibrateReport
 from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
@@ -42,14 +55,14 @@ from perftool.trace_scan import DEFAULT_READ, ReadOptions, analyse_trace
 from perftool.tune.spec import default_space
 from perftool.units import plural
 
-STEP_ERROR = 0.05  # the fit is good when it predicts held-out steps this closely (or as the steps' spread allows) ...
+STEP_ERROR = UNCHECKED_FIT_ERROR  # the fit is good when it predicts held-out steps this closely (or as the steps'
+# spread allows) ...
 BATCH_ERROR = 0.10  # ... and predicts a capture at another batch size this closely
 IDLE_ERROR_POINTS = 3.0  # ... and each cause of device idle, and each category of its work, within these points ...
 SPREAD_POINTS = 10.0  # ... and the steps' coefficient of variation within these
-LONG_RUN_STEPS = 500  # ... and a run this long keeps the step time of one as long as the trace ...
-LONG_RUN_ERROR = 0.02  # ... this closely
+FIT_STEP_ERROR = 0.02  # a fit reproduces its trace when its expected step is this close to the trace's mean
 NOISE_SIGMAS = 2.0  # held-out means differ by up to this many standard errors from noise alone
-WITHOUT_JITTER = {"compute_jitter": 0.0, "preprocess_jitter": 0.0, "host_jitter": 0.0}  # only drift tells runs apart
+EMULATED_OPS = 200_000  # the fit's trace, scanned for where its time goes, runs about this many ops
 IDLE_PARTS = {  # the device's idle, in the parts the emulator models, each the idle causes it takes
     "host": ("startup", *HOST_CAUSES),
     "input": INPUT_CAUSES,
@@ -77,7 +90,7 @@ class BatchCheck:
 
 @dataclass
 class Check:
-    """A figure of the trace the fit did not solve for, against the fit's prediction of it."""
+    """A figure of the trace against the fit's: one the fit did not use (a check), or one it took (fitted)."""
 
     figure: str  # as people read it
     trace: float
@@ -96,23 +109,28 @@ class Check:
     def passed(self) -> bool:
         return self.error <= self.limit
 
-    def problem(self) -> str:
-        """Why the check failed, in a line."""
+    def problem(self, fitted: bool = False) -> str:
+        """Why the check (or, ``fitted``, the fit of a figure it took) failed, in a line."""
         off = f"{self.error:.1f} points" if self.points else f"{self.error:.1%}"
         limit = f"{self.limit:.1f} points" if self.points else f"{self.limit:.1%}"
+        if fitted:
+            return f"the fit did not reproduce the trace's {self.figure}: {off} off it (more than {limit})"
         return f"{self.figure} is predicted {off} off the trace's (more than {limit})"
 
 
 @dataclass
 class Calibration:
-    """The fitted config, the figure it was fitted to, and its checks on the figures it was not fitted to."""
+    """The fitted config, the figures it took from the trace, and its checks on the figures it did not use."""
 
     source: str
     config: EmulatorConfig
-    step_time_us: tuple[float, float]  # (trace, model), steady mean: the figure the fit solves for
+    step_time_us: tuple[float, float]  # (trace, model): the steady mean, the model's expected over a long run
     idle: dict[str, tuple[float, float]]  # cause -> (trace, model), share of the window
     at_batch: BatchCheck | None = None
-    checks: list[Check] = field(default_factory=list)
+    fitted: list[Check] = field(default_factory=list)  # what the fit took: the step, idle by part, busy by category
+    checks: list[Check] = field(default_factory=list)  # what it did not use: held-out steps, the spread
+    step_spread: float = 0.0  # the trace's steady steps' coefficient of variation (robust)
+    steady_steps: int = 1
     unchecked: str = ""  # why the fit could not be checked on held-out steps, if it could not
     notes: list[str] = field(default_factory=list)  # what the trace does not say, and what to give for it
 
@@ -122,13 +140,22 @@ class Calibration:
         return abs(model - trace) / trace if trace > 0 else math.inf
 
     @property
+    def interval(self) -> float:
+        """The relative half-width of the interval a prediction from this fit is given with
+        (:func:`~perftool.predict.interval.mean_error`): its held-out error on the mean step (where nothing was held
+        out, the error the check allows) and the trace's steps' spread over as many steps."""
+        held = next((c.error for c in self.checks if c.figure.startswith("mean step")), STEP_ERROR)
+        return mean_error(held, self.step_spread, self.steady_steps)
+
+    @property
     def idle_error_points(self) -> float:
         return max((abs(model - trace) * 100 for trace, model in self.idle.values()), default=0.0)
 
     @property
     def warnings(self) -> list[str]:
         """Why the fit is not good enough to predict from, if it is not: each failed check, in a line."""
-        found = [check.problem() for check in self.checks if not check.passed]
+        found = [check.problem(fitted=True) for check in self.fitted if not check.passed]
+        found += [check.problem() for check in self.checks if not check.passed]
         if self.unchecked:
             found.append(self.unchecked)
         if self.at_batch is not None and self.at_batch.error > BATCH_ERROR:
@@ -157,19 +184,9 @@ class Calibration:
             "step_error": self.step_error,
             "idle": {cause: {"trace": t, "model": m} for cause, (t, m) in self.idle.items()},
             "idle_error_points": self.idle_error_points,
-            "checks": [
-                {
-                    "figure": c.figure,
-                    "trace": c.trace,
-                    "model": c.model,
-                    "error": c.error,
-                    "limit": c.limit,
-                    "unit": "points" if c.points else "relative",
-                    "passed": c.passed,
-                    "note": c.note,
-                }
-                for c in self.checks
-            ],  # fmt: skip
+            "interval": self.interval,
+            "fitted": [_check_document(c) for c in self.fitted],
+            "checks": [_check_document(c) for c in self.checks],
             "passed": not self.warnings,
             "warnings": self.warnings,
             "notes": self.notes,
@@ -184,6 +201,19 @@ class Calibration:
                 "note": check.note,
             }
         return config
+
+
+def _check_document(check: Check) -> dict[str, Any]:
+    return {
+        "figure": check.figure,
+        "trace": check.trace,
+        "model": check.model,
+        "error": check.error,
+        "limit": check.limit,
+        "unit": "points" if check.points else "relative",
+        "passed": check.passed,
+        "note": check.note,
+    }
 
 
 def calibrate(
@@ -215,15 +245,22 @@ def calibrate(
     dataset = given.get("workload", {}).pop("dataset_samples", None)
     pending = _efficiency_from(trace, scope, given, device, at_batch, read) if at_batch is not None else None
     config = fit(trace, scope, device, given, peers)
-    step, idle, checks = _compare(scan, config)  # on the steps the trace shows, before the epoch takes the dataset's
+    step = (scan.step_time_us or math.nan, expected_step(config))
+    took = Check(
+        f"mean step (the model's over {config.epoch[0]:,} steps)", *step, FIT_STEP_ERROR,
+        note="solved for: the model's expected step is set to the trace's",
+    )  # fmt: skip
+    idle, fitted, spread_check = _compare(scan, config)  # before the epoch takes the dataset's length
     held_out = _held_out(trace, scope, device, given, peers)
     check = _predicted_at(config, pending) if pending is not None else None
-    unchecked = "" if held_out is not None else (
+    unchecked = "" if held_out else (
         f"only {scope.steady_steps} steady step: nothing is held out to check the fit on (capture 3 or more)"
     )  # fmt: skip
-    checks = [*([held_out] if held_out is not None else []), *checks, _long_run(config)]
-    fitted = config if dataset is None else _with_dataset(config, dataset, path)
-    return Calibration(path, fitted, step, idle, check, checks, unchecked, _notes(scope, config))
+    config_written = config if dataset is None else _with_dataset(config, dataset, path)
+    return Calibration(
+        path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
+        spread(scope.steps.steady_durations), scope.steady_steps, unchecked, _notes(scope, config),
+    )  # fmt: skip
 
 
 def _notes(scope: TraceAnalysis, config: EmulatorConfig) -> list[str]:
@@ -252,33 +289,54 @@ class CalibrationFailed(PerftoolError):
 
 def _held_out(
     trace: Trace, scope: TraceAnalysis, device: str | None, given: dict[str, Any], peers: list[float]
-) -> Check | None:
-    """The fit made to each half of the steady steps, predicting the other half's mean step: the worse of the two
-    (None with fewer than two steady steps). It passes within :data:`STEP_ERROR`, or within what the two halves'
-    own spread lets their means differ by."""
+) -> list[Check]:
+    """The fit made to each half of the steady steps, predicting the other half's mean step and device busy share:
+    the worse of the two directions for each (none with fewer than two steady steps). The step passes within
+    :data:`STEP_ERROR`, the busy share within :data:`IDLE_ERROR_POINTS`, or each within what the two halves' own
+    spread lets their means differ by. A trace that compiles in its steady state compiles in one half only, which
+    idles the device for it: its halves are compared on their step alone."""
     steps, first, count = scope.steps, scope.steps.warmup, scope.steady_steps
     if count < 2:
-        return None
+        return []
     cut = first + count // 2
     halves = [(slice(0, cut), first), (slice(cut, steps.count), 0)]
     parts = [_part(trace, scope, rows, warmup) for rows, warmup in halves]
-    worst: Check | None = None
+    worst: dict[str, Check] = {}
     for fitted, other in ((parts[0], parts[1]), (parts[1], parts[0])):
         config = fit(trace, fitted, device, given, peers)
-        model = float(evaluate(config)["step_time_mean_us"][0])
+        figures = evaluate(config)
         durations = [part.steps.steady_durations for part in (fitted, other)]
-        actual = float(durations[1].mean())
-        noise = NOISE_SIGMAS * math.sqrt(sum(float(np.var(d)) / d.size for d in durations)) / actual
+        busy = [_busy_per_step(part) for part in (fitted, other)]
         numbers = other.steps.numbers()[other.steps.warmup :]
-        check = Check(
-            f"mean step of steps {numbers[0]}–{numbers[-1]}" if numbers.size > 1 else f"step {numbers[0]}",
-            actual,
-            model,
-            max(STEP_ERROR, noise),
-            note=f"held out: fitted to the other {plural(fitted.steady_steps, 'steady step')}",
-        )
-        worst = check if worst is None or check.error > worst.error else worst
-    return worst
+        which = f"of steps {numbers[0]}–{numbers[-1]}" if numbers.size > 1 else f"of step {numbers[0]}"
+        note = f"held out: fitted to the other {plural(fitted.steady_steps, 'steady step')}"
+        actual = float(durations[1].mean())
+        checks: tuple[Check, ...] = (
+            Check(f"mean step {which}", actual, float(figures["step_time_mean_us"][0]),
+                  max(STEP_ERROR, _noise(durations) / actual), note=note),
+            Check(f"device busy {which}", other.metrics["device.busy_fraction"],
+                  float(figures["device_busy_fraction"][0]), max(IDLE_ERROR_POINTS, 100 * _noise(busy)), points=True,
+                  note=note),
+        )  # fmt: skip
+        if scope.metrics["recompilations.count"] > 0:  # a compile in one half only: its idle is no half's figure
+            checks = checks[:1]
+        for held in checks:
+            kind = held.figure.split(" of ")[0]
+            worst[kind] = held if kind not in worst or held.error > worst[kind].error else worst[kind]
+    return list(worst.values())
+
+
+def _noise(halves: list[np.ndarray]) -> float:
+    """How far two halves' means may differ from noise alone: :data:`NOISE_SIGMAS` standard errors of the
+    difference, in the values' unit."""
+    return NOISE_SIGMAS * math.sqrt(sum(float(np.var(values)) / values.size for values in halves))
+
+
+def _busy_per_step(part: TraceAnalysis) -> np.ndarray:
+    """The share of each steady step the device is busy."""
+    steps = part.steps
+    starts, ends = steps.start[steps.warmup :], steps.end[steps.warmup :]
+    return np.asarray(intervals.totals_in(part.metrics.busy["device"], starts, ends)) / (ends - starts)
 
 
 def _part(trace: Trace, scope: TraceAnalysis, rows: slice, warmup: int) -> TraceAnalysis:
@@ -287,23 +345,6 @@ def _part(trace: Trace, scope: TraceAnalysis, rows: slice, warmup: int) -> Trace
     number = steps.number[rows] if steps.number is not None else np.arange(steps.count)[rows]
     part = replace(steps, start=steps.start[rows], end=steps.end[rows], warmup=warmup, truncated=0, number=number)
     return TraceAnalysis(trace, part, compute_metrics(trace, part), scope.family)
-
-
-def _long_run(config: EmulatorConfig) -> Check:
-    """The fit's median step run for :data:`LONG_RUN_STEPS` steps (or its epoch, if longer) against a run as long as
-    the trace, both without jitter: a fit that leans on how a short run starts drifts (a one-off compile the median
-    leaves out)."""
-    steps, _ = config.epoch
-    short, longer = (
-        float(evaluate(_longer(config, n, WITHOUT_JITTER))["step_time_us"][0]) for n in (steps, LONG_RUN_STEPS)
-    )
-    return Check(
-        f"median step over {max(LONG_RUN_STEPS, steps):,} steps",
-        short,
-        longer,
-        LONG_RUN_ERROR,
-        note=f"against the fit run for the trace's {steps} steps",
-    )
 
 
 def _efficiency_from(
@@ -344,7 +385,7 @@ def _predicted_at(config: EmulatorConfig, check: BatchCheck) -> BatchCheck:
     document = config.model_dump(mode="json", exclude_none=True)
     document["knobs"]["batch_size"] = check.batch
     moved: EmulatorConfig = validate_config(document, f"{parameter('at_batch')} {check.batch}={check.source}")
-    return replace(check, step_time_us=(check.step_time_us[0], float(evaluate(moved)["step_time_mean_us"][0])))
+    return replace(check, step_time_us=(check.step_time_us[0], expected_step(moved)))
 
 
 def _with_dataset(config: EmulatorConfig, samples: Any, path: str) -> EmulatorConfig:
@@ -377,34 +418,45 @@ def _compute_per_step(scan: TraceFindings) -> float:
     return fraction * scan.window_us / scan.steps if fraction and scan.steps else math.nan
 
 
-def _compare(
-    scan: TraceFindings, config: EmulatorConfig
-) -> tuple[tuple[float, float], dict[str, tuple[float, float]], list[Check]]:
-    """The trace's steady mean step and idle shares against those of the fitted config's emulated trace, and the
-    checks of where the time goes: idle by part, work by category, the steps' spread (over a long run of the fit)."""
-    fitted = emulate(config)
+def _compare(scan: TraceFindings, config: EmulatorConfig) -> tuple[dict[str, tuple[float, float]], list[Check], Check]:
+    """The trace's idle shares against those of the fitted config's emulated trace (its long run cut to
+    :data:`EMULATED_OPS`), scanned like the trace: idle by part and work by category (what the fit took), and the
+    check of the steps' spread (what it did not)."""
+    emulated = emulate(_written_run(config, scan.steps))
     handle, path = tempfile.mkstemp(suffix=".json")
     os.close(handle)
     try:
-        write_trace(fitted, path)
+        write_trace(emulated, path)
         model, _ = analyse_trace(load_trace(path), [])
     finally:
         os.unlink(path)
     traced, modelled = _by_part(scan.idle), _by_part(model.idle)
     idle = {part: (traced.get(part, 0.0), modelled.get(part, 0.0)) for part in IDLE_PARTS}
     significant = {part: pair for part, pair in idle.items() if max(pair) >= 0.0005}
-    checks = [
+    fitted = [
         Check(f"device idle: {part}", t, m, IDLE_ERROR_POINTS, points=True, note="share of the steady state")
         for part, (t, m) in significant.items()
     ]
     for category, (t, m) in _work(scan, model, config.replicas is not None).items():
         if max(t, m) >= 0.0005:
-            checks.append(Check(f"device busy: {category}", t, m, IDLE_ERROR_POINTS, points=True, note="share"))
-    checks.append(
-        Check("step-to-step spread", spread(scan.step_durations_us), _long_spread(config), SPREAD_POINTS,
-              points=True, note="robust coefficient of variation of the steady steps; the model's over a long run")
+            fitted.append(Check(f"device busy: {category}", t, m, IDLE_ERROR_POINTS, points=True, note="share"))
+    spread_check = Check(
+        "step-to-step spread", spread(scan.step_durations_us), spread(model.step_durations_us), SPREAD_POINTS,
+        points=True, note=f"robust coefficient of variation of the steady steps; the model's over {model.steps:,}",
     )  # fmt: skip
-    return (scan.step_time_us or math.nan, model.step_time_us or math.nan), significant, checks
+    return significant, fitted, spread_check
+
+
+def _written_run(config: EmulatorConfig, trace_steps: int) -> EmulatorConfig:
+    """The fit as its trace is written to be scanned: its long run (:data:`~perftool.predict.fitting.FIT_RUN_STEPS`)
+    cut to about :data:`EMULATED_OPS` ops, a whole number of loops and no fewer steps than the trace's; a fit of the
+    trace's own length (a compile in its steady state, its share the trace's) as it is."""
+    steps, last = config.epoch
+    if last or steps < FIT_RUN_STEPS:
+        return config
+    loop = config.knobs.loop_size
+    cut = loop * math.ceil(max(EMULATED_OPS // config.workload.ops_per_step, trace_steps) / loop)
+    return config.model_copy(update={"workload": config.workload.model_copy(update={"steps": min(cut, steps)})})
 
 
 def _work(scan: TraceFindings, model: TraceFindings, replicated: bool) -> dict[str, tuple[float, float]]:
@@ -421,13 +473,6 @@ def _work(scan: TraceFindings, model: TraceFindings, replicated: bool) -> dict[s
 
     traced, modelled = shares(scan), shares(model)
     return {name: (traced[name], modelled[name]) for name in traced}
-
-
-def _long_spread(config: EmulatorConfig) -> float:
-    """The fit's step-to-step spread over a long run (a trace-length run draws too few steps to say)."""
-    long = emulate(_longer(config, LONG_RUN_STEPS))
-    ends = long.timeline.step_end[: long.plan.total_steps[0], 0]
-    return spread(np.diff(ends, prepend=0.0)[int(long.prediction["warmup_steps"]) :])
 
 
 def _longer(config: EmulatorConfig, steps: int, workload: dict[str, float] | None = None) -> EmulatorConfig:

@@ -309,7 +309,7 @@ class TraceAndModel(Part):
 
 
 class CalibrationCheck(Part):
-    figure: str = Field(description="a figure of the trace the fit did not solve for")
+    figure: str = Field(description="a figure of the trace, with the fit's")
     trace: float
     model: float
     error: float = Field(description="relative to the trace's value, or in points of the window (unit)")
@@ -329,13 +329,29 @@ class BatchPrediction(Part):
 
 class CalibrationRecord(Part):
     source: str = Field(description="the trace fitted (a job's: its slowest rank)")
-    step_time_us: TraceAndModel = Field(description="the steady mean step: the figure the fit solves for")
+    step_time_us: TraceAndModel = Field(
+        description="the steady mean step: the figure the fit solves for (the model's: its expected step, the mean "
+        "over a 1,000-step run)"
+    )
     step_error: float
     idle: dict[str, TraceAndModel] = Field(description="per idle cause, its share of the window")
     idle_error_points: float
-    checks: list[CalibrationCheck] = Field(description="the fit on what it was not fitted to")
-    passed: bool = Field(description="every check passed: the fit may be predicted from")
-    warnings: list[str] = Field(description="each check that failed, in a line")
+    interval: float = Field(
+        description="relative half-width of the 80% interval a prediction from the fit is given with: its held-out "
+        "error on the mean step and the spread of a mean of as many steps as the trace's"
+    )
+    fitted: list[CalibrationCheck] = Field(
+        default_factory=list,
+        description="the figures the fit took from the trace (the step, idle by part, busy by category): agreeing "
+        "shows it took them, not that it predicts",
+    )
+    checks: list[CalibrationCheck] = Field(
+        description="the fit on figures it did not use: held-out steps (their mean, their busy share), the spread"
+    )
+    passed: bool = Field(
+        description="every check passed and every fitted figure reproduced: the fit may be predicted from"
+    )
+    warnings: list[str] = Field(description="each check that failed, and each fitted figure missed, in a line")
     notes: list[str] = Field(description="what the trace does not say, and what to give for it")
     at_batch: BatchPrediction | None = None
 

@@ -20,6 +20,15 @@ def duration(us: float | None, unit: str = "ms") -> str:
     return f"{us / 1e6:,.3f} s"
 
 
+def estimate(us: float, low: float, high: float) -> str:
+    """A predicted duration (µs) with its interval, in one unit and no more digits than the interval allows:
+    ``≈ 124 ms (118–130 ms)``, ``≈ 123.8 ms (123.5–124.2 ms)``."""
+    scale, unit = next(((s, u) for s, u in ((1e6, "s"), (1e3, "ms")) if abs(us) >= s), (1.0, "µs"))
+    half = (high - low) / 2 / scale
+    decimals = min(max(-math.floor(math.log10(half)), 0), 3) if half > 0 else 3
+    return f"≈ {us / scale:,.{decimals}f} {unit} ({low / scale:,.{decimals}f}–{high / scale:,.{decimals}f} {unit})"
+
+
 def axis_durations(ticks: Sequence[float]) -> list[str]:
     """An axis's ticks (µs) in one unit, the largest tick's, each with the decimals the finest tick needs:
     ``0.0 ms, 2.5 ms, 5.0 ms, 7.5 ms``, never ``0.0 µs`` beside ``5.000 ms``."""

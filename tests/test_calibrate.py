@@ -359,3 +359,20 @@ def test_a_fitted_data_parallel_job_tunes_how_it_reduces_its_gradients(run, tmp_
     assert space["replicas.overlap"] == [False, True] and "workload.input_workers" not in space
     tuned = json.loads(run("tune", fitted, "--format", "json").stdout)
     assert tuned["best"]["knobs"]["replicas.overlap"] is True and tuned["speedup"] > 1.1
+
+
+def test_what_the_fit_took_is_shown_as_fitted_and_only_what_it_did_not_use_as_checks(run):
+    """The mean step, idle by cause and busy by category are the fit's inputs: reported as fitted, never as checks;
+    the checks are the held-out halves (mean step and busy share) and the spread, and predictions get an interval."""
+    result = run("calibrate", DATA / "real" / "resnet50_pt18_workers0.json.gz", "--format", "json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)["calibration"]
+    fitted = {check["figure"] for check in record["fitted"]}
+    checks = {check["figure"] for check in record["checks"]}
+    assert "mean step (the model's over 1,000 steps)" in fitted  # 125 runs of 8 steps (the trace's 6, at least 8)
+    assert {"device idle: host", "device idle: input", "device busy: all work"} <= fitted
+    assert {figure.split(" of ")[0] for figure in checks} == {"mean step", "device busy", "step-to-step spread"}
+    assert not fitted & checks and not any(figure.startswith("device idle") for figure in checks)
+    assert 0.02 < record["interval"] < 0.05  # held-out error 0.5%, six steps spreading 6%
+    text = run("calibrate", DATA / "real" / "resnet50_pt18_workers0.json.gz").output
+    assert "Checked on what the fit did not use" in text and f"given ± {record['interval']:.1%}" in text

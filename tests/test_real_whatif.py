@@ -10,8 +10,9 @@ import yaml
 from bench_whatif import REAL, real_pair
 
 from perftool.api import tune
-from perftool.calibration import WITHOUT_JITTER, _longer, calibrate
+from perftool.calibration import _longer, calibrate
 from perftool.emulator.evaluate import evaluate
+from perftool.predict.interval import bounds
 from perftool.rules.prediction import HELPS
 from perftool.trace_reader import load_trace
 from perftool.trace_scan import scan_trace
@@ -22,26 +23,25 @@ BEFORE, AFTER = REAL / "resnet50_pt18_workers0.json.gz", REAL / "resnet50_pt18_w
 @pytest.mark.slow
 def test_calibrating_the_before_capture_predicts_the_after_capture():
     """Workers 0 → 4: the fit loads in the training process, copies from pageable memory and launches op by op;
-    with four workers it predicts the after capture's mean step within 10%, inside its 10th–90th percentile."""
+    with four workers it predicts the after capture's mean step within 10%, inside the interval calibrate gives
+    its predictions, from nothing of the after capture."""
     fitted = calibrate(str(BEFORE))
     assert fitted.warnings == [], fitted.warnings
     config = fitted.config
     assert config.workload.input_workers == 0 and not config.knobs.pin_memory and not config.knobs.device_graphs
-    after, truth = real_pair("resnet50_pt18_workers0", "resnet50_pt18_workers4", 4)
+    after, interval, truth = real_pair("resnet50_pt18_workers0", "resnet50_pt18_workers4", 4)
     assert abs(after["step_time_mean_us"] - truth) / truth < 0.10, (after["step_time_mean_us"], truth)
-    assert after["step_time_p10_us"] <= truth <= after["step_time_p90_us"]
+    low, high = bounds(after["step_time_mean_us"], interval)
+    assert low <= truth <= high, (low, truth, high)
 
 
 @pytest.mark.slow
-def test_calibrating_the_after_capture_predicts_the_before_capture_given_the_load_time():
+def test_the_after_capture_says_it_cannot_predict_fewer_workers():
     """Workers 4 → 0: the after capture cannot show how long a batch takes to load (its workers keep up), so the
-    fit says so and takes it as given; with it, the prediction of the before capture holds within 10%."""
+    fit says a what-if with fewer workers needs it given, and takes none from elsewhere."""
     fitted = calibrate(str(AFTER))
     assert any("preprocess_us_per_sample" in note for note in fitted.notes)
     assert fitted.config.workload.preprocess_us_per_sample == 0
-    before, truth = real_pair("resnet50_pt18_workers4", "resnet50_pt18_workers0", 0)
-    assert abs(before["step_time_mean_us"] - truth) / truth < 0.10, (before["step_time_mean_us"], truth)
-    assert before["step_time_p10_us"] <= truth <= before["step_time_p90_us"]
 
 
 @pytest.mark.parametrize(
@@ -49,10 +49,12 @@ def test_calibrating_the_after_capture_predicts_the_before_capture_given_the_loa
 )
 @pytest.mark.slow
 def test_real_captures_with_three_steady_steps_pass_every_check(name):
-    """Held-out steps, where the time goes, spread and a 500-step run: none of them the figure the fit solves for."""
+    """Held-out steps (their mean step and busy share) and the spread, none of them a figure the fit took; and the
+    figures it took (its expected step over 1,000 steps, where the time goes) reproduced."""
     fitted = calibrate(str(REAL / f"{name}.json.gz"))
-    figures = {check.figure.split(" of steps")[0] for check in fitted.checks}
-    assert {"mean step", "median step over 500 steps", "step-to-step spread"} <= figures
+    figures = {check.figure.split(" of step")[0] for check in fitted.checks}
+    assert {"mean step", "device busy", "step-to-step spread"} <= figures
+    assert [check.problem(fitted=True) for check in fitted.fitted if not check.passed] == []
     assert [check.problem() for check in fitted.checks if not check.passed] == []
 
 
@@ -77,7 +79,9 @@ def test_a_fit_that_fails_its_held_out_check_exits_1_naming_the_figure(run, tmp_
     output = tmp_path / "fit.yaml"
     result = run("calibrate", path, "-o", output)
     assert result.exit_code == 1, result.output
-    assert "the fit fails its check: mean step of steps" in result.stderr and output.exists()
+    assert "perftool: error:" in result.stderr and "the fit fails its check" in result.stderr and output.exists()
+    held_out = [line for line in result.stdout.splitlines() if "mean step of steps" in line]
+    assert held_out and held_out[0].rstrip(" │").endswith("FAIL"), result.stdout
 
 
 @pytest.mark.slow
@@ -151,7 +155,7 @@ def test_tune_on_a_fitted_capture_recommends_only_gains_that_last(capture, tmp_p
     written.write_text(yaml.safe_dump(fitted.document(), sort_keys=False))
     result = tune(str(written))
     assert result.speedup() >= HELPS  # each capture has something to win
-    still = WITHOUT_JITTER
+    still = {"compute_jitter": 0.0, "preprocess_jitter": 0.0, "host_jitter": 0.0}  # only drift tells runs apart
     before, after = (
         float(evaluate(_longer(config, 1000, still))["throughput"][0])
         for config in (fitted.config, result.best_config())

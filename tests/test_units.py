@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from perftool import load_trace
 from perftool.analysis import METRICS, compute_metrics
 from perftool.analysis.metrics import unit_of
-from perftool.units import axis_durations, change, figure, number, plural
+from perftool.units import axis_durations, change, estimate, figure, number, plural
 
 SAMPLES = REPO / "sample_traces"
 
@@ -118,3 +118,18 @@ def test_a_trace_recorded_to_the_nanosecond_shows_ns_only_below_a_microsecond():
     assert duration(26.84, "ns") == "26.8 µs"
     assert duration(0.25, "ns") == "250 ns"
     assert duration(0.25) == "0.2 µs"
+
+
+@pytest.mark.parametrize(
+    ("us", "low", "high", "shown"),
+    [
+        (124_000, 118_000, 130_000, "≈ 124 ms (118–130 ms)"),  # ±6 ms: whole milliseconds
+        (123_800, 123_450, 124_150, "≈ 123.8 ms (123.5–124.2 ms)"),  # ±0.35 ms: tenths
+        (1_630, 1_550, 1_720, "≈ 1.63 ms (1.55–1.72 ms)"),
+        (900, 850, 950, "≈ 900 µs (850–950 µs)"),
+        (2.5e6, 2.0e6, 3.0e6, "≈ 2.5 s (2.0–3.0 s)"),
+        (5_000, 5_000, 5_000, "≈ 5.000 ms (5.000–5.000 ms)"),  # no width: the most digits a duration shows
+    ],
+)
+def test_an_estimate_shows_no_more_digits_than_its_interval_allows(us, low, high, shown):
+    assert estimate(us, low, high) == shown

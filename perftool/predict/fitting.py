@@ -19,8 +19,8 @@ The fit reads the trace's steady state only through its measured figures, never 
   compute) become data-parallel replicas whose buckets take as long as the trace's, with the gradients as the
   workload's weights; compute then counts neither them nor the weight update those gradients cost.
 
-Whichever waits most (the host or the input) is then set by bisection on the emulator's fast path, so the
-fit's steady mean step is the trace's.
+Whichever waits most (the host or the input) is then set on the emulator's fast path so that the fit's expected
+steady mean step (its mean over a long run, where the jitter's draws average out) is the trace's.
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ MIN_PEER = 0.1  # the fastest another rank may compute, relative to the fitted o
 RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
 SHORT_LAST = 0.9  # a last step computing less than this share of a steady one runs a short last batch
 STEPS_BEFORE_LAST = 3  # steady steps before the last one that say what a full batch computes
-MATCH_ITERATIONS = 16  # bisection steps that set the pacing figure to the trace's step time (to 1 part in 65,000)
+MATCH_ITERATIONS = 24  # runs at most that set the pacing figure to the trace's step time ...
+MATCH_TOLERANCE = 1e-4  # ... to this share of it
+FIT_RUN_STEPS = 1000  # the fit's step is its mean over a run this long: the model's expected step, not one draw's
 HOST_CAUSES = ("host", "launch", "sync", "blocking_copy", "other")
 INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the step where input paces it ...
 HOST_PACE = ("device_overrides", "python_us")  # ... where the host's Python and dispatch do ...
@@ -178,7 +180,7 @@ def _fit(
     recompiling = scope.metrics["recompilations.count"] > 0
     # room for a short last batch when one compiles; a bad given value is reported when the config is validated
     batch = max(int(_given(given, "knobs", "batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
-    job_steps = max(int(_given(given, "workload", "steps", scope.steps.count)), MIN_STEPS)
+    job_steps = _fit_steps(trace, scope, profile, given, recompiling)
     half = max(_given(given, "workload", "half_efficiency_batch", 0.0), 0.0)  # a step computes batch + half
     loading = _loading(trace, scope) if profile.host_feeds_data else None
     syncs = not profile.host_blocks_per_call and _syncs_each_step(trace, scope, idle.get("sync", 0.0) / step)
@@ -237,6 +239,22 @@ def _fit(
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config
     return _matched(config, host.pacing, step, host.ops if host.pacing == LAUNCH_PACE else 1)
+
+
+def _fit_steps(
+    trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, given: dict[str, Any], recompiling: bool
+) -> int:
+    """The steps the fit runs: as many as given; else, where a graph is compiled again in the steady state, the
+    trace's (that one-off's share of the mean step is the trace's); else about :data:`FIT_RUN_STEPS`, so that its
+    mean step is the model's expected one, not one short run's draw of its jitter, and every what-if on it (scan's
+    gains, tune, emulate) runs that same long run. The long run is a whole number of runs as long as the trace
+    (rounded up to its loops), so that a loop size that divides the trace's steps divides it too."""
+    steps = max(int(_given(given, "workload", "steps", 0)), 0)
+    if steps or recompiling:
+        return max(steps or scope.steps.count, MIN_STEPS)
+    loop = _loop_size(trace, scope, scope.steps.count) if "loop_size" in profile.knobs else 1
+    once = loop * math.ceil(max(scope.steps.count, MIN_STEPS) / loop)
+    return once * math.ceil(FIT_RUN_STEPS / once)
 
 
 def _profile(family: str, given: dict[str, Any]) -> DeviceProfile:
@@ -514,26 +532,42 @@ def _peers(relative: Sequence[float], ranks: int) -> list[dict[str, Any]]:
 
 
 def _matched(config: EmulatorConfig, field: tuple[str, str], step: float, per: int = 1) -> EmulatorConfig:
-    """``config`` with ``field`` set, by bisection on the emulator's fast path, so its steady mean step is the
-    trace's ``step`` (the closed forms above miss how the stack's host, input and device wait on one another);
-    ``per``: how many times a step pays the field (ops launched one by one)."""
+    """``config`` with ``field`` set so that its expected steady mean step (:func:`expected_step`) is the trace's
+    ``step`` (the closed forms above miss how the stack's host, input and device wait on one another); ``per``: how
+    many times a step pays the field (ops launched one by one). The step grows with the field, piecewise linearly,
+    so false position (the Illinois variant) finds it in a few runs where bisection takes sixteen."""
     section, name = field
 
     def with_value(value: float) -> EmulatorConfig:
         part = getattr(config, section).model_copy(update={name: value})
         return config.model_copy(update={section: part})
 
-    def step_of(value: float) -> float:
-        return float(evaluate(with_value(value))["step_time_mean_us"][0])
+    def off(value: float) -> float:
+        return expected_step(with_value(value)) - step
 
     lo, hi = 0.0, max(float(getattr(getattr(config, section), name) or 0.0), step / per) * 4
-    floor, ceiling = step_of(lo), step_of(hi)
-    if not floor < step < ceiling:  # out of the field's reach: the end nearer the trace's step
-        return validate_config(with_value(lo if step <= floor else hi).model_dump(mode="json"), "calibration")
+    below, above = off(lo), off(hi)
+    if not below < 0 < above:  # out of the field's reach: the end nearer the trace's step
+        return validate_config(with_value(lo if below >= 0 else hi).model_dump(mode="json"), "calibration")
+    side = 0
     for _ in range(MATCH_ITERATIONS):
-        middle = (lo + hi) / 2
-        lo, hi = (middle, hi) if step_of(middle) < step else (lo, middle)
+        value = hi - above * (hi - lo) / (above - below)
+        missed = off(value)
+        if abs(missed) <= MATCH_TOLERANCE * step:
+            return validate_config(with_value(value).model_dump(mode="json"), "calibration")
+        if missed < 0:
+            lo, below = value, missed
+            above, side = (above / 2, -1) if side == -1 else (above, -1)  # the same end twice: halve the other's weight
+        else:
+            hi, above = value, missed
+            below, side = (below / 2, 1) if side == 1 else (below, 1)
     return validate_config(with_value((lo + hi) / 2).model_dump(mode="json"), "calibration")
+
+
+def expected_step(config: EmulatorConfig) -> float:
+    """The config's steady mean step, µs: a fit's expected step, as it runs :data:`FIT_RUN_STEPS` (see
+    :func:`_fit_steps`)."""
+    return float(evaluate(config)["step_time_mean_us"][0])
 
 
 def _graphs_and_tiles(

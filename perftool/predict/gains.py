@@ -14,7 +14,8 @@ from typing import Any
 
 from perftool.emulator.config import training_change
 from perftool.errors import PerftoolError
-from perftool.predict.fitting import fit, read_settings, reproduces
+from perftool.predict.fitting import fit, read_settings, reproduces, spread
+from perftool.predict.interval import UNCHECKED_FIT_ERROR, mean_error
 from perftool.rules import prediction
 from perftool.rules.detectors import Detection, Scope
 from perftool.rules.detectors.base import Judged
@@ -22,7 +23,7 @@ from perftool.rules.engine import Detected
 from perftool.rules.findings import Finding, Gain
 from perftool.rules.known_run import KnownRun
 
-FIT_MAX_STEPS = 512  # a foreign trace's fit runs its own length up to this many steps: gains are per steady step
+FIT_MAX_STEPS = 512  # a foreign trace whose steady state compiles is fitted at its own length, up to this many steps
 
 
 @dataclass
@@ -52,18 +53,18 @@ def _fitted(scope: Scope) -> KnownRun | None:
         and scope.metrics["recompilations.count"]
     ):
         return None  # a compile mid-run is fitted at the trace's own length, too long to emulate here
-    steps = min(scope.steps.count, FIT_MAX_STEPS)
     try:
-        config = fit(scope.trace, scope, given={"workload": {"steps": steps}})
+        config = fit(scope.trace, scope)
     except PerftoolError:
         return None
     if not reproduces(config, scope):
         return None
     if scope.job_steps is not None:  # the job repeats what the capture shows, each of its compiles paid once
-        epochs = max(round(scope.job_steps / steps), 1)
+        epochs = max(round(scope.job_steps / config.epoch[0]), 1)
         config = config.model_copy(update={"workload": config.workload.model_copy(update={"epochs": epochs})})
     judges = read_settings(scope.trace, config)
-    return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=judges)
+    interval = mean_error(UNCHECKED_FIT_ERROR, spread(scope.steps.steady_durations), scope.steady_steps)
+    return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=judges, interval=interval)
 
 
 def fix_that_holds(scope: Judged, detected: Detected, fitted: TraceFit | None) -> tuple[Detection, Gain, str | None]:

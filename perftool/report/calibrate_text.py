@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import math
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from perftool.calibration import BATCH_ERROR, IDLE_ERROR_POINTS, LONG_RUN_ERROR, STEP_ERROR, Calibration
+from perftool.calibration import (
+    BATCH_ERROR,
+    FIT_STEP_ERROR,
+    IDLE_ERROR_POINTS,
+    SPREAD_POINTS,
+    STEP_ERROR,
+    Calibration,
+    Check,
+)
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.report.views import CalibrateView
@@ -26,15 +34,10 @@ def render(view: CalibrateView) -> Group:
         _replicas(calibration),
     )
     trace, model = calibration.step_time_us
-    fitted = Text(f"fitted to: mean step {duration(trace)} (the model's {duration(model)})")
-    table = Table(title="Checked on what the fit was not fitted to", title_justify="left")
-    add_columns(table, [("figure", "left"), ("trace", "right"), ("model", "right"), ("error", "right"), ("", "left")])
-    for check in calibration.checks:
-        shown_as = (lambda v: f"{v:.1%}") if check.points else duration
-        error = f"{check.error:.1f} pts" if check.points else f"{check.error:.1%}"
-        table.add_row(
-            check.figure, shown_as(check.trace), shown_as(check.model), error, "ok" if check.passed else "FAIL"
-        )
+    fitted = Text(f"fitted to: mean step {duration(trace)} (the model's expected step {duration(model)})")
+    took = _table("Fitted: what the fit took from the trace (agreeing shows it took them, not that it predicts)",
+                  calibration.fitted)  # fmt: skip
+    table = _table("Checked on what the fit did not use", calibration.checks)
     at = calibration.at_batch
     if at is not None:
         traced, modelled = at.step_time_us
@@ -45,10 +48,15 @@ def render(view: CalibrateView) -> Group:
         verdict.append(f"failed: {warning}\n", style="bold red")
     if not calibration.warnings:
         verdict.append(
-            f"passed: held-out steps within {STEP_ERROR:.0%} (or their spread), where the time goes within "
-            f"{IDLE_ERROR_POINTS:.0f} points, a long run within {LONG_RUN_ERROR:.0%}",
+            f"passed: held-out steps within {STEP_ERROR:.0%} (or their spread) and {IDLE_ERROR_POINTS:.0f} points of "
+            f"busy, the spread within {SPREAD_POINTS:.0f} points; the fit reproduces its trace's step within "
+            f"{FIT_STEP_ERROR:.0%} and where its time goes within {IDLE_ERROR_POINTS:.0f} points",
             style="bold green",
         )
+    verdict.append(
+        f"\npredictions from this fit are given ± {calibration.interval:.1%} (80%: its held-out error and the spread "
+        f"of a mean of {calibration.steady_steps} steps like the trace's)"
+    )
     if at is not None:
         half = calibration.config.workload.half_efficiency_batch
         rises = f"\nefficiency rises with the batch: half of it at batch {half:,.1f}"
@@ -56,7 +64,21 @@ def render(view: CalibrateView) -> Group:
     for note in calibration.notes:
         verdict.append(f"\nnote: {note}", style="yellow")
     where = f"\nwritten to {written}: perftool emulate or tune it" if written else "\nwrite it with -o FILE.yaml"
-    return Group(header, fitted, table, verdict, Text(where))
+    return Group(header, fitted, took, table, verdict, Text(where))
+
+
+def _table(title: str, checks: list[Check]) -> Table:
+    """Figures of the trace and the model's, each with its error and whether it is within its limit."""
+    table = Table(title=title, title_justify="left")
+    columns: list[tuple[str, JustifyMethod]] = [("figure", "left"), ("trace", "right"), ("model", "right")]
+    columns += [("error", "right"), ("limit", "right"), ("", "left")]
+    add_columns(table, columns)
+    for check in checks:
+        shown_as = (lambda v: f"{v:.1%}") if check.points else duration
+        error, limit = (f"{v:.1f} pts" if check.points else f"{v:.1%}" for v in (check.error, check.limit))
+        passed = "ok" if check.passed else "FAIL"
+        table.add_row(check.figure, shown_as(check.trace), shown_as(check.model), error, limit, passed)
+    return table
 
 
 def _replicas(calibration: Calibration) -> str:

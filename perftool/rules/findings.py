@@ -57,6 +57,11 @@ class Gain(_Record):
     text: str
     step_time_us_before: float | None = None
     step_time_us_after: float | None = None
+    step_time_us_after_interval: tuple[float, float] | None = Field(
+        None,
+        description="for a prediction from a fit to the trace: the 80% interval of the mean step after, from the "
+        "fit's error and the steps' spread",
+    )
     speedup: float | None = Field(None, description="throughput after / before")
     over: Literal["job", "steady_state"] | None = Field(
         None,

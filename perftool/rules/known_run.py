@@ -40,10 +40,12 @@ class KnownRun:
         source: str = "emulator",
         recorded: bool = True,
         judges: frozenset[str] | None = None,
+        interval: float | None = None,
     ) -> KnownRun:
         """How ``config`` runs; ``source`` names where the config came from in the gains it predicts. A config not
-        ``recorded`` by the trace is a fit to a capture of part of a job: its gains are the steady state's, and
-        only changes of the settings it ``judges`` (those read from the trace) are what-ifs on what it shows."""
+        ``recorded`` by the trace is a fit to a capture of part of a job: its gains are the steady state's, given
+        with ``interval`` (relative), and only changes of the settings it ``judges`` (those read from the trace)
+        are what-ifs on what it shows."""
         steps, last = config.epoch
         return cls(
             knobs=config.knobs.model_dump(),
@@ -52,8 +54,8 @@ class KnownRun:
             optimizer_state_bytes=float(config.workload.optimizer_state),
             io_tiles_for_batch=_io_tiles(config),
             slow_ranks=tuple(s.model_dump() for s in config.replicas.slow_ranks) if config.replicas else (),
-            what_if=lambda changes: prediction.predicted(config, changes, source, recorded),
-            over_job=lambda changes: prediction.predicted(config, changes, source),
+            what_if=lambda changes: prediction.predicted(config, changes, source, recorded, interval),
+            over_job=lambda changes: prediction.predicted(config, changes, source, interval=interval),
             describe=lambda changes: prediction.described(config, changes),
             recorded=recorded,
             judges=judges,

@@ -12,7 +12,7 @@ from perftool.emulator.config import TUNABLES, EmulatorConfig, section_of, setti
 from perftool.emulator.evaluate import evaluate, first_job
 from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
-from perftool.units import duration, figure
+from perftool.units import duration, estimate, figure
 
 HELPS = 1.005  # a fix predicted to raise throughput less than this is no fix
 BOUND_SLACK = 0.10  # a prediction may win back this much (relative) past the time measured lost, no more
@@ -39,10 +39,16 @@ def over_capture(gain: Gain, change: str, steps: int) -> Gain:
 
 
 def predicted(
-    config: EmulatorConfig, changes: dict[str, Any], source: str = "emulator", over_job: bool = True
+    config: EmulatorConfig,
+    changes: dict[str, Any],
+    source: str = "emulator",
+    over_job: bool = True,
+    interval: float | None = None,
 ) -> Gain | None:
     """Re-run the emulator with ``changes`` applied; None when the changed config is not valid. ``source`` says
-    where the config came from (the trace's own, or a fit to it).
+    where the config came from (the trace's own, or a fit to it); ``interval``: for a fit, the relative half-width
+    of the interval its predicted step is given with (:mod:`perftool.predict.interval`), its digits no more than
+    that interval allows.
 
     With ``over_job`` the speed-up is the whole job's, as the config states it (its epochs of steps), with every
     one-time cost paid once: warm-up, each graph's compile. A job of unknown length (a fit to a capture) is judged
@@ -66,7 +72,9 @@ def predicted(
     step_before, step_after = before["step_time_mean_us"], after["step_time_mean_us"]
     steady = after["throughput"] / before["throughput"]
     speedup = _job_throughput(after) / _job_throughput(before) if over_job else steady
-    text = f"{change}: step {duration(step_before)} → {duration(step_after)}"
+    bounds = (step_after * (1 - interval), step_after * (1 + interval)) if interval else None
+    after_text = estimate(step_after, *bounds) if bounds else duration(step_after)
+    text = f"{change}: step {duration(step_before)} → {after_text}"
     if abs(speedup - steady) > ONE_TIME_SHOWN * steady:  # one-time costs change what the job gains
         steps, _ = config.epoch
         epochs = config.workload.epochs
@@ -79,6 +87,7 @@ def predicted(
         text=f"{text}, throughput ×{speedup:.2f} ({source})",
         step_time_us_before=step_before,
         step_time_us_after=step_after,
+        step_time_us_after_interval=bounds,
         speedup=speedup,
         over="job" if over_job else "steady_state",
     )
