@@ -70,7 +70,8 @@ SHORT_LAST = 0.9  # a last step computing less than this share of a steady one r
 STEPS_BEFORE_LAST = 3  # steady steps before the last one that say what a full batch computes
 MATCH_ITERATIONS = 24  # runs at most that set the pacing figure to the trace's step time ...
 MATCH_TOLERANCE = 1e-4  # ... to this share of it
-FIT_RUN_STEPS = 1000  # the fit's step is its mean over a run this long: the model's expected step, not one draw's
+FIT_RUN_STEPS = 1024  # the fit's step is its mean over a run this long (the model's expected step, not one draw's),
+# a power of two so that the loop sizes people try divide it
 HOST_CAUSES = ("host", "launch", "sync", "blocking_copy", "other")
 INPUT_PACE = ("workload", "preprocess_us_per_sample")  # the field that sets the step where input paces it ...
 HOST_PACE = ("device_overrides", "python_us")  # ... where the host's Python and dispatch do ...
@@ -245,16 +246,14 @@ def _fit_steps(
     trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, given: dict[str, Any], recompiling: bool
 ) -> int:
     """The steps the fit runs: as many as given; else, where a graph is compiled again in the steady state, the
-    trace's (that one-off's share of the mean step is the trace's); else about :data:`FIT_RUN_STEPS`, so that its
-    mean step is the model's expected one, not one short run's draw of its jitter, and every what-if on it (scan's
-    gains, tune, emulate) runs that same long run. The long run is a whole number of runs as long as the trace
-    (rounded up to its loops), so that a loop size that divides the trace's steps divides it too."""
+    trace's (that one-off's share of the mean step is the trace's); else :data:`FIT_RUN_STEPS` rounded up to the
+    trace's loops, so that its mean step is the model's expected one, not one short run's draw of its jitter, and
+    every what-if on it (scan's gains, tune, emulate) runs that same long run, whatever the capture's length."""
     steps = max(int(_given(given, "workload", "steps", 0)), 0)
     if steps or recompiling:
         return max(steps or scope.steps.count, MIN_STEPS)
     loop = _loop_size(trace, scope, scope.steps.count) if "loop_size" in profile.knobs else 1
-    once = loop * math.ceil(max(scope.steps.count, MIN_STEPS) / loop)
-    return once * math.ceil(FIT_RUN_STEPS / once)
+    return loop * math.ceil(FIT_RUN_STEPS / loop)
 
 
 def _profile(family: str, given: dict[str, Any]) -> DeviceProfile:
