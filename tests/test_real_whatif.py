@@ -163,3 +163,16 @@ def test_tune_on_a_fitted_capture_recommends_only_gains_that_last(capture, tmp_p
     short_share, long_share = 1 - 1 / result.speedup(), 1 - before / after
     # most of the gain stays (the V100 rank's trace-length run holds a slower first steady step: 4.0% → 2.8%)
     assert long_share >= max(short_share / 2, 1 - 1 / HELPS), (result.knobs(result.best), short_share, long_share)
+
+
+def test_tune_on_a_fit_that_failed_its_checks_says_so_before_its_results(run, tmp_path):
+    written = tmp_path / "fit.yaml"
+    assert run("calibrate", REAL / "rocm_mi250_minitoy.json.gz", "-o", written).exit_code == 1  # one steady step
+    text = run("tune", written).output
+    assert text.index("WARNING: this config's calibration failed its checks (only 1 steady step") < text.index("Top")
+    document = json.loads(run("tune", written, "--format", "json").stdout)
+    assert document["failed_calibration"] and "nothing is held out" in document["failed_calibration"][0]
+    passing = tmp_path / "passing.yaml"
+    assert run("calibrate", REAL / "nccl_a100_rank.json.gz", "-o", passing).exit_code == 0
+    assert "WARNING" not in run("tune", passing).output
+    assert json.loads(run("tune", passing, "--format", "json").stdout)["failed_calibration"] == []

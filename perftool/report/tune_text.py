@@ -37,8 +37,28 @@ def render(view: TuneView) -> Group:
     """Header, top configurations, baseline and best, one line of why per knob, sensitivity."""
     result = view.result
     return Group(
-        _header(result, view.source), _top_table(result, view.top), _verdict(result), _why(result), _sensitivity(result)
+        _header(result, view.source),
+        *_failed_calibration(result),
+        _top_table(result, view.top),
+        _verdict(result),
+        _why(result),
+        _sensitivity(result),
     )
+
+
+def _failed_calibration(result: TuneResult) -> list[Text]:
+    """Before any result: the config is a fit that failed its checks, so what follows predicts from a model not shown
+    to hold."""
+    if not result.failed_calibration:
+        return []
+    reasons = "; ".join(result.failed_calibration)
+    return [
+        Text(
+            f"WARNING: this config's calibration failed its checks ({reasons}): the figures below predict from a fit "
+            "not shown to hold; calibrate again (a longer capture, the batch size given) before acting on them",
+            style="bold red",
+        )
+    ]
 
 
 def objective_label(result: TuneResult) -> str:

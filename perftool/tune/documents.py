@@ -53,6 +53,11 @@ class TuneReport(Document):
     best: TunedConfiguration
     optimum: TunedConfiguration
     speedup: float | None
+    failed_calibration: list[str] = Field(
+        default_factory=list,
+        description="why the config's calibration failed its checks (empty where it passed or there was none): "
+        "its predictions come from a fit not shown to hold",
+    )
     kept_for_training: dict[str, str] = Field(
         description="knobs kept as written because their other values change the training, and what they change"
     )
@@ -103,6 +108,7 @@ def answer(result: TuneResult, source: str, top: int = 10) -> TuneReport:
         best=_configuration(result, result.best),
         optimum=_configuration(result, result.optimum),
         speedup=finite(result.speedup()),
+        failed_calibration=result.failed_calibration,
         kept_for_training=config.tune.held,
         best_changes_training=result.training_changes(result.best),
         top=[_configuration(result, row) for row in result.ranked()[:top].tolist()],

@@ -80,6 +80,16 @@ class TuneResult:
     def objective(self) -> Objective:
         return self.config.tune.objective
 
+    @property
+    def failed_calibration(self) -> list[str]:
+        """Why the config's calibration (``perftool calibrate``'s record in it) failed its checks, a line each; empty
+        where it passed or the config was not calibrated. A sweep of such a fit predicts from a model not shown to
+        hold."""
+        record = self.config.calibration or {}
+        if record.get("passed", True):
+            return []
+        return [str(warning) for warning in record.get("warnings") or ["its checks failed"]]
+
     def knobs(self, row: int) -> dict:
         return self.space.knobs(self.rows.points[row])
 
