@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.batch import batch_size
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.metrics import compute_metrics
 from perftool.emulator.config import EmulatorConfig, validate_config
@@ -133,6 +134,7 @@ class Calibration:
     steady_steps: int = 1
     unchecked: str = ""  # why the fit could not be checked on held-out steps, if it could not
     notes: list[str] = field(default_factory=list)  # what the trace does not say, and what to give for it
+    batch_from: str = "given"  # where the batch size comes from: given, trace, or unknown (one sample a step)
 
     @property
     def step_error(self) -> float:
@@ -185,6 +187,7 @@ class Calibration:
             "idle": {cause: {"trace": t, "model": m} for cause, (t, m) in self.idle.items()},
             "idle_error_points": self.idle_error_points,
             "interval": self.interval,
+            "batch_size_from": self.batch_from,
             "fitted": [_check_document(c) for c in self.fitted],
             "checks": [_check_document(c) for c in self.checks],
             "passed": not self.warnings,
@@ -242,6 +245,7 @@ def calibrate(
             "(torch.profiler.schedule and prof.step())"
         )
     given = copy.deepcopy(overrides or {})
+    batch, batch_from = _batch(trace, scope, given)
     dataset = given.get("workload", {}).pop("dataset_samples", None)
     pending = _efficiency_from(trace, scope, given, device, at_batch, read) if at_batch is not None else None
     config = fit(trace, scope, device, given, peers)
@@ -259,8 +263,26 @@ def calibrate(
     config_written = config if dataset is None else _with_dataset(config, dataset, path)
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
-        spread(scope.steps.steady_durations), scope.steady_steps, unchecked, _notes(scope, config),
+        spread(scope.steps.steady_durations), scope.steady_steps, unchecked, [*_notes(scope, config), batch],
+        batch_from,
     )  # fmt: skip
+
+
+def _batch(trace: Trace, scope: TraceAnalysis, given: dict[str, Any]) -> tuple[str, str]:
+    """Where the fit's batch size comes from (``given``, ``trace`` or ``unknown``), in a note and a word: one given
+    stands; else the trace's (:func:`~perftool.analysis.batch.batch_size`), set in ``given``; else the fit runs one
+    sample a step, and its throughput is steps per second."""
+    if "batch_size" in given.get("knobs", {}):
+        return f"batch size {given['knobs']['batch_size']}, as given", "given"
+    found = batch_size(trace, scope.lo, scope.hi)
+    if found is None:
+        return (
+            "the trace records no input shapes that give the batch size (a convolution's, attention's or embedding's "
+            "first dimension): the fit takes one sample a step, so its throughput is steps per second; give "
+            "--set knobs.batch_size=N for samples"
+        ), "unknown"
+    given.setdefault("knobs", {})["batch_size"] = found.samples
+    return f"batch size {found.samples}, read from the trace ({found.source}); --set knobs.batch_size=N if not", "trace"
 
 
 def _notes(scope: TraceAnalysis, config: EmulatorConfig) -> list[str]:

@@ -340,6 +340,11 @@ class CalibrationRecord(Part):
         description="relative half-width of the 80% interval a prediction from the fit is given with: its held-out "
         "error on the mean step and the spread of a mean of as many steps as the trace's"
     )
+    batch_size_from: Literal["given", "trace", "unknown"] = Field(
+        "given",
+        description="where the batch size comes from: given, read from the trace's input shapes, or unknown (the fit "
+        "takes one sample a step, so its throughput is steps per second)",
+    )
     fitted: list[CalibrationCheck] = Field(
         default_factory=list,
         description="the figures the fit took from the trace (the step, idle by part, busy by category): agreeing "

@@ -22,14 +22,15 @@ def render(view: TuneView) -> str:
     data = answer(view.result, view.source, view.top).json_text()
     document = json.loads(data)  # the json format's figures, exactly
     throughput = Objective(document["objective"]).higher_is_better
-    show = _throughput if throughput else duration
+    unit = document["throughput_unit"]
+    show = (lambda value: _throughput(value, unit)) if throughput else duration
     best = document["best"]
     speedup = document["speedup"]
     figures = facts([
         ("device", document["device"]),
-        ("objective", "throughput (samples/s)" if throughput else "step time"),
+        ("objective", f"throughput ({unit})" if throughput else "step time"),
         ("configurations", f"{document['space_size']:,} ({document['evaluations']:,} evaluated)"),
-        ("best throughput", _throughput(best["figures"]["throughput"])),
+        ("best throughput", _throughput(best["figures"]["throughput"], unit)),
         ("best step time (mean)", duration(best["figures"]["step_time_mean_us"])),
         ("speed-up over the config", f"×{speedup:.2f}" if speedup else "—"),
     ])  # fmt: skip
@@ -49,7 +50,7 @@ def render(view: TuneView) -> str:
             charts.append(svg.bars(f"sensitivity-{line['knob']}", caption, items, _against(items, show, throughput)))
     names = list(best["knobs"])
     rows = [
-        [str(i + 1), *(str(c["knobs"][n]) for n in names), _throughput(c["figures"]["throughput"]),
+        [str(i + 1), *(str(c["knobs"][n]) for n in names), _throughput(c["figures"]["throughput"], unit),
          duration(c["figures"]["step_time_mean_us"]), f"{c['figures']['memory_fraction']:.0%}"]
         for i, c in enumerate(document["top"])
     ]  # fmt: skip
@@ -71,5 +72,5 @@ def _against(items: list[tuple[str, float, bool]], show: Callable[[float], str],
     return lambda value: f"{show(value)} ({value / best - 1:+.1%})" if best else show(value)
 
 
-def _throughput(value: float | None) -> str:
-    return f"{number(round(value, 1))} samples/s" if value is not None else "—"
+def _throughput(value: float | None, unit: str) -> str:
+    return f"{number(round(value, 1))} {unit}" if value is not None else "—"

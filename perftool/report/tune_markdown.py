@@ -54,23 +54,23 @@ def _summary(document: dict[str, Any]) -> str:
         f"{document['evaluations']:,} evaluated ({document['strategy']}, {document['seconds']:.2f} s)."
     )
     best, baseline, speedup = document["best"], document["baseline"], document["speedup"]
+    unit = document["throughput_unit"]
     if not speedup:
-        return f"{swept} Best: {_figures(best)}; the config as written {_figures(baseline)}."
+        return f"{swept} Best: {_figures(best, unit)}; the config as written {_figures(baseline, unit)}."
     gain = "throughput" if Objective(document["objective"]).higher_is_better else "shorter steps"
-    return (
-        f"{swept} Best: {_figures(best)}, **×{speedup:.2f}** {gain} over the config as written ({_figures(baseline)})."
-    )
+    over = f"over the config as written ({_figures(baseline, unit)})"
+    return f"{swept} Best: {_figures(best, unit)}, **×{speedup:.2f}** {gain} {over}."
 
 
 def _shown(value: Any) -> str:
     return cell(shown(value))
 
 
-def _figures(side: dict[str, Any]) -> str:
+def _figures(side: dict[str, Any], unit: str) -> str:
     if not side["feasible"]:
         return f"cannot run: {cell(side['reason'])}"
     figures = side["figures"]
-    return f"{figures['throughput']:,.1f} samples/s, mean step {duration(figures['step_time_mean_us'])}"
+    return f"{figures['throughput']:,.1f} {unit}, mean step {duration(figures['step_time_mean_us'])}"
 
 
 def _sensitivity(line: dict[str, Any], throughput: bool) -> str:
@@ -96,6 +96,6 @@ def _top(document: dict[str, Any]) -> str:
         f"{duration(c['figures']['step_time_mean_us'])} | {c['figures']['memory_fraction']:.0%} |"
         for rank, c in enumerate(document["top"], start=1)
     ]
-    header = "| # | " + " | ".join(names) + " | samples/s | mean step | memory |"
+    header = "| # | " + " | ".join(names) + f" | {document['throughput_unit']} | mean step | memory |"
     rule = "| ---: | " + " | ".join("---" for _ in names) + " | ---: | ---: | ---: |"
     return "\n".join([header, rule, *rows])

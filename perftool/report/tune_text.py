@@ -62,7 +62,8 @@ def _failed_calibration(result: TuneResult) -> list[Text]:
 
 
 def objective_label(result: TuneResult) -> str:
-    return "throughput (samples/s, higher is better)" if result.objective.higher_is_better else "mean step time"
+    higher = result.objective.higher_is_better
+    return f"throughput ({result.rate_unit}, higher is better)" if higher else "mean step time"
 
 
 def _header(result: TuneResult, source: str) -> Text:
@@ -95,23 +96,30 @@ def _held(result: TuneResult) -> list[str]:
 
 
 def _top_table(result: TuneResult, top: int) -> Table:
-    """One row per configuration; every column keeps its full width (none is cut to "b…" in an 80-column log)."""
+    """One row per configuration with figures of its own (those with the same figures counted beside it); every
+    column keeps its full width (none is cut to "b…" in an 80-column log). A fit's memory is not modelled from its
+    trace, so a calibrated config's column is left out."""
     ranked = result.ranked().tolist()
-    listed = ranked[:top] + ([result.best] if result.best not in ranked[:top] else [])
+    distinct = result.distinct(top)
+    alike = dict(distinct) | ({} if result.best in dict(distinct) else {result.best: 0})
+    listed = list(alike)
     figures = result.rows.figures
+    memory = result.config.calibration is None
     rows = [
         [
             ("★ " if row == result.best else "") + str(ranked.index(row) + 1),
             *(shown(v) for v in result.knobs(row).values()),
             f"{figures['throughput'][row]:,.1f}",
             duration(figures["step_time_mean_us"][row]),
-            f"{figures['memory_bytes'][row] / 1e9:,.2f} GB",
+            *([f"{figures['memory_bytes'][row] / 1e9:,.2f} GB"] if memory else []),
+            f"+{alike[row]:,} alike" if alike[row] else "",
         ]
         for row in listed
     ]  # device busy is in --format json and in emulate's summary: an 80-column log has room for these
-    headers = ["#", *(COLUMNS[name] for name in result.space.names), "samples/s", "mean step", "memory"]
+    headers = ["#", *(COLUMNS[name] for name in result.space.names), result.rate_unit, "mean step"]
+    headers += ["memory"] * memory + [""]
     table = Table(
-        title=f"Top {plural(len(ranked[:top]), 'configuration')} (★ recommended)",
+        title=f"Top {plural(len(distinct), 'configuration')} (★ recommended)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         padding=0,
@@ -132,7 +140,7 @@ def _verdict(result: TuneResult) -> Text:
     best = ", ".join(f"{TUNABLES[name].label} {shown(value)}" for name, value in result.knobs(result.best).items())
     if baseline.simulated[0]:
         was = (
-            f"{baseline.figures['throughput'][0]:,.1f} samples/s, mean step "
+            f"{baseline.figures['throughput'][0]:,.1f} {result.rate_unit}, mean step "
             f"{duration(baseline.figures['step_time_mean_us'][0])}"
             + (f" ({baseline.reason[0]})" if baseline.reason[0] else "")
         )
@@ -143,7 +151,7 @@ def _verdict(result: TuneResult) -> Text:
         ("\nBaseline (as written): ", "bold"),
         f"{written} → {was}",
         ("\nBest: ", "bold green"),
-        f"{best} → {figures['throughput'][result.best]:,.1f} samples/s, "
+        f"{best} → {figures['throughput'][result.best]:,.1f} {result.rate_unit}, "
         f"mean step {duration(figures['step_time_mean_us'][result.best])}: ",
         (gain, "bold green"),
         *((f"\nThis changes the training: {change}", "bold yellow") for change in result.training_changes(result.best)),
@@ -161,7 +169,7 @@ def _why(result: TuneResult) -> Group:
 
 
 def _sensitivity(result: TuneResult) -> Table:
-    unit = "samples/s" if result.objective.higher_is_better else "step time"
+    unit = result.rate_unit if result.objective.higher_is_better else "step time"
     table = Table(title="Sensitivity (each knob moved with the others at the best)", title_justify="left")
     add_columns(table, [("knob", "left"), ("best", "left"), (f"along the knob ({unit})", "left"), ("spread", "right")])
     for line in result.sensitivity:

@@ -19,6 +19,7 @@ class TunedConfiguration(Part):
     feasible: bool
     reason: str = Field(description="why it cannot run (out of memory, ...); empty when feasible")
     figures: dict[str, float | None]
+    alike: int = Field(0, description="in the top list: how many other configurations have the same figures")
 
 
 class SensitivityPoint(Part):
@@ -53,6 +54,9 @@ class TuneReport(Document):
     best: TunedConfiguration
     optimum: TunedConfiguration
     speedup: float | None
+    throughput_unit: str = Field(
+        "samples/s", description="samples/s, or steps/s where the config is a fit whose trace did not show the batch"
+    )
     failed_calibration: list[str] = Field(
         default_factory=list,
         description="why the config's calibration failed its checks (empty where it passed or there was none): "
@@ -111,7 +115,8 @@ def answer(result: TuneResult, source: str, top: int = 10) -> TuneReport:
         failed_calibration=result.failed_calibration,
         kept_for_training=config.tune.held,
         best_changes_training=result.training_changes(result.best),
-        top=[_configuration(result, row) for row in result.ranked()[:top].tolist()],
+        top=[_configuration(result, row).model_copy(update={"alike": n}) for row, n in result.distinct(top)],
+        throughput_unit=result.rate_unit,
         why=result.explanation,
         sensitivity=[
             KnobSensitivity(

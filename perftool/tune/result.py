@@ -118,6 +118,29 @@ class TuneResult:
         order = np.argsort(-score, kind="stable")
         return order[np.isfinite(score[order])]
 
+    def distinct(self, top: int) -> list[tuple[int, int]]:
+        """The ``top`` best rows with figures of their own, each with how many rows ranked after it have the same
+        (step and throughput to the nanosecond: they differ only in knobs that change nothing), so that a list of the
+        best is not ten copies of one configuration."""
+        figures = self.rows.figures
+        first: dict[tuple[float, float], int] = {}
+        alike: dict[int, int] = {}
+        for row in self.ranked().tolist():
+            key = (round(float(figures["step_time_mean_us"][row]), 3), round(float(figures["throughput"][row]), 9))
+            if key in first:
+                alike[first[key]] += 1
+            else:
+                first[key] = row
+                alike[row] = 0
+        return list(alike.items())[:top]
+
+    @property
+    def rate_unit(self) -> str:
+        """What the throughput counts: samples a second, or steps a second where the config is a fit to a trace that
+        did not show its batch size (one sample a step)."""
+        unknown = (self.config.calibration or {}).get("batch_size_from") == "unknown"
+        return "steps/s" if unknown else "samples/s"
+
     def row_of(self, point: np.ndarray) -> int | None:
         """The row holding ``point``, when it was looked at."""
         return self._row_by_flat.get(int(self.space.flat(point[None, :])[0]))
