@@ -11,14 +11,12 @@ Other metric sets (``ArithmeticUtilization``, ``Memory``...) write other columns
 
 from __future__ import annotations
 
-import csv
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from perftool.trace.profiler_dirs import ASCEND_OUTPUT
+from perftool.trace.profiler_dirs import msprof_csv
 
 MSPROF_KERNELS = "kernel_details.csv"
 KERNEL_DETAILS = "msprof.kernel_details"  # the trace metadata key a reader keeps them in
@@ -31,14 +29,6 @@ def msprof_kernels(trace_file: str) -> list[dict[str, Any]]:
     and each measured pipe's busy share of the core's time (``{"aic_mac": 0.15, "aic_mte2": 0.98, ...}``); empty
     where the profiler wrote no ``kernel_details.csv`` beside the trace, or one without pipe counters. Rows that do
     not read as numbers are left out, as is a file that cannot be read."""
-    path = Path(trace_file).with_name(MSPROF_KERNELS)
-    if Path(trace_file).parent.name != ASCEND_OUTPUT or not path.is_file():
-        return []
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return []
     return kernel_types(
         (
             (row.get("Type") or row.get("Name") or "").strip(),
@@ -46,7 +36,7 @@ def msprof_kernels(trace_file: str) -> list[dict[str, Any]]:
             _number(row.get("Duration(us)")),
             _counters(row),
         )
-        for row in rows
+        for row in msprof_csv(trace_file, MSPROF_KERNELS)
     )
 
 

@@ -47,15 +47,20 @@ def msprof_steps(trace_file: str) -> list[dict[str, float]]:
     """msprof's own breakdown of each step (``step_trace_time.csv`` beside a torch_npu trace: computing,
     communication and how much of it overlapped nothing, free time, in µs), where the profiler wrote one; a row
     that does not read as numbers is left out, as is a file that cannot be read."""
-    path = Path(trace_file).with_name(MSPROF_STEPS)
+    return [row for row in map(_numbers, msprof_csv(trace_file, MSPROF_STEPS)) if row]
+
+
+def msprof_csv(trace_file: str, name: str) -> list[dict[str, str]]:
+    """The rows of msprof's CSV ``name`` beside a torch_npu trace (in ``ASCEND_PROFILER_OUTPUT/``); none where
+    there is no such file beside it or it cannot be read as CSV."""
+    path = Path(trace_file).with_name(name)
     if Path(trace_file).parent.name != ASCEND_OUTPUT or not path.is_file():
         return []
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh))
+            return list(csv.DictReader(fh))
     except (OSError, UnicodeDecodeError, csv.Error):
         return []
-    return [row for row in map(_numbers, rows) if row]
 
 
 def _numbers(row: dict[str, str]) -> dict[str, float]:
