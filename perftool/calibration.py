@@ -1,10 +1,10 @@
 """Calibration: an emulator config fitted to a trace (:mod:`perftool.predict.fitting`), and checked on what it was not
 fitted to.
 
-The fit consumes the steady mean step (its expected step over a 1,000-step run is solved to be the trace's), the
-device's idle time by cause and its busy time by category: agreement on those shows that the fit took them, not
-that it predicts anything, so they are reported as **fitted** (within 2% and 3 points, else the fit failed to
-reproduce its trace). The **checks** compare the model with the trace on figures the fit did not use:
+The fit consumes the steady mean step (its expected step, over a run of about 1,024 steps, is solved to be the
+trace's), the device's idle time by cause and its busy time by category: agreement on those shows that the fit
+took them, not that it predicts anything, so they are reported as **fitted** (within 2% and 3 points, else the fit
+failed to reproduce its trace). The **checks** compare the model with the trace on figures the fit did not use:
 
 - **held-out steps**: the same fit made to one half of the steady steps predicts the other half's mean step
   (both ways), within 5% or what the steps' own spread explains, and its device busy share within 3 points;
