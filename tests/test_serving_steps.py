@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import DATA, complete
 
@@ -82,3 +84,13 @@ def test_what_a_job_is_reads_from_its_ops():
     assert job_kind(load(DATA / "real" / "resnet50_pt18_workers0.json.gz")) == "training"
     assert job_kind(load(DATA / "real" / "mtia_inference.json.gz")) == "inference"
     assert job_kind(load(DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz")) == "serving"
+
+
+def test_an_engine_that_replays_graphs_is_never_told_to_use_them(run):
+    """The SGLang decode window replays its iteration as one HIP graph: the host-bound advice is the host work
+    around the replays (overlap scheduling), not graphs."""
+    result = run("scan", DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz", "--format", "json")
+    findings = [f for trace in json.loads(result.stdout)["traces"] for f in trace["findings"]]
+    (fix,) = [f["fix"]["text"] for f in findings if f["rule_id"] == "PT001"]
+    assert "replays its iterations as device graphs already" in fix
+    assert "--enforce-eager" not in fix and "overlap scheduler" in fix

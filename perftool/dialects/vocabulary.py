@@ -32,6 +32,7 @@ STARTUP = re.compile(
 )
 # A compiled model's warm-up, whenever it runs: torch.compile's compile-time phases (each timed as "... (dynamo_timed)":
 # tracing, Inductor, autotuning, recording CUDA graphs) and a device graph's capture and instantiation.
+GRAPH_CAPTURE = re.compile(r"^(cuda|hip|cu)Stream(Begin|End)Capture|^(cuda|hip|cu)GraphInstantiate")  # graphs made
 MODEL_WARMUP = re.compile(r"\(dynamo_timed\)$|^(cuda|hip|cu)StreamEndCapture|^(cuda|hip|cu)GraphInstantiate")
 # The first runtime call of a process creates the context, whichever it is: start-up only before any device work.
 FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDevice|hipFree|hipMalloc|hipSetDevice)$")

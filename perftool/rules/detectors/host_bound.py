@@ -104,7 +104,8 @@ def _fix(
     Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records;
     a fit to another trace gives the loop size in use. Other traces get device graphs only when launches
     are the cause (a graph does not remove the host's own work) and the host does not replay graphs already
-    (then: larger graphs); loop-size advice needs a known loop size and a framework that has one, so
+    (then: larger graphs; for a serving engine, which replays or captures them, its host work between replays);
+    loop-size advice needs a known loop size and a framework that has one, so
     elsewhere the advice names the host work instead.
     """
     if scope.run is not None and (scope.run.recorded or scope.family in LOOP_FAMILIES):
@@ -113,6 +114,9 @@ def _fix(
         if scope.family in GRAPH_FAMILIES and not scope.run.knobs["device_graphs"]:
             return None, {"device_graphs": True}
         return None, {}
+    captured = scope.trace.name_matches(vocabulary.GRAPH_CAPTURE).any()
+    if "serving" in scope.contexts and (graphs_per_step > 0 or captured):
+        return "graphs_in_use", {}  # an engine that replays (or captured) graphs: its host work between replays
     if graphs_in_use(scope.trace, scope.in_window):  # the step in several graphs: larger ones; in one: host work
         return ("graphs_in_use" if graphs_per_step > PIECEMEAL_GRAPHS else "host_work"), {}
     if not launch_bound:
