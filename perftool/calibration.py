@@ -34,6 +34,7 @@ from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.devices import GENERIC
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
+from perftool.emulator.space import default_space
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError, parameter
 from perftool.job.cluster import LOCAL, Cluster
@@ -53,7 +54,6 @@ from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
 from perftool.trace_reader import load_trace
 from perftool.trace_scan import DEFAULT_READ, ReadOptions, analyse_trace
-from perftool.tune.spec import default_space
 from perftool.units import plural
 
 STEP_ERROR = UNCHECKED_FIT_ERROR  # the fit is good when it predicts held-out steps this closely (or as the steps'

@@ -14,7 +14,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.errors import PerftoolError, TraceError
-from perftool.predict.gains import TraceFit, fix_that_holds, together
+from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
 from perftool.rules.findings import ScanReport, TraceFindings, UnreadTrace
@@ -109,6 +109,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
     findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
     idle = scope.idle
     window = scope.window
+    joint = together(scope, fitted, findings)
     found = TraceFindings(
         path=trace.source,
         dialect=trace.dialect,
@@ -129,7 +130,8 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         warmup_durations_us=(steps.end - steps.start)[: steps.warmup].tolist(),
         step_numbers=steps.numbers().tolist(),
         emulator=emulator.model_dump(mode="json") if emulator is not None else None,
-        together=together(scope, fitted, findings),
+        together=joint,
+        beyond=beyond(scope, fitted, findings, joint),
     )
     return found, scope
 

@@ -56,3 +56,23 @@ def test_scan_s_gain_and_the_calibrated_config_give_the_same_fix_the_same_step(r
     step = evaluate(validate_config(document, "the fix"))["step_time_mean_us"][0]
     assert step == pytest.approx(gain["step_time_us_after"], rel=0.02)
     assert low <= step <= high
+
+
+def test_scan_names_a_better_setting_a_sweep_of_its_fit_finds(run):
+    """Scan's own fix for the 0-worker ResNet-50 capture is more input workers (×1.25); a sweep of the same fit finds
+    device graphs and pinned memory worth more (what tune finds on the calibrated config), and scan says so, without
+    the workers that change nothing once graphs free the host."""
+    capture = REAL / "resnet50_pt18_workers0.json.gz"
+    trace = json.loads(run("scan", capture, "--format", "json", "--fail-on", "never").stdout)["traces"][0]
+    printed = max(f["gain"]["speedup"] or 0.0 for f in trace["findings"] if f["gain"]["kind"] == "predicted")
+    better = trace["beyond"]
+    assert better is not None and better["speedup"] > printed * 1.02
+    assert better["text"].startswith("device graphs off → on, pinned memory off → on: step")
+    assert f"perftool calibrate {capture} -o fit.yaml" in better["text"]
+    text = " ".join(run("scan", capture).stdout.split())
+    assert "better a sweep of the emulator fitted to this trace finds more than every fix here" in text
+
+
+def test_no_better_setting_is_named_where_scan_s_fix_is_the_best(run):
+    trace = json.loads(run("scan", DATA / "cuda_launch_bound.pt.trace.json.gz", "--format", "json").stdout)["traces"]
+    assert trace[0]["beyond"] is None  # device graphs, scan's own fix, are what a sweep finds too

@@ -333,10 +333,13 @@ def test_fixes_that_overlap_print_one_combined_what_if(reports, run):
     assert found.together.speedup < found.findings[0].gain.speedup * found.findings[1].gain.speedup
     assert reports[SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz"].together is None  # one fix: nothing to add
     text = run("scan", SAMPLES / "ipu" / "input_bound_prefetch.trace.json.gz").stdout
-    assert "together every fix above: prefetch depth 1 → 5, loop size 64 → 128" in " ".join(text.split())
+    assert "together every predicted fix here, applied at once: prefetch depth 1 → 5, loop size 64 → 128" in " ".join(
+        text.split()
+    )
     sample = SAMPLES / "ipu" / "input_bound_prefetch.trace.json.gz"
     markdown = run("scan", sample, "--format", "markdown", "--fail-on", "never").stdout
-    assert f"**Together:** every fix below: {found.together.text}" in markdown
-    assert f"Together, every fix below: {found.together.text}" in run("scan", sample, "--format", "html").stdout
+    assert f"**Together:** every predicted fix here, applied at once: {found.together.text}" in markdown
+    html = run("scan", sample, "--format", "html").stdout
+    assert f"Together: every predicted fix here, applied at once: {found.together.text}" in html
     sarif = json.loads(run("scan", sample, "--format", "sarif", "--fail-on", "never").stdout)
     assert [t["text"] for t in sarif["runs"][0]["properties"]["together"]] == [found.together.text]

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from perftool.emulator.config import training_change
+from perftool.emulator.config import EmulatorConfig, training_change
 from perftool.errors import PerftoolError
 from perftool.predict.fitting import fit, read_settings, reproduces, spread
 from perftool.predict.interval import UNCHECKED_FIT_ERROR, mean_error
+from perftool.predict.sweep import best_settings
 from perftool.rules import prediction
 from perftool.rules.detectors import Detection, Scope
 from perftool.rules.detectors.base import Judged
@@ -23,6 +24,7 @@ from perftool.rules.engine import Detected
 from perftool.rules.findings import Finding, Gain
 from perftool.rules.known_run import KnownRun
 
+BEYOND = 1.02  # a setting the sweep finds is named where it wins this much more than every printed fix
 FIT_MAX_STEPS = 512  # a foreign trace whose steady state compiles is fitted at its own length, up to this many steps
 
 
@@ -35,9 +37,20 @@ class TraceFit:
     scope: Scope
 
     @cached_property
-    def run(self) -> KnownRun | None:
-        """The fit, made now if no fix asked for it before."""
+    def config(self) -> EmulatorConfig | None:
+        """The fitted config, made now if no fix asked for it before."""
         return _fitted(self.scope)
+
+    @cached_property
+    def run(self) -> KnownRun | None:
+        """How the fit runs, for what-ifs on it."""
+        config = self.config
+        if config is None:
+            return None
+        scope = self.scope
+        judges = read_settings(scope.trace, config)
+        interval = mean_error(UNCHECKED_FIT_ERROR, spread(scope.steps.steady_durations), scope.steady_steps)
+        return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=judges, interval=interval)
 
     @property
     def made(self) -> KnownRun | None:
@@ -45,7 +58,7 @@ class TraceFit:
         return self.__dict__.get("run")
 
 
-def _fitted(scope: Scope) -> KnownRun | None:
+def _fitted(scope: Scope) -> EmulatorConfig | None:
     if (
         not scope.steady_steps
         or scope.idle is None
@@ -62,9 +75,7 @@ def _fitted(scope: Scope) -> KnownRun | None:
     if scope.job_steps is not None:  # the job repeats what the capture shows, each of its compiles paid once
         epochs = max(round(scope.job_steps / config.epoch[0]), 1)
         config = config.model_copy(update={"workload": config.workload.model_copy(update={"epochs": epochs})})
-    judges = read_settings(scope.trace, config)
-    interval = mean_error(UNCHECKED_FIT_ERROR, spread(scope.steps.steady_durations), scope.steady_steps)
-    return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=judges, interval=interval)
+    return config
 
 
 def fix_that_holds(scope: Judged, detected: Detected, fitted: TraceFit | None) -> tuple[Detection, Gain, str | None]:
@@ -114,6 +125,24 @@ def together(scope: Scope, fitted: TraceFit, findings: list[Finding]) -> Gain | 
     for changes in fixes:
         merged |= {key: value for key, value in changes.items() if key not in merged}
     return run.what_if(merged)
+
+
+def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Gain | None) -> Gain | None:
+    """Where a sweep of the fit's settings (:func:`~perftool.predict.sweep.best_settings`) wins more than every
+    fix printed and all of them together (by :data:`BEYOND`): that setting and its gain, and how to sweep every
+    combination; None otherwise, and for a trace whose fit no fix asked for."""
+    config, run = (fitted.config, fitted.made) if fitted.made is not None else (None, None)
+    if config is None or run is None or scope.run is not None:
+        return None
+    found = best_settings(config, run)
+    printed = [f.gain.speedup or 0.0 for f in findings if f.gain.kind == "predicted"]
+    if together is not None and together.speedup:
+        printed.append(together.speedup)
+    if found is None or not found[1].speedup or found[1].speedup <= max(printed, default=1.0) * BEYOND:
+        return None
+    _, gain = found
+    how = f"perftool calibrate {scope.trace.source} -o fit.yaml, then perftool tune fit.yaml, sweeps every combination"
+    return gain.model_copy(update={"text": f"{gain.text}; {how}"})
 
 
 def _past(gain: Gain, measured: float) -> bool:

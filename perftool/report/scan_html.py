@@ -16,6 +16,7 @@ from perftool.analysis.idle import CAUSES
 from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
+from perftool.report.overall import overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
@@ -99,8 +100,8 @@ def steady_step(trace: TraceFindings) -> list[tuple[str, float]]:
 def findings_section(trace: TraceFindings) -> str:
     if not trace.findings:
         return section("Findings", paragraph("No findings: nothing the rules look for costs time here."))
-    together = [paragraph(f"Together, every fix below: {trace.together.text}")] if trace.together else []
-    return section("Findings", *together, *(_finding(f, trace.time_unit) for f in trace.findings))
+    overall = [paragraph(f"{label.capitalize()}: {words}") for label, words in overall_gains(trace)]
+    return section("Findings", *overall, *(_finding(f, trace.time_unit) for f in trace.findings))
 
 
 def _finding(finding: Finding, unit: str) -> str:

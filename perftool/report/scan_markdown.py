@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from perftool.report.escape import html_text, markdown
+from perftool.report.overall import overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
@@ -56,8 +57,8 @@ def _trace(trace: TraceFindings) -> list[str]:
         rule = f"`{finding.rule_id}` {cell(finding.rule_name)}"
         lines.append(f"| {_ICON[finding.severity.value]} | {rule} | {lost} | {cell(finding.message)} |")
     lines.append("")
-    if trace.together is not None:
-        lines += [f"**Together:** every fix below: {cell(trace.together.text)}", ""]
+    for label, words in overall_gains(trace):
+        lines += [f"**{label.capitalize()}:** {cell(words)}", ""]
     for finding in trace.findings:
         lines += _details(finding, trace.time_unit)
     return lines

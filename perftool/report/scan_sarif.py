@@ -62,19 +62,20 @@ def render(report: ScanReport) -> str:
                 },
                 "results": results,
                 "invocations": [_invocation(report)],
-                "properties": {"together": _together(report)},
+                "properties": {"together": _overall(report, "together"), "beyond": _overall(report, "beyond")},
             }
         ],
     }
     return json.dumps(document, indent=2) + "\n"
 
 
-def _together(report: ScanReport) -> list[dict[str, Any]]:
-    """Per trace whose predicted fixes overlap: what they are worth applied at once."""
+def _overall(report: ScanReport, which: str) -> list[dict[str, Any]]:
+    """Per trace with such a gain: every predicted fix applied at once (``together``), or the settings a sweep of
+    the fitted emulator finds beyond them (``beyond``)."""
     return [
-        {"artifact": artifact_uri(trace.path), "text": trace.together.text, "kind": trace.together.kind}
+        {"artifact": artifact_uri(trace.path), "text": gain.text, "kind": gain.kind}
         for trace in report.traces
-        if trace.together is not None
+        if (gain := getattr(trace, which)) is not None
     ]
 
 

@@ -11,6 +11,7 @@ from perftool.names import readable
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
+from perftool.report.overall import overall_gains
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 from perftool.units import duration, plural, timestamp
 
@@ -23,12 +24,13 @@ def render(report: ScanReport) -> Group:
         return Group(job_text.render(report, report.job, _finding), Text(""), summary_line(report))
     for trace in report.traces:
         parts += [_header(trace), *(_finding(finding, trace.time_unit) for finding in trace.findings)]
-        if trace.together is not None:
-            together = Table.grid(padding=(0, 1))
-            together.add_column(style="bold", justify="right")
-            together.add_column()
-            together.add_row("together", shown(f"every fix above: {trace.together.text}"))
-            parts += [Text(""), together]
+        if gains := overall_gains(trace):
+            overall = Table.grid(padding=(0, 1))
+            overall.add_column(style="bold", justify="right")
+            overall.add_column()
+            for label, words in gains:
+                overall.add_row(label, shown(words))
+            parts += [Text(""), overall]
         if not trace.findings:
             parts.append(Text("  no findings", style="green"))
         parts.append(Text(""))

@@ -133,6 +133,11 @@ class TraceFindings(_Record):
         description="where two or more findings predict their gains: every such fix applied at once (gains overlap "
         "and do not add)",
     )
+    beyond: Gain | None = Field(
+        None,
+        description="for a trace fitted for a gain: the settings a sweep of the fit finds that win more than every "
+        "fix above and all of them together (tune on the calibrated config sweeps every combination)",
+    )
 
 
 class RankSteps(_Record):

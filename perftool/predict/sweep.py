@@ -1,0 +1,80 @@
+"""Settings beyond the fixes scan prints: each speed setting ``tune`` sweeps by default on a fitted config (those
+the fit read from the trace), tried alone on the fit's run, then the helping ones together. Where that beats every
+printed fix, scan names it, so that scan and tune never disagree on what is best to do (tune on the calibrated
+config sweeps every combination; this tries each setting on its own, a few values of a long range)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from perftool.emulator.config import EmulatorConfig, setting
+from perftool.emulator.evaluate import evaluate, first_job, job_figures
+from perftool.emulator.space import default_space, domain
+from perftool.rules.findings import Gain
+from perftool.rules.known_run import KnownRun
+from perftool.rules.prediction import HELPS
+
+VALUES_TRIED = 6  # a setting with more values is tried at its ends and powers of two between
+NO_DIFFERENCE = 0.001  # a setting whose change moves the combined speed-up less than this share is left out
+
+
+def best_settings(config: EmulatorConfig, run: KnownRun) -> tuple[dict[str, Any], Gain] | None:
+    """The changes that raise the fit's throughput most, and their gain: the best value of each setting that helps
+    alone (by :data:`~perftool.rules.prediction.HELPS`), all of them together where that helps more (less each one
+    that changes nothing once the others are set); None where no setting helps. The knobs' values are simulated
+    together in one plan; a setting outside the knobs (input workers, gradient buckets) is a plan per value."""
+    judged = run.judges or frozenset()
+    tried = {
+        name: [value for value in _tried(domain(given)) if value != setting(config, name)]
+        for name, given in default_space(config).items()
+        if name in judged
+    }
+    alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name})
+    for name, values in tried.items():
+        if "." in name:  # a plan per value: the lowest, the highest and one between
+            apart = sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index) if values else []
+            alone += [(name, value, gain.speedup) for value in apart if (gain := run.what_if({name: value}))
+                      and gain.speedup]  # fmt: skip
+    helping: dict[str, tuple[Any, float]] = {}
+    for name, value, speedup in alone:
+        if speedup >= HELPS and speedup > helping.get(name, (None, 0.0))[1]:
+            helping[name] = (value, speedup)
+    if not helping:
+        return None
+    together = {name: value for name, (value, _) in helping.items()}
+    combined = run.what_if(together)
+    for name in list(together) if len(together) > 1 else []:  # one that no longer matters once the others are set
+        rest = {other: value for other, value in together.items() if other != name}
+        without = run.what_if(rest)
+        if (
+            combined is None
+            or without is not None
+            and (without.speedup or 0.0) >= (combined.speedup or 0.0) * (1 - NO_DIFFERENCE)
+        ):
+            together, combined = rest, without
+    return (together, combined) if combined is not None and combined.speedup else None
+
+
+def _knobs_alone(config: EmulatorConfig, tried: dict[str, list]) -> list[tuple[str, Any, float]]:
+    """(knob, value, speed-up) for each of ``tried``'s values set alone, simulated together in one plan: the job's
+    steady throughput over the config's own (a fit's gains are its steady state's)."""
+    columns = [(name, value) for name, values in tried.items() for value in values]
+    if not columns:
+        return []
+    grid = {name: np.array([value if knob == name else setting(config, name) for knob, value in columns])
+            for name in tried}  # fmt: skip
+    as_written = evaluate(config)
+    before = first_job(as_written.figures, as_written.plan.replicas)["throughput"]
+    evaluation = evaluate(config, grid)
+    after = job_figures(evaluation.figures, evaluation.plan.replicas)["throughput"]
+    return [(name, value, float(moved) / before) for (name, value), moved in zip(columns, after) if moved > 0]
+
+
+def _tried(values: tuple) -> list:
+    """A setting's values to try: all of a short domain; the ends and powers of two between of a long one."""
+    if len(values) <= VALUES_TRIED:
+        return list(values)
+    lo, hi = values[0], values[-1]
+    return [v for v in values if v in (lo, hi) or (isinstance(v, int) and v > 0 and v & (v - 1) == 0)]
