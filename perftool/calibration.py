@@ -261,10 +261,10 @@ def calibrate(
         f"only {scope.steady_steps} steady step: nothing is held out to check the fit on (capture 3 or more)"
     )  # fmt: skip
     config_written = config if dataset is None else _with_dataset(config, dataset, path)
+    notes = [*_notes(scope, config, frozenset(given)), batch]
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
-        spread(scope.steps.steady_durations), scope.steady_steps, unchecked, [*_notes(scope, config), batch],
-        batch_from,
+        spread(scope.steps.steady_durations), scope.steady_steps, unchecked, notes, batch_from,
     )  # fmt: skip
 
 
@@ -285,8 +285,9 @@ def _batch(trace: Trace, scope: TraceAnalysis, given: dict[str, Any]) -> tuple[s
     return f"batch size {found.samples}, read from the trace ({found.source}); --set knobs.batch_size=N if not", "trace"
 
 
-def _notes(scope: TraceAnalysis, config: EmulatorConfig) -> list[str]:
-    """What the fit could not take from the trace, and what a what-if on it needs given."""
+def _notes(scope: TraceAnalysis, config: EmulatorConfig, given_sections: frozenset[str]) -> list[str]:
+    """What the fit could not take from the trace, and what a what-if on it needs given (``given_sections``: the
+    config sections the user gave fields of)."""
     notes = []
     if config.device_model == GENERIC:
         notes.append(
@@ -299,6 +300,13 @@ def _notes(scope: TraceAnalysis, config: EmulatorConfig) -> list[str]:
         notes.append(
             "the trace does not show how long a batch takes to load (the input workers keep up): a what-if with "
             "fewer workers needs workload.preprocess_us_per_sample (time the data loader alone)"
+        )
+    if workload.preprocess_us_per_sample and "host" not in given_sections:
+        notes.append(
+            f"the trace does not say how many CPU cores the host gives this job: the fit takes host.cpus "
+            f"{config.host.cpus} (the default), shared by the training loop and its input workers, so a what-if "
+            "with more workers slows the loop only once they need more cores than that; --set host.cpus=N for the "
+            "cores it has (os.sched_getaffinity in the job)"
         )
     return notes
 

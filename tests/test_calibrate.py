@@ -376,3 +376,12 @@ def test_what_the_fit_took_is_shown_as_fitted_and_only_what_it_did_not_use_as_ch
     assert 0.02 < record["interval"] < 0.05  # held-out error 0.5%, six steps spreading 6%
     text = run("calibrate", DATA / "real" / "resnet50_pt18_workers0.json.gz").output
     assert "Checked on what the fit did not use" in text and f"given ± {record['interval']:.1%}" in text
+
+
+def test_the_host_s_cores_are_a_stated_default_unless_given():
+    """No trace says how many cores the job's host gives it: the fit says which it takes, and a given count stands."""
+    capture = str(DATA / "real" / "resnet50_pt18_workers0.json.gz")
+    default = calibrate(capture)
+    assert default.config.host.cpus == 16 and any("host.cpus 16 (the default)" in n for n in default.notes)
+    given = calibrate(capture, overrides={"host": {"cpus": 4}})
+    assert given.config.host.cpus == 4 and not any("host.cpus" in n for n in given.notes)
