@@ -17,6 +17,7 @@ from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level, Strateg
 from perftool.emulator.profiles import PROFILES
 from perftool.errors import PARAMETER, PerftoolError, PerftoolWarning, one_line
 from perftool.output import check_distinct, check_writable, write_text
+from perftool.project import ProjectConfig
 from perftool.report.registry import emit, formats
 from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
 from perftool.rules.model import FAMILIES, Family
@@ -190,7 +191,7 @@ def info(
     A directory of traces (or several files) is a job of one trace per rank: the ranks side by side, their
     clocks aligned, who waits for whom, and communication per process group."""
     if output:
-        check_writable(output, list(traces))
+        check_writable(output, [*traces, device_spec])
     summary = api.info(
         *traces, dialect=dialect, device_spec=device_spec, max_bytes=max_trace_bytes, memory=memory,
         scheduler=scheduler, workers=workers,
@@ -409,6 +410,12 @@ def _rule_options(command: Command) -> Command:
     )(command)
 
 
+def _settings_read(settings: ProjectConfig, rule_dirs: tuple[str, ...]) -> list[str]:
+    """The files and directories a command reads its settings from: the project config it found (or was given) and
+    every rule directory, given or the project's. Each is an input, which no output may replace or land in."""
+    return [*([settings.file] if settings.file else []), *rule_dirs, *settings.rule_dirs]
+
+
 def _names(values: tuple[str, ...], option: str) -> tuple[str, ...]:
     """Rule ids or names given repeatedly or comma-separated; a value naming none (an empty variable in a script)
     is refused, not read as every rule."""
@@ -466,9 +473,9 @@ def scan(
 
     A directory of traces, or several files, is a job of one trace per rank: each rank is analysed on Dask
     and the report adds the job view (ranks, clocks aligned, stragglers, communication per process group)."""
-    if output:
-        check_writable(output, [*traces, project_file])
     settings = api.project(project_file)
+    if output:
+        check_writable(output, [*traces, *_settings_read(settings, rule_dirs)])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PerftoolWarning)  # each trace not read gets its error line below
@@ -553,8 +560,9 @@ def gate(
 
     Exit 0 pass (warnings included), 1 fail, 2 bad input.
     """
+    settings = api.project(project_file)
     if output:
-        check_writable(output, [*traces, budget, project_file])
+        check_writable(output, [*traces, budget, *_settings_read(settings, rule_dirs)])
     if len(traces) > 2 or (len(traces) == 1 and budget is None):
         raise click.UsageError("give BASELINE CANDIDATE, or CANDIDATE with --budget FILE")
     baseline, candidate = (traces[0], traces[1]) if len(traces) == 2 else (None, traces[0])
@@ -562,7 +570,7 @@ def gate(
         baseline,
         candidate,
         budget,
-        config=project_file,
+        config=settings,
         rule_dirs=rule_dirs,
         fail_on=fail_on,
         threshold=threshold,

@@ -121,3 +121,31 @@ def test_regular_files_keep_being_replaced_atomically(run, tmp_path):
     assert json.loads(out.read_text())["dialect"] == "kineto"
     assert stat.S_IMODE(out.stat().st_mode) == 0o640
     assert [p.name for p in Path(tmp_path).iterdir()] == ["out.json"]  # no temporary file left behind
+
+
+@pytest.mark.parametrize(
+    ("setup", "command", "said"),
+    [
+        (lambda d: (d / "spec.yaml").write_text("model: X\n"),
+         ("info", "t.json.gz", "--device-spec", "spec.yaml", "-o", "spec.yaml"), "is also an input"),
+        (lambda d: (d / "perftool.yaml").write_text("evidence: 3\n"),
+         ("scan", "t.json.gz", "-o", "perftool.yaml"), "is also an input"),  # found, not given: read all the same
+        (lambda d: (d / "perftool.yaml").write_text("evidence: 3\n"),
+         ("gate", "t.json.gz", "t.json.gz", "-o", "perftool.yaml"), "is also an input"),
+        (lambda d: (d / "myrules").mkdir(),
+         ("scan", "t.json.gz", "--rules", "myrules", "-o", "myrules/report.yaml"), "an input directory"),
+        (lambda d: ((d / "own").mkdir(), (d / "perftool.yaml").write_text("rule_dirs: [own]\n")),
+         ("gate", "t.json.gz", "t.json.gz", "-o", "own/verdict.txt"), "an input directory"),  # the project's rules
+    ],
+    ids=["device spec", "found project config", "gate's project config", "rules directory", "project's rules"],
+)  # fmt: skip
+def test_every_file_a_command_reads_is_an_input_no_output_replaces(run, tmp_path, monkeypatch, setup, command, said):
+    """Not only the traces: the device spec, the project config found by the upward search, and every rule
+    directory (given or the project's) are inputs; writing onto or into one is refused before any work."""
+    (tmp_path / ".git").mkdir()  # the project search stops at this repository's root
+    shutil.copy(TORCH_FIXTURE, tmp_path / "t.json.gz")
+    setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    error_line(run(*command), said)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
