@@ -66,12 +66,15 @@ class Work:
 
 
 MAX_ELEMENTS = 2**63  # no tensor holds more: a recorded shape beyond it is not one
+MAX_DIMS = 64  # dimensions a recorded shape may have: more is no tensor a profiler records
 
 
 def _is_shape(value: Any) -> bool:
-    """Whether ``value`` is a tensor's shape: sizes that are whole, not negative, and multiply to a real tensor."""
+    """Whether ``value`` is a tensor's shape: at most :data:`MAX_DIMS` sizes, whole, not negative, and multiplying
+    to a real tensor (a longer list is never multiplied out: its product would take time quadratic in its length)."""
     return (
         isinstance(value, list)
+        and len(value) <= MAX_DIMS
         and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
         and math.prod(value) < MAX_ELEMENTS
     )

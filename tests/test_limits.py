@@ -602,3 +602,23 @@ def test_ctrl_c_while_the_command_starts_is_one_line(after_s, launch):
     command.send_signal(signal.SIGINT)
     _, said = command.communicate(timeout=60)
     assert (command.returncode, said) == (130, b"perftool: interrupted\n")
+
+
+def test_a_recorded_shape_longer_than_a_tensor_has_is_never_multiplied_out():
+    """A million-dimension 'shape' in Input Dims would take minutes to multiply (a Python integer growing with each
+    size): a list longer than MAX_DIMS is no shape, and no product is taken (hardening round 4, D11)."""
+    from perftool.op_families import MAX_DIMS, _is_shape
+
+    assert _is_shape([1] * MAX_DIMS) and not _is_shape([1] * (MAX_DIMS + 1))
+    assert not _is_shape([2] * 1_000_000)
+
+
+def test_an_input_worker_s_thread_name_is_matched_word_by_word():
+    """'preprocess' repeated in one thread name made the worker pattern quadratic (a 1 MB name took minutes): it is
+    tried at word starts only, and still reads the workers' names (hardening round 4, D12)."""
+    from perftool.dialects.vocabulary import INPUT_WORKER_THREAD
+
+    assert INPUT_WORKER_THREAD.pattern.startswith(r"(?i)(\bpreprocess")
+    for name in ("Preprocess_3 worker", "preprocess worker", "DataLoader worker 0", "input worker", "pt_data_worker"):
+        assert INPUT_WORKER_THREAD.search(name), name
+    assert not INPUT_WORKER_THREAD.search("preprocess" * 20_000)

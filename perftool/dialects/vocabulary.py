@@ -52,7 +52,8 @@ INPUT = re.compile(
     r"|^IteratorGetNext|^IPUInfeedQueue|^tf\.data"  # TensorFlow's input pipeline and the IPU infeed
 )
 # Threads of the input pipeline's workers, by the names frameworks and profilers give them.
-INPUT_WORKER_THREAD = re.compile(r"(?i)(preprocess\w*|dataloader|data loader|input) worker|pt_data_worker")
+# a word starting "preprocess" (\b: tried once per word, so a name of repeated "preprocess" is not quadratic)
+INPUT_WORKER_THREAD = re.compile(r"(?i)(\bpreprocess\w*|dataloader|data loader|input) worker|pt_data_worker")
 # The runtime calls that launch device work or copies, whichever profiler wrote them.
 LAUNCH = re.compile(
     r"^(cudaLaunchKernel|cudaGraphLaunch|cudaMemcpyAsync|hipLaunchKernel|hipGraphLaunch|hipMemcpyAsync"
