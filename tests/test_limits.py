@@ -622,3 +622,23 @@ def test_an_input_worker_s_thread_name_is_matched_word_by_word():
     for name in ("Preprocess_3 worker", "preprocess worker", "DataLoader worker 0", "input worker", "pt_data_worker"):
         assert INPUT_WORKER_THREAD.search(name), name
     assert not INPUT_WORKER_THREAD.search("preprocess" * 20_000)
+
+
+def test_a_flow_id_past_int64_is_a_name_and_still_links(write_trace, run):
+    """A uint64 flow id (2^64 - 1, valid JSON) crashed the loader with a traceback: it is interned like a string id,
+    and the launch it names still reaches its kernel (hardening round 4, D16)."""
+    from perftool.analysis.launches import launch_rows
+    from perftool.trace_reader import load_trace
+
+    huge = 2**64 - 1
+    path = write_trace({"traceEvents": [
+        {"ph": "X", "name": "ProfilerStep#1", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+        {"ph": "s", "id": huge, "pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": huge, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        {"ph": "X", "name": "gemm", "cat": "kernel", "pid": 0, "tid": 7, "ts": 20, "dur": 50},
+    ]})  # fmt: skip
+    assert run("info", path).exit_code == 0
+    trace = load_trace(str(path))
+    sources, spans = launch_rows(trace)  # the flow's start on the host, the device work it reaches
+    assert len(sources) == 1 and [trace.names[trace.name[r]] for r in spans] == ["gemm"]

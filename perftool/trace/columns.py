@@ -39,6 +39,7 @@ _COLUMNS: dict[str, type] = {  # the trace's columns a part adds rows to, as the
     "flow_id": np.int64,
     "args_ref": np.int32,
 }
+INT64_MAX = 2**63 - 1
 _PHASE_CODES = {
     "X": Phase.COMPLETE,
     "B": BEGIN,
@@ -289,7 +290,8 @@ def _kept_args(events: Events, keeping: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
-    """Integer ids stay as they are; string ids get local numbers (negative, below -1) to remap."""
+    """Integer ids stay as they are; string ids, and integers past int64 (a uint64 such as 2^64 - 1 is valid JSON),
+    get local numbers (negative, below -1) to remap."""
     try:
         numbers = np.array(ids, dtype=np.int64)
         if not numbers.size or numbers.min() >= 0:
@@ -297,7 +299,7 @@ def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
     except (ValueError, TypeError, OverflowError):
         pass
     strings = Interner()
-    keyed = [i if isinstance(i, int) and i >= 0 else str(i) for i in ids]
+    keyed = [i if isinstance(i, int) and 0 <= i <= INT64_MAX else str(i) for i in ids]  # past int64: a name
     string_keys = [k for k in keyed if isinstance(k, str)]
     local = strings(string_keys, len(string_keys))
     out = np.array([k if isinstance(k, int) else 0 for k in keyed], dtype=np.int64)
