@@ -149,3 +149,20 @@ def test_every_file_a_command_reads_is_an_input_no_output_replaces(run, tmp_path
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     error_line(run(*command), said)
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_standard_output_that_cannot_be_written_is_one_line_and_exit_2(fmt):
+    """Standard output on a full disk (or EIO): one line naming it, exit 2, never a traceback with exit 1 (the code
+    for 'a finding reached --fail-on') (hardening round 4, D17)."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "perftool", "scan", str(TORCH_FIXTURE), "--fail-on", "never", "--format", fmt],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == "perftool: error: standard output: cannot write: No space left on device\n"

@@ -12,6 +12,8 @@ Only the renderer asked for is imported.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +44,19 @@ def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
             f"the {fmt} format ({entry.value}) could not be loaded: {type(exc).__name__}: {exc}"
         ) from None
     rendered = render(value)
+    if output is None:
+        try:
+            _write(rendered, None)
+            sys.stdout.flush()
+        except OSError as exc:  # disk full, EIO, a closed pipe: the output is lost, said in one line (exit 2)
+            sys.stdout = open(os.devnull, "w")  # nothing more to write there, not even at exit
+            raise PerftoolError(f"standard output: cannot write: {exc.strerror or exc}") from None
+        return
+    _write(rendered, output)
+
+
+def _write(rendered: Any, output: str | None) -> None:
+    """A rendered report to ``output`` (a file, written atomically) or standard output."""
     if isinstance(rendered, str):
         write_text(rendered, output)
     elif isinstance(rendered, Iterator):
