@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from perftool.analysis.launches import graphs_in_use
+from perftool.dialects.vocabulary import GRAPH_CAPTURE
 from perftool.emulator.config import EmulatorConfig, training_change
 from perftool.errors import PerftoolError
 from perftool.predict.fitting import fit, read_settings, reproduces, spread
@@ -23,7 +25,9 @@ from perftool.rules.detectors.base import Judged
 from perftool.rules.engine import Detected
 from perftool.rules.findings import Finding, Gain
 from perftool.rules.known_run import KnownRun
+from perftool.rules.model import FIX_CONTEXTS
 
+MIN_STEADY = 3  # steady steps a trace needs before a sweep's setting is named (as a finding needs to pass info)
 BEYOND = 1.02  # a setting the sweep finds is named where it wins this much more than every printed fix
 FIT_MAX_STEPS = 512  # a foreign trace whose steady state compiles is fitted at its own length, up to this many steps
 
@@ -130,19 +134,34 @@ def together(scope: Scope, fitted: TraceFit, findings: list[Finding]) -> Gain | 
 def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Gain | None) -> Gain | None:
     """Where a sweep of the fit's settings (:func:`~perftool.predict.sweep.best_settings`) wins more than every
     fix printed and all of them together (by :data:`BEYOND`): that setting and its gain, and how to sweep every
-    combination; None otherwise, and for a trace whose fit no fix asked for."""
+    combination; None otherwise, and for a trace whose fit no fix asked for. Only the settings the findings' own
+    fixes set are swept (other values, together): a setting no finding has evidence for (device graphs where the
+    host's time is not launching) is never named."""
     config, run = (fitted.config, fitted.made) if fitted.made is not None else (None, None)
-    if config is None or run is None or scope.run is not None:
+    if config is None or run is None or scope.run is not None or not _sweep_holds(scope, findings):
         return None
-    found = best_settings(config, run)
+    evidenced = frozenset(key for f in findings for key in f.fix.changes)  # settings a finding's evidence names
+    found = best_settings(config, run, evidenced)
     printed = [f.gain.speedup or 0.0 for f in findings if f.gain.kind == "predicted"]
     if together is not None and together.speedup:
         printed.append(together.speedup)
     if found is None or not found[1].speedup or found[1].speedup <= max(printed, default=1.0) * BEYOND:
         return None
-    _, gain = found
+    changes, gain = found
+    idle = scope.idle.total / scope.window if scope.idle is not None else 0.0
+    graphs_made = graphs_in_use(scope.trace, scope.in_window) or scope.trace.name_matches(GRAPH_CAPTURE).any()
+    if _past(gain, idle) or ("device_graphs" in changes and graphs_made):
+        return None  # more than the trace's idle could give back, or graphs the job already makes
     how = f"perftool calibrate {scope.trace.source} -o fit.yaml, then perftool tune fit.yaml, sweeps every combination"
     return gain.model_copy(update={"text": f"{gain.text}; {how}"})
+
+
+def _sweep_holds(scope: Scope, findings: list[Finding]) -> bool:
+    """Whether a sweep's setting may be named: the settings it tries (device graphs, pinned memory, DataLoader
+    workers, gradient buckets) are a PyTorch training job's, so not for JAX, serving or inference, and only where
+    the trace has the steady steps its findings are judged on (none held at info for lack of them)."""
+    other_job = set(scope.contexts) & set(FIX_CONTEXTS)
+    return not other_job and not any(f.capped for f in findings) and scope.steady_steps >= MIN_STEADY
 
 
 def _past(gain: Gain, measured: float) -> bool:

@@ -20,16 +20,19 @@ VALUES_TRIED = 6  # a setting with more values is tried at its ends and powers o
 NO_DIFFERENCE = 0.001  # a setting whose change moves the combined speed-up less than this share is left out
 
 
-def best_settings(config: EmulatorConfig, run: KnownRun) -> tuple[dict[str, Any], Gain] | None:
+def best_settings(
+    config: EmulatorConfig, run: KnownRun, names: frozenset[str] | None = None
+) -> tuple[dict[str, Any], Gain] | None:
     """The changes that raise the fit's throughput most, and their gain: the best value of each setting that helps
     alone (by :data:`~perftool.rules.prediction.HELPS`), all of them together where that helps more (less each one
-    that changes nothing once the others are set); None where no setting helps. The knobs' values are simulated
+    that changes nothing once the others are set); None where no setting helps. ``names`` limits the settings
+    tried (None: every one the fit judges). The knobs' values are simulated
     together in one plan; a setting outside the knobs (input workers, gradient buckets) is a plan per value."""
     judged = run.judges or frozenset()
     tried = {
         name: [value for value in _tried(domain(given)) if value != setting(config, name)]
         for name, given in default_space(config).items()
-        if name in judged
+        if name in judged and (names is None or name in names)
     }
     alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name})
     for name, values in tried.items():
