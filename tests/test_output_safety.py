@@ -166,3 +166,33 @@ def test_standard_output_that_cannot_be_written_is_one_line_and_exit_2(fmt):
         )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr == "perftool: error: standard output: cannot write: No space left on device\n"
+
+
+@pytest.mark.parametrize("command", ["scan", "info"])
+def test_a_closed_standard_output_is_an_error_not_a_lost_report(command):
+    """Started with standard output closed (``>&-``), the report has nowhere to go: one line, exit 2, never exit 0
+    with the report lost nor a traceback (hardening round 4, D18)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "perftool", command, str(TORCH_FIXTURE), *(["--fail-on", "never"] if command == "scan" else [])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
+        preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == "perftool: error: standard output is closed: the report has nowhere to go (give -o FILE)\n"
+
+
+def test_a_closed_standard_output_still_writes_the_file_given_with_o(tmp_path):
+    """``-o FILE`` needs no standard output: the report is written and the command succeeds."""
+    import subprocess
+    import sys
+
+    report = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "perftool", "info", str(TORCH_FIXTURE), "--format", "json", "-o", str(report)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(report.read_text())["dialect"] == "kineto"

@@ -45,6 +45,8 @@ def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
         ) from None
     rendered = render(value)
     if output is None:
+        if sys.stdout is None:  # started with its standard output closed: the report would be lost without a word
+            raise PerftoolError("standard output is closed: the report has nowhere to go (give -o FILE)")
         try:
             _write(rendered, None)
             sys.stdout.flush()
