@@ -642,3 +642,19 @@ def test_a_flow_id_past_int64_is_a_name_and_still_links(write_trace, run):
     trace = load_trace(str(path))
     sources, spans = launch_rows(trace)  # the flow's start on the host, the device work it reaches
     assert len(sources) == 1 and [trace.names[trace.name[r]] for r in spans] == ["gemm"]
+
+
+def test_integer_and_string_flow_ids_never_share_a_number(write_trace):
+    """String ids were numbered from 2^62, so the integer id 2^62 and the first string id became one flow and
+    unrelated ends were linked (hardening round 4, D19): each id keeps its own number, whatever its type."""
+    from perftool.trace_reader import load_trace
+
+    flow = {"pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"}
+    path = write_trace({"traceEvents": [
+        {"ph": "X", "name": "step", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {**flow, "ph": "s", "id": 2**62}, {**flow, "ph": "s", "id": "corr-A"}, {**flow, "ph": "s", "id": "2"},
+        {**flow, "ph": "s", "id": 2},
+    ]})  # fmt: skip
+    ids = load_trace(str(path)).flow_id
+    flows = ids[ids != -1].tolist()
+    assert len(flows) == 4 and len(set(flows)) == 4 and 2**62 in flows and 2 in flows

@@ -40,7 +40,7 @@ def launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    has_id = trace.flow_id >= 0
+    has_id = trace.flow_id != -1
     # the host's end of a flow: its start, or, where a profiler writes both ends as flow ends (ROCm's Kineto),
     # the end on the host
     host_end = (trace.phase == Phase.FLOW_START) | (trace.phase == Phase.FLOW_END)

@@ -58,7 +58,6 @@ _PHASE_CODES = {
     "p": Phase.ASYNC,
     "F": Phase.ASYNC,
 }
-_STRING_FLOW_BASE = 1 << 62
 _ROOM_TO_SPARE = 1.05  # room kept for the rows foreseen, beyond them: a foresight a little short costs a copy
 _METADATA_PHASE = 200
 _PHASE_LOOKUP = {**_PHASE_CODES, "M": _METADATA_PHASE}.get
@@ -364,8 +363,8 @@ class ColumnBuilder:
         row_signature = signature_table.astype(np.intp)[part.signature]
         rows, tables = row_signature.size, self.tables
         flow_ids = part.flow_ids
-        if part.flow_keys:  # string ids: numbered after the largest integer id a trace can hold
-            flow_table = self.flow_keys.remap(part.flow_keys).astype(np.int64) + _STRING_FLOW_BASE
+        if part.flow_keys:  # string ids: negative (below -1, the mark of no id), apart from every integer id
+            flow_table = -2 - self.flow_keys.remap(part.flow_keys).astype(np.int64)
             is_string = flow_ids <= -2
             flow_ids[is_string] = flow_table[-2 - flow_ids[is_string]]
         columns = {

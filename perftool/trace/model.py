@@ -153,7 +153,7 @@ class Trace:
     track: np.ndarray  # int32, index into tracks
     name: np.ndarray  # int32, index into names
     cat: np.ndarray  # int32, index into cats
-    flow_id: np.ndarray  # int64, -1 when the event has no id
+    flow_id: np.ndarray  # int64, -1 when the event has no id; string ids (and past int64) -2 - their index
     skipped: np.ndarray  # int64, sorted: the positions in the file that are no row (metadata, counters, ends of B/E)
     args_ref: np.ndarray  # int32, index into the kept args, -1 when not kept
     names: list[str]
