@@ -31,8 +31,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
-from pydantic import ConfigDict, Field, ValidationError, validate_call
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, validate_call
 
+from perftool import trace_reader
 from perftool.choices import FailOn, Level, Strategy
 from perftool.errors import PerftoolError, PerftoolWarning, parameter
 from perftool.project import ProjectConfig, load_project
@@ -40,7 +41,6 @@ from perftool.rules.model import Family, Rule
 from perftool.trace.loader import STDIN
 from perftool.trace.model import Trace
 from perftool.trace.profiler_dirs import trace_path
-from perftool.trace_reader import load_trace
 
 if TYPE_CHECKING:  # what the functions return; each loads its own modules when called
     from perftool.calibration import Calibration
@@ -54,7 +54,14 @@ if TYPE_CHECKING:  # what the functions return; each loads its own modules when 
     from perftool.rules.findings import ScanReport
     from perftool.tune.result import TuneResult
 
-PathLike = str | Path
+
+def _no_nul(path: str | Path) -> str | Path:
+    if "\0" in str(path):  # no file system holds such a name; open() would raise ValueError
+        raise ValueError("a path cannot hold a NUL byte")
+    return path
+
+
+PathLike = Annotated[str | Path, AfterValidator(_no_nul)]
 Count = Annotated[int, Field(ge=1)]
 Arguments = ParamSpec("Arguments")
 Result = TypeVar("Result")
@@ -143,6 +150,19 @@ def _parameter(function: Callable, where: tuple[int | str, ...]) -> str:
 
 
 @_checked
+def load_trace(
+    path: PathLike,
+    dialect: str | None = None,
+    workers: Count | None = None,
+    max_bytes: Count | None = None,
+    memory: Count | None = None,
+) -> Trace:
+    """Read a trace file, or the trace of a profiler's output directory, through its dialect
+    (:func:`perftool.trace_reader.load_trace`, which says what each parameter does)."""
+    return trace_reader.load_trace(path, dialect, workers, max_bytes, memory=memory)
+
+
+@_checked
 def info(
     *traces: PathLike,
     dialect: str | None = None,
@@ -179,7 +199,7 @@ def info(
             raise PerftoolError(f"{', '.join(paths)}: not the ranks of one job; give info one trace at a time")
         return report
     decoders = cluster_decoders(address) if address and paths[0] != STDIN else None
-    loaded = load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
+    loaded = trace_reader.load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
     steps = detect_steps(loaded)
     return InfoView(loaded, compute_metrics(loaded, steps), measure_roofline(loaded, steps, spec))
 
@@ -451,7 +471,7 @@ def roofline(trace: PathLike | Trace, *, device_spec: PathLike | None = None, di
     from perftool.hardware import load_spec
     from perftool.roofline.figures import roofline as measure_roofline
 
-    loaded = trace if isinstance(trace, Trace) else load_trace(str(trace), dialect=dialect)
+    loaded = trace if isinstance(trace, Trace) else trace_reader.load_trace(str(trace), dialect=dialect)
     spec = load_spec(str(device_spec)) if device_spec else None
     return measure_roofline(loaded, spec=spec)
 

@@ -34,6 +34,25 @@ def test_gate_and_bad_input(tmp_path):
         perftool.load_trace(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: perftool.load_trace(5), r"^load_trace\(\): path: "),
+        (lambda: perftool.load_trace("a\0b"), r"^load_trace\(\): path: .*a path cannot hold a NUL byte"),
+        (lambda: perftool.info("a\0b"), r"^info\(\): traces\[0\]: .*NUL byte"),
+        (lambda: perftool.scan("a\0b"), r"^scan\(\): traces\[0\]: .*NUL byte"),
+        (lambda: perftool.emulate("a\0b"), r"^emulate\(\): config: .*NUL byte"),
+        (lambda: perftool.roofline("a\0b"), r"^roofline\(\): trace: .*NUL byte"),
+    ],
+)
+def test_a_path_of_the_wrong_type_or_with_a_nul_byte_is_one_perftool_error(call, message):
+    """``load_trace(5)`` raised TypeError and a path holding a NUL byte ValueError from deep inside: each is a
+    PerftoolError naming the call and the parameter, as the README promises (hardening round 4, D20)."""
+    with pytest.raises(PerftoolError, match=message) as raised:
+        call()
+    assert "\n" not in str(raised.value)
+
+
 def test_a_scan_that_reads_nothing_raises_and_one_that_reads_part_warns(tmp_path):
     with pytest.raises(perftool.NothingRead, match=r"missing\.json: no such file$") as nothing:
         perftool.scan(tmp_path / "missing.json")

@@ -35,6 +35,19 @@ CASES = {
         json.dumps([complete("a", 1, 1), complete("b", "soon", 1)]).encode(),
         "event 1, field 'ts': expected a number",
     ),
+    "ts-string-of-non-ascii-digits": (
+        json.dumps([complete("a", "1", 1), complete("b", "١٢", 1)]).encode(),
+        "event 1, field 'ts': expected a number, got '١٢'",
+    ),
+    "ts-string-with-underscore": (
+        json.dumps([complete("a", "1", 1), complete("b", "1_0", 1)]).encode(),
+        "event 1, field 'ts': expected a number, got '1_0'",
+    ),
+    "ts-string-with-spaces": (json.dumps([complete("a", " 1 ", 1)]).encode(), "event 0, field 'ts': expected a number"),
+    "dur-string-infinite": (
+        json.dumps([complete("a", "1", "inf")]).encode(),
+        "event 0, field 'dur': expected a number, got 'inf'",
+    ),
     "missing-ts": (json.dumps([complete("a", 1, 1), {"ph": "X", "name": "b", "dur": 1}]).encode(), "event 1: missing"),
     "missing-dur": (json.dumps([{"ph": "X", "name": "b", "ts": 1}]).encode(), "without a finite 'dur'"),
     "negative-duration": (
@@ -55,6 +68,10 @@ CASES = {
     "counter-value-past-any-double": (
         b'[{"ph": "C", "name": "m", "pid": 1, "tid": 1, "ts": 1, "args": {"v": 1, "w": 1' + b"0" * 400 + b"}}]",
         "event 0: counter 'w' is a number beyond any double",
+    ),
+    "counter-exponent-past-any-double": (
+        b'[{"ph": "C", "name": "m", "pid": 1, "tid": 1, "ts": 1, "args": {"v": 1, "x": 1e999}}]',
+        "event 0: counter 'x' is a number beyond any double",
     ),
     "end-without-begin": (
         json.dumps(

@@ -175,8 +175,9 @@ def test_a_closed_standard_output_is_an_error_not_a_lost_report(command):
     import subprocess
     import sys
 
+    options = ["--fail-on", "never"] if command == "scan" else []
     done = subprocess.run(
-        [sys.executable, "-m", "perftool", command, str(TORCH_FIXTURE), *(["--fail-on", "never"] if command == "scan" else [])],
+        [sys.executable, "-m", "perftool", command, str(TORCH_FIXTURE), *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120,
         preexec_fn=lambda: os.close(1),
     )  # fmt: skip

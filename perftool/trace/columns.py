@@ -12,6 +12,7 @@ decoded, and appends them to the trace's columns. ``B``/``E`` pairs are matched 
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 import sys
@@ -60,6 +61,7 @@ _PHASE_CODES = {
 }
 _ROOM_TO_SPARE = 1.05  # room kept for the rows foreseen, beyond them: a foresight a little short costs a copy
 _METADATA_PHASE = 200
+_OVERFLOWING_NUMBER = re.compile(rb"\d[eE]\+?\d{3}")  # an exponent of three digits: perhaps past a double
 _PHASE_LOOKUP = {**_PHASE_CODES, "M": _METADATA_PHASE}.get
 _BLANK = ("", "", "", 0, 0)  # the signature of an event without phase, name, category, pid or tid
 
@@ -558,7 +560,22 @@ class ColumnBuilder:
         try:
             return msgspec.json.decode(raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
-            raise TraceError(self.path, f"event {order}: counter 'args' is not valid JSON in UTF-8") from None
+            key = _key_past_any_double(raw)
+            problem = "'args' is not valid JSON in UTF-8" if key is None else f"{key!r} is a number beyond any double"
+            raise TraceError(self.path, f"event {order}: counter {problem}") from None
+
+
+def _key_past_any_double(raw: bytes) -> str | None:
+    """The key of counter args (valid JSON otherwise) whose number overflows a double, such as ``1e999``."""
+    if not _OVERFLOWING_NUMBER.search(raw):
+        return None
+    try:
+        args = json.loads(raw, parse_constant=lambda name: None)  # NaN and Infinity are no JSON: none of this kind
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(args, dict):
+        return None
+    return next((str(k) for k, v in args.items() if isinstance(v, float) and math.isinf(v)), None)
 
 
 class _SignatureTables:

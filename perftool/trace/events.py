@@ -13,6 +13,7 @@ where no C compiler was found at install), :func:`read_piece` lets msgspec decod
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from itertools import count, islice
@@ -36,6 +37,9 @@ Signature = tuple[str, str, str, "int | str", "int | str"]  # (ph, name, cat, pi
 _SIGNATURE = operator.attrgetter("ph", "name", "cat", "pid", "tid")
 _ID_INT, _ID_OTHER = 1, 2  # the scanner's kinds of flow id: an integer, or a string or null left as its JSON
 _STRING = msgspec.json.Decoder(str)
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"  # JSON's grammar: ASCII digits, no spaces
+_JSON_NUMBER = re.compile(_NUMBER)
+_JSON_NUMBERS = re.compile(rf"(?:{_NUMBER}\n)*(?:{_NUMBER})?")  # numbers joined by newlines
 _INT_OR_STRING = msgspec.json.Decoder(int | str)
 _ID = msgspec.json.Decoder(int | str | None)
 
@@ -250,19 +254,11 @@ def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:
 
 
 def _numbers(batch: Batch, field: str) -> np.ndarray:
-    """Timestamps and durations: numbers, or numeric strings as Ascend tools write them."""
-    getter = operator.attrgetter(field)
-    try:
-        return np.fromiter(map(getter, batch), dtype=np.float64, count=len(batch))
-    except (ValueError, TypeError):
-        values = list(map(getter, batch))
-        try:
-            return np.array(values, dtype=np.float64)
-        except (ValueError, TypeError):
-            pass
-        for i, value in enumerate(values):
-            try:
-                float(value)
-            except (ValueError, TypeError):
-                raise PieceError(i, f"field '{field}': expected a number, got {value!r:.40}") from None
-        return np.array([float(v) for v in values], dtype=np.float64)
+    """Timestamps and durations: numbers, or strings holding a JSON number as Ascend tools write them (never a
+    number in other digits, with spaces or underscores, or ``inf``, which Python's ``float`` would read)."""
+    values = list(map(operator.attrgetter(field), batch))
+    strings = [v for v in values if type(v) is str]
+    if strings and not _JSON_NUMBERS.fullmatch("\n".join(strings)):  # all checked in one match
+        i, value = next((i, v) for i, v in enumerate(values) if type(v) is str and not _JSON_NUMBER.fullmatch(v))
+        raise PieceError(i, f"field '{field}': expected a number, got {value!r:.40}")
+    return np.array(values, dtype=np.float64)
