@@ -26,14 +26,25 @@ def _launches_between(trace: Trace, calls: Calls) -> np.ndarray:
     if calls.rows.size < 2:
         return np.zeros(0, np.int64)
     sources, _ = launch_rows(trace)
-    ends, starts = trace.end[calls.rows[:-1]], trace.ts[calls.rows[1:]]
+    launches = trace.track[sources], trace.ts[sources]
     track = trace.track[calls.rows[1:]]
-    between = np.zeros(ends.size, np.int64)
-    for thread in np.unique(track).tolist():
-        launched = np.sort(trace.ts[sources[trace.track[sources] == thread]])
-        mine = track == thread
-        between[mine] = np.searchsorted(launched, starts[mine]) - np.searchsorted(launched, ends[mine], side="right")
-    return between
+    before_start = _launched_before(*launches, track, trace.ts[calls.rows[1:]], at_or_before=False)
+    return before_start - _launched_before(*launches, track, trace.end[calls.rows[:-1]], at_or_before=True)
+
+
+def _launched_before(
+    launch_track: np.ndarray, launch_ts: np.ndarray, track: np.ndarray, when: np.ndarray, at_or_before: bool
+) -> np.ndarray:
+    """Per (track, when): the launches on that track before ``when`` (or at it, with ``at_or_before``). One sort of
+    launches and queries together: linear in both, whatever the number of threads."""
+    is_launch = np.concatenate((np.ones(launch_ts.size, bool), np.zeros(when.size, bool)))
+    ties = is_launch if not at_or_before else ~is_launch  # at the same time, the one counted first sorts first
+    order = np.lexsort((ties, np.concatenate((launch_ts, when)), np.concatenate((launch_track, track))))
+    launched_so_far = np.cumsum(is_launch[order])
+    counted = np.empty(when.size, np.int64)
+    queries = ~is_launch[order]
+    counted[order[queries] - launch_ts.size] = launched_so_far[queries]
+    return counted - np.searchsorted(np.sort(launch_track), track, side="left")  # less those on lower tracks
 
 
 def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> list[np.ndarray]:
