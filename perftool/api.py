@@ -351,14 +351,16 @@ def emulate(config: PathLike, overrides: Sequence[str] = (), *, trace_file: Path
     from perftool.emulator import config as emulator_config
     from perftool.emulator.full_run import InfeasibleConfig
     from perftool.emulator.full_run import run as run_emulator
-    from perftool.emulator.trace_writer import check_length, write_job, write_trace
+    from perftool.emulator.trace_writer import check_job_directory, check_length, write_job, write_trace
     from perftool.output import check_directory, check_writable
 
     loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
-    job = loaded.replicas is not None and loaded.replicas.count > 1
+    replicas = loaded.replicas.count if loaded.replicas is not None else 1
+    job = replicas > 1
     if trace_file is not None:
         if job:
             check_directory(str(trace_file))
+            check_job_directory(str(trace_file), replicas)
         else:
             check_writable(str(trace_file), [str(config)])
         check_length(loaded, str(trace_file))

@@ -108,3 +108,44 @@ def test_ranks_on_devices_of_one_kind_are_alike(run, job):
     document = json.loads(run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
     assert {t["device"].split(" (")[0] for t in document["traces"]} == {"GPU 0", "GPU 1"}
     assert document["job"]["unlike"] == []
+
+
+def test_a_rank_file_left_unreadable_is_named_and_fails_the_job(run, job):
+    """A rank file a crashed writer left NUL-filled (or any bytes no text holds) was skipped as 'not a trace': the
+    straggler vanished and the scan exited 0. It is a rank that could not be read: named, exit 2 (hardening round
+    4, D05); an HTML page named *.json is still not taken for a rank."""
+    (job / "rank5.trace.json.gz").write_bytes(b"\0" * 100_000)
+    (job / "page.json").write_text("<!doctype html><title>report</title>")
+    result = run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 2
+    unread = json.loads(result.stdout)["unread"]
+    assert [(Path(u["path"]).name, u["rank"]) for u in unread] == [("rank5.trace.json.gz", 5)]
+
+
+def test_ranks_of_different_world_sizes_are_said_to_differ(run, job):
+    """Rank files of two runs (world sizes 8 and 4) in one directory were merged as one job without a word."""
+    rank7 = job / "rank7.trace.json.gz"
+    rank7.write_bytes(gzip.compress(gzip.decompress(rank7.read_bytes()).replace(b'"world_size":8', b'"world_size":4')))
+    document = json.loads(run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    assert document["job"]["unlike"] == ["world size: 8 ranks 0-6, 4 rank 7"]
+
+
+def test_emulate_never_leaves_another_run_s_ranks_beside_its_own(run, tmp_path):
+    """Four replicas written where an eight-replica run left its ranks: ranks 4-7 of the old run stayed and a later
+    scan read one job of two runs (hardening round 4, D07). A directory holding another run's traces is refused
+    before the run, the directory left as it was; rewriting a run of the same ranks replaces them."""
+    config, ranks = STRAGGLER / "job.yaml", tmp_path / "ranks"
+    assert run("emulate", config, "--trace", ranks, "--set", "workload.steps=8").exit_code == 0
+    before = digest(ranks)
+    assert sorted(before) == [f"rank{i}.trace.json.gz" for i in range(8)]
+    smaller = run("emulate", config, "--trace", ranks, "--set", "workload.steps=8", "--set", "replicas.count=4",
+                  "--set", "replicas.slow_ranks=[]")  # fmt: skip
+    assert smaller.exit_code == 2
+    assert smaller.stderr == (
+        f"perftool: error: {ranks}: holds traces of another run (rank4.trace.json.gz, rank5.trace.json.gz, "
+        "rank6.trace.json.gz and 1 more) that a scan would take for ranks of this job: give an empty or new "
+        "directory\n"
+    )
+    assert digest(ranks) == before
+    again = run("emulate", config, "--trace", ranks, "--set", "workload.steps=12")
+    assert again.exit_code == 0 and sorted(digest(ranks)) == sorted(before) and digest(ranks) != before

@@ -63,9 +63,8 @@ class Run:
         return Run(self.config, self.plan.subset(np.array([rank])), column, self.prediction, rank, offset)
 
     def trace_files(self, directory: str) -> list[str]:
-        """Where a job's traces are written in ``directory`` (a run of several replicas): ``rank<N>.trace.json.gz``."""
-        width = len(str(self.plan.replicas - 1))
-        return [os.path.join(directory, f"rank{rank:0{width}d}.trace.json.gz") for rank in range(self.plan.replicas)]
+        """Where a job's traces are written in ``directory`` (a run of several replicas): :func:`rank_files`."""
+        return rank_files(directory, self.plan.replicas)
 
     def report(self, trace_file: str | None = None) -> EmulateReport:
         """``emulate --format json``: the prediction as its document; ``trace_file``, the trace written and its
@@ -115,3 +114,9 @@ def run(config: EmulatorConfig) -> Run:
 def _job_prediction(figures: dict[str, np.ndarray]) -> dict[str, float]:
     """The run's figures: with replicas, the job's (over all its columns)."""
     return first_job(figures, next(iter(figures.values())).size)
+
+
+def rank_files(directory: str, replicas: int) -> list[str]:
+    """Where the traces of a job of ``replicas`` ranks are written in ``directory``: ``rank<N>.trace.json.gz``."""
+    width = len(str(replicas - 1))
+    return [os.path.join(directory, f"rank{rank:0{width}d}.trace.json.gz") for rank in range(replicas)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -19,12 +21,13 @@ import numpy as np
 
 from perftool import limits
 from perftool.emulator.config import EmulatorConfig
-from perftool.emulator.full_run import Run
+from perftool.emulator.full_run import Run, rank_files
 from perftool.emulator.plan import Plan
 from perftool.emulator.vocabulary import HPU_DTYPE_NAMES, VOCABULARIES, Vocabulary
 from perftool.errors import PerftoolError
 from perftool.output import write_bytes
 from perftool.trace.model import Role
+from perftool.trace.profiler_dirs import TRACE_SUFFIXES
 
 Timeline = dict[str, np.ndarray]  # each recorded series of the run's timeline, on the trace's clock
 
@@ -75,10 +78,35 @@ def write_trace(run: Run, path: str) -> int:
     return len(data)
 
 
+def check_job_directory(directory: str, replicas: int) -> None:
+    """Refuse a directory that holds traces of another run: a later scan would read them as ranks of this job."""
+    if not os.path.isdir(directory):
+        return
+    ours = {os.path.basename(path) for path in rank_files(directory, replicas)}
+    others = sorted(name for name in os.listdir(directory) if name.endswith(TRACE_SUFFIXES) and name not in ours)
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise PerftoolError(
+            f"{directory}: holds traces of another run ({shown}) that a scan would take for ranks of this job: "
+            "give an empty or new directory"
+        )
+
+
 def write_job(run: Run, directory: str) -> int:
-    """Write each rank's trace into ``directory`` (made if missing), each atomically; returns the bytes written."""
+    """Write each rank's trace into ``directory`` (made if missing; :func:`check_job_directory` first); returns the
+    bytes written. Every rank is written aside first, so a run stopped midway leaves the directory as it was."""
+    check_job_directory(directory, run.plan.replicas)
+    paths = run.trace_files(directory)
     os.makedirs(directory, exist_ok=True)
-    return sum(write_trace(rank, path) for rank, path in zip(run.ranks(), run.trace_files(directory)))
+    aside = tempfile.mkdtemp(prefix=".perftool-job-", dir=directory)
+    try:
+        staged = [os.path.join(aside, os.path.basename(path)) for path in paths]
+        written = sum(write_trace(rank, path) for rank, path in zip(run.ranks(), staged))
+        for path, final in zip(staged, paths):
+            os.replace(path, final)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+    return written
 
 
 def encode_for(path: str, data: bytes) -> bytes:

@@ -9,9 +9,8 @@ import zlib
 from pathlib import Path
 
 from perftool.errors import PerftoolError
-from perftool.trace.profiler_dirs import ASCEND_OUTPUT, profiler_trace
+from perftool.trace.profiler_dirs import ASCEND_OUTPUT, TRACE_SUFFIXES, profiler_trace
 
-TRACE_SUFFIXES = (".json", ".json.gz")
 _PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
 HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace from another document
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
@@ -49,8 +48,9 @@ def job_files(paths: list[str]) -> list[str]:
 
 def _may_hold_a_trace(path: Path) -> bool:
     """Whether a file in a job's directory may be a trace, by what it holds: not when it is JSON whose first key
-    names its schema (a report, perftool's own included) or is not JSON at all (HTML, XML, Markdown). A file that
-    cannot be read is kept, so that reading it reports the problem."""
+    names its schema (a report, perftool's own included) or is text that is not JSON (HTML, XML, Markdown). A file
+    that cannot be read, or holds no text (empty, NUL-filled by a writer that crashed), is kept, so that reading it
+    reports the problem."""
     try:
         with open(path, "rb") as raw:
             head = raw.read(HEAD_BYTES)
@@ -61,9 +61,21 @@ def _may_hold_a_trace(path: Path) -> bool:
     except (OSError, EOFError, zlib.error):
         return True
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    if not text:
-        return True  # an empty file is a trace that failed to be written: reading it says so
-    return text[:1] in (b"{", b"[") and not _DOCUMENT.match(text)
+    if text[:1] in (b"{", b"["):
+        return not _DOCUMENT.match(text)
+    return not _is_text(text)  # empty, NUL-filled, binary: a trace that failed to be written, which reading says
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether the first bytes of a file are text (a document of another kind: HTML, XML, Markdown), not bytes no
+    text holds (NULs, binary, invalid UTF-8), nor nothing."""
+    try:
+        decoded = head.decode()
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # past a character the cut at HEAD_BYTES may have split
+            return False
+        decoded = head[: exc.start].decode()
+    return bool(decoded) and all(c.isprintable() or c in "\t\r\n" for c in decoded)
 
 
 def names_ranks(paths: list[str]) -> bool:

@@ -95,16 +95,18 @@ def _unlike(by_rank: dict[int, RankSummary]) -> list[str]:
     for what, value in _SHARED:
         ranks: dict[str, list[int]] = {}
         for rank, summary in by_rank.items():
-            ranks.setdefault(value(summary.scan), []).append(rank)
+            if (shared := value(summary.scan)) is not None:  # a rank that does not say is not unlike the others
+                ranks.setdefault(shared, []).append(rank)
         if len(ranks) > 1:
             differences.append(f"{what}: " + ", ".join(f"{name} {_ranks_text(of)}" for name, of in ranks.items()))
     return differences
 
 
-_SHARED: tuple[tuple[str, Callable[[TraceFindings], str]], ...] = (  # what a job's ranks have in common
+_SHARED: tuple[tuple[str, Callable[[TraceFindings], str | None]], ...] = (  # what a job's ranks have in common
     ("device", lambda scan: _INSTANCE.sub(r"\1", scan.device) or "unknown"),
     ("device family", lambda scan: scan.family),
     ("trace format", lambda scan: scan.dialect),
+    ("world size", lambda scan: str(scan.world_size) if scan.world_size else None),  # ranks of other runs
 )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from perftool.errors import PerftoolError
 
+TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that may be its ranks' traces
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
 ASCEND_TRACES = ("trace_view.json", "trace_view.json.gz")
 ASCEND_DATABASE = "ascend_pytorch_profiler*.db"  # the db export's trace (sqlite)
