@@ -111,3 +111,42 @@ def test_a_process_goes_on_to_its_next_piece_before_its_part_is_read(tmp_path):
             time.sleep(0.01)
         assert (tmp_path / "1").exists(), "the process waited for its first part to be read"
         assert [pool.results[0].recv(), pool.results[0].recv()] == [(True, b"p" * 600_000)] * 2
+
+
+@pytest.mark.skipif(not workers.FORKS, reason="forked processes inherit the parent's ends")
+def test_no_decoding_process_outlives_a_parent_killed_outright(tmp_path):
+    """A parent killed by SIGKILL (or the OOM killer) runs no cleanup: its decoding processes held the parent's own
+    ends of their pipes and blocked forever writing an answer no one would read (hardening round 4, D09). They
+    close those ends, so each sees its parent gone and ends."""
+    import signal
+    import subprocess
+    import sys
+
+    script = """
+import os, signal, sys, time
+from perftool.trace import workers
+with workers.processes(2, time.sleep) as pool:
+    answers = pool.run((0.3,) for _ in range(8))
+    next(answers)
+    print(" ".join(str(member.pid) for member in pool.members), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+    printed = tmp_path / "pids"
+    with printed.open("w") as out:  # a file, not a pipe: the parent's end is not awaited while children hold it
+        parent = subprocess.run([sys.executable, "-c", script], stdout=out, timeout=60)
+    assert parent.returncode == -signal.SIGKILL
+    children = [int(pid) for pid in printed.read_text().split()]
+    assert len(children) == 2
+    deadline = time.monotonic() + 20
+    while (alive := [pid for pid in children if _running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive == []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie, ended and not yet reaped, has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")

@@ -111,7 +111,10 @@ class _Processes:
                 result_out, result_in = context.Pipe(duplex=False)
                 _widen(result_in)
                 setup = (function, fixed, (self.slots, slot) if self.slots else None)
-                member = context.Process(target=_serve, args=(setup, task_out, result_in), daemon=True)
+                # a forked process holds copies of the parent's ends, its own and its elder siblings': it closes them,
+                # so that when the parent dies (even by SIGKILL) no one holds them and it sees the end of its tasks
+                parents_ends = [task_in, result_out, *self.tasks, *self.results] if FORKS else []
+                member = context.Process(target=_serve, args=(setup, task_out, result_in, parents_ends), daemon=True)
                 member.start()
                 task_out.close()
                 result_in.close()
@@ -186,9 +189,12 @@ def _widen(pipe: Connection) -> None:
             fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, RESULT_PIPE_BYTES)
 
 
-def _serve(setup: tuple, tasks: Connection, results: Connection) -> None:
-    """A decoding process: answer each task with (True, result) or (False, the exception raised)."""
+def _serve(setup: tuple, tasks: Connection, results: Connection, parents_ends: list[Connection]) -> None:
+    """A decoding process: answer each task with (True, result) or (False, the exception raised). It ends when its
+    parent is gone: its tasks end, or its answer has no one to read it."""
     ignore_in_worker()
+    for end in parents_ends:
+        end.close()
     function, fixed, shared = setup
     while True:
         try:
@@ -202,7 +208,10 @@ def _serve(setup: tuple, tasks: Connection, results: Connection) -> None:
             answer = (True, function(*fixed, *task))
         except Exception as exc:  # handed to the parent, which raises it in task order
             answer = (False, exc)
-        results.send(answer)
+        try:
+            results.send(answer)
+        except OSError:  # the parent is gone: no one reads the answer
+            return
 
 
 @contextmanager
