@@ -140,6 +140,47 @@ def test_a_listener_that_is_not_dask_ends_in_one_line_not_a_hang(run, short_wait
     assert "no answer as a Dask scheduler" in line
 
 
+@pytest.mark.parametrize("greeting", [b"HTTP/1.1 400 Bad Request\r\n\r\n", (3 << 30).to_bytes(8, "little") + b"x"])
+def test_a_listener_that_answers_but_not_as_dask_is_named_before_any_allocation(run, greeting):
+    """A server that answers with its own bytes ('HTTP/1.1', or a length of 3 GB): Dask's client read them as a
+    frame's length and tried to allocate it ('Unable to allocate 3.01 EiB'); perftool checks the greeting first
+    and says the listener is no Dask scheduler (hardening round 4, D26)."""
+    import threading
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+
+        def answer() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.sendall(greeting)
+                time.sleep(1)
+
+        threading.Thread(target=answer, daemon=True).start()
+        result = run("scan", STRAGGLER, "--scheduler", f"tcp://127.0.0.1:{port}")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"perftool: error: cannot reach the Dask scheduler at tcp://127.0.0.1:{port}: the listener there is no Dask "
+        f"scheduler (it begins {greeting[:8]!r})\n"
+    )
+
+
+def test_a_local_cluster_leaves_no_scratch_space_behind(run, tmp_path, monkeypatch):
+    """Every job on local workers left TMPDIR/dask-scratch-space and its lock files (hardening round 4, D25): the
+    workers' scratch space is perftool's own and is removed."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    result = run("scan", STRAGGLER, "--workers", "2", "--fail-on", "never")
+    assert result.exit_code == 0, result.stderr
+    assert list(scratch.iterdir()) == []
+
+
 @pytest.mark.slow
 def test_a_scheduler_without_workers_ends_in_one_line_not_a_hang(run, short_waits):
     with LocalCluster(n_workers=0, protocol="tcp", dashboard_address=":0", silence_logs=50) as empty:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,6 +29,7 @@ from perftool.trace.workers import Workers, stderr_unseen
 SCHEDULER_ENV = "PERFTOOL_SCHEDULER"  # a scheduler address, like --scheduler
 CONNECT_TIMEOUT = "5s"  # to open a connection to a scheduler
 HANDSHAKE_S = 15.0  # for the scheduler to answer as a Dask scheduler does; a listener that does not is no scheduler
+MAX_HANDSHAKE_BYTES = 1 << 20  # a scheduler's handshake is a few dozen bytes
 WORKERS_WAIT_S = 15.0  # for a scheduler to have a worker
 # tcp://host:port, host:port, tcp://[::1]:port: the addresses perftool connects to (TLS and UCX need settings it
 # does not take)
@@ -102,6 +105,7 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
     """A Dask client on ``scheduler`` (an address such as ``tcp://host:8786``), else on a local cluster of
     ``workers`` single-threaded worker processes, closed on exit."""
     try:
+        import dask
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
         raise PerftoolError("running ranks on Dask needs dask.distributed: pip install 'dask[distributed]'") from None
@@ -118,7 +122,12 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
                 ) from None
             yield client
         return
-    with _quiet():
+    # the workers' scratch space is perftool's own, removed on every way out (Dask's default stays in TMPDIR)
+    with (
+        _quiet(),
+        tempfile.TemporaryDirectory(prefix="perftool-dask-", ignore_cleanup_errors=True) as scratch,
+        dask.config.set({"temporary-directory": scratch}),
+    ):
         with stderr_unseen():  # the workers' processes inherit it: a Ctrl-C they see too prints nothing of theirs
             cluster = LocalCluster(  # its dashboard on any free port, so another cluster here is no conflict
                 n_workers=workers,
@@ -132,9 +141,10 @@ def dask_client(scheduler: str | None, workers: int) -> Iterator[Any]:
 
 
 def _connected(client_type: Any, scheduler: str) -> Any:
-    """A client of the scheduler at ``scheduler``, connected within :data:`HANDSHAKE_S`. Connecting runs in a
-    daemon thread: a listener that accepts the connection but never answers as Dask does (a web server) would
-    hold the handshake forever, and is left behind instead."""
+    """A client of the scheduler at ``scheduler``, connected within :data:`HANDSHAKE_S`, once the listener there has
+    greeted as a Dask scheduler does (:func:`_greets_as_dask`). Connecting runs in a daemon thread: a listener that
+    accepts the connection but never answers as Dask does would hold the handshake forever, and is left behind."""
+    _greets_as_dask(scheduler)
     outcome: dict[str, Any] = {}
 
     def connect() -> None:
@@ -150,6 +160,30 @@ def _connected(client_type: Any, scheduler: str) -> Any:
         return outcome["client"]
     problem = outcome.get("error") or f"no answer as a Dask scheduler within {HANDSHAKE_S:g} s"
     raise PerftoolError(f"cannot reach the Dask scheduler at {scheduler}: {problem}")
+
+
+def _greets_as_dask(scheduler: str) -> None:
+    """Check that the listener at ``scheduler`` speaks first, as a Dask scheduler does (its handshake: a frame whose
+    first 8 bytes are its length, little-endian), with a length a handshake can have. Dask's own client would take
+    the first bytes of any other server's answer for a length, and try to allocate it (exabytes for 'HTTP/1.1')."""
+    host, _, port = scheduler.removeprefix("tcp://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=HANDSHAKE_S) as probe:
+            greeting = b""
+            while len(greeting) < 8 and (more := probe.recv(8 - len(greeting))):
+                greeting += more
+    except TimeoutError:
+        greeting = b""
+    except OSError as exc:
+        raise PerftoolError(f"cannot reach the Dask scheduler at {scheduler}: {exc.strerror or exc}") from None
+    if not greeting:
+        raise PerftoolError(f"cannot reach the Dask scheduler at {scheduler}: no answer as a Dask scheduler within "
+                            f"{HANDSHAKE_S:g} s")  # fmt: skip
+    if len(greeting) < 8 or int.from_bytes(greeting, "little") > MAX_HANDSHAKE_BYTES:
+        raise PerftoolError(
+            f"cannot reach the Dask scheduler at {scheduler}: the listener there is no Dask scheduler (it begins "
+            f"{greeting!r})"
+        )
 
 
 @contextmanager
