@@ -39,3 +39,6 @@ class TraceError(PerftoolError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # rebuilt whole where it crosses processes (Dask, pipes)
+        return type(self), (self.path, self.problem)

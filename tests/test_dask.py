@@ -73,6 +73,52 @@ def test_one_trace_is_decoded_by_the_cluster_s_workers_with_the_same_result(run,
     assert len(broken.stderr.strip().splitlines()) == 1
 
 
+NPU_JOB = REPO / "sample_traces" / "jobs" / "npu_exposed_allreduce"
+
+
+@pytest.mark.slow
+def test_relative_paths_name_the_files_here_not_files_of_that_name_where_the_workers_run(run, tmp_path, monkeypatch):
+    """The workers run in a directory whose jobX/ holds the NPU job; here, jobX/ holds the GPU job. The report was
+    about the workers' files without a word (hardening round 4, D01): paths leave this process absolute, and every
+    figure is the GPU job's, for a job of ranks and for one trace decoded on the cluster."""
+    there, here = tmp_path / "there", tmp_path / "here"
+    shutil.copytree(NPU_JOB, there / "jobX")
+    shutil.copytree(STRAGGLER, here / "jobX")
+    single = gzip.decompress((REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz").read_bytes())
+    (here / "one.json").write_bytes(single)
+    (there / "one.json").write_bytes(gzip.decompress((NPU_JOB / "rank0.trace.json.gz").read_bytes()))
+    monkeypatch.chdir(there)
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=50) as workers_there:
+        monkeypatch.chdir(here)
+        job = run("scan", "jobX", "--format", "json", "--scheduler", workers_there.scheduler_address, "--fail-on",
+                  "never")  # fmt: skip
+        one = run("info", "one.json", "--format", "json", "--scheduler", workers_there.scheduler_address)
+    assert job.exit_code == 0, job.stderr
+    expected = run("scan", "jobX", "--format", "json", "--workers", "1", "--fail-on", "never")
+    assert json.loads(job.stdout) == json.loads(expected.stdout)
+    assert {trace["family"] for trace in json.loads(job.stdout)["traces"]} == {"gpu"}
+    assert one.exit_code == 0, one.stderr
+    assert json.loads(one.stdout) == json.loads(run("info", "one.json", "--format", "json").stdout)
+
+
+def test_a_worker_that_sees_another_file_at_the_path_says_so(tmp_path):
+    """Where a worker's file at the same path is not the one seen here (another machine's copy, changed since),
+    reading it is an error naming the file as given, not a report on other data."""
+    from perftool.errors import TraceError
+    from perftool.trace.seen import seen
+
+    trace = tmp_path / "rank0.json"
+    trace.write_bytes(b'{"traceEvents": []}')
+    file = seen(str(trace))
+    file.check()  # the same file: nothing to say
+    trace.write_bytes(b'{"traceEvents": [{"ph": "X"}]}')
+    with pytest.raises(TraceError, match=r"another file is at .*\(30 bytes, not 19, or other contents\)"):
+        file.check()
+    trace.unlink()
+    with pytest.raises(TraceError, match="not found at .* where it is read"):
+        file.check()
+
+
 @pytest.mark.slow
 def test_local_workers_by_default():
     """No scheduler: the library starts its own local worker processes (two here) and stops them after."""

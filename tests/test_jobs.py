@@ -18,6 +18,7 @@ from perftool.job.align import align, waits
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope
 from perftool.rules.detectors import straggler
+from perftool.trace.seen import seen
 from perftool.trace_scan import DEFAULT_READ
 
 REPO = Path(__file__).parent.parent
@@ -75,7 +76,7 @@ def test_a_lag_no_part_of_the_step_explains_names_no_cause():
     link or proxy, which no trace records): the finding says the trace does not show why, with what to capture
     next, instead of blaming the part of its step that differs most."""
     summaries = [
-        summarise_rank(str(path), n, [], DEFAULT_READ) for n, path in enumerate(sorted(STRAGGLER.glob("rank*")))
+        summarise_rank(seen(str(path)), n, [], DEFAULT_READ) for n, path in enumerate(sorted(STRAGGLER.glob("rank*")))
     ]
     by_rank = {s.rank: s for s in summaries}
     timelines = {rank: s.timeline for rank, s in by_rank.items()}

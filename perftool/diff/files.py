@@ -10,11 +10,12 @@ from pydantic import Field
 from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.names import OpMap, load_op_map
 from perftool.diff.profile import Profile, profile
-from perftool.errors import PerftoolError
+from perftool.errors import PerftoolError, TraceError
 from perftool.job.cluster import LOCAL, Cluster, map_tasks
 from perftool.job.ranks import job_files, rank_from_name
 from perftool.results import Document
 from perftool.trace.loader import json_size_hint
+from perftool.trace.seen import FileSeen, seen
 from perftool.trace_scan import DEFAULT_READ, ReadOptions, distributed
 
 
@@ -72,10 +73,14 @@ def profile_file(path: str, read: ReadOptions, in_job: bool = False) -> Profile:
     return profile(trace, rank)
 
 
-def _profile_or_problem(path: str, read: ReadOptions) -> Profile | str:
-    """A rank's profile, or the one line saying why it has none (errors cross Dask as text)."""
+def _profile_or_problem(file: FileSeen, read: ReadOptions) -> Profile | str:
+    """A rank's profile, or the one line saying why it has none (errors cross Dask as text), the file named as
+    given."""
     try:
-        return profile_file(path, read, in_job=True)
+        file.check()
+        return profile_file(file.path, read, in_job=True)
+    except TraceError as exc:
+        return f"{file.given}: {exc.problem}"
     except PerftoolError as exc:
         return str(exc)
 
@@ -84,7 +89,7 @@ def _diff_jobs(
     baseline: str, candidate: str, by: str, op_map: OpMap, read: ReadOptions, cluster: Cluster
 ) -> DiffResult:
     files = [job_files([baseline]), job_files([candidate])]
-    tasks = [(path, read) for side in files for path in side]
+    tasks = [(seen(path), read) for side in files for path in side]
     work_bytes = sum(json_size_hint(path) for side in files for path in side)
     results = map_tasks(_profile_or_problem, tasks, cluster.scheduler, cluster.workers, work_bytes=work_bytes)
     problems = [result for result in results if isinstance(result, str)]

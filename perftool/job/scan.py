@@ -11,6 +11,7 @@ from perftool.job.view import job_view
 from perftool.rules.findings import ScanReport, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace.loader import json_size_hint
+from perftool.trace.seen import seen
 from perftool.trace_scan import ReadOptions
 from perftool.version import __version__
 
@@ -35,7 +36,7 @@ def scan_job(
     files = job_files(paths)
     named = names_ranks(paths)
     workers = workers or (None if named or scheduler else 1)
-    tasks = [(path, position, rules, read, named) for position, path in enumerate(files)]
+    tasks = [(seen(path), position, rules, read, named) for position, path in enumerate(files)]
     summaries: list[RankSummary] = []
     unread: list[UnreadTrace] = []
     taken: dict[int, str] = {}

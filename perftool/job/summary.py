@@ -15,6 +15,7 @@ from perftool.job.ranks import rank_from_name
 from perftool.rules.detectors.base import Scope
 from perftool.rules.findings import TraceFindings, UnreadTrace
 from perftool.rules.model import Rule
+from perftool.trace.seen import FileSeen
 from perftool.trace.store import trim_heap
 from perftool.trace_scan import ReadOptions, analyse_trace
 
@@ -70,17 +71,21 @@ class RankSummary:
 
 
 def summarise_rank(
-    path: str, position: int, rules: list[Rule], read: ReadOptions, in_job: bool = True
+    file: FileSeen, position: int, rules: list[Rule], read: ReadOptions, in_job: bool = True
 ) -> RankSummary | UnreadTrace:
-    """Load and scan one rank's trace and summarise it; an unreadable trace comes back as an
-    :class:`UnreadTrace`. In a Dask worker (a daemon process) the trace is decoded in the worker itself, so a
-    worker holds one rank's load at a time. The rank is the trace's own, else its file name's; in a job named
-    outright (``in_job``), else its ``position`` among the job's files."""
+    """Load and scan one rank's trace and summarise it; an unreadable trace, or another file than the one seen
+    where the job was named (:meth:`~perftool.trace.seen.FileSeen.check`), comes back as an :class:`UnreadTrace`.
+    In a Dask worker (a daemon process) the trace is decoded in the worker itself, so a worker holds one rank's
+    load at a time. The rank is the trace's own, else its file name's; in a job named outright (``in_job``), else
+    its ``position`` among the job's files."""
+    path = file.given
     try:
-        trace = read.load(path, "scan")
+        file.check()
+        trace = read.load(file.path, "scan")
     except TraceError as exc:
-        return UnreadTrace(path=exc.path, problem=exc.problem)
+        return UnreadTrace(path=path, problem=exc.problem)
     scan, scope = analyse_trace(trace, rules, read)
+    scan.path = path
     given = (scan.rank, rank_from_name(path, in_job), position if in_job else None)
     scan.rank = next((rank for rank in given if rank is not None), None)
     summary = RankSummary(

@@ -29,6 +29,7 @@ from perftool.trace.decode import (
 )
 from perftool.trace.events import PieceError, events_of, read_piece
 from perftool.trace.model import Trace
+from perftool.trace.seen import FileSeen, seen
 from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
 from perftool.trace.workers import processes as worker_processes
@@ -194,7 +195,8 @@ def _load(
             builder, metadata = ColumnBuilder(path, analysis, json_size_hint(path)), dict[str, Any]()
             if (workers > 1 or decoders) and not _is_gzip(path):  # each process reads its own byte ranges
                 events = locate_events(path, metadata)
-                with (decoders or worker_processes)(workers, _part_of_range, path, events, keep_args) as pool:
+                decoding = decoders or worker_processes  # a cluster's decoders check they read the file seen here
+                with decoding(workers, _part_of_range, seen(path), events, keep_args) as pool:
                     _add_all(builder, pool.run((piece,) for piece in _pieces(*events)), budget)
             else:  # processes are started before the reading thread, as forking a threaded process is unsafe
                 decoders = worker_processes(workers, _part_of_piece, keep_args, piece_bytes=decode.PIECE_BYTES)
@@ -262,9 +264,15 @@ def _part_of_piece(keep_args: KeepArgs, piece: bytes) -> Part:
     return make_part(read_piece(piece), keep_args, len(piece))
 
 
-def _part_of_range(path: str, events: tuple[int, int], keep_args: KeepArgs, piece: tuple[int, int]) -> Part:
-    data = read_events_range(path, *events, *piece, into=_range_buffer)
+def _part_of_range(file: FileSeen, events: tuple[int, int], keep_args: KeepArgs, piece: tuple[int, int]) -> Part:
+    if file not in _checked_files:  # once per process: a worker elsewhere may see another file at the path
+        file.check()
+        _checked_files.add(file)
+    data = read_events_range(file.path, *events, *piece, into=_range_buffer)
     return make_part(read_piece(data), keep_args, len(data))
+
+
+_checked_files: set[FileSeen] = set()
 
 
 _buffers = threading.local()  # a cluster's worker decodes ranges in several threads
