@@ -271,6 +271,33 @@ def test_bad_input_is_one_line_and_exit_2(run, tmp_path, args, needles):
     error_line(run("diff", *(str(a).replace("{map}", str(bad_map)) for a in args)), *needles)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("^(a+)+$", "a repeat inside a repeat"),
+        ("(a|ab)*c", "an alternation inside a repeat"),
+        ("(gemm)_\\1", "a reference back to a group"),
+    ],
+)
+def test_an_op_map_pattern_that_backtracks_exponentially_is_refused_by_name(run, tmp_path, pattern, why):
+    """``^(a+)+$`` against a kernel named a…ab took hours at 40 letters (hardening round 4, D15): such a pattern is
+    refused when the map is read, naming the file, the entry and what makes it so."""
+    own = tmp_path / "map.yaml"
+    own.write_text(f"version: 1\nmap:\n  - as: x\n    match: '{pattern}'\n")
+    error_line(run("diff", *KINETO, "--op-map", own), f"{own}:4", "map[0].match", f"refused: {why}")
+
+
+def test_op_map_patterns_without_exponential_backtracking_are_kept():
+    """The built-in map's patterns, lookaheads, a fixed count and atomic or possessive repeats under a repeat are
+    all allowed."""
+    from perftool.diff.patterns import backtracking_risk
+
+    assert [backtracking_risk(p) for p in ("(?is)^(?=.*conv)(?=.*(bwd|grad))", "(ab{3})+", "(?>a+)+", "(a++)+")] == [
+        None
+    ] * 4
+    assert len(load_op_map().entries) > 20  # every built-in entry passes the check
+
+
 def test_a_truncated_trace_is_one_line_naming_it(run, tmp_path):
     cut = tmp_path / "cut.json.gz"
     cut.write_bytes(gzip.compress(gzip.decompress(KINETO[1].read_bytes())[:5000]))

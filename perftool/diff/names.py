@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from perftool.diff.patterns import backtracking_risk
 from perftool.names import without_parameters
 from perftool.rules.catalog import builtin_dir
 from perftool.yamlfile import read_model
@@ -26,7 +27,8 @@ _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(\.\d+)?[uUlLfF]*")
 # A launch id at the end (Foo#12, Foo (3), MatMul-op12, Cast_3), matched on the reversed name from its start: one
 # pass, where the same pattern searched for at the end tries every position and is quadratic in the name's length.
 _LAUNCH_ID_REVERSED = re.compile(r"(\d+#\s*|\)\d+\(\s*|\d+po[-_]|\d+[-_])+")
-# Patterns see a name's first this many characters: a pattern that backtracks costs milliseconds, whatever the trace.
+# Patterns see a name's first this many characters: what backtracks polynomially stays bounded whatever the trace
+# (what backtracks exponentially is refused: perftool.diff.patterns).
 MATCHED_CHARS = 1024
 _SPACES = re.compile(r"\s+")
 
@@ -62,6 +64,8 @@ class _Entry(BaseModel):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"not a regular expression: {exc}") from None
+            if risk := backtracking_risk(value):
+                raise ValueError(f"refused: {risk} can make matching one long name take hours; write it without")
         return value
 
 
