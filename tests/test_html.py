@@ -302,3 +302,32 @@ def test_a_job_of_thousands_of_ranks_draws_fewer_steps_of_each(reports):
     drawn = len(re.findall(r"<title>rank \d+, step \d+: ", chart))
     assert drawn == 3 * 3000 * 20 <= 3 * HEAT_CELLS  # 20 steps of each rank's 39
     assert "the first 20 of 39 steps" in chart
+
+
+def test_a_diff_of_many_names_embeds_its_largest_rows_and_says_how_many_are_left_out(run, tmp_path, write_trace,
+                                                                                     monkeypatch):  # fmt: skip
+    """A diff of 300k distinct names made a 116 MB page (hardening round 4, D14): the page's data holds each diff's
+    rows that contribute most (the cut made small here), the rest counted and summed, and the page says so."""
+    from conftest import complete
+
+    from perftool.report import diff_html
+
+    monkeypatch.setattr(diff_html, "EMBEDDED_ROWS", 5)
+    traces = []
+    for side, slower in (("base", 0.0), ("new", 1.0)):
+        events = []
+        for step in range(4):
+            events.append(complete(f"ProfilerStep#{step}", step * 1000, 990, 1, 1, "user_annotation"))
+            events += [complete(f"kernel_{chr(97 + k)}x", step * 1000 + 10 + 40 * k, 20 + slower * k, 2, 7, "kernel")
+                       for k in range(12)]  # fmt: skip
+        traces.append(write_trace({"traceEvents": events}, f"{side}.json"))
+    out = tmp_path / "diff.html"
+    assert run("diff", *traces, "--format", "html", "-o", out).exit_code == 0
+    document = json.loads(run("diff", *traces, "--format", "json").stdout)
+    (full,) = document["diffs"]
+    (embedded,) = json.loads(read(out).data)["diffs"]
+    assert embedded["rows"] == full["rows"][:5]
+    assert embedded["rows_left_out"] == {
+        "rows": len(full["rows"]) - 5, "contribution_us": pytest.approx(sum(r["contribution_us"] for r in full["rows"][5:]))
+    }  # fmt: skip
+    assert f"{len(full['rows']) - 5} more are left out" in " ".join(out.read_text().split())

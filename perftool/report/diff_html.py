@@ -18,6 +18,7 @@ from perftool.report.html_page import Cell, facts, page, paragraph, section, tab
 from perftool.units import duration, number, percent, signed_duration
 
 TOP = 10  # contributors drawn and listed; the others share one bar
+EMBEDDED_ROWS = 1_000  # rows of each diff in the page's data: a diff of 300k names made a 116 MB page
 
 
 def render(result: DiffResult) -> str:
@@ -34,9 +35,27 @@ def render(result: DiffResult) -> str:
                                            rows, (0, 1, 2, 3))))  # fmt: skip
     changed = max(document["diffs"], key=lambda d: abs(d["delta_us"]))
     body += trace_diff(changed)
+    if left_out := _keep_largest_rows(document):
+        body.append(paragraph(f"The data embedded in this page holds each diff's {number(EMBEDDED_ROWS)} rows that "
+                              f"contribute most; {number(left_out)} more are left out (--format json holds every "
+                              "row).", "info"))  # fmt: skip
+        data = json.dumps(document)
     change = f" {changed['change']:+.1%}" if changed["change"] is not None else ""
     title = f"perftool diff: step{change}"
     return page(title, f"{document['baseline']} → {document['candidate']}", body, data)
+
+
+def _keep_largest_rows(document: dict) -> int:
+    """Cut each diff's rows (largest contribution first) to :data:`EMBEDDED_ROWS`, the rows left out said in the diff
+    (``rows_left_out``: their count and summed contribution); the number of rows left out in all."""
+    left_out = 0
+    for diff in document["diffs"]:
+        rest = diff["rows"][EMBEDDED_ROWS:]
+        if rest:
+            diff["rows"] = diff["rows"][:EMBEDDED_ROWS]
+            diff["rows_left_out"] = {"rows": len(rest), "contribution_us": sum(r["contribution_us"] for r in rest)}
+            left_out += len(rest)
+    return left_out
 
 
 def trace_diff(diff: dict) -> list[str]:
