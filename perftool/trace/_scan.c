@@ -489,7 +489,10 @@ static inline uint64_t mix(uint64_t h, uint64_t word) {
     return h ^ (h >> 29);
 }
 
-#define HASH_SEED 1469598103934665603ULL
+/* The seed of every hash of names from the trace, drawn from the system's random source when the module loads: names
+ * chosen to collide under a fixed hash would make every table lookup a long probe (one precomputed set slowed any
+ * trace 7-26x). What the scanner returns never depends on it: ids are numbered in order of first occurrence. */
+static uint64_t hash_seed = 1469598103934665603ULL;
 
 /* h with the len bytes at b mixed in, eight at a time, and their length (absent and empty differ). */
 static uint64_t hash_bytes(uint64_t h, const char *b, Py_ssize_t len) {
@@ -505,7 +508,7 @@ static uint64_t hash_bytes(uint64_t h, const char *b, Py_ssize_t len) {
 }
 
 static uint64_t hash_spans(const char *base, const Span *fields) {
-    uint64_t h = HASH_SEED;
+    uint64_t h = hash_seed;
     for (int f = 0; f < 5; f++) h = hash_bytes(h, base + fields[f].start, fields[f].len);
     return h;
 }
@@ -863,7 +866,7 @@ static int group_tails(const char *base, const int64_t *span, Py_ssize_t count, 
         Py_ssize_t size = (Py_ssize_t)(span[2 * i + 1] - span[2 * i]), first = first_key(start, size, keys);
         const char *tail = start + first;
         Py_ssize_t len = size - first;
-        uint64_t h = hash_bytes(HASH_SEED, tail, len);
+        uint64_t h = hash_bytes(hash_seed, tail, len);
         Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(capacity - 1));
         while (slots[j].group >= 0 &&
                !(slots[j].hash == h && slots[j].len == len && !memcmp(base + slots[j].start, tail, (size_t)len)))
@@ -935,7 +938,21 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_scan", "Trace events read straight into columns.", -1, methods, NULL, NULL, NULL, NULL,
 };
 
+/* hash_seed from os.urandom: 0, or -1 with an exception set. */
+static int draw_hash_seed(void) {
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *drawn = os ? PyObject_CallMethod(os, "urandom", "i", 8) : NULL;
+    Py_XDECREF(os);
+    if (!drawn) return -1;
+    if (PyBytes_Check(drawn) && PyBytes_GET_SIZE(drawn) == 8) memcpy(&hash_seed, PyBytes_AS_STRING(drawn), 8);
+    Py_DECREF(drawn);
+    return 0;
+}
+
 PyMODINIT_FUNC PyInit__scan(void) {
     init_plain();
-    return PyModule_Create(&module);
+    if (draw_hash_seed() < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddObject(m, "hash_seed", PyLong_FromUnsignedLongLong(hash_seed)) < 0) Py_CLEAR(m);
+    return m;
 }

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+hash_seed: int  # drawn from os.urandom when the module loads: what the scanner returns never depends on it
+
 def scan(
     piece: bytes | memoryview, /
 ) -> tuple[list[tuple[bytes | None, ...]], bytes, bytes, bytes, bytes, bytes, bytes, bytes] | None: ...
