@@ -130,7 +130,7 @@ def test_a_stream_that_is_no_json_is_refused_before_it_is_copied(run, tmp_path, 
 
 @pytest.mark.parametrize(
     ("where", "problem"),
-    [("args", "nested too deeply"), ("metadata", "nested too deeply"), ("events", "event 0: expected object")],
+    [("args", "nested too deeply"), ("metadata", "nested too deeply"), ("events", "nested too deeply")],
 )
 def test_json_nesting_bomb_is_refused(run, write_trace, where, problem):
     bomb = "[" * 100_000 + "]" * 100_000

@@ -14,6 +14,7 @@ from conftest import DATA, TORCH_FIXTURE, complete, error_line, process_name, th
 from hypothesis import given
 from hypothesis import strategies as st
 
+from perftool import limits
 from perftool.errors import TraceError
 from perftool.trace import Phase, model
 from perftool.trace import decode as decode_module
@@ -366,12 +367,57 @@ def test_byte_ranges_meet_at_the_same_cut(tmp_path):
     assert [e for piece in decoded for e in piece] == events
 
 
-def test_a_cut_inside_a_string_falls_back_to_the_exact_path(write_trace, small_chunks):
-    tricky = '}, {"ph": "X"}, {'  # looks like an event boundary
-    events = [complete(f"op{i}", i, 1, args={"note": tricky * 40}) for i in range(200)]
+@pytest.fixture
+def no_exact_path(monkeypatch):
+    """Fail where the loader would decode a document whole."""
+
+    def refuse(*_args):
+        raise AssertionError("fell back to the exact path")
+
+    monkeypatch.setattr("perftool.trace.loader.exact_batches", refuse)
+
+
+@pytest.mark.parametrize("where", ["args", "name"])
+def test_text_that_reads_like_a_cut_between_events_is_streamed_as_it_is(
+    write_trace, small_chunks, no_exact_path, where
+):
+    """JSON held in a string arg, or a name such as "a }, { b", cut where a piece ends: decoding the whole document at
+    once took 7x the memory budget (hardening round 4, D08). A cut needs the next event to open with a key, which no
+    text inside a string can (its quote is escaped), so these stream, each string as it was."""
+    tricky = '}, {"ph": "X"}, {' if where == "args" else "a }, { b"
+    events = [complete(f"op{i}" + (tricky if where == "name" else ""), i, 1, args={"note": tricky * 40})
+              for i in range(200)]  # fmt: skip
     trace = load_trace(write_trace(events), workers=1)
     assert len(trace) == 200
-    assert names_of(trace, [0, 199]) == ["op0", "op199"]
+    suffix = tricky if where == "name" else ""
+    assert names_of(trace, [0, 199]) == [f"op0{suffix}", f"op199{suffix}"]
+
+
+def test_many_arrays_in_the_metadata_after_the_events_are_streamed(tmp_path, small_chunks, no_exact_path):
+    """More than 64 ']' in the keys after traceEvents made the loader give up streaming (hardening round 4, D08):
+    where the events end is found in one pass, whatever follows."""
+    events = [complete(f"op{i}", i, 1) for i in range(300)]
+    trailing = {f"key{k}": [[k], [k, [k]]] for k in range(70)}
+    for compressed in (False, True):
+        path = tmp_path / ("t.json.gz" if compressed else "t.json")
+        document = json.dumps({"traceEvents": events, **trailing}).encode()
+        path.write_bytes(gzip.compress(document) if compressed else document)
+        for workers in (1, 2):
+            trace = load_trace(path, workers=workers)
+            assert len(trace) == 300 and trace.metadata["key69"] == [[69], [69, [69]]], (compressed, workers)
+
+
+def test_a_trace_that_must_be_decoded_whole_is_refused_past_the_memory_budget(write_trace, small_chunks, run):
+    """Names ending in '}, {' right before a key ("a }, {", "cat": ...) still read as a cut: such a trace is decoded
+    whole, which needs about 7 bytes of memory per byte of JSON. Past the budget it is refused in one line, never
+    read whole past it (1 GB for a 200 MB trace under --memory 150MB); within it, it is read as it is."""
+    events = [complete(f"op{i} }}, {{", i, 1, cat="kernel") for i in range(3000)]
+    path = write_trace(events)
+    need = limits.PROCESS_MEMORY + int(path.stat().st_size * limits.MEMORY_PER_EXACT_BYTE)
+    refused = run("info", path, "--memory", str(need - 1))
+    error_line(refused, str(path), "cannot be cut into pieces", "more than the memory budget", "--memory")
+    trace = load_trace(path, workers=1, memory=2 * need)
+    assert len(trace) == 3000 and names_of(trace, [2999]) == ["op2999 }, {"]
 
 
 def test_events_from_many_pieces_keep_file_order(tmp_path, small_chunks):
@@ -392,7 +438,7 @@ def test_real_pytorch_fixture_loads(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["synth.json", "synth.json.gz", "fixture"])
-def test_well_formed_files_never_need_the_exact_path(tmp_path, small_chunks, monkeypatch, name):
+def test_well_formed_files_never_need_the_exact_path(tmp_path, small_chunks, no_exact_path, name):
     from kineto_synth import write_trace as synth
 
     if name == "fixture":
@@ -401,10 +447,6 @@ def test_well_formed_files_never_need_the_exact_path(tmp_path, small_chunks, mon
         path = tmp_path / name
         synth(str(path), 0.2, seed=2, compress=name.endswith(".gz"))
 
-    def refuse(*_args):
-        raise AssertionError("fell back to the exact path")
-
-    monkeypatch.setattr("perftool.trace.loader.exact_batches", refuse)
     assert len(load_trace(path, workers=1)) > 100
 
 

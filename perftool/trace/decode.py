@@ -56,14 +56,18 @@ _batch_decoder = msgspec.json.Decoder(list[RawEvent])
 _document_decoder = msgspec.json.Decoder(_Document | list[RawEvent])
 _object_decoder = msgspec.json.Decoder(dict[str, Any])
 _raw_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_raw_array_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 _WHITESPACE = re.compile(rb"[ \t\r\n]*")
-_SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+# a cut between two events: the next one opens with a key, which no '}, {' inside a string can (its quote would be
+# escaped), so JSON held in a string arg or a name such as "a }, { b" is never cut
+_SEPARATOR = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{(?=[ \t\r\n]*")')
+_OPENS_WITH_KEY = re.compile(rb'[ \t\r\n]*"')
 _TAIL_BYTES = 1 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _BOM = b"\xef\xbb\xbf"
 _SPACE_BYTES = frozenset(b" \t\r\n")
-_MAX_TAIL_TRIES = 64
 
 
 class NeedsExactPath(Exception):
@@ -106,11 +110,15 @@ class _Buffer:
 
 
 def _last_boundary(data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
-    """The last ``}`` ``,`` ``{`` separator in ``data[lo:hi]``: (end of one event, start of the next)."""
+    """The last ``}`` ``,`` ``{`` separator in ``data[lo:hi]`` whose ``{`` opens with a key (as :data:`_SEPARATOR`
+    cuts): (end of one event, start of the next)."""
     while True:
         start = data.rfind(b"{", lo, hi)
         if start <= lo:
             return None
+        if not _OPENS_WITH_KEY.match(data, start + 1):
+            hi = start
+            continue
         k = start - 1
         while k > lo and data[k] in _SPACE_BYTES:
             k -= 1
@@ -132,28 +140,39 @@ def decode_piece(piece: bytes | memoryview) -> Batch:
 
 
 def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
-    """Split what follows the last batch into the remaining events and the trailing metadata."""
+    """Split what follows the last batch into the remaining events and the trailing metadata: where the events array
+    closes is found in one pass, whatever the metadata after it holds."""
     end = len(rest.rstrip())
-    if not is_object:
-        if not rest[:end].endswith(b"]"):
-            raise NeedsExactPath
-        return rest[: end - 1], {}
-    if not rest[:end].endswith(b"}"):
+    if not rest[:end].endswith(b"}" if is_object else b"]"):
         raise NeedsExactPath
-    close = end
-    for _ in range(_MAX_TAIL_TRIES):
-        close = rest.rfind(b"]", 0, close)
-        if close < 0:
-            break
-        tail = rest[close + 1 : end - 1].strip()
-        if not tail:
-            return rest[:close], {}
-        if tail.startswith(b","):
-            try:
-                return rest[:close], _object_decoder.decode(b"{" + tail[1:] + b"}")
-            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-                continue
-    raise NeedsExactPath
+    close = _array_end(rest[:end])
+    if not is_object:
+        if close != end - 1:
+            raise NeedsExactPath
+        return rest[:close], {}
+    tail = rest[close + 1 : end - 1].strip()
+    if not tail:
+        return rest[:close], {}
+    if not tail.startswith(b","):
+        raise NeedsExactPath
+    try:
+        return rest[:close], _object_decoder.decode(b"{" + tail[1:] + b"}")
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        raise NeedsExactPath from None
+
+
+def _array_end(events: bytes) -> int:
+    """Where the run of events at the start of ``events`` ends, in ``events``: its ``]``. msgspec reads it as one
+    array (its events as raw spans, not decoded) and says where its trailing characters begin."""
+    try:
+        _raw_array_decoder.decode(b"[" + events)
+    except msgspec.DecodeError as exc:
+        trailing = _TRAILING.search(str(exc))
+        if trailing is None:  # not an array of events: the exact decoder names the problem
+            raise NeedsExactPath from None
+        following = int(trailing.group(1)) - 2  # msgspec counts from 1, in "[" + events: the first byte after ']'
+        return len(events[:following].rstrip()) - 1
+    return len(events) - 1
 
 
 def _open_events(buf: _Buffer, metadata: Metadata) -> bool:
@@ -233,13 +252,26 @@ def locate_events(path: str, metadata: Metadata) -> tuple[int, int]:
         buf = _Buffer(fh.read)
         is_object = _open_events(buf, metadata)
         start = buf.base + buf.pos
-        size = os.fstat(fh.fileno()).st_size
-        tail_start = max(start, size - _TAIL_BYTES)
-        fh.seek(tail_start)
-        rest = fh.read()
+        rest_start, rest = _last_events(fh, start, os.fstat(fh.fileno()).st_size)
     events, tail = _split_tail(rest, is_object)
     metadata.update(tail)
-    return start, tail_start + len(events)
+    return start, rest_start + len(events)
+
+
+def _last_events(fh: BinaryIO, start: int, size: int) -> tuple[int, bytes]:
+    """Where the file's last events begin (at an event's start, or the array's), and the bytes from there to its end:
+    the last :data:`_TAIL_BYTES`, or twice as many while no cut between events is in them."""
+    wanted = _TAIL_BYTES
+    while True:
+        at = max(start, size - wanted)
+        fh.seek(at)
+        data = fh.read()
+        if at == start:
+            return at, data
+        cut = _SEPARATOR.search(data)
+        if cut:
+            return at + cut.end() - 1, data[cut.end() - 1 :]
+        wanted *= 2
 
 
 def read_events_range(

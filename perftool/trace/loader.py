@@ -203,6 +203,7 @@ def _load(
                 with decoders as pool, _reader(path, max_bytes) as read:
                     _add_all(builder, pool.run_pieces(stream_pieces(read, metadata)), budget)
         except NeedsExactPath:
+            _check_whole_fits(path, memory)
             with _reader(path, max_bytes) as read:
                 data = _whole_document(path, read)
             return _load_events(path, lambda p, found: exact_batches(p, data, found), keep_args, memory, analysis)
@@ -212,6 +213,19 @@ def _load(
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _check_whole_fits(path: str, memory: int) -> None:
+    """Refuse a trace that must be decoded whole (a layout the pieces cannot be cut from) where that would take more
+    than the memory budget: that path holds every event at once."""
+    need = limits.PROCESS_MEMORY + int(json_size_hint(path) * limits.MEMORY_PER_EXACT_BYTE)
+    if need > memory:
+        raise TraceError(
+            path,
+            f"its events cannot be cut into pieces (a string that reads like the cut between two events), and decoding "
+            f"it whole needs about {limits.size_text_as(need, memory)}, more than the memory budget of "
+            f"{limits.size_text(memory)}; {parameter('memory')} (or {limits.MEMORY_ENV}) raises it",
+        )
 
 
 def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[RawEvent]]] | None:
