@@ -42,11 +42,19 @@ def one_line_while_starting() -> None:
     :func:`started` hands Ctrl-C back to Python."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell made it ignored
         signal.signal(signal.SIGINT, _interrupted_while_starting)
+    for signum in TERMINATING:  # SIGTERM and SIGHUP likewise, until the command handles them (stop_on_termination)
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, _terminated_while_starting)
 
 
 def _interrupted_while_starting(_signum: int, _frame: FrameType | None) -> None:
     print("perftool: interrupted", file=sys.stderr, flush=True)
     os._exit(EXIT_CODE)  # nothing has started that needs closing
+
+
+def _terminated_while_starting(signum: int, _frame: FrameType | None) -> None:
+    print(f"perftool: terminated ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
 
 
 def started() -> None:

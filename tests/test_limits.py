@@ -579,6 +579,25 @@ def test_a_signal_while_the_options_are_read_is_one_line(signum, said):
     assert (done.returncode, done.stderr.decode()) == (128 + signum, f"perftool: {said}\n")
 
 
+SIGNALLED_WHILE_LOADING = """
+import os, signal, sys, time
+sys.argv = ["perftool", "info", "trace.json"]
+import perftool  # the command's start: its modules load from here
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(10)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_termination_while_the_command_starts_is_one_line(signum):
+    """SIGTERM while perftool's modules load took the default action, dying by the signal without a word (hardening
+    round 4, D23): it is the same one line and exit code (128 + the signal) as later."""
+    name = signal.Signals(signum).name
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_WHILE_LOADING.replace("SIGTERM", name)],
+                          capture_output=True, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr.decode()) == (128 + signum, f"perftool: terminated ({name})\n")
+
+
 @pytest.mark.parametrize("after_s", [0.05, 0.15, 0.3])
 @pytest.mark.parametrize("launch", ["script", "module"])
 def test_ctrl_c_while_the_command_starts_is_one_line(after_s, launch):
