@@ -87,7 +87,9 @@ def measure(names: int, fmt: str) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    parser.add_argument("--format", default="json", choices=("json", "text", "html", "markdown"), help="diff's output (default json)")
+    parser.add_argument(
+        "--format", default="json", choices=("json", "text", "html", "markdown"), help="diff's output (default json)"
+    )
     args = parser.parse_args()
     base = None
     print(f"cores {os.cpu_count()}; each trace has as many kernel events as distinct names, over {STEPS} steps; "
