@@ -424,3 +424,30 @@ def test_overlapping_steps_below_five_a_side_only_warn(run, tmp_path):
     exit_code, result, _ = gate_json(run, base, kernel_steps(tmp_path / "new.json", 4, 1.5))
     step = checks(result)["timing:step_time"]
     assert exit_code == 0 and step["verdict"] == "warn" and "the steps overlap" in step["detail"]
+
+
+def test_a_finding_in_both_traces_is_neither_fixed_nor_new_whatever_the_order_of_its_names(run, write_trace):
+    """Two captures of one job whose two sync calls take equal time and come in the other order: the finding's
+    fingerprint followed the names' order, and gate reported it both fixed and new, failing CI (hardening round 4).
+    A fingerprint holds the names as a set."""
+
+    def capture(first: str, second: str) -> str:
+        events = []
+        for step in range(8):
+            at = step * 1000
+            events += [
+                complete(f"ProfilerStep#{step}", at, 990, cat="user_annotation"),
+                complete("cudaLaunchKernel", at + 5, 5, cat="cuda_runtime", args={"correlation": step + 1}),
+                complete("gemm", at + 20, 400, pid=0, tid=7, cat="kernel", args={"correlation": step + 1}),
+                complete(first, at + 20, 200, cat="cuda_runtime"),
+                complete(second, at + 230, 200, cat="cuda_runtime"),
+            ]
+        return write_trace({"traceEvents": events}, f"{first}.json")
+
+    baseline = capture("cudaStreamSynchronize", "cudaDeviceSynchronize")
+    candidate = capture("cudaDeviceSynchronize", "cudaStreamSynchronize")
+    verdict = json.loads(run("gate", baseline, candidate, "--format", "json").stdout)
+    findings = [check for check in verdict["checks"] if check["id"].startswith("finding:")]
+    assert [(check["verdict"], check["detail"]) for check in findings] == [
+        ("pass", "also in the baseline: Host-device synchronisation every step")
+    ]

@@ -13,7 +13,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.dialects.ascend import ai_cpu_tasks
-from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names, names_key
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -30,7 +30,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "ms_per_step": scope.per_step(lost) / 1e3,
         "busy_share": lost / device_busy if device_busy > 0 else float("nan"),
     }
-    return Detection(lost, values, scope.events(rows), key=values["ops"], occurrences=rows.size)
+    return Detection(lost, values, scope.events(rows), key=names_key(trace, rows), occurrences=rows.size)
 
 
 DETECTOR = Detector(

@@ -153,6 +153,13 @@ def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4, shown: Callab
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 
+def names_key(trace: Trace, rows: np.ndarray) -> str:
+    """What a finding about ``rows`` is about, for its fingerprint: their distinct names, sorted. Never the names in
+    the order of their time or of their first appearance, which two captures of the same job need not share (a
+    finding in both was reported both fixed and new)."""
+    return "\n".join(sorted({trace.names[i] for i in np.unique(trace.name[rows]).tolist()}))
+
+
 KERNEL_RUN_VALUES: dict[str, str] = {  # the values of :func:`kernel_runs`, for a detector's ``values``
     "names": "the kernels, most time first",
     "per_step": "such kernel runs per steady step",

@@ -16,7 +16,7 @@ import numpy as np
 
 from perftool.analysis.launches import launch_rows
 from perftool.roofline.calls import Calls
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, names_key
 from perftool.trace.model import Trace
 
 
@@ -100,7 +100,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "chain_ms_per_step": scope.per_step(time) / 1e3,
         "bytes_saved": 1 - fused / moved,
     }
-    return Detection(lost, values, scope.events(rows), key=values["chain"], occurrences=len(chains))
+    return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=len(chains))
 
 
 DETECTOR = Detector(

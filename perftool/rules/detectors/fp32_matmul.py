@@ -13,7 +13,7 @@ import numpy as np
 
 from perftool.hardware import DeviceSpec
 from perftool.roofline.figures import MATRIX_FAMILIES
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names, names_key
 
 TORCH_DTYPES = {"tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -61,7 +61,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "speedup": fast_peak / fp32_peak,
     }
     variant = "tf32" if dtype == "tf32" else "autocast"
-    return Detection(lost, values, scope.events(rows), key=values["names"], variant=variant, occurrences=rows.size)
+    return Detection(
+        lost, values, scope.events(rows), key=names_key(scope.trace, rows), variant=variant, occurrences=rows.size
+    )
 
 
 DETECTOR = Detector(

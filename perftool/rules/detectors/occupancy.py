@@ -20,7 +20,7 @@ from perftool.analysis.family import device_properties
 from perftool.analysis.kernel_launch import Occupancy, SmLimits, launch_of, occupancy
 from perftool.names import readable
 from perftool.roofline.figures import MATRIX_FAMILIES
-from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, Setting, kernel_runs
+from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, Setting, kernel_runs, names_key
 
 LIMITS = ("registers", "shared memory")  # what a kernel's own launch decides; threads and blocks are the grid's
 
@@ -78,7 +78,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "without_limit": worst.without_limit,
         "of_roofline": float(1 - np.average(below, weights=trace.dur[rows])),
     }
-    return Detection(lost, values, scope.events(rows), key=values["names"], occurrences=rows.size)
+    return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=rows.size)
 
 
 DETECTOR = Detector(

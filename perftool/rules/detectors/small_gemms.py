@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names, names_key
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -39,7 +39,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "median_mflop": float(np.median([w.flops for w in works])) / 1e6,
         "of_roofline": float(at_roof[small].sum() / time.sum()),
     }
-    return Detection(lost, values, scope.events(rows), key=values["names"], occurrences=rows.size)
+    return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=rows.size)
 
 
 DETECTOR = Detector(

@@ -17,7 +17,7 @@ from perftool.analysis.communication import covered
 from perftool.analysis.family import device_properties
 from perftool.analysis.kernel_launch import launch_of
 from perftool.names import readable
-from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, kernel_runs
+from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, kernel_runs, names_key
 from perftool.trace.model import Kind, Role
 
 
@@ -73,7 +73,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "blocks": int(np.median(blocks[of_worst])),
         "sm_share": float(np.sum(time * blocks / sms) / time.sum()),
     }
-    return Detection(lost, values, scope.events(rows), key=values["names"], occurrences=rows.size)
+    return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=rows.size)
 
 
 DETECTOR = Detector(

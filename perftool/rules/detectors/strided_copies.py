@@ -11,7 +11,7 @@ from typing import Any
 
 from perftool.analysis import intervals
 from perftool.dialects.vocabulary import STRIDED_COPY
-from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names, names_key
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -29,7 +29,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "device_share": lost / scope.metrics["device.busy_us"] if scope.metrics["device.busy_us"] > 0 else math.nan,
     }
     changes = {"layout_mismatch": False}
-    return Detection(lost, values, scope.events(rows), key=values["names"], changes=changes, occurrences=rows.size)
+    return Detection(
+        lost, values, scope.events(rows), key=names_key(trace, rows), changes=changes, occurrences=rows.size
+    )
 
 
 DETECTOR = Detector(

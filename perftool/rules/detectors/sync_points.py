@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names, names_key
 from perftool.trace.model import Kind, Role
 
 
@@ -26,7 +26,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     names = distinct_names(trace, rows, 3)
     values = {"per_step": per_step, "names": names, "drain_ms_per_step": scope.per_step(lost) / 1e3}
     changes = {"workload.sync_each_step": False}
-    return Detection(lost, values, scope.events(rows), key=names, changes=changes, occurrences=rows.size)
+    return Detection(
+        lost, values, scope.events(rows), key=names_key(trace, rows), changes=changes, occurrences=rows.size
+    )
 
 
 DETECTOR = Detector(

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from perftool.op_families import Work
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names, names_key
 
 TENSOR_CORE_DTYPES = ("fp16", "bf16", "fp8", "tf32")
 
@@ -69,7 +69,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "aligned_of_roofline": max(reference),
         "gemm_ms_per_step": scope.per_step(float(calls.device_us[off].sum())) / 1e3,
     }
-    return Detection(lost, values, scope.events(rows), key=values["names"], occurrences=rows.size)
+    return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=rows.size)
 
 
 DETECTOR = Detector(

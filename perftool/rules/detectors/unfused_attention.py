@@ -64,7 +64,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "scores": "x".join(map(str, calls.work_of(counted[0][1]).out_shape)),
         "chain_ms_per_step": scope.per_step(sum(chain_us for *_, chain_us in counted)) / 1e3,
     }
-    return Detection(lost, values, scope.events(rows), key=values["scores"], occurrences=len(counted))
+    shapes = sorted({"x".join(map(str, calls.work_of(softmax).out_shape)) for _, softmax, _, _ in counted})
+    return Detection(lost, values, scope.events(rows), key=" ".join(shapes), occurrences=len(counted))
 
 
 DETECTOR = Detector(
