@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 import zlib
-from pathlib import Path
 
 import pytest
 import yaml
@@ -602,32 +601,6 @@ def test_a_signal_while_the_command_starts_is_one_line(command, loaded, signum, 
     done = subprocess.run([sys.executable, "-c", program, command], capture_output=True, timeout=60,
                           preexec_fn=ctrl_c_as_at_a_terminal)  # fmt: skip
     assert (done.returncode, done.stderr.decode()) == (128 + signum, f"perftool: {said}\n")
-
-
-@pytest.mark.slow  # timed: on a busy machine the interpreter may not be up at the moment tried
-@pytest.mark.parametrize("after_s", [0.05, 0.15, 0.3])
-@pytest.mark.parametrize("launch", ["script", "module"])
-def test_ctrl_c_while_the_command_starts_is_one_line(after_s, launch):
-    """Ctrl-C while perftool's modules load (its first few tenths of a second) ends as it does later. Not before the
-    interpreter itself is up: a Ctrl-C then is Python's, before any of perftool runs, and on a busy machine (the suite
-    runs on every core) that takes longer than the earliest moment tried here. The trace comes on a stdin that never
-    ends, so the command is still running at the latest moment tried however fast the machine loads it."""
-    script = Path(sys.executable).parent / "perftool"
-    start = [str(script)] if launch == "script" else [sys.executable, "-m", "perftool"]
-    began = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import signal"], check=True)  # how long the interpreter takes to start now
-    interpreter_s = time.perf_counter() - began
-    command = subprocess.Popen(
-        [*start, "info", "-"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=ctrl_c_as_at_a_terminal,
-    )
-    time.sleep(max(after_s, 2 * interpreter_s))
-    command.send_signal(signal.SIGINT)
-    _, said = command.communicate(timeout=60)
-    assert (command.returncode, said) == (130, b"perftool: interrupted\n")
 
 
 def test_a_recorded_shape_longer_than_a_tensor_has_is_never_multiplied_out():
