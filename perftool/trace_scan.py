@@ -17,7 +17,7 @@ from perftool.errors import PerftoolError, TraceError
 from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
-from perftool.rules.findings import ScanReport, TraceFindings, UnreadTrace
+from perftool.rules.findings import ScanReport, TraceFindings, UnreadTrace, biggest_first
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule
 from perftool.trace.loader import Decoders
@@ -106,7 +106,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
     detections = [detection for rule in trace_rules if (detection := detected(scope, rule)) is not None]
     fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
     findings = [finding_of(scope, one, *fix_that_holds(scope, one, fitted), cap) for one in detections]
-    findings.sort(key=lambda f: (-f.severity.rank, -f.impact.share, f.rule_id))
+    findings.sort(key=biggest_first)
     idle = scope.idle
     window = scope.window
     joint = together(scope, fitted, findings)

@@ -116,13 +116,51 @@ def test_torch_fixture_gives_no_false_error():
     assert [f for f in report.findings if f.severity.value != "info"] == []
 
 
-def test_findings_are_sorted_by_severity_then_impact():
-    report = scan_files([str(KINETO_SAMPLE)], load_catalog()).traces[0]
-    keys = [(-f.severity.rank, -f.impact.share) for f in report.findings]
-    assert len(keys) >= 2 and keys == sorted(keys)
+def test_findings_are_listed_the_largest_cost_first_whatever_their_severity():
+    """A finding held at info for lack of steps sank below smaller warnings (a 60% exposed communication printed
+    after a 14% straggler): the order is by cost, severity only between equal costs, and the report's first line
+    names the largest cost."""
+    from perftool.report.overall import largest_cost
+    from perftool.rules.findings import Severity, biggest_first
+
+    report = scan_files([str(KINETO_SAMPLE)], load_catalog())
+    trace = report.traces[0]
+    shares = [f.impact.share for f in trace.findings]
+    assert len(shares) >= 2 and shares == sorted(shares, reverse=True)
+    smallest = trace.findings[-1]
+    held = smallest.model_copy(
+        update={"severity": Severity.INFO, "capped": "too few steps", "impact": smallest.impact.model_copy(
+            update={"share": shares[0] + 0.1})}
+    )  # fmt: skip
+    assert sorted([*trace.findings, held], key=biggest_first)[0] is held
+    trace.findings = sorted([*trace.findings[:-1], held], key=biggest_first)
+    lead = largest_cost(report)
+    assert lead == f"{shares[0] + 0.1:.1%} of each step: {held.title[0].lower()}{held.title[1:]} — see {held.rule_id}"
 
 
 # --- the command line ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
+def test_every_scan_report_opens_with_its_largest_cost(run, fmt):
+    """The straggler job: its first words are the largest cost any finding names, the job's own or a rank's."""
+    job = SAMPLES / "jobs" / "gpu_ddp_straggler"
+    document = json.loads(run("scan", job, "--format", "json", "--fail-on", "never").stdout)
+    found = [*document["job"]["findings"], *(f for t in document["traces"] for f in t["findings"])]
+    largest = max(found, key=lambda f: f["impact"]["share"])
+    lead = f"{largest['impact']['share']:.1%} of each step (the job): one rank holds the job back — see PT013"
+    assert largest["rule_id"] == "PT013"
+    shown = run("scan", job, "--format", fmt, "--fail-on", "never", "--workers", "1").stdout
+    first = {"text": " ".join(shown.split("perftool scan job")[0].split()),
+             "markdown": shown.splitlines()[2].strip("*").replace("\\", ""),
+             "html": shown.split('<main><p class="warn">')[-1].split("</p>")[0]}[fmt]  # fmt: skip
+    assert first == lead
+
+
+def test_diff_text_opens_with_the_change_in_one_line(run):
+    before, after = (REPO / "tests" / "data" / "vocab" / f"diff_kineto_{side}.json.gz" for side in ("before", "after"))
+    headline = json.loads(run("diff", before, after, "--format", "json").stdout)["diffs"][0]["headline"]
+    assert " ".join(run("diff", before, after).stdout.split("perftool diff")[0].split()) == headline
 
 
 def test_scan_text_report(run):

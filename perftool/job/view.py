@@ -18,7 +18,15 @@ from perftool.job.summary import RankSummary
 from perftool.predict.gains import fix_that_holds
 from perftool.rules.detectors import DETECTORS
 from perftool.rules.engine import detected, finding_of
-from perftool.rules.findings import ClockAlignment, JobGroup, JobView, RankRow, RankSteps, TraceFindings
+from perftool.rules.findings import (
+    ClockAlignment,
+    JobGroup,
+    JobView,
+    RankRow,
+    RankSteps,
+    TraceFindings,
+    biggest_first,
+)
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity
 from perftool.units import duration, plural
@@ -70,7 +78,9 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
     scope = JobScope(by_rank, waited, slowest, family, evidence, _known_run(by_rank), per_step)
     job_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "job"]
     found = [detection for rule in job_rules if (detection := detected(scope, rule)) is not None]
-    findings = [finding_of(scope, one, *fix_that_holds(scope, one, None), None) for one in found]
+    findings = sorted(
+        (finding_of(scope, one, *fix_that_holds(scope, one, None), None) for one in found), key=biggest_first
+    )
     if slowest is not None and findings:
         _explain_waits(by_rank, waited, per_step, slowest, findings[0].rule_id, rules)
     world = max((s.scan.world_size or 0 for s in by_rank.values()), default=0) or None

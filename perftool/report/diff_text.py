@@ -34,13 +34,15 @@ def render(result: DiffResult) -> Group:
         " → ",
         shown(result.candidate, "bold magenta"),
     )
+    changed = result.most_changed
+    where = f" (rank {changed.rank}, whose step changed most)" if result.is_job else ""
+    lead = shown(changed.headline + where, "bold")  # the change in one line first, as the API's headline says it
     if not result.is_job:
-        return Group(header, *trace_diff(result.diffs[0]))
-    parts: list[RenderableType] = [header, _ranks(result)]
+        return Group(lead, header, *trace_diff(result.diffs[0]))
+    parts: list[RenderableType] = [lead, header, _ranks(result)]
     for side, ranks in (("baseline", result.only_baseline), ("candidate", result.only_candidate)):
         if ranks:
             parts.append(Text(f"only in the {side}: ranks {', '.join(map(str, ranks))}", style="yellow"))
-    changed = result.most_changed
     parts += [Text(f"\nRank {changed.rank}, whose step changed most", style="bold"), *trace_diff(changed)]
     return Group(*parts)
 

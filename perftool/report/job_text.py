@@ -12,7 +12,7 @@ from rich.text import Text
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.report.roofline_rows import mfu_text
-from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
+from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 from perftool.units import duration, plural
 
 FindingView = Callable[[Finding, str], RenderableType]  # one finding in full, in a time unit
@@ -33,9 +33,10 @@ def render(report: ScanReport, job: JobView, finding_view: FindingView | None = 
     parts: list[RenderableType] = [_header(report, job, command), _ranks(job)]
     if job.groups:
         parts.append(_groups(job))
-    if finding_view is not None:
-        parts += [finding_view(f, unit) for f in job.findings]
-        parts += _across_ranks(report.traces, finding_view)
+    if finding_view is not None:  # the job's findings and each rule's across ranks, the largest cost first
+        listed = [(biggest_first(f), [finding_view(f, unit)]) for f in job.findings]
+        listed += _across_ranks(report.traces, finding_view)
+        parts += [part for _, shown_parts in sorted(listed, key=lambda item: item[0]) for part in shown_parts]
     return Group(*parts)
 
 
@@ -102,22 +103,19 @@ def _groups(job: JobView) -> Table:
     return table
 
 
-def _across_ranks(traces: list[TraceFindings], finding_view: FindingView) -> list[RenderableType]:
-    """Per rule: the ranks it was found on, and the worst rank's finding in full."""
+def _across_ranks(
+    traces: list[TraceFindings], finding_view: FindingView
+) -> list[tuple[tuple[float, int, str], list[RenderableType]]]:
+    """Per rule: the ranks it was found on, and the worst rank's finding in full; each with the worst's place in the
+    order findings are listed in (:func:`~perftool.rules.findings.biggest_first`)."""
     by_rule: dict[str, list[tuple[TraceFindings, Finding]]] = defaultdict(list)
     for trace in traces:
         for finding in trace.findings:
             by_rule[finding.rule_id].append((trace, finding))
-    ordered = sorted(by_rule.values(), key=lambda found: (-max(f.severity.rank for _, f in found), found[0][1].rule_id))
-    parts: list[RenderableType] = []
-    for found in ordered:
-        trace, worst = max(found, key=lambda pair: (pair[1].severity.rank, pair[1].impact.share))
+    listed = []
+    for found in by_rule.values():
+        trace, worst = min(found, key=lambda pair: biggest_first(pair[1]))
         ranks = ", ".join(str(t.rank) for t, _ in found[:16]) + (" …" if len(found) > 16 else "")
-        parts.append(
-            Text(
-                f"\n{worst.rule_id} on {len(found)} of {len(traces)} ranks ({ranks}); rank {trace.rank} worst:",
-                style="bold",
-            )
-        )
-        parts.append(finding_view(worst, trace.time_unit))
-    return parts
+        title = f"\n{worst.rule_id} on {len(found)} of {len(traces)} ranks ({ranks}); rank {trace.rank} worst:"
+        listed.append((biggest_first(worst), [Text(title, style="bold"), finding_view(worst, trace.time_unit)]))
+    return listed

@@ -1,9 +1,30 @@
-"""A trace's gains beyond any one finding's, in words every scan format shows alike: every predicted fix applied at
-once, and the settings a sweep of the fitted emulator finds beyond them."""
+"""What a scan says over its findings, in words every scan format shows alike: the largest cost, which each report
+leads with, and a trace's gains beyond any one finding's (every predicted fix applied at once, and the settings a
+sweep of the fitted emulator finds beyond them)."""
 
 from __future__ import annotations
 
-from perftool.rules.findings import TraceFindings
+from perftool.rules.findings import Finding, ScanReport, TraceFindings, biggest_first
+from perftool.units import percent
+
+
+def largest_cost(report: ScanReport) -> str | None:
+    """The report's first line: the largest cost any finding names, whatever its severity ("60.0% of each step:
+    communication not hidden behind compute — see PT011"), with the trace or rank where the report has several;
+    None without findings."""
+    found: list[tuple[Finding, str, bool]] = []  # each finding, where it is, whether its share is of steady steps
+    if report.job is not None:
+        found += [(finding, "the job", any(t.steps for t in report.traces)) for finding in report.job.findings]
+    for trace in report.traces:
+        where = f"rank {trace.rank}" if report.job is not None and trace.rank is not None else trace.path
+        found += [(finding, where, bool(trace.steps)) for finding in trace.findings]
+    if not found:
+        return None
+    finding, where, of_steps = min(found, key=lambda item: biggest_first(item[0]))
+    title = finding.title[:1].lower() + finding.title[1:] if finding.title[1:2].islower() else finding.title
+    place = f" ({where})" if len(report.traces) > 1 else ""
+    whole = "each step" if of_steps else "the window analysed"
+    return f"{percent(finding.impact.share)} of {whole}{place}: {title} — see {finding.rule_id}"
 
 
 def overall_gains(trace: TraceFindings) -> list[tuple[str, str]]:

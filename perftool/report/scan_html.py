@@ -16,7 +16,7 @@ from perftool.analysis.idle import CAUSES
 from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.report.overall import overall_gains
+from perftool.report.overall import largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
@@ -38,6 +38,8 @@ def render(report: ScanReport, command: str = "scan") -> str:
     subtitle = ", ".join(t.path for t in report.traces[:3]) + (" …" if len(report.traces) > 3 else "")
     findings = command == "scan"
     body = []
+    if findings and (lead := largest_cost(report)):
+        body.append(paragraph(lead, "warn"))
     if report.job is not None:
         body.append(job_section(report, report.job, findings))
     for trace in report.traces if report.job is None else []:

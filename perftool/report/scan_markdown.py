@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perftool.report.escape import html_text, markdown
-from perftool.report.overall import overall_gains
+from perftool.report.overall import largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
@@ -20,6 +20,8 @@ def render_info(report: ScanReport) -> str:
 def render(report: ScanReport, command: str = "scan") -> str:
     """The scan; for ``info`` of a job (its ranks read, no rules run), the same without findings."""
     lines = [f"# perftool {command}", ""]
+    if command == "scan" and (lead := largest_cost(report)):
+        lines += [f"**{cell(lead)}**", ""]
     if report.job is not None:
         lines += _job(report.job, report.traces[0].time_unit if report.traces else "ms")
     for trace in report.traces:

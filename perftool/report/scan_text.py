@@ -11,7 +11,7 @@ from perftool.names import readable
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
-from perftool.report.overall import overall_gains
+from perftool.report.overall import largest_cost, overall_gains
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 from perftool.units import duration, plural, timestamp
 
@@ -20,8 +20,10 @@ STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 
 def render(report: ScanReport) -> Group:
     parts: list[RenderableType] = []
+    if lead := largest_cost(report):
+        parts.append(shown(lead, "bold"))
     if report.job is not None:
-        return Group(job_text.render(report, report.job, _finding), Text(""), summary_line(report))
+        return Group(*parts, job_text.render(report, report.job, _finding), Text(""), summary_line(report))
     for trace in report.traces:
         parts += [_header(trace), *(_finding(finding, trace.time_unit) for finding in trace.findings)]
         if gains := overall_gains(trace):

@@ -90,6 +90,12 @@ class Finding(_Record):
     )
 
 
+def biggest_first(finding: Finding) -> tuple[float, int, str]:
+    """The order findings are listed in: the largest cost first, whatever its severity (one held at info for lack of
+    steps does not sink below smaller ones); at equal cost the more severe, then by rule."""
+    return -finding.impact.share, -finding.severity.rank, finding.rule_id
+
+
 class TraceFindings(_Record):
     path: str
     dialect: str
