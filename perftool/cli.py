@@ -8,7 +8,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -21,6 +21,7 @@ from perftool.project import ProjectConfig
 from perftool.report.registry import emit, formats
 from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
 from perftool.rules.model import FAMILIES, Family
+from perftool.units import plural
 from perftool.version import __version__
 
 Command = TypeVar("Command", bound=Callable[..., Any])  # a command's function, as click's decorators take it
@@ -47,6 +48,12 @@ def _error(message: str) -> None:
     """An error's one line on stderr, naming the options that set what it names by the API's parameters."""
     shown = PARAMETER.sub(lambda match: FLAGS.get(match[1], match[0]), message)
     click.echo(f"perftool: error: {one_line(shown)}", err=True)
+
+
+def _failed(why: str) -> NoReturn:
+    """Exit 1, the code for what CI fails on, saying why in one line on stderr."""
+    click.echo(f"perftool: {why}: exit 1", err=True)
+    sys.exit(1)
 
 
 class _Group(click.Group):
@@ -503,8 +510,9 @@ def scan(
     if report.unread:
         sys.exit(2)
     threshold = _first(fail_on, settings.fail_on, "error")
-    if any(f.severity.reaches(threshold) for _, f in report.findings):
-        sys.exit(1)
+    reached = [f for _, f in report.findings if f.severity.reaches(threshold)]
+    if reached:
+        _failed(f"{plural(len(reached), 'finding')} at {threshold} or above (--fail-on {threshold})")
 
 
 def _first(*choices: Any) -> Any:
@@ -584,9 +592,9 @@ def gate(
         workers=workers,
     )
     emit("gate", result, fmt, output)
-
     if result.failed:
-        sys.exit(1)
+        failed = sum(check.verdict.value == "fail" for check in result.checks)
+        _failed(f"the gate fails: {plural(failed, 'check')} failed")
 
 
 @cli.command()

@@ -189,7 +189,8 @@ def test_a_bad_rank_is_an_error_for_that_rank_and_the_rest_is_kept(run, tmp_path
     out = tmp_path / "report.json"
     result = run("scan", job, "--format", "json", "-o", out, "--workers", "1")
     assert result.exit_code == 2
-    (line,) = result.stderr.strip().splitlines()
+    wrote, line = result.stderr.strip().splitlines()  # the report written, then the rank that could not be read
+    assert wrote.startswith(f"perftool: wrote {out} (")
     assert line.startswith(f"perftool: error: {bad}: ") and "truncated" in line
     document = json.loads(out.read_text())
     assert [t["rank"] for t in document["traces"]] == [0, 1, 2, 4, 5, 6, 7]

@@ -61,3 +61,31 @@ def test_tune_why_lines_wrap_under_their_bullet():
     why = out.split("\nWhy\n")[1].split("\n\n")[0].splitlines()
     assert why[0].startswith(" • ")
     assert all(line.startswith((" • ", "   ")) for line in why)  # continuation lines stay indented
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_rule_catalogue_fits_and_cuts_no_threshold(columns):
+    """`rules list` at 80 columns cut its last column ("info ≥ 2%, warnin"): each level is on a line of its own."""
+    out = piped("rules", "list", columns=columns)
+    assert max(map(len, out.splitlines())) <= columns and "…" not in out
+    assert out.count("warning ≥ 5%") >= 10 and out.count("error ≥ 25%") >= 10
+
+
+def test_a_written_report_and_an_exit_1_each_say_so_in_one_line(tmp_path):
+    """Quiet success is not success: `-o FILE` says what it wrote, and an exit code 1 says why, each one line on
+    standard error (standard output keeps the report)."""
+    import subprocess
+    import sys
+
+    trace = str(SAMPLES / "npu" / "host_bound_loop_size.trace.json.gz")
+    out = tmp_path / "scan.json"
+    wrote = subprocess.run([sys.executable, "-m", "perftool", "scan", trace, "-o", str(out), "--format", "json"],
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert wrote.returncode == 0 and wrote.stdout == ""
+    assert wrote.stderr == f"perftool: wrote {out} ({out.stat().st_size / 1024:.1f} KiB)\n"
+    failed = subprocess.run([sys.executable, "-m", "perftool", "scan", trace, "--fail-on", "warning"],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert failed.returncode == 1 and "PT001" in failed.stdout
+    assert failed.stderr == "perftool: 1 finding at warning or above (--fail-on warning): exit 1\n"
+    gate = subprocess.run([sys.executable, "-m", "perftool", *GATE], capture_output=True, text=True, timeout=120)
+    assert gate.returncode == 1 and gate.stderr == "perftool: the gate fails: 4 checks failed: exit 1\n"

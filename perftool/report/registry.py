@@ -13,10 +13,12 @@ Only the renderer asked for is imported.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from typing import Any
 
+from perftool import limits
 from perftool.errors import PerftoolError
 from perftool.output import write_blocks, write_text
 from perftool.plugins import registered
@@ -55,6 +57,17 @@ def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
             raise PerftoolError(f"standard output: cannot write: {exc.strerror or exc}") from None
         return
     _write(rendered, output)
+    _said(output)
+
+
+def _said(output: str) -> None:
+    """One line on standard error for a file a command wrote with ``-o``: what it is, and its size."""
+    try:
+        info = os.stat(output)
+        size = f" ({limits.size_text(info.st_size)})" if stat.S_ISREG(info.st_mode) else ""
+    except OSError:
+        size = ""
+    print(f"perftool: wrote {output}{size}", file=sys.stderr)
 
 
 def _write(rendered: Any, output: str | None) -> None:

@@ -16,15 +16,15 @@ from perftool.rules.model import Rule
 def catalogue(report: RulesReport) -> Table:
     """One row per rule: id and name over its title, detector over where it comes from, severity over thresholds."""
     table = Table(show_header=True, box=box.SIMPLE_HEAD)
-    table.add_column("rule", min_width=28, ratio=3)
+    table.add_column("rule", min_width=24, ratio=3)
     table.add_column("detector", no_wrap=True)
-    table.add_column("severity (thresholds)", min_width=20, ratio=2)
+    table.add_column("severity (thresholds)", min_width=16, ratio=2)
     for rule in report.rules:
         name = rule.name if rule.enabled else f"{rule.name} (disabled)"
         table.add_row(
             Text.assemble((f"{rule.id} {name}", "bold"), "\n", (rule.title, "dim")),
             Text.assemble(rule.detector, "\n", (f"from {ORIGINS.get(rule.detector, '?')}", "dim")),
-            f"{rule.severity.value} ({_thresholds(rule)})",
+            Text.assemble(rule.severity.value, "\n", (_thresholds(rule, "\n"), "dim")),  # one level a line: 80 wide
         )
     return table
 
@@ -75,6 +75,6 @@ def _indented(text: Text, width: int) -> Padding:
     return Padding(text, (0, 0, 0, width))
 
 
-def _thresholds(rule: Rule) -> str:
+def _thresholds(rule: Rule, between: str = ", ") -> str:
     levels = [(name, getattr(rule.thresholds, name)) for name in ("info", "warning", "error")]
-    return ", ".join(f"{name} ≥ {value:.0%}" for name, value in levels if value is not None)
+    return between.join(f"{name} ≥ {value:.0%}" for name, value in levels if value is not None)
