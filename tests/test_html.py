@@ -332,3 +332,11 @@ def test_a_diff_of_many_names_embeds_its_largest_rows_and_says_how_many_are_left
         "rows": len(rest), "contribution_us": pytest.approx(sum(r["contribution_us"] for r in rest))
     }  # fmt: skip
     assert f"{len(full['rows']) - 5} more are left out" in " ".join(out.read_text().split())
+
+
+def test_a_count_of_one_reads_in_the_singular():
+    """'(1 keys)' in diff's page: counts are written with their noun's number."""
+    from perftool.report.diff_html import _unmatched
+
+    assert _unmatched({"events": 3, "keys": 1}, "baseline") == "3 baseline events (1 key)"
+    assert _unmatched({"events": 1, "keys": 2}, "candidate") == "1 candidate event (2 keys)"

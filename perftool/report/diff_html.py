@@ -15,7 +15,7 @@ from perftool.diff.files import DiffResult
 from perftool.names import readable
 from perftool.report import svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.units import duration, number, percent, signed_duration
+from perftool.units import duration, number, percent, plural, signed_duration
 
 TOP = 10  # contributors drawn and listed; the others share one bar
 EMBEDDED_ROWS = 1_000  # rows of each diff in the page's data: a diff of 300k names made a 116 MB page
@@ -114,11 +114,15 @@ def trace_diff(diff: dict) -> list[str]:
         section("Where the steps go", table("largest", [diff["level"], "calls/step", "time/step", "of the step"],
                                             where_rows, (1, 2, 3), (0,))),
         section("No counterpart", paragraph(
-            f"{number(unmatched['baseline']['events'])} baseline events ({unmatched['baseline']['keys']} keys) and "
-            f"{number(unmatched['candidate']['events'])} candidate events ({unmatched['candidate']['keys']} keys) "
+            f"{_unmatched(unmatched['baseline'], 'baseline')} and {_unmatched(unmatched['candidate'], 'candidate')} "
             "in the steady steps compared have no counterpart on the other side.")),
     ]  # fmt: skip
     return parts_html
+
+
+def _unmatched(side: dict, name: str) -> str:
+    """``3 baseline events (1 key)``: one side's events without a counterpart."""
+    return f"{plural(side['events'], f'{name} event')} ({plural(side['keys'], 'key')})"
 
 
 def _bar_label(row: dict) -> str:

@@ -39,7 +39,7 @@ def _trace_header(trace: TraceFindings) -> list[str]:
     lines = [
         f"## {cell(trace.path)}",
         "",
-        f"{trace.dialect} trace, device {cell(device_label(trace))}, {trace.steps} steady steps{step}{idle}.",
+        f"{trace.dialect} trace, device {cell(device_label(trace))}, {plural(trace.steps, 'steady step')}{step}{idle}.",
         "",
         *(f"> note: {cell(caveat)}" for caveat in trace.caveats),
         *([""] if trace.caveats else []),

@@ -59,7 +59,7 @@ def _header(trace: TraceFindings) -> Text:
     step = f" · mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
     if trace.step_time_us is not None and trace.step_clock == "device":
         step += " (on the device)"
-    steps = f"{trace.steps} steady steps" if trace.steps else "no step markers"
+    steps = plural(trace.steps, "steady step") if trace.steps else "no step markers"
     text.append(f"\n{trace.dialect} trace · device ")
     text.append(shown(device_label(trace)))
     text.append(f" · {steps}{step}")
