@@ -8,6 +8,7 @@ decided here, before any simulation: a configuration that does not fit is out of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,8 +52,8 @@ class Plan:
     partial_last: np.ndarray  # ... at a new shape (a new graph)
     last_samples: np.ndarray  # samples left over for a short last batch
     graph_mode: np.ndarray  # new shapes and loop lengths compile
+    python_us: np.ndarray  # host Python each time control returns to the training loop
     # scalars shared by every configuration
-    python_us: float
     epochs: int  # the job's epochs: mid-epoch compiles happen in the first only
     compile_us: float
     fallback_d2h_us: float
@@ -93,6 +94,21 @@ class Plan:
         """The plan of the configurations at integer positions ``rows``."""
         values = {name: value[rows] if isinstance(value, np.ndarray) else value for name, value in vars(self).items()}
         return Plan(**{**values, "n": len(rows)})
+
+    @staticmethod
+    def concat(plans: list[Plan]) -> Plan:
+        """The configurations of ``plans`` side by side, simulated in one run: plans whose shared scalars agree (the
+        same config with a per-configuration figure changed), else a ValueError."""
+        first = vars(plans[0])
+        values: dict[str, Any] = {}
+        for name, value in first.items():
+            if isinstance(value, np.ndarray):
+                values[name] = np.concatenate([vars(plan)[name] for plan in plans])
+            elif name != "n" and any(vars(plan)[name] != value for plan in plans[1:]):
+                raise ValueError(f"plans differ in {name}, which their configurations share")
+            else:
+                values[name] = value
+        return Plan(**{**values, "n": sum(plan.n for plan in plans)})
 
 
 def knob_grid(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
@@ -195,7 +211,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         partial_last=partial,
         last_samples=last,
         graph_mode=graph_mode,
-        python_us=profile.python_us,
+        python_us=np.full(batch.size, profile.python_us),
         epochs=work.epochs,
         compile_us=work.graph_compile_ms * 1e3,
         fallback_d2h_us=fallback_d2h_us,

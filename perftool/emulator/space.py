@@ -95,27 +95,27 @@ def default_space(config: EmulatorConfig) -> dict[str, Any]:
     work = config.workload
     fewest = 0 if config.profile.host_feeds_data else 1
     most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)
-    if _moving(config, "workload.input_workers", [fewest, most]):  # how many processes load the batches
+    before = _throughput(config)
+    if _moving(config, "workload.input_workers", [fewest, most], before):  # how many processes load the batches
         space["workload.input_workers"] = {"range": [fewest, most]}
     replicas = config.replicas
     if replicas is not None and replicas.count > 1:  # a data-parallel job: how it reduces its gradients
         buckets = [int(replicas.bucket), *(size for size in DEFAULT_BUCKETS if size != replicas.bucket)]
-        if _moving(config, "replicas.bucket", buckets):
+        if _moving(config, "replicas.bucket", buckets, before):
             space["replicas.bucket"] = buckets  # as written first: a bucket size only as good wins no change
-        if _moving(config, "replicas.overlap", [not replicas.overlap]):
+        if _moving(config, "replicas.overlap", [not replicas.overlap], before):
             space["replicas.overlap"] = [replicas.overlap, not replicas.overlap]
     return space
 
 
-def _moving(config: EmulatorConfig, name: str, values: Sequence[Any]) -> bool:
-    """Whether one of ``values`` of setting ``name``, set alone, moves the job's throughput by :data:`MOVES` or
-    more. Each value of a setting outside the knobs is a plan of its own to simulate, so one that cannot matter
-    is not swept."""
-
-    def throughput(candidate: EmulatorConfig) -> float:
-        evaluation = evaluate(candidate)
-        return first_job(evaluation.figures, evaluation.plan.replicas)["throughput"]
-
-    before = throughput(config)
-    after = [throughput(with_settings(config, {name: value})) for value in values if value != setting(config, name)]
+def _moving(config: EmulatorConfig, name: str, values: Sequence[Any], before: float) -> bool:
+    """Whether one of ``values`` of setting ``name``, set alone, moves the job's throughput (``before``: the
+    config's) by :data:`MOVES` or more. Each value of a setting outside the knobs is a plan of its own to simulate,
+    so one that cannot matter is not swept."""
+    after = [_throughput(with_settings(config, {name: value})) for value in values if value != setting(config, name)]
     return any(moved > before * MOVES or moved < before / MOVES for moved in after)
+
+
+def _throughput(config: EmulatorConfig) -> float:
+    evaluation = evaluate(config)
+    return first_job(evaluation.figures, evaluation.plan.replicas)["throughput"]

@@ -50,8 +50,8 @@ from perftool.dialects.vocabulary import (
 )
 from perftool.emulator import devices
 from perftool.emulator.config import MAX_REPLAYED, EmulatorConfig, validate_config
-from perftool.emulator.evaluate import evaluate
-from perftool.emulator.plan import io_tiles_needed
+from perftool.emulator.evaluate import evaluate, evaluate_plan
+from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.emulator.simulate import COMPUTE_STREAM, jitter
 from perftool.errors import PerftoolError
@@ -68,8 +68,9 @@ MIN_PEER = 0.1  # the fastest another rank may compute, relative to the fitted o
 RECOMPILE_BATCH = 16  # samples a step the fit takes, unless given, when it models a compile as a short last batch
 SHORT_LAST = 0.9  # a last step computing less than this share of a steady one runs a short last batch
 STEPS_BEFORE_LAST = 3  # steady steps before the last one that say what a full batch computes
-MATCH_ITERATIONS = 24  # runs at most that set the pacing figure to the trace's step time ...
-MATCH_TOLERANCE = 1e-4  # ... to this share of it
+MATCH_ROUNDS = 8  # runs at most that set the pacing figure to the trace's step time ...
+MATCH_TOLERANCE = 1e-4  # ... to this share of it ...
+MATCH_CANDIDATES = 16  # ... each of this many values of the figure, run together
 FIT_RUN_STEPS = 1024  # the fit's step is its mean over a run this long (the model's expected step, not one draw's),
 # a power of two so that the loop sizes people try divide it
 HOST_CAUSES = ("host", "launch", "sync", "blocking_copy", "other")
@@ -533,40 +534,46 @@ def _peers(relative: Sequence[float], ranks: int) -> list[dict[str, Any]]:
 def _matched(config: EmulatorConfig, field: tuple[str, str], step: float, per: int = 1) -> EmulatorConfig:
     """``config`` with ``field`` set so that its expected steady mean step (:func:`expected_step`) is the trace's
     ``step`` (the closed forms above miss how the stack's host, input and device wait on one another); ``per``: how
-    many times a step pays the field (ops launched one by one). The step grows with the field, piecewise linearly,
-    so false position (the Illinois variant) finds it in a few runs where bisection takes sixteen."""
+    many times a step pays the field (ops launched one by one). The step grows with the field, piecewise linearly:
+    each round runs :data:`MATCH_CANDIDATES` values of the bracket together (one run costs about what one value
+    does), the false-position point among them, so the bracket narrows more than tenfold a round and the
+    false-position point lands on the step once the bracket holds one linear piece."""
     section, name = field
 
     def with_value(value: float) -> EmulatorConfig:
         part = getattr(config, section).model_copy(update={name: value})
         return config.model_copy(update={section: part})
 
-    def off(value: float) -> float:
-        return expected_step(with_value(value)) - step
+    def fitted(value: float) -> EmulatorConfig:
+        return validate_config(with_value(value).model_dump(mode="json"), "calibration")
 
     lo, hi = 0.0, max(float(getattr(getattr(config, section), name) or 0.0), step / per) * 4
-    below, above = off(lo), off(hi)
-    if not below < 0 < above:  # out of the field's reach: the end nearer the trace's step
-        return validate_config(with_value(lo if below >= 0 else hi).model_dump(mode="json"), "calibration")
-    side = 0
-    for _ in range(MATCH_ITERATIONS):
-        value = hi - above * (hi - lo) / (above - below)
-        missed = off(value)
-        if abs(missed) <= MATCH_TOLERANCE * step:
-            return validate_config(with_value(value).model_dump(mode="json"), "calibration")
-        if missed < 0:
-            lo, below = value, missed
-            above, side = (above / 2, -1) if side == -1 else (above, -1)  # the same end twice: halve the other's weight
-        else:
-            hi, above = value, missed
-            below, side = (below / 2, 1) if side == 1 else (below, 1)
-    return validate_config(with_value((lo + hi) / 2).model_dump(mode="json"), "calibration")
+    values = np.linspace(lo, hi, MATCH_CANDIDATES)  # the first round: the whole reach, its ends included
+    for _ in range(MATCH_ROUNDS):
+        missed = expected_steps([with_value(float(value)) for value in values]) - step
+        closest = int(np.argmin(np.abs(missed)))
+        under, over = np.flatnonzero(missed < 0), np.flatnonzero(missed > 0)
+        if abs(missed[closest]) <= MATCH_TOLERANCE * step or not under.size or not over.size:
+            return fitted(float(values[closest]))  # matched, or out of the field's reach: the nearer end
+        lo, below, hi, above = (float(values[under[-1]]), float(missed[under[-1]]), float(values[over[0]]),
+                                float(missed[over[0]]))  # fmt: skip
+        guess = hi - above * (hi - lo) / (above - below)  # false position
+        values = np.unique(np.append(np.linspace(lo, hi, MATCH_CANDIDATES), guess))  # the bracket's ends kept
+    return fitted(hi - above * (hi - lo) / (above - below))
 
 
 def expected_step(config: EmulatorConfig) -> float:
     """The config's steady mean step, µs: a fit's expected step, as it runs :data:`FIT_RUN_STEPS` (see
     :func:`_fit_steps`)."""
-    return float(evaluate(config)["step_time_mean_us"][0])
+    return float(expected_steps([config])[0])
+
+
+def expected_steps(configs: list[EmulatorConfig]) -> np.ndarray:
+    """:func:`expected_step` of each of ``configs`` (one config with a per-configuration figure changed), run
+    together in one simulation: the jitter every configuration shares makes each figure the one it has alone."""
+    plans = [build_plan(config) for config in configs]
+    figures = evaluate_plan(Plan.concat(plans), configs[0].seed)["step_time_mean_us"]
+    return figures[:: plans[0].replicas]  # each configuration's first column
 
 
 def _graphs_and_tiles(

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from perftool.emulator.config import EmulatorConfig, setting
-from perftool.emulator.evaluate import evaluate, first_job, job_figures
+from perftool.emulator.evaluate import evaluate, job_figures
 from perftool.emulator.space import default_space, domain
 from perftool.rules.findings import Gain
 from perftool.rules.known_run import KnownRun
@@ -66,12 +66,11 @@ def _knobs_alone(config: EmulatorConfig, tried: dict[str, list]) -> list[tuple[s
     columns = [(name, value) for name, values in tried.items() for value in values]
     if not columns:
         return []
-    grid = {name: np.array([value if knob == name else setting(config, name) for knob, value in columns])
-            for name in tried}  # fmt: skip
-    as_written = evaluate(config)
-    before = first_job(as_written.figures, as_written.plan.replicas)["throughput"]
+    grid = {name: np.array([setting(config, name)] + [value if knob == name else setting(config, name)
+                                                      for knob, value in columns])
+            for name in tried}  # fmt: skip  # the config as written first: every column in one run
     evaluation = evaluate(config, grid)
-    after = job_figures(evaluation.figures, evaluation.plan.replicas)["throughput"]
+    before, *after = job_figures(evaluation.figures, evaluation.plan.replicas)["throughput"]
     return [(name, value, float(moved) / before) for (name, value), moved in zip(columns, after) if moved > 0]
 
 

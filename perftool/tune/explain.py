@@ -79,7 +79,7 @@ def shown(value: object) -> str:
 
 
 def _loop_size(context: _Context, loop: int) -> str:
-    host_us = context.plan.python_us + float(context.plan.dispatch_us[0])
+    host_us = float(context.plan.python_us[0] + context.plan.dispatch_us[0])
     share = host_us / (loop * context.step_us)
     steps = int(context.plan.total_steps[0])
     remainder = f", and {steps} steps leave a remainder loop of {steps % loop} that compiles" if steps % loop else ""
