@@ -32,6 +32,15 @@ ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idl
 OP_BY_OP_CALLS = 8
 
 
+def _driving(scope: Scope, host_work: np.ndarray) -> np.ndarray:
+    """:func:`driving_calls` among the window's host work, found once per trace and window: the finding is detected
+    again on the fitted run of the same trace."""
+    key = f"host_bound.driving {scope.lo!r} {scope.hi!r}"
+    if key not in scope.trace.derived:
+        scope.trace.derived[key] = driving_calls(scope.trace, host_work & scope.in_window)
+    return scope.trace.derived[key]
+
+
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     idle = scope.idle
     if idle is None:
@@ -49,7 +58,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
     in_gaps = _overlapping(scope, host_work, pieces)
-    driving = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does meanwhile
+    driving = _driving(scope, host_work)  # what the thread driving the device does meanwhile
     driving = driving[intervals.overlaps_any(trace.ts[driving], trace.end[driving], *pieces)]
     compiled_calls_per_step = scope.per_step(
         int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL)[driving]))
