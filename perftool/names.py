@@ -56,3 +56,8 @@ def _nested_elided(name: str) -> str:
         elif depth < 2:
             kept.append(char)
     return "".join(kept)
+
+
+def as_device(name: str) -> str:
+    """``device NVIDIA A100``: a device's name after the word, never twice where the name has it (``device 0``)."""
+    return name if name.lower().startswith("device") else f"device {name}"

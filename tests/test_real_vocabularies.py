@@ -440,3 +440,21 @@ def test_pytorch_18_string_thread_ids_link_ops_to_their_kernels(run):
     diff = json.loads(result.stdout)["diffs"][0]
     assert (diff["level"], diff["why"]) == ("op", "")
     assert "CudnnConvolutionBackward" in {row["key"] for row in diff["rows"]}
+
+
+def test_report_text_reads_without_repeated_words_or_empty_figures(run):
+    """Texts a newcomer met on real captures: a device named 'device 0' shown as 'device device 0', a batch
+    prepared 'on 0 traced workers' by a loop with no workers, and info findings of a cost that reads 0.0%."""
+    from perftool.names import as_device
+
+    assert as_device("device 0") == "device 0" and as_device("NVIDIA A100") == "device NVIDIA A100"
+    header = run("scan", fixture("legacy_kineto_pt18"), "--fail-on", "never").stdout
+    info = run("info", fixture("legacy_kineto_pt18")).stdout
+    assert "device device" not in header + info and "· device 0" in " ".join((header + info).split())
+    real = Path(__file__).parent / "data" / "real"
+    summary, findings = scan(run, str(real / "resnet50_pt18_workers0.json.gz"))
+    message = " ".join(findings["PT002"]["message"].split())
+    assert "by the training loop itself, against" in message and "traced workers" not in message
+    for name in ("ddp_v100_rank1", "mi300_resnet_actckpt_ddp8_rank0"):  # a sync each step that costs nothing
+        summary, findings = scan(run, str(real / f"{name}.json.gz"))
+        assert all(f["impact"]["share"] >= 0.0005 or f["severity"] != "info" for f in findings.values()), name

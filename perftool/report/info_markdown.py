@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perftool.names import readable
+from perftool.names import as_device, readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.escape import markdown
 from perftool.report.views import InfoView
@@ -17,7 +17,7 @@ def render(view: InfoView) -> str:
     lines = [
         f"# perftool info {markdown(trace.source)}",
         "",
-        markdown(info_rows.headline(trace, metrics) + metrics.device) + ".",
+        markdown(info_rows.headline(trace, metrics) + as_device(metrics.device)) + ".",
         "",
         *(f"> note: {markdown(caveat.text)}" for caveat in metrics.caveats),
         *([""] if metrics.caveats else []),

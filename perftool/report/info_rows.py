@@ -25,7 +25,7 @@ class CollectiveRow:
 def headline(trace: Trace, metrics: Metrics) -> str:
     """``kineto trace · 12,345 events · 9 tracks · span 1.234 s · device NVIDIA A100``."""
     span = duration(metrics.values["trace.span_us"], trace.display_time_unit)
-    return f"{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · span {span} · device "
+    return f"{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · span {span} · "
 
 
 def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:

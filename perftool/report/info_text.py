@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
-from perftool.names import readable
+from perftool.names import as_device, readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
@@ -26,7 +26,7 @@ def render(view: InfoView) -> Group:
         ("perftool info ", "bold"),
         shown(trace.source, "bold magenta"),
         "\n" + info_rows.headline(trace, metrics),
-        shown(metrics.device),
+        shown(as_device(metrics.device)),
     )
     for caveat in metrics.caveats:
         header.append("\n")

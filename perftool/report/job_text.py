@@ -9,6 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from perftool.names import as_device
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.report.roofline_rows import mfu_text
@@ -45,8 +46,8 @@ def _header(report: ScanReport, job: JobView, command: str) -> Text:
     world = f" (world size {job.world_size})" if job.world_size else ""
     title = f"job of {plural(len(job.ranks), 'rank')}{world}"
     text = Text.assemble((f"perftool {command} ", "bold"), (title, "bold magenta"))
-    text.append(f"\n{first.dialect} traces · device ")
-    text.append(shown(first.device or first.family))
+    text.append(f"\n{first.dialect} traces · ")
+    text.append(shown(as_device(first.device or first.family)))
     if job.missing_ranks:
         listed = ", ".join(map(str, job.missing_ranks[:10])) + (" …" if len(job.missing_ranks) > 10 else "")
         text.append(f"\nnote: no trace for ranks {listed}", style="yellow")

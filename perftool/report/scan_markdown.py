@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from perftool.names import as_device
 from perftool.report.escape import html_text, markdown
 from perftool.report.overall import largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
@@ -39,7 +40,8 @@ def _trace_header(trace: TraceFindings) -> list[str]:
     lines = [
         f"## {cell(trace.path)}",
         "",
-        f"{trace.dialect} trace, device {cell(device_label(trace))}, {plural(trace.steps, 'steady step')}{step}{idle}.",
+        f"{trace.dialect} trace, {cell(as_device(device_label(trace)))}, {plural(trace.steps, 'steady step')}"
+        f"{step}{idle}.",
         "",
         *(f"> note: {cell(caveat)}" for caveat in trace.caveats),
         *([""] if trace.caveats else []),

@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
-from perftool.names import readable
+from perftool.names import as_device, readable
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
@@ -60,8 +60,8 @@ def _header(trace: TraceFindings) -> Text:
     if trace.step_time_us is not None and trace.step_clock == "device":
         step += " (on the device)"
     steps = plural(trace.steps, "steady step") if trace.steps else "no step markers"
-    text.append(f"\n{trace.dialect} trace · device ")
-    text.append(shown(device_label(trace)))
+    text.append(f"\n{trace.dialect} trace · ")
+    text.append(shown(as_device(device_label(trace))))
     text.append(f" · {steps}{step}")
     for caveat in trace.caveats:
         text.append("\n")

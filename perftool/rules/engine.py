@@ -15,6 +15,7 @@ from perftool.rules.detectors.base import Judged
 from perftool.rules.findings import Finding, Fix, Gain, Impact
 from perftool.rules.model import Rule, Severity, fill
 
+SHOWN_SHARE = 0.0005  # an info finding costing less rounds to 0.0% of the step: nothing to report
 RECURRING_OCCURRENCES = 10  # evidence seen this many separate times recurs, however few steps the trace marks
 RECURRING_SHARE = 0.5  # so does evidence filling this share of the window after start-up
 
@@ -50,8 +51,8 @@ def detected(scope: Judged, rule: Rule) -> Detected | None:
     if detection is None:
         return None
     share = detection.lost_us / scope.window
-    if rule.thresholds.severity(share, rule.severity) is None:
-        return None
+    if rule.thresholds.severity(share, rule.severity) is None or share < SHOWN_SHARE and rule.severity is Severity.INFO:
+        return None  # below the rule's thresholds, or an info finding of a cost that reads 0.0%
     return Detected(rule, detection, share, lambda again: detector.detect(again, params), detector.sets_knobs)
 
 

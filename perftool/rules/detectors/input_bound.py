@@ -17,6 +17,7 @@ import numpy as np
 
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 from perftool.trace.model import Kind, Role
+from perftool.units import plural
 
 INPUT = ("input_wait", "input_pipeline")  # the idle causes this finding is about
 MIN_DEMAND_SHARE = 0.05  # the unstalled step is never taken below this share of the measured one
@@ -55,6 +56,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "input_share": lost / scope.window,
         "wait_per_step_ms": scope.per_step(lost) / 1e3,
         "workers": workers,
+        "prepared_by": plural(workers, "traced worker") if workers else _untraced(in_process),
         "needed_workers": max(needed_workers, workers + 1),
         "prepare_mean_ms": mean_prepare / 1e3,
         "prepare_p99_ms": slow_prepare / 1e3,
@@ -86,6 +88,11 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     return found
 
 
+def _untraced(in_process: bool) -> str:
+    """Who prepares the batches where no worker is traced."""
+    return "the training loop itself" if in_process else "workers the trace does not show"
+
+
 DETECTOR = Detector(
     name="input_bound",
     summary="device idle while the next batch is loaded or preprocessed",
@@ -93,6 +100,7 @@ DETECTOR = Detector(
         "input_share": "share of the window the device waits for input",
         "wait_per_step_ms": "device wait for input per steady step, ms",
         "workers": "input worker threads in the trace (0: not traced)",
+        "prepared_by": "who prepares the batches: '3 traced workers', the training loop itself, or untraced workers",
         "needed_workers": "workers that keep up with the device on average",
         "prepare_mean_ms": "mean time to prepare one batch, ms",
         "prepare_p99_ms": "99th percentile time to prepare one batch, ms",
