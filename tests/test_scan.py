@@ -157,6 +157,18 @@ def test_every_scan_report_opens_with_its_largest_cost(run, fmt):
     assert first == lead
 
 
+def test_a_trace_without_steps_opens_with_its_cost_in_the_trace_s_words(run):
+    """Without steady steps a finding's share is of the trace, and the first line says so as the finding does."""
+    trace = REPO / "tests" / "data" / "real" / "mtia_inference.json.gz"
+    (finding,) = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"][0][
+        "findings"
+    ]
+    shown = " ".join(run("scan", trace, "--fail-on", "never").stdout.split())
+    share = f"{finding['impact']['share']:.1%} of the trace"
+    lead = f"{share}: device idle while the host runs Python and dispatch — see PT001"
+    assert shown.startswith(lead) and share in shown[len(lead) :]  # the finding's own words
+
+
 def test_diff_text_opens_with_the_change_in_one_line(run):
     before, after = (REPO / "tests" / "data" / "vocab" / f"diff_kineto_{side}.json.gz" for side in ("before", "after"))
     headline = json.loads(run("diff", before, after, "--format", "json").stdout)["diffs"][0]["headline"]

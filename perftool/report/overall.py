@@ -23,7 +23,7 @@ def largest_cost(report: ScanReport) -> str | None:
     finding, where, of_steps = min(found, key=lambda item: biggest_first(item[0]))
     title = finding.title[:1].lower() + finding.title[1:] if finding.title[1:2].islower() else finding.title
     place = f" ({where})" if len(report.traces) > 1 else ""
-    whole = "each step" if of_steps else "the window analysed"
+    whole = "each step" if of_steps else "the trace"  # as each finding says its share
     return f"{percent(finding.impact.share)} of {whole}{place}: {title} — see {finding.rule_id}"
 
 
