@@ -135,7 +135,8 @@ def test_findings_are_listed_the_largest_cost_first_whatever_their_severity():
     assert sorted([*trace.findings, held], key=biggest_first)[0] is held
     trace.findings = sorted([*trace.findings[:-1], held], key=biggest_first)
     lead = largest_cost(report)
-    assert lead == f"{shares[0] + 0.1:.1%} of each step: {held.title[0].lower()}{held.title[1:]} — see {held.rule_id}"
+    title = f"{held.title[0].lower()}{held.title[1:]}"
+    assert lead == f"{shares[0] + 0.1:.1%} of each step: {title} — see {held.rule_id} (held at info: too few steps)"
 
 
 # --- the command line ---------------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from perftool.units import percent
 
 def largest_cost(report: ScanReport) -> str | None:
     """The report's first line: the largest cost any finding names, whatever its severity ("60.0% of each step:
-    communication not hidden behind compute — see PT011"), with the trace or rank where the report has several;
-    None without findings."""
+    communication not hidden behind compute — see PT011"), with the trace or rank where the report has several and
+    why its finding is held at info where it is (too few steps to judge); None without findings."""
     found: list[tuple[Finding, str, bool]] = []  # each finding, where it is, whether its share is of steady steps
     if report.job is not None:
         found += [(finding, "the job", any(t.steps for t in report.traces)) for finding in report.job.findings]
@@ -24,7 +24,8 @@ def largest_cost(report: ScanReport) -> str | None:
     title = finding.title[:1].lower() + finding.title[1:] if finding.title[1:2].islower() else finding.title
     place = f" ({where})" if len(report.traces) > 1 else ""
     whole = "each step" if of_steps else "the trace"  # as each finding says its share
-    return f"{percent(finding.impact.share)} of {whole}{place}: {title} — see {finding.rule_id}"
+    held = f" (held at {finding.severity.value}: {finding.capped})" if finding.capped else ""  # a figure not judged
+    return f"{percent(finding.impact.share)} of {whole}{place}: {title} — see {finding.rule_id}{held}"
 
 
 def overall_gains(trace: TraceFindings) -> list[tuple[str, str]]:
