@@ -62,8 +62,9 @@ _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 _WHITESPACE = re.compile(rb"[ \t\r\n]*")
 # a cut between two events: the next one opens with a key, which no '}, {' inside a string can (its quote would be
 # escaped), so JSON held in a string arg or a name such as "a }, { b" is never cut
-_SEPARATOR = re.compile(rb'\}[ \t\r\n]*,[ \t\r\n]*\{(?=[ \t\r\n]*")')
-_OPENS_WITH_KEY = re.compile(rb'[ \t\r\n]*"')
+_KEY_FOLLOWS = rb'[ \t\r\n]*"'
+_SEPARATOR = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{(?=" + _KEY_FOLLOWS + rb")")
+_OPENS_WITH_KEY = re.compile(_KEY_FOLLOWS)
 _TAIL_BYTES = 1 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _BOM = b"\xef\xbb\xbf"

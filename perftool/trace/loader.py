@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import queue
@@ -279,14 +280,15 @@ def _part_of_piece(keep_args: KeepArgs, piece: bytes) -> Part:
 
 
 def _part_of_range(file: FileSeen, events: tuple[int, int], keep_args: KeepArgs, piece: tuple[int, int]) -> Part:
-    if file not in _checked_files:  # once per process: a worker elsewhere may see another file at the path
-        file.check()
-        _checked_files.add(file)
+    _checked(file)  # a worker elsewhere may see another file at the path
     data = read_events_range(file.path, *events, *piece, into=_range_buffer)
     return make_part(read_piece(data), keep_args, len(data))
 
 
-_checked_files: set[FileSeen] = set()
+@functools.cache
+def _checked(file: FileSeen) -> None:
+    """:meth:`FileSeen.check` once per process and file: a check that fails raises, and is not kept."""
+    file.check()
 
 
 _buffers = threading.local()  # a cluster's worker decodes ranges in several threads
