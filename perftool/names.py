@@ -15,17 +15,33 @@ _ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
 _NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")  # at::native::Foo → Foo
 _SPACES = re.compile(r"\s+")
 _CLOSING = re.compile(r">\s+>")  # C++98's "> >"
+_PYTHON_FRAME = re.compile(r"^(?:[^()]*/)?([^/()]+\.py)\((\d+)\): (\S.*)$")  # Kineto's "dir/file.py(40): main"
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # "<built-in method astype of numpy.ndarray object at 0x7f…>"
 
 
 def readable(name: str, width: int | None = None) -> str:
     """``name`` as a table shows it: a C++ signature without its return type, namespaces, parameter list and
     template arguments nested below the first level (``<…>``); any name cut once with "…" where longer than
-    ``width``. Op names (``aten::addmm``) and plain kernel names keep every character."""
+    ``width``. Op names (``aten::addmm``) and plain kernel names keep every character; a Python frame reads
+    ``main (train.py:40)``, an object without its address."""
     short = _SPACES.sub(" ", name.strip())
-    bare = without_parameters(_RETURN_TYPE.sub("", short))
-    if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
-        short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))
+    python = host_call(short)
+    if python != short or (short.startswith("<") and short.endswith(">")):  # ``<built-in …>`` is no template
+        short = python
+    else:
+        bare = without_parameters(_RETURN_TYPE.sub("", short))
+        if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
+            short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))
     return short if width is None or len(short) <= width else short[: width - 1].rstrip() + "…"
+
+
+def host_call(name: str) -> str:
+    """A host call as a person reads it: a Kineto Python frame as ``main (train.py:40)``, a Python object without
+    the address it had in one run (``… object at 0x7f3a…>`` → ``… object>``); any other name as it is."""
+    frame = _PYTHON_FRAME.match(name)
+    if frame:
+        return f"{frame.group(3)} ({frame.group(1)}:{frame.group(2)})"
+    return _ADDRESS.sub(">", name)
 
 
 def without_parameters(name: str) -> str:

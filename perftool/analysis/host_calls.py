@@ -51,8 +51,8 @@ def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
 def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
     """Rows of ``among`` (a mask) that are the driving thread's outermost calls, in time order: what it was doing, in
     its own words. Where the thread calls compiled functions, those calls; else its ops and runtime calls, and the
-    Python frames that call nothing traced (where the time goes in Python itself), never the frames around them
-    (``<module>``, ``main``, ``_call_impl``)."""
+    outermost Python frames inside which it runs no op or runtime call (where the time goes in Python itself: a
+    video decoder, an image processor), never the frames around ops (``<module>``, ``main``, ``_call_impl``)."""
     track = driving_thread(trace)
     if track is None:
         return np.zeros(0, dtype=np.int64)
@@ -61,6 +61,9 @@ def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
     if compiled.any():
         return top_level(trace, np.flatnonzero(compiled))
     rows = np.flatnonzero(mine)
-    rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]
-    calls_nothing = np.r_[trace.ts[rows][1:], np.inf] >= trace.end[rows]  # the next call starts after it ends
-    return top_level(trace, rows[~python_frames(trace)[rows] | calls_nothing])
+    frame = python_frames(trace)[rows]
+    traced = np.sort(trace.ts[rows[~frame]])  # the starts of the thread's ops and runtime calls
+    frames = rows[frame]
+    first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any
+    pure = np.r_[traced, np.inf][first_inside] >= trace.end[frames]
+    return top_level(trace, np.r_[rows[~frame], frames[pure]])

@@ -11,7 +11,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.names import readable
+from perftool.names import host_call, readable
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import Evidence
 from perftool.rules.known_run import KnownRun
@@ -59,7 +59,7 @@ class Scope(TraceAnalysis):
         for start, end in zip(starts[worst].tolist(), ends[worst].tolist()):
             shared = np.minimum(trace.end[candidates], end) - np.maximum(trace.ts[candidates], start)
             best = candidates[np.argmax(shared)] if candidates.size and shared.max() > 0 else None
-            name = f"idle while host runs {trace.names[trace.name[best]]}" if best is not None else "idle"
+            name = f"idle while host runs {host_call(trace.names[trace.name[best]])}" if best is not None else "idle"
             found.append(
                 Evidence(ts_us=start, at_us=start - self.steps.first, dur_us=end - start, track=track, name=name)
             )
@@ -156,8 +156,8 @@ def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4, shown: Callab
 def names_key(trace: Trace, rows: np.ndarray) -> str:
     """What a finding about ``rows`` is about, for its fingerprint: their distinct names, sorted. Never the names in
     the order of their time or of their first appearance, which two captures of the same job need not share (a
-    finding in both was reported both fixed and new)."""
-    return "\n".join(sorted({trace.names[i] for i in np.unique(trace.name[rows]).tolist()}))
+    finding in both was reported both fixed and new), nor a Python object's address in one run."""
+    return "\n".join(sorted({host_call(trace.names[i]) for i in np.unique(trace.name[rows]).tolist()}))
 
 
 KERNEL_RUN_VALUES: dict[str, str] = {  # the values of :func:`kernel_runs`, for a detector's ``values``

@@ -18,6 +18,7 @@ from perftool.analysis import intervals
 from perftool.analysis.host_calls import driving_calls
 from perftool.analysis.launches import graphs_in_use
 from perftool.dialects import vocabulary
+from perftool.names import host_call
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.trace.model import Kind, Role, Trace
 from perftool.units import duration, plural
@@ -89,7 +90,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": op_median,
-        "host_names": distinct_names(trace, driving if driving.size else in_gaps, 3) or "nothing traced",
+        "host_names": distinct_names(trace, driving if driving.size else in_gaps, 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
