@@ -14,7 +14,7 @@ from conftest import REPO, error_line
 from perftool.errors import PerftoolError
 from perftool.project import load_project
 from perftool.rules.catalog import builtin_dir, load_catalog, load_rule
-from perftool.rules.model import Severity, Thresholds, fill
+from perftool.rules.model import Severity, Thresholds, fill, over_the_trace
 
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"  # PT001 at 17.8%
 HOST_BOUND = builtin_dir() / "PT001-host-bound-gaps.yaml"
@@ -213,6 +213,46 @@ def test_rules_list_and_explain(run):
 
 def test_unknown_numbers_read_n_a():
     assert fill("{per_step:.2f} per step, {share:.0%}", {"per_step": float("nan"), "share": 0.5}) == "n/a per step, 50%"
+
+
+def test_a_trace_without_steps_words_its_figures_over_the_trace():
+    assert (
+        over_the_trace("idle {share:.1%} of the steady state ({ms:.2f} ms per step); {n:.0f} calls per step traced")
+        == "idle {share:.1%} of the trace ({ms:.2f} ms in the trace); {n:.0f} calls in the trace traced"
+    )
+    advice = "Overlap communication with compute and move less per step."
+    assert over_the_trace(advice) == advice  # no figure of its own: general advice keeps its words
+
+
+def no_step_launches() -> dict:
+    """300 launches of 5 µs kernels, 20 µs apart, every op and kernel named once: no step marker and no repeat to
+    infer steps from."""
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 1, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+    ]
+    for i in range(300):
+        t = i * 20.0
+        events += [
+            {"ph": "X", "name": f"aten::op_{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": t, "dur": 18},
+            {"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": t + 4,
+             "dur": 12, "args": {"correlation": i + 1}},
+            {"ph": "X", "name": f"kernel_{i}", "cat": "kernel", "pid": 0, "tid": 7, "ts": t + 17, "dur": 5,
+             "args": {"correlation": i + 1}},
+        ]  # fmt: skip
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "traceEvents": events}
+
+
+def test_a_finding_without_steps_gives_its_figures_for_the_trace_never_n_a(run, write_trace):
+    path = write_trace(no_step_launches())
+    (trace,) = json.loads(run("scan", path, "--format", "json", "--fail-on", "never").stdout)["traces"]
+    (host,) = trace["findings"]
+    assert trace["steps"] == 0 and host["impact"]["per_step_us"] is None  # null where there are no steps
+    assert "(299 traced runtime calls in the trace)" in host["fix"]["text"]
+    assert host["message"].startswith("The device is idle 74.9% of the trace while")
+    text = run("scan", path, "--fail-on", "never").stdout
+    assert "n/a" not in text and "per step" not in text.split("gain")[0]
 
 
 def test_detector_settings_are_typed_and_explained(run, tmp_path):

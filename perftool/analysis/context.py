@@ -4,7 +4,6 @@ does the emulator's fit to the trace. Immutable: whatever reads it sees the same
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -100,4 +99,6 @@ class TraceAnalysis:
         return mask, np.flatnonzero(mask & self.in_window)
 
     def per_step(self, value: float) -> float:
-        return value / self.steady_steps if self.steady_steps else math.nan
+        """``value`` per steady step; the whole window's where the trace has no steps (the window stands as one step,
+        as in :attr:`step_time`, and reports say "in the trace")."""
+        return value / self.steady_steps if self.steady_steps else value

@@ -62,7 +62,7 @@ class JobScope:
         return self.summaries[self.slowest].scan.steps if self.slowest is not None else 0
 
     def per_step(self, value: float) -> float:
-        return value / self.steady_steps if self.steady_steps else math.nan
+        return value / self.steady_steps if self.steady_steps else value
 
 
 def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5) -> JobView:

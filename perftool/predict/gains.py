@@ -21,7 +21,7 @@ from perftool.predict.interval import UNCHECKED_FIT_ERROR, mean_error
 from perftool.predict.sweep import best_settings
 from perftool.rules import prediction
 from perftool.rules.detectors import Detection, Scope
-from perftool.rules.detectors.base import Judged
+from perftool.rules.detectors.base import Judged, per_steady_step
 from perftool.rules.engine import Detected
 from perftool.rules.findings import Finding, Gain
 from perftool.rules.known_run import KnownRun
@@ -93,7 +93,7 @@ def fix_that_holds(scope: Judged, detected: Detected, fitted: TraceFit | None) -
     """
     detection = detected.detection
     most = max(detection.bound_us or 0.0, detection.lost_us)
-    bound = prediction.upper_bound(scope.per_step(most), most / scope.window)
+    bound = prediction.upper_bound(per_steady_step(scope, most), most / scope.window)
     if not detected.sets_knobs:
         return detection, bound, None  # a fix of no knob the emulator has: nothing to predict, no fit to run for it
     if scope.run is not None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from perftool.rules.detectors import DETECTORS, Detection, Scope
-from perftool.rules.detectors.base import Judged
+from perftool.rules.detectors.base import Judged, per_steady_step
 from perftool.rules.findings import Finding, Fix, Gain, Impact
-from perftool.rules.model import Rule, Severity, fill
+from perftool.rules.model import Rule, Severity, fill, over_the_trace
 
 SHOWN_SHARE = 0.0005  # an info finding costing less rounds to 0.0% of the step: nothing to report
 RECURRING_OCCURRENCES = 10  # evidence seen this many separate times recurs, however few steps the trace marks
@@ -63,7 +63,7 @@ def finding_of(
     stage's, :mod:`perftool.predict.gains`; ``unproven``: why no fix with knob values helps). Held at info with the
     reason when ``cap`` is set (at warning where the cap allows and its evidence recurs)."""
     rule, share, detection = found.rule, found.share, chosen
-    per_step = scope.per_step(found.detection.lost_us)
+    per_step = per_steady_step(scope, found.detection.lost_us)
     severity = graded(rule, share, gain, detection.once_per_job)
     capped = unproven
     if cap is not None and severity != Severity.INFO:
@@ -72,6 +72,7 @@ def finding_of(
         severity = min(severity, Severity.WARNING if recurs else Severity.INFO, key=lambda s: s.rank)
     elif capped:
         severity = Severity.INFO
+    worded = over_the_trace if not scope.steady_steps else str  # a trace without steps: figures in the whole trace
     values = {
         **detection.values,
         "lost_ms": detection.lost_us / 1e3,
@@ -84,12 +85,12 @@ def finding_of(
         rule_name=rule.name,
         title=rule.title,
         severity=severity,
-        message=fill(rule.message, values),
+        message=fill(worded(rule.message), values),
         impact=Impact(lost_us=detection.lost_us, per_step_us=plain(per_step), share=share),
         evidence=detection.evidence,
         fix=Fix(
             family=scope.family,
-            text=fill(rule.fix_for(scope.family, detection.variant, scope.contexts), values),
+            text=fill(worded(rule.fix_for(scope.family, detection.variant, scope.contexts)), values),
             changes=detection.changes,
         ),
         gain=gain,

@@ -157,6 +157,16 @@ def template_fields(template: str) -> list[str]:
     return fields
 
 
+_PER_STEP = re.compile(r"(\{\w+(?::[^{}]*)?\}[^{}.;:()]{0,60}?) per step\b")  # "{n:.0f} calls per step"
+
+
+def over_the_trace(template: str) -> str:
+    """A template for a trace without steps, whose window stands as one step: a figure "per step" reads "in the
+    trace" (``{calls:.0f} calls per step`` → ``… calls in the trace``), a share "of the steady state" is "of the
+    trace"; advice that says "per step" without a figure is left as it is."""
+    return _PER_STEP.sub(r"\1 in the trace", template).replace("of the steady state", "of the trace")
+
+
 def fill(template: str, values: dict[str, object]) -> str:
     """Fill a checked template with the detector's own values only: no attributes, no indexing.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -87,7 +88,13 @@ class Judged(Protocol):
     @property
     def evidence_count(self) -> int: ...
 
-    def per_step(self, value: float) -> float: ...
+    def per_step(self, value: float) -> float: ...  # the window's where there are no steps
+
+
+def per_steady_step(scope: Judged, value: float) -> float:
+    """``value`` per steady step, NaN where there are none: a finding's impact and gain, which are null without steps
+    (a detector's values take the window as one step, :meth:`Judged.per_step`)."""
+    return scope.per_step(value) if scope.steady_steps else math.nan
 
 
 @dataclass

@@ -98,7 +98,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "target_overhead": params["target_overhead"],
     }
     variant, changes = _fix(scope, launch_bound, loop_size, current, graphs_per_step)
-    if scope.run is None and compiled_calls_per_step >= OP_BY_OP_CALLS:  # NaN without steps: never
+    if scope.run is None and scope.steady_steps and compiled_calls_per_step >= OP_BY_OP_CALLS:
         variant, changes = "op_by_op", {}
     if scope.run is None and in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
         variant, changes = "allocator_churn", {}
