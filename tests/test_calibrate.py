@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perftool.calibration import calibrate
+from perftool.calibration import Check, calibrate
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
@@ -385,3 +385,19 @@ def test_the_host_s_cores_are_a_stated_default_unless_given():
     assert default.config.host.cpus == 16 and any("host.cpus 16 (the default)" in n for n in default.notes)
     given = calibrate(capture, overrides={"host": {"cpus": 4}})
     assert given.config.host.cpus == 4 and not any("host.cpus" in n for n in given.notes)
+
+
+@pytest.mark.parametrize(
+    ("check", "error", "passed", "says"),
+    [
+        (Check("mean step", 100.0, 103.0, 0.02), 0.03, False, "predicted 3.0% off the trace's (more than 2.0%)"),
+        (Check("mean step", 100.0, 98.5, 0.02), 0.015, True, ""),
+        (Check("device busy", 0.50, 0.54, 3.0, points=True), 4.0, False, "4.0 points off the trace's (more than 3.0"),
+        (Check("device busy", 0.50, 0.52, 3.0, points=True), 2.0, True, ""),
+    ],
+)  # fmt: skip
+def test_a_check_fails_beyond_its_limit_on_the_model_against_the_trace(check, error, passed, says):
+    """A check compares the model's figure with the trace's, relative or in points; either side changed changes it."""
+    assert check.error == pytest.approx(error) and check.passed is passed
+    assert says in check.problem()
+    assert check.problem(fitted=True).startswith(f"the fit did not reproduce the trace's {check.figure}")

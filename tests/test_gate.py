@@ -451,3 +451,28 @@ def test_a_finding_in_both_traces_is_neither_fixed_nor_new_whatever_the_order_of
     assert [(check["verdict"], check["detail"]) for check in findings] == [
         ("pass", "also in the baseline: Host-device synchronisation every step")
     ]
+
+
+def stepped(path, durations_ms: list[float]):
+    """A trace of marked steps lasting ``durations_ms``, each filled by one kernel but for 100 µs."""
+    events, start = [], 0.0
+    for step, length in enumerate(durations_ms):
+        events.append(complete(f"ProfilerStep#{step}", start, length * 1e3, cat="user_annotation"))
+        events.append(complete("gemm_kernel", start + 50, length * 1e3 - 100 + step, pid=0, tid=7, cat="kernel"))
+        start += length * 1e3 + 10
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_a_slower_median_that_the_rank_test_cannot_tell_from_noise_only_warns(run, tmp_path):
+    """Eight steps a side of 20 and 30 ms: the candidate has more of the slow ones, so its median is 20% worse, but
+    the two sides overlap step for step and the rank test finds no significance: the gate warns, never fails."""
+    base = stepped(tmp_path / "base.json", [20, 30] * 4)
+    new = stepped(tmp_path / "new.json", [20, 30, 30, 30] * 2)
+    code, document, _ = gate_json(run, base, new)
+    step = checks(document)["timing:step_time"]
+    assert step["change"] == "+20.0%" and step["verdict"] == "warn" and "not significant" in step["detail"]
+    assert code == 0
+    separated = stepped(tmp_path / "slow.json", [36, 37] * 4)  # every step slower: the same median change fails
+    code, document, _ = gate_json(run, stepped(tmp_path / "fast.json", [30, 31] * 4), separated)
+    assert code == 1 and checks(document)["timing:step_time"]["verdict"] == "fail"
