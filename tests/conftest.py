@@ -3,7 +3,9 @@
 ``python -m pytest`` runs the default suite: every test but those marked ``slow`` (half a second or more on
 their own: a real engine such as Chromium or Dask, a subprocess stopped by a signal, a fit or sweep on the
 emulator, inputs built to stress a limit), with the fuzz properties at the ``quick`` profile. ``--all`` runs
-them too, the fuzz at the ``ci`` profile; CI runs the default suite, then ``--all -m "slow or fuzz"``.
+them too, the fuzz at the ``ci`` profile (the same examples every run). CI runs the default suite, then ``--all -m
+"slow or fuzz"`` at the ``random`` profile: 250 new examples a property, drawn from a seed it prints, so that a failure
+reproduces with ``HYPOTHESIS_PROFILE=random python -m pytest --all -m fuzz --hypothesis-seed=SEED``.
 ``HYPOTHESIS_PROFILE=long`` runs 5,000 fresh examples a property.
 """
 
@@ -32,7 +34,9 @@ TORCH_FIXTURE = DATA / "torch_cpu_train.pt.trace.json.gz"
 _REPRODUCIBLE = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "derandomize": True}
 settings.register_profile("quick", max_examples=20, **_REPRODUCIBLE)  # the default suite's: the same ~220 examples
 settings.register_profile("ci", max_examples=250, **_REPRODUCIBLE)  # --all: the same ~2,700 examples on every run
-settings.register_profile("long", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_RANDOM = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("random", max_examples=250, **_RANDOM)  # CI's: new examples each run, from --hypothesis-seed
+settings.register_profile("long", max_examples=5000, **_RANDOM)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

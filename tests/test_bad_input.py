@@ -44,6 +44,11 @@ CASES = {
         "event 1, field 'ts': expected a number, got '1_0'",
     ),
     "ts-string-with-spaces": (json.dumps([complete("a", " 1 ", 1)]).encode(), "event 0, field 'ts': expected a number"),
+    "ts-string-empty": (json.dumps([{"ts": ""}]).encode(), "event 0, field 'ts': expected a number, got ''"),
+    "ts-string-empty-after-a-number": (
+        json.dumps([complete("a", "1", 1), complete("b", "", 1)]).encode(),
+        "event 1, field 'ts': expected a number, got ''",
+    ),
     "dur-string-infinite": (
         json.dumps([complete("a", "1", "inf")]).encode(),
         "event 0, field 'dur': expected a number, got 'inf'",

@@ -39,7 +39,7 @@ _ID_INT, _ID_OTHER = 1, 2  # the scanner's kinds of flow id: an integer, or a st
 _STRING = msgspec.json.Decoder(str)
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"  # JSON's grammar: ASCII digits, no spaces
 _JSON_NUMBER = re.compile(_NUMBER)
-_JSON_NUMBERS = re.compile(rf"(?:{_NUMBER}\n)*(?:{_NUMBER})?")  # numbers joined by newlines
+_JSON_NUMBERS = re.compile(rf"(?:{_NUMBER}\n)*{_NUMBER}")  # numbers joined by newlines, none empty
 _INT_OR_STRING = msgspec.json.Decoder(int | str)
 _ID = msgspec.json.Decoder(int | str | None)
 
