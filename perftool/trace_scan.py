@@ -128,6 +128,8 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         metrics={name: plain(value) for name, value in metrics.values.items()},
         step_durations_us=metrics.step_times_us,
         warmup_durations_us=(steps.end - steps.start)[: steps.warmup].tolist(),
+        step_starts_us=steps.start.tolist(),
+        window_at_us=[scope.lo, scope.hi],
         step_numbers=steps.numbers().tolist(),
         emulator=emulator.model_dump(mode="json") if emulator is not None else None,
         together=joint,

@@ -6,12 +6,14 @@ dialect, whose tracks keep the role ``unknown``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from perftool.dialects.ascend import Ascend
 from perftool.dialects.base import Dialect, Generic
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
-from perftool.dialects.vocabulary import COLLECTIVE_ARGS, INPUT_WORKER_THREAD
+from perftool.dialects.vocabulary import COLLECTIVE_ARGS, FINDINGS_CATEGORY, FINDINGS_PROCESS, INPUT_WORKER_THREAD
 from perftool.dialects.xla import Xla
 from perftool.errors import PerftoolError
 from perftool.op_families import MODELLED_NAMES
@@ -57,9 +59,26 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
     else:
         dialect = next((d for d in REGISTERED if d.detect(trace)), GENERIC)
     roles = dialect.roles(trace)
-    trace.with_roles(roles | _input_workers(trace, roles))
+    trace.with_roles(roles | _input_workers(trace, roles) | _findings_tracks(trace))
     trace.kind = dialect.kinds(trace)
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
     trace.kind[rows_at(trace.unclosed, trace.skipped)] = Kind.ANNOTATION
+    _leave_out_findings(trace)
     trace.dialect = dialect.name
     return trace
+
+
+def _findings_tracks(trace: Trace) -> dict[int, Role]:
+    """The tracks of the findings perftool drew on a trace it annotated: derived from the trace, never analysed."""
+    return {t.id: Role.SUMMARY for t in trace.tracks if t.process_name == FINDINGS_PROCESS}
+
+
+def _leave_out_findings(trace: Trace) -> None:
+    """perftool's own annotations (``scan --format perfetto``) are of no kind an analysis reads (not even an
+    annotation, whose name may say warm-up), and their arrows link nothing: a scan of the annotated trace finds what
+    the original gave."""
+    if FINDINGS_CATEGORY not in trace.cats:
+        return
+    ours = trace.cat == trace.cats.index(FINDINGS_CATEGORY)
+    trace.kind[ours] = Kind.OTHER
+    trace.flow_id = np.where(ours, -1, trace.flow_id)

@@ -62,6 +62,8 @@ LAUNCH = re.compile(
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
 # A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op.
+FINDINGS_PROCESS = "perftool findings"  # the process an annotated trace (scan --format perfetto) adds
+FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows into the trace's own tracks
 COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
 # A frame of the Python stack, as the XLA profiler's Python tracer ("$train.py:40 main") and Kineto
 # ("train.py(40): main") name them.

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterator
+import zlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from perftool import limits
@@ -71,8 +72,11 @@ def _said(output: str) -> None:
 
 
 def _write(rendered: Any, output: str | None) -> None:
-    """A rendered report to ``output`` (a file, written atomically) or standard output."""
-    if isinstance(rendered, str):
+    """A rendered report to ``output`` (a file, written atomically; gzipped where its name ends in ``.gz``) or
+    standard output."""
+    if output is not None and output.endswith(".gz") and isinstance(rendered, str | Iterator):
+        write_blocks(_gzipped([rendered.encode()] if isinstance(rendered, str) else rendered), output)
+    elif isinstance(rendered, str):
         write_text(rendered, output)
     elif isinstance(rendered, Iterator):
         write_blocks(rendered, output)
@@ -85,3 +89,12 @@ def _write(rendered: Any, output: str | None) -> None:
             write_text(console.plain(rendered), output)
         else:
             Console().print(rendered)
+
+
+def _gzipped(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """``blocks`` as one gzip stream, compressed as they come."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
+    for block in blocks:
+        if packed := packer.compress(block):
+            yield packed
+    yield packer.flush()

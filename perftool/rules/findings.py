@@ -26,6 +26,14 @@ class EmulatorRun(BaseModel):
     knobs: dict[str, Any] = Field(default_factory=dict)
 
 
+class EventRef(_Record):
+    """A trace event an occurrence names, as the trace file writes it: where an annotated trace draws its arrow to."""
+
+    pid: int | str
+    tid: int | str
+    ts_us: float = Field(description="its start, µs on the trace's clock")
+
+
 class Evidence(_Record):
     """One occurrence a person can find in Perfetto: when, where and what."""
 
@@ -36,6 +44,9 @@ class Evidence(_Record):
     dur_us: float = Field(description="length, µs")
     track: str = Field(description="process / thread it ran on")
     name: str = Field(description="event name (or what the host ran during a device idle stretch)")
+    event: EventRef | None = Field(
+        None, description="the trace event it is, or (a device idle stretch) the host call it names, where one is"
+    )
 
 
 class Impact(_Record):
@@ -125,6 +136,13 @@ class TraceFindings(_Record):
     )
     warmup_durations_us: list[StepDuration] = Field(
         default_factory=list, description="the warm-up steps' durations before them, µs, in order"
+    )
+    step_starts_us: list[float] = Field(
+        default_factory=list,
+        description="each step's start, warm-up steps first, µs on the trace's clock (timed as step_clock says)",
+    )
+    window_at_us: list[float] = Field(
+        default_factory=list, description="the analysis window's start and end, µs on the trace's clock"
     )
     step_numbers: list[int] = Field(
         default_factory=list,

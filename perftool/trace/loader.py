@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, BinaryIO
 
+import msgspec
+
 from perftool import limits
 from perftool.errors import TraceError, parameter
 from perftool.trace import decode
@@ -262,6 +264,35 @@ def _load_events(
         memory - limits.PROCESS_MEMORY,
     )
     return builder.finish(metadata)
+
+
+def events_as_written(path: str, metadata: dict[str, Any]) -> Iterator[bytes | memoryview]:
+    """A JSON trace's events as its file holds them: runs of whole, comma-separated event objects, in file order,
+    read as they stream (gzip or not); ``metadata`` holds the document's other top-level keys once the runs end. A
+    document whose layout the streaming reader does not follow (it leaves such files to msgspec's exact decoder) is
+    read whole and its events written back by msgspec. Raises TraceError for a trace that is not JSON."""
+    if _other_format(path) is not None:
+        raise TraceError(path, "not a JSON trace (a database export or an XSpace): it has no events to copy as written")
+    with _reader(path, NO_LIMIT) as read:
+        pieces = stream_pieces(read, metadata)
+        try:
+            first = next(pieces, None)
+        except NeedsExactPath:  # found before a byte is given out: read whole instead
+            metadata.clear()
+        else:
+            if first is not None:
+                yield first
+            try:
+                yield from pieces
+            except NeedsExactPath:
+                raise TraceError(path, "its events could not be copied as written (the file changed?)") from None
+            return
+    with _reader(path, NO_LIMIT) as read:
+        document = msgspec.json.decode(_whole_document(path, read))
+    events = document.pop("traceEvents", []) if isinstance(document, dict) else document
+    metadata.update(document if isinstance(document, dict) else {})
+    if events:
+        yield msgspec.json.encode(events)[1:-1]
 
 
 def _whole_document(path: str, read: Callable[[int], bytes]) -> bytes:

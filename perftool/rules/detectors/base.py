@@ -14,7 +14,7 @@ from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.names import host_call, readable
 from perftool.roofline.figures import Roofline, roofline
-from perftool.rules.findings import Evidence
+from perftool.rules.findings import EventRef, Evidence
 from perftool.rules.known_run import KnownRun
 from perftool.trace.model import Role, Trace
 
@@ -45,9 +45,15 @@ class Scope(TraceAnalysis):
                 dur_us=float(trace.dur[row]),
                 track=trace.tracks[trace.track[row]].label,
                 name=trace.names[trace.name[row]],
+                event=self.event_ref(row),
             )
             for row in worst.tolist()
         ]
+
+    def event_ref(self, row: int) -> EventRef:
+        """Trace event ``row`` as its file writes it."""
+        track = self.trace.tracks[self.trace.track[row]]
+        return EventRef(pid=track.pid, tid=track.tid, ts_us=float(self.trace.ts[row]))
 
     def idle_stretches(self, pieces: intervals.Intervals, candidates: np.ndarray) -> list[Evidence]:
         """The longest device idle ``pieces``, each named after the ``candidates`` row overlapping it most."""
@@ -62,7 +68,14 @@ class Scope(TraceAnalysis):
             best = candidates[np.argmax(shared)] if candidates.size and shared.max() > 0 else None
             name = f"idle while host runs {host_call(trace.names[trace.name[best]])}" if best is not None else "idle"
             found.append(
-                Evidence(ts_us=start, at_us=start - self.steps.first, dur_us=end - start, track=track, name=name)
+                Evidence(
+                    ts_us=start,
+                    at_us=start - self.steps.first,
+                    dur_us=end - start,
+                    track=track,
+                    name=name,
+                    event=self.event_ref(int(best)) if best is not None else None,
+                )
             )
         return found
 

@@ -1,0 +1,157 @@
+"""``scan --format perfetto``: the capture's own events unchanged, and perftool's findings on tracks of their own,
+in the Chrome Trace Event Format that Perfetto UI and chrome://tracing open."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+
+import pytest
+from conftest import DATA
+
+from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
+from perftool.report.scan_perfetto import PID
+
+REAL = DATA / "real"
+NCCL = REAL / "nccl_a100_rank.json.gz"
+
+
+def annotate(run, trace, out) -> dict:
+    result = run("scan", trace, "--format", "perfetto", "-o", out, "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    assert f"perftool: wrote {out}" in result.stderr
+    opener = gzip.open if str(out).endswith(".gz") else open
+    with opener(out, "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def findings(run, trace) -> list[tuple]:
+    document = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)
+    (scanned,) = document["traces"]
+    return [(f["fingerprint"], f["severity"], f["impact"], f["message"]) for f in scanned["findings"]]
+
+
+def ours(event: dict) -> bool:
+    return event.get("cat") == FINDINGS_CATEGORY or event.get("pid") == PID
+
+
+def canonical(events: list[dict]) -> Counter:
+    return Counter(json.dumps(event, sort_keys=True) for event in events)
+
+
+@pytest.fixture(scope="module")
+def annotated(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from perftool.cli import cli
+
+    out = tmp_path_factory.mktemp("perfetto") / "annotated.json.gz"
+    args = ["scan", str(NCCL), "--format", "perfetto", "-o", str(out), "--fail-on", "never"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    return out, json.loads(gzip.decompress(out.read_bytes()))
+
+
+def test_the_capture_s_own_events_and_top_level_keys_are_kept_unchanged(annotated):
+    _, document = annotated
+    original = json.loads(gzip.decompress(NCCL.read_bytes()))
+    kept = [event for event in document["traceEvents"] if not ours(event)]
+    assert canonical(kept) == canonical(original["traceEvents"])
+    assert {k: v for k, v in document.items() if k != "traceEvents"} == {
+        k: v for k, v in original.items() if k != "traceEvents"
+    }
+
+
+def test_each_occurrence_is_a_slice_over_what_it_blames_with_the_finding_in_its_args(run, annotated):
+    _, document = annotated
+    report = json.loads(run("scan", NCCL, "--format", "json", "--fail-on", "never").stdout)["traces"][0]
+    slices = [e for e in document["traceEvents"] if e.get("pid") == PID and e["ph"] == "X"]
+    for finding in report["findings"]:
+        drawn = [s for s in slices if s["args"].get("fingerprint") == finding["fingerprint"]]
+        assert sorted((s["ts"], s["dur"]) for s in drawn) == sorted(
+            (e["ts_us"], e["dur_us"]) for e in finding["evidence"]
+        )
+        assert all(s["name"].startswith(f"{finding['rule_id']} {finding['rule_name']}") for s in drawn)
+        assert {(s["args"]["message"], s["args"]["fix"], s["args"]["gain"]) for s in drawn} == {
+            (finding["message"], finding["fix"]["text"], finding["gain"]["text"])
+        }
+    names = {e["args"].get("name") for e in document["traceEvents"] if e["ph"] == "M" and e.get("pid") == PID}
+    assert FINDINGS_PROCESS in names and "steady window and steps" in names
+    steps = [s for s in slices if s["name"].startswith("steady step ")]
+    assert len(steps) == report["steps"] and [s["dur"] for s in steps] == report["step_durations_us"]
+
+
+def test_an_arrow_leads_from_an_occurrence_to_the_trace_event_it_names(annotated):
+    _, document = annotated
+    events = document["traceEvents"]
+    starts = {e["id"]: e for e in events if e["ph"] == "s" and ours(e)}
+    ends = {e["id"]: e for e in events if e["ph"] == "f" and ours(e)}
+    assert starts and starts.keys() == ends.keys()
+    spans = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("ph") == "X" and not ours(e)}
+    for flow, end in ends.items():
+        assert end["bp"] == "e" and (end["pid"], end["tid"], end["ts"]) in spans  # binds to the very event
+        assert starts[flow]["pid"] == PID
+
+
+def test_the_format_s_documented_fields_and_nesting_hold(annotated):
+    """Every event of perftool's process has the fields the Trace Event Format requires of its phase, and the slices
+    of one thread nest (none overlaps another only in part), as viewers draw them."""
+    _, document = annotated
+    mine = [e for e in document["traceEvents"] if ours(e)]
+    for event in mine:
+        assert {"ph", "pid", "tid"} <= event.keys()
+        assert {"X": {"name", "ts", "dur"}, "M": {"name", "args"}, "s": {"id", "ts"}, "f": {"id", "ts", "bp"}}[
+            event["ph"]
+        ] <= event.keys()
+    by_thread: dict[int, list[tuple[float, float]]] = {}
+    for event in mine:
+        if event["ph"] == "X":
+            by_thread.setdefault(event["tid"], []).append((event["ts"], event["ts"] + event["dur"]))
+    for spans in by_thread.values():
+        open_ends: list[float] = []
+        for start, end in sorted(spans, key=lambda span: (span[0], -span[1])):
+            while open_ends and open_ends[-1] <= start:
+                open_ends.pop()
+            assert not open_ends or end <= open_ends[-1], "slices on one thread overlap in part"
+            open_ends.append(end)
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        NCCL,
+        REAL / "jax08_mi300x_attention_opbyop.trace.json.gz",  # its event list ends with an empty {}
+        REAL / "mi300_resnet_actckpt_ddp8_rank0.json.gz",
+        REAL / "rocm_mi250_minitoy.json.gz",
+    ],
+)
+def test_a_scan_of_the_annotated_trace_finds_what_the_original_gave(run, tmp_path, capture):
+    out = tmp_path / "annotated.json"
+    annotate(run, capture, out)
+    assert findings(run, out) == findings(run, capture)
+
+
+def test_a_trace_written_as_a_bare_array_is_annotated_as_an_object(run, tmp_path, write_trace):
+    """torch_npu's trace_view.json is a JSON array: the annotated trace is an object holding its events."""
+    events = json.loads(gzip.decompress((REAL / "sglang_mi300x_qwen3_8b_decode_window.json.gz").read_bytes()))
+    path = write_trace(events["traceEvents"], "bare.json")
+    document = annotate(run, path, tmp_path / "annotated.json")
+    assert canonical([e for e in document["traceEvents"] if not ours(e)]) == canonical(events["traceEvents"])
+    assert findings(run, tmp_path / "annotated.json") == findings(run, path)
+
+
+def test_names_from_the_trace_are_data(run, tmp_path, write_trace):
+    hostile = 'k"</script><b>\\u0000'
+    events = [
+        {"ph": "X", "name": hostile, "cat": "kernel", "pid": 0, "tid": 7, "ts": 10 + 100 * i, "dur": 50}
+        for i in range(5)
+    ]
+    document = annotate(run, write_trace({"traceEvents": events}), tmp_path / "annotated.json")
+    assert hostile in {e.get("name") for e in document["traceEvents"]}
+
+
+def test_a_trace_with_no_json_events_is_refused_in_one_line_and_nothing_is_written(run, tmp_path):
+    out = tmp_path / "annotated.json"
+    result = run("scan", REAL / "torch_npu_db_l2_job" / "rank0_ascend_pt", "--format", "perfetto", "-o", out)
+    assert result.exit_code == 2 and "not a JSON trace" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert not out.exists() and not list(tmp_path.iterdir())
