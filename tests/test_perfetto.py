@@ -8,10 +8,10 @@ import json
 from collections import Counter
 
 import pytest
-from conftest import DATA
+from conftest import DATA, REPO
 
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
-from perftool.report.scan_perfetto import PID
+from perftool.report.scan_perfetto import PID, RANK_PIDS
 
 REAL = DATA / "real"
 NCCL = REAL / "nccl_a100_rank.json.gz"
@@ -148,6 +148,33 @@ def test_names_from_the_trace_are_data(run, tmp_path, write_trace):
     ]
     document = annotate(run, write_trace({"traceEvents": events}), tmp_path / "annotated.json")
     assert hostile in {e.get("name") for e in document["traceEvents"]}
+
+
+def test_a_job_opens_as_one_timeline_on_the_reference_rank_s_clock(run, tmp_path):
+    """The emulated straggler job: eight ranks whose clocks differ by up to 768 ms. Merged, every rank's all-reduces
+    end at one instant, as collectives do; each rank's processes carry its name and offset; the straggler's finding
+    is drawn on that clock."""
+    job = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
+    report = json.loads(run("scan", job, "--format", "json", "--fail-on", "never").stdout)
+    document = annotate(run, job, tmp_path / "job.json.gz")
+    offsets = {int(rank): offset for rank, offset in report["job"]["alignment"]["offsets_us"].items()}
+    assert max(offsets.values()) - min(offsets.values()) > 700_000  # the clocks really do differ
+    ends: dict[int, list[float]] = {}
+    for event in document["traceEvents"]:
+        if event.get("ph") == "X" and "AllReduce" in event["name"] and not ours(event):
+            ends.setdefault(event["pid"] // RANK_PIDS - 1, []).append(event["ts"] + event["dur"])
+    assert sorted(ends) == list(range(8))
+    first = [sorted(ends[rank])[:20] for rank in range(8)]
+    assert all(abs(a - b) < 0.01 for rank in range(1, 8) for a, b in zip(first[0], first[rank]))
+    named = [e for e in document["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name" and not ours(e)]
+    assert {(e["args"]["rank"], e["args"]["clock_offset_us"]) for e in named} == set(offsets.items())
+    assert all(e["args"]["name"].startswith(f"rank {e['args']['rank']} · ") for e in named)
+    straggler = [e for e in document["traceEvents"] if ours(e) and e["ph"] == "X" and e["name"].startswith("PT013")]
+    (finding,) = report["job"]["findings"]
+    shift = offsets[finding["values"]["rank"]]
+    assert sorted(e["ts"] for e in straggler) == sorted(item["ts_us"] - shift for item in finding["evidence"])
+    original = sum(len(json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]) for path in job.glob("rank*"))
+    assert len([e for e in document["traceEvents"] if not ours(e)]) == original
 
 
 def test_a_trace_with_no_json_events_is_refused_in_one_line_and_nothing_is_written(run, tmp_path):
