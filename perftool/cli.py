@@ -667,6 +667,16 @@ def explain(rule: str, rule_dirs: tuple[str, ...], project_file: str | None, fmt
 
 
 @cli.command()
+def mcp() -> None:
+    """Serve perftool's API to coding agents: a Model Context Protocol server over stdio (tools info, scan, diff,
+    gate, explain_rule, calibrate, tune, each answering with the JSON --format json writes). Needs
+    pip install 'mcp>=2' (perftool's mcp extra)."""
+    from perftool.mcp_server import serve
+
+    serve()
+
+
+@cli.command()
 @click.argument("name", type=click.Choice(sorted(api.SCHEMAS)), default="config")
 def schema(name: str) -> None:
     """Print the JSON Schema of a perftool file (editors use it to complete and check configs)."""

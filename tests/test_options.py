@@ -26,6 +26,7 @@ VALID = {  # a command line each command accepts, that a bad value is added to
     "schema": [],
     "metrics": [],
     "knobs": [],
+    "mcp": [],  # no options: it serves over stdio until the client closes it
 }
 TEXT = {  # the bad values of free-text options and arguments, by name
     "max_trace_bytes": ["abc", "-5", "0", "1e999GiB"],

@@ -35,8 +35,8 @@ def formats(shown: str) -> list[str]:
     return sorted(dict.fromkeys(names), key=lambda name: name != "text")
 
 
-def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
-    """Render ``value`` (what ``shown`` names) in ``fmt`` and write it: to stdout, or atomically to ``output``."""
+def render_as(shown: str, value: Any, fmt: str) -> Any:
+    """``value`` (what ``shown`` names) rendered in ``fmt``: text, blocks of bytes or a rich renderable."""
     entry = next((e for e in registered(GROUP) if e.name == f"{shown}.{fmt}"), None)
     if entry is None:
         raise PerftoolError(f"no format {fmt!r} for {shown} (registered: {', '.join(formats(shown))})")
@@ -46,7 +46,12 @@ def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
         raise PerftoolError(
             f"the {fmt} format ({entry.value}) could not be loaded: {type(exc).__name__}: {exc}"
         ) from None
-    rendered = render(value)
+    return render(value)
+
+
+def emit(shown: str, value: Any, fmt: str, output: str | None = None) -> None:
+    """Render ``value`` (what ``shown`` names) in ``fmt`` and write it: to stdout, or atomically to ``output``."""
+    rendered = render_as(shown, value, fmt)
     if output is None:
         if sys.stdout is None:  # started with its standard output closed: the report would be lost without a word
             raise PerftoolError("standard output is closed: the report has nowhere to go (give -o FILE)")
