@@ -182,3 +182,17 @@ def test_a_trace_with_no_json_events_is_refused_in_one_line_and_nothing_is_writt
     result = run("scan", REAL / "torch_npu_db_l2_job" / "rank0_ascend_pt", "--format", "perfetto", "-o", out)
     assert result.exit_code == 2 and "not a JSON trace" in result.stderr and len(result.stderr.splitlines()) == 1
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_a_trace_annotated_again_is_annotated_once(run, tmp_path):
+    first = annotate(run, REAL / "rocm_mi250_minitoy.json.gz", tmp_path / "once.json")
+    again = annotate(run, tmp_path / "once.json", tmp_path / "twice.json")
+    assert canonical(again["traceEvents"]) == canonical(first["traceEvents"])
+
+
+def test_standard_input_is_refused_before_a_byte_is_written(run):
+    result = run("scan", "-", "--format", "perfetto", input=gzip.decompress(NCCL.read_bytes()))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        "perftool: error: -: its events are copied from its file, and a stream is read only once: save it first\n"
+    )

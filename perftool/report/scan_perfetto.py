@@ -26,7 +26,7 @@ import msgspec
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
 from perftool.errors import PerftoolError
 from perftool.rules.findings import Evidence, Finding, JobView, ScanReport, TraceFindings
-from perftool.trace.loader import events_as_written
+from perftool.trace.loader import check_copyable, events_as_written
 from perftool.units import duration
 
 PID = 2_147_483_000  # the findings' process: an id no profiler hands out (pids stay below 2^22 on Linux)
@@ -34,6 +34,7 @@ FIRST_FINDING_TID = 10
 LANES = 100  # a finding's tracks: one per lane of overlapping occurrences
 RANK_TIDS = 100_000  # each rank's tracks in the findings' process, from (its position + 1) times this
 RANK_PIDS = 10_000_000  # each rank's processes, from (its rank + 1) times this
+_MARK = msgspec.json.encode(FINDINGS_CATEGORY)  # in every event perftool draws
 
 
 @dataclass
@@ -65,6 +66,8 @@ def render(report: ScanReport) -> Iterator[bytes]:
         raise PerftoolError(
             f"--format perfetto annotates one trace or one job ({len(report.traces)} traces scanned): scan each alone"
         )
+    for trace in report.traces:  # before a byte is written: a stream, a database export or an XSpace is refused
+        check_copyable(trace.path)
     places = _placements(report)
     ours = [
         _meta("process_name", 0, name=FINDINGS_PROCESS),
@@ -113,17 +116,28 @@ def _straggler(report: ScanReport, finding: Finding, places: dict[str, Placement
 
 
 def _events(path: str, place: Placement, metadata: dict[str, Any]) -> Iterator[bytes]:
-    """A trace's events as written, after a comma each run; in a job, each event moved to its place."""
+    """A trace's events as written, after a comma each run, less the findings an earlier annotation drew (a trace
+    annotated again is annotated once); in a job, each event moved to its place."""
     for run in events_as_written(path, metadata):
-        if not bytes(run).strip():
+        raw = bytes(run)
+        if not raw.strip():
             continue
-        if place.rank is None:
-            yield b"," + bytes(run)
+        if place.rank is None and _MARK not in raw:  # the common case: the run as it is, never decoded
+            yield b"," + raw
             continue
-        events = [_placed(event, place) for event in msgspec.json.decode(b"[" + bytes(run) + b"]") if event]
-        named = [_meta_for(pid, place) for pid in {e["pid"] for e in events if "pid" in e} - place.named]
-        place.named.update(e["pid"] for e in named)
-        yield b"," + msgspec.json.encode(named + events)[1:-1] if named or events else b""
+        events = [e for e in msgspec.json.decode(b"[" + raw + b"]") if not _drawn(e)]
+        if place.rank is not None:
+            events = [_placed(event, place) for event in events if event]
+            named = [_meta_for(pid, place) for pid in {e["pid"] for e in events if "pid" in e} - place.named]
+            place.named.update(e["pid"] for e in named)
+            events = named + events
+        if events:
+            yield b"," + msgspec.json.encode(events)[1:-1]
+
+
+def _drawn(event: Any) -> bool:
+    """Whether ``event`` is one of perftool's findings drawn on the trace before."""
+    return isinstance(event, dict) and event.get("cat") == FINDINGS_CATEGORY
 
 
 def _placed(event: Any, place: Placement) -> Any:
@@ -242,4 +256,4 @@ def _slice(name: str, tid: int, ts: float, dur: float, args: dict[str, Any]) -> 
 
 
 def _meta(what: str, tid: int, **args: Any) -> dict[str, Any]:
-    return {"ph": "M", "name": what, "pid": PID, "tid": tid, "args": args}
+    return {"ph": "M", "name": what, "cat": FINDINGS_CATEGORY, "pid": PID, "tid": tid, "args": args}

@@ -266,13 +266,22 @@ def _load_events(
     return builder.finish(metadata)
 
 
+def check_copyable(path: str) -> None:
+    """Raise TraceError unless ``path`` is a JSON trace file whose events can be copied as written: not standard
+    input (read once, and gone), a database export or an XSpace."""
+    if path == STDIN or _is_stream(path):
+        raise TraceError(path, "its events are copied from its file, and a stream is read only once: save it first")
+    _check_readable(path)
+    if _other_format(path) is not None:
+        raise TraceError(path, "not a JSON trace (a database export or an XSpace): it has no events to copy as written")
+
+
 def events_as_written(path: str, metadata: dict[str, Any]) -> Iterator[bytes | memoryview]:
     """A JSON trace's events as its file holds them: runs of whole, comma-separated event objects, in file order,
     read as they stream (gzip or not); ``metadata`` holds the document's other top-level keys once the runs end. A
     document whose layout the streaming reader does not follow (it leaves such files to msgspec's exact decoder) is
-    read whole and its events written back by msgspec. Raises TraceError for a trace that is not JSON."""
-    if _other_format(path) is not None:
-        raise TraceError(path, "not a JSON trace (a database export or an XSpace): it has no events to copy as written")
+    read whole and its events written back by msgspec. Raises TraceError where :func:`check_copyable` does."""
+    check_copyable(path)
     with _reader(path, NO_LIMIT) as read:
         pieces = stream_pieces(read, metadata)
         try:
