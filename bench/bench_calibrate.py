@@ -7,7 +7,7 @@ Kineto sample): the device model the fit names, the
 steady steps it saw, each check's error against its limit (the held-out steps' mean and busy share, the
 step-to-step spread), how far the fit misses what it took (its expected step, where the time goes: "fitted", which
 agrees by construction unless the fit cannot reach the trace), and the interval its predictions are given with. A
-capture that cannot be fitted says why. The README's list of captures
+capture that cannot be fitted says why. The list of captures in docs/calibrate.md
 that calibrate within the stated error is this table.
 """
 

@@ -1,4 +1,4 @@
-"""Make the README's picture of the HTML report: ``python docs/make_screenshot.py`` (needs Debian's chromium).
+"""The documentation's picture of the HTML report: ``python docs/make_screenshot.py`` (needs Debian's chromium).
 
 It writes the scan of the bundled Kineto sample as HTML, exactly as ``perftool scan
 sample_traces/gpu_training_kineto.pt.trace.json.gz --format html -o scan.html`` does, and has headless

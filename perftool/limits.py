@@ -1,6 +1,6 @@
 """The limits that keep a hostile or accidental input from exhausting memory or time.
 
-Each is named in the error that enforces it; the README's "Limits" section lists them with figures.
+Each is named in the error that enforces it; docs/limits.md lists them with figures.
 """
 
 from __future__ import annotations

@@ -93,13 +93,11 @@ def test_trace_and_steps_as_dataframes():
     assert len(steps) == detect_steps(trace).count and (steps["duration"] > 0).all()
 
 
-def test_the_readme_python_example_runs_as_written(monkeypatch, capsys):
-    readme = (REPO / "README.md").read_text()
-    example = next(
-        block for block in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "perftool.scan(" in block
-    )
+def test_the_documented_python_example_runs_as_written(monkeypatch, capsys):
+    page = (REPO / "docs" / "python-api.md").read_text()
+    example = next(block for block in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "perftool.scan(" in block)
     monkeypatch.chdir(REPO)
-    exec(compile(example, "README.md", "exec"), {})
+    exec(compile(example, "docs/python-api.md", "exec"), {})
     printed = capsys.readouterr().out
     assert "PT001 warning 17.8% {'loop_size': 16}" in printed and "fail ['step time (median)'" in printed
 

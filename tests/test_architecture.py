@@ -1,5 +1,5 @@
 """perftool's layers: no module imports one that (through others) imports it back, and no package does either, so
-every import points down the picture in the README's "How it is built". Imports inside functions count too."""
+every import points down the picture in docs/development.md's "How it is built". Imports inside functions count too."""
 
 from __future__ import annotations
 
@@ -66,13 +66,13 @@ def test_no_package_imports_itself_back():
 
 
 def _picture_order() -> list[str]:
-    """The packages in the order the README's picture ("How it is built") lists them, top to bottom."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    picture = readme.split("### How it is built", 1)[1].split("```", 2)[1]
+    """The packages in the order the picture in docs/development.md ("How it is built") lists them, top to bottom."""
+    page = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    picture = page.split("## How it is built", 1)[1].split("```", 2)[1]
     return re.findall(r"^ (perftool\.\w+)", picture, flags=re.MULTILINE)
 
 
-def test_the_readme_s_picture_is_true():
+def test_the_documented_picture_is_true():
     """Each package the picture lists imports only packages listed above it."""
     order = _picture_order()
     assert {"perftool.trace", "perftool.rules", "perftool.predict", "perftool.api", "perftool.cli"} <= set(order)

@@ -179,7 +179,7 @@ def test_every_built_in_format_is_an_entry_point_that_loads():
         assert formats(shown)[0] == "text" and len(formats(shown)) >= 2, shown
     renderers = {entry.value.split(":")[0].rsplit(".", 1)[1] for entry in own}
     helpers = {"console", "escape", "html_page", "info_rows", "overall", "progress", "registry", "roofline_rows",
-               "svg", "tune_best_yaml", "tune_results_csv", "tune_results_json", "views"}  # fmt: skip
+               "rule_page", "svg", "tune_best_yaml", "tune_results_csv", "tune_results_json", "views"}  # fmt: skip
     assert {module.name for module in iter_modules(report.__path__)} - helpers == renderers
 
 

@@ -1,5 +1,5 @@
-"""The README's CI examples are right as written: the workflow parses, installs our package, and a
-failing gate still leaves its report for the summary step."""
+"""The examples of the README and the documentation are right as written: the CI workflow parses, installs our
+package, and a failing gate still leaves its report for the summary step."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import pytest
 import yaml
 from conftest import REPO
 
-README = (REPO / "README.md").read_text()
+README = "\n".join(page.read_text() for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
+# the README and the documentation's pages: every example in either runs as written
 DISTRIBUTION = re.search(r'^name = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE).group(1)
 
 

@@ -211,6 +211,23 @@ def test_rules_list_and_explain(run):
     assert missing.exit_code == 2 and "unknown rule 'PT404'" in missing.stderr
 
 
+def test_a_rule_s_markdown_page_says_what_its_text_page_says(run):
+    """The documentation's rule pages are ``rules explain --format markdown``: the same parts, every fix of every
+    cause and family, as headings and lists."""
+    rule = load_rule(builtin_dir() / "PT011-exposed-communication.yaml")
+    page = run("rules", "explain", "PT011", "--format", "markdown").stdout
+    assert page.startswith("# PT011 exposed-communication\n\n**Communication not hidden behind compute**")
+    headings = [line[3:] for line in page.splitlines() if line.startswith("## ")]
+    assert headings == ["What it finds", "Why it matters", "Example", "How to fix", "Severity", "Template values",
+                        "References"]  # fmt: skip
+    fixes = [line for line in page.splitlines() if line.lstrip().startswith("- **")]
+    assert len(fixes) == len(rule.fix) + sum(len(by_family) for by_family in rule.fix_variants.values())
+    for variant in rule.fix_variants:
+        assert f"- when the cause is {variant.replace('_', ' ')}:" in page
+    text = " ".join(run("rules", "explain", "PT011").stdout.split())
+    assert "warning ≥ 5%" in text and "warning ≥ 5%" in page
+
+
 def test_unknown_numbers_read_n_a():
     assert fill("{per_step:.2f} per step, {share:.0%}", {"per_step": float("nan"), "share": 0.5}) == "n/a per step, 50%"
 

@@ -8,8 +8,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from perftool.report.rule_page import rule_page, thresholds
 from perftool.rules.catalog import RulesReport
-from perftool.rules.detectors import COMMON_VALUES, DETECTORS, ORIGINS
+from perftool.rules.detectors import ORIGINS
 from perftool.rules.model import Rule
 
 
@@ -24,46 +25,27 @@ def catalogue(report: RulesReport) -> Table:
         table.add_row(
             Text.assemble((f"{rule.id} {name}", "bold"), "\n", (rule.title, "dim")),
             Text.assemble(rule.detector, "\n", (f"from {ORIGINS.get(rule.detector, '?')}", "dim")),
-            Text.assemble(rule.severity.value, "\n", (_thresholds(rule, "\n"), "dim")),  # one level a line: 80 wide
+            Text.assemble(rule.severity.value, "\n", (thresholds(rule, "\n"), "dim")),  # one level a line: 80 wide
         )
     return table
 
 
 def page(rule: Rule) -> Group:
     """What it finds, why it matters, how to fix it, an example: from the rule file."""
-    detector = DETECTORS[rule.detector]
+    shown = rule_page(rule)
     parts: list[RenderableType] = [
-        Text.assemble((f"{rule.id} {rule.name}", "bold"), f" — {rule.title}"),
-        Text(f"detector {detector.name} (from {ORIGINS[detector.name]}): {detector.summary}", style="dim"),
-        _section("What it finds", rule.explain.what),
-        _section("Why it matters", rule.explain.why),
-        _section("Example", rule.explain.example),
+        Text.assemble((shown.heading, "bold"), f" — {shown.title}"),
+        Text(shown.detector, style="dim"),
+        *(_section(title, body) for title, body in shown.sections),
         Text("\nHow to fix", style="bold"),
     ]
-    parts += [_indented(Text.assemble((family + ": ", "green"), text), 2) for family, text in rule.fix.items()]
-    for variant, fixes in rule.fix_variants.items():
-        parts.append(_indented(Text(f"when the cause is {variant.replace('_', ' ')}:", style="green"), 2))
-        parts += [_indented(Text.assemble((family + ": ", "green"), text), 4) for family, text in fixes.items()]
-    settings = {**detector.params, **rule.params}
-    parts.append(
-        _section(
-            "Severity",
-            f"at least {rule.severity.value}; by share of the steady-state step time lost: {_thresholds(rule)}",
-        )
-    )
-    if settings:
-        lines = [
-            f"{name} = {value:g} ({detector.settings[name].kind.__name__}; default "
-            f"{detector.settings[name].default:g}): {detector.settings[name].meaning}"
-            for name, value in settings.items()
-        ]
-        parts.append(_section("Settings", "\n".join(lines)))
-    values = {**detector.values, **COMMON_VALUES}
-    parts.append(_section("Template values", "\n".join(f"{name}: {meaning}" for name, meaning in values.items())))
-    if rule.references:
-        parts.append(
-            _section("References", "\n".join(f"{r.title}" + (f" <{r.url}>" if r.url else "") for r in rule.references))
-        )
+    cause = None
+    for fix in shown.fixes:
+        if fix.cause != cause:
+            cause = fix.cause
+            parts.append(_indented(Text(f"when the cause is {cause}:", style="green"), 2))
+        parts.append(_indented(Text.assemble((fix.family + ": ", "green"), fix.text), 4 if cause else 2))
+    parts += [_section(title, body) for title, body in shown.after_fixes]
     return Group(*parts)
 
 
@@ -73,8 +55,3 @@ def _section(title: str, body: str) -> Group:
 
 def _indented(text: Text, width: int) -> Padding:
     return Padding(text, (0, 0, 0, width))
-
-
-def _thresholds(rule: Rule, between: str = ", ") -> str:
-    levels = [(name, getattr(rule.thresholds, name)) for name in ("info", "warning", "error")]
-    return between.join(f"{name} ≥ {value:.0%}" for name, value in levels if value is not None)
