@@ -29,6 +29,17 @@ def device_tracks(trace: Trace) -> list[int]:
     return np.flatnonzero(np.bincount(trace.track[device], minlength=len(trace.tracks))).tolist()
 
 
+_AMD = re.compile(r"(?i)\bAMD\b|Instinct|Radeon|\bMI\d{3}")
+NVIDIA_WORDS = {"cores": "SMs", "core": "SM", "stream": "CUDA stream", "warps": "warps"}
+AMD_WORDS = {"cores": "CUs", "core": "CU", "stream": "HIP stream", "warps": "wavefronts"}
+
+
+def gpu_words(device: str) -> dict[str, str]:
+    """How a GPU's maker names its parts, for the device named ``device``: an AMD GPU's compute units (CUs), HIP
+    streams and wavefronts; NVIDIA's SMs, CUDA streams and warps otherwise."""
+    return AMD_WORDS if _AMD.search(device) else NVIDIA_WORDS
+
+
 def device_family(trace: Trace) -> str:
     """npu, ipu, hpu or gpu, from the emulator's metadata, the dialect or the names; else ``generic``.
 
@@ -122,6 +133,8 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
     if isinstance(properties, list):
         by_id = {p.get("id"): str(p.get("name")) for p in properties if isinstance(p, dict) and p.get("name")}
     processes = {trace.tracks[i].pid: trace.tracks[i] for i in tracks}
+    if len(by_id) == 1:  # one device listed: its name whatever the track's id (ROCm numbers the visible devices)
+        by_id = dict.fromkeys(processes, next(iter(by_id.values())))
     # Kineto names a device's process after the host program ("python3") unless it names the device: its pid is the
     # device id
     kineto = trace.dialect == "kineto"
@@ -142,4 +155,5 @@ def _named(model: str | None, process: str) -> str:
     """The model from the device's properties, after the process label where that adds something (MTIA 17)."""
     if not model:
         return process
-    return model if process.upper().startswith(("GPU", "PYTHON")) or process in model else f"{process} ({model})"
+    plain = process.upper().startswith(("GPU", "PYTHON", "DEVICE "))  # an index or the program: the model says more
+    return model if plain or process in model else f"{process} ({model})"

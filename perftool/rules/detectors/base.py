@@ -180,6 +180,13 @@ def names_key(trace: Trace, rows: np.ndarray) -> str:
     return "\n".join(sorted({host_call(trace.names[i]) for i in np.unique(trace.name[rows]).tolist()}))
 
 
+GPU_WORD_VALUES: dict[str, str] = {  # the values of :func:`~perftool.analysis.family.gpu_words`
+    "cores": "what the device's maker calls its cores: SMs (NVIDIA) or CUs (AMD)",
+    "core": "one of them: SM or CU",
+    "stream": "its streams: CUDA stream or HIP stream",
+    "warps": "its thread groups: warps or wavefronts",
+}
+
 KERNEL_RUN_VALUES: dict[str, str] = {  # the values of :func:`kernel_runs`, for a detector's ``values``
     "names": "the kernels, most time first",
     "per_step": "such kernel runs per steady step",

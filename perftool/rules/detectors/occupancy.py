@@ -16,11 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from perftool.analysis.family import device_properties
+from perftool.analysis.family import device_properties, gpu_words
 from perftool.analysis.kernel_launch import Occupancy, SmLimits, launch_of, occupancy
 from perftool.names import readable
 from perftool.roofline.figures import MATRIX_FAMILIES
-from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, Setting, kernel_runs, names_key
+from perftool.rules.detectors.base import (
+    GPU_WORD_VALUES,
+    KERNEL_RUN_VALUES,
+    Detection,
+    Detector,
+    Scope,
+    Setting,
+    kernel_runs,
+    names_key,
+)
 
 LIMITS = ("registers", "shared memory")  # what a kernel's own launch decides; threads and blocks are the grid's
 
@@ -75,6 +84,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "worst": readable(trace.names[trace.name[worst_row]]),
         "occupancy": worst.share,
         "limit": worst.limit,
+        **gpu_words(scope.metrics.device),
         "without_limit": worst.without_limit,
         "of_roofline": float(1 - np.average(below, weights=trace.dur[rows])),
     }
@@ -86,6 +96,7 @@ DETECTOR = Detector(
     summary="memory-bound kernels held to few warps per SM by their registers or shared memory",
     values={
         **KERNEL_RUN_VALUES,
+        **GPU_WORD_VALUES,
         "worst": "the kernel losing most time",
         "occupancy": "its theoretical occupancy: resident warps as a share of the most an SM holds",
         "limit": "what limits it: registers or shared memory",

@@ -14,10 +14,18 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis.communication import covered
-from perftool.analysis.family import device_properties
+from perftool.analysis.family import device_properties, gpu_words
 from perftool.analysis.kernel_launch import launch_of
 from perftool.names import readable
-from perftool.rules.detectors.base import KERNEL_RUN_VALUES, Detection, Detector, Scope, kernel_runs, names_key
+from perftool.rules.detectors.base import (
+    GPU_WORD_VALUES,
+    KERNEL_RUN_VALUES,
+    Detection,
+    Detector,
+    Scope,
+    kernel_runs,
+    names_key,
+)
 from perftool.trace.model import Kind, Role
 
 
@@ -69,6 +77,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     values: dict[str, Any] = {
         **kernel_runs(scope, rows),
         "sms": sms,
+        **gpu_words(scope.metrics.device),
         "worst": readable(trace.names[worst]),
         "blocks": int(np.median(blocks[of_worst])),
         "sm_share": float(np.sum(time * blocks / sms) / time.sum()),
@@ -81,6 +90,7 @@ DETECTOR = Detector(
     summary="kernels launched with fewer thread blocks than the device has SMs, leaving the rest idle",
     values={
         **KERNEL_RUN_VALUES,
+        **GPU_WORD_VALUES,
         "sms": "the device's SMs (or compute units)",
         "worst": "the kernel losing most time",
         "blocks": "its median thread blocks",
