@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import error_line
+from conftest import DATA, error_line
 
 from perftool.analysis import compute_metrics, detect_steps
 from perftool.analysis.family import device_family, device_name
@@ -458,3 +458,16 @@ def test_report_text_reads_without_repeated_words_or_empty_figures(run):
     for name in ("ddp_v100_rank1", "mi300_resnet_actckpt_ddp8_rank0"):  # a sync each step that costs nothing
         summary, findings = scan(run, str(real / f"{name}.json.gz"))
         assert all(f["impact"]["share"] >= 0.0005 or f["severity"] != "info" for f in findings.values()), name
+
+
+def test_a_bound_beyond_a_finding_s_cost_says_what_it_adds(run):
+    """A late batch stalls the device beyond the wait itself (its copy, the dispatch after it): the bound on the fix
+    counts that too, and says so rather than printing a gain twice the cost without a word."""
+    _, found = scan(run, "zero_workers")
+    wait = found["PT002"]
+    bound = wait["gain"]["up_to_share"]
+    assert wait["gain"]["kind"] == "upper_bound" and bound > wait["impact"]["share"]
+    assert wait["gain"]["text"].endswith(f"({bound:.1%}, with the idle the cause leads to beyond its own cost)")
+    _, real = scan(run, str(DATA / "real" / "resnet50_pt18_workers0.json.gz"))
+    host = real["PT001"]  # its bound is its cost: nothing to add
+    assert host["gain"]["up_to_share"] == host["impact"]["share"] and host["gain"]["text"].endswith("(8.3%)")

@@ -93,7 +93,7 @@ def fix_that_holds(scope: Judged, detected: Detected, fitted: TraceFit | None) -
     """
     detection = detected.detection
     most = max(detection.bound_us or 0.0, detection.lost_us)
-    bound = prediction.upper_bound(per_steady_step(scope, most), most / scope.window)
+    bound = prediction.upper_bound(per_steady_step(scope, most), most / scope.window, most > detection.lost_us)
     if not detected.sets_knobs:
         return detection, bound, None  # a fix of no knob the emulator has: nothing to predict, no fit to run for it
     if scope.run is not None:

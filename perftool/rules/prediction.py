@@ -19,10 +19,14 @@ BOUND_SLACK = 0.10  # a prediction may win back this much (relative) past the ti
 ONE_TIME_SHOWN = 0.01  # the job's time is shown where its one-time costs move the speed-up by this share
 
 
-def upper_bound(per_step_us: float | None, share: float) -> Gain:
+def upper_bound(per_step_us: float | None, share: float, beyond_cost: bool = False) -> Gain:
+    """The most a fix can win back; ``beyond_cost``: more than the finding's cost, as the device idle the cause leads
+    to (a late batch's copy and the dispatch after it) goes too, which the text says."""
+    why = ", with the idle the cause leads to beyond its own cost" if beyond_cost else ""
     if per_step_us is None or math.isnan(per_step_us):
-        return Gain(kind="upper_bound", text=f"up to {share:.1%} of the run time", up_to_share=share)
-    return Gain(kind="upper_bound", text=f"up to {duration(per_step_us)} per step ({share:.1%})", up_to_share=share)
+        return Gain(kind="upper_bound", text=f"up to {share:.1%} of the run time{why}", up_to_share=share)
+    text = f"up to {duration(per_step_us)} per step ({share:.1%}{why})"
+    return Gain(kind="upper_bound", text=text, up_to_share=share)
 
 
 def over_capture(gain: Gain, change: str, steps: int) -> Gain:
