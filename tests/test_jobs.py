@@ -349,3 +349,21 @@ def test_every_family_emulates_replicas_in_its_own_words(run, tmp_path, family, 
     assert stat["world_size"] == 2 and stat["metrics"]["communication.count"] > 0
     assert stat["metrics"]["communication.bytes"] > 0  # the sizes in the args were read back
     assert scanned["job"]["slowest_rank"] == 1
+
+
+def test_a_rank_no_later_than_the_clocks_disagree_is_no_straggler():
+    """The straggler job's rank 5, late by its lag a step: named where the ranks' clocks agree to under half that,
+    and not where their alignment strays by half of it or more (the trace cannot tell who is slow then)."""
+    summaries = [
+        summarise_rank(seen(str(path)), n, [], DEFAULT_READ) for n, path in enumerate(sorted(STRAGGLER.glob("rank*")))
+    ]
+    by_rank = {s.rank: s for s in summaries}
+    timelines = {rank: s.timeline for rank, s in by_rank.items()}
+    waited = waits(timelines, *align(timelines))
+    steps = {rank: s.timeline.steps for rank, s in by_rank.items()}
+    lag = waited.lag_us[5] / steps[5]
+    agreeing = JobScope(by_rank, waited, 5, "gpu", steps_compared=steps, clock_error_us=0.45 * lag)
+    named = straggler.detect(agreeing, {})
+    assert named is not None and named.values["rank"] == 5
+    straying = JobScope(by_rank, waited, 5, "gpu", steps_compared=steps, clock_error_us=0.5 * lag)
+    assert straggler.detect(straying, {}) is None

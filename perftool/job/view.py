@@ -51,6 +51,8 @@ class JobScope:
     run: KnownRun | None = None  # how the job was run, where every rank's trace records the same emulator config
     steps_compared: dict[int, int] = field(default_factory=dict)
     contexts: tuple[str, ...] = ()  # job-level fixes are the same in every framework's terms
+    clock_error_us: float = 0.0  # how far single readings of the ranks' clock offsets stray (p95): lags within it
+    # are the clocks', not a rank's
 
     @property
     def window(self) -> float:
@@ -75,7 +77,8 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
     rows = [_row(s, waited, per_step[rank]) for rank, s in by_rank.items()]
     slowest, held = _slowest(rows)
     family = next(iter(by_rank.values())).scan.family if by_rank else "generic"
-    scope = JobScope(by_rank, waited, slowest, family, evidence, _known_run(by_rank), per_step)
+    scope = JobScope(by_rank, waited, slowest, family, evidence, _known_run(by_rank), per_step,
+                     clock_error_us=alignment.residual_p95_us or 0.0)  # fmt: skip
     job_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "job"]
     found = [detection for rule in job_rules if (detection := detected(scope, rule)) is not None]
     findings = sorted(

@@ -1,11 +1,11 @@
 """Stragglers: the rank the others wait for in collectives, and what makes it slow.
 
 Read from a job's summaries (a job-level detector): with the ranks' clocks aligned, the rank that
-arrives last at the collectives and holds the others back the longest is the straggler. What makes
-it slow is the part of its step that exceeds the median of the other ranks most: device compute
-(uneven work or a slow device), waiting for input, or its device waiting on its host — named only where
-that excess accounts for at least half of its lag (the longest wait it causes in a step); else the trace
-does not show the cause.
+arrives last at the collectives and holds the others back the longest is the straggler, unless it is late by no
+more than twice what the clocks' alignment strays (then the trace cannot tell who is slow). What makes it slow is
+the part of its step that exceeds the median of the other ranks most: device compute (uneven work or a slow
+device), waiting for input, or its device waiting on its host — named only where that excess accounts for at least
+half of its lag (the longest wait it causes in a step); else the trace does not show the cause.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ CAUSES = {  # breakdown part -> (fix variant, how the message names it)
     "idle.other": (None, "unexplained device idle"),
 }
 EXPLAINS = 0.5  # a part of the slow rank's step is its cause when it exceeds the others' by this share of its lag
+CLOCK_MARGIN = 2.0  # a rank is a straggler only when it is later than this many times the clocks' own disagreement
 
 
 def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: perftool.job.view.JobScope
@@ -52,6 +53,8 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
     most = max(excess.get(cause, 0.0), 0.0) if cause else 0.0
     variant, cause_text = CAUSES[cause] if cause and most > 0 else (None, "no single part of its step")
     lag = waited.lag_us.get(rank, 0.0) / steps  # how late it is: its longest wait caused in a step
+    if lag <= CLOCK_MARGIN * scope.clock_error_us:
+        return None  # the ranks' clocks agree no better than it is late: the trace cannot tell who is slow
     if most >= EXPLAINS * lag:
         why = f"Against the median rank it spends {most / 1e3:.2f} ms more per step in {cause_text}."
     else:  # a difference too small to account for the wait names no cause
