@@ -340,3 +340,19 @@ def test_a_count_of_one_reads_in_the_singular():
 
     assert _unmatched({"events": 3, "keys": 1}, "baseline") == "3 baseline events (1 key)"
     assert _unmatched({"events": 1, "keys": 2}, "candidate") == "1 candidate event (2 keys)"
+
+
+def test_the_roofline_reads_in_flop_per_second_with_si_prefixes_never_exponents(run, tmp_path):
+    """A V100 capture whose slowest ops reach tens of MFLOP/s and whose roofs reach a hundred TFLOP/s: every axis
+    label and every dot's title reads as a person writes the figure (100 k, 1 T, 0.01, 1,000), never 1e-07."""
+    from perftool.report.svg import flops_per_s
+
+    assert [flops_per_s(v) for v in (1e5, 7.14e7, 4.26e9, 1.25e14, 1e15)] == [
+        "100 k", "71.4 M", "4.26 G", "125 T", "1 P",
+    ]  # fmt: skip
+    page = tmp_path / "info.html"
+    assert run("info", DATA / "real" / "ddp_v100_rank1.json.gz", "--format", "html", "-o", page).exit_code == 0
+    chart = page.read_text().split('data-chart="roofline"', 1)[1].split("</figure>", 1)[0]
+    labels = re.findall(r'text-anchor="(?:end|middle)">([^<]*)</text>', chart)
+    assert "100 k" in labels and "1 P" in labels and "1,000" in labels and "FLOP/s" in chart
+    assert not re.search(r"\de-\d", chart), re.search(r".{40}\de-\d.{10}", chart)

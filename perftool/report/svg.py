@@ -342,6 +342,21 @@ def strips(name: str, caption: str, samples: Sequence[tuple[str, Sequence[float]
     return figure(name, caption, _svg(height, caption, "".join(body)))
 
 
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def flops_per_s(value: float) -> str:
+    """A FLOP/s figure to 3 digits with an SI prefix, as an axis reads it: ``1e14`` → ``100 T``, ``1e5`` → ``100 k``,
+    ``7.14e7`` → ``71.4 M``."""
+    scale, prefix = next(((s, p) for s, p in _PREFIXES if value >= s), (1.0, ""))
+    return f"{value / scale:.3g} {prefix}".rstrip()
+
+
+def _decimal(value: float) -> str:
+    """A power of ten as a person writes it: ``0.01``, ``1,000``, never ``1e-05``."""
+    return f"{value:,.{max(-math.floor(math.log10(value)), 0)}f}"
+
+
 def roofline(name: str, caption: str, points: Sequence[tuple[str, float, float, float, str]],
              peaks: Sequence[tuple[str, float]], bandwidth: float | None) -> str:  # fmt: skip
     """Ops on log-log axes, arithmetic intensity (FLOP/byte) across and achieved TFLOP/s up, each a dot sized by
@@ -366,12 +381,14 @@ def roofline(name: str, caption: str, points: Sequence[tuple[str, float, float, 
     for power in range(x_low, x_high + 1):
         parts.append(
             f'<line x1="{x(10**power):.1f}" x2="{x(10**power):.1f}" y1="{top}" y2="{bottom}" stroke="#eeeeee"/>'
-            f'<text x="{x(10**power):.1f}" y="{bottom + 20}" font-size="11" text-anchor="middle">{10.0**power:g}</text>'
+            f'<text x="{x(10**power):.1f}" y="{bottom + 20}" font-size="11" text-anchor="middle">'
+            f"{_decimal(10.0**power)}</text>"
         )
     for power in range(y_low, y_high + 1):
         parts.append(
             f'<line x1="{left}" x2="{right}" y1="{y(10**power):.1f}" y2="{y(10**power):.1f}" stroke="#eeeeee"/>'
-            f'<text x="{left - 6}" y="{y(10**power) + 4:.1f}" font-size="11" text-anchor="end">{10.0**power:g}</text>'
+            f'<text x="{left - 6}" y="{y(10**power) + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{flops_per_s(10.0 ** (power + 12))}</text>"
         )
     if bandwidth:
         merged: dict[float, list[str]] = {}
@@ -398,14 +415,14 @@ def roofline(name: str, caption: str, points: Sequence[tuple[str, float, float, 
         radius = 2.5 + 7 * math.sqrt(time_us / largest)
         parts.append(
             f'<circle class="op" cx="{x(intensity):.1f}" cy="{y(tflops):.1f}" r="{radius:.1f}" fill="{colour}" '
-            f'fill-opacity="0.7"><title>{_text(label)}: {tflops:,.3g} TFLOP/s at {intensity:,.3g} FLOP/byte, '
-            f"{_text(duration(time_us))}</title></circle>"
+            f'fill-opacity="0.7"><title>{_text(label)}: {flops_per_s(tflops * 1e12)}FLOP/s at {intensity:,.3g} '
+            f"FLOP/byte, {_text(duration(time_us))}</title></circle>"
         )
     parts.append(
         f'<text x="{(left + right) / 2}" y="{height - 8}" font-size="12" text-anchor="middle">'
         "arithmetic intensity (FLOP/byte)</text>"
         f'<text x="14" y="{(top + bottom) / 2}" font-size="12" text-anchor="middle" '
-        f'transform="rotate(-90 14 {(top + bottom) / 2})">TFLOP/s</text>'
+        f'transform="rotate(-90 14 {(top + bottom) / 2})">FLOP/s</text>'
     )
     legend = "".join(
         f'<li><span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}"></span>{_text(family)}</li>'
