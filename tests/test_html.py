@@ -356,3 +356,15 @@ def test_the_roofline_reads_in_flop_per_second_with_si_prefixes_never_exponents(
     labels = re.findall(r'text-anchor="(?:end|middle)">([^<]*)</text>', chart)
     assert "100 k" in labels and "1 P" in labels and "1,000" in labels and "FLOP/s" in chart
     assert not re.search(r"\de-\d", chart), re.search(r".{40}\de-\d.{10}", chart)
+
+
+def test_a_heat_map_shades_by_size_from_zero_so_close_figures_look_alike():
+    """8.81 and 8.83 ms differ by 0.2%: their cells are all but the same shade, not the darkest and the lightest."""
+    from perftool.report.svg import heat_maps
+
+    chart = heat_maps("waits", "compute per step", ["rank 0", "rank 1"], [1, 2],
+                      [("compute", [[8810.0, 8810.0], [8830.0, 8830.0]])])  # fmt: skip
+    fills = re.findall(r'<rect x="[^"]+" y="[^"]+" width="[^"]+" height="[^"]+" fill="#([0-9a-f]{6})"><title>', chart)
+    low, high = (tuple(int(fill[i : i + 2], 16) for i in (0, 2, 4)) for fill in (fills[0], fills[-1]))
+    assert len(fills) == 4 and max(abs(a - b) for a, b in zip(low, high)) <= 3
+    assert "0 ms" in chart or "0 µs" in chart  # the scale's key starts at zero

@@ -208,9 +208,10 @@ Grid = Sequence[Sequence[float] | None]  # one row of cells per row label; None:
 
 def heat_maps(name: str, caption: str, rows: Sequence[str], numbers: Sequence[int], panels: Sequence[tuple[str, Grid]],
               marked: str | None = None) -> str:  # fmt: skip
-    """Grids of cells, row by step, one per panel (what the cells measure), each on its own scale from dark (least)
-    to light (most), drawn beside its title; every cell's figure in its title. Rows too thin for a label each
-    are named every few; the ``marked`` row always is, in bold. The step numbers run under the last grid."""
+    """Grids of cells, row by step, one per panel (what the cells measure), each on its own scale from dark (zero)
+    to light (its most), drawn beside its title, so a cell's shade is its size, never its rank among close figures;
+    every cell's figure in its title. Rows too thin for a label each are named every few; the ``marked`` row always
+    is, in bold. The step numbers run under the last grid."""
     left, right, gap = 76, WIDTH - 10, 34
     cell_h = max(3.0, min(16.0, 360 / max(len(rows), 1)))
     columns = max((len(row) for _, grid in panels for row in grid if row is not None), default=1)
@@ -225,7 +226,7 @@ def heat_maps(name: str, caption: str, rows: Sequence[str], numbers: Sequence[in
     body, top = [defs], 0.0
     for title, grid in panels:
         values = [v for row in grid if row is not None for v in row]
-        ends = _ticks(min(values, default=0.0), max(values, default=0.0))
+        ends = _ticks(0.0, max(values, default=0.0))  # from zero: 8.81 and 8.83 ms look alike, as they are
         low, high = ends[0], ends[-1]
         low_text, high_text = axis_durations([low, high]) if values else ("—", "—")
         body.append(_scale_key(name, title, low_text, high_text, left, right, top + 14))
