@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+NAME_IN_TABLE = 160  # characters of a name a report's table shows (HTML gives the whole name on hover, JSON keeps it)
 _RETURN_TYPE = re.compile(r"^(void|int|float)\s+")
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
 _NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")  # at::native::Foo → Foo
@@ -33,6 +34,11 @@ def readable(name: str, width: int | None = None) -> str:
         if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
             short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))
     return short if width is None or len(short) <= width else short[: width - 1].rstrip() + "…"
+
+
+def shortened(name: str) -> str:
+    """``name`` as a report's sentence or table shows it: :func:`readable`, cut at :data:`NAME_IN_TABLE`."""
+    return readable(name, NAME_IN_TABLE)
 
 
 def host_call(name: str) -> str:

@@ -7,6 +7,7 @@ Chromium on the machine they skip, saying so.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -368,3 +369,30 @@ def test_a_heat_map_shades_by_size_from_zero_so_close_figures_look_alike():
     low, high = (tuple(int(fill[i : i + 2], 16) for i in (0, 2, 4)) for fill in (fills[0], fills[-1]))
     assert len(fills) == 4 and max(abs(a - b) for a, b in zip(low, high)) <= 3
     assert "0 ms" in chart or "0 µs" in chart  # the scale's key starts at zero
+
+
+def test_a_mangled_kernel_name_of_thousands_of_characters_is_shortened_in_tables_and_whole_in_json(run, write_trace):
+    """A templated kernel whose signature runs to 2,500 characters: the HTML and Markdown tables show it as people
+    read it, cut to 160 characters (the HTML whole on hover), the JSON keeps every character."""
+    kernel = "void at::native::reduce_kernel<" + ", ".join(["at::native::Functor<float>"] * 90) + ">(float*, int)"
+    events = [{"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}]
+    for step in range(8):
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 1, "tid": 1,
+             "ts": step * 1000, "dur": 999},
+            {"ph": "X", "name": kernel, "cat": "kernel", "pid": 0, "tid": 7, "ts": step * 1000 + 100, "dur": 500,
+             "args": {"grid": [10, 1, 1], "block": [128, 1, 1]}},
+        ]  # fmt: skip
+    path = write_trace({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": events})
+    assert len(kernel) > 2_400
+    document = json.loads(run("scan", path, "--format", "json", "--fail-on", "never").stdout)
+    (grid,) = [f for f in document["traces"][0]["findings"] if f["rule_id"] == "PT019"]
+    assert {e["name"] for e in grid["evidence"]} == {kernel}
+    page = run("scan", path, "--format", "html", "--fail-on", "never").stdout
+    cells = re.findall(r'<td class="wrap" title="([^"]*)">(.*?)</td>', page)
+    shown = [(title, text) for title, text in cells if title.startswith("void at::native::reduce_kernel")]
+    assert shown and all(len(html.unescape(text.replace("<wbr>", ""))) == 160 for _, text in shown)
+    assert all(html.unescape(title) == kernel for title, _ in shown)
+    markdown = run("scan", path, "--format", "markdown", "--fail-on", "never").stdout
+    rows = [line for line in markdown.splitlines() if "reduce" in line and line.startswith("|")]
+    assert rows and all(len(line) < 1_000 for line in rows) and kernel not in markdown  # two names of 160 at most

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from perftool.names import NAME_IN_TABLE, readable
 from perftool.report.escape import html_text
 from perftool.version import __version__
 
@@ -73,7 +75,15 @@ def facts(items: Sequence[tuple[str, str]]) -> str:
     return '<ul class="facts">' + "".join(f"<li>{html_text(k)}<b>{html_text(v)}</b></li>" for k, v in items) + "</ul>"
 
 
-Cell = str | tuple[str, str]  # text, or (text, class)
+@dataclass(frozen=True)
+class Name:
+    """A name from the trace as a table cell: shown as people read it (:func:`~perftool.names.readable`, cut at
+    :data:`~perftool.names.NAME_IN_TABLE`), whole on hover."""
+
+    full: str
+
+
+Cell = str | tuple[str, str] | Name  # text, (text, class), or a name from the trace
 
 
 def table(
@@ -85,12 +95,15 @@ def table(
     those names anywhere at last, so that a long one does not push the other columns off a narrow screen."""
 
     def cell(tag: str, index: int, value: Cell) -> str:
+        hover = f' title="{html_text(value.full)}"' if isinstance(value, Name) else ""
+        if isinstance(value, Name):
+            value = readable(value.full, NAME_IN_TABLE)
         content, extra = (value, "") if isinstance(value, str) else value
         breaks = tag == "th" or index in wrapped
         kinds = ("num" if index in numeric else "", "wrap" if breaks and tag == "td" else "", extra)
         classes = " ".join(c for c in kinds if c)
         text = _BREAK_AFTER.sub(r"\1<wbr>", html_text(content)) if breaks else html_text(content)
-        return f"<{tag}{_class(classes)}>{text}</{tag}>"
+        return f"<{tag}{_class(classes)}{hover}>{text}</{tag}>"
 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from perftool.analysis.idle import CAUSES
 from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
-from perftool.report.html_page import Cell, facts, page, paragraph, section, table
+from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
 from perftool.report.overall import largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
@@ -126,8 +126,9 @@ def _finding(finding: Finding, unit: str) -> str:
     if finding.gain is not None:
         parts.append(paragraph(f"Gain: {finding.gain.text}"))
     if finding.evidence:
-        rows = [
-            [timestamp(evidence_start(e), unit), duration(e.dur_us, unit), e.track, e.name] for e in finding.evidence
+        rows: list[list[Cell]] = [
+            [timestamp(evidence_start(e), unit), duration(e.dur_us, unit), e.track, Name(e.name)]
+            for e in finding.evidence
         ]
         parts.append(table("evidence", ["at (from the trace's start)", "lasts", "track", "what"], rows, (0, 1), (2, 3)))
     return "".join(parts) + "</article>"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perftool.names import as_device
+from perftool.names import NAME_IN_TABLE, as_device, readable
 from perftool.report.escape import html_text, markdown
 from perftool.report.overall import largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
@@ -110,7 +110,8 @@ def _details(finding: Finding, unit: str) -> list[str]:
     if finding.evidence:
         lines += ["| at | lasts | track | event |", "| ---: | ---: | --- | --- |"]
         lines += [
-            f"| {timestamp(evidence_start(e), unit)} | {duration(e.dur_us)} | {cell(e.track)} | {cell(e.name)} |"
+            f"| {timestamp(evidence_start(e), unit)} | {duration(e.dur_us)} | {cell(e.track)} | "
+            f"{cell(readable(e.name, NAME_IN_TABLE))} |"
             for e in finding.evidence
         ]
         lines.append("")

@@ -12,7 +12,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.names import host_call, readable
+from perftool.names import host_call, shortened
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import EventRef, Evidence
 from perftool.rules.known_run import KnownRun
@@ -197,7 +197,7 @@ KERNEL_RUN_VALUES: dict[str, str] = {  # the values of :func:`kernel_runs`, for 
 def kernel_runs(scope: Scope, rows: np.ndarray) -> dict[str, Any]:
     """What kernel-launch findings say of the kernel runs ``rows``: their names, runs and device time per step."""
     return {
-        "names": distinct_names(scope.trace, rows, 3, readable),
+        "names": distinct_names(scope.trace, rows, 3, shortened),
         "per_step": scope.per_step(float(rows.size)),
         "kernel_ms_per_step": scope.per_step(float(scope.trace.dur[rows].sum())) / 1e3,
     }

@@ -18,7 +18,7 @@ import numpy as np
 
 from perftool.analysis.family import device_properties, gpu_words
 from perftool.analysis.kernel_launch import Occupancy, SmLimits, launch_of, occupancy
-from perftool.names import readable
+from perftool.names import shortened
 from perftool.roofline.figures import MATRIX_FAMILIES
 from perftool.rules.detectors.base import (
     GPU_WORD_VALUES,
@@ -81,7 +81,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     worst_row = rows[of_ref == worst_ref][0]
     values: dict[str, Any] = {
         **kernel_runs(scope, rows),
-        "worst": readable(trace.names[trace.name[worst_row]]),
+        "worst": shortened(trace.names[trace.name[worst_row]]),
         "occupancy": worst.share,
         "limit": worst.limit,
         **gpu_words(scope.metrics.device),

@@ -16,7 +16,7 @@ import numpy as np
 from perftool.analysis.communication import covered
 from perftool.analysis.family import device_properties, gpu_words
 from perftool.analysis.kernel_launch import launch_of
-from perftool.names import readable
+from perftool.names import shortened
 from perftool.rules.detectors.base import (
     GPU_WORD_VALUES,
     KERNEL_RUN_VALUES,
@@ -78,7 +78,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         **kernel_runs(scope, rows),
         "sms": sms,
         **gpu_words(scope.metrics.device),
-        "worst": readable(trace.names[worst]),
+        "worst": shortened(trace.names[worst]),
         "blocks": int(np.median(blocks[of_worst])),
         "sm_share": float(np.sum(time * blocks / sms) / time.sum()),
     }
