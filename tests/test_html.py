@@ -29,6 +29,8 @@ REPORTS = {  # report -> the command writing it as html ({out}) and as json
              SAMPLES / "gpu" / "launch_bound_no_cuda_graphs.trace.json.gz", "--allow-mismatch"),
     "diff": ("diff", DATA / "vocab" / "diff_kineto_before.json.gz", DATA / "vocab" / "diff_kineto_after.json.gz"),
     "real": ("scan", DATA / "real" / "ddp_v100_rank1.json.gz"),  # a real capture: steps numbered from 1009
+    "real-amd": ("scan", DATA / "real" / "mi300_resnet_actckpt_ddp8_rank0.json.gz"),  # templated kernel names
+    "real-info": ("info", DATA / "real" / "ddp_v100_rank1.json.gz"),  # a real roofline
     "info": ("info", KINETO),
     "job-info": ("info", SAMPLES / "jobs" / "gpu_ddp_straggler", "--workers", "1"),
 }  # fmt: skip
@@ -39,6 +41,8 @@ CHARTS = {  # report -> the charts it draws (by the start of their names)
     "gate": {"steps-trace", "explanation"},
     "diff": {"steps", "contributions"},
     "real": {"steps", "breakdown"},
+    "real-amd": {"steps", "breakdown"},
+    "real-info": {"steps", "roofline"},
     "info": {"steps"},
     "job-info": {"ranks", "rank-breakdown", "steps", "breakdown"},
 }

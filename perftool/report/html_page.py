@@ -25,7 +25,7 @@ body { margin: 0 auto; max-width: 1100px; padding: 16px; font: 15px/1.45 system-
   Roboto, sans-serif; color: var(--ink); background: #fff; }
 h1 { font-size: 1.5em; margin: 0 0 4px; } h2 { font-size: 1.2em; margin: 28px 0 8px; border-bottom: 1px solid
   var(--line); } h3 { font-size: 1.05em; margin: 18px 0 6px; }
-h1, h2, h3, .sub { overflow-wrap: anywhere; }
+h1, h2, h3, .sub, p, li { overflow-wrap: anywhere; }  /* a mangled name is one word of hundreds of letters */
 .sub { color: var(--muted); margin: 0 0 12px; }
 .facts { display: flex; flex-wrap: wrap; gap: 8px; padding: 0; list-style: none; }
 .facts li { border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px; }
