@@ -228,6 +228,13 @@ def test_a_rule_s_markdown_page_says_what_its_text_page_says(run):
     assert "warning ≥ 5%" in text and "warning ≥ 5%" in page
 
 
+def test_a_time_in_ms_reads_as_every_report_writes_times():
+    """``{x_ms:ms}``: 1,206.79 ms is 1.207 s beside the report's other figures, not a number in another style."""
+    assert fill("{a_ms:ms}, {b_ms:ms}, {c_ms:ms}", {"a_ms": 1206.79, "b_ms": 31.4234, "c_ms": 0.5}) == (
+        "1.207 s, 31.423 ms, 500.0 µs"
+    )
+
+
 def test_unknown_numbers_read_n_a():
     assert fill("{per_step:.2f} per step, {share:.0%}", {"per_step": float("nan"), "share": 0.5}) == "n/a per step, 50%"
 

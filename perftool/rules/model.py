@@ -10,6 +10,8 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from perftool.units import duration
+
 Family = Literal["npu", "ipu", "hpu", "gpu", "generic"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 # What a fix may be told for before the device family: a framework whose knobs differ from those a family's fix names
@@ -170,8 +172,9 @@ def over_the_trace(template: str) -> str:
 def fill(template: str, values: dict[str, object]) -> str:
     """Fill a checked template with the detector's own values only: no attributes, no indexing.
 
-    A value the trace cannot give (NaN) reads ``n/a``; a format that does not suit its value (``{count:.1%}``
-    on a string) shows the value plainly rather than failing the scan.
+    A value the trace cannot give (NaN) reads ``n/a``; ``{x_ms:ms}`` writes a time in ms as reports write times
+    (:func:`~perftool.units.duration`: ``31.423 ms``, ``1.207 s``); a format that does not suit its value
+    (``{count:.1%}`` on a string) shows the value plainly rather than failing the scan.
     """
     template_fields(template)  # refuses fields that reach beyond a plain name
     parts = []
@@ -182,6 +185,9 @@ def fill(template: str, values: dict[str, object]) -> str:
         value = values[name]
         if isinstance(value, float) and math.isnan(value):
             parts.append("n/a")
+            continue
+        if spec == "ms" and isinstance(value, int | float):  # a time in ms, written as every report writes times
+            parts.append(duration(value * 1e3))
             continue
         value = repr(value) if conversion == "r" else str(value) if conversion == "s" else value
         try:

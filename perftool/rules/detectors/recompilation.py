@@ -15,6 +15,7 @@ import numpy as np
 from perftool.analysis.family import framework
 from perftool.rules.detectors.base import Detection, Detector, Scope
 from perftool.trace.model import Kind
+from perftool.units import plural
 
 CAUSES = {
     "remainder_loop": "a remainder loop (steps not a multiple of the loop size)",
@@ -36,6 +37,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     cause = _cause(scope, rows)
     values = {
         "count": int(rows.size),
+        "compilations": plural(int(rows.size), "compilation"),
         "compile_ms": float(np.sum(trace.dur[rows])) / 1e3,
         "stalled_ms": stalled / 1e3,
         "cause": CAUSES[cause],
@@ -97,6 +99,7 @@ DETECTOR = Detector(
     summary="graph or op compilations after the warm-up steps",
     values={
         "count": "compilations in the steady state",
+        "compilations": "the same in words: 1 compilation, 3 compilations",
         "compile_ms": "their total compile time, ms",
         "stalled_ms": "device idle while they compiled, ms",
         "cause": "why the graph was compiled again",
