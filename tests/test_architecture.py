@@ -82,6 +82,51 @@ def test_the_documented_picture_is_true():
     assert upward == []
 
 
+LAYERS = (  # every package and top-level module of perftool, bottom up: each imports only from layers below its own
+    ("errors", "units", "names", "version", "choices", "results", "interrupts", "op_families", "plugins"),  # leaves
+    ("limits", "output", "startup"),
+    ("yamlfile",),
+    ("hardware",),
+    ("trace",),  # reading: pieces, columns, the Trace
+    ("dialects",),
+    ("trace_reader",),
+    ("analysis",),  # steps, metrics, idle causes
+    ("roofline", "emulator"),
+    ("rules", "trace_info"),  # detectors and the engine; what info reports
+    ("predict",),
+    ("trace_scan",),
+    ("job",),
+    ("diff", "tune"),
+    ("gate", "calibration"),
+    ("project", "report"),  # configuration; the formats
+    ("api",),
+    ("mcp_server",),
+    ("cli",),
+    ("__main__",),
+)
+
+
+def test_every_package_and_module_has_a_layer_and_imports_only_below_it():
+    """A new package or top-level module fails here until it is given its place; an import sideways (within a
+    layer) or upwards fails too, naming both ends."""
+    layer = {f"perftool.{name}": tier for tier, names in enumerate(LAYERS) for name in names}
+    rooms = _rooms({k: v - {"perftool"} for k, v in _imports().items() if k != "perftool"}, _package)
+    found = set(rooms) | {target for targets in rooms.values() for target in targets}
+    assert found - set(layer) == set(), "give each a place in LAYERS"
+    assert set(layer) - found == set(), "LAYERS names what perftool no longer has"
+    wrong = sorted((a, b) for a, targets in rooms.items() for b in targets if layer[b] >= layer[a])
+    assert wrong == []
+
+
+def test_the_layer_check_sees_an_import_sideways_or_upwards():
+    rooms = {"perftool.analysis": {"perftool.rules"}, "perftool.roofline": {"perftool.emulator"}}  # up; sideways
+    layer = {f"perftool.{name}": tier for tier, names in enumerate(LAYERS) for name in names}
+    assert [(a, b) for a, targets in rooms.items() for b in targets if layer[b] >= layer[a]] == [
+        ("perftool.analysis", "perftool.rules"),
+        ("perftool.roofline", "perftool.emulator"),
+    ]
+
+
 def test_the_checks_find_a_circle_where_there_is_one():
     assert set(_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == {"a", "b", "c"}
     assert _circle({"a": {"b"}, "b": set()}) == []
