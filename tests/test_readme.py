@@ -122,23 +122,44 @@ def test_a_failing_gate_leaves_its_report_for_the_summary_step(run, tmp_path, mo
     assert (tmp_path / "gate.md").read_text().startswith("# perftool gate: ❌ fail")
 
 
-def shown_commands() -> list[tuple[str, str]]:
-    """Each ``$ perftool ...`` example in the README, with the first line of output it shows."""
+def shown_commands() -> list[tuple[str, int, list[str]]]:
+    """Each ``$ perftool ...`` example of the README and the documentation: the command, the terminal width it was
+    shown at (``$ COLUMNS=110 perftool ...``; else 80) and the output it shows, up to a line ``…`` that ends an
+    excerpt."""
     found = []
     for block in re.findall(r"```text\n(.*?)```", README, re.DOTALL):
         lines = block.splitlines()
-        if lines and lines[0].startswith("$ perftool "):
-            found.append((lines[0][2:].split("  #")[0].strip(), lines[1]))
+        command = re.match(r"\$ (?:COLUMNS=(\d+) )?(perftool .*)", lines[0]) if lines else None
+        if command:
+            shown = lines[1:]
+            shown = shown[: shown.index("…")] if "…" in shown else shown
+            found.append((command.group(2).strip(), int(command.group(1) or 80), shown))
     return found
 
 
-@pytest.mark.parametrize("command, first_line", shown_commands(), ids=lambda value: value[:40])
+def as_shown(line: str) -> re.Pattern:
+    """A shown line as a pattern: as written, but for "…", which stands for what varies or was left out."""
+    return re.compile("".join(".*?" if part == "…" else re.escape(part) for part in re.split("(…)", line.rstrip())))
+
+
+@pytest.mark.parametrize(("command", "width", "shown"), shown_commands(), ids=lambda value: str(value)[:40])
 @pytest.mark.slow
-def test_every_command_the_readme_shows_runs_as_written(run, monkeypatch, command, first_line):
+def test_every_command_the_documentation_shows_prints_what_it_shows(run, monkeypatch, command, width, shown):
     monkeypatch.chdir(REPO)
+    monkeypatch.setenv("COLUMNS", str(width))
     result = run(*shlex.split(command)[1:])
     assert result.exit_code in (0, 1), result.output  # 1: findings at --fail-on, which the example shows
-    assert result.stdout.splitlines()[0].rstrip() == first_line.rstrip()
+    printed = result.stdout.splitlines()
+    assert len(printed) >= len(shown) and shown
+    for number, (line, expected) in enumerate(zip(printed, shown), 1):
+        assert as_shown(expected).fullmatch(line.rstrip()), f"line {number}: {line!r} is shown as {expected!r}"
+
+
+def test_an_example_line_matches_only_what_it_shows():
+    assert as_shown("epoch) · … s").fullmatch("epoch) · 1.25 s")
+    assert not as_shown("epoch) · … s").fullmatch("epoch) · 1.25 ms")
+    assert as_shown("reduce_kernel<Functor<…>>").fullmatch("reduce_kernel<Functor<…>>")
+    assert not as_shown("mean step 154.687 ms").fullmatch("mean step 154.688 ms")
 
 
 def yaml_example(first_key: str) -> str:
