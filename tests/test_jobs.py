@@ -149,7 +149,7 @@ def test_overlapped_all_reduces_are_not_called_after_backward(run):
 
 def test_job_text_report(run):
     text = run("scan", STRAGGLER, "--workers", "1", "--fail-on", "never").stdout
-    assert "job of 8 ranks (world size 8)" in text and "slowest rank 5" in text
+    assert "job of 8 ranks (world size 8)" in text and "rank 5 arrives last at the collectives: the others wait" in text
     assert "PT013 straggler" in text and "Ranks (ms per steady step)" in text
     assert "PT011 on 8 of 8 ranks" in text
     info = run("info", STRAGGLER, "--workers", "1").stdout
@@ -316,7 +316,7 @@ def test_replica_settings_are_checked(run, tmp_path):
 
 def test_markdown_and_sarif_of_a_job(run, sarif_validator):
     markdown = run("scan", STRAGGLER, "--format", "markdown", "--workers", "1", "--fail-on", "never").stdout
-    assert "## Job of 8 ranks (world size 8)" in markdown and "Slowest rank **5**" in markdown
+    assert "## Job of 8 ranks (world size 8)" in markdown and "**Rank 5 arrives last at the collectives" in markdown
     assert "| 5 | 7.149 ms |" in markdown and "`PT013`" in markdown
     sarif = json.loads(run("scan", STRAGGLER, "--format", "sarif", "--workers", "1", "--fail-on", "never").stdout)
     assert [error.message for error in sarif_validator.iter_errors(sarif)] == []
@@ -367,3 +367,15 @@ def test_a_rank_no_later_than_the_clocks_disagree_is_no_straggler():
     assert named is not None and named.values["rank"] == 5
     straying = JobScope(by_rank, waited, 5, "gpu", steps_compared=steps, clock_error_us=0.5 * lag)
     assert straggler.detect(straying, {}) is None
+
+
+def test_the_rank_the_others_wait_for_is_named_for_that_not_as_the_slowest(run):
+    """torch_npu's two ranks: rank 0 arrives last at the all-reduces, so rank 1 waits and its step is the longer one.
+    The job view names rank 0 for what it does (the others wait for it), never as "slowest" beside a longer step."""
+    job = REPO / "tests" / "data" / "real" / "torch_npu_db_l2_job"
+    document, _ = scan_json(run, job)
+    steps = {row["rank"]: row["step_time_us"] for row in document["job"]["ranks"]}
+    assert document["job"]["slowest_rank"] == 0 and steps[0] < steps[1]
+    text = run("scan", job, "--fail-on", "never").stdout
+    assert "rank 0 arrives last at the collectives: the others wait" in " ".join(text.split())
+    assert "slowest" not in text

@@ -12,6 +12,7 @@ from rich.text import Text
 from perftool.names import as_device
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
+from perftool.report.overall import holding_back
 from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 from perftool.units import duration, plural
@@ -56,9 +57,8 @@ def _header(report: ScanReport, job: JobView, command: str) -> Text:
         text.append(shown(difference, "yellow"))
     text.append("\n")
     text.append(shown(f"clocks: {job.alignment.text}", "dim"))
-    if job.slowest_rank is not None:
-        held = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
-        text.append(f"\nslowest rank {job.slowest_rank}{held}", style="bold")
+    if (holder := holding_back(job)) is not None:
+        text.append(f"\n{holder}", style="bold")
     if job.imbalance:
         parts = [f"{name} {value:.1%}" for name, value in job.imbalance.items()]
         text.append(f"\nload imbalance (max over mean): {', '.join(parts)}")

@@ -4,8 +4,8 @@ sweep of the fitted emulator finds beyond them)."""
 
 from __future__ import annotations
 
-from perftool.rules.findings import Finding, ScanReport, TraceFindings, biggest_first
-from perftool.units import percent
+from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
+from perftool.units import duration, percent
 
 
 def largest_cost(report: ScanReport) -> str | None:
@@ -41,3 +41,17 @@ def overall_gains(trace: TraceFindings) -> list[tuple[str, str]]:
             )
         )
     return found
+
+
+def holding_back(job: JobView) -> str | None:
+    """Who holds a job back, in one sentence every format prints: the rank the others wait for at the collectives
+    (which need not have the longest step: its own wait is short), else the rank whose step is longest; None when
+    neither stands out."""
+    if job.slowest_rank is None:
+        return None
+    if job.held_back_us:
+        return (
+            f"rank {job.slowest_rank} arrives last at the collectives: the others wait {duration(job.held_back_us)} "
+            "per step for it"
+        )
+    return f"rank {job.slowest_rank} has the longest step, and no collective shows the others waiting for it"

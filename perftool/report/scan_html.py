@@ -16,7 +16,7 @@ from perftool.analysis.idle import CAUSES
 from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
-from perftool.report.overall import largest_cost, overall_gains
+from perftool.report.overall import holding_back, largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
@@ -138,9 +138,8 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     """The ranks side by side: heat maps of their steps, their breakdown, the straggler, the job's findings."""
     parts = [paragraph(f"The ranks differ in {difference}: the view compares unlike ranks.", "warn")
              for difference in job.unlike]  # fmt: skip
-    if job.slowest_rank is not None:
-        waited = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
-        parts.append(paragraph(f"Straggler: rank {job.slowest_rank}{waited}.", "warn"))
+    if (holder := holding_back(job)) is not None:
+        parts.append(paragraph(f"{holder[0].upper()}{holder[1:]}.", "warn"))
     if any(r.per_step for r in job.ranks):
         parts.append(rank_steps(job))
     breakdowns = [(f"rank {t.rank}", steady_step(t)) for t in report.traces if steady_step(t)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perftool.names import NAME_IN_TABLE, as_device, readable
 from perftool.report.escape import html_text, markdown
-from perftool.report.overall import largest_cost, overall_gains
+from perftool.report.overall import holding_back, largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
@@ -75,9 +75,8 @@ def _job(job: JobView, unit: str) -> list[str]:
     if job.unlike:
         lines += [*(f"> ⚠️ The ranks differ in {cell(difference)}." for difference in job.unlike), ""]
     lines += [f"Clocks: {cell(job.alignment.text)}.", ""]
-    if job.slowest_rank is not None:
-        held = f": the others wait {duration(job.held_back_us)} per step for it" if job.held_back_us else ""
-        lines += [f"Slowest rank **{job.slowest_rank}**{held}.", ""]
+    if (holder := holding_back(job)) is not None:
+        lines += [f"**{holder[0].upper()}{holder[1:]}.**", ""]
     with_mfu = any(row.mfu is not None for row in job.ranks)
     mfu_column = (" MFU |", " ---: |") if with_mfu else ("", "")
     lines += [
