@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -71,18 +72,23 @@ def test_each_rank_steps_one_by_one_agree_with_its_means_and_show_the_straggler(
         assert sum(c > v for c, v in zip(straggler["compute_us"], others["compute_us"])) >= 35
 
 
-def test_a_lag_no_part_of_the_step_explains_names_no_cause():
-    """The straggler job's ranks as summarised, but rank 5 as late again as its extra compute accounts for (a slow
-    link or proxy, which no trace records): the finding says the trace does not show why, with what to capture
-    next, instead of blaming the part of its step that differs most."""
+def straggler_scope() -> JobScope:
+    """The straggler job's ranks as summarised, aligned, and their waits, as the job view gives its detectors."""
     summaries = [
         summarise_rank(seen(str(path)), n, [], DEFAULT_READ) for n, path in enumerate(sorted(STRAGGLER.glob("rank*")))
     ]
     by_rank = {s.rank: s for s in summaries}
     timelines = {rank: s.timeline for rank, s in by_rank.items()}
-    waited = waits(timelines, *align(timelines))
     steps = {rank: s.timeline.steps for rank, s in by_rank.items()}
-    scope = JobScope(by_rank, waited, 5, "gpu", steps_compared=steps)
+    return JobScope(by_rank, waits(timelines, *align(timelines)), 5, "gpu", steps_compared=steps)
+
+
+def test_a_lag_no_part_of_the_step_explains_names_no_cause():
+    """The straggler job's ranks as summarised, but rank 5 as late again as its extra compute accounts for (a slow
+    link or proxy, which no trace records): the finding says the trace does not show why, with what to capture
+    next, instead of blaming the part of its step that differs most."""
+    scope = straggler_scope()
+    waited = scope.waits
     explained = straggler.detect(scope, {})
     assert explained is not None and "more per step in device compute" in explained.values["why"]
     waited.lag_us[5] *= 4  # its extra compute is under half its lag now
@@ -354,19 +360,11 @@ def test_every_family_emulates_replicas_in_its_own_words(run, tmp_path, family, 
 def test_a_rank_no_later_than_the_clocks_disagree_is_no_straggler():
     """The straggler job's rank 5, late by its lag a step: named where the ranks' clocks agree to under half that,
     and not where their alignment strays by half of it or more (the trace cannot tell who is slow then)."""
-    summaries = [
-        summarise_rank(seen(str(path)), n, [], DEFAULT_READ) for n, path in enumerate(sorted(STRAGGLER.glob("rank*")))
-    ]
-    by_rank = {s.rank: s for s in summaries}
-    timelines = {rank: s.timeline for rank, s in by_rank.items()}
-    waited = waits(timelines, *align(timelines))
-    steps = {rank: s.timeline.steps for rank, s in by_rank.items()}
-    lag = waited.lag_us[5] / steps[5]
-    agreeing = JobScope(by_rank, waited, 5, "gpu", steps_compared=steps, clock_error_us=0.45 * lag)
-    named = straggler.detect(agreeing, {})
+    scope = straggler_scope()
+    lag = scope.waits.lag_us[5] / scope.steps_compared[5]
+    named = straggler.detect(replace(scope, clock_error_us=0.45 * lag), {})
     assert named is not None and named.values["rank"] == 5
-    straying = JobScope(by_rank, waited, 5, "gpu", steps_compared=steps, clock_error_us=0.5 * lag)
-    assert straggler.detect(straying, {}) is None
+    assert straggler.detect(replace(scope, clock_error_us=0.5 * lag), {}) is None
 
 
 def test_the_rank_the_others_wait_for_is_named_for_that_not_as_the_slowest(run):
