@@ -84,3 +84,29 @@ def test_a_blocking_copy_without_an_input_pipeline_gets_no_dataloader_advice(run
     findings = {f["rule_id"]: f for f in _scan(run, write_trace, events)["findings"]}
     fix = findings["PT009"]["fix"]["text"]
     assert "DataLoader" not in fix and "read them less often" in fix
+
+
+def test_a_capture_whose_one_step_is_the_warm_up_says_no_steady_step_is_left(run, write_trace):
+    """A serving engine profiled while it captures its graphs: its one ProfilerStep holds the warm-up. The notes say
+    no steady step is left and every finding is held at info for that reason, not for "1 steady step"."""
+    step = complete("ProfilerStep#134", 0, 40_000, cat="user_annotation", pid=100, tid=100)
+    after = [complete("cudaLaunchKernel", 31_000 + 50 * i, 5, cat="cuda_runtime", pid=100, tid=100) for i in range(40)]
+    scanned = _scan(run, write_trace, [step, *_warmup_call(), *after])
+    notes = " ".join(scanned["caveats"])
+    assert "the step the capture marks is that warm-up: no steady step is left" in notes
+    assert "only 1 steady step" not in notes
+    assert scanned["findings"] and all(
+        f["severity"] == "info" and f["capped"] == "the capture is a model's warm-up" for f in scanned["findings"]
+    )
+
+
+def test_a_compiled_model_profiled_past_its_warm_up_keeps_its_steps(run, write_trace):
+    """The same warm-up followed by five steps: the steps stand, and nothing says the capture is only warm-up."""
+    steps = []
+    for n in range(5):
+        t = 41_000 + n * 3_000
+        steps += [complete(f"ProfilerStep#{n}", t, 2_900, cat="user_annotation", pid=100, tid=100),
+                  complete("cudaGraphLaunch", t + 100, 20, cat="cuda_runtime", pid=100, tid=100),
+                  complete("triton_poi_fused_add_0", t + 200, 2_500, cat="kernel", pid=0, tid=7)]  # fmt: skip
+    scanned = _scan(run, write_trace, [*_warmup_call(), *steps])
+    assert scanned["steps"] >= 3 and "no steady step is left" not in " ".join(scanned["caveats"])

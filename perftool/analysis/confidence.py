@@ -65,8 +65,19 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
-    if steps.startup_end is not None and (warmup := _model_warmup(trace, steps.startup_end)):
+    warmup = _model_warmup(trace, steps.startup_end) if steps.startup_end is not None else ""
+    if warmup:
         found.append(Caveat(warmup, caps=False))
+    warmup_only = bool(warmup) and mostly_startup and 0 < steps.count and steps.steady <= 1
+    if warmup_only:  # the one step marked is the warm-up itself (a serving engine capturing its graphs)
+        found.append(
+            Caveat(
+                "the step the capture marks is that warm-up: no steady step is left, so no figure here is a steady "
+                "state's and findings stay at info",
+                caps=True,
+                short="the capture is a model's warm-up",
+            )
+        )
     if steps.device_span is not None and (unseen := steps.device_span[0] - first_device_work(trace)) > 0:
         found.append(
             Caveat(
@@ -110,7 +121,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
-    elif steps.steady < MIN_STEADY_STEPS:
+    elif steps.steady < MIN_STEADY_STEPS and not warmup_only:
         recurring = steps.steady == 1 and not mostly_startup
         found.append(
             Caveat(
