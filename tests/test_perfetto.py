@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -196,3 +197,13 @@ def test_standard_input_is_refused_before_a_byte_is_written(run):
     assert result.stderr == (
         "perftool: error: -: its events are copied from its file, and a stream is read only once: save it first\n"
     )
+
+
+@pytest.mark.parametrize("scanned", [NCCL, REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"])
+def test_the_html_report_names_the_track_each_finding_is_drawn_on(run, tmp_path, scanned):
+    """What the HTML report says to look for in Perfetto is a track the annotated trace of the same scan has."""
+    page = run("scan", scanned, "--format", "html", "--fail-on", "never").stdout
+    named = set(re.findall(r"In the annotated trace: the track “([^”]+)” of “perftool findings”", page))
+    document = annotate(run, scanned, tmp_path / "annotated.json")
+    tracks = {e["args"]["name"] for e in document["traceEvents"] if ours(e) and e["name"] == "thread_name"}
+    assert named and named <= tracks

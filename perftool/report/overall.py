@@ -55,3 +55,8 @@ def holding_back(job: JobView) -> str | None:
             "per step for it"
         )
     return f"rank {job.slowest_rank} has the longest step, and no collective shows the others waiting for it"
+
+
+def perfetto_track(finding: Finding) -> str:
+    """The name of the track a finding's occurrences are drawn on in its annotated trace (``--format perfetto``)."""
+    return f"{finding.rule_id} {finding.title}"

@@ -13,10 +13,11 @@ import math
 from collections.abc import Callable
 
 from perftool.analysis.idle import CAUSES
+from perftool.dialects.vocabulary import FINDINGS_PROCESS
 from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
-from perftool.report.overall import holding_back, largest_cost, overall_gains
+from perftool.report.overall import holding_back, largest_cost, overall_gains, perfetto_track
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
@@ -51,7 +52,7 @@ def render(report: ScanReport, command: str = "scan") -> str:
     return page(title, subtitle, body, document)
 
 
-def trace_sections(trace: TraceFindings, findings: bool = True) -> list[str]:
+def trace_sections(trace: TraceFindings, findings: bool = True, in_job: bool = False) -> list[str]:
     """One trace: its figures, step series, steady step breakdown and (``findings``) its findings."""
     step = trace.step_time_us
     rate = f"{1e6 / step:,.1f} steps/s" if step else "—"
@@ -72,7 +73,7 @@ def trace_sections(trace: TraceFindings, findings: bool = True) -> list[str]:
     if breakdown:
         parts.append(svg.stacked("breakdown", "Where a steady step goes (per step)", [("", breakdown)], duration))
     where = f" ({trace.path})" if trace.rank is None else f" (rank {trace.rank}: {trace.path})"
-    return [section("Trace" + where, *parts), *([findings_section(trace)] if findings else [])]
+    return [section("Trace" + where, *parts), *([findings_section(trace, in_job)] if findings else [])]
 
 
 def _series_caption(trace: TraceFindings) -> str:
@@ -99,14 +100,22 @@ def steady_step(trace: TraceFindings) -> list[tuple[str, float]]:
     return [(name, share * step) for name, share in shares if share >= SHOWN]
 
 
-def findings_section(trace: TraceFindings) -> str:
+def findings_section(trace: TraceFindings, in_job: bool = False) -> str:
+    """A trace's findings (``in_job``: one rank's, whose tracks in the job's annotated trace carry the rank)."""
     if not trace.findings:
         return section("Findings", paragraph("No findings: nothing the rules look for costs time here."))
     overall = [paragraph(f"{label.capitalize()}: {words}") for label, words in overall_gains(trace)]
-    return section("Findings", *overall, *(_finding(f, trace.time_unit) for f in trace.findings))
+    where = paragraph(
+        "Each finding's occurrences are slices on a track of its own (named below each finding) in the trace with its "
+        "findings drawn on it: scan the same traces with --format perfetto -o annotated.json.gz and open that file in "
+        "Perfetto UI.",
+        "info",
+    )
+    prefix = f"rank {trace.rank}: " if in_job else ""
+    return section("Findings", *overall, where, *(_finding(f, trace.time_unit, prefix) for f in trace.findings))
 
 
-def _finding(finding: Finding, unit: str) -> str:
+def _finding(finding: Finding, unit: str, prefix: str = "") -> str:
     severity = finding.severity.value
     per_step = finding.impact.per_step_us
     impact = f"{percent(finding.impact.share)} of the " + (
@@ -131,6 +140,9 @@ def _finding(finding: Finding, unit: str) -> str:
             for e in finding.evidence
         ]
         parts.append(table("evidence", ["at (from the trace's start)", "lasts", "track", "what"], rows, (0, 1), (2, 3)))
+        parts.append(
+            paragraph(f"In the annotated trace: the track “{prefix}{perfetto_track(finding)}” of “{FINDINGS_PROCESS}”.")
+        )
     return "".join(parts) + "</article>"
 
 
@@ -156,7 +168,7 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     ]  # fmt: skip
     parts.append(table("ranks", headers, table_rows, tuple(range(8)), (8,)))
     parts += [_finding(f, "ms") for f in job.findings]
-    traces = [section_part for t in report.traces for section_part in trace_sections(t, findings)]
+    traces = [section_part for t in report.traces for section_part in trace_sections(t, findings, in_job=True)]
     return section(f"Job of {len(job.ranks)} ranks", *parts) + "".join(traces)
 
 

@@ -25,6 +25,7 @@ import msgspec
 
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
 from perftool.errors import PerftoolError
+from perftool.report.overall import perfetto_track
 from perftool.rules.findings import Evidence, Finding, JobView, ScanReport, TraceFindings
 from perftool.trace.loader import check_copyable, events_as_written
 from perftool.units import duration
@@ -226,7 +227,7 @@ def _finding(finding: Finding, first_tid: int, place: Placement | None, prefix: 
         if lane == len(lanes):
             lanes.append(0.0)
             suffix = f" ({lane + 1})" if lane else ""
-            title = f"{prefix}{finding.rule_id} {finding.title}{suffix}"
+            title = f"{prefix}{perfetto_track(finding)}{suffix}"
             events.append(_meta("thread_name", first_tid + lane, name=title))
         lanes[lane] = start + item.dur_us
         tid = first_tid + lane
