@@ -366,7 +366,7 @@ def _busy_per_step(part: TraceAnalysis) -> np.ndarray:
     """The share of each steady step the device is busy."""
     steps = part.steps
     starts, ends = steps.start[steps.warmup :], steps.end[steps.warmup :]
-    return np.asarray(intervals.totals_in(part.metrics.busy["device"], starts, ends)) / (ends - starts)
+    return intervals.totals_in(part.metrics.busy["device"], starts, ends) / (ends - starts)
 
 
 def _part(trace: Trace, scope: TraceAnalysis, rows: slice, warmup: int) -> TraceAnalysis:

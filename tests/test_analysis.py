@@ -34,6 +34,17 @@ def test_union_and_overlap_match_brute_force(seed):
     assert intervals.overlap(ua, ub) == pytest.approx(0.5 * len(both))
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_time_covered_in_many_windows_at_once_is_each_window_clipped_alone(seed):
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, 180, 40).astype(float)
+    covered = intervals.union(starts, starts + rng.integers(1, 20, 40))
+    los = rng.uniform(-10, 200, 25)
+    his = los + rng.uniform(-5, 60, 25)  # some windows empty or inverted: nothing covered
+    alone = [intervals.total(intervals.clip(covered, lo, hi)) for lo, hi in zip(los, his)]
+    np.testing.assert_allclose(intervals.totals_in(covered, los, his), alone, atol=1e-9)
+
+
 def test_gaps_within_a_window():
     busy = intervals.union(np.array([10.0, 30.0, 35.0]), np.array([20.0, 40.0, 38.0]))
     gap_starts, gap_ends = intervals.gaps(busy, 0.0, 50.0)

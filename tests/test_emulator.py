@@ -12,6 +12,7 @@ from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run
 from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, TILE_BYTES
+from perftool.emulator.simulate import simulate
 from perftool.emulator.trace_writer import write_trace
 from perftool.errors import PerftoolError
 from perftool.trace_reader import load_trace
@@ -185,6 +186,39 @@ def test_batched_fast_path_equals_one_config_at_a_time():
         assert alone.plan.infeasible[0] == batched.plan.infeasible[row]
         for name, values in batched.figures.items():
             np.testing.assert_allclose(alone[name][0], values[row], rtol=1e-9, err_msg=f"{name} row {row}")
+
+
+@pytest.mark.parametrize(
+    "name, overrides",
+    [(f"{p.parent.name}/{p.stem}", []) for p in SAMPLE_CONFIGS]
+    + [("ipu/offload_stream_copies", ["gradient_accumulation=1"])],
+)
+def test_a_run_where_every_configuration_agrees_takes_shortcuts_to_the_same_figures(name, overrides):
+    """One config alone calls the device and updates the weights (and its offloaded state) each step and copies from
+    one kind of memory; beside a second configuration that differs in all three, the simulation takes its general
+    path, with the same figures for the first."""
+    config = sample(name, *overrides)
+    knobs = config.knobs
+    grid = {
+        "loop_size": np.array([knobs.loop_size, knobs.loop_size * 2]),
+        "gradient_accumulation": np.array([knobs.gradient_accumulation, knobs.gradient_accumulation + 1]),
+        "pin_memory": np.array([knobs.pin_memory, not knobs.pin_memory]),
+    }
+    alone, beside = evaluate(config), evaluate(config, grid)
+    for name, values in alone.figures.items():
+        np.testing.assert_allclose(values[0], beside[name][0], rtol=1e-9, err_msg=name)
+
+
+def test_a_config_as_written_is_simulated_once_however_often_asked(monkeypatch):
+    from perftool.emulator import evaluate as module
+
+    config = sample("npu/healthy", "workload.steps=96")
+    runs = []
+    monkeypatch.setattr(module, "simulate", lambda plan, seed: runs.append(plan.n) or simulate(plan, seed))
+    first, again = evaluate(config), evaluate(config.model_copy())
+    assert runs == [1] and again is first
+    evaluate(sample("npu/healthy", "workload.steps=97"))  # another config: simulated
+    assert runs == [1, 1]
 
 
 def test_long_epochs_are_simulated_in_smaller_pieces():

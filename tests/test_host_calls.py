@@ -4,11 +4,12 @@ in Python itself, never the frames around ops, never a sleeping background threa
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from perftool.analysis.host_calls import driving_calls, driving_thread
+from perftool.analysis.host_calls import driving_calls, driving_thread, top_level
 from perftool.names import host_call, readable
 from perftool.trace_reader import load_trace
 
@@ -101,3 +102,21 @@ def test_a_host_call_reads_without_directories_or_addresses(name, shown):
 def test_a_table_shows_a_python_builtin_whole_not_as_a_template():
     assert readable("<built-in function array>") == "<built-in function array>"
     assert readable("<built-in method astype of numpy.ndarray object at 0x7f01>", 20) == "<built-in method as…"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_top_level_calls_are_those_no_other_encloses_the_longest_first_where_two_start_together(seed):
+    """Against a direct reading: a call is enclosed by another that starts no later and ends no earlier, of two
+    alike the later row; many calls start together (whole microseconds)."""
+    rng = np.random.default_rng(seed)
+    ts = rng.integers(0, 40, 60).astype(float)
+    dur = rng.integers(0, 10, 60).astype(float)
+    trace = SimpleNamespace(ts=ts, dur=dur, end=ts + dur)
+    rows = np.flatnonzero(rng.random(60) < 0.8)
+
+    def encloses(a: int, b: int) -> bool:
+        same = ts[a] == ts[b] and dur[a] == dur[b]
+        return (ts[a] <= ts[b] and trace.end[a] >= trace.end[b] and not same) or (same and a < b)
+
+    expected = sorted((r for r in rows if not any(encloses(o, r) for o in rows if o != r)), key=lambda r: ts[r])
+    assert top_level(trace, rows).tolist() == expected

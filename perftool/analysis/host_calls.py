@@ -39,13 +39,19 @@ def python_frames(trace: Trace) -> np.ndarray:
 
 
 def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Of ``rows`` (complete events of one track), those no other of them encloses, in time order."""
-    rows = rows[np.lexsort((-trace.dur[rows], trace.ts[rows]))]  # an enclosing event first where two start together
+    """Of ``rows`` (complete events of one track), those no other of them encloses, in time order: of events that
+    start together, the longest (the first of the longest) encloses the others."""
+    rows = rows[np.argsort(trace.ts[rows], kind="stable")]  # a thread's events come mostly in order: a linear pass
     if rows.size == 0:
         return rows
-    reach = np.maximum.accumulate(trace.end[rows])
-    enclosed = np.r_[False, trace.end[rows][1:] <= reach[:-1]]  # one that only overlaps the last (rounding) stays
-    return rows[~enclosed]
+    starts, ends = trace.ts[rows], trace.end[rows]
+    opens = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])  # where each run of events starting together opens
+    group = np.repeat(np.arange(opens.size), np.diff(np.r_[opens, rows.size]))
+    longest = np.maximum.reduceat(ends, opens)
+    before = np.r_[-np.inf, np.maximum.accumulate(longest)[:-1]]  # the furthest any earlier run reaches
+    candidates = np.flatnonzero(ends == longest[group])
+    first = candidates[np.r_[True, group[candidates[1:]] != group[candidates[:-1]]]]  # one per run
+    return rows[first[ends[first] > before[group[first]]]]  # one that only overlaps an earlier one (rounding) stays
 
 
 def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:

@@ -47,18 +47,19 @@ def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
     return starts[keep], ends[keep]
 
 
-def totals_in(intervals: Intervals, los: np.ndarray, his: np.ndarray) -> list[float]:
-    """Per window [lo, hi], the time the (disjoint, sorted) intervals cover in it: ``total(clip(...))`` each, where
-    each window reads only the intervals that reach it (two binary searches), so that many windows (a trace's
-    steps) cost time linear in them, not their number times the intervals'. Each window sums the same intervals in
-    the same order as before, so the figures are the same to the last bit (prefix sums would not be)."""
+def totals_in(intervals: Intervals, los: np.ndarray, his: np.ndarray) -> np.ndarray:
+    """Per window [lo, hi], the time the (disjoint, sorted) intervals cover in it. Each window reads only the
+    intervals that reach it (two binary searches), all windows at once: an array of (window, interval) pairs as
+    long as the intervals plus the windows where windows do not overlap (a trace's steps), each pair's clipped
+    length summed per window in the intervals' order."""
     starts, ends = intervals
     first = np.searchsorted(ends, los, side="right")  # the first interval ending after each window opens
     last = np.searchsorted(starts, his, side="left")  # the intervals starting before each window closes
-    return [
-        total(clip((starts[a:b], ends[a:b]), lo, hi))
-        for a, b, lo, hi in zip(first.tolist(), last.tolist(), los.tolist(), his.tolist())
-    ]
+    counts = np.maximum(last - first, 0)
+    window = np.repeat(np.arange(counts.size), counts)
+    reaching = np.arange(window.size) - np.repeat(np.cumsum(counts) - counts, counts) + first[window]
+    covered = np.minimum(ends[reaching], his[window]) - np.maximum(starts[reaching], los[window])
+    return np.bincount(window, weights=np.maximum(covered, 0.0), minlength=counts.size)
 
 
 def total(intervals: Intervals) -> float:

@@ -6,6 +6,8 @@ same steady-state window), so a prediction and a scan of the emulator's own trac
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -20,6 +22,7 @@ WARMUP_PREFIX = 32  # leading steps examined first for warm-up
 CHUNK = 4096  # configurations simulated together at most
 STEP_BYTES = 12  # a simulated timeline's memory per step and configuration
 PIECE_BYTES = 512 * 2**20  # the timeline of one piece simulated together: long epochs make pieces smaller
+AS_WRITTEN_KEPT = 16  # configs as written whose evaluation is kept (the most recently asked for)
 
 FIGURES: dict[str, str] = {
     "step_time_us": "median steady-state step time, µs",
@@ -74,9 +77,27 @@ class Evaluation:
         return {name: float(values[index]) for name, values in self.figures.items()}
 
 
+_AS_WRITTEN: OrderedDict[str, Evaluation] = OrderedDict()  # evaluations of configs as written, by their JSON
+_AS_WRITTEN_LOCK = threading.Lock()
+
+
 def evaluate(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> Evaluation:
-    """Predict every configuration in ``grid`` (or the config as written); infeasible ones are not simulated."""
-    return evaluate_plan(build_plan(config, grid), config.seed)
+    """Predict every configuration in ``grid`` (or the config as written); infeasible ones are not simulated. A config
+    as written is simulated once however many callers ask (a fit's check, each fix's baseline, a sweep's starting
+    point): the emulator gives the same figures for the same config and seed."""
+    if grid is not None:
+        return evaluate_plan(build_plan(config, grid), config.seed)
+    key = config.model_dump_json()
+    with _AS_WRITTEN_LOCK:
+        kept = _AS_WRITTEN.get(key)
+    if kept is None:
+        kept = evaluate_plan(build_plan(config), config.seed)
+    with _AS_WRITTEN_LOCK:  # the most recently asked for stay
+        _AS_WRITTEN[key] = kept
+        _AS_WRITTEN.move_to_end(key)
+        while len(_AS_WRITTEN) > AS_WRITTEN_KEPT:
+            _AS_WRITTEN.popitem(last=False)
+    return kept
 
 
 def evaluate_plan(plan: Plan, seed: int) -> Evaluation:

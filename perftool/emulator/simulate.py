@@ -48,8 +48,8 @@ class Timeline:
 
 class _Recorder:
     """Keeps per-step arrays for the trace writer and the step breakdown, each step a row of one array per quantity
-    made at its first step (an array object per step and quantity took ~5 KB a step); does nothing on the fast
-    path."""
+    made at its first step (an array object per step and quantity took ~5 KB a step); the fast path (not
+    ``enabled``) puts nothing."""
 
     def __init__(self, enabled: bool, steps: int) -> None:
         self.enabled, self.steps = enabled, steps
@@ -58,8 +58,6 @@ class _Recorder:
 
     def put(self, **values: np.ndarray) -> None:
         """One step's values, steps in order."""
-        if not self.enabled:
-            return
         for name, value in values.items():
             value = np.asarray(value)
             if name not in self.rows:
@@ -121,6 +119,10 @@ class _Shape:
     remainder_start: np.ndarray  # the first step of a remainder loop (-1: none)
     may_compile: set[int]  # the steps where some configuration may compile
     any_streamed: bool
+    any_blocking_copy: bool  # some configuration copies from pageable memory, blocking the host
+    every_step_calls: bool  # every configuration calls the device each step (loop size 1) ...
+    every_step_updates: bool  # ... and updates the weights each step (no gradient accumulation)
+    every: np.ndarray  # True for every configuration
     linked: np.ndarray  # copies run beside compute (DMA engines, IO tiles)
     all_linked: bool
     none_linked: bool
@@ -141,6 +143,10 @@ class _Shape:
             remainder_start=remainder_start,
             may_compile={0, *last_steps.tolist(), *remainders.tolist()},
             any_streamed=bool(plan.streamed.any()),
+            any_blocking_copy=bool(plan.blocking_copy.any()),
+            every_step_calls=bool((plan.loop == 1).all()),
+            every_step_updates=bool((plan.accumulation == 1).all()),
+            every=np.ones(plan.n, dtype=bool),
             linked=linked,
             all_linked=bool(linked.all()),
             none_linked=not linked.any(),
@@ -211,14 +217,15 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
         clocks.dev_end_prev2 = _kept(active, clocks.dev_end_prev, clocks.dev_end_prev2)
         clocks.dev_end_prev = step_end[i]
         clocks.dev_start_prev = _kept(active, device["dev_start"], clocks.dev_start_prev)
-        rec.put(
-            preprocess_start=preprocess_start,
-            ready=ready,
-            **host,
-            **link,
-            **device,
-            active=np.broadcast_to(active, (n,)),
-        )
+        if rec.enabled:
+            rec.put(
+                preprocess_start=preprocess_start,
+                ready=ready,
+                **host,
+                **link,
+                **device,
+                active=np.broadcast_to(active, (n,)),
+            )
 
     return Timeline(step_end, device_busy, compile_start, compile_end, rec.arrays())
 
@@ -241,10 +248,12 @@ def _host(
     pageable memory, which starts once the device has finished its queued work (``work``: compute and copy)."""
     wait_from, ready = waits
     compute, transfer = work
-    call_start = (i % plan.loop == 0) | partial
+    call_start = shape.every if shape.every_step_calls else (i % plan.loop == 0) | partial
     host_begin = np.maximum(wait_from, ready) if plan.host_feeds_data else wait_from
     copy_start = np.maximum(host_begin, clocks.dev_end_prev)
-    copy_end = np.where(plan.blocking_copy, copy_start + transfer, host_begin)
+    copy_end = (
+        np.where(plan.blocking_copy, copy_start + transfer, host_begin) if shape.any_blocking_copy else host_begin
+    )
     python_end = copy_end + plan.python_us * plan.host_slowdown * host_factor
     if i in shape.may_compile:
         new_graph = call_start & plan.graph_mode & ((i == 0) | (shape.remainder_start == i) | partial) & active
@@ -261,9 +270,12 @@ def _host(
         launched = np.where(plan.streamed, trailing, launch_end)
     else:
         launched = launch_end
-    calls = call_start & active
-    clocks.host_free = np.where(calls, launch_end, clocks.host_free)
-    clocks.call_ready = np.where(calls, launched, clocks.call_ready)
+    calls = call_start if active is True else call_start & active
+    if calls is shape.every:
+        clocks.host_free, clocks.call_ready = launch_end, launched
+    else:
+        clocks.host_free = np.where(calls, launch_end, clocks.host_free)
+        clocks.call_ready = np.where(calls, launched, clocks.call_ready)
     return {
         "call_start": calls,
         "new_graph": new_graph,
@@ -318,12 +330,16 @@ def _device(
     linked = shape.linked
     data_at = h2d_end if shape.all_linked else ready if shape.none_linked else np.where(linked, h2d_end, ready)
     dev_start = np.maximum(np.maximum(clocks.dev_end_prev, clocks.call_ready), data_at)
-    dev_start = np.where(plan.blocking_copy, copy_start, dev_start)
+    if shape.any_blocking_copy:
+        dev_start = np.where(plan.blocking_copy, copy_start, dev_start)
     consumed = (
         h2d_start if shape.all_linked else dev_start if shape.none_linked else np.where(linked, h2d_start, dev_start)
     )
     serial_end = dev_start if shape.all_linked else dev_start + shape.serial_share * transfer
-    launched = np.where(plan.blocking_copy, np.maximum(serial_end, clocks.call_ready), serial_end)
+    if shape.any_blocking_copy:
+        launched = np.where(plan.blocking_copy, np.maximum(serial_end, clocks.call_ready), serial_end)
+    else:
+        launched = serial_end
     ops_start = launched + plan.launch_idle_us
     forward_end = ops_start + compute / 2
     if shape.fallback:
@@ -337,11 +353,17 @@ def _device(
         fallback_d2h_end = host_op_start = host_op_end = backward_start = forward_end
     compute_end = backward_start + compute / 2
     strided_end = compute_end + strided
-    update = ((i + 1) % plan.accumulation == 0) | (i + 1 == plan.total_steps)
+    update = (
+        shape.every if shape.every_step_updates else ((i + 1) % plan.accumulation == 0) | (i + 1 == plan.total_steps)
+    )
     reduced = _all_reduce(plan, backward_start, compute_end, strided_end, update)
     update_start = np.maximum(strided_end, reduced["comm_end"][-1]) if plan.bucket_us else strided_end
-    update_end = update_start + np.where(update, plan.update_us, 0.0)
-    dev_end = update_end + np.where(update, plan.offload_us, 0.0)
+    if update is shape.every:
+        update_end = update_start + plan.update_us
+        dev_end = update_end + plan.offload_us
+    else:
+        update_end = update_start + np.where(update, plan.update_us, 0.0)
+        dev_end = update_end + np.where(update, plan.offload_us, 0.0)
     return {
         **reduced,
         "update_start": update_start,

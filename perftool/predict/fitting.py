@@ -410,20 +410,20 @@ def _loading(trace: Trace, scope: TraceAnalysis) -> np.ndarray | None:
     return trace.dur[rows] if rows.any() else None
 
 
-def _compute_spread(busy: list[float]) -> float:
+def _compute_spread(busy: np.ndarray) -> float:
     """How the device's compute per steady step (``busy``) varies (:func:`spread`; the default where it cannot
     say)."""
     return min(spread(busy), MAX_COMPUTE_JITTER) if len(busy) > 1 else DEFAULT_COMPUTE_JITTER
 
 
-def _steady_compute(scope: TraceAnalysis) -> list[float]:
+def _steady_compute(scope: TraceAnalysis) -> np.ndarray:
     """The device's compute in each steady step, µs."""
     steps = scope.steps
     first = steps.warmup
     return intervals.totals_in(scope.compute, steps.start[first:], steps.end[first:])
 
 
-def _short_last(busy: list[float], batch: int) -> int | None:
+def _short_last(busy: np.ndarray, batch: int) -> int | None:
     """The samples of a ``batch`` the last of the steady steps computes (``busy``: compute per step) where it
     computes less than the others (:data:`SHORT_LAST`: a short last batch, as the compute per sample says), at
     least 1 and fewer than a batch; None where it does not, or too few steps say what a steady one computes."""

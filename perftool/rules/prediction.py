@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Any
 
 from pydantic import ByteSize
@@ -67,7 +66,7 @@ def predicted(
         fixed: EmulatorConfig = validate_config(document, "fix")
     except PerftoolError:
         return None
-    before, after = _baseline(config), _figures(fixed)
+    before, after = _figures(config), _figures(fixed)
     if isinstance(before, str):  # a config that does not run as written predicts nothing
         return None
     change = described(config, changes)
@@ -107,12 +106,6 @@ def _figures(config: EmulatorConfig) -> dict[str, float] | str:
     if not evaluation.feasible[0]:
         return str(evaluation.plan.infeasible[0])
     return first_job(evaluation.figures, evaluation.plan.replicas)
-
-
-@lru_cache(maxsize=4)
-def _baseline(config: EmulatorConfig) -> dict[str, float] | str:
-    """The config as written, evaluated once however many findings compare against it."""
-    return _figures(config)
 
 
 def described(config: EmulatorConfig, changes: dict[str, Any]) -> str:

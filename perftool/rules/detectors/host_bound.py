@@ -11,6 +11,8 @@ use only where the trace records it (emulator traces).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from perftool.analysis.launches import graphs_in_use
 from perftool.dialects import vocabulary
 from perftool.names import host_call
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+from perftool.rules.findings import Evidence
 from perftool.trace.model import Kind, Role, Trace
 from perftool.units import duration, plural
 
@@ -33,16 +36,29 @@ ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idl
 OP_BY_OP_CALLS = 8
 
 
-def _driving(scope: Scope, host_work: np.ndarray) -> np.ndarray:
-    """:func:`driving_calls` among the window's host work, found once per trace and window: the finding is detected
-    again on the fitted run of the same trace."""
-    key = f"host_bound.driving {scope.lo!r} {scope.hi!r}"
+@dataclass(frozen=True)
+class _Measured:
+    """What the trace shows of the host-bound idle time, whatever run it is judged on: measured once per trace and
+    window, as the finding is detected again on the fitted run of the same trace."""
+
+    lost: float  # µs of device idle while the host works or launches
+    launch: float  # ... of it in short gaps between launches
+    in_launch_calls: float  # ... of it while the host is inside kernel-launch calls
+    in_allocator: float  # ... of it while the host allocates or frees memory
+    graphs_per_step: float
+    compiled_calls_per_step: float
+    values: dict[str, Any]
+    evidence: list[Evidence]
+
+
+def _measured(scope: Scope) -> _Measured | None:
+    key = f"host_bound {scope.lo!r} {scope.hi!r}"
     if key not in scope.trace.derived:
-        scope.trace.derived[key] = driving_calls(scope.trace, host_work & scope.in_window)
+        scope.trace.derived[key] = _measure(scope)
     return scope.trace.derived[key]
 
 
-def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+def _measure(scope: Scope) -> _Measured | None:
     idle = scope.idle
     if idle is None:
         return None
@@ -59,7 +75,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
     in_gaps = _overlapping(scope, host_work, pieces)
-    driving = _driving(scope, host_work)  # what the thread driving the device does meanwhile
+    driving = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does meanwhile
     driving = driving[intervals.overlaps_any(trace.ts[driving], trace.end[driving], *pieces)]
     compiled_calls_per_step = scope.per_step(
         int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL)[driving]))
@@ -67,15 +83,10 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
     graphs_per_step = scope.per_step(int(np.count_nonzero(runtime_calls & trace.name_matches(vocabulary.GRAPH_LAUNCH))))
-    current = scope.run.knobs["loop_size"] if scope.run is not None else 1
-    loop_size = _loop_size(scope, current, lost, params)
-    op_median = scope.metrics["device.op_time_us.median"]
     in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & _kernel_launches(trace)))
     allocator = host_work & (trace.name_matches(vocabulary.ALLOCATION) | trace.name_matches(vocabulary.DEALLOCATION))
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
     allocator_rows = _overlapping(scope, allocator, pieces)
-    short_gaps = launch >= params["launch_share"] * lost and not op_median > params["short_op_us"]
-    launch_bound = short_gaps or in_launch_calls >= params["launch_share"] * lost
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
@@ -85,25 +96,45 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "stretches_per_step": scope.per_step(stretches),
         "device_per_step_ms": busy_per_step / 1e3,
         "pattern": _pattern(scope, stretches, lost, busy_per_step),
-        "current_loop_size": current,
-        "loop_size": loop_size,
+        "current_loop_size": None,  # this, the next and target_overhead are detect's: here to keep the order
+        "loop_size": None,
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
-        "op_median_us": op_median,
+        "op_median_us": scope.metrics["device.op_time_us.median"],
         "host_names": distinct_names(trace, driving if driving.size else in_gaps, 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
         "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
+        "target_overhead": None,
+    }
+    evidence = scope.idle_stretches(pieces, driving if driving.size else in_gaps)
+    return _Measured(
+        lost, launch, in_launch_calls, in_allocator, graphs_per_step, compiled_calls_per_step, values, evidence
+    )
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    measured = _measured(scope)
+    if measured is None:
+        return None
+    lost = measured.lost
+    current = scope.run.knobs["loop_size"] if scope.run is not None else 1
+    loop_size = _loop_size(scope, current, lost, params)
+    op_median = scope.metrics["device.op_time_us.median"]
+    short_gaps = measured.launch >= params["launch_share"] * lost and not op_median > params["short_op_us"]
+    launch_bound = short_gaps or measured.in_launch_calls >= params["launch_share"] * lost
+    values = measured.values | {
+        "current_loop_size": current,
+        "loop_size": loop_size,
         "target_overhead": params["target_overhead"],
     }
-    variant, changes = _fix(scope, launch_bound, loop_size, current, graphs_per_step)
-    if scope.run is None and scope.steady_steps and compiled_calls_per_step >= OP_BY_OP_CALLS:
+    variant, changes = _fix(scope, launch_bound, loop_size, current, measured.graphs_per_step)
+    if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
         variant, changes = "op_by_op", {}
-    if scope.run is None and in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
+    if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
         variant, changes = "allocator_churn", {}
-    evidence = scope.idle_stretches(pieces, driving if driving.size else in_gaps)
-    return Detection(lost, values, evidence, key=variant or "", variant=variant, changes=changes)
+    return Detection(lost, values, list(measured.evidence), key=variant or "", variant=variant, changes=changes)
 
 
 def _fix(
