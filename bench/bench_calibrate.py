@@ -16,8 +16,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perftool.calibration import calibrate
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
+from perftool.tune.calibration import calibrate
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"

@@ -25,7 +25,7 @@ def measure(baseline: str, candidate: str, diff: bool) -> dict:
     from perftool.diff.compare import diff_profiles
     from perftool.diff.names import load_op_map
     from perftool.diff.profile import profile
-    from perftool.trace_reader import load_trace
+    from perftool.pipeline.read import load_trace
 
     op_map = load_op_map()
     start = time.perf_counter()

@@ -77,9 +77,9 @@ def measure_single(path: str) -> dict:
     """One rank scanned as ``perftool scan FILE`` does: its time, then (a second pass, sampled, so the sampling
     does not slow the first) the peak memory of the process with its decoding processes: the one-trace load
     peak."""
+    from perftool.pipeline.read import load_trace
+    from perftool.pipeline.scan import scan_trace
     from perftool.rules.catalog import load_catalog
-    from perftool.trace_reader import load_trace
-    from perftool.trace_scan import scan_trace
 
     rules = load_catalog()
     start = time.perf_counter()
@@ -121,8 +121,8 @@ def measure_view(directory: str) -> dict:
     from perftool.job.ranks import job_files
     from perftool.job.summary import summarise_rank
     from perftool.job.view import job_view
+    from perftool.pipeline.scan import ReadOptions
     from perftool.rules.catalog import load_catalog
-    from perftool.trace_scan import ReadOptions
 
     rules = load_catalog()
     summaries = [summarise_rank(p, i, rules, ReadOptions()) for i, p in enumerate(job_files([directory]))]

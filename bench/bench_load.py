@@ -33,8 +33,8 @@ def measure(path: str, workers: int | None, scheduler: str | None = None, scanne
     peak RSS and a digest of the metrics (run in a child process)."""
     from perftool.analysis import compute_metrics
     from perftool.job.cluster import cluster_decoders
+    from perftool.pipeline.read import load_trace
     from perftool.trace import events
-    from perftool.trace_reader import load_trace
 
     if not scanner:
         events._scan = None  # the decoding processes are forked from this one, so they read with msgspec too

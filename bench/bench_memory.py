@@ -6,7 +6,7 @@
 For each kind of event (all alike; a distinct name each; a distinct name and thread each; counter samples;
 events with args) it writes a trace of that many events to bench/out, scans it with ``perftool scan`` in a
 fresh process, samples the summed resident memory of the process and its decoding workers every 10 ms,
-and prints the peak beyond an empty scan's, per event, next to :func:`perftool.limits.memory_to_scan`'s
+and prints the peak beyond an empty scan's, per event, next to :func:`perftool.common.limits.memory_to_scan`'s
 estimate for the same trace. The guard holds where the estimate is at least the measured figure.
 """
 
@@ -18,9 +18,9 @@ import subprocess
 import sys
 import time
 
-from perftool import limits
+from perftool.common import limits
+from perftool.pipeline.read import load_trace
 from perftool.trace.columns import ColumnBuilder
-from perftool.trace_reader import load_trace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")

@@ -34,7 +34,7 @@ def one_pass(path: str) -> dict:
     sys.argv = ["perftool", "info", path, "--format", "json", "-o", os.devnull]
     import importlib
 
-    from perftool.cli import main
+    from perftool.cli.main import main
 
     marks: dict[str, float] = {}
     api = importlib.import_module("perftool.api")
@@ -46,7 +46,7 @@ def one_pass(path: str) -> dict:
 
     api.load_trace = loading
     columns = importlib.import_module("perftool.trace.columns")
-    reader = importlib.import_module("perftool.trace_reader")
+    reader = importlib.import_module("perftool.pipeline.read")
     modules = {
         "columns": (columns.ColumnBuilder, "finish"),
         "roles and kinds": (reader.dialects, "apply"),

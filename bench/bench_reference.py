@@ -81,11 +81,11 @@ def reference(path: str) -> dict:
 
 def perftool_info(path: str) -> dict:
     """``perftool info FILE --format json`` as the ``perftool`` command runs it (its entry point, whose start pauses
-    what a command's start needs paused: :mod:`perftool.startup`), the output thrown away; timed from before perftool
-    is imported, as the command is."""
+    what a command's start needs paused: :mod:`perftool.common.startup`), the output thrown away; timed from before
+    perftool is imported, as the command is."""
     start = time.perf_counter()
     sys.argv = ["perftool", "info", path, "--format", "json", "-o", os.devnull]
-    from perftool.cli import main  # the package first, which sees the command starting
+    from perftool.cli.main import main  # the package first, which sees the command starting
 
     try:
         main()

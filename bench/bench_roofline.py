@@ -27,7 +27,7 @@ def measure(path: str, with_model: bool) -> dict:
     from perftool.analysis.metrics import compute_metrics
     from perftool.dialects.vocabulary import COLLECTIVE_ARGS
     from perftool.roofline.figures import roofline
-    from perftool.trace.columns import KeepArgs
+    from perftool.trace.kept_args import KeepArgs
     from perftool.trace.loader import read_trace
 
     keep = dialects.kept_args()

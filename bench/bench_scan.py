@@ -23,9 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def measure(path: str, scan: bool) -> dict:
     """Time one info or scan pass in this process (run in a child process)."""
     from perftool.analysis import compute_metrics
+    from perftool.pipeline.read import load_trace
+    from perftool.pipeline.scan import scan_trace
     from perftool.rules.catalog import load_catalog
-    from perftool.trace_reader import load_trace
-    from perftool.trace_scan import scan_trace
 
     start = time.perf_counter()
     trace = load_trace(path)

@@ -139,7 +139,7 @@ def main() -> None:
     sys.path.insert(0, HERE)
     from kineto_synth import write_trace
 
-    from perftool.limits import parse_size, size_text
+    from perftool.common.limits import parse_size, size_text
 
     path = args.trace
     if path is None:

@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from perftool.calibration import calibrate
 from perftool.emulator.config import load_config, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run
 from perftool.emulator.trace_writer import write_job, write_trace
+from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import analyse_trace
 from perftool.predict.interval import bounds
-from perftool.trace_reader import load_trace
-from perftool.trace_scan import analyse_trace
+from perftool.tune.calibration import calibrate
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "real"

@@ -52,8 +52,8 @@ def perftool_figures(trace_path: str, lo: float, hi: float) -> tuple[dict, dict]
     """perftool's busy / idle / compute / non-compute shares over [lo, hi], and its own steady-state metrics."""
     from perftool.analysis import compute_metrics, intervals
     from perftool.analysis.metrics import NOT_DEVICE_WORK
+    from perftool.pipeline.read import load_trace
     from perftool.trace import Kind, Role
-    from perftool.trace_reader import load_trace
 
     trace = load_trace(trace_path)
     window = hi - lo

@@ -12,7 +12,7 @@ import click
 from click.testing import CliRunner
 from mkdocs.structure.files import File, Files
 
-from perftool.cli import cli
+from perftool.cli.main import cli
 from perftool.report.escape import markdown
 from perftool.report.rule_markdown import page
 from perftool.report.rule_page import thresholds

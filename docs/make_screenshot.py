@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from browser import screenshot  # noqa: E402 - the tests' own browser helper, found above
 
-from perftool.cli import cli  # noqa: E402
+from perftool.cli.main import cli  # noqa: E402
 
 SAMPLE = "sample_traces/gpu_training_kineto.pt.trace.json.gz"
 

@@ -14,8 +14,8 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from perftool import startup  # light: the standard library only
-from perftool.version import __version__
+from perftool.common import startup  # light: the standard library only
+from perftool.common.version import __version__
 
 startup.loading()  # before the command's modules load: Ctrl-C is one line, the cycle collector waits
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         scan,
         tune,
     )
-    from perftool.errors import PerftoolError, PerftoolWarning
+    from perftool.common.errors import PerftoolError, PerftoolWarning
 
 __all__ = [
     "NothingRead",
@@ -69,7 +69,7 @@ sys.modules[__name__].__class__ = _Package
 def __getattr__(name: str) -> Any:
     """The API's functions and errors, loaded on first use (PEP 562)."""
     if name in _ERRORS:
-        from perftool import errors
+        from perftool.common import errors
 
         return getattr(errors, name)
     if name in __all__:

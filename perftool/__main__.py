@@ -1,5 +1,5 @@
 """Entry point for ``python -m perftool``."""
 
-from perftool.cli import main
+from perftool.cli.main import main
 
 main()

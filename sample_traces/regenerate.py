@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perftool.cli import cli
+from perftool.cli.main import cli
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

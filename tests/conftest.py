@@ -23,8 +23,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
 from published_schemas import JUNIT_10, SARIF_2_1_0
 
-from perftool import limits
-from perftool.cli import cli
+from perftool.cli.main import cli
+from perftool.common import limits
 from perftool.trace import store
 
 DATA = Path(__file__).parent / "data"

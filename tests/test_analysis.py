@@ -12,7 +12,7 @@ from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 from perftool.analysis import METRICS, compute_metrics, detect_steps, intervals
 from perftool.analysis.family import device_family
 from perftool.analysis.idle import attribute_idle
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
 
 
 def covered_by_brute_force(starts, ends, resolution=0.5):

@@ -12,7 +12,7 @@ from conftest import REPO, TORCH_FIXTURE
 
 import perftool
 from perftool.analysis import detect_steps
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
 from perftool.gate.verdict import GateResult
 from perftool.rules.findings import ScanReport
 

@@ -83,24 +83,20 @@ def test_the_documented_picture_is_true():
 
 
 LAYERS = (  # every package and top-level module of perftool, bottom up: each imports only from layers below its own
-    ("errors", "units", "names", "version", "choices", "results", "interrupts", "op_families", "plugins"),  # leaves
-    ("limits", "output", "startup"),
-    ("yamlfile",),
+    ("common",),  # errors, units, limits, names, documents, output files, start-up
     ("hardware",),
     ("trace",),  # reading: pieces, columns, the Trace
     ("dialects",),
-    ("trace_reader",),
     ("analysis",),  # steps, metrics, idle causes
     ("roofline", "emulator"),
-    ("rules", "trace_info"),  # detectors and the engine; what info reports
+    ("rules",),  # detectors and the engine
     ("predict",),
-    ("trace_scan",),
+    ("pipeline",),  # read, info, scan
     ("job",),
     ("diff", "tune"),
-    ("gate", "calibration"),
-    ("project", "report"),  # configuration; the formats
+    ("gate",),
+    ("report",),  # the formats
     ("api",),
-    ("mcp_server",),
     ("cli",),
     ("__main__",),
 )
@@ -135,3 +131,11 @@ def test_the_checks_find_a_circle_where_there_is_one():
         "p.y": {"p.x"},
     }
     assert _circle(_rooms({"p.x.m": {"p.y.n"}, "p.y.n": {"p.x.o"}, "p.x.o": set()}, _package))
+
+
+def test_the_top_level_holds_the_layers_packages_and_nothing_else():
+    """``ls perftool`` reads as the picture: a package per layer, beside the package's own two files."""
+    modules = {path.name for path in PACKAGE.glob("*.py")}
+    packages = {path.name for path in PACKAGE.iterdir() if path.is_dir() and any(path.glob("*.py"))}
+    assert modules == {"__init__.py", "__main__.py"}
+    assert packages == {name for names in LAYERS for name in names} - {"__main__"}

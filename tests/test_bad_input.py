@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import TORCH_FIXTURE, complete, error_line
 
-from perftool.errors import TraceError
-from perftool.trace_reader import load_trace
+from perftool.common.errors import TraceError
+from perftool.pipeline.read import load_trace
 
 GOOD = {"traceEvents": [complete("a", 1, 2), complete("b", 4, 2)]}
 
@@ -219,7 +219,7 @@ def test_a_key_given_twice_in_any_yaml_file_names_the_key_and_both_lines(run, tm
 
 
 def test_yaml_merge_keys_may_repeat_but_merged_keys_may_not_clash_with_given_ones():
-    from perftool.yamlfile import parse_yaml
+    from perftool.common.yamlfile import parse_yaml
 
     document, _ = parse_yaml("a: &a {x: 1}\nb: &b {y: 2}\nc:\n  <<: *a\n  <<: *b\n  z: 3\n", "inline.yaml")
     assert document["c"] == {"x": 1, "y": 2, "z": 3}

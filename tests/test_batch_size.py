@@ -9,7 +9,7 @@ import pytest
 from conftest import DATA
 
 from perftool.analysis.batch import batch_size
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
 
 REAL = DATA / "real"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perftool.calibration import Check, calibrate
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_job
+from perftool.tune.calibration import Check, calibrate
 
 REPO = Path(__file__).parent.parent
 SAMPLES = REPO / "sample_traces"

@@ -12,8 +12,8 @@ from conftest import REPO, TORCH_FIXTURE, error_line
 
 from perftool import __version__
 from perftool.analysis import METRICS
+from perftool.common.units import duration, percent
 from perftool.report.escape import markdown
-from perftool.units import duration, percent
 
 SAMPLE = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
 

@@ -20,7 +20,7 @@ import pytest
 from distributed import LocalCluster
 
 import perftool
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
 from perftool.job import cluster
 
 REPO = Path(__file__).parent.parent
@@ -104,7 +104,7 @@ def test_relative_paths_name_the_files_here_not_files_of_that_name_where_the_wor
 def test_a_worker_that_sees_another_file_at_the_path_says_so(tmp_path):
     """Where a worker's file at the same path is not the one seen here (another machine's copy, changed since),
     reading it is an error naming the file as given, not a report on other data."""
-    from perftool.errors import TraceError
+    from perftool.common.errors import TraceError
     from perftool.trace.seen import seen
 
     trace = tmp_path / "rank0.json"

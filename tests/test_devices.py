@@ -7,12 +7,12 @@ import yaml
 from conftest import DATA, REPO
 
 from perftool.analysis.family import device_properties
-from perftool.calibration import calibrate
 from perftool.emulator.config import load_config
 from perftool.emulator.devices import BY_KEY, GENERIC, identify
 from perftool.emulator.devices import profile as profile_of
 from perftool.emulator.profiles import PROFILES
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
+from perftool.tune.calibration import calibrate
 
 REAL = DATA / "real"
 GB = 1e9

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
+from perftool.pipeline.read import load_trace
 from perftool.trace import Kind, Role
-from perftool.trace_reader import load_trace
 
 
 def kind_of(trace, name):

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from conftest import DATA, REPO, TORCH_FIXTURE, error_line
 
 from perftool import api
-from perftool.cli import cli
+from perftool.cli.main import cli
 from perftool.diff.names import load_op_map, normalise
 from perftool.gate.verdict import GateOptions, run_gate
 

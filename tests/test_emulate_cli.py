@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
 
 SAMPLES = REPO / "sample_traces"
 HEALTHY = SAMPLES / "npu" / "healthy.yaml"

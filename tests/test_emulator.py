@@ -7,6 +7,7 @@ import pytest
 from conftest import REPO
 
 from perftool.analysis import compute_metrics
+from perftool.common.errors import PerftoolError
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run
@@ -14,9 +15,8 @@ from perftool.emulator.plan import build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, TILE_BYTES
 from perftool.emulator.simulate import simulate
 from perftool.emulator.trace_writer import write_trace
-from perftool.errors import PerftoolError
-from perftool.trace_reader import load_trace
-from perftool.trace_scan import scan_trace
+from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import scan_trace
 
 SAMPLES = REPO / "sample_traces"
 SAMPLE_CONFIGS = sorted(SAMPLES.glob("*/*.yaml"))

@@ -16,8 +16,7 @@ from click.testing import CliRunner
 
 from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.api import load_trace, scan
-from perftool.calibration import calibrate
-from perftool.cli import cli
+from perftool.cli.main import cli
 from perftool.emulator.config import load_config, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
@@ -25,6 +24,7 @@ from perftool.emulator.simulate import jitter
 from perftool.emulator.trace_writer import write_trace
 from perftool.rules.findings import Finding
 from perftool.trace.model import Kind, Role
+from perftool.tune.calibration import calibrate
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perftool import api
-from perftool.cli import cli
+from perftool.cli.main import cli
+from perftool.common.errors import PerftoolError
 from perftool.emulator.config import EmulatorConfig, load_config
-from perftool.errors import PerftoolError
 from perftool.rules.model import fill, template_fields
 from perftool.tune.spec import TuneConfig, load_tune_config
 
@@ -462,7 +462,7 @@ def test_a_diffs_parts_add_up_to_the_change_at_every_level(baseline, candidate, 
     """Whatever the two traces hold (overlapping streams, kernels no op launched, idle of any length), each
     level's rows and remainders together are the measured change of the mean steady step."""
     from perftool.api import diff
-    from perftool.choices import LEVELS
+    from perftool.common.choices import LEVELS
 
     paths = []
     for name, plan in (("base.json", baseline), ("cand.json", candidate)):

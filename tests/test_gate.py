@@ -20,7 +20,7 @@ def emulated(tmp_path_factory):
     """emulated(name, *overrides) -> path of an emulated npu trace (cached per name)."""
     from click.testing import CliRunner
 
-    from perftool.cli import cli
+    from perftool.cli.main import cli
 
     folder = tmp_path_factory.mktemp("gate")
     made = {}

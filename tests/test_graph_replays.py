@@ -8,7 +8,7 @@ import pytest
 from perftool.analysis.launches import graph_replays
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
 
 
 def _kernel(ts: float, dur: float, flow: int) -> list:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from perftool.analysis.host_calls import driving_calls, driving_thread, top_level
-from perftool.names import host_call, readable
-from perftool.trace_reader import load_trace
+from perftool.common.names import host_call, readable
+from perftool.pipeline.read import load_trace
 
 FRAME = "python_function"
 

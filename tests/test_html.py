@@ -17,7 +17,7 @@ import pytest
 from browser import CHROMIUM, chromium, console_messages, layout, screenshot
 from conftest import DATA, REPO
 
-from perftool.units import duration, figure, timestamp
+from perftool.common.units import duration, figure, timestamp
 
 SAMPLES = REPO / "sample_traces"
 KINETO = SAMPLES / "gpu_training_kineto.pt.trace.json.gz"
@@ -53,7 +53,7 @@ def reports(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     """Each report written as html, with the json format's document for the same input."""
     from click.testing import CliRunner
 
-    from perftool.cli import cli
+    from perftool.cli.main import cli
 
     folder = tmp_path_factory.mktemp("html")
     written = {}

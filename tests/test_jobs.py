@@ -18,9 +18,9 @@ from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope
+from perftool.pipeline.scan import DEFAULT_READ
 from perftool.rules.detectors import straggler
 from perftool.trace.seen import seen
-from perftool.trace_scan import DEFAULT_READ
 
 REPO = Path(__file__).parent.parent
 JOBS = REPO / "sample_traces" / "jobs"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perftool.names import readable
+from perftool.common.names import readable
 
 REAL = Path(__file__).parent / "data" / "real"
 FILL = (

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps, leaving, spy_on_disk
 
-from perftool import interrupts, limits
-from perftool.output import write_bytes
+from perftool.common import interrupts, limits
+from perftool.common.output import write_bytes
 from perftool.trace import decode, loader
 
 SAMPLE = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
@@ -55,7 +55,7 @@ def test_gzip_bomb_is_refused_quickly_in_bounded_memory(tmp_path):
     assert bomb.stat().st_size < 2 << 20
     started = time.perf_counter()
     printed, peak_mb = peak_rss_mb_of(
-        "from perftool.trace_reader import load_trace\nfrom perftool.errors import TraceError\n"
+        "from perftool.pipeline.read import load_trace\nfrom perftool.common.errors import TraceError\n"
         f"try:\n    load_trace({str(bomb)!r})\nexcept TraceError as exc:\n    print(exc)"
     )
     assert "gzip bomb" in printed and str(bomb) in printed
@@ -295,7 +295,7 @@ def test_a_termination_signal_mid_write_leaves_no_partial_file(tmp_path, monkeyp
 
 HELD = """
 import os, signal, sys, threading, time
-from perftool import interrupts
+from perftool.common import interrupts
 interrupts.stop_on_termination()
 started = []
 try:
@@ -399,7 +399,7 @@ def test_a_stopped_sweep_exits_with_the_signals_code_and_writes_nothing(tmp_path
     command = [
         sys.executable,
         "-c",
-        "from perftool.cli import main; main()",
+        "from perftool.cli.main import main; main()",
         "tune",
         str(REPO / "examples" / "tune" / "npu.yaml"),
         "--strategy",
@@ -530,7 +530,7 @@ def test_a_file_of_nul_bytes_fails_at_its_first_byte_in_bounded_memory(tmp_path)
     with open(zeros, "wb") as fh:
         fh.truncate(512 << 20)  # sparse: 512 MB of NUL bytes that take no disk
     printed, peak_mb = peak_rss_mb_of(
-        "from perftool.trace_reader import load_trace\nfrom perftool.errors import TraceError\n"
+        "from perftool.pipeline.read import load_trace\nfrom perftool.common.errors import TraceError\n"
         f"try:\n    load_trace({str(zeros)!r})\nexcept TraceError as exc:\n    print(exc)"
     )
     assert printed == f"{zeros}: not valid JSON at line 1, column 1: invalid character"
@@ -556,7 +556,7 @@ PRESSED_WHILE_OPTIONS_ARE_READ = """
 import os, signal, sys
 sys.argv = ["perftool", "info", sys.argv[1]]
 import click
-from perftool.cli import main
+from perftool.cli.main import main
 
 def reading(self, *args, **kwargs):  # Ctrl-C arrives as click parses the command's options
     os.kill(os.getpid(), signal.SIGINT)
@@ -588,7 +588,7 @@ time.sleep(10)
 """
 
 
-@pytest.mark.parametrize("loaded", ["", "import perftool.cli", "import perftool.cli, perftool.trace_scan"])
+@pytest.mark.parametrize("loaded", ["", "import perftool.cli.main", "import perftool.cli.main, perftool.pipeline.scan"])
 @pytest.mark.parametrize("command", ["perftool", "-m"])
 @pytest.mark.parametrize(("signum", "said"), [(signal.SIGINT, "interrupted"), (signal.SIGTERM, "terminated (SIGTERM)"),
                                               (signal.SIGHUP, "terminated (SIGHUP)")])  # fmt: skip
@@ -606,7 +606,7 @@ def test_a_signal_while_the_command_starts_is_one_line(command, loaded, signum, 
 def test_a_recorded_shape_longer_than_a_tensor_has_is_never_multiplied_out():
     """A million-dimension 'shape' in Input Dims would take minutes to multiply (a Python integer growing with each
     size): a list longer than MAX_DIMS is no shape, and no product is taken (hardening round 4, D11)."""
-    from perftool.op_families import MAX_DIMS, _is_shape
+    from perftool.dialects.op_families import MAX_DIMS, _is_shape
 
     assert _is_shape([1] * MAX_DIMS) and not _is_shape([1] * (MAX_DIMS + 1))
     assert not _is_shape([2] * 1_000_000)
@@ -627,7 +627,7 @@ def test_a_flow_id_past_int64_is_a_name_and_still_links(write_trace, run):
     """A uint64 flow id (2^64 - 1, valid JSON) crashed the loader with a traceback: it is interned like a string id,
     and the launch it names still reaches its kernel (hardening round 4, D16)."""
     from perftool.analysis.launches import launch_rows
-    from perftool.trace_reader import load_trace
+    from perftool.pipeline.read import load_trace
 
     huge = 2**64 - 1
     path = write_trace({"traceEvents": [
@@ -646,7 +646,7 @@ def test_a_flow_id_past_int64_is_a_name_and_still_links(write_trace, run):
 def test_integer_and_string_flow_ids_never_share_a_number(write_trace):
     """String ids were numbered from 2^62, so the integer id 2^62 and the first string id became one flow and
     unrelated ends were linked (hardening round 4, D19): each id keeps its own number, whatever its type."""
-    from perftool.trace_reader import load_trace
+    from perftool.pipeline.read import load_trace
 
     flow = {"pid": 1, "tid": 1, "ts": 10, "cat": "ac2g", "name": "ac2g"}
     path = write_trace({"traceEvents": [

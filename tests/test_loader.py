@@ -14,12 +14,12 @@ from conftest import DATA, TORCH_FIXTURE, complete, error_line, process_name, th
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perftool import limits
-from perftool.errors import TraceError
+from perftool.common import limits
+from perftool.common.errors import TraceError
+from perftool.pipeline.read import load_trace
 from perftool.trace import Phase, model
 from perftool.trace import decode as decode_module
 from perftool.trace.model import Kind
-from perftool.trace_reader import load_trace
 
 
 def names_of(trace, rows):
@@ -264,7 +264,7 @@ def test_ops_keep_just_their_recorded_inputs_shared_between_calls_with_equal_inp
 
 
 def test_the_keys_that_share_kept_args_are_the_fields_each_reduction_keeps():
-    from perftool.trace.columns import _KEYS, _REDUCERS
+    from perftool.trace.kept_args import _KEYS, _REDUCERS
 
     for kept, decoder in _REDUCERS.items():
         fields = {msgspec.json.encode(field.encode_name) for field in msgspec.structs.fields(decoder.type)}

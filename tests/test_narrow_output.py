@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO
 
-from perftool.cli import cli
+from perftool.cli.main import cli
 
 SAMPLES = REPO / "sample_traces"
 GATE = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perftool.op_families import Inputs, conv_flops, op_key, work
+from perftool.dialects.op_families import Inputs, conv_flops, op_key, work
 
 F32, BF16, HALF = "float", "c10::BFloat16", "c10::Half"
 

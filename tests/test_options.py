@@ -8,7 +8,7 @@ import click
 import pytest
 from conftest import REPO, error_line
 
-from perftool.cli import cli
+from perftool.cli.main import cli
 
 SAMPLES = REPO / "sample_traces"
 TRACE = SAMPLES / "npu" / "healthy.trace.json.gz"

@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shutil
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from conftest import DATA, REPO
@@ -45,7 +47,7 @@ def canonical(events: list[dict]) -> Counter:
 def annotated(tmp_path_factory):
     from click.testing import CliRunner
 
-    from perftool.cli import cli
+    from perftool.cli.main import cli
 
     out = tmp_path_factory.mktemp("perfetto") / "annotated.json.gz"
     args = ["scan", str(NCCL), "--format", "perfetto", "-o", str(out), "--fail-on", "never"]
@@ -199,11 +201,23 @@ def test_standard_input_is_refused_before_a_byte_is_written(run):
     )
 
 
-@pytest.mark.parametrize("scanned", [NCCL, REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"])
+def _unaligned_job(folder: Path) -> Path:
+    """Two ranks that trace no collective: neither can be put on the other's clock."""
+    folder.mkdir()
+    for rank in (0, 1):
+        shutil.copy(REAL / "rocm_mi250_minitoy.json.gz", folder / f"rank{rank}.json.gz")
+    return folder
+
+
+@pytest.mark.parametrize("scanned", [NCCL, REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler", "unaligned job"])
 def test_the_html_report_names_the_track_each_finding_is_drawn_on(run, tmp_path, scanned):
-    """What the HTML report says to look for in Perfetto is a track the annotated trace of the same scan has."""
+    """What the HTML report says to look for in Perfetto is a track the annotated trace of the same scan has; a rank
+    not aligned says so in both."""
+    unaligned = scanned == "unaligned job"
+    scanned = _unaligned_job(tmp_path / "job") if unaligned else scanned
     page = run("scan", scanned, "--format", "html", "--fail-on", "never").stdout
     named = set(re.findall(r"In the annotated trace: the track “([^”]+)” of “perftool findings”", page))
     document = annotate(run, scanned, tmp_path / "annotated.json")
     tracks = {e["args"]["name"] for e in document["traceEvents"] if ours(e) and e["name"] == "thread_name"}
     assert named and named <= tracks
+    assert all(("(its own clock: not aligned): " in name) == unaligned for name in named)

@@ -109,7 +109,7 @@ def test_every_built_in_detector_is_an_entry_point_that_loads():
 
 def _never_installed(monkeypatch) -> None:
     """As if perftool ran from a source tree no distribution lists (the caller clears the cache again after)."""
-    from perftool import plugins
+    from perftool.common import plugins
 
     monkeypatch.setattr(plugins, "entry_points", lambda group: [])
     plugins.registered.cache_clear()
@@ -117,7 +117,7 @@ def _never_installed(monkeypatch) -> None:
 
 def test_a_source_tree_never_installed_finds_the_built_in_detectors_in_its_pyproject(monkeypatch):
     import perftool.rules.detectors as detectors
-    from perftool import plugins
+    from perftool.common import plugins
 
     _never_installed(monkeypatch)
     try:
@@ -168,7 +168,7 @@ def test_every_built_in_format_is_an_entry_point_that_loads():
     from pkgutil import iter_modules
 
     import perftool.report as report
-    from perftool.plugins import OWN
+    from perftool.common.plugins import OWN
     from perftool.report.registry import GROUP, SHOWN, formats
 
     own = [entry for entry in entry_points(group=GROUP) if entry.value.startswith(OWN)]
@@ -184,7 +184,7 @@ def test_every_built_in_format_is_an_entry_point_that_loads():
 
 
 def test_a_source_tree_never_installed_finds_the_built_in_formats_in_its_pyproject(monkeypatch):
-    from perftool import plugins
+    from perftool.common import plugins
     from perftool.report.registry import GROUP, SHOWN, formats
 
     installed = {shown: formats(shown) for shown in SHOWN}

@@ -9,15 +9,15 @@ import json
 import pytest
 from conftest import DATA
 
-from perftool.calibration import calibrate
 from perftool.emulator.config import validate_config
 from perftool.emulator.evaluate import evaluate
+from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import analyse_trace
 from perftool.predict.fitting import FIT_RUN_STEPS, fit
 from perftool.predict.gains import TraceFit
 from perftool.predict.interval import Z80, bounds, mean_error
 from perftool.predict.sweep import best_settings
-from perftool.trace_reader import load_trace
-from perftool.trace_scan import analyse_trace
+from perftool.tune.calibration import calibrate
 
 REAL = DATA / "real"
 

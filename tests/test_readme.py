@@ -167,7 +167,7 @@ def yaml_example(first_key: str) -> str:
 
 
 def test_the_project_config_example_loads_as_written(tmp_path):
-    from perftool.project import load_project
+    from perftool.api.project import load_project
     from perftool.rules.catalog import load_catalog
 
     path = tmp_path / "perftool.yaml"

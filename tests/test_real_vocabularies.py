@@ -14,8 +14,8 @@ from conftest import DATA, error_line
 
 from perftool.analysis import compute_metrics, detect_steps
 from perftool.analysis.family import device_family, device_name
+from perftool.pipeline.read import load_trace
 from perftool.trace import Kind, Role
-from perftool.trace_reader import load_trace
 
 VOCAB = Path(__file__).parent / "data" / "vocab"
 
@@ -445,7 +445,7 @@ def test_pytorch_18_string_thread_ids_link_ops_to_their_kernels(run):
 def test_report_text_reads_without_repeated_words_or_empty_figures(run):
     """Texts a newcomer met on real captures: a device named 'device 0' shown as 'device device 0', a batch
     prepared 'on 0 traced workers' by a loop with no workers, and info findings of a cost that reads 0.0%."""
-    from perftool.names import as_device
+    from perftool.common.names import as_device
 
     assert as_device("device 0") == "device 0" and as_device("NVIDIA A100") == "device NVIDIA A100"
     header = run("scan", fixture("legacy_kineto_pt18"), "--fail-on", "never").stdout

@@ -10,12 +10,12 @@ import yaml
 from bench_whatif import REAL, real_pair
 
 from perftool.api import tune
-from perftool.calibration import _longer, calibrate
 from perftool.emulator.evaluate import evaluate
+from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import scan_trace
 from perftool.predict.interval import bounds
 from perftool.rules.prediction import HELPS
-from perftool.trace_reader import load_trace
-from perftool.trace_scan import scan_trace
+from perftool.tune.calibration import _longer, calibrate
 
 BEFORE, AFTER = REAL / "resnet50_pt18_workers0.json.gz", REAL / "resnet50_pt18_workers4.json.gz"
 

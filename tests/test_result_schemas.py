@@ -9,8 +9,8 @@ import pytest
 from conftest import REPO
 
 from perftool.analysis import compute_metrics
+from perftool.pipeline.read import load_trace
 from perftool.roofline.figures import roofline
-from perftool.trace_reader import load_trace
 
 SAMPLES = REPO / "sample_traces"
 COMMANDS = {  # schema name -> a command writing that document for a bundled sample
@@ -55,9 +55,9 @@ def test_each_result_reads_back_from_the_json_written_as_it_was():
     """Every command's result is its model, made by the code that computes it; what --format json writes is that
     model, and reading it back gives the result again: info and emulate, tune's answer, gate and diff."""
     from perftool import api
+    from perftool.pipeline.info import info_report
     from perftool.report import emulate_json, info_json, tune_json
     from perftool.report.views import EmulateView, InfoView, TuneView
-    from perftool.trace_info import info_report
     from perftool.tune.documents import answer
 
     trace = load_trace(SAMPLES / "gpu_training_kineto.pt.trace.json.gz")

@@ -13,11 +13,11 @@ from conftest import DATA, REPO, complete, error_line
 import perftool
 from perftool import hardware
 from perftool.analysis.metrics import compute_metrics
+from perftool.common.results import InfoReport, RooflineStep, RooflineSteps
 from perftool.hardware import BY_KEY, SOURCED, identify
-from perftool.results import InfoReport, RooflineStep, RooflineSteps
+from perftool.pipeline.read import load_trace
 from perftool.roofline.figures import CAPTURE_ADVICE, roofline
-from perftool.trace.columns import ArgsKept, KeepArgs
-from perftool.trace_reader import load_trace
+from perftool.trace.kept_args import ArgsKept, KeepArgs
 
 REAL = DATA / "real"
 SAMPLE = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from conftest import REPO, error_line
 
-from perftool.errors import PerftoolError
-from perftool.project import load_project
+from perftool.api.project import load_project
+from perftool.common.errors import PerftoolError
 from perftool.rules.catalog import builtin_dir, load_catalog, load_rule
 from perftool.rules.model import Severity, Thresholds, fill, over_the_trace
 

@@ -13,11 +13,11 @@ from conftest import REPO, TORCH_FIXTURE
 from perftool.api import emulate
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
+from perftool.pipeline.scan import scan_files
 from perftool.rules import prediction
 from perftool.rules.catalog import load_catalog
 from perftool.rules.findings import SCHEMA
 from perftool.rules.prediction import HELPS
-from perftool.trace_scan import scan_files
 
 SAMPLES = REPO / "sample_traces"
 KINETO_SAMPLE = SAMPLES / "gpu_training_kineto.pt.trace.json.gz"
@@ -106,7 +106,7 @@ def test_idle_causes_add_up_to_the_idle_time(reports):
 
 def _busy(report) -> float:
     from perftool.analysis import compute_metrics
-    from perftool.trace_reader import load_trace
+    from perftool.pipeline.read import load_trace
 
     return compute_metrics(load_trace(report.path))["device.busy_fraction"]
 

@@ -20,11 +20,11 @@ from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perftool.errors import TraceError
+from perftool.common.errors import TraceError
+from perftool.pipeline.read import dialects, load_trace
 from perftool.trace import decode, events
-from perftool.trace.columns import Part, make_part
 from perftool.trace.loader import read_trace
-from perftool.trace_reader import dialects, load_trace
+from perftool.trace.parts import Part, make_part
 
 pytestmark = pytest.mark.skipif(not events.COMPILED, reason="the scanner was not compiled (no C compiler at install)")
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import DATA, complete
 
 from perftool.analysis.steps import detect_steps
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
 
 KINETO = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
 HOST = {"pid": 100, "tid": 100}
@@ -79,7 +79,7 @@ def test_a_model_s_repeating_layers_do_not_split_its_one_step(write_trace):
 
 def test_what_a_job_is_reads_from_its_ops():
     from perftool.analysis.family import job_kind
-    from perftool.trace_reader import load_trace as load
+    from perftool.pipeline.read import load_trace as load
 
     assert job_kind(load(DATA / "real" / "resnet50_pt18_workers0.json.gz")) == "training"
     assert job_kind(load(DATA / "real" / "mtia_inference.json.gz")) == "inference"

@@ -1,4 +1,4 @@
-"""The command's start (perftool.startup): the cycle collector waits while its modules load and then skips them;
+"""The command's start (perftool.common.startup): the cycle collector waits while its modules load and then skips them;
 code that imports perftool as a library keeps its collector as it was."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ def _run(program: str) -> list[str]:
 
 
 def test_the_command_loads_its_modules_with_the_collector_paused_then_freezes_them():
-    program = f"import sys; sys.argv[0] = 'perftool'; import perftool, perftool.cli; {STATE}; "
-    program += f"perftool.startup.loaded(); {STATE}"
+    program = f"import sys; sys.argv[0] = 'perftool'; import perftool, perftool.cli.main; {STATE}; "
+    program += f"perftool.common.startup.loaded(); {STATE}"
     assert _run(program) == ["False False", "True True"]
 
 
 @pytest.mark.parametrize("collector", ["enabled", "disabled"])
 def test_a_library_import_leaves_the_collector_as_it_was(collector):
-    program = f"import gc; gc.{collector[:-1]}(); import perftool, perftool.cli; {STATE}; "
-    program += f"perftool.startup.loaded(); {STATE}"
+    program = f"import gc; gc.{collector[:-1]}(); import perftool, perftool.cli.main; {STATE}; "
+    program += f"perftool.common.startup.loaded(); {STATE}"
     state = f"{collector == 'enabled'} False"
     assert _run(program) == [state, state]
 

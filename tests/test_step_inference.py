@@ -12,7 +12,7 @@ from test_real_vocabularies import graph_captured, scan
 from test_rule_cases import build
 
 from perftool.analysis import detect_steps
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
 
 REAL = Path(__file__).parent / "data" / "real"
 

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, leaving, spy_on_disk
 
-from perftool import limits
-from perftool.errors import TraceError
+from perftool.common import limits
+from perftool.common.errors import TraceError
+from perftool.pipeline.read import load_trace
 from perftool.trace import decode, loader, store
 from perftool.trace.loader import read_trace
 from perftool.trace.model import Trace
-from perftool.trace_reader import load_trace
 
 SAMPLES = sorted((REPO / "sample_traces").rglob("*.trace.json*")) + sorted((REPO / "tests" / "data").glob("*.json*"))
 COLUMNS = ("ts", "dur", "phase", "track", "name", "cat", "flow_id", "order", "args_ref", "kind", "end")

@@ -17,7 +17,7 @@ from perftool.analysis import compute_metrics
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.plan import io_tiles_needed
-from perftool.trace_reader import load_trace
+from perftool.pipeline.read import load_trace
 from perftool.tune.explain import shown, why
 from perftool.tune.search import NoFeasibleConfiguration, tune
 from perftool.tune.sensitivity import knob_lines

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from perftool import load_trace
 from perftool.analysis import METRICS, compute_metrics
 from perftool.analysis.metrics import unit_of
-from perftool.units import axis_durations, change, estimate, figure, number, plural
+from perftool.common.units import axis_durations, change, estimate, figure, number, plural
 
 SAMPLES = REPO / "sample_traces"
 
@@ -112,7 +112,7 @@ def test_an_axis_shows_every_tick_in_one_unit(ticks, shown):
 
 def test_a_trace_recorded_to_the_nanosecond_shows_ns_only_below_a_microsecond():
     """jax.profiler writes displayTimeUnit "ns" for its nanosecond ticks: 3.6 ms stays 3.614 ms, not 3,614,205 ns."""
-    from perftool.units import duration
+    from perftool.common.units import duration
 
     assert duration(3614.205, "ns") == "3.614 ms"
     assert duration(26.84, "ns") == "26.8 µs"

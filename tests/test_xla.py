@@ -12,9 +12,9 @@ from conftest import DATA, complete, process_name, thread_name
 from perftool.analysis.family import device_family, device_name, framework
 from perftool.analysis.intervals import busy
 from perftool.analysis.steps import detect_steps
+from perftool.pipeline.read import load_trace
 from perftool.trace import events
 from perftool.trace.model import Kind, Phase, Role
-from perftool.trace_reader import load_trace
 
 JAX_OPBYOP = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
 

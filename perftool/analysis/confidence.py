@@ -16,9 +16,9 @@ from perftool import dialects
 from perftool.analysis.family import device_tracks
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
+from perftool.common.units import duration, plural
 from perftool.dialects.vocabulary import MODEL_WARMUP
 from perftool.trace.model import Kind, Role, Trace
-from perftool.units import duration, plural
 
 _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
     "Computing": "computing",

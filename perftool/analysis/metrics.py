@@ -70,7 +70,7 @@ METRICS: dict[str, str] = {
 
 
 def unit_of(metric: str) -> str:
-    """The unit a metric's name says, as :func:`perftool.units.figure` takes it: ``us``, ``fraction``, ``bytes``,
+    """The unit a metric's name says, as :func:`perftool.common.units.figure` takes it: ``us``, ``fraction``, ``bytes``,
     ``count``, or one written out such as ``steps/s``."""
     if "_us" in metric:
         return "us"

@@ -21,6 +21,7 @@ from perftool.analysis.host_calls import python_frames, top_level
 from perftool.analysis.intervals import overlaps_any, union
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import Inferred, inferred_steps
+from perftool.common.units import duration
 from perftool.dialects.vocabulary import (
     ALLOCATION,
     BLOCKING_COPY_CALL,
@@ -31,7 +32,6 @@ from perftool.dialects.vocabulary import (
     WARMUP_ANNOTATION,
 )
 from perftool.trace.model import Kind, Phase, Role, Trace, pandas_module
-from perftool.units import duration
 
 _DIGITS = "0123456789"  # a step marker's number ends its name: ProfilerStep#12, step 12
 WARMUP_SLOWDOWN = 1.5  # a leading step this much slower than the typical step is warm-up

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from perftool.common.errors import PerftoolError
 from perftool.dialects.ascend import Ascend
 from perftool.dialects.base import Dialect, Generic
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
+from perftool.dialects.op_families import MODELLED_NAMES
 from perftool.dialects.vocabulary import COLLECTIVE_ARGS, FINDINGS_CATEGORY, FINDINGS_PROCESS, INPUT_WORKER_THREAD
 from perftool.dialects.xla import Xla
-from perftool.errors import PerftoolError
-from perftool.op_families import MODELLED_NAMES
-from perftool.trace.columns import KeepArgs
+from perftool.trace.kept_args import KeepArgs
 from perftool.trace.model import Kind, Role, Trace, rows_at
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Kineto())

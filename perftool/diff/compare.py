@@ -18,11 +18,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 from pydantic.dataclasses import dataclass
 
-from perftool.choices import LEVELS, Level
+from perftool.common.choices import LEVELS, Level
+from perftool.common.errors import PerftoolError, parameter
+from perftool.common.units import percent, signed_duration
 from perftool.diff.names import OpMap
 from perftool.diff.profile import LAUNCHERS, Profile, Table
-from perftool.errors import PerftoolError, parameter
-from perftool.units import percent, signed_duration
 
 MIN_MATCHED = 0.5  # of each side's time on the pacing timeline, matched at a level for the diff to stay there
 NOTHING_US = 0.05  # a remainder under this on both sides shows as 0.0 µs: not listed for people

@@ -8,9 +8,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from perftool.choices import Level
+from perftool.common.choices import Level
+from perftool.common.results import Part
 from perftool.diff.compare import TraceDiff, shown
-from perftool.results import Part
 
 
 class Contributor(Part):

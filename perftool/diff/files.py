@@ -7,16 +7,16 @@ from typing import Literal
 
 from pydantic import Field
 
+from perftool.common.errors import PerftoolError, TraceError
+from perftool.common.results import Document
 from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.names import OpMap, load_op_map
 from perftool.diff.profile import Profile, profile
-from perftool.errors import PerftoolError, TraceError
 from perftool.job.cluster import LOCAL, Cluster, map_tasks
 from perftool.job.ranks import job_files, rank_from_name
-from perftool.results import Document
+from perftool.pipeline.scan import DEFAULT_READ, ReadOptions, distributed
 from perftool.trace.loader import json_size_hint
 from perftool.trace.seen import FileSeen, seen
-from perftool.trace_scan import DEFAULT_READ, ReadOptions, distributed
 
 
 class DiffResult(Document):

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from perftool.common.names import without_parameters
+from perftool.common.yamlfile import read_model
 from perftool.diff.patterns import backtracking_risk
-from perftool.names import without_parameters
 from perftool.rules.catalog import builtin_dir
-from perftool.yamlfile import read_model
 
 _RETURN_TYPE = re.compile(r"^void\s+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")

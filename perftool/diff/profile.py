@@ -30,8 +30,8 @@ from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import Launches, launch_rows
 from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.analysis.steps import detect_steps
+from perftool.common.errors import PerftoolError
 from perftool.diff.names import normalise
-from perftool.errors import PerftoolError
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched

@@ -16,11 +16,11 @@ import yaml
 from pydantic import BaseModel, ByteSize, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
-from perftool import limits
+from perftool.common import limits
+from perftool.common.errors import PerftoolError, parameter
+from perftool.common.yamlfile import error_reason, field_error, read_yaml, validation_error
 from perftool.emulator.devices import BY_KEY, GENERIC, model_profile
 from perftool.emulator.profiles import PROFILES, DeviceProfile
-from perftool.errors import PerftoolError, parameter
-from perftool.yamlfile import error_reason, field_error, read_yaml, validation_error
 
 MAX_BYTES = 1 << 50  # 1 PiB: beyond any device or host memory, and well inside int64 arithmetic
 Size = Annotated[ByteSize, Field(gt=0, le=MAX_BYTES)]

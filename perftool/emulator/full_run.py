@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perftool.common.errors import PerftoolError
+from perftool.common.results import EmulateReport
 from perftool.emulator.config import EmulatorConfig
 from perftool.emulator.evaluate import first_job, steady_figures
 from perftool.emulator.plan import Plan, build_plan
 from perftool.emulator.simulate import Timeline, simulate
-from perftool.errors import PerftoolError
-from perftool.results import EmulateReport
 
 BREAKDOWN: dict[str, str] = {
     "compute": "device compute, weight update included",

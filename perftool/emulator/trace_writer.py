@@ -19,13 +19,13 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from perftool import limits
+from perftool.common import limits
+from perftool.common.errors import PerftoolError
+from perftool.common.output import write_bytes
 from perftool.emulator.config import EmulatorConfig
 from perftool.emulator.full_run import Run, rank_files
 from perftool.emulator.plan import Plan
 from perftool.emulator.vocabulary import HPU_DTYPE_NAMES, VOCABULARIES, Vocabulary
-from perftool.errors import PerftoolError
-from perftool.output import write_bytes
 from perftool.trace.model import Role
 from perftool.trace.profiler_dirs import TRACE_SUFFIXES
 

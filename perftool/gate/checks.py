@@ -32,10 +32,10 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from perftool.analysis.metrics import unit_of
+from perftool.common.units import change, figure, plural
 from perftool.gate.policy import COUNTERS, HIGHER_IS_BETTER, Budget, GatePolicy, Limit
 from perftool.gate.stats import MIN_SAMPLES, p_greater
 from perftool.rules.findings import Finding, TraceFindings
-from perftool.units import change, figure, plural
 
 
 class Verdict(str, Enum):

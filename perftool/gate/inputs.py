@@ -21,16 +21,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from perftool import limits
+from perftool.common import limits
+from perftool.common.errors import PerftoolError
+from perftool.common.yamlfile import read_document, validation_error
 from perftool.emulator.config import Workload
-from perftool.errors import PerftoolError
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
+from perftool.pipeline.scan import ReadOptions, scan_trace
 from perftool.rules.findings import EmulatorRun, Finding, ScanReport, TraceFindings
 from perftool.rules.model import Rule
 from perftool.trace.loader import GZIP_MAGIC, TrailingGzipData, inflate_gzip, read_error
-from perftool.trace_scan import ReadOptions, scan_trace
-from perftool.yamlfile import read_document, validation_error
 
 _SCAN_JSON = re.compile(rb'^\s*\{\s*"schema"\s*:\s*"perftool\.findings/')
 # may differ between comparable emulator runs

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from perftool.analysis.metrics import METRICS
-from perftool.yamlfile import read_model
+from perftool.common.yamlfile import read_model
 
 HIGHER_IS_BETTER = frozenset(
     {

@@ -9,19 +9,19 @@ from pydantic import Field as PydanticField
 from pydantic import model_validator
 from pydantic.dataclasses import dataclass as model_dataclass
 
-from perftool.choices import FailOn
+from perftool.common.choices import FailOn
+from perftool.common.errors import PerftoolError, parameter
+from perftool.common.results import Document
 from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.explanation import Explanation
 from perftool.diff.files import profile_file
 from perftool.diff.names import load_op_map
-from perftool.errors import PerftoolError, parameter
 from perftool.gate.checks import Check, Verdict, against_budget, compare, counted, new_findings, status
 from perftool.gate.inputs import Side, differences, load_side
 from perftool.gate.policy import Budget, GatePolicy
 from perftool.job.cluster import Cluster
-from perftool.results import Document
+from perftool.pipeline.scan import DEFAULT_READ, ReadOptions
 from perftool.rules.model import Rule
-from perftool.trace_scan import DEFAULT_READ, ReadOptions
 
 TIMING = ("timing:step_time", "timing:throughput")  # the checks a diff of the traces explains when they fail
 EXPLAINED = 5  # contributors to a failed step time listed by name

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from perftool.yamlfile import read_model
+from perftool.common.yamlfile import read_model
 
 SPECS_DIR = Path(__file__).with_name("specs")
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]

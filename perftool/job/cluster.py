@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from perftool import interrupts
-from perftool.errors import PerftoolError
+from perftool.common import interrupts
+from perftool.common.errors import PerftoolError
 from perftool.trace.loader import Decoders
 from perftool.trace.workers import Workers, stderr_unseen
 

@@ -8,7 +8,7 @@ import re
 import zlib
 from pathlib import Path
 
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
 from perftool.trace.profiler_dirs import ASCEND_OUTPUT, TRACE_SUFFIXES, profiler_trace
 
 _PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")

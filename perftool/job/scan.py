@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from perftool.common.version import __version__
 from perftool.job.cluster import map_tasks
 from perftool.job.ranks import job_files, names_ranks, rank_from_name
 from perftool.job.summary import RankSummary, summarise_rank
 from perftool.job.view import job_view
+from perftool.pipeline.scan import ReadOptions
 from perftool.rules.findings import ScanReport, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace.loader import json_size_hint
 from perftool.trace.seen import seen
-from perftool.trace_scan import ReadOptions
-from perftool.version import __version__
 
 
 def scan_job(

@@ -10,14 +10,14 @@ import numpy as np
 
 from perftool.analysis.communication import COLLECTIVES, GroupStat, covered
 from perftool.analysis.idle import CAUSES
-from perftool.errors import TraceError
+from perftool.common.errors import TraceError
 from perftool.job.ranks import rank_from_name
+from perftool.pipeline.scan import ReadOptions, analyse_trace
 from perftool.rules.detectors.base import Scope
 from perftool.rules.findings import TraceFindings, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace.seen import FileSeen
 from perftool.trace.store import trim_heap
-from perftool.trace_scan import ReadOptions, analyse_trace
 
 MAX_TIMELINE_CALLS = 4096  # collectives kept per rank for clock alignment and waits: whole steps, in order
 MAX_STEPS_SHOWN = 256  # steady steps a rank sends one by one (compute and communication in each)

@@ -11,8 +11,9 @@ from itertools import islice
 
 import numpy as np
 
+from perftool.common.errors import PerftoolError
+from perftool.common.units import duration, plural
 from perftool.emulator.config import validate_config
-from perftool.errors import PerftoolError
 from perftool.job.align import Alignment, Waits, align, waits
 from perftool.job.summary import RankSummary
 from perftool.predict.gains import fix_that_holds
@@ -29,7 +30,6 @@ from perftool.rules.findings import (
 )
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule, Severity
-from perftool.units import duration, plural
 
 MAX_MISSING_LISTED = 100
 EXPOSURE_DETECTOR = "exposed_communication"

@@ -13,9 +13,9 @@ from functools import cached_property
 from typing import Any
 
 from perftool.analysis.launches import graphs_in_use
+from perftool.common.errors import PerftoolError
 from perftool.dialects.vocabulary import GRAPH_CAPTURE
 from perftool.emulator.config import EmulatorConfig, training_change
-from perftool.errors import PerftoolError
 from perftool.predict.fitting import fit, read_settings, reproduces, spread
 from perftool.predict.interval import UNCHECKED_FIT_ERROR, mean_error
 from perftool.predict.sweep import best_settings

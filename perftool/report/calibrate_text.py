@@ -8,7 +8,11 @@ from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from perftool.calibration import (
+from perftool.common.units import duration
+from perftool.report.console import add_columns
+from perftool.report.escape import shown
+from perftool.report.views import CalibrateView
+from perftool.tune.calibration import (
     BATCH_ERROR,
     FIT_STEP_ERROR,
     IDLE_ERROR_POINTS,
@@ -17,10 +21,6 @@ from perftool.calibration import (
     Calibration,
     Check,
 )
-from perftool.report.console import add_columns
-from perftool.report.escape import shown
-from perftool.report.views import CalibrateView
-from perftool.units import duration
 
 
 def render(view: CalibrateView) -> Group:

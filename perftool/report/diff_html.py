@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 
+from perftool.common.names import readable
+from perftool.common.units import duration, number, percent, plural, signed_duration
 from perftool.diff.compare import shown
 from perftool.diff.files import DiffResult
-from perftool.names import readable
 from perftool.report import svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.units import duration, number, percent, plural, signed_duration
 
 TOP = 10  # contributors drawn and listed; the others share one bar
 EMBEDDED_ROWS = 1_000  # rows of each diff in the page's data: a diff of 300k names made a 116 MB page

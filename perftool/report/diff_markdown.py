@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from perftool.common.units import duration, number, percent, plural, signed_duration
 from perftool.diff.compare import TraceDiff
 from perftool.diff.explanation import Explanation
 from perftool.diff.files import DiffResult
 from perftool.report.escape import markdown_code
 from perftool.report.scan_markdown import cell
-from perftool.units import duration, number, percent, plural, signed_duration
 
 TOP = 10  # contributors listed; the others share one row
 

@@ -15,13 +15,13 @@ from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from perftool.common.names import readable
+from perftool.common.units import duration, number, percent, plural, signed_duration
 from perftool.diff.compare import TraceDiff
 from perftool.diff.explanation import Explanation
 from perftool.diff.files import DiffResult
-from perftool.names import readable
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown
-from perftool.units import duration, number, percent, plural, signed_duration
 
 TOP = 10  # contributors listed; the others share one row
 LISTED = 8  # added or removed keys named

@@ -6,11 +6,11 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from perftool.common.units import duration, percent
 from perftool.emulator.full_run import BREAKDOWN
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.report.views import EmulateView
-from perftool.units import duration, percent
 
 
 def render(view: EmulateView) -> Group:

@@ -13,7 +13,7 @@ import re
 
 from rich.text import Text
 
-from perftool.errors import one_line
+from perftool.common.errors import one_line
 
 # Characters that open Markdown markup anywhere in a line: code, emphasis, links and images, raw HTML and
 # entities, table cells, strikethrough. CommonMark shows any of them literally after a backslash.

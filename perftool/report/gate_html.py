@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 
+from perftool.common.units import duration, figure
 from perftool.gate.verdict import GateResult
 from perftool.report import svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
-from perftool.units import duration, figure
 
 TOP = 8  # contributors drawn in a waterfall; the others share one bar
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from perftool.errors import one_line
+from perftool.common.errors import one_line
 from perftool.gate.checks import Verdict
 from perftool.gate.verdict import GateResult
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from perftool.errors import one_line
+from perftool.common.errors import one_line
+from perftool.common.version import __version__
 from perftool.gate.checks import Verdict
 from perftool.gate.verdict import GateResult
 from perftool.report.scan_sarif import SARIF_SCHEMA, artifact_uri
-from perftool.version import __version__
 
 _LEVEL = {Verdict.FAIL: "error", Verdict.WARN: "warning"}
 

@@ -13,9 +13,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perftool.names import NAME_IN_TABLE, readable
+from perftool.common.names import NAME_IN_TABLE, readable
+from perftool.common.version import __version__
 from perftool.report.escape import html_text
-from perftool.version import __version__
 
 STYLE = """
 :root { color-scheme: light; --ink: #1a1a1a; --muted: #555; --line: #d8d8d8; --fail: #b3261e; --warn: #8a5a00;
@@ -77,8 +77,8 @@ def facts(items: Sequence[tuple[str, str]]) -> str:
 
 @dataclass(frozen=True)
 class Name:
-    """A name from the trace as a table cell: shown as people read it (:func:`~perftool.names.readable`, cut at
-    :data:`~perftool.names.NAME_IN_TABLE`), whole on hover."""
+    """A name from the trace as a table cell: shown as people read it (:func:`~perftool.common.names.readable`, cut at
+    :data:`~perftool.common.names.NAME_IN_TABLE`), whole on hover."""
 
     full: str
 

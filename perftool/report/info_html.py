@@ -5,12 +5,12 @@ collectives and the tracks."""
 from __future__ import annotations
 
 from perftool.analysis.metrics import Metrics
-from perftool.names import readable
+from perftool.common.names import readable
+from perftool.common.units import duration, plural
 from perftool.report import info_json, info_rows, roofline_rows, svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
 from perftool.report.views import InfoView
 from perftool.roofline.figures import Roofline
-from perftool.units import duration, plural
 
 
 def render(view: InfoView) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from perftool.pipeline.info import info_report
 from perftool.report.views import InfoView
-from perftool.trace_info import info_report
 
 
 def render(view: InfoView) -> str:

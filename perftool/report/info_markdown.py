@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perftool.names import as_device, readable
+from perftool.common.names import as_device, readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.escape import markdown
 from perftool.report.views import InfoView

@@ -7,8 +7,8 @@ import math
 from dataclasses import dataclass
 
 from perftool.analysis.metrics import Metrics
+from perftool.common.units import duration, percent, plural
 from perftool.trace.model import Trace, Track
-from perftool.units import duration, percent, plural
 
 TRACKS_LISTED = 100  # in the tables for people; JSON lists every track
 TRACK_HEADERS = ("process", "thread", "pid:tid", "role", "events")

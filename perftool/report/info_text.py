@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.metrics import Metrics
-from perftool.names import as_device, readable
+from perftool.common.names import as_device, readable
 from perftool.report import info_rows, roofline_rows
 from perftool.report.console import NamesAndFigures, add_columns, cut
 from perftool.report.escape import shown

@@ -9,13 +9,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from perftool.names import as_device
+from perftool.common.names import as_device
+from perftool.common.units import duration, plural
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.report.overall import holding_back
 from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
-from perftool.units import duration, plural
 
 FindingView = Callable[[Finding, str], RenderableType]  # one finding in full, in a time unit
 MAX_RANK_ROWS = 32  # beyond this many ranks, the table lists the slowest ones

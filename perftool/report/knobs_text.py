@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.padding import Padding
 from rich.text import Text
 
-from perftool.results import KnobsReport
+from perftool.common.results import KnobsReport
 
 
 def render(report: KnobsReport) -> Group:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from perftool.results import MetricsReport
+from perftool.common.results import MetricsReport
 
 
 def render(report: MetricsReport) -> Table:

@@ -4,8 +4,8 @@ sweep of the fitted emulator finds beyond them)."""
 
 from __future__ import annotations
 
+from perftool.common.units import duration, percent
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
-from perftool.units import duration, percent
 
 
 def largest_cost(report: ScanReport) -> str | None:
@@ -55,6 +55,17 @@ def holding_back(job: JobView) -> str | None:
             "per step for it"
         )
     return f"rank {job.slowest_rank} has the longest step, and no collective shows the others waiting for it"
+
+
+def rank_aligned(job: JobView, rank: int | None) -> bool:
+    """Whether a job's rank was moved onto the reference rank's clock (its offset measured on shared collectives)."""
+    alignment = job.alignment
+    return rank is not None and rank in alignment.offsets_us and rank not in alignment.unaligned
+
+
+def rank_label(rank: int | None, aligned: bool) -> str:
+    """How a job's rank is named on its tracks in the annotated trace: one not aligned says it keeps its own clock."""
+    return f"rank {rank}" if aligned else f"rank {rank} (its own clock: not aligned)"
 
 
 def perfetto_track(finding: Finding) -> str:

@@ -19,10 +19,10 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from perftool import limits
-from perftool.errors import PerftoolError
-from perftool.output import write_blocks, write_text
-from perftool.plugins import registered
+from perftool.common import limits
+from perftool.common.errors import PerftoolError
+from perftool.common.output import write_blocks, write_text
+from perftool.common.plugins import registered
 
 GROUP = "perftool.formats"
 SHOWN = ("scan", "gate", "diff", "info", "job-info", "emulate", "tune", "calibrate", "metrics", "knobs", "rules",

@@ -7,8 +7,8 @@ from statistics import median
 
 import numpy as np
 
+from perftool.common.units import duration, flop_count, number, percent
 from perftool.roofline.figures import Roofline
-from perftool.units import duration, flop_count, number, percent
 
 TITLE = "Roofline (steady state)"
 OPS_LISTED = 10  # ops below the roofline in the tables for people; JSON lists every op

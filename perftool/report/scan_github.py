@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perftool.errors import one_line
+from perftool.common.errors import one_line
 from perftool.rules.findings import ScanReport
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}

@@ -13,15 +13,15 @@ import math
 from collections.abc import Callable
 
 from perftool.analysis.idle import CAUSES
+from perftool.common.units import duration, number, percent, plural, timestamp
 from perftool.dialects.vocabulary import FINDINGS_PROCESS
 from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
-from perftool.report.overall import holding_back, largest_cost, overall_gains, perfetto_track
+from perftool.report.overall import holding_back, largest_cost, overall_gains, perfetto_track, rank_aligned, rank_label
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
-from perftool.units import duration, number, percent, plural, timestamp
 
 SHOWN = 0.0005  # a part of a steady step under this share of it is left out of the breakdown
 HEAT_CELLS = 60_000  # cells per heat map at most: a job of many ranks draws fewer steps of each
@@ -52,7 +52,7 @@ def render(report: ScanReport, command: str = "scan") -> str:
     return page(title, subtitle, body, document)
 
 
-def trace_sections(trace: TraceFindings, findings: bool = True, in_job: bool = False) -> list[str]:
+def trace_sections(trace: TraceFindings, findings: bool = True, job: JobView | None = None) -> list[str]:
     """One trace: its figures, step series, steady step breakdown and (``findings``) its findings."""
     step = trace.step_time_us
     rate = f"{1e6 / step:,.1f} steps/s" if step else "—"
@@ -73,7 +73,7 @@ def trace_sections(trace: TraceFindings, findings: bool = True, in_job: bool = F
     if breakdown:
         parts.append(svg.stacked("breakdown", "Where a steady step goes (per step)", [("", breakdown)], duration))
     where = f" ({trace.path})" if trace.rank is None else f" (rank {trace.rank}: {trace.path})"
-    return [section("Trace" + where, *parts), *([findings_section(trace, in_job)] if findings else [])]
+    return [section("Trace" + where, *parts), *([findings_section(trace, job)] if findings else [])]
 
 
 def _series_caption(trace: TraceFindings) -> str:
@@ -100,8 +100,8 @@ def steady_step(trace: TraceFindings) -> list[tuple[str, float]]:
     return [(name, share * step) for name, share in shares if share >= SHOWN]
 
 
-def findings_section(trace: TraceFindings, in_job: bool = False) -> str:
-    """A trace's findings (``in_job``: one rank's, whose tracks in the job's annotated trace carry the rank)."""
+def findings_section(trace: TraceFindings, job: JobView | None = None) -> str:
+    """A trace's findings (with its ``job``: one rank's, whose tracks in the job's annotated trace carry the rank)."""
     if not trace.findings:
         return section("Findings", paragraph("No findings: nothing the rules look for costs time here."))
     overall = [paragraph(f"{label.capitalize()}: {words}") for label, words in overall_gains(trace)]
@@ -111,7 +111,7 @@ def findings_section(trace: TraceFindings, in_job: bool = False) -> str:
         "Perfetto UI.",
         "info",
     )
-    prefix = f"rank {trace.rank}: " if in_job else ""
+    prefix = f"{rank_label(trace.rank, rank_aligned(job, trace.rank))}: " if job is not None else ""
     return section("Findings", *overall, where, *(_finding(f, trace.time_unit, prefix) for f in trace.findings))
 
 
@@ -168,7 +168,7 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     ]  # fmt: skip
     parts.append(table("ranks", headers, table_rows, tuple(range(8)), (8,)))
     parts += [_finding(f, "ms") for f in job.findings]
-    traces = [section_part for t in report.traces for section_part in trace_sections(t, findings, in_job=True)]
+    traces = [section_part for t in report.traces for section_part in trace_sections(t, findings, job=job)]
     return section(f"Job of {len(job.ranks)} ranks", *parts) + "".join(traces)
 
 

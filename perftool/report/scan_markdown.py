@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from perftool.names import NAME_IN_TABLE, as_device, readable
+from perftool.common.names import NAME_IN_TABLE, as_device, readable
+from perftool.common.units import duration, plural, timestamp
 from perftool.report.escape import html_text, markdown
 from perftool.report.overall import holding_back, largest_cost, overall_gains
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
-from perftool.units import duration, plural, timestamp
 
 _ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import msgspec
 
+from perftool.common.errors import PerftoolError
+from perftool.common.units import duration
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
-from perftool.errors import PerftoolError
-from perftool.report.overall import perfetto_track
+from perftool.report.overall import perfetto_track, rank_aligned, rank_label
 from perftool.rules.findings import Evidence, Finding, JobView, ScanReport, TraceFindings
 from perftool.trace.loader import check_copyable, events_as_written
-from perftool.units import duration
 
 PID = 2_147_483_000  # the findings' process: an id no profiler hands out (pids stay below 2^22 on Linux)
 FIRST_FINDING_TID = 10
@@ -56,9 +56,7 @@ class Placement:
 
     @property
     def label(self) -> str:
-        if self.aligned_on is None:
-            return f"rank {self.rank} (its own clock: not aligned)"
-        return f"rank {self.rank}"
+        return rank_label(self.rank, self.aligned_on is not None)
 
 
 def render(report: ScanReport) -> Iterator[bytes]:
@@ -100,9 +98,10 @@ def _placements(report: ScanReport) -> dict[str, Placement]:
     places = {}
     for trace in report.traces:
         rank = trace.rank if trace.rank is not None else _rank_of(report.job, trace.path)
-        offset = alignment.offsets_us.get(rank)
-        aligned = offset is not None and rank not in alignment.unaligned
-        places[trace.path] = Placement(rank, offset or 0.0, alignment.matched.get(rank)) if aligned else Placement(rank)
+        aligned = rank_aligned(report.job, rank)
+        places[trace.path] = (
+            Placement(rank, alignment.offsets_us[rank], alignment.matched.get(rank)) if aligned else Placement(rank)
+        )
     return places
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from perftool.errors import one_line
+from perftool.common.errors import one_line
+from perftool.common.version import __version__
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import Rule
-from perftool.version import __version__
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}

@@ -7,13 +7,13 @@ from rich.table import Table
 from rich.text import Text
 
 from perftool.analysis.idle import CAUSES
-from perftool.names import as_device, readable
+from perftool.common.names import as_device, readable
+from perftool.common.units import duration, plural, timestamp
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
 from perftool.report.overall import largest_cost, overall_gains
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
-from perftool.units import duration, plural, timestamp
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
 

@@ -12,9 +12,9 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from perftool.names import readable
+from perftool.common.names import readable
+from perftool.common.units import axis_durations, duration, plural
 from perftool.report.escape import html_text as _text  # labels come from the input
-from perftool.units import axis_durations, duration, plural
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999", "#000000")
 WIDTH = 720  # the viewBox width every chart is drawn at; the page scales it

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from perftool.common.units import duration, number, plural
 from perftool.report import svg
 from perftool.report.html_page import facts, page, paragraph, section, table
 from perftool.report.views import TuneView
 from perftool.tune.documents import answer
 from perftool.tune.spec import Objective
-from perftool.units import duration, number, plural
 
 
 def render(view: TuneView) -> str:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from perftool.common.units import duration, percent, plural
 from perftool.report.escape import markdown_code
 from perftool.report.scan_markdown import cell
 from perftool.report.views import TuneView
 from perftool.tune.documents import answer
 from perftool.tune.explain import shown
 from perftool.tune.spec import Objective
-from perftool.units import duration, percent, plural
 
 
 def render(view: TuneView) -> str:

@@ -7,13 +7,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from perftool.common.errors import one_line
+from perftool.common.units import duration, percent, plural
 from perftool.emulator.config import TUNABLES, setting
-from perftool.errors import one_line
 from perftool.report.console import add_columns
 from perftool.report.views import TuneView
 from perftool.tune.explain import shown
 from perftool.tune.result import TuneResult
-from perftool.units import duration, percent, plural
 
 COLUMNS = {  # short knob names for the table's headers
     "loop_size": "loop",

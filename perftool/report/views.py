@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from perftool.analysis.metrics import Metrics
-    from perftool.calibration import Calibration
     from perftool.emulator.full_run import Run
     from perftool.roofline.figures import Roofline
     from perftool.trace.model import Trace
+    from perftool.tune.calibration import Calibration
     from perftool.tune.result import TuneResult
 
 

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from perftool.analysis.launches import launch_rows
-from perftool.op_families import MODELLED_NAMES, Inputs, Work, work
+from perftool.dialects.op_families import MODELLED_NAMES, Inputs, Work, work
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 # cuBLAS/CUTLASS kernels that run an fp32 GEMM on tensor cores in TF32 (``allow_tf32``): named by their maths
@@ -25,7 +25,7 @@ TF32_KERNEL = re.compile(r"(?i)tf32|s1688|s16816|1688gemm")
 
 
 class _Recorded(msgspec.Struct):
-    """An op's recorded inputs as the loader keeps them (:class:`~perftool.trace.columns.RecordedInputs`): lists, as
+    """An op's recorded inputs as the loader keeps them (:class:`~perftool.trace.kept_args.RecordedInputs`): lists, as
     Kineto writes them, or one string of ``;``-separated entries, as torch_npu does (``"32,3,224,224;\r\n64;"``)."""
 
     dims: list[Any] | str = msgspec.field(name="Input Dims", default_factory=list)

@@ -19,14 +19,14 @@ import numpy as np
 from perftool import hardware
 from perftool.analysis.family import device_name, device_properties
 from perftool.analysis.steps import Steps, detect_steps
+from perftool.common.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
+from perftool.common.units import duration, plural
+from perftool.dialects.op_families import ASSUMED, Work
 from perftool.hardware import DeviceSpec
-from perftool.op_families import ASSUMED, Work
-from perftool.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.roofline.calls import Calls, op_calls
 from perftool.roofline.measured import measured_pipes
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS
-from perftool.units import duration, plural
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perftool.results import MeasuredPipes
+from perftool.common.results import MeasuredPipes
 
 BUSY = 0.5  # a pipe busy at least this share of the core's time is what the kernel waits on
 PIPE_BOUNDS = {  # what a busy pipe does: the cube's MACs, vector maths, scalar control, the memory transfer engines

@@ -7,12 +7,12 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from perftool.errors import PerftoolError, parameter
-from perftool.results import Document
+from perftool.common.errors import PerftoolError, parameter
+from perftool.common.results import Document
+from perftool.common.yamlfile import field_error, read_model, validation_error
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
 from perftool.rules.model import Rule, template_fields
 from perftool.rules.settings import RuleSettings
-from perftool.yamlfile import field_error, read_model, validation_error
 
 _PACKAGED = Path(__file__).parent / "builtin"  # the top-level rules/ folder, as installed in the wheel
 _SOURCE = Path(__file__).resolve().parents[2] / "rules"  # the same folder in a source checkout

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from perftool.units import duration
+from perftool.common.units import duration
 
 Family = Literal["npu", "ipu", "hpu", "gpu", "generic"]
 FAMILIES: tuple[str, ...] = get_args(Family)
@@ -173,7 +173,7 @@ def fill(template: str, values: dict[str, object]) -> str:
     """Fill a checked template with the detector's own values only: no attributes, no indexing.
 
     A value the trace cannot give (NaN) reads ``n/a``; ``{x_ms:ms}`` writes a time in ms as reports write times
-    (:func:`~perftool.units.duration`: ``31.423 ms``, ``1.207 s``); a format that does not suit its value
+    (:func:`~perftool.common.units.duration`: ``31.423 ms``, ``1.207 s``); a format that does not suit its value
     (``{count:.1%}`` on a string) shows the value plainly rather than failing the scan.
     """
     template_fields(template)  # refuses fields that reach beyond a plain name

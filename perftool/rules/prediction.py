@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import ByteSize
 
+from perftool.common.errors import PerftoolError
+from perftool.common.units import duration, estimate, figure
 from perftool.emulator.config import TUNABLES, EmulatorConfig, section_of, setting, validate_config
 from perftool.emulator.evaluate import evaluate, first_job
-from perftool.errors import PerftoolError
 from perftool.rules.findings import Gain
-from perftool.units import duration, estimate, figure
 
 HELPS = 1.005  # a fix predicted to raise throughput less than this is no fix
 BOUND_SLACK = 0.10  # a prediction may win back this much (relative) past the time measured lost, no more

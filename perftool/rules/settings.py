@@ -1,6 +1,6 @@
 """What a project sets for its rules: which run, and what it changes in them without editing their files.
 
-The project config as a whole (``perftool.yaml``, ``[tool.perftool]``) is :mod:`perftool.project`.
+The project config as a whole (``perftool.yaml``, ``[tool.perftool]``) is :mod:`perftool.api.project`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trace model and its reader (roles and kinds come from :mod:`perftool.trace_reader`)."""
+"""The trace model and its reader (roles and kinds come from :mod:`perftool.pipeline.read`)."""
 
 from perftool.trace.loader import read_trace
 from perftool.trace.model import Counters, Kind, Phase, Role, Trace, Track

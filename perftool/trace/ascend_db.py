@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from perftool.errors import TraceError
+from perftool.common.errors import TraceError
 from perftool.trace.decode import RawEvent
 from perftool.trace.msprof_kernels import CORES, KERNEL_DETAILS, PIPES, kernel_types
 

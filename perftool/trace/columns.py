@@ -1,35 +1,31 @@
-"""Turn a piece's events (:class:`~perftool.trace.events.Events`) into the columns of a
-:class:`~perftool.trace.model.Trace`.
+"""Build the columns of a :class:`~perftool.trace.model.Trace` from its pieces' parts, in file order, as they arrive.
 
-Events repeat a few dozen (phase, name, category, pid, tid) signatures, so per piece the work is
-Python code only per distinct signature and for the few metadata, counter, flow and kept-args events.
-A piece becomes a compact :class:`Part` (times and signature ids); :class:`ColumnBuilder` expands each part's
-signatures into phase, name, category and track columns as it arrives, while the next pieces are still being
-decoded, and appends them to the trace's columns. ``B``/``E`` pairs are matched with numpy at the end
-(:func:`pair_begin_end`).
+A piece's events become a compact :class:`~perftool.trace.parts.Part` (times and signature ids; :mod:`.parts`, in
+the decoding processes), keeping what :mod:`.kept_args` says of their args. :class:`ColumnBuilder` expands each part's
+signatures into phase, name, category and track columns as it arrives, while the next pieces are still being decoded,
+checks its times, and appends it to the trace's columns (in memory, or on disk past the budget). ``B``/``E`` pairs are
+matched at the end (:mod:`.pairing`), and the metadata and counters read.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 import re
 import sys
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from perftool import limits
-from perftool.errors import TraceError
-from perftool.trace.events import Events, Interner, PieceError, Signature
+from perftool.common import limits
+from perftool.common.errors import TraceError
+from perftool.trace.events import Interner, PieceError, Signature
 from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_at, rows_behind
+from perftool.trace.pairing import pair_begin_end
+from perftool.trace.parts import PHASE_LOOKUP, Part
 from perftool.trace.store import ColumnStore, Growing, OnDisk
 
-BEGIN, END = 100, 101  # phase codes that exist only until B/E pairs are matched
 _COLUMNS: dict[str, type] = {  # the trace's columns a part adds rows to, as they are built
     "ts": np.float64,
     "dur": np.float64,
@@ -40,273 +36,8 @@ _COLUMNS: dict[str, type] = {  # the trace's columns a part adds rows to, as the
     "flow_id": np.int64,
     "args_ref": np.int32,
 }
-INT64_MAX = 2**63 - 1
-_PHASE_CODES = {
-    "X": Phase.COMPLETE,
-    "B": BEGIN,
-    "E": END,
-    "i": Phase.INSTANT,
-    "I": Phase.INSTANT,
-    "C": Phase.COUNTER,
-    "s": Phase.FLOW_START,
-    "t": Phase.FLOW_STEP,
-    "f": Phase.FLOW_END,
-    "b": Phase.ASYNC,
-    "e": Phase.ASYNC,
-    "n": Phase.ASYNC,
-    "S": Phase.ASYNC,
-    "T": Phase.ASYNC,
-    "p": Phase.ASYNC,
-    "F": Phase.ASYNC,
-}
 _ROOM_TO_SPARE = 1.05  # room kept for the rows foreseen, beyond them: a foresight a little short costs a copy
-_METADATA_PHASE = 200
 _OVERFLOWING_NUMBER = re.compile(rb"\d[eE]\+?\d{3}")  # an exponent of three digits: perhaps past a double
-_PHASE_LOOKUP = {**_PHASE_CODES, "M": _METADATA_PHASE}.get
-_BLANK = ("", "", "", 0, 0)  # the signature of an event without phase, name, category, pid or tid
-
-
-@dataclass
-class Part:
-    """One piece of the trace, compact for the trip from a worker process.
-
-    Per timed event (all but metadata and counter events) only the times and a signature id
-    travel; the strings live in the piece's table of distinct signatures. Flow ids, kept args,
-    metadata and counters are listed for the few events that have them, by position in the piece.
-    """
-
-    count: int  # events in the piece, metadata and counter events included
-    ts: np.ndarray  # float64 per timed event
-    dur: np.ndarray  # float64 per timed event
-    signature: np.ndarray  # int32 per timed event: index into ``signatures``
-    signatures: list[Signature]
-    untimed: np.ndarray  # positions of the metadata and counter events
-    flow_events: np.ndarray  # positions of the events that carry a flow or async id
-    flow_ids: np.ndarray  # int64: the ids; string ids as -2 - index into ``flow_keys``
-    flow_keys: list[str]
-    args_events: np.ndarray  # positions of the events whose args are kept
-    args_refs: np.ndarray  # int32 per such event: its args' index into ``kept_args`` (equal inputs share one)
-    kept_args: list[bytes]
-    metadata_events: list[tuple[int | str, int | str, str, bytes]]  # pid, tid, name, args
-    counter_events: list[tuple[int, float, int, bytes]]  # position, ts, signature, args
-    size: int = 0  # bytes of JSON the piece held (0 where not known)
-
-
-LAUNCH_MIN_US = 10.0  # kernels shorter than this keep no launch configuration: a few µs lose little to a small grid
-
-
-class ArgsKept(enum.IntEnum):
-    """How much of an event's ``args`` the loader keeps."""
-
-    NONE = 0
-    ALL = 1
-    INPUTS = 2  # just its recorded inputs (:class:`RecordedInputs`)
-    LAUNCH = 3  # just its launch configuration (:class:`LaunchConfig`), and only for long kernels
-
-
-@dataclass(frozen=True)
-class KeepArgs:
-    """Which events keep their ``args``: those in ``categories``, and those whose name ``names`` matches
-    (a regular expression; empty for none). Of those kept for their name alone, events whose name ``inputs_only``
-    matches keep just their recorded inputs (``Input Dims``, ``Input dims``, ``Input type``, ``Concrete Inputs``).
-    Events in ``launch_categories`` that run at least ``launch_min_us`` keep just their launch configuration.
-    Reduced args are written compactly, so calls with the same inputs or launch keep the same bytes. Decided once
-    per distinct signature, never per event."""
-
-    categories: frozenset[str] = frozenset()
-    names: str = ""
-    inputs_only: str = ""
-    launch_categories: frozenset[str] = frozenset()
-    launch_min_us: float = LAUNCH_MIN_US
-
-    def of(self, signatures: list[Signature]) -> np.ndarray:
-        """Per signature: how much of its events' args is kept (an :class:`ArgsKept`). The answer for each name and
-        category is kept for the pieces after (a trace's repeat theirs): the dialects' patterns run once a name."""
-        known = _KEPT_BY_NAME.setdefault(self, {})
-        if len(known) > _KEPT_NAMES:  # a trace of that many distinct names gains nothing from keeping them
-            known.clear()
-        keys = [(name, category) for _, name, category, _, _ in signatures]
-        return np.fromiter(  # get, not `in` then [] : a cluster worker's other thread may clear it in between
-            (kept if (kept := known.get(key)) is not None else known.setdefault(key, self._kept(*key)) for key in keys),
-            np.uint8,
-            len(keys),
-        )
-
-    @cached_property
-    def _patterns(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
-        """``names`` and ``inputs_only`` compiled, once (None where empty): a trace of many steps has a new name
-        a step (``ProfilerStep#N``), each matched against both."""
-        return (
-            re.compile(self.names) if self.names else None,
-            re.compile(self.inputs_only) if self.inputs_only else None,
-        )
-
-    def _kept(self, name: str, category: str) -> int:
-        if category in self.categories:  # an event a dialect keeps for its category keeps all its args
-            return ArgsKept.ALL
-        names, inputs_only = self._patterns
-        if names and names.search(name):
-            return ArgsKept.INPUTS if inputs_only and inputs_only.search(name) else ArgsKept.ALL
-        if category in self.launch_categories:
-            return ArgsKept.LAUNCH
-        return ArgsKept.NONE
-
-
-_KEPT_BY_NAME: dict[KeepArgs, dict[tuple[str, str], int]] = {}  # KeepArgs.of's answers, per process
-_KEPT_NAMES = 1 << 16
-
-
-class RecordedInputs(msgspec.Struct, omit_defaults=True):
-    """An op's recorded inputs, as PyTorch's profiler writes them (``record_shapes=True``), left as raw JSON."""
-
-    dims: msgspec.Raw = msgspec.field(name="Input Dims", default=msgspec.Raw(b""))
-    dims_before_1_10: msgspec.Raw = msgspec.field(name="Input dims", default=msgspec.Raw(b""))
-    types: msgspec.Raw = msgspec.field(name="Input type", default=msgspec.Raw(b""))
-    concrete: msgspec.Raw = msgspec.field(name="Concrete Inputs", default=msgspec.Raw(b""))
-
-
-class LaunchConfig(msgspec.Struct, omit_defaults=True):
-    """A kernel's launch configuration, as Kineto records it with each kernel, left as raw JSON."""
-
-    grid: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""))
-    block: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""))
-    registers: msgspec.Raw = msgspec.field(name="registers per thread", default=msgspec.Raw(b""))
-    shared_memory: msgspec.Raw = msgspec.field(name="shared memory", default=msgspec.Raw(b""))
-
-
-_REDUCERS: dict[int, msgspec.json.Decoder] = {  # by ArgsKept's value
-    ArgsKept.INPUTS: msgspec.json.Decoder(RecordedInputs),
-    ArgsKept.LAUNCH: msgspec.json.Decoder(LaunchConfig),
-}
-_KEYS: dict[int, tuple[bytes, ...]] = {  # the keys of the fields each reduction keeps, the first Kineto writes first
-    ArgsKept.INPUTS: (b'"Input Dims"', b'"Input dims"', b'"Input type"', b'"Concrete Inputs"'),
-    ArgsKept.LAUNCH: (b'"registers per thread"', b'"shared memory"', b'"grid"', b'"block"'),
-}
-
-
-def _reduced(kept: int, raw: bytes) -> bytes:
-    """The part of an event's args that ``kept`` names, compactly ({} where there is none or the args do not parse)."""
-    try:
-        return msgspec.json.encode(_REDUCERS[kept].decode(raw))
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return b"{}"
-
-
-KEEP_NO_ARGS = KeepArgs()  # only instant events keep theirs
-
-
-def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
-    """The Part of one piece's events (``size``: the piece's bytes, where known). Runs in worker processes too, so
-    it takes and returns plain data.
-
-    Events repeat a few dozen signatures, so phases, categories and tracks are looked at once per distinct
-    signature, and only the few events that need them have their args or flow ids read.
-    """
-    n = len(events)
-    signature, distinct, ts, dur = events.signature, events.distinct, events.ts, events.dur
-    phase_of = np.array([_PHASE_LOOKUP(s[0], Phase.OTHER) for s in distinct], dtype=np.uint8)
-    untimed_of = (phase_of == _METADATA_PHASE) | (phase_of == Phase.COUNTER)
-    blank_of = np.array([s == _BLANK for s in distinct], dtype=bool)
-
-    # jax.profiler ends its event list with an empty object: an event with no phase, name or time says nothing
-    blank = blank_of[signature] & np.isnan(ts) & np.isnan(dur)
-    untimed = np.flatnonzero(untimed_of[signature] | blank)
-    metadata_events, counter_events = [], []
-    untimed_rows = untimed.tolist()
-    for i, raw, sig, when in zip(untimed_rows, events.reader.args(untimed), signature[untimed].tolist(), ts[untimed]):
-        ph, name, _, pid, tid = distinct[sig]
-        if ph == "M":
-            metadata_events.append((pid, tid, name, raw))
-        elif ph:
-            counter_events.append((i, float(when), sig, raw))
-
-    kept_of = keep_args.of(distinct)
-    instant = phase_of == Phase.INSTANT
-    kept_of[instant & ((kept_of == ArgsKept.NONE) | (kept_of == ArgsKept.LAUNCH))] = ArgsKept.ALL
-    kept_of[untimed_of] = ArgsKept.NONE
-    keeping = kept_of[signature]
-    keeping[blank] = ArgsKept.NONE
-    if keep_args.launch_categories:
-        keeping[(keeping == ArgsKept.LAUNCH) & ~(dur >= keep_args.launch_min_us)] = ArgsKept.NONE
-    args_events, args_refs, kept_args = _kept_args(events, keeping)
-
-    flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
-    flow_ids, flow_keys = _flow_ids(events.reader.ids(flow_events))
-
-    if untimed.size:
-        timed = np.ones(n, dtype=bool)
-        timed[untimed] = False
-        ts, dur, signature = ts[timed], dur[timed], signature[timed]
-    return Part(
-        count=n,
-        ts=ts,
-        dur=dur,
-        signature=signature,
-        signatures=distinct,
-        untimed=untimed,
-        flow_events=flow_events,
-        flow_ids=flow_ids,
-        flow_keys=flow_keys,
-        args_events=args_events,
-        args_refs=args_refs,
-        kept_args=kept_args,
-        metadata_events=metadata_events,
-        counter_events=counter_events,
-        size=size,
-    )
-
-
-def _kept_args(events: Events, keeping: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
-    """The events whose args are kept (``keeping`` says how much of each), the index of each one's args in the list
-    of kept args, and that list, in order of first use: whole args each their own, reduced ones shared by all whose
-    reduction is equal.
-
-    A reduction reads the args from the first field it keeps on (:data:`_KEYS`); profilers write the varying fields
-    (ids, correlation) before these, so the calls of one op with the same inputs, or kernels with the same launch,
-    share that tail: the events are grouped by it (in C where the scanner read them) and each group reduced once.
-    """
-    rows = np.flatnonzero(keeping)
-    rows = rows[events.reader.has_args(rows)]
-    kinds = keeping[rows]
-    reductions = Interner()  # the distinct reduced args, of any kind
-    key = -1 - np.arange(len(rows))  # per row, what its kept args are: whole ones its own (< 0), else a reduction
-    for kind, keys_kept in _KEYS.items():
-        of_kind = np.flatnonzero(kinds == kind)
-        if not of_kind.size:
-            continue
-        group, first = events.reader.tail_groups(rows[of_kind], keys_kept)
-        firsts = rows[of_kind[first]]
-        tails, raws = events.reader.tails(firsts, keys_kept), events.reader.args(firsts)
-        reduced = [_reduced(kind, raw) if tail else b"{}" for raw, tail in zip(raws, tails)]
-        key[of_kind] = reductions.remap(reduced)[group]
-    distinct, first_use, ref = np.unique(key, return_index=True, return_inverse=True)
-    by_first_use = np.argsort(first_use)
-    rank = np.empty_like(by_first_use)
-    rank[by_first_use] = np.arange(by_first_use.size)
-    used = distinct[by_first_use].tolist()
-    whole_keys = [k for k in used if k < 0]
-    whole = dict(zip(whole_keys, events.reader.args(rows[np.array([-1 - k for k in whole_keys], np.int64)])))
-    values = reductions.values
-    return rows, rank[ref.reshape(-1)].astype(np.int32), [whole[k] if k < 0 else values[k] for k in used]
-
-
-def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
-    """Integer ids stay as they are; string ids, and integers past int64 (a uint64 such as 2^64 - 1 is valid JSON),
-    get local numbers (negative, below -1) to remap."""
-    try:
-        numbers = np.array(ids, dtype=np.int64)
-        if not numbers.size or numbers.min() >= 0:
-            return numbers, []
-    except (ValueError, TypeError, OverflowError):
-        pass
-    strings = Interner()
-    keyed = [i if isinstance(i, int) and 0 <= i <= INT64_MAX else str(i) for i in ids]  # past int64: a name
-    string_keys = [k for k in keyed if isinstance(k, str)]
-    local = strings(string_keys, len(string_keys))
-    out = np.array([k if isinstance(k, int) else 0 for k in keyed], dtype=np.int64)
-    is_str = np.fromiter((isinstance(k, str) for k in keyed), dtype=bool, count=len(keyed))
-    out[is_str] = -2 - local
-    return out, strings.values
 
 
 class ColumnBuilder:
@@ -334,7 +65,7 @@ class ColumnBuilder:
 
     @property
     def memory_needed(self) -> int:
-        """Bytes of memory scanning what was added so far will need (:func:`perftool.limits.memory_to_scan`)."""
+        """Bytes of memory scanning what was added so far will need (:func:`perftool.common.limits.memory_to_scan`)."""
         return limits.memory_to_scan(
             self.count,
             len(self.signatures.ids),
@@ -591,7 +322,7 @@ class _SignatureTables:
         if not signatures:
             return
         ph, name, cat, pid, tid = (list(field) for field in zip(*signatures))
-        self.phase.extend(np.array([_PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8))
+        self.phase.extend(np.array([PHASE_LOOKUP(p, Phase.OTHER) for p in ph], dtype=np.uint8))
         self.name.extend(self._names.remap(name))
         self.cat.extend(self._cats.remap(cat))
         self.track.extend(self._track_keys.remap(zip(map(track_id, pid), map(track_id, tid))))
@@ -625,79 +356,6 @@ def _spread(rows: int, untimed: np.ndarray, events: np.ndarray, values: np.ndarr
     column = np.full(rows, -1, dtype=values.dtype)
     column[rows_at(events, untimed)] = values
     return column
-
-
-def pair_begin_end(
-    path: str, col: dict[str, np.ndarray], store: ColumnStore, skipped: np.ndarray
-) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Match ``B``/``E`` events per track (nesting allowed) into complete spans.
-
-    Events are ordered by (track, ts, file position) and the nesting depth is a running sum per
-    track. A ``B`` entering depth L is closed by the next ``E`` leaving depth L, so sorting by
-    (track, depth, position) puts each pair side by side. An ``E`` with no open ``B`` is an error;
-    a ``B`` never closed runs to the end of the trace. ``skipped``: the file positions that are no row.
-    Returned: the columns less the ``E`` rows, the file positions of the ``B`` never closed, and ``skipped`` with
-    the ``E`` events' positions added. The columns are read and rewritten a chunk at a time (``store``'s chunks).
-    """
-    phase = col["phase"]
-    chunks = list(store.chunks(phase.size))
-    rows = np.concatenate(
-        [chunk.start + np.flatnonzero((phase[chunk] == BEGIN) | (phase[chunk] == END)) for chunk in chunks]
-    )
-    if rows.size == 0:
-        return col, np.empty(0, dtype=np.int64), skipped
-    behind = rows_behind(skipped)
-    rows = rows[np.lexsort((rows, col["ts"][rows], col["track"][rows]))]  # rows are in file order
-    track = col["track"][rows]
-    is_begin = phase[rows] == BEGIN
-    step = np.where(is_begin, 1, -1)
-    running = np.cumsum(step)
-    group_start = np.flatnonzero(np.r_[True, track[1:] != track[:-1]])
-    group_size = np.diff(np.r_[group_start, rows.size])
-    depth = running - np.repeat(running[group_start] - step[group_start], group_size)
-    negative = np.flatnonzero(depth < 0)
-    if negative.size:
-        unmatched = file_positions(rows[negative[:1]], behind)[0]
-        raise TraceError(path, f"event {unmatched}: 'E' (end) without a matching 'B'")
-    level = np.where(is_begin, depth, depth + 1)
-    by_level = np.lexsort((np.arange(rows.size), level, track))
-    rows, is_begin = rows[by_level], is_begin[by_level]
-    key_track, key_level = track[by_level], level[by_level]
-    new_group = np.r_[True, (key_track[1:] != key_track[:-1]) | (key_level[1:] != key_level[:-1])]
-    starts = np.flatnonzero(new_group)
-    rank = np.arange(rows.size) - np.repeat(starts, np.diff(np.r_[starts, rows.size]))
-    begins = np.flatnonzero(rank % 2 == 0)
-    has_end = np.r_[~new_group[1:], False][begins]
-    closed, unclosed = rows[begins[has_end]], rows[begins[~has_end]]
-    ends = rows[begins[has_end] + 1]
-
-    col["dur"][closed] = col["ts"][ends] - col["ts"][closed]
-    col["phase"][closed] = Phase.COMPLETE
-    if unclosed.size:
-        last = max(
-            float(np.max(col["ts"][chunk] + np.where(phase[chunk] == Phase.COMPLETE, col["dur"][chunk], 0.0)))
-            for chunk in chunks
-        )
-        col["dur"][unclosed] = np.maximum(last - col["ts"][unclosed], 0.0)
-        col["phase"][unclosed] = Phase.COMPLETE
-    ends_at = file_positions(np.sort(ends), behind)
-    return _without(store, col, ends), file_positions(unclosed, behind), np.sort(np.r_[skipped, ends_at])
-
-
-def _without(store: ColumnStore, col: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The columns less ``rows``, copied a chunk at a time into new columns of ``store``."""
-    size = next(iter(col.values())).size
-    keep = np.ones(size, dtype=bool)
-    keep[rows] = False
-    kept = {key: store.new(column.dtype, size - rows.size) for key, column in col.items()}
-    written = 0
-    for chunk in store.chunks(size):
-        chosen = keep[chunk]
-        count = int(np.count_nonzero(chosen))
-        for key, column in col.items():
-            kept[key][written : written + count] = column[chunk][chosen]
-        written += count
-    return kept
 
 
 def _bound() -> str:

@@ -7,7 +7,7 @@ Two paths produce batches of the same structs:
   :class:`RawEvent` structs, in this process or a worker. Memory stays at a few chunks plus the
   columns being built. Any layout it does not expect raises :class:`NeedsExactPath`.
 * :func:`exact_batches` decodes the whole document at once. It accepts every valid layout and turns
-  every decoding problem into a one-line :class:`~perftool.errors.TraceError` naming the line and
+  every decoding problem into a one-line :class:`~perftool.common.errors.TraceError` naming the line and
   column or the event index.
 
 A cut inside a string or a nested array can never decode as a valid piece (it leaves an
@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from perftool.errors import TraceError
+from perftool.common.errors import TraceError
 
 CHUNK_BYTES = 8 << 20  # read at a time
 PIECE_BYTES = 4 << 20  # read at a time: Python's work once a piece (its distinct signatures, its Part) is per 4 MiB

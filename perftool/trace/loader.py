@@ -17,10 +17,11 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from perftool import limits
-from perftool.errors import TraceError, parameter
+from perftool.common import limits
+from perftool.common.errors import TraceError, parameter
+from perftool.common.units import plural
 from perftool.trace import decode
-from perftool.trace.columns import KEEP_NO_ARGS, ColumnBuilder, KeepArgs, Part, make_part
+from perftool.trace.columns import ColumnBuilder
 from perftool.trace.decode import (
     CHUNK_BYTES,
     NeedsExactPath,
@@ -31,12 +32,13 @@ from perftool.trace.decode import (
     stream_pieces,
 )
 from perftool.trace.events import PieceError, events_of, read_piece
+from perftool.trace.kept_args import KEEP_NO_ARGS, KeepArgs
 from perftool.trace.model import Trace
+from perftool.trace.parts import Part, make_part
 from perftool.trace.seen import FileSeen, seen
 from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
 from perftool.trace.workers import processes as worker_processes
-from perftool.units import plural
 
 GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
 STDIN = "-"  # the name that reads a trace from standard input
@@ -59,18 +61,18 @@ def read_trace(
     memory: int | None = None,
     analysis: str = "info",
 ) -> Trace:
-    """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.trace_reader`).
+    """Read a trace file's events into columns; roles and kinds are the dialect's (:mod:`perftool.pipeline.read`).
 
     ``workers`` decoding processes are used for large files (default: one per CPU, at most 4), or ``decoders``
     where given (a cluster's workers, :func:`perftool.job.cluster.cluster_decoders`), whatever the file's size:
     they read the byte ranges of an uncompressed file themselves, and only each range's columns come back. A
-    trace of more than ``max_bytes`` of JSON (default :func:`perftool.limits.max_trace_bytes`: none) is
+    trace of more than ``max_bytes`` of JSON (default :func:`perftool.common.limits.max_trace_bytes`: none) is
     refused. Columns that would take more for the ``analysis`` the trace is read for (``info``, ``scan``, ``diff``
-    or ``calibrate``: :func:`perftool.limits.memory_to_scan`) than the ``memory`` budget (default
-    :func:`perftool.limits.memory_budget`) leaves beside perftool's own (:data:`perftool.limits.PROCESS_MEMORY`) are
-    kept on disk (:mod:`perftool.trace.store`); fewer processes decode where theirs would take over half of that.
-    Events ``keep_args`` selects keep their ``args``. Raises :class:`~perftool.errors.TraceError` with a one-line
-    message for any unreadable input.
+    or ``calibrate``: :func:`perftool.common.limits.memory_to_scan`) than the ``memory`` budget (default
+    :func:`perftool.common.limits.memory_budget`) leaves beside perftool's own
+    (:data:`perftool.common.limits.PROCESS_MEMORY`) are kept on disk (:mod:`perftool.trace.store`); fewer processes
+    decode where theirs would take over half of that. Events ``keep_args`` selects keep their ``args``. Raises
+    :class:`~perftool.common.errors.TraceError` with a one-line message for any unreadable input.
     """
     path = os.fspath(path)
     max_bytes = max_bytes or limits.max_trace_bytes() or NO_LIMIT
@@ -358,9 +360,9 @@ def _workers_within(budget: int, workers: int) -> int:
 def _add_all(builder: ColumnBuilder, parts: Iterator[Part], budget: int) -> None:
     """Add parts in file order; a bad event inside one becomes an error naming its index in the trace.
 
-    What scanning the parts will need (:func:`perftool.limits.memory_to_scan`) is held to the ``budget`` left beside
-    perftool's own memory as they arrive: past it, the columns go to disk; what stays in memory even then (distinct
-    names, counters, kept args, the analysis's working arrays) past it too, and the trace is refused.
+    What scanning the parts will need (:func:`perftool.common.limits.memory_to_scan`) is held to the ``budget`` left
+    beside perftool's own memory as they arrive: past it, the columns go to disk; what stays in memory even then
+    (distinct names, counters, kept args, the analysis's working arrays) past it too, and the trace is refused.
     """
     try:
         for part in parts:

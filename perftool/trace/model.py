@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from perftool.common.units import duration
 from perftool.trace.store import ColumnStore
-from perftool.units import duration
 
 
 def rows_behind(skipped: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ import math
 import os
 from pathlib import Path
 
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
 
 TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that may be its ranks' traces
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory

@@ -9,7 +9,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
-from perftool.errors import TraceError
+from perftool.common.errors import TraceError
 
 HEAD_BYTES = 1 << 16  # digested: enough to tell two traces apart, read in well under a millisecond
 

@@ -22,8 +22,8 @@ from typing import IO
 
 import numpy as np
 
-from perftool import limits
-from perftool.errors import TraceError, parameter
+from perftool.common import limits
+from perftool.common.errors import TraceError, parameter
 
 CHUNK_ROWS = 1 << 22  # rows a pass over columns on disk takes at a time: 32 MiB of a float64 column
 MEMORY_CHUNK_ROWS = 1 << 20  # in memory: a pass's temporary arrays stay a few MiB however long the trace

@@ -23,7 +23,7 @@ from itertools import count as counting
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from perftool.interrupts import held, ignore_in_worker
+from perftool.common.interrupts import held, ignore_in_worker
 
 try:
     import fcntl

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from perftool.errors import TraceError
+from perftool.common.errors import TraceError
 from perftool.trace.decode import RawEvent, exact_batches
 from perftool.trace.workers import stderr_unseen
 

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from perftool.common.results import Document, Part
 from perftool.emulator.config import setting
-from perftool.results import Document, Part
 from perftool.tune.evaluator import ROW_FIGURES
 from perftool.tune.result import TuneResult
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perftool.common.interrupts import held, ignore_in_worker
 from perftool.emulator.config import SECTION_SETTINGS, with_settings
 from perftool.emulator.evaluate import FIGURES, evaluate_plan, job_figures
 from perftool.emulator.plan import build_plan
-from perftool.interrupts import held, ignore_in_worker
 from perftool.job.cluster import dask_client
 from perftool.tune.space import Space
 from perftool.tune.spec import Objective, TuneConfig

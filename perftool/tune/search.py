@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
 from perftool.tune.evaluator import Evaluator, Rows, evaluate_grid
 from perftool.tune.exhaustive import exhaustive
 from perftool.tune.explain import why

@@ -19,7 +19,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
-from perftool.choices import Strategy
+from perftool.common.choices import Strategy
+from perftool.common.errors import PerftoolError
+from perftool.common.yamlfile import field_error
 from perftool.emulator.config import (
     TUNABLES,
     EmulatorConfig,
@@ -30,8 +32,6 @@ from perftool.emulator.config import (
     validate_config,
 )
 from perftool.emulator.space import domain
-from perftool.errors import PerftoolError
-from perftool.yamlfile import field_error
 
 TUNABLE = tuple(name for name, tunable in TUNABLES.items() if tunable.swept)
 MAX_EXHAUSTIVE = 2_000_000  # configurations an exhaustive sweep may take on

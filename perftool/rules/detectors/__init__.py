@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pkgutil import iter_modules
 
-from perftool.plugins import registered
+from perftool.common.plugins import registered
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 
 GROUP = "perftool.detectors"
@@ -31,7 +31,7 @@ def built_in_modules() -> list[str]:
 
 def _registered() -> tuple[dict[str, Detector], dict[str, str]]:
     """Every detector by name, and the distribution (or module) each one comes from: perftool's own are its entry
-    points too (:mod:`perftool.plugins`)."""
+    points too (:mod:`perftool.common.plugins`)."""
     found: dict[str, Detector] = {}
     origin: dict[str, str] = {}
     for entry in registered(GROUP):

@@ -12,7 +12,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.names import host_call, shortened
+from perftool.common.names import host_call, shortened
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import EventRef, Evidence
 from perftool.rules.known_run import KnownRun

@@ -19,12 +19,12 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.host_calls import driving_calls
 from perftool.analysis.launches import graphs_in_use
+from perftool.common.names import host_call
+from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
-from perftool.names import host_call
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.rules.findings import Evidence
 from perftool.trace.model import Kind, Role, Trace
-from perftool.units import duration, plural
 
 LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")

@@ -15,9 +15,9 @@ import re
 
 import numpy as np
 
+from perftool.common.units import plural
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 from perftool.trace.model import Kind, Role
-from perftool.units import plural
 
 INPUT = ("input_wait", "input_pipeline")  # the idle causes this finding is about
 MIN_DEMAND_SHARE = 0.05  # the unstalled step is never taken below this share of the measured one

@@ -18,7 +18,7 @@ import numpy as np
 
 from perftool.analysis.family import device_properties, gpu_words
 from perftool.analysis.kernel_launch import Occupancy, SmLimits, launch_of, occupancy
-from perftool.names import shortened
+from perftool.common.names import shortened
 from perftool.roofline.figures import MATRIX_FAMILIES
 from perftool.rules.detectors.base import (
     GPU_WORD_VALUES,

@@ -13,9 +13,9 @@ import re
 import numpy as np
 
 from perftool.analysis.family import framework
+from perftool.common.units import plural
 from perftool.rules.detectors.base import Detection, Detector, Scope
 from perftool.trace.model import Kind
-from perftool.units import plural
 
 CAUSES = {
     "remainder_loop": "a remainder loop (steps not a multiple of the loop size)",

@@ -1,6 +1,6 @@
 """Kernels launched with fewer thread blocks than the device has SMs: however fast each block runs, the SMs without
 one sit idle for the kernel's whole time. Read from the launch configuration Kineto records with each kernel
-(``grid``), which the loader keeps for kernels of :data:`~perftool.trace.columns.LAUNCH_MIN_US` or more.
+(``grid``), which the loader keeps for kernels of :data:`~perftool.trace.kept_args.LAUNCH_MIN_US` or more.
 
 The time lost is, per kernel, the time it runs with no other compute kernel beside it times the share of SMs its
 grid leaves without a block: the most that the same work spread over every SM could win back. Kernels that share the
@@ -16,7 +16,7 @@ import numpy as np
 from perftool.analysis.communication import covered
 from perftool.analysis.family import device_properties, gpu_words
 from perftool.analysis.kernel_launch import launch_of
-from perftool.names import shortened
+from perftool.common.names import shortened
 from perftool.rules.detectors.base import (
     GPU_WORD_VALUES,
     KERNEL_RUN_VALUES,

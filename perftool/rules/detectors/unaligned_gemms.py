@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.op_families import Work
+from perftool.dialects.op_families import Work
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names, names_key
 
 TENSOR_CORE_DTYPES = ("fp16", "bf16", "fp8", "tf32")

@@ -1,12 +1,12 @@
 """The ``perftool`` command's start (``perftool …`` or ``python -m perftool …``; code that imports perftool as a
 library keeps its own settings).
 
-While the command's modules load (:func:`loading`), Ctrl-C is one line (:mod:`perftool.interrupts`) and Python's
+While the command's modules load (:func:`loading`), Ctrl-C is one line (:mod:`perftool.common.interrupts`) and Python's
 cycle collector is paused: loading makes a few hundred thousand objects that live as long as the process, and the
 collector would go over them again and again as they are made. Once loaded (:func:`loaded`), they are frozen out of
 the collections that follow, which then look only at what the command makes. Ctrl-C stays the one line until the
-command itself runs (:func:`perftool.interrupts.started`, where the CLI invokes it): while click reads the options it
-would take the ``KeyboardInterrupt`` as its own "Aborted!" and exit 1.
+command itself runs (:func:`perftool.common.interrupts.started`, where the CLI invokes it): while click reads the
+options it would take the ``KeyboardInterrupt`` as its own "Aborted!" and exit 1.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import sys
 
-from perftool import interrupts
+from perftool.common import interrupts
 
 _collector_paused = False
 

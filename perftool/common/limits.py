@@ -10,7 +10,7 @@ import os
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
 
 MEMORY_PER_EXACT_BYTE = 7.0  # a trace decoded whole, at once, per byte of JSON (6.7-7.0 at 40 and 120 MB, all phases)
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)

@@ -15,9 +15,9 @@
     run = perftool.emulate("config.yaml", overrides=["loop_size=32"], trace_file="run.json.gz")
     best = perftool.tune("tune.yaml", evaluations=200)      # TuneResult
 
-Bad input raises :class:`perftool.errors.PerftoolError` with the one-line message the CLI prints, where what to change
-is named by this API's parameters (`` `memory` ``) and the CLI names its options (``--memory SIZE``); a scan that
-could read some of its traces but not all warns (:class:`perftool.errors.PerftoolWarning`), one that could read
+Bad input raises :class:`perftool.common.errors.PerftoolError` with the one-line message the CLI prints, where what to
+change is named by this API's parameters (`` `memory` ``) and the CLI names its options (``--memory SIZE``); a scan that
+could read some of its traces but not all warns (:class:`perftool.common.errors.PerftoolWarning`), one that could read
 none raises :class:`NothingRead`.
 """
 
@@ -33,25 +33,25 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, validate_call
 
-from perftool import trace_reader
-from perftool.choices import FailOn, Level, Strategy
-from perftool.errors import PerftoolError, PerftoolWarning, parameter
-from perftool.project import ProjectConfig, load_project
+from perftool.api.project import ProjectConfig, load_project
+from perftool.common.choices import FailOn, Level, Strategy
+from perftool.common.errors import PerftoolError, PerftoolWarning, parameter
+from perftool.pipeline import read as reader
 from perftool.rules.model import Family, Rule
 from perftool.trace.loader import STDIN
 from perftool.trace.model import Trace
 from perftool.trace.profiler_dirs import trace_path
 
 if TYPE_CHECKING:  # what the functions return; each loads its own modules when called
-    from perftool.calibration import Calibration
+    from perftool.common.results import KnobsReport, MetricsReport
     from perftool.diff.files import DiffResult
     from perftool.emulator.full_run import Run
     from perftool.gate.verdict import GateResult
     from perftool.report.views import InfoView
-    from perftool.results import KnobsReport, MetricsReport
     from perftool.roofline.figures import Roofline
     from perftool.rules.catalog import RulesReport
     from perftool.rules.findings import ScanReport
+    from perftool.tune.calibration import Calibration
     from perftool.tune.result import TuneResult
 
 
@@ -158,8 +158,8 @@ def load_trace(
     memory: Count | None = None,
 ) -> Trace:
     """Read a trace file, or the trace of a profiler's output directory, through its dialect
-    (:func:`perftool.trace_reader.load_trace`, which says what each parameter does)."""
-    return trace_reader.load_trace(path, dialect, workers, max_bytes, memory=memory)
+    (:func:`perftool.pipeline.read.load_trace`, which says what each parameter does)."""
+    return reader.load_trace(path, dialect, workers, max_bytes, memory=memory)
 
 
 @_checked
@@ -191,7 +191,7 @@ def info(
     address = chosen_scheduler(scheduler)
     if len(paths) > 1 or os.path.isdir(paths[0]):
         from perftool.job.scan import scan_job
-        from perftool.trace_scan import ReadOptions
+        from perftool.pipeline.scan import ReadOptions
 
         read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
         report = scan_job(paths, [], read, address, workers)
@@ -199,7 +199,7 @@ def info(
             raise PerftoolError(f"{', '.join(paths)}: not the ranks of one job; give info one trace at a time")
         return report
     decoders = cluster_decoders(address) if address and paths[0] != STDIN else None
-    loaded = trace_reader.load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
+    loaded = reader.load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
     steps = detect_steps(loaded)
     return InfoView(loaded, compute_metrics(loaded, steps), measure_roofline(loaded, steps, spec))
 
@@ -233,8 +233,8 @@ def scan(
     which read its byte ranges at the same path and send back their columns."""
     from perftool.job.cluster import chosen_scheduler, cluster_decoders
     from perftool.job.scan import scan_job
+    from perftool.pipeline.scan import ReadOptions, scan_files
     from perftool.rules import catalog
-    from perftool.trace_scan import ReadOptions, scan_files
 
     settings = project(config)
     chosen = catalog.selected(
@@ -285,8 +285,8 @@ def gate(
     from perftool.gate.policy import load_budget
     from perftool.gate.verdict import GateOptions, run_gate
     from perftool.job.cluster import Cluster
+    from perftool.pipeline.scan import ReadOptions
     from perftool.rules import catalog
-    from perftool.trace_scan import ReadOptions
 
     if baseline is None and budget is None:
         raise PerftoolError("gate needs a baseline, a budget, or both")
@@ -330,7 +330,7 @@ def diff(
     or track): each key's change, and contributions that add up to the change of the mean steady step."""
     from perftool.diff.files import diff_paths
     from perftool.job.cluster import Cluster
-    from perftool.trace_scan import ReadOptions
+    from perftool.pipeline.scan import ReadOptions
 
     read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
     return diff_paths(
@@ -348,11 +348,11 @@ def emulate(config: PathLike, overrides: Sequence[str] = (), *, trace_file: Path
     """Run an emulator config (``overrides`` as ``--set`` takes them: ``loop_size=32``). ``trace_file``: write the
     run's trace there (``.json`` or ``.json.gz``), or for a config of several replicas a directory of one trace per
     rank; a path that cannot be written, or a trace too long to build, is refused before the run."""
+    from perftool.common.output import check_directory, check_writable
     from perftool.emulator import config as emulator_config
     from perftool.emulator.full_run import InfeasibleConfig
     from perftool.emulator.full_run import run as run_emulator
     from perftool.emulator.trace_writer import check_job_directory, check_length, write_job, write_trace
-    from perftool.output import check_directory, check_writable
 
     loaded: emulator_config.EmulatorConfig = emulator_config.load_config(config, list(overrides))
     replicas = loaded.replicas.count if loaded.replicas is not None else 1
@@ -394,11 +394,11 @@ def calibrate(
     ``write_config`` writes as YAML (the path checked before the fit)."""
     import yaml
 
-    from perftool.calibration import calibrate as fit_trace
+    from perftool.common.output import check_writable, write_text
     from perftool.emulator import config as emulator_config
     from perftool.job.cluster import Cluster
-    from perftool.output import check_writable, write_text
-    from perftool.trace_scan import ReadOptions
+    from perftool.pipeline.scan import ReadOptions
+    from perftool.tune.calibration import calibrate as fit_trace
 
     other = (at_batch[0], str(at_batch[1])) if at_batch else None
     if write_config is not None:
@@ -433,9 +433,9 @@ def tune(
     After the sweep, ``write_best`` gets the best configuration as a config :func:`emulate` runs, ``results`` every
     configuration's figures (``.json`` or ``.csv``) and ``emit_trace`` the best configuration's trace: each path is
     checked before the sweep, and all are rendered before any is written."""
+    from perftool.common.output import check_distinct, check_writable, write_bytes
     from perftool.emulator.full_run import run as run_emulator
     from perftool.emulator.trace_writer import check_length, encode_for, trace_bytes
-    from perftool.output import check_distinct, check_writable, write_bytes
     from perftool.report import tune_best_yaml, tune_results_csv, tune_results_json
     from perftool.tune.search import tune as run_tune
     from perftool.tune.spec import load_tune_config
@@ -473,7 +473,7 @@ def roofline(trace: PathLike | Trace, *, device_spec: PathLike | None = None, di
     from perftool.hardware import load_spec
     from perftool.roofline.figures import roofline as measure_roofline
 
-    loaded = trace if isinstance(trace, Trace) else trace_reader.load_trace(str(trace), dialect=dialect)
+    loaded = trace if isinstance(trace, Trace) else reader.load_trace(str(trace), dialect=dialect)
     spec = load_spec(str(device_spec)) if device_spec else None
     return measure_roofline(loaded, spec=spec)
 
@@ -508,7 +508,7 @@ def metrics() -> MetricsReport:
     """The shared metrics that info, the rules, gate and tune read: each one's name, unit and meaning."""
     from perftool.analysis import METRICS
     from perftool.analysis.metrics import unit_of
-    from perftool.results import Metric, MetricsReport
+    from perftool.common.results import Metric, MetricsReport
 
     listed = [Metric(name=name, unit=unit_of(name), meaning=meaning) for name, meaning in METRICS.items()]
     return MetricsReport(metrics=listed)
@@ -517,8 +517,8 @@ def metrics() -> MetricsReport:
 def knobs() -> KnobsReport:
     """The settings tune sweeps and fixes set: where the config holds each, its unit, the values it takes, the
     device families that have it and what it does."""
+    from perftool.common.results import Knob, KnobsReport
     from perftool.emulator.config import TUNABLES, section_of
-    from perftool.results import Knob, KnobsReport
 
     return KnobsReport(
         knobs=[
@@ -542,20 +542,20 @@ READ: dict[str, str] = {  # files perftool reads, described as it checks them: n
     "tune": "perftool.tune.spec:TuneConfig",
     "findings": "perftool.rules.findings:ScanReport",  # gate reads saved scan results too
     "rule": "perftool.rules.model:Rule",
-    "project": "perftool.project:ProjectConfig",
+    "project": "perftool.api.project:ProjectConfig",
     "budget": "perftool.gate.policy:Budget",
 }
 WRITTEN: dict[str, str] = {  # documents perftool writes, described as it writes them (computed fields included)
-    "info": "perftool.results:InfoReport",
+    "info": "perftool.common.results:InfoReport",
     "job-info": "perftool.rules.findings:JobInfoReport",
-    "emulate-result": "perftool.results:EmulateReport",
+    "emulate-result": "perftool.common.results:EmulateReport",
     "tune-result": "perftool.tune.documents:TuneReport",
     "tune-rows": "perftool.tune.documents:TuneRowsReport",
-    "calibrate-result": "perftool.results:CalibrateReport",
+    "calibrate-result": "perftool.common.results:CalibrateReport",
     "gate-result": "perftool.gate.verdict:GateResult",
     "diff-result": "perftool.diff.files:DiffResult",
-    "metrics": "perftool.results:MetricsReport",
-    "knobs": "perftool.results:KnobsReport",
+    "metrics": "perftool.common.results:MetricsReport",
+    "knobs": "perftool.common.results:KnobsReport",
     "rules": "perftool.rules.catalog:RulesReport",
 }
 SCHEMAS = {**READ, **WRITTEN}

@@ -12,12 +12,12 @@ from typing import Literal
 
 from pydantic import Field, PrivateAttr, ValidationError
 
-from perftool.choices import FailOn
-from perftool.errors import PerftoolError
+from perftool.common.choices import FailOn
+from perftool.common.errors import PerftoolError
+from perftool.common.limits import MAX_JSON_DEPTH
+from perftool.common.yamlfile import read_document, read_model, validation_error
 from perftool.gate.policy import GatePolicy
-from perftool.limits import MAX_JSON_DEPTH
 from perftool.rules.settings import RuleSettings
-from perftool.yamlfile import read_document, read_model, validation_error
 
 if sys.version_info >= (3, 11):
     import tomllib

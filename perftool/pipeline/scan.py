@@ -12,8 +12,10 @@ from perftool.analysis.family import device_family
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
+from perftool.common.errors import PerftoolError, TraceError
+from perftool.common.version import __version__
 from perftool.emulator.config import EmulatorConfig, validate_config
-from perftool.errors import PerftoolError, TraceError
+from perftool.pipeline.read import load_trace
 from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
@@ -22,8 +24,6 @@ from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule
 from perftool.trace.loader import Decoders
 from perftool.trace.model import Trace
-from perftool.trace_reader import load_trace
-from perftool.version import __version__
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class ReadOptions:
 
     def load(self, path: str, analysis: str, decoders: Decoders | None = None) -> Trace:
         """The trace at ``path`` read as these options say, for ``analysis`` (the command whose memory per event the
-        budget counts: :func:`perftool.limits.memory_to_scan`). In a Dask worker (a daemon process) it is decoded in
-        the worker itself, so that a worker holds one trace's load at a time."""
+        budget counts: :func:`perftool.common.limits.memory_to_scan`). In a Dask worker (a daemon process) it is decoded
+        in the worker itself, so that a worker holds one trace's load at a time."""
         in_worker = multiprocessing.current_process().daemon
         return load_trace(
             path,

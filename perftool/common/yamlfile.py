@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from perftool import limits
-from perftool.errors import PerftoolError, one_line, parameter
+from perftool.common import limits
+from perftool.common.errors import PerftoolError, one_line, parameter
 
 Model = TypeVar("Model", bound=BaseModel)
 # libyaml's safe loader where PyYAML was built with it (8x faster on the bundled device and rule files), the same
@@ -62,7 +62,7 @@ def read_model(
 
 def parse_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
     """Parse with the safe loader only (tags such as ``!!python/object`` are errors, never code), refusing
-    documents nested too deeply, whose aliases expand beyond :data:`perftool.limits.MAX_YAML_VALUES`, that
+    documents nested too deeply, whose aliases expand beyond :data:`perftool.common.limits.MAX_YAML_VALUES`, that
     repeat a key in one mapping (YAML forbids it; PyYAML would keep the last silently), or that hold
     control characters."""
     try:

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from perftool.analysis.metrics import Metrics
-from perftool.results import InfoReport
+from perftool.common.results import InfoReport
 from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
 

@@ -30,15 +30,19 @@ from perftool.analysis import intervals
 from perftool.analysis.batch import batch_size
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.metrics import compute_metrics
+from perftool.common.errors import PerftoolError, parameter
+from perftool.common.results import CalibrateReport
+from perftool.common.units import plural
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.devices import GENERIC
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.space import default_space
 from perftool.emulator.trace_writer import write_trace
-from perftool.errors import PerftoolError, parameter
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
+from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import DEFAULT_READ, ReadOptions, analyse_trace
 from perftool.predict.fitting import (
     FIT_RUN_STEPS,
     HOST_CAUSES,
@@ -49,12 +53,8 @@ from perftool.predict.fitting import (
     work_per_step,
 )
 from perftool.predict.interval import UNCHECKED_FIT_ERROR, mean_error
-from perftool.results import CalibrateReport
 from perftool.rules.findings import TraceFindings
 from perftool.trace.model import Trace
-from perftool.trace_reader import load_trace
-from perftool.trace_scan import DEFAULT_READ, ReadOptions, analyse_trace
-from perftool.units import plural
 
 STEP_ERROR = UNCHECKED_FIT_ERROR  # the fit is good when it predicts held-out steps this closely (or as the steps'
 # spread allows) ...

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from perftool import api
-from perftool.choices import FailOn, Level
-from perftool.errors import PerftoolError, one_line
+from perftool.common.choices import FailOn, Level
+from perftool.common.errors import PerftoolError, one_line
+from perftool.common.version import __version__
 from perftool.report.registry import render_as
 from perftool.rules.findings import ScanReport
 from perftool.rules.model import Family
-from perftool.version import __version__
 
 TOP_FINDINGS = 10  # a scan's findings per trace, the largest cost first, unless the agent asks for more
 EVIDENCE = 3  # occurrences per finding

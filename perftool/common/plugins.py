@@ -18,7 +18,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 OWN = "perftool."  # where perftool's own plug-ins live
-_SOURCE_TREE_PROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+_SOURCE_TREE_PROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 @cache

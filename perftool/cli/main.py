@@ -12,23 +12,24 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from perftool import api, dialects, interrupts, limits, startup
-from perftool.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level, Strategy
+from perftool import api, dialects
+from perftool.api.project import ProjectConfig
+from perftool.common import interrupts, limits, startup
+from perftool.common.choices import FAIL_ON, LEVELS, STRATEGIES, FailOn, Level, Strategy
+from perftool.common.errors import PARAMETER, PerftoolError, PerftoolWarning, one_line
+from perftool.common.output import check_distinct, check_writable, write_text
+from perftool.common.units import plural
+from perftool.common.version import __version__
 from perftool.emulator.profiles import PROFILES
-from perftool.errors import PARAMETER, PerftoolError, PerftoolWarning, one_line
-from perftool.output import check_distinct, check_writable, write_text
-from perftool.project import ProjectConfig
 from perftool.report.registry import emit, formats
 from perftool.report.views import CalibrateView, EmulateView, InfoView, TuneView
 from perftool.rules.model import FAMILIES, Family
-from perftool.units import plural
-from perftool.version import __version__
 
 Command = TypeVar("Command", bound=Callable[..., Any])  # a command's function, as click's decorators take it
 
 # each command loads the modules its work needs when it runs, so a command starts in a fraction of a second
 
-FLAGS = {  # each API parameter an error message names (perftool.errors.parameter), as the command line sets it
+FLAGS = {  # each API parameter an error message names (perftool.common.errors.parameter), as the command line sets it
     "max_bytes": "--max-trace-size SIZE",
     "memory": "--memory SIZE",
     "allow_mismatch": "--allow-mismatch",
@@ -58,7 +59,7 @@ def _failed(why: str) -> NoReturn:
 
 class _Group(click.Group):
     """Turns PerftoolError and click's usage errors into one line on stderr and exit 2, Ctrl-C into exit 130,
-    SIGTERM and SIGHUP into 143 and 129 (see :mod:`perftool.output` for how files are written)."""
+    SIGTERM and SIGHUP into 143 and 129 (see :mod:`perftool.common.output` for how files are written)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         interrupts.started()  # the command runs: Ctrl-C unwinds it from here, through its clean-up
@@ -307,7 +308,7 @@ def calibrate(
     step time (within 2%). A failed check exits 1 naming the figure. -o writes the config, for emulate and tune.
 
     For a job's directory, the rank fitted is the one that sets the job's pace (the slowest in its job view)."""
-    from perftool.calibration import CalibrationFailed
+    from perftool.tune.calibration import CalibrationFailed
 
     other = _batch_and_trace(at_batch) if at_batch else None
     fitted = api.calibrate(
@@ -671,7 +672,7 @@ def mcp() -> None:
     """Serve perftool's API to coding agents: a Model Context Protocol server over stdio (tools info, scan, diff,
     gate, explain_rule, calibrate, tune, each answering with the JSON --format json writes). Needs
     pip install 'mcp>=2' (perftool's mcp extra)."""
-    from perftool.mcp_server import serve
+    from perftool.cli.mcp import serve
 
     serve()
 

@@ -1,6 +1,6 @@
 """Ctrl-C and termination: the parent process handles them, so worker processes ignore Ctrl-C and leave without
 tracebacks; SIGTERM and SIGHUP stop a run as Ctrl-C does, through the same clean-up (a partial output file is
-removed, see :mod:`perftool.output`)."""
+removed, see :mod:`perftool.common.output`)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,10 @@ def stop(message: str, code: int) -> None:
 
 
 def one_line_while_starting() -> None:
-    """While the ``perftool`` command's modules load (:mod:`perftool.startup`), a Ctrl-C is the same one line and exit
-    code as later, not a traceback: it ends the process from a handler rather than raising, since an exception raised
-    inside an extension module's start-up (pydantic-core importing ``datetime``) comes out as that module's panic.
+    """While the ``perftool`` command's modules load (:mod:`perftool.common.startup`), a Ctrl-C is the same one line and
+    exit code as later, not a traceback: it ends the process from a handler rather than raising, since an exception
+    raised inside an extension module's start-up (pydantic-core importing ``datetime``) comes out as that module's
+    panic.
     :func:`started` hands Ctrl-C back to Python."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where a shell made it ignored
         signal.signal(signal.SIGINT, _interrupted_while_starting)

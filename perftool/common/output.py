@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 
-from perftool.errors import PerftoolError
+from perftool.common.errors import PerftoolError
 
 
 def check_writable(path: str, inputs: Iterable[str | None] = ()) -> None:
