@@ -3,7 +3,9 @@
     python bench/bench_emulator.py [--configs 10000] [--steps 1000] [--trace-steps 20000]
 
 The fast path sweeps loop size x prefetch depth x batch size x transfer dtype of the bundled NPU
-sample (every configuration simulated step by step, no trace). The trace writer emits one IPU
+sample (every configuration simulated step by step, no trace); it also runs each bundled sample's config alone for
+as many steps, as scan runs a fit and each fix (a run of one configuration: the step loop's own cost, not spread
+over many; the median over the samples of each one's best time). The trace writer emits one IPU
 configuration with many steps; it is timed on its own and together with the simulation it needs.
 """
 
@@ -19,6 +21,8 @@ import numpy as np
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run
+from perftool.emulator.plan import build_plan
+from perftool.emulator.simulate import simulate
 from perftool.emulator.trace_writer import trace_bytes
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -64,6 +68,15 @@ def main() -> None:
     print(
         f"fast path: {count:,} configurations x {args.steps:,} steps in {seconds:.2f} s "
         f"= {count / seconds:,.0f} configs/s ({int(result.feasible.sum()):,} feasible)"
+    )
+
+    alone = []
+    for path in sorted(SAMPLES.glob("*/*.yaml")):
+        sample = load_config(path, [f"workload.steps={args.steps}", "workload.epochs=1"])
+        alone.append(best_of(args.repeats, lambda sample=sample: simulate(build_plan(sample), sample.seed))[0])
+    print(
+        f"one configuration x {args.steps:,} steps: {np.median(alone) * 1e3:.1f} ms "
+        f"(median of {len(alone)} samples, {min(alone) * 1e3:.1f}-{max(alone) * 1e3:.1f} ms)"
     )
 
     one = load_config(SAMPLES / "ipu" / "healthy.yaml", [f"workload.steps={args.trace_steps}"])

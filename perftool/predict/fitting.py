@@ -385,7 +385,15 @@ def _host_spread(trace: Trace, scope: TraceAnalysis) -> float:
 
 
 def _own_host_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
-    """The host's own work in the window (see :func:`_own_host_time`), as intervals."""
+    """The host's own work in the window (see :func:`_own_host_time`), as intervals: measured once per trace and window
+    (the host's time and its spread read it, for each fit tried)."""
+    key = f"fit.own_host_work {scope.lo!r} {scope.hi!r}"
+    if key not in trace.derived:
+        trace.derived[key] = _measure_own_host_work(trace, scope)
+    return trace.derived[key]
+
+
+def _measure_own_host_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     host = trace.on_roles(Role.HOST)
     starts, ends = scope.busy(host & ~trace.of_kinds(Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC))
     if starts.size > 1:  # bridge the short gaps: a run of work ends where a longer gap follows
