@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA, REPO
 
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
-from perftool.report.scan_perfetto import PID, RANK_PIDS
+from perftool.report.scan_perfetto import PID, RANK_PIDS, Placement, _placed
 
 REAL = DATA / "real"
 NCCL = REAL / "nccl_a100_rank.json.gz"
@@ -221,3 +221,13 @@ def test_the_html_report_names_the_track_each_finding_is_drawn_on(run, tmp_path,
     tracks = {e["args"]["name"] for e in document["traceEvents"] if ours(e) and e["name"] == "thread_name"}
     assert named and named <= tracks
     assert all(("(its own clock: not aligned): " in name) == unaligned for name in named)
+
+
+def test_a_rank_s_time_written_as_a_string_moves_to_the_nanosecond_and_stays_a_string():
+    """torch_npu writes microseconds since the epoch to the nanosecond as strings (1.7e15: a double keeps a quarter
+    microsecond there): moved onto the job's clock, they keep every digit; times written as numbers move as numbers;
+    a string that is no number, or no finite one, is left as written."""
+    place = Placement(rank=1, offset_us=12.345678, aligned_on=4)
+    moved = [_placed({"ph": "X", "pid": 3, "ts": ts, "dur": 1}, place)["ts"] for ts in
+             ("1700000000123456.789", "1700000000123456", 1_700_000_000_123.5, "soon", "NaN")]  # fmt: skip
+    assert moved == ["1700000000123444.443", "1700000000123443.654", 1_700_000_000_123.5 - 12.345678, "soon", "NaN"]

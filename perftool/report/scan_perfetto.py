@@ -19,6 +19,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import msgspec
@@ -34,6 +35,7 @@ PID = 2_147_483_000  # the findings' process: an id no profiler hands out (pids 
 FIRST_FINDING_TID = 10
 LANES = 100  # a finding's tracks: one per lane of overlapping occurrences
 RANK_TIDS = 100_000  # each rank's tracks in the findings' process, from (its position + 1) times this
+MOVED_DIGITS = -3  # a time written as a string is moved to the nanosecond at least (10^-3 µs)
 RANK_PIDS = 10_000_000  # each rank's processes, from (its rank + 1) times this
 _MARK = msgspec.json.encode(FINDINGS_CATEGORY)  # in every event perftool draws
 
@@ -148,10 +150,7 @@ def _placed(event: Any, place: Placement) -> Any:
     if "pid" in event and isinstance(event["pid"], int | str):
         event["pid"] = place.pid(event["pid"])
     if isinstance(event.get("ts"), int | float | str) and place.offset_us:
-        try:
-            event["ts"] = float(event["ts"]) - place.offset_us
-        except ValueError:
-            pass
+        event["ts"] = _moved(event["ts"], place.offset_us)
     if "id" in event and event.get("ph") in ("s", "t", "f", "b", "e", "n", "S", "T", "p", "F"):
         event["id"] = f"rank{place.rank}:{event['id']}"
     if event.get("ph") == "M" and event.get("name") == "process_name" and isinstance(event.get("args"), dict):
@@ -161,6 +160,22 @@ def _placed(event: Any, place: Placement) -> Any:
         index = event["args"].get("sort_index")
         event["args"] = {"sort_index": (place.rank or 0) * RANK_PIDS + (index if isinstance(index, int) else 0)}
     return event
+
+
+def _moved(ts: int | float | str, offset_us: float) -> int | float | str:
+    """A time moved back by ``offset_us``. A time written as a string (torch_npu's microseconds since the epoch to the
+    nanosecond, 1.7e15: more digits than a double holds) is moved exactly, to the digits it was written with (at least
+    to the nanosecond), and stays a string; one that is no number stays as it is."""
+    if not isinstance(ts, str):
+        return ts - offset_us
+    try:
+        written = Decimal(ts.strip())
+        if not written.is_finite():
+            return ts
+        digits = Decimal(1).scaleb(min(int(written.as_tuple().exponent), MOVED_DIGITS))
+        return str((written - Decimal(repr(offset_us))).quantize(digits))
+    except (InvalidOperation, ValueError):  # not a number, or more digits than a Decimal's context holds
+        return ts
 
 
 def _meta_for(pid: int | str, place: Placement) -> dict[str, Any]:
