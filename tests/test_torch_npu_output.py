@@ -188,14 +188,15 @@ STEP_TRACE = (
             "step_trace_time.csv beside the trace (step 50), per step: computing 8.868 ms, communication "
             "99.973 ms, communication overlapping no compute 95.962 ms, free 25.033 ms, stage 129.863 ms",
         ),
-        ("Step,Computing\n50,not a number\n", None),
-        ("\\x00\\xff", None),
+        ("Step,Computing\n50,not a number\n", "left out: step_trace_time.csv: rows that are not numbers, 1 of 1"),
+        ("Step,Computing\n", None),
+        ("Step,Computing\n50,8868.24\n51,\xff\n", "left out: step_trace_time.csv: not read (not UTF-8 text)"),
     ],  # fmt: skip
-    ids=["msprof's figures", "a row that is no numbers", "not a CSV"],
+    ids=["msprof's figures", "a row that is no numbers", "no rows", "not text"],
 )
 def test_msprof_s_own_step_breakdown_is_set_beside_perftool_s(tmp_path, run, csv_text, said):
     directory = _rank_directory(tmp_path, "host_7_ascend_pt", 0, _npu_trace(0))
-    (directory / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_text(csv_text)
+    (directory / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").write_bytes(csv_text.encode("latin-1"))
     result = run("info", str(directory))
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
@@ -257,7 +258,11 @@ def test_a_kernel_details_file_without_counters_adds_nothing(tmp_path, run, csv_
     (directory / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv").write_bytes(csv_bytes)
     result = run("info", str(directory), "--format", "json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["roofline"]["measured"] == []
+    report = json.loads(result.stdout)
+    assert report["roofline"]["measured"] == []
+    unread = [c for c in report["caveats"] if "kernel_details.csv" in c]  # said where the file cannot be read
+    assert unread == (["msprof's own CSVs beside the trace, left out: kernel_details.csv: not read (not UTF-8 text)"]
+                      if b"\xff" in csv_bytes else [])  # fmt: skip
 
 
 def test_newer_cann_s_cube_column_counts_as_the_cube(tmp_path):
@@ -267,7 +272,7 @@ def test_newer_cann_s_cube_column_counts_as_the_cube(tmp_path):
         "Name,Type,Accelerator Core,Duration(us),aicore_time(us),aic_cube_time(us),aic_mte2_time(us)\n"
         "mm_1,MatMulV3,AI_CORE,110,100,80,30\nmm_2,MatMulV3,AI_CORE,60,50,40,20\n"
     )
-    (row,) = msprof_kernels(str(output / "trace_view.json"))
+    (row,) = msprof_kernels(str(output / "trace_view.json")).rows
     assert row == {
         "type": "MatMulV3", "core": "AI_CORE", "kernels": 2, "device_us": 170.0,
         "pipes": {"aic_cube": pytest.approx(120 / 150), "aic_mte2": pytest.approx(50 / 150)},
@@ -290,7 +295,7 @@ def test_the_db_export_s_counters_read_as_the_text_export_s(tmp_path):
     text_output = tmp_path / "ASCEND_PROFILER_OUTPUT"
     text_output.mkdir()
     shutil.copy(REAL_KERNELS, text_output / "kernel_details.csv")
-    from_text = {(r.type, r.core): r for r in measured_pipes(msprof_kernels(str(text_output / "trace_view.json")))}
+    from_text = {(r.type, r.core): r for r in measured_pipes(msprof_kernels(str(text_output / "trace_view.json")).rows)}
     from_db = {(r.type, r.core): r for r in api.roofline(DB_JOB / "rank0_ascend_pt").measured}
     assert len(from_db) == len(from_text) > 20
     for key in [("ForeachAddList", "AI_VECTOR_CORE"), ("MatMulV2", "AI_CORE"), ("Conv2DBackpropInput", "AI_CORE")]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import numpy as np
@@ -193,3 +194,46 @@ def test_a_tpu_capture_without_steps_or_host_has_its_program_s_executions_as_ste
         events += [complete("jit_train_step(42)", t, 900, pid=1, tid=2), complete("fusion.1", t + 5, 880, pid=1, tid=3)]
     steps = detect_steps(load_trace(write_trace({"traceEvents": events})))
     assert steps.count == 5 and steps.start[0] == pytest.approx(10_000)
+
+
+def _log_directory(root, runs: dict[str, list]) -> None:
+    """A jax.profiler log directory: ``root/plugins/profile/RUN/`` holding each run's files, copied from these."""
+    for run_name, files in runs.items():
+        folder = root / "plugins" / "profile" / run_name
+        folder.mkdir(parents=True)
+        for source in files:
+            suffix = ".xplane.pb" if source.name.endswith(".xplane.pb") else ".trace.json.gz"
+            shutil.copy(source, folder / f"host{suffix}")
+
+
+@pytest.mark.parametrize("files", [[JAX_OPBYOP], [JAX_OPBYOP, XSPACE]], ids=["its JSON", "its JSON and XSpace"])
+def test_a_log_directory_as_jax_profiler_writes_it_reads_as_its_run(tmp_path, run, files):
+    """Named as jax.profiler.trace(log_dir) wrote it, the run's host is read once: where a JSON trace and the XSpace
+    of one host lie side by side, they are one host, not two ranks."""
+    _log_directory(tmp_path, {"2026_11_29_00_00_00": files})
+    result = run("scan", str(tmp_path), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    (scanned,) = report["traces"]
+    assert report["job"] is None and scanned["path"].endswith("plugins/profile/2026_11_29_00_00_00/host.trace.json.gz")
+    info = run("info", str(tmp_path), "--format", "json")
+    assert info.exit_code == 0 and json.loads(info.stdout)["source"] == scanned["path"], info.output
+
+
+def test_a_run_of_its_xspace_alone_is_read_through_xprof(tmp_path, run):
+    pytest.importorskip("xprof.convert", reason="the xla extra (xprof) is not installed")
+    _log_directory(tmp_path, {"2026_11_29_00_00_00": [XSPACE]})
+    result = run("scan", str(tmp_path), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    (scanned,) = json.loads(result.stdout)["traces"]
+    assert scanned["path"].endswith("host.xplane.pb") and scanned["dialect"] == "xla"
+
+
+def test_a_log_directory_of_several_runs_asks_which_in_one_line(tmp_path, run):
+    _log_directory(tmp_path, {"2026_11_28_23_00_00": [JAX_OPBYOP], "2026_11_29_00_00_00": [JAX_OPBYOP]})
+    result = run("scan", str(tmp_path))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"perftool: error: {tmp_path}: a profiler log directory of 2 runs (2026_11_28_23_00_00, 2026_11_29_00_00_00):"
+        f" name the run to read, e.g. {tmp_path}/plugins/profile/2026_11_29_00_00_00 (the last)\n"
+    )

@@ -19,6 +19,7 @@ from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, plural
 from perftool.dialects.vocabulary import MODEL_WARMUP
 from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.profiler_dirs import MSPROF_LEFT_OUT
 
 _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
     "Computing": "computing",
@@ -145,6 +146,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         )
     if msprof := _msprof_steps(trace):
         found.append(Caveat(msprof, caps=False))
+    if left_out := trace.metadata.get(MSPROF_LEFT_OUT):
+        found.append(Caveat(f"msprof's own CSVs beside the trace, left out: {'; '.join(left_out)}", caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
     elif replays := _replayed_share(trace, lo, hi):

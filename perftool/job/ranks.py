@@ -9,8 +9,17 @@ import zlib
 from pathlib import Path
 
 from perftool.common.errors import PerftoolError
-from perftool.trace.profiler_dirs import ASCEND_OUTPUT, TRACE_SUFFIXES, profiler_trace
+from perftool.trace.profiler_dirs import (
+    ASCEND_OUTPUT,
+    PROFILE_RUNS,
+    TRACE_SUFFIXES,
+    XSPACE_SUFFIX,
+    profile_run,
+    profiler_trace,
+    without_copies,
+)
 
+_TRACE_FILES = (*TRACE_SUFFIXES, XSPACE_SUFFIX)  # a directory's files read as traces (a job's ranks, a run's hosts)
 _PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
 HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace from another document
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
@@ -22,8 +31,9 @@ _DOCUMENT = re.compile(rb'^\s*\{\s*"\$?schema"\s*:')
 
 def job_files(paths: list[str]) -> list[str]:
     """The trace files the arguments name: each file as given, each profiler output directory's trace, and each
-    directory's ``*.json``/``*.json.gz`` files that hold a trace and the traces of the profiler output directories
-    in it (one per rank, as torch_npu writes them), in name order."""
+    directory's ``*.json``/``*.json.gz``/``*.xplane.pb`` files that hold a trace (an XSpace only where no JSON trace
+    beside it holds the same host) and the traces of the profiler output directories in it (one per rank, as
+    torch_npu writes them), in name order; a jax.profiler log directory is read as its one run's folder."""
     found: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
@@ -31,16 +41,14 @@ def job_files(paths: list[str]) -> list[str]:
         elif (own := profiler_trace(path)) is not None:
             found.append(own)
         else:
-            inside = sorted(
-                str(p)
-                for p in Path(path).iterdir()
-                if p.is_file() and p.name.lower().endswith(TRACE_SUFFIXES) and _may_hold_a_trace(p)
-            )
-            ranks = [trace for p in sorted(Path(path).iterdir()) if p.is_dir() and (trace := profiler_trace(str(p)))]
+            folder = profile_run(path) or path  # a jax.profiler log directory: its run's folder
+            listed = [p for p in Path(folder).iterdir() if p.is_file() and p.name.lower().endswith(_TRACE_FILES)]
+            inside = [str(p) for p in without_copies(listed) if _may_hold_a_trace(p)]
+            ranks = [trace for p in sorted(Path(folder).iterdir()) if p.is_dir() and (trace := profiler_trace(str(p)))]
             if not inside and not ranks:
                 raise PerftoolError(
-                    f"{path}: a directory with no trace files (*.json, *.json.gz) or profiler output directories "
-                    f"(with {ASCEND_OUTPUT}/) in it"
+                    f"{path}: a directory with no trace files (*.json, *.json.gz, *.xplane.pb), profiler output "
+                    f"directories (with {ASCEND_OUTPUT}/) or jax.profiler runs ({'/'.join(PROFILE_RUNS)}/RUN/) in it"
                 )
             found += inside + ranks
     return found

@@ -35,6 +35,7 @@ from perftool.trace.events import PieceError, events_of, read_piece
 from perftool.trace.kept_args import KEEP_NO_ARGS, KeepArgs
 from perftool.trace.model import Trace
 from perftool.trace.parts import Part, make_part
+from perftool.trace.profiler_dirs import XSPACE_SUFFIX
 from perftool.trace.seen import FileSeen, seen
 from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
@@ -45,7 +46,6 @@ STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's db export)
-XSPACE_SUFFIX = ".xplane.pb"  # a JAX or TensorFlow profile's raw XSpace
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
 # what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from perftool.trace.profiler_dirs import msprof_csv
+from perftool.trace.profiler_dirs import MsprofTable, msprof_csv
 
 MSPROF_KERNELS = "kernel_details.csv"
 KERNEL_DETAILS = "msprof.kernel_details"  # the trace metadata key a reader keeps them in
@@ -24,20 +24,23 @@ CORES = {"aic": "aicore_time(us)", "aiv": "aiv_time(us)"}  # each core's time co
 PIPES = ("mac", "cube", "vec", "scalar", "mte1", "mte2", "mte3", "fixpipe")  # "cube" is "mac" in newer CANN
 
 
-def msprof_kernels(trace_file: str) -> list[dict[str, Any]]:
+def msprof_kernels(trace_file: str) -> MsprofTable:
     """Per kernel type and accelerator core, the most device time first: how many kernels, their device time (µs)
     and each measured pipe's busy share of the core's time (``{"aic_mac": 0.15, "aic_mte2": 0.98, ...}``); empty
     where the profiler wrote no ``kernel_details.csv`` beside the trace, or one without pipe counters. Rows that do
-    not read as numbers are left out, as is a file that cannot be read."""
-    return kernel_types(
+    not read as numbers are left out (msprof writes ``N/A`` where it measured nothing); a file that cannot be read
+    is left out, and the table says why."""
+    table = msprof_csv(trace_file, MSPROF_KERNELS)
+    kernels = kernel_types(
         (
             (row.get("Type") or row.get("Name") or "").strip(),
             (row.get("Accelerator Core") or "").strip(),
             _number(row.get("Duration(us)")),
             _counters(row),
         )
-        for row in msprof_csv(trace_file, MSPROF_KERNELS)
+        for row in table.rows
     )
+    return MsprofTable(kernels, table.left_out)
 
 
 def kernel_types(kernels: Iterable[tuple[str, str, float | None, dict[str, float]]]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import csv
 import math
 import os
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from perftool.common.errors import PerftoolError
 
@@ -13,7 +14,10 @@ TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that ma
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
 ASCEND_TRACES = ("trace_view.json", "trace_view.json.gz")
 ASCEND_DATABASE = "ascend_pytorch_profiler*.db"  # the db export's trace (sqlite)
+PROFILE_RUNS = ("plugins", "profile")  # where jax.profiler (and TensorFlow) keep a log directory's runs, a folder each
+XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
+MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof's CSVs a reader left out, and why
 
 
 def profiler_trace(directory: str) -> str | None:
@@ -39,29 +43,86 @@ def profiler_trace(directory: str) -> str | None:
     )
 
 
+def profile_run(directory: str) -> str | None:
+    """The run folder of a jax.profiler (TensorBoard, XProf) log directory (``LOG_DIR/plugins/profile/RUN/``, one
+    ``HOST.xplane.pb`` and perhaps ``HOST.trace.json.gz`` or ``perfetto_trace.json.gz`` per host), or None where
+    ``directory`` is not one. A log directory of several runs names them: which run is meant is the user's to say."""
+    root = Path(directory, *PROFILE_RUNS)
+    if not root.is_dir():
+        return None
+    runs = sorted(str(run) for run in root.iterdir() if run.is_dir() and any(_profile_files(run)))
+    if len(runs) > 1:
+        shown = ", ".join(Path(run).name for run in runs[-3:])
+        raise PerftoolError(
+            f"{directory}: a profiler log directory of {len(runs):,} runs ({'…, ' if len(runs) > 3 else ''}{shown}): "
+            f"name the run to read, e.g. {runs[-1]} (the last)"
+        )
+    return runs[0] if runs else None
+
+
+def _profile_files(run: Path) -> list[Path]:
+    return [p for p in run.iterdir() if p.is_file() and p.name.lower().endswith((*TRACE_SUFFIXES, XSPACE_SUFFIX))]
+
+
+def without_copies(files: list[Path]) -> list[Path]:
+    """A folder's trace files less the XSpaces a JSON trace beside them holds already (``HOST.xplane.pb`` beside
+    ``HOST.trace.json.gz``, or a run's ``perfetto_trace.json.gz``): each host read once."""
+    xspaces = [f for f in files if f.name.lower().endswith(XSPACE_SUFFIX)]
+    others = [f for f in files if f not in xspaces]
+    if any(f.name.lower().startswith("perfetto_trace.json") for f in others):
+        return others
+    hosts = {f.name.split(".")[0] for f in others}
+    return sorted(others + [x for x in xspaces if x.name.split(".")[0] not in hosts])
+
+
 def trace_path(path: str) -> str:
-    """The trace file ``path`` names: itself, or the trace of the profiler output directory it names."""
-    return (profiler_trace(path) or path) if os.path.isdir(path) else path
+    """The trace file ``path`` names: itself, the trace of the profiler output directory it names, or the one host's
+    trace of the jax.profiler log directory it names (the run's folder where it holds several hosts)."""
+    if not os.path.isdir(path):
+        return path
+    if (own := profiler_trace(path)) is not None:
+        return own
+    if (run := profile_run(path)) is not None:
+        hosts = without_copies(_profile_files(Path(run)))
+        return str(hosts[0]) if len(hosts) == 1 else run
+    return path
 
 
-def msprof_steps(trace_file: str) -> list[dict[str, float]]:
+class MsprofTable(NamedTuple):
+    """A CSV msprof wrote beside a torch_npu trace: its rows, and why some or all were left out ("" where none were)."""
+
+    rows: list[dict[str, Any]]
+    left_out: str = ""
+
+
+def msprof_steps(trace_file: str) -> MsprofTable:
     """msprof's own breakdown of each step (``step_trace_time.csv`` beside a torch_npu trace: computing,
     communication and how much of it overlapped nothing, free time, in µs), where the profiler wrote one; a row
-    that does not read as numbers is left out, as is a file that cannot be read."""
-    return [row for row in map(_numbers, msprof_csv(trace_file, MSPROF_STEPS)) if row]
+    that does not read as numbers is left out, as is a file that cannot be read, and the table says so."""
+    table = msprof_csv(trace_file, MSPROF_STEPS)
+    rows = [row for row in map(_numbers, table.rows) if row]
+    if table.left_out or len(rows) == len(table.rows):
+        return MsprofTable(rows, table.left_out)
+    return MsprofTable(
+        rows, f"{MSPROF_STEPS}: rows that are not numbers, {len(table.rows) - len(rows):,} of {len(table.rows):,}"
+    )
 
 
-def msprof_csv(trace_file: str, name: str) -> list[dict[str, str]]:
+def msprof_csv(trace_file: str, name: str) -> MsprofTable:
     """The rows of msprof's CSV ``name`` beside a torch_npu trace (in ``ASCEND_PROFILER_OUTPUT/``); none where
-    there is no such file beside it or it cannot be read as CSV."""
+    there is no such file beside it, or it cannot be read as CSV (then the table says why)."""
     path = Path(trace_file).with_name(name)
     if Path(trace_file).parent.name != ASCEND_OUTPUT or not path.is_file():
-        return []
+        return MsprofTable([])
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            return list(csv.DictReader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error):
-        return []
+            return MsprofTable(list(csv.DictReader(fh)))
+    except OSError as exc:
+        return MsprofTable([], f"{name}: not read ({exc.strerror or exc})")
+    except UnicodeDecodeError:
+        return MsprofTable([], f"{name}: not read (not UTF-8 text)")
+    except csv.Error as exc:
+        return MsprofTable([], f"{name}: not read (not CSV: {exc})")
 
 
 def _numbers(row: dict[str, str]) -> dict[str, float]:
