@@ -176,3 +176,11 @@ def thread_name(pid, tid, name):
 
 def process_name(pid, name):
     return {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}}
+
+
+def scanned(run, path: str, *args: str) -> tuple[dict, dict]:
+    """``perftool scan PATH --format json`` as a user runs it: the trace's summary, and its findings by rule id."""
+    result = run("scan", path, "--format", "json", "--fail-on", "never", *args)
+    assert result.exit_code == 0, result.output
+    trace = json.loads(result.stdout)["traces"][0]
+    return trace, {f["rule_id"]: f for f in trace["findings"]}

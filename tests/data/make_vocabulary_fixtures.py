@@ -1,4 +1,4 @@
-"""Write the small traces in each real profiler's vocabulary that tests/test_real_vocabularies.py reads.
+"""Write the small traces in each real profiler's vocabulary that tests/dialects/test_real_vocabularies.py reads.
 
 Each one is hand-made to show one kind of capture users bring (older Kineto, ROCm, a non-CUDA
 accelerator, torch_npu, a start-up-dominated benchmark, ...) with a known right verdict. Run it from

@@ -483,7 +483,7 @@ def test_a_stream_stops_at_the_trace_size_limit(run):
 
 
 def test_the_trace_scanner_is_built_by_the_install():
-    """pip install compiles perftool/trace/_scan.c (hatch_build.py). tests/test_scanner.py skips where it was not
+    """pip install compiles perftool/trace/_scan.c (hatch_build.py). tests/trace/test_scanner.py skips where it was not
     built, so this test, outside it, is the one that fails then: the suite never tests msgspec alone unawares."""
     from perftool.trace import events
 

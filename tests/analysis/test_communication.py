@@ -5,54 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import ARGS, NCCL, kineto_job, meta, span
 from conftest import DATA
 
 from perftool import load_trace
 from perftool.analysis import compute_metrics
 from perftool.analysis.communication import collective_type, parallelism
-
-STEP_US = 1000.0
-NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
-
-
-def _meta(kind: str, pid, tid, **args) -> dict:
-    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": args}
-
-
-def _x(name, pid, tid, ts, dur, cat="", args=None) -> dict:
-    return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "cat": cat} | (
-        {"args": args} if args else {}
-    )
-
-
-def kineto_job(steps: int = 4, kernel_args: dict | None = None, host_args: dict | None = None, world: int = 4):
-    """Steps of 1 ms: a 600 µs kernel on stream 7, then an all-reduce on stream 13 from 500 µs to 800 µs."""
-    events = [
-        _meta("process_labels", 100, 0, labels="CPU"),
-        _meta("process_labels", 0, 0, labels="GPU 0"),
-        _meta("thread_name", 0, 7, name="stream 7"),
-        _meta("thread_name", 0, 13, name="stream 13"),
-    ]
-    for i in range(steps):
-        t = i * STEP_US
-        events += [
-            _x(f"ProfilerStep#{i}", 100, 1, t, STEP_US - 1, "user_annotation"),
-            _x("record_param_comms", 100, 1, t + 2, 20, "cpu_op", host_args),
-            _x("sgemm_128x64", 0, 7, t, 600, "kernel"),
-            _x(NCCL, 0, 13, t + 500, 300, "kernel", kernel_args),
-        ]
-    return {"traceEvents": events, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world}}
-
-
-ARGS = {
-    "Collective name": "allreduce",
-    "In msg nelems": 25_000_000,
-    "Out msg nelems": 25_000_000,
-    "dtype": "Float",
-    "Group size": 4,
-    "Process Group Name": "3",
-    "Process Group Description": "dp_replicate",
-}
 
 
 def test_exposed_time_overlap_and_bandwidth_of_a_sized_all_reduce(write_trace):
@@ -86,9 +44,9 @@ def test_without_sizes_the_bandwidth_is_unknown_not_zero(write_trace):
 
 
 def test_gloo_collectives_on_a_host_only_trace(write_trace):
-    events = [_x(f"ProfilerStep#{i}", 1, 1, i * 1000, 999, "user_annotation") for i in range(3)]
+    events = [span(f"ProfilerStep#{i}", 1, 1, i * 1000, 999, "user_annotation") for i in range(3)]
     events += [
-        _x(
+        span(
             "gloo:all_reduce",
             1,
             1,
@@ -114,19 +72,19 @@ def test_an_hccl_op_and_its_tasks_are_one_collective(write_trace, threads, tasks
     """msprof writes an HCCL op and the tasks it runs (on its own thread, or on plane threads): one collective,
     under a process CANN names HCCL or, since 8.1, Communication."""
     events = [
-        _meta("process_name", 1, 0, name="Python"),
-        _meta("process_name", 3, 0, name="Ascend Hardware"),
-        _meta("process_name", 4, 0, name=process),
-        *(_meta("thread_name", 4, tid, name=f"Plane {tid}") for tid in set(threads) - {1}),
+        meta("process_name", 1, 0, name="Python"),
+        meta("process_name", 3, 0, name="Ascend Hardware"),
+        meta("process_name", 4, 0, name=process),
+        *(meta("thread_name", 4, tid, name=f"Plane {tid}") for tid in set(threads) - {1}),
     ]
     for i in range(3):
         t = i * 1000
         events += [
-            _x(f"ProfilerStep#{i}", 1, 1, t, 999),
-            _x("MatMulV2", 3, 5, t, 500),
-            _x("hcom_allReduce__428_0_1", 4, 1, t + 500, 300),
-            _x(tasks[0], 4, threads[0], t + 510, 100),
-            _x(tasks[1], 4, threads[1], t + 620, 150),
+            span(f"ProfilerStep#{i}", 1, 1, t, 999),
+            span("MatMulV2", 3, 5, t, 500),
+            span("hcom_allReduce__428_0_1", 4, 1, t + 500, 300),
+            span(tasks[0], 4, threads[0], t + 510, 100),
+            span(tasks[1], 4, threads[1], t + 620, 150),
         ]
     trace = load_trace(write_trace({"traceEvents": events}))
     metrics = compute_metrics(trace)

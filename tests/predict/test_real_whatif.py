@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from bench_whatif import REAL, real_pair
+from oracles.whatif import REAL, real_pair
 
 from perftool.api import tune
 from perftool.emulator.evaluate import evaluate

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
-from conftest import complete, process_name, thread_name
+from conftest import REPO, complete, process_name, thread_name
 
 from perftool import load_trace
 from perftool.analysis import compute_metrics
@@ -247,7 +246,7 @@ def test_sync_every_step_drains_the_queue(run, write_trace):
     assert trace["idle"]["sync"] > 0.3
 
 
-SAMPLE_TRACES = sorted((Path(__file__).parent.parent / "sample_traces").glob("*/*.trace.json.gz"))
+SAMPLE_TRACES = sorted((REPO / "sample_traces").glob("*/*.trace.json.gz"))
 
 
 @pytest.mark.parametrize("sample", SAMPLE_TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -13,17 +13,16 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import distributed
 import pytest
+from conftest import REPO
 from distributed import LocalCluster
 
 import perftool
 from perftool.common.errors import PerftoolError
 from perftool.job import cluster
 
-REPO = Path(__file__).parent.parent
 STRAGGLER = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
 
 

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import complete
+from conftest import REPO, complete
 
-REPO = Path(__file__).parent.parent
 STRAGGLER = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
 TRACE = REPO / "sample_traces" / "gpu" / "healthy.trace.json.gz"
 

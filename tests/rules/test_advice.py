@@ -4,18 +4,18 @@ printed; a fix that would not is replaced by one that does, or held back and sai
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
+from conftest import REPO
 
 from perftool.predict.gains import emulated
 from perftool.rules.detectors.base import Detection
 from perftool.rules.findings import Gain
 from perftool.rules.prediction import upper_bound
 
-SAMPLES = Path(__file__).parent.parent / "sample_traces"
+SAMPLES = REPO / "sample_traces"
 
 
 @pytest.mark.parametrize(

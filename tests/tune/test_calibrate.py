@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import DATA, REPO
 
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
@@ -15,9 +15,7 @@ from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_job
 from perftool.tune.calibration import Check, calibrate
 
-REPO = Path(__file__).parent.parent
 SAMPLES = REPO / "sample_traces"
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.mark.parametrize(
@@ -55,8 +53,7 @@ def test_real_profiler_traces_calibrate(trace):
 @pytest.mark.slow
 def test_the_what_if_of_a_calibrated_config_holds(tmp_path):
     """Calibrate from a host-bound NPU trace (hidden: slower host Python), then predict iteration offload."""
-    sys.path.insert(0, str(REPO / "bench"))
-    from bench_whatif import pair
+    from oracles.whatif import pair
 
     predicted, actual = pair("npu/host_bound_loop_size", {"python_us": 1100, "efficiency": 0.3}, "loop_size=32")
     assert abs(predicted - actual) / actual < 0.05
@@ -125,8 +122,7 @@ def test_a_data_parallel_job_fits_its_communication_as_replicas(run, tmp_path):
 @pytest.mark.slow
 def test_the_what_if_of_a_fitted_all_reduce_holds():
     """Reducing during the backward pass, and smaller buckets on a straggling job, predicted from the fit."""
-    sys.path.insert(0, str(REPO / "bench"))
-    from bench_whatif import pair
+    from oracles.whatif import pair
 
     for sample, hidden, change in [
         ("jobs/npu_exposed_allreduce/job", {"collective_bandwidth": 18}, "replicas.overlap=true"),
@@ -139,8 +135,7 @@ def test_the_what_if_of_a_fitted_all_reduce_holds():
 def test_collectives_the_data_parallel_model_cannot_reproduce_count_as_device_work(write_trace):
     """An all-reduce that overlaps compute although it holds every gradient (one bucket, which the emulator
     reduces only once backward ends): modelled as replicas, the device would be busy 10 points longer."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_communication import ARGS, kineto_job
+    from builders import ARGS, kineto_job
 
     fitted = calibrate(str(write_trace(kineto_job(steps=12, kernel_args=ARGS))))
     assert fitted.config.replicas is None
@@ -149,8 +144,7 @@ def test_collectives_the_data_parallel_model_cannot_reproduce_count_as_device_wo
 
 def test_all_reduces_of_sizes_no_link_moves_fit_as_device_work(write_trace):
     """Args that claim a petabyte moved in 300 µs give a bandwidth no replicas can have: the fit goes on without."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_communication import ARGS, kineto_job
+    from builders import ARGS, kineto_job
 
     claimed = ARGS | {"In msg nelems": 250_000_000_000_000, "Out msg nelems": 250_000_000_000_000}
     fitted = calibrate(str(write_trace(kineto_job(steps=12, kernel_args=claimed))))

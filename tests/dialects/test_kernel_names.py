@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import DATA
 
 from perftool.common.names import readable
 
-REAL = Path(__file__).parent / "data" / "real"
+REAL = DATA / "real"
 FILL = (
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >"
     "(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)"

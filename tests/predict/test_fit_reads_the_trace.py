@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+from conftest import REPO
 
 from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.api import load_trace, scan
@@ -26,7 +27,7 @@ from perftool.rules.findings import Finding
 from perftool.trace.model import Kind, Role
 from perftool.tune.calibration import calibrate
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
+SAMPLES = REPO / "sample_traces"
 
 
 def stripped(sample: str, directory: Path) -> Path:

@@ -306,7 +306,7 @@ def test_a_roofline_finding_s_gain_is_a_bound_and_no_fit_is_tried_for_it(run, wr
     """PT014-PT020 fix what the emulator does not model (dtype, shapes, fusion, launch configuration): their gains
     say "up to", and scanning a real trace for them never fits the emulator."""
     import yaml
-    from test_rule_cases import CASES, build
+    from builders import CASES, build
 
     from perftool.predict import gains
 

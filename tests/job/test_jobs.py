@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import REPO
 
 import perftool
 from perftool.emulator.config import load_config
@@ -22,7 +23,6 @@ from perftool.pipeline.scan import DEFAULT_READ
 from perftool.rules.detectors import straggler
 from perftool.trace.seen import seen
 
-REPO = Path(__file__).parent.parent
 JOBS = REPO / "sample_traces" / "jobs"
 STRAGGLER = JOBS / "gpu_ddp_straggler"
 EXPOSED = JOBS / "npu_exposed_allreduce"

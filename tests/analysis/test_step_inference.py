@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from test_real_vocabularies import graph_captured, scan
-from test_rule_cases import build
+from builders import build, graph_captured
+from conftest import DATA, scanned
 
 from perftool.analysis import detect_steps
 from perftool.pipeline.read import load_trace
 
-REAL = Path(__file__).parent / "data" / "real"
+REAL = DATA / "real"
 
 
 def _without_markers(document: dict | list) -> dict:
@@ -37,7 +36,7 @@ def test_a_real_capture_without_its_markers_gets_its_steps_back(write_trace):
 
 
 def test_graph_launches_without_markers_are_steps_and_the_report_says_they_were_inferred(run, write_trace):
-    summary, _ = scan(run, str(write_trace(_without_markers(graph_captured(pieces=1, python_us=300.0)))))
+    summary, _ = scanned(run, str(write_trace(_without_markers(graph_captured(pieces=1, python_us=300.0)))))
     assert summary["steps"] >= 6
     assert any("steps inferred from the host's repeating calls" in caveat for caveat in summary["caveats"])
     assert not any("findings stay at info" in caveat for caveat in summary["caveats"])
@@ -82,6 +81,6 @@ def test_captures_with_nothing_repeating_after_start_up_infer_no_steps(name):
 
 def test_a_lone_step_of_first_calls_stays_at_info(run):
     """The MI250 toy's one step spends most of its idle in one 6.6 ms launch that loads code: nothing recurs."""
-    _, findings = scan(run, str(REAL / "rocm_mi250_minitoy.json.gz"))
+    _, findings = scanned(run, str(REAL / "rocm_mi250_minitoy.json.gz"))
     assert {finding["severity"] for finding in findings.values()} == {"info"}
     assert findings["PT001"]["capped"] == "1 steady step, 3 needed"

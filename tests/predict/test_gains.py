@@ -5,7 +5,7 @@ prints the same table)."""
 from __future__ import annotations
 
 import pytest
-from bench_gains import TOLERANCE, check_sample, samples
+from oracles.gains import TOLERANCE, check_sample, samples
 
 SAMPLES = samples()
 

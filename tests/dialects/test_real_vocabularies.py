@@ -6,18 +6,18 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA, error_line
+from builders import graph_captured
+from conftest import DATA, error_line, scanned
 
 from perftool.analysis import compute_metrics, detect_steps
 from perftool.analysis.family import device_family, device_name
 from perftool.pipeline.read import load_trace
 from perftool.trace import Kind, Role
 
-VOCAB = Path(__file__).parent / "data" / "vocab"
+VOCAB = DATA / "vocab"
 
 
 def serious(finding: dict) -> str:
@@ -31,11 +31,7 @@ def fixture(name: str) -> str:
 
 def scan(run, name: str, *args: str) -> tuple[dict, dict]:
     """The scan summary and findings by rule id for a fixture's name or a trace's path."""
-    path = name if name.endswith((".json", ".gz")) else fixture(name)
-    result = run("scan", path, "--format", "json", "--fail-on", "never", *args)
-    assert result.exit_code == 0, result.output
-    trace = json.loads(result.stdout)["traces"][0]
-    return trace, {f["rule_id"]: f for f in trace["findings"]}
+    return scanned(run, name if name.endswith((".json", ".gz")) else fixture(name), *args)
 
 
 def test_fixtures_are_what_the_generator_writes(tmp_path, monkeypatch):
@@ -359,49 +355,6 @@ def test_host_threads_in_a_process_labelled_as_a_gpu_are_host(run, write_trace):
     assert idle["host"] + idle.get("startup", 0.0) > 0.7 and idle.get("other", 0.0) < 0.05
 
 
-def graph_captured(pieces: int, python_us: float) -> dict:
-    """A PyTorch 2.x capture replaying each step as ``pieces`` CUDA graphs (``CUDAGraph::replay`` →
-    ``cudaGraphLaunch``), 40 kernels in all, each linked to its launch by an ``ac2g`` flow as Kineto writes them,
-    after ``python_us`` of Python per step and 60 µs of it between pieces."""
-    events = [
-        {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "python"}},
-        {"ph": "M", "name": "process_labels", "pid": 100, "tid": 0, "args": {"labels": "CPU"}},
-        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
-        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
-    ]
-    flow = 1000
-    period = python_us + pieces * 100 + 40 * 20 + 100
-    for step in range(8):
-        t = step * period
-        events += [
-            {"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 100, "tid": 100, "ts": t,
-             "dur": period - 1},
-            {"ph": "X", "name": "train_step", "cat": "python_function", "pid": 100, "tid": 100, "ts": t + 1,
-             "dur": python_us},
-        ]  # fmt: skip
-        host, device = t + python_us + 5, t + python_us + 30
-        for _ in range(pieces):
-            flow += 1
-            events += [
-                {"ph": "X", "name": "CUDAGraph::replay", "cat": "cpu_op", "pid": 100, "tid": 100, "ts": host,
-                 "dur": 25},
-                {"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 100, "tid": 100, "ts": host + 2,
-                 "dur": 20, "args": {"correlation": flow}},
-            ]  # fmt: skip
-            device = max(device, host + 25)
-            for _kernel in range(40 // pieces):
-                events += [
-                    {"ph": "X", "name": "sm90_xmma_gemm_bf16bf16_bf16f32", "cat": "kernel", "pid": 0, "tid": 7,
-                     "ts": device, "dur": 19, "args": {"correlation": flow}},
-                    {"ph": "s", "id": flow, "pid": 100, "tid": 100, "ts": host + 2, "cat": "ac2g", "name": "ac2g"},
-                    {"ph": "f", "id": flow, "pid": 0, "tid": 7, "ts": device, "cat": "ac2g", "name": "ac2g",
-                     "bp": "e"},
-                ]  # fmt: skip
-                device += 20
-            host += 60 + 25
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": events}
-
-
 def test_a_step_replayed_as_one_cuda_graph_gets_no_graph_advice(run, write_trace):
     """The device waits while the host runs Python before the step's one graph launch: that host work is the
     finding, never "use CUDA graphs", and each kernel of the graph belongs to the op that replays it."""
@@ -430,7 +383,7 @@ def test_a_step_replayed_in_many_graph_pieces_is_told_to_capture_larger_graphs(r
 def test_pytorch_18_string_thread_ids_link_ops_to_their_kernels(run):
     """PyTorch 1.8 writes an op's thread id as a string and its flows' as a number: both are one track, so each
     kernel is linked to its op, steps are timed on the device, and diff compares the ResNet-50 pair per op."""
-    real = Path(__file__).parent / "data" / "real"
+    real = DATA / "real"
     before, after = real / "resnet50_pt18_workers0.json.gz", real / "resnet50_pt18_workers4.json.gz"
     trace = load_trace(str(before))
     assert len({(t.pid, t.tid) for t in trace.tracks}) == len({(str(t.pid), str(t.tid)) for t in trace.tracks})
@@ -451,7 +404,7 @@ def test_report_text_reads_without_repeated_words_or_empty_figures(run):
     header = run("scan", fixture("legacy_kineto_pt18"), "--fail-on", "never").stdout
     info = run("info", fixture("legacy_kineto_pt18")).stdout
     assert "device device" not in header + info and "· device 0" in " ".join((header + info).split())
-    real = Path(__file__).parent / "data" / "real"
+    real = DATA / "real"
     summary, findings = scan(run, str(real / "resnet50_pt18_workers0.json.gz"))
     message = " ".join(findings["PT002"]["message"].split())
     assert "by the training loop itself, against" in message and "traced workers" not in message

@@ -1,0 +1,241 @@
+"""Traces the tests build, shared by the tests of more than one package: a Kineto job with an all-reduce each step,
+each rule's cases (tests/rule_cases) in their vocabulary, a step replayed as CUDA graphs."""
+
+from __future__ import annotations
+
+from itertools import count
+
+from conftest import REPO
+
+
+def meta(kind: str, pid, tid, **args) -> dict:
+    """A metadata event (``M``): a process's or thread's name, labels or sort index."""
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": args}
+
+
+STEP_US = 1000.0
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def span(name, pid, tid, ts, dur, cat="", args=None) -> dict:
+    """A complete event (``X``), with its args where given."""
+    return {"ph": "X", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "cat": cat} | (
+        {"args": args} if args else {}
+    )
+
+
+def kineto_job(steps: int = 4, kernel_args: dict | None = None, host_args: dict | None = None, world: int = 4):
+    """Steps of 1 ms: a 600 µs kernel on stream 7, then an all-reduce on stream 13 from 500 µs to 800 µs."""
+    events = [
+        meta("process_labels", 100, 0, labels="CPU"),
+        meta("process_labels", 0, 0, labels="GPU 0"),
+        meta("thread_name", 0, 7, name="stream 7"),
+        meta("thread_name", 0, 13, name="stream 13"),
+    ]
+    for i in range(steps):
+        t = i * STEP_US
+        events += [
+            span(f"ProfilerStep#{i}", 100, 1, t, STEP_US - 1, "user_annotation"),
+            span("record_param_comms", 100, 1, t + 2, 20, "cpu_op", host_args),
+            span("sgemm_128x64", 0, 7, t, 600, "kernel"),
+            span(NCCL, 0, 13, t + 500, 300, "kernel", kernel_args),
+        ]
+    return {"traceEvents": events, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world}}
+
+
+ARGS = {
+    "Collective name": "allreduce",
+    "In msg nelems": 25_000_000,
+    "Out msg nelems": 25_000_000,
+    "dtype": "Float",
+    "Group size": 4,
+    "Process Group Name": "3",
+    "Process Group Description": "dp_replicate",
+}
+
+
+CASES = REPO / "tests" / "rule_cases"  # each rule's cases, PTnnn.yaml (their format: its README.md)
+
+
+VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming them, the step markers' track
+    "kineto": (
+        {"host": (100, 1), "device": (0, 7), "comm": (0, 13)},
+        [
+            meta("process_name", 100, 0, name="python3"),
+            meta("process_labels", 100, 0, labels="CPU"),
+            meta("process_name", 0, 0, name="python3"),
+            meta("process_labels", 0, 0, labels="GPU 0"),
+            meta("thread_name", 0, 7, name="stream 7"),
+            meta("thread_name", 0, 13, name="stream 13"),
+        ],
+        "host",
+    ),
+    "kineto-legacy": (
+        {"host": (100, 1), "device": (0, 7)},
+        [
+            meta("process_name", 100, 0, name="python"),
+            meta("thread_name", 0, 7, name="stream 7"),
+        ],
+        "host",
+    ),
+    "ascend": (
+        {"python": (1, 11), "cann": (2, 11), "npu": (3, 5), "npu_comm": (3, 8), "hccl": (4, 1)},
+        [
+            meta("process_name", 1, 0, name="Python"),
+            meta("process_name", 2, 0, name="CANN"),
+            meta("process_name", 3, 0, name="Ascend Hardware"),
+            meta("thread_name", 3, 5, name="Stream 5"),
+            meta("thread_name", 3, 8, name="Stream 8"),
+            meta("process_name", 4, 0, name="HCCL"),
+            meta("thread_name", 4, 1, name="Plane 0"),
+        ],
+        "python",
+    ),
+    "graphcore": (
+        {"host": (1, 1), "ipu": (2, 1)},
+        [
+            meta("process_name", 1, 0, name="Host (Poplar)"),
+            meta("process_name", 2, 0, name="IPU 0"),
+            meta("thread_name", 2, 1, name="Execution"),
+        ],
+        "host",
+    ),
+    "xla-gpu": (  # jax.profiler on a GPU: planes as processes, a line per stream and kind of work
+        {"python": (701, 1), "launcher": (701, 2), "device": (1, 16), "h2d": (1, 17)},
+        [
+            meta("process_name", 701, 0, name="/host:CPU"),
+            meta("thread_name", 701, 1, name="python"),
+            meta("thread_name", 701, 2, name="Host Threads/2356"),
+            meta("process_name", 1, 0, name="/device:GPU:0"),
+            meta("thread_name", 1, 16, name="Stream #16(Kernel)"),
+            meta("thread_name", 1, 17, name="Stream #17(MemcpyH2D)"),
+        ],
+        "python",
+    ),
+    "xla-tpu": (  # jax.profiler on a TPU: the ops, the programs they belong to and the steps, each a line
+        {"python": (701, 1), "steps": (1, 1), "modules": (1, 2), "ops": (1, 3), "async": (1, 4)},
+        [
+            meta("process_name", 701, 0, name="/host:CPU"),
+            meta("thread_name", 701, 1, name="python"),
+            meta("process_name", 1, 0, name="/device:TPU:0"),
+            meta("thread_name", 1, 1, name="Steps"),
+            meta("thread_name", 1, 2, name="XLA Modules"),
+            meta("thread_name", 1, 3, name="XLA Ops"),
+            meta("thread_name", 1, 4, name="Async XLA Ops"),
+        ],
+        "steps",
+    ),
+    "gaudi": (
+        {"host": (10, 1), "device": (0, 1)},
+        [
+            meta("process_name", 10, 0, name="python3"),
+            meta("process_name", 0, 0, name="HPU 0"),
+            meta("thread_name", 0, 1, name="TPC"),
+        ],
+        "host",
+    ),
+}
+
+
+MARKER = {"xla-tpu": "{step}"}  # how a vocabulary names its step markers, where not ProfilerStep#N (a TPU's by number)
+
+
+def _event(spec: dict, at: float, tracks: dict) -> dict:
+    pid, tid = tracks[spec["track"]]
+    event = {
+        "ph": "X",
+        "name": spec["name"],
+        "cat": spec.get("cat", ""),
+        "pid": pid,
+        "tid": tid,
+        "ts": at + spec["ts"],
+        "dur": spec["dur"],
+    }
+    return event | ({"args": spec["args"]} if "args" in spec else {})
+
+
+def _events(specs: list, at: float, tracks: dict, flows: count) -> list:
+    """The events of ``specs`` at ``at``; two that name the same ``flow`` are joined by a launch flow (Kineto's
+    ``ac2g``) from the first (a launch on the host) to the second (the kernel it started)."""
+    events = [_event(spec, at, tracks) for spec in specs]
+    ends: dict[str, list] = {}
+    for spec, event in zip(specs, events):
+        if "flow" in spec:
+            ends.setdefault(spec["flow"], []).append(event)
+    for launch, kernel in ends.values():
+        flow = {"name": "ac2g", "cat": "ac2g", "id": next(flows)}
+        events.append(flow | {"ph": "s", "pid": launch["pid"], "tid": launch["tid"], "ts": launch["ts"]})
+        events.append(flow | {"ph": "f", "bp": "e", "pid": kernel["pid"], "tid": kernel["tid"], "ts": kernel["ts"]})
+    return events
+
+
+def build(case: dict) -> dict:
+    """The case's trace: its steps, each with the case's events (repeated, and every n-th step's extras)."""
+    vocabulary = "kineto-legacy" if case.get("legacy") else case["vocabulary"]
+    tracks, events, step_track = VOCABULARIES[vocabulary]
+    events = list(events)
+    repeat = case.get("repeat", {"count": 1, "every": 0})
+    step_cat = {"kineto": "user_annotation", "kineto-legacy": "Operator", "gaudi": "user_annotation"}.get(
+        vocabulary, ""
+    )
+    flows = count(1)
+    for i in range(case["steps"]):
+        t = i * case["period"]
+        if case.get("markers", True):
+            name = MARKER.get(vocabulary, "ProfilerStep#{step}").format(step=i)
+            marker = {"name": name, "track": step_track, "ts": 0, "dur": case["period"] - 1}
+            events.append(_event(marker | {"cat": step_cat}, t, tracks))
+        if i == 0:
+            events += _events(case.get("first", []), t, tracks, flows)
+        for k in range(repeat["count"]):
+            events += _events(case["events"], t + k * repeat["every"], tracks, flows)
+        for n, extra in case.get("every", {}).items():
+            if i % int(n) == int(n) - 1:
+                events += _events(extra, t, tracks, flows)
+    document: dict = {"traceEvents": events}
+    if "device" in case:  # Kineto's record of the GPU: its name picks the device's figures, its SMs where given
+        document["deviceProperties"] = [{"id": 0, "name": case["device"]} | case.get("device_properties", {})]
+    return document
+
+
+def graph_captured(pieces: int, python_us: float) -> dict:
+    """A PyTorch 2.x capture replaying each step as ``pieces`` CUDA graphs (``CUDAGraph::replay`` →
+    ``cudaGraphLaunch``), 40 kernels in all, each linked to its launch by an ``ac2g`` flow as Kineto writes them,
+    after ``python_us`` of Python per step and 60 µs of it between pieces."""
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_labels", "pid": 100, "tid": 0, "args": {"labels": "CPU"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+    ]
+    flow = 1000
+    period = python_us + pieces * 100 + 40 * 20 + 100
+    for step in range(8):
+        t = step * period
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 100, "tid": 100, "ts": t,
+             "dur": period - 1},
+            {"ph": "X", "name": "train_step", "cat": "python_function", "pid": 100, "tid": 100, "ts": t + 1,
+             "dur": python_us},
+        ]  # fmt: skip
+        host, device = t + python_us + 5, t + python_us + 30
+        for _ in range(pieces):
+            flow += 1
+            events += [
+                {"ph": "X", "name": "CUDAGraph::replay", "cat": "cpu_op", "pid": 100, "tid": 100, "ts": host,
+                 "dur": 25},
+                {"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 100, "tid": 100, "ts": host + 2,
+                 "dur": 20, "args": {"correlation": flow}},
+            ]  # fmt: skip
+            device = max(device, host + 25)
+            for _kernel in range(40 // pieces):
+                events += [
+                    {"ph": "X", "name": "sm90_xmma_gemm_bf16bf16_bf16f32", "cat": "kernel", "pid": 0, "tid": 7,
+                     "ts": device, "dur": 19, "args": {"correlation": flow}},
+                    {"ph": "s", "id": flow, "pid": 100, "tid": 100, "ts": host + 2, "cat": "ac2g", "name": "ac2g"},
+                    {"ph": "f", "id": flow, "pid": 0, "tid": 7, "ts": device, "cat": "ac2g", "name": "ac2g",
+                     "bp": "e"},
+                ]  # fmt: skip
+                device += 20
+            host += 60 + 25
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": events}

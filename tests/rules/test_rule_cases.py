@@ -1,0 +1,67 @@
+"""Every rule's cases (tests/rule_cases/PTnnn.yaml): small traces in each vocabulary, and what the scan of each
+must and must not report. One test drives them all; see tests/rule_cases/README.md for the format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from builders import CASES, build
+
+from perftool.rules.catalog import load_catalog
+
+RANK = {"info": 0, "warning": 1, "error": 2}
+READ_AS = {  # vocabulary -> the dialect and device family perftool must read a case's trace as
+    "kineto": ("kineto", "gpu"),
+    "ascend": ("ascend", "npu"),
+    "graphcore": ("graphcore", "ipu"),
+    "gaudi": ("kineto", "hpu"),
+    "xla-gpu": ("xla", "gpu"),
+    "xla-tpu": ("xla", "generic"),
+}
+
+
+def all_cases() -> list:
+    found = []
+    for path in sorted(CASES.glob("PT*.yaml")):
+        document = yaml.safe_load(path.read_text())
+        found += [pytest.param(document["rule"], case, id=f"{path.stem}: {case['name']}") for case in document["cases"]]
+    return found
+
+
+@pytest.mark.parametrize(("rule", "case"), all_cases())
+def test_rule_case(run, write_trace, rule, case):
+    result = run("scan", write_trace(build(case)), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    scanned = json.loads(result.stdout)["traces"][0]
+    assert (scanned["dialect"], scanned["family"]) == READ_AS[case["vocabulary"]]  # the case is in that vocabulary
+    findings = {f["rule_id"]: f for f in scanned["findings"]}
+    for expected in case.get("expect", []):
+        finding = findings.get(expected["rule"])
+        assert finding is not None, f"{expected['rule']} not reported; got {sorted(findings)}"
+        assert RANK[finding["severity"]] >= RANK[expected.get("severity", "info")], finding["severity"]
+        for key, where in (("fix_has", "fix"), ("message_has", "message")):
+            if key in expected:
+                text = finding["fix"]["text"] if where == "fix" else finding["message"]
+                assert expected[key] in text, text
+        if "capped_has" in expected:
+            assert expected["capped_has"] in (finding["capped"] or ""), finding["capped"]
+        if expected.get("held") is False:
+            assert finding["capped"] is None, finding["capped"]
+        if "fix_lacks" in expected:
+            assert expected["fix_lacks"] not in finding["fix"]["text"], finding["fix"]["text"]
+        for name, value in expected.get("value", {}).items():
+            assert finding["values"][name] == value, (name, finding["values"][name])
+        for name, value in expected.get("approx", {}).items():
+            assert finding["values"][name] == pytest.approx(value, rel=1e-3), (name, finding["values"][name])
+    for rejected in case.get("reject", []):
+        assert rejected not in findings, f"{rejected} reported: {findings[rejected]['message']}"
+
+
+def test_every_rule_has_a_case_that_reports_it():
+    """Every rule about one trace; rules about a job of many ranks (PT013) have theirs in tests/job/test_jobs.py."""
+    from perftool.rules.detectors import DETECTORS
+
+    reported = {expected["rule"] for _, case in (p.values for p in all_cases()) for expected in case.get("expect", [])}
+    assert {rule.id for rule in load_catalog() if DETECTORS[rule.detector].level == "trace"} <= reported
