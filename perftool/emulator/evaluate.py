@@ -92,6 +92,8 @@ def evaluate(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) 
         kept = _AS_WRITTEN.get(key)
     if kept is None:
         kept = evaluate_plan(build_plan(config), config.seed)
+        for values in kept.figures.values():  # shared by every caller: none may change it
+            values.flags.writeable = False
     with _AS_WRITTEN_LOCK:  # the most recently asked for stay
         _AS_WRITTEN[key] = kept
         _AS_WRITTEN.move_to_end(key)

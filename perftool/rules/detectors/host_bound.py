@@ -39,7 +39,7 @@ OP_BY_OP_CALLS = 8
 @dataclass(frozen=True)
 class _Measured:
     """What the trace shows of the host-bound idle time, whatever run it is judged on: measured once per trace and
-    window, as the finding is detected again on the fitted run of the same trace."""
+    window (and evidence count), as the finding is detected again on the fitted run of the same trace."""
 
     lost: float  # µs of device idle while the host works or launches
     launch: float  # ... of it in short gaps between launches
@@ -52,7 +52,7 @@ class _Measured:
 
 
 def _measured(scope: Scope) -> _Measured | None:
-    key = f"host_bound {scope.lo!r} {scope.hi!r}"
+    key = f"host_bound {scope.lo!r} {scope.hi!r} {scope.evidence_count}"
     if key not in scope.trace.derived:
         scope.trace.derived[key] = _measure(scope)
     return scope.trace.derived[key]
