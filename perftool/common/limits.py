@@ -6,6 +6,7 @@ Each is named in the error that enforces it; docs/limits.md lists them with figu
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
@@ -97,6 +98,16 @@ def size_text_as(size: int, like: int) -> str:
     """``size`` in the unit :func:`size_text` writes ``like`` in, to one decimal: two sizes compared in one message
     read in one unit ('500.6 MB' beside '500 MB', not '477.4 MiB')."""
     return _in_unit(size, _unit_of(like))
+
+
+def budget_above(size: int) -> str:
+    """A memory budget to give (``--memory``) that holds ``size`` bytes: rounded up to two significant figures in MB
+    or GB, as a person writes it ('600MB', '1.2GB')."""
+    unit, scale = ("GB", 10**9) if size >= 10**9 else ("MB", 10**6)
+    value = size / scale
+    step = 10 ** (math.floor(math.log10(value)) - 1) if value >= 1 else 0.1
+    rounded = math.ceil(value / step - 1e-9) * step
+    return f"{rounded:.{max(0, -math.floor(math.log10(step)))}f}{unit}"
 
 
 def _unit_of(size: int) -> tuple[str, int] | None:

@@ -76,6 +76,23 @@ class ColumnBuilder:
             self.analysis,
         )
 
+    @property
+    def memory_foreseen(self) -> int | None:
+        """Bytes of memory scanning the whole trace will need with its columns on disk, foreseen from what was added so
+        far and the share of the trace's JSON it held (None where the trace's size is not known)."""
+        if not self.bytes or not self.expected_bytes:
+            return None
+        scale = max(self.expected_bytes / self.bytes, 1.0)
+        return limits.memory_to_scan(
+            round(self.count * scale),
+            round(len(self.signatures.ids) * scale),  # distinct names may stop growing: this errs on the safe side
+            round(len(self.counter_events) * scale),
+            round(len(self.kept_args) * scale),
+            round(self.args_bytes * scale),
+            True,
+            self.analysis,
+        )
+
     def keep_on_disk(self, directory: str, need: int) -> None:
         """Keep the columns in files under ``directory`` from now on (``need``: the bytes they will take there)."""
         on_disk = OnDisk(self.path, directory, need)

@@ -374,11 +374,19 @@ def _add_all(builder: ColumnBuilder, parts: Iterator[Part], budget: int) -> None
                 kinds = plural(len(builder.signatures.ids), "kind")
                 memory = budget + limits.PROCESS_MEMORY
                 need = limits.size_text_as(builder.memory_needed + limits.PROCESS_MEMORY, memory)
+                foreseen = builder.memory_foreseen
+                remedy = (
+                    f"the whole trace needs about {limits.size_text_as(foreseen + limits.PROCESS_MEMORY, memory)} "
+                    f"(foreseen from the {builder.bytes / builder.expected_bytes:.0%} read): a budget of "
+                    f"{limits.budget_above(foreseen + limits.PROCESS_MEMORY)} holds it ({parameter('memory')} or "
+                    f"{limits.MEMORY_ENV})"
+                    if foreseen is not None
+                    else f"{parameter('memory')} (or {limits.MEMORY_ENV}) raises it"
+                )
                 raise TraceError(
                     builder.path,
                     f"holds more events ({builder.count:,} of {kinds} so far, needing {need} of memory to scan with "
-                    f"its columns on disk) than the memory budget of {limits.size_text(memory)} allows; "
-                    f"{parameter('memory')} (or {limits.MEMORY_ENV}) raises it",
+                    f"its columns on disk) than the memory budget of {limits.size_text(memory)} allows; {remedy}",
                 )
     except PieceError as exc:
         raise builder.error(exc) from None

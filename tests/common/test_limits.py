@@ -479,6 +479,27 @@ def test_a_refusal_names_what_a_trace_needs_in_the_budget_s_unit(run, tmp_path):
     assert re.search(r"needing [\d.,]+ MB of memory .* budget of 70 MB allows", line), line
 
 
+def test_a_refusal_names_the_budget_the_whole_trace_needs_and_that_budget_reads_it(run, tmp_path):
+    """Past the budget even with its columns on disk, the refusal foresees what the whole trace needs and names a
+    budget to give; that budget reads the trace, and one a little under the need is refused."""
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [complete(f"k{i}", i, 1, tid=i) for i in range(20_000)]}))
+    line = error_line(run("info", path, "--memory", "70MB"), str(path), "the whole trace needs about")
+    found = re.search(r"needs about ([\d.]+) MB \(foreseen from the 100% read\): a budget of (\d+MB) holds it \("
+                      r"--memory SIZE or PERFTOOL_MEMORY\)$", line)  # fmt: skip
+    assert found, line
+    needed, named = float(found[1]), found[2]
+    assert needed <= float(named.removesuffix("MB")) < needed * 1.1  # rounded up to two figures, no further
+    assert run("info", path, "--memory", named, "--format", "json").exit_code == 0
+    assert run("info", path, "--memory", f"{int(needed * 0.97)}MB").exit_code == 2
+
+
+def test_a_budget_to_give_is_rounded_up_to_two_figures_as_people_write_it():
+    assert limits.budget_above(562_300_000) == "570MB" and limits.budget_above(600_000_000) == "600MB"
+    assert limits.budget_above(101_000_000) == "110MB" and limits.budget_above(1_234_000_000) == "1.3GB"
+    assert limits.budget_above(12_345_678_901) == "13GB"
+
+
 def test_info_lists_the_busiest_tracks_not_every_one(run, tmp_path):
     """A track per event: the text table keeps the 100 busiest and counts the rest; JSON lists them all."""
     events = [complete("k", i, 1, tid=i) for i in range(300)] + [complete("busy", 400 + i, 1, tid=7) for i in range(5)]
