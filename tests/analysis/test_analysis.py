@@ -133,6 +133,38 @@ def test_real_fixture_step_times_match_the_raw_annotations():
     assert "aten::mm" in {op.name for op in m.top_ops}
 
 
+def marked_steps(first_number: int, steps: int, at: float, warmup_us: float = 0.0) -> dict:
+    """A Kineto trace at ``at`` µs (a Unix time in µs is about 1.7e15): ``warmup_us`` of a warm-up annotation, then
+    ``steps`` steps of 10 ms marked ProfilerStep#``first_number``... on, each with 6 ms of a kernel."""
+    events = [process_name(1, "python"), thread_name(1, 1, "main"), thread_name(0, 7, "stream 7")]
+    if warmup_us:
+        events.append(complete("warmup", at, warmup_us, cat="user_annotation"))
+    start = at + warmup_us
+    for i in range(steps):
+        t = start + i * 10_000
+        events += [
+            complete(f"ProfilerStep#{first_number + i}", t, 9_999, cat="user_annotation"),
+            complete("gemm_kernel", t + 1_000, 6_000, pid=0, tid=7, cat="kernel"),
+        ]
+    return {"traceEvents": events}
+
+
+def test_steps_keep_the_numbers_their_markers_give(write_trace):
+    """A capture that starts at step 7 (a profiler schedule's wait and warm-up steps not recorded) numbers its steps
+    from 7, as the user's loop did, not from 0."""
+    steps = detect_steps(load_trace(write_trace(marked_steps(7, 6, at=1.7e15))))
+    assert steps.numbers().tolist() == [7, 8, 9, 10, 11, 12]
+
+
+@pytest.mark.parametrize(("warmup_us", "mostly"), [(5_000.0, False), (200_000.0, True)])
+def test_start_up_is_most_of_the_capture_by_its_share_of_the_capture_s_time(write_trace, warmup_us, mostly):
+    """5 ms of warm-up before 60 ms of steps is a small share, 200 ms most of the capture, wherever the clock's zero
+    lies (the capture's own times are a Unix time in µs)."""
+    steps = detect_steps(load_trace(write_trace(marked_steps(0, 6, at=1.7e15, warmup_us=warmup_us))))
+    assert steps.startup_end == pytest.approx(1.7e15 + warmup_us)
+    assert steps.mostly_startup is mostly
+
+
 def test_intersect_and_subtract():
     a = (np.array([0.0, 10.0]), np.array([5.0, 20.0]))
     b = (np.array([3.0, 12.0]), np.array([11.0, 14.0]))
