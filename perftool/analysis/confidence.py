@@ -48,6 +48,7 @@ class Caveat:
     caps: bool  # findings on this trace stay at info
     short: str = ""  # the reason in a few words, for each finding held at info
     recurring: bool = False  # a finding whose evidence recurs may stand at warning all the same
+    unjudged: str = ""  # where no figure of the trace is a steady state's: what the capture is instead (reports lead)
 
 
 def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
@@ -66,9 +67,9 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
-    warmup = _model_warmup(trace, steps.startup_end) if steps.startup_end is not None else ""
+    warmup = _warmup_phases(trace, steps.startup_end) if steps.startup_end is not None else ""
     if warmup:
-        found.append(Caveat(warmup, caps=False))
+        found.append(Caveat(_warmup_text(warmup), caps=False))
     warmup_only = bool(warmup) and mostly_startup and 0 < steps.count and steps.steady <= 1
     if warmup_only:  # the one step marked is the warm-up itself (a serving engine capturing its graphs)
         found.append(
@@ -77,6 +78,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 "state's and findings stay at info",
                 caps=True,
                 short="the capture is a model's warm-up",
+                unjudged=f"the one step the capture marks is a model's warm-up ({warmup})",
             )
         )
     if steps.device_span is not None and (unseen := steps.device_span[0] - first_device_work(trace)) > 0:
@@ -195,24 +197,26 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
     )
 
 
-def _model_warmup(trace: Trace, startup_end: float) -> str:
-    """What a compiled model's warm-up in the start-up was, and how to profile past it and shorten it; empty where
-    the start-up held none."""
+def _warmup_phases(trace: Trace, startup_end: float) -> str:
+    """What a compiled model's warm-up in the start-up did, in words ("torch.compile compiling and device graphs
+    captured"); empty where the start-up held none."""
     names = {trace.names[n] for n in np.unique(trace.name[trace.name_matches(MODEL_WARMUP) & (trace.ts < startup_end)])}
-    if not names:
-        return ""
     compiling = any(n.endswith(_DYNAMO_TIMED) for n in names)
     capturing = any(not n.endswith(_DYNAMO_TIMED) or n.startswith("CUDAGraph") for n in names)  # CUDAGraphNode.record
-    what = " and ".join(
+    return " and ".join(
         [*(["torch.compile compiling"] if compiling else []), *(["device graphs captured"] if capturing else [])]
     )
+
+
+def _warmup_text(phases: str) -> str:
+    """The caveat on a model's warm-up in the start-up: what it did, and how to profile past it and shorten it."""
     advice = "Profile steps after warm-up (a profiler schedule whose wait and warmup steps cover it)"
-    if compiling:
+    if "compiling" in phases:
         advice += (
             "; to shorten warm-up itself, keep Inductor's caches across runs (TORCHINDUCTOR_CACHE_DIR on persistent "
             "storage) and mark sizes that vary with torch._dynamo.mark_dynamic, so that new shapes do not compile again"
         )
-    return f"the capture holds a model's warm-up ({what}), left out as start-up: not a steady step. {advice}"
+    return f"the capture holds a model's warm-up ({phases}), left out as start-up: not a steady step. {advice}"
 
 
 def _no_device(trace: Trace) -> str:

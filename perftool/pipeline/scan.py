@@ -120,6 +120,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         time_unit=trace.display_time_unit,
         step_clock=metrics.step_clock,
         caveats=[c.text for c in metrics.caveats],
+        unjudged=next((c.unjudged for c in metrics.caveats if c.unjudged), None),
         window_us=window,
         steps=scope.steady_steps,
         step_time_us=plain(metrics["step_time_us.mean"]),

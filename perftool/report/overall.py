@@ -4,7 +4,7 @@ sweep of the fitted emulator finds beyond them)."""
 
 from __future__ import annotations
 
-from perftool.common.units import duration, percent
+from perftool.common.units import duration, percent, plural
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
 
@@ -12,6 +12,8 @@ def largest_cost(report: ScanReport) -> str | None:
     """The report's first line: the largest cost any finding names, whatever its severity ("60.0% of each step:
     communication not hidden behind compute — see PT011"), with the trace or rank where the report has several and
     why its finding is held at info where it is (too few steps to judge); None without findings."""
+    if report.job is None and len(report.traces) == 1 and (unjudged := report.traces[0].unjudged):
+        return f"No steady state to judge: {unjudged} — profile steps after warm-up (see the notes)"
     found: list[tuple[Finding, str, bool]] = []  # each finding, where it is, whether its share is of steady steps
     if report.job is not None:
         found += [(finding, "the job", any(t.steps for t in report.traces)) for finding in report.job.findings]
@@ -26,6 +28,18 @@ def largest_cost(report: ScanReport) -> str | None:
     whole = "each step" if of_steps else "the trace"  # as each finding says its share
     held = f" (held at {finding.severity.value}: {finding.capped})" if finding.capped else ""  # a figure not judged
     return f"{percent(finding.impact.share)} of {whole}{place}: {title} — see {finding.rule_id}{held}"
+
+
+def steps_said(trace: TraceFindings) -> str:
+    """The trace's steady steps in a few words, as each report's header gives them ("12 steady steps")."""
+    if trace.unjudged:
+        return "no steady step (the one marked is a model's warm-up)"
+    return plural(trace.steps, "steady step") if trace.steps else "no step markers"
+
+
+def mean_step(trace: TraceFindings) -> float | None:
+    """The mean steady step a report's header shows, µs: None where there is none, or it is not a steady state's."""
+    return None if trace.unjudged else trace.step_time_us
 
 
 def overall_gains(trace: TraceFindings) -> list[tuple[str, str]]:

@@ -18,7 +18,16 @@ from perftool.dialects.vocabulary import FINDINGS_PROCESS
 from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
-from perftool.report.overall import holding_back, largest_cost, overall_gains, perfetto_track, rank_aligned, rank_label
+from perftool.report.overall import (
+    holding_back,
+    largest_cost,
+    mean_step,
+    overall_gains,
+    perfetto_track,
+    rank_aligned,
+    rank_label,
+    steps_said,
+)
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
 from perftool.rules.findings import Finding, JobView, RankSteps, ScanReport, TraceFindings
@@ -54,12 +63,13 @@ def render(report: ScanReport, command: str = "scan") -> str:
 
 def trace_sections(trace: TraceFindings, findings: bool = True, job: JobView | None = None) -> list[str]:
     """One trace: its figures, step series, steady step breakdown and (``findings``) its findings."""
-    step = trace.step_time_us
+    step = mean_step(trace)
     rate = f"{1e6 / step:,.1f} steps/s" if step else "—"
+    steady = steps_said(trace) if trace.unjudged else f"{trace.steps} ({len(trace.warmup_durations_us)} warm-up before)"
     figures = facts([
         ("device", trace.device or trace.family),
         ("dialect", trace.dialect),
-        ("steady steps", f"{trace.steps} ({len(trace.warmup_durations_us)} warm-up before)"),
+        ("steady steps", steady),
         ("step time (mean)", duration(step) if step else "—"),
         ("throughput", rate),
         ("steps timed on", f"the {trace.step_clock}"),

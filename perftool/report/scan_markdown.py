@@ -5,7 +5,7 @@ from __future__ import annotations
 from perftool.common.names import NAME_IN_TABLE, as_device, readable
 from perftool.common.units import duration, plural, timestamp
 from perftool.report.escape import html_text, markdown
-from perftool.report.overall import holding_back, largest_cost, overall_gains
+from perftool.report.overall import holding_back, largest_cost, mean_step, overall_gains, steps_said
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
@@ -35,13 +35,13 @@ def render(report: ScanReport, command: str = "scan") -> str:
 
 
 def _trace_header(trace: TraceFindings) -> list[str]:
-    step = f", mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
-    idle = f", device idle {sum(trace.idle.values()):.1%}" if trace.idle else ""
+    mean = mean_step(trace)
+    step = f", mean step {duration(mean)}" if mean is not None else ""
+    idle = f", device idle {sum(trace.idle.values()):.1%}" if trace.idle and not trace.unjudged else ""
     lines = [
         f"## {cell(trace.path)}",
         "",
-        f"{trace.dialect} trace, {cell(as_device(device_label(trace)))}, {plural(trace.steps, 'steady step')}"
-        f"{step}{idle}.",
+        f"{trace.dialect} trace, {cell(as_device(device_label(trace)))}, {steps_said(trace)}{step}{idle}.",
         "",
         *(f"> note: {cell(caveat)}" for caveat in trace.caveats),
         *([""] if trace.caveats else []),

@@ -12,7 +12,7 @@ from perftool.common.units import duration, plural, timestamp
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
-from perftool.report.overall import largest_cost, overall_gains
+from perftool.report.overall import largest_cost, mean_step, overall_gains, steps_said
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -56,17 +56,17 @@ def summary_line(report: ScanReport) -> Text:
 
 def _header(trace: TraceFindings) -> Text:
     text = Text.assemble(("perftool scan ", "bold"), shown(trace.path, "bold magenta"))
-    step = f" · mean step {duration(trace.step_time_us)}" if trace.step_time_us is not None else ""
-    if trace.step_time_us is not None and trace.step_clock == "device":
+    mean = mean_step(trace)
+    step = f" · mean step {duration(mean)}" if mean is not None else ""
+    if mean is not None and trace.step_clock == "device":
         step += " (on the device)"
-    steps = plural(trace.steps, "steady step") if trace.steps else "no step markers"
     text.append(f"\n{trace.dialect} trace · ")
     text.append(shown(as_device(device_label(trace))))
-    text.append(f" · {steps}{step}")
+    text.append(f" · {steps_said(trace)}{step}")
     for caveat in trace.caveats:
         text.append("\n")
         text.append(shown(f"note: {caveat}", "yellow"))
-    if trace.idle:
+    if trace.idle and not trace.unjudged:  # no steady state's idle where the capture is none
         idle = sum(trace.idle.values())
         parts = [f"{CAUSES[c]} {trace.idle[c]:.1%}" for c in CAUSES if trace.idle.get(c, 0) >= 0.0005]
         text.append(f"\ndevice idle {idle:.1%}" + (f": {', '.join(parts)}" if parts else ""))

@@ -121,6 +121,11 @@ class TraceFindings(_Record):
     caveats: list[str] = Field(
         default_factory=list, description="what limits these figures: too few steps, start-up, a cut-off capture"
     )
+    unjudged: str | None = Field(
+        None,
+        description="where no figure of this trace is a steady state's, what the capture is instead (its one marked "
+        "step a model's warm-up): the report leads with it, and step counts and shares are not a steady state's",
+    )
     window_us: float
     steps: int
     step_time_us: float | None

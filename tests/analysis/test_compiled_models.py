@@ -98,6 +98,26 @@ def test_a_capture_whose_one_step_is_the_warm_up_says_no_steady_step_is_left(run
     assert scanned["findings"] and all(
         f["severity"] == "info" and f["capped"] == "the capture is a model's warm-up" for f in scanned["findings"]
     )
+    assert (
+        scanned["unjudged"] == "the one step the capture marks is a model's warm-up (torch.compile compiling and "
+        "device graphs captured)"
+    )
+
+
+def test_a_capture_that_is_only_warm_up_leads_with_that_not_with_a_share_of_its_step(run, write_trace):
+    """The report's first line and header say there is no steady state to judge; no idle share of the warm-up's
+    tail stands first, and no 'mean step' or 'device idle' of it is given as a steady state's."""
+    step = complete("ProfilerStep#134", 0, 40_000, cat="user_annotation", pid=100, tid=100)
+    after = [complete("cudaLaunchKernel", 31_000 + 50 * i, 5, cat="cuda_runtime", pid=100, tid=100) for i in range(40)]
+    path = write_trace(KINETO | {"traceEvents": _meta() + [step, *_warmup_call(), *after]})
+    text = run("scan", path).stdout
+    lead, header = text.split("\nperftool scan ")
+    assert " ".join(lead.split()).startswith("No steady state to judge: the one step the capture marks is a model's")
+    header = " ".join(header.split("\nnote:")[0].split())
+    assert header.endswith("· no steady step (the one marked is a model's warm-up)")
+    assert "\ndevice idle" not in text and "mean step" not in text
+    markdown = run("scan", path, "--format", "markdown").stdout
+    assert "**No steady state to judge:" in markdown and "mean step" not in markdown
 
 
 def test_a_compiled_model_profiled_past_its_warm_up_keeps_its_steps(run, write_trace):
@@ -110,3 +130,4 @@ def test_a_compiled_model_profiled_past_its_warm_up_keeps_its_steps(run, write_t
                   complete("triton_poi_fused_add_0", t + 200, 2_500, cat="kernel", pid=0, tid=7)]  # fmt: skip
     scanned = _scan(run, write_trace, [*_warmup_call(), *steps])
     assert scanned["steps"] >= 3 and "no steady step is left" not in " ".join(scanned["caveats"])
+    assert scanned["unjudged"] is None
