@@ -239,3 +239,28 @@ def graph_captured(pieces: int, python_us: float) -> dict:
                 device += 20
             host += 60 + 25
     return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}], "traceEvents": events}
+
+
+def eager_steps(op_us: float, python_us: float = 0.0, ops: int = 20, kernel_us: float = 200.0, steps: int = 8) -> dict:
+    """An eager training loop on a GPU: each step the host runs ``python_us`` of Python that runs no op (a frame of
+    its own), then dispatches ``ops`` aten ops of ``op_us`` each, every one launching a kernel of ``kernel_us`` at
+    its end (the last is the optimizer's step); kernels run in launch order, each once the last is done. Host
+    dispatch per step is ``ops × op_us`` against ``ops × kernel_us`` of device work."""
+    events = [meta("process_labels", 100, 0, labels="CPU"), meta("process_labels", 0, 0, labels="GPU 0")]
+    host, device, t, free = (100, 1), (0, 7), 0.0, 0.0
+    for step in range(steps):
+        begin = t
+        if python_us:
+            events.append(span("preprocess (data.py:10)", *host, t, python_us, "python_function"))
+            t += python_us
+        for op in range(ops):
+            name = "Optimizer.step#SGD.step" if op == ops - 1 else "aten::linear"
+            events += [span(name, *host, t, op_us, "cpu_op"),
+                       span("cudaLaunchKernel", *host, t + op_us - 6, 5, "cuda_runtime")]  # fmt: skip
+            free = max(t + op_us, free)
+            events.append(span("sm90_gemm", *device, free, kernel_us, "kernel"))
+            free += kernel_us
+            t += op_us
+        t = max(t, free)  # the host reads the loss back at the step's end (no sync event: a step boundary)
+        events.append(span(f"ProfilerStep#{step}", *host, begin, t - begin - 1, "user_annotation"))
+    return {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}

@@ -37,6 +37,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.family import device_properties
+from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
 from perftool.analysis.loader import batches_in_order, depth_in_use
@@ -79,7 +80,6 @@ HOST_PACE = ("device_overrides", "python_us")  # ... where the host's Python and
 LAUNCH_PACE = ("device_overrides", "op_launch_us")  # ... and where its launching ops one by one does
 OVERLAPPED_COPIES = 0.5  # input copies this much hidden behind compute run beside it, pageable or not
 SYNC_STALL = 0.02  # a sync each step drains the device when it idles after them this share of the step or more
-UNTRACED_PYTHON_US = 1000.0  # a host gap this short between traced ops is Python the profiler does not record
 DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work per step
 MAX_COMPUTE_JITTER = 0.5
 MAX_HOST_JITTER = 0.2  # beyond this, the host's time per step varies with how the steps cut it, not by itself
@@ -322,10 +322,12 @@ def _streamed(
     loaded: np.ndarray | None,
     syncs: bool,
 ) -> _Host:
-    """A host that launches ops one by one (the trace shows no graph launches): its own time per step (busy outside
-    loading batches, syncs and copies that block) goes to launching them, and the device idles, beyond what that
-    time over its work explains, while runs of short ops are launched. A host that waits for each step (``syncs``)
-    then loads its batch and runs Python before the first launch: the device's idle after each sync. What sets
+    """A host that launches ops one by one (the trace shows no graph launches): of its own time per step (busy
+    outside loading batches, syncs and copies that block), what dispatches the ops (:func:`dispatch_per_step`) goes
+    to launching them, and the rest (Python that runs no op, the allocator, code loading) to Python before the
+    first launch, which a device graph does not remove; the device idles, beyond what that time over its work
+    explains, while runs of short ops are launched. A host that waits for each step (``syncs``) then loads its
+    batch and runs Python before the first launch: at least the device's idle after each sync. What sets
     the pace is input, where the device waits for workers most; else the longer of the host's path (loading and
     launching) and the device's (work, and idle between launches)."""
     loads = loaded is not None
@@ -335,13 +337,14 @@ def _streamed(
     own = _own_host_time(trace, scope) / steps
     gaps = max(host_idle - max(own - compute, 0.0), 0.0)
     loading = waiting if loads else 0.0  # the loop's loading, as far as the device waits for it
-    python = max(after_syncs - (float(np.sum(loaded)) / steps if loaded is not None else 0.0), 0.0)
+    dispatch = min(dispatch_per_step(trace, scope), own)
+    python = max(after_syncs - (float(np.sum(loaded)) / steps if loaded is not None else 0.0), own - dispatch, 0.0)
     if not loads and waiting > host_idle:
         pacing: tuple[str, str] | None = INPUT_PACE
     else:
         pacing = LAUNCH_PACE if loading + own >= compute + gaps else ("workload", "launch_idle_us")
     ops = _ops(scope, steps)
-    overrides = {"python_us": python, "op_launch_us": own / ops}
+    overrides = {"python_us": python, "op_launch_us": dispatch / ops}
     paced = pacing if max(waiting, host_idle + after_syncs) > 0 else None
     return _Host(overrides, 1, ops, True, paced, {"launch_idle_us": gaps})
 
@@ -372,35 +375,16 @@ def _ops(scope: TraceAnalysis, steps: int) -> int:
 def _own_host_time(trace: Trace, scope: TraceAnalysis) -> float:
     """The host's busy time in the window outside loading batches, syncs and copies that block it, µs: its traced
     work, with the short gaps between (Python the profiler does not record) counted in."""
-    return intervals.total(_own_host_work(trace, scope))
+    return intervals.total(own_work(trace, scope))
 
 
 def _host_spread(trace: Trace, scope: TraceAnalysis) -> float:
     """How the host's own time per steady step varies (:func:`spread`; 0 where it cannot say): measured on the host's
     work, not on the steps, so the steps' spread stays a check of the fit."""
-    steps, own = scope.steps, _own_host_work(trace, scope)
+    steps, own = scope.steps, own_work(trace, scope)
     first = steps.warmup
     per_step = intervals.totals_in(own, steps.start[first:], steps.end[first:])
     return min(spread(per_step), MAX_HOST_JITTER) if len(per_step) > 1 else 0.0
-
-
-def _own_host_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
-    """The host's own work in the window (see :func:`_own_host_time`), as intervals: measured once per trace and window
-    (the host's time and its spread read it, for each fit tried)."""
-    key = f"fit.own_host_work {scope.lo!r} {scope.hi!r}"
-    if key not in trace.derived:
-        trace.derived[key] = _measure_own_host_work(trace, scope)
-    return trace.derived[key]
-
-
-def _measure_own_host_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
-    host = trace.on_roles(Role.HOST)
-    starts, ends = scope.busy(host & ~trace.of_kinds(Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC))
-    if starts.size > 1:  # bridge the short gaps: a run of work ends where a longer gap follows
-        follows_gap = np.concatenate([[True], starts[1:] - ends[:-1] > UNTRACED_PYTHON_US])
-        starts, ends = starts[follows_gap], ends[np.concatenate([follows_gap[1:], [True]])]
-    waits = scope.busy((host & trace.of_kinds(Kind.INPUT, Kind.SYNC)) | blocking_copies(trace))
-    return intervals.subtract((starts, ends), waits, scope.lo, scope.hi)
 
 
 def _pageable(trace: Trace, scope: TraceAnalysis) -> bool:

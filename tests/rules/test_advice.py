@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, scanned
 
 from perftool.predict.gains import emulated
 from perftool.rules.detectors.base import Detection
@@ -127,3 +127,41 @@ def test_a_bucket_size_for_ddp_is_emulated_before_it_is_printed(run, tmp_path, o
         assert exposed["severity"] == "info" and exposed["gain"]["kind"] == "upper_bound"
         capped = "no fix with knob values helps in the emulator: gradient bucket 500 MB → 17 MB"
         assert exposed["capped"].startswith(capped)
+
+
+@pytest.mark.parametrize(("op_us", "graphs"), [(150, False), (170, True)])
+def test_device_graphs_are_advised_where_the_host_s_dispatch_paces_the_step(run, write_trace, op_us, graphs):
+    """After 2 ms of Python that runs no op, the host dispatches 20 ops against 4 ms of device work a step: at
+    3.0 ms (0.75 of the device's work) the host's time is not what a graph removes, and PT001 names the host work;
+    at 3.4 ms (0.85, past PT001's dispatch_paces of 0.8) dispatch sets the pace, and PT001's fix is device graphs,
+    predicted on the fit, with the two figures that show it."""
+    from builders import eager_steps
+
+    _, found = scanned(run, str(write_trace(eager_steps(op_us=op_us, python_us=2000))))
+    fix = found["PT001"]["fix"]
+    assert fix["changes"] == ({"device_graphs": True} if graphs else {})
+    if graphs:
+        assert "which takes 3.400 ms a step against 4.000 ms of device work" in fix["text"]
+        assert found["PT001"]["gain"]["kind"] == "predicted"
+    else:
+        assert "Device graphs alone do not remove it" in fix["text"]
+
+
+def test_scan_s_graphs_fix_and_the_calibrated_config_give_the_same_step(run, write_trace):
+    """One model behind scan and tune: the step scan predicts for device graphs is the calibrated config's with
+    graphs on, within 2%; and the fit keeps the host's Python that runs no op (2 ms) as Python, which graphs leave,
+    so the graphs' step is the device's work (4 ms), not the host's Python alone."""
+    from builders import eager_steps
+
+    from perftool.emulator.config import validate_config
+    from perftool.emulator.evaluate import evaluate
+    from perftool.tune.calibration import calibrate
+
+    path = str(write_trace(eager_steps(op_us=170, python_us=2000)))
+    _, found = scanned(run, path)
+    after = found["PT001"]["gain"]["step_time_us_after"]
+    document = calibrate(path).config.model_dump(mode="json", exclude_none=True)
+    assert document["device_overrides"]["python_us"] >= 2000  # all of it (with the untraced gaps the fit bridges)
+    document["knobs"]["device_graphs"] = True
+    step = evaluate(validate_config(document, "the fix"))["step_time_mean_us"][0]
+    assert step == pytest.approx(after, rel=0.02) and step == pytest.approx(4000, rel=0.05)

@@ -18,18 +18,18 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.host_calls import driving_calls
+from perftool.analysis.host_work import dispatch_per_step, kernel_launches, typical
 from perftool.analysis.launches import graphs_in_use
 from perftool.common.names import host_call
 from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.rules.findings import Evidence
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Kind, Role
 
 LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
 PIECEMEAL_GRAPHS = 1.5  # more graph launches a step than this replay the step in pieces
-ONE_TIME_LAUNCH = 10.0  # a launch call this many times the median launch's length loads code; it is not overhead
 ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idle time is the allocator churning
 # A step dispatched as this many compiled calls or more (PjitFunction, one per jnp op) runs op by op: a jitted step
 # is one call, or a few (the step, a metric, an evaluation)
@@ -83,7 +83,7 @@ def _measure(scope: Scope) -> _Measured | None:
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
     graphs_per_step = scope.per_step(int(np.count_nonzero(runtime_calls & trace.name_matches(vocabulary.GRAPH_LAUNCH))))
-    in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & _kernel_launches(trace)))
+    in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & typical(trace, kernel_launches(trace))))
     allocator = host_work & (trace.name_matches(vocabulary.ALLOCATION) | trace.name_matches(vocabulary.DEALLOCATION))
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
     allocator_rows = _overlapping(scope, allocator, pieces)
@@ -95,6 +95,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "host_per_stretch_ms": lost / stretches / 1e3,
         "stretches_per_step": scope.per_step(stretches),
         "device_per_step_ms": busy_per_step / 1e3,
+        "dispatch_per_step_ms": dispatch_per_step(trace, scope) / 1e3,
         "pattern": _pattern(scope, stretches, lost, busy_per_step),
         "current_loop_size": None,  # this, the next and target_overhead are detect's: here to keep the order
         "loop_size": None,
@@ -129,7 +130,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "loop_size": loop_size,
         "target_overhead": params["target_overhead"],
     }
-    variant, changes = _fix(scope, launch_bound, loop_size, current, measured.graphs_per_step)
+    dispatch_paces = values["dispatch_per_step_ms"] >= params["dispatch_paces"] * values["device_per_step_ms"]
+    variant, changes = _fix(scope, launch_bound, dispatch_paces, loop_size, current, measured.graphs_per_step)
     if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
         variant, changes = "op_by_op", {}
     if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
@@ -138,16 +140,17 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
 
 
 def _fix(
-    scope: Scope, launch_bound: bool, loop_size: int, current: int, graphs_per_step: float
+    scope: Scope, launch_bound: bool, dispatch_paces: bool, loop_size: int, current: int, graphs_per_step: float
 ) -> tuple[str | None, dict]:
     """Which fix applies, and the emulator knobs it sets.
 
     Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records;
-    a fit to another trace gives the loop size in use. Other traces get device graphs only when launches
-    are the cause (a graph does not remove the host's own work) and the host does not replay graphs already
-    (then: larger graphs; for a serving engine, which replays or captures them, its host work between replays);
-    loop-size advice needs a known loop size and a framework that has one, so
-    elsewhere the advice names the host work instead.
+    a fit to another trace gives the loop size in use. Other traces get device graphs only where the host does
+    not replay graphs already (then: larger graphs; for a serving engine, which replays or captures them, its host
+    work between replays) and a graph removes what the device waits for: launches, or the host's dispatch of the
+    step's ops one by one where that takes about as long as the device's work (``dispatch_paces``), not Python
+    that runs no op; loop-size advice needs a known loop size and a framework that has one, so elsewhere the
+    advice names the host work instead.
     """
     if scope.run is not None and (scope.run.recorded or scope.family in LOOP_FAMILIES):
         if scope.family in LOOP_FAMILIES and loop_size > current:
@@ -161,22 +164,11 @@ def _fix(
     if graphs_in_use(scope.trace, scope.in_window):  # the step in several graphs: larger ones; in one: host work
         return ("graphs_in_use" if graphs_per_step > PIECEMEAL_GRAPHS else "host_work"), {}
     if not launch_bound:
-        return "host_work", {}
+        dispatching = dispatch_paces and scope.family in GRAPH_FAMILIES and not {"jax", "serving"} & set(scope.contexts)
+        return ("dispatch_bound", {"device_graphs": True}) if dispatching else ("host_work", {})
     if scope.family in GRAPH_FAMILIES:
         return None, {"device_graphs": True}
     return "launch_bound", {}
-
-
-def _kernel_launches(trace: Trace) -> np.ndarray:
-    """Per event: a call launching device work one call at a time (not a copy, not a graph replay).
-
-    A call far longer than the trace's typical launch (a first launch loading its code) is not launch overhead.
-    """
-    launching = trace.name_matches(vocabulary.LAUNCH)
-    launching &= ~trace.name_matches(vocabulary.MEMCPY) & ~trace.name_matches(vocabulary.GRAPH_LAUNCH)
-    if launching.any():
-        launching &= trace.dur <= ONE_TIME_LAUNCH * np.median(trace.dur[launching])
-    return launching
 
 
 def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) -> np.ndarray:
@@ -227,6 +219,8 @@ DETECTOR = Detector(
         "host_per_stretch_ms": "mean length of an idle stretch the host causes, ms",
         "stretches_per_step": "such idle stretches per steady step",
         "device_per_step_ms": "device busy time per steady step, ms",
+        "dispatch_per_step_ms": "host time per steady step dispatching the step's ops one by one (op and runtime "
+        "calls, the short gaps between them), outside waits and the allocator, ms",
         "pattern": "the idle stretches in words: how many, how long, against how much device work",
         "current_loop_size": "steps per device call now (emulator traces; 1 elsewhere)",
         "loop_size": "steps per device call that brings host time under target_overhead",
@@ -248,5 +242,8 @@ DETECTOR = Detector(
             0.5, "launch overhead when at least this share of the idle time is in short gaps, or in launch calls"
         ),
         "short_op_us": Setting(50.0, "... and the median device op is no longer than this, µs"),
+        "dispatch_paces": Setting(
+            0.8, "device graphs, too, where the host's dispatch of the step's ops takes this share of its device work"
+        ),
     },
 )

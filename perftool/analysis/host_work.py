@@ -1,0 +1,94 @@
+"""The host's own work in a trace's window: its traced calls with the short gaps between them counted in (Python the
+profiler does not record), less the time it waits (loading batches, syncs, copies that block it); and of that, the
+part spent dispatching the step's ops one by one, which replaying the step as a device graph leaves out."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.context import TraceAnalysis
+from perftool.analysis.idle import blocking_copies
+from perftool.dialects.vocabulary import ALLOCATION, DEALLOCATION, GRAPH_LAUNCH, LAUNCH, MEMCPY
+from perftool.trace.model import Kind, Role, Trace
+
+UNTRACED_PYTHON_US = 1000.0  # a host gap this short between traced calls is Python the profiler does not record
+BETWEEN_OPS_US = 100.0  # a gap this short between two dispatching calls is the model's Python from one op to the next
+ONE_TIME_LAUNCH = 10.0  # a launch call this many times the median launch's length loads code; it is not overhead
+
+
+def own_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
+    """The host's own work in the window: every traced call but steps, annotations, loading and syncs, measured once
+    per trace and window."""
+    key = f"host_work.own {scope.lo!r} {scope.hi!r}"
+    if key not in trace.derived:
+        rows = trace.on_roles(Role.HOST) & ~trace.of_kinds(Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC)
+        trace.derived[key] = _bridged(trace, scope, rows)
+    return trace.derived[key]
+
+
+def dispatch_per_step(trace: Trace, scope: TraceAnalysis) -> float:
+    """The host's time per steady step dispatching the step's ops one by one, µs: its runtime calls and the ops that
+    make them, with the gaps between them up to :data:`BETWEEN_OPS_US` (the model's Python from one op to the next),
+    less its waits, the allocator's calls (churn, even inside an op) and launches that load code (paid once). A
+    device graph's replay leaves this out; ops that run on the host alone, Python that runs no op (preprocessing,
+    logging) and the allocator it does not. Measured once per trace and window (the detector and the fit read it)."""
+    key = f"host_work.dispatch {scope.lo!r} {scope.hi!r}"
+    if key not in trace.derived:
+        trace.derived[key] = intervals.total(_dispatching(trace, scope)) / max(scope.steady_steps, 1)
+    return trace.derived[key]
+
+
+def _dispatching(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
+    """The host's dispatch in the window (:func:`dispatch_per_step`), as intervals."""
+    host, launching = trace.on_roles(Role.HOST), kernel_launches(trace)
+    apart = host & (
+        trace.name_matches(ALLOCATION) | trace.name_matches(DEALLOCATION) | launching & ~typical(trace, launching)
+    )
+    rows = host & ((trace.kind == Kind.RUNTIME) | launching) & ~apart  # a launch by its name, whatever its kind
+    ops = np.flatnonzero(host & (trace.kind == Kind.HOST_OP) & scope.in_window)
+    rows[_calling(trace, ops, np.flatnonzero(rows & scope.in_window))] = True
+    return intervals.subtract(_bridged(trace, scope, rows, BETWEEN_OPS_US), scope.busy(apart), scope.lo, scope.hi)
+
+
+def _calling(trace: Trace, ops: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Of ``ops`` (rows), those inside which one of ``calls`` (rows) starts on the op's own track."""
+    ops = ops[np.lexsort((trace.ts[ops], trace.track[ops]))]
+    calls = calls[np.lexsort((trace.ts[calls], trace.track[calls]))]
+    op_tracks, call_tracks = trace.track[ops], trace.track[calls]
+    keep = np.zeros(ops.size, dtype=bool)
+    for track in np.unique(op_tracks):
+        a0, a1 = np.searchsorted(op_tracks, [track, track + 1])
+        b0, b1 = np.searchsorted(call_tracks, [track, track + 1])
+        if b0 == b1:
+            continue
+        at, starts = trace.ts[calls[b0:b1]], trace.ts[ops[a0:a1]]
+        first = np.minimum(np.searchsorted(at, starts), at.size - 1)  # the first call starting at or after the op
+        keep[a0:a1] = (at[first] >= starts) & (at[first] <= trace.end[ops[a0:a1]])
+    return ops[keep]
+
+
+def kernel_launches(trace: Trace) -> np.ndarray:
+    """Per event: a call launching device work one call at a time (not a copy, not a graph replay)."""
+    return trace.name_matches(LAUNCH) & ~trace.name_matches(MEMCPY) & ~trace.name_matches(GRAPH_LAUNCH)
+
+
+def typical(trace: Trace, launching: np.ndarray) -> np.ndarray:
+    """Of ``launching``, the calls no longer than :data:`ONE_TIME_LAUNCH` times the median: a call far longer (a first
+    launch loading its code) is not launch overhead."""
+    if not launching.any():
+        return launching
+    return launching & (trace.dur <= ONE_TIME_LAUNCH * np.median(trace.dur[launching]))
+
+
+def _bridged(
+    trace: Trace, scope: TraceAnalysis, rows: np.ndarray, bridge_us: float = UNTRACED_PYTHON_US
+) -> intervals.Intervals:
+    """The window's time in ``rows``' events, the gaps between them up to ``bridge_us`` bridged, less the host's
+    waits."""
+    starts, ends = scope.busy(rows)
+    if starts.size > 1:  # a run of work ends where a longer gap follows
+        follows_gap = np.concatenate([[True], starts[1:] - ends[:-1] > bridge_us])
+        starts, ends = starts[follows_gap], ends[np.concatenate([follows_gap[1:], [True]])]
+    waits = scope.busy((trace.on_roles(Role.HOST) & trace.of_kinds(Kind.INPUT, Kind.SYNC)) | blocking_copies(trace))
+    return intervals.subtract((starts, ends), waits, scope.lo, scope.hi)
