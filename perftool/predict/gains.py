@@ -134,14 +134,17 @@ def together(scope: Scope, fitted: TraceFit, findings: list[Finding]) -> Gain | 
 def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Gain | None) -> Gain | None:
     """Where a sweep of the fit's settings (:func:`~perftool.predict.sweep.best_settings`) wins more than every
     fix printed and all of them together (by :data:`BEYOND`): that setting and its gain, and how to sweep every
-    combination; None otherwise, and for a trace whose fit no fix asked for. Only the settings the findings' own
-    fixes set are swept (other values, together): a setting no finding has evidence for (device graphs where the
-    host's time is not launching) is never named."""
+    combination; None otherwise, and for a trace whose fit no fix asked for. Only settings the trace has evidence
+    for are swept (other values, together): those the findings' own fixes set, and pinned memory where the input
+    copies come from pageable memory; a setting without evidence (device graphs where the host's time is neither
+    launching nor dispatching ops one by one) is never named."""
     config, run = (fitted.config, fitted.made) if fitted.made is not None else (None, None)
     if config is None or run is None or scope.run is not None or not _sweep_holds(scope, findings):
         return None
-    evidenced = frozenset(key for f in findings for key in f.fix.changes)  # settings a finding's evidence names
-    found = best_settings(config, run, evidenced)
+    evidenced = {key for f in findings for key in f.fix.changes}  # settings a finding's evidence names
+    if not config.knobs.pin_memory:  # the fit read input copies from pageable memory in the trace
+        evidenced.add("pin_memory")
+    found = best_settings(config, run, frozenset(evidenced))
     printed = [f.gain.speedup or 0.0 for f in findings if f.gain.kind == "predicted"]
     if together is not None and together.speedup:
         printed.append(together.speedup)

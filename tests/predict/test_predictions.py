@@ -80,6 +80,22 @@ def test_a_sweep_tries_only_the_settings_it_is_given(run):
     assert workers is None or set(workers[0]) == {"workload.input_workers"}
 
 
+def test_scan_names_tune_s_best_setting_where_the_trace_has_evidence_for_it(run):
+    """On the 0-worker ResNet-50 capture the calibrated config's best setting is device graphs with pinned memory
+    (×1.45, above graphs alone): PT001's dispatch evidences the graphs, the fit's pageable input copies the pinning,
+    so scan's better line names both, at the step the calibrated config gives them, within 2%."""
+    capture = REAL / "resnet50_pt18_workers0.json.gz"
+    (trace,) = json.loads(run("scan", capture, "--format", "json", "--fail-on", "never").stdout)["traces"]
+    better = trace["beyond"]
+    assert better["text"].startswith("device graphs off → on, pinned memory off → on: step 154.687 ms → ≈ 107 ms")
+    document = calibrate(str(capture)).config.model_dump(mode="json", exclude_none=True)
+    assert document["knobs"]["pin_memory"] is False  # read from the trace: its input copies are pageable
+    document["knobs"] |= {"device_graphs": True, "pin_memory": True}
+    step = evaluate(validate_config(document, "the better setting"))["step_time_mean_us"][0]
+    assert step == pytest.approx(better["step_time_us_after"], rel=0.02)
+    assert better["speedup"] > max(f["gain"]["speedup"] or 0 for f in trace["findings"]) * 1.02
+
+
 @pytest.mark.parametrize(
     "capture",
     ["ddp_v100_rank1.json.gz", "jax08_mi300x_attention_opbyop.trace.json.gz",
