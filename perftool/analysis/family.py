@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS
-from perftool.trace.model import Phase, Role, Trace
+from perftool.trace.model import Kind, Phase, Role, Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
 HOST_ONLY = "none (host only)"
@@ -89,13 +89,17 @@ _SERVING = re.compile(r"^vllm::|^vllm/|/vllm/|sglang|^execute_(\d+_)?context_\d+
 
 def job_kind(trace: Trace) -> str:
     """``training`` where the trace shows a backward pass or an optimizer's step (and for the emulator's runs); else
-    ``serving`` where a serving engine (vLLM, SGLang) runs the forward, else ``inference``."""
+    ``serving`` where a serving engine (vLLM, SGLang) runs the forward, else ``inference`` where the device computes
+    (a forward with no backward). A trace whose device computes nothing (a host-only capture of collectives) says
+    nothing of its job: it is taken as training, the job perftool is for."""
     if trace.dialect == "emulator":
         return "training"
     names = "\n".join(trace.names)
     if _TRAINING.search(names):
         return "training"
-    return "serving" if _SERVING.search(names) else "inference"
+    if _SERVING.search(names):
+        return "serving"
+    return "inference" if (trace.kind == Kind.COMPUTE).any() else "training"
 
 
 def device_name(trace: Trace) -> str:

@@ -177,6 +177,22 @@ def test_a_host_only_trace_gets_host_figures_and_concurrent_collectives_count_on
     assert "busy 85.1%" in text and "343.681 ms │ 178.777 ms" in text
 
 
+def test_a_capture_whose_device_computes_nothing_is_not_taken_for_inference(run, write_trace):
+    """The gloo rank shows all-reduces and no compute, forward or backward: nothing says it serves or infers, so its
+    exposed all-reduce gets a training job's advice (DDP), not a serving engine's all-reduce kernels; the job kind
+    of a trace with device compute and no backward stays inference."""
+    from perftool.analysis.family import job_kind
+
+    result = run("scan", DATA / "real" / "cpu_only_gloo.json.gz", "--format", "json", "--fail-on", "never")
+    (trace,) = json.loads(result.stdout)["traces"]
+    fix = next(f["fix"]["text"] for f in trace["findings"] if f["rule_id"] == "PT011")
+    assert "no_sync()" in fix and "serving engine" not in fix
+    assert job_kind(load_trace(str(DATA / "real" / "cpu_only_gloo.json.gz"))) == "training"
+    assert job_kind(load_trace(str(DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz"))) == "serving"
+    forward = write_trace(kineto_job(steps=3))  # a GEMM and an all-reduce a step, no backward
+    assert job_kind(load_trace(str(forward))) == "inference"
+
+
 ARGS_VARIANTS = [
     ARGS,
     ARGS | {"External id": 7, "correlation": 12},  # ids beside the same fields: the same record
