@@ -407,7 +407,7 @@ def test_report_text_reads_without_repeated_words_or_empty_figures(run):
     real = DATA / "real"
     summary, findings = scan(run, str(real / "resnet50_pt18_workers0.json.gz"))
     message = " ".join(findings["PT002"]["message"].split())
-    assert "by the training loop itself, against" in message and "traced workers" not in message
+    assert "by the main process itself, against" in message and "traced workers" not in message
     for name in ("ddp_v100_rank1", "mi300_resnet_actckpt_ddp8_rank0"):  # a sync each step that costs nothing
         summary, findings = scan(run, str(real / f"{name}.json.gz"))
         assert all(f["impact"]["share"] >= 0.0005 or f["severity"] != "info" for f in findings.values()), name

@@ -90,7 +90,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
 
 def _untraced(in_process: bool) -> str:
     """Who prepares the batches where no worker is traced."""
-    return "the training loop itself" if in_process else "workers the trace does not show"
+    return "the main process itself" if in_process else "workers the trace does not show"
 
 
 DETECTOR = Detector(
@@ -100,7 +100,7 @@ DETECTOR = Detector(
         "input_share": "share of the window the device waits for input",
         "wait_per_step_ms": "device wait for input per steady step, ms",
         "workers": "input worker threads in the trace (0: not traced)",
-        "prepared_by": "who prepares the batches: '3 traced workers', the training loop itself, or untraced workers",
+        "prepared_by": "who prepares the batches: '3 traced workers', the main process itself, or untraced workers",
         "needed_workers": "workers that keep up with the device on average",
         "prepare_mean_ms": "mean time to prepare one batch, ms",
         "prepare_p99_ms": "99th percentile time to prepare one batch, ms",
