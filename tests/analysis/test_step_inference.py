@@ -79,6 +79,16 @@ def test_captures_with_nothing_repeating_after_start_up_infer_no_steps(name):
     assert steps.count == 0 and steps.inferred is None
 
 
+def test_a_capture_without_steps_says_its_idle_stretches_over_the_trace(run):
+    """No steps to divide by: the host-bound finding counts its idle stretches over the trace and gives their mean
+    length (73.567 ms lost in 33 stretches of the AlexNet capture's tail: 2.229 ms each), not 'per step'."""
+    _, findings = scanned(run, str(REAL / "alexnet_benchmark_startup.json.gz"))
+    host = findings["PT001"]
+    assert host["impact"]["lost_us"] == pytest.approx(73_567) and host["impact"]["per_step_us"] is None
+    assert "(33 idle stretches of 2.229 ms on average; 0% of it in short gaps" in host["message"]
+    assert host["values"]["stretches_per_step"] == 33 and "per step" not in host["message"]
+
+
 def test_a_lone_step_of_first_calls_stays_at_info(run):
     """The MI250 toy's one step spends most of its idle in one 6.6 ms launch that loads code: nothing recurs."""
     _, findings = scanned(run, str(REAL / "rocm_mi250_minitoy.json.gz"))
