@@ -11,6 +11,7 @@ from conftest import DATA
 from perftool import load_trace
 from perftool.analysis import compute_metrics
 from perftool.analysis.communication import collective_type, parallelism
+from perftool.analysis.family import job_kind
 
 
 def test_exposed_time_overlap_and_bandwidth_of_a_sized_all_reduce(write_trace):
@@ -181,8 +182,6 @@ def test_a_capture_whose_device_computes_nothing_is_not_taken_for_inference(run,
     """The gloo rank shows all-reduces and no compute, forward or backward: nothing says it serves or infers, so its
     exposed all-reduce gets a training job's advice (DDP), not a serving engine's all-reduce kernels; the job kind
     of a trace with device compute and no backward stays inference."""
-    from perftool.analysis.family import job_kind
-
     result = run("scan", DATA / "real" / "cpu_only_gloo.json.gz", "--format", "json", "--fail-on", "never")
     (trace,) = json.loads(result.stdout)["traces"]
     fix = next(f["fix"]["text"] for f in trace["findings"] if f["rule_id"] == "PT011")

@@ -8,12 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from builders import eager_steps
 from conftest import REPO, scanned
 
+from perftool.emulator.config import validate_config
+from perftool.emulator.evaluate import evaluate
 from perftool.predict.gains import emulated
 from perftool.rules.detectors.base import Detection
 from perftool.rules.findings import Gain
 from perftool.rules.prediction import upper_bound
+from perftool.tune.calibration import calibrate
 
 SAMPLES = REPO / "sample_traces"
 
@@ -135,8 +139,6 @@ def test_device_graphs_are_advised_where_the_host_s_dispatch_paces_the_step(run,
     3.0 ms (0.75 of the device's work) the host's time is not what a graph removes, and PT001 names the host work;
     at 3.4 ms (0.85, past PT001's dispatch_paces of 0.8) dispatch sets the pace, and PT001's fix is device graphs,
     predicted on the fit, with the two figures that show it."""
-    from builders import eager_steps
-
     _, found = scanned(run, str(write_trace(eager_steps(op_us=op_us, python_us=2000))))
     fix = found["PT001"]["fix"]
     assert fix["changes"] == ({"device_graphs": True} if graphs else {})
@@ -151,12 +153,6 @@ def test_scan_s_graphs_fix_and_the_calibrated_config_give_the_same_step(run, wri
     """One model behind scan and tune: the step scan predicts for device graphs is the calibrated config's with
     graphs on, within 2%; and the fit keeps the host's Python that runs no op (2 ms) as Python, which graphs leave,
     so the graphs' step is the device's work (4 ms), not the host's Python alone."""
-    from builders import eager_steps
-
-    from perftool.emulator.config import validate_config
-    from perftool.emulator.evaluate import evaluate
-    from perftool.tune.calibration import calibrate
-
     path = str(write_trace(eager_steps(op_us=170, python_us=2000)))
     _, found = scanned(run, path)
     after = found["PT001"]["gain"]["step_time_us_after"]
