@@ -49,8 +49,9 @@ def test_rule_case(run, write_trace, rule, case):
             assert expected["capped_has"] in (finding["capped"] or ""), finding["capped"]
         if expected.get("held") is False:
             assert finding["capped"] is None, finding["capped"]
-        if "fix_lacks" in expected:
-            assert expected["fix_lacks"] not in finding["fix"]["text"], finding["fix"]["text"]
+        lacks = expected.get("fix_lacks", [])
+        for text in [lacks] if isinstance(lacks, str) else lacks:
+            assert text not in finding["fix"]["text"], finding["fix"]["text"]
         for name, value in expected.get("value", {}).items():
             assert finding["values"][name] == value, (name, finding["values"][name])
         for name, value in expected.get("approx", {}).items():

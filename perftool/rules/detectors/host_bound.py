@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.host_calls import driving_calls
+from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import dispatch_per_step, kernel_launches, typical
 from perftool.analysis.launches import graphs_in_use
 from perftool.common.names import host_call
@@ -25,7 +25,7 @@ from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.rules.findings import Evidence
-from perftool.trace.model import Kind, Role
+from perftool.trace.model import Kind, Role, Trace
 
 LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
@@ -103,6 +103,8 @@ def _measure(scope: Scope) -> _Measured | None:
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": scope.metrics["device.op_time_us.median"],
         "host_names": distinct_names(trace, driving if driving.size else in_gaps, 3, host_call) or "nothing traced",
+        "dispatched_names": distinct_names(trace, _ops_of(trace, driving if driving.size else in_gaps), 3, host_call)
+        or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
@@ -171,6 +173,11 @@ def _fix(
     return "launch_bound", {}
 
 
+def _ops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Of ``rows``, the ops and runtime calls: what dispatches the device's work, not the Python frames around it."""
+    return rows[~python_frames(trace)[rows]]
+
+
 def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) -> np.ndarray:
     """Rows of ``mask`` in the window that overlap one of ``pieces``."""
     rows = np.flatnonzero(mask & scope.in_window)
@@ -228,6 +235,7 @@ DETECTOR = Detector(
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
         "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
+        "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",
         "compiled_calls_per_step": "calls of compiled functions (JAX's PjitFunction) per steady step",
         "allocator_share": "share of that idle time the host spends allocating or freeing memory",
         "allocator_calls_per_step": "allocation and free calls during the idle time per steady step",
