@@ -181,6 +181,7 @@ def info(
     from perftool.analysis.steps import detect_steps
     from perftool.hardware import load_spec
     from perftool.job.cluster import chosen_scheduler, cluster_decoders
+    from perftool.job.ranks import job_files
     from perftool.report.views import InfoView
     from perftool.roofline.figures import roofline as measure_roofline
 
@@ -189,6 +190,8 @@ def info(
     if not paths:
         raise PerftoolError("info(): traces: give at least one trace")
     address = chosen_scheduler(scheduler)
+    if len(paths) == 1 and os.path.isdir(paths[0]) and len(found := job_files(paths)) == 1:
+        paths = found  # a directory of one trace (a profiler's output directory): that trace
     if len(paths) > 1 or os.path.isdir(paths[0]):
         from perftool.job.scan import scan_job
         from perftool.pipeline.scan import ReadOptions

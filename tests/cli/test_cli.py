@@ -71,6 +71,16 @@ def test_info_of_a_job_in_markdown_lists_its_ranks_and_no_findings(run):
     assert "finding" not in text.replace("top finding", "")  # info runs no rules: it says nothing of findings
 
 
+def test_info_of_a_directory_holding_one_trace_is_that_trace(run, tmp_path):
+    """A profiler's output directory of one trace is read as the trace, as scan reads it, not refused as a job."""
+    (tmp_path / SAMPLE.name).write_bytes(SAMPLE.read_bytes())
+    of_directory = run("info", tmp_path, "--format", "json")
+    assert of_directory.exit_code == 0, of_directory.output
+    document, direct = json.loads(of_directory.stdout), json.loads(run("info", SAMPLE, "--format", "json").stdout)
+    assert document["schema"] == "perftool.info/1" and document["source"] == str(tmp_path / SAMPLE.name)
+    assert document["metrics"] == direct["metrics"] and document["tracks"] == direct["tracks"]
+
+
 def test_info_output_file_is_written_whole(run, tmp_path):
     out = tmp_path / "info.json"
     result = run("info", TORCH_FIXTURE, "--format", "json", "--output", out)
