@@ -16,7 +16,7 @@ MIN_SAMPLES = 5
 
 def ranks(values: np.ndarray) -> np.ndarray:
     """1-based ranks, ties sharing the mean of the ranks they span."""
-    order = np.argsort(values, kind="mergesort")
+    order = np.argsort(values)  # ties share their mean rank, so the sort need not keep their order
     ordered = values[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[starts[1:], ordered.size]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from perftool.gate.checks import Check, Verdict, against_budget, compare
+from perftool.gate.inputs import differences
 from perftool.gate.policy import Budget, GatePolicy, Limit
-from perftool.rules.findings import TraceFindings
+from perftool.rules.findings import EmulatorRun, TraceFindings
 
 NO_METRICS = GatePolicy(metrics={})  # the default threshold (5%) and alpha (0.01), no metric limits
 
@@ -191,3 +192,43 @@ def test_a_budget_says_which_level_a_value_passed_in_the_metrics_unit():
     assert (floor.verdict, floor.limit, floor.detail) == (
         Verdict.WARN, "warn below 60.0%, error below 40.0%", "50.0% is below the warn limit of 60.0%"
     )  # fmt: skip
+
+
+def test_a_budget_on_a_metric_the_trace_lacks_is_skipped_and_one_within_it_passes_silently():
+    (skipped,) = against_budget(side([100.0] * 8), Budget(metrics={"input.fraction": Limit(warn=0.1)}), "never")
+    assert (skipped.id, skipped.name, skipped.verdict, skipped.change, skipped.limit, skipped.unit) == (
+        "budget:input.fraction", "input.fraction", Verdict.SKIP, "", "warn above 10.0%", "fraction"
+    )  # fmt: skip
+    assert skipped.detail == "not measured on this trace"
+    within = budget("device.idle_fraction", Limit(warn=0.1), 0.05)
+    assert (within.verdict, within.change, within.detail, within.unit) == (Verdict.PASS, "", "", "fraction")
+
+
+def test_a_checks_figures_read_in_its_unit_with_its_change():
+    step, _ = timing([100.0] * 6, [100.0] * 6)
+    assert step.figures() == "baseline 100.0 µs, candidate 100.0 µs (+0.0%)"
+    skipped = counter("cpu_fallback.ops", None, 4)
+    assert skipped.figures() == "baseline —, candidate 4 (no change)"
+
+
+def test_two_sides_are_different_jobs_by_device_world_size_and_kind_of_trace():
+    gpu = side([100.0] * 8)
+    run = EmulatorRun(device="npu", workload={"batch_size": 8, "steps": 100})
+    assert differences(gpu, gpu.model_copy(update={"family": "npu"})) == ["device family gpu → npu"]
+    assert differences(gpu.model_copy(update={"device": "A"}), gpu.model_copy(update={"device": "B"})) == [
+        "device A → B"
+    ]
+    assert differences(gpu, gpu.model_copy(update={"device": "B"})) == []  # a side saved before devices were named
+    assert differences(gpu.model_copy(update={"world_size": 8}), gpu.model_copy(update={"world_size": 4})) == [
+        "world size 8 → 4 ranks"
+    ]
+    assert differences(gpu.model_copy(update={"world_size": 8}), gpu) == []  # one side does not say
+    assert differences(gpu.model_copy(update={"emulator": run}), gpu) == [
+        "baseline is an emulator trace, candidate is a profiler trace"
+    ]
+    longer = run.model_copy(update={"workload": {"batch_size": 8, "steps": 400}})  # the run's length may differ
+    assert differences(gpu.model_copy(update={"emulator": run}), gpu.model_copy(update={"emulator": longer})) == []
+    bigger = run.model_copy(update={"workload": {"batch_size": 16, "steps": 100}, "device": "gpu"})
+    assert differences(gpu.model_copy(update={"emulator": run}), gpu.model_copy(update={"emulator": bigger})) == [
+        "emulator device npu → gpu", "workload.batch_size 8 → 16"
+    ]  # fmt: skip

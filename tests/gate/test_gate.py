@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from conftest import REPO, complete, kernel_steps
+from conftest import REPO, complete, error_line, kernel_steps
 
 from perftool.gate.stats import p_greater, ranks
 
@@ -69,6 +70,13 @@ def test_mann_whitney_with_ties_matches_a_reference_implementation():
     baseline = np.array([1.0, 2, 2, 3, 3, 3, 4, 5, 5, 6])
     candidate = np.array([3.0, 4, 4, 5, 5, 6, 6, 7, 7, 8])
     assert p_greater(baseline, candidate) == pytest.approx(0.0072080462, rel=1e-6)
+
+
+def test_mann_whitney_without_spread_or_with_one_step_a_side():
+    """Steps all equal have no rank variance: nothing says the candidate is slower (p = 1). One step a side: U = 1 of
+    1 pair, variance 1 * 1 / 12 * 3 = 0.25, z = (1 - 0.5 - 0.5) / 0.5 = 0, so p = 0.5."""
+    assert p_greater(np.full(6, 100.0), np.full(6, 100.0)) == 1.0
+    assert p_greater(np.array([1.0]), np.array([2.0])) == 0.5
 
 
 # --- the checks the issue names ---------------------------------------------------------------------------------------
@@ -164,6 +172,23 @@ def test_saved_scan_results_gate_like_the_traces(run, emulated, tmp_path):
 
 
 # --- budgets ----------------------------------------------------------------------------------------------
+
+
+def test_gzipped_saved_scan_results_gate_like_the_plain_ones(run, emulated, tmp_path):
+    saved = []
+    for trace in (emulated("base", "seed=7"), emulated("loop2", "loop_size=2", "seed=8")):
+        path = tmp_path / f"{trace.name}.findings.json"
+        run("scan", trace, "--format", "json", "-o", path)
+        packed = path.with_suffix(".json.gz")
+        packed.write_bytes(gzip.compress(path.read_bytes()))
+        saved.append((path, packed))
+    code, plain, _ = gate_json(run, saved[0][0], saved[1][0])
+    packed_code, packed, _ = gate_json(run, saved[0][1], saved[1][1])
+    assert (packed_code, packed["checks"]) == (code, plain["checks"]) and code == 1
+    cut = tmp_path / "cut.findings.json.gz"
+    cut.write_bytes(saved[0][1].read_bytes()[:-12])  # its end (and the gzip trailer) lost
+    result = run("gate", cut, saved[1][1])
+    assert result.exit_code == 2 and error_line(result).startswith(f"perftool: error: {cut}")
 
 
 def test_budget_limits_warn_and_fail_without_a_baseline(run, emulated, tmp_path):
