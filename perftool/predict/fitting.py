@@ -419,9 +419,9 @@ def _short_last(busy: np.ndarray, batch: int) -> int | None:
     """The samples of a ``batch`` the last of the steady steps computes (``busy``: compute per step) where it
     computes less than the others (:data:`SHORT_LAST`: a short last batch, as the compute per sample says), at
     least 1 and fewer than a batch; None where it does not, or too few steps say what a steady one computes."""
-    if len(busy) <= STEPS_BEFORE_LAST:
-        return None
-    share = busy[-1] / float(np.median(busy[:-1]))
+    if len(busy) <= STEPS_BEFORE_LAST or (typical := float(np.median(busy[:-1]))) <= 0:
+        return None  # too few steps, or steps that compute nothing, say nothing of a batch's share
+    share = busy[-1] / typical
     if not 0 < share < SHORT_LAST:
         return None
     return int(min(max(round(batch * share), 1), max(batch - 1, 1)))

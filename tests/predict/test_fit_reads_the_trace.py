@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.simulate import jitter
 from perftool.emulator.trace_writer import write_trace
+from perftool.predict.fitting import _short_last
 from perftool.rules.findings import Finding
 from perftool.trace.model import Kind, Role
 from perftool.tune.calibration import calibrate
@@ -151,3 +153,14 @@ def test_a_short_last_step_is_fitted_as_the_short_last_batch_it_computes(tmp_pat
     about that share, not one sample short of a full one."""
     config = calibrate(str(stripped("hpu/recompile_unpadded_last_batch", tmp_path))).config
     assert config.knobs.batch_size == 16 and 5 <= config.workload.last_batch_samples <= 7
+
+
+def test_a_short_last_batch_is_read_from_the_last_steps_share_of_a_steady_steps_compute():
+    """A last step computing a quarter of the others' work ran a quarter of a batch, where three steps before it say
+    what a steady step computes (two are too few); steps that compute nothing say nothing (no division by zero)."""
+    assert _short_last(np.array([100.0, 100.0, 100.0, 25.0]), 32) == 8
+    assert _short_last(np.array([100.0, 100.0, 25.0]), 32) is None
+    assert _short_last(np.array([100.0, 100.0, 100.0, 100.0, 95.0]), 32) is None  # above SHORT_LAST: a full batch
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _short_last(np.zeros(8), 32) is None
