@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from perftool.common import limits
+from perftool.common.cores import free_cores
 from perftool.common.errors import TraceError, parameter
 from perftool.common.units import plural
 from perftool.trace import decode
@@ -45,6 +46,7 @@ GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is calle
 STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
+MAX_DECODERS = 4  # decoding processes at most, one per free core up to this
 SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's db export)
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
@@ -182,7 +184,7 @@ def _load(
     analysis: str,
 ) -> Trace:
     if workers is None:
-        workers = min(os.cpu_count() or 1, 4) if json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
+        workers = min(free_cores(), MAX_DECODERS) if json_size_hint(path) >= PARALLEL_MIN_BYTES else 1
     if memory <= limits.PROCESS_MEMORY:
         raise TraceError(
             path,
