@@ -77,6 +77,7 @@ def _measure(scope: Scope) -> _Measured | None:
     in_gaps = _overlapping(scope, host_work, pieces)
     driving = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does meanwhile
     driving = driving[intervals.overlaps_any(trace.ts[driving], trace.end[driving], *pieces)]
+    named = driving if driving.size else in_gaps  # what the host was doing: the driving thread's calls, else any
     compiled_calls_per_step = scope.per_step(
         int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL)[driving]))
     )
@@ -102,16 +103,15 @@ def _measure(scope: Scope) -> _Measured | None:
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": scope.metrics["device.op_time_us.median"],
-        "host_names": distinct_names(trace, driving if driving.size else in_gaps, 3, host_call) or "nothing traced",
-        "dispatched_names": distinct_names(trace, _ops_of(trace, driving if driving.size else in_gaps), 3, host_call)
-        or "nothing traced",
+        "host_names": distinct_names(trace, named, 3, host_call) or "nothing traced",
+        "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
         "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
         "target_overhead": None,
     }
-    evidence = scope.idle_stretches(pieces, driving if driving.size else in_gaps)
+    evidence = scope.idle_stretches(pieces, named)
     return _Measured(
         lost, launch, in_launch_calls, in_allocator, graphs_per_step, compiled_calls_per_step, values, evidence
     )
