@@ -118,6 +118,7 @@ def test_two_more_recompilations_fail_and_the_same_count_passes():
 def test_syncs_per_step_are_counted_over_the_candidates_steps_and_half_a_sync_more_passes():
     more = counter("sync.per_step", 1.0, 1.25)  # 0.25 more a step over 8 steps: 2 more syncs
     assert (more.verdict, more.change, more.detail) == (Verdict.FAIL, "+0.25", "+2 syncs over the candidate's 8 steps")
+    assert (more.baseline, more.candidate) == (1.0, 1.25)
     half = counter("sync.per_step", 1.0, 1.0625)  # exactly half a sync more over the 8 steps
     assert (half.verdict, half.detail) == (Verdict.PASS, "")
 
@@ -133,12 +134,17 @@ def test_a_counter_or_metric_missing_on_a_side_is_skipped_with_what_it_has():
         Verdict.SKIP, None, 4, "", "any increase", "count"
     )  # fmt: skip
     assert skipped.detail == "not measured on both traces"
+    assert (counter("cpu_fallback.ops", 2, None).baseline, counter("cpu_fallback.ops", 2, None).candidate) == (2, None)
     policy = GatePolicy(metrics={"input.fraction": Limit(warn=0.02)})
     checks = compare(side([100.0] * 8, {"input.fraction": 0.1}), side([100.0] * 8), policy, "error")
     (metric,) = (c for c in checks if c.id == "metric:input.fraction")
     assert (metric.verdict, metric.baseline, metric.candidate, metric.change, metric.limit, metric.detail) == (
         Verdict.SKIP, 0.1, None, "", "warn higher by 2.0 pts", "not measured on both traces"
     )  # fmt: skip
+    assert metric.unit == "fraction"
+    checks = compare(side([100.0] * 8), side([100.0] * 8, {"input.fraction": 0.1}), policy, "error")
+    (metric,) = (c for c in checks if c.id == "metric:input.fraction")
+    assert (metric.verdict, metric.baseline, metric.candidate) == (Verdict.SKIP, None, 0.1)
 
 
 def metric(name: str, limit: Limit, base: float, cand: float) -> Check:
@@ -164,7 +170,8 @@ def test_a_metric_worse_past_its_warn_level_warns_and_past_its_error_level_fails
         "10.0 pts lower: past the error limit",
     )
     assert failed.limit == "warn lower by 2.0 pts, error lower by 5.0 pts"
-    assert metric("device.compute_fraction", limit, 0.70, 0.80).verdict is Verdict.PASS  # better is never worse
+    better = metric("device.compute_fraction", limit, 0.70, 0.80)  # better is never worse
+    assert (better.verdict, better.change, better.detail) == (Verdict.PASS, "+10.0 pts", "")
 
 
 def test_a_metric_exactly_at_its_level_is_not_past_it():
@@ -188,6 +195,7 @@ def test_a_budget_says_which_level_a_value_passed_in_the_metrics_unit():
     failed = budget("device.idle_fraction", limit, 0.25)
     assert (failed.verdict, failed.detail) == (Verdict.FAIL, "25.0% is above the error limit of 20.0%")
     assert budget("device.idle_fraction", limit, 0.10).verdict is Verdict.PASS  # at the level: not above it
+    assert budget("device.compute_fraction", Limit(warn=0.625), 0.625).verdict is Verdict.PASS  # at a floor: not below
     floor = budget("device.compute_fraction", Limit(warn=0.6, error=0.4), 0.5)  # higher is better: a floor
     assert (floor.verdict, floor.limit, floor.detail) == (
         Verdict.WARN, "warn below 60.0%, error below 40.0%", "50.0% is below the warn limit of 60.0%"

@@ -144,12 +144,31 @@ def test_a_new_finding_at_fail_on_fails_and_one_in_both_does_not(run, emulated):
     host_bound = emulated("loop1", "loop_size=1", "seed=8")
     code, document, _ = gate_json(run, base, host_bound, "--fail-on", "warning", "--threshold", "0.9")
     new = [c for c in document["checks"] if c["id"].startswith("finding:")]
-    assert [c["verdict"] for c in new] == ["fail"] and "new in the candidate" in new[0]["detail"]
-    assert "PT001" in new[0]["name"] and code == 1
+    title = json.loads(run("scan", host_bound, "--format", "json").stdout)["traces"][0]["findings"][0]["title"]
+    assert [c["verdict"] for c in new] == ["fail"] and new[0]["detail"] == f"new in the candidate: {title}"
+    assert "PT001" in new[0]["name"] and new[0]["limit"] == "new finding at --fail-on or above" and code == 1
+    assert (document["explanations"], document["unexplained"]) == ([], "")  # only a failed step time is explained
     code, document, _ = gate_json(run, host_bound, emulated("loop1b", "loop_size=1", "seed=9"), "--fail-on", "warning")
     both = [c for c in document["checks"] if c["id"].startswith("finding:")]
-    assert [c["verdict"] for c in both] == ["pass"] and "also in the baseline" in both[0]["detail"]
+    assert [c["verdict"] for c in both] == ["pass"] and both[0]["detail"] == f"also in the baseline: {title}"
     assert code == 0
+    _, document, _ = gate_json(run, host_bound, base, "--fail-on", "warning", "--threshold", "0.9")
+    fixed = [c for c in document["checks"] if c["id"].startswith("finding:")]
+    assert [(c["verdict"], c["detail"]) for c in fixed] == [("pass", f"fixed: only in the baseline: {title}")]
+
+
+def test_a_budget_holds_the_candidates_findings_to_fail_on(run, emulated, tmp_path):
+    budget = tmp_path / "budget.yaml"
+    budget.write_text("metrics:\n  step_time_us.median: {error: 1e9}\n")
+    host_bound = emulated("loop1", "loop_size=1", "seed=8")
+    (finding,) = json.loads(run("scan", host_bound, "--format", "json").stdout)["traces"][0]["findings"]
+    assert finding["severity"] == "warning"
+    for fail_on, verdict, code in (("warning", "fail", 1), ("error", "pass", 0)):
+        exit_code, document, _ = gate_json(run, host_bound, "--budget", budget, "--fail-on", fail_on)
+        held = [(c["verdict"], c["detail"]) for c in document["checks"] if c["id"].startswith("finding:")]
+        assert (held, exit_code) == ([(verdict, finding["title"])], code)
+    _, document, _ = gate_json(run, host_bound, "--budget", budget, "--fail-on", "never")
+    assert [c["id"] for c in document["checks"]] == ["budget:step_time_us.median"]
 
 
 def test_saved_scan_results_gate_like_the_traces(run, emulated, tmp_path):
@@ -168,7 +187,10 @@ def test_saved_scan_results_gate_like_the_traces(run, emulated, tmp_path):
 
     assert without_explanation(from_scans["checks"]) == without_explanation(from_traces["checks"])
     # the traces' diff explains the failed step time; the saved scans hold no events to diff
-    assert from_traces["explanations"] and not from_scans["explanations"] and from_scans["unexplained"]
+    assert from_traces["explanations"] and not from_scans["explanations"]
+    assert from_scans["unexplained"] == "a saved scan result holds no events: diff the traces themselves to see why"
+    _, one_saved, _ = gate_json(run, saved[0], cand)  # one side saved is enough to leave nothing to diff
+    assert one_saved["unexplained"] == from_scans["unexplained"] and not one_saved["explanations"]
 
 
 # --- budgets ----------------------------------------------------------------------------------------------
@@ -231,6 +253,20 @@ def test_bad_budgets_are_exit_2(run, emulated, tmp_path, text, says):
 
 
 # --- comparable baselines only ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"- a list\n", "a budget must be a YAML mapping with a metrics: section"),
+        (b"\xff\xfemetrics: {}\n", "cannot read budget: not UTF-8 (byte 0)"),
+    ],
+)
+def test_a_budget_that_is_no_mapping_or_no_text_is_named_as_a_budget(run, emulated, tmp_path, content, says):
+    budget = tmp_path / "budget.yaml"
+    budget.write_bytes(content)
+    result = run("gate", emulated("base", "seed=7"), "--budget", budget)
+    assert error_line(result) == f"perftool: error: {budget}: {says}"
 
 
 def test_a_baseline_of_another_job_is_refused_unless_allowed(run, emulated):
