@@ -70,6 +70,19 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
         ],
         "host",
     ),
+    "kineto-workers": (  # Kineto with two input workers' threads traced in the training process
+        {"host": (100, 1), "device": (0, 7), "worker0": (100, 2), "worker1": (100, 3)},
+        [
+            meta("process_name", 100, 0, name="python3"),
+            meta("process_labels", 100, 0, labels="CPU"),
+            meta("thread_name", 100, 2, name="dataloader worker 0"),
+            meta("thread_name", 100, 3, name="dataloader worker 1"),
+            meta("process_name", 0, 0, name="python3"),
+            meta("process_labels", 0, 0, labels="GPU 0"),
+            meta("thread_name", 0, 7, name="stream 7"),
+        ],
+        "host",
+    ),
     "kineto-legacy": (
         {"host": (100, 1), "device": (0, 7)},
         [
@@ -175,9 +188,12 @@ def build(case: dict) -> dict:
     tracks, events, step_track = VOCABULARIES[vocabulary]
     events = list(events)
     repeat = case.get("repeat", {"count": 1, "every": 0})
-    step_cat = {"kineto": "user_annotation", "kineto-legacy": "Operator", "gaudi": "user_annotation"}.get(
-        vocabulary, ""
-    )
+    step_cat = {
+        "kineto": "user_annotation",
+        "kineto-workers": "user_annotation",
+        "kineto-legacy": "Operator",
+        "gaudi": "user_annotation",
+    }.get(vocabulary, "")
     flows = count(1)
     for i in range(case["steps"]):
         t = i * case["period"]

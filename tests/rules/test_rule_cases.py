@@ -14,6 +14,7 @@ from perftool.rules.catalog import load_catalog
 RANK = {"info": 0, "warning": 1, "error": 2}
 READ_AS = {  # vocabulary -> the dialect and device family perftool must read a case's trace as
     "kineto": ("kineto", "gpu"),
+    "kineto-workers": ("kineto", "gpu"),
     "ascend": ("ascend", "npu"),
     "graphcore": ("graphcore", "ipu"),
     "gaudi": ("kineto", "hpu"),
