@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from perftool.gate.checks import Check, Verdict, against_budget, compare
+from perftool.gate.checks import Check, Verdict, against_budget, compare, status
 from perftool.gate.inputs import differences
 from perftool.gate.policy import Budget, GatePolicy, Limit
 from perftool.rules.findings import EmulatorRun, TraceFindings
@@ -51,7 +51,7 @@ def test_six_steps_a_side_all_slower_by_a_fifth_fail_on_the_rank_test_with_both_
     assert (step.baseline, step.candidate) == pytest.approx((102.5, 123.0))
     assert (step.change, step.limit, step.detail) == ("+20.0%", limit, "20.0% worse, significant (p = 0.0025)")
     assert (rate.id, rate.name, rate.unit, rate.verdict) == ("timing:throughput", "throughput", "steps/s", Verdict.FAIL)
-    assert (rate.baseline, rate.candidate) == pytest.approx((6 / 615e-6, 6 / 738e-6))
+    assert (rate.baseline, rate.candidate) == pytest.approx((6 / 615e-6, 6 / 738e-6), rel=1e-12)  # steps a second
     # shown as the throughput's own change, judged as how much worse it is: 615/738 - 1 = -16.7%
     assert (rate.change, rate.limit, rate.detail) == ("-16.7%", limit, "16.7% worse, significant (p = 0.0025)")
 
@@ -240,3 +240,14 @@ def test_two_sides_are_different_jobs_by_device_world_size_and_kind_of_trace():
     assert differences(gpu.model_copy(update={"emulator": run}), gpu.model_copy(update={"emulator": bigger})) == [
         "emulator device npu → gpu", "workload.batch_size 8 → 16"
     ]  # fmt: skip
+
+
+def test_a_p_value_below_one_in_ten_thousand_is_shown_as_a_bound():
+    baseline = [100.0 + i for i in range(20)]
+    step, _ = timing(baseline, [t * 1.5 for t in baseline])
+    # U = 400 of 400; variance 20*20/12*41 = 1,366.7; z = (400 - 200 - 0.5)/36.97 = 5.40; p = 3.4e-8
+    assert step.detail == "50.0% worse, significant (p < 0.0001)"
+
+
+def test_a_gate_with_nothing_to_check_passes():
+    assert status([], "error") is Verdict.PASS
