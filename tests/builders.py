@@ -57,29 +57,25 @@ ARGS = {
 CASES = REPO / "tests" / "rule_cases"  # each rule's cases, PTnnn.yaml (their format: its README.md)
 
 
+KINETO_PROCESSES = [  # a Kineto trace's host and GPU processes, and the GPU's compute stream
+    meta("process_name", 100, 0, name="python3"),
+    meta("process_labels", 100, 0, labels="CPU"),
+    meta("process_name", 0, 0, name="python3"),
+    meta("process_labels", 0, 0, labels="GPU 0"),
+    meta("thread_name", 0, 7, name="stream 7"),
+]
 VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming them, the step markers' track
     "kineto": (
         {"host": (100, 1), "device": (0, 7), "comm": (0, 13)},
-        [
-            meta("process_name", 100, 0, name="python3"),
-            meta("process_labels", 100, 0, labels="CPU"),
-            meta("process_name", 0, 0, name="python3"),
-            meta("process_labels", 0, 0, labels="GPU 0"),
-            meta("thread_name", 0, 7, name="stream 7"),
-            meta("thread_name", 0, 13, name="stream 13"),
-        ],
+        [*KINETO_PROCESSES, meta("thread_name", 0, 13, name="stream 13")],
         "host",
     ),
     "kineto-workers": (  # Kineto with two input workers' threads traced in the training process
         {"host": (100, 1), "device": (0, 7), "worker0": (100, 2), "worker1": (100, 3)},
         [
-            meta("process_name", 100, 0, name="python3"),
-            meta("process_labels", 100, 0, labels="CPU"),
+            *KINETO_PROCESSES,
             meta("thread_name", 100, 2, name="dataloader worker 0"),
             meta("thread_name", 100, 3, name="dataloader worker 1"),
-            meta("process_name", 0, 0, name="python3"),
-            meta("process_labels", 0, 0, labels="GPU 0"),
-            meta("thread_name", 0, 7, name="stream 7"),
         ],
         "host",
     ),
