@@ -1,10 +1,11 @@
-"""Benchmark: what ``perftool scan`` costs on top of ``perftool info`` (load + metrics).
+"""Benchmark: what ``perftool scan`` costs on top of ``perftool info`` (load + steps + metrics + roofline).
 
     python bench/bench_scan.py --mb 500        # the Kineto-like trace bench_load.py generates
     python bench/bench_scan.py --trace FILE    # any trace
 
-Each measurement runs in a fresh process: ``info`` = load + metrics; ``scan`` = load + metrics +
-idle attribution + every built-in rule; the passes alternate. Prints both wall times, the ratio
+Each measurement runs in a fresh process: ``info`` = load + steps + metrics + roofline (what ``perftool info``
+computes); ``scan`` = load + metrics + idle attribution + every built-in rule (the roofline among them) and the fit
+behind the gains; the passes alternate. Prints both wall times, the ratio
 and peak RSS, and the ratio over the same (fastest) load, which the machine's noise moves less.
 Target (issue #4): scan <= 1.2x info on the 500 MB trace.
 """
@@ -23,16 +24,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def measure(path: str, scan: bool) -> dict:
     """Time one info or scan pass in this process (run in a child process)."""
     from perftool.analysis import compute_metrics
+    from perftool.analysis.steps import detect_steps
     from perftool.pipeline.read import load_trace
     from perftool.pipeline.scan import scan_trace
+    from perftool.roofline.figures import roofline
     from perftool.rules.catalog import load_catalog
 
     start = time.perf_counter()
     trace = load_trace(path)
     loaded = time.perf_counter()
     findings = len(scan_trace(trace, load_catalog()).findings) if scan else 0
-    if not scan:
-        compute_metrics(trace)
+    if not scan:  # what `perftool info` computes: the steps, the metrics and the roofline
+        steps = detect_steps(trace)
+        compute_metrics(trace, steps)
+        roofline(trace, steps, None)
     done = time.perf_counter()
     return {
         "load_s": loaded - start,
@@ -71,7 +76,7 @@ def main() -> None:
     info_s, scan_s = info["load_s"] + info["analysis_s"], scan["load_s"] + scan["analysis_s"]
     print(f"trace     {path} ({os.path.getsize(path) / 1e6:,.1f} MB), cores {os.cpu_count()}, best of {args.repeat}")
     for label, best, total in (("info", info, info_s), ("scan", scan, scan_s)):
-        analysis = "metrics" if label == "info" else f"metrics + rules, {best['findings']} findings"
+        analysis = "steps + metrics + roofline" if label == "info" else f"metrics + rules, {best['findings']} findings"
         print(
             f"{label:<9} {total:.2f} s  (load {best['load_s']:.2f} s, {analysis} {best['analysis_s']:.2f} s)"
             f"   peak RSS {best['rss_mb']:,.0f} MB"
