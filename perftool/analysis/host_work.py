@@ -90,5 +90,14 @@ def _bridged(
     if starts.size > 1:  # a run of work ends where a longer gap follows
         follows_gap = np.concatenate([[True], starts[1:] - ends[:-1] > bridge_us])
         starts, ends = starts[follows_gap], ends[np.concatenate([follows_gap[1:], [True]])]
-    waits = scope.busy((trace.on_roles(Role.HOST) & trace.of_kinds(Kind.INPUT, Kind.SYNC)) | blocking_copies(trace))
-    return intervals.subtract((starts, ends), waits, scope.lo, scope.hi)
+    return intervals.subtract((starts, ends), _waits(trace, scope), scope.lo, scope.hi)
+
+
+def _waits(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
+    """The host's waits in the window (loading batches, syncs, copies that block it), measured once per trace and
+    window (the host's own work and its dispatch both leave them out)."""
+    key = f"host_work.waits {scope.lo!r} {scope.hi!r}"
+    if key not in trace.derived:
+        waiting = (trace.on_roles(Role.HOST) & trace.of_kinds(Kind.INPUT, Kind.SYNC)) | blocking_copies(trace)
+        trace.derived[key] = scope.busy(waiting)
+    return trace.derived[key]
