@@ -12,18 +12,22 @@ from perftool.analysis.family import device_family
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
+from perftool.common.cores import free_cores
 from perftool.common.errors import PerftoolError, TraceError
+from perftool.common.threads import ordered_map
 from perftool.common.version import __version__
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.pipeline.read import load_trace
 from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
-from perftool.rules.findings import ScanReport, TraceFindings, UnreadTrace, biggest_first
+from perftool.rules.findings import Finding, ScanReport, TraceFindings, UnreadTrace, biggest_first
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule
 from perftool.trace.loader import Decoders
 from perftool.trace.model import Trace
+
+RULE_THREADS = 2  # a third gains little: the fit and the Python between the numpy passes hold the GIL
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,15 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
     capping = [c for c in metrics.caveats if c.caps]
     cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
     trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
-    detections = [detection for rule in trace_rules if (detection := detected(scope, rule)) is not None]
     fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
-    findings = [finding_of(scope, one, *fix_that_holds(scope, one, fitted), cap) for one in detections]
+
+    def finding(rule: Rule) -> Finding | None:
+        detection = detected(scope, rule)
+        if detection is None:
+            return None
+        return finding_of(scope, detection, *fix_that_holds(scope, detection, fitted), cap)
+
+    findings = [found for found in ordered_map(finding, trace_rules, _rule_threads(trace)) if found is not None]
     findings.sort(key=biggest_first)
     idle = scope.idle
     window = scope.window
@@ -137,6 +147,13 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         beyond=beyond(scope, fitted, findings, joint),
     )
     return found, scope
+
+
+def _rule_threads(trace: Trace) -> int:
+    """The threads the rules run on: two where two cores are free (the detectors' numpy passes free the GIL, the fit
+    behind the first fix holds it), one where the trace's columns are on disk, so that the budget counts one
+    detector's working arrays at a time."""
+    return 1 if trace.on_disk else min(free_cores(), RULE_THREADS)
 
 
 def _emulator_config(trace: Trace) -> EmulatorConfig | None:

@@ -8,8 +8,8 @@ the detection's fixes the one that helps most wins, and where none does, the fin
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from functools import cached_property
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from perftool.analysis.launches import graphs_in_use
@@ -34,32 +34,48 @@ FIT_MAX_STEPS = 512  # a foreign trace whose steady state compiles is fitted at 
 
 @dataclass
 class TraceFit:
-    """An emulator config fitted to one analysed trace (its step capped for speed), made when a fix first asks for it:
-    None when the trace cannot be fitted or the fit does not reproduce its step time within the calibration's
-    error."""
+    """An emulator config fitted to one analysed trace (its step capped for speed), made when a fix first asks for it
+    (once, whichever of the rules' threads asks first; the others wait for it): None when the trace cannot be fitted
+    or the fit does not reproduce its step time within the calibration's error."""
 
     scope: Scope
+    _made: tuple[EmulatorConfig, KnownRun] | None = field(default=None, init=False, repr=False)
+    _tried: bool = field(default=False, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
-    @cached_property
-    def config(self) -> EmulatorConfig | None:
-        """The fitted config, made now if no fix asked for it before."""
-        return _fitted(self.scope)
-
-    @cached_property
+    @property
     def run(self) -> KnownRun | None:
-        """How the fit runs, for what-ifs on it."""
-        config = self.config
-        if config is None:
-            return None
-        scope = self.scope
-        judges = read_settings(scope.trace, config)
-        interval = mean_error(UNCHECKED_FIT_ERROR, spread(scope.steps.steady_durations), scope.steady_steps)
-        return KnownRun.of(config, "emulator fitted to this trace", recorded=False, judges=judges, interval=interval)
+        """How the fit runs, for what-ifs on it: fitted now if no fix asked for it before."""
+        return self._fitted()[1]
+
+    @property
+    def config(self) -> EmulatorConfig | None:
+        """The fitted config: fitted now if no fix asked for it before."""
+        return self._fitted()[0]
 
     @property
     def made(self) -> KnownRun | None:
         """The fit where a fix has asked for it already; None otherwise (none is made for this)."""
-        return self.__dict__.get("run")
+        return self._made[1] if self._made is not None else None
+
+    def _fitted(self) -> tuple[EmulatorConfig | None, KnownRun | None]:
+        with self._lock:
+            if not self._tried:
+                self._made = _fit_run(self.scope)
+                self._tried = True
+        return self._made or (None, None)
+
+
+def _fit_run(scope: Scope) -> tuple[EmulatorConfig, KnownRun] | None:
+    """The fitted config and how it runs, or None where the trace cannot be fitted."""
+    config = _fitted(scope)
+    if config is None:
+        return None
+    judges = read_settings(scope.trace, config)
+    interval = mean_error(UNCHECKED_FIT_ERROR, spread(scope.steps.steady_durations), scope.steady_steps)
+    return config, KnownRun.of(
+        config, "emulator fitted to this trace", recorded=False, judges=judges, interval=interval
+    )
 
 
 def _fitted(scope: Scope) -> EmulatorConfig | None:
@@ -138,7 +154,8 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
     for are swept (other values, together): those the findings' own fixes set, and pinned memory where the input
     copies come from pageable memory; a setting without evidence (device graphs where the host's time is neither
     launching nor dispatching ops one by one) is never named."""
-    config, run = (fitted.config, fitted.made) if fitted.made is not None else (None, None)
+    run = fitted.made
+    config = fitted.config if run is not None else None
     if config is None or run is None or scope.run is not None or not _sweep_holds(scope, findings):
         return None
     evidenced = {key for f in findings for key in f.fix.changes}  # settings a finding's evidence names

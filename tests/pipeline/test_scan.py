@@ -5,15 +5,21 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from conftest import REPO, TORCH_FIXTURE
 
 from perftool.api import emulate
+from perftool.common import limits
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
+from perftool.pipeline import scan
+from perftool.pipeline.read import load_trace
 from perftool.pipeline.scan import scan_files
+from perftool.predict import gains
 from perftool.rules import prediction
 from perftool.rules.catalog import load_catalog
 from perftool.rules.findings import SCHEMA
@@ -394,3 +400,49 @@ def test_fixes_that_overlap_print_one_combined_what_if(reports, run):
     assert f"Together: every predicted fix here, applied at once: {found.together.text}" in html
     sarif = json.loads(run("scan", sample, "--format", "sarif", "--fail-on", "never").stdout)
     assert [t["text"] for t in sarif["runs"][0]["properties"]["together"]] == [found.together.text]
+
+
+@pytest.mark.parametrize(
+    "path", [KINETO_SAMPLE, SAMPLES / "gpu" / "sync_every_step.trace.json.gz"], ids=["kineto", "emulator"]
+)
+def test_rules_on_two_threads_find_what_they_find_on_one(path, monkeypatch):
+    """The rules and their fixes run on two threads where two cores are free: the findings, their order, their
+    gains (the fit behind them included) and the better setting are those one thread gives."""
+    monkeypatch.setattr(scan, "free_cores", lambda: 2)
+    trace = load_trace(str(path))
+    monkeypatch.setattr(scan, "RULE_THREADS", 1)
+    assert scan._rule_threads(trace) == 1
+    alone = scan.scan_trace(trace, load_catalog())
+    monkeypatch.setattr(scan, "RULE_THREADS", 2)
+    assert scan._rule_threads(load_trace(str(path))) == 2
+    both = scan.scan_trace(load_trace(str(path)), load_catalog())
+    assert [f.gain.kind for f in both.findings].count("predicted") >= 1
+    assert both.model_dump() == alone.model_dump()
+
+
+def test_rules_run_on_one_thread_where_one_core_is_free_or_the_columns_are_on_disk(monkeypatch):
+    monkeypatch.setattr(scan, "free_cores", lambda: 1)
+    assert scan._rule_threads(load_trace(str(KINETO_SAMPLE))) == 1
+    monkeypatch.setattr(scan, "free_cores", lambda: 8)
+    assert scan._rule_threads(load_trace(str(KINETO_SAMPLE))) == scan.RULE_THREADS
+    monkeypatch.setattr(limits, "memory_to_scan", lambda *counts: 0 if counts[5] else 1 << 62)  # over budget in memory
+    on_disk = load_trace(str(KINETO_SAMPLE))
+    assert on_disk.on_disk and scan._rule_threads(on_disk) == 1
+
+
+def test_the_fit_is_made_once_whichever_thread_asks_first(monkeypatch):
+    """Two rules' fixes ask for the fit at once: one thread fits, the other waits and gets the same fit."""
+    calls = []
+
+    def slow_fit(scope):
+        calls.append(scope)
+        time.sleep(0.2)  # long enough for the other thread to ask meanwhile
+        return "config", "run"
+
+    monkeypatch.setattr(gains, "_fit_run", slow_fit)
+    fitted = gains.TraceFit(scope=None)
+    assert fitted.made is None
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: fitted.run, range(2)))
+    assert runs == ["run", "run"] and len(calls) == 1
+    assert fitted.made == "run" and fitted.config == "config" and len(calls) == 1
