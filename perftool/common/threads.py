@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -47,3 +47,34 @@ def ordered_map(work: Callable[[Item], Result], items: Sequence[Item], threads: 
     if failures:
         raise failures[min(failures)]
     return [results[index] for index in range(len(items))]
+
+
+class computed_once(Generic[Result]):  # noqa: N801 - a decorator, named like functools.cached_property
+    """A property computed when first read and kept, like ``functools.cached_property``, that two threads reading it
+    at once compute once: the first computes, the other waits for its value (``cached_property`` locks no more since
+    Python 3.12, and locked every instance at once before). The lock is the instance's own, so threads computing
+    other instances' values never wait on each other."""
+
+    _making_locks = threading.Lock()
+
+    def __init__(self, compute: Callable[[Any], Result]) -> None:
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+        self.name = compute.__name__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> computed_once[Result]: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> Result: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> computed_once[Result] | Result:
+        if instance is None:
+            return self
+        held = instance.__dict__  # read first from here once made: this descriptor sets nothing else
+        with self._making_locks:
+            lock = held.setdefault(f"_{self.name}_lock", threading.Lock())
+        with lock:
+            if self.name not in held:
+                held[self.name] = self.compute(instance)
+        return held[self.name]

@@ -1,12 +1,15 @@
-"""Work shared with helper threads: the items' order, the first error, and a stop that stops the helpers."""
+"""Work shared with helper threads: the items' order, the first error, a stop that stops the helpers, and values
+two threads read at once computed once."""
 
 from __future__ import annotations
 
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from perftool.common.threads import ordered_map
+from perftool.common.threads import computed_once, ordered_map
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -58,3 +61,39 @@ def test_a_stop_in_this_thread_leaves_the_helpers_no_new_item():
     release.set()
     helper.join(10)
     assert not helper.is_alive() and len(helper_items) == 1
+
+
+class Slow:
+    """An instance whose value takes a while, recording each time it is computed."""
+
+    def __init__(self, wait_for: threading.Event | None = None, then_set: threading.Event | None = None) -> None:
+        self.computed = 0
+        self.wait_for, self.then_set = wait_for, then_set
+
+    @computed_once
+    def value(self) -> str:
+        """Who computed it."""
+        self.computed += 1
+        if self.then_set is not None:
+            self.then_set.set()
+        if self.wait_for is not None:
+            assert self.wait_for.wait(10), "another instance's value was never computed meanwhile"
+        time.sleep(0.1)  # long enough for the other thread to read it meanwhile
+        return f"made by {threading.current_thread().name}"
+
+
+def test_a_value_two_threads_read_at_once_is_computed_once():
+    slow = Slow()
+    with ThreadPoolExecutor(2) as pool:
+        values = list(pool.map(lambda _: slow.value, range(2)))
+    assert values[0] == values[1] == slow.value and slow.computed == 1
+    assert Slow.value.__doc__ == "Who computed it." and "_value_lock" in vars(slow)
+
+
+def test_threads_computing_two_instances_values_do_not_wait_on_each_other():
+    first_started, second_started = threading.Event(), threading.Event()
+    first = Slow(wait_for=second_started, then_set=first_started)
+    second = Slow(wait_for=first_started, then_set=second_started)
+    with ThreadPoolExecutor(2) as pool:
+        values = list(pool.map(lambda slow: slow.value, [first, second]))
+    assert values[0] != values[1] and first.computed == second.computed == 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -13,6 +12,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.common.names import host_call, shortened
+from perftool.common.threads import computed_once
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import EventRef, Evidence
 from perftool.rules.known_run import KnownRun
@@ -28,10 +28,10 @@ class Scope(TraceAnalysis):
     evidence_count: int = 5
     job_steps: int | None = None  # the steps the whole job runs, where the user states it (a trace does not)
 
-    @cached_property
+    @computed_once
     def roofline(self) -> Roofline:
         """Each modelled op's FLOPs and bytes in the window against the device's roofline (read by the detectors of
-        ops below it)."""
+        ops below it, on the rules' threads: made once)."""
         return roofline(self.trace, self.steps)
 
     def events(self, rows: np.ndarray) -> list[Evidence]:
