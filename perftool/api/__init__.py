@@ -162,6 +162,13 @@ def load_trace(
     return reader.load_trace(path, dialect, workers, max_bytes, memory=memory)
 
 
+def _trace_paths(traces: tuple[PathLike, ...], command: str) -> list[str]:
+    """The paths of ``traces`` as given to ``command``; at least one, as on the command line."""
+    if not traces:
+        raise PerftoolError(f"{command}(): traces: give at least one trace")
+    return [trace_path(str(t)) for t in traces]
+
+
 @_checked
 def info(
     *traces: PathLike,
@@ -186,9 +193,7 @@ def info(
     from perftool.roofline.figures import roofline as measure_roofline
 
     spec = load_spec(str(device_spec)) if device_spec else None
-    paths = [trace_path(str(t)) for t in traces]
-    if not paths:
-        raise PerftoolError("info(): traces: give at least one trace")
+    paths = _trace_paths(traces, "info")
     address = chosen_scheduler(scheduler)
     if len(paths) == 1 and os.path.isdir(paths[0]) and len(found := job_files(paths)) == 1:
         paths = found  # a directory of one trace (a profiler's output directory): that trace
@@ -247,7 +252,7 @@ def scan(
     )
     shown = next(e for e in (evidence, settings.evidence, 5) if e is not None)
     read = ReadOptions(device or settings.device, dialect, shown, max_bytes, job_steps, memory)
-    paths = [trace_path(str(t)) for t in traces]
+    paths = _trace_paths(traces, "scan")
     if STDIN in paths and len(paths) > 1:  # a job's ranks are read where they are analysed, not in this process
         raise PerftoolError(f"{STDIN} (standard input) is scanned only on its own: save it to a file to scan it "
                             "with other traces")  # fmt: skip

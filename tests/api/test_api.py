@@ -53,6 +53,13 @@ def test_a_path_of_the_wrong_type_or_with_a_nul_byte_is_one_perftool_error(call,
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("command", [perftool.info, perftool.scan], ids=["info", "scan"])
+def test_a_call_without_a_trace_is_refused_as_on_the_command_line(command):
+    """``scan()`` of nothing gave an empty report (an agent's ``scan`` of ``[]`` through the MCP server too)."""
+    with pytest.raises(PerftoolError, match=rf"^{command.__name__}\(\): traces: give at least one trace$"):
+        command()
+
+
 def test_a_scan_that_reads_nothing_raises_and_one_that_reads_part_warns(tmp_path):
     with pytest.raises(perftool.NothingRead, match=r"missing\.json: no such file$") as nothing:
         perftool.scan(tmp_path / "missing.json")
