@@ -1,0 +1,140 @@
+"""PT013's detector on a job's figures worked out by hand: three ranks whose third the others wait for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from perftool.rules.detectors import straggler
+
+STEPS = 3  # steady steps of every rank
+
+
+@dataclass
+class Waits:
+    """What the job view measures of the waits at the shared collectives (perftool.job.align.Waits' fields read)."""
+
+    held_back_us: dict[int, float] = field(default_factory=lambda: {2: 6000.0})  # 2 ms a step
+    lag_us: dict[int, float] = field(default_factory=lambda: {2: 3000.0})  # 1 ms a step
+    last: dict[int, int] = field(default_factory=lambda: {2: 9})
+    compared: dict[int, int] = field(default_factory=lambda: {2: 10})
+    worst: dict[int, list] = field(default_factory=lambda: {2: [(1, 750.0), (0, 400.0)]})
+
+
+def rank(compute: float, input_wait: float, path: str, findings: tuple = ()) -> SimpleNamespace:
+    """One rank's summary: its step's parts (µs a step), its scan and its collectives' timeline."""
+    timeline = SimpleNamespace(
+        start=np.array([100.0, 200.0]), type=np.array([0, 2]), group=np.array(["0", "tp1"]), step=np.array([4, 5])
+    )
+    scan = SimpleNamespace(findings=list(findings), path=path, steps=STEPS, window_us=STEPS * 20_000.0)
+    return SimpleNamespace(
+        breakdown_us={"compute": compute, "idle.input_wait": input_wait}, scan=scan, timeline=timeline, first_us=50.0
+    )
+
+
+def job(third_compute: float = 10_500.0, **waits) -> SimpleNamespace:
+    """Ranks 0 and 1 compute 8 and 9 ms a step (median 8.5), rank 2 ``third_compute``; input waits 0.5, 0.7 and
+    0.6 ms (rank 2's at the others' median); the clocks agree to 0.1 ms."""
+    finding = SimpleNamespace(rule_id="PT002", title="Input-bound", fix=SimpleNamespace(text="more workers"))
+    return SimpleNamespace(
+        slowest=2,
+        waits=Waits(**waits),
+        steps_compared={0: STEPS, 1: STEPS, 2: STEPS},
+        summaries={
+            0: rank(8000.0, 500.0, "r0.json"),
+            1: rank(9000.0, 700.0, "r1.json"),
+            2: rank(third_compute, 600.0, "r2.json", (finding,)),
+        },
+        clock_error_us=100.0,
+        evidence_count=5,
+        run=None,
+        steady_steps=STEPS,
+    )
+
+
+def test_the_rank_the_others_wait_for_is_named_with_the_part_of_its_step_above_the_median():
+    found = straggler.detect(job(), {})
+    assert found is not None
+    assert found.values == {
+        "rank": 2,
+        "held_ms_per_step": 2.0,  # 6 ms over 3 steps
+        "last_share": 0.9,  # last at 9 of 10
+        "cause": "device compute",
+        "excess_ms_per_step": 2.0,  # 10.5 ms against the others' median 8.5 ms
+        "why": "Against the median rank it spends 2.00 ms more per step in device compute.",
+        "rank_finding": "PT002 Input-bound: more workers",
+    }
+    assert found.lost_us == 6000.0 and found.variant == "compute" and found.key == "rank 2 compute"
+    assert found.changes == {}  # a trace that records no emulator config: no what-if
+
+
+def test_its_evidence_is_where_the_others_waited_longest_on_its_own_clock():
+    first, second = straggler.detect(job(), {}).evidence
+    assert (first.ts_us, first.at_us, first.dur_us) == (200.0, 150.0, 750.0)
+    assert first.name == "others wait for it at all_gather (tp1, step 5)" and first.track == "rank 2: r2.json"
+    assert (second.ts_us, second.dur_us, second.name) == (100.0, 400.0, "others wait for it at all_reduce (0, step 4)")
+    scope = job()
+    scope.evidence_count = 1
+    assert len(straggler.detect(scope, {}).evidence) == 1
+
+
+@pytest.mark.parametrize(
+    ("third_compute", "named"),
+    [(9_000.0, True), (8_999.0, False)],  # an excess of half the 1 ms lag a step names its cause; less does not
+)
+def test_a_part_names_the_cause_where_it_accounts_for_half_the_lag(third_compute, named):
+    found = straggler.detect(job(third_compute), {})
+    assert found is not None and (found.variant == "compute") is named
+    if not named:
+        assert found.values["why"] == (
+            "No part of its step that the trace shows explains its lag of 1.00 ms per step (the largest difference "
+            "from the median rank, device compute, is 0.50 ms)."
+        )
+
+
+def test_a_rank_no_part_of_whose_step_is_above_the_median_names_none():
+    found = straggler.detect(job(8000.0), {})
+    assert found is not None and found.variant is None
+    assert found.values["cause"] == "no single part of its step" and found.values["excess_ms_per_step"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("waits", "clock_error_us", "found"),
+    [
+        ({}, 499.0, True),  # late 1 ms a step: more than twice what the clocks stray
+        ({}, 500.0, False),  # no more than twice: the clocks cannot tell
+        ({"held_back_us": {2: 0.0}}, 100.0, False),  # nobody waits for it
+        ({"held_back_us": {}}, 100.0, False),
+    ],
+)
+def test_no_straggler_where_nobody_waits_or_the_clocks_cannot_tell(waits, clock_error_us, found):
+    scope = job(**waits)
+    scope.clock_error_us = clock_error_us
+    assert (straggler.detect(scope, {}) is not None) is found
+
+
+def test_a_job_without_a_slowest_rank_has_no_straggler():
+    scope = job()
+    scope.slowest = None
+    assert straggler.detect(scope, {}) is None
+
+
+@pytest.mark.parametrize(
+    ("slow_ranks", "changes"),
+    [
+        (  # rank 2 at the pace of the job's other slow rank
+            ({"rank": 2, "compute": 0.8, "preprocess": 1.0}, {"rank": 5, "compute": 0.5, "preprocess": 0.7}),
+            [{"rank": 2, "compute": 0.5, "preprocess": 0.7}, {"rank": 5, "compute": 0.5, "preprocess": 0.7}],
+        ),
+        (({"rank": 2, "compute": 0.8, "preprocess": 1.0},), []),  # the only slow rank: at everyone's pace
+        (({"rank": 5, "compute": 0.5, "preprocess": 0.7},), None),  # the job does not say rank 2 is slow
+    ],
+)
+def test_the_fix_runs_the_job_again_with_the_straggler_at_the_others_pace(slow_ranks, changes):
+    scope = job()
+    scope.run = SimpleNamespace(slow_ranks=slow_ranks)
+    found = straggler.detect(scope, {})
+    assert found.changes == ({} if changes is None else {"replicas.slow_ranks": changes})
