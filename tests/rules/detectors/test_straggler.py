@@ -138,3 +138,35 @@ def test_the_fix_runs_the_job_again_with_the_straggler_at_the_others_pace(slow_r
     scope.run = SimpleNamespace(slow_ranks=slow_ranks)
     found = straggler.detect(scope, {})
     assert found.changes == ({} if changes is None else {"replicas.slow_ranks": changes})
+
+
+def test_a_part_the_others_do_not_record_counts_as_none_of_their_time():
+    scope = job()
+    scope.summaries[2].breakdown_us["idle.h2d"] = 2500.0  # only rank 2 copies input: 2.5 ms above the others' none
+    found = straggler.detect(scope, {})
+    assert found.values["cause"] == "input copies" and found.values["excess_ms_per_step"] == 2.5
+    assert found.variant == "input"
+
+
+def test_a_rank_whose_step_records_no_part_names_no_cause_and_one_without_findings_says_so():
+    scope = job()
+    scope.summaries[2].breakdown_us = {}
+    scope.summaries[2].scan.findings = []
+    found = straggler.detect(scope, {})
+    assert found.variant is None and found.values["cause"] == "no single part of its step"
+    assert found.values["excess_ms_per_step"] == 0.0 and found.values["rank_finding"] == "no finding of its own"
+
+
+def test_a_rank_late_at_its_one_shared_collective_is_last_at_all_of_them():
+    found = straggler.detect(job(last={2: 1}, compared={2: 1}), {})
+    assert found.values["last_share"] == 1.0
+
+
+def test_without_a_measured_lag_no_rank_is_late_even_where_the_clocks_agree_exactly():
+    scope = job(lag_us={})
+    scope.clock_error_us = 0.0
+    assert straggler.detect(scope, {}) is None
+
+
+def test_a_rank_the_others_waited_for_at_no_recorded_call_has_no_evidence():
+    assert straggler.detect(job(worst={}), {}).evidence == []
