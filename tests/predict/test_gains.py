@@ -1,11 +1,14 @@
 """Every gain printed on the bundled samples (as written, stripped of their emulator record, and stripped with the
 job's length stated) against the truth: the sample's own config re-run with the printed fix (bench/bench_gains.py
-prints the same table)."""
+prints the same table), and a fit's gain held to what the trace measured."""
 
 from __future__ import annotations
 
 import pytest
 from oracles.gains import TOLERANCE, check_sample, samples
+
+from perftool.predict.gains import _past
+from perftool.rules.findings import Gain
 
 SAMPLES = samples()
 
@@ -18,3 +21,15 @@ def test_each_printed_gain_is_reproduced_by_running_its_fix(name, config, trace)
     assert not failing, f"more than {TOLERANCE:.0%} off: {failing}"
     if "healthy" not in name:  # every sample with a problem prints a prediction for it, as written
         assert any(c.kind == "predicted" and c.source == "as written" for c in checked)
+
+
+@pytest.mark.parametrize(
+    ("speedup", "measured", "past"),
+    [
+        (1.25, 0.18, True),  # wins back 20% of the run time: past 18% and its 10% slack (19.8%)
+        (1.25, 0.19, False),  # within 19% and its slack (20.9%)
+        (None, 0.0, False),  # no speed-up predicted wins back nothing
+    ],
+)
+def test_a_fit_s_gain_past_what_the_trace_measured_lost_is_not_printed(speedup, measured, past):
+    assert _past(Gain(kind="predicted", text="", speedup=speedup), measured) is past
