@@ -19,6 +19,7 @@ from perftool.common.version import __version__
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.pipeline.read import load_trace
 from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
+from perftool.roofline.figures import roofline
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
 from perftool.rules.findings import Finding, ScanReport, TraceFindings, UnreadTrace, biggest_first
@@ -93,20 +94,22 @@ def scan_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ
 
 def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> tuple[TraceFindings, Scope]:
     """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution).
-    The device's idle time is attributed in a helper thread while the metrics are computed: numpy frees the
-    GIL, so the two take two cores where there are two."""
+    The device's idle time is attributed in a helper thread while the metrics are computed, and the roofline made
+    there after it where a rule reads it: numpy frees the GIL, so the two take two cores where there are two."""
     steps = detect_steps(trace)
+    trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
     with ThreadPoolExecutor(1) as helper:
         attributed = helper.submit(attribute_idle, trace, *steps.window) if rules else None
+        measured = helper.submit(roofline, trace, steps) if _roofline_first(trace, trace_rules) else None
         metrics = compute_metrics(trace, steps)
         emulator = _emulator_config(trace)
         run = KnownRun.of(emulator) if emulator is not None else None
         family = read.family or device_family(trace)
         idle_from = attributed.result if attributed is not None else None
-        scope = Scope(trace, steps, metrics, family, run, read.evidence, read.job_steps, idle_from=idle_from)
+        scope = Scope(trace, steps, metrics, family, run, read.evidence, read.job_steps, idle_from=idle_from,
+                      roofline_from=measured.result if measured is not None else None)  # fmt: skip
     capping = [c for c in metrics.caveats if c.caps]
     cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
-    trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
     fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
 
     def finding(rule: Rule) -> Finding | None:
@@ -147,6 +150,12 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         beyond=beyond(scope, fitted, findings, joint),
     )
     return found, scope
+
+
+def _roofline_first(trace: Trace, rules: list[Rule]) -> bool:
+    """Whether the roofline is made in the helper thread, beside the metrics: where a rule reads it and the columns
+    are in memory (on disk, one pass at a time)."""
+    return not trace.on_disk and any(DETECTORS[rule.detector].reads_roofline for rule in rules)
 
 
 def _rule_threads(trace: Trace) -> int:

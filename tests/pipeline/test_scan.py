@@ -9,6 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO, TORCH_FIXTURE
 
@@ -446,3 +447,16 @@ def test_the_fit_is_made_once_whichever_thread_asks_first(monkeypatch):
         runs = list(pool.map(lambda _: fitted.run, range(2)))
     assert runs == ["run", "run"] and len(calls) == 1
     assert fitted.made == "run" and fitted.config == "config" and len(calls) == 1
+
+
+def test_the_roofline_is_made_beside_the_metrics_only_where_a_rule_reads_it():
+    trace = load_trace(str(KINETO_SAMPLE))
+    rules = load_catalog()
+    _, without = scan.analyse_trace(trace, [rule for rule in rules if rule.id == "PT001"])
+    assert without.roofline_from is None  # the host-bound rule reads no roofline: none is made for it
+    _, with_all = scan.analyse_trace(trace, rules)
+    assert with_all.roofline_from is not None
+    made, own = with_all.roofline, without.roofline  # the helper's, and the one the rules would make themselves
+    assert made.calls is not None and own.calls is not None and made.calls.rows.size > 0
+    np.testing.assert_array_equal(made.calls.rows, own.calls.rows)
+    np.testing.assert_array_equal(made.call_roofline_us(), own.call_roofline_us())

@@ -27,12 +27,13 @@ class Scope(TraceAnalysis):
     run: KnownRun | None  # how the trace was run, where it records it (emulator traces)
     evidence_count: int = 5
     job_steps: int | None = None  # the steps the whole job runs, where the user states it (a trace does not)
+    roofline_from: Callable[[], Roofline] | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     @computed_once
     def roofline(self) -> Roofline:
         """Each modelled op's FLOPs and bytes in the window against the device's roofline (read by the detectors of
-        ops below it, on the rules' threads: made once)."""
-        return roofline(self.trace, self.steps)
+        ops below it, on the rules' threads: made once), where it was made already (a helper thread's) that one."""
+        return self.roofline_from() if self.roofline_from is not None else roofline(self.trace, self.steps)
 
     def events(self, rows: np.ndarray) -> list[Evidence]:
         """The longest of ``rows`` as evidence."""
@@ -141,6 +142,7 @@ class Detector:
     settings: dict[str, Setting] = field(default_factory=dict)  # what a rule file's params may set
     level: Literal["trace", "job"] = "trace"  # what it reads: one trace, or a job of many ranks
     sets_knobs: bool = True  # whether its fixes may set emulator knobs (False: its gain is a bound, and no fit runs)
+    reads_roofline: bool = False  # whether it reads the roofline (then made while the metrics are computed)
 
     @property
     def params(self) -> dict[str, float]:

@@ -115,5 +115,6 @@ DETECTOR = Detector(
     },
     detect=detect,
     sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    reads_roofline=True,
     settings={"min_ops": Setting(3, "a chain has at least this many pointwise ops", int)},
 )

@@ -79,6 +79,7 @@ DETECTOR = Detector(
     },
     detect=detect,
     sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    reads_roofline=True,
     settings={
         "min_share_of_time": Setting(0.05, "report when the arithmetic saved is at least this share of the ops' time")
     },

@@ -105,6 +105,7 @@ DETECTOR = Detector(
     },
     detect=detect,
     sets_knobs=False,  # the emulator models no kernel's launch configuration
+    reads_roofline=True,
     settings={
         "max_occupancy": Setting(0.25, "a kernel counts at or below this theoretical occupancy"),
         "most_of_roofline": Setting(0.5, "... and where its op runs at under this share of its roofline"),

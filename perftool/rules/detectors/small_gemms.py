@@ -54,6 +54,7 @@ DETECTOR = Detector(
     },
     detect=detect,
     sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    reads_roofline=True,
     settings={
         "max_roofline_us": Setting(5.0, "a GEMM is small when even at the roofline it would take less than this, µs"),
         "min_per_step": Setting(8.0, "report when at least this many small GEMMs run per steady step"),

@@ -98,4 +98,5 @@ DETECTOR = Detector(
     },
     detect=detect,
     sets_knobs=False,  # the emulator models no kernel's launch configuration
+    reads_roofline=True,
 )

@@ -85,6 +85,7 @@ DETECTOR = Detector(
     },
     detect=detect,
     sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    reads_roofline=True,
     settings={
         "multiple": Setting(64, "the columns (N) and inner size (K) should be multiples of this", int),
         "min_roofline_us": Setting(5.0, "leave out GEMMs that would take less than this at the roofline, µs"),

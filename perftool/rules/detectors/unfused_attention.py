@@ -78,5 +78,6 @@ DETECTOR = Detector(
     },
     detect=detect,
     sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
+    reads_roofline=True,
     settings={"min_keys": Setting(32, "a softmax over at least this many keys counts as attention's", int)},
 )
