@@ -4,10 +4,12 @@ prints the same table), and a fit's gain held to what the trace measured."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from oracles.gains import TOLERANCE, check_sample, samples
 
-from perftool.predict.gains import _past
+from perftool.predict.gains import _past, _sweep_holds
 from perftool.rules.findings import Gain
 
 SAMPLES = samples()
@@ -33,3 +35,20 @@ def test_each_printed_gain_is_reproduced_by_running_its_fix(name, config, trace)
 )
 def test_a_fit_s_gain_past_what_the_trace_measured_lost_is_not_printed(speedup, measured, past):
     assert _past(Gain(kind="predicted", text="", speedup=speedup), measured) is past
+
+
+@pytest.mark.parametrize(
+    ("contexts", "capped", "steady", "holds"),
+    [
+        (("pytorch",), None, 3, True),  # a PyTorch training job of three steady steps
+        (("pytorch",), None, 2, False),  # too few steps to judge on
+        (("pytorch",), "too few steps", 3, False),  # a finding held for lack of them
+        (("pytorch", "inference"), None, 3, False),  # the settings swept are a training job's
+        (("jax",), None, 3, False),
+    ],
+)
+def test_a_sweep_s_setting_is_named_only_for_a_pytorch_training_job_judged_on_its_steady_steps(
+    contexts, capped, steady, holds
+):
+    scope = SimpleNamespace(contexts=contexts, steady_steps=steady)
+    assert _sweep_holds(scope, [SimpleNamespace(capped=None), SimpleNamespace(capped=capped)]) is holds

@@ -128,3 +128,12 @@ def test_only_the_settings_asked_for_are_tried(fit):
     run = use({"loop_size": [1, 2, 4, 8], "workload.input_workers": [0, 2, 4]})
     together, _ = sweep.best_settings(None, run, frozenset({"workload.input_workers"}))
     assert together == {"workload.input_workers": 4} and asked["alone"] == [{}]
+
+
+def test_a_setting_whose_run_gives_no_speed_up_is_not_named(fit):
+    """The knobs alone come from one plan; where the run of the chosen setting then gives no speed-up (the job
+    cannot be emulated so), nothing is named."""
+    use, _ = fit
+    run = use({"loop_size": [1, 4]})
+    run.what_if = lambda changes: Gain(kind="predicted", text="", speedup=None)
+    assert sweep.best_settings(None, run) is None
