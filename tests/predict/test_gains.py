@@ -9,7 +9,9 @@ from types import SimpleNamespace
 import pytest
 from oracles.gains import TOLERANCE, check_sample, samples
 
-from perftool.predict.gains import _past, _sweep_holds
+from perftool.predict.gains import _past, _sweep_holds, emulated
+from perftool.rules import prediction
+from perftool.rules.detectors import Detection
 from perftool.rules.findings import Gain
 
 SAMPLES = samples()
@@ -52,3 +54,47 @@ def test_a_sweep_s_setting_is_named_only_for_a_pytorch_training_job_judged_on_it
 ):
     scope = SimpleNamespace(contexts=contexts, steady_steps=steady)
     assert _sweep_holds(scope, [SimpleNamespace(capped=None), SimpleNamespace(capped=capped)]) is holds
+
+
+def detection(changes: dict, *alternatives: Detection) -> Detection:
+    return Detection(lost_us=100.0, values={}, evidence=[], changes=changes, alternatives=list(alternatives))
+
+
+def emulated_on(speedups: dict, own: Detection) -> tuple[Detection, Gain, str | None]:
+    """``emulated`` on a run whose what-if of each change (by its sorted items) gives the speed-up named, None where
+    it cannot be run."""
+
+    def what_if(changes: dict) -> Gain | None:
+        speedup = speedups[tuple(sorted(changes.items()))]
+        text = f"{changes} ×{speedup}"
+        return None if speedup == "invalid" else Gain(kind="predicted", text=text, speedup=speedup)
+
+    bound = Gain(kind="upper_bound", text="up to")
+    return emulated(SimpleNamespace(run=SimpleNamespace(what_if=what_if)), own, bound)
+
+
+def test_of_the_fixes_that_help_one_that_keeps_the_training_wins_then_the_larger_speed_up():
+    loop, batch, prefetch = detection({"loop_size": 8}), detection({"batch_size": 64}), detection({"prefetch_depth": 4})
+    speedups = {(("loop_size", 8),): 1.1, (("batch_size", 64),): 1.5, (("prefetch_depth", 4),): 1.2}
+    chosen, gain, why = emulated_on(speedups, detection({"loop_size": 8}, batch, prefetch))
+    assert chosen.changes == {"prefetch_depth": 4} and gain.speedup == 1.2 and why is None  # not the batch's 1.5
+    speedups[("prefetch_depth", 4),] = 1.1  # a tie: the one listed first
+    chosen, gain, _ = emulated_on(speedups, detection({"loop_size": 8}, batch, prefetch))
+    assert chosen.changes == {"loop_size": 8}
+    speedups[("workload.gradient_accumulation", 4),] = 1.5  # a setting in a section is known by its own name
+    chosen, _, _ = emulated_on(speedups, detection({"workload.gradient_accumulation": 4}, loop))
+    assert chosen.changes == {"loop_size": 8}
+
+
+def test_a_fix_helps_from_helps_on_and_where_none_does_the_bound_stays_with_why():
+    speedups = {(("loop_size", 8),): prediction.HELPS, (("batch_size", 64),): "invalid"}
+    chosen, gain, why = emulated_on(speedups, detection({"loop_size": 8}))
+    assert chosen.changes == {"loop_size": 8} and gain.speedup == prediction.HELPS and why is None
+    speedups[("loop_size", 8),] = 1.004
+    own = detection({"loop_size": 8}, detection({"batch_size": 64}))
+    chosen, gain, why = emulated_on(speedups, own)
+    assert chosen is own and gain.kind == "upper_bound"
+    assert why == (
+        "no fix with knob values helps in the emulator: {'loop_size': 8} ×1.004; "
+        "{'batch_size': 64}: not a valid configuration"
+    )
