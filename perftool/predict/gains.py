@@ -8,12 +8,12 @@ the detection's fixes the one that helps most wins, and where none does, the fin
 from __future__ import annotations
 
 import dataclasses
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from perftool.analysis.launches import graphs_in_use
 from perftool.common.errors import PerftoolError
+from perftool.common.threads import computed_once
 from perftool.dialects.vocabulary import GRAPH_CAPTURE
 from perftool.emulator.config import EmulatorConfig, training_change
 from perftool.predict.fitting import fit, read_settings, reproduces, spread
@@ -39,31 +39,26 @@ class TraceFit:
     or the fit does not reproduce its step time within the calibration's error."""
 
     scope: Scope
-    _made: tuple[EmulatorConfig, KnownRun] | None = field(default=None, init=False, repr=False)
-    _tried: bool = field(default=False, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @computed_once
+    def _fit(self) -> tuple[EmulatorConfig, KnownRun] | None:
+        return _fit_run(self.scope)
 
     @property
     def run(self) -> KnownRun | None:
         """How the fit runs, for what-ifs on it: fitted now if no fix asked for it before."""
-        return self._fitted()[1]
+        return self._fit[1] if self._fit is not None else None
 
     @property
     def config(self) -> EmulatorConfig | None:
         """The fitted config: fitted now if no fix asked for it before."""
-        return self._fitted()[0]
+        return self._fit[0] if self._fit is not None else None
 
     @property
     def made(self) -> KnownRun | None:
         """The fit where a fix has asked for it already; None otherwise (none is made for this)."""
-        return self._made[1] if self._made is not None else None
-
-    def _fitted(self) -> tuple[EmulatorConfig | None, KnownRun | None]:
-        with self._lock:
-            if not self._tried:
-                self._made = _fit_run(self.scope)
-                self._tried = True
-        return self._made or (None, None)
+        made = self.__dict__.get("_fit")
+        return made[1] if made is not None else None
 
 
 def _fit_run(scope: Scope) -> tuple[EmulatorConfig, KnownRun] | None:
