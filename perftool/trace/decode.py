@@ -16,6 +16,7 @@ unterminated string or unbalanced brackets), so a piece that decodes is a correc
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -350,11 +351,11 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
                     metadata[key] = msgspec.json.decode(raw)
     except msgspec.ValidationError as exc:
         raise TraceError(path, _describe_validation(str(exc))) from None
-    except msgspec.DecodeError as exc:
-        raise TraceError(path, _describe_syntax(str(exc), data)) from None
-    except UnicodeDecodeError as exc:  # raised where a string holds bytes that are not UTF-8
-        where = _line_column(data, max(data.find(exc.object), 0) + exc.start)  # exc.object: the bad string
-        raise TraceError(path, f"not valid UTF-8 at {where}: byte 0x{exc.object[exc.start]:02x}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec < 0.23 raises the latter for bad UTF-8
+        bad = _invalid_utf8_at(data) if _says_invalid_utf8(exc) else None
+        if bad is None:
+            raise TraceError(path, _describe_syntax(str(exc), data)) from None
+        raise TraceError(path, f"not valid UTF-8 at {_line_column(data, bad)}: byte 0x{data[bad]:02x}") from None
     yield document if isinstance(document, list) else document.traceEvents
 
 
@@ -387,6 +388,23 @@ def _describe_syntax(message: str, data: bytes) -> str:
     if not match:
         return f"not valid JSON: {message}"
     return f"not valid JSON at {_line_column(data, int(match['offset']))}: {match['what']}"
+
+
+def _says_invalid_utf8(exc: Exception) -> bool:
+    """Whether msgspec's error is about bytes that are not UTF-8 (its own DecodeError since 0.23, Python's before)."""
+    return isinstance(exc, UnicodeDecodeError) or str(exc).startswith("Invalid UTF-8")
+
+
+def _invalid_utf8_at(data: bytes) -> int | None:
+    """Offset of the first byte that is not valid UTF-8, or None; decoded a chunk at a time to hold little memory."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for start in range(0, len(data), CHUNK_BYTES):
+        pending = len(decoder.getstate()[0])  # the bytes of a character the last chunk cut
+        try:
+            decoder.decode(data[start : start + CHUNK_BYTES])  # msgspec names only closed strings: no cut at the end
+        except UnicodeDecodeError as exc:
+            return start - pending + exc.start
+    return None
 
 
 def _line_column(data: bytes, offset: int) -> str:

@@ -218,7 +218,7 @@ class Trace:
             return None
         try:
             value = msgspec.json.decode(self.kept_args[ref])
-        except UnicodeDecodeError:  # kept unparsed at load time, so bad UTF-8 inside shows only here
+        except (msgspec.DecodeError, UnicodeDecodeError):  # kept unparsed at load time: bad UTF-8 shows only here
             return None
         return value if isinstance(value, dict) else None
 
@@ -228,7 +228,7 @@ class Trace:
         kept = [self.kept_args[ref] for ref in refs if ref >= 0]
         try:
             decoded = iter(msgspec.json.decode(b"[" + b",".join(kept) + b"]"))
-        except UnicodeDecodeError:
+        except (msgspec.DecodeError, UnicodeDecodeError):
             return [self.args(row) for row in rows.tolist()]
         values = [next(decoded) if ref >= 0 else None for ref in refs]
         return [value if isinstance(value, dict) else None for value in values]

@@ -522,3 +522,19 @@ def test_of_kinds_is_each_event_s_kind_among_those_given():
     assert len(set(trace.kind.tolist())) > 3  # a trace of many kinds
     for chosen in ([], [Kind.SYNC], [Kind.HOST_OP, Kind.RUNTIME], list(Kind)):
         np.testing.assert_array_equal(trace.of_kinds(*chosen), np.isin(trace.kind, chosen))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 14, 64])
+def test_bad_utf8_is_placed_at_its_byte_wherever_the_chunks_of_its_search_fall(monkeypatch, chunk):
+    # "é" (bytes 13-14) before the bad byte (16): chunks of 7 and 14 cut it, and 7 holds its end and 0xff at once
+    monkeypatch.setattr(decode_module, "CHUNK_BYTES", chunk)
+    data = b'[\n{"name": "a\xc3\xa9b\xff", "ph": "X", "ts": 1, "dur": 1}]'
+    with pytest.raises(TraceError) as caught:
+        next(decode_module.exact_batches("t.json", data, {}))
+    assert caught.value.problem == "not valid UTF-8 at line 2, column 15: byte 0xff"
+
+
+def test_a_document_cut_inside_a_character_is_truncated_not_bad_utf8():
+    with pytest.raises(TraceError) as caught:
+        next(decode_module.exact_batches("t.json", b'[{"name": "a\xc3', {}))
+    assert caught.value.problem.startswith("truncated JSON")
