@@ -20,11 +20,12 @@ ONE_TIME_LAUNCH = 10.0  # a launch call this many times the median launch's leng
 def own_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     """The host's own work in the window: every traced call but steps, annotations, loading and syncs, measured once
     per trace and window."""
-    key = f"host_work.own {scope.lo!r} {scope.hi!r}"
-    if key not in trace.derived:
+
+    def own() -> intervals.Intervals:
         rows = trace.on_roles(Role.HOST) & ~trace.of_kinds(Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC)
-        trace.derived[key] = _bridged(trace, scope, rows)
-    return trace.derived[key]
+        return _bridged(trace, scope, rows)
+
+    return trace.derive(f"host_work.own {scope.lo!r} {scope.hi!r}", own)
 
 
 def dispatch_per_step(trace: Trace, scope: TraceAnalysis) -> float:
@@ -34,9 +35,7 @@ def dispatch_per_step(trace: Trace, scope: TraceAnalysis) -> float:
     device graph's replay leaves this out; ops that run on the host alone, Python that runs no op (preprocessing,
     logging) and the allocator it does not. Measured once per trace and window (the detector and the fit read it)."""
     key = f"host_work.dispatch {scope.lo!r} {scope.hi!r}"
-    if key not in trace.derived:
-        trace.derived[key] = intervals.total(_dispatching(trace, scope)) / max(scope.steady_steps, 1)
-    return trace.derived[key]
+    return trace.derive(key, lambda: intervals.total(_dispatching(trace, scope)) / max(scope.steady_steps, 1))
 
 
 def _dispatching(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
@@ -96,8 +95,8 @@ def _bridged(
 def _waits(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     """The host's waits in the window (loading batches, syncs, copies that block it), measured once per trace and
     window (the host's own work and its dispatch both leave them out)."""
-    key = f"host_work.waits {scope.lo!r} {scope.hi!r}"
-    if key not in trace.derived:
-        waiting = (trace.on_roles(Role.HOST) & trace.of_kinds(Kind.INPUT, Kind.SYNC)) | blocking_copies(trace)
-        trace.derived[key] = scope.busy(waiting)
-    return trace.derived[key]
+
+    def waiting() -> intervals.Intervals:
+        return scope.busy((trace.on_roles(Role.HOST) & trace.of_kinds(Kind.INPUT, Kind.SYNC)) | blocking_copies(trace))
+
+    return trace.derive(f"host_work.waits {scope.lo!r} {scope.hi!r}", waiting)

@@ -34,9 +34,7 @@ def launches(trace: Trace) -> Launches:
 def launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per host→device flow paired by id: the row of its start on the host (at the launching call), and the row
     of the device span it reaches (found once per trace)."""
-    if "launch_rows" not in trace.derived:
-        trace.derived["launch_rows"] = _launch_rows(trace)
-    return trace.derived["launch_rows"]
+    return trace.derive("launch_rows", lambda: _launch_rows(trace))
 
 
 def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -87,13 +85,15 @@ def graphs_in_use(trace: Trace, rows: np.ndarray) -> bool:
 def replayed(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per device span a graph launch started (linked by flows, as Kineto writes them): the launch call's row, and
     the span's row."""
-    if "replayed" not in trace.derived:
+
+    def found() -> tuple[np.ndarray, np.ndarray]:
         graph_launch = trace.name_matches(GRAPH_LAUNCH)
         sources, spans = launch_rows(trace) if graph_launch.any() else (np.empty(0, np.int64), np.empty(0, np.int64))
         calls = _enclosing_span(trace, sources, trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
         graph = (calls >= 0) & graph_launch[calls]
-        trace.derived["replayed"] = calls[graph], spans[graph]
-    return trace.derived["replayed"]
+        return calls[graph], spans[graph]
+
+    return trace.derive("replayed", found)
 
 
 def graph_replays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable
+import threading
+from _thread import LockType
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
 
 from perftool.common.units import duration
 from perftool.trace.store import ColumnStore
+
+Derived = TypeVar("Derived")
+_MAKING_LOCKS = threading.Lock()
 
 
 def rows_behind(skipped: np.ndarray) -> np.ndarray:
@@ -171,6 +176,7 @@ class Trace:
     _role_masks: dict[frozenset, np.ndarray] = field(default_factory=dict, repr=False)
     _window_masks: dict[tuple[float, float], np.ndarray] = field(default_factory=dict, repr=False)
     derived: dict[str, Any] = field(default_factory=dict, repr=False)  # what analyses derive once per trace
+    _deriving: dict[str, LockType] = field(default_factory=dict, repr=False)  # one lock per key of derived
     store: ColumnStore = field(default_factory=ColumnStore, repr=False)  # where the columns are: memory or disk
 
     def __len__(self) -> int:
@@ -200,6 +206,16 @@ class Trace:
         for chunk in self.store.chunks(len(self)):
             order[chunk] = file_positions(np.arange(chunk.start, chunk.stop), behind)
         return order
+
+    def derive(self, key: str, compute: Callable[[], Derived]) -> Derived:
+        """What an analysis derives from the trace once, kept under ``key``: the first thread that asks computes it,
+        one asking meanwhile waits for that value rather than computing it again."""
+        with _MAKING_LOCKS:
+            lock = self._deriving.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self.derived:
+                self.derived[key] = compute()
+        return self.derived[key]
 
     @property
     def on_disk(self) -> bool:

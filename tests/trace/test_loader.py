@@ -538,3 +538,30 @@ def test_a_document_cut_inside_a_character_is_truncated_not_bad_utf8():
     with pytest.raises(TraceError) as caught:
         next(decode_module.exact_batches("t.json", b'[{"name": "a\xc3', {}))
     assert caught.value.problem.startswith("truncated JSON")
+
+
+def test_what_two_threads_derive_at_once_is_computed_once_and_both_get_it():
+    trace = load_trace(str(TORCH_FIXTURE))
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    def first() -> str:
+        started.set()
+        release.wait()
+        calls.append("first")
+        return "first's"
+
+    def second() -> str:
+        calls.append("second")
+        return "second's"
+
+    got: dict[str, str] = {}
+    one = threading.Thread(target=lambda: got.setdefault("one", trace.derive("key", first)))
+    one.start()
+    started.wait()
+    two = threading.Thread(target=lambda: got.setdefault("two", trace.derive("key", second)))
+    two.start()
+    two.join(0.2)  # a second thread that does not wait for the first computes its own value meanwhile
+    release.set()
+    one.join()
+    two.join()
+    assert calls == ["first"] and got == {"one": "first's", "two": "first's"}

@@ -53,9 +53,7 @@ class _Measured:
 
 def _measured(scope: Scope) -> _Measured | None:
     key = f"host_bound {scope.lo!r} {scope.hi!r} {scope.evidence_count}"
-    if key not in scope.trace.derived:
-        scope.trace.derived[key] = _measure(scope)
-    return scope.trace.derived[key]
+    return scope.trace.derive(key, lambda: _measure(scope))
 
 
 def _measure(scope: Scope) -> _Measured | None:
