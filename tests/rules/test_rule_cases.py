@@ -3,6 +3,7 @@ must and must not report. One test drives them all; see tests/rule_cases/README.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -55,6 +56,9 @@ def test_rule_case(run, write_trace, rule, case):
         lacks = expected.get("fix_lacks", [])
         for text in [lacks] if isinstance(lacks, str) else lacks:
             assert text not in finding["fix"]["text"], finding["fix"]["text"]
+        if "key" in expected:  # what the finding is about, as its fingerprint says: the rule and that key
+            about = hashlib.sha256(f"{expected['rule']}\0{expected['key']}".encode()).hexdigest()[:16]
+            assert finding["fingerprint"] == about, f"not the fingerprint of key {expected['key']!r}"
         for name, value in expected.get("value", {}).items():
             assert finding["values"][name] == value, (name, finding["values"][name])
         for name, value in expected.get("approx", {}).items():
