@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.metrics import NOT_DEVICE_WORK
+from perftool.analysis.metrics import device_busy
 from perftool.analysis.steps import initialising
 from perftool.dialects import vocabulary
 from perftool.dialects.vocabulary import CPU_FALLBACK
@@ -75,7 +75,7 @@ def attribute_idle(
         return intervals.busy(trace, mask, lo, hi)
 
     known = known or {}
-    device = known["device"] if "device" in known else busy(on_device & ~trace.of_kinds(*NOT_DEVICE_WORK))
+    device = known["device"] if "device" in known else device_busy(trace, lo, hi)
     gaps = intervals.gaps(device, lo, hi)
     on_host = trace.on_roles(Role.HOST)
     syncs = busy(on_host & (kind == Kind.SYNC))

@@ -175,15 +175,27 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     )
 
 
+def device_busy(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
+    """When the device works in [lo, hi]: its spans, and each device graph replay from its first kernel to its last
+    (the gaps inside a replay are the graph's own dependencies, not time the device waits). Measured once per trace
+    and window, whichever of the metrics and the idle attribution asks first (they run on two threads)."""
+
+    def measured() -> intervals.Intervals:
+        device = intervals.busy(trace, trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK), lo, hi)
+        replays = graph_replays(trace)
+        if not replays[0].size:
+            return device
+        return intervals.clip(intervals.union(np.r_[device[0], replays[0]], np.r_[device[1], replays[1]]), lo, hi)
+
+    return trace.derive(f"device_busy {lo!r} {hi!r}", measured)
+
+
 def _device_metrics(
     trace: Trace, lo: float, hi: float, compute: intervals.Intervals
 ) -> tuple[dict[str, float], intervals.Intervals]:
     """The device.* metrics (NaN without device tracks), and the device's busy intervals."""
     window = hi - lo
-    device = intervals.busy(trace, trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK), lo, hi)
-    replays = graph_replays(trace)
-    if replays[0].size:  # busy from a replay's first kernel to its last
-        device = intervals.clip(intervals.union(np.r_[device[0], replays[0]], np.r_[device[1], replays[1]]), lo, hi)
+    device = device_busy(trace, lo, hi)
     gaps = intervals.gaps(device, lo, hi)
     gap_lengths = gaps[1] - gaps[0]
     compute_rows = np.flatnonzero((trace.kind == Kind.COMPUTE) & trace.spans_in(lo, hi) & (trace.ts >= lo))
