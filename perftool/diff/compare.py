@@ -341,9 +341,10 @@ def _idle(baseline: Profile, candidate: Profile) -> list[Remainder]:
     """The pacing timeline's idle time: on the device by cause, when both sides split it so."""
     if not (baseline.idle_causes and candidate.idle_causes):
         return [Remainder.of(f"{baseline.timeline} idle", baseline.idle_us, candidate.idle_us)]
+    names = [*baseline.idle_causes, *(name for name in candidate.idle_causes if name not in baseline.idle_causes)]
     return [
-        Remainder.of(f"device idle: {name}", baseline.idle_causes[name], candidate.idle_causes[name])
-        for name in baseline.idle_causes
+        Remainder.of(f"device idle: {name}", baseline.idle_causes.get(name, 0.0), candidate.idle_causes.get(name, 0.0))
+        for name in names
     ]
 
 

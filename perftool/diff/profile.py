@@ -27,7 +27,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.family import device_family, device_name
 from perftool.analysis.idle import CAUSES, attribute_idle
-from perftool.analysis.launches import Launches, launch_rows
+from perftool.analysis.launches import Launches, graph_replays, launch_rows
 from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.analysis.steps import detect_steps
 from perftool.common.errors import PerftoolError
@@ -36,6 +36,7 @@ from perftool.trace.model import Kind, Phase, Role, Trace
 
 LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched
 DEVICE_ROLES = (Role.DEVICE, Role.H2D, Role.D2H)
+IN_REPLAYS = "inside graph replays"  # the row of the time between a replayed graph's kernels (its own dependencies)
 HOST_WORK = [Kind.HOST_OP, Kind.RUNTIME, Kind.SYNC, Kind.INPUT, Kind.COMPILE, Kind.COMMUNICATION]
 CATEGORY = {
     Kind.COMPUTE: "compute",
@@ -151,13 +152,19 @@ def _busy(trace: Trace, rows: np.ndarray, lo: float, hi: float) -> intervals.Int
 
 def _idle_causes(trace: Trace, lo: float, hi: float, busy: intervals.Intervals, count: int) -> dict[str, float]:
     """Per step, the idle time of the device timeline (``busy`` its work) by cause, as reports name the causes;
-    {} without device work."""
+    {} without device work. The time between a replayed graph's kernels is no cause's (the graph's own
+    dependencies, as scan counts it): where the trace replays graphs, it is a row of its own."""
     if busy[0].size == 0:
         return {}
-    idle = attribute_idle(trace, lo, hi, known={"device": busy})
+    replays = graph_replays(trace)
+    replayed = intervals.clip(intervals.union(np.r_[busy[0], replays[0]], np.r_[busy[1], replays[1]]), lo, hi)
+    idle = attribute_idle(trace, lo, hi, known={"device": replayed})
     if idle is None:
         return {}
-    return {name: idle.time(cause) / count for cause, name in CAUSES.items()}
+    causes = {name: idle.time(cause) / count for cause, name in CAUSES.items()}
+    if replays[0].size:
+        causes[IN_REPLAYS] = (intervals.total(replayed) - intervals.total(busy)) / count
+    return causes
 
 
 Keys = tuple[list[str], np.ndarray]  # the distinct keys, and each row's index into them

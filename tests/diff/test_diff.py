@@ -350,3 +350,19 @@ def test_the_json_is_written_a_block_of_rows_at_a_time_as_the_one_document(run, 
     no_rows = result.model_copy(update={"diffs": [d.model_copy(update={"rows": []}) for d in result.diffs]})
     assert b"".join(diff_json.render(no_rows)) == no_rows.json_text().encode()
     assert len(api.diff(job, job).diffs) > 1
+
+
+def test_time_between_a_replayed_graph_s_kernels_is_a_row_of_its_own_and_the_step_still_adds_up(run):
+    """A decode step replayed as one graph: the gaps between the graph's kernels are its own dependencies, not the
+    host's Python (scan counts them so too), and the step rebuilt from its parts is still the step."""
+    window = DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz"
+    (diff,) = json.loads(run("diff", window, window, "--format", "json").stdout)["diffs"]
+    idle = {r["name"]: r["baseline_us"] for r in diff["remainders"]}
+    assert idle["device idle: inside graph replays"] > idle["device idle: host Python/dispatch"] > 0
+    parts = sum(r["baseline_paced_us_per_step"] for r in diff["rows"]) + sum(
+        r["baseline_us"] * (-1 if r["name"].startswith("overlap") else 1) for r in diff["remainders"]
+    )
+    assert parts == pytest.approx(diff["baseline"]["step_time_us"])
+    across = json.loads(run("diff", window, DATA / "real" / "nccl_a100_rank.json.gz", "--format", "json").stdout)
+    rows = {r["name"]: r for r in across["diffs"][0]["remainders"]}  # a side without replays has none of that time
+    assert rows["device idle: inside graph replays"]["candidate_us"] == 0.0
