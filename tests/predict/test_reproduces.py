@@ -99,7 +99,7 @@ def matching(monkeypatch):
     document.pop("tune")
     config = validate_config(document, "gpu.yaml")
     monkeypatch.setattr(fitting, "expected_steps", _piecewise)
-    return lambda step: fitting._matched(config, fitting.INPUT_PACE, step).workload.preprocess_us_per_sample
+    return lambda step, per=1: fitting._matched(config, fitting.INPUT_PACE, step, per).workload.preprocess_us_per_sample
 
 
 @pytest.mark.parametrize(
@@ -118,3 +118,20 @@ def test_the_fit_sets_the_pacing_figure_so_that_the_expected_step_is_the_trace_s
 def test_out_of_rounds_the_fit_takes_the_last_bracket_s_false_position_point(matching, monkeypatch):
     monkeypatch.setattr(fitting, "MATCH_ROUNDS", 1)  # one round: [24, 48] brackets 90 µs (58 and 106 µs)
     assert matching(90.0) == pytest.approx(48 - 16 * (48 - 24) / (16 + 32))  # = 40, on the line through both
+
+
+@pytest.mark.parametrize(
+    ("step", "value"),
+    [
+        (70.0, 40.0),  # 50 + 0.5 x 40, within the reach: 4 x the config's own 13 (more than 70 / 10 µs paid a step)
+        (80.0, 52.0),  # 60 is past that reach: its end
+    ],
+)
+def test_the_field_is_sought_up_to_four_times_the_larger_of_its_own_value_and_the_step_over_what_pays_it(
+    matching, monkeypatch, step, value
+):
+    def shallow(configs: list) -> np.ndarray:
+        return np.array([50.0 + 0.5 * c.workload.preprocess_us_per_sample for c in configs])
+
+    monkeypatch.setattr(fitting, "expected_steps", shallow)
+    assert matching(step, per=10) == pytest.approx(value, abs=fitting.MATCH_TOLERANCE * step)
