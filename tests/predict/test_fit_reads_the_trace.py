@@ -164,3 +164,24 @@ def test_a_short_last_batch_is_read_from_the_last_steps_share_of_a_steady_steps_
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _short_last(np.zeros(8), 32) is None
+
+
+@pytest.mark.parametrize(
+    ("rule", "vocabulary", "device", "model"),
+    [
+        ("PT018", "kineto", "gpu", "H100-SXM5-80GB"),  # the H100 its deviceProperties name
+        ("PT001", "xla-tpu", "gpu", "generic"),  # a family the emulator has no profile of: a GPU's, no model
+    ],
+)
+def test_the_fit_runs_on_the_device_the_trace_names_else_a_generic_gpu(write_trace, rule, vocabulary, device, model):
+    from builders import CASES, build
+
+    from perftool.pipeline.scan import analyse_trace
+    from perftool.predict.fitting import fit
+
+    cases = yaml.safe_load((CASES / f"{rule}.yaml").read_text())["cases"]
+    case = next(c for c in cases if c["vocabulary"] == vocabulary)
+    trace = load_trace(write_trace(build(case)))
+    _, scope = analyse_trace(trace, [])
+    config = fit(trace, scope)
+    assert (config.device, config.device_model) == (device, model)
