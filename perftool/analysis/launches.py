@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perftool.analysis import intervals
+from perftool.analysis.intervals import Intervals
 from perftool.dialects.vocabulary import GRAPH_LAUNCH, MEMCPY
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -108,3 +110,12 @@ def graph_replays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     np.minimum.at(starts, index, trace.ts[spans])
     np.maximum.at(ends, index, trace.end[spans])
     return starts, ends
+
+
+def with_replays(trace: Trace, busy: Intervals, lo: float, hi: float) -> Intervals:
+    """``busy`` (the device's work in [lo, hi]) with each device graph replay from its first kernel to its last: the
+    gaps inside a replay are the graph's own dependencies, not time the device waits."""
+    replays = graph_replays(trace)
+    if not replays[0].size:
+        return busy
+    return intervals.clip(intervals.union(np.r_[busy[0], replays[0]], np.r_[busy[1], replays[1]]), lo, hi)

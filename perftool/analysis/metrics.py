@@ -18,7 +18,7 @@ from perftool.analysis.communication import METRICS as COMMUNICATION_METRICS
 from perftool.analysis.communication import CollectiveStat, Communication, GroupStat, measure
 from perftool.analysis.confidence import Caveat, caveats
 from perftool.analysis.family import device_name
-from perftool.analysis.launches import graph_replays
+from perftool.analysis.launches import with_replays
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Role, Trace
@@ -177,15 +177,12 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
 
 def device_busy(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
     """When the device works in [lo, hi]: its spans, and each device graph replay from its first kernel to its last
-    (the gaps inside a replay are the graph's own dependencies, not time the device waits). Measured once per trace
-    and window, whichever of the metrics and the idle attribution asks first (they run on two threads)."""
+    (:func:`~perftool.analysis.launches.with_replays`). Measured once per trace and window, whichever of the metrics
+    and the idle attribution asks first (they run on two threads)."""
 
     def measured() -> intervals.Intervals:
         device = intervals.busy(trace, trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK), lo, hi)
-        replays = graph_replays(trace)
-        if not replays[0].size:
-            return device
-        return intervals.clip(intervals.union(np.r_[device[0], replays[0]], np.r_[device[1], replays[1]]), lo, hi)
+        return with_replays(trace, device, lo, hi)
 
     return trace.derive(f"device_busy {lo!r} {hi!r}", measured)
 

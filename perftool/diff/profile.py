@@ -27,7 +27,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.family import device_family, device_name
 from perftool.analysis.idle import CAUSES, attribute_idle
-from perftool.analysis.launches import Launches, graph_replays, launch_rows
+from perftool.analysis.launches import Launches, launch_rows, with_replays
 from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.analysis.steps import detect_steps
 from perftool.common.errors import PerftoolError
@@ -156,13 +156,12 @@ def _idle_causes(trace: Trace, lo: float, hi: float, busy: intervals.Intervals, 
     dependencies, as scan counts it): where the trace replays graphs, it is a row of its own."""
     if busy[0].size == 0:
         return {}
-    replays = graph_replays(trace)
-    replayed = intervals.clip(intervals.union(np.r_[busy[0], replays[0]], np.r_[busy[1], replays[1]]), lo, hi)
+    replayed = with_replays(trace, busy, lo, hi)
     idle = attribute_idle(trace, lo, hi, known={"device": replayed})
     if idle is None:
         return {}
     causes = {name: idle.time(cause) / count for cause, name in CAUSES.items()}
-    if replays[0].size:
+    if replayed is not busy:  # the trace replays graphs
         causes[IN_REPLAYS] = (intervals.total(replayed) - intervals.total(busy)) / count
     return causes
 
