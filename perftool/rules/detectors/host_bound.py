@@ -85,7 +85,7 @@ def _measure(scope: Scope) -> _Measured | None:
     in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & typical(trace, kernel_launches(trace))))
     allocator = host_work & (trace.name_matches(vocabulary.ALLOCATION) | trace.name_matches(vocabulary.DEALLOCATION))
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
-    allocator_rows = _overlapping(scope, allocator, pieces)
+    allocator_rows = in_gaps[allocator[in_gaps]]  # the allocator's calls are host work: those of it in the gaps
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
