@@ -86,13 +86,14 @@ def graphs_in_use(trace: Trace, rows: np.ndarray) -> bool:
 
 def replayed(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per device span a graph launch started (linked by flows, as Kineto writes them): the launch call's row, and
-    the span's row."""
+    the span's row. A span that starts before its launch call is not that call's work (a flow id used twice, or
+    clocks the trace mixes), and would stretch the replay over time it does not take."""
 
     def found() -> tuple[np.ndarray, np.ndarray]:
         graph_launch = trace.name_matches(GRAPH_LAUNCH)
         sources, spans = launch_rows(trace) if graph_launch.any() else (np.empty(0, np.int64), np.empty(0, np.int64))
         calls = _enclosing_span(trace, sources, trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
-        graph = (calls >= 0) & graph_launch[calls]
+        graph = (calls >= 0) & graph_launch[calls] & (trace.ts[spans] >= trace.ts[calls])
         return calls[graph], spans[graph]
 
     return trace.derive("replayed", found)

@@ -110,3 +110,12 @@ def test_on_real_captures_the_idle_by_cause_adds_up_to_the_device_s_idle(run, na
     scan = run("scan", str(DATA / "real" / f"{name}.json.gz"), "--format", "json", "--fail-on", "never")
     scanned = json.loads(scan.stdout)["traces"][0]
     assert sum(scanned["idle"].values()) == pytest.approx(scanned["metrics"]["device.idle_fraction"], abs=2e-4)
+
+
+def test_a_kernel_that_starts_before_the_graph_launch_linked_to_it_is_no_part_of_the_replay(write_trace):
+    """A flow that links a graph launch to a kernel before it (an id used twice, clocks mixed) would stretch the
+    replay, and the device's busy time, back over time it did not take."""
+    document = _window(lead_wait=200_000)
+    document["traceEvents"] += _kernel(1_000, 4, 2)  # flow 2 is the graph launch's, 199,100 µs before it
+    starts, ends = graph_replays(load_trace(write_trace(document)))
+    assert starts.tolist() == [200_130.0] and ends.tolist() == [200_130.0 + 9 * 130 + 100]
