@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from _thread import LockType
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar, overload
 
@@ -49,13 +50,26 @@ def ordered_map(work: Callable[[Item], Result], items: Sequence[Item], threads: 
     return [results[index] for index in range(len(items))]
 
 
+_MAKING_LOCKS = threading.Lock()  # held only to make a key's lock
+
+
+def made_once(kept: dict[Any, Any], locks: dict[Any, LockType], key: Any, compute: Callable[[], Result]) -> Result:
+    """``kept[key]``, computed by ``compute`` for the first thread that asks; a thread asking meanwhile waits for that
+    value rather than computing it again. ``locks`` holds one lock per key, so threads after other keys never wait
+    on each other."""
+    with _MAKING_LOCKS:
+        lock = locks.setdefault(key, threading.Lock())
+    with lock:
+        if key not in kept:
+            kept[key] = compute()
+    return kept[key]
+
+
 class computed_once(Generic[Result]):  # noqa: N801 - a decorator, named like functools.cached_property
     """A property computed when first read and kept, like ``functools.cached_property``, that two threads reading it
     at once compute once: the first computes, the other waits for its value (``cached_property`` locks no more since
     Python 3.12, and locked every instance at once before). The lock is the instance's own, so threads computing
-    other instances' values never wait on each other."""
-
-    _making_locks = threading.Lock()
+    other instances' values never wait on each other (:func:`made_once`)."""
 
     def __init__(self, compute: Callable[[Any], Result]) -> None:
         self.compute = compute
@@ -72,9 +86,5 @@ class computed_once(Generic[Result]):  # noqa: N801 - a decorator, named like fu
         if instance is None:
             return self
         held = instance.__dict__  # read first from here once made: this descriptor sets nothing else
-        with self._making_locks:
-            lock = held.setdefault(f"_{self.name}_lock", threading.Lock())
-        with lock:
-            if self.name not in held:
-                held[self.name] = self.compute(instance)
-        return held[self.name]
+        locks = held.setdefault("_computed_once_locks", {})  # one call under the GIL: every thread gets the same
+        return made_once(held, locks, self.name, lambda: self.compute(instance))

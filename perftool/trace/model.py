@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import re
-import threading
 from _thread import LockType
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -19,11 +18,11 @@ from typing import Any, TypeVar
 import msgspec
 import numpy as np
 
+from perftool.common.threads import made_once
 from perftool.common.units import duration
 from perftool.trace.store import ColumnStore
 
 Derived = TypeVar("Derived")
-_MAKING_LOCKS = threading.Lock()
 
 
 def rows_behind(skipped: np.ndarray) -> np.ndarray:
@@ -210,12 +209,7 @@ class Trace:
     def derive(self, key: str, compute: Callable[[], Derived]) -> Derived:
         """What an analysis derives from the trace once, kept under ``key``: the first thread that asks computes it,
         one asking meanwhile waits for that value rather than computing it again."""
-        with _MAKING_LOCKS:
-            lock = self._deriving.setdefault(key, threading.Lock())
-        with lock:
-            if key not in self.derived:
-                self.derived[key] = compute()
-        return self.derived[key]
+        return made_once(self.derived, self._deriving, key, compute)
 
     @property
     def on_disk(self) -> bool:
