@@ -1,7 +1,7 @@
 """Calibration: an emulator config fitted to a trace (:mod:`perftool.predict.fitting`), and checked on what it was not
 fitted to.
 
-The fit consumes the steady mean step (its expected step, over a run of about 1,024 steps, is solved to be the
+The fit consumes the steady mean step (its expected step, over a run of about 256 steps, is solved to be the
 trace's), the device's idle time by cause and its busy time by category: agreement on those shows that the fit
 took them, not that it predicts anything, so they are reported as **fitted** (within 2% and 3 points, else the fit
 failed to reproduce its trace). The **checks** compare the model with the trace on figures the fit did not use:

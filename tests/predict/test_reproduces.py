@@ -69,11 +69,11 @@ def test_a_fit_with_replicas_reproduces_the_trace_s_share_of_the_step_in_collect
         ({"workload": {"steps": 3}}, False, (), fitting.MIN_STEPS),  # ... at least MIN_STEPS
         ({}, True, (), 20),  # compiles mid-run: the trace's own 20 steps (its one-off's share is the trace's)
         ({"workload": {"steps": 40}}, True, (), 40),
-        ({}, False, (), 1024),  # else the long run whose mean step is the model's expected one
-        ({}, False, ("loop_size",), 3 * 342),  # ... rounded up to the trace's loops of 3 steps
+        ({}, False, (), 256),  # else the long run whose mean step is the model's expected one
+        ({}, False, ("loop_size",), 3 * 86),  # ... rounded up to the trace's loops of 3 steps
     ],
 )
-def test_a_fit_runs_the_steps_given_else_the_trace_s_where_it_compiles_else_1024_in_whole_loops(
+def test_a_fit_runs_the_steps_given_else_the_trace_s_where_it_compiles_else_256_in_whole_loops(
     monkeypatch, given, recompiling, knobs, steps
 ):
     monkeypatch.setattr(fitting, "_loop_size", lambda trace, scope, count: 3)

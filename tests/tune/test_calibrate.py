@@ -363,7 +363,7 @@ def test_what_the_fit_took_is_shown_as_fitted_and_only_what_it_did_not_use_as_ch
     record = json.loads(result.stdout)["calibration"]
     fitted = {check["figure"] for check in record["fitted"]}
     checks = {check["figure"] for check in record["checks"]}
-    assert "mean step (the model's over 1,024 steps)" in fitted
+    assert "mean step (the model's over 256 steps)" in fitted
     assert {"device idle: host", "device idle: input", "device busy: all work"} <= fitted
     assert {figure.split(" of ")[0] for figure in checks} == {"mean step", "device busy", "step-to-step spread"}
     assert not fitted & checks and not any(figure.startswith("device idle") for figure in checks)
