@@ -68,7 +68,7 @@ def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
         return top_level(trace, np.flatnonzero(compiled))
     rows = np.flatnonzero(mine)
     frame = python_frames(trace)[rows]
-    traced = np.sort(trace.ts[rows[~frame]])  # the starts of the thread's ops and runtime calls
+    traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its ops' and runtime calls' starts (mostly in order)
     frames = rows[frame]
     first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any
     pure = np.r_[traced, np.inf][first_inside] >= trace.end[frames]

@@ -136,7 +136,7 @@ def overlaps_any(starts: np.ndarray, ends: np.ndarray, other_starts: np.ndarray,
     """For each interval, whether any of the others overlaps it."""
     if other_starts.size == 0:
         return np.zeros(starts.size, dtype=bool)
-    order = np.argsort(other_starts)
+    order = np.argsort(other_starts, kind="stable")  # mostly in order already: timsort runs through them
     sorted_starts, running_end = other_starts[order], np.maximum.accumulate(other_ends[order])
     before_end = np.searchsorted(sorted_starts, ends, side="left")  # others starting before each end
     latest_end = np.where(before_end > 0, running_end[np.maximum(before_end - 1, 0)], -np.inf)

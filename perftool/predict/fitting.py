@@ -449,7 +449,7 @@ def _loop_size(trace: Trace, scope: TraceAnalysis, job_steps: int) -> int:
     1: the steps that end after each call and before the next, the count most calls run. A trace with a remainder
     loop keeps it where it recompiles for it; otherwise (and for a fit of another length than the trace's) the loop
     is the divisor of ``job_steps`` nearest it, so the fit has no remainder loop the trace does not show."""
-    calls = np.sort(trace.ts[(trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST)])
+    calls = np.sort(trace.ts[(trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST)], kind="stable")
     steps = scope.steps.count
     if not 0 < calls.size < steps:
         return 1

@@ -12,6 +12,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.common.names import host_call, shortened
+from perftool.common.ranking import largest
 from perftool.common.threads import computed_once
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import EventRef, Evidence
@@ -38,7 +39,7 @@ class Scope(TraceAnalysis):
     def events(self, rows: np.ndarray) -> list[Evidence]:
         """The longest of ``rows`` as evidence."""
         trace = self.trace
-        worst = rows[np.argsort(-trace.dur[rows], kind="stable")[: self.evidence_count]]
+        worst = rows[largest(trace.dur[rows], self.evidence_count)]
         return [
             Evidence(
                 ts_us=float(trace.ts[row]),
@@ -60,7 +61,7 @@ class Scope(TraceAnalysis):
         """The longest device idle ``pieces``, each named after the ``candidates`` row overlapping it most."""
         trace = self.trace
         starts, ends = pieces
-        worst = np.argsort(-(ends - starts), kind="stable")[: self.evidence_count]
+        worst = largest(ends - starts, self.evidence_count)
         device = self.trace.tracks_with_role(Role.DEVICE)
         track = trace.tracks[int(device[0])].label if device.size else "device"
         found = []

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from perftool.analysis.communication import OTHER, Communication
+from perftool.common.ranking import largest
 from perftool.dialects.vocabulary import DDP, FSDP
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
 
@@ -53,7 +54,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "hccl_buffsize_mb": hccl_buffer_mb,
         "device_idle": scope.metrics["device.idle_fraction"],
     }
-    most_exposed = comms.calls.rows[np.argsort(-comms.exposed_us, kind="stable")[: scope.evidence_count]]
+    most_exposed = comms.calls.rows[largest(comms.exposed_us, scope.evidence_count)]
     changes = _changes(variant, bucket_mb)
     exposed_calls = int(np.count_nonzero(comms.exposed_us > 0))
     evidence = scope.events(most_exposed)
