@@ -8,6 +8,7 @@ around it, and only those innermost ops are counted: a model's FLOPs are never c
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,9 +104,10 @@ class Calls:
         assert found is not None, "only calls of modelled kinds are asked for"
         return found
 
-    def works(self, calls: np.ndarray) -> list[Work]:
-        """What each of ``calls`` (indices, all of modelled kinds) computes and moves."""
-        return [self.work_of(call) for call in calls.tolist()]
+    def of_work(self, value: Callable[[Work], float]) -> np.ndarray:
+        """Per call: ``value`` of what it computes and moves, as floats (asked once per kind; NaN for a call without a
+        model)."""
+        return self.each(lambda kind: value(kind.work) if kind.work is not None else math.nan, float)
 
     def started(self, trace: Trace, clock: str) -> np.ndarray:
         """Per call: when it started on a step clock, ``device`` (its first kernel's start, NaN where it launched

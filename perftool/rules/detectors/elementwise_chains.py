@@ -26,25 +26,28 @@ def _launches_between(trace: Trace, calls: Calls) -> np.ndarray:
     if calls.rows.size < 2:
         return np.zeros(0, np.int64)
     sources, _ = launch_rows(trace)
-    launches = trace.track[sources], trace.ts[sources]
     track = trace.track[calls.rows[1:]]
-    before_start = _launched_before(*launches, track, trace.ts[calls.rows[1:]], at_or_before=False)
-    return before_start - _launched_before(*launches, track, trace.end[calls.rows[:-1]], at_or_before=True)
+    before_start, until_end = _launched_before(
+        trace.track[sources], trace.ts[sources], track, trace.ts[calls.rows[1:]], trace.end[calls.rows[:-1]]
+    )
+    return before_start - until_end
 
 
 def _launched_before(
-    launch_track: np.ndarray, launch_ts: np.ndarray, track: np.ndarray, when: np.ndarray, at_or_before: bool
-) -> np.ndarray:
-    """Per (track, when): the launches on that track before ``when`` (or at it, with ``at_or_before``). One sort of
-    launches and queries together: linear in both, whatever the number of threads."""
-    is_launch = np.concatenate((np.ones(launch_ts.size, bool), np.zeros(when.size, bool)))
-    ties = is_launch if not at_or_before else ~is_launch  # at the same time, the one counted first sorts first
-    order = np.lexsort((ties, np.concatenate((launch_ts, when)), np.concatenate((launch_track, track))))
-    launched_so_far = np.cumsum(is_launch[order])
-    counted = np.empty(when.size, np.int64)
-    queries = ~is_launch[order]
-    counted[order[queries] - launch_ts.size] = launched_so_far[queries]
-    return counted - np.searchsorted(np.sort(launch_track), track, side="left")  # less those on lower tracks
+    launch_track: np.ndarray, launch_ts: np.ndarray, track: np.ndarray, before: np.ndarray, until: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per query on ``track``: the launches on that track before ``before``, and those at or before ``until``. One
+    sort of launches and both queries together: linear in all three, whatever the number of threads."""
+    queries = track.size
+    # at the same time, a query before counts no launch, a query until counts every one: it sorts after them
+    ties = np.concatenate((np.ones(launch_ts.size, np.int8), np.zeros(queries, np.int8), np.full(queries, 2, np.int8)))
+    order = np.lexsort((ties, np.concatenate((launch_ts, before, until)), np.concatenate((launch_track, track, track))))
+    is_launch = ties[order] == 1
+    launched_so_far = np.cumsum(is_launch)
+    counted = np.empty(2 * queries, np.int64)
+    counted[order[~is_launch] - launch_ts.size] = launched_so_far[~is_launch]
+    lower_tracks = np.searchsorted(np.sort(launch_track, kind="stable"), track, side="left")
+    return counted[:queries] - lower_tracks, counted[queries:] - lower_tracks
 
 
 def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> list[np.ndarray]:
@@ -81,17 +84,19 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     chains = _chains(scope.trace, calls, int(params["min_ops"]), step)
     if not chains:
         return None
+    moves = [(kind.work.bytes, kind.work.out_bytes) if kind.work else (0.0, 0.0) for kind in calls.kinds]
     lost = moved = fused = time = 0.0
+    chain_us: list[float] = []
     for chain in chains:
-        works = calls.works(chain)
-        total = sum(w.bytes for w in works)
-        kept = max(total - 2 * sum(w.out_bytes for w in works[:-1]), max(w.bytes for w in works))
-        chain_us = float(calls.device_us[chain].sum())
-        lost += chain_us * (1 - kept / total) if total > 0 else 0.0
-        moved, fused, time = moved + total, fused + kept, time + chain_us
+        sizes = [moves[kind] for kind in calls.kind[chain].tolist()]
+        total = sum(size for size, _ in sizes)
+        kept = max(total - 2 * sum(out for _, out in sizes[:-1]), max(size for size, _ in sizes))
+        chain_us.append(float(calls.device_us[chain].sum()))
+        lost += chain_us[-1] * (1 - kept / total) if total > 0 else 0.0
+        moved, fused, time = moved + total, fused + kept, time + chain_us[-1]
     if lost <= 0:
         return None
-    longest = max(chains, key=lambda chain: float(calls.device_us[chain].sum()))
+    longest = chains[max(range(len(chains)), key=chain_us.__getitem__)]
     rows = calls.rows[np.concatenate(chains)]
     values: dict[str, Any] = {
         "per_step": scope.per_step(len(chains)),

@@ -44,7 +44,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     )
     if chosen.size == 0:
         return None
-    flops = np.array([w.flops for w in calls.works(chosen)])
+    flops = calls.of_work(lambda w: w.flops)[chosen]
     arithmetic_us = flops / fp32_peak * 1e6
     saved_us = np.minimum(arithmetic_us * (1 - fp32_peak / fast_peak), calls.device_us[chosen])
     lost = float(saved_us.sum())

@@ -30,13 +30,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None
     time = calls.device_us[small]
     lost = float(np.sum(time - np.minimum(at_roof[small], time)))
-    works = calls.works(small)
     rows = calls.rows[small]
     values: dict[str, Any] = {
         "names": distinct_names(scope.trace, rows, 3),
         "per_step": per_step,
         "median_us": float(np.median(time)),
-        "median_mflop": float(np.median([w.flops for w in works])) / 1e6,
+        "median_mflop": float(np.median(calls.of_work(lambda w: w.flops)[small])) / 1e6,
         "of_roofline": float(at_roof[small].sum() / time.sum()),
     }
     return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=rows.size)
