@@ -24,9 +24,13 @@ _GPU = re.compile(
 
 
 def device_tracks(trace: Trace) -> list[int]:
-    """Ids of the device tracks that hold at least one span."""
-    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
-    return np.flatnonzero(np.bincount(trace.track[device], minlength=len(trace.tracks))).tolist()
+    """Ids of the device tracks that hold at least one span (counted once per trace)."""
+
+    def counted() -> list[int]:
+        device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+        return np.flatnonzero(np.bincount(trace.track[device], minlength=len(trace.tracks))).tolist()
+
+    return list(trace.derive("family.device_tracks", counted))
 
 
 _AMD = re.compile(r"(?i)\bAMD\b|Instinct|Radeon|\bMI\d{3}")
@@ -114,7 +118,12 @@ def device_name(trace: Trace) -> str:
 
 def device_properties(trace: Trace) -> dict[str, Any]:
     """What the trace says about the device its busiest device track ran on: Kineto's ``deviceProperties`` entry
-    for it (name, memory, SMs), else its name in words; empty for a host-only trace."""
+    for it (name, memory, SMs), else its name in words; empty for a host-only trace. Found once per trace (the
+    roofline, the fit and two rules ask)."""
+    return dict(trace.derive("family.device_properties", lambda: _device_properties(trace)))
+
+
+def _device_properties(trace: Trace) -> dict[str, Any]:
     tracks = device_tracks(trace)
     if not tracks:
         return {}

@@ -140,8 +140,15 @@ def blocking_copies(trace: Trace) -> np.ndarray:
     """Per event: a host copy call that blocks until its copy is done.
 
     A synchronous copy call (``cudaMemcpy``, ``hipMemcpyWithStream``), or an asynchronous one that
-    overlaps a device copy to or from pageable memory, which the runtime cannot do asynchronously.
+    overlaps a device copy to or from pageable memory, which the runtime cannot do asynchronously. Found once per
+    trace (the idle attribution, the host's waits, the fit and a rule ask), kept as rows: they are few.
     """
+    blocking = np.zeros(len(trace), dtype=bool)
+    blocking[trace.derive("idle.blocking_copies", lambda: np.flatnonzero(_blocking_copies(trace)))] = True
+    return blocking
+
+
+def _blocking_copies(trace: Trace) -> np.ndarray:
     calls = trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME) & trace.name_matches(vocabulary.MEMCPY)
     blocking = calls & trace.name_matches(vocabulary.BLOCKING_COPY_CALL)
     pageable = np.flatnonzero(trace.name_matches(vocabulary.PAGEABLE) & trace.of_kinds(Kind.H2D, Kind.D2H))
