@@ -9,6 +9,7 @@ runs its queued items, and the interpreter waits for them, before the exception 
 from __future__ import annotations
 
 import itertools
+import queue
 import threading
 from _thread import LockType
 from collections.abc import Callable, Sequence
@@ -18,9 +19,69 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
-def ordered_map(work: Callable[[Item], Result], items: Sequence[Item], threads: int) -> list[Result]:
-    """``work`` of each of ``items``, in their order, on ``threads`` threads (this one among them). Where an item
-    fails, the others are still worked and the first failing item's error is raised, as one thread would raise it."""
+class Helper:
+    """A daemon thread that works for this one: from the start, ``pieces`` one after another while this thread goes
+    on (each value read with :meth:`result`, which waits for it and raises its error), then the items of an
+    :func:`ordered_map` it is given beside this thread, so that a core is never left idle between the two; its
+    owner releases it when done with it, however it got there (:meth:`release`, or a ``with`` block's end). Being a
+    daemon it never holds the command up once this thread stops (Ctrl-C, SIGTERM), as a ``ThreadPoolExecutor``'s
+    thread would until its piece in hand is done."""
+
+    def __init__(self, pieces: Sequence[Callable[[], Any]], name: str = "perftool-helper") -> None:
+        self._done = [threading.Event() for _ in pieces]
+        self._values: dict[int, Any] = {}
+        self._errors: dict[int, BaseException] = {}
+        self._then: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._work, args=(list(pieces),), name=name, daemon=True).start()
+
+    def _work(self, pieces: list[Callable[[], Any]]) -> None:
+        for index, piece in enumerate(pieces):
+            try:
+                self._values[index] = piece()
+            except BaseException as exc:  # noqa: BLE001 - raised where the value is read
+                self._errors[index] = exc
+            self._done[index].set()
+        job = self._then.get()  # the first job it is then given; None: none, the thread ends
+        if job is not None:
+            job()
+
+    def result(self, index: int) -> Any:
+        """The value of piece ``index``, waiting for it where it is not done yet; its error raised."""
+        self._done[index].wait()
+        if index in self._errors:
+            raise self._errors[index]
+        return self._values[index]
+
+    def then(self, job: Callable[[], None]) -> threading.Event:
+        """Do ``job`` once the pieces are done; the event returned is set when it has returned."""
+        finished = threading.Event()
+
+        def doing() -> None:
+            try:
+                job()
+            finally:
+                finished.set()
+
+        self._then.put(doing)
+        return finished
+
+    def release(self) -> None:
+        """Let the thread end once its pieces are done where it was given no job (after :meth:`then`, no effect)."""
+        self._then.put(None)
+
+    def __enter__(self) -> Helper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def ordered_map(
+    work: Callable[[Item], Result], items: Sequence[Item], threads: int, helper: Helper | None = None
+) -> list[Result]:
+    """``work`` of each of ``items``, in their order, on ``threads`` threads (this one among them; ``helper``, where
+    given, one of the others, which joins once its own pieces are done). Where an item fails, the others are still
+    worked and the first failing item's error is raised, as one thread would raise it."""
     if threads <= 1 or len(items) <= 1:
         return [work(item) for item in items]
     results: dict[int, Result] = {}
@@ -35,13 +96,19 @@ def ordered_map(work: Callable[[Item], Result], items: Sequence[Item], threads: 
             except Exception as exc:  # noqa: BLE001 - raised in this thread below, in the items' order
                 failures[index] = exc
 
-    helpers = [threading.Thread(target=take, name=f"perftool-helper-{n}", daemon=True) for n in range(threads - 1)]
-    for helper in helpers:
-        helper.start()
+    joined = [helper.then(take)] if helper is not None else []
+    helpers = [
+        threading.Thread(target=take, name=f"perftool-helper-{n}", daemon=True)
+        for n in range(threads - 1 - len(joined))
+    ]
+    for thread in helpers:
+        thread.start()
     try:
         take()
-        for helper in helpers:
-            helper.join()
+        for thread in helpers:
+            thread.join()
+        for finished in joined:
+            finished.wait()
     except BaseException:
         stopped.set()  # Ctrl-C or termination here: the helpers finish the item in hand and take no other
         raise

@@ -5,8 +5,10 @@ findings assembled (:mod:`perftool.rules.engine`). Each stage reads what the one
 from __future__ import annotations
 
 import multiprocessing
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 from perftool.analysis.family import device_family
 from perftool.analysis.idle import CAUSES, attribute_idle
@@ -14,7 +16,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.common.cores import free_cores
 from perftool.common.errors import PerftoolError, TraceError
-from perftool.common.threads import ordered_map
+from perftool.common.threads import Helper, ordered_map
 from perftool.common.version import __version__
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.pipeline.read import load_trace
@@ -95,30 +97,32 @@ def scan_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ
 def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> tuple[TraceFindings, Scope]:
     """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution).
     The device's idle time is attributed in a helper thread while the metrics are computed, and the roofline made
-    there after it where a rule reads it: numpy frees the GIL, so the two take two cores where there are two."""
+    there after it where a rule reads it (numpy frees the GIL, so the two take two cores where there are two); the
+    helper then takes rules beside this thread, which starts on them once the metrics are done."""
     steps = detect_steps(trace)
     trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
-    with ThreadPoolExecutor(1) as helper:
-        attributed = helper.submit(attribute_idle, trace, *steps.window) if rules else None
-        measured = helper.submit(roofline, trace, steps) if _roofline_first(trace, trace_rules) else None
+    threads = _rule_threads(trace)  # the cores free before this scan's helper takes one
+    pieces: list[Callable[[], Any]] = [partial(attribute_idle, trace, *steps.window)] if rules else []
+    if _roofline_first(trace, trace_rules):
+        pieces.append(partial(roofline, trace, steps))
+    with Helper(pieces) as helper:
         metrics = compute_metrics(trace, steps)
         emulator = _emulator_config(trace)
         run = KnownRun.of(emulator) if emulator is not None else None
-        family = read.family or device_family(trace)
-        idle_from = attributed.result if attributed is not None else None
-        scope = Scope(trace, steps, metrics, family, run, read.evidence, read.job_steps, idle_from=idle_from,
-                      roofline_from=measured.result if measured is not None else None)  # fmt: skip
-    capping = [c for c in metrics.caveats if c.caps]
-    cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
-    fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
+        scope = Scope(trace, steps, metrics, read.family or device_family(trace), run, read.evidence, read.job_steps,
+                      idle_from=partial(helper.result, 0) if pieces else None,
+                      roofline_from=partial(helper.result, 1) if len(pieces) == 2 else None)  # fmt: skip
+        capping = [c for c in metrics.caveats if c.caps]
+        cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
+        fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
 
-    def finding(rule: Rule) -> Finding | None:
-        detection = detected(scope, rule)
-        if detection is None:
-            return None
-        return finding_of(scope, detection, *fix_that_holds(scope, detection, fitted), cap)
+        def finding(rule: Rule) -> Finding | None:
+            detection = detected(scope, rule)
+            if detection is None:
+                return None
+            return finding_of(scope, detection, *fix_that_holds(scope, detection, fitted), cap)
 
-    findings = [found for found in ordered_map(finding, trace_rules, _rule_threads(trace)) if found is not None]
+        findings = [found for found in ordered_map(finding, trace_rules, threads, helper) if found is not None]
     findings.sort(key=biggest_first)
     idle = scope.idle
     window = scope.window

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from perftool.common.threads import computed_once, ordered_map
+from perftool.common.threads import Helper, computed_once, ordered_map
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -97,3 +97,53 @@ def test_threads_computing_two_instances_values_do_not_wait_on_each_other():
     with ThreadPoolExecutor(2) as pool:
         values = list(pool.map(lambda slow: slow.value, [first, second]))
     assert values[0] != values[1] and first.computed == second.computed == 1
+
+
+def test_a_helper_does_its_pieces_in_order_and_each_value_is_read_where_it_is_asked_for():
+    started = []
+
+    def piece(value: int) -> int:
+        started.append(value)
+        return value * 10
+
+    def failing() -> int:
+        raise ValueError("piece 1")
+
+    with Helper([lambda: piece(1), failing, lambda: piece(3)]) as helper:
+        assert helper.result(2) == 30 and helper.result(0) == 10  # waits for a piece not done yet
+        with pytest.raises(ValueError, match="piece 1"):
+            helper.result(1)  # a piece's error is raised where its value is read
+    assert started == [1, 3]
+
+
+def test_a_helper_takes_items_once_its_pieces_are_done_and_ends_when_released():
+    piece_done, helper_worked = threading.Event(), threading.Event()
+    worked_by: dict[int, str] = {}
+
+    def work(item: int) -> int:
+        worked_by[item] = threading.current_thread().name
+        if threading.current_thread() is threading.main_thread():
+            if item == 0:
+                assert helper_worked.wait(10)  # the helper joins once its piece is done
+        else:
+            assert piece_done.is_set()
+            helper_worked.set()
+        return -item
+
+    before = set(threading.enumerate())
+    with Helper([lambda: piece_done.set()]) as helper:
+        (thread,) = set(threading.enumerate()) - before
+        assert thread.daemon  # never waited for at exit
+        assert ordered_map(work, range(30), 2, helper) == [-item for item in range(30)]
+    thread.join(10)
+    assert not thread.is_alive()  # its job done, it ends
+    assert set(worked_by.values()) == {threading.current_thread().name, thread.name}
+
+
+def test_a_helper_given_no_items_ends_once_released():
+    before = set(threading.enumerate())
+    with Helper([lambda: None]) as helper:
+        (thread,) = set(threading.enumerate()) - before
+        assert ordered_map(abs, [-1, -2], 1, helper) == [1, 2]  # one thread: the helper takes none
+    thread.join(10)
+    assert not thread.is_alive()
