@@ -19,7 +19,11 @@ _PYTHON_CATEGORIES = ("python_function", "python")  # Kineto's categories of the
 
 def driving_thread(trace: Trace) -> int | None:
     """The host track that calls compiled functions most, else makes most runtime calls (launches), else has most
-    events; None: no host."""
+    events; None: no host. Found once per trace."""
+    return trace.derive("host_calls.driving_thread", lambda: _driving_thread(trace))
+
+
+def _driving_thread(trace: Trace) -> int | None:
     host = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
     if host.size == 0:
         return None

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from perftool.analysis.family import device_family
-from perftool.analysis.idle import CAUSES, attribute_idle
+from perftool.analysis.family import device_family, device_properties
+from perftool.analysis.host_calls import driving_thread
+from perftool.analysis.idle import CAUSES, attribute_idle, blocking_copies
 from perftool.analysis.metrics import compute_metrics
-from perftool.analysis.steps import detect_steps
+from perftool.analysis.steps import Steps, detect_steps
 from perftool.common.cores import free_cores
 from perftool.common.errors import PerftoolError, TraceError
 from perftool.common.threads import Helper, ordered_map
@@ -96,22 +98,31 @@ def scan_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ
 
 def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_READ) -> tuple[TraceFindings, Scope]:
     """The findings of :func:`scan_trace`, and the scope they came from (steps, metrics, idle attribution).
-    The device's idle time is attributed in a helper thread while the metrics are computed, and the roofline made
-    there after it where a rule reads it (numpy frees the GIL, so the two take two cores where there are two); the
-    helper then takes rules beside this thread, which starts on them once the metrics are done."""
-    steps = detect_steps(trace)
+    A helper thread finds what the rules read of the trace whatever the window while this one finds the steps; then
+    it attributes the device's idle time while the metrics are computed, and makes the roofline where a rule reads
+    it (numpy frees the GIL, so the two take two cores where there are two); then it takes rules beside this
+    thread, which starts on them once the metrics are done."""
     trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
     threads = _rule_threads(trace)  # the cores free before this scan's helper takes one
-    pieces: list[Callable[[], Any]] = [partial(attribute_idle, trace, *steps.window)] if rules else []
+    steps_found: Future[Steps] = Future()
+    ahead: dict[str, Callable[[], Any]] = {"facts": partial(_window_free_facts, trace)}
+    if rules:
+        ahead["idle"] = lambda: attribute_idle(trace, *steps_found.result().window)
     if _roofline_first(trace, trace_rules):
-        pieces.append(partial(roofline, trace, steps))
-    with Helper(pieces) as helper:
+        ahead["roofline"] = lambda: roofline(trace, steps_found.result())
+    with Helper(list(ahead.values())) as helper:
+        try:
+            steps = detect_steps(trace)
+        except BaseException as exc:  # the helper's pieces waiting for the steps end too
+            steps_found.set_exception(exc)
+            raise
+        steps_found.set_result(steps)
         metrics = compute_metrics(trace, steps)
         emulator = _emulator_config(trace)
         run = KnownRun.of(emulator) if emulator is not None else None
+        made = {name: partial(helper.result, index) for index, name in enumerate(ahead)}  # each waits for its piece
         scope = Scope(trace, steps, metrics, read.family or device_family(trace), run, read.evidence, read.job_steps,
-                      idle_from=partial(helper.result, 0) if pieces else None,
-                      roofline_from=partial(helper.result, 1) if len(pieces) == 2 else None)  # fmt: skip
+                      idle_from=made.get("idle"), roofline_from=made.get("roofline"))  # fmt: skip
         capping = [c for c in metrics.caveats if c.caps]
         cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
         fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
@@ -154,6 +165,14 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         beyond=beyond(scope, fitted, findings, joint),
     )
     return found, scope
+
+
+def _window_free_facts(trace: Trace) -> None:
+    """Find what the rules and the fit read of the trace whatever its window (each kept in the trace), while this
+    thread finds the steps, whose work they do not wait for."""
+    blocking_copies(trace)
+    device_properties(trace)
+    driving_thread(trace)
 
 
 def _roofline_first(trace: Trace, rules: list[Rule]) -> bool:

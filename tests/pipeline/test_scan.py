@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from conftest import REPO, TORCH_FIXTURE
 
+from perftool.analysis.steps import detect_steps
 from perftool.api import emulate
 from perftool.common import limits
 from perftool.emulator.config import load_config
@@ -460,3 +462,40 @@ def test_the_roofline_is_made_beside_the_metrics_only_where_a_rule_reads_it():
     assert made.calls is not None and own.calls is not None and made.calls.rows.size > 0
     np.testing.assert_array_equal(made.calls.rows, own.calls.rows)
     np.testing.assert_array_equal(made.call_roofline_us(), own.call_roofline_us())
+
+
+def test_an_error_finding_the_steps_is_the_scan_s_and_leaves_no_helper_waiting(monkeypatch):
+    """The helper starts on what the rules read before the steps are found; its pieces that wait for the steps end
+    with the error the steps raised, rather than waiting for ever."""
+
+    def broken(trace):
+        raise RuntimeError("no steps")
+
+    monkeypatch.setattr(scan, "detect_steps", broken)
+    trace = load_trace(str(KINETO_SAMPLE))
+    before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match="no steps"):
+        scan.scan_trace(trace, load_catalog())
+    for helper in set(threading.enumerate()) - before:
+        helper.join(10)
+        assert not helper.is_alive()
+
+
+AHEAD = ("idle.blocking_copies", "family.device_properties", "host_calls.driving_thread")
+
+
+def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(monkeypatch):
+    trace = load_trace(str(KINETO_SAMPLE))
+    found_ahead = []
+
+    def steps_after_the_facts(trace):
+        waited = 0
+        while "host_calls.driving_thread" not in trace.derived and waited < 1000:  # the helper finds it meanwhile
+            time.sleep(0.01)
+            waited += 1
+        found_ahead.extend(key for key in AHEAD if key in trace.derived)
+        return detect_steps(trace)
+
+    monkeypatch.setattr(scan, "detect_steps", steps_after_the_facts)
+    scan.scan_trace(trace, load_catalog())
+    assert found_ahead == list(AHEAD)
