@@ -28,7 +28,7 @@ def _driving_thread(trace: Trace) -> int | None:
     if host.size == 0:
         return None
     tracks = trace.track[host]
-    for calls in (trace.name_matches(COMPILED_CALL)[host], trace.kind[host] == Kind.RUNTIME):
+    for calls in (trace.name_table(COMPILED_CALL)[trace.name[host]], trace.kind[host] == Kind.RUNTIME):
         per_track = np.bincount(tracks, weights=calls, minlength=len(trace.tracks))
         if per_track.max() > 0:
             return int(np.argmax(per_track))
@@ -49,6 +49,8 @@ def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
     if rows.size == 0:
         return rows
     starts, ends = trace.ts[rows], trace.end[rows]
+    if np.all(starts[1:] != starts[:-1]):  # no two start together (most threads): one inside none that came before
+        return rows[ends > np.r_[-np.inf, np.maximum.accumulate(ends)[:-1]]]
     opens = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])  # where each run of events starting together opens
     group = np.repeat(np.arange(opens.size), np.diff(np.r_[opens, rows.size]))
     longest = np.maximum.reduceat(ends, opens)

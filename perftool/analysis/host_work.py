@@ -41,9 +41,7 @@ def dispatch_per_step(trace: Trace, scope: TraceAnalysis) -> float:
 def _dispatching(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     """The host's dispatch in the window (:func:`dispatch_per_step`), as intervals."""
     host, launching = trace.on_roles(Role.HOST), kernel_launches(trace)
-    apart = host & (
-        trace.name_matches(ALLOCATION) | trace.name_matches(DEALLOCATION) | launching & ~typical(trace, launching)
-    )
+    apart = host & (allocator_calls(trace) | launching & ~typical(trace, launching))
     rows = host & ((trace.kind == Kind.RUNTIME) | launching) & ~apart  # a launch by its name, whatever its kind
     ops = np.flatnonzero(host & (trace.kind == Kind.HOST_OP) & scope.in_window)
     rows[_calling(trace, ops, np.flatnonzero(rows & scope.in_window))] = True
@@ -69,7 +67,12 @@ def _calling(trace: Trace, ops: np.ndarray, calls: np.ndarray) -> np.ndarray:
 
 def kernel_launches(trace: Trace) -> np.ndarray:
     """Per event: a call launching device work one call at a time (not a copy, not a graph replay)."""
-    return trace.name_matches(LAUNCH) & ~trace.name_matches(MEMCPY) & ~trace.name_matches(GRAPH_LAUNCH)
+    return trace.by_name(trace.name_table(LAUNCH) & ~trace.name_table(MEMCPY) & ~trace.name_table(GRAPH_LAUNCH))
+
+
+def allocator_calls(trace: Trace) -> np.ndarray:
+    """Per event: a call that allocates or frees device memory."""
+    return trace.by_name(trace.name_table(ALLOCATION) | trace.name_table(DEALLOCATION))
 
 
 def typical(trace: Trace, launching: np.ndarray) -> np.ndarray:

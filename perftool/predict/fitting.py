@@ -466,7 +466,8 @@ def _device_work(trace: Trace, scope: TraceAnalysis, replicated: bool) -> float:
     busy that the emulator has no part of its own for (device-to-device copies on its streams, communication unless
     ``replicated``), µs. Strided and remote-buffer copies are modelled apart, and so are input copies: the emulator
     copies each batch itself, beside compute or before it as the device allows."""
-    apart = trace.name_matches(STRIDED_COPY) | trace.name_matches(REMOTE_BUFFER_COPY) | (trace.kind == Kind.H2D)
+    modelled_apart = trace.name_table(STRIDED_COPY) | trace.name_table(REMOTE_BUFFER_COPY)
+    apart = trace.by_name(modelled_apart) | (trace.kind == Kind.H2D)
     if replicated:
         apart |= trace.kind == Kind.COMMUNICATION
     busy = trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK) | (trace.kind == Kind.COMPUTE)

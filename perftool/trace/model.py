@@ -267,10 +267,18 @@ class Trace:
 
     def name_matches(self, pattern: re.Pattern) -> np.ndarray:
         """Per event: whether its name matches ``pattern`` (decided once per distinct name, then cached)."""
+        return self.by_name(self.name_table(pattern))
+
+    def name_table(self, pattern: re.Pattern) -> np.ndarray:
+        """Per distinct name: whether it matches ``pattern`` (decided once, then cached). Tables of several patterns
+        combine (``|``, ``& ~``) before :meth:`by_name` reads them per event: one pass over the events, not one each."""
         if pattern not in self._name_tables:
             found = np.fromiter(map(bool, map(pattern.search, self.names)), dtype=bool, count=len(self.names))
             self._name_tables[pattern] = found if found.size else np.zeros(1, dtype=bool)
-        table = self._name_tables[pattern]
+        return self._name_tables[pattern]
+
+    def by_name(self, table: np.ndarray) -> np.ndarray:
+        """Per event: its name's entry in ``table`` (one entry per distinct name, as :meth:`name_table` gives)."""
         return table[self.name] if table.any() else np.zeros(len(self), dtype=bool)  # most vocabularies are absent
 
     def to_pandas(self) -> Any:  # a pandas.DataFrame; pandas is optional

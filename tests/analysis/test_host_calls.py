@@ -105,11 +105,12 @@ def test_a_table_shows_a_python_builtin_whole_not_as_a_template():
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_top_level_calls_are_those_no_other_encloses_the_longest_first_where_two_start_together(seed):
+@pytest.mark.parametrize("together", [True, False], ids=["starting-together", "each-its-own-start"])
+def test_top_level_calls_are_those_no_other_encloses_the_longest_first_where_two_start_together(seed, together):
     """Against a direct reading: a call is enclosed by another that starts no later and ends no earlier, of two
-    alike the later row; many calls start together (whole microseconds)."""
+    alike the later row; many calls start together (whole microseconds), or none do (the usual thread)."""
     rng = np.random.default_rng(seed)
-    ts = rng.integers(0, 40, 60).astype(float)
+    ts = (rng.integers(0, 40, 60) if together else rng.permutation(200)[:60]).astype(float)
     dur = rng.integers(0, 10, 60).astype(float)
     trace = SimpleNamespace(ts=ts, dur=dur, end=ts + dur)
     rows = np.flatnonzero(rng.random(60) < 0.8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import threading
 
 import msgspec
@@ -565,3 +566,18 @@ def test_what_two_threads_derive_at_once_is_computed_once_and_both_get_it():
     one.join()
     two.join()
     assert calls == ["first"] and got == {"one": "first's", "two": "first's"}
+
+
+def test_names_match_a_pattern_per_event_and_tables_combine_before_they_are_read(write_trace):
+    path = write_trace(
+        [complete(name, i, 1) for i, name in enumerate(["cudaMalloc", "aten::add", "cudaFree", "aten::add"])]
+    )
+    trace = load_trace(path)
+    alloc, free = re.compile(r"^cudaMalloc"), re.compile(r"^cudaFree")
+    assert trace.name_matches(alloc).tolist() == [True, False, False, False]
+    assert len(trace.name_table(alloc)) == len(trace.names) == 3  # one entry per distinct name
+    either = trace.by_name(trace.name_table(alloc) | trace.name_table(free))
+    assert (
+        either.tolist() == (trace.name_matches(alloc) | trace.name_matches(free)).tolist() == [True, False, True, False]
+    )
+    assert trace.by_name(trace.name_table(re.compile("absent"))).tolist() == [False] * 4

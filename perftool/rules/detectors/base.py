@@ -65,9 +65,11 @@ class Scope(TraceAnalysis):
         device = self.trace.tracks_with_role(Role.DEVICE)
         track = trace.tracks[int(device[0])].label if device.size else "device"
         found = []
+        begin, finish = trace.ts[candidates], trace.end[candidates]
+        in_order = bool(np.all(begin[1:] >= begin[:-1]) and np.all(finish[1:] >= finish[:-1]))
         for start, end in zip(starts[worst].tolist(), ends[worst].tolist()):
-            shared = np.minimum(trace.end[candidates], end) - np.maximum(trace.ts[candidates], start)
-            best = candidates[np.argmax(shared)] if candidates.size and shared.max() > 0 else None
+            most = overlapping_most(begin, finish, in_order, start, end)
+            best = candidates[most] if most is not None else None
             name = f"idle while host runs {host_call(trace.names[trace.name[best]])}" if best is not None else "idle"
             found.append(
                 Evidence(
@@ -80,6 +82,19 @@ class Scope(TraceAnalysis):
                 )
             )
         return found
+
+
+def overlapping_most(begin: np.ndarray, finish: np.ndarray, in_order: bool, start: float, end: float) -> int | None:
+    """Of the spans [begin, finish], the index of the one sharing most time with [start, end], the first of equals;
+    None where none shares any. Where ``in_order`` (both begin and finish in order, as a thread's top-level calls
+    are), only the spans between two binary searches can overlap, and only they are read."""
+    near = slice(None)
+    if in_order:
+        near = slice(int(np.searchsorted(finish, start, side="right")), int(np.searchsorted(begin, end)))
+    shared = np.minimum(finish[near], end) - np.maximum(begin[near], start)
+    if not shared.size or shared.max() <= 0:
+        return None
+    return int(np.argmax(shared)) + (near.start or 0)
 
 
 class Judged(Protocol):
