@@ -18,7 +18,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.host_calls import driving_calls, python_frames
-from perftool.analysis.host_work import allocator_calls, dispatch_per_step, kernel_launches, typical
+from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use
 from perftool.common.names import host_call
 from perftool.common.units import duration, plural
@@ -82,7 +82,7 @@ def _measure(scope: Scope) -> _Measured | None:
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
     graphs_per_step = scope.per_step(int(np.count_nonzero(runtime_calls & trace.name_matches(vocabulary.GRAPH_LAUNCH))))
-    in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & typical(trace, kernel_launches(trace))))
+    in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & typical_launches(trace)))
     allocator = host_work & allocator_calls(trace)
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
     allocator_rows = in_gaps[allocator[in_gaps]]  # the allocator's calls are host work: those of it in the gaps
