@@ -106,7 +106,9 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
     trace_rules = [rule for rule in rules if DETECTORS[rule.detector].level == "trace"]
     threads = _rule_threads(trace)  # the cores free before this scan's helper takes one
     steps_found: Future[Steps] = Future()
-    ahead: dict[str, Callable[[], Any]] = {"facts": partial(_window_free_facts, trace)}
+    ahead: dict[str, Callable[[], Any]] = {}
+    if not trace.on_disk:  # columns on disk: one pass at a time, so that the budget counts one pass's arrays
+        ahead["facts"] = partial(_window_free_facts, trace)
     if rules:
         ahead["idle"] = lambda: attribute_idle(trace, *steps_found.result().window)
     if _roofline_first(trace, trace_rules):

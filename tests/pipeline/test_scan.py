@@ -499,3 +499,16 @@ def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(mo
     monkeypatch.setattr(scan, "detect_steps", steps_after_the_facts)
     scan.scan_trace(trace, load_catalog())
     assert found_ahead == list(AHEAD)
+
+
+def test_with_the_columns_on_disk_nothing_is_found_ahead_beside_the_steps(monkeypatch):
+    """Columns on disk keep to one pass at a time, so that the memory budget counts one pass's working arrays."""
+    ahead = []
+    monkeypatch.setattr(scan, "_window_free_facts", ahead.append)
+    scan.scan_trace(load_trace(str(KINETO_SAMPLE)), load_catalog())  # in memory: found ahead
+    assert len(ahead) == 1
+    monkeypatch.setattr(limits, "memory_to_scan", lambda *counts: 0 if counts[5] else 1 << 62)  # over budget in memory
+    on_disk = load_trace(str(KINETO_SAMPLE))
+    assert on_disk.on_disk
+    scan.scan_trace(on_disk, load_catalog())
+    assert len(ahead) == 1
