@@ -35,11 +35,11 @@ def _driving_thread(trace: Trace) -> int | None:
     return int(np.argmax(np.bincount(tracks, minlength=len(trace.tracks))))
 
 
-def python_frames(trace: Trace) -> np.ndarray:
-    """Per event: a frame of the Python stack, as Kineto (category ``python_function``) or the XLA profiler's Python
-    tracer (a ``$`` name) records it."""
+def python_frames(trace: Trace, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+    """Per event (or per row of ``rows``): a frame of the Python stack, as Kineto (category ``python_function``) or
+    the XLA profiler's Python tracer (a ``$`` name) records it."""
     categories = np.array([c.lower() in _PYTHON_CATEGORIES for c in trace.cats] or [False])
-    return categories[trace.cat] | trace.name_matches(PYTHON_FRAME)
+    return categories[trace.cat[rows]] | trace.name_table(PYTHON_FRAME)[trace.name[rows]]
 
 
 def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -73,7 +73,7 @@ def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
     if compiled.any():
         return top_level(trace, np.flatnonzero(compiled))
     rows = np.flatnonzero(mine)
-    frame = python_frames(trace)[rows]
+    frame = python_frames(trace, rows)
     traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its ops' and runtime calls' starts (mostly in order)
     frames = rows[frame]
     first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any

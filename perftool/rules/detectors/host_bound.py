@@ -72,10 +72,10 @@ def _measure(scope: Scope) -> _Measured | None:
     busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
-    in_gaps = _overlapping(scope, host_work, pieces)
     driving = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does meanwhile
     driving = driving[intervals.overlaps_any(trace.ts[driving], trace.end[driving], *pieces)]
-    named = driving if driving.size else in_gaps  # what the host was doing: the driving thread's calls, else any
+    # what the host was doing: the driving thread's calls, else any of its work in the gaps
+    named = driving if driving.size else _overlapping(scope, host_work, pieces)
     compiled_calls_per_step = scope.per_step(
         int(np.count_nonzero(trace.name_table(vocabulary.COMPILED_CALL)[trace.name[driving]]))
     )
@@ -85,7 +85,7 @@ def _measure(scope: Scope) -> _Measured | None:
     in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & typical_launches(trace)))
     allocator = host_work & allocator_calls(trace)
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
-    allocator_rows = in_gaps[allocator[in_gaps]]  # the allocator's calls are host work: those of it in the gaps
+    allocator_rows = _overlapping(scope, allocator, pieces)
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
@@ -173,7 +173,7 @@ def _fix(
 
 def _ops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """Of ``rows``, the ops and runtime calls: what dispatches the device's work, not the Python frames around it."""
-    return rows[~python_frames(trace)[rows]]
+    return rows[~python_frames(trace, rows)]
 
 
 def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) -> np.ndarray:
