@@ -39,7 +39,8 @@ def python_frames(trace: Trace, rows: np.ndarray | slice = slice(None)) -> np.nd
     """Per event (or per row of ``rows``): a frame of the Python stack, as Kineto (category ``python_function``) or
     the XLA profiler's Python tracer (a ``$`` name) records it."""
     categories = np.array([c.lower() in _PYTHON_CATEGORIES for c in trace.cats] or [False])
-    return categories[trace.cat[rows]] | trace.name_table(PYTHON_FRAME)[trace.name[rows]]
+    named = trace.name_table(PYTHON_FRAME)
+    return categories[trace.cat[rows]] | (named[trace.name[rows]] if named.any() else False)
 
 
 def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
