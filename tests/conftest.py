@@ -184,3 +184,25 @@ def scanned(run, path: str, *args: str) -> tuple[dict, dict]:
     assert result.exit_code == 0, result.output
     trace = json.loads(result.stdout)["traces"][0]
     return trace, {f["rule_id"]: f for f in trace["findings"]}
+
+
+def child_pids(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                if entry.isdigit() and int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not ended (a zombie, ended and not yet reaped, has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")

@@ -4,6 +4,8 @@ removed, see :mod:`perftool.common.output`)."""
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
 import signal
 import sys
@@ -73,12 +75,30 @@ def finished() -> None:
 def ignore_in_worker(end_on_termination: bool = True) -> None:
     """For worker processes: SIGINT is the parent's to handle; it then stops its workers. SIGTERM and SIGHUP end a
     worker at once, without the parent's clean-up (it has nothing to clean), unless ``end_on_termination`` is
-    false: then the parent ends it too, once it has handed back the work in hand (a pool that cannot tell half a
-    result from a slow one needs that)."""
+    false: then the parent ends it (a pool that cannot tell half a result from a slow one needs that), and the
+    worker dies with its parent however the parent ends (:func:`die_with_parent`), as no signal reaches it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for signum in TERMINATING:
         signal.signal(signum, signal.SIG_DFL if end_on_termination else signal.SIG_IGN)
+    if not end_on_termination:
+        die_with_parent()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)  # a worker started within `held()` starts with them blocked
+
+
+PR_SET_PDEATHSIG = 1  # Linux's prctl option: the signal a process gets when the thread that started it ends
+
+
+def die_with_parent() -> None:
+    """For a worker process started from its parent's main thread: be killed (SIGKILL) when the parent ends, however
+    it ends, SIGKILL and the OOM killer included (Linux's ``PR_SET_PDEATHSIG``; elsewhere nothing is asked). A worker
+    ignoring termination would otherwise run on, orphaned, waiting for work that never comes."""
+    parent = multiprocessing.parent_process()
+    try:
+        asked = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # no C library to ask, or one without prctl (not Linux)
+        return
+    if asked and parent is not None and os.getppid() != parent.pid:  # the parent ended before it was asked
+        os._exit(1)
 
 
 @contextmanager

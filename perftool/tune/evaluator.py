@@ -163,8 +163,12 @@ class Evaluator:
     def __enter__(self) -> Evaluator:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if isinstance(self._pool, ProcessPoolExecutor):
+            if kind is not None:  # stopped (Ctrl-C, SIGTERM, an error): the pieces in hand are not waited for
+                workers = getattr(self._pool, "_processes", None) or {}  # CPython's own record of them, by pid
+                for process in list(workers.values()):
+                    process.kill()
             self._pool.shutdown(cancel_futures=True)
         self._cluster.close()  # a Dask client's executor goes with its client
 

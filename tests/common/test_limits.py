@@ -15,7 +15,7 @@ import zlib
 
 import pytest
 import yaml
-from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps, leaving, spy_on_disk
+from conftest import REPO, child_pids, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps, leaving, spy_on_disk
 
 from perftool.common import interrupts, limits
 from perftool.common.output import write_bytes
@@ -367,19 +367,6 @@ def test_a_sweep_stopped_by_a_signal_to_its_process_group_closes_its_pool():
     assert "Exception in thread" not in result.stderr
 
 
-def children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                if entry.isdigit() and int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.parametrize(
     ("signum", "code", "said"),
     [
@@ -415,7 +402,7 @@ def test_a_stopped_sweep_exits_with_the_signals_code_and_writes_nothing(tmp_path
         command, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=ctrl_c_as_at_a_terminal
     )
     deadline = time.monotonic() + 60
-    while len(children(sweep.pid)) < 2:  # its two worker processes are up: the sweep has begun (a progress bar
+    while len(child_pids(sweep.pid)) < 2:  # its two worker processes are up: the sweep has begun (a progress bar
         assert sweep.poll() is None and time.monotonic() < deadline  # drawn to a pipe shows only when it ends)
         time.sleep(0.05)
     time.sleep(0.5)

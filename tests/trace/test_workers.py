@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import running
 
 from perftool.trace import workers
 
@@ -138,15 +139,6 @@ with workers.processes(2, time.sleep) as pool:
     children = [int(pid) for pid in printed.read_text().split()]
     assert len(children) == 2
     deadline = time.monotonic() + 20
-    while (alive := [pid for pid in children if _running(pid)]) and time.monotonic() < deadline:
+    while (alive := [pid for pid in children if running(pid)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert alive == []
-
-
-def _running(pid: int) -> bool:
-    """Whether ``pid`` is a process that has not ended (a zombie, ended and not yet reaped, has)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
