@@ -95,7 +95,7 @@ def die_with_parent() -> None:
     parent = multiprocessing.parent_process()
     try:
         asked = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-    except (OSError, AttributeError):  # no C library to ask, or one without prctl (not Linux)
+    except (OSError, AttributeError, TypeError):  # no C library to ask, or one without prctl (not Linux)
         return
     if asked and parent is not None and os.getppid() != parent.pid:  # the parent ended before it was asked
         os._exit(1)
