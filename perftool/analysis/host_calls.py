@@ -28,7 +28,7 @@ def _driving_thread(trace: Trace) -> int | None:
     if host.size == 0:
         return None
     tracks = trace.track[host]
-    for calls in (trace.name_table(COMPILED_CALL)[trace.name[host]], trace.kind[host] == Kind.RUNTIME):
+    for calls in (trace.name_matches(COMPILED_CALL, host), trace.kind[host] == Kind.RUNTIME):
         per_track = np.bincount(tracks, weights=calls, minlength=len(trace.tracks))
         if per_track.max() > 0:
             return int(np.argmax(per_track))
@@ -39,8 +39,7 @@ def python_frames(trace: Trace, rows: np.ndarray | slice = slice(None)) -> np.nd
     """Per event (or per row of ``rows``): a frame of the Python stack, as Kineto (category ``python_function``) or
     the XLA profiler's Python tracer (a ``$`` name) records it."""
     categories = np.array([c.lower() in _PYTHON_CATEGORIES for c in trace.cats] or [False])
-    named = trace.name_table(PYTHON_FRAME)
-    return categories[trace.cat[rows]] | (named[trace.name[rows]] if named.any() else False)
+    return categories[trace.cat[rows]] | trace.name_matches(PYTHON_FRAME, rows)
 
 
 def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -139,7 +139,7 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     is_step = (trace.kind == Kind.STEP) & (trace.phase == Phase.COMPLETE)
     on_host = is_step & trace.on_roles(Role.HOST)
     rows = np.flatnonzero(on_host if on_host.any() else is_step)
-    engine = trace.name_table(ENGINE_STEP)[trace.name[rows]]
+    engine = trace.name_matches(ENGINE_STEP, rows)
     if engine.any():  # a serving engine's iterations are the steps: the outermost where its markers nest
         rows = top_level(trace, rows[engine])
     starts, index = np.unique(trace.ts[rows], return_index=True)

@@ -186,7 +186,7 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     device_start = np.full(keep.size, np.inf)
     np.minimum.at(device_start, kernel_call, trace.ts[kernel_rows])
     device_start[np.isinf(device_start)] = np.nan
-    tf32_kernel = trace.name_table(TF32_KERNEL)[trace.name[kernel_rows]]
+    tf32_kernel = trace.name_matches(TF32_KERNEL, kernel_rows)
     tf32 = np.bincount(kernel_call[tf32_kernel], minlength=keep.size) > 0
 
     rows = ops[keep]

@@ -265,9 +265,10 @@ class Trace:
             self._window_masks[lo, hi] = (self.phase == Phase.COMPLETE) & (self.ts < hi) & (self.end > lo)
         return self._window_masks[lo, hi]
 
-    def name_matches(self, pattern: re.Pattern) -> np.ndarray:
-        """Per event: whether its name matches ``pattern`` (decided once per distinct name, then cached)."""
-        return self.by_name(self.name_table(pattern))
+    def name_matches(self, pattern: re.Pattern, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Per event (or per row of ``rows``): whether its name matches ``pattern`` (decided once per distinct name,
+        then cached)."""
+        return self.by_name(self.name_table(pattern), rows)
 
     def name_table(self, pattern: re.Pattern) -> np.ndarray:
         """Per distinct name: whether it matches ``pattern`` (decided once, then cached). Tables of several patterns
@@ -277,9 +278,11 @@ class Trace:
             self._name_tables[pattern] = found if found.size else np.zeros(1, dtype=bool)
         return self._name_tables[pattern]
 
-    def by_name(self, table: np.ndarray) -> np.ndarray:
-        """Per event: its name's entry in ``table`` (one entry per distinct name, as :meth:`name_table` gives)."""
-        return table[self.name] if table.any() else np.zeros(len(self), dtype=bool)  # most vocabularies are absent
+    def by_name(self, table: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Per event (or per row of ``rows``): its name's entry in ``table`` (one entry per distinct name, as
+        :meth:`name_table` gives)."""
+        names = self.name[rows]
+        return table[names] if table.any() else np.zeros(names.shape, dtype=bool)  # most vocabularies are absent
 
     def to_pandas(self) -> Any:  # a pandas.DataFrame; pandas is optional
         """One row per event, for digging further in a notebook (needs pandas: ``pip install pandas``).

@@ -581,3 +581,6 @@ def test_names_match_a_pattern_per_event_and_tables_combine_before_they_are_read
         either.tolist() == (trace.name_matches(alloc) | trace.name_matches(free)).tolist() == [True, False, True, False]
     )
     assert trace.by_name(trace.name_table(re.compile("absent"))).tolist() == [False] * 4
+    rows = np.array([2, 0, 0])  # asked of a few rows: those rows only, in their order
+    assert trace.name_matches(alloc, rows).tolist() == [False, True, True]
+    assert trace.name_matches(re.compile("absent"), rows).tolist() == [False] * 3

@@ -77,7 +77,7 @@ def _measure(scope: Scope) -> _Measured | None:
     # what the host was doing: the driving thread's calls, else any of its work in the gaps
     named = driving if driving.size else _overlapping(scope, host_work, pieces)
     compiled_calls_per_step = scope.per_step(
-        int(np.count_nonzero(trace.name_table(vocabulary.COMPILED_CALL)[trace.name[driving]]))
+        int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL, driving)))
     )
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
