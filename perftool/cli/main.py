@@ -594,8 +594,7 @@ def gate(
     )
     emit("gate", result, fmt, output)
     if result.failed:
-        failed = sum(check.verdict.value == "fail" for check in result.checks)
-        _failed(f"the gate fails: {plural(failed, 'check')} failed")
+        _failed(f"the gate fails: {result.why_failed()}")
 
 
 @cli.command()

@@ -12,6 +12,7 @@ from pydantic.dataclasses import dataclass as model_dataclass
 from perftool.common.choices import FailOn
 from perftool.common.errors import PerftoolError, parameter
 from perftool.common.results import Document
+from perftool.common.units import plural
 from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.explanation import Explanation
 from perftool.diff.files import profile_file
@@ -80,6 +81,15 @@ class GateResult(Document):
     def counted(self, check: Check) -> Verdict:
         """What ``check`` counts as: a check not made fails, or warns with ``--fail-on never``."""
         return counted(check, self.fail_on)
+
+    def why_failed(self) -> str:
+        """``4 checks failed``, ``2 checks could not be made``, or both: what fails the gate, in CI's one line."""
+        failed, unmade = self.counts[Verdict.FAIL], self.counts[Verdict.NOT_CHECKED]
+        unmade = unmade if self.fail_on != "never" else 0  # with --fail-on never, a check not made warns
+        said = [f"{plural(failed, 'check')} failed"] if failed else []
+        if unmade:
+            said.append(f"{unmade} could not be made" if said else f"{plural(unmade, 'check')} could not be made")
+        return " and ".join(said)
 
     def tally(self) -> str:
         """``2 failed, 0 warned, 6 passed, 1 skipped`` (and how many were not checked, when any were)."""

@@ -11,6 +11,7 @@ import pytest
 from perftool.gate.checks import Check, Verdict, against_budget, compare, status
 from perftool.gate.inputs import differences
 from perftool.gate.policy import Budget, GatePolicy, Limit
+from perftool.gate.verdict import GateResult
 from perftool.rules.findings import EmulatorRun, TraceFindings
 
 NO_METRICS = GatePolicy(metrics={})  # the default threshold (5%) and alpha (0.01), no metric limits
@@ -251,3 +252,19 @@ def test_a_p_value_below_one_in_ten_thousand_is_shown_as_a_bound():
 
 def test_a_gate_with_nothing_to_check_passes():
     assert status([], "error") is Verdict.PASS
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "fail_on", "why"),
+    [
+        ([Verdict.FAIL] * 4 + [Verdict.PASS], "error", "4 checks failed"),
+        ([Verdict.NOT_CHECKED] * 2, "error", "2 checks could not be made"),
+        ([Verdict.FAIL, Verdict.NOT_CHECKED, Verdict.NOT_CHECKED], "warning", "1 check failed and 2 could not be made"),
+        ([Verdict.FAIL, Verdict.NOT_CHECKED], "never", "1 check failed"),
+    ],
+)
+def test_a_failed_gate_says_what_failed_it_in_one_phrase(verdicts, fail_on, why):
+    """CI's last line: the failed checks and, unless --fail-on never, the ones that could not be made."""
+    made = [Check(f"c{i}", "check", verdict, None, None, "", "") for i, verdict in enumerate(verdicts)]
+    result = GateResult(fail_on=fail_on, baseline="base.json", candidate="new.json", checks=made)
+    assert result.failed and result.why_failed() == why

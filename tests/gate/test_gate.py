@@ -455,6 +455,14 @@ def test_a_step_time_that_cannot_be_compared_fails_and_says_why_in_every_format(
     assert never.exit_code == 0
 
 
+def test_a_gate_failed_by_checks_it_could_not_make_says_so_in_its_last_line(run, tmp_path):
+    """Nothing failed outright: the exit line names the checks not made, not "0 checks failed"."""
+    base, same = kernel_steps(tmp_path / "base.json", 2, 1), kernel_steps(tmp_path / "same.json", 2, 1)
+    result = run("gate", base, same)
+    assert result.exit_code == 1
+    assert result.stderr == "perftool: the gate fails: 2 checks could not be made: exit 1\n"
+
+
 def test_unmarked_steps_that_cannot_be_told_apart_are_not_checked(run, tmp_path):
     """One kernel and no step markers: no step to compare, so the gate cannot pass the candidate as it did."""
     one = tmp_path / "one.json"
