@@ -35,7 +35,7 @@ from pydantic import AfterValidator, ConfigDict, Field, ValidationError, validat
 
 from perftool.api.project import ProjectConfig, load_project
 from perftool.common.choices import FailOn, Level, Strategy
-from perftool.common.errors import PerftoolError, PerftoolWarning, parameter
+from perftool.common.errors import PerftoolError, PerftoolWarning, invalid_arguments, parameter
 from perftool.pipeline import read as reader
 from perftool.rules.model import Family, Rule
 from perftool.trace.loader import STDIN
@@ -111,11 +111,7 @@ def _checked(function: Callable[Arguments, Result]) -> Callable[Arguments, Resul
         try:
             arguments()(*args, **kwargs)
         except ValidationError as exc:
-            errors = exc.errors()
-            wrong = dict.fromkeys(_parameter(function, error["loc"]) for error in errors)  # in order, once each
-            first, more = errors[0], f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
-            problem = f"{next(iter(wrong))}: {first['msg']} (got {first['input']!r}){more}"
-            raise PerftoolError(f"{function.__name__}(): {problem}") from None
+            raise invalid_arguments(function, exc.errors()) from None
         return function(*args, **kwargs)
 
     return call
@@ -134,19 +130,6 @@ def _parameters_of(function: Callable) -> Callable[..., None]:
         return_annotation=inspect.Signature.empty
     )
     return stand_in
-
-
-def _parameter(function: Callable, where: tuple[int | str, ...]) -> str:
-    """``traces[0]``, ``select[2]``, ``jobs``: the argument a validation error points at (pydantic's location
-    names a positional argument by its index and adds the member of a union it tried)."""
-    parameters = list(inspect.signature(function).parameters.values())
-    head, *rest = where or ("arguments",)
-    name = str(head)
-    if isinstance(head, int):
-        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        varargs = next((p.name for p in parameters if p.kind == p.VAR_POSITIONAL), "arguments")
-        name = positional[head].name if head < len(positional) else f"{varargs}[{head - len(positional)}]"
-    return name + "".join(f"[{part}]" for part in rest if isinstance(part, int))
 
 
 @_checked

@@ -3,7 +3,9 @@
 Each tool is a function of :mod:`perftool.api` taking the paths and options it takes, and answers with the JSON
 document ``--format json`` writes for it (its schema: ``perftool schema NAME``), kept to a size an agent reads: a
 scan's largest findings (``top``) with a few occurrences each (``evidence``), a diff's largest rows, a sweep's best
-configurations. A bad path or option is the one line the command line would print, as the tool's error.
+configurations, and each per-step series its first ``steps`` steps (the document's count says how many there are: a
+scan's ``steps``, the metric ``steps.steady``). A bad path, option or argument is the one line the command line
+(or the API) would print, as the tool's error; standard input, which carries the protocol, is never read as a trace.
 
 Needs the official SDK (``pip install 'mcp>=2'``, perftool's ``mcp`` extra); :func:`serve` says so in one line where
 it is missing.
@@ -12,12 +14,14 @@ it is missing.
 from __future__ import annotations
 
 import functools
+import json
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from perftool import api
 from perftool.common.choices import FailOn, Level
-from perftool.common.errors import PerftoolError, one_line
+from perftool.common.errors import PerftoolError, invalid_arguments, one_line
 from perftool.common.version import __version__
 from perftool.report.registry import render_as
 from perftool.rules.findings import ScanReport
@@ -27,21 +31,64 @@ TOP_FINDINGS = 10  # a scan's findings per trace, the largest cost first, unless
 EVIDENCE = 3  # occurrences per finding
 TOP_ROWS = 20  # a diff's rows per trace pair, the largest contribution first
 TOP_CONFIGS = 5  # a sweep's best configurations
+STEPS = 32  # each per-step series' first steps: a trace's steps grow with the capture, an agent's reading does not
+SERIES = frozenset(  # the keys of the documents' per-step series: a list, or an object of lists (a rank's per_step)
+    {"step_durations_us", "warmup_durations_us", "step_starts_us", "step_numbers", "step_times_us", "per_step"}
+)
+SERIES_PER_RANK = "step_times"  # gate's: a list of ranks, each an object of series
 
 Tool = TypeVar("Tool", bound=Callable[..., str])
 
 
-def _document(shown: str, value: Any) -> str:
-    """``value`` as ``--format json`` writes it (some write it as blocks of bytes)."""
+def _document(shown: str, value: Any, steps: int = STEPS) -> str:
+    """``value`` as ``--format json`` writes it (some write it as blocks of bytes), each per-step series cut to its
+    first ``steps`` steps."""
     written = render_as(shown, value, "json")
-    return written if isinstance(written, str) else b"".join(written).decode()
+    text = written if isinstance(written, str) else b"".join(written).decode()
+    return json.dumps(_first_steps(json.loads(text), max(steps, 0)), indent=2, ensure_ascii=False)
 
 
-def info(traces: list[str]) -> str:
+def _first_steps(value: Any, steps: int) -> Any:
+    """A decoded document whose per-step series (:data:`SERIES`) hold their first ``steps`` steps."""
+    if isinstance(value, list):
+        return [_first_steps(item, steps) for item in value]
+    if not isinstance(value, dict):
+        return value
+    return {
+        key: _series(item, steps)
+        if key in SERIES
+        else [_series(rank, steps) for rank in item]
+        if key == SERIES_PER_RANK and isinstance(item, list)
+        else _first_steps(item, steps)
+        for key, item in value.items()
+    }
+
+
+def _series(value: Any, steps: int) -> Any:
+    """A per-step series cut to its first ``steps``: a list, or each list of an object."""
+    if isinstance(value, list):
+        return value[:steps]
+    if isinstance(value, dict):
+        return {key: _series(item, steps) for key, item in value.items()}
+    return value
+
+
+def _files(*paths: str) -> None:
+    """Refuse standard input as a file to read: over stdio it carries the protocol, and a trace read from it would
+    take the client's messages."""
+    stdin = os.fstat(0)
+    for path in paths:
+        if path == "-" or (os.path.exists(path) and os.path.samestat(os.stat(path), stdin)):
+            raise PerftoolError(f"{path}: standard input carries this server's protocol: give the trace's file")
+
+
+def info(traces: list[str], steps: int = STEPS) -> str:
     """Summarise a trace (or a job: a directory of one trace per rank, or several files): device, steps, where
-    the time goes, the top device ops and the roofline. JSON as `perftool info --format json` writes it."""
+    the time goes, the top device ops and the roofline; each per-step series holds its first `steps` steps. JSON as
+    `perftool info --format json` writes it."""
+    _files(*traces)
     summary = api.info(*traces)
-    return _document("job-info" if isinstance(summary, ScanReport) else "info", summary)
+    return _document("job-info" if isinstance(summary, ScanReport) else "info", summary, steps)
 
 
 def scan(
@@ -51,27 +98,42 @@ def scan(
     device: Family | None = None,
     top: int = TOP_FINDINGS,
     evidence: int = EVIDENCE,
+    steps: int = STEPS,
 ) -> str:
     """Run perftool's rules on a trace (or a job's directory): each finding with its cost, the fix with knob
     values checked on an emulator fitted to the trace, and the predicted gain. The `top` largest findings of each
-    trace are kept, each with `evidence` occurrences. JSON as `perftool scan --format json` writes it."""
+    trace are kept, each with `evidence` occurrences, and each per-step series its first `steps` steps. JSON as
+    `perftool scan --format json` writes it."""
+    _files(*traces)
     report = api.scan(*traces, select=select or (), ignore=ignore or (), device=device, evidence=evidence)
     kept = [trace.model_copy(update={"findings": trace.findings[: max(top, 0)]}) for trace in report.traces]
-    return _document("scan", report.model_copy(update={"traces": kept}))
+    return _document("scan", report.model_copy(update={"traces": kept}), steps)
 
 
-def diff(baseline: str, candidate: str, by: Level = "kernel", top: int = TOP_ROWS) -> str:
+def diff(baseline: str, candidate: str, by: Level = "kernel", top: int = TOP_ROWS, steps: int = STEPS) -> str:
     """What changed between two traces (or two jobs): the change of the mean steady step, split by kernel, op,
-    category or track (`by`), the `top` largest contributions of each pair. JSON as `perftool diff --format json`."""
+    category or track (`by`), the `top` largest contributions of each pair; each side's steps, the first `steps`.
+    JSON as `perftool diff --format json`."""
+    _files(baseline, candidate)
     result = api.diff(baseline, candidate, by=by)
     kept = [pair.model_copy(update={"rows": pair.rows[: max(top, 0)]}) for pair in result.diffs]
-    return _document("diff", result.model_copy(update={"diffs": kept}))
+    return _document("diff", result.model_copy(update={"diffs": kept}), steps)
 
 
-def gate(baseline: str, candidate: str, fail_on: FailOn | None = None, threshold: float | None = None) -> str:
+def gate(
+    baseline: str,
+    candidate: str,
+    fail_on: FailOn | None = None,
+    threshold: float | None = None,
+    allow_mismatch: bool = False,
+    steps: int = STEPS,
+) -> str:
     """Whether a candidate trace (or saved scan) regressed against a baseline: step time with a significance
-    test, counters, new findings; status pass, warn or fail. JSON as `perftool gate --format json` writes it."""
-    return _document("gate", api.gate(baseline, candidate, fail_on=fail_on, threshold=threshold))
+    test, counters, new findings; status pass, warn or fail. Two different jobs (device, world size) are refused
+    unless `allow_mismatch`. Each side's steps tested, the first `steps`. JSON as `perftool gate --format json`."""
+    _files(baseline, candidate)
+    result = api.gate(baseline, candidate, fail_on=fail_on, threshold=threshold, allow_mismatch=allow_mismatch)
+    return _document("gate", result, steps)
 
 
 def explain_rule(rule: str) -> str:
@@ -85,6 +147,7 @@ def calibrate(trace: str, overrides: list[str] | None = None) -> str:
     sweeps (`overrides` such as `knobs.batch_size=64` say what the trace does not). JSON as `perftool calibrate`."""
     from perftool.report.views import CalibrateView
 
+    _files(trace)
     return _document("calibrate", CalibrateView(api.calibrate(trace, overrides or ()), None))
 
 
@@ -95,6 +158,7 @@ def tune(
     predicted speed-up (the `top` best listed). JSON as `perftool tune --format json` writes it."""
     from perftool.report.views import TuneView
 
+    _files(config)
     result = api.tune(config, overrides or (), evaluations=evaluations)
     return _document("tune", TuneView(result, config, max(top, 1)))
 
@@ -106,8 +170,22 @@ def server() -> Any:
     """The MCP server, its tools registered (an ``mcp.server.mcpserver.MCPServer``)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
 
-    made = MCPServer(
+    class Server(MCPServer):
+        """The SDK's server, whose arguments of the wrong type or value are the one line the API gives them."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                if not isinstance(exc.__cause__, ValidationError):
+                    raise
+                tool = next(tool for tool in TOOLS if tool.__name__ == name)  # a known tool: its arguments were checked
+                problem = invalid_arguments(tool, exc.__cause__.errors())
+                raise ToolError(f"Error executing tool {name}: perftool: error: {one_line(str(problem))}") from None
+
+    made = Server(
         "perftool",
         version=__version__,
         instructions="perftool reads ML training and inference traces (PyTorch/Kineto, torch_npu, jax.profiler) "

@@ -5,7 +5,10 @@ A message names what the caller can change by the API's parameter, in backticks 
 (``pass --allow-mismatch``), so each says what its user types.
 """
 
+import inspect
 import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 PARAMETER = re.compile(r"`(\w+)(=True)?`")  # how a message names a parameter: `memory`, `allow_mismatch=True`
 
@@ -25,6 +28,27 @@ class PerftoolError(Exception):
     """Bad usage or bad input: reported as one line, exit code 2, never a traceback."""
 
     exit_code = 2
+
+
+def invalid_arguments(function: Callable[..., Any], errors: Sequence[Mapping[str, Any]]) -> PerftoolError:
+    """The one line for a call of ``function`` whose arguments failed validation (pydantic's ``errors()``): the
+    first wrong parameter, what it should be and what it got, and how many more are wrong."""
+    wrong = dict.fromkeys(_argument(function, error["loc"]) for error in errors)  # in order, once each
+    first, more = errors[0], f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+    return PerftoolError(f"{function.__name__}(): {next(iter(wrong))}: {first['msg']} (got {first['input']!r}){more}")
+
+
+def _argument(function: Callable[..., Any], where: tuple[int | str, ...]) -> str:
+    """``traces[0]``, ``select[2]``, ``jobs``: the argument a validation error points at (pydantic's location
+    names a positional argument by its index and adds the member of a union it tried)."""
+    parameters = list(inspect.signature(function).parameters.values())
+    head, *rest = where or ("arguments",)
+    name = str(head)
+    if isinstance(head, int):
+        positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        varargs = next((p.name for p in parameters if p.kind == p.VAR_POSITIONAL), "arguments")
+        name = positional[head].name if head < len(positional) else f"{varargs}[{head - len(positional)}]"
+    return name + "".join(f"[{part}]" for part in rest if isinstance(part, int))
 
 
 class PerftoolWarning(UserWarning):

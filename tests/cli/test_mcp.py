@@ -11,8 +11,13 @@ import jsonschema
 import pytest
 from conftest import REPO
 
+from perftool.cli import mcp
+from perftool.common.errors import PerftoolError
+
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"
 BEFORE, AFTER = (REPO / "tests" / "data" / "vocab" / f"diff_kineto_{side}.json.gz" for side in ("before", "after"))
+GPU_SAMPLE = REPO / "sample_traces" / "gpu" / "healthy.trace.json.gz"
+JOB = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
 
 
 def test_without_the_sdk_the_command_says_how_to_get_it_in_one_line(run, monkeypatch):
@@ -79,6 +84,66 @@ def test_answers_are_bounded_and_bad_input_is_one_line():
     assert failed and problem.endswith("perftool: error: /no/such/trace.json: no such file")
     assert "\n" not in problem and "Traceback" not in problem
     assert all(len(pair["rows"]) <= 2 for pair in json.loads(changed)["diffs"])
+
+
+@pytest.mark.slow
+def test_arguments_the_sdk_rejects_and_standard_input_are_one_line_errors_and_a_mismatch_can_be_allowed():
+    """The SDK's own check of an argument's type or value answers in the API's one line (it printed pydantic's
+    lines and a link); standard input, the protocol's channel, is no trace; gate's way past a mismatch exists."""
+    _, answers = calls(
+        ("scan", {"traces": [str(SAMPLE)], "device": "quantum"}),
+        ("info", {"traces": "notalist"}),
+        ("scan", {"traces": ["-"]}),
+        ("gate", {"baseline": str(SAMPLE), "candidate": str(GPU_SAMPLE)}),
+        ("gate", {"baseline": str(SAMPLE), "candidate": str(GPU_SAMPLE), "allow_mismatch": True, "fail_on": "never"}),
+        ("scan", {"traces": [str(SAMPLE)]}),
+    )
+    assert answers[0] == (
+        True,
+        "Error executing tool scan: perftool: error: scan(): device: Input should be 'npu', 'ipu', 'hpu', 'gpu' or "
+        "'generic' (got 'quantum')",
+    )
+    assert answers[1] == (
+        True,
+        "Error executing tool info: perftool: error: info(): traces: Input should be a valid list (got 'notalist')",
+    )
+    assert answers[2] == (
+        True,
+        "Error executing tool scan: perftool: error: -: standard input carries this server's protocol: give the "
+        "trace's file",
+    )
+    refused, (allowed_failed, allowed) = answers[3], answers[4]
+    assert refused[0] and "`allow_mismatch=True`" in refused[1]
+    assert not allowed_failed and json.loads(allowed)["mismatches"]
+    assert not answers[5][0]  # the server reads on after each
+
+
+def test_standard_input_by_any_name_is_refused_before_it_is_read():
+    for name in ("-", "/dev/stdin", "/proc/self/fd/0"):
+        with pytest.raises(PerftoolError, match=f"^{name}: standard input carries this server's protocol"):
+            mcp.info([name])
+
+
+def test_each_per_step_series_holds_its_first_steps_and_the_count_says_how_many_there_are(run):
+    """A trace's steps grow with the capture: an answer holds the first `steps` of every per-step series (a
+    trace's, a side's of diff and gate, a rank's of a job) and the rest as written."""
+    whole = json.loads(run("scan", SAMPLE, "--format", "json", "--fail-on", "never").stdout)["traces"][0]
+    (trace,) = json.loads(mcp.scan([str(SAMPLE)], steps=5))["traces"]
+    assert trace["steps"] == whole["steps"] == 255
+    for series in ("step_durations_us", "warmup_durations_us", "step_starts_us", "step_numbers"):
+        assert trace[series] == whole[series][:5], series
+    assert [f["fingerprint"] for f in trace["findings"]] == [f["fingerprint"] for f in whole["findings"]]
+    assert trace["metrics"] == whole["metrics"] and trace["idle"] == whole["idle"]
+    info = json.loads(mcp.info([str(SAMPLE)], steps=5))
+    assert len(info["step_times_us"]) == len(info["step_numbers"]) == 5 and info["metrics"]["steps.steady"] == 255
+    (pair,) = json.loads(mcp.diff(str(SAMPLE), str(SAMPLE), steps=5))["diffs"]
+    assert len(pair["baseline"]["step_durations_us"]) == len(pair["candidate"]["step_durations_us"]) == 5
+    (sides,) = json.loads(mcp.gate(str(SAMPLE), str(SAMPLE), steps=5))["step_times"]
+    assert len(sides["baseline"]) == len(sides["candidate"]) == 5
+    job = json.loads(mcp.scan([str(JOB)], steps=2))["job"]
+    assert len(job["ranks"]) == 8
+    assert all(len(series) == 2 for rank in job["ranks"] for series in rank["per_step"].values()), job["ranks"][0]
+    assert len(json.loads(mcp.scan([str(SAMPLE)]))["traces"][0]["step_durations_us"]) == mcp.STEPS
 
 
 @pytest.mark.slow
