@@ -14,7 +14,9 @@ Shapes (each was super-linear once):
 * ``thread-name``: a thread named ``preprocess`` repeated to N characters (``perftool info``);
 * ``threads``: N threads with one ``aten::mm`` each (``perftool scan``);
 * ``steps``: an emulated run of N steps (``perftool emulate``);
-* ``diff-html``: two traces of N distinct kernel names, compared (``perftool diff --format html``).
+* ``diff-html``: two traces of N distinct kernel names, compared (``perftool diff --format html``);
+* ``npu-kernels``: msprof's ``kernel_details.csv`` of N kernels beside a torch_npu trace (the real rank's rows of
+  ``tests/data/real``, repeated), read with it (``perftool info``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,19 @@ def _diff_names(path: str, n: int) -> None:
     write(path.replace(".json", "_new.json"), n, slower=True)
 
 
+def _npu_kernels(path: str, n: int) -> None:
+    """A torch_npu trace (one step, one kernel) with msprof's table of ``n`` kernels beside it."""
+    _events(path, [{"ph": "X", "name": "ProfilerStep#1", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+                   {"ph": "X", "name": "MatMulV2", "pid": 2, "tid": 3, "ts": 10, "dur": 50}])  # fmt: skip
+    real = os.path.join(REPO, "tests", "data", "real", "torch_npu_text_l2_rank0_kernel_details.csv")
+    with open(real) as table:
+        header, *rows = table.read().splitlines()
+    with open(os.path.join(os.path.dirname(path), "kernel_details.csv"), "w") as out:
+        out.write(header + "\n")
+        for at in range(n):
+            out.write(rows[at % len(rows)] + "\n")
+
+
 SHAPES: dict[str, tuple[str, tuple[int, int, int], Callable[[str, int], None] | None, list[str]]] = {
     # name: (what an element is, sizes, the input's writer, the command ({path}, {n}))
     "dims": ("dimension", (100_000, 300_000, 1_000_000), _dims, ["info", "{path}"]),
@@ -76,16 +91,18 @@ SHAPES: dict[str, tuple[str, tuple[int, int, int], Callable[[str, int], None] | 
               ["emulate", os.path.join(REPO, "sample_traces", "gpu", "healthy.yaml"), "--set", "workload.steps={n}"]),
     "diff-html": ("name", (10_000, 100_000, 300_000), _diff_names,
                   ["diff", "{path}", "{new}", "--format", "html"]),
+    "npu-kernels": ("kernel", (100_000, 300_000, 1_000_000), _npu_kernels, ["info", "{path}"]),
 }  # fmt: skip
+FILES = {"npu-kernels": os.path.join("hostile_{shape}_{n}", "ASCEND_PROFILER_OUTPUT", "trace_view.json")}  # a layout
 
 
 def measure(shape: str, n: int) -> tuple[float, int]:
     """Seconds the shape's command takes on its input of size ``n`` in a fresh process, and the peak resident memory
     in bytes of it and the processes it waited for."""
     _, _, writer, command = SHAPES[shape]
-    path = os.path.join(OUT, f"hostile_{shape}_{n}.json")
+    path = os.path.join(OUT, FILES.get(shape, "hostile_{shape}_{n}.json").format(shape=shape, n=n))
     if writer is not None and not os.path.exists(path):
-        os.makedirs(OUT, exist_ok=True)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         writer(path, n)
     argv = [part.format(path=path, n=n, new=path.replace(".json", "_new.json")) for part in command]
     start = time.perf_counter()

@@ -15,10 +15,10 @@ events of the process the text export gives it, so the Ascend dialect reads both
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sqlite3
-from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -81,30 +81,37 @@ def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any
 
 def _kernel_types(connection: sqlite3.Connection) -> list[dict[str, Any]]:
     """The compute tasks' pipe counters (``TASK_PMU_INFO``: ``aic_total_time``, ``aic_mac_time``..., per task) per
-    kernel type and core, as the text export's ``kernel_details.csv`` gives them."""
+    kernel type and core, as the text export's ``kernel_details.csv`` gives them. The counters come ordered by task,
+    one task's at a time: only the sums per type are held, however many tasks the capture ran."""
     wanted = {f"{held}_total_time": held for held in CORES} | {
         f"{held}_{pipe}_time": f"{held}_{pipe}" for held in CORES for pipe in PIPES
     }
     strings = dict(connection.execute("SELECT id, value FROM STRING_IDS"))
     ids = {id_: wanted[name] for id_, name in strings.items() if name in wanted}
-    counters: dict[int, dict[str, float]] = defaultdict(dict)
-    for task, name, value in connection.execute("SELECT globalTaskId, name, value FROM TASK_PMU_INFO"):
-        if name in ids and isinstance(value, int | float) and math.isfinite(value) and value >= 0:
-            counters[task][ids[name]] = float(value)
-    tasks = connection.execute(
-        "SELECT c.globalTaskId, c.opType, c.taskType, t.endNs - t.startNs FROM COMPUTE_TASK_INFO c "
-        "JOIN TASK t ON t.globalTaskId = c.globalTaskId"
+    rows = connection.execute(
+        "SELECT p.globalTaskId, c.opType, c.taskType, t.endNs - t.startNs, p.name, p.value FROM TASK_PMU_INFO p "
+        "JOIN COMPUTE_TASK_INFO c ON c.globalTaskId = p.globalTaskId JOIN TASK t ON t.globalTaskId = p.globalTaskId "
+        "ORDER BY p.globalTaskId"
     )
-    return kernel_types(
-        (
-            str(strings.get(kind) or ""),
-            str(strings.get(core) or ""),
-            _us(ns) if ns is not None else None,
-            counters[task],
-        )
-        for task, kind, core, ns in tasks
-        if task in counters
-    )
+
+    def kernels() -> Iterator[tuple[str, str, float | None, dict[str, float]]]:
+        for _, counted in itertools.groupby(rows, key=lambda row: row[0]):
+            first, *rest = counted
+            _, kind, core, ns, _, _ = first
+            counters = {
+                ids[name]: float(value)
+                for *_, name, value in (first, *rest)
+                if name in ids and isinstance(value, int | float) and math.isfinite(value) and value >= 0
+            }
+            if counters:
+                yield (
+                    str(strings.get(kind) or ""),
+                    str(strings.get(core) or ""),
+                    _us(ns) if ns is not None else None,
+                    counters,
+                )
+
+    return kernel_types(kernels())
 
 
 class _Reader:

@@ -11,10 +11,11 @@ Other metric sets (``ArithmeticUtilization``, ``Memory``...) write other columns
 
 from __future__ import annotations
 
+import csv
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TextIO
 
 from perftool.trace.profiler_dirs import MsprofTable, msprof_csv
 
@@ -29,18 +30,49 @@ def msprof_kernels(trace_file: str) -> MsprofTable:
     and each measured pipe's busy share of the core's time (``{"aic_mac": 0.15, "aic_mte2": 0.98, ...}``); empty
     where the profiler wrote no ``kernel_details.csv`` beside the trace, or one without pipe counters. Rows that do
     not read as numbers are left out (msprof writes ``N/A`` where it measured nothing); a file that cannot be read
-    is left out, and the table says why."""
-    table = msprof_csv(trace_file, MSPROF_KERNELS)
-    kernels = kernel_types(
+    is left out, and the table says why. The file is read a row at a time: only the sums per type are held."""
+    return msprof_csv(trace_file, MSPROF_KERNELS, _kernels_in)
+
+
+def _kernels_in(lines: TextIO) -> list[dict[str, Any]]:
+    """:func:`msprof_kernels`' rows from the open CSV, each kernel's cells found by their column's position."""
+    rows = csv.reader(lines)
+    at = {name: position for position, name in enumerate(next(rows, []))}
+    kind_at = [at[name] for name in ("Type", "Name") if name in at]  # the kernel's type, else its name
+    core_at, duration_at = at.get("Accelerator Core"), at.get("Duration(us)")
+    columns = [
         (
-            (row.get("Type") or row.get("Name") or "").strip(),
-            (row.get("Accelerator Core") or "").strip(),
-            _number(row.get("Duration(us)")),
-            _counters(row),
+            held,
+            at[column],
+            [(f"{held}_{pipe}", at[f"{held}_{pipe}_time(us)"]) for pipe in PIPES if f"{held}_{pipe}_time(us)" in at],
         )
-        for row in table.rows
+        for held, column in CORES.items()
+        if column in at
+    ]
+
+    def cell(row: list[str], position: int | None) -> str | None:
+        return row[position] if position is not None and position < len(row) else None
+
+    def counters(row: list[str]) -> dict[str, float]:
+        found: dict[str, float] = {}
+        for held, column, pipes in columns:
+            if not (time := _number(cell(row, column))):
+                continue
+            found[held] = time
+            for pipe, position in pipes:
+                if (busy := _number(cell(row, position))) is not None:
+                    found[pipe] = busy
+        return found
+
+    return kernel_types(
+        (
+            (next((kind for position in kind_at if (kind := cell(row, position))), None) or "").strip(),
+            (cell(row, core_at) or "").strip(),
+            _number(cell(row, duration_at)),
+            counters(row),
+        )
+        for row in rows
     )
-    return MsprofTable(kernels, table.left_out)
 
 
 def kernel_types(kernels: Iterable[tuple[str, str, float | None, dict[str, float]]]) -> list[dict[str, Any]]:
@@ -70,21 +102,6 @@ def kernel_types(kernels: Iterable[tuple[str, str, float | None, dict[str, float
                 "type": key[0], "core": key[1], "kernels": count[key], "device_us": device_us[key], "pipes": shares,
             })  # fmt: skip
     return sorted(found, key=lambda row: -row["device_us"])
-
-
-def _counters(row: dict[str, str]) -> dict[str, float]:
-    """A kernel's core times and pipe busy times, µs, keyed ``aic``/``aiv`` and ``aic_mac``...; empty where none."""
-    found: dict[str, float] = {}
-    for core, column in CORES.items():
-        held = _number(row.get(column))
-        if not held:
-            continue
-        found[core] = held
-        for pipe in PIPES:
-            busy = _number(row.get(f"{core}_{pipe}_time(us)"))
-            if busy is not None:
-                found[f"{core}_{pipe}"] = busy
-    return found
 
 
 def _number(text: str | None) -> float | None:

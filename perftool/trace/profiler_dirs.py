@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TextIO
 
 from perftool.common.errors import PerftoolError
 
@@ -108,15 +109,19 @@ def msprof_steps(trace_file: str) -> MsprofTable:
     )
 
 
-def msprof_csv(trace_file: str, name: str) -> MsprofTable:
+def msprof_csv(
+    trace_file: str, name: str, digest: Callable[[TextIO], list[dict[str, Any]]] | None = None
+) -> MsprofTable:
     """The rows of msprof's CSV ``name`` beside a torch_npu trace (in ``ASCEND_PROFILER_OUTPUT/``); none where
-    there is no such file beside it, or it cannot be read as CSV (then the table says why)."""
+    there is no such file beside it, or it cannot be read as CSV (then the table says why). ``digest`` reads the
+    open file into the table's rows, a row at a time (a kernel table holds a row per kernel: millions); by default
+    each row is kept, a dict by column name."""
     path = Path(trace_file).with_name(name)
     if Path(trace_file).parent.name != ASCEND_OUTPUT or not path.is_file():
         return MsprofTable([])
     try:
         with open(path, newline="", encoding="utf-8") as fh:
-            return MsprofTable(list(csv.DictReader(fh)))
+            return MsprofTable(digest(fh) if digest else list(csv.DictReader(fh)))
     except OSError as exc:
         return MsprofTable([], f"{name}: not read ({exc.strerror or exc})")
     except UnicodeDecodeError:

@@ -7,12 +7,14 @@ import gzip
 import json
 import shutil
 import sqlite3
+import tracemalloc
 
 import pytest
 from conftest import DATA
 
 from perftool import api
 from perftool.roofline.measured import BUSY, NO_PIPE_BUSY, measured_pipes
+from perftool.trace import ascend_db
 from perftool.trace.loader import SQLITE_MAGIC
 from perftool.trace.msprof_kernels import msprof_kernels
 
@@ -303,3 +305,51 @@ def test_the_db_export_s_counters_read_as_the_text_export_s(tmp_path):
         assert from_db[key].pipes[from_db[key].busiest] == pytest.approx(
             from_text[key].pipes[from_text[key].busiest], abs=0.02
         )
+
+
+def _peak_bytes_of(read) -> int:
+    """The most memory Python held at once while ``read()`` ran, above what it held before."""
+    tracemalloc.start()
+    try:
+        read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_kernel_table_of_many_kernels_is_read_a_row_at_a_time(tmp_path):
+    """msprof writes a row per kernel (millions in a long capture): only the sums per type are held while it is read
+    (every row was kept first: 8.3 GB for a 656 MB file)."""
+    output = tmp_path / "ASCEND_PROFILER_OUTPUT"
+    output.mkdir()
+    header, *rows = REAL_KERNELS.read_text().splitlines()
+    kernels = output / "kernel_details.csv"
+    kernels.write_text("\n".join([header, *rows * 100]) + "\n")  # 19,000 kernels, 6.4 MB
+    once = msprof_kernels(str(output / "trace_view.json")).rows
+    peak = _peak_bytes_of(lambda: msprof_kernels(str(output / "trace_view.json")))
+    assert peak < 2 << 20, peak  # the whole table held as rows: 75 MB
+    matmul = next(row for row in once if row["type"] == "MatMulV2")
+    assert matmul["kernels"] == 800 and matmul["device_us"] == pytest.approx(93_829.8)
+
+
+def test_the_db_export_s_counters_are_read_a_task_at_a_time(tmp_path):
+    """TASK_PMU_INFO holds about 28 counters a task: they are summed as they come, a task at a time, not held."""
+    database = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / database.name, database)
+    with sqlite3.connect(database) as connection:
+        copies, offset = 200, connection.execute("SELECT max(globalTaskId) + 1 FROM TASK").fetchone()[0]
+        for table in ("TASK_PMU_INFO", "COMPUTE_TASK_INFO", "TASK"):
+            columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+            moved = ", ".join(f"{c} + :shift" if c == "globalTaskId" else c for c in columns)
+            for copy in range(1, copies):
+                connection.execute(
+                    f"INSERT INTO {table} ({', '.join(columns)}) SELECT {moved} FROM {table} WHERE globalTaskId < "
+                    ":offset", {"shift": copy * offset, "offset": offset},
+                )  # fmt: skip
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT count(*) FROM TASK_PMU_INFO").fetchone()[0] == 5180 * copies
+        measured = ascend_db._kernel_types(connection)
+        peak = _peak_bytes_of(lambda: ascend_db._kernel_types(connection))
+    assert peak < 2 << 20, peak  # every task's counters held: 31 MB
+    matmul = next(row for row in measured if row["type"] == "MatMulV2")
+    assert matmul["kernels"] == 8 * copies
