@@ -29,8 +29,13 @@ def test_a_long_range_is_tried_at_its_ends_and_its_powers_of_two(values, tried):
     assert sweep._tried(values) == tried
 
 
-def test_each_knob_alone_is_the_throughput_of_that_change_run_on_its_own():
+SLOW = {"input_workers": 0, "preprocess_us_per_sample": 3_000_000}  # 3 s a sample: under one sample a second
+
+
+@pytest.mark.parametrize("workload", [{}, SLOW], ids=["as shipped", "slower than a sample a second"])
+def test_each_knob_alone_is_the_throughput_of_that_change_run_on_its_own(workload):
     config = load_config(str(REPO / "sample_traces" / "npu" / "host_bound_loop_size.yaml"))
+    config = config.model_copy(update={"workload": config.workload.model_copy(update=workload)})
     alone = sweep._knobs_alone(config, {"loop_size": [2, 16], "prefetch_depth": [4]})
     assert [(name, value) for name, value, _ in alone] == [("loop_size", 2), ("loop_size", 16), ("prefetch_depth", 4)]
     base = evaluate(config).figures["throughput"][0]
