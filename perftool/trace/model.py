@@ -97,6 +97,9 @@ class Kind(enum.IntEnum):
     INPUT = 13  # data loading on the host
 
 
+FEW_NAMES = 8  # a table naming this few is read by comparing the events' names with each: 8 times faster than a lookup
+
+
 def among_kinds(values: np.ndarray, kinds: Iterable[Kind]) -> np.ndarray:
     """Whether each of ``values`` (kind codes) is one of ``kinds``: looked up in a table of every kind, where
     ``np.isin`` takes four times as long over a trace's events."""
@@ -282,7 +285,13 @@ class Trace:
         """Per event (or per row of ``rows``): its name's entry in ``table`` (one entry per distinct name, as
         :meth:`name_table` gives)."""
         names = self.name[rows]
-        return table[names] if table.any() else np.zeros(names.shape, dtype=bool)  # most vocabularies are absent
+        named = np.flatnonzero(table)
+        if named.size > FEW_NAMES:
+            return table[names]
+        found = np.zeros(names.shape, dtype=bool)  # most vocabularies are absent; the rest name a few of the names
+        for code in named:
+            found |= names == code
+        return found
 
     def to_pandas(self) -> Any:  # a pandas.DataFrame; pandas is optional
         """One row per event, for digging further in a notebook (needs pandas: ``pip install pandas``).

@@ -601,3 +601,15 @@ def test_names_match_a_pattern_per_event_and_tables_combine_before_they_are_read
     rows = np.array([2, 0, 0])  # asked of a few rows: those rows only, in their order
     assert trace.name_matches(alloc, rows).tolist() == [False, True, True]
     assert trace.name_matches(re.compile("absent"), rows).tolist() == [False] * 3
+
+
+@pytest.mark.parametrize("named", [0, 1, 3, model.FEW_NAMES, model.FEW_NAMES + 1, 20])
+def test_a_table_of_few_names_or_many_reads_each_event_s_entry(write_trace, named):
+    """A table naming a few names is read by comparing names, one of many by looking each event's name up: the
+    same per event either way, for every event or a few rows."""
+    trace = load_trace(write_trace([complete(f"op{i % 20}", i, 1) for i in range(60)]))
+    table = np.zeros(len(trace.names), dtype=bool)
+    table[np.random.default_rng(named).choice(len(trace.names), named, replace=False)] = True
+    assert trace.by_name(table).tolist() == table[trace.name].tolist() and trace.by_name(table).sum() == 3 * named
+    rows = np.array([59, 3, 3, 40])
+    assert trace.by_name(table, rows).tolist() == table[trace.name[rows]].tolist()
