@@ -8,7 +8,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.analysis.idle import blocking_copies
+from perftool.analysis.idle import blocking_copies, host_busy
 from perftool.dialects.vocabulary import ALLOCATION, DEALLOCATION, GRAPH_LAUNCH, LAUNCH, MEMCPY
 from perftool.trace.model import Kind, Role, Trace
 
@@ -22,8 +22,7 @@ def own_work(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     per trace and window."""
 
     def own() -> intervals.Intervals:
-        rows = trace.on_roles(Role.HOST) & ~trace.of_kinds(Kind.STEP, Kind.ANNOTATION, Kind.INPUT, Kind.SYNC)
-        return _bridged(trace, scope, rows)
+        return _bridged(trace, scope, host_busy(trace, scope.lo, scope.hi))
 
     return trace.derive(f"host_work.own {scope.lo!r} {scope.hi!r}", own)
 
@@ -45,7 +44,8 @@ def _dispatching(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     rows = host & ((trace.kind == Kind.RUNTIME) | launching) & ~apart  # a launch by its name, whatever its kind
     ops = np.flatnonzero(host & (trace.kind == Kind.HOST_OP) & scope.in_window)
     rows[_calling(trace, ops, np.flatnonzero(rows & scope.in_window))] = True
-    return intervals.subtract(_bridged(trace, scope, rows, BETWEEN_OPS_US), scope.busy(apart), scope.lo, scope.hi)
+    bridged = _bridged(trace, scope, scope.busy(rows), BETWEEN_OPS_US)
+    return intervals.subtract(bridged, scope.busy(apart), scope.lo, scope.hi)
 
 
 def _calling(trace: Trace, ops: np.ndarray, calls: np.ndarray) -> np.ndarray:
@@ -91,11 +91,11 @@ def _typical(trace: Trace, launching: np.ndarray) -> np.ndarray:
 
 
 def _bridged(
-    trace: Trace, scope: TraceAnalysis, rows: np.ndarray, bridge_us: float = UNTRACED_PYTHON_US
+    trace: Trace, scope: TraceAnalysis, busy: intervals.Intervals, bridge_us: float = UNTRACED_PYTHON_US
 ) -> intervals.Intervals:
-    """The window's time in ``rows``' events, the gaps between them up to ``bridge_us`` bridged, less the host's
-    waits."""
-    starts, ends = scope.busy(rows)
+    """The window's time in ``busy`` (the union of the host's calls), the gaps between its pieces up to
+    ``bridge_us`` bridged, less the host's waits."""
+    starts, ends = busy
     if starts.size > 1:  # a run of work ends where a longer gap follows
         follows_gap = np.concatenate([[True], starts[1:] - ends[:-1] > bridge_us])
         starts, ends = starts[follows_gap], ends[np.concatenate([follows_gap[1:], [True]])]

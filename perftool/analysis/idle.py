@@ -80,7 +80,7 @@ def attribute_idle(
     on_host = trace.on_roles(Role.HOST)
     syncs = busy(on_host & (kind == Kind.SYNC))
     copies = busy(blocking_copies(trace))
-    host_work = busy(on_host & ~trace.of_kinds(*_NOT_HOST_WORK))
+    host_work = host_busy(trace, lo, hi)
     input_waits = busy(on_host & (kind == Kind.INPUT))
     covers: dict[str, intervals.Intervals | Callable[[intervals.Intervals], np.ndarray]] = {
         "startup": busy(initialising(trace)),
@@ -109,6 +109,16 @@ def attribute_idle(
         by_cause[cause], remaining = intervals.split(remaining, cover, lo, hi)
     by_cause["other"] = remaining
     return IdleTime(lo, hi, gaps, by_cause)
+
+
+def host_busy(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
+    """The union of the host's own calls in [lo, hi] (every call but steps, annotations, loading and syncs), measured
+    once per trace and window: the idle attribution's host work, and the host's own work the fit reads."""
+
+    def union() -> intervals.Intervals:
+        return intervals.busy(trace, trace.on_roles(Role.HOST) & ~trace.of_kinds(*_NOT_HOST_WORK), lo, hi)
+
+    return trace.derive(f"idle.host_busy {lo!r} {hi!r}", union)
 
 
 def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
