@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from oracles.gains import TOLERANCE, check_sample, samples
 
@@ -164,3 +165,100 @@ def test_a_trace_is_fitted_with_steady_steps_and_idle_causes_and_no_compile_in_m
                             steps=SimpleNamespace(count=steps),
                             metrics={"recompilations.count": recompiles})  # fmt: skip
     assert gains._fitted(scope) == ("the fit" if fitted else None)
+
+
+class Fitted:
+    """A fit some fix asked for (``made``), or none (its config is then never read: reading it would fit)."""
+
+    def __init__(self, made: bool, pin_memory: bool = False) -> None:
+        self.made = SimpleNamespace(name="fit's run") if made else None
+        self._config = SimpleNamespace(knobs=SimpleNamespace(pin_memory=pin_memory))
+
+    @property
+    def config(self) -> SimpleNamespace:
+        assert self.made is not None, "a fit no fix asked for is made for the sweep"
+        return self._config
+
+
+def found(speedup: float, changes: dict | None = None) -> tuple[dict, Gain]:
+    return changes or {"device_graphs": True}, Gain(kind="predicted", text=f"sweep ×{speedup}", speedup=speedup)
+
+
+def printed(kind: str, speedup: float | None, changes: dict | None = None) -> SimpleNamespace:
+    return SimpleNamespace(capped=None, fix=SimpleNamespace(changes=changes or {}), gain=Gain(kind=kind, text="",
+                           speedup=speedup))  # fmt: skip
+
+
+def beyond_on(monkeypatch, sweep, findings, together=None, fitted=None, idle=0.5, graphs=False, captured=False,
+              run=None, contexts=("pytorch",)):  # fmt: skip
+    """``gains.beyond`` on a scope whose idle share, graphs and capture are given, its sweep finding ``sweep``;
+    returns the gain and the settings the sweep was asked to try (None: not asked)."""
+    asked = []
+    monkeypatch.setattr(gains, "best_settings", lambda config, fit, names: asked.append(names) or sweep)
+    monkeypatch.setattr(gains, "graphs_in_use", lambda trace, rows: graphs)
+    trace = SimpleNamespace(source="run.json", name_matches=lambda pattern: np.array([captured]))
+    scope = SimpleNamespace(run=run, contexts=contexts, steady_steps=8, idle=SimpleNamespace(total=idle * 1e6),
+                            window=1e6, trace=trace, in_window=None)  # fmt: skip
+    gain = gains.beyond(scope, fitted or Fitted(True), findings, together)
+    return gain, (asked[0] if asked else None)
+
+
+def test_the_sweep_s_setting_is_named_with_how_to_sweep_every_combination(monkeypatch):
+    """Wins more than every predicted fix and all of them together by 2%: named, with the commands that sweep every
+    combination; the settings tried are those the findings' fixes set, and pinned memory where the fit reads it off."""
+    findings = [printed("predicted", 1.2, {"workload.input_workers": 2}), printed("upper_bound", 3.0, {"loop_size": 4})]
+    gain, tried = beyond_on(monkeypatch, found(1.5), findings, together=Gain(kind="predicted", text="", speedup=1.3))
+    assert gain.text == "sweep ×1.5; perftool calibrate run.json -o fit.yaml, then perftool tune fit.yaml, sweeps " \
+        "every combination"  # fmt: skip
+    assert gain.speedup == 1.5 and tried == frozenset({"workload.input_workers", "loop_size", "pin_memory"})
+    _, pinned = beyond_on(monkeypatch, found(1.5), findings, fitted=Fitted(True, pin_memory=True))
+    assert pinned == frozenset({"workload.input_workers", "loop_size"})
+
+
+@pytest.mark.parametrize(
+    ("speedup", "findings", "together", "named"),
+    [
+        (1.3, [printed("predicted", 1.28)], None, False),  # within 2% of a printed fix (1.3056)
+        (1.3, [printed("predicted", 1.2)], Gain(kind="predicted", text="", speedup=1.28), False),  # or of all together
+        (1.25 * gains.BEYOND, [printed("predicted", 1.25)], None, False),  # exactly 2% more is not more
+        (1.3, [printed("predicted", 1.2), printed("predicted", None)], None, True),  # a fix of no speed-up is 1.0
+        (1.3, [printed("upper_bound", 2.0)], None, True),  # a bound is no printed gain
+        (1.03, [], None, True),  # nothing printed: 2% over no change
+        (1.01, [], None, False),
+    ],
+)
+def test_the_sweep_s_setting_is_named_only_where_it_wins_2_percent_more_than_every_printed_gain(
+    monkeypatch, speedup, findings, together, named
+):
+    gain, _ = beyond_on(monkeypatch, found(speedup), findings, together)
+    assert (gain is not None) is named
+
+
+@pytest.mark.parametrize(
+    ("changes", "idle", "graphs", "captured", "named"),
+    [
+        ({"device_graphs": True}, 0.5, False, False, True),
+        ({"device_graphs": True}, 0.3, False, False, False),  # wins back 33% of the step: past the trace's idle
+        ({"device_graphs": True}, 0.5, True, False, False),  # graphs the job replays already
+        ({"device_graphs": True}, 0.5, False, True, False),  # or captures
+        ({"pin_memory": True}, 0.5, True, True, True),  # other settings where the job makes graphs
+    ],
+)
+def test_the_sweep_s_setting_is_not_named_past_the_idle_or_for_graphs_the_job_makes(
+    monkeypatch, changes, idle, graphs, captured, named
+):
+    gain, _ = beyond_on(monkeypatch, found(1.5, changes), [], idle=idle, graphs=graphs, captured=captured)
+    assert (gain is not None) is named
+
+
+@pytest.mark.parametrize(
+    ("case", "options"),
+    [
+        ("no fit made", {"fitted": Fitted(False)}),  # no fix asked for a fit: none is made for the sweep
+        ("a recorded run", {"run": SimpleNamespace()}),  # an emulator trace: its fixes are its config's own
+        ("an inference job", {"contexts": ("pytorch", "inference")}),
+    ],
+)
+def test_no_sweep_runs_without_a_fit_a_fix_asked_for_on_a_training_job_s_capture(monkeypatch, case, options):
+    gain, tried = beyond_on(monkeypatch, found(2.0), [], **options)
+    assert gain is None and tried is None, case
