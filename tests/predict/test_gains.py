@@ -89,6 +89,17 @@ def test_of_the_fixes_that_help_one_that_keeps_the_training_wins_then_the_larger
     assert chosen.changes == {"loop_size": 8}
 
 
+@pytest.mark.parametrize(
+    ("setting", "changes", "keeps"), [("last_batch", "drop", "pad"), ("transfer_dtype", "int8", "fp16")]
+)
+def test_a_setting_s_value_says_whether_it_changes_the_training(setting, changes, keeps):
+    """Dropping the last batch or quantising the inputs changes the training, padding it or fp16 does not: the
+    value, not the setting, decides which of two helping fixes wins."""
+    speedups = {((setting, changes),): 1.5, ((setting, keeps),): 1.2}
+    chosen, gain, _ = emulated_on(speedups, detection({setting: changes}, detection({setting: keeps})))
+    assert chosen.changes == {setting: keeps} and gain.speedup == 1.2
+
+
 def test_a_fix_helps_from_helps_on_and_where_none_does_the_bound_stays_with_why():
     speedups = {(("loop_size", 8),): prediction.HELPS, (("batch_size", 64),): "invalid"}
     chosen, gain, why = emulated_on(speedups, detection({"loop_size": 8}))
