@@ -76,9 +76,12 @@ def _series(value: Any, steps: int) -> Any:
 def _files(*paths: str) -> None:
     """Refuse standard input as a file to read: over stdio it carries the protocol, and a trace read from it would
     take the client's messages."""
-    stdin = os.fstat(0)
+    try:
+        stdin = os.fstat(0)
+    except OSError:  # closed: no file is standard input
+        stdin = None
     for path in paths:
-        if path == "-" or (os.path.exists(path) and os.path.samestat(os.stat(path), stdin)):
+        if path == "-" or (stdin is not None and os.path.exists(path) and os.path.samestat(os.stat(path), stdin)):
             raise PerftoolError(f"{path}: standard input carries this server's protocol: give the trace's file")
 
 
