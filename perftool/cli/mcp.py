@@ -31,6 +31,7 @@ TOP_FINDINGS = 10  # a scan's findings per trace, the largest cost first, unless
 EVIDENCE = 3  # occurrences per finding
 TOP_ROWS = 20  # a diff's rows per trace pair, the largest contribution first
 TOP_CONFIGS = 5  # a sweep's best configurations
+RANKS = 8  # a job's per-rank documents: its slowest ranks' (the job view keeps a row for every rank)
 STEPS = 32  # each per-step series' first steps: a trace's steps grow with the capture, an agent's reading does not
 SERIES = frozenset(  # the keys of the documents' per-step series: a list, or an object of lists (a rank's per_step)
     {"step_durations_us", "warmup_durations_us", "step_starts_us", "step_numbers", "step_times_us", "per_step"}
@@ -73,6 +74,17 @@ def _series(value: Any, steps: int) -> Any:
     return value
 
 
+def _slowest(report: ScanReport, ranks: int) -> ScanReport:
+    """A job's report holding the documents of its ``ranks`` slowest ranks (the rank the others wait for first,
+    then the longest steady step), in rank order, beside the job view of all; a trace alone as it is."""
+    if report.job is None or len(report.traces) <= ranks:
+        return report
+    job = report.job
+    order = sorted(job.ranks, key=lambda row: (row.rank != job.slowest_rank, -(row.step_time_us or 0.0)))
+    kept = {row.path for row in order[: max(ranks, 0)]}
+    return report.model_copy(update={"traces": [trace for trace in report.traces if trace.path in kept]})
+
+
 def _files(*paths: str) -> None:
     """Refuse standard input as a file to read: over stdio it carries the protocol, and a trace read from it would
     take the client's messages."""
@@ -85,13 +97,16 @@ def _files(*paths: str) -> None:
             raise PerftoolError(f"{path}: standard input carries this server's protocol: give the trace's file")
 
 
-def info(traces: list[str], steps: int = STEPS) -> str:
+def info(traces: list[str], steps: int = STEPS, ranks: int = RANKS) -> str:
     """Summarise a trace (or a job: a directory of one trace per rank, or several files): device, steps, where
-    the time goes, the top device ops and the roofline; each per-step series holds its first `steps` steps. JSON as
-    `perftool info --format json` writes it."""
+    the time goes, the top device ops and the roofline; each per-step series holds its first `steps` steps, and a
+    job the documents of its `ranks` slowest ranks beside its view of every rank. JSON as `perftool info --format
+    json` writes it."""
     _files(*traces)
     summary = api.info(*traces)
-    return _document("job-info" if isinstance(summary, ScanReport) else "info", summary, steps)
+    if isinstance(summary, ScanReport):
+        return _document("job-info", _slowest(summary, ranks), steps)
+    return _document("info", summary, steps)
 
 
 def scan(
@@ -102,13 +117,17 @@ def scan(
     top: int = TOP_FINDINGS,
     evidence: int = EVIDENCE,
     steps: int = STEPS,
+    ranks: int = RANKS,
 ) -> str:
     """Run perftool's rules on a trace (or a job's directory): each finding with its cost, the fix with knob
     values checked on an emulator fitted to the trace, and the predicted gain. The `top` largest findings of each
-    trace are kept, each with `evidence` occurrences, and each per-step series its first `steps` steps. JSON as
-    `perftool scan --format json` writes it."""
+    trace are kept, each with `evidence` occurrences, each per-step series its first `steps` steps, and of a job
+    the traces of its `ranks` slowest ranks beside the job view of every rank. JSON as `perftool scan --format json`
+    writes it."""
     _files(*traces)
-    report = api.scan(*traces, select=select or (), ignore=ignore or (), device=device, evidence=evidence)
+    report = _slowest(
+        api.scan(*traces, select=select or (), ignore=ignore or (), device=device, evidence=evidence), ranks
+    )
     kept = [trace.model_copy(update={"findings": trace.findings[: max(top, 0)]}) for trace in report.traces]
     return _document("scan", report.model_copy(update={"traces": kept}), steps)
 

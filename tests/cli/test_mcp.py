@@ -146,6 +146,20 @@ def test_each_per_step_series_holds_its_first_steps_and_the_count_says_how_many_
     assert len(json.loads(mcp.scan([str(SAMPLE)]))["traces"][0]["step_durations_us"]) == mcp.STEPS
 
 
+def test_a_job_s_answer_holds_its_slowest_ranks_documents_beside_its_view_of_every_rank():
+    """A job's per-rank documents grow with its ranks: the rank the others wait for comes first, then the longest
+    steps; the job view keeps every rank's row."""
+    for answer in (mcp.scan([str(JOB)], ranks=2), mcp.info([str(JOB)], ranks=2)):
+        document = json.loads(answer)
+        job, ranks = document["job"], [trace["rank"] for trace in document["traces"]]
+        assert len(job["ranks"]) == 8 and job["slowest_rank"] == 5 and len(ranks) == 2 and 5 in ranks
+        steps = {row["rank"]: row["step_time_us"] for row in job["ranks"]}
+        other = next(rank for rank in ranks if rank != 5)
+        assert steps[other] == max(time for rank, time in steps.items() if rank != 5)
+        assert ranks == sorted(ranks)  # in rank order
+    assert len(json.loads(mcp.scan([str(JOB)]))["traces"]) == mcp.RANKS == 8
+
+
 @pytest.mark.slow
 def test_info_gate_calibrate_and_tune_answer_with_their_documents(run):
     baseline = REPO / "sample_traces" / "baselines" / "npu__healthy.findings.json"
