@@ -273,3 +273,17 @@ def test_the_sweep_s_setting_is_not_named_past_the_idle_or_for_graphs_the_job_ma
 def test_no_sweep_runs_without_a_fit_a_fix_asked_for_on_a_training_job_s_capture(monkeypatch, case, options):
     gain, tried = beyond_on(monkeypatch, found(2.0), [], **options)
     assert gain is None and tried is None, case
+
+
+def test_only_predicted_fixes_are_put_together_and_the_more_severe_finding_s_value_stands():
+    """Two or more predicted fixes make one what-if of all of them (a setting both set: the first finding's value,
+    the more severe); a fix printed with a bound is none of them."""
+    asked = []
+    run = SimpleNamespace(what_if=lambda changes: asked.append(changes) or Gain(kind="predicted", text="", speedup=1.4))
+    scope = SimpleNamespace(run=run)
+    loop, prefetch = printed("predicted", 1.2, {"loop_size": 8}), printed("predicted", 1.1, {"prefetch_depth": 4})
+    bounded = printed("upper_bound", 2.0, {"device_graphs": True})
+    assert gains.together(scope, Fitted(False), [loop, bounded]) is None and asked == []
+    both = printed("predicted", 1.05, {"loop_size": 2, "prefetch_depth": 4})
+    assert gains.together(scope, Fitted(False), [loop, bounded, prefetch, both]).speedup == 1.4
+    assert asked == [{"loop_size": 8, "prefetch_depth": 4}]
