@@ -25,7 +25,8 @@ def best_settings(
 ) -> tuple[dict[str, Any], Gain] | None:
     """The changes that raise the fit's throughput most, and their gain: the best value of each setting that helps
     alone (by :data:`~perftool.rules.prediction.HELPS`), all of them together where that helps more (less each one
-    that changes nothing once the others are set); None where no setting helps. ``names`` limits the settings
+    that changes nothing once the others are set, or that keeps the others from running); where they cannot run
+    together whichever one is left out, the best one alone; None where no setting helps. ``names`` limits the settings
     tried (None: every one the fit judges). The knobs' values are simulated
     together in one plan; a setting outside the knobs (input workers, gradient buckets) is a plan per value."""
     judged = run.judges or frozenset()
@@ -51,13 +52,22 @@ def best_settings(
     for name in list(together) if len(together) > 1 else []:  # one that no longer matters once the others are set
         rest = {other: value for other, value in together.items() if other != name}
         without = run.what_if(rest)
-        if (
-            combined is None
-            or without is not None
-            and (without.speedup or 0.0) >= (combined.speedup or 0.0) * (1 - NO_DIFFERENCE)
-        ):
+        if _runs(without) and _speedup(without) >= _speedup(combined) * (1 - NO_DIFFERENCE):
             together, combined = rest, without
+    if not _runs(combined):  # the settings cannot run together, whichever one is left out: the best one alone
+        name, (value, _) = max(helping.items(), key=lambda item: item[1][1])
+        together, combined = {name: value}, run.what_if({name: value})
     return (together, combined) if combined is not None and combined.speedup else None
+
+
+def _runs(gain: Gain | None) -> bool:
+    """Whether a what-if's changes run on the emulator and give a speed-up (None: not a valid configuration)."""
+    return gain is not None and bool(gain.speedup)
+
+
+def _speedup(gain: Gain | None) -> float:
+    """A what-if's speed-up; 0 where its changes do not run, so that any change that runs does better."""
+    return gain.speedup or 0.0 if gain is not None else 0.0
 
 
 def _knobs_alone(config: EmulatorConfig, tried: dict[str, list]) -> list[tuple[str, Any, float]]:

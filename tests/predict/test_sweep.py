@@ -142,3 +142,35 @@ def test_a_setting_whose_run_gives_no_speed_up_is_not_named(fit):
     run = use({"loop_size": [1, 4]})
     run.what_if = lambda changes: Gain(kind="predicted", text="", speedup=None)
     assert sweep.best_settings(None, run) is None
+
+
+def _what_if_where(cannot_run):
+    """A what-if of the FACTORS, where ``cannot_run(changes)`` says the emulator predicts the changes do not run."""
+
+    def what_if(changes: dict) -> Gain:
+        if cannot_run(set(changes)):
+            return Gain(kind="predicted", text="does not run")
+        return Gain(kind="predicted", text="", speedup=speedup(changes))
+
+    return what_if
+
+
+SPACE = {"loop_size": [1, 4], "prefetch_depth": [1, 2], "workload.input_workers": [0, 4]}
+
+
+def test_a_setting_that_keeps_the_others_from_running_is_the_one_left_out(fit):
+    """Deeper prefetching and input workers cannot run together: leaving out the loop size (the first) does not make
+    them run, so it stays; leaving out the prefetch does, and the loop and the workers are named together."""
+    use, _ = fit
+    run = use(SPACE)
+    run.what_if = _what_if_where(lambda changes: {"prefetch_depth", "workload.input_workers"} <= changes)
+    together, gain = sweep.best_settings(None, run)
+    assert together == {"loop_size": 4, "workload.input_workers": 4} and gain.speedup == pytest.approx(1.2 * 1.3)
+
+
+def test_settings_that_cannot_run_together_whichever_is_left_out_give_the_best_one_alone(fit):
+    use, _ = fit
+    run = use(SPACE)
+    run.what_if = _what_if_where(lambda changes: len(changes) >= 2)
+    together, gain = sweep.best_settings(None, run)
+    assert together == {"workload.input_workers": 4} and gain.speedup == pytest.approx(1.3)
