@@ -102,6 +102,7 @@ def test_a_remainder_loop_is_fitted_as_the_trace_runs_it_and_its_fix_is_a_bound(
     assert recompile.fix.changes == {"loop_size": 50}
     assert recompile.gain.kind == "upper_bound" and "a longer job gains less" in recompile.gain.text
     assert "(250 steps)" in recompile.gain.text and recompile.severity.value == "warning"
+    assert recompile.gain.text.startswith("loop size 64 → 50: up to ")  # the fix the bound is for, in words
     config = calibrate(str(path)).config
     assert config.knobs.loop_size == 64 and config.workload.steps == 250 and config.workload.last_batch_samples == 0
 
