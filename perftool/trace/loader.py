@@ -46,7 +46,8 @@ from perftool.trace.workers import processes as worker_processes
 GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
 STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
-SPOOL_FREE_SHARE = 0.05  # a stream's copy stops before its disk has less than this share of it free
+SPOOL_FREE_SHARE = 0.05  # a stream's copy leaves this share of its disk free, or SPOOL_FREE_BYTES where less
+SPOOL_FREE_BYTES = 1 << 30
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 MAX_DECODERS = 4  # decoding processes at most, one per free core up to this
 SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's db export)
@@ -111,7 +112,8 @@ def _read_spooled(
     """Copy a stream (``-`` for standard input) once into a temporary file, then load that like any file.
 
     The copy stops at the trace-size limit (for gzip, at the limit on compressed bytes as well), before it would
-    leave its disk less than :data:`SPOOL_FREE_SHARE` free (a stream that never ends fills no disk, limit or none),
+    leave its disk less free than :data:`SPOOL_FREE_SHARE` of it or :data:`SPOOL_FREE_BYTES`, the smaller (a stream
+    that never ends fills no disk, limit or none),
     and at once for a stream that does not begin as a JSON document or gzip file does; errors and the trace's
     ``source`` name the stream, not the temporary file.
     """
@@ -157,12 +159,14 @@ def _spool_folder(path: str) -> Iterator[str]:
 def _write_copy(path: str, out: BinaryIO, chunk: bytes, folder: str) -> None:
     try:
         disk = shutil.disk_usage(folder)
-        if disk.free - len(chunk) < disk.total * SPOOL_FREE_SHARE:
+        kept_free = min(disk.total * SPOOL_FREE_SHARE, SPOOL_FREE_BYTES)
+        if disk.free - len(chunk) < kept_free:
             raise TraceError(
                 path,
                 f"its copy in {os.path.dirname(folder)} stopped after {limits.size_text(out.tell())}, before the disk "
-                f"had less than {SPOOL_FREE_SHARE:.0%} free; {parameter('max_bytes')} (or {limits.MAX_TRACE_SIZE_ENV}) "
-                f"bounds a stream, {limits.SPILL_DIR_ENV} or TMPDIR chooses where its copy is kept",
+                f"had less than {limits.size_text(int(kept_free))} free; {parameter('max_bytes')} (or "
+                f"{limits.MAX_TRACE_SIZE_ENV}) bounds a stream, {limits.SPILL_DIR_ENV} or TMPDIR chooses where its "
+                "copy is kept",
             )
         out.write(chunk)
     except OSError as exc:  # a full disk, most likely

@@ -484,18 +484,24 @@ def test_a_stream_stops_at_the_trace_size_limit(run):
     error_line(run("info", "-", "--max-trace-size", "1MB", input=b" " * (3 << 20)), "-:", "trace-size limit")
 
 
-def test_a_stream_that_never_ends_stops_before_its_disk_is_full(run, tmp_path, monkeypatch):
-    """With no size limit, a stream's copy stops while 5% of its disk is still free (it filled the disk)."""
+@pytest.mark.parametrize(
+    ("total", "free", "copied", "kept"),
+    [(100 << 20, 8 << 20, "3 MiB", "5 MiB"), (1 << 40, (1 << 30) + (4 << 20), "4 MiB", "1 GiB")],
+    ids=["5% of a small disk", "1 GiB of a large one"],
+)
+def test_a_stream_that_never_ends_stops_before_its_disk_is_full(run, tmp_path, monkeypatch, total, free, copied, kept):
+    """With no size limit, a stream's copy stops while 5% of its disk, or 1 GiB where that is less, is still free (it
+    filled the disk)."""
     from perftool.trace import loader
 
-    def disk(folder: str) -> SimpleNamespace:  # 100 MiB, 8 MiB free before the copy
-        copied = sum(entry.stat().st_size for entry in os.scandir(folder))
-        return SimpleNamespace(total=100 << 20, used=(92 << 20) + copied, free=(8 << 20) - copied)
+    def disk(folder: str) -> SimpleNamespace:  # ``free`` before the copy
+        written = sum(entry.stat().st_size for entry in os.scandir(folder))
+        return SimpleNamespace(total=total, used=total - free + written, free=free - written)
 
     monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(tmp_path))
     monkeypatch.setattr(loader.shutil, "disk_usage", disk)
     line = error_line(run("info", "-", input=b"[" + b" " * (20 << 20)), "-: its copy in " + str(tmp_path))
-    assert "stopped after 3 MiB, before the disk had less than 5% free" in line, line  # 8 - 3 MiB: the 5 MiB left
+    assert f"stopped after {copied}, before the disk had less than {kept} free" in line, line
     assert "--max-trace-size" in line and "PERFTOOL_SPILL_DIR" in line
     assert os.listdir(tmp_path) == []  # the copy is removed
 
