@@ -166,9 +166,7 @@ class Evaluator:
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if isinstance(self._pool, ProcessPoolExecutor):
             if kind is not None:  # stopped (Ctrl-C, SIGTERM, an error): the pieces in hand are not waited for
-                workers = getattr(self._pool, "_processes", None) or {}  # CPython's own record of them, by pid
-                for process in list(workers.values()):
-                    process.kill()
+                _kill_workers(self._pool)
             self._pool.shutdown(cancel_futures=True)
         self._cluster.close()  # a Dask client's executor goes with its client
 
@@ -224,3 +222,21 @@ class Evaluator:
     def rows(self) -> Rows:
         """Every configuration looked at, in the order they were looked at."""
         return Rows.concat(self.parts)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End ``pool``'s workers now, whatever they are doing, and let its shutdown finish.
+
+    A worker killed while it sends a result leaves half a message in the results pipe, and the pool's manager
+    thread waits for the rest of it for ever (the pool keeps a writing end of that pipe itself, so it never reads
+    an end of file). With every worker gone, closing that last writing end ends the wait: the pool reads the end
+    of the file, takes itself for broken and closes.
+    """
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # CPython's own record of them, by pid
+    for process in workers:
+        process.kill()
+    for process in workers:
+        process.join()
+    results = getattr(pool, "_result_queue", None)
+    if results is not None:
+        results._writer.close()

@@ -83,6 +83,42 @@ def test_no_worker_outlives_a_parent_killed_outright():
     assert _ended(workers) == []
 
 
+HALF_A_RESULT = """
+import struct, sys, time
+import numpy as np
+from perftool.tune import evaluator
+from perftool.tune.space import Space
+from perftool.tune.spec import load_tune_config
+
+def long_piece(config, space, points):
+    time.sleep(120)
+
+class Stop(Exception):
+    pass
+
+evaluator.evaluate_points = long_piece  # the workers are forked: they run this
+config = load_tune_config(sys.argv[1], [])
+try:
+    with evaluator.Evaluator(config, Space.of(config.tune.space), jobs=2) as pool:
+        pool._map([config, config], [np.zeros((1, 1)), np.zeros((1, 1))])
+        # what a worker killed while it sends a result leaves: a message's length, and none of the message
+        pool._pool._result_queue._writer._send(struct.pack("!i", 1 << 20))
+        time.sleep(0.5)
+        raise Stop  # as Ctrl-C does
+except Stop:
+    print("closed")
+"""
+
+
+@pytest.mark.slow
+def test_a_stopped_sweep_closes_its_pool_when_a_worker_died_halfway_through_sending_a_result():
+    """Killed as they stopped, workers could leave half a result in the pipe: the pool waited for the rest of it
+    for ever (the signalled ``tune -j 2`` of test_limits hung in CI)."""
+    script = [sys.executable, "-c", HALF_A_RESULT, str(REPO / "examples" / "tune" / "npu.yaml")]
+    result = subprocess.run(script, capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "closed\n", "")
+
+
 def test_a_worker_that_ignores_termination_asks_to_die_with_its_parent(monkeypatch):
     asked = []
     monkeypatch.setattr(interrupts, "die_with_parent", lambda: asked.append(True))
