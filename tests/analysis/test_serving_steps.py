@@ -94,3 +94,38 @@ def test_an_engine_that_replays_graphs_is_never_told_to_use_them(run):
     (fix,) = [f["fix"]["text"] for f in findings if f["rule_id"] == "PT001"]
     assert "replays its iterations as device graphs already" in fix
     assert "--enforce-eager" not in fix and "overlap scheduler" in fix
+
+
+def _fetched_batches(at: float, count: int) -> list:
+    """``count`` loop iterations from ``at``, 5 ms apart, each fetching its batch then running 12 layers."""
+    fetch = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    events = []
+    for batch in range(count):
+        t = at + batch * 5_000.0
+        events += [complete(fetch, t, 3_000, cat="user_annotation", **HOST), *_layers(t + 3_100, 12)]
+    return events
+
+
+def test_three_step_markers_are_the_steps_whatever_the_last_holds(write_trace):
+    markers = [complete(f"ProfilerStep#{n}", n * 5_000.0, 4_900, cat="user_annotation", **HOST) for n in range(2)]
+    markers.append(complete("ProfilerStep#2", 10_000, 30_000, cat="user_annotation", **HOST))
+    events = _labels() + markers + _layers(10, 12) + _layers(5_010, 12) + _fetched_batches(10_010, 6)
+    steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
+    assert (steps.count, steps.within) == (3, None)
+
+
+def test_a_marker_s_iterations_are_those_inside_it(write_trace):
+    """The loop runs on after the capture's one step marker ends: those iterations are not the marker's."""
+    marker = complete("ProfilerStep#6", 0, 30_000, cat="user_annotation", **HOST)
+    events = _labels() + [marker, *_fetched_batches(10, 6), *_fetched_batches(30_010, 3)]
+    steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
+    assert (steps.count, steps.within) == (6, "ProfilerStep#6")
+
+
+def test_steps_are_inferred_after_start_up(write_trace):
+    """No step markers; the context created (a slow ``cuInit``) while the loop fetches its first batch: the steps are
+    the iterations after start-up, from the second fetch."""
+    init = complete("cuInit", 100, 1_000, cat="cuda_driver", **HOST)
+    events = _labels() + [init, *_fetched_batches(10, 7)]
+    steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
+    assert steps.inferred is not None and (steps.count, steps.start[0]) == (6, 5_010)
