@@ -26,6 +26,7 @@ from perftool.rules.model import Rule
 
 TIMING = ("timing:step_time", "timing:throughput")  # the checks a diff of the traces explains when they fail
 EXPLAINED = 5  # contributors to a failed step time listed by name
+RANKS_NAMED = 8  # ranks named where only one side of a job has them; the rest counted
 
 
 @model_dataclass
@@ -186,14 +187,27 @@ def _with_reason(check: Check, explained: TraceDiff) -> Check:
 
 
 def _rank_differences(base: Side, cand: Side) -> list[str]:
-    """A job's ranks that only one side has: a different world size."""
+    """A job's ranks that only one side has, on each side, and the world size where it differs."""
     if not cand.is_job or base.traces.keys() == cand.traces.keys():
         return []
-    found = [f"world size {len(base.traces)} → {len(cand.traces)} ranks"]
-    only = _in_order(base.traces.keys() - cand.traces.keys())
-    if only:
-        found.append(f"ranks {', '.join(map(str, only[:8]))} only in the baseline")
+    found = (
+        [f"world size {len(base.traces)} → {len(cand.traces)} ranks"] if len(base.traces) != len(cand.traces) else []
+    )
+    for side, only in [
+        ("baseline", base.traces.keys() - cand.traces.keys()),
+        ("candidate", cand.traces.keys() - base.traces.keys()),
+    ]:
+        if only:
+            found.append(f"{_ranks_named(only)} only in the {side}")
     return found
+
+
+def _ranks_named(ranks: set[int | None]) -> str:
+    """``rank 3``, ``ranks 4, 5``; past :data:`RANKS_NAMED` of them, how many more."""
+    ordered = _in_order(ranks)
+    named = ", ".join(map(str, ordered[:RANKS_NAMED]))
+    more = f" and {len(ordered) - RANKS_NAMED:,} more" if len(ordered) > RANKS_NAMED else ""
+    return f"rank{'s' if len(ordered) > 1 else ''} {named}{more}"
 
 
 def _in_order(ranks: set[int | None]) -> list[int | None]:

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from conftest import REPO, complete, error_line, kernel_steps
 
+from perftool.gate.inputs import Side
 from perftool.gate.stats import p_greater, ranks
+from perftool.gate.verdict import _rank_differences
 
 SAMPLES = REPO / "sample_traces"
 NPU = SAMPLES / "npu" / "healthy.yaml"
@@ -267,6 +269,22 @@ def test_a_budget_that_is_no_mapping_or_no_text_is_named_as_a_budget(run, emulat
     budget.write_bytes(content)
     result = run("gate", emulated("base", "seed=7"), "--budget", budget)
     assert error_line(result) == f"perftool: error: {budget}: {says}"
+
+
+def test_ranks_only_one_job_has_are_named_on_the_side_that_has_them():
+    def job(ranks) -> Side:
+        return Side("job", dict.fromkeys(ranks))  # only the ranks are read
+
+    assert _rank_differences(job(range(16)), job(range(4))) == [
+        "world size 16 → 4 ranks",
+        "ranks 4, 5, 6, 7, 8, 9, 10, 11 and 4 more only in the baseline",
+    ]
+    assert _rank_differences(job(range(6)), job(range(7))) == ["world size 6 → 7 ranks", "rank 6 only in the candidate"]
+    assert _rank_differences(job([0, 2, 1]), job([3, 0, 1])) == [
+        "rank 2 only in the baseline",
+        "rank 3 only in the candidate",
+    ]
+    assert _rank_differences(job(range(4)), job(range(4))) == []
 
 
 def test_a_baseline_of_another_job_is_refused_unless_allowed(run, emulated):

@@ -232,12 +232,13 @@ def test_gate_compares_jobs_rank_by_rank(run, tmp_path):
     assert same.exit_code == 0, same.output
     checks = json.loads(same.stdout)["checks"]
     assert {c["id"].split("/")[0] for c in checks} == {f"rank{r}" for r in range(8)} | {"job"}
+    assert all(c["name"].startswith(f"{c['id'].split('/')[0].replace('rank', 'rank ')}: ") for c in checks)
+    assert [times["rank"] for times in json.loads(same.stdout)["step_times"]] == list(range(8))
     other = run("gate", EXPOSED, STRAGGLER, "--workers", "1")
-    assert (
-        other.exit_code == 2
-        and "not the same job" in other.stderr
-        and "rank 0: device family npu → gpu" in other.stderr
-    )
+    assert other.exit_code == 2
+    said = other.stderr.split("not the same job (", 1)[1].split("); pass --allow-mismatch", 1)[0]
+    differences = said.split("; ")  # the first three of many (every rank differs), then an ellipsis
+    assert len(differences) == 4 and differences[0] == "rank 0: device family npu → gpu" and differences[3] == "…"
 
 
 @pytest.mark.slow
@@ -247,7 +248,9 @@ def test_gate_refuses_a_different_world_size(run, tmp_path):
     for rank in range(6):
         shutil.copy(STRAGGLER / f"rank{rank}.trace.json.gz", smaller)
     refused = run("gate", STRAGGLER, smaller, "--workers", "1")
-    assert refused.exit_code == 2 and "world size 8 → 6 ranks" in refused.stderr
+    assert refused.exit_code == 2 and "(world size 8 → 6 ranks; ranks 6, 7 only in the baseline)" in refused.stderr
+    grown = run("gate", smaller, STRAGGLER, "--workers", "1")
+    assert grown.exit_code == 2 and "(world size 6 → 8 ranks; ranks 6, 7 only in the candidate)" in grown.stderr
     allowed = run("gate", STRAGGLER, smaller, "--workers", "1", "--allow-mismatch", "--format", "json")
     assert allowed.exit_code in (0, 1)
     assert {c["id"].split("/")[0] for c in json.loads(allowed.stdout)["checks"]} >= {f"rank{r}" for r in range(6)}
