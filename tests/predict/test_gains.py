@@ -8,8 +8,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import REPO
 from oracles.gains import TOLERANCE, check_sample, samples
 
+from perftool.emulator.config import load_config
 from perftool.predict import gains
 from perftool.predict.gains import _past, _sweep_holds, emulated, fix_that_holds
 from perftool.rules import prediction
@@ -176,6 +178,18 @@ def test_a_trace_is_fitted_with_steady_steps_and_idle_causes_and_no_compile_in_m
                             steps=SimpleNamespace(count=steps),
                             metrics={"recompilations.count": recompiles})  # fmt: skip
     assert gains._fitted(scope) == ("the fit" if fitted else None)
+
+
+@pytest.mark.parametrize(("job_steps", "epochs"), [(100, 1), (250, 1), (874, 3), (1_000, 4)])
+def test_a_stated_job_length_is_fitted_as_whole_epochs_one_at_least(monkeypatch, job_steps, epochs):
+    """The fit's epoch is the capture's 250 steps: a job of 100 steps still runs one, 874 steps round to three."""
+    config = load_config(str(REPO / "sample_traces" / "npu" / "recompile_remainder_loop.yaml"))
+    assert config.epoch[0] == 250
+    monkeypatch.setattr(gains, "fit", lambda trace, scope: config)
+    monkeypatch.setattr(gains, "reproduces", lambda config, scope: True)
+    scope = SimpleNamespace(steady_steps=4, idle=object(), trace=None, job_steps=job_steps,
+                            steps=SimpleNamespace(count=8), metrics={"recompilations.count": 0})  # fmt: skip
+    assert gains._fitted(scope).workload.epochs == epochs
 
 
 class Fitted:

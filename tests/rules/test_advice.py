@@ -81,31 +81,50 @@ def test_no_fix_that_helps_is_held_back_and_says_why():
     assert unproven is not None and unproven.startswith("no fix with knob values helps in the emulator")
 
 
-def test_a_short_last_batch_under_loop_offload_is_dropped_when_padding_would_not_help(run, tmp_path):
-    """256 full batches and 5 samples over, NPU_LOOP_SIZE=32: padding makes 257 steps, which 32 does not divide
-    (a remainder loop compiles instead) and no loop size above 1 does; dropping the batch is what helps."""
+def _finding(run, tmp_path, rule_id: str, workload: dict, knobs: dict | None = None) -> dict:
+    """The one ``rule_id`` finding of a scan of the NPU sample's healthy job emulated with these changes."""
     document = yaml.safe_load((SAMPLES / "npu" / "healthy.yaml").read_text())
-    document["workload"]["last_batch_samples"] = 5
-    config, trace = tmp_path / "last_batch.yaml", tmp_path / "last_batch.json"
+    document["workload"] |= workload
+    document["knobs"] |= knobs or {}
+    config, trace = tmp_path / "job.yaml", tmp_path / "job.json"
     config.write_text(yaml.safe_dump(document))
     run("emulate", config, "--trace", trace)
     found = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"][0]["findings"]
-    (recompile,) = [f for f in found if f["rule_id"] == "PT003"]
+    (finding,) = [f for f in found if f["rule_id"] == rule_id]
+    return finding
+
+
+def test_a_short_last_batch_under_loop_offload_is_dropped_when_padding_would_not_help(run, tmp_path):
+    """256 full batches and 5 samples over, NPU_LOOP_SIZE=32: padding makes 257 steps, which 32 does not divide
+    (a remainder loop compiles instead) and no loop size above 1 does; dropping the batch is what helps."""
+    recompile = _finding(run, tmp_path, "PT003", {"last_batch_samples": 5})
     assert recompile["values"]["cause"].startswith("the short last batch")
     assert recompile["fix"]["changes"] == {"last_batch": "drop"}
     assert "changes the training" in recompile["fix"]["text"] and recompile["gain"]["speedup"] > 1.005
 
 
+@pytest.mark.parametrize(
+    ("last_batch", "cause", "changes"),
+    [
+        ("partial", "the short last batch", {"last_batch": "pad", "loop_size": 25}),
+        ("pad", "a remainder loop", {"loop_size": 25}),
+    ],
+    ids=["a short last batch", "a padded one"],
+)
+def test_a_short_last_batch_is_padded_with_a_loop_dividing_the_padded_epoch(run, tmp_path, last_batch, cause, changes):
+    """224 full batches and 5 samples over, NPU_LOOP_SIZE=32: 32 divides 224, not the 225 steps padding makes; 25,
+    the largest loop under 32 dividing 225, does. Unpadded, the loop dividing the epoch would be 28."""
+    recompile = _finding(run, tmp_path, "PT003", {"steps": 224, "last_batch_samples": 5}, {"last_batch": last_batch})
+    assert recompile["values"]["cause"].startswith(cause)
+    assert recompile["values"]["loop_size"] == (28 if last_batch == "partial" else 25)
+    assert recompile["fix"]["changes"] == changes and "NPU_LOOP_SIZE=25" in recompile["fix"]["text"]
+    assert recompile["gain"]["speedup"] > 1.05
+
+
 def test_starved_workers_get_more_workers_not_deeper_prefetching(run, tmp_path):
     """Two workers feed a device that idles 84% of the time: the workers must keep up with the step the device
     needs without waiting (9 ms), not with the stalled one (60 ms); more workers, not prefetch, is the fix."""
-    document = yaml.safe_load((SAMPLES / "npu" / "healthy.yaml").read_text())
-    document["workload"] |= {"input_workers": 2, "preprocess_us_per_sample": 2000}
-    config, trace = tmp_path / "starved.yaml", tmp_path / "starved.json"
-    config.write_text(yaml.safe_dump(document))
-    run("emulate", config, "--trace", trace)
-    found = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"][0]["findings"]
-    (input_bound,) = [f for f in found if f["rule_id"] == "PT002"]
+    input_bound = _finding(run, tmp_path, "PT002", {"input_workers": 2, "preprocess_us_per_sample": 2000})
     assert input_bound["values"]["demand_ms"] < input_bound["values"]["step_ms"] / 5
     assert input_bound["fix"]["changes"] == {"workload.input_workers": 16}
     assert "16 workers (now 2)" in input_bound["fix"]["text"] and input_bound["gain"]["speedup"] > 5
