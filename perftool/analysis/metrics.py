@@ -20,14 +20,15 @@ from perftool.analysis.confidence import Caveat, caveats
 from perftool.analysis.family import device_name
 from perftool.analysis.launches import with_replays
 from perftool.analysis.steps import Steps, detect_steps
-from perftool.dialects.vocabulary import CPU_FALLBACK
+from perftool.dialects.vocabulary import CPU_FALLBACK, FINDINGS_CATEGORY, FINDINGS_PROCESS
 from perftool.trace.model import Kind, Role, Trace
 
 TOP_OPS = 10
 
 METRICS: dict[str, str] = {
-    "trace.events": "events in the trace after B/E pairing (metadata and counter events excluded)",
-    "trace.tracks": "tracks (pid, tid pairs) that hold events",
+    "trace.events": "events in the trace after B/E pairing (metadata and counter events excluded, and the findings "
+    "perftool drew on a trace it annotated)",
+    "trace.tracks": "tracks (pid, tid pairs) that hold events (the tracks of perftool's drawn findings excluded)",
     "trace.span_us": "time from the first event's start to the last event's end, µs",
     "window.start_us": "start of the analysis window (first steady step, or first event), µs",
     "window.duration_us": "length of the analysis window, µs",
@@ -139,9 +140,10 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     device_values, device = _device_metrics(trace, lo, hi, compute)
     comms = measure(trace, lo, hi, compute, steps.steady)
     host_values, h2d = _host_and_link_metrics(trace, lo, hi, compute, comms.calls.rows)
+    drawn = [t.id for t in trace.tracks if t.process_name == FINDINGS_PROCESS]  # findings perftool annotated it with
     values: dict[str, float] = {
-        "trace.events": float(len(trace)),
-        "trace.tracks": float(len(trace.tracks)),
+        "trace.events": float(len(trace) - _drawn_events(trace, drawn)),
+        "trace.tracks": float(len(trace.tracks) - len(drawn)),
         "trace.span_us": steps.last - steps.first,
         "window.start_us": lo,
         "window.duration_us": hi - lo,
@@ -164,7 +166,7 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
         step_numbers=steps.numbers()[steps.warmup :].tolist(),
         top_ops=top,
         top_ops_scope=scope,
-        categories={c: int(n) for c, n in zip(trace.cats, categories.tolist()) if n},
+        categories={c: int(n) for c, n in zip(trace.cats, categories.tolist()) if n and c != FINDINGS_CATEGORY},
         device=device_name(trace),
         step_clock=steps.clock,
         caveats=caveats(trace, steps),
@@ -241,6 +243,17 @@ def _host_and_link_metrics(
 def _share(part: float, whole: float) -> float:
     """``part`` as a share of ``whole``, held to [0, 1] against floating-point rounding (NaN without a whole)."""
     return min(max(part / whole, 0.0), 1.0) if whole > 0 else math.nan
+
+
+def _drawn_events(trace: Trace, tracks: list[int]) -> int:
+    """The events perftool drew on a trace it annotated (``scan --format perfetto``): its findings' tracks, and the
+    arrows from them to the capture's events."""
+    if not tracks:
+        return 0
+    drawn = np.isin(trace.track, tracks)
+    if FINDINGS_CATEGORY in trace.cats:
+        drawn |= trace.cat == trace.cats.index(FINDINGS_CATEGORY)
+    return int(np.count_nonzero(drawn))
 
 
 def _step_time_metrics(durations: np.ndarray) -> dict[str, float]:

@@ -29,10 +29,13 @@ def annotate(run, trace, out) -> dict:
         return json.load(fh)
 
 
-def findings(run, trace) -> list[tuple]:
+def findings(run, trace) -> tuple[list[tuple], dict]:
+    """A scan's findings, and its metrics."""
     document = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)
     (scanned,) = document["traces"]
-    return [(f["fingerprint"], f["severity"], f["impact"], f["message"]) for f in scanned["findings"]]
+    return [(f["fingerprint"], f["severity"], f["impact"], f["message"]) for f in scanned["findings"]], scanned[
+        "metrics"
+    ]
 
 
 def ours(event: dict) -> bool:
