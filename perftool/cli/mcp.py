@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import stat
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -87,14 +88,21 @@ def _slowest(report: ScanReport, ranks: int) -> ScanReport:
 
 def _files(*paths: str) -> None:
     """Refuse standard input as a file to read: over stdio it carries the protocol, and a trace read from it would
-    take the client's messages."""
+    take the client's messages. Refuse a pipe or a device too: opening one waits for a writer, and the server with
+    it."""
     try:
         stdin = os.fstat(0)
     except OSError:  # closed: no file is standard input
         stdin = None
     for path in paths:
-        if path == "-" or (stdin is not None and os.path.exists(path) and os.path.samestat(os.stat(path), stdin)):
+        try:
+            found = os.stat(path) if path != "-" else None
+        except (OSError, ValueError):  # missing, unreadable or a NUL in the name: the API says which, in one line
+            continue
+        if found is None or (stdin is not None and os.path.samestat(found, stdin)):
             raise PerftoolError(f"{path}: standard input carries this server's protocol: give the trace's file")
+        if not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode)):
+            raise PerftoolError(f"{path}: not a file or a directory (a pipe or a device would hold up the server)")
 
 
 def info(traces: list[str], steps: int = STEPS, ranks: int = RANKS) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 
 import jsonschema
@@ -122,6 +123,15 @@ def test_standard_input_by_any_name_is_refused_before_it_is_read():
     for name in ("-", "/dev/stdin", "/proc/self/fd/0"):
         with pytest.raises(PerftoolError, match=f"^{name}: standard input carries this server's protocol"):
             mcp.info([name])
+
+
+def test_a_pipe_or_a_device_is_refused_before_it_is_opened(tmp_path):
+    """Opening a pipe waits for a writer: the server waited for ever on one."""
+    pipe = tmp_path / "trace.json"
+    os.mkfifo(pipe)
+    for name in (str(pipe), "/dev/zero"):
+        with pytest.raises(PerftoolError, match=f"^{name}: not a file or a directory"):
+            mcp.scan([name])
 
 
 def test_each_per_step_series_holds_its_first_steps_and_the_count_says_how_many_there_are(run):
