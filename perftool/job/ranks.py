@@ -42,7 +42,13 @@ def job_files(paths: list[str]) -> list[str]:
             found.append(own)
         else:
             folder = profile_run(path) or path  # a jax.profiler log directory: its run's folder
-            listed = [p for p in Path(folder).iterdir() if p.is_file() and p.name.lower().endswith(_TRACE_FILES)]
+            named = [p for p in Path(folder).iterdir() if p.name.lower().endswith(_TRACE_FILES) and not p.is_dir()]
+            if odd := next((p for p in named if not p.is_file()), None):  # reading a pipe would wait for a writer
+                raise PerftoolError(
+                    f"{odd}: not a file perftool can read (a pipe, a socket, a device or a broken link) among the "
+                    f"job's traces: move it out of {path}"
+                )
+            listed = named
             inside = [str(p) for p in without_copies(listed) if _may_hold_a_trace(p)]
             ranks = [trace for p in sorted(Path(folder).iterdir()) if p.is_dir() and (trace := profiler_trace(str(p)))]
             if not inside and not ranks:

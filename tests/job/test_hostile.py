@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -66,6 +67,19 @@ def test_a_damaged_rank_is_still_reported_not_skipped(run, job):
     (job / "rank2.trace.json.gz").write_bytes(b"")
     result = run("scan", job, "--workers", "1")
     assert result.exit_code == 2 and "rank2.trace.json.gz" in result.stderr
+
+
+@pytest.mark.parametrize("kind", ["pipe", "broken link"])
+def test_a_rank_that_is_no_file_is_named_before_anything_is_read(run, job, kind):
+    """A pipe named like a rank was left out without a word (and reading it would wait for a writer for ever)."""
+    odd = job / "rank8.trace.json"
+    if kind == "pipe":
+        os.mkfifo(odd)
+    else:
+        odd.symlink_to(job / "gone.json")
+    result = run("scan", job, "--workers", "1")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"perftool: error: {odd}: not a file perftool can read")
 
 
 def test_a_world_size_of_two_billion_costs_nothing(run, tmp_path):
