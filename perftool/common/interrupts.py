@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 EXIT_CODE = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 TERMINATING = (signal.SIGTERM, signal.SIGHUP)
@@ -83,6 +84,16 @@ def ignore_in_worker(end_on_termination: bool = True) -> None:
     if not end_on_termination:
         die_with_parent()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)  # a worker started within `held()` starts with them blocked
+
+
+FORKS = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix"
+
+
+def worker_context() -> Any:  # a multiprocessing context (the stubs' BaseContext lacks Process)
+    """How worker processes start: forked where the system can, so that their parent is this process (as
+    :func:`die_with_parent` needs) whatever the Python version's default (Python 3.14's is forkserver on Linux),
+    else spawned."""
+    return multiprocessing.get_context("fork" if FORKS else "spawn")
 
 
 PR_SET_PDEATHSIG = 1  # Linux's prctl option: the signal a process gets when the thread that started it ends

@@ -23,14 +23,13 @@ from itertools import count as counting
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from perftool.common.interrupts import held, ignore_in_worker
+from perftool.common.interrupts import FORKS, held, ignore_in_worker, worker_context
 
 try:
     import fcntl
 except ImportError:  # Windows: its pipes are not resized
     fcntl = None  # type: ignore[assignment]
 
-FORKS = "fork" in multiprocessing.get_all_start_methods() and os.name == "posix"
 RESULT_PIPE_BYTES = 1 << 20  # a part of a 4 MiB piece is about 0.6 MiB; a pipe holds 64 KiB unless told
 
 
@@ -100,7 +99,7 @@ class _Slots:
 
 class _Processes:
     def __init__(self, count: int, function: Callable[..., Any], fixed: tuple, piece_bytes: int) -> None:
-        context: Any = multiprocessing.get_context("fork" if FORKS else "spawn")  # the stubs' BaseContext lacks Process
+        context = worker_context()
         self.slots = _Slots(count, piece_bytes) if piece_bytes and FORKS else None
         self.tasks: list[Connection] = []
         self.results: list[Connection] = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perftool.common.interrupts import held, ignore_in_worker
+from perftool.common.interrupts import held, ignore_in_worker, worker_context
 from perftool.emulator.config import SECTION_SETTINGS, with_settings
 from perftool.emulator.evaluate import FIGURES, evaluate_plan, job_figures
 from perftool.emulator.plan import build_plan
@@ -203,7 +203,9 @@ class Evaluator:
             with held():  # the pool starts its processes and queues the pieces whole, whatever signal comes
                 if self._pool is None:  # its workers leave signals to this process: one killed while it sends a
                     # result would leave the pool waiting forever on the rest of it
-                    self._pool = ProcessPoolExecutor(self.jobs, initializer=ignore_in_worker, initargs=(False,))
+                    self._pool = ProcessPoolExecutor(
+                        self.jobs, worker_context(), initializer=ignore_in_worker, initargs=(False,)
+                    )
                 work = zip(configs, pieces)
                 futures = [self._pool.submit(evaluate_points, config, self.space, piece) for config, piece in work]
             # Not `Executor.map`: stopped midway, it cancels the futures it made, and a pool whose workers were killed

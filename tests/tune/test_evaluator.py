@@ -119,6 +119,34 @@ def test_a_stopped_sweep_closes_its_pool_when_a_worker_died_halfway_through_send
     assert (result.returncode, result.stdout, result.stderr) == (0, "closed\n", "")
 
 
+FORKSERVER_DEFAULT = """
+import multiprocessing, sys
+multiprocessing.set_start_method("forkserver", force=True)  # Python 3.14's default on Linux
+import numpy as np
+from perftool.tune.evaluator import Evaluator
+from perftool.tune.exhaustive import exhaustive
+from perftool.tune.space import Space
+from perftool.tune.spec import load_tune_config
+
+config = load_tune_config(sys.argv[1], ["tune.space={prefetch_depth: {range: [1, 600]}}"])
+scores = []
+for jobs in (1, 2):
+    with Evaluator(config, Space.of(config.tune.space), jobs=jobs) as pool:
+        exhaustive(pool)
+        scores.append(pool.scores)
+print(len(scores[0]), scores[0] == scores[1])
+"""
+
+
+@pytest.mark.skipif(not interrupts.FORKS, reason="fork is this system's to give")
+def test_a_sweep_s_workers_are_forked_whatever_python_s_default():
+    """Workers started by a fork server have it for their parent: they took their parent for dead and left, and the
+    pool broke."""
+    script = [sys.executable, "-c", FORKSERVER_DEFAULT, str(REPO / "examples" / "tune" / "npu.yaml")]
+    result = subprocess.run(script, capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "600 True\n"), result.stderr
+
+
 def test_a_worker_that_ignores_termination_asks_to_die_with_its_parent(monkeypatch):
     asked = []
     monkeypatch.setattr(interrupts, "die_with_parent", lambda: asked.append(True))
