@@ -220,4 +220,5 @@ def test_records_read_once_per_distinct_fields_are_each_call_s_own(write_trace, 
     trace = load_trace(write_trace(text, "job.json"))
     rows = find_collectives(trace).rows
     assert rows.size == len(kernels)
-    assert _records(trace, rows) == [_record(args or {}) for args in trace.args_of(rows)]
+    read_once = [repr(record) for record in _records(trace, rows)]  # by their fields' text: a NaN equals no NaN
+    assert read_once == [repr(_record(args or {})) for args in trace.args_of(rows)]
