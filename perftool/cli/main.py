@@ -437,8 +437,13 @@ def _names(values: tuple[str, ...], option: str) -> tuple[str, ...]:
 @click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=True))
 @_format_option("scan")
 @_output_option()
-@click.option("--select", multiple=True, metavar="IDS", help="Run only these rules (ids or names, comma-separated).")
-@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated).")
+@click.option(
+    "--select",
+    multiple=True,
+    metavar="IDS",
+    help="Run only these rules (ids or names, comma-separated; ALL: every rule, those the project turns off too).",
+)
+@click.option("--ignore", multiple=True, metavar="IDS", help="Skip these rules (ids or names, comma-separated; ALL).")
 @click.option(
     "--fail-on",
     type=click.Choice(FAIL_ON),

@@ -13,7 +13,8 @@ from conftest import REPO, error_line
 
 from perftool.api.project import load_project
 from perftool.common.errors import PerftoolError
-from perftool.rules.catalog import builtin_dir, load_catalog, load_rule
+from perftool.rules.catalog import builtin_dir, load_catalog, load_rule, selected
+from perftool.rules.detectors import COMMON_VALUES, DETECTORS
 from perftool.rules.model import Severity, Thresholds, fill, over_the_trace
 
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"  # PT001 at 17.8%
@@ -75,6 +76,55 @@ def test_invalid_rule_file_names_file_and_field(tmp_path, run, change, expected)
     assert str(caught.value).startswith(str(path)) and expected in str(caught.value)
     result = run("scan", SAMPLE, "--rules", tmp_path / "rules")
     assert result.exit_code == 2 and expected in result.stderr and "Traceback" not in result.output
+
+
+def test_a_rule_file_s_errors_name_the_line_and_what_would_do(tmp_path):
+    """Each error whole: the file and line, the field, and the names it could have used."""
+    host_bound = DETECTORS["host_bound"]
+    given = ", ".join({**COMMON_VALUES, **host_bound.values})
+    for change, line, said in [
+        ({"detector": "nope"}, 4, f"detector: unknown detector 'nope' (have: {', '.join(DETECTORS)})"),
+        (
+            {"params": {"bogus": 1}},
+            11,
+            f"params.bogus: detector host_bound has no such setting (has: {', '.join(host_bound.settings)})",
+        ),  # fmt: skip
+        ({"params": {"target_overhead": "x"}}, 11, "params.target_overhead: "),
+        (
+            {"detector": "recompilation", "params": {"bogus": 1}},
+            11,
+            "params.bogus: detector recompilation has no such setting (has: none)",
+        ),  # fmt: skip
+        ({"message": "lost {nothing}"}, 16, f"message: unknown value {{nothing}} (detector host_bound gives: {given})"),
+        ({"message": "{share[0]}"}, 16, "message: template field {share[0]} must be a plain value name"),
+        ({"fix": {"generic": "{nothing}"}}, 20, "fix.generic: unknown value {nothing}"),  # the line of the fix itself
+    ]:
+        path = _write_rule(tmp_path / "rules", **change)
+        with pytest.raises(PerftoolError) as caught:
+            load_rule(path)
+        assert str(caught.value).startswith(f"{path}:{line}: {said}"), str(caught.value)
+    for text in ["- a\n- b\n", ""]:
+        (path := tmp_path / "list.yaml").write_text(text)
+        with pytest.raises(PerftoolError, match=r"list\.yaml: a rule file must be a YAML mapping \(id, name, title, "):
+            load_rule(path)
+    (path := tmp_path / "latin1.yaml").write_bytes(b"\xe9")
+    with pytest.raises(PerftoolError, match=r"latin1\.yaml: cannot read rule file: not UTF-8 \(byte 0\)$"):
+        load_rule(path)
+
+
+def test_rule_directories_hold_yaml_and_yml_files_and_must_exist(tmp_path):
+    extra = tmp_path / "rules"
+    _write_rule(extra).rename(extra / "mine.yml")
+    assert "PX001" in [rule.id for rule in load_catalog(extra_dirs=(str(extra),))]
+    with pytest.raises(PerftoolError, match=f"^{tmp_path / 'none'}: rule directory does not exist$"):
+        load_catalog(extra_dirs=(str(tmp_path / "none"),))
+
+
+def test_a_project_changes_a_rule_by_its_name_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "perftool.yaml").write_text("rules:\n  host-bound-gaps: {severity: error}\n")
+    (host_bound,) = [rule for rule in load_catalog(load_project()) if rule.id == "PT001"]
+    assert host_bound.severity is Severity.ERROR
 
 
 def test_rule_file_errors_carry_the_line(tmp_path):
@@ -179,7 +229,7 @@ def test_the_project_config_is_found_upward_to_the_repository_root(tmp_path, run
         ),
         (
             "rules:\n  PT001:\n    thresholds: {warning: 0.9}\n",
-            "rules.PT001.thresholds: must not decrease",
+            "perftool.yaml: rules.PT001.thresholds: must not decrease",
         ),
         ("- a list\n", "must be a YAML mapping"),
     ],
@@ -197,6 +247,26 @@ def test_thresholds_pick_the_highest_level_reached():
     assert thresholds.severity(0.03, Severity.INFO) is Severity.INFO
     assert thresholds.severity(0.03, Severity.WARNING) is Severity.WARNING
     assert thresholds.severity(0.3, Severity.INFO) is Severity.ERROR
+
+
+def test_select_and_ignore_name_rules_by_id_or_name_or_all_of_them(run):
+    rules = load_catalog()
+    off = [rule.model_copy(update={"enabled": False}) if rule.id == "PT005" else rule for rule in rules]
+
+    def ids(chosen) -> list[str]:
+        return [rule.id for rule in chosen]
+
+    assert "PT005" not in ids(selected(off, (), ()))  # as a project's `rules: {PT005: {enabled: false}}` leaves it
+    assert ids(selected(off, ("ALL",), ())) == ids(rules)  # every rule, the one switched off included
+    assert ids(selected(off, ("PT005", "cpu-fallback"), ())) == ["PT004", "PT005"]
+    assert ids(selected(off, ("ALL",), ("PT001", "input-bound"))) == [
+        r.id for r in rules if r.id not in {"PT001", "PT002"}
+    ]
+    assert selected(off, (), ("ALL",)) == []
+    with pytest.raises(PerftoolError, match=r"^unknown rule 'all' in `select`/`ignore` \(see perftool rules list\)$"):
+        selected(rules, ("all",), ())
+    refused = run("scan", REPO / "sample_traces" / "npu" / "healthy.trace.json.gz", "--ignore", "PT999")
+    assert error_line(refused) == "perftool: error: unknown rule 'PT999' in --select/--ignore (see perftool rules list)"
 
 
 def test_rules_list_and_explain(run):
