@@ -15,7 +15,8 @@ from perftool.api.project import load_project
 from perftool.common.errors import PerftoolError
 from perftool.rules.catalog import builtin_dir, load_catalog, load_rule, selected
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
-from perftool.rules.model import Severity, Thresholds, fill, over_the_trace
+from perftool.rules.findings import Finding, Impact, biggest_first
+from perftool.rules.model import Severity, Thresholds, fill, over_the_trace, template_fields
 
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"  # PT001 at 17.8%
 HOST_BOUND = builtin_dir() / "PT001-host-bound-gaps.yaml"
@@ -241,12 +242,35 @@ def test_bad_project_config_is_exit_2(tmp_path, run, monkeypatch, text, expected
     assert result.exit_code == 2 and expected in result.stderr
 
 
+def test_templates_read_every_field_past_escaped_braces_and_bound_their_formats():
+    assert template_fields("{{literal}} {share:.0%} and {lost_ms:ms}") == ["share", "lost_ms"]
+    assert fill("{{n}} {share:.0%} {name!r} {name!s} {name:.1%}", {"share": 0.5, "name": "x"}) == "{n} 50% 'x' x x"
+    assert fill("{share!s:.1%}", {"share": 0.5}) == "0.5"  # converted to text first: no percentage of a string
+    assert template_fields("{share:>100}") == ["share"]
+    with pytest.raises(ValueError, match=r"^template field \{share:>101\}: widths and precisions go up to 100$"):
+        template_fields("{share:>101}")
+    with pytest.raises(ValueError, match=r"^template field \{share\} has a nested field in its format$"):
+        template_fields("{share:{width}}")
+
+
+def test_findings_are_listed_by_cost_then_severity_then_rule():
+    def finding(rule_id: str, share: float, severity: Severity) -> Finding:
+        return Finding.model_construct(
+            rule_id=rule_id, severity=severity, impact=Impact(lost_us=1.0, per_step_us=None, share=share)
+        )
+
+    listed = [finding("PT009", 0.1, Severity.WARNING), finding("PT002", 0.1, Severity.WARNING),
+              finding("PT005", 0.1, Severity.ERROR), finding("PT001", 0.2, Severity.INFO)]  # fmt: skip
+    assert [f.rule_id for f in sorted(listed, key=biggest_first)] == ["PT001", "PT005", "PT002", "PT009"]
+
+
 def test_thresholds_pick_the_highest_level_reached():
     thresholds = Thresholds(info=0.01, warning=0.05, error=0.25)
     assert thresholds.severity(0.005, Severity.INFO) is None
     assert thresholds.severity(0.03, Severity.INFO) is Severity.INFO
     assert thresholds.severity(0.03, Severity.WARNING) is Severity.WARNING
     assert thresholds.severity(0.3, Severity.INFO) is Severity.ERROR
+    assert thresholds.severity(0.05, Severity.INFO) is Severity.WARNING  # a threshold is reached at its value
 
 
 def test_select_and_ignore_name_rules_by_id_or_name_or_all_of_them(run):
