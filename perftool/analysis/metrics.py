@@ -140,10 +140,10 @@ def compute_metrics(trace: Trace, steps: Steps | None = None) -> Metrics:
     device_values, device = _device_metrics(trace, lo, hi, compute)
     comms = measure(trace, lo, hi, compute, steps.steady)
     host_values, h2d = _host_and_link_metrics(trace, lo, hi, compute, comms.calls.rows)
-    drawn = [t.id for t in trace.tracks if t.process_name == FINDINGS_PROCESS]  # findings perftool annotated it with
+    drawn_events, drawn_tracks = _drawn(trace)
     values: dict[str, float] = {
-        "trace.events": float(len(trace) - _drawn_events(trace, drawn)),
-        "trace.tracks": float(len(trace.tracks) - len(drawn)),
+        "trace.events": float(len(trace) - drawn_events),
+        "trace.tracks": float(len(trace.tracks) - drawn_tracks),
         "trace.span_us": steps.last - steps.first,
         "window.start_us": lo,
         "window.duration_us": hi - lo,
@@ -245,15 +245,16 @@ def _share(part: float, whole: float) -> float:
     return min(max(part / whole, 0.0), 1.0) if whole > 0 else math.nan
 
 
-def _drawn_events(trace: Trace, tracks: list[int]) -> int:
-    """The events perftool drew on a trace it annotated (``scan --format perfetto``): its findings' tracks, and the
-    arrows from them to the capture's events."""
+def _drawn(trace: Trace) -> tuple[int, int]:
+    """The events and tracks perftool drew on a trace it annotated (``scan --format perfetto``): its findings'
+    tracks, and the arrows from them to the capture's events."""
+    tracks = [t.id for t in trace.tracks if t.process_name == FINDINGS_PROCESS]
     if not tracks:
-        return 0
+        return 0, 0
     drawn = np.isin(trace.track, tracks)
     if FINDINGS_CATEGORY in trace.cats:
         drawn |= trace.cat == trace.cats.index(FINDINGS_CATEGORY)
-    return int(np.count_nonzero(drawn))
+    return int(np.count_nonzero(drawn)), len(tracks)
 
 
 def _step_time_metrics(durations: np.ndarray) -> dict[str, float]:

@@ -48,8 +48,7 @@ def job_files(paths: list[str]) -> list[str]:
                     f"{odd}: not a file perftool can read (a pipe, a socket, a device or a broken link) among the "
                     f"job's traces: move it out of {path}"
                 )
-            listed = named
-            inside = [str(p) for p in without_copies(listed) if _may_hold_a_trace(p)]
+            inside = [str(p) for p in without_copies(named) if _may_hold_a_trace(p)]
             ranks = [trace for p in sorted(Path(folder).iterdir()) if p.is_dir() and (trace := profiler_trace(str(p)))]
             if not inside and not ranks:
                 raise PerftoolError(
