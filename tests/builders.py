@@ -1,9 +1,13 @@
-"""Traces the tests build, shared by the tests of more than one package: a Kineto job with an all-reduce each step,
-each rule's cases (tests/rule_cases) in their vocabulary, a step replayed as CUDA graphs."""
+"""Traces the tests build, shared by the tests of more than one module: a Kineto job with an all-reduce each step,
+each rule's cases (tests/rule_cases) in their vocabulary, a step replayed as CUDA graphs, eager steps, a sample
+stripped of the config the emulator records in it."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from itertools import count
+from pathlib import Path
 
 from conftest import REPO
 
@@ -276,3 +280,13 @@ def eager_steps(op_us: float, python_us: float = 0.0, ops: int = 20, kernel_us: 
         t = max(t, free)  # the host reads the loss back at the step's end (no sync event: a step boundary)
         events.append(span(f"ProfilerStep#{step}", *host, begin, t - begin - 1, "user_annotation"))
     return {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+
+
+def stripped(sample: str, directory: Path) -> Path:
+    """A copy of a bundled sample's trace (``sample``: ``gpu/healthy``, say) without the config the emulator records
+    in it, as a real profiler's trace has none."""
+    document = json.loads(gzip.decompress((REPO / "sample_traces" / f"{sample}.trace.json.gz").read_bytes()))
+    document.pop("perftool")
+    path = directory / f"{sample.replace('/', '_')}.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    return path

@@ -61,9 +61,9 @@ LAUNCH = re.compile(
     r"|AscendCL@\w+|Engine::run)"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
-# A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op.
 FINDINGS_PROCESS = "perftool findings"  # the process an annotated trace (scan --format perfetto) adds
 FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows into the trace's own tracks
+# A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op.
 COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
 # A frame of the Python stack, as the XLA profiler's Python tracer ("$train.py:40 main") and Kineto
 # ("train.py(40): main") name them.
@@ -72,7 +72,6 @@ PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
 # A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
 IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")
-# Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them.
 # Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them;
 # expert parallelism's token exchange (DeepEP's dispatch and combine kernels, MoRI's, pplx's all-to-all); and the
 # all-reduce kernels of serving engines (vLLM's and SGLang's cross_device_reduce, quick reduce, one- and two-shot).

@@ -171,7 +171,6 @@ def _fit(
 ) -> EmulatorConfig:
     """The fit, with communication as ``gradients`` reduced across replicas or (None) as device work."""
     profile = _profile(family, given)
-    model = given.get("device_model")
     steps = max(scope.steady_steps, 1)
     mean = scope.metrics["step_time_us.mean"]
     step = mean if not math.isnan(mean) else scope.window
@@ -230,14 +229,13 @@ def _fit(
     }
     document = {
         "device": family,
-        **({"device_model": model} if model else {}),
         "workload": workload | given.get("workload", {}),
         "knobs": knobs | given.get("knobs", {}),
         "device_overrides": host.overrides | given.get("device_overrides", {}),
         **({"replicas": gradients.replicas | given.get("replicas", {})} if gradients is not None else {}),
         "seed": FIT_SEED,
     }
-    document |= {key: value for key, value in given.items() if key not in document}  # validated below, typos too
+    document |= {key: value for key, value in given.items() if key not in document}  # the model, typos (validated)
     config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config
@@ -456,8 +454,8 @@ def _loop_size(trace: Trace, scope: TraceAnalysis, job_steps: int) -> int:
     per_call = np.diff(np.searchsorted(scope.steps.end, np.append(calls, np.inf)))
     counts = Counter(int(n) for n in per_call if n > 0)
     loop = max(counts, key=lambda n: (counts[n], n))
-    if job_steps == steps and (steps % loop == 0 or scope.metrics["recompilations.count"] > 0):
-        return loop
+    if job_steps == steps and scope.metrics["recompilations.count"] > 0:
+        return loop  # its remainder loop too
     return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - loop), -d))
 
 
@@ -640,7 +638,7 @@ def _fallbacks(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps
     rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & trace.on_roles(Role.HOST) & scope.in_window)
     if rows.size == 0 or "cpu_fallback_ops" not in profile.knobs:
         return []
-    copies = scope.metrics["d2h.time_us"] / steps if not math.isnan(scope.metrics["d2h.time_us"]) else 0.0
+    copies = scope.metrics["d2h.time_us"] / steps  # a number wherever there are steps: 0 without copies
     calls = rows.size / steps
     return [
         {

@@ -5,7 +5,6 @@ over a job whose length the user states."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import warnings
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from builders import stripped
 from click.testing import CliRunner
 from conftest import REPO
 
@@ -30,15 +30,6 @@ from perftool.trace.model import Kind, Role
 from perftool.tune.calibration import calibrate
 
 SAMPLES = REPO / "sample_traces"
-
-
-def stripped(sample: str, directory: Path) -> Path:
-    """A copy of the sample's trace without the config the emulator records in it."""
-    document = json.loads(gzip.decompress((SAMPLES / f"{sample}.trace.json.gz").read_bytes()))
-    document.pop("perftool")
-    path = directory / f"{sample.replace('/', '_')}.trace.json.gz"
-    path.write_bytes(gzip.compress(json.dumps(document).encode()))
-    return path
 
 
 @pytest.mark.parametrize(
