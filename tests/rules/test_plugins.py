@@ -12,6 +12,9 @@ import textwrap
 import pytest
 from conftest import REPO
 
+from perftool.common.plugins import registered
+from perftool.rules.detectors import DETECTORS, _registered
+
 PLUGIN = '''
 """A third-party detector: device ops longer than a threshold."""
 import numpy as np
@@ -195,3 +198,41 @@ def test_a_source_tree_never_installed_finds_the_built_in_formats_in_its_pyproje
     finally:
         plugins.registered.cache_clear()
     assert "scan.sarif" in names and "calibrate.json" in names
+
+
+REGISTRY = """
+from perftool.rules.detectors.base import Detector
+
+def detect(scope, params):
+    return None
+
+NOT_A_DETECTOR = "long_device_ops"
+DETECTOR = Detector(name="long_device_ops", summary="first", values={}, detect=detect)
+AGAIN = Detector(name="long_device_ops", summary="second", values={}, detect=detect)
+CLASH = Detector(name="sync_points", summary="a built-in's name", values={}, detect=detect)
+"""
+
+
+@pytest.fixture
+def registry_plugin(tmp_path, monkeypatch):
+    """An installed package registering a detector, another of the same name, one with a built-in's name and
+    something that is no detector: the registry's entry points read afresh, and again once it is gone."""
+    (tmp_path / "perftool_demo_registry.py").write_text(REGISTRY)
+    info = tmp_path / "perftool_demo_registry-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: perftool-demo-registry\nVersion: 0.1\n")
+    entries = ["not_one = perftool_demo_registry:NOT_A_DETECTOR", "long_device_ops = perftool_demo_registry:DETECTOR",
+               "long_again = perftool_demo_registry:AGAIN", "sync_points = perftool_demo_registry:CLASH"]  # fmt: skip
+    (info / "entry_points.txt").write_text("[perftool.detectors]\n" + "\n".join(entries) + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registered.cache_clear()
+    yield
+    monkeypatch.undo()
+    registered.cache_clear()
+
+
+def test_the_registry_keeps_the_first_detector_of_a_name_and_skips_what_is_none(registry_plugin):
+    found, origin = _registered()
+    assert found["long_device_ops"].summary == "first" and origin["long_device_ops"] == "perftool-demo-registry"
+    assert found["sync_points"] is DETECTORS["sync_points"] and origin["sync_points"] == "perftool"
+    assert set(found) == set(DETECTORS) | {"long_device_ops"}

@@ -1,11 +1,22 @@
-"""What the detectors share: the event that overlaps an idle stretch most, read only where it can be."""
+"""What the detectors share: the event that overlaps an idle stretch most, read only where it can be; the evidence
+a detection shows (its longest events, idle stretches named after the host's calls), another fix for one problem,
+and names in short lists."""
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import replace
+
 import numpy as np
 import pytest
+from builders import meta, span
 
-from perftool.rules.detectors.base import overlapping_most
+from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import analyse_trace
+from perftool.rules.detectors.base import Detection, Scope, distinct_names, kernel_runs, overlapping_most
+from perftool.rules.findings import EventRef
+from perftool.trace.model import Kind, Role
 
 
 def _directly(begin: np.ndarray, finish: np.ndarray, start: float, end: float) -> int | None:
@@ -31,3 +42,108 @@ def test_ties_go_to_the_first_and_no_overlap_is_none():
     assert overlapping_most(begin, finish, True, 5.0, 15.0) == 0  # 5 µs in each of the first two
     assert overlapping_most(begin, finish, True, 30.0, 40.0) is None  # touching is not sharing
     assert overlapping_most(np.zeros(0), np.zeros(0), True, 0.0, 1.0) is None
+
+
+# --- the evidence a detection shows ---
+
+
+def _scoped(tmp_path, host: list[tuple[str, float, float]], start_us: float = 50.0) -> Scope:
+    """Two steps from ``start_us`` with a kernel each on stream 7, and the host's calls (name, start, end) µs."""
+    events = [meta("process_labels", 100, 0, labels="CPU"), meta("process_labels", 0, 0, labels="GPU 0"),
+              meta("thread_name", 0, 7, name="stream 7")]  # fmt: skip
+    for step in range(2):
+        t = start_us + step * 1000.0
+        events += [span(f"ProfilerStep#{step}", 100, 1, t, 999, "user_annotation"),
+                   span(f"gemm_{step}", 0, 7, t + 900, 50 + step, "kernel")]  # fmt: skip
+    events += [span(name, 100, 1, begin, end - begin, "cpu_op") for name, begin, end in host]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return analyse_trace(load_trace(str(path)), [])[1]
+
+
+def test_the_longest_events_are_the_evidence_where_perfetto_shows_them(tmp_path):
+    scope = _scoped(tmp_path, [])
+    trace = scope.trace
+    kernels = np.flatnonzero(trace.name_matches(re.compile("^gemm")))
+    assert scope.steps.first == 50.0
+    first, second = scope.events(kernels)
+    assert (first.name, first.ts_us, first.at_us, first.dur_us) == ("gemm_1", 1950.0, 1900.0, 51.0)
+    assert (second.name, second.at_us) == ("gemm_0", 900.0)
+    assert first.track == trace.tracks[trace.track[kernels[0]]].label
+    assert first.event == EventRef(pid=0, tid=7, ts_us=1950.0)
+    assert len(replace(scope, evidence_count=1).events(kernels)) == 1
+
+
+def test_an_idle_stretch_is_named_after_the_host_call_overlapping_it_most(tmp_path):
+    """The longest stretches first, on the device's track; each named after what the host ran through most of it
+    (a nested call's caller where the caller covers more), or plain idle where it ran nothing."""
+    host = [("aten::linear", 100.0, 300.0), ("Optimizer.step", 400.0, 900.0), ("aten::add_", 420.0, 500.0)]
+    scope = _scoped(tmp_path, host)
+    trace = scope.trace
+    calls = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.kind != Kind.STEP))
+    pieces = (np.array([150.0, 450.0, 1500.0]), np.array([260.0, 800.0, 1530.0]))
+    found = scope.idle_stretches(pieces, calls)
+    device = trace.tracks[int(trace.tracks_with_role(Role.DEVICE)[0])].label
+    assert [(e.ts_us, e.at_us, e.dur_us, e.track) for e in found] == [
+        (450.0, 400.0, 350.0, device), (150.0, 100.0, 110.0, device), (1500.0, 1450.0, 30.0, device)
+    ]  # fmt: skip
+    assert [e.name for e in found] == [
+        "idle while host runs Optimizer.step", "idle while host runs aten::linear", "idle"
+    ]  # fmt: skip
+    assert [e.event for e in found] == [
+        EventRef(pid=100, tid=1, ts_us=400.0),
+        EventRef(pid=100, tid=1, ts_us=100.0),
+        None,
+    ]
+    assert scope.idle_stretches(pieces, calls[::-1]) == found  # in any order
+
+
+@pytest.mark.parametrize(
+    ("spans", "piece", "name"),
+    [
+        ([("a", 100.0, 150.0), ("b", 300.0, 350.0), ("c", 120.0, 400.0)], (200.0, 290.0), "c"),  # starts out of order
+        ([("a", 100.0, 900.0), ("b", 200.0, 300.0)], (400.0, 800.0), "a"),  # ends out of order
+        ([("a", 100.0, 150.0), ("b", 200.0, 1000.0), ("c", 300.0, 350.0), ("d", 400.0, 450.0)], (500.0, 600.0), "b"),
+    ],
+)
+def test_calls_out_of_order_are_all_read(tmp_path, spans, piece, name):
+    scope = _scoped(tmp_path, spans)
+    trace = scope.trace
+    calls = np.array([np.flatnonzero(trace.name_matches(re.compile(f"^{name}$")))[0] for name, _, _ in spans])
+    (found,) = scope.idle_stretches((np.array([piece[0]]), np.array([piece[1]])), calls)
+    assert found.name == f"idle while host runs {name}"
+
+
+def test_another_fix_for_the_same_problem_has_no_alternatives_of_its_own():
+    other = Detection(1.0, {"a": 1}, [], alternatives=[Detection(2.0, {}, [])]).instead("v", {"k": 2}, b=3)
+    assert (other.variant, other.changes, other.values, other.alternatives) == ("v", {"k": 2}, {"a": 1, "b": 3}, [])
+
+
+def test_names_most_time_first_in_a_short_list(tmp_path):
+    host = [
+        ("x", 100.0, 110.0),
+        ("y", 120.0, 200.0),
+        ("x", 210.0, 300.0),
+        ("z", 310.0, 320.0),
+        ("w", 330.0, 340.0),
+        ("v", 350.0, 355.0),
+    ]
+    scope = _scoped(tmp_path, host)
+    trace = scope.trace
+    rows = np.flatnonzero(trace.name_matches(re.compile("^[vwxyz]$")))
+    assert distinct_names(trace, rows) == "x, y, z, w and 1 more"  # x 100 µs in all, y 80, then z and w as they came
+    assert distinct_names(trace, rows, 2, str.upper) == "X, Y and 3 more"
+    kernels = np.flatnonzero(trace.name_matches(re.compile("^gemm")))
+    assert kernel_runs(scope, kernels) == {"names": "gemm_1, gemm_0", "per_step": 1.0, "kernel_ms_per_step": 0.0505}
+
+
+def test_kernel_runs_name_three_kernels_shortened(tmp_path):
+    kernel = "void at::native::vectorized_elementwise_kernel<4, at::native::{}<float>>(int, at::native::{}<float>)"
+    host = [(kernel.format(op, op), 100.0 + 100 * k, 150.0 + 100 * k + k) for k, op in enumerate("ABCD")]
+    scope = _scoped(tmp_path, host)
+    rows = np.flatnonzero(scope.trace.name_matches(re.compile("vectorized")))
+    names = kernel_runs(scope, rows)["names"]
+    assert (
+        names == "vectorized_elementwise_kernel<4, D<…>>, vectorized_elementwise_kernel<4, C<…>>, "
+        "vectorized_elementwise_kernel<4, B<…>> and 1 more"
+    )
