@@ -633,21 +633,30 @@ def _relative(durations: np.ndarray) -> list[float]:
 
 
 def _fallbacks(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int) -> list[dict[str, Any]]:
-    """The ops that fell back to the host CPU, each with its host time, calls per step and the bytes its copies
-    move (the device-to-host copy time per call at the link's bandwidth)."""
+    """The ops that fell back to the host CPU, each named as the trace names it, with its host time and calls per
+    step, and the bytes its copies move (the device-to-host copy time per call of any of them, at the link's
+    bandwidth: the copies do not say whose they are)."""
     rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & trace.on_roles(Role.HOST) & scope.in_window)
     if rows.size == 0 or "cpu_fallback_ops" not in profile.knobs:
         return []
-    copies = scope.metrics["d2h.time_us"] / steps  # a number wherever there are steps: 0 without copies
-    calls = rows.size / steps
+    per_call = scope.metrics["d2h.time_us"] / rows.size  # a number wherever there are steps: 0 without copies
+    names, calls = np.unique(trace.name[rows], return_counts=True)
     return [
         {
-            "op": "op",
-            "host_us": float(trace.dur[rows].mean()),
-            "tensor_size": max(int(copies / calls * profile.d2h_bandwidth / 1e6), 1),
-            "calls_per_step": max(round(calls), 1),
+            "op": _fallback_op(trace.names[name]),
+            "host_us": float(trace.dur[rows[trace.name[rows] == name]].mean()),
+            "tensor_size": max(int(per_call * profile.d2h_bandwidth / 1e6), 1),
+            "calls_per_step": max(round(count / steps), 1),
         }
+        for name, count in zip(names.tolist(), calls.tolist(), strict=True)
     ]
+
+
+def _fallback_op(name: str) -> str:
+    """The op a fallback's event names: ``CPU fallback digamma : self=HPUBFloat16Type`` and ``aten::digamma (CPU
+    fallback)`` are ``digamma``'s (``op`` where the name says nothing more)."""
+    op = CPU_FALLBACK.sub("", name).split(" : ")[0].strip(" ()")
+    return op.removeprefix("aten::") or "op"
 
 
 def _strided(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int, batch: int) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def test_a_cpu_fallback_is_fitted_its_host_time_calls_and_tensor(fitted):
     (truth,) = emulated.knobs.cpu_fallback_ops
     assert op.host_us == pytest.approx(truth.host_us, rel=1e-3)
     assert op.tensor_size == pytest.approx(truth.tensor_size, rel=1e-3)
-    assert op.calls_per_step == truth.calls_per_step == 1
+    assert op.calls_per_step == truth.calls_per_step == 1 and op.op == truth.op == "digamma"
     assert fitted("hpu/healthy")[0].knobs.cpu_fallback_ops == ()
 
 
@@ -784,16 +784,15 @@ def test_the_compile_time_fitted(analysed, compiles, graph_compile_ms):
     assert fitting._compiles(scope).get("graph_compile_ms") == (pytest.approx(graph_compile_ms) if compiles else None)
 
 
-def _falling_back(copies_us: float) -> dict:
-    """Steps of 1 ms with two ops a step that fall back to the host CPU, each copying its input back for
+def _falling_back(copies_us: float, ops: tuple[str, str] = ("digamma", "digamma")) -> dict:
+    """Steps of 1 ms with two ops a step that fall back to the host CPU (``ops``), each copying its input back for
     ``copies_us``."""
     document = _host_steps([50] * 8)
     for step in range(8):
         t = step * 1000.0
-        for k in range(2):
-            document["traceEvents"].append(
-                span("aten::digamma (CPU fallback)", 100, 1, t + 60 + 150 * k, 100, "cpu_op")
-            )
+        for k, op in enumerate(ops):
+            fallback = span(f"aten::{op} (CPU fallback)", 100, 1, t + 60 + 150 * k, 100 + 20 * k, "cpu_op")
+            document["traceEvents"].append(fallback)
             if copies_us:
                 copy = "Memcpy DtoH (Device -> Pageable)"
                 document["traceEvents"].append(span(copy, 0, 8, t + 100 + 150 * k, copies_us, "gpu_memcpy"))
@@ -806,8 +805,32 @@ def test_cpu_fallbacks_are_fitted_their_calls_host_time_and_copies(analysed, cop
     profile = PROFILES["gpu"]
     (fallback,) = fitting._fallbacks(trace, scope, profile, scope.steady_steps)
     tensor = int(copies_us * profile.d2h_bandwidth / 1e6) if copies_us else 1  # a byte where nothing is copied
-    assert fallback == {"op": "op", "host_us": 100.0, "tensor_size": tensor, "calls_per_step": 2}
+    assert fallback == {"op": "digamma", "host_us": 110.0, "tensor_size": tensor, "calls_per_step": 2}
     assert fitting._fallbacks(trace, scope, PROFILES["npu"], scope.steady_steps) == []  # no such knob there
+
+
+def test_each_op_that_falls_back_is_fitted_apart(analysed):
+    """Their host times and calls each their own; the copies back, which do not say whose they are, shared."""
+    trace, scope = analysed(_falling_back(40.0, ("digamma", "lgamma")))
+    profile = PROFILES["gpu"]
+    fallbacks = fitting._fallbacks(trace, scope, profile, scope.steady_steps)
+    tensor = int(40.0 * profile.d2h_bandwidth / 1e6)
+    assert fallbacks == [
+        {"op": "digamma", "host_us": 100.0, "tensor_size": tensor, "calls_per_step": 1},
+        {"op": "lgamma", "host_us": 120.0, "tensor_size": tensor, "calls_per_step": 1},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "op"),
+    [
+        ("CPU fallback digamma : self=HPUBFloat16Type", "digamma"),  # Gaudi's
+        ("aten::digamma (CPU fallback)", "digamma"),
+        ("CPU fallback", "op"),  # a name that says no more
+    ],
+)
+def test_a_fallback_is_named_after_its_op(name, op):
+    assert fitting._fallback_op(name) == op
 
 
 @pytest.mark.parametrize(
