@@ -182,14 +182,14 @@ def _region_rows(trace: Trace, calls: Calls, flops: np.ndarray, at_roof: np.ndar
     owner = np.full(calls.rows.size, -1, np.int64)
     call_ts, call_track = trace.ts[calls.rows], trace.track[calls.rows]
     order = np.lexsort((call_ts, call_track))  # calls by thread, then start
-    keys = call_track[order]
+    keys, starts = call_track[order], call_ts[order]
     for row in annotations[np.argsort(-trace.dur[annotations], kind="stable")].tolist():  # outer first, inner last
         track = trace.track[row]
         lo, hi = np.searchsorted(keys, track), np.searchsorted(keys, track, side="right")
-        on_thread = order[lo:hi]
-        first = np.searchsorted(call_ts[on_thread], trace.ts[row])
-        last = np.searchsorted(call_ts[on_thread], trace.end[row], side="right")
-        owner[on_thread[first:last]] = row
+        thread = starts[lo:hi]  # a view: each annotation reads its thread's calls by two binary searches
+        first = lo + np.searchsorted(thread, trace.ts[row])
+        last = lo + np.searchsorted(thread, trace.end[row], side="right")
+        owner[order[first:last]] = row
     named = (owner >= 0) & calls.matching(lambda w: True)  # ops with a model, as in the op table
     if not named.any():
         return []
