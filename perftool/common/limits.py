@@ -124,7 +124,7 @@ def _in_unit(size: int, unit: tuple[str, int] | None) -> str:
     return f"{size / unit[1]:,.1f}".removesuffix(".0") + f" {unit[0]}"
 
 
-MEMORY_PER_EVENT_ON_DISK = 42  # bytes an event with its columns on disk: info's working arrays (bench_spill: 36)
+MEMORY_PER_EVENT_ON_DISK = 38  # bytes an event with its columns on disk: info's arrays (18-41 measured, docs/limits.md)
 # What each command's analysis holds an event beyond info's, in memory or on disk (bench/bench_spill.py --command,
 # with the columns on disk, less info's: diff 12, scan 20 (gate 23), calibrate 32):
 ANALYSIS_MEMORY_PER_EVENT = {"info": 0, "diff": 12, "scan": 24, "calibrate": 32}
