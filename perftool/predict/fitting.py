@@ -130,6 +130,17 @@ def fit(
             replicated = None
         if replicated is not None and reproduces(replicated, scope):
             return replicated
+    replicas = given.get("replicas")
+    if isinstance(replicas, dict) and "count" not in replicas:  # figures for replicas the fit does not model
+        why = (
+            "the trace shows no all-reduce across two or more ranks on the device each step"
+            if gradients is None
+            else "replicas fitted to the trace's all-reduces do not reproduce its step (they are fitted as device work)"
+        )
+        fields = ", ".join(f"replicas.{name}" for name in replicas)
+        raise PerftoolError(
+            f"calibration of {trace.source}: {fields} given, but {why}; give replicas.count to model replicas anyway"
+        )
     return _fit(trace, scope, family, given, None)
 
 

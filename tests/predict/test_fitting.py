@@ -252,6 +252,27 @@ def test_a_given_value_the_config_refuses_names_the_calibrated_trace(stripped):
         fit(*stripped("npu/healthy"), given={"workload": {"steps": "many"}})
 
 
+def test_replica_figures_for_a_fit_that_models_none_are_refused_naming_why(stripped, tmp_path):
+    """Given without their count, replicas the trace does not show would be half a config: refused in one line
+    that says why and what to give; with their count, they are the user's what-if and kept."""
+    with pytest.raises(
+        PerftoolError, match=r"replicas\.latency_us given, but the trace shows no all-reduce across"
+    ) as error:
+        fit(*stripped("npu/healthy"), given={"replicas": {"latency_us": 7.0}})
+    assert "give replicas.count to model replicas anyway" in str(error.value) and "\n" not in str(error.value)
+    modelled = fit(*stripped("npu/healthy"), given={"replicas": {"count": 2, "latency_us": 7.0}}).replicas
+    assert modelled is not None and (modelled.count, modelled.latency_us) == (2, 7.0)
+
+
+def test_replica_figures_for_all_reduces_the_fit_counts_as_device_work_are_refused(analysed):
+    """Replicas fitted to this job's all-reduces do not reproduce its steps: the fit counts them as device work."""
+    trace, scope = analysed(kineto_job(steps=8, host_args=ARGS))
+    assert fitting._gradients(scope, PROFILES["gpu"], scope.steady_steps, ()) is not None
+    assert fit(trace, scope).replicas is None
+    with pytest.raises(PerftoolError, match=r"replicas fitted to the trace's all-reduces do not reproduce its step"):
+        fit(trace, scope, given={"replicas": {"latency_us": 7.0}})
+
+
 def test_given_replicas_are_merged_into_the_fitted_ones(tmp_path):
     rank = SAMPLES / "jobs" / "npu_exposed_allreduce" / "rank0.trace.json.gz"
     trace, scope = _analysed(rank)
