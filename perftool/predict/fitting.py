@@ -246,7 +246,8 @@ def _fit(
         **({"replicas": gradients.replicas | given.get("replicas", {})} if gradients is not None else {}),
         "seed": FIT_SEED,
     }
-    document |= {key: value for key, value in given.items() if key not in document}  # the model, typos (validated)
+    # given sections the fit sets nothing of: the device model, and typos (which validation reports)
+    document |= {key: value for key, value in given.items() if key not in document}
     config: EmulatorConfig = validate_config(document, f"calibration of {trace.source}")
     if "device_overrides" in given or "preprocess_us_per_sample" in given.get("workload", {}) or not host.pacing:
         return config
