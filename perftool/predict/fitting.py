@@ -652,15 +652,16 @@ def _fallbacks(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps
     if rows.size == 0 or "cpu_fallback_ops" not in profile.knobs:
         return []
     per_call = scope.metrics["d2h.time_us"] / rows.size  # a number wherever there are steps: 0 without copies
-    names, calls = np.unique(trace.name[rows], return_counts=True)
+    names, op_of_row, calls = np.unique(trace.name[rows], return_inverse=True, return_counts=True)
+    host_us = np.bincount(op_of_row, weights=trace.dur[rows]) / calls
     return [
         {
             "op": _fallback_op(trace.names[name]),
-            "host_us": float(trace.dur[rows[trace.name[rows] == name]].mean()),
+            "host_us": float(host),
             "tensor_size": max(int(per_call * profile.d2h_bandwidth / 1e6), 1),
             "calls_per_step": max(round(count / steps), 1),
         }
-        for name, count in zip(names.tolist(), calls.tolist(), strict=True)
+        for name, host, count in zip(names.tolist(), host_us.tolist(), calls.tolist(), strict=True)
     ]
 
 
