@@ -11,6 +11,7 @@ reproduces with ``HYPOTHESIS_PROFILE=random python -m pytest --all -m fuzz --hyp
 
 from __future__ import annotations
 
+import contextvars
 import gzip
 import json
 import os
@@ -57,6 +58,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if slow:
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
         config.hook.pytest_deselected(items=slow)
+
+
+@pytest.fixture(autouse=True)
+def _arrays_in_memory_after_each_test():
+    """A trace whose columns went to disk leaves numpy putting large arrays into files for the rest of its thread
+    (:mod:`perftool.trace.store`): after each test the thread allocates as numpy does by default again."""
+    yield
+    for variable in contextvars.copy_context():
+        if variable.name == "current_allocator":  # numpy's allocator (NEP 49), once a test has set it
+            variable.set(contextvars.Context().run(variable.get))  # its value where nothing has set it
 
 
 @pytest.fixture

@@ -125,8 +125,11 @@ def _in_unit(size: int, unit: tuple[str, int] | None) -> str:
 
 
 MEMORY_PER_EVENT_ON_DISK = 38  # bytes an event with its columns on disk: info's arrays (18-41 measured, docs/limits.md)
-# What each command's analysis holds an event beyond info's, in memory or on disk (bench/bench_spill.py --command,
-# with the columns on disk, less info's: diff 12, scan 20 (gate 23), calibrate 32):
+# ... and the analysis's large arrays in files too (perftool/trace/_filemem.c): what stays on the heap, such as a
+# stable sort's buffer (4 bytes an event); every command's own memory measured flat from 8.4 to 34.7 million events
+MEMORY_PER_EVENT_IN_FILES = 6
+# What each command's analysis holds an event beyond info's, in memory or on disk with its arrays in memory
+# (bench/bench_spill.py --command, with the columns on disk, less info's: diff 12, scan 20 (gate 23), calibrate 32):
 ANALYSIS_MEMORY_PER_EVENT = {"info": 0, "diff": 12, "scan": 24, "calibrate": 32}
 
 
@@ -138,15 +141,18 @@ def memory_to_scan(
     args_bytes: int,
     on_disk: bool = False,
     analysis: str = "info",
+    arrays_in_files: bool = False,
 ) -> int:
     """Bytes of memory scanning a trace of these parts needs, beyond the interpreter: many tiny or distinct
     events need more per byte of JSON than :data:`MEMORY_PER_TRACE_BYTE` allows for. With its columns kept on
     disk (``on_disk``), an event needs only what the analysis's working arrays take, and those are made after the
     counter samples are built into counters and let go: the larger of the two counts, not both. ``analysis`` names
-    the command the trace is read for (:data:`ANALYSIS_MEMORY_PER_EVENT`): a scan holds more an event than info."""
+    the command the trace is read for (:data:`ANALYSIS_MEMORY_PER_EVENT`): a scan holds more an event than info,
+    except where the analysis's large arrays go into files with the columns (``arrays_in_files``)."""
     kept = signatures * MEMORY_PER_SIGNATURE + kept_args * MEMORY_PER_KEPT_ARGS + args_bytes
     counters = counter_samples * MEMORY_PER_COUNTER_SAMPLE
     extra = ANALYSIS_MEMORY_PER_EVENT[analysis]
     if on_disk:
-        return kept + max(events * (MEMORY_PER_EVENT_ON_DISK + extra), counters)
+        per_event = MEMORY_PER_EVENT_IN_FILES if arrays_in_files else MEMORY_PER_EVENT_ON_DISK + extra
+        return kept + max(events * per_event, counters)
     return kept + events * (MEMORY_PER_EVENT + extra) + counters

@@ -8,6 +8,8 @@ runs its queued items, and the interpreter waits for them, before the exception 
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import itertools
 import queue
 import threading
@@ -32,7 +34,7 @@ class Helper:
         self._values: dict[int, Any] = {}
         self._errors: dict[int, BaseException] = {}
         self._then: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        threading.Thread(target=self._work, args=(list(pieces),), name=name, daemon=True).start()
+        threading.Thread(target=in_this_context(self._work), args=(list(pieces),), name=name, daemon=True).start()
 
     def _work(self, pieces: list[Callable[[], Any]]) -> None:
         for index, piece in enumerate(pieces):
@@ -98,7 +100,7 @@ def ordered_map(
 
     joined = [helper.then(take)] if helper is not None else []
     helpers = [
-        threading.Thread(target=take, name=f"perftool-helper-{n}", daemon=True)
+        threading.Thread(target=in_this_context(take), name=f"perftool-helper-{n}", daemon=True)
         for n in range(threads - 1 - len(joined))
     ]
     for thread in helpers:
@@ -155,3 +157,10 @@ class computed_once(Generic[Result]):  # noqa: N801 - a decorator, named like fu
         held = instance.__dict__  # read first from here once made: this descriptor sets nothing else
         locks = held.setdefault("_computed_once_locks", {})  # one call under the GIL: every thread gets the same
         return made_once(held, locks, self.name, lambda: self.compute(instance))
+
+
+def in_this_context(work: Callable[..., Result]) -> Callable[..., Result]:
+    """``work``, to be run in another thread in a copy of this thread's context variables, where a new thread would
+    start with none: numpy's allocator is one, so a helper's arrays go where this thread's go (into files, for a
+    trace whose columns are on disk: :mod:`perftool.trace.store`)."""
+    return functools.partial(contextvars.copy_context().run, work)

@@ -19,8 +19,10 @@ Every table is a group-by over name, kind or track ids with numpy; only distinct
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +33,7 @@ from perftool.analysis.launches import Launches, launch_rows, with_replays
 from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.analysis.steps import detect_steps
 from perftool.common.errors import PerftoolError
+from perftool.common.threads import in_this_context
 from perftool.diff.names import normalise
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -98,9 +101,14 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
     host's outermost ops), then the device's idle causes, run in a helper thread beside the rest: numpy frees
     the GIL, so a profile takes two cores where it has them."""
     with ThreadPoolExecutor(1) as helper:
+
+        def beside(work: Callable[..., Any], *args: Any) -> Future:
+            """``work`` done in the helper thread, its arrays made where this thread's are."""
+            return helper.submit(in_this_context(work), *args)
+
         on_host = trace.on_roles(Role.HOST)
-        outermost = helper.submit(_outermost, trace, np.flatnonzero(on_host & trace.of_kinds(*HOST_WORK)))
-        annotations = helper.submit(_outermost, trace, np.flatnonzero(on_host & (trace.kind == Kind.ANNOTATION)))
+        outermost = beside(_outermost, trace, np.flatnonzero(on_host & trace.of_kinds(*HOST_WORK)))
+        annotations = beside(_outermost, trace, np.flatnonzero(on_host & (trace.kind == Kind.ANNOTATION)))
         sources, spans = launch_rows(trace)
         steps = detect_steps(trace, Launches(trace.ts[sources], trace.end[spans]))
         lo, hi = steps.window  # without step markers: the capture after its start-up, as one "step"
@@ -111,7 +119,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         device_rows = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~trace.of_kinds(*NOT_DEVICE_WORK))
         timeline = "device" if device_rows.size else "host"
         host_rows, annotated = outermost.result(), annotations.result()
-        causes = helper.submit(_idle_causes, trace, lo, hi, _busy(trace, device_rows, lo, hi), count)
+        causes = beside(_idle_causes, trace, lo, hi, _busy(trace, device_rows, lo, hi), count)
         host_rows, annotated = host_rows[in_window[host_rows]], annotated[in_window[annotated]]
         rows = device_rows if timeline == "device" else host_rows
         clipped = _clipped(trace, rows, lo, hi)

@@ -24,7 +24,7 @@ from perftool.trace.events import Interner, PieceError, Signature
 from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_at, rows_behind
 from perftool.trace.pairing import pair_begin_end
 from perftool.trace.parts import PHASE_LOOKUP, Part
-from perftool.trace.store import ColumnStore, Growing, OnDisk
+from perftool.trace.store import ARRAYS_IN_FILES, ColumnStore, Growing, OnDisk
 
 _COLUMNS: dict[str, type] = {  # the trace's columns a part adds rows to, as they are built
     "ts": np.float64,
@@ -36,6 +36,7 @@ _COLUMNS: dict[str, type] = {  # the trace's columns a part adds rows to, as the
     "flow_id": np.int64,
     "args_ref": np.int32,
 }
+COUNTER_BATCH = 1 << 16  # counter events decoded at a time: their args as Python objects, some MB at once
 _ROOM_TO_SPARE = 1.05  # room kept for the rows foreseen, beyond them: a foresight a little short costs a copy
 _OVERFLOWING_NUMBER = re.compile(rb"\d[eE]\+?\d{3}")  # an exponent of three digits: perhaps past a double
 
@@ -74,6 +75,7 @@ class ColumnBuilder:
             self.args_bytes,
             self.store.on_disk,
             self.analysis,
+            ARRAYS_IN_FILES,
         )
 
     @property
@@ -91,6 +93,7 @@ class ColumnBuilder:
             round(self.args_bytes * scale),
             True,
             self.analysis,
+            ARRAYS_IN_FILES,
         )
 
     def keep_on_disk(self, directory: str, need: int) -> None:
@@ -250,11 +253,35 @@ class ColumnBuilder:
         ]
 
     def _counters(self, tables: _SignatureTables, compact_track: np.ndarray) -> Counters:
-        """Each counter event's numeric args as samples of the series "<event name>.<key>", on the event's track."""
+        """Each counter event's numeric args as samples of the series "<event name>.<key>", on the event's track.
+        The events are decoded :data:`COUNTER_BATCH` at a time, so that their args' Python objects are few at once."""
         if not self.counter_events:
             return Counters.empty()
-        orders, whens, signatures, _ = zip(*self.counter_events)
-        decoded = self._counter_args()
+        pairs = Interner()  # (name id, key): the series, before names that read alike are one
+        batches = [
+            self._counter_batch(self.counter_events[start : start + COUNTER_BATCH], tables.name.filled, pairs)
+            for start in range(0, len(self.counter_events), COUNTER_BATCH)
+        ]
+        when, value, pair, signature = (np.concatenate(column) for column in zip(*batches))
+        if not when.size:
+            return Counters.empty()
+        series = Interner()
+        names = tables.names()
+        series_of_pair = series([f"{names[name]}.{key}" for name, key in pairs.values], len(pairs.ids))
+        return Counters(
+            ts=when,
+            value=value,
+            series=series_of_pair[pair],
+            track=compact_track[tables.track.filled[signature]].astype(np.int32),
+            names=[str(v) for v in series.values],
+        )
+
+    def _counter_batch(
+        self, events: list[tuple[int, float, int, bytes]], name_of_signature: np.ndarray, pairs: Interner
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The samples of some counter events: each one's time, value, (name, key) pair id and signature."""
+        orders, whens, signatures, raws = zip(*events)
+        decoded = self._counter_args(orders, raws)
         when = np.array(whens, dtype=np.float64)
         not_object = np.fromiter((type(args) is not dict for args in decoded), dtype=bool, count=len(decoded))
         problem = not_object | ~np.isfinite(when) | (np.abs(when) > limits.MAX_TIMESTAMP_US)
@@ -273,36 +300,28 @@ class ColumnBuilder:
             if type(value) in (int, float)  # msgspec makes exact ints and floats; a bool is no sample
         ]
         if not samples:
-            return Counters.empty()
-        events, keys, values = zip(*samples)
+            empty = np.empty(0, np.intp)
+            return when[empty], when[empty], empty, empty
+        event_of_sample, keys, values = zip(*samples)
         try:
             value = np.array(values, dtype=np.float64)
         except OverflowError:  # an integer past any double
             event, key = next((e, k) for e, k, v in samples if abs(v) > sys.float_info.max)
             beyond = f"event {orders[event]}: counter '{key}' is a number beyond any double"
             raise TraceError(self.path, beyond) from None
-        signature = np.array(signatures, dtype=np.intp)[np.array(events, dtype=np.intp)]
-        pairs = Interner()  # (name id, key): the series, before names that read alike are one
-        pair = pairs(zip(tables.name.filled[signature].tolist(), keys), len(keys))
-        series = Interner()
-        names = tables.names()
-        series_of_pair = series([f"{names[name]}.{key}" for name, key in pairs.values], len(pairs.ids))
-        return Counters(
-            ts=when[np.array(events, dtype=np.intp)],
-            value=value,
-            series=series_of_pair[pair],
-            track=compact_track[tables.track.filled[signature]].astype(np.int32),
-            names=[str(v) for v in series.values],
-        )
+        rows = np.array(event_of_sample, dtype=np.intp)
+        signature = np.array(signatures, dtype=np.intp)[rows]
+        pair = pairs(zip(name_of_signature[signature].tolist(), keys), len(keys))
+        return when[rows], value, pair, signature
 
-    def _counter_args(self) -> list[Any]:
-        """Each counter event's args decoded ({} where it has none): all in one call, or one by one to name the first
-        that is not valid JSON."""
-        raws = [raw or b"{}" for _, _, _, raw in self.counter_events]
+    def _counter_args(self, orders: tuple[int, ...], raws: tuple[bytes, ...]) -> list[Any]:
+        """Counter events' args decoded ({} where one has none): all in one call, or one by one to name the first that
+        is not valid JSON."""
+        objects = [raw or b"{}" for raw in raws]
         try:
-            return msgspec.json.decode(b"[" + b",".join(raws) + b"]")
+            return msgspec.json.decode(b"[" + b",".join(objects) + b"]")
         except (msgspec.DecodeError, UnicodeDecodeError):
-            return [self._decoded(order, raw) for (order, _, _, _), raw in zip(self.counter_events, raws)]
+            return [self._decoded(order, raw) for order, raw in zip(orders, objects)]
 
     def _decoded(self, order: int, raw: bytes) -> Any:
         try:

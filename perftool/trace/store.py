@@ -2,7 +2,9 @@
 
 A trace whose columns would take more memory than the budget allows (the memory available, or ``--memory``)
 keeps them in files mapped into memory (:class:`OnDisk`): the kernel pages them in as the analysis reads them
-and may drop them again, so what the process holds of its own is the analysis's working arrays. The files are
+and may drop them again. From then on the analysis's own arrays of 1 MiB or more, in this thread and the helpers it
+starts (:func:`perftool.common.threads.in_this_context`), are files mapped the same way (``_filemem.c``, where it
+was built), so what the process holds of its own is its smaller arrays and Python's objects. The files are
 created unlinked (:func:`tempfile.TemporaryFile`): they have no name to leave behind, and the space returns
 to the disk when the trace is dropped or the process ends, however it ends (Ctrl-C and ``kill -9`` included).
 
@@ -24,6 +26,15 @@ import numpy as np
 
 from perftool.common import limits
 from perftool.common.errors import TraceError, parameter
+
+try:  # numpy's arrays in files (built with the scanner: a leaf that imports nothing of perftool)
+    from perftool.trace._filemem import use_files as _arrays_in_files
+except ImportError:  # an install without a C compiler keeps the analysis's arrays in memory
+    _arrays_in_files = None  # type: ignore[assignment]
+
+ARRAYS_IN_FILES = _arrays_in_files is not None
+FILE_ARRAY_BYTES = 1 << 20  # arrays from this size go into files once a trace's columns are on disk
+KEPT_FILE_BYTES = 64 << 20  # freed arrays' files kept for reuse, together at most (bench/bench_spill.py)
 
 CHUNK_ROWS = 1 << 22  # rows a pass over columns on disk takes at a time: 32 MiB of a float64 column
 MEMORY_CHUNK_ROWS = 1 << 20  # in memory: a pass's temporary arrays stay a few MiB however long the trace
@@ -133,6 +144,8 @@ class OnDisk(ColumnStore):
         self.files: dict[str, IO[bytes]] = {}
         self.rows: dict[str, int] = {}
         _free_arrays_to_the_system()
+        if _arrays_in_files is not None:
+            _arrays_in_files(directory, FILE_ARRAY_BYTES, KEPT_FILE_BYTES)
 
     def reserve(self, keys: Iterable[str], rows: int) -> None:
         """Nothing to reserve: a file grows as it is written."""

@@ -20,6 +20,7 @@ from conftest import REPO, child_pids, complete, ctrl_c_as_at_a_terminal, error_
 from perftool.common import interrupts, limits
 from perftool.common.output import write_bytes
 from perftool.trace import decode, loader
+from perftool.trace.store import ARRAYS_IN_FILES as IN_FILES
 
 SAMPLE = REPO / "sample_traces" / "npu" / "healthy.trace.json.gz"
 NPU_CONFIG = REPO / "sample_traces" / "npu" / "healthy.yaml"
@@ -432,7 +433,8 @@ def test_emulator_physics_refuses_numbers_it_cannot_compute_with(run, override, 
 @pytest.mark.parametrize(
     ("event", "refused_at", "on_disk_at", "passes_at"),
     [
-        ('{{"ph":"X","name":"a","pid":1,"tid":1,"ts":{i},"dur":1}}', "5MB", "20MB", "40MB"),  # tiny, all alike
+        # tiny, all alike: on disk 6 bytes an event with the analysis's arrays in files too, else 38
+        ('{{"ph":"X","name":"a","pid":1,"tid":1,"ts":{i},"dur":1}}', "1MB" if IN_FILES else "5MB", "20MB", "40MB"),
         ('{{"ph":"X","name":"k{i}","pid":1,"tid":{i},"ts":{i},"dur":1}}', "100MB", "160MB", "200MB"),  # a track each
     ],
     ids=["alike", "distinct"],
@@ -453,6 +455,17 @@ def test_events_are_held_to_the_memory_budget(run, tmp_path, monkeypatch, event,
     assert len(made) == 1 and shown.exit_code == 0  # only the refused one went to disk
     assert run("info", path, "--memory", on_disk_at, "--format", "json").output == shown.output
     assert len(made) == 2
+
+
+def test_on_disk_an_event_counts_what_its_analysis_keeps_in_memory():
+    """With its columns on disk an event counts 38 bytes and its command's own (a scan's 24), or, where the
+    analysis's large arrays go into files too, 6 bytes whatever the command; counter samples, not both."""
+    assert limits.memory_to_scan(10**6, 0, 0, 0, 0, True, "scan") == 62 * 10**6
+    assert limits.memory_to_scan(10**6, 0, 0, 0, 0, True, "info") == 38 * 10**6
+    assert limits.memory_to_scan(10**6, 0, 0, 0, 0, True, "scan", True) == 6 * 10**6
+    assert limits.memory_to_scan(10**6, 0, 0, 0, 0, True, "calibrate", True) == 6 * 10**6
+    assert limits.memory_to_scan(10**6, 0, 10**5, 0, 0, True, "info", True) == 35 * 10**6  # 350 bytes a sample
+    assert limits.memory_to_scan(10**6, 0, 0, 0, 0, False, "scan", True) == 174 * 10**6  # in memory: no files
 
 
 def test_a_refusal_names_what_a_trace_needs_in_the_budget_s_unit(run, tmp_path):

@@ -3,13 +3,14 @@ two threads read at once computed once."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from perftool.common.threads import Helper, computed_once, ordered_map
+from perftool.common.threads import Helper, computed_once, in_this_context, ordered_map
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -147,3 +148,34 @@ def test_a_helper_given_no_items_ends_once_released():
         assert ordered_map(abs, [-1, -2], 1, helper) == [1, 2]  # one thread: the helper takes none
     thread.join(10)
     assert not thread.is_alive()
+
+
+SETTING = contextvars.ContextVar("setting", default="unset")  # as numpy's allocator is one (NEP 49)
+
+
+def test_helpers_work_in_a_copy_of_the_context_of_the_thread_that_starts_them():
+    """A new thread starts with no context variable set; the helpers see what their owner set (so that numpy's
+    arrays go where the owner's go), and what they set stays theirs."""
+    together = threading.Barrier(3, timeout=30)  # each of the three threads holds one item at once
+
+    def read(_: object = None) -> str:
+        return SETTING.get()
+
+    def read_together(_: object) -> str:
+        together.wait()
+        return SETTING.get()
+
+    def run_all() -> tuple:
+        SETTING.set("set by the owner")
+        with Helper([read]) as helper:
+            from_piece = helper.result(0)
+            mapped = ordered_map(read_together, [0, 1, 2], threads=3, helper=helper)
+        with Helper([lambda: SETTING.set("set by a helper")]) as setter:
+            setter.result(0)
+        with ThreadPoolExecutor(1) as pool:
+            copied, bare = pool.submit(in_this_context(read)).result(), pool.submit(read).result()
+        return from_piece, mapped, copied, bare, SETTING.get()
+
+    from_piece, mapped, copied, bare, after = contextvars.Context().run(run_all)
+    assert from_piece == copied == after == "set by the owner" and bare == "unset"
+    assert mapped == ["set by the owner"] * 3

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import re
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from perftool.common import limits
 from perftool.common.errors import TraceError
 from perftool.pipeline.read import load_trace
-from perftool.trace import Phase, model
+from perftool.trace import Phase, columns, model
 from perftool.trace import decode as decode_module
 from perftool.trace.model import Kind
 
@@ -125,6 +126,27 @@ def test_counter_events_become_series(write_trace):
     series = {name: counters.value[counters.series == i].tolist() for i, name in enumerate(counters.names)}
     assert series == {"Memory.allocated": [10, 15], "Memory.reserved": [20, 20]}
     assert counters.ts.tolist() == [1, 1, 2, 2]
+
+
+def test_counters_decoded_in_batches_are_the_counters_decoded_at_once(write_trace, monkeypatch):
+    """Counter events are decoded COUNTER_BATCH at a time: series first met in a later batch, events without a sample
+    and a batch without any give the counters of one batch; a bad event in a later batch is named as in one."""
+    events = [complete("work", 0, 3)]
+    for i in range(40):
+        args = {"allocated": i, "reserved": 2 * i} if i % 3 else {"note": "none"}  # every third: no sample
+        if i >= 17:
+            args[f"late{i % 2}"] = i / 2
+        events.append({"ph": "C", "name": "Memory" if i % 5 else "Pool", "pid": 1, "tid": i % 2, "ts": i, "args": args})
+    path = write_trace(events)
+    at_once = load_trace(path).counters
+    monkeypatch.setattr(columns, "COUNTER_BATCH", 3)  # the batch of events 0, 3 and 6 has no sample
+    batched = load_trace(path).counters
+    assert batched.names == at_once.names and len(at_once.names) == 8
+    for field in ("ts", "value", "series", "track"):
+        np.testing.assert_array_equal(getattr(batched, field), getattr(at_once, field), err_msg=field)
+    events[30]["args"] = [1, 2]
+    with pytest.raises(TraceError, match="event 30: counter 'args' must be an object"):
+        load_trace(write_trace(events))
 
 
 def test_metadata_names_labels_and_sort_indices(write_trace):
@@ -507,11 +529,13 @@ def test_a_stream_that_never_ends_stops_before_its_disk_is_full(run, tmp_path, m
 
 
 def test_the_trace_scanner_is_built_by_the_install():
-    """pip install compiles perftool/trace/_scan.c (hatch_build.py). tests/trace/test_scanner.py skips where it was not
-    built, so this test, outside it, is the one that fails then: the suite never tests msgspec alone unawares."""
-    from perftool.trace import events
+    """pip install compiles perftool/trace/_scan.c, and on Linux perftool/trace/_filemem.c (hatch_build.py). The tests
+    of each skip where it was not built, so this test, outside them, is the one that fails then: the suite never tests
+    msgspec alone, or a trace on disk with its analysis in memory, unawares."""
+    from perftool.trace import events, store
 
     assert events.COMPILED
+    assert store.ARRAYS_IN_FILES or not sys.platform.startswith("linux")
 
 
 @given(st.lists(st.sampled_from("XXBEMCi"), min_size=1, max_size=60))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import REPO, complete, ctrl_c_as_at_a_terminal, error_line, leaving, spy_on_disk
 
-from perftool.common import limits
+from perftool.common import limits, threads
 from perftool.common.errors import TraceError
 from perftool.pipeline.read import load_trace
 from perftool.trace import decode, loader, store
@@ -157,13 +157,16 @@ def test_a_bad_event_past_the_first_chunk_is_named_alike_both_ways(tmp_path, mon
 
 @pytest.mark.parametrize("command", ["info", "scan", "diff"])
 def test_the_commands_give_the_same_json_with_the_columns_on_disk(run, monkeypatch, command):
+    """On disk, the analysis's arrays from 4 KiB (a few hundred rows of the sample) are files too."""
     sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
     args = [command, sample, *([sample] if command == "diff" else []), "--format", "json"]
     in_memory = run(*args)
     made = spy_on_disk(monkeypatch, CHUNK)
+    monkeypatch.setattr(store, "FILE_ARRAY_BYTES", 4096)
     on_disk = run(*args, "--memory", leaving("900kB"))  # the sample's scan needs about 1 MB in memory, 0.5 MB with disk
     assert made and in_memory.exit_code == on_disk.exit_code
     assert on_disk.output == in_memory.output
+    assert (allocator(np.empty(512)) == FILE_BACKED) is store.ARRAYS_IN_FILES
 
 
 def test_a_disk_too_small_for_the_columns_is_one_line_before_any_is_written(run, tmp_path, monkeypatch):
@@ -253,3 +256,98 @@ def test_the_columns_on_disk_leave_nothing_behind_even_on_ctrl_c(tmp_path):
     assert child.returncode == 130, errors
     assert errors.decode().strip() == "perftool: interrupted"
     assert not list(spill.iterdir())
+
+
+needs_file_arrays = pytest.mark.skipif(not store.ARRAYS_IN_FILES, reason="perftool/trace/_filemem.c was not built")
+FILE_BACKED = "perftool_file_backed"  # the name _filemem.c gives numpy's allocator
+
+
+def allocator(array: np.ndarray) -> str:
+    """The name of the numpy allocator ``array``'s data came from."""
+    return getattr(np, "_core", getattr(np, "core", None)).multiarray.get_handler_name(array)
+
+
+def file_mappings(directory: Path) -> list[range]:
+    """The address ranges of the mappings of deleted files in ``directory``, as /proc/self/maps lists them."""
+    found = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        span, *_, path = line.split(maxsplit=5)
+        if path.startswith(str(directory)) and path.endswith("(deleted)"):
+            start, end = (int(bound, 16) for bound in span.split("-"))
+            found.append(range(start, end))
+    return found
+
+
+def in_unlinked_file_under(array: np.ndarray, directory: Path) -> bool:
+    """Whether ``array``'s data lies in a mapping of a deleted file in ``directory``."""
+    return any(array.ctypes.data in mapping for mapping in file_mappings(directory))
+
+
+def mapped_length(size: int) -> int:
+    """The length of the mapping that holds an array of ``size`` bytes in a file: its header too, in whole pages."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    return -(-(size + 16) // page) * page
+
+
+@needs_file_arrays
+def test_with_its_columns_on_disk_the_analysis_s_large_arrays_are_unlinked_files(tmp_path, monkeypatch):
+    """Once a trace's columns go to disk, the arrays of FILE_ARRAY_BYTES or more made after, in this thread and in
+    the helpers it starts, are mappings of files in the spill directory that have no name; smaller ones are not."""
+    monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(tmp_path))
+    monkeypatch.setattr(store, "FILE_ARRAY_BYTES", 4096)
+    spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    before = np.arange(512)
+    load_trace(REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz")
+    large, small = np.arange(512), np.arange(511)  # 4096 bytes, and 8 fewer
+    assert allocator(before) != FILE_BACKED and not in_unlinked_file_under(before, tmp_path)
+    assert allocator(large) == FILE_BACKED and in_unlinked_file_under(large, tmp_path)
+    assert not in_unlinked_file_under(small, tmp_path)
+    np.testing.assert_array_equal(large[-3:], [509, 510, 511])
+    large.resize(2048, refcheck=False)  # moved by the allocator into a larger file, what it held kept
+    assert in_unlinked_file_under(large, tmp_path) and large[511] == 511 and large.sum() == 511 * 512 // 2
+    assert not np.zeros(1024).any()  # a new file reads as zeros
+    with threads.Helper([lambda: np.ones(1024)]) as helper:
+        made_beside = helper.result(0)
+    assert in_unlinked_file_under(made_beside, tmp_path) and made_beside.sum() == 1024
+    assert os.listdir(tmp_path) == []
+
+
+@needs_file_arrays
+def test_a_freed_array_s_file_is_kept_for_the_next_array_of_its_size(tmp_path, monkeypatch):
+    """Up to KEPT_FILE_BYTES of freed files are kept: the next array of about the same size (a quarter more at most)
+    takes one, zeroed where it must read as zeros; a much smaller one gets a file of its own."""
+    monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(tmp_path))
+    monkeypatch.setattr(store, "FILE_ARRAY_BYTES", 4096)
+    monkeypatch.setattr(store, "KEPT_FILE_BYTES", 1 << 20)
+    spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    load_trace(REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz")
+    first = np.full(10_000, 7.0)
+    address = first.ctypes.data
+    del first
+    again = np.zeros(9_000)  # 10% smaller: the same file, zeroed
+    assert again.ctypes.data == address and not again.any() and in_unlinked_file_under(again, tmp_path)
+    del again
+    assert np.zeros(4_000).ctypes.data != address  # less than four fifths of it: a new file
+    assert mapped_length(80_000) in map(len, file_mappings(tmp_path))  # the kept file is still mapped
+    too_large = np.ones(200_000)  # 1.6 MB: more than may be kept, so unmapped when freed
+    assert mapped_length(1_600_000) in map(len, file_mappings(tmp_path))
+    del too_large
+    assert mapped_length(1_600_000) not in map(len, file_mappings(tmp_path))
+
+
+@needs_file_arrays
+def test_an_array_whose_file_cannot_be_made_is_made_in_memory(tmp_path, monkeypatch):
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(spill))
+    monkeypatch.setattr(store, "FILE_ARRAY_BYTES", 4096)
+    spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    load_trace(REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz")
+    spill.rmdir()  # the directory gone: no file can be made there
+    array = np.arange(100_000)
+    assert not in_unlinked_file_under(array, spill) and int(array.sum()) == 99_999 * 100_000 // 2
+    array.resize(200_000, refcheck=False)  # grown in place by the allocator, what it held kept
+    assert int(array.sum()) == 99_999 * 100_000 // 2

@@ -1,0 +1,3 @@
+"""Types of the module that keeps numpy's arrays in files (``_filemem.c``)."""
+
+def use_files(directory: str, threshold: int, kept: int, /) -> None: ...
