@@ -84,7 +84,7 @@ def estimate_mb(path: str) -> float:
     finish = ColumnBuilder.finish
     ColumnBuilder.finish = lambda self, metadata: (built.append(self.memory_needed), finish(self, metadata))[1]
     try:
-        load_trace(path, workers=1)
+        load_trace(path, workers=1, analysis="scan")  # what the guard budgets for the command measured
     finally:
         ColumnBuilder.finish = finish
     return built[-1] / 1e6
@@ -105,7 +105,8 @@ def main() -> None:
         print(f"{kind:10} {size:8.1f} {measured:12.0f} {per:8.0f} {budgeted:9.0f} {budget_per:8.0f}  "
               f"{'yes' if budgeted >= measured else 'NO'}")  # fmt: skip
     print(
-        f"per event {limits.MEMORY_PER_EVENT} B, per distinct signature {limits.MEMORY_PER_SIGNATURE} B, per "
+        f"per event {limits.MEMORY_PER_EVENT} B and a scan's {limits.ANALYSIS_MEMORY_PER_EVENT['scan']} B, per "
+        f"distinct signature {limits.MEMORY_PER_SIGNATURE} B, per "
         f"counter sample {limits.MEMORY_PER_COUNTER_SAMPLE} B, per kept args {limits.MEMORY_PER_KEPT_ARGS} B"
     )
 

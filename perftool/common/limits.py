@@ -17,10 +17,10 @@ MEMORY_PER_EXACT_BYTE = 7.0  # a trace decoded whole, at once, per byte of JSON 
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)
 DISK_PER_TRACE_BYTE = 0.5  # disk a trace's columns take when kept there, per byte of JSON (bench/bench_spill.py)
 # Memory to scan what a trace holds, beyond its bytes (bench/bench_memory.py measures each; these hold above):
-MEMORY_PER_EVENT = 150  # bytes an event for info (measured 139 for a million tiny events of one name and thread)
-MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 300-650, most with a track each
-MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~290)
-MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~120)
+MEMORY_PER_EVENT = 150  # bytes an event for info (a scan of a million tiny events: 172 measured, 174 counted)
+MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 424 measured, 585 with a track
+MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~210)
+MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~77)
 PROCESS_MEMORY = 64 << 20  # perftool's own, counted against the budget first (a scan of one event peaks at 58-60 MB)
 WORKER_MEMORY = 32 << 20  # each decoding process, in pages not shared with perftool's (PSS 28-30 MB, 4 MiB pieces)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
