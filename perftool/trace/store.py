@@ -172,7 +172,7 @@ class OnDisk(ColumnStore):
             return np.empty(0, dtype)
         file = self._file()
         try:
-            file.truncate(rows * np.dtype(dtype).itemsize)
+            _reserve(file, rows * np.dtype(dtype).itemsize)
         except OSError as exc:
             raise self._failed(exc) from None
         return _mapped(file, dtype, rows)
@@ -192,6 +192,15 @@ class OnDisk(ColumnStore):
 
     def _failed(self, exc: OSError) -> TraceError:
         return TraceError(self.source, f"cannot keep its columns on disk in {self.directory}: {exc.strerror or exc}")
+
+
+def _reserve(file: IO[bytes], size: int) -> None:
+    """Make ``file`` ``size`` bytes long, its blocks reserved where the system can (``posix_fallocate``): a disk too
+    full for it fails here, as an error, rather than later as a fault where a page of its mapping is written."""
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(file.fileno(), 0, size)
+    else:
+        file.truncate(size)
 
 
 def _mapped(file: IO[bytes], dtype: type | np.dtype, rows: int) -> np.ndarray:

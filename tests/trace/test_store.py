@@ -3,6 +3,7 @@ leaves nothing behind on any exit, and says so in one line when the disk cannot 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -185,6 +186,24 @@ def test_a_spill_directory_that_does_not_exist_is_one_line(run, tmp_path, monkey
     monkeypatch.setenv("PERFTOOL_SPILL_DIR", str(missing))
     error_line(run("info", sample, "--memory", leaving("900kB")), str(sample), f"on disk in {missing}", "No such file")
     error_line(run("info", "-", input=b"{}"), "-:", f"a copy of it in {missing}", "No such file")
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="needs posix_fallocate")
+def test_a_column_made_on_disk_reserves_its_blocks_so_a_full_disk_is_one_line(run, monkeypatch):
+    """A column the loader makes on disk (the events' ends) has its blocks reserved when it is made: a disk too full
+    for it is one line then, not a fault when a page of its mapping is first written."""
+    sample = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    reserved: list[int] = []
+
+    def full(fd: int, offset: int, size: int) -> None:
+        reserved.append(size)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(store.os, "posix_fallocate", full)
+    error_line(
+        run("info", sample, "--memory", leaving("900kB")), str(sample), "cannot keep its columns on disk", "No space"
+    )
+    assert reserved and reserved[0] % 8 == 0  # a float64 column's bytes
 
 
 class Free:
