@@ -239,9 +239,44 @@ def trim_heap() -> None:
         pass
 
 
+DISK_TEMPORARY = "/var/tmp"  # where systems keep temporary files on a disk when /tmp is in memory
+
+
 def spill_directory() -> str:
-    """Where columns that do not fit the memory budget go: ``PERFTOOL_SPILL_DIR``, else the temporary directory."""
-    return os.environ.get(limits.SPILL_DIR_ENV) or tempfile.gettempdir()
+    """Where columns that do not fit the memory budget go: ``PERFTOOL_SPILL_DIR``, else the temporary directory
+    (``TMPDIR``, else the system's). A system temporary directory whose files are memory (tmpfs, as many systems
+    mount /tmp) would hold them in memory all the same, charged to the command's cgroup and never written back:
+    there /var/tmp is taken instead, where it is on a disk and writable."""
+    chosen = os.environ.get(limits.SPILL_DIR_ENV)
+    if chosen:
+        return chosen
+    temporary = tempfile.gettempdir()
+    if os.environ.get("TMPDIR") or not in_memory(temporary):
+        return temporary
+    if os.path.isdir(DISK_TEMPORARY) and os.access(DISK_TEMPORARY, os.W_OK) and not in_memory(DISK_TEMPORARY):
+        return DISK_TEMPORARY
+    return temporary
+
+
+MOUNTS = "/proc/self/mounts"
+_MEMORY_FILE_SYSTEMS = {"tmpfs", "ramfs"}
+
+
+def in_memory(directory: str) -> bool:
+    """Whether ``directory``'s file system keeps its files in memory: the type of the mount it lies on, the last
+    mounted where several share its point (Linux: :data:`MOUNTS`; where it cannot be read, this says no)."""
+    try:
+        with open(MOUNTS, encoding="utf-8", errors="replace") as mounts:
+            table = [fields[1:3] for fields in map(str.split, mounts) if len(fields) >= 3]
+    except OSError:
+        return False
+    path = os.path.realpath(directory)
+    deepest, memory = "", False
+    for escaped, kind in table:
+        point = escaped.replace("\\040", " ")  # the table writes a space in a path as \040
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(deepest):
+            deepest, memory = point, kind in _MEMORY_FILE_SYSTEMS
+    return memory
 
 
 def _ranges(rows: int, size: int) -> Iterator[slice]:

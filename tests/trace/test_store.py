@@ -206,6 +206,52 @@ def test_a_column_made_on_disk_reserves_its_blocks_so_a_full_disk_is_one_line(ru
     assert reserved and reserved[0] % 8 == 0  # a float64 column's bytes
 
 
+MOUNTED = """\
+/dev/vda / ext4 rw,relatime 0 0
+tmpfs /tmp tmpfs rw,nosuid 0 0
+/dev/vdb /tmp/disk ext4 rw 0 0
+tmpfs /mnt/scratch\\040space tmpfs rw 0 0
+/dev/vdc /mnt/scratch\\040space xfs rw 0 0
+ramfs /ram ramfs rw 0 0
+"""
+
+
+def test_a_directory_s_file_system_is_in_memory_as_the_mount_it_lies_on_says(tmp_path, monkeypatch):
+    (tmp_path / "mounts").write_text(MOUNTED)
+    monkeypatch.setattr(store, "MOUNTS", str(tmp_path / "mounts"))
+    assert store.in_memory("/tmp") and store.in_memory("/tmp/perftool") and store.in_memory("/ram/x")
+    assert not store.in_memory("/tmp/disk/x")  # a disk mounted inside it
+    assert not store.in_memory("/tmpfoo") and not store.in_memory("/var/tmp")
+    assert not store.in_memory("/mnt/scratch space/x")  # the last mount on a point is the one seen, its space escaped
+    monkeypatch.setattr(store, "MOUNTS", str(tmp_path / "missing"))
+    assert not store.in_memory("/tmp")  # no table (not Linux): no
+
+
+def test_columns_go_to_a_disk_when_the_system_temporary_directory_is_memory(tmp_path, monkeypatch):
+    """/tmp on tmpfs would hold the columns in memory all the same: /var/tmp is taken where it is on a disk; a
+    directory the user names (PERFTOOL_SPILL_DIR, TMPDIR) is taken as named."""
+    (tmp_path / "mounts").write_text(MOUNTED + f"/dev/vdd {tmp_path} ext4 rw 0 0\n")  # this test's folder: a disk
+    monkeypatch.setattr(store, "MOUNTS", str(tmp_path / "mounts"))
+    monkeypatch.setattr(store.tempfile, "gettempdir", lambda: "/tmp")
+    monkeypatch.delenv("PERFTOOL_SPILL_DIR", raising=False)
+    monkeypatch.delenv("TMPDIR", raising=False)
+    disk = tmp_path / "var-tmp"
+    disk.mkdir()
+    monkeypatch.setattr(store, "DISK_TEMPORARY", str(disk))
+    assert store.spill_directory() == str(disk)
+    monkeypatch.setattr(store, "DISK_TEMPORARY", str(tmp_path / "none"))
+    assert store.spill_directory() == "/tmp"  # no such directory: the temporary one, as before
+    monkeypatch.setattr(store, "DISK_TEMPORARY", str(disk))
+    monkeypatch.setenv("TMPDIR", "/tmp")
+    assert store.spill_directory() == "/tmp"
+    monkeypatch.setenv("PERFTOOL_SPILL_DIR", "/ram")
+    assert store.spill_directory() == "/ram"
+    monkeypatch.delenv("PERFTOOL_SPILL_DIR")
+    monkeypatch.delenv("TMPDIR")
+    monkeypatch.setattr(store.tempfile, "gettempdir", lambda: "/tmp/disk")
+    assert store.spill_directory() == "/tmp/disk"
+
+
 class Free:
     """What :func:`shutil.disk_usage` says of a nearly full disk."""
 
