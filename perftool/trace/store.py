@@ -244,14 +244,14 @@ DISK_TEMPORARY = "/var/tmp"  # where systems keep temporary files on a disk when
 
 def spill_directory() -> str:
     """Where columns that do not fit the memory budget go: ``PERFTOOL_SPILL_DIR``, else the temporary directory
-    (``TMPDIR``, else the system's). A system temporary directory whose files are memory (tmpfs, as many systems
-    mount /tmp) would hold them in memory all the same, charged to the command's cgroup and never written back:
-    there /var/tmp is taken instead, where it is on a disk and writable."""
+    (``TMPDIR``, ``TEMP`` or ``TMP``, else the system's). A system temporary directory whose files are memory (tmpfs,
+    as many systems mount /tmp) would hold them in memory all the same, charged to the command's cgroup and never
+    written back: there /var/tmp is taken instead, where it is on a disk and writable."""
     chosen = os.environ.get(limits.SPILL_DIR_ENV)
     if chosen:
         return chosen
     temporary = tempfile.gettempdir()
-    if os.environ.get("TMPDIR") or not in_memory(temporary):
+    if any(os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")) or not in_memory(temporary):  # as named
         return temporary
     if os.path.isdir(DISK_TEMPORARY) and os.access(DISK_TEMPORARY, os.W_OK) and not in_memory(DISK_TEMPORARY):
         return DISK_TEMPORARY

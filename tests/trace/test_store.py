@@ -229,12 +229,12 @@ def test_a_directory_s_file_system_is_in_memory_as_the_mount_it_lies_on_says(tmp
 
 def test_columns_go_to_a_disk_when_the_system_temporary_directory_is_memory(tmp_path, monkeypatch):
     """/tmp on tmpfs would hold the columns in memory all the same: /var/tmp is taken where it is on a disk; a
-    directory the user names (PERFTOOL_SPILL_DIR, TMPDIR) is taken as named."""
+    directory the user names (PERFTOOL_SPILL_DIR, TMPDIR, TEMP, TMP) is taken as named."""
     (tmp_path / "mounts").write_text(MOUNTED + f"/dev/vdd {tmp_path} ext4 rw 0 0\n")  # this test's folder: a disk
     monkeypatch.setattr(store, "MOUNTS", str(tmp_path / "mounts"))
     monkeypatch.setattr(store.tempfile, "gettempdir", lambda: "/tmp")
-    monkeypatch.delenv("PERFTOOL_SPILL_DIR", raising=False)
-    monkeypatch.delenv("TMPDIR", raising=False)
+    for name in ("PERFTOOL_SPILL_DIR", "TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
     disk = tmp_path / "var-tmp"
     disk.mkdir()
     monkeypatch.setattr(store, "DISK_TEMPORARY", str(disk))
@@ -242,12 +242,12 @@ def test_columns_go_to_a_disk_when_the_system_temporary_directory_is_memory(tmp_
     monkeypatch.setattr(store, "DISK_TEMPORARY", str(tmp_path / "none"))
     assert store.spill_directory() == "/tmp"  # no such directory: the temporary one, as before
     monkeypatch.setattr(store, "DISK_TEMPORARY", str(disk))
-    monkeypatch.setenv("TMPDIR", "/tmp")
+    monkeypatch.setenv("TMP", "/tmp")
     assert store.spill_directory() == "/tmp"
     monkeypatch.setenv("PERFTOOL_SPILL_DIR", "/ram")
     assert store.spill_directory() == "/ram"
     monkeypatch.delenv("PERFTOOL_SPILL_DIR")
-    monkeypatch.delenv("TMPDIR")
+    monkeypatch.delenv("TMP")
     monkeypatch.setattr(store.tempfile, "gettempdir", lambda: "/tmp/disk")
     assert store.spill_directory() == "/tmp/disk"
 
