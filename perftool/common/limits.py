@@ -21,6 +21,7 @@ MEMORY_PER_EVENT = 150  # bytes an event for info (a scan of a million tiny even
 MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 424 measured, 585 with a track
 MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~210)
 MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~77)
+MEMORY_PER_KEPT_ARGS_ON_DISK = 16  # ... with the columns on disk, its args in a file too: where they end, 8 bytes
 PROCESS_MEMORY = 64 << 20  # perftool's own, counted against the budget first (a scan of one event peaks at 58-60 MB)
 WORKER_MEMORY = 32 << 20  # each decoding process, in pages not shared with perftool's (PSS 28-30 MB, 4 MiB pieces)
 MAX_TRACE_SIZE_ENV = "PERFTOOL_MAX_TRACE_SIZE"
@@ -142,17 +143,21 @@ def memory_to_scan(
     on_disk: bool = False,
     analysis: str = "info",
     arrays_in_files: bool = False,
+    kept_bytes: int = 0,
 ) -> int:
     """Bytes of memory scanning a trace of these parts needs, beyond the interpreter: many tiny or distinct
     events need more per byte of JSON than :data:`MEMORY_PER_TRACE_BYTE` allows for. With its columns kept on
     disk (``on_disk``), an event needs only what the analysis's working arrays take, and those are made after the
     counter samples are built into counters and let go: the larger of the two counts, not both. ``analysis`` names
     the command the trace is read for (:data:`ANALYSIS_MEMORY_PER_EVENT`): a scan holds more an event than info,
-    except where the analysis's large arrays go into files with the columns (``arrays_in_files``)."""
-    kept = signatures * MEMORY_PER_SIGNATURE + kept_args * MEMORY_PER_KEPT_ARGS + args_bytes
+    except where the analysis's large arrays go into files with the columns (``arrays_in_files``). Of
+    ``args_bytes`` (the kept args' and the counter events'), ``kept_bytes`` are the kept args': on disk they are in
+    a file too."""
     counters = counter_samples * MEMORY_PER_COUNTER_SAMPLE
     extra = ANALYSIS_MEMORY_PER_EVENT[analysis]
     if on_disk:
+        kept = kept_args * MEMORY_PER_KEPT_ARGS_ON_DISK + args_bytes - kept_bytes
         per_event = MEMORY_PER_EVENT_IN_FILES if arrays_in_files else MEMORY_PER_EVENT_ON_DISK + extra
-        return kept + max(events * per_event, counters)
-    return kept + events * (MEMORY_PER_EVENT + extra) + counters
+        return signatures * MEMORY_PER_SIGNATURE + kept + max(events * per_event, counters)
+    kept = kept_args * MEMORY_PER_KEPT_ARGS + args_bytes
+    return signatures * MEMORY_PER_SIGNATURE + kept + events * (MEMORY_PER_EVENT + extra) + counters

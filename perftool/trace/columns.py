@@ -24,7 +24,7 @@ from perftool.trace.events import Interner, PieceError, Signature
 from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_at, rows_behind
 from perftool.trace.pairing import pair_begin_end
 from perftool.trace.parts import PHASE_LOOKUP, Part
-from perftool.trace.store import ARRAYS_IN_FILES, ColumnStore, Growing, OnDisk
+from perftool.trace.store import ARRAYS_IN_FILES, BytesOnDisk, ColumnStore, Growing, OnDisk
 
 _COLUMNS: dict[str, type] = {  # the trace's columns a part adds rows to, as they are built
     "ts": np.float64,
@@ -54,13 +54,14 @@ class ColumnBuilder:
         self.tables = _SignatureTables()
         self.flow_keys = Interner()
         self.store = ColumnStore()
-        self.kept_args: list[bytes] = []
+        self.kept_args: list[bytes] | BytesOnDisk = []  # in a file once the columns are on disk
         self.metadata_events: list[tuple[int | str, int | str, str, bytes]] = []
         self.counter_events: list[tuple[int, float, int, bytes]] = []  # order, ts, signature, args
         self.count = 0  # events added, metadata and counter events included
         self.rows = 0  # ... of them timed: the rows of the columns
         self.bytes = 0  # of JSON in the parts added, where they say
-        self.args_bytes = 0
+        self.args_bytes = 0  # of the kept args and the counter events' args
+        self.kept_bytes = 0  # ... of them the kept args'
         self.problems: dict[int, int] = {}  # check (as _checked lists them) -> the first row that fails it
         self.track_used = Growing(np.dtype(bool))  # per track key: whether a row lies on it
 
@@ -76,6 +77,7 @@ class ColumnBuilder:
             self.store.on_disk,
             self.analysis,
             ARRAYS_IN_FILES,
+            self.kept_bytes,
         )
 
     @property
@@ -94,6 +96,7 @@ class ColumnBuilder:
             True,
             self.analysis,
             ARRAYS_IN_FILES,
+            round(self.kept_bytes * scale),
         )
 
     def keep_on_disk(self, directory: str, need: int) -> None:
@@ -102,6 +105,9 @@ class ColumnBuilder:
         for key, column in self.store.contents():
             on_disk.append(key, column)
         self.store = on_disk
+        kept = on_disk.strings()
+        kept.extend(list(self.kept_args))
+        self.kept_args = kept
 
     def error(self, exc: PieceError) -> TraceError:
         """The trace-level error for a problem in the part that would be added next."""
@@ -139,7 +145,9 @@ class ColumnBuilder:
             self.store.append(key, columns[key].astype(dtype, copy=False))
         self.store.append("untimed", (part.untimed + self.count).astype(np.int64, copy=False))
         self.kept_args.extend(part.kept_args)
-        self.args_bytes += sum(map(len, part.kept_args)) + sum(len(raw) for *_, raw in part.counter_events)
+        kept_bytes = sum(map(len, part.kept_args))
+        self.kept_bytes += kept_bytes
+        self.args_bytes += kept_bytes + sum(len(raw) for *_, raw in part.counter_events)
         self.metadata_events.extend(part.metadata_events)
         self.counter_events.extend(
             (self.count + i, when, int(signature_table[signature]), raw)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import re
 from _thread import LockType
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar
@@ -168,7 +168,7 @@ class Trace:
     tracks: list[Track]
     counters: Counters = field(default_factory=Counters.empty)
     metadata: dict[str, Any] = field(default_factory=dict)
-    kept_args: list[bytes] = field(default_factory=list)
+    kept_args: Sequence[bytes] = field(default_factory=list)  # in a file where the columns are on disk
     unclosed: np.ndarray = field(
         default_factory=lambda: np.empty(0, dtype=np.int64)
     )  # file positions of B never closed

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
-from typing import IO
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO, overload
 
 import numpy as np
 
@@ -181,6 +182,10 @@ class OnDisk(ColumnStore):
         """As in memory, in longer ranges: each pass reads its columns from disk."""
         return _ranges(rows, CHUNK_ROWS)
 
+    def strings(self) -> BytesOnDisk:
+        """A new sequence of byte strings (a trace's kept args) in a file of its own."""
+        return BytesOnDisk(self._file(), self._failed)
+
     def loaded(self) -> None:
         _free_arrays_to_the_system()
 
@@ -192,6 +197,51 @@ class OnDisk(ColumnStore):
 
     def _failed(self, exc: OSError) -> TraceError:
         return TraceError(self.source, f"cannot keep its columns on disk in {self.directory}: {exc.strerror or exc}")
+
+
+class BytesOnDisk(Sequence[bytes]):
+    """Byte strings appended to one unlinked file, each read back as ``bytes``: what memory holds of each is where it
+    ends (8 bytes), where a list would hold a ``bytes`` object (33 bytes and its length)."""
+
+    def __init__(self, file: IO[bytes], failed: Callable[[OSError], TraceError]) -> None:
+        self.file = file
+        self.failed = failed
+        self.ends = Growing(np.dtype(np.int64))
+        self.mapped: mmap.mmap | None = None
+
+    def extend(self, values: list[bytes]) -> None:
+        """Append ``values`` (after reading, a next append maps the file again)."""
+        if not values:
+            return
+        try:
+            self.file.write(b"".join(values))
+        except OSError as exc:
+            raise self.failed(exc) from None
+        end = int(self.ends.filled[-1]) if self.ends.size else 0
+        self.ends.extend(end + np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values))))
+        self.mapped = None
+
+    def __len__(self) -> int:
+        return self.ends.size
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        ends = self.ends.filled
+        start, end = (int(ends[index - 1]) if index else 0), int(ends[index])
+        if start == end:
+            return b""
+        if self.mapped is None:
+            self.file.flush()
+            self.mapped = mmap.mmap(self.file.fileno(), int(ends[-1]), access=mmap.ACCESS_READ)
+        return self.mapped[start:end]
 
 
 def _reserve(file: IO[bytes], size: int) -> None:

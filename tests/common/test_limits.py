@@ -468,6 +468,14 @@ def test_on_disk_an_event_counts_what_its_analysis_keeps_in_memory():
     assert limits.memory_to_scan(10**6, 0, 0, 0, 0, False, "scan", True) == 174 * 10**6  # in memory: no files
 
 
+def test_on_disk_kept_args_count_where_they_end_and_their_bytes_are_in_a_file():
+    """Kept args count 200 bytes each and their bytes in memory; on disk 16 each, and of the args' bytes only the
+    counter events' (``args_bytes`` less ``kept_bytes``)."""
+    in_memory = limits.memory_to_scan(0, 0, 0, 1000, 300_000, False, "info", True, 250_000)
+    on_disk = limits.memory_to_scan(0, 0, 0, 1000, 300_000, True, "info", True, 250_000)
+    assert (in_memory, on_disk) == (200_000 + 300_000, 16_000 + 50_000)
+
+
 def test_a_refusal_names_what_a_trace_needs_in_the_budget_s_unit(run, tmp_path):
     """'needing 500.5 MB ... the memory budget of 500 MB', never '477.3 MiB' beside '500 MB'."""
     assert limits.size_text_as(500_500_000, 500_000_000) == "500.5 MB"

@@ -32,7 +32,11 @@ def same_trace(first: Trace, second: Trace) -> None:
     for column in COLUMNS:
         np.testing.assert_array_equal(getattr(first, column), getattr(second, column), err_msg=column)
     assert (first.names, first.cats, first.tracks) == (second.names, second.cats, second.tracks)
-    assert (first.metadata, first.kept_args, first.dialect) == (second.metadata, second.kept_args, second.dialect)
+    assert (first.metadata, list(first.kept_args), first.dialect) == (
+        second.metadata,
+        list(second.kept_args),
+        second.dialect,
+    )
     np.testing.assert_array_equal(first.unclosed, second.unclosed)
     for field in ("ts", "value", "series", "track"):
         np.testing.assert_array_equal(getattr(first.counters, field), getattr(second.counters, field))
@@ -77,6 +81,29 @@ def test_columns_on_disk_equal_the_columns_in_memory(path, monkeypatch):
     assert isinstance(on_disk.ts.base, np.memmap) and isinstance(on_disk.end.base, np.memmap)
     assert type(on_disk.ts) is np.ndarray  # what the analysis computes from them is plain arrays too
     same_trace(in_memory, on_disk)
+
+
+def test_with_the_columns_on_disk_the_kept_args_are_in_a_file_and_read_back_alike(tmp_path, monkeypatch):
+    """The kept args moved to a file when the columns go to disk, and those of the parts after, read back as in
+    memory, one by one, by slices and all at once; appended after a read, the file is mapped again."""
+    path = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
+    in_memory = load_trace(path)
+    spy_on_disk(monkeypatch, CHUNK)
+    over_budget_until_on_disk(monkeypatch)
+    on_disk = load_trace(path)
+    assert isinstance(on_disk.kept_args, store.BytesOnDisk) and len(in_memory.kept_args) > 100
+    assert list(on_disk.kept_args) == in_memory.kept_args
+    assert on_disk.kept_args[-1] == in_memory.kept_args[-1] and on_disk.kept_args[3:9:2] == in_memory.kept_args[3:9:2]
+    rows = np.flatnonzero(in_memory.args_ref >= 0)
+    assert on_disk.args_of(rows) == in_memory.args_of(rows)
+    with pytest.raises(IndexError):
+        on_disk.kept_args[len(in_memory.kept_args)]
+    strings = store.OnDisk(str(path), str(tmp_path), 0).strings()
+    strings.extend([b'{"a":1}', b"", b"[2]"])
+    assert (strings[0], strings[1], strings[2], len(strings)) == (b'{"a":1}', b"", b"[2]", 3)
+    strings.extend([b"x" * 5000])
+    assert strings[3] == b"x" * 5000 and strings[2] == b"[2]"
+    assert os.listdir(tmp_path) == []  # an unlinked file
 
 
 def test_nested_spans_counters_and_flows_across_chunks(tmp_path, monkeypatch):
