@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import pytest
 from conftest import DATA, TORCH_FIXTURE, complete, error_line, process_name, thread_name
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from perftool.common import limits
@@ -631,6 +631,56 @@ def test_names_match_a_pattern_per_event_and_tables_combine_before_they_are_read
     rows = np.array([2, 0, 0])  # asked of a few rows: those rows only, in their order
     assert trace.name_matches(alloc, rows).tolist() == [False, True, True]
     assert trace.name_matches(re.compile("absent"), rows).tolist() == [False] * 3
+
+
+DIGIT_PATTERNS = [  # searched among the names with their digits written 0 (the first four), or among the names
+    r"^ProfilerStep#\d+$",
+    r"(?i)\bstep\b",
+    r"^.{15}$",  # as long as "ProfilerStep#17": a digit in the pattern, so searched among the names themselves
+    r"ab?c",
+    r"#1\b",
+    r"[^0]$",
+    r"\N{DIGIT ONE}",
+    r"(?P<digit>\d)(?P=digit)",
+    r"\x31",
+]
+
+
+@given(
+    st.lists(st.text(alphabet="ab#ProfilerStep0129 ", min_size=1, max_size=18), min_size=1, max_size=12, unique=True),
+    st.sampled_from(DIGIT_PATTERNS),
+)
+@example(["s12", "s11"], r"(?P<digit>\d)(?P=digit)")  # each pattern that tells digits apart, on names it tells apart
+@example(["k1", "k2"], r"\N{DIGIT ONE}")
+@example(["#1", "#2"], r"\x31")
+@example(["a0", "a1"], r"[^0]$")
+def test_a_name_table_is_what_the_pattern_says_of_each_name_whatever_its_digits(tmp_path_factory, names, pattern):
+    """Names that differ only in their digits (one a step) are searched once, as their shape, where the pattern
+    cannot tell one digit from another; a pattern that can (a digit, \\N{...}, a named group matched again) is
+    searched in every name."""
+    path = tmp_path_factory.mktemp("shapes") / "trace.json"
+    path.write_text(json.dumps({"traceEvents": [complete(name, i, 1) for i, name in enumerate(names)]}))
+    trace = load_trace(path, workers=1)
+    compiled = re.compile(pattern)
+    assert trace.name_table(compiled).tolist() == [bool(compiled.search(name)) for name in trace.names]
+
+
+def test_names_alike_but_for_their_digits_are_searched_once(write_trace):
+    names = ["ProfilerStep#7", "ProfilerStep#42", "ProfilerStep#3", "k11"]
+    trace = load_trace(write_trace([complete(name, i, 1) for i, name in enumerate(names)]))
+    assert trace.names == names
+    shapes, of_name = trace._name_shapes
+    assert shapes == ["ProfilerStep#0", "ProfilerStep#00", "k00"] and of_name.tolist() == [0, 1, 0, 2]
+    searched: list[str] = []
+
+    class Probe:  # a pattern that says which names it is searched in
+        pattern = "Step"
+
+        def search(self, name: str) -> bool:
+            searched.append(name)
+            return "Step" in name
+
+    assert trace.name_table(Probe()).tolist() == [True, True, True, False] and searched == shapes
 
 
 @pytest.mark.parametrize("named", [0, 1, 3, model.FEW_NAMES, model.FEW_NAMES + 1, 20])
