@@ -127,7 +127,7 @@ def _in_unit(size: int, unit: tuple[str, int] | None) -> str:
 
 MEMORY_PER_EVENT_ON_DISK = 38  # bytes an event with its columns on disk: info's arrays (18-41 measured, docs/limits.md)
 # ... and the analysis's large arrays in files too (perftool/trace/_filemem.c): what stays on the heap, such as a
-# stable sort's buffer (4 bytes an event); every command's own memory measured flat from 8.4 to 34.7 million events
+# stable sort's buffer (4 bytes an event); info, scan, diff and calibrate each held 0.21-0.22 GiB on 8.4 M events
 MEMORY_PER_EVENT_IN_FILES = 6
 # What each command's analysis holds an event beyond info's, in memory or on disk with its arrays in memory
 # (bench/bench_spill.py --command, with the columns on disk, less info's: diff 12, scan 20 (gate 23), calibrate 32):

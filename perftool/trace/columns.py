@@ -106,7 +106,7 @@ class ColumnBuilder:
             on_disk.append(key, column)
         self.store = on_disk
         kept = on_disk.strings()
-        kept.extend(list(self.kept_args))
+        kept.extend(self.kept_args)  # those built in memory so far, moved into the file
         self.kept_args = kept
 
     def error(self, exc: PieceError) -> TraceError:

@@ -20,6 +20,7 @@ import numpy as np
 
 from perftool.common.threads import made_once
 from perftool.common.units import duration
+from perftool.trace.events import Interner
 from perftool.trace.store import ColumnStore
 
 Derived = TypeVar("Derived")
@@ -291,13 +292,9 @@ class Trace:
     def _name_shapes(self) -> tuple[list[str], np.ndarray]:
         """The distinct names with every digit written 0 (``ProfilerStep#17`` and ``ProfilerStep#42`` are one), and
         each name's index among them: a pattern that cannot tell one digit from another is searched in those."""
-        shapes: dict[str, int] = {}
-        of_name = np.fromiter(
-            (shapes.setdefault(name.translate(_DIGITS_AS_ZERO), len(shapes)) for name in self.names),
-            dtype=np.intp,
-            count=len(self.names),
-        )
-        return list(shapes), of_name
+        shapes = Interner()
+        of_name = shapes((name.translate(_DIGITS_AS_ZERO) for name in self.names), len(self.names))
+        return shapes.values, of_name
 
     def by_name(self, table: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         """Per event (or per row of ``rows``): its name's entry in ``table`` (one entry per distinct name, as

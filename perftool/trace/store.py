@@ -209,7 +209,7 @@ class BytesOnDisk(Sequence[bytes]):
         self.ends = Growing(np.dtype(np.int64))
         self.mapped: mmap.mmap | None = None
 
-    def extend(self, values: list[bytes]) -> None:
+    def extend(self, values: Sequence[bytes]) -> None:
         """Append ``values`` (after reading, a next append maps the file again)."""
         if not values:
             return
