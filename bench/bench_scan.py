@@ -24,7 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def measure(path: str, scan: bool) -> dict:
-    """Time one info or scan pass in this process (run in a child process)."""
+    """Time one info or scan pass in this process (run in a child process), numpy's OpenBLAS without threads, as the
+    ``perftool`` command sets it for itself (:mod:`perftool.common.startup`)."""
+    from perftool.common.startup import BLAS_THREADS  # the package alone: numpy is not loaded yet
+
+    os.environ.setdefault(BLAS_THREADS, "1")
     from perftool.analysis import compute_metrics
     from perftool.analysis.steps import detect_steps
     from perftool.pipeline.read import load_trace

@@ -7,6 +7,11 @@ collector would go over them again and again as they are made. Once loaded (:fun
 the collections that follow, which then look only at what the command makes. Ctrl-C stays the one line until the
 command itself runs (:func:`perftool.common.interrupts.started`, where the CLI invokes it): while click reads the
 options it would take the ``KeyboardInterrupt`` as its own "Aborted!" and exit 1.
+
+The command also asks numpy's OpenBLAS for no threads of its own (``OPENBLAS_NUM_THREADS=1``, unless the environment
+sets it): perftool calls no BLAS routine, yet the threads OpenBLAS starts with numpy spin on the cores for a while
+(a tenth of a second of CPU on a 2-core machine, taken from the decoding processes). The setting must be made before
+numpy loads, so it is made here, first thing; the processes the command starts inherit it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 from perftool.common import interrupts
 
 _collector_paused = False
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"  # read once, when numpy loads OpenBLAS
 
 
 def _is_command() -> bool:
@@ -35,6 +41,7 @@ def loading() -> None:
     if not _is_command():
         return
     interrupts.one_line_while_starting()
+    os.environ.setdefault(BLAS_THREADS, "1")
     if gc.isenabled():
         gc.disable()
         _collector_paused = True

@@ -1,8 +1,10 @@
-"""The command's start (perftool.common.startup): the cycle collector waits while its modules load and then skips them;
-code that imports perftool as a library keeps its collector as it was."""
+"""The command's start (perftool.common.startup): the cycle collector waits while its modules load and then skips them,
+and numpy's OpenBLAS starts no threads; code that imports perftool as a library keeps its collector and its
+environment as they were."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -51,3 +53,30 @@ def test_a_process_started_for_the_command_keeps_its_collector(tmp_path):
     script.write_text(SPAWNED)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True"]
+
+
+BLAS = "import os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+
+
+def _run_without_blas_setting(program: str) -> list[str]:
+    environment = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, env=environment)
+    return done.stdout.split()
+
+
+def test_the_command_asks_openblas_for_no_threads_before_numpy_loads():
+    program = f"import sys; sys.argv[0] = 'perftool'; import perftool; print('numpy' in sys.modules); {BLAS}"
+    assert _run_without_blas_setting(program) == ["False", "1"]
+
+
+def test_the_command_keeps_a_blas_setting_the_environment_makes():
+    program = f"import sys; sys.argv[0] = 'perftool'; import perftool; {BLAS}"
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "3"},
+    )  # fmt: skip
+    assert done.stdout.split() == ["3"]
+
+
+def test_a_library_import_leaves_the_blas_setting_alone():
+    assert _run_without_blas_setting(f"import perftool, perftool.cli.main; {BLAS}") == ["None"]
