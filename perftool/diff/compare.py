@@ -35,7 +35,8 @@ def shown(baseline_us: float, candidate_us: float) -> bool:
     return max(abs(baseline_us), abs(candidate_us)) >= NOTHING_US
 
 
-_ROW = ConfigDict(populate_by_name=True)  # read back from JSON, what a part computes (its contribution) is ignored
+# read back from JSON, what a part computes (its contribution) is ignored
+_ROW = ConfigDict(defer_build=True, populate_by_name=True)
 
 
 @dataclass(config=_ROW)
@@ -98,7 +99,7 @@ class Unmatched:
 class Side(BaseModel):
     """One side of a diff as it was compared: its trace, device and steady steps."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, populate_by_name=True, extra="forbid")
 
     source: str = Field(alias="trace")
     device: str
@@ -120,7 +121,7 @@ class TraceDiff(BaseModel):
     """Two traces (or one rank of two jobs) compared: every key's change and the remainders, which add up to the
     change of the mean steady step."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     rank: int | None
     baseline: Side

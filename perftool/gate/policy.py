@@ -28,7 +28,8 @@ COUNTERS = ("recompilations.count", "cpu_fallback.ops", "sync.per_step")  # must
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN limit would pass anything
+    # a NaN limit would pass anything
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Limit(_Strict):
