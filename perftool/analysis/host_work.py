@@ -50,19 +50,32 @@ def _dispatching(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
 
 def _calling(trace: Trace, ops: np.ndarray, calls: np.ndarray) -> np.ndarray:
     """Of ``ops`` (rows), those inside which one of ``calls`` (rows) starts on the op's own track."""
-    ops = ops[np.lexsort((trace.ts[ops], trace.track[ops]))]
-    calls = calls[np.lexsort((trace.ts[calls], trace.track[calls]))]
-    op_tracks, call_tracks = trace.track[ops], trace.track[calls]
+    ops, op_ts, op_track = _by_track_and_start(trace, ops)
+    _, call_ts, call_track = _by_track_and_start(trace, calls)
+    op_end = trace.end[ops]
     keep = np.zeros(ops.size, dtype=bool)
-    for track in np.unique(op_tracks):
-        a0, a1 = np.searchsorted(op_tracks, [track, track + 1])
-        b0, b1 = np.searchsorted(call_tracks, [track, track + 1])
+    for a0, a1 in _runs(op_track):
+        b0, b1 = np.searchsorted(call_track, [op_track[a0], op_track[a0] + 1])
         if b0 == b1:
             continue
-        at, starts = trace.ts[calls[b0:b1]], trace.ts[ops[a0:a1]]
+        at, starts = call_ts[b0:b1], op_ts[a0:a1]
         first = np.minimum(np.searchsorted(at, starts), at.size - 1)  # the first call starting at or after the op
-        keep[a0:a1] = (at[first] >= starts) & (at[first] <= trace.end[ops[a0:a1]])
+        keep[a0:a1] = (at[first] >= starts) & (at[first] <= op_end[a0:a1])
     return ops[keep]
+
+
+def _by_track_and_start(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``rows`` in order of track, then start; and their starts and tracks in that order (each read once)."""
+    starts, tracks = trace.ts[rows], trace.track[rows]
+    order = np.lexsort((starts, tracks))
+    return rows[order], starts[order], tracks[order]
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int]]:
+    """The [first, end) positions of each run of equal ``values`` (sorted)."""
+    edges = np.flatnonzero(values[1:] != values[:-1]) + 1
+    bounds = np.r_[0, edges, values.size].tolist() if values.size else []
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def kernel_launches(trace: Trace) -> np.ndarray:

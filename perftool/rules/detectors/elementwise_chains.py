@@ -20,15 +20,15 @@ from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, n
 from perftool.trace.model import Trace
 
 
-def _launches_between(trace: Trace, calls: Calls) -> np.ndarray:
-    """Per pair of consecutive calls: how many kernels the thread launched between the first's end and the
-    second's start (by ops perftool does not model)."""
-    if calls.rows.size < 2:
+def _launches_between(trace: Trace, calls: Calls, pairs: np.ndarray) -> np.ndarray:
+    """Per pair of consecutive calls ``pairs`` names (the first's index): how many kernels the thread launched between
+    the first's end and the second's start (by ops perftool does not model)."""
+    if pairs.size == 0:
         return np.zeros(0, np.int64)
     sources, _ = launch_rows(trace)
-    track = trace.track[calls.rows[1:]]
+    first, second = calls.rows[pairs], calls.rows[pairs + 1]
     before_start, until_end = _launched_before(
-        trace.track[sources], trace.ts[sources], track, trace.ts[calls.rows[1:]], trace.end[calls.rows[:-1]]
+        trace.track[sources], trace.ts[sources], trace.track[second], trace.ts[second], trace.end[first]
     )
     return before_start - until_end
 
@@ -56,13 +56,10 @@ def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> list
     size = calls.each(lambda kind: math.prod(kind.work.out_shape) if kind.work else -1, np.int64)
     track = trace.track[calls.rows]
     linked = (
-        pointwise[:-1]
-        & pointwise[1:]
-        & (size[:-1] == size[1:])
-        & (track[:-1] == track[1:])
-        & (step[:-1] == step[1:])
-        & (_launches_between(trace, calls) == 0)
+        pointwise[:-1] & pointwise[1:] & (size[:-1] == size[1:]) & (track[:-1] == track[1:]) & (step[:-1] == step[1:])
     )
+    pairs = np.flatnonzero(linked)  # the launches between are counted only where all else links the two calls
+    linked[pairs] = _launches_between(trace, calls, pairs) == 0
     # runs of links: a chain of n calls is n - 1 consecutive links
     edges = np.diff(np.concatenate(([0], linked.astype(np.int8), [0])))
     starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
