@@ -70,6 +70,11 @@ _TAIL_BYTES = 1 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"[ \t\r\n]*:[ \t\r\n]*\[')
 _BOM = b"\xef\xbb\xbf"
 _SPACE_BYTES = frozenset(b" \t\r\n")
+# an escaped UTF-16 surrogate pair, or a surrogate alone, each after an even run of backslashes (a real escape)
+_SURROGATE_ESCAPES = re.compile(
+    rb"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
+)
+_REPLACEMENT_ESCAPE = rb"\ufffd"
 
 
 class NeedsExactPath(Exception):
@@ -134,11 +139,37 @@ def _last_boundary(data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
 
 
 def decode_piece(piece: bytes | memoryview) -> Batch:
-    """Decode the events between two cuts (a comma-separated run of event objects)."""
+    """Decode the events between two cuts (a comma-separated run of event objects); a string holding an escaped
+    surrogate alone reads as holding U+FFFD there (:func:`lone_surrogates_replaced`)."""
+    data = b"".join((b"[", piece, b"]"))
     try:
-        return _batch_decoder.decode(b"".join((b"[", piece, b"]")))
+        return _batch_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        raise NeedsExactPath from None
+        pass
+    try:
+        if (replaced := lone_surrogates_replaced(data)) is not None:
+            return _batch_decoder.decode(replaced)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        pass
+    raise NeedsExactPath
+
+
+def lone_surrogates_replaced(data: bytes) -> bytes | None:
+    """``data`` (JSON) with each escaped UTF-16 surrogate that is not half of a pair (``\\ud800`` alone) written as
+    the escape of U+FFFD, the replacement character; None where it holds none. JSON's grammar allows such an escape,
+    and the readers of JavaScript and Python (Chrome's and Perfetto's viewers) take it; msgspec refuses it, and text
+    that holds it cannot be written as UTF-8."""
+    replaced = False
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        nonlocal replaced
+        if len(match[2]) == 12:  # a pair: one character, as written
+            return match[0]
+        replaced = True
+        return match[1] + _REPLACEMENT_ESCAPE
+
+    written = _SURROGATE_ESCAPES.sub(replace, data)
+    return written if replaced else None
 
 
 def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
@@ -344,7 +375,12 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
     if not data.strip():
         raise TraceError(path, "empty file")
     try:
-        document = _document_decoder.decode(data)
+        try:
+            document = _document_decoder.decode(data)
+        except msgspec.DecodeError:  # a surrogate escaped alone reads as U+FFFD; any other problem stays as it is
+            if (replaced := lone_surrogates_replaced(data)) is None:
+                raise
+            data, document = replaced, _document_decoder.decode(replaced)
         if not isinstance(document, list):  # the other top-level keys are metadata
             for key, raw in _raw_fields_decoder.decode(data).items():
                 if key != "traceEvents":

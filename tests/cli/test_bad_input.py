@@ -134,6 +134,14 @@ def test_bad_utf8_in_a_track_name_leaves_the_track_unnamed(write_trace, run):
     assert not track.get("thread_name")
 
 
+def test_a_surrogate_escaped_alone_in_a_name_reads_as_the_replacement_character(write_trace, run):
+    """``\\ud800`` alone is JSON the viewers open: the trace is read, not refused, the name with U+FFFD in its place."""
+    events = rb'[{"ph": "X", "name": "a\ud800b", "cat": "kernel", "ts": 1, "dur": 2, "pid": 1, "tid": 7}]'
+    result = run("info", write_trace(events, "surrogate.json"), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert [op["name"] for op in json.loads(result.stdout)["top_ops"]["ops"]] == ["a\ufffdb"]
+
+
 def test_truncated_gzip(write_trace, run, tmp_path):
     whole = gzip.compress(json.dumps(GOOD).encode())
     path = tmp_path / "cut.json.gz"

@@ -245,6 +245,49 @@ def test_args_of_many_rows_are_each_row_s_even_where_one_is_not_utf8(write_trace
     assert trace.args_of(np.arange(3)) == [{"bytes": 0}, None, {"bytes": 2}] == [trace.args(i) for i in range(3)]
 
 
+@pytest.mark.parametrize(
+    ("written", "replaced"),
+    [
+        (rb'"a\ud800b"', rb'"a\ufffdb"'),  # a high surrogate alone
+        (rb'"a\uDC00"', rb'"a\ufffd"'),  # a low one, in capitals
+        (rb'"\ud800\u0041\ud83d\ude00"', rb'"\ufffd\u0041\ud83d\ude00"'),  # a pair stays as written
+        (rb'"\udc00\ud800"', rb'"\ufffd\ufffd"'),  # inverted: two alone
+        (rb'"a\\\ud800"', rb'"a\\\ufffd"'),  # after an escaped backslash, a real escape
+        (rb'"a\\ud800"', None),  # an escaped backslash, then text: no escape at all
+        (rb'"\ud83d\ude00 plain"', None),
+    ],
+)
+def test_a_surrogate_escaped_alone_is_written_as_the_replacement_character(written, replaced):
+    assert decode_module.lone_surrogates_replaced(written) == replaced
+
+
+def test_a_trace_whose_names_hold_a_surrogate_escaped_alone_loads_with_the_replacement_character(write_trace):
+    """JSON's grammar allows ``\\ud800`` alone and the viewers (JavaScript's reader) take it; msgspec refuses it. The
+    name reads with U+FFFD in its place, the rest of the trace as written."""
+    events = (
+        rb'{"ph":"X","name":"a\ud800b","cat":"kernel","pid":1,"tid":7,"ts":1,"dur":2},'
+        rb'{"ph":"X","name":"\ud83d\ude00","cat":"kernel","pid":1,"tid":7,"ts":5,"dur":2},'
+        rb'{"ph":"X","name":"c\\ud800","cat":"kernel","pid":1,"tid":7,"ts":9,"dur":2}'
+    )
+    trace = load_trace(write_trace(b'{"traceEvents":[' + events + rb'],"note":"x\udc00"}'))
+    assert [trace.names[i] for i in trace.name.tolist()] == ["a\ufffdb", "\U0001f600", "c\\ud800"]
+    assert trace.metadata["note"] == "x\ufffd"
+    streamed = decode_module.decode_piece(events)  # a large trace's pieces, read as they stream, read it so too
+    assert [event.name for event in streamed] == ["a\ufffdb", "\U0001f600", "c\\ud800"]
+
+
+def test_a_document_read_whole_reads_a_surrogate_alone_as_the_replacement_character_and_places_other_problems():
+    """The whole-document decoder does the same; a problem elsewhere in the document is still named where it is (the
+    replacement is as long as what it replaces)."""
+    good = b'{"traceEvents":[{"ph":"X","name":"a\\ud800","pid":1,"tid":1,"ts":1,"dur":2}]}'
+    batch = next(decode_module.exact_batches("t.json", good, {}))
+    assert [event.name for event in batch] == ["a\ufffd"]
+    bad = b'{"traceEvents":[{"ph":"X","name":"a\\ud800","pid":1,"tid":1,"ts":1,"dur":2},{"ph":"X",}]}'
+    column = bad.index(b",}") + 2  # the brace after the trailing comma, counted from 1
+    with pytest.raises(TraceError, match=f"line 1, column {column}: trailing comma in object"):
+        next(decode_module.exact_batches("t.json", bad, {}))
+
+
 def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_launches(write_trace):
     """A kernel of 10 µs or more keeps its grid, block, registers and shared memory (whatever order Kineto writes
     them in), and no per-call field; kernels launched alike share one kept entry; a short kernel keeps nothing; an
