@@ -174,9 +174,24 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
 
 
 def first_device_work(trace: Trace) -> float:
-    """When the device's first work in the capture starts."""
-    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
-    return float(trace.ts[device].min())
+    """When the device's first work in the capture starts (a trace with device work)."""
+    extent = _device_extent(trace)
+    if extent is None:
+        raise ValueError(f"{trace.source}: no device work")
+    return extent[0]
+
+
+def _device_extent(trace: Trace) -> tuple[float, float] | None:
+    """From the start of the device's first work to the end of its last, or None without device work; found once per
+    trace (the steps, the device's span and the confidence each read it)."""
+
+    def extent() -> tuple[float, float] | None:
+        device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))
+        if device.size == 0:
+            return None
+        return float(trace.ts[device].min()), float(trace.end[device].max())
+
+    return trace.derive("steps.device_extent", extent)
 
 
 def _iterations(trace: Trace, start: float, end: float) -> Inferred | None:
@@ -192,15 +207,16 @@ def _device_span(trace: Trace) -> tuple[float, float] | None:
     stretch of idle of at least a fifth of its span (:data:`UNSEEN_SHARE`), all of it inside one host wait (a
     blocking copy, a synchronisation) that ends as the device resumes. That wait is for work launched before the
     capture began (a window cut from a longer capture, or another process on the device), not device idle."""
-    device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))
-    if device.size == 0:
+    extent = _device_extent(trace)
+    if extent is None:
         return None
-    first, last = float(trace.ts[device].min()), float(trace.end[device].max())
+    first, last = extent
     waits = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
     waits &= (trace.kind == Kind.SYNC) | trace.name_matches(BLOCKING_COPY_CALL)
     waits &= trace.dur >= (UNSEEN_SHARE - UNSEEN_SLACK) * (last - first)
     if not waits.any():  # no wait long enough: the device's work is all there is (and no sort of it is needed)
         return first, last
+    device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
     busy = union(trace.ts[device], trace.end[device])
     lengths = busy[1] - busy[0]
     gap_after = np.r_[busy[0][1:] - busy[1][:-1], 0.0]
