@@ -24,7 +24,7 @@ from pydantic_core import core_schema
 class Document(BaseModel):
     """A versioned document perftool writes, named by its ``schema`` field."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     schema_: str = Field(alias="schema", description="the document's kind and version, e.g. perftool.gate/1")
 
@@ -37,7 +37,7 @@ class Document(BaseModel):
 class Part(BaseModel):
     """A part of a document: its fields exactly, no others."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
 
 class InfoTrack(Part):

@@ -35,8 +35,7 @@ def shown(baseline_us: float, candidate_us: float) -> bool:
     return max(abs(baseline_us), abs(candidate_us)) >= NOTHING_US
 
 
-# read back from JSON, what a part computes (its contribution) is ignored
-_ROW = ConfigDict(defer_build=True, populate_by_name=True)
+_ROW = ConfigDict(populate_by_name=True)  # read back from JSON, what a part computes (its contribution) is ignored
 
 
 @dataclass(config=_ROW)
@@ -99,7 +98,7 @@ class Unmatched:
 class Side(BaseModel):
     """One side of a diff as it was compared: its trace, device and steady steps."""
 
-    model_config = ConfigDict(defer_build=True, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
     source: str = Field(alias="trace")
     device: str
@@ -121,7 +120,7 @@ class TraceDiff(BaseModel):
     """Two traces (or one rank of two jobs) compared: every key's change and the remainders, which add up to the
     change of the mean steady step."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     rank: int | None
     baseline: Side

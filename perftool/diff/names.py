@@ -50,7 +50,7 @@ def _without_launch_id(name: str) -> str:
 
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     as_: str = Field(alias="as", min_length=1, description="the shared name")
     names: list[str] = Field(default_factory=list, description="exact names (after normalisation) it stands for")
@@ -70,7 +70,7 @@ class _Entry(BaseModel):
 
 
 class _MapFile(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     version: int = Field(1, ge=1, le=1)
     map: list[_Entry]

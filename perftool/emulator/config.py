@@ -34,7 +34,7 @@ Config = TypeVar("Config", bound="EmulatorConfig")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class FallbackOp(_Strict):

@@ -28,8 +28,7 @@ COUNTERS = ("recompilations.count", "cpu_fallback.ops", "sync.per_step")  # must
 
 
 class _Strict(BaseModel):
-    # a NaN limit would pass anything
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a NaN limit would pass anything
 
 
 class Limit(_Strict):

@@ -28,7 +28,7 @@ _AMD_GENERIC = re.compile(r"AMD Radeon Graphics|^AMD Instinct$")
 class DeviceSpec(BaseModel):
     """One accelerator's hardware figures (dense peaks, without sparsity)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     key: str = Field(description="what a config names it by (device_model)")
     model: str = Field(description="the device in words, for reports")

@@ -13,13 +13,13 @@ StepDuration = Annotated[float, Field(ge=0, le=1e15)]  # µs; a billion seconds 
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
 
 class EmulatorRun(BaseModel):
     """The config behind an emulator trace, as gate compares it; other fields pass through unchecked."""
 
-    model_config = ConfigDict(defer_build=True, extra="allow")
+    model_config = ConfigDict(extra="allow")
 
     device: str
     workload: dict[str, Any]
@@ -262,7 +262,7 @@ class ScanReport(_Record):
     job: JobView | None = Field(None, description="for a job of many ranks (one trace each): the job view")
     config: str | None = Field(None, description="the project config the scan used (perftool.yaml or pyproject.toml)")
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     _rules: list[Any] = PrivateAttr(default_factory=list)
 
     @property
@@ -294,4 +294,4 @@ class JobInfoReport(_Record):
     traces: list[TraceFindings] = Field(description="each rank's summary, as scan's (findings empty: info runs none)")
     unread: list[UnreadTrace] = Field(description="ranks that could not be read; the others are reported in full")
 
-    model_config = ConfigDict(defer_build=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)

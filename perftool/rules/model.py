@@ -39,7 +39,7 @@ Share = Annotated[float, Field(ge=0, le=1)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Thresholds(_Strict):

@@ -15,7 +15,7 @@ from perftool.rules.model import Severity
 class RuleChange(BaseModel):
     """What a project changes in one rule, without touching its file."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     thresholds: dict[Literal["info", "warning", "error"], float | None] = Field(default_factory=dict)
     params: dict[str, float] = Field(default_factory=dict)
@@ -26,7 +26,7 @@ class RuleChange(BaseModel):
 class RuleSettings(BaseModel):
     """Which rules run and what a project changes in them (the rules' part of a project config)."""
 
-    model_config = ConfigDict(defer_build=True, extra="forbid")
+    model_config = ConfigDict(extra="forbid")
 
     rule_dirs: list[str] = Field(default_factory=list, description="extra rule directories, relative to this file")
     select: list[str] = Field(default_factory=list, description="run only these rules (ids or names)")

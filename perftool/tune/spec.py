@@ -54,7 +54,7 @@ Knob = Literal[TUNABLE]  # type: ignore[valid-type]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Constraints(_Strict):
