@@ -276,6 +276,17 @@ def test_a_trace_whose_names_hold_a_surrogate_escaped_alone_loads_with_the_repla
     assert [event.name for event in streamed] == ["a\ufffdb", "\U0001f600", "c\\ud800"]
 
 
+def test_a_surrogate_escaped_alone_in_a_track_name_or_kept_args_reads_as_the_replacement_character(write_trace):
+    events = (
+        rb'{"ph":"M","name":"thread_name","pid":1,"tid":7,"args":{"name":"main\udc80"}},'
+        rb'{"ph":"X","name":"Memcpy HtoD (Pageable -> Device)","cat":"gpu_memcpy","pid":1,"tid":7,"ts":1,"dur":20,'
+        rb'"args":{"bytes":1024,"note":"x\ud800"}}'
+    )
+    trace = load_trace(write_trace(b'{"traceEvents":[' + events + b"]}"))
+    assert [track.thread_name for track in trace.tracks] == ["main\ufffd"]
+    assert trace.args(0) == {"bytes": 1024, "note": "x\ufffd"}
+
+
 def test_a_document_read_whole_reads_a_surrogate_alone_as_the_replacement_character_and_places_other_problems():
     """The whole-document decoder does the same; a problem elsewhere in the document is still named where it is (the
     replacement is as long as what it replaces)."""
