@@ -44,7 +44,7 @@ def clip(intervals: Intervals, lo: float, hi: float) -> Intervals:
     """Restrict intervals to the window [lo, hi], dropping the empty ones."""
     starts, ends = np.maximum(intervals[0], lo), np.minimum(intervals[1], hi)
     keep = ends > starts
-    if keep.all():  # most often: intervals already in the window (a copy of each array is made all the same)
+    if keep.all():  # most often, intervals already inside the window: np.maximum and np.minimum made new arrays
         return starts, ends
     return starts[keep], ends[keep]
 
