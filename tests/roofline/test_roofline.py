@@ -16,6 +16,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.common.results import InfoReport, RooflineStep, RooflineSteps
 from perftool.hardware import BY_KEY, SOURCED, identify
 from perftool.pipeline.read import load_trace
+from perftool.roofline.calls import op_calls
 from perftool.roofline.figures import CAPTURE_ADVICE, roofline
 from perftool.trace.kept_args import ArgsKept, KeepArgs
 
@@ -346,3 +347,32 @@ def test_inductor_s_kernels_are_counted_by_the_family_their_names_give(write_tra
 def test_kernels_inductor_did_not_write_get_no_such_note(write_trace):
     events = [complete("sm90_xmma_gemm_bf16bf16", 0, 100, pid=0, tid=7, cat="kernel")]
     assert not [n for n in roofline(load_trace(write_trace({"traceEvents": events}))).notes if "Inductor" in n]
+
+
+def test_each_call_starts_and_is_windowed_by_its_first_kernel_whatever_order_they_launch_in(write_trace):
+    """Two matmuls whose kernels the device runs interleaved (first mm's, second's, first's, second's): each call
+    starts where its earliest kernel starts, and a window opening between a call's first and last kernel leaves the
+    call out."""
+    host = {
+        "pid": 1,
+        "tid": 1,
+        "cat": "cpu_op",
+        "args": {"Input Dims": [[64, 512], [512, 512]], "Input type": ["float"] * 2},
+    }
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        complete("aten::mm", 10, 40, **host),
+        complete("aten::mm", 60, 40, **host),
+    ]
+    for flow, (launch, kernel) in enumerate([(20, 300), (70, 400), (30, 500), (80, 600)], start=1):
+        events += [
+            complete("cudaLaunchKernel", launch, 2, cat="cuda_runtime", pid=1, tid=1),
+            {"ph": "s", "id": flow, "pid": 1, "tid": 1, "ts": launch + 1, "cat": "ac2g", "name": "ac2g"},
+            complete("gemm_kernel", kernel, 50, cat="kernel", pid=0, tid=7),
+            {"ph": "f", "id": flow, "pid": 0, "tid": 7, "ts": kernel, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        ]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    whole = op_calls(trace, (0, 1000))
+    assert whole.device_start.tolist() == [300, 400] and whole.device_us.tolist() == [100, 100]
+    later = op_calls(trace, (350, 1000))  # the first mm's first kernel starts before the window: not its call
+    assert trace.ts[later.rows].tolist() == [60] and later.device_start.tolist() == [400]
