@@ -701,9 +701,10 @@ DIGIT_PATTERNS = [  # searched among the names with their digits written 0 (the 
 
 
 @given(
-    st.lists(st.text(alphabet="ab#ProfilerStep0129 ", min_size=1, max_size=18), min_size=1, max_size=12, unique=True),
+    st.lists(st.text(alphabet="ab#ProfilerStep0129 \0", min_size=1, max_size=18), min_size=1, max_size=12, unique=True),
     st.sampled_from(DIGIT_PATTERNS),
 )
+@example(["a\0b1", "ac2", "b\0"], r"ab?c")  # names holding NUL, which the shapes are otherwise joined by
 @example(["s12", "s11"], r"(?P<digit>\d)(?P=digit)")  # each pattern that tells digits apart, on names it tells apart
 @example(["k1", "k2"], r"\N{DIGIT ONE}")
 @example(["#1", "#2"], r"\x31")
@@ -711,7 +712,7 @@ DIGIT_PATTERNS = [  # searched among the names with their digits written 0 (the 
 def test_a_name_table_is_what_the_pattern_says_of_each_name_whatever_its_digits(tmp_path_factory, names, pattern):
     """Names that differ only in their digits (one a step) are searched once, as their shape, where the pattern
     cannot tell one digit from another; a pattern that can (a digit, \\N{...}, a named group matched again) is
-    searched in every name."""
+    searched in every name (names may hold any character, NUL too)."""
     path = tmp_path_factory.mktemp("shapes") / "trace.json"
     path.write_text(json.dumps({"traceEvents": [complete(name, i, 1) for i, name in enumerate(names)]}))
     trace = load_trace(path, workers=1)
