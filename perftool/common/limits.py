@@ -153,11 +153,12 @@ def memory_to_scan(
     except where the analysis's large arrays go into files with the columns (``arrays_in_files``). Of
     ``args_bytes`` (the kept args' and the counter events'), ``kept_bytes`` are the kept args': on disk they are in
     a file too."""
+    tables = signatures * MEMORY_PER_SIGNATURE
     counters = counter_samples * MEMORY_PER_COUNTER_SAMPLE
     extra = ANALYSIS_MEMORY_PER_EVENT[analysis]
     if on_disk:
         kept = kept_args * MEMORY_PER_KEPT_ARGS_ON_DISK + args_bytes - kept_bytes
         per_event = MEMORY_PER_EVENT_IN_FILES if arrays_in_files else MEMORY_PER_EVENT_ON_DISK + extra
-        return signatures * MEMORY_PER_SIGNATURE + kept + max(events * per_event, counters)
+        return tables + kept + max(events * per_event, counters)
     kept = kept_args * MEMORY_PER_KEPT_ARGS + args_bytes
-    return signatures * MEMORY_PER_SIGNATURE + kept + events * (MEMORY_PER_EVENT + extra) + counters
+    return tables + kept + events * (MEMORY_PER_EVENT + extra) + counters
