@@ -17,7 +17,7 @@ from perftool.common.threads import computed_once
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import EventRef, Evidence
 from perftool.rules.known_run import KnownRun
-from perftool.trace.model import Role, Trace
+from perftool.trace.model import Kind, Role, Trace
 
 
 @dataclass(frozen=True)
@@ -37,9 +37,9 @@ class Scope(TraceAnalysis):
         return self.roofline_from() if self.roofline_from is not None else roofline(self.trace, self.steps)
 
     def events(self, rows: np.ndarray) -> list[Evidence]:
-        """The longest of ``rows`` as evidence."""
+        """The longest of ``rows`` as evidence (of equal ones, the earliest: the same whatever the file's order)."""
         trace = self.trace
-        worst = rows[largest(trace.dur[rows], self.evidence_count)]
+        worst = rows[largest(trace.dur[rows], self.evidence_count, ties=trace.ts[rows])]
         return [
             Evidence(
                 ts_us=float(trace.ts[row]),
@@ -62,8 +62,7 @@ class Scope(TraceAnalysis):
         trace = self.trace
         starts, ends = pieces
         worst = largest(ends - starts, self.evidence_count)
-        device = self.trace.tracks_with_role(Role.DEVICE)
-        track = trace.tracks[int(device[0])].label if device.size else "device"
+        track = _busiest_device_track(trace)
         found = []
         begin, finish = trace.ts[candidates], trace.end[candidates]
         in_order = bool(np.all(begin[1:] >= begin[:-1]) and np.all(finish[1:] >= finish[:-1]))
@@ -82,6 +81,25 @@ class Scope(TraceAnalysis):
                 )
             )
         return found
+
+
+def _busiest_device_track(trace: Trace) -> str:
+    """The label of the device track that computes most (else whose events take most time; of equal ones, the
+    first by label): where a person looks for a gap in the device's work, whichever track the file happens to list
+    first (not a stream of collectives or of waits). Found once."""
+
+    def busiest() -> str:
+        tracks = trace.tracks_with_role(Role.DEVICE)
+        if not tracks.size:
+            return "device"
+        device = trace.on_roles(Role.DEVICE)
+        compute = device & (trace.kind == Kind.COMPUTE)
+        chosen = compute if compute.any() else device
+        time = np.bincount(trace.track[chosen], weights=trace.dur[chosen], minlength=len(trace.tracks))
+        best = min(tracks.tolist(), key=lambda track: (-time[track], trace.tracks[track].label))
+        return trace.tracks[best].label
+
+    return trace.derive("detectors._busiest_device_track", busiest)
 
 
 def overlapping_most(begin: np.ndarray, finish: np.ndarray, in_order: bool, start: float, end: float) -> int | None:

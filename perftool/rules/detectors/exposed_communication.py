@@ -54,11 +54,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "hccl_buffsize_mb": hccl_buffer_mb,
         "device_idle": scope.metrics["device.idle_fraction"],
     }
-    most_exposed = comms.calls.rows[largest(comms.exposed_us, scope.evidence_count)]
+    exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
+    rows = comms.calls.rows[exposed_calls]
+    most_exposed = rows[largest(comms.exposed_us[exposed_calls], scope.evidence_count, ties=scope.trace.ts[rows])]
     changes = _changes(variant, bucket_mb)
-    exposed_calls = int(np.count_nonzero(comms.exposed_us > 0))
     evidence = scope.events(most_exposed)
-    return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls)
+    return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls.size)
 
 
 def _changes(variant: str | None, bucket_mb: float) -> dict[str, object]:

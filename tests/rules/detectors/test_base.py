@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from builders import meta, span
+from builders import NCCL, meta, span
 
 from perftool.pipeline.read import load_trace
 from perftool.pipeline.scan import analyse_trace
@@ -147,3 +147,30 @@ def test_kernel_runs_name_three_kernels_shortened(tmp_path):
         names == "vectorized_elementwise_kernel<4, D<…>>, vectorized_elementwise_kernel<4, C<…>>, "
         "vectorized_elementwise_kernel<4, B<…>> and 1 more"
     )
+
+
+def test_of_equally_long_events_the_earliest_are_the_evidence_whatever_the_file_s_order(tmp_path):
+    host = [(f"aten::copy_{n}", begin, begin + 20.0) for n, begin in enumerate([700.0, 500.0, 300.0, 100.0])]
+    scope = _scoped(tmp_path, host)  # listed latest first
+    rows = np.flatnonzero(scope.trace.name_matches(re.compile("^aten::copy_")))
+    assert [e.ts_us for e in replace(scope, evidence_count=2).events(rows)] == [100.0, 300.0]
+    assert [e.ts_us for e in scope.events(rows[::-1])] == [100.0, 300.0, 500.0, 700.0]
+
+
+def test_an_idle_stretch_is_drawn_on_the_stream_that_computes_most(tmp_path):
+    """Not on whichever device track the file lists first: here a stream of collectives, listed before the compute
+    stream and busier than it."""
+    events = [meta("process_labels", 100, 0, labels="CPU"), meta("process_labels", 0, 0, labels="GPU 0"),
+              meta("thread_name", 0, 20, name="stream 20"), meta("thread_name", 0, 7, name="stream 7")]  # fmt: skip
+    for step in range(3):
+        t = 50.0 + step * 1000.0
+        events += [span(f"ProfilerStep#{step}", 100, 1, t, 999, "user_annotation"),
+                   span(NCCL, 0, 20, t + 10, 800, "kernel"),
+                   span(f"gemm_{step}", 0, 7, t + 900, 50, "kernel")]  # fmt: skip
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    scope = analyse_trace(load_trace(str(path)), [])[1]
+    trace = scope.trace
+    assert trace.tracks[int(trace.tracks_with_role(Role.DEVICE)[0])].label.endswith("stream 20")
+    (found,) = scope.idle_stretches((np.array([100.0]), np.array([200.0])), np.zeros(0, dtype=np.int64))
+    assert found.track.endswith("stream 7")
