@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -10,6 +11,7 @@ if TYPE_CHECKING:
     from perftool.trace.model import Trace
 
 Intervals = tuple[np.ndarray, np.ndarray]  # (starts, ends), float64 µs
+CLOCK_RESOLUTION_US = 1e-3  # profilers write times in µs to three decimals
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
@@ -19,14 +21,23 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
 
 
 def _union_by_start(starts: np.ndarray, ends: np.ndarray) -> Intervals:
-    """:func:`union` of intervals sorted by start; ``ends`` is the caller's to overwrite."""
+    """:func:`union` of intervals sorted by start; ``ends`` is the caller's to overwrite. Two no more than
+    :func:`resolution` apart are one: no time passes between them that a clock can tell."""
     if starts.size == 0:
         return np.empty(0), np.empty(0)
     np.maximum.accumulate(ends, out=ends)
-    opens = np.r_[True, starts[1:] > ends[:-1]]
+    opens = np.r_[True, starts[1:] - ends[:-1] > resolution(starts[0], ends[-1])]
     first = np.flatnonzero(opens)
     last = np.r_[first[1:] - 1, starts.size - 1]
     return starts[first], ends[last]
+
+
+def resolution(first: float, last: float) -> float:
+    """The longest gap between times from ``first`` to ``last`` (µs) that is no gap: the nanosecond profilers write
+    times to (ROCm's write back-to-back kernels 1 ns apart), and two units in the last place of the larger time for
+    the rounding of a start plus a length (about 2 ns at 10^12 µs, none at a clock started with the capture)."""
+    largest = max(abs(first), abs(last))
+    return CLOCK_RESOLUTION_US + (2.0 * float(np.spacing(largest)) if math.isfinite(largest) else 0.0)
 
 
 def busy(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> Intervals:
@@ -76,10 +87,11 @@ def overlap(a: Intervals, b: Intervals) -> float:
 
 
 def gaps(intervals: Intervals, lo: float, hi: float) -> Intervals:
-    """The idle stretches of the window [lo, hi] not covered by the (disjoint, sorted) intervals."""
+    """The idle stretches of the window [lo, hi] not covered by the (disjoint, sorted) intervals, longer than
+    :func:`resolution` (at the window's edges too)."""
     starts, ends = clip(intervals, lo, hi)
     gap_starts, gap_ends = np.r_[lo, ends], np.r_[starts, hi]
-    keep = gap_ends > gap_starts
+    keep = gap_ends - gap_starts > resolution(lo, hi)
     return gap_starts[keep], gap_ends[keep]
 
 

@@ -45,7 +45,7 @@ METRICS: dict[str, str] = {
     "device.busy_fraction": "device busy time / window",
     "device.idle_fraction": "1 - device.busy_fraction: share of the window with every device stream idle",
     "device.compute_fraction": "share of the window with device compute (kernels/ops) running",
-    "device.idle_gaps.count": "stretches of the window with every device stream idle",
+    "device.idle_gaps.count": "stretches of the window with every device stream idle (longer than a nanosecond)",
     "device.idle_gap_us.max": "longest device idle stretch, µs",
     "device.idle_gap_us.p90": "90th percentile device idle stretch, µs",
     "device.ops.count": "device compute ops started in the window",

@@ -51,6 +51,23 @@ def test_gaps_within_a_window():
     assert list(zip(gap_starts, gap_ends)) == [(0, 10), (20, 30), (40, 50)]
 
 
+@pytest.mark.parametrize("base", [0.0, 3.7e12, 6.9e12])  # a clock started with the capture; 10^12 µs since boot
+def test_intervals_a_nanosecond_apart_are_one_and_two_apart_are_two(base):
+    """ROCm's profiler writes back-to-back kernels 1 ns apart, and a start plus a length rounds by a unit in the last
+    place where times are large: neither is idle time. A gap of 10 ns is."""
+    starts = base + np.array([0.0, 5.001, 10.011])
+    ends = base + np.array([5.0, 10.0, 15.0])  # 1 ns, then 11 ns, to the next
+    merged = intervals.union(starts, ends)
+    assert merged[0].tolist() == [starts[0], starts[2]] and merged[1].tolist() == [ends[1], ends[2]]
+    assert intervals.resolution(starts[0], ends[-1]) < 0.004  # at most 4 ns, where a real gap is microseconds
+
+
+def test_a_microsecond_apart_stays_apart_at_unix_time_in_microseconds():
+    """Times since 1970 in µs (about 1.6e15) are whole microseconds a float holds exactly: 1 µs apart is a gap."""
+    starts, ends = np.array([1.61e15, 1.61e15 + 6.0]), np.array([1.61e15 + 5.0, 1.61e15 + 9.0])
+    assert intervals.union(starts, ends)[0].size == 2
+
+
 def step_trace(step_durations, compile_in_first=False, device_busy=None, h2d=None):
     """Host steps back to back on pid 1, device work on pid 0 stream 7, optional compile."""
     events = [process_name(1, "python"), thread_name(1, 1, "main"), thread_name(0, 7, "stream 7")]

@@ -424,3 +424,27 @@ def test_a_bound_beyond_a_finding_s_cost_says_what_it_adds(run):
     _, real = scan(run, str(DATA / "real" / "ddp_v100_rank1.json.gz"))
     grids = real["PT019"]  # its bound is its cost: nothing to add
     assert grids["gain"]["up_to_share"] == grids["impact"]["share"] and grids["gain"]["text"].endswith("(2.2%)")
+
+
+def test_rocm_kernels_written_a_nanosecond_apart_leave_no_idle_gaps_between_them():
+    """On a ROCm capture the device's idle gaps are those its decimal times show longer than a nanosecond (read
+    exactly, as written); the kernels written back to back 1 ns apart (most of them) leave none."""
+    from decimal import Decimal
+
+    path = DATA / "real" / "mi300_resnet_actckpt_ddp8_rank0.json.gz"
+    trace = load_trace(str(path))
+    steps = detect_steps(trace)
+    lo, hi = steps.window
+    device = [
+        (event["ts"], event["ts"] + event["dur"])
+        for event in json.loads(gzip.open(path).read(), parse_float=Decimal)["traceEvents"]
+        if event.get("ph") == "X" and event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    ]
+    gaps, nanosecond, reach, window_end = 0, 0, Decimal(lo), Decimal(hi)  # stretches no device event covers
+    for start, end in sorted((start, end) for start, end in device if end > reach and start < window_end):
+        gaps += start - reach > Decimal("0.001")
+        nanosecond += Decimal(0) < start - reach <= Decimal("0.001")
+        reach = max(reach, end)
+    gaps += window_end - reach > Decimal("0.001")
+    assert 0 < 10 * gaps < nanosecond  # most are a nanosecond
+    assert compute_metrics(trace, steps)["device.idle_gaps.count"] == gaps
