@@ -150,7 +150,8 @@ class TraceDiff(BaseModel):
             rank=baseline.rank, baseline=Side.of(baseline), candidate=Side.of(candidate), delta_us=delta,
             change=change, headline="", **parts,
         )  # fmt: skip
-        made.headline = f"step {made.change_text}: {', '.join(made.largest(3))}"
+        named = made.largest(3)
+        made.headline = f"step {made.change_text}: {', '.join(named)}" if named else f"step {made.change_text}"
         return made
 
     def share(self, part_us: float) -> float:
@@ -172,10 +173,12 @@ class TraceDiff(BaseModel):
         return "device time" if self.level in LAUNCHERS and self.baseline.timeline == "device" else "time"
 
     def largest(self, top: int = 3) -> list[str]:
-        """The ``top`` largest parts of the change, rows and remainders alike: ``new aten::index_put +0.120 ms``."""
+        """The ``top`` largest parts of the change, rows and remainders alike: ``new aten::index_put +0.120 ms`` (none
+        that would show as 0.0 µs: two captures of one run differ in none)."""
         parts: list[Row | Remainder] = [*self.rows[:top], *self.remainders]
         parts.sort(key=lambda part: -abs(part.contribution_us))
-        kept = [part for part in parts[:top] if abs(part.contribution_us) >= SMALL * abs(self.delta_us)]
+        least = max(SMALL * abs(self.delta_us), NOTHING_US)
+        kept = [part for part in parts[:top] if abs(part.contribution_us) >= least]
         return [f"{_label(part)} {signed_duration(part.contribution_us)}" for part in kept]
 
     @property
@@ -326,7 +329,7 @@ def _compared(
         "baseline": _unmatched(base, set(cand.keys), max(baseline.steps, 1)),
         "candidate": _unmatched(cand, set(base.keys), max(candidate.steps, 1)),
     }
-    if matched.get("op", 1.0) < MIN_MATCHED:
+    if matched.get("op", 1.0) < MIN_MATCHED and _ops_hold_time(baseline, candidate):
         notes.append(
             f"little of the work is common to both: {percent(matched['op'])} of the time is in host ops both ran "
             "(of the side with less); they may not be the same workload"
@@ -335,6 +338,12 @@ def _compared(
         baseline, candidate, level=level, asked=asked, why=why, rows=rows, remainders=remainders, unmatched=unmatched,
         notes=notes, matched=matched,
     )  # fmt: skip
+
+
+def _ops_hold_time(baseline: Profile, candidate: Profile) -> bool:
+    """Whether host ops hold any of either side's time: where none does (no flow links a kernel to an op, as in
+    an XLA capture), how much the ops share says nothing about the work."""
+    return any(float(side.tables["op"].paced_us.sum()) > 0 for side in (baseline, candidate) if "op" in side.tables)
 
 
 def _idle(baseline: Profile, candidate: Profile) -> list[Remainder]:

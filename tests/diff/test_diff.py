@@ -331,6 +331,17 @@ def test_a_diff_across_devices_and_workloads_says_so_and_one_of_the_same_job_doe
     assert same["matched"]["op"] > 0.9 and not any("devices differ" in n or "workload" in n for n in same["notes"])
 
 
+@pytest.mark.parametrize("name", ["resnet50_pt18_workers0.json.gz", "jax08_mi300x_attention_opbyop.trace.json.gz"])
+def test_a_capture_against_itself_names_no_change_and_no_other_workload(run, name):
+    """Nothing changed: the headline names no part (not three 0.0 µs ones), and a capture whose kernels no flow
+    links to host ops (XLA's) is not called another workload for sharing no op time with itself."""
+    trace = DATA / "real" / name
+    (diff,) = json.loads(run("diff", trace, trace, "--format", "json").stdout)["diffs"]
+    assert diff["delta_us"] == 0 and diff["headline"] == "step +0.0% (0.0 µs)"
+    assert not any("workload" in note for note in diff["notes"])
+    adds_up(diff)
+
+
 def test_the_json_is_written_a_block_of_rows_at_a_time_as_the_one_document(run, monkeypatch, tmp_path):
     """A diff of millions of names has millions of rows, so its JSON is written a block of rows at a time, never
     whole; the bytes are the model's own JSON: for two jobs (a diff per rank), rows over many blocks, and none."""
