@@ -318,9 +318,19 @@ def _top_ops(trace: Trace, in_window: np.ndarray, collectives: np.ndarray) -> tu
     time_by_name = np.bincount(trace.name[rows], weights=trace.dur[rows], minlength=len(trace.names))
     count_by_name = np.bincount(trace.name[rows], minlength=len(trace.names))
     overall = float(time_by_name.sum())
-    best = np.argsort(-time_by_name, kind="stable")[:TOP_OPS]
     return scope, [
         OpStat(trace.names[i], int(count_by_name[i]), float(time_by_name[i]), _share(float(time_by_name[i]), overall))
-        for i in best.tolist()
-        if count_by_name[i]
+        for i in _most_time(trace, time_by_name, count_by_name)
     ]
+
+
+def _most_time(trace: Trace, time_by_name: np.ndarray, count_by_name: np.ndarray) -> list[int]:
+    """The :data:`TOP_OPS` names run in the window with most time, most first; of equal times (to the nanosecond,
+    whatever order the sums were added in), the first by name: the same whatever order the file lists events in."""
+    ran = np.flatnonzero(count_by_name)
+    shown = np.round(np.nan_to_num(time_by_name[ran]), 3)
+    if ran.size > TOP_OPS:
+        kept = shown >= np.partition(shown, ran.size - TOP_OPS)[ran.size - TOP_OPS]
+        ran, shown = ran[kept], shown[kept]
+    order = sorted(range(ran.size), key=lambda k: (-shown[k], trace.names[ran[k]]))[:TOP_OPS]
+    return [int(ran[k]) for k in order]

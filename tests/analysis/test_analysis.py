@@ -105,6 +105,22 @@ def test_throughput_counts_every_step_not_the_median_one(write_trace):
     assert m["throughput.steps_per_s"] < 1e6 / 150
 
 
+def test_ops_of_equal_time_are_ranked_by_name_whatever_the_file_s_order(write_trace):
+    """A 30 µs gemm a step and twelve kernels of 3.3 µs in all, each made of other lengths in another order (float
+    sums that differ in the last bit): the top ten are the gemm, then nine of the twelve by name, however the file
+    lists them."""
+    trace = step_trace([100] * 4, device_busy=30)
+    names = [f"kernel_{letter}" for letter in "LKJIHGFEDCBA"]  # listed last name first
+    lengths = [0.1, 0.2, 0.7, 2.3]
+    for step in range(4):
+        trace["traceEvents"] += [complete(name, step * 100 + 40 + 4 * k, lengths[(step + k) % 4], pid=0, tid=7,
+                                          cat="kernel") for k, name in enumerate(names)]  # fmt: skip
+    ranked = [op.name for op in compute_metrics(load_trace(write_trace(trace))).top_ops]
+    trace["traceEvents"].reverse()
+    assert [op.name for op in compute_metrics(load_trace(write_trace(trace))).top_ops] == ranked
+    assert ranked == ["gemm", *sorted(names)[:9]]
+
+
 def test_metrics_on_a_trace_with_known_answers(write_trace):
     # 4 steps of 100 µs; each has 40 µs of kernel and a 20 µs H2D copy, of which 10 µs overlaps the kernel
     trace = load_trace(write_trace(step_trace([100] * 4, device_busy=40, h2d=(35, 20))))
