@@ -265,7 +265,7 @@ def _op_rows(calls: Calls, spec: DeviceSpec | None) -> list[RooflineOp]:
                 lost_us=max(time_us - roof, 0.0) if roof is not None else None,
             )
         )
-    return sorted(rows, key=lambda r: (-(r.lost_us or 0.0), -r.device_us, r.name))
+    return sorted(rows, key=lambda r: (-(r.lost_us or 0.0), -r.device_us, r.name, r.shapes, r.dtype))
 
 
 def _dtype(found: Work, tf32: bool) -> str:
@@ -311,7 +311,7 @@ def _family_rows(ops: list[RooflineOp]) -> list[RooflineFamily]:
         )
         for family, members in groups.items()
     ]
-    return sorted(rows, key=lambda r: -r.device_us)
+    return sorted(rows, key=lambda r: (-r.device_us, r.family))
 
 
 def _compiled_kernels(trace: Trace, kernels: np.ndarray) -> list[str]:
