@@ -37,6 +37,7 @@ def _reports(run, path) -> dict:
     return documents
 
 
+@pytest.mark.slow  # about 5 s a capture: six commands on a real trace each
 @pytest.mark.parametrize(
     "name",
     [
