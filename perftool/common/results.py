@@ -277,7 +277,9 @@ class InfoReport(Document):
     caveats: list[str]
     display_time_unit: str
     metadata: dict[str, Any] = Field(description="the trace's top-level keys other than traceEvents")
-    tracks: list[InfoTrack]
+    tracks: list[InfoTrack] = Field(
+        description="every track, in the order a trace viewer lists them (process and thread sort indexes, then ids)"
+    )
     metrics: dict[str, float | None] = Field(description="the shared metrics (`perftool metrics`)")
     step_times_us: list[float]
     step_numbers: list[int] = Field(

@@ -34,7 +34,7 @@ def info_report(trace: Trace, metrics: Metrics, roof: Roofline) -> InfoReport:
                 "role": t.role.value,
                 "events": metrics.track_events[t.id],
             }
-            for t in trace.tracks
+            for t in sorted(trace.tracks, key=lambda t: t.shown_order)
         ],
         "metrics": {k: _number(v) for k, v in metrics.values.items()},
         "step_times_us": metrics.step_times_us,

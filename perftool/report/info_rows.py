@@ -113,21 +113,13 @@ def collective_rows(metrics: Metrics, unit: str) -> list[CollectiveRow]:
 
 
 def listed_tracks(trace: Trace, metrics: Metrics) -> tuple[list[Track], str | None]:
-    """The tracks a table lists (the :data:`TRACKS_LISTED` busiest, in the trace's own order), and a line
-    saying how many more there are, if any."""
+    """The tracks a table lists (the :data:`TRACKS_LISTED` busiest, in the order a trace viewer lists them), and a
+    line saying how many more there are, if any."""
     events, samples = metrics.track_events, metrics.track_samples
     listed = trace.tracks
     if len(listed) > TRACKS_LISTED:  # the busiest; a table of a million rows helps no one
-        listed = sorted(listed, key=lambda t: -(events[t.id] + samples[t.id]))[:TRACKS_LISTED]
-    ordered = sorted(
-        listed,
-        key=lambda t: (
-            t.process_sort_index if t.process_sort_index is not None else 0,
-            _id_key(t.pid),
-            t.thread_sort_index if t.thread_sort_index is not None else 0,
-            _id_key(t.tid),
-        ),
-    )
+        listed = sorted(listed, key=lambda t: (-(events[t.id] + samples[t.id]), t.shown_order))[:TRACKS_LISTED]
+    ordered = sorted(listed, key=lambda t: t.shown_order)
     more = len(trace.tracks) - len(listed)
     return ordered, (f"… {plural(more, 'more track')} with fewer events (--format json lists all)" if more else None)
 
@@ -138,8 +130,3 @@ def track_cells(track: Track, metrics: Metrics) -> tuple[str, str, str, str, str
     process = track.process_name + (f" ({track.process_labels})" if track.process_labels else "")
     count = f"{int(events):,}" + (f" + {int(samples):,} counter samples" if samples else "")
     return process or "—", track.thread_name or "—", f"{track.pid}:{track.tid}", track.role.value, count
-
-
-def _id_key(value: int | str) -> tuple[int, int | str]:
-    """Numeric ids in numeric order, then string ids."""
-    return (0, value) if isinstance(value, int) else (1, value)

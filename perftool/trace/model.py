@@ -143,6 +143,17 @@ class Track:
         thread = self.thread_name or f"tid {self.tid}"
         return f"{process} / {thread}"
 
+    @property
+    def shown_order(self) -> tuple[int, tuple[int, int | str], int, tuple[int, int | str]]:
+        """Where a trace viewer lists the track: by its process's sort index, pid, its own sort index, tid (numeric
+        ids before string ones); not by where the file first names it."""
+        return (self.process_sort_index or 0, _id_order(self.pid), self.thread_sort_index or 0, _id_order(self.tid))
+
+
+def _id_order(value: int | str) -> tuple[int, int | str]:
+    """Numeric ids in numeric order, then string ids."""
+    return (0, value) if isinstance(value, int) else (1, value)
+
 
 @dataclass
 class Counters:

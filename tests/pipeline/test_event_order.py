@@ -22,8 +22,8 @@ def _rounded(value):
 
 
 def _reports(run, path) -> dict:
-    """``info`` and ``scan`` as JSON, the file's path written as TRACE, numbers to 9 digits, the tracks (numbered as
-    the file first names them) by process and thread."""
+    """``info`` and ``scan`` as JSON, the file's path written as TRACE, numbers to 9 digits, the tracks without the
+    numbers perftool gives them (in the order the file first names them)."""
     documents = {}
     for command in ("info", "scan"):
         text = (
@@ -32,8 +32,8 @@ def _reports(run, path) -> dict:
             else (run(command, path, "--format", "json").stdout)
         )
         documents[command] = _rounded(json.loads(text.replace(str(path), "TRACE")))
-    tracks = documents["info"].pop("tracks")
-    documents["tracks"] = sorted((str(t["pid"]), str(t["tid"]), t["role"], t["events"]) for t in tracks)
+    for track in documents["info"]["tracks"]:
+        del track["id"]
     return documents
 
 
