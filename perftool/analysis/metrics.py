@@ -8,6 +8,7 @@ trace) is NaN, written as null.
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -329,8 +330,10 @@ def _most_time(trace: Trace, time_by_name: np.ndarray, count_by_name: np.ndarray
     whatever order the sums were added in), the first by name: the same whatever order the file lists events in."""
     ran = np.flatnonzero(count_by_name)
     shown = np.round(np.nan_to_num(time_by_name[ran]), 3)
-    if ran.size > TOP_OPS:
-        kept = shown >= np.partition(shown, ran.size - TOP_OPS)[ran.size - TOP_OPS]
-        ran, shown = ran[kept], shown[kept]
+    if ran.size > TOP_OPS:  # those above the TOP_OPS-th time, and of those at it only the first few by name
+        cut = np.partition(shown, ran.size - TOP_OPS)[ran.size - TOP_OPS]
+        tied = heapq.nsmallest(TOP_OPS, ran[shown == cut].tolist(), key=trace.names.__getitem__)
+        ran = np.r_[ran[shown > cut], np.array(tied, dtype=ran.dtype)]
+        shown = np.round(np.nan_to_num(time_by_name[ran]), 3)
     order = sorted(range(ran.size), key=lambda k: (-shown[k], trace.names[ran[k]]))[:TOP_OPS]
     return [int(ran[k]) for k in order]
