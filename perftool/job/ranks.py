@@ -11,6 +11,8 @@ from pathlib import Path
 from perftool.common.errors import PerftoolError
 from perftool.trace.profiler_dirs import (
     ASCEND_OUTPUT,
+    MSPROF_RUN,
+    MSPROF_TIMELINES,
     PROFILE_RUNS,
     TRACE_SUFFIXES,
     XSPACE_SUFFIX,
@@ -53,7 +55,8 @@ def job_files(paths: list[str]) -> list[str]:
             if not inside and not ranks:
                 raise PerftoolError(
                     f"{path}: a directory with no trace files (*.json, *.json.gz, *.xplane.pb), profiler output "
-                    f"directories (with {ASCEND_OUTPUT}/) or jax.profiler runs ({'/'.join(PROFILE_RUNS)}/RUN/) in it"
+                    f"directories (with {ASCEND_OUTPUT}/, msprof's {MSPROF_RUN}*/) or jax.profiler runs "
+                    f"({'/'.join(PROFILE_RUNS)}/RUN/) in it"
                 )
             found += inside + ranks
     return found
@@ -103,8 +106,13 @@ def names_ranks(paths: list[str]) -> bool:
 def rank_from_name(path: str, in_directory: bool = True) -> int | None:
     """The rank a file's name gives: ``rank3``, ``rank_3``; in a job's directory, else its last number
     (``worker-3.json``). A trace in a profiler's output directory has the rank its metadata file is named by
-    (torch_npu's ``profiler_info_3.json``), else the one the directory's name gives."""
-    if Path(path).parent.name == ASCEND_OUTPUT:
+    (torch_npu's ``profiler_info_3.json``), else the one the directory's name gives; msprof's timeline, only the one
+    its run directory's name gives (``PROF_<number>_<time>``: the number is no rank)."""
+    parent = Path(path).parent
+    if Path(path).name.startswith("msprof") and (parent.name in MSPROF_TIMELINES or parent.name.startswith(MSPROF_RUN)):
+        run = parent if parent.name.startswith(MSPROF_RUN) else parent.parent
+        return rank_from_name(str(run), in_directory=False)
+    if parent.name == ASCEND_OUTPUT:
         rank_directory = Path(path).parent.parent
         info = next((_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob("profiler_info_*.json")), None)
         return int(info.group(1)) if info else rank_from_name(str(rank_directory), in_directory)

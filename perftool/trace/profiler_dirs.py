@@ -15,6 +15,11 @@ TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that ma
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
 ASCEND_TRACES = ("trace_view.json", "trace_view.json.gz")
 ASCEND_DATABASE = "ascend_pytorch_profiler*.db"  # the db export's trace (sqlite)
+RANK_METADATA = "profiler_info*.json"  # torch_npu's metadata of a rank's run, written before its analysis
+MSPROF_RUN = "PROF_"  # how msprof names a run's directory (PROF_<number>_<time>_<id>)
+MSPROF_RAW = "device_*"  # a run's raw data (with host/): what msprof exports from
+MSPROF_TIMELINES = ("mindstudio_profiler_output", "timeline")  # where a run's exported timeline is (newer, older CANN)
+MSPROF_NOT_TIMELINES = ("msprof_tx", "msprof_slice.json")  # beside the timeline: msproftx's part of it, a config
 PROFILE_RUNS = ("plugins", "profile")  # where jax.profiler (and TensorFlow) keep a log directory's runs, a folder each
 XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
@@ -24,13 +29,28 @@ MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof'
 def profiler_trace(directory: str) -> str | None:
     """The trace a profiler's own output directory holds, or None where ``directory`` is not one.
 
-    torch_npu writes one directory per rank (``<host>_<pid>_<time>_ascend_pt``): its metadata (``profiler_info_N.json``,
-    ``profiler_metadata.json``) beside ``ASCEND_PROFILER_OUTPUT/``, which holds the trace (``trace_view.json`` in
-    the text export, ``ascend_pytorch_profiler*.db`` in the db export) and msprof's CSV and JSON summaries.
+    torch_npu (and MindSpore) write one directory per rank (``<host>_<pid>_<time>_ascend_pt``): its metadata
+    (``profiler_info_N.json``, ``profiler_metadata.json``), the raw data (``FRAMEWORK/``, ``PROF_*/``) and, once the
+    profiler's analysis has run, ``ASCEND_PROFILER_OUTPUT/``, which holds the trace (``trace_view.json`` in the text
+    export, ``ascend_pytorch_profiler*.db`` in the db export) and msprof's CSV and JSON summaries; that folder named
+    itself reads the same. msprof's own ``PROF_*`` directory reads as its exported timeline (:func:`msprof_trace`).
     """
-    output = Path(directory, ASCEND_OUTPUT)
-    if not output.is_dir():
-        return None
+    path = Path(directory)
+    output = path if path.name == ASCEND_OUTPUT else path / ASCEND_OUTPUT
+    if output.is_dir():
+        return _analysed_trace(directory, output)
+    if (exported := msprof_trace(path)) is not None:
+        return exported
+    if any(path.glob(RANK_METADATA)) or (path / "FRAMEWORK").is_dir():
+        raise PerftoolError(
+            f"{directory}: a torch_npu profiler directory whose analysis has not run (no {ASCEND_OUTPUT}/ in it): "
+            "torch_npu.profiler.profiler.analyse(directory) runs it"
+        )
+    return None
+
+
+def _analysed_trace(directory: str, output: Path) -> str:
+    """The trace in a rank's ``ASCEND_PROFILER_OUTPUT/``: the text export's, else the db export's."""
     for name in ASCEND_TRACES:
         if (output / name).is_file():
             return str(output / name)
@@ -42,6 +62,39 @@ def profiler_trace(directory: str) -> str | None:
         f"{ASCEND_DATABASE}): the profiler's analysis did not run, or was cut short (torch_npu.profiler.profiler."
         "analyse(directory) runs it again)"
     )
+
+
+def msprof_trace(directory: Path) -> str | None:
+    """The timeline msprof exported into its ``PROF_*`` directory, or None where ``directory`` is not one.
+
+    msprof writes its timeline as ``mindstudio_profiler_output/msprof_<time>.json`` (``timeline/msprof*.json`` in
+    older CANN), the same events as a torch_npu trace less the framework's, and with ``--type=db`` (or beside it) the
+    same run as ``msprof_<time>.db``. A timeline sliced into several files (``msprof_slice_N_<time>.json``) is read
+    from the db where there is one; raw data that was never exported is refused, saying how to export it."""
+    timelines = sorted(
+        file
+        for folder in MSPROF_TIMELINES
+        for file in (directory / folder).glob("msprof*.json")
+        if not file.name.startswith(MSPROF_NOT_TIMELINES) and file.is_file()
+    )
+    databases = sorted(file for file in directory.glob("msprof_*.db") if file.is_file())
+    if len(timelines) == 1:
+        return str(timelines[0])
+    if databases:
+        return str(databases[0])
+    if timelines:
+        shown = ", ".join(file.name for file in timelines[:3]) + (", …" if len(timelines) > 3 else "")
+        raise PerftoolError(
+            f"{directory}: msprof sliced its timeline into {len(timelines):,} files ({shown}) "
+            'and wrote no msprof_*.db: export it again unsliced ("slice_switch": "off" in msprof_slice.json) or '
+            "as a db (msprof --export=on --type=db --output=DIR)"
+        )
+    if directory.name.startswith(MSPROF_RUN) and any(directory.glob(MSPROF_RAW)):
+        raise PerftoolError(
+            f"{directory}: msprof's raw data with no exported timeline (mindstudio_profiler_output/msprof_*.json or "
+            "msprof_*.db): msprof --export=on --output=DIR exports it"
+        )
+    return None
 
 
 def profile_run(directory: str) -> str | None:

@@ -85,6 +85,114 @@ def test_a_rank_directory_whose_analysis_did_not_run_says_so(tmp_path, run):
     assert line.startswith(f"perftool: error: {directory}: a torch_npu profiler directory without a trace")
 
 
+def test_a_rank_directory_holding_only_raw_data_says_the_analysis_has_not_run(tmp_path, run):
+    """Before its analysis (deferred, or the job killed first), a rank's directory holds its metadata and raw data
+    only: named alone or in a job, one line says how to analyse it, not that its metadata JSON is no trace."""
+    job = tmp_path / "job"
+    directory = job / "host_1_20250109_ascend_pt"
+    (directory / "FRAMEWORK").mkdir(parents=True)
+    (directory / "PROF_000001_20250109_ABC" / "device_0" / "data").mkdir(parents=True)
+    (directory / "profiler_info_0.json").write_text(json.dumps({"config": {}, "rank_id": 0}))
+    for named in (directory, job):
+        result = run("scan", str(named))
+        assert result.exit_code == 2
+        assert result.output.strip() == (
+            f"perftool: error: {directory}: a torch_npu profiler directory whose analysis has not run (no "
+            "ASCEND_PROFILER_OUTPUT/ in it): torch_npu.profiler.profiler.analyse(directory) runs it"
+        )
+
+
+@pytest.mark.parametrize("export", ["text", "db"])
+def test_the_analysed_output_folder_named_itself_reads_as_the_rank_s_trace(tmp_path, run, export):
+    if export == "text":
+        output = _rank_directory(tmp_path, "host_2_ascend_pt", 0, _npu_trace(0)) / "ASCEND_PROFILER_OUTPUT"
+    else:
+        output = DB_JOB / "rank1_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    result = run("info", str(output), "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["dialect"] == "ascend" and "job" not in document
+    expected = "trace_view.json" if export == "text" else "ascend_pytorch_profiler_1.db"
+    assert document["source"] == str(output / expected)
+
+
+def _msprof_run(parent, name: str, timelines: list[str], database: bool = False):
+    """msprof's run directory (``PROF_<n>_<time>_<id>``): raw data, the exported timeline(s) in
+    mindstudio_profiler_output/ beside its summaries, and the same run as msprof_<time>.db where asked."""
+    run_directory = parent / name
+    (run_directory / "device_0" / "data").mkdir(parents=True)
+    (run_directory / "host" / "data").mkdir(parents=True)
+    output = run_directory / "mindstudio_profiler_output"
+    output.mkdir()
+    (output / "msprof_tx_20250109101010.json").write_text("[]")  # msproftx's part of the timeline, not the timeline
+    (output / "op_summary_20250109101010.csv").write_text("Op Name,Task Duration(us)\nMatMul,500\n")
+    for timeline in timelines:
+        (output / timeline).write_text(json.dumps(_npu_trace(0)))
+    if database:
+        db = DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+        shutil.copy(db, run_directory / "msprof_20250109101010.db")
+    return run_directory
+
+
+@pytest.mark.parametrize(
+    ("timelines", "database", "read"),
+    [
+        (["msprof_20250109101010.json"], False, "mindstudio_profiler_output/msprof_20250109101010.json"),
+        ([], True, "msprof_20250109101010.db"),
+        (
+            ["msprof_slice_0_20250109101010.json", "msprof_slice_1_20250109101010.json"],
+            True,
+            "msprof_20250109101010.db",
+        ),
+    ],  # fmt: skip
+    ids=["the timeline", "the db alone", "a sliced timeline beside the db"],
+)
+def test_msprof_s_run_directory_reads_as_its_exported_timeline(tmp_path, run, timelines, database, read):
+    run_directory = _msprof_run(tmp_path, "PROF_000001_20250109101010_ABCDEFG", timelines, database)
+    result = run("info", str(run_directory), "--format", "json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["dialect"] == "ascend" and document["source"] == str(run_directory / read)
+
+
+@pytest.mark.parametrize(
+    ("timelines", "said"),
+    [
+        (
+            ["msprof_slice_0_20250109101010.json", "msprof_slice_1_20250109101010.json"],
+            "msprof sliced its timeline into 2 files (msprof_slice_0_20250109101010.json, "
+            'msprof_slice_1_20250109101010.json) and wrote no msprof_*.db: export it again unsliced ("slice_switch": '
+            '"off" in msprof_slice.json) or as a db (msprof --export=on --type=db --output=DIR)',
+        ),
+        (
+            [],
+            "msprof's raw data with no exported timeline (mindstudio_profiler_output/msprof_*.json or msprof_*.db): "
+            "msprof --export=on --output=DIR exports it",
+        ),
+    ],
+    ids=["sliced, no db", "never exported"],
+)
+def test_a_run_directory_without_one_timeline_says_what_to_export(tmp_path, run, timelines, said):
+    run_directory = _msprof_run(tmp_path, "PROF_000002_20250109101010_ABCDEFG", timelines)
+    result = run("scan", str(run_directory))
+    assert result.exit_code == 2
+    assert result.output.strip() == f"perftool: error: {run_directory}: {said}"
+
+
+def test_a_directory_of_msprof_runs_is_a_job_ranked_in_name_order(tmp_path, run):
+    """A run's directory and its timeline's name hold a sequence number and times, no rank: each run is a rank
+    in the order of their names, not numbered by a timestamp."""
+    job = tmp_path / "job"
+    for node in ("a", "b"):
+        _msprof_run(job, f"PROF_00000{1 if node == 'a' else 2}_2025010910101{node}_X", ["msprof_20250109101010.json"])
+    result = run("scan", str(job), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    by_rank = {t["rank"]: t["path"] for t in report["traces"]}
+    assert sorted(by_rank) == [0, 1] and not report["unread"]
+    assert "PROF_000001" in by_rank[0] and "PROF_000002" in by_rank[1]
+
+
 def _msprof_step(rank_directory) -> dict:
     """msprof's own breakdown of the step, from the analysis.db the profiler wrote beside the trace (µs)."""
     with sqlite3.connect(rank_directory / "ASCEND_PROFILER_OUTPUT" / "analysis.db") as connection:
