@@ -128,7 +128,8 @@ class Steps:
 
 
 def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
-    """Steps from step markers, host tracks preferred, or inferred from the host's repeating calls where there are
+    """Steps from step markers, host tracks preferred (of markers starting together, the longest, which holds the
+    others, whatever the file's order), or inferred from the host's repeating calls where there are
     none (:mod:`perftool.analysis.repeats`), timed on the device where flows allow (``launched``: the trace's
     launches, where the caller has them already).
 
@@ -142,6 +143,7 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     engine = trace.name_matches(ENGINE_STEP, rows)
     if engine.any():  # a serving engine's iterations are the steps: the outermost where its markers nest
         rows = top_level(trace, rows[engine])
+    rows = rows[np.lexsort((-trace.end[rows], trace.ts[rows]))]  # of markers starting together, the longest
     starts, index = np.unique(trace.ts[rows], return_index=True)
     ends = trace.end[rows][index]
     number = _step_numbers(trace, rows[index])

@@ -30,6 +30,21 @@ def _marker(step: int, ts: float, dur: float) -> dict:
     return complete(f"ProfilerStep#{step}", ts, dur, cat="user_annotation")
 
 
+@pytest.mark.parametrize("longest_first", [True, False])
+def test_of_markers_starting_together_the_longest_is_the_step_whatever_the_file_s_order(write_trace, longest_first):
+    """Two host threads mark each step from the same instant, one for longer: the step ends with the longer one,
+    as it did only when the file listed it first."""
+    events = []
+    for step in range(4):
+        pair = [
+            complete(f"ProfilerStep#{step}", step * 1000, 950, tid=2, cat="user_annotation"),
+            complete(f"ProfilerStep#{step}", step * 1000, 900, cat="user_annotation"),
+        ]
+        events += pair if longest_first else pair[::-1]
+    steps = detect_steps(_read(write_trace, *events))
+    assert steps.end.tolist() == [950, 1950, 2950, 3950] and steps.numbers().tolist() == [0, 1, 2, 3]
+
+
 # The device's span: a host wait at the start covering an idle stretch of at least a fifth of the span, after device
 # work of at most 5% of its busy time, all of it inside the wait give or take 1% of the stretch, is for unseen work.
 SPANS = {
