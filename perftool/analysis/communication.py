@@ -45,6 +45,7 @@ _TYPE_TESTS = (  # (collective, what its squashed lower-case name contains), the
     ("barrier", "barrier"),
     ("reduce", "reduce"),
 )
+PART_SKEW_US = 5.0  # how far a collective's task may reach past the collective's span as recorded
 _POINT_TO_POINT = ("send", "recv", "receive")  # as the name's start only: an RDMASend task is no send
 # The tasks an HCCL op runs on its planes (msprof's names): parts of a collective, never one of their own.
 _HCCL_TASKS = frozenset(
@@ -144,6 +145,29 @@ def find_collectives(trace: Trace) -> Collectives:
     if on == "device":
         _lend_host_records(trace, found)
     return found
+
+
+def collective_parts(trace: Trace) -> np.ndarray:
+    """Per event: a task of a collective drawn over it on the device. msprof draws an HCCL op (``hcom_allReduce_*``)
+    on a track of its own over the tasks it runs (``Notify_Wait``, ``Memcpy``, ``Reduce_Inline``), and those tasks
+    twice, on its planes and on the stream that runs them; a communication event of no collective type that lies
+    within a named collective's span (give or take :data:`PART_SKEW_US`: the db export records an op's own task on its
+    stream a microsecond or so wider than the op) is such a task, whose time the collective holds. An NCCL
+    kernel is its collective's whole work: it has no parts."""
+    comm = (trace.phase == Phase.COMPLETE) & (trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE)
+    names = np.unique(trace.name[comm])
+    typed = np.zeros(len(trace.names), dtype=bool)
+    typed[names] = [collective_type(trace.names[int(n)]) != OTHER for n in names.tolist()]
+    named, tasks = np.flatnonzero(comm & typed[trace.name]), np.flatnonzero(comm & ~typed[trace.name])
+    parts = np.zeros(len(trace), dtype=bool)
+    if named.size == 0 or tasks.size == 0:
+        return parts
+    order = np.argsort(trace.ts[named], kind="stable")
+    starts = trace.ts[named][order] - PART_SKEW_US
+    reach = np.maximum.accumulate(trace.end[named][order]) + PART_SKEW_US
+    before = np.searchsorted(starts, trace.ts[tasks], side="right") - 1  # the last collective starting at or before
+    parts[tasks] = (before >= 0) & (reach[np.maximum(before, 0)] >= trace.end[tasks])
+    return parts
 
 
 def _without_parts(trace: Trace, found: Collectives) -> Collectives:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.communication import collective_parts
 from perftool.analysis.family import device_family, device_name
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import Launches, launch_rows, with_replays
@@ -116,14 +117,16 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
             raise PerftoolError(f"{trace.source}: no events to compare")
         count = max(steps.steady, 1)
         in_window = trace.spans_in(lo, hi)
-        device_rows = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~trace.of_kinds(*NOT_DEVICE_WORK))
+        device_work = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~trace.of_kinds(*NOT_DEVICE_WORK))
+        device_rows = device_work[~collective_parts(trace)[device_work]]  # a collective once, not its tasks too
         timeline = "device" if device_rows.size else "host"
         host_rows, annotated = outermost.result(), annotations.result()
-        causes = beside(_idle_causes, trace, lo, hi, _busy(trace, device_rows, lo, hi), count)
+        device_busy = _busy(trace, device_work, lo, hi)
+        causes = beside(_idle_causes, trace, lo, hi, device_busy, count)
         host_rows, annotated = host_rows[in_window[host_rows]], annotated[in_window[annotated]]
         rows = device_rows if timeline == "device" else host_rows
         clipped = _clipped(trace, rows, lo, hi)
-        busy = intervals.total(_busy(trace, rows, lo, hi))
+        busy = intervals.total(device_busy if timeline == "device" else _busy(trace, rows, lo, hi))
         tables = {
             "kernel": _table(_name_keys(trace, rows), clipped, clipped, count),
             "category": _table(_kind_keys(trace, rows), clipped, clipped, count),

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from builders import ARGS, NCCL, kineto_job, meta, span
 from conftest import DATA
 
 from perftool import load_trace
 from perftool.analysis import compute_metrics
-from perftool.analysis.communication import collective_type, parallelism
+from perftool.analysis.communication import PART_SKEW_US, collective_parts, collective_type, parallelism
 from perftool.analysis.family import job_kind
+from perftool.trace.model import Kind, Role
 
 
 def test_exposed_time_overlap_and_bandwidth_of_a_sized_all_reduce(write_trace):
@@ -93,6 +95,36 @@ def test_an_hccl_op_and_its_tasks_are_one_collective(write_trace, threads, tasks
     assert [(c.name, c.count) for c in metrics.collectives] == [("all_reduce", 3)]
     assert metrics.values["communication.exposed_us"] == pytest.approx(3 * 300)
     assert metrics.values["device.busy_fraction"] == pytest.approx(0.8, abs=0.01)  # the all-reduce is device time
+
+
+@pytest.mark.parametrize(("reach_us", "part"), [(PART_SKEW_US, True), (PART_SKEW_US + 0.5, False)])
+def test_a_collective_s_tasks_are_its_parts_on_its_planes_and_on_its_stream(write_trace, reach_us, part):
+    """msprof draws an HCCL op over its tasks, and those tasks twice (plane and stream): each task within the op's
+    span, give or take PART_SKEW_US, is a part of it; a task reaching further is work of its own, as is the
+    compute beside the op and the op itself."""
+    events = [
+        meta("process_name", 3, 0, name="Ascend Hardware"),
+        meta("thread_name", 3, 4, name="Stream 4"),
+        meta("process_name", 4, 0, name="HCCL"),
+        meta("thread_name", 4, 2, name="Plane 0"),
+        span("MatMulV2", 3, 2, 0, 600),
+        span("hcom_allReduce__428_0_1", 4, 1, 500, 300),
+        span("Notify_Wait", 4, 2, 510, 100),  # on the op's plane
+        span("Notify Wait", 3, 4, 510, 100),  # the same task on the stream that ran it
+        span("AI_CORE", 3, 4, 500 - reach_us, 300 + 2 * reach_us),  # the op's own task, recorded a little wider
+    ]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    parts = {trace.names[trace.name[row]]: bool(is_part) for row, is_part in enumerate(collective_parts(trace))}
+    assert parts == {"MatMulV2": False, "hcom_allReduce__428_0_1": False, "Notify_Wait": True, "Notify Wait": True,
+                     "AI_CORE": part}  # fmt: skip
+
+
+def test_nccl_kernels_are_whole_collectives_without_parts(write_trace):
+    events = [span("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 7, 100 * i, 80, cat="kernel") for i in range(3)]
+    events += [span("ncclDevKernel_SendRecv", 0, 9, 100 * i + 10, 20, cat="kernel") for i in range(3)]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    assert np.count_nonzero((trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE)) == 6
+    assert not collective_parts(trace).any()  # the send/recv within the all-reduce is a collective of its own
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,23 @@ def test_an_ascend_pair_names_exactly_the_task_that_slowed_appeared_and_went(run
     adds_up(document["diffs"][0])
 
 
+def test_an_hccl_op_is_compared_once_not_with_its_tasks_on_planes_and_stream(run):
+    """Two ranks of a real torch_npu job (db export): msprof draws each all-reduce over its tasks, and the tasks on
+    both its planes and its stream; compared per kernel, the op is the collective (as an NCCL kernel is), and the
+    time counted twice is the compute beside it, a few ms, not the 393 ms its tasks were counted over again."""
+    job = DATA / "real" / "torch_npu_db_l2_job"
+    result = run("diff", str(job / "rank0_ascend_pt"), str(job / "rank1_ascend_pt"), "--format", "json")
+    assert result.exit_code == 0, result.output
+    (diff,) = json.loads(result.stdout)["diffs"]
+    rows = {row["key"]: row for row in diff["rows"]}
+    assert rows["hcom_allReduce_"]["baseline_us_per_step"] > 90_000
+    assert not rows.keys() & {"Notify_Wait", "Notify Wait", "Notify_Record", "Memcpy", "Reduce_Inline", "SDMA"}
+    assert rows["AI_CORE"]["baseline_us_per_step"] < 200  # compute tasks; not the all-reduce's own, recorded wider
+    (overlap,) = [r for r in diff["remainders"] if r["name"].startswith("overlap")]
+    assert overlap["baseline_us"] < 0.05 * diff["baseline"]["step_time_us"]
+    adds_up(diff)
+
+
 def test_without_launch_flows_the_op_level_falls_back_and_says_why(run):
     """torch_npu's trace links no device task to a host op, so per-op contributions cannot be measured."""
     document = json.loads(run("diff", *TORCH_NPU, "--by", "op", "--format", "json").stdout)
