@@ -198,7 +198,7 @@ def build(case: dict) -> dict:
     for i in range(case["steps"]):
         t = i * case["period"]
         if case.get("markers", True):
-            name = MARKER.get(vocabulary, "ProfilerStep#{step}").format(step=i)
+            name = case.get("marker", MARKER.get(vocabulary, "ProfilerStep#{step}")).format(step=i)
             marker = {"name": name, "track": step_track, "ts": 0, "dur": case["period"] - 1}
             events.append(_event(marker | {"cat": step_cat}, t, tracks))
         if i == 0:

@@ -83,6 +83,13 @@ def framework(trace: Trace) -> str:
     return "jax" if trace.dialect == "xla" or _JAX.search(names) else "unknown"
 
 
+def offers_loop_size(family: str, framework: str) -> bool:
+    """Whether a job in ``framework`` on ``family`` devices can run several steps per device call (a loop size):
+    TensorFlow's NPU adapter (NPU_LOOP_SIZE) and MindSpore's data sink do on Ascend, PopTorch's and TensorFlow's
+    device_iterations on IPUs; PyTorch on Ascend (torch_npu) dispatches every step from Python and has no such knob."""
+    return not (family == "npu" and framework == "pytorch")
+
+
 # a backward pass (PyTorch's autograd, JAX's transposed jvp) or an optimizer's step; a serving engine's own names
 _TRAINING = re.compile(
     r"Backward|backward|^autograd::engine|^Optimizer\.|AccumulateGrad|zero_grad|transpose\(jvp\(|^jvp\(",

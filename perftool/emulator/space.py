@@ -71,13 +71,14 @@ def _pow2(bounds: Any) -> tuple[int, ...]:
     return tuple([0] if lo == 0 else []) + tuple(powers)
 
 
-def default_space(config: EmulatorConfig) -> dict[str, Any]:
+def default_space(config: EmulatorConfig, loop: bool = True) -> dict[str, Any]:
     """A search space for ``config`` that keeps its training as it is: the speed knobs its device family has,
-    around its values (what ``perftool calibrate`` writes, so ``perftool tune`` runs on a fitted job as is)."""
+    around its values (what ``perftool calibrate`` writes, so ``perftool tune`` runs on a fitted job as is); the loop
+    size only where the job's framework has one (``loop``)."""
     profile, knobs = config.profile, config.knobs
     steps, _ = config.epoch
     space: dict[str, Any] = {}
-    if "loop_size" in profile.knobs:
+    if loop and "loop_size" in profile.knobs:
         space["loop_size"] = {"pow2": [1, 2 ** min(steps.bit_length() - 1, MAX_DEFAULT_LOOP.bit_length() - 1)]}
     space["prefetch_depth"] = {"range": [1, max(DEFAULT_MAX_PREFETCH, knobs.prefetch_depth)]}
     if "io_tiles" in profile.knobs:

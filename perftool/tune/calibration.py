@@ -29,6 +29,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.batch import batch_size
 from perftool.analysis.context import TraceAnalysis
+from perftool.analysis.family import offers_loop_size
 from perftool.analysis.metrics import compute_metrics
 from perftool.common.errors import PerftoolError, parameter
 from perftool.common.results import CalibrateReport
@@ -135,6 +136,7 @@ class Calibration:
     unchecked: str = ""  # why the fit could not be checked on held-out steps, if it could not
     notes: list[str] = field(default_factory=list)  # what the trace does not say, and what to give for it
     batch_from: str = "given"  # where the batch size comes from: given, trace, or unknown (one sample a step)
+    loop: bool = True  # whether the job's framework can run several steps per device call (tune sweeps the loop size)
 
     @property
     def step_error(self) -> float:
@@ -179,7 +181,7 @@ class Calibration:
         config = self.config.model_dump(mode="json", exclude_none=True)
         if "dataset_samples" in config["workload"]:  # the short last batch follows from it
             del config["workload"]["last_batch_samples"]
-        config["tune"] = {"space": default_space(self.config)}  # so perftool tune runs on it as written
+        config["tune"] = {"space": default_space(self.config, self.loop)}  # so perftool tune runs on it as written
         config["calibration"] = {
             "source": self.source,
             "step_time_us": {"trace": self.step_time_us[0], "model": self.step_time_us[1]},
@@ -265,6 +267,7 @@ def calibrate(
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
         spread(scope.steps.steady_durations), scope.steady_steps, unchecked, notes, batch_from,
+        offers_loop_size(scope.family, scope.framework),
     )  # fmt: skip
 
 
@@ -294,6 +297,11 @@ def _notes(scope: TraceAnalysis, config: EmulatorConfig, given_sections: frozens
             f"the trace's device ({scope.metrics.device}) is not one perftool knows by model: the fit uses a generic "
             f"{config.device.upper()} (the reference device's memory and links, its speed fitted to the trace); "
             "name the model with --set device_model=KEY where memory or links matter to a what-if"
+        )
+    if "loop_size" in config.profile.knobs and not offers_loop_size(scope.family, scope.framework):
+        notes.append(
+            f"a {scope.framework} job on this device dispatches every step from Python: it has no loop size (steps "
+            "per device call), so the fit keeps 1 and the tune space written leaves it out"
         )
     workload = config.workload
     if workload.input_workers and not workload.preprocess_us_per_sample and scope.metrics["input.time_us"] > 0:

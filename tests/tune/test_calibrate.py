@@ -213,6 +213,16 @@ def test_a_torch_npu_capture_with_every_layer_calibrates(write_trace):
     assert traced_idle == pytest.approx(11 * 2800 / (11 * 10_000 + 7200), abs=0.01)
 
 
+def test_a_torch_npu_job_is_tuned_without_a_loop_size_pytorch_on_ascend_lacks(write_trace):
+    """NPU_LOOP_SIZE is TensorFlow's: torch_npu runs every step from Python, so the tune space written for a PyTorch
+    job on an NPU sweeps no loop size, and a note says why; an emulated NPU job (the sample above) keeps it."""
+    fitted = calibrate(str(write_trace(torch_npu_layers())))
+    space = fitted.document()["tune"]["space"]
+    assert "loop_size" not in space and "prefetch_depth" in space
+    assert any("has no loop size" in note for note in fitted.notes), fitted.notes
+    assert fitted.config.knobs.loop_size == 1
+
+
 @pytest.mark.slow
 def test_a_capture_at_another_batch_fits_how_efficiency_rises(run, tmp_path):
     """Two captures of one job (a device that reaches half its efficiency at batch 64, hidden from the fit) at batch

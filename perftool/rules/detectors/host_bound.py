@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.family import offers_loop_size
 from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use
@@ -144,15 +145,17 @@ def _fix(
 ) -> tuple[str | None, dict]:
     """Which fix applies, and the emulator knobs it sets.
 
-    Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records;
-    a fit to another trace gives the loop size in use. Other traces get device graphs only where the host does
-    not replay graphs already (then: larger graphs; for a serving engine, which replays or captures them, its host
-    work between replays) and a graph removes what the device waits for: launches, or the host's dispatch of the
-    step's ops one by one where that takes about as long as the device's work (``dispatch_paces``), not Python
-    that runs no op; loop-size advice needs a known loop size and a framework that has one, so elsewhere the
-    advice names the host work instead.
+    Emulator traces keep their family's knob (loop size, device graphs), whose value the trace records; a fit to
+    another trace gives the loop size in use, where the job's framework has one
+    (:func:`~perftool.analysis.family.offers_loop_size`: not PyTorch on Ascend). Other traces get device graphs only
+    where the host does not replay graphs already (then: larger graphs; for a serving engine, which replays or
+    captures them, its host work between replays) and a graph removes what the device waits for: launches, or the
+    host's dispatch of the step's ops one by one where that takes about as long as the device's work
+    (``dispatch_paces``), not Python that runs no op; loop-size advice needs a known loop size and a framework that
+    has one, so elsewhere the advice names the host work instead.
     """
-    if scope.run is not None and (scope.run.recorded or scope.family in LOOP_FAMILIES):
+    has_loop = scope.family in LOOP_FAMILIES and offers_loop_size(scope.family, scope.framework)
+    if scope.run is not None and (scope.run.recorded or has_loop):
         if scope.family in LOOP_FAMILIES and loop_size > current:
             return None, {"loop_size": loop_size}
         if scope.family in GRAPH_FAMILIES and not scope.run.knobs["device_graphs"]:
