@@ -380,3 +380,13 @@ def test_the_rank_the_others_wait_for_is_named_for_that_not_as_the_slowest(run):
     text = run("scan", job, "--fail-on", "never").stdout
     assert "rank 0 arrives last at the collectives: the others wait" in " ".join(text.split())
     assert "slowest" not in text
+
+
+def test_a_straggler_on_npus_is_checked_with_ascend_s_tools_not_nccl_s(run):
+    """The network check a straggler's fix names fits the collective library the job ran: for an NPU job, HCCL's own
+    test and Ascend's network diagnosis, not NCCL's debug log and nccl-tests."""
+    job = REPO / "tests" / "data" / "real" / "torch_npu_db_l2_job"
+    document, _ = scan_json(run, job)
+    (found,) = [f for f in document["job"]["findings"] if f["rule_id"] == "PT013"]
+    assert "hccl_test" in found["fix"]["text"] and "ascend-dmi -dg -i network" in found["fix"]["text"]
+    assert "NCCL" not in found["fix"]["text"] and "nccl-tests" not in found["fix"]["text"]
