@@ -70,6 +70,13 @@ COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
 PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")
 # A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
+# Python that prepares inputs, by the frames' files and functions as Kineto's Python tracer names them
+# ("transformers/models/videomae/image_processing_videomae.py(178): _preprocess_image"): preprocessing, Hugging Face
+# image processors, feature extractors and tokenizers, torchvision's transforms, video and image decoding, collation.
+INPUT_PREPARATION = re.compile(
+    r"(?i)preprocess|image_processing|feature_extraction|video_processing|tokeniz|augment|collate"
+    r"|torchvision/(transforms|io)/|read_video|decode_video|video_reader|pyav|decord|\bPIL/|\bcv2\.|imageio"
+)
 # A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
 IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")
 # Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them;

@@ -32,6 +32,7 @@ LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
 PIECEMEAL_GRAPHS = 1.5  # more graph launches a step than this replay the step in pieces
 ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idle time is the allocator churning
+PREPARING_SHARE = 0.5  # Python preparing inputs for this share of the idle time is work to do ahead of the step
 # A step dispatched as this many compiled calls or more (PjitFunction, one per jnp op) runs op by op: a jitted step
 # is one call, or a few (the step, a metric, an evaluation)
 OP_BY_OP_CALLS = 8
@@ -46,6 +47,7 @@ class _Measured:
     launch: float  # ... of it in short gaps between launches
     in_launch_calls: float  # ... of it while the host is inside kernel-launch calls
     in_allocator: float  # ... of it while the host allocates or frees memory
+    in_preparing: float  # ... of it while the driving thread prepares inputs in Python (decodes, preprocesses)
     graphs_per_step: float
     compiled_calls_per_step: float
     values: dict[str, Any]
@@ -87,6 +89,9 @@ def _measure(scope: Scope) -> _Measured | None:
     allocator = host_work & allocator_calls(trace)
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
     allocator_rows = _overlapping(scope, allocator, pieces)
+    frames = driving[python_frames(trace, driving)]  # its Python that runs no op or runtime call (driving_calls)
+    preparing = frames[trace.name_matches(vocabulary.INPUT_PREPARATION, frames)]
+    in_preparing = intervals.overlap(pieces, intervals.union(trace.ts[preparing], trace.end[preparing]))
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
@@ -108,12 +113,15 @@ def _measure(scope: Scope) -> _Measured | None:
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
         "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
+        "preparing_share": in_preparing / lost,
+        "preparing_names": distinct_names(trace, preparing, 3, host_call) if preparing.size else "none",
         "target_overhead": None,
     }
     evidence = scope.idle_stretches(pieces, named)
     return _Measured(
-        lost, launch, in_launch_calls, in_allocator, graphs_per_step, compiled_calls_per_step, values, evidence
-    )
+        lost, launch, in_launch_calls, in_allocator, in_preparing, graphs_per_step, compiled_calls_per_step, values,
+        evidence,
+    )  # fmt: skip
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -133,6 +141,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     }
     dispatch_paces = values["dispatch_per_step_ms"] >= params["dispatch_paces"] * values["device_per_step_ms"]
     variant, changes = _fix(scope, launch_bound, dispatch_paces, loop_size, current, measured.graphs_per_step)
+    if variant == "host_work" and measured.in_preparing >= PREPARING_SHARE * lost and "serving" not in scope.contexts:
+        variant = "preparing_inputs"  # the host decodes and preprocesses inputs inside the step
     if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
         variant, changes = "op_by_op", {}
     if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
@@ -241,6 +251,9 @@ DETECTOR = Detector(
         "allocator_share": "share of that idle time the host spends allocating or freeing memory",
         "allocator_calls_per_step": "allocation and free calls during the idle time per steady step",
         "allocator_names": "the allocation and free calls, most time first",
+        "preparing_share": "share of that idle time the driving thread spends preparing inputs in Python: its "
+        "outermost frames that run no op, named for preprocessing, image processors, tokenizers, transforms, decoding",
+        "preparing_names": "those Python frames, most time first",
         "target_overhead": "the share of a step host time should be cut to",
     },
     detect=detect,
