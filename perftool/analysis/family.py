@@ -120,7 +120,22 @@ def device_name(trace: Trace) -> str:
     traces name them in the device process's labels or name.
     """
     tracks = device_tracks(trace)
-    return _device_name(trace, tracks) if tracks else HOST_ONLY
+    return _device_name(trace, _of_computing_devices(trace, tracks)) if tracks else HOST_ONLY
+
+
+def _of_computing_devices(trace: Trace, tracks: list[int]) -> list[int]:
+    """Of device ``tracks``, those of the processes where the device computes: a process holding only collectives
+    (msprof's HCCL process, a view of the same NPU's communication beside its Ascend Hardware streams) is no device
+    of its own. All of them where no process computes, or there is one process."""
+    if len({trace.tracks[i].pid for i in tracks}) < 2:
+        return tracks
+
+    def computing() -> frozenset[int]:
+        work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.COMMUNICATION)
+        return frozenset(trace.tracks[i].pid for i in np.unique(trace.track[work]).tolist())
+
+    pids = trace.derive("family.computing_devices", computing)
+    return [i for i in tracks if trace.tracks[i].pid in pids] or tracks
 
 
 def device_properties(trace: Trace) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
 from perftool.analysis import METRICS, compute_metrics, detect_steps, intervals
-from perftool.analysis.family import device_family
+from perftool.analysis.family import device_family, device_name
 from perftool.analysis.idle import attribute_idle
 from perftool.pipeline.read import load_trace
 
@@ -233,3 +233,22 @@ def test_device_family_from_names_and_dialect(write_trace):
     assert family("DstStridedCopy") == "ipu"
     assert family("AscendCL@aclmdlExecute") == "npu"
     assert family("matmul") == "generic"
+
+
+@pytest.mark.parametrize(
+    ("second", "named"),
+    [("HCCL", "NPU"), ("Ascend Hardware", "2 × NPU")],
+    ids=["its collectives' own process", "a second device computing"],
+)
+def test_a_process_of_collectives_alone_is_no_device_of_its_own(write_trace, second, named):
+    """msprof draws an NPU's collectives in a process of their own (HCCL) beside its Ascend Hardware streams: one NPU,
+    not two; a second process where the device computes is a second device."""
+    events = [{"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": "NPU"}} for pid in (3, 4)]
+    events += [
+        process_name(3, "Ascend Hardware"),
+        process_name(4, second),
+        complete("MatMulV2", 0, 500, pid=3, tid=2),
+        complete("hcom_allReduce__1_0_1" if second == "HCCL" else "MatMulV2", 500, 300, pid=4, tid=1),
+    ]
+    trace = load_trace(str(write_trace({"traceEvents": events})))
+    assert trace.dialect == "ascend" and device_name(trace) == named
