@@ -54,7 +54,8 @@ class Ascend(Dialect):
         kind = super().kinds(trace)
         hccl = [t.id for t in trace.tracks if _HCCL.search(t.process_name) and t.role == Role.DEVICE]
         kind[np.isin(trace.track, hccl)] = Kind.COMMUNICATION  # HCCL's ops and their sub-tasks (Notify_Wait, Memcpy)
-        kind[np.isin(trace.track, _communication_streams(trace))] = Kind.COMMUNICATION
+        on_comm_stream = np.isin(trace.track, _communication_streams(trace))
+        kind[on_comm_stream & (kind != Kind.SYNC)] = Kind.COMMUNICATION  # its stream syncs (EVENT_WAIT) stay syncs
         for track in _overlap_device_threads(trace):
             if track.role == Role.DEVICE:
                 kind[trace.track == track.id] = _OVERLAP_DEVICE_THREADS[track.thread_name]
