@@ -14,6 +14,7 @@ from perftool.trace.profiler_dirs import (
     MSPROF_RUN,
     MSPROF_TIMELINES,
     PROFILE_RUNS,
+    RANK_METADATA,
     TRACE_SUFFIXES,
     XSPACE_SUFFIX,
     profile_run,
@@ -113,8 +114,8 @@ def rank_from_name(path: str, in_directory: bool = True) -> int | None:
         run = parent if parent.name.startswith(MSPROF_RUN) else parent.parent
         return rank_from_name(str(run), in_directory=False)
     if parent.name == ASCEND_OUTPUT:
-        rank_directory = Path(path).parent.parent
-        info = next((_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob("profiler_info_*.json")), None)
+        rank_directory = parent.parent
+        info = next((_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob(RANK_METADATA)), None)
         return int(info.group(1)) if info else rank_from_name(str(rank_directory), in_directory)
     name = Path(path).name
     found = _RANK_IN_NAME.search(name) or (_LAST_NUMBER.search(name.split(".")[0]) if in_directory else None)

@@ -36,7 +36,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.analysis.family import device_properties
+from perftool.analysis.family import device_properties, offers_loop_size
 from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
@@ -458,7 +458,10 @@ def _loop_size(trace: Trace, scope: TraceAnalysis, job_steps: int) -> int:
     """Steps per device call where the host launches fewer calls than the trace has steps (iteration offload), else
     1: the steps that end after each call and before the next, the count most calls run. A trace with a remainder
     loop keeps it where it recompiles for it; otherwise (and for a fit of another length than the trace's) the loop
-    is the divisor of ``job_steps`` nearest it, so the fit has no remainder loop the trace does not show."""
+    is the divisor of ``job_steps`` nearest it, so the fit has no remainder loop the trace does not show. 1 where the
+    job's framework runs no loop (:func:`~perftool.analysis.family.offers_loop_size`)."""
+    if not offers_loop_size(scope.family, scope.framework):
+        return 1
     calls = np.sort(trace.ts[(trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST)], kind="stable")
     steps = scope.steps.count
     if not 0 < calls.size < steps:

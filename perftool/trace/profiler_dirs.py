@@ -15,7 +15,8 @@ TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that ma
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
 ASCEND_TRACES = ("trace_view.json", "trace_view.json.gz")
 ASCEND_DATABASE = "ascend_pytorch_profiler*.db"  # the db export's trace (sqlite)
-RANK_METADATA = "profiler_info*.json"  # torch_npu's metadata of a rank's run, written before its analysis
+RANK_METADATA = "profiler_info_*.json"  # torch_npu's metadata of a rank's run (N: its rank), written before analysis
+RANK_RAW_DATA = "FRAMEWORK"  # the framework's raw data in a rank's directory, beside msprof's PROF_*/
 MSPROF_RUN = "PROF_"  # how msprof names a run's directory (PROF_<number>_<time>_<id>)
 MSPROF_RAW = "device_*"  # a run's raw data (with host/): what msprof exports from
 MSPROF_TIMELINES = ("mindstudio_profiler_output", "timeline")  # where a run's exported timeline is (newer, older CANN)
@@ -33,15 +34,15 @@ def profiler_trace(directory: str) -> str | None:
     (``profiler_info_N.json``, ``profiler_metadata.json``), the raw data (``FRAMEWORK/``, ``PROF_*/``) and, once the
     profiler's analysis has run, ``ASCEND_PROFILER_OUTPUT/``, which holds the trace (``trace_view.json`` in the text
     export, ``ascend_pytorch_profiler*.db`` in the db export) and msprof's CSV and JSON summaries; that folder named
-    itself reads the same. msprof's own ``PROF_*`` directory reads as its exported timeline (:func:`msprof_trace`).
+    itself reads the same. msprof's own ``PROF_*`` directory reads as its exported timeline (:func:`_msprof_trace`).
     """
     path = Path(directory)
     output = path if path.name == ASCEND_OUTPUT else path / ASCEND_OUTPUT
     if output.is_dir():
         return _analysed_trace(directory, output)
-    if (exported := msprof_trace(path)) is not None:
+    if (exported := _msprof_trace(path)) is not None:
         return exported
-    if any(path.glob(RANK_METADATA)) or (path / "FRAMEWORK").is_dir():
+    if any(path.glob(RANK_METADATA)) or (path / RANK_RAW_DATA).is_dir():
         raise PerftoolError(
             f"{directory}: a torch_npu profiler directory whose analysis has not run (no {ASCEND_OUTPUT}/ in it): "
             "torch_npu.profiler.profiler.analyse(directory) runs it"
@@ -64,7 +65,7 @@ def _analysed_trace(directory: str, output: Path) -> str:
     )
 
 
-def msprof_trace(directory: Path) -> str | None:
+def _msprof_trace(directory: Path) -> str | None:
     """The timeline msprof exported into its ``PROF_*`` directory, or None where ``directory`` is not one.
 
     msprof writes its timeline as ``mindstudio_profiler_output/msprof_<time>.json`` (``timeline/msprof*.json`` in
