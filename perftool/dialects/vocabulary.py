@@ -76,8 +76,8 @@ GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:
 # image processors, feature extractors and tokenizers, torchvision's transforms, video and image decoding, collation.
 INPUT_PREPARATION = re.compile(
     r"(?i)preprocess|image_processing|feature_extraction|video_processing|tokeniz|augment|collate"
-    r"|torchvision/(transforms|io)/|read_video|decode_video|video_reader|pyav|decord|\bPIL/|\bcv2\.|imageio"
-)
+    r"|torchvision/(transforms|io)/|read_video|decode_video|video_reader|pyav|decord|\bPIL/|\bcv\d\.|imageio"
+)  # no digit written out (OpenCV's cv2 as cv\d): the pattern is searched in the names' shapes, digits as 0
 # A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
 IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")
 # Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them;

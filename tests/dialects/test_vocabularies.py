@@ -10,6 +10,7 @@ from conftest import REPO, complete, process_name, thread_name
 
 from perftool import load_trace
 from perftool.analysis import compute_metrics
+from perftool.dialects import vocabulary
 
 STEP = 1000.0
 
@@ -264,3 +265,25 @@ def test_each_sample_reads_the_same_by_its_names_alone(run, write_trace, sample)
     for rule, finding in found_by_names.items():  # a bound alone never makes an error, where the record predicted one
         bounded = finding["gain"]["kind"] == "upper_bound" and found[rule]["severity"] == "error"
         assert finding["severity"] == ("warning" if bounded else found[rule]["severity"]), rule
+
+
+@pytest.mark.parametrize(
+    ("frame", "prepares"),
+    [
+        ("transformers/models/videomae/image_processing_videomae.py(178): _preprocess_image", True),
+        ("transformers/pipelines/video_classification.py(174): read_video_pyav", True),
+        ("torchvision/transforms/functional.py(470): resize", True),
+        ("<built-in method cvtColor of PyCapsule object at 0x7f>", False),
+        ("<built-in function cv2.resize>", True),
+        ("PIL/Image.py(3431): open", True),
+        ("transformers/tokenization_utils_base.py(2883): __call__", True),
+        ("torch/utils/data/_utils/collate.py(141): default_collate", True),
+        ("diffusers/pipelines/pipeline_utils.py(1135): _execution_device", False),
+        ("torch/_dynamo/eval_frame.py(403): __call__", False),
+        ("vllm/v1/worker/gpu_input_batch.py(309): add_request", False),
+    ],
+)
+def test_python_that_prepares_inputs_is_told_by_its_frames_files_and_functions(write_trace, frame, prepares):
+    """Read from a trace's names as the host-bound rule reads them (searched once per name's shape, digits as 0)."""
+    trace = load_trace(write_trace({"traceEvents": [complete(frame, 0, 10, cat="python_function")]}))
+    assert trace.name_matches(vocabulary.INPUT_PREPARATION).tolist() == [prepares]
