@@ -8,7 +8,7 @@ import re
 import zlib
 from pathlib import Path
 
-from perftool.common.errors import PerftoolError
+from perftool.common.errors import PerftoolError, TraceError
 from perftool.trace.profiler_dirs import (
     ASCEND_OUTPUT,
     MSPROF_RUN,
@@ -52,7 +52,7 @@ def job_files(paths: list[str]) -> list[str]:
                     f"job's traces: move it out of {path}"
                 )
             inside = [str(p) for p in without_copies(named) if _may_hold_a_trace(p)]
-            ranks = [trace for p in sorted(Path(folder).iterdir()) if p.is_dir() and (trace := profiler_trace(str(p)))]
+            ranks = [trace for p in sorted(Path(folder).iterdir()) if p.is_dir() and (trace := _rank_trace(p))]
             if not inside and not ranks:
                 raise PerftoolError(
                     f"{path}: a directory with no trace files (*.json, *.json.gz, *.xplane.pb), profiler output "
@@ -61,6 +61,16 @@ def job_files(paths: list[str]) -> list[str]:
                 )
             found += inside + ranks
     return found
+
+
+def _rank_trace(directory: Path) -> str | None:
+    """The trace of a profiler directory in a job's directory, None where it is not one; the directory itself where
+    it holds no trace to read (analysis not run, a timeline not exported), so that reading it says why among the
+    job's unread traces while the other ranks are read."""
+    try:
+        return profiler_trace(str(directory))
+    except TraceError:
+        return str(directory)
 
 
 def _may_hold_a_trace(path: Path) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from perftool.common.errors import PerftoolError
+from perftool.common.errors import PerftoolError, TraceError
 
 TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that may be its ranks' traces
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
@@ -35,6 +35,7 @@ def profiler_trace(directory: str) -> str | None:
     profiler's analysis has run, ``ASCEND_PROFILER_OUTPUT/``, which holds the trace (``trace_view.json`` in the text
     export, ``ascend_pytorch_profiler*.db`` in the db export) and msprof's CSV and JSON summaries; that folder named
     itself reads the same. msprof's own ``PROF_*`` directory reads as its exported timeline (:func:`_msprof_trace`).
+    A profiler directory that holds no trace to read raises a :class:`TraceError` saying how to make one.
     """
     path = Path(directory)
     output = path if path.name == ASCEND_OUTPUT else path / ASCEND_OUTPUT
@@ -43,9 +44,10 @@ def profiler_trace(directory: str) -> str | None:
     if (exported := _msprof_trace(path)) is not None:
         return exported
     if any(path.glob(RANK_METADATA)) or (path / RANK_RAW_DATA).is_dir():
-        raise PerftoolError(
-            f"{directory}: a torch_npu profiler directory whose analysis has not run (no {ASCEND_OUTPUT}/ in it): "
-            "torch_npu.profiler.profiler.analyse(directory) runs it"
+        raise TraceError(
+            directory,
+            f"a torch_npu profiler directory whose analysis has not run (no {ASCEND_OUTPUT}/ in it): "
+            "torch_npu.profiler.profiler.analyse(directory) runs it",
         )
     return None
 
@@ -58,10 +60,11 @@ def _analysed_trace(directory: str, output: Path) -> str:
     databases = sorted(output.glob(ASCEND_DATABASE))
     if databases:
         return str(databases[0])
-    raise PerftoolError(
-        f"{directory}: a torch_npu profiler directory without a trace in {ASCEND_OUTPUT}/ (trace_view.json or "
-        f"{ASCEND_DATABASE}): the profiler's analysis did not run, or was cut short (torch_npu.profiler.profiler."
-        "analyse(directory) runs it again)"
+    raise TraceError(
+        directory,
+        f"a torch_npu profiler directory without a trace in {ASCEND_OUTPUT}/ (trace_view.json or {ASCEND_DATABASE}): "
+        "the profiler's analysis did not run, or was cut short (torch_npu.profiler.profiler.analyse(directory) runs "
+        "it again)",
     )
 
 
@@ -85,15 +88,17 @@ def _msprof_trace(directory: Path) -> str | None:
         return str(databases[0])
     if timelines:
         shown = ", ".join(file.name for file in timelines[:3]) + (", …" if len(timelines) > 3 else "")
-        raise PerftoolError(
-            f"{directory}: msprof sliced its timeline into {len(timelines):,} files ({shown}) "
-            'and wrote no msprof_*.db: export it again unsliced ("slice_switch": "off" in msprof_slice.json) or '
-            "as a db (msprof --export=on --type=db --output=DIR)"
+        raise TraceError(
+            str(directory),
+            f"msprof sliced its timeline into {len(timelines):,} files ({shown}) and wrote no msprof_*.db: export it "
+            'again unsliced ("slice_switch": "off" in msprof_slice.json) or as a db (msprof --export=on --type=db '
+            "--output=DIR)",
         )
     if directory.name.startswith(MSPROF_RUN) and any(directory.glob(MSPROF_RAW)):
-        raise PerftoolError(
-            f"{directory}: msprof's raw data with no exported timeline (mindstudio_profiler_output/msprof_*.json or "
-            "msprof_*.db): msprof --export=on --output=DIR exports it"
+        raise TraceError(
+            str(directory),
+            "msprof's raw data with no exported timeline (mindstudio_profiler_output/msprof_*.json or msprof_*.db): "
+            "msprof --export=on --output=DIR exports it",
         )
     return None
 

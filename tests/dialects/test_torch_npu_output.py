@@ -102,6 +102,26 @@ def test_a_rank_directory_holding_only_raw_data_says_the_analysis_has_not_run(tm
         )
 
 
+def test_a_job_with_one_rank_not_analysed_reports_the_others_and_says_which(tmp_path, run):
+    """Nothing is lost: the analysed rank is scanned and reported, the other is named among the unread with how to
+    analyse it, and the command exits 2."""
+    job = tmp_path / "job"
+    _rank_directory(job, "node-a_4411_ascend_pt", 0, _npu_trace(0.0))
+    raw = job / "node-b_4412_ascend_pt"
+    (raw / "FRAMEWORK").mkdir(parents=True)
+    (raw / "profiler_info_1.json").write_text(json.dumps({"config": {}, "rank_id": 1}))
+    result = run("scan", str(job), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 2
+    report = json.loads(result.stdout)
+    assert [t["path"] for t in report["traces"]] == [str(job / "node-a_4411_ascend_pt" / "ASCEND_PROFILER_OUTPUT" /
+                                                         "trace_view.json")]  # fmt: skip
+    assert [u["path"] for u in report["unread"]] == [str(raw)] and "analysis has not run" in report["unread"][0][
+        "problem"
+    ]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"perftool: error: {raw}: a torch_npu profiler directory whose analysis has not run")
+
+
 @pytest.mark.parametrize("export", ["text", "db"])
 def test_the_analysed_output_folder_named_itself_reads_as_the_rank_s_trace(tmp_path, run, export):
     if export == "text":
