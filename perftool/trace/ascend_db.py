@@ -1,4 +1,5 @@
-"""torch_npu's db export (``ascend_pytorch_profiler_N.db``, sqlite) read as the events its text export writes.
+"""torch_npu's db export (``ascend_pytorch_profiler_N.db``, sqlite) read as the events its text export writes; msprof's
+own (``msprof_<time>.db``, from ``msprof --type=db``) has the same tables less the framework's, and reads alike.
 
 The profiler's analysis writes the same run either as ``trace_view.json`` or as tables: names are ids into
 ``STRING_IDS``, times are nanoseconds. Read through the standard library's ``sqlite3``, each table becomes the
@@ -49,7 +50,11 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
     try:
         tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "STRING_IDS" not in tables or not tables & {"TASK", "PYTORCH_API"}:
-            raise TraceError(path, "an sqlite database without torch_npu's tables (STRING_IDS, TASK, PYTORCH_API)")
+            raise TraceError(
+                path,
+                "an sqlite database without the tables torch_npu's and msprof's db exports write (STRING_IDS, TASK "
+                "or PYTORCH_API)",
+            )
         metadata |= _metadata(connection, tables)
         reader = _Reader(connection, tables)
         yield reader.names()

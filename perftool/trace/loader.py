@@ -50,7 +50,7 @@ SPOOL_FREE_SHARE = 0.05  # a stream's copy leaves this share of its disk free, o
 SPOOL_FREE_BYTES = 1 << 30
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 MAX_DECODERS = 4  # decoding processes at most, one per free core up to this
-SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's db export)
+SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's and msprof's db exports)
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
 # what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers
@@ -251,8 +251,8 @@ def _check_whole_fits(path: str, memory: int) -> None:
 
 
 def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[RawEvent]]] | None:
-    """The reader of a trace that is not JSON, by its content or its name: torch_npu's db export (sqlite), an
-    XSpace; None for JSON. Their modules load only when such a trace is read."""
+    """The reader of a trace that is not JSON, by its content or its name: torch_npu's or msprof's db export
+    (sqlite), an XSpace; None for JSON. Their modules load only when such a trace is read."""
     with open(path, "rb") as fh:
         head = fh.read(len(SQLITE_MAGIC))
     if head == SQLITE_MAGIC:

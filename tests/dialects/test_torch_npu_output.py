@@ -254,8 +254,8 @@ def test_an_sqlite_file_that_is_not_torch_npu_s_is_one_line(tmp_path, run):
     assert path.read_bytes().startswith(SQLITE_MAGIC)
     result = run("info", str(path))
     assert result.exit_code == 2
-    assert result.output.strip() == f"perftool: error: {path}: an sqlite database without torch_npu's tables " \
-        "(STRING_IDS, TASK, PYTORCH_API)"  # fmt: skip
+    assert result.output.strip() == f"perftool: error: {path}: an sqlite database without the tables torch_npu's " \
+        "and msprof's db exports write (STRING_IDS, TASK or PYTORCH_API)"  # fmt: skip
 
 
 def test_a_truncated_db_export_is_one_line(tmp_path, run):
