@@ -154,11 +154,11 @@ def collective_parts(trace: Trace) -> np.ndarray:
     within a named collective's span (give or take :data:`PART_SKEW_US`: the db export records an op's own task on its
     stream a microsecond or so wider than the op) is such a task, whose time the collective holds. An NCCL
     kernel is its collective's whole work: it has no parts."""
-    comm = (trace.phase == Phase.COMPLETE) & (trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE)
-    names = np.unique(trace.name[comm])
-    typed = np.zeros(len(trace.names), dtype=bool)
-    typed[names] = [collective_type(trace.names[int(n)]) != OTHER for n in names.tolist()]
-    named, tasks = np.flatnonzero(comm & typed[trace.name]), np.flatnonzero(comm & ~typed[trace.name])
+    comm = np.flatnonzero(
+        (trace.phase == Phase.COMPLETE) & (trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE)
+    )
+    typed = _types_by_name(trace, comm) != len(COLLECTIVES)
+    named, tasks = comm[typed], comm[~typed]
     parts = np.zeros(len(trace), dtype=bool)
     if named.size == 0 or tasks.size == 0:
         return parts
@@ -206,9 +206,7 @@ def _outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
 def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
     """Type, size, group size and group of each row, from its name and kept args."""
     names = (*COLLECTIVES, OTHER)
-    used, name_of_row = np.unique(trace.name[rows], return_inverse=True)  # each distinct name looked at once
-    type_of_name = np.array([names.index(collective_type(trace.names[n])) for n in used.tolist()], np.int8)
-    types = type_of_name[name_of_row.reshape(-1)] if rows.size else np.zeros(0, np.int8)
+    types = _types_by_name(trace, rows)
     nbytes = np.full(rows.size, math.nan)
     size = np.full(rows.size, math.nan)
     group = np.zeros(rows.size, dtype=np.int32)
@@ -225,6 +223,15 @@ def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
     found = Collectives(rows, on, types, nbytes, size, group, ["default", *groups])
     _job_defaults(trace, found)
     return found
+
+
+def _types_by_name(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Each row's collective type by its name (an index into ``COLLECTIVES + (OTHER,)``), each distinct name looked at
+    once."""
+    used, name_of_row = np.unique(trace.name[rows], return_inverse=True)
+    names = (*COLLECTIVES, OTHER)
+    type_of_name = np.array([names.index(collective_type(trace.names[n])) for n in used.tolist()], np.int8)
+    return type_of_name[name_of_row.reshape(-1)] if rows.size else np.zeros(0, np.int8)
 
 
 @dataclass
