@@ -75,7 +75,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(
             Caveat(
                 "the step the capture marks is that warm-up: no steady step is left, so no figure here is a steady "
-                "state's and findings stay at info",
+                "state's and no rule judges it",
                 caps=True,
                 short="the capture is a model's warm-up",
                 unjudged=f"the one step the capture marks is a model's warm-up ({warmup})",

@@ -126,6 +126,8 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         made = {name: partial(helper.result, index) for index, name in enumerate(ahead)}  # each waits for its piece
         scope = Scope(trace, steps, metrics, read.family or device_family(trace), run, read.evidence, read.job_steps,
                       idle_from=made.get("idle"), roofline_from=made.get("roofline"))  # fmt: skip
+        unjudged = next((c.unjudged for c in metrics.caveats if c.unjudged), None)
+        judged = trace_rules if unjudged is None else []  # a capture that is no steady state has no finding of one
         capping = [c for c in metrics.caveats if c.caps]
         cap = Cap("; ".join(c.short for c in capping), all(c.recurring for c in capping)) if capping else None
         fitted = TraceFit(scope)  # fitted to the trace when a fix first asks for it
@@ -136,7 +138,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
                 return None
             return finding_of(scope, detection, *fix_that_holds(scope, detection, fitted), cap)
 
-        findings = [found for found in ordered_map(finding, trace_rules, threads, helper) if found is not None]
+        findings = [found for found in ordered_map(finding, judged, threads, helper) if found is not None]
     findings.sort(key=biggest_first)
     idle = scope.idle
     window = scope.window
@@ -151,7 +153,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         time_unit=trace.display_time_unit,
         step_clock=metrics.step_clock,
         caveats=[c.text for c in metrics.caveats],
-        unjudged=next((c.unjudged for c in metrics.caveats if c.unjudged), None),
+        unjudged=unjudged,
         window_us=window,
         steps=scope.steady_steps,
         step_time_us=plain(metrics["step_time_us.mean"]),

@@ -37,6 +37,11 @@ def steps_said(trace: TraceFindings) -> str:
     return plural(trace.steps, "steady step") if trace.steps else "no step markers"
 
 
+def unjudged_said(trace: TraceFindings) -> str | None:
+    """Where no rule judged the trace (it holds no steady step), why, in place of its findings; None otherwise."""
+    return "Not judged: the capture holds no steady step (see the notes)." if trace.unjudged else None
+
+
 def mean_step(trace: TraceFindings) -> float | None:
     """The mean steady step a report's header shows, µs: None where there is none, or it is not a steady state's."""
     return None if trace.unjudged else trace.step_time_us

@@ -27,6 +27,7 @@ from perftool.report.overall import (
     rank_aligned,
     rank_label,
     steps_said,
+    unjudged_said,
 )
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import evidence_start
@@ -113,7 +114,9 @@ def steady_step(trace: TraceFindings) -> list[tuple[str, float]]:
 def findings_section(trace: TraceFindings, job: JobView | None = None) -> str:
     """A trace's findings (with its ``job``: one rank's, whose tracks in the job's annotated trace carry the rank)."""
     if not trace.findings:
-        return section("Findings", paragraph("No findings: nothing the rules look for costs time here."))
+        return section(
+            "Findings", paragraph(unjudged_said(trace) or "No findings: nothing the rules look for costs time here.")
+        )
     overall = [paragraph(f"{label.capitalize()}: {words}") for label, words in overall_gains(trace)]
     where = paragraph(
         "Each finding's occurrences are slices on a track of its own (named below each finding) in the trace with its "

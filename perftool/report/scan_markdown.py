@@ -5,7 +5,7 @@ from __future__ import annotations
 from perftool.common.names import NAME_IN_TABLE, as_device, readable
 from perftool.common.units import duration, plural, timestamp
 from perftool.report.escape import html_text, markdown
-from perftool.report.overall import holding_back, largest_cost, mean_step, overall_gains, steps_said
+from perftool.report.overall import holding_back, largest_cost, mean_step, overall_gains, steps_said, unjudged_said
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
@@ -52,7 +52,7 @@ def _trace_header(trace: TraceFindings) -> list[str]:
 def _trace(trace: TraceFindings) -> list[str]:
     lines = _trace_header(trace)
     if not trace.findings:
-        return [*lines, "No findings.", ""]
+        return [*lines, unjudged_said(trace) or "No findings.", ""]
     lines += ["| severity | rule | lost | finding |", "| --- | --- | --- | --- |"]
     for finding in trace.findings:
         lost = f"{finding.impact.share:.1%}"

@@ -12,7 +12,7 @@ from perftool.common.units import duration, plural, timestamp
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
-from perftool.report.overall import largest_cost, mean_step, overall_gains, steps_said
+from perftool.report.overall import largest_cost, mean_step, overall_gains, steps_said, unjudged_said
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -33,7 +33,9 @@ def render(report: ScanReport) -> Group:
             for label, words in gains:
                 overall.add_row(label, shown(words))
             parts += [Text(""), overall]
-        if not trace.findings:
+        if unjudged := unjudged_said(trace):
+            parts.append(Text(f"  {unjudged}", style="yellow"))
+        elif not trace.findings:
             parts.append(Text("  no findings", style="green"))
         parts.append(Text(""))
     parts.append(summary_line(report))
