@@ -22,6 +22,11 @@ _PROCESS_ROLES = (
 # (the rank waiting for its peers in Notify_Wait, copying and reducing their data) are communication, not compute
 _HCCL_TASK = re.compile(r"(?i)^(notify[_ ]?(wait|record)|hcom_|hccl|reduce[_ ]?inline)")
 _MARKERS = ("Ascend Hardware", "CANN", "Overlap Analysis", "AscendCL")
+# Single-operator execution under online compilation: the call looks the operator up, compiles it where it is not
+# compiled yet (the opCompile inside it), then runs it. It is called for every such op of every step.
+_COMPILE_AND_EXECUTE = re.compile(r"^(AscendCL@)?aclopCompileAndExecute(V2)?$")
+_OP_COMPILE = re.compile(r"^(AscendCL@)?opCompile$")
+OP_CACHE_HIT_US = 1000.0  # an opCompile this short found its operator compiled already: compiling one takes longer
 # msprof's own summary of the device: what ran (these two threads) and what did not ("Free", and the
 # part of communication overlapping nothing, which "Communication" already holds).
 _OVERLAP_DEVICE_THREADS = {"Computing": Kind.COMPUTE, "Communication": Kind.COMMUNICATION}
@@ -59,6 +64,7 @@ class Ascend(Dialect):
         for track in _overlap_device_threads(trace):
             if track.role == Role.DEVICE:
                 kind[trace.track == track.id] = _OVERLAP_DEVICE_THREADS[track.thread_name]
+        kind[_not_compiling(trace)] = Kind.RUNTIME
         return kind
 
     def name_kind(self, name: str) -> Kind:
@@ -75,6 +81,25 @@ def _communication_streams(trace: Trace) -> list[int]:
         return []
     hccl_names = np.array([bool(_HCCL_TASK.search(name)) for name in trace.names] or [False])
     return np.unique(trace.track[hccl_names[trace.name] & np.isin(trace.track, streams)]).tolist()
+
+
+def _not_compiling(trace: Trace) -> np.ndarray:
+    """Per event: an operator-compile call that compiled nothing. An opCompile shorter than :data:`OP_CACHE_HIT_US`
+    found the operator in the compile cache; an aclopCompileAndExecute holding an opCompile ran its operator, and
+    any compile is the opCompile's (counted once, not twice). One without an opCompile in it (a profiler level that
+    does not record one) stays a compile."""
+    op_compile = trace.name_matches(_OP_COMPILE)
+    found = op_compile & (trace.dur < OP_CACHE_HIT_US)
+    executing = np.flatnonzero(trace.name_matches(_COMPILE_AND_EXECUTE))
+    inner = np.flatnonzero(op_compile)
+    if executing.size == 0 or inner.size == 0:
+        return found
+    for track in np.unique(trace.track[executing]).tolist():
+        outer = executing[trace.track[executing] == track]
+        starts = np.sort(trace.ts[inner[trace.track[inner] == track]])
+        first = np.searchsorted(starts, trace.ts[outer])  # the first opCompile starting in the call, if any
+        found[outer] = np.r_[starts, np.inf][first] <= trace.end[outer]
+    return found
 
 
 def _overlap_device_threads(trace: Trace) -> list[Track]:

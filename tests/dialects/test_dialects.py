@@ -111,6 +111,26 @@ def test_ascend_roles_and_kinds(write_trace):
     assert trace.dur[trace.name == trace.names.index("MatMulV2")].tolist() == [120.25]
 
 
+def test_ascend_operator_compiles_that_compiled_nothing_are_calls(write_trace):
+    """Under online compilation torch_npu runs an operator through aclopCompileAndExecute every step; the opCompile
+    inside it compiles only where the operator is not compiled yet. One under OP_CACHE_HIT_US (1 ms) found it
+    compiled (a cache hit): both are calls. A longer one is the compile, counted once: the call around it is not."""
+    events = [*ascend_events()[:4], process_name(3, "Ascend Hardware"), thread_name(3, 5, "Stream 5")]
+    for start, inner in ((10_000, 30.0), (20_000, 999.0), (30_000, 1_000.0)):
+        events += [
+            complete("AscendCL@aclopCompileAndExecute", str(start), str(inner + 400), pid=2, tid=11),
+            complete("AscendCL@opCompile", str(start + 5), str(inner), pid=2, tid=11),
+            complete("Conv2D", str(start + inner + 420), "300.000", pid=3, tid=5),
+        ]
+    events.append(complete("AscendCL@aclopCompileAndExecute", "40000", "2000", pid=2, tid=11))  # no opCompile in it
+    trace = load_trace(write_trace(events))
+    kinds = {(trace.names[n], float(d)): Kind(k) for n, d, k in zip(trace.name, trace.dur, trace.kind)}
+    assert kinds[("AscendCL@opCompile", 30.0)] == kinds[("AscendCL@opCompile", 999.0)] == Kind.RUNTIME
+    assert kinds[("AscendCL@opCompile", 1_000.0)] == Kind.COMPILE
+    assert {kinds[("AscendCL@aclopCompileAndExecute", d)] for d in (430.0, 1_399.0, 1_400.0)} == {Kind.RUNTIME}
+    assert kinds[("AscendCL@aclopCompileAndExecute", 2_000.0)] == Kind.COMPILE
+
+
 def test_emulator_traces_declare_roles_and_kinds(write_trace):
     document = {
         "perftool": {

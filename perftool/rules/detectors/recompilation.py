@@ -2,7 +2,8 @@
 
 The cause comes from the compile event's own ``args`` when the tool wrote one (``reason``,
 ``cause``). Operator compiles (``aclopCompile``) in a PyTorch (torch_npu) trace are online
-operator compilation, which torch_npu can switch off. Otherwise a compile in the final step is the
+operator compilation, which torch_npu can switch off (the Ascend dialect leaves out those that found the operator
+compiled already). Otherwise a compile in the final step is the
 short last batch, and any other is a new shape (or a Python value baked into the graph as a constant).
 """
 
