@@ -39,6 +39,8 @@ def rule_page(rule: Rule) -> RulePage:
     ]
     after = [("Severity", f"at least {rule.severity.value}; by share of the steady-state step time lost: "
                           f"{thresholds(rule)}")]  # fmt: skip
+    if rule.titles:
+        after.append(("Titles", "\n".join(f"{v.replace('_', ' ')}: {title}" for v, title in rule.titles.items())))
     settings = {**detector.params, **rule.params}
     if settings:
         after.append((

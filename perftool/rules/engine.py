@@ -83,7 +83,7 @@ def finding_of(
     return Finding(
         rule_id=rule.id,
         rule_name=rule.name,
-        title=rule.title,
+        title=rule.title_for(detection.variant),
         severity=severity,
         message=fill(worded(rule.message), values),
         impact=Impact(lost_us=detection.lost_us, per_step_us=plain(per_step), share=share),

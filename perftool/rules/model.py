@@ -100,6 +100,11 @@ class Rule(_Strict):
         default_factory=dict,
         description="fixes for particular causes the detector names (variant -> family or context -> text)",
     )
+    titles: dict[str, str] = Field(
+        default_factory=dict,
+        description="titles for particular causes the detector names (variant -> title), where the rule's own "
+        "would name another cause",
+    )
     explain: Explanation
     references: tuple[Reference, ...] = ()
     enabled: bool = True
@@ -121,6 +126,17 @@ class Rule(_Strict):
         for fixes in variants.values():
             cls._families(fixes)
         return variants
+
+    @model_validator(mode="after")
+    def _titled_variants(self) -> Rule:
+        unknown = sorted(set(self.titles) - set(self.fix_variants))
+        if unknown:
+            raise ValueError(f"titles: {unknown[0]!r} is no variant of fix_variants")
+        return self
+
+    def title_for(self, variant: str | None) -> str:
+        """The title of a finding of the ``variant`` the detector named: its own where the rule has one."""
+        return self.titles.get(variant or "", self.title)
 
     def fix_for(self, family: str, variant: str | None, contexts: tuple[str, ...] = ()) -> str:
         """The fix for the ``variant`` the detector named (else the rule's own), in the terms of the first of the

@@ -49,6 +49,8 @@ def test_rule_case(run, write_trace, rule, case):
             if key in expected:
                 text = finding["fix"]["text"] if where == "fix" else finding["message"]
                 assert expected[key] in text, text
+        if "title" in expected:
+            assert finding["title"] == expected["title"], finding["title"]
         if "capped_has" in expected:
             assert expected["capped_has"] in (finding["capped"] or ""), finding["capped"]
         if expected.get("held") is False:

@@ -67,6 +67,7 @@ def test_installed_package_finds_its_rules(tmp_path):
         ({"fix": {"npu": "x"}}, "fix: needs a 'generic' fix"),
         ({"fix": {"generic": "x", "tpu": "y"}}, "unknown device family or context 'tpu'"),
         ({"colour": "red"}, "colour: unknown field"),
+        ({"titles": {"launch_bound": "x", "nope": "y"}}, "titles: 'nope' is no variant of fix_variants"),
         ({"severity": "fatal"}, "severity: Input should be 'info', 'warning' or 'error'"),
     ],
 )
@@ -300,6 +301,7 @@ def test_rules_list_and_explain(run):
     for heading in ("What it finds", "Why it matters", "Example", "How to fix", "Severity", "Template values"):
         assert heading in page
     assert "NPU_LOOP_SIZE" in page and "warning ≥ 5%" in page
+    assert "Titles preparing inputs: Device idle while the host prepares inputs in Python" in page
     assert run("rules", "explain", "cpu-fallback").stdout.startswith("PT004 cpu-fallback")
     missing = run("rules", "explain", "PT404")
     assert missing.exit_code == 2 and "unknown rule 'PT404'" in missing.stderr
