@@ -48,9 +48,10 @@ def render(view: CalibrateView) -> Group:
         verdict.append(f"failed: {warning}\n", style="bold red")
     if not calibration.warnings:
         verdict.append(
-            f"passed: held-out steps within {STEP_ERROR:.0%} (or their spread) and {IDLE_ERROR_POINTS:.0f} points of "
-            f"busy, the spread within {SPREAD_POINTS:.0f} points; the fit reproduces its trace's step within "
-            f"{FIT_STEP_ERROR:.0%} and where its time goes within {IDLE_ERROR_POINTS:.0f} points",
+            f"passed: held-out steps within {STEP_ERROR:.0%} and {IDLE_ERROR_POINTS:.0f} points of busy (or what the "
+            f"steps' spread allows: the limit column), the spread within {SPREAD_POINTS:.0f} points; the fit "
+            f"reproduces its trace's step within {FIT_STEP_ERROR:.0%} and where its time goes within "
+            f"{IDLE_ERROR_POINTS:.0f} points",
             style="bold green",
         )
     verdict.append(

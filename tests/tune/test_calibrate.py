@@ -68,7 +68,10 @@ def test_calibrate_writes_a_config_emulate_and_tune_take(run, tmp_path):
     assert result.exit_code == 0, result.output
     said = " ".join(result.stdout.split())
     unwrapped = result.stdout.replace("\n", "")  # a long path may be cut anywhere to fit the terminal's width
-    assert "passed: held-out steps within 5%" in said and f"written to {fitted}" in unwrapped
+    assert (
+        "passed: held-out steps within 5% and 3 points of busy (or what the steps' spread allows" in said
+        and f"written to {fitted}" in unwrapped
+    )
     document = yaml.safe_load(fitted.read_text())
     assert document["calibration"]["step_error"] < 0.05 and document["workload"]["epochs"] == 10
     emulated = json.loads(run("emulate", fitted, "--format", "json").stdout)
