@@ -1,8 +1,8 @@
 """What limits how far a trace's verdicts hold, said plainly: too few steps, start-up, cut-off capture.
 
 A caveat that ``caps`` means the trace has no steady state worth ranking findings on: its findings
-stay at info, each saying why. Where the cap comes only from too few steps (one step, or no step
-markers), a finding whose evidence recurs may still stand at warning (``recurring``), unless the
+stay at info, each saying why. Where the cap comes only from too few steps (one or two that disagree, or no
+step markers), a finding whose evidence recurs may still stand at warning (``recurring``), unless the
 capture is mostly start-up. Two steady steps that agree are a steady state.
 """
 
@@ -125,7 +125,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     elif steps.steady < MIN_STEADY_STEPS and not warmup_only:
-        recurring = steps.steady == 1 and not mostly_startup
+        recurring = not mostly_startup
         found.append(
             Caveat(
                 f"only {plural(steps.steady, 'steady step')} after {steps.warmup} warm-up (at least"

@@ -349,8 +349,11 @@ def _mostly_startup(startup: float | None, first: float, last: float) -> bool:
 
 
 def _truncated_last(durations: np.ndarray) -> int:
-    """1 when the last step is under ``TRUNCATED_SHARE`` of the typical earlier step (cut off by the capture)."""
+    """1 when the last step is under ``TRUNCATED_SHARE`` of the typical earlier step (cut off by the capture). The
+    first step counts only where it is the one earlier step: it is the one warm-up stretches (a first call compiling),
+    and the median of two takes half of it."""
     if durations.size < 2:
         return 0
-    typical = float(np.median(durations[:-1][-8:]))
+    earlier = durations[1:-1] if durations.size > 2 else durations[:-1]
+    typical = float(np.median(earlier[-8:]))
     return int(durations[-1] < TRUNCATED_SHARE * typical)
