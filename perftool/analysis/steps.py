@@ -29,6 +29,7 @@ from perftool.dialects.vocabulary import (
     FIRST_RUNTIME_CALL,
     MODEL_WARMUP,
     STARTUP,
+    STEP_NUMBER_ARG,
     WARMUP_ANNOTATION,
 )
 from perftool.trace.model import Kind, Phase, Role, Trace, pandas_module
@@ -254,10 +255,13 @@ def warmup_signs(trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: fl
 
 
 def _step_numbers(trace: Trace, rows: np.ndarray) -> np.ndarray | None:
-    """The number each step marker names (``ProfilerStep#12`` is 12), or None unless every marker names one."""
+    """The number each step marker names (``ProfilerStep#12`` is 12), else the number its args give it
+    (``step_num``, as jax.profiler's StepTraceAnnotation records it); None unless every marker has one."""
     names = [trace.names[n] for n in trace.name[rows].tolist()]
     numbers = [name[len(name.rstrip(_DIGITS)) :] for name in names]  # the trailing digits, without a regex
-    if not numbers or not all(numbers):
+    if numbers and not all(numbers):
+        numbers = [str((trace.args(row) or {}).get(STEP_NUMBER_ARG, "")) for row in rows.tolist()]
+    if not numbers or not all(number.isdigit() for number in numbers):
         return None
     return np.array([int(number) for number in numbers], dtype=np.int64)
 

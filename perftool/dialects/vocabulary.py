@@ -11,6 +11,7 @@ ENGINE_STEP = re.compile(
     r"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b"
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
+STEP_NUMBER_ARG = "step_num"  # a step marker's number in its args (jax.profiler's StepTraceAnnotation)
 SYNC = re.compile(
     r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|hipStreamSynchronize"
     r"|hipDeviceSynchronize|aten::item|aten::_local_scalar_dense|_local_scalar_dense"

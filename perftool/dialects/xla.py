@@ -15,7 +15,9 @@ Each plane of the XSpace is a process named after it: ``/device:GPU:0`` or ``/de
 
 On the host, the Python thread calls compiled functions (``PjitFunction(train_step)``); the runtime's threads
 launch kernels through the driver API (``cuLaunchKernel``, ``hipModuleLaunchKernel``) and run the executables
-(``PjRtStreamExecutorLoadedExecutable::Execute``, ``ExecuteHelper``). Events have no category.
+(``PjRtStreamExecutorLoadedExecutable::Execute``, ``ExecuteHelper``). Events have no category. A step the user marks
+with ``jax.profiler.StepTraceAnnotation("train", step_num=n)`` is a host event named as the user named it, its args
+holding ``step_num`` and ``_r`` (the mark of a step's root): a step marker, where no device line gives the steps.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import re
 import numpy as np
 
 from perftool.dialects.base import Dialect
-from perftool.dialects.vocabulary import COMPILED_CALL, PYTHON_FRAME
+from perftool.dialects.vocabulary import COMPILED_CALL, PYTHON_FRAME, STEP_NUMBER_ARG
 from perftool.trace.model import Kind, Phase, Role, Trace, Track
 
 DEVICE_PLANE = re.compile(r"^/device:(?P<kind>[A-Z]+):(?P<id>\d+)")
@@ -42,6 +44,7 @@ _ASYNC_LINES = ("Async XLA Ops", "Host Offload Ops")  # copies and collectives r
 # A call into the driver or runtime API (cuLaunchKernel, hipModuleLaunchKernel, cuMemcpyHtoDAsync_v2): XLA
 # launches through these, where PyTorch calls the cuda*/hip* runtime.
 _RUNTIME_CALL = re.compile(r"^(cu|hip|cuda)[A-Z]\w*$")
+STEP_ARGS = (f'"{STEP_NUMBER_ARG}"'.encode(), b'"_r"')  # what a StepTraceAnnotation's args hold, whatever its name
 
 
 class Xla(Dialect):
@@ -80,6 +83,8 @@ class Xla(Dialect):
                 kind[on_line] = Kind.ANNOTATION
             elif line in _ASYNC_LINES or (stream and stream["work"] in _COPY_STREAMS):
                 kind[on_line & (kind == Kind.COMPUTE)] = Kind.D2D
+        if not (kind == Kind.STEP).any():
+            kind[_step_annotations(trace)] = Kind.STEP
         if not (kind == Kind.STEP).any() and not trace.name_matches(COMPILED_CALL).any():
             kind[_repeated_program(trace)] = Kind.STEP
         return kind
@@ -91,6 +96,17 @@ class Xla(Dialect):
         if kind in (Kind.OTHER, Kind.H2D, Kind.D2H, Kind.D2D) and _RUNTIME_CALL.match(name):
             return Kind.RUNTIME  # a copy call on the host is a runtime call, as the kernel launches are
         return kind
+
+
+def _step_annotations(trace: Trace) -> np.ndarray:
+    """Per event: a step ``jax.profiler.StepTraceAnnotation`` marked on the host. Its name is the user's, so each
+    name of the host's is asked once: does its first event with args carry :data:`STEP_ARGS`."""
+    host = np.isin(trace.track, [t.id for t in trace.tracks if HOST_PLANE.match(t.process_name)])
+    rows = np.flatnonzero(host & (trace.phase == Phase.COMPLETE) & (trace.args_ref >= 0))
+    names, first = np.unique(trace.name[rows], return_index=True)
+    refs = trace.args_ref[rows[first]].tolist()
+    marking = [name for name, ref in zip(names.tolist(), refs) if all(k in trace.kept_args[ref] for k in STEP_ARGS)]
+    return host & (trace.phase == Phase.COMPLETE) & np.isin(trace.name, marking)
 
 
 def _repeated_program(trace: Trace) -> np.ndarray:

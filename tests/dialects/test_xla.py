@@ -83,6 +83,51 @@ def test_a_tpu_is_its_ops_and_its_steps_come_from_the_steps_line(write_trace):
     assert device_name(trace) == "/device:TPU:0"
 
 
+def _annotated_gpu_steps(first: int, count: int) -> list[dict]:
+    """A jitted step per StepTraceAnnotation("train", step_num=n) on the host, 1 ms apart, its kernel 600 µs."""
+    events = [
+        process_name(701, "/host:CPU"),
+        thread_name(701, 1, "python"),
+        thread_name(701, 2, "tf_pjrt_thread_pool/1"),
+        process_name(1, "/device:GPU:0"),
+        thread_name(1, 16, "Stream #16(Kernel)"),
+    ]
+    for n in range(count):
+        t = n * 1000.0
+        events += [
+            complete("train", t, 990, pid=701, tid=1, args={"_r": "1", "step_num": str(first + n)}),
+            complete("PjitFunction(train_step)", t + 5, 200, pid=701, tid=1, args={"module_name": "jit_train_step"}),
+            complete("cuLaunchKernel", t + 150, 10, pid=701, tid=2, args={"correlation_id": str(n)}),
+            complete("loop_fusion", t + 300, 600, pid=1, tid=16, args={"correlation_id": str(n)}),
+        ]
+    return events
+
+
+def test_steps_jax_profiler_s_step_trace_annotation_marks_are_the_steps_with_their_numbers(write_trace, run):
+    """StepTraceAnnotation's event is named as the user named it ("train"); its args hold step_num and _r. Those
+    are the steps, numbered as the user numbered them, not steps inferred from the repeating calls."""
+    trace = load_trace(write_trace({"traceEvents": [*_annotated_gpu_steps(100, 6), {}]}))
+    assert {Kind(k) for k in trace.kind[trace.name == trace.names.index("train")].tolist()} == {Kind.STEP}
+    steps = detect_steps(trace)
+    assert steps.count == 6 and steps.inferred is None and steps.numbers().tolist() == list(range(100, 106))
+    shown = json.loads(
+        run("info", write_trace({"traceEvents": _annotated_gpu_steps(100, 6)}), "--format", "json").stdout
+    )
+    assert shown["step_numbers"][:2] == [100, 101] and "inferred" not in " ".join(shown["caveats"])
+
+
+def test_a_tpu_s_steps_line_wins_over_the_host_s_step_annotations(write_trace):
+    """On a TPU the device's Steps line times the steps where they run; the host's annotations, which dispatch runs
+    ahead of, are left as they are."""
+    events = _tpu_trace()["traceEvents"][:-1]
+    events += [
+        complete("train", n * 1000.0, 950, pid=701, tid=1, args={"_r": "1", "step_num": str(n)}) for n in range(4)
+    ]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    assert Kind.STEP not in trace.kind[trace.name == trace.names.index("train")].tolist()
+    assert detect_steps(trace).count == 4
+
+
 def test_a_tpu_trace_has_its_steps_and_its_exposed_all_reduce(write_trace, run):
     result = run("scan", write_trace(_tpu_trace()), "--format", "json", "--fail-on", "never")
     (scanned,) = json.loads(result.stdout)["traces"]
