@@ -169,10 +169,20 @@ def test_modelled_ops_keep_only_their_inputs_and_equal_inputs_share_them():
         ("NVIDIA B200", "B200"),
         ("Ascend910B2", "Ascend-910B"),
         ("Gaudi 3", "Gaudi3"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA A10", "A10"),
     ],
 )
 def test_devices_are_matched_as_traces_spell_them(name, key):
     assert identify({"name": name}).key == key
+
+
+@pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA L40", "NVIDIA T400", "NVIDIA L20"])
+def test_a_device_whose_name_only_starts_like_a_known_one_is_not_taken_for_it(name):
+    """An A10G is not an A10 nor an L40 an L40S: their figures differ, and no figures beat wrong ones."""
+    assert identify({"name": name}) is None
 
 
 def test_every_device_file_says_where_its_figures_come_from_and_covers_the_families():
