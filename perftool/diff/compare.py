@@ -12,6 +12,7 @@ first pass through the op map.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -33,6 +34,16 @@ FALLBACK = ("op", "annotation", "category")  # the levels tried, in order, after
 def shown(baseline_us: float, candidate_us: float) -> bool:
     """Whether a remainder has time on either side that a table for people shows (not 0.0 µs on both)."""
     return max(abs(baseline_us), abs(candidate_us)) >= NOTHING_US
+
+
+def unchanged(contributions: Iterable[float]) -> bool:
+    """Whether no part of a change shows (each under :data:`NOTHING_US`): the two sides' steps are made alike."""
+    return all(abs(part) < NOTHING_US for part in contributions)
+
+
+def nothing_changed(level: str) -> str:
+    """What a report says in place of a change's parts where none shows (:func:`unchanged`)."""
+    return f"Nothing changed: every {level} and every cause of idle time takes the same time a step on both sides."
 
 
 _ROW = ConfigDict(populate_by_name=True)  # read back from JSON, what a part computes (its contribution) is ignored

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from perftool.common.choices import Level
 from perftool.common.results import Part
-from perftool.diff.compare import TraceDiff, shown
+from perftool.diff.compare import TraceDiff, shown, unchanged
 
 
 class Contributor(Part):
@@ -73,6 +73,11 @@ class Explanation(Part):
             baseline_step_us=diff.baseline.step_us, candidate_step_us=diff.candidate.step_us,
             paced_time=diff.paced_time, contributors=parts,
         )  # fmt: skip
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether no part of the change shows: the two sides' steps are made alike."""
+        return unchanged(part.contribution_us for part in self.contributors)
 
     def share(self, part_us: float) -> float:
         """``part_us`` as a fraction of the change (NaN when nothing changed)."""

@@ -12,7 +12,7 @@ import json
 
 from perftool.common.names import readable
 from perftool.common.units import duration, number, percent, plural, signed_duration
-from perftool.diff.compare import shown
+from perftool.diff.compare import nothing_changed, shown, unchanged
 from perftool.diff.files import DiffResult
 from perftool.report import svg
 from perftool.report.html_page import Cell, facts, page, paragraph, section, table
@@ -109,8 +109,10 @@ def trace_diff(diff: dict) -> list[str]:
     unmatched = diff["unmatched"]
     parts_html = [
         section("What changed" + where, summary, *(paragraph(note, "warn") for note in diff["notes"]), strips),
-        section("What the change is made of", waterfall,
-                table("contributions", headers, contribution_rows, (1, 2, 3, 4), (0,))),
+        section("What the change is made of", paragraph(nothing_changed(diff["level"])))
+        if unchanged(r["contribution_us"] for r in [*rows, *diff["remainders"]])
+        else section("What the change is made of", waterfall,
+                     table("contributions", headers, contribution_rows, (1, 2, 3, 4), (0,))),
         section("Where the steps go", table("largest", [diff["level"], "calls/step", "time/step", "of the step"],
                                             where_rows, (1, 2, 3), (0,))),
         section("No counterpart", paragraph(

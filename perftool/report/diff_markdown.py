@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perftool.common.units import duration, number, percent, plural, signed_duration
-from perftool.diff.compare import TraceDiff
+from perftool.diff.compare import TraceDiff, nothing_changed
 from perftool.diff.explanation import Explanation
 from perftool.diff.files import DiffResult
 from perftool.report.escape import markdown_code
@@ -35,7 +35,7 @@ def trace_diff(diff: TraceDiff) -> list[str]:
         f"{diff.measured.capitalize()}: {duration(base.step_us)} → {duration(cand.step_us)}, **{diff.change_text}**.",
         f"{how}; device {cell(diff.devices)}.",
         "",
-        contributions_table(Explanation.of(diff, TOP)),
+        _made_of(Explanation.of(diff, TOP)),
         "",
         f"Where the steps go: the {plural(min(TOP, len(diff.rows)), diff.level)} with the most time.",
         "",
@@ -50,6 +50,11 @@ def trace_diff(diff: TraceDiff) -> list[str]:
         "",
     ]
     return [*lines, *(f"- {cell(note)}" for note in diff.notes)]
+
+
+def _made_of(explained: Explanation) -> str:
+    """The change's parts as a table, or where none shows, that nothing changed."""
+    return nothing_changed(explained.level) if explained.unchanged else contributions_table(explained)
 
 
 def contributions_table(explained: Explanation) -> str:

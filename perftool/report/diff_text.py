@@ -17,7 +17,7 @@ from rich.text import Text
 
 from perftool.common.names import readable
 from perftool.common.units import duration, number, percent, plural, signed_duration
-from perftool.diff.compare import TraceDiff
+from perftool.diff.compare import TraceDiff, nothing_changed
 from perftool.diff.explanation import Explanation
 from perftool.diff.files import DiffResult
 from perftool.report.console import NamesAndFigures, add_columns, cut
@@ -61,8 +61,7 @@ def trace_diff(diff: TraceDiff) -> list[RenderableType]:
             (diff.change_text, style),
         ),
         *(Text(note, style="yellow") for note in diff.notes),
-        Text(f"\nWhat the change is made of (adds up to {signed_duration(diff.delta_us)})", style="bold"),
-        contributions(Explanation.of(diff, TOP)),
+        *_made_of(Explanation.of(diff, TOP)),
         Text(
             f"Where the steps go: the {plural(min(TOP, len(diff.rows)), diff.level)} with the most time", style="bold"
         ),
@@ -78,6 +77,14 @@ def trace_diff(diff: TraceDiff) -> list[RenderableType]:
             lines.append(shown(f"{title} {plural(len(keys), diff.level)}: {named}{more}"))
     lines.append(Text(_unmatched(diff), style="dim"))
     return lines
+
+
+def _made_of(explained: Explanation) -> list[RenderableType]:
+    """The change's parts under their heading, or where none shows, that nothing changed."""
+    if explained.unchanged:
+        return [Text(f"\n{nothing_changed(explained.level)}\n", style="bold")]
+    heading = Text(f"\nWhat the change is made of (adds up to {signed_duration(explained.delta_us)})", style="bold")
+    return [heading, contributions(explained)]
 
 
 def contributions(explained: Explanation) -> NamesAndFigures:

@@ -357,6 +357,12 @@ def test_a_capture_against_itself_names_no_change_and_no_other_workload(run, nam
     assert diff["delta_us"] == 0 and diff["headline"] == "step +0.0% (0.0 µs)"
     assert not any("workload" in note for note in diff["notes"])
     adds_up(diff)
+    said = "Nothing changed: every kernel and every cause of idle time takes the same time a step on both sides."
+    text = " ".join(run("diff", trace, trace).stdout.split())
+    assert said in text and "What the change is made of" not in text and "Where the steps go" in text
+    assert f"\n{said}\n" in run("diff", trace, trace, "--format", "markdown").stdout
+    page = run("diff", trace, trace, "--format", "html").stdout
+    assert f"<p>{said}</p>" in page and 'data-table="contributions"' not in page
 
 
 def test_the_json_is_written_a_block_of_rows_at_a_time_as_the_one_document(run, monkeypatch, tmp_path):
