@@ -67,6 +67,9 @@ FINDINGS_PROCESS = "perftool findings"  # the process an annotated trace (scan -
 FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows into the trace's own tracks
 # A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op.
 COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
+# torch_npu's task queue: the Python thread enqueues each operator, a second thread dequeues and launches it (off
+# where ASCEND_LAUNCH_BLOCKING=1 or TASK_QUEUE_ENABLE=0).
+TASK_QUEUE = re.compile(r"^(Enqueue|Dequeue)@")
 # A frame of the Python stack, as the XLA profiler's Python tracer ("$train.py:40 main") and Kineto
 # ("train.py(40): main") name them.
 PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")

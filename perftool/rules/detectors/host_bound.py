@@ -115,6 +115,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
         "preparing_share": in_preparing / lost,
         "preparing_names": distinct_names(trace, preparing, 3, host_call) if preparing.size else "none",
+        "task_queue": None,  # detect's, for PyTorch on an NPU: here to keep the order
         "target_overhead": None,
     }
     evidence = scope.idle_stretches(pieces, named)
@@ -143,6 +144,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     variant, changes = _fix(scope, launch_bound, dispatch_paces, loop_size, current, measured.graphs_per_step)
     if variant == "host_work" and measured.in_preparing >= PREPARING_SHARE * lost and "serving" not in scope.contexts:
         variant = "preparing_inputs"  # the host decodes and preprocesses inputs inside the step
+    if variant in ("host_work", "launch_bound") and scope.family == "npu" and scope.framework == "pytorch":
+        variant, values["task_queue"] = "torch_npu_dispatch", _task_queue(scope.trace)
     if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
         variant, changes = "op_by_op", {}
     if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
@@ -182,6 +185,22 @@ def _fix(
     if scope.family in GRAPH_FAMILIES:
         return None, {"device_graphs": True}
     return "launch_bound", {}
+
+
+def _task_queue(trace: Trace) -> str:
+    """torch_npu's task queue as the trace shows it, in words for the fix: on where operators pass through it (its
+    Enqueue@ and Dequeue@ events), else off."""
+    if trace.name_matches(vocabulary.TASK_QUEUE).any():
+        return (
+            "its task queue is on (the trace's Enqueue@/Dequeue@ events): set TASK_QUEUE_ENABLE=2, the level that "
+            "moves more of each launch off the Python thread (1 is the default; 2 works where operators run as "
+            "binary kernels, torch_npu.npu.set_compile_mode(jit_compile=False))"
+        )
+    return (
+        "its task queue is off (no Enqueue@/Dequeue@ event in the trace), so the Python thread launches every "
+        "operator itself: unset ASCEND_LAUNCH_BLOCKING and TASK_QUEUE_ENABLE=0, which turn it off, or set "
+        "TASK_QUEUE_ENABLE=2"
+    )
 
 
 def _ops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -254,6 +273,7 @@ DETECTOR = Detector(
         "preparing_share": "share of that idle time the driving thread spends preparing inputs in Python: its "
         "outermost frames that run no op, named for preprocessing, image processors, tokenizers, transforms, decoding",
         "preparing_names": "those Python frames, most time first",
+        "task_queue": "PyTorch on an NPU: whether torch_npu's task queue is on, and what to set, in words",
         "target_overhead": "the share of a step host time should be cut to",
     },
     detect=detect,
