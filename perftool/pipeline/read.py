@@ -9,7 +9,7 @@ from perftool import dialects
 from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS, msprof_kernels
-from perftool.trace.profiler_dirs import MSPROF_LEFT_OUT, msprof_steps, trace_path
+from perftool.trace.profiler_dirs import ENVIRONMENT, MSPROF_LEFT_OUT, msprof_steps, rank_environment, trace_path
 
 
 def load_trace(
@@ -24,7 +24,8 @@ def load_trace(
     """Read a trace file (or the trace of a profiler's output directory: :func:`~perftool.trace.profiler_dirs.
     trace_path`) and assign track roles and event kinds through its dialect; msprof's own step breakdown beside a
     torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels' measured pipe use
-    (``msprof.kernel_details``), and why either was left out (``msprof.left_out``).
+    (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables the profiler
+    recorded set in the job's environment (``torch_npu.environment``).
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
@@ -42,5 +43,7 @@ def load_trace(
         trace.metadata[KERNEL_DETAILS] = kernels.rows
     if left_out := [table.left_out for table in (steps, kernels) if table.left_out]:
         trace.metadata[MSPROF_LEFT_OUT] = left_out
+    if environment := rank_environment(file):
+        trace.metadata[ENVIRONMENT] = environment
     trace.store.loaded()
     return trace

@@ -28,6 +28,7 @@ import msgspec
 from perftool.common.errors import TraceError
 from perftool.trace.decode import RawEvent
 from perftool.trace.msprof_kernels import CORES, KERNEL_DETAILS, PIPES, kernel_types
+from perftool.trace.profiler_dirs import ENVIRONMENT, recorded_environment
 
 BATCH_ROWS = 50_000  # rows read and turned into events at a time
 PYTHON, CANN, HARDWARE, HCCL = 1, 2, 3, 4  # the processes, numbered as the text export names them
@@ -66,15 +67,14 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
 
 
 def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
-    """The export's schema version (``META_DATA``), the NPU it ran on (``NPU_INFO``) and its kernels' measured pipe
-    use (``TASK_PMU_INFO``), as the trace's metadata."""
+    """The export's schema version and the variables the profiler recorded set (``META_DATA``), the NPU it ran on
+    (``NPU_INFO``) and its kernels' measured pipe use (``TASK_PMU_INFO``), as the trace's metadata."""
     found: dict[str, Any] = {"perftool.source": "torch_npu db export"}
     if "META_DATA" in tables:
-        found |= {
-            f"torch_npu.{k}": v
-            for k, v in connection.execute("SELECT name, value FROM META_DATA")
-            if k != "ENV_VARIABLES"
-        }
+        rows = dict(connection.execute("SELECT name, value FROM META_DATA"))
+        found |= {f"torch_npu.{k}": v for k, v in rows.items() if k != "ENV_VARIABLES"}
+        if environment := recorded_environment(rows.get("ENV_VARIABLES")):
+            found[ENVIRONMENT] = environment
     if "NPU_INFO" in tables:
         names = [name for (name,) in connection.execute("SELECT name FROM NPU_INFO") if name]
         if len(set(names)) == 1:  # the NPU the rank ran on, named as a device's properties are (Kineto's)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 from collections.abc import Callable
@@ -25,6 +26,8 @@ PROFILE_RUNS = ("plugins", "profile")  # where jax.profiler (and TensorFlow) kee
 XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
 MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof's CSVs a reader left out, and why
+RANK_ENVIRONMENT = "profiler_metadata.json"  # torch_npu's record of the job's environment (ENV_VARIABLES), per rank
+ENVIRONMENT = "torch_npu.environment"  # the trace metadata key of the variables the profiler recorded set
 
 
 def profiler_trace(directory: str) -> str | None:
@@ -153,6 +156,33 @@ class MsprofTable(NamedTuple):
 
     rows: list[dict[str, Any]]
     left_out: str = ""
+
+
+def recorded_environment(variables: object) -> dict[str, str]:
+    """The variables torch_npu's profiler recorded set (``ENV_VARIABLES``: each it looks at, empty where unset), as
+    a JSON object or its text; none where it is neither."""
+    if isinstance(variables, str):
+        try:
+            variables = json.loads(variables)
+        except ValueError:
+            return {}
+    if not isinstance(variables, dict):
+        return {}
+    return {str(name): str(value) for name, value in variables.items() if value not in ("", None)}
+
+
+def rank_environment(trace_file: str) -> dict[str, str]:
+    """The variables torch_npu's profiler recorded set for the rank whose trace is ``trace_file`` (its directory's
+    ``profiler_metadata.json``, beside ``ASCEND_PROFILER_OUTPUT/``); none where there is no such file or it does not
+    read."""
+    path = Path(trace_file).parent
+    if path.name != ASCEND_OUTPUT or not (path.parent / RANK_ENVIRONMENT).is_file():
+        return {}
+    try:
+        document = json.loads((path.parent / RANK_ENVIRONMENT).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return recorded_environment(document.get("ENV_VARIABLES") if isinstance(document, dict) else None)
 
 
 def msprof_steps(trace_file: str) -> MsprofTable:

@@ -21,14 +21,16 @@ from perftool.trace.msprof_kernels import msprof_kernels
 DB_JOB = DATA / "real" / "torch_npu_db_l2_job"
 
 
-def _rank_directory(parent, name: str, rank: int, trace: dict | list | None):
-    """A rank's directory as torch_npu writes it: profiler_info_N.json, profiler_metadata.json and the analysed
-    output with the trace (where given), msprof's summaries beside it."""
+def _rank_directory(parent, name: str, rank: int, trace: dict | list | None, environment: dict | None = None):
+    """A rank's directory as torch_npu writes it: profiler_info_N.json, profiler_metadata.json (the variables it
+    looks at, each empty but those ``environment`` sets) and the analysed output with the trace (where given),
+    msprof's summaries beside it."""
     directory = parent / name
     output = directory / "ASCEND_PROFILER_OUTPUT"
     output.mkdir(parents=True)
     (directory / f"profiler_info_{rank}.json").write_text(json.dumps({"config": {}, "rank_id": rank}))
-    (directory / "profiler_metadata.json").write_text(json.dumps({"ENV_VARIABLES": {}}))
+    recorded = {"ASCEND_LAUNCH_BLOCKING": "", "PYTORCH_NPU_ALLOC_CONF": "", **(environment or {})}
+    (directory / "profiler_metadata.json").write_text(json.dumps({"ENV_VARIABLES": recorded}))
     (output / "communication.json").write_text(json.dumps({"step50": {"collective": {}}}))
     (output / "kernel_details.csv").write_text("Step Id,Name,Type,Duration(us)\n50,MatMul,MatMul,950\n")
     if trace is not None:
@@ -61,6 +63,56 @@ def test_a_rank_directory_is_read_as_its_trace(tmp_path, run):
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["dialect"] == "ascend" and document["source"].endswith("ASCEND_PROFILER_OUTPUT/trace_view.json")
+
+
+def _host_bound_steps() -> list:
+    """trace_view.json's layout: 8 steps whose NPU waits 300 µs of each 1 ms on the host's Python, its operator
+    passing through torch_npu's task queue (Enqueue@, Dequeue@)."""
+    events = _npu_trace(0)[:3] + [
+        {"ph": "M", "name": "process_name", "pid": 40, "tid": 0, "args": {"name": "CANN"}},
+    ]
+    for step in range(8):
+        t = step * 1000.0
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{step}", "cat": "cpu_op", "pid": 10, "tid": 10, "ts": t, "dur": 999},
+            {"ph": "X", "name": "train_step (train.py:40)", "pid": 10, "tid": 10, "ts": t, "dur": 300},
+            {"ph": "X", "name": "Enqueue@MatMulV2", "pid": 10, "tid": 10, "ts": t + 300, "dur": 2},
+            {"ph": "X", "name": "Dequeue@MatMulV2", "pid": 40, "tid": 11, "ts": t + 303, "dur": 1},
+            {"ph": "X", "name": "AscendCL@aclnnMatmul", "pid": 40, "tid": 11, "ts": t + 305, "dur": 20},
+            {"ph": "X", "name": "MatMulV2", "pid": 20, "tid": 2, "ts": t + 330, "dur": 660},
+        ]
+    return events
+
+
+@pytest.mark.parametrize(
+    ("environment", "said"),
+    [
+        ({"ASCEND_LAUNCH_BLOCKING": "1"}, "ASCEND_LAUNCH_BLOCKING=1 is set in the job's environment (the profiler "
+         "recorded it), which makes every launch wait for its operator to finish and turns the task queue off"),
+        ({"ASCEND_LAUNCH_BLOCKING": "0"}, "its task queue is on (the trace's Enqueue@/Dequeue@ events)"),
+    ],
+)  # fmt: skip
+def test_the_environment_the_profiler_recorded_is_kept_and_read(tmp_path, run, environment, said):
+    """profiler_metadata.json records the variables torch_npu looks at: those set are the trace's metadata, and a
+    host-bound step whose job launches blocking is told so, whatever task-queue events the trace holds."""
+    directory = _rank_directory(tmp_path, "host_1_ascend_pt", 0, _host_bound_steps(), environment)
+    assert api.info(directory).trace.metadata["torch_npu.environment"] == environment
+    scanned = json.loads(run("scan", str(directory), "--format", "json", "--fail-on", "never").stdout)
+    host_bound = next(f for f in scanned["traces"][0]["findings"] if f["rule_id"] == "PT001")
+    assert said in " ".join(host_bound["fix"]["text"].split())
+
+
+def test_the_db_export_s_recorded_environment_is_kept(tmp_path):
+    """The db export records the same variables in META_DATA's ENV_VARIABLES, as JSON text."""
+    copy = shutil.copytree(DB_JOB / "rank0_ascend_pt", tmp_path / "rank0_ascend_pt")
+    database = copy / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    assert "torch_npu.environment" not in api.info(copy).trace.metadata  # every variable empty, as captured
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            "UPDATE META_DATA SET value = ? WHERE name = 'ENV_VARIABLES'",
+            (json.dumps({"ASCEND_LAUNCH_BLOCKING": "1", "HCCL_RDMA_TC": ""}),),
+        )
+    assert api.info(copy).trace.metadata["torch_npu.environment"] == {"ASCEND_LAUNCH_BLOCKING": "1"}
 
 
 def test_a_directory_of_rank_directories_is_a_job_ranked_by_their_metadata(tmp_path, run):

@@ -27,10 +27,12 @@ from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.rules.findings import Evidence
 from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.profiler_dirs import ENVIRONMENT
 
 LOOP_FAMILIES = ("npu", "ipu")
 GRAPH_FAMILIES = ("hpu", "gpu")
 PIECEMEAL_GRAPHS = 1.5  # more graph launches a step than this replay the step in pieces
+LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"  # torch_npu's setting that makes each launch wait for its operator
 ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idle time is the allocator churning
 PREPARING_SHARE = 0.5  # Python preparing inputs for this share of the idle time is work to do ahead of the step
 # A step dispatched as this many compiled calls or more (PjitFunction, one per jnp op) runs op by op: a jitted step
@@ -188,8 +190,14 @@ def _fix(
 
 
 def _task_queue(trace: Trace) -> str:
-    """torch_npu's task queue as the trace shows it, in words for the fix: on where operators pass through it (its
-    Enqueue@ and Dequeue@ events), else off."""
+    """torch_npu's task queue as the trace shows it, in words for the fix: off where the profiler recorded
+    ASCEND_LAUNCH_BLOCKING=1 in the job's environment (every launch then waits for its operator), else on where
+    operators pass through it (its Enqueue@ and Dequeue@ events), else off."""
+    if (trace.metadata.get(ENVIRONMENT) or {}).get(LAUNCH_BLOCKING) == "1":
+        return (
+            f"{LAUNCH_BLOCKING}=1 is set in the job's environment (the profiler recorded it), which makes every "
+            "launch wait for its operator to finish and turns the task queue off: unset it"
+        )
     if trace.name_matches(vocabulary.TASK_QUEUE).any():
         return (
             "its task queue is on (the trace's Enqueue@/Dequeue@ events): set TASK_QUEUE_ENABLE=2, the level that "
