@@ -92,6 +92,12 @@ COMMUNICATION = re.compile(
     r"|all[-_]?to[-_]?all|all2all|collective[-_](permute|broadcast)|deep_ep::|mori::moe|pplx::"
     r"|cross_device_reduce|quickreduce|(one|two)_shot_all_reduce)"
 )
+# A serving engine's own low-latency all-reduce kernels (symmetric-memory multimem, one- and two-shot, vLLM's and
+# SGLang's custom all-reduce, quick reduce, FlashInfer's and TensorRT-LLM's fused all-reduce): small messages already
+# take the fastest path there is, short of fusing the all-reduce into its neighbours.
+ENGINE_ALLREDUCE = re.compile(
+    r"(?i)multimem_all_?reduce|(one|two)_shot_all_?reduce|cross_device_reduce|quickreduce|allreduce_fusion"
+)
 # Collectives a host thread runs itself (gloo, MPI, UCC on the CPU): the thread is blocked while they run.
 HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc):")
 # Events whose args say what a collective moved: Kineto's record_param_comms and collective kernels (collective

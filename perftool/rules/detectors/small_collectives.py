@@ -11,7 +11,11 @@ import math
 
 import numpy as np
 
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
+from perftool.common.names import readable
+from perftool.dialects.vocabulary import ENGINE_ALLREDUCE
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+
+ENGINE_SHARE = 0.5  # low-latency all-reduce kernels holding this share of the time lost: the fast path is in use
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -26,14 +30,20 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None
     sizes = calls.nbytes[small & ~np.isnan(calls.nbytes)]
     kinds = np.bincount(calls.type[small], minlength=len(calls.names))
+    trace, rows = scope.trace, calls.rows[small]
+    engine = trace.name_matches(ENGINE_ALLREDUCE, rows)
     values = {
         "calls_per_step": per_step,
         "collective": calls.names[int(np.argmax(kinds))],
         "median_kb": float(np.median(sizes)) / 1e3 if sizes.size else math.nan,
         "median_us": float(np.median(comms.in_window_us[small])),
+        "engine_kernels": distinct_names(trace, rows[engine], 2, readable) if engine.any() else "none",
     }
-    evidence = scope.events(calls.rows[small])
-    return Detection(lost, values, evidence, key=str(values["collective"]), occurrences=int(np.count_nonzero(small)))
+    in_engine = float(comms.exposed_us[small][engine].sum()) >= ENGINE_SHARE * lost  # its own kernels already
+    return Detection(
+        lost, values, scope.events(rows), key=str(values["collective"]), occurrences=int(np.count_nonzero(small)),
+        variant="engine_kernels" if in_engine else None,
+    )  # fmt: skip
 
 
 def _small(nbytes: np.ndarray, durations: np.ndarray, params: dict[str, float]) -> np.ndarray:
@@ -49,6 +59,8 @@ DETECTOR = Detector(
         "collective": "the most frequent of them (all_reduce, ...)",
         "median_kb": "their median message size, kB (NaN where the trace does not say)",
         "median_us": "their median duration, µs",
+        "engine_kernels": "the low-latency all-reduce kernels among them (symmetric-memory multimem, one- and "
+        "two-shot, a serving engine's custom all-reduce), most time first; none",
     },
     detect=detect,
     settings={
