@@ -4,7 +4,8 @@ The cause comes from the compile event's own ``args`` when the tool wrote one (`
 ``cause``). Operator compiles (``aclopCompile``) in a PyTorch (torch_npu) trace are online
 operator compilation, which torch_npu can switch off (the Ascend dialect leaves out those that found the operator
 compiled already). Otherwise a compile in the final step is the
-short last batch, and any other is a new shape (or a Python value baked into the graph as a constant).
+short last batch, and any other is a new shape (or a Python value baked into the graph as a constant): under
+torch.compile (its dynamo_timed phases), a guard of the compiled model that failed.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ CAUSES = {
     "last_batch": "the short last batch of the epoch (a new input shape)",
     "shape": "a new input shape, or a Python value baked into the graph as a constant",
     "npu_jit": "torch_npu compiling operators online (jit_compile=True): one compile per new operator shape",
+    "dynamo": "torch.compile compiling the model again: a guard it compiled under failed (a new input shape or "
+    "dtype, or a Python value it specialised on)",
 }
 ONCE_PER_JOB = ("remainder_loop", "last_batch")  # causes whose graph is compiled once and reused every epoch
 _OP_COMPILE = re.compile(r"aclopCompile|AscendCL@opCompile")
+_DYNAMO_COMPILE = re.compile(r"\(dynamo_timed\)$|compile_inner|call_user_compiler|compile_fx", re.MULTILINE)
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -83,7 +87,7 @@ def _cause(scope: Scope, rows: np.ndarray) -> str:
     in_last_step = scope.steps.count and np.all(trace.ts[rows] >= scope.steps.start[-1])
     if in_last_step and "inference" not in scope.contexts:  # inference (serving too) has no epochs
         return "last_batch"  # an epoch's short last batch
-    return "shape"
+    return "dynamo" if _DYNAMO_COMPILE.search(names) and scope.framework == "pytorch" else "shape"
 
 
 def _dividing_loop_size(scope: Scope, padded: bool = False) -> int:
