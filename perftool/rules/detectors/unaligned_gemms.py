@@ -1,5 +1,6 @@
 """GEMMs whose sizes are not multiples of the tensor cores' tile: the last tile of each row and column is
-partly empty, and below a multiple of 8 elements cuBLAS may not use the tensor cores at all.
+partly empty, and below a multiple of 8 elements cuBLAS may not use the tensor cores at all. An attention's own
+GEMMs, computed op by op, are left out: their sizes are the sequence's, and fusing them is the fix.
 
 Measured against the trace itself: the time lost is what the unaligned GEMMs take beyond what they would at the
 share of their roofline that the trace's aligned GEMMs of the same dtype reach. Without aligned GEMMs to compare
@@ -13,7 +14,9 @@ from typing import Any
 import numpy as np
 
 from perftool.dialects.op_families import Work
+from perftool.roofline.calls import Calls
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names, names_key
+from perftool.rules.detectors.unfused_attention import attention_chains
 
 TENSOR_CORE_DTYPES = ("fp16", "bf16", "fp8", "tf32")
 
@@ -22,6 +25,15 @@ def _sizes(work: Work) -> tuple[int, int]:
     """The GEMM's output columns and inner size: the model's hidden sizes, which the user chooses."""
     assert work.mnk is not None
     return work.mnk[1], work.mnk[2]
+
+
+def _in_attention(calls: Calls, track: np.ndarray) -> np.ndarray:
+    """Per call: a GEMM of an attention computed op by op (scores, then scores times values), whose sizes are the
+    sequence's and a head's, not widths the user pads; a fused kernel is its fix (PT017's)."""
+    found = np.zeros(calls.rows.size, dtype=bool)
+    for first, _, second in attention_chains(calls, track, min_keys=1):  # over a few keys too (frames, heads)
+        found[[first, second]] = True
+    return found
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -37,6 +49,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         & tensor_core
         & (calls.device_us > 0)
         & (at_roof >= params["min_roofline_us"])  # small ones are another rule's, and NaN has no roofline
+        & ~_in_attention(calls, scope.trace.track[calls.rows])
     )
     unaligned = calls.matching(lambda w: w.mnk is not None and any(size % multiple for size in _sizes(w)))
     lost = 0.0

@@ -20,7 +20,10 @@ from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 REACH = 3  # the GEMMs sit at most this many modelled calls from the softmax (scaling, masking and dropout between)
 
 
-def _chains(calls: Calls, track: np.ndarray, min_keys: int) -> list[tuple[int, int, int]]:
+MIN_KEYS = 32  # a softmax over at least this many keys is attention's (the rule's min_keys by default)
+
+
+def attention_chains(calls: Calls, track: np.ndarray, min_keys: int = MIN_KEYS) -> list[tuple[int, int, int]]:
     """(first GEMM, softmax, second GEMM) call indices of each unfused attention; ``track``: each call's thread."""
     softmax = np.flatnonzero(
         calls.matching(lambda w: w.family == "softmax" and len(w.out_shape) >= 3 and w.out_shape[-1] >= min_keys)
@@ -46,7 +49,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None
     lost = 0.0
     counted = []
-    for first, softmax, second in _chains(calls, scope.trace.track[calls.rows], int(params["min_keys"])):
+    for first, softmax, second in attention_chains(calls, scope.trace.track[calls.rows], int(params["min_keys"])):
         qk, pv = calls.work_of(first), calls.work_of(second)
         peak = spec.peak_flops(qk.dtype)
         if not peak:
@@ -79,5 +82,5 @@ DETECTOR = Detector(
     detect=detect,
     sets_knobs=False,  # the emulator models no dtype, shape or kernel fusion
     reads_roofline=True,
-    settings={"min_keys": Setting(32, "a softmax over at least this many keys counts as attention's", int)},
+    settings={"min_keys": Setting(MIN_KEYS, "a softmax over at least this many keys counts as attention's", int)},
 )
