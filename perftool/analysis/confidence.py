@@ -63,7 +63,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             Caveat(
                 "start-up (runtime and library initialisation, warm-up) takes"
                 f" {duration(steps.startup_end - steps.first)} of the {duration(span)} captured; it is left out,"
-                f" leaving {duration(hi - lo)}",
+                f" leaving {duration(hi - max(lo, steps.startup_end))}",  # a step that holds the start-up: its rest
                 caps=False,
             )
         )

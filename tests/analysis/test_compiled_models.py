@@ -103,6 +103,16 @@ def test_a_capture_whose_one_step_is_the_warm_up_says_no_steady_step_is_left(run
     )
 
 
+def test_a_marked_step_that_holds_the_compile_says_what_is_left_of_it_after_start_up(run, write_trace):
+    """The one step marked runs the first call, its compile and graph recording inside it: start-up ends in the
+    step (at the end of the graph's recording, 28.3 ms), and what the note says is left is the step after it
+    (ProfilerStep#0 ends at 50 ms: 21.7 ms), not the whole step."""
+    step = complete("ProfilerStep#0", 0, 50_000, cat="user_annotation", pid=100, tid=100)
+    after = [complete("cudaLaunchKernel", 41_000 + 50 * i, 5, cat="cuda_runtime", pid=100, tid=100) for i in range(40)]
+    notes = " ".join(_scan(run, write_trace, [step, *_warmup_call(), *after])["caveats"])
+    assert "takes 28.300 ms of the 50.000 ms captured; it is left out, leaving 21.700 ms" in notes
+
+
 def test_a_capture_that_is_only_warm_up_leads_with_that_not_with_a_share_of_its_step(run, write_trace):
     """The report's first line and header say there is no steady state to judge; no idle share of the warm-up's
     tail stands first, and no 'mean step' or 'device idle' of it is given as a steady state's."""
