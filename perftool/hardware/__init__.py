@@ -21,8 +21,9 @@ SPECS_DIR = Path(__file__).with_name("specs")
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 DTYPES: tuple[Dtype, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
 SOURCED = ("peak_tflops", "memory_gb", "memory_bandwidth_gbps", "compute_units")  # every file says where these are from
-# ROCm names a CDNA GCD it does not know "AMD Radeon Graphics": its compute units tell the model apart
-_AMD_GENERIC = re.compile(r"AMD Radeon Graphics|^AMD Instinct$")
+# A name that says only whose device it is (ROCm's for a CDNA GCD it does not know, "AMD Radeon Graphics"; a vendor
+# an XSpace's device plane records): its compute units and memory tell the model apart
+_VENDOR_ONLY = {"AMD": re.compile(r"AMD Radeon Graphics|^AMD Instinct$"), "NVIDIA": re.compile(r"^NVIDIA GPU$")}
 
 
 class DeviceSpec(BaseModel):
@@ -115,20 +116,26 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
     ``totalGlobalMem``) describe, within ``family`` when given; None when none matches.
 
     Of several names that match, the longest match wins (``V100-SXM2-32GB`` over ``V100``) unless the memory
-    size says otherwise; a generic AMD name is told apart by its compute units."""
+    size says otherwise; a name that says only the vendor is told apart by its compute units and memory, and none
+    is named where two devices of that vendor fit both alike (an H100 SXM and an H800)."""
     name = str(properties.get("name") or "")
     candidates = [s for s in SPECS if family is None or s.family == family]
     matched = {s.key: m.end() - m.start() for s in candidates if name and s.pattern and (m := s.pattern.search(name))}
-    if not matched and _AMD_GENERIC.search(name):
+    vendor = next((vendor for vendor, said in _VENDOR_ONLY.items() if said.search(name)), None) if not matched else None
+    if vendor is not None:
         units = properties.get("numSms")
-        matched = {s.key: 0 for s in candidates if s.vendor == "AMD" and s.compute_units == units}
+        matched = {s.key: 0 for s in candidates if s.vendor == vendor and s.compute_units == units}
     if not matched:
         return None
     memory = properties.get("totalGlobalMem")
     sized = isinstance(memory, int | float) and memory > 0
-    return BY_KEY[
-        min(
-            matched,
-            key=lambda key: (abs(BY_KEY[key].memory_gb * 1e9 - memory) if sized else 0, -matched[key]),  # type: ignore[operator]
-        )
-    ]
+    ranked = sorted(matched, key=lambda key: (_fits(key, memory, sized), -matched[key]))
+    tied = sized and len(ranked) > 1 and _fits(ranked[0], memory, sized) == _fits(ranked[1], memory, sized)
+    if vendor is not None and tied:
+        return None  # two models of the vendor fit the units and the memory alike
+    return BY_KEY[ranked[0]]
+
+
+def _fits(key: str, memory: Any, sized: bool) -> float:
+    """How far a device's memory is from what the trace says, bytes (0 where it says nothing)."""
+    return abs(BY_KEY[key].memory_gb * 1e9 - memory) if sized else 0.0

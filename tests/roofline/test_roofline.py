@@ -179,6 +179,22 @@ def test_devices_are_matched_as_traces_spell_them(name, key):
     assert identify({"name": name}).key == key
 
 
+@pytest.mark.parametrize(
+    ("properties", "key"),
+    [
+        ({"name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992}, "MI300X"),  # an XSpace's plane
+        ({"name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 274_877_906_944}, "MI325X"),
+        ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 150_754_820_096}, "H200-141GB"),
+        ({"name": "NVIDIA GPU", "numSms": 58, "totalGlobalMem": 24_000_000_000}, "L4"),
+        ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 85_520_809_984}, None),  # an H100 SXM or an H800
+        ({"name": "NVIDIA GPU", "numSms": 7, "totalGlobalMem": 85_520_809_984}, None),
+    ],
+)
+def test_a_name_that_says_only_the_vendor_is_told_apart_by_units_and_memory_or_not_at_all(properties, key):
+    found = identify(properties)
+    assert (found.key if found else None) == key
+
+
 @pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA L40", "NVIDIA T400", "NVIDIA L20"])
 def test_a_device_whose_name_only_starts_like_a_known_one_is_not_taken_for_it(name):
     """An A10G is not an A10 nor an L40 an L40S: their figures differ, and no figures beat wrong ones."""
