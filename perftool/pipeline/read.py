@@ -9,7 +9,15 @@ from perftool import dialects
 from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS, msprof_kernels
-from perftool.trace.profiler_dirs import ENVIRONMENT, MSPROF_LEFT_OUT, msprof_steps, rank_environment, trace_path
+from perftool.trace.profiler_dirs import (
+    ENVIRONMENT,
+    MSPROF_LEFT_OUT,
+    msprof_steps,
+    rank_environment,
+    trace_path,
+    xspace_beside,
+)
+from perftool.trace.xspace import device_properties
 
 
 def load_trace(
@@ -25,7 +33,8 @@ def load_trace(
     trace_path`) and assign track roles and event kinds through its dialect; msprof's own step breakdown beside a
     torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels' measured pipe use
     (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables the profiler
-    recorded set in the job's environment (``torch_npu.environment``).
+    recorded set in the job's environment (``torch_npu.environment``); a jax.profiler JSON's device is read from
+    the XSpace beside it, which records what the JSON leaves out.
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
@@ -45,5 +54,8 @@ def load_trace(
         trace.metadata[MSPROF_LEFT_OUT] = left_out
     if environment := rank_environment(file):
         trace.metadata[ENVIRONMENT] = environment
+    if trace.dialect == "xla" and "deviceProperties" not in trace.metadata and (space := xspace_beside(file)):
+        if properties := device_properties(space):  # what the JSON export left out of the planes it was made from
+            trace.metadata["deviceProperties"] = properties
     trace.store.loaded()
     return trace

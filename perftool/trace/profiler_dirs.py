@@ -23,6 +23,7 @@ MSPROF_RAW = "device_*"  # a run's raw data (with host/): what msprof exports fr
 MSPROF_TIMELINES = ("mindstudio_profiler_output", "timeline")  # where a run's exported timeline is (newer, older CANN)
 MSPROF_NOT_TIMELINES = ("msprof_tx", "msprof_slice.json")  # beside the timeline: msproftx's part of it, a config
 PROFILE_RUNS = ("plugins", "profile")  # where jax.profiler (and TensorFlow) keep a log directory's runs, a folder each
+JAX_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")  # a host's trace JSON in a jax.profiler run: HOST.trace.json.gz
 XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
 MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof's CSVs a reader left out, and why
@@ -134,8 +135,28 @@ def without_copies(files: list[Path]) -> list[Path]:
     others = [f for f in files if f not in xspaces]
     if any(f.name.lower().startswith("perfetto_trace.json") for f in others):
         return others
-    hosts = {f.name.split(".")[0] for f in others}
-    return sorted(others + [x for x in xspaces if x.name.split(".")[0] not in hosts])
+    hosts = {_host(f.name) for f in others}
+    return sorted(others + [x for x in xspaces if _host(x.name) not in hosts])
+
+
+def _host(name: str) -> str:
+    """The host a jax.profiler run's file is of: its name less ``.trace.json.gz`` or ``.xplane.pb`` (a host's name
+    may hold dots, ``ip-10-0-0-1.ec2.internal``); another file's, up to its first dot."""
+    end = next((end for end in (*JAX_TRACE_SUFFIXES, XSPACE_SUFFIX) if name.lower().endswith(end)), None)
+    return name[: -len(end)] if end else name.split(".")[0]
+
+
+def xspace_beside(trace_file: str) -> str | None:
+    """The XSpace a jax.profiler trace JSON was made from, where it lies beside it: ``HOST.xplane.pb`` beside
+    ``HOST.trace.json.gz``, the run's one XSpace beside its ``perfetto_trace.json.gz``; None otherwise."""
+    path = Path(trace_file)
+    if path.name.lower().startswith("perfetto_trace.json"):
+        spaces = [p for p in path.parent.iterdir() if p.is_file() and p.name.lower().endswith(XSPACE_SUFFIX)]
+        return str(spaces[0]) if len(spaces) == 1 else None
+    if not path.name.lower().endswith(JAX_TRACE_SUFFIXES):
+        return None
+    space = path.with_name(_host(path.name) + XSPACE_SUFFIX)
+    return str(space) if space.is_file() else None
 
 
 def trace_path(path: str) -> str:

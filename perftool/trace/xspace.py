@@ -22,7 +22,7 @@ _VENDOR_NAMES = {"amd": "AMD Instinct", "nvidia": "NVIDIA GPU"}
 
 def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
     """The events of the XSpace at ``path``, as xprof's trace viewer gives them, in batches; the devices' properties
-    the planes record (:func:`_device_properties`) in ``metadata``, which the trace viewer's events leave out."""
+    the planes record (:func:`device_properties`) in ``metadata``, which the trace viewer's events leave out."""
     try:
         from xprof.convert import raw_to_tool_data
     except ImportError:
@@ -38,12 +38,12 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
             ) from None
     if not data:
         raise TraceError(path, "xprof could not read this XSpace (a truncated or foreign protobuf?)")
-    if properties := _device_properties(path):
+    if properties := device_properties(path):
         metadata.setdefault("deviceProperties", properties)
     yield from exact_batches(path, data.encode() if isinstance(data, str) else data, metadata)
 
 
-def _device_properties(path: str) -> list[dict[str, Any]]:
+def device_properties(path: str) -> list[dict[str, Any]]:
     """The device the XSpace's GPU planes ran on, as Kineto's ``deviceProperties`` would give it (a vendor's name,
     ``numSms``, ``totalGlobalMem``), where every GPU plane records the same vendor, compute units and memory; none
     where they differ or say nothing."""

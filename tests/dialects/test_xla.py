@@ -16,6 +16,7 @@ from perftool.analysis.steps import detect_steps
 from perftool.pipeline.read import load_trace
 from perftool.trace import events
 from perftool.trace.model import Kind, Phase, Role
+from perftool.trace.profiler_dirs import without_copies, xspace_beside
 
 JAX_OPBYOP = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
 
@@ -139,7 +140,7 @@ def test_a_tpu_trace_has_its_steps_and_its_exposed_all_reduce(write_trace, run):
 def test_gpu_streams_are_the_device_and_the_runtime_threads_launch(tmp_path):
     trace = load_trace(JAX_OPBYOP)
     assert trace.dialect == "xla" and framework(trace) == "jax"
-    assert device_family(trace) == "gpu" and device_name(trace) == "/device:GPU:0"
+    assert device_family(trace) == "gpu" and device_name(trace).startswith("/device:GPU:0")  # (AMD Instinct) with xprof
     by_thread = {t.thread_name: t for t in trace.tracks}
     assert by_thread["Stream #16(Kernel)"].role == by_thread["Stream #17(Kernel)"].role == Role.DEVICE
     assert by_thread["python"].role == by_thread["Host Threads/2356"].role == Role.HOST
@@ -166,7 +167,7 @@ def test_a_real_jax_capture_run_op_by_op_is_host_bound_with_jit_advice(run):
     result = run("scan", str(JAX_OPBYOP), "--format", "json", "--fail-on", "never")
     assert result.exit_code == 0, result.output
     (scanned,) = json.loads(result.stdout)["traces"]
-    assert scanned["device"] == "/device:GPU:0" and scanned["family"] == "gpu"
+    assert scanned["device"].startswith("/device:GPU:0") and scanned["family"] == "gpu"
     host = next(f for f in scanned["findings"] if f["rule_id"] == "PT001")
     assert host["severity"] in ("warning", "error") and host["values"]["compiled_calls_per_step"] >= 8
     assert host["capped"] == "2 steady steps, 3 needed, but it fills 64% of the window"  # two that disagree: it recurs
@@ -225,15 +226,16 @@ def test_an_xspace_read_through_xprof_gives_the_verdict_of_its_json_export(run):
     assert verdicts[0] == verdicts[1]
 
 
-def test_an_xspace_s_device_planes_name_the_device_its_json_export_does_not(run):
+def test_an_xspace_s_device_planes_name_the_device_its_json_export_does_not(tmp_path, run):
     """The trace viewer's events leave out what a device plane records (vendor, compute units, memory): read from
-    the planes, they tell the roofline the MI300X the capture ran on; its JSON export leaves the device unknown."""
+    the planes, they tell the roofline the MI300X the capture ran on; its JSON export, alone, leaves it unknown."""
     pytest.importorskip("xprof.convert", reason="the xla extra (xprof) is not installed")
     from_xspace = load_trace(XSPACE).metadata["deviceProperties"]
     assert from_xspace == [{"id": 0, "name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992}]
+    alone = shutil.copy(JAX_OPBYOP, tmp_path / JAX_OPBYOP.name)
     specs = [json.loads(run("info", str(path), "--format", "json").stdout)["roofline"]["device_spec"] for path in
-             (XSPACE, JAX_OPBYOP)]  # fmt: skip
-    assert specs == ["MI300X", None]
+             (XSPACE, alone, JAX_OPBYOP)]  # fmt: skip
+    assert specs == ["MI300X", None, "MI300X"]  # the JSON beside its XSpace (as in tests/data/real) takes its device
 
 
 def test_a_foreign_file_named_as_an_xspace_is_one_line(tmp_path, run):
@@ -284,6 +286,25 @@ def test_a_log_directory_as_jax_profiler_writes_it_reads_as_its_run(tmp_path, ru
     assert report["job"] is None and scanned["path"].endswith("plugins/profile/2026_11_29_00_00_00/host.trace.json.gz")
     info = run("info", str(tmp_path), "--format", "json")
     assert info.exit_code == 0 and json.loads(info.stdout)["source"] == scanned["path"], info.output
+
+
+def test_a_host_s_json_takes_its_device_from_the_xspace_beside_it(tmp_path, run):
+    """The JSON export leaves out what the planes record of the device; where the host's XSpace lies beside it (as
+    jax.profiler writes a run), the device is named from there: the roofline has the MI300X's peaks."""
+    pytest.importorskip("xprof.convert", reason="the xla extra (xprof) is not installed")
+    _log_directory(tmp_path, {"2026_11_29_00_00_00": [JAX_OPBYOP, XSPACE]})
+    shown = json.loads(run("info", str(tmp_path), "--format", "json").stdout)
+    assert shown["source"].endswith("host.trace.json.gz") and shown["roofline"]["device_spec"] == "MI300X"
+
+
+def test_hosts_whose_names_hold_dots_are_told_apart(tmp_path):
+    """A run's files are named by host, and a host's name may hold dots: each host's XSpace is its own, and one
+    beside another host's JSON is still read."""
+    files = [tmp_path / name for name in ("a.b.trace.json.gz", "a.b.xplane.pb", "a.c.xplane.pb")]
+    assert [f.name for f in without_copies(files)] == ["a.b.trace.json.gz", "a.c.xplane.pb"]
+    for file in files:
+        file.touch()
+    assert xspace_beside(str(files[0])) == str(files[1]) and xspace_beside(str(tmp_path / "a.json.gz")) is None
 
 
 def test_a_run_of_its_xspace_alone_is_read_through_xprof(tmp_path, run):
