@@ -186,9 +186,12 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
     return ", ".join(name if count == 1 else f"{count} × {name}" for name, count in sorted(names.items()))
 
 
+_PLAIN_PROCESSES = ("GPU", "PYTHON", "DEVICE ", "/DEVICE:")  # a device process named by index (an XSpace's plane)
+
+
 def _named(model: str | None, process: str) -> str:
     """The model from the device's properties, after the process label where that adds something (MTIA 17)."""
     if not model:
         return process
-    plain = process.upper().startswith(("GPU", "PYTHON", "DEVICE "))  # an index or the program: the model says more
+    plain = process.upper().startswith(_PLAIN_PROCESSES)  # an index or the program: the model says more
     return model if plain or process in model else f"{process} ({model})"
