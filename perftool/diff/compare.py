@@ -36,9 +36,10 @@ def shown(baseline_us: float, candidate_us: float) -> bool:
     return max(abs(baseline_us), abs(candidate_us)) >= NOTHING_US
 
 
-def unchanged(contributions: Iterable[float]) -> bool:
-    """Whether no part of a change shows (each under :data:`NOTHING_US`): the two sides' steps are made alike."""
-    return all(abs(part) < NOTHING_US for part in contributions)
+def unchanged(delta_us: float, contributions: Iterable[float]) -> bool:
+    """Whether neither the change nor any part of it shows (each under :data:`NOTHING_US`): the two sides' steps are
+    made alike. Parts that each round to nothing may still add up to a change (thousands of keys a little slower)."""
+    return abs(delta_us) < NOTHING_US and all(abs(part) < NOTHING_US for part in contributions)
 
 
 def nothing_changed(level: str) -> str:

@@ -77,7 +77,7 @@ class Explanation(Part):
     @property
     def unchanged(self) -> bool:
         """Whether no part of the change shows: the two sides' steps are made alike."""
-        return unchanged(part.contribution_us for part in self.contributors)
+        return unchanged(self.delta_us, (part.contribution_us for part in self.contributors))
 
     def share(self, part_us: float) -> float:
         """``part_us`` as a fraction of the change (NaN when nothing changed)."""

@@ -110,7 +110,7 @@ def trace_diff(diff: dict) -> list[str]:
     parts_html = [
         section("What changed" + where, summary, *(paragraph(note, "warn") for note in diff["notes"]), strips),
         section("What the change is made of", paragraph(nothing_changed(diff["level"])))
-        if unchanged(r["contribution_us"] for r in [*rows, *diff["remainders"]])
+        if unchanged(diff["delta_us"], (r["contribution_us"] for r in [*rows, *diff["remainders"]]))
         else section("What the change is made of", waterfall,
                      table("contributions", headers, contribution_rows, (1, 2, 3, 4), (0,))),
         section("Where the steps go", table("largest", [diff["level"], "calls/step", "time/step", "of the step"],

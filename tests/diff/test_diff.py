@@ -11,6 +11,7 @@ from conftest import DATA, REPO, TORCH_FIXTURE, error_line
 
 from perftool import api
 from perftool.cli.main import cli
+from perftool.diff.compare import unchanged
 from perftool.diff.names import load_op_map, normalise
 from perftool.gate.verdict import GateOptions, run_gate
 
@@ -363,6 +364,12 @@ def test_a_capture_against_itself_names_no_change_and_no_other_workload(run, nam
     assert f"\n{said}\n" in run("diff", trace, trace, "--format", "markdown").stdout
     page = run("diff", trace, trace, "--format", "html").stdout
     assert f"<p>{said}</p>" in page and 'data-table="contributions"' not in page
+
+
+def test_parts_that_each_round_to_nothing_but_add_up_to_a_change_are_a_change():
+    """20,000 keys each 0.04 µs slower a step: no part shows, but the step is 800 µs longer, and that is a change."""
+    assert not unchanged(800.0, [0.04] * 20_000)
+    assert unchanged(0.0, [0.04, -0.04]) and not unchanged(0.0, [0.05, -0.05])  # NOTHING_US, 0.05 µs, its limit
 
 
 def test_the_json_is_written_a_block_of_rows_at_a_time_as_the_one_document(run, monkeypatch, tmp_path):
