@@ -18,28 +18,32 @@ from perftool.roofline.calls import Calls
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 
 REACH = 3  # the GEMMs sit at most this many modelled calls from the softmax (scaling, masking and dropout between)
-
-
 MIN_KEYS = 32  # a softmax over at least this many keys is attention's (the rule's min_keys by default)
 
 
 def attention_chains(calls: Calls, track: np.ndarray, min_keys: int = MIN_KEYS) -> list[tuple[int, int, int]]:
-    """(first GEMM, softmax, second GEMM) call indices of each unfused attention; ``track``: each call's thread."""
+    """(first GEMM, softmax, second GEMM) call indices of each unfused attention; ``track``: each call's thread.
+    The first is the nearest GEMM before the softmax that wrote a tensor of the scores' size, the second the nearest
+    GEMM after it, each within :data:`REACH` calls on the same thread: every softmax at once, one offset at a time."""
     softmax = np.flatnonzero(
         calls.matching(lambda w: w.family == "softmax" and len(w.out_shape) >= 3 and w.out_shape[-1] >= min_keys)
         & (calls.device_us > 0)
         & calls.each(lambda kind: "backward" not in kind.name, bool)  # forward only
     )
-    gemm = np.flatnonzero(calls.matching(lambda w: w.family == "gemm"))
-    found = []
-    for i in softmax.tolist():
-        near = gemm[(np.abs(gemm - i) <= REACH) & (track[gemm] == track[i])].tolist()
-        size = math.prod(calls.work_of(i).out_shape)
-        before = [j for j in near if j < i and math.prod(calls.work_of(j).out_shape) == size]
-        after = [j for j in near if j > i]
-        if before and after:
-            found.append((before[-1], i, after[0]))
-    return found
+    gemm = calls.matching(lambda w: w.family == "gemm")
+    size = calls.each(lambda kind: math.prod(kind.work.out_shape) if kind.work else -1, np.int64)
+    count = gemm.size
+    before, after = np.full(softmax.size, -1), np.full(softmax.size, -1)
+    for offset in range(REACH, 0, -1):  # the nearest last, so that it wins
+        for found, at in ((before, softmax - offset), (after, softmax + offset)):
+            inside = (at >= 0) & (at < count)
+            j = np.where(inside, at, 0)
+            hit = inside & gemm[j] & (track[j] == track[softmax])
+            if found is before:  # the scores' GEMM wrote a tensor of their size
+                hit &= size[j] == size[softmax]
+            found[hit] = at[hit]
+    chained = (before >= 0) & (after >= 0)
+    return list(zip(before[chained].tolist(), softmax[chained].tolist(), after[chained].tolist()))
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
