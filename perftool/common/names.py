@@ -18,18 +18,21 @@ _SPACES = re.compile(r"\s+")
 _CLOSING = re.compile(r">\s+>")  # C++98's "> >"
 _PYTHON_FRAME = re.compile(r"^(?:[^()]*/)?([^/()]+\.py)\((\d+)\): (\S.*)$")  # Kineto's "dir/file.py(40): main"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # "<built-in method astype of numpy.ndarray object at 0x7f…>"
+# A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op;
+# the parentheses hold the function's name (``PjitFunction(train_step)``), no parameter list.
+COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
 
 
 def readable(name: str, width: int | None = None) -> str:
     """``name`` as a table shows it: a C++ signature without its return type, namespaces, parameter list and
     template arguments nested below the first level (``<…>``); any name cut once with "…" where longer than
-    ``width``. Op names (``aten::addmm``) and plain kernel names keep every character; a Python frame reads
-    ``main (train.py:40)``, an object without its address."""
+    ``width``. Op names (``aten::addmm``), plain kernel names and JAX's compiled calls (``PjitFunction(train_step)``)
+    keep every character; a Python frame reads ``main (train.py:40)``, an object without its address."""
     short = _SPACES.sub(" ", name.strip())
     python = host_call(short)
     if python != short or (short.startswith("<") and short.endswith(">")):  # ``<built-in …>`` is no template
         short = python
-    else:
+    elif not COMPILED_CALL.match(short):  # a compiled call's parentheses name the function it calls
         bare = without_parameters(_RETURN_TYPE.sub("", short))
         if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
             short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))

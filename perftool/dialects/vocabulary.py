@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from perftool.common.names import COMPILED_CALL as COMPILED_CALL  # JAX's jit and pmap calls
 from perftool.trace.model import Kind
 
 # A serving engine's iteration: vLLM's model execution, SGLang's scheduler step (decode, or prefill as extend).
@@ -22,7 +23,7 @@ SYNC = re.compile(
 )
 COMPILE = re.compile(
     r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler|\(dynamo_timed\)$"
-    r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile"
+    r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile|^backend_compile(_and_load)?$"  # ... JAX's
     r"|(?i:graph compil|graph capture))"  # Poplar graph compilation, Graph compile (recipe), CUDA graph capture
 )
 # Start-up, not steady state: runtime and library initialisation, and annotations a benchmark puts around warm-up.
@@ -65,8 +66,6 @@ LAUNCH = re.compile(
 )
 FINDINGS_PROCESS = "perftool findings"  # the process an annotated trace (scan --format perfetto) adds
 FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows into the trace's own tracks
-# A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op.
-COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
 # torch_npu's task queue: the Python thread enqueues each operator, a second thread dequeues and launches it (off
 # where ASCEND_LAUNCH_BLOCKING=1 or TASK_QUEUE_ENABLE=0).
 TASK_QUEUE = re.compile(r"^(Enqueue|Dequeue)@")

@@ -17,7 +17,8 @@ On the host, the Python thread calls compiled functions (``PjitFunction(train_st
 launch kernels through the driver API (``cuLaunchKernel``, ``hipModuleLaunchKernel``) and run the executables
 (``PjRtStreamExecutorLoadedExecutable::Execute``, ``ExecuteHelper``). Events have no category. A step the user marks
 with ``jax.profiler.StepTraceAnnotation("train", step_num=n)`` is a host event named as the user named it, its args
-holding ``step_num`` and ``_r`` (the mark of a step's root): a step marker, where no device line gives the steps.
+holding ``step_num``: a step marker, where no device line gives the steps. A compiled call that missed jit's cache
+holds the compile (``backend_compile_and_load``, the function jax's compiler annotates): the call is the compile.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ _ASYNC_LINES = ("Async XLA Ops", "Host Offload Ops")  # copies and collectives r
 # A call into the driver or runtime API (cuLaunchKernel, hipModuleLaunchKernel, cuMemcpyHtoDAsync_v2): XLA
 # launches through these, where PyTorch calls the cuda*/hip* runtime.
 _RUNTIME_CALL = re.compile(r"^(cu|hip|cuda)[A-Z]\w*$")
-STEP_ARGS = (f'"{STEP_NUMBER_ARG}"'.encode(), b'"_r"')  # what a StepTraceAnnotation's args hold, whatever its name
+# What a StepTraceAnnotation's args hold, whatever its name: its step number (its "_r" root flag is the host tracer's
+# own and stays out of the exported trace)
+STEP_ARGS = (f'"{STEP_NUMBER_ARG}"'.encode(),)
 
 
 class Xla(Dialect):
@@ -83,6 +86,9 @@ class Xla(Dialect):
                 kind[on_line] = Kind.ANNOTATION
             elif line in _ASYNC_LINES or (stream and stream["work"] in _COPY_STREAMS):
                 kind[on_line & (kind == Kind.COMPUTE)] = Kind.D2D
+        misses, compiles = _cache_misses(trace, kind)
+        kind[compiles] = Kind.HOST_OP  # the compile is counted once, as the call it stalled
+        kind[misses] = Kind.COMPILE
         if not (kind == Kind.STEP).any():
             kind[_step_annotations(trace)] = Kind.STEP
         if not (kind == Kind.STEP).any() and not trace.name_matches(COMPILED_CALL).any():
@@ -107,6 +113,30 @@ def _step_annotations(trace: Trace) -> np.ndarray:
     refs = trace.args_ref[rows[first]].tolist()
     marking = [name for name, ref in zip(names.tolist(), refs) if all(k in trace.kept_args[ref] for k in STEP_ARGS)]
     return host & (trace.phase == Phase.COMPLETE) & np.isin(trace.name, marking)
+
+
+def _cache_misses(trace: Trace, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of jit's cache misses, and of the compiles they hold: a compiled call (``PjitFunction(f)``) that
+    compiled traces ``f``, lowers it and compiles it (``backend_compile_and_load``) before it runs, all of it time
+    the step waits, so the outermost such call on its thread is the compile, named by the function compiled. A
+    compile outside any compiled call (``jit(f).lower(...).compile()``) stays the compile."""
+    compiles = np.flatnonzero((kind == Kind.COMPILE) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE))
+    calls = np.flatnonzero(trace.name_matches(COMPILED_CALL) & (trace.phase == Phase.COMPLETE))
+    none = np.zeros(0, dtype=np.int64)
+    if compiles.size == 0 or calls.size == 0:
+        return none, none
+    end = trace.end
+    misses, held = [], []
+    for track in np.intersect1d(trace.track[compiles], trace.track[calls]).tolist():
+        on_track = calls[trace.track[calls] == track]
+        on_track = on_track[np.lexsort((-end[on_track], trace.ts[on_track]))]  # by start, the longer first
+        outermost = on_track[end[on_track] > np.maximum.accumulate(np.r_[-np.inf, end[on_track][:-1]])]
+        inner = compiles[trace.track[compiles] == track]
+        holder = outermost[np.maximum(np.searchsorted(trace.ts[outermost], trace.ts[inner], side="right") - 1, 0)]
+        holds = (trace.ts[holder] <= trace.ts[inner]) & (end[holder] >= end[inner])
+        misses.append(np.unique(holder[holds]))
+        held.append(inner[holds])
+    return np.concatenate(misses), np.concatenate(held)
 
 
 def _repeated_program(trace: Trace) -> np.ndarray:

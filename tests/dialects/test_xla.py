@@ -19,6 +19,7 @@ from perftool.trace.model import Kind, Phase, Role
 from perftool.trace.profiler_dirs import without_copies, xspace_beside
 
 JAX_OPBYOP = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
+JAX_RECOMPILE = DATA / "jax_cpu_train_recompile.trace.json.gz"  # tests/data/capture_jax_trace.py's capture
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["scanner", "msgspec"])
@@ -96,7 +97,7 @@ def _annotated_gpu_steps(first: int, count: int) -> list[dict]:
     for n in range(count):
         t = n * 1000.0
         events += [
-            complete("train", t, 990, pid=701, tid=1, args={"_r": "1", "step_num": str(first + n)}),
+            complete("train", t, 990, pid=701, tid=1, args={"step_num": str(first + n)}),
             complete("PjitFunction(train_step)", t + 5, 200, pid=701, tid=1, args={"module_name": "jit_train_step"}),
             complete("cuLaunchKernel", t + 150, 10, pid=701, tid=2, args={"correlation_id": str(n)}),
             complete("loop_fusion", t + 300, 600, pid=1, tid=16, args={"correlation_id": str(n)}),
@@ -105,8 +106,9 @@ def _annotated_gpu_steps(first: int, count: int) -> list[dict]:
 
 
 def test_steps_jax_profiler_s_step_trace_annotation_marks_are_the_steps_with_their_numbers(write_trace, run):
-    """StepTraceAnnotation's event is named as the user named it ("train"); its args hold step_num and _r. Those
-    are the steps, numbered as the user numbered them, not steps inferred from the repeating calls."""
+    """StepTraceAnnotation's event is named as the user named it ("train"); its args hold step_num (its _r flag stays
+    in the host tracer). Those are the steps, numbered as the user numbered them, not steps inferred from the
+    repeating calls."""
     trace = load_trace(write_trace({"traceEvents": [*_annotated_gpu_steps(100, 6), {}]}))
     assert {Kind(k) for k in trace.kind[trace.name == trace.names.index("train")].tolist()} == {Kind.STEP}
     steps = detect_steps(trace)
@@ -117,13 +119,47 @@ def test_steps_jax_profiler_s_step_trace_annotation_marks_are_the_steps_with_the
     assert shown["step_numbers"][:2] == [100, 101] and "inferred" not in " ".join(shown["caveats"])
 
 
+def test_a_real_jax_capture_s_step_annotations_are_its_steps_and_its_recompile_is_the_call_that_compiled(run):
+    """jaxlib's own export of a jitted loop whose step 5 takes a shorter batch: 8 annotated steps, numbered 0-7, the
+    first the warm-up; in step 5 three calls miss jit's cache (the two arrays made of the batch, the training step)
+    and each compiles again. The compile is the call that missed, named by its function, counted once (not again
+    for the backend_compile_and_load inside it)."""
+    trace = load_trace(str(JAX_RECOMPILE))
+    steps = detect_steps(trace)
+    assert steps.inferred is None and steps.numbers().tolist() == list(range(8))
+    compiles = [trace.names[n] for n in trace.name[trace.kind == Kind.COMPILE].tolist()]
+    assert sorted(set(compiles)) == ["PjitFunction(convert_element_type)", "PjitFunction(train_step)"]
+    assert len(compiles) == 6  # each of the three, first in step 0 and again in step 5
+    scanned = json.loads(run("scan", str(JAX_RECOMPILE), "--format", "json", "--fail-on", "never").stdout)
+    (finding,) = scanned["traces"][0]["findings"]
+    assert finding["rule_id"] == "PT003" and finding["values"]["count"] == 3
+    assert finding["values"]["names"] == "PjitFunction(convert_element_type), PjitFunction(train_step)"
+    assert "jax.jit compiles once" in finding["fix"]["text"]
+    text = run("scan", str(JAX_RECOMPILE), "--fail-on", "never").output
+    assert "PjitFunction(train_step)" in text  # the table names the function, not "PjitFunction"
+
+
+def test_a_compile_outside_a_compiled_call_stays_the_compile(write_trace):
+    """jit(f).lower(x).compile() compiles with no PjitFunction around it; a cache miss's nested twin events (jaxlib
+    records the call twice) give one compile, the outer."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python")]
+    events += [
+        complete("backend_compile_and_load", 0, 50, pid=701, tid=1),
+        complete("PjitFunction(step)", 100, 80, pid=701, tid=1),
+        complete("PjitFunction(step)", 100.1, 79.8, pid=701, tid=1),
+        complete("backend_compile_and_load", 120, 40, pid=701, tid=1),
+        complete("PjitFunction(step)", 200, 5, pid=701, tid=1),
+        {},
+    ]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    assert np.flatnonzero(trace.kind == Kind.COMPILE).tolist() == [0, 1]
+
+
 def test_a_tpu_s_steps_line_wins_over_the_host_s_step_annotations(write_trace):
     """On a TPU the device's Steps line times the steps where they run; the host's annotations, which dispatch runs
     ahead of, are left as they are."""
     events = _tpu_trace()["traceEvents"][:-1]
-    events += [
-        complete("train", n * 1000.0, 950, pid=701, tid=1, args={"_r": "1", "step_num": str(n)}) for n in range(4)
-    ]
+    events += [complete("train", n * 1000.0, 950, pid=701, tid=1, args={"step_num": str(n)}) for n in range(4)]
     trace = load_trace(write_trace({"traceEvents": events}))
     assert Kind.STEP not in trace.kind[trace.name == trace.names.index("train")].tolist()
     assert detect_steps(trace).count == 4
