@@ -129,11 +129,16 @@ def _profile_files(run: Path) -> list[Path]:
 
 
 def without_copies(files: list[Path]) -> list[Path]:
-    """A folder's trace files less the XSpaces a JSON trace beside them holds already (``HOST.xplane.pb`` beside
-    ``HOST.trace.json.gz``, or a run's ``perfetto_trace.json.gz``): each host read once."""
+    """A folder's trace files less those another beside them holds already: each host read once. The XSpaces a
+    JSON trace was made from (``HOST.xplane.pb`` beside ``HOST.trace.json.gz``, or a run's one XSpace beside its
+    ``perfetto_trace.json.gz``), and the ``perfetto_trace.json.gz`` jax.profiler writes (create_perfetto_trace) as a
+    copy of the run's one ``HOST.trace.json.gz`` less its metadata, where that lies beside it."""
     xspaces = [f for f in files if f.name.lower().endswith(XSPACE_SUFFIX)]
     others = [f for f in files if f not in xspaces]
-    if any(f.name.lower().startswith("perfetto_trace.json") for f in others):
+    perfetto = [f for f in others if _is_perfetto_copy(f)]
+    if any(f.name.lower().endswith(JAX_TRACE_SUFFIXES) for f in others):
+        others = [f for f in others if f not in perfetto]
+    elif perfetto:
         return others
     hosts = {_host(f.name) for f in others}
     return sorted(others + [x for x in xspaces if _host(x.name) not in hosts])
@@ -146,11 +151,15 @@ def _host(name: str) -> str:
     return name[: -len(end)] if end else name.split(".")[0]
 
 
+def _is_perfetto_copy(path: Path) -> bool:
+    return path.name.lower().startswith("perfetto_trace.json")
+
+
 def xspace_beside(trace_file: str) -> str | None:
     """The XSpace a jax.profiler trace JSON was made from, where it lies beside it: ``HOST.xplane.pb`` beside
     ``HOST.trace.json.gz``, the run's one XSpace beside its ``perfetto_trace.json.gz``; None otherwise."""
     path = Path(trace_file)
-    if path.name.lower().startswith("perfetto_trace.json"):
+    if _is_perfetto_copy(path):
         spaces = [p for p in path.parent.iterdir() if p.is_file() and p.name.lower().endswith(XSPACE_SUFFIX)]
         return str(spaces[0]) if len(spaces) == 1 else None
     if not path.name.lower().endswith(JAX_TRACE_SUFFIXES):

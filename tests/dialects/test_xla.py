@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,14 +308,21 @@ def _log_directory(root, runs: dict[str, list]) -> None:
         folder = root / "plugins" / "profile" / run_name
         folder.mkdir(parents=True)
         for source in files:
+            if source.name == "perfetto_trace.json.gz":  # jax.profiler.trace(..., create_perfetto_trace=True)
+                shutil.copy(JAX_OPBYOP, folder / source.name)
+                continue
             suffix = ".xplane.pb" if source.name.endswith(".xplane.pb") else ".trace.json.gz"
             shutil.copy(source, folder / f"host{suffix}")
 
 
-@pytest.mark.parametrize("files", [[JAX_OPBYOP], [JAX_OPBYOP, XSPACE]], ids=["its JSON", "its JSON and XSpace"])
+@pytest.mark.parametrize(
+    "files",
+    [[JAX_OPBYOP], [JAX_OPBYOP, XSPACE], [JAX_OPBYOP, XSPACE, Path("perfetto_trace.json.gz")]],
+    ids=["its JSON", "its JSON and XSpace", "its JSON, XSpace and Perfetto copy"],
+)
 def test_a_log_directory_as_jax_profiler_writes_it_reads_as_its_run(tmp_path, run, files):
-    """Named as jax.profiler.trace(log_dir) wrote it, the run's host is read once: where a JSON trace and the XSpace
-    of one host lie side by side, they are one host, not two ranks."""
+    """Named as jax.profiler.trace(log_dir) wrote it, the run's host is read once: where a JSON trace, the XSpace
+    and the Perfetto copy of one host lie side by side, they are one host, not two or three ranks."""
     _log_directory(tmp_path, {"2026_11_29_00_00_00": files})
     result = run("scan", str(tmp_path), "--format", "json", "--fail-on", "never")
     assert result.exit_code == 0, result.output
