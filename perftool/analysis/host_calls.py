@@ -42,22 +42,17 @@ def python_frames(trace: Trace, rows: np.ndarray | slice = slice(None)) -> np.nd
     return categories[trace.cat[rows]] | trace.name_matches(PYTHON_FRAME, rows)
 
 
-def top_level(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Of ``rows`` (complete events of one track), those no other of them encloses, in time order: of events that
-    start together, the longest (the first of the longest) encloses the others."""
-    rows = rows[np.argsort(trace.ts[rows], kind="stable")]  # a thread's events come mostly in order: a linear pass
-    if rows.size == 0:
-        return rows
-    starts, ends = trace.ts[rows], trace.end[rows]
-    if np.all(starts[1:] != starts[:-1]):  # no two start together (most threads): one inside none that came before
-        return rows[ends > np.r_[-np.inf, np.maximum.accumulate(ends)[:-1]]]
-    opens = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])  # where each run of events starting together opens
-    group = np.repeat(np.arange(opens.size), np.diff(np.r_[opens, rows.size]))
-    longest = np.maximum.reduceat(ends, opens)
-    before = np.r_[-np.inf, np.maximum.accumulate(longest)[:-1]]  # the furthest any earlier run reaches
-    candidates = np.flatnonzero(ends == longest[group])
-    first = candidates[np.r_[True, group[candidates[1:]] != group[candidates[:-1]]]]  # one per run
-    return rows[first[ends[first] > before[group[first]]]]  # one that only overlaps an earlier one (rounding) stays
+def compiles(trace: Trace) -> np.ndarray:
+    """The compile events, each compile once, in time order: those no other compile event of its thread encloses
+    (torch.compile times each phase inside the one around it: ``_compile.compile_inner`` holds ``compile_attempt_0``,
+    which holds ``bytecode_tracing``...). Found once per trace."""
+
+    def outermost() -> np.ndarray:
+        rows = np.flatnonzero(trace.kind == Kind.COMPILE)
+        kept = [trace.top_level(rows[trace.track[rows] == track]) for track in np.unique(trace.track[rows]).tolist()]
+        return np.sort(np.concatenate(kept)) if kept else rows
+
+    return trace.derive("host_calls.compiles", outermost)
 
 
 def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
@@ -71,11 +66,11 @@ def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
     mine = among & (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
     compiled = mine & trace.name_matches(COMPILED_CALL)
     if compiled.any():
-        return top_level(trace, np.flatnonzero(compiled))
+        return trace.top_level(np.flatnonzero(compiled))
     rows = np.flatnonzero(mine)
     frame = python_frames(trace, rows)
     traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its ops' and runtime calls' starts (mostly in order)
     frames = rows[frame]
     first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any
     pure = np.r_[traced, np.inf][first_inside] >= trace.end[frames]
-    return top_level(trace, np.r_[rows[~frame], frames[pure]])
+    return trace.top_level(np.r_[rows[~frame], frames[pure]])

@@ -19,6 +19,7 @@ from perftool.analysis.communication import METRICS as COMMUNICATION_METRICS
 from perftool.analysis.communication import CollectiveStat, Communication, GroupStat, measure
 from perftool.analysis.confidence import Caveat, caveats
 from perftool.analysis.family import device_name
+from perftool.analysis.host_calls import compiles
 from perftool.analysis.launches import with_replays
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.dialects.vocabulary import CPU_FALLBACK, FINDINGS_CATEGORY, FINDINGS_PROCESS
@@ -284,7 +285,7 @@ def _transfer_metrics(
 
 
 def _compile_metrics(trace: Trace, steps: Steps) -> dict[str, float]:
-    rows = np.flatnonzero(trace.kind == Kind.COMPILE)
+    rows = compiles(trace)
     steady = steps.steady_window
     recompiles = float(np.sum(trace.ts[rows] >= steady[0])) if steady else math.nan
     return {

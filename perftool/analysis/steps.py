@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.analysis.host_calls import python_frames, top_level
+from perftool.analysis.host_calls import python_frames
 from perftool.analysis.intervals import overlaps_any, union
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import Inferred, inferred_steps
@@ -143,7 +143,7 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     rows = np.flatnonzero(on_host if on_host.any() else is_step)
     engine = trace.name_matches(ENGINE_STEP, rows)
     if engine.any():  # a serving engine's iterations are the steps: the outermost where its markers nest
-        rows = top_level(trace, rows[engine])
+        rows = trace.top_level(rows[engine])
     rows = rows[np.lexsort((-trace.end[rows], trace.ts[rows]))]  # of markers starting together, the longest
     starts, index = np.unique(trace.ts[rows], return_index=True)
     ends = trace.end[rows][index]
@@ -291,12 +291,26 @@ def startup_end(trace: Trace) -> float | None:
     warmup = (trace.kind == Kind.ANNOTATION) & trace.name_matches(WARMUP_ANNOTATION)
     complete = trace.phase == Phase.COMPLETE
     ends = trace.end[np.flatnonzero((initialising(trace) | warmup) & complete)]
-    model = trace.name_matches(MODEL_WARMUP) & complete & trace.on_roles(Role.HOST)
-    first_step = trace.ts[(trace.kind == Kind.STEP) & complete]
-    if first_step.size:
-        model &= trace.ts < first_step.min()
-    ends = np.r_[ends, _enclosing_call_ends(trace, np.flatnonzero(model))]
+    before_steps = model_warmup(trace) & (trace.ts < _first_step(trace)[0])
+    ends = np.r_[ends, _enclosing_call_ends(trace, np.flatnonzero(before_steps))]
     return float(ends.max()) if ends.size else None
+
+
+def model_warmup(trace: Trace) -> np.ndarray:
+    """Per event: a compiled model's warm-up on the host (:data:`MODEL_WARMUP`: compiling, recording or instantiating
+    a device graph) before the first step marker ends. One in a later step is that step's (a recompile, a graph
+    recorded late), judged as steps are."""
+    model = trace.name_matches(MODEL_WARMUP) & (trace.phase == Phase.COMPLETE) & trace.on_roles(Role.HOST)
+    return model & (trace.ts < _first_step(trace)[1])
+
+
+def _first_step(trace: Trace) -> tuple[float, float]:
+    """Where the first step marker starts and ends; infinite where there is none."""
+    steps = np.flatnonzero((trace.kind == Kind.STEP) & (trace.phase == Phase.COMPLETE))
+    if steps.size == 0:
+        return np.inf, np.inf
+    first = steps[np.argmin(trace.ts[steps])]
+    return float(trace.ts[first]), float(trace.end[first])
 
 
 def _enclosing_call_ends(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -305,7 +319,7 @@ def _enclosing_call_ends(trace: Trace, rows: np.ndarray) -> np.ndarray:
     found = trace.end[rows].copy()
     calls = (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP) & ~python_frames(trace)
     for track in np.unique(trace.track[rows]).tolist():
-        outer = top_level(trace, np.flatnonzero(calls & (trace.track == track)))
+        outer = trace.top_level(np.flatnonzero(calls & (trace.track == track)))
         mine = np.flatnonzero(trace.track[rows] == track)
         at = np.searchsorted(trace.ts[outer], trace.ts[rows[mine]], side="right") - 1
         inside = (at >= 0) & (trace.end[outer[np.maximum(at, 0)]] >= trace.end[rows[mine]])
@@ -315,7 +329,7 @@ def _enclosing_call_ends(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 def initialising(trace: Trace) -> np.ndarray:
     """Per event: a runtime or library initialisation call slow enough to have created a context, or a compiled
-    model's warm-up (compiling, recording or instantiating a device graph: :data:`MODEL_WARMUP`).
+    model's warm-up before the first step (:func:`model_warmup`).
 
     Calls such as ``cudaDeviceGetStreamPriorityRange`` also run routinely in a step; only the slow
     ones, which created the context or loaded libraries, are start-up. Whichever runtime call comes
@@ -323,7 +337,7 @@ def initialising(trace: Trace) -> np.ndarray:
     when it is slow and runs before any device work.
     """
     slow = trace.dur >= STARTUP_CALL_US
-    found = (trace.name_matches(STARTUP) & slow) | trace.name_matches(MODEL_WARMUP)
+    found = (trace.name_matches(STARTUP) & slow) | model_warmup(trace)
     first_calls = trace.name_matches(FIRST_RUNTIME_CALL) & slow
     if first_calls.any():
         device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))

@@ -72,6 +72,9 @@ TASK_QUEUE = re.compile(r"^(Enqueue|Dequeue)@")
 # A frame of the Python stack, as the XLA profiler's Python tracer ("$train.py:40 main") and Kineto
 # ("train.py(40): main") name them.
 PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")
+# torch.compile's record of a timed phase's metadata beside the phase, an empty record_function named
+# "{phase}_data: {key}={value}, ..." ("entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id=0/1")
+PHASE_METADATA = re.compile(r"^\w+_data: \w+=")
 # A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
 # Python that prepares inputs, by the frames' files and functions as Kineto's Python tracer names them
@@ -116,9 +119,9 @@ BLOCKING_COPY_CALL = re.compile(
 
 
 def kind_of_name(name: str) -> Kind:
-    """The kind a name implies by itself, or OTHER when the name alone does not say (a Python frame's never: it
-    names the code, ``torch/_inductor/compile_fx.py(1767): run``, not what runs)."""
-    if PYTHON_FRAME.match(name):
+    """The kind a name implies by itself, or OTHER when the name alone does not say (a Python frame's and a phase's
+    metadata never: they name the code, ``torch/_inductor/compile_fx.py(1767): run``, or the phase, not what runs)."""
+    if PYTHON_FRAME.match(name) or PHASE_METADATA.match(name):
         return Kind.OTHER
     if STEP.match(name):
         return Kind.STEP

@@ -122,18 +122,12 @@ def _cache_misses(trace: Trace, kind: np.ndarray) -> tuple[np.ndarray, np.ndarra
     compile outside any compiled call (``jit(f).lower(...).compile()``) stays the compile."""
     compiles = np.flatnonzero((kind == Kind.COMPILE) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE))
     calls = np.flatnonzero(trace.name_matches(COMPILED_CALL) & (trace.phase == Phase.COMPLETE))
-    none = np.zeros(0, dtype=np.int64)
-    if compiles.size == 0 or calls.size == 0:
-        return none, none
-    end = trace.end
-    misses, held = [], []
+    misses, held = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
     for track in np.intersect1d(trace.track[compiles], trace.track[calls]).tolist():
-        on_track = calls[trace.track[calls] == track]
-        on_track = on_track[np.lexsort((-end[on_track], trace.ts[on_track]))]  # by start, the longer first
-        outermost = on_track[end[on_track] > np.maximum.accumulate(np.r_[-np.inf, end[on_track][:-1]])]
+        outermost = trace.top_level(calls[trace.track[calls] == track])
         inner = compiles[trace.track[compiles] == track]
         holder = outermost[np.maximum(np.searchsorted(trace.ts[outermost], trace.ts[inner], side="right") - 1, 0)]
-        holds = (trace.ts[holder] <= trace.ts[inner]) & (end[holder] >= end[inner])
+        holds = (trace.ts[holder] <= trace.ts[inner]) & (trace.end[holder] >= trace.end[inner])
         misses.append(np.unique(holder[holds]))
         held.append(inner[holds])
     return np.concatenate(misses), np.concatenate(held)

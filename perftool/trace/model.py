@@ -274,6 +274,23 @@ class Trace:
     def tracks_with_role(self, *roles: Role) -> np.ndarray:
         return np.array([t.id for t in self.tracks if t.role in roles], dtype=np.int32)
 
+    def top_level(self, rows: np.ndarray) -> np.ndarray:
+        """Of ``rows`` (complete events of one track), those no other of them encloses, in time order: of events that
+        start together, the longest (the first of the longest) encloses the others."""
+        rows = rows[np.argsort(self.ts[rows], kind="stable")]  # a thread's events come mostly in order: a linear pass
+        if rows.size == 0:
+            return rows
+        starts, ends = self.ts[rows], self.end[rows]
+        if np.all(starts[1:] != starts[:-1]):  # no two start together (most threads): one inside none that came before
+            return rows[ends > np.r_[-np.inf, np.maximum.accumulate(ends)[:-1]]]
+        opens = np.flatnonzero(np.r_[True, starts[1:] != starts[:-1]])  # where each run starting together opens
+        group = np.repeat(np.arange(opens.size), np.diff(np.r_[opens, rows.size]))
+        longest = np.maximum.reduceat(ends, opens)
+        before = np.r_[-np.inf, np.maximum.accumulate(longest)[:-1]]  # the furthest any earlier run reaches
+        candidates = np.flatnonzero(ends == longest[group])
+        first = candidates[np.r_[True, group[candidates[1:]] != group[candidates[:-1]]]]  # one per run
+        return rows[first[ends[first] > before[group[first]]]]  # one that only overlaps an earlier one (rounding) stays
+
     def on_roles(self, *roles: Role) -> np.ndarray:
         """Per event: whether it lies on a track with one of ``roles``."""
         key = frozenset(roles)

@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import json
 
-from conftest import complete
+import numpy as np
+from conftest import DATA, complete
+
+from perftool.analysis.host_calls import compiles
+from perftool.analysis.steps import detect_steps, startup_end
+from perftool.pipeline.read import load_trace
 
 KINETO = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+RECOMPILE = DATA / "torch_cpu_compile_recompile.pt.trace.json.gz"  # tests/data/capture_torch_compile_trace.py's
 
 
 def _meta() -> list:
@@ -71,6 +77,48 @@ def test_a_compile_between_steady_steps_is_still_a_recompile(run, write_trace):
     events.append(complete("_compile.compile_inner (dynamo_timed)", 5_950, 40, cat="user_annotation", pid=100, tid=100))
     findings = {f["rule_id"]: f for f in _scan(run, write_trace, events)["findings"]}
     assert "PT003" in findings and findings["PT003"]["values"]["count"] == 1
+
+
+def test_a_real_torch_compile_recompile_is_one_compile_of_a_steady_step_not_start_up(run):
+    """torch 2.14 on the CPU: step 0 compiles the model, step 7's batch of another size fails a guard and compiles it
+    again (compile id 0/1), 154 ms of nested timed phases (compile_inner holds compile_attempt_0, which holds
+    bytecode_tracing...) and their metadata records ("entire_frame_compile_data: ..., compile_id=0/1"). One
+    compilation after warm-up, counted once and timed once; start-up ends with the first step, not with the
+    recompile, so the steps before it stay steady."""
+    trace = load_trace(str(RECOMPILE))
+    steps = detect_steps(trace)
+    assert steps.warmup == 2 and steps.count == 12  # the compile's step, and the next (its first backward run)
+    assert startup_end(trace) is None or startup_end(trace) <= steps.start[1]
+    assert len(compiles(trace)) == 2  # the first compile and the recompile, each once
+    scanned = json.loads(run("scan", str(RECOMPILE), "--format", "json", "--fail-on", "never").stdout)
+    (finding,) = scanned["traces"][0]["findings"]
+    assert finding["rule_id"] == "PT003" and finding["values"]["count"] == 1
+    assert finding["values"]["names"] == "_compile.compile_inner (dynamo_timed)"
+    assert 100 < finding["values"]["compile_ms"] < 250  # the recompile's own time, not its phases' summed
+    assert "TORCH_LOGS=recompiles" in finding["fix"]["text"]
+
+
+def test_nested_compile_phases_are_one_compile_and_their_metadata_records_are_none(write_trace):
+    """A compile event inside another on its thread is a phase of it; "<phase>_data: key=value" is torch.compile's
+    metadata record beside a phase, no compile, though its value names one ("fn_name=_compile.compile_inner")."""
+    from perftool.dialects.vocabulary import kind_of_name
+    from perftool.trace.model import Kind
+
+    assert kind_of_name("entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id=0/1") == Kind.OTHER
+    host = {"pid": 100, "tid": 100, "cat": "cpu_op"}
+    events = [
+        complete("_compile.compile_inner (dynamo_timed)", 0, 1_000, **host),
+        complete("compile_attempt_0 (dynamo_timed)", 10, 900, **host),
+        complete("bytecode_tracing (dynamo_timed)", 20, 300, **host),
+        complete("OutputGraph.call_user_compiler (dynamo_timed)", 400, 400, **host),
+        complete("_compile.compile_inner (dynamo_timed)", 5_000, 100, pid=100, tid=101, cat="cpu_op"),
+    ]
+    trace = load_trace(write_trace(KINETO | {"traceEvents": _meta() + events}))
+    assert [trace.names[n] for n in trace.name[compiles(trace)].tolist()] == [
+        "_compile.compile_inner (dynamo_timed)",
+        "_compile.compile_inner (dynamo_timed)",
+    ]
+    assert np.all(np.diff(trace.ts[compiles(trace)]) > 0)
 
 
 def test_a_blocking_copy_without_an_input_pipeline_gets_no_dataloader_advice(run, write_trace):

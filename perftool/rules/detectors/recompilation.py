@@ -15,9 +15,9 @@ import re
 import numpy as np
 
 from perftool.analysis.family import framework
+from perftool.analysis.host_calls import compiles
 from perftool.common.units import plural
 from perftool.rules.detectors.base import Detection, Detector, Scope
-from perftool.trace.model import Kind
 
 CAUSES = {
     "remainder_loop": "a remainder loop (steps not a multiple of the loop size)",
@@ -34,7 +34,8 @@ _DYNAMO_COMPILE = re.compile(r"\(dynamo_timed\)$|compile_inner|call_user_compile
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
-    rows = np.flatnonzero((trace.kind == Kind.COMPILE) & scope.in_window & (trace.ts >= scope.lo))
+    rows = compiles(trace)
+    rows = rows[scope.in_window[rows] & (trace.ts[rows] >= scope.lo)]
     if rows.size == 0:
         return None
     idle = scope.idle
