@@ -106,17 +106,20 @@ def summarise_rank(
 
 
 def _breakdown(scope: Scope) -> dict[str, float]:
-    """Per steady step, µs: device compute, exposed communication, device idle, and idle waiting for input."""
+    """Per steady step, µs: device compute, exposed communication, device idle, and idle by cause; a rank without a
+    device, the time no host thread runs a traced call (``host.untraced``)."""
     m = scope.metrics
     steps = scope.steady_steps or 1
     window = scope.window
     idle = scope.idle
-    return {
+    parts = {
         "compute": m["device.compute_fraction"] * window / steps,
         "exposed_communication": m["communication.exposed_us"] / steps,
         "idle": m["device.idle_fraction"] * window / steps,
-        **({f"idle.{cause}": idle.time(cause) / steps for cause in CAUSES} if idle is not None else {}),
     }
+    if idle is not None:
+        return parts | {f"idle.{cause}": idle.time(cause) / steps for cause in CAUSES}
+    return parts | {"host.untraced": (1.0 - m["host.busy_fraction"]) * window / steps}
 
 
 def _steps(scope: Scope) -> StepParts:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO
+from conftest import DATA, REPO
 
 import perftool
 from perftool.emulator.config import load_config
@@ -390,3 +390,17 @@ def test_a_straggler_on_npus_is_checked_with_ascend_s_tools_not_nccl_s(run):
     (found,) = [f for f in document["job"]["findings"] if f["rule_id"] == "PT013"]
     assert "hccl_test" in found["fix"]["text"] and "ascend-dmi -dg -i network" in found["fix"]["text"]
     assert "NCCL" not in found["fix"]["text"] and "nccl-tests" not in found["fix"]["text"]
+
+
+def test_a_real_cpu_job_s_straggler_is_its_untraced_host_time(run):
+    """Two gloo ranks on CPUs (tests/data/capture_gloo_job.py): rank 1 sleeps 20 ms a step outside any traced call
+    before its forward, and rank 0 waits for it in every all-reduce. The job aligns their clocks on the
+    all-reduces; PT013 names rank 1 and, no device to compare, the host time no traced call covers."""
+    document, result = scan_json(run, str(DATA / "gloo_cpu_job"))
+    assert result.exit_code == 0
+    job = document["job"]
+    assert job["world_size"] == 2 and job["slowest_rank"] == 1
+    (straggler,) = [f for f in job["findings"] if f["rule_id"] == "PT013"]
+    assert straggler["values"]["rank"] == 1 and straggler["values"]["cause"] == "host time outside every traced call"
+    assert 15 < straggler["values"]["excess_ms_per_step"] < 25  # the 20 ms sleep, less the noise of a real run
+    assert "with_stack=True" in straggler["fix"]["text"]

@@ -4,8 +4,9 @@ Read from a job's summaries (a job-level detector): with the ranks' clocks align
 arrives last at the collectives and holds the others back the longest is the straggler, unless it is late by no
 more than twice what the clocks' alignment strays (then the trace cannot tell who is slow). What makes it slow is
 the part of its step that exceeds the median of the other ranks most: device compute (uneven work or a slow
-device), waiting for input, or its device waiting on its host — named only where that excess accounts for at least
-half of its lag (the longest wait it causes in a step); else the trace does not show the cause.
+device), waiting for input, or its device waiting on its host (on a rank without a device, its host running no traced
+call) — named only where that excess accounts for at least half of its lag (the longest wait it causes in a step);
+else the trace does not show the cause.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ CAUSES = {  # breakdown part -> (fix variant, how the message names it)
     "idle.cpu_fallback": ("host", "CPU fallbacks"),
     "idle.compile": ("host", "compiling"),
     "idle.other": (None, "unexplained device idle"),
+    "host.untraced": ("untraced", "host time outside every traced call"),  # a rank without a device
 }
 EXPLAINS = 0.5  # a part of the slow rank's step is its cause when it exceeds the others' by this share of its lag
 CLOCK_MARGIN = 2.0  # a rank is a straggler only when it is later than this many times the clocks' own disagreement
@@ -49,6 +51,7 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
         for part in CAUSES
         if part in mine
     }
+    excess = {part: more for part, more in excess.items() if np.isfinite(more)}  # a host-only rank has no device parts
     cause = max(excess, key=excess.__getitem__) if excess else None
     most = max(excess.get(cause, 0.0), 0.0) if cause else 0.0
     variant, cause_text = CAUSES[cause] if cause and most > 0 else (None, "no single part of its step")

@@ -170,3 +170,21 @@ def test_without_a_measured_lag_no_rank_is_late_even_where_the_clocks_agree_exac
 
 def test_a_rank_the_others_waited_for_at_no_recorded_call_has_no_evidence():
     assert straggler.detect(job(worst={}), {}).evidence == []
+
+
+def test_a_host_only_rank_s_untraced_host_time_is_its_cause_and_no_device_part_is_compared():
+    """Ranks without a device (gloo on CPUs) have no device parts (NaN compute); the straggler's time outside every
+    traced call, 1.5 ms a step above the median rank's, is its cause, not a NaN difference."""
+    scope = job()
+    for number, untraced in ((0, 200.0), (1, 400.0), (2, 1_800.0)):
+        scope.summaries[number].breakdown_us = {"compute": float("nan"), "host.untraced": untraced}
+    found = straggler.detect(scope, {})
+    assert found is not None and found.variant == "untraced"
+    assert found.values["excess_ms_per_step"] == 1.5
+    assert (
+        found.values["why"]
+        == "Against the median rank it spends 1.50 ms more per step in host time outside every traced call."
+    )
+    for summary in scope.summaries.values():
+        summary.breakdown_us = {"compute": float("nan")}
+    assert straggler.detect(scope, {}).values["excess_ms_per_step"] == 0.0
