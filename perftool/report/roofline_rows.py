@@ -7,6 +7,7 @@ from statistics import median
 
 import numpy as np
 
+from perftool.analysis.family import HOST_ONLY
 from perftool.common.units import duration, flop_count, number, percent
 from perftool.roofline.figures import Roofline
 
@@ -44,7 +45,9 @@ def summary_rows(roof: Roofline, unit: str) -> list[tuple[str, str]]:
             ("device", f"{spec.model}: peak TFLOP/s {peaks} · memory {number(spec.memory_bandwidth_gbps)} GB/s"),
         )
     else:
-        rows.append(("device", f"{roof.device}: not known to perftool (no peaks)"))
+        rows.append(
+            ("device", roof.device if roof.device == HOST_ONLY else f"{roof.device}: not known to perftool (no peaks)")
+        )
     share = roof.modelled_share
     partial = roof.is_lower_bound
     if roof.flops > 0:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from perftool import hardware
-from perftool.analysis.family import device_name, device_properties
+from perftool.analysis.family import HOST_ONLY, device_name, device_properties
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.common.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.common.units import duration, plural
@@ -36,6 +36,7 @@ CAPTURE_ADVICE = (
     "capture with torch.profiler.profile(record_shapes=True, with_flops=True) so ops record their input shapes"
 )
 
+HOST_ONLY_NOTE = "no device ran in this capture: its ops have no device time to set against a device's peaks"
 FULLY_MODELLED = 0.995  # a modelled share of device time from which the MFU counts every FLOP
 
 
@@ -122,6 +123,11 @@ def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None =
     peak = spec.peak_flops(dtype) if spec and dtype else None
     seconds = window_us / 1e6
     modelled = calls.matching(lambda w: True)
+    notes = (
+        [HOST_ONLY_NOTE]
+        if device == HOST_ONLY
+        else [*_notes(calls, spec, device, ops), *_compiled_kernels(trace, kernels)]
+    )
     found = Roofline(
         device=device,
         spec=spec,
@@ -138,13 +144,14 @@ def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None =
         ops=ops,
         families=_family_rows(ops),
         measured=measured_pipes(trace.metadata.get(KERNEL_DETAILS) or []),
-        notes=_notes(calls, spec, device, ops) + _compiled_kernels(trace, kernels),
+        notes=notes,
         calls=calls,
     )
     if calls.kinds:
         flops_of_call = calls.each(lambda kind: kind.work.flops if kind.work else 0.0, float)
         found.per_step = _step_rows(trace, calls, flops_of_call, steps, peak)
-        found.regions = _region_rows(trace, calls, flops_of_call, found.call_roofline_us(), peak)
+        if device != HOST_ONLY:  # a host's ops ran on no device it captured: no region has device time
+            found.regions = _region_rows(trace, calls, flops_of_call, found.call_roofline_us(), peak)
     return found
 
 

@@ -17,7 +17,7 @@ from perftool.common.results import InfoReport, RooflineStep, RooflineSteps
 from perftool.hardware import BY_KEY, SOURCED, identify
 from perftool.pipeline.read import load_trace
 from perftool.roofline.calls import op_calls
-from perftool.roofline.figures import CAPTURE_ADVICE, roofline
+from perftool.roofline.figures import CAPTURE_ADVICE, HOST_ONLY_NOTE, roofline
 from perftool.trace.kept_args import ArgsKept, KeepArgs
 
 REAL = DATA / "real"
@@ -106,6 +106,16 @@ def test_a_trace_without_shapes_says_what_to_capture():
     roof = _roofline(REAL / "nccl_a100_rank.json.gz")
     assert roof.flops == 0 and roof.mfu is None and not roof.ops
     assert any(CAPTURE_ADVICE in note for note in roof.notes)
+
+
+def test_a_capture_of_the_host_alone_has_no_roofline_to_ask_a_device_spec_for(run):
+    """A CPU-only capture's ops (shapes recorded) ran on no device: the roofline says so, and neither asks for a
+    --device-spec nor lists annotations with no device time."""
+    roof = _roofline(DATA / "torch_cpu_train.pt.trace.json.gz")
+    assert roof.notes == [HOST_ONLY_NOTE] and roof.regions == [] and roof.mfu is None
+    text = " ".join(run("info", DATA / "torch_cpu_train.pt.trace.json.gz").stdout.split())
+    assert "│ device │ none (host only) │" in text
+    assert "--device-spec" not in text and "By annotation" not in text
 
 
 def test_info_shows_mfu_and_the_ops_furthest_below_the_roofline(run):
