@@ -33,7 +33,9 @@ from perftool.trace.model import Kind, Phase, Role, Trace, Track
 
 DEVICE_PLANE = re.compile(r"^/device:(?P<kind>[A-Z]+):(?P<id>\d+)")
 HOST_PLANE = re.compile(r"^/host:")
-_STREAM = re.compile(r"^Stream #\d+\((?P<work>[^)]*)\)")
+# A GPU stream's line, named by the kinds of work it ran, joined by commas ("Stream #16(Kernel,MemcpyD2D)"), or by its
+# number alone where the tracer knew none of them (XLA's cupti and roctracer collectors: GetDeviceXLineName)
+_STREAM = re.compile(r"^Stream #\d+(\((?P<work>[^)]*)\))?")
 _STREAM_ROLES = {"MemcpyH2D": Role.H2D, "MemcpyD2H": Role.D2H}
 _COPY_STREAMS = ("MemcpyD2D", "MemcpyOther", "MemcpyP2P")  # copies on the device, or whose direction it does not say
 _DERIVED_FROM = " - from "
@@ -84,7 +86,7 @@ class Xla(Dialect):
                 kind[on_line] = Kind.STEP  # named by the step's number alone
             elif track.role == Role.SUMMARY:
                 kind[on_line] = Kind.ANNOTATION
-            elif line in _ASYNC_LINES or (stream and stream["work"] in _COPY_STREAMS):
+            elif line in _ASYNC_LINES or (stream and _work(stream) and _work(stream) <= set(_COPY_STREAMS)):
                 kind[on_line & (kind == Kind.COMPUTE)] = Kind.D2D
         misses, compiles = _cache_misses(trace, kind)
         kind[compiles] = Kind.HOST_OP  # the compile is counted once, as the call it stalled
@@ -155,11 +157,17 @@ def _line(track: Track) -> str:
     return track.thread_name.split(_DERIVED_FROM, 1)[0]
 
 
+def _work(stream: re.Match[str]) -> set[str]:
+    """The kinds of work a stream's line names (none where it names none)."""
+    return set(stream["work"].split(",")) if stream["work"] else set()
+
+
 def _device_line_role(track: Track, has_streams: bool) -> Role:
     """A device plane's line: a stream or op line holds the device's work, any other line is derived from it."""
     line = _line(track)
     if stream := _STREAM.match(line):
-        return _STREAM_ROLES.get(stream["work"], Role.DEVICE)
+        roles = {_STREAM_ROLES.get(work, Role.DEVICE) for work in _work(stream)}
+        return roles.pop() if len(roles) == 1 else Role.DEVICE
     if line in _OP_LINES:
         return Role.SUMMARY if has_streams else Role.DEVICE
     if line in _ASYNC_LINES:

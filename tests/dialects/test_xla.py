@@ -189,6 +189,29 @@ def test_gpu_streams_are_the_device_and_the_runtime_threads_launch(tmp_path):
     assert float(np.sum(ends - starts)) == pytest.approx(3900, rel=0.05)  # 3.9 ms of kernels, as HTA-style sums say
 
 
+def test_a_stream_line_is_the_device_whatever_kinds_of_work_its_name_joins(write_trace):
+    """XLA's GPU collectors name a stream's line by the kinds of work it ran joined by commas, or by its number alone
+    where they knew none: each is the device's work; one of copies alone holds copies."""
+    lines = {16: "Stream #16(Kernel,MemcpyD2D)", 17: "Stream #17", 18: "Stream #18(MemcpyD2D,MemcpyOther)"}
+    events = [process_name(1, "/device:GPU:0"), *(thread_name(1, tid, name) for tid, name in lines.items())]
+    events += [
+        complete("loop_fusion", 0, 100, pid=1, tid=16),
+        complete("MemcpyD2D", 100, 10, pid=1, tid=16),
+        complete("input_reduce_fusion", 0, 50, pid=1, tid=17),
+        complete("copy-start", 0, 30, pid=1, tid=18),
+        {},
+    ]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    assert {t.thread_name: t.role for t in trace.tracks} == dict.fromkeys(lines.values(), Role.DEVICE)
+    kinds = {trace.names[n]: Kind(k) for n, k in zip(trace.name.tolist(), trace.kind.tolist())}
+    assert kinds == {
+        "loop_fusion": Kind.COMPUTE,
+        "MemcpyD2D": Kind.D2D,
+        "input_reduce_fusion": Kind.COMPUTE,
+        "copy-start": Kind.D2D,
+    }
+
+
 def test_the_real_jax_capture_s_three_runs_are_three_steps_the_first_warm_up(run):
     """The block ran 3 times: 27 compiled calls each, the first followed by 20.7 ms with nothing traced. The last
     run is as long as the others (5.1 ms against 3.6 ms), not cut off: the first run, stretched by that gap, is not
