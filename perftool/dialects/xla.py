@@ -86,7 +86,7 @@ class Xla(Dialect):
                 kind[on_line] = Kind.STEP  # named by the step's number alone
             elif track.role == Role.SUMMARY:
                 kind[on_line] = Kind.ANNOTATION
-            elif line in _ASYNC_LINES or (stream and _work(stream) and _work(stream) <= set(_COPY_STREAMS)):
+            elif line in _ASYNC_LINES or (stream and (work := _work(stream)) and work <= set(_COPY_STREAMS)):
                 kind[on_line & (kind == Kind.COMPUTE)] = Kind.D2D
         misses, compiles = _cache_misses(trace, kind)
         kind[compiles] = Kind.HOST_OP  # the compile is counted once, as the call it stalled
