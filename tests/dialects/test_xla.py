@@ -221,6 +221,7 @@ def test_the_real_jax_capture_s_three_runs_are_three_steps_the_first_warm_up(run
     assert (steps.end - steps.start)[1:] / 1e3 == pytest.approx([3.625, 5.063], abs=0.01)
     notes = " ".join(json.loads(run("info", str(JAX_OPBYOP), "--format", "json").stdout)["caveats"])
     assert "3 steps inferred" in notes and "cut off" not in notes
+    assert "jax.profiler.StepTraceAnnotation" in notes and "ProfilerStep" not in notes  # how JAX marks a step
 
 
 def test_a_real_jax_capture_run_op_by_op_is_host_bound_with_jit_advice(run):
