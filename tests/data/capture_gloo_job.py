@@ -10,9 +10,7 @@ outside every traced call. perftool does not depend on torch; run this where it 
 
 from __future__ import annotations
 
-import gzip
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -20,6 +18,7 @@ import time
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from capture_torch_trace import gzip_to  # this folder's script, run from anywhere
 from torch.profiler import ProfilerActivity, profile, schedule
 
 WORLD = 2
@@ -50,11 +49,7 @@ def train(rank: int, out: str) -> None:
                 loss.backward()
                 optimiser.step()
                 prof.step()
-        with (
-            open(raw, "rb") as src,
-            gzip.GzipFile(os.path.join(out, f"rank{rank}.pt.trace.json.gz"), "wb", mtime=0) as dst,
-        ):
-            shutil.copyfileobj(src, dst)
+        gzip_to(raw, os.path.join(out, f"rank{rank}.pt.trace.json.gz"))
     dist.destroy_process_group()
 
 

@@ -11,13 +11,12 @@ torch; run this where torch and a C++ compiler are installed (``pip install torc
 
 from __future__ import annotations
 
-import gzip
 import os
-import shutil
 import sys
 import tempfile
 
 import torch
+from capture_torch_trace import gzip_to, train_step  # this folder's script, run from anywhere
 from torch.profiler import ProfilerActivity, profile, schedule
 
 STEPS = 12
@@ -39,15 +38,9 @@ def main(out: str) -> None:
         ) as prof:
             for step in range(STEPS):
                 rows = 17 if step == OTHER_BATCH_STEP else 32
-                inputs, labels = torch.randn(rows, 64), torch.randint(0, 10, (rows,))
-                loss = torch.nn.functional.cross_entropy(compiled(inputs), labels)
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                loss.item()
+                train_step(compiled, optimiser, torch.randn(rows, 64), torch.randint(0, 10, (rows,)))
                 prof.step()
-        with open(raw, "rb") as src, gzip.GzipFile(out, "wb", mtime=0) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_to(raw, out)
     print(f"wrote {out}")
 
 

@@ -41,15 +41,27 @@ def main(out: str) -> None:
             for _ in range(6):
                 with record_function("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
                     inputs, labels = next(batches)
-                loss = torch.nn.functional.cross_entropy(model(inputs), labels)
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                loss.item()
+                train_step(model, optimiser, inputs, labels)
                 prof.step()
-        with open(raw, "rb") as src, gzip.GzipFile(out, "wb", mtime=0) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_to(raw, out)
     print(f"wrote {out}")
+
+
+def train_step(
+    model: torch.nn.Module, optimiser: torch.optim.Optimizer, inputs: torch.Tensor, labels: torch.Tensor
+) -> None:
+    """One step of classification training, reading the loss back as a training loop logs it."""
+    loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+    optimiser.zero_grad()
+    loss.backward()
+    optimiser.step()
+    loss.item()
+
+
+def gzip_to(raw: str, out: str) -> None:
+    """The profiler's JSON at ``raw``, gzipped to ``out`` with no timestamp in the header (the same bytes each run)."""
+    with open(raw, "rb") as src, gzip.GzipFile(out, "wb", mtime=0) as dst:
+        shutil.copyfileobj(src, dst)
 
 
 if __name__ == "__main__":
