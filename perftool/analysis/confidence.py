@@ -35,8 +35,8 @@ _CAPTURE_HINT = {
     "wait=1, warmup=1, active=5)) with prof.step() at the end of every iteration",
     "ascend": "capture several steps past warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
     "wait=1, warmup=1, active=5)) with prof.step() at the end of every iteration",
-    "xla": "capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation(\"train\", "
-    "step_num=step) (in TensorFlow, tf.profiler.experimental.Trace(\"train\", step_num=step, _r=1))",
+    "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", '
+    'step_num=step) (in TensorFlow, tf.profiler.experimental.Trace("train", step_num=step, _r=1))',
 }
 _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"

@@ -32,7 +32,7 @@ def readable(name: str, width: int | None = None) -> str:
     python = host_call(short)
     if python != short or (short.startswith("<") and short.endswith(">")):  # ``<built-in …>`` is no template
         short = python
-    elif not COMPILED_CALL.match(short):  # a compiled call's parentheses name the function it calls
+    else:
         bare = without_parameters(_RETURN_TYPE.sub("", short))
         if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
             short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))
@@ -55,7 +55,10 @@ def host_call(name: str) -> str:
 
 def without_parameters(name: str) -> str:
     """``f<T>(float*, int)`` → ``f<T>``: a C++ signature's parameter list, the ``(`` right after the name or its
-    template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words)."""
+    template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words; a JAX compiled call's parentheses name
+    the function it calls: ``PjitFunction(train_step)`` stays whole)."""
+    if COMPILED_CALL.match(name):
+        return name
     depth = 0
     for position, char in enumerate(name):
         depth += (char == "<") - (char == ">")
