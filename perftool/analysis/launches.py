@@ -1,12 +1,16 @@
-"""Which device work each host launch started, from the flows that link them (Kineto's ``ac2g``).
+"""Which device work each host launch started, from the flows that link them (Kineto's ``ac2g``), or from the
+correlation id both ends carry (XLA's traces, which write no flows).
 
 A profiler that records launches writes a flow from the runtime call on a host thread (``s``) to the
 device event it started (``f``, at the event's start on its stream). Pairing the two ends by id gives,
-for every launch, when the host made it and when the device work it started ended.
+for every launch, when the host made it and when the device work it started ended. jax.profiler's trace (made from
+the XSpace by XProf) writes no flows: the launch call (``cuLaunchKernel``, ``hipModuleLaunchKernel``) and the kernel
+it started each hold the tracer's ``correlation_id`` in their args.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +20,7 @@ from perftool.analysis.intervals import Intervals
 from perftool.dialects.vocabulary import GRAPH_LAUNCH, MEMCPY
 from perftool.trace.model import Kind, Phase, Role, Trace
 
+_CORRELATION_ID = re.compile(rb'"correlation_id":\s*"?(\d{1,18})"?[,}]')
 GRAPH_SHARE = 10  # a host launches by device graphs where one launch call in this many or more is a graph's
 
 
@@ -47,11 +52,39 @@ def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     sources = np.flatnonzero(host_end & has_id & trace.on_roles(Role.HOST))
     targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
     if sources.size == 0 or targets.size == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
+        return _correlated(trace)
     sources, targets = _paired(trace, sources, targets)
     spans = _enclosing_span(trace, targets, trace.on_roles(Role.DEVICE))
     found = spans >= 0
     return sources[found], spans[found]
+
+
+def _correlated(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per runtime call on the host and device span that carry the same ``correlation_id`` in their args: the call's
+    row and the span's, in the span's row order (the first call of an id, where a tracer reused one)."""
+    complete = trace.phase == Phase.COMPLETE
+    calls = np.flatnonzero(complete & (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & (trace.args_ref >= 0))
+    spans = np.flatnonzero(complete & trace.on_roles(Role.DEVICE) & (trace.args_ref >= 0))
+    none = np.empty(0, np.int64), np.empty(0, np.int64)
+    if calls.size == 0 or spans.size == 0:
+        return none
+    call_ids, span_ids = _correlation_ids(trace, calls), _correlation_ids(trace, spans)
+    calls, call_ids = calls[call_ids >= 0], call_ids[call_ids >= 0]
+    spans, span_ids = spans[span_ids >= 0], span_ids[span_ids >= 0]
+    if calls.size == 0 or spans.size == 0:
+        return none
+    ids, first = np.unique(call_ids, return_index=True)
+    where = np.minimum(np.searchsorted(ids, span_ids), ids.size - 1)
+    found = ids[where] == span_ids
+    return calls[first[where[found]]], spans[found]
+
+
+def _correlation_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per row, the ``correlation_id`` its kept args hold (a number, or a string of one, as XLA writes it); -1 where
+    none. Read from the args' bytes, which many events share, once for each distinct one."""
+    refs, index = np.unique(trace.args_ref[rows], return_inverse=True)
+    found = [_CORRELATION_ID.search(trace.kept_args[ref]) for ref in refs.tolist()]
+    return np.array([int(m[1]) if m else -1 for m in found], dtype=np.int64)[index]
 
 
 def _paired(trace: Trace, sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

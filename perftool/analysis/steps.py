@@ -280,6 +280,7 @@ def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tu
         return None
     device_end = np.full(starts.size, -np.inf)
     np.maximum.at(device_end, step, launched.device_end[inside])
+    device_end[:-1] = np.maximum(device_end[:-1], starts[1:])  # nor before the host starts the next step
     device_end = np.maximum.accumulate(device_end)
     return np.r_[starts[0], device_end[:-1]], device_end
 

@@ -194,13 +194,26 @@ def test_a_trace_of_counters_alone_has_no_steps_and_no_span(write_trace):
 def test_a_launch_at_a_step_s_start_is_that_step_s():
     launched = Launches(np.array([50.0, 100, 250]), np.array([90.0, 190, 290]))
     starts, ends = device_steps(launched, np.array([0.0, 100, 200]), np.array([100.0, 200, 300]))
-    assert (starts.tolist(), ends.tolist()) == ([0, 90, 190], [90, 190, 290])
+    assert (starts.tolist(), ends.tolist()) == ([0, 100, 200], [100, 200, 290])  # the host starts each next step
 
 
 def test_a_launch_as_a_step_ends_is_not_that_step_s():
     launched = Launches(np.array([50.0, 100, 250]), np.array([90.0, 400, 290]))
     starts, ends = device_steps(launched, np.array([0.0, 200]), np.array([100.0, 300]))
-    assert (starts.tolist(), ends.tolist()) == ([0, 90], [90, 290])
+    assert (starts.tolist(), ends.tolist()) == ([0, 200], [200, 290])  # not 400: the launch at 100 is no step's
+
+
+@pytest.mark.parametrize(
+    ("next_host_start", "boundary"),
+    [(150.0, 190.0), (250.0, 250.0)],  # the host ahead of the device: its work's end; behind it: the host's start
+)
+def test_a_step_on_the_device_ends_with_its_work_and_not_before_the_host_starts_the_next(next_host_start, boundary):
+    """A host that runs ahead starts step 2 while step 1's work runs: the step ends where that work ends. A host that
+    falls behind leaves the device idle until it starts step 2 (a pause of the host's, between steps): that idle
+    time is still step 1's, as the host's own clock says, not the next step's."""
+    launched = Launches(np.array([10.0, next_host_start + 10]), np.array([190.0, next_host_start + 300]))
+    starts, ends = device_steps(launched, np.array([0.0, next_host_start]), np.array([100.0, next_host_start + 100]))
+    assert (starts.tolist(), ends.tolist()) == ([0, boundary], [boundary, next_host_start + 300])
 
 
 def test_steps_marked_on_the_device_are_not_timed_again_by_the_host_s_launches(write_trace):

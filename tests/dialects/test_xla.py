@@ -13,6 +13,7 @@ from conftest import DATA, complete, process_name, thread_name
 
 from perftool.analysis.family import device_family, device_name, framework
 from perftool.analysis.intervals import busy
+from perftool.analysis.launches import launch_rows
 from perftool.analysis.steps import detect_steps
 from perftool.pipeline.read import load_trace
 from perftool.trace import events
@@ -154,6 +155,33 @@ def test_a_compile_outside_a_compiled_call_stays_the_compile(write_trace):
     ]
     trace = load_trace(write_trace({"traceEvents": events}))
     assert np.flatnonzero(trace.kind == Kind.COMPILE).tolist() == [0, 1]
+
+
+def test_launches_are_paired_by_their_correlation_id_and_a_host_ahead_has_steps_timed_on_the_device(write_trace):
+    """jax.profiler's trace has no flows: a launch call and the kernel it started each carry the tracer's
+    correlation_id. A jitted step's host annotation returns as soon as it is dispatched (990 µs a step here) while its
+    kernel runs 1.4 ms: paired, the steps are timed where the device runs them, 1.5 ms each."""
+    events = [
+        process_name(701, "/host:CPU"),
+        thread_name(701, 1, "python"),
+        thread_name(701, 2, "tf_pjrt_thread_pool/1"),
+        process_name(1, "/device:GPU:0"),
+        thread_name(1, 16, "Stream #16(Kernel)"),
+    ]
+    for n in range(6):
+        t = n * 1000.0
+        events += [
+            complete("train", t, 990, pid=701, tid=1, args={"step_num": str(n)}),
+            complete("PjitFunction(train_step)", t + 5, 200, pid=701, tid=1),
+            complete("cuLaunchKernel", t + 150, 10, pid=701, tid=2, args={"correlation_id": str(40 + n)}),
+            complete("loop_fusion", 300 + n * 1500.0, 1400, pid=1, tid=16, args={"correlation_id": str(40 + n)}),
+        ]
+    trace = load_trace(write_trace({"traceEvents": [*events, {}]}))
+    sources, spans = launch_rows(trace)
+    assert [trace.ts[s] for s in sources] == [n * 1000.0 + 150 for n in range(6)]
+    assert [trace.ts[s] for s in spans] == [300 + n * 1500.0 for n in range(6)]
+    steps = detect_steps(trace)
+    assert steps.clock == "device" and (steps.end - steps.start)[1:].tolist() == [1500.0] * 5
 
 
 def test_a_tpu_s_steps_line_wins_over_the_host_s_step_annotations(write_trace):
