@@ -20,6 +20,8 @@ from perftool.trace.profiler_dirs import (
     profile_run,
     profiler_trace,
     without_copies,
+    xprof_cache_advice,
+    xprof_caches,
 )
 
 _TRACE_FILES = (*TRACE_SUFFIXES, XSPACE_SUFFIX)  # a directory's files read as traces (a job's ranks, a run's hosts)
@@ -54,10 +56,12 @@ def job_files(paths: list[str]) -> list[str]:
             inside = [str(p) for p in without_copies(named) if _may_hold_a_trace(p)]
             ranks = [trace for p in sorted(Path(folder).iterdir()) if p.is_dir() and (trace := _rank_trace(p))]
             if not inside and not ranks:
+                cached = xprof_caches(path)
                 raise PerftoolError(
                     f"{path}: a directory with no trace files (*.json, *.json.gz, *.xplane.pb), profiler output "
                     f"directories (with {ASCEND_OUTPUT}/, msprof's {MSPROF_RUN}*/) or jax.profiler runs "
                     f"({'/'.join(PROFILE_RUNS)}/RUN/) in it"
+                    + (f"; {cached[0].name} is {xprof_cache_advice(cached[0])}" if cached else "")
                 )
             found += inside + ranks
     return found

@@ -14,6 +14,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
@@ -37,7 +38,7 @@ from perftool.trace.events import PieceError, events_of, read_piece
 from perftool.trace.kept_args import KEEP_NO_ARGS, KeepArgs
 from perftool.trace.model import Trace
 from perftool.trace.parts import Part, make_part
-from perftool.trace.profiler_dirs import XSPACE_SUFFIX
+from perftool.trace.profiler_dirs import XPROF_CACHE_SUFFIX, XSPACE_SUFFIX, xprof_cache_advice
 from perftool.trace.seen import FileSeen, seen
 from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
@@ -263,6 +264,8 @@ def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[Ra
         from perftool.trace import xspace
 
         return xspace.batches
+    if path.endswith(XPROF_CACHE_SUFFIX):
+        raise TraceError(path, xprof_cache_advice(Path(path)))
     return None
 
 

@@ -25,6 +25,7 @@ MSPROF_NOT_TIMELINES = ("msprof_tx", "msprof_slice.json")  # beside the timeline
 PROFILE_RUNS = ("plugins", "profile")  # where jax.profiler (and TensorFlow) keep a log directory's runs, a folder each
 JAX_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")  # a host's trace JSON in a jax.profiler run: HOST.trace.json.gz
 XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
+XPROF_CACHE_SUFFIX = ".SSTABLE"  # XProf's trace-viewer cache of a host's events (a LevelDB table), made from its XSpace
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
 MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof's CSVs a reader left out, and why
 RANK_ENVIRONMENT = "profiler_metadata.json"  # torch_npu's record of the job's environment (ENV_VARIABLES), per rank
@@ -122,6 +123,20 @@ def profile_run(directory: str) -> str | None:
             f"name the run to read, e.g. {runs[-1]} (the last)"
         )
     return runs[0] if runs else None
+
+
+def xprof_caches(directory: str) -> list[Path]:
+    """The XProf trace-viewer caches (``HOST.SSTABLE``) in ``directory`` or in the runs of the jax.profiler log
+    directory it is: what XProf keeps of a run once it has shown it, which perftool does not read."""
+    runs = Path(directory, *PROFILE_RUNS)
+    folders = [Path(directory), *(sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else [])]
+    return [cache for folder in folders for cache in sorted(folder.glob(f"*{XPROF_CACHE_SUFFIX}")) if cache.is_file()]
+
+
+def xprof_cache_advice(cache: Path) -> str:
+    """What an XProf trace-viewer cache is, and what to read instead, in words."""
+    made_from = f"{cache.stem}{XSPACE_SUFFIX}"
+    return f"XProf's trace-viewer cache, which perftool does not read: scan the {made_from} it was made from"
 
 
 def _profile_files(run: Path) -> list[Path]:

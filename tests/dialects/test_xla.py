@@ -413,6 +413,24 @@ def test_a_run_of_its_xspace_alone_is_read_through_xprof(tmp_path, run):
     assert scanned["path"].endswith("host.xplane.pb") and scanned["dialect"] == "xla"
 
 
+def test_xprof_s_trace_viewer_cache_alone_is_refused_naming_the_xspace_to_read(tmp_path, run):
+    """XProf keeps what it showed of a run as HOST.SSTABLE (a LevelDB table) beside the run's compiled modules
+    (*.hlo_proto.pb); perftool reads neither, and says to give it the XSpace the cache was made from, whether named
+    as a log directory, its run's folder or the file."""
+    folder = tmp_path / "plugins" / "profile" / "2026_11_29_00_00_00"
+    folder.mkdir(parents=True)
+    (folder / "node-1.SSTABLE").write_bytes(b"\x00" * 64)
+    (folder / "jit_step(3).hlo_proto.pb").write_bytes(b"\x08\x01")
+    for named in (tmp_path, folder):
+        result = run("scan", str(named))
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "node-1.SSTABLE is XProf's trace-viewer cache" in result.output
+        assert result.output.rstrip().endswith("scan the node-1.xplane.pb it was made from")
+    result = run("info", str(folder / "node-1.SSTABLE"))
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "node-1.SSTABLE: XProf's trace-viewer cache, which perftool does not read" in result.output
+
+
 def test_a_log_directory_of_several_runs_asks_which_in_one_line(tmp_path, run):
     _log_directory(tmp_path, {"2026_11_28_23_00_00": [JAX_OPBYOP], "2026_11_29_00_00_00": [JAX_OPBYOP]})
     result = run("scan", str(tmp_path))
