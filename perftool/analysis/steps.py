@@ -269,9 +269,10 @@ def _step_numbers(trace: Trace, rows: np.ndarray) -> np.ndarray | None:
 def device_steps(launched: Launches, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Each host step's span on the device, or None unless every step launched device work.
 
-    Step i ends when the last device work launched during host step i ends, and starts where the
-    device finished step i-1 (the first step: where its host step starts), so a step's time
-    includes the device idling for the host and the spans tile the device's timeline.
+    Step i ends when the last device work launched during host step i ends, or, where the host starts step i+1
+    only later (a host behind the device), then; it starts where step i-1 ended (the first step: where its host
+    step starts), so a step's time includes the device idling for the host and the spans tile the device's
+    timeline.
     """
     step = np.searchsorted(starts, launched.host_ts, side="right") - 1
     inside = (step >= 0) & (launched.host_ts < ends[np.maximum(step, 0)])
