@@ -1,10 +1,12 @@
 """A kernel's launch configuration as Kineto records it (``grid``, ``block``, ``registers per thread``, ``shared
-memory``), read from the args the loader keeps for long kernels, and what it lets an SM hold at once (occupancy,
-by the CUDA occupancy calculator's rules and the trace's ``deviceProperties``)."""
+memory``) or XLA does (one ``kernel_details`` string), read from the args the loader keeps for long kernels, and what
+it lets an SM hold at once (occupancy, by the CUDA occupancy calculator's rules and the trace's
+``deviceProperties``)."""
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,10 @@ class _Recorded(msgspec.Struct):
     block: list[int] = []
     registers: float = msgspec.field(name="registers per thread", default=0)  # a float from some writers
     shared_memory: float = msgspec.field(name="shared memory", default=0)
+    kernel_details: str = ""  # XLA's, in one string: "regs:32 static_shared:0 dynamic_shared:0 grid:4,1,1 block:..."
+
+
+_DETAIL = re.compile(r"(\w+):([\d.,]+)")
 
 
 _READ = msgspec.json.Decoder(_Recorded)
@@ -52,11 +58,30 @@ def launch_of(kept: bytes) -> Launch | None:
         recorded = _READ.decode(kept)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         return None
+    if not recorded.grid and recorded.kernel_details:
+        recorded = _from_details(recorded.kernel_details)
     blocks = _size(recorded.grid)
     if not blocks:
         return None
     registers, shared_memory = (int(min(max(v, 0), 2**31)) for v in (recorded.registers, recorded.shared_memory))
     return Launch(blocks, _size(recorded.block), registers, shared_memory)
+
+
+def _from_details(details: str) -> _Recorded:
+    """The launch XLA's GPU tracers write as one string: CUPTI's ``regs:R static_shared:S dynamic_shared:D
+    grid:X,Y,Z block:X,Y,Z occ_pct:P``, roctracer's ``grid:X,Y,Z block:X,Y,Z private_mem:P group_mem:G occ_pct:P``."""
+    fields = dict(_DETAIL.findall(details))
+
+    def dims(name: str) -> list[int]:
+        parts = fields.get(name, "").split(",")
+        return [int(p) for p in parts] if all(p.isdigit() for p in parts) else []
+
+    def number(*names: str) -> float:
+        return sum(float(fields[n]) for n in names if n in fields and fields[n].replace(".", "", 1).isdigit())
+
+    return _Recorded(
+        dims("grid"), dims("block"), number("regs"), number("static_shared", "dynamic_shared", "group_mem")
+    )
 
 
 def _positive_int(value: Any) -> bool:

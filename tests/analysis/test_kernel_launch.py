@@ -56,8 +56,42 @@ def test_registers_shared_memory_and_threads_each_limit_an_sm():
 
 
 @pytest.mark.parametrize(
+    ("details", "launch"),
+    [
+        (
+            "regs:32 static_shared:1024 dynamic_shared:49152 grid:132,1,1 block:128,1,1 occ_pct:50.0",
+            (132, 128, 32, 50176),
+        ),
+        (" grid:4,64,1 block:256,1,1 private_mem:0 group_mem:8704 occ_pct:0", (256, 256, 0, 8704)),
+    ],
+    ids=["CUPTI", "roctracer"],
+)
+def test_xla_s_kernel_details_string_is_the_launch(details, launch):
+    """XLA's GPU tracers write a kernel's launch as one string (ToXStat): registers, shared memory (CUDA's static
+    and dynamic, or AMD's group memory), grid and block; the real MI300X capture's GEMM reads as 4×64 blocks of 256."""
+    kept = json.dumps({"correlation_id": "6", "kernel_details": details, "hlo_op": "custom-call.1"}).encode()
+    assert launch_of(kept) == Launch(*launch)
+
+
+def test_the_real_jax_capture_s_kernels_have_their_launches():
+    document = json.loads(gzip.decompress((REAL / "jax08_mi300x_attention_opbyop.trace.json.gz").read_bytes()))
+    details = [e["args"] for e in document["traceEvents"] if "kernel_details" in e.get("args", {})]
+    launches = [launch_of(json.dumps(args).encode()) for args in details]
+    assert len(launches) > 100 and all(launch is not None and launch.blocks > 0 for launch in launches)
+
+
+@pytest.mark.parametrize(
     "kept",
-    [b'{"grid": "8"}', b'{"grid": [0, 1, 1]}', b'{"grid": [1, 1, 1, 1]}', b'{"grid": [true]}', b"[1]", b"\xff"],
+    [
+        b'{"kernel_details": "grid:a,1 block:2"}',
+        b'{"kernel_details": "block:64,1,1"}',
+        b'{"grid": "8"}',
+        b'{"grid": [0, 1, 1]}',
+        b'{"grid": [1, 1, 1, 1]}',
+        b'{"grid": [true]}',
+        b"[1]",
+        b"\xff",
+    ],
 )
 def test_a_launch_a_device_could_not_run_is_none(kept):
     assert launch_of(kept) is None

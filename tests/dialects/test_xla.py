@@ -184,6 +184,40 @@ def test_launches_are_paired_by_their_correlation_id_and_a_host_ahead_has_steps_
     assert steps.clock == "device" and (steps.end - steps.start)[1:].tolist() == [1500.0] * 5
 
 
+def test_xla_kernels_launched_on_few_blocks_are_small_grids_with_jax_s_fix(write_trace, run):
+    """XLA writes each kernel's launch as one string (kernel_details); a jitted step whose one long kernel runs 4
+    blocks on a 132-SM device (the XSpace's core_count, as deviceProperties) leaves most SMs idle: PT019, with the
+    fix in JAX's terms, not torch.compile's."""
+    events = [
+        process_name(701, "/host:CPU"),
+        thread_name(701, 1, "python"),
+        thread_name(701, 2, "tf_pjrt_thread_pool/1"),
+        process_name(1, "/device:GPU:0"),
+        thread_name(1, 16, "Stream #16(Kernel)"),
+    ]
+    details = "regs:64 static_shared:0 dynamic_shared:0 grid:4,1,1 block:256,1,1 occ_pct:50"
+    for n in range(6):
+        t = n * 1000.0
+        events += [
+            complete("train", t, 990, pid=701, tid=1, args={"step_num": str(n)}),
+            complete("PjitFunction(train_step)", t + 5, 100, pid=701, tid=1),
+            complete("cuLaunchKernel", t + 10, 5, pid=701, tid=2, args={"correlation_id": str(n)}),
+            complete(
+                "loop_reduce_fusion",
+                t + 20,
+                900,
+                pid=1,
+                tid=16,
+                args={"correlation_id": str(n), "kernel_details": details},
+            ),
+        ]
+    document = {"traceEvents": [*events, {}], "deviceProperties": [{"id": 0, "name": "NVIDIA GPU", "numSms": 132}]}
+    scanned = json.loads(run("scan", write_trace(document), "--format", "json", "--fail-on", "never").stdout)
+    findings = {f["rule_id"]: f for f in scanned["traces"][0]["findings"]}
+    assert findings["PT019"]["values"]["blocks"] == 4 and findings["PT019"]["values"]["sms"] == 132
+    assert "jax.jit" in findings["PT019"]["fix"]["text"] and "torch" not in findings["PT019"]["fix"]["text"]
+
+
 def test_a_tpu_s_steps_line_wins_over_the_host_s_step_annotations(write_trace):
     """On a TPU the device's Steps line times the steps where they run; the host's annotations, which dispatch runs
     ahead of, are left as they are."""
