@@ -87,8 +87,12 @@ def test_a_tpu_is_its_ops_and_its_steps_come_from_the_steps_line(write_trace):
     assert device_name(trace) == "/device:TPU:0"
 
 
-def _annotated_gpu_steps(first: int, count: int) -> list[dict]:
-    """A jitted step per StepTraceAnnotation("train", step_num=n) on the host, 1 ms apart, its kernel 600 µs."""
+def _annotated_gpu_steps(
+    first: int, count: int, device_every: float = 1000.0, kernel_us: float = 600.0, details: str | None = None
+) -> list[dict]:
+    """A jitted step per StepTraceAnnotation("train", step_num=n) on the host, 1 ms apart, its launch 150 µs in;
+    its kernel (``kernel_us``, with XLA's ``kernel_details`` where given) runs 300 µs after the step's start on a
+    device that starts one every ``device_every`` µs: the host's pace by default, behind it where slower."""
     events = [
         process_name(701, "/host:CPU"),
         thread_name(701, 1, "python"),
@@ -98,11 +102,12 @@ def _annotated_gpu_steps(first: int, count: int) -> list[dict]:
     ]
     for n in range(count):
         t = n * 1000.0
+        kernel_args = {"correlation_id": str(n)} | ({"kernel_details": details} if details else {})
         events += [
             complete("train", t, 990, pid=701, tid=1, args={"step_num": str(first + n)}),
             complete("PjitFunction(train_step)", t + 5, 200, pid=701, tid=1, args={"module_name": "jit_train_step"}),
             complete("cuLaunchKernel", t + 150, 10, pid=701, tid=2, args={"correlation_id": str(n)}),
-            complete("loop_fusion", t + 300, 600, pid=1, tid=16, args={"correlation_id": str(n)}),
+            complete("loop_fusion", 300 + n * device_every, kernel_us, pid=1, tid=16, args=kernel_args),
         ]
     return events
 
@@ -161,21 +166,7 @@ def test_launches_are_paired_by_their_correlation_id_and_a_host_ahead_has_steps_
     """jax.profiler's trace has no flows: a launch call and the kernel it started each carry the tracer's
     correlation_id. A jitted step's host annotation returns as soon as it is dispatched (990 µs a step here) while its
     kernel runs 1.4 ms: paired, the steps are timed where the device runs them, 1.5 ms each."""
-    events = [
-        process_name(701, "/host:CPU"),
-        thread_name(701, 1, "python"),
-        thread_name(701, 2, "tf_pjrt_thread_pool/1"),
-        process_name(1, "/device:GPU:0"),
-        thread_name(1, 16, "Stream #16(Kernel)"),
-    ]
-    for n in range(6):
-        t = n * 1000.0
-        events += [
-            complete("train", t, 990, pid=701, tid=1, args={"step_num": str(n)}),
-            complete("PjitFunction(train_step)", t + 5, 200, pid=701, tid=1),
-            complete("cuLaunchKernel", t + 150, 10, pid=701, tid=2, args={"correlation_id": str(40 + n)}),
-            complete("loop_fusion", 300 + n * 1500.0, 1400, pid=1, tid=16, args={"correlation_id": str(40 + n)}),
-        ]
+    events = _annotated_gpu_steps(0, 6, device_every=1500.0, kernel_us=1400.0)
     trace = load_trace(write_trace({"traceEvents": [*events, {}]}))
     sources, spans = launch_rows(trace)
     assert [trace.ts[s] for s in sources] == [n * 1000.0 + 150 for n in range(6)]
@@ -188,29 +179,8 @@ def test_xla_kernels_launched_on_few_blocks_are_small_grids_with_jax_s_fix(write
     """XLA writes each kernel's launch as one string (kernel_details); a jitted step whose one long kernel runs 4
     blocks on a 132-SM device (the XSpace's core_count, as deviceProperties) leaves most SMs idle: PT019, with the
     fix in JAX's terms, not torch.compile's."""
-    events = [
-        process_name(701, "/host:CPU"),
-        thread_name(701, 1, "python"),
-        thread_name(701, 2, "tf_pjrt_thread_pool/1"),
-        process_name(1, "/device:GPU:0"),
-        thread_name(1, 16, "Stream #16(Kernel)"),
-    ]
     details = "regs:64 static_shared:0 dynamic_shared:0 grid:4,1,1 block:256,1,1 occ_pct:50"
-    for n in range(6):
-        t = n * 1000.0
-        events += [
-            complete("train", t, 990, pid=701, tid=1, args={"step_num": str(n)}),
-            complete("PjitFunction(train_step)", t + 5, 100, pid=701, tid=1),
-            complete("cuLaunchKernel", t + 10, 5, pid=701, tid=2, args={"correlation_id": str(n)}),
-            complete(
-                "loop_reduce_fusion",
-                t + 20,
-                900,
-                pid=1,
-                tid=16,
-                args={"correlation_id": str(n), "kernel_details": details},
-            ),
-        ]
+    events = _annotated_gpu_steps(0, 6, kernel_us=650.0, details=details)
     document = {"traceEvents": [*events, {}], "deviceProperties": [{"id": 0, "name": "NVIDIA GPU", "numSms": 132}]}
     scanned = json.loads(run("scan", write_trace(document), "--format", "json", "--fail-on", "never").stdout)
     findings = {f["rule_id"]: f for f in scanned["traces"][0]["findings"]}
