@@ -37,6 +37,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.family import device_properties, offers_loop_size
+from perftool.analysis.host_calls import compiles
 from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
@@ -694,8 +695,9 @@ def _offloaded_state(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile,
 def _compiles(scope: TraceAnalysis) -> dict[str, Any]:
     """The graph compile time: the steady state's compiles together (the fit compiles once there), else the mean."""
     trace = scope.trace
-    steady = (trace.kind == Kind.COMPILE) & scope.in_window & (trace.ts >= scope.lo)
-    if steady.any():
+    rows = compiles(trace)  # each compile once, not again for each phase timed inside it
+    steady = rows[scope.in_window[rows] & (trace.ts[rows] >= scope.lo)]
+    if steady.size:
         return {"graph_compile_ms": max(float(trace.dur[steady].sum()) / 1e3, 0.001)}
     count, time = scope.metrics["compile.count"], scope.metrics["compile.time_us"]
     return {"graph_compile_ms": max(time / count / 1e3, 0.001)} if count > 0 else {}

@@ -796,6 +796,7 @@ def test_the_hosts_spread_is_its_own_time_over_the_steady_steps(analysed, host_u
         ([(10.0, 50.0), (3000.0, 300.0), (5000.0, 400.0)], 0.7),  # the steady state's together
         ([(10.0, 50.0), (2000.0, 300.0)], 0.3),  # at the steady state's first instant
         ([(10.0, 50.0), (3000.0, 0.1)], 0.001),
+        ([(10.0, 50.0), (3000.0, 300.0), (3010.0, 200.0), (3020.0, 100.0)], 0.3),  # phases inside one compile: once
         ([], None),
     ],
 )
