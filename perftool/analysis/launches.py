@@ -10,9 +10,9 @@ it started each hold the tracer's ``correlation_id`` in their args.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from perftool.analysis import intervals
@@ -20,7 +20,6 @@ from perftool.analysis.intervals import Intervals
 from perftool.dialects.vocabulary import GRAPH_LAUNCH, MEMCPY
 from perftool.trace.model import Kind, Phase, Role, Trace
 
-_CORRELATION_ID = re.compile(rb'"correlation_id":\s*"?(\d{1,18})"?[,}]')
 GRAPH_SHARE = 10  # a host launches by device graphs where one launch call in this many or more is a graph's
 
 
@@ -79,12 +78,29 @@ def _correlated(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return calls[first[where[found]]], spans[found]
 
 
+class _Correlated(msgspec.Struct):
+    correlation_id: int | str = -1  # a string of digits as XLA writes it
+
+
+_READ_CORRELATION = msgspec.json.Decoder(_Correlated)
+_LARGEST_ID = 2**62  # larger ids are no tracer's counter (and would not fit the column)
+
+
 def _correlation_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Per row, the ``correlation_id`` its kept args hold (a number, or a string of one, as XLA writes it); -1 where
-    none. Read from the args' bytes, which many events share, once for each distinct one."""
+    """Per row, the ``correlation_id`` its kept args hold (a number, or a string of one); -1 where none. Read once for
+    each distinct args, which many events share."""
     refs, index = np.unique(trace.args_ref[rows], return_inverse=True)
-    found = [_CORRELATION_ID.search(trace.kept_args[ref]) for ref in refs.tolist()]
-    return np.array([int(m[1]) if m else -1 for m in found], dtype=np.int64)[index]
+    return np.array([_correlation_id(trace.kept_args[ref]) for ref in refs.tolist()], dtype=np.int64)[index]
+
+
+def _correlation_id(kept: bytes) -> int:
+    try:
+        value = _READ_CORRELATION.decode(kept).correlation_id
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return -1
+    if isinstance(value, str):
+        value = int(value) if value.isdigit() and len(value) <= 18 else -1
+    return value if 0 <= value <= _LARGEST_ID else -1
 
 
 def _paired(trace: Trace, sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

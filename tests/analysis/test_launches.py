@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from perftool.analysis.launches import launch_rows
+import pytest
+
+from perftool.analysis.launches import _correlation_id, launch_rows
 from perftool.pipeline.read import load_trace
 
 
@@ -27,3 +29,25 @@ def test_a_launch_reaches_its_kernel_when_a_forward_to_backward_flow_has_the_sam
         sources, spans = launch_rows(trace)
         assert [trace.names[trace.name[row]] for row in spans] == ["gemm"]
         assert trace.cats[trace.cat[sources[0]]] == "ac2g" and trace.ts[sources[0]] == 10.0
+
+
+@pytest.mark.parametrize(
+    ("kept", "found"),
+    [
+        (b'{"correlation_id": "12", "hlo_op": "fusion"}', 12),  # XLA's: a string of digits
+        (b'{"correlation_id": 7}', 7),
+        (b'{"correlation_id": "x"}', -1),
+        (b'{"correlation_id": null}', -1),
+        (b'{"correlation_id": {"a": 1}}', -1),
+        (b'{"correlation_id": -3}', -1),
+        (b'{"correlation_id": true}', -1),
+        (b'{"correlation_id": 1.5}', -1),
+        (b'{"correlation_id": "99999999999999999999999"}', -1),  # no tracer's counter, and no int64
+        (b'{"correlation_id": 4611686018427387905}', -1),
+        (b"[1]", -1),
+        (b"\xff", -1),
+        (b"{}", -1),
+    ],
+)
+def test_a_correlation_id_is_a_tracer_s_counter_or_none(kept, found):
+    assert _correlation_id(kept) == found
