@@ -302,8 +302,12 @@ def model_warmup(trace: Trace) -> np.ndarray:
     """Per event: a compiled model's warm-up on the host (:data:`MODEL_WARMUP`: compiling, recording or instantiating
     a device graph) before the first step marker ends. One in a later step is that step's (a recompile, a graph
     recorded late), judged as steps are."""
-    model = trace.name_matches(MODEL_WARMUP) & (trace.phase == Phase.COMPLETE) & trace.on_roles(Role.HOST)
-    return model & (trace.ts < _first_step(trace)[1])
+
+    def found() -> np.ndarray:
+        model = trace.name_matches(MODEL_WARMUP) & (trace.phase == Phase.COMPLETE) & trace.on_roles(Role.HOST)
+        return model & (trace.ts < _first_step(trace)[1])
+
+    return trace.derive("steps.model_warmup", found)  # start-up and the idle's causes ask, each more than once
 
 
 def _first_step(trace: Trace) -> tuple[float, float]:

@@ -49,7 +49,7 @@ _ASYNC_LINES = ("Async XLA Ops", "Host Offload Ops")  # copies and collectives r
 _RUNTIME_CALL = re.compile(r"^(cu|hip|cuda)[A-Z]\w*$")
 # What a StepTraceAnnotation's args hold, whatever its name: its step number (its "_r" root flag is the host tracer's
 # own and stays out of the exported trace)
-STEP_ARGS = (f'"{STEP_NUMBER_ARG}"'.encode(),)
+STEP_ARG = f'"{STEP_NUMBER_ARG}"'.encode()
 
 
 class Xla(Dialect):
@@ -108,12 +108,12 @@ class Xla(Dialect):
 
 def _step_annotations(trace: Trace) -> np.ndarray:
     """Per event: a step ``jax.profiler.StepTraceAnnotation`` marked on the host. Its name is the user's, so each
-    name of the host's is asked once: does its first event with args carry :data:`STEP_ARGS`."""
+    name of the host's is asked once: does its first event with args carry :data:`STEP_ARG`."""
     host = np.isin(trace.track, [t.id for t in trace.tracks if HOST_PLANE.match(t.process_name)])
     rows = np.flatnonzero(host & (trace.phase == Phase.COMPLETE) & (trace.args_ref >= 0))
     names, first = np.unique(trace.name[rows], return_index=True)
     refs = trace.args_ref[rows[first]].tolist()
-    marking = [name for name, ref in zip(names.tolist(), refs) if all(k in trace.kept_args[ref] for k in STEP_ARGS)]
+    marking = [name for name, ref in zip(names.tolist(), refs) if STEP_ARG in trace.kept_args[ref]]
     return host & (trace.phase == Phase.COMPLETE) & np.isin(trace.name, marking)
 
 
