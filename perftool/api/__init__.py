@@ -187,12 +187,23 @@ def info(
         read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
         report = scan_job(paths, [], read, address, workers)
         if report.job is None:
-            raise PerftoolError(f"{', '.join(paths)}: not the ranks of one job; give info one trace at a time")
+            raise PerftoolError(f"{', '.join(paths)}: {_not_a_job(report)}; give info one trace at a time")
         return report
     decoders = cluster_decoders(address) if address and paths[0] != STDIN else None
     loaded = reader.load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
     steps = detect_steps(loaded)
     return InfoView(loaded, compute_metrics(loaded, steps), measure_roofline(loaded, steps, spec))
+
+
+def _not_a_job(report: ScanReport) -> str:
+    """Why the traces ``info`` was given make no job: one process's captures at different times, or no ranks."""
+    ranks = {trace.rank for trace in report.traces}
+    if len(report.traces) > 1 and len(ranks) == 1 and None not in ranks:
+        return (
+            f"{len(report.traces)} captures of one process at different times (a profiler schedule that repeats), "
+            "not the ranks of a job"
+        )
+    return "not the ranks of one job"
 
 
 @_checked

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perftool.common.version import __version__
+from perftool.job.captures import by_rank
 from perftool.job.cluster import map_tasks
 from perftool.job.ranks import job_files, names_ranks, rank_from_name
 from perftool.job.summary import RankSummary, summarise_rank
@@ -28,10 +29,12 @@ def scan_job(
     of one job, build the job view: a directory's traces always are, and several files are when each has a
     rank of its own (``distributedInfo.rank`` in the trace, or ``rank3`` in its name).
 
-    A trace that cannot be read, or that repeats a rank already given, is in the report's ``unread``;
-    the other traces are reported all the same. Without ``scheduler`` or ``workers``, a job named outright
-    (a directory, files named by rank) runs on local Dask workers when it is large enough for them to pay off
-    (:func:`~perftool.job.cluster.cluster_pays_off`); other files, and small jobs, are scanned here in turn.
+    A trace that cannot be read, or that repeats a capture already given, is in the report's ``unread``;
+    the other traces are reported all the same. A rank captured several times (a profiler schedule that repeats:
+    :mod:`~perftool.job.captures`) takes part in the job view with its latest capture, the others listed; captures
+    of one process alone are no job, and each is reported in turn. Without ``scheduler`` or ``workers``, a job
+    named outright (a directory, files named by rank) runs on local Dask workers when it is large enough for them to
+    pay off (:func:`~perftool.job.cluster.cluster_pays_off`); other files, and small jobs, are scanned here in turn.
     """
     files = job_files(paths)
     named = names_ranks(paths)
@@ -39,28 +42,25 @@ def scan_job(
     tasks = [(seen(path), position, rules, read, named) for position, path in enumerate(files)]
     summaries: list[RankSummary] = []
     unread: list[UnreadTrace] = []
-    taken: dict[int, str] = {}
     work_bytes = sum(json_size_hint(path) for path in files)
     for position, result in enumerate(map_tasks(summarise_rank, tasks, scheduler, workers, done, work_bytes)):
         if isinstance(result, UnreadTrace):
             result.rank = rank_from_name(files[position], named)
             unread.append(result)
-        elif result.rank is None:
-            summaries.append(result)
-        elif result.rank in taken:
-            problem = f"rank {result.rank} is given twice (also by {taken[result.rank]})"
-            unread.append(UnreadTrace(path=result.scan.path, problem=problem, rank=result.rank))
         else:
-            taken[result.rank] = result.scan.path
             summaries.append(result)
-    is_job = bool(summaries) and (named or all(s.rank is not None for s in summaries)) and len(files) > 1
+    captures = by_rank(summaries)
+    unread += captures.repeated
+    ranks = captures.in_time_order if captures.one_process else captures.latest  # one process: its windows in turn
+    named_job = named or all(s.rank is not None for s in ranks)
+    is_job = bool(ranks) and named_job and len(files) > 1 and not captures.one_process
     if is_job:
-        summaries.sort(key=lambda s: s.rank if s.rank is not None else -1)
+        ranks.sort(key=lambda s: s.rank if s.rank is not None else -1)
     report = ScanReport(
         tool={"name": "perftool", "version": __version__},
-        traces=[s.scan for s in summaries],
+        traces=[s.scan for s in ranks],
         unread=unread,
-        job=job_view(summaries, rules, read.evidence) if is_job else None,
+        job=job_view(ranks, rules, read.evidence, [s.scan.path for s in captures.earlier]) if is_job else None,
     )
     report.rules_run = rules
     return report

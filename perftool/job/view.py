@@ -67,8 +67,11 @@ class JobScope:
         return value / self.steady_steps if self.steady_steps else value
 
 
-def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5) -> JobView:
-    """Everything the job view says, built from ``summaries`` (one per rank, ranks distinct)."""
+def job_view(
+    summaries: list[RankSummary], rules: list[Rule], evidence: int = 5, earlier: list[str] | None = None
+) -> JobView:
+    """Everything the job view says, built from ``summaries`` (one per rank, ranks distinct; ``earlier``: the paths
+    of the ranks' captures before those, left out)."""
     by_rank = {s.rank: s for s in sorted(summaries, key=lambda s: s.rank or 0) if s.rank is not None}
     timelines = {rank: s.timeline for rank, s in by_rank.items()}
     alignment, index = align(timelines)
@@ -93,6 +96,7 @@ def job_view(summaries: list[RankSummary], rules: list[Rule], evidence: int = 5)
         world_size=world,
         missing_ranks=missing,
         unlike=_unlike(by_rank),
+        earlier_captures=earlier or [],
         alignment=_alignment(alignment),
         slowest_rank=slowest,
         held_back_us=held,

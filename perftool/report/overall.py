@@ -7,6 +7,8 @@ from __future__ import annotations
 from perftool.common.units import duration, percent, plural
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
+MAX_EARLIER_LISTED = 4  # earlier captures a job view names; the rest are counted
+
 
 def largest_cost(report: ScanReport) -> str | None:
     """The report's first line: the largest cost any finding names, whatever its severity ("60.0% of each step:
@@ -74,6 +76,17 @@ def holding_back(job: JobView) -> str | None:
             "per step for it"
         )
     return f"rank {job.slowest_rank} has the longest step, and no collective shows the others waiting for it"
+
+
+def earlier_said(job: JobView) -> str | None:
+    """The ranks' earlier captures the job view leaves out, in one sentence every format prints; None where none."""
+    if not job.earlier_captures:
+        return None
+    earlier = job.earlier_captures
+    listed = ", ".join(earlier[:MAX_EARLIER_LISTED])
+    more = f" and {len(earlier) - MAX_EARLIER_LISTED} more" if len(earlier) > MAX_EARLIER_LISTED else ""
+    captures = plural(len(earlier), "earlier capture")
+    return f"the view compares each rank's latest capture; {captures} left out (scan each on its own): {listed}{more}"
 
 
 def rank_aligned(job: JobView, rank: int | None) -> bool:

@@ -19,6 +19,7 @@ from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
 from perftool.report.overall import (
+    earlier_said,
     holding_back,
     largest_cost,
     mean_step,
@@ -163,6 +164,8 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     """The ranks side by side: heat maps of their steps, their breakdown, the straggler, the job's findings."""
     parts = [paragraph(f"The ranks differ in {difference}: the view compares unlike ranks.", "warn")
              for difference in job.unlike]  # fmt: skip
+    if earlier := earlier_said(job):
+        parts.append(paragraph(f"{earlier[0].upper()}{earlier[1:]}."))
     if (holder := holding_back(job)) is not None:
         parts.append(paragraph(f"{holder[0].upper()}{holder[1:]}.", "warn"))
     if any(r.per_step for r in job.ranks):

@@ -5,7 +5,15 @@ from __future__ import annotations
 from perftool.common.names import NAME_IN_TABLE, as_device, readable
 from perftool.common.units import duration, plural, timestamp
 from perftool.report.escape import html_text, markdown
-from perftool.report.overall import holding_back, largest_cost, mean_step, overall_gains, steps_said, unjudged_said
+from perftool.report.overall import (
+    earlier_said,
+    holding_back,
+    largest_cost,
+    mean_step,
+    overall_gains,
+    steps_said,
+    unjudged_said,
+)
 from perftool.report.roofline_rows import mfu_text
 from perftool.report.scan_text import device_label, evidence_start
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings
@@ -74,6 +82,8 @@ def _job(job: JobView, unit: str) -> list[str]:
     lines = [f"## Job of {plural(len(job.ranks), 'rank')}{world}", ""]
     if job.unlike:
         lines += [*(f"> ⚠️ The ranks differ in {cell(difference)}." for difference in job.unlike), ""]
+    if earlier := earlier_said(job):
+        lines += [f"> {cell(earlier[0].upper() + earlier[1:])}.", ""]
     lines += [f"Clocks: {cell(job.alignment.text)}.", ""]
     if (holder := holding_back(job)) is not None:
         lines += [f"**{holder[0].upper()}{holder[1:]}.**", ""]

@@ -234,6 +234,11 @@ class JobView(_Record):
         description="what the ranks differ in (device, device family, trace format), each value with its ranks: "
         "a job's ranks share all three, and where they do not, the view compares unlike ranks",
     )
+    earlier_captures: list[str] = Field(
+        default_factory=list,
+        description="traces of the job's ranks captured before the ones the view compares (a profiler schedule that "
+        "repeats writes one per cycle): left out of the view, each can be scanned on its own",
+    )
     alignment: ClockAlignment
     slowest_rank: int | None = Field(description="the rank the others wait for most, else the slowest step")
     held_back_us: float | None = Field(description="time per step the other ranks wait for the slowest rank")

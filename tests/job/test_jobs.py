@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import shutil
 from dataclasses import replace
@@ -404,3 +405,68 @@ def test_a_real_cpu_job_s_straggler_is_its_untraced_host_time(run):
     assert straggler["values"]["rank"] == 1 and straggler["values"]["cause"] == "host time outside every traced call"
     assert 15 < straggler["values"]["excess_ms_per_step"] < 25  # the 20 ms sleep, less the noise of a real run
     assert "with_stack=True" in straggler["fix"]["text"]
+
+
+CYCLES = DATA / "profiler_cycles"  # tests/data/capture_profiler_cycles.py: a repeating schedule, one trace a cycle
+
+
+def test_one_process_captured_cycle_after_cycle_is_no_job(run):
+    """tensorboard_trace_handler writes a trace per cycle of a repeating schedule, ``{host}_{pid}.{time}``: one
+    process's windows in turn. Each is scanned as its own trace, in the order they were captured; none is refused
+    as its rank given twice, and the pid is no rank."""
+    first, second = sorted(CYCLES.joinpath("one_process").iterdir())
+    document, result = scan_json(run, CYCLES / "one_process")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert document["job"] is None and document["unread"] == []
+    assert [t["path"] for t in document["traces"]] == [str(first), str(second)]
+    assert [t["step_numbers"][0] for t in document["traces"]] == [2, 8]  # cycle one's steps 2-5, cycle two's 8-11
+    text = run("scan", CYCLES / "one_process", "--workers", "1")
+    assert text.exit_code == 0 and "No findings in 2 traces." in text.stdout and "job" not in text.stdout
+
+
+def test_library_sorts_a_rank_s_captures_from_a_copy_of_one(tmp_path):
+    """A copy of a capture (the same window of the same rank) is still refused as given twice; the captures of
+    another cycle are not."""
+    first, second = sorted(CYCLES.joinpath("one_process").iterdir())
+    for file in (first, second):
+        shutil.copy(file, tmp_path / file.name)
+    copy = f"{first.name.split('.')[0]}.copy.pt.trace.json.gz"  # the same worker's name
+    shutil.copy(first, tmp_path / copy)
+    with pytest.warns(perftool.PerftoolWarning, match="not every trace was read: .* is given twice"):
+        report = perftool.scan(tmp_path, workers=1)
+    assert report.job is None and len(report.traces) == 2
+    (repeated,) = report.unread
+    assert "is given twice" in repeated.problem and {repeated.path, *(t.path for t in report.traces)} == {
+        str(tmp_path / name) for name in (first.name, second.name, copy)
+    }
+
+
+def test_info_says_one_process_s_captures_are_no_job(run):
+    result = run("info", CYCLES / "one_process", "--workers", "1")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"perftool: error: {CYCLES / 'one_process'}: 2 captures of one process at different times (a profiler "
+        "schedule that repeats), not the ranks of a job; give info one trace at a time\n"
+    )
+
+
+def test_a_job_captured_cycle_after_cycle_compares_each_rank_s_latest_capture(run):
+    """Two gloo ranks, each captured twice: the job view compares the later capture of each (the same cycle on both
+    ranks, their clocks aligned on its all-reduces) and names the earlier ones it leaves out, in every format."""
+    captures: dict[int, list[Path]] = {0: [], 1: []}  # each rank's files, in the order they were written
+    for file in sorted(CYCLES.joinpath("gloo_job").iterdir(), key=lambda f: int(f.name.split(".")[1])):
+        captures[json.loads(gzip.decompress(file.read_bytes()))["distributedInfo"]["rank"]].append(file)
+    document, result = scan_json(run, CYCLES / "gloo_job")
+    assert result.exit_code == 0 and document["unread"] == []
+    job = document["job"]
+    assert [row["rank"] for row in job["ranks"]] == [0, 1] and not job["alignment"]["unaligned"]
+    assert [t["path"] for t in document["traces"]] == [str(captures[0][1]), str(captures[1][1])]
+    assert all(t["step_numbers"][0] == 8 for t in document["traces"])
+    assert job["earlier_captures"] == [str(captures[0][0]), str(captures[1][0])] or job["earlier_captures"] == [
+        str(captures[1][0]),
+        str(captures[0][0]),
+    ]  # in the order they started
+    said = "view compares each rank's latest capture; 2 earlier captures left out (scan each on its own)"
+    for fmt in ("text", "markdown", "html"):
+        shown = run("scan", CYCLES / "gloo_job", "--format", fmt, "--workers", "1", "--fail-on", "never")
+        assert said in " ".join(html.unescape(shown.stdout).split()), fmt

@@ -1,0 +1,63 @@
+"""Traces of one rank captured at different times. A profiler whose schedule repeats writes one trace per cycle:
+``torch.profiler.tensorboard_trace_handler`` names each ``{worker}.{time}.pt.trace.json`` (the worker is
+``{host}_{pid}`` unless given), torch_npu's handler one ``{worker}_{time}_ascend_pt`` directory each. In one directory
+they are one process's windows in turn, not ranks of a job, nor the same rank given twice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from perftool.job.summary import RankSummary
+from perftool.rules.findings import UnreadTrace
+
+
+@dataclass
+class Captures:
+    """A job's summaries sorted out by rank: each rank's latest capture (and every trace without a rank), in the
+    order given; the ranks' earlier captures, in time order; and traces that repeat a capture already given."""
+
+    latest: list[RankSummary]
+    earlier: list[RankSummary]
+    repeated: list[UnreadTrace]
+
+    @property
+    def one_process(self) -> bool:
+        """Whether every trace is a capture of one rank (one process): its windows in turn, no job."""
+        return len(self.latest) == 1 and bool(self.earlier)
+
+    @property
+    def in_time_order(self) -> list[RankSummary]:
+        """Every capture, earliest first (for one process: its windows in turn)."""
+        return sorted(self.earlier + self.latest, key=_started)
+
+
+def by_rank(summaries: list[RankSummary]) -> Captures:
+    """Sort ``summaries`` out by rank. A rank's traces that start at different times on its clock are its captures
+    (the latest kept for the job view); one starting when another of the rank does repeats it (the same file, a
+    copy), and is set apart as given twice."""
+    latest: list[RankSummary] = []
+    earlier: list[RankSummary] = []
+    repeated: list[UnreadTrace] = []
+    kept: dict[int, dict[float, RankSummary]] = {}  # per rank: its captures by when they start
+    for summary in summaries:
+        if summary.rank is None:
+            latest.append(summary)
+            continue
+        windows = kept.setdefault(summary.rank, {})
+        if (first := windows.get(_started(summary))) is not None:
+            problem = f"rank {summary.rank} is given twice (also by {first.scan.path})"
+            repeated.append(UnreadTrace(path=summary.scan.path, problem=problem, rank=summary.rank))
+            continue
+        windows[_started(summary)] = summary
+    for windows in kept.values():
+        *before, last = sorted(windows.values(), key=_started)
+        earlier += before
+        latest.append(last)
+    order = {id(summary): position for position, summary in enumerate(summaries)}
+    latest.sort(key=lambda summary: order[id(summary)])
+    return Captures(latest, sorted(earlier, key=_started), repeated)
+
+
+def _started(summary: RankSummary) -> float:
+    """When the capture starts on its rank's clock: its first event."""
+    return summary.first_us
