@@ -386,7 +386,7 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
                 if key != "traceEvents":
                     metadata[key] = msgspec.json.decode(raw)
     except msgspec.ValidationError as exc:
-        raise TraceError(path, _describe_validation(str(exc))) from None
+        raise TraceError(path, _other_document(data) or _describe_validation(str(exc))) from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # msgspec < 0.23 raises the latter for bad UTF-8
         bad = _invalid_utf8_at(data) if _says_invalid_utf8(exc) else None
         if bad is None:
@@ -396,6 +396,26 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
 
 
 _PATH = re.compile(r"^(?P<msg>.*?) - at `\$(?:\.traceEvents)?(?:\[(?P<index>\d+)\])?(?:\.(?P<field>\w+))?.*`$")
+
+
+# PyTorch's execution trace (torch.profiler.ExecutionTraceObserver, read by Chakra and HTA beside the profiler's
+# trace): the ops' graph, their inputs and dependencies, without their timing
+_EXECUTION_TRACE_KEYS = frozenset({"schema", "pid", "start_ts", "nodes"})
+
+
+def _other_document(data: bytes) -> str | None:
+    """What a JSON object that holds no trace is, where it is a document the profilers write beside their traces:
+    said in one line with the trace to give instead; None for any other."""
+    try:
+        fields = _raw_fields_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if _EXECUTION_TRACE_KEYS <= fields.keys():
+        return (
+            "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
+            "scan the profiler's trace written with it (*.pt.trace.json)"
+        )
+    return None
 
 
 def _describe_validation(message: str) -> str:

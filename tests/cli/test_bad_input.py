@@ -26,6 +26,12 @@ CASES = {
     "number": (b"42", "not a trace"),
     "string": (b'"trace"', "not a trace"),
     "object-without-events": (b'{"events": []}', "without a 'traceEvents' array"),
+    "execution-trace": (  # torch.profiler.ExecutionTraceObserver's document, as torch 2.14 writes it, nodes left out
+        b'{"schema": "1.1.1-chakra.0.0.4", "pid": 11835, "time": "2026-11-30 13:32:34", "start_ts": 889295,'
+        b' "nodes": [], "finish_ts": 889342}',
+        "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
+        "scan the profiler's trace written with it (*.pt.trace.json)",
+    ),
     "events-not-a-list": (b'{"traceEvents": {"ph": "X"}}', "not a trace"),
     "event-not-an-object": (b'{"traceEvents": [1, 2]}', "event 0"),
     "ts-wrong-type": (json.dumps([complete("a", 1, 1), complete("b", True, 1)]).encode(), "event 1, field 'ts'"),
