@@ -80,10 +80,24 @@ def total(intervals: Intervals) -> float:
 
 
 def overlap(a: Intervals, b: Intervals) -> float:
-    """Time covered by both sets of disjoint intervals: |A| + |B| - |A ∪ B|."""
-    both = union(np.r_[a[0], b[0]], np.r_[a[1], b[1]])
-    shared = total(a) + total(b) - total(both)
+    """Time covered by both sets of disjoint, sorted intervals: for each interval of the smaller set, the time the
+    larger covers up to its end less that up to its start (two binary searches each), where a union of the two
+    would sort them all again."""
+    if a[0].size > b[0].size:
+        a, b = b, a
+    if a[0].size == 0:
+        return 0.0
+    shared = float(np.sum(_covered_until(b, a[1]) - _covered_until(b, a[0])))
     return max(round(shared, 6), 0.0)  # the sums differ by float rounding when nothing is shared
+
+
+def _covered_until(intervals: Intervals, times: np.ndarray) -> np.ndarray:
+    """Per time: how long the (disjoint, sorted) intervals cover before it."""
+    starts, ends = intervals
+    begun = np.searchsorted(starts, times, side="right")  # intervals starting at or before each time
+    lengths = np.r_[0.0, np.cumsum(ends - starts)]  # covered by the first k intervals, whole
+    still_open = np.maximum(ends[np.maximum(begun - 1, 0)] - times, 0.0)  # what the last begun lies past the time
+    return lengths[begun] - np.where(begun > 0, still_open, 0.0)
 
 
 def gaps(intervals: Intervals, lo: float, hi: float) -> Intervals:

@@ -34,6 +34,21 @@ def test_union_and_overlap_match_brute_force(seed):
     assert intervals.overlap(ua, ub) == pytest.approx(0.5 * len(both))
 
 
+@pytest.mark.parametrize(("seed", "a_size", "b_size"), [(0, 0, 7), (1, 7, 0), (2, 1, 40), (3, 40, 3), (4, 12, 12)])
+def test_overlap_of_sets_of_any_sizes_matches_brute_force(seed, a_size, b_size):
+    """The smaller set's intervals are searched in the larger's, whichever is given first; intervals that touch at
+    whole microseconds share no time."""
+    rng = np.random.default_rng(seed)
+    sets = []
+    for size in (a_size, b_size):
+        starts = rng.integers(0, 180, size).astype(float)
+        sets.append(intervals.union(starts, starts + rng.integers(1, 20, size)))
+    both = covered_by_brute_force(*sets[0]) & covered_by_brute_force(*sets[1])
+    assert intervals.overlap(sets[0], sets[1]) == intervals.overlap(sets[1], sets[0]) == pytest.approx(0.5 * len(both))
+    touching = (np.array([0.0, 10.0]), np.array([5.0, 15.0])), (np.array([5.0]), np.array([10.0]))
+    assert intervals.overlap(*touching) == 0.0
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_time_covered_in_many_windows_at_once_is_each_window_clipped_alone(seed):
     rng = np.random.default_rng(seed)
