@@ -95,6 +95,7 @@ def test_a_real_torch_compile_recompile_is_one_compile_of_a_steady_step_not_star
     assert finding["rule_id"] == "PT003" and finding["values"]["count"] == 1
     assert finding["values"]["names"] == "_compile.compile_inner (dynamo_timed)"
     assert 100 < finding["values"]["compile_ms"] < 250  # the recompile's own time, not its phases' summed
+    assert "the step stalled" in finding["message"] and "device" not in finding["message"]  # no device captured
     assert "TORCH_LOGS=recompiles" in finding["fix"]["text"]
 
 

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from perftool.analysis.family import framework
+from perftool.analysis.family import HOST_ONLY, framework
 from perftool.analysis.host_calls import compiles
 from perftool.common.units import plural
 from perftool.rules.detectors.base import Detection, Detector, Scope
@@ -46,6 +46,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "compilations": plural(int(rows.size), "compilation"),
         "compile_ms": float(np.sum(trace.dur[rows])) / 1e3,
         "stalled_ms": stalled / 1e3,
+        "stalled": "the step stalled" if scope.metrics.device == HOST_ONLY else "device stalled",
         "cause": CAUSES[cause],
         "loop_size": _dividing_loop_size(scope, padded=scope.run is not None and scope.run.padded_step),
         "names": ", ".join(sorted({trace.names[i] for i in trace.name[rows].tolist()})),
@@ -107,7 +108,8 @@ DETECTOR = Detector(
         "count": "compilations in the steady state",
         "compilations": "the same in words: 1 compilation, 3 compilations",
         "compile_ms": "their total compile time, ms",
-        "stalled_ms": "device idle while they compiled, ms",
+        "stalled_ms": "device idle while they compiled (a capture of the host alone: the steps' time), ms",
+        "stalled": "what stalled while they compiled: the device, or the step where no device was captured",
         "cause": "why the graph was compiled again",
         "loop_size": "a loop size dividing the step count (0: unknown)",
         "padded_loop_size": "a loop size dividing the step count with a padded last batch (0: unknown)",
