@@ -29,6 +29,8 @@ _PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
 HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace from another document
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+# the time torch_npu's handler writes into a rank directory's name (<host>_<pid>_<time>_ascend_pt): no rank
+_CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 # a JSON document that says what it is in its first key: perftool's own reports ("schema": "perftool.findings/1"),
 # SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata
 _DOCUMENT = re.compile(rb'^\s*\{\s*"\$?schema"\s*:')
@@ -121,16 +123,19 @@ def names_ranks(paths: list[str]) -> bool:
 def rank_from_name(path: str, in_directory: bool = True) -> int | None:
     """The rank a file's name gives: ``rank3``, ``rank_3``; in a job's directory, else its last number
     (``worker-3.json``). A trace in a profiler's output directory has the rank its metadata file is named by
-    (torch_npu's ``profiler_info_3.json``), else the one the directory's name gives; msprof's timeline, only the one
-    its run directory's name gives (``PROF_<number>_<time>``: the number is no rank)."""
+    (torch_npu's ``profiler_info_3.json``), else the one the directory's name gives (``<host>_<pid>_<time>_ascend_pt``:
+    its pid, the time is no rank); msprof's timeline, only the one its run directory's name gives
+    (``PROF_<number>_<time>``: the number is no rank)."""
     parent = Path(path).parent
     if Path(path).name.startswith("msprof") and (parent.name in MSPROF_TIMELINES or parent.name.startswith(MSPROF_RUN)):
         run = parent if parent.name.startswith(MSPROF_RUN) else parent.parent
         return rank_from_name(str(run), in_directory=False)
     if parent.name == ASCEND_OUTPUT:
         rank_directory = parent.parent
-        info = next((_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob(RANK_METADATA)), None)
+        info = next(filter(None, (_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob(RANK_METADATA))), None)
         return int(info.group(1)) if info else rank_from_name(str(rank_directory), in_directory)
     name = Path(path).name
-    found = _RANK_IN_NAME.search(name) or (_LAST_NUMBER.search(name.split(".")[0]) if in_directory else None)
+    found = _RANK_IN_NAME.search(name) or (
+        _LAST_NUMBER.search(_CAPTURE_TIME.sub("", name.split(".")[0])) if in_directory else None
+    )
     return int(found.group(1)) if found else None

@@ -16,7 +16,9 @@ TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that ma
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
 ASCEND_TRACES = ("trace_view.json", "trace_view.json.gz")
 ASCEND_DATABASE = "ascend_pytorch_profiler*.db"  # the db export's trace (sqlite)
-RANK_METADATA = "profiler_info_*.json"  # torch_npu's metadata of a rank's run (N: its rank), written before analysis
+# torch_npu's metadata of a rank's run, written before analysis: profiler_info_N.json (N: its rank), or
+# profiler_info.json where the job is not distributed
+RANK_METADATA = "profiler_info*.json"
 RANK_RAW_DATA = "FRAMEWORK"  # the framework's raw data in a rank's directory, beside msprof's PROF_*/
 MSPROF_RUN = "PROF_"  # how msprof names a run's directory (PROF_<number>_<time>_<id>)
 MSPROF_RAW = "device_*"  # a run's raw data (with host/): what msprof exports from

@@ -21,14 +21,15 @@ from perftool.trace.msprof_kernels import msprof_kernels
 DB_JOB = DATA / "real" / "torch_npu_db_l2_job"
 
 
-def _rank_directory(parent, name: str, rank: int, trace: dict | list | None, environment: dict | None = None):
-    """A rank's directory as torch_npu writes it: profiler_info_N.json, profiler_metadata.json (the variables it
-    looks at, each empty but those ``environment`` sets) and the analysed output with the trace (where given),
-    msprof's summaries beside it."""
+def _rank_directory(parent, name: str, rank: int | None, trace: dict | list | None, environment: dict | None = None):
+    """A rank's directory as torch_npu writes it: profiler_info_N.json (profiler_info.json where the job is not
+    distributed: ``rank`` None), profiler_metadata.json (the variables it looks at, each empty but those
+    ``environment`` sets) and the analysed output with the trace (where given), msprof's summaries beside it."""
     directory = parent / name
     output = directory / "ASCEND_PROFILER_OUTPUT"
     output.mkdir(parents=True)
-    (directory / f"profiler_info_{rank}.json").write_text(json.dumps({"config": {}, "rank_id": rank}))
+    info = directory / ("profiler_info.json" if rank is None else f"profiler_info_{rank}.json")
+    info.write_text(json.dumps({"config": {}, "rank_id": -1 if rank is None else rank}))
     recorded = {"ASCEND_LAUNCH_BLOCKING": "", "PYTORCH_NPU_ALLOC_CONF": "", **(environment or {})}
     (directory / "profiler_metadata.json").write_text(json.dumps({"ENV_VARIABLES": recorded}))
     (output / "communication.json").write_text(json.dumps({"step50": {"collective": {}}}))
@@ -129,6 +130,36 @@ def test_a_directory_of_rank_directories_is_a_job_ranked_by_their_metadata(tmp_p
     assert "node-b_4412_ascend_pt" in by_rank[0] and "node-a_4411_ascend_pt" in by_rank[1]
 
 
+def test_one_device_s_captures_cycle_after_cycle_are_each_its_own_trace(tmp_path, run):
+    """A schedule that repeats on one NPU, not distributed: torch_npu writes profiler_info.json (no rank) into one
+    <host>_<pid>_<time>_ascend_pt directory a cycle. The time in the name is no rank: both are the process's
+    captures, each scanned as its own trace in turn, no job."""
+    job = tmp_path / "run"
+    later = _rank_directory(job, "node-a_4411_20261130101020001_ascend_pt", None, _npu_trace(10e6))
+    earlier = _rank_directory(job, "node-a_4411_20261130101010001_ascend_pt", None, _npu_trace(0.0))
+    result = run("scan", str(job), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["job"] is None and not report["unread"]
+    assert [t["path"].split("/")[-3] for t in report["traces"]] == [earlier.name, later.name]
+
+
+def test_a_job_s_captures_cycle_after_cycle_give_the_view_each_rank_s_latest(tmp_path, run):
+    job = tmp_path / "job"
+    for rank, shift in ((0, 0.0), (1, 30.0)):
+        for time, offset in (("20261130101010001", 0.0), ("20261130101020001", 10e6)):
+            _rank_directory(job, f"node-{rank}_44{rank}_{time}_ascend_pt", rank, _npu_trace(shift + offset))
+    result = run("scan", str(job), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [row["rank"] for row in report["job"]["ranks"]] == [0, 1] and not report["unread"]
+    assert all("20261130101020001" in t["path"] for t in report["traces"])
+    assert [p.split("/")[-3] for p in report["job"]["earlier_captures"]] == [
+        "node-0_440_20261130101010001_ascend_pt",
+        "node-1_441_20261130101010001_ascend_pt",
+    ]
+
+
 def test_a_rank_directory_whose_analysis_did_not_run_says_so(tmp_path, run):
     directory = _rank_directory(tmp_path, "host_1_ascend_pt", 0, None)
     result = run("scan", str(directory))
@@ -137,14 +168,17 @@ def test_a_rank_directory_whose_analysis_did_not_run_says_so(tmp_path, run):
     assert line.startswith(f"perftool: error: {directory}: a torch_npu profiler directory without a trace")
 
 
-def test_a_rank_directory_holding_only_raw_data_says_the_analysis_has_not_run(tmp_path, run):
+@pytest.mark.parametrize(("metadata", "framework"), [("profiler_info_0.json", True), ("profiler_info.json", False)])
+def test_a_rank_directory_holding_only_raw_data_says_the_analysis_has_not_run(tmp_path, run, metadata, framework):
     """Before its analysis (deferred, or the job killed first), a rank's directory holds its metadata and raw data
-    only: named alone or in a job, one line says how to analyse it, not that its metadata JSON is no trace."""
+    only: named alone or in a job, one line says how to analyse it, not that its metadata JSON is no trace. The
+    metadata alone marks it, a distributed rank's (profiler_info_N.json) or one device's (profiler_info.json)."""
     job = tmp_path / "job"
     directory = job / "host_1_20250109_ascend_pt"
-    (directory / "FRAMEWORK").mkdir(parents=True)
     (directory / "PROF_000001_20250109_ABC" / "device_0" / "data").mkdir(parents=True)
-    (directory / "profiler_info_0.json").write_text(json.dumps({"config": {}, "rank_id": 0}))
+    if framework:
+        (directory / "FRAMEWORK").mkdir()
+    (directory / metadata).write_text(json.dumps({"config": {}, "rank_id": 0}))
     for named in (directory, job):
         result = run("scan", str(named))
         assert result.exit_code == 2
