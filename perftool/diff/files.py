@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Literal
 
 from pydantic import Field
@@ -95,13 +96,21 @@ def _diff_jobs(
     problems = [result for result in results if isinstance(result, str)]
     if problems:
         raise PerftoolError("; ".join(problems))
-    base, cand = ({p.rank: p for p in results[: len(files[0])]}, {p.rank: p for p in results[len(files[0]) :]})
-    for side, profiles, paths in ((baseline, base, files[0]), (candidate, cand, files[1])):
-        if None in profiles or len(profiles) < len(paths):
+    sides = (results[: len(files[0])], results[len(files[0]) :])
+    for side, profiles in zip((baseline, candidate), sides):
+        ranks = Counter(p.rank for p in profiles)
+        if None in ranks:
             raise PerftoolError(
                 f"{side}: its traces do not each name a rank of their own (rank3 in the file "
                 "name, or distributedInfo.rank in the trace)"
             )
+        if (repeated := next((rank for rank, count in ranks.items() if count > 1), None)) is not None:
+            raise PerftoolError(
+                f"{side}: {ranks[repeated]} traces of rank {repeated} (captures at different times, as a profiler "
+                "schedule that repeats writes them, or a copy): diff compares one trace of each rank; give it the "
+                "files of one capture of each"
+            )
+    base, cand = ({p.rank: p for p in sides[0]}, {p.rank: p for p in sides[1]})
     shared = sorted(base.keys() & cand.keys())
     if not shared:
         raise PerftoolError(f"{baseline} and {candidate} share no rank to compare")

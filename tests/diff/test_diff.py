@@ -198,6 +198,17 @@ def test_two_jobs_are_compared_rank_by_rank(run, tmp_path):
     assert "whose step changed most" in text
 
 
+def test_a_job_whose_ranks_were_captured_cycle_after_cycle_is_not_diffed_rank_by_rank_by_guess(run):
+    """A rank's several captures (tests/data/profiler_cycles: two per rank) leave diff no one trace to compare it
+    by: it says so, and how to give it one capture of each rank."""
+    job = DATA / "profiler_cycles" / "gloo_job"
+    error_line(
+        run("diff", job, job, "--workers", "1"),
+        f"{job}: 2 traces of rank 0 (captures at different times",
+        "give it the files of one capture of each",
+    )
+
+
 def test_the_library_gives_the_same_diff(tmp_path):
     result = api.diff(*KINETO, by="op")
     (diff,) = result.diffs
