@@ -5,10 +5,15 @@ they are one process's windows in turn, not ranks of a job, nor the same rank gi
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import UnreadTrace
+
+# how tensorboard_trace_handler names a trace: {worker}.{time}.pt.trace.json, gzipped or not
+_HANDLER_NAME = re.compile(r".+\.\d+\.pt\.trace\.json(\.gz)?")
 
 
 @dataclass
@@ -21,13 +26,19 @@ class Captures:
     repeated: list[UnreadTrace]
 
     @property
-    def one_process(self) -> bool:
-        """Whether every trace is a capture of one rank (one process): its windows in turn, no job."""
-        return len(self.latest) == 1 and bool(self.earlier)
+    def no_job(self) -> bool:
+        """Whether the traces are no job's ranks but processes alone, each capture reported in turn: every trace is a
+        capture of one rank (one process), or they are tensorboard_trace_handler's traces of processes none of which
+        ran in a distributed job (Kineto writes the job's ``distributedInfo`` into every trace of a rank of one: a
+        log directory that collected runs one after another)."""
+        if len(self.latest) == 1:
+            return bool(self.earlier)
+        summaries = self.latest + self.earlier
+        return all(_HANDLER_NAME.fullmatch(Path(s.scan.path).name) and s.scan.world_size is None for s in summaries)
 
     @property
     def in_time_order(self) -> list[RankSummary]:
-        """Every capture, earliest first (for one process: its windows in turn)."""
+        """Every capture, earliest first (for processes alone: their windows in turn)."""
         return sorted(self.earlier + self.latest, key=_started)
 
 

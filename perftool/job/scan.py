@@ -26,15 +26,16 @@ def scan_job(
     done: Callable[[], None] | None = None,
 ) -> ScanReport:
     """Scan the traces ``paths`` name (files, and the trace files of directories) and, when they are the ranks
-    of one job, build the job view: a directory's traces always are, and several files are when each has a
-    rank of its own (``distributedInfo.rank`` in the trace, or ``rank3`` in its name).
+    of one job, build the job view: a directory's traces are (but processes alone, below), and several files are
+    when each has a rank of its own (``distributedInfo.rank`` in the trace, or ``rank3`` in its name).
 
     A trace that cannot be read, or that repeats a capture already given, is in the report's ``unread``;
     the other traces are reported all the same. A rank captured several times (a profiler schedule that repeats:
     :mod:`~perftool.job.captures`) takes part in the job view with its latest capture, the others listed; captures
-    of one process alone are no job, and each is reported in turn. Without ``scheduler`` or ``workers``, a job
-    named outright (a directory, files named by rank) runs on local Dask workers when it is large enough for them to
-    pay off (:func:`~perftool.job.cluster.cluster_pays_off`); other files, and small jobs, are scanned here in turn.
+    of processes alone (one process, or processes of no distributed job) are no job, and each is reported in turn.
+    Without ``scheduler`` or ``workers``, a job named outright (a directory, files named by rank) runs on local Dask
+    workers when it is large enough for them to pay off (:func:`~perftool.job.cluster.cluster_pays_off`); other
+    files, and small jobs, are scanned here in turn.
     """
     files = job_files(paths)
     named = names_ranks(paths)
@@ -51,9 +52,9 @@ def scan_job(
             summaries.append(result)
     captures = by_rank(summaries)
     unread += captures.repeated
-    ranks = captures.in_time_order if captures.one_process else captures.latest  # one process: its windows in turn
+    ranks = captures.in_time_order if captures.no_job else captures.latest  # processes alone: their windows in turn
     named_job = named or all(s.rank is not None for s in ranks)
-    is_job = bool(ranks) and named_job and len(files) > 1 and not captures.one_process
+    is_job = bool(ranks) and named_job and len(files) > 1 and not captures.no_job
     if is_job:
         ranks.sort(key=lambda s: s.rank if s.rank is not None else -1)
     report = ScanReport(

@@ -4,7 +4,9 @@ them when the profiler's schedule repeats, one trace per cycle, each named ``{ho
 - ``one_process/``: a small MLP trained on the CPU, schedule wait 1, warm-up 1, active 4, repeat 2: two captures of
   one process (steps 2-5 and 8-11);
 - ``gloo_job/``: two ranks training it with DistributedDataParallel over gloo, the same schedule: two captures of
-  each rank.
+  each rank;
+- ``two_runs/``: the one-process training run twice, one process after the other, into one directory (as a log
+  directory collects runs): two processes of no distributed job, two captures each.
 
 perftool does not depend on torch; run this where it is installed:
 
@@ -53,4 +55,6 @@ if __name__ == "__main__":
     root = sys.argv[1]
     train(0, os.path.join(root, "one_process"), distributed=False)
     mp.spawn(train, args=(os.path.join(root, "gloo_job"), True), nprocs=WORLD)
+    for _ in range(2):  # a process each time
+        mp.spawn(train, args=(os.path.join(root, "two_runs"), False), nprocs=1)
     print(f"wrote {root}")

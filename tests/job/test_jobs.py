@@ -424,6 +424,16 @@ def test_one_process_captured_cycle_after_cycle_is_no_job(run):
     assert text.exit_code == 0 and "No findings in 2 traces." in text.stdout and "job" not in text.stdout
 
 
+def test_runs_one_after_another_in_one_log_directory_are_no_job(run):
+    """Two processes of no distributed job (their traces hold no distributedInfo) wrote into one directory, one run
+    after the other: each trace is reported alone, in the order captured, not as ranks named by their pids."""
+    files = sorted(CYCLES.joinpath("two_runs").iterdir(), key=lambda f: int(f.name.split(".")[1]))
+    document, result = scan_json(run, CYCLES / "two_runs")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert document["job"] is None and document["unread"] == []
+    assert [t["path"] for t in document["traces"]] == [str(f) for f in files]
+
+
 def test_library_sorts_a_rank_s_captures_from_a_copy_of_one(tmp_path):
     """A copy of a capture (the same window of the same rank) is still refused as given twice; the captures of
     another cycle are not."""
