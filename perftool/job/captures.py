@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from perftool.job.ranks import says_rank
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import UnreadTrace
 
@@ -29,12 +30,11 @@ class Captures:
     def no_job(self) -> bool:
         """Whether the traces are no job's ranks but processes alone, each capture reported in turn: every trace is a
         capture of one rank (one process), or they are tensorboard_trace_handler's traces of processes none of which
-        ran in a distributed job (Kineto writes the job's ``distributedInfo`` into every trace of a rank of one: a
-        log directory that collected runs one after another)."""
+        ran in a distributed job (Kineto writes the job's ``distributedInfo`` into every trace of a rank of one) nor
+        is named by its rank: a log directory that collected runs one after another."""
         if len(self.latest) == 1:
             return bool(self.earlier)
-        summaries = self.latest + self.earlier
-        return all(_HANDLER_NAME.fullmatch(Path(s.scan.path).name) and s.scan.world_size is None for s in summaries)
+        return all(_process_alone(s) for s in self.latest + self.earlier)
 
     @property
     def in_time_order(self) -> list[RankSummary]:
@@ -67,6 +67,13 @@ def by_rank(summaries: list[RankSummary]) -> Captures:
     order = {id(summary): position for position, summary in enumerate(summaries)}
     latest.sort(key=lambda summary: order[id(summary)])
     return Captures(latest, sorted(earlier, key=_started), repeated)
+
+
+def _process_alone(summary: RankSummary) -> bool:
+    """Whether a trace is tensorboard_trace_handler's of a process in no distributed job: its name the handler's,
+    saying no rank, and no ``distributedInfo`` in it."""
+    path = summary.scan.path
+    return bool(_HANDLER_NAME.fullmatch(Path(path).name)) and not says_rank(path) and summary.scan.world_size is None
 
 
 def _started(summary: RankSummary) -> float:

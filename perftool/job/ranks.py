@@ -111,6 +111,11 @@ def _is_text(head: bytes) -> bool:
     return bool(decoded) and all(c.isprintable() or c in "\t\r\n" for c in decoded)
 
 
+def says_rank(path: str) -> bool:
+    """Whether a file's name says its rank (``rank3``, ``rank_3``)."""
+    return _RANK_IN_NAME.search(Path(path).name) is not None
+
+
 def names_ranks(paths: list[str]) -> bool:
     """Whether the arguments name a job outright: a directory (other than one rank's profiler output), or several
     files whose names say their rank."""

@@ -434,6 +434,17 @@ def test_runs_one_after_another_in_one_log_directory_are_no_job(run):
     assert [t["path"] for t in document["traces"]] == [str(f) for f in files]
 
 
+def test_processes_named_by_rank_stay_a_job_without_distributed_info(run, tmp_path):
+    """A job whose launcher is not torch.distributed (no distributedInfo in its traces) whose workers name their
+    traces by rank: the names say it is a job."""
+    latest = [sorted(f for f in CYCLES.joinpath("two_runs").iterdir() if f.name.startswith(pid))[-1]
+              for pid in sorted({f.name.split(".")[0] for f in CYCLES.joinpath("two_runs").iterdir()})]  # fmt: skip
+    for rank, file in enumerate(latest):
+        shutil.copy(file, tmp_path / f"rank{rank}.{file.name.split('.')[1]}.pt.trace.json.gz")
+    document, result = scan_json(run, tmp_path)
+    assert result.exit_code == 0 and [row["rank"] for row in document["job"]["ranks"]] == [0, 1]
+
+
 def test_library_sorts_a_rank_s_captures_from_a_copy_of_one(tmp_path):
     """A copy of a capture (the same window of the same rank) is still refused as given twice; the captures of
     another cycle are not."""
