@@ -52,7 +52,8 @@ def scan_job(
             summaries.append(result)
     captures = by_rank(summaries)
     unread += captures.repeated
-    ranks = captures.in_time_order if captures.no_job else captures.latest  # processes alone: their windows in turn
+    in_turn = captures.no_job and captures.earlier  # processes alone, captured again: their windows in turn
+    ranks = captures.in_time_order if in_turn else captures.latest
     named_job = named or all(s.rank is not None for s in ranks)
     is_job = bool(ranks) and named_job and len(files) > 1 and not captures.no_job
     if is_job:

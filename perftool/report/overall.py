@@ -80,9 +80,9 @@ def holding_back(job: JobView) -> str | None:
 
 def earlier_said(job: JobView) -> str | None:
     """The ranks' earlier captures the job view leaves out, in one sentence every format prints; None where none."""
-    if not job.earlier_captures:
-        return None
     earlier = job.earlier_captures
+    if not earlier:
+        return None
     listed = ", ".join(earlier[:MAX_EARLIER_LISTED])
     more = f" and {len(earlier) - MAX_EARLIER_LISTED} more" if len(earlier) > MAX_EARLIER_LISTED else ""
     captures = plural(len(earlier), "earlier capture")
