@@ -5,16 +5,11 @@ they are one process's windows in turn, not ranks of a job, nor the same rank gi
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from perftool.job.ranks import says_rank
+from perftool.job.ranks import handler_worker, says_rank
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import UnreadTrace
-
-# how tensorboard_trace_handler names a trace: {worker}.{time}.pt.trace.json, gzipped or not
-_HANDLER_NAME = re.compile(r".+\.\d+\.pt\.trace\.json(\.gz)?")
 
 
 @dataclass
@@ -73,7 +68,7 @@ def _process_alone(summary: RankSummary) -> bool:
     """Whether a trace is tensorboard_trace_handler's of a process in no distributed job: its name the handler's,
     saying no rank, and no ``distributedInfo`` in it."""
     path = summary.scan.path
-    return bool(_HANDLER_NAME.fullmatch(Path(path).name)) and not says_rank(path) and summary.scan.world_size is None
+    return handler_worker(path) is not None and not says_rank(path) and summary.scan.world_size is None
 
 
 def _started(summary: RankSummary) -> float:

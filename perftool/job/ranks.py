@@ -31,6 +31,8 @@ _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 # the time torch_npu's handler writes into a rank directory's name (<host>_<pid>_<time>_ascend_pt): no rank
 _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
+# what follows the worker in the name tensorboard_trace_handler gives a trace: {worker}.{time}.pt.trace.json[.gz]
+_HANDLER_SUFFIX = re.compile(r"\.\d+\.pt\.trace\.json(\.gz)?$")
 # a JSON document that says what it is in its first key: perftool's own reports ("schema": "perftool.findings/1"),
 # SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata
 _DOCUMENT = re.compile(rb'^\s*\{\s*"\$?schema"\s*:')
@@ -111,6 +113,13 @@ def _is_text(head: bytes) -> bool:
     return bool(decoded) and all(c.isprintable() or c in "\t\r\n" for c in decoded)
 
 
+def handler_worker(path: str) -> str | None:
+    """The worker a trace's name gives where tensorboard_trace_handler named it (``{host}_{pid}`` unless the job
+    gave one, dots in the host's name kept), else None."""
+    name = Path(path).name
+    return _HANDLER_SUFFIX.sub("", name) if _HANDLER_SUFFIX.search(name) else None
+
+
 def says_rank(path: str) -> bool:
     """Whether a file's name says its rank (``rank3``, ``rank_3``)."""
     return _RANK_IN_NAME.search(Path(path).name) is not None
@@ -127,10 +136,11 @@ def names_ranks(paths: list[str]) -> bool:
 
 def rank_from_name(path: str, in_directory: bool = True) -> int | None:
     """The rank a file's name gives: ``rank3``, ``rank_3``; in a job's directory, else its last number
-    (``worker-3.json``). A trace in a profiler's output directory has the rank its metadata file is named by
-    (torch_npu's ``profiler_info_3.json``), else the one the directory's name gives (``<host>_<pid>_<time>_ascend_pt``:
-    its pid, the time is no rank); msprof's timeline, only the one its run directory's name gives
-    (``PROF_<number>_<time>``: the number is no rank)."""
+    (``worker-3.json``; the worker's of tensorboard_trace_handler's ``{host}_{pid}.{time}.pt.trace.json``, its pid).
+    A trace in a profiler's output directory has the rank its metadata file is named by (torch_npu's
+    ``profiler_info_3.json``), else the one the directory's name gives (``<host>_<pid>_<time>_ascend_pt``: its pid,
+    the time is no rank); msprof's timeline, only the one its run directory's name gives (``PROF_<number>_<time>``:
+    the number is no rank)."""
     parent = Path(path).parent
     if Path(path).name.startswith("msprof") and (parent.name in MSPROF_TIMELINES or parent.name.startswith(MSPROF_RUN)):
         run = parent if parent.name.startswith(MSPROF_RUN) else parent.parent
@@ -140,7 +150,6 @@ def rank_from_name(path: str, in_directory: bool = True) -> int | None:
         info = next(filter(None, (_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob(RANK_METADATA))), None)
         return int(info.group(1)) if info else rank_from_name(str(rank_directory), in_directory)
     name = Path(path).name
-    found = _RANK_IN_NAME.search(name) or (
-        _LAST_NUMBER.search(_CAPTURE_TIME.sub("", name.split(".")[0])) if in_directory else None
-    )
+    stem = handler_worker(path) or _CAPTURE_TIME.sub("", name.split(".")[0])
+    found = _RANK_IN_NAME.search(name) or (_LAST_NUMBER.search(stem) if in_directory else None)
     return int(found.group(1)) if found else None

@@ -18,6 +18,7 @@ import perftool
 from perftool.emulator.config import load_config
 from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
+from perftool.job.ranks import rank_from_name
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope
 from perftool.pipeline.scan import DEFAULT_READ
@@ -443,6 +444,20 @@ def test_processes_named_by_rank_stay_a_job_without_distributed_info(run, tmp_pa
         shutil.copy(file, tmp_path / f"rank{rank}.{file.name.split('.')[1]}.pt.trace.json.gz")
     document, result = scan_json(run, tmp_path)
     assert result.exit_code == 0 and [row["rank"] for row in document["job"]["ranks"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("vm_4992.1796045327865899285.pt.trace.json.gz", 4992),  # tensorboard_trace_handler's {host}_{pid}.{time}
+        ("ip-172-31-20-1.ec2.internal_4081.1796045217257616926.pt.trace.json", 4081),  # a host's full name, dots in it
+        ("rank2.1796045217257616926.pt.trace.json", 2),  # a worker named by its rank
+        ("n122-197-168_1333345_20241105122131111_ascend_pt", 1333345),  # torch_npu's <host>_<pid>_<time>_ascend_pt
+        ("worker-3.json", 3),
+    ],
+)
+def test_a_trace_s_name_gives_its_worker_s_number_never_a_time_or_a_host_s(name, rank):
+    assert rank_from_name(f"/job/{name}") == rank
 
 
 def test_library_sorts_a_rank_s_captures_from_a_copy_of_one(tmp_path):
