@@ -38,23 +38,23 @@ class Captures:
 
 
 def by_rank(summaries: list[RankSummary]) -> Captures:
-    """Sort ``summaries`` out by rank. A rank's traces that start at different times on its clock are its captures
-    (the latest kept for the job view); one starting when another of the rank does repeats it (the same file, a
+    """Sort ``summaries`` out by rank. A rank's traces that differ in when they start on its clock or in what they
+    hold are its captures (the latest kept for the job view); one alike in both repeats another (the same file, a
     copy), and is set apart as given twice."""
     latest: list[RankSummary] = []
     earlier: list[RankSummary] = []
     repeated: list[UnreadTrace] = []
-    kept: dict[int, dict[float, RankSummary]] = {}  # per rank: its captures by when they start
+    kept: dict[int, dict[tuple[float, float, int], RankSummary]] = {}  # per rank: its captures by what they are
     for summary in summaries:
         if summary.rank is None:
             latest.append(summary)
             continue
         windows = kept.setdefault(summary.rank, {})
-        if (first := windows.get(_started(summary))) is not None:
+        if (first := windows.get(_capture(summary))) is not None:
             problem = f"rank {summary.rank} is given twice (also by {first.scan.path})"
             repeated.append(UnreadTrace(path=summary.scan.path, problem=problem, rank=summary.rank))
             continue
-        windows[_started(summary)] = summary
+        windows[_capture(summary)] = summary
     for windows in kept.values():
         *before, last = sorted(windows.values(), key=_started)
         earlier += before
@@ -69,6 +69,12 @@ def _process_alone(summary: RankSummary) -> bool:
     saying no rank, and no ``distributedInfo`` in it."""
     path = summary.scan.path
     return handler_worker(path) is not None and not says_rank(path) and summary.scan.world_size is None
+
+
+def _capture(summary: RankSummary) -> tuple[float, float, int]:
+    """What tells one capture of a rank from another: when it starts, its steady window and its steps (a profiler
+    whose clock starts with each capture starts them all at one time)."""
+    return summary.first_us, summary.scan.window_us, len(summary.scan.step_starts_us)
 
 
 def _started(summary: RankSummary) -> float:

@@ -477,6 +477,21 @@ def test_library_sorts_a_rank_s_captures_from_a_copy_of_one(tmp_path):
     }
 
 
+def test_captures_starting_at_one_time_on_their_clock_are_not_a_copy(tmp_path):
+    """A profiler whose clock starts with each capture starts every capture at one time: what they hold tells them
+    apart (here the second capture is the first less its last step)."""
+    first = sorted(CYCLES.joinpath("one_process").iterdir())[0]
+    document = json.loads(gzip.decompress(first.read_bytes()))
+    last_step = max(e["ts"] for e in document["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
+    document["traceEvents"] = [e for e in document["traceEvents"] if e.get("ts", 0) < last_step]
+    shutil.copy(first, tmp_path / first.name)
+    worker, time = first.name.split(".")[:2]
+    (tmp_path / f"{worker}.{int(time) + 1}.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(document).encode()))
+    report = perftool.scan(tmp_path, workers=1)
+    assert report.job is None and not report.unread and len(report.traces) == 2
+    assert report.traces[0].step_starts_us[0] == report.traces[1].step_starts_us[0]  # one start, on one clock
+
+
 def test_info_says_one_process_s_captures_are_no_job(run):
     result = run("info", CYCLES / "one_process", "--workers", "1")
     assert result.exit_code == 2 and result.stdout == ""
