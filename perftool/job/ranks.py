@@ -34,8 +34,9 @@ _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 # what follows the worker in the name tensorboard_trace_handler gives a trace: {worker}.{time}.pt.trace.json[.gz]
 _HANDLER_SUFFIX = re.compile(r"\.\d+\.pt\.trace\.json(\.gz)?$")
 # a JSON document that says what it is in its first key: perftool's own reports ("schema": "perftool.findings/1"),
-# SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata
-_DOCUMENT = re.compile(rb'^\s*\{\s*"\$?schema"\s*:')
+# SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata. Or an array
+# of anything but events: torch.profiler's export_memory_timeline writes [[times...], [[sizes...]...]] beside a trace
+_DOCUMENT = re.compile(rb'^\s*(\{\s*"\$?schema"\s*:|\[\s*[^\s{\]])')
 
 
 def job_files(paths: list[str]) -> list[str]:
@@ -83,7 +84,8 @@ def _rank_trace(directory: Path) -> str | None:
 
 def _may_hold_a_trace(path: Path) -> bool:
     """Whether a file in a job's directory may be a trace, by what it holds: not when it is JSON whose first key
-    names its schema (a report, perftool's own included) or is text that is not JSON (HTML, XML, Markdown). A file
+    names its schema (a report, perftool's own included) or an array of anything but events (a memory timeline), or
+    is text that is not JSON (HTML, XML, Markdown). A file
     that cannot be read, or holds no text (empty, NUL-filled by a writer that crashed), is kept, so that reading it
     reports the problem."""
     try:

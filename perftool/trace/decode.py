@@ -57,6 +57,7 @@ _batch_decoder = msgspec.json.Decoder(list[RawEvent])
 _document_decoder = msgspec.json.Decoder(_Document | list[RawEvent])
 _object_decoder = msgspec.json.Decoder(dict[str, Any])
 _raw_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_raw_document_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw] | list[msgspec.Raw])
 _raw_array_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
@@ -404,13 +405,20 @@ _EXECUTION_TRACE_KEYS = frozenset({"schema", "pid", "start_ts", "nodes"})
 
 
 def _other_document(data: bytes) -> str | None:
-    """What a JSON object that holds no trace is, where it is a document the profilers write beside their traces:
-    said in one line with the trace to give instead; None for any other."""
+    """What a JSON document that holds no trace is, where it is one the profilers write beside their traces: said in
+    one line with the trace to give instead; None for any other."""
     try:
-        fields = _raw_fields_decoder.decode(data)
+        document = _raw_document_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    if _EXECUTION_TRACE_KEYS <= fields.keys():
+    if isinstance(document, list):
+        if document and bytes(document[0]).lstrip().startswith(b"["):
+            return (
+                "not a trace: an array of arrays, not of events (torch.profiler's export_memory_timeline writes "
+                "one); scan the profiler's trace written with it (*.pt.trace.json)"
+            )
+        return None
+    if _EXECUTION_TRACE_KEYS <= document.keys():
         return (
             "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
             "scan the profiler's trace written with it (*.pt.trace.json)"

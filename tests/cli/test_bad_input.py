@@ -32,6 +32,11 @@ CASES = {
         "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
         "scan the profiler's trace written with it (*.pt.trace.json)",
     ),
+    "memory-timeline": (  # torch.profiler's export_memory_timeline, as torch 2.14 writes it (its raw .json.gz alike)
+        b"[[1796047838145560, 1796047838145688], [[32768, 0, 0], [40960, 256, 0]]]",
+        "not a trace: an array of arrays, not of events (torch.profiler's export_memory_timeline writes one); scan "
+        "the profiler's trace written with it (*.pt.trace.json)",
+    ),
     "events-not-a-list": (b'{"traceEvents": {"ph": "X"}}', "not a trace"),
     "event-not-an-object": (b'{"traceEvents": [1, 2]}', "event 0"),
     "ts-wrong-type": (json.dumps([complete("a", 1, 1), complete("b", True, 1)]).encode(), "event 1, field 'ts'"),

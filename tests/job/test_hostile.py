@@ -49,12 +49,15 @@ def test_an_output_inside_an_input_directory_is_refused_before_any_work(run, job
 
 
 def test_reports_left_in_a_job_directory_are_not_taken_for_ranks(run, job, tmp_path):
-    """perftool's own JSON reports, SARIF and an HTML page named *.json sit beside the ranks: the scan reads the
-    eight ranks and nothing else."""
+    """perftool's own JSON reports, SARIF, an HTML page named *.json and PyTorch's memory timelines sit beside the
+    ranks: the scan reads the eight ranks and nothing else."""
     for fmt, name in [("json", "report.json"), ("sarif", "report.sarif.json")]:
         assert run("scan", job, "--format", fmt, "-o", tmp_path / name, "--workers", "1").exit_code in (0, 1)
         shutil.copy(tmp_path / name, job / name)
     (job / "page.json").write_text("<!doctype html><title>report</title>")
+    # torch.profiler's export_memory_timeline (torch 2.14, as written): times, then sizes per category
+    (job / "memory.json").write_text("[[1796047838145560, 1796047838145688], [[32768, 0, 0], [40960, 256, 0]]]")
+    (job / "memory.raw.json.gz").write_bytes(gzip.compress(b"[[-1, 1, 32768, 0], [1796047838145560009, 2, 8192, 2]]"))
     (job / "info.json.gz").write_bytes(gzip.compress(run("info", TRACE, "--format", "json").stdout.encode()))
     result = run("scan", job, "--format", "json", "--workers", "1", "--fail-on", "never")
     assert result.exit_code == 0, result.stderr
@@ -129,6 +132,9 @@ def test_a_rank_file_left_unreadable_is_named_and_fails_the_job(run, job):
     4, D05); an HTML page named *.json is still not taken for a rank."""
     (job / "rank5.trace.json.gz").write_bytes(b"\0" * 100_000)
     (job / "page.json").write_text("<!doctype html><title>report</title>")
+    # torch.profiler's export_memory_timeline (torch 2.14, as written): times, then sizes per category
+    (job / "memory.json").write_text("[[1796047838145560, 1796047838145688], [[32768, 0, 0], [40960, 256, 0]]]")
+    (job / "memory.raw.json.gz").write_bytes(gzip.compress(b"[[-1, 1, 32768, 0], [1796047838145560009, 2, 8192, 2]]"))
     result = run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never")
     assert result.exit_code == 2
     unread = json.loads(result.stdout)["unread"]
