@@ -418,11 +418,27 @@ def _other_document(data: bytes) -> str | None:
                 "one); scan the profiler's trace written with it (*.pt.trace.json)"
             )
         return None
+    schema = _schema(document)
+    if schema is not None:  # perftool's own reports ("schema"), SARIF and other JSON Schema documents ("$schema")
+        made = "perftool's own report" if schema.startswith("perftool.") else "a report"
+        return f"not a trace: {made} (schema {schema}); scan the trace it was made from"
     if _EXECUTION_TRACE_KEYS <= document.keys():
         return (
             "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
             "scan the profiler's trace written with it (*.pt.trace.json)"
         )
+    return None
+
+
+def _schema(fields: dict[str, msgspec.Raw]) -> str | None:
+    """The schema a document names for itself: a string under ``$schema``, or ``schema`` where it is perftool's."""
+    for key in ("$schema", "schema"):
+        try:
+            named = msgspec.json.decode(fields[key]) if key in fields else None
+        except msgspec.DecodeError:
+            named = None
+        if isinstance(named, str) and (key == "$schema" or named.startswith("perftool.")):
+            return named
     return None
 
 

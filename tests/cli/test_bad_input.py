@@ -32,6 +32,14 @@ CASES = {
         "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
         "scan the profiler's trace written with it (*.pt.trace.json)",
     ),
+    "perftool-report": (
+        b'{"schema": "perftool.findings/1", "tool": {"name": "perftool"}, "traces": []}',
+        "not a trace: perftool's own report (schema perftool.findings/1); scan the trace it was made from",
+    ),
+    "sarif-log": (
+        b'{"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0", "runs": []}',
+        "not a trace: a report (schema https://json.schemastore.org/sarif-2.1.0.json); scan the trace it was made from",
+    ),
     "memory-timeline": (  # torch.profiler's export_memory_timeline, as torch 2.14 writes it (its raw .json.gz alike)
         b"[[1796047838145560, 1796047838145688], [[32768, 0, 0], [40960, 256, 0]]]",
         "not a trace: an array of arrays, not of events (torch.profiler's export_memory_timeline writes one); scan "
