@@ -405,8 +405,8 @@ _EXECUTION_TRACE_KEYS = frozenset({"schema", "pid", "start_ts", "nodes"})
 
 
 def _other_document(data: bytes) -> str | None:
-    """What a JSON document that holds no trace is, where it is one the profilers write beside their traces: said in
-    one line with the trace to give instead; None for any other."""
+    """What a JSON document that holds no trace is, where it is one written beside traces (a profiler's other
+    outputs, a report of one): said in one line with the trace to give instead; None for any other."""
     try:
         document = _raw_document_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):
