@@ -196,14 +196,20 @@ def info(
 
 
 def _not_a_job(report: ScanReport) -> str:
-    """Why the traces ``info`` was given make no job: one process's captures at different times, or no ranks."""
+    """Why the traces ``info`` was given make no job: one process's captures at different times, processes of no
+    distributed job (:mod:`perftool.job.captures`), or no ranks."""
     ranks = {trace.rank for trace in report.traces}
-    if len(report.traces) > 1 and len(ranks) == 1 and None not in ranks:
+    if len(report.traces) < 2 or None in ranks:
+        return "not the ranks of one job"
+    if len(ranks) == 1:
         return (
             f"{len(report.traces)} captures of one process at different times (a profiler schedule that repeats), "
             "not the ranks of a job"
         )
-    return "not the ranks of one job"
+    return (
+        f"{len(report.traces)} traces of {len(ranks)} processes in no distributed job (none holds distributedInfo), "
+        "not the ranks of a job"
+    )
 
 
 @_checked

@@ -433,6 +433,11 @@ def test_runs_one_after_another_in_one_log_directory_are_no_job(run):
     assert result.exit_code == 0 and result.stderr == ""
     assert document["job"] is None and document["unread"] == []
     assert [t["path"] for t in document["traces"]] == [str(f) for f in files]
+    said = run("info", CYCLES / "two_runs", "--workers", "1")
+    assert said.exit_code == 2 and said.stderr == (
+        f"perftool: error: {CYCLES / 'two_runs'}: 4 traces of 2 processes in no distributed job (none holds "
+        "distributedInfo), not the ranks of a job; give info one trace at a time\n"
+    )
 
 
 def test_processes_named_by_rank_stay_a_job_without_distributed_info(run, tmp_path):
