@@ -181,35 +181,19 @@ def info(
     if len(paths) == 1 and os.path.isdir(paths[0]) and len(found := job_files(paths)) == 1:
         paths = found  # a directory of one trace (a profiler's output directory): that trace
     if len(paths) > 1 or os.path.isdir(paths[0]):
+        from perftool.job.captures import why_no_job
         from perftool.job.scan import scan_job
         from perftool.pipeline.scan import ReadOptions
 
         read = ReadOptions(dialect=dialect, max_bytes=max_bytes, memory=memory)
         report = scan_job(paths, [], read, address, workers)
         if report.job is None:
-            raise PerftoolError(f"{', '.join(paths)}: {_not_a_job(report)}; give info one trace at a time")
+            raise PerftoolError(f"{', '.join(paths)}: {why_no_job(report)}; give info one trace at a time")
         return report
     decoders = cluster_decoders(address) if address and paths[0] != STDIN else None
     loaded = reader.load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
     steps = detect_steps(loaded)
     return InfoView(loaded, compute_metrics(loaded, steps), measure_roofline(loaded, steps, spec))
-
-
-def _not_a_job(report: ScanReport) -> str:
-    """Why the traces ``info`` was given make no job: one process's captures at different times, processes of no
-    distributed job (:mod:`perftool.job.captures`), or no ranks."""
-    ranks = {trace.rank for trace in report.traces}
-    if len(report.traces) < 2 or None in ranks:
-        return "not the ranks of one job"
-    if len(ranks) == 1:
-        return (
-            f"{len(report.traces)} captures of one process at different times (a profiler schedule that repeats), "
-            "not the ranks of a job"
-        )
-    return (
-        f"{len(report.traces)} traces of {len(ranks)} processes in no distributed job (none holds distributedInfo), "
-        "not the ranks of a job"
-    )
 
 
 @_checked

@@ -25,6 +25,7 @@ from perftool.common import limits
 from perftool.common.errors import PerftoolError
 from perftool.common.yamlfile import read_document, validation_error
 from perftool.emulator.config import Workload
+from perftool.job.captures import why_no_job
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
 from perftool.pipeline.scan import ReadOptions, scan_trace
@@ -73,8 +74,7 @@ def load_side(path: str, rules: list[Rule], read: ReadOptions, cluster: Cluster 
 def _side(path: str, report: ScanReport) -> Side:
     if report.job is None:
         if len(report.traces) != 1:
-            raise PerftoolError(f"{path}: holds {len(report.traces)} traces that are not one job; gate compares one "
-                                "trace with one, or a job with a job")  # fmt: skip
+            raise PerftoolError(f"{path}: {why_no_job(report)}; gate compares one trace with one, or a job with a job")
         return Side(path, {None: report.traces[0]})
     return Side(path, {trace.rank: trace for trace in report.traces}, report.job.findings)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from perftool.job.ranks import handler_worker, says_rank
 from perftool.job.summary import RankSummary
-from perftool.rules.findings import UnreadTrace
+from perftool.rules.findings import ScanReport, UnreadTrace
 
 
 @dataclass
@@ -62,6 +62,23 @@ def by_rank(summaries: list[RankSummary]) -> Captures:
     order = {id(summary): position for position, summary in enumerate(summaries)}
     latest.sort(key=lambda summary: order[id(summary)])
     return Captures(latest, sorted(earlier, key=_started), repeated)
+
+
+def why_no_job(report: ScanReport) -> str:
+    """Why the traces of a report without a job view make no job, in words: one process's captures at different
+    times, processes of no distributed job, or traces that name no rank."""
+    ranks = {trace.rank for trace in report.traces}
+    if len(report.traces) < 2 or None in ranks:
+        return "not the ranks of one job"
+    if len(ranks) == 1:
+        return (
+            f"{len(report.traces)} captures of one process at different times (a profiler schedule that repeats), "
+            "not the ranks of a job"
+        )
+    return (
+        f"{len(report.traces)} traces of {len(ranks)} processes in no distributed job (none holds distributedInfo), "
+        "not the ranks of a job"
+    )
 
 
 def _process_alone(summary: RankSummary) -> bool:

@@ -563,3 +563,14 @@ def test_a_slower_median_that_the_rank_test_cannot_tell_from_noise_only_warns(ru
     separated = stepped(tmp_path / "slow.json", [36, 37] * 4)  # every step slower: the same median change fails
     code, document, _ = gate_json(run, stepped(tmp_path / "fast.json", [30, 31] * 4), separated)
     assert code == 1 and checks(document)["timing:step_time"]["verdict"] == "fail"
+
+
+def test_a_directory_of_one_process_s_captures_is_no_side_to_gate(run):
+    """tests/data/profiler_cycles/one_process: two cycles of a repeating profiler schedule. gate compares one trace
+    with one: it says these are one process's captures, not a job, in one line."""
+    captures = REPO / "tests" / "data" / "profiler_cycles" / "one_process"
+    error_line(
+        run("gate", captures, captures, "--workers", "1"),
+        f"{captures}: 2 captures of one process at different times (a profiler schedule that repeats), not the ranks "
+        "of a job; gate compares one trace with one, or a job with a job",
+    )
