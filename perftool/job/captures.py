@@ -68,8 +68,10 @@ def why_no_job(report: ScanReport) -> str:
     """Why the traces of a report without a job view make no job, in words: one process's captures at different
     times, processes of no distributed job, or traces that name no rank."""
     ranks = {trace.rank for trace in report.traces}
-    if len(report.traces) < 2 or None in ranks:
+    if len(report.traces) < 2:
         return "not the ranks of one job"
+    if None in ranks:
+        return f"{len(report.traces)} traces, not the ranks of one job"
     if len(ranks) == 1:
         return (
             f"{len(report.traces)} captures of one process at different times (a profiler schedule that repeats), "

@@ -326,7 +326,7 @@ def test_usage_and_input_errors_are_exit_2(run, emulated, tmp_path):
     two = tmp_path / "two.json"
     run("scan", base, base, "--format", "json", "-o", two)
     result = run("gate", two, base)
-    assert result.exit_code == 2 and "holds 2 traces" in result.stderr
+    assert result.exit_code == 2 and "two.json: 2 traces, not the ranks of one job" in result.stderr
     missing = run("gate", tmp_path / "nope.json", base)
     assert missing.exit_code == 2 and "Traceback" not in missing.stderr
 
