@@ -22,6 +22,7 @@ from perftool.job.ranks import rank_from_name
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope
 from perftool.pipeline.scan import DEFAULT_READ
+from perftool.report.overall import earlier_said
 from perftool.rules.detectors import straggler
 from perftool.trace.seen import seen
 
@@ -463,6 +464,17 @@ def test_processes_named_by_rank_stay_a_job_without_distributed_info(run, tmp_pa
 )
 def test_a_trace_s_name_gives_its_worker_s_number_never_a_time_or_a_host_s(name, rank):
     assert rank_from_name(f"/job/{name}") == rank
+
+
+def test_a_view_of_many_earlier_captures_names_four_and_counts_the_rest():
+    job = perftool.scan(CYCLES / "gloo_job", workers=1).job
+    assert job is not None
+    many = job.model_copy(update={"earlier_captures": [f"c{n}.pt.trace.json" for n in range(10)]})
+    assert earlier_said(many) == (
+        "the view compares each rank's latest capture; 10 earlier captures left out (scan each on its own): "
+        "c0.pt.trace.json, c1.pt.trace.json, c2.pt.trace.json, c3.pt.trace.json and 6 more"
+    )
+    assert earlier_said(job.model_copy(update={"earlier_captures": []})) is None
 
 
 def test_library_sorts_a_rank_s_captures_from_a_copy_of_one(tmp_path):
