@@ -22,7 +22,7 @@ from pydantic.dataclasses import dataclass
 from perftool.common.choices import LEVELS, Level
 from perftool.common.errors import PerftoolError, parameter
 from perftool.common.units import percent, signed_duration
-from perftool.diff.names import OpMap
+from perftool.diff.names import LOADER_FETCH, OpMap, loaders_told
 from perftool.diff.profile import LAUNCHERS, Profile, Table
 
 MIN_MATCHED = 0.5  # of each side's time on the pacing timeline, matched at a level for the diff to stay there
@@ -336,6 +336,11 @@ def _compared(
         notes.append(
             f"the devices differ ({baseline.device} → {candidate.device}): the change is the hardware's and the "
             "work's together"
+        )
+    if baseline.loaders and candidate.loaders and baseline.loaders != candidate.loaders:
+        notes.append(
+            f"the DataLoader's iterator changed: {loaders_told(baseline.loaders)} → {loaders_told(candidate.loaders)};"
+            f" each batch's fetch is compared as one, {LOADER_FETCH}"
         )
     unmatched = {
         "baseline": _unmatched(base, set(cand.keys), max(baseline.steps, 1)),

@@ -2,7 +2,9 @@
 
 A build changes a kernel's name without changing the kernel: its template arguments' numbers (tile sizes,
 vector widths), a launch id, a numeric suffix, an address. :func:`normalise` drops those, so the same
-kernel has the same key in both traces, while kernels of different functors or types stay apart.
+kernel has the same key in both traces, while kernels of different functors or types stay apart. A setting
+changes a host span's name without changing the work: PyTorch's DataLoader names each batch's fetch after its
+iterator, which ``num_workers`` chooses; the fetch keeps one key whichever it is.
 
 Traces of different vendors share no kernel names. The op map (``rules/maps/op_map.yaml``, extended by
 a user's own with ``--op-map``) gives the same work one shared name in every vendor's vocabulary; a
@@ -31,17 +33,40 @@ _LAUNCH_ID_REVERSED = re.compile(r"(\d+#\s*|\)\d+\(\s*|\d+po[-_]|\d+[-_])+")
 # (what backtracks exponentially is refused: perftool.diff.patterns).
 MATCHED_CHARS = 1024
 _SPACES = re.compile(r"\s+")
+# PyTorch's DataLoader records each batch's fetch as enumerate(DataLoader)#<its iterator's class>.__next__:
+# _SingleProcessDataLoaderIter loads the batch in the training process (num_workers=0),
+# _MultiProcessingDataLoaderIter waits for a worker's (num_workers >= 1).
+_LOADER_FETCH = re.compile(r"^enumerate\(DataLoader\)#(\w+)\.__next__$")
+LOADER_FETCH = "enumerate(DataLoader)#__next__"  # the fetch's key, whichever iterator
+_LOADER_WORKERS = {"_SingleProcessDataLoaderIter": "num_workers=0", "_MultiProcessingDataLoaderIter": "num_workers ≥ 1"}
 
 
 def normalise(name: str) -> str:
     """The name a kernel keeps across builds: no return type, parameter list, address, launch id or numeric
-    suffix, and numbers inside its template arguments replaced by ``N``."""
+    suffix, and numbers inside its template arguments replaced by ``N``; a DataLoader's fetch, whichever its
+    iterator, :data:`LOADER_FETCH`."""
+    if loader_iterator(name) is not None:
+        return LOADER_FETCH
     name = _ADDRESS.sub("", _RETURN_TYPE.sub("", name.strip()))
     name = without_parameters(name)
     opening = name.find("<")
     if opening > 0:
         name = name[:opening] + _NUMBER.sub("N", name[opening:])
     return _SPACES.sub(" ", _without_launch_id(name)).strip() or name
+
+
+def loader_iterator(name: str) -> str | None:
+    """The class of the DataLoader iterator whose fetch ``name`` records (``_SingleProcessDataLoaderIter``); None
+    where it records none."""
+    fetch = _LOADER_FETCH.match(name)
+    return fetch.group(1) if fetch else None
+
+
+def loaders_told(iterators: list[str]) -> str:
+    """DataLoader iterators as a user knows them: each class with the ``num_workers`` that chooses it."""
+    return " and ".join(
+        f"{iterator} ({workers})" if (workers := _LOADER_WORKERS.get(iterator)) else iterator for iterator in iterators
+    )
 
 
 def _without_launch_id(name: str) -> str:

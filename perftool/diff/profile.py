@@ -35,7 +35,7 @@ from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.analysis.steps import detect_steps
 from perftool.common.errors import PerftoolError
 from perftool.common.threads import in_this_context
-from perftool.diff.names import normalise
+from perftool.diff.names import loader_iterator, normalise
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched
@@ -95,6 +95,7 @@ class Profile:
     events: int  # events on the pacing timeline in the steady state
     tables: dict[str, Table] = field(default_factory=dict)
     rank: int | None = None
+    loaders: list[str] = field(default_factory=list)  # the DataLoader iterators whose fetches the steady steps hold
 
 
 def profile(trace: Trace, rank: int | None = None) -> Profile:
@@ -153,7 +154,13 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         events=int(rows.size),
         tables=tables,
         rank=rank,
+        loaders=_loaders(trace, host_rows),
     )
+
+
+def _loaders(trace: Trace, host_rows: np.ndarray) -> list[str]:
+    """The DataLoader iterators (by class) whose fetches are among ``host_rows``, the outermost host spans."""
+    return sorted({found for n in _used_names(trace, host_rows) if (found := loader_iterator(trace.names[n]))})
 
 
 def _busy(trace: Trace, rows: np.ndarray, lo: float, hi: float) -> intervals.Intervals:
@@ -204,11 +211,16 @@ def _grouped(labels: list[str], index: np.ndarray) -> Keys:
 
 def _name_keys(trace: Trace, rows: np.ndarray) -> Keys:
     """Each row's normalised name; only the names the rows use are normalised (found by counting, not sorting)."""
-    used = np.flatnonzero(np.bincount(trace.name[rows], minlength=len(trace.names)))
-    keys, index = _grouped([normalise(trace.names[n]) for n in used.tolist()], np.arange(used.size))
+    used = _used_names(trace, rows)
+    keys, index = _grouped([normalise(trace.names[n]) for n in used], np.arange(len(used)))
     key_of_name = np.zeros(len(trace.names), np.int64)
     key_of_name[used] = index
     return keys, key_of_name[trace.name[rows]]
+
+
+def _used_names(trace: Trace, rows: np.ndarray) -> list[int]:
+    """The names (ids) the rows use, found by counting, not sorting."""
+    return np.flatnonzero(np.bincount(trace.name[rows], minlength=len(trace.names))).tolist()
 
 
 def _kind_keys(trace: Trace, rows: np.ndarray) -> Keys:

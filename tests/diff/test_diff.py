@@ -233,6 +233,10 @@ def test_the_library_gives_the_same_diff(tmp_path):
         ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),
         ("(anonymous namespace)::softmax<float, 9, false>", "(anonymous namespace)::softmax<float, N, false>"),
         ("PjitFunction(train_step)", "PjitFunction(train_step)"),  # JAX's call names its function: no parameters
+        # the DataLoader's fetch is one key whichever iterator num_workers chose
+        ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "enumerate(DataLoader)#__next__"),
+        ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "enumerate(DataLoader)#__next__"),
+        ("DataLoader.__next__", "DataLoader.__next__"),
     ],
 )  # fmt: skip
 def test_kernel_names_are_normalised_across_builds(name, normalised):
@@ -359,6 +363,37 @@ def test_a_diff_across_devices_and_workloads_says_so_and_one_of_the_same_job_doe
     same = json.loads(run("diff", real / "resnet50_pt18_workers0.json.gz", real / "resnet50_pt18_workers4.json.gz",
                           "--format", "json").stdout)["diffs"][0]  # fmt: skip
     assert same["matched"]["op"] > 0.9 and not any("devices differ" in n or "workload" in n for n in same["notes"])
+
+
+@pytest.mark.parametrize("by", ["kernel", "op"])
+def test_a_host_paced_loop_given_dataloader_workers_is_one_workload_whose_fetch_is_compared_as_one(run, by):
+    """A CPU training loop before and after ``num_workers`` 0 → 2 (real captures): the fetch's name follows the
+    DataLoader's iterator, yet it is the same fetch, compared as one key; the note says what the iterators were."""
+    loader = DATA / "loader_workers"
+    document = run("diff", loader / "workers0.pt.trace.json.gz", loader / "workers2.pt.trace.json.gz", "--by", by,
+                   "--format", "json").stdout  # fmt: skip
+    (diff,) = json.loads(document)["diffs"]
+    assert diff["level"] == by and diff["matched"][by] > 0.9 and not any("workload" in n for n in diff["notes"])
+    (fetch,) = [row for row in diff["rows"] if "DataLoader" in row["key"]]
+    assert fetch["key"] == "enumerate(DataLoader)#__next__" and fetch["status"] == "both"
+    assert fetch["baseline_calls_per_step"] == fetch["candidate_calls_per_step"] == 1
+    assert (
+        "the DataLoader's iterator changed: _SingleProcessDataLoaderIter (num_workers=0) → "
+        "_MultiProcessingDataLoaderIter (num_workers ≥ 1)" in diff["notes"][0]
+    )
+    adds_up(diff)
+
+
+def test_a_device_paced_pair_says_its_dataloader_iterator_changed_and_one_of_a_capture_with_itself_does_not(run):
+    real = DATA / "real"
+    (diff,) = json.loads(run("diff", real / "resnet50_pt18_workers0.json.gz", real / "resnet50_pt18_workers4.json.gz",
+                             "--by", "op", "--format", "json").stdout)["diffs"]  # fmt: skip
+    changed = "_SingleProcessDataLoaderIter (num_workers=0) → _MultiProcessingDataLoaderIter"
+    assert any(changed in note for note in diff["notes"])
+    assert [row["key"] for row in diff["rows"] if "DataLoader" in row["key"]] == ["enumerate(DataLoader)#__next__"]
+    trace = real / "resnet50_pt18_workers4.json.gz"
+    (same,) = json.loads(run("diff", trace, trace, "--format", "json").stdout)["diffs"]
+    assert not any("DataLoader" in note for note in same["notes"])
 
 
 @pytest.mark.parametrize("name", ["resnet50_pt18_workers0.json.gz", "jax08_mi300x_attention_opbyop.trace.json.gz"])
