@@ -61,11 +61,12 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     lo, hi = steps.window
     mostly_startup = steps.mostly_startup
     if steps.startup_end is not None and mostly_startup:
+        left = hi - max(lo, steps.startup_end)  # a step that holds the start-up: its rest; one within it: none
         found.append(
             Caveat(
                 "start-up (runtime and library initialisation, warm-up) takes"
                 f" {duration(steps.startup_end - steps.first)} of the {duration(span)} captured; it is left out,"
-                f" leaving {duration(hi - max(lo, steps.startup_end))}",  # a step that holds the start-up: its rest
+                f" leaving {duration(left) if left > 0 else 'nothing'}",
                 caps=False,
             )
         )

@@ -162,6 +162,23 @@ def test_a_marked_step_that_holds_the_compile_says_what_is_left_of_it_after_star
     assert "takes 28.300 ms of the 50.000 ms captured; it is left out, leaving 21.700 ms" in notes
 
 
+def test_a_marked_step_whose_device_work_ends_within_start_up_leaves_nothing_after_it(run, write_trace):
+    """A serving engine's graph capture: the step's only kernel runs before the graph is recorded (the step is timed
+    on the device: 80-90 µs), and start-up ends at the recording's end (28.3 ms): nothing of it is left, not a
+    negative stretch."""
+    host = {"pid": 100, "tid": 100}
+    step = complete("ProfilerStep#134", 0, 40_000, cat="user_annotation", **host)
+    early = [complete("cudaLaunchKernel", 60, 5, cat="cuda_runtime", **host),
+             complete("fill_kernel", 80, 10, cat="kernel", pid=0, tid=7),
+             {"ph": "s", "id": 1, "pid": 100, "tid": 100, "ts": 60, "cat": "ac2g", "name": "ac2g"},
+             {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 80, "cat": "ac2g", "name": "ac2g", "bp": "e"}]  # fmt: skip
+    replay = ("cudaGraphLaunch", "triton_poi_fused_add_0")
+    recording = [event for event in _warmup_call() if event["name"] not in replay]
+    notes = " ".join(_scan(run, write_trace, [step, *early, *recording])["caveats"])
+    assert "takes 28.300 ms of the 40.000 ms captured; it is left out, leaving nothing" in notes
+    assert "no steady step is left" in notes
+
+
 def test_a_capture_that_is_only_warm_up_leads_with_that_not_with_a_share_of_its_step(run, write_trace):
     """The report's first line and header say there is no steady state to judge; no idle share of the warm-up's
     tail stands first, and no 'mean step' or 'device idle' of it is given as a steady state's."""
