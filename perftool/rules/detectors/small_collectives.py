@@ -36,6 +36,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "calls_per_step": per_step,
         "collective": calls.names[int(np.argmax(kinds))],
         "median_kb": float(np.median(sizes)) / 1e3 if sizes.size else math.nan,
+        "sizes": _sizes_text(sizes, int(np.count_nonzero(small))),
         "median_us": float(np.median(comms.in_window_us[small])),
         "engine_kernels": distinct_names(trace, rows[engine], 2, readable) if engine.any() else "none",
     }
@@ -44,6 +45,14 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         lost, values, scope.events(rows), key=str(values["collective"]), occurrences=int(np.count_nonzero(small)),
         variant="engine_kernels" if in_engine else None,
     )  # fmt: skip
+
+
+def _sizes_text(sizes: np.ndarray, calls: int) -> str:
+    """The small calls' median size in words, and of how many of them where the trace sizes only some."""
+    if not sizes.size:
+        return "sizes not recorded"
+    median = f"median {float(np.median(sizes)) / 1e3:.1f} kB"
+    return median if sizes.size == calls else f"{median} where recorded ({sizes.size:,} of {calls:,})"
 
 
 def _small(nbytes: np.ndarray, durations: np.ndarray, params: dict[str, float]) -> np.ndarray:
@@ -58,6 +67,8 @@ DETECTOR = Detector(
         "calls_per_step": "small collectives per steady step",
         "collective": "the most frequent of them (all_reduce, ...)",
         "median_kb": "their median message size, kB (NaN where the trace does not say)",
+        "sizes": "their median size in words, and of how many where the trace sizes only some: 'median 4.0 kB', "
+        "'median 402.2 kB where recorded (1 of 74)', 'sizes not recorded'",
         "median_us": "their median duration, µs",
         "engine_kernels": "the low-latency all-reduce kernels among them (symmetric-memory multimem, one- and "
         "two-shot, a serving engine's custom all-reduce), most time first; none",
