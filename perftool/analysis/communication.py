@@ -5,8 +5,9 @@ kind is :attr:`Kind.COMMUNICATION`), and, in a trace without device collectives,
 thread runs itself (``gloo:all_reduce``). What each moved comes from the args profilers write: Kineto's
 ``Collective name``, ``In/Out msg nelems``, ``dtype``, ``Group size`` and ``Process Group`` fields on
 collective kernels and on ``record_param_comms``, or ``Input Dims`` and ``Input type`` on the backend's
-own annotations (``nccl:all_reduce``). Where a device collective carries no args, the host records of
-the same collective type lend it theirs, one to one when the counts agree, else their mean.
+own annotations (``nccl:all_reduce``); msprof's ``data_type`` and ``count`` (HCCL's elements, each rank's) on an
+HCCL op. Where a device collective carries no args, the host records of the same collective type lend it theirs,
+one to one when the counts agree, else their mean.
 
 Bandwidths follow nccl-tests: algorithm bandwidth is bytes / time, bus bandwidth scales it by the
 collective's traffic per rank (all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n).
@@ -66,6 +67,8 @@ DTYPE_BYTES = {
     "double": 8, "float64": 8, "long": 8, "int64": 8, "complexfloat": 8, "uint64": 8,
     "byte": 1, "char": 1, "bool": 1, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }  # fmt: skip
+# msprof's names of an HCCL op's data type (its ``data_type`` arg; ENUM_HCCL_DATA_TYPE in the db export), lower-cased
+_HCCL_DTYPE_BYTES = DTYPE_BYTES | {"fp16": 2, "bfp16": 2, "fp32": 4, "fp64": 8, "uint16": 2, "int128": 16}
 # A process group's description says which parallelism it serves (torch DeviceMesh names, Megatron's groups).
 _PARALLELISM = (
     ("tensor", re.compile(r"(?i)(^|[^a-z])(tp|tensor|model_parallel|mp)([^a-z]|$)")),
@@ -216,6 +219,8 @@ def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
         if record.collective is not None:
             types[i] = names.index(record.collective)
         nbytes[i], size[i] = record.nbytes, record.group_size
+        if record.per_rank:
+            nbytes[i] = _whole_message(names[types[i]], record.nbytes, record.group_size)
         if record.group:
             if record.group not in groups:
                 groups.append(record.group)
@@ -223,6 +228,15 @@ def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
     found = Collectives(rows, on, types, nbytes, size, group, ["default", *groups])
     _job_defaults(trace, found)
     return found
+
+
+def _whole_message(collective: str, per_rank: float, ranks: float) -> float:
+    """A collective's message from what each rank gives (HCCL's count): the same for an all-reduce or a broadcast,
+    that times the ranks for a gather or a scatter (NaN where the ranks are unknown); an all-to-all's counts differ
+    by peer, so its message is not said."""
+    if collective in ("all_gather", "reduce_scatter"):
+        return per_rank * ranks
+    return math.nan if collective == "all_to_all" else per_rank
 
 
 def _types_by_name(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -240,6 +254,7 @@ class _Record:
     nbytes: float = math.nan
     group_size: float = math.nan
     group: str = ""
+    per_rank: bool = False  # nbytes is what each rank gives (an HCCL op's count), not the whole message
 
 
 class _RecordFields(msgspec.Struct, omit_defaults=True):
@@ -254,6 +269,8 @@ class _RecordFields(msgspec.Struct, omit_defaults=True):
     group_size: msgspec.Raw = msgspec.field(name="Group size", default=msgspec.Raw(b""))
     group: msgspec.Raw = msgspec.field(name="Process Group Description", default=msgspec.Raw(b""))
     group_name: msgspec.Raw = msgspec.field(name="Process Group Name", default=msgspec.Raw(b""))
+    hccl_dtype: msgspec.Raw = msgspec.field(name="data_type", default=msgspec.Raw(b""))
+    hccl_count: msgspec.Raw = msgspec.field(name="count", default=msgspec.Raw(b""))
 
 
 _RECORD_FIELDS = msgspec.json.Decoder(list[_RecordFields])
@@ -284,8 +301,12 @@ def _record(args: dict) -> _Record:
     dtype = DTYPE_BYTES.get(str(args.get("dtype", "")).lower().removeprefix("c10::"))
     elements = [args.get(k) for k in ("In msg nelems", "Out msg nelems")]
     counts = [e for e in elements if isinstance(e, (int, float)) and not isinstance(e, bool) and e >= 0]
+    hccl_dtype = _HCCL_DTYPE_BYTES.get(str(args.get("data_type", "")).lower())
+    hccl_count = args.get("count")
     if dtype and counts:
         record.nbytes = float(max(counts)) * dtype
+    elif hccl_dtype and isinstance(hccl_count, int) and not isinstance(hccl_count, bool) and hccl_count >= 0:
+        record.nbytes, record.per_rank = float(hccl_count) * hccl_dtype, True  # msprof: HCCL's count of elements
     elif isinstance(args.get("Input Dims"), list):
         record.nbytes = _input_bytes(args["Input Dims"], args.get("Input type"))
     group_size = args.get("Group size")

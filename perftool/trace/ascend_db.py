@@ -9,7 +9,8 @@ events of the process the text export gives it, so the Ascend dialect reads both
 * ``CANN_API`` (``AscendCL@``, ``Runtime@``, ``Node@``, ``Hccl@`` calls) on ``CANN``;
 * ``TASK`` (what the NPU ran, per stream) on ``Ascend Hardware``, named after ``COMPUTE_TASK_INFO`` where the task
   computes, else by its task type (``Notify Wait``, ``SDMA``, ``EVENT_WAIT``), the compute type in its args;
-* ``COMMUNICATION_OP`` (``hcom_allReduce_...``) on ``HCCL``, and each of its tasks on the plane it ran on;
+* ``COMMUNICATION_OP`` (``hcom_allReduce_...``, its elements and their type in args) on ``HCCL``, and each of its
+  tasks on the plane it ran on;
 * a launch flow (``HostToDevice``) from each CANN call to the tasks it started, by their connection id, and one
   from each framework op to the tasks it queued (``CONNECTION_IDS``), as the text export's ``async_npu`` flows.
 """
@@ -128,6 +129,9 @@ class _Reader:
         self.api_types: dict[int, str] = {}
         if "ENUM_API_TYPE" in tables:
             self.api_types = dict(connection.execute("SELECT id, name FROM ENUM_API_TYPE"))
+        self.hccl_types: dict[int, str] = {}  # an HCCL op's data type, as the text export names it (FP32, BFP16)
+        if "ENUM_HCCL_DATA_TYPE" in tables:
+            self.hccl_types = dict(connection.execute("SELECT id, name FROM ENUM_HCCL_DATA_TYPE"))
         self.threads: set[tuple[int, int]] = set()
 
     def names(self) -> list[RawEvent]:
@@ -180,7 +184,11 @@ class _Reader:
                 self._task,
             )
         if "COMMUNICATION_OP" in self.tables:
-            yield from self._rows("SELECT startNs, endNs, opName, connectionId FROM COMMUNICATION_OP", self._collective)
+            columns = self._columns("COMMUNICATION_OP")
+            sized = ", ".join(c if c in columns else "NULL" for c in ("dataType", "count"))
+            yield from self._rows(
+                f"SELECT startNs, endNs, opName, connectionId, {sized} FROM COMMUNICATION_OP", self._collective
+            )
         if {"COMMUNICATION_TASK_INFO", "TASK"} <= self.tables:
             yield from self._rows(
                 "SELECT t.startNs, t.endNs, c.planeId, c.taskType FROM COMMUNICATION_TASK_INFO c"
@@ -235,8 +243,14 @@ class _Reader:
         queued = [_flow("f", HARDWARE, stream, start, _QUEUED + op)] if isinstance(op, int) else []
         return [task, _flow("f", HARDWARE, stream, start, connection), *queued]
 
-    def _collective(self, start: int, end: int, name: int, connection: int) -> list[RawEvent]:
-        return [_span(self._string(name), "", HCCL, _OPS_THREAD, start, end, {"connection_id": connection})]
+    def _collective(
+        self, start: int, end: int, name: int, connection: int, data_type: int | None, count: int | None
+    ) -> list[RawEvent]:
+        """An HCCL op, with the elements it moves and their type, as the text export's args name them."""
+        args: dict[str, Any] = {"connection_id": connection}
+        if data_type in self.hccl_types and isinstance(count, int):
+            args |= {"data_type": self.hccl_types[data_type], "count": count}
+        return [_span(self._string(name), "", HCCL, _OPS_THREAD, start, end, args)]
 
     def _plane_task(self, start: int, end: int, plane: int, task_type: int) -> list[RawEvent]:
         return [_span(self._string(task_type), "", HCCL, 1 + plane, start, end)]

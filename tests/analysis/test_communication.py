@@ -97,6 +97,29 @@ def test_an_hccl_op_and_its_tasks_are_one_collective(write_trace, threads, tasks
     assert metrics.values["device.busy_fraction"] == pytest.approx(0.8, abs=0.01)  # the all-reduce is device time
 
 
+@pytest.mark.parametrize(
+    ("op", "args", "nbytes"),
+    [
+        ("hcom_allReduce__428_0_1", {"data_type": "BFP16", "count": 1000, "alg_type": "MESH-RING"}, 2000),
+        ("hcom_broadcast__428_0_1", {"data_type": "FP32", "count": 1000}, 4000),
+        ("hcom_allGather__428_0_1", {"data_type": "FP32", "count": 1000}, None),  # each rank's 4 kB, ranks unknown
+        ("hcom_alltoallv__428_0_1", {"data_type": "INT8", "count": 1000}, None),  # counts differ by peer
+        ("hcom_allReduce__428_0_1", {"data_type": "INVALID_TYPE", "count": 1000}, None),
+        ("hcom_allReduce__428_0_1", {"data_type": "FP16", "count": "1000"}, None),
+        ("hcom_allReduce__428_0_1", {"count": 1000}, None),
+    ],
+    ids=["all-reduce", "broadcast", "all-gather", "all-to-all", "no such type", "count not a number", "no type"],
+)
+def test_an_hccl_op_s_elements_and_their_type_are_its_message(write_trace, op, args, nbytes):
+    """msprof writes an HCCL op's element count (HCCL's, each rank's) and data type in its args: an all-reduce's or
+    a broadcast's message; a gather's is that times the ranks, which the op does not say."""
+    events = [meta("process_name", 3, 0, name="Ascend Hardware"), meta("process_name", 4, 0, name="HCCL")]
+    for i in range(3):
+        events += [span("MatMulV2", 3, 5, i * 1000, 500), span(op, 4, 1, i * 1000 + 500, 300, args=args)]
+    (stat,) = compute_metrics(load_trace(write_trace({"traceEvents": events}))).collectives
+    assert stat.bytes == (None if nbytes is None else 3 * nbytes)
+
+
 @pytest.mark.parametrize(("reach_us", "part"), [(PART_SKEW_US, True), (PART_SKEW_US + 0.5, False)])
 def test_a_collective_s_tasks_are_its_parts_on_its_planes_and_on_its_stream(write_trace, reach_us, part):
     """msprof draws an HCCL op over its tasks, and those tasks twice (plane and stream): each task within the op's

@@ -322,6 +322,14 @@ def test_the_db_export_gives_msprof_s_own_figures(rank):
     assert metrics["communication.exposed_us"] == pytest.approx(reference["communication_not_overlapped"], rel=1e-3)
     assert metrics["communication.time_us"] == pytest.approx(reference["communication"], abs=1.0)
     assert metrics["communication.count"] == 4  # the step's four all-reduces
+    database = directory / "ASCEND_PROFILER_OUTPUT" / f"ascend_pytorch_profiler_{rank}.db"
+    with sqlite3.connect(database) as connection:  # each op's elements and their type, read here by hand
+        (elements, types), = connection.execute(
+            "SELECT SUM(o.count), GROUP_CONCAT(DISTINCT e.name) FROM COMMUNICATION_OP o "
+            "JOIN ENUM_HCCL_DATA_TYPE e ON e.id = o.dataType"
+        )  # fmt: skip
+    (all_reduce,) = metrics.collectives
+    assert types == "FP32" and all_reduce.bytes == elements * 4 == 244_403_360  # AlexNet's 61.1 M gradients
 
 
 def test_a_db_job_reads_as_two_ranks_with_their_exposed_allreduce(run):
