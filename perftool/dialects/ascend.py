@@ -65,6 +65,7 @@ class Ascend(Dialect):
             if track.role == Role.DEVICE:
                 kind[trace.track == track.id] = _OVERLAP_DEVICE_THREADS[track.thread_name]
         kind[_not_compiling(trace)] = Kind.RUNTIME
+        _copy_directions(trace, kind)
         return kind
 
     def name_kind(self, name: str) -> Kind:
@@ -81,6 +82,17 @@ def _communication_streams(trace: Trace) -> list[int]:
         return []
     hccl_names = np.array([bool(_HCCL_TASK.search(name)) for name in trace.names] or [False])
     return np.unique(trace.track[hccl_names[trace.name] & np.isin(trace.track, streams)]).tolist()
+
+
+def _copy_directions(trace: Trace, kind: np.ndarray) -> None:
+    """Each device copy's direction from its args, in ``kind``: msprof names every copy task ``MEMCPY_ASYNC`` and
+    says which way it copied in ``memcpy direction`` (``host to device``, ``host to device ex``, ``device to host``,
+    ``device to device``)."""
+    rows = np.flatnonzero((kind == Kind.D2D) & trace.on_roles(Role.DEVICE) & (trace.args_ref >= 0))
+    rows = rows[[_COPY_DIRECTION in trace.kept_args[ref] for ref in trace.args_ref[rows].tolist()]]
+    for row, args in zip(rows.tolist(), trace.args_of(rows)):
+        direction = str((args or {}).get("memcpy direction", ""))
+        kind[row] = next((copy for words, copy in _DIRECTIONS if direction.startswith(words)), kind[row])
 
 
 def _not_compiling(trace: Trace) -> np.ndarray:
@@ -125,3 +137,5 @@ def ai_cpu_tasks(trace: Trace) -> np.ndarray:
 
 
 _TASK_TYPE = b"AI_CPU"
+_COPY_DIRECTION = b"memcpy direction"
+_DIRECTIONS = (("host to device", Kind.H2D), ("device to host", Kind.D2H), ("device to device", Kind.D2D))

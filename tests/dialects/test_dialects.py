@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
@@ -129,6 +130,22 @@ def test_ascend_operator_compiles_that_compiled_nothing_are_calls(write_trace):
     assert kinds[("AscendCL@opCompile", 1_000.0)] == Kind.COMPILE
     assert {kinds[("AscendCL@aclopCompileAndExecute", d)] for d in (430.0, 1_399.0, 1_400.0)} == {Kind.RUNTIME}
     assert kinds[("AscendCL@aclopCompileAndExecute", 2_000.0)] == Kind.COMPILE
+
+
+def test_ascend_copy_tasks_take_their_direction_from_msprof_s_args(write_trace):
+    """msprof names every copy task MEMCPY_ASYNC and says which way it copied in ``memcpy direction``; a copy whose
+    args do not say stays a copy on the device."""
+    events = [*ascend_events()[:4], process_name(3, "Ascend Hardware"), thread_name(3, 5, "Stream 5")]
+    said = ["host to device", "host to device ex", "device to host", "device to device", "sideways", None]
+    for i, direction in enumerate(said):
+        args = {"Task Type": "PCIE_DMA_SQE", "data size(Byte)": 4096} | (
+            {"memcpy direction": direction} if direction else {}
+        )
+        events.append(complete("MEMCPY_ASYNC", str(1000 * i), "10.000", pid=3, tid=5, args=args))
+    trace = load_trace(write_trace(events))
+    copies = np.flatnonzero(trace.name == trace.names.index("MEMCPY_ASYNC"))
+    kinds = [Kind(k) for k in trace.kind[copies[np.argsort(trace.ts[copies])]]]
+    assert kinds == [Kind.H2D, Kind.H2D, Kind.D2H, Kind.D2D, Kind.D2D, Kind.D2D]
 
 
 def test_emulator_traces_declare_roles_and_kinds(write_trace):
