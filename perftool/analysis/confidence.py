@@ -17,7 +17,7 @@ from perftool.analysis.family import device_tracks
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, plural
-from perftool.dialects.vocabulary import MODEL_WARMUP
+from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES
 from perftool.trace.model import Kind, Role, Trace
 from perftool.trace.profiler_dirs import MSPROF_LEFT_OUT
 
@@ -41,6 +41,7 @@ _CAPTURE_HINT = {
 _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
 _RANGE_PROFILER = "cuda_profiler_range"
+LISTED_DEVICES = 3  # the other devices named in a note; the rest counted
 _UNLESS_RECURRING = " unless their evidence recurs (then at warning)"
 
 
@@ -153,6 +154,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(msprof, caps=False))
     if left_out := trace.metadata.get(MSPROF_LEFT_OUT):
         found.append(Caveat(f"msprof's own CSVs beside the trace, left out: {'; '.join(left_out)}", caps=False))
+    if devices := trace.metadata.get(OTHER_DEVICES):
+        found.append(Caveat(_other_devices(devices), caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
     elif replays := _replayed_share(trace, lo, hi):
@@ -167,6 +170,21 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _other_devices(devices: dict) -> str:
+    """The devices a trace holds beside the one analysed, in words."""
+    others = devices["others"]
+    low, high = (f"{share:.0%}" for share in (min(others.values()), max(others.values())))
+    named = ", ".join(list(others)[:LISTED_DEVICES]) + (
+        f" and {len(others) - LISTED_DEVICES} more" if len(others) > LISTED_DEVICES else ""
+    )
+    return (
+        f"the trace holds {len(others) + 1} devices with work: figures and findings are {devices['analysed']}'s, the"
+        f" one with the most device time ({named} ran {low if low == high else f'{low}–{high}'} of its device time);"
+        " taken together, each step would count once per device and one device's idle time would hide under the"
+        " others' work"
+    )
 
 
 def _msprof_steps(trace: Trace) -> str:

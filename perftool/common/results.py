@@ -47,7 +47,9 @@ class InfoTrack(Part):
     process: str
     thread: str
     labels: str
-    role: str = Field(description="host, host.input, device, link.h2d, link.d2h, compiler, summary or unknown")
+    role: str = Field(
+        description="host, host.input, device, link.h2d, link.d2h, compiler, summary, device.other or unknown"
+    )
     events: int
 
 

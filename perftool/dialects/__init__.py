@@ -15,10 +15,16 @@ from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
 from perftool.dialects.op_families import MODELLED_NAMES
-from perftool.dialects.vocabulary import COLLECTIVE_ARGS, FINDINGS_CATEGORY, FINDINGS_PROCESS, INPUT_WORKER_THREAD
+from perftool.dialects.vocabulary import (
+    COLLECTIVE_ARGS,
+    FINDINGS_CATEGORY,
+    FINDINGS_PROCESS,
+    INPUT_WORKER_THREAD,
+    OTHER_DEVICES,
+)
 from perftool.dialects.xla import Xla
 from perftool.trace.kept_args import KeepArgs
-from perftool.trace.model import Kind, Role, Trace, rows_at
+from perftool.trace.model import Kind, Phase, Role, Trace, rows_at
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Kineto())
 GENERIC = Generic()
@@ -60,12 +66,44 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
         dialect = next((d for d in REGISTERED if d.detect(trace)), GENERIC)
     roles = dialect.roles(trace)
     trace.with_roles(roles | _input_workers(trace, roles) | _findings_tracks(trace))
+    if dialect.devices_by_process:
+        trace.with_roles(_other_devices(trace))
     trace.kind = dialect.kinds(trace)
+    trace.kind[trace.on_roles(Role.OTHER_DEVICE)] = Kind.OTHER  # not even a step line's steps: those of its own
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
     trace.kind[rows_at(trace.unclosed, trace.skipped)] = Kind.ANNOTATION
     _leave_out_findings(trace)
     trace.dialect = dialect.name
     return trace
+
+
+def _other_devices(trace: Trace) -> dict[int, Role]:
+    """Where a trace holds several devices with work, each a process (a JAX process's TPUs or GPUs, a PyTorch process
+    driving two GPUs), the tracks of all but one: the device with the most device time (the first in the trace of
+    equals) is analysed, as a trace of one device; the others' tracks are shown, not analysed, and said in the
+    trace's metadata (:data:`OTHER_DEVICES`). Taken together, their steps would repeat once per device and their busy
+    time would hide each device's idle under the others' work."""
+    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    per_track = np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
+    per_device: dict[int | str, float] = {}  # in the tracks' order: by process
+    for track in trace.tracks:
+        if track.role == Role.DEVICE and per_track[track.id] > 0:
+            per_device[track.pid] = per_device.get(track.pid, 0.0) + float(per_track[track.id])
+    if len(per_device) < 2:
+        return {}
+    order = {pid: -position for position, pid in enumerate(per_device)}
+    analysed = max(per_device, key=lambda pid: (per_device[pid], order[pid]))
+    named = {t.pid: t.process_labels or t.process_name or f"device {t.pid}" for t in trace.tracks}
+    trace.metadata[OTHER_DEVICES] = {
+        "analysed": named[analysed],
+        "others": {named[pid]: time / per_device[analysed] for pid, time in per_device.items() if pid != analysed},
+    }
+    beside = (Role.HOST, Role.INPUT, Role.COMPILER)  # a host thread in a device's process stays the host's
+    return {
+        t.id: Role.OTHER_DEVICE
+        for t in trace.tracks
+        if t.pid in per_device and t.pid != analysed and t.role not in beside
+    }
 
 
 def _findings_tracks(trace: Trace) -> dict[int, Role]:

@@ -23,6 +23,7 @@ class Dialect:
     launch_categories: frozenset[str] = frozenset()  # device work whose launch configuration the loader keeps
     category_kinds: dict[str, Kind] = {}
     role_kinds: dict[Role, Kind] = {}
+    devices_by_process = False  # each device is a process of its own (a trace may hold several: one is analysed)
 
     def detect(self, trace: Trace) -> bool:
         return True

@@ -52,6 +52,7 @@ class Kineto(Dialect):
     name = "kineto"
     args_categories = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
     launch_categories = frozenset({"kernel", "Kernel"})  # grid, block, registers and shared memory per kernel
+    devices_by_process = True  # a device's process is numbered as the device
 
     def detect(self, trace: Trace) -> bool:
         if any(key in trace.metadata for key in _TOP_LEVEL_KEYS):

@@ -65,6 +65,9 @@ LAUNCH = re.compile(
     r"|AscendCL@\w+|Engine::run)"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
+# The trace metadata key of the devices a trace holds beside the one analysed: {"analysed": name, "others": {name:
+# device time as a share of the analysed one's}}
+OTHER_DEVICES = "perftool.other_devices"
 FINDINGS_PROCESS = "perftool findings"  # the process an annotated trace (scan --format perfetto) adds
 FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows into the trace's own tracks
 # torch_npu's task queue: the Python thread enqueues each operator, a second thread dequeues and launches it (off

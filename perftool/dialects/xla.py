@@ -55,6 +55,7 @@ STEP_ARG = f'"{STEP_NUMBER_ARG}"'.encode()
 class Xla(Dialect):
     name = "xla"
     role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP, Role.H2D: Kind.H2D, Role.D2H: Kind.D2H}
+    devices_by_process = True  # a plane per device: /device:TPU:0, /device:TPU:1, ...
 
     def detect(self, trace: Trace) -> bool:
         return any(DEVICE_PLANE.match(t.process_name) or HOST_PLANE.match(t.process_name) for t in trace.tracks)

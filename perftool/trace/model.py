@@ -76,6 +76,7 @@ class Role(str, enum.Enum):
     D2H = "link.d2h"  # device-to-host transfer engine
     COMPILER = "compiler"  # graph / op compilation
     SUMMARY = "summary"  # tracks a profiler derived from others (never double-counted)
+    OTHER_DEVICE = "device.other"  # another device's tracks, where a trace holds several: shown, not analysed
     UNKNOWN = "unknown"
 
 
