@@ -20,13 +20,13 @@ from perftool.analysis import intervals
 from perftool.analysis.family import offers_loop_size
 from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
-from perftool.analysis.launches import graphs_in_use
+from perftool.analysis.launches import graphs_in_use, launch_rows
 from perftool.common.names import host_call
 from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.rules.findings import Evidence
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import ENVIRONMENT
 
 LOOP_FAMILIES = ("npu", "ipu")
@@ -38,6 +38,7 @@ PREPARING_SHARE = 0.5  # Python preparing inputs for this share of the idle time
 # A step dispatched as this many compiled calls or more (PjitFunction, one per jnp op) runs op by op: a jitted step
 # is one call, or a few (the step, a metric, an evaluation)
 OP_BY_OP_CALLS = 8
+COMPILED_SHARE = 0.5  # device work launched from torch.compile'd regions: the model runs compiled already
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     variant, changes = _fix(scope, launch_bound, dispatch_paces, loop_size, current, measured.graphs_per_step)
     if variant == "host_work" and measured.in_preparing >= PREPARING_SHARE * lost and "serving" not in scope.contexts:
         variant = "preparing_inputs"  # the host decodes and preprocesses inputs inside the step
+    if variant == "host_work" and (compiled := _compiled_share(scope)) >= COMPILED_SHARE:
+        variant, values["compiled_share"] = "compiled_host_work", compiled  # torch.compile'd already: Python around it
     if variant in ("host_work", "launch_bound") and scope.family == "npu" and scope.framework == "pytorch":
         variant, values["task_queue"] = "torch_npu_dispatch", _task_queue(scope.trace)
     if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
@@ -153,6 +156,26 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
         variant, changes = "allocator_churn", {}
     return Detection(lost, values, list(measured.evidence), key=variant or "", variant=variant, changes=changes)
+
+
+def _compiled_share(scope: Scope) -> float:
+    """The share of the window's device work the host launched from inside torch.compile'd regions (the model's
+    calls, :data:`~perftool.dialects.vocabulary.COMPILED_REGION`), through the trace's launch flows: most of it, and
+    the model runs compiled already."""
+    trace = scope.trace
+    complete = trace.phase == Phase.COMPLETE
+    regions = np.flatnonzero(trace.name_matches(vocabulary.COMPILED_REGION) & complete & scope.in_window)
+    sources, spans = launch_rows(trace)
+    in_window = scope.in_window[spans]
+    sources, spans = sources[in_window], spans[in_window]
+    work = float(trace.dur[spans].sum())
+    if regions.size == 0 or work <= 0:
+        return 0.0
+    starts, ends = intervals.union(trace.ts[regions], trace.end[regions])
+    at = trace.ts[sources]
+    within = np.searchsorted(starts, at, side="right") - 1
+    inside = (within >= 0) & (ends[np.maximum(within, 0)] >= at)
+    return float(trace.dur[spans[inside]].sum()) / work
 
 
 def _fix(
@@ -275,6 +298,8 @@ DETECTOR = Detector(
         "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
         "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",
         "compiled_calls_per_step": "calls of compiled functions (JAX's PjitFunction) per steady step",
+        "compiled_share": "share of the device's work launched from torch.compile'd regions (where the model runs "
+        "compiled already; absent elsewhere)",
         "allocator_share": "share of that idle time the host spends allocating or freeing memory",
         "allocator_calls_per_step": "allocation and free calls during the idle time per steady step",
         "allocator_names": "the allocation and free calls, most time first",
