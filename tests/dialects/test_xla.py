@@ -262,7 +262,9 @@ def test_a_real_jax_capture_run_op_by_op_is_host_bound_with_jit_advice(run):
     (scanned,) = json.loads(result.stdout)["traces"]
     assert scanned["device"] in ("/device:GPU:0", "AMD Instinct") and scanned["family"] == "gpu"  # with xprof
     host = next(f for f in scanned["findings"] if f["rule_id"] == "PT001")
-    assert host["severity"] in ("warning", "error") and host["values"]["compiled_calls_per_step"] >= 8
+    assert host["severity"] in ("warning", "error")
+    # 81 calls over the capture's 3 runs (each recorded twice, nested): 27 a step, those the device idles through or not
+    assert host["values"]["compiled_calls_per_step"] == 27
     assert host["capped"] == "2 steady steps, 3 needed, but it fills 64% of the window"  # two that disagree: it recurs
     assert "PjitFunction(" in host["values"]["host_names"] and "$" not in host["values"]["host_names"]
     assert "jax.jit" in host["fix"]["text"] and "torch" not in host["fix"]["text"]

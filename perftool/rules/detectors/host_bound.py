@@ -78,13 +78,13 @@ def _measure(scope: Scope) -> _Measured | None:
     busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
-    driving = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does meanwhile
-    driving = driving[intervals.overlaps_any(trace.ts[driving], trace.end[driving], *pieces)]
+    in_window = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does
+    compiled_calls_per_step = scope.per_step(  # all of the step's, whether the device waits through them or not
+        int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL, in_window)))
+    )
+    driving = in_window[intervals.overlaps_any(trace.ts[in_window], trace.end[in_window], *pieces)]  # meanwhile
     # what the host was doing: the driving thread's calls, else any of its work in the gaps
     named = driving if driving.size else _overlapping(scope, host_work, pieces)
-    compiled_calls_per_step = scope.per_step(
-        int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL, driving)))
-    )
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
     graphs_per_step = scope.per_step(int(np.count_nonzero(runtime_calls & trace.name_matches(vocabulary.GRAPH_LAUNCH))))
