@@ -91,6 +91,18 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
         ],
         "host",
     ),
+    "kineto-npu": (  # PyTorch's own profiler with torch_npu as its PrivateUse1 device (Kineto through mspti)
+        {"host": (100, 1), "device": (0, 47)},
+        [
+            meta("process_name", 100, 0, name="python"),
+            meta("process_labels", 100, 0, labels="CPU"),
+            meta("process_name", 0, 0, name="NPU"),
+            meta("process_labels", 0, 0, labels="Ascend NPU"),
+            meta("process_sort_index", 0, 0, sort_index=16777216),
+            meta("thread_name", 47, 47, name="NPU stream 47"),  # named under pid 47, as mspti's exporter writes it
+        ],
+        "host",
+    ),
     "ascend": (
         {"python": (1, 11), "cann": (2, 11), "npu": (3, 5), "npu_comm": (3, 8), "hccl": (4, 1)},
         [
@@ -191,6 +203,7 @@ def build(case: dict) -> dict:
     step_cat = {
         "kineto": "user_annotation",
         "kineto-workers": "user_annotation",
+        "kineto-npu": "user_annotation",
         "kineto-legacy": "Operator",
         "gaudi": "user_annotation",
     }.get(vocabulary, "")

@@ -16,7 +16,9 @@ HOST_ONLY = "none (host only)"
 _BY_NAME = (
     ("ipu", re.compile(r"^(StreamCopy|PreArrange-|Engine::run|Poplar)|DstStridedCopy|^IPU\b", re.MULTILINE)),
     ("hpu", re.compile(r"HPU\w*Type|synLaunch|^HPU\b|Gaudi", re.MULTILINE)),
-    ("npu", re.compile(r"^AscendCL@|^Ascend Hardware|^aclop", re.MULTILINE)),
+    # msprof's names, and in PyTorch's own profiler (torch_npu as its PrivateUse1 device) the NPU's process and
+    # torch_npu's operator calls (aclnnMm)
+    ("npu", re.compile(r"^AscendCL@|^Ascend Hardware|^aclop|^aclnn[A-Z]|^NPU\b", re.MULTILINE)),
 )
 _GPU = re.compile(
     r"(?i)^GPU\b|^/device:GPU:|NVIDIA|Tesla|GeForce|Quadro|Radeon|Instinct|\bAMD\b|^(cuda|hip)\w+", re.MULTILINE

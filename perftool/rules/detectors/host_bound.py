@@ -24,6 +24,7 @@ from perftool.analysis.launches import graphs_in_use, launch_rows
 from perftool.common.names import host_call
 from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
+from perftool.dialects.ascend import Ascend
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.rules.findings import Evidence
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -215,17 +216,24 @@ def _fix(
 def _task_queue(trace: Trace) -> str:
     """torch_npu's task queue as the trace shows it, in words for the fix: off where the profiler recorded
     ASCEND_LAUNCH_BLOCKING=1 in the job's environment (every launch then waits for its operator), else on where
-    operators pass through it (its Enqueue@ and Dequeue@ events), else off."""
+    operators pass through it (its Enqueue@ and Dequeue@ events), else off in torch_npu's own profiler's output,
+    which records them; PyTorch's profiler (torch_npu as its PrivateUse1 device) records neither."""
     if (trace.metadata.get(ENVIRONMENT) or {}).get(LAUNCH_BLOCKING) == "1":
         return (
             f"{LAUNCH_BLOCKING}=1 is set in the job's environment (the profiler recorded it), which makes every "
             "launch wait for its operator to finish and turns the task queue off: unset it"
         )
+    level_two = (
+        "set TASK_QUEUE_ENABLE=2, the level that moves more of each launch off the Python thread (1 is the default; "
+        "2 works where operators run as binary kernels, torch_npu.npu.set_compile_mode(jit_compile=False))"
+    )
     if trace.name_matches(vocabulary.TASK_QUEUE).any():
+        return f"its task queue is on (the trace's Enqueue@/Dequeue@ events): {level_two}"
+    if trace.dialect != Ascend.name:  # PyTorch's own profiler, torch_npu its PrivateUse1 device: no queue events
         return (
-            "its task queue is on (the trace's Enqueue@/Dequeue@ events): set TASK_QUEUE_ENABLE=2, the level that "
-            "moves more of each launch off the Python thread (1 is the default; 2 works where operators run as "
-            "binary kernels, torch_npu.npu.set_compile_mode(jit_compile=False))"
+            "this trace cannot show whether its task queue is on (PyTorch's own profiler records none of its "
+            "Enqueue@/Dequeue@ events; torch_npu's profiler does): keep it on (ASCEND_LAUNCH_BLOCKING=1 and "
+            f"TASK_QUEUE_ENABLE=0 turn it off) and {level_two}"
         )
     return (
         "its task queue is off (no Enqueue@/Dequeue@ event in the trace), so the Python thread launches every "
