@@ -25,6 +25,14 @@ _GPU = re.compile(
 )
 
 
+_TPU_PLANE = re.compile(r"^/device:TPU:\d+")  # an XSpace's plane of one TPU's work
+
+
+def on_tpu(trace: Trace) -> bool:
+    """Whether the trace's device is a TPU (its device tracks on an XSpace's ``/device:TPU:N`` plane)."""
+    return any(_TPU_PLANE.match(trace.tracks[i].process_name) for i in device_tracks(trace))
+
+
 def device_tracks(trace: Trace) -> list[int]:
     """Ids of the device tracks that hold at least one span (counted once per trace)."""
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.analysis.family import device_properties, offers_loop_size
+from perftool.analysis.family import device_properties, offers_loop_size, on_tpu
 from perftool.analysis.host_calls import compiles
 from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
@@ -120,6 +120,11 @@ def fit(
     device busy share; otherwise (collectives the emulator's data parallelism does not describe, such as ones
     filling the host's gaps) it counts as device work, as any other work the emulator has no part for."""
     given = given or {}
+    if device is None and on_tpu(trace):
+        raise PerftoolError(
+            f"{trace.source}: a TPU's trace: the emulator models GPUs, NPUs, HPUs and IPUs, not TPUs, so there is "
+            "nothing to fit it to (scan's gains on it stay bounds)"
+        )
     family = device or (scope.family if scope.family in PROFILES else "gpu")
     model = devices.identify(family, device_properties(trace))
     given = {"device_model": model.key if model else devices.GENERIC} | given

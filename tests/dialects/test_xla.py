@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA, complete, process_name, thread_name
+from conftest import DATA, complete, error_line, process_name, thread_name
 
 from perftool.analysis.family import device_family, device_name, framework
 from perftool.analysis.intervals import busy
@@ -204,6 +204,15 @@ def test_a_tpu_trace_has_its_steps_and_its_exposed_all_reduce(write_trace, run):
     assert scanned["steps"] == 4 and scanned["step_time_us"] == pytest.approx(999, rel=0.01)
     findings = {f["rule_id"]: f for f in scanned["findings"]}
     assert "latency-hiding scheduler" in findings["PT011"]["fix"]["text"]
+
+
+def test_a_tpu_trace_is_no_fit_s_and_its_gains_stay_bounds(write_trace, run):
+    """The emulator models GPUs, NPUs, HPUs and IPUs: calibrate refuses a TPU's trace in one line (it fitted it as a
+    GPU, and failed), and scan's gains stay bounds, none from an emulator fitted to it."""
+    path = write_trace(_tpu_trace())
+    error_line(run("calibrate", path), str(path), "a TPU's trace: the emulator models GPUs, NPUs, HPUs and IPUs")
+    (scanned,) = json.loads(run("scan", path, "--format", "json", "--fail-on", "never").stdout)["traces"]
+    assert scanned["findings"] and not any("emulator" in json.dumps(f["gain"]) for f in scanned["findings"])
 
 
 def test_gpu_streams_are_the_device_and_the_runtime_threads_launch(tmp_path):

@@ -19,6 +19,7 @@ from conftest import REPO
 from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.api import load_trace, scan
 from perftool.cli.main import cli
+from perftool.common.errors import PerftoolError
 from perftool.emulator.config import load_config, validate_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
@@ -158,14 +159,8 @@ def test_a_short_last_batch_is_read_from_the_last_steps_share_of_a_steady_steps_
         assert _short_last(np.zeros(8), 32) is None
 
 
-@pytest.mark.parametrize(
-    ("rule", "vocabulary", "device", "model"),
-    [
-        ("PT018", "kineto", "gpu", "H100-SXM5-80GB"),  # the H100 its deviceProperties name
-        ("PT001", "xla-tpu", "gpu", "generic"),  # a family the emulator has no profile of: a GPU's, no model
-    ],
-)
-def test_the_fit_runs_on_the_device_the_trace_names_else_a_generic_gpu(write_trace, rule, vocabulary, device, model):
+def _fitted_case(write_trace, rule: str, vocabulary: str, device: str | None = None):
+    """The fit to the first case of ``rule`` in ``vocabulary`` (its device renamed ``device`` where given)."""
     from builders import CASES, build
 
     from perftool.pipeline.scan import analyse_trace
@@ -173,7 +168,24 @@ def test_the_fit_runs_on_the_device_the_trace_names_else_a_generic_gpu(write_tra
 
     cases = yaml.safe_load((CASES / f"{rule}.yaml").read_text())["cases"]
     case = next(c for c in cases if c["vocabulary"] == vocabulary)
-    trace = load_trace(write_trace(build(case)))
+    trace = load_trace(write_trace(build(case | ({"device": device} if device else {}))))
     _, scope = analyse_trace(trace, [])
-    config = fit(trace, scope)
-    assert (config.device, config.device_model) == (device, model)
+    return fit(trace, scope)
+
+
+@pytest.mark.parametrize(
+    ("device", "model"),
+    [
+        (None, "H100-SXM5-80GB"),  # the H100 its deviceProperties name
+        ("Intel Data Center GPU Max 1550", "generic"),  # a device of no family the emulator has: a GPU's, no model
+    ],
+)
+def test_the_fit_runs_on_the_device_the_trace_names_else_a_generic_gpu(write_trace, device, model):
+    config = _fitted_case(write_trace, "PT018", "kineto", device)
+    assert (config.device, config.device_model) == ("gpu", model)
+
+
+def test_a_tpu_s_trace_is_not_fitted_as_a_gpu_s(write_trace):
+    """The emulator models no TPU: a TPU's jitted program fitted as a GPU's launches would predict GPU knobs' gains."""
+    with pytest.raises(PerftoolError, match="a TPU's trace: the emulator models GPUs, NPUs, HPUs and IPUs, not TPUs"):
+        _fitted_case(write_trace, "PT001", "xla-tpu")
