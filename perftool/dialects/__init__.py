@@ -79,8 +79,8 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
 
 def _other_devices(trace: Trace) -> dict[int, Role]:
     """Where a trace holds several devices with work, each a process (a JAX process's TPUs or GPUs, a PyTorch process
-    driving two GPUs), the tracks of all but one: the device with the most device time (the first in the trace of
-    equals) is analysed, as a trace of one device; the others' tracks are shown, not analysed, and said in the
+    driving two GPUs), the tracks of all but one: the device with the most device time (of equals, the first in the
+    trace) is analysed, as a trace of one device; the others' tracks are shown, not analysed, and said in the
     trace's metadata (:data:`OTHER_DEVICES`). Taken together, their steps would repeat once per device and their busy
     time would hide each device's idle under the others' work."""
     work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
