@@ -346,7 +346,13 @@ def _compared(
         "baseline": _unmatched(base, set(cand.keys), max(baseline.steps, 1)),
         "candidate": _unmatched(cand, set(base.keys), max(candidate.steps, 1)),
     }
-    if matched.get("op", 1.0) < MIN_MATCHED and _ops_hold_time(baseline, candidate):
+    if baseline.compiled != candidate.compiled:
+        compiled, eager = ("candidate", "baseline") if candidate.compiled else ("baseline", "candidate")
+        notes.append(
+            f"the {compiled} runs torch.compile'd regions (Torch-Compiled Region) where the {eager} runs eagerly: "
+            "compiled, the same model runs other, fused kernels and ops, so few names match"
+        )
+    elif matched.get("op", 1.0) < MIN_MATCHED and _ops_hold_time(baseline, candidate):
         notes.append(
             f"little of the work is common to both: {percent(matched['op'])} of the time is in host ops both ran "
             "(of the side with less); they may not be the same workload"

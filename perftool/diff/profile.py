@@ -35,6 +35,7 @@ from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.analysis.steps import detect_steps
 from perftool.common.errors import PerftoolError
 from perftool.common.threads import in_this_context
+from perftool.dialects.vocabulary import COMPILED_REGION
 from perftool.diff.names import loader_iterator, normalise
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -96,6 +97,7 @@ class Profile:
     tables: dict[str, Table] = field(default_factory=dict)
     rank: int | None = None
     loaders: list[str] = field(default_factory=list)  # the DataLoader iterators whose fetches the steady steps hold
+    compiled: bool = False  # whether the steady steps call torch.compile'd regions
 
 
 def profile(trace: Trace, rank: int | None = None) -> Profile:
@@ -155,6 +157,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         tables=tables,
         rank=rank,
         loaders=_loaders(trace, host_rows),
+        compiled=any(COMPILED_REGION.match(trace.names[n]) for n in _used_names(trace, host_rows)),
     )
 
 

@@ -12,14 +12,12 @@ perftool does not depend on torch; run this where it is installed:
 
 from __future__ import annotations
 
-import gzip
 import os
-import shutil
 import sys
 import tempfile
 
 import torch
-from capture_torch_trace import train_step  # this folder's script, run from anywhere
+from capture_torch_trace import gzip_to, train_step  # this folder's script, run from anywhere
 from torch.profiler import ProfilerActivity, profile, schedule
 
 STEPS = 8  # wait 1, warm-up 2, active 5
@@ -56,8 +54,7 @@ def capture(workers: int, out: str) -> None:
                     break
                 train_step(model, optimiser, inputs, labels)
                 prof.step()
-        with open(trace, "rb") as source, gzip.open(out, "wb") as target:
-            shutil.copyfileobj(source, target)
+        gzip_to(trace, out)
 
 
 if __name__ == "__main__":

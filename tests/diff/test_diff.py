@@ -396,6 +396,20 @@ def test_a_device_paced_pair_says_its_dataloader_iterator_changed_and_one_of_a_c
     assert not any("DataLoader" in note for note in same["notes"])
 
 
+@pytest.mark.parametrize("compiled_first", [False, True])
+def test_a_model_compiled_against_its_eager_run_is_said_to_be_that_not_maybe_another_workload(run, compiled_first):
+    """A CPU training loop, its model eager and torch.compile'd (real captures): few names match, as compiling runs
+    other, fused kernels and ops; the note says which side runs compiled, not that the work may differ."""
+    sides = [DATA / "compile_pair" / "eager.pt.trace.json.gz", DATA / "compile_pair" / "compiled.pt.trace.json.gz"]
+    sides = sides[::-1] if compiled_first else sides
+    (diff,) = json.loads(run("diff", *sides, "--format", "json").stdout)["diffs"]
+    assert diff["matched"]["op"] < 0.5 and not any("workload" in note for note in diff["notes"])
+    compiled, eager = ("baseline", "candidate") if compiled_first else ("candidate", "baseline")
+    said = f"the {compiled} runs torch.compile'd regions (Torch-Compiled Region) where the {eager} runs eagerly"
+    assert any(note.startswith(said) for note in diff["notes"])
+    adds_up(diff)
+
+
 @pytest.mark.parametrize("name", ["resnet50_pt18_workers0.json.gz", "jax08_mi300x_attention_opbyop.trace.json.gz"])
 def test_a_capture_against_itself_names_no_change_and_no_other_workload(run, name):
     """Nothing changed: the headline names no part (not three 0.0 µs ones), and a capture whose kernels no flow
