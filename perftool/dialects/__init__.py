@@ -83,6 +83,8 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
     trace) is analysed, as a trace of one device; the others' tracks are shown, not analysed, and said in the
     trace's metadata (:data:`OTHER_DEVICES`). Taken together, their steps would repeat once per device and their busy
     time would hide each device's idle under the others' work."""
+    if len({t.pid for t in trace.tracks if t.role == Role.DEVICE}) < 2:  # one device's process (most traces)
+        return {}
     work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
     per_track = np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
     per_device: dict[int | str, float] = {}  # in the tracks' order: by process
