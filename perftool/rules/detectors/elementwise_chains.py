@@ -50,8 +50,8 @@ def _launched_before(
     return counted[:queries] - lower_tracks, counted[queries:] - lower_tracks
 
 
-def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> list[np.ndarray]:
-    """The call indices of each chain (``step``: each call's step, which a chain never leaves)."""
+def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first and the last call index of each chain (``step``: each call's step, which a chain never leaves)."""
     pointwise = calls.matching(lambda w: w.family == "elementwise" and w.flops > 0) & (calls.device_us > 0)
     size = calls.each(lambda kind: math.prod(kind.work.out_shape) if kind.work else -1, np.int64)
     track = trace.track[calls.rows]
@@ -63,7 +63,8 @@ def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> list
     # runs of links: a chain of n calls is n - 1 consecutive links
     edges = np.diff(np.concatenate(([0], linked.astype(np.int8), [0])))
     starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
-    return [np.arange(a, b + 1) for a, b in zip(starts.tolist(), ends.tolist()) if b + 1 - a >= shortest]
+    long_enough = ends + 1 - starts >= shortest
+    return starts[long_enough], ends[long_enough]
 
 
 def _spelled(trace: Trace, rows: np.ndarray, shown: int = 6) -> str:
@@ -78,31 +79,33 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None
     steps = scope.steps
     step = np.searchsorted(steps.start, calls.started(scope.trace, steps.clock), side="right")
-    chains = _chains(scope.trace, calls, int(params["min_ops"]), step)
-    if not chains:
+    first, last = _chains(scope.trace, calls, int(params["min_ops"]), step)
+    if first.size == 0:
         return None
-    moves = [(kind.work.bytes, kind.work.out_bytes) if kind.work else (0.0, 0.0) for kind in calls.kinds]
-    lost = moved = fused = time = 0.0
-    chain_us: list[float] = []
-    for chain in chains:
-        sizes = [moves[kind] for kind in calls.kind[chain].tolist()]
-        total = sum(size for size, _ in sizes)
-        kept = max(total - 2 * sum(out for _, out in sizes[:-1]), max(size for size, _ in sizes))
-        chain_us.append(float(calls.device_us[chain].sum()))
-        lost += chain_us[-1] * (1 - kept / total) if total > 0 else 0.0
-        moved, fused, time = moved + total, fused + kept, time + chain_us[-1]
+    lengths = last + 1 - first
+    offsets = np.cumsum(lengths) - lengths  # where each chain's calls start in ``members``
+    members = np.arange(int(lengths.sum())) - np.repeat(offsets - first, lengths)  # the chains' calls, in order
+    kind = calls.kind[members]
+    read = np.array([k.work.bytes if k.work else 0.0 for k in calls.kinds], float)[kind]
+    written = np.array([k.work.out_bytes if k.work else 0.0 for k in calls.kinds], float)[kind]
+    written[offsets + lengths - 1] = 0.0  # the last link's result is the chain's own: fused, it is written still
+    total = np.add.reduceat(read, offsets)
+    kept = np.maximum(total - 2 * np.add.reduceat(written, offsets), np.maximum.reduceat(read, offsets))
+    chain_us = np.add.reduceat(calls.device_us[members], offsets)
+    saved = 1 - np.divide(kept, total, out=np.ones_like(total), where=total > 0)  # of a chain's bytes, by fusing
+    lost = sum((chain_us * saved).tolist())
     if lost <= 0:
         return None
-    longest = chains[max(range(len(chains)), key=chain_us.__getitem__)]
-    rows = calls.rows[np.concatenate(chains)]
+    longest = int(np.argmax(chain_us))
+    rows = calls.rows[members]
     values: dict[str, Any] = {
-        "per_step": scope.per_step(len(chains)),
-        "ops_per_chain": sum(chain.size for chain in chains) / len(chains),
-        "chain": _spelled(scope.trace, calls.rows[longest]),
-        "chain_ms_per_step": scope.per_step(time) / 1e3,
-        "bytes_saved": 1 - fused / moved,
+        "per_step": scope.per_step(first.size),
+        "ops_per_chain": members.size / first.size,
+        "chain": _spelled(scope.trace, calls.rows[first[longest] : last[longest] + 1]),
+        "chain_ms_per_step": scope.per_step(sum(chain_us.tolist())) / 1e3,
+        "bytes_saved": 1 - sum(kept.tolist()) / sum(total.tolist()),
     }
-    return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=len(chains))
+    return Detection(lost, values, scope.events(rows), key=names_key(scope.trace, rows), occurrences=first.size)
 
 
 DETECTOR = Detector(
