@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from perftool.analysis.communication import OTHER, Communication
+from perftool.analysis.communication import OTHER, CollectiveStat, Communication
 from perftool.common.ranking import largest
 from perftool.dialects.vocabulary import DDP, FSDP
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
@@ -48,7 +48,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "named": top.name if top.name != OTHER else f"collective tasks of no named type ({_untyped(comms, scope)})",
         "calls_per_step": per_step if not math.isnan(per_step) else float(top.count),
         "message_mb": float(np.median(sizes)) if sizes.size else math.nan,
-        "sizes": _sizes_text(sizes, top.busbw_gbps),
+        "sizes": _sizes_text(sizes, top),
         "group": group.name if group else "default",
         "bucket_cap_mb": bucket_mb,
         "hccl_buffsize_mb": hccl_buffer_mb,
@@ -75,11 +75,15 @@ def _untyped(comms: Communication, scope: Scope) -> str:
     return distinct_names(scope.trace, rows, 3)
 
 
-def _sizes_text(sizes_mb: np.ndarray, busbw_gbps: float | None) -> str:
-    """The message size and bandwidth in words, or that the trace does not record them."""
-    if not sizes_mb.size or busbw_gbps is None:
+def _sizes_text(sizes_mb: np.ndarray, top: CollectiveStat) -> str:
+    """The message size and bandwidth in words, or that the trace does not record them: bus bandwidth where the
+    ranks are known, else the algorithm bandwidth (bus bandwidth scales it by the ranks)."""
+    if not sizes_mb.size or top.busbw_gbps is None or top.algbw_gbps is None:
         return "message sizes not recorded"
-    return f"median {float(np.median(sizes_mb)):.1f} MB, {busbw_gbps:.1f} GB/s bus bandwidth"
+    median = f"median {float(np.median(sizes_mb)):.1f} MB"
+    if top.group_size is None:
+        return f"{median}, {top.algbw_gbps:.1f} GB/s algorithm bandwidth, the ranks not recorded"
+    return f"{median}, {top.busbw_gbps:.1f} GB/s bus bandwidth"
 
 
 def _sizes_mb(comms: Communication, collective: str) -> np.ndarray:
