@@ -75,7 +75,10 @@ class CollectiveFigures(Part):
     bytes: float | None = Field(description="summed message sizes, where the trace's args say")
     group_size: int | None = Field(description="ranks taking part, where known")
     algbw_gbps: float | None = Field(description="algorithm bandwidth: bytes / time, GB/s")
-    busbw_gbps: float | None = Field(description="bus bandwidth: algbw times the collective's traffic factor, GB/s")
+    busbw_gbps: float | None = Field(
+        description="bus bandwidth: algbw times the collective's traffic factor for its ranks (algbw where "
+        "group_size is null), GB/s"
+    )
 
 
 class GroupFigures(Part):

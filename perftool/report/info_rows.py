@@ -96,11 +96,14 @@ def top_op_rows(metrics: Metrics, unit: str) -> list[tuple[str, str, str, str]]:
 
 
 def collective_rows(metrics: Metrics, unit: str) -> list[CollectiveRow]:
-    """Per collective type: calls, time, exposed time, size and bus bandwidth; then a line per process group."""
+    """Per collective type: calls, time, exposed time, size and bus bandwidth (the algorithm's where the ranks are
+    unknown); then a line per process group."""
     rows = []
     for c in metrics.collectives:
         size = f"{c.bytes / c.count / 1e6:,.2f} MB avg" if c.bytes is not None else "—"
         bandwidth = f"{c.busbw_gbps:,.1f} GB/s" if c.busbw_gbps is not None else "—"
+        if c.algbw_gbps is not None and c.group_size is None:  # no ranks to scale by: the algorithm's, said so
+            bandwidth = f"{c.algbw_gbps:,.1f} GB/s algbw"
         ranks = f" ×{c.group_size}" if c.group_size else ""
         cells = (c.name + ranks, f"{c.count:,}", duration(c.time_us, unit), duration(c.exposed_us, unit), size,
                  bandwidth)  # fmt: skip

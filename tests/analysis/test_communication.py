@@ -120,6 +120,19 @@ def test_an_hccl_op_s_elements_and_their_type_are_its_message(write_trace, op, a
     assert stat.bytes == (None if nbytes is None else 3 * nbytes)
 
 
+def test_info_says_a_bandwidth_without_ranks_is_the_algorithm_s(run, write_trace):
+    """An HCCL op's args name no ranks: the bandwidth shown is the algorithm's, not bus bandwidth scaled by none."""
+    events = [meta("process_name", 3, 0, name="Ascend Hardware"), meta("process_name", 4, 0, name="HCCL")]
+    args = {"data_type": "FP32", "count": 1_000_000}
+    for i in range(3):
+        events += [
+            span("MatMulV2", 3, 5, i * 1000, 500),
+            span("hcom_allReduce__1_0_1", 4, 1, i * 1000 + 500, 250, args=args),
+        ]
+    markdown = run("info", write_trace({"traceEvents": events}), "--format", "markdown").stdout
+    assert "| 4.00 MB avg | 16.0 GB/s algbw |" in markdown
+
+
 @pytest.mark.parametrize(("reach_us", "part"), [(PART_SKEW_US, True), (PART_SKEW_US + 0.5, False)])
 def test_a_collective_s_tasks_are_its_parts_on_its_planes_and_on_its_stream(write_trace, reach_us, part):
     """msprof draws an HCCL op over its tasks, and those tasks twice (plane and stream): each task within the op's
