@@ -138,7 +138,7 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
         "python",
     ),
     "xla-tpu": (  # jax.profiler on a TPU: the ops, the programs they belong to and the steps, each a line
-        {"python": (701, 1), "steps": (1, 1), "modules": (1, 2), "ops": (1, 3), "async": (1, 4)},
+        {"python": (701, 1), "steps": (1, 1), "modules": (1, 2), "ops": (1, 3), "async": (1, 4), "framework": (1, 5)},
         [
             meta("process_name", 701, 0, name="/host:CPU"),
             meta("thread_name", 701, 1, name="python"),
@@ -147,6 +147,7 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
             meta("thread_name", 1, 2, name="XLA Modules"),
             meta("thread_name", 1, 3, name="XLA Ops"),
             meta("thread_name", 1, 4, name="Async XLA Ops"),
+            meta("thread_name", 1, 5, name="Framework Ops"),  # the JAX ops each XLA op came from
         ],
         "steps",
     ),
