@@ -17,6 +17,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.intervals import Intervals
+from perftool.dialects.kineto import Kineto
 from perftool.dialects.vocabulary import GRAPH_LAUNCH, MEMCPY
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -55,7 +56,34 @@ def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     sources, targets = _paired(trace, sources, targets)
     spans = _enclosing_span(trace, targets, trace.on_roles(Role.DEVICE))
     found = spans >= 0
-    return sources[found], spans[found]
+    sources, spans = sources[found], spans[found]
+    return _own_work(trace, sources, spans) if trace.dialect == Kineto.name else (sources, spans)  # an id a launch
+
+
+def _own_work(trace: Trace, sources: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of ``sources`` and ``spans`` where the span is the launch's own work. Kineto gives each launch an id
+    of its own: a launch reaches the device work it started, several spans for a graph's replay or a copy in
+    pieces, one after another on their stream. A profiler that gives later work with no launch of its own a past
+    launch's id (torch_npu's MSPTI does) links it to that launch, long after other launches' work has run on the
+    stream: of a launch's spans (a graph's all kept), those after another launch's work began on their stream are
+    left unlinked."""
+    several = np.bincount(sources, minlength=len(trace))[sources] > 1
+    if not several.any():  # one span a launch: most traces
+        return sources, spans
+    calls = _enclosing_span(trace, sources[several], trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
+    replays = (calls >= 0) & trace.name_matches(GRAPH_LAUNCH)[np.maximum(calls, 0)]
+    doubtful = several.copy()
+    doubtful[np.flatnonzero(several)[replays]] = False
+    if not doubtful.any():
+        return sources, spans
+    order = np.lexsort((trace.ts[spans], trace.track[spans]))  # each stream's spans in time
+    source, track = sources[order], trace.track[spans[order]]
+    run = np.cumsum(np.r_[True, (source[1:] != source[:-1]) | (track[1:] != track[:-1])])  # a launch's spans in a row
+    _, first, which = np.unique(source, return_index=True, return_inverse=True)
+    own = np.empty(sources.size, dtype=bool)
+    own[order] = run == run[first][which]  # the launch's first run of spans
+    keep = own | ~doubtful
+    return sources[keep], spans[keep]
 
 
 def _correlated(trace: Trace) -> tuple[np.ndarray, np.ndarray]:

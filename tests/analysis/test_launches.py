@@ -51,3 +51,45 @@ def test_a_launch_reaches_its_kernel_when_a_forward_to_backward_flow_has_the_sam
 )
 def test_a_correlation_id_is_a_tracer_s_counter_or_none(kept, found):
     assert _correlation_id(kept) == found
+
+
+def _launched(flow_ids: list[tuple[str, int]], launch: str = "cudaLaunchKernel") -> list[dict]:
+    """One stream's kernels 100 µs apart, each reached by a flow of the given id; a launch call (``launch``) at 5 µs
+    before each kernel whose flow is named ``own`` (with its id), none for one named ``reused``."""
+    events = [{"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}]
+    for k, (kind, flow) in enumerate(flow_ids):
+        at = 100.0 * k + 10
+        if kind == "own":
+            events += [
+                {"ph": "X", "name": launch, "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": at - 5, "dur": 3},
+                {"ph": "s", "id": flow, "pid": 1, "tid": 1, "ts": at - 5, "cat": "ac2g", "name": "ac2g"},
+            ]
+        events += [
+            {"ph": "X", "name": f"kernel{k}", "cat": "kernel", "pid": 0, "tid": 7, "ts": at, "dur": 50},
+            {"ph": "f", "id": flow, "pid": 0, "tid": 7, "ts": at, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        ]
+    return events
+
+
+def _reached(write_trace, events: list[dict]) -> list[str]:
+    trace = load_trace(str(write_trace({"schemaVersion": 1, "traceEvents": events})))
+    _, spans = launch_rows(trace)
+    return sorted(trace.names[trace.name[row]] for row in spans)
+
+
+def test_work_a_profiler_links_to_a_past_launch_s_id_is_no_launch_s(write_trace):
+    """torch_npu's MSPTI gives kernels with no launch of their own a past launch's id: launch 1 reaches kernel0, and
+    kernel2 and kernel4, after other launches' kernels on the stream, are no work of it (nor of any launch)."""
+    flows = [("own", 1), ("own", 2), ("reused", 1), ("own", 3), ("reused", 1)]
+    assert _reached(write_trace, _launched(flows)) == ["kernel0", "kernel1", "kernel3"]
+
+
+@pytest.mark.parametrize(
+    ("launch", "flows"),
+    [
+        ("cudaGraphLaunch", [("own", 1), ("own", 2), ("reused", 1)]),  # a graph's replay: all its kernels
+        ("cudaMemcpyAsync", [("own", 1), ("reused", 1), ("own", 2)]),  # a copy in pieces, one after another
+    ],
+)
+def test_a_launch_s_spans_in_a_row_or_a_graph_s_are_its_work(write_trace, launch, flows):
+    assert _reached(write_trace, _launched(flows, launch)) == ["kernel0", "kernel1", "kernel2"]
