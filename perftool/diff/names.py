@@ -26,9 +26,10 @@ from perftool.rules.catalog import builtin_dir
 _RETURN_TYPE = re.compile(r"^void\s+")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(\.\d+)?[uUlLfF]*")
-# A launch id at the end (Foo#12, Foo (3), MatMul-op12, Cast_3), matched on the reversed name from its start: one
-# pass, where the same pattern searched for at the end tries every position and is quadratic in the name's length.
-_LAUNCH_ID_REVERSED = re.compile(r"(\d+#\s*|\)\d+\(\s*|\d+po[-_]|\d+[-_])+")
+# A launch id at the end (Foo#12, Foo (3), MatMul-op12, Cast_3, XLA's instance number of an HLO op: fusion.12,
+# all-reduce.3), matched on the reversed name from its start: one pass, where the same pattern searched for at the
+# end tries every position and is quadratic in the name's length. A version's dot (v1.2) stays: a digit before it.
+_LAUNCH_ID_REVERSED = re.compile(r"(\d+#\s*|\)\d+\(\s*|\d+po[-_]|\d+[-_]|\d+\.(?=[A-Za-z_]))+")
 # Patterns see a name's first this many characters: what backtracks polynomially stays bounded whatever the trace
 # (what backtracks exponentially is refused: perftool.diff.patterns).
 MATCHED_CHARS = 1024
