@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
 import torch
-from capture_torch_trace import gzip_to, train_step  # this folder's script, run from anywhere
-from torch.profiler import ProfilerActivity, profile, schedule
+from capture_torch_trace import profiled_to, train_step  # this folder's script, run from anywhere
 
 STEPS = 8  # warm-up 3 (the compile among them), active 5
 
@@ -31,17 +29,10 @@ def capture(compiled: bool, out: str) -> None:
     )
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
     run = torch.compile(model) if compiled else model
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = os.path.join(tmp, "trace.json")
-        with profile(
-            activities=[ProfilerActivity.CPU],
-            schedule=schedule(wait=0, warmup=3, active=5, repeat=1),
-            on_trace_ready=lambda prof: prof.export_chrome_trace(trace),
-        ) as prof:
-            for _ in range(STEPS):
-                train_step(run, optimiser, torch.randn(32, 64), torch.randint(0, 10, (32,)))
-                prof.step()
-        gzip_to(trace, out)
+    with profiled_to(out, wait=0, warmup=3, active=5) as prof:
+        for _ in range(STEPS):
+            train_step(run, optimiser, torch.randn(32, 64), torch.randint(0, 10, (32,)))
+            prof.step()
 
 
 if __name__ == "__main__":

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 
 import torch
-from capture_torch_trace import gzip_to, train_step  # this folder's script, run from anywhere
-from torch.profiler import ProfilerActivity, profile, schedule
+from capture_torch_trace import profiled_to, train_step  # this folder's script, run from anywhere
 
 STEPS = 8  # wait 1, warm-up 2, active 5
 
@@ -42,19 +40,12 @@ def capture(workers: int, out: str) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
     optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = torch.utils.data.DataLoader(Samples(), batch_size=32, num_workers=workers)
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = os.path.join(tmp, "trace.json")
-        with profile(
-            activities=[ProfilerActivity.CPU],
-            schedule=schedule(wait=1, warmup=2, active=5),
-            on_trace_ready=lambda prof: prof.export_chrome_trace(trace),
-        ) as prof:
-            for step, (inputs, labels) in enumerate(loader):
-                if step == STEPS:
-                    break
-                train_step(model, optimiser, inputs, labels)
-                prof.step()
-        gzip_to(trace, out)
+    with profiled_to(out, wait=1, warmup=2, active=5) as prof:
+        for step, (inputs, labels) in enumerate(loader):
+            if step == STEPS:
+                break
+            train_step(model, optimiser, inputs, labels)
+            prof.step()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
@@ -56,6 +58,20 @@ def train_step(
     loss.backward()
     optimiser.step()
     loss.item()
+
+
+@contextmanager
+def profiled_to(out: str, wait: int, warmup: int, active: int) -> Iterator[profile]:
+    """A CPU profiler over one cycle of the schedule (wait, warm-up, active steps), its trace gzipped to ``out``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = os.path.join(tmp, "trace.json")
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+            on_trace_ready=lambda prof: prof.export_chrome_trace(raw),
+        ) as prof:
+            yield prof
+        gzip_to(raw, out)
 
 
 def gzip_to(raw: str, out: str) -> None:
