@@ -67,8 +67,11 @@ def _own_work(trace: Trace, sources: np.ndarray, spans: np.ndarray) -> tuple[np.
     launch's id (torch_npu's MSPTI does) links it to that launch, long after other launches' work has run on the
     stream: of a launch's spans (a graph's all kept), those after another launch's work began on their stream are
     left unlinked."""
-    several = np.bincount(sources, minlength=len(trace))[sources] > 1
-    if not several.any():  # one span a launch: most traces
+    if sources.size < 2 or (np.diff(sources) > 0).all():  # one span a launch, in row order: most traces
+        return sources, spans
+    _, which, count = np.unique(sources, return_inverse=True, return_counts=True)
+    several = count[which] > 1
+    if not several.any():
         return sources, spans
     calls = _enclosing_span(trace, sources[several], trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
     replays = (calls >= 0) & trace.name_matches(GRAPH_LAUNCH)[np.maximum(calls, 0)]
