@@ -69,8 +69,8 @@ def _own_work(trace: Trace, sources: np.ndarray, spans: np.ndarray) -> tuple[np.
     left unlinked."""
     if sources.size < 2 or (np.diff(sources) > 0).all():  # one span a launch, in row order: most traces
         return sources, spans
-    _, which, count = np.unique(sources, return_inverse=True, return_counts=True)
-    several = count[which] > 1
+    _, launch, count = np.unique(sources, return_inverse=True, return_counts=True)
+    several = count[launch] > 1
     if not several.any():
         return sources, spans
     calls = _enclosing_span(trace, sources[several], trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME))
