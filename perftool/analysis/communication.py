@@ -323,7 +323,7 @@ def _input_bytes(dims: list, types: object) -> float:
     """The first input tensor's size from ``Input Dims`` and ``Input type`` (NaN when they do not say)."""
     shape = dims[0] if dims and isinstance(dims[0], list) else None
     dtype = types[0] if isinstance(types, list) and types else None
-    width = DTYPE_BYTES.get(str(dtype).lower()) if dtype is not None else None
+    width = DTYPE_BYTES.get(str(dtype).lower().removeprefix("c10::")) if dtype is not None else None
     if shape is None or width is None or not all(isinstance(d, int) and d >= 0 for d in shape):
         return math.nan
     return float(np.prod(shape, dtype=np.float64)) * width

@@ -110,8 +110,14 @@ ENGINE_ALLREDUCE = re.compile(
 # Collectives a host thread runs itself (gloo, MPI, UCC on the CPU): the thread is blocked while they run.
 HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc):")
 # Events whose args say what a collective moved: Kineto's record_param_comms and collective kernels (collective
-# name, element counts, dtype, group), the backend's own annotations (``Input Dims``), HCCL's ops.
-COLLECTIVE_ARGS = re.compile(r"^(record_param_comms$|nccl|rccl|gloo:|mpi:|ucc:|hcom_|hccl)", re.IGNORECASE)
+# name, element counts, dtype, group), the backend's own annotations (``Input Dims``), HCCL's ops, and a serving
+# engine's all-reduce ops and torch's symmetric-memory ones, whose input (``Input Dims``) is the message they reduce
+# (vllm::all_reduce, sglang::inplace_all_reduce, symm_mem::multimem_all_reduce_).
+COLLECTIVE_ARGS = re.compile(
+    r"^(record_param_comms$|nccl|rccl|gloo:|mpi:|ucc:|hcom_|hccl"
+    r"|(vllm|sglang|symm_mem)::\w*all_reduce\w*$)",
+    re.IGNORECASE,
+)
 H2D = re.compile(r"(?i)(HtoD|H2D|HostToDevice|host_to_device)")
 D2H = re.compile(r"(?i)(DtoH|D2H|DeviceToHost|device_to_host)")
 D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")

@@ -120,6 +120,27 @@ def test_an_hccl_op_s_elements_and_their_type_are_its_message(write_trace, op, a
     assert stat.bytes == (None if nbytes is None else 3 * nbytes)
 
 
+@pytest.mark.parametrize(
+    "op", ["vllm::all_reduce", "sglang::inplace_all_reduce", "symm_mem::multimem_all_reduce_", "vllm::all_gather"]
+)
+def test_a_serving_engine_s_all_reduce_op_lends_its_input_s_size_to_its_kernel(write_trace, op):
+    """vLLM's, SGLang's and torch's symmetric-memory all-reduce ops record the tensor they reduce (``Input Dims``,
+    ``Input type`` as c10's dtype): its size is the message of the kernel the op ran (which records none). Not an
+    all-gather's input, which is each rank's part."""
+    events = [meta("process_labels", 100, 0, labels="CPU"), meta("process_labels", 0, 0, labels="GPU 0")]
+    args = {"Input type": ["c10::BFloat16", ""], "Input Dims": [[888, 2880], []]}
+    for i in range(3):
+        t = i * 1000
+        events += [
+            span(f"ProfilerStep#{i}", 100, 1, t, 999, "user_annotation"),
+            span(op, 100, 1, t + 10, 20, "cpu_op", args),
+            span("sgemm_128x64", 0, 7, t, 500, "kernel"),
+            span("multimem_all_reduce_kernel<c10::BFloat16, 16>", 0, 13, t + 500, 30, "kernel"),
+        ]
+    (stat,) = compute_metrics(load_trace(write_trace({"traceEvents": events}))).collectives
+    assert stat.bytes == (None if "gather" in op else 3 * 888 * 2880 * 2)
+
+
 def test_info_says_a_bandwidth_without_ranks_is_the_algorithm_s(run, write_trace):
     """An HCCL op's args name no ranks: the bandwidth shown is the algorithm's, not bus bandwidth scaled by none."""
     events = [meta("process_name", 3, 0, name="Ascend Hardware"), meta("process_name", 4, 0, name="HCCL")]
