@@ -109,7 +109,8 @@ def collective_rows(metrics: Metrics, unit: str) -> list[CollectiveRow]:
                  bandwidth)  # fmt: skip
         rows.append(CollectiveRow(cells, group=False))
     for g in metrics.groups:
-        cells = (f"group {g.name} ({g.parallelism})", f"{g.count:,}", duration(g.time_us, unit),
+        named = g.name if g.name.startswith("group ") else f"group {g.name}"  # a group known by its number: "group 3"
+        cells = (f"{named} ({g.parallelism})", f"{g.count:,}", duration(g.time_us, unit),
                  duration(g.exposed_us, unit), "", "")  # fmt: skip
         rows.append(CollectiveRow(cells, group=True))
     return rows

@@ -227,6 +227,13 @@ def test_info_shows_the_collectives(run, write_trace):
     assert document["metrics"]["communication.exposed_fraction"] == pytest.approx(800 / 3999, rel=1e-3)
 
 
+def test_info_names_a_group_known_only_by_its_number_once(run, write_trace):
+    """A process group with no description is known by its number ("group 3"): the table says so once."""
+    args = {key: value for key, value in ARGS.items() if key != "Process Group Description"}
+    markdown = run("info", write_trace(kineto_job(kernel_args=args)), "--format", "markdown").stdout
+    assert "| *group 3 (unknown)* |" in markdown and "group group" not in markdown
+
+
 def test_metrics_command_documents_the_communication_metrics(run):
     listed = run("metrics").stdout
     for name in ("communication.exposed_us", "communication.overlap_fraction", "communication.busbw_gbps"):
