@@ -63,7 +63,7 @@ def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
         if m[f"{prefix}.count"]:
             rows.append((
                 label,
-                f"{m[f'{prefix}.count']:,.0f} copies · {duration(m[f'{prefix}.time_us'], unit)} · "
+                f"{plural(m[f'{prefix}.count'], 'copy')} · {duration(m[f'{prefix}.time_us'], unit)} · "
                 f"{percent(m[f'{prefix}.overlap_fraction'])} overlapped with compute",
             ))  # fmt: skip
     if m["communication.count"] or m["communication.time_us"]:
@@ -73,13 +73,9 @@ def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
             f"{percent(m['communication.overlap_fraction'])} overlapped with compute · exposed "
             f"{duration(m['communication.exposed_us'], unit)} ({percent(m['communication.exposed_fraction'])})",
         ))  # fmt: skip
-    compiled = m["compile.count"]
-    rows.append((
-        "compile",
-        f"{compiled:,.0f} ({duration(m['compile.time_us'], unit)}) · {m['recompilations.count']:,.0f} after warm-up"
-        if compiled
-        else "none",
-    ))  # fmt: skip
+    compiled, recompiled = m["compile.count"], m["recompilations.count"]
+    after = f" · {recompiled:,.0f} after warm-up" if not math.isnan(recompiled) else ""  # NaN: no steps to be after
+    rows.append(("compile", f"{compiled:,.0f} ({duration(m['compile.time_us'], unit)}){after}" if compiled else "none"))
     syncs = f"{m['sync.count']:,.0f}"
     rows.append(("sync points", f"{syncs} ({m['sync.per_step']:.1f} per step)" if m["steps.steady"] else syncs))
     return rows

@@ -56,6 +56,16 @@ def test_a_compiled_model_s_first_call_is_warm_up_not_a_recompile(run, write_tra
     assert "torch._dynamo.mark_dynamic" in notes
 
 
+def test_info_of_a_warm_up_without_steps_counts_its_compiles_and_no_recompile_after_none(run, write_trace):
+    """No step markers: there is no warm-up for a compile to be after, so info says how many compiles there were and
+    nothing of recompiles (it said "nan after warm-up"); its one copy is one copy."""
+    events = [*_warmup_call(), complete("Memcpy DtoH (Device -> Pinned)", 30_100, 100, cat="gpu_memcpy", pid=0, tid=7)]
+    markdown = run("info", write_trace(KINETO | {"traceEvents": _meta() + events}), "--format", "markdown").stdout
+    (compile_row,) = [line for line in markdown.splitlines() if line.startswith("| compile |")]
+    assert "after warm-up" not in compile_row and "nan" not in compile_row
+    assert "| device→host | 1 copy · " in markdown
+
+
 def test_a_python_frame_of_the_compiler_s_file_is_not_a_compile(run, write_trace):
     """``compile_fx.py(1767): run`` runs the compiled graph; only the compiler's own phases are compiles."""
     from perftool.dialects.vocabulary import kind_of_name
