@@ -25,7 +25,8 @@ class CollectiveRow:
 def headline(trace: Trace, metrics: Metrics) -> str:
     """``kineto trace · 12,345 events · 9 tracks · span 1.234 s · device NVIDIA A100``."""
     span = duration(metrics.values["trace.span_us"], trace.display_time_unit)
-    return f"{trace.dialect} trace · {len(trace):,} events · {len(trace.tracks)} tracks · span {span} · "
+    counted = f"{plural(len(trace), 'event')} · {plural(len(trace.tracks), 'track')}"
+    return f"{trace.dialect} trace · {counted} · span {span} · "
 
 
 def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
@@ -51,7 +52,7 @@ def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
         rows.append((
             "device",
             f"busy {percent(m['device.busy_fraction'])} · idle {percent(m['device.idle_fraction'])} "
-            f"({m['device.idle_gaps.count']:,.0f} gaps, longest {duration(m['device.idle_gap_us.max'], unit)}) · "
+            f"({plural(m['device.idle_gaps.count'], 'gap')}, longest {duration(m['device.idle_gap_us.max'], unit)}) · "
             f"compute {percent(m['device.compute_fraction'])}",
         ))  # fmt: skip
     if m["device.ops.count"] > 0:

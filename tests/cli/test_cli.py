@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, TORCH_FIXTURE, error_line
+from conftest import REPO, TORCH_FIXTURE, complete, error_line
 
 from perftool import __version__
 from perftool.analysis import METRICS
@@ -24,6 +24,15 @@ def test_info_text_on_the_bundled_sample(run):
     assert "kineto trace" in result.output
     assert "stream 7" in result.output and "device" in result.output
     assert "step time" in result.output and "ampere_sgemm" in result.output
+
+
+def test_info_counts_one_of_a_thing_in_the_singular(run, write_trace):
+    """Two kernels on one stream with one gap between them: '1 track' and '1 gap', not '1 tracks'."""
+    kernels = [complete("gemm_kernel", ts, 100, pid=0, tid=7, cat="kernel") for ts in (0, 600)]
+    result = run("info", write_trace({"traceEvents": kernels}))
+    assert result.exit_code == 0, result.output
+    assert "kineto trace · 2 events · 1 track · span 700.0 µs" in result.output
+    assert "idle 71.4% (1 gap, longest 500.0 µs)" in result.output
 
 
 def test_info_json_is_versioned_and_complete(run):
