@@ -298,10 +298,10 @@ def _record(args: dict) -> _Record:
     name = args.get("Collective name")
     if isinstance(name, str) and collective_type(name) != OTHER:
         record.collective = collective_type(name)
-    dtype = DTYPE_BYTES.get(str(args.get("dtype", "")).lower().removeprefix("c10::"))
+    dtype = _width(args.get("dtype"))
     elements = [args.get(k) for k in ("In msg nelems", "Out msg nelems")]
     counts = [e for e in elements if isinstance(e, (int, float)) and not isinstance(e, bool) and e >= 0]
-    hccl_dtype = _HCCL_DTYPE_BYTES.get(str(args.get("data_type", "")).lower())
+    hccl_dtype = _width(args.get("data_type"), _HCCL_DTYPE_BYTES)
     hccl_count = args.get("count")
     if dtype and counts:
         record.nbytes = float(max(counts)) * dtype
@@ -319,11 +319,17 @@ def _record(args: dict) -> _Record:
     return record
 
 
+def _width(dtype: object, widths: dict[str, int] = DTYPE_BYTES) -> int | None:
+    """The bytes of one element of ``dtype`` as a profiler names it (``float``, ``c10::BFloat16``, HCCL's ``FP32``
+    in ``widths``), case aside; None where it is not named or not known."""
+    return widths.get(str(dtype).lower().removeprefix("c10::")) if dtype is not None else None
+
+
 def _input_bytes(dims: list, types: object) -> float:
     """The first input tensor's size from ``Input Dims`` and ``Input type`` (NaN when they do not say)."""
     shape = dims[0] if dims and isinstance(dims[0], list) else None
     dtype = types[0] if isinstance(types, list) and types else None
-    width = DTYPE_BYTES.get(str(dtype).lower().removeprefix("c10::")) if dtype is not None else None
+    width = _width(dtype)
     if shape is None or width is None or not all(isinstance(d, int) and d >= 0 for d in shape):
         return math.nan
     return float(np.prod(shape, dtype=np.float64)) * width

@@ -119,7 +119,8 @@ def handler_worker(path: str) -> str | None:
     """The worker a trace's name gives where tensorboard_trace_handler named it (``{host}_{pid}`` unless the job
     gave one, dots in the host's name kept), else None."""
     name = Path(path).name
-    return _HANDLER_SUFFIX.sub("", name) if _HANDLER_SUFFIX.search(name) else None
+    suffix = _HANDLER_SUFFIX.search(name)
+    return name[: suffix.start()] if suffix else None
 
 
 def says_rank(path: str) -> bool:

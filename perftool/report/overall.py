@@ -78,6 +78,11 @@ def holding_back(job: JobView) -> str | None:
     return f"rank {job.slowest_rank} has the longest step, and no collective shows the others waiting for it"
 
 
+def capitalised(text: str) -> str:
+    """A phrase as a sentence begins: its first letter a capital (``rank 3 has ...`` → ``Rank 3 has ...``)."""
+    return text[:1].upper() + text[1:]
+
+
 def earlier_said(job: JobView) -> str | None:
     """The ranks' earlier captures the job view leaves out, in one sentence every format prints; None where none."""
     earlier = job.earlier_captures

@@ -19,6 +19,7 @@ from perftool.report import job_info_json, scan_json, svg
 from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
 from perftool.report.overall import (
+    capitalised,
     earlier_said,
     holding_back,
     largest_cost,
@@ -165,9 +166,9 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     parts = [paragraph(f"The ranks differ in {difference}: the view compares unlike ranks.", "warn")
              for difference in job.unlike]  # fmt: skip
     if earlier := earlier_said(job):
-        parts.append(paragraph(f"{earlier[0].upper()}{earlier[1:]}."))
+        parts.append(paragraph(f"{capitalised(earlier)}."))
     if (holder := holding_back(job)) is not None:
-        parts.append(paragraph(f"{holder[0].upper()}{holder[1:]}.", "warn"))
+        parts.append(paragraph(f"{capitalised(holder)}.", "warn"))
     if any(r.per_step for r in job.ranks):
         parts.append(rank_steps(job))
     breakdowns = [(f"rank {t.rank}", steady_step(t)) for t in report.traces if steady_step(t)]

@@ -6,6 +6,7 @@ from perftool.common.names import NAME_IN_TABLE, as_device, readable
 from perftool.common.units import duration, plural, timestamp
 from perftool.report.escape import html_text, markdown
 from perftool.report.overall import (
+    capitalised,
     earlier_said,
     holding_back,
     largest_cost,
@@ -83,10 +84,10 @@ def _job(job: JobView, unit: str) -> list[str]:
     if job.unlike:
         lines += [*(f"> ⚠️ The ranks differ in {cell(difference)}." for difference in job.unlike), ""]
     if earlier := earlier_said(job):
-        lines += [f"> {cell(earlier[0].upper() + earlier[1:])}.", ""]
+        lines += [f"> {cell(capitalised(earlier))}.", ""]
     lines += [f"Clocks: {cell(job.alignment.text)}.", ""]
     if (holder := holding_back(job)) is not None:
-        lines += [f"**{holder[0].upper()}{holder[1:]}.**", ""]
+        lines += [f"**{capitalised(holder)}.**", ""]
     with_mfu = any(row.mfu is not None for row in job.ranks)
     mfu_column = (" MFU |", " ---: |") if with_mfu else ("", "")
     lines += [
