@@ -40,6 +40,7 @@ from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.space import default_space
 from perftool.emulator.trace_writer import write_trace
+from perftool.job.captures import why_no_job
 from perftool.job.cluster import LOCAL, Cluster
 from perftool.job.scan import scan_job
 from perftool.pipeline.read import load_trace
@@ -440,8 +441,10 @@ def pacing_rank(directory: str, cluster: Cluster = LOCAL, read: ReadOptions = DE
     """The trace of the rank that sets a job's pace (the one the others wait for, else the slowest step), and each
     other rank's device compute per step relative to it."""
     report = scan_job([directory], [], read, cluster.scheduler, cluster.workers)
-    if report.job is None or not report.traces:
+    if not report.traces:
         raise PerftoolError(f"{directory}: no rank trace could be read to calibrate")
+    if report.job is None:
+        raise PerftoolError(f"{directory}: {why_no_job(report)}; give calibrate one trace")
     slowest = report.job.slowest_rank
     chosen = next((t for t in report.traces if t.rank == slowest), None)
     pacer = chosen or max(report.traces, key=lambda t: t.step_time_us or 0.0)

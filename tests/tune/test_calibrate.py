@@ -345,6 +345,22 @@ def test_calibrate_a_job_directory_fits_the_rank_that_sets_its_pace(run):
     assert Path(calibration["source"]).name == "rank5.trace.json.gz" and calibration["step_error"] <= 0.05
 
 
+@pytest.mark.parametrize(
+    ("folder", "why"),
+    [
+        ("one_process", "2 captures of one process at different times (a profiler schedule that repeats)"),
+        ("two_runs", "4 traces of 2 processes in no distributed job (none holds distributedInfo)"),
+    ],
+)
+def test_calibrate_says_why_a_directory_of_captures_is_no_job(run, folder, why):
+    """A directory of one process's cycles, or of runs one after another, has no rank that sets a job's pace: the
+    refusal says what the traces are, as info's does, not that none could be read."""
+    directory = DATA / "profiler_cycles" / folder
+    result = run("calibrate", directory, "--workers", "1")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == f"perftool: error: {directory}: {why}, not the ranks of a job; give calibrate one trace\n"
+
+
 def test_a_job_fit_keeps_how_much_faster_the_other_ranks_compute():
     """Rank 5 computes 20% slower than the other seven: fitted as rank 0, the others compute at 1/1.2 of it, so
     they do not make it wait (peers as fast as it would, by their jitter) and the step is the job's."""
