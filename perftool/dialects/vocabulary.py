@@ -58,11 +58,13 @@ INPUT = re.compile(
 # Threads of the input pipeline's workers, by the names frameworks and profilers give them.
 # a word starting "preprocess" (\b: tried once per word, so a name of repeated "preprocess" is not quadratic)
 INPUT_WORKER_THREAD = re.compile(r"(?i)(\bpreprocess\w*|dataloader|data loader|input) worker|pt_data_worker")
-# The runtime calls that launch device work or copies, whichever profiler wrote them.
+# The runtime calls that launch device work or copies, whichever profiler wrote them. Kernels, by every launcher of
+# the CUDA runtime and driver and of HIP (cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel,
+# cuLaunchKernelEx, hipExtLaunchKernel, which RCCL uses, hipModuleLaunchKernel, hipExtLaunchMultiKernelMultiDevice,
+# hipDrvLaunchKernelEx; XLA's through the driver), graphs and asynchronous copies.
 LAUNCH = re.compile(
-    r"^(cudaLaunchKernel|cudaGraphLaunch|cudaMemcpyAsync|hipLaunchKernel|hipGraphLaunch|hipMemcpyAsync"
-    r"|cuLaunchKernel|hipModuleLaunchKernel|hipExtModuleLaunchKernel|cuMemcpy\w*Async|hipMemcpy\w+Async"  # XLA's"
-    r"|AscendCL@\w+|Engine::run)"
+    r"^((cuda|cu|hip)\w*Launch\w*Kernel|cuLaunchGrid|(cuda|hip|cu)GraphLaunch|cudaMemcpyAsync|hipMemcpyAsync"
+    r"|cuMemcpy\w*Async|hipMemcpy\w+Async|AscendCL@\w+|Engine::run)"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
 # The trace metadata key of the devices a trace holds beside the one analysed: {"analysed": name, "others": {name:
