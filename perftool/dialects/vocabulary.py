@@ -61,10 +61,10 @@ INPUT_WORKER_THREAD = re.compile(r"(?i)(\bpreprocess\w*|dataloader|data loader|i
 # The runtime calls that launch device work or copies, whichever profiler wrote them. Kernels, by every launcher of
 # the CUDA runtime and driver and of HIP (cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel,
 # cuLaunchKernelEx, hipExtLaunchKernel, which RCCL uses, hipModuleLaunchKernel, hipExtLaunchMultiKernelMultiDevice,
-# hipDrvLaunchKernelEx; XLA's through the driver), graphs and asynchronous copies.
+# hipDrvLaunchKernelEx; XLA's through the driver), graphs, asynchronous copies and fills.
 LAUNCH = re.compile(
     r"^((cuda|cu|hip)\w*Launch\w*Kernel|cuLaunchGrid|(cuda|hip|cu)GraphLaunch|cudaMemcpyAsync|hipMemcpyAsync"
-    r"|cuMemcpy\w*Async|hipMemcpy\w+Async|AscendCL@\w+|Engine::run)"
+    r"|cuMemcpy\w*Async|hipMemcpy\w+Async|(cuda|cu|hip)Memset\w*Async|AscendCL@\w+|Engine::run)"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
 # The trace metadata key of the devices a trace holds beside the one analysed: {"analysed": name, "others": {name:

@@ -57,6 +57,9 @@ def test_kineto_long_gaps_between_kernels_are_host_work_named_by_op(run, write_t
     assert "aten::linear" in finding["evidence"][0]["name"]
 
 
+MEMSET = "Memset (Device)"  # how CUPTI names a fill on the device
+
+
 def _step_with_python(host: int, i: int, python_us: float) -> list[dict]:
     """Kineto step ``i`` on the host's main thread, opening with ``python_us`` of an op."""
     t = i * STEP
@@ -66,9 +69,12 @@ def _step_with_python(host: int, i: int, python_us: float) -> list[dict]:
     ]
 
 
-def _slow_launches(first_launch_us: float, launch_us: float) -> dict:
-    """Kineto steps where the GPU waits while the host launches three kernels, each launch ``launch_us`` long
-    (the very first ``first_launch_us``), after 40 µs of Python."""
+def _slow_launches(
+    first_launch_us: float, launch_us: float, launcher: str = "cudaLaunchKernel", work: str = "ampere_sgemm_128x64_tn"
+) -> dict:
+    """Kineto steps where the GPU waits while the host launches three kernels (``work`` on the device, each
+    launched by a ``launcher`` call), each launch ``launch_us`` long (the very first ``first_launch_us``), after
+    40 µs of Python."""
     host, gpu = 4242, 0
     events = _kineto_tracks(host, gpu)
     for i in range(8):
@@ -77,16 +83,25 @@ def _slow_launches(first_launch_us: float, launch_us: float) -> dict:
         for k in range(3):
             took = first_launch_us if i == k == 0 else launch_us
             events += [
-                complete("cudaLaunchKernel", at, took, pid=host, tid=1, cat="cuda_runtime"),
-                complete("ampere_sgemm_128x64_tn", at + took + 2, 100, pid=gpu, tid=7, cat="kernel"),
+                complete(launcher, at, took, pid=host, tid=1, cat="cuda_runtime"),
+                complete(work, at + took + 2, 100, pid=gpu, tid=7, cat="gpu_memset" if work == MEMSET else "kernel"),
             ]
             at += took + 102
     return {"traceEvents": events}
 
 
-def test_kineto_idle_inside_slow_launch_calls_is_launch_overhead(run, write_trace):
-    # the gaps are long (the device waits out whole 150 µs launches), but the host spends them launching
-    trace, findings = _findings(run, write_trace, _slow_launches(150, 150))
+@pytest.mark.parametrize(
+    ("launcher", "work"),
+    [
+        ("cudaLaunchKernel", "ampere_sgemm_128x64_tn"),
+        ("hipExtLaunchKernel", "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)"),
+        ("cudaMemsetAsync", MEMSET),
+    ],
+)
+def test_kineto_idle_inside_slow_launch_calls_is_launch_overhead(run, write_trace, launcher, work):
+    # the gaps are long (the device waits out whole 150 µs launches), but the host spends them launching (kernels
+    # or fills, by any of the runtimes' launchers)
+    trace, findings = _findings(run, write_trace, _slow_launches(150, 150, launcher, work))
     finding = findings["PT001"]
     assert finding["values"]["launch_share"] == 0 and finding["values"]["in_launch_calls_share"] > 0.7
     assert "CUDA graph" in finding["fix"]["text"] and finding["fix"]["changes"] == {"device_graphs": True}
