@@ -13,9 +13,11 @@ ENGINE_STEP = re.compile(
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
 STEP_NUMBER_ARG = "step_num"  # a step marker's number in its args (jax.profiler's StepTraceAnnotation)
+# Waits: the host's synchronising calls (the CUDA runtime's and HIP's, the driver's that XLA makes, each with the
+# suffixes CUPTI gives a version and the per-thread default stream), a scalar read back, Ascend's and Gaudi's calls;
 SYNC = re.compile(
-    r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|hipStreamSynchronize"
-    r"|hipDeviceSynchronize|aten::item|aten::_local_scalar_dense|_local_scalar_dense"
+    r"^((cuda|hip)(Stream|Device|Event)Synchronize|cu(Stream|Event|Ctx)Synchronize)(_v2)?(_pt[sd]z)?$"
+    r"|^(aten::item|aten::_local_scalar_dense|_local_scalar_dense"
     r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*|synStreamSynchronize|synDeviceSynchronize"
     r"|Stream Wait Event|Stream Sync|Context Sync|Event Sync|event_wait"  # device side: a stream waiting ...
     r"|EVENT_WAIT|REMOTE_EVENT_WAIT|IPC_EVENT_WAIT|DAVID_EVENT_WAIT|CAPTURE_WAIT|MEM_WAIT_VALUE"  # ... Ascend's tasks
@@ -125,10 +127,11 @@ D2H = re.compile(r"(?i)(DtoH|D2H|DeviceToHost|device_to_host)")
 D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")
 MEMCPY = re.compile(r"(?i)memcpy|memcopy|^dma_")
 MEMSET = re.compile(r"(?i)^memset")
-# Copies that block the host: to or from pageable memory, or through a synchronous copy call.
+# Copies that block the host: to or from pageable memory, or through a synchronous copy call (the CUDA runtime's,
+# with CUPTI's suffix for the per-thread default stream; the driver's, XLA's, with its version's; HIP's).
 PAGEABLE = re.compile(r"(?i)pageable")
 BLOCKING_COPY_CALL = re.compile(
-    r"^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cuMemcpy[DH]to[DH]|hipMemcpy|hipMemcpyWithStream|hipMemcpy2D"
+    r"^(cudaMemcpy(2D|3D)?(_ptds)?|cuMemcpy([DH]to[DH])?(_v2)?|hipMemcpy(2D|WithStream|[DH]to[DH])?"
     r"|aclrtMemcpy|AscendCL@aclrtMemcpy)$"
 )
 

@@ -10,6 +10,7 @@ from conftest import REPO, complete, process_name, thread_name
 
 from perftool import load_trace
 from perftool.analysis import compute_metrics
+from perftool.analysis.idle import blocking_copies
 from perftool.dialects import vocabulary
 
 STEP = 1000.0
@@ -243,7 +244,20 @@ def test_graphcore_stream_and_strided_copies(run, write_trace):
     assert "offload_weight_update_variables=False" in findings["PT005"]["fix"]["text"]
 
 
-def test_sync_every_step_drains_the_queue(run, write_trace):
+@pytest.mark.parametrize(
+    ("op", "call"),
+    [
+        ("aten::item", "cudaStreamSynchronize"),
+        ("aten::nonzero", "cudaStreamSynchronize"),
+        ("aten::nonzero", "hipEventSynchronize"),
+        ("aten::nonzero", "cudaDeviceSynchronize_ptsz"),
+        ("PjitFunction(step)", "cuStreamSynchronize"),
+        ("PjitFunction(step)", "cuCtxSynchronize"),
+    ],
+)
+def test_sync_every_step_drains_the_queue(run, write_trace, op, call):
+    """A wait for the device every step, told by the op reading a scalar back or by the runtime's synchronising
+    call alone (an op that syncs without saying so: CUDA's, HIP's, the driver's, a per-thread stream's)."""
     host, gpu = 7, 0
     events = [process_name(host, "python3"), process_name(gpu, "GPU 0")]
     for i in range(10):
@@ -252,14 +266,27 @@ def test_sync_every_step_drains_the_queue(run, write_trace):
             complete(f"ProfilerStep#{i}", t, STEP - 1, pid=host, tid=1, cat="user_annotation"),
             complete("cudaLaunchKernel", t, 10, pid=host, tid=1, cat="cuda_runtime"),
             complete("volta_gemm", t + 20, 600, pid=gpu, tid=7, cat="kernel"),
-            complete("aten::item", t + 20, 610, pid=host, tid=1, cat="cpu_op"),
-            complete("cudaStreamSynchronize", t + 30, 595, pid=host, tid=1, cat="cuda_runtime"),
+            complete(op, t + 20, 610, pid=host, tid=1, cat="cpu_op"),
+            complete(call, t + 30, 595, pid=host, tid=1, cat="cuda_runtime"),
             complete("aten::add", t + 640, 300, pid=host, tid=1, cat="cpu_op"),
         ]
     trace, findings = _findings(run, write_trace, {"traceEvents": events, "deviceProperties": []})
     assert "PT008" in _serious(findings) and "PT001" not in findings
     assert findings["PT008"]["values"]["per_step"] == 1.0
     assert trace["idle"]["sync"] > 0.3
+
+
+def test_a_copy_call_blocks_the_host_by_whichever_runtime_makes_it(write_trace):
+    """The synchronous copy calls of the CUDA runtime (a per-thread stream's too), the driver (XLA's, versioned) and
+    HIP block the host; their asynchronous forms do not."""
+    blocking = ["cudaMemcpy", "cudaMemcpy2D_ptds", "cuMemcpyDtoH_v2", "cuMemcpyHtoD", "hipMemcpyDtoH", "hipMemcpy"]
+    not_blocking = ["cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", "hipMemcpyHtoDAsync"]
+    events = [process_name(7, "python3"), process_name(0, "GPU 0")]
+    for at, name in enumerate(blocking + not_blocking):
+        events.append(complete(name, 100 * at, 50, pid=7, tid=1, cat="cuda_runtime"))
+    trace = load_trace(str(write_trace({"traceEvents": events})))
+    found = [trace.names[n] for n in trace.name[blocking_copies(trace)].tolist()]
+    assert found == blocking
 
 
 SAMPLE_TRACES = sorted((REPO / "sample_traces").glob("*/*.trace.json.gz"))
