@@ -131,7 +131,7 @@ MEMSET = re.compile(r"(?i)^memset")
 # with CUPTI's suffix for the per-thread default stream; the driver's, XLA's, with its version's; HIP's).
 PAGEABLE = re.compile(r"(?i)pageable")
 BLOCKING_COPY_CALL = re.compile(
-    r"^(cudaMemcpy(2D|3D)?(_ptds)?|cuMemcpy([DH]to[DH])?(_v2)?|hipMemcpy(2D|WithStream|[DH]to[DH])?"
+    r"^(cudaMemcpy(2D|3D)?(_ptds)?|cuMemcpy(2D|2DUnaligned|3D|[ADH]to[ADH])?(_v2)?|hipMemcpy(2D|WithStream|[DH]to[DH])?"
     r"|aclrtMemcpy|AscendCL@aclrtMemcpy)$"
 )
 

@@ -279,8 +279,16 @@ def test_sync_every_step_drains_the_queue(run, write_trace, op, call):
 def test_a_copy_call_blocks_the_host_by_whichever_runtime_makes_it(write_trace):
     """The synchronous copy calls of the CUDA runtime (a per-thread stream's too), the driver (XLA's, versioned) and
     HIP block the host; their asynchronous forms do not."""
-    blocking = ["cudaMemcpy", "cudaMemcpy2D_ptds", "cuMemcpyDtoH_v2", "cuMemcpyHtoD", "hipMemcpyDtoH", "hipMemcpy"]
-    not_blocking = ["cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", "hipMemcpyHtoDAsync"]
+    blocking = [
+        "cudaMemcpy",
+        "cudaMemcpy2D_ptds",
+        "cuMemcpyDtoH_v2",
+        "cuMemcpyHtoD",
+        "cuMemcpy2D_v2",
+        "cuMemcpyHtoA_v2",
+    ]
+    blocking += ["hipMemcpyDtoH", "hipMemcpy"]
+    not_blocking = ["cudaMemcpyAsync", "cuMemcpyDtoHAsync_v2", "cuMemcpy3DAsync_v2", "hipMemcpyHtoDAsync"]
     events = [process_name(7, "python3"), process_name(0, "GPU 0")]
     for at, name in enumerate(blocking + not_blocking):
         events.append(complete(name, 100 * at, 50, pid=7, tid=1, cat="cuda_runtime"))
