@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from perftool.analysis.communication import OTHER, CollectiveStat, Communication
+from perftool.analysis.idle import CAUSES
 from perftool.common.ranking import largest
 from perftool.dialects.vocabulary import DDP, FSDP
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
@@ -23,6 +24,7 @@ from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_n
 DEFAULT_BUCKET_MB = 25.0  # DDP's default bucket_cap_mb
 BUCKETS_PER_STEP = 6  # enough buckets for the first all-reduces to overlap the rest of the backward pass
 IDLE_DEVICE = 0.3  # a device idle this share of the window has little compute to hide collectives behind
+NAMED_CAUSE = 0.05  # a cause of the idle time this share of the window is named in the fix
 OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
 AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
@@ -53,6 +55,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "bucket_cap_mb": bucket_mb,
         "hccl_buffsize_mb": hccl_buffer_mb,
         "device_idle": scope.metrics["device.idle_fraction"],
+        "idle_causes": _idle_causes(scope) if variant == "idle_device" else "",
     }
     exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
     rows = comms.calls.rows[exposed_calls]
@@ -67,6 +70,21 @@ def _changes(variant: str | None, bucket_mb: float) -> dict[str, object]:
     if variant == "ddp_buckets":
         return {"replicas.bucket": int(bucket_mb * 1e6)}
     return {"replicas.overlap": True} if variant == "after_backward" else {}
+
+
+def _idle_causes(scope: Scope) -> str:
+    """What the device's idle time is, in words: its causes as shares of the window, the largest first, those of
+    :data:`NAMED_CAUSE` or more (the largest whatever its share); "" where the idle time was not attributed."""
+    idle = scope.idle
+    if idle is None or not scope.window > 0:
+        return ""
+    shares = sorted(((idle.time(cause) / scope.window, cause) for cause in CAUSES), reverse=True)
+    named = [
+        (share, cause)
+        for rank, (share, cause) in enumerate(shares)
+        if share > 0 and (rank == 0 or share >= NAMED_CAUSE)
+    ]
+    return ", ".join(f"{CAUSES[cause]} {share:.0%}" for share, cause in named)
 
 
 def _untyped(comms: Communication, scope: Scope) -> str:
@@ -150,6 +168,7 @@ DETECTOR = Detector(
         "bucket_cap_mb": "DDP bucket size giving about six all-reduces per step (0 when no bucket change is advised)",
         "hccl_buffsize_mb": "HCCL_BUFFSIZE holding the largest message on an NPU, above the 200 MB default (else 0)",
         "device_idle": "share of the window the device is idle (device.idle_fraction)",
+        "idle_causes": "what that idle time is, where it leaves too little compute: its causes, shares of the window",
     },
     detect=detect,
 )
