@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 from builders import build, graph_captured
-from conftest import DATA, scanned
+from conftest import DATA, REPO, scanned
 
 from perftool.analysis import detect_steps
 from perftool.pipeline.read import load_trace
@@ -87,6 +87,17 @@ def test_a_capture_without_steps_says_its_idle_stretches_over_the_trace(run):
     assert host["impact"]["lost_us"] == pytest.approx(73_567) and host["impact"]["per_step_us"] is None
     assert "(33 idle stretches of 2.229 ms on average; 0% of it in short gaps" in host["message"]
     assert host["values"]["stretches_per_step"] == 33 and "per step" not in host["message"]
+
+
+def test_idle_stretches_rarer_than_steps_are_counted_over_the_steps(run):
+    """The IPU sample idles 3 times in its 255 steady steps (once per device call of 64 steps, by the loop that
+    returns to Python): the finding says so, not "0.01176 idle stretches per step"."""
+    _, findings = scanned(run, str(REPO / "sample_traces" / "ipu" / "healthy.trace.json.gz"))
+    host = findings["PT001"]
+    assert host["values"]["stretches_per_step"] == pytest.approx(3 / 255)
+    assert (
+        "(3 idle stretches of 1.800 ms each in 255 steps, against 888.7 µs of device work per step;" in host["message"]
+    )
 
 
 def test_a_lone_step_of_first_calls_stays_at_info(run):

@@ -255,14 +255,16 @@ def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) ->
 
 
 def _pattern(scope: Scope, stretches: int, lost: float, busy_per_step: float) -> str:
-    """How the idle time comes: so many stretches of so long, per step where the trace has steps."""
+    """How the idle time comes: so many stretches of so long, per step where the trace has steps (in so many steps,
+    where there are fewer stretches than steps)."""
     length = duration(lost / stretches)
     if not scope.steady_steps:
         return f"{plural(stretches, 'idle stretch')} of {length} on average"
-    return (
-        f"{plural(scope.per_step(stretches), 'idle stretch')} per step of {length} each, against"
-        f" {duration(busy_per_step)} of device work per step"
-    )
+    if stretches < scope.steady_steps:
+        how_often = f"{plural(stretches, 'idle stretch')} of {length} each in {plural(scope.steady_steps, 'step')}"
+    else:
+        how_often = f"{plural(scope.per_step(stretches), 'idle stretch')} per step of {length} each"
+    return f"{how_often}, against {duration(busy_per_step)} of device work per step"
 
 
 def _loop_size(scope: Scope, current: int, lost: float, params: dict[str, float]) -> int:
