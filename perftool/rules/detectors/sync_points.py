@@ -17,8 +17,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     trace = scope.trace
     rows = np.flatnonzero((trace.kind == Kind.SYNC) & trace.on_roles(Role.HOST) & scope.in_window)
     per_step = scope.metrics["sync.per_step"]
-    edge = 1 / scope.steady_steps if scope.steady_steps else 0.0  # one step's sync may fall past the window's end
-    if scope.idle is None or rows.size == 0 or not per_step + edge >= params["min_per_step"]:
+    if scope.idle is None or rows.size == 0 or not _often_enough(scope, per_step, params["min_per_step"]):
         return None  # without device tracks, a sync costs nothing this trace can show
     lost = scope.idle.time("sync")
     if lost <= 0:
@@ -29,6 +28,15 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     return Detection(
         lost, values, scope.events(rows), key=names_key(trace, rows), changes=changes, occurrences=rows.size
     )
+
+
+def _often_enough(scope: Scope, per_step: float, least: float) -> bool:
+    """Whether the syncs come ``least`` times a step, allowing for one step's sync past the window's end where the
+    syncs recur (two or more in the window): one sync alone, at the end of a two-step capture, is no sync a step."""
+    if per_step >= least or not scope.steady_steps:
+        return per_step >= least  # no steps: NaN a step, no sync a step to tell
+    seen = round(per_step * scope.steady_steps)
+    return seen >= 2 and per_step + 1 / scope.steady_steps >= least
 
 
 DETECTOR = Detector(
