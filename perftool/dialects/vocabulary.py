@@ -63,10 +63,15 @@ INPUT_WORKER_THREAD = re.compile(r"(?i)(\bpreprocess\w*|dataloader|data loader|i
 # The runtime calls that launch device work or copies, whichever profiler wrote them. Kernels, by every launcher of
 # the CUDA runtime and driver and of HIP (cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel,
 # cuLaunchKernelEx, hipExtLaunchKernel, which RCCL uses, hipModuleLaunchKernel, hipExtLaunchMultiKernelMultiDevice,
-# hipDrvLaunchKernelEx; XLA's through the driver), graphs, asynchronous copies and fills.
+# hipDrvLaunchKernelEx; XLA's through the driver), graphs, asynchronous copies and fills. AscendCL's calls that
+# enqueue device work: an aclnn operator (not its GetWorkspaceSize, which sizes it on the host), a compiled op or a
+# model executed, a kernel launched, an asynchronous copy or fill, a collective; not its bookkeeping (tensor
+# descriptors, attributes, tiling), events, context or synchronisation.
 LAUNCH = re.compile(
     r"^((cuda|cu|hip)\w*Launch\w*Kernel|cuLaunchGrid|(cuda|hip|cu)GraphLaunch|cudaMemcpyAsync|hipMemcpyAsync"
-    r"|cuMemcpy\w*Async|hipMemcpy\w+Async|(cuda|cu|hip)Memset\w*Async|AscendCL@\w+|Engine::run)"
+    r"|cuMemcpy\w*Async|hipMemcpy\w+Async|(cuda|cu|hip)Memset\w*Async|Engine::run"
+    r"|AscendCL@(aclnn(?!\w*GetWorkspaceSize$)\w+|aclop(CompileAnd)?Execute\w*|aclmdlExecute\w*|aclrtLaunch\w*"
+    r"|aclrtMem(cpy|set)\w*Async|hcom_\w+))"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
 # The trace metadata key of the devices a trace holds beside the one analysed: {"analysed": name, "others": {name:

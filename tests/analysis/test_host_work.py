@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from builders import eager_steps, span
 
-from perftool.analysis.host_work import dispatch_per_step
+from perftool.analysis.host_work import dispatch_per_step, kernel_launches
 from perftool.pipeline.read import load_trace
 from perftool.pipeline.scan import analyse_trace
 
@@ -58,3 +58,26 @@ def test_a_launch_that_loads_code_is_not_dispatch(write_trace, launcher):
         launch = [e for e in document["traceEvents"] if e["name"] == launcher][60]  # in the fourth step
         launch["ts"], launch["dur"] = launch["ts"] + 5 - length, length  # still inside its op, ending where it did
         assert _dispatch(write_trace, document) == pytest.approx(2000 - left_out / 8, abs=0.01), length
+
+
+def test_ascendcl_calls_that_enqueue_device_work_are_its_launches(write_trace):
+    """Of AscendCL's calls, those that enqueue device work launch it (an aclnn operator, a compiled op executed, a
+    collective); its bookkeeping, an operator's sizing on the host, a synchronous copy and a sync do not, so that
+    the median launch (what a launch costs) is a launch's."""
+    launches = [
+        "AscendCL@aclnnMm",
+        "AscendCL@aclopCompileAndExecute",
+        "AscendCL@aclmdlExecute",
+        "AscendCL@hcom_allReduce_",
+    ]
+    others = [
+        "AscendCL@aclCreateTensorDesc",
+        "AscendCL@aclnnMmGetWorkspaceSize",
+        "AscendCL@TransData_Tiling",
+        "AscendCL@aclrtMemcpy",
+        "AscendCL@aclrtSynchronizeStreamWithTimeout",
+        "AscendCL@aclrtRecordEvent",
+    ]
+    events = [span(name, 100, 1, 100 * at, 50, "cuda_runtime") for at, name in enumerate(launches + others)]
+    trace = load_trace(str(write_trace({"traceEvents": events})))
+    assert [trace.names[n] for n in trace.name[kernel_launches(trace)].tolist()] == launches
