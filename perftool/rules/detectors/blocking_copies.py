@@ -17,7 +17,9 @@ from perftool.analysis import intervals
 from perftool.analysis.idle import blocking_copies
 from perftool.dialects.vocabulary import PAGEABLE
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
-from perftool.trace.model import Kind
+from perftool.trace.model import Kind, Role, Trace
+
+DIRECTIONS = {Kind.D2H: "device→host", Kind.H2D: "host→device", Kind.D2D: "device→device"}  # a copy's kind, in words
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -33,9 +35,10 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if lost <= 0:
         return None
     calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
-    copy_rows = np.flatnonzero(pageable & scope.in_window)
-    copies = scope.busy(pageable)
-    directions = sorted({"device→host" if k == Kind.D2H else "host→device" for k in trace.kind[copy_rows].tolist()})
+    copying = pageable | _copies_during(trace, calls)
+    copy_rows = np.flatnonzero(copying & scope.in_window)
+    copies = scope.busy(copying)
+    directions = sorted({DIRECTIONS[k] for k in trace.kind[copy_rows].tolist()})
     values: dict[str, Any] = {
         "per_step": scope.per_step(calls.size),
         "calls": distinct_names(trace, calls, 3) if calls.size else "a copy call the trace does not show",
@@ -44,13 +47,25 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "copy_ms_per_step": scope.per_step(intervals.total(copies)) / 1e3,
         "blocked_ms_per_step": scope.per_step(blocked) / 1e3,
     }
-    evidence = scope.events(copy_rows if copy_rows.size else calls)
+    staged = np.flatnonzero(pageable & scope.in_window)  # the copies the runtime stages, else the calls that wait
+    evidence = scope.events(staged if staged.size else calls)
     # advice about the input pipeline's pinned memory needs an input pipeline; results read back need none
-    loads_input = bool(np.any(trace.kind == Kind.INPUT)) and values["directions"] != "device→host"
+    loads_input = bool(np.any(trace.kind == Kind.INPUT)) and (not directions or DIRECTIONS[Kind.H2D] in directions)
     variant = None if loads_input else "without_loader"
     return Detection(
         lost, values, evidence, key=values["directions"], variant=variant, occurrences=max(calls.size, copy_rows.size)
     )
+
+
+def _copies_during(trace: Trace, calls: np.ndarray) -> np.ndarray:
+    """Per event: a copy on the device while one of the blocking ``calls`` (rows) runs, which the call waits for
+    (a synchronous copy call's own copy, whatever memory it names)."""
+    copies = np.flatnonzero(trace.of_kinds(*DIRECTIONS) & trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H))
+    during = np.zeros(len(trace), dtype=bool)
+    during[copies[intervals.overlaps_any(trace.ts[copies], trace.end[copies], trace.ts[calls], trace.end[calls])]] = (
+        True
+    )
+    return during
 
 
 DETECTOR = Detector(
@@ -60,7 +75,7 @@ DETECTOR = Detector(
         "per_step": "blocking copy calls per steady step",
         "calls": "the host's copy calls, most time first",
         "copies": "the device copies to or from pageable memory",
-        "directions": "which way they copy",
+        "directions": 'which way they copy ("synchronous" where the trace shows no copy on the device)',
         "copy_ms_per_step": "time in pageable copies per step, ms",
         "blocked_ms_per_step": "device idle per step after the host was blocked in a copy, ms",
     },
