@@ -61,10 +61,9 @@ def _copies_during(trace: Trace, calls: np.ndarray) -> np.ndarray:
     """Per event: a copy on the device while one of the blocking ``calls`` (rows) runs, which the call waits for
     (a synchronous copy call's own copy, whatever memory it names)."""
     copies = np.flatnonzero(trace.of_kinds(*DIRECTIONS) & trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H))
+    waited_for = intervals.overlaps_any(trace.ts[copies], trace.end[copies], trace.ts[calls], trace.end[calls])
     during = np.zeros(len(trace), dtype=bool)
-    during[copies[intervals.overlaps_any(trace.ts[copies], trace.end[copies], trace.ts[calls], trace.end[calls])]] = (
-        True
-    )
+    during[copies[waited_for]] = True
     return during
 
 
@@ -74,9 +73,9 @@ DETECTOR = Detector(
     values={
         "per_step": "blocking copy calls per steady step",
         "calls": "the host's copy calls, most time first",
-        "copies": "the device copies to or from pageable memory",
+        "copies": "the device copies to or from pageable memory, and those the blocking calls wait for",
         "directions": 'which way they copy ("synchronous" where the trace shows no copy on the device)',
-        "copy_ms_per_step": "time in pageable copies per step, ms",
+        "copy_ms_per_step": "time in those copies per step, ms",
         "blocked_ms_per_step": "device idle per step after the host was blocked in a copy, ms",
     },
     detect=detect,

@@ -33,8 +33,10 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
 def _often_enough(scope: Scope, per_step: float, least: float) -> bool:
     """Whether the syncs come ``least`` times a step, allowing for one step's sync past the window's end where the
     syncs recur (two or more in the window): one sync alone, at the end of a two-step capture, is no sync a step."""
-    if per_step >= least or not scope.steady_steps:
-        return per_step >= least  # no steps: NaN a step, no sync a step to tell
+    if per_step >= least:
+        return True
+    if not scope.steady_steps or not per_step >= 0:
+        return False  # no steps to count syncs in (NaN a step)
     seen = round(per_step * scope.steady_steps)
     return seen >= 2 and per_step + 1 / scope.steady_steps >= least
 
