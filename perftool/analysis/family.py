@@ -44,8 +44,8 @@ def device_tracks(trace: Trace) -> list[int]:
 
 
 _AMD = re.compile(r"(?i)\bAMD\b|Instinct|Radeon|\bMI\d{3}")
-NVIDIA_WORDS = {"cores": "SMs", "core": "SM", "stream": "CUDA stream", "warps": "warps"}
-AMD_WORDS = {"cores": "CUs", "core": "CU", "stream": "HIP stream", "warps": "wavefronts"}
+NVIDIA_WORDS = {"cores": "SMs", "core": "SM", "stream": "CUDA stream", "warps": "warps", "graph": "CUDA graph"}
+AMD_WORDS = {"cores": "CUs", "core": "CU", "stream": "HIP stream", "warps": "wavefronts", "graph": "HIP graph"}
 
 
 def gpu_words(device: str) -> dict[str, str]:

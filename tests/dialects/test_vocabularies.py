@@ -116,7 +116,12 @@ def test_kineto_one_slow_first_launch_is_not_launch_overhead(run, write_trace):
     assert "CUDA graph" not in finding["fix"]["text"] and finding["fix"]["changes"] == {}
 
 
-def test_kineto_short_gaps_between_short_kernels_are_launch_overhead(run, write_trace):
+@pytest.mark.parametrize(
+    ("device", "graph"), [("NVIDIA H100 80GB HBM3", "CUDA graph"), ("AMD Instinct MI300X", "HIP graph")]
+)
+def test_kineto_short_gaps_between_short_kernels_are_launch_overhead(run, write_trace, device, graph):
+    """Launch overhead on a GPU: its fix replays the step as the maker's graph (PyTorch's torch.cuda.graphs captures
+    HIP graphs on ROCm)."""
     host, gpu = 4242, 0
     events = _kineto_tracks(host, gpu)
     for i in range(6):
@@ -129,10 +134,13 @@ def test_kineto_short_gaps_between_short_kernels_are_launch_overhead(run, write_
                 complete("cudaLaunchKernel", at + 8, 10, pid=host, tid=1, cat="cuda_runtime"),
                 complete("vectorized_elementwise_kernel", at + 18, 12, pid=gpu, tid=7, cat="kernel"),
             ]
-    trace, findings = _findings(run, write_trace, {"traceEvents": events})
+    trace, findings = _findings(
+        run, write_trace, {"traceEvents": events, "deviceProperties": [{"id": 0, "name": device}]}
+    )
     finding = findings["PT001"]
     assert finding["severity"] == "error" and finding["values"]["launch_share"] > 0.9
-    assert "CUDA graph" in finding["fix"]["text"] and finding["fix"]["changes"] == {"device_graphs": True}
+    assert finding["fix"]["text"].startswith(f"Replay the step as a {graph} (torch.cuda.graphs")
+    assert finding["fix"]["changes"] == {"device_graphs": True}
     assert trace["idle"]["launch"] > 0.4 and trace["idle"]["host"] < 0.1
 
 

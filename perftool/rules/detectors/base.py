@@ -221,6 +221,7 @@ GPU_WORD_VALUES: dict[str, str] = {  # the values of :func:`~perftool.analysis.f
     "core": "one of them: SM or CU",
     "stream": "its streams: CUDA stream or HIP stream",
     "warps": "its thread groups: warps or wavefronts",
+    "graph": "a step captured for replay: a CUDA graph or a HIP graph",
 }
 
 KERNEL_RUN_VALUES: dict[str, str] = {  # the values of :func:`kernel_runs`, for a detector's ``values``

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.family import offers_loop_size
+from perftool.analysis.family import gpu_words, offers_loop_size
 from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use, launch_rows
@@ -25,7 +25,7 @@ from perftool.common.names import host_call
 from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
 from perftool.dialects.ascend import Ascend
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
+from perftool.rules.detectors.base import GPU_WORD_VALUES, Detection, Detector, Scope, Setting, distinct_names
 from perftool.rules.findings import Evidence
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import ENVIRONMENT
@@ -111,6 +111,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": scope.metrics["device.op_time_us.median"],
+        "graph": gpu_words(scope.metrics.device)["graph"],
         "host_names": distinct_names(trace, named, 3, host_call) or "nothing traced",
         "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
@@ -305,6 +306,7 @@ DETECTOR = Detector(
         "graph_launches_per_step": "device graph launches (cudaGraphLaunch, hipGraphLaunch) per steady step",
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
+        "graph": GPU_WORD_VALUES["graph"] + " (a GPU's)",
         "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
         "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",
         "compiled_calls_per_step": "calls of compiled functions (JAX's PjitFunction) per steady step",
