@@ -19,7 +19,7 @@ from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, plural
 from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES
 from perftool.trace.model import Kind, Role, Trace
-from perftool.trace.profiler_dirs import MSPROF_LEFT_OUT
+from perftool.trace.profiler_dirs import MSPROF_LEFT_OUT, RUNS_BESIDE
 
 _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
     "Computing": "computing",
@@ -42,6 +42,7 @@ _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time pha
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
 _RANGE_PROFILER = "cuda_profiler_range"
 LISTED_DEVICES = 3  # the other devices named in a note; the rest counted
+LISTED_RUNS = 3  # the other runs of a jax.profiler log directory named in a note; the rest counted
 _UNLESS_RECURRING = " unless their evidence recurs (then at warning)"
 
 
@@ -156,6 +157,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(f"msprof's own CSVs beside the trace, left out: {'; '.join(left_out)}", caps=False))
     if devices := trace.metadata.get(OTHER_DEVICES):
         found.append(Caveat(_other_devices(devices), caps=False))
+    if runs := trace.metadata.get(RUNS_BESIDE):
+        found.append(Caveat(_other_runs(runs), caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
     elif replays := _replayed_share(trace, lo, hi):
@@ -185,6 +188,29 @@ def _other_devices(devices: dict) -> str:
         " taken together, each step would count once per device and one device's idle time would hide under the"
         " others' work"
     )
+
+
+def _other_runs(runs: dict) -> str:
+    """The trace's run among the others of its jax.profiler log directory, in words: which it is, and the others
+    (the nearest named first)."""
+    earlier, later = runs["earlier"][::-1], runs["later"]
+    which = "the latest" if not later else "the first" if not earlier else "one"
+    others = " and ".join(
+        f"the {plural(len(names), f'{when} run')} {_listed(names)}"
+        for when, names in (("later", later), ("earlier", earlier))
+        if names
+    )
+    verb = "is" if len(earlier) + len(later) == 1 else "are"
+    return (
+        f"the log directory holds {len(earlier) + len(later) + 1} jax.profiler runs and this trace is {which}, "
+        f"{runs['run']}; {others} {verb} left out: give a run's folder (plugins/profile/RUN) to read another"
+    )
+
+
+def _listed(names: list[str]) -> str:
+    """Names in brackets, the first :data:`LISTED_RUNS` of them, the rest counted."""
+    more = f" and {len(names) - LISTED_RUNS} more" if len(names) > LISTED_RUNS else ""
+    return f"({', '.join(names[:LISTED_RUNS])}{more})"
 
 
 def _msprof_steps(trace: Trace) -> str:

@@ -12,8 +12,10 @@ from perftool.trace.msprof_kernels import KERNEL_DETAILS, msprof_kernels
 from perftool.trace.profiler_dirs import (
     ENVIRONMENT,
     MSPROF_LEFT_OUT,
+    RUNS_BESIDE,
     msprof_steps,
     rank_environment,
+    sibling_runs,
     trace_path,
     xspace_beside,
 )
@@ -34,7 +36,8 @@ def load_trace(
     torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels' measured pipe use
     (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables the profiler
     recorded set in the job's environment (``torch_npu.environment``); a jax.profiler JSON's device is read from
-    the XSpace beside it, which records what the JSON leaves out.
+    the XSpace beside it, which records what the JSON leaves out, and the other runs of its log directory are
+    named (``jax.profiler.runs``).
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
@@ -52,6 +55,8 @@ def load_trace(
         trace.metadata[KERNEL_DETAILS] = kernels.rows
     if left_out := [table.left_out for table in (steps, kernels) if table.left_out]:
         trace.metadata[MSPROF_LEFT_OUT] = left_out
+    if runs := sibling_runs(file):
+        trace.metadata[RUNS_BESIDE] = runs._asdict()
     if environment := rank_environment(file):
         trace.metadata[ENVIRONMENT] = environment
     if trace.dialect == "xla" and "deviceProperties" not in trace.metadata and (space := xspace_beside(file)):

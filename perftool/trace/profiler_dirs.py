@@ -6,11 +6,12 @@ import csv
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from perftool.common.errors import PerftoolError, TraceError
+from perftool.common.errors import TraceError
 
 TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that may be its ranks' traces
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
@@ -25,8 +26,10 @@ MSPROF_RAW = "device_*"  # a run's raw data (with host/): what msprof exports fr
 MSPROF_TIMELINES = ("mindstudio_profiler_output", "timeline")  # where a run's exported timeline is (newer, older CANN)
 MSPROF_NOT_TIMELINES = ("msprof_tx", "msprof_slice.json")  # beside the timeline: msproftx's part of it, a config
 PROFILE_RUNS = ("plugins", "profile")  # where jax.profiler (and TensorFlow) keep a log directory's runs, a folder each
+_RUN_NAME = re.compile(r"\d{4}(_\d{2}){5}")  # how jax.profiler names a run: the time it started, 2026_11_30_19_40_01
 JAX_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")  # a host's trace JSON in a jax.profiler run: HOST.trace.json.gz
 XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
+RUNS_BESIDE = "jax.profiler.runs"  # the trace metadata key of the other runs in its log directory (RunsBeside)
 XPROF_CACHE_SUFFIX = ".SSTABLE"  # XProf's trace-viewer cache of a host's events (a LevelDB table), made from its XSpace
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
 MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof's CSVs a reader left out, and why
@@ -111,20 +114,45 @@ def _msprof_trace(directory: Path) -> str | None:
 
 
 def profile_run(directory: str) -> str | None:
-    """The run folder of a jax.profiler (TensorBoard, XProf) log directory (``LOG_DIR/plugins/profile/RUN/``, one
-    ``HOST.xplane.pb`` and perhaps ``HOST.trace.json.gz`` or ``perfetto_trace.json.gz`` per host), or None where
-    ``directory`` is not one. A log directory of several runs names them: which run is meant is the user's to say."""
-    root = Path(directory, *PROFILE_RUNS)
-    if not root.is_dir():
+    """The run folder a jax.profiler (TensorBoard, XProf) log directory is read as (``LOG_DIR/plugins/profile/RUN/``,
+    one ``HOST.xplane.pb`` and perhaps ``HOST.trace.json.gz`` or ``perfetto_trace.json.gz`` per host): its latest
+    run (jax.profiler adds one each time it traces into the directory); None where ``directory`` is not one."""
+    runs = _profile_runs(Path(directory))
+    return str(runs[-1]) if runs else None
+
+
+class RunsBeside(NamedTuple):
+    """A run of a jax.profiler log directory among the others there, each named as the profiler names its folder."""
+
+    run: str
+    earlier: list[str]
+    later: list[str]
+
+
+def sibling_runs(trace_file: str) -> RunsBeside | None:
+    """Where ``trace_file`` lies in a run of a jax.profiler log directory that holds other runs too: its run and the
+    others, earlier and later; None otherwise (a file elsewhere, a log directory of one run)."""
+    run = Path(trace_file).parent
+    if run.parent.name != PROFILE_RUNS[-1] or run.parent.parent.name != PROFILE_RUNS[0]:
         return None
-    runs = sorted(str(run) for run in root.iterdir() if run.is_dir() and any(_profile_files(run)))
-    if len(runs) > 1:
-        shown = ", ".join(Path(run).name for run in runs[-3:])
-        raise PerftoolError(
-            f"{directory}: a profiler log directory of {len(runs):,} runs ({'…, ' if len(runs) > 3 else ''}{shown}): "
-            f"name the run to read, e.g. {runs[-1]} (the last)"
-        )
-    return runs[0] if runs else None
+    names = [other.name for other in _profile_runs(run.parent.parent.parent)]
+    if run.name not in names or len(names) < 2:
+        return None
+    at = names.index(run.name)
+    return RunsBeside(run.name, names[:at], names[at + 1 :])
+
+
+def _profile_runs(log_dir: Path) -> list[Path]:
+    """The runs of a jax.profiler log directory that hold a trace, earliest first: jax.profiler names each by the
+    time it started (``2026_11_30_19_40_01``), so name order is time order; runs named otherwise, by when their folder
+    last changed."""
+    root = log_dir.joinpath(*PROFILE_RUNS)
+    if not root.is_dir():
+        return []
+    runs = [run for run in root.iterdir() if run.is_dir() and any(_profile_files(run))]
+    if all(_RUN_NAME.fullmatch(run.name) for run in runs):
+        return sorted(runs)
+    return sorted(runs, key=lambda run: (run.stat().st_mtime, run.name))
 
 
 def xprof_caches(directory: str) -> list[Path]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -446,11 +447,35 @@ def test_xprof_s_trace_viewer_cache_alone_is_refused_naming_the_xspace_to_read(t
     assert "node-1.SSTABLE: XProf's trace-viewer cache, which perftool does not read" in result.output
 
 
-def test_a_log_directory_of_several_runs_asks_which_in_one_line(tmp_path, run):
-    _log_directory(tmp_path, {"2026_11_28_23_00_00": [JAX_OPBYOP], "2026_11_29_00_00_00": [JAX_OPBYOP]})
-    result = run("scan", str(tmp_path))
-    assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr == (
-        f"perftool: error: {tmp_path}: a profiler log directory of 2 runs (2026_11_28_23_00_00, 2026_11_29_00_00_00):"
-        f" name the run to read, e.g. {tmp_path}/plugins/profile/2026_11_29_00_00_00 (the last)\n"
+def test_a_log_directory_of_several_runs_reads_its_latest_and_names_the_others(tmp_path, run):
+    """jax.profiler adds a run each time it traces into a log directory: the directory reads as its latest run, named
+    by the time it started, whatever order the folders were made in; the trace says which run it is and which it
+    left out, and a run named outright says where it stands among the others."""
+    runs = ["2026_11_29_00_00_00", "2026_11_28_23_00_00", "2026_11_29_01_00_00", "2026_11_28_22_00_00",
+            "2026_11_28_21_00_00"]  # fmt: skip
+    _log_directory(tmp_path, {name: [JAX_OPBYOP] for name in runs})
+    result = run("scan", str(tmp_path), "--format", "json", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    (scanned,) = json.loads(result.stdout)["traces"]
+    assert scanned["path"].endswith("plugins/profile/2026_11_29_01_00_00/host.trace.json.gz")
+    assert (
+        "the log directory holds 5 jax.profiler runs and this trace is the latest, 2026_11_29_01_00_00; the 4 earlier"
+        " runs (2026_11_29_00_00_00, 2026_11_28_23_00_00, 2026_11_28_22_00_00 and 1 more) are left out: give a run's"
+        " folder (plugins/profile/RUN) to read another" in scanned["caveats"]
     )
+    middle = tmp_path / "plugins" / "profile" / "2026_11_28_23_00_00"
+    info = json.loads(run("info", str(middle), "--format", "json").stdout)
+    assert info["source"].endswith("2026_11_28_23_00_00/host.trace.json.gz")
+    assert (
+        "this trace is one, 2026_11_28_23_00_00; the 2 later runs (2026_11_29_00_00_00, 2026_11_29_01_00_00) and the"
+        " 2 earlier runs (2026_11_28_22_00_00, 2026_11_28_21_00_00) are left out" in " ".join(info["caveats"])
+    )
+
+
+def test_a_log_directory_s_runs_named_otherwise_are_taken_in_the_order_they_were_written(tmp_path, run):
+    _log_directory(tmp_path, {"b_first": [JAX_OPBYOP], "a_second": [JAX_OPBYOP]})
+    for age, name in enumerate(("a_second", "b_first")):
+        os.utime(tmp_path / "plugins" / "profile" / name, (1_000_000 - age * 10, 1_000_000 - age * 10))
+    (scanned,) = json.loads(run("scan", str(tmp_path), "--format", "json", "--fail-on", "never").stdout)["traces"]
+    assert "/a_second/" in scanned["path"]
+    assert "is the latest, a_second; the 1 earlier run (b_first) is left out" in " ".join(scanned["caveats"])
