@@ -1,69 +1,471 @@
-"""The raw XSpace a JAX or TensorFlow profile holds (``*.xplane.pb``, what TensorBoard and XProf read), read through
-the official ``xprof`` package: its trace viewer turns the planes into the same Chrome trace ``jax.profiler``
-writes beside them, which the xla dialect reads. ``xprof`` is an optional extra (``xla``)."""
+"""The raw XSpace a JAX or TensorFlow profile holds (``*.xplane.pb``, what TensorBoard and XProf read), decoded here
+from its protobuf (the schema of ``xplane.proto``) into the events the profiler's own exporter writes as
+``HOST.trace.json.gz`` beside it, which the xla dialect reads: the same events, names, times and args.
+
+An XSpace holds planes: ``/host:CPU`` (a line per host thread), one ``/device:GPU:N`` (a line per stream) or
+``/device:TPU:N`` (op and module lines) per device, and planes of metadata. A line's events name an entry of their
+plane's event metadata and carry stats (named through the plane's stat metadata); an event's time is its line's
+start (ns) plus its own offset (ps). As the exporter does: the host plane is process 701, device N process N + 1;
+a line is the thread of its display id (a uint32), named by its display name; an event is named by its display
+name (its full name then in ``long_name``) or by its ``step_name`` stat, its args are its metadata's stats then its
+own, each as text; the allocator's and tf.data's bookkeeping events, the stats that only link events, and the
+``Async XLA Ops`` line are left out."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
+
+import msgspec
 
 from perftool.common.errors import TraceError
-from perftool.trace.decode import RawEvent, exact_batches
-from perftool.trace.workers import stderr_unseen
+from perftool.trace.decode import EMPTY_RAW, RawEvent
 
-INSTALL = "pip install xprof (perftool's xla extra)"
 GPU_PLANE = "/device:GPU:"  # an XSpace's plane of one GPU's work
-
+_DEVICE_PLANES = (GPU_PLANE, "/device:TPU:", "/device:CUSTOM:")  # the first of these an XSpace has are its devices
+HOST_PLANE = "/host:CPU"
+HOST_PROCESS = 701  # the host plane's process: past the 500 devices and 200 custom planes the exporter numbers first
+FIRST_DEVICE_PROCESS = 1  # device plane N's process is N + 1
+ASYNC_OPS_LINE = "Async XLA Ops"  # a TPU's asynchronous ops, drawn again from its ops line: left out, as exported
+# the allocator's and tf.data's bookkeeping, not work: left out, as exported
+INTERNAL_EVENTS = frozenset({
+    "MemoryAllocation", "MemoryDeallocation", "PrefetchProduce", "PrefetchConsume", "ParallelInterleaveProduce",
+    "ParallelInterleaveConsume", "ParallelInterleaveInitializeInput", "ParallelMapProduce", "ParallelMapConsume",
+    "MapAndBatchProduce", "MapAndBatchConsume", "ParseExampleProduce", "ParseExampleConsume",
+})  # fmt: skip
+# stats that link events to each other (producer, consumer, root) or that the exporter leaves out
+INTERNAL_STATS = frozenset({"_pt", "_p", "_ct", "_c", "_r", "flops", "program_id", "symbol_id"})
+STEP_NAME = "step_name"  # a stat that names its event
+BATCH_EVENTS = 1 << 16
+CACHED_STATS = 1 << 16  # stats of text decoded once each, at most this many held at a time
+_UINT32 = 0xFFFFFFFF
+_INT64_SIGN = 1 << 63
+_VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5  # protobuf's wire types
+_FIXED_SIZES = {_FIXED64: 8, _FIXED32: 4}
+# an XEvent's fields as their one-byte tags (field number << 3 | wire type), and a line's field that holds one
+_METADATA_TAG, _OFFSET_TAG, _DURATION_TAG, _STAT_TAG, _OCCURRENCES_TAG = 0x08, 0x10, 0x18, 0x22, 0x28
+_EVENT_NUMBERS = frozenset({_METADATA_TAG, _OFFSET_TAG, _DURATION_TAG, _OCCURRENCES_TAG})
+_EVENT_TAG = 0x22  # XLine.events, field 4
+_DOUBLE = struct.Struct("<d")
+_ENCODE = msgspec.json.encode
 
 # The vendor an XSpace's device plane records, as the name the device table knows a vendor's devices by where the
 # name says no model (perftool.hardware.identify tells the model apart by compute units and memory)
 _VENDOR_NAMES = {"amd": "AMD Instinct", "nvidia": "NVIDIA GPU"}
 
 
+class _Malformed(Exception):
+    """The bytes are not the protobuf the schema describes; ``at``: the offset where that showed."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__(at)
+        self.at = at
+
+
+class _Plane(NamedTuple):
+    """A plane's id and name, its lines (each an offset range of the file) and its event and stat metadata."""
+
+    id: int
+    name: str
+    lines: list[tuple[int, int]]
+    events: dict[int, tuple[str, str, list[tuple[int, int]]]]  # id: (name, display name, its stats' ranges)
+    stat_names: dict[int, str]
+    stats: list[tuple[int, int]]
+
+
 def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
-    """The events of the XSpace at ``path``, as xprof's trace viewer gives them, in batches; the devices' properties
-    the planes record (:func:`device_properties`) in ``metadata``, which the trace viewer's events leave out."""
-    try:
-        from xprof.convert import raw_to_tool_data
-    except ImportError:
-        raise TraceError(
-            path, f"an XSpace is read through the xprof package, which is not installed: {INSTALL}"
-        ) from None
-    with stderr_unseen():  # the converter's C++ logging, a line per stage
-        try:
-            data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {})
-        except Exception as exc:  # noqa: BLE001 - whatever the converter raises, the user gets one line
-            raise TraceError(
-                path, f"xprof could not read this XSpace: {str(exc).splitlines()[0] if str(exc) else exc!r}"
-            ) from None
-    if not data:
-        raise TraceError(path, "xprof could not read this XSpace (a truncated or foreign protobuf?)")
-    if properties := device_properties(path):
+    """The events of the XSpace at ``path`` as its profiler exports them, in batches: the processes' and threads'
+    names first; the devices' properties the planes record (:func:`device_properties`) in ``metadata``."""
+    data = _read(path)
+    planes = _planes(path, data)
+    metadata.setdefault("displayTimeUnit", "ns")  # as the exporter writes it: times in µs, to the picosecond
+    if properties := _properties(data, planes):
         metadata.setdefault("deviceProperties", properties)
-    yield from exact_batches(path, data.encode() if isinstance(data, str) else data, metadata)
+    exported = _exported(planes)
+    try:
+        yield [event for process, plane in exported for event in _names(data, process, plane)]
+        batch: list[RawEvent] = []
+        for process, plane in exported:
+            for event in _events(data, process, plane):
+                batch.append(event)
+                if len(batch) == BATCH_EVENTS:
+                    yield batch
+                    batch = []
+        yield batch
+    except _Malformed as exc:
+        raise _not_an_xspace(path, exc.at) from None
+    except IndexError:  # a number that runs past the file's end
+        raise _not_an_xspace(path, len(data)) from None
 
 
 def device_properties(path: str) -> list[dict[str, Any]]:
     """The device the XSpace's GPU planes ran on, as Kineto's ``deviceProperties`` would give it (a vendor's name,
     ``numSms``, ``totalGlobalMem``), where every GPU plane records the same vendor, compute units and memory; none
-    where they differ or say nothing."""
-    try:  # an xprof without this API reads the events all the same
-        from xprof import profile_data
-
-        space = profile_data.ProfileData.from_file(path)
-        try:
-            recorded = {
-                (str(stats.get("device_vendor", "")).lower(), stats.get("core_count"), stats.get("memory_size"))
-                for plane in space.planes
-                if plane.name.startswith(GPU_PLANE) and (stats := dict(plane.stats))
-            }
-        finally:
-            space.close()
-    except Exception:  # noqa: BLE001 - the events are read all the same; only the device stays unnamed
+    where they differ, say nothing, or the file cannot be read (its events are read all the same)."""
+    try:
+        data = _read(path)
+        return _properties(data, _planes(path, data))
+    except TraceError:
         return []
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as exc:
+        raise TraceError(path, f"cannot read it: {exc.strerror or exc}") from None
+    if not data:
+        raise TraceError(path, "empty file")
+    return data
+
+
+def _not_an_xspace(path: str, at: int) -> TraceError:
+    return TraceError(path, f"not an XSpace protobuf: its bytes break off or make no sense at byte {at:,} (a "
+                            "truncated file, or another format named .xplane.pb?)")  # fmt: skip
+
+
+def _properties(data: bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
+    """:func:`device_properties` of the decoded ``planes``."""
+    recorded = set()
+    for plane in planes:
+        if plane.name.startswith(GPU_PLANE):
+            stats = dict(_stat(data, at, plane.stat_names)[0] for at in plane.stats)
+            vendor = stats.get("device_vendor") or ""
+            recorded.add((vendor.lower(), stats.get("core_count"), stats.get("memory_size")))
     if len(recorded) != 1:
         return []
     ((vendor, units, memory),) = recorded
     if vendor not in _VENDOR_NAMES or not str(units).isdigit() or not str(memory).isdigit():
         return []
     return [{"id": 0, "name": _VENDOR_NAMES[vendor], "numSms": int(str(units)), "totalGlobalMem": int(str(memory))}]
+
+
+def _exported(planes: list[_Plane]) -> list[tuple[int, _Plane]]:
+    """The planes the exporter writes, each with its process: the host's, and the devices' (of the first kind of
+    device plane the XSpace holds: GPUs, else TPUs, else custom devices); planes of metadata are left out."""
+    kind = next((prefix for prefix in _DEVICE_PLANES if any(p.name.startswith(prefix) for p in planes)), None)
+    found = []
+    for plane in planes:
+        if plane.name == HOST_PLANE:
+            found.append((HOST_PROCESS, plane))
+        elif kind is not None and plane.name.startswith(kind):
+            found.append((FIRST_DEVICE_PROCESS + plane.id, plane))
+    return found
+
+
+def _names(data: bytes, process: int, plane: _Plane) -> list[RawEvent]:
+    """The metadata events that name ``plane``'s process and threads and set their order."""
+    events = [_meta("process_name", process, None, "name", plane.name),
+              _meta("process_sort_index", process, None, "sort_index", process)]  # fmt: skip
+    by_ordinal = process == HOST_PROCESS  # the host's threads in the order of their lines; a device's by id
+    for ordinal, line in enumerate(_unique_lines(data, plane), start=1):
+        events.append(_meta("thread_name", process, line.thread, "name", line.name))
+        events.append(_meta("thread_sort_index", process, line.thread, "sort_index", ordinal if by_ordinal else
+                            line.thread))  # fmt: skip
+    return events
+
+
+def _meta(kind: str, pid: int, tid: int | None, key: str, value: object) -> RawEvent:
+    return RawEvent(ph="M", name=kind, pid=pid, tid=0 if tid is None else tid, args=msgspec.Raw(_ENCODE({key: value})))
+
+
+class _Line(NamedTuple):
+    thread: int  # the display id, as the uint32 the exporter keeps
+    name: str
+    start_ns: int
+    at: tuple[int, int]  # where its bytes are, its events among them
+
+
+def _unique_lines(data: bytes, plane: _Plane) -> list[_Line]:
+    """``plane``'s exported lines, one per thread (lines of one display id are one timeline, the last one's name)."""
+    named: dict[int, _Line] = {}
+    for line in (_line(data, at) for at in plane.lines):
+        if line.name != ASYNC_OPS_LINE:
+            named[line.thread] = line
+    return list(named.values())
+
+
+def _events(data: bytes, process: int, plane: _Plane) -> Iterator[RawEvent]:
+    """``plane``'s exported events, line by line. Its metadata's args are decoded once per metadata, and a stat of
+    text (a name, a kernel's launch) once per distinct encoding, up to :data:`CACHED_STATS` of them."""
+    stat_names = plane.stat_names
+    texts: dict[bytes, tuple[str, str | None]] = {}
+    kinds: dict[int, tuple[str, str, dict[str, str]] | None] = {}
+    for at in plane.lines:
+        line = _line(data, at)
+        if line.name == ASYNC_OPS_LINE:
+            continue
+        start_ps = line.start_ns * 1000
+        for kind, offset_ps, duration_ps, stats in _line_events(data, line.at):
+            if kind not in kinds:
+                kinds[kind] = _kind(data, plane, kind)
+            if (known := kinds[kind]) is None:
+                continue
+            name, display, args = known
+            if stats:
+                args = dict(args)
+                for stat_at in stats:
+                    encoded = data[stat_at[0] : stat_at[1]]
+                    if (pair := texts.get(encoded)) is None:
+                        pair, text = _stat(data, stat_at, stat_names)
+                        if text:
+                            if len(texts) == CACHED_STATS:
+                                texts.clear()
+                            texts[encoded] = pair
+                    _add_stat(args, *pair)
+            shown = args[STEP_NAME] if STEP_NAME in args else display or name
+            raw = msgspec.Raw(_ENCODE(args)) if args else EMPTY_RAW
+            ts, dur = (start_ps + offset_ps) / 1e6, max(duration_ps, 1) / 1e6  # a zero duration is one picosecond
+            yield RawEvent(ph="X", name=shown, pid=process, tid=line.thread, ts=ts, dur=dur, args=raw)
+
+
+def _kind(data: bytes, plane: _Plane, kind: int) -> tuple[str, str, dict[str, str]] | None:
+    """An event metadata's name, display name and args (``long_name`` where it has a display name, then its stats);
+    None for an event the exporter leaves out."""
+    name, display, stats = plane.events.get(kind, ("", "", []))
+    if name in INTERNAL_EVENTS:
+        return None
+    args: dict[str, str] = {"long_name": name} if display else {}
+    for at in stats:
+        _add_stat(args, *_stat(data, at, plane.stat_names)[0])
+    return name, display, args
+
+
+def _add_stat(args: dict[str, str], key: str, value: str | None) -> None:
+    """Put a stat in an event's args, as the exporter does: a stat with a value, and not one it leaves out."""
+    if value is not None and key not in INTERNAL_STATS:
+        args[key] = value
+
+
+def _planes(path: str, data: bytes) -> list[_Plane]:
+    """The XSpace's planes, their lines left as offset ranges to decode when their events are read."""
+    try:
+        return [_plane(data, begin, end) for field, _, begin, end in _fields(data, 0, len(data)) if field == 1]
+    except _Malformed as exc:
+        raise _not_an_xspace(path, exc.at) from None
+
+
+def _plane(data: bytes, begin: int, end: int) -> _Plane:
+    plane = _Plane(0, "", [], {}, {}, [])
+    identity, name = 0, ""
+    for field, _, start, stop in _fields(data, begin, end):
+        if field == 1:
+            identity = _signed(start)
+        elif field == 2:
+            name = _text(data, start, stop)
+        elif field == 3:
+            plane.lines.append((start, stop))
+        elif field in (4, 5):  # a map entry: key 1, value 2 (an XEventMetadata or an XStatMetadata)
+            value = next(((s, e) for f, _, s, e in _fields(data, start, stop) if f == 2), None)
+            if value is None:
+                continue
+            if field == 4:
+                key, entry = _event_metadata(data, *value)
+                plane.events[key] = entry
+            else:
+                key, stat_name = _stat_metadata(data, *value)
+                plane.stat_names[key] = stat_name
+        elif field == 6:
+            plane.stats.append((start, stop))
+    return plane._replace(id=identity, name=name)
+
+
+def _event_metadata(data: bytes, begin: int, end: int) -> tuple[int, tuple[str, str, list[tuple[int, int]]]]:
+    identity, name, display, stats = 0, "", "", []
+    for field, _, start, stop in _fields(data, begin, end):
+        if field == 1:
+            identity = _signed(start)
+        elif field == 2:
+            name = _text(data, start, stop)
+        elif field == 4:
+            display = _text(data, start, stop)
+        elif field == 5:
+            stats.append((start, stop))
+    return identity, (name, display, stats)
+
+
+def _stat_metadata(data: bytes, begin: int, end: int) -> tuple[int, str]:
+    identity, name = 0, ""
+    for field, _, start, stop in _fields(data, begin, end):
+        if field == 1:
+            identity = _signed(start)
+        elif field == 2:
+            name = _text(data, start, stop)
+    return identity, name
+
+
+def _line(data: bytes, at: tuple[int, int]) -> _Line:
+    """A line's thread, name and start (its events are read by :func:`_line_events`)."""
+    identity = display_id = start_ns = 0
+    name = display = ""
+    begin, end = at
+    while begin < end:
+        if data[begin] == _EVENT_TAG:  # an event, passed over
+            size, begin = _varint(data, begin + 1, end)
+            begin += size
+            continue
+        field, _, start, stop = next(_fields(data, begin, end))
+        begin = stop or _skipped(data, begin, end)
+        if field == 1:
+            identity = start
+        elif field == 10:
+            display_id = start
+        elif field == 2:
+            name = _text(data, start, stop)
+        elif field == 11:
+            display = _text(data, start, stop)
+        elif field == 3:
+            start_ns = _signed(start)
+    if begin > end:
+        raise _Malformed(end)
+    return _Line((display_id or identity) & _UINT32, display or name, start_ns, at)
+
+
+def _line_events(data: bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, int, list[tuple[int, int]]]]:
+    """Each event of the line at ``at``: its metadata id, offset and duration (ps), and its stats' ranges. The loop
+    that reads most of the file: an event's fields are read here, other fields skipped by :func:`_skipped`."""
+    begin, end = at
+    while begin < end:
+        if data[begin] != _EVENT_TAG:  # another field of the line
+            begin = _skipped(data, begin, end)
+            continue
+        size, begin = _varint(data, begin + 1, end)
+        stop = begin + size
+        if stop > end:
+            raise _Malformed(begin)
+        kind = offset = duration = 0
+        stats = []
+        while begin < stop:
+            tag = data[begin]
+            if tag == _STAT_TAG:
+                size, begin = _varint(data, begin + 1, stop)
+                if begin + size > stop:
+                    raise _Malformed(begin)
+                stats.append((begin, begin + size))
+                begin += size
+            elif tag in _EVENT_NUMBERS:  # a field of one number: the metadata id, offset, duration, occurrences
+                value, shift, begin = 0, 0, begin + 1
+                while True:  # the varint, read here: a call per number would double the loop's time
+                    byte = data[begin]
+                    begin += 1
+                    value |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                if tag == _OFFSET_TAG:
+                    offset = value
+                elif tag == _DURATION_TAG:
+                    duration = value
+                elif tag == _METADATA_TAG:
+                    kind = value
+            else:
+                begin = _skipped(data, begin, stop)
+        if begin > stop:  # a number ran past its event
+            raise _Malformed(stop)
+        yield _signed(kind), _signed(offset), _signed(duration), stats
+
+
+def _skipped(data: bytes, at: int, end: int) -> int:
+    """Where the field that starts at ``at`` ends."""
+    tag, at = _varint(data, at, end)
+    wire = tag & 7
+    if tag >> 3 == 0:  # no field has number 0
+        raise _Malformed(at)
+    if wire == _VARINT:
+        return _varint(data, at, end)[1]
+    if wire == _LENGTH:
+        size, at = _varint(data, at, end)
+    elif wire in _FIXED_SIZES:
+        size = _FIXED_SIZES[wire]
+    else:
+        raise _Malformed(at)
+    if at + size > end:
+        raise _Malformed(at)
+    return at + size
+
+
+def _stat(data: bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[tuple[str, str | None], bool]:
+    """A stat's name and its value as text, as the exporter writes it (None where it holds no value); and whether
+    the value is text (a string, or a name it refers to), which recurs where numbers seldom do."""
+    name, value, text = "", None, False
+    for field, wire, start, stop in _fields(data, *at):
+        if field == 1:
+            name = names.get(_signed(start), "")
+        elif field == 2 and wire == _FIXED64:
+            value = _number(_DOUBLE.unpack_from(data, start)[0])
+        elif field == 3:
+            value = str(start)
+        elif field == 4:
+            value = str(_signed(start))
+        elif field == 5:
+            value, text = _text(data, start, stop), True
+        elif field == 6:
+            value = "<opaque bytes>"
+        elif field == 7:
+            value, text = names.get(start, ""), True
+    return (name, value), text
+
+
+def _number(value: float) -> str:
+    """A double as the exporter writes it: at most six significant digits."""
+    return f"{value:.6g}"
+
+
+def _text(data: bytes, start: int, stop: int) -> str:
+    return data[start:stop].decode("utf-8", "replace")
+
+
+def _signed(value: int) -> int:
+    """A varint read as the int64 it encodes (negative numbers are ten bytes of two's complement)."""
+    return value - (1 << 64) if value >= _INT64_SIGN else value
+
+
+def _fields(data: bytes, begin: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """Each field of the message in ``data[begin:end]``: its number, wire type and either its value (a varint:
+    ``start``, ``stop`` 0) or the range of its bytes (the other wire types)."""
+    at = begin
+    while at < end:
+        tag = data[at]  # a field's tag and a small value are one byte each: read them here, the rest by _varint
+        if tag < 0x80:
+            at += 1
+        else:
+            tag, at = _varint(data, at, end)
+        field, wire = tag >> 3, tag & 7
+        if field == 0:  # no field has number 0
+            raise _Malformed(at)
+        if wire == _VARINT:
+            if at < end and (value := data[at]) < 0x80:
+                at += 1
+            else:
+                value, at = _varint(data, at, end)
+            yield field, wire, value, 0
+            continue
+        if wire == _LENGTH:
+            size, at = _varint(data, at, end)
+        elif wire in _FIXED_SIZES:
+            size = _FIXED_SIZES[wire]
+        else:
+            raise _Malformed(at)
+        if at + size > end:
+            raise _Malformed(at)
+        yield field, wire, at, at + size
+        at += size
+
+
+def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
+    """The varint at ``at`` (not past ``end``), and where it ends."""
+    if at < end and data[at] < 0x80:
+        return data[at], at + 1
+    value = shift = 0
+    while at < end:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            break
+    raise _Malformed(at)

@@ -1,0 +1,251 @@
+"""The raw XSpace (``*.xplane.pb``) read natively: the same events as the profiler's own JSON export of it, and every
+feature of the exporter's conversion on XSpaces encoded here field by field (the schema of ``xplane.proto``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections import Counter
+
+import msgspec
+import pytest
+from conftest import DATA, error_line
+from xspace_synth import event, gpu_capture, line, message, number, plane, space, stat
+
+from perftool.analysis.launches import launch_rows
+from perftool.analysis.steps import detect_steps
+from perftool.pipeline.read import load_trace
+from perftool.trace import xspace
+
+XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"
+ITS_JSON = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"  # jaxlib's export of it
+
+
+def exported(data: bytes, tmp_path) -> tuple[list[dict], dict]:
+    """The events :func:`xspace.batches` gives for ``data``, as plain dicts, and the metadata it sets."""
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(data)
+    metadata: dict = {}
+    events = [_plain(e) for batch in xspace.batches(str(path), metadata) for e in batch]
+    return events, metadata
+
+
+def _plain(e) -> dict:
+    args = msgspec.json.decode(bytes(e.args)) if bytes(e.args) else None
+    times = {k: v for k, v in (("ts", e.ts), ("dur", e.dur)) if not math.isnan(v)}
+    return {"ph": e.ph, "pid": e.pid, "tid": e.tid, "name": e.name, **times, "args": args}
+
+
+@pytest.mark.parametrize("cached", [xspace.CACHED_STATS, 2], ids=["stats cached", "cache cleared as it fills"])
+def test_the_real_capture_s_xspace_gives_every_event_of_its_json_export(tmp_path, monkeypatch, cached):
+    """jaxlib exported the JSON beside it from this XSpace: the same 4,124 events, names, times, args and threads,
+    the allocator's 286 bookkeeping events left out as there."""
+    monkeypatch.setattr(xspace, "CACHED_STATS", cached)
+    mine, metadata = exported(XSPACE.read_bytes(), tmp_path)
+    theirs = [e for e in json.loads(gzip.decompress(ITS_JSON.read_bytes()))["traceEvents"] if e]
+    assert len(mine) == len(theirs) == 4124
+
+    def key(e: dict) -> str:
+        times = {k: float(e[k]) for k in ("ts", "dur") if k in e}
+        return json.dumps([e["ph"], e["pid"], e.get("tid", 0), e["name"], times, e.get("args") or None], sort_keys=True)
+
+    assert Counter(map(key, mine)) == Counter(map(key, theirs))
+    assert metadata["displayTimeUnit"] == "ns"
+    assert metadata["deviceProperties"] == [
+        {"id": 0, "name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992}
+    ]
+
+
+def test_the_real_xspace_and_its_json_export_give_the_same_verdict(run):
+    verdicts = []
+    for path in (XSPACE, ITS_JSON):
+        result = run("scan", str(path), "--format", "json", "--fail-on", "never")
+        assert result.exit_code == 0, result.output
+        (scanned,) = json.loads(result.stdout)["traces"]
+        verdicts.append([(f["rule_id"], f["severity"], f["message"], f["fix"]["text"]) for f in scanned["findings"]])
+    assert verdicts[0] == verdicts[1] and verdicts[0]
+
+
+def _gpu_space(*extra_planes: bytes) -> bytes:
+    host = plane(
+        3,
+        "/host:CPU",
+        lines=[
+            line(
+                11643246108867846427,
+                "python",
+                100,
+                event(1, 0, 5_000_000),
+                event(2, 1_000, 0),
+                event(3, 2_000_000, 1_000_000, stat(1, "train"), stat(2, 7)),
+                event(4, 3_000_000, 10),
+            ),
+            line(7, "tf_pjrt_thread_pool/7", 100, event(5, 4_000_000, 2_500_000, stat(3, 1 / 3), stat(4, 5))),
+        ],  # fmt: skip
+        event_names={
+            1: "PjitFunction(step)",
+            2: "MemoryAllocation",
+            3: ("jit_step", "step", []),
+            4: "Steps",
+            5: ("cuLaunchKernel", "", [stat(6, 5, ref=True)]),
+        },  # fmt: skip
+        stat_names={1: "step_name", 2: "_p", 3: "ratio", 4: "correlation_id", 5: "sm90_xmma", 6: "kernel_name"},
+    )
+    device = plane(
+        0,
+        "/device:GPU:0",
+        lines=[
+            line(16, "Stream #16(Kernel)", 200, event(1, 0, 3_000_000, stat(1, 5), stat(2, b"\x01\x02"))),
+            line(99, "Async XLA Ops", 200, event(1, 0, 10)),
+        ],
+        event_names={1: "fusion.1"},
+        stat_names={1: "correlation_id", 2: "blob", 3: "device_vendor", 4: "core_count", 5: "memory_size"},
+        stats=[stat(3, "Nvidia"), stat(4, 132), stat(5, 80 << 30)],
+    )
+    metadata_plane = plane(4, "/host:metadata", event_names={1: "jit_step(1)"})
+    return space(metadata_plane, device, host, *extra_planes)
+
+
+def test_planes_lines_events_and_stats_are_exported_as_the_profiler_does(tmp_path):
+    events, metadata = exported(_gpu_space(), tmp_path)
+    named = {(e["name"], e["pid"], e.get("tid")): e["args"] for e in events if e["ph"] == "M"}
+    assert named[("process_name", 701, 0)] == {"name": "/host:CPU"}  # the host: past the devices' numbers
+    assert named[("process_name", 1, 0)] == {"name": "/device:GPU:0"}  # device plane N: process N + 1
+    assert named[("thread_name", 701, 11643246108867846427 & 0xFFFFFFFF)] == {"name": "python"}  # a uint32 thread
+    assert named[("thread_sort_index", 701, 7)] == {"sort_index": 2}  # the host's threads in line order
+    assert named[("thread_sort_index", 1, 16)] == {"sort_index": 16}  # a device's by id
+    assert not any(args == {"name": "/host:metadata"} or args == {"name": "Async XLA Ops"} for args in named.values())
+    work = {e["name"]: e for e in events if e["ph"] == "X"}
+    assert set(work) == {"PjitFunction(step)", "train", "Steps", "cuLaunchKernel", "fusion.1"}  # no allocator event
+    assert work["PjitFunction(step)"]["ts"] == pytest.approx(0.1) and work["PjitFunction(step)"]["dur"] == 5.0
+    assert work["PjitFunction(step)"]["args"] is None
+    assert work["Steps"]["dur"] == 1e-5  # a duration of 10 ps: 1e-5 µs
+    assert work["train"]["args"] == {"long_name": "jit_step", "step_name": "train"}  # named by its step, "_p" left out
+    assert work["train"]["ts"] == pytest.approx(2.1)
+    assert work["cuLaunchKernel"]["args"] == {"kernel_name": "sm90_xmma", "ratio": "0.333333", "correlation_id": "5"}
+    assert work["fusion.1"]["args"] == {"correlation_id": "5", "blob": "<opaque bytes>"}
+    assert (work["fusion.1"]["pid"], work["fusion.1"]["tid"], work["fusion.1"]["ts"]) == (1, 16, 0.2)
+    assert metadata["deviceProperties"] == [{"id": 0, "name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 80 << 30}]
+
+
+def test_a_zero_duration_is_one_picosecond_and_a_negative_id_reads_as_the_int64_it_is(tmp_path):
+    data = space(plane(-1, "/device:GPU:0", lines=[line(-2, "Stream #1", 0, event(1, 7, 0))], event_names={1: "k"}))
+    events, _ = exported(data, tmp_path)
+    (work,) = [e for e in events if e["ph"] == "X"]
+    assert (work["pid"], work["tid"], work["ts"], work["dur"]) == (0, (-2) & 0xFFFFFFFF, 7e-6, 1e-6)
+
+
+def test_tpu_planes_are_the_devices_only_where_no_gpu_plane_is(tmp_path):
+    tpu = plane(2, "/device:TPU:2", lines=[line(1, "XLA Ops", 0, event(1, 0, 10))], event_names={1: "fusion"})
+    custom = plane(5, "/device:CUSTOM:0", lines=[line(1, "Ops", 0, event(1, 0, 10))], event_names={1: "op"})
+    events, _ = exported(space(tpu, custom), tmp_path)
+    assert {e["pid"] for e in events if e["ph"] == "X"} == {3}
+    events, _ = exported(_gpu_space(tpu), tmp_path)
+    assert 3 not in {e["pid"] for e in events}
+
+
+def test_a_line_s_display_id_and_display_name_are_its_thread(tmp_path):
+    named = line(5, "raw", 0, event(1, 0, 10), display_id=9, display="Stream #9(Kernel)")
+    data = space(plane(0, "/device:GPU:0", lines=[named], event_names={1: "k"}))
+    events, _ = exported(data, tmp_path)
+    assert [(e["tid"], e["args"]["name"]) for e in events if e["name"] == "thread_name"] == [(9, "Stream #9(Kernel)")]
+    assert [e["tid"] for e in events if e["ph"] == "X"] == [9]
+
+
+def test_a_tpu_capture_read_from_its_xspace_has_its_ops_as_the_device(tmp_path):
+    """A TPU's ops line holds its work: read from the planes as from the JSON export."""
+    ops = [event(1, step * 2_000_000_000, 1_500_000_000) for step in range(6)]
+    data = space(plane(0, "/device:TPU:0", lines=[line(1, "XLA Ops", 0, *ops), line(2, "XLA Modules", 0, *ops)],
+                       event_names={1: "fusion.3"}))  # fmt: skip
+    path = tmp_path / "tpu.xplane.pb"
+    path.write_bytes(data)
+    trace = load_trace(path)
+    assert trace.dialect == "xla" and len(trace) == 12
+    assert {t.thread_name: t.role.value for t in trace.tracks}["XLA Ops"] == "device"
+
+
+def _gpu_line(body: bytes) -> bytes:
+    """An XSpace of one GPU plane whose one line holds ``body`` after its id and name."""
+    return space(plane(0, "/device:GPU:0", lines=[number(1, 16) + message(2, "Stream #16") + body],
+                       event_names={1: "k"}))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x0a\xff\xff",  # a plane whose length runs past the file
+        b"\x0f\x00",  # wire type 7, which protobuf has not
+        _gpu_line(b"\x22\x05\x08"),  # an event whose length runs past its line
+        _gpu_line(message(4, number(1, 1) + b"\x10\xff")) + b"\x01",  # a number that runs past its event
+        message(
+            1, number(1, 0) + message(2, "/device:GPU:0") + message(3, number(1, 16) + message(4, b"\x08\x01\x10\x90"))
+        ),  # a number cut off by the end of the file (its last event's last bytes)
+        _gpu_line(message(4, b"\x08\x01\x33")),  # an event's field of wire type 3 (a group, long gone)
+        b"\x00\x01" + _gpu_line(message(4, number(1, 1))),  # a field numbered 0, which no field is
+        _gpu_line(b"\x00\x01"),  # a line's
+        _gpu_line(message(4, b"\x08\x01\x00\x01")),  # an event's
+        b'{"traceEvents": []}',  # JSON named .xplane.pb
+    ],
+    ids=[
+        "plane past the end",
+        "no such wire type",
+        "event past its line",
+        "number past its event",
+        "cut number",
+        "group",
+        "field 0",
+        "line field 0",
+        "event field 0",
+        "json",
+    ],  # fmt: skip
+)
+def test_a_truncated_or_foreign_xspace_is_one_line_naming_the_byte(tmp_path, run, data):
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(data)
+    result = run("info", str(path))
+    error_line(result, str(path), "not an XSpace protobuf: its bytes break off or make no sense at byte ")
+    assert "Traceback" not in result.output
+
+
+def test_a_number_that_runs_past_its_event_is_named_at_the_event_s_end(tmp_path, run):
+    """The duration's last byte says more follows: read on, it takes the next event's tag; the error names the byte
+    where the event ended, not one further on."""
+    first, second = message(4, number(1, 1) + b"\x18\x81"), message(4, number(1, 1) + number(3, 5))
+    data = _gpu_line(first + second)
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(data)
+    end_of_first = data.index(first) + len(first)
+    error_line(run("info", str(path)), f"make no sense at byte {end_of_first:,} ")
+
+
+def test_the_real_xspace_cut_anywhere_is_refused_in_one_line_or_read(tmp_path, run):
+    """Cut at any of a spread of places, the file is refused in one line naming a byte, or (cut between planes)
+    read as the planes it still holds: never a traceback."""
+    data = XSPACE.read_bytes()
+    for cut in range(1, len(data), len(data) // 23):
+        path = tmp_path / f"cut{cut}.xplane.pb"
+        path.write_bytes(data[:cut])
+        result = run("info", str(path), "--format", "json")
+        assert result.exit_code in (0, 2), result.output
+        if result.exit_code == 2:
+            assert "not an XSpace protobuf" in result.output or "no events" in result.output, result.output
+            assert len(result.output.strip().splitlines()) == 1
+
+
+def test_an_empty_xspace_file_is_one_line(tmp_path, run):
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(b"")
+    error_line(run("info", str(path)), str(path), "empty file")
+
+
+def test_a_jitted_gpu_step_read_from_its_xspace_pairs_each_launch_with_its_kernel(tmp_path):
+    """Launch and kernel share a correlation id in their stats (XLA's traces have no flows): each of the 320
+    launches finds its kernel, and the host's repeated jitted call makes the 8 steps."""
+    path = tmp_path / "gpu.xplane.pb"
+    path.write_bytes(gpu_capture(8))
+    trace = load_trace(path)
+    sources, spans = launch_rows(trace)
+    assert len(sources) == 320 and {trace.names[n] for n in trace.name[spans].tolist()} == {
+        "loop_add_fusion", "input_reduce_fusion", "custom-call.1", "loop_multiply_fusion"}  # fmt: skip
+    assert detect_steps(trace).count == 8
