@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import REPO, error_line
+from conftest import DATA, REPO, error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +34,7 @@ from perftool.tune.spec import TuneConfig, load_tune_config
 pytestmark = pytest.mark.fuzz  # CI runs these again at the ci profile: pytest --all -m "slow or fuzz"
 
 SAMPLE = REPO / "sample_traces" / "npu" / "host_bound_loop_size.trace.json.gz"
+XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"  # a real capture's raw XSpace
 EXAMPLES = {name: REPO / "examples" / "tune" / f"{name}.yaml" for name in ("npu", "ipu", "hpu", "gpu")}
 RULE = REPO / "rules" / "PT001-host-bound-gaps.yaml"
 
@@ -187,6 +188,15 @@ def test_truncated_or_corrupt_gzip_fails_cleanly(data, small_trace, folder):
     path = folder / "broken.json.gz"
     path.write_bytes(mutate_bytes(data, packed))
     assert_clean(invoke("info", path), str(path))
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_xspace_bytes_scan_or_fail_cleanly(data, folder):
+    """A raw XSpace flipped, cut, spliced: read as the planes it still holds, or refused in one line."""
+    path = folder / "mutated.xplane.pb"
+    path.write_bytes(mutate_bytes(data, XSPACE.read_bytes()))
+    assert_clean(invoke("scan", path, "--format", "json"), str(path))
 
 
 EVENT_FIELDS = {
