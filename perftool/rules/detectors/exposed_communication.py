@@ -28,6 +28,8 @@ NAMED_CAUSE = 0.05  # a cause of the idle time this share of the window is named
 OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
 AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
+# a bandwidth is over the time one rank spends in the calls, its wait for the others held in it: said with it
+_TIMED = " over this rank's time in them, waits for the other ranks included"
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -95,13 +97,15 @@ def _untyped(comms: Communication, scope: Scope) -> str:
 
 def _sizes_text(sizes_mb: np.ndarray, top: CollectiveStat) -> str:
     """The message size and bandwidth in words, or that the trace does not record them: bus bandwidth where the
-    ranks are known, else the algorithm bandwidth (bus bandwidth scales it by the ranks)."""
+    ranks are known, else the algorithm bandwidth (bus bandwidth scales it by the ranks). Either is over the time
+    this rank spends in the calls, which holds its wait for the other ranks: one rank's trace cannot tell a slow
+    link from a late peer, and says so."""
     if not sizes_mb.size or top.busbw_gbps is None or top.algbw_gbps is None:
         return "message sizes not recorded"
     median = f"median {float(np.median(sizes_mb)):.1f} MB"
     if top.group_size is None:
-        return f"{median}, {top.algbw_gbps:.1f} GB/s algorithm bandwidth, the ranks not recorded"
-    return f"{median}, {top.busbw_gbps:.1f} GB/s bus bandwidth"
+        return f"{median}, {top.algbw_gbps:.1f} GB/s algorithm bandwidth{_TIMED}, the ranks not recorded"
+    return f"{median}, {top.busbw_gbps:.1f} GB/s bus bandwidth{_TIMED}"
 
 
 def _sizes_mb(comms: Communication, collective: str) -> np.ndarray:
@@ -163,7 +167,8 @@ DETECTOR = Detector(
         "named": "that collective in words (tasks of no named type listed by name)",
         "calls_per_step": "its calls per steady step",
         "message_mb": "its median message size, MB (NaN where the trace does not say)",
-        "sizes": "its median message size and achieved bus bandwidth in words, where the trace records sizes",
+        "sizes": "its median message size and achieved bus bandwidth (over this rank's time in the calls) in "
+        "words, where the trace records sizes",
         "group": "the process group with the most exposed communication",
         "bucket_cap_mb": "DDP bucket size giving about six all-reduces per step (0 when no bucket change is advised)",
         "hccl_buffsize_mb": "HCCL_BUFFSIZE holding the largest message on an NPU, above the 200 MB default (else 0)",
