@@ -306,8 +306,7 @@ def _line(data: bytes, at: tuple[int, int]) -> _Line:
             size, begin = _varint(data, begin + 1, end)
             begin += size
             continue
-        field, _, start, stop = next(_fields(data, begin, end))
-        begin = stop or _skipped(data, begin, end)
+        field, _, start, stop, begin = _field(data, begin, end)
         if field == 1:
             identity = start
         elif field == 10:
@@ -325,11 +324,11 @@ def _line(data: bytes, at: tuple[int, int]) -> _Line:
 
 def _line_events(data: bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, int, list[tuple[int, int]]]]:
     """Each event of the line at ``at``: its metadata id, offset and duration (ps), and its stats' ranges. The loop
-    that reads most of the file: an event's fields are read here, other fields skipped by :func:`_skipped`."""
+    that reads most of the file: an event's fields are read here, other fields passed over by :func:`_field`."""
     begin, end = at
     while begin < end:
         if data[begin] != _EVENT_TAG:  # another field of the line
-            begin = _skipped(data, begin, end)
+            begin = _field(data, begin, end)[-1]
             continue
         size, begin = _varint(data, begin + 1, end)
         stop = begin + size
@@ -361,29 +360,10 @@ def _line_events(data: bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, i
                 elif tag == _METADATA_TAG:
                     kind = value
             else:
-                begin = _skipped(data, begin, stop)
+                begin = _field(data, begin, stop)[-1]
         if begin > stop:  # a number ran past its event
             raise _Malformed(stop)
         yield _signed(kind), _signed(offset), _signed(duration), stats
-
-
-def _skipped(data: bytes, at: int, end: int) -> int:
-    """Where the field that starts at ``at`` ends."""
-    tag, at = _varint(data, at, end)
-    wire = tag & 7
-    if tag >> 3 == 0:  # no field has number 0
-        raise _Malformed(at)
-    if wire == _VARINT:
-        return _varint(data, at, end)[1]
-    if wire == _LENGTH:
-        size, at = _varint(data, at, end)
-    elif wire in _FIXED_SIZES:
-        size = _FIXED_SIZES[wire]
-    else:
-        raise _Malformed(at)
-    if at + size > end:
-        raise _Malformed(at)
-    return at + size
 
 
 def _stat(data: bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[tuple[str, str | None], bool]:
@@ -427,31 +407,33 @@ def _fields(data: bytes, begin: int, end: int) -> Iterator[tuple[int, int, int, 
     ``start``, ``stop`` 0) or the range of its bytes (the other wire types)."""
     at = begin
     while at < end:
-        tag = data[at]  # a field's tag and a small value are one byte each: read them here, the rest by _varint
-        if tag < 0x80:
-            at += 1
-        else:
-            tag, at = _varint(data, at, end)
-        field, wire = tag >> 3, tag & 7
-        if field == 0:  # no field has number 0
-            raise _Malformed(at)
-        if wire == _VARINT:
-            if at < end and (value := data[at]) < 0x80:
-                at += 1
-            else:
-                value, at = _varint(data, at, end)
-            yield field, wire, value, 0
-            continue
-        if wire == _LENGTH:
-            size, at = _varint(data, at, end)
-        elif wire in _FIXED_SIZES:
-            size = _FIXED_SIZES[wire]
-        else:
-            raise _Malformed(at)
-        if at + size > end:
-            raise _Malformed(at)
-        yield field, wire, at, at + size
-        at += size
+        field, wire, start, stop, at = _field(data, at, end)
+        yield field, wire, start, stop
+
+
+def _field(data: bytes, at: int, end: int) -> tuple[int, int, int, int, int]:
+    """The field that starts at ``at``: its number, wire type, value or range (as :func:`_fields` gives them), and
+    where it ends."""
+    tag = data[at]  # a field's tag is one byte but for numbers past 15
+    if tag < 0x80:
+        at += 1
+    else:
+        tag, at = _varint(data, at, end)
+    field, wire = tag >> 3, tag & 7
+    if field == 0:  # no field has number 0
+        raise _Malformed(at)
+    if wire == _VARINT:
+        value, at = _varint(data, at, end)
+        return field, wire, value, 0, at
+    if wire == _LENGTH:
+        size, at = _varint(data, at, end)
+    elif wire in _FIXED_SIZES:
+        size = _FIXED_SIZES[wire]
+    else:
+        raise _Malformed(at)
+    if at + size > end:
+        raise _Malformed(at)
+    return field, wire, at, at + size, at + size
 
 
 def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
