@@ -13,8 +13,11 @@ own, each as text; the allocator's and tf.data's bookkeeping events, the stats t
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import msgspec
@@ -49,6 +52,7 @@ _EVENT_NUMBERS = frozenset({_METADATA_TAG, _OFFSET_TAG, _DURATION_TAG, _OCCURREN
 _EVENT_TAG = 0x22  # XLine.events, field 4
 _DOUBLE = struct.Struct("<d")
 _ENCODE = msgspec.json.encode
+_Bytes = bytes | mmap.mmap  # an XSpace's bytes: its file mapped, or (in tests) bytes
 
 # The vendor an XSpace's device plane records, as the name the device table knows a vendor's devices by where the
 # name says no model (perftool.hardware.identify tells the model apart by compute units and memory)
@@ -77,26 +81,26 @@ class _Plane(NamedTuple):
 def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
     """The events of the XSpace at ``path`` as its profiler exports them, in batches: the processes' and threads'
     names first; the devices' properties the planes record (:func:`device_properties`) in ``metadata``."""
-    data = _read(path)
-    planes = _planes(path, data)
-    metadata.setdefault("displayTimeUnit", "ns")  # as the exporter writes it: times in µs, to the picosecond
-    if properties := _properties(data, planes):
-        metadata.setdefault("deviceProperties", properties)
-    exported = _exported(planes)
-    try:
-        yield [event for process, plane in exported for event in _names(data, process, plane)]
-        batch: list[RawEvent] = []
-        for process, plane in exported:
-            for event in _events(data, process, plane):
-                batch.append(event)
-                if len(batch) == BATCH_EVENTS:
-                    yield batch
-                    batch = []
-        yield batch
-    except _Malformed as exc:
-        raise _not_an_xspace(path, exc.at) from None
-    except IndexError:  # a number that runs past the file's end
-        raise _not_an_xspace(path, len(data)) from None
+    with _mapped(path) as data:
+        planes = _planes(path, data)
+        metadata.setdefault("displayTimeUnit", "ns")  # as the exporter writes it: times in µs, to the picosecond
+        if properties := _properties(data, planes):
+            metadata.setdefault("deviceProperties", properties)
+        exported = _exported(planes)
+        try:
+            yield [event for process, plane in exported for event in _names(data, process, plane)]
+            batch: list[RawEvent] = []
+            for process, plane in exported:
+                for event in _events(data, process, plane):
+                    batch.append(event)
+                    if len(batch) == BATCH_EVENTS:
+                        yield batch
+                        batch = []
+            yield batch
+        except _Malformed as exc:
+            raise _not_an_xspace(path, exc.at) from None
+        except IndexError:  # a number that runs past the file's end
+            raise _not_an_xspace(path, len(data)) from None
 
 
 def device_properties(path: str) -> list[dict[str, Any]]:
@@ -104,21 +108,26 @@ def device_properties(path: str) -> list[dict[str, Any]]:
     ``numSms``, ``totalGlobalMem``), where every GPU plane records the same vendor, compute units and memory; none
     where they differ, say nothing, or the file cannot be read (its events are read all the same)."""
     try:
-        data = _read(path)
-        return _properties(data, _planes(path, data))
+        with _mapped(path) as data:
+            return _properties(data, _planes(path, data))
     except TraceError:
         return []
 
 
-def _read(path: str) -> bytes:
+@contextmanager
+def _mapped(path: str) -> Iterator[mmap.mmap]:
+    """The file's bytes, mapped rather than read: the pages the reading passes over are the system's to drop."""
     try:
         with open(path, "rb") as file:
-            data = file.read()
+            if os.fstat(file.fileno()).st_size == 0:
+                raise TraceError(path, "empty file")
+            data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise TraceError(path, f"cannot read it: {exc.strerror or exc}") from None
-    if not data:
-        raise TraceError(path, "empty file")
-    return data
+    try:
+        yield data
+    finally:
+        data.close()
 
 
 def _not_an_xspace(path: str, at: int) -> TraceError:
@@ -126,7 +135,7 @@ def _not_an_xspace(path: str, at: int) -> TraceError:
                             "truncated file, or another format named .xplane.pb?)")  # fmt: skip
 
 
-def _properties(data: bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
+def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
     """:func:`device_properties` of the decoded ``planes``."""
     recorded = set()
     for plane in planes:
@@ -155,7 +164,7 @@ def _exported(planes: list[_Plane]) -> list[tuple[int, _Plane]]:
     return found
 
 
-def _names(data: bytes, process: int, plane: _Plane) -> list[RawEvent]:
+def _names(data: _Bytes, process: int, plane: _Plane) -> list[RawEvent]:
     """The metadata events that name ``plane``'s process and threads and set their order."""
     events = [_meta("process_name", process, None, "name", plane.name),
               _meta("process_sort_index", process, None, "sort_index", process)]  # fmt: skip
@@ -178,7 +187,7 @@ class _Line(NamedTuple):
     at: tuple[int, int]  # where its bytes are, its events among them
 
 
-def _unique_lines(data: bytes, plane: _Plane) -> list[_Line]:
+def _unique_lines(data: _Bytes, plane: _Plane) -> list[_Line]:
     """``plane``'s exported lines, one per thread (lines of one display id are one timeline, the last one's name)."""
     named: dict[int, _Line] = {}
     for line in (_line(data, at) for at in plane.lines):
@@ -187,7 +196,7 @@ def _unique_lines(data: bytes, plane: _Plane) -> list[_Line]:
     return list(named.values())
 
 
-def _events(data: bytes, process: int, plane: _Plane) -> Iterator[RawEvent]:
+def _events(data: _Bytes, process: int, plane: _Plane) -> Iterator[RawEvent]:
     """``plane``'s exported events, line by line. Its metadata's args are decoded once per metadata, and a stat of
     text (a name, a kernel's launch) once per distinct encoding, up to :data:`CACHED_STATS` of them."""
     stat_names = plane.stat_names
@@ -221,7 +230,7 @@ def _events(data: bytes, process: int, plane: _Plane) -> Iterator[RawEvent]:
             yield RawEvent(ph="X", name=shown, pid=process, tid=line.thread, ts=ts, dur=dur, args=raw)
 
 
-def _kind(data: bytes, plane: _Plane, kind: int) -> tuple[str, str, dict[str, str]] | None:
+def _kind(data: _Bytes, plane: _Plane, kind: int) -> tuple[str, str, dict[str, str]] | None:
     """An event metadata's name, display name and args (``long_name`` where it has a display name, then its stats);
     None for an event the exporter leaves out."""
     name, display, stats = plane.events.get(kind, ("", "", []))
@@ -239,7 +248,7 @@ def _add_stat(args: dict[str, str], key: str, value: str | None) -> None:
         args[key] = value
 
 
-def _planes(path: str, data: bytes) -> list[_Plane]:
+def _planes(path: str, data: _Bytes) -> list[_Plane]:
     """The XSpace's planes, their lines left as offset ranges to decode when their events are read."""
     try:
         return [_plane(data, begin, end) for field, _, begin, end in _fields(data, 0, len(data)) if field == 1]
@@ -247,7 +256,7 @@ def _planes(path: str, data: bytes) -> list[_Plane]:
         raise _not_an_xspace(path, exc.at) from None
 
 
-def _plane(data: bytes, begin: int, end: int) -> _Plane:
+def _plane(data: _Bytes, begin: int, end: int) -> _Plane:
     plane = _Plane(0, "", [], {}, {}, [])
     identity, name = 0, ""
     for field, _, start, stop in _fields(data, begin, end):
@@ -272,7 +281,7 @@ def _plane(data: bytes, begin: int, end: int) -> _Plane:
     return plane._replace(id=identity, name=name)
 
 
-def _event_metadata(data: bytes, begin: int, end: int) -> tuple[int, tuple[str, str, list[tuple[int, int]]]]:
+def _event_metadata(data: _Bytes, begin: int, end: int) -> tuple[int, tuple[str, str, list[tuple[int, int]]]]:
     identity, name, display, stats = 0, "", "", []
     for field, _, start, stop in _fields(data, begin, end):
         if field == 1:
@@ -286,7 +295,7 @@ def _event_metadata(data: bytes, begin: int, end: int) -> tuple[int, tuple[str, 
     return identity, (name, display, stats)
 
 
-def _stat_metadata(data: bytes, begin: int, end: int) -> tuple[int, str]:
+def _stat_metadata(data: _Bytes, begin: int, end: int) -> tuple[int, str]:
     identity, name = 0, ""
     for field, _, start, stop in _fields(data, begin, end):
         if field == 1:
@@ -296,7 +305,7 @@ def _stat_metadata(data: bytes, begin: int, end: int) -> tuple[int, str]:
     return identity, name
 
 
-def _line(data: bytes, at: tuple[int, int]) -> _Line:
+def _line(data: _Bytes, at: tuple[int, int]) -> _Line:
     """A line's thread, name and start (its events are read by :func:`_line_events`)."""
     identity = display_id = start_ns = 0
     name = display = ""
@@ -322,7 +331,7 @@ def _line(data: bytes, at: tuple[int, int]) -> _Line:
     return _Line((display_id or identity) & _UINT32, display or name, start_ns, at)
 
 
-def _line_events(data: bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, int, list[tuple[int, int]]]]:
+def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, int, list[tuple[int, int]]]]:
     """Each event of the line at ``at``: its metadata id, offset and duration (ps), and its stats' ranges. The loop
     that reads most of the file: an event's fields are read here, other fields passed over by :func:`_field`."""
     begin, end = at
@@ -366,7 +375,7 @@ def _line_events(data: bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, i
         yield _signed(kind), _signed(offset), _signed(duration), stats
 
 
-def _stat(data: bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[tuple[str, str | None], bool]:
+def _stat(data: _Bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[tuple[str, str | None], bool]:
     """A stat's name and its value as text, as the exporter writes it (None where it holds no value); and whether
     the value is text (a string, or a name it refers to), which recurs where numbers seldom do."""
     name, value, text = "", None, False
@@ -393,7 +402,7 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def _text(data: bytes, start: int, stop: int) -> str:
+def _text(data: _Bytes, start: int, stop: int) -> str:
     return data[start:stop].decode("utf-8", "replace")
 
 
@@ -402,7 +411,7 @@ def _signed(value: int) -> int:
     return value - (1 << 64) if value >= _INT64_SIGN else value
 
 
-def _fields(data: bytes, begin: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+def _fields(data: _Bytes, begin: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """Each field of the message in ``data[begin:end]``: its number, wire type and either its value (a varint:
     ``start``, ``stop`` 0) or the range of its bytes (the other wire types)."""
     at = begin
@@ -411,7 +420,7 @@ def _fields(data: bytes, begin: int, end: int) -> Iterator[tuple[int, int, int, 
         yield field, wire, start, stop
 
 
-def _field(data: bytes, at: int, end: int) -> tuple[int, int, int, int, int]:
+def _field(data: _Bytes, at: int, end: int) -> tuple[int, int, int, int, int]:
     """The field that starts at ``at``: its number, wire type, value or range (as :func:`_fields` gives them), and
     where it ends."""
     tag = data[at]  # a field's tag is one byte but for numbers past 15
@@ -436,7 +445,7 @@ def _field(data: bytes, at: int, end: int) -> tuple[int, int, int, int, int]:
     return field, wire, at, at + size, at + size
 
 
-def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
+def _varint(data: _Bytes, at: int, end: int) -> tuple[int, int]:
     """The varint at ``at`` (not past ``end``), and where it ends."""
     if at < end and data[at] < 0x80:
         return data[at], at + 1
