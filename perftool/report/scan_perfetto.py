@@ -67,7 +67,7 @@ def render(report: ScanReport) -> Iterator[bytes]:
         raise PerftoolError(
             f"--format perfetto annotates one trace or one job ({len(report.traces)} traces scanned): scan each alone"
         )
-    for trace in report.traces:  # before a byte is written: a stream, a database export or an XSpace is refused
+    for trace in report.traces:  # before a byte is written: a stream is refused
         check_copyable(trace.path)
     places = _placements(report)
     ours = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import math
 import os
 import queue
 import shutil
@@ -289,21 +290,26 @@ def _load_events(
 
 
 def check_copyable(path: str) -> None:
-    """Raise TraceError unless ``path`` is a JSON trace file whose events can be copied as written: not standard
-    input (read once, and gone), a database export or an XSpace."""
+    """Raise TraceError unless ``path`` is a trace file whose events can be written out: not standard input (read
+    once, and gone)."""
     if path == STDIN or _is_stream(path):
         raise TraceError(path, "its events are copied from its file, and a stream is read only once: save it first")
     _check_readable(path)
-    if _other_format(path) is not None:
-        raise TraceError(path, "not a JSON trace (a database export or an XSpace): it has no events to copy as written")
 
 
 def events_as_written(path: str, metadata: dict[str, Any]) -> Iterator[bytes | memoryview]:
     """A JSON trace's events as its file holds them: runs of whole, comma-separated event objects, in file order,
     read as they stream (gzip or not); ``metadata`` holds the document's other top-level keys once the runs end. A
     document whose layout the streaming reader does not follow (it leaves such files to msgspec's exact decoder) is
-    read whole and its events written back by msgspec. Raises TraceError where :func:`check_copyable` does."""
+    read whole and its events written back by msgspec. A database export's or an XSpace's events are written as
+    perftool reads them, the metadata its reader found beside them. Raises TraceError where :func:`check_copyable`
+    does."""
     check_copyable(path)
+    if (other := _other_format(path)) is not None:
+        for batch in other(path, metadata):
+            if batch:
+                yield b",".join(map(_event_json, batch))
+        return
     with _reader(path, NO_LIMIT) as read:
         pieces = stream_pieces(read, metadata)
         try:
@@ -335,6 +341,21 @@ def _whole_document(path: str, read: Callable[[int], bytes]) -> bytes:
         decode.check_opening(path, chunks[0], whole=not chunks[1])
     chunks.extend(iter(lambda: read(CHUNK_BYTES), b""))
     return b"".join(chunks)
+
+
+def _event_json(event: RawEvent) -> bytes:
+    """An event a reader made (not copied from a JSON file) as a trace event object: the fields it has."""
+    fields: dict[str, Any] = {"ph": event.ph, "name": event.name, "pid": event.pid, "tid": event.tid}
+    if event.cat:
+        fields["cat"] = event.cat
+    for key, value in (("ts", event.ts), ("dur", event.dur)):
+        if not isinstance(value, float) or math.isfinite(value):
+            fields[key] = value
+    if event.id is not None:
+        fields["id"] = event.id
+    if bytes(event.args):
+        fields["args"] = event.args
+    return msgspec.json.encode(fields)
 
 
 def _part_of_piece(keep_args: KeepArgs, piece: bytes) -> Part:
