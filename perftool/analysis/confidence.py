@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool import dialects
-from perftool.analysis.family import device_tracks
+from perftool.analysis.family import device_tracks, job_kind
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, plural
@@ -40,6 +40,12 @@ _CAPTURE_HINT = {
 }
 _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
+_SERVING_HINT = (  # a serving engine runs the profiler itself, started and stopped around requests
+    "profile several of the engine's iterations past its warm-up (model loading, graph capture): vLLM's profiler "
+    "(--profiler-config, VLLM_TORCH_PROFILER_DIR before 0.13) started and stopped around a few requests "
+    "(llm.start_profile() and llm.stop_profile(), or POST /start_profile and /stop_profile), SGLang's "
+    "(SGLANG_TORCH_PROFILER_DIR, POST /start_profile)"
+)
 _RANGE_PROFILER = "cuda_profiler_range"
 LISTED_DEVICES = 3  # the other devices named in a note; the rest counted
 LISTED_RUNS = 3  # the other runs of a jax.profiler log directory named in a note; the rest counted
@@ -58,7 +64,7 @@ class Caveat:
 def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     """Every reason the trace's figures are not a steady state, or not all of the run, in words."""
     found = []
-    hint = _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
+    hint = _SERVING_HINT if job_kind(trace) == "serving" else _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
     span = steps.last - steps.first
     lo, hi = steps.window
     mostly_startup = steps.mostly_startup

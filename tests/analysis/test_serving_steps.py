@@ -86,6 +86,19 @@ def test_what_a_job_is_reads_from_its_ops():
     assert job_kind(load(DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz")) == "serving"
 
 
+def test_a_serving_capture_of_too_few_iterations_is_told_how_its_engine_profiles(run):
+    """An engine starts and stops the profiler itself: the note asks for more of its iterations the engine's way,
+    not for a training loop's prof.step(); a training capture keeps that hint."""
+    serving = json.loads(run("info", DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz",
+                             "--format", "json").stdout)["caveats"]  # fmt: skip
+    (note,) = [c for c in serving if "steady step" in c]
+    assert "SGLANG_TORCH_PROFILER_DIR, POST /start_profile" in note and "llm.start_profile()" in note
+    assert "prof.step()" not in note
+    training = json.loads(run("info", DATA / "real" / "rocm_mi250_minitoy.json.gz", "--format", "json").stdout)
+    (note,) = [c for c in training["caveats"] if "steady step" in c]
+    assert "prof.step() at the end of every iteration" in note and "start_profile" not in note
+
+
 def test_an_engine_that_replays_graphs_is_never_told_to_use_them(run):
     """The SGLang decode window replays its iteration as one HIP graph: the host-bound advice is the host work
     around the replays (overlap scheduling), not graphs."""
