@@ -116,7 +116,9 @@ def _sizes_mb(comms: Communication, collective: str) -> np.ndarray:
 
 
 def _variant(scope: Scope, comms: Communication, collective: str, parallelism: str) -> tuple[str | None, float]:
-    """Which fix applies to the most exposed ``collective``, and the DDP bucket size it names (0 when none)."""
+    """Which fix applies to the most exposed ``collective``, and the DDP bucket size it names (0 when none). A job
+    that trains nothing (inference, serving) and wraps no model in DDP or FSDP reduces no gradients: its
+    collectives are the model's parallelism, told in the job's terms (the rule's own fix, or the group's)."""
     if parallelism in ("tensor", "pipeline"):
         return parallelism, 0.0
     if collective == "all_to_all":
@@ -124,13 +126,16 @@ def _variant(scope: Scope, comms: Communication, collective: str, parallelism: s
     if scope.metrics["device.idle_fraction"] >= IDLE_DEVICE:  # NaN (no device) is not idle
         return "idle_device", 0.0
     trace = scope.trace
-    if trace.name_matches(FSDP).any() and collective in ("all_gather", "reduce_scatter"):
+    sharded, replicated = trace.name_matches(FSDP).any(), trace.name_matches(DDP).any()
+    if "inference" in scope.contexts and not (sharded or replicated):  # a forward's collectives: the model's
+        return None, 0.0  # parallelism, no gradient to reduce (the job's own fix)
+    if sharded and collective in ("all_gather", "reduce_scatter"):
         return "fsdp", 0.0
     reduce_mb = _sizes_mb(comms, "all_reduce")
     if collective != "all_reduce" or reduce_mb.size == 0 or not scope.steady_steps:
         return None, 0.0
     per_step = reduce_mb.size / scope.steady_steps
-    if not trace.name_matches(DDP).any():  # gradients reduced by hand (or Horovod): DDP's own reduction overlaps
+    if not replicated:  # gradients reduced by hand (or Horovod): DDP's own reduction overlaps
         late = per_step > 2 and comms.values["communication.overlap_fraction"] <= 1 - AFTER_BACKWARD
         return ("after_backward" if late else None), 0.0
     gradients_mb = float(reduce_mb.sum()) / scope.steady_steps
