@@ -257,52 +257,42 @@ def _planes(path: str, data: _Bytes) -> list[_Plane]:
 
 
 def _plane(data: _Bytes, begin: int, end: int) -> _Plane:
-    plane = _Plane(0, "", [], {}, {}, [])
-    identity, name = 0, ""
+    fields = _message(data, begin, end)
+    plane = _Plane(_int_field(fields, 1), _text_field(data, fields, 2), fields.get(3, []), {}, {}, fields.get(6, []))
+    for entry in fields.get(4, []):  # the event metadata, by id
+        if metadata := _map_value(data, entry):
+            name, display = _text_field(data, metadata, 2), _text_field(data, metadata, 4)
+            plane.events[_int_field(metadata, 1)] = (name, display, metadata.get(5, []))
+    for entry in fields.get(5, []):  # the stat metadata, by id
+        if metadata := _map_value(data, entry):
+            plane.stat_names[_int_field(metadata, 1)] = _text_field(data, metadata, 2)
+    return plane
+
+
+def _map_value(data: _Bytes, entry: tuple[int, int]) -> dict[int, list[tuple[int, int]]]:
+    """The fields of a map entry's value (an entry is a message of its key, field 1, and its value, field 2); none
+    where the entry holds no value."""
+    value = _message(data, *entry).get(2)
+    return _message(data, *value[-1]) if value else {}
+
+
+def _message(data: _Bytes, begin: int, end: int) -> dict[int, list[tuple[int, int]]]:
+    """A (small) message's fields by number, each occurrence as :func:`_fields` gives it (a varint's value and 0,
+    or the range of its bytes)."""
+    found: dict[int, list[tuple[int, int]]] = {}
     for field, _, start, stop in _fields(data, begin, end):
-        if field == 1:
-            identity = _signed(start)
-        elif field == 2:
-            name = _text(data, start, stop)
-        elif field == 3:
-            plane.lines.append((start, stop))
-        elif field in (4, 5):  # a map entry: key 1, value 2 (an XEventMetadata or an XStatMetadata)
-            value = next(((s, e) for f, _, s, e in _fields(data, start, stop) if f == 2), None)
-            if value is None:
-                continue
-            if field == 4:
-                key, entry = _event_metadata(data, *value)
-                plane.events[key] = entry
-            else:
-                key, stat_name = _stat_metadata(data, *value)
-                plane.stat_names[key] = stat_name
-        elif field == 6:
-            plane.stats.append((start, stop))
-    return plane._replace(id=identity, name=name)
+        found.setdefault(field, []).append((start, stop))
+    return found
 
 
-def _event_metadata(data: _Bytes, begin: int, end: int) -> tuple[int, tuple[str, str, list[tuple[int, int]]]]:
-    identity, name, display, stats = 0, "", "", []
-    for field, _, start, stop in _fields(data, begin, end):
-        if field == 1:
-            identity = _signed(start)
-        elif field == 2:
-            name = _text(data, start, stop)
-        elif field == 4:
-            display = _text(data, start, stop)
-        elif field == 5:
-            stats.append((start, stop))
-    return identity, (name, display, stats)
+def _int_field(fields: dict[int, list[tuple[int, int]]], field: int) -> int:
+    """A varint field's value as the int64 it encodes (the last occurrence, as protobuf reads it); 0 where absent."""
+    return _signed(fields[field][-1][0]) if field in fields else 0
 
 
-def _stat_metadata(data: _Bytes, begin: int, end: int) -> tuple[int, str]:
-    identity, name = 0, ""
-    for field, _, start, stop in _fields(data, begin, end):
-        if field == 1:
-            identity = _signed(start)
-        elif field == 2:
-            name = _text(data, start, stop)
-    return identity, name
+def _text_field(data: _Bytes, fields: dict[int, list[tuple[int, int]]], field: int) -> str:
+    """A string field's text (the last occurrence); empty where absent."""
+    return _text(data, *fields[field][-1]) if field in fields else ""
 
 
 def _line(data: _Bytes, at: tuple[int, int]) -> _Line:
