@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from perftool.common.errors import TraceError
-from perftool.trace.decode import RawEvent
+from perftool.trace.decode import RawEvent, metadata_event
 from perftool.trace.msprof_kernels import CORES, KERNEL_DETAILS, PIPES, kernel_types
 from perftool.trace.profiler_dirs import ENVIRONMENT, recorded_environment
 
@@ -136,22 +136,23 @@ class _Reader:
 
     def names(self) -> list[RawEvent]:
         """The processes' and threads' names, as the text export writes them."""
-        events = [_meta("process_name", pid, 0, name) for pid, name in _PROCESSES.items()]
+        events = [metadata_event("process_name", pid, 0, name) for pid, name in _PROCESSES.items()]
         events += [
-            _meta("process_labels", pid, 0, "CPU" if pid == PYTHON else "NPU", key="labels") for pid in _PROCESSES
+            metadata_event("process_labels", pid, 0, "CPU" if pid == PYTHON else "NPU", key="labels")
+            for pid in _PROCESSES
         ]
         for pid, table, column in ((PYTHON, "PYTORCH_API", "globalTid"), (CANN, "CANN_API", "globalTid")):
             if table in self.tables:
                 for (tid,) in self.connection.execute(f"SELECT DISTINCT {column} & 4294967295 FROM {table}"):
-                    events.append(_meta("thread_name", pid, tid, f"Thread {tid}"))
+                    events.append(metadata_event("thread_name", pid, tid, f"Thread {tid}"))
         if "TASK" in self.tables:
             for (stream,) in self.connection.execute("SELECT DISTINCT streamId FROM TASK"):
-                events.append(_meta("thread_name", HARDWARE, stream, f"Stream {stream}"))
+                events.append(metadata_event("thread_name", HARDWARE, stream, f"Stream {stream}"))
         if "COMMUNICATION_OP" in self.tables:
-            events.append(_meta("thread_name", HCCL, _OPS_THREAD, "Group 0 Communication"))
+            events.append(metadata_event("thread_name", HCCL, _OPS_THREAD, "Group 0 Communication"))
         if "COMMUNICATION_TASK_INFO" in self.tables:
             for (plane,) in self.connection.execute("SELECT DISTINCT planeId FROM COMMUNICATION_TASK_INFO"):
-                events.append(_meta("thread_name", HCCL, 1 + plane, f"Plane {plane}"))
+                events.append(metadata_event("thread_name", HCCL, 1 + plane, f"Plane {plane}"))
         return events
 
     def events(self) -> Iterator[list[RawEvent]]:
@@ -254,10 +255,6 @@ class _Reader:
 
     def _plane_task(self, start: int, end: int, plane: int, task_type: int) -> list[RawEvent]:
         return [_span(self._string(task_type), "", HCCL, 1 + plane, start, end)]
-
-
-def _meta(kind: str, pid: int, tid: int, value: str, key: str = "name") -> RawEvent:
-    return RawEvent(ph="M", name=kind, pid=pid, tid=tid, args=msgspec.Raw(_ENCODE({key: value})))
 
 
 def _span(name: str, category: str, pid: int, tid: Any, start: Any, end: Any, args: dict | None = None) -> RawEvent:

@@ -46,6 +46,12 @@ class RawEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = EMPTY_RAW
 
 
+def metadata_event(kind: str, pid: int, tid: int, value: object, key: str = "name") -> RawEvent:
+    """A metadata event (``M``) a reader of another format makes: a process's or thread's name, labels or sort
+    index (``{key: value}`` in its args)."""
+    return RawEvent(ph="M", name=kind, pid=pid, tid=tid, args=msgspec.Raw(msgspec.json.encode({key: value})))
+
+
 class _Document(msgspec.Struct):
     traceEvents: list[RawEvent]
 

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from perftool.common.errors import TraceError
-from perftool.trace.decode import EMPTY_RAW, RawEvent
+from perftool.trace.decode import EMPTY_RAW, RawEvent, metadata_event
 
 GPU_PLANE = "/device:GPU:"  # an XSpace's plane of one GPU's work
 _DEVICE_PLANES = (GPU_PLANE, "/device:TPU:", "/device:CUSTOM:")  # the first of these an XSpace has are its devices
@@ -166,18 +166,14 @@ def _exported(planes: list[_Plane]) -> list[tuple[int, _Plane]]:
 
 def _names(data: _Bytes, process: int, plane: _Plane) -> list[RawEvent]:
     """The metadata events that name ``plane``'s process and threads and set their order."""
-    events = [_meta("process_name", process, None, "name", plane.name),
-              _meta("process_sort_index", process, None, "sort_index", process)]  # fmt: skip
+    events = [metadata_event("process_name", process, 0, plane.name),
+              metadata_event("process_sort_index", process, 0, process, key="sort_index")]  # fmt: skip
     by_ordinal = process == HOST_PROCESS  # the host's threads in the order of their lines; a device's by id
     for ordinal, line in enumerate(_unique_lines(data, plane), start=1):
-        events.append(_meta("thread_name", process, line.thread, "name", line.name))
-        events.append(_meta("thread_sort_index", process, line.thread, "sort_index", ordinal if by_ordinal else
-                            line.thread))  # fmt: skip
+        events.append(metadata_event("thread_name", process, line.thread, line.name))
+        order = ordinal if by_ordinal else line.thread
+        events.append(metadata_event("thread_sort_index", process, line.thread, order, key="sort_index"))
     return events
-
-
-def _meta(kind: str, pid: int, tid: int | None, key: str, value: object) -> RawEvent:
-    return RawEvent(ph="M", name=kind, pid=pid, tid=0 if tid is None else tid, args=msgspec.Raw(_ENCODE({key: value})))
 
 
 class _Line(NamedTuple):
