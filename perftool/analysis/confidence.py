@@ -16,7 +16,7 @@ from perftool import dialects
 from perftool.analysis.family import device_tracks, job_kind
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
-from perftool.common.units import duration, plural
+from perftool.common.units import duration, listed, plural
 from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES
 from perftool.trace.model import Kind, Role, Trace
 from perftool.trace.profiler_dirs import MSPROF_LEFT_OUT, RUNS_BESIDE
@@ -185,9 +185,7 @@ def _other_devices(devices: dict) -> str:
     """The devices a trace holds beside the one analysed, in words."""
     others = devices["others"]
     low, high = (f"{share:.0%}" for share in (min(others.values()), max(others.values())))
-    named = ", ".join(list(others)[:LISTED_DEVICES]) + (
-        f" and {len(others) - LISTED_DEVICES} more" if len(others) > LISTED_DEVICES else ""
-    )
+    named = listed(list(others), LISTED_DEVICES)
     return (
         f"the trace holds {len(others) + 1} devices with work: figures and findings are {devices['analysed']}'s, the"
         f" one with the most device time ({named} ran {low if low == high else f'{low}–{high}'} of its device time);"
@@ -202,7 +200,7 @@ def _other_runs(runs: dict) -> str:
     earlier, later = runs["earlier"][::-1], runs["later"]
     which = "the latest" if not later else "the first" if not earlier else "one"
     others = " and ".join(
-        f"the {plural(len(names), f'{when} run')} {_listed(names)}"
+        f"the {plural(len(names), f'{when} run')} ({listed(names, LISTED_RUNS)})"
         for when, names in (("later", later), ("earlier", earlier))
         if names
     )
@@ -211,12 +209,6 @@ def _other_runs(runs: dict) -> str:
         f"the log directory holds {len(earlier) + len(later) + 1} jax.profiler runs and this trace is {which}, "
         f"{runs['run']}; {others} {verb} left out: give a run's folder (plugins/profile/RUN) to read another"
     )
-
-
-def _listed(names: list[str]) -> str:
-    """Names in brackets, the first :data:`LISTED_RUNS` of them, the rest counted."""
-    more = f" and {len(names) - LISTED_RUNS} more" if len(names) > LISTED_RUNS else ""
-    return f"({', '.join(names[:LISTED_RUNS])}{more})"
 
 
 def _msprof_steps(trace: Trace) -> str:
@@ -277,7 +269,7 @@ def _no_device(trace: Trace) -> str:
     alone; where perftool does not know its producer, what it saw and what it reads."""
     shown = [t.process_name or f"pid {t.pid}" for t in trace.tracks if t.role != Role.SUMMARY and str(t.pid)]
     processes = list(dict.fromkeys(shown))
-    seen = ", ".join(processes[:4]) + (f" and {len(processes) - 4} more" if len(processes) > 4 else "")
+    seen = listed(processes, 4)
     named = trace.metadata.get("deviceProperties")
     if trace.dialect == dialects.GENERIC.name and not named:
         return (

@@ -115,3 +115,9 @@ def plural(count: float, noun: str) -> str:
     else:
         many = noun + ("es" if noun.endswith(("s", "sh", "ch", "x")) else "s")
     return f"{number(count)} {many}"
+
+
+def listed(names: Sequence[str], limit: int) -> str:
+    """The first ``limit`` of ``names``, comma-separated, the rest counted: ``a, b, c and 4 more``."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more

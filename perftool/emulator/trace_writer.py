@@ -22,6 +22,7 @@ import numpy as np
 from perftool.common import limits
 from perftool.common.errors import PerftoolError
 from perftool.common.output import write_bytes
+from perftool.common.units import listed
 from perftool.emulator.config import EmulatorConfig
 from perftool.emulator.full_run import Run, rank_files
 from perftool.emulator.plan import Plan
@@ -85,7 +86,7 @@ def check_job_directory(directory: str, replicas: int) -> None:
     ours = {os.path.basename(path) for path in rank_files(directory, replicas)}
     others = sorted(name for name in os.listdir(directory) if name.endswith(TRACE_SUFFIXES) and name not in ours)
     if others:
-        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        shown = listed(others, 3)
         raise PerftoolError(
             f"{directory}: holds traces of another run ({shown}) that a scan would take for ranks of this job: "
             "give an empty or new directory"

@@ -4,7 +4,7 @@ sweep of the fitted emulator finds beyond them)."""
 
 from __future__ import annotations
 
-from perftool.common.units import duration, percent, plural
+from perftool.common.units import duration, listed, percent, plural
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
 MAX_EARLIER_LISTED = 4  # earlier captures a job view names; the rest are counted
@@ -88,10 +88,9 @@ def earlier_said(job: JobView) -> str | None:
     earlier = job.earlier_captures
     if not earlier:
         return None
-    listed = ", ".join(earlier[:MAX_EARLIER_LISTED])
-    more = f" and {len(earlier) - MAX_EARLIER_LISTED} more" if len(earlier) > MAX_EARLIER_LISTED else ""
     captures = plural(len(earlier), "earlier capture")
-    return f"the view compares each rank's latest capture; {captures} left out (scan each on its own): {listed}{more}"
+    shown = listed(earlier, MAX_EARLIER_LISTED)
+    return f"the view compares each rank's latest capture; {captures} left out (scan each on its own): {shown}"
 
 
 def rank_aligned(job: JobView, rank: int | None) -> bool:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from perftool import load_trace
 from perftool.analysis import METRICS, compute_metrics
 from perftool.analysis.metrics import unit_of
-from perftool.common.units import axis_durations, change, estimate, figure, number, plural
+from perftool.common.units import axis_durations, change, estimate, figure, listed, number, plural
 
 SAMPLES = REPO / "sample_traces"
 
@@ -133,3 +133,9 @@ def test_a_trace_recorded_to_the_nanosecond_shows_ns_only_below_a_microsecond():
 )
 def test_an_estimate_shows_no_more_digits_than_its_interval_allows(us, low, high, shown):
     assert estimate(us, low, high) == shown
+
+
+def test_a_list_names_its_first_few_and_counts_the_rest():
+    assert listed(["a", "b", "c"], 3) == "a, b, c"
+    assert listed(["a", "b", "c", "d", "e"], 3) == "a, b, c and 2 more"
+    assert listed([], 3) == ""
