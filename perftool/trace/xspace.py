@@ -67,12 +67,20 @@ class _Malformed(Exception):
         self.at = at
 
 
+class _Line(NamedTuple):
+    thread: int  # the display id, as the uint32 the exporter keeps
+    name: str
+    start_ns: int
+    at: tuple[int, int]  # where its bytes are, its events among them
+
+
 class _Plane(NamedTuple):
-    """A plane's id and name, its lines (each an offset range of the file) and its event and stat metadata."""
+    """A plane's id and name, the lines the exporter writes (the ``Async XLA Ops`` line left out) and its event and
+    stat metadata."""
 
     id: int
     name: str
-    lines: list[tuple[int, int]]
+    lines: list[_Line]
     events: dict[int, tuple[str, str, list[tuple[int, int]]]]  # id: (name, display name, its stats' ranges)
     stat_names: dict[int, str]
     stats: list[tuple[int, int]]
@@ -88,7 +96,7 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
             metadata.setdefault("deviceProperties", properties)
         exported = _exported(planes)
         try:
-            yield [event for process, plane in exported for event in _names(data, process, plane)]
+            yield [event for process, plane in exported for event in _names(process, plane)]
             batch: list[RawEvent] = []
             for process, plane in exported:
                 for event in _events(data, process, plane):
@@ -164,32 +172,21 @@ def _exported(planes: list[_Plane]) -> list[tuple[int, _Plane]]:
     return found
 
 
-def _names(data: _Bytes, process: int, plane: _Plane) -> list[RawEvent]:
+def _names(process: int, plane: _Plane) -> list[RawEvent]:
     """The metadata events that name ``plane``'s process and threads and set their order."""
     events = [metadata_event("process_name", process, 0, plane.name),
               metadata_event("process_sort_index", process, 0, process, key="sort_index")]  # fmt: skip
     by_ordinal = process == HOST_PROCESS  # the host's threads in the order of their lines; a device's by id
-    for ordinal, line in enumerate(_unique_lines(data, plane), start=1):
+    for ordinal, line in enumerate(_unique_lines(plane), start=1):
         events.append(metadata_event("thread_name", process, line.thread, line.name))
         order = ordinal if by_ordinal else line.thread
         events.append(metadata_event("thread_sort_index", process, line.thread, order, key="sort_index"))
     return events
 
 
-class _Line(NamedTuple):
-    thread: int  # the display id, as the uint32 the exporter keeps
-    name: str
-    start_ns: int
-    at: tuple[int, int]  # where its bytes are, its events among them
-
-
-def _unique_lines(data: _Bytes, plane: _Plane) -> list[_Line]:
+def _unique_lines(plane: _Plane) -> list[_Line]:
     """``plane``'s exported lines, one per thread (lines of one display id are one timeline, the last one's name)."""
-    named: dict[int, _Line] = {}
-    for line in (_line(data, at) for at in plane.lines):
-        if line.name != ASYNC_OPS_LINE:
-            named[line.thread] = line
-    return list(named.values())
+    return list({line.thread: line for line in plane.lines}.values())
 
 
 def _events(data: _Bytes, process: int, plane: _Plane) -> Iterator[RawEvent]:
@@ -198,10 +195,7 @@ def _events(data: _Bytes, process: int, plane: _Plane) -> Iterator[RawEvent]:
     stat_names = plane.stat_names
     texts: dict[bytes, tuple[str, str | None]] = {}
     kinds: dict[int, tuple[str, str, dict[str, str]] | None] = {}
-    for at in plane.lines:
-        line = _line(data, at)
-        if line.name == ASYNC_OPS_LINE:
-            continue
+    for line in plane.lines:
         start_ps = line.start_ns * 1000
         for kind, offset_ps, duration_ps, stats in _line_events(data, line.at):
             if kind not in kinds:
@@ -254,7 +248,8 @@ def _planes(path: str, data: _Bytes) -> list[_Plane]:
 
 def _plane(data: _Bytes, begin: int, end: int) -> _Plane:
     fields = _message(data, begin, end)
-    plane = _Plane(_int_field(fields, 1), _text_field(data, fields, 2), fields.get(3, []), {}, {}, fields.get(6, []))
+    lines = [line for line in (_line(data, at) for at in fields.get(3, [])) if line.name != ASYNC_OPS_LINE]
+    plane = _Plane(_int_field(fields, 1), _text_field(data, fields, 2), lines, {}, {}, fields.get(6, []))
     for entry in fields.get(4, []):  # the event metadata, by id
         if metadata := _map_value(data, entry):
             name, display = _text_field(data, metadata, 2), _text_field(data, metadata, 4)
