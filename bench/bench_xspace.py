@@ -2,12 +2,14 @@
 
     python bench/bench_xspace.py --mb 50          # generates bench/out/xspace_50mb.xplane.pb once (xspace_synth.py)
     python bench/bench_xspace.py --trace FILE     # any XSpace
+    python bench/bench_xspace.py --workers 1      # decoded in the loading process alone
 
 Each run loads the XSpace in a fresh process (``load_trace``: decoding the protobuf, building the columns, roles and
 kinds) and prints the best of ``--repeat`` runs and every run's MB/s, the events read, and peak RSS against the
-file's size. perftool decodes an XSpace in Python, in one process: it reads more slowly than a JSON trace, and a
-user of large XSpaces who has the profiler's JSON export (``HOST.trace.json.gz``, written beside it) reads that
-faster.
+file's size: the loading process's and the largest decoding process's. perftool decodes an XSpace in Python, its
+lines' events cut into runs that decoding processes share (one per free core, at most four): per core it reads
+more slowly than a JSON trace, and a user of large XSpaces who has the profiler's JSON export
+(``HOST.trace.json.gz``, written beside it) reads that faster.
 """
 
 from __future__ import annotations
@@ -22,16 +24,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
 
 
-def measure(path: str) -> dict:
-    """Load ``path`` in this process; its time, events and peak RSS (run in a child process)."""
+def measure(path: str, workers: int | None) -> dict:
+    """Load ``path`` in this process (``workers`` decoding processes, or perftool's choice); its time, events, and
+    its peak RSS and its largest decoding process's (run in a child process)."""
     from perftool.pipeline.read import load_trace
 
     start = time.perf_counter()
-    trace = load_trace(path)
+    trace = load_trace(path, workers=workers)
     return {
         "load_s": time.perf_counter() - start,
         "events": len(trace),
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "decoder_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }
 
 
@@ -40,6 +44,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=50.0, help="size of the generated XSpace (default 50)")
     parser.add_argument("--trace", help="benchmark this XSpace instead of a generated one")
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best is reported (default 3)")
+    parser.add_argument("--workers", type=int, help="decoding processes (default: perftool's choice)")
     args = parser.parse_args()
 
     sys.path.insert(0, HERE)
@@ -53,7 +58,7 @@ def main() -> None:
         if not os.path.exists(path):
             print(f"generating {path} ...", flush=True)
             write_xspace(path, args.mb)
-    runs = [in_child(f"bench_xspace.measure({path!r})") for _ in range(args.repeat)]
+    runs = [in_child(f"bench_xspace.measure({path!r}, {args.workers!r})") for _ in range(args.repeat)]
     best = min(runs, key=lambda r: r["load_s"])
     mb = os.path.getsize(path) / 1e6
     print(f"xspace       {path} ({mb:,.1f} MB), cores {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
@@ -61,7 +66,8 @@ def main() -> None:
     print(f"load         {best['load_s']:.2f} s (best of {len(runs)}): {mb / best['load_s']:,.1f} MB/s, "
           f"{best['events'] / best['load_s']:,.0f} events/s (all runs: "
           + ", ".join(f"{mb / r['load_s']:,.1f}" for r in runs) + " MB/s)")  # fmt: skip
-    print(f"peak RSS     {best['rss_mb']:,.0f} MB ({best['rss_mb'] / mb:.1f}x the file)")
+    decoders = f", largest decoding process {best['decoder_rss_mb']:,.0f} MB" if best["decoder_rss_mb"] else ""
+    print(f"peak RSS     {best['rss_mb']:,.0f} MB ({best['rss_mb'] / mb:.1f}x the file){decoders}")
 
 
 if __name__ == "__main__":

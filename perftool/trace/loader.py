@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import math
 import os
 import queue
@@ -24,7 +25,7 @@ from perftool.common import limits
 from perftool.common.cores import free_cores
 from perftool.common.errors import TraceError, parameter
 from perftool.common.units import plural
-from perftool.trace import decode
+from perftool.trace import decode, xspace
 from perftool.trace.columns import ColumnBuilder
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -52,6 +53,7 @@ SPOOL_FREE_SHARE = 0.05  # a stream's copy leaves this share of its disk free, o
 SPOOL_FREE_BYTES = 1 << 30
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 MAX_DECODERS = 4  # decoding processes at most, one per free core up to this
+XSPACE_PARALLEL_MIN_BYTES = 4 << 20  # an XSpace's events decode at about 8 MB/s: from this size, processes pay
 SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's and msprof's db exports)
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
@@ -88,6 +90,8 @@ def read_trace(
         return _read_spooled(path, workers, max_bytes, keep_args, memory, analysis)
     _check_readable(path)
     if (batches := _other_format(path)) is not None:
+        if batches is xspace.batches:
+            return _load_xspace(path, workers, keep_args, memory, analysis)
         return _load_events(path, batches, keep_args, memory, analysis)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
         raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
@@ -254,7 +258,7 @@ def _check_whole_fits(path: str, memory: int) -> None:
 
 def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[RawEvent]]] | None:
     """The reader of a trace that is not JSON, by its content or its name: torch_npu's or msprof's db export
-    (sqlite), an XSpace; None for JSON. Their modules load only when such a trace is read."""
+    (sqlite; its module loads only when one is read), an XSpace; None for JSON."""
     with open(path, "rb") as fh:
         head = fh.read(len(SQLITE_MAGIC))
     if head == SQLITE_MAGIC:
@@ -262,8 +266,6 @@ def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[Ra
 
         return ascend_db.batches
     if path.lower().endswith(XSPACE_SUFFIX):
-        from perftool.trace import xspace
-
         return xspace.batches
     if path.endswith(XPROF_CACHE_SUFFIX):
         raise TraceError(path, xprof_cache_advice(Path(path)))
@@ -287,6 +289,32 @@ def _load_events(
         memory - limits.PROCESS_MEMORY,
     )
     return builder.finish(metadata)
+
+
+def _load_xspace(path: str, workers: int | None, keep_args: KeepArgs, memory: int, analysis: str) -> Trace:
+    """A trace from an XSpace, its lines' events decoded by ``workers`` processes (default: one per free core, at
+    most :data:`MAX_DECODERS`, where the file holds :data:`XSPACE_PARALLEL_MIN_BYTES`), a run of events each
+    (:func:`perftool.trace.xspace.layout`); in this process where one."""
+    size = os.path.getsize(path)
+    if workers is None:
+        workers = min(free_cores(), MAX_DECODERS) if size >= XSPACE_PARALLEL_MIN_BYTES else 1
+    budget = memory - limits.PROCESS_MEMORY
+    builder, metadata = ColumnBuilder(path, analysis, size), dict[str, Any]()
+    found = xspace.layout(path, metadata)
+    try:
+        with worker_processes(_workers_within(budget, workers), _part_of_xspace, seen(path), found.planes,
+                              keep_args) as pool:  # fmt: skip
+            names = make_part(events_of(found.names), keep_args)
+            _add_all(builder, itertools.chain([names], pool.run((task,) for task in found.tasks)), budget)
+    except WorkerDied as exc:
+        raise TraceError(path, str(exc)) from None
+    return builder.finish(metadata)
+
+
+def _part_of_xspace(file: FileSeen, planes: xspace.Planes, keep_args: KeepArgs, task: xspace.Task) -> Part:
+    _checked(file)
+    events = xspace.task_events(file.path, planes, task)
+    return make_part(events_of(events), keep_args, task.at[1] - task.at[0])
 
 
 def check_copyable(path: str) -> None:

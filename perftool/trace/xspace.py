@@ -40,7 +40,7 @@ INTERNAL_EVENTS = frozenset({
 # stats that link events to each other (producer, consumer, root) or that the exporter leaves out
 INTERNAL_STATS = frozenset({"_pt", "_p", "_ct", "_c", "_r", "flops", "program_id", "symbol_id"})
 STEP_NAME = "step_name"  # a stat that names its event
-BATCH_EVENTS = 1 << 16
+PIECE_BYTES = 1 << 20  # a task's bytes of events: small, so that the decoding processes finish together
 CACHED_STATS = 1 << 16  # stats of text decoded once each, at most this many held at a time
 _UINT32 = 0xFFFFFFFF
 _INT64_SIGN = 1 << 63
@@ -71,7 +71,7 @@ class _Line(NamedTuple):
     thread: int  # the display id, as the uint32 the exporter keeps
     name: str
     start_ns: int
-    at: tuple[int, int]  # where its bytes are, its events among them
+    pieces: list[tuple[int, int]]  # where its bytes are, cut between fields into runs of events
 
 
 class _Plane(NamedTuple):
@@ -86,29 +86,59 @@ class _Plane(NamedTuple):
     stats: list[tuple[int, int]]
 
 
-def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
-    """The events of the XSpace at ``path`` as its profiler exports them, in batches: the processes' and threads'
-    names first; the devices' properties the planes record (:func:`device_properties`) in ``metadata``."""
+Planes = list[tuple[int, _Plane]]  # the planes exported, each with its process
+
+
+class Task(NamedTuple):
+    """A run of one line's events to decode: whole fields of the line, about :data:`PIECE_BYTES` of them."""
+
+    plane: int  # the plane's position among those exported (:attr:`Layout.planes`)
+    line: int  # the line's position among the plane's
+    at: tuple[int, int]  # where its bytes are
+
+
+class Layout(NamedTuple):
+    """What an XSpace's events are read from: the events naming its processes and threads, the planes exported
+    (each with its process), and the runs of events to decode, in the exporter's order."""
+
+    names: list[RawEvent]
+    planes: Planes
+    tasks: list[Task]
+
+
+def layout(path: str, metadata: dict[str, Any]) -> Layout:
+    """The :class:`Layout` of the XSpace at ``path``, its events left to decode (:func:`task_events`, in any process);
+    the devices' properties the planes record (:func:`device_properties`) in ``metadata``."""
     with _mapped(path) as data:
         planes = _planes(path, data)
         metadata.setdefault("displayTimeUnit", "ns")  # as the exporter writes it: times in µs, to the picosecond
         if properties := _properties(data, planes):
             metadata.setdefault("deviceProperties", properties)
         exported = _exported(planes)
-        try:
-            yield [event for process, plane in exported for event in _names(process, plane)]
-            batch: list[RawEvent] = []
-            for process, plane in exported:
-                for event in _events(data, process, plane):
-                    batch.append(event)
-                    if len(batch) == BATCH_EVENTS:
-                        yield batch
-                        batch = []
-            yield batch
-        except _Malformed as exc:
-            raise _not_an_xspace(path, exc.at) from None
-        except IndexError:  # a number that runs past the file's end
-            raise _not_an_xspace(path, len(data)) from None
+    tasks = [
+        Task(at_plane, at_line, piece)
+        for at_plane, (_, plane) in enumerate(exported)
+        for at_line, line in enumerate(plane.lines)
+        for piece in line.pieces
+    ]
+    names = [event for process, plane in exported for event in _names(process, plane)]
+    return Layout(names, exported, tasks)
+
+
+def task_events(path: str, planes: Planes, task: Task) -> list[RawEvent]:
+    """The events of ``task`` (one of :func:`layout`'s, ``planes`` its planes) as the exporter writes them."""
+    process, plane = planes[task.plane]
+    with _mapped(path) as data, _read(path, data):
+        return list(_events(data, process, plane, plane.lines[task.line], task.at))
+
+
+def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
+    """The events of the XSpace at ``path`` as its profiler exports them, in batches, decoded in this process: the
+    processes' and threads' names first; the devices' properties in ``metadata`` (:func:`layout`)."""
+    found = layout(path, metadata)
+    yield found.names
+    for task in found.tasks:
+        yield task_events(path, found.planes, task)
 
 
 def device_properties(path: str) -> list[dict[str, Any]]:
@@ -138,6 +168,18 @@ def _mapped(path: str) -> Iterator[mmap.mmap]:
         data.close()
 
 
+@contextmanager
+def _read(path: str, data: _Bytes) -> Iterator[None]:
+    """Bytes that are not the protobuf the schema describes, read in the block, as the one-line error naming the byte
+    where that showed."""
+    try:
+        yield
+    except _Malformed as exc:
+        raise _not_an_xspace(path, exc.at) from None
+    except IndexError:  # a number that runs past the file's end
+        raise _not_an_xspace(path, len(data)) from None
+
+
 def _not_an_xspace(path: str, at: int) -> TraceError:
     return TraceError(path, f"not an XSpace protobuf: its bytes break off or make no sense at byte {at:,} (a "
                             "truncated file, or another format named .xplane.pb?)")  # fmt: skip
@@ -159,7 +201,7 @@ def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
     return [{"id": 0, "name": _VENDOR_NAMES[vendor], "numSms": int(str(units)), "totalGlobalMem": int(str(memory))}]
 
 
-def _exported(planes: list[_Plane]) -> list[tuple[int, _Plane]]:
+def _exported(planes: list[_Plane]) -> Planes:
     """The planes the exporter writes, each with its process: the host's, and the devices' (of the first kind of
     device plane the XSpace holds: GPUs, else TPUs, else custom devices); planes of metadata are left out."""
     kind = next((prefix for prefix in _DEVICE_PLANES if any(p.name.startswith(prefix) for p in planes)), None)
@@ -189,35 +231,35 @@ def _unique_lines(plane: _Plane) -> list[_Line]:
     return list({line.thread: line for line in plane.lines}.values())
 
 
-def _events(data: _Bytes, process: int, plane: _Plane) -> Iterator[RawEvent]:
-    """``plane``'s exported events, line by line. Its metadata's args are decoded once per metadata, and a stat of
-    text (a name, a kernel's launch) once per distinct encoding, up to :data:`CACHED_STATS` of them."""
+def _events(data: _Bytes, process: int, plane: _Plane, line: _Line, at: tuple[int, int]) -> Iterator[RawEvent]:
+    """The exported events of ``line`` (of ``plane``) whose bytes are at ``at``. Its metadata's args are decoded once
+    per metadata, and a stat of text (a name, a kernel's launch) once per distinct encoding, up to
+    :data:`CACHED_STATS` of them."""
     stat_names = plane.stat_names
     texts: dict[bytes, tuple[str, str | None]] = {}
     kinds: dict[int, tuple[str, str, dict[str, str]] | None] = {}
-    for line in plane.lines:
-        start_ps = line.start_ns * 1000
-        for kind, offset_ps, duration_ps, stats in _line_events(data, line.at):
-            if kind not in kinds:
-                kinds[kind] = _kind(data, plane, kind)
-            if (known := kinds[kind]) is None:
-                continue
-            name, display, args = known
-            if stats:
-                args = dict(args)
-                for stat_at in stats:
-                    encoded = data[stat_at[0] : stat_at[1]]
-                    if (pair := texts.get(encoded)) is None:
-                        pair, text = _stat(data, stat_at, stat_names)
-                        if text:
-                            if len(texts) == CACHED_STATS:
-                                texts.clear()
-                            texts[encoded] = pair
-                    _add_stat(args, *pair)
-            shown = args[STEP_NAME] if STEP_NAME in args else display or name
-            raw = msgspec.Raw(_ENCODE(args)) if args else EMPTY_RAW
-            ts, dur = (start_ps + offset_ps) / 1e6, max(duration_ps, 1) / 1e6  # a zero duration is one picosecond
-            yield RawEvent(ph="X", name=shown, pid=process, tid=line.thread, ts=ts, dur=dur, args=raw)
+    start_ps = line.start_ns * 1000
+    for kind, offset_ps, duration_ps, stats in _line_events(data, at):
+        if kind not in kinds:
+            kinds[kind] = _kind(data, plane, kind)
+        if (known := kinds[kind]) is None:
+            continue
+        name, display, args = known
+        if stats:
+            args = dict(args)
+            for stat_at in stats:
+                encoded = data[stat_at[0] : stat_at[1]]
+                if (pair := texts.get(encoded)) is None:
+                    pair, text = _stat(data, stat_at, stat_names)
+                    if text:
+                        if len(texts) == CACHED_STATS:
+                            texts.clear()
+                        texts[encoded] = pair
+                _add_stat(args, *pair)
+        shown = args[STEP_NAME] if STEP_NAME in args else display or name
+        raw = msgspec.Raw(_ENCODE(args)) if args else EMPTY_RAW
+        ts, dur = (start_ps + offset_ps) / 1e6, max(duration_ps, 1) / 1e6  # a zero duration is one picosecond
+        yield RawEvent(ph="X", name=shown, pid=process, tid=line.thread, ts=ts, dur=dur, args=raw)
 
 
 def _kind(data: _Bytes, plane: _Plane, kind: int) -> tuple[str, str, dict[str, str]] | None:
@@ -239,11 +281,9 @@ def _add_stat(args: dict[str, str], key: str, value: str | None) -> None:
 
 
 def _planes(path: str, data: _Bytes) -> list[_Plane]:
-    """The XSpace's planes, their lines left as offset ranges to decode when their events are read."""
-    try:
+    """The XSpace's planes, their lines left as runs of bytes to decode when their events are read."""
+    with _read(path, data):
         return [_plane(data, begin, end) for field, _, begin, end in _fields(data, 0, len(data)) if field == 1]
-    except _Malformed as exc:
-        raise _not_an_xspace(path, exc.at) from None
 
 
 def _plane(data: _Bytes, begin: int, end: int) -> _Plane:
@@ -287,14 +327,22 @@ def _text_field(data: _Bytes, fields: dict[int, list[tuple[int, int]]], field: i
 
 
 def _line(data: _Bytes, at: tuple[int, int]) -> _Line:
-    """A line's thread, name and start (its events are read by :func:`_line_events`)."""
+    """A line's thread, name and start, and its bytes cut between its fields into runs of about :data:`PIECE_BYTES`
+    (its events are read by :func:`_line_events`)."""
     identity = display_id = start_ns = 0
     name = display = ""
     begin, end = at
+    pieces, piece = [], begin
     while begin < end:
+        if begin - piece >= PIECE_BYTES:
+            pieces.append((piece, begin))
+            piece = begin
         if data[begin] == _EVENT_TAG:  # an event, passed over
-            size, begin = _varint(data, begin + 1, end)
-            begin += size
+            if begin + 1 < end and data[begin + 1] < 0x80:  # its size in one byte: most events
+                begin += 2 + data[begin + 1]
+            else:
+                size, begin = _varint(data, begin + 1, end)
+                begin += size
             continue
         field, _, start, stop, begin = _field(data, begin, end)
         if field == 1:
@@ -309,7 +357,8 @@ def _line(data: _Bytes, at: tuple[int, int]) -> _Line:
             start_ns = _signed(start)
     if begin > end:
         raise _Malformed(end)
-    return _Line((display_id or identity) & _UINT32, display or name, start_ns, at)
+    pieces.append((piece, end))
+    return _Line((display_id or identity) & _UINT32, display or name, start_ns, pieces)
 
 
 def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, int, list[tuple[int, int]]]]:
@@ -360,7 +409,9 @@ def _stat(data: _Bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[tup
     """A stat's name and its value as text, as the exporter writes it (None where it holds no value); and whether
     the value is text (a string, or a name it refers to), which recurs where numbers seldom do."""
     name, value, text = "", None, False
-    for field, wire, start, stop in _fields(data, *at):
+    begin, end = at
+    while begin < end:  # the message's fields, read here: a generator would cost a third of the time
+        field, wire, start, stop, begin = _field(data, begin, end)
         if field == 1:
             name = names.get(_signed(start), "")
         elif field == 2 and wire == _FIXED64:

@@ -15,11 +15,15 @@ from xspace_synth import event, gpu_capture, line, message, number, plane, space
 
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.steps import detect_steps
+from perftool.common.errors import TraceError
 from perftool.pipeline.read import load_trace
 from perftool.trace import xspace
+from perftool.trace.kept_args import KeepArgs
+from perftool.trace.loader import read_trace
 
 XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"
 ITS_JSON = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"  # jaxlib's export of it
+EVERY_ARG = KeepArgs(names=".")  # every named event keeps its args
 
 
 def exported(data: bytes, tmp_path) -> tuple[list[dict], dict]:
@@ -249,3 +253,39 @@ def test_a_jitted_gpu_step_read_from_its_xspace_pairs_each_launch_with_its_kerne
     assert len(sources) == 320 and {trace.names[n] for n in trace.name[spans].tolist()} == {
         "loop_add_fusion", "input_reduce_fusion", "custom-call.1", "loop_multiply_fusion"}  # fmt: skip
     assert detect_steps(trace).count == 8
+
+
+def _columns(trace) -> dict:
+    names = [trace.names[n] for n in trace.name.tolist()]
+    tracks = [(trace.tracks[t].process_name, trace.tracks[t].thread_name) for t in trace.track.tolist()]
+    args = [bytes(trace.kept_args[r]) if r >= 0 else b"" for r in trace.args_ref.tolist()]
+    return {"names": names, "tracks": tracks, "ts": trace.ts.tolist(), "dur": trace.dur.tolist(), "args": args}
+
+
+def test_an_xspace_cut_into_runs_of_events_reads_the_same_in_worker_processes(tmp_path, monkeypatch):
+    """Each line cut between its events into runs of about 300 bytes, decoded by two processes: the same events, in
+    the same order, with the same args, as one process reading each line whole."""
+    path = tmp_path / "gpu.xplane.pb"
+    path.write_bytes(gpu_capture(8))
+    whole = _columns(read_trace(str(path), workers=1, keep_args=EVERY_ARG))
+    monkeypatch.setattr(xspace, "PIECE_BYTES", 300)
+    tasks = xspace.layout(str(path), {}).tasks
+    assert len(tasks) > 20 and all(0 < end - begin < 300 + 128 for begin, end in (t.at for t in tasks))
+    cut = _columns(read_trace(str(path), workers=2, keep_args=EVERY_ARG))
+    assert cut == whole and len(whole["names"]) == 8 + 320 + 320  # jitted calls, launches, kernels
+
+
+def test_a_broken_run_decoded_in_a_worker_process_is_one_line_naming_its_byte(tmp_path, monkeypatch):
+    """A stat cut short in the last run of a line, found by a decoding process: the same error as in this one."""
+    good = gpu_capture(8)
+    broken_at = good.rindex(b"jit_step") - 1  # the length of the last kernel's module name: made to run past its stat
+    data = good[:broken_at] + b"\x7f" + good[broken_at + 1 :]
+    path = tmp_path / "gpu.xplane.pb"
+    path.write_bytes(data)
+    monkeypatch.setattr(xspace, "PIECE_BYTES", 300)
+    messages = []
+    for workers in (1, 2):
+        with pytest.raises(TraceError) as raised:
+            read_trace(str(path), workers=workers)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1] and "not an XSpace protobuf" in messages[0] and str(path) in messages[0]
