@@ -93,6 +93,25 @@ def framework(trace: Trace) -> str:
     return "jax" if trace.dialect == "xla" or _JAX.search(names) else "unknown"
 
 
+# What a job cannot set, by its framework or what it is (job_kind): a serving engine schedules requests and copies
+# their inputs itself and trains nothing; jax.device_put stages its copies through pinned memory itself
+_ABSENT_BY_JOB = {
+    "serving": frozenset({"prefetch_depth", "pin_memory", "workload.input_workers", "replicas.bucket",
+                          "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
+    "inference": frozenset({"replicas.bucket", "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
+    "jax": frozenset({"pin_memory"}),
+}  # fmt: skip
+
+
+def settings_absent(family: str, framework: str, kind: str) -> frozenset[str]:
+    """The emulator's settings (knobs, ``workload.input_workers``, ``replicas.*``) that a job of ``framework`` and
+    ``kind`` (:func:`job_kind`) on ``family`` devices has nothing to set: a loop size where it runs none
+    (:func:`offers_loop_size`); a serving engine's input pipeline; gradients where it trains nothing; pinned memory in
+    JAX."""
+    absent = _ABSENT_BY_JOB.get(kind, frozenset()) | _ABSENT_BY_JOB.get(framework, frozenset())
+    return absent | ({"loop_size"} if not offers_loop_size(family, framework) else frozenset())
+
+
 def offers_loop_size(family: str, framework: str) -> bool:
     """Whether a job in ``framework`` on ``family`` devices can run several steps per device call (a loop size):
     TensorFlow's NPU adapter (NPU_LOOP_SIZE) and MindSpore's data sink do on Ascend, PopTorch's and TensorFlow's
@@ -100,9 +119,12 @@ def offers_loop_size(family: str, framework: str) -> bool:
     return not (family == "npu" and framework == "pytorch")
 
 
-# a backward pass (PyTorch's autograd, JAX's transposed jvp) or an optimizer's step; a serving engine's own names
+# a backward pass or an optimizer's step: PyTorch's autograd, JAX's transposed jvp, CANN's gradient operators
+# (Conv2DBackpropInput, ReluGrad, BNTrainingUpdateGrad, ApplyAdamD), backward kernels (softmax_bwd_bf16,
+# flash_bwd_kernel, cuDNN's dgrad and wgrad); a serving engine's own names
 _TRAINING = re.compile(
-    r"Backward|backward|^autograd::engine|^Optimizer\.|AccumulateGrad|zero_grad|transpose\(jvp\(|^jvp\(",
+    r"Backward|backward|^autograd::engine|^Optimizer\.|AccumulateGrad|zero_grad|transpose\(jvp\(|^jvp\(|Backprop"
+    r"|[a-z0-9]Grad(V\d+)?$|^Apply(Adam|Momentum|GradientDescent)|bwd|dgrad|wgrad",
     re.MULTILINE,
 )
 _SERVING = re.compile(r"^vllm::|^vllm/|/vllm/|sglang|^execute_(\d+_)?context_\d+\(", re.MULTILINE)

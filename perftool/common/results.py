@@ -334,8 +334,19 @@ class BatchPrediction(Part):
     note: str
 
 
+class FittedJob(Part):
+    framework: Literal["pytorch", "jax", "tensorflow", "unknown"] = Field(
+        description="the framework the trace's ops and processes name"
+    )
+    kind: Literal["training", "inference", "serving"] = Field(
+        description="training where the trace shows a backward or an optimizer step; else serving where a serving "
+        "engine runs the forward, else inference: what tune sweeps and how it names the knobs follow from it"
+    )
+
+
 class CalibrationRecord(Part):
     source: str = Field(description="the trace fitted (a job's: its slowest rank)")
+    job: FittedJob = Field(description="what the trace's job is")
     step_time_us: TraceAndModel = Field(
         description="the steady mean step: the figure the fit solves for (the model's: its expected step, the mean "
         "over a 1,000-step run)"

@@ -148,9 +148,32 @@ PROFILES: dict[str, DeviceProfile] = {
         collective_latency_us=25.0,
         knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory"},
         knob_names={
-            "device_graphs": "CUDA graphs (torch.cuda.graphs / mode='reduce-overhead')",
+            "device_graphs": "CUDA/HIP graphs (torch.cuda.graph, torch.compile mode='reduce-overhead')",
             "prefetch_depth": "DataLoader prefetch_factor",
             "pin_memory": "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True)",
         },
     ),
 }
+
+# What a job's own framework or engine calls a knob, before its device family's name (by framework, then by what the
+# job is): a fitted config records the job it was fitted to (its calibration's ``job``)
+JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
+    "jax": {
+        "device_graphs": "the whole step under one jax.jit: one executable, its kernels replayed as XLA's command "
+        "buffers (CUDA/HIP graphs)",
+        "prefetch_depth": "flax.jax_utils.prefetch_to_device(size) / tf.data prefetch",
+    },
+    "serving": {
+        "device_graphs": "the engine's CUDA/HIP graphs: vLLM without --enforce-eager, SGLang without "
+        "--disable-cuda-graph",
+    },
+}
+
+
+def knob_name(profile: DeviceProfile, knob: str, job: dict[str, Any]) -> str | None:
+    """What ``job`` (a calibration's record of it: ``framework``, ``kind``) calls ``knob``, else what ``profile``'s
+    family does; None where neither names it."""
+    for context in (job.get("framework"), job.get("kind")):
+        if isinstance(context, str) and knob in JOB_KNOB_NAMES.get(context, {}):
+            return JOB_KNOB_NAMES[context][knob]
+    return profile.knob_names.get(knob)

@@ -71,14 +71,14 @@ def _pow2(bounds: Any) -> tuple[int, ...]:
     return tuple([0] if lo == 0 else []) + tuple(powers)
 
 
-def default_space(config: EmulatorConfig, loop: bool = True) -> dict[str, Any]:
+def default_space(config: EmulatorConfig, absent: frozenset[str] = frozenset()) -> dict[str, Any]:
     """A search space for ``config`` that keeps its training as it is: the speed knobs its device family has,
-    around its values (what ``perftool calibrate`` writes, so ``perftool tune`` runs on a fitted job as is); the loop
-    size only where the job's framework has one (``loop``)."""
+    around its values (what ``perftool calibrate`` writes, so ``perftool tune`` runs on a fitted job as is), less the
+    settings the job has nothing to set (``absent``: :func:`~perftool.analysis.family.settings_absent`)."""
     profile, knobs = config.profile, config.knobs
     steps, _ = config.epoch
     space: dict[str, Any] = {}
-    if loop and "loop_size" in profile.knobs:
+    if "loop_size" in profile.knobs:
         space["loop_size"] = {"pow2": [1, 2 ** min(steps.bit_length() - 1, MAX_DEFAULT_LOOP.bit_length() - 1)]}
     space["prefetch_depth"] = {"range": [1, max(DEFAULT_MAX_PREFETCH, knobs.prefetch_depth)]}
     if "io_tiles" in profile.knobs:
@@ -97,16 +97,20 @@ def default_space(config: EmulatorConfig, loop: bool = True) -> dict[str, Any]:
     fewest = 0 if config.profile.host_feeds_data else 1
     most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)
     before = _throughput(config)
-    if _moving(config, "workload.input_workers", [fewest, most], before):  # how many processes load the batches
+
+    def moving(name: str, values: Sequence[Any]) -> bool:  # a setting the job has, that moves its throughput
+        return name not in absent and _moving(config, name, values, before)
+
+    if moving("workload.input_workers", [fewest, most]):  # how many processes load the batches
         space["workload.input_workers"] = {"range": [fewest, most]}
     replicas = config.replicas
     if replicas is not None and replicas.count > 1:  # a data-parallel job: how it reduces its gradients
         buckets = [int(replicas.bucket), *(size for size in DEFAULT_BUCKETS if size != replicas.bucket)]
-        if _moving(config, "replicas.bucket", buckets, before):
+        if moving("replicas.bucket", buckets):
             space["replicas.bucket"] = buckets  # as written first: a bucket size only as good wins no change
-        if _moving(config, "replicas.overlap", [not replicas.overlap], before):
+        if moving("replicas.overlap", [not replicas.overlap]):
             space["replicas.overlap"] = [replicas.overlap, not replicas.overlap]
-    return space
+    return {name: values for name, values in space.items() if name not in absent}
 
 
 def _moving(config: EmulatorConfig, name: str, values: Sequence[Any], before: float) -> bool:

@@ -36,7 +36,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.analysis.family import device_properties, offers_loop_size, on_tpu
+from perftool.analysis.family import device_properties, job_kind, offers_loop_size, on_tpu
 from perftool.analysis.host_calls import compiles
 from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
@@ -128,7 +128,8 @@ def fit(
     family = device or (scope.family if scope.family in PROFILES else "gpu")
     model = devices.identify(family, device_properties(trace))
     given = {"device_model": model.key if model else devices.GENERIC} | given
-    gradients = _gradients(scope, _profile(family, given), max(scope.steady_steps, 1), peers)
+    trains = job_kind(trace) == "training"  # a forward's all-reduces (tensor parallelism) are no gradients
+    gradients = _gradients(scope, _profile(family, given), max(scope.steady_steps, 1), peers) if trains else None
     if gradients is not None:
         try:
             replicated = _fit(trace, scope, family, given, gradients)
@@ -139,7 +140,9 @@ def fit(
     replicas = given.get("replicas")
     if isinstance(replicas, dict) and "count" not in replicas:  # figures for replicas the fit does not model
         why = (
-            "the trace shows no all-reduce across two or more ranks on the device each step"
+            "the job trains nothing (a forward's all-reduces are fitted as device work)"
+            if not trains
+            else "the trace shows no all-reduce across two or more ranks on the device each step"
             if gradients is None
             else "replicas fitted to the trace's all-reduces do not reproduce its step (they are fitted as device work)"
         )

@@ -29,7 +29,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.batch import batch_size
 from perftool.analysis.context import TraceAnalysis
-from perftool.analysis.family import offers_loop_size
+from perftool.analysis.family import job_kind, offers_loop_size, settings_absent
 from perftool.analysis.metrics import compute_metrics
 from perftool.common.errors import PerftoolError, parameter
 from perftool.common.results import CalibrateReport
@@ -137,7 +137,8 @@ class Calibration:
     unchecked: str = ""  # why the fit could not be checked on held-out steps, if it could not
     notes: list[str] = field(default_factory=list)  # what the trace does not say, and what to give for it
     batch_from: str = "given"  # where the batch size comes from: given, trace, or unknown (one sample a step)
-    loop: bool = True  # whether the job's framework can run several steps per device call (tune sweeps the loop size)
+    job: dict[str, str] = field(default_factory=dict)  # what the trace's job is: its framework, and kind (job_kind)
+    absent: frozenset[str] = frozenset()  # the settings the job has nothing to set, left out of tune's space
 
     @property
     def step_error(self) -> float:
@@ -182,9 +183,10 @@ class Calibration:
         config = self.config.model_dump(mode="json", exclude_none=True)
         if "dataset_samples" in config["workload"]:  # the short last batch follows from it
             del config["workload"]["last_batch_samples"]
-        config["tune"] = {"space": default_space(self.config, self.loop)}  # so perftool tune runs on it as written
+        config["tune"] = {"space": default_space(self.config, self.absent)}  # so perftool tune runs on it as written
         config["calibration"] = {
             "source": self.source,
+            "job": self.job,
             "step_time_us": {"trace": self.step_time_us[0], "model": self.step_time_us[1]},
             "step_error": self.step_error,
             "idle": {cause: {"trace": t, "model": m} for cause, (t, m) in self.idle.items()},
@@ -264,11 +266,12 @@ def calibrate(
         f"only {scope.steady_steps} steady step: nothing is held out to check the fit on (capture 3 or more)"
     )  # fmt: skip
     config_written = config if dataset is None else _with_dataset(config, dataset, path)
-    notes = [*_notes(scope, config, frozenset(given)), batch]
+    job = {"framework": scope.framework, "kind": job_kind(trace)}
+    notes = [*_notes(scope, config, frozenset(given), job), batch]
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
-        spread(scope.steps.steady_durations), scope.steady_steps, unchecked, notes, batch_from,
-        offers_loop_size(scope.family, scope.framework),
+        spread(scope.steps.steady_durations), scope.steady_steps, unchecked, notes, batch_from, job,
+        settings_absent(scope.family, *job.values()),
     )  # fmt: skip
 
 
@@ -289,10 +292,14 @@ def _batch(trace: Trace, scope: TraceAnalysis, given: dict[str, Any]) -> tuple[s
     return f"batch size {found.samples}, read from the trace ({found.source}); --set knobs.batch_size=N if not", "trace"
 
 
-def _notes(scope: TraceAnalysis, config: EmulatorConfig, given_sections: frozenset[str]) -> list[str]:
-    """What the fit could not take from the trace, and what a what-if on it needs given (``given_sections``: the
-    config sections the user gave fields of)."""
-    notes = []
+def _notes(
+    scope: TraceAnalysis, config: EmulatorConfig, given_sections: frozenset[str], job: dict[str, str]
+) -> list[str]:
+    """What the fit could not take from the trace, what a what-if on it needs given (``given_sections``: the config
+    sections the user gave fields of), and what the job (``job``) has no setting for."""
+    reduces = any(c.name == "all_reduce" for c in scope.metrics.communication.collectives)
+    contexts = [job["kind"], job["framework"]] if reduces or job["kind"] != "inference" else [job["framework"]]
+    notes = [JOB_NOTES[context] for context in contexts if context in JOB_NOTES]
     if config.device_model == GENERIC:
         notes.append(
             f"the trace's device ({scope.metrics.device}) is not one perftool knows by model: the fit uses a generic "
@@ -318,6 +325,18 @@ def _notes(scope: TraceAnalysis, config: EmulatorConfig, given_sections: frozens
             "cores it has (os.sched_getaffinity in the job)"
         )
     return notes
+
+
+# What a fit of such a job leaves out, and how tune names what it keeps (an inference job's, where it all-reduces)
+JOB_NOTES = {
+    "serving": "a serving engine's forward: the tune space written leaves out the input pipeline's settings (prefetch "
+    "depth, pinned memory, input workers: the engine schedules requests and copies their inputs itself) and "
+    "gradients' (it trains nothing: its all-reduces are fitted as device work); device graphs are the engine's",
+    "inference": "a forward with no backward: it trains nothing, so its all-reduces are fitted as device work "
+    "(tensor parallelism's, not gradients')",
+    "jax": "a JAX job: device graphs are the whole step under one jax.jit (XLA replays its kernels as command "
+    "buffers), and the tune space written leaves out pinned memory (jax.device_put stages its copies itself)",
+}
 
 
 class CalibrationFailed(PerftoolError):

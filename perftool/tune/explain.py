@@ -13,7 +13,7 @@ from typing import Any
 
 from perftool.emulator.config import TUNABLES
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
-from perftool.emulator.profiles import DeviceProfile
+from perftool.emulator.profiles import DeviceProfile, knob_name
 from perftool.tune.evaluator import cause
 from perftool.tune.result import KnobLine, LinePoint, TuneResult
 from perftool.tune.sensitivity import knob_lines
@@ -43,7 +43,7 @@ def why(result: TuneResult) -> dict[str, str]:
         own = _PHYSICS.get(name)
         parts = [own(context, line.best_value)] if own else []
         parts.append(_compared(result, line))
-        alias = context.profile.knob_names.get(name)
+        alias = knob_name(context.profile, name, (result.config.calibration or {}).get("job") or {})
         head = f"{TUNABLES[name].label} {shown(line.best_value)}" + (f" ({alias})" if alias else "")
         reasons[name] = f"{head}: " + "; ".join(part for part in parts if part)
     return reasons

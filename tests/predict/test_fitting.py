@@ -266,7 +266,9 @@ def test_replica_figures_for_a_fit_that_models_none_are_refused_naming_why(strip
 
 def test_replica_figures_for_all_reduces_the_fit_counts_as_device_work_are_refused(analysed):
     """Replicas fitted to this job's all-reduces do not reproduce its steps: the fit counts them as device work."""
-    trace, scope = analysed(kineto_job(steps=8, host_args=ARGS))
+    job = kineto_job(steps=8, host_args=ARGS)
+    job["traceEvents"].append(span("autograd::engine::evaluate_function: MmBackward0", 100, 1, 30, 10, "cpu_op"))
+    trace, scope = analysed(job)
     assert fitting._gradients(scope, PROFILES["gpu"], scope.steady_steps, ()) is not None
     assert fit(trace, scope).replicas is None
     with pytest.raises(PerftoolError, match=r"replicas fitted to the trace's all-reduces do not reproduce its step"):

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from conftest import DATA, REPO
 
+from perftool.common.errors import PerftoolError
 from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
@@ -424,3 +425,65 @@ def test_a_check_fails_beyond_its_limit_on_the_model_against_the_trace(check, er
     assert check.error == pytest.approx(error) and check.passed is passed
     assert says in check.problem()
     assert check.problem(fitted=True).startswith(f"the fit did not reproduce the trace's {check.figure}")
+
+
+def _forward_case(first_op: str, all_reduce: bool = True) -> dict:
+    """Twelve steps of a GEMM, then (``all_reduce``) a 4-rank all-reduce of 4 MB, then host work, the step's first
+    host op ``first_op`` (a serving engine's, a backward's or a plain forward's)."""
+    events = [
+        {"name": first_op, "track": "host", "ts": 2, "dur": 100, "cat": "cpu_op"},
+        {"name": "ampere_sgemm_128x64_tn", "track": "device", "ts": 10, "dur": 690, "cat": "kernel"},
+        {"name": "aten::argmax", "track": "host", "ts": 900, "dur": 95, "cat": "cpu_op"},
+    ]
+    if all_reduce:
+        events.append({
+            "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "track": "comm",
+            "ts": 700, "dur": 200, "cat": "kernel",
+            "args": {"Collective name": "allreduce", "In msg nelems": 1000000, "Out msg nelems": 1000000,
+                     "dtype": "Float", "Group size": 4},
+        })  # fmt: skip
+    return {"name": first_op, "vocabulary": "kineto", "steps": 12, "period": 1000, "events": events}
+
+
+def test_a_serving_engine_s_fit_reduces_no_gradients_and_tunes_only_what_the_engine_sets(write_trace):
+    """A vLLM forward's all-reduces are tensor parallelism's: fitted as device work, never as gradient buckets, and
+    the tune space written holds the engine's device graphs alone (no DataLoader, pinned memory or gradient
+    settings), with the job recorded and a note saying so; the same step with a backward fits replicas."""
+    from builders import build
+
+    serving = calibrate(str(write_trace(build(_forward_case("vllm::all_reduce")))))
+    document = serving.document()
+    assert serving.config.replicas is None and document["calibration"]["job"] == {
+        "framework": "pytorch", "kind": "serving"}  # fmt: skip
+    assert list(document["tune"]["space"]) == ["device_graphs"]
+    assert any(note.startswith("a serving engine's forward") for note in serving.notes), serving.notes
+    served = str(write_trace(build(_forward_case("vllm::all_reduce"))))
+    with pytest.raises(PerftoolError, match=r"replicas\.latency_us given, but the job trains nothing"):
+        calibrate(served, overrides={"replicas": {"latency_us": 7.0}})
+    training = calibrate(str(write_trace(build(_forward_case("autograd::engine::evaluate_function: MmBackward0")))))
+    assert training.config.replicas is not None and training.config.replicas.count == 4
+    assert "prefetch_depth" in training.document()["tune"]["space"]
+    assert training.job["kind"] == "training" and not any("serving" in note for note in training.notes)
+
+
+@pytest.mark.parametrize("all_reduce", [True, False])
+def test_an_inference_fit_says_its_all_reduces_are_no_gradients_only_where_it_has_some(write_trace, all_reduce):
+    from builders import build
+
+    fitted = calibrate(str(write_trace(build(_forward_case("aten::linear", all_reduce)))))
+    assert fitted.job == {"framework": "pytorch", "kind": "inference"} and fitted.config.replicas is None
+    said = any(note.startswith("a forward with no backward") for note in fitted.notes)
+    assert said == all_reduce
+
+
+def test_a_jax_fit_is_tuned_in_jax_s_terms(run, tmp_path):
+    """The op-by-op JAX capture's fit: tune names its device graphs as one jax.jit over the step and its prefetch
+    as prefetch_to_device, never PyTorch's CUDA graphs or DataLoader, and its space leaves out pinned memory."""
+    written = tmp_path / "jax.yaml"
+    run("calibrate", DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb", "-o", written)
+    document = yaml.safe_load(written.read_text())
+    assert document["calibration"]["job"] == {"framework": "jax", "kind": "inference"}
+    assert "pin_memory" not in document["tune"]["space"]
+    said = " ".join(run("tune", written).stdout.split())
+    assert "device graphs true (the whole step under one jax.jit" in said and "prefetch_to_device(size)" in said
+    assert "torch" not in said and "DataLoader" not in said
