@@ -130,15 +130,31 @@ _TRAINING = re.compile(
 _SERVING = re.compile(r"^vllm::|^vllm/|/vllm/|sglang|^execute_(\d+_)?context_\d+\(", re.MULTILINE)
 
 
+# what marks an XLA device op's path (its args' ``name`` or ``tf_op``) as a backward's: JAX's name stack transposes a
+# jvp for reverse-mode differentiation (jit(train_step)/transpose(jvp(model))/dot_general); TensorFlow names gradients
+XLA_BACKWARD = (b"transpose(jvp(", b"gradients/", b"gradient_tape/")
+XLA_ARGS_LOOKED_AT = 20_000  # device ops whose args are read for it, spread over the trace: a backward has many
+
+
+def _xla_backward(trace: Trace) -> bool:
+    """Whether an XLA trace's device ops include a backward's (:data:`XLA_BACKWARD`): the kernels name their op path
+    in their args, not in their names. Up to :data:`XLA_ARGS_LOOKED_AT` of them are read, evenly spread."""
+    if trace.dialect != "xla":
+        return False
+    rows = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.args_ref >= 0))
+    refs = set(trace.args_ref[rows[:: max(1, rows.size // XLA_ARGS_LOOKED_AT)]].tolist())
+    return any(mark in trace.kept_args[ref] for ref in refs for mark in XLA_BACKWARD)
+
+
 def job_kind(trace: Trace) -> str:
-    """``training`` where the trace shows a backward pass or an optimizer's step (and for the emulator's runs); else
-    ``serving`` where a serving engine (vLLM, SGLang) runs the forward, else ``inference`` where the device computes
-    (a forward with no backward). A trace whose device computes nothing (a host-only capture of collectives) says
-    nothing of its job: it is taken as training, the job perftool is for."""
+    """``training`` where the trace shows a backward pass or an optimizer's step, by its names or (XLA) its ops' paths
+    (and for the emulator's runs); else ``serving`` where a serving engine (vLLM, SGLang) runs the forward, else
+    ``inference`` where the device computes (a forward with no backward). A trace whose device computes nothing (a
+    host-only capture of collectives) says nothing of its job: it is taken as training, the job perftool is for."""
     if trace.dialect == "emulator":
         return "training"
     names = "\n".join(trace.names)
-    if _TRAINING.search(names):
+    if _TRAINING.search(names) or trace.derive("family.xla_backward", lambda: _xla_backward(trace)):
         return "training"
     if _SERVING.search(names):
         return "serving"
