@@ -139,13 +139,12 @@ def fit(
             return replicated
     replicas = given.get("replicas")
     if isinstance(replicas, dict) and "count" not in replicas:  # figures for replicas the fit does not model
-        why = (
-            "the job trains nothing (a forward's all-reduces are fitted as device work)"
-            if not trains
-            else "the trace shows no all-reduce across two or more ranks on the device each step"
-            if gradients is None
-            else "replicas fitted to the trace's all-reduces do not reproduce its step (they are fitted as device work)"
-        )
+        if not trains:
+            why = "the job trains nothing (a forward's all-reduces are fitted as device work)"
+        elif gradients is None:
+            why = "the trace shows no all-reduce across two or more ranks on the device each step"
+        else:
+            why = "replicas fitted to the trace's all-reduces do not reproduce its step (fitted as device work instead)"
         fields = ", ".join(f"replicas.{name}" for name in replicas)
         raise PerftoolError(
             f"calibration of {trace.source}: {fields} given, but {why}; give replicas.count to model replicas anyway"
