@@ -271,7 +271,7 @@ def calibrate(
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
         spread(scope.steps.steady_durations), scope.steady_steps, unchecked, notes, batch_from, job,
-        settings_absent(scope.family, *job.values()),
+        settings_absent(scope.family, job["framework"], job["kind"]),
     )  # fmt: skip
 
 
