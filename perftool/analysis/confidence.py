@@ -61,10 +61,16 @@ class Caveat:
     unjudged: str = ""  # where no figure of the trace is a steady state's: what the capture is instead (reports lead)
 
 
+def capture_hint(trace: Trace) -> str:
+    """How to capture several steady steps with the profiler that wrote ``trace`` (a serving engine's own where one
+    ran it), in words."""
+    return _SERVING_HINT if job_kind(trace) == "serving" else _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
+
+
 def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     """Every reason the trace's figures are not a steady state, or not all of the run, in words."""
     found = []
-    hint = _SERVING_HINT if job_kind(trace) == "serving" else _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
+    hint = capture_hint(trace)
     span = steps.last - steps.first
     lo, hi = steps.window
     mostly_startup = steps.mostly_startup

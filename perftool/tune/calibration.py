@@ -28,6 +28,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.batch import batch_size
+from perftool.analysis.confidence import capture_hint
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.family import job_kind, offers_loop_size, settings_absent
 from perftool.analysis.metrics import compute_metrics
@@ -244,11 +245,9 @@ def calibrate(
     scan, scope = analyse_trace(trace, [])
     if scope.idle is None or scope.window <= 0:
         raise PerftoolError(f"{path}: no device activity to calibrate against (a host-only profile)")
-    if not scope.steady_steps:
-        raise PerftoolError(
-            f"{path}: no steady steps to fit a step to: capture several steps past warm-up with step markers "
-            "(torch.profiler.schedule and prof.step())"
-        )
+    if not scope.steady_steps or scan.unjudged:
+        what = f"{scan.unjudged}, no steady state" if scan.unjudged else "no steady steps"
+        raise PerftoolError(f"{path}: {what} to fit a step to: {capture_hint(trace)}")
     given = copy.deepcopy(overrides or {})
     batch, batch_from = _batch(trace, scope, given)
     dataset = given.get("workload", {}).pop("dataset_samples", None)

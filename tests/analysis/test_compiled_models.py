@@ -162,6 +162,20 @@ def test_a_capture_whose_one_step_is_the_warm_up_says_no_steady_step_is_left(run
     )
 
 
+def test_a_capture_of_the_warm_up_alone_is_not_calibrated(run, write_trace):
+    """The same capture of the graphs being made: calibrate has no steady step to fit either, and says what the
+    capture is and how to profile steps instead, in one line."""
+    step = complete("ProfilerStep#134", 0, 40_000, cat="user_annotation", pid=100, tid=100)
+    after = [complete("cudaLaunchKernel", 31_000 + 50 * i, 5, cat="cuda_runtime", pid=100, tid=100) for i in range(40)]
+    result = run("calibrate", write_trace(KINETO | {"traceEvents": _meta() + [step, *_warmup_call(), *after]}))
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+    said = (
+        "the one step the capture marks is a model's warm-up (torch.compile compiling and device graphs captured), no "
+        "steady state to fit a step to: capture several steps past warm-up: torch.profiler.profile("
+    )
+    assert said in result.stderr
+
+
 def test_a_marked_step_that_holds_the_compile_says_what_is_left_of_it_after_start_up(run, write_trace):
     """The one step marked runs the first call, its compile and graph recording inside it: start-up ends in the
     step (at the end of the graph's recording, 28.3 ms), and what the note says is left is the step after it
