@@ -21,8 +21,8 @@ import itertools
 import math
 import re
 import sqlite3
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -39,6 +39,7 @@ _CANN_PREFIX = {"acl": "AscendCL@", "runtime": "Runtime@", "node": "Node@", "mod
 _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "user_annotation"}
 _ENCODE = msgspec.json.encode
 _QUEUED = 1 << 40  # the flows from a framework op to the tasks it queued, apart from the CANN calls' connection ids
+T = TypeVar("T")
 _SHAPES = re.compile(r"[\d,;\s]*\d[\d,;\s]*")  # torch_npu's recorded shapes: "32,3,224,224;\r\n64;\r\n;"
 
 
@@ -57,7 +58,7 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
                 "an sqlite database without the tables torch_npu's and msprof's db exports write (STRING_IDS, TASK "
                 "or PYTORCH_API)",
             )
-        metadata |= _metadata(connection, tables)
+        metadata |= _metadata(connection)
         reader = _Reader(connection, tables)
         yield reader.names()
         yield from reader.events()
@@ -67,22 +68,29 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
         connection.close()
 
 
-def _metadata(connection: sqlite3.Connection, tables: set[str]) -> dict[str, Any]:
+def _metadata(connection: sqlite3.Connection) -> dict[str, Any]:
     """The export's schema version and the variables the profiler recorded set (``META_DATA``), the NPU it ran on
-    (``NPU_INFO``) and its kernels' measured pipe use (``TASK_PMU_INFO``), as the trace's metadata."""
+    (``NPU_INFO``) and its kernels' measured pipe use (``TASK_PMU_INFO``), as the trace's metadata. Each is
+    optional: a table the export lacks, or lays out otherwise (another schema's columns), is passed over."""
     found: dict[str, Any] = {"perftool.source": "torch_npu db export"}
-    if "META_DATA" in tables:
-        rows = dict(connection.execute("SELECT name, value FROM META_DATA"))
-        found |= {f"torch_npu.{k}": v for k, v in rows.items() if k != "ENV_VARIABLES"}
-        if environment := recorded_environment(rows.get("ENV_VARIABLES")):
-            found[ENVIRONMENT] = environment
-    if "NPU_INFO" in tables:
-        names = [name for (name,) in connection.execute("SELECT name FROM NPU_INFO") if name]
-        if len(set(names)) == 1:  # the NPU the rank ran on, named as a device's properties are (Kineto's)
-            found["deviceProperties"] = [{"id": pid, "name": names[0]} for pid in (HARDWARE, HCCL)]
-    if {"TASK_PMU_INFO", "COMPUTE_TASK_INFO", "TASK"} <= tables and (measured := _kernel_types(connection)):
+    rows = _optional(lambda: dict(connection.execute("SELECT name, value FROM META_DATA"))) or {}
+    found |= {f"torch_npu.{k}": v for k, v in rows.items() if k != "ENV_VARIABLES"}
+    if environment := recorded_environment(rows.get("ENV_VARIABLES")):
+        found[ENVIRONMENT] = environment
+    names = _optional(lambda: [name for (name,) in connection.execute("SELECT name FROM NPU_INFO") if name]) or []
+    if len(set(names)) == 1:  # the NPU the rank ran on, named as a device's properties are (Kineto's)
+        found["deviceProperties"] = [{"id": pid, "name": names[0]} for pid in (HARDWARE, HCCL)]
+    if measured := _optional(lambda: _kernel_types(connection)):
         found[KERNEL_DETAILS] = measured
     return found
+
+
+def _optional(read: Callable[[], T]) -> T | None:
+    """What ``read`` reads of an optional table, or None where its columns are not the ones asked for."""
+    try:
+        return read()
+    except sqlite3.OperationalError:
+        return None
 
 
 def _kernel_types(connection: sqlite3.Connection) -> list[dict[str, Any]]:

@@ -578,3 +578,27 @@ def test_the_db_export_s_counters_are_read_a_task_at_a_time(tmp_path):
     assert peak < 2 << 20, peak  # every task's counters held: 31 MB
     matmul = next(row for row in measured if row["type"] == "MatMulV2")
     assert matmul["kernels"] == 8 * copies
+
+
+@pytest.mark.parametrize(
+    ("change", "left_out"),
+    [
+        ("ALTER TABLE TASK_PMU_INFO RENAME COLUMN value TO counted", "msprof.kernel_details"),
+        ("ALTER TABLE NPU_INFO RENAME COLUMN name TO model", "deviceProperties"),
+        ("ALTER TABLE META_DATA RENAME COLUMN value TO text", "torch_npu.SCHEMA_VERSION"),
+    ],
+    ids=["kernel counters", "NPU name", "recorded variables"],
+)
+def test_an_optional_table_laid_out_otherwise_is_passed_over_and_the_events_read(tmp_path, change, left_out):
+    """Another schema's columns in a table the events do not come from (the kernels' counters, the NPU's name, the
+    variables recorded): the export's events read as they do, that table's figures left out."""
+    database = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / database.name, database)
+    database.chmod(0o644)
+    whole: dict = {}
+    events = [e for batch in ascend_db.batches(str(database), whole) for e in batch]
+    with sqlite3.connect(database) as connection:
+        connection.execute(change)
+    metadata: dict = {}
+    assert [e for batch in ascend_db.batches(str(database), metadata) for e in batch] == events
+    assert left_out in whole and left_out not in metadata and "perftool.source" in metadata
