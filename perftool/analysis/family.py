@@ -127,7 +127,9 @@ _TRAINING = re.compile(
     r"|[a-z0-9]Grad(V\d+)?$|^Apply(Adam|Momentum|GradientDescent)|bwd|dgrad|wgrad",
     re.MULTILINE,
 )
-_SERVING = re.compile(r"^vllm::|^vllm/|/vllm/|sglang|^execute_(\d+_)?context_\d+\(", re.MULTILINE)
+_SERVING = re.compile(
+    r"^vllm::|^vllm/|/vllm/|^gpu_model_runner: |sglang|^execute_(\d+_)?context_\d+\(", re.MULTILINE
+)  # vLLM's ops, its code's frames and its model runner's annotations (gpu_model_runner: forward), SGLang's
 
 
 # what marks an XLA device op's path (its args' ``name`` or ``tf_op``) as a backward's: JAX's name stack transposes a

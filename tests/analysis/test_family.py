@@ -50,3 +50,16 @@ def test_an_xla_job_trains_where_its_kernels_op_paths_are_a_backward_s(write_tra
     """XLA's kernels are named by fusion; their op paths, in their args, say which are a backward's: a transposed jvp
     in JAX's name stack (reverse mode; a jvp alone is forward mode), TensorFlow's gradient tape."""
     assert job_kind(load_trace(write_trace(_xla_kernels(*paths)))) == kind
+
+
+def test_vllm_s_model_runner_annotations_make_a_serving_job(write_trace):
+    """vLLM's V1 model runner marks its phases (gpu_model_runner: preprocess, forward, sample): a capture of them is a
+    serving engine's, even where no vllm:: op or vLLM frame is recorded."""
+    events = [process_name(100, "python"), process_name(0, "GPU 0"), thread_name(0, 7, "stream 7")]
+    for n, phase in enumerate(("preprocess", "forward", "sample")):
+        events.append(complete(f"gpu_model_runner: {phase}", n * 100.0, 90, pid=100, tid=1, cat="user_annotation"))
+    events.append(complete("sm90_xmma_gemm_bf16bf16_bf16f32", 120, 60, pid=0, tid=7, cat="kernel"))
+    assert job_kind(load_trace(write_trace({"traceEvents": events}))) == "serving"
+    for event in events[3:6]:  # the same phases named otherwise: a forward with no engine
+        event["name"] = event["name"].replace("gpu_model_runner", "model")
+    assert job_kind(load_trace(write_trace({"traceEvents": events}))) == "inference"
