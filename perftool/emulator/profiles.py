@@ -155,9 +155,10 @@ PROFILES: dict[str, DeviceProfile] = {
     ),
 }
 
-# What a job's own framework or engine calls a knob, before its device family's name (by framework, then by what the
-# job is): a fitted config records the job it was fitted to (its calibration's ``job``)
+# What a job's own framework or engine calls a knob, before its device family's name (by framework on the family, by
+# framework, then by what the job is): a fitted config records the job it was fitted to (its calibration's ``job``)
 JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
+    "pytorch on npu": {"prefetch_depth": "DataLoader prefetch_factor"},  # the family's names are TensorFlow's
     "jax": {
         "device_graphs": "the whole step under one jax.jit: one executable, its kernels replayed as XLA's command "
         "buffers (CUDA/HIP graphs)",
@@ -173,7 +174,8 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
 def knob_name(profile: DeviceProfile, knob: str, job: dict[str, Any]) -> str | None:
     """What ``job`` (a calibration's record of it: ``framework``, ``kind``) calls ``knob``, else what ``profile``'s
     family does; None where neither names it."""
-    for context in (job.get("framework"), job.get("kind")):
+    framework = job.get("framework")
+    for context in (f"{framework} on {profile.family}", framework, job.get("kind")):
         if isinstance(context, str) and knob in JOB_KNOB_NAMES.get(context, {}):
             return JOB_KNOB_NAMES[context][knob]
     return profile.knob_names.get(knob)

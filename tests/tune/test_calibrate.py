@@ -487,3 +487,12 @@ def test_a_jax_fit_is_tuned_in_jax_s_terms(run, tmp_path):
     said = " ".join(run("tune", written).stdout.split())
     assert "device graphs true (the whole step under one jax.jit" in said and "prefetch_to_device(size)" in said
     assert "torch" not in said and "DataLoader" not in said
+
+
+def test_a_torch_npu_job_s_prefetch_is_tuned_as_pytorch_s_dataloader(run, tmp_path, write_trace):
+    """The NPU family's knob names are TensorFlow's (dataset.prefetch): a fitted PyTorch job on an NPU is told of its
+    DataLoader's prefetch_factor instead."""
+    written = tmp_path / "npu.yaml"
+    written.write_text(yaml.safe_dump(calibrate(str(write_trace(torch_npu_layers()))).document()))
+    said = " ".join(run("tune", written).stdout.split())
+    assert "prefetch depth 1 (DataLoader prefetch_factor)" in said and "dataset.prefetch" not in said
