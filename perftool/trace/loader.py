@@ -90,11 +90,13 @@ def read_trace(
         return _read_spooled(path, workers, max_bytes, keep_args, memory, analysis)
     _check_readable(path)
     if (batches := _other_format(path)) is not None:
+        if os.path.getsize(path) > max_bytes:  # a protobuf's or a database's bytes, held to the limit as JSON is
+            raise _too_large(path, f"is larger ({limits.size_text_as(os.path.getsize(path), max_bytes)})", max_bytes)
         if batches is xspace.batches:
             return _load_xspace(path, workers, keep_args, memory, analysis)
         return _load_events(path, batches, keep_args, memory, analysis)
     if not _is_gzip(path) and os.path.getsize(path) > max_bytes:
-        raise _too_large(path, f"holds more JSON ({limits.size_text(os.path.getsize(path))})", max_bytes)
+        raise _too_large(path, f"holds more JSON ({limits.size_text_as(os.path.getsize(path), max_bytes)})", max_bytes)
     try:
         return _load(path, workers, max_bytes, keep_args, decoders, memory, analysis)
     except RecursionError:
@@ -137,7 +139,8 @@ def _read_spooled(
                         decode.check_opening(path, chunk, whole=False)
                     copied += len(chunk)
                     if copied > max_bytes:
-                        raise _too_large(path, f"holds more data ({limits.size_text(copied)} read so far)", max_bytes)
+                        read = limits.size_text_as(copied, max_bytes)
+                        raise _too_large(path, f"holds more data ({read} read so far)", max_bytes)
                     _write_copy(path, out, chunk, folder)
         finally:
             if source is not sys.stdin.buffer:

@@ -15,7 +15,17 @@ import zlib
 
 import pytest
 import yaml
-from conftest import REPO, child_pids, complete, ctrl_c_as_at_a_terminal, error_line, kernel_steps, leaving, spy_on_disk
+from conftest import (
+    DATA,
+    REPO,
+    child_pids,
+    complete,
+    ctrl_c_as_at_a_terminal,
+    error_line,
+    kernel_steps,
+    leaving,
+    spy_on_disk,
+)
 
 from perftool.common import interrupts, limits
 from perftool.common.output import write_bytes
@@ -62,6 +72,23 @@ def test_gzip_bomb_is_refused_quickly_in_bounded_memory(tmp_path):
     assert "gzip bomb" in printed and str(bomb) in printed
     assert time.perf_counter() - started < 20
     assert peak_mb < 400  # the interpreter and numpy take ~60 MB; decompression holds a few 8 MB chunks
+
+
+REAL = DATA / "real"
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [REAL / "jax08_mi300x_attention_opbyop.xplane.pb",
+     REAL / "torch_npu_db_l2_job" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"],
+    ids=["XSpace", "torch_npu db export"],
+)  # fmt: skip
+def test_the_trace_size_limit_holds_a_protobuf_or_a_database_to_its_bytes(run, trace):
+    """No JSON to count: the file's own bytes are held to the limit, said in the limit's unit."""
+    line = error_line(run("info", trace, "--max-trace-size", "100KiB"), str(trace), "--max-trace-size")
+    size = limits.size_text_as(trace.stat().st_size, 100 << 10)
+    assert size.endswith(" KiB") and f"is larger ({size}) than the trace-size limit of 100 KiB" in line
+    assert run("info", trace, "--max-trace-size", "1MiB").exit_code == 0
 
 
 def test_the_trace_size_limit_names_itself_and_the_option_that_lifts_it(run, tmp_path, monkeypatch):
