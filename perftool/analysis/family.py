@@ -121,7 +121,7 @@ def offers_loop_size(family: str, framework: str) -> bool:
 
 # a backward pass or an optimizer's step: PyTorch's autograd, JAX's transposed jvp, CANN's gradient operators
 # (Conv2DBackpropInput, ReluGrad, BNTrainingUpdateGrad, ApplyAdamD), backward kernels (softmax_bwd_bf16,
-# flash_bwd_kernel, cuDNN's dgrad and wgrad); a serving engine's own names
+# flash_bwd_kernel, cuDNN's dgrad and wgrad)
 _TRAINING = re.compile(
     r"Backward|backward|^autograd::engine|^Optimizer\.|AccumulateGrad|zero_grad|transpose\(jvp\(|^jvp\(|Backprop"
     r"|[a-z0-9]Grad(V\d+)?$|^Apply(Adam|Momentum|GradientDescent)|bwd|dgrad|wgrad",

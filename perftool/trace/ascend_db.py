@@ -31,6 +31,8 @@ from perftool.trace.decode import RawEvent, metadata_event
 from perftool.trace.msprof_kernels import CORES, KERNEL_DETAILS, PIPES, kernel_types
 from perftool.trace.profiler_dirs import ENVIRONMENT, recorded_environment
 
+T = TypeVar("T")  # what an optional table's read gives
+
 BATCH_ROWS = 50_000  # rows read and turned into events at a time
 PYTHON, CANN, HARDWARE, HCCL = 1, 2, 3, 4  # the processes, numbered as the text export names them
 _PROCESSES = {PYTHON: "Python", CANN: "CANN", HARDWARE: "Ascend Hardware", HCCL: "HCCL"}
@@ -39,7 +41,6 @@ _CANN_PREFIX = {"acl": "AscendCL@", "runtime": "Runtime@", "node": "Node@", "mod
 _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "user_annotation"}
 _ENCODE = msgspec.json.encode
 _QUEUED = 1 << 40  # the flows from a framework op to the tasks it queued, apart from the CANN calls' connection ids
-T = TypeVar("T")
 _SHAPES = re.compile(r"[\d,;\s]*\d[\d,;\s]*")  # torch_npu's recorded shapes: "32,3,224,224;\r\n64;\r\n;"
 
 
