@@ -8,6 +8,7 @@ capture is mostly start-up. Two steady steps that agree are a steady state.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,7 @@ from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
 from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES
 from perftool.trace.model import Kind, Role, Trace
-from perftool.trace.profiler_dirs import MSPROF_LEFT_OUT, RUNS_BESIDE
+from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE
 
 _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
     "Computing": "computing",
@@ -171,6 +172,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(_other_devices(devices), caps=False))
     if runs := trace.metadata.get(RUNS_BESIDE):
         found.append(Caveat(_other_runs(runs), caps=False))
+    if capped := trace.metadata.get(EXPORT_CAPPED):
+        found.append(Caveat(_capped_export(capped), caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
     elif replays := _replayed_share(trace, lo, hi):
@@ -197,6 +200,22 @@ def _other_devices(devices: dict) -> str:
         f" one with the most device time ({named} ran {low if low == high else f'{low}–{high}'} of its device time);"
         " taken together, each step would count once per device and one device's idle time would hide under the"
         " others' work"
+    )
+
+
+def _capped_export(capped: dict) -> str:
+    """What was read of a jax.profiler JSON export cut at its cap, in words: the XSpace beside it instead, or the
+    export's earliest events and where the rest are."""
+    export, events = os.path.basename(capped["export"]), f"{capped['events']:,}"
+    if capped["read"]:
+        return (
+            f"read from {os.path.basename(capped['read'])}, the XSpace {export} was made from: the export holds "
+            f"{events} events, as many as jax.profiler's JSON export keeps (the earliest), and the XSpace every one"
+        )
+    return (
+        f"{export} holds {events} events, as many as jax.profiler's JSON export keeps (the earliest): the capture's "
+        "later events are not in it, so its figures cover the capture's start; scan the HOST.xplane.pb it was made "
+        "from (jax.profiler writes it in the same run folder) to read them all"
     )
 
 

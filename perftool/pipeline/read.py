@@ -11,8 +11,11 @@ from perftool.trace.model import Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS, msprof_kernels
 from perftool.trace.profiler_dirs import (
     ENVIRONMENT,
+    EXPORT_CAPPED,
+    JAX_EXPORT_MAX_EVENTS,
     MSPROF_LEFT_OUT,
     RUNS_BESIDE,
+    XSPACE_SUFFIX,
     msprof_steps,
     rank_environment,
     sibling_runs,
@@ -36,8 +39,9 @@ def load_trace(
     torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels' measured pipe use
     (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables the profiler
     recorded set in the job's environment (``torch_npu.environment``); a jax.profiler JSON's device is read from
-    the XSpace beside it, which records what the JSON leaves out, and the other runs of its log directory are
-    named (``jax.profiler.runs``).
+    the XSpace beside it, which records what the JSON leaves out, the whole XSpace where the JSON was cut at the
+    export's cap (``jax.profiler.export_capped``), and the other runs of its log directory are named
+    (``jax.profiler.runs``).
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
@@ -48,6 +52,14 @@ def load_trace(
         read_trace(file, workers, max_bytes, dialects.kept_args(), decoders, memory, analysis),
         dialect,
     )
+    if trace.dialect == "xla" and len(trace) == JAX_EXPORT_MAX_EVENTS and not file.lower().endswith(XSPACE_SUFFIX):
+        space = xspace_beside(file)  # the export was cut at its cap: the XSpace it was made from holds every event
+        capped = {"export": file, "events": JAX_EXPORT_MAX_EVENTS, "read": space}
+        if space is not None:
+            trace = load_trace(space, dialect, workers, max_bytes, decoders, memory, analysis)
+            trace.metadata[EXPORT_CAPPED] = capped
+            return trace
+        trace.metadata[EXPORT_CAPPED] = capped
     steps, kernels = msprof_steps(file), msprof_kernels(file)
     if steps.rows:
         trace.metadata["msprof.step_trace_time"] = steps.rows

@@ -30,6 +30,10 @@ _RUN_NAME = re.compile(r"\d{4}(_\d{2}){5}")  # how jax.profiler names a run: the
 JAX_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")  # a host's trace JSON in a jax.profiler run: HOST.trace.json.gz
 XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
 RUNS_BESIDE = "jax.profiler.runs"  # the trace metadata key of the other runs in its log directory (RunsBeside)
+# jax.profiler's JSON export keeps at most this many events, the earliest by start (its trace container's cap): one
+# holding as many was cut, and the XSpace it was made from holds the rest
+JAX_EXPORT_MAX_EVENTS = 1_000_000
+EXPORT_CAPPED = "jax.profiler.export_capped"  # the trace metadata key of a capped export, and the XSpace read instead
 XPROF_CACHE_SUFFIX = ".SSTABLE"  # XProf's trace-viewer cache of a host's events (a LevelDB table), made from its XSpace
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
 MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof's CSVs a reader left out, and why

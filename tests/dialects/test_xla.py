@@ -375,6 +375,30 @@ def test_a_host_s_json_takes_its_device_from_the_xspace_beside_it(tmp_path, run)
     assert shown["source"].endswith("host.trace.json.gz") and shown["roofline"]["device_spec"] == "MI300X"
 
 
+@pytest.mark.parametrize("beside", [True, False], ids=["its XSpace beside", "alone"])
+def test_a_json_export_cut_at_its_cap_is_read_from_its_xspace_or_said_to_be_cut(tmp_path, run, monkeypatch, beside):
+    """jax.profiler's export keeps the earliest events up to its cap: an export holding as many is cut. Its XSpace,
+    where it lies beside it, is read instead (every event); alone, a note says what is missing and where it is.
+    The export here holds 4,092 events, its XSpace 4,092 too: the cap set at that count for the test."""
+    import perftool.pipeline.read as reading
+
+    files = [JAX_OPBYOP, XSPACE] if beside else [JAX_OPBYOP]
+    _log_directory(tmp_path, {"2026_11_29_00_00_00": files})
+    monkeypatch.setattr(reading, "JAX_EXPORT_MAX_EVENTS", 4_092)
+    shown = json.loads(run("info", str(tmp_path), "--format", "json").stdout)
+    notes = " ".join(shown["caveats"])
+    if beside:
+        assert shown["source"].endswith("host.xplane.pb")
+        assert "read from host.xplane.pb, the XSpace host.trace.json.gz was made from: the export holds 4,092" in notes
+    else:
+        assert shown["source"].endswith("host.trace.json.gz")
+        assert "host.trace.json.gz holds 4,092 events, as many as jax.profiler's JSON export keeps" in notes
+    for cap in (4_091, 4_093):  # more events than a cap (another exporter's), or fewer: not cut
+        monkeypatch.setattr(reading, "JAX_EXPORT_MAX_EVENTS", cap)
+        shown = json.loads(run("info", str(tmp_path), "--format", "json").stdout)
+        assert shown["source"].endswith("host.trace.json.gz") and "export keeps" not in " ".join(shown["caveats"])
+
+
 def test_hosts_whose_names_hold_dots_are_told_apart(tmp_path):
     """A run's files are named by host, and a host's name may hold dots: each host's XSpace is its own, and one
     beside another host's JSON is still read."""
