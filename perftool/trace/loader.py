@@ -317,7 +317,7 @@ def _load_xspace(path: str, workers: int | None, keep_args: KeepArgs, memory: in
 def _part_of_xspace(file: FileSeen, planes: xspace.Planes, keep_args: KeepArgs, task: xspace.Task) -> Part:
     _checked(file)
     events = xspace.task_events(file.path, planes, task)
-    return make_part(events_of(events), keep_args, task.at[1] - task.at[0])
+    return make_part(events_of(events), keep_args, task.size)
 
 
 def check_copyable(path: str) -> None:

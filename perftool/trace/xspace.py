@@ -90,11 +90,16 @@ Planes = list[tuple[int, _Plane]]  # the planes exported, each with its process
 
 
 class Task(NamedTuple):
-    """A run of one line's events to decode: whole fields of the line, about :data:`PIECE_BYTES` of them."""
+    """Runs of one plane's events to decode, about :data:`PIECE_BYTES` of them: a piece of a long line, or several
+    short lines whole."""
 
     plane: int  # the plane's position among those exported (:attr:`Layout.planes`)
-    line: int  # the line's position among the plane's
-    at: tuple[int, int]  # where its bytes are
+    runs: tuple[tuple[int, tuple[int, int]], ...]  # each run's line (its position among the plane's) and bytes
+
+    @property
+    def size(self) -> int:
+        """The bytes of its runs."""
+        return sum(end - begin for _, (begin, end) in self.runs)
 
 
 class Layout(NamedTuple):
@@ -115,21 +120,31 @@ def layout(path: str, metadata: dict[str, Any]) -> Layout:
         if properties := _properties(data, planes):
             metadata.setdefault("deviceProperties", properties)
         exported = _exported(planes)
-    tasks = [
-        Task(at_plane, at_line, piece)
-        for at_plane, (_, plane) in enumerate(exported)
-        for at_line, line in enumerate(plane.lines)
-        for piece in line.pieces
-    ]
+    tasks = [task for at_plane, (_, plane) in enumerate(exported) for task in _tasks(at_plane, plane)]
     names = [event for process, plane in exported for event in _names(process, plane)]
     return Layout(names, exported, tasks)
+
+
+def _tasks(at_plane: int, plane: _Plane) -> Iterator[Task]:
+    """``plane``'s runs of events in the exporter's order, gathered into tasks of about :data:`PIECE_BYTES`."""
+    runs: list[tuple[int, tuple[int, int]]] = []
+    size = 0
+    for at_line, line in enumerate(plane.lines):
+        for begin, end in line.pieces:
+            if runs and size + end - begin > PIECE_BYTES:
+                yield Task(at_plane, tuple(runs))
+                runs, size = [], 0
+            runs.append((at_line, (begin, end)))
+            size += end - begin
+    if runs:
+        yield Task(at_plane, tuple(runs))
 
 
 def task_events(path: str, planes: Planes, task: Task) -> list[RawEvent]:
     """The events of ``task`` (one of :func:`layout`'s, ``planes`` its planes) as the exporter writes them."""
     process, plane = planes[task.plane]
     with _mapped(path) as data, _read(path, data):
-        return list(_events(data, process, plane, plane.lines[task.line], task.at))
+        return [event for line, at in task.runs for event in _events(data, process, plane, plane.lines[line], at)]
 
 
 def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:

@@ -270,7 +270,7 @@ def test_an_xspace_cut_into_runs_of_events_reads_the_same_in_worker_processes(tm
     whole = _columns(read_trace(str(path), workers=1, keep_args=EVERY_ARG))
     monkeypatch.setattr(xspace, "PIECE_BYTES", 300)
     tasks = xspace.layout(str(path), {}).tasks
-    assert len(tasks) > 20 and all(0 < end - begin < 300 + 128 for begin, end in (t.at for t in tasks))
+    assert len(tasks) > 20 and all(0 < task.size < 300 + 128 for task in tasks)
     cut = _columns(read_trace(str(path), workers=2, keep_args=EVERY_ARG))
     assert cut == whole and len(whole["names"]) == 8 + 320 + 320  # jitted calls, launches, kernels
 
@@ -289,3 +289,19 @@ def test_a_broken_run_decoded_in_a_worker_process_is_one_line_naming_its_byte(tm
             read_trace(str(path), workers=workers)
         messages.append(str(raised.value))
     assert messages[0] == messages[1] and "not an XSpace protobuf" in messages[0] and str(path) in messages[0]
+
+
+def test_short_lines_are_decoded_together_in_order(tmp_path, monkeypatch):
+    """A host of 60 threads, each line a few hundred bytes: lines gathered into tasks of about 1 KB (fewer tasks
+    than lines, none past the size but by its last line), read by two processes as one process reads them."""
+    lines = [line(n + 1, f"thread {n}", 0, *[event(1, k * 1000, 500, stat(1, n * 100 + k)) for k in range(12)])
+             for n in range(60)]  # fmt: skip
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(space(plane(1, "/host:CPU", lines=lines, event_names={1: "PjitFunction(step)"},
+                                 stat_names={1: "correlation_id"})))  # fmt: skip
+    whole = _columns(read_trace(str(path), workers=1, keep_args=EVERY_ARG))
+    monkeypatch.setattr(xspace, "PIECE_BYTES", 1000)
+    tasks = xspace.layout(str(path), {}).tasks
+    assert 10 < len(tasks) < 60 and all(len(task.runs) > 1 for task in tasks[:-1])
+    assert [line for task in tasks for line, _ in task.runs] == list(range(60))
+    assert _columns(read_trace(str(path), workers=2, keep_args=EVERY_ARG)) == whole and len(whole["ts"]) == 720
