@@ -20,7 +20,7 @@ from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
 from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES
 from perftool.trace.model import Kind, Role, Trace
-from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE
+from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, xspace_name
 
 _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
     "Computing": "computing",
@@ -214,8 +214,8 @@ def _capped_export(capped: dict) -> str:
         )
     return (
         f"{export} holds {events} events, as many as jax.profiler's JSON export keeps (the earliest): the capture's "
-        "later events are not in it, so its figures cover the capture's start; scan the HOST.xplane.pb it was made "
-        "from (jax.profiler writes it in the same run folder) to read them all"
+        f"later events are not in it, so its figures cover the capture's start; scan {xspace_name(export)}, the "
+        "XSpace it was made from (jax.profiler writes it in the same run folder), to read them all"
     )
 
 

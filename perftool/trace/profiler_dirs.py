@@ -213,8 +213,15 @@ def xspace_beside(trace_file: str) -> str | None:
         return str(spaces[0]) if len(spaces) == 1 else None
     if not path.name.lower().endswith(JAX_TRACE_SUFFIXES):
         return None
-    space = path.with_name(_host(path.name) + XSPACE_SUFFIX)
+    space = path.with_name(xspace_name(path.name))
     return str(space) if space.is_file() else None
+
+
+def xspace_name(trace_name: str) -> str:
+    """The name of the XSpace a jax.profiler trace JSON named ``trace_name`` is made from: ``HOST.xplane.pb`` for
+    ``HOST.trace.json.gz``; ``HOST.xplane.pb`` as it stands for another name (a run's ``perfetto_trace.json.gz``)."""
+    host = _host(trace_name) if trace_name.lower().endswith(JAX_TRACE_SUFFIXES) else "HOST"
+    return host + XSPACE_SUFFIX
 
 
 def trace_path(path: str) -> str:

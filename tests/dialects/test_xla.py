@@ -393,6 +393,7 @@ def test_a_json_export_cut_at_its_cap_is_read_from_its_xspace_or_said_to_be_cut(
     else:
         assert shown["source"].endswith("host.trace.json.gz")
         assert "host.trace.json.gz holds 4,092 events, as many as jax.profiler's JSON export keeps" in notes
+        assert "scan host.xplane.pb, the XSpace it was made from" in notes
     for cap in (4_091, 4_093):  # more events than a cap (another exporter's), or fewer: not cut
         monkeypatch.setattr(reading, "JAX_EXPORT_MAX_EVENTS", cap)
         shown = json.loads(run("info", str(tmp_path), "--format", "json").stdout)
