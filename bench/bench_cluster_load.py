@@ -27,16 +27,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each way; the best is printed (default 3)")
     args = parser.parse_args()
 
-    from bench_load import OUT, in_child
+    from bench_load import generated, in_child
     from kineto_synth import write_trace
 
     from perftool.job.cluster import dask_client
 
-    path = args.trace or os.path.join(OUT, "kineto_500mb.json")
-    if args.trace is None and not os.path.exists(path):
-        os.makedirs(OUT, exist_ok=True)
-        print(f"generating {path} ...", flush=True)
-        write_trace(path, 500, seed=0, compress=False)
+    path = args.trace or generated("kineto_500mb.json", lambda out: write_trace(out, 500, seed=0, compress=False))
     mb = os.path.getsize(path) / 1e6
     runs: dict[str, list[dict]] = {"local processes": [], "cluster": []}
     with dask_client(None, args.workers) as client:

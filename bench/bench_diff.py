@@ -60,17 +60,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported (default 3)")
     args = parser.parse_args()
     sys.path.insert(0, HERE)
-    from bench_load import OUT
+    from bench_load import generated
     from kineto_synth import write_trace
 
-    paths = args.traces
-    if paths is None:
-        paths = [os.path.join(OUT, f"kineto_{args.mb:g}mb_seed{seed}.json") for seed in (0, 1)]
-        for seed, path in enumerate(paths):
-            if not os.path.exists(path):
-                os.makedirs(OUT, exist_ok=True)
-                print(f"generating {path} ...", flush=True)
-                write_trace(path, args.mb, seed=seed, compress=False)
+    def seeded(seed: int) -> str:
+        name = f"kineto_{args.mb:g}mb_seed{seed}.json"
+        return generated(name, lambda out: write_trace(out, args.mb, seed=seed, compress=False))
+
+    paths = args.traces or [seeded(seed) for seed in (0, 1)]
     passes = [(run_child(*paths, False), run_child(*paths, True)) for _ in range(args.repeat)]  # interleaved
     load = min((p[0] for p in passes), key=lambda r: r["total_s"])
     diff = min((p[1] for p in passes), key=lambda r: r["total_s"])

@@ -22,6 +22,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
@@ -80,6 +81,16 @@ def decompress_only(path: str) -> float:
     return time.perf_counter() - start
 
 
+def generated(name: str, write: Callable[[str], None]) -> str:
+    """The bench trace ``name`` in bench/out, written by ``write(path)`` the first time it is asked for."""
+    path = os.path.join(OUT, name)
+    if not os.path.exists(path):
+        os.makedirs(OUT, exist_ok=True)
+        print(f"generating {path} ...", flush=True)
+        write(path)
+    return path
+
+
 def in_child(call: str) -> dict:
     """Evaluate ``call`` (an expression over the bench modules) in a fresh interpreter; return its JSON result."""
     module = call.split(".")[0]  # the bench module the call names
@@ -106,13 +117,8 @@ def main() -> None:
     sys.path.insert(0, HERE)
     from kineto_synth import write_trace
 
-    path = args.trace
-    if path is None:
-        os.makedirs(OUT, exist_ok=True)
-        path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json" + (".gz" if args.gzip else ""))
-        if not os.path.exists(path):
-            print(f"generating {path} ...", flush=True)
-            write_trace(path, args.mb, seed=0, compress=args.gzip)
+    name = f"kineto_{args.mb:g}mb.json" + (".gz" if args.gzip else "")
+    path = args.trace or generated(name, lambda out: write_trace(out, args.mb, seed=0, compress=args.gzip))
     compressed = path.endswith(".gz")
     json_bytes = os.path.getsize(path)
     if compressed:

@@ -105,14 +105,10 @@ def trace_path(trace: str | None, mb: float) -> str:
     """``trace``, else the Kineto-like trace of ``mb`` MB that bench_load.py generates (written once)."""
     if trace is not None:
         return trace
-    from bench_load import OUT
+    from bench_load import generated
     from kineto_synth import write_trace
 
-    path = os.path.join(OUT, f"kineto_{mb:g}mb.json")
-    if not os.path.exists(path):
-        os.makedirs(OUT, exist_ok=True)
-        write_trace(path, mb, compress=False)
-    return path
+    return generated(f"kineto_{mb:g}mb.json", lambda out: write_trace(out, mb, compress=False))
 
 
 def compile_perftool() -> None:

@@ -73,16 +73,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported (default 3)")
     args = parser.parse_args()
     sys.path.insert(0, HERE)
-    from bench_load import OUT
+    from bench_load import generated
     from kineto_synth import write_trace
 
-    path = args.trace
-    if path is None:
-        path = os.path.join(OUT, f"kineto_{args.mb:g}mb.json")
-        if not os.path.exists(path):
-            os.makedirs(OUT, exist_ok=True)
-            print(f"generating {path} ...", flush=True)
-            write_trace(path, args.mb, seed=0, compress=False)
+    name = f"kineto_{args.mb:g}mb.json"
+    path = args.trace or generated(name, lambda out: write_trace(out, args.mb, seed=0, compress=False))
     passes = [(run_child(path, False), run_child(path, True)) for _ in range(args.repeat)]  # interleaved
     info = min((p[0] for p in passes), key=lambda r: r["load_s"] + r["analysis_s"])
     scan = min((p[1] for p in passes), key=lambda r: r["load_s"] + r["analysis_s"])

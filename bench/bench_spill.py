@@ -27,7 +27,6 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "out")
 CGROUPS = "/sys/fs/cgroup/memory"
 COMMANDS = {  # each command's arguments besides the budget and the format
     "info": lambda path: [path],
@@ -137,17 +136,12 @@ def main() -> None:
     args = parser.parse_args()
 
     sys.path.insert(0, HERE)
+    from bench_load import generated
     from kineto_synth import write_trace
 
     from perftool.common.limits import parse_size, size_text
 
-    path = args.trace
-    if path is None:
-        os.makedirs(OUT, exist_ok=True)
-        path = os.path.join(OUT, f"kineto_{args.gb:g}gb.json")
-        if not os.path.exists(path):
-            print(f"generating {path} ...", flush=True)
-            write_trace(path, args.gb * 1000, seed=0)
+    path = args.trace or generated(f"kineto_{args.gb:g}gb.json", lambda out: write_trace(out, args.gb * 1000, seed=0))
     budget = parse_size(args.memory, "--memory")
     size = os.path.getsize(path)
     base = [sys.executable, "-m", "perftool", args.command, *COMMANDS[args.command](path), "--format", "json"]

@@ -21,7 +21,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-OUT = os.path.join(HERE, "out")
 
 
 def measure(path: str, workers: int | None) -> dict:
@@ -48,16 +47,10 @@ def main() -> None:
     args = parser.parse_args()
 
     sys.path.insert(0, HERE)
-    from bench_load import in_child
+    from bench_load import generated, in_child
     from xspace_synth import write_xspace
 
-    path = args.trace
-    if path is None:
-        os.makedirs(OUT, exist_ok=True)
-        path = os.path.join(OUT, f"xspace_{args.mb:g}mb.xplane.pb")
-        if not os.path.exists(path):
-            print(f"generating {path} ...", flush=True)
-            write_xspace(path, args.mb)
+    path = args.trace or generated(f"xspace_{args.mb:g}mb.xplane.pb", lambda out: write_xspace(out, args.mb))
     runs = [in_child(f"bench_xspace.measure({path!r}, {args.workers!r})") for _ in range(args.repeat)]
     best = min(runs, key=lambda r: r["load_s"])
     mb = os.path.getsize(path) / 1e6
