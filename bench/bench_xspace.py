@@ -6,10 +6,11 @@
 
 Each run loads the XSpace in a fresh process (``load_trace``: decoding the protobuf, building the columns, roles and
 kinds) and prints the best of ``--repeat`` runs and every run's MB/s, the events read, and peak RSS against the
-file's size: the loading process's and the largest decoding process's. perftool decodes an XSpace in Python, its
-lines' events cut into runs that decoding processes share (one per free core, at most four): per core it reads
-more slowly than a JSON trace, and a user of large XSpaces who has the profiler's JSON export
-(``HOST.trace.json.gz``, written beside it) reads that faster.
+file's size: the loading process's and the largest decoding process's; then the time the roofline takes to give the
+steady window's kernels their FLOPs and bytes from the programs' HLO (the generated capture holds its step's).
+perftool decodes an XSpace in Python, its lines' events cut into runs that decoding processes share (one per free
+core, at most four): per core it reads more slowly than a JSON trace, and a user of large XSpaces who has the
+profiler's JSON export (``HOST.trace.json.gz``, written beside it) reads that faster.
 """
 
 from __future__ import annotations
@@ -26,15 +27,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def measure(path: str, workers: int | None) -> dict:
     """Load ``path`` in this process (``workers`` decoding processes, or perftool's choice); its time, events, and
     its peak RSS and its largest decoding process's (run in a child process)."""
+    from perftool.analysis.steps import detect_steps
     from perftool.pipeline.read import load_trace
+    from perftool.roofline.calls import op_calls
 
     start = time.perf_counter()
     trace = load_trace(path, workers=workers)
+    loaded = time.perf_counter()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    window = detect_steps(trace).window
+    modelled = time.perf_counter()
+    calls = op_calls(trace, window)
     return {
-        "load_s": time.perf_counter() - start,
+        "load_s": loaded - start,
         "events": len(trace),
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mb": rss_mb,
         "decoder_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "calls_s": time.perf_counter() - modelled,
+        "calls": int(calls.rows.size),
+        "modelled": int(calls.matching(lambda work: True).sum()),
     }
 
 
@@ -61,6 +72,10 @@ def main() -> None:
           + ", ".join(f"{mb / r['load_s']:,.1f}" for r in runs) + " MB/s)")  # fmt: skip
     decoders = f", largest decoding process {best['decoder_rss_mb']:,.0f} MB" if best["decoder_rss_mb"] else ""
     print(f"peak RSS     {best['rss_mb']:,.0f} MB ({best['rss_mb'] / mb:.1f}x the file){decoders}")
+    print(
+        f"ops modelled {best['modelled']:,} of {best['calls']:,} kernels in the steady window, from the programs' "
+        f"HLO: {best['calls_s']:.2f} s (the roofline's share of info and scan)"
+    )
 
 
 if __name__ == "__main__":

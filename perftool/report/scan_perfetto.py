@@ -28,6 +28,7 @@ from perftool.common.errors import PerftoolError
 from perftool.common.units import duration
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
 from perftool.report.overall import perfetto_track, rank_aligned, rank_label
+from perftool.roofline.hlo import PROGRAMS_FROM, programs_space
 from perftool.rules.findings import Evidence, Finding, JobView, ScanReport, TraceFindings
 from perftool.trace.loader import check_copyable, events_as_written
 
@@ -87,6 +88,8 @@ def render(report: ScanReport) -> Iterator[bytes]:
         yield from _events(trace.path, places[trace.path], metadata if report.job is None else {})
     if report.job is not None:
         metadata = {"perftool": {"merged_ranks": len(report.traces), "alignment": report.job.alignment.text}}
+    elif space := programs_space(report.traces[0].path, metadata):
+        metadata[PROGRAMS_FROM] = space  # an XLA trace's programs stay where they are: the annotations name them
     metadata.pop("traceEvents", None)
     yield b"]" + b"".join(b"," + msgspec.json.encode(key) + b":" + msgspec.json.encode(value)
                           for key, value in metadata.items()) + b"}\n"  # fmt: skip

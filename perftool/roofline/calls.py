@@ -4,6 +4,9 @@ of the kernels it launched.
 An op's kernels are found through the launch flows (Kineto's ``ac2g``): the launch on the host lies inside the op
 that made it. Ops nest (``aten::linear`` → ``aten::addmm``), so each launch belongs to the innermost modelled op
 around it, and only those innermost ops are counted: a model's FLOPs are never counted twice.
+
+An XLA program's kernels are its ops themselves: each names its program and op in its args, and the program's HLO
+(:mod:`.hlo`) says what the op computes, so in an XLA trace each kernel is a call.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -19,7 +23,10 @@ import numpy as np
 
 from perftool.analysis.launches import launch_rows
 from perftool.dialects.op_families import MODELLED_NAMES, Inputs, Work, work
+from perftool.roofline.hlo import Programs, XlaOp, capture_programs, programs_space
 from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.profiler_dirs import xspace_name
+from perftool.trace.xspace import PROGRAM_ID, device_programs
 
 # cuBLAS/CUTLASS kernels that run an fp32 GEMM on tensor cores in TF32 (``allow_tf32``): named by their maths
 TF32_KERNEL = re.compile(r"(?i)tf32|s1688|s16816|1688gemm")
@@ -88,6 +95,9 @@ class Calls:
     launches_linked: bool  # whether the trace links launches to device work (flows)
     kernel_rows: np.ndarray  # the compute kernels the calls launched (rows in the trace)
     kernel_call: np.ndarray  # int64: for each of those, the call that launched it (an index into ``rows``)
+    # int64: which compiled program each call's kernel ran in (XLA; a number per program); None where calls run eagerly
+    program: np.ndarray | None = None
+    notes: list[str] = field(default_factory=list)  # what keeps some calls from a model, where the trace says
 
     def each(self, value: Callable[[OpKind], Any], dtype: Any) -> np.ndarray:
         """Per call: ``value`` of its op kind (asked once per kind), as an array of ``dtype``."""
@@ -172,7 +182,12 @@ def _shape_text(inputs: Inputs) -> str:
 
 def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     """The innermost modelled ops on host threads whose work starts in ``window`` (their first kernel on the device
-    where flows link them, else the op itself), what each computed and its kernels' device time."""
+    where flows link them, else the op itself), what each computed and its kernels' device time; in an XLA trace
+    whose programs' HLO the capture holds, its kernels in ``window`` (:func:`xla_calls`)."""
+    if trace.dialect == "xla" and (
+        programs := trace.derive("roofline.programs", lambda: capture_programs(trace.source, trace.metadata))
+    ):
+        return xla_calls(trace, window, programs)
     lo, hi = window
     candidates = np.flatnonzero(
         trace.name_matches(MODELLED_NAMES) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
@@ -228,3 +243,98 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         kernel_rows=kernel_rows,
         kernel_call=kernel_call,
     )
+
+
+class _XlaArgs(msgspec.Struct):
+    """What an XLA kernel's args say of the op it runs (each as the exporter writes it: text)."""
+
+    module: str = msgspec.field(name="hlo_module", default="")
+    op: str = msgspec.field(name="hlo_op", default="")
+    program: str = msgspec.field(name=PROGRAM_ID, default="")
+    path: str = msgspec.field(name="name", default="")  # the op's path in the framework (jit(f)/dot_general)
+    correlation: str = msgspec.field(name="correlation_id", default="")  # the launch's, which links it to the XSpace
+
+
+_DECODE_XLA = msgspec.json.Decoder(_XlaArgs)
+
+
+def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> Calls:
+    """The XLA kernels that start in ``window``, each a call of the op of its program it ran: what it computes by
+    the program's HLO (none where the capture holds no HLO for it), its own device time. A kernel of a JSON export
+    names no program id: where programs of one name hold different ops of its op's name, the id is read from the
+    XSpace beside it (by the kernel's device and correlation id)."""
+    lo, hi = window
+    rows = np.flatnonzero(
+        (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+        & (trace.ts >= lo) & (trace.ts < hi) & (trace.args_ref >= 0)
+    )  # fmt: skip
+    refs, first, by_ref = np.unique(trace.args_ref[rows], return_index=True, return_inverse=True)
+    kinds: list[OpKind] = []
+    fast_of_kind: list[bool] = []
+    kind_of: dict[tuple[str, XlaOp | None], int] = {}
+    units: dict[tuple[str, int | None], int] = {}  # each distinct program: by its id, or by its name alone
+    untold: set[str] = set()
+
+    def placed(args: _XlaArgs, program: int | None) -> tuple[int, int]:
+        """The kind and the program of a kernel with these args, of program ``program`` where known."""
+        found = programs.op(args.module, args.op, program) if args.op else None
+        name = args.path or args.op
+        index = kind_of.setdefault((name, found), len(kind_of))
+        if index == len(kinds):
+            kinds.append(OpKind(name, found.work if found else None, found.shapes if found else ""))
+            fast_of_kind.append(bool(found and found.fast_fp32))
+        return index, units.setdefault((args.module, program), len(units))
+
+    # kernels of one op of one program differ in their args by their correlation ids alone: placed once, unless
+    # their program is to be looked up by it (a JSON export's kernel of an op several programs hold)
+    by_signature: dict[tuple[str, str, str, str], tuple[int, int] | None] = {}
+    kind_of_ref, unit_of_ref = [], []
+    for ref, row in zip(refs.tolist(), rows[first].tolist()):
+        args = _xla_args(trace.kept_args[ref])
+        signature = (args.module, args.op, args.program, args.path)
+        if signature not in by_signature:
+            program = int(args.program) if args.program.isdigit() else None
+            ambiguous = program is None and bool(args.op) and programs.ambiguous(args.module, args.op)
+            by_signature[signature] = None if ambiguous else placed(args, program)
+        at = by_signature[signature]
+        if at is None:
+            program = _programs_beside(trace).get((int(trace.tracks[trace.track[row]].pid), args.correlation))
+            if program is None:
+                untold.add(args.module)
+            at = placed(args, program)
+        kind_of_ref.append(at[0])
+        unit_of_ref.append(at[1])
+    per_row = by_ref.reshape(-1)
+    kind = np.array(kind_of_ref, np.int64)[per_row] if rows.size else np.zeros(0, np.int64)
+    notes = [
+        f"{', '.join(sorted(untold))} compiled more than once (one jax.jit, several input shapes): their kernels name "
+        f"no program id here, so those with ops of the same name and other shapes have no model; the XSpace names it "
+        f"({xspace_name(Path(trace.source).name)})"
+    ] if untold else []  # fmt: skip
+    return Calls(
+        rows=rows,
+        kind=kind,
+        kinds=kinds,
+        device_us=trace.dur[rows].astype(float),
+        device_start=trace.ts[rows].astype(float),
+        tf32=np.array(fast_of_kind, bool)[kind] if rows.size else np.zeros(0, bool),
+        launches_linked=True,  # each call is its kernel
+        kernel_rows=rows,
+        kernel_call=np.arange(rows.size),
+        program=np.array(unit_of_ref, np.int64)[per_row] if rows.size else np.zeros(0, np.int64),
+        notes=notes,
+    )
+
+
+def _xla_args(kept: bytes) -> _XlaArgs:
+    try:
+        return _DECODE_XLA.decode(kept)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return _XlaArgs()
+
+
+def _programs_beside(trace: Trace) -> dict[tuple[int, str], int]:
+    """The program ids of the device ops of the XSpace of ``trace`` (a JSON export, or a trace annotated from one),
+    read once; none where there is none."""
+    space = programs_space(trace.source, trace.metadata)
+    return trace.derive("roofline.device_programs", lambda: device_programs(space) if space else {})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from perftool.roofline.calls import Calls, op_calls
 from perftool.roofline.measured import measured_pipes
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS
+from perftool.trace.profiler_dirs import xspace_name
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by
@@ -126,7 +128,7 @@ def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None =
     notes = (
         [HOST_ONLY_NOTE]
         if device == HOST_ONLY
-        else [*_notes(calls, spec, device, ops), *_compiled_kernels(trace, kernels)]
+        else [*_notes(trace, calls, spec, device, ops), *_compiled_kernels(trace, kernels)]
     )
     found = Roofline(
         device=device,
@@ -346,9 +348,13 @@ def _compiled_kernels(trace: Trace, kernels: np.ndarray) -> list[str]:
     ]
 
 
-def _notes(calls: Calls, spec: DeviceSpec | None, device: str, ops: list[RooflineOp]) -> list[str]:
-    notes = []
-    if not calls.rows.size:
+def _notes(trace: Trace, calls: Calls, spec: DeviceSpec | None, device: str, ops: list[RooflineOp]) -> list[str]:
+    notes = list(calls.notes)
+    if trace.dialect == "xla" and calls.program is None:
+        notes.append(f"XLA's kernels record no shapes: what each computes is in its program's HLO, which jax.profiler "
+                     f"keeps in the capture's XSpace: scan {xspace_name(Path(trace.source).name)}, or keep it beside "
+                     "this file")  # fmt: skip
+    elif not calls.rows.size:
         notes.append("no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) "
                      "ran on a host thread in the window")  # fmt: skip
     elif not calls.shapes_recorded:

@@ -37,8 +37,12 @@ INTERNAL_EVENTS = frozenset({
     "ParallelInterleaveConsume", "ParallelInterleaveInitializeInput", "ParallelMapProduce", "ParallelMapConsume",
     "MapAndBatchProduce", "MapAndBatchConsume", "ParseExampleProduce", "ParseExampleConsume",
 })  # fmt: skip
-# stats that link events to each other (producer, consumer, root) or that the exporter leaves out
-INTERNAL_STATS = frozenset({"_pt", "_p", "_ct", "_c", "_r", "flops", "program_id", "symbol_id"})
+# stats that link events to each other (producer, consumer, root) or that the exporter leaves out (but one)
+INTERNAL_STATS = frozenset({"_pt", "_p", "_ct", "_c", "_r", "flops", "symbol_id"})
+# kept, where the exporter leaves it out: which of the programs of one name (a jax.jit per input shape) a kernel ran
+PROGRAM_ID = "program_id"
+METADATA_PLANE = "/host:metadata"  # a plane of each program's HLO: an event per program, MODULE(ID)
+HLO_STAT = "Hlo Proto"  # the stat holding a program's HloProto (bytes)
 STEP_NAME = "step_name"  # a stat that names its event
 PIECE_BYTES = 1 << 20  # a task's bytes of events: small, so that the decoding processes finish together
 CACHED_STATS = 1 << 16  # stats of text decoded once each, at most this many held at a time
@@ -53,13 +57,14 @@ _EVENT_TAG = 0x22  # XLine.events, field 4
 _DOUBLE = struct.Struct("<d")
 _ENCODE = msgspec.json.encode
 _Bytes = bytes | mmap.mmap  # an XSpace's bytes: its file mapped, or (in tests) bytes
+ProtoFields = dict[int, list[tuple[int, int]]]  # a message's fields by number (see :func:`message`)
 
 # The vendor an XSpace's device plane records, as the name the device table knows a vendor's devices by where the
 # name says no model (perftool.hardware.identify tells the model apart by compute units and memory)
 _VENDOR_NAMES = {"amd": "AMD Instinct", "nvidia": "NVIDIA GPU"}
 
 
-class _Malformed(Exception):
+class MalformedProtobuf(Exception):
     """The bytes are not the protobuf the schema describes; ``at``: the offset where that showed."""
 
     def __init__(self, at: int) -> None:
@@ -156,6 +161,33 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
         yield task_events(path, found.planes, task)
 
 
+class _Linked(msgspec.Struct):
+    correlation: str = msgspec.field(name="correlation_id", default="")
+    program: str = msgspec.field(name=PROGRAM_ID, default="")
+
+
+_DECODE_LINKED = msgspec.json.Decoder(_Linked)
+
+
+def device_programs(path: str) -> dict[tuple[int, str], int]:
+    """The program id of each device op of the XSpace at ``path`` that names one, by its process and correlation id
+    (which the JSON export keeps where it leaves the program id out); none where the file cannot be read."""
+    found: dict[tuple[int, str], int] = {}
+    try:
+        space = layout(path, {})
+        for task in space.tasks:
+            process = space.planes[task.plane][0]
+            if process == HOST_PROCESS:
+                continue
+            for event in task_events(path, space.planes, task):
+                linked = _DECODE_LINKED.decode(event.args) if event.args else _Linked()
+                if linked.correlation and linked.program.isdigit():
+                    found[process, linked.correlation] = int(linked.program)
+    except (TraceError, msgspec.DecodeError):
+        return {}
+    return found
+
+
 def device_properties(path: str) -> list[dict[str, Any]]:
     """The device the XSpace's GPU planes ran on, as Kineto's ``deviceProperties`` would give it (a vendor's name,
     ``numSms``, ``totalGlobalMem``), where every GPU plane records the same vendor, compute units and memory; none
@@ -189,7 +221,7 @@ def _read(path: str, data: _Bytes) -> Iterator[None]:
     where that showed."""
     try:
         yield
-    except _Malformed as exc:
+    except MalformedProtobuf as exc:
         raise _not_an_xspace(path, exc.at) from None
     except IndexError:  # a number that runs past the file's end
         raise _not_an_xspace(path, len(data)) from None
@@ -302,41 +334,75 @@ def _planes(path: str, data: _Bytes) -> list[_Plane]:
 
 
 def _plane(data: _Bytes, begin: int, end: int) -> _Plane:
-    fields = _message(data, begin, end)
+    fields = message(data, begin, end)
     lines = [line for line in (_line(data, at) for at in fields.get(3, [])) if line.name != ASYNC_OPS_LINE]
-    plane = _Plane(_int_field(fields, 1), _text_field(data, fields, 2), lines, {}, {}, fields.get(6, []))
+    plane = _Plane(int_field(fields, 1), text_field(data, fields, 2), lines, {}, {}, fields.get(6, []))
     for entry in fields.get(4, []):  # the event metadata, by id
         if metadata := _map_value(data, entry):
-            name, display = _text_field(data, metadata, 2), _text_field(data, metadata, 4)
-            plane.events[_int_field(metadata, 1)] = (name, display, metadata.get(5, []))
+            name, display = text_field(data, metadata, 2), text_field(data, metadata, 4)
+            plane.events[int_field(metadata, 1)] = (name, display, metadata.get(5, []))
     for entry in fields.get(5, []):  # the stat metadata, by id
         if metadata := _map_value(data, entry):
-            plane.stat_names[_int_field(metadata, 1)] = _text_field(data, metadata, 2)
+            plane.stat_names[int_field(metadata, 1)] = text_field(data, metadata, 2)
     return plane
 
 
-def _map_value(data: _Bytes, entry: tuple[int, int]) -> dict[int, list[tuple[int, int]]]:
+def _map_value(data: _Bytes, entry: tuple[int, int]) -> ProtoFields:
     """The fields of a map entry's value (an entry is a message of its key, field 1, and its value, field 2); none
     where the entry holds no value."""
-    value = _message(data, *entry).get(2)
-    return _message(data, *value[-1]) if value else {}
+    value = message(data, *entry).get(2)
+    return message(data, *value[-1]) if value else {}
 
 
-def _message(data: _Bytes, begin: int, end: int) -> dict[int, list[tuple[int, int]]]:
+def message(data: _Bytes, begin: int, end: int) -> ProtoFields:
     """A (small) message's fields by number, each occurrence as :func:`_fields` gives it (a varint's value and 0,
     or the range of its bytes)."""
-    found: dict[int, list[tuple[int, int]]] = {}
+    found: ProtoFields = {}
     for field, _, start, stop in _fields(data, begin, end):
         found.setdefault(field, []).append((start, stop))
     return found
 
 
-def _int_field(fields: dict[int, list[tuple[int, int]]], field: int) -> int:
+def int_field(fields: ProtoFields, field: int) -> int:
     """A varint field's value as the int64 it encodes (the last occurrence, as protobuf reads it); 0 where absent."""
     return _signed(fields[field][-1][0]) if field in fields else 0
 
 
-def _text_field(data: _Bytes, fields: dict[int, list[tuple[int, int]]], field: int) -> str:
+def packed_ints(data: _Bytes, occurrences: list[tuple[int, int]]) -> list[int]:
+    """A repeated integer field's values (as int64), packed (proto3's way) or one per occurrence."""
+    values = []
+    for start, stop in occurrences:
+        if stop == 0:  # a varint of its own: a length-delimited field never ends at byte 0
+            values.append(_signed(start))
+            continue
+        at = start
+        while at < stop:
+            value, at = _varint(data, at, stop)
+            values.append(_signed(value))
+    return values
+
+
+def hlo_protos(path: str) -> list[tuple[str, bytes]]:
+    """Each program's name (``MODULE(ID)``) and ``HloProto`` bytes, as the XSpace's metadata plane holds them; none
+    where it holds none."""
+    with _mapped(path) as data, _read(path, data):
+        found = []
+        for field, _, begin, end in _fields(data, 0, len(data)):
+            plane = message(data, begin, end) if field == 1 else {}
+            if not plane or text_field(data, plane, 2) != METADATA_PLANE:
+                continue
+            stat_ids = {int_field(m, 1) for e in plane.get(5, []) if (m := _map_value(data, e))
+                        and text_field(data, m, 2) == HLO_STAT}  # fmt: skip
+            for entry in plane.get(4, []):
+                metadata = _map_value(data, entry)
+                for stat in (message(data, *at) for at in metadata.get(5, [])):
+                    if int_field(stat, 1) in stat_ids and 6 in stat:
+                        begin, end = stat[6][-1]
+                        found.append((text_field(data, metadata, 2), bytes(data[begin:end])))
+        return found
+
+
+def text_field(data: _Bytes, fields: ProtoFields, field: int) -> str:
     """A string field's text (the last occurrence); empty where absent."""
     return _text(data, *fields[field][-1]) if field in fields else ""
 
@@ -371,7 +437,7 @@ def _line(data: _Bytes, at: tuple[int, int]) -> _Line:
         elif field == 3:
             start_ns = _signed(start)
     if begin > end:
-        raise _Malformed(end)
+        raise MalformedProtobuf(end)
     pieces.append((piece, end))
     return _Line((display_id or identity) & _UINT32, display or name, start_ns, pieces)
 
@@ -387,7 +453,7 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
         size, begin = _varint(data, begin + 1, end)
         stop = begin + size
         if stop > end:
-            raise _Malformed(begin)
+            raise MalformedProtobuf(begin)
         kind = offset = duration = 0
         stats = []
         while begin < stop:
@@ -395,7 +461,7 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
             if tag == _STAT_TAG:
                 size, begin = _varint(data, begin + 1, stop)
                 if begin + size > stop:
-                    raise _Malformed(begin)
+                    raise MalformedProtobuf(begin)
                 stats.append((begin, begin + size))
                 begin += size
             elif tag in _EVENT_NUMBERS:  # a field of one number: the metadata id, offset, duration, occurrences
@@ -416,7 +482,7 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
             else:
                 begin = _field(data, begin, stop)[-1]
         if begin > stop:  # a number ran past its event
-            raise _Malformed(stop)
+            raise MalformedProtobuf(stop)
         yield _signed(kind), _signed(offset), _signed(duration), stats
 
 
@@ -477,7 +543,7 @@ def _field(data: _Bytes, at: int, end: int) -> tuple[int, int, int, int, int]:
         tag, at = _varint(data, at, end)
     field, wire = tag >> 3, tag & 7
     if field == 0:  # no field has number 0
-        raise _Malformed(at)
+        raise MalformedProtobuf(at)
     if wire == _VARINT:
         value, at = _varint(data, at, end)
         return field, wire, value, 0, at
@@ -486,9 +552,9 @@ def _field(data: _Bytes, at: int, end: int) -> tuple[int, int, int, int, int]:
     elif wire in _FIXED_SIZES:
         size = _FIXED_SIZES[wire]
     else:
-        raise _Malformed(at)
+        raise MalformedProtobuf(at)
     if at + size > end:
-        raise _Malformed(at)
+        raise MalformedProtobuf(at)
     return field, wire, at, at + size, at + size
 
 
@@ -506,4 +572,4 @@ def _varint(data: _Bytes, at: int, end: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             break
-    raise _Malformed(at)
+    raise MalformedProtobuf(at)

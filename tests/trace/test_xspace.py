@@ -44,15 +44,18 @@ def _plain(e) -> dict:
 @pytest.mark.parametrize("cached", [xspace.CACHED_STATS, 2], ids=["stats cached", "cache cleared as it fills"])
 def test_the_real_capture_s_xspace_gives_every_event_of_its_json_export(tmp_path, monkeypatch, cached):
     """jaxlib exported the JSON beside it from this XSpace: the same 4,124 events, names, times, args and threads,
-    the allocator's 286 bookkeeping events left out as there."""
+    the allocator's 286 bookkeeping events left out as there; beyond the export, each XLA op's program id."""
     monkeypatch.setattr(xspace, "CACHED_STATS", cached)
     mine, metadata = exported(XSPACE.read_bytes(), tmp_path)
     theirs = [e for e in json.loads(gzip.decompress(ITS_JSON.read_bytes()))["traceEvents"] if e]
     assert len(mine) == len(theirs) == 4124
+    with_program = [e for e in mine if xspace.PROGRAM_ID in (e.get("args") or {})]
+    assert len(with_program) == 174 and all("hlo_module" in e["args"] for e in with_program)
 
     def key(e: dict) -> str:
         times = {k: float(e[k]) for k in ("ts", "dur") if k in e}
-        return json.dumps([e["ph"], e["pid"], e.get("tid", 0), e["name"], times, e.get("args") or None], sort_keys=True)
+        args = {k: v for k, v in (e.get("args") or {}).items() if k != xspace.PROGRAM_ID}
+        return json.dumps([e["ph"], e["pid"], e.get("tid", 0), e["name"], times, args or None], sort_keys=True)
 
     assert Counter(map(key, mine)) == Counter(map(key, theirs))
     assert metadata["displayTimeUnit"] == "ns"

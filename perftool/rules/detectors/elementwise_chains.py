@@ -2,7 +2,9 @@
 memory and the next reads it back, where one fused kernel would read the inputs once and write once.
 
 A chain is three or more consecutive pointwise calls that compute (copies and fills, each of its own tensor, are
-not links) on one host thread and in one step, with outputs of one size and no other kernel launched between them.
+not links) on one host thread and in one step, with outputs of one size and no other kernel launched between them;
+in an XLA trace, consecutive kernels of separately compiled programs (the ops of one program XLA has fused as far as
+it would).
 Pointwise ops are memory-bound, so the time lost is the chain's device time times the share of its bytes that
 fusing saves (each intermediate written and read again), at the bandwidth the chain reaches now.
 """
@@ -58,6 +60,8 @@ def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> tupl
     linked = (
         pointwise[:-1] & pointwise[1:] & (size[:-1] == size[1:]) & (track[:-1] == track[1:]) & (step[:-1] == step[1:])
     )
+    if calls.program is not None:  # a compiler left two kernels of one program apart: only separate programs fuse
+        linked &= calls.program[:-1] != calls.program[1:]
     pairs = np.flatnonzero(linked)  # the launches between are counted only where all else links the two calls
     linked[pairs] = _launches_between(trace, calls, pairs) == 0
     # runs of links: a chain of n calls is n - 1 consecutive links
@@ -67,10 +71,10 @@ def _chains(trace: Trace, calls: Calls, shortest: int, step: np.ndarray) -> tupl
     return starts[long_enough], ends[long_enough]
 
 
-def _spelled(trace: Trace, rows: np.ndarray, shown: int = 6) -> str:
-    """A chain's ops in order, the first few of a long one."""
-    names = [trace.names[trace.name[row]] for row in rows[:shown].tolist()]
-    return " → ".join(names) + (f" → … ({rows.size} ops)" if rows.size > shown else "")
+def _spelled(calls: Calls, members: np.ndarray, shown: int = 6) -> str:
+    """A chain's ops (``members``: its call indices) in order, the first few of a long one."""
+    names = [calls.kinds[kind].name for kind in calls.kind[members[:shown]].tolist()]
+    return " → ".join(names) + (f" → … ({members.size} ops)" if members.size > shown else "")
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -101,7 +105,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     values: dict[str, Any] = {
         "per_step": scope.per_step(first.size),
         "ops_per_chain": members.size / first.size,
-        "chain": _spelled(scope.trace, calls.rows[first[longest] : last[longest] + 1]),
+        "chain": _spelled(calls, np.arange(first[longest], last[longest] + 1)),
         "chain_ms_per_step": scope.per_step(sum(chain_us.tolist())) / 1e3,
         "bytes_saved": 1 - sum(kept.tolist()) / sum(total.tolist()),
     }

@@ -1,0 +1,365 @@
+"""What each op of an XLA program computes and moves, from the program's HLO.
+
+XLA's kernels record no shapes: each names, in its args, its program (``hlo_module``, and in an XSpace its
+``program_id``) and the op of the program it runs (``hlo_op``: a fusion, a library GEMM, a copy). The programs are in
+the capture: jax.profiler keeps each one's ``HloProto`` in the XSpace's ``/host:metadata`` plane (an event per program,
+named ``MODULE(ID)``, holding it as its ``Hlo Proto`` stat), and XProf writes them beside it as
+``MODULE(ID).hlo_proto.pb``. Decoded here by the schema of xla's ``hlo.proto`` (``HloProto.hlo_module`` → computations
+→ instructions, each with its shape by ``xla_data.proto``).
+
+An op computing a dot is a GEMM (2·M·N·K for each of its batch's products, by the dot's dimension numbers), one
+computing a convolution a convolution (2 FLOPs per output element per input feature of its group and kernel tap); a
+library GEMM (``__cublas$gemm``, hipBLASLt's ``__cublas$lt$matmul``) the same from its operands and the dimension
+numbers of its backend config; any other fusion a reduction where it reduces (a FLOP per element read) and pointwise
+otherwise (a FLOP per element written, none where it only moves data). Every op reads its operands and writes its
+results once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from perftool.common.errors import TraceError
+from perftool.dialects.op_families import Work
+from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_name
+from perftool.trace.xspace import (
+    MalformedProtobuf,
+    ProtoFields,
+    hlo_protos,
+    int_field,
+    message,
+    packed_ints,
+    text_field,
+)
+
+# xla_data.proto's PrimitiveType: the dtype a device's peak is quoted in, and bytes per element
+ELEMENT_TYPES: dict[int, tuple[str, float]] = {
+    1: ("bool", 1), 2: ("int8", 1), 3: ("int16", 2), 4: ("int32", 4), 5: ("int64", 8), 6: ("uint8", 1),
+    7: ("uint16", 2), 8: ("uint32", 4), 9: ("uint64", 8), 10: ("fp16", 2), 11: ("fp32", 4), 12: ("fp64", 8),
+    15: ("complex64", 8), 16: ("bf16", 2), 18: ("complex128", 16), 19: ("fp8", 1), 20: ("fp8", 1), 21: ("int4", 0.5),
+    22: ("uint4", 0.5), 23: ("fp8", 1), 24: ("fp8", 1), 25: ("fp8", 1), 28: ("fp8", 1),
+}  # fmt: skip
+LIBRARY_GEMM = re.compile(r"^__cublas\$|^__hipblaslt\$|gemm|matmul", re.IGNORECASE)  # custom-call targets
+LIBRARY_CONV = re.compile(r"^__cudnn\$conv|^__miopen\$conv", re.IGNORECASE)
+NO_ARITHMETIC = frozenset({
+    "parameter", "constant", "bitcast", "copy", "transpose", "broadcast", "reshape", "slice", "dynamic-slice",
+    "dynamic-update-slice", "concatenate", "pad", "tuple", "get-tuple-element", "iota", "gather", "reverse",
+    "bitcast-convert",
+})  # fmt: skip  # a fusion of these only moves data
+PROGRAM_NAME = re.compile(r"^(.*)\((\d+)\)$")  # MODULE(ID), as the metadata plane and XProf's files name programs
+HLO_FILE_SUFFIX = ".hlo_proto.pb"  # XProf's file of one program's HloProto, MODULE(ID).hlo_proto.pb
+# the top-level key of an annotated trace (``scan --format perfetto``) naming the XSpace its programs are in
+PROGRAMS_FROM = "perftool.xla_programs"
+DEFAULT_PRECISION = 0  # xla_data.proto's PrecisionConfig.Precision: DEFAULT lets the backend use TF32 for fp32
+
+
+class XlaOp(NamedTuple):
+    """One op of an XLA program: what it computes and moves, its operands' shapes for people, and whether it is
+    fp32 matrix maths at default precision (which the backend may run on tensor cores in TF32)."""
+
+    work: Work
+    shapes: str
+    fast_fp32: bool
+
+
+class _Shape(NamedTuple):
+    element: int
+    dims: tuple[int, ...]
+    parts: tuple[_Shape, ...]  # a tuple's elements
+
+    @property
+    def bytes(self) -> float:
+        if self.parts:
+            return sum(part.bytes for part in self.parts)
+        return math.prod(self.dims) * ELEMENT_TYPES.get(self.element, ("", 0))[1]
+
+
+class _Instruction(NamedTuple):
+    name: str
+    opcode: str
+    shape: _Shape
+    operands: tuple[int, ...]
+    called: tuple[int, ...]
+    fields: ProtoFields  # all of them, for the few ops whose attributes are read
+
+
+@dataclass
+class Programs:
+    """The HLO programs a capture holds: what each of their ops computes and moves, by program name and id."""
+
+    by_id: dict[int, dict[str, XlaOp]] = field(default_factory=dict)
+    by_name: dict[str, list[int]] = field(default_factory=dict)  # a name's programs (one jax.jit, several shapes)
+
+    def op(self, module: str, op: str, program: int | None) -> XlaOp | None:
+        """What op ``op`` of program ``module`` computes: of the program with id ``program`` where the kernel names
+        it, else of the one program of that name holding such an op (None where several do, unless they agree)."""
+        if program is not None and program in self.by_id:
+            return self.by_id[program].get(op)
+        found = set(self._candidates(module, op))
+        return found.pop() if len(found) == 1 else None
+
+    def ambiguous(self, module: str, op: str) -> bool:
+        """Whether programs of one name hold different ops of the name ``op``: a kernel naming no program id (as a
+        JSON export's do) is then none of them for certain."""
+        return len(set(self._candidates(module, op))) > 1
+
+    def _candidates(self, module: str, op: str) -> list[XlaOp]:
+        return [self.by_id[p][op] for p in self.by_name.get(module, []) if op in self.by_id[p]]
+
+    def add(self, name: str, proto: bytes) -> None:
+        """Add the program ``name`` (``MODULE(ID)``) whose ``HloProto`` is ``proto``; one that does not decode is
+        passed over (its ops then have no model)."""
+        match = PROGRAM_NAME.match(name)
+        if match is None:
+            return
+        try:
+            ops = program_ops(proto)
+        except (MalformedProtobuf, ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError, RecursionError):
+            return
+        program = int(match.group(2))
+        self.by_id[program] = ops
+        self.by_name.setdefault(match.group(1), []).append(program)
+
+    def __bool__(self) -> bool:
+        return bool(self.by_id)
+
+
+def programs(protos: Iterable[tuple[str, bytes]]) -> Programs:
+    """The programs of ``(MODULE(ID), HloProto bytes)`` pairs."""
+    found = Programs()
+    for name, proto in protos:
+        found.add(name, proto)
+    return found
+
+
+def programs_space(source: str, metadata: dict[str, Any]) -> str | None:
+    """The XSpace holding the programs of the capture whose trace is ``source`` (with top-level ``metadata``): the
+    file itself, the XSpace beside a jax.profiler JSON export, or the one an annotated trace names; None where there
+    is none."""
+    path = Path(source)
+    space = path if path.name.endswith(XSPACE_SUFFIX) else path.with_name(xspace_name(path.name))
+    if not space.is_file() and isinstance(named := metadata.get(PROGRAMS_FROM), str):
+        space = Path(named)
+    return str(space.resolve()) if space.is_file() else None
+
+
+def capture_programs(source: str, metadata: dict[str, Any]) -> Programs:
+    """The programs of the capture whose trace is ``source`` (with top-level ``metadata``): those its XSpace holds
+    (:func:`programs_space`) and XProf's ``*.hlo_proto.pb`` files beside it; none where there are none."""
+    protos: list[tuple[str, bytes]] = []
+    if space := programs_space(source, metadata):
+        try:
+            protos.extend(hlo_protos(space))
+        except TraceError:  # an XSpace that does not read: its programs are not known
+            pass
+    for file in sorted(Path(source).parent.glob("*" + HLO_FILE_SUFFIX)):
+        try:
+            protos.append((file.name[: -len(HLO_FILE_SUFFIX)], file.read_bytes()))
+        except OSError:
+            continue
+    return programs(protos)
+
+
+def program_ops(proto: bytes) -> dict[str, XlaOp]:
+    """Each op of the program (``HloProto``) that runs as a kernel, by name: what it computes and moves."""
+    top = message(proto, 0, len(proto))
+    if 1 not in top:
+        raise ValueError("no hlo_module")
+    module = message(proto, *top[1][-1])
+    computations: dict[int, list[_Instruction]] = {}
+    fused: set[int] = set()
+    for at in module.get(3, []):
+        fields = message(proto, *at)
+        computations[int_field(fields, 5)] = [_instruction(proto, message(proto, *i)) for i in fields.get(2, [])]
+        if int_field(fields, 7):
+            fused.add(int_field(fields, 5))
+    for instructions in computations.values():
+        for instruction in instructions:
+            fused.update(instruction.called if instruction.opcode == "fusion" else ())
+    found: dict[str, XlaOp] = {}
+    for number, instructions in computations.items():
+        if number in fused:
+            continue
+        by_id = {int_field(i.fields, 35): i for i in instructions}
+        for instruction in instructions:
+            work = _work(proto, instruction, by_id, computations)
+            if work is not None:
+                operands = [by_id[i].shape for i in instruction.operands if i in by_id]
+                found[instruction.name] = XlaOp(
+                    work, _shape_text(operands), _fast_fp32(proto, instruction, computations, work)
+                )
+    return found
+
+
+def _shape_text(operands: list[_Shape]) -> str:
+    """Operands' shapes as the op table shows them: ``8192x1024, 1024x1024``."""
+    return ", ".join("x".join(map(str, s.dims)) if s.dims else "·" for s in operands if not s.parts).rstrip(", ·")
+
+
+def _fast_fp32(proto: bytes, op: _Instruction, computations: dict[int, list[_Instruction]], work: Work) -> bool:
+    """Whether ``op`` is fp32 matrix maths whose dots all leave the precision to the backend (DEFAULT, no algorithm),
+    which may then run them in TF32 (XLA does on NVIDIA's tensor cores): judged at the TF32 peak, never called fp32
+    (``precision=HIGHEST`` asks for fp32)."""
+    if work.family not in ("gemm", "conv") or work.dtype != "fp32":
+        return False
+    inner = [op, *(i for c in op.called for i in _all_instructions(c, computations))]
+    for instruction in inner:
+        if instruction.opcode in ("dot", "convolution", "custom-call") and 51 in instruction.fields:
+            config = message(proto, *instruction.fields[51][-1])
+            if int_field(config, 2) or any(p != DEFAULT_PRECISION for p in packed_ints(proto, config.get(1, []))):
+                return False
+    return True
+
+
+def _instruction(proto: bytes, fields: ProtoFields) -> _Instruction:
+    return _Instruction(
+        name=text_field(proto, fields, 1),
+        opcode=text_field(proto, fields, 2),
+        shape=_shape(proto, fields[3][-1]) if 3 in fields else _Shape(0, (), ()),
+        operands=tuple(packed_ints(proto, fields.get(36, []))),
+        called=tuple(packed_ints(proto, fields.get(38, []))),
+        fields=fields,
+    )
+
+
+def _shape(proto: bytes, at: tuple[int, int]) -> _Shape:
+    fields = message(proto, *at)
+    return _Shape(
+        int_field(fields, 2),
+        tuple(packed_ints(proto, fields.get(3, []))),
+        tuple(_shape(proto, part) for part in fields.get(4, [])),
+    )
+
+
+def _array(shape: _Shape) -> _Shape:
+    """A result's array: a library call's first element (the rest is its workspace)."""
+    return shape.parts[0] if shape.parts else shape
+
+
+def _work(proto: bytes, op: _Instruction, by_id: dict[int, _Instruction],
+          computations: dict[int, list[_Instruction]]) -> Work | None:  # fmt: skip
+    """What ``op`` (of a computation that is not a fusion's) computes and moves; None for an op that runs no kernel
+    of its own or whose maths is not modelled."""
+    operands = [by_id[i].shape for i in op.operands if i in by_id]
+    moved = sum(s.bytes for s in operands) + op.shape.bytes
+    if op.opcode == "fusion":
+        inner = [i for c in op.called for i in _all_instructions(c, computations)]
+        for maths in (_gemm, _convolution):
+            products = [w for i in inner if (w := maths(proto, i, _operand_shapes(i, inner))) is not None]
+            if products:
+                main = max(products, key=lambda w: w.flops)
+                return Work(main.family, sum(w.flops for w in products), moved, main.dtype, mnk=main.mnk,
+                            out_shape=_array(op.shape).dims, item_bytes=main.item_bytes)  # fmt: skip
+        return _pointwise(op, inner, operands, moved)
+    if op.opcode == "custom-call":
+        target = text_field(proto, op.fields, 28)
+        if LIBRARY_GEMM.search(target):
+            return _library_gemm(proto, op, operands, moved)
+        if LIBRARY_CONV.search(target) and len(operands) >= 2:
+            return _convolution(proto, op, operands, out=_array(op.shape), moved=moved)
+        return None
+    if op.opcode in ("dot", "convolution"):
+        maths = _gemm if op.opcode == "dot" else _convolution
+        return maths(proto, op, operands, moved=moved)
+    return None
+
+
+def _all_instructions(computation: int, computations: dict[int, list[_Instruction]]) -> list[_Instruction]:
+    """A fused computation's instructions, those of fusions nested in it too."""
+    found = []
+    for instruction in computations.get(computation, []):
+        found.append(instruction)
+        for called in instruction.called if instruction.opcode == "fusion" else ():
+            found.extend(_all_instructions(called, computations))
+    return found
+
+
+def _operand_shapes(op: _Instruction, among: list[_Instruction]) -> list[_Shape]:
+    by_id = {int_field(i.fields, 35): i.shape for i in among}
+    return [by_id[i] for i in op.operands if i in by_id]
+
+
+def _dtype(shape: _Shape) -> tuple[str, float]:
+    return ELEMENT_TYPES.get(_array(shape).element, ("", 0))
+
+
+def _gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float | None = None,
+          dims: dict[str, list[int]] | None = None) -> Work | None:  # fmt: skip
+    """A dot's work: 2 FLOPs per output element per contracted element (``dims``: its dimension numbers, read from
+    the op where not given)."""
+    if (op.opcode != "dot" and dims is None) or len(operands) < 2:
+        return None
+    if dims is None:
+        numbers = message(proto, *op.fields[30][-1]) if 30 in op.fields else {}
+        dims = {key: packed_ints(proto, numbers.get(number, [])) for number, key in enumerate(
+            ("lhs_contracting_dimensions", "rhs_contracting_dimensions", "lhs_batch_dimensions",
+             "rhs_batch_dimensions"), start=1)}  # fmt: skip
+    lhs, rhs = operands[0].dims, operands[1].dims
+    contracting, batch = dims["lhs_contracting_dimensions"], dims["lhs_batch_dimensions"]
+    if any(d >= len(lhs) for d in (*contracting, *batch)) or any(
+        d >= len(rhs) for d in (*dims["rhs_contracting_dimensions"], *dims["rhs_batch_dimensions"])
+    ):
+        return None
+    k = math.prod(lhs[d] for d in contracting)
+    products = math.prod(lhs[d] for d in batch)
+    m = math.prod(lhs) // max(k * products, 1)
+    n = math.prod(rhs) // max(k * products, 1)
+    dtype, item = _dtype(operands[0])
+    out = _array(op.shape)
+    return Work("gemm", 2.0 * products * m * n * k, moved if moved is not None else 0.0, dtype or "fp32",
+                dtype_recorded=bool(dtype), mnk=(m, n, k), out_shape=out.dims, item_bytes=int(item) or 4)  # fmt: skip
+
+
+def _library_gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float) -> Work | None:
+    """A GEMM library call's work, by the dimension numbers its backend config (JSON) gives."""
+    if 43 not in op.fields:
+        return None
+    begin, end = op.fields[43][-1]
+    try:
+        config = json.loads(proto[begin:end])
+        numbers = config["gemm_backend_config"]["dot_dimension_numbers"]
+        dims = {key: [int(d) for d in numbers.get(key, [])] for key in (
+            "lhs_contracting_dimensions", "rhs_contracting_dimensions", "lhs_batch_dimensions",
+            "rhs_batch_dimensions")}  # fmt: skip
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return _gemm(proto, op, operands, moved, dims)
+
+
+def _convolution(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float | None = None,
+                 out: _Shape | None = None) -> Work | None:  # fmt: skip
+    """A convolution's work: 2 FLOPs per output element per input feature of its group and kernel tap."""
+    if (op.opcode not in ("convolution", "custom-call")) or len(operands) < 2 or 16 not in op.fields:
+        return None
+    numbers = message(proto, *op.fields[16][-1])
+    kernel = operands[1].dims
+    spatial = packed_ints(proto, numbers.get(6, []))
+    input_feature = int_field(numbers, 3)
+    if input_feature >= len(kernel) or any(d >= len(kernel) for d in spatial):
+        return None
+    result = out if out is not None else _array(op.shape)
+    taps = math.prod(kernel[d] for d in spatial) * kernel[input_feature]
+    dtype, item = _dtype(operands[0])
+    return Work("conv", 2.0 * math.prod(result.dims) * taps, moved if moved is not None else 0.0, dtype or "fp32",
+                dtype_recorded=bool(dtype), out_shape=result.dims, item_bytes=int(item) or 4)  # fmt: skip
+
+
+def _pointwise(op: _Instruction, inner: list[_Instruction], operands: list[_Shape], moved: float) -> Work:
+    """A fusion without matrix maths: a reduction where it reduces, else pointwise (no FLOPs where it only moves
+    data)."""
+    out = _array(op.shape)
+    dtype, item = _dtype(operands[0] if operands else op.shape)
+    read = sum(math.prod(s.dims) for s in operands if not s.parts)
+    if any(i.opcode in ("reduce", "reduce-window") for i in inner):
+        return Work("reduction", float(read), moved, dtype or "fp32", dtype_recorded=bool(dtype),
+                    out_shape=out.dims, item_bytes=int(item) or 4)  # fmt: skip
+    arithmetic = any(i.opcode not in NO_ARITHMETIC for i in inner)
+    flops = float(math.prod(out.dims)) if arithmetic else 0.0
+    return Work("elementwise", flops, moved, dtype or "fp32", dtype_recorded=bool(dtype), out_shape=out.dims,
+                item_bytes=int(item) or 4)  # fmt: skip

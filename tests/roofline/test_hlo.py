@@ -1,0 +1,232 @@
+"""XLA's ops given FLOPs and bytes from their programs' HLO (``hlo.proto``'s schema, encoded field by field by
+``bench/xspace_synth.py``): GEMMs by their dots' dimension numbers, library GEMMs and convolutions, pointwise and
+reduction fusions; programs told apart by id; and the roofline and rules of an XLA capture that holds them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import DATA
+from xspace_synth import (
+    BF16,
+    F32,
+    computation,
+    event,
+    fusion_program,
+    gemm_config,
+    hlo,
+    instruction,
+    line,
+    message,
+    number,
+    packed,
+    plane,
+    shape,
+    space,
+    stat,
+)
+
+from perftool.pipeline.read import load_trace
+from perftool.roofline.figures import roofline
+from perftool.roofline.hlo import Programs, capture_programs, program_ops, programs
+from perftool.trace import xspace
+
+XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"
+ITS_JSON = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
+
+
+def dot_numbers(lhs_contracting, rhs_contracting, lhs_batch=(), rhs_batch=()) -> bytes:
+    return message(30, packed(1, list(lhs_contracting)) + packed(2, list(rhs_contracting))
+                   + packed(3, list(lhs_batch)) + packed(4, list(rhs_batch)))  # fmt: skip
+
+
+def batched_gemm_fusion(element: int = BF16) -> bytes:
+    """A fusion of a batched dot [4,256,64] x [4,64,128] → [4,256,128] (and a scaling after it)."""
+    lhs, rhs, out = shape(element, 4, 256, 64), shape(element, 4, 64, 128), shape(element, 4, 256, 128)
+    fused = computation(
+        "fused_dot", 2,
+        instruction("p0", "parameter", lhs, 1), instruction("p1", "parameter", rhs, 2),
+        instruction("dot.1", "dot", out, 3, (1, 2), extra=dot_numbers([2], [1], [0], [0])),
+        instruction("multiply.1", "multiply", out, 4, (3, 3)),
+        fused=True,
+    )  # fmt: skip
+    entry = computation(
+        "main", 1,
+        instruction("a", "parameter", lhs, 1), instruction("b", "parameter", rhs, 2),
+        instruction("gemm_fusion_dot.1", "fusion", out, 3, (1, 2), (2,)),
+    )  # fmt: skip
+    return hlo(fused, entry)
+
+
+def test_a_fused_dot_is_a_gemm_of_2mnk_per_product_moving_its_operands_and_result_once():
+    (op,) = program_ops(batched_gemm_fusion()).values()
+    assert op.work.family == "gemm" and op.work.dtype == "bf16"
+    assert op.work.mnk == (256, 128, 64)
+    assert op.work.flops == 2 * 4 * 256 * 128 * 64
+    assert op.work.bytes == 2 * (4 * 256 * 64 + 4 * 64 * 128 + 4 * 256 * 128)
+    assert op.work.out_shape == (4, 256, 128) and op.shapes == "4x256x64, 4x64x128"
+    assert not op.fast_fp32  # bf16: not fp32 maths at all
+
+
+def library_gemm(precision: bytes = b"") -> bytes:
+    """hipBLASLt's and cuBLAS's GEMM call [512,1024] x [1024,256] in fp32, its dimension numbers in its JSON config."""
+    result = shape(0, parts=(shape(F32, 512, 256), shape(6, 4096)))  # the product and its workspace
+    entry = computation(
+        "main", 1,
+        instruction("a", "parameter", shape(F32, 512, 1024), 1),
+        instruction("b", "parameter", shape(F32, 1024, 256), 2),
+        instruction("custom-call.1", "custom-call", result, 3, (1, 2),
+                    extra=message(28, "__cublas$lt$matmul") + gemm_config(1, 0) + precision),
+    )  # fmt: skip
+    return hlo(entry)
+
+
+def test_a_library_gemm_reads_its_sizes_from_its_backend_config_and_its_precision_from_the_hlo():
+    (op,) = program_ops(library_gemm()).values()
+    assert op.work.family == "gemm" and op.work.mnk == (512, 256, 1024)
+    assert op.work.flops == 2 * 512 * 256 * 1024
+    assert op.work.bytes == 4 * (512 * 1024 + 1024 * 256 + 512 * 256 + 4096 // 4)  # the workspace is written too
+    assert op.fast_fp32  # DEFAULT precision: the backend may run it in TF32
+    highest = message(51, packed(1, [2, 2]))  # PrecisionConfig.operand_precision = HIGHEST, HIGHEST
+    (exact,) = program_ops(library_gemm(highest)).values()
+    assert not exact.fast_fp32 and exact.work.dtype == "fp32"
+
+
+def test_a_convolution_counts_two_flops_per_output_element_per_input_feature_and_kernel_tap():
+    # NHWC input [8,32,32,16], HWIO kernel [3,3,16,64] → [8,32,32,64]
+    numbers = message(16, number(7, 0) + number(8, 3) + packed(11, [1, 2]) + number(3, 2) + number(4, 3)
+                      + packed(6, [0, 1]) + number(9, 0) + number(10, 3) + packed(12, [1, 2]))  # fmt: skip
+    entry = computation(
+        "main", 1,
+        instruction("x", "parameter", shape(BF16, 8, 32, 32, 16), 1),
+        instruction("w", "parameter", shape(BF16, 3, 3, 16, 64), 2),
+        instruction("convolution.1", "convolution", shape(BF16, 8, 32, 32, 64), 3, (1, 2), extra=numbers),
+    )  # fmt: skip
+    (op,) = program_ops(hlo(entry)).values()
+    assert op.work.family == "conv"
+    assert op.work.flops == 2 * (8 * 32 * 32 * 64) * (3 * 3 * 16)
+
+
+def test_other_fusions_are_pointwise_a_flop_an_element_written_or_reductions_a_flop_an_element_read():
+    (pointwise,) = program_ops(fusion_program(("exp.1", "exponential"), ("add.1", "add"))).values()
+    assert pointwise.work.family == "elementwise" and pointwise.work.flops == 1024 * 512
+    assert pointwise.work.bytes == 2 * 2 * 1024 * 512
+    (moves,) = program_ops(fusion_program(("transpose.1", "transpose"), ("copy.1", "copy"))).values()
+    assert moves.work.family == "elementwise" and moves.work.flops == 0  # a copy is no link of a pointwise chain
+    (reduction,) = program_ops(fusion_program(("reduce.1", "reduce"), out=(1024,))).values()
+    assert reduction.work.family == "reduction" and reduction.work.flops == 1024 * 512
+
+
+def test_programs_are_told_apart_by_id_and_by_name_only_where_their_ops_agree():
+    found = programs([("jit_step(7)", batched_gemm_fusion()), ("jit_step(9)", batched_gemm_fusion(F32)),
+                      ("jit_other(3)", batched_gemm_fusion())])  # fmt: skip
+    assert found.op("jit_step", "gemm_fusion_dot.1", 7).work.dtype == "bf16"
+    assert found.op("jit_step", "gemm_fusion_dot.1", 9).work.dtype == "fp32"
+    assert found.op("jit_step", "gemm_fusion_dot.1", None) is None and found.ambiguous("jit_step", "gemm_fusion_dot.1")
+    assert found.op("jit_other", "gemm_fusion_dot.1", None).work.dtype == "bf16"
+    twins = programs([("jit_step(1)", batched_gemm_fusion()), ("jit_step(2)", batched_gemm_fusion())])
+    assert not twins.ambiguous("jit_step", "gemm_fusion_dot.1")  # compiled twice alike: either is right
+    assert twins.op("jit_step", "gemm_fusion_dot.1", None) is not None
+
+
+@pytest.mark.parametrize("cut", [1, 7, 40])
+def test_a_program_that_does_not_decode_is_passed_over(cut):
+    found = Programs()
+    found.add("jit_step(1)", batched_gemm_fusion()[:-cut])
+    found.add("not a program name", batched_gemm_fusion())
+    assert not found
+
+
+def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], with_ids: bool = True) -> bytes:
+    """A capture of 4 steps on one GPU, each running ``kernels`` ((module, op, program id): 40 µs each, 5 µs apart,
+    after 2 ms of host Python), and a metadata plane holding ``protos`` (``MODULE(ID)`` → HloProto)."""
+    stats = {1: "hlo_module", 2: "hlo_op", 3: "correlation_id", 4: xspace.PROGRAM_ID}
+    stream, python = [], []
+    for step in range(4):
+        at = step * 3_000_000_000
+        python.append(event(1, at, 2_000_000_000))
+        for k, (module, op, program) in enumerate(kernels):
+            ids = (stat(4, program),) if with_ids else ()
+            stream.append(event(10 + k, at + 2_000_000_000 + k * 45_000_000, 40_000_000, stat(1, module), stat(2, op),
+                                stat(3, step * 100 + k), *ids))  # fmt: skip
+    names = {10 + k: f"{op}.kd" for k, (_, op, _) in enumerate(kernels)}
+    device = plane(0, "/device:GPU:0", lines=[line(16, "Stream #16(Kernel)", 0, *stream)], event_names=names,
+                   stat_names=stats)  # fmt: skip
+    host = plane(1, "/host:CPU", lines=[line(7, "python", 0, *python)], event_names={1: "PjitFunction(step)"})
+    held = {i + 1: (name, "", [stat(1, proto)]) for i, (name, proto) in enumerate(protos.items())}
+    metadata = plane(2, xspace.METADATA_PLANE, stat_names={1: xspace.HLO_STAT}, event_names=held)
+    return space(device, host, metadata)
+
+
+POINTWISE = ("exp.1", "exponential"), ("add.1", "add")
+
+
+def test_the_metadata_plane_s_programs_are_read_from_the_xspace(tmp_path):
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(xla_space([("jit_step", "the_fusion", 5)], {"jit_step(5)": fusion_program(*POINTWISE)}))
+    assert [name for name, _ in xspace.hlo_protos(str(path))] == ["jit_step(5)"]
+    found = capture_programs(str(path), {})
+    assert found.op("jit_step", "the_fusion", 5).work.flops == 1024 * 512
+
+
+def test_pointwise_kernels_of_separate_programs_chain_but_a_program_s_own_fusions_do_not(tmp_path, run):
+    """Op by op, each jnp operation is a program of its own: three pointwise ones in a row are a chain to fuse under
+    one jax.jit. Three fusions of one program are what XLA chose to keep apart: no chain."""
+    cases = {
+        "apart": ([(f"jit_op{k}", "the_fusion", k) for k in range(3)],
+                  {f"jit_op{k}({k})": fusion_program(*POINTWISE) for k in range(3)}),
+        "one": ([("jit_step", f"fusion.{k}", 1) for k in range(3)],
+                {"jit_step(1)": fusion_program(*POINTWISE, names=("fusion.0", "fusion.1", "fusion.2"))}),
+    }  # fmt: skip
+    findings = {}
+    for name, (kernels, protos) in cases.items():
+        path = tmp_path / f"{name}.xplane.pb"
+        path.write_bytes(xla_space(kernels, protos))
+        result = run("scan", str(path), "--format", "json", "--fail-on", "never", "--select", "PT018")
+        assert result.exit_code == 0, result.output
+        findings[name] = json.loads(result.stdout)["traces"][0]["findings"]
+    (chain,) = findings["apart"]
+    assert "jax.jit" in chain["fix"]["text"] and "torch" not in chain["fix"]["text"]
+    assert findings["one"] == []
+
+
+def test_the_real_capture_s_ops_are_modelled_from_its_xspace_and_from_its_export_beside_it():
+    """jax 0.8 on an MI300X, op by op: jit_matmul compiled five times (five shapes), its kernels told apart by
+    program id in the XSpace, by the XSpace beside the JSON export."""
+    by_space = roofline(load_trace(str(XSPACE)))
+    by_export = roofline(load_trace(str(ITS_JSON)))
+    assert by_space.modelled_share > 0.95
+    assert by_export.flops == pytest.approx(by_space.flops) and by_export.modelled_us == by_space.modelled_us
+    gemm = [op for op in by_space.ops if op.family == "gemm" and op.shapes == "8192x1024, 1024x1024"]
+    assert gemm and gemm[0].flops == gemm[0].calls * 2 * 8192 * 1024 * 1024 and gemm[0].dtype == "bf16"
+    assert not by_space.notes
+
+
+def test_an_export_alone_says_where_its_programs_are(tmp_path):
+    alone = tmp_path / "worker.trace.json.gz"
+    shutil.copy(ITS_JSON, alone)
+    found = roofline(load_trace(str(alone)))
+    assert found.modelled_us == 0
+    assert any("record no shapes" in note and "worker.xplane.pb" in note for note in found.notes)
+
+
+def test_an_export_whose_programs_are_not_told_apart_says_so(tmp_path):
+    """Beside an XSpace without the program ids, the JSON export's kernels of jit_matmul's five programs have no
+    model, and the note names them and the XSpace."""
+    shutil.copy(XSPACE, tmp_path / "h.xplane.pb")
+    protos = dict(xspace.hlo_protos(str(tmp_path / "h.xplane.pb")))
+    (tmp_path / "h.xplane.pb").write_bytes(xla_space([("jit_matmul", "custom-call.1", 19)], protos, with_ids=False))
+    shutil.copy(ITS_JSON, tmp_path / "h.trace.json.gz")
+    found = roofline(load_trace(str(tmp_path / "h.trace.json.gz")))
+    assert 0 < found.modelled_share < 0.5
+    (note,) = [n for n in found.notes if "compiled more than once" in n]
+    assert "jit_matmul" in note and "h.xplane.pb" in note
+
+
+def test_the_real_capture_s_hand_written_gelu_is_a_chain_to_jit(run):
+    result = run("scan", str(XSPACE), "--format", "json", "--fail-on", "never", "--select", "PT018")
+    (finding,) = json.loads(result.stdout)["traces"][0]["findings"]
+    assert "jit(integer_pow)/integer_pow → jit(multiply)/mul → jit(add)/add" in finding["message"]
+    assert "jax.nn.gelu" in finding["fix"]["text"]
