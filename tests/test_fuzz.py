@@ -28,7 +28,9 @@ from perftool import api
 from perftool.cli.main import cli
 from perftool.common.errors import PerftoolError
 from perftool.emulator.config import EmulatorConfig, load_config
+from perftool.roofline.hlo import Programs
 from perftool.rules.model import fill, template_fields
+from perftool.trace import xspace
 from perftool.tune.spec import TuneConfig, load_tune_config
 
 pytestmark = pytest.mark.fuzz  # CI runs these again at the ci profile: pytest --all -m "slow or fuzz"
@@ -197,6 +199,22 @@ def test_mutated_xspace_bytes_scan_or_fail_cleanly(data, folder):
     path = folder / "mutated.xplane.pb"
     path.write_bytes(mutate_bytes(data, XSPACE.read_bytes()))
     assert_clean(invoke("scan", path, "--format", "json"), str(path))
+
+
+@pytest.fixture(scope="module")
+def hlo_protos() -> list[bytes]:
+    """The real capture's programs' HloProtos."""
+    return [proto for _, proto in xspace.hlo_protos(str(XSPACE))]
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_hlo_programs_give_ops_or_none(data, hlo_protos):
+    """A program's HLO flipped, cut, spliced: its ops as far as they decode (never a negative FLOP or byte), or none."""
+    programs = Programs()
+    programs.add("jit_fuzzed(1)", mutate_bytes(data, data.draw(st.sampled_from(hlo_protos))))
+    for op in programs.ops(1).values():
+        assert op.work.flops >= 0 and op.work.bytes >= 0
 
 
 EVENT_FIELDS = {

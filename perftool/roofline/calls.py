@@ -275,10 +275,10 @@ def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> 
     units: dict[tuple[str, int | None], int] = {}  # each distinct program: by its id, or by its name alone
     untold: set[str] = set()
 
-    def placed(args: _XlaArgs, program: int | None) -> tuple[int, int]:
-        """The kind and the program of a kernel with these args, of program ``program`` where known."""
+    def placed(args: _XlaArgs, program: int | None, row: int) -> tuple[int, int]:
+        """The kind and the program of kernel ``row`` with these args, of program ``program`` where known."""
         found = programs.op(args.module, args.op, program) if args.op else None
-        name = args.path or args.op
+        name = args.path or args.op or trace.names[trace.name[row]]  # a copy names no op: the kernel's own name
         index = kind_of.setdefault((name, found), len(kind_of))
         if index == len(kinds):
             kinds.append(OpKind(name, found.work if found else None, found.shapes if found else ""))
@@ -295,13 +295,13 @@ def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> 
         if signature not in by_signature:
             program = int(args.program) if args.program.isdigit() else None
             ambiguous = program is None and bool(args.op) and programs.ambiguous(args.module, args.op)
-            by_signature[signature] = None if ambiguous else placed(args, program)
+            by_signature[signature] = None if ambiguous else placed(args, program, row)
         at = by_signature[signature]
         if at is None:
             program = _programs_beside(trace).get((int(trace.tracks[trace.track[row]].pid), args.correlation))
             if program is None:
                 untold.add(args.module)
-            at = placed(args, program)
+            at = placed(args, program, row)
         kind_of_ref.append(at[0])
         unit_of_ref.append(at[1])
     per_row = by_ref.reshape(-1)

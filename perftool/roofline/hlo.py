@@ -91,16 +91,18 @@ class _Instruction(NamedTuple):
 
 @dataclass
 class Programs:
-    """The HLO programs a capture holds: what each of their ops computes and moves, by program name and id."""
+    """The HLO programs a capture holds, by id and name: what each of their ops computes and moves, each program
+    decoded when one of its ops is first asked for (a capture holds many a window never runs)."""
 
-    by_id: dict[int, dict[str, XlaOp]] = field(default_factory=dict)
+    protos: dict[int, bytes] = field(default_factory=dict)
     by_name: dict[str, list[int]] = field(default_factory=dict)  # a name's programs (one jax.jit, several shapes)
+    _decoded: dict[int, dict[str, XlaOp]] = field(default_factory=dict)
 
     def op(self, module: str, op: str, program: int | None) -> XlaOp | None:
         """What op ``op`` of program ``module`` computes: of the program with id ``program`` where the kernel names
         it, else of the one program of that name holding such an op (None where several do, unless they agree)."""
-        if program is not None and program in self.by_id:
-            return self.by_id[program].get(op)
+        if program is not None and program in self.protos:
+            return self.ops(program).get(op)
         found = set(self._candidates(module, op))
         return found.pop() if len(found) == 1 else None
 
@@ -110,24 +112,28 @@ class Programs:
         return len(set(self._candidates(module, op))) > 1
 
     def _candidates(self, module: str, op: str) -> list[XlaOp]:
-        return [self.by_id[p][op] for p in self.by_name.get(module, []) if op in self.by_id[p]]
+        return [found for p in self.by_name.get(module, []) if (found := self.ops(p).get(op)) is not None]
+
+    def ops(self, program: int) -> dict[str, XlaOp]:
+        """The ops of program ``program``, by name; none where its HLO does not decode."""
+        if program not in self._decoded:
+            try:
+                self._decoded[program] = program_ops(self.protos[program])
+            except (MalformedProtobuf, ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError,
+                    RecursionError):  # fmt: skip
+                self._decoded[program] = {}
+        return self._decoded[program]
 
     def add(self, name: str, proto: bytes) -> None:
-        """Add the program ``name`` (``MODULE(ID)``) whose ``HloProto`` is ``proto``; one that does not decode is
-        passed over (its ops then have no model)."""
-        match = PROGRAM_NAME.match(name)
-        if match is None:
-            return
-        try:
-            ops = program_ops(proto)
-        except (MalformedProtobuf, ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError, RecursionError):
-            return
-        program = int(match.group(2))
-        self.by_id[program] = ops
-        self.by_name.setdefault(match.group(1), []).append(program)
+        """Add the program ``name`` (``MODULE(ID)``) whose ``HloProto`` is ``proto``; passed over where the name is
+        not a program's."""
+        if (match := PROGRAM_NAME.match(name)) is not None:
+            program = int(match.group(2))
+            self.protos[program] = proto
+            self.by_name.setdefault(match.group(1), []).append(program)
 
     def __bool__(self) -> bool:
-        return bool(self.by_id)
+        return bool(self.protos)
 
 
 def programs(protos: Iterable[tuple[str, bytes]]) -> Programs:
@@ -208,7 +214,7 @@ def _fast_fp32(proto: bytes, op: _Instruction, computations: dict[int, list[_Ins
     (``precision=HIGHEST`` asks for fp32)."""
     if work.family not in ("gemm", "conv") or work.dtype != "fp32":
         return False
-    inner = [op, *(i for c in op.called for i in _all_instructions(c, computations))]
+    inner = [op, *(fused.instruction for c in op.called for fused in _fused(c, computations))]
     for instruction in inner:
         if instruction.opcode in ("dot", "convolution", "custom-call") and 51 in instruction.fields:
             config = message(proto, *instruction.fields[51][-1])
@@ -229,10 +235,14 @@ def _instruction(proto: bytes, fields: ProtoFields) -> _Instruction:
 
 
 def _shape(proto: bytes, at: tuple[int, int]) -> _Shape:
+    """A ShapeProto: an array's element type and sizes (none of an unknown type where a size is negative, which no
+    array has), or a tuple's parts."""
     fields = message(proto, *at)
+    dims = tuple(packed_ints(proto, fields.get(3, [])))
+    valid = all(size >= 0 for size in dims)
     return _Shape(
-        int_field(fields, 2),
-        tuple(packed_ints(proto, fields.get(3, []))),
+        int_field(fields, 2) if valid else 0,
+        dims if valid else (),
         tuple(_shape(proto, part) for part in fields.get(4, [])),
     )
 
@@ -249,14 +259,14 @@ def _work(proto: bytes, op: _Instruction, by_id: dict[int, _Instruction],
     operands = [by_id[i].shape for i in op.operands if i in by_id]
     moved = sum(s.bytes for s in operands) + op.shape.bytes
     if op.opcode == "fusion":
-        inner = [i for c in op.called for i in _all_instructions(c, computations)]
-        for maths in (_gemm, _convolution):
-            products = [w for i in inner if (w := maths(proto, i, _operand_shapes(i, inner))) is not None]
+        inner = [fused for c in op.called for fused in _fused(c, computations)]
+        for maths, opcodes in ((_gemm, ("dot",)), (_convolution, ("convolution", "custom-call"))):
+            products = [w for i, shapes in inner if i.opcode in opcodes and (w := maths(proto, i, shapes)) is not None]
             if products:
                 main = max(products, key=lambda w: w.flops)
                 return Work(main.family, sum(w.flops for w in products), moved, main.dtype, mnk=main.mnk,
                             out_shape=_array(op.shape).dims, item_bytes=main.item_bytes)  # fmt: skip
-        return _pointwise(op, inner, operands, moved)
+        return _pointwise(op, [fused.instruction for fused in inner], operands, moved)
     if op.opcode == "custom-call":
         target = text_field(proto, op.fields, 28)
         if LIBRARY_GEMM.search(target):
@@ -270,19 +280,21 @@ def _work(proto: bytes, op: _Instruction, by_id: dict[int, _Instruction],
     return None
 
 
-def _all_instructions(computation: int, computations: dict[int, list[_Instruction]]) -> list[_Instruction]:
-    """A fused computation's instructions, those of fusions nested in it too."""
+class _Fused(NamedTuple):
+    instruction: _Instruction
+    operands: list[_Shape]  # its operands' shapes, found in its own computation
+
+
+def _fused(computation: int, computations: dict[int, list[_Instruction]]) -> list[_Fused]:
+    """A fused computation's instructions with their operands' shapes, those of fusions nested in it too."""
+    instructions = computations.get(computation, [])
+    shapes = {int_field(i.fields, 35): i.shape for i in instructions}
     found = []
-    for instruction in computations.get(computation, []):
-        found.append(instruction)
+    for instruction in instructions:
+        found.append(_Fused(instruction, [shapes[o] for o in instruction.operands if o in shapes]))
         for called in instruction.called if instruction.opcode == "fusion" else ():
-            found.extend(_all_instructions(called, computations))
+            found.extend(_fused(called, computations))
     return found
-
-
-def _operand_shapes(op: _Instruction, among: list[_Instruction]) -> list[_Shape]:
-    by_id = {int_field(i.fields, 35): i.shape for i in among}
-    return [by_id[i] for i in op.operands if i in by_id]
 
 
 def _dtype(shape: _Shape) -> tuple[str, float]:

@@ -29,6 +29,7 @@ from xspace_synth import (
 )
 
 from perftool.pipeline.read import load_trace
+from perftool.roofline import hlo as hlo_model
 from perftool.roofline.figures import roofline
 from perftool.roofline.hlo import Programs, capture_programs, program_ops, programs
 from perftool.trace import xspace
@@ -132,11 +133,23 @@ def test_programs_are_told_apart_by_id_and_by_name_only_where_their_ops_agree():
 
 
 @pytest.mark.parametrize("cut", [1, 7, 40])
-def test_a_program_that_does_not_decode_is_passed_over(cut):
+def test_a_program_that_does_not_decode_has_no_ops(cut):
     found = Programs()
     found.add("jit_step(1)", batched_gemm_fusion()[:-cut])
+    assert found.ops(1) == {} and found.op("jit_step", "gemm_fusion_dot.1", 1) is None
+
+
+def test_only_what_names_a_program_is_one_and_programs_decode_when_asked_for(monkeypatch):
+    found = Programs()
     found.add("not a program name", batched_gemm_fusion())
     assert not found
+    decoded = []
+    monkeypatch.setattr(hlo_model, "program_ops", lambda proto: decoded.append(proto) or {})
+    found.add("jit_step(1)", b"one")
+    found.add("jit_step(2)", b"two")
+    assert found and decoded == []
+    found.op("jit_step", "fusion", 2)
+    assert decoded == [b"two"]
 
 
 def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], with_ids: bool = True) -> bytes:
@@ -230,3 +243,8 @@ def test_the_real_capture_s_hand_written_gelu_is_a_chain_to_jit(run):
     (finding,) = json.loads(result.stdout)["traces"][0]["findings"]
     assert "jit(integer_pow)/integer_pow → jit(multiply)/mul → jit(add)/add" in finding["message"]
     assert "jax.nn.gelu" in finding["fix"]["text"]
+
+
+def test_a_negative_size_is_no_array_of_a_known_type_and_moves_nothing():
+    (op,) = program_ops(fusion_program(*POINTWISE, rows=-4)).values()
+    assert op.work.bytes == 0 and not op.work.dtype_recorded and op.work.flops <= 1
