@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from perftool.common.errors import TraceError
 from perftool.dialects.op_families import Work
 from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_name
@@ -346,20 +348,45 @@ def _library_gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved:
 
 def _convolution(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float | None = None,
                  out: _Shape | None = None) -> Work | None:  # fmt: skip
-    """A convolution's work: 2 FLOPs per output element per input feature of its group and kernel tap."""
+    """A convolution's work as XLA's cost analysis counts it: 2 FLOPs per (output element, input feature of its group,
+    kernel tap) where the tap falls on the input, not on its padding (by the op's window); every tap where the op has
+    no window."""
     if (op.opcode not in ("convolution", "custom-call")) or len(operands) < 2 or 16 not in op.fields:
         return None
     numbers = message(proto, *op.fields[16][-1])
-    kernel = operands[1].dims
-    spatial = packed_ints(proto, numbers.get(6, []))
-    input_feature = int_field(numbers, 3)
-    if input_feature >= len(kernel) or any(d >= len(kernel) for d in spatial):
+    source, kernel, result = operands[0].dims, operands[1].dims, (out if out is not None else _array(op.shape)).dims
+    # ConvolutionDimensionNumbers: input batch 7, its spatial 11; kernel input and output features 3, 4, spatial 6;
+    # output spatial 12
+    input_spatial, kernel_spatial, output_spatial = (packed_ints(proto, numbers.get(f, [])) for f in (11, 6, 12))
+    input_batch, input_feature, output_feature = (int_field(numbers, f) for f in (7, 3, 4))
+    if (max((input_batch, *input_spatial), default=0) >= len(source)
+            or max((input_feature, output_feature, *kernel_spatial), default=0) >= len(kernel)
+            or max(output_spatial, default=0) >= len(result)
+            or not len(input_spatial) == len(kernel_spatial) == len(output_spatial)):  # fmt: skip
         return None
-    result = out if out is not None else _array(op.shape)
-    taps = math.prod(kernel[d] for d in spatial) * kernel[input_feature]
+    window = [message(proto, *d) for d in message(proto, *op.fields[15][-1]).get(1, [])] if 15 in op.fields else []
+    positions = 1
+    for i, (inside, size, outside) in enumerate(zip(input_spatial, kernel_spatial, output_spatial)):
+        span = window[i] if i < len(window) else {}
+        positions *= _valid_taps(source[inside], kernel[size], result[outside], span)
+    groups = max(int_field(op.fields, 58), 1)  # batch_group_count: a filter gradient's batch split into groups
+    batch = source[input_batch] // groups
     dtype, item = _dtype(operands[0])
-    return Work("conv", 2.0 * math.prod(result.dims) * taps, moved if moved is not None else 0.0, dtype or "fp32",
-                dtype_recorded=bool(dtype), out_shape=result.dims, item_bytes=int(item) or 4)  # fmt: skip
+    flops = 2.0 * batch * kernel[input_feature] * kernel[output_feature] * positions
+    return Work("conv", flops, moved if moved is not None else 0.0, dtype or "fp32", dtype_recorded=bool(dtype),
+                out_shape=result, item_bytes=int(item) or 4)  # fmt: skip
+
+
+def _valid_taps(size: int, taps: int, out: int, window: ProtoFields) -> int:
+    """Of one spatial dimension's (output position, kernel tap) pairs, those that fall on the input rather than its
+    padding or the holes of its dilation (WindowDimension: stride 2, padding_low 3, window_dilation 5,
+    base_dilation 6)."""
+    if not window:
+        return out * taps
+    stride, low, dilation, base = (int_field(window, f) for f in (2, 3, 5, 6))
+    position = np.arange(out)[:, None] * max(stride, 1) - low + np.arange(taps)[None, :] * max(dilation, 1)
+    base = max(base, 1)
+    return int(np.count_nonzero((position >= 0) & (position % base == 0) & (position // base < size)))
 
 
 def _pointwise(op: _Instruction, inner: list[_Instruction], operands: list[_Shape], moved: float) -> Work:

@@ -95,19 +95,47 @@ def test_a_library_gemm_reads_its_sizes_from_its_backend_config_and_its_precisio
     assert not exact.fast_fp32 and exact.work.dtype == "fp32"
 
 
-def test_a_convolution_counts_two_flops_per_output_element_per_input_feature_and_kernel_tap():
-    # NHWC input [8,32,32,16], HWIO kernel [3,3,16,64] → [8,32,32,64]
-    numbers = message(16, number(7, 0) + number(8, 3) + packed(11, [1, 2]) + number(3, 2) + number(4, 3)
-                      + packed(6, [0, 1]) + number(9, 0) + number(10, 3) + packed(12, [1, 2]))  # fmt: skip
+NHWC_HWIO = message(16, number(7, 0) + number(8, 3) + packed(11, [1, 2]) + number(3, 2) + number(4, 3)
+                   + packed(6, [0, 1]) + number(9, 0) + number(10, 3) + packed(12, [1, 2]))  # fmt: skip
+
+
+def convolution_program(source, kernel, result, extra=b"", opcode="convolution") -> bytes:
+    """A program of one convolution, NHWC input, HWIO kernel (``extra``: its window, its batch groups)."""
     entry = computation(
         "main", 1,
-        instruction("x", "parameter", shape(BF16, 8, 32, 32, 16), 1),
-        instruction("w", "parameter", shape(BF16, 3, 3, 16, 64), 2),
-        instruction("convolution.1", "convolution", shape(BF16, 8, 32, 32, 64), 3, (1, 2), extra=numbers),
+        instruction("x", "parameter", shape(BF16, *source), 1), instruction("w", "parameter", shape(BF16, *kernel), 2),
+        instruction("convolution.1", opcode, shape(BF16, *result), 3, (1, 2), extra=NHWC_HWIO + extra),
     )  # fmt: skip
-    (op,) = program_ops(hlo(entry)).values()
+    return hlo(entry)
+
+
+def test_a_convolution_without_a_window_counts_every_kernel_tap():
+    (op,) = program_ops(convolution_program((8, 32, 32, 16), (3, 3, 16, 64), (8, 32, 32, 64))).values()
     assert op.work.family == "conv"
     assert op.work.flops == 2 * (8 * 32 * 32 * 64) * (3 * 3 * 16)
+
+
+def test_a_filter_gradient_s_batch_groups_split_its_batch():
+    """batch_group_count 4 (a filter gradient's form): output batch 8 / 4, each output element over its group's
+    4 input features and 3 x 3 valid taps of each of 8 x 8 positions: the FLOPs XLA counts for the same convolution
+    (``conv2d_batch_grouped`` below, as XLA's CPU backend rewrites it)."""
+    valid = message(15, b"".join(message(1, number(1, 3) + number(2, 1)) for _ in range(2)))  # two 3-wide, stride 1
+    program = convolution_program((8, 10, 10, 4), (3, 3, 4, 4), (2, 8, 8, 4), valid + number(58, 4))
+    (op,) = program_ops(program).values()
+    assert op.work.flops == 2 * 2 * 4 * 4 * (8 * 3) ** 2 == 36_864
+
+
+XLA_PROGRAMS = DATA / "hlo"  # jitted by jax on the CPU, with the FLOPs XLA's own cost analysis counts (make.py)
+
+
+@pytest.mark.parametrize("name", sorted(json.loads((XLA_PROGRAMS / "xla_flops.json").read_text())))
+def test_gemm_and_convolution_flops_are_xla_s_own_count(name):
+    """Padding, strides, dilations of the input or the kernel, feature and batch groups: the FLOPs XLA's cost analysis
+    gives each program (its only arithmetic a dot or a convolution)."""
+    expected = json.loads((XLA_PROGRAMS / "xla_flops.json").read_text())[name]
+    ops = program_ops((XLA_PROGRAMS / f"{name}.hlo_proto.pb").read_bytes())
+    matrix = [op.work for op in ops.values() if op.work.family in ("gemm", "conv")]
+    assert len(matrix) == 1 and matrix[0].flops == expected
 
 
 def test_other_fusions_are_pointwise_a_flop_an_element_written_or_reductions_a_flop_an_element_read():
@@ -248,3 +276,12 @@ def test_the_real_capture_s_hand_written_gelu_is_a_chain_to_jit(run):
 def test_a_negative_size_is_no_array_of_a_known_type_and_moves_nothing():
     (op,) = program_ops(fusion_program(*POINTWISE, rows=-4)).values()
     assert op.work.bytes == 0 and not op.work.dtype_recorded and op.work.flops <= 1
+
+
+def test_a_convolution_library_call_is_the_convolution_it_runs():
+    """XLA's GPU backends run a convolution as a call of cuDNN's or MIOpen's (``__cudnn$convForward``, its window
+    and dimension numbers kept): the same FLOPs."""
+    sizes = (8, 32, 32, 16), (3, 3, 16, 64), (8, 32, 32, 64)
+    (plain,) = program_ops(convolution_program(*sizes)).values()
+    (call,) = program_ops(convolution_program(*sizes, message(28, "__cudnn$convForward"), "custom-call")).values()
+    assert call.work == plain.work

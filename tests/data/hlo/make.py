@@ -1,0 +1,62 @@
+"""Write the HLO programs in this folder and the FLOPs XLA's own cost analysis counts for each (``xla_flops.json``):
+GEMMs and convolutions jitted by jax on the CPU (padding, strides, dilations, feature and batch groups), each
+program's ``HloModuleProto`` wrapped as the ``HloProto`` XProf writes beside a profile (``MODULE(ID).hlo_proto.pb``).
+
+    pip install jax && python tests/data/hlo/make.py     # jax 0.10.2 wrote the files here
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+HERE = Path(__file__).parent
+NHWC = ("NHWC", "HWIO", "NHWC")
+
+
+def conv(x, w, stride=(1, 1), padding="SAME", dims=NHWC, **options):
+    return lax.conv_general_dilated(x, w, stride, padding, dimension_numbers=dims, **options)
+
+
+CASES = {
+    "dot": (lambda a, b: a @ b, [(64, 128), (128, 32)]),
+    "batched_dot": (lambda a, b: jnp.einsum("bij,bjk->bik", a, b), [(4, 64, 32), (4, 32, 16)]),
+    "conv2d_same": (conv, [(2, 16, 16, 8), (3, 3, 8, 32)]),
+    "conv2d_valid_stride2": (lambda x, w: conv(x, w, (2, 2), "VALID"), [(2, 17, 17, 8), (3, 3, 8, 16)]),
+    "conv3d_same": (lambda x, w: conv(x, w, (1, 1, 1), dims=("NDHWC", "DHWIO", "NDHWC")),
+                    [(1, 8, 12, 16, 16), (3, 3, 3, 16, 64)]),
+    "conv2d_grouped": (lambda x, w: conv(x, w, feature_group_count=4), [(1, 16, 16, 32), (3, 3, 8, 32)]),
+    "conv2d_dilated": (lambda x, w: conv(x, w, dims=("NCHW", "OIHW", "NCHW"), rhs_dilation=(2, 2)),
+                       [(2, 8, 20, 20), (16, 8, 3, 3)]),
+    "conv2d_transposed": (lambda x, w: conv(x, w, padding=((2, 2), (2, 2)), lhs_dilation=(2, 2)),
+                          [(2, 9, 9, 16), (3, 3, 16, 8)]),
+    "conv2d_batch_grouped": (lambda x, w: conv(x, w, padding="VALID", batch_group_count=4),
+                             [(8, 10, 10, 4), (3, 3, 4, 4)]),
+}  # fmt: skip
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def main() -> None:
+    flops = {}
+    for name, (function, shapes) in CASES.items():
+        compiled = jax.jit(function).lower(*(jnp.zeros(s, jnp.float32) for s in shapes)).compile()
+        module = compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
+        (HERE / f"{name}.hlo_proto.pb").write_bytes(b"\x0a" + varint(len(module)) + module)  # HloProto.hlo_module
+        flops[name] = int(compiled.cost_analysis()["flops"])
+    (HERE / "xla_flops.json").write_text(json.dumps(dict(sorted(flops.items())), indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
