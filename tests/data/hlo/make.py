@@ -8,6 +8,7 @@ program's ``HloModuleProto`` wrapped as the ``HloProto`` XProf writes beside a p
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import jax
@@ -15,6 +16,9 @@ import jax.numpy as jnp
 from jax import lax
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parents[2] / "bench"))
+from xspace_synth import message  # noqa: E402  (the protobuf encoder the tests share)
+
 NHWC = ("NHWC", "HWIO", "NHWC")
 
 
@@ -39,21 +43,12 @@ CASES = {
 }  # fmt: skip
 
 
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
-        value >>= 7
-        if not value:
-            return bytes(out)
-
-
 def main() -> None:
     flops = {}
     for name, (function, shapes) in CASES.items():
         compiled = jax.jit(function).lower(*(jnp.zeros(s, jnp.float32) for s in shapes)).compile()
         module = compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
-        (HERE / f"{name}.hlo_proto.pb").write_bytes(b"\x0a" + varint(len(module)) + module)  # HloProto.hlo_module
+        (HERE / f"{name}.hlo_proto.pb").write_bytes(message(1, module))  # HloProto.hlo_module
         flops[name] = int(compiled.cost_analysis()["flops"])
     (HERE / "xla_flops.json").write_text(json.dumps(dict(sorted(flops.items())), indent=1) + "\n")
 
