@@ -8,11 +8,11 @@ named ``MODULE(ID)``, holding it as its ``Hlo Proto`` stat), and XProf writes th
 → instructions, each with its shape by ``xla_data.proto``).
 
 An op computing a dot is a GEMM (2·M·N·K for each of its batch's products, by the dot's dimension numbers), one
-computing a convolution a convolution (2 FLOPs per output element per input feature of its group and kernel tap); a
-library GEMM (``__cublas$gemm``, hipBLASLt's ``__cublas$lt$matmul``) the same from its operands and the dimension
-numbers of its backend config; any other fusion a reduction where it reduces (a FLOP per element read) and pointwise
-otherwise (a FLOP per element written, none where it only moves data). Every op reads its operands and writes its
-results once.
+computing a convolution a convolution (2 FLOPs per output element per input feature of its group and kernel tap that
+falls on the input, not its padding: XLA's own cost analysis's count); a library GEMM (``__cublas$gemm``,
+hipBLASLt's ``__cublas$lt$matmul``) the same from its operands and the dimension numbers of its backend config; any
+other fusion a reduction where it reduces (a FLOP per element read) and pointwise otherwise (a FLOP per element
+written, none where it only moves data). Every op reads its operands and writes its results once.
 """
 
 from __future__ import annotations
@@ -299,6 +299,11 @@ def _fused(computation: int, computations: dict[int, list[_Instruction]]) -> lis
     return found
 
 
+def _whole_bytes(item: float) -> int:
+    """Bytes per element as :class:`Work` keeps them: a 4-bit type's as one, an unknown type's as fp32's."""
+    return max(1, math.ceil(item)) if item else 4
+
+
 def _dtype(shape: _Shape) -> tuple[str, float]:
     return ELEMENT_TYPES.get(_array(shape).element, ("", 0))
 
@@ -325,9 +330,9 @@ def _gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float |
     m = math.prod(lhs) // max(k * products, 1)
     n = math.prod(rhs) // max(k * products, 1)
     dtype, item = _dtype(operands[0])
-    out = _array(op.shape)
     return Work("gemm", 2.0 * products * m * n * k, moved if moved is not None else 0.0, dtype or "fp32",
-                dtype_recorded=bool(dtype), mnk=(m, n, k), out_shape=out.dims, item_bytes=int(item) or 4)  # fmt: skip
+                dtype_recorded=bool(dtype), mnk=(m, n, k), out_shape=_array(op.shape).dims,
+                item_bytes=_whole_bytes(item))  # fmt: skip
 
 
 def _library_gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float) -> Work | None:
@@ -374,7 +379,7 @@ def _convolution(proto: bytes, op: _Instruction, operands: list[_Shape], moved: 
     dtype, item = _dtype(operands[0])
     flops = 2.0 * batch * kernel[input_feature] * kernel[output_feature] * positions
     return Work("conv", flops, moved if moved is not None else 0.0, dtype or "fp32", dtype_recorded=bool(dtype),
-                out_shape=result, item_bytes=int(item) or 4)  # fmt: skip
+                out_shape=result, item_bytes=_whole_bytes(item))  # fmt: skip
 
 
 def _valid_taps(size: int, taps: int, out: int, window: ProtoFields) -> int:
@@ -397,8 +402,8 @@ def _pointwise(op: _Instruction, inner: list[_Instruction], operands: list[_Shap
     read = sum(math.prod(s.dims) for s in operands if not s.parts)
     if any(i.opcode in ("reduce", "reduce-window") for i in inner):
         return Work("reduction", float(read), moved, dtype or "fp32", dtype_recorded=bool(dtype),
-                    out_shape=out.dims, item_bytes=int(item) or 4)  # fmt: skip
+                    out_shape=out.dims, item_bytes=_whole_bytes(item))  # fmt: skip
     arithmetic = any(i.opcode not in NO_ARITHMETIC for i in inner)
     flops = float(math.prod(out.dims)) if arithmetic else 0.0
     return Work("elementwise", flops, moved, dtype or "fp32", dtype_recorded=bool(dtype), out_shape=out.dims,
-                item_bytes=int(item) or 4)  # fmt: skip
+                item_bytes=_whole_bytes(item))  # fmt: skip

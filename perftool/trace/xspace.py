@@ -37,9 +37,9 @@ INTERNAL_EVENTS = frozenset({
     "ParallelInterleaveConsume", "ParallelInterleaveInitializeInput", "ParallelMapProduce", "ParallelMapConsume",
     "MapAndBatchProduce", "MapAndBatchConsume", "ParseExampleProduce", "ParseExampleConsume",
 })  # fmt: skip
-# stats that link events to each other (producer, consumer, root) or that the exporter leaves out (but one)
+# stats that link events to each other (producer, consumer, root) or that the exporter leaves out
 INTERNAL_STATS = frozenset({"_pt", "_p", "_ct", "_c", "_r", "flops", "symbol_id"})
-# kept, where the exporter leaves it out: which of the programs of one name (a jax.jit per input shape) a kernel ran
+# kept though the exporter leaves it out: which of the programs of one name (a jax.jit per input shape) a kernel ran
 PROGRAM_ID = "program_id"
 METADATA_PLANE = "/host:metadata"  # a plane of each program's HLO: an event per program, MODULE(ID)
 HLO_STAT = "Hlo Proto"  # the stat holding a program's HloProto (bytes)
