@@ -80,6 +80,7 @@ class OpKind:
     name: str
     work: Work | None  # None where the inputs do not say (or none were recorded)
     shapes: str
+    attention: tuple[int, str] | None = None  # an XLA op's part in an attention its program writes out (hlo.py)
 
 
 @dataclass
@@ -281,7 +282,7 @@ def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> 
         name = args.path or args.op or trace.names[trace.name[row]]  # a copy names no op: the kernel's own name
         index = kind_of.setdefault((name, found), len(kind_of))
         if index == len(kinds):
-            kinds.append(OpKind(name, found.work if found else None, found.shapes if found else ""))
+            kinds.append(OpKind(name, found.work, found.shapes, found.attention) if found else OpKind(name, None, ""))
             fast_of_kind.append(bool(found and found.fast_fp32))
         return index, units.setdefault((args.module, program), len(units))
 

@@ -62,12 +62,14 @@ DEFAULT_PRECISION = 0  # xla_data.proto's PrecisionConfig.Precision: DEFAULT let
 
 
 class XlaOp(NamedTuple):
-    """One op of an XLA program: what it computes and moves, its operands' shapes for people, and whether it is
-    fp32 matrix maths at default precision (which the backend may run on tensor cores in TF32)."""
+    """One op of an XLA program: what it computes and moves, its operands' shapes for people, whether it is fp32
+    matrix maths at default precision (which the backend may run on tensor cores in TF32), and its part in an
+    attention the program writes out (:func:`attention_roles`), if any."""
 
     work: Work
     shapes: str
     fast_fp32: bool
+    attention: tuple[int, str] | None = None  # (which of its computation's attentions, its role in it)
 
 
 class _Shape(NamedTuple):
@@ -195,14 +197,71 @@ def program_ops(proto: bytes) -> dict[str, XlaOp]:
         if number in fused:
             continue
         by_id = {int_field(i.fields, 35): i for i in instructions}
+        ops: dict[str, XlaOp] = {}
         for instruction in instructions:
             work = _work(proto, instruction, by_id, computations)
             if work is not None:
                 operands = [by_id[i].shape for i in instruction.operands if i in by_id]
-                found[instruction.name] = XlaOp(
+                ops[instruction.name] = XlaOp(
                     work, _shape_text(operands), _fast_fp32(proto, instruction, computations, work)
                 )
+        for name, role in attention_roles(instructions, ops, computations).items():
+            ops[name] = ops[name]._replace(attention=role)
+        found.update(ops)
     return found
+
+
+SOFTMAX_STEPS = 12  # ops between an attention's two GEMMs at most (scale, mask, max, exp, sum, divide, casts)
+
+
+def attention_roles(instructions: list[_Instruction], ops: dict[str, XlaOp],
+                    computations: dict[int, list[_Instruction]]) -> dict[str, tuple[int, str]]:  # fmt: skip
+    """Each attention a computation writes out, by its dataflow: a GEMM writing scores [..., queries, keys], ops of
+    that size (or reduced over the keys) after it, among them an ``exponential`` over the scores, and a GEMM reading
+    the scores so normalised. Its ops by name, each with the attention's number and its role: ``first``, ``softmax``
+    (the exponential's op), ``second`` or ``step``."""
+    ident = {i.name: int_field(i.fields, 35) for i in instructions}
+    users: dict[int, list[_Instruction]] = {}
+    for instruction in instructions:
+        for operand in instruction.operands:
+            users.setdefault(operand, []).append(instruction)
+
+    def gemm(op: _Instruction) -> bool:
+        return op.name in ops and ops[op.name].work.family == "gemm"
+
+    roles: dict[str, tuple[int, str]] = {}
+    for first in (op for op in instructions if gemm(op) and len(ops[op.name].work.out_shape) >= 2):
+        scores = math.prod(ops[first.name].work.out_shape)
+        sizes = (scores, scores // max(ops[first.name].work.out_shape[-1], 1))  # the scores, and reduced over keys
+        steps: dict[str, _Instruction] = {}
+        frontier, second = [first], None
+        while frontier and second is None and len(steps) < SOFTMAX_STEPS:
+            reached = []
+            for op in frontier:
+                for user in users.get(ident[op.name], []):
+                    if gemm(user):
+                        if op is not first and math.prod(_array(op.shape).dims) == scores:
+                            second = second or user
+                    elif user.name not in steps and math.prod(_array(user.shape).dims) in sizes:
+                        steps[user.name] = user
+                        reached.append(user)
+            frontier = reached
+        softmax = [op for op in steps.values() if math.prod(_array(op.shape).dims) == scores
+                   and _computes(op, "exponential", computations)]  # fmt: skip
+        if second is None or not softmax or any(name in roles for name in (first.name, second.name)):
+            continue
+        number = len({chain for chain, _ in roles.values()})
+        roles.update({name: (number, "step") for name in steps if name in ops})
+        roles.update({first.name: (number, "first"), softmax[-1].name: (number, "softmax"),
+                      second.name: (number, "second")})  # fmt: skip
+    return roles
+
+
+def _computes(op: _Instruction, opcode: str, computations: dict[int, list[_Instruction]]) -> bool:
+    """Whether ``op`` is an ``opcode``, or a fusion computing one."""
+    return op.opcode == opcode or any(
+        fused.instruction.opcode == opcode for called in op.called for fused in _fused(called, computations)
+    )
 
 
 def _shape_text(operands: list[_Shape]) -> str:

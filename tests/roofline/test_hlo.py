@@ -181,9 +181,10 @@ def test_only_what_names_a_program_is_one_and_programs_decode_when_asked_for(mon
 
 
 def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], with_ids: bool = True) -> bytes:
-    """A capture of 4 steps on one GPU, each running ``kernels`` ((module, op, program id): 40 µs each, 5 µs apart,
+    """A capture of 4 steps on one MI300X, each running ``kernels`` ((module, op, program id): 40 µs each, 5 µs apart,
     after 2 ms of host Python), and a metadata plane holding ``protos`` (``MODULE(ID)`` → HloProto)."""
-    stats = {1: "hlo_module", 2: "hlo_op", 3: "correlation_id", 4: xspace.PROGRAM_ID}
+    stats = {1: "hlo_module", 2: "hlo_op", 3: "correlation_id", 4: xspace.PROGRAM_ID, 5: "device_vendor",
+             6: "core_count", 7: "memory_size"}  # fmt: skip
     stream, python = [], []
     for step in range(4):
         at = step * 3_000_000_000
@@ -193,8 +194,9 @@ def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], wit
             stream.append(event(10 + k, at + 2_000_000_000 + k * 45_000_000, 40_000_000, stat(1, module), stat(2, op),
                                 stat(3, step * 100 + k), *ids))  # fmt: skip
     names = {10 + k: f"{op}.kd" for k, (_, op, _) in enumerate(kernels)}
+    mi300x = (stat(5, "AMD"), stat(6, 304), stat(7, 206_141_652_992))  # as its plane records the device
     device = plane(0, "/device:GPU:0", lines=[line(16, "Stream #16(Kernel)", 0, *stream)], event_names=names,
-                   stat_names=stats)  # fmt: skip
+                   stat_names=stats, stats=mi300x)  # fmt: skip
     host = plane(1, "/host:CPU", lines=[line(7, "python", 0, *python)], event_names={1: "PjitFunction(step)"})
     held = {i + 1: (name, "", [stat(1, proto)]) for i, (name, proto) in enumerate(protos.items())}
     metadata = plane(2, xspace.METADATA_PLANE, stat_names={1: xspace.HLO_STAT}, event_names=held)
@@ -285,3 +287,24 @@ def test_a_convolution_library_call_is_the_convolution_it_runs():
     (plain,) = program_ops(convolution_program(*sizes)).values()
     (call,) = program_ops(convolution_program(*sizes, message(28, "__cudnn$convForward"), "custom-call")).values()
     assert call.work == plain.work
+
+
+@pytest.mark.parametrize("program", ["attention", "gated"])
+def test_attention_a_program_writes_out_is_found_by_its_dataflow(tmp_path, run, program):
+    """jax's attention written out (einsum, jax.nn.softmax, einsum), its program's kernels run in its order: PT017
+    finds the GEMM, softmax, GEMM chain in its HLO and gives JAX's fix; two GEMMs with a GELU between are none."""
+    proto = (XLA_PROGRAMS / f"{program}.hlo_proto.pb").read_bytes()
+    kernels = [("jit_step", name, 1) for name in program_ops(proto)]
+    path = tmp_path / "step.xplane.pb"
+    path.write_bytes(xla_space(kernels, {"jit_step(1)": proto}))
+    result = run("scan", str(path), "--format", "json", "--fail-on", "never", "--select", "PT017")
+    assert result.exit_code == 0, result.output
+    findings = json.loads(result.stdout)["traces"][0]["findings"]
+    if program == "gated":
+        assert findings == []
+        return
+    (finding,) = findings
+    assert "2x4x128x128 score matrix" in finding["message"]
+    values = finding["values"]  # each chain: the 8 kernels from the scores' GEMM to the values', 40 µs each
+    assert values["chain_ms_per_step"] / values["per_step"] == pytest.approx(8 * 0.040)
+    assert "jax.nn.dot_product_attention" in finding["fix"]["text"]

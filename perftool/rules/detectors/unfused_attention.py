@@ -46,21 +46,54 @@ def attention_chains(calls: Calls, track: np.ndarray, min_keys: int = MIN_KEYS) 
     return list(zip(before[chained].tolist(), softmax[chained].tolist(), after[chained].tolist()))
 
 
+def program_attentions(calls: Calls, track: np.ndarray, min_keys: int = MIN_KEYS) -> list[tuple[int, int, int, float]]:
+    """(first GEMM, softmax, second GEMM, the chain's device time) call indices of each attention XLA programs write
+    out (:func:`perftool.roofline.hlo.attention_roles`): of one attention of one program on one stream, the nearest
+    scores' GEMM before its softmax and values' GEMM after it, the chain's time that of the attention's kernels from
+    the one to the other."""
+    assert calls.program is not None, "XLA's calls name their program"
+    members = np.flatnonzero(calls.each(lambda kind: kind.attention is not None, bool))
+    role = calls.each(lambda kind: kind.attention[1] if kind.attention else "", object)[members]
+    number = calls.each(lambda kind: kind.attention[0] if kind.attention else -1, np.int64)[members]
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for position, key in enumerate(zip(calls.program[members].tolist(), track[members].tolist(), number.tolist())):
+        groups.setdefault(key, []).append(position)
+    found = []
+    for positions in groups.values():
+        at = np.array(positions)
+        firsts, seconds = at[role[at] == "first"], at[role[at] == "second"]
+        elapsed = np.concatenate(([0.0], np.cumsum(calls.device_us[members[at]])))
+        for softmax in at[role[at] == "softmax"].tolist():
+            before, after = np.searchsorted(firsts, softmax) - 1, np.searchsorted(seconds, softmax)
+            scores = calls.work_of(int(members[softmax])).out_shape
+            if before < 0 or after >= seconds.size or not scores or scores[-1] < min_keys:
+                continue
+            first, second = int(firsts[before]), int(seconds[after])
+            chain_us = elapsed[np.searchsorted(at, second) + 1] - elapsed[np.searchsorted(at, first)]
+            found.append((int(members[first]), int(members[softmax]), int(members[second]), float(chain_us)))
+    return found
+
+
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     roof = scope.roofline
     calls, spec = roof.calls, roof.spec
     if calls is None or spec is None:
         return None
+    track = scope.trace.track[calls.rows]
+    if calls.program is not None:
+        chains = program_attentions(calls, track, int(params["min_keys"]))
+    else:
+        chains = [(first, softmax, second, float(calls.device_us[first : second + 1].sum()))
+                  for first, softmax, second in attention_chains(calls, track, int(params["min_keys"]))]  # fmt: skip
     lost = 0.0
     counted = []
-    for first, softmax, second in attention_chains(calls, scope.trace.track[calls.rows], int(params["min_keys"])):
+    for first, softmax, second, chain_us in chains:
         qk, pv = calls.work_of(first), calls.work_of(second)
         peak = spec.peak_flops(qk.dtype)
         if not peak:
             continue  # no peak for its dtype: no roofline to measure against
         moved = qk.bytes + pv.bytes - 2 * qk.out_bytes  # Q, K, V and the output: the scores never leave the chip
         fused_us = max((qk.flops + pv.flops) / peak, moved / spec.memory_bandwidth) * 1e6
-        chain_us = float(calls.device_us[first : second + 1].sum())
         lost += max(chain_us - fused_us, 0.0)
         counted.append((first, softmax, second, chain_us))
     if lost <= 0:

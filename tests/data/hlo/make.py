@@ -1,6 +1,7 @@
 """Write the HLO programs in this folder and the FLOPs XLA's own cost analysis counts for each (``xla_flops.json``):
-GEMMs and convolutions jitted by jax on the CPU (padding, strides, dilations, feature and batch groups), each
-program's ``HloModuleProto`` wrapped as the ``HloProto`` XProf writes beside a profile (``MODULE(ID).hlo_proto.pb``).
+GEMMs and convolutions jitted by jax on the CPU (padding, strides, dilations, feature and batch groups), and two
+patterns of GEMMs (attention written out, and a GEMM → GELU → GEMM that is not attention), each program's
+``HloModuleProto`` wrapped as the ``HloProto`` XProf writes beside a profile (``MODULE(ID).hlo_proto.pb``).
 
     pip install jax && python tests/data/hlo/make.py     # jax 0.10.2 wrote the files here
 """
@@ -43,8 +44,29 @@ CASES = {
 }  # fmt: skip
 
 
+def attention(q, k, v):
+    """Attention written out: the scores' GEMM, a softmax over the keys, the values' GEMM."""
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, axis=-1), v)
+
+
+def gated(q, k, v):
+    """Two GEMMs with pointwise maths between them but no softmax: not attention."""
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.gelu(jnp.einsum("bhqd,bhkd->bhqk", q, k)), v)
+
+
+PATTERNS = {  # programs for the rules that read a program's dataflow (their FLOPs are not XLA's alone)
+    "attention": (attention, [(2, 4, 128, 64)] * 3),
+    "gated": (gated, [(2, 4, 128, 64)] * 3),
+}
+
+
 def main() -> None:
     flops = {}
+    for name, (function, shapes) in PATTERNS.items():
+        compiled = jax.jit(function).lower(*(jnp.zeros(s, jnp.bfloat16) for s in shapes)).compile()
+        module = compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
+        (HERE / f"{name}.hlo_proto.pb").write_bytes(message(1, module))
     for name, (function, shapes) in CASES.items():
         compiled = jax.jit(function).lower(*(jnp.zeros(s, jnp.float32) for s in shapes)).compile()
         module = compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
