@@ -217,8 +217,9 @@ SOFTMAX_STEPS = 12  # ops between an attention's two GEMMs at most (scale, mask,
 def attention_roles(instructions: list[_Instruction], ops: dict[str, XlaOp],
                     computations: dict[int, list[_Instruction]]) -> dict[str, tuple[int, str]]:  # fmt: skip
     """Each attention a computation writes out, by its dataflow: a GEMM writing scores [..., queries, keys], ops of
-    that size (or reduced over the keys) after it, among them an ``exponential`` over the scores, and a GEMM reading
-    the scores so normalised. Its ops by name, each with the attention's number and its role: ``first``, ``softmax``
+    that size (or reduced over the keys) after it, among them an ``exponential`` over the scores and a reduction over
+    the keys (a softmax's max or sum: a pointwise exponential alone, softplus's, is no softmax), and a GEMM reading the
+    scores so normalised. Its ops by name, each with the attention's number and its role: ``first``, ``softmax``
     (the exponential's op), ``second`` or ``step``."""
     ident = {i.name: int_field(i.fields, 35) for i in instructions}
     users: dict[int, list[_Instruction]] = {}
@@ -248,7 +249,8 @@ def attention_roles(instructions: list[_Instruction], ops: dict[str, XlaOp],
             frontier = reached
         softmax = [op for op in steps.values() if math.prod(_array(op.shape).dims) == scores
                    and _computes(op, "exponential", computations)]  # fmt: skip
-        if second is None or not softmax or any(name in roles for name in (first.name, second.name)):
+        reduced = any(math.prod(_array(op.shape).dims) == sizes[1] < scores for op in steps.values())  # max, sum
+        if second is None or not softmax or not reduced or any(name in roles for name in (first.name, second.name)):
             continue
         number = len({chain for chain, _ in roles.values()})
         roles.update({name: (number, "step") for name in steps if name in ops})

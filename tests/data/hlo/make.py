@@ -1,6 +1,6 @@
 """Write the HLO programs in this folder and the FLOPs XLA's own cost analysis counts for each (``xla_flops.json``):
 GEMMs and convolutions jitted by jax on the CPU (padding, strides, dilations, feature and batch groups), and two
-patterns of GEMMs (attention written out, and a GEMM → GELU → GEMM that is not attention), each program's
+patterns of GEMMs (attention written out; a GELU or a softplus between two GEMMs, which is not), each program's
 ``HloModuleProto`` wrapped as the ``HloProto`` XProf writes beside a profile (``MODULE(ID).hlo_proto.pb``).
 
     pip install jax && python tests/data/hlo/make.py     # jax 0.10.2 wrote the files here
@@ -55,9 +55,15 @@ def gated(q, k, v):
     return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.gelu(jnp.einsum("bhqd,bhkd->bhqk", q, k)), v)
 
 
+def softplus_gated(q, k, v):
+    """Two GEMMs with an exponential between them (softplus) but no reduction: not attention either."""
+    return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softplus(jnp.einsum("bhqd,bhkd->bhqk", q, k)), v)
+
+
 PATTERNS = {  # programs for the rules that read a program's dataflow (their FLOPs are not XLA's alone)
     "attention": (attention, [(2, 4, 128, 64)] * 3),
     "gated": (gated, [(2, 4, 128, 64)] * 3),
+    "softplus_gated": (softplus_gated, [(2, 4, 128, 64)] * 3),
 }
 
 
