@@ -247,13 +247,13 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
 
 
 class _XlaArgs(msgspec.Struct):
-    """What an XLA kernel's args say of the op it runs (each as the exporter writes it: text)."""
+    """What an XLA kernel's args say of the op it runs (as the exporter writes them, text; ids as numbers too)."""
 
     module: str = msgspec.field(name="hlo_module", default="")
     op: str = msgspec.field(name="hlo_op", default="")
-    program: str = msgspec.field(name=PROGRAM_ID, default="")
+    program: str | int = msgspec.field(name=PROGRAM_ID, default="")
     path: str = msgspec.field(name="name", default="")  # the op's path in the framework (jit(f)/dot_general)
-    correlation: str = msgspec.field(name="correlation_id", default="")  # the launch's, which links it to the XSpace
+    correlation: str | int = msgspec.field(name="correlation_id", default="")  # its launch's: links it to the XSpace
 
 
 _DECODE_XLA = msgspec.json.Decoder(_XlaArgs)
@@ -292,14 +292,15 @@ def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> 
     kind_of_ref, unit_of_ref = [], []
     for ref, row in zip(refs.tolist(), rows[first].tolist()):
         args = _xla_args(trace.kept_args[ref])
-        signature = (args.module, args.op, args.program, args.path)
+        signature = (args.module, args.op, str(args.program), args.path)
         if signature not in by_signature:
-            program = int(args.program) if args.program.isdigit() else None
+            program = int(signature[2]) if signature[2].isdigit() else None
             ambiguous = program is None and bool(args.op) and programs.ambiguous(args.module, args.op)
             by_signature[signature] = None if ambiguous else placed(args, program, row)
         at = by_signature[signature]
         if at is None:
-            program = _programs_beside(trace).get((int(trace.tracks[trace.track[row]].pid), args.correlation))
+            pid = trace.tracks[trace.track[row]].pid
+            program = _programs_beside(trace).get((pid, str(args.correlation))) if isinstance(pid, int) else None
             if program is None:
                 untold.add(args.module)
             at = placed(args, program, row)

@@ -31,7 +31,7 @@ from xspace_synth import (
 from perftool.pipeline.read import load_trace
 from perftool.roofline import hlo as hlo_model
 from perftool.roofline.figures import roofline
-from perftool.roofline.hlo import Programs, capture_programs, program_ops, programs
+from perftool.roofline.hlo import PROGRAMS_FROM, Programs, capture_programs, program_ops, programs
 from perftool.trace import xspace
 
 XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"
@@ -309,3 +309,23 @@ def test_attention_a_program_writes_out_is_found_by_its_dataflow(tmp_path, run, 
     values = finding["values"]  # each chain: the 8 kernels from the scores' GEMM to the values', 40 µs each
     assert values["chain_ms_per_step"] / values["per_step"] == pytest.approx(8 * 0.040)
     assert "jax.nn.dot_product_attention" in finding["fix"]["text"]
+
+
+def test_a_json_trace_naming_its_programs_by_number_is_modelled_as_by_text(tmp_path):
+    """Another writer's JSON of the same events, ids as numbers (the exporter writes them as text), naming the XSpace
+    its programs are in as an annotated trace does: the same FLOPs."""
+    space_path = tmp_path / "step.xplane.pb"
+    space_path.write_bytes(xla_space([("jit_op0", "the_fusion", 0)], {"jit_op0(0)": fusion_program(*POINTWISE)}))
+
+    def numbered(e) -> dict:
+        args = json.loads(bytes(e.args)) if bytes(e.args) else {}
+        args = {k: int(v) if k in (xspace.PROGRAM_ID, "correlation_id") else v for k, v in args.items()}
+        times = {k: v for k, v in (("ts", e.ts), ("dur", e.dur)) if v == v}  # NaN: none recorded
+        return {"ph": e.ph, "pid": e.pid, "tid": e.tid, "name": e.name, **times, "args": args}
+
+    events = [numbered(e) for batch in xspace.batches(str(space_path), {}) for e in batch]
+    as_json = tmp_path / "elsewhere" / "step.json"
+    as_json.parent.mkdir()
+    as_json.write_text(json.dumps({"traceEvents": events, PROGRAMS_FROM: str(space_path)}))
+    by_json, by_space = roofline(load_trace(str(as_json))), roofline(load_trace(str(space_path)))
+    assert by_json.flops == by_space.flops > 0 and by_json.modelled_share == by_space.modelled_share == 1.0
