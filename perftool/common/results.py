@@ -219,9 +219,10 @@ def _figure(value: float) -> float | None:
 
 
 class RooflineRegion(Part):
-    """The modelled ops inside one annotation (``record_function``, a module's or the optimizer's range)."""
+    """The modelled ops inside one annotation (``record_function``, a module's or the optimizer's range), or of one
+    name scope (an XLA capture's: its ops' path less the op)."""
 
-    name: str = Field(description="the innermost annotation around the ops")
+    name: str = Field(description="the innermost annotation around the ops, or (XLA) their name scope")
     calls: int
     flops: float
     device_us: float = Field(description="device time of the kernels its ops launched")

@@ -71,10 +71,9 @@ def _roofline(roof: Roofline, unit: str) -> str:
         parts.append(table("roofline-ops", roofline_rows.OP_HEADERS, below, roofline_rows.OP_NUMBERS, (0, 1)))
     regions = roofline_rows.region_rows(roof, unit)
     if regions:
-        parts.append(paragraph(roofline_rows.REGIONS_TITLE))
-        parts.append(
-            table("roofline-regions", roofline_rows.REGION_HEADERS, regions, roofline_rows.REGION_NUMBERS, (0,))
-        )
+        title, headers = roofline_rows.regions_heading(roof)
+        parts.append(paragraph(title))
+        parts.append(table("roofline-regions", headers, regions, roofline_rows.REGION_NUMBERS, (0,)))
     measured = roofline_rows.measured_rows(roof, unit)
     if measured:
         parts.append(paragraph(roofline_rows.MEASURED_TITLE))

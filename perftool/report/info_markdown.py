@@ -46,8 +46,9 @@ def render(view: InfoView) -> str:
         lines += _table(roofline_rows.OP_HEADERS, below, right=roofline_rows.OP_NUMBERS)
     regions = [[markdown(cell) for cell in row] for row in roofline_rows.region_rows(roof, unit)]
     if regions:
-        lines += [f"### {roofline_rows.REGIONS_TITLE}", ""]
-        lines += _table(roofline_rows.REGION_HEADERS, regions, right=roofline_rows.REGION_NUMBERS)
+        title, headers = roofline_rows.regions_heading(roof)
+        lines += [f"### {title}", ""]
+        lines += _table(headers, regions, right=roofline_rows.REGION_NUMBERS)
     measured = [[markdown(cell) for cell in row] for row in roofline_rows.measured_rows(roof, unit)]
     if measured:
         lines += [f"### {roofline_rows.MEASURED_TITLE}", ""]

@@ -100,10 +100,11 @@ def _roofline(roof: Roofline, unit: str) -> Group:
         parts.append(NamesAndFigures(ops, "op (shapes)", columns, named, spare=("bound", "calls", "GB/s")))
     regions = roofline_rows.region_rows(roof, unit)
     if regions:
-        by_region = Table(title=roofline_rows.REGIONS_TITLE, title_justify="left")
-        figures: list[tuple[str, JustifyMethod]] = [(header, "right") for header in roofline_rows.REGION_HEADERS[1:]]
+        title, headers = roofline_rows.regions_heading(roof)
+        by_region = Table(title=title, title_justify="left")
+        figures: list[tuple[str, JustifyMethod]] = [(header, "right") for header in headers[1:]]
         named_regions = [(cut(shown(name)), *cells) for name, *cells in regions]
-        parts.append(NamesAndFigures(by_region, "annotation", figures, named_regions, spare=("calls", "TFLOP/s")))
+        parts.append(NamesAndFigures(by_region, headers[0], figures, named_regions, spare=("calls", "TFLOP/s")))
     measured = roofline_rows.measured_rows(roof, unit)
     if measured:
         pipes = Table(title=roofline_rows.MEASURED_TITLE, title_justify="left")

@@ -16,6 +16,7 @@ OPS_LISTED = 10  # ops below the roofline in the tables for people; JSON lists e
 OP_HEADERS = ("op", "shapes", "dtype", "calls", "time", "TFLOP/s", "GB/s", "of roofline", "bound", "lost")
 OP_NUMBERS = (3, 4, 5, 6, 7, 9)  # the columns of figures, aligned right
 REGIONS_TITLE = "By annotation (the innermost record_function range around each op)"
+SCOPES_TITLE = "By name scope (each XLA op's path less the op: jax.named_scope, a Flax module)"
 REGIONS_LISTED = 10
 REGION_HEADERS = ("annotation", "calls", "time", "TFLOP/s", "of peak", "lost")
 REGION_NUMBERS = (1, 2, 3, 4, 5)
@@ -94,6 +95,13 @@ def op_rows(roof: Roofline, unit: str, listed: int = OPS_LISTED) -> list[tuple[s
         )
         for op in roof.ops[:listed]
     ]
+
+
+def regions_heading(roof: Roofline) -> tuple[str, tuple[str, ...]]:
+    """The title and headers of the table of regions: annotations, or an XLA capture's name scopes."""
+    if roof.calls is not None and roof.calls.program is not None:
+        return SCOPES_TITLE, ("name scope", *REGION_HEADERS[1:])
+    return REGIONS_TITLE, REGION_HEADERS
 
 
 def region_rows(roof: Roofline, unit: str, listed: int = REGIONS_LISTED) -> list[tuple[str, ...]]:

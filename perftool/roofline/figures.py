@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,12 @@ def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None =
         flops_of_call = calls.each(lambda kind: kind.work.flops if kind.work else 0.0, float)
         found.per_step = _step_rows(trace, calls, flops_of_call, steps, peak)
         if device != HOST_ONLY:  # a host's ops ran on no device it captured: no region has device time
-            found.regions = _region_rows(trace, calls, flops_of_call, found.call_roofline_us(), peak)
+            at_roof = found.call_roofline_us()
+            found.regions = (
+                _region_rows(trace, calls, flops_of_call, at_roof, peak)
+                if calls.program is None
+                else _scope_rows(calls, flops_of_call, at_roof, peak)
+            )
     return found
 
 
@@ -199,11 +205,31 @@ def _region_rows(trace: Trace, calls: Calls, flops: np.ndarray, at_roof: np.ndar
         first = lo + np.searchsorted(thread, trace.ts[row])
         last = lo + np.searchsorted(thread, trace.end[row], side="right")
         owner[order[first:last]] = row
-    named = (owner >= 0) & calls.matching(lambda w: True)  # ops with a model, as in the op table
+    region = np.where(owner >= 0, trace.name[np.maximum(owner, 0)].astype(np.int64), -1)
+    return _regions(calls, region, trace.names, flops, at_roof, peak)
+
+
+def _scope_rows(calls: Calls, flops: np.ndarray, at_roof: np.ndarray, peak: float | None) -> list[RooflineRegion]:
+    """Per name scope of an XLA capture's ops (their path less the op: ``jit(step)/Model/Dense_0`` of
+    ``jit(step)/Model/Dense_0/dot_general``, what jax.named_scope and a Flax module name), the ops with a model in it;
+    none where no op's path has a scope."""
+    scopes = [kind.name.rpartition("/")[0] for kind in calls.kinds]
+    names = sorted({scope for scope in scopes if scope})
+    if not names:
+        return []
+    number = {name: i for i, name in enumerate(names)}
+    region = np.array([number.get(scope, -1) for scope in scopes], np.int64)[calls.kind]
+    return _regions(calls, region, names, flops, at_roof, peak)
+
+
+def _regions(calls: Calls, region: np.ndarray, names: Sequence[str], flops: np.ndarray, at_roof: np.ndarray,
+             peak: float | None) -> list[RooflineRegion]:  # fmt: skip
+    """The modelled calls added up per region (``region``: each call's index into ``names``, -1 for none), the most
+    device time first."""
+    named = (region >= 0) & calls.matching(lambda w: True)  # ops with a model, as in the op table
     if not named.any():
         return []
-    region = trace.name[owner[named]]
-    ids, where = np.unique(region, return_inverse=True)
+    ids, where = np.unique(region[named], return_inverse=True)
     size = ids.size
     device_us = np.bincount(where, weights=calls.device_us[named], minlength=size)
     work = np.bincount(where, weights=flops[named], minlength=size)
@@ -216,7 +242,7 @@ def _region_rows(trace: Trace, calls: Calls, flops: np.ndarray, at_roof: np.ndar
         achieved = work[i] / device_us[i] * 1e6 if device_us[i] > 0 and work[i] > 0 else None
         rows.append(
             RooflineRegion(
-                name=trace.names[name],
+                name=names[name],
                 calls=int(counts[i]),
                 flops=float(work[i]),
                 device_us=float(device_us[i]),

@@ -329,3 +329,19 @@ def test_a_json_trace_naming_its_programs_by_number_is_modelled_as_by_text(tmp_p
     as_json.write_text(json.dumps({"traceEvents": events, PROGRAMS_FROM: str(space_path)}))
     by_json, by_space = roofline(load_trace(str(as_json))), roofline(load_trace(str(space_path)))
     assert by_json.flops == by_space.flops > 0 and by_json.modelled_share == by_space.modelled_share == 1.0
+
+
+def test_an_xla_capture_s_ops_add_up_by_name_scope(run):
+    """Each op counted in its path's scope (``jit(matmul)`` of ``jit(matmul)/dot_general``): jit_matmul's five programs'
+    18 kernels in one region, every modelled FLOP of an op with a scope in one, and the table titled by what it
+    groups."""
+    found = roofline(load_trace(str(XSPACE)))
+    by_name = {region.name: region for region in found.regions}
+    assert by_name["jit(matmul)"].calls == 18 and "jit(exp)" in by_name
+    assert not any("/" in name for name in by_name)
+    calls = found.calls
+    scoped = calls.each(lambda kind: "/" in kind.name and kind.work is not None, bool)
+    flops = calls.each(lambda kind: kind.work.flops if kind.work else 0.0, float)
+    assert sum(region.flops for region in found.regions) == pytest.approx(float(flops[scoped].sum()))
+    result = run("info", str(XSPACE))
+    assert "By name scope" in result.output and "By annotation" not in result.output
