@@ -29,7 +29,7 @@ import numpy as np
 
 from perftool.common.errors import TraceError
 from perftool.dialects.op_families import Work
-from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_name
+from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_beside
 from perftool.trace.xspace import (
     MalformedProtobuf,
     ProtoFields,
@@ -152,11 +152,10 @@ def programs_space(source: str, metadata: dict[str, Any]) -> str | None:
     """The XSpace holding the programs of the capture whose trace is ``source`` (with top-level ``metadata``): the
     file itself, the XSpace beside a jax.profiler JSON export, or the one an annotated trace names; None where there
     is none."""
-    path = Path(source)
-    space = path if path.name.endswith(XSPACE_SUFFIX) else path.with_name(xspace_name(path.name))
-    if not space.is_file() and isinstance(named := metadata.get(PROGRAMS_FROM), str):
-        space = Path(named)
-    return str(space.resolve()) if space.is_file() else None
+    space = source if source.lower().endswith(XSPACE_SUFFIX) else xspace_beside(source)
+    if space is None and isinstance(named := metadata.get(PROGRAMS_FROM), str):
+        space = named
+    return str(Path(space).resolve()) if space is not None and Path(space).is_file() else None
 
 
 def capture_programs(source: str, metadata: dict[str, Any]) -> Programs:

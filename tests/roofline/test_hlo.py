@@ -345,3 +345,12 @@ def test_an_xla_capture_s_ops_add_up_by_name_scope(run):
     assert sum(region.flops for region in found.regions) == pytest.approx(float(flops[scoped].sum()))
     result = run("info", str(XSPACE))
     assert "By name scope" in result.output and "By annotation" not in result.output
+
+
+def test_a_run_s_perfetto_copy_reads_its_programs_from_the_run_s_xspace(tmp_path):
+    """jax.profiler's ``perfetto_trace.json.gz`` beside the run's one XSpace (of another name) is modelled as the
+    export is: the XSpace beside is found as the device's properties are."""
+    shutil.copy(XSPACE, tmp_path / "worker-3.xplane.pb")
+    shutil.copy(ITS_JSON, tmp_path / "perfetto_trace.json.gz")
+    found = roofline(load_trace(str(tmp_path / "perfetto_trace.json.gz")))
+    assert found.modelled_share > 0.95
