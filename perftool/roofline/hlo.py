@@ -198,9 +198,9 @@ def program_ops(proto: bytes) -> dict[str, XlaOp]:
         by_id = {int_field(i.fields, 35): i for i in instructions}
         ops: dict[str, XlaOp] = {}
         for instruction in instructions:
-            work = _work(proto, instruction, by_id, computations)
+            operands = [by_id[i].shape for i in instruction.operands if i in by_id]
+            work = _work(proto, instruction, operands, computations)
             if work is not None:
-                operands = [by_id[i].shape for i in instruction.operands if i in by_id]
                 ops[instruction.name] = XlaOp(
                     work, _shape_text(operands), _fast_fp32(proto, instruction, computations, work)
                 )
@@ -230,6 +230,7 @@ def attention_roles(instructions: list[_Instruction], ops: dict[str, XlaOp],
         return op.name in ops and ops[op.name].work.family == "gemm"
 
     roles: dict[str, tuple[int, str]] = {}
+    number = 0  # the attentions found so far
     for first in (op for op in instructions if gemm(op) and len(ops[op.name].work.out_shape) >= 2):
         scores = math.prod(ops[first.name].work.out_shape)
         sizes = (scores, scores // max(ops[first.name].work.out_shape[-1], 1))  # the scores, and reduced over keys
@@ -251,10 +252,10 @@ def attention_roles(instructions: list[_Instruction], ops: dict[str, XlaOp],
         reduced = any(math.prod(_array(op.shape).dims) == sizes[1] < scores for op in steps.values())  # max, sum
         if second is None or not softmax or not reduced or any(name in roles for name in (first.name, second.name)):
             continue
-        number = len({chain for chain, _ in roles.values()})
         roles.update({name: (number, "step") for name in steps if name in ops})
         roles.update({first.name: (number, "first"), softmax[-1].name: (number, "softmax"),
                       second.name: (number, "second")})  # fmt: skip
+        number += 1
     return roles
 
 
@@ -314,11 +315,10 @@ def _array(shape: _Shape) -> _Shape:
     return shape.parts[0] if shape.parts else shape
 
 
-def _work(proto: bytes, op: _Instruction, by_id: dict[int, _Instruction],
+def _work(proto: bytes, op: _Instruction, operands: list[_Shape],
           computations: dict[int, list[_Instruction]]) -> Work | None:  # fmt: skip
-    """What ``op`` (of a computation that is not a fusion's) computes and moves; None for an op that runs no kernel
-    of its own or whose maths is not modelled."""
-    operands = [by_id[i].shape for i in op.operands if i in by_id]
+    """What ``op`` (of a computation that is not a fusion's; ``operands``: its operands' shapes) computes and moves;
+    None for an op that runs no kernel of its own or whose maths is not modelled."""
     moved = sum(s.bytes for s in operands) + op.shape.bytes
     if op.opcode == "fusion":
         inner = [fused for c in op.called for fused in _fused(c, computations)]
