@@ -10,9 +10,11 @@ named ``MODULE(ID)``, holding it as its ``Hlo Proto`` stat), and XProf writes th
 An op computing a dot is a GEMM (2·M·N·K for each of its batch's products, by the dot's dimension numbers), one
 computing a convolution a convolution (2 FLOPs per output element per input feature of its group and kernel tap that
 falls on the input, not its padding: XLA's own cost analysis's count); a library GEMM (``__cublas$gemm``,
-hipBLASLt's ``__cublas$lt$matmul``) the same from its operands and the dimension numbers of its backend config; any
-other fusion a reduction where it reduces (a FLOP per element read) and pointwise otherwise (a FLOP per element
-written, none where it only moves data). Every op reads its operands and writes its results once.
+hipBLASLt's ``__cublas$lt$matmul``) the same from its operands and the dimension numbers of its backend config;
+cuDNN's fused attention (``__cudnn$fmha*``, jax.nn.dot_product_attention's cudnn implementation) an attention over the
+score matrix its backend config names; any other fusion a reduction where it reduces (a FLOP per element read) and
+pointwise otherwise (a FLOP per element written, none where it only moves data). Every op reads its operands and
+writes its results once.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ ELEMENT_TYPES: dict[int, tuple[str, float]] = {
 }  # fmt: skip
 LIBRARY_GEMM = re.compile(r"^__cublas\$|^__hipblaslt\$|gemm|matmul", re.IGNORECASE)  # custom-call targets
 LIBRARY_CONV = re.compile(r"^__cudnn\$conv|^__miopen\$conv", re.IGNORECASE)
+LIBRARY_ATTENTION = re.compile(r"^__cudnn\$fmha", re.IGNORECASE)  # cuDNN's fused attention, forward and backward
+CAUSAL_MASKS = frozenset({"CAUSAL", "PADDING_CAUSAL"})  # the backend config's mask types that hide the future keys
 NO_ARITHMETIC = frozenset({
     "parameter", "constant", "bitcast", "copy", "transpose", "broadcast", "reshape", "slice", "dynamic-slice",
     "dynamic-update-slice", "concatenate", "pad", "tuple", "get-tuple-element", "iota", "gather", "reverse",
@@ -335,6 +339,8 @@ def _work(proto: bytes, op: _Instruction, operands: list[_Shape],
             return _library_gemm(proto, op, operands, moved)
         if LIBRARY_CONV.search(target) and len(operands) >= 2:
             return _convolution(proto, op, operands, out=_array(op.shape), moved=moved)
+        if LIBRARY_ATTENTION.search(target):
+            return _fused_attention(proto, op, operands, moved, backward="backward" in target.lower())
         return None
     if op.opcode in ("dot", "convolution"):
         maths = _gemm if op.opcode == "dot" else _convolution
@@ -395,20 +401,49 @@ def _gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float |
                 item_bytes=_whole_bytes(item))  # fmt: skip
 
 
-def _library_gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float) -> Work | None:
-    """A GEMM library call's work, by the dimension numbers its backend config (JSON) gives."""
+def _backend_config(proto: bytes, op: _Instruction) -> Any:
+    """A library call's backend config, the JSON XLA's GPU backends write (None where it has none that decodes)."""
     if 43 not in op.fields:
         return None
     begin, end = op.fields[43][-1]
     try:
-        config = json.loads(proto[begin:end])
-        numbers = config["gemm_backend_config"]["dot_dimension_numbers"]
+        return json.loads(proto[begin:end])
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _library_gemm(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float) -> Work | None:
+    """A GEMM library call's work, by the dimension numbers its backend config gives."""
+    try:
+        numbers = _backend_config(proto, op)["gemm_backend_config"]["dot_dimension_numbers"]
         dims = {key: [int(d) for d in numbers.get(key, [])] for key in (
             "lhs_contracting_dimensions", "rhs_contracting_dimensions", "lhs_batch_dimensions",
             "rhs_batch_dimensions")}  # fmt: skip
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
     return _gemm(proto, op, operands, moved, dims)
+
+
+def _fused_attention(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float,
+                     backward: bool) -> Work | None:  # fmt: skip
+    """cuDNN's fused attention as XLA calls it: Q·Kᵀ and the scores times V over the score matrix its backend config
+    names ([batch, heads, queries, keys]), 2·B·N·T·S·(E + Ev) FLOPs with E and Ev the head sizes of Q and V (its first
+    and third operands, forward or backward, in either layout); half where the mask is causal, each query's keys at most
+    its sliding window's; a backward twice its forward, as the Kineto side counts attention."""
+    try:
+        config = _backend_config(proto, op)["cudnn_fmha_backend_config"]
+        batch, heads, queries, keys = (int(d) for d in config["intermediate_tensor_shape"]["dimensions"])
+        window = int(config.get("sliding_window_length") or 0)
+        causal = config.get("mask_type") in CAUSAL_MASKS
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if len(operands) < 3 or not operands[0].dims or not operands[2].dims or min(batch, heads, queries, keys) < 0:
+        return None
+    pairs = queries * (min(keys, window) if window > 0 else keys / (2 if causal else 1))  # of a query and a key
+    flops = 2.0 * batch * heads * pairs * (operands[0].dims[-1] + operands[2].dims[-1]) * (2 if backward else 1)
+    dtype, item = _dtype(operands[0])
+    return Work("attention", flops, moved, dtype or "fp32", dtype_recorded=bool(dtype), out_shape=_array(op.shape).dims,
+                item_bytes=_whole_bytes(item))  # fmt: skip
 
 
 def _convolution(proto: bytes, op: _Instruction, operands: list[_Shape], moved: float | None = None,

@@ -354,3 +354,38 @@ def test_a_run_s_perfetto_copy_reads_its_programs_from_the_run_s_xspace(tmp_path
     shutil.copy(ITS_JSON, tmp_path / "perfetto_trace.json.gz")
     found = roofline(load_trace(str(tmp_path / "perfetto_trace.json.gz")))
     assert found.modelled_share > 0.95
+
+
+@pytest.mark.parametrize(("program", "forward", "backward"), [
+    ("cudnn_attention_causal", 2 * 2 * 4 * 256 * 256 * (64 + 64) / 2, None),  # half the score matrix
+    ("cudnn_attention_window", 2 * 2 * 4 * 256 * 64 * (64 + 64), None),  # 64 keys a query at most
+    ("cudnn_attention_training", 2 * 2 * 4 * 256 * 256 * (64 + 64), 2 * 2 * 2 * 4 * 256 * 256 * (64 + 64)),
+])  # fmt: skip
+def test_cudnn_s_fused_attention_is_an_attention_over_the_score_matrix_its_config_names(program, forward, backward):
+    """jax.nn.dot_product_attention(implementation="cudnn") as jax lowers it for an NVIDIA GPU ([2, 256, 4, 64] bf16
+    q, k, v): its forward call 2·B·N·T·S·(E + Ev) FLOPs, causal or windowed the keys each query sees, its backward
+    call twice the forward; each moves its operands and results once."""
+    ops = program_ops((XLA_PROGRAMS / f"{program}.hlo_proto.pb").read_bytes())
+    by_pass = {name.split(".")[0]: op.work for name, op in ops.items()}
+    found = by_pass["dot_product_attention_fwd"]
+    assert found.family == "attention" and found.dtype == "bf16" and found.flops == forward
+    assert found.out_shape == (2, 4, 256, 64)
+    assert found.bytes >= 4 * 2 * (2 * 256 * 4 * 64)  # q, k, v read, the output written
+    if backward is None:
+        assert "dot_product_attention_bwd" not in by_pass
+    else:
+        assert by_pass["dot_product_attention_bwd"].flops == backward
+
+
+def test_a_capture_s_cudnn_attention_kernels_are_attention_on_the_roofline(tmp_path, run):
+    """The training program's two cuDNN calls, each a kernel of 40 µs a step: the roofline's attention (its matrix
+    peak), the program's FLOPs each step, and no unfused attention to report."""
+    proto = (XLA_PROGRAMS / "cudnn_attention_training.hlo_proto.pb").read_bytes()
+    calls = [name for name in program_ops(proto) if name.startswith("dot_product_attention")]
+    path = tmp_path / "step.xplane.pb"
+    path.write_bytes(xla_space([("jit_loss", name, 1) for name in calls], {"jit_loss(1)": proto}))
+    found = roofline(load_trace(str(path)))
+    assert {op.family for op in found.ops} == {"attention"} and found.modelled_share == 1.0
+    assert sum(op.flops / op.calls for op in found.ops) == 3 * 2 * 2 * 4 * 256 * 256 * (64 + 64)
+    result = run("scan", str(path), "--format", "json", "--fail-on", "never", "--select", "PT017")
+    assert result.exit_code == 0 and json.loads(result.stdout)["traces"][0]["findings"] == []
