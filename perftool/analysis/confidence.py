@@ -15,6 +15,7 @@ import numpy as np
 
 from perftool import dialects
 from perftool.analysis.family import device_tracks, job_kind
+from perftool.analysis.graph_captures import replay_ops
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
@@ -249,8 +250,10 @@ def _msprof_steps(trace: Trace) -> str:
 
 
 def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
-    """How much of the window's device compute runs in device graph replays, whose kernels no op of their own names
-    (a graph is captured once, not traced op by op); empty below :data:`REPLAYED_SHARE`."""
+    """How much of the window's device compute runs in device graph replays, and which op each replayed kernel is
+    given: the one that made it, where a capture trace beside names it (:mod:`~perftool.analysis.graph_captures`),
+    else the one that replays the graph (a graph is captured once, not traced op by op); empty below
+    :data:`REPLAYED_SHARE`."""
     _, spans = replayed(trace)
     spans = spans[(trace.ts[spans] >= lo) & (trace.ts[spans] < hi) & (trace.kind[spans] == Kind.COMPUTE)]
     compute = (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.ts >= lo) & (trace.ts < hi)
@@ -258,12 +261,38 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
     share = float(trace.dur[spans].sum()) / total if total > 0 else 0.0
     if share < REPLAYED_SHARE:
         return ""
+    ops = replay_ops(trace)
+    refused = f" (not read: {'; '.join(ops.refused)})" if ops.refused else ""
+    if ops.used:
+        untold = (
+            f"; {ops.unmatched} of {ops.replays} replays match no captured graph one for one, and their kernels stay "
+            "with the op that replays them"
+            if ops.unmatched else ""
+        )  # fmt: skip
+        return (
+            f"{share:.0%} of the device's compute runs in device graph replays: the roofline gives each replayed "
+            f"kernel to the op that launched it as the graph was captured ({', '.join(ops.used)} beside the trace; "
+            f"diff --by op, to the op that replays the graph){untold}{refused}"
+        )
+    beside = (
+        f"The capture traces beside ({', '.join(ops.captures)}) hold no graph whose launches are these replays' "
+        f"kernels one for one{refused}. "
+        if ops.captures
+        else ""
+    )
+    keep = (
+        "keep the engine's traces of the graphs' capture beside the profile (a capture_traces/ folder: vLLM's profiler "
+        "config capture_torch_profiler, SGLang's --enable-profile-cuda-graph), "
+        if job_kind(trace) == "serving"
+        else ""
+    )
     return (
         f"{share:.0%} of the device's compute runs in device graph replays, whose kernels no op of their own names: "
-        "per-op figures (diff --by op, the roofline) give them to the op that replays the graph. To see them by op, "
-        "label the kernels as the graph is captured (PyTorch's CUDA graph kernel annotations: torch.cuda.graph(..., "
-        "enable_annotations=True) with mark_kernels, CUDA 13.1 or later), or profile one run with graphs off "
-        "(torch.compile without mode=\"reduce-overhead\", vLLM's --enforce-eager, SGLang's --disable-cuda-graph)"
+        f"per-op figures (diff --by op, the roofline) give them to the op that replays the graph. {beside}To see them "
+        f"by op, {keep}label the kernels as the graph is captured (PyTorch's CUDA graph kernel annotations: "
+        "torch.cuda.graph(..., enable_annotations=True) with mark_kernels, CUDA 13.1 or later), or profile one run "
+        "with graphs off (torch.compile without mode=\"reduce-overhead\", vLLM's --enforce-eager, SGLang's "
+        "--disable-cuda-graph)"
     )
 
 

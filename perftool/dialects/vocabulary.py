@@ -39,6 +39,8 @@ STARTUP = re.compile(
 # A compiled model's warm-up, whenever it runs: torch.compile's compile-time phases (each timed as "... (dynamo_timed)":
 # tracing, Inductor, autotuning, recording CUDA graphs) and a device graph's capture and instantiation.
 GRAPH_CAPTURE = re.compile(r"^(cuda|hip|cu)Stream(Begin|End)Capture|^(cuda|hip|cu)GraphInstantiate")  # graphs made
+CAPTURE_BEGIN = re.compile(r"^(cuda|hip|cu)StreamBeginCapture")  # a stream starts recording a graph's nodes
+CAPTURE_END = re.compile(r"^(cuda|hip|cu)StreamEndCapture")
 MODEL_WARMUP = re.compile(r"\(dynamo_timed\)$|^(cuda|hip|cu)StreamEndCapture|^(cuda|hip|cu)GraphInstantiate")
 # The first runtime call of a process creates the context, whichever it is: start-up only before any device work.
 FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDevice|hipFree|hipMalloc|hipSetDevice)$")
@@ -67,13 +69,15 @@ INPUT_WORKER_THREAD = re.compile(r"(?i)(\bpreprocess\w*|dataloader|data loader|i
 # enqueue device work: an aclnn operator (not its GetWorkspaceSize, which sizes it on the host), a compiled op or a
 # model executed, a kernel launched, an asynchronous copy or fill, a collective; not its bookkeeping (tensor
 # descriptors, attributes, tiling), events, context or synchronisation.
+_KERNEL_LAUNCH = r"(cuda|cu|hip)\w*Launch\w*Kernel|cuLaunchGrid"
 LAUNCH = re.compile(
-    r"^((cuda|cu|hip)\w*Launch\w*Kernel|cuLaunchGrid|(cuda|hip|cu)GraphLaunch|cudaMemcpyAsync|hipMemcpyAsync"
+    rf"^({_KERNEL_LAUNCH}|(cuda|hip|cu)GraphLaunch|cudaMemcpyAsync|hipMemcpyAsync"
     r"|cuMemcpy\w*Async|hipMemcpy\w+Async|(cuda|cu|hip)Memset\w*Async|Engine::run"
     r"|AscendCL@(aclnn(?!\w*GetWorkspaceSize$)\w+|aclop(CompileAnd)?Execute\w*|aclmdlExecute\w*|aclrtLaunch\w*"
     r"|aclrtMem(cpy|set)\w*Async|hcom_\w+))"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
 )
+KERNEL_LAUNCH = re.compile(rf"^({_KERNEL_LAUNCH})")  # of those, the calls that launch one kernel
 # The trace metadata key of the devices a trace holds beside the one analysed: {"analysed": name, "others": {name:
 # device time as a share of the analysed one's}}
 OTHER_DEVICES = "perftool.other_devices"

@@ -5,6 +5,10 @@ An op's kernels are found through the launch flows (Kineto's ``ac2g``): the laun
 that made it. Ops nest (``aten::linear`` → ``aten::addmm``), so each launch belongs to the innermost modelled op
 around it, and only those innermost ops are counted: a model's FLOPs are never counted twice.
 
+A device graph's replayed kernels have no op of their own: where the engine's traces of the graph's capture lie beside
+the profile, each is a call of the op its launch was made in as the graph was captured
+(:mod:`~perftool.analysis.graph_captures`).
+
 An XLA program's kernels are its ops themselves: each names its program and op in its args, and the program's HLO
 (:mod:`.hlo`) says what the op computes, so in an XLA trace each kernel is a call.
 """
@@ -21,7 +25,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from perftool.analysis.graph_captures import ReplayOps, replay_ops
 from perftool.analysis.launches import launch_rows
+from perftool.analysis.nesting import innermost, owners
 from perftool.dialects.op_families import MODELLED_NAMES, Inputs, Work, work
 from perftool.roofline.hlo import Programs, XlaOp, capture_programs, programs_space
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -131,35 +137,6 @@ class Calls:
         return any(kind.shapes for kind in self.kinds)
 
 
-def _innermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Of op rows (properly nested on each track), those that contain no other of them, by track and start."""
-    if rows.size < 2:
-        return rows
-    by_track = rows[np.argsort(trace.track[rows], kind="stable")]
-    starts = trace.ts[by_track]
-    same_track = trace.track[by_track[1:]] == trace.track[by_track[:-1]]
-    if not np.all(starts[1:][same_track] > starts[:-1][same_track]):  # out of order, or a parent and a child at once
-        by_track = by_track[np.lexsort((-trace.dur[by_track], trace.ts[by_track], trace.track[by_track]))]
-    contains_next = same_track & (trace.ts[by_track[1:]] < trace.end[by_track[:-1]])
-    return by_track[np.append(~contains_next, True)]
-
-
-def _owners(trace: Trace, ops: np.ndarray, sources: np.ndarray) -> np.ndarray:
-    """For each launch (its flow's start row on the host), the index into ``ops`` (innermost ops, sorted by
-    track and start) of the op it lies in; -1 where none."""
-    owner = np.full(sources.size, -1, np.int64)
-    for track in np.unique(trace.track[sources]).tolist():
-        mine = np.flatnonzero(trace.track[sources] == track)
-        on_track = np.flatnonzero(trace.track[ops] == track)
-        if not on_track.size:
-            continue
-        at = trace.ts[sources[mine]]
-        index = np.searchsorted(trace.ts[ops[on_track]], at, side="right") - 1
-        inside = (index >= 0) & (trace.end[ops[on_track[np.maximum(index, 0)]]] >= at)
-        owner[mine[inside]] = on_track[index[inside]]
-    return owner
-
-
 def _earliest(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """Per group of ``size``: the least of its ``values`` (inf for a group without one). One stable sort and a
     reduction per run: ``np.minimum.at`` takes twice as long where a group's values come one after another (kernels
@@ -193,11 +170,12 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     candidates = np.flatnonzero(
         trace.name_matches(MODELLED_NAMES) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
     )
-    ops = _innermost(trace, candidates)  # by track, then start
+    ops = innermost(trace, candidates)  # by track, then start
     sources, spans = launch_rows(trace)
-    compute = trace.kind[spans] == Kind.COMPUTE
+    replays = replay_ops(trace)  # replayed kernels whose ops a capture trace beside gives: calls of their own
+    compute = (trace.kind[spans] == Kind.COMPUTE) & ~np.isin(spans, replays.spans)
     sources, spans = sources[compute], spans[compute]
-    owner = _owners(trace, ops, sources) if ops.size else np.full(sources.size, -1, np.int64)
+    owner = owners(trace, ops, sources) if ops.size else np.full(sources.size, -1, np.int64)
     # an op is in the window by its first kernel's start on the device, where flows link it (a host running ahead
     # issues the window's ops earlier), else by its own start
     first_kernel = _earliest(owner[owner >= 0], trace.ts[spans[owner >= 0]], ops.size)
@@ -222,17 +200,25 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     pairs, first, kind = np.unique(
         trace.name[rows].astype(np.int64) << 32 | (refs + 1), return_index=True, return_inverse=True
     )
-    keys: dict[tuple[int, bytes], int] = {}
+    keys: dict[tuple[str, bytes], int] = {}
     merged = np.empty(pairs.size, np.int64)
     for index, row in enumerate(rows[first].tolist()):
         ref = int(trace.args_ref[row])
-        merged[index] = keys.setdefault((int(trace.name[row]), trace.kept_args[ref] if ref >= 0 else b""), len(keys))
+        merged[index] = keys.setdefault((trace.names[trace.name[row]], trace.kept_args[ref] if ref >= 0 else b""),
+                                        len(keys))  # fmt: skip
     kind = merged[kind.reshape(-1)]
+    replayed_kernels, replayed_kinds = _replayed_calls(trace, window, replays, keys)
+    if replayed_kernels.size:  # each replayed kernel a call of the op its capture made it in
+        rows, kind = np.r_[rows, replayed_kernels], np.r_[kind, replayed_kinds]
+        kernel_rows = np.r_[kernel_rows, replayed_kernels]
+        kernel_call = np.r_[kernel_call, keep.size + np.arange(replayed_kernels.size)]
+        device_us = np.r_[device_us, trace.dur[replayed_kernels]]
+        device_start = np.r_[device_start, trace.ts[replayed_kernels]]
+        tf32 = np.r_[tf32, trace.name_matches(TF32_KERNEL, replayed_kernels)]
     kinds = []
     for name, inputs in keys:
         given = _inputs(inputs)
-        kinds.append(OpKind(trace.names[name], work(trace.names[name], given) if given else None,
-                            _shape_text(given) if given else ""))  # fmt: skip
+        kinds.append(OpKind(name, work(name, given) if given else None, _shape_text(given) if given else ""))
     return Calls(
         rows=rows,
         kind=kind,
@@ -240,10 +226,24 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         device_us=device_us,
         device_start=device_start,
         tf32=tf32,
-        launches_linked=bool(sources.size),
+        launches_linked=bool(sources.size) or bool(replayed_kernels.size),
         kernel_rows=kernel_rows,
         kernel_call=kernel_call,
     )
+
+
+def _replayed_calls(trace: Trace, window: tuple[float, float], replays: ReplayOps,
+                    keys: dict[tuple[str, bytes], int]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The replayed kernels in ``window`` whose captured launch lies in an op of a modelled family (rows), and the
+    kind of each (``keys``: (op name, recorded args) → kind, the new ones added)."""
+    lo, hi = window
+    inside = (trace.ts[replays.spans] >= lo) & (trace.ts[replays.spans] < hi)
+    kind_of = np.full(len(replays.launches), -1, np.int64)  # -1: made in no modelled op
+    for index in np.unique(replays.launch[inside]).tolist():
+        if (made := replays.launches[index]).op:
+            kind_of[index] = keys.setdefault((made.op, made.inputs), len(keys))
+    kinds = kind_of[replays.launch[inside]]
+    return replays.spans[inside][kinds >= 0], kinds[kinds >= 0]
 
 
 class _XlaArgs(msgspec.Struct):

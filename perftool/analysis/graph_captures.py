@@ -1,0 +1,169 @@
+"""The ops behind a device graph's replayed kernels, from the traces of the graph's capture beside the profile.
+
+A replayed graph's kernels have no op of their own in the trace: the ops ran once, when the graph was captured at
+start-up, and a replay is one launch call. Serving engines profile that capture when asked and write it beside their
+profiles: vLLM's ``capture_torch_profiler`` and SGLang's ``--enable-profile-cuda-graph`` under ``capture_traces/``
+(SGLang a file per batch size), SGLang's ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` under ``graph_capture_profile/``.
+In such a trace each kernel launch between a stream's begin and end of capture is a node of the graph, made inside the
+op that launched it (its input shapes recorded); a replay runs the nodes as kernels in the order they were captured.
+A replay whose kernels are a captured graph's launches one for one (the same kernels by name where the capture names
+them, as HIP's runtime calls do; as many, all on one stream, where it does not, as CUDA's do not) takes each kernel's
+op from its launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from perftool import dialects
+from perftool.analysis.launches import replayed
+from perftool.analysis.nesting import innermost, owners
+from perftool.common.errors import PerftoolError
+from perftool.dialects.op_families import MODELLED_NAMES
+from perftool.dialects.vocabulary import CAPTURE_BEGIN, CAPTURE_END, KERNEL_LAUNCH
+from perftool.trace.loader import read_trace
+from perftool.trace.model import Kind, Phase, Role, Trace
+
+CAPTURE_FOLDERS = ("capture_traces", "graph_capture_profile")  # the engines' folders of capture traces, beside
+CAPTURE_FILE = re.compile(r"(?i)\.json(\.gz)?$")
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})  # whose args name the kernel a launch made (HIP's)
+
+
+class Launch(NamedTuple):
+    """A captured kernel launch: the kernel, as the runtime call names it ('' where it does not), and the innermost
+    op of a modelled family around it with the args it recorded ('' and none where there is none)."""
+
+    kernel: str
+    op: str
+    inputs: bytes
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The kernel launches of one capture, in the order the stream recorded them."""
+
+    source: str  # the capture trace's file name, within its folder
+    launches: tuple[Launch, ...]
+
+
+@dataclass
+class ReplayOps:
+    """The replayed kernels of a trace whose ops a captured graph beside it gives."""
+
+    spans: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the kernels (rows), each a launch's
+    launch: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # each one's, an index into launches
+    launches: list[Launch] = field(default_factory=list)  # the distinct captured launches
+    captures: list[str] = field(default_factory=list)  # the capture traces beside (folder/name)
+    used: list[str] = field(default_factory=list)  # those whose graphs the replays are
+    replays: int = 0  # the trace's graph replays
+    unmatched: int = 0  # of those, how many no captured graph is one for one (or several, with other ops)
+    refused: list[str] = field(default_factory=list)  # why capture traces did not read, each naming its file
+
+
+def capture_files(source: str) -> list[Path]:
+    """The capture traces in the engines' folders beside the trace ``source``, by name."""
+    found: list[Path] = []
+    for folder in CAPTURE_FOLDERS:
+        place = Path(source).parent / folder
+        if place.is_dir():
+            found.extend(sorted(p for p in place.iterdir() if p.is_file() and CAPTURE_FILE.search(p.name)))
+    return found
+
+
+def captured_graphs(path: Path) -> list[Graph]:
+    """Each graph a capture trace records: its kernel launches between a stream's begin and end of capture on one
+    thread, in order, each with the op it was made in."""
+    kept = dialects.kept_args()
+    keep = dataclasses.replace(kept, categories=kept.categories | RUNTIME_CATEGORIES)
+    trace = dialects.apply(read_trace(path, keep_args=keep))
+    host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
+    launches = np.flatnonzero(host & trace.name_matches(KERNEL_LAUNCH))
+    ops = innermost(trace, np.flatnonzero(host & trace.name_matches(MODELLED_NAMES)))
+    owner = owners(trace, ops, launches) if ops.size else np.full(launches.size, -1, np.int64)
+    graphs = []
+    ends = np.flatnonzero(host & trace.name_matches(CAPTURE_END))
+    for begin in np.flatnonzero(host & trace.name_matches(CAPTURE_BEGIN)).tolist():
+        track = trace.track[begin]
+        later = ends[(trace.track[ends] == track) & (trace.ts[ends] > trace.ts[begin])]
+        until = float(trace.ts[later].min()) if later.size else np.inf
+        inside = np.flatnonzero((trace.track[launches] == track) & (trace.ts[launches] > trace.ts[begin])
+                                & (trace.ts[launches] < until))  # fmt: skip
+        inside = inside[np.argsort(trace.ts[launches[inside]], kind="stable")]
+        made = []
+        for at, op in zip(launches[inside].tolist(), owner[inside].tolist()):
+            args = trace.args(at) or {}
+            kernel = args.get("kernel")
+            row = int(ops[op]) if op >= 0 else -1
+            ref = int(trace.args_ref[row]) if row >= 0 else -1
+            made.append(Launch(kernel if isinstance(kernel, str) else "", trace.names[trace.name[row]] if row >= 0
+                               else "", trace.kept_args[ref] if ref >= 0 else b""))  # fmt: skip
+        if made:
+            graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made)))
+    return graphs
+
+
+def replay_ops(trace: Trace) -> ReplayOps:
+    """The ops of ``trace``'s replayed kernels, from the capture traces beside it (found once)."""
+    return trace.derive("roofline.replay_ops", lambda: _replay_ops(trace))
+
+
+def _replay_ops(trace: Trace) -> ReplayOps:
+    calls, spans = replayed(trace)
+    compute = trace.kind[spans] == Kind.COMPUTE
+    calls, spans = calls[compute], spans[compute]
+    files = capture_files(trace.source) if spans.size else []
+    found = ReplayOps(captures=[f"{p.parent.name}/{p.name}" for p in files], replays=int(np.unique(calls).size))
+    if not files:
+        return found
+    graphs: list[Graph] = []
+    for path in files:
+        try:
+            graphs.extend(captured_graphs(path))
+        except (PerftoolError, OSError) as error:
+            found.refused.append(str(error))
+    order = np.lexsort((trace.ts[spans], calls))
+    calls, spans = calls[order], spans[order]
+    starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])
+    chosen: dict[tuple[int | bool, ...], tuple[str, np.ndarray] | None] = {}  # a replay's graph, its launches
+    distinct: dict[Launch, int] = {}
+    matched: list[np.ndarray] = []
+    launch: list[np.ndarray] = []
+    used: set[str] = set()
+    for replay in np.split(spans, starts[1:]):
+        key = (*trace.name[replay].tolist(), np.unique(trace.track[replay]).size == 1)  # its kernels, on one stream
+        if key not in chosen:
+            graph = _graph_of(trace, replay, graphs)
+            chosen[key] = None if graph is None else (
+                graph.source, np.array([distinct.setdefault(made, len(distinct)) for made in graph.launches], np.int64)
+            )  # fmt: skip
+        if (found_graph := chosen[key]) is None:
+            found.unmatched += 1
+            continue
+        matched.append(replay)
+        launch.append(found_graph[1])
+        used.add(found_graph[0])
+    if matched:
+        found.spans, found.launch = np.concatenate(matched), np.concatenate(launch)
+    found.launches, found.used = list(distinct), sorted(used)
+    return found
+
+
+def _graph_of(trace: Trace, replay: np.ndarray, graphs: list[Graph]) -> Graph | None:
+    """The captured graph whose launches are ``replay``'s kernels one for one: named alike where the capture names
+    them, as many on one stream where it does not; None where none is, or several are that give other ops."""
+    names = [trace.names[n] for n in trace.name[replay].tolist()]
+    one_stream = np.unique(trace.track[replay]).size == 1
+    candidates = [
+        g for g in graphs
+        if len(g.launches) == len(names)
+        and (any(launch.kernel for launch in g.launches) or one_stream)
+        and all(launch.kernel in ("", name) for launch, name in zip(g.launches, names))
+    ]  # fmt: skip
+    ops = {tuple((launch.op, launch.inputs) for launch in g.launches) for g in candidates}
+    return candidates[0] if len(ops) == 1 else None

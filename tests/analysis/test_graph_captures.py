@@ -1,0 +1,167 @@
+"""Replayed graph kernels given to the ops that made them, from the engine's traces of the graph's capture kept beside
+the profile (``capture_traces/``): one for one by kernel name where the capture names them (HIP), by count on one
+stream where it does not (CUDA); never where the graphs that fit give other ops."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import DATA
+
+from perftool.analysis.graph_captures import capture_files, captured_graphs, replay_ops
+from perftool.pipeline.read import load_trace
+from perftool.roofline.figures import roofline
+
+DECODE = DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz"
+CAPTURE = DATA / "real" / "sglang_mi300x_qwen3_8b_graph_capture_bs32.json.gz"  # the same run's bs-32 decode graph
+
+
+def _said(result) -> str:
+    return " ".join(result.output.split())
+
+
+def test_the_real_decode_step_s_kernels_are_given_their_ops_by_its_graph_s_capture(tmp_path, run):
+    """SGLang's decode of 32 sequences on an MI300X, one HIP graph of 544 kernels, beside its capture
+    (``--enable-profile-cuda-graph`` writes ``capture_traces/bs_32_rank0.json.gz``): alone, under 1% of its device
+    time has an op with shapes; beside the capture, the replay's GEMMs are aten::mm of 32 tokens, memory-bound."""
+    alone = roofline(load_trace(DECODE))
+    assert alone.modelled_share < 0.01
+    shutil.copy(DECODE, tmp_path / DECODE.name)
+    (tmp_path / "capture_traces").mkdir()
+    shutil.copy(CAPTURE, tmp_path / "capture_traces" / "bs_32_rank0.json.gz")
+    trace = load_trace(tmp_path / DECODE.name)
+    ops = replay_ops(trace)
+    assert ops.replays == 1 and ops.unmatched == 0 and ops.spans.size == 544
+    assert ops.used == ["capture_traces/bs_32_rank0.json.gz"]
+    found = roofline(trace)
+    assert found.modelled_share > 0.6 and found.dtype == "bf16"
+    (up,) = [op for op in found.ops if op.name == "aten::mm" and op.shapes == "32x4096, 4096x24576"]
+    assert up.calls == 36 and up.flops == 36 * 2 * 32 * 4096 * 24576 and up.bound == "memory"
+    assert all(kind.name for kind in found.calls.kinds)  # a launch made in no modelled op is no call
+    said = _said(run("info", str(tmp_path / DECODE.name)))
+    assert "the roofline gives each replayed kernel to the op that launched it as the graph was captured" in said
+    assert "capture_traces/bs_32_rank0.json.gz" in said
+
+
+def test_a_serving_engine_s_replay_without_its_capture_beside_says_how_to_keep_it(run):
+    """A serving engine's profile is told of its capture traces; a training job's (its own CUDA graphs) is not."""
+    said = _said(run("info", str(DECODE)))
+    assert "whose kernels no op of their own names" in said
+    assert "a capture_traces/ folder: vLLM's profiler config capture_torch_profiler" in said
+    training = _said(run("info", str(DATA / "real" / "ddp_v100_rank1.json.gz")))
+    assert "whose kernels no op of their own names" in training and "capture_traces/" not in training
+
+
+def _capture(launches: list[tuple[str, tuple[int, int, int]]], named: bool) -> dict:
+    """A capture trace: between a stream's begin and end of capture, one aten::mm (M x K by K x N, bf16) per launch,
+    the kernel launched inside it (its name in the launch's args where ``named``, as HIP's runtime calls write it);
+    after it, a kernel launched eagerly."""
+    events: list[dict] = [
+        {"ph": "X", "name": "cudaStreamBeginCapture", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": 0, "dur": 2},
+    ]
+    for k, (kernel, (m, n, inner)) in enumerate(launches):
+        at = 10 + k * 100
+        events.append({"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": at, "dur": 50,
+                       "args": {"Input Dims": [[m, inner], [inner, n]],
+                                "Input type": ["c10::BFloat16", "c10::BFloat16"]}})  # fmt: skip
+        events.append({"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": 1, "tid": 1,
+                       "ts": at + 10, "dur": 5, "args": {"kernel": kernel} if named else {}})  # fmt: skip
+    end = 10 + len(launches) * 100
+    events.append({"ph": "X", "name": "cudaStreamEndCapture", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": end,
+                   "dur": 2})  # fmt: skip
+    events.append(
+        {
+            "ph": "X",
+            "name": "cudaLaunchKernel",
+            "cat": "cuda_runtime",
+            "pid": 1,
+            "tid": 1,
+            "ts": end + 50,
+            "dur": 5,
+            "args": {"kernel": "after_the_capture"} if named else {},
+        }
+    )  # eager work: no graph's node
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def _replay(kernels: list[str], streams: int = 1) -> dict:
+    """A profile of 4 decode steps, each one graph launch replaying ``kernels`` (100 µs each, on ``streams``
+    streams in turn) after 200 µs of host work."""
+    events: list[dict] = []
+    for step in range(4):
+        at = step * 2_000
+        events.append({"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 1, "tid": 1,
+                       "ts": at, "dur": 1_990})  # fmt: skip
+        events.append({"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 1, "tid": 1,
+                       "ts": at + 200, "dur": 10})  # fmt: skip
+        events.append({"ph": "s", "id": step + 1, "pid": 1, "tid": 1, "ts": at + 200, "cat": "ac2g", "name": "ac2g"})
+        for k, kernel in enumerate(kernels):
+            stream = 7 + k % streams
+            start = at + 250 + k * 110
+            events.append({"ph": "X", "name": kernel, "cat": "kernel", "pid": 0, "tid": stream, "ts": start,
+                           "dur": 100})  # fmt: skip
+            events.append({"ph": "f", "id": step + 1, "pid": 0, "tid": stream, "ts": start, "cat": "ac2g",
+                           "name": "ac2g", "bp": "e"})  # fmt: skip
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+GEMMS = [("gemm_a", (32, 4096, 4096)), ("gemm_b", (32, 1024, 4096)), ("gemm_a", (32, 4096, 4096))]
+
+
+def _profile(tmp_path: Path, replay: dict, *captures: dict) -> Path:
+    """The profile ``replay`` with ``captures`` in ``capture_traces/`` beside it."""
+    (tmp_path / "capture_traces").mkdir(parents=True)
+    for k, capture in enumerate(captures):
+        (tmp_path / "capture_traces" / f"bs_{k}_rank0.json").write_text(json.dumps(capture))
+    path = tmp_path / "profile.pt.trace.json"
+    path.write_text(json.dumps(replay))
+    return path
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_replay_takes_its_kernels_ops_from_the_capture_one_for_one(tmp_path, named):
+    """By name where the capture names its kernels; by count, on one stream, where it does not (CUDA's launches)."""
+    path = _profile(tmp_path, _replay([kernel for kernel, _ in GEMMS]), _capture(GEMMS, named))
+    (graph,) = captured_graphs(tmp_path / "capture_traces" / "bs_0_rank0.json")
+    assert [launch.op for launch in graph.launches] == ["aten::mm"] * 3
+    assert [launch.kernel for launch in graph.launches] == (["gemm_a", "gemm_b", "gemm_a"] if named else [""] * 3)
+    trace = load_trace(path)
+    assert replay_ops(trace).unmatched == 0 and replay_ops(trace).spans.size == 4 * 3
+    found = roofline(trace)
+    assert found.modelled_share == 1.0
+    flops = {op.shapes: op.flops / op.calls for op in found.ops}
+    assert flops == {"32x4096, 4096x4096": 2 * 32 * 4096 * 4096, "32x4096, 4096x1024": 2 * 32 * 1024 * 4096}
+
+
+def test_kernels_of_other_names_or_unnamed_ones_on_several_streams_are_no_capture_s(tmp_path, run):
+    renamed = _profile(tmp_path / "renamed", _replay(["gemm_a", "gemm_c", "gemm_a"]), _capture(GEMMS, True))
+    assert replay_ops(load_trace(renamed)).unmatched == 4
+    said = _said(run("info", str(renamed)))
+    assert "The capture traces beside (capture_traces/bs_0_rank0.json) hold no graph whose launches are" in said
+    streams = _profile(tmp_path / "streams", _replay(["gemm_a", "gemm_b", "gemm_a"], streams=2), _capture(GEMMS, False))
+    assert replay_ops(load_trace(streams)).spans.size == 0  # CUDA's capture names no kernel: order holds on one stream
+
+
+def test_graphs_that_fit_alike_give_their_ops_only_where_their_ops_agree(tmp_path):
+    """Two batch sizes whose graphs run the same kernels: their ops' shapes tell them apart, so neither is taken;
+    the same graph captured twice gives one answer."""
+    wider = [(kernel, (64, n, inner)) for kernel, (_, n, inner) in GEMMS]
+    kernels = [kernel for kernel, _ in GEMMS]
+    apart = _profile(tmp_path / "apart", _replay(kernels), _capture(GEMMS, True), _capture(wider, True))
+    assert replay_ops(load_trace(apart)).unmatched == 4
+    twice = _profile(tmp_path / "twice", _replay(kernels), _capture(GEMMS, True), _capture(GEMMS, True))
+    assert replay_ops(load_trace(twice)).unmatched == 0
+
+
+def test_a_capture_trace_that_does_not_read_is_named_and_the_others_still_serve(tmp_path, run):
+    path = _profile(tmp_path, _replay([kernel for kernel, _ in GEMMS]), _capture(GEMMS, True))
+    (tmp_path / "capture_traces" / "cut.json").write_text('{"traceEvents": [')
+    assert [p.name for p in capture_files(str(path))] == ["bs_0_rank0.json", "cut.json"]
+    result = run("scan", str(path), "--fail-on", "never", "--format", "json")
+    assert result.exit_code == 0
+    (said,) = [c for c in json.loads(result.stdout)["traces"][0]["caveats"] if "graph replays" in c]
+    assert "the roofline gives each replayed kernel to the op that launched it" in said
+    assert f"(not read: {tmp_path / 'capture_traces' / 'cut.json'}: truncated JSON" in said
