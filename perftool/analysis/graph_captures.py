@@ -8,7 +8,9 @@ In such a trace each kernel launch between a stream's begin and end of capture i
 op that launched it (its input shapes recorded); a replay runs the nodes as kernels in the order they were captured.
 A replay whose kernels are a captured graph's launches one for one (the same kernels by name where the capture names
 them, as HIP's runtime calls do; as many, all on one stream, where it does not, as CUDA's do not) takes each kernel's
-op from its launch.
+op from its launch. Batch sizes captured alike are told apart as the engine chooses between them: a step of N tokens
+(``execute_N_…``, ``step[DECODE bs=N]``) replays the graph captured for the smallest batch of N or more
+(``capture_M_…``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from perftool.analysis.launches import replayed
 from perftool.analysis.nesting import innermost, owners
 from perftool.common.errors import PerftoolError
 from perftool.dialects.op_families import MODELLED_NAMES
-from perftool.dialects.vocabulary import CAPTURE_BEGIN, CAPTURE_END, KERNEL_LAUNCH
+from perftool.dialects.vocabulary import (
+    CAPTURE_BEGIN,
+    CAPTURE_END,
+    ENGINE_STEP_TOKENS,
+    GRAPH_CAPTURE_SIZE,
+    KERNEL_LAUNCH,
+)
 from perftool.trace.loader import read_trace
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -50,6 +58,7 @@ class Graph:
 
     source: str  # the capture trace's file name, within its folder
     launches: tuple[Launch, ...]
+    size: int | None = None  # the batch it was captured for, where the engine's annotation around it names one
 
 
 @dataclass
@@ -104,8 +113,22 @@ def captured_graphs(path: Path) -> list[Graph]:
             made.append(Launch(kernel if isinstance(kernel, str) else "", trace.names[trace.name[row]] if row >= 0
                                else "", trace.kept_args[ref] if ref >= 0 else b""))  # fmt: skip
         if made:
-            graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made)))
+            (size,) = _named_numbers(trace, [begin], GRAPH_CAPTURE_SIZE)
+            graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made), size))
     return graphs
+
+
+def _named_numbers(trace: Trace, rows: list[int], pattern: re.Pattern[str]) -> list[int | None]:
+    """Per row: the number the innermost annotation around it on its thread names by ``pattern`` (its first group
+    that matched); None where no annotation around it does."""
+    named = np.flatnonzero(trace.of_kinds(Kind.ANNOTATION, Kind.STEP) & trace.name_matches(pattern))  # steps too
+    found: list[int | None] = []
+    for row in rows:
+        around = named[(trace.track[named] == trace.track[row]) & (trace.ts[named] <= trace.ts[row])
+                       & (trace.end[named] >= trace.end[row])]  # fmt: skip
+        match = pattern.match(trace.names[trace.name[around[np.argmax(trace.ts[around])]]]) if around.size else None
+        found.append(int(next(group for group in match.groups() if group)) if match else None)
+    return found
 
 
 def replay_ops(trace: Trace) -> ReplayOps:
@@ -130,15 +153,16 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     order = np.lexsort((trace.ts[spans], calls))
     calls, spans = calls[order], spans[order]
     starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])
-    chosen: dict[tuple[int | bool, ...], tuple[str, np.ndarray] | None] = {}  # a replay's graph, its launches
+    chosen: dict[tuple[int | bool, ...], tuple[str, np.ndarray] | None] = {}  # by kernels, stream, tokens
     distinct: dict[Launch, int] = {}
     matched: list[np.ndarray] = []
     launch: list[np.ndarray] = []
     used: set[str] = set()
-    for replay in np.split(spans, starts[1:]):
-        key = (*trace.name[replay].tolist(), np.unique(trace.track[replay]).size == 1)  # its kernels, on one stream
+    steps = _named_numbers(trace, calls[starts].tolist(), ENGINE_STEP_TOKENS)  # the tokens of each replay's step
+    for tokens, replay in zip(steps, np.split(spans, starts[1:])):
+        key = (*trace.name[replay].tolist(), np.unique(trace.track[replay]).size == 1, tokens or 0)
         if key not in chosen:
-            graph = _graph_of(trace, replay, graphs)
+            graph = _graph_of(trace, replay, graphs, tokens)
             chosen[key] = None if graph is None else (
                 graph.source, np.array([distinct.setdefault(made, len(distinct)) for made in graph.launches], np.int64)
             )  # fmt: skip
@@ -154,9 +178,11 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     return found
 
 
-def _graph_of(trace: Trace, replay: np.ndarray, graphs: list[Graph]) -> Graph | None:
+def _graph_of(trace: Trace, replay: np.ndarray, graphs: list[Graph], tokens: int | None) -> Graph | None:
     """The captured graph whose launches are ``replay``'s kernels one for one: named alike where the capture names
-    them, as many on one stream where it does not; None where none is, or several are that give other ops."""
+    them, as many on one stream where it does not. Where several are that give other ops (batches captured alike),
+    the one an engine replays for ``tokens`` (its step's, where annotated): captured for the smallest batch of as many
+    or more. None where none is, or it stays unclear which."""
     names = [trace.names[n] for n in trace.name[replay].tolist()]
     one_stream = np.unique(trace.track[replay]).size == 1
     candidates = [
@@ -165,5 +191,12 @@ def _graph_of(trace: Trace, replay: np.ndarray, graphs: list[Graph]) -> Graph | 
         and (any(launch.kernel for launch in g.launches) or one_stream)
         and all(launch.kernel in ("", name) for launch, name in zip(g.launches, names))
     ]  # fmt: skip
-    ops = {tuple((launch.op, launch.inputs) for launch in g.launches) for g in candidates}
-    return candidates[0] if len(ops) == 1 else None
+    if len(_ops(candidates)) > 1 and tokens is not None:
+        fits = [g.size for g in candidates if g.size is not None and g.size >= tokens]
+        candidates = [g for g in candidates if fits and g.size == min(fits)]
+    return candidates[0] if len(_ops(candidates)) == 1 else None
+
+
+def _ops(graphs: list[Graph]) -> set[tuple[tuple[str, bytes], ...]]:
+    """The distinct sequences of ops ``graphs`` give their kernels."""
+    return {tuple((launch.op, launch.inputs) for launch in g.launches) for g in graphs}

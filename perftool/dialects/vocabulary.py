@@ -12,6 +12,10 @@ ENGINE_STEP = re.compile(
     r"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b"
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
+# The tokens an engine's iteration runs, as its step annotations count them (vLLM's execute_N_context_..., SGLang's
+# step[DECODE bs=N]); it replays the graph captured for the smallest batch of N or more
+ENGINE_STEP_TOKENS = re.compile(r"^execute_(\d+)_context_|^step\[DECODE bs=(\d+)")
+GRAPH_CAPTURE_SIZE = re.compile(r"^capture_(\d+)_")  # an engine's capture of a graph for N (capture_32_DECODE)
 STEP_NUMBER_ARG = "step_num"  # a step marker's number in its args (jax.profiler's StepTraceAnnotation)
 # Waits: the host's synchronising calls (the CUDA runtime's and HIP's, the driver's that XLA makes, each with the
 # suffixes CUPTI gives a version and the per-thread default stream), a scalar read back, Ascend's and Gaudi's calls;

@@ -8,10 +8,12 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import DATA
 
 from perftool.analysis.graph_captures import capture_files, captured_graphs, replay_ops
+from perftool.dialects.vocabulary import GRAPH_LAUNCH
 from perftool.pipeline.read import load_trace
 from perftool.roofline.figures import roofline
 
@@ -55,13 +57,17 @@ def test_a_serving_engine_s_replay_without_its_capture_beside_says_how_to_keep_i
     assert "whose kernels no op of their own names" in training and "capture_traces/" not in training
 
 
-def _capture(launches: list[tuple[str, tuple[int, int, int]]], named: bool) -> dict:
+def _capture(launches: list[tuple[str, tuple[int, int, int]]], named: bool, size: int | None = None) -> dict:
     """A capture trace: between a stream's begin and end of capture, one aten::mm (M x K by K x N, bf16) per launch,
-    the kernel launched inside it (its name in the launch's args where ``named``, as HIP's runtime calls write it);
-    after it, a kernel launched eagerly."""
+    the kernel launched inside it (its name in the launch's args where ``named``, as HIP's runtime calls write it),
+    all inside the engine's annotation of the batch ``size`` it captures for, where given; after it, a kernel
+    launched eagerly."""
     events: list[dict] = [
         {"ph": "X", "name": "cudaStreamBeginCapture", "cat": "cuda_runtime", "pid": 1, "tid": 1, "ts": 0, "dur": 2},
     ]
+    if size is not None:
+        events.append({"ph": "X", "name": f"capture_{size}_DECODE", "cat": "user_annotation", "pid": 1, "tid": 1,
+                       "ts": -5, "dur": 20 + len(launches) * 100})  # fmt: skip
     for k, (kernel, (m, n, inner)) in enumerate(launches):
         at = 10 + k * 100
         events.append({"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": at, "dur": 50,
@@ -87,14 +93,17 @@ def _capture(launches: list[tuple[str, tuple[int, int, int]]], named: bool) -> d
     return {"schemaVersion": 1, "traceEvents": events}
 
 
-def _replay(kernels: list[str], streams: int = 1) -> dict:
+def _replay(kernels: list[str], streams: int = 1, tokens: int | None = None) -> dict:
     """A profile of 4 decode steps, each one graph launch replaying ``kernels`` (100 µs each, on ``streams``
-    streams in turn) after 200 µs of host work."""
+    streams in turn) after 200 µs of host work, inside the engine's annotation of a step of ``tokens`` where given."""
     events: list[dict] = []
     for step in range(4):
         at = step * 2_000
         events.append({"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 1, "tid": 1,
                        "ts": at, "dur": 1_990})  # fmt: skip
+        if tokens is not None:
+            events.append({"ph": "X", "name": f"execute_{tokens}_context_0(sq0)_generation_{tokens}(sq{tokens})",
+                           "cat": "user_annotation", "pid": 1, "tid": 1, "ts": at + 100, "dur": 300})  # fmt: skip
         events.append({"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 1, "tid": 1,
                        "ts": at + 200, "dur": 10})  # fmt: skip
         events.append({"ph": "s", "id": step + 1, "pid": 1, "tid": 1, "ts": at + 200, "cat": "ac2g", "name": "ac2g"})
@@ -165,3 +174,38 @@ def test_a_capture_trace_that_does_not_read_is_named_and_the_others_still_serve(
     (said,) = [c for c in json.loads(result.stdout)["traces"][0]["caveats"] if "graph replays" in c]
     assert "the roofline gives each replayed kernel to the op that launched it" in said
     assert f"(not read: {tmp_path / 'capture_traces' / 'cut.json'}: truncated JSON" in said
+
+
+@pytest.mark.parametrize(("tokens", "rows"), [(20, 32), (16, 16), (40, None), (None, None)])
+def test_batches_captured_alike_are_told_apart_by_the_tokens_of_the_step_replaying_them(tmp_path, tokens, rows):
+    """Graphs captured for 16 and for 32 tokens run the same kernels: a step of 20 tokens replays the one for 32
+    (the smallest that holds it), one of 16 that for 16; one of 40 fits neither, and a step that names no tokens
+    leaves it unclear."""
+    kernels = [kernel for kernel, _ in GEMMS]
+    sixteen = [(kernel, (16, n, inner)) for kernel, (_, n, inner) in GEMMS]
+    path = _profile(tmp_path, _replay(kernels, tokens=tokens), _capture(sixteen, True, 16), _capture(GEMMS, True, 32))
+    found = roofline(load_trace(path))
+    if rows is None:
+        assert found.modelled_share == 0.0
+        return
+    assert {op.shapes for op in found.ops} == {f"{rows}x4096, 4096x4096", f"{rows}x4096, 4096x1024"}
+
+
+def test_a_replay_s_tokens_are_those_of_the_innermost_step_around_its_launch(write_trace):
+    """Of the engine's annotations (vLLM's execute_N_..., SGLang's step[DECODE bs=N]), the innermost one around the
+    launch call names its tokens; one that ended before it names none."""
+    from perftool.analysis.graph_captures import _named_numbers
+    from perftool.dialects.vocabulary import ENGINE_STEP_TOKENS
+
+    def step(tokens: int, ts: float, dur: float) -> dict:
+        return {"ph": "X", "name": f"execute_{tokens}_context_0(sq0)_generation_{tokens}(sq{tokens})",
+                "cat": "user_annotation", "pid": 1, "tid": 1, "ts": ts, "dur": dur}  # fmt: skip
+
+    launch = {"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 1, "tid": 1, "dur": 10}
+    decode = {"ph": "X", "name": "step[DECODE bs=8]", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 2_000,
+              "dur": 500}  # fmt: skip
+    events = [step(64, 0, 1_000), step(32, 100, 300), step(16, 1_100, 50), decode, {**launch, "ts": 200},
+              {**launch, "ts": 1_200}, {**launch, "ts": 2_100}]  # fmt: skip
+    trace = load_trace(write_trace({"schemaVersion": 1, "traceEvents": events}))
+    launches = [int(row) for row in np.flatnonzero(trace.name_matches(GRAPH_LAUNCH))]
+    assert _named_numbers(trace, launches, ENGINE_STEP_TOKENS) == [32, None, 8]
