@@ -68,6 +68,7 @@ class ReplayOps:
 
     spans: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the kernels (rows), each a launch's
     launch: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # each one's, an index into launches
+    replayed_by: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # each one's graph launch (row)
     launches: list[Launch] = field(default_factory=list)  # the distinct captured launches
     captures: list[str] = field(default_factory=list)  # the capture traces beside (folder/name)
     used: list[str] = field(default_factory=list)  # those whose graphs the replays are
@@ -158,9 +159,10 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     distinct: dict[Launch, int] = {}
     matched: list[np.ndarray] = []
     launch: list[np.ndarray] = []
+    by: list[np.ndarray] = []
     used: set[str] = set()
     steps = _named_numbers(trace, calls[starts].tolist(), ENGINE_STEP_TOKENS)  # the tokens of each replay's step
-    for tokens, replay in zip(steps, np.split(spans, starts[1:])):
+    for call, tokens, replay in zip(calls[starts].tolist(), steps, np.split(spans, starts[1:])):
         key = (*trace.name[replay].tolist(), np.unique(trace.track[replay]).size == 1, tokens or 0)
         if key not in chosen:
             fitted = _graph_of(trace, replay, graphs, tokens)
@@ -172,9 +174,11 @@ def _replay_ops(trace: Trace) -> ReplayOps:
             continue
         matched.append(replay)
         launch.append(found_graph[1])
+        by.append(np.full(replay.size, call, np.int64))
         used.add(found_graph[0])
     if matched:
         found.spans, found.launch = np.concatenate(matched), np.concatenate(launch)
+        found.replayed_by = np.concatenate(by)
     found.launches, found.used = list(distinct), sorted(used)
     return found
 

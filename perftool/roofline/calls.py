@@ -104,6 +104,8 @@ class Calls:
     kernel_call: np.ndarray  # int64: for each of those, the call that launched it (an index into ``rows``)
     # int64: which compiled program each call's kernel ran in (XLA; a number per program); None where calls run eagerly
     program: np.ndarray | None = None
+    # int64: the host row each call stands at (its op, or the graph launch that replayed it); None where ``rows`` are
+    host_rows: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)  # what keeps some calls from a model, where the trace says
 
     def each(self, value: Callable[[OpKind], Any], dtype: Any) -> np.ndarray:
@@ -207,7 +209,8 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         merged[index] = keys.setdefault((trace.names[trace.name[row]], trace.kept_args[ref] if ref >= 0 else b""),
                                         len(keys))  # fmt: skip
     kind = merged[kind.reshape(-1)]
-    replayed_kernels, replayed_kinds = _replayed_calls(trace, window, replays, keys)
+    replayed_kernels, replayed_kinds, replayed_by = _replayed_calls(trace, window, replays, keys)
+    host_rows = np.r_[rows, replayed_by] if replayed_kernels.size else None
     if replayed_kernels.size:  # each replayed kernel a call of the op its capture made it in
         rows, kind = np.r_[rows, replayed_kernels], np.r_[kind, replayed_kinds]
         kernel_rows = np.r_[kernel_rows, replayed_kernels]
@@ -229,13 +232,14 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         launches_linked=bool(sources.size) or bool(replayed_kernels.size),
         kernel_rows=kernel_rows,
         kernel_call=kernel_call,
+        host_rows=host_rows,
     )
 
 
 def _replayed_calls(trace: Trace, window: tuple[float, float], replays: ReplayOps,
-                    keys: dict[tuple[str, bytes], int]) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The replayed kernels in ``window`` whose captured launch lies in an op of a modelled family (rows), and the
-    kind of each (``keys``: (op name, recorded args) → kind, the new ones added)."""
+                    keys: dict[tuple[str, bytes], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The replayed kernels in ``window`` whose captured launch lies in an op of a modelled family (rows), the kind of
+    each (``keys``: (op name, recorded args) → kind, the new ones added), and the graph launch that replayed it."""
     lo, hi = window
     inside = (trace.ts[replays.spans] >= lo) & (trace.ts[replays.spans] < hi)
     kind_of = np.full(len(replays.launches), -1, np.int64)  # -1: made in no modelled op
@@ -243,7 +247,8 @@ def _replayed_calls(trace: Trace, window: tuple[float, float], replays: ReplayOp
         if (made := replays.launches[index]).op:
             kind_of[index] = keys.setdefault((made.op, made.inputs), len(keys))
     kinds = kind_of[replays.launch[inside]]
-    return replays.spans[inside][kinds >= 0], kinds[kinds >= 0]
+    modelled = kinds >= 0
+    return replays.spans[inside][modelled], kinds[modelled], replays.replayed_by[inside][modelled]
 
 
 class _XlaArgs(msgspec.Struct):

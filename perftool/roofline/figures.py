@@ -195,7 +195,8 @@ def _region_rows(trace: Trace, calls: Calls, flops: np.ndarray, at_roof: np.ndar
     if not annotations.size or not calls.rows.size:
         return []
     owner = np.full(calls.rows.size, -1, np.int64)
-    call_ts, call_track = trace.ts[calls.rows], trace.track[calls.rows]
+    at = calls.rows if calls.host_rows is None else calls.host_rows  # a replayed kernel where its graph was launched
+    call_ts, call_track = trace.ts[at], trace.track[at]
     order = np.lexsort((call_ts, call_track))  # calls by thread, then start
     keys, starts = call_track[order], call_ts[order]
     for row in annotations[np.argsort(-trace.dur[annotations], kind="stable")].tolist():  # outer first, inner last

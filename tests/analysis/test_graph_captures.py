@@ -107,6 +107,8 @@ def _replay(kernels: list[str], streams: int = 1, tokens: int | None = None) -> 
                            "cat": "user_annotation", "pid": 1, "tid": 1, "ts": at + 100, "dur": 300})  # fmt: skip
         events.append({"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 1, "tid": 1,
                        "ts": at + 200, "dur": 10})  # fmt: skip
+        events.append({"ph": "X", "name": "decode_graph", "cat": "user_annotation", "pid": 1, "tid": 1,
+                       "ts": at + 190, "dur": 30})  # fmt: skip
         events.append({"ph": "s", "id": step + 1, "pid": 1, "tid": 1, "ts": at + 200, "cat": "ac2g", "name": "ac2g"})
         for k, kernel in enumerate(kernels):
             stream = 7 + k % streams
@@ -142,6 +144,8 @@ def test_a_replay_takes_its_kernels_ops_from_the_capture_one_for_one(tmp_path, n
     assert replay_ops(trace).unmatched == 0 and replay_ops(trace).spans.size == 4 * 3
     found = roofline(trace)
     assert found.modelled_share == 1.0
+    (region,) = found.regions  # each replayed kernel counted in the annotation around the launch that replayed it
+    assert region.name == "decode_graph" and region.calls == sum(op.calls for op in found.ops) == 3 * found.steps
     flops = {op.shapes: op.flops / op.calls for op in found.ops}
     assert flops == {"32x4096, 4096x4096": 2 * 32 * 4096 * 4096, "32x4096, 4096x1024": 2 * 32 * 1024 * 4096}
 
