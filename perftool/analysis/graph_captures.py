@@ -19,7 +19,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from perftool.trace.model import Kind, Phase, Role, Trace
 CAPTURE_FOLDERS = ("capture_traces", "graph_capture_profile")  # the engines' folders of capture traces, beside
 CAPTURE_FILE = re.compile(r"(?i)\.json(\.gz)?$")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})  # whose args name the kernel a launch made (HIP's)
+CAPTURES_FROM = "perftool.graph_captures"  # the top-level key of an annotated trace naming the captures it read
 UNSEEN_NODES = 0.01  # of a graph's named launches, the share a replay may show no kernel of (one at least)
 
 
@@ -77,13 +78,17 @@ class ReplayOps:
     refused: list[str] = field(default_factory=list)  # why capture traces did not read, each naming its file
 
 
-def capture_files(source: str) -> list[Path]:
-    """The capture traces in the engines' folders beside the trace ``source``, by name."""
+def capture_files(source: str, metadata: dict[str, Any]) -> list[Path]:
+    """The capture traces in the engines' folders beside the trace ``source``, by name; where there are none, those
+    an annotated trace (top-level ``metadata``) names."""
     found: list[Path] = []
     for folder in CAPTURE_FOLDERS:
         place = Path(source).parent / folder
         if place.is_dir():
             found.extend(sorted(p for p in place.iterdir() if p.is_file() and CAPTURE_FILE.search(p.name)))
+    named = metadata.get(CAPTURES_FROM)
+    if not found and isinstance(named, list):
+        found = [Path(p) for p in named if isinstance(p, str) and Path(p).is_file()]
     return found
 
 
@@ -142,7 +147,7 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     calls, spans = replayed(trace)
     compute = trace.kind[spans] == Kind.COMPUTE
     calls, spans = calls[compute], spans[compute]
-    files = capture_files(trace.source) if spans.size else []
+    files = capture_files(trace.source, trace.metadata) if spans.size else []
     found = ReplayOps(captures=[f"{p.parent.name}/{p.name}" for p in files], replays=int(np.unique(calls).size))
     if not files:
         return found

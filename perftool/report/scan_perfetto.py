@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from perftool.analysis.graph_captures import CAPTURES_FROM, capture_files
 from perftool.common.errors import PerftoolError
 from perftool.common.units import duration
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
@@ -90,6 +91,8 @@ def render(report: ScanReport) -> Iterator[bytes]:
         metadata = {"perftool": {"merged_ranks": len(report.traces), "alignment": report.job.alignment.text}}
     elif space := programs_space(report.traces[0].path, metadata):
         metadata[PROGRAMS_FROM] = space  # an XLA trace's programs stay where they are: the annotations name them
+    elif captures := capture_files(report.traces[0].path, metadata):
+        metadata[CAPTURES_FROM] = [str(p.resolve()) for p in captures]  # so are a replay's graph captures
     metadata.pop("traceEvents", None)
     yield b"]" + b"".join(b"," + msgspec.json.encode(key) + b":" + msgspec.json.encode(value)
                           for key, value in metadata.items()) + b"}\n"  # fmt: skip

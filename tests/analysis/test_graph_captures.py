@@ -173,7 +173,7 @@ def test_graphs_that_fit_alike_give_their_ops_only_where_their_ops_agree(tmp_pat
 def test_a_capture_trace_that_does_not_read_is_named_and_the_others_still_serve(tmp_path, run):
     path = _profile(tmp_path, _replay([kernel for kernel, _ in GEMMS]), _capture(GEMMS, True))
     (tmp_path / "capture_traces" / "cut.json").write_text('{"traceEvents": [')
-    assert [p.name for p in capture_files(str(path))] == ["bs_0_rank0.json", "cut.json"]
+    assert [p.name for p in capture_files(str(path), {})] == ["bs_0_rank0.json", "cut.json"]
     result = run("scan", str(path), "--fail-on", "never", "--format", "json")
     assert result.exit_code == 0
     (said,) = [c for c in json.loads(result.stdout)["traces"][0]["caveats"] if "graph replays" in c]
@@ -252,3 +252,13 @@ def test_a_replay_may_lack_a_few_of_the_captured_launches_where_the_capture_name
         return
     kept = [0, *range(1 + unseen, count)]
     assert sorted(op.shapes for op in found.ops) == sorted(f"32x4096, 4096x{256 * (k + 1)}" for k in kept)
+
+
+def test_an_annotated_copy_written_elsewhere_reads_the_captures_its_trace_had_beside(tmp_path, run):
+    """``scan --format perfetto`` names the capture traces it read, so its annotated copy, wherever it is written,
+    gives the replayed kernels the same ops."""
+    path = _profile(tmp_path / "profile", _replay([kernel for kernel, _ in GEMMS]), _capture(GEMMS, True))
+    out = tmp_path / "elsewhere" / "annotated.json"
+    out.parent.mkdir()
+    assert run("scan", str(path), "--format", "perfetto", "-o", str(out), "--fail-on", "never").exit_code == 0
+    assert roofline(load_trace(out)).flops == roofline(load_trace(path)).flops > 0
