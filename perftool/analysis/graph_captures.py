@@ -16,6 +16,7 @@ op from its launch. Batch sizes captured alike are told apart as the engine choo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,9 +93,18 @@ def capture_files(source: str, metadata: dict[str, Any]) -> list[Path]:
     return found
 
 
-def captured_graphs(path: Path) -> list[Graph]:
+def captured_graphs(path: Path) -> tuple[Graph, ...]:
     """Each graph a capture trace records: its kernel launches between a stream's begin and end of capture on one
-    thread, in order, each with the op it was made in."""
+    thread, in order, each with the op it was made in. Read once a process while the file is unchanged: a job's
+    ranks share the capture traces beside them."""
+    stat = path.stat()
+    return _graphs(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
+    """:func:`captured_graphs` of ``file`` as it was at ``mtime_ns``, ``length`` bytes long (the cache's key)."""
+    path = Path(file)
     kept = dialects.kept_args()
     keep = dataclasses.replace(kept, categories=kept.categories | RUNTIME_CATEGORIES)
     trace = dialects.apply(read_trace(path, keep_args=keep))
@@ -102,7 +112,7 @@ def captured_graphs(path: Path) -> list[Graph]:
     launches = np.flatnonzero(host & trace.name_matches(KERNEL_LAUNCH))
     ops = innermost(trace, np.flatnonzero(host & trace.name_matches(MODELLED_NAMES)))
     owner = owners(trace, ops, launches) if ops.size else np.full(launches.size, -1, np.int64)
-    graphs = []
+    graphs: list[Graph] = []
     ends = np.flatnonzero(host & trace.name_matches(CAPTURE_END))
     for begin in np.flatnonzero(host & trace.name_matches(CAPTURE_BEGIN)).tolist():
         track = trace.track[begin]
@@ -122,7 +132,7 @@ def captured_graphs(path: Path) -> list[Graph]:
         if made:
             (size,) = _named_numbers(trace, [begin], GRAPH_CAPTURE_SIZE)
             graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made), size))
-    return graphs
+    return tuple(graphs)
 
 
 def _named_numbers(trace: Trace, rows: list[int], pattern: re.Pattern[str]) -> list[int | None]:

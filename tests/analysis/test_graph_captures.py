@@ -262,3 +262,18 @@ def test_an_annotated_copy_written_elsewhere_reads_the_captures_its_trace_had_be
     out.parent.mkdir()
     assert run("scan", str(path), "--format", "perfetto", "-o", str(out), "--fail-on", "never").exit_code == 0
     assert roofline(load_trace(out)).flops == roofline(load_trace(path)).flops > 0
+
+
+def test_a_capture_trace_is_read_once_while_it_is_unchanged(tmp_path, monkeypatch):
+    """A job's ranks share the capture traces beside them: each file is read once, again once it changes."""
+    from perftool.analysis import graph_captures
+    from perftool.trace.loader import read_trace
+
+    read: list[Path] = []
+    monkeypatch.setattr(graph_captures, "read_trace", lambda path, **options: read.append(path) or read_trace(path,
+                        **options))  # fmt: skip
+    path = _profile(tmp_path, _replay([kernel for kernel, _ in GEMMS]), _capture(GEMMS, True))
+    assert replay_ops(load_trace(path)).unmatched == replay_ops(load_trace(path)).unmatched == 0
+    assert len(read) == 1
+    (tmp_path / "capture_traces" / "bs_0_rank0.json").write_text(json.dumps(_capture(GEMMS[:2], True)))
+    assert replay_ops(load_trace(path)).unmatched == 4 and len(read) == 2  # another graph now: no replay is it
