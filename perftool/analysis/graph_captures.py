@@ -1,9 +1,10 @@
 """The ops behind a device graph's replayed kernels, from the traces of the graph's capture beside the profile.
 
 A replayed graph's kernels have no op of their own in the trace: the ops ran once, when the graph was captured at
-start-up, and a replay is one launch call. Serving engines profile that capture when asked and write it beside their
+start-up, and a replay is one launch call. Engines profile that capture when asked and write it beside their
 profiles: vLLM's ``capture_torch_profiler`` and SGLang's ``--enable-profile-cuda-graph`` under ``capture_traces/``
-(SGLang a file per batch size), SGLang's ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` under ``graph_capture_profile/``.
+(SGLang a file per batch size), as xDiT keeps a compiled model's warm-up; SGLang's
+``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` under ``graph_capture_profile/``.
 In such a trace each kernel launch between a stream's begin and end of capture is a node of the graph, made inside the
 op that launched it (its input shapes recorded); a replay runs the nodes as kernels in the order they were captured.
 A replay whose kernels are a captured graph's launches one for one (the same kernels by name where the capture names
@@ -150,7 +151,7 @@ def _named_numbers(trace: Trace, rows: list[int], pattern: re.Pattern[str]) -> l
 
 def replay_ops(trace: Trace) -> ReplayOps:
     """The ops of ``trace``'s replayed kernels, from the capture traces beside it (found once)."""
-    return trace.derive("roofline.replay_ops", lambda: _replay_ops(trace))
+    return trace.derive("graph_captures.replay_ops", lambda: _replay_ops(trace))
 
 
 def _replay_ops(trace: Trace) -> ReplayOps:
