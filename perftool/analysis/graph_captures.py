@@ -3,8 +3,9 @@
 A replayed graph's kernels have no op of their own in the trace: the ops ran once, when the graph was captured at
 start-up, and a replay is one launch call. Engines profile that capture when asked and write it beside their
 profiles: vLLM's ``capture_torch_profiler`` and SGLang's ``--enable-profile-cuda-graph`` under ``capture_traces/``
-(SGLang a file per batch size), as xDiT keeps a compiled model's warm-up; SGLang's
-``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` under ``graph_capture_profile/``.
+(SGLang a file per batch size), SGLang's ``SGLANG_ENABLE_CUDA_GRAPH_CAPTURE_TRACE`` under
+``graph_capture_profile/``; a compiled model's warm-up, profiled while it records its graphs, serves the same where
+it is kept there.
 In such a trace each kernel launch between a stream's begin and end of capture is a node of the graph, made inside the
 op that launched it (its input shapes recorded); a replay runs the nodes as kernels in the order they were captured.
 A replay whose kernels are a captured graph's launches one for one (the same kernels by name where the capture names

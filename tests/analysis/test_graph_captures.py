@@ -222,8 +222,8 @@ FLUX_WARMUP = DATA / "real" / "flux1_aiter_mi300x_warmup_compile_cudagraph.json.
 
 def test_a_compiled_model_s_graph_replays_take_their_ops_from_its_warm_up_s_capture(tmp_path):
     """FLUX.1 on an MI300X, torch.compile'd with CUDA-graph trees: its warm-up records the graph (994 launches), its
-    step replays it four times (993 kernels each: the capture's last GEMM shows no kernel). Beside the warm-up, as
-    xDiT keeps it (``capture_traces/``), the step's GEMMs are aten::mm and aten::addmm with their shapes."""
+    step replays it four times (993 kernels each: the capture's last GEMM shows no kernel). With the warm-up kept in
+    ``capture_traces/`` beside it, the step's GEMMs are aten::mm and aten::addmm with their shapes."""
     alone = roofline(load_trace(FLUX_STEP))
     assert alone.modelled_share < 0.06
     shutil.copy(FLUX_STEP, tmp_path / "profile_trace_rank_0.json.gz")
