@@ -282,17 +282,16 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
     )
     keep = (
         "keep the engine's traces of the graphs' capture beside the profile (a capture_traces/ folder: vLLM's profiler "
-        "config capture_torch_profiler, SGLang's --enable-profile-cuda-graph), "
+        "config capture_torch_profiler, SGLang's --enable-profile-cuda-graph), or "
         if job_kind(trace) == "serving"
         else ""
     )
     return (
         f"{share:.0%} of the device's compute runs in device graph replays, whose kernels no op of their own names: "
         f"per-op figures (diff --by op, the roofline) give them to the op that replays the graph. {beside}To see them "
-        f"by op, {keep}label the kernels as the graph is captured (PyTorch's CUDA graph kernel annotations: "
-        "torch.cuda.graph(..., enable_annotations=True) with mark_kernels, CUDA 13.1 or later), or profile one run "
-        "with graphs off (torch.compile without mode=\"reduce-overhead\", vLLM's --enforce-eager, SGLang's "
-        "--disable-cuda-graph)"
+        f'by op, {keep}profile one run with graphs off (torch.compile without mode="reduce-overhead", vLLM\'s '
+        "--enforce-eager, SGLang's --disable-cuda-graph); in a trace viewer, PyTorch's CUDA graph kernel annotations "
+        "label them too (torch.cuda.graph(..., enable_annotations=True) with mark_kernels, CUDA 13.1 or later)"
     )
 
 
