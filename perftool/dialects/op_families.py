@@ -384,6 +384,25 @@ def _per_element(family: str, flops_each: float, tensors_moved: int) -> Any:
     return model
 
 
+def _out_arguments(family: str, flops_each: float, updated: tuple[int, ...] = ()) -> Any:
+    """A serving engine's fused kernel that takes its outputs as arguments, its first the one it writes: ``flops_each``
+    per element of its largest tensor argument; every tensor argument moved once, read or written, those it updates in
+    place (``updated``: their positions) twice."""
+
+    def model(name: str, inputs: Inputs) -> Work | None:
+        found = _largest(inputs)
+        if found is None:
+            return None
+        shape, index = found
+        dtype, size, recorded = inputs.dtype(index)
+        tensors = [(i, numel(s)) for i in range(len(inputs.dims)) if (s := inputs.tensor(i))]
+        moved = sum(elements * (2 if i in updated else 1) for i, elements in tensors) * size
+        out = tuple(inputs.tensor(0) or ())  # unknown where the output is not recorded
+        return Work(family, flops_each * numel(shape), moved, dtype, recorded, out_shape=out, item_bytes=size)
+
+    return model
+
+
 def _elementwise(flops_each: float) -> Any:
     """Pointwise ops: every tensor input read, the broadcast output written."""
 
@@ -485,6 +504,18 @@ _FOREACH = {"_foreach_add": 1, "_foreach_sub": 1, "_foreach_mul": 1, "_foreach_d
             "_foreach_addcdiv": 2, "_foreach_lerp": 2, "_foreach_sqrt": 1, "_foreach_neg": 1, "_foreach_zero": 0,
             "_foreach_copy": 0, "_foreach_norm": 1, "_foreach_maximum": 1}  # fmt: skip
 _OPTIMIZERS = {"_fused_adam": 13, "_fused_adamw": 15, "_fused_sgd": 4, "_fused_adagrad": 6}
+# Serving engines' fused kernels (vLLM's _C, SGLang's sgl_kernel, AMD's aiter), by their schemas: an RMS norm is 4 FLOPs
+# an element (square, sum, scale, weight), one that adds the residual first 5; an activation-and-multiply 5 for each
+# of its outputs, half its input's elements. In place: vLLM's and SGLang's fused_add_rms_norm(input!, residual!, ...).
+_ENGINE_OPS = {
+    "_C::rms_norm": _out_arguments("norm", 4), "sgl_kernel::rmsnorm": _out_arguments("norm", 4),
+    "aiter::rmsnorm": _out_arguments("norm", 4), "aiter::rms_norm": _out_arguments("norm", 4),
+    "_C::fused_add_rms_norm": _out_arguments("norm", 5, (0, 1)),
+    "sgl_kernel::fused_add_rmsnorm": _out_arguments("norm", 5, (0, 1)),
+    "aiter::add_rmsnorm": _out_arguments("norm", 5),  # (out!, input, residual_in, residual_out!, weight, eps)
+    **{f"{space}::{act}_and_mul": _out_arguments("elementwise", 2.5) for space in ("_C", "sgl_kernel")
+       for act in ("silu", "gelu", "gelu_tanh")},
+}  # fmt: skip
 
 
 def _named(gemm: Any) -> Any:
@@ -511,6 +542,7 @@ def _families() -> dict[str, Any]:
     models |= {name: _embedding_backward for name in backwards}
     models |= {name: _foreach(flops) for name, flops in _FOREACH.items()}
     models |= {name: _foreach(flops, "optimizer") for name, flops in _OPTIMIZERS.items()}
+    models |= _ENGINE_OPS
     inplace = {f"{name}_": model for name, model in models.items() if not name.endswith("_") and
                (name in _POINTWISE or name in _FUSED_POINTWISE or name in _FOREACH or name in _OPTIMIZERS)}  # fmt: skip
     return models | inplace

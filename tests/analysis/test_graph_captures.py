@@ -39,7 +39,7 @@ def test_the_real_decode_step_s_kernels_are_given_their_ops_by_its_graph_s_captu
     assert ops.replays == 1 and ops.unmatched == 0 and ops.spans.size == 544
     assert ops.used == ["capture_traces/bs_32_rank0.json.gz"]
     found = roofline(trace)
-    assert found.modelled_share > 0.6 and found.dtype == "bf16"
+    assert found.modelled_share > 0.7 and found.dtype == "bf16"  # its GEMMs, norms and activations
     (up,) = [op for op in found.ops if op.name == "aten::mm" and op.shapes == "32x4096, 4096x24576"]
     assert up.calls == 36 and up.flops == 36 * 2 * 32 * 4096 * 24576 and up.bound == "memory"
     assert all(kind.name for kind in found.calls.kinds)  # a launch made in no modelled op is no call

@@ -215,6 +215,39 @@ def inputs(dims, types=(), concrete=()):
             198_144,
             "fp32",
         ),  # fmt: skip
+        # serving engines' kernels, their outputs arguments: vLLM's RMS norm (result!, input, weight, eps) of
+        # [888,2880] bf16: 4 * 2,557,440 = 10,229,760 FLOPs; (2 * 2,557,440 + 2,880) * 2 B = 10,235,520 B
+        (
+            "_C::rms_norm",
+            inputs([[888, 2880], [888, 2880], [2880], []], [BF16] * 3),
+            "norm",
+            10_229_760,
+            10_235_520,
+            "bf16",
+        ),
+        # its residual-adding form, in place (input!, residual!, ...): 5 * 2,557,440; both read and written
+        # ((4 * 2,557,440 + 2,880) * 2 B)
+        (
+            "_C::fused_add_rms_norm",
+            inputs([[888, 2880], [888, 2880], [2880], []], [BF16] * 3),
+            "norm",
+            12_787_200,
+            20_465_280,
+            "bf16",
+        ),
+        # aiter's (out!, input, residual_in, residual_out!, weight, eps) of [32,4096]: 5 * 131,072 FLOPs; four
+        # [32,4096] and the weight once each ((4 * 131,072 + 4,096) * 2 B)
+        ("aiter::add_rmsnorm", inputs([[32, 4096]] * 4 + [[4096], []], [BF16] * 5), "norm", 655_360, 1_056_768, "bf16"),
+        # SGLang's SiLU-and-multiply (out! [32,12288], input [32,24576]): 5 per output, 5 * 393,216 = 1,966,080;
+        # (393,216 + 786,432) * 2 B
+        (
+            "sgl_kernel::silu_and_mul",
+            inputs([[32, 12288], [32, 24576]], [BF16] * 2),
+            "elementwise",
+            1_966_080,
+            2_359_296,
+            "bf16",
+        ),
     ],
 )
 def test_each_family_counts_the_flops_and_bytes_worked_out_by_hand(name, given, family, flops, moved, dtype):
@@ -240,6 +273,11 @@ def test_the_convolution_count_is_torch_flop_counter_s():
         ("aten::scaled_dot_product_attention", inputs([[2, 1024, 64]] * 3, [BF16] * 3), "three dims, not four"),
         ("fbgemm::split_embedding_codegen_lookup", inputs([[10]], [F32]), "no modelled family"),
         ("aten::mm", inputs(["x", [512, 256]], [F32, F32]), "a shape of the wrong type"),
+        (
+            "sgl_kernel::rotary_embedding",
+            inputs([[32], [32, 4096], [32, 1024], [], [41216, 128]], [BF16] * 4),
+            "a lookup table among its arguments: its bytes are not its shapes'",
+        ),
     ],
 )
 def test_an_op_whose_inputs_do_not_say_enough_is_unknown(name, given, why):
@@ -258,3 +296,12 @@ def test_ops_are_named_with_or_without_their_namespace_and_in_place_forms_too():
     assert (
         op_key("aten::linear_backward") is None and op_key("autograd::engine::evaluate_function: MmBackward0") is None
     )
+
+
+def test_a_serving_engine_s_kernel_writes_its_first_argument():
+    """The engines' kernels take their output first (silu_and_mul(out!, input)): its shape is the output's, half the
+    input's; where it is not recorded, the output is unknown and the rest still counts."""
+    found = work("sgl_kernel::silu_and_mul", inputs([[32, 12288], [32, 24576]], [BF16] * 2))
+    assert found is not None and found.out_shape == (32, 12288) and found.out_bytes == 32 * 12288 * 2
+    unrecorded = work("_C::rms_norm", inputs([[], [888, 2880], [2880], []], [BF16] * 3))
+    assert unrecorded is not None and unrecorded.out_shape == () and unrecorded.flops == 4 * 888 * 2880
