@@ -359,24 +359,23 @@ def _attention(name: str, inputs: Inputs) -> Work | None:
 # ------------------------------------------------------------------------------------------ memory-bound families
 
 
-def _largest(inputs: Inputs) -> tuple[list[int], int] | None:
-    """The largest tensor input (the activation of a normalisation or softmax) and its position."""
+def _largest(inputs: Inputs) -> tuple[list[int], str, int, bool] | None:
+    """The largest tensor input (the activation of a normalisation or softmax): its shape and its dtype, bytes per
+    element and whether the type was recorded."""
     shapes = [(numel(s), i, s) for i in range(len(inputs.dims)) if (s := inputs.tensor(i))]
     if not shapes:
         return None
     _, index, shape = max(shapes)
-    return shape, index
+    return (shape, *inputs.dtype(index))
 
 
 def _per_element(family: str, flops_each: float, tensors_moved: int) -> Any:
     """A family whose work is so many FLOPs per element of its largest input, moving that many tensors of it."""
 
     def model(name: str, inputs: Inputs) -> Work | None:
-        found = _largest(inputs)
-        if found is None:
+        if (found := _largest(inputs)) is None:
             return None
-        shape, index = found
-        dtype, size, recorded = inputs.dtype(index)
+        shape, dtype, size, recorded = found
         elements = numel(shape)
         moved = tensors_moved * elements * size
         return Work(family, flops_each * elements, moved, dtype, recorded, out_shape=tuple(shape), item_bytes=size)
@@ -390,15 +389,12 @@ def _out_arguments(family: str, flops_each: float, updated: tuple[int, ...] = ()
     place (``updated``: their positions) twice."""
 
     def model(name: str, inputs: Inputs) -> Work | None:
-        found = _largest(inputs)
-        if found is None:
+        if (found := _largest(inputs)) is None:
             return None
-        shape, index = found
-        dtype, size, recorded = inputs.dtype(index)
-        tensors = [(i, numel(s)) for i in range(len(inputs.dims)) if (s := inputs.tensor(i))]
-        moved = sum(elements * (2 if i in updated else 1) for i, elements in tensors) * size
+        shape, dtype, size, recorded = found
+        moved = sum(numel(s) * (2 if i in updated else 1) for i in range(len(inputs.dims)) if (s := inputs.tensor(i)))
         out = tuple(inputs.tensor(0) or ())  # unknown where the output is not recorded
-        return Work(family, flops_each * numel(shape), moved, dtype, recorded, out_shape=out, item_bytes=size)
+        return Work(family, flops_each * numel(shape), moved * size, dtype, recorded, out_shape=out, item_bytes=size)
 
     return model
 
