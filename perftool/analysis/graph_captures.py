@@ -116,13 +116,17 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
     owner = owners(trace, ops, launches) if ops.size else np.full(launches.size, -1, np.int64)
     graphs: list[Graph] = []
     ends = np.flatnonzero(host & trace.name_matches(CAPTURE_END))
-    for begin in np.flatnonzero(host & trace.name_matches(CAPTURE_BEGIN)).tolist():
+    by_thread = np.lexsort((trace.ts[launches], trace.track[launches]))  # launches by thread, then time
+    launches, owner = launches[by_thread], owner[by_thread]
+    threads, times = trace.track[launches], trace.ts[launches]
+    begins = np.flatnonzero(host & trace.name_matches(CAPTURE_BEGIN)).tolist()
+    for begin, size in zip(begins, _named_numbers(trace, begins, GRAPH_CAPTURE_SIZE)):  # each its batch, if named
         track = trace.track[begin]
         later = ends[(trace.track[ends] == track) & (trace.ts[ends] > trace.ts[begin])]
         until = float(trace.ts[later].min()) if later.size else np.inf
-        inside = np.flatnonzero((trace.track[launches] == track) & (trace.ts[launches] > trace.ts[begin])
-                                & (trace.ts[launches] < until))  # fmt: skip
-        inside = inside[np.argsort(trace.ts[launches[inside]], kind="stable")]
+        first, last = np.searchsorted(threads, track), np.searchsorted(threads, track, side="right")
+        start = first + np.searchsorted(times[first:last], trace.ts[begin], side="right")
+        inside = np.arange(start, first + np.searchsorted(times[first:last], until, side="left"))
         made = []
         for at, op in zip(launches[inside].tolist(), owner[inside].tolist()):
             args = trace.args(at) or {}
@@ -132,7 +136,6 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
             made.append(Launch(kernel if isinstance(kernel, str) else "", trace.names[trace.name[row]] if row >= 0
                                else "", trace.kept_args[ref] if ref >= 0 else b""))  # fmt: skip
         if made:
-            (size,) = _named_numbers(trace, [begin], GRAPH_CAPTURE_SIZE)
             graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made), size))
     return tuple(graphs)
 
@@ -221,13 +224,14 @@ def _aligned(launches: tuple[Launch, ...], names: list[str], one_stream: bool) -
     stream where it does not (a graph's order holds only there). Where the capture names them, a few of its launches
     (:data:`UNSEEN_NODES`) may show no kernel in the replay, the others in their order (a compiled diffusion model's
     graph on an MI300X: each replay lacks the capture's last GEMM)."""
-    named = any(launch.kernel for launch in launches)
-    if len(launches) == len(names):
-        alike = all(launch.kernel in ("", name) for launch, name in zip(launches, names))
-        return list(range(len(names))) if alike and (named or one_stream) else None
-    if not 0 < len(launches) - len(names) <= max(1, int(len(launches) * UNSEEN_NODES)):  # unnamed: none aligns
+    unseen = len(launches) - len(names)  # fewer launches than kernels: the alignment below finds none
+    if unseen > max(1, int(len(launches) * UNSEEN_NODES)):  # told apart by length first: most graphs
         return None
-    found, at = [], 0
+    if not unseen:
+        alike = all(launch.kernel in ("", name) for launch, name in zip(launches, names))
+        named = any(launch.kernel for launch in launches)
+        return list(range(len(names))) if alike and (named or one_stream) else None
+    found, at = [], 0  # unnamed launches align with no kernel
     for name in names:
         while at < len(launches) and launches[at].kernel != name:
             at += 1
