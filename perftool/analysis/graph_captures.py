@@ -128,9 +128,8 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
         start = first + np.searchsorted(times[first:last], trace.ts[begin], side="right")
         inside = np.arange(start, first + np.searchsorted(times[first:last], until, side="left"))
         made = []
-        for at, op in zip(launches[inside].tolist(), owner[inside].tolist()):
-            args = trace.args(at) or {}
-            kernel = args.get("kernel")
+        for args, op in zip(trace.args_of(launches[inside]), owner[inside].tolist()):  # the args decoded at once
+            kernel = (args or {}).get("kernel")
             row = int(ops[op]) if op >= 0 else -1
             ref = int(trace.args_ref[row]) if row >= 0 else -1
             made.append(Launch(kernel if isinstance(kernel, str) else "", trace.names[trace.name[row]] if row >= 0

@@ -17,6 +17,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.intervals import Intervals
+from perftool.analysis.nesting import owners
 from perftool.dialects.kineto import Kineto
 from perftool.dialects.vocabulary import GRAPH_LAUNCH, MEMCPY
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -158,20 +159,10 @@ def _paired(trace: Trace, sources: np.ndarray, targets: np.ndarray) -> tuple[np.
 def _enclosing_span(trace: Trace, targets: np.ndarray, among: np.ndarray) -> np.ndarray:
     """The row of the span of ``among`` (a mask) on each flow event's track that starts at or just before it and
     holds it (-1 if none)."""
-    found = np.full(targets.size, -1, np.int64)
     spans = np.flatnonzero((trace.phase == Phase.COMPLETE) & among)
-    span_track, target_track = trace.track[spans], trace.track[targets]  # read once, not once a track
-    for track in np.flatnonzero(np.bincount(target_track)).tolist():
-        rows = spans[span_track == track]
-        if rows.size == 0:
-            continue
-        rows = rows[np.argsort(trace.ts[rows], kind="stable")]
-        mine = np.flatnonzero(target_track == track)
-        at = trace.ts[targets[mine]]
-        index = np.searchsorted(trace.ts[rows], at, side="right") - 1
-        inside = (index >= 0) & (trace.end[rows[np.maximum(index, 0)]] >= at)
-        found[mine[inside]] = rows[index[inside]]
-    return found
+    spans = spans[np.lexsort((trace.ts[spans], trace.track[spans]))]  # by track, then start, as owners reads them
+    owner = owners(trace, spans, targets)
+    return np.where(owner >= 0, spans[np.maximum(owner, 0)], -1) if spans.size else owner
 
 
 def graphs_in_use(trace: Trace, rows: np.ndarray) -> bool:

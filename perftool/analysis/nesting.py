@@ -22,8 +22,9 @@ def innermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 
 def owners(trace: Trace, ops: np.ndarray, sources: np.ndarray) -> np.ndarray:
-    """For each launch (its flow's start row on the host), the index into ``ops`` (innermost ops, sorted by
-    track and start) of the op it lies in; -1 where none."""
+    """For each of ``sources`` (launches on the host, flows' ends on the device), the index into ``ops`` (spans sorted
+    by track and start: innermost ops, a device's kernels) of the one on its track that starts at or last before it and
+    holds it; -1 where none."""
     owner = np.full(sources.size, -1, np.int64)
     for track in np.unique(trace.track[sources]).tolist():
         mine = np.flatnonzero(trace.track[sources] == track)
