@@ -50,11 +50,14 @@ UNSEEN_NODES = 0.01  # of a graph's named launches, the share a replay may show 
 
 class Launch(NamedTuple):
     """A captured kernel launch: the kernel, as the runtime call names it ('' where it does not), and the innermost
-    op of a modelled family around it with the args it recorded ('' and none where there is none)."""
+    op of a modelled family around it with the args it recorded ('' and none where there is none), and which call of
+    that op it is (its row in the capture trace; -1 for none): an op whose call launched several kernels did its work
+    once."""
 
     kernel: str
     op: str
     inputs: bytes
+    call: int = -1
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,8 @@ class Graph:
 class ReplayOps:
     """The replayed kernels of a trace whose ops a captured graph beside it gives."""
 
-    spans: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the kernels (rows), each a launch's
+    # the kernels (rows), each a launch's: replay by replay, each replay's by start
+    spans: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     launch: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # each one's, an index into launches
     replayed_by: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # each one's graph launch (row)
     launches: list[Launch] = field(default_factory=list)  # the distinct captured launches
@@ -133,7 +137,7 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
             row = int(ops[op]) if op >= 0 else -1
             ref = int(trace.args_ref[row]) if row >= 0 else -1
             made.append(Launch(kernel if isinstance(kernel, str) else "", trace.names[trace.name[row]] if row >= 0
-                               else "", trace.kept_args[ref] if ref >= 0 else b""))  # fmt: skip
+                               else "", trace.kept_args[ref] if ref >= 0 else b"", row))  # fmt: skip
         if made:
             graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made), size))
     return tuple(graphs)

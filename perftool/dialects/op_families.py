@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # Element types as the profiler names them (c10's scalar type names), with the dtype a device's peak is quoted in.
 DTYPES: dict[str, tuple[str, int]] = {
@@ -312,13 +312,14 @@ def _convolution_backward(name: str, inputs: Inputs) -> Work | None:
 
 @dataclass(frozen=True)
 class _AttentionArgs:
-    """Where an attention op takes its tensors and its ``is_causal`` flag, how it lays them out, and its FLOPs
-    as a multiple of the forward's."""
+    """Where an attention op takes its tensors, its ``is_causal`` flag and its sliding window's left size (-1: it
+    has none), how it lays them out, and its FLOPs as a multiple of the forward's."""
 
     query: int
     causal: int
     heads_first: bool = True  # [batch, heads, seq, dim]; else [batch, seq, heads, dim] (the flash kernels' own)
     times: float = 1.0
+    window: int = -1
 
 
 _ATTENTION_ARGS = {
@@ -334,6 +335,8 @@ _ATTENTION_ARGS = {
     "_scaled_dot_product_cudnn_attention_backward": _AttentionArgs(1, 12, times=2.0),
     "_flash_attention_backward": _AttentionArgs(1, 11, heads_first=False, times=2.0),
     "_efficient_attention_backward": _AttentionArgs(1, 12, heads_first=False, times=2.0),
+    # AMD's aiter: fmha_v3_fwd(q, k, v, dropout_p, softmax_scale, is_causal, window_size_left, window_size_right, ...)
+    "aiter::fmha_v3_fwd": _AttentionArgs(0, 5, heads_first=False, window=6),
 }
 
 
@@ -342,6 +345,8 @@ def _attention(name: str, inputs: Inputs) -> Work | None:
     where = _ATTENTION_ARGS[name]
     q, k, v = (inputs.tensor(where.query + i) for i in range(3))
     if not (q and k and v and len(q) == len(k) == len(v) == 4):
+        return None
+    if where.window >= 0 and inputs.value(where.window).strip() != "-1":  # a window: fewer keys a query, or unknown
         return None
     if where.heads_first:
         (batch, heads, length, e), keys, ev = q, k[2], v[3]
@@ -354,6 +359,66 @@ def _attention(name: str, inputs: Inputs) -> Work | None:
     out = batch * heads * length * ev
     moved = (numel(q) + numel(k) + numel(v) + out) * size * (2 if where.times > 1 else 1)  # backward: grads too
     return Work("attention", flops, moved, dtype, recorded)
+
+
+# ---------------------------------------------------------------------------------------------- serving attention
+
+
+class StepLengths(NamedTuple):
+    """The sequences a serving engine's iteration attends over, its prefills and decodes together, as its step
+    annotation counts them (:data:`~perftool.dialects.vocabulary.ENGINE_STEP_LENGTHS`): the sums over its sequences
+    of query tokens, keys, queries squared and queries times keys."""
+
+    sq: int
+    sk: int
+    sqsq: int
+    sqsk: int
+
+
+@dataclass(frozen=True)
+class _ServingArgs:
+    """Where a serving engine's attention op takes its queries ([tokens, heads, head size]) and its keys ([...,
+    key-value heads, head size]: the iteration's new keys, or the cache), and its ``is_causal`` flag where it records
+    one (-1: it records none, and attends causally, as a decoder does)."""
+
+    query: int
+    keys: int
+    causal: int = -1
+
+
+_SERVING_ATTENTION_ARGS = {
+    "aiter::mha_batch_prefill": _ServingArgs(0, 1, causal=12),
+    "vllm::unified_attention": _ServingArgs(0, 1),
+    "vllm::unified_attention_with_output": _ServingArgs(0, 1),
+    # aiter's decode kernel as SGLang's kernel shape profiler records it: its tensor arguments alone, in order
+    # (out, workspace, query, key cache, value cache, ...), under sglang_profiler::attention_paged_attention_ragged_N
+    "attention_paged_attention_ragged": _ServingArgs(2, 3),
+}
+# The kernels SGLang's kernel shape profiler wraps as ops of their own, named by module and function and numbered
+# (sglang_profiler::attention_paged_attention_ragged_100): those a family covers
+_PROFILER_WRAPPED = ("attention_paged_attention_ragged",)
+
+
+def serving_attention(name: str, inputs: Inputs, lengths: StepLengths) -> Work | None:
+    """An engine iteration's attention, over its sequences' lengths (a serving op's shapes hold its tokens, not
+    which sequence each belongs to): Q·Kᵀ and the scores times V, 2·H·(E + E)·pairs FLOPs, where the query-key
+    pairs are Σ sq·sk, less Σ sq·(sq − 1)/2 where causal (a sequence's queries come last and see no key after their
+    own). Bytes: the queries read and the outputs written, and each sequence's keys and values read once from the
+    cache (the key-value heads' share of the heads). None where the op's shapes do not fit the step's tokens (a
+    step split into micro-batches) or its heads."""
+    where = _SERVING_ATTENTION_ARGS[name]
+    q, k = inputs.tensor(where.query), inputs.tensor(where.keys)
+    if not (q and k and len(q) == 3 and len(k) >= 3 and k[-1] == q[2] and k[-2] > 0 and q[1] % k[-2] == 0):
+        return None
+    tokens, heads, size = q
+    causal = where.causal < 0 or _flag(inputs.value(where.causal)) is not False
+    pairs = lengths.sqsk - (lengths.sqsq - lengths.sq) / 2 if causal else lengths.sqsk
+    if not (0 < lengths.sq <= tokens and pairs > 0):
+        return None
+    dtype, size_q, recorded = inputs.dtype(where.query)
+    _, size_kv, _ = inputs.dtype(where.keys)
+    moved = 2 * numel(q) * size_q + 2 * lengths.sk * k[-2] * size * size_kv
+    return Work("attention", 4.0 * heads * size * pairs, moved, dtype, recorded, out_shape=tuple(q), item_bytes=size_q)
 
 
 # ------------------------------------------------------------------------------------------ memory-bound families
@@ -545,23 +610,39 @@ def _families() -> dict[str, Any]:
 
 
 MODELS: dict[str, Any] = _families()
-# The names the loader keeps args for: ATen's own (``aten::mm``), and the same without the namespace.
-MODELLED_NAMES = re.compile(r"^(?:aten::)?(" + "|".join(sorted(map(re.escape, MODELS), key=len, reverse=True)) + r")$")
+
+
+def _alternatives(names: Sequence[str]) -> str:
+    return "|".join(sorted(map(re.escape, names), key=len, reverse=True))
+
+
+# The names the loader keeps args for: ATen's own (``aten::mm``), the same without the namespace, and the kernels
+# SGLang's kernel shape profiler wraps (sglang_profiler::attention_paged_attention_ragged_100).
+MODELLED_NAMES = re.compile(
+    rf"^(?:aten::)?({_alternatives([*MODELS, *_SERVING_ATTENTION_ARGS])})$"
+    rf"|^sglang_profiler::({_alternatives(_PROFILER_WRAPPED)})_\d+$"
+)
+SERVING_ATTENTION = re.compile(
+    rf"^({_alternatives([n for n in _SERVING_ATTENTION_ARGS if n not in _PROFILER_WRAPPED])})$"
+    rf"|^sglang_profiler::({_alternatives(_PROFILER_WRAPPED)})_\d+$"
+)  # the ops whose work needs their iteration's sequence lengths
 
 
 def op_key(name: str) -> str | None:
     """The model's name for an event name (``aten::addmm`` → ``addmm``); None for an op no family covers."""
     match = MODELLED_NAMES.match(name)
-    return match.group(1) if match else None
+    return (match.group(1) or match.group(2)) if match else None
 
 
-def work(name: str, inputs: Inputs) -> Work | None:
-    """What the op ``name`` computes and moves with these inputs; None when it is of no modelled family or its
-    inputs do not say enough."""
+def work(name: str, inputs: Inputs, lengths: StepLengths | None = None) -> Work | None:
+    """What the op ``name`` computes and moves with these inputs (a serving engine's attention: in an iteration of
+    these ``lengths``); None when it is of no modelled family or its inputs (or lengths) do not say enough."""
     key = op_key(name)
     if key is None:
         return None
     try:
+        if key in _SERVING_ATTENTION_ARGS:
+            return serving_attention(key, inputs, lengths) if lengths else None
         return MODELS[key](key, inputs)
     except (TypeError, ValueError, IndexError, OverflowError):  # recorded inputs of an unexpected form
         return None

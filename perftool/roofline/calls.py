@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -28,7 +28,8 @@ import numpy as np
 from perftool.analysis.graph_captures import ReplayOps, replay_ops
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.nesting import innermost, owners
-from perftool.dialects.op_families import MODELLED_NAMES, Inputs, Work, work
+from perftool.analysis.serving import step_lengths
+from perftool.dialects.op_families import MODELLED_NAMES, SERVING_ATTENTION, Inputs, StepLengths, Work, work
 from perftool.roofline.hlo import Programs, XlaOp, capture_programs, programs_space
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import xspace_name
@@ -190,11 +191,6 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     call[owner < 0] = -1
     linked = call >= 0
     kernel_rows, kernel_call = spans[linked], call[linked]
-    device_us = np.bincount(kernel_call, weights=trace.dur[kernel_rows], minlength=keep.size)
-    device_start = first_kernel[keep]  # its first kernel's start: the kernels of an op in the window are all linked
-    device_start[np.isinf(device_start)] = np.nan
-    tf32_kernel = trace.name_matches(TF32_KERNEL, kernel_rows)
-    tf32 = np.bincount(kernel_call[tf32_kernel], minlength=keep.size) > 0
 
     rows = ops[keep]
     refs = trace.args_ref[rows].astype(np.int64)
@@ -209,19 +205,23 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         merged[index] = keys.setdefault((trace.names[trace.name[row]], trace.kept_args[ref] if ref >= 0 else b""),
                                         len(keys))  # fmt: skip
     kind = merged[kind.reshape(-1)]
-    replayed_kernels, replayed_kinds, replayed_by = _replayed_calls(trace, window, replays, keys)
-    host_rows = np.r_[rows, replayed_by] if replayed_kernels.size else None
-    if replayed_kernels.size:  # each replayed kernel a call of the op its capture made it in
-        rows, kind = np.r_[rows, replayed_kernels], np.r_[kind, replayed_kinds]
-        kernel_rows = np.r_[kernel_rows, replayed_kernels]
-        kernel_call = np.r_[kernel_call, keep.size + np.arange(replayed_kernels.size)]
-        device_us = np.r_[device_us, trace.dur[replayed_kernels]]
-        device_start = np.r_[device_start, trace.ts[replayed_kernels]]
-        tf32 = np.r_[tf32, trace.name_matches(TF32_KERNEL, replayed_kernels)]
+    device_start = first_kernel[keep]  # its first kernel's start: the kernels of an op in the window are all linked
+    replayed = _replayed_calls(trace, window, replays, keys)
+    host_rows = np.r_[rows, replayed.by] if replayed.rows.size else None
+    if replayed.rows.size:  # each call of an op in a replayed graph, as its capture made it
+        rows, kind = np.r_[rows, replayed.rows], np.r_[kind, replayed.kind]
+        kernel_rows = np.r_[kernel_rows, replayed.kernel_rows]
+        kernel_call = np.r_[kernel_call, keep.size + replayed.kernel_call]
+        device_start = np.r_[device_start, trace.ts[replayed.rows]]
+    device_start[np.isinf(device_start)] = np.nan
+    device_us = np.bincount(kernel_call, weights=trace.dur[kernel_rows], minlength=rows.size)
+    tf32 = np.bincount(kernel_call[trace.name_matches(TF32_KERNEL, kernel_rows)], minlength=rows.size) > 0
+    kind, described = _by_iteration(trace, rows if host_rows is None else host_rows, kind, list(keys))
     kinds = []
-    for name, inputs in keys:
+    for name, inputs, lengths in described:
         given = _inputs(inputs)
-        kinds.append(OpKind(name, work(name, given) if given else None, _shape_text(given) if given else ""))
+        shapes = _shape_text(given) + (_lengths_text(lengths) if lengths else "") if given else ""
+        kinds.append(OpKind(name, work(name, given, lengths) if given else None, shapes))
     return Calls(
         rows=rows,
         kind=kind,
@@ -229,26 +229,79 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         device_us=device_us,
         device_start=device_start,
         tf32=tf32,
-        launches_linked=bool(sources.size) or bool(replayed_kernels.size),
+        launches_linked=bool(sources.size) or bool(replayed.rows.size),
         kernel_rows=kernel_rows,
         kernel_call=kernel_call,
         host_rows=host_rows,
+        notes=_serving_notes([kinds[k] for k in np.flatnonzero(np.bincount(kind, minlength=len(kinds))).tolist()]),
     )
 
 
+_Described = tuple[str, bytes, StepLengths | None]  # a kind of call: its op's name, recorded args and lengths
+
+
+def _by_iteration(trace: Trace, anchors: np.ndarray, kind: np.ndarray,
+                  kinds: list[tuple[str, bytes]]) -> tuple[np.ndarray, list[_Described]]:  # fmt: skip
+    """Each call's kind, with a serving engine's attention told apart by the sequence lengths of its iteration (the
+    step annotation around its anchor: its op, or the graph launch that replayed it), and each kind's op name,
+    recorded args and lengths (None but for serving attention)."""
+    described: dict[_Described, int] = {(name, args, None): i for i, (name, args) in enumerate(kinds)}
+    serving_kind = np.array([bool(SERVING_ATTENTION.match(name)) for name, _ in kinds], bool)
+    serving = np.flatnonzero(serving_kind[kind]) if serving_kind.any() else np.zeros(0, np.int64)
+    if serving.size:
+        kind = kind.copy()
+        for at, lengths in zip(serving.tolist(), step_lengths(trace, anchors[serving])):
+            if lengths is not None:
+                name, args = kinds[kind[at]]
+                kind[at] = described.setdefault((name, args, lengths), len(described))
+    return kind, list(described)
+
+
+def _lengths_text(lengths: StepLengths) -> str:
+    return f" · iteration of {lengths.sq:,} queries over {lengths.sk:,} keys"
+
+
+def _serving_notes(kinds: list[OpKind]) -> list[str]:
+    """What keeps a serving engine's attention (of ``kinds``, those called) from a model: its iterations' sequence
+    lengths, not counted."""
+    unmodelled = sorted({kind.name for kind in kinds if kind.work is None and SERVING_ATTENTION.match(kind.name)})
+    if not unmodelled:
+        return []
+    return [
+        f"{', '.join(unmodelled)} (a serving engine's attention) {'has' if len(unmodelled) == 1 else 'have'} no "
+        "model here: its work depends on each iteration's sequence lengths, which a step annotation counts as "
+        "execute_N_context_C(sqAskBsqsqCsqskD)_generation_G(...) (query tokens, keys, their squares and products "
+        "summed over the sequences) and none around it does"
+    ]
+
+
+class _Replayed(NamedTuple):
+    """The calls of ops in replayed graphs: one a call of a captured op in a replay, its kernels together."""
+
+    rows: np.ndarray  # each call's first kernel (a replay's kernels come in their order)
+    kind: np.ndarray  # int64: each call's kind
+    by: np.ndarray  # each call's graph launch (its row)
+    kernel_rows: np.ndarray  # the calls' kernels
+    kernel_call: np.ndarray  # int64: each kernel's call (an index into rows)
+
+
 def _replayed_calls(trace: Trace, window: tuple[float, float], replays: ReplayOps,
-                    keys: dict[tuple[str, bytes], int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """The replayed kernels in ``window`` whose captured launch lies in an op of a modelled family (rows), the kind of
-    each (``keys``: (op name, recorded args) → kind, the new ones added), and the graph launch that replayed it."""
+                    keys: dict[tuple[str, bytes], int]) -> _Replayed:  # fmt: skip
+    """The calls of ops of a modelled family in the replays in ``window``: the kernels a call of a captured op launched
+    in one replay, together (``keys``: (op name, recorded args) → kind, the new ones added)."""
     lo, hi = window
     inside = (trace.ts[replays.spans] >= lo) & (trace.ts[replays.spans] < hi)
     kind_of = np.full(len(replays.launches), -1, np.int64)  # -1: made in no modelled op
     for index in np.unique(replays.launch[inside]).tolist():
         if (made := replays.launches[index]).op:
             kind_of[index] = keys.setdefault((made.op, made.inputs), len(keys))
-    kinds = kind_of[replays.launch[inside]]
-    modelled = kinds >= 0
-    return replays.spans[inside][modelled], kinds[modelled], replays.replayed_by[inside][modelled]
+    launch = replays.launch[inside]
+    modelled = kind_of[launch] >= 0
+    spans, launch, by = replays.spans[inside][modelled], launch[modelled], replays.replayed_by[inside][modelled]
+    captured_call = np.array([made.call for made in replays.launches], np.int64)[launch] if launch.size else launch
+    # a call is its graph launch and its op's call in the capture; the first of its kernels stands for it
+    _, first, call = np.unique(np.c_[by, captured_call], axis=0, return_index=True, return_inverse=True)
+    return _Replayed(spans[first], kind_of[launch[first]], by[first], spans, call.reshape(-1).astype(np.int64))
 
 
 class _XlaArgs(msgspec.Struct):

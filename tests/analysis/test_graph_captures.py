@@ -5,6 +5,7 @@ stream where it does not (CUDA); never where the graphs that fit give other ops.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -28,7 +29,9 @@ def _said(result) -> str:
 def test_the_real_decode_step_s_kernels_are_given_their_ops_by_its_graph_s_capture(tmp_path, run):
     """SGLang's decode of 32 sequences on an MI300X, one HIP graph of 544 kernels, beside its capture
     (``--enable-profile-cuda-graph`` writes ``capture_traces/bs_32_rank0.json.gz``): alone, under 1% of its device
-    time has an op with shapes; beside the capture, the replay's GEMMs are aten::mm of 32 tokens, memory-bound."""
+    time has an op with shapes; beside the capture, the replay's GEMMs are aten::mm of 32 tokens, memory-bound, and its
+    paged attention (two kernels a layer: one call each) reads the 32 sequences' 32,785 keys the step's annotation
+    counts, memory-bound too."""
     alone = roofline(load_trace(DECODE))
     assert alone.modelled_share < 0.01
     shutil.copy(DECODE, tmp_path / DECODE.name)
@@ -39,9 +42,14 @@ def test_the_real_decode_step_s_kernels_are_given_their_ops_by_its_graph_s_captu
     assert ops.replays == 1 and ops.unmatched == 0 and ops.spans.size == 544
     assert ops.used == ["capture_traces/bs_32_rank0.json.gz"]
     found = roofline(trace)
-    assert found.modelled_share > 0.7 and found.dtype == "bf16"  # its GEMMs, norms and activations
+    assert found.modelled_share > 0.95 and found.dtype == "bf16"  # its GEMMs, norms, activations and attention
     (up,) = [op for op in found.ops if op.name == "aten::mm" and op.shapes == "32x4096, 4096x24576"]
     assert up.calls == 36 and up.flops == 36 * 2 * 32 * 4096 * 24576 and up.bound == "memory"
+    (attention,) = [op for op in found.ops if op.name.startswith("sglang_profiler::attention_paged_attention_ragged")]
+    kernels = trace.name_matches(re.compile(r"^void paged_attention_ll4mi_"), ops.spans)
+    assert attention.calls == 36 and attention.device_us == pytest.approx(float(trace.dur[ops.spans[kernels]].sum()))
+    assert attention.flops == 36 * 4 * 32 * 128 * 32_785 and attention.bound == "memory"
+    assert attention.bytes == 36 * (2 * 32 * 32 * 128 * 2 + 2 * 32_785 * 8 * 128 * 2)
     assert all(kind.name for kind in found.calls.kinds)  # a launch made in no modelled op is no call
     said = _said(run("info", str(tmp_path / DECODE.name)))
     assert "the roofline gives each replayed kernel to the op that launched it as the graph was captured" in said
@@ -223,7 +231,9 @@ FLUX_WARMUP = DATA / "real" / "flux1_aiter_mi300x_warmup_compile_cudagraph.json.
 def test_a_compiled_model_s_graph_replays_take_their_ops_from_its_warm_up_s_capture(tmp_path):
     """FLUX.1 on an MI300X, torch.compile'd with CUDA-graph trees: its warm-up records the graph (994 launches), its
     step replays it four times (993 kernels each: the capture's last GEMM shows no kernel). With the warm-up kept in
-    ``capture_traces/`` beside it, the step's GEMMs are aten::mm and aten::addmm with their shapes."""
+    ``capture_traces/`` beside it, the step's GEMMs are aten::mm and aten::addmm with their shapes, and its attention
+    aiter's fmha_v3_fwd over 4,608 tokens of 24 heads, not causal: 2·24·4608²·(128 + 128) FLOPs a call, 57 a replay
+    (FLUX.1's 19 double- and 38 single-stream blocks)."""
     alone = roofline(load_trace(FLUX_STEP))
     assert alone.modelled_share < 0.06
     shutil.copy(FLUX_STEP, tmp_path / "profile_trace_rank_0.json.gz")
@@ -233,9 +243,11 @@ def test_a_compiled_model_s_graph_replays_take_their_ops_from_its_warm_up_s_capt
     ops = replay_ops(trace)
     assert ops.replays == 4 and ops.unmatched == 0 and ops.spans.size == 4 * 993
     found = roofline(trace)
-    assert found.modelled_share > 0.6 and found.mfu > 0.2
-    top = max(found.ops, key=lambda op: op.device_us)
-    assert top.name == "aten::mm" and top.shapes.startswith("4608x15360, 15360x3072") and top.calls == 4 * 38
+    assert found.modelled_share > 0.8 and found.mfu > 0.3
+    attention, gemm = sorted(found.ops, key=lambda op: -op.device_us)[:2]
+    assert gemm.name == "aten::mm" and gemm.shapes.startswith("4608x15360, 15360x3072") and gemm.calls == 4 * 38
+    assert attention.name == "aiter::fmha_v3_fwd" and attention.calls == 4 * 57
+    assert attention.flops == pytest.approx(4 * 57 * 2 * 24 * 4608**2 * (128 + 128))
 
 
 @pytest.mark.parametrize(("count", "unseen", "fits"), [(5, 1, True), (5, 2, False), (250, 2, True), (250, 3, False)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perftool.dialects.op_families import Inputs, conv_flops, op_key, work
+from perftool.dialects.op_families import Inputs, StepLengths, conv_flops, op_key, work
 
 F32, BF16, HALF = "float", "c10::BFloat16", "c10::Half"
 
@@ -238,6 +238,16 @@ def inputs(dims, types=(), concrete=()):
         # aiter's (out!, input, residual_in, residual_out!, weight, eps) of [32,4096]: 5 * 131,072 FLOPs; four
         # [32,4096] and the weight once each ((4 * 131,072 + 4,096) * 2 B)
         ("aiter::add_rmsnorm", inputs([[32, 4096]] * 4 + [[4096], []], [BF16] * 5), "norm", 655_360, 1_056_768, "bf16"),
+        # aiter's flash attention over [1, 4608, 24, 128] (batch, tokens, heads, head size), not causal (arg 5), no
+        # window (arg 6 = -1): 2 * 24 * 4608^2 * (128 + 128) = 260,919,263,232; q, k, v and out each 14,155,776 bf16
+        (
+            "aiter::fmha_v3_fwd",
+            inputs([[1, 4608, 24, 128]] * 3, [BF16] * 3, ["", "", "", "0.", "0.088", "False", "-1", "-1"]),
+            "attention",
+            260_919_263_232,
+            113_246_208,
+            "bf16",
+        ),
         # SGLang's SiLU-and-multiply (out! [32,12288], input [32,24576]): 5 per output, 5 * 393,216 = 1,966,080;
         # (393,216 + 786,432) * 2 B
         (
@@ -274,6 +284,16 @@ def test_the_convolution_count_is_torch_flop_counter_s():
         ("fbgemm::split_embedding_codegen_lookup", inputs([[10]], [F32]), "no modelled family"),
         ("aten::mm", inputs(["x", [512, 256]], [F32, F32]), "a shape of the wrong type"),
         (
+            "aiter::fmha_v3_fwd",
+            inputs([[1, 4608, 24, 128]] * 3, [BF16] * 3, ["", "", "", "0.", "0.088", "False", "128", "0"]),
+            "a sliding window of 128 keys: fewer pairs than its shapes say",
+        ),
+        (
+            "aiter::mha_batch_prefill",
+            inputs([[15360, 32, 128], [835874, 8, 128]], [BF16] * 2),
+            "a serving engine's attention without its iteration's sequence lengths",
+        ),
+        (
             "sgl_kernel::rotary_embedding",
             inputs([[32], [32, 4096], [32, 1024], [], [41216, 128]], [BF16] * 4),
             "a lookup table among its arguments: its bytes are not its shapes'",
@@ -305,3 +325,85 @@ def test_a_serving_engine_s_kernel_writes_its_first_argument():
     assert found is not None and found.out_shape == (32, 12288) and found.out_bytes == 32 * 12288 * 2
     unrecorded = work("_C::rms_norm", inputs([[], [888, 2880], [2880], []], [BF16] * 3))
     assert unrecorded is not None and unrecorded.out_shape == () and unrecorded.flops == 4 * 888 * 2880
+
+
+PREFILL = StepLengths(sq=15 * 1024, sk=15 * 1024, sqsq=15 * 1024**2, sqsk=15 * 1024**2)  # 15 prompts of 1,024 tokens
+DECODE = StepLengths(sq=32, sk=32_785, sqsq=32, sqsk=32_785)  # 32 sequences, one token each, over 32,785 keys in all
+PREFILL_ARGS = ["", "", "", "", "", "", "1024", "1024", "0.", "0.088", "0.", "False", "True", "-1", "-1"]
+
+
+@pytest.mark.parametrize(
+    "name, given, lengths, flops, moved",
+    [
+        # aiter's batch prefill, q [15360, 32, 128], key cache [..., 8, 128], causal (arg 12): query-key pairs
+        # Σsq·sk − (Σsq² − Σsq)/2 = 15,728,640 − 7,856,640 = 7,872,000; 4 * 32 * 128 FLOPs each; q read and out
+        # written (2 * 15,360 * 32 * 128 * 2 B), each sequence's keys and values read once (2 * 15,360 * 8 * 128 * 2 B)
+        (
+            "aiter::mha_batch_prefill",
+            inputs([[15360, 32, 128], [835874, 8, 128], [835874, 8, 128]], [BF16] * 3, PREFILL_ARGS),
+            PREFILL,
+            4 * 32 * 128 * 7_872_000,
+            2 * 15360 * 32 * 128 * 2 + 2 * 15360 * 8 * 128 * 2,
+        ),
+        # the same, not causal: every query sees its sequence's 1,024 keys, Σsq·sk pairs
+        (
+            "aiter::mha_batch_prefill",
+            inputs([[15360, 32, 128], [835874, 8, 128]], [BF16] * 2, [*PREFILL_ARGS[:12], "False"]),
+            PREFILL,
+            4 * 32 * 128 * 15_728_640,
+            2 * 15360 * 32 * 128 * 2 + 2 * 15360 * 8 * 128 * 2,
+        ),
+        # aiter's decode kernel as SGLang's kernel shape profiler records it (out, workspace, query, key cache, ...):
+        # one query a sequence sees all its keys, 32,785 pairs; the 32,785 keys' and values' 8 heads read
+        (
+            "sglang_profiler::attention_paged_attention_ragged_100",
+            inputs(
+                [[32, 32, 128], [10905190400], [32, 32, 128], [835874, 1, 8, 128], [835874, 1, 8, 128]],
+                [BF16, "unsigned char", BF16, BF16, BF16],
+            ),
+            DECODE,
+            4 * 32 * 128 * 32_785,
+            2 * 32 * 32 * 128 * 2 + 2 * 32_785 * 8 * 128 * 2,
+        ),
+        # vLLM's (query, key, value, output, layer name): a query of 8 heads of 64 over one key-value head, a step
+        # padded to 40 tokens for its 32 sequences
+        (
+            "vllm::unified_attention_with_output",
+            inputs([[40, 8, 64], [40, 1, 64], [40, 1, 64], [40, 8, 64], []], [BF16] * 4),
+            DECODE,
+            4 * 8 * 64 * 32_785,
+            2 * 40 * 8 * 64 * 2 + 2 * 32_785 * 1 * 64 * 2,
+        ),
+    ],
+)
+def test_a_serving_engine_s_attention_counts_its_iteration_s_sequences(name, given, lengths, flops, moved):
+    """A serving op's shapes hold its tokens, not which sequence each belongs to: the iteration's lengths, as its step
+    annotation sums them, give the query-key pairs (fewer where causal) and the keys read."""
+    assert work(name, given) is None  # without the lengths
+    found = work(name, given, lengths)
+    assert found is not None
+    assert (found.family, found.flops, found.bytes, found.dtype) == ("attention", flops, moved, "bf16")
+
+
+@pytest.mark.parametrize(
+    "keys, lengths, why",
+    [
+        ([835874, 5, 128], PREFILL, "5 key-value heads do not divide 32 heads: the arguments are not these"),
+        ([835874, 8, 64], PREFILL, "keys of another head size"),
+        ([835874, 8, 128], StepLengths(30720, 30720, 30 * 1024**2, 30 * 1024**2), "more tokens than the op holds"),
+        ([835874, 8, 128], StepLengths(0, 0, 0, 0), "an iteration of no tokens"),
+    ],
+)
+def test_a_serving_attention_whose_shapes_do_not_fit_its_iteration_is_unknown(keys, lengths, why):
+    given = inputs([[15360, 32, 128], keys], [BF16] * 2, PREFILL_ARGS)
+    assert work("aiter::mha_batch_prefill", given, lengths) is None, why
+
+
+def test_only_the_kernels_sglang_s_shape_profiler_wraps_for_a_family_are_modelled_ops():
+    """SGLang's kernel shape profiler names each wrapped kernel by module and function, numbered
+    (sglang_profiler::attention_paged_attention_ragged_100); a wrapper no family covers is no modelled op (its
+    inner op is, where it has one: aiter::mha_batch_prefill inside sglang_profiler::mha__mha_batch_prefill_167)."""
+    assert op_key("sglang_profiler::attention_paged_attention_ragged_100") == "attention_paged_attention_ragged"
+    assert op_key("sglang_profiler::attention_paged_attention_ragged") is None
+    assert op_key("sglang_profiler::mha__mha_batch_prefill_167") is None
+    assert op_key("aiter::mha_batch_prefill") == "aiter::mha_batch_prefill"
