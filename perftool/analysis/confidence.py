@@ -270,9 +270,9 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
             if ops.unmatched else ""
         )  # fmt: skip
         return (
-            f"{share:.0%} of the device's compute runs in device graph replays: the roofline gives each replayed "
-            f"kernel to the op that launched it as the graph was captured ({', '.join(ops.used)} beside the trace; "
-            f"diff --by op, to the op that replays the graph){untold}{refused}"
+            f"{share:.0%} of the device's compute runs in device graph replays: the roofline and diff --by op give "
+            f"each replayed kernel to the op that launched it as the graph was captured ({', '.join(ops.used)} beside "
+            f"the trace){untold}{refused}"
         )
     beside = (
         f"The capture traces beside ({', '.join(ops.captures)}) hold no graph whose launches are these replays' "

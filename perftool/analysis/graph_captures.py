@@ -28,7 +28,7 @@ import numpy as np
 
 from perftool import dialects
 from perftool.analysis.launches import replayed
-from perftool.analysis.nesting import innermost, owners
+from perftool.analysis.nesting import HOST_WORK, innermost, outermost, owners
 from perftool.common.errors import PerftoolError
 from perftool.dialects.op_families import MODELLED_NAMES
 from perftool.dialects.vocabulary import (
@@ -49,15 +49,17 @@ UNSEEN_NODES = 0.01  # of a graph's named launches, the share a replay may show 
 
 
 class Launch(NamedTuple):
-    """A captured kernel launch: the kernel, as the runtime call names it ('' where it does not), and the innermost
-    op of a modelled family around it with the args it recorded ('' and none where there is none), and which call of
-    that op it is (its row in the capture trace; -1 for none): an op whose call launched several kernels did its work
-    once."""
+    """A captured kernel launch: the kernel, as the runtime call names it ('' where it does not); the innermost op of
+    a modelled family around it with the args it recorded ('' and none where there is none), and which call of that
+    op it is (its row in the capture trace; -1 for none): an op whose call launched several kernels did its work
+    once; and the outermost host span around it (diff's op level), and which call of it it is (its row)."""
 
     kernel: str
     op: str
     inputs: bytes
     call: int = -1
+    outer: str = ""
+    outer_call: int = -1
 
 
 @dataclass(frozen=True)
@@ -118,10 +120,12 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
     launches = np.flatnonzero(host & trace.name_matches(KERNEL_LAUNCH))
     ops = innermost(trace, np.flatnonzero(host & trace.name_matches(MODELLED_NAMES)))
     owner = owners(trace, ops, launches) if ops.size else np.full(launches.size, -1, np.int64)
+    spans = outermost(trace, np.flatnonzero(host & trace.of_kinds(*HOST_WORK)))  # by track, then start
+    outer = owners(trace, spans, launches) if spans.size else np.full(launches.size, -1, np.int64)
     graphs: list[Graph] = []
     ends = np.flatnonzero(host & trace.name_matches(CAPTURE_END))
     by_thread = np.lexsort((trace.ts[launches], trace.track[launches]))  # launches by thread, then time
-    launches, owner = launches[by_thread], owner[by_thread]
+    launches, owner, outer = launches[by_thread], owner[by_thread], outer[by_thread]
     threads, times = trace.track[launches], trace.ts[launches]
     begins = np.flatnonzero(host & trace.name_matches(CAPTURE_BEGIN)).tolist()
     for begin, size in zip(begins, _named_numbers(trace, begins, GRAPH_CAPTURE_SIZE)):  # each its batch, if named
@@ -132,12 +136,15 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
         start = first + np.searchsorted(times[first:last], trace.ts[begin], side="right")
         inside = np.arange(start, first + np.searchsorted(times[first:last], until, side="left"))
         made = []
-        for args, op in zip(trace.args_of(launches[inside]), owner[inside].tolist()):  # the args decoded at once
+        # the args decoded at once
+        for args, op, around in zip(trace.args_of(launches[inside]), owner[inside].tolist(), outer[inside].tolist()):
             kernel = (args or {}).get("kernel")
             row = int(ops[op]) if op >= 0 else -1
             ref = int(trace.args_ref[row]) if row >= 0 else -1
+            span = int(spans[around]) if around >= 0 else -1
             made.append(Launch(kernel if isinstance(kernel, str) else "", trace.names[trace.name[row]] if row >= 0
-                               else "", trace.kept_args[ref] if ref >= 0 else b"", row))  # fmt: skip
+                               else "", trace.kept_args[ref] if ref >= 0 else b"", row,
+                               trace.names[trace.name[span]] if span >= 0 else "", span))  # fmt: skip
         if made:
             graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made), size))
     return tuple(graphs)

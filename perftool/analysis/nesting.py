@@ -1,11 +1,15 @@
 """Which op a launch on the host belongs to: ops nest (``aten::linear`` → ``aten::addmm``), and a launch belongs to
-the innermost op around it on its thread."""
+the innermost op around it on its thread; and the outermost spans of a thread, the ops a step is made of."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from perftool.trace.model import Trace
+from perftool.trace.model import Kind, Phase, Trace
+
+# The host spans a step's ops are, at their outermost: what diff's op level names (the host ops, runtime calls, waits,
+# input fetches, compiles and collectives no other of them holds)
+HOST_WORK = [Kind.HOST_OP, Kind.RUNTIME, Kind.SYNC, Kind.INPUT, Kind.COMPILE, Kind.COMMUNICATION]
 
 
 def innermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
@@ -36,3 +40,24 @@ def owners(trace: Trace, ops: np.ndarray, sources: np.ndarray) -> np.ndarray:
         inside = (index >= 0) & (trace.end[ops[on_track[np.maximum(index, 0)]]] >= at)
         owner[mine[inside]] = on_track[index[inside]]
     return owner
+
+
+def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The rows (complete events) no other of ``rows`` on the same track encloses, track by track in start order.
+
+    Rows are put in start order (a stable sort, nearly free on the start-ordered tracks profilers write);
+    of rows starting together the longest encloses the others."""
+    rows = rows[trace.phase[rows] == Phase.COMPLETE]
+    kept = []
+    for track in np.flatnonzero(np.bincount(trace.track[rows])).tolist():
+        mine = rows[trace.track[rows] == track]
+        mine = mine[np.argsort(trace.ts[mine], kind="stable")]
+        ts, end = trace.ts[mine], trace.end[mine]
+        opens = np.r_[True, ts[1:] != ts[:-1]]  # the first row of each run of equal starts
+        group = np.cumsum(opens) - 1
+        group_end = np.maximum.reduceat(end, np.flatnonzero(opens))
+        reach = np.r_[-np.inf, np.maximum.accumulate(group_end)[:-1]]  # furthest end of the runs before each run
+        longest = np.flatnonzero(end == group_end[group])
+        longest = longest[np.r_[True, group[longest][1:] != group[longest][:-1]]]  # one per run
+        kept.append(mine[longest[ts[longest] >= reach[group[longest]]]])
+    return np.concatenate(kept) if kept else rows

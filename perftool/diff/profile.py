@@ -9,8 +9,10 @@ so the change of each event's time is its contribution to the change of step tim
 contributions add up to the measured delta once the overlap and idle changes are shown beside them.
 
 At the ``op`` level on the device timeline, each device event counts for the host op that launched it
-(the outermost op around the launching call, paired by the trace's launch flows); device work no flow
-links to an op is a remainder of its own. Host ops' own (host) time is tabled beside it. The ``annotation``
+(the outermost op around the launching call, paired by the trace's launch flows); a replayed graph's kernel for
+the outermost op its launch lay in as the graph was captured, where a capture trace beside says (one call of it a
+replay, with no host time); device work no flow links to an op is a remainder of its own. Host ops' own (host) time
+is tabled beside it. The ``annotation``
 level does the same with the outermost user annotations (``record_function`` ranges, below the step
 markers), which a model's code names the same on every vendor's hardware.
 
@@ -22,27 +24,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.communication import collective_parts
 from perftool.analysis.family import device_family, device_name
+from perftool.analysis.graph_captures import replay_ops
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import Launches, launch_rows, with_replays
 from perftool.analysis.metrics import NOT_DEVICE_WORK
+from perftool.analysis.nesting import HOST_WORK, outermost
 from perftool.analysis.steps import detect_steps
 from perftool.common.errors import PerftoolError
 from perftool.common.threads import in_this_context
 from perftool.dialects.vocabulary import COMPILED_REGION
 from perftool.diff.names import loader_iterator, normalise
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Role, Trace
 
 LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched
 DEVICE_ROLES = (Role.DEVICE, Role.H2D, Role.D2H)
 IN_REPLAYS = "inside graph replays"  # the row of the time between a replayed graph's kernels (its own dependencies)
-HOST_WORK = [Kind.HOST_OP, Kind.RUNTIME, Kind.SYNC, Kind.INPUT, Kind.COMPILE, Kind.COMMUNICATION]
 CATEGORY = {
     Kind.COMPUTE: "compute",
     Kind.COMMUNICATION: "communication",
@@ -111,8 +114,8 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
             return helper.submit(in_this_context(work), *args)
 
         on_host = trace.on_roles(Role.HOST)
-        outermost = beside(_outermost, trace, np.flatnonzero(on_host & trace.of_kinds(*HOST_WORK)))
-        annotations = beside(_outermost, trace, np.flatnonzero(on_host & (trace.kind == Kind.ANNOTATION)))
+        outer_ops = beside(outermost, trace, np.flatnonzero(on_host & trace.of_kinds(*HOST_WORK)))
+        annotations = beside(outermost, trace, np.flatnonzero(on_host & (trace.kind == Kind.ANNOTATION)))
         sources, spans = launch_rows(trace)
         steps = detect_steps(trace, Launches(trace.ts[sources], trace.end[spans]))
         lo, hi = steps.window  # without step markers: the capture after its start-up, as one "step"
@@ -123,7 +126,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         device_work = np.flatnonzero(in_window & trace.on_roles(*DEVICE_ROLES) & ~trace.of_kinds(*NOT_DEVICE_WORK))
         device_rows = device_work[~collective_parts(trace)[device_work]]  # a collective once, not its tasks too
         timeline = "device" if device_rows.size else "host"
-        host_rows, annotated = outermost.result(), annotations.result()
+        host_rows, annotated = outer_ops.result(), annotations.result()
         device_busy = _busy(trace, device_work, lo, hi)
         causes = beside(_idle_causes, trace, lo, hi, device_busy, count)
         host_rows, annotated = host_rows[in_window[host_rows]], annotated[in_window[annotated]]
@@ -136,9 +139,11 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
             "track": _table(_track_keys(trace, rows), clipped, clipped, count),
         }
         anchors = _launch_sources(trace, rows, sources, spans) if timeline == "device" else rows
+        captured = _captured(trace, rows) if timeline == "device" else None
         linked = {}
         for level, spans_of_level in (("op", host_rows), ("annotation", annotated)):
-            tables[level], linked[level] = _launcher_table(trace, spans_of_level, rows, anchors, lo, hi, count)
+            tables[level], linked[level] = _launcher_table(trace, spans_of_level, rows, anchors, (lo, hi), count,
+                                                           captured if level == "op" else None)  # fmt: skip
         idle_causes = causes.result()
     per_step = 1.0 / count
     return Profile(
@@ -235,32 +240,68 @@ def _track_keys(trace: Trace, rows: np.ndarray) -> Keys:
     return _grouped([track.label for track in trace.tracks], trace.track[rows].astype(np.int64))
 
 
+class _Captured(NamedTuple):
+    """Device rows of replayed graphs whose launch, as the graph was captured, lay in a host span (a capture trace
+    beside says): their positions among the rows, that span's name, and which call of it in which replay (an id)."""
+
+    at: np.ndarray
+    names: list[str]
+    call: np.ndarray
+
+
+def _captured(trace: Trace, rows: np.ndarray) -> _Captured:
+    """:class:`_Captured` of ``rows`` (device rows, in order)."""
+    replays = replay_ops(trace)
+    at = np.searchsorted(rows, replays.spans)
+    found = at < rows.size
+    found[found] = rows[at[found]] == replays.spans[found]
+    launch = replays.launch[found]
+    outer_call = np.array([made.outer_call for made in replays.launches], np.int64)[launch] if launch.size else launch
+    named = outer_call >= 0
+    # a call: its graph launch, and the span's call in the capture
+    _, call = np.unique(np.c_[replays.replayed_by[found][named], outer_call[named]], axis=0, return_inverse=True)
+    names = [replays.launches[index].outer for index in launch[named].tolist()]
+    return _Captured(at[found][named], names, call.reshape(-1).astype(np.int64))
+
+
 def _launcher_table(
     trace: Trace,
     host_spans: np.ndarray,
     rows: np.ndarray,
     anchors: np.ndarray,
-    lo: float,
-    hi: float,
+    window: tuple[float, float],
     count: int,
+    captured: _Captured | None = None,
 ) -> tuple[Table, float]:
     """Host spans (the outermost ops, or annotations, of their threads) with their own time, and the time of the
     pacing ``rows`` each one holds: the row whose ``anchor`` (the host event that started it: its launch, or
-    the row itself on the host timeline) lies inside it. Returns the table and the time held (µs, all steps)."""
+    the row itself on the host timeline) lies inside it. A ``captured`` row (a replayed kernel) is held by the span
+    its launch lay in as the graph was captured, not by the one that replays the graph: each call of that span in a
+    replay is a call, with no host time. Returns the table and the time held (µs, all steps)."""
+    lo, hi = window
+    captured = captured or _Captured(np.empty(0, np.int64), [], np.empty(0, np.int64))
     span_of_row = _enclosing(trace, host_spans, anchors)
+    span_of_row[captured.at] = -1
     held = span_of_row >= 0
     keyed = np.r_[host_spans, host_spans[span_of_row[held]]]  # each span, then the span of each held row
     names, index = _name_keys(trace, keyed)
-    of_span, of_row = index[: host_spans.size], index[host_spans.size :]
+    distinct = list(dict.fromkeys(captured.names))  # the captured spans' names, then the trace's, as one set of keys
+    names, key = _grouped(names + [normalise(name) for name in distinct], np.arange(len(names) + len(distinct)))
+    position = {name: len(key) - len(distinct) + at for at, name in enumerate(distinct)}
+    of_span, of_row = key[index[: host_spans.size]], key[index[host_spans.size :]]
+    of_captured = key[np.array([position[name] for name in captured.names], np.int64)]
     held_us = _clipped(trace, rows[held], lo, hi)
+    captured_us = _clipped(trace, rows[captured.at], lo, hi)
+    calls = of_captured[np.unique(captured.call, return_index=True)[1]]  # each captured call once
     size = len(names)
     table = Table(
         names,
-        np.bincount(of_span, minlength=size) / count,
+        (np.bincount(of_span, minlength=size) + np.bincount(calls, minlength=size)) / count,
         np.bincount(of_span, weights=_clipped(trace, host_spans, lo, hi), minlength=size) / count,
-        np.bincount(of_row, weights=held_us, minlength=size) / count,
-    )
-    return table, float(held_us.sum())
+        (np.bincount(of_row, weights=held_us, minlength=size)
+         + np.bincount(of_captured, weights=captured_us, minlength=size)) / count,
+    )  # fmt: skip
+    return table, float(held_us.sum() + captured_us.sum())
 
 
 def _launch_sources(trace: Trace, device_rows: np.ndarray, sources: np.ndarray, spans: np.ndarray) -> np.ndarray:
@@ -284,27 +325,6 @@ def _enclosing(trace: Trace, host_spans: np.ndarray, anchors: np.ndarray) -> np.
         inside = (index >= 0) & (trace.end[host_spans[mine_spans[np.maximum(index, 0)]]] >= at)
         found[mine[inside]] = mine_spans[index[inside]]
     return found
-
-
-def _outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """The rows (complete events) no other of ``rows`` on the same track encloses, track by track in start order.
-
-    Rows are put in start order (a stable sort, nearly free on the start-ordered tracks profilers write);
-    of rows starting together the longest encloses the others."""
-    rows = rows[trace.phase[rows] == Phase.COMPLETE]
-    kept = []
-    for track in np.flatnonzero(np.bincount(trace.track[rows])).tolist():
-        mine = rows[trace.track[rows] == track]
-        mine = mine[np.argsort(trace.ts[mine], kind="stable")]
-        ts, end = trace.ts[mine], trace.end[mine]
-        opens = np.r_[True, ts[1:] != ts[:-1]]  # the first row of each run of equal starts
-        group = np.cumsum(opens) - 1
-        group_end = np.maximum.reduceat(end, np.flatnonzero(opens))
-        reach = np.r_[-np.inf, np.maximum.accumulate(group_end)[:-1]]  # furthest end of the runs before each run
-        longest = np.flatnonzero(end == group_end[group])
-        longest = longest[np.r_[True, group[longest][1:] != group[longest][:-1]]]  # one per run
-        kept.append(mine[longest[ts[longest] >= reach[group[longest]]]])
-    return np.concatenate(kept) if kept else rows
 
 
 def _clipped(trace: Trace, rows: np.ndarray, lo: float, hi: float) -> np.ndarray:

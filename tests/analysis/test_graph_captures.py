@@ -15,6 +15,7 @@ from conftest import DATA
 
 from perftool.analysis.graph_captures import capture_files, captured_graphs, replay_ops
 from perftool.dialects.vocabulary import GRAPH_LAUNCH
+from perftool.diff.profile import profile
 from perftool.pipeline.read import load_trace
 from perftool.roofline.figures import roofline
 
@@ -50,9 +51,12 @@ def test_the_real_decode_step_s_kernels_are_given_their_ops_by_its_graph_s_captu
     assert attention.calls == 36 and attention.device_us == pytest.approx(float(trace.dur[ops.spans[kernels]].sum()))
     assert attention.flops == 36 * 4 * 32 * 128 * 32_785 and attention.bound == "memory"
     assert attention.bytes == 36 * (2 * 32 * 32 * 128 * 2 + 2 * 32_785 * 8 * 128 * 2)
+    by_op = profile(trace).tables["op"]  # diff --by op: the outermost ops as captured, one call each a replay
+    paged = by_op.keys.index("sglang_profiler::attention_paged_attention_ragged")  # the numeric suffix normalised
+    assert by_op.calls[paged] == 36 and by_op.paced_us[paged] == pytest.approx(attention.device_us, rel=1e-5)
     assert all(kind.name for kind in found.calls.kinds)  # a launch made in no modelled op is no call
     said = _said(run("info", str(tmp_path / DECODE.name)))
-    assert "the roofline gives each replayed kernel to the op that launched it as the graph was captured" in said
+    assert "the roofline and diff --by op give each replayed kernel to the op that launched it as the graph" in said
     assert "capture_traces/bs_32_rank0.json.gz" in said
 
 
@@ -101,15 +105,20 @@ def _capture(launches: list[tuple[str, tuple[int, int, int]]], named: bool, size
     return {"schemaVersion": 1, "traceEvents": events}
 
 
+def _marked_steps(events: list[dict], work: int) -> list[int]:
+    """The starts of 4 steps of 500 µs and ``work`` µs more each, their ProfilerStep#N markers added to ``events``."""
+    length = 500 + work
+    for step in range(4):
+        events.append({"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 1, "tid": 1,
+                       "ts": step * length, "dur": length - 10})  # fmt: skip
+    return [step * length for step in range(4)]
+
+
 def _replay(kernels: list[str], streams: int = 1, tokens: int | None = None) -> dict:
     """A profile of 4 decode steps, each one graph launch replaying ``kernels`` (100 µs each, on ``streams``
     streams in turn) after 200 µs of host work, inside the engine's annotation of a step of ``tokens`` where given."""
     events: list[dict] = []
-    length = 500 + 110 * len(kernels)
-    for step in range(4):
-        at = step * length
-        events.append({"ph": "X", "name": f"ProfilerStep#{step}", "cat": "user_annotation", "pid": 1, "tid": 1,
-                       "ts": at, "dur": length - 10})  # fmt: skip
+    for step, at in enumerate(_marked_steps(events, 110 * len(kernels))):
         if tokens is not None:
             events.append({"ph": "X", "name": f"execute_{tokens}_context_0(sq0)_generation_{tokens}(sq{tokens})",
                            "cat": "user_annotation", "pid": 1, "tid": 1, "ts": at + 100, "dur": 300})  # fmt: skip
@@ -185,7 +194,7 @@ def test_a_capture_trace_that_does_not_read_is_named_and_the_others_still_serve(
     result = run("scan", str(path), "--fail-on", "never", "--format", "json")
     assert result.exit_code == 0
     (said,) = [c for c in json.loads(result.stdout)["traces"][0]["caveats"] if "graph replays" in c]
-    assert "the roofline gives each replayed kernel to the op that launched it" in said
+    assert "the roofline and diff --by op give each replayed kernel to the op that launched it" in said
     assert f"(not read: {tmp_path / 'capture_traces' / 'cut.json'}: truncated JSON" in said
 
 
@@ -289,3 +298,45 @@ def test_a_capture_trace_is_read_once_while_it_is_unchanged(tmp_path, monkeypatc
     assert len(read) == 1
     (tmp_path / "capture_traces" / "bs_0_rank0.json").write_text(json.dumps(_capture(GEMMS[:2], True)))
     assert replay_ops(load_trace(path)).unmatched == 4 and len(read) == 2  # another graph now: no replay is it
+
+
+def _eager(kernels: list[tuple[str, tuple[int, int, int]]]) -> dict:
+    """The same 4 steps run eagerly: each GEMM an aten::mm launching its kernel (120 µs), after 200 µs of host work."""
+    events: list[dict] = []
+    for step, at in enumerate(_marked_steps(events, 130 * len(kernels))):
+        for k, (kernel, (m, n, inner)) in enumerate(kernels):
+            flow, op = step * 10 + k + 1, at + 200 + k * 20
+            events.append({"ph": "X", "name": "aten::mm", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": op, "dur": 15,
+                           "args": {"Input Dims": [[m, inner], [inner, n]],
+                                    "Input type": ["c10::BFloat16", "c10::BFloat16"]}})  # fmt: skip
+            events.append({"ph": "X", "name": "cudaLaunchKernel", "cat": "cuda_runtime", "pid": 1, "tid": 1,
+                           "ts": op + 5, "dur": 5})  # fmt: skip
+            events.append({"ph": "s", "id": flow, "pid": 1, "tid": 1, "ts": op + 5, "cat": "ac2g", "name": "ac2g"})
+            start = at + 300 + k * 130
+            events.append({"ph": "X", "name": kernel, "cat": "kernel", "pid": 0, "tid": 7, "ts": start, "dur": 120})
+            events.append({"ph": "f", "id": flow, "pid": 0, "tid": 7, "ts": start, "cat": "ac2g", "name": "ac2g",
+                           "bp": "e"})  # fmt: skip
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def test_diff_by_op_compares_a_replayed_graph_s_kernels_with_the_eager_run_s_ops(tmp_path, run):
+    """An eager run against the same steps replayed as a graph, its capture beside: by op, the graph's kernels are
+    the aten::mm calls that launched them as captured (3 a step, no host time), so the two compare op by op; without
+    the capture they are the graph launch's, and the op level matches nothing."""
+    eager = tmp_path / "eager.pt.trace.json"
+    eager.write_text(json.dumps(_eager(GEMMS)))
+    graph = _profile(tmp_path / "graph", _replay([kernel for kernel, _ in GEMMS]), _capture(GEMMS, True))
+    (diff,) = json.loads(run("diff", str(eager), str(graph), "--by", "op", "--format", "json").stdout)["diffs"]
+    rows = {row["key"]: row for row in diff["rows"]}
+    assert diff["level"] == "op" and rows["aten::mm"]["status"] == "both"
+    mm = rows["aten::mm"]
+    assert (mm["baseline_calls_per_step"], mm["candidate_calls_per_step"]) == (3, 3)
+    assert (mm["baseline_paced_us_per_step"], mm["candidate_paced_us_per_step"]) == (3 * 120, 300)
+    assert (mm["candidate_us_per_step"], mm["contribution_us"]) == (0, -60)  # no host time: it ran once, captured
+    op_table = profile(load_trace(graph)).tables["op"]
+    mm, launch = op_table.keys.index("aten::mm"), op_table.keys.index("cudaGraphLaunch")
+    assert (op_table.calls[mm], op_table.time_us[mm], op_table.paced_us[mm]) == (3, 0, 300)
+    assert op_table.paced_us[launch] == 0 and op_table.time_us[launch] == 10
+    shutil.rmtree(tmp_path / "graph" / "capture_traces")
+    alone = profile(load_trace(tmp_path / "graph" / "profile.pt.trace.json")).tables["op"]
+    assert "aten::mm" not in alone.keys and alone.paced_us[alone.keys.index("cudaGraphLaunch")] == 300
