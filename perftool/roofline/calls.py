@@ -233,7 +233,7 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
         kernel_rows=kernel_rows,
         kernel_call=kernel_call,
         host_rows=host_rows,
-        notes=_serving_notes([kinds[k] for k in np.flatnonzero(np.bincount(kind, minlength=len(kinds))).tolist()]),
+        notes=_serving_notes(kinds, described, np.flatnonzero(np.bincount(kind, minlength=len(kinds))).tolist()),
     )
 
 
@@ -261,18 +261,27 @@ def _lengths_text(lengths: StepLengths) -> str:
     return f" · iteration of {lengths.sq:,} queries over {lengths.sk:,} keys"
 
 
-def _serving_notes(kinds: list[OpKind]) -> list[str]:
-    """What keeps a serving engine's attention (of ``kinds``, those called) from a model: its iterations' sequence
-    lengths, not counted."""
-    unmodelled = sorted({kind.name for kind in kinds if kind.work is None and SERVING_ATTENTION.match(kind.name)})
-    if not unmodelled:
-        return []
-    return [
-        f"{', '.join(unmodelled)} (a serving engine's attention) {'has' if len(unmodelled) == 1 else 'have'} no "
-        "model here: its work depends on each iteration's sequence lengths, which a step annotation counts as "
-        "execute_N_context_C(sqAskBsqsqCsqskD)_generation_G(...) (query tokens, keys, their squares and products "
-        "summed over the sequences) and none around it does"
-    ]
+def _serving_notes(kinds: list[OpKind], described: list[_Described], called: list[int]) -> list[str]:
+    """What keeps a serving engine's attention (of the ``called`` kinds) from a model: no step annotation around it
+    counting its iteration's sequences, or shapes that do not fit them."""
+    serving = [k for k in called if kinds[k].work is None and SERVING_ATTENTION.match(kinds[k].name)]
+    uncounted = sorted({kinds[k].name for k in serving if described[k][2] is None})
+    unfit = sorted({kinds[k].name for k in serving if described[k][2] is not None})
+    notes = []
+    if uncounted:
+        notes.append(
+            f"{', '.join(uncounted)} (a serving engine's attention) {'has' if len(uncounted) == 1 else 'have'} no "
+            "model here: its work depends on each iteration's sequence lengths, which a step annotation counts as "
+            "execute_N_context_C(sqAskBsqsqCsqskD)_generation_G(...) (query tokens, keys, their squares and products "
+            "summed over the sequences) and none around it does"
+        )
+    if unfit:
+        notes.append(
+            f"{', '.join(unfit)} (a serving engine's attention) {'has' if len(unfit) == 1 else 'have'} no model in "
+            "some iterations: its query holds fewer tokens than the iteration's annotation counts (the iteration "
+            "split into micro-batches), or its keys' heads do not divide its heads"
+        )
+    return notes
 
 
 class _Replayed(NamedTuple):

@@ -91,3 +91,12 @@ def test_the_real_prefill_s_attention_is_its_fifteen_prompts_causal_pairs():
     assert attention.name == "aiter::mha_batch_prefill" and attention.calls == 36 and attention.bound == "compute"
     assert attention.flops == 36 * 4 * 32 * 128 * 15 * 1024 * 1025 // 2
     assert found.modelled_share > 0.98
+
+
+def test_a_serving_attention_holding_fewer_tokens_than_its_iteration_has_no_model_and_says_why(write_trace):
+    """An iteration of 103 tokens whose attention op holds 52 (one of two micro-batches): no model, and the note says
+    the shapes do not fit, not that the lengths are missing."""
+    found = roofline(_trace(write_trace, (MIXED, 52)))
+    assert found.modelled_share == 0.0
+    (note,) = [n for n in found.notes if "serving engine's attention" in n]
+    assert "no model in some iterations: its query holds fewer tokens than the iteration's annotation counts" in note
