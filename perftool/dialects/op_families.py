@@ -394,8 +394,9 @@ _SERVING_ATTENTION_ARGS = {
     # (out, workspace, query, key cache, value cache, ...), under sglang_profiler::attention_paged_attention_ragged_N
     "attention_paged_attention_ragged": _ServingArgs(2, 3),
 }
-# The kernels SGLang's kernel shape profiler wraps as ops of their own, named by module and function and numbered
-# (sglang_profiler::attention_paged_attention_ragged_100): those a family covers
+# The kernels SGLang's kernel shape profiler wraps as ops of their own, each named by the last part of its module and
+# its function, numbered (aiter.ops.attention's paged_attention_ragged: sglang_profiler::attention_paged_attention_
+# ragged_100), recording its tensor arguments: those a family covers
 _PROFILER_WRAPPED = ("attention_paged_attention_ragged",)
 
 

@@ -12,9 +12,8 @@ At the ``op`` level on the device timeline, each device event counts for the hos
 (the outermost op around the launching call, paired by the trace's launch flows); a replayed graph's kernel for
 the outermost op its launch lay in as the graph was captured, where a capture trace beside says (one call of it a
 replay, with no host time); device work no flow links to an op is a remainder of its own. Host ops' own (host) time
-is tabled beside it. The ``annotation``
-level does the same with the outermost user annotations (``record_function`` ranges, below the step
-markers), which a model's code names the same on every vendor's hardware.
+is tabled beside it. The ``annotation`` level does the same with the outermost user annotations (``record_function``
+ranges, below the step markers), which a model's code names the same on every vendor's hardware.
 
 Every table is a group-by over name, kind or track ids with numpy; only distinct names pass through Python.
 """
@@ -285,7 +284,7 @@ def _launcher_table(
     held = span_of_row >= 0
     keyed = np.r_[host_spans, host_spans[span_of_row[held]]]  # each span, then the span of each held row
     names, index = _name_keys(trace, keyed)
-    distinct = list(dict.fromkeys(captured.names))  # the captured spans' names, then the trace's, as one set of keys
+    distinct = list(dict.fromkeys(captured.names))  # the trace's spans' names and the captured ones: one set of keys
     names, key = _grouped(names + [normalise(name) for name in distinct], np.arange(len(names) + len(distinct)))
     position = {name: len(key) - len(distinct) + at for at, name in enumerate(distinct)}
     of_span, of_row = key[index[: host_spans.size]], key[index[host_spans.size :]]
