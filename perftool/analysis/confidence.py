@@ -15,7 +15,7 @@ import numpy as np
 
 from perftool import dialects
 from perftool.analysis.family import device_tracks, job_kind
-from perftool.analysis.graph_captures import replay_ops
+from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
@@ -261,7 +261,7 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
     share = float(trace.dur[spans].sum()) / total if total > 0 else 0.0
     if share < REPLAYED_SHARE:
         return ""
-    ops = replay_ops(trace)
+    ops = replay_ops(trace, (lo, hi))
     refused = f" (not read: {'; '.join(ops.refused)})" if ops.refused else ""
     if ops.used:
         untold = (
@@ -271,12 +271,12 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
         )  # fmt: skip
         return (
             f"{share:.0%} of the device's compute runs in device graph replays: the roofline and diff --by op give "
-            f"each replayed kernel to the op that launched it as the graph was captured ({', '.join(ops.used)} beside "
-            f"the trace){untold}{refused}"
+            f"each replayed kernel to the op that launched it as the graph was captured ({_captured_in(ops.used)})"
+            f"{untold}{refused}"
         )
     beside = (
-        f"The capture traces beside ({', '.join(ops.captures)}) hold no graph whose launches are these replays' "
-        f"kernels one for one{refused}. "
+        f"The graphs captured in {_captured_in(ops.captures)} hold none whose launches are these replays' kernels one "
+        f"for one{refused}. "
         if ops.captures
         else ""
     )
@@ -293,6 +293,13 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
         "--enforce-eager, SGLang's --disable-cuda-graph); in a trace viewer, PyTorch's CUDA graph kernel annotations "
         "label them too (torch.cuda.graph(..., enable_annotations=True) with mark_kernels, CUDA 13.1 or later)"
     )
+
+
+def _captured_in(sources: list[str]) -> str:
+    """Where graphs were captured, in words: the trace itself, and the capture traces beside it."""
+    beside = [source for source in sources if source != ITSELF]
+    return " and ".join([*([ITSELF] if ITSELF in sources else []), *([f"{', '.join(beside)} beside it"] if beside
+                                                                    else [])])  # fmt: skip
 
 
 def _warmup_phases(trace: Trace, startup_end: float) -> str:

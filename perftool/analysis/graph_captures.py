@@ -46,6 +46,7 @@ CAPTURE_FILE = re.compile(r"(?i)\.json(\.gz)?$")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})  # whose args name the kernel a launch made (HIP's)
 CAPTURES_FROM = "perftool.graph_captures"  # the top-level key of an annotated trace naming the captures it read
 UNSEEN_NODES = 0.01  # of a graph's named launches, the share a replay may show no kernel of (one at least)
+ITSELF = "the trace itself"  # where a profile holds its graphs' capture too (a compiled model's first calls in it)
 
 
 class Launch(NamedTuple):
@@ -163,8 +164,13 @@ def _named_numbers(trace: Trace, rows: list[int], pattern: re.Pattern[str]) -> l
     return found
 
 
-def replay_ops(trace: Trace) -> ReplayOps:
-    """The ops of ``trace``'s replayed kernels, from the capture traces beside it (found once)."""
+def replay_ops(trace: Trace, window: tuple[float, float] = (-np.inf, np.inf)) -> ReplayOps:
+    """The ops of ``trace``'s replayed kernels, from the graphs captured beside it or in it (found once); none where
+    no replayed kernel starts in ``window``, and then no capture is read."""
+    _, spans = replayed(trace)
+    lo, hi = window
+    if not np.any((trace.ts[spans] >= lo) & (trace.ts[spans] < hi) & (trace.kind[spans] == Kind.COMPUTE)):
+        return ReplayOps()
     return trace.derive("graph_captures.replay_ops", lambda: _replay_ops(trace))
 
 
@@ -173,15 +179,22 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     compute = trace.kind[spans] == Kind.COMPUTE
     calls, spans = calls[compute], spans[compute]
     files = capture_files(trace.source, trace.metadata) if spans.size else []
+    own = Path(trace.source) if spans.size and trace.name_matches(CAPTURE_BEGIN).any() else None
     found = ReplayOps(captures=[f"{p.parent.name}/{p.name}" for p in files], replays=int(np.unique(calls).size))
-    if not files:
-        return found
     graphs: list[Graph] = []
+    if own is not None and own.is_file():  # read again, its launches' args kept: HIP's name their kernels
+        found.captures.insert(0, ITSELF)
+        try:
+            graphs.extend(dataclasses.replace(graph, source=ITSELF) for graph in captured_graphs(own))
+        except (PerftoolError, OSError) as error:
+            found.refused.append(str(error))
     for path in files:
         try:
             graphs.extend(captured_graphs(path))
         except (PerftoolError, OSError) as error:
             found.refused.append(str(error))
+    if not found.captures:
+        return found
     order = np.lexsort((trace.ts[spans], calls))
     calls, spans = calls[order], spans[order]
     starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])

@@ -138,7 +138,7 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
             "track": _table(_track_keys(trace, rows), clipped, clipped, count),
         }
         anchors = _launch_sources(trace, rows, sources, spans) if timeline == "device" else rows
-        captured = _captured(trace, rows) if timeline == "device" else None
+        captured = _captured(trace, rows, (lo, hi)) if timeline == "device" else None
         linked = {}
         for level, spans_of_level in (("op", host_rows), ("annotation", annotated)):
             tables[level], linked[level] = _launcher_table(trace, spans_of_level, rows, anchors, (lo, hi), count,
@@ -248,9 +248,9 @@ class _Captured(NamedTuple):
     call: np.ndarray
 
 
-def _captured(trace: Trace, rows: np.ndarray) -> _Captured:
-    """:class:`_Captured` of ``rows`` (device rows, in order)."""
-    replays = replay_ops(trace)
+def _captured(trace: Trace, rows: np.ndarray, window: tuple[float, float]) -> _Captured:
+    """:class:`_Captured` of ``rows`` (device rows in ``window``, in order)."""
+    replays = replay_ops(trace, window)
     at = np.searchsorted(rows, replays.spans)
     found = at < rows.size
     found[found] = rows[at[found]] == replays.spans[found]

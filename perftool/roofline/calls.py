@@ -175,7 +175,7 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     )
     ops = innermost(trace, candidates)  # by track, then start
     sources, spans = launch_rows(trace)
-    replays = replay_ops(trace)  # replayed kernels whose ops a capture trace beside gives: calls of their own
+    replays = replay_ops(trace, window)  # replayed kernels whose ops a graph's capture gives: calls of their own
     compute = (trace.kind[spans] == Kind.COMPUTE) & ~np.isin(spans, replays.spans)
     sources, spans = sources[compute], spans[compute]
     owner = owners(trace, ops, sources) if ops.size else np.full(sources.size, -1, np.int64)

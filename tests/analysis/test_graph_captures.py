@@ -171,7 +171,7 @@ def test_kernels_of_other_names_or_unnamed_ones_on_several_streams_are_no_captur
     renamed = _profile(tmp_path / "renamed", _replay(["gemm_a", "gemm_c", "gemm_a"]), _capture(GEMMS, True))
     assert replay_ops(load_trace(renamed)).unmatched == 4
     said = _said(run("info", str(renamed)))
-    assert "The capture traces beside (capture_traces/bs_0_rank0.json) hold no graph whose launches are" in said
+    assert "The graphs captured in capture_traces/bs_0_rank0.json beside it hold none whose launches are" in said
     streams = _profile(tmp_path / "streams", _replay(["gemm_a", "gemm_b", "gemm_a"], streams=2), _capture(GEMMS, False))
     assert replay_ops(load_trace(streams)).spans.size == 0  # CUDA's capture names no kernel: order holds on one stream
 
@@ -340,3 +340,47 @@ def test_diff_by_op_compares_a_replayed_graph_s_kernels_with_the_eager_run_s_ops
     shutil.rmtree(tmp_path / "graph" / "capture_traces")
     alone = profile(load_trace(tmp_path / "graph" / "profile.pt.trace.json")).tables["op"]
     assert "aten::mm" not in alone.keys and alone.paced_us[alone.keys.index("cudaGraphLaunch")] == 300
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_profile_holding_its_graphs_capture_gives_its_replays_their_ops(tmp_path, run, named):
+    """A compiled model profiled from its first calls: the graph's capture, then four steps replaying it, in one
+    trace. The replays' kernels take their ops from the capture in the trace itself, HIP's named launches or CUDA's
+    unnamed ones (on one stream); a replay of kernels other than the named ones is none of its graphs, and the note
+    says so."""
+
+    def together(replay: dict, name: str = "profile.pt.trace.json") -> Path:
+        steps = [{**event, "ts": event["ts"] + 10_000} for event in replay["traceEvents"]]
+        path = tmp_path / name
+        path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": _capture(GEMMS, named)["traceEvents"] + steps}))
+        return path
+
+    path = together(_replay([kernel for kernel, _ in GEMMS]))
+    trace = load_trace(path)
+    ops = replay_ops(trace)
+    assert ops.replays == 4 and ops.unmatched == 0 and ops.used == ["the trace itself"]
+    found = roofline(trace)
+    assert found.modelled_share == 1.0 and {op.name for op in found.ops} == {"aten::mm"}
+    assert sum(op.calls for op in found.ops) == 3 * found.steps
+    assert "as the graph was captured (the trace itself)" in _said(run("info", str(path)))
+    if not named:
+        return
+    other = together(_replay(["gemm_a", "gemm_c", "gemm_a"]), "other.pt.trace.json")
+    assert replay_ops(load_trace(other)).unmatched == 4
+    assert "The graphs captured in the trace itself hold none whose launches are" in _said(run("info", str(other)))
+
+
+def test_graphs_are_read_only_for_replays_in_the_window_asked_about(monkeypatch):
+    """FLUX.1's warm-up records its graph and replays it once, in the start-up the figures leave out: the roofline
+    reads no capture for it (not even the trace's own, read again for its launches' kernel names), while the whole
+    capture's replay is given its ops."""
+    from perftool.analysis import graph_captures
+    from perftool.trace.loader import read_trace
+
+    read: list[Path] = []
+    monkeypatch.setattr(graph_captures, "read_trace", lambda path, **options: read.append(path) or read_trace(path,
+                        **options))  # fmt: skip
+    trace = load_trace(FLUX_WARMUP)
+    assert roofline(trace).modelled_share < 0.3 and read == []
+    ops = replay_ops(trace)  # every replay: the one after the capture
+    assert ops.replays == 1 and ops.used == ["the trace itself"] and ops.spans.size == 993 and len(read) == 1
