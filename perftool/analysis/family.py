@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS
+from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS, ENGINE_STEP
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
@@ -128,8 +128,8 @@ _TRAINING = re.compile(
     re.MULTILINE,
 )
 _SERVING = re.compile(
-    r"^vllm::|^vllm/|/vllm/|^gpu_model_runner: |sglang|^execute_(\d+_)?context_\d+\(", re.MULTILINE
-)  # vLLM's ops, its code's frames and its model runner's annotations (gpu_model_runner: forward), SGLang's
+    rf"^vllm::|^vllm/|/vllm/|^gpu_model_runner: |sglang|{ENGINE_STEP.pattern}", re.MULTILINE
+)  # vLLM's ops, its code's frames, its model runner's annotations (gpu_model_runner: forward), the engines' iterations
 
 
 # what marks an XLA device op's path (its args' ``name`` or ``tf_op``) as a backward's: JAX's name stack transposes a

@@ -7,9 +7,12 @@ import re
 from perftool.common.names import COMPILED_CALL as COMPILED_CALL  # JAX's jit and pmap calls
 from perftool.trace.model import Kind
 
-# A serving engine's iteration: vLLM's model execution, SGLang's scheduler step (decode, or prefill as extend).
+# A serving engine's iteration: vLLM's model execution (its worker's annotation: execute_new_N_cached_M, the new and
+# cached requests it schedules, since 2025; execute_context_C(...)_generation_G(...) before), SGLang's scheduler step
+# (decode, or prefill as extend).
 ENGINE_STEP = re.compile(
-    r"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b"
+    r"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^execute_new_\d+_cached_\d+$"
+    r"|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b"
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
 # The tokens an engine's iteration runs, as its step annotations count them (vLLM's execute_N_context_..., SGLang's

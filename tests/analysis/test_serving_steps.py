@@ -8,6 +8,7 @@ import json
 import pytest
 from conftest import DATA, complete
 
+from perftool.analysis.family import job_kind
 from perftool.analysis.steps import detect_steps
 from perftool.pipeline.read import load_trace
 
@@ -36,16 +37,18 @@ def _layers(t: float, count: int) -> list:
 
 @pytest.mark.parametrize(
     "marker",
-    ["execute_context_2(96_1024)_generation_30(30)", "step[DECODE bs=32]"],
-    ids=["vllm", "sglang"],
+    ["execute_new_2_cached_30", "execute_context_2(96_1024)_generation_30(30)", "step[DECODE bs=32]"],
+    ids=["vllm", "vllm-2025", "sglang"],
 )
 def test_a_serving_engine_s_iterations_are_its_steps(write_trace, marker):
     events = _labels()
     for step in range(5):
         t = step * 5_000.0
         events += [complete(marker, t, 4_000, cat="user_annotation", **HOST), *_layers(t + 10, 36)]
-    steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
+    trace = load_trace(write_trace(KINETO | {"traceEvents": events}))
+    steps = detect_steps(trace)
     assert steps.count == 5 and steps.inferred is None and steps.within is None
+    assert job_kind(trace) == "serving"  # by its iterations' annotations alone: its ops are any model's
 
 
 def test_an_engine_step_inside_another_engine_marker_is_one_step(write_trace):
@@ -78,7 +81,6 @@ def test_a_model_s_repeating_layers_do_not_split_its_one_step(write_trace):
 
 
 def test_what_a_job_is_reads_from_its_ops():
-    from perftool.analysis.family import job_kind
     from perftool.pipeline.read import load_trace as load
 
     assert job_kind(load(DATA / "real" / "resnet50_pt18_workers0.json.gz")) == "training"
