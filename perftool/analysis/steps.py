@@ -261,8 +261,8 @@ def _step_numbers(trace: Trace, rows: np.ndarray) -> np.ndarray | None:
     numbers = [name[len(name.rstrip(_DIGITS)) :] for name in names]  # the trailing digits, without a regex
     if numbers and not all(numbers):
         numbers = [str((trace.args(row) or {}).get(STEP_NUMBER_ARG, "")) for row in rows.tolist()]
-    if not numbers or not all(number.isdigit() for number in numbers):
-        return None
+    if not numbers or not all(number.isascii() and number.isdigit() and len(number) <= 18 for number in numbers):
+        return None  # a number past an int64's 18 safe digits is no step's
     return np.array([int(number) for number in numbers], dtype=np.int64)
 
 

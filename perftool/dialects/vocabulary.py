@@ -17,13 +17,13 @@ ENGINE_STEP = re.compile(
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
 # The tokens an engine's iteration runs, as its step annotations count them (vLLM's execute_N_context_..., SGLang's
 # step[DECODE bs=N]); it replays the graph captured for the smallest batch of N or more
-ENGINE_STEP_TOKENS = re.compile(r"^execute_(\d+)_context_|^step\[DECODE bs=(\d+)")
+ENGINE_STEP_TOKENS = re.compile(r"^execute_(\d{1,18})_context_|^step\[DECODE bs=(\d{1,18})\b")
 # The sequences an engine's iteration attends over, where its step annotation counts them: for its prefills
 # (context) and its decodes (generation) each, the sums over their sequences of query tokens, keys, queries squared
 # and queries times keys (execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk32785sqsq32sqsk32785))
-_LENGTHS = r"\(sq(\d+)sk(\d+)sqsq(\d+)sqsk(\d+)\)"
+_LENGTHS = r"\(sq(\d{1,18})sk(\d{1,18})sqsq(\d{1,18})sqsk(\d{1,18})\)"  # an int64's digits at most
 ENGINE_STEP_LENGTHS = re.compile(rf"^execute_\d+_context_\d+{_LENGTHS}_generation_\d+{_LENGTHS}")
-GRAPH_CAPTURE_SIZE = re.compile(r"^capture_(\d+)_")  # an engine's capture of a graph for N (capture_32_DECODE)
+GRAPH_CAPTURE_SIZE = re.compile(r"^capture_(\d{1,18})_")  # an engine's capture of a graph for N (capture_32_DECODE)
 STEP_NUMBER_ARG = "step_num"  # a step marker's number in its args (jax.profiler's StepTraceAnnotation)
 # Waits: the host's synchronising calls (the CUDA runtime's and HIP's, the driver's that XLA makes, each with the
 # suffixes CUPTI gives a version and the per-thread default stream), a scalar read back, Ascend's and Gaudi's calls;

@@ -729,3 +729,32 @@ def test_launches_between_calls_are_counted_per_thread_in_one_sort():
     own = launch_track[None, :] == track[:, None]
     assert before.tolist() == ((launch_ts[None, :] < when[:, None]) & own).sum(axis=1).tolist()
     assert until.tolist() == ((launch_ts[None, :] <= when[::-1][:, None]) & own).sum(axis=1).tolist()
+
+
+@pytest.mark.parametrize("digits", [30, 5_000])
+def test_numbers_in_names_past_an_int64_s_digits_are_read_as_none(run, tmp_path, digits):
+    """A step marker, an engine's iteration or a graph's capture naming a number of more digits than an int64 holds
+    (or than Python converts at all: 4,300) is read as naming none, not a traceback: the steps go unnumbered, the
+    iteration's tokens and sequences and the capture's batch unknown."""
+    big = "9" * digits
+    kernels = [complete("gemm", step * 100 + 10, 50, pid=0, tid=7, cat="kernel") for step in range(4)]
+    steps = [complete(f"ProfilerStep#{big if step == 0 else step}", step * 100, 90, cat="user_annotation")
+             for step in range(4)]  # fmt: skip
+    attention = {"Input Dims": [[4, 8, 64], [4, 1, 64]], "Input type": ["c10::BFloat16"] * 2}
+    engine = [complete(f"execute_{big}_context_1(sq{big}sk1sqsq1sqsk1)_generation_0(sq0sk0sqsq0sqsk0)", step * 100,
+                       90, cat="user_annotation") for step in range(4)] + [
+        complete("cudaGraphLaunch", 5, 2, cat="cuda_runtime"),
+        {"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 5, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 10, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        complete("vllm::unified_attention", 120, 5, cat="cpu_op", args=attention)]  # fmt: skip
+    (tmp_path / "capture_traces").mkdir()
+    capture = [complete(f"capture_{big}_DECODE", 0, 20, cat="user_annotation"),
+               complete("cudaStreamBeginCapture", 1, 1, cat="cuda_runtime"),
+               complete("cudaLaunchKernel", 5, 1, cat="cuda_runtime"),
+               complete("cudaStreamEndCapture", 9, 1, cat="cuda_runtime")]  # fmt: skip
+    (tmp_path / "capture_traces" / "bs.json").write_text(json.dumps({"traceEvents": capture}))
+    for name, events in (("steps.json", steps + kernels), ("engine.json", engine + kernels)):
+        (tmp_path / name).write_text(json.dumps({"traceEvents": events}))
+        for command in ("info", "scan"):
+            result = run(command, str(tmp_path / name))
+            assert result.exit_code in (0, 1) and not result.stderr, result.stderr
