@@ -58,7 +58,7 @@ NO_ARITHMETIC = frozenset({
     "dynamic-update-slice", "concatenate", "pad", "tuple", "get-tuple-element", "iota", "gather", "reverse",
     "bitcast-convert",
 })  # fmt: skip  # a fusion of these only moves data
-PROGRAM_NAME = re.compile(r"^(.*)\((\d+)\)$")  # MODULE(ID), as the metadata plane and XProf's files name programs
+PROGRAM_NAME = re.compile(r"^(.*)\((\d{1,20})\)$")  # MODULE(ID) (a uint64), as the metadata plane and XProf names them
 HLO_FILE_SUFFIX = ".hlo_proto.pb"  # XProf's file of one program's HloProto, MODULE(ID).hlo_proto.pb
 # the top-level key of an annotated trace (``scan --format perfetto``) naming the XSpace its programs are in
 PROGRAMS_FROM = "perftool.xla_programs"

@@ -389,3 +389,10 @@ def test_a_capture_s_cudnn_attention_kernels_are_attention_on_the_roofline(tmp_p
     assert sum(op.flops / op.calls for op in found.ops) == 3 * 2 * 2 * 4 * 256 * 256 * (64 + 64)
     result = run("scan", str(path), "--format", "json", "--fail-on", "never", "--select", "PT017")
     assert result.exit_code == 0 and json.loads(result.stdout)["traces"][0]["findings"] == []
+
+
+def test_a_program_named_with_an_id_past_a_uint64_is_passed_over():
+    """MODULE(ID) names a program by its uint64 id: a name of longer digits (or past the 4,300 Python converts) is
+    no program's, never a traceback."""
+    found = programs([("jit_f(" + "9" * 5_000 + ")", b""), ("jit_f(" + "9" * 21 + ")", b""), ("jit_f(7)", b"")])
+    assert list(found.protos) == [7] and found.by_name == {"jit_f": [7]}
