@@ -44,9 +44,10 @@ _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time pha
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
 _SERVING_HINT = (  # a serving engine runs the profiler itself, started and stopped around requests
     "profile several of the engine's iterations past its warm-up (model loading, graph capture): vLLM's profiler "
-    "(--profiler-config, VLLM_TORCH_PROFILER_DIR before 0.13) started and stopped around a few requests "
-    "(llm.start_profile() and llm.stop_profile(), or POST /start_profile and /stop_profile), SGLang's "
-    "(SGLANG_TORCH_PROFILER_DIR, POST /start_profile)"
+    "(--profiler-config, its delay_iterations and max_iterations choosing them; VLLM_TORCH_PROFILER_DIR before "
+    "0.13) started and stopped around a few requests (llm.start_profile() and llm.stop_profile(), or POST "
+    "/start_profile and /stop_profile), SGLang's (SGLANG_TORCH_PROFILER_DIR, POST /start_profile with start_step "
+    "and num_steps)"
 )
 _RANGE_PROFILER = "cuda_profiler_range"
 LISTED_DEVICES = 3  # the other devices named in a note; the rest counted

@@ -94,7 +94,8 @@ def test_a_serving_capture_of_too_few_iterations_is_told_how_its_engine_profiles
     serving = json.loads(run("info", DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz",
                              "--format", "json").stdout)["caveats"]  # fmt: skip
     (note,) = [c for c in serving if "steady step" in c]
-    assert "SGLANG_TORCH_PROFILER_DIR, POST /start_profile" in note and "llm.start_profile()" in note
+    assert "SGLANG_TORCH_PROFILER_DIR, POST /start_profile with start_step and num_steps" in note
+    assert "llm.start_profile()" in note and "delay_iterations and max_iterations" in note
     assert "prof.step()" not in note
     training = json.loads(run("info", DATA / "real" / "rocm_mi250_minitoy.json.gz", "--format", "json").stdout)
     (note,) = [c for c in training["caveats"] if "steady step" in c]
