@@ -278,8 +278,9 @@ def _serving_notes(kinds: list[OpKind], described: list[_Described], called: lis
     if unfit:
         notes.append(
             f"{', '.join(unfit)} (a serving engine's attention) {'has' if len(unfit) == 1 else 'have'} no model in "
-            "some iterations: its query holds fewer tokens than the iteration's annotation counts (the iteration "
-            "split into micro-batches), or its keys' heads do not divide its heads"
+            "some iterations: its recorded shapes do not fit the iteration its annotation counts (a query of "
+            "[tokens, heads, head size] holding the iteration's tokens, keys whose heads divide its heads): an "
+            "iteration split into micro-batches, or another layout"
         )
     return notes
 

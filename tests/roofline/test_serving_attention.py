@@ -99,4 +99,4 @@ def test_a_serving_attention_holding_fewer_tokens_than_its_iteration_has_no_mode
     found = roofline(_trace(write_trace, (MIXED, 52)))
     assert found.modelled_share == 0.0
     (note,) = [n for n in found.notes if "serving engine's attention" in n]
-    assert "no model in some iterations: its query holds fewer tokens than the iteration's annotation counts" in note
+    assert "no model in some iterations: its recorded shapes do not fit the iteration its annotation counts" in note
