@@ -29,6 +29,7 @@ import numpy as np
 from perftool import dialects
 from perftool.analysis.launches import replayed
 from perftool.analysis.nesting import HOST_WORK, innermost, outermost, owners
+from perftool.analysis.serving import named_numbers
 from perftool.common.errors import PerftoolError
 from perftool.dialects.op_families import MODELLED_NAMES
 from perftool.dialects.vocabulary import (
@@ -128,8 +129,9 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
     by_thread = np.lexsort((trace.ts[launches], trace.track[launches]))  # launches by thread, then time
     launches, owner, outer = launches[by_thread], owner[by_thread], outer[by_thread]
     threads, times = trace.track[launches], trace.ts[launches]
-    begins = np.flatnonzero(host & trace.name_matches(CAPTURE_BEGIN)).tolist()
-    for begin, size in zip(begins, _named_numbers(trace, begins, GRAPH_CAPTURE_SIZE)):  # each its batch, if named
+    begins = np.flatnonzero(host & trace.name_matches(CAPTURE_BEGIN))
+    sizes = named_numbers(trace, begins, GRAPH_CAPTURE_SIZE)  # the batch each was captured for, where named
+    for begin, size in zip(begins.tolist(), sizes):
         track = trace.track[begin]
         later = ends[(trace.track[ends] == track) & (trace.ts[ends] > trace.ts[begin])]
         until = float(trace.ts[later].min()) if later.size else np.inf
@@ -149,19 +151,6 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
         if made:
             graphs.append(Graph(f"{path.parent.name}/{path.name}", tuple(made), size))
     return tuple(graphs)
-
-
-def _named_numbers(trace: Trace, rows: list[int], pattern: re.Pattern[str]) -> list[int | None]:
-    """Per row: the number the innermost annotation around it on its thread names by ``pattern`` (its first group
-    that matched); None where no annotation around it does."""
-    named = np.flatnonzero(trace.of_kinds(Kind.ANNOTATION, Kind.STEP) & trace.name_matches(pattern))  # steps too
-    found: list[int | None] = []
-    for row in rows:
-        around = named[(trace.track[named] == trace.track[row]) & (trace.ts[named] <= trace.ts[row])
-                       & (trace.end[named] >= trace.end[row])]  # fmt: skip
-        match = pattern.match(trace.names[trace.name[around[np.argmax(trace.ts[around])]]]) if around.size else None
-        found.append(int(next(group for group in match.groups() if group)) if match else None)
-    return found
 
 
 def replay_ops(trace: Trace, window: tuple[float, float] = (-np.inf, np.inf)) -> ReplayOps:
@@ -204,7 +193,7 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     launch: list[np.ndarray] = []
     by: list[np.ndarray] = []
     used: set[str] = set()
-    steps = _named_numbers(trace, calls[starts].tolist(), ENGINE_STEP_TOKENS)  # the tokens of each replay's step
+    steps = named_numbers(trace, calls[starts], ENGINE_STEP_TOKENS)  # the tokens of each replay's step
     for call, tokens, replay in zip(calls[starts].tolist(), steps, np.split(spans, starts[1:])):
         key = (*trace.name[replay].tolist(), np.unique(trace.track[replay]).size == 1, tokens or 0)
         if key not in chosen:

@@ -61,3 +61,37 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
         longest = longest[np.r_[True, group[longest][1:] != group[longest][:-1]]]  # one per run
         kept.append(mine[longest[ts[longest] >= reach[group[longest]]]])
     return np.concatenate(kept) if kept else rows
+
+
+def innermost_around(trace: Trace, spans: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For each of ``rows``, the row of the innermost of ``spans`` (properly nested on each track) on its track that
+    holds it from start to end; -1 where none does. Found from the span starting last at or before it, then up through
+    the spans around that one until one reaches the row's end."""
+    spans = spans[np.lexsort((-trace.end[spans], trace.ts[spans], trace.track[spans]))]  # of equal starts, the longest
+    parent = _parents(trace, spans)
+    found = np.full(rows.size, -1, np.int64)
+    for track in np.unique(trace.track[rows]).tolist():
+        mine = np.flatnonzero(trace.track[rows] == track)
+        on_track = np.flatnonzero(trace.track[spans] == track)
+        if on_track.size:
+            index = np.searchsorted(trace.ts[spans[on_track]], trace.ts[rows[mine]], side="right") - 1
+            found[mine] = np.where(index >= 0, on_track[np.maximum(index, 0)], -1)
+    while (short := (found >= 0) & (trace.end[spans[np.maximum(found, 0)]] < trace.end[rows])).any():
+        found[short] = parent[found[short]]
+    return np.where(found >= 0, spans[np.maximum(found, 0)], -1)
+
+
+def _parents(trace: Trace, spans: np.ndarray) -> np.ndarray:
+    """Each of ``spans`` (by track, then start, the longest first of equal starts)'s position of the nearest one around
+    it on its track; -1 for none."""
+    parent = np.full(spans.size, -1, np.int64)
+    open_spans: list[int] = []
+    track_before = None
+    for at, (track, end) in enumerate(zip(trace.track[spans].tolist(), trace.end[spans].tolist())):
+        if track != track_before:
+            open_spans, track_before = [], track
+        while open_spans and trace.end[spans[open_spans[-1]]] < end:
+            open_spans.pop()
+        parent[at] = open_spans[-1] if open_spans else -1
+        open_spans.append(at)
+    return parent

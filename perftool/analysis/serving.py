@@ -1,29 +1,41 @@
-"""What a serving engine's step annotations say of its iterations beyond their time: the sequences each attends over."""
+"""What a serving engine's annotations say beyond their time: the tokens and the sequences an iteration runs, the
+batch a graph was captured for."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from perftool.analysis.nesting import owners
+from perftool.analysis.nesting import innermost_around
 from perftool.dialects.op_families import StepLengths
 from perftool.dialects.vocabulary import ENGINE_STEP_LENGTHS
 from perftool.trace.model import Kind, Trace
 
 
+def _named_around(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> list[re.Match[str] | None]:
+    """Per row (a host event): ``pattern``'s match of the innermost annotation (or step) it names around the row on
+    its thread; None where none around it matches."""
+    named = np.flatnonzero(trace.of_kinds(Kind.ANNOTATION, Kind.STEP) & trace.name_matches(pattern))
+    if not (named.size and rows.size):
+        return [None] * rows.size
+    around = innermost_around(trace, named, rows)
+    matches = {row: pattern.match(trace.names[trace.name[row]]) for row in np.unique(around[around >= 0]).tolist()}
+    return [matches[row] if row >= 0 else None for row in around.tolist()]
+
+
+def named_numbers(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> list[int | None]:
+    """Per row: the number the innermost annotation around it names by ``pattern`` (its first group that matched:
+    an iteration's tokens, a capture's batch); None where none does."""
+    return [int(next(group for group in match.groups() if group)) if match else None
+            for match in _named_around(trace, rows, pattern)]  # fmt: skip
+
+
 def step_lengths(trace: Trace, rows: np.ndarray) -> list[StepLengths | None]:
     """Per row (a host event): the sequence lengths of the engine iteration whose step annotation holds it on its
     thread, its prefills' and decodes' together; None where no annotation around it counts them."""
-    named = np.flatnonzero(trace.of_kinds(Kind.ANNOTATION, Kind.STEP) & trace.name_matches(ENGINE_STEP_LENGTHS))
-    if not (named.size and rows.size):
-        return [None] * rows.size
-    named = named[np.lexsort((trace.ts[named], trace.track[named]))]
-    parsed: dict[int, StepLengths] = {}
     found: list[StepLengths | None] = []
-    for at in owners(trace, named, rows).tolist():
-        if at >= 0 and at not in parsed:
-            match = ENGINE_STEP_LENGTHS.match(trace.names[trace.name[named[at]]])
-            assert match is not None, "the annotations were chosen by this pattern"
-            prefills, decodes = (int(n) for n in match.groups()[:4]), (int(n) for n in match.groups()[4:])
-            parsed[at] = StepLengths(*(a + b for a, b in zip(prefills, decodes)))
-        found.append(parsed[at] if at >= 0 else None)
+    for match in _named_around(trace, rows, ENGINE_STEP_LENGTHS):
+        counts = [int(n) for n in match.groups()] if match else []
+        found.append(StepLengths(*(a + b for a, b in zip(counts[:4], counts[4:]))) if match else None)
     return found

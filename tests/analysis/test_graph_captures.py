@@ -215,8 +215,9 @@ def test_batches_captured_alike_are_told_apart_by_the_tokens_of_the_step_replayi
 
 def test_a_replay_s_tokens_are_those_of_the_innermost_step_around_its_launch(write_trace):
     """Of the engine's annotations (vLLM's execute_N_..., SGLang's step[DECODE bs=N]), the innermost one around the
-    launch call names its tokens; one that ended before it names none."""
-    from perftool.analysis.graph_captures import _named_numbers
+    launch call names its tokens (the one around an inner one that ended before it, where it holds the launch); one
+    that ended before it names none."""
+    from perftool.analysis.serving import named_numbers
     from perftool.dialects.vocabulary import ENGINE_STEP_TOKENS
 
     def step(tokens: int, ts: float, dur: float) -> dict:
@@ -227,10 +228,10 @@ def test_a_replay_s_tokens_are_those_of_the_innermost_step_around_its_launch(wri
     decode = {"ph": "X", "name": "step[DECODE bs=8]", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 2_000,
               "dur": 500}  # fmt: skip
     events = [step(64, 0, 1_000), step(32, 100, 300), step(16, 1_100, 50), decode, {**launch, "ts": 200},
-              {**launch, "ts": 1_200}, {**launch, "ts": 2_100}]  # fmt: skip
+              {**launch, "ts": 500}, {**launch, "ts": 1_200}, {**launch, "ts": 2_100}]  # fmt: skip
     trace = load_trace(write_trace({"schemaVersion": 1, "traceEvents": events}))
     launches = [int(row) for row in np.flatnonzero(trace.name_matches(GRAPH_LAUNCH))]
-    assert _named_numbers(trace, launches, ENGINE_STEP_TOKENS) == [32, None, 8]
+    assert named_numbers(trace, np.array(launches), ENGINE_STEP_TOKENS) == [32, 64, None, 8]
 
 
 FLUX_STEP = DATA / "real" / "flux1_aiter_mi300x_step.json.gz"
