@@ -241,10 +241,12 @@ def _track_keys(trace: Trace, rows: np.ndarray) -> Keys:
 
 class _Captured(NamedTuple):
     """Device rows of replayed graphs whose launch, as the graph was captured, lay in a host span (a capture trace
-    beside says): their positions among the rows, that span's name, and which call of it in which replay (an id)."""
+    beside says): their positions among the rows, the spans' names, each row's (an index into them), and which call
+    of its span in which replay each row is (an id)."""
 
     at: np.ndarray
     names: list[str]
+    name: np.ndarray
     call: np.ndarray
 
 
@@ -259,8 +261,12 @@ def _captured(trace: Trace, rows: np.ndarray, window: tuple[float, float]) -> _C
     named = outer_call >= 0
     # a call: its graph launch, and the span's call in the capture
     _, call = np.unique(np.c_[replays.replayed_by[found][named], outer_call[named]], axis=0, return_inverse=True)
-    names = [replays.launches[index].outer for index in launch[named].tolist()]
-    return _Captured(at[found][named], names, call.reshape(-1).astype(np.int64))
+    spans: dict[str, int] = {}
+    span_of_launch = np.array([spans.setdefault(made.outer, len(spans)) for made in replays.launches], np.int64)
+    used, name = np.unique(span_of_launch[launch[named]], return_inverse=True)  # the names the rows use
+    span_names = list(spans)
+    names = [span_names[index] for index in used.tolist()]
+    return _Captured(at[found][named], names, name.reshape(-1), call.reshape(-1).astype(np.int64))
 
 
 def _launcher_table(
@@ -278,17 +284,16 @@ def _launcher_table(
     its launch lay in as the graph was captured, not by the one that replays the graph: each call of that span in a
     replay is a call, with no host time. Returns the table and the time held (µs, all steps)."""
     lo, hi = window
-    captured = captured or _Captured(np.empty(0, np.int64), [], np.empty(0, np.int64))
+    captured = captured or _Captured(np.empty(0, np.int64), [], np.empty(0, np.int64), np.empty(0, np.int64))
     span_of_row = _enclosing(trace, host_spans, anchors)
     span_of_row[captured.at] = -1
     held = span_of_row >= 0
     keyed = np.r_[host_spans, host_spans[span_of_row[held]]]  # each span, then the span of each held row
     names, index = _name_keys(trace, keyed)
-    distinct = list(dict.fromkeys(captured.names))  # the trace's spans' names and the captured ones: one set of keys
-    names, key = _grouped(names + [normalise(name) for name in distinct], np.arange(len(names) + len(distinct)))
-    position = {name: len(key) - len(distinct) + at for at, name in enumerate(distinct)}
+    first = len(names)  # the trace's spans' names, then the captured ones: one set of keys
+    names, key = _grouped(names + [normalise(name) for name in captured.names], np.arange(first + len(captured.names)))
     of_span, of_row = key[index[: host_spans.size]], key[index[host_spans.size :]]
-    of_captured = key[np.array([position[name] for name in captured.names], np.int64)]
+    of_captured = key[first + captured.name]
     held_us = _clipped(trace, rows[held], lo, hi)
     captured_us = _clipped(trace, rows[captured.at], lo, hi)
     calls = of_captured[np.unique(captured.call, return_index=True)[1]]  # each captured call once
