@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool import dialects
-from perftool.analysis.family import device_tracks, job_kind
+from perftool.analysis.family import device_tracks, job_kind, serving_engine
 from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
@@ -42,13 +42,22 @@ _CAPTURE_HINT = {
 }
 _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
-_SERVING_HINT = (  # a serving engine runs the profiler itself, started and stopped around requests
-    "profile several of the engine's iterations past its warm-up (model loading, graph capture): vLLM's profiler "
-    "(--profiler-config, its delay_iterations and max_iterations choosing them; VLLM_TORCH_PROFILER_DIR before "
-    "0.13) started and stopped around a few requests (llm.start_profile() and llm.stop_profile(), or POST "
-    "/start_profile and /stop_profile), SGLang's (SGLANG_TORCH_PROFILER_DIR, POST /start_profile with start_step "
-    "and num_steps)"
-)
+# A serving engine runs the profiler itself, started and stopped around requests; each engine's way, by the engine's
+# name in perftool.analysis.family.ENGINES
+_SERVING_HINT = "profile several of the engine's iterations past its warm-up (model loading, graph capture): "
+_ENGINE_PROFILERS = {
+    "vllm": "vLLM's profiler (--profiler-config, its delay_iterations and max_iterations choosing them; "
+    "VLLM_TORCH_PROFILER_DIR before 0.13) started and stopped around a few requests (llm.start_profile() and "
+    "llm.stop_profile(), or POST /start_profile and /stop_profile)",
+    "sglang": "SGLang's profiler (SGLANG_TORCH_PROFILER_DIR, POST /start_profile with start_step and num_steps)",
+}
+# each engine's way to keep traces of its graphs' capture beside its profile, and to run without graphs
+_ENGINE_CAPTURE_TRACES = {
+    "vllm": "vLLM's profiler config capture_torch_profiler",
+    "sglang": "SGLang's --enable-profile-cuda-graph",
+}
+_ENGINE_GRAPHS_OFF = {"vllm": "vLLM's --enforce-eager", "sglang": "SGLang's --disable-cuda-graph"}
+_TORCH_GRAPHS_OFF = 'torch.compile without mode="reduce-overhead"'  # any other PyTorch job's way
 _RANGE_PROFILER = "cuda_profiler_range"
 LISTED_DEVICES = 3  # the other devices named in a note; the rest counted
 LISTED_RUNS = 3  # the other runs of a jax.profiler log directory named in a note; the rest counted
@@ -67,7 +76,15 @@ class Caveat:
 def capture_hint(trace: Trace) -> str:
     """How to capture several steady steps with the profiler that wrote ``trace`` (a serving engine's own where one
     ran it), in words."""
-    return _SERVING_HINT if job_kind(trace) == "serving" else _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
+    if job_kind(trace) == "serving":
+        return _SERVING_HINT + ", ".join(_engines_ways(trace, _ENGINE_PROFILERS))
+    return _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
+
+
+def _engines_ways(trace: Trace, ways: dict[str, str]) -> list[str]:
+    """Of each serving engine's ``ways``, the one of the engine the serving job's trace names, else all of them."""
+    engine = serving_engine(trace)
+    return [ways[engine]] if engine else list(ways.values())
 
 
 def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
@@ -254,7 +271,10 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
     """How much of the window's device compute runs in device graph replays, and which op each replayed kernel is
     given: the one that made it, where a capture trace beside names it (:mod:`~perftool.analysis.graph_captures`),
     else the one that replays the graph (a graph is captured once, not traced op by op); empty below
-    :data:`REPLAYED_SHARE`."""
+    :data:`REPLAYED_SHARE`, and for XLA, whose kernels are its programs' ops by name, replayed (as command buffers)
+    or not."""
+    if trace.dialect == "xla":
+        return ""
     _, spans = replayed(trace)
     spans = spans[(trace.ts[spans] >= lo) & (trace.ts[spans] < hi) & (trace.kind[spans] == Kind.COMPUTE)]
     compute = (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.ts >= lo) & (trace.ts < hi)
@@ -281,18 +301,20 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
         if ops.captures
         else ""
     )
+    serving = job_kind(trace) == "serving"
     keep = (
-        "keep the engine's traces of the graphs' capture beside the profile (a capture_traces/ folder: vLLM's profiler "
-        "config capture_torch_profiler, SGLang's --enable-profile-cuda-graph), or "
-        if job_kind(trace) == "serving"
+        "keep the engine's traces of the graphs' capture beside the profile (a capture_traces/ folder: "
+        f"{', '.join(_engines_ways(trace, _ENGINE_CAPTURE_TRACES))}), or "
+        if serving
         else ""
     )
+    ways_off = _engines_ways(trace, _ENGINE_GRAPHS_OFF) if serving else [_TORCH_GRAPHS_OFF]
     return (
         f"{share:.0%} of the device's compute runs in device graph replays, whose kernels no op of their own names: "
         f"per-op figures (diff --by op, the roofline) give them to the op that replays the graph. {beside}To see them "
-        f'by op, {keep}profile one run with graphs off (torch.compile without mode="reduce-overhead", vLLM\'s '
-        "--enforce-eager, SGLang's --disable-cuda-graph); in a trace viewer, PyTorch's CUDA graph kernel annotations "
-        "label them too (torch.cuda.graph(..., enable_annotations=True) with mark_kernels, CUDA 13.1 or later)"
+        f"by op, {keep}profile one run with graphs off ({', '.join(ways_off)}); in a trace viewer, PyTorch's CUDA "
+        "graph kernel annotations label them too (torch.cuda.graph(..., enable_annotations=True) with mark_kernels, "
+        "CUDA 13.1 or later)"
     )
 
 

@@ -12,7 +12,7 @@ from functools import cached_property
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.family import framework, job_kind
+from perftool.analysis.family import framework, job_kind, serving_engine
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
@@ -38,9 +38,12 @@ class TraceAnalysis:
     @cached_property
     def contexts(self) -> tuple[str, ...]:
         """What fixes are told in terms of before the device family's: the framework, then what the job is where it
-        trains nothing (``serving``, then ``inference``; :func:`perftool.analysis.family.job_kind`)."""
+        trains nothing (the serving engine where its names say which, ``serving``, then ``inference``;
+        :func:`perftool.analysis.family.job_kind`)."""
         kind = job_kind(self.trace)
-        return (self.framework, *{"serving": ("serving", "inference"), "inference": ("inference",)}.get(kind, ()))
+        engine = serving_engine(self.trace)
+        serving = (*([engine] if engine else []), "serving", "inference")
+        return (self.framework, *{"serving": serving, "inference": ("inference",)}.get(kind, ()))
 
     @property
     def lo(self) -> float:

@@ -127,9 +127,16 @@ _TRAINING = re.compile(
     r"|[a-z0-9]Grad(V\d+)?$|^Apply(Adam|Momentum|GradientDescent)|bwd|dgrad|wgrad",
     re.MULTILINE,
 )
-_SERVING = re.compile(
-    rf"^vllm::|^vllm/|/vllm/|^gpu_model_runner: |sglang|{ENGINE_STEP.pattern}", re.MULTILINE
-)  # vLLM's ops, its code's frames, its model runner's annotations (gpu_model_runner: forward), the engines' iterations
+# Each serving engine's own names: SGLang's code's frames (sglang/srt/...), its kernel shape profiler's ops
+# (sglang_profiler::...) and its scheduler's iterations (step[DECODE bs=N]); vLLM's ops (vllm::unified_attention), its
+# code's frames, its model runner's annotations (gpu_model_runner: forward) and its iterations (execute_new_N_cached_M).
+# SGLang first: it runs vLLM's kernels and, in older releases, vLLM's layers, never the other way round.
+ENGINES = {
+    "sglang": re.compile(r"sglang|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b", re.MULTILINE),
+    "vllm": re.compile(r"^vllm::|^vllm/|/vllm/|^gpu_model_runner: |^execute_new_\d+_cached_\d+$", re.MULTILINE),
+}
+# a serving engine's names, or an iteration annotation either engine writes (execute_C_context_...)
+_SERVING = re.compile("|".join([*(engine.pattern for engine in ENGINES.values()), ENGINE_STEP.pattern]), re.MULTILINE)
 
 
 # what marks an XLA device op's path (its args' ``name`` or ``tf_op``) as a backward's: JAX's name stack transposes a
@@ -161,6 +168,16 @@ def job_kind(trace: Trace) -> str:
     if _SERVING.search(names):
         return "serving"
     return "inference" if (trace.kind == Kind.COMPUTE).any() else "training"
+
+
+def serving_engine(trace: Trace) -> str | None:
+    """The serving engine (``sglang``, ``vllm``) whose names a serving job's trace (:func:`job_kind`) holds, so that
+    advice names that engine's settings; None for another job, or where only an iteration annotation both engines
+    write says it serves."""
+    if job_kind(trace) != "serving":
+        return None
+    names = "\n".join(trace.names)
+    return next((engine for engine, marks in ENGINES.items() if marks.search(names)), None)
 
 
 def device_name(trace: Trace) -> str:

@@ -156,7 +156,8 @@ PROFILES: dict[str, DeviceProfile] = {
 }
 
 # What a job's own framework or engine calls a knob, before its device family's name (by framework on the family, by
-# framework, then by what the job is): a fitted config records the job it was fitted to (its calibration's ``job``)
+# framework, by serving engine, then by what the job is): a fitted config records the job it was fitted to (its
+# calibration's ``job``)
 JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
     "pytorch on npu": {"prefetch_depth": "DataLoader prefetch_factor"},  # the family's names are TensorFlow's
     "jax": {
@@ -164,6 +165,8 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
         "buffers (CUDA/HIP graphs)",
         "prefetch_depth": "flax.jax_utils.prefetch_to_device(size) / tf.data prefetch",
     },
+    "vllm": {"device_graphs": "vLLM's CUDA/HIP graphs (on unless --enforce-eager)"},
+    "sglang": {"device_graphs": "SGLang's CUDA/HIP graphs (on unless --disable-cuda-graph)"},
     "serving": {
         "device_graphs": "the engine's CUDA/HIP graphs: vLLM without --enforce-eager, SGLang without "
         "--disable-cuda-graph",
@@ -172,10 +175,10 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
 
 
 def knob_name(profile: DeviceProfile, knob: str, job: dict[str, Any]) -> str | None:
-    """What ``job`` (a calibration's record of it: ``framework``, ``kind``) calls ``knob``, else what ``profile``'s
-    family does; None where neither names it."""
+    """What ``job`` (a calibration's record of it: ``framework``, ``kind``, ``engine``) calls ``knob``, else what
+    ``profile``'s family does; None where neither names it."""
     framework = job.get("framework")
-    for context in (f"{framework} on {profile.family}", framework, job.get("kind")):
+    for context in (f"{framework} on {profile.family}", framework, job.get("engine"), job.get("kind")):
         if isinstance(context, str) and knob in JOB_KNOB_NAMES.get(context, {}):
             return JOB_KNOB_NAMES[context][knob]
     return profile.knob_names.get(knob)

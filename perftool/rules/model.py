@@ -15,10 +15,10 @@ from perftool.common.units import duration
 Family = Literal["npu", "ipu", "hpu", "gpu", "generic"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 # What a fix may be told for before the device family: a framework whose knobs differ from those a family's fix names
-# (JAX's jit and lax.scan, not torch.compile or CUDA graphs), a serving engine's (vLLM's, SGLang's), and inference,
-# whose jobs have no backward pass, optimizer or epochs. A fix under one of these keys is given for such traces on any
-# device.
-FIX_CONTEXTS: tuple[str, ...] = ("jax", "serving", "inference")
+# (JAX's jit and lax.scan, not torch.compile or CUDA graphs), a serving job (in one engine's terms where its trace
+# names the engine: vllm, sglang; in both engines' where it does not), and inference, whose jobs have no backward pass,
+# optimizer or epochs. A fix under one of these keys is given for such traces on any device.
+FIX_CONTEXTS: tuple[str, ...] = ("jax", "vllm", "sglang", "serving", "inference")
 
 
 class Severity(str, enum.Enum):

@@ -30,7 +30,7 @@ from perftool.analysis import intervals
 from perftool.analysis.batch import batch_size
 from perftool.analysis.confidence import capture_hint
 from perftool.analysis.context import TraceAnalysis
-from perftool.analysis.family import job_kind, offers_loop_size, settings_absent
+from perftool.analysis.family import job_kind, offers_loop_size, serving_engine, settings_absent
 from perftool.analysis.metrics import compute_metrics
 from perftool.common.errors import PerftoolError, parameter
 from perftool.common.results import CalibrateReport
@@ -138,7 +138,8 @@ class Calibration:
     unchecked: str = ""  # why the fit could not be checked on held-out steps, if it could not
     notes: list[str] = field(default_factory=list)  # what the trace does not say, and what to give for it
     batch_from: str = "given"  # where the batch size comes from: given, trace, or unknown (one sample a step)
-    job: dict[str, str] = field(default_factory=dict)  # what the trace's job is: its framework, and kind (job_kind)
+    # what the trace's job is: its framework, kind (job_kind) and, serving, the engine where the trace names it
+    job: dict[str, str] = field(default_factory=dict)
     absent: frozenset[str] = frozenset()  # the settings the job has nothing to set, left out of tune's space
 
     @property
@@ -265,7 +266,8 @@ def calibrate(
         f"only {scope.steady_steps} steady step: nothing is held out to check the fit on (capture 3 or more)"
     )  # fmt: skip
     config_written = config if dataset is None else _with_dataset(config, dataset, path)
-    job = {"framework": scope.framework, "kind": job_kind(trace)}
+    engine = serving_engine(trace)
+    job = {"framework": scope.framework, "kind": job_kind(trace), **({"engine": engine} if engine else {})}
     notes = [*_notes(scope, config, frozenset(given), job), batch]
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],

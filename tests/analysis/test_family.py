@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import complete, process_name, thread_name
 
-from perftool.analysis.family import job_kind, settings_absent
+from perftool.analysis.family import job_kind, serving_engine, settings_absent
 from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import analyse_trace
+from perftool.rules.catalog import load_catalog
 
 
 @pytest.mark.parametrize(
@@ -63,3 +65,57 @@ def test_vllm_s_model_runner_annotations_make_a_serving_job(write_trace):
     for event in events[3:6]:  # the same phases named otherwise: a forward with no engine
         event["name"] = event["name"].replace("gpu_model_runner", "model")
     assert job_kind(load_trace(write_trace({"traceEvents": events}))) == "inference"
+
+
+def _served(names: list[str]) -> dict:
+    """A forward's kernel, and host events of ``names`` around it (a name starting ``void`` is a kernel of its own)."""
+    events = [process_name(100, "python"), process_name(0, "GPU 0"), thread_name(0, 7, "stream 7")]
+    events.append(complete("sm90_xmma_gemm_bf16bf16_bf16f32", 120, 60, pid=0, tid=7, cat="kernel"))
+    for n, name in enumerate(names):
+        kernel = name.startswith("void ")
+        events.append(complete(name, 200.0 + n * 100, 90, pid=0 if kernel else 100, tid=7 if kernel else 1,
+                               cat="kernel" if kernel else "cpu_op"))  # fmt: skip
+    return {"traceEvents": events}
+
+
+@pytest.mark.parametrize(
+    ("names", "engine"),
+    [
+        (["vllm::unified_attention_with_output"], "vllm"),
+        (["vllm/v1/worker/gpu_model_runner.py(2758): _determine_batch_execution_and_padding"], "vllm"),
+        (["gpu_model_runner: forward"], "vllm"),
+        (["execute_new_4_cached_28"], "vllm"),
+        (["sglang/srt/model_executor/cuda_graph_runner.py(1496): replay"], "sglang"),
+        (["step[DECODE bs=32]"], "sglang"),
+        (["sglang/srt/managers/scheduler.py(900): run_batch", "vllm/model_executor/layers/linear.py(300): forward"],
+         "sglang"),
+        (["step[DECODE bs=32]", "void paged_attention_ll4mi_QKV_mfma16_kernel<0, (vllm::Fp8KVCacheDataType)0>()"],
+         "sglang"),
+        (["execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk3200sqsq32sqsk3200)"], None),
+        (["vllm::unified_attention", "autograd::engine::evaluate_function: MmBackward0"], None),
+    ],
+    ids=["vllm op", "vllm frame", "vllm runner", "vllm iteration", "sglang frame", "sglang iteration",
+         "sglang running vllm layers", "sglang running a kernel templated on vllm types", "either engine's iteration",
+         "training"],
+)  # fmt: skip
+def test_a_serving_trace_names_its_engine(write_trace, names, engine):
+    """The engine is told by its own names: SGLang's wherever they are (it runs vLLM's kernels, and its older
+    releases vLLM's layers); vLLM's otherwise. An iteration annotation both engines write names neither, and a job
+    with a backward serves nothing."""
+    trace = load_trace(write_trace(_served(names)))
+    assert serving_engine(trace) == engine
+    assert job_kind(trace) == ("training" if any("Backward" in name for name in names) else "serving")
+
+
+def test_the_real_serving_captures_name_their_engines_and_the_fixes_are_told_in_its_terms():
+    from conftest import DATA
+
+    vllm = load_trace(str(DATA / "real" / "b200_vllm_gptoss_eager_tp8_rank0.json.gz"))
+    sglang = load_trace(str(DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz"))
+    assert (serving_engine(vllm), serving_engine(sglang)) == ("vllm", "sglang")
+    assert serving_engine(load_trace(str(DATA / "real" / "mtia_inference.json.gz"))) is None
+    found, scope = analyse_trace(vllm, load_catalog())
+    assert scope.contexts == ("pytorch", "vllm", "serving", "inference")
+    (fix,) = [f.fix.text for f in found.findings if f.rule_id == "PT001"]  # the eager iteration: vLLM's own flags
+    assert "Let vLLM compile the model and replay its iterations as CUDA/HIP graphs" in fix
+    assert "drop --enforce-eager" in fix and "SGLang" not in fix

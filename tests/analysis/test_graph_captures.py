@@ -61,12 +61,16 @@ def test_the_real_decode_step_s_kernels_are_given_their_ops_by_its_graph_s_captu
 
 
 def test_a_serving_engine_s_replay_without_its_capture_beside_says_how_to_keep_it(run):
-    """A serving engine's profile is told of its capture traces; a training job's (its own CUDA graphs) is not."""
+    """A serving engine's profile is told of its capture traces and of running without graphs, in the terms of the
+    engine its trace names (SGLang's here); a training job's (its own CUDA graphs) is told PyTorch's way alone."""
     said = _said(run("info", str(DECODE)))
     assert "whose kernels no op of their own names" in said
-    assert "a capture_traces/ folder: vLLM's profiler config capture_torch_profiler" in said
+    assert "a capture_traces/ folder: SGLang's --enable-profile-cuda-graph), or" in said
+    assert "graphs off (SGLang's --disable-cuda-graph)" in said and "vLLM" not in said
     training = _said(run("info", str(DATA / "real" / "ddp_v100_rank1.json.gz")))
     assert "whose kernels no op of their own names" in training and "capture_traces/" not in training
+    assert 'graphs off (torch.compile without mode="reduce-overhead")' in training
+    assert "vLLM" not in training and "SGLang" not in training
 
 
 def _capture(launches: list[tuple[str, tuple[int, int, int]]], named: bool, size: int | None = None) -> dict:

@@ -4,8 +4,9 @@ and a host waiting at the start for work the capture does not hold is not device
 from __future__ import annotations
 
 import pytest
+from conftest import complete, process_name, thread_name
 
-from perftool.analysis.launches import graph_replays
+from perftool.analysis.launches import graph_replays, replayed
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.pipeline.read import load_trace
@@ -76,10 +77,30 @@ def test_the_real_decode_window_is_one_busy_graph_replay(run):
     assert "the host waits 463.300 ms at the start of the capture while the device shows no work" in said
 
 
-def test_a_trace_mostly_in_graph_replays_says_their_kernels_have_no_op_and_how_to_see_them(write_trace, run):
-    said = " ".join(run("scan", write_trace(_window(lead_wait=100))).output.split())
+@pytest.mark.parametrize(
+    ("host_event", "graphs_off"),
+    [
+        (None, 'torch.compile without mode="reduce-overhead"'),  # no engine: PyTorch's way alone
+        ("vllm::unified_attention", "vLLM's --enforce-eager"),
+        ("sglang/srt/model_executor/cuda_graph_runner.py(1496): replay", "SGLang's --disable-cuda-graph"),
+        # an iteration annotation either engine writes: both engines' ways
+        ("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk3200sqsq32sqsk3200)",
+         "vLLM's --enforce-eager, SGLang's --disable-cuda-graph"),
+    ],
+)  # fmt: skip
+def test_a_trace_mostly_in_graph_replays_says_their_kernels_have_no_op_and_how_to_see_them(
+    write_trace, run, host_event, graphs_off
+):
+    """How to see replayed kernels by op is told in the terms of the job: a serving engine's own flag to run without
+    graphs where the trace names the engine, both engines' where it does not, PyTorch's for any other job."""
+    window = _window(lead_wait=100)
+    if host_event:  # around the whole window, as an engine's iteration annotation is
+        window["traceEvents"].append(
+            {"ph": "X", "name": host_event, "cat": "user_annotation", "pid": 251, "tid": 251, "ts": 1, "dur": 1600}
+        )
+    said = " ".join(run("scan", write_trace(window)).output.split())
     assert "of the device's compute runs in device graph replays, whose kernels no op of their own names" in said
-    assert "vLLM's --enforce-eager" in said
+    assert f"profile one run with graphs off ({graphs_off})" in said
 
 
 def test_a_trace_without_graph_replays_says_nothing_of_them(run):
@@ -119,3 +140,25 @@ def test_a_kernel_that_starts_before_the_graph_launch_linked_to_it_is_no_part_of
     document["traceEvents"] += _kernel(1_000, 4, 2)  # flow 2 is the graph launch's, 199,100 µs before it
     starts, ends = graph_replays(load_trace(write_trace(document)))
     assert starts.tolist() == [200_130.0] and ends.tolist() == [200_130.0 + 9 * 130 + 100]
+
+
+def test_xla_s_command_buffer_replays_keep_their_kernels_ops(write_trace, run):
+    """XLA replays a program's kernels as command buffers (cuGraphLaunch), each kernel still named by the program's
+    op it runs: no note that replayed kernels have no op of their own, nor a torch.compile setting for a JAX job."""
+    events = [
+        process_name(701, "/host:CPU"), thread_name(701, 1, "python"), thread_name(701, 2, "tf_pjrt_thread_pool/1"),
+        process_name(1, "/device:GPU:0"), thread_name(1, 16, "Stream #16(Kernel)"),
+    ]  # fmt: skip
+    for n in range(6):
+        t, launch = n * 1000.0, {"correlation_id": str(n)}
+        events += [
+            complete("train", t, 990, pid=701, tid=1, args={"step_num": str(n)}),
+            complete("PjitFunction(train_step)", t + 5, 200, pid=701, tid=1),
+            complete("cuGraphLaunch", t + 150, 10, pid=701, tid=2, args=launch),
+            *(complete(f"loop_fusion_{k}", t + 300 + k * 120, 100, pid=1, tid=16, args=launch) for k in range(5)),
+        ]
+    path = write_trace({"displayTimeUnit": "ns", "traceEvents": events}, name="host.trace.json")
+    trace = load_trace(path)
+    assert trace.dialect == "xla" and replayed(trace)[1].size == 30  # the replays are there, linked to their launch
+    said = " ".join(run("info", str(path)).output.split())
+    assert "graph replays" not in said and "torch.compile" not in said

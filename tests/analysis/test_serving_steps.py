@@ -94,9 +94,12 @@ def test_a_serving_capture_of_too_few_iterations_is_told_how_its_engine_profiles
     serving = json.loads(run("info", DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz",
                              "--format", "json").stdout)["caveats"]  # fmt: skip
     (note,) = [c for c in serving if "steady step" in c]
-    assert "SGLANG_TORCH_PROFILER_DIR, POST /start_profile with start_step and num_steps" in note
-    assert "llm.start_profile()" in note and "delay_iterations and max_iterations" in note
-    assert "prof.step()" not in note
+    assert "SGLang's profiler (SGLANG_TORCH_PROFILER_DIR, POST /start_profile with start_step and num_steps)" in note
+    assert "vLLM" not in note and "prof.step()" not in note  # the engine the trace names, SGLang, alone
+    vllm = json.loads(run("info", DATA / "real" / "b200_vllm_gptoss_eager_tp8_rank0.json.gz", "--format",
+                          "json").stdout)["caveats"]  # fmt: skip
+    (note,) = [c for c in vllm if "steady step" in c]
+    assert "llm.start_profile()" in note and "delay_iterations and max_iterations" in note and "SGLang" not in note
     training = json.loads(run("info", DATA / "real" / "rocm_mi250_minitoy.json.gz", "--format", "json").stdout)
     (note,) = [c for c in training["caveats"] if "steady step" in c]
     assert "prof.step() at the end of every iteration" in note and "start_profile" not in note
@@ -108,8 +111,9 @@ def test_an_engine_that_replays_graphs_is_never_told_to_use_them(run):
     result = run("scan", DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz", "--format", "json")
     findings = [f for trace in json.loads(result.stdout)["traces"] for f in trace["findings"]]
     (fix,) = [f["fix"]["text"] for f in findings if f["rule_id"] == "PT001"]
-    assert "replays its iterations as device graphs already" in fix
-    assert "--enforce-eager" not in fix and "overlap scheduler" in fix
+    assert fix.startswith("SGLang replays its iterations as CUDA/HIP graphs already")
+    assert "--enforce-eager" not in fix and "overlap scheduler on (no --disable-overlap-schedule)" in fix
+    assert "--cuda-graph-max-bs" in fix and "vLLM" not in fix
 
 
 def _fetched_batches(at: float, count: int) -> list:

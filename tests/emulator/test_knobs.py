@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 from perftool.emulator.config import TUNABLES, Knobs, knob_value, load_config, setting
-from perftool.emulator.profiles import PROFILES
+from perftool.emulator.profiles import PROFILES, knob_name
 from perftool.tune.spec import TUNABLE
 
 SAMPLES = REPO / "sample_traces"
@@ -66,3 +66,22 @@ def test_the_knobs_command_lists_the_table(run):
     assert [line.split("  (")[0] for line in starts] == list(TUNABLES)
     assert "loop_size  (steps per device call: 1 or more; on ipu, npu)" in text
     assert "Fixes set it; tune does not sweep it." in " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("job", "named"),
+    [
+        ({"framework": "pytorch", "kind": "serving", "engine": "vllm"},
+         "vLLM's CUDA/HIP graphs (on unless --enforce-eager)"),
+        ({"framework": "pytorch", "kind": "serving", "engine": "sglang"},
+         "SGLang's CUDA/HIP graphs (on unless --disable-cuda-graph)"),
+        ({"framework": "pytorch", "kind": "serving"},
+         "the engine's CUDA/HIP graphs: vLLM without --enforce-eager, SGLang without --disable-cuda-graph"),
+        ({"framework": "pytorch", "kind": "training"}, PROFILES["gpu"].knob_names["device_graphs"]),
+    ],
+    ids=["vllm", "sglang", "engine unknown", "training"],
+)  # fmt: skip
+def test_a_fitted_serving_job_s_device_graphs_are_named_as_its_engine_names_them(job, named):
+    """A fit records the serving engine its trace names; tune then names device graphs by that engine's flag, by
+    both engines' where the trace named neither, and by the device family's name for any other job."""
+    assert knob_name(PROFILES["gpu"], "device_graphs", job) == named

@@ -455,7 +455,7 @@ def test_a_serving_engine_s_fit_reduces_no_gradients_and_tunes_only_what_the_eng
     serving = calibrate(served)
     document = serving.document()
     assert serving.config.replicas is None and document["calibration"]["job"] == {
-        "framework": "pytorch", "kind": "serving"}  # fmt: skip
+        "framework": "pytorch", "kind": "serving", "engine": "vllm"}  # fmt: skip
     assert list(document["tune"]["space"]) == ["device_graphs"]
     assert any(note.startswith("a serving engine's forward") for note in serving.notes), serving.notes
     with pytest.raises(PerftoolError, match=r"replicas\.latency_us given, but the job trains nothing"):
