@@ -5,8 +5,9 @@ they are one process's windows in turn, not ranks of a job, nor the same rank gi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from perftool.analysis.family import HOST_ONLY
 from perftool.job.ranks import handler_worker, says_rank
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import ScanReport, UnreadTrace
@@ -15,11 +16,13 @@ from perftool.rules.findings import ScanReport, UnreadTrace
 @dataclass
 class Captures:
     """A job's summaries sorted out by rank: each rank's latest capture (and every trace without a rank), in the
-    order given; the ranks' earlier captures, in time order; and traces that repeat a capture already given."""
+    order given; the ranks' earlier captures, in time order; traces that repeat a capture already given; and traces
+    of processes beside the job's ranks (:func:`beside_the_job`)."""
 
     latest: list[RankSummary]
     earlier: list[RankSummary]
     repeated: list[UnreadTrace]
+    beside: list[RankSummary] = field(default_factory=list)
 
     @property
     def no_job(self) -> bool:
@@ -37,10 +40,22 @@ class Captures:
         return sorted(self.earlier + self.latest, key=_started)
 
 
+def beside_the_job(summaries: list[RankSummary]) -> list[RankSummary]:
+    """Of a directory's traces, those of processes beside a distributed job's ranks: where some trace is a rank of
+    one (its ``distributedInfo``), a process alone (:func:`_process_alone`) whose device did nothing is no rank of it,
+    but a process that drives the ranks or serves their results: a serving engine's front end (vLLM's AsyncLLM writes
+    ``{host}_{pid}.async_llm.{time}.pt.trace.json`` beside its workers' traces), a launcher."""
+    if not any(summary.scan.world_size is not None for summary in summaries):
+        return []
+    return [s for s in summaries if _process_alone(s) and s.scan.device == HOST_ONLY]
+
+
 def by_rank(summaries: list[RankSummary]) -> Captures:
     """Sort ``summaries`` out by rank. A rank's traces that differ in when they start on its clock or in what they
     hold are its captures (the latest kept for the job view); one alike in both repeats another (the same file, a
-    copy), and is set apart as given twice."""
+    copy), and is set apart as given twice. Traces of processes beside the job's ranks are set apart too."""
+    beside = beside_the_job(summaries)
+    summaries = [summary for summary in summaries if all(summary is not other for other in beside)]
     latest: list[RankSummary] = []
     earlier: list[RankSummary] = []
     repeated: list[UnreadTrace] = []
@@ -61,7 +76,7 @@ def by_rank(summaries: list[RankSummary]) -> Captures:
         latest.append(last)
     order = {id(summary): position for position, summary in enumerate(summaries)}
     latest.sort(key=lambda summary: order[id(summary)])
-    return Captures(latest, sorted(earlier, key=_started), repeated)
+    return Captures(latest, sorted(earlier, key=_started), repeated, beside)
 
 
 def why_no_job(report: ScanReport) -> str:

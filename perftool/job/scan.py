@@ -33,6 +33,8 @@ def scan_job(
     the other traces are reported all the same. A rank captured several times (a profiler schedule that repeats:
     :mod:`~perftool.job.captures`) takes part in the job view with its latest capture, the others listed; captures
     of processes alone (one process, or processes of no distributed job) are no job, and each is reported in turn.
+    A process beside a job's ranks (no rank, no device work: a serving engine's front end;
+    :func:`~perftool.job.captures.beside_the_job`) is named by the job view and left out of it.
     Without ``scheduler`` or ``workers``, a job named outright (a directory, files named by rank) runs on local Dask
     workers when it is large enough for them to pay off (:func:`~perftool.job.cluster.cluster_pays_off`); other
     files, and small jobs, are scanned here in turn.
@@ -56,13 +58,14 @@ def scan_job(
     ranks = captures.in_time_order if in_turn else captures.latest
     named_job = named or all(s.rank is not None for s in ranks)
     is_job = bool(ranks) and named_job and len(files) > 1 and not captures.no_job
+    job = None
     if is_job:
         ranks.sort(key=lambda s: s.rank if s.rank is not None else -1)
-    report = ScanReport(
-        tool={"name": "perftool", "version": __version__},
-        traces=[s.scan for s in ranks],
-        unread=unread,
-        job=job_view(ranks, rules, read.evidence, [s.scan.path for s in captures.earlier]) if is_job else None,
-    )
+        earlier, beside = ([s.scan.path for s in c] for c in (captures.earlier, captures.beside))
+        job = job_view(ranks, rules, read.evidence, earlier, beside)
+    else:  # no job view to set them beside: reported in turn like the others
+        ranks += captures.beside
+    report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=[s.scan for s in ranks],
+                        unread=unread, job=job)  # fmt: skip
     report.rules_run = rules
     return report

@@ -13,7 +13,7 @@ from perftool.common.names import as_device
 from perftool.common.units import duration, plural
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
-from perftool.report.overall import earlier_said, holding_back
+from perftool.report.overall import holding_back, left_out_said
 from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
@@ -52,9 +52,9 @@ def _header(report: ScanReport, job: JobView, command: str) -> Text:
     if job.missing_ranks:
         listed = ", ".join(map(str, job.missing_ranks[:10])) + (" …" if len(job.missing_ranks) > 10 else "")
         text.append(f"\nnote: no trace for ranks {listed}", style="yellow")
-    if earlier := earlier_said(job):
+    for left_out in left_out_said(job):
         text.append("\n")
-        text.append(shown(f"note: {earlier}", "yellow"))
+        text.append(shown(f"note: {left_out}", "yellow"))
     for difference in job.unlike:
         text.append("\nwarning: the ranks differ in ", style="yellow")
         text.append(shown(difference, "yellow"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from perftool.common.units import duration, listed, percent, plural
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
-MAX_EARLIER_LISTED = 4  # earlier captures a job view names; the rest are counted
+MAX_EARLIER_LISTED = 4  # traces a job view names of each kind it leaves out; the rest are counted
 
 
 def largest_cost(report: ScanReport) -> str | None:
@@ -83,14 +83,23 @@ def capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def earlier_said(job: JobView) -> str | None:
-    """The ranks' earlier captures the job view leaves out, in one sentence every format prints; None where none."""
-    earlier = job.earlier_captures
-    if not earlier:
-        return None
-    captures = plural(len(earlier), "earlier capture")
-    shown = listed(earlier, MAX_EARLIER_LISTED)
-    return f"the view compares each rank's latest capture; {captures} left out (scan each on its own): {shown}"
+def left_out_said(job: JobView) -> list[str]:
+    """The traces the job view leaves out, a sentence each kind that every format prints: the ranks' earlier
+    captures, and processes beside the ranks."""
+    said = []
+    if earlier := job.earlier_captures:
+        captures = plural(len(earlier), "earlier capture")
+        shown = listed(earlier, MAX_EARLIER_LISTED)
+        said.append(
+            f"the view compares each rank's latest capture; {captures} left out (scan each on its own): {shown}"
+        )
+    if beside := job.beside_ranks:
+        traces = plural(len(beside), "trace")
+        said.append(
+            f"{traces} of processes beside the ranks left out (no rank and no device work: a serving engine's front "
+            f"end, such as vLLM's AsyncLLM, or a launcher; scan each on its own): {listed(beside, MAX_EARLIER_LISTED)}"
+        )
+    return said
 
 
 def rank_aligned(job: JobView, rank: int | None) -> bool:

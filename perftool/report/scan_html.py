@@ -20,9 +20,9 @@ from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
 from perftool.report.overall import (
     capitalised,
-    earlier_said,
     holding_back,
     largest_cost,
+    left_out_said,
     mean_step,
     overall_gains,
     perfetto_track,
@@ -165,8 +165,7 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     """The ranks side by side: heat maps of their steps, their breakdown, the straggler, the job's findings."""
     parts = [paragraph(f"The ranks differ in {difference}: the view compares unlike ranks.", "warn")
              for difference in job.unlike]  # fmt: skip
-    if earlier := earlier_said(job):
-        parts.append(paragraph(f"{capitalised(earlier)}."))
+    parts += [paragraph(f"{capitalised(left_out)}.") for left_out in left_out_said(job)]
     if (holder := holding_back(job)) is not None:
         parts.append(paragraph(f"{capitalised(holder)}.", "warn"))
     if any(r.per_step for r in job.ranks):

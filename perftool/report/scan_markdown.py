@@ -7,9 +7,9 @@ from perftool.common.units import duration, plural, timestamp
 from perftool.report.escape import html_text, markdown
 from perftool.report.overall import (
     capitalised,
-    earlier_said,
     holding_back,
     largest_cost,
+    left_out_said,
     mean_step,
     overall_gains,
     steps_said,
@@ -83,8 +83,8 @@ def _job(job: JobView, unit: str) -> list[str]:
     lines = [f"## Job of {plural(len(job.ranks), 'rank')}{world}", ""]
     if job.unlike:
         lines += [*(f"> ⚠️ The ranks differ in {cell(difference)}." for difference in job.unlike), ""]
-    if earlier := earlier_said(job):
-        lines += [f"> {cell(capitalised(earlier))}.", ""]
+    for left_out in left_out_said(job):
+        lines += [f"> {cell(capitalised(left_out))}.", ""]
     lines += [f"Clocks: {cell(job.alignment.text)}.", ""]
     if (holder := holding_back(job)) is not None:
         lines += [f"**{capitalised(holder)}.**", ""]

@@ -239,6 +239,11 @@ class JobView(_Record):
         description="traces of the job's ranks captured before the ones the view compares (a profiler schedule that "
         "repeats writes one per cycle): left out of the view, each can be scanned on its own",
     )
+    beside_ranks: list[str] = Field(
+        default_factory=list,
+        description="traces of processes beside the job's ranks, with no rank and no device work (a serving engine's "
+        "front end, a launcher): left out of the view, each can be scanned on its own",
+    )
     alignment: ClockAlignment
     slowest_rank: int | None = Field(description="the rank the others wait for most, else the slowest step")
     held_back_us: float | None = Field(description="time per step the other ranks wait for the slowest rank")

@@ -22,7 +22,7 @@ from perftool.job.ranks import rank_from_name
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope
 from perftool.pipeline.scan import DEFAULT_READ
-from perftool.report.overall import earlier_said
+from perftool.report.overall import left_out_said
 from perftool.rules.detectors import straggler
 from perftool.trace.seen import seen
 
@@ -470,11 +470,67 @@ def test_a_view_of_many_earlier_captures_names_four_and_counts_the_rest():
     job = perftool.scan(CYCLES / "gloo_job", workers=1).job
     assert job is not None
     many = job.model_copy(update={"earlier_captures": [f"c{n}.pt.trace.json" for n in range(10)]})
-    assert earlier_said(many) == (
+    assert left_out_said(many) == [
         "the view compares each rank's latest capture; 10 earlier captures left out (scan each on its own): "
         "c0.pt.trace.json, c1.pt.trace.json, c2.pt.trace.json, c3.pt.trace.json and 6 more"
-    )
-    assert earlier_said(job.model_copy(update={"earlier_captures": []})) is None
+    ]
+    assert left_out_said(job.model_copy(update={"earlier_captures": []})) == []
+
+
+def _front_end(directory: Path, kernel: bool = False) -> Path:
+    """A serving engine's front end's trace beside its workers', as vLLM's AsyncLLM writes one
+    (``{host}_{pid}.async_llm.{time}.pt.trace.json.gz``): its host's Python alone, no ``distributedInfo``; with a
+    ``kernel``, device work of its own."""
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": 4242, "tid": 0, "args": {"name": "python3"}}]
+    events += [{"ph": "X", "name": "vllm/v1/engine/async_llm.py(300): generate", "cat": "python_function",
+                "pid": 4242, "tid": 4242, "ts": 1000.0 * n, "dur": 800} for n in range(20)]  # fmt: skip
+    if kernel:
+        events.append({"ph": "X", "name": "gemm_kernel", "cat": "kernel", "pid": 0, "tid": 7, "ts": 500, "dur": 300})
+    file = directory / "node7_4242.async_llm.1796045332020000000.pt.trace.json.gz"
+    file.write_bytes(gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": events}).encode()))
+    return file
+
+
+def test_a_serving_front_end_s_trace_beside_the_ranks_is_named_and_left_out_of_the_job_view(tmp_path, run):
+    """vLLM writes its front end's host-only trace into the directory of its workers' traces: a process of no rank
+    whose device did nothing is no rank of the job (no 'rank 4242' with no device beside the ranks), and the job view
+    names it, in every format; a trace of the same name with device work stays a rank."""
+    shutil.copytree(CYCLES / "gloo_job", tmp_path / "job")
+    front_end = _front_end(tmp_path / "job")
+    document, result = scan_json(run, tmp_path / "job")
+    assert result.exit_code == 0 and document["unread"] == []
+    job = document["job"]
+    assert [row["rank"] for row in job["ranks"]] == [0, 1] and not job["unlike"]
+    assert job["beside_ranks"] == [str(front_end)] and len(job["earlier_captures"]) == 2
+    assert str(front_end) not in [t["path"] for t in document["traces"]]
+    said = "1 trace of processes beside the ranks left out (no rank and no device work: a serving engine's front end"
+    for fmt in ("text", "markdown", "html"):
+        shown = run("scan", tmp_path / "job", "--format", fmt, "--workers", "1", "--fail-on", "never")
+        assert said in " ".join(html.unescape(shown.stdout).split()), fmt
+    _front_end(tmp_path / "job", kernel=True)  # the same process with device work of its own
+    document, _ = scan_json(run, tmp_path / "job")
+    assert [row["rank"] for row in document["job"]["ranks"]] == [0, 1, 4242] and document["job"]["beside_ranks"] == []
+
+
+@pytest.mark.parametrize(("kept", "traces"), [("one_process", 3), ("one_rank", 3), ("a_device_process", 2)])
+def test_a_front_end_s_trace_where_there_is_no_job_view_is_reported_like_the_others(tmp_path, kept, traces):
+    """Without a distributed rank beside it (processes alone, even one whose device works), or without a job view to
+    name it in (one rank captured twice), a host-only process's trace is reported in turn like the others."""
+    if kept == "one_process":
+        shutil.copytree(CYCLES / "one_process", tmp_path / "job")
+    elif kept == "one_rank":
+        (tmp_path / "job").mkdir()
+        for file in sorted(CYCLES.joinpath("gloo_job").glob("vm_4999.*")):
+            shutil.copy(file, tmp_path / "job" / file.name)
+    else:  # a process of no distributed job that drives the device
+        (tmp_path / "job").mkdir()
+        _front_end(tmp_path / "job", kernel=True).rename(
+            tmp_path / "job" / "node7_4343.1796045332030000000.pt.trace.json.gz"
+        )
+    front_end = _front_end(tmp_path / "job")
+    report = perftool.scan(tmp_path / "job", workers=1)
+    assert report.job is None and len(report.traces) == traces
+    assert str(front_end) in [trace.path for trace in report.traces]
 
 
 def test_library_sorts_a_rank_s_captures_from_a_copy_of_one(tmp_path):
