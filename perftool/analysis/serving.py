@@ -1,5 +1,5 @@
 """What a serving engine's annotations say beyond their time: the tokens and the sequences an iteration runs, the
-batch a graph was captured for."""
+batch a graph was captured for, the time between its iterations."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ import re
 
 import numpy as np
 
+from perftool.analysis import intervals
 from perftool.analysis.nesting import innermost_around
 from perftool.dialects.op_families import StepLengths
-from perftool.dialects.vocabulary import ENGINE_STEP_LENGTHS
-from perftool.trace.model import Kind, Trace
+from perftool.dialects.vocabulary import ENGINE_STEP, ENGINE_STEP_LENGTHS
+from perftool.trace.model import Kind, Phase, Role, Trace
 
 
 def _named_around(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> list[re.Match[str] | None]:
@@ -39,3 +40,15 @@ def step_lengths(trace: Trace, rows: np.ndarray) -> list[StepLengths | None]:
         counts = [int(n) for n in match.groups()] if match else []
         found.append(StepLengths(*(a + b for a, b in zip(counts[:4], counts[4:]))) if match else None)
     return found
+
+
+def between_iterations(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
+    """The stretches of [lo, hi] between a serving engine's iterations, as its annotations on the host mark them
+    (:data:`~perftool.dialects.vocabulary.ENGINE_STEP`, nested ones merged): from the end of one to the start of the
+    next, while the engine schedules the next batch and handles the last one's outputs; none where fewer than two
+    are marked."""
+    rows = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & trace.name_matches(ENGINE_STEP))
+    if rows.size < 2:
+        return np.empty(0), np.empty(0)
+    marked = intervals.union(trace.ts[rows], trace.end[rows])
+    return intervals.clip(intervals.gaps(marked, float(marked[0][0]), float(marked[1][-1])), lo, hi)

@@ -21,6 +21,7 @@ from perftool.analysis.family import gpu_words, offers_loop_size
 from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use, launch_rows
+from perftool.analysis.serving import between_iterations
 from perftool.common.names import host_call
 from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
@@ -40,6 +41,7 @@ PREPARING_SHARE = 0.5  # Python preparing inputs for this share of the idle time
 # is one call, or a few (the step, a metric, an evaluation)
 OP_BY_OP_CALLS = 8
 COMPILED_SHARE = 0.5  # device work launched from torch.compile'd regions: the model runs compiled already
+BETWEEN_SHARE = 0.5  # idle for this share between a serving engine's iterations: it schedules while the device waits
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class _Measured:
     in_launch_calls: float  # ... of it while the host is inside kernel-launch calls
     in_allocator: float  # ... of it while the host allocates or frees memory
     in_preparing: float  # ... of it while the driving thread prepares inputs in Python (decodes, preprocesses)
+    in_between: float  # ... of it between a serving engine's iterations (its annotations on the host)
     graphs_per_step: float
     compiled_calls_per_step: float
     values: dict[str, Any]
@@ -96,6 +99,9 @@ def _measure(scope: Scope) -> _Measured | None:
     frames = driving[python_frames(trace, driving)]  # its Python that runs no op or runtime call (driving_calls)
     preparing = frames[trace.name_matches(vocabulary.INPUT_PREPARATION, frames)]
     in_preparing = intervals.overlap(pieces, intervals.union(trace.ts[preparing], trace.end[preparing]))
+    between = between_iterations(trace, scope.lo, scope.hi)
+    in_between = intervals.overlap(pieces, between)
+    between_rows = named[intervals.overlaps_any(trace.ts[named], trace.end[named], *between)]
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
@@ -120,13 +126,15 @@ def _measure(scope: Scope) -> _Measured | None:
         "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
         "preparing_share": in_preparing / lost,
         "preparing_names": distinct_names(trace, preparing, 3, host_call) if preparing.size else "none",
+        "between_share": in_between / lost,
+        "between_names": distinct_names(trace, between_rows, 3, host_call) or "nothing traced",
         "task_queue": None,  # detect's, for PyTorch on an NPU: here to keep the order
         "target_overhead": None,
     }
     evidence = scope.idle_stretches(pieces, named)
     return _Measured(
-        lost, launch, in_launch_calls, in_allocator, in_preparing, graphs_per_step, compiled_calls_per_step, values,
-        evidence,
+        lost, launch, in_launch_calls, in_allocator, in_preparing, in_between, graphs_per_step,
+        compiled_calls_per_step, values, evidence,
     )  # fmt: skip
 
 
@@ -153,6 +161,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         variant, values["compiled_share"] = "compiled_host_work", compiled  # torch.compile'd already: Python around it
     if variant in ("host_work", "launch_bound") and scope.family == "npu" and scope.framework == "pytorch":
         variant, values["task_queue"] = "torch_npu_dispatch", _task_queue(scope.trace)
+    if scope.run is None and measured.in_between >= BETWEEN_SHARE * lost:
+        variant, changes = "between_iterations", {}  # the engine schedules the next batch while the device waits
     if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
         variant, changes = "op_by_op", {}
     if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
@@ -318,6 +328,9 @@ DETECTOR = Detector(
         "preparing_share": "share of that idle time the driving thread spends preparing inputs in Python: its "
         "outermost frames that run no op, named for preprocessing, image processors, tokenizers, transforms, decoding",
         "preparing_names": "those Python frames, most time first",
+        "between_share": "share of that idle time between a serving engine's iterations: after one of its iteration "
+        "annotations on the host ends and before the next begins",
+        "between_names": "the outermost calls of the thread driving the device then, most time first",
         "task_queue": "PyTorch on an NPU: whether torch_npu's task queue is on, and what to set, in words",
         "target_overhead": "the share of a step host time should be cut to",
     },
