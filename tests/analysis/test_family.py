@@ -117,5 +117,5 @@ def test_the_real_serving_captures_name_their_engines_and_the_fixes_are_told_in_
     found, scope = analyse_trace(vllm, load_catalog())
     assert scope.contexts == ("pytorch", "vllm", "serving", "inference")
     (fix,) = [f.fix.text for f in found.findings if f.rule_id == "PT001"]  # the eager iteration: vLLM's own flags
-    assert "Let vLLM compile the model and replay its iterations as CUDA/HIP graphs" in fix
+    assert "Let vLLM compile the model and replay its iterations as CUDA graphs" in fix  # a B200's
     assert "drop --enforce-eager" in fix and "SGLang" not in fix

@@ -41,6 +41,7 @@ PREPARING_SHARE = 0.5  # Python preparing inputs for this share of the idle time
 # is one call, or a few (the step, a metric, an evaluation)
 OP_BY_OP_CALLS = 8
 COMPILED_SHARE = 0.5  # device work launched from torch.compile'd regions: the model runs compiled already
+GRAPH_WORDS = {"npu": "NPU graph", "hpu": "HPU graph"}  # a captured graph, as torch_npu and Gaudi name it
 BETWEEN_SHARE = 0.5  # idle for this share between a serving engine's iterations: it schedules while the device waits
 
 
@@ -117,7 +118,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": scope.metrics["device.op_time_us.median"],
-        "graph": gpu_words(scope.metrics.device)["graph"],
+        "graph": GRAPH_WORDS.get(scope.family) or gpu_words(scope.metrics.device)["graph"],
         "host_names": distinct_names(trace, named, 3, host_call) or "nothing traced",
         "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
@@ -316,7 +317,7 @@ DETECTOR = Detector(
         "graph_launches_per_step": "device graph launches (cudaGraphLaunch, hipGraphLaunch) per steady step",
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
-        "graph": GPU_WORD_VALUES["graph"] + " (a GPU's)",
+        "graph": GPU_WORD_VALUES["graph"] + " (a GPU's), an NPU graph, an HPU graph",
         "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
         "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",
         "compiled_calls_per_step": "calls of compiled functions (JAX's PjitFunction) per steady step",
