@@ -26,9 +26,10 @@ def _named_around(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> l
 
 
 def named_numbers(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> list[int | None]:
-    """Per row: the number the innermost annotation around it names by ``pattern`` (its first group that matched:
-    an iteration's tokens, a capture's batch); None where none does."""
-    return [int(next(group for group in match.groups() if group)) if match else None
+    """Per row: the number the innermost annotation around it names by ``pattern`` (the sum of its groups that
+    matched: an iteration's tokens, its prefills' and decodes' where counted apart; a capture's batch); None where none
+    does."""
+    return [sum(int(group) for group in match.groups() if group) if match else None
             for match in _named_around(trace, rows, pattern)]  # fmt: skip
 
 

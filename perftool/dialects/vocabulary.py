@@ -15,9 +15,14 @@ ENGINE_STEP = re.compile(
     r"|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b"
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
-# The tokens an engine's iteration runs, as its step annotations count them (vLLM's execute_N_context_..., SGLang's
-# step[DECODE bs=N]); it replays the graph captured for the smallest batch of N or more
-ENGINE_STEP_TOKENS = re.compile(r"^execute_(\d{1,18})_context_|^step\[DECODE bs=(\d{1,18})\b")
+# The tokens an engine's iteration runs, as its step annotations count them, the sum of the groups that match:
+# vLLM's detailed annotation (execute_N_context_...), its default one (execute_context_C(prefill tokens)_generation_G(
+# decode tokens)), SGLang's decode (step[DECODE bs=N]); it replays the graph captured for the smallest batch of N or
+# more
+ENGINE_STEP_TOKENS = re.compile(
+    r"^execute_(\d{1,18})_context_|^execute_context_\d{1,18}\((\d{1,18})\)_generation_\d{1,18}\((\d{1,18})\)$"
+    r"|^step\[DECODE bs=(\d{1,18})\b"
+)
 # The sequences an engine's iteration attends over, where its step annotation counts them: for its prefills
 # (context) and its decodes (generation) each, the sums over their sequences of query tokens, keys, queries squared
 # and queries times keys (execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk32785sqsq32sqsk32785))

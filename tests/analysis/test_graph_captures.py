@@ -118,14 +118,14 @@ def _marked_steps(events: list[dict], work: int) -> list[int]:
     return [step * length for step in range(4)]
 
 
-def _replay(kernels: list[str], streams: int = 1, tokens: int | None = None) -> dict:
+def _replay(kernels: list[str], streams: int = 1, iteration: str | None = None) -> dict:
     """A profile of 4 decode steps, each one graph launch replaying ``kernels`` (100 µs each, on ``streams``
-    streams in turn) after 200 µs of host work, inside the engine's annotation of a step of ``tokens`` where given."""
+    streams in turn) after 200 µs of host work, inside the engine's ``iteration`` annotation where given."""
     events: list[dict] = []
     for step, at in enumerate(_marked_steps(events, 110 * len(kernels))):
-        if tokens is not None:
-            events.append({"ph": "X", "name": f"execute_{tokens}_context_0(sq0)_generation_{tokens}(sq{tokens})",
-                           "cat": "user_annotation", "pid": 1, "tid": 1, "ts": at + 100, "dur": 300})  # fmt: skip
+        if iteration is not None:
+            events.append({"ph": "X", "name": iteration, "cat": "user_annotation", "pid": 1, "tid": 1, "ts": at + 100,
+                           "dur": 300})  # fmt: skip
         events.append({"ph": "X", "name": "cudaGraphLaunch", "cat": "cuda_runtime", "pid": 1, "tid": 1,
                        "ts": at + 200, "dur": 10})  # fmt: skip
         events.append({"ph": "X", "name": "decode_graph", "cat": "user_annotation", "pid": 1, "tid": 1,
@@ -202,14 +202,27 @@ def test_a_capture_trace_that_does_not_read_is_named_and_the_others_still_serve(
     assert f"(not read: {tmp_path / 'capture_traces' / 'cut.json'}: truncated JSON" in said
 
 
+# an engine's iteration of so many tokens, as its annotations count them: vLLM's detailed annotation (the tokens
+# first), vLLM's default (its prefills' tokens, then its decodes'), SGLang's decode (its batch)
+ITERATIONS = {
+    "vllm detailed": lambda tokens: f"execute_{tokens}_context_0(sq0)_generation_{tokens}(sq{tokens})",
+    "vllm": lambda tokens: f"execute_context_1({tokens - 4})_generation_4(4)",
+    "sglang": lambda tokens: f"step[DECODE bs={tokens}]",
+}
+
+
+@pytest.mark.parametrize("style", list(ITERATIONS))
 @pytest.mark.parametrize(("tokens", "rows"), [(20, 32), (16, 16), (40, None), (None, None)])
-def test_batches_captured_alike_are_told_apart_by_the_tokens_of_the_step_replaying_them(tmp_path, tokens, rows):
+def test_batches_captured_alike_are_told_apart_by_the_tokens_of_the_step_replaying_them(tmp_path, tokens, rows, style):
     """Graphs captured for 16 and for 32 tokens run the same kernels: a step of 20 tokens replays the one for 32
     (the smallest that holds it), one of 16 that for 16; one of 40 fits neither, and a step that names no tokens
-    leaves it unclear."""
+    leaves it unclear. The tokens are the iteration's as each engine's annotation counts them (vLLM's default one:
+    its prefills' and its decodes' together)."""
     kernels = [kernel for kernel, _ in GEMMS]
     sixteen = [(kernel, (16, n, inner)) for kernel, (_, n, inner) in GEMMS]
-    path = _profile(tmp_path, _replay(kernels, tokens=tokens), _capture(sixteen, True, 16), _capture(GEMMS, True, 32))
+    iteration = ITERATIONS[style](tokens) if tokens is not None else None
+    path = _profile(tmp_path, _replay(kernels, iteration=iteration), _capture(sixteen, True, 16),
+                    _capture(GEMMS, True, 32))  # fmt: skip
     found = roofline(load_trace(path))
     if rows is None:
         assert found.modelled_share == 0.0
