@@ -135,6 +135,7 @@ ENGINES = {
     "sglang": re.compile(r"sglang|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b", re.MULTILINE),
     "vllm": re.compile(r"^vllm::|^vllm/|/vllm/|^gpu_model_runner: |^execute_new_\d+_cached_\d+$", re.MULTILINE),
 }
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}  # each engine as its makers write it
 # a serving engine's names, or an iteration annotation either engine writes (execute_C_context_...)
 _SERVING = re.compile("|".join([*(engine.pattern for engine in ENGINES.values()), ENGINE_STEP.pattern]), re.MULTILINE)
 
@@ -159,7 +160,12 @@ def job_kind(trace: Trace) -> str:
     """``training`` where the trace shows a backward pass or an optimizer's step, by its names or (XLA) its ops' paths
     (and for the emulator's runs); else ``serving`` where a serving engine (vLLM, SGLang) runs the forward, else
     ``inference`` where the device computes (a forward with no backward). A trace whose device computes nothing (a
-    host-only capture of collectives) says nothing of its job: it is taken as training, the job perftool is for."""
+    host-only capture of collectives) says nothing of its job: it is taken as training, the job perftool is for.
+    Found once per trace."""
+    return str(trace.derive("family.job_kind", lambda: _job_kind(trace)))
+
+
+def _job_kind(trace: Trace) -> str:
     if trace.dialect == "emulator":
         return "training"
     names = "\n".join(trace.names)
@@ -178,6 +184,17 @@ def serving_engine(trace: Trace) -> str | None:
         return None
     names = "\n".join(trace.names)
     return next((engine for engine, marks in ENGINES.items() if marks.search(names)), None)
+
+
+def job_said(trace: Trace) -> str:
+    """What the job is, as the advice takes it, in words: ``training``, ``inference``, or a serving engine's
+    (``vLLM serving``, ``SGLang serving``; ``serving`` where the trace names no engine); empty where the device
+    computes nothing, which says nothing of the job."""
+    if not (trace.kind == Kind.COMPUTE).any() and trace.dialect != "emulator":
+        return ""
+    kind = job_kind(trace)
+    engine = serving_engine(trace) if kind == "serving" else None
+    return f"{ENGINE_NAMES[engine]} serving" if engine else kind
 
 
 def device_name(trace: Trace) -> str:

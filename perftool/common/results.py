@@ -279,6 +279,11 @@ class InfoReport(Document):
     source: str
     dialect: str
     device: str = Field(description="what the device tracks ran on, or 'none (host only)'")
+    job_kind: str = Field(
+        "",
+        description="what the job is, as the advice takes it: training, inference, or serving (vLLM serving, SGLang "
+        "serving where the trace names the engine); empty where the device computes nothing",
+    )
     step_clock: Literal["host", "device"]
     caveats: list[str]
     display_time_unit: str

@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+from perftool.analysis.family import job_said
 from perftool.analysis.metrics import Metrics
 from perftool.common.results import InfoReport
 from perftool.roofline.figures import Roofline
@@ -19,6 +20,7 @@ def info_report(trace: Trace, metrics: Metrics, roof: Roofline) -> InfoReport:
         "source": trace.source,
         "dialect": trace.dialect,
         "device": metrics.device,
+        "job_kind": job_said(trace),
         "step_clock": metrics.step_clock,
         "caveats": [c.text for c in metrics.caveats],
         "display_time_unit": trace.display_time_unit,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from perftool.analysis.family import device_family, device_properties
+from perftool.analysis.family import device_family, device_properties, job_said
 from perftool.analysis.host_calls import driving_thread
 from perftool.analysis.idle import CAUSES, attribute_idle, blocking_copies
 from perftool.analysis.launches import launch_rows
@@ -148,6 +148,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         dialect=trace.dialect,
         family=scope.family,
         device=metrics.device,
+        job_kind=job_said(trace),
         world_size=distributed(trace, "world_size"),
         rank=distributed(trace, "rank", least=0),
         time_unit=trace.display_time_unit,

@@ -4,6 +4,7 @@ collectives and the tracks."""
 
 from __future__ import annotations
 
+from perftool.analysis.family import job_said
 from perftool.analysis.metrics import Metrics
 from perftool.common.names import readable
 from perftool.common.units import duration, plural
@@ -19,6 +20,7 @@ def render(view: InfoView) -> str:
     m = metrics.values
     figures = facts([
         ("device", metrics.device),
+        ("job", job_said(trace) or "—"),
         ("dialect", trace.dialect),
         ("events", f"{len(trace):,}"),
         ("tracks", f"{len(trace.tracks):,}"),

@@ -17,7 +17,7 @@ def render(view: InfoView) -> str:
     lines = [
         f"# perftool info {markdown(trace.source)}",
         "",
-        markdown(info_rows.headline(trace, metrics) + as_device(metrics.device)) + ".",
+        markdown(info_rows.headline(trace, metrics) + as_device(metrics.device) + info_rows.job_part(trace)) + ".",
         "",
         *(f"> note: {markdown(caveat.text)}" for caveat in metrics.caveats),
         *([""] if metrics.caveats else []),

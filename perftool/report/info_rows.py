@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from perftool.analysis.family import job_said
 from perftool.analysis.metrics import Metrics
 from perftool.common.units import duration, percent, plural
 from perftool.trace.model import Trace, Track
@@ -27,6 +28,13 @@ def headline(trace: Trace, metrics: Metrics) -> str:
     span = duration(metrics.values["trace.span_us"], trace.display_time_unit)
     counted = f"{plural(len(trace), 'event')} · {plural(len(trace.tracks), 'track')}"
     return f"{trace.dialect} trace · {counted} · span {span} · "
+
+
+def job_part(trace: Trace) -> str:
+    """`` · vLLM serving``: what the job is, as the advice takes it (:func:`~perftool.analysis.family.job_said`), to
+    follow the device in the headline; empty where the device computes nothing."""
+    job = job_said(trace)
+    return f" · {job}" if job else ""
 
 
 def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:

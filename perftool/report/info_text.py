@@ -27,6 +27,7 @@ def render(view: InfoView) -> Group:
         shown(trace.source, "bold magenta"),
         "\n" + info_rows.headline(trace, metrics),
         shown(as_device(metrics.device)),
+        info_rows.job_part(trace),
     )
     for caveat in metrics.caveats:
         header.append("\n")

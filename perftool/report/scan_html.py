@@ -71,6 +71,7 @@ def trace_sections(trace: TraceFindings, findings: bool = True, job: JobView | N
     steady = steps_said(trace) if trace.unjudged else f"{trace.steps} ({len(trace.warmup_durations_us)} warm-up before)"
     figures = facts([
         ("device", trace.device or trace.family),
+        ("job", trace.job_kind or "—"),
         ("dialect", trace.dialect),
         ("steady steps", steady),
         ("step time (mean)", duration(step) if step else "—"),

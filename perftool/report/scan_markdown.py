@@ -47,10 +47,11 @@ def _trace_header(trace: TraceFindings) -> list[str]:
     mean = mean_step(trace)
     step = f", mean step {duration(mean)}" if mean is not None else ""
     idle = f", device idle {sum(trace.idle.values()):.1%}" if trace.idle and not trace.unjudged else ""
+    job = f", {trace.job_kind}" if trace.job_kind else ""
     lines = [
         f"## {cell(trace.path)}",
         "",
-        f"{trace.dialect} trace, {cell(as_device(device_label(trace)))}, {steps_said(trace)}{step}{idle}.",
+        f"{trace.dialect} trace, {cell(as_device(device_label(trace)))}{job}, {steps_said(trace)}{step}{idle}.",
         "",
         *(f"> note: {cell(caveat)}" for caveat in trace.caveats),
         *([""] if trace.caveats else []),

@@ -64,7 +64,7 @@ def _header(trace: TraceFindings) -> Text:
         step += " (on the device)"
     text.append(f"\n{trace.dialect} trace · ")
     text.append(shown(as_device(device_label(trace))))
-    text.append(f" · {steps_said(trace)}{step}")
+    text.append(f"{f' · {trace.job_kind}' if trace.job_kind else ''} · {steps_said(trace)}{step}")
     for caveat in trace.caveats:
         text.append("\n")
         text.append(shown(f"note: {caveat}", "yellow"))

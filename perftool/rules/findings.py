@@ -112,6 +112,11 @@ class TraceFindings(_Record):
     dialect: str
     family: str
     device: str = Field("", description="what the device tracks ran on (from the trace), or 'none (host only)'")
+    job_kind: str = Field(
+        "",
+        description="what the job is, as the advice takes it: training, inference, or serving (vLLM serving, SGLang "
+        "serving where the trace names the engine); empty where the device computes nothing",
+    )
     world_size: int | None = Field(None, description="ranks in the job, where the trace records it")
     rank: int | None = Field(None, description="this trace's rank in the job: the trace's own, else its file name's")
     time_unit: str = Field("ms", description="the unit the trace asks viewers to show times in")

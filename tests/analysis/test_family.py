@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import complete, process_name, thread_name
 
@@ -119,3 +121,28 @@ def test_the_real_serving_captures_name_their_engines_and_the_fixes_are_told_in_
     (fix,) = [f.fix.text for f in found.findings if f.rule_id == "PT001"]  # the eager iteration: vLLM's own flags
     assert "Let vLLM compile the model and replay its iterations as CUDA graphs" in fix  # a B200's
     assert "drop --enforce-eager" in fix and "SGLang" not in fix
+
+
+@pytest.mark.parametrize(
+    ("name", "job"),
+    [
+        ("b200_vllm_gptoss_eager_tp8_rank0.json.gz", "vLLM serving"),
+        ("sglang_mi300x_qwen3_8b_decode_window.json.gz", "SGLang serving"),
+        ("resnet50_pt18_workers0.json.gz", "training"),
+        ("mtia_inference.json.gz", "inference"),
+        ("cpu_only_gloo.json.gz", ""),  # no device computes: nothing said of the job
+    ],
+)
+def test_scan_and_info_say_what_the_job_is_as_the_advice_takes_it(run, name, job):
+    """The reports say what perftool takes the job for (the advice's terms follow it): in the headline beside the
+    device, and in the JSON documents; a serving job by the engine its trace names."""
+    from conftest import DATA
+
+    path = str(DATA / "real" / name)
+    scanned = json.loads(run("scan", path, "--format", "json", "--fail-on", "never").stdout)
+    assert scanned["traces"][0]["job_kind"] == job
+    assert json.loads(run("info", path, "--format", "json").stdout)["job_kind"] == job
+    for command in (["scan", path, "--fail-on", "never"], ["info", path]):
+        headline = " ".join(run(*command).stdout.split())
+        said = [kind for kind in ("training", "inference", "serving") if f" · {kind}" in headline]
+        assert f" · {job}" in headline if job else said == []
