@@ -128,6 +128,7 @@ _SHARED: tuple[tuple[str, Callable[[TraceFindings], str | None]], ...] = (  # wh
     ("device", lambda scan: _INSTANCE.sub(r"\1", scan.device) or "unknown"),
     ("device family", lambda scan: scan.family),
     ("trace format", lambda scan: scan.dialect),
+    ("job", lambda scan: scan.job_kind or None),  # what each rank's advice takes it for
     ("world size", lambda scan: str(scan.world_size) if scan.world_size else None),  # ranks of other runs
 )
 

@@ -49,6 +49,7 @@ def _header(report: ScanReport, job: JobView, command: str) -> Text:
     text = Text.assemble((f"perftool {command} ", "bold"), (title, "bold magenta"))
     text.append(f"\n{first.dialect} traces · ")
     text.append(shown(as_device(first.device or first.family)))
+    text.append(f" · {first.job_kind}" if first.job_kind else "")
     if job.missing_ranks:
         listed = ", ".join(map(str, job.missing_ranks[:10])) + (" …" if len(job.missing_ranks) > 10 else "")
         text.append(f"\nnote: no trace for ranks {listed}", style="yellow")

@@ -236,8 +236,8 @@ class JobView(_Record):
     missing_ranks: list[int] = Field(description="ranks of the world size with no trace given (at most 100 listed)")
     unlike: list[str] = Field(
         default_factory=list,
-        description="what the ranks differ in (device, device family, trace format), each value with its ranks: "
-        "a job's ranks share all three, and where they do not, the view compares unlike ranks",
+        description="what the ranks differ in (device, device family, trace format, world size, job), each value with "
+        "its ranks: a job's ranks share them all, and where they do not, the view compares unlike ranks",
     )
     earlier_captures: list[str] = Field(
         default_factory=list,

@@ -594,3 +594,17 @@ def test_a_job_captured_cycle_after_cycle_compares_each_rank_s_latest_capture(ru
     for fmt in ("text", "markdown", "html"):
         shown = run("scan", CYCLES / "gloo_job", "--format", fmt, "--workers", "1", "--fail-on", "never")
         assert said in " ".join(html.unescape(shown.stdout).split()), fmt
+
+
+def test_a_job_view_says_what_its_ranks_are_and_warns_where_they_differ(tmp_path, run):
+    """The job's headline says what its ranks are taken for; a rank taken for another job (a training rank beside a
+    serving engine's) is named among what the ranks differ in."""
+    straggler = " ".join(run("scan", STRAGGLER, "--workers", "1", "--fail-on", "never").stdout.split())
+    assert "traces · device" in straggler and "· training" in straggler.split("Ranks")[0]
+    ranks = ("b200_vllm_gptoss_eager_tp8_rank0.json.gz", "mi300_resnet_actckpt_ddp8_rank0.json.gz")
+    for rank, name in enumerate(ranks):
+        document = json.loads(gzip.decompress((DATA / "real" / name).read_bytes()))
+        document["distributedInfo"].update(rank=rank, world_size=2)
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(document))
+    job = scan_json(run, tmp_path)[0]["job"]
+    assert "job: vLLM serving rank 0, training rank 1" in job["unlike"]
