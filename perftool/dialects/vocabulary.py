@@ -17,11 +17,11 @@ ENGINE_STEP = re.compile(
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
 # The tokens an engine's iteration runs, as its step annotations count them, the sum of the groups that match:
 # vLLM's detailed annotation (execute_N_context_...), its default one (execute_context_C(prefill tokens)_generation_G(
-# decode tokens)), SGLang's decode (step[DECODE bs=N]); it replays the graph captured for the smallest batch of N or
-# more
+# decode tokens)), SGLang's decode (step[DECODE bs=N]: a token a sequence) and its prefill (step[EXTEND bs=B toks=N]);
+# it replays the graph captured for the smallest batch of N tokens or more (SGLang's prefill, a piecewise graph's)
 ENGINE_STEP_TOKENS = re.compile(
     r"^execute_(\d{1,18})_context_|^execute_context_\d{1,18}\((\d{1,18})\)_generation_\d{1,18}\((\d{1,18})\)$"
-    r"|^step\[DECODE bs=(\d{1,18})\b"
+    r"|^step\[DECODE bs=(\d{1,18})\b|^step\[(?:EXTEND|PREFILL|MIXED) [^\]]*\btoks=(\d{1,18})\b"
 )
 # The sequences an engine's iteration attends over, where its step annotation counts them: for its prefills
 # (context) and its decodes (generation) each, the sums over their sequences of query tokens, keys, queries squared

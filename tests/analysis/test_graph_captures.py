@@ -203,11 +203,12 @@ def test_a_capture_trace_that_does_not_read_is_named_and_the_others_still_serve(
 
 
 # an engine's iteration of so many tokens, as its annotations count them: vLLM's detailed annotation (the tokens
-# first), vLLM's default (its prefills' tokens, then its decodes'), SGLang's decode (its batch)
+# first), vLLM's default (its prefills' tokens, then its decodes'), SGLang's decode (its batch) and prefill (its tokens)
 ITERATIONS = {
     "vllm detailed": lambda tokens: f"execute_{tokens}_context_0(sq0)_generation_{tokens}(sq{tokens})",
     "vllm": lambda tokens: f"execute_context_1({tokens - 4})_generation_4(4)",
     "sglang": lambda tokens: f"step[DECODE bs={tokens}]",
+    "sglang prefill": lambda tokens: f"step[EXTEND bs=2 toks={tokens}]",
 }
 
 
