@@ -165,8 +165,8 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
         "buffers (CUDA/HIP graphs)",
         "prefetch_depth": "flax.jax_utils.prefetch_to_device(size) / tf.data prefetch",
     },
-    "vllm": {"device_graphs": "vLLM's CUDA/HIP graphs (on unless --enforce-eager)"},
-    "sglang": {"device_graphs": "SGLang's CUDA/HIP graphs (on unless --disable-cuda-graph)"},
+    "vllm": {"device_graphs": "vLLM's captured graphs, the device's own (on unless --enforce-eager)"},
+    "sglang": {"device_graphs": "SGLang's captured graphs, the device's own (on unless --disable-cuda-graph)"},
     "serving": {
         "device_graphs": "the engine's CUDA/HIP graphs: vLLM without --enforce-eager, SGLang without "
         "--disable-cuda-graph",

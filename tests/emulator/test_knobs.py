@@ -72,9 +72,9 @@ def test_the_knobs_command_lists_the_table(run):
     ("job", "named"),
     [
         ({"framework": "pytorch", "kind": "serving", "engine": "vllm"},
-         "vLLM's CUDA/HIP graphs (on unless --enforce-eager)"),
+         "vLLM's captured graphs, the device's own (on unless --enforce-eager)"),
         ({"framework": "pytorch", "kind": "serving", "engine": "sglang"},
-         "SGLang's CUDA/HIP graphs (on unless --disable-cuda-graph)"),
+         "SGLang's captured graphs, the device's own (on unless --disable-cuda-graph)"),
         ({"framework": "pytorch", "kind": "serving"},
          "the engine's CUDA/HIP graphs: vLLM without --enforce-eager, SGLang without --disable-cuda-graph"),
         ({"framework": "pytorch", "kind": "training"}, PROFILES["gpu"].knob_names["device_graphs"]),
