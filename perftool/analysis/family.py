@@ -179,7 +179,11 @@ def _job_kind(trace: Trace) -> str:
 def serving_engine(trace: Trace) -> str | None:
     """The serving engine (``sglang``, ``vllm``) whose names a serving job's trace (:func:`job_kind`) holds, so that
     advice names that engine's settings; None for another job, or where only an iteration annotation both engines
-    write says it serves."""
+    write says it serves. Found once per trace."""
+    return trace.derive("family.serving_engine", lambda: _serving_engine(trace))
+
+
+def _serving_engine(trace: Trace) -> str | None:
     if job_kind(trace) != "serving":
         return None
     names = "\n".join(trace.names)
