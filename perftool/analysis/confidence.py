@@ -19,7 +19,7 @@ from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
-from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES
+from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES, OTHER_RANKS
 from perftool.trace.model import Kind, Role, Trace
 from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, xspace_name
 
@@ -187,6 +187,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(msprof, caps=False))
     if left_out := trace.metadata.get(MSPROF_LEFT_OUT):
         found.append(Caveat(f"msprof's own CSVs beside the trace, left out: {'; '.join(left_out)}", caps=False))
+    if (ranks := trace.metadata.get(OTHER_RANKS)) and ranks["others"]:
+        found.append(Caveat(_other_ranks(ranks), caps=False))
     if devices := trace.metadata.get(OTHER_DEVICES):
         found.append(Caveat(_other_devices(devices), caps=False))
     if runs := trace.metadata.get(RUNS_BESIDE):
@@ -207,6 +209,16 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _other_ranks(ranks: dict) -> str:
+    """The ranks a trace merging several holds beside the one analysed, in words."""
+    return (
+        f"the trace merges {len(ranks['others']) + 1} ranks' traces into one: figures and findings are those of "
+        f"{ranks['analysed']}, the rank whose device did the most work, the others shown, not analysed "
+        f"({listed(ranks['others'], LISTED_DEVICES)}); for the job view (each rank beside the others, the one they "
+        "wait for), scan the ranks' own traces together, such as the directory they were written to"
+    )
 
 
 def _other_devices(devices: dict) -> str:

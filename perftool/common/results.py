@@ -48,7 +48,8 @@ class InfoTrack(Part):
     thread: str
     labels: str
     role: str = Field(
-        description="host, host.input, device, link.h2d, link.d2h, compiler, summary, device.other or unknown"
+        description="host, host.input, device, link.h2d, link.d2h, compiler, summary, device.other, rank.other or "
+        "unknown"
     )
     events: int
 

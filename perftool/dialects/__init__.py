@@ -14,6 +14,7 @@ from perftool.dialects.base import Dialect, Generic
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
+from perftool.dialects.merged import other_ranks
 from perftool.dialects.op_families import MODELLED_NAMES
 from perftool.dialects.vocabulary import (
     COLLECTIVE_ARGS,
@@ -66,10 +67,12 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
         dialect = next((d for d in REGISTERED if d.detect(trace)), GENERIC)
     roles = dialect.roles(trace)
     trace.with_roles(roles | _input_workers(trace, roles) | _findings_tracks(trace))
+    trace.with_roles(other_ranks(trace))
     if dialect.devices_by_process:
         trace.with_roles(_other_devices(trace))
     trace.kind = dialect.kinds(trace)
-    trace.kind[trace.on_roles(Role.OTHER_DEVICE)] = Kind.OTHER  # not even a step line's steps: those of its own
+    # not even a step line's steps, nor another rank's host steps: those of its own
+    trace.kind[trace.on_roles(Role.OTHER_DEVICE, Role.OTHER_RANK)] = Kind.OTHER
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
     trace.kind[rows_at(trace.unclosed, trace.skipped)] = Kind.ANNOTATION
     _leave_out_findings(trace)

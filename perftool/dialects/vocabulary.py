@@ -98,6 +98,13 @@ KERNEL_LAUNCH = re.compile(rf"^({_KERNEL_LAUNCH})")  # of those, the calls that 
 # The trace metadata key of the devices a trace holds beside the one analysed: {"analysed": name, "others": {name:
 # device time as a share of the analysed one's}}
 OTHER_DEVICES = "perftool.other_devices"
+# The trace metadata key of the ranks a trace merging several holds: {"analysed": label, "others": [labels]}
+OTHER_RANKS = "perftool.other_ranks"
+# A process of one rank in a trace that merges several ranks' traces: SGLang's merged profile (--merge-profiles)
+# prefixes each pid with the rank's place in the job ("[TP00] 12345", "[TP01-DP00-PP00-EP00] 3"), perftool's own
+# job timeline (scan --format perfetto of a job) names each process by its rank ("rank 3 · python3").
+MERGED_RANK_PID = re.compile(r"^\[((?:TP|DP|PP|EP)\d+(?:-(?:TP|DP|PP|EP)\d+)*)\] (.*)$")
+MERGED_RANK_PROCESS = re.compile(r"^(rank \d+)(?: \(its own clock: not aligned\))? · ")
 FINDINGS_PROCESS = "perftool findings"  # the process an annotated trace (scan --format perfetto) adds
 FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows into the trace's own tracks
 # torch_npu's task queue: the Python thread enqueues each operator, a second thread dequeues and launches it (off

@@ -16,13 +16,15 @@ from perftool.rules.findings import ScanReport, UnreadTrace
 @dataclass
 class Captures:
     """A job's summaries sorted out by rank: each rank's latest capture (and every trace without a rank), in the
-    order given; the ranks' earlier captures, in time order; traces that repeat a capture already given; and traces
-    of processes beside the job's ranks (:func:`beside_the_job`)."""
+    order given; the ranks' earlier captures, in time order; traces that repeat a capture already given; traces of
+    processes beside the job's ranks (:func:`beside_the_job`); and traces that merge ranks' traces into one
+    (:func:`merges_of_the_job`)."""
 
     latest: list[RankSummary]
     earlier: list[RankSummary]
     repeated: list[UnreadTrace]
     beside: list[RankSummary] = field(default_factory=list)
+    merged: list[RankSummary] = field(default_factory=list)
 
     @property
     def no_job(self) -> bool:
@@ -50,12 +52,20 @@ def beside_the_job(summaries: list[RankSummary]) -> list[RankSummary]:
     return [s for s in summaries if _process_alone(s) and s.scan.device == HOST_ONLY]
 
 
+def merges_of_the_job(summaries: list[RankSummary]) -> list[RankSummary]:
+    """Of a directory's traces, those that merge ranks' traces into one file: no rank of a job, but a job of its
+    own. SGLang writes its merged profile (``merged-{id}.trace.json.gz``) beside the ranks' own traces
+    (``{id}-TP-N.trace.json.gz``), whose events it repeats."""
+    return [summary for summary in summaries if summary.scan.merged_ranks]
+
+
 def by_rank(summaries: list[RankSummary]) -> Captures:
     """Sort ``summaries`` out by rank. A rank's traces that differ in when they start on its clock or in what they
     hold are its captures (the latest kept for the job view); one alike in both repeats another (the same file, a
-    copy), and is set apart as given twice. Traces of processes beside the job's ranks are set apart too."""
-    beside = beside_the_job(summaries)
-    summaries = [summary for summary in summaries if all(summary is not other for other in beside)]
+    copy), and is set apart as given twice. Traces of processes beside the job's ranks, and merges of its ranks'
+    traces, are set apart too."""
+    beside, merged = beside_the_job(summaries), merges_of_the_job(summaries)
+    summaries = [summary for summary in summaries if all(summary is not other for other in beside + merged)]
     latest: list[RankSummary] = []
     earlier: list[RankSummary] = []
     repeated: list[UnreadTrace] = []
@@ -76,7 +86,7 @@ def by_rank(summaries: list[RankSummary]) -> Captures:
         latest.append(last)
     order = {id(summary): position for position, summary in enumerate(summaries)}
     latest.sort(key=lambda summary: order[id(summary)])
-    return Captures(latest, sorted(earlier, key=_started), repeated, beside)
+    return Captures(latest, sorted(earlier, key=_started), repeated, beside, merged)
 
 
 def why_no_job(report: ScanReport) -> str:

@@ -34,7 +34,8 @@ def scan_job(
     :mod:`~perftool.job.captures`) takes part in the job view with its latest capture, the others listed; captures
     of processes alone (one process, or processes of no distributed job) are no job, and each is reported in turn.
     A process beside a job's ranks (no rank, no device work: a serving engine's front end;
-    :func:`~perftool.job.captures.beside_the_job`) is named by the job view and left out of it.
+    :func:`~perftool.job.captures.beside_the_job`) is named by the job view and left out of it, as is a trace that
+    merges several ranks' traces beside them (:func:`~perftool.job.captures.merges_of_the_job`).
     Without ``scheduler`` or ``workers``, a job named outright (a directory, files named by rank) runs on local Dask
     workers when it is large enough for them to pay off (:func:`~perftool.job.cluster.cluster_pays_off`); other
     files, and small jobs, are scanned here in turn.
@@ -61,10 +62,12 @@ def scan_job(
     job = None
     if is_job:
         ranks.sort(key=lambda s: s.rank if s.rank is not None else -1)
-        earlier, beside = ([s.scan.path for s in c] for c in (captures.earlier, captures.beside))
-        job = job_view(ranks, rules, read.evidence, earlier, beside)
+        earlier, beside, merged = (
+            [s.scan.path for s in c] for c in (captures.earlier, captures.beside, captures.merged)
+        )
+        job = job_view(ranks, rules, read.evidence, earlier, beside, merged)
     else:  # no job view to set them beside: reported in turn like the others
-        ranks += captures.beside
+        ranks += captures.beside + captures.merged
     report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=[s.scan for s in ranks],
                         unread=unread, job=job)  # fmt: skip
     report.rules_run = rules

@@ -21,6 +21,7 @@ from perftool.common.cores import free_cores
 from perftool.common.errors import PerftoolError, TraceError
 from perftool.common.threads import Helper, ordered_map
 from perftool.common.version import __version__
+from perftool.dialects.merged import merged_ranks
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.pipeline.read import load_trace
 from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
@@ -143,6 +144,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
     idle = scope.idle
     window = scope.window
     joint = together(scope, fitted, findings)
+    merged = merged_ranks(trace)
     found = TraceFindings(
         path=trace.source,
         dialect=trace.dialect,
@@ -150,7 +152,8 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         device=metrics.device,
         job_kind=job_said(trace),
         world_size=distributed(trace, "world_size"),
-        rank=distributed(trace, "rank", least=0),
+        rank=None if len(merged) > 1 else distributed(trace, "rank", least=0),  # a merge's is its first file's
+        merged_ranks=merged,
         time_unit=trace.display_time_unit,
         step_clock=metrics.step_clock,
         caveats=[c.text for c in metrics.caveats],

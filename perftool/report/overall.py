@@ -85,7 +85,7 @@ def capitalised(text: str) -> str:
 
 def left_out_said(job: JobView) -> list[str]:
     """The traces the job view leaves out, a sentence each kind that every format prints: the ranks' earlier
-    captures, and processes beside the ranks."""
+    captures, processes beside the ranks, and merges of the ranks' traces."""
     said = []
     if earlier := job.earlier_captures:
         captures = plural(len(earlier), "earlier capture")
@@ -98,6 +98,11 @@ def left_out_said(job: JobView) -> list[str]:
         said.append(
             f"{traces} of processes beside the ranks left out (no rank and no device work: a serving engine's front "
             f"end, such as vLLM's AsyncLLM, or a launcher; scan each on its own): {listed(beside, MAX_EARLIER_LISTED)}"
+        )
+    if merged := job.merged_traces:
+        said.append(
+            f"{plural(len(merged), 'trace')} merging the ranks' traces into one file left out (the view reads each "
+            f"rank's own trace; scan each on its own): {listed(merged, MAX_EARLIER_LISTED)}"
         )
     return said
 

@@ -119,6 +119,12 @@ class TraceFindings(_Record):
     )
     world_size: int | None = Field(None, description="ranks in the job, where the trace records it")
     rank: int | None = Field(None, description="this trace's rank in the job: the trace's own, else its file name's")
+    merged_ranks: list[str] = Field(
+        default_factory=list,
+        description="where the trace merges ranks' traces into one (SGLang's merged profile, perftool's job "
+        "timeline), the ranks it holds, the one analysed first: its figures are that rank's, and where it holds "
+        "several, it has no rank of its own",
+    )
     time_unit: str = Field("ms", description="the unit the trace asks viewers to show times in")
     step_clock: Literal["host", "device"] = Field(
         "host", description="device: steps timed by the device work each host step launched; host: step markers"
@@ -248,6 +254,11 @@ class JobView(_Record):
         default_factory=list,
         description="traces of processes beside the job's ranks, with no rank and no device work (a serving engine's "
         "front end, a launcher): left out of the view, each can be scanned on its own",
+    )
+    merged_traces: list[str] = Field(
+        default_factory=list,
+        description="traces that merge the job's ranks' traces into one file (SGLang's merged profile beside the "
+        "ranks' own traces): left out of the view, which reads each rank's own trace",
     )
     alignment: ClockAlignment
     slowest_rank: int | None = Field(description="the rank the others wait for most, else the slowest step")

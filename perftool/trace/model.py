@@ -77,6 +77,7 @@ class Role(str, enum.Enum):
     COMPILER = "compiler"  # graph / op compilation
     SUMMARY = "summary"  # tracks a profiler derived from others (never double-counted)
     OTHER_DEVICE = "device.other"  # another device's tracks, where a trace holds several: shown, not analysed
+    OTHER_RANK = "rank.other"  # another rank's tracks, where a trace merges several ranks': shown, not analysed
     UNKNOWN = "unknown"
 
 
