@@ -1,9 +1,10 @@
 """Traces the tests build, shared by the tests of more than one module: a Kineto job with an all-reduce each step,
 each rule's cases (tests/rule_cases) in their vocabulary, a step replayed as CUDA graphs, eager steps, a sample
-stripped of the config the emulator records in it."""
+stripped of the config the emulator records in it, the folder SGLang profiles a job into."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 from itertools import count
@@ -304,3 +305,67 @@ def stripped(sample: str, directory: Path) -> Path:
     path = directory / f"{sample.replace('/', '_')}.trace.json.gz"
     path.write_bytes(gzip.compress(json.dumps(document).encode()))
     return path
+
+
+SGLANG_STEPS = 6
+SGLANG_PROFILE_ID = "1764000000.123"  # SGLang's default profile id: the time the profile started
+SGLANG_MODELS = {0: "NVIDIA H100 80GB HBM3", 1: "NVIDIA H200"}  # apart, so that a device's entry found by id shows
+SGLANG_SMS = {0: 132, 1: 140}
+
+
+def sglang_rank(rank: int, kernel_us: float, start_us: float = 0.0) -> dict:
+    """One TP rank's Kineto trace as SGLang exports it: its host process (the OS's pid) launching one kernel a step
+    on its GPU (pid: the device's number), each launch a flow numbered from 1 as CUPTI numbers a process's calls, and
+    the job in ``distributedInfo``."""
+    host, gpu = 4000 + rank, rank
+    events = [
+        meta("process_name", host, 0, name="python3"),
+        meta("thread_name", host, 1, name="scheduler"),
+        meta("process_labels", gpu, 0, labels=f"GPU {gpu}"),
+        meta("thread_name", gpu, 7, name="stream 7"),
+    ]
+    for step in range(SGLANG_STEPS):
+        t = start_us + step * STEP_US + 3 * rank
+        events += [
+            span(f"ProfilerStep#{step}", host, 1, t, STEP_US - 1, "user_annotation"),
+            span("cudaLaunchKernel", host, 1, t + 10, 5, "cuda_runtime"),
+            {"ph": "s", "id": step + 1, "pid": host, "tid": 1, "ts": t + 10, "cat": "ac2g", "name": "ac2g"},
+            span("gemm_kernel", gpu, 7, t + 100, kernel_us, "kernel"),
+            {"ph": "f", "id": step + 1, "pid": gpu, "tid": 7, "ts": t + 100, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+        ]
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": d, "name": SGLANG_MODELS[d], "numSms": SGLANG_SMS[d]} for d in SGLANG_MODELS],
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+        "traceEvents": events,
+    }
+
+
+def sglang_merged(ranks: dict[int, dict]) -> dict:
+    """SGLang's merge of its ranks' traces (``--merge-profiles``): every event's pid prefixed by its rank's label, the
+    first file's other keys, every file's ``deviceProperties``."""
+    merged: dict = {"traceEvents": []}
+    for rank, trace in ranks.items():
+        trace = copy.deepcopy(trace)
+        merged["traceEvents"] += [{**event, "pid": f"[TP{rank:02d}] {event['pid']}"} for event in trace["traceEvents"]]
+        merged.update({key: value for key, value in trace.items() if key not in merged and key != "deviceProperties"})
+        merged.setdefault("deviceProperties", []).extend(trace["deviceProperties"])
+    return merged
+
+
+def sglang_profile(directory: Path, merged: bool = False, stages: tuple[str, ...] = ()) -> Path:
+    """The folder SGLang profiles a TP-2 job into: each rank's trace (``{id}-TP-{rank}.trace.json.gz``), the merge
+    of them where asked for, or with ``stages`` (--profile-by-stage) each rank's capture of each stage in turn
+    (``{id}-TP-{rank}-{stage}.trace.json.gz``)."""
+    directory.mkdir()
+    for position, stage in enumerate(stages or ("",)):
+        ranks = {
+            rank: sglang_rank(rank, kernel_us, position * 50_000.0) for rank, kernel_us in ((0, 400.0), (1, 600.0))
+        }
+        for rank, trace in ranks.items():
+            name = f"{SGLANG_PROFILE_ID}-TP-{rank}" + (f"-{stage}" if stage else "")
+            (directory / f"{name}.trace.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode()))
+        if merged:
+            document = gzip.compress(json.dumps(sglang_merged(ranks)).encode())
+            (directory / f"merged-{SGLANG_PROFILE_ID}.trace.json.gz").write_bytes(document)
+    return directory

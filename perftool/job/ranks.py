@@ -33,6 +33,8 @@ _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 # what follows the worker in the name tensorboard_trace_handler gives a trace: {worker}.{time}.pt.trace.json[.gz]
 _HANDLER_SUFFIX = re.compile(r"\.\d+\.pt\.trace\.json(\.gz)?$")
+# the stage SGLang's --profile-by-stage writes each rank's capture of apart: {id}-TP-{rank}-{stage}.trace.json.gz
+_STAGE_SUFFIX = re.compile(r"-(EXTEND|DECODE)\.trace\.json(\.gz)?$")
 # a JSON document that says what it is in its first key: perftool's own reports ("schema": "perftool.findings/1"),
 # SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata. Or an array
 # of anything but events: torch.profiler's export_memory_timeline writes [[times...], [[sizes...]...]] beside a trace
@@ -121,6 +123,13 @@ def handler_worker(path: str) -> str | None:
     name = Path(path).name
     suffix = _HANDLER_SUFFIX.search(name)
     return name[: suffix.start()] if suffix else None
+
+
+def serving_stage(path: str) -> str | None:
+    """The serving stage a trace's name says it captures alone (SGLang's ``-EXTEND`` prefill and ``-DECODE``
+    captures), else None."""
+    found = _STAGE_SUFFIX.search(Path(path).name)
+    return found.group(1) if found else None
 
 
 def says_rank(path: str) -> bool:

@@ -5,6 +5,7 @@ sweep of the fitted emulator finds beyond them)."""
 from __future__ import annotations
 
 from perftool.common.units import duration, listed, percent, plural
+from perftool.job.ranks import serving_stage
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
 MAX_EARLIER_LISTED = 4  # traces a job view names of each kind it leaves out; the rest are counted
@@ -90,9 +91,15 @@ def left_out_said(job: JobView) -> list[str]:
     if earlier := job.earlier_captures:
         captures = plural(len(earlier), "earlier capture")
         shown = listed(earlier, MAX_EARLIER_LISTED)
-        said.append(
-            f"the view compares each rank's latest capture; {captures} left out (scan each on its own): {shown}"
-        )
+        if stages := _stages(job):
+            said.append(
+                f"the view compares the ranks' {stages[0]} captures (SGLang's --profile-by-stage writes each stage "
+                f"apart); their {stages[1]} captures left out (scan them together for that stage's view): {shown}"
+            )
+        else:
+            said.append(
+                f"the view compares each rank's latest capture; {captures} left out (scan each on its own): {shown}"
+            )
     if beside := job.beside_ranks:
         traces = plural(len(beside), "trace")
         said.append(
@@ -105,6 +112,16 @@ def left_out_said(job: JobView) -> list[str]:
             f"rank's own trace; scan each on its own): {listed(merged, MAX_EARLIER_LISTED)}"
         )
     return said
+
+
+def _stages(job: JobView) -> tuple[str, str] | None:
+    """The serving stage the view's ranks were captured in and the one their earlier captures were, where the traces'
+    names say each (SGLang's prefill and decode captures of one profile), the two apart; else None."""
+    viewed = {serving_stage(row.path) or "" for row in job.ranks}
+    left = {serving_stage(path) or "" for path in job.earlier_captures}
+    if "" in viewed | left or len(viewed) != 1 or len(left) != 1 or viewed == left:
+        return None
+    return viewed.pop(), left.pop()
 
 
 def rank_aligned(job: JobView, rank: int | None) -> bool:
