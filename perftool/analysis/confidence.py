@@ -226,11 +226,13 @@ def _other_devices(devices: dict) -> str:
     others = devices["others"]
     low, high = (f"{share:.0%}" for share in (min(others.values()), max(others.values())))
     named = listed(list(others), LISTED_DEVICES)
+    hosts = devices.get("their_hosts", 0)
+    theirs = f"; {plural(hosts, 'host process')} launching only on the others left out with them" if hosts else ""
     return (
         f"the trace holds {len(others) + 1} devices with work: figures and findings are {devices['analysed']}'s, the"
-        f" one with the most device time ({named} ran {low if low == high else f'{low}–{high}'} of its device time);"
-        " taken together, each step would count once per device and one device's idle time would hide under the"
-        " others' work"
+        f" one with the most device time ({named} ran {low if low == high else f'{low}–{high}'} of its device time)"
+        f"{theirs}; taken together, each step would count once per device and one device's idle time would hide"
+        " under the others' work"
     )
 
 

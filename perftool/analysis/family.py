@@ -49,10 +49,22 @@ NVIDIA_WORDS = {"cores": "SMs", "core": "SM", "stream": "CUDA stream", "warps": 
 AMD_WORDS = {"cores": "CUs", "core": "CU", "stream": "HIP stream", "warps": "wavefronts", "graph": "HIP graph"}
 
 
+_HIP_CALL = re.compile(r"^hip[A-Z]")  # HIP's runtime calls (hipLaunchKernel): the GPU they drive is AMD's
+
+
 def gpu_words(device: str) -> dict[str, str]:
     """How a GPU's maker names its parts, for the device named ``device``: an AMD GPU's compute units (CUs), HIP
     streams and wavefronts; NVIDIA's SMs, CUDA streams and warps otherwise."""
     return AMD_WORDS if _AMD.search(device) else NVIDIA_WORDS
+
+
+def trace_gpu_words(trace: Trace, device: str) -> dict[str, str]:
+    """:func:`gpu_words` of the trace's GPU named ``device``; where the name says no maker (rocmProfileData names a
+    GPU ``GPU0``), the runtime the host calls does: HIP's is AMD's."""
+    if _AMD.search(device):
+        return AMD_WORDS
+    hip = trace.derive("family.hip_runtime", lambda: any(map(_HIP_CALL.match, trace.names)))
+    return AMD_WORDS if hip else NVIDIA_WORDS
 
 
 def device_family(trace: Trace) -> str:

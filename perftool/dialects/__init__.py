@@ -16,6 +16,7 @@ from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
 from perftool.dialects.merged import other_ranks
 from perftool.dialects.op_families import MODELLED_NAMES
+from perftool.dialects.rpd import Rpd
 from perftool.dialects.vocabulary import (
     COLLECTIVE_ARGS,
     FINDINGS_CATEGORY,
@@ -27,7 +28,7 @@ from perftool.dialects.xla import Xla
 from perftool.trace.kept_args import KeepArgs
 from perftool.trace.model import Kind, Phase, Role, Trace, rows_at
 
-REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Kineto())
+REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Rpd(), Kineto())
 GENERIC = Generic()
 
 
@@ -99,16 +100,44 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
     order = {pid: -position for position, pid in enumerate(per_device)}
     analysed = max(per_device, key=lambda pid: (per_device[pid], order[pid]))
     named = {t.pid: t.process_labels or t.process_name or f"device {t.pid}" for t in trace.tracks}
+    launching = _launching(trace)  # where no host launches on the analysed device, every host stays its own
+    drives_analysed = any(analysed in reached for reached in launching.values())
+    their_hosts = {host for host, reached in launching.items() if analysed not in reached} if drives_analysed else set()
     trace.metadata[OTHER_DEVICES] = {
         "analysed": named[analysed],
         "others": {named[pid]: time / per_device[analysed] for pid, time in per_device.items() if pid != analysed},
+        "their_hosts": len(their_hosts),
     }
     beside = (Role.HOST, Role.INPUT, Role.COMPILER)  # a host thread in a device's process stays the host's
     return {
         t.id: Role.OTHER_DEVICE
         for t in trace.tracks
-        if t.pid in per_device and t.pid != analysed and t.role not in beside
+        if t.pid in per_device and t.pid != analysed and t.role not in beside or t.pid in their_hosts
     }
+
+
+def _launching(trace: Trace) -> dict[int | str, set[int | str]]:
+    """Per host process whose threads launch device work by flows (a launch's id on the host, the same id where
+    the work starts on a device stream), the device processes its launches reach. Where several processes each
+    drive their own device in one trace (rocmProfileData writes every process of a job into one file), a host
+    process whose launches reach only the devices not analysed is theirs."""
+    flows = (trace.flow_id != -1) & ((trace.phase == Phase.FLOW_START) | (trace.phase == Phase.FLOW_END))
+    on_host, on_device = flows & trace.on_roles(Role.HOST), flows & trace.on_roles(Role.DEVICE)
+    if not on_host.any() or not on_device.any():
+        return {}
+    processes = list(dict.fromkeys(t.pid for t in trace.tracks))
+    position = {pid: index for index, pid in enumerate(processes)}
+    pids = np.array([position[t.pid] for t in trace.tracks], dtype=np.int64)  # per track, its process's position
+    ids, first = np.unique(trace.flow_id[on_device], return_index=True)
+    device_pid = pids[trace.track[on_device][first]]
+    host_ids, host_pid = trace.flow_id[on_host], pids[trace.track[on_host]]
+    where = np.minimum(np.searchsorted(ids, host_ids), ids.size - 1)
+    found = ids[where] == host_ids
+    pairs = np.unique(np.stack([host_pid[found], device_pid[where[found]]]), axis=1)
+    launching: dict[int | str, set[int | str]] = {}
+    for host, device in pairs.T.tolist():
+        launching.setdefault(processes[host], set()).add(processes[device])
+    return launching
 
 
 def _findings_tracks(trace: Trace) -> dict[int, Role]:

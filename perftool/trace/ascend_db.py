@@ -41,6 +41,7 @@ _CANN_PREFIX = {"acl": "AscendCL@", "runtime": "Runtime@", "node": "Node@", "mod
 _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "user_annotation"}
 _ENCODE = msgspec.json.encode
 _QUEUED = 1 << 40  # the flows from a framework op to the tasks it queued, apart from the CANN calls' connection ids
+_RPD_TABLES = {"rocpd_op", "rocpd_api"}  # rocmProfileData's own database, which it converts to Chrome JSON
 _SHAPES = re.compile(r"[\d,;\s]*\d[\d,;\s]*")  # torch_npu's recorded shapes: "32,3,224,224;\r\n64;\r\n;"
 
 
@@ -53,6 +54,13 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
         raise TraceError(path, f"cannot open the sqlite database: {exc}") from None
     try:
         tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if _RPD_TABLES <= tables:
+            raise TraceError(
+                path,
+                "a rocmProfileData database (its rocpd_op and rocpd_api tables): perftool reads its Chrome JSON "
+                "(python rpd2tracing.py FILE.rpd FILE.json, from rocmProfileData's tools; SGLang writes it as "
+                "rpd-*.trace.json.gz)",
+            )
         if "STRING_IDS" not in tables or not tables & {"TASK", "PYTORCH_API"}:
             raise TraceError(
                 path,

@@ -52,6 +52,7 @@ def test_of_a_process_s_tpus_the_busiest_is_analysed_and_its_steps_count_once(wr
     assert trace.metadata[OTHER_DEVICES] == {
         "analysed": "/device:TPU:3",
         "others": {f"/device:TPU:{chip}": pytest.approx(250 / 290) for chip in range(3)},
+        "their_hosts": 0,  # the one host process launches on every chip
     }
 
 
@@ -105,7 +106,11 @@ def test_of_a_pytorch_process_s_two_gpus_the_busier_is_analysed_and_a_host_threa
     roles = {(t.pid, t.tid): t.role for t in trace.tracks}
     assert roles[(1, 7)] == Role.DEVICE and roles[(0, 7)] == Role.OTHER_DEVICE and roles[(0, 300)] == Role.HOST
     assert device_name(trace) == "GPU 1"
-    assert trace.metadata[OTHER_DEVICES] == {"analysed": "GPU 1", "others": {"GPU 0": pytest.approx(0.6)}}
+    assert trace.metadata[OTHER_DEVICES] == {
+        "analysed": "GPU 1",
+        "others": {"GPU 0": pytest.approx(0.6)},
+        "their_hosts": 0,
+    }
 
 
 def test_one_device_with_work_is_the_trace_s_device_whatever_else_the_trace_names(write_trace):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.family import gpu_words, offers_loop_size
+from perftool.analysis.family import offers_loop_size, trace_gpu_words
 from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use, launch_rows
@@ -118,7 +118,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": scope.metrics["device.op_time_us.median"],
-        "graph": GRAPH_WORDS.get(scope.family) or gpu_words(scope.metrics.device)["graph"],
+        "graph": GRAPH_WORDS.get(scope.family) or trace_gpu_words(trace, scope.metrics.device)["graph"],
         "host_names": distinct_names(trace, named, 3, host_call) or "nothing traced",
         "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
