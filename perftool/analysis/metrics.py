@@ -23,7 +23,7 @@ from perftool.analysis.host_calls import compiles
 from perftool.analysis.launches import with_replays
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.dialects.vocabulary import CPU_FALLBACK, FINDINGS_CATEGORY, FINDINGS_PROCESS
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import NOT_DEVICE_WORK, Kind, Role, Trace
 
 TOP_OPS = 10
 
@@ -89,7 +89,6 @@ def unit_of(metric: str) -> str:
 
 
 _NOT_BUSY = [Kind.STEP, Kind.ANNOTATION]
-NOT_DEVICE_WORK = [*_NOT_BUSY, Kind.SYNC]  # on a device stream, a wait is idle time
 
 
 @dataclass

@@ -26,7 +26,7 @@ from perftool.dialects.vocabulary import (
 )
 from perftool.dialects.xla import Xla
 from perftool.trace.kept_args import KeepArgs
-from perftool.trace.model import Kind, Phase, Role, Trace, rows_at
+from perftool.trace.model import NOT_DEVICE_WORK, Kind, Phase, Role, Trace, rows_at
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Rpd(), Kineto())
 GENERIC = Generic()
@@ -69,9 +69,9 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
     roles = dialect.roles(trace)
     trace.with_roles(roles | _input_workers(trace, roles) | _findings_tracks(trace))
     trace.with_roles(other_ranks(trace))
-    if dialect.devices_by_process:
-        trace.with_roles(_other_devices(trace))
     trace.kind = dialect.kinds(trace)
+    if dialect.devices_by_process:  # after the kinds: a device's time is its work, not spans drawn over it
+        trace.with_roles(_other_devices(trace))
     # not even a step line's steps, nor another rank's host steps: those of its own
     trace.kind[trace.on_roles(Role.OTHER_DEVICE, Role.OTHER_RANK)] = Kind.OTHER
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
@@ -89,7 +89,7 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
     time would hide each device's idle under the others' work."""
     if len({t.pid for t in trace.tracks if t.role == Role.DEVICE}) < 2:  # one device's process (most traces)
         return {}
-    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
     per_track = np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
     per_device: dict[int | str, float] = {}  # in the tracks' order: by process
     for track in trace.tracks:

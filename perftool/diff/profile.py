@@ -33,14 +33,13 @@ from perftool.analysis.family import device_family, device_name
 from perftool.analysis.graph_captures import replay_ops
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import Launches, launch_rows, with_replays
-from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.analysis.nesting import HOST_WORK, outermost
 from perftool.analysis.steps import detect_steps
 from perftool.common.errors import PerftoolError
 from perftool.common.threads import in_this_context
 from perftool.dialects.vocabulary import COMPILED_REGION
 from perftool.diff.names import loader_iterator, normalise
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import NOT_DEVICE_WORK, Kind, Role, Trace
 
 LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched
 DEVICE_ROLES = (Role.DEVICE, Role.H2D, Role.D2H)

@@ -42,7 +42,6 @@ from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
 from perftool.analysis.loader import batches_in_order, depth_in_use
-from perftool.analysis.metrics import NOT_DEVICE_WORK
 from perftool.common.errors import PerftoolError
 from perftool.dialects.vocabulary import (
     CPU_FALLBACK,
@@ -57,7 +56,7 @@ from perftool.emulator.evaluate import evaluate, evaluate_plan
 from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
 from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.emulator.simulate import COMPUTE_STREAM, jitter
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import NOT_DEVICE_WORK, Kind, Role, Trace
 
 FIT_SEED = 0
 MIN_STEPS = 8  # a calibrated job runs at least this many steps

@@ -100,6 +100,9 @@ class Kind(enum.IntEnum):
     INPUT = 13  # data loading on the host
 
 
+# On a device's line, what is no work of it: step marks, spans drawn over its work (annotations), and waits, which
+# are idle time.
+NOT_DEVICE_WORK = (Kind.STEP, Kind.ANNOTATION, Kind.SYNC)
 FEW_NAMES = 8  # a table naming this few is read by comparing the events' names with each: 8 times faster than a lookup
 _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 # what in a pattern can tell one digit from another: a digit (a literal, a class, an escape), a character by its Unicode
