@@ -35,6 +35,8 @@ _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 _HANDLER_SUFFIX = re.compile(r"\.\d+\.pt\.trace\.json(\.gz)?$")
 # the stage SGLang's --profile-by-stage writes each rank's capture of apart: {id}-TP-{rank}-{stage}.trace.json.gz
 _STAGE_SUFFIX = re.compile(r"-(EXTEND|DECODE)\.trace\.json(\.gz)?$")
+# SGLang's name for a rank's trace: its place in each parallel group, {id}-TP-{tp}[-DP-{dp}][-PP-{pp}][-EP-{ep}]
+_SGLANG_PLACE = re.compile(r"-TP-(\d+)((?:-(?:DP|PP|EP)-\d+)*)(?:-(?:EXTEND|DECODE))?\.trace\.json(\.gz)?$")
 # a JSON document that says what it is in its first key: perftool's own reports ("schema": "perftool.findings/1"),
 # SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata. Or an array
 # of anything but events: torch.profiler's export_memory_timeline writes [[times...], [[sizes...]...]] beside a trace
@@ -152,7 +154,9 @@ def rank_from_name(path: str, in_directory: bool = True) -> int | None:
     A trace in a profiler's output directory has the rank its metadata file is named by (torch_npu's
     ``profiler_info_3.json``), else the one the directory's name gives (``<host>_<pid>_<time>_ascend_pt``: its pid,
     the time is no rank); msprof's timeline, only the one its run directory's name gives (``PROF_<number>_<time>``:
-    the number is no rank)."""
+    the number is no rank). SGLang's ``{id}-TP-{tp}.trace.json.gz`` (its id the time) is rank ``tp``; where the name
+    places the trace in data-, pipeline- or expert-parallel groups too, it gives no rank (their sizes are not in it).
+    """
     parent = Path(path).parent
     if Path(path).name.startswith("msprof") and (parent.name in MSPROF_TIMELINES or parent.name.startswith(MSPROF_RUN)):
         run = parent if parent.name.startswith(MSPROF_RUN) else parent.parent
@@ -162,6 +166,8 @@ def rank_from_name(path: str, in_directory: bool = True) -> int | None:
         info = next(filter(None, (_PROFILER_INFO.fullmatch(p.name) for p in rank_directory.glob(RANK_METADATA))), None)
         return int(info.group(1)) if info else rank_from_name(str(rank_directory), in_directory)
     name = Path(path).name
+    if sglang := _SGLANG_PLACE.search(name):  # the rank where the name gives the tensor-parallel place alone
+        return None if sglang.group(2) else int(sglang.group(1))
     stem = handler_worker(path) or _CAPTURE_TIME.sub("", name.split(".")[0])
     found = _RANK_IN_NAME.search(name) or (_LAST_NUMBER.search(stem) if in_directory else None)
     return int(found.group(1)) if found else None

@@ -10,6 +10,8 @@ import json
 import pytest
 from builders import SGLANG_PROFILE_ID, sglang_merged, sglang_profile, sglang_rank
 
+from perftool.job.ranks import rank_from_name
+
 
 def _shown(run, job, fmt: str) -> str:
     """The scan of ``job`` in ``fmt`` as a reader sees it: markup unescaped, whitespace as one space, in lower case
@@ -85,3 +87,29 @@ def test_ranks_viewed_in_different_stages_name_no_stage(run, tmp_path):
     shown = _shown(run, job, "text")
     assert "the view compares each rank's latest capture; 1 earlier capture left out" in shown
     assert "stage" not in shown
+
+
+def test_a_rank_s_place_in_sglang_s_name_is_its_rank_where_the_trace_does_not_say(run, tmp_path):
+    """Without distributedInfo the ranks were the profile's id (the time: 1764000000), one rank captured twice."""
+    job = sglang_profile(tmp_path / "job")
+    for rank in (0, 1):
+        path = job / f"{SGLANG_PROFILE_ID}-TP-{rank}.trace.json.gz"
+        trace = json.loads(gzip.decompress(path.read_bytes()))
+        del trace["distributedInfo"]
+        path.write_bytes(gzip.compress(json.dumps(trace).encode()))
+    document = json.loads(run("scan", job, "--format", "json", "--workers", "1", "--fail-on", "never").stdout)
+    assert [row["rank"] for row in document["job"]["ranks"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("1764000000.123-TP-3.trace.json.gz", 3),
+        ("1764000000.123-TP-3-DECODE.trace.json.gz", 3),
+        ("rpd-1764000000.5-TP-0.trace.json.gz", 0),
+        ("1764000000.123-TP-3-DP-1.trace.json.gz", None),  # the data-parallel size is not in the name
+        ("1764000000.123-TP-1-PP-1-EP-2-EXTEND.trace.json.gz", None),
+    ],
+)
+def test_the_rank_sglang_s_file_name_gives(name, rank):
+    assert rank_from_name(name) == rank
