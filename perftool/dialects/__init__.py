@@ -68,9 +68,9 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
         dialect = next((d for d in REGISTERED if d.detect(trace)), GENERIC)
     roles = dialect.roles(trace)
     trace.with_roles(roles | _input_workers(trace, roles) | _findings_tracks(trace))
-    trace.with_roles(other_ranks(trace))
     trace.kind = dialect.kinds(trace)
-    if dialect.devices_by_process:  # after the kinds: a device's time is its work, not spans drawn over it
+    trace.with_roles(other_ranks(trace))  # after the kinds: a device's time is its work, not spans drawn over it
+    if dialect.devices_by_process:
         trace.with_roles(_other_devices(trace))
     # not even a step line's steps, nor another rank's host steps: those of its own
     trace.kind[trace.on_roles(Role.OTHER_DEVICE, Role.OTHER_RANK)] = Kind.OTHER
@@ -85,8 +85,9 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
     """Where a trace holds several devices with work, each a process (a JAX process's TPUs or GPUs, a PyTorch process
     driving two GPUs), the tracks of all but one: the device with the most device time (of equals, the first in the
     trace) is analysed, as a trace of one device; the others' tracks are shown, not analysed, and said in the
-    trace's metadata (:data:`OTHER_DEVICES`). Taken together, their steps would repeat once per device and their busy
-    time would hide each device's idle under the others' work."""
+    trace's metadata (:data:`OTHER_DEVICES`), with the host processes that launch only on them (:func:`_launching`).
+    Taken together, their steps would repeat once per device and their busy time would hide each device's idle under
+    the others' work."""
     if len({t.pid for t in trace.tracks if t.role == Role.DEVICE}) < 2:  # one device's process (most traces)
         return {}
     work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)

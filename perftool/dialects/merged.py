@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from perftool.dialects.vocabulary import MERGED_RANK_PID, MERGED_RANK_PROCESS, OTHER_RANKS
-from perftool.trace.model import Phase, Role, Trace, Track
+from perftool.trace.model import NOT_DEVICE_WORK, Phase, Role, Trace, Track
 
 
 def merged_rank(track: Track) -> str | None:
@@ -44,7 +44,7 @@ def other_ranks(trace: Trace) -> dict[int, Role]:
     labels = list(dict.fromkeys(ranks.values()))
     if not labels:
         return {}
-    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
+    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
     per_track = np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
     per_rank = dict.fromkeys(labels, 0.0)
     for track, rank in ranks.items():

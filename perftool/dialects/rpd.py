@@ -21,7 +21,7 @@ _GPU_PROCESS = re.compile(r"^GPU\d+$")
 _HIP_THREAD = re.compile(r"^Hip \d+$")
 _HSA_THREAD = re.compile(r"^HSA \d+$")  # the HSA runtime's calls made inside the HIP calls of the thread beside
 _COPY = {"CopyHostToDevice": Kind.H2D, "CopyDeviceToHost": Kind.D2H, "CopyDeviceToDevice": Kind.D2D}
-_COPY_TYPE = re.compile(r"^(CopyHostToDevice|CopyDeviceToHost|CopyDeviceToDevice)(2D)?$")
+_COPY_TYPE = re.compile(rf"^({'|'.join(_COPY)})(2D)?$")  # a copy's type, of a 2D copy too
 _FILL = "FillBuffer"
 _NOT_WORK = re.compile(r"^(Graph \d+|Barrier|Marker)$")  # a replay drawn over its kernels; ops that wait or mark
 

@@ -96,7 +96,7 @@ LAUNCH = re.compile(
 )
 KERNEL_LAUNCH = re.compile(rf"^({_KERNEL_LAUNCH})")  # of those, the calls that launch one kernel
 # The trace metadata key of the devices a trace holds beside the one analysed: {"analysed": name, "others": {name:
-# device time as a share of the analysed one's}}
+# device time as a share of the analysed one's}, "their_hosts": the host processes left out with them}
 OTHER_DEVICES = "perftool.other_devices"
 # The trace metadata key of the ranks a trace merging several holds: {"analysed": label, "others": [labels]}
 OTHER_RANKS = "perftool.other_ranks"

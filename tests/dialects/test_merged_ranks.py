@@ -100,3 +100,16 @@ def test_perftool_s_own_job_timeline_is_read_back_as_one_rank(run, tmp_path):
 def test_a_process_s_rank_in_a_merged_trace(pid, process, rank, own):
     track = Track(id=0, pid=pid, tid=1, process_name=process)
     assert merged_rank(track) == rank and own_pid(pid) == own
+
+
+def test_a_rank_s_device_time_is_its_work_not_the_annotations_drawn_over_it(write_trace):
+    """Kineto draws a record_function's span over its kernels on the device's stream (gpu_user_annotation): TP00's
+    spans made it look the busier rank."""
+    quieter = sglang_rank(0, 400.0)
+    quieter["traceEvents"] += [
+        {"ph": "X", "name": "forward", "cat": "gpu_user_annotation", "pid": 0, "tid": 7, "ts": e["ts"], "dur": 900}
+        for e in quieter["traceEvents"]
+        if e.get("name") == "gemm_kernel"
+    ]
+    trace = load_trace(write_trace(sglang_merged({0: quieter, 1: sglang_rank(1, 600.0)})))
+    assert trace.metadata[OTHER_RANKS] == {"analysed": "TP01", "others": ["TP00"]}
