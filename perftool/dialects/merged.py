@@ -39,10 +39,11 @@ def other_ranks(trace: Trace) -> dict[int, Role]:
     """Where the trace merges ranks' traces, the tracks of all but one rank: the rank whose device did the most work
     (of equals, the first in the trace; the first rank where no device did any), said in the trace's metadata
     (:data:`OTHER_RANKS`) with the others in the trace's order. A merge of one rank's trace (SGLang's of a job on one
-    device) is that rank's trace, said all the same."""
+    device: every process labelled alike) is that rank's trace, said all the same; one labelled process among others
+    makes no merge."""
     ranks = {track.id: rank for track in trace.tracks if (rank := merged_rank(track)) is not None}
     labels = list(dict.fromkeys(ranks.values()))
-    if not labels:
+    if not labels or len(labels) == 1 and len(ranks) < len(trace.tracks):
         return {}
     work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
     per_track = np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))

@@ -57,6 +57,12 @@ def test_a_merged_profile_of_one_rank_is_that_rank_s_trace(run, write_trace):
     assert not [caveat for caveat in scanned["caveats"] if "merges" in caveat]
 
 
+def test_one_labelled_process_among_others_makes_no_merge(write_trace):
+    trace = sglang_rank(0, 400.0)
+    trace["traceEvents"] = [{**e, "pid": "[TP00] 0"} if e.get("pid") == 0 else e for e in trace["traceEvents"]]
+    assert OTHER_RANKS not in load_trace(write_trace(trace)).metadata
+
+
 def test_the_scan_of_a_merged_profile_gives_its_rank_s_figures_says_so_and_claims_no_rank(run, write_trace):
     """The merge keeps the first file's distributedInfo (rank 0): the figures are another rank's, so none is given."""
     path = write_trace(sglang_merged({0: sglang_rank(0, 400.0), 1: sglang_rank(1, 600.0)}), "merged.json")
