@@ -33,10 +33,12 @@ _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 # what follows the worker in the name tensorboard_trace_handler gives a trace: {worker}.{time}.pt.trace.json[.gz]
 _HANDLER_SUFFIX = re.compile(r"\.\d+\.pt\.trace\.json(\.gz)?$")
-# the stage SGLang's --profile-by-stage writes each rank's capture of apart: {id}-TP-{rank}-{stage}.trace.json.gz
-_STAGE_SUFFIX = re.compile(r"-(EXTEND|DECODE)\.trace\.json(\.gz)?$")
+# the stage SGLang's --profile-by-stage writes each rank's capture of apart: {id}-TP-{rank}-{stage}.trace.json.gz,
+# the stage as its forward mode (EXTEND, DECODE), or with SGLANG_PROFILE_V2 in lower case (prefill, decode)
+_STAGES = "EXTEND|DECODE|prefill|decode"
+_STAGE_SUFFIX = re.compile(rf"-({_STAGES})\.trace\.json(\.gz)?$")
 # SGLang's name for a rank's trace: its place in each parallel group, {id}-TP-{tp}[-DP-{dp}][-PP-{pp}][-EP-{ep}]
-_SGLANG_PLACE = re.compile(r"-TP-(\d+)((?:-(?:DP|PP|EP)-\d+)*)(?:-(?:EXTEND|DECODE))?\.trace\.json(\.gz)?$")
+_SGLANG_PLACE = re.compile(rf"-TP-(\d+)((?:-(?:DP|PP|EP)-\d+)*)(?:-(?:{_STAGES}))?\.trace\.json(\.gz)?$")
 # a JSON document that says what it is in its first key: perftool's own reports ("schema": "perftool.findings/1"),
 # SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata. Or an array
 # of anything but events: torch.profiler's export_memory_timeline writes [[times...], [[sizes...]...]] beside a trace

@@ -45,16 +45,18 @@ def test_merged_profiles_alone_are_no_job_and_each_is_reported(run, tmp_path):
     assert sorted(t["merged_ranks"][0] for t in document["traces"]) == ["TP00", "TP01"]
 
 
-def test_the_stages_of_a_profile_by_stage_are_named_as_stages(run, tmp_path):
-    """--profile-by-stage writes each rank's prefill (EXTEND) and decode captures apart: the view compares the later
-    stage's, and says the other stage's are left out as a stage, to be viewed together, not as earlier cycles."""
-    job = sglang_profile(tmp_path / "job", stages=("EXTEND", "DECODE"))
+@pytest.mark.parametrize("stages", [("EXTEND", "DECODE"), ("prefill", "decode")])
+def test_the_stages_of_a_profile_by_stage_are_named_as_stages(run, tmp_path, stages):
+    """--profile-by-stage writes each rank's prefill (EXTEND; with SGLANG_PROFILE_V2, prefill) and decode captures
+    apart: the view compares the later stage's, and says the other stage's are left out as a stage, to be viewed
+    together, not as earlier cycles."""
+    job = sglang_profile(tmp_path / "job", stages=stages)
     document = json.loads(run("scan", job, "--format", "json", "--workers", "1", "--fail-on", "never").stdout)
-    assert [row["path"].endswith("-DECODE.trace.json.gz") for row in document["job"]["ranks"]] == [True, True]
-    assert all(path.endswith("-EXTEND.trace.json.gz") for path in document["job"]["earlier_captures"])
+    assert [row["path"].endswith(f"-{stages[1]}.trace.json.gz") for row in document["job"]["ranks"]] == [True, True]
+    assert all(path.endswith(f"-{stages[0]}.trace.json.gz") for path in document["job"]["earlier_captures"])
     said = (
-        "the view compares the ranks' decode captures (sglang's --profile-by-stage writes each stage apart); their "
-        "extend captures left out (scan them together for that stage's view):"
+        f"the view compares the ranks' {stages[1].lower()} captures (sglang's --profile-by-stage writes each stage "
+        f"apart); their {stages[0].lower()} captures left out (scan them together for that stage's view):"
     )
     for fmt in ("text", "markdown", "html"):
         assert said in _shown(run, job, fmt), fmt
@@ -106,6 +108,7 @@ def test_a_rank_s_place_in_sglang_s_name_is_its_rank_where_the_trace_does_not_sa
     [
         ("1764000000.123-TP-3.trace.json.gz", 3),
         ("1764000000.123-TP-3-DECODE.trace.json.gz", 3),
+        ("myrun-1764000000.123-TP-3-prefill.trace.json.gz", 3),  # SGLANG_PROFILE_V2: a prefix, the stage in lower case
         ("rpd-1764000000.5-TP-0.trace.json.gz", 0),
         ("1764000000.123-TP-3-DP-1.trace.json.gz", None),  # the data-parallel size is not in the name
         ("1764000000.123-TP-1-PP-1-EP-2-EXTEND.trace.json.gz", None),
