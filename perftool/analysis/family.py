@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from perftool.dialects.merged import own_pid
-from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS, ENGINE_STEP
+from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS, ENGINE_STEP, SGLANG_STEP
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 FAMILIES = ("npu", "ipu", "hpu", "gpu")
@@ -145,7 +145,7 @@ _TRAINING = re.compile(
 # code's frames, its model runner's annotations (gpu_model_runner: forward) and its iterations (execute_new_N_cached_M).
 # SGLang first: it runs vLLM's kernels and, in older releases, vLLM's layers, never the other way round.
 ENGINES = {
-    "sglang": re.compile(r"sglang|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b", re.MULTILINE),
+    "sglang": re.compile(rf"sglang|{SGLANG_STEP.pattern}", re.MULTILINE),
     "vllm": re.compile(r"^vllm::|^vllm/|/vllm/|^gpu_model_runner: |^execute_new_\d+_cached_\d+$", re.MULTILINE),
 }
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM"}  # each engine as its makers write it

@@ -9,10 +9,11 @@ from perftool.trace.model import Kind
 
 # A serving engine's iteration: vLLM's model execution (its worker's annotation: execute_new_N_cached_M, the new and
 # cached requests it schedules, since 2025; execute_context_C(...)_generation_G(...) before), SGLang's scheduler step
-# (decode, or prefill as extend).
+# named by its batch's forward mode (step[DECODE bs=N], prefill as EXTEND; MIXED, IDLE, a disaggregated decode
+# server's PREBUILT, TARGET_VERIFY, SPLIT_PREFILL, DLLM_EXTEND...).
+SGLANG_STEP = re.compile(r"^step\[[A-Z][A-Z0-9_]*( bs=\d|\])")
 ENGINE_STEP = re.compile(
-    r"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^execute_new_\d+_cached_\d+$"
-    r"|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b"
+    rf"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^execute_new_\d+_cached_\d+$|{SGLANG_STEP.pattern}"
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
 # The tokens an engine's iteration runs, as its step annotations count them, the sum of the groups that match:

@@ -89,6 +89,7 @@ def _served(names: list[str]) -> dict:
         (["execute_new_4_cached_28"], "vllm"),
         (["sglang/srt/model_executor/cuda_graph_runner.py(1496): replay"], "sglang"),
         (["step[DECODE bs=32]"], "sglang"),
+        (["step[PREBUILT bs=8]"], "sglang"),  # a disaggregated decode server's iteration
         (["sglang/srt/managers/scheduler.py(900): run_batch", "vllm/model_executor/layers/linear.py(300): forward"],
          "sglang"),
         (["step[DECODE bs=32]", "void paged_attention_ll4mi_QKV_mfma16_kernel<0, (vllm::Fp8KVCacheDataType)0>()"],
@@ -97,7 +98,7 @@ def _served(names: list[str]) -> dict:
         (["vllm::unified_attention", "autograd::engine::evaluate_function: MmBackward0"], None),
     ],
     ids=["vllm op", "vllm frame", "vllm runner", "vllm iteration", "sglang frame", "sglang iteration",
-         "sglang running vllm layers", "sglang running a kernel templated on vllm types", "either engine's iteration",
+         "sglang disaggregated decode iteration", "sglang running vllm layers", "sglang running a kernel templated on vllm types", "either engine's iteration",
          "training"],
 )  # fmt: skip
 def test_a_serving_trace_names_its_engine(write_trace, names, engine):

@@ -37,8 +37,14 @@ def _layers(t: float, count: int) -> list:
 
 @pytest.mark.parametrize(
     "marker",
-    ["execute_new_2_cached_30", "execute_context_2(96_1024)_generation_30(30)", "step[DECODE bs=32]"],
-    ids=["vllm", "vllm-2025", "sglang"],
+    [
+        "execute_new_2_cached_30",
+        "execute_context_2(96_1024)_generation_30(30)",
+        "step[DECODE bs=32]",
+        "step[PREBUILT bs=32]",  # a disaggregated decode server's iteration over prefilled requests
+        "step[TARGET_VERIFY bs=8]",  # speculative decoding's verification
+    ],
+    ids=["vllm", "vllm-2025", "sglang", "sglang-prebuilt", "sglang-verify"],
 )
 def test_a_serving_engine_s_iterations_are_its_steps(write_trace, marker):
     events = _labels()
