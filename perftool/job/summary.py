@@ -87,7 +87,8 @@ def summarise_rank(
     scan, scope = analyse_trace(trace, rules, read)
     scan.path = path
     given = (scan.rank, rank_from_name(path, in_job), position if in_job else None)
-    scan.rank = next((rank for rank in given if rank is not None), None)
+    merges_ranks = len(scan.merged_ranks) > 1  # no one rank's, whatever its name or place
+    scan.rank = None if merges_ranks else next((rank for rank in given if rank is not None), None)
     summary = RankSummary(
         scan.rank,
         scan,

@@ -98,7 +98,8 @@ def _served(names: list[str]) -> dict:
         (["vllm::unified_attention", "autograd::engine::evaluate_function: MmBackward0"], None),
     ],
     ids=["vllm op", "vllm frame", "vllm runner", "vllm iteration", "sglang frame", "sglang iteration",
-         "sglang disaggregated decode iteration", "sglang running vllm layers", "sglang running a kernel templated on vllm types", "either engine's iteration",
+         "sglang disaggregated decode iteration",
+         "sglang running vllm layers", "sglang running a kernel templated on vllm types", "either engine's iteration",
          "training"],
 )  # fmt: skip
 def test_a_serving_trace_names_its_engine(write_trace, names, engine):

@@ -43,6 +43,7 @@ def test_merged_profiles_alone_are_no_job_and_each_is_reported(run, tmp_path):
     document = json.loads(run("scan", job, "--format", "json", "--workers", "1", "--fail-on", "never").stdout)
     assert document["job"] is None
     assert sorted(t["merged_ranks"][0] for t in document["traces"]) == ["TP00", "TP01"]
+    assert [t["rank"] for t in document["traces"]] == [None, None]  # not the number in the name: the time
 
 
 @pytest.mark.parametrize("stages", [("EXTEND", "DECODE"), ("prefill", "decode")])
