@@ -4,8 +4,9 @@ with its RPD activity writes ``rpd-{time}-TP-0.trace.json.gz``, every process of
 Each GPU is a process ``GPU{n}`` whose threads are its queues, running the ops: kernels by name, copies and fills by
 their type (``CopyHostToDevice``, ``FillBuffer``), a graph's replay drawn again as one span over its kernels
 (``Graph {id}``). Each traced process's HIP calls are a thread ``Hip {tid}`` (with the user's roctx ranges on it), and
-its HSA calls, one level under them, a thread ``HSA {tid}`` beside it. Flows ``api_op`` run from each call to the op
-it started; times and ids are written as strings, which the loader reads as numbers.
+its HSA calls, one level under them, a thread ``HSA {tid}`` beside it; ranges pushed from Python (its Python tracer's
+frames, SGLang's ``rpd profile range`` around the whole profile) are on the HIP thread too. Flows ``api_op`` run from
+each call to the op it started; times and ids are written as strings, which the loader reads as numbers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _COPY = {"CopyHostToDevice": Kind.H2D, "CopyDeviceToHost": Kind.D2H, "CopyDevice
 _COPY_TYPE = re.compile(rf"^({'|'.join(_COPY)})(2D)?$")  # a copy's type, of a 2D copy too
 _FILL = "FillBuffer"
 _NOT_WORK = re.compile(r"^(Graph \d+|Barrier|Marker)$")  # a replay drawn over its kernels; ops that wait or mark
+# The range SGLang pushes around its whole profile (rpdTracerControl.rangePush): a mark of the capture, no host work
+_PROFILE_RANGE = "rpd profile range"
 
 
 class Rpd(Dialect):
@@ -51,6 +54,8 @@ class Rpd(Dialect):
             return _COPY[copy.group(1)]
         if name == _FILL:
             return Kind.MEMSET
+        if name == _PROFILE_RANGE:
+            return Kind.ANNOTATION
         return super().name_kind(name)
 
     def kinds(self, trace: Trace) -> np.ndarray:

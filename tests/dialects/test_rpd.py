@@ -63,6 +63,8 @@ def _job(kernel_us: tuple[float, ...] = (150.0,)) -> str:
     long): the event list opens with an empty object, and counters close it."""
     flows: list[int] = []
     events = [event for gpu, us in enumerate(kernel_us) for event in _rank(4242 + 100 * gpu, gpu, us, flows)]
+    last = 4242 + 100 * (len(kernel_us) - 1)  # the process of the last GPU pushes the range around the profile
+    events.append(_event(last, last, "rpd profile range", 999_000, STEPS * STEP_US + 2_000, args={"desc": ""}))
     events += [{"pid": str(gpu), "name": "QueueDepth", "ph": "C", "ts": 1_000_000, "args": {"depth": 1}}
                for gpu in range(len(kernel_us))]  # fmt: skip
     return '{"traceEvents": [ {}\n' + "".join(f",{json.dumps(event)}\n" for event in events) + "]}"
@@ -77,6 +79,7 @@ def test_an_rpd_trace_is_read_in_its_own_terms(write_trace):
     kinds = {trace.names[n]: Kind(k) for n, k in zip(trace.name.tolist(), trace.kind.tolist(), strict=True)}
     assert kinds["CopyDeviceToHost"] == Kind.D2H and kinds["FillBuffer"] == Kind.MEMSET
     assert kinds["Graph 7"] == Kind.ANNOTATION
+    assert kinds["rpd profile range"] == Kind.ANNOTATION  # SGLang's range around the whole profile: no host work
     assert kinds["Cijk_Alik_Bljk_HHS_BH_MT128x128"] == Kind.COMPUTE and kinds["hipLaunchKernel"] == Kind.RUNTIME
     steps = detect_steps(trace)
     assert steps.count == STEPS
@@ -121,6 +124,7 @@ def test_the_scan_names_amd_s_graphs_and_the_hosts_left_out(run, write_trace):
     assert "ran 80% of its device time); 1 host process launching only on the others left out with them;" in note
     text = " ".join(run("scan", path, "--fail-on", "never").stdout.split())
     assert "HIP graph" in text and "CUDA graph" not in text
+    assert "rpd profile range" not in text  # the idle is no time the host spent in the profile's own range
 
 
 def test_without_a_launch_seen_on_the_analysed_gpu_every_host_stays(write_trace):
