@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.dialects.merged import own_pid
+from perftool.dialects.merged import own_name, own_pid
 from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS, ENGINE_STEP, SGLANG_STEP
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -252,7 +252,7 @@ def _device_properties(trace: Trace) -> dict[str, Any]:
         return {}
     device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
     busiest = tracks[int(np.argmax(np.bincount(trace.track[device], weights=trace.dur[device])[tracks]))]
-    pid = own_pid(trace.tracks[busiest].pid)
+    pid = own_pid(trace.tracks[busiest])
     properties = trace.metadata.get("deviceProperties")
     if isinstance(properties, list):
         entry = next((p for p in properties if isinstance(p, dict) and p.get("id") == pid), None)
@@ -270,16 +270,16 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
         by_id = {p.get("id"): str(p.get("name")) for p in properties if isinstance(p, dict) and p.get("name")}
     processes = {trace.tracks[i].pid: trace.tracks[i] for i in tracks}
     if len(by_id) == 1:  # one device listed: its name whatever the track's id (ROCm numbers the visible devices)
-        by_id = dict.fromkeys(map(own_pid, processes), next(iter(by_id.values())))
+        by_id = dict.fromkeys(map(own_pid, processes.values()), next(iter(by_id.values())))
     # Kineto names a device's process after the host program ("python3") unless it names the device: its pid is the
     # device id
     kineto = trace.dialect == "kineto"
     unnamed = "device {}" if kineto else "pid {}"
     names = Counter(
         _named(
-            by_id.get(own_pid(pid)),
+            by_id.get(own_pid(track)),
             track.process_labels
-            or (track.process_name if not kineto or DEVICE_PROCESS.match(track.process_name) else "")
+            or (own_name(track) if not kineto or DEVICE_PROCESS.match(own_name(track)) else "")
             or unnamed.format(pid),
         )
         for pid, track in processes.items()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perftool.dialects.vocabulary import MERGED_RANK_PID, MERGED_RANK_PROCESS, OTHER_RANKS
+from perftool.dialects.vocabulary import MERGED_RANK_PID, MERGED_RANK_PIDS, MERGED_RANK_PROCESS, OTHER_RANKS
 from perftool.trace.model import NOT_DEVICE_WORK, Phase, Role, Trace, Track
 
 
@@ -20,13 +20,24 @@ def merged_rank(track: Track) -> str | None:
     return named.group(1) if named else None
 
 
-def own_pid(pid: int | str) -> int | str:
-    """A process's id in its rank's own trace: SGLang's merge prefixes the rank's label (``[TP01] 1`` → 1, the
-    device's id in Kineto's ``deviceProperties``); any other id as it is."""
+def own_pid(track: Track) -> int | str:
+    """A track's process id in its rank's own trace (a device's id in Kineto's ``deviceProperties``): SGLang's merge
+    prefixes the rank's label (``[TP01] 1`` → 1), perftool's job timeline numbers a rank's processes from (its rank +
+    1) × :data:`MERGED_RANK_PIDS` (rank 1's device 1 is 20,000,001); any other id as it is."""
+    pid = track.pid
     if isinstance(pid, str) and (labelled := MERGED_RANK_PID.match(pid)):
         own = labelled.group(2)
         return int(own) if own.isdigit() else own
+    if isinstance(pid, int) and MERGED_RANK_PROCESS.match(track.process_name):
+        return pid % MERGED_RANK_PIDS
     return pid
+
+
+def own_name(track: Track) -> str:
+    """A track's process name in its rank's own trace: perftool's job timeline prefixes the rank (``rank 1 · GPU 0``
+    → ``GPU 0``); any other name as it is."""
+    labelled = MERGED_RANK_PROCESS.match(track.process_name)
+    return track.process_name[labelled.end() :] if labelled else track.process_name
 
 
 def merged_ranks(trace: Trace) -> list[str]:

@@ -199,8 +199,9 @@ def _rule_threads(trace: Trace) -> int:
 
 
 def _emulator_config(trace: Trace) -> EmulatorConfig | None:
-    """The config an emulator trace records about itself (None for other traces or an unreadable record)."""
-    if trace.dialect != "emulator":
+    """The config an emulator trace records about itself (None for other traces, an unreadable record, or a job
+    timeline merging several ranks, which records its first rank's config whichever rank is analysed)."""
+    if trace.dialect != "emulator" or len(merged_ranks(trace)) > 1:
         return None
     try:
         return validate_config(trace.metadata["perftool"]["emulator"]["config"], trace.source)

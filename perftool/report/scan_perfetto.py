@@ -27,7 +27,7 @@ import msgspec
 from perftool.analysis.graph_captures import CAPTURES_FROM, capture_files
 from perftool.common.errors import PerftoolError
 from perftool.common.units import duration
-from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
+from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS, MERGED_RANK_PIDS
 from perftool.report.overall import perfetto_track, rank_aligned, rank_label
 from perftool.roofline.hlo import PROGRAMS_FROM, programs_space
 from perftool.rules.findings import Evidence, Finding, JobView, ScanReport, TraceFindings
@@ -38,7 +38,6 @@ FIRST_FINDING_TID = 10
 LANES = 100  # a finding's tracks: one per lane of overlapping occurrences
 RANK_TIDS = 100_000  # each rank's tracks in the findings' process, from (its position + 1) times this
 MOVED_DIGITS = -3  # a time written as a string is moved to the nanosecond at least (10^-3 µs)
-RANK_PIDS = 10_000_000  # each rank's processes, from (its rank + 1) times this
 _MARK = msgspec.json.encode(FINDINGS_CATEGORY)  # in every event perftool draws
 
 
@@ -55,8 +54,12 @@ class Placement:
     def pid(self, pid: int | str) -> int | str:
         if self.rank is None:
             return pid
-        own = pid if isinstance(pid, int) and 0 <= pid < RANK_PIDS else zlib.crc32(str(pid).encode()) % RANK_PIDS
-        return (self.rank + 1) * RANK_PIDS + own
+        own = (
+            pid
+            if isinstance(pid, int) and 0 <= pid < MERGED_RANK_PIDS
+            else zlib.crc32(str(pid).encode()) % MERGED_RANK_PIDS
+        )
+        return (self.rank + 1) * MERGED_RANK_PIDS + own
 
     @property
     def label(self) -> str:
@@ -85,10 +88,12 @@ def render(report: ScanReport) -> Iterator[bytes]:
             ours += _finding(finding, FIRST_FINDING_TID + index * LANES, _straggler(report, finding, places))
     yield b'{"traceEvents":[' + b",".join(msgspec.json.encode(event) for event in ours)
     metadata: dict[str, Any] = {}
+    each: list[dict[str, Any]] = []  # in a job, each rank's own top-level keys
     for trace in report.traces:
-        yield from _events(trace.path, places[trace.path], metadata if report.job is None else {})
+        each.append(metadata if report.job is None else {})
+        yield from _events(trace.path, places[trace.path], each[-1])
     if report.job is not None:
-        metadata = {"perftool": {"merged_ranks": len(report.traces), "alignment": report.job.alignment.text}}
+        metadata = _job_metadata(report, places, each)
     elif space := programs_space(report.traces[0].path, metadata):
         metadata[PROGRAMS_FROM] = space  # an XLA trace's programs stay where they are: the annotations name them
     elif captures := capture_files(report.traces[0].path, metadata):
@@ -96,6 +101,25 @@ def render(report: ScanReport) -> Iterator[bytes]:
     metadata.pop("traceEvents", None)
     yield b"]" + b"".join(b"," + msgspec.json.encode(key) + b":" + msgspec.json.encode(value)
                           for key, value in metadata.items()) + b"}\n"  # fmt: skip
+
+
+def _job_metadata(report: ScanReport, places: dict[str, Placement], each: list[dict[str, Any]]) -> dict[str, Any]:
+    """A job timeline's top-level keys: the first rank's own (its devices' properties, the job, its format's keys),
+    and perftool's: how many ranks it merges and how they aligned, and where the ranks are the emulator's traces,
+    each rank's tracks renumbered as placed, so that the timeline is read in the ranks' own dialect."""
+    assert report.job is not None
+    first = {key: value for key, value in each[0].items() if key not in ("traceEvents", "perftool")}
+    ours: dict[str, Any] = {"merged_ranks": len(report.traces), "alignment": report.job.alignment.text}
+    recorded = [record for own in each if isinstance(record := own.get("perftool"), dict) and "emulator" in record]
+    if len(recorded) == len(each):
+        ours["emulator"] = recorded[0]["emulator"]
+        ours["tracks"] = [
+            {**track, "pid": places[trace.path].pid(track["pid"])}
+            for trace, record in zip(report.traces, recorded, strict=True)
+            for track in record.get("tracks", [])
+            if isinstance(track, dict) and isinstance(track.get("pid"), int | str)
+        ]
+    return first | {"perftool": ours}
 
 
 def _placements(report: ScanReport) -> dict[str, Placement]:
@@ -164,7 +188,7 @@ def _placed(event: Any, place: Placement) -> Any:
         place.named.update([event["pid"]] if "pid" in event else [])
     elif event.get("ph") == "M" and event.get("name") == "process_sort_index" and isinstance(event.get("args"), dict):
         index = event["args"].get("sort_index")
-        event["args"] = {"sort_index": (place.rank or 0) * RANK_PIDS + (index if isinstance(index, int) else 0)}
+        event["args"] = {"sort_index": (place.rank or 0) * MERGED_RANK_PIDS + (index if isinstance(index, int) else 0)}
     return event
 
 
@@ -187,7 +211,7 @@ def _moved(ts: int | float | str, offset_us: float) -> int | float | str:
 def _meta_for(pid: int | str, place: Placement) -> dict[str, Any]:
     """A process of a rank that its trace does not name: named by the rank."""
     return {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-            "args": {"name": f"{place.label} · pid {int(pid) % RANK_PIDS}", **_rank_args(place)}}  # fmt: skip
+            "args": {"name": f"{place.label} · pid {int(pid) % MERGED_RANK_PIDS}", **_rank_args(place)}}  # fmt: skip
 
 
 def _rank_args(place: Placement) -> dict[str, Any]:

@@ -15,13 +15,16 @@ from builders import (
     sglang_profile,
     sglang_rank,
 )
+from conftest import REPO
 
 from perftool.analysis.family import device_name, device_properties
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.steps import detect_steps
-from perftool.dialects.merged import merged_rank, own_pid
+from perftool.dialects.merged import merged_rank, own_name, own_pid
 from perftool.dialects.vocabulary import OTHER_RANKS
 from perftool.pipeline.read import load_trace
+from perftool.pipeline.scan import analyse_trace
+from perftool.rules.catalog import load_catalog
 from perftool.trace.model import Kind, Role, Track
 
 
@@ -89,23 +92,46 @@ def test_perftool_s_own_job_timeline_is_read_back_as_one_rank(run, tmp_path):
     (read_back,) = json.loads(run("scan", timeline, "--format", "json", "--fail-on", "never").stdout)["traces"]
     assert read_back["merged_ranks"] == ["rank 1", "rank 0"] and read_back["rank"] is None
     assert read_back["steps"] == alone["steps"] and read_back["step_time_us"] == pytest.approx(alone["step_time_us"])
+    assert read_back["device"] == alone["device"] == SGLANG_MODELS[1]  # the first rank's deviceProperties, kept
+
+
+def test_perftool_s_own_timeline_of_an_emulator_job_is_read_as_the_emulator_s(run, tmp_path):
+    """The bundled jobs are the emulator's traces: their timeline keeps the emulator's record of every rank's tracks
+    (renumbered as placed), so it reads as the analysed rank's own trace, not as a trace of no known producer."""
+    job = REPO / "sample_traces" / "jobs" / "gpu_ddp_straggler"
+    timeline = tmp_path / "timeline.json.gz"
+    assert run("scan", job, "--format", "perfetto", "-o", timeline, "--fail-on", "never").exit_code == 0
+    (read_back,) = json.loads(run("scan", timeline, "--format", "json", "--fail-on", "never").stdout)["traces"]
+    rank = read_back["merged_ranks"][0].removeprefix("rank ")
+    (alone,) = json.loads(run("scan", job / f"rank{rank}.trace.json.gz", "--format", "json", "--fail-on", "never")
+                          .stdout)["traces"]  # fmt: skip
+    same = ("dialect", "device", "steps", "step_time_us")
+    assert [read_back[key] for key in same] == [alone[key] for key in same] and alone["dialect"] == "emulator"
+    assert [(f["rule_id"], f["gain"]["text"]) for f in read_back["findings"]] == [
+        (f["rule_id"], f["gain"]["text"]) for f in alone["findings"]
+    ]
+    # the timeline records its first rank's run, whichever rank is read: no gain is predicted by re-running it
+    rules = load_catalog()
+    assert analyse_trace(load_trace(timeline), rules)[1].run is None
+    assert analyse_trace(load_trace(job / f"rank{rank}.trace.json.gz"), rules)[1].run is not None
 
 
 @pytest.mark.parametrize(
-    ("pid", "process", "rank", "own"),
+    ("pid", "process", "rank", "own", "name"),
     [
-        ("[TP03] 12345", "python3", "TP03", 12345),
-        ("[TP01-DP02-PP00-EP03] 7", "", "TP01-DP02-PP00-EP03", 7),
-        (20_000_005, "rank 1 · python3", "rank 1", 20_000_005),
-        (5, "rank 2 (its own clock: not aligned) · GPU 0", "rank 2", 5),
-        ("[TP03]12345", "python3", None, "[TP03]12345"),  # no label without the space SGLang writes
-        ("[XX03] 1", "ranked · python3", None, "[XX03] 1"),
-        (3, "rank 1", None, 3),  # a process a user named so, not perftool's label
+        ("[TP03] 12345", "python3", "TP03", 12345, "python3"),
+        ("[TP01-DP02-PP00-EP03] 7", "", "TP01-DP02-PP00-EP03", 7, ""),
+        (20_000_005, "rank 1 · python3", "rank 1", 5, "python3"),  # perftool's job timeline: rank 1's pid 5
+        (30_000_001, "rank 2 (its own clock: not aligned) · GPU 1", "rank 2", 1, "GPU 1"),
+        ("[TP03]12345", "python3", None, "[TP03]12345", "python3"),  # no label without the space SGLang writes
+        ("[XX03] 1", "ranked · python3", None, "[XX03] 1", "ranked · python3"),
+        (20_000_005, "rank 1", None, 20_000_005, "rank 1"),  # a process a user named so, not perftool's label
     ],
 )
-def test_a_process_s_rank_in_a_merged_trace(pid, process, rank, own):
+def test_a_process_s_rank_in_a_merged_trace(pid, process, rank, own, name):
+    """Its rank, its id and its name in its rank's own trace."""
     track = Track(id=0, pid=pid, tid=1, process_name=process)
-    assert merged_rank(track) == rank and own_pid(pid) == own
+    assert (merged_rank(track), own_pid(track), own_name(track)) == (rank, own, name)
 
 
 def test_a_rank_s_device_time_is_its_work_not_the_annotations_drawn_over_it(write_trace):

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, REPO
 
-from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS
-from perftool.report.scan_perfetto import PID, RANK_PIDS, Placement, _placed
+from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS, MERGED_RANK_PIDS
+from perftool.report.scan_perfetto import PID, Placement, _placed
 
 REAL = DATA / "real"
 NCCL = REAL / "nccl_a100_rank.json.gz"
@@ -168,7 +168,7 @@ def test_a_job_opens_as_one_timeline_on_the_reference_rank_s_clock(run, tmp_path
     ends: dict[int, list[float]] = {}
     for event in document["traceEvents"]:
         if event.get("ph") == "X" and "AllReduce" in event["name"] and not ours(event):
-            ends.setdefault(event["pid"] // RANK_PIDS - 1, []).append(event["ts"] + event["dur"])
+            ends.setdefault(event["pid"] // MERGED_RANK_PIDS - 1, []).append(event["ts"] + event["dur"])
     assert sorted(ends) == list(range(8))
     first = [sorted(ends[rank])[:20] for rank in range(8)]
     assert all(abs(a - b) < 0.01 for rank in range(1, 8) for a, b in zip(first[0], first[rank]))
