@@ -106,9 +106,8 @@ OTHER_RANKS = "perftool.other_ranks"
 # job timeline (scan --format perfetto of a job) names each process by its rank ("rank 3 · python3").
 MERGED_RANK_PID = re.compile(r"^\[((?:TP|DP|PP|EP)\d+(?:-(?:TP|DP|PP|EP)\d+)*)\] (.*)$")
 MERGED_RANK_PROCESS = re.compile(r"^(rank \d+)(?: \(its own clock: not aligned\))? · ")
-MERGED_RANK_PIDS = (
-    10_000_000  # in perftool's job timeline, each rank's processes numbered from (its rank + 1) times this
-)
+# perftool's job timeline numbers each rank's processes from (its rank + 1) times this
+MERGED_RANK_PIDS = 10_000_000
 FINDINGS_PROCESS = "perftool findings"  # the process an annotated trace (scan --format perfetto) adds
 FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows into the trace's own tracks
 # torch_npu's task queue: the Python thread enqueues each operator, a second thread dequeues and launches it (off
