@@ -20,6 +20,7 @@ from perftool.analysis.intervals import Intervals
 from perftool.analysis.nesting import owners
 from perftool.dialects.kineto import Kineto
 from perftool.dialects.vocabulary import GRAPH_LAUNCH, MEMCPY
+from perftool.trace.flows import paired_flows
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 GRAPH_SHARE = 10  # a host launches by device graphs where one launch call in this many or more is a graph's
@@ -54,7 +55,7 @@ def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
     if sources.size == 0 or targets.size == 0:
         return _correlated(trace)
-    sources, targets = _paired(trace, sources, targets)
+    sources, targets = paired_flows(trace, sources, targets)
     spans = _enclosing_span(trace, targets, trace.on_roles(Role.DEVICE))
     found = spans >= 0
     sources, spans = sources[found], spans[found]
@@ -133,27 +134,6 @@ def _correlation_id(kept: bytes) -> int:
     if isinstance(value, str):
         value = int(value) if value.isdigit() and len(value) <= 18 else -1
     return value if 0 <= value <= _LARGEST_ID else -1
-
-
-def _paired(trace: Trace, sources: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each of ``targets`` (flow ends, in row order) that a flow of ``sources`` reaches, and that flow's source
-    (the first of its id). A flow is its category and id, as trace viewers pair them: Kineto numbers its
-    forward-to-backward flows (``fwdbwd``) apart from its launches (``ac2g``), so an id can name one of each."""
-    source_cat, target_cat = trace.cat[sources], trace.cat[targets]
-    paired_sources, paired_targets = [], []
-    for category in np.flatnonzero(np.bincount(target_cat)).tolist():
-        mine, theirs = sources[source_cat == category], targets[target_cat == category]
-        if mine.size == 0:
-            continue
-        ids, first = np.unique(trace.flow_id[mine], return_index=True)
-        where = np.minimum(np.searchsorted(ids, trace.flow_id[theirs]), ids.size - 1)
-        found = ids[where] == trace.flow_id[theirs]
-        paired_sources.append(mine[first[where[found]]])
-        paired_targets.append(theirs[found])
-    if len(paired_targets) < 2:  # one category (most traces): already in row order
-        return (paired_sources[0], paired_targets[0]) if paired_targets else (np.empty(0, np.int64),) * 2
-    in_rows = np.argsort(np.concatenate(paired_targets), kind="stable")
-    return np.concatenate(paired_sources)[in_rows], np.concatenate(paired_targets)[in_rows]
 
 
 def _enclosing_span(trace: Trace, targets: np.ndarray, among: np.ndarray) -> np.ndarray:

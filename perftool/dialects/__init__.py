@@ -10,7 +10,7 @@ import numpy as np
 
 from perftool.common.errors import PerftoolError
 from perftool.dialects.ascend import Ascend
-from perftool.dialects.base import Dialect, Generic
+from perftool.dialects.base import Dialect, Generic, device_work_per_track
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
 from perftool.dialects.kineto import Kineto
@@ -25,8 +25,9 @@ from perftool.dialects.vocabulary import (
     OTHER_DEVICES,
 )
 from perftool.dialects.xla import Xla
+from perftool.trace.flows import paired_flows
 from perftool.trace.kept_args import KeepArgs
-from perftool.trace.model import NOT_DEVICE_WORK, Kind, Phase, Role, Trace, rows_at
+from perftool.trace.model import Kind, Phase, Role, Trace, rows_at
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Rpd(), Kineto())
 GENERIC = Generic()
@@ -90,8 +91,7 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
     the others' work."""
     if len({t.pid for t in trace.tracks if t.role == Role.DEVICE}) < 2:  # one device's process (most traces)
         return {}
-    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
-    per_track = np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
+    per_track = device_work_per_track(trace)
     per_device: dict[int | str, float] = {}  # in the tracks' order: by process
     for track in trace.tracks:
         if track.role == Role.DEVICE and per_track[track.id] > 0:
@@ -118,26 +118,20 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
 
 
 def _launching(trace: Trace) -> dict[int | str, set[int | str]]:
-    """Per host process whose threads launch device work by flows (a launch's id on the host, the same id where
-    the work starts on a device stream), the device processes its launches reach. Where several processes each
-    drive their own device in one trace (rocmProfileData writes every process of a job into one file), a host
-    process whose launches reach only the devices not analysed is theirs."""
-    flows = (trace.flow_id != -1) & ((trace.phase == Phase.FLOW_START) | (trace.phase == Phase.FLOW_END))
-    on_host, on_device = flows & trace.on_roles(Role.HOST), flows & trace.on_roles(Role.DEVICE)
-    if not on_host.any() or not on_device.any():
+    """Per host process whose threads launch device work by flows (paired as viewers pair them: a launch's start on
+    the host, its end where the work starts on a device stream), the device processes its launches reach. Where
+    several processes each drive their own device in one trace (rocmProfileData writes every process of a job into
+    one file), a host process whose launches reach only the devices not analysed is theirs."""
+    has_id = trace.flow_id != -1
+    host_end = (trace.phase == Phase.FLOW_START) | (trace.phase == Phase.FLOW_END)  # ROCm's Kineto writes two ends
+    sources = np.flatnonzero(host_end & has_id & trace.on_roles(Role.HOST))
+    targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
+    if sources.size == 0 or targets.size == 0:
         return {}
-    processes = list(dict.fromkeys(t.pid for t in trace.tracks))
-    position = {pid: index for index, pid in enumerate(processes)}
-    pids = np.array([position[t.pid] for t in trace.tracks], dtype=np.int64)  # per track, its process's position
-    ids, first = np.unique(trace.flow_id[on_device], return_index=True)
-    device_pid = pids[trace.track[on_device][first]]
-    host_ids, host_pid = trace.flow_id[on_host], pids[trace.track[on_host]]
-    where = np.minimum(np.searchsorted(ids, host_ids), ids.size - 1)
-    found = ids[where] == host_ids
-    pairs = np.unique(np.stack([host_pid[found], device_pid[where[found]]]), axis=1)
+    sources, targets = paired_flows(trace, sources, targets)
     launching: dict[int | str, set[int | str]] = {}
-    for host, device in pairs.T.tolist():
-        launching.setdefault(processes[host], set()).add(processes[device])
+    for host, device in np.unique(np.stack([trace.track[sources], trace.track[targets]]), axis=1).T.tolist():
+        launching.setdefault(trace.tracks[host].pid, set()).add(trace.tracks[device].pid)
     return launching
 
 

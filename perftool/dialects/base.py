@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from perftool.dialects import vocabulary
-from perftool.trace.model import Kind, Role, Trace, among_kinds
+from perftool.trace.model import NOT_DEVICE_WORK, Kind, Phase, Role, Trace, among_kinds
 
 
 class Dialect:
@@ -66,6 +66,13 @@ class Generic(Dialect):
         if not device:
             return {}
         return {t.id: device_thread_role(t.thread_name) if t.id in device else Role.HOST for t in trace.tracks}
+
+
+def device_work_per_track(trace: Trace) -> np.ndarray:
+    """Per track, the time its device work takes (its spans on device tracks less marks, spans drawn over the work
+    and waits): how busy each device, or each rank's devices, were, to choose the one a trace of several is read as."""
+    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
+    return np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
 
 
 def device_thread_role(thread: str) -> Role:

@@ -5,10 +5,9 @@ mark each step once per rank, and one rank's idle time would hide under the othe
 
 from __future__ import annotations
 
-import numpy as np
-
+from perftool.dialects.base import device_work_per_track
 from perftool.dialects.vocabulary import MERGED_RANK_PID, MERGED_RANK_PIDS, MERGED_RANK_PROCESS, OTHER_RANKS
-from perftool.trace.model import NOT_DEVICE_WORK, Phase, Role, Trace, Track
+from perftool.trace.model import Role, Trace, Track
 
 
 def merged_rank(track: Track) -> str | None:
@@ -56,8 +55,7 @@ def other_ranks(trace: Trace) -> dict[int, Role]:
     labels = list(dict.fromkeys(ranks.values()))
     if not labels or len(labels) == 1 and len(ranks) < len(trace.tracks):
         return {}
-    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
-    per_track = np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
+    per_track = device_work_per_track(trace)
     per_rank = dict.fromkeys(labels, 0.0)
     for track, rank in ranks.items():
         per_rank[rank] += float(per_track[track])
