@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from perftool.dialects.vocabulary import COMPILED_CALL, PYTHON_FRAME
+from perftool.analysis.intervals import overlaps_any
+from perftool.dialects.vocabulary import BLOCKING_COPY_CALL, COMPILED_CALL, MEMCPY, PAGEABLE, PYTHON_FRAME
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 _PYTHON_CATEGORIES = ("python_function", "python")  # Kineto's categories of the Python stack's frames
@@ -74,3 +75,25 @@ def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
     first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any
     pure = np.r_[traced, np.inf][first_inside] >= trace.end[frames]
     return trace.top_level(np.r_[rows[~frame], frames[pure]])
+
+
+def blocking_copies(trace: Trace) -> np.ndarray:
+    """Per event: a host copy call that blocks until its copy is done.
+
+    A synchronous copy call (``cudaMemcpy``, ``hipMemcpyWithStream``), or an asynchronous one that
+    overlaps a device copy to or from pageable memory, which the runtime cannot do asynchronously. Found once per
+    trace (the idle attribution, the host's waits, the fit and a rule ask), kept as rows: they are few.
+    """
+    blocking = np.zeros(len(trace), dtype=bool)
+    blocking[trace.derive("host_calls.blocking_copies", lambda: _blocking_copies(trace))] = True
+    return blocking
+
+
+def _blocking_copies(trace: Trace) -> np.ndarray:
+    calls = trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME) & trace.name_matches(MEMCPY)
+    blocking = calls & trace.name_matches(BLOCKING_COPY_CALL)
+    pageable = np.flatnonzero(trace.name_matches(PAGEABLE) & trace.of_kinds(Kind.H2D, Kind.D2H))
+    rows = np.flatnonzero(calls & ~blocking)
+    if pageable.size and rows.size:
+        blocking[rows] = overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable])
+    return np.flatnonzero(blocking)

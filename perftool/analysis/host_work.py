@@ -8,7 +8,8 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
-from perftool.analysis.idle import blocking_copies, host_busy
+from perftool.analysis.host_calls import blocking_copies
+from perftool.analysis.idle import host_busy
 from perftool.dialects.vocabulary import ALLOCATION, DEALLOCATION, GRAPH_LAUNCH, LAUNCH, MEMCPY
 from perftool.trace.model import Kind, Role, Trace
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.host_calls import blocking_copies
 from perftool.analysis.metrics import device_busy
 from perftool.analysis.steps import initialising
-from perftool.dialects import vocabulary
 from perftool.dialects.vocabulary import CPU_FALLBACK
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -144,30 +144,6 @@ def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Interv
         near = (after < copy_starts.size) & (copy_starts[index] - ends <= reach)
         ends = np.where(near, np.maximum(ends, copy_ends[index]), ends)
     return intervals.clip(intervals.union(starts, ends), lo, hi)
-
-
-def blocking_copies(trace: Trace) -> np.ndarray:
-    """Per event: a host copy call that blocks until its copy is done.
-
-    A synchronous copy call (``cudaMemcpy``, ``hipMemcpyWithStream``), or an asynchronous one that
-    overlaps a device copy to or from pageable memory, which the runtime cannot do asynchronously. Found once per
-    trace (the idle attribution, the host's waits, the fit and a rule ask), kept as rows: they are few.
-    """
-    blocking = np.zeros(len(trace), dtype=bool)
-    blocking[trace.derive("idle.blocking_copies", lambda: np.flatnonzero(_blocking_copies(trace)))] = True
-    return blocking
-
-
-def _blocking_copies(trace: Trace) -> np.ndarray:
-    calls = trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME) & trace.name_matches(vocabulary.MEMCPY)
-    blocking = calls & trace.name_matches(vocabulary.BLOCKING_COPY_CALL)
-    pageable = np.flatnonzero(trace.name_matches(vocabulary.PAGEABLE) & trace.of_kinds(Kind.H2D, Kind.D2H))
-    rows = np.flatnonzero(calls & ~blocking)
-    if pageable.size and rows.size:
-        blocking[rows] = intervals.overlaps_any(
-            trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable]
-        )
-    return blocking
 
 
 def _until(starts: np.ndarray, ends: np.ndarray, marks: np.ndarray) -> tuple[intervals.Intervals, intervals.Intervals]:

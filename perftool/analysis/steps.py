@@ -17,14 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from perftool.analysis.host_calls import python_frames
+from perftool.analysis.host_calls import blocking_copies, python_frames
 from perftool.analysis.intervals import overlaps_any, union
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import Inferred, inferred_steps
 from perftool.common.units import duration
 from perftool.dialects.vocabulary import (
     ALLOCATION,
-    BLOCKING_COPY_CALL,
     ENGINE_STEP,
     FIRST_RUNTIME_CALL,
     MODEL_WARMUP,
@@ -215,7 +214,7 @@ def _device_span(trace: Trace) -> tuple[float, float] | None:
         return None
     first, last = extent
     waits = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
-    waits &= (trace.kind == Kind.SYNC) | trace.name_matches(BLOCKING_COPY_CALL)
+    waits &= (trace.kind == Kind.SYNC) | blocking_copies(trace)
     waits &= trace.dur >= (UNSEEN_SHARE - UNSEEN_SLACK) * (last - first)
     if not waits.any():  # no wait long enough: the device's work is all there is (and no sort of it is needed)
         return first, last

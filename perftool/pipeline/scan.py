@@ -12,8 +12,8 @@ from functools import partial
 from typing import Any
 
 from perftool.analysis.family import device_family, device_properties, job_said
-from perftool.analysis.host_calls import driving_thread
-from perftool.analysis.idle import CAUSES, attribute_idle, blocking_copies
+from perftool.analysis.host_calls import blocking_copies, driving_thread
+from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import Steps, detect_steps
@@ -179,7 +179,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
 def _window_free_facts(trace: Trace) -> None:
     """Find what the rules and the fit read of the trace whatever its window (each kept in the trace), while this
     thread finds the steps, whose work they do not wait for."""
-    launch_rows(trace)  # the steps read it too: found here, while they start on the rest
+    launch_rows(trace)  # the steps read these two too: found here, while they start on the rest
     blocking_copies(trace)
     device_properties(trace)
     driving_thread(trace)

@@ -37,9 +37,9 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.family import device_properties, job_kind, offers_loop_size, on_tpu
-from perftool.analysis.host_calls import compiles
+from perftool.analysis.host_calls import blocking_copies, compiles
 from perftool.analysis.host_work import dispatch_per_step, own_work
-from perftool.analysis.idle import CAUSES, blocking_copies, fallback_round_trips
+from perftool.analysis.idle import CAUSES, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
 from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.common.errors import PerftoolError

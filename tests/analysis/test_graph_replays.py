@@ -77,6 +77,46 @@ def test_the_real_decode_window_is_one_busy_graph_replay(run):
     assert "the host waits 463.300 ms at the start of the capture while the device shows no work" in said
 
 
+# HIP's calls as CUDA makes them; a copy that blocks (hipMemcpyWithStream) is, on CUDA, an asynchronous copy that
+# waits for the stream (the host's memory is pageable) followed by a short synchronisation
+IN_CUDA_WORDS = {"hipLaunchKernel": "cudaLaunchKernel", "hipGraphLaunch": "cudaGraphLaunch"}
+
+
+def _in_cuda_words(document: dict) -> dict:
+    """A HIP capture as CUDA's runtime and CUPTI would have written it."""
+    blocking = {e["args"]["correlation"] for e in document["traceEvents"] if e.get("name") == "hipMemcpyWithStream"}
+    events = []
+    for event in document["traceEvents"]:
+        if event.get("name") == "hipMemcpyWithStream":
+            copy = dict(event, name="cudaMemcpyAsync", dur=event["dur"] - 4)
+            events += [copy, dict(copy, name="cudaStreamSynchronize", ts=event["ts"] + copy["dur"], dur=4, args={})]
+            continue
+        if event.get("cat") == "gpu_memcpy" and event["args"].get("correlation") in blocking:
+            event = dict(event, name=event["name"].replace("-> Host", "-> Pageable"))
+        events.append(dict(event, name=IN_CUDA_WORDS.get(event.get("name"), event.get("name"))))
+    return dict(document, traceEvents=events)
+
+
+def test_the_real_decode_window_reads_alike_in_cuda_s_words(run, write_trace):
+    """The wait at the start is a copy from pageable memory on CUDA (its asynchronous copy waits for the stream), as
+    HIP's synchronous copy is: the same window, the same note, the same finding."""
+    import gzip
+    import json
+
+    from conftest import DATA
+
+    real = DATA / "real" / "sglang_mi300x_qwen3_8b_decode_window.json.gz"
+    document = json.loads(gzip.decompress(real.read_bytes()))
+    converted = _in_cuda_words(document)
+    assert "cudaMemcpyAsync" in json.dumps(converted) and "hipMemcpyWithStream" not in json.dumps(converted)
+    scans = [run("scan", write_trace(d), "--format", "json") for d in (document, converted)]
+    hip, cuda = (json.loads(scan.stdout)["traces"][0] for scan in scans)
+    assert cuda["window_us"] == pytest.approx(hip["window_us"]) == pytest.approx(10_450, rel=0.01)
+    assert cuda["caveats"] == hip["caveats"]
+    assert [f["rule_id"] for f in cuda["findings"]] == [f["rule_id"] for f in hip["findings"]] == ["PT001"]
+    assert cuda["findings"][0]["impact"]["share"] == pytest.approx(hip["findings"][0]["impact"]["share"])
+
+
 @pytest.mark.parametrize(
     ("host_event", "graphs_off"),
     [

@@ -26,6 +26,15 @@ def _sync(ts: float, dur: float, tid: int = 1) -> dict:
     return complete("cudaDeviceSynchronize", ts, dur, tid=tid, cat="cuda_runtime")
 
 
+def _copy_call(ts: float, dur: float) -> dict:
+    """CUDA's asynchronous copy: it blocks where the host's memory is pageable (the runtime syncs the stream first)."""
+    return complete("cudaMemcpyAsync", ts, dur, tid=1, cat="cuda_runtime")
+
+
+def _device_copy(ts: float, memory: str) -> dict:
+    return complete(f"Memcpy DtoH (Device -> {memory})", ts, 2, pid=0, tid=7, cat="gpu_memcpy")
+
+
 def _marker(step: int, ts: float, dur: float) -> dict:
     return complete(f"ProfilerStep#{step}", ts, dur, cat="user_annotation")
 
@@ -68,6 +77,14 @@ SPANS = {
     "a wait starting at the slack's edge": ([_kernel(0, 10), _kernel(1010, 990), _sync(20, 1000)], (1010, 2000)),
     "a wait ending at the slack's edge": ([_kernel(0, 10), _kernel(1010, 990), _sync(5, 995)], (1010, 2000)),
     "under a microsecond": ([_kernel(0, 0.002), _kernel(0.9, 0.1), _sync(0.001, 0.9)], (0.9, 1.0)),
+    "a copy to pageable memory waits": (
+        [_kernel(0, 10), _device_copy(300, "Pageable"), _kernel(302, 698), _copy_call(5, 299)],
+        (300, 1000),
+    ),
+    "a copy to pinned memory does not": (
+        [_kernel(0, 10), _device_copy(300, "Pinned"), _kernel(302, 698), _copy_call(5, 299)],
+        (0, 1000),
+    ),
 }
 
 

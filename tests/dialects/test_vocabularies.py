@@ -10,7 +10,7 @@ from conftest import REPO, complete, process_name, thread_name
 
 from perftool import load_trace
 from perftool.analysis import compute_metrics
-from perftool.analysis.idle import blocking_copies
+from perftool.analysis.host_calls import blocking_copies
 from perftool.dialects import vocabulary
 
 STEP = 1000.0

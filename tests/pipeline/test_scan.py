@@ -481,7 +481,7 @@ def test_an_error_finding_the_steps_is_the_scan_s_and_leaves_no_helper_waiting(m
         assert not helper.is_alive()
 
 
-AHEAD = ("launch_rows", "idle.blocking_copies", "family.device_properties", "host_calls.driving_thread")
+AHEAD = ("launch_rows", "host_calls.blocking_copies", "family.device_properties", "host_calls.driving_thread")
 
 
 def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(monkeypatch):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.idle import blocking_copies
+from perftool.analysis.host_calls import blocking_copies
 from perftool.dialects.vocabulary import PAGEABLE
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
 from perftool.trace.model import Kind, Role, Trace
