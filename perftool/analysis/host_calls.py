@@ -81,8 +81,10 @@ def blocking_copies(trace: Trace) -> np.ndarray:
     """Per event: a host copy call that blocks until its copy is done.
 
     A synchronous copy call (``cudaMemcpy``, ``hipMemcpyWithStream``), or an asynchronous one that
-    overlaps a device copy to or from pageable memory, which the runtime cannot do asynchronously. Found once per
-    trace (the idle attribution, the host's waits, the fit and a rule ask), kept as rows: they are few.
+    overlaps a device copy to or from pageable memory, which the runtime cannot do asynchronously; not the copy
+    inside a synchronising op (``aten::item``'s read of a scalar, which HIP makes with ``hipMemcpyWithStream`` where
+    CUDA makes ``cudaMemcpyAsync`` and a stream synchronisation): that op is the wait. Found once per trace (the idle
+    attribution, the host's waits, the fit and a rule ask), kept as rows: they are few.
     """
     blocking = np.zeros(len(trace), dtype=bool)
     blocking[trace.derive("host_calls.blocking_copies", lambda: _blocking_copies(trace))] = True
@@ -96,4 +98,10 @@ def _blocking_copies(trace: Trace) -> np.ndarray:
     rows = np.flatnonzero(calls & ~blocking)
     if pageable.size and rows.size:
         blocking[rows] = overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable])
+    rows = np.flatnonzero(blocking)
+    waits = np.flatnonzero((trace.kind == Kind.SYNC) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE))
+    for track in np.intersect1d(trace.track[rows], trace.track[waits]).tolist():  # a thread's calls nest
+        mine, its_waits = rows[trace.track[rows] == track], waits[trace.track[waits] == track]
+        inside = overlaps_any(trace.ts[mine], trace.end[mine], trace.ts[its_waits], trace.end[its_waits])
+        blocking[mine[inside]] = False
     return np.flatnonzero(blocking)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 
 import pytest
 from conftest import REPO, complete, process_name, thread_name
@@ -262,11 +263,44 @@ def test_graphcore_stream_and_strided_copies(run, write_trace):
         ("aten::nonzero", "cudaDeviceSynchronize_ptsz"),
         ("PjitFunction(step)", "cuStreamSynchronize"),
         ("PjitFunction(step)", "cuCtxSynchronize"),
+        ("aten::item", "hipMemcpyWithStream"),
+        ("aten::_local_scalar_dense", "hipMemcpyWithStream"),
     ],
 )
 def test_sync_every_step_drains_the_queue(run, write_trace, op, call):
     """A wait for the device every step, told by the op reading a scalar back or by the runtime's synchronising
-    call alone (an op that syncs without saying so: CUDA's, HIP's, the driver's, a per-thread stream's)."""
+    call alone (an op that syncs without saying so: CUDA's, HIP's, the driver's, a per-thread stream's). HIP reads
+    the scalar with a synchronous copy where CUDA copies and synchronises the stream: the op's wait all the same,
+    not a blocking copy."""
+    document = _reading_back_every_step(
+        op, call, lambda t: [complete("aten::add", t + 640, 300, pid=7, tid=1, cat="cpu_op")]
+    )
+    trace, findings = _findings(run, write_trace, document)
+    assert "PT008" in _serious(findings) and "PT001" not in findings and "PT009" not in findings
+    assert findings["PT008"]["values"]["per_step"] == 1.0
+    assert trace["idle"]["sync"] > 0.3 and trace["idle"]["blocking_copy"] == 0
+
+
+@pytest.mark.parametrize(("drain", "severity"), [(10, None), (30, "info"), (70, "warning")])
+def test_a_sync_every_step_is_reported_from_two_percent_of_the_step(run, write_trace, drain, severity):
+    """An aten::item every step after which the device idles ``drain`` µs of each 1 ms step before the host's next
+    launch reaches it: 1% is not worth a finding, 3% is one at info, 7% at warning."""
+
+    def next_launch(t: float) -> list[dict]:
+        return [
+            complete("cudaLaunchKernel", t + 630, 5, pid=7, tid=1, cat="cuda_runtime"),
+            complete("volta_gemm", t + 620 + drain, 395 - drain, pid=0, tid=7, cat="kernel"),
+        ]
+
+    document = _reading_back_every_step("aten::item", "cudaStreamSynchronize", next_launch)
+    trace, findings = _findings(run, write_trace, document)
+    assert trace["idle"]["sync"] == pytest.approx(drain / STEP, rel=0.05)
+    assert findings.get("PT008", {}).get("severity") == severity
+
+
+def _reading_back_every_step(op: str, call: str, then: Callable[[float], list[dict]]) -> dict:
+    """Ten steps, each launching a 600 µs kernel and waiting for it in ``op`` (host 7) and ``call`` inside it, then
+    doing what ``then`` gives for the step starting at its argument."""
     host, gpu = 7, 0
     events = [process_name(host, "python3"), process_name(gpu, "GPU 0")]
     for i in range(10):
@@ -277,12 +311,9 @@ def test_sync_every_step_drains_the_queue(run, write_trace, op, call):
             complete("volta_gemm", t + 20, 600, pid=gpu, tid=7, cat="kernel"),
             complete(op, t + 20, 610, pid=host, tid=1, cat="cpu_op"),
             complete(call, t + 30, 595, pid=host, tid=1, cat="cuda_runtime"),
-            complete("aten::add", t + 640, 300, pid=host, tid=1, cat="cpu_op"),
+            *then(t),
         ]
-    trace, findings = _findings(run, write_trace, {"traceEvents": events, "deviceProperties": []})
-    assert "PT008" in _serious(findings) and "PT001" not in findings
-    assert findings["PT008"]["values"]["per_step"] == 1.0
-    assert trace["idle"]["sync"] > 0.3
+    return {"traceEvents": events, "deviceProperties": []}
 
 
 def test_a_copy_call_blocks_the_host_by_whichever_runtime_makes_it(write_trace):
@@ -304,6 +335,28 @@ def test_a_copy_call_blocks_the_host_by_whichever_runtime_makes_it(write_trace):
     trace = load_trace(str(write_trace({"traceEvents": events})))
     found = [trace.names[n] for n in trace.name[blocking_copies(trace)].tolist()]
     assert found == blocking
+
+
+@pytest.mark.parametrize(
+    ("op", "tid", "blocks"),
+    [
+        ("aten::copy_", 1, True),
+        ("aten::item", 1, False),
+        ("aten::_local_scalar_dense", 1, False),
+        ("aten::item", 2, True),
+    ],
+)
+def test_a_synchronous_copy_inside_a_scalar_s_read_is_that_read_s_wait(write_trace, op, tid, blocks):
+    """hipMemcpyWithStream in a tensor's copy (.to(), .cpu()) blocks the host as a copy; in aten::item's read of a
+    scalar it is that op's wait; another thread's read does not hold this thread's copy, nor a later read of its own."""
+    events = [
+        process_name(7, "python3"),
+        complete(op, 100, 80, pid=7, tid=tid, cat="cpu_op"),
+        complete("hipMemcpyWithStream", 110, 60, pid=7, tid=1, cat="cuda_runtime"),
+        complete("aten::item", 500, 80, pid=7, tid=1, cat="cpu_op"),
+    ]
+    trace = load_trace(str(write_trace({"traceEvents": events})))
+    assert [trace.names[n] for n in trace.name[blocking_copies(trace)].tolist()] == (["hipMemcpyWithStream"] * blocks)
 
 
 SAMPLE_TRACES = sorted((REPO / "sample_traces").glob("*/*.trace.json.gz"))
