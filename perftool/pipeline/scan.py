@@ -26,6 +26,7 @@ from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.pipeline.read import load_trace
 from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
 from perftool.roofline.figures import roofline
+from perftool.roofline.hlo import programs_note
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
 from perftool.rules.findings import Finding, ScanReport, TraceFindings, UnreadTrace, biggest_first
@@ -156,7 +157,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         merged_ranks=merged,
         time_unit=trace.display_time_unit,
         step_clock=metrics.step_clock,
-        caveats=[c.text for c in metrics.caveats],
+        caveats=[c.text for c in metrics.caveats] + ([missing] if (missing := programs_note(trace)) else []),
         unjudged=unjudged,
         window_us=window,
         steps=scope.steady_steps,

@@ -30,7 +30,7 @@ from perftool.analysis.launches import launch_rows
 from perftool.analysis.nesting import innermost, owners
 from perftool.analysis.serving import step_lengths
 from perftool.dialects.op_families import MODELLED_NAMES, SERVING_ATTENTION, Inputs, StepLengths, Work, work
-from perftool.roofline.hlo import Programs, XlaOp, capture_programs, programs_space
+from perftool.roofline.hlo import Programs, XlaOp, programs_space, trace_programs
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import xspace_name
 from perftool.trace.xspace import PROGRAM_ID, device_programs
@@ -165,9 +165,7 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     """The innermost modelled ops on host threads whose work starts in ``window`` (their first kernel on the device
     where flows link them, else the op itself), what each computed and its kernels' device time; in an XLA trace
     whose programs' HLO the capture holds, its kernels in ``window`` (:func:`xla_calls`)."""
-    if trace.dialect == "xla" and (
-        programs := trace.derive("roofline.programs", lambda: capture_programs(trace.source, trace.metadata))
-    ):
+    if trace.dialect == "xla" and (programs := trace_programs(trace)):
         return xla_calls(trace, window, programs)
     lo, hi = window
     candidates = np.flatnonzero(

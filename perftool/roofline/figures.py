@@ -13,7 +13,6 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,10 +25,10 @@ from perftool.common.units import duration, plural
 from perftool.dialects.op_families import ASSUMED, Work
 from perftool.hardware import DeviceSpec
 from perftool.roofline.calls import Calls, op_calls
+from perftool.roofline.hlo import programs_note
 from perftool.roofline.measured import measured_pipes
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS
-from perftool.trace.profiler_dirs import xspace_name
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by
@@ -375,19 +374,21 @@ def _compiled_kernels(trace: Trace, kernels: np.ndarray) -> list[str]:
     ]
 
 
+def _unmodelled(calls: Calls) -> list[str]:
+    """Why no op of the trace has a model, where none has."""
+    if not calls.rows.size:
+        return ["no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) ran on a "
+                "host thread in the window"]  # fmt: skip
+    if not calls.shapes_recorded:
+        return [f"no op in this trace records its input shapes: {CAPTURE_ADVICE}"]
+    if not calls.launches_linked:
+        return ["the trace does not link host launches to device work (no flow events): no op's device time"]
+    return []
+
+
 def _notes(trace: Trace, calls: Calls, spec: DeviceSpec | None, device: str, ops: list[RooflineOp]) -> list[str]:
     notes = list(calls.notes)
-    if trace.dialect == "xla" and calls.program is None:
-        notes.append(f"XLA's kernels record no shapes: what each computes is in its program's HLO, which jax.profiler "
-                     f"keeps in the capture's XSpace: scan {xspace_name(Path(trace.source).name)}, or keep it beside "
-                     "this file")  # fmt: skip
-    elif not calls.rows.size:
-        notes.append("no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) "
-                     "ran on a host thread in the window")  # fmt: skip
-    elif not calls.shapes_recorded:
-        notes.append(f"no op in this trace records its input shapes: {CAPTURE_ADVICE}")
-    elif not calls.launches_linked:
-        notes.append("the trace does not link host launches to device work (no flow events): no op's device time")
+    notes += [elsewhere] if (elsewhere := programs_note(trace)) else _unmodelled(calls)
     if spec is None:
         notes.append(f"device '{device}' is not one perftool knows: no peaks, so no % of peak, MFU or time lost "
                      "(give its figures with --device-spec FILE)")  # fmt: skip

@@ -29,9 +29,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from perftool.analysis.family import device_tracks
 from perftool.common.errors import TraceError
 from perftool.dialects.op_families import Work
-from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_beside
+from perftool.trace.model import Trace
+from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_beside, xspace_name
 from perftool.trace.xspace import (
     MalformedProtobuf,
     ProtoFields,
@@ -177,6 +179,28 @@ def capture_programs(source: str, metadata: dict[str, Any]) -> Programs:
         except OSError:
             continue
     return programs(protos)
+
+
+def trace_programs(trace: Trace) -> Programs:
+    """The programs of ``trace``'s capture (:func:`capture_programs`), found once per trace."""
+    return trace.derive("roofline.programs", lambda: capture_programs(trace.source, trace.metadata))
+
+
+def programs_note(trace: Trace) -> str | None:
+    """Where an XLA trace with device work but none of its programs' HLO would find it, and what goes unjudged
+    without it (a JSON export holds no shapes; the XSpace it was made from does); None elsewhere."""
+    if trace.dialect != "xla" or not device_tracks(trace) or trace_programs(trace):
+        return None
+    name = Path(trace.source).name
+    if name.lower().endswith(XSPACE_SUFFIX):
+        where = "this XSpace holds none of its programs' HLO"
+    else:
+        where = f"jax.profiler keeps it in the capture's XSpace: scan {xspace_name(name)}, or keep it beside this file"
+    return (
+        f"XLA's kernels record no shapes: what each computes is in its program's HLO, and {where}; without it, no "
+        "rule that reads what an op computes (its matrix products, attention, fusion) judges this trace, and no op "
+        "has a roofline"
+    )
 
 
 def program_ops(proto: bytes) -> dict[str, XlaOp]:

@@ -247,12 +247,36 @@ def test_the_real_capture_s_ops_are_modelled_from_its_xspace_and_from_its_export
     assert not by_space.notes
 
 
-def test_an_export_alone_says_where_its_programs_are(tmp_path):
+def test_an_export_alone_says_where_its_programs_are_and_what_goes_unjudged(tmp_path, run):
+    """Among the roofline's notes (info says it once) and the scanned trace's caveats; beside its XSpace the export
+    says nothing of it."""
     alone = tmp_path / "worker.trace.json.gz"
     shutil.copy(ITS_JSON, alone)
     found = roofline(load_trace(str(alone)))
-    assert found.modelled_us == 0
-    assert any("record no shapes" in note and "worker.xplane.pb" in note for note in found.notes)
+    assert found.modelled_us == 0 and len(found.notes) == 2  # and the JSON alone names no device model
+    assert "scan worker.xplane.pb, or keep it beside this file" in found.notes[0]
+    assert found.notes[1].startswith("device '/device:GPU:0' is not one perftool knows")
+    caveats = json.loads(run("scan", str(alone), "--format", "json").stdout)["traces"][0]["caveats"]
+    assert [c for c in caveats if "XLA's kernels record no shapes" in c] == found.notes[:1]
+    assert "no rule that reads what an op computes" in found.notes[0]
+    info = " ".join(run("info", str(alone)).output.split())
+    assert info.count("XLA's kernels record no shapes") == 1
+    beside = json.loads(run("scan", str(ITS_JSON), "--format", "json").stdout)["traces"][0]["caveats"]
+    assert not any("record no shapes" in c for c in beside)
+
+
+def test_a_capture_of_the_host_alone_says_nothing_of_programs(run):
+    """JAX on the CPU: no device work for a program to have computed, so its XSpace is not asked for."""
+    caveats = json.loads(run("scan", str(DATA / "jax_cpu_train_recompile.trace.json.gz"), "--format", "json").stdout)
+    assert not any("record no shapes" in c for c in caveats["traces"][0]["caveats"])
+
+
+def test_an_xspace_without_its_programs_says_so(tmp_path, run):
+    """An XSpace whose metadata plane holds no program's HLO names no other file to scan."""
+    bare = tmp_path / "worker.xplane.pb"
+    bare.write_bytes(xla_space([("jit_step", "the_fusion", 5)], {}))
+    caveats = json.loads(run("scan", str(bare), "--format", "json").stdout)["traces"][0]["caveats"]
+    assert any("this XSpace holds none of its programs' HLO" in c for c in caveats)
 
 
 def test_an_export_whose_programs_are_not_told_apart_says_so(tmp_path):
