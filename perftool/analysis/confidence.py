@@ -173,6 +173,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 recurring=recurring,
             )
         )
+    if kinds := _iteration_kinds(steps):
+        found.append(Caveat(kinds, caps=False))
     if steps.truncated:
         found.append(Caveat("the last step was cut off by the end of the capture and is left out", caps=False))
     if trace.unclosed.size:
@@ -209,6 +211,22 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
             )
         )
     return found
+
+
+def _iteration_kinds(steps: Steps) -> str | None:
+    """The kinds of a serving engine's steady iterations and each one's mean step, in words, where there are
+    several (the mean step mixes them); None where the steady steps are of one kind."""
+    modes = (steps.modes or [])[steps.warmup :]
+    durations = steps.steady_durations
+    kinds = list(dict.fromkeys(modes))  # in the order they first come
+    if len(kinds) < 2:
+        return None
+    each = [
+        f"{kind} {plural(len(mine), 'step')} of {duration(float(np.mean(durations[mine])))}"
+        for kind in kinds
+        if (mine := [i for i, mode in enumerate(modes) if mode == kind])
+    ]
+    return f"the engine's steady iterations are of {len(kinds)} kinds, which the mean step mixes: {listed(each, 4)}"
 
 
 def _other_ranks(ranks: dict) -> str:

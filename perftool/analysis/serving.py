@@ -10,7 +10,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.nesting import innermost_around
 from perftool.dialects.op_families import StepLengths
-from perftool.dialects.vocabulary import ENGINE_STEP, ENGINE_STEP_LENGTHS
+from perftool.dialects.vocabulary import ENGINE_STEP, ENGINE_STEP_LENGTHS, ENGINE_STEP_MODE
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 
@@ -23,6 +23,26 @@ def _named_around(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> l
     around = innermost_around(trace, named, rows)
     matches = {row: pattern.match(trace.names[trace.name[row]]) for row in np.unique(around[around >= 0]).tolist()}
     return [matches[row] if row >= 0 else None for row in around.tolist()]
+
+
+def iteration_modes(trace: Trace, rows: np.ndarray) -> list[str] | None:
+    """Per step marker (``rows``, an engine's iterations): which kind of iteration it is, in the engine's words
+    (:data:`~perftool.dialects.vocabulary.ENGINE_STEP_MODE`: SGLang's EXTEND or DECODE; vLLM's prefill, decode or
+    both, or new requests or running ones); None unless every marker names its kind and there are two kinds or more.
+    A prefill runs other kernels than a decode, and for longer: neither is the other's warm-up."""
+    modes = []
+    for name in (trace.names[n] for n in trace.name[rows].tolist()):
+        match = ENGINE_STEP_MODE.match(name)
+        if match is None:
+            return None
+        if match["mode"]:
+            modes.append(match["mode"])
+        elif match["new"] is not None:
+            modes.append("new requests" if int(match["new"]) else "running requests")
+        else:
+            runs = (("prefill", match["context"]), ("decode", match["generation"]))
+            modes.append(" and ".join(part for part, count in runs if int(count)) or "no request")
+    return modes if len(set(modes)) > 1 else None
 
 
 def named_numbers(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> list[int | None]:

@@ -21,6 +21,7 @@ from perftool.analysis.host_calls import blocking_copies, python_frames
 from perftool.analysis.intervals import overlaps_any, union
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import Inferred, inferred_steps
+from perftool.analysis.serving import iteration_modes
 from perftool.common.units import duration
 from perftool.dialects.vocabulary import (
     ALLOCATION,
@@ -69,6 +70,7 @@ class Steps:
     inferred: str | None = None  # what repeats, where the steps were inferred for want of step markers
     device_span: tuple[float, float] | None = None  # from the device's first work to its last, where it has any
     within: str | None = None  # the step marker whose iterations are the steps, where it held several
+    modes: list[str] | None = None  # each step's kind of iteration, where a serving engine's are of several kinds
 
     def __repr__(self) -> str:
         """What a notebook shows: the steps in one line, not their columns."""
@@ -147,6 +149,7 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     starts, index = np.unique(trace.ts[rows], return_index=True)
     ends = trace.end[rows][index]
     number = _step_numbers(trace, rows[index])
+    modes = iteration_modes(trace, rows[index]) if engine.any() else None
     inferred = within = None
     if rows.size == 0 and not _mostly_startup(startup, first, last):
         found = inferred_steps(trace, startup if startup is not None else first)
@@ -154,10 +157,11 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
             starts, ends, inferred = found.starts, found.ends, found.what
     elif 0 < rows.size < MIN_MARKED and (found := _iterations(trace, starts[-1], ends[-1])) is not None:
         within = trace.names[int(trace.name[rows[index[-1]]])]
-        starts, ends, number, inferred = found.starts, found.ends, None, found.what
+        starts, ends, number, modes, inferred = found.starts, found.ends, None, None, found.what
     truncated = _truncated_last(ends - starts)
     starts, ends = starts[: starts.size - truncated], ends[: ends.size - truncated]
     number = number[: starts.size] if number is not None else None
+    modes = modes[: starts.size] if modes is not None else None
     if starts.size == 0:
         return Steps(starts, ends, 0, first, last, startup, truncated, device_span=_device_span(trace))
     span = _device_span(trace)
@@ -169,10 +173,10 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     on_device = device_steps(launched, starts, ends) if launched is not None else None
     if on_device is not None:
         starts, ends, clock = *on_device, "device"
-    warmup = int(warmup_steps(ends - starts, warmup_signs(trace, starts, ends, startup)))
-    return Steps(
-        starts, ends, warmup, first, last, startup, truncated, clock, number, inferred, device_span=span, within=within
-    )
+    codes = np.unique(modes, return_inverse=True)[1] if modes is not None else None
+    signs = warmup_signs(trace, starts, ends, startup, codes)
+    warmup = int(warmup_steps(ends - starts, signs, _typical_by_mode(ends - starts, codes)))
+    return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number, inferred, span, within, modes)
 
 
 def first_device_work(trace: Trace) -> float:
@@ -232,9 +236,13 @@ def _device_span(trace: Trace) -> tuple[float, float] | None:
     return (gap_end, last) if waiting.any() else (first, last)
 
 
-def warmup_signs(trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: float | None) -> np.ndarray:
+def warmup_signs(
+    trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: float | None, modes: np.ndarray | None = None
+) -> np.ndarray:
     """Per step: whether it shows warm-up's signs. It overlaps a compile, starts inside start-up, allocates device
-    or pinned memory, or calls ops that no later step calls (first calls: kernels selected, caches filled)."""
+    or pinned memory, or calls ops that no later step calls (first calls: kernels selected, caches filled); where a
+    serving engine's steps are of several kinds (``modes``: its prefills and its decodes), no later step of its kind
+    (a prefill's attention is no decode's)."""
     compile_rows = np.flatnonzero(trace.kind == Kind.COMPILE)
     signs = overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
     if startup is not None:
@@ -245,12 +253,26 @@ def warmup_signs(trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: fl
     calls = host & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME)  # not waits, which come and go
     rows = np.flatnonzero(calls & (trace.ts >= starts[0]) & (trace.ts < ends[-1]))
     step = np.searchsorted(starts, trace.ts[rows], side="right") - 1
-    last_step_of = np.full(len(trace.names), -1)
-    np.maximum.at(last_step_of, trace.name[rows], step)
-    first_calls = last_step_of[trace.name[rows]] == step  # the op's last step is this one: no later step calls it
-    signs[np.unique(step[first_calls])] = True
+    kinds = int(modes.max()) + 1 if modes is not None else 1
+    key = trace.name[rows].astype(np.int64) * kinds + (modes[step] if modes is not None else 0)  # an op in a kind
+    last_step_of = np.full(len(trace.names) * kinds, -1)
+    np.maximum.at(last_step_of, key, step)
+    signs[np.unique(step[last_step_of[key] == step])] = True  # the op's last step (of its kind) is this one
     signs[-1] = False  # nothing comes after the last step to compare its ops with
     return signs
+
+
+def _typical_by_mode(durations: np.ndarray, modes: np.ndarray | None) -> np.ndarray | None:
+    """Per step, the typical step of its kind (the median of the later half of its kind's steps), where a serving
+    engine's steps are of several kinds: a prefill is no slow decode. None otherwise (every step's typical step is
+    the steps' own)."""
+    if modes is None:
+        return None
+    typical = np.empty_like(durations)
+    for mode in np.unique(modes).tolist():
+        mine = np.flatnonzero(modes == mode)
+        typical[mine] = np.median(durations[mine[mine.size // 2 :]])
+    return typical
 
 
 def _step_numbers(trace: Trace, rows: np.ndarray) -> np.ndarray | None:

@@ -16,6 +16,13 @@ ENGINE_STEP = re.compile(
     rf"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^execute_new_\d+_cached_\d+$|{SGLANG_STEP.pattern}"
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
+# The kind of iteration an engine's step annotation names: SGLang's forward mode (EXTEND, DECODE, MIXED...); whether
+# vLLM's runs prefills, decodes or both (its context and generation counts), or takes new requests (V1's)
+ENGINE_STEP_MODE = re.compile(
+    r"^step\[(?P<mode>[A-Z][A-Z0-9_]*)"
+    r"|^execute_(?:\d+_)?context_(?P<context>\d+)\(.*\)_generation_(?P<generation>\d+)\("
+    r"|^execute_new_(?P<new>\d+)_cached_\d+$"
+)
 # The tokens an engine's iteration runs, as its step annotations count them, the sum of the groups that match:
 # vLLM's detailed annotation (execute_N_context_...), its default one (execute_context_C(prefill tokens)_generation_G(
 # decode tokens)), SGLang's decode (step[DECODE bs=N]: a token a sequence) and its prefill (step[EXTEND bs=B toks=N]);

@@ -402,7 +402,10 @@ def _part(trace: Trace, scope: TraceAnalysis, rows: slice, warmup: int) -> Trace
     """The trace seen through some of its steps (``rows``, the first ``warmup`` of them warm-up)."""
     steps = scope.steps
     number = steps.number[rows] if steps.number is not None else np.arange(steps.count)[rows]
-    part = replace(steps, start=steps.start[rows], end=steps.end[rows], warmup=warmup, truncated=0, number=number)
+    modes = steps.modes[rows] if steps.modes is not None else None
+    part = replace(
+        steps, start=steps.start[rows], end=steps.end[rows], warmup=warmup, truncated=0, number=number, modes=modes
+    )
     return TraceAnalysis(trace, part, compute_metrics(trace, part), scope.family)
 
 

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
 
+import numpy as np
 import pytest
 from conftest import DATA, complete
 
@@ -155,3 +157,112 @@ def test_steps_are_inferred_after_start_up(write_trace):
     events = _labels() + [init, *_fetched_batches(10, 7)]
     steps = detect_steps(load_trace(write_trace(KINETO | {"traceEvents": events})))
     assert steps.inferred is not None and (steps.count, steps.start[0]) == (6, 5_010)
+
+
+def _iterations(*kinds: tuple[str, int, str]) -> dict:
+    """An engine's iterations, one after another: each (its marker, its layers, the kernel its attention runs)."""
+    events, t = _labels(), 0.0
+    for marker, layers, attention in kinds:
+        length = layers * 100 + 100
+        events += [complete(marker, t, length, cat="user_annotation", **HOST), *_layers(t + 10, layers)]
+        events.append(complete(attention, t + 20, 10, cat="cpu_op", **HOST))
+        t += length + 50
+    return KINETO | {"traceEvents": events}
+
+
+PREFILL, DECODE = (
+    ("step[EXTEND bs=4 toks=4096]", 360, "prefill_attention"),
+    ("step[DECODE bs=4]", 36, "decode_attention"),
+)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "warmup"),
+    [
+        ([PREFILL, DECODE, DECODE, DECODE, DECODE], 0),  # a prefill is ten times a decode and runs its own kernels
+        ([PREFILL, DECODE, PREFILL, DECODE, DECODE], 0),
+        ([(DECODE[0], 72, DECODE[2]), PREFILL, DECODE, DECODE, DECODE], 1),  # a decode twice the others' is slow
+        ([(DECODE[0], 44, PREFILL[2]), PREFILL, DECODE, DECODE, DECODE], 1),  # a fifth slower, an op no decode runs
+        ([(DECODE[0], 44, DECODE[2]), PREFILL, DECODE, DECODE, DECODE], 0),  # a fifth slower alone: steady
+        ([(DECODE[0], 72, DECODE[2]), DECODE, DECODE, DECODE, DECODE], 1),  # one kind: as for any steps
+    ],
+    ids=["prefill-first", "prefills-between", "slow-decode-first", "first-call", "no-first-call", "decodes-only"],
+)
+def test_an_engine_s_iterations_are_judged_for_warm_up_against_their_own_kind(write_trace, kinds, warmup):
+    """Slower by half than its kind's typical step, or by a tenth with an op no later step of its kind calls."""
+    steps = detect_steps(load_trace(write_trace(_iterations(*kinds))))
+    assert steps.count == len(kinds) and steps.warmup == warmup
+    one_kind = all(marker == DECODE[0] for marker, _, _ in kinds)
+    assert steps.modes == (None if one_kind else [marker[5:11] for marker, _, _ in kinds])
+
+
+@pytest.mark.parametrize(
+    ("markers", "modes"),
+    [
+        (["step[EXTEND bs=2 toks=100]", "step[DECODE bs=2]"], ["EXTEND", "DECODE"]),
+        (["execute_new_2_cached_0", "execute_new_0_cached_2"], ["new requests", "running requests"]),
+        (
+            [
+                "execute_context_2(96)_generation_0(0)",
+                "execute_context_0(0)_generation_2(2)",
+                "execute_2_context_1(sq1sk1sqsq1sqsk1)_generation_1(sq1sk9sqsq1sqsk9)",
+            ],
+            ["prefill", "decode", "prefill and decode"],
+        ),  # fmt: skip
+        (["step[DECODE bs=2]", "step[DECODE bs=4]"], None),  # one kind
+        (["step[DECODE bs=2]", "ProfilerStep#3"], None),  # a marker naming no kind
+    ],
+)
+def test_an_engine_s_iterations_are_told_apart_by_the_kind_its_markers_name(write_trace, markers, modes):
+    from perftool.analysis.serving import iteration_modes
+
+    events = [complete(m, i * 1_000.0, 900, cat="user_annotation", **HOST) for i, m in enumerate(markers)]
+    trace = load_trace(write_trace(KINETO | {"traceEvents": _labels() + events}))
+    rows = np.flatnonzero(trace.name_matches(re.compile("^(step|execute|Profiler)")))
+    assert iteration_modes(trace, rows[np.argsort(trace.ts[rows])]) == modes
+
+
+def test_a_prefill_and_a_decode_cut_from_one_serving_capture_read_as_its_two_iterations(run, write_trace):
+    """The real SGLang windows on their shared clock: a prefill then a decode replayed as one graph, the device busy
+    throughout; the prefill was the decode's warm-up (ten times its length, kernels of its own) and the step 10 ms."""
+    import gzip
+
+    events, seen = [], set()
+    for window in ("prefill", "decode"):
+        path = DATA / "real" / f"sglang_mi300x_qwen3_8b_{window}_window.json.gz"
+        for event in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]:
+            key = json.dumps(event, sort_keys=True)
+            events += [] if key in seen else [event]
+            seen.add(key)
+    scanned = json.loads(run("scan", write_trace({"traceEvents": events}), "--format", "json").stdout)["traces"][0]
+    assert scanned["steps"] == 2 and scanned["warmup_durations_us"] == [] and scanned["findings"] == []
+    assert scanned["step_durations_us"] == pytest.approx([494_002, 10_468], abs=1)
+    assert scanned["metrics"]["device.busy_fraction"] > 0.99
+    (kinds,) = [c for c in scanned["caveats"] if "kinds" in c]
+    assert kinds.endswith(
+        "of 2 kinds, which the mean step mixes: prefill 1 step of 494.002 ms, decode 1 step of 10.468 ms"
+    )
+
+
+def test_the_kinds_of_an_engine_s_steady_iterations_are_said_with_their_mean_steps(run, write_trace):
+    """A slow first decode is warm-up; the steady prefill and three decodes are each said with their mean step."""
+    kinds = [(DECODE[0], 72, DECODE[2]), PREFILL, DECODE, DECODE, DECODE]
+    scanned = json.loads(run("scan", write_trace(_iterations(*kinds)), "--format", "json").stdout)["traces"][0]
+    assert scanned["steps"] == 4 and len(scanned["warmup_durations_us"]) == 1
+    (said,) = [c for c in scanned["caveats"] if "kinds" in c]
+    prefill, decode = scanned["step_durations_us"][0], scanned["step_durations_us"][1]
+    assert said.endswith(f"EXTEND 1 step of {prefill / 1e3:.3f} ms, DECODE 3 steps of {decode / 1e3:.3f} ms")
+
+
+def test_steady_iterations_of_one_kind_say_nothing_of_kinds():
+    """Where warm-up took every iteration of one kind, the steady ones are of one kind: no mean mixes kinds."""
+    from perftool.analysis.confidence import _iteration_kinds
+    from perftool.analysis.steps import Steps
+
+    starts = np.array([0.0, 100.0, 200.0, 300.0])
+    steps = Steps(starts, starts + 90, 1, modes=["EXTEND", "DECODE", "DECODE", "DECODE"])
+    assert _iteration_kinds(steps) is None
+    assert _iteration_kinds(Steps(starts, starts + 90, 0, modes=steps.modes)) == (
+        "the engine's steady iterations are of 2 kinds, which the mean step mixes: EXTEND 1 step of 90.0 µs, "
+        "DECODE 3 steps of 90.0 µs"
+    )
