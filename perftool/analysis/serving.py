@@ -38,10 +38,10 @@ def iteration_modes(trace: Trace, rows: np.ndarray) -> list[str] | None:
         if match["mode"]:
             modes.append(match["mode"])
         elif match["new"] is not None:
-            modes.append("new requests" if int(match["new"]) else "running requests")
+            modes.append("new requests" if match["new"].strip("0") else "running requests")  # a count above 0
         else:
             runs = (("prefill", match["context"]), ("decode", match["generation"]))
-            modes.append(" and ".join(part for part, count in runs if int(count)) or "no request")
+            modes.append(" and ".join(part for part, count in runs if count.strip("0")) or "no request")
     return modes if len(set(modes)) > 1 else None
 
 

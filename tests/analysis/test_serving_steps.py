@@ -209,6 +209,7 @@ def test_an_engine_s_iterations_are_judged_for_warm_up_against_their_own_kind(wr
             ],
             ["prefill", "decode", "prefill and decode"],
         ),  # fmt: skip
+        ([f"execute_new_{'9' * 5000}_cached_1", "execute_new_000_cached_2"], ["new requests", "running requests"]),
         (["step[DECODE bs=2]", "step[DECODE bs=4]"], None),  # one kind
         (["step[DECODE bs=2]", "ProfilerStep#3"], None),  # a marker naming no kind
     ],
