@@ -99,6 +99,8 @@ def _blocking_copies(trace: Trace) -> np.ndarray:
     if pageable.size and rows.size:
         blocking[rows] = overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[pageable], trace.end[pageable])
     rows = np.flatnonzero(blocking)
+    if rows.size == 0:
+        return rows
     waits = np.flatnonzero((trace.kind == Kind.SYNC) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE))
     for track in np.intersect1d(trace.track[rows], trace.track[waits]).tolist():  # a thread's calls nest
         mine, its_waits = rows[trace.track[rows] == track], waits[trace.track[waits] == track]
