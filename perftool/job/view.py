@@ -266,7 +266,9 @@ def _groups(by_rank: dict[int, RankSummary]) -> list[JobGroup]:
 
 
 def _alignment(found: Alignment) -> ClockAlignment:
-    if found.reference is None:
+    if len(found.offsets_us) + len(found.unaligned) == 1:  # a job view of one rank: the others were not read
+        text = "only one rank read, so no other clock to align with"
+    elif found.reference is None:
         text = "clocks not aligned: no rank traced a collective to align on; times are each rank's own"
     else:
         aligned = len(found.offsets_us)

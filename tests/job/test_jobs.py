@@ -608,3 +608,32 @@ def test_a_job_view_says_what_its_ranks_are_and_warns_where_they_differ(tmp_path
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(document))
     job = scan_json(run, tmp_path)[0]["job"]
     assert "job: vLLM serving rank 0, training rank 1" in job["unlike"]
+
+
+def test_a_job_view_of_one_rank_read_says_there_is_no_clock_to_align(run, tmp_path):
+    """The other rank's file does not read: the job view holds one rank, whose clock aligns with nothing (it read
+    '1 rank aligned to rank 0 ... clocks differ by up to 0.0 µs, and single readings stray —')."""
+    shutil.copy(STRAGGLER / "rank0.trace.json.gz", tmp_path / "rank0.trace.json.gz")
+    (tmp_path / "rank1.trace.json").write_text('{"traceEvents": [')
+    result = run("scan", str(tmp_path), "--format", "json")
+    assert result.exit_code == 2
+    job = json.loads(result.stdout)["job"]
+    assert [row["rank"] for row in job["ranks"]] == [0]
+    assert job["alignment"]["text"] == "only one rank read, so no other clock to align with"
+
+
+@pytest.mark.parametrize(
+    ("offsets", "unaligned", "said"),
+    [
+        ({}, [0], "only one rank read, so no other clock to align with"),
+        ({0: 0.0}, [], "only one rank read, so no other clock to align with"),
+        ({}, [0, 1], "clocks not aligned: no rank traced a collective to align on; times are each rank's own"),
+        ({0: 0.0}, [1], "; not aligned (too few shared collectives): ranks 1"),
+    ],
+)
+def test_the_clocks_line_says_what_was_aligned(offsets, unaligned, said):
+    from perftool.job.align import Alignment
+    from perftool.job.view import _alignment
+
+    found = Alignment(0 if offsets else None, offsets, {rank: 4 for rank in offsets}, None, unaligned)
+    assert _alignment(found).text.endswith(said)
