@@ -26,6 +26,7 @@ from perftool.common.cores import free_cores
 from perftool.common.errors import TraceError, parameter
 from perftool.common.units import plural
 from perftool.trace import decode, xspace
+from perftool.trace.archives import GZIP_MAGIC, not_a_trace
 from perftool.trace.columns import ColumnBuilder
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -46,7 +47,6 @@ from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
 from perftool.trace.workers import processes as worker_processes
 
-GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
 STDIN = "-"  # the name that reads a trace from standard input
 SPOOL_CHUNK_BYTES = 1 << 20
 SPOOL_FREE_SHARE = 0.05  # a stream's copy leaves this share of its disk free, or SPOOL_FREE_BYTES where less
@@ -261,7 +261,10 @@ def _check_whole_fits(path: str, memory: int) -> None:
 
 def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[RawEvent]]] | None:
     """The reader of a trace that is not JSON, by its content or its name: torch_npu's or msprof's db export
-    (sqlite; its module loads only when one is read), an XSpace; None for JSON."""
+    (sqlite; its module loads only when one is read), an XSpace; None for JSON. An archive, a compressed file other
+    than gzip or another profiler's report is refused, with the way to the trace it holds."""
+    if (instead := not_a_trace(path)) is not None:
+        raise TraceError(path, instead)
     with open(path, "rb") as fh:
         head = fh.read(len(SQLITE_MAGIC))
     if head == SQLITE_MAGIC:

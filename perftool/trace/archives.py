@@ -1,0 +1,54 @@
+"""Files sent in place of a trace: an archive or a compressed file perftool does not open, or a report of a profiler
+it does not read, each told by its first bytes (or its name), with the way to the trace it holds."""
+
+from __future__ import annotations
+
+import gzip
+import shlex
+import zlib
+
+GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
+_TAR_MAGIC, _TAR_MAGIC_AT = b"ustar", 257  # where a tar archive's first header says what it is
+_HEAD_BYTES = _TAR_MAGIC_AT + len(_TAR_MAGIC)
+# Each kind by its first bytes: what it is, the command that opens it, and what that gives
+_ARCHIVE = "and scan the trace, or the profiler's folder, it holds"
+_COMPRESSED = "and scan the file it gives"
+_BY_MAGIC = (
+    (b"PK\x03\x04", "a zip archive", "extract it (unzip FILE)", _ARCHIVE),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "extract it (7z x FILE)", _ARCHIVE),
+    (b"\x28\xb5\x2f\xfd", "a zstd-compressed file", "decompress it (zstd -d FILE)", _COMPRESSED),
+    (b"BZh", "a bzip2-compressed file", "decompress it (bunzip2 FILE)", _COMPRESSED),
+    (b"\xfd7zXZ\x00", "an xz-compressed file", "decompress it (unxz FILE)", _COMPRESSED),
+)
+_NSIGHT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems' reports, now and before 2021.3
+
+
+def not_a_trace(path: str) -> str | None:
+    """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (or its name) say
+    it is an archive, a compressed file other than gzip, or an Nsight Systems report; None otherwise (a JSON
+    trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
+    if path.lower().endswith(_NSIGHT_SUFFIXES):
+        return (
+            "an Nsight Systems report, which perftool does not read: profile the job with PyTorch's profiler "
+            "(torch.profiler writes Kineto's JSON trace), jax.profiler or torch_npu's profiler, and scan what it writes"
+        )
+    with open(path, "rb") as fh:
+        head = fh.read(_HEAD_BYTES)
+    quoted = shlex.quote(path)
+    for magic, kind, opens, gives in _BY_MAGIC:
+        if head.startswith(magic):
+            return f"{kind}, not a trace: {opens.replace('FILE', quoted)} {gives}"
+    if head[_TAR_MAGIC_AT:].startswith(_TAR_MAGIC):
+        return f"a tar archive, not a trace: extract it (tar -xf {quoted}) {_ARCHIVE}"
+    if head.startswith(GZIP_MAGIC) and _gzip_head(path)[_TAR_MAGIC_AT:].startswith(_TAR_MAGIC):
+        return f"a gzip'd tar archive, not a trace: extract it (tar -xzf {quoted}) {_ARCHIVE}"
+    return None
+
+
+def _gzip_head(path: str) -> bytes:
+    """The first bytes a gzip file holds; none where it does not decompress (its reader says why)."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(_HEAD_BYTES)
+    except (OSError, EOFError, zlib.error):
+        return b""

@@ -1,0 +1,74 @@
+"""A file sent in place of a trace (an archive, a compressed file perftool does not open, another profiler's report)
+is refused in one line that says what it is and how to get the trace out of it, not as JSON that does not parse."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import DATA, error_line
+
+TRACE = DATA / "real" / "rocm_mi250_minitoy.json.gz"
+
+
+def _zip(path: Path) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.write(TRACE, "trace.json.gz")
+
+
+def _tar(mode: str):
+    def write(path: Path) -> None:
+        with tarfile.open(path, mode) as archive:
+            archive.add(TRACE, "profile/trace.json.gz")
+
+    return write
+
+
+def _bytes(data: bytes):
+    return lambda path: path.write_bytes(data)
+
+
+JSON = gzip.decompress(TRACE.read_bytes())
+FILES = {
+    "trace.zip": (_zip, "a zip archive, not a trace: extract it (unzip {path})"),
+    "profile.tar": (_tar("w"), "a tar archive, not a trace: extract it (tar -xf {path})"),
+    "profile.tar.gz": (_tar("w:gz"), "a gzip'd tar archive, not a trace: extract it (tar -xzf {path})"),
+    "trace.json.bz2": (_bytes(bz2.compress(JSON)), "a bzip2-compressed file, not a trace: decompress it (bunzip2"),
+    "trace.json.xz": (_bytes(lzma.compress(JSON)), "an xz-compressed file, not a trace: decompress it (unxz"),
+    "trace.json.zst": (_bytes(b"\x28\xb5\x2f\xfd" + JSON[:64]), "a zstd-compressed file, not a trace"),
+    "trace.7z": (_bytes(b"7z\xbc\xaf\x27\x1c" + bytes(32)), "a 7-Zip archive, not a trace: extract it (7z x"),
+    "profile.nsys-rep": (_bytes(bytes(64)), "an Nsight Systems report, which perftool does not read"),
+}
+
+
+@pytest.mark.parametrize("command", ["scan", "info", "diff"])
+@pytest.mark.parametrize("name", list(FILES))
+def test_a_file_in_place_of_a_trace_says_how_to_get_the_trace(run, tmp_path, name, command):
+    path = tmp_path / name
+    write, said = FILES[name]
+    write(path)
+    paths = [path, path] if command == "diff" else [path]
+    error_line(run(command, *paths), f"{path}: {said.format(path=path)}")
+
+
+def test_a_path_to_quote_is_quoted_in_the_command_given(run, tmp_path):
+    path = tmp_path / "my trace.zip"
+    _zip(path)
+    error_line(run("scan", path), f"extract it (unzip '{path}')")
+
+
+def test_a_gzip_d_trace_is_read_as_before(run, tmp_path):
+    """A gzip stream whose content is no tar archive is a trace's (the JSON decides)."""
+    result = run("info", TRACE)
+    assert result.exit_code == 0 and "kineto trace" in result.output
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(gzip.compress(b"not json"))
+    error_line(run("info", broken), "not valid JSON")
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(gzip.compress(JSON)[:100])
+    assert "tar" not in error_line(run("info", truncated))
