@@ -173,9 +173,9 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     on_device = device_steps(launched, starts, ends) if launched is not None else None
     if on_device is not None:
         starts, ends, clock = *on_device, "device"
-    codes = np.unique(modes, return_inverse=True)[1] if modes is not None else None
-    signs = warmup_signs(trace, starts, ends, startup, codes)
-    warmup = int(warmup_steps(ends - starts, signs, _typical_by_mode(ends - starts, codes)))
+    mode_codes = np.unique(modes, return_inverse=True)[1] if modes is not None else None
+    signs = warmup_signs(trace, starts, ends, startup, mode_codes)
+    warmup = int(warmup_steps(ends - starts, signs, _typical_by_mode(ends - starts, mode_codes)))
     return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number, inferred, span, within, modes)
 
 
@@ -237,12 +237,12 @@ def _device_span(trace: Trace) -> tuple[float, float] | None:
 
 
 def warmup_signs(
-    trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: float | None, modes: np.ndarray | None = None
+    trace: Trace, starts: np.ndarray, ends: np.ndarray, startup: float | None, mode_codes: np.ndarray | None = None
 ) -> np.ndarray:
     """Per step: whether it shows warm-up's signs. It overlaps a compile, starts inside start-up, allocates device
     or pinned memory, or calls ops that no later step calls (first calls: kernels selected, caches filled); where a
-    serving engine's steps are of several kinds (``modes``: its prefills and its decodes), no later step of its kind
-    (a prefill's attention is no decode's)."""
+    serving engine's steps are of several kinds (``mode_codes``, a number per kind: its prefills, its decodes), no
+    later step of its kind (a prefill's attention is no decode's)."""
     compile_rows = np.flatnonzero(trace.kind == Kind.COMPILE)
     signs = overlaps_any(starts, ends, trace.ts[compile_rows], trace.end[compile_rows])
     if startup is not None:
@@ -253,24 +253,24 @@ def warmup_signs(
     calls = host & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME)  # not waits, which come and go
     rows = np.flatnonzero(calls & (trace.ts >= starts[0]) & (trace.ts < ends[-1]))
     step = np.searchsorted(starts, trace.ts[rows], side="right") - 1
-    kinds = int(modes.max()) + 1 if modes is not None else 1
-    key = trace.name[rows].astype(np.int64) * kinds + (modes[step] if modes is not None else 0)  # an op in a kind
-    last_step_of = np.full(len(trace.names) * kinds, -1)
+    count = int(mode_codes.max()) + 1 if mode_codes is not None else 1
+    key = trace.name[rows].astype(np.int64) * count + (mode_codes[step] if mode_codes is not None else 0)  # op, kind
+    last_step_of = np.full(len(trace.names) * count, -1)
     np.maximum.at(last_step_of, key, step)
     signs[np.unique(step[last_step_of[key] == step])] = True  # the op's last step (of its kind) is this one
     signs[-1] = False  # nothing comes after the last step to compare its ops with
     return signs
 
 
-def _typical_by_mode(durations: np.ndarray, modes: np.ndarray | None) -> np.ndarray | None:
+def _typical_by_mode(durations: np.ndarray, mode_codes: np.ndarray | None) -> np.ndarray | None:
     """Per step, the typical step of its kind (the median of the later half of its kind's steps), where a serving
     engine's steps are of several kinds: a prefill is no slow decode. None otherwise (every step's typical step is
     the steps' own)."""
-    if modes is None:
+    if mode_codes is None:
         return None
     typical = np.empty_like(durations)
-    for mode in np.unique(modes).tolist():
-        mine = np.flatnonzero(modes == mode)
+    for mode in np.unique(mode_codes).tolist():
+        mine = np.flatnonzero(mode_codes == mode)
         typical[mine] = np.median(durations[mine[mine.size // 2 :]])
     return typical
 
