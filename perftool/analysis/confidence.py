@@ -16,11 +16,11 @@ import numpy as np
 from perftool import dialects
 from perftool.analysis.family import device_tracks, job_kind, serving_engine
 from perftool.analysis.graph_captures import ITSELF, replay_ops
-from perftool.analysis.launches import replayed
+from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
-from perftool.dialects.vocabulary import MODEL_WARMUP, OTHER_DEVICES, OTHER_RANKS
-from perftool.trace.model import Kind, Role, Trace
+from perftool.dialects.vocabulary import GRAPH_LAUNCH, MODEL_WARMUP, OTHER_DEVICES, OTHER_RANKS
+from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, xspace_name
 
 _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
@@ -201,6 +201,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(_no_device(trace), caps=False))
     elif replays := _replayed_share(trace, lo, hi):
         found.append(Caveat(replays, caps=False))
+    elif unlinked := _unlinked_graph_launches(trace, lo, hi):
+        found.append(Caveat(unlinked, caps=False))
     if _RANGE_PROFILER in trace.cats:
         found.append(
             Caveat(
@@ -297,6 +299,29 @@ def _msprof_steps(trace: Trace) -> str:
     parts = [f"{words} {duration(mean[key])}" for key, words in _MSPROF_FIGURES.items() if any(key in r for r in rows)]
     steps = ", ".join(str(int(row["Step"])) for row in rows if "Step" in row) or "?"
     return f"msprof's own step_trace_time.csv beside the trace (step {steps}), per step: {', '.join(parts)}"
+
+
+def _unlinked_graph_launches(trace: Trace, lo: float, hi: float) -> str:
+    """Where the window's device graph launches link to none of the work they started (no flow from them: a profiler
+    that writes flows for kernel launches only) while device work after them is linked to no launch, in words: their
+    replays cannot be told from work of its own. Empty elsewhere, and in a trace with no flow at all."""
+    launch = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
+    graphs = np.flatnonzero(launch & trace.name_matches(GRAPH_LAUNCH) & (trace.ts >= lo) & (trace.ts < hi))
+    if graphs.size == 0 or np.isin(graphs, replayed(trace)[0]).any():
+        return ""
+    sources, spans = launch_rows(trace)
+    if sources.size == 0:  # no flow at all: no launch is linked, a graph's or another (the roofline says so)
+        return ""
+    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & (trace.kind == Kind.COMPUTE)
+    work &= (trace.ts >= trace.ts[graphs[0]]) & (trace.ts < hi)
+    work[spans] = False
+    if not work.any():
+        return ""
+    return (
+        f"no flow links the window's {plural(graphs.size, 'device graph launch')} to the kernels replayed (the "
+        "profiler wrote none from a graph launch): each replay's kernels read as work of their own, the gaps between "
+        "them as device idle, and none is given an op"
+    )
 
 
 def _replayed_share(trace: Trace, lo: float, hi: float) -> str:

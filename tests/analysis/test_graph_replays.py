@@ -202,3 +202,43 @@ def test_xla_s_command_buffer_replays_keep_their_kernels_ops(write_trace, run):
     assert trace.dialect == "xla" and replayed(trace)[1].size == 30  # the replays are there, linked to their launch
     said = " ".join(run("info", str(path)).output.split())
     assert "graph replays" not in said and "torch.compile" not in said
+
+
+def _without_host_end(events: list, flow: int) -> list:
+    """The events less the host's end of flow ``flow``: the profiler wrote no flow from that launch."""
+    return [e for e in events if not (e.get("id") == flow and e["pid"] == 251)]
+
+
+REPLAY = _window(lead_wait=100)["traceEvents"]  # a kernel launched at 5 (flow 1), a graph launched at 200 (flow 2)
+NO_REPLAY = [e for e in REPLAY if e.get("id") != 2 and e.get("ts", 0) < 230]  # the graph launch, none of its kernels
+AFTER = [*_launch("hipLaunchKernel", 1_600, 3), *_kernel(1_610, 50, 3)]  # a kernel launched after the replay
+UNLINKED = [
+    ("the replay's flow lost", _without_host_end(REPLAY, 2), True),
+    ("the replay linked", REPLAY, False),
+    # most of the device's work a kernel of no launch, so the replay's is under a tenth of it and goes unremarked
+    ("the replay linked, a kernel of no launch after it", [*REPLAY, _kernel(1_600, 20_000, 9)[0]], False),
+    ("no replay kernels, a linked kernel after", [*NO_REPLAY, *AFTER], False),
+    ("no replay kernels, an unlinked kernel before", [*_without_host_end(NO_REPLAY, 1), *AFTER], False),
+    ("no flow at all", [e for e in REPLAY if e["ph"] != "f"], False),  # as the emulator writes its traces
+]
+
+
+@pytest.mark.parametrize(("events", "said"), [case[1:] for case in UNLINKED], ids=[case[0] for case in UNLINKED])
+def test_graph_launches_no_flow_links_to_their_kernels_are_said_to_read_as_work_of_its_own(write_trace, events, said):
+    """A profiler that writes flows for kernel launches but none from a graph launch: the replay's kernels, linked to
+    nothing, read as work of their own (the gaps inside the replay as idle), and the notes say so; not where the
+    graph launches link to their work, nor where all work after them is linked to its launch."""
+    from perftool.analysis.confidence import caveats
+
+    trace = load_trace(write_trace({"schemaVersion": 1, "traceEvents": events}))
+    notes = [c.text for c in caveats(trace, detect_steps(trace)) if c.text.startswith("no flow links")]
+    assert len(notes) == said
+    assert all(n.startswith("no flow links the window's 1 device graph launch to the kernels replayed") for n in notes)
+
+
+def test_scan_says_when_no_flow_links_a_graph_launch_to_its_kernels(run, write_trace):
+    import json
+
+    document = {"schemaVersion": 1, "traceEvents": _without_host_end(REPLAY, 2)}
+    scanned = json.loads(run("scan", write_trace(document), "--format", "json").stdout)["traces"][0]
+    assert any(c.startswith("no flow links the window's 1 device graph launch") for c in scanned["caveats"])
