@@ -304,7 +304,7 @@ def _msprof_steps(trace: Trace) -> str:
 def _unlinked_graph_launches(trace: Trace, lo: float, hi: float) -> str:
     """Where the window's device graph launches link to none of the work they started (no flow from them: a profiler
     that writes flows for kernel launches only) while device work after them is linked to no launch, in words: their
-    replays cannot be told from work of its own. Empty elsewhere, and in a trace with no flow at all."""
+    replays cannot be told from work launched kernel by kernel. Empty elsewhere, and in a trace with no flow at all."""
     launch = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
     graphs = np.flatnonzero(launch & trace.name_matches(GRAPH_LAUNCH) & (trace.ts >= lo) & (trace.ts < hi))
     if graphs.size == 0 or np.isin(graphs, replayed(trace)[0]).any():
