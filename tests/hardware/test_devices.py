@@ -32,6 +32,8 @@ GB = 1e9
         # ROCm names a CDNA2 GCD generically: its 104 compute units and 64 GB tell it apart
         ({"name": "AMD Radeon Graphics", "numSms": 104, "totalGlobalMem": 68702699520}, "MI250-GCD"),
         ({"name": "AMD Radeon Graphics", "numSms": 304}, "MI300X"),
+        ({"name": "NVIDIA B200", "numSms": 148}, "B200"),
+        ({"name": "NVIDIA GB200", "numSms": 148}, None),  # its GPU peaks higher than an HGX B200's: not one known
         ({"name": "AMD Instinct MI355X", "numSms": 256, "totalGlobalMem": 309_220_868_096}, "MI355X"),
         ({"name": "AMD Instinct MI350X"}, "MI350X"),
         # an MI350X or an MI355X: the same compute units and memory
