@@ -9,7 +9,7 @@ import zlib
 
 GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
 _TAR_MAGIC, _TAR_MAGIC_AT = b"ustar", 257  # where a tar archive's first header says what it is
-_HEAD_BYTES = _TAR_MAGIC_AT + len(_TAR_MAGIC)
+HEAD_BYTES = _TAR_MAGIC_AT + len(_TAR_MAGIC)  # the first bytes that tell these kinds apart
 # Each kind by its first bytes: what it is, the command that opens it, and what that gives
 _ARCHIVE = "and scan the trace, or the profiler's folder, it holds"
 _COMPRESSED = "and scan the file it gives"
@@ -23,17 +23,15 @@ _BY_MAGIC = (
 _NSIGHT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems' reports, now and before 2021.3
 
 
-def not_a_trace(path: str) -> str | None:
-    """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (or its name) say
-    it is an archive, a compressed file other than gzip, or an Nsight Systems report; None otherwise (a JSON
-    trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
+def not_a_trace(path: str, head: bytes) -> str | None:
+    """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (``head``, the first
+    :data:`HEAD_BYTES` of them) or its name say it is an archive, a compressed file other than gzip, or an Nsight
+    Systems report; None otherwise (a JSON trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
     if path.lower().endswith(_NSIGHT_SUFFIXES):
         return (
             "an Nsight Systems report, which perftool does not read: profile the job with PyTorch's profiler "
             "(torch.profiler writes Kineto's JSON trace), jax.profiler or torch_npu's profiler, and scan what it writes"
         )
-    with open(path, "rb") as fh:
-        head = fh.read(_HEAD_BYTES)
     quoted = shlex.quote(path)
     for magic, kind, opens, gives in _BY_MAGIC:
         if head.startswith(magic):
@@ -49,6 +47,6 @@ def _gzip_head(path: str) -> bytes:
     """The first bytes a gzip file holds; none where it does not decompress (its reader says why)."""
     try:
         with gzip.open(path, "rb") as fh:
-            return fh.read(_HEAD_BYTES)
+            return fh.read(HEAD_BYTES)
     except (OSError, EOFError, zlib.error):
         return b""

@@ -26,7 +26,7 @@ from perftool.common.cores import free_cores
 from perftool.common.errors import TraceError, parameter
 from perftool.common.units import plural
 from perftool.trace import decode, xspace
-from perftool.trace.archives import GZIP_MAGIC, not_a_trace
+from perftool.trace.archives import GZIP_MAGIC, HEAD_BYTES, not_a_trace
 from perftool.trace.columns import ColumnBuilder
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -263,11 +263,11 @@ def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[Ra
     """The reader of a trace that is not JSON, by its content or its name: torch_npu's or msprof's db export
     (sqlite; its module loads only when one is read), an XSpace; None for JSON. An archive, a compressed file other
     than gzip or another profiler's report is refused, with the way to the trace it holds."""
-    if (instead := not_a_trace(path)) is not None:
-        raise TraceError(path, instead)
     with open(path, "rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if head == SQLITE_MAGIC:
+        head = fh.read(HEAD_BYTES)
+    if (instead := not_a_trace(path, head)) is not None:
+        raise TraceError(path, instead)
+    if head.startswith(SQLITE_MAGIC):
         from perftool.trace import ascend_db
 
         return ascend_db.batches
