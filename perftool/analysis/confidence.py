@@ -19,7 +19,7 @@ from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
-from perftool.dialects.vocabulary import GRAPH_LAUNCH, MODEL_WARMUP, OTHER_DEVICES, OTHER_RANKS
+from perftool.dialects.vocabulary import GRAPH_LAUNCH, MODEL_RUN, MODEL_WARMUP, OTHER_DEVICES, OTHER_RANKS
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, xspace_name
 
@@ -93,29 +93,41 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     hint = capture_hint(trace)
     span = steps.last - steps.first
     lo, hi = steps.window
-    mostly_startup = steps.mostly_startup
-    if steps.startup_end is not None and mostly_startup:
-        left = hi - max(lo, steps.startup_end)  # a step that holds the start-up: its rest; one within it: none
+    mostly_startup, startup = steps.mostly_startup, steps.startup_end
+    if startup is not None and mostly_startup:
+        left = hi - max(lo, startup)  # a step that holds the start-up: its rest; one within it: none
         found.append(
             Caveat(
                 "start-up (runtime and library initialisation, warm-up) takes"
-                f" {duration(steps.startup_end - steps.first)} of the {duration(span)} captured; it is left out,"
+                f" {duration(startup - steps.first)} of the {duration(span)} captured; it is left out,"
                 f" leaving {duration(left) if left > 0 else 'nothing'}",
                 caps=False,
             )
         )
-    warmup = _warmup_phases(trace, steps.startup_end) if steps.startup_end is not None else ""
+    warmup = _warmup_phases(trace, startup) if startup is not None else ""
     if warmup:
         found.append(Caveat(_warmup_text(warmup), caps=False))
-    warmup_only = bool(warmup) and mostly_startup and 0 < steps.count and steps.steady <= 1
-    if warmup_only:  # the one step marked is the warm-up itself (a serving engine capturing its graphs)
+    marked_warmup = 0 < steps.count and steps.steady <= 1  # the one step marked is the warm-up itself
+    first_call = startup is not None and steps.count == 0 and not _model_runs_after(trace, startup)
+    warmup_only = bool(warmup) and mostly_startup and (marked_warmup or first_call)
+    if warmup_only:  # a serving engine capturing its graphs; a compiled model's first call, and no second
+        what, unjudged = (
+            (
+                "the step the capture marks is that warm-up",
+                f"the one step the capture marks is a model's warm-up ({warmup})",
+            )
+            if marked_warmup
+            else (
+                "the model does not run again after it, so what is left is the rest of its first call",
+                f"the capture is a model's first call, its warm-up ({warmup}) and what follows it",
+            )
+        )
         found.append(
             Caveat(
-                "the step the capture marks is that warm-up: no steady step is left, so no figure here is a steady "
-                "state's and no rule judges it",
+                f"{what}: no steady step is left, so no figure here is a steady state's and no rule judges it",
                 caps=True,
                 short="the capture is a model's warm-up",
-                unjudged=f"the one step the capture marks is a model's warm-up ({warmup})",
+                unjudged=unjudged,
             )
         )
     if steps.device_span is not None and (unseen := steps.device_span[0] - first_device_work(trace)) > 0:
@@ -142,7 +154,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
-    if steps.count == 0:
+    if steps.count == 0 and not warmup_only:
         where = "the trace after start-up" if lo > steps.first else "the whole trace"
         found.append(
             Caveat(
@@ -380,6 +392,12 @@ def _captured_in(sources: list[str]) -> str:
     beside = [source for source in sources if source != ITSELF]
     return " and ".join([*([ITSELF] if ITSELF in sources else []), *([f"{', '.join(beside)} beside it"] if beside
                                                                     else [])])  # fmt: skip
+
+
+def _model_runs_after(trace: Trace, moment: float) -> bool:
+    """Whether a compiled model runs from ``moment`` on (:data:`MODEL_RUN`: a compiled region called, a device graph
+    replayed)."""
+    return bool((trace.name_matches(MODEL_RUN) & (trace.ts >= moment)).any())
 
 
 def _warmup_phases(trace: Trace, startup_end: float) -> str:

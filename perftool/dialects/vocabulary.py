@@ -126,11 +126,14 @@ PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")
 # torch.compile's record of a timed phase's metadata beside the phase, an empty record_function named
 # "{phase}_data: {key}={value}, ..." ("entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id=0/1")
 PHASE_METADATA = re.compile(r"^\w+_data: \w+=")
-# A call into a torch.compile'd model as PyTorch's profiler records it: the region of frame N's compile M, which runs
-# the compiled graph (its kernels launched from inside it).
-COMPILED_REGION = re.compile(r"^Torch-Compiled Region: \d+/\d+$")
+# A call into a torch.compile'd model as PyTorch's profiler records it: the region of frame N's compile M (no numbers
+# in older releases), which runs the compiled graph (its kernels launched from inside it).
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region(: \d+/\d+)?$")
 # A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
+# A compiled model running: a call into a compiled region, AOTAutograd's function around a compiled graph (forward
+# and, in training, backward), a device graph replayed.
+MODEL_RUN = re.compile(rf"{COMPILED_REGION.pattern}|^CompiledFunction(Backward)?$|{GRAPH_LAUNCH.pattern}")
 # Python that prepares inputs, by the frames' files and functions as Kineto's Python tracer names them
 # ("transformers/models/videomae/image_processing_videomae.py(178): _preprocess_image"): preprocessing, Hugging Face
 # image processors, feature extractors and tokenizers, torchvision's transforms, video and image decoding, collation.

@@ -36,7 +36,7 @@ def largest_cost(report: ScanReport) -> str | None:
 def steps_said(trace: TraceFindings) -> str:
     """The trace's steady steps in a few words, as each report's header gives them ("12 steady steps")."""
     if trace.unjudged:
-        return "no steady step (the one marked is a model's warm-up)"
+        return "no steady step (the capture is a model's warm-up)"
     return plural(trace.steps, "steady step") if trace.steps else "no step markers"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from conftest import DATA, complete
 
 from perftool.analysis.host_calls import compiles
@@ -133,10 +134,12 @@ def test_nested_compile_phases_are_one_compile_and_their_metadata_records_are_no
 
 
 def test_a_blocking_copy_without_an_input_pipeline_gets_no_dataloader_advice(run, write_trace):
+    """After its first call, the model runs again (a second call of its compiled region) and a copy blocks."""
     events = _warmup_call() + [
         complete("aten::to", 41_000, 5_000, cat="cpu_op", pid=100, tid=100),
         complete("cudaMemcpy", 41_010, 4_900, cat="cuda_runtime", pid=100, tid=100),
         complete("triton_poi_fused_add_0", 41_100, 4_700, cat="kernel", pid=0, tid=7),
+        complete("Torch-Compiled Region: 0/0", 45_900, 400, cat="cpu_op", pid=100, tid=100),
         complete("aten::add", 46_000, 200, cat="cpu_op", pid=100, tid=100),
         complete("triton_poi_fused_add_0", 46_300, 100, cat="kernel", pid=0, tid=7),
     ]
@@ -213,7 +216,7 @@ def test_a_capture_that_is_only_warm_up_leads_with_that_not_with_a_share_of_its_
     lead, header = text.split("\nperftool scan ")
     assert " ".join(lead.split()).startswith("No steady state to judge: the one step the capture marks is a model's")
     header = " ".join(header.split("\nnote:")[0].split())
-    assert header.endswith("· no steady step (the one marked is a model's warm-up)")
+    assert header.endswith("· no steady step (the capture is a model's warm-up)")
     assert "\ndevice idle" not in text and "mean step" not in text
     assert "  Not judged: the capture holds no steady step (see the notes)." in text
     markdown = run("scan", path, "--format", "markdown").stdout
@@ -223,6 +226,46 @@ def test_a_capture_that_is_only_warm_up_leads_with_that_not_with_a_share_of_its_
         "<p>Not judged: the capture holds no steady step (see the notes).</p>"
         in run("scan", path, "--format", "html").stdout
     )
+
+
+def _eager_tail(start: float, calls: int = 40) -> list:
+    """Eager work after the compiled model's call (a pipeline's decoder, its post-processing): launches and kernels
+    on the host's thread and the device, none of them the compiled model's."""
+    host = {"pid": 100, "tid": 100}
+    tail = []
+    for i in range(calls):
+        t = start + 200 * i
+        tail += [complete("aten::conv2d", t, 120, cat="cpu_op", **host),
+                 complete("cudaLaunchKernel", t + 20, 5, cat="cuda_runtime", **host),
+                 complete("conv_kernel", t + 60, 50, cat="kernel", pid=0, tid=7)]  # fmt: skip
+    return tail
+
+
+def test_a_first_call_without_step_markers_whose_model_never_runs_again_is_not_judged(run, write_trace):
+    """No step markers: the capture is one call of a compiled model (its compile, its graph recorded and replayed)
+    and the eager work that follows it in the same call; the model never runs again, so the tail is no steady
+    state, and no rule judges its gaps (they read as host-bound before)."""
+    scanned = _scan(run, write_trace, [*_warmup_call(), *_eager_tail(30_500)])
+    assert scanned["unjudged"] == (
+        "the capture is a model's first call, its warm-up (torch.compile compiling and device graphs captured) and"
+        " what follows it"
+    )
+    notes = " ".join(scanned["caveats"])
+    assert "the model does not run again after it, so what is left is the rest of its first call" in notes
+    assert "no step markers" not in notes and scanned["findings"] == []
+
+
+@pytest.mark.parametrize(
+    "call", ["Torch-Compiled Region: 0/0", "Torch-Compiled Region", "CompiledFunction", "cudaGraphLaunch"]
+)
+def test_a_model_that_runs_again_after_its_first_call_leaves_a_tail_to_judge(run, write_trace, call):
+    """The same first call, then the model runs again (a compiled region called, as PyTorch's profiler names it now
+    and before it numbered the regions, AOTAutograd's function, a graph replayed): the rest is the run's, judged at
+    info for want of step markers."""
+    again = complete(call, 30_600, 50, cat="cuda_runtime" if call.startswith("cuda") else "cpu_op", pid=100, tid=100)
+    scanned = _scan(run, write_trace, [*_warmup_call(), again, *_eager_tail(30_700)])
+    assert scanned["unjudged"] is None
+    assert "no step markers: figures cover the trace after start-up" in " ".join(scanned["caveats"])
 
 
 def test_a_compiled_model_profiled_past_its_warm_up_keeps_its_steps(run, write_trace):
