@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool import dialects
-from perftool.analysis.family import device_tracks, job_kind, serving_engine
+from perftool.analysis.family import device_properties, device_tracks, job_kind, serving_engine, told_model
 from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
@@ -209,6 +209,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(_other_runs(runs), caps=False))
     if capped := trace.metadata.get(EXPORT_CAPPED):
         found.append(Caveat(_capped_export(capped), caps=False))
+    if told := _told_model(trace):
+        found.append(Caveat(told, caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
     elif replays := _replayed_share(trace, lo, hi):
@@ -420,6 +422,21 @@ def _warmup_text(phases: str) -> str:
             "storage) and mark sizes that vary with torch._dynamo.mark_dynamic, so that new shapes do not compile again"
         )
     return f"the capture holds a model's warm-up ({phases}), left out as start-up: not a steady step. {advice}"
+
+
+def _told_model(trace: Trace) -> str:
+    """Where the trace names its device only by its vendor: the model its compute units and memory make it, in words;
+    empty otherwise."""
+    properties = device_properties(trace)
+    model = told_model(properties)
+    if model is None:
+        return ""
+    memory = properties.get("totalGlobalMem")
+    size = f" and {memory / 2**30:,.0f} GiB of memory" if isinstance(memory, int | float) and memory > 0 else ""
+    return (
+        f'the trace names the device only "{properties["name"]}": its {properties["numSms"]} compute units{size} make'
+        f" it an {model.model}, whose figures the roofline and the fit use"
+    )
 
 
 def _no_device(trace: Trace) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from perftool import hardware
 from perftool.dialects.merged import own_name, own_pid
 from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS, ENGINE_STEP, SGLANG_STEP
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -267,7 +268,7 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
     properties = trace.metadata.get("deviceProperties")
     by_id = {}
     if isinstance(properties, list):
-        by_id = {p.get("id"): str(p.get("name")) for p in properties if isinstance(p, dict) and p.get("name")}
+        by_id = {p.get("id"): _model_name(p) for p in properties if isinstance(p, dict) and p.get("name")}
     processes = {trace.tracks[i].pid: trace.tracks[i] for i in tracks}
     if len(by_id) == 1:  # one device listed: its name whatever the track's id (ROCm numbers the visible devices)
         by_id = dict.fromkeys(map(own_pid, processes.values()), next(iter(by_id.values())))
@@ -285,6 +286,18 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
         for pid, track in processes.items()
     )
     return ", ".join(name if count == 1 else f"{count} × {name}" for name, count in sorted(names.items()))
+
+
+def told_model(properties: dict[str, Any]) -> hardware.DeviceSpec | None:
+    """The model a device's compute units and memory make it (Kineto's ``deviceProperties`` entry), where its name
+    gives only its vendor (an XSpace's "AMD Instinct", ROCm's "AMD Radeon Graphics"); None otherwise."""
+    return hardware.identify(properties) if hardware.vendor_only(str(properties.get("name") or "")) else None
+
+
+def _model_name(properties: dict[str, Any]) -> str:
+    """A device's name as its profiler gives it, or the model it is where that name gives only the vendor."""
+    model = told_model(properties)
+    return model.model if model is not None else str(properties.get("name"))
 
 
 _PLAIN_PROCESSES = ("GPU", "PYTHON", "DEVICE ", "/DEVICE:")  # a device process named by index (an XSpace's plane)

@@ -121,7 +121,7 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
     name = str(properties.get("name") or "")
     candidates = [s for s in SPECS if family is None or s.family == family]
     matched = {s.key: m.end() - m.start() for s in candidates if name and s.pattern and (m := s.pattern.search(name))}
-    vendor = next((vendor for vendor, said in _VENDOR_ONLY.items() if said.search(name)), None) if not matched else None
+    vendor = vendor_only(name) if not matched else None
     if vendor is not None:
         units = properties.get("numSms")
         matched = {s.key: 0 for s in candidates if s.vendor == vendor and s.compute_units == units}
@@ -134,6 +134,12 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
     if vendor is not None and tied:
         return None  # two models of the vendor fit the units and the memory alike
     return BY_KEY[ranked[0]]
+
+
+def vendor_only(name: str) -> str | None:
+    """The vendor a device's name gives where it gives nothing more ("AMD Instinct", "AMD Radeon Graphics"); None
+    where it names a model, or no vendor perftool knows."""
+    return next((vendor for vendor, said in _VENDOR_ONLY.items() if said.search(name)), None)
 
 
 def _fits(key: str, memory: Any, sized: bool) -> float:

@@ -148,3 +148,33 @@ def test_scan_and_info_say_what_the_job_is_as_the_advice_takes_it(run, name, job
         headline = " ".join(run(*command).stdout.split())
         said = [kind for kind in ("training", "inference", "serving") if f" · {kind}" in headline]
         assert f" · {job}" in headline if job else said == []
+
+
+@pytest.mark.parametrize(
+    ("properties", "device", "told"),
+    [
+        ({"name": "AMD Radeon Graphics", "numSms": 304, "totalGlobalMem": 206_141_652_992},
+         "AMD Instinct MI300X (192 GB)",
+         '"AMD Radeon Graphics": its 304 compute units and 192 GiB of memory make it an AMD Instinct MI300X (192 GB)'),
+        ({"name": "AMD Radeon Graphics", "numSms": 304}, "AMD Instinct MI300X (192 GB)",
+         '"AMD Radeon Graphics": its 304 compute units make it an AMD Instinct MI300X (192 GB)'),
+        ({"name": "AMD Radeon Graphics", "numSms": 7}, "AMD Radeon Graphics", None),  # no model of 7 CUs known
+        ({"name": "AMD Instinct MI300X VF", "numSms": 304}, "AMD Instinct MI300X VF", None),  # it names its model
+    ],
+    ids=["units and memory", "units alone", "unknown units", "a model's name"],
+)  # fmt: skip
+def test_a_device_named_only_by_its_vendor_is_named_as_the_model_its_units_make_it(run, write_trace, properties,
+                                                                                   device, told):  # fmt: skip
+    """ROCm names a CDNA device it does not know "AMD Radeon Graphics" (an XSpace's plane, "AMD Instinct"): where
+    its compute units (and memory) make it one model, reports name that model, and a note says how it was told."""
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        complete("aten::mm", 0, 50, cat="cpu_op", pid=100, tid=100),
+        complete("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32", 10, 40, cat="kernel", pid=0, tid=7),
+    ]
+    path = write_trace({"schemaVersion": 1, "deviceProperties": [{"id": 0, **properties}], "traceEvents": events})
+    (scanned,) = json.loads(run("scan", path, "--format", "json", "--fail-on", "never").stdout)["traces"]
+    assert scanned["device"] == device
+    notes = [note for note in scanned["caveats"] if "the trace names the device only" in note]
+    assert notes == ([f"the trace names the device only {told}, whose figures the roofline and the fit use"]
+                     if told else [])  # fmt: skip

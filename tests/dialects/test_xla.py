@@ -218,7 +218,7 @@ def test_a_tpu_trace_is_no_fit_s_and_its_gains_stay_bounds(write_trace, run):
 def test_gpu_streams_are_the_device_and_the_runtime_threads_launch(tmp_path):
     trace = load_trace(JAX_OPBYOP)
     assert trace.dialect == "xla" and framework(trace) == "jax"
-    assert device_family(trace) == "gpu" and device_name(trace) == "AMD Instinct"  # from the XSpace beside it
+    assert device_family(trace) == "gpu" and device_name(trace) == "AMD Instinct MI300X (192 GB)"  # from the XSpace
     by_thread = {t.thread_name: t for t in trace.tracks}
     assert by_thread["Stream #16(Kernel)"].role == by_thread["Stream #17(Kernel)"].role == Role.DEVICE
     assert by_thread["python"].role == by_thread["Host Threads/2356"].role == Role.HOST
@@ -269,7 +269,9 @@ def test_a_real_jax_capture_run_op_by_op_is_host_bound_with_jit_advice(run):
     result = run("scan", str(JAX_OPBYOP), "--format", "json", "--fail-on", "never")
     assert result.exit_code == 0, result.output
     (scanned,) = json.loads(result.stdout)["traces"]
-    assert scanned["device"] == "AMD Instinct" and scanned["family"] == "gpu"  # from the XSpace beside it
+    assert scanned["device"] == "AMD Instinct MI300X (192 GB)" and scanned["family"] == "gpu"  # from the XSpace
+    told = '"AMD Instinct": its 304 compute units and 192 GiB of memory make it an AMD Instinct MI300X (192 GB)'
+    assert any(told in note for note in scanned["caveats"])
     host = next(f for f in scanned["findings"] if f["rule_id"] == "PT001")
     assert host["severity"] in ("warning", "error")
     # 81 calls over the capture's 3 runs (each recorded twice, nested): 27 a step, those the device idles through or not
@@ -316,7 +318,8 @@ def test_an_xspace_s_device_planes_name_the_device_its_json_export_does_not(tmp_
     specs = [json.loads(run("info", str(path), "--format", "json").stdout)["roofline"]["device_spec"] for path in
              (XSPACE, alone, JAX_OPBYOP)]  # fmt: skip
     assert specs == ["MI300X", None, "MI300X"]  # the JSON beside its XSpace (as in tests/data/real) takes its device
-    assert [device_name(load_trace(path)) for path in (XSPACE, alone)] == ["AMD Instinct", "/device:GPU:0"]
+    named = [device_name(load_trace(path)) for path in (XSPACE, alone)]
+    assert named == ["AMD Instinct MI300X (192 GB)", "/device:GPU:0"]  # the model its units and memory make it
 
 
 def test_a_tpu_capture_without_steps_or_host_has_its_program_s_executions_as_steps(write_trace):
