@@ -19,7 +19,14 @@ from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
-from perftool.dialects.vocabulary import GRAPH_LAUNCH, MODEL_RUN, MODEL_WARMUP, OTHER_DEVICES, OTHER_RANKS
+from perftool.dialects.vocabulary import (
+    CUDA_GRAPH_LAUNCH,
+    GRAPH_LAUNCH,
+    MODEL_RUN,
+    MODEL_WARMUP,
+    OTHER_DEVICES,
+    OTHER_RANKS,
+)
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, xspace_name
 
@@ -346,7 +353,7 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
     or not."""
     if trace.dialect == "xla":
         return ""
-    _, spans = replayed(trace)
+    launches, spans = replayed(trace)
     spans = spans[(trace.ts[spans] >= lo) & (trace.ts[spans] < hi) & (trace.kind[spans] == Kind.COMPUTE)]
     compute = (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE) & (trace.ts >= lo) & (trace.ts < hi)
     total = float(trace.dur[compute].sum())
@@ -380,12 +387,17 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
         else ""
     )
     ways_off = _engines_ways(trace, _ENGINE_GRAPHS_OFF) if serving else [_TORCH_GRAPHS_OFF]
+    cuda = trace.name_matches(CUDA_GRAPH_LAUNCH, launches).any()  # PyTorch annotates CUDA's graphs only
+    annotations = (
+        "; in a trace viewer, PyTorch's CUDA graph kernel annotations label them too (torch.cuda.graph(..., "
+        "enable_annotations=True) with mark_kernels, CUDA 13.1 or later)"
+        if cuda
+        else ""
+    )
     return (
         f"{share:.0%} of the device's compute runs in device graph replays, whose kernels no op of their own names: "
         f"per-op figures (diff --by op, the roofline) give them to the op that replays the graph. {beside}To see them "
-        f"by op, {keep}profile one run with graphs off ({', '.join(ways_off)}); in a trace viewer, PyTorch's CUDA "
-        "graph kernel annotations label them too (torch.cuda.graph(..., enable_annotations=True) with mark_kernels, "
-        "CUDA 13.1 or later)"
+        f"by op, {keep}profile one run with graphs off ({', '.join(ways_off)}){annotations}"
     )
 
 

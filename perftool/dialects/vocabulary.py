@@ -131,6 +131,7 @@ PHASE_METADATA = re.compile(r"^\w+_data: \w+=")
 COMPILED_REGION = re.compile(r"^Torch-Compiled Region(: \d+/\d+)?$")
 # A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
+CUDA_GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")  # CUDA's, through the runtime or the driver
 # A compiled model running: a call into a compiled region, AOTAutograd's function around a compiled graph (forward
 # and, in training, backward), a device graph replayed.
 MODEL_RUN = re.compile(rf"{COMPILED_REGION.pattern}|^CompiledFunction(Backward)?$|{GRAPH_LAUNCH.pattern}")

@@ -99,7 +99,8 @@ def _in_cuda_words(document: dict) -> dict:
 
 def test_the_real_decode_window_reads_alike_in_cuda_s_words(run, write_trace):
     """The wait at the start is a copy from pageable memory on CUDA (its asynchronous copy waits for the stream), as
-    HIP's synchronous copy is: the same window, the same note, the same finding."""
+    HIP's synchronous copy is: the same window, the same notes (but how PyTorch labels a CUDA graph's kernels), the
+    same finding."""
     import gzip
     import json
 
@@ -112,7 +113,11 @@ def test_the_real_decode_window_reads_alike_in_cuda_s_words(run, write_trace):
     scans = [run("scan", write_trace(d), "--format", "json") for d in (document, converted)]
     hip, cuda = (json.loads(scan.stdout)["traces"][0] for scan in scans)
     assert cuda["window_us"] == pytest.approx(hip["window_us"]) == pytest.approx(10_450, rel=0.01)
-    assert cuda["caveats"] == hip["caveats"]
+    annotations = (
+        "; in a trace viewer, PyTorch's CUDA graph kernel annotations label them too (torch.cuda.graph(...,"
+        " enable_annotations=True) with mark_kernels, CUDA 13.1 or later)"
+    )  # CUDA's graphs alone are labelled
+    assert [note.replace(annotations, "") for note in cuda["caveats"]] == hip["caveats"] != cuda["caveats"]
     assert [f["rule_id"] for f in cuda["findings"]] == [f["rule_id"] for f in hip["findings"]] == ["PT001"]
     assert cuda["findings"][0]["impact"]["share"] == pytest.approx(hip["findings"][0]["impact"]["share"])
 
@@ -141,6 +146,19 @@ def test_a_trace_mostly_in_graph_replays_says_their_kernels_have_no_op_and_how_t
     said = " ".join(run("scan", write_trace(window)).output.split())
     assert "of the device's compute runs in device graph replays, whose kernels no op of their own names" in said
     assert f"profile one run with graphs off ({graphs_off})" in said
+
+
+@pytest.mark.parametrize(("launch", "annotated"), [("cudaGraphLaunch", True), ("cuGraphLaunch", True),
+                                                   ("hipGraphLaunch", False)])  # fmt: skip
+def test_only_cuda_s_graph_replays_are_told_of_pytorch_s_graph_kernel_annotations(write_trace, run, launch, annotated):
+    """PyTorch labels the kernels of a CUDA graph it captured (CUDA 13.1 or later); a HIP graph's it does not, so a
+    ROCm trace is not told to."""
+    window = _window(lead_wait=100)
+    for event in window["traceEvents"]:
+        event["name"] = launch if event["name"] == "hipGraphLaunch" else event["name"]
+    said = " ".join(run("scan", write_trace(window)).output.split())
+    assert "of the device's compute runs in device graph replays" in said
+    assert ("enable_annotations=True) with mark_kernels, CUDA 13.1 or later" in said) is annotated
 
 
 def test_a_trace_without_graph_replays_says_nothing_of_them(run):
