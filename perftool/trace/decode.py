@@ -183,6 +183,8 @@ def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
     """Split what follows the last batch into the remaining events and the trailing metadata: where the events array
     closes is found in one pass, whatever the metadata after it holds."""
     end = len(rest.rstrip())
+    if not is_object and not rest[:end].endswith(b"]"):
+        return _open_array_events(rest[:end]), {}
     if not rest[:end].endswith(b"}" if is_object else b"]"):
         raise NeedsExactPath
     close = _array_end(rest[:end])
@@ -199,6 +201,23 @@ def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
         return rest[:close], _object_decoder.decode(b"{" + tail[1:] + b"}")
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
         raise NeedsExactPath from None
+
+
+def _open_array_events(events: bytes) -> bytes:
+    """The events of a JSON Array Format document left open after its last whole event (the format lets a writer
+    that cannot finish, a process exiting, leave off the array's ``]``), without the comma after the last."""
+    events = events.removesuffix(b",").rstrip()
+    if not events.endswith(b"}"):
+        raise NeedsExactPath
+    return events
+
+
+def _closed_array(data: bytes) -> bytes | None:
+    """A document that ends as an array left open after its last event would, with a ``]`` after that event (which
+    reads only where the document is such an array); None where it ends otherwise (no ``]`` could close it, and no
+    copy of it is made)."""
+    body = data.rstrip().removesuffix(b",").rstrip()
+    return body + b"]" if body.endswith(b"}") else None
 
 
 def _array_end(events: bytes) -> int:
@@ -382,12 +401,7 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
     if not data.strip():
         raise TraceError(path, "empty file")
     try:
-        try:
-            document = _document_decoder.decode(data)
-        except msgspec.DecodeError:  # a surrogate escaped alone reads as U+FFFD; any other problem stays as it is
-            if (replaced := lone_surrogates_replaced(data)) is None:
-                raise
-            data, document = replaced, _document_decoder.decode(replaced)
+        data, document = _decoded_document(data)
         if not isinstance(document, list):  # the other top-level keys are metadata
             for key, raw in _raw_fields_decoder.decode(data).items():
                 if key != "traceEvents":
@@ -400,6 +414,23 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
             raise TraceError(path, _describe_syntax(str(exc), data)) from None
         raise TraceError(path, f"not valid UTF-8 at {_line_column(data, bad)}: byte 0x{data[bad]:02x}") from None
     yield document if isinstance(document, list) else document.traceEvents
+
+
+def _decoded_document(data: bytes) -> tuple[bytes, Any]:
+    """The document, and the bytes it was read from: as written; else with each surrogate escaped alone read as
+    U+FFFD; else, where it is an array left open after its last whole event, closed. The error of the bytes as
+    written where none of them reads."""
+    try:
+        return data, _document_decoder.decode(data)
+    except msgspec.DecodeError:
+        if (replaced := lone_surrogates_replaced(data)) is not None:
+            return replaced, _document_decoder.decode(replaced)
+        if (closed := _closed_array(data)) is not None:
+            try:
+                return closed, _document_decoder.decode(closed)
+            except msgspec.DecodeError:
+                pass
+        raise
 
 
 _PATH = re.compile(r"^(?P<msg>.*?) - at `\$(?:\.traceEvents)?(?:\[(?P<index>\d+)\])?(?:\.(?P<field>\w+))?.*`$")

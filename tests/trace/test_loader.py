@@ -748,3 +748,37 @@ def test_a_table_of_few_names_or_many_reads_each_event_s_entry(write_trace, name
     assert trace.by_name(table).tolist() == table[trace.name].tolist() and trace.by_name(table).sum() == 3 * named
     rows = np.array([59, 3, 3, 40])
     assert trace.by_name(table, rows).tolist() == table[trace.name[rows]].tolist()
+
+
+def _open_array(events: list, ending: bytes) -> bytes:
+    """A JSON Array Format document of ``events`` whose writer stopped after the last one: no closing ``]``."""
+    return json.dumps(events).encode()[:-1] + ending
+
+
+@pytest.mark.parametrize("ending", [b"", b",", b",\n", b"\n"], ids=["bare", "comma", "comma newline", "newline"])
+@pytest.mark.parametrize("compressed", [False, True], ids=["json", "gzip"])
+def test_an_array_left_open_after_its_last_event_reads_as_closed(tmp_path, small_chunks, no_exact_path, ending,
+                                                                  compressed):  # fmt: skip
+    """The Trace Event Format lets a writer that cannot finish (a process exiting) leave off the array format's
+    closing ']': the events before read as they would closed, streamed (by byte ranges, and piped pieces)."""
+    events = [complete(f"op{i}", i * 10, 5, args={"note": "x" * 50}) for i in range(300)]
+    data = _open_array(events, ending)
+    path = tmp_path / ("open.json.gz" if compressed else "open.json")
+    path.write_bytes(gzip.compress(data) if compressed else data)
+    trace = load_trace(path, workers=1)
+    assert len(trace) == 300 and names_of(trace, [0, 299]) == ["op0", "op299"]
+
+
+def test_a_small_array_left_open_reads_and_one_cut_inside_its_last_event_is_truncated(tmp_path, run):
+    """Read by its one piece, or decoded whole (the path every layout the streaming does not expect takes), the open
+    array reads too; an array that ends inside its last event (after an args object closes) is no array left open but
+    a truncated file: one line, exit 2, as before. An object left open is truncated whatever it ends with."""
+    event = complete("op", 0, 5, args={"a": {"b": 1}})
+    (path := tmp_path / "one.json").write_bytes(_open_array([event], b",\n"))
+    assert names_of(load_trace(path), [0]) == ["op"]
+    assert len(next(decode_module.exact_batches(str(path), path.read_bytes(), {}))) == 1
+    cut = json.dumps([event, event]).encode()
+    (path := tmp_path / "cut.json").write_bytes(cut[: cut.rindex(b"}}") + 1])  # the last event's args closed, not it
+    error_line(run("info", path), str(path), "truncated JSON")
+    (path := tmp_path / "object.json").write_bytes(json.dumps({"traceEvents": [event]}).encode()[:-2])
+    error_line(run("info", path), str(path), "truncated JSON")
