@@ -34,6 +34,8 @@ GB = 1e9
         ({"name": "AMD Radeon Graphics", "numSms": 304}, "MI300X"),
         ({"name": "NVIDIA B200", "numSms": 148}, "B200"),
         ({"name": "NVIDIA GB200", "numSms": 148}, None),  # its GPU peaks higher than an HGX B200's: not one known
+        ({"name": "NVIDIA H200", "numSms": 132}, "H200-141GB"),
+        ({"name": "NVIDIA GH200 480GB", "numSms": 132}, None),  # an H200's peaks, not its memory: not one known
         ({"name": "AMD Instinct MI355X", "numSms": 256, "totalGlobalMem": 309_220_868_096}, "MI355X"),
         ({"name": "AMD Instinct MI350X"}, "MI350X"),
         # an MI350X or an MI355X: the same compute units and memory
