@@ -115,7 +115,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     if warmup:
         found.append(Caveat(_warmup_text(warmup), caps=False))
     marked_warmup = 0 < steps.count and steps.steady <= 1  # the one step marked is the warm-up itself
-    first_call = startup is not None and steps.count == 0 and not _model_runs_after(trace, startup)
+    first_call = startup is not None and steps.count == 0 and not _model_runs_again(trace, startup)
     warmup_only = bool(warmup) and mostly_startup and (marked_warmup or first_call)
     if warmup_only:  # a serving engine capturing its graphs; a compiled model's first call, and no second
         what, unjudged = (
@@ -408,10 +408,15 @@ def _captured_in(sources: list[str]) -> str:
                                                                     else [])])  # fmt: skip
 
 
-def _model_runs_after(trace: Trace, moment: float) -> bool:
-    """Whether a compiled model runs from ``moment`` on (:data:`MODEL_RUN`: a compiled region called, a device graph
-    replayed)."""
-    return bool((trace.name_matches(MODEL_RUN) & (trace.ts >= moment)).any())
+def _model_runs_again(trace: Trace, moment: float) -> bool:
+    """Whether a compiled model runs again from ``moment`` on (:data:`MODEL_RUN`: a compiled region called, a device
+    graph replayed): a run whose name ran before it. The first run of each is its first call's, which holds the
+    compile in some releases and follows it in others."""
+    rows = np.flatnonzero(trace.name_matches(MODEL_RUN))
+    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
+    again = np.ones(rows.size, dtype=bool)
+    again[np.unique(trace.name[rows], return_index=True)[1]] = False
+    return bool((again & (trace.ts[rows] >= moment)).any())
 
 
 def _warmup_phases(trace: Trace, startup_end: float) -> str:

@@ -133,6 +133,14 @@ def test_nested_compile_phases_are_one_compile_and_their_metadata_records_are_no
     assert np.all(np.diff(trace.ts[compiles(trace)]) > 0)
 
 
+def test_a_second_run_written_before_the_first_is_a_second_run(run, write_trace):
+    """A trace's events need not be in time order (threads flush their buffers apart): a later run of the region the
+    warm-up call ran, written first in the file, is still a second run."""
+    again = complete("Torch-Compiled Region: 0/0", 30_600, 50, cat="cpu_op", pid=100, tid=100)
+    scanned = _scan(run, write_trace, [again, *_warmup_call(), *_eager_tail(30_700)])
+    assert scanned["unjudged"] is None
+
+
 def test_a_blocking_copy_without_an_input_pipeline_gets_no_dataloader_advice(run, write_trace):
     """After its first call, the model runs again (a second call of its compiled region) and a copy blocks."""
     events = _warmup_call() + [
@@ -255,15 +263,33 @@ def test_a_first_call_without_step_markers_whose_model_never_runs_again_is_not_j
     assert "no step markers" not in notes and scanned["findings"] == []
 
 
+def test_a_first_call_whose_compiled_region_runs_after_its_compile_is_not_judged_either(run, write_trace):
+    """Releases that compile before they enter the compiled region (torch 2.13 on a CPU, as captured): the compile's
+    phases stand alone, and the region's first run, the call's result, follows them, after start-up; it is the first
+    call's all the same, and the model does not run again."""
+    host = {"pid": 100, "tid": 100}
+    first_call = [
+        complete("_compile.compile_inner (dynamo_timed)", 100, 20_000, cat="user_annotation", **host),
+        complete("Torch-Compiled Region: 0/0", 20_200, 300, cat="cpu_op", **host),
+        complete("CompiledFunction", 20_250, 200, cat="cpu_op", **host),
+        complete("cudaLaunchKernel", 20_300, 5, cat="cuda_runtime", **host),
+        complete("triton_poi_fused_add_0", 20_320, 100, cat="kernel", pid=0, tid=7),
+    ]
+    scanned = _scan(run, write_trace, [*first_call, *_eager_tail(20_600)])
+    assert (scanned["unjudged"] or "").startswith("the capture is a model's first call")
+
+
 @pytest.mark.parametrize(
     "call", ["Torch-Compiled Region: 0/0", "Torch-Compiled Region", "CompiledFunction", "cudaGraphLaunch"]
 )
 def test_a_model_that_runs_again_after_its_first_call_leaves_a_tail_to_judge(run, write_trace, call):
-    """The same first call, then the model runs again (a compiled region called, as PyTorch's profiler names it now
-    and before it numbered the regions, AOTAutograd's function, a graph replayed): the rest is the run's, judged at
-    info for want of step markers."""
-    again = complete(call, 30_600, 50, cat="cuda_runtime" if call.startswith("cuda") else "cpu_op", pid=100, tid=100)
-    scanned = _scan(run, write_trace, [*_warmup_call(), again, *_eager_tail(30_700)])
+    """The same first call, then the model runs twice more (a compiled region called, as PyTorch's profiler names it
+    now and before it numbered the regions, AOTAutograd's function, a graph replayed; the first of a name's runs may
+    be the first call's own, where the compile comes before the region): the rest is the run's, judged at info for
+    want of step markers."""
+    cat = "cuda_runtime" if call.startswith("cuda") else "cpu_op"
+    again = [complete(call, 30_600 + 100 * i, 50, cat=cat, pid=100, tid=100) for i in range(2)]
+    scanned = _scan(run, write_trace, [*_warmup_call(), *again, *_eager_tail(30_800)])
     assert scanned["unjudged"] is None
     assert "no step markers: figures cover the trace after start-up" in " ".join(scanned["caveats"])
 
