@@ -28,6 +28,7 @@ from perftool.dialects.vocabulary import (
     ENGINE_STEP,
     FIRST_RUNTIME_CALL,
     MODEL_WARMUP,
+    PROFILER_WINDOW_END,
     STARTUP,
     STEP_NUMBER_ARG,
     WARMUP_ANNOTATION,
@@ -137,7 +138,7 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
 
     Leading steps are warm-up by their look (:func:`warmup_signs`, :func:`warmup_steps`).
     """
-    first, last = (float(trace.ts.min()), float(trace.end.max())) if len(trace) else (0.0, 0.0)
+    first, last = _extent(trace)
     startup = startup_end(trace)
     is_step = (trace.kind == Kind.STEP) & (trace.phase == Phase.COMPLETE)
     on_host = is_step & trace.on_roles(Role.HOST)
@@ -177,6 +178,13 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     signs = warmup_signs(trace, starts, ends, startup, mode_codes)
     warmup = int(warmup_steps(ends - starts, signs, _typical_by_mode(ends - starts, mode_codes)))
     return Steps(starts, ends, warmup, first, last, startup, truncated, clock, number, inferred, span, within, modes)
+
+
+def _extent(trace: Trace) -> tuple[float, float]:
+    """Where the trace's events begin and end, the profiler's mark of the trace's writing left out
+    (:data:`PROFILER_WINDOW_END`)."""
+    ends = trace.end[~trace.name_matches(PROFILER_WINDOW_END)]
+    return (float(trace.ts.min()), float(ends.max())) if ends.size else (0.0, 0.0)
 
 
 def first_device_work(trace: Trace) -> float:

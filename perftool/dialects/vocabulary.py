@@ -79,6 +79,9 @@ DEALLOCATION = re.compile(
     r"^(cudaFree\w*|cuMemFree\w*|hipFree\w*|hipHostFree|aclrtFree\w*|AscendCL@aclrtFree\w*|synDeviceFree|synHostFree)$"
 )
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
+# Kineto's mark of where it wrote the trace: stamped once the profiler has stopped and processed what it recorded,
+# after all of the job's events (by as much as that processing took), so no end of the job's
+PROFILER_WINDOW_END = re.compile(r"^Record Window End$")
 DEVICE_PROCESS = re.compile(r"^(GPU|HPU|NPU|XPU|MTIA|IPU)\s*\d*\b")  # a process named after its device
 INPUT = re.compile(
     r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader"

@@ -317,3 +317,20 @@ def test_steps_as_a_table_have_a_row_a_step():
     assert table["duration"].tolist() == [150, 50, 100, 100]
     assert table["warmup"].tolist() == [True, False, False, False]
     assert (table["start"].tolist(), table["end"].tolist()) == ([0, 150, 200, 300], [150, 200, 300, 400])
+
+
+def test_the_profiler_s_mark_of_writing_the_trace_is_no_end_of_the_job(write_trace, run):
+    """Kineto stamps "Record Window End" once it has stopped and processed what it recorded (5 s after the job's last
+    event here, a large capture's processing): the capture ends with the job's last event, in the steps' bounds, the
+    span info gives and the share of it start-up takes."""
+    events = [
+        complete("cudaGetDeviceCount", 0, 6_000, cat="cuda_runtime", pid=1, tid=1),  # start-up: 6 of 10 ms
+        *[complete("aten::mm", 6_000 + 400 * i, 300, cat="cpu_op", pid=1, tid=1) for i in range(10)],
+        {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 5_010_000},
+    ]
+    trace = _read(write_trace, *events)
+    assert detect_steps(trace).last == 9_900
+    path = write_trace({"schemaVersion": 1, "traceEvents": events})
+    assert "span 9.900 ms" in " ".join(run("info", path).stdout.split())
+    notes = " ".join(run("scan", path, "--format", "json").stdout.split())
+    assert "takes 6.000 ms of the 9.900 ms captured" in notes
