@@ -15,6 +15,7 @@ from perftool.pipeline.read import load_trace
 
 KINETO = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
 RECOMPILE = DATA / "torch_cpu_compile_recompile.pt.trace.json.gz"  # tests/data/capture_torch_compile_trace.py's
+FIRST_CALL = DATA / "torch_cpu_compile_first_call.pt.trace.json.gz"  # tests/data/capture_torch_compile_first_call.py's
 
 
 def _meta() -> list:
@@ -305,3 +306,15 @@ def test_a_compiled_model_profiled_past_its_warm_up_keeps_its_steps(run, write_t
     scanned = _scan(run, write_trace, [*_warmup_call(), *steps])
     assert scanned["steps"] >= 3 and "no steady step is left" not in " ".join(scanned["caveats"])
     assert scanned["unjudged"] is None
+
+
+def test_a_real_compiled_model_s_first_call_alone_is_not_judged(run):
+    """A real capture (torch 2.13, CPU) of a compiled model's first training step alone, no step marker: the compile
+    of its forward and backward, the compiled regions' first runs after it, the optimizer; nothing of it is a steady
+    state, and the report leads with that."""
+    (scanned,) = json.loads(run("scan", str(FIRST_CALL), "--format", "json").stdout)["traces"]
+    assert (
+        scanned["unjudged"]
+        == "the capture is a model's first call, its warm-up (torch.compile compiling) and what follows it"
+    )
+    assert scanned["findings"] == []

@@ -23,11 +23,15 @@ STEPS = 12
 OTHER_BATCH_STEP = 7  # the step fed 17 rows instead of 32: a new shape, compiled again
 
 
-def main(out: str) -> None:
+def compiled_mlp() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """The MLP the fixtures train, under torch.compile, and its optimiser (seeded: the same weights each run)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
-    optimiser = torch.optim.SGD(model.parameters(), lr=0.01)
-    compiled = torch.compile(model)
+    return torch.compile(model), torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def main(out: str) -> None:
+    compiled, optimiser = compiled_mlp()
     with tempfile.TemporaryDirectory() as tmp:
         raw = os.path.join(tmp, "trace.json")
         with profile(
