@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from perftool.common.names import COMPILED_CALL as COMPILED_CALL  # JAX's jit and pmap calls
+from perftool.trace.model import PROFILER_WINDOW_END as WINDOW_END_NAME
 from perftool.trace.model import Kind
 
 # A serving engine's iteration: vLLM's model execution (its worker's annotation: execute_new_N_cached_M, the new and
@@ -79,9 +80,9 @@ DEALLOCATION = re.compile(
     r"^(cudaFree\w*|cuMemFree\w*|hipFree\w*|hipHostFree|aclrtFree\w*|AscendCL@aclrtFree\w*|synDeviceFree|synHostFree)$"
 )
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
-# Kineto's mark of where it wrote the trace: stamped once the profiler has stopped and processed what it recorded,
-# after all of the job's events (by as much as that processing took), so no end of the job's
-PROFILER_WINDOW_END = re.compile(r"^Record Window End$")
+# Kineto's mark of where it wrote the trace, after all of the job's events (by as much as its processing took): no
+# end of the job's
+PROFILER_WINDOW_END = re.compile(f"^{re.escape(WINDOW_END_NAME)}$")
 DEVICE_PROCESS = re.compile(r"^(GPU|HPU|NPU|XPU|MTIA|IPU)\s*\d*\b")  # a process named after its device
 INPUT = re.compile(
     r"^enumerate\(DataLoader\)|DataLoaderIter\w*\.__next__|^DataLoader"

@@ -21,7 +21,16 @@ import numpy as np
 from perftool.common import limits
 from perftool.common.errors import TraceError
 from perftool.trace.events import Interner, PieceError, Signature
-from perftool.trace.model import Counters, Phase, Trace, Track, file_positions, rows_at, rows_behind
+from perftool.trace.model import (
+    PROFILER_MARKS,
+    Counters,
+    Phase,
+    Trace,
+    Track,
+    file_positions,
+    rows_at,
+    rows_behind,
+)
 from perftool.trace.pairing import pair_begin_end
 from perftool.trace.parts import PHASE_LOOKUP, Part
 from perftool.trace.store import ARRAYS_IN_FILES, BytesOnDisk, ColumnStore, Growing, OnDisk
@@ -187,6 +196,10 @@ class ColumnBuilder:
         skipped = store.merged("untimed", np.int64)  # the file positions that are no row, so far: metadata, counters
         if col["ts"].size == 0 and not self.counter_events:
             raise TraceError(self.path, "empty trace: only metadata events, nothing timed")
+        names = self.tables.names()
+        if len(names) <= len(PROFILER_MARKS) and set(names) <= PROFILER_MARKS:  # a counter's name is one more
+            raise TraceError(self.path, "empty trace: only the profiler's own marks of its window, nothing it recorded "
+                                        "(was the code to profile run inside the profiler's context?)")  # fmt: skip
         if self.problems:
             self._raise_first_problem(col, rows_behind(skipped))
         col, unclosed, skipped = pair_begin_end(self.path, col, store, skipped)
@@ -207,7 +220,7 @@ class ColumnBuilder:
         return Trace(  # col holds the Trace's column fields, by name
             source=self.path,
             **col,  # type: ignore[arg-type]
-            names=tables.names(),
+            names=names,
             cats=tables.cats(),
             tracks=tracks,
             counters=self._counters(tables, compact),

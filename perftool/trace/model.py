@@ -103,6 +103,10 @@ class Kind(enum.IntEnum):
 # On a device's line, what is no work of it: step marks, spans drawn over its work (annotations), and waits, which
 # are idle time.
 NOT_DEVICE_WORK = (Kind.STEP, Kind.ANNOTATION, Kind.SYNC)
+# Kineto's own marks of its recording: where the window starts, the session's span, and where it wrote the trace
+# (stamped once it had stopped and processed what it recorded, after all of the job's events)
+PROFILER_WINDOW_END = "Record Window End"
+PROFILER_MARKS = frozenset({"Iteration Start: PyTorch Profiler", "PyTorch Profiler (0)", PROFILER_WINDOW_END})
 FEW_NAMES = 8  # a table naming this few is read by comparing the events' names with each: 8 times faster than a lookup
 _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 # what in a pattern can tell one digit from another: a digit (a literal, a class, an escape), a character by its Unicode

@@ -782,3 +782,22 @@ def test_a_small_array_left_open_reads_and_one_cut_inside_its_last_event_is_trun
     error_line(run("info", path), str(path), "truncated JSON")
     (path := tmp_path / "object.json").write_bytes(json.dumps({"traceEvents": [event]}).encode()[:-2])
     error_line(run("info", path), str(path), "truncated JSON")
+
+
+_WINDOW_START = {"ph": "i", "s": "g", "name": "Iteration Start: PyTorch Profiler", "pid": "Traces", "tid": "PyTorch "
+                 "Profiler", "ts": 100}  # fmt: skip
+_SESSION = {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
+            "ts": 100, "dur": 4_000}  # fmt: skip
+_WINDOW_END = {"ph": "i", "s": "g", "name": "Record Window End", "pid": "", "tid": "", "ts": 5_000}
+
+
+@pytest.mark.parametrize("marks", [[_WINDOW_START, _SESSION, _WINDOW_END], [_WINDOW_END]], ids=["all", "end alone"])
+def test_a_trace_of_the_profiler_s_own_marks_alone_is_empty(write_trace, run, marks):
+    """Kineto writes its marks of the recording window whatever it recorded: a trace of nothing else (the code to
+    profile ran outside the profiler's context) is empty, one line and exit 2, not a trace with no findings."""
+    path = write_trace({"schemaVersion": 1, "traceEvents": marks})
+    error_line(run("scan", path), str(path), "empty trace: only the profiler's own marks of its window")
+    recorded = write_trace({"schemaVersion": 1, "traceEvents": [*marks, complete("aten::mm", 200, 50)]})
+    assert len(load_trace(recorded)) == len(marks) + 1
+    counter = {"ph": "C", "name": "Memory", "pid": 1, "tid": 1, "ts": 200, "args": {"bytes": 5}}  # a reading is data
+    assert len(load_trace(write_trace({"schemaVersion": 1, "traceEvents": [*marks, counter]}))) == len(marks)
