@@ -77,7 +77,7 @@ def device_family(trace: Trace) -> str:
         emulator = trace.metadata["perftool"]["emulator"]
         if isinstance(emulator, dict) and emulator.get("device") in FAMILIES:
             return emulator["device"]
-    by_dialect = {"ascend": "npu", "graphcore": "ipu"}
+    by_dialect = {"ascend": "npu", "graphcore": "ipu", "autograd": "gpu"}  # the autograd profiler's use_cuda
     if trace.dialect in by_dialect:
         return by_dialect[trace.dialect]
     names = "\n".join([*trace.names, *(t.process_name for t in trace.tracks)])  # one regex pass per family
@@ -100,7 +100,7 @@ def framework(trace: Trace) -> str:
     """``pytorch``, ``jax`` or ``tensorflow`` from the names the framework's ops and processes carry, else
     ``unknown``. An XSpace's trace (the ``xla`` dialect) is JAX's unless TensorFlow's ops are in it."""
     names = "\n".join([*trace.names, *(t.process_name for t in trace.tracks)])
-    if _PYTORCH.search(names):
+    if trace.dialect == "autograd" or _PYTORCH.search(names):
         return "pytorch"
     if _TENSORFLOW.search(names):
         return "tensorflow"
@@ -281,7 +281,7 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
             by_id.get(own_pid(track)),
             track.process_labels
             or (own_name(track) if not kineto or DEVICE_PROCESS.match(own_name(track)) else "")
-            or unnamed.format(pid),
+            or (pid if isinstance(pid, str) else unnamed.format(pid)),  # a process named by its pid ("CUDA functions")
         )
         for pid, track in processes.items()
     )

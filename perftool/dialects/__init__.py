@@ -10,6 +10,7 @@ import numpy as np
 
 from perftool.common.errors import PerftoolError
 from perftool.dialects.ascend import Ascend
+from perftool.dialects.autograd import Autograd
 from perftool.dialects.base import Dialect, Generic, device_work_per_track
 from perftool.dialects.emulator import Emulator
 from perftool.dialects.graphcore import Graphcore
@@ -29,7 +30,7 @@ from perftool.trace.flows import paired_flows
 from perftool.trace.kept_args import KeepArgs
 from perftool.trace.model import Kind, Phase, Role, Trace, rows_at
 
-REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Rpd(), Kineto())
+REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Rpd(), Autograd(), Kineto())
 GENERIC = Generic()
 
 
