@@ -466,8 +466,9 @@ def _no_device(trace: Trace) -> str:
     if trace.dialect == dialects.GENERIC.name and not named:
         return (
             f"no device found, and perftool does not know what wrote this trace (processes: {seen}): it reads device "
-            "work from PyTorch's profiler (Kineto), torch_npu/msprof, jax.profiler, Graphcore, Gaudi and its own "
-            f"emulator; --dialect NAME reads it as one of them ({', '.join(d.name for d in dialects.REGISTERED)})"
+            "work from PyTorch's profiler (Kineto, and the autograd profiler before it), torch_npu/msprof, "
+            "jax.profiler, rocmProfileData, Graphcore, Gaudi and its own emulator; --dialect NAME reads it as one of "
+            f"them ({', '.join(d.name for d in dialects.REGISTERED)})"
         )
     if isinstance(named, list) and named:
         models = sorted({str(d.get("name")) for d in named if isinstance(d, dict) and d.get("name")})

@@ -287,6 +287,7 @@ def test_a_trace_from_an_unknown_producer_without_a_device_says_so(write_trace, 
     assert result.exit_code == 0
     said = " ".join(result.output.split())
     assert "no device found, and perftool does not know what wrote this trace (processes: pid main, pid io)" in said
+    assert "PyTorch's profiler (Kineto, and the autograd profiler before it), torch_npu/msprof" in said
     assert "--dialect NAME reads it as one of them (emulator, ascend, graphcore, xla, rpd, autograd, kineto)" in said
 
 
