@@ -418,8 +418,8 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
 
 def _decoded_document(data: bytes) -> tuple[bytes, Any]:
     """The document, and the bytes it was read from: as written; else with each surrogate escaped alone read as
-    U+FFFD; else, where it is an array left open after its last whole event, closed. The error of the bytes as
-    written where none of them reads."""
+    U+FFFD (their error, where they hold another problem); else, where it is an array left open after its last whole
+    event, closed (the bytes as written give the error, where that does not read either)."""
     try:
         return data, _document_decoder.decode(data)
     except msgspec.DecodeError:
