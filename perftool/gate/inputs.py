@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from perftool import hardware
 from perftool.common import limits
 from perftool.common.errors import PerftoolError
 from perftool.common.yamlfile import read_document, validation_error
@@ -123,8 +124,8 @@ def differences(baseline: TraceFindings, candidate: TraceFindings) -> list[str]:
     found = []
     if baseline.family != candidate.family:
         found.append(f"device family {baseline.family} → {candidate.family}")
-    elif baseline.device and candidate.device and baseline.device != candidate.device:  # saved before names: unknown
-        found.append(f"device {baseline.device} → {candidate.device}")
+    elif baseline.device and candidate.device and not _same_device(baseline.device, candidate.device):
+        found.append(f"device {baseline.device} → {candidate.device}")  # a side saved before devices were named: ""
     if baseline.world_size != candidate.world_size and None not in (baseline.world_size, candidate.world_size):
         found.append(f"world size {baseline.world_size} → {candidate.world_size} ranks")
     if (baseline.emulator is None) != (candidate.emulator is None):
@@ -133,6 +134,16 @@ def differences(baseline: TraceFindings, candidate: TraceFindings) -> list[str]:
     elif baseline.emulator is not None and candidate.emulator is not None:
         found += _config_differences(baseline.emulator, candidate.emulator)
     return found
+
+
+def _same_device(baseline: str, candidate: str) -> bool:
+    """Whether two sides name the same device: the same name, or, where one names only its vendor ("AMD Instinct",
+    as a result saved before perftool named the model its units make it), a model of that vendor."""
+    if baseline == candidate:
+        return True
+    vendors = [hardware.vendor_only(name) or getattr(hardware.identify({"name": name}), "vendor", None)
+               for name in (baseline, candidate)]  # fmt: skip
+    return vendors[0] == vendors[1] and any(map(hardware.vendor_only, (baseline, candidate)))
 
 
 def _config_differences(base: EmulatorRun, cand: EmulatorRun) -> list[str]:

@@ -228,6 +228,15 @@ def test_two_sides_are_different_jobs_by_device_world_size_and_kind_of_trace():
         "device A → B"
     ]
     assert differences(gpu, gpu.model_copy(update={"device": "B"})) == []  # a side saved before devices were named
+    # a side saved when the trace's vendor-only name was the device's: the model its units make it is the same device
+    vendor, model = (gpu.model_copy(update={"device": d}) for d in ("AMD Instinct", "AMD Instinct MI300X (192 GB)"))
+    assert differences(vendor, model) == differences(model, vendor) == []
+    assert differences(vendor, gpu.model_copy(update={"device": "NVIDIA H100 80GB HBM3"})) == [
+        "device AMD Instinct → NVIDIA H100 80GB HBM3"
+    ]
+    assert differences(model, gpu.model_copy(update={"device": "AMD Instinct MI250X"})) == [
+        "device AMD Instinct MI300X (192 GB) → AMD Instinct MI250X"
+    ]
     assert differences(gpu.model_copy(update={"world_size": 8}), gpu.model_copy(update={"world_size": 4})) == [
         "world size 8 → 4 ranks"
     ]
