@@ -24,6 +24,7 @@ from perftool.dialects.vocabulary import (
     FINDINGS_PROCESS,
     INPUT_WORKER_THREAD,
     OTHER_DEVICES,
+    READ_BACK,
 )
 from perftool.dialects.xla import Xla
 from perftool.trace.flows import paired_flows
@@ -71,6 +72,7 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
     roles = dialect.roles(trace)
     trace.with_roles(roles | _input_workers(trace, roles) | _findings_tracks(trace))
     trace.kind = dialect.kinds(trace)
+    trace.kind[_host_reads(trace)] = Kind.HOST_OP
     trace.with_roles(other_ranks(trace))  # after the kinds: a device's time is its work, not spans drawn over it
     if dialect.devices_by_process:
         trace.with_roles(_other_devices(trace))
@@ -81,6 +83,30 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
     _leave_out_findings(trace)
     trace.dialect = dialect.name
     return trace
+
+
+def _host_reads(trace: Trace) -> np.ndarray:
+    """The rows of scalar reads (:data:`READ_BACK`) that wait for no device: where the trace records the runtime's
+    calls, a read with none starting inside it on its thread (its thread id, whatever the process: torch_npu records
+    the CANN calls of a Python thread in a process of their own) read a host tensor. A device tensor's read copies
+    and synchronises inside it."""
+    found = [np.zeros(0, dtype=np.int64)]
+    named = trace.name_matches(READ_BACK)
+    if not named.any():
+        return found[0]
+    complete = (trace.phase == Phase.COMPLETE) & trace.on_roles(Role.HOST)
+    reads = np.flatnonzero(complete & named)
+    calls = np.flatnonzero(complete & trace.of_kinds(Kind.RUNTIME, Kind.SYNC) & ~named)
+    if calls.size == 0:
+        return found[0]
+    thread_of = np.unique([str(t.tid) for t in trace.tracks], return_inverse=True)[1]  # per track, its thread's code
+    read_threads, call_threads = thread_of[trace.track[reads]], thread_of[trace.track[calls]]
+    for thread in np.unique(read_threads).tolist():
+        mine = reads[read_threads == thread]
+        starts = np.r_[np.sort(trace.ts[calls[call_threads == thread]]), np.inf]  # none after the last
+        first = starts[np.searchsorted(starts, trace.ts[mine], side="left")]  # the first call from the read's start
+        found.append(mine[first >= trace.end[mine]])
+    return np.concatenate(found)
 
 
 def _other_devices(trace: Trace) -> dict[int, Role]:

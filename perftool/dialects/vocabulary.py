@@ -49,6 +49,9 @@ SYNC = re.compile(
     r"|EVENT_WAIT|REMOTE_EVENT_WAIT|IPC_EVENT_WAIT|DAVID_EVENT_WAIT|CAPTURE_WAIT|MEM_WAIT_VALUE"  # ... Ascend's tasks
     r"|EVENT_RECORD)$"  # and the task recording the event another stream waits for: a signal, no work
 )
+# A scalar read back by the framework (.item()): a wait for the device where the tensor is the device's, the runtime's
+# copy and synchronisation inside it; a host tensor's reads nothing from the device
+READ_BACK = re.compile(r"^(aten::item|aten::_local_scalar_dense|_local_scalar_dense)$")
 COMPILE = re.compile(
     r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler|\(dynamo_timed\)$"
     r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile"

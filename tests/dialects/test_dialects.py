@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
 from perftool.common.errors import PerftoolError
+from perftool.dialects.vocabulary import READ_BACK
 from perftool.pipeline.read import load_trace
 from perftool.trace import Kind, Role
 
@@ -183,3 +186,49 @@ def test_forcing_a_dialect(write_trace):
     assert trace.dialect == "generic" and {t.role for t in trace.tracks} == {Role.UNKNOWN}
     with pytest.raises(PerftoolError, match="unknown dialect 'nope'"):
         load_trace(write_trace(kineto_events()), dialect="nope")
+
+
+def _read_back(pid, tid, ts: float, inside: list) -> list:
+    """A scalar read back as PyTorch records it (aten::item over aten::_local_scalar_dense), with ``inside`` it."""
+    return [complete("aten::item", ts, 100, cat="cpu_op", pid=pid, tid=tid),
+            complete("aten::_local_scalar_dense", ts + 5, 90, cat="cpu_op", pid=pid, tid=tid), *inside]  # fmt: skip
+
+
+def test_a_scalar_read_of_a_host_tensor_is_no_wait_for_the_device(write_trace):
+    """Where the trace records the runtime's calls, a read back with a copy and a synchronisation inside it waits for
+    the device; one with none read a host tensor (a loss already on the CPU, an index): a host op, no sync."""
+    device = [{"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+              complete("gemm", 0, 5_000, cat="kernel", pid=0, tid=7)]  # fmt: skip
+    waits = _read_back(
+        1,
+        1,
+        1_000,
+        [
+            complete("cudaMemcpyAsync", 1_010, 60, cat="cuda_runtime", pid=1, tid=1),
+            complete("cudaStreamSynchronize", 1_075, 10, cat="cuda_runtime", pid=1, tid=1),
+        ],
+    )
+    host = _read_back(1, 1, 2_000, [])
+    other_thread = _read_back(1, 2, 3_000, [])  # the copy at 1,010 is another thread's
+    at_start = _read_back(1, 1, 4_000, [complete("cudaMemcpyAsync", 4_000, 60, cat="cuda_runtime", pid=1, tid=1)])
+    before_launch = _read_back(1, 1, 5_000, [complete("cudaLaunchKernel", 5_100, 5, cat="cuda_runtime", pid=1, tid=1)])
+    trace = load_trace(write_trace([*device, *waits, *host, *other_thread, *at_start, *before_launch]))
+    kinds = {(trace.names[n], float(ts)): Kind(k) for n, ts, k in zip(trace.name, trace.ts, trace.kind, strict=True)}
+    assert kinds[("aten::item", 1_000)] == kinds[("aten::_local_scalar_dense", 1_005)] == Kind.SYNC
+    assert kinds[("aten::item", 2_000)] == kinds[("aten::_local_scalar_dense", 2_005)] == Kind.HOST_OP
+    assert kinds[("aten::item", 3_000)] == Kind.HOST_OP
+    assert kinds[("aten::item", 4_000)] == Kind.SYNC  # its copy starts with it
+    assert kinds[("aten::item", 5_000)] == Kind.HOST_OP  # the launch starts as it ends, after it
+    alone = load_trace(write_trace([*device, *host]))  # no runtime call recorded: nothing tells a host tensor's read
+    assert set(alone.kind[alone.name_matches(READ_BACK)].tolist()) == {Kind.SYNC}
+
+
+def test_the_real_torch_npu_job_s_syncs_are_its_device_syncs(run):
+    """The torch_npu db export's ranks read 24 scalars a step, 4 of them from the NPU (a CANN synchronisation inside
+    each, on the reading thread's id in the CANN process): PT008 counts 4 synchronisations a step, not every read."""
+    from conftest import DATA
+
+    document = json.loads(run("scan", str(DATA / "real" / "torch_npu_db_l2_job"), "--format", "json").stdout)
+    per_step = {trace["path"]: f["values"]["per_step"] for trace in document["traces"]
+                for f in trace["findings"] if f["rule_id"] == "PT008"}  # fmt: skip
+    assert per_step and set(per_step.values()) == {4.0}

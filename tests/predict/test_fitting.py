@@ -384,14 +384,18 @@ def test_device_ops_a_step(analysed):
 
 
 def _synced_steps(steps: int = 8, skip: tuple[int, ...] = (), on_device: bool = False) -> dict:
-    """Eager steps each ending in ``aten::item`` on the host (or a stream waiting, on the device), but ``skip``."""
+    """Eager steps each ending in ``aten::item`` on the host, a device tensor's read (its synchronisation inside it),
+    or a stream waiting, on the device, but ``skip``."""
     document = eager_steps(5, ops=4, kernel_us=200, steps=steps)
     markers = [e for e in document["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
     for i, marker in enumerate(markers):
         if i not in skip:
             end = marker["ts"] + marker["dur"]
-            name, track = ("Stream Wait Event", (0, 7)) if on_device else ("aten::item", (100, 1))
-            document["traceEvents"].append(span(name, *track, end - 3, 2, "cpu_op"))
+            if on_device:
+                document["traceEvents"].append(span("Stream Wait Event", 0, 7, end - 3, 2, "cpu_op"))
+            else:
+                read = span("aten::item", 100, 1, end - 3, 2, "cpu_op")
+                document["traceEvents"] += [read, span("cudaStreamSynchronize", 100, 1, end - 2.5, 1, "cuda_runtime")]
     return document
 
 
