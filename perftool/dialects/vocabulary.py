@@ -39,19 +39,20 @@ _LENGTHS = r"\(sq(\d{1,18})sk(\d{1,18})sqsq(\d{1,18})sqsk(\d{1,18})\)"  # an int
 ENGINE_STEP_LENGTHS = re.compile(rf"^execute_\d+_context_\d+{_LENGTHS}_generation_\d+{_LENGTHS}")
 GRAPH_CAPTURE_SIZE = re.compile(r"^capture_(\d{1,18})_")  # an engine's capture of a graph for N (capture_32_DECODE)
 STEP_NUMBER_ARG = "step_num"  # a step marker's number in its args (jax.profiler's StepTraceAnnotation)
+# A scalar read back by the framework (.item()): a wait for the device where the tensor is the device's, the runtime's
+# copy and synchronisation inside it; a host tensor's reads nothing from the device
+_READ_BACK_NAMES = r"aten::item|aten::_local_scalar_dense|_local_scalar_dense"
+READ_BACK = re.compile(rf"^({_READ_BACK_NAMES})$")
 # Waits: the host's synchronising calls (the CUDA runtime's and HIP's, the driver's that XLA makes, each with the
 # suffixes CUPTI gives a version and the per-thread default stream), a scalar read back, Ascend's and Gaudi's calls;
 SYNC = re.compile(
     r"^((cuda|hip)(Stream|Device|Event)Synchronize|cu(Stream|Event|Ctx)Synchronize)(_v2)?(_pt[sd]z)?$"
-    r"|^(aten::item|aten::_local_scalar_dense|_local_scalar_dense"
+    rf"|^({_READ_BACK_NAMES}"
     r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*|synStreamSynchronize|synDeviceSynchronize"
     r"|Stream Wait Event|Stream Sync|Context Sync|Event Sync|event_wait"  # device side: a stream waiting ...
     r"|EVENT_WAIT|REMOTE_EVENT_WAIT|IPC_EVENT_WAIT|DAVID_EVENT_WAIT|CAPTURE_WAIT|MEM_WAIT_VALUE"  # ... Ascend's tasks
     r"|EVENT_RECORD)$"  # and the task recording the event another stream waits for: a signal, no work
 )
-# A scalar read back by the framework (.item()): a wait for the device where the tensor is the device's, the runtime's
-# copy and synchronisation inside it; a host tensor's reads nothing from the device
-READ_BACK = re.compile(r"^(aten::item|aten::_local_scalar_dense|_local_scalar_dense)$")
 COMPILE = re.compile(
     r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler|\(dynamo_timed\)$"
     r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile"
