@@ -28,7 +28,7 @@ import numpy as np
 
 from perftool import dialects
 from perftool.analysis.launches import replayed
-from perftool.analysis.nesting import HOST_WORK, innermost, outermost, owners
+from perftool.analysis.nesting import HOST_WORK, outermost, owners
 from perftool.analysis.serving import named_numbers
 from perftool.common.errors import PerftoolError
 from perftool.dialects.op_families import MODELLED_NAMES
@@ -120,7 +120,7 @@ def _graphs(file: str, mtime_ns: int, length: int) -> tuple[Graph, ...]:
     trace = dialects.apply(read_trace(path, keep_args=keep))
     host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
     launches = np.flatnonzero(host & trace.name_matches(KERNEL_LAUNCH))
-    ops = innermost(trace, np.flatnonzero(host & trace.name_matches(MODELLED_NAMES)))
+    ops = trace.innermost(np.flatnonzero(host & trace.name_matches(MODELLED_NAMES)))
     owner = owners(trace, ops, launches) if ops.size else np.full(launches.size, -1, np.int64)
     spans = outermost(trace, np.flatnonzero(host & trace.of_kinds(*HOST_WORK)))  # by track, then start
     outer = owners(trace, spans, launches) if spans.size else np.full(launches.size, -1, np.int64)

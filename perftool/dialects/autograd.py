@@ -39,12 +39,6 @@ class Autograd(Dialect):
 
 
 def _enclosing_device_spans(trace: Trace) -> np.ndarray:
-    """The rows of device spans that enclose another of their track's: in time order (the longest first of those
-    starting together), a span encloses one where the next starts before it ends."""
-    found = [np.zeros(0, dtype=np.int64)]
-    spans = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
-    for track in np.unique(trace.track[spans]).tolist():
-        rows = np.flatnonzero(spans & (trace.track == track))
-        rows = rows[np.lexsort((-trace.end[rows], trace.ts[rows]))]
-        found.append(rows[:-1][trace.ts[rows[1:]] < trace.end[rows[:-1]]])
-    return np.concatenate(found)
+    """The rows of device spans that enclose another of their track's: all but the innermost."""
+    spans = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE))
+    return np.setdiff1d(spans, trace.innermost(spans), assume_unique=True)

@@ -27,7 +27,7 @@ import numpy as np
 
 from perftool.analysis.graph_captures import ReplayOps, replay_ops
 from perftool.analysis.launches import launch_rows
-from perftool.analysis.nesting import innermost, owners
+from perftool.analysis.nesting import owners
 from perftool.analysis.serving import step_lengths
 from perftool.dialects.op_families import MODELLED_NAMES, SERVING_ATTENTION, Inputs, StepLengths, Work, work
 from perftool.roofline.hlo import Programs, XlaOp, programs_space, trace_programs
@@ -171,7 +171,7 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     candidates = np.flatnonzero(
         trace.name_matches(MODELLED_NAMES) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE)
     )
-    ops = innermost(trace, candidates)  # by track, then start
+    ops = trace.innermost(candidates)  # by track, then start
     sources, spans = launch_rows(trace)
     replays = replay_ops(trace, window)  # replayed kernels whose ops a graph's capture gives: calls of their own
     compute = (trace.kind[spans] == Kind.COMPUTE) & ~np.isin(spans, replays.spans)

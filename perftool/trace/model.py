@@ -283,6 +283,21 @@ class Trace:
     def tracks_with_role(self, *roles: Role) -> np.ndarray:
         return np.array([t.id for t in self.tracks if t.role in roles], dtype=np.int32)
 
+    def innermost(self, rows: np.ndarray) -> np.ndarray:
+        """Of ``rows`` (spans properly nested on each track), those that contain no other of them, by track and
+        start."""
+        if rows.size < 2:
+            return rows
+        by_track = rows[np.argsort(self.track[rows], kind="stable")]
+        starts = self.ts[by_track]
+        same_track = self.track[by_track[1:]] == self.track[by_track[:-1]]
+        if not np.all(
+            starts[1:][same_track] > starts[:-1][same_track]
+        ):  # out of order, or a parent and a child at once
+            by_track = by_track[np.lexsort((-self.dur[by_track], self.ts[by_track], self.track[by_track]))]
+        contains_next = same_track & (self.ts[by_track[1:]] < self.end[by_track[:-1]])
+        return by_track[np.append(~contains_next, True)]
+
     def top_level(self, rows: np.ndarray) -> np.ndarray:
         """Of ``rows`` (complete events of one track), those no other of them encloses, in time order: of events that
         start together, the longest (the first of the longest) encloses the others."""
