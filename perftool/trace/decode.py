@@ -184,7 +184,9 @@ def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
     closes is found in one pass, whatever the metadata after it holds."""
     end = len(rest.rstrip())
     if not is_object and not rest[:end].endswith(b"]"):
-        return _open_array_events(rest[:end]), {}
+        if (events := _open_array_events(rest[:end])) is None:
+            raise NeedsExactPath
+        return events, {}
     if not rest[:end].endswith(b"}" if is_object else b"]"):
         raise NeedsExactPath
     close = _array_end(rest[:end])
@@ -203,21 +205,12 @@ def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
         raise NeedsExactPath from None
 
 
-def _open_array_events(events: bytes) -> bytes:
-    """The events of a JSON Array Format document left open after its last whole event (the format lets a writer
-    that cannot finish, a process exiting, leave off the array's ``]``), without the comma after the last."""
-    events = events.removesuffix(b",").rstrip()
-    if not events.endswith(b"}"):
-        raise NeedsExactPath
-    return events
-
-
-def _closed_array(data: bytes) -> bytes | None:
-    """A document that ends as an array left open after its last event would, with a ``]`` after that event (which
-    reads only where the document is such an array); None where it ends otherwise (no ``]`` could close it, and no
-    copy of it is made)."""
+def _open_array_events(data: bytes) -> bytes | None:
+    """``data`` to the end of its last event, where it ends as a JSON Array Format document left open after a whole
+    event would (the format lets a writer that cannot finish, a process exiting, leave off the array's ``]``): without
+    the comma after that event. None where it ends otherwise (no ``]`` could close it)."""
     body = data.rstrip().removesuffix(b",").rstrip()
-    return body + b"]" if body.endswith(b"}") else None
+    return body if body.endswith(b"}") else None
 
 
 def _array_end(events: bytes) -> int:
@@ -425,7 +418,8 @@ def _decoded_document(data: bytes) -> tuple[bytes, Any]:
     except msgspec.DecodeError:
         if (replaced := lone_surrogates_replaced(data)) is not None:
             return replaced, _document_decoder.decode(replaced)
-        if (closed := _closed_array(data)) is not None:
+        if (events := _open_array_events(data)) is not None:
+            closed = events + b"]"
             try:
                 return closed, _document_decoder.decode(closed)
             except msgspec.DecodeError:
