@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from perftool.analysis import intervals
+from perftool.analysis import intervals, peer_waits
 from perftool.analysis.intervals import overlaps_any
 from perftool.dialects.vocabulary import COLLECTIVE_ARGS, HOST_COLLECTIVE
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -415,6 +415,7 @@ class Communication:
     calls: Collectives
     in_window_us: np.ndarray
     exposed_us: np.ndarray
+    peers: peer_waits.PeerWaits = field(default_factory=peer_waits.PeerWaits)  # whom the collectives waited for
 
     @classmethod
     def none(cls) -> Communication:
@@ -476,6 +477,7 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
         found,
         span,
         exposed_each,
+        peer_waits.measure(trace, lo, hi, collective_parts(trace)),
     )
 
 

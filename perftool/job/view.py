@@ -20,6 +20,7 @@ from perftool.predict.gains import fix_that_holds
 from perftool.rules.detectors import DETECTORS
 from perftool.rules.engine import detected, finding_of
 from perftool.rules.findings import (
+    AbsentRank,
     ClockAlignment,
     JobGroup,
     JobView,
@@ -108,6 +109,7 @@ def job_view(
         alignment=_alignment(alignment),
         slowest_rank=slowest,
         held_back_us=held,
+        late_absent=_late_absent(by_rank, held),
         imbalance=_imbalance(rows),
         groups=_groups(by_rank),
         findings=findings,
@@ -236,6 +238,22 @@ def _slowest(rows: list[RankRow]) -> tuple[int | None, float | None]:
     longest = max(timed, key=lambda r: r.step_time_us or 0.0)
     typical = float(np.median([r.step_time_us or 0.0 for r in timed]))
     return (longest.rank, None) if (longest.step_time_us or 0.0) > SLOWER * typical else (None, None)
+
+
+def _late_absent(by_rank: dict[int, RankSummary], held_back_us: float | None) -> AbsentRank | None:
+    """The rank without a trace here that every rank here waits for longest, where every rank's collectives' tasks
+    name the peer of each wait in the job's own numbering (each rank's tasks give it its own rank) and the least of
+    those waits is more than the longest any rank here holds the others back; else None."""
+    waits = [s.scan.peer_waits for s in by_rank.values()]
+    said = [w.per_step_us for rank, w in zip(by_rank, waits) if w is not None and w.rank == rank and w.per_step_us]
+    if not said or len(said) < len(by_rank):
+        return None
+    latest = {max(per_peer, key=per_peer.__getitem__) for per_peer in said}
+    if len(latest) != 1:  # one peer, the latest of every rank here: none of them (a rank's waits are for others)
+        return None
+    late = latest.pop()
+    each = [per_peer[late] for per_peer in said]
+    return AbsentRank(rank=late, wait_us=[min(each), max(each)]) if min(each) > (held_back_us or 0.0) else None
 
 
 def _imbalance(rows: list[RankRow]) -> dict[str, float]:

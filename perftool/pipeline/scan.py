@@ -29,7 +29,7 @@ from perftool.roofline.figures import roofline
 from perftool.roofline.hlo import programs_note
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
-from perftool.rules.findings import Finding, ScanReport, TraceFindings, UnreadTrace, biggest_first
+from perftool.rules.findings import Finding, ScanReport, TraceFindings, UnreadTrace, WaitsByPeer, biggest_first
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule
 from perftool.trace.loader import Decoders
@@ -154,6 +154,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         job_kind=job_said(trace),
         world_size=distributed(trace, "world_size"),
         rank=None if len(merged) > 1 else distributed(trace, "rank", least=0),  # a merge's is its first file's
+        peer_waits=_peer_waits(scope),
         merged_ranks=merged,
         time_unit=trace.display_time_unit,
         step_clock=metrics.step_clock,
@@ -175,6 +176,14 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         beyond=beyond(scope, fitted, findings, joint),
     )
     return found, scope
+
+
+def _peer_waits(scope: Scope) -> WaitsByPeer | None:
+    """Whom the collectives waited for per steady step, where the trace names the peer of each wait."""
+    peers = scope.metrics.communication.peers
+    if peers.rank is None:
+        return None
+    return WaitsByPeer(rank=peers.rank, per_step_us={peer: scope.per_step(us) for peer, us in peers.wait_us.items()})
 
 
 def _window_free_facts(trace: Trace) -> None:

@@ -107,6 +107,15 @@ def biggest_first(finding: Finding) -> tuple[float, int, str]:
     return -finding.impact.share, -finding.severity.rank, finding.rule_id
 
 
+class WaitsByPeer(_Record):
+    """Whom a rank's collectives waited for, where their tasks name each wait's peer (HCCL's Notify_Wait)."""
+
+    rank: int = Field(description="the trace's own rank, as its collectives' tasks number the ranks")
+    per_step_us: dict[int, StepDuration] = Field(
+        description="per peer rank: the time per steady step the collectives waited for its signal, the longest first"
+    )
+
+
 class TraceFindings(_Record):
     path: str
     dialect: str
@@ -119,6 +128,9 @@ class TraceFindings(_Record):
     )
     world_size: int | None = Field(None, description="ranks in the job, where the trace records it")
     rank: int | None = Field(None, description="this trace's rank in the job: the trace's own, else its file name's")
+    peer_waits: WaitsByPeer | None = Field(
+        None, description="whom the collectives waited for, where the trace names the peer of each wait (else null)"
+    )
     merged_ranks: list[str] = Field(
         default_factory=list,
         description="where the trace merges ranks' traces into one (SGLang's merged profile, perftool's job "
@@ -234,6 +246,13 @@ class JobGroup(_Record):
     exposed_us: float = Field(description="exposed collective time per step, mean over its ranks")
 
 
+class AbsentRank(_Record):
+    """A rank the job's traces do not hold, which the ranks here wait for."""
+
+    rank: int
+    wait_us: list[float] = Field(description="the least and the most time per step a rank here waits for it, µs")
+
+
 class JobView(_Record):
     """A job of many ranks, built from the ranks' summaries."""
 
@@ -263,6 +282,11 @@ class JobView(_Record):
     alignment: ClockAlignment
     slowest_rank: int | None = Field(description="the rank the others wait for most, else the slowest step")
     held_back_us: float | None = Field(description="time per step the other ranks wait for the slowest rank")
+    late_absent: AbsentRank | None = Field(
+        None,
+        description="a rank with no trace here that every rank here waits for longest, where their collectives' "
+        "tasks name it (HCCL's Notify_Wait) and it costs more than any rank here holds the others back",
+    )
     imbalance: dict[str, float] = Field(
         description="(max - mean) / mean over ranks of compute and of busy time (step time less waits) per step"
     )

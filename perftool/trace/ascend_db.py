@@ -10,7 +10,7 @@ events of the process the text export gives it, so the Ascend dialect reads both
 * ``TASK`` (what the NPU ran, per stream) on ``Ascend Hardware``, named after ``COMPUTE_TASK_INFO`` where the task
   computes, else by its task type (``Notify Wait``, ``SDMA``, ``EVENT_WAIT``), the compute type in its args;
 * ``COMMUNICATION_OP`` (``hcom_allReduce_...``, its elements and their type in args) on ``HCCL``, and each of its
-  tasks on the plane it ran on;
+  tasks on the plane it ran on, with the ranks it signals or moves data between;
 * a launch flow (``HostToDevice``) from each CANN call to the tasks it started, by their connection id, and one
   from each framework op to the tasks it queued (``CONNECTION_IDS``), as the text export's ``async_npu`` flows.
 """
@@ -208,8 +208,10 @@ class _Reader:
                 f"SELECT startNs, endNs, opName, connectionId, {sized} FROM COMMUNICATION_OP", self._collective
             )
         if {"COMMUNICATION_TASK_INFO", "TASK"} <= self.tables:
+            columns = self._columns("COMMUNICATION_TASK_INFO")
+            ranks = ", ".join(f"c.{c}" if c in columns else "NULL" for c in ("srcRank", "dstRank"))
             yield from self._rows(
-                "SELECT t.startNs, t.endNs, c.planeId, c.taskType FROM COMMUNICATION_TASK_INFO c"
+                f"SELECT t.startNs, t.endNs, c.planeId, c.taskType, {ranks} FROM COMMUNICATION_TASK_INFO c"
                 " JOIN TASK t ON t.globalTaskId = c.globalTaskId",
                 self._plane_task,
             )
@@ -270,8 +272,13 @@ class _Reader:
             args |= {"data_type": self.hccl_types[data_type], "count": count}
         return [_span(self._string(name), "", HCCL, _OPS_THREAD, start, end, args)]
 
-    def _plane_task(self, start: int, end: int, plane: int, task_type: int) -> list[RawEvent]:
-        return [_span(self._string(task_type), "", HCCL, 1 + plane, start, end)]
+    def _plane_task(
+        self, start: int, end: int, plane: int, task_type: int, source: int | None, destination: int | None
+    ) -> list[RawEvent]:
+        """A task of an HCCL op on its plane, with the ranks it signals or moves data between, as the text export's
+        args name them (``src rank``, ``dst rank``)."""
+        ranks = None if source is None or destination is None else {"src rank": source, "dst rank": destination}
+        return [_span(self._string(task_type), "", HCCL, 1 + plane, start, end, ranks)]
 
 
 def _span(name: str, category: str, pid: int, tid: Any, start: Any, end: Any, args: dict | None = None) -> RawEvent:

@@ -341,6 +341,42 @@ def test_a_db_job_reads_as_two_ranks_with_their_exposed_allreduce(run):
     assert {f["rule_id"] for t in report["traces"] for f in t["findings"]} >= {"PT011"}
 
 
+def test_a_db_job_s_all_reduces_wait_for_the_rank_the_capture_left_out(run):
+    """Both ranks of the capture wait most of each all-reduce for HCCL's rank 4, which the job's directories do not
+    hold: their plane tasks name it (the db's srcRank and dstRank), the finding shows those waits, and the fix is to
+    find what delays it, not to move less."""
+    report = json.loads(run("scan", str(DB_JOB), "--format", "json", "--fail-on", "never").stdout)
+    for trace in report["traces"]:
+        (finding,) = [f for f in trace["findings"] if f["rule_id"] == "PT011"]
+        assert finding["title"] == "Collectives wait for a late rank"
+        assert f"rank {trace['rank']}'s collectives wait" in finding["fix"]["text"]
+        assert "for rank 4 to reach them" in finding["fix"]["text"] and "move less" not in finding["fix"]["text"]
+        longest = finding["evidence"][0]  # the cause's evidence: the waits for rank 4, the longest first
+        assert longest["name"] == "Notify_Wait" and longest["track"].startswith("HCCL / Plane ")
+        assert longest["dur_us"] > 0.8 * max(trace["peer_waits"]["per_step_us"].values())
+
+
+@pytest.mark.parametrize("columns", [True, False], ids=["ranks recorded", "an older schema without them"])
+def test_the_db_export_s_plane_tasks_name_their_ranks_as_the_text_export_s_do(tmp_path, columns):
+    database = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / database.name, database)
+    database.chmod(0o644)
+    if not columns:
+        with sqlite3.connect(database) as connection:
+            connection.executescript(
+                "ALTER TABLE COMMUNICATION_TASK_INFO DROP COLUMN srcRank;"
+                "ALTER TABLE COMMUNICATION_TASK_INFO DROP COLUMN dstRank;"
+            )
+    events = [e for batch in ascend_db.batches(str(database), {}) for e in batch]
+    waits = [e for e in events if e.name == "Notify_Wait" and e.pid == ascend_db.HCCL]
+    assert len(waits) == 112
+    ranks = [json.loads(bytes(e.args)) if bytes(e.args) else None for e in waits]
+    if columns:
+        assert {r["src rank"] for r in ranks} == {0} and {r["dst rank"] for r in ranks} == set(range(1, 8))
+    else:
+        assert ranks == [None] * len(waits)
+
+
 def test_an_sqlite_file_that_is_not_torch_npu_s_is_one_line(tmp_path, run):
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as connection:

@@ -20,10 +20,11 @@ from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
 from perftool.job.ranks import rank_from_name
 from perftool.job.summary import summarise_rank
-from perftool.job.view import JobScope
+from perftool.job.view import JobScope, job_view
 from perftool.pipeline.scan import DEFAULT_READ
 from perftool.report.overall import left_out_said
 from perftool.rules.detectors import straggler
+from perftool.trace.profiler_dirs import trace_path
 from perftool.trace.seen import seen
 
 JOBS = REPO / "sample_traces" / "jobs"
@@ -381,8 +382,51 @@ def test_the_rank_the_others_wait_for_is_named_for_that_not_as_the_slowest(run):
     steps = {row["rank"]: row["step_time_us"] for row in document["job"]["ranks"]}
     assert document["job"]["slowest_rank"] == 0 and steps[0] < steps[1]
     text = run("scan", job, "--fail-on", "never").stdout
-    assert "rank 0 arrives last at the collectives: the others wait" in " ".join(text.split())
+    assert "of the ranks here, rank 0 arrives last (6.257 ms per step)" in " ".join(text.split())
     assert "slowest" not in text
+
+
+def _db_job_summaries() -> dict:
+    """The torch_npu db job's two ranks as summarised for the job view."""
+    job = REPO / "tests" / "data" / "real" / "torch_npu_db_l2_job"
+    directories = sorted(job.glob("rank*_ascend_pt"))
+    return {n: summarise_rank(seen(trace_path(str(d))), n, [], DEFAULT_READ) for n, d in enumerate(directories)}
+
+
+def test_a_rank_every_rank_here_waits_for_and_no_trace_holds_is_named_first(run):
+    """Both ranks of the db capture wait for HCCL's rank 4 most of each step (their Notify_Wait tasks name it), far
+    longer than either waits for the other: the job view names rank 4 as the one the job waits for, and says the
+    ranks here hold none of it, with the least and the most a rank waits."""
+    document, _ = scan_json(run, REPO / "tests" / "data" / "real" / "torch_npu_db_l2_job")
+    absent = document["job"]["late_absent"]
+    waited = [t["peer_waits"]["per_step_us"]["4"] for t in document["traces"]]
+    assert absent == {"rank": 4, "wait_us": [pytest.approx(min(waited)), pytest.approx(max(waited))]}
+    assert min(waited) > document["job"]["held_back_us"] * 10
+    assert {t["peer_waits"]["rank"] for t in document["traces"]} == {0, 1}
+    text = " ".join(run("scan", REPO / "tests" / "data" / "real" / "torch_npu_db_l2_job").stdout.split())
+    assert "rank 4, which has no trace here, arrives last at the collectives: every rank here waits 89.666 ms" in text
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda rank, waits: waits, 4),
+        (lambda rank, waits: waits.model_copy(update={"rank": 1 - rank}), None),  # numbered otherwise than the job
+        (lambda rank, waits: waits.model_copy(update={"per_step_us": {7 if rank else 4: 1e5}}), None),
+        (lambda rank, waits: waits.model_copy(update={"per_step_us": {4: 6000.0 + 500 * rank}}), None),  # one
+        # rank waits for it less than the 6.257 ms the other waits for rank 0
+        (lambda rank, waits: waits.model_copy(update={"per_step_us": {4: 6500.0}}), 4),
+        (lambda rank, waits: None if rank else waits, None),  # a rank whose trace names no peer: not every rank
+    ],
+    ids=["as captured", "other numbering", "each waits most for another", "shorter than the wait for a rank here",
+         "just longer", "one rank without waits"],
+)  # fmt: skip
+def test_an_absent_rank_is_named_only_where_every_rank_here_waits_longest_for_it(change, named):
+    summaries = _db_job_summaries()
+    for rank, summary in summaries.items():
+        summary.scan = summary.scan.model_copy(update={"peer_waits": change(rank, summary.scan.peer_waits)})
+    view = job_view(list(summaries.values()), [])
+    assert (view.late_absent.rank if view.late_absent else None) == named
 
 
 def test_a_straggler_on_npus_is_checked_with_ascend_s_tools_not_nccl_s(run):

@@ -314,8 +314,9 @@ def test_a_rule_s_markdown_page_says_what_its_text_page_says(run):
     page = run("rules", "explain", "PT011", "--format", "markdown").stdout
     assert page.startswith("# PT011 exposed-communication\n\n**Communication not hidden behind compute**")
     headings = [line[3:] for line in page.splitlines() if line.startswith("## ")]
-    assert headings == ["What it finds", "Why it matters", "Example", "How to fix", "Severity", "Template values",
-                        "References"]  # fmt: skip
+    assert headings == ["What it finds", "Why it matters", "Example", "How to fix", "Severity", "Titles",
+                        "Template values", "References"]  # fmt: skip
+    assert "- late peer: Collectives wait for a late rank" in page
     fixes = [line for line in page.splitlines() if line.lstrip().startswith("- **")]
     assert len(fixes) == len(rule.fix) + sum(len(by_family) for by_family in rule.fix_variants.values())
     for variant in rule.fix_variants:

@@ -1,11 +1,12 @@
 """Exposed communication: collectives running with no compute beside them, so the step waits for them.
 
-The fix follows what synchronises the gradients and what the collectives look like: all-reduces that
-all start after the backward pass, with no DDP wrapper, get reduction during backward (emulated as the
-replicas' overlap); DDP with one bucket per step (nothing to overlap the backward pass with) or many
-small buckets (latency-bound) gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen
-(emulated before it is printed, as the replicas' bucket); DDP moving more than the backward pass hides
-gets gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching; a tensor- or
+The fix follows what synchronises the gradients and what the collectives look like. Collectives that spend most
+of their exposed time waiting for one peer's signal (HCCL's plane tasks name the peer) wait for a late rank, and
+get the fix that finds it. All-reduces that all start after the backward pass, with no DDP wrapper, get reduction
+during backward (emulated as the replicas' overlap); DDP with one bucket per step (nothing to overlap the backward
+pass with) or many small buckets (latency-bound) gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen
+(emulated before it is printed, as the replicas' bucket); DDP moving more than the backward pass hides gets
+gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching; a tensor- or
 pipeline-parallel group gets that parallelism's own fix.
 """
 
@@ -27,6 +28,7 @@ IDLE_DEVICE = 0.3  # a device idle this share of the window has little compute t
 NAMED_CAUSE = 0.05  # a cause of the idle time this share of the window is named in the fix
 OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
+LATE_PEER_SHARE = 0.5  # waits for one peer this share of the exposed time: the collectives wait for a late rank
 AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
 # a bandwidth is over the time one rank spends in the calls, its wait for the others held in it: said with it
 _TIMED = " over this rank's time in them, waits for the other ranks included"
@@ -41,7 +43,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     sizes = _sizes_mb(comms, top.name)
     per_step = scope.per_step(top.count)
     group = comms.groups[0] if comms.groups else None
-    variant, bucket_mb = _variant(scope, comms, top.name, group.parallelism if group else "unknown")
+    parallelism = group.parallelism if group else "unknown"
+    late = _late_peers(comms, exposed)
+    variant, bucket_mb = ("late_peer", 0.0) if late else _variant(scope, comms, top.name, parallelism)
     hccl_buffer_mb = _hccl_buffer(scope, sizes)
     if variant is None and hccl_buffer_mb:
         variant = "hccl_buffer"
@@ -58,13 +62,33 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "hccl_buffsize_mb": hccl_buffer_mb,
         "device_idle": scope.metrics["device.idle_fraction"],
         "idle_causes": _idle_causes(scope) if variant == "idle_device" else "",
+        "rank": _ranks([] if comms.peers.rank is None else [comms.peers.rank]),
+        "late_peers": _ranks(late),
+        "peer_wait_ms_per_step": scope.per_step(max(comms.peers.wait_us.values(), default=0.0)) / 1e3,
+        "transfer_ms_per_step": scope.per_step(comms.peers.transfer_us) / 1e3,
     }
     exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
-    rows = comms.calls.rows[exposed_calls]
-    most_exposed = rows[largest(comms.exposed_us[exposed_calls], scope.evidence_count, ties=scope.trace.ts[rows])]
+    rows, cost = comms.calls.rows[exposed_calls], comms.exposed_us[exposed_calls]
+    if late:  # the cause's evidence: the longest waits for the late peers
+        rows = comms.peers.waits_for(late)
+        cost = scope.trace.dur[rows]
     changes = _changes(variant, bucket_mb)
-    evidence = scope.events(most_exposed)
+    evidence = scope.events(rows[largest(cost, scope.evidence_count, ties=scope.trace.ts[rows])])
     return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls.size)
+
+
+def _late_peers(comms: Communication, exposed_us: float) -> list[int]:
+    """The peers the collectives wait for most, where waiting for them (the longest wait on one peer) is
+    :data:`LATE_PEER_SHARE` of the exposed time or more; none otherwise, or where the trace does not say."""
+    longest = max(comms.peers.wait_us.values(), default=0.0)
+    return comms.peers.late() if longest >= LATE_PEER_SHARE * exposed_us else []
+
+
+def _ranks(ranks: list[int]) -> str:
+    """Ranks in words: "rank 5", "ranks 4 and 7", "ranks 1, 4 and 7"."""
+    if len(ranks) < 2:
+        return "".join(f"rank {r}" for r in ranks)
+    return f"ranks {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
 
 
 def _changes(variant: str | None, bucket_mb: float) -> dict[str, object]:
@@ -179,6 +203,11 @@ DETECTOR = Detector(
         "hccl_buffsize_mb": "HCCL_BUFFSIZE holding the largest message on an NPU, above the 200 MB default (else 0)",
         "device_idle": "share of the window the device is idle (device.idle_fraction)",
         "idle_causes": "what that idle time is, where it leaves too little compute: its causes, shares of the window",
+        "rank": "this trace's rank as its collectives' tasks name it (empty where they do not)",
+        "late_peers": "the ranks the collectives wait for most, where that wait is half the exposed time or more "
+        "(HCCL's Notify_Wait tasks, which name their peer); empty otherwise",
+        "peer_wait_ms_per_step": "the longest time per steady step the collectives waited for one peer rank, ms",
+        "transfer_ms_per_step": "time per steady step the collectives' tasks moved or reduced data, ms",
     },
     detect=detect,
 )
