@@ -138,16 +138,27 @@ class Collectives:
 
 def find_collectives(trace: Trace) -> Collectives:
     """The trace's collectives with what their args (or their host records) say they moved."""
-    top = trace.phase == Phase.COMPLETE
-    device = np.flatnonzero(top & (trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE))
-    rows, on = _outermost(trace, device), "device"
+    rows, on = _outermost(trace, np.flatnonzero(_device_communication(trace))), "device"
     if rows.size == 0:
         host_run = trace.name_matches(HOST_COLLECTIVE) & trace.on_roles(Role.HOST, Role.INPUT)
-        rows, on = np.flatnonzero(top & host_run), "host"
+        rows, on = np.flatnonzero((trace.phase == Phase.COMPLETE) & host_run), "host"
     found = _without_parts(trace, _described(trace, rows, on))
     if on == "device":
         _lend_host_records(trace, found)
     return found
+
+
+def collective_tasks(trace: Trace) -> np.ndarray:
+    """Per event: a communication task on the device that is no collective of a named type (HCCL's ``Notify_Wait``,
+    ``Memcpy``, a stream's ``SDMA``), whether or not a named collective is drawn over it."""
+    tasks = _device_communication(trace)
+    comm = np.flatnonzero(tasks)
+    tasks[comm[_types_by_name(trace, comm) != len(COLLECTIVES)]] = False
+    return tasks
+
+
+def _device_communication(trace: Trace) -> np.ndarray:
+    return (trace.phase == Phase.COMPLETE) & (trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE)
 
 
 def collective_parts(trace: Trace) -> np.ndarray:
@@ -157,11 +168,9 @@ def collective_parts(trace: Trace) -> np.ndarray:
     within a named collective's span (give or take :data:`PART_SKEW_US`: the db export records an op's own task on its
     stream a microsecond or so wider than the op) is such a task, whose time the collective holds. An NCCL
     kernel is its collective's whole work: it has no parts."""
-    comm = np.flatnonzero(
-        (trace.phase == Phase.COMPLETE) & (trace.kind == Kind.COMMUNICATION) & trace.on_roles(Role.DEVICE)
-    )
-    typed = _types_by_name(trace, comm) != len(COLLECTIVES)
-    named, tasks = comm[typed], comm[~typed]
+    untyped = collective_tasks(trace)
+    named = np.flatnonzero(_device_communication(trace) & ~untyped)
+    tasks = np.flatnonzero(untyped)
     parts = np.zeros(len(trace), dtype=bool)
     if named.size == 0 or tasks.size == 0:
         return parts
@@ -477,7 +486,7 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
         found,
         span,
         exposed_each,
-        peer_waits.measure(trace, lo, hi, collective_parts(trace)),
+        peer_waits.measure(trace, lo, hi, collective_tasks(trace)),
     )
 
 

@@ -1,10 +1,11 @@
-"""Whom a rank's collectives wait for: HCCL's tasks on its planes name the peer of each wait.
+"""Whom a rank's collectives wait for: HCCL's tasks say when a collective waits for its peers, and which peer.
 
-msprof records an HCCL op's tasks on the planes it runs them on (profiler level 1 and above; the db export's
-``COMMUNICATION_TASK_INFO``): ``Notify_Wait`` is the rank waiting for a peer's signal, with the two ranks in its
-args (``src rank``, the rank itself, and ``dst rank``, the peer); ``Memcpy``, ``Reduce_Inline`` and ``RDMASend``
-move and reduce the data. A collective that spends most of its time in the waits for one peer is waiting for that
-peer to reach it, not moving data: the peer is late, whichever rank it is, captured or not.
+An HCCL op runs its work as tasks: ``Notify_Wait`` is the rank waiting for a peer's signal, ``Memcpy``,
+``Reduce_Inline``, ``RDMASend`` (a stream's ``SDMA``) move and reduce the data. msprof records them on the
+communication stream at every profiler level (``Notify Wait``), and from level 1 on the op's planes too, each wait
+with its two ranks in its args (``src rank``, the rank itself, and ``dst rank``, the peer; the db export's
+``COMMUNICATION_TASK_INFO``). A collective that spends most of its time waiting, not moving data, waits for a peer
+to reach it: the peer is late, whichever rank it is, captured or not.
 """
 
 from __future__ import annotations
@@ -17,70 +18,87 @@ from typing import TypeGuard
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Trace
 
-PEER_WAIT = re.compile(r"^Notify_Wait$")  # a plane's wait for its peer's signal (the stream's copy is "Notify Wait")
-_NOTIFY = re.compile(r"^Notify_")  # a plane's signalling tasks; its other tasks move or reduce data
+PEER_WAIT = re.compile(r"^Notify[_ ]Wait$")  # a wait for a peer's signal: a plane's Notify_Wait, a stream's Notify Wait
+_NOTIFY = re.compile(r"^Notify[_ ]")  # the signalling tasks; a collective's other tasks move or reduce data
 NO_RANK = 0xFFFFFFFF  # HCCL's rank field where a task has no rank (a local reduce's destination)
 LATE_PEER = 0.5  # a peer waited on at least this share of the longest wait on any peer is late too
 
 
 @dataclass(frozen=True)
 class PeerWaits:
-    """A rank's collectives in a window, told by their plane tasks: how long they waited for each peer rank, and
-    how long they moved data. Empty where the trace records no plane tasks."""
+    """A rank's collectives in a window, told by their tasks: how long they only waited for peers, how long they
+    moved data, and, where the tasks name the peer of each wait, how long they waited for each. Empty where the trace
+    records no such tasks."""
 
-    rank: int | None = None  # this trace's rank, as its tasks name it
+    waiting_us: float = 0.0  # time a wait ran and no task moved data
+    transfer_us: float = 0.0  # time any task moved or reduced data
+    rank: int | None = None  # this trace's rank, as the waits name it (None where none does)
     wait_us: dict[int, float] = field(default_factory=dict)  # per peer rank, the longest wait first
-    transfer_us: float = 0.0  # time any plane moved or reduced data (the union over planes)
     rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the waits in the window
-    peer: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the peer each of them waits for
+    peer: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the peer of each (NO_RANK: not named)
 
     def late(self) -> list[int]:
         """The peers waited on longest: the one waited on most, and those waited on at least :data:`LATE_PEER` of its
-        time; none where no wait is recorded."""
+        time; none where no wait names its peer."""
         longest = max(self.wait_us.values(), default=0.0)
         return [peer for peer, wait in self.wait_us.items() if longest > 0 and wait >= LATE_PEER * longest]
 
     def waits_for(self, peers: list[int]) -> np.ndarray:
-        """The waits in the window for any of ``peers``."""
-        return self.rows[np.isin(self.peer, peers)]
+        """The waits in the window for any of ``peers`` (all of them where ``peers`` is empty)."""
+        return self.rows[np.isin(self.peer, peers)] if peers else self.rows
 
 
-def measure(trace: Trace, lo: float, hi: float, parts: np.ndarray) -> PeerWaits:
-    """The plane tasks' waits per peer and their data movement within [lo, hi], given which events are tasks of a
-    collective (:func:`~perftool.analysis.communication.collective_parts`)."""
-    rows, ranks = _waits(trace)
-    if rows.size == 0:
+def measure(trace: Trace, lo: float, hi: float, tasks: np.ndarray) -> PeerWaits:
+    """The collectives' waits and data movement within [lo, hi], given which events are their tasks
+    (:func:`~perftool.analysis.communication.collective_tasks`)."""
+    waits = tasks & trace.name_matches(PEER_WAIT)
+    if not waits.any():
         return PeerWaits()
-    rank = Counter(ranks[:, 0].tolist()).most_common(1)[0][0]  # a wait's own rank is its source
-    planes = np.unique(trace.track[rows])
-    peer = np.where(ranks[:, 0] == rank, ranks[:, 1], ranks[:, 0])
+    leaves = _not_enclosing(trace, np.flatnonzero(tasks))  # not a task drawn over others (the db's record of the op)
+    transfer = _union(trace, leaves[~trace.name_matches(_NOTIFY, leaves)], lo, hi)
+    rows = np.flatnonzero(waits)
     clipped = np.minimum(trace.end[rows], hi) - np.maximum(trace.ts[rows], lo)
-    mine = (clipped > 0) & (peer != rank) & (peer != NO_RANK)
-    rows, peer, clipped = rows[mine], peer[mine], clipped[mine]
-    peers, which = np.unique(peer, return_inverse=True)
-    wait = dict(zip(peers.tolist(), np.bincount(which.reshape(-1), clipped, peers.size).tolist()))
-    moving = np.flatnonzero(parts & np.isin(trace.track, planes) & ~trace.name_matches(_NOTIFY))
-    starts, ends = np.maximum(trace.ts[moving], lo), np.minimum(trace.end[moving], hi)
-    inside = ends > starts
-    transfer = intervals.total(intervals.union(starts[inside], ends[inside]))
-    return PeerWaits(rank, dict(sorted(wait.items(), key=lambda item: -item[1])), transfer, rows, peer)
+    rows, clipped = rows[clipped > 0], clipped[clipped > 0]
+    waiting = intervals.total(intervals.subtract(_union(trace, rows, lo, hi), transfer, lo, hi))
+    named, ranks = _named(trace, rows)
+    peer = np.full(rows.size, NO_RANK, dtype=np.int64)
+    if not named.any():
+        return PeerWaits(waiting, intervals.total(transfer), rows=rows, peer=peer)
+    rank = Counter(ranks[:, 0].tolist()).most_common(1)[0][0]  # a wait's own rank is its source
+    peer[named] = np.where(ranks[:, 0] == rank, ranks[:, 1], ranks[:, 0])
+    peer[peer == rank] = NO_RANK
+    known = peer != NO_RANK
+    peers, which = np.unique(peer[known], return_inverse=True)
+    wait = dict(zip(peers.tolist(), np.bincount(which.reshape(-1), clipped[known], peers.size).tolist()))
+    by_wait = dict(sorted(wait.items(), key=lambda item: -item[1]))
+    return PeerWaits(waiting, intervals.total(transfer), rank, by_wait, rows, peer)
 
 
-def _waits(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """The plane waits that name their ranks, and those ranks (source, destination) per wait."""
-    candidates = np.flatnonzero(
-        trace.name_matches(PEER_WAIT)
-        & (trace.phase == Phase.COMPLETE)
-        & (trace.kind == Kind.COMMUNICATION)
-        & trace.on_roles(Role.DEVICE)
-        & (trace.args_ref >= 0)
+def _not_enclosing(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Of ``rows``, those that enclose none of the others on their track (tasks running side by side on one stream
+    overlap, and stay)."""
+    order = rows[np.lexsort((-trace.dur[rows], trace.ts[rows], trace.track[rows]))]
+    encloses_next = (trace.track[order[1:]] == trace.track[order[:-1]]) & (
+        trace.end[order[1:]] <= trace.end[order[:-1]]
     )
-    pairs = [_ranks(args) for args in trace.args_of(candidates)]
+    return order[np.append(~encloses_next, True)]
+
+
+def _union(trace: Trace, rows: np.ndarray, lo: float, hi: float) -> intervals.Intervals:
+    """The time any of ``rows`` runs within [lo, hi]."""
+    starts, ends = np.maximum(trace.ts[rows], lo), np.minimum(trace.end[rows], hi)
+    inside = ends > starts
+    return intervals.union(starts[inside], ends[inside])
+
+
+def _named(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the waits ``rows`` name their ranks, and those ranks (source, destination) per such wait."""
+    pairs = [_ranks(args) for args in trace.args_of(rows)]
     named = np.array([pair is not None for pair in pairs], dtype=bool)
     ranks = np.array([pair for pair in pairs if pair is not None], dtype=np.int64).reshape(-1, 2)
-    return candidates[named], ranks
+    return named, ranks
 
 
 def _ranks(args: dict | None) -> tuple[int, int] | None:

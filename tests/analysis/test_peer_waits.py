@@ -7,22 +7,24 @@ from builders import VOCABULARIES, span
 
 from perftool import load_trace
 from perftool.analysis import peer_waits
-from perftool.analysis.communication import collective_parts
+from perftool.analysis.communication import collective_tasks
 
 NO_RANK = 4294967295
 
 
-def _rank_trace(waits: list[tuple[int, float, float, object, object]], moves: list[tuple[int, float, float]]) -> dict:
+def _rank_trace(waits: list[tuple[int, float, float, object, object]], moves: list[tuple[int, float, float]],
+                stream: list[tuple[str, float, float]]) -> dict:  # fmt: skip
     """An Ascend trace of one all-reduce (0-1000 µs) with its tasks on plane threads: ``waits`` as (plane, start,
-    length, src rank, dst rank), ``moves`` as (plane, start, length) Memcpy tasks; the hardware stream's own copy of
-    the first wait, which names no rank. Plane N is thread 1 + N of the HCCL process, the op's own thread 0."""
+    length, src rank, dst rank), ``moves`` as (plane, start, length) Memcpy tasks, and the communication stream's own
+    tasks in ``stream`` as (name, start, length), which name no rank. Plane N is thread 1 + N of the HCCL process, the
+    op's own thread 0."""
     tracks, names, _ = VOCABULARIES["ascend"]
-    (hccl, ops), stream = tracks["hccl_ops"], tracks["npu_comm"]
+    hccl, ops = tracks["hccl_ops"]
     events = [
         *names,
         span("MatMulV2", *tracks["npu"], 1000, 500),
         span("hcom_allReduce__428_0_1", hccl, ops, 0, 1000),
-        span("Notify Wait", *stream, 2, 600),
+        *(span(name, *tracks["npu_comm"], start, length) for name, start, length in stream),
     ]
     for plane, start, length, source, destination in waits:
         ranks = {"src rank": source, "dst rank": destination}
@@ -31,9 +33,10 @@ def _rank_trace(waits: list[tuple[int, float, float, object, object]], moves: li
     return {"traceEvents": events}
 
 
-def _measure(write_trace, waits, moves, lo: float = 0.0, hi: float = 2000.0) -> peer_waits.PeerWaits:
-    trace = load_trace(write_trace(_rank_trace(waits, moves)))
-    return peer_waits.measure(trace, lo, hi, collective_parts(trace))
+def _measure(write_trace, waits, moves, lo=0.0, hi=2000.0, stream=(("Notify Wait", 2, 600),)) -> peer_waits.PeerWaits:
+    """What the collectives' tasks say, in [lo, hi]; the stream holds a copy of the first wait unless told otherwise."""
+    trace = load_trace(write_trace(_rank_trace(waits, moves, list(stream))))
+    return peer_waits.measure(trace, lo, hi, collective_tasks(trace))
 
 
 def test_each_wait_counts_for_the_peer_it_names_the_longest_first(write_trace):
@@ -65,14 +68,29 @@ def test_waits_and_moves_count_within_the_window_the_planes_moves_once(write_tra
     found = _measure(write_trace, waits, [(1, 500, 100), (2, 550, 100), (2, 900, 95)], lo=300.0, hi=950.0)
     assert found.wait_us == {3: pytest.approx(200.0)}  # 300-500 of 100-500; rank 1's wait is before the window
     assert found.transfer_us == pytest.approx(150.0 + 50.0)  # 500-650, then 900-950 of 900-995
+    assert found.waiting_us == pytest.approx(200.0)  # 300-602 waiting (the stream's copy too), less 500-650 moving
 
 
-def test_a_trace_without_plane_waits_has_none(write_trace):
-    found = _measure(write_trace, [], [(1, 500, 100)])
-    assert (found.rank, found.wait_us, found.transfer_us, found.late()) == (None, {}, 0.0, [])
+def test_a_trace_without_waits_has_none(write_trace):
+    found = _measure(write_trace, [], [(1, 500, 100)], stream=())
+    assert (found.waiting_us, found.transfer_us, found.rank, found.wait_us, found.late()) == (0.0, 0.0, None, {}, [])
 
 
-def test_the_collective_drawn_on_its_tasks_thread_moves_no_data_itself(write_trace):
-    """Where the op lies on the thread of its tasks (plane -1 is the op's own thread), only its tasks move data."""
-    found = _measure(write_trace, [(-1, 10, 100, 0, 3)], [(-1, 200, 50)])
-    assert found.transfer_us == pytest.approx(50.0)
+def test_waits_that_name_no_peer_still_say_how_long_the_collectives_waited(write_trace):
+    """At profiler level 0 msprof records the communication stream's tasks alone: its Notify Wait tasks say how long
+    the collectives waited, for no peer it names; its SDMA tasks moved data."""
+    found = _measure(
+        write_trace, [], [], stream=[("Notify Wait", 10, 500), ("SDMA", 400, 200), ("Notify Wait", 700, 50)]
+    )
+    assert (found.waiting_us, found.transfer_us) == (pytest.approx(390.0 + 50.0), pytest.approx(200.0))
+    assert (found.rank, found.wait_us, found.late()) == (None, {}, [])
+    assert found.waits_for([]).size == 2 and set(found.peer.tolist()) == {NO_RANK}
+
+
+@pytest.mark.parametrize("drawn_over", [(0, 505), (5, 505)], ids=["ending with the wait", "starting with it"])
+def test_a_task_drawn_over_the_waits_moves_no_data(write_trace, drawn_over):
+    """The db export records the op's own task on its stream over the op's tasks (named by its task type): it encloses
+    them, so it is no transfer; tasks side by side on the stream that overlap each other still are."""
+    siblings = [("SDMA", 600, 100), ("SDMA", 600, 99), ("SDMA", 601, 99)]
+    found = _measure(write_trace, [], [], stream=[("AI_CORE", *drawn_over), ("Notify Wait", 5, 500), *siblings])
+    assert (found.waiting_us, found.transfer_us) == (pytest.approx(500.0), pytest.approx(100.0))

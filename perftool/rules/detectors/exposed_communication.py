@@ -1,13 +1,13 @@
 """Exposed communication: collectives running with no compute beside them, so the step waits for them.
 
-The fix follows what synchronises the gradients and what the collectives look like. Collectives that spend most
-of their exposed time waiting for one peer's signal (HCCL's plane tasks name the peer) wait for a late rank, and
-get the fix that finds it. All-reduces that all start after the backward pass, with no DDP wrapper, get reduction
-during backward (emulated as the replicas' overlap); DDP with one bucket per step (nothing to overlap the backward
-pass with) or many small buckets (latency-bound) gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen
-(emulated before it is printed, as the replicas' bucket); DDP moving more than the backward pass hides gets
-gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching; a tensor- or
-pipeline-parallel group gets that parallelism's own fix.
+The fix follows what synchronises the gradients and what the collectives look like. Collectives whose tasks spend
+half their exposed time or more waiting for peers' signals, moving no data (HCCL's Notify_Wait), wait for a late
+rank, and get the fix that finds it (the rank, where the tasks name the peer of each wait). All-reduces that all
+start after the backward pass, with no DDP wrapper, get reduction during backward (emulated as the replicas'
+overlap); DDP with one bucket per step (nothing to overlap the backward pass with) or many small buckets
+(latency-bound) gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen (emulated before it is printed, as
+the replicas' bucket); DDP moving more than the backward pass hides gets gradient accumulation under ``no_sync`` and
+a compression hook; FSDP gets prefetching; a tensor- or pipeline-parallel group gets that parallelism's own fix.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ IDLE_DEVICE = 0.3  # a device idle this share of the window has little compute t
 NAMED_CAUSE = 0.05  # a cause of the idle time this share of the window is named in the fix
 OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
-LATE_PEER_SHARE = 0.5  # waits for one peer this share of the exposed time: the collectives wait for a late rank
+LATE_PEER_SHARE = 0.5  # only waiting for peers this share of the exposed time: the collectives wait for a late rank
 AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
 # a bandwidth is over the time one rank spends in the calls, its wait for the others held in it: said with it
 _TIMED = " over this rank's time in them, waits for the other ranks included"
@@ -43,9 +43,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     sizes = _sizes_mb(comms, top.name)
     per_step = scope.per_step(top.count)
     group = comms.groups[0] if comms.groups else None
-    parallelism = group.parallelism if group else "unknown"
-    late = _late_peers(comms, exposed)
-    variant, bucket_mb = ("late_peer", 0.0) if late else _variant(scope, comms, top.name, parallelism)
+    variant, bucket_mb = _variant(scope, comms, top.name, group.parallelism if group else "unknown")
+    peers = comms.peers
+    late = peers.late() if variant == "late_peer" else []
     hccl_buffer_mb = _hccl_buffer(scope, sizes)
     if variant is None and hccl_buffer_mb:
         variant = "hccl_buffer"
@@ -62,26 +62,20 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "hccl_buffsize_mb": hccl_buffer_mb,
         "device_idle": scope.metrics["device.idle_fraction"],
         "idle_causes": _idle_causes(scope) if variant == "idle_device" else "",
-        "rank": _ranks([] if comms.peers.rank is None else [comms.peers.rank]),
+        "rank": _ranks([] if peers.rank is None else [peers.rank]),
         "late_peers": _ranks(late),
-        "peer_wait_ms_per_step": scope.per_step(max(comms.peers.wait_us.values(), default=0.0)) / 1e3,
-        "transfer_ms_per_step": scope.per_step(comms.peers.transfer_us) / 1e3,
+        "peer_wait_ms_per_step": scope.per_step(max(peers.wait_us.values(), default=0.0)) / 1e3,
+        "waiting_ms_per_step": scope.per_step(peers.waiting_us) / 1e3,
+        "transfer_ms_per_step": scope.per_step(peers.transfer_us) / 1e3,
     }
     exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
     rows, cost = comms.calls.rows[exposed_calls], comms.exposed_us[exposed_calls]
-    if late:  # the cause's evidence: the longest waits for the late peers
-        rows = comms.peers.waits_for(late)
+    if variant in ("late_peer", "peer_wait"):  # the cause's evidence: the longest waits (for the late peers)
+        rows = peers.waits_for(late)
         cost = scope.trace.dur[rows]
     changes = _changes(variant, bucket_mb)
     evidence = scope.events(rows[largest(cost, scope.evidence_count, ties=scope.trace.ts[rows])])
     return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls.size)
-
-
-def _late_peers(comms: Communication, exposed_us: float) -> list[int]:
-    """The peers the collectives wait for most, where waiting for them (the longest wait on one peer) is
-    :data:`LATE_PEER_SHARE` of the exposed time or more; none otherwise, or where the trace does not say."""
-    longest = max(comms.peers.wait_us.values(), default=0.0)
-    return comms.peers.late() if longest >= LATE_PEER_SHARE * exposed_us else []
 
 
 def _ranks(ranks: list[int]) -> str:
@@ -142,7 +136,11 @@ def _sizes_mb(comms: Communication, collective: str) -> np.ndarray:
 def _variant(scope: Scope, comms: Communication, collective: str, parallelism: str) -> tuple[str | None, float]:
     """Which fix applies to the most exposed ``collective``, and the DDP bucket size it names (0 when none). A job
     that trains nothing (inference, serving) and wraps no model in DDP or FSDP reduces no gradients: its
-    collectives are the model's parallelism, told in the job's terms (the rule's own fix, or the group's)."""
+    collectives are the model's parallelism, told in the job's terms (the rule's own fix, or the group's).
+    Collectives that mostly wait for peers, moving no data, wait for a late rank, whatever they are."""
+    peers = comms.peers
+    if peers.waiting_us >= LATE_PEER_SHARE * scope.metrics["communication.exposed_us"]:
+        return ("late_peer" if peers.late() else "peer_wait"), 0.0
     if parallelism in ("tensor", "pipeline"):
         return parallelism, 0.0
     if collective == "all_to_all":
@@ -204,9 +202,10 @@ DETECTOR = Detector(
         "device_idle": "share of the window the device is idle (device.idle_fraction)",
         "idle_causes": "what that idle time is, where it leaves too little compute: its causes, shares of the window",
         "rank": "this trace's rank as its collectives' tasks name it (empty where they do not)",
-        "late_peers": "the ranks the collectives wait for most, where that wait is half the exposed time or more "
-        "(HCCL's Notify_Wait tasks, which name their peer); empty otherwise",
+        "late_peers": "the ranks the collectives wait for most, where they mostly wait and their tasks name the peer "
+        "of each wait (HCCL's Notify_Wait from profiler level 1); empty otherwise",
         "peer_wait_ms_per_step": "the longest time per steady step the collectives waited for one peer rank, ms",
+        "waiting_ms_per_step": "time per steady step the collectives' tasks waited for peers and moved no data, ms",
         "transfer_ms_per_step": "time per steady step the collectives' tasks moved or reduced data, ms",
     },
     detect=detect,
