@@ -115,6 +115,8 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
             "plane1": (4, 2),
             "plane2": (4, 3),
             "plane3": (4, 4),
+            "hccl_ops_b": (4, 10),
+            "plane_b1": (4, 12),
         },
         [
             meta("process_name", 1, 0, name="Python"),
@@ -128,6 +130,8 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
             meta("thread_name", 4, 2, name="Plane 1"),
             meta("thread_name", 4, 3, name="Plane 2"),
             meta("thread_name", 4, 4, name="Plane 3"),
+            meta("thread_name", 4, 10, name="Group 1 Communication"),  # a second communicator: its planes after it
+            meta("thread_name", 4, 12, name="Plane 1"),
         ],
         "python",
     ),

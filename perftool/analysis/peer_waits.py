@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeGuard
 
 import numpy as np
@@ -21,6 +21,7 @@ from perftool.analysis import intervals
 from perftool.trace.model import Trace
 
 PEER_WAIT = re.compile(r"^Notify[_ ]Wait$")  # a wait for a peer's signal: a plane's Notify_Wait, a stream's Notify Wait
+_COMMUNICATOR = re.compile(r"Communication$")  # msprof's thread of a communicator's ops: "Group <name> Communication"
 _NOTIFY = re.compile(r"^Notify[_ ]")  # the signalling tasks; a collective's other tasks move or reduce data
 NO_RANK = 0xFFFFFFFF  # HCCL's rank field where a task has no rank (a local reduce's destination)
 LATE_PEER = 0.5  # a peer waited on at least this share of the longest wait on any peer is late too
@@ -34,10 +35,12 @@ class PeerWaits:
 
     waiting_us: float = 0.0  # time a wait ran and no task moved data
     transfer_us: float = 0.0  # time any task moved or reduced data
-    rank: int | None = None  # this trace's rank, as the waits name it (None where none does)
+    rank: int | None = None  # this trace's rank in the communicator of the peers named (None where no wait names one)
     wait_us: dict[int, float] = field(default_factory=dict)  # per peer rank, the longest wait first
     rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the waits in the window
     peer: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the peer of each (NO_RANK: not named)
+    communicator: str = ""  # the thread of the communicator of the peers named, where msprof draws one
+    communicators: int = 0  # how many communicators' waits name their peers (ranks are each one's own)
 
     def late(self) -> list[int]:
         """The peers waited on longest: the one waited on most, and those waited on at least :data:`LATE_PEER` of its
@@ -52,7 +55,8 @@ class PeerWaits:
 
 def measure(trace: Trace, lo: float, hi: float, tasks: np.ndarray) -> PeerWaits:
     """The collectives' waits and data movement within [lo, hi], given which events are their tasks
-    (:func:`~perftool.analysis.communication.collective_tasks`)."""
+    (:func:`~perftool.analysis.communication.collective_tasks`). Ranks are a communicator's own: where waits of
+    several name their peers, the peers named are those of the communicator waited on longest for one peer."""
     waits = tasks & trace.name_matches(PEER_WAIT)
     if not waits.any():
         return PeerWaits()
@@ -62,18 +66,46 @@ def measure(trace: Trace, lo: float, hi: float, tasks: np.ndarray) -> PeerWaits:
     clipped = np.minimum(trace.end[rows], hi) - np.maximum(trace.ts[rows], lo)
     rows, clipped = rows[clipped > 0], clipped[clipped > 0]
     waiting = intervals.total(intervals.subtract(_union(trace, rows, lo, hi), transfer, lo, hi))
+    found = PeerWaits(waiting, intervals.total(transfer), rows=rows, peer=np.full(rows.size, NO_RANK, np.int64))
     named, ranks = _named(trace, rows)
-    peer = np.full(rows.size, NO_RANK, dtype=np.int64)
-    if not named.any():
-        return PeerWaits(waiting, intervals.total(transfer), rows=rows, peer=peer)
-    rank = Counter(ranks[:, 0].tolist()).most_common(1)[0][0]  # a wait's own rank is its source
-    peer[named] = np.where(ranks[:, 0] == rank, ranks[:, 1], ranks[:, 0])
-    peer[peer == rank] = NO_RANK
+    group = _communicators(trace, rows)
+    by_group = {g: _peers_of(group[named] == g, ranks, clipped[named]) for g in np.unique(group[named]).tolist()}
+    if not by_group:
+        return found
+    head = max(by_group, key=lambda g: max(by_group[g][2].values(), default=0.0))
+    rank, peer, wait = by_group[head]
+    found.peer[np.flatnonzero(named)[peer != NO_RANK]] = peer[peer != NO_RANK]
+    by_wait = dict(sorted(wait.items(), key=lambda item: -item[1]))
+    communicator = trace.tracks[head].thread_name if head >= 0 else ""
+    return replace(found, rank=rank, wait_us=by_wait, communicator=communicator, communicators=len(by_group))
+
+
+def _peers_of(mine: np.ndarray, ranks: np.ndarray, clipped: np.ndarray) -> tuple[int, np.ndarray, dict[int, float]]:
+    """One communicator's waits (``mine`` of the named waits, their ``ranks`` and times): its own rank (its waits'
+    usual source), each named wait's peer (NO_RANK for the others') and the time waited for each peer."""
+    rank = Counter(ranks[mine, 0].tolist()).most_common(1)[0][0]
+    peer = np.where(ranks[:, 0] == rank, ranks[:, 1], ranks[:, 0])
+    peer[~mine | (peer == rank)] = NO_RANK
     known = peer != NO_RANK
     peers, which = np.unique(peer[known], return_inverse=True)
-    wait = dict(zip(peers.tolist(), np.bincount(which.reshape(-1), clipped[known], peers.size).tolist()))
-    by_wait = dict(sorted(wait.items(), key=lambda item: -item[1]))
-    return PeerWaits(waiting, intervals.total(transfer), rank, by_wait, rows, peer)
+    return rank, peer, dict(zip(peers.tolist(), np.bincount(which.reshape(-1), clipped[known], peers.size).tolist()))
+
+
+def _communicators(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per wait: the track of its communicator's thread, which msprof draws before the communicator's planes
+    (``Group <name> Communication``, then ``Plane 0``, ``Plane 1``...; -1 where no such thread comes before it)."""
+    heads: dict[int | str, list[tuple[int, int]]] = {}
+    for track in trace.tracks:
+        if isinstance(track.tid, int) and _COMMUNICATOR.search(track.thread_name):
+            heads.setdefault(track.pid, []).append((track.tid, track.id))
+    head_of = {}
+    for track_id in np.unique(trace.track[rows]).tolist():
+        track = trace.tracks[track_id]
+        before = [
+            (tid, head) for tid, head in heads.get(track.pid, []) if isinstance(track.tid, int) and tid <= track.tid
+        ]
+        head_of[track_id] = max(before)[1] if before else -1
+    return np.array([head_of[t] for t in trace.track[rows].tolist()], dtype=np.int64)
 
 
 def _not_enclosing(trace: Trace, rows: np.ndarray) -> np.ndarray:

@@ -179,9 +179,10 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
 
 
 def _peer_waits(scope: Scope) -> WaitsByPeer | None:
-    """Whom the collectives waited for per steady step, where the trace names the peer of each wait."""
+    """Whom the collectives waited for per steady step, where the trace names the peer of each wait, all in one
+    communicator (each numbers its ranks its own way)."""
     peers = scope.metrics.communication.peers
-    if peers.rank is None:
+    if peers.rank is None or peers.communicators > 1:
         return None
     return WaitsByPeer(rank=peers.rank, per_step_us={peer: scope.per_step(us) for peer, us in peers.wait_us.items()})
 

@@ -36,7 +36,8 @@ T = TypeVar("T")  # what an optional table's read gives
 BATCH_ROWS = 50_000  # rows read and turned into events at a time
 PYTHON, CANN, HARDWARE, HCCL = 1, 2, 3, 4  # the processes, numbered as the text export names them
 _PROCESSES = {PYTHON: "Python", CANN: "CANN", HARDWARE: "Ascend Hardware", HCCL: "HCCL"}
-_OPS_THREAD = 0  # HCCL's thread of whole collectives; its planes are 1 + the plane's id
+_NO_PLANE = 0xFFFF  # a plane id this large is HCCL's mark of none: a communicator's links are far fewer
+_OPS_THREAD = 0  # HCCL's thread of the first communicator's collectives; its planes are 1 + the plane's id after it
 _CANN_PREFIX = {"acl": "AscendCL@", "runtime": "Runtime@", "node": "Node@", "model": "Model@", "hccl": "Hccl@"}
 _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_function", "mstx": "user_annotation"}
 _ENCODE = msgspec.json.encode
@@ -150,6 +151,7 @@ class _Reader:
         if "ENUM_HCCL_DATA_TYPE" in tables:
             self.hccl_types = dict(connection.execute("SELECT id, name FROM ENUM_HCCL_DATA_TYPE"))
         self.threads: set[tuple[int, int]] = set()
+        self.group_threads = self._group_threads()
 
     def names(self) -> list[RawEvent]:
         """The processes' and threads' names, as the text export writes them."""
@@ -165,12 +167,28 @@ class _Reader:
         if "TASK" in self.tables:
             for (stream,) in self.connection.execute("SELECT DISTINCT streamId FROM TASK"):
                 events.append(metadata_event("thread_name", HARDWARE, stream, f"Stream {stream}"))
-        if "COMMUNICATION_OP" in self.tables:
-            events.append(metadata_event("thread_name", HCCL, _OPS_THREAD, "Group 0 Communication"))
-        if "COMMUNICATION_TASK_INFO" in self.tables:
-            for (plane,) in self.connection.execute("SELECT DISTINCT planeId FROM COMMUNICATION_TASK_INFO"):
-                events.append(metadata_event("thread_name", HCCL, 1 + plane, f"Plane {plane}"))
+        for index, (thread, planes) in enumerate(self.group_threads.values()):
+            events.append(metadata_event("thread_name", HCCL, thread, f"Group {index} Communication"))
+            events += [metadata_event("thread_name", HCCL, thread + 1 + plane, f"Plane {plane}") for plane in planes]
         return events
+
+    def _group_threads(self) -> dict[Any, tuple[int, list[int]]]:
+        """Per communicator (its group name), the HCCL thread of its ops and the planes of its tasks, laid out as the
+        text export lays them out: a group's thread, then a thread per plane (its id + 1 after the group's), then the
+        next group's."""
+        planes: dict[Any, set[int]] = {}
+        if "COMMUNICATION_OP" in self.tables:
+            query = f"SELECT DISTINCT {self._group('COMMUNICATION_OP')} FROM COMMUNICATION_OP"
+            planes |= {group: set() for (group,) in self.connection.execute(query)}
+        if "COMMUNICATION_TASK_INFO" in self.tables:
+            query = f"SELECT DISTINCT {self._group('COMMUNICATION_TASK_INFO')}, planeId FROM COMMUNICATION_TASK_INFO"
+            for group, plane in self.connection.execute(query):
+                planes.setdefault(group, set()).add(_plane(plane))
+        threads, thread = {}, _OPS_THREAD
+        for group in sorted(planes, key=lambda g: (not isinstance(g, int), g if isinstance(g, int) else 0, repr(g))):
+            threads[group] = (thread, sorted(planes[group]))
+            thread += 2 + max(planes[group], default=-1)
+        return threads
 
     def events(self) -> Iterator[list[RawEvent]]:
         if "PYTORCH_API" in self.tables:
@@ -205,16 +223,23 @@ class _Reader:
             columns = self._columns("COMMUNICATION_OP")
             sized = ", ".join(c if c in columns else "NULL" for c in ("dataType", "count"))
             yield from self._rows(
-                f"SELECT startNs, endNs, opName, connectionId, {sized} FROM COMMUNICATION_OP", self._collective
+                f"SELECT startNs, endNs, opName, connectionId, {self._group('COMMUNICATION_OP')}, {sized} "
+                "FROM COMMUNICATION_OP",
+                self._collective,
             )
         if {"COMMUNICATION_TASK_INFO", "TASK"} <= self.tables:
             columns = self._columns("COMMUNICATION_TASK_INFO")
             ranks = ", ".join(f"c.{c}" if c in columns else "NULL" for c in ("srcRank", "dstRank"))
             yield from self._rows(
-                f"SELECT t.startNs, t.endNs, c.planeId, c.taskType, {ranks} FROM COMMUNICATION_TASK_INFO c"
+                f"SELECT t.startNs, t.endNs, {self._group('COMMUNICATION_TASK_INFO', 'c.')}, c.planeId, c.taskType, "
+                f"{ranks} FROM COMMUNICATION_TASK_INFO c"
                 " JOIN TASK t ON t.globalTaskId = c.globalTaskId",
                 self._plane_task,
             )
+
+    def _group(self, table: str, alias: str = "") -> str:
+        """The column of ``table`` naming a row's communicator (NULL where the schema has none: one communicator)."""
+        return f"{alias}groupName" if "groupName" in self._columns(table) else "NULL"
 
     def _columns(self, table: str) -> set[str]:
         return {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
@@ -264,21 +289,22 @@ class _Reader:
         return [task, _flow("f", HARDWARE, stream, start, connection), *queued]
 
     def _collective(
-        self, start: int, end: int, name: int, connection: int, data_type: int | None, count: int | None
+        self, start: int, end: int, name: int, connection: int, group: Any, data_type: int | None, count: int | None
     ) -> list[RawEvent]:
         """An HCCL op, with the elements it moves and their type, as the text export's args name them."""
         args: dict[str, Any] = {"connection_id": connection}
         if data_type in self.hccl_types and isinstance(count, int):
             args |= {"data_type": self.hccl_types[data_type], "count": count}
-        return [_span(self._string(name), "", HCCL, _OPS_THREAD, start, end, args)]
+        return [_span(self._string(name), "", HCCL, self.group_threads[group][0], start, end, args)]
 
     def _plane_task(
-        self, start: int, end: int, plane: int, task_type: int, source: int | None, destination: int | None
+        self, start: int, end: int, group: Any, plane: int, task_type: int, source: int | None, destination: int | None
     ) -> list[RawEvent]:
         """A task of an HCCL op on its plane, with the ranks it signals or moves data between, as the text export's
         args name them (``src rank``, ``dst rank``)."""
         ranks = None if source is None or destination is None else {"src rank": source, "dst rank": destination}
-        return [_span(self._string(task_type), "", HCCL, 1 + plane, start, end, ranks)]
+        thread = self.group_threads[group][0] + 1 + _plane(plane)
+        return [_span(self._string(task_type), "", HCCL, thread, start, end, ranks)]
 
 
 def _span(name: str, category: str, pid: int, tid: Any, start: Any, end: Any, args: dict | None = None) -> RawEvent:
@@ -292,6 +318,11 @@ def _flow(phase: str, pid: int, tid: Any, start: Any, connection: Any) -> RawEve
     """One end of a launch's flow, from the host call to the task it started (their connection id)."""
     flow = connection if isinstance(connection, int) else None
     return RawEvent(ph=phase, name="HostToDevice", cat="HostToDevice", pid=pid, tid=_id(tid), ts=_us(start), id=flow)
+
+
+def _plane(value: Any) -> int:
+    """A task's plane, 0 where it records none (HCCL's invalid plane, as msprof's own timeline takes it)."""
+    return value if isinstance(value, int) and 0 <= value < _NO_PLANE else 0
 
 
 def _us(ns: Any) -> float:

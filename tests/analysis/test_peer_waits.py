@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from builders import VOCABULARIES, span
+from builders import VOCABULARIES, meta, span
 
 from perftool import load_trace
 from perftool.analysis import peer_waits
@@ -94,3 +96,40 @@ def test_a_task_drawn_over_the_waits_moves_no_data(write_trace, drawn_over):
     siblings = [("SDMA", 600, 100), ("SDMA", 600, 99), ("SDMA", 601, 99)]
     found = _measure(write_trace, [], [], stream=[("AI_CORE", *drawn_over), ("Notify Wait", 5, 500), *siblings])
     assert (found.waiting_us, found.transfer_us) == (pytest.approx(500.0), pytest.approx(100.0))
+
+
+def _two_communicators() -> dict:
+    """Waits in two communicators, each numbering its ranks: the second's thread (tid 10) comes after the first's
+    planes, its own planes after it."""
+    tracks, names, _ = VOCABULARIES["ascend"]
+    hccl, ops = tracks["hccl_ops"]
+    events = [
+        *names,
+        meta("thread_name", hccl, 10, name="Group 1 Communication"),
+        meta("thread_name", hccl, 12, name="Plane 1"),
+        span("MatMulV2", *tracks["npu"], 2000, 500),
+        span("hcom_allReduce__428_0_1", hccl, ops, 0, 1000),
+        span("Notify_Wait", hccl, ops + 2, 10, 300, args={"src rank": 0, "dst rank": 3}),
+        span("hcom_allGather__429_0_1", hccl, 10, 1000, 1000),
+        span("Notify_Wait", hccl, 12, 1010, 600, args={"src rank": 2, "dst rank": 3}),
+        span("Notify_Wait", hccl, 10, 1700, 100, args={"src rank": 2, "dst rank": 5}),  # on the op's own thread
+    ]
+    return {"traceEvents": events}
+
+
+def test_each_communicator_numbers_its_own_ranks(write_trace):
+    """msprof draws each communicator's thread, then its planes: a trace whose waits name peers in two communicators
+    names those of the one waited on longest for one peer, with its own rank in it, and says there were two."""
+    trace = load_trace(write_trace(_two_communicators()))
+    found = peer_waits.measure(trace, 0.0, 3000.0, collective_tasks(trace))
+    assert (found.communicators, found.communicator, found.rank) == (2, "Group 1 Communication", 2)
+    assert found.wait_us == {3: pytest.approx(600.0), 5: pytest.approx(100.0)}
+    assert [trace.ts[row] for row in found.waits_for([3])] == [1010.0]  # the other communicator's rank 3 is another
+
+
+def test_a_scan_saves_whom_a_rank_waits_for_only_where_one_communicator_numbers_them(write_trace, run):
+    """The saved waits (a job's view compares ranks by them) hold one numbering of the ranks, or none."""
+    one = json.loads(run("scan", write_trace(_rank_trace([(1, 2, 500, 0, 3)], [], [])), "--format", "json").stdout)
+    assert one["traces"][0]["peer_waits"] == {"rank": 0, "per_step_us": {"3": 500.0}}
+    two = json.loads(run("scan", write_trace(_two_communicators()), "--format", "json").stdout)
+    assert two["traces"][0]["peer_waits"] is None

@@ -377,6 +377,58 @@ def test_the_db_export_s_plane_tasks_name_their_ranks_as_the_text_export_s_do(tm
         assert ranks == [None] * len(waits)
 
 
+def _hccl_threads(database) -> dict[int, str]:
+    """The HCCL process's threads the db reader names, by thread id."""
+    events = [e for batch in ascend_db.batches(str(database), {}) for e in batch]
+    return {e.tid: json.loads(bytes(e.args))["name"] for e in events if e.ph == "M" and e.pid == ascend_db.HCCL
+            and e.name == "thread_name"}  # fmt: skip
+
+
+def test_each_communicator_s_ops_and_planes_are_laid_out_as_the_text_export_lays_them(tmp_path):
+    """The db records each op's and task's communicator (groupName): each gets its own thread, then its planes, as the
+    text export draws them, so that ranks, each communicator's own, are read per communicator. The last all-reduce
+    moved into a second communicator here."""
+    database = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / database.name, database)
+    database.chmod(0o644)
+    one = _hccl_threads(database)
+    assert one == {0: "Group 0 Communication", **{1 + plane: f"Plane {plane}" for plane in range(8)}}
+    with sqlite3.connect(database) as connection:
+        connection.executescript(
+            "INSERT INTO STRING_IDS (id, value) VALUES (99999, 'tp_group');"
+            "UPDATE COMMUNICATION_OP SET groupName = 99999 WHERE opId = (SELECT MAX(opId) FROM COMMUNICATION_OP);"
+            "UPDATE COMMUNICATION_TASK_INFO SET groupName = 99999, planeId = planeId % 2 "
+            "WHERE opId = (SELECT MAX(opId) FROM COMMUNICATION_OP);"
+        )
+    two = _hccl_threads(database)
+    assert two == one | {9: "Group 1 Communication", 10: "Plane 0", 11: "Plane 1"}
+    events = [
+        e for batch in ascend_db.batches(str(database), {}) for e in batch if e.ph == "X" and e.pid == ascend_db.HCCL
+    ]
+    last = max((e for e in events if e.name.startswith("hcom_")), key=lambda e: e.ts)
+    assert last.tid == 9 and {e.tid for e in events if e.ts >= last.ts and not e.name.startswith("hcom_")} == {10, 11}
+
+
+@pytest.mark.parametrize(
+    ("change", "threads"),
+    [
+        ("ALTER TABLE COMMUNICATION_TASK_INFO DROP COLUMN groupName; "
+         "ALTER TABLE COMMUNICATION_OP DROP COLUMN groupName",
+         {0: "Group 0 Communication", **{1 + plane: f"Plane {plane}" for plane in range(8)}}),
+        ("UPDATE COMMUNICATION_TASK_INFO SET planeId = 4294967295 WHERE planeId > 0",
+         {0: "Group 0 Communication", 1: "Plane 0"}),
+    ],
+    ids=["a schema without communicators", "no plane recorded"],
+)  # fmt: skip
+def test_tasks_of_no_communicator_or_plane_read_as_one_communicator_s_first_plane(tmp_path, change, threads):
+    database = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / database.name, database)
+    database.chmod(0o644)
+    with sqlite3.connect(database) as connection:
+        connection.executescript(change)
+    assert _hccl_threads(database) == threads
+
+
 def test_an_sqlite_file_that_is_not_torch_npu_s_is_one_line(tmp_path, run):
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as connection:

@@ -18,6 +18,7 @@ import numpy as np
 
 from perftool.analysis.communication import OTHER, CollectiveStat, Communication
 from perftool.analysis.idle import CAUSES
+from perftool.analysis.peer_waits import PeerWaits
 from perftool.common.ranking import largest
 from perftool.dialects.vocabulary import DDP, FSDP
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
@@ -62,8 +63,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "hccl_buffsize_mb": hccl_buffer_mb,
         "device_idle": scope.metrics["device.idle_fraction"],
         "idle_causes": _idle_causes(scope) if variant == "idle_device" else "",
-        "rank": _ranks([] if peers.rank is None else [peers.rank]),
-        "late_peers": _ranks(late),
+        "rank": "" if peers.rank is None else f"rank {peers.rank}",
+        "late_peers": _ranks(late, peers),
         "peer_wait_ms_per_step": scope.per_step(max(peers.wait_us.values(), default=0.0)) / 1e3,
         "waiting_ms_per_step": scope.per_step(peers.waiting_us) / 1e3,
         "transfer_ms_per_step": scope.per_step(peers.transfer_us) / 1e3,
@@ -78,11 +79,13 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls.size)
 
 
-def _ranks(ranks: list[int]) -> str:
-    """Ranks in words: "rank 5", "ranks 4 and 7", "ranks 1, 4 and 7"."""
-    if len(ranks) < 2:
-        return "".join(f"rank {r}" for r in ranks)
-    return f"ranks {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
+def _ranks(ranks: list[int], peers: PeerWaits) -> str:
+    """Ranks in words: "rank 5", "ranks 4 and 7", "ranks 1, 4 and 7"; where the trace's waits name peers in several
+    communicators, each numbering its ranks, the one they are of ("rank 5 of Group 1 Communication")."""
+    if not ranks:
+        return ""
+    said = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
+    return f"{said} of {peers.communicator or 'their communicator'}" if peers.communicators > 1 else said
 
 
 def _changes(variant: str | None, bucket_mb: float) -> dict[str, object]:
