@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TypeGuard
 
 import numpy as np
@@ -66,18 +66,18 @@ def measure(trace: Trace, lo: float, hi: float, tasks: np.ndarray) -> PeerWaits:
     clipped = np.minimum(trace.end[rows], hi) - np.maximum(trace.ts[rows], lo)
     rows, clipped = rows[clipped > 0], clipped[clipped > 0]
     waiting = intervals.total(intervals.subtract(_union(trace, rows, lo, hi), transfer, lo, hi))
-    found = PeerWaits(waiting, intervals.total(transfer), rows=rows, peer=np.full(rows.size, NO_RANK, np.int64))
+    peer = np.full(rows.size, NO_RANK, np.int64)
     named, ranks = _named(trace, rows)
     group = _communicators(trace, rows)
     by_group = {g: _peers_of(group[named] == g, ranks, clipped[named]) for g in np.unique(group[named]).tolist()}
     if not by_group:
-        return found
+        return PeerWaits(waiting, intervals.total(transfer), rows=rows, peer=peer)
     head = max(by_group, key=lambda g: max(by_group[g][2].values(), default=0.0))
-    rank, peer, wait = by_group[head]
-    found.peer[np.flatnonzero(named)[peer != NO_RANK]] = peer[peer != NO_RANK]
+    rank, named_peers, wait = by_group[head]
+    peer[named] = named_peers
     by_wait = dict(sorted(wait.items(), key=lambda item: -item[1]))
     communicator = trace.tracks[head].thread_name if head >= 0 else ""
-    return replace(found, rank=rank, wait_us=by_wait, communicator=communicator, communicators=len(by_group))
+    return PeerWaits(waiting, intervals.total(transfer), rank, by_wait, rows, peer, communicator, len(by_group))
 
 
 def _peers_of(mine: np.ndarray, ranks: np.ndarray, clipped: np.ndarray) -> tuple[int, np.ndarray, dict[int, float]]:
