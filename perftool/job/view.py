@@ -241,19 +241,30 @@ def _slowest(rows: list[RankRow]) -> tuple[int | None, float | None]:
 
 
 def _late_absent(by_rank: dict[int, RankSummary], held_back_us: float | None) -> AbsentRank | None:
-    """The rank without a trace here that every rank here waits for longest, where every rank's collectives' tasks
-    name the peer of each wait in the job's own numbering (each rank's tasks give it its own rank) and the least of
-    those waits is more than the longest any rank here holds the others back; else None."""
+    """A rank without a trace here that every rank here waits for longer than any rank here holds the others back:
+    the one every rank here waits for longest, where every rank's collectives' tasks name the peer of each wait in the
+    job's own numbering (each rank's tasks give it its own rank); ranks unnamed, where no rank's tasks name one and
+    every rank's collectives wait, moving no data; else None."""
     waits = [s.scan.peer_waits for s in by_rank.values()]
+    if not by_rank or any(w is None for w in waits):
+        return None
     said = [w.per_step_us for rank, w in zip(by_rank, waits) if w is not None and w.rank == rank and w.per_step_us]
-    if not said or len(said) < len(by_rank):
-        return None
-    latest = {max(per_peer, key=per_peer.__getitem__) for per_peer in said}
-    if len(latest) != 1:  # one peer, the latest of every rank here: none of them (a rank's waits are for others)
-        return None
-    late = latest.pop()
-    each = [per_peer[late] for per_peer in said]
-    return AbsentRank(rank=late, wait_us=[min(each), max(each)]) if min(each) > (held_back_us or 0.0) else None
+    if len(said) == len(by_rank):
+        latest = {max(per_peer, key=per_peer.__getitem__) for per_peer in said}
+        if len(latest) != 1:  # one peer, the latest of every rank here: none of them (a rank's waits are for others)
+            return None
+        late = latest.pop()
+        return _absent(late, [per_peer[late] for per_peer in said], held_back_us)
+    if all(w is not None and w.rank is None for w in waits):
+        return _absent(None, [w.waiting_us for w in waits if w is not None], held_back_us)
+    return None
+
+
+def _absent(rank: int | None, waits_us: list[float], held_back_us: float | None) -> AbsentRank | None:
+    """The absent rank (None: unnamed) the ranks here wait ``waits_us`` per step for, where the least of those waits
+    is longer than any rank here holds the others back."""
+    least = min(waits_us)
+    return AbsentRank(rank=rank, wait_us=[least, max(waits_us)]) if least > (held_back_us or 0.0) else None
 
 
 def _imbalance(rows: list[RankRow]) -> dict[str, float]:

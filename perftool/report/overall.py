@@ -66,9 +66,9 @@ def overall_gains(trace: TraceFindings) -> list[tuple[str, str]]:
 
 
 def holding_back(job: JobView) -> str | None:
-    """Who holds a job back, in one sentence every format prints: a rank without a trace here that every rank here
-    waits for, the rank the others wait for at the collectives (which need not have the longest step: its own wait
-    is short), else the rank whose step is longest; None when none stands out."""
+    """Who holds a job back, in one sentence every format prints: a rank (or ranks) without a trace here that every
+    rank here waits for, the rank the others wait for at the collectives (which need not have the longest step: its
+    own wait is short), else the rank whose step is longest; None when none stands out."""
     absent = job.late_absent
     if absent is not None:
         least, most = (duration(us) for us in absent.wait_us)
@@ -76,6 +76,10 @@ def holding_back(job: JobView) -> str | None:
         said = (
             f"rank {absent.rank}, which has no trace here, arrives last at the collectives: every rank here waits "
             f"{waits} per step for it (their collectives' tasks name it); capture it with the others"
+            if absent.rank is not None
+            else f"ranks with no trace here arrive last at the collectives: every rank here waits {waits} per step in "
+            "them while no data moves (their tasks do not name whom for, as from profiler level 1 they do); capture "
+            "every rank"
         )
         if job.slowest_rank is not None and job.held_back_us:
             said += f"; of the ranks here, rank {job.slowest_rank} arrives last ({duration(job.held_back_us)} per step)"

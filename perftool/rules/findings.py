@@ -108,11 +108,14 @@ def biggest_first(finding: Finding) -> tuple[float, int, str]:
 
 
 class WaitsByPeer(_Record):
-    """Whom a rank's collectives waited for, where their tasks name each wait's peer (HCCL's Notify_Wait)."""
+    """How long a rank's collectives waited for their peers, where their tasks say (HCCL's Notify Wait), and for
+    whom, where the tasks name each wait's peer in one communicator (HCCL's Notify_Wait from profiler level 1)."""
 
-    rank: int = Field(description="the trace's own rank, as its collectives' tasks number the ranks")
+    waiting_us: StepDuration = Field(description="time per steady step the collectives waited and moved no data")
+    rank: int | None = Field(description="the trace's own rank, as its collectives' tasks number the ranks (or null)")
     per_step_us: dict[int, StepDuration] = Field(
-        description="per peer rank: the time per steady step the collectives waited for its signal, the longest first"
+        description="per peer rank: the time per steady step the collectives waited for its signal, the longest first "
+        "(empty where no wait names its peer, or they name peers of several communicators)"
     )
 
 
@@ -129,7 +132,7 @@ class TraceFindings(_Record):
     world_size: int | None = Field(None, description="ranks in the job, where the trace records it")
     rank: int | None = Field(None, description="this trace's rank in the job: the trace's own, else its file name's")
     peer_waits: WaitsByPeer | None = Field(
-        None, description="whom the collectives waited for, where the trace names the peer of each wait (else null)"
+        None, description="how long and for whom the collectives waited, where their tasks say (else null)"
     )
     merged_ranks: list[str] = Field(
         default_factory=list,
@@ -249,7 +252,7 @@ class JobGroup(_Record):
 class AbsentRank(_Record):
     """A rank the job's traces do not hold, which the ranks here wait for."""
 
-    rank: int
+    rank: int | None = Field(description="its rank, where the ranks' tasks name it (null: they do not)")
     wait_us: list[float] = Field(description="the least and the most time per step a rank here waits for it, µs")
 
 
@@ -285,7 +288,9 @@ class JobView(_Record):
     late_absent: AbsentRank | None = Field(
         None,
         description="a rank with no trace here that every rank here waits for longest, where their collectives' "
-        "tasks name it (HCCL's Notify_Wait) and it costs more than any rank here holds the others back",
+        "tasks name it (HCCL's Notify_Wait) and it costs more than any rank here holds the others back; where no "
+        "task names a peer, ranks with no trace here, where every rank here waits in its collectives, moving no data, "
+        "for longer than any rank here holds the others back",
     )
     imbalance: dict[str, float] = Field(
         description="(max - mean) / mean over ranks of compute and of busy time (step time less waits) per step"

@@ -15,6 +15,7 @@ import yaml
 from conftest import DATA, REPO
 
 import perftool
+from perftool.common.units import duration
 from perftool.emulator.config import load_config
 from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
@@ -22,7 +23,7 @@ from perftool.job.ranks import rank_from_name
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope, job_view
 from perftool.pipeline.scan import DEFAULT_READ
-from perftool.report.overall import left_out_said
+from perftool.report.overall import holding_back, left_out_said
 from perftool.rules.detectors import straggler
 from perftool.trace.profiler_dirs import trace_path
 from perftool.trace.seen import seen
@@ -417,16 +418,31 @@ def test_a_rank_every_rank_here_waits_for_and_no_trace_holds_is_named_first(run)
         # rank waits for it less than the 6.257 ms the other waits for rank 0
         (lambda rank, waits: waits.model_copy(update={"per_step_us": {4: 6500.0}}), 4),
         (lambda rank, waits: None if rank else waits, None),  # a rank whose trace names no peer: not every rank
+        (lambda rank, waits: waits.model_copy(update={"rank": None, "per_step_us": {}}), "unnamed"),  # level 0
+        (lambda rank, waits: waits.model_copy(update={"rank": None, "per_step_us": {}}) if rank else waits, None),
+        (lambda rank, waits: waits.model_copy(update={"rank": None, "per_step_us": {}, "waiting_us": 6000.0 + rank}),
+         None),
     ],
     ids=["as captured", "other numbering", "each waits most for another", "shorter than the wait for a rank here",
-         "just longer", "one rank without waits"],
+         "just longer", "one rank without waits", "no rank names peers", "one rank names them",
+         "unnamed, shorter than the wait for a rank here"],
 )  # fmt: skip
 def test_an_absent_rank_is_named_only_where_every_rank_here_waits_longest_for_it(change, named):
+    """Named where every rank's tasks name the same latest peer, outside the job; unnamed ("ranks with no trace
+    here") where no rank's tasks name peers and every rank waits; either only where the least of those waits is more
+    than the 6.257 ms a step rank 1 waits for rank 0."""
     summaries = _db_job_summaries()
     for rank, summary in summaries.items():
         summary.scan = summary.scan.model_copy(update={"peer_waits": change(rank, summary.scan.peer_waits)})
     view = job_view(list(summaries.values()), [])
-    assert (view.late_absent.rank if view.late_absent else None) == named
+    absent = view.late_absent
+    assert (None if absent is None else "unnamed" if absent.rank is None else absent.rank) == named
+    if named == "unnamed":  # every rank's own waiting, the least and the most
+        waited = sorted(s.scan.peer_waits.waiting_us for s in summaries.values())
+        assert absent.wait_us == [waited[0], waited[-1]]
+        assert holding_back(view).startswith(
+            f"ranks with no trace here arrive last at the collectives: every rank here waits {duration(waited[0])} to "
+        )
 
 
 def test_a_straggler_on_npus_is_checked_with_ascend_s_tools_not_nccl_s(run):
