@@ -1,5 +1,5 @@
-"""Files sent in place of a trace: an archive or a compressed file perftool does not open, or a report of a profiler
-it does not read, each told by its first bytes (or its name), with the way to the trace it holds."""
+"""Files sent in place of a trace: an archive or a compressed file perftool does not open, a report of a profiler it
+does not read, or a profiler's table, each told by its first bytes (or its name), with the way to the trace."""
 
 from __future__ import annotations
 
@@ -25,8 +25,14 @@ _NSIGHT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems' reports, now and b
 
 def not_a_trace(path: str, head: bytes) -> str | None:
     """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (``head``, the first
-    :data:`HEAD_BYTES` of them) or its name say it is an archive, a compressed file other than gzip, or an Nsight
-    Systems report; None otherwise (a JSON trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
+    :data:`HEAD_BYTES` of them) or its name say it is an archive, a compressed file other than gzip, a CSV table or an
+    Nsight Systems report; None otherwise (a JSON trace, gzip'd or not, a database, an XSpace: their readers judge
+    them)."""
+    if path.lower().endswith(".csv") and head.lstrip()[:1] not in (b"{", b"["):
+        return (
+            "a CSV table, not a trace: profilers write their summaries as tables beside the trace (msprof's and "
+            "torch_npu's kernel_details.csv, step_trace_time.csv); scan the trace, or the profiler's output directory"
+        )
     if path.lower().endswith(_NSIGHT_SUFFIXES):
         return (
             "an Nsight Systems report, which perftool does not read: profile the job with PyTorch's profiler "

@@ -65,6 +65,7 @@ _object_decoder = msgspec.json.Decoder(dict[str, Any])
 _raw_fields_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _raw_document_decoder = msgspec.json.Decoder(dict[str, msgspec.Raw] | list[msgspec.Raw])
 _raw_array_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_objects_decoder = msgspec.json.Decoder(dict[str, dict[str, msgspec.Raw]])  # an object of objects
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 _WHITESPACE = re.compile(rb"[ \t\r\n]*")
@@ -458,6 +459,31 @@ def _other_document(data: bytes) -> str | None:
             "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
             "scan the profiler's trace written with it (*.pt.trace.json)"
         )
+    if (told := _ascend_output(document, data)) is not None:
+        return f"not a trace: {told}; {_ASCEND_TRACE}"
+    return None
+
+
+# torch_npu's and msprof's outputs beside the trace: JSON objects by the keys that tell them
+_ASCEND_TRACE = "scan the rank's directory it belongs to (…_ascend_pt), or its ASCEND_PROFILER_OUTPUT/trace_view.json"
+_RUN_INFO_KEYS = frozenset({"config", "start_info", "end_info"})  # profiler_info_N.json: the profiler's config
+_ENVIRONMENT_KEY = "ENV_VARIABLES"  # profiler_metadata.json: the variables the run had set
+_COMMUNICATION_KEYS = frozenset({"collective", "p2p"})  # communication(_matrix).json: per step, per kind of op
+
+
+def _ascend_output(document: dict[str, msgspec.Raw], data: bytes) -> str | None:
+    """Which of torch_npu's other outputs a JSON object (``document``, its fields undecoded, of ``data``) is, in words;
+    None where it is none of them."""
+    if _RUN_INFO_KEYS <= document.keys():
+        return "torch_npu's record of the profiler's run (profiler_info_N.json)"
+    if _ENVIRONMENT_KEY in document:
+        return "torch_npu's record of the run's environment (profiler_metadata.json)"
+    try:
+        steps = _objects_decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if steps and all(step.keys() & _COMMUNICATION_KEYS for step in steps.values()):
+        return "msprof's summary of the collectives per step (communication.json or communication_matrix.json)"
     return None
 
 

@@ -45,6 +45,17 @@ CASES = {
         "not a trace: an array of arrays, not of events (torch.profiler's export_memory_timeline writes one); scan "
         "the profiler's trace written with it (*.pt.trace.json)",
     ),
+    "torch-npu-run-record": (  # profiler_info_0.json, its fields as torch_npu 2.x writes them, their values left out
+        b'{"config": {}, "start_info": {}, "end_info": {}, "rank_id": 0}',
+        "not a trace: torch_npu's record of the profiler's run (profiler_info_N.json); scan the rank's directory it "
+        "belongs to (…_ascend_pt), or its ASCEND_PROFILER_OUTPUT/trace_view.json",
+    ),
+    "torch-npu-environment": (b'{"ENV_VARIABLES": {"ASCEND_LAUNCH_BLOCKING": ""}}', "(profiler_metadata.json); scan"),
+    "msprof-communication": (  # communication.json: per step, the collectives and the point-to-point ops
+        b'{"step50": {"p2p": {}, "collective": {"hcom_allReduce__271_0_1@1": {}}}}',
+        "not a trace: msprof's summary of the collectives per step (communication.json or communication_matrix.json)",
+    ),
+    "objects-of-other-fields": (b'{"step50": {"ops": {}}}', "not a trace: a JSON object without a 'traceEvents' array"),
     "events-not-a-list": (b'{"traceEvents": {"ph": "X"}}', "not a trace"),
     "event-not-an-object": (b'{"traceEvents": [1, 2]}', "event 0"),
     "ts-wrong-type": (json.dumps([complete("a", 1, 1), complete("b", True, 1)]).encode(), "event 1, field 'ts'"),
