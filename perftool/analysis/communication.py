@@ -442,12 +442,17 @@ METRICS: dict[str, str] = {
     "communication.exposed_fraction": "communication.exposed_us / window",
     "communication.bytes": "bytes the collectives in the window moved, where their args say (null if none do)",
     "communication.busbw_gbps": "bus bandwidth the sized collectives achieved, GB/s (nccl-tests' definition)",
+    "communication.waiting_us": "time the collectives' tasks waited for peers' signals and moved no data (HCCL's "
+    "Notify Wait), µs; 0 where no task says",
+    "communication.transfer_us": "time the collectives' tasks moved or reduced data (HCCL's Memcpy, Reduce_Inline, "
+    "SDMA), µs; 0 where no task says",
 }
 
 
 def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, steady_steps: int) -> Communication:
     """The communication metrics of the window [lo, hi], given the device's compute intervals."""
     found = find_collectives(trace)
+    peers = peer_waits.measure(trace, lo, hi, collective_tasks(trace))
     rows = found.rows
     starts, ends = np.maximum(trace.ts[rows], lo), np.minimum(trace.end[rows], hi)
     inside = ends > starts
@@ -471,6 +476,8 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
         "communication.busbw_gbps": _gbps(float(bus_bytes.sum()), float(span[sized].sum()))
         if sized.any()
         else math.nan,
+        "communication.waiting_us": peers.waiting_us,
+        "communication.transfer_us": peers.transfer_us,
     }
 
     def exposed_of(mine: np.ndarray) -> float:
@@ -486,7 +493,7 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
         found,
         span,
         exposed_each,
-        peer_waits.measure(trace, lo, hi, collective_tasks(trace)),
+        peers,
     )
 
 

@@ -80,7 +80,8 @@ def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
             "communication",
             f"{m['communication.count']:,.0f} collectives · {duration(m['communication.time_us'], unit)} · "
             f"{percent(m['communication.overlap_fraction'])} overlapped with compute · exposed "
-            f"{duration(m['communication.exposed_us'], unit)} ({percent(m['communication.exposed_fraction'])})",
+            f"{duration(m['communication.exposed_us'], unit)} ({percent(m['communication.exposed_fraction'])})"
+            + _tasks(m, unit),
         ))  # fmt: skip
     compiled, recompiled = m["compile.count"], m["recompilations.count"]
     after = f" · {recompiled:,.0f} after warm-up" if not math.isnan(recompiled) else ""  # NaN: no steps to be after
@@ -88,6 +89,14 @@ def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
     syncs = f"{m['sync.count']:,.0f}"
     rows.append(("sync points", f"{syncs} ({m['sync.per_step']:.1f} per step)" if m["steps.steady"] else syncs))
     return rows
+
+
+def _tasks(m: dict[str, float], unit: str) -> str:
+    """What the collectives' tasks did, where they say: waited for peers, moved data ("" where no task says)."""
+    waiting, moving = m["communication.waiting_us"], m["communication.transfer_us"]
+    if not waiting and not moving:
+        return ""
+    return f" · tasks waiting for peers {duration(waiting, unit)}, moving data {duration(moving, unit)}"
 
 
 def top_ops_title(metrics: Metrics) -> str:

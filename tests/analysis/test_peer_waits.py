@@ -6,6 +6,7 @@ import json
 
 import pytest
 from builders import VOCABULARIES, meta, span
+from conftest import DATA
 
 from perftool import load_trace
 from perftool.analysis import peer_waits
@@ -146,3 +147,15 @@ def test_a_scan_saves_whom_a_rank_waits_for_only_where_one_communicator_numbers_
         "per_step_us": {},
     }
     assert saved(_rank_trace([], [(1, 2, 500)], [])) is None
+
+
+def test_info_says_what_the_collectives_tasks_did_where_they_say(write_trace, run, monkeypatch):
+    """The metrics hold the window's waiting and moving; info adds them to its communication row, and a trace whose
+    collectives have no tasks (NCCL's kernels) says nothing of them."""
+    trace = write_trace(_rank_trace([(1, 100, 400, 0, 3)], [(1, 600, 100)], []))
+    metrics = json.loads(run("info", trace, "--format", "json").stdout)["metrics"]
+    assert (metrics["communication.waiting_us"], metrics["communication.transfer_us"]) == (400.0, 100.0)
+    monkeypatch.setenv("COLUMNS", "250")  # the row on one line
+    assert "tasks waiting for peers 400.0 µs, moving data 100.0 µs" in " ".join(run("info", trace).stdout.split())
+    nccl = " ".join(run("info", DATA / "real" / "nccl_a100_rank.json.gz").stdout.split())
+    assert "exposed 39.559 ms (5.9%)" in nccl and "tasks waiting" not in nccl
