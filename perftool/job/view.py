@@ -244,19 +244,19 @@ def _late_absent(by_rank: dict[int, RankSummary], held_back_us: float | None) ->
     """A rank without a trace here that every rank here waits for longer than any rank here holds the others back:
     the one every rank here waits for longest, where every rank's collectives' tasks name the peer of each wait in the
     job's own numbering (each rank's tasks give it its own rank); ranks unnamed, where no rank's tasks name one and
-    every rank's collectives wait, moving no data; else None."""
+    every rank's collectives wait, moving no data (communication.waiting_us); else None."""
     waits = [s.scan.peer_waits for s in by_rank.values()]
-    if not by_rank or any(w is None for w in waits):
-        return None
     said = [w.per_step_us for rank, w in zip(by_rank, waits) if w is not None and w.rank == rank and w.per_step_us]
-    if len(said) == len(by_rank):
+    if by_rank and len(said) == len(by_rank):
         latest = {max(per_peer, key=per_peer.__getitem__) for per_peer in said}
         if len(latest) != 1:  # one peer, the latest of every rank here: none of them (a rank's waits are for others)
             return None
         late = latest.pop()
         return _absent(late, [per_peer[late] for per_peer in said], held_back_us)
-    if all(w is not None and w.rank is None for w in waits):
-        return _absent(None, [w.waiting_us for w in waits if w is not None], held_back_us)
+    if by_rank and all(w is None for w in waits):  # no peer named: how long each waits (0 where it records no wait)
+        scans = [s.scan for s in by_rank.values()]
+        waiting = [(scan.metrics.get("communication.waiting_us") or 0.0) / max(scan.steps, 1) for scan in scans]
+        return _absent(None, waiting, held_back_us)
     return None
 
 

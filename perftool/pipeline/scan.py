@@ -179,17 +179,12 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
 
 
 def _peer_waits(scope: Scope) -> WaitsByPeer | None:
-    """How long the collectives waited per steady step, where their tasks say, and for whom, where the tasks name the
-    peer of each wait, all in one communicator (each numbers its ranks its own way)."""
+    """Whom the collectives waited for per steady step, where the trace names the peer of each wait, all in one
+    communicator (each numbers its ranks its own way)."""
     peers = scope.metrics.communication.peers
-    if peers.rows.size == 0:
+    if peers.rank is None or peers.communicators > 1:
         return None
-    named = peers.communicators == 1
-    return WaitsByPeer(
-        waiting_us=scope.per_step(peers.waiting_us),
-        rank=peers.rank if named else None,
-        per_step_us={peer: scope.per_step(us) for peer, us in peers.wait_us.items()} if named else {},
-    )
+    return WaitsByPeer(rank=peers.rank, per_step_us={peer: scope.per_step(us) for peer, us in peers.wait_us.items()})
 
 
 def _window_free_facts(trace: Trace) -> None:

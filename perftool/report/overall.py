@@ -78,8 +78,8 @@ def holding_back(job: JobView) -> str | None:
             f"{waits} per step for it (their collectives' tasks name it); capture it with the others"
             if absent.rank is not None
             else f"ranks with no trace here arrive last at the collectives: every rank here waits {waits} per step in "
-            "them while no data moves (their tasks do not name whom for, as from profiler level 1 they do); capture "
-            "every rank"
+            "them while no data moves; capture every rank (from profiler level 1 the collectives' tasks name whom each "
+            "wait is for)"
         )
         if job.slowest_rank is not None and job.held_back_us:
             said += f"; of the ranks here, rank {job.slowest_rank} arrives last ({duration(job.held_back_us)} per step)"

@@ -108,14 +108,12 @@ def biggest_first(finding: Finding) -> tuple[float, int, str]:
 
 
 class WaitsByPeer(_Record):
-    """How long a rank's collectives waited for their peers, where their tasks say (HCCL's Notify Wait), and for
-    whom, where the tasks name each wait's peer in one communicator (HCCL's Notify_Wait from profiler level 1)."""
+    """Whom a rank's collectives waited for, where their tasks name each wait's peer in one communicator (HCCL's
+    Notify_Wait from profiler level 1; how long they waited in all is the metric communication.waiting_us)."""
 
-    waiting_us: StepDuration = Field(description="time per steady step the collectives waited and moved no data")
-    rank: int | None = Field(description="the trace's own rank, as its collectives' tasks number the ranks (or null)")
+    rank: int = Field(description="the trace's own rank, as its collectives' tasks number the ranks")
     per_step_us: dict[int, StepDuration] = Field(
-        description="per peer rank: the time per steady step the collectives waited for its signal, the longest first "
-        "(empty where no wait names its peer, or they name peers of several communicators)"
+        description="per peer rank: the time per steady step the collectives waited for its signal, the longest first"
     )
 
 
@@ -132,7 +130,7 @@ class TraceFindings(_Record):
     world_size: int | None = Field(None, description="ranks in the job, where the trace records it")
     rank: int | None = Field(None, description="this trace's rank in the job: the trace's own, else its file name's")
     peer_waits: WaitsByPeer | None = Field(
-        None, description="how long and for whom the collectives waited, where their tasks say (else null)"
+        None, description="whom the collectives waited for, where their tasks name the peer of each wait (else null)"
     )
     merged_ranks: list[str] = Field(
         default_factory=list,

@@ -418,27 +418,36 @@ def test_a_rank_every_rank_here_waits_for_and_no_trace_holds_is_named_first(run)
         # rank waits for it less than the 6.257 ms the other waits for rank 0
         (lambda rank, waits: waits.model_copy(update={"per_step_us": {4: 6500.0}}), 4),
         (lambda rank, waits: None if rank else waits, None),  # a rank whose trace names no peer: not every rank
-        (lambda rank, waits: waits.model_copy(update={"rank": None, "per_step_us": {}}), "unnamed"),  # level 0
-        (lambda rank, waits: waits.model_copy(update={"rank": None, "per_step_us": {}}) if rank else waits, None),
-        (lambda rank, waits: waits.model_copy(update={"rank": None, "per_step_us": {}, "waiting_us": 6000.0 + rank}),
-         None),
+        (lambda rank, waits: "unnamed", "unnamed"),  # level 0: no peer named, every rank waiting (its metric)
+        (lambda rank, waits: waits if rank else "unnamed", None),  # one rank names them
+        (lambda rank, waits: 6000.0 + rank, None),  # every rank waits, less than rank 1 waits for rank 0
+        (lambda rank, waits: 0.0 if rank else "unnamed", None),  # a rank that does not wait
     ],
     ids=["as captured", "other numbering", "each waits most for another", "shorter than the wait for a rank here",
          "just longer", "one rank without waits", "no rank names peers", "one rank names them",
-         "unnamed, shorter than the wait for a rank here"],
+         "unnamed, shorter than the wait for a rank here", "unnamed, one rank not waiting"],
 )  # fmt: skip
 def test_an_absent_rank_is_named_only_where_every_rank_here_waits_longest_for_it(change, named):
     """Named where every rank's tasks name the same latest peer, outside the job; unnamed ("ranks with no trace
-    here") where no rank's tasks name peers and every rank waits; either only where the least of those waits is more
-    than the 6.257 ms a step rank 1 waits for rank 0."""
+    here") where no rank's tasks name peers and every rank waits (communication.waiting_us); either only where the
+    least of those waits is more than the 6.257 ms a step rank 1 waits for rank 0. A change that is a number sets a
+    rank's waiting per step, its peers unnamed; "unnamed" leaves its waiting as captured, its peers unnamed."""
     summaries = _db_job_summaries()
     for rank, summary in summaries.items():
-        summary.scan = summary.scan.model_copy(update={"peer_waits": change(rank, summary.scan.peer_waits)})
+        changed = change(rank, summary.scan.peer_waits)
+        if changed == "unnamed" or isinstance(changed, float):
+            metrics = summary.scan.metrics
+            waiting = metrics["communication.waiting_us"] if changed == "unnamed" else changed * summary.scan.steps
+            summary.scan = summary.scan.model_copy(
+                update={"peer_waits": None, "metrics": metrics | {"communication.waiting_us": waiting}}
+            )
+        else:
+            summary.scan = summary.scan.model_copy(update={"peer_waits": changed})
     view = job_view(list(summaries.values()), [])
     absent = view.late_absent
     assert (None if absent is None else "unnamed" if absent.rank is None else absent.rank) == named
-    if named == "unnamed":  # every rank's own waiting, the least and the most
-        waited = sorted(s.scan.peer_waits.waiting_us for s in summaries.values())
+    if named == "unnamed":  # every rank's own waiting per step, the least and the most
+        waited = sorted(s.scan.metrics["communication.waiting_us"] / s.scan.steps for s in summaries.values())
         assert absent.wait_us == [waited[0], waited[-1]]
         assert holding_back(view).startswith(
             f"ranks with no trace here arrive last at the collectives: every rank here waits {duration(waited[0])} to "
