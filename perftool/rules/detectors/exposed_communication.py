@@ -68,6 +68,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "peer_wait_ms_per_step": scope.per_step(max(peers.wait_us.values(), default=0.0)) / 1e3,
         "waiting_ms_per_step": scope.per_step(peers.waiting_us) / 1e3,
         "transfer_ms_per_step": scope.per_step(peers.transfer_us) / 1e3,
+        "transfer_rate": _transfer_rate(scope.metrics["communication.bytes"], peers.transfer_us),
     }
     exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
     rows, cost = comms.calls.rows[exposed_calls], comms.exposed_us[exposed_calls]
@@ -77,6 +78,14 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     changes = _changes(variant, bucket_mb)
     evidence = scope.events(rows[largest(cost, scope.evidence_count, ties=scope.trace.ts[rows])])
     return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls.size)
+
+
+def _transfer_rate(nbytes: float, transfer_us: float) -> str:
+    """The collectives' messages over the time their tasks moved data, in words (their algorithm bandwidth while
+    moving, to set beside the links'); "" where the sizes or the tasks are not recorded."""
+    if math.isnan(nbytes) or not transfer_us > 0:
+        return ""
+    return f" ({nbytes / transfer_us / 1e3:.1f} GB/s algorithm bandwidth while they move)"
 
 
 def _ranks(ranks: list[int], peers: PeerWaits) -> str:
@@ -210,6 +219,8 @@ DETECTOR = Detector(
         "peer_wait_ms_per_step": "the longest time per steady step the collectives waited for one peer rank, ms",
         "waiting_ms_per_step": "time per steady step the collectives' tasks waited for peers and moved no data, ms",
         "transfer_ms_per_step": "time per steady step the collectives' tasks moved or reduced data, ms",
+        "transfer_rate": "the collectives' messages over that time in words (algorithm bandwidth while moving), where "
+        "both are recorded; else empty",
     },
     detect=detect,
 )
