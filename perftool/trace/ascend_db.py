@@ -178,10 +178,11 @@ class _Reader:
         next group's."""
         planes: dict[Any, set[int]] = {}
         if "COMMUNICATION_OP" in self.tables:
-            query = f"SELECT DISTINCT {self._group('COMMUNICATION_OP')} FROM COMMUNICATION_OP"
+            query = f"SELECT DISTINCT {_group(self._columns('COMMUNICATION_OP'))} FROM COMMUNICATION_OP"
             planes |= {group: set() for (group,) in self.connection.execute(query)}
         if "COMMUNICATION_TASK_INFO" in self.tables:
-            query = f"SELECT DISTINCT {self._group('COMMUNICATION_TASK_INFO')}, planeId FROM COMMUNICATION_TASK_INFO"
+            group = _group(self._columns("COMMUNICATION_TASK_INFO"))
+            query = f"SELECT DISTINCT {group}, planeId FROM COMMUNICATION_TASK_INFO"
             for group, plane in self.connection.execute(query):
                 planes.setdefault(group, set()).add(_plane(plane))
         threads, thread = {}, _OPS_THREAD
@@ -223,23 +224,18 @@ class _Reader:
             columns = self._columns("COMMUNICATION_OP")
             sized = ", ".join(c if c in columns else "NULL" for c in ("dataType", "count"))
             yield from self._rows(
-                f"SELECT startNs, endNs, opName, connectionId, {self._group('COMMUNICATION_OP')}, {sized} "
-                "FROM COMMUNICATION_OP",
+                f"SELECT startNs, endNs, opName, connectionId, {_group(columns)}, {sized} FROM COMMUNICATION_OP",
                 self._collective,
             )
         if {"COMMUNICATION_TASK_INFO", "TASK"} <= self.tables:
             columns = self._columns("COMMUNICATION_TASK_INFO")
             ranks = ", ".join(f"c.{c}" if c in columns else "NULL" for c in ("srcRank", "dstRank"))
             yield from self._rows(
-                f"SELECT t.startNs, t.endNs, {self._group('COMMUNICATION_TASK_INFO', 'c.')}, c.planeId, c.taskType, "
+                f"SELECT t.startNs, t.endNs, {_group(columns, 'c.')}, c.planeId, c.taskType, "
                 f"{ranks} FROM COMMUNICATION_TASK_INFO c"
                 " JOIN TASK t ON t.globalTaskId = c.globalTaskId",
                 self._plane_task,
             )
-
-    def _group(self, table: str, alias: str = "") -> str:
-        """The column of ``table`` naming a row's communicator (NULL where the schema has none: one communicator)."""
-        return f"{alias}groupName" if "groupName" in self._columns(table) else "NULL"
 
     def _columns(self, table: str) -> set[str]:
         return {row[1] for row in self.connection.execute(f"PRAGMA table_info({table})")}
@@ -318,6 +314,11 @@ def _flow(phase: str, pid: int, tid: Any, start: Any, connection: Any) -> RawEve
     """One end of a launch's flow, from the host call to the task it started (their connection id)."""
     flow = connection if isinstance(connection, int) else None
     return RawEvent(ph=phase, name="HostToDevice", cat="HostToDevice", pid=pid, tid=_id(tid), ts=_us(start), id=flow)
+
+
+def _group(columns: set[str], alias: str = "") -> str:
+    """The column of a table of ``columns`` naming a row's communicator (NULL where the schema has none: one)."""
+    return f"{alias}groupName" if "groupName" in columns else "NULL"
 
 
 def _plane(value: Any) -> int:

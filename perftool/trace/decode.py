@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from perftool.common.errors import TraceError
+from perftool.trace.profiler_dirs import ASCEND_OUTPUT, RANK_ENVIRONMENT, RECORDED_VARIABLES
 
 CHUNK_BYTES = 8 << 20  # read at a time
 PIECE_BYTES = 4 << 20  # read at a time: Python's work once a piece (its distinct signatures, its Part) is per 4 MiB
@@ -465,9 +466,8 @@ def _other_document(data: bytes) -> str | None:
 
 
 # torch_npu's and msprof's outputs beside the trace: JSON objects by the keys that tell them
-_ASCEND_TRACE = "scan the rank's directory it belongs to (…_ascend_pt), or its ASCEND_PROFILER_OUTPUT/trace_view.json"
+_ASCEND_TRACE = f"scan the rank's directory it belongs to (…_ascend_pt), or its {ASCEND_OUTPUT}/trace_view.json"
 _RUN_INFO_KEYS = frozenset({"config", "start_info", "end_info"})  # profiler_info_N.json: the profiler's config
-_ENVIRONMENT_KEY = "ENV_VARIABLES"  # profiler_metadata.json: the variables the run had set
 _COMMUNICATION_KEYS = frozenset({"collective", "p2p"})  # communication(_matrix).json: per step, per kind of op
 
 
@@ -476,8 +476,8 @@ def _ascend_output(document: dict[str, msgspec.Raw], data: bytes) -> str | None:
     None where it is none of them."""
     if _RUN_INFO_KEYS <= document.keys():
         return "torch_npu's record of the profiler's run (profiler_info_N.json)"
-    if _ENVIRONMENT_KEY in document:
-        return "torch_npu's record of the run's environment (profiler_metadata.json)"
+    if RECORDED_VARIABLES in document:
+        return f"torch_npu's record of the run's environment ({RANK_ENVIRONMENT})"
     try:
         steps = _objects_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError):

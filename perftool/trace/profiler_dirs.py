@@ -37,7 +37,8 @@ EXPORT_CAPPED = "jax.profiler.export_capped"  # the trace metadata key of a capp
 XPROF_CACHE_SUFFIX = ".SSTABLE"  # XProf's trace-viewer cache of a host's events (a LevelDB table), made from its XSpace
 MSPROF_STEPS = "step_trace_time.csv"  # msprof's own breakdown of each step, beside the trace (µs)
 MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof's CSVs a reader left out, and why
-RANK_ENVIRONMENT = "profiler_metadata.json"  # torch_npu's record of the job's environment (ENV_VARIABLES), per rank
+RANK_ENVIRONMENT = "profiler_metadata.json"  # torch_npu's record of the job's environment, per rank
+RECORDED_VARIABLES = "ENV_VARIABLES"  # the field of that record that holds the variables
 ENVIRONMENT = "torch_npu.environment"  # the trace metadata key of the variables the profiler recorded set
 
 
@@ -268,7 +269,7 @@ def rank_environment(trace_file: str) -> dict[str, str]:
         document = json.loads((path.parent / RANK_ENVIRONMENT).read_bytes())
     except (OSError, ValueError):
         return {}
-    return recorded_environment(document.get("ENV_VARIABLES") if isinstance(document, dict) else None)
+    return recorded_environment(document.get(RECORDED_VARIABLES) if isinstance(document, dict) else None)
 
 
 def msprof_steps(trace_file: str) -> MsprofTable:
