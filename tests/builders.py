@@ -1,6 +1,7 @@
 """Traces the tests build, shared by the tests of more than one module: a Kineto job with an all-reduce each step,
 each rule's cases (tests/rule_cases) in their vocabulary, a step replayed as CUDA graphs, eager steps, a sample
-stripped of the config the emulator records in it, the folder SGLang profiles a job into."""
+stripped of the config the emulator records in it, the folder SGLang profiles a job into, a JAX capture's
+XSpace."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from itertools import count
 from pathlib import Path
 
 from conftest import REPO
+from xspace_synth import event, line, plane, space, stat
+
+from perftool.trace import xspace
 
 
 def meta(kind: str, pid, tid, **args) -> dict:
@@ -145,7 +149,7 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
         "host",
     ),
     "xla-gpu": (  # jax.profiler on a GPU: planes as processes, a line per stream and kind of work
-        {"python": (701, 1), "launcher": (701, 2), "device": (1, 16), "h2d": (1, 17)},
+        {"python": (701, 1), "launcher": (701, 2), "device": (1, 16), "h2d": (1, 17), "comm": (1, 20)},
         [
             meta("process_name", 701, 0, name="/host:CPU"),
             meta("thread_name", 701, 1, name="python"),
@@ -153,6 +157,7 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
             meta("process_name", 1, 0, name="/device:GPU:0"),
             meta("thread_name", 1, 16, name="Stream #16(Kernel)"),
             meta("thread_name", 1, 17, name="Stream #17(MemcpyH2D)"),
+            meta("thread_name", 1, 20, name="Stream #20(Kernel)"),  # the stream XLA runs its collectives on
         ],
         "python",
     ),
@@ -204,9 +209,9 @@ def _events(specs: list, at: float, tracks: dict, flows: count) -> list:
     ``ac2g``) from the first (a launch on the host) to the second (the kernel it started)."""
     events = [_event(spec, at, tracks) for spec in specs]
     ends: dict[str, list] = {}
-    for spec, event in zip(specs, events):
+    for spec, made in zip(specs, events):
         if "flow" in spec:
-            ends.setdefault(spec["flow"], []).append(event)
+            ends.setdefault(spec["flow"], []).append(made)
     for launch, kernel in ends.values():
         flow = {"name": "ac2g", "cat": "ac2g", "id": next(flows)}
         events.append(flow | {"ph": "s", "pid": launch["pid"], "tid": launch["tid"], "ts": launch["ts"]})
@@ -387,3 +392,26 @@ def sglang_profile(directory: Path, merged: bool = False, stages: tuple[str, ...
             document = gzip.compress(json.dumps(sglang_merged(ranks)).encode())
             (directory / f"merged-{SGLANG_PROFILE_ID}.trace.json.gz").write_bytes(document)
     return directory
+
+
+def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], with_ids: bool = True) -> bytes:
+    """A capture of 4 steps on one MI300X, each running ``kernels`` ((module, op, program id): 40 µs each, 5 µs apart,
+    after 2 ms of host Python), and a metadata plane holding ``protos`` (``MODULE(ID)`` → HloProto)."""
+    stats = {1: "hlo_module", 2: "hlo_op", 3: "correlation_id", 4: xspace.PROGRAM_ID, 5: "device_vendor",
+             6: "core_count", 7: "memory_size"}  # fmt: skip
+    stream, python = [], []
+    for step in range(4):
+        at = step * 3_000_000_000
+        python.append(event(1, at, 2_000_000_000))
+        for k, (module, op, program) in enumerate(kernels):
+            ids = (stat(4, program),) if with_ids else ()
+            stream.append(event(10 + k, at + 2_000_000_000 + k * 45_000_000, 40_000_000, stat(1, module), stat(2, op),
+                                stat(3, step * 100 + k), *ids))  # fmt: skip
+    names = {10 + k: f"{op}.kd" for k, (_, op, _) in enumerate(kernels)}
+    mi300x = (stat(5, "AMD"), stat(6, 304), stat(7, 206_141_652_992))  # as its plane records the device
+    device = plane(0, "/device:GPU:0", lines=[line(16, "Stream #16(Kernel)", 0, *stream)], event_names=names,
+                   stat_names=stats, stats=mi300x)  # fmt: skip
+    host = plane(1, "/host:CPU", lines=[line(7, "python", 0, *python)], event_names={1: "PjitFunction(step)"})
+    held = {i + 1: (name, "", [stat(1, proto)]) for i, (name, proto) in enumerate(protos.items())}
+    metadata = plane(2, xspace.METADATA_PLANE, stat_names={1: xspace.HLO_STAT}, event_names=held)
+    return space(device, host, metadata)

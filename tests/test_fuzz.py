@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from perftool import api
 from perftool.cli.main import cli
 from perftool.common.errors import PerftoolError
+from perftool.dialects.hlo import Programs
 from perftool.emulator.config import EmulatorConfig, load_config
-from perftool.roofline.hlo import Programs
 from perftool.rules.model import fill, template_fields
 from perftool.trace import xspace
 from perftool.tune.spec import TuneConfig, load_tune_config
@@ -203,18 +203,22 @@ def test_mutated_xspace_bytes_scan_or_fail_cleanly(data, folder):
 
 @pytest.fixture(scope="module")
 def hlo_protos() -> list[bytes]:
-    """The real capture's programs' HloProtos."""
-    return [proto for _, proto in xspace.hlo_protos(str(XSPACE))]
+    """The real capture's programs' HloProtos, and programs of collectives as each of XLA's releases writes them."""
+    collectives = sorted((DATA / "hlo").glob("*_jax*.hlo_proto.pb"))
+    return [proto for _, proto in xspace.hlo_protos(str(XSPACE))] + [path.read_bytes() for path in collectives]
 
 
 @FUZZ
 @given(data=st.data())
 def test_mutated_hlo_programs_give_ops_or_none(data, hlo_protos):
-    """A program's HLO flipped, cut, spliced: its ops as far as they decode (never a negative FLOP or byte), or none."""
+    """A program's HLO flipped, cut, spliced: its ops and collectives as far as they decode (never a negative FLOP or
+    byte, never a group of no rank), or none."""
     programs = Programs()
     programs.add("jit_fuzzed(1)", mutate_bytes(data, data.draw(st.sampled_from(hlo_protos))))
     for op in programs.ops(1).values():
         assert op.work.flops >= 0 and op.work.bytes >= 0
+    for moved in programs.messages(1).values():
+        assert not moved.nbytes < 0 and not moved.ranks < 1  # NaN where unknown
 
 
 EVENT_FIELDS = {

@@ -25,6 +25,7 @@ import numpy as np
 
 from perftool.analysis import intervals, peer_waits
 from perftool.analysis.intervals import overlaps_any
+from perftool.dialects.hlo import collective_messages
 from perftool.dialects.vocabulary import COLLECTIVE_ARGS, HOST_COLLECTIVE
 from perftool.trace.model import Kind, Phase, Role, Trace
 
@@ -235,8 +236,18 @@ def _described(trace: Trace, rows: np.ndarray, on: str) -> Collectives:
                 groups.append(record.group)
             group[i] = groups.index(record.group) + 1
     found = Collectives(rows, on, types, nbytes, size, group, ["default", *groups])
+    _programs_say(trace, found)
     _job_defaults(trace, found)
     return found
+
+
+def _programs_say(trace: Trace, found: Collectives) -> None:
+    """What an XLA trace's programs say of the collectives whose args do not: XLA's kernels name the op of the program
+    they run, and the program's HLO gives its operands and its groups (:func:`collective_messages`)."""
+    unknown = np.flatnonzero(np.isnan(found.nbytes) | np.isnan(found.group_size))
+    nbytes, ranks = collective_messages(trace, found.rows[unknown])
+    found.nbytes[unknown] = np.where(np.isnan(found.nbytes[unknown]), nbytes, found.nbytes[unknown])
+    found.group_size[unknown] = np.where(np.isnan(found.group_size[unknown]), ranks, found.group_size[unknown])
 
 
 def _whole_message(collective: str, per_rank: float, ranks: float) -> float:

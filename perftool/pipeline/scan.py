@@ -25,8 +25,7 @@ from perftool.dialects.merged import merged_ranks
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.pipeline.read import load_trace
 from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
-from perftool.roofline.figures import roofline
-from perftool.roofline.hlo import programs_note
+from perftool.roofline.figures import programs_note, roofline
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
 from perftool.rules.findings import Finding, ScanReport, TraceFindings, UnreadTrace, WaitsByPeer, biggest_first

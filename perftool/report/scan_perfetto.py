@@ -27,9 +27,9 @@ import msgspec
 from perftool.analysis.graph_captures import CAPTURES_FROM, capture_files
 from perftool.common.errors import PerftoolError
 from perftool.common.units import duration
+from perftool.dialects.hlo import PROGRAMS_FROM, programs_space
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS, MERGED_RANK_PIDS
 from perftool.report.overall import perfetto_track, rank_aligned, rank_label
-from perftool.roofline.hlo import PROGRAMS_FROM, programs_space
 from perftool.rules.findings import Evidence, Finding, JobView, ScanReport, TraceFindings
 from perftool.trace.loader import check_copyable, events_as_written
 

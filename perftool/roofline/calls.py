@@ -29,11 +29,18 @@ from perftool.analysis.graph_captures import ReplayOps, replay_ops
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.nesting import owners
 from perftool.analysis.serving import step_lengths
+from perftool.dialects.hlo import (
+    Programs,
+    XlaArgs,
+    XlaOp,
+    launched_program,
+    named_program,
+    trace_programs,
+    xla_args,
+)
 from perftool.dialects.op_families import MODELLED_NAMES, SERVING_ATTENTION, Inputs, StepLengths, Work, work
-from perftool.roofline.hlo import Programs, XlaOp, programs_space, trace_programs
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import xspace_name
-from perftool.trace.xspace import PROGRAM_ID, device_programs
 
 # cuBLAS/CUTLASS kernels that run an fp32 GEMM on tensor cores in TF32 (``allow_tf32``): named by their maths
 TF32_KERNEL = re.compile(r"(?i)tf32|s1688|s16816|1688gemm")
@@ -312,19 +319,6 @@ def _replayed_calls(trace: Trace, window: tuple[float, float], replays: ReplayOp
     return _Replayed(spans[first], kind_of[launch[first]], by[first], spans, call.reshape(-1).astype(np.int64))
 
 
-class _XlaArgs(msgspec.Struct):
-    """What an XLA kernel's args say of the op it runs (as the exporter writes them, text; ids as numbers too)."""
-
-    module: str = msgspec.field(name="hlo_module", default="")
-    op: str = msgspec.field(name="hlo_op", default="")
-    program: str | int = msgspec.field(name=PROGRAM_ID, default="")
-    path: str = msgspec.field(name="name", default="")  # the op's path in the framework (jit(f)/dot_general)
-    correlation: str | int = msgspec.field(name="correlation_id", default="")  # its launch's: links it to the XSpace
-
-
-_DECODE_XLA = msgspec.json.Decoder(_XlaArgs)
-
-
 def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> Calls:
     """The XLA kernels that start in ``window``, each a call of the op of its program it ran: what it computes by
     the program's HLO (none where the capture holds no HLO for it), its own device time. A kernel of a JSON export
@@ -342,7 +336,7 @@ def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> 
     units: dict[tuple[str, int | None], int] = {}  # each distinct program: by its id, or by its name alone
     untold: set[str] = set()
 
-    def placed(args: _XlaArgs, program: int | None, row: int) -> tuple[int, int]:
+    def placed(args: XlaArgs, program: int | None, row: int) -> tuple[int, int]:
         """The kind and the program of kernel ``row`` with these args, of program ``program`` where known."""
         found = programs.op(args.module, args.op, program) if args.op else None
         name = args.path or args.op or trace.names[trace.name[row]]  # a copy names no op: the kernel's own name
@@ -357,16 +351,15 @@ def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> 
     by_signature: dict[tuple[str, str, str, str], tuple[int, int] | None] = {}
     kind_of_ref, unit_of_ref = [], []
     for ref, row in zip(refs.tolist(), rows[first].tolist()):
-        args = _xla_args(trace.kept_args[ref])
+        args = xla_args(trace.kept_args[ref])
         signature = (args.module, args.op, str(args.program), args.path)
         if signature not in by_signature:
-            program = int(signature[2]) if signature[2].isdigit() else None
+            program = named_program(args)
             ambiguous = program is None and bool(args.op) and programs.ambiguous(args.module, args.op)
             by_signature[signature] = None if ambiguous else placed(args, program, row)
         at = by_signature[signature]
         if at is None:
-            pid = trace.tracks[trace.track[row]].pid
-            program = _programs_beside(trace).get((pid, str(args.correlation))) if isinstance(pid, int) else None
+            program = launched_program(trace, args, row)
             if program is None:
                 untold.add(args.module)
             at = placed(args, program, row)
@@ -392,17 +385,3 @@ def xla_calls(trace: Trace, window: tuple[float, float], programs: Programs) -> 
         program=np.array(unit_of_ref, np.int64)[per_row] if rows.size else np.zeros(0, np.int64),
         notes=notes,
     )
-
-
-def _xla_args(kept: bytes) -> _XlaArgs:
-    try:
-        return _DECODE_XLA.decode(kept)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        return _XlaArgs()
-
-
-def _programs_beside(trace: Trace) -> dict[tuple[int, str], int]:
-    """The program ids of the device ops of the XSpace of ``trace`` (a JSON export, or a trace annotated from one),
-    read once; none where there is none."""
-    space = programs_space(trace.source, trace.metadata)
-    return trace.derive("roofline.device_programs", lambda: device_programs(space) if space else {})

@@ -13,22 +13,24 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perftool import hardware
-from perftool.analysis.family import HOST_ONLY, device_name, device_properties
+from perftool.analysis.family import HOST_ONLY, device_name, device_properties, device_tracks
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.common.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.common.units import duration, plural
+from perftool.dialects.hlo import trace_programs
 from perftool.dialects.op_families import ASSUMED, Work
 from perftool.hardware import DeviceSpec
 from perftool.roofline.calls import Calls, op_calls
-from perftool.roofline.hlo import programs_note
 from perftool.roofline.measured import measured_pipes
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS
+from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_name
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by
@@ -398,3 +400,20 @@ def _notes(trace: Trace, calls: Calls, spec: DeviceSpec | None, device: str, ops
     if spec is not None and missing:
         notes.append(f"{spec.model} has no published peak for {', '.join(missing)}: those GEMMs have no roofline")
     return notes
+
+
+def programs_note(trace: Trace) -> str | None:
+    """Where an XLA trace with device work but none of its programs' HLO would find it, and what goes unjudged
+    without it (a JSON export holds no shapes; the XSpace it was made from does); None elsewhere."""
+    if trace.dialect != "xla" or not device_tracks(trace) or trace_programs(trace):
+        return None
+    name = Path(trace.source).name
+    if name.lower().endswith(XSPACE_SUFFIX):
+        where = "this XSpace holds none of its programs' HLO"
+    else:
+        where = f"jax.profiler keeps it in the capture's XSpace: scan {xspace_name(name)}, or keep it beside this file"
+    return (
+        f"XLA's kernels record no shapes: what each computes is in its program's HLO, and {where}; without it, no "
+        "rule that reads what an op computes (its matrix products, attention, fusion) judges this trace, and no op "
+        "has a roofline"
+    )

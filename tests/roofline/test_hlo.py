@@ -8,30 +8,26 @@ import json
 import shutil
 
 import pytest
+from builders import xla_space
 from conftest import DATA
 from xspace_synth import (
     BF16,
     F32,
     computation,
-    event,
     fusion_program,
     gemm_config,
     hlo,
     instruction,
-    line,
     message,
     number,
     packed,
-    plane,
     shape,
-    space,
-    stat,
 )
 
+from perftool.dialects import hlo as hlo_model
+from perftool.dialects.hlo import PROGRAMS_FROM, Programs, capture_programs, program_ops, programs
 from perftool.pipeline.read import load_trace
-from perftool.roofline import hlo as hlo_model
 from perftool.roofline.figures import roofline
-from perftool.roofline.hlo import PROGRAMS_FROM, Programs, capture_programs, program_ops, programs
 from perftool.trace import xspace
 
 XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"
@@ -178,29 +174,6 @@ def test_only_what_names_a_program_is_one_and_programs_decode_when_asked_for(mon
     assert found and decoded == []
     found.op("jit_step", "fusion", 2)
     assert decoded == [b"two"]
-
-
-def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], with_ids: bool = True) -> bytes:
-    """A capture of 4 steps on one MI300X, each running ``kernels`` ((module, op, program id): 40 µs each, 5 µs apart,
-    after 2 ms of host Python), and a metadata plane holding ``protos`` (``MODULE(ID)`` → HloProto)."""
-    stats = {1: "hlo_module", 2: "hlo_op", 3: "correlation_id", 4: xspace.PROGRAM_ID, 5: "device_vendor",
-             6: "core_count", 7: "memory_size"}  # fmt: skip
-    stream, python = [], []
-    for step in range(4):
-        at = step * 3_000_000_000
-        python.append(event(1, at, 2_000_000_000))
-        for k, (module, op, program) in enumerate(kernels):
-            ids = (stat(4, program),) if with_ids else ()
-            stream.append(event(10 + k, at + 2_000_000_000 + k * 45_000_000, 40_000_000, stat(1, module), stat(2, op),
-                                stat(3, step * 100 + k), *ids))  # fmt: skip
-    names = {10 + k: f"{op}.kd" for k, (_, op, _) in enumerate(kernels)}
-    mi300x = (stat(5, "AMD"), stat(6, 304), stat(7, 206_141_652_992))  # as its plane records the device
-    device = plane(0, "/device:GPU:0", lines=[line(16, "Stream #16(Kernel)", 0, *stream)], event_names=names,
-                   stat_names=stats, stats=mi300x)  # fmt: skip
-    host = plane(1, "/host:CPU", lines=[line(7, "python", 0, *python)], event_names={1: "PjitFunction(step)"})
-    held = {i + 1: (name, "", [stat(1, proto)]) for i, (name, proto) in enumerate(protos.items())}
-    metadata = plane(2, xspace.METADATA_PLANE, stat_names={1: xspace.HLO_STAT}, event_names=held)
-    return space(device, host, metadata)
 
 
 POINTWISE = ("exp.1", "exponential"), ("add.1", "add")

@@ -48,7 +48,7 @@ def attention_chains(calls: Calls, track: np.ndarray, min_keys: int = MIN_KEYS) 
 
 def program_attentions(calls: Calls, track: np.ndarray, min_keys: int = MIN_KEYS) -> list[tuple[int, int, int, float]]:
     """(first GEMM, softmax, second GEMM, the chain's device time) call indices of each attention XLA programs write
-    out (:func:`perftool.roofline.hlo.attention_roles`): of one attention of one program on one stream, the nearest
+    out (:func:`perftool.dialects.hlo.attention_roles`): of one attention of one program on one stream, the nearest
     scores' GEMM before its softmax and values' GEMM after it, the chain's time that of the attention's kernels from
     the one to the other."""
     assert calls.program is not None, "XLA's calls name their program"

@@ -1,4 +1,4 @@
-"""What each op of an XLA program computes and moves, from the program's HLO.
+"""What each op of an XLA program computes and moves, and what each of its collectives moves, from the program's HLO.
 
 XLA's kernels record no shapes: each names, in its args, its program (``hlo_module``, and in an XSpace its
 ``program_id``) and the op of the program it runs (``hlo_op``: a fusion, a library GEMM, a copy). The programs are in
@@ -15,6 +15,9 @@ cuDNN's fused attention (``__cudnn$fmha*``, jax.nn.dot_product_attention's cudnn
 score matrix its backend config names; any other fusion a reduction where it reduces (a FLOP per element read) and
 pointwise otherwise (a FLOP per element written, none where it only moves data). Every op reads its operands and
 writes its results once.
+
+A collective (an NCCL or RCCL call on a GPU) moves its operands, an all-gather each rank's piece to every rank; its
+group's ranks are in the instruction, written as each of XLA's releases writes them (:func:`_group_ranks`).
 """
 
 from __future__ import annotations
@@ -22,21 +25,23 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
+import msgspec
 import numpy as np
 
-from perftool.analysis.family import device_tracks
 from perftool.common.errors import TraceError
 from perftool.dialects.op_families import Work
 from perftool.trace.model import Trace
-from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_beside, xspace_name
+from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_beside
 from perftool.trace.xspace import (
+    PROGRAM_ID,
     MalformedProtobuf,
     ProtoFields,
+    device_programs,
     hlo_protos,
     int_field,
     message,
@@ -65,6 +70,17 @@ HLO_FILE_SUFFIX = ".hlo_proto.pb"  # XProf's file of one program's HloProto, MOD
 # the top-level key of an annotated trace (``scan --format perfetto``) naming the XSpace its programs are in
 PROGRAMS_FROM = "perftool.xla_programs"
 DEFAULT_PRECISION = 0  # xla_data.proto's PrecisionConfig.Precision: DEFAULT lets the backend use TF32 for fp32
+# The collectives an HLO program runs (each as a library call, NCCL's or RCCL's on a GPU), the start of an asynchronous
+# one holding its operands; the gathers' operands are each rank's piece of the message.
+COLLECTIVE_OPCODES = frozenset({
+    "all-reduce", "all-reduce-start", "all-gather", "all-gather-start", "reduce-scatter", "all-to-all",
+    "ragged-all-to-all", "collective-permute", "collective-permute-start", "collective-broadcast",
+})  # fmt: skip
+GATHERS = frozenset({"all-gather", "all-gather-start"})
+# HloInstructionProto's fields naming a collective's groups, as XLA's releases wrote them: replica_groups, then
+# collective_device_list (explicit groups or an iota list), then a mesh and the axes the groups span
+REPLICA_GROUPS, DEVICE_LIST, MESH_AXES = 49, 87, 93
+T = TypeVar("T")
 
 
 class XlaOp(NamedTuple):
@@ -99,40 +115,64 @@ class _Instruction(NamedTuple):
     fields: ProtoFields  # all of them, for the few ops whose attributes are read
 
 
+class Message(NamedTuple):
+    """What one of an XLA program's collectives moves, as nccl-tests size a call: an all-reduce's buffer, an
+    all-gather's whole output (each rank's piece times the ranks), a reduce-scatter's whole input, an all-to-all's or a
+    permute's buffer; and the ranks of its group. NaN where the HLO does not say."""
+
+    nbytes: float
+    ranks: float
+
+
 @dataclass
 class Programs:
-    """The HLO programs a capture holds, by id and name: what each of their ops computes and moves, each program
-    decoded when one of its ops is first asked for (a capture holds many a window never runs)."""
+    """The HLO programs a capture holds, by id and name: what each of their ops computes and moves, and what each of
+    their collectives moves, each program decoded when one of its ops is first asked for (a capture holds many a
+    window never runs)."""
 
     protos: dict[int, bytes] = field(default_factory=dict)
     by_name: dict[str, list[int]] = field(default_factory=dict)  # a name's programs (one jax.jit, several shapes)
-    _decoded: dict[int, dict[str, XlaOp]] = field(default_factory=dict)
+    _decoded: dict[tuple[Callable[[bytes], dict[str, Any]], int], dict[str, Any]] = field(default_factory=dict)
 
     def op(self, module: str, op: str, program: int | None) -> XlaOp | None:
         """What op ``op`` of program ``module`` computes: of the program with id ``program`` where the kernel names
         it, else of the one program of that name holding such an op (None where several do, unless they agree)."""
+        return self._find(self.ops, module, op, program)
+
+    def message(self, module: str, op: str, program: int | None) -> Message | None:
+        """What collective ``op`` of program ``module`` moves, found as :meth:`op` finds an op."""
+        return self._find(self.messages, module, op, program)
+
+    def ambiguous(self, module: str, op: str, table: Callable[[int], dict[str, Any]] | None = None) -> bool:
+        """Whether programs of one name hold different ops of the name ``op`` (in ``table``: :meth:`ops` unless
+        said): a kernel naming no program id (as a JSON export's do) is then none of them for certain."""
+        return len(set(self._candidates(table or self.ops, module, op))) > 1
+
+    def _find(self, table: Callable[[int], dict[str, T]], module: str, op: str, program: int | None) -> T | None:
         if program is not None and program in self.protos:
-            return self.ops(program).get(op)
-        found = set(self._candidates(module, op))
+            return table(program).get(op)
+        found = set(self._candidates(table, module, op))
         return found.pop() if len(found) == 1 else None
 
-    def ambiguous(self, module: str, op: str) -> bool:
-        """Whether programs of one name hold different ops of the name ``op``: a kernel naming no program id (as a
-        JSON export's do) is then none of them for certain."""
-        return len(set(self._candidates(module, op))) > 1
-
-    def _candidates(self, module: str, op: str) -> list[XlaOp]:
-        return [found for p in self.by_name.get(module, []) if (found := self.ops(p).get(op)) is not None]
+    def _candidates(self, table: Callable[[int], dict[str, T]], module: str, op: str) -> list[T]:
+        return [found for p in self.by_name.get(module, []) if (found := table(p).get(op)) is not None]
 
     def ops(self, program: int) -> dict[str, XlaOp]:
         """The ops of program ``program``, by name; none where its HLO does not decode."""
-        if program not in self._decoded:
+        return self._decode(program_ops, program)
+
+    def messages(self, program: int) -> dict[str, Message]:
+        """The collectives of program ``program``, by name; none where its HLO does not decode."""
+        return self._decode(program_messages, program)
+
+    def _decode(self, decode: Callable[[bytes], dict[str, T]], program: int) -> dict[str, T]:
+        if (decode, program) not in self._decoded:
             try:
-                self._decoded[program] = program_ops(self.protos[program])
+                self._decoded[decode, program] = decode(self.protos[program])
             except (MalformedProtobuf, ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError,
                     RecursionError):  # fmt: skip
-                self._decoded[program] = {}
-        return self._decoded[program]
+                self._decoded[decode, program] = {}
+        return self._decoded[decode, program]
 
     def add(self, name: str, proto: bytes) -> None:
         """Add the program ``name`` (``MODULE(ID)``) whose ``HloProto`` is ``proto``; passed over where the name is
@@ -183,39 +223,75 @@ def capture_programs(source: str, metadata: dict[str, Any]) -> Programs:
 
 def trace_programs(trace: Trace) -> Programs:
     """The programs of ``trace``'s capture (:func:`capture_programs`), found once per trace."""
-    return trace.derive("roofline.programs", lambda: capture_programs(trace.source, trace.metadata))
+    return trace.derive("hlo.programs", lambda: capture_programs(trace.source, trace.metadata))
 
 
-def programs_note(trace: Trace) -> str | None:
-    """Where an XLA trace with device work but none of its programs' HLO would find it, and what goes unjudged
-    without it (a JSON export holds no shapes; the XSpace it was made from does); None elsewhere."""
-    if trace.dialect != "xla" or not device_tracks(trace) or trace_programs(trace):
-        return None
-    name = Path(trace.source).name
-    if name.lower().endswith(XSPACE_SUFFIX):
-        where = "this XSpace holds none of its programs' HLO"
-    else:
-        where = f"jax.profiler keeps it in the capture's XSpace: scan {xspace_name(name)}, or keep it beside this file"
-    return (
-        f"XLA's kernels record no shapes: what each computes is in its program's HLO, and {where}; without it, no "
-        "rule that reads what an op computes (its matrix products, attention, fusion) judges this trace, and no op "
-        "has a roofline"
-    )
+class XlaArgs(msgspec.Struct):
+    """What an XLA kernel's args say of the op it runs (as the exporter writes them, text; ids as numbers too)."""
+
+    module: str = msgspec.field(name="hlo_module", default="")
+    op: str = msgspec.field(name="hlo_op", default="")
+    program: str | int = msgspec.field(name=PROGRAM_ID, default="")
+    path: str = msgspec.field(name="name", default="")  # the op's path in the framework (jit(f)/dot_general)
+    correlation: str | int = msgspec.field(name="correlation_id", default="")  # its launch's: links it to the XSpace
+
+
+_DECODE_XLA = msgspec.json.Decoder(XlaArgs)
+
+
+def xla_args(kept: bytes) -> XlaArgs:
+    """A kernel's :class:`XlaArgs` from its kept args (none where they are not an XLA kernel's)."""
+    try:
+        return _DECODE_XLA.decode(kept)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return XlaArgs()
+
+
+def named_program(args: XlaArgs) -> int | None:
+    """The id of the program a kernel's args name (an XSpace's kernels name it; a JSON export's do not)."""
+    return int(args.program) if str(args.program).isdigit() else None
+
+
+def launched_program(trace: Trace, args: XlaArgs, row: int) -> int | None:
+    """The id of the program kernel ``row`` (with ``args``) ran, by its launch in the XSpace of ``trace`` (a JSON
+    export, or a trace annotated from one): by its device's process and its correlation id; None where that XSpace
+    does not say or there is none."""
+    pid = trace.tracks[trace.track[row]].pid
+    return _programs_beside(trace).get((pid, str(args.correlation))) if isinstance(pid, int) else None
+
+
+def _programs_beside(trace: Trace) -> dict[tuple[int, str], int]:
+    """The program ids of the device ops of the XSpace of ``trace``, read once; none where there is none."""
+    space = programs_space(trace.source, trace.metadata)
+    return trace.derive("hlo.device_programs", lambda: device_programs(space) if space else {})
+
+
+def collective_messages(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``rows`` (collectives' kernels of an XLA trace): what it moves and the ranks of its group, by its
+    program's HLO (:func:`program_messages`); NaN where the capture holds no HLO for it. Kernels of one op of one
+    program are looked up once; one of a JSON export (which names no program id) whose op programs of one name hold
+    differently, by its launch in the XSpace beside it."""
+    nbytes, ranks = np.full(rows.size, math.nan), np.full(rows.size, math.nan)
+    if trace.dialect != "xla" or rows.size == 0 or not (programs := trace_programs(trace)):
+        return nbytes, ranks
+    with_args = np.flatnonzero(trace.args_ref[rows] >= 0)
+    refs, first, by_ref = np.unique(trace.args_ref[rows[with_args]], return_index=True, return_inverse=True)
+    found: list[Message | None] = []
+    for ref, row in zip(refs.tolist(), rows[with_args][first].tolist()):
+        args = xla_args(trace.kept_args[ref])
+        program = named_program(args)
+        if program is None and args.op and programs.ambiguous(args.module, args.op, programs.messages):
+            program = launched_program(trace, args, row)
+        found.append(programs.message(args.module, args.op, program) if args.op else None)
+    for i, message_of in zip(with_args.tolist(), by_ref.reshape(-1).tolist()):
+        if (moved := found[message_of]) is not None:
+            nbytes[i], ranks[i] = moved
+    return nbytes, ranks
 
 
 def program_ops(proto: bytes) -> dict[str, XlaOp]:
     """Each op of the program (``HloProto``) that runs as a kernel, by name: what it computes and moves."""
-    top = message(proto, 0, len(proto))
-    if 1 not in top:
-        raise ValueError("no hlo_module")
-    module = message(proto, *top[1][-1])
-    computations: dict[int, list[_Instruction]] = {}
-    fused: set[int] = set()
-    for at in module.get(3, []):
-        fields = message(proto, *at)
-        computations[int_field(fields, 5)] = [_instruction(proto, message(proto, *i)) for i in fields.get(2, [])]
-        if int_field(fields, 7):
-            fused.add(int_field(fields, 5))
+    computations, fused = _computations(proto)
     for instructions in computations.values():
         for instruction in instructions:
             fused.update(instruction.called if instruction.opcode == "fusion" else ())
@@ -236,6 +312,91 @@ def program_ops(proto: bytes) -> dict[str, XlaOp]:
             ops[name] = ops[name]._replace(attention=role)
         found.update(ops)
     return found
+
+
+def program_messages(proto: bytes) -> dict[str, Message]:
+    """Each collective of the program (``HloProto``), by name: what it moves (:class:`Message`). An ``async-start``
+    that runs a collective's computation (XLA's asynchronous reduce-scatter and all-to-all) moves what that collective
+    moves."""
+    computations, _ = _computations(proto)
+    found: dict[str, Message] = {}
+    runs: dict[int, Message] = {}  # a computation's collective, by the computation's id
+    for number, instructions in computations.items():
+        by_id = {int_field(i.fields, 35): i for i in instructions}
+        for instruction in instructions:
+            if instruction.opcode in COLLECTIVE_OPCODES:
+                operands = [by_id[i].shape for i in instruction.operands if i in by_id]
+                found[instruction.name] = runs[number] = _message(proto, instruction, operands)
+    for instructions in computations.values():
+        for instruction in instructions:
+            ran = [runs[called] for called in instruction.called if called in runs]
+            if instruction.opcode == "async-start" and ran:
+                found[instruction.name] = ran[0]
+    return found
+
+
+def _computations(proto: bytes) -> tuple[dict[int, list[_Instruction]], set[int]]:
+    """The program's computations (``HloProto.hlo_module``), their instructions by the computation's id, and the ids
+    of those that are fusions'."""
+    top = message(proto, 0, len(proto))
+    if 1 not in top:
+        raise ValueError("no hlo_module")
+    module = message(proto, *top[1][-1])
+    computations: dict[int, list[_Instruction]] = {}
+    fusions: set[int] = set()
+    for at in module.get(3, []):
+        fields = message(proto, *at)
+        computations[int_field(fields, 5)] = [_instruction(proto, message(proto, *i)) for i in fields.get(2, [])]
+        if int_field(fields, 7):
+            fusions.add(int_field(fields, 5))
+    return computations, fusions
+
+
+def _message(proto: bytes, op: _Instruction, operands: list[_Shape]) -> Message:
+    """What collective ``op`` (its operands' shapes ``operands``) moves, and the ranks of its group."""
+    ranks = _group_ranks(proto, op.fields)
+    given = sum(_known_bytes(shape) for shape in operands) if operands else math.nan
+    return Message(float(given * ranks if op.opcode in GATHERS else given), ranks)
+
+
+def _known_bytes(shape: _Shape) -> float:
+    """A shape's bytes; NaN where an element type is not one :data:`ELEMENT_TYPES` knows."""
+    if shape.parts:
+        return sum(_known_bytes(part) for part in shape.parts)
+    return math.prod(shape.dims) * ELEMENT_TYPES[shape.element][1] if shape.element in ELEMENT_TYPES else math.nan
+
+
+def _group_ranks(proto: bytes, fields: ProtoFields) -> float:
+    """The ranks in each group of a collective, as its HLO gives its groups: ``replica_groups`` (each group's ids),
+    or the ``collective_device_list`` that took its place (the groups, or an iota list: so many groups of so many
+    devices), or a mesh and the axes of it the groups span (their sizes' product); NaN where the groups differ in size,
+    a group spans every device (an empty list, whose count the instruction does not give) or a part of an axis."""
+    groups = fields.get(REPLICA_GROUPS, [])
+    if DEVICE_LIST in fields:
+        devices = message(proto, *fields[DEVICE_LIST][-1])
+        if 2 in devices:  # IotaReplicaGroupListProto: num_replica_groups, num_devices_per_group, …
+            return _ranks(int_field(message(proto, *devices[2][-1]), 2))
+        groups = devices.get(1, [])
+    if groups:
+        in_group = {len(packed_ints(proto, message(proto, *group).get(1, []))) for group in groups}
+        return _ranks(in_group.pop()) if len(in_group) == 1 else math.nan
+    return _mesh_ranks(proto, message(proto, *fields[MESH_AXES][-1])) if MESH_AXES in fields else math.nan
+
+
+def _mesh_ranks(proto: bytes, mesh_axes: ProtoFields) -> float:
+    """The ranks in a group that spans the given axes of a mesh (its axes' names and sizes, then the axes spanned,
+    each by its index): their sizes' product; NaN where an axis is out of range or only a part of one is spanned."""
+    mesh = message(proto, *mesh_axes[1][-1]) if 1 in mesh_axes else {}
+    sizes = [int_field(message(proto, *axis), 2) for axis in mesh.get(1, [])]
+    spans = [message(proto, *ref) for ref in mesh_axes.get(2, [])]
+    if not spans or any(set(ref) - {1} or not 0 <= int_field(ref, 1) < len(sizes) for ref in spans):
+        return math.nan
+    return _ranks(math.prod(sizes[int_field(ref, 1)] for ref in spans))
+
+
+def _ranks(count: int) -> float:
+    """A group's count of ranks as a figure: NaN for none (a field left empty)."""
+    return float(count) if count >= 1 else math.nan
 
 
 SOFTMAX_STEPS = 12  # ops between an attention's two GEMMs at most (scale, mask, max, exp, sum, divide, casts)
