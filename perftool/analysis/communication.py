@@ -70,13 +70,14 @@ DTYPE_BYTES = {
 }  # fmt: skip
 # msprof's names of an HCCL op's data type (its ``data_type`` arg; ENUM_HCCL_DATA_TYPE in the db export), lower-cased
 _HCCL_DTYPE_BYTES = DTYPE_BYTES | {"fp16": 2, "bfp16": 2, "fp32": 4, "fp64": 8, "uint16": 2, "int128": 16}
-# A process group's description says which parallelism it serves (torch DeviceMesh names, Megatron's groups).
+# A process group's description says which parallelism it serves (torch DeviceMesh names, Megatron's groups; the
+# default group as Kineto and torch_npu name it).
 _PARALLELISM = (
     ("tensor", re.compile(r"(?i)(^|[^a-z])(tp|tensor|model_parallel|mp)([^a-z]|$)")),
     ("pipeline", re.compile(r"(?i)(^|[^a-z])(pp|pipe|pipeline)([^a-z]|$)")),
     ("expert", re.compile(r"(?i)(^|[^a-z])(ep|expert|moe)([^a-z]|$)")),
     ("context", re.compile(r"(?i)(^|[^a-z])(cp|context|sequence|sp)([^a-z]|$)")),
-    ("data", re.compile(r"(?i)(^|[^a-z])(dp\w*|data\w*|fsdp|ddp|shard|replicate|default_pg)([^a-z]|$)")),
+    ("data", re.compile(r"(?i)(^|[^a-z])(dp\w*|data\w*|fsdp|ddp|shard|replicate|default_pg|default_group)([^a-z]|$)")),
 )
 
 

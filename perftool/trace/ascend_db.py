@@ -18,6 +18,7 @@ events of the process the text export gives it, so the Ascend dialect reads both
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import sqlite3
@@ -43,6 +44,9 @@ _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_functi
 _ENCODE = msgspec.json.encode
 _QUEUED = 1 << 40  # the flows from a framework op to the tasks it queued, apart from the CANN calls' connection ids
 _RPD_TABLES = {"rocpd_op", "rocpd_api"}  # rocmProfileData's own database, which it converts to Chrome JSON
+# torch_npu's record of the job's HCCL communicators (a row of META_DATA, JSON): by communicator name, as
+# COMMUNICATION_OP.groupName gives it, its process group's name (``group_name``) and the global ranks in it
+PARALLEL_GROUPS = "parallel_group_info"
 _SHAPES = re.compile(r"[\d,;\s]*\d[\d,;\s]*")  # torch_npu's recorded shapes: "32,3,224,224;\r\n64;\r\n;"
 
 
@@ -92,6 +96,31 @@ def _metadata(connection: sqlite3.Connection) -> dict[str, Any]:
         found["deviceProperties"] = [{"id": pid, "name": names[0]} for pid in (HARDWARE, HCCL)]
     if measured := _optional(lambda: _kernel_types(connection)):
         found[KERNEL_DETAILS] = measured
+    return found
+
+
+def _process_groups(connection: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """Per HCCL communicator (its name), what torch_npu recorded of its process group (``parallel_group_info``) as a
+    collective's args say it in Kineto's words: the group's size (its global ranks counted) and its name where it
+    has one (``dp``, ``tp``, the default group's ``default_group``); none where no such row is recorded or it does
+    not read as that record."""
+    query = "SELECT value FROM META_DATA WHERE name = ?"
+    rows = _optional(lambda: connection.execute(query, (PARALLEL_GROUPS,)).fetchall()) or []
+    try:
+        recorded = json.loads(rows[0][0]) if rows else {}
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for communicator, group in recorded.items() if isinstance(recorded, dict) else []:
+        if not isinstance(group, dict):
+            continue
+        ranks, name = group.get("global_ranks"), group.get("group_name")
+        args: dict[str, Any] = {}
+        if isinstance(ranks, list):
+            args["Group size"] = len(ranks)  # none listed: no size (a group has one rank at least)
+        if isinstance(name, str):
+            args["Process Group Description"] = name  # "": no name
+        found[str(communicator)] = args
     return found
 
 
@@ -152,6 +181,7 @@ class _Reader:
             self.hccl_types = dict(connection.execute("SELECT id, name FROM ENUM_HCCL_DATA_TYPE"))
         self.threads: set[tuple[int, int]] = set()
         self.group_threads = self._group_threads()
+        self.process_groups = _process_groups(connection)
 
     def names(self) -> list[RawEvent]:
         """The processes' and threads' names, as the text export writes them."""
@@ -287,10 +317,13 @@ class _Reader:
     def _collective(
         self, start: int, end: int, name: int, connection: int, group: Any, data_type: int | None, count: int | None
     ) -> list[RawEvent]:
-        """An HCCL op, with the elements it moves and their type, as the text export's args name them."""
+        """An HCCL op, with the elements it moves and their type, as the text export's args name them, and its
+        process group where torch_npu recorded its communicator's (:func:`_process_groups`)."""
         args: dict[str, Any] = {"connection_id": connection}
         if data_type in self.hccl_types and isinstance(count, int):
             args |= {"data_type": self.hccl_types[data_type], "count": count}
+        if isinstance(group, int):
+            args |= self.process_groups.get(self._string(group), {})
         return [_span(self._string(name), "", HCCL, self.group_threads[group][0], start, end, args)]
 
     def _plane_task(

@@ -208,8 +208,8 @@ def test_collective_names_across_libraries(name, collective):
 
 @pytest.mark.parametrize(
     ("group", "kind"),
-    [("default_pg", "data"), ("dp_shard", "data"), ("tp", "tensor"), ("pp_stage_1", "pipeline"), ("ep", "expert"),
-     ("group 7", "unknown")],
+    [("default_pg", "data"), ("default_group", "data"), ("dp_shard", "data"), ("tp", "tensor"),
+     ("pp_stage_1", "pipeline"), ("ep", "expert"), ("group 7", "unknown")],
 )  # fmt: skip
 def test_process_groups_say_their_parallelism(group, kind):
     assert parallelism(group) == kind

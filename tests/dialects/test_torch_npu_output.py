@@ -12,7 +12,8 @@ import tracemalloc
 import pytest
 from conftest import DATA
 
-from perftool import api
+from perftool import api, load_trace
+from perftool.analysis import compute_metrics
 from perftool.roofline.measured import BUSY, NO_PIPE_BUSY, measured_pipes
 from perftool.trace import ascend_db
 from perftool.trace.loader import SQLITE_MAGIC
@@ -375,6 +376,53 @@ def test_the_db_export_s_plane_tasks_name_their_ranks_as_the_text_export_s_do(tm
         assert {r["src rank"] for r in ranks} == {0} and {r["dst rank"] for r in ranks} == set(range(1, 8))
     else:
         assert ranks == [None] * len(waits)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "size", "group"),
+    [
+        ({"group_name": "dp", "group_rank": 0, "global_ranks": list(range(8))}, 8, "dp"),
+        ({"group_name": "", "group_rank": 0, "global_ranks": [0, 1]}, 2, None),  # a group torch_npu names not
+        ({"group_name": "tp", "global_ranks": "0-7"}, None, "tp"),  # ranks not a list: not counted
+        ({"group_name": "tp", "global_ranks": []}, None, "tp"),  # nor none
+        ("not a record", None, None),
+    ],
+    ids=["named", "unnamed", "ranks-unread", "no-ranks", "not-a-record"],
+)
+def test_the_db_export_s_process_groups_give_its_collectives_their_size_and_name(tmp_path, run, recorded, size, group):
+    """torch_npu records each HCCL communicator's process group in META_DATA (``parallel_group_info``, keyed by the
+    communicator's name as COMMUNICATION_OP.groupName gives it): the all-reduces get the group's size (a bus
+    bandwidth) and its name (a parallelism)."""
+    output = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    shutil.copytree(DB_JOB / "rank0_ascend_pt", output.parent)
+    database = output / "ascend_pytorch_profiler_0.db"
+    database.chmod(0o644)
+    with sqlite3.connect(database) as connection:
+        ((communicator,),) = connection.execute(
+            "SELECT DISTINCT s.value FROM COMMUNICATION_OP c JOIN STRING_IDS s ON s.id = c.groupName"
+        )
+        connection.execute("INSERT INTO META_DATA (name, value) VALUES (?, ?)",
+                           (ascend_db.PARALLEL_GROUPS, json.dumps({communicator: recorded})))  # fmt: skip
+    metrics = compute_metrics(load_trace(str(database)))
+    (stat,) = metrics.collectives
+    assert stat.group_size == size
+    assert stat.busbw_gbps == pytest.approx(stat.algbw_gbps * (2 * (size - 1) / size if size else 1))
+    assert [g.name for g in metrics.groups] == [group or "default"]
+    report = json.loads(run("scan", str(output.parent), "--format", "json", "--select", "PT011").stdout)
+    (finding,) = report["traces"][0]["findings"]
+    assert ("GB/s bus bandwidth" in finding["message"]) == (size is not None)
+    assert ("the ranks not recorded" in finding["message"]) == (size is None)
+
+
+@pytest.mark.parametrize("value", ['{"90.91.105.46%enp189s0f0": {"group_name": ', "[" * 100_000, None])
+def test_a_record_of_process_groups_that_does_not_read_is_passed_over(tmp_path, value):
+    database = tmp_path / "ascend_pytorch_profiler_0.db"
+    shutil.copy(DB_JOB / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / database.name, database)
+    database.chmod(0o644)
+    with sqlite3.connect(database) as connection:
+        connection.execute("INSERT INTO META_DATA (name, value) VALUES (?, ?)", (ascend_db.PARALLEL_GROUPS, value))
+    (stat,) = compute_metrics(load_trace(str(database))).collectives
+    assert stat.count == 4 and stat.group_size is None
 
 
 def _hccl_threads(database) -> dict[int, str]:
