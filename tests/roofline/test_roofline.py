@@ -182,7 +182,9 @@ def test_modelled_ops_keep_only_their_inputs_and_equal_inputs_share_them():
         ("Tesla T4", "T4"),
         ("NVIDIA L4", "L4"),
         ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L40", "L40"),
         ("NVIDIA A10", "A10"),
+        ("NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"),
     ],
 )
 def test_devices_are_matched_as_traces_spell_them(name, key):
@@ -205,9 +207,10 @@ def test_a_name_that_says_only_the_vendor_is_told_apart_by_units_and_memory_or_n
     assert (found.key if found else None) == key
 
 
-@pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA L40", "NVIDIA T400", "NVIDIA L20"])
+@pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA T400", "NVIDIA L20", "NVIDIA A800 40GB Active"])
 def test_a_device_whose_name_only_starts_like_a_known_one_is_not_taken_for_it(name):
-    """An A10G is not an A10 nor an L40 an L40S: their figures differ, and no figures beat wrong ones."""
+    """An A10G is not an A10 nor an L20 an L4, nor the A800 workstation card the A800 SXM: their figures differ, and
+    no figures beat wrong ones."""
     assert identify({"name": name}) is None
 
 
