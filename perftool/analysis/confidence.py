@@ -78,6 +78,7 @@ class Caveat:
     short: str = ""  # the reason in a few words, for each finding held at info
     recurring: bool = False  # a finding whose evidence recurs may stand at warning all the same
     unjudged: str = ""  # where no figure of the trace is a steady state's: what the capture is instead (reports lead)
+    timeline: bool = True  # the trace's times are the run's own (not a replay's, kernel by kernel)
 
 
 def capture_hint(trace: Trace) -> str:
@@ -231,6 +232,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 " times and the gaps between them are not the run's timeline; findings stay at info",
                 caps=True,
                 short="range-profiler replay, not a timeline",
+                timeline=False,
             )
         )
     return found

@@ -15,7 +15,7 @@ from perftool.analysis.family import device_family, device_properties, job_said
 from perftool.analysis.host_calls import blocking_copies, driving_thread
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import launch_rows
-from perftool.analysis.metrics import compute_metrics
+from perftool.analysis.metrics import Metrics, compute_metrics
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.common.cores import free_cores
 from perftool.common.errors import PerftoolError, TraceError
@@ -35,6 +35,7 @@ from perftool.trace.loader import Decoders
 from perftool.trace.model import Trace
 
 RULE_THREADS = 2  # a third gains little: the fit and the Python between the numpy passes hold the GIL
+DEVICE_BOUND = 0.9  # a window the device computes at least this share of is device-bound: its kernels set its pace
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         window_us=window,
         steps=scope.steady_steps,
         step_time_us=plain(metrics["step_time_us.mean"]),
+        device_bound=_device_bound(metrics),
         idle={cause: idle.time(cause) / window for cause in CAUSES} if idle and window > 0 else {},
         findings=findings,
         metrics={name: plain(value) for name, value in metrics.values.items()},
@@ -175,6 +177,14 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         beyond=beyond(scope, fitted, findings, joint),
     )
     return found, scope
+
+
+def _device_bound(metrics: Metrics) -> float | None:
+    """The share of the window the device computes, where it is :data:`DEVICE_BOUND` or more and the trace's times are
+    the run's own timeline (a range profiler's replay of kernel after kernel is not); None otherwise."""
+    compute = metrics["device.compute_fraction"]
+    timeline = all(caveat.timeline for caveat in metrics.caveats)
+    return plain(compute) if timeline and compute is not None and compute >= DEVICE_BOUND else None
 
 
 def _peer_waits(scope: Scope) -> WaitsByPeer | None:

@@ -9,12 +9,15 @@ from perftool.job.ranks import serving_stage
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
 MAX_EARLIER_LISTED = 4  # traces a job view names of each kind it leaves out; the rest are counted
+LESSER = 0.1  # a finding below this share of a device-bound step is said after that, not as the report's lead
 
 
 def largest_cost(report: ScanReport) -> str | None:
     """The report's first line: the largest cost any finding names, whatever its severity ("60.0% of each step:
     communication not hidden behind compute — see PT011"), with the trace or rank where the report has several and
-    why its finding is held at info where it is (too few steps to judge); None without findings."""
+    why its finding is held at info where it is (too few steps to judge); led by the verdict that the trace is
+    device-bound where its device computes most of the step and no finding costs more than :data:`LESSER` of it
+    (:func:`device_bound`); None without either."""
     if report.job is None and len(report.traces) == 1 and (unjudged := report.traces[0].unjudged):
         return f"No steady state to judge: {unjudged} — profile steps after warm-up (see the notes)"
     found: list[tuple[Finding, str, bool]] = []  # each finding, where it is, whether its share is of steady steps
@@ -23,14 +26,28 @@ def largest_cost(report: ScanReport) -> str | None:
     for trace in report.traces:
         where = f"rank {trace.rank}" if report.job is not None and trace.rank is not None else trace.path
         found += [(finding, where, bool(trace.steps)) for finding in trace.findings]
+    bound = device_bound(report.traces[0]) if report.job is None and len(report.traces) == 1 else None
     if not found:
-        return None
+        return bound
     finding, where, of_steps = min(found, key=lambda item: biggest_first(item[0]))
     title = finding.title[:1].lower() + finding.title[1:] if finding.title[1:2].islower() else finding.title
     place = f" ({where})" if len(report.traces) > 1 else ""
     whole = "each step" if of_steps else "the trace"  # as each finding says its share
     held = f" (held at {finding.severity.value}: {finding.capped})" if finding.capped else ""  # a figure not judged
-    return f"{percent(finding.impact.share)} of {whole}{place}: {title} — see {finding.rule_id}{held}"
+    lead = f"{percent(finding.impact.share)} of {whole}{place}: {title} — see {finding.rule_id}{held}"
+    return f"{bound}; the largest finding, {lead}" if bound and finding.impact.share < LESSER else lead
+
+
+def device_bound(trace: TraceFindings) -> str | None:
+    """The verdict that the trace is device-bound (:attr:`TraceFindings.device_bound`), in words; None where it is
+    not."""
+    if trace.device_bound is None:
+        return None
+    whole = "each step" if trace.steps else "the trace"
+    return (
+        f"Device-bound: the device computes {percent(trace.device_bound)} of {whole}, so its kernels set the pace "
+        "(perftool info lists them and how far each runs below the device's peaks)"
+    )
 
 
 def steps_said(trace: TraceFindings) -> str:

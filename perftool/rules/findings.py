@@ -153,6 +153,12 @@ class TraceFindings(_Record):
     window_us: float
     steps: int
     step_time_us: float | None
+    device_bound: float | None = Field(
+        None,
+        description="the share of the window the device computes, where that is most of it (0.9 or more) on the "
+        "run's own timeline: the trace is device-bound, its kernels set the pace (the report leads with it); else "
+        "null",
+    )
     idle: dict[str, float] = Field(
         description="share of the window the device is idle, per cause (see perftool.analysis.idle)"
     )

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from conftest import REPO, TORCH_FIXTURE
 
+from perftool.analysis.metrics import compute_metrics
 from perftool.analysis.steps import detect_steps
 from perftool.api import emulate
 from perftool.common import limits
@@ -30,6 +31,7 @@ from perftool.rules.prediction import HELPS
 
 SAMPLES = REPO / "sample_traces"
 KINETO_SAMPLE = SAMPLES / "gpu_training_kineto.pt.trace.json.gz"
+REAL = REPO / "tests" / "data" / "real"
 INTENDED = {
     "host_bound_loop_size": "PT001",
     "host_bound_device_iterations": "PT001",
@@ -114,9 +116,6 @@ def test_idle_causes_add_up_to_the_idle_time(reports):
 
 
 def _busy(report) -> float:
-    from perftool.analysis import compute_metrics
-    from perftool.pipeline.read import load_trace
-
     return compute_metrics(load_trace(report.path))["device.busy_fraction"]
 
 
@@ -148,6 +147,56 @@ def test_findings_are_listed_the_largest_cost_first_whatever_their_severity():
     assert lead == f"{shares[0] + 0.1:.1%} of each step: {title} — see {held.rule_id} (held at info: too few steps)"
 
 
+def test_a_device_bound_trace_leads_with_that_and_its_findings_after_unless_one_costs_more():
+    """A step whose device computes 90% of it or more is device-bound: the report says so first, and a finding
+    costing less than a tenth of the step after it (a 5% host gap is not the first thing to fix); a finding costing
+    more leads as before."""
+    from perftool.pipeline.scan import DEVICE_BOUND
+    from perftool.report.overall import LESSER, largest_cost
+
+    report = scan_files([str(REAL / "flux1_aiter_mi300x_step.json.gz")], load_catalog())
+    trace = report.traces[0]
+    compute = trace.metrics["device.compute_fraction"]
+    (finding,) = trace.findings
+    assert compute >= DEVICE_BOUND and trace.device_bound == compute and finding.impact.share < LESSER
+    bound = f"Device-bound: the device computes {compute:.1%} of each step, so its kernels set the pace"
+    lead = largest_cost(report)
+    assert lead.startswith(bound) and lead.endswith(f"; the largest finding, {finding.impact.share:.1%} of each "
+                                                    "step: device idle while the host runs Python and dispatch — see "
+                                                    "PT001 (held at info: 1 steady step, 3 needed)")  # fmt: skip
+    costly = finding.model_copy(update={"impact": finding.impact.model_copy(update={"share": LESSER})})
+    trace.findings = [costly]
+    assert largest_cost(report).startswith(f"{LESSER:.1%} of each step: device idle")
+    trace.findings = []
+    assert largest_cost(report).startswith(bound)
+    trace.device_bound = None
+    assert largest_cost(report) is None
+
+
+def test_device_bound_is_computing_the_threshold_s_share_on_the_run_s_own_timeline():
+    """90% of the window computing is device-bound, a hair less is not; a range profiler's replay of kernel after kernel
+    computes all of its window and is not the run's timeline: no verdict."""
+    from perftool.analysis.confidence import Caveat
+    from perftool.pipeline.scan import DEVICE_BOUND, _device_bound
+
+    metrics = compute_metrics(load_trace(str(REAL / "flux1_aiter_mi300x_step.json.gz")))
+    metrics.values["device.compute_fraction"] = DEVICE_BOUND
+    assert _device_bound(metrics) == DEVICE_BOUND
+    metrics.values["device.compute_fraction"] = DEVICE_BOUND - 1e-9
+    assert _device_bound(metrics) is None
+    metrics.values["device.compute_fraction"] = 1.0
+    metrics.caveats.append(Caveat("a replay", caps=True, timeline=False))
+    assert _device_bound(metrics) is None
+    replayed = scan_files([str(REAL / "cupti_range_profiler.json.gz")], load_catalog()).traces[0]
+    assert replayed.metrics["device.compute_fraction"] == pytest.approx(1.0) and replayed.device_bound is None
+
+
+def test_a_device_bound_window_without_findings_still_says_what_bounds_it(run):
+    window = REAL / "sglang_mi300x_qwen3_8b_prefill_window.json.gz"
+    shown = " ".join(run("scan", window).stdout.split())
+    assert shown.startswith("Device-bound: the device computes 99.7% of each step") and "No findings" in shown
+
+
 # --- the command line ---------------------------------------------------------------------------------------
 
 
@@ -168,15 +217,17 @@ def test_every_scan_report_opens_with_its_largest_cost(run, fmt):
 
 
 def test_a_trace_without_steps_opens_with_its_cost_in_the_trace_s_words(run):
-    """Without steady steps a finding's share is of the trace, and the first line says so as the finding does."""
+    """Without steady steps a finding's share is of the trace, and the first line says so as the finding does (after
+    the verdict that the device computes most of the trace, also of the trace)."""
     trace = REPO / "tests" / "data" / "real" / "mtia_inference.json.gz"
-    (finding,) = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"][0][
-        "findings"
-    ]
+    (found,) = json.loads(run("scan", trace, "--format", "json", "--fail-on", "never").stdout)["traces"]
+    (finding,) = found["findings"]
     shown = " ".join(run("scan", trace, "--fail-on", "never").stdout.split())
     share = f"{finding['impact']['share']:.1%} of the trace"
-    lead = f"{share}: device idle while the host runs Python and dispatch — see PT001"
-    assert shown.startswith(lead) and share in shown[len(lead) :]  # the finding's own words
+    bound = f"Device-bound: the device computes {found['metrics']['device.compute_fraction']:.1%} of the trace"
+    lead = f"; the largest finding, {share}: device idle while the host runs Python and dispatch — see PT001"
+    assert shown.startswith(bound) and lead in shown.split("perftool scan")[0]
+    assert share in shown.split("perftool scan", 1)[1]  # the finding's own words
 
 
 def test_diff_text_opens_with_the_change_in_one_line(run):
