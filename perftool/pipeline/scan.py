@@ -28,14 +28,21 @@ from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
 from perftool.roofline.figures import programs_note, roofline
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
-from perftool.rules.findings import Finding, ScanReport, TraceFindings, UnreadTrace, WaitsByPeer, biggest_first
+from perftool.rules.findings import (
+    DEVICE_BOUND,
+    Finding,
+    ScanReport,
+    TraceFindings,
+    UnreadTrace,
+    WaitsByPeer,
+    biggest_first,
+)
 from perftool.rules.known_run import KnownRun
 from perftool.rules.model import Rule
 from perftool.trace.loader import Decoders
 from perftool.trace.model import Trace
 
 RULE_THREADS = 2  # a third gains little: the fit and the Python between the numpy passes hold the GIL
-DEVICE_BOUND = 0.9  # a window the device computes at least this share of is device-bound: its kernels set its pace
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,9 @@ SCHEMA = "perftool.findings/1"
 StepDuration = Annotated[float, Field(ge=0, le=1e15)]  # µs; a billion seconds is no step, and sums stay finite
 
 
+DEVICE_BOUND = 0.9  # a window the device computes at least this share of is device-bound: its kernels set its pace
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -155,9 +158,9 @@ class TraceFindings(_Record):
     step_time_us: float | None
     device_bound: float | None = Field(
         None,
-        description="the share of the window the device computes, where that is most of it (0.9 or more) on the "
-        "run's own timeline: the trace is device-bound, its kernels set the pace (the report leads with it); else "
-        "null",
+        description=f"the share of the window the device computes, where that is most of it ({DEVICE_BOUND} or more) "
+        "on the run's own timeline: the trace is device-bound, its kernels set the pace (the report leads with it); "
+        "else null",
     )
     idle: dict[str, float] = Field(
         description="share of the window the device is idle, per cause (see perftool.analysis.idle)"
