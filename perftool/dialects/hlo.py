@@ -267,24 +267,28 @@ def _programs_beside(trace: Trace) -> dict[tuple[int, str], int]:
 
 
 def collective_messages(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``rows`` (collectives' kernels of an XLA trace): what it moves and the ranks of its group, by its
-    program's HLO (:func:`program_messages`); NaN where the capture holds no HLO for it. Kernels of one op of one
-    program are looked up once; one of a JSON export (which names no program id) whose op programs of one name hold
+    """Per row of ``rows`` (an XLA trace's collectives: a GPU's kernels, each naming the op of its program it runs in
+    its args; a TPU's ops, each named by its op): what it moves and the ranks of its group, by its program's HLO
+    (:func:`program_messages`); NaN where the capture holds no HLO for it. Collectives of one op of one program are
+    looked up once; each of a JSON export (which names no program id) whose op programs of one name hold
     differently, by its launch in the XSpace beside it."""
     nbytes, ranks = np.full(rows.size, math.nan), np.full(rows.size, math.nan)
     if trace.dialect != "xla" or rows.size == 0 or not (programs := trace_programs(trace)):
         return nbytes, ranks
-    with_args = np.flatnonzero(trace.args_ref[rows] >= 0)
-    refs, first, by_ref = np.unique(trace.args_ref[rows[with_args]], return_index=True, return_inverse=True)
-    found: list[Message | None] = []
-    for ref, row in zip(refs.tolist(), rows[with_args][first].tolist()):
-        args = xla_args(trace.kept_args[ref])
-        program = named_program(args)
-        if program is None and args.op and programs.ambiguous(args.module, args.op, programs.messages):
-            program = launched_program(trace, args, row)
-        found.append(programs.message(args.module, args.op, program) if args.op else None)
-    for i, message_of in zip(with_args.tolist(), by_ref.reshape(-1).tolist()):
-        if (moved := found[message_of]) is not None:
+    looked_up: dict[tuple[str, str, str], tuple[bool, Message | None]] = {}  # by launch?, else what it moves
+    for i in np.flatnonzero(trace.args_ref[rows] >= 0).tolist():
+        row = int(rows[i])
+        args = xla_args(trace.kept_args[trace.args_ref[row]])
+        op = args.op or trace.names[trace.name[row]]  # a TPU's op is named by itself
+        key = (args.module, op, str(args.program))
+        if key not in looked_up:
+            program = named_program(args)
+            by_launch = program is None and programs.ambiguous(args.module, op, programs.messages)
+            looked_up[key] = (by_launch, None if by_launch else programs.message(args.module, op, program))
+        by_launch, moved = looked_up[key]
+        if by_launch:
+            moved = programs.message(args.module, op, launched_program(trace, args, row))
+        if moved is not None:
             nbytes[i], ranks[i] = moved
     return nbytes, ranks
 

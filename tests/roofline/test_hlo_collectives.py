@@ -174,3 +174,28 @@ def test_a_kernel_s_program_id_or_its_launch_in_the_xspace_tells_apart_programs_
     for path in (space_path, export):
         (stat,) = compute_metrics(load_trace(str(path))).collectives
         assert stat.group_size == 2 and stat.bytes == pytest.approx(3 * sum(SHARDED_GRADIENTS.values())), path.name
+
+
+def test_a_tpu_s_collective_ops_are_sized_by_their_program_as_named_by_their_own_names(tmp_path):
+    """A TPU's ops line names each op by its HLO op, its program by id in its args: its all-reduces are sized too,
+    each of the two by its own op though their args are alike."""
+    shutil.copyfile(PROGRAMS / "data_parallel_jax0.6.2.hlo_proto.pb", tmp_path / "jit_train_step(7).hlo_proto.pb")
+    program = {"program_id": "7"}
+    case = {
+        "vocabulary": "xla-tpu",
+        "steps": 8,
+        "period": 1000,
+        "events": [
+            {"name": "PjitFunction(train_step)", "track": "python", "ts": 2, "dur": 20},
+            {"name": "jit_train_step(7)", "track": "modules", "ts": 5, "dur": 990},
+            {"name": "fusion.3", "track": "ops", "ts": 5, "dur": 600, "args": program},
+            {"name": "all-reduce", "track": "ops", "ts": 610, "dur": 300, "args": program},
+            {"name": "all-reduce.1", "track": "ops", "ts": 915, "dur": 20, "args": program},
+        ],
+    }
+    path = tmp_path / "host.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(build(case)).encode()))
+    metrics = compute_metrics(load_trace(str(path)))
+    (stat,) = metrics.collectives
+    steps = stat.count // 2
+    assert stat.group_size == 4 and stat.bytes == pytest.approx(steps * sum(GRADIENTS.values()))
