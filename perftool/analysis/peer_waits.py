@@ -35,7 +35,8 @@ class PeerWaits:
 
     waiting_us: float = 0.0  # time a wait ran and no task moved data
     transfer_us: float = 0.0  # time any task moved or reduced data
-    rank: int | None = None  # this trace's rank in the communicator of the peers named (None where no wait names one)
+    rank: int | None = None  # this trace's rank in the communicator of the peers named, as the trace numbers it
+    # (the communicator's own numbering, or the job's where the export maps it); None where no wait names one
     wait_us: dict[int, float] = field(default_factory=dict)  # per peer rank, the longest wait first
     rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the waits in the window
     peer: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # the peer of each (NO_RANK: not named)

@@ -23,7 +23,7 @@ import math
 import re
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
@@ -99,18 +99,25 @@ def _metadata(connection: sqlite3.Connection) -> dict[str, Any]:
     return found
 
 
-def _process_groups(connection: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-    """Per HCCL communicator (its name), what torch_npu recorded of its process group (``parallel_group_info``) as a
-    collective's args say it in Kineto's words: the group's size (its global ranks counted) and its name where it
-    has one (``dp``, ``tp``, the default group's ``default_group``); none where no such row is recorded or it does
-    not read as that record."""
+class _ProcessGroup(NamedTuple):
+    """What torch_npu recorded of an HCCL communicator's process group: the args its collectives get, in Kineto's
+    words (``Group size``: its global ranks counted; ``Process Group Description``: its name, ``dp``, ``tp``, the
+    default group's ``default_group``), and its global ranks by their rank in it, where each is a number."""
+
+    args: dict[str, Any]
+    global_ranks: tuple[int, ...]
+
+
+def _process_groups(connection: sqlite3.Connection) -> dict[str, _ProcessGroup]:
+    """Per HCCL communicator (its name), what torch_npu recorded of its process group (``parallel_group_info``); none
+    where no such row is recorded or it does not read as that record."""
     query = "SELECT value FROM META_DATA WHERE name = ?"
     rows = _optional(lambda: connection.execute(query, (PARALLEL_GROUPS,)).fetchall()) or []
     try:
         recorded = json.loads(rows[0][0]) if rows else {}
     except (TypeError, ValueError, RecursionError):
         return {}
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, _ProcessGroup] = {}
     for communicator, group in recorded.items() if isinstance(recorded, dict) else []:
         if not isinstance(group, dict):
             continue
@@ -120,7 +127,8 @@ def _process_groups(connection: sqlite3.Connection) -> dict[str, dict[str, Any]]
             args["Group size"] = len(ranks)  # none listed: no size (a group has one rank at least)
         if isinstance(name, str):
             args["Process Group Description"] = name  # "": no name
-        found[str(communicator)] = args
+        numbered = tuple(ranks) if isinstance(ranks, list) and all(type(rank) is int for rank in ranks) else ()
+        found[str(communicator)] = _ProcessGroup(args, numbered)
     return found
 
 
@@ -322,18 +330,32 @@ class _Reader:
         args: dict[str, Any] = {"connection_id": connection}
         if data_type in self.hccl_types and isinstance(count, int):
             args |= {"data_type": self.hccl_types[data_type], "count": count}
-        if isinstance(group, int):
-            args |= self.process_groups.get(self._string(group), {})
+        if (recorded := self._process_group(group)) is not None:
+            args |= recorded.args
         return [_span(self._string(name), "", HCCL, self.group_threads[group][0], start, end, args)]
 
     def _plane_task(
         self, start: int, end: int, group: Any, plane: int, task_type: int, source: int | None, destination: int | None
     ) -> list[RawEvent]:
         """A task of an HCCL op on its plane, with the ranks it signals or moves data between, as the text export's
-        args name them (``src rank``, ``dst rank``)."""
+        args name them (``src rank``, ``dst rank``): each communicator numbers its ranks from 0, and where torch_npu
+        recorded the communicator's global ranks, they are the job's ranks."""
         ranks = None if source is None or destination is None else {"src rank": source, "dst rank": destination}
+        recorded = self._process_group(group)
+        if ranks is not None and recorded is not None and recorded.global_ranks:
+            ranks = {name: _global(rank, recorded.global_ranks) for name, rank in ranks.items()}
         thread = self.group_threads[group][0] + 1 + _plane(plane)
         return [_span(self._string(task_type), "", HCCL, thread, start, end, ranks)]
+
+    def _process_group(self, group: Any) -> _ProcessGroup | None:
+        """What torch_npu recorded of the process group of communicator ``group`` (its name's id), if anything."""
+        return self.process_groups.get(self._string(group)) if isinstance(group, int) else None
+
+
+def _global(rank: Any, global_ranks: tuple[int, ...]) -> Any:
+    """A communicator's rank as the job numbers it; as recorded where it is none of the communicator's (HCCL's "no
+    rank")."""
+    return global_ranks[rank] if isinstance(rank, int) and 0 <= rank < len(global_ranks) else rank
 
 
 def _span(name: str, category: str, pid: int, tid: Any, start: Any, end: Any, args: dict | None = None) -> RawEvent:

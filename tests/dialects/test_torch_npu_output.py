@@ -8,6 +8,7 @@ import json
 import shutil
 import sqlite3
 import tracemalloc
+from pathlib import Path
 
 import pytest
 from conftest import DATA
@@ -378,6 +379,22 @@ def test_the_db_export_s_plane_tasks_name_their_ranks_as_the_text_export_s_do(tm
         assert ranks == [None] * len(waits)
 
 
+def _recording_groups(tmp_path, recorded) -> Path:
+    """The db export of a copy of the real db job's rank 0 directory, with torch_npu's record of its process groups
+    added: ``recorded`` for its one communicator, by that communicator's name."""
+    output = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    shutil.copytree(DB_JOB / "rank0_ascend_pt", output.parent)
+    database = output / "ascend_pytorch_profiler_0.db"
+    database.chmod(0o644)
+    with sqlite3.connect(database) as connection:
+        ((communicator,),) = connection.execute(
+            "SELECT DISTINCT s.value FROM COMMUNICATION_OP c JOIN STRING_IDS s ON s.id = c.groupName"
+        )
+        connection.execute("INSERT INTO META_DATA (name, value) VALUES (?, ?)",
+                           (ascend_db.PARALLEL_GROUPS, json.dumps({communicator: recorded})))  # fmt: skip
+    return database
+
+
 @pytest.mark.parametrize(
     ("recorded", "size", "group"),
     [
@@ -393,25 +410,47 @@ def test_the_db_export_s_process_groups_give_its_collectives_their_size_and_name
     """torch_npu records each HCCL communicator's process group in META_DATA (``parallel_group_info``, keyed by the
     communicator's name as COMMUNICATION_OP.groupName gives it): the all-reduces get the group's size (a bus
     bandwidth) and its name (a parallelism)."""
-    output = tmp_path / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-    shutil.copytree(DB_JOB / "rank0_ascend_pt", output.parent)
-    database = output / "ascend_pytorch_profiler_0.db"
-    database.chmod(0o644)
-    with sqlite3.connect(database) as connection:
-        ((communicator,),) = connection.execute(
-            "SELECT DISTINCT s.value FROM COMMUNICATION_OP c JOIN STRING_IDS s ON s.id = c.groupName"
-        )
-        connection.execute("INSERT INTO META_DATA (name, value) VALUES (?, ?)",
-                           (ascend_db.PARALLEL_GROUPS, json.dumps({communicator: recorded})))  # fmt: skip
+    database = _recording_groups(tmp_path, recorded)
     metrics = compute_metrics(load_trace(str(database)))
     (stat,) = metrics.collectives
     assert stat.group_size == size
     assert stat.busbw_gbps == pytest.approx(stat.algbw_gbps * (2 * (size - 1) / size if size else 1))
     assert [g.name for g in metrics.groups] == [group or "default"]
-    report = json.loads(run("scan", str(output.parent), "--format", "json", "--select", "PT011").stdout)
+    report = json.loads(run("scan", str(database.parent.parent), "--format", "json", "--select", "PT011").stdout)
     (finding,) = report["traces"][0]["findings"]
     assert ("GB/s bus bandwidth" in finding["message"]) == (size is not None)
     assert ("the ranks not recorded" in finding["message"]) == (size is None)
+
+
+@pytest.mark.parametrize(
+    ("global_ranks", "own", "peers", "late"),
+    [
+        (list(range(10, 18)), 10, set(range(11, 18)), 14),
+        ([str(rank) for rank in range(10, 18)], 0, set(range(1, 8)), 4),
+        ([10, 11, 12, 13], 10, {11, 12, 13, 4, 5, 6, 7}, 4),  # a record shorter than the communicator: the rest as is
+    ],
+    ids=["numbered", "not-numbers", "too-few"],
+)
+def test_a_communicator_s_ranks_are_the_job_s_where_torch_npu_recorded_its_global_ranks(
+    tmp_path, run, global_ranks, own, peers, late
+):
+    """HCCL numbers each communicator's ranks from 0; torch_npu's record of the process group lists its global ranks
+    in that order: the plane tasks' ranks, and so the late peer PT011 names, are the job's (a group of ranks 10-17:
+    the communicator's rank 4 is the job's rank 14). Ranks the record does not give as numbers map nothing."""
+    database = _recording_groups(tmp_path, {"group_name": "dp", "global_ranks": global_ranks})
+    events = [e for batch in ascend_db.batches(str(database), {}) for e in batch]
+    ranks = [json.loads(bytes(e.args)) for e in events if e.name == "Notify_Wait" and e.pid == ascend_db.HCCL]
+    assert {r["src rank"] for r in ranks} == {own} and {r["dst rank"] for r in ranks} == peers
+    report = json.loads(run("scan", str(database.parent.parent), "--format", "json", "--select", "PT011").stdout)
+    (trace,) = report["traces"]
+    assert trace["peer_waits"]["rank"] == own
+    assert f"for rank {late} to reach them" in trace["findings"][0]["fix"]["text"]
+
+
+@pytest.mark.parametrize(("rank", "job_rank"), [(0, 10), (1, 11), (2, 2), (-1, -1), (0xFFFFFFFF,) * 2, ("1", "1")])
+def test_only_a_rank_of_the_communicator_is_given_the_job_s_number(rank, job_rank):
+    """HCCL's "no rank", a negative or out-of-range number, or no number at all, is left as recorded."""
+    assert ascend_db._global(rank, (10, 11)) == job_rank
 
 
 @pytest.mark.parametrize("value", ['{"90.91.105.46%enp189s0f0": {"group_name": ', "[" * 100_000, None])
