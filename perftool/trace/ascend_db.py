@@ -342,7 +342,7 @@ class _Reader:
         recorded the communicator's global ranks, they are the job's ranks."""
         ranks = None if source is None or destination is None else {"src rank": source, "dst rank": destination}
         recorded = self._process_group(group)
-        if ranks is not None and recorded is not None and recorded.global_ranks:
+        if ranks is not None and recorded is not None:
             ranks = {name: _global(rank, recorded.global_ranks) for name, rank in ranks.items()}
         thread = self.group_threads[group][0] + 1 + _plane(plane)
         return [_span(self._string(task_type), "", HCCL, thread, start, end, ranks)]
