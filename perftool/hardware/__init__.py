@@ -143,5 +143,6 @@ def vendor_only(name: str) -> str | None:
 
 
 def _fits(key: str, memory: Any, sized: bool) -> float:
-    """How far a device's memory is from what the trace says, bytes (0 where it says nothing)."""
-    return abs(BY_KEY[key].memory_gb * 1e9 - memory) if sized else 0.0
+    """How far a device's memory is from what the trace says, bytes (0 where it says nothing). A vendor's GB of device
+    memory are binary: an 80 GB H100 reports 79.2 GiB, a 288 GB MI355X 288.0 GiB."""
+    return abs(BY_KEY[key].memory_gb * 2**30 - memory) if sized else 0.0

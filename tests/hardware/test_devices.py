@@ -35,7 +35,18 @@ GB = 1e9
         ({"name": "NVIDIA B200", "numSms": 148}, "B200"),
         ({"name": "NVIDIA GB200", "numSms": 148}, None),  # its GPU peaks higher than an HGX B200's: not one known
         ({"name": "NVIDIA H200", "numSms": 132}, "H200-141GB"),
-        ({"name": "NVIDIA GH200 480GB", "numSms": 132}, None),  # an H200's peaks, not its memory: not one known
+        ({"name": "NVIDIA H200 NVL", "numSms": 132}, "H200-NVL-141GB"),  # the longer name: its lower peaks
+        ({"name": "NVIDIA GH200 480GB", "numSms": 132}, "GH200-96GB"),  # 480 GB: the Grace CPU's memory counted in
+        ({"name": "NVIDIA GH200 144G HBM3e", "numSms": 132}, "GH200-144GB"),
+        ({"name": "NVIDIA H20", "numSms": 78}, "H20"),
+        ({"name": "NVIDIA L20"}, "L20"),
+        ({"name": "NVIDIA GeForce RTX 4090"}, "RTX-4090"),
+        ({"name": "NVIDIA GeForce RTX 4090 Laptop GPU"}, None),  # another chip
+        # named by the vendor only: GB of device memory are binary (93.1 GiB is nearest an H100 NVL's 94 GB, though in
+        # decimal GB nearer a GH200's 96 GB), and an H200 and an H200 NVL fit alike
+        ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": int(93.1 * 2**30)}, "H100-NVL-94GB"),
+        ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": int(95.5 * 2**30)}, "GH200-96GB"),
+        ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": int(140 * 2**30)}, None),
         ({"name": "AMD Instinct MI355X", "numSms": 256, "totalGlobalMem": 309_220_868_096}, "MI355X"),
         ({"name": "AMD Instinct MI350X"}, "MI350X"),
         # an MI350X or an MI355X: the same compute units and memory

@@ -196,7 +196,7 @@ def test_devices_are_matched_as_traces_spell_them(name, key):
     [
         ({"name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992}, "MI300X"),  # an XSpace's plane
         ({"name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 274_877_906_944}, "MI325X"),
-        ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 150_754_820_096}, "H200-141GB"),
+        ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 150_754_820_096}, None),  # an H200 or an H200 NVL
         ({"name": "NVIDIA GPU", "numSms": 58, "totalGlobalMem": 24_000_000_000}, "L4"),
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 85_520_809_984}, None),  # an H100 SXM or an H800
         ({"name": "NVIDIA GPU", "numSms": 7, "totalGlobalMem": 85_520_809_984}, None),
@@ -207,10 +207,12 @@ def test_a_name_that_says_only_the_vendor_is_told_apart_by_units_and_memory_or_n
     assert (found.key if found else None) == key
 
 
-@pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA T400", "NVIDIA L20", "NVIDIA A800 40GB Active"])
+@pytest.mark.parametrize(
+    "name", ["NVIDIA A10G", "NVIDIA T400", "NVIDIA A800 40GB Active", "NVIDIA GeForce RTX 4090 D", "NVIDIA H20-3e"]
+)
 def test_a_device_whose_name_only_starts_like_a_known_one_is_not_taken_for_it(name):
-    """An A10G is not an A10 nor an L20 an L4, nor the A800 workstation card the A800 SXM: their figures differ, and
-    no figures beat wrong ones."""
+    """An A10G is not an A10, nor the A800 workstation card the A800 SXM, nor an RTX 4090 D (114 SMs) an RTX 4090, nor
+    the H20 with 141 GB of HBM3e the 96 GB one: their figures differ, and no figures beat wrong ones."""
     assert identify({"name": name}) is None
 
 
