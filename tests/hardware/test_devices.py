@@ -33,7 +33,7 @@ GB = 1e9
         ({"name": "AMD Radeon Graphics", "numSms": 104, "totalGlobalMem": 68702699520}, "MI250-GCD"),
         ({"name": "AMD Radeon Graphics", "numSms": 304}, "MI300X"),
         ({"name": "NVIDIA B200", "numSms": 148}, "B200"),
-        ({"name": "NVIDIA GB200", "numSms": 148}, None),  # its GPU peaks higher than an HGX B200's: not one known
+        ({"name": "NVIDIA GB200", "numSms": 148}, "GB200"),  # its GPU peaks higher than an HGX B200's
         ({"name": "NVIDIA H200", "numSms": 132}, "H200-141GB"),
         ({"name": "NVIDIA H200 NVL", "numSms": 132}, "H200-NVL-141GB"),  # the longer name: its lower peaks
         ({"name": "NVIDIA GH200 480GB", "numSms": 132}, "GH200-96GB"),  # 480 GB: the Grace CPU's memory counted in
