@@ -392,14 +392,31 @@ def _notes(trace: Trace, calls: Calls, spec: DeviceSpec | None, device: str, ops
     notes = list(calls.notes)
     notes += [elsewhere] if (elsewhere := programs_note(trace)) else _unmodelled(calls)
     if spec is None:
-        notes.append(f"device '{device}' is not one perftool knows: no peaks, so no % of peak, MFU or time lost "
-                     "(give its figures with --device-spec FILE)")  # fmt: skip
+        notes.append(_no_peaks(trace, device))
     if any(kind.work is not None and not kind.work.dtype_recorded for kind in calls.kinds):
         notes.append(f"some ops record no element type (PyTorch 1.8, tensor lists): {ASSUMED[0]} assumed for them")
     missing = sorted({op.dtype for op in ops if op.roofline_us is None})
     if spec is not None and missing:
         notes.append(f"{spec.model} has no published peak for {', '.join(missing)}: those GEMMs have no roofline")
     return notes
+
+
+def _no_peaks(trace: Trace, device: str) -> str:
+    """Why the roofline has no peaks: a device perftool does not know, or a trace that names no model at all (its
+    device is only a place, "GPU 0" or XLA's "/device:GPU:0"), and where the model would come from."""
+    lost = "no peaks, so no % of peak, MFU or time lost"
+    if trace.metadata.get("deviceProperties"):
+        return f"device '{device}' is not one perftool knows: {lost} (give its figures with --device-spec FILE)"
+    name = Path(trace.source).name
+    xspace = (
+        f"the capture's XSpace names it (scan {xspace_name(name)}, or keep it beside this file), or "
+        if trace.dialect == "xla" and not name.lower().endswith(XSPACE_SUFFIX)
+        else ""
+    )
+    return (
+        f"the trace does not name its device's model ('{device}' says only where the work ran): {lost}; {xspace}give "
+        "its figures with --device-spec FILE"
+    )
 
 
 def programs_note(trace: Trace) -> str | None:

@@ -228,7 +228,8 @@ def test_an_export_alone_says_where_its_programs_are_and_what_goes_unjudged(tmp_
     found = roofline(load_trace(str(alone)))
     assert found.modelled_us == 0 and len(found.notes) == 2  # and the JSON alone names no device model
     assert "scan worker.xplane.pb, or keep it beside this file" in found.notes[0]
-    assert found.notes[1].startswith("device '/device:GPU:0' is not one perftool knows")
+    assert found.notes[1].startswith("the trace does not name its device's model ('/device:GPU:0' says only where")
+    assert "the capture's XSpace names it (scan worker.xplane.pb, or keep it beside this file)" in found.notes[1]
     caveats = json.loads(run("scan", str(alone), "--format", "json").stdout)["traces"][0]["caveats"]
     assert [c for c in caveats if "XLA's kernels record no shapes" in c] == found.notes[:1]
     assert "no rule that reads what an op computes" in found.notes[0]

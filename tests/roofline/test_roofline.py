@@ -153,6 +153,16 @@ def test_a_device_spec_file_gives_an_unknown_device_its_roofline(run, tmp_path):
     error_line(run("info", SAMPLE, "--device-spec", spec), str(spec), "memory_gb")
 
 
+def test_no_peaks_says_whether_the_device_is_unknown_or_the_trace_names_no_model():
+    """MTIA's ARTEMIS is a model perftool has no figures for; a PyTorch 1.8 capture lists no device properties, so
+    its "GPU 0" is a place, not a model, and only the user can say which."""
+    unknown = next(n for n in _roofline(REAL / "mtia_inference.json.gz").notes if "no peaks" in n)
+    assert unknown.startswith("device 'MTIA 17 (ARTEMIS)' is not one perftool knows: no peaks")
+    unnamed = next(n for n in _roofline(REAL / "resnet50_pt18_workers0.json.gz").notes if "no peaks" in n)
+    assert unnamed.startswith("the trace does not name its device's model ('GPU 0' says only where the work ran)")
+    assert unnamed.endswith("; give its figures with --device-spec FILE") and "XSpace" not in unnamed
+
+
 def test_the_python_api_gives_the_op_table_as_a_dataframe():
     roof = perftool.roofline(SAMPLE)
     table = roof.to_pandas()
