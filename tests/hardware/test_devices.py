@@ -38,6 +38,8 @@ GB = 1e9
         ({"name": "NVIDIA H200 NVL", "numSms": 132}, "H200-NVL-141GB"),  # the longer name: its lower peaks
         ({"name": "NVIDIA GH200 480GB", "numSms": 132}, "GH200-96GB"),  # 480 GB: the Grace CPU's memory counted in
         ({"name": "NVIDIA GH200 144G HBM3e", "numSms": 132}, "GH200-144GB"),
+        ({"name": "NVIDIA GH200", "totalGlobalMem": int(139.8 * 2**30)}, "GH200-144GB"),  # by its memory
+        ({"name": "NVIDIA GH200", "totalGlobalMem": int(94.5 * 2**30)}, "GH200-96GB"),
         ({"name": "NVIDIA H20", "numSms": 78}, "H20"),
         ({"name": "NVIDIA L20"}, "L20"),
         ({"name": "NVIDIA GeForce RTX 4090"}, "RTX-4090"),
