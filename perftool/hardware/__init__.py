@@ -130,9 +130,9 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
     memory = properties.get("totalGlobalMem")
     sized = isinstance(memory, int | float) and memory > 0
     ranked = sorted(matched, key=lambda key: (_fits(key, memory, sized), -matched[key]))
-    tied = sized and len(ranked) > 1 and _fits(ranked[0], memory, sized) == _fits(ranked[1], memory, sized)
+    tied = len(ranked) > 1 and _fits(ranked[0], memory, sized) == _fits(ranked[1], memory, sized)
     if vendor is not None and tied:
-        return None  # two models of the vendor fit the units and the memory alike
+        return None  # two models of the vendor fit the units and the memory alike (or the units, memory unsaid)
     return BY_KEY[ranked[0]]
 
 

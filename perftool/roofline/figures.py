@@ -402,9 +402,18 @@ def _notes(trace: Trace, calls: Calls, spec: DeviceSpec | None, device: str, ops
 
 
 def _no_peaks(trace: Trace, device: str) -> str:
-    """Why the roofline has no peaks: a device perftool does not know, or a trace that names no model at all (its
-    device is only a place, "GPU 0" or XLA's "/device:GPU:0"), and where the model would come from."""
+    """Why the roofline has no peaks: a device named by its vendor alone whose units and memory fit no one model, a
+    model perftool does not know, or a trace that names no model at all (its device is only a place, "GPU 0" or
+    XLA's "/device:GPU:0"), and where the model would come from."""
     lost = "no peaks, so no % of peak, MFU or time lost"
+    properties = device_properties(trace)
+    if hardware.vendor_only(str(properties.get("name") or "")):
+        units, memory = properties.get("numSms"), properties.get("totalGlobalMem")
+        size = f" and {memory / 2**30:,.1f} GiB" if isinstance(memory, int | float) and memory > 0 else ""
+        return (
+            f"the trace names its device only by its vendor ('{device}'), and its {units} compute units{size} fit no "
+            f"one model perftool knows: {lost} (give its figures with --device-spec FILE)"
+        )
     if trace.metadata.get("deviceProperties"):
         return f"device '{device}' is not one perftool knows: {lost} (give its figures with --device-spec FILE)"
     name = Path(trace.source).name

@@ -156,12 +156,13 @@ def test_scan_and_info_say_what_the_job_is_as_the_advice_takes_it(run, name, job
         ({"name": "AMD Radeon Graphics", "numSms": 304, "totalGlobalMem": 206_141_652_992},
          "AMD Instinct MI300X (192 GB)",
          '"AMD Radeon Graphics": its 304 compute units and 192 GiB of memory make it an AMD Instinct MI300X (192 GB)'),
-        ({"name": "AMD Radeon Graphics", "numSms": 304}, "AMD Instinct MI300X (192 GB)",
-         '"AMD Radeon Graphics": its 304 compute units make it an AMD Instinct MI300X (192 GB)'),
+        ({"name": "AMD Radeon Graphics", "numSms": 104}, "AMD Instinct MI250 / MI210 (one GCD, 64 GB)",
+         '"AMD Radeon Graphics": its 104 compute units make it an AMD Instinct MI250 / MI210 (one GCD, 64 GB)'),
+        ({"name": "AMD Radeon Graphics", "numSms": 304}, "AMD Radeon Graphics", None),  # an MI300X's or an MI325X's
         ({"name": "AMD Radeon Graphics", "numSms": 7}, "AMD Radeon Graphics", None),  # no model of 7 CUs known
         ({"name": "AMD Instinct MI300X VF", "numSms": 304}, "AMD Instinct MI300X VF", None),  # it names its model
     ],
-    ids=["units and memory", "units alone", "unknown units", "a model's name"],
+    ids=["units and memory", "units alone", "units of two models", "unknown units", "a model's name"],
 )  # fmt: skip
 def test_a_device_named_only_by_its_vendor_is_named_as_the_model_its_units_make_it(run, write_trace, properties,
                                                                                    device, told):  # fmt: skip

@@ -31,7 +31,7 @@ GB = 1e9
         ({"name": "AMD Instinct MI250X"}, "MI250X-GCD"),
         # ROCm names a CDNA2 GCD generically: its 104 compute units and 64 GB tell it apart
         ({"name": "AMD Radeon Graphics", "numSms": 104, "totalGlobalMem": 68702699520}, "MI250-GCD"),
-        ({"name": "AMD Radeon Graphics", "numSms": 304}, "MI300X"),
+        ({"name": "AMD Radeon Graphics", "numSms": 304}, None),  # an MI300X or an MI325X: their memory would say
         ({"name": "NVIDIA B200", "numSms": 148}, "B200"),
         ({"name": "NVIDIA GB200", "numSms": 148}, "GB200"),  # its GPU peaks higher than an HGX B200's
         ({"name": "NVIDIA H200", "numSms": 132}, "H200-141GB"),
