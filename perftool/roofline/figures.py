@@ -409,10 +409,14 @@ def _no_peaks(trace: Trace, device: str) -> str:
     properties = device_properties(trace)
     if hardware.vendor_only(str(properties.get("name") or "")):
         units, memory = properties.get("numSms"), properties.get("totalGlobalMem")
-        size = f" and {memory / 2**30:,.1f} GiB" if isinstance(memory, int | float) and memory > 0 else ""
+        said = [
+            *([f"{units} compute units"] if isinstance(units, int) and units > 0 else []),
+            *([f"{memory / 2**30:,.1f} GiB"] if isinstance(memory, int | float) and memory > 0 else []),
+        ]
+        why = f"its {' and '.join(said)} fit no one model perftool knows" if said else "records nothing to tell it by"
         return (
-            f"the trace names its device only by its vendor ('{device}'), and its {units} compute units{size} fit no "
-            f"one model perftool knows: {lost} (give its figures with --device-spec FILE)"
+            f"the trace names its device only by its vendor ('{device}'), and {why}: {lost} (give its figures with "
+            "--device-spec FILE)"
         )
     if trace.metadata.get("deviceProperties"):
         return f"device '{device}' is not one perftool knows: {lost} (give its figures with --device-spec FILE)"

@@ -164,17 +164,22 @@ def test_no_peaks_says_whether_the_device_is_unknown_or_the_trace_names_no_model
 
 
 def test_no_peaks_for_a_device_named_by_its_vendor_says_what_its_units_and_memory_fit(write_trace):
-    """ROCm's "AMD Radeon Graphics" with 304 compute units is an MI300X or an MI325X: without its memory, neither."""
+    """ROCm's "AMD Radeon Graphics" with 304 compute units is an MI300X or an MI325X: without its memory, neither;
+    with units no model has, or with nothing but the name, none either."""
     events = [
         {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
         complete("aten::mm", 0, 50, cat="cpu_op", pid=100, tid=100),
         complete("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32", 10, 40, cat="kernel", pid=0, tid=7),
     ]
-    properties = {"id": 0, "name": "AMD Radeon Graphics", "numSms": 304}
-    path = write_trace({"schemaVersion": 1, "deviceProperties": [properties], "traceEvents": events})
-    note = next(n for n in roofline(load_trace(str(path))).notes if "no peaks" in n)
-    assert note.startswith("the trace names its device only by its vendor ('AMD Radeon Graphics'), and its 304 "
-                           "compute units fit no one model perftool knows: no peaks")  # fmt: skip
+    for properties, said in [
+        ({"numSms": 304}, "its 304 compute units fit no one model"),
+        ({"numSms": 7, "totalGlobalMem": 100 << 30}, "its 7 compute units and 100.0 GiB fit no one model"),
+        ({}, "records nothing to tell it by"),
+    ]:
+        device = {"id": 0, "name": "AMD Radeon Graphics", **properties}
+        path = write_trace({"schemaVersion": 1, "deviceProperties": [device], "traceEvents": events})
+        note = next(n for n in roofline(load_trace(str(path))).notes if "no peaks" in n)
+        assert note.startswith(f"the trace names its device only by its vendor ('AMD Radeon Graphics'), and {said}")
 
 
 def test_the_python_api_gives_the_op_table_as_a_dataframe():
