@@ -21,6 +21,10 @@ SPECS_DIR = Path(__file__).with_name("specs")
 Dtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 DTYPES: tuple[Dtype, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
 SOURCED = ("peak_tflops", "memory_gb", "memory_bandwidth_gbps", "compute_units")  # every file says where these are from
+# A device named by its vendor alone is a model only where the memory it reports is within this share of the model's:
+# what a device keeps for itself (ECC, the driver's reserve) puts its reported size up to 8% under its model's (a T4's
+# 14.8 GiB of 16 GB, an H100's 79.2 GiB of 80 GB), where a partition of a device reports a fraction of it
+MEMORY_OFF = 0.15
 # A name that says only whose device it is (ROCm's for a CDNA GCD it does not know, "AMD Radeon Graphics"; a vendor
 # an XSpace's device plane records): its compute units and memory tell the model apart
 _VENDOR_ONLY = {"AMD": re.compile(r"AMD Radeon Graphics|^AMD Instinct$"), "NVIDIA": re.compile(r"^NVIDIA GPU$")}
@@ -117,7 +121,8 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
 
     Of several names that match, the longest match wins (``V100-SXM2-32GB`` over ``V100``) unless the memory
     size says otherwise; a name that says only the vendor is told apart by its compute units and memory, and none
-    is named where two devices of that vendor fit both alike (an H100 SXM and an H800)."""
+    is named where two devices of that vendor fit both alike (an H100 SXM and an H800) or its memory is not within
+    :data:`MEMORY_OFF` of the nearest model's."""
     name = str(properties.get("name") or "")
     candidates = [s for s in SPECS if family is None or s.family == family]
     matched = {s.key: m.end() - m.start() for s in candidates if name and s.pattern and (m := s.pattern.search(name))}
@@ -133,7 +138,10 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
     tied = len(ranked) > 1 and _fits(ranked[0], memory, sized) == _fits(ranked[1], memory, sized)
     if vendor is not None and tied:
         return None  # two models of the vendor fit the units and the memory alike (or the units, memory unsaid)
-    return BY_KEY[ranked[0]]
+    best = BY_KEY[ranked[0]]
+    if vendor is not None and sized and _fits(best.key, memory, sized) > MEMORY_OFF * best.memory_gb * 2**30:
+        return None  # the units are a model's, the memory is not: another model, or the device partitioned
+    return best
 
 
 def vendor_only(name: str) -> str | None:

@@ -32,6 +32,10 @@ GB = 1e9
         # ROCm names a CDNA2 GCD generically: its 104 compute units and 64 GB tell it apart
         ({"name": "AMD Radeon Graphics", "numSms": 104, "totalGlobalMem": 68702699520}, "MI250-GCD"),
         ({"name": "AMD Radeon Graphics", "numSms": 304}, None),  # an MI300X or an MI325X: their memory would say
+        # memory 15.1% under an MI300X's is not one's (a partitioned device, another model); 14.6% under is
+        ({"name": "AMD Radeon Graphics", "numSms": 304, "totalGlobalMem": int(163 * 2**30)}, None),
+        ({"name": "AMD Radeon Graphics", "numSms": 304, "totalGlobalMem": int(164 * 2**30)}, "MI300X"),
+        ({"name": "NVIDIA GPU", "numSms": 40, "totalGlobalMem": 15_843_721_216}, "T4"),  # 14.8 GiB of its 16 GB
         ({"name": "NVIDIA B200", "numSms": 148}, "B200"),
         ({"name": "NVIDIA GB200", "numSms": 148}, "GB200"),  # its GPU peaks higher than an HGX B200's
         ({"name": "NVIDIA H200", "numSms": 132}, "H200-141GB"),

@@ -165,7 +165,7 @@ def test_no_peaks_says_whether_the_device_is_unknown_or_the_trace_names_no_model
 
 def test_no_peaks_for_a_device_named_by_its_vendor_says_what_its_units_and_memory_fit(write_trace):
     """ROCm's "AMD Radeon Graphics" with 304 compute units is an MI300X or an MI325X: without its memory, neither;
-    with units no model has, or with nothing but the name, none either."""
+    with memory far from both, or with nothing but the name, none either."""
     events = [
         {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
         complete("aten::mm", 0, 50, cat="cpu_op", pid=100, tid=100),
@@ -173,7 +173,7 @@ def test_no_peaks_for_a_device_named_by_its_vendor_says_what_its_units_and_memor
     ]
     for properties, said in [
         ({"numSms": 304}, "its 304 compute units fit no one model"),
-        ({"numSms": 7, "totalGlobalMem": 100 << 30}, "its 7 compute units and 100.0 GiB fit no one model"),
+        ({"numSms": 304, "totalGlobalMem": 100 << 30}, "its 304 compute units and 100.0 GiB fit no one model"),
         ({}, "records nothing to tell it by"),
     ]:
         device = {"id": 0, "name": "AMD Radeon Graphics", **properties}
