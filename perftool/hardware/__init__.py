@@ -139,7 +139,7 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
     if vendor is not None and tied:
         return None  # two models of the vendor fit the units and the memory alike (or the units, memory unsaid)
     best = BY_KEY[ranked[0]]
-    if vendor is not None and sized and _fits(best.key, memory, sized) > MEMORY_OFF * best.memory_gb * 2**30:
+    if vendor is not None and sized and _fits(best.key, memory, sized) > MEMORY_OFF * _reported(best.key):
         return None  # the units are a model's, the memory is not: another model, or the device partitioned
     return best
 
@@ -151,6 +151,11 @@ def vendor_only(name: str) -> str | None:
 
 
 def _fits(key: str, memory: Any, sized: bool) -> float:
-    """How far a device's memory is from what the trace says, bytes (0 where it says nothing). A vendor's GB of device
-    memory are binary: an 80 GB H100 reports 79.2 GiB, a 288 GB MI355X 288.0 GiB."""
-    return abs(BY_KEY[key].memory_gb * 2**30 - memory) if sized else 0.0
+    """How far a device's memory is from what the trace says, bytes (0 where it says nothing)."""
+    return abs(_reported(key) - memory) if sized else 0.0
+
+
+def _reported(key: str) -> float:
+    """A device's memory in bytes as a trace reports it: a vendor's GB of device memory are binary (an 80 GB H100
+    reports 79.2 GiB, a 288 GB MI355X 288.0 GiB)."""
+    return BY_KEY[key].memory_gb * 2**30
