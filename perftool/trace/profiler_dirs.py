@@ -121,7 +121,8 @@ def _msprof_trace(directory: Path) -> str | None:
 def profile_run(directory: str) -> str | None:
     """The run folder a jax.profiler (TensorBoard, XProf) log directory is read as (``LOG_DIR/plugins/profile/RUN/``,
     one ``HOST.xplane.pb`` and perhaps ``HOST.trace.json.gz`` or ``perfetto_trace.json.gz`` per host): its latest
-    run (jax.profiler adds one each time it traces into the directory); None where ``directory`` is not one."""
+    run (jax.profiler adds one each time it traces into the directory), the directory named as the log directory
+    or as its ``plugins`` or ``plugins/profile`` folder; None where ``directory`` is none of these."""
     runs = _profile_runs(Path(directory))
     return str(runs[-1]) if runs else None
 
@@ -151,7 +152,7 @@ def _profile_runs(log_dir: Path) -> list[Path]:
     """The runs of a jax.profiler log directory that hold a trace, earliest first: jax.profiler names each by the
     time it started (``2026_11_30_19_40_01``), so name order is time order; runs named otherwise, by when their folder
     last changed."""
-    root = log_dir.joinpath(*PROFILE_RUNS)
+    root = _runs_folder(log_dir)
     if not root.is_dir():
         return []
     runs = [run for run in root.iterdir() if run.is_dir() and any(_profile_files(run))]
@@ -160,10 +161,19 @@ def _profile_runs(log_dir: Path) -> list[Path]:
     return sorted(runs, key=lambda run: (run.stat().st_mtime, run.name))
 
 
+def _runs_folder(directory: Path) -> Path:
+    """The folder where the jax.profiler log directory ``directory`` keeps its runs (``LOG_DIR/plugins/profile``),
+    ``directory`` naming the log directory or a folder on the way to its runs (``plugins``, ``plugins/profile``)."""
+    plugins, profile = PROFILE_RUNS
+    if directory.name == profile and directory.parent.name == plugins:
+        return directory
+    return directory / profile if directory.name == plugins else directory / plugins / profile
+
+
 def xprof_caches(directory: str) -> list[Path]:
     """The XProf trace-viewer caches (``HOST.SSTABLE``) in ``directory`` or in the runs of the jax.profiler log
     directory it is: what XProf keeps of a run once it has shown it, which perftool does not read."""
-    runs = Path(directory, *PROFILE_RUNS)
+    runs = _runs_folder(Path(directory))
     folders = [Path(directory), *(sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else [])]
     return [cache for folder in folders for cache in sorted(folder.glob(f"*{XPROF_CACHE_SUFFIX}")) if cache.is_file()]
 

@@ -425,12 +425,12 @@ def test_a_run_of_its_xspace_alone_is_read(tmp_path, run):
 def test_xprof_s_trace_viewer_cache_alone_is_refused_naming_the_xspace_to_read(tmp_path, run):
     """XProf keeps what it showed of a run as HOST.SSTABLE (a LevelDB table) beside the run's compiled modules
     (*.hlo_proto.pb); perftool reads neither, and says to give it the XSpace the cache was made from, whether named
-    as a log directory, its run's folder or the file."""
+    as a log directory, the folder of its runs, a run's folder or the file."""
     folder = tmp_path / "plugins" / "profile" / "2026_11_29_00_00_00"
     folder.mkdir(parents=True)
     (folder / "node-1.SSTABLE").write_bytes(b"\x00" * 64)
     (folder / "jit_step(3).hlo_proto.pb").write_bytes(b"\x08\x01")
-    for named in (tmp_path, folder):
+    for named in (tmp_path, folder.parent, folder):
         result = run("scan", str(named))
         assert result.exit_code == 2 and "Traceback" not in result.output
         assert "node-1.SSTABLE is XProf's trace-viewer cache" in result.output
@@ -447,15 +447,16 @@ def test_a_log_directory_of_several_runs_reads_its_latest_and_names_the_others(t
     runs = ["2026_11_29_00_00_00", "2026_11_28_23_00_00", "2026_11_29_01_00_00", "2026_11_28_22_00_00",
             "2026_11_28_21_00_00"]  # fmt: skip
     _log_directory(tmp_path, {name: [JAX_OPBYOP] for name in runs})
-    result = run("scan", str(tmp_path), "--format", "json", "--fail-on", "never")
-    assert result.exit_code == 0, result.output
-    (scanned,) = json.loads(result.stdout)["traces"]
-    assert scanned["path"].endswith("plugins/profile/2026_11_29_01_00_00/host.trace.json.gz")
-    assert (
-        "the log directory holds 5 jax.profiler runs and this trace is the latest, 2026_11_29_01_00_00; the 4 earlier"
-        " runs (2026_11_29_00_00_00, 2026_11_28_23_00_00, 2026_11_28_22_00_00 and 1 more) are left out: give a run's"
-        " folder (plugins/profile/RUN) to read another" in scanned["caveats"]
-    )
+    for named in (tmp_path, tmp_path / "plugins", tmp_path / "plugins" / "profile"):  # the log directory, or on the way
+        result = run("scan", str(named), "--format", "json", "--fail-on", "never")
+        assert result.exit_code == 0, result.output
+        (scanned,) = json.loads(result.stdout)["traces"]
+        assert scanned["path"].endswith("plugins/profile/2026_11_29_01_00_00/host.trace.json.gz")
+        assert (
+            "the log directory holds 5 jax.profiler runs and this trace is the latest, 2026_11_29_01_00_00; the 4"
+            " earlier runs (2026_11_29_00_00_00, 2026_11_28_23_00_00, 2026_11_28_22_00_00 and 1 more) are left out:"
+            " give a run's folder (plugins/profile/RUN) to read another" in scanned["caveats"]
+        )
     middle = tmp_path / "plugins" / "profile" / "2026_11_28_23_00_00"
     info = json.loads(run("info", str(middle), "--format", "json").stdout)
     assert info["source"].endswith("2026_11_28_23_00_00/host.trace.json.gz")
