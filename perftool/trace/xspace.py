@@ -26,7 +26,9 @@ from perftool.common.errors import TraceError
 from perftool.trace.decode import EMPTY_RAW, RawEvent, metadata_event
 
 GPU_PLANE = "/device:GPU:"  # an XSpace's plane of one GPU's work
-_DEVICE_PLANES = (GPU_PLANE, "/device:TPU:", "/device:CUSTOM:")  # the first of these an XSpace has are its devices
+TPU_PLANE = "/device:TPU:"  # an XSpace's plane of one TPU's work
+_DEVICE_PLANES = (GPU_PLANE, TPU_PLANE, "/device:CUSTOM:")  # the first of these an XSpace has are its devices
+TPU_TYPE = "device_type_string"  # the stat a TPU plane names its generation by ("TPU v4", "TPU v5 lite")
 HOST_PLANE = "/host:CPU"
 HOST_PROCESS = 701  # the host plane's process: past the 500 devices and 200 custom planes the exporter numbers first
 FIRST_DEVICE_PROCESS = 1  # device plane N's process is N + 1
@@ -189,9 +191,10 @@ def device_programs(path: str) -> dict[tuple[int, str], int]:
 
 
 def device_properties(path: str) -> list[dict[str, Any]]:
-    """The device the XSpace's GPU planes ran on, as Kineto's ``deviceProperties`` would give it (a vendor's name,
-    ``numSms``, ``totalGlobalMem``), where every GPU plane records the same vendor, compute units and memory; none
-    where they differ, say nothing, or the file cannot be read (its events are read all the same)."""
+    """The device the XSpace's device planes ran on, as Kineto's ``deviceProperties`` would give it: for GPUs a
+    vendor's name, ``numSms`` and ``totalGlobalMem``, where every GPU plane records the same vendor, compute units and
+    memory; for TPUs the generation every TPU plane names (``TPU v5 lite``). None where they differ, say nothing, or
+    the file cannot be read (its events are read all the same)."""
     try:
         with _mapped(path) as data:
             return _properties(data, _planes(path, data))
@@ -234,15 +237,17 @@ def _not_an_xspace(path: str, at: int) -> TraceError:
 
 def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
     """:func:`device_properties` of the decoded ``planes``."""
-    recorded = set()
-    for plane in planes:
-        if plane.name.startswith(GPU_PLANE):
-            stats = dict(_stat(data, at, plane.stat_names)[0] for at in plane.stats)
-            vendor = stats.get("device_vendor") or ""
-            recorded.add((vendor.lower(), stats.get("core_count"), stats.get("memory_size")))
-    if len(recorded) != 1:
+    kind = _device_kind(planes)
+    if kind not in (GPU_PLANE, TPU_PLANE):
         return []
-    ((vendor, units, memory),) = recorded
+    recorded = [dict(_stat(data, at, p.stat_names)[0] for at in p.stats) for p in planes if p.name.startswith(kind)]
+    if kind == TPU_PLANE:
+        generations = {str(stats.get(TPU_TYPE) or "") for stats in recorded}
+        return [{"id": 0, "name": generations.pop()}] if len(generations) == 1 and "" not in generations else []
+    devices = {(str(s.get("device_vendor") or "").lower(), s.get("core_count"), s.get("memory_size")) for s in recorded}
+    if len(devices) != 1:
+        return []
+    ((vendor, units, memory),) = devices
     if vendor not in _VENDOR_NAMES or not str(units).isdigit() or not str(memory).isdigit():
         return []
     return [{"id": 0, "name": _VENDOR_NAMES[vendor], "numSms": int(str(units)), "totalGlobalMem": int(str(memory))}]
@@ -251,7 +256,7 @@ def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
 def _exported(planes: list[_Plane]) -> Planes:
     """The planes the exporter writes, each with its process: the host's, and the devices' (of the first kind of
     device plane the XSpace holds: GPUs, else TPUs, else custom devices); planes of metadata are left out."""
-    kind = next((prefix for prefix in _DEVICE_PLANES if any(p.name.startswith(prefix) for p in planes)), None)
+    kind = _device_kind(planes)
     found = []
     for plane in planes:
         if plane.name == HOST_PLANE:
@@ -259,6 +264,11 @@ def _exported(planes: list[_Plane]) -> Planes:
         elif kind is not None and plane.name.startswith(kind):
             found.append((FIRST_DEVICE_PROCESS + plane.id, plane))
     return found
+
+
+def _device_kind(planes: list[_Plane]) -> str | None:
+    """The kind of device plane an XSpace's devices are: the first of GPUs, TPUs and custom devices it holds."""
+    return next((prefix for prefix in _DEVICE_PLANES if any(p.name.startswith(prefix) for p in planes)), None)
 
 
 def _names(process: int, plane: _Plane) -> list[RawEvent]:

@@ -172,6 +172,32 @@ def test_a_tpu_capture_read_from_its_xspace_has_its_ops_as_the_device(tmp_path):
     assert {t.thread_name: t.role.value for t in trace.tracks}["XLA Ops"] == "device"
 
 
+def _tpu_plane(chip: int, generation: str | None) -> bytes:
+    """A TPU's plane running six 1.5 ms ops 2 ms apart, naming its generation as libtpu does (or not at all)."""
+    ops = [event(1, step * 2_000_000_000, 1_500_000_000) for step in range(6)]
+    return plane(chip, f"/device:TPU:{chip}", lines=[line(1, "XLA Ops", 0, *ops)], event_names={1: "fusion.3"},
+                 stat_names={1: "device_type_string", 2: "peak_teraflops_per_second"},
+                 stats=[stat(2, 197.0), *([stat(1, generation)] if generation else [])])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("generations", "spec"),
+    [(["TPU v5 lite"] * 2, "TPU-v5e"), (["TPU v4"], "TPU-v4"), (["TPU v4", "TPU v5 lite"], None),
+     (["TPU v5 lite", None], None), ([None], None)],
+    ids=["two v5e chips", "a v4", "two generations", "one chip unnamed", "none named"],
+)  # fmt: skip
+def test_a_tpu_s_generation_is_read_from_its_planes(tmp_path, run, generations, spec):
+    """Each TPU plane names its chip's generation (the ``device_type_string`` stat jax's JSON export leaves out): the
+    roofline has that generation's peaks where every chip names the same one, and none where they differ or one
+    names none."""
+    path = tmp_path / "tpu.xplane.pb"
+    path.write_bytes(space(*(_tpu_plane(chip, generation) for chip, generation in enumerate(generations))))
+    _, metadata = exported(path.read_bytes(), tmp_path)
+    assert metadata.get("deviceProperties") == ([{"id": 0, "name": generations[0]}] if spec else None)
+    shown = json.loads(run("info", str(path), "--format", "json").stdout)
+    assert shown["roofline"]["device_spec"] == spec
+
+
 def _gpu_line(body: bytes) -> bytes:
     """An XSpace of one GPU plane whose one line holds ``body`` after its id and name."""
     return space(plane(0, "/device:GPU:0", lines=[number(1, 16) + message(2, "Stream #16") + body],
