@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from perftool import dialects
-from perftool.analysis.family import device_properties, device_tracks, job_kind, serving_engine, told_model
+from perftool import dialects, hardware
+from perftool.analysis.family import device_properties, device_tracks, job_kind, serving_engine
 from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
@@ -444,17 +444,24 @@ def _warmup_text(phases: str) -> str:
 
 
 def _told_model(trace: Trace) -> str:
-    """Where the trace names its device only by its vendor: the model its compute units and memory make it, in words;
-    empty otherwise."""
+    """Where the trace names its device only by its vendor: the model its compute units and memory make it, or the
+    models they fit alike whose peaks are the same, in words; empty otherwise (the roofline's note says why it has no
+    peaks)."""
     properties = device_properties(trace)
-    model = told_model(properties)
-    if model is None:
+    if not hardware.vendor_only(str(properties.get("name") or "")):
+        return ""
+    models = hardware.fitting_models(properties)
+    if not models or (len(models) > 1 and hardware.roofline_model(properties) is None):
         return ""
     memory = properties.get("totalGlobalMem")
     size = f" and {memory / 2**30:,.0f} GiB of memory" if isinstance(memory, int | float) and memory > 0 else ""
+    said = f'the trace names the device only "{properties["name"]}": its {properties["numSms"]} compute units{size}'
+    if len(models) == 1:
+        return f"{said} make it an {models[0].model}, whose figures the roofline and the fit use"
     return (
-        f'the trace names the device only "{properties["name"]}": its {properties["numSms"]} compute units{size} make'
-        f" it an {model.model}, whose figures the roofline and the fit use"
+        f"{said} fit {' and '.join(m.model for m in models)} alike, which nothing in the trace tells apart; their peaks"
+        " and memory bandwidth are the same, so the roofline uses them, and the fit, which needs one model, a"
+        " generic device's figures"
     )
 
 

@@ -25,6 +25,10 @@ SOURCED = ("peak_tflops", "memory_gb", "memory_bandwidth_gbps", "compute_units")
 # what a device keeps for itself (ECC, the driver's reserve) puts its reported size up to 8% under its model's (a T4's
 # 14.8 GiB of 16 GB, an H100's 79.2 GiB of 80 GB), where a partition of a device reports a fraction of it
 MEMORY_OFF = 0.15
+# Models a vendor-only device fits alike are told apart by the memory bandwidth an XSpace records where it is within
+# this share of one's figure: NVIDIA's planes record it from the memory clock and bus width (an A100 SXM4 80GB's
+# 2,039 GB/s, a PCIe one's 1,935 GB/s), datasheets round it
+BANDWIDTH_OFF = 0.02
 # A name that says only whose device it is (ROCm's for a CDNA GCD it does not know, "AMD Radeon Graphics"; a vendor
 # an XSpace's device plane records): its compute units and memory tell the model apart
 _VENDOR_ONLY = {"AMD": re.compile(r"AMD Radeon Graphics|^AMD Instinct$"), "NVIDIA": re.compile(r"^NVIDIA GPU$")}
@@ -117,12 +121,19 @@ BY_KEY: dict[str, DeviceSpec] = {spec.key: spec for spec in SPECS}
 
 def identify(properties: Mapping[str, Any], family: str | None = None) -> DeviceSpec | None:
     """The device a trace's properties (Kineto's ``deviceProperties`` entry: ``name``, ``numSms``,
-    ``totalGlobalMem``) describe, within ``family`` when given; None when none matches.
+    ``totalGlobalMem``) describe, within ``family`` when given; None when none matches, or several fit alike
+    (:func:`fitting_models`)."""
+    models = fitting_models(properties, family)
+    return models[0] if len(models) == 1 else None
 
-    Of several names that match, the longest match wins (``V100-SXM2-32GB`` over ``V100``) unless the memory
-    size says otherwise; a name that says only the vendor is told apart by its compute units and memory, and none
-    is named where two devices of that vendor fit both alike (an H100 SXM and an H800) or its memory is not within
-    :data:`MEMORY_OFF` of the nearest model's."""
+
+def fitting_models(properties: Mapping[str, Any], family: str | None = None) -> list[DeviceSpec]:
+    """The models a trace's device properties fit best, within ``family`` when given: the one its name matches
+    best (the longest match, ``V100-SXM2-32GB`` over ``V100``, unless the memory size says otherwise); for a name
+    that says only the vendor, every model of the vendor whose compute units and memory fit alike (an H100 SXM and
+    an H800, whose traces differ in nothing), fewer where the memory bandwidth an XSpace records
+    (``memoryBandwidth``, bytes/s) is within :data:`BANDWIDTH_OFF` of some of theirs only, and none where the memory
+    is not within :data:`MEMORY_OFF` of the nearest model's."""
     name = str(properties.get("name") or "")
     candidates = [s for s in SPECS if family is None or s.family == family]
     matched = {s.key: m.end() - m.start() for s in candidates if name and s.pattern and (m := s.pattern.search(name))}
@@ -131,17 +142,42 @@ def identify(properties: Mapping[str, Any], family: str | None = None) -> Device
         units = properties.get("numSms")
         matched = {s.key: 0 for s in candidates if s.vendor == vendor and s.compute_units == units}
     if not matched:
-        return None
+        return []
     memory = properties.get("totalGlobalMem")
     sized = isinstance(memory, int | float) and memory > 0
     ranked = sorted(matched, key=lambda key: (_fits(key, memory, sized), -matched[key]))
-    tied = len(ranked) > 1 and _fits(ranked[0], memory, sized) == _fits(ranked[1], memory, sized)
-    if vendor is not None and tied:
-        return None  # two models of the vendor fit the units and the memory alike (or the units, memory unsaid)
-    best = BY_KEY[ranked[0]]
-    if vendor is not None and sized and _fits(best.key, memory, sized) > MEMORY_OFF * _reported(best.key):
-        return None  # the units are a model's, the memory is not: another model, or the device partitioned
-    return best
+    if vendor is None:
+        return [BY_KEY[ranked[0]]]
+    nearest = _fits(ranked[0], memory, sized)
+    if sized and nearest > MEMORY_OFF * _reported(ranked[0]):
+        return []  # the units are a model's, the memory is not: another model, or the device partitioned
+    alike = [BY_KEY[key] for key in ranked if _fits(key, memory, sized) == nearest]
+    return _by_bandwidth(alike, properties.get("memoryBandwidth"))
+
+
+def roofline_model(properties: Mapping[str, Any]) -> DeviceSpec | None:
+    """The device whose peaks the roofline uses: the one model the properties fit (:func:`fitting_models`), or, where
+    a device named by its vendor alone fits several alike whose peaks and memory bandwidth are the same (an H100 SXM
+    and an H800), those figures, named for every one of them; None otherwise."""
+    models = fitting_models(properties)
+    if len(models) < 2:
+        return models[0] if models else None
+    first = models[0]
+    figures = {(tuple(sorted(m.peak_tflops.items())), m.memory_bandwidth_gbps) for m in models}
+    if len(figures) > 1:
+        return None
+    named = {"key": " or ".join(m.key for m in models), "model": " or ".join(m.model for m in models)}
+    return first.model_copy(update=named)
+
+
+def _by_bandwidth(models: list[DeviceSpec], recorded: Any) -> list[DeviceSpec]:
+    """Of ``models``, which fit alike otherwise, those whose memory bandwidth is within :data:`BANDWIDTH_OFF` of the
+    ``recorded`` one (bytes/s); all of them where it is not recorded or near none (an XSpace's AMD planes record
+    half the peak: their formula counts HBM3's transfers per clock as two)."""
+    if len(models) < 2 or not isinstance(recorded, int | float) or recorded <= 0:
+        return models
+    near = [m for m in models if abs(m.memory_bandwidth - recorded) <= BANDWIDTH_OFF * m.memory_bandwidth]
+    return near or models
 
 
 def vendor_only(name: str) -> str | None:

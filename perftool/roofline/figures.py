@@ -103,8 +103,9 @@ class Roofline:
 
 
 def device_spec(trace: Trace) -> DeviceSpec | None:
-    """The device the trace's busiest device track ran on, from the device table; None when unknown."""
-    return hardware.identify(device_properties(trace))
+    """The device the trace's busiest device track ran on, from the device table (models a vendor-only device fits
+    alike where their peaks are the same); None when unknown."""
+    return hardware.roofline_model(device_properties(trace))
 
 
 def roofline(trace: Trace, steps: Steps | None = None, spec: DeviceSpec | None = None) -> Roofline:
@@ -402,9 +403,9 @@ def _notes(trace: Trace, calls: Calls, spec: DeviceSpec | None, device: str, ops
 
 
 def _no_peaks(trace: Trace, device: str) -> str:
-    """Why the roofline has no peaks: a device named by its vendor alone whose units and memory fit no one model, a
-    model perftool does not know, or a trace that names no model at all (its device is only a place, "GPU 0" or
-    XLA's "/device:GPU:0"), and where the model would come from."""
+    """Why the roofline has no peaks: a device named by its vendor alone whose units and memory fit no model, or
+    several whose peaks or memory bandwidth differ; a model perftool does not know; or a trace that names no model
+    at all (its device is only a place, "GPU 0" or XLA's "/device:GPU:0"); and where the model would come from."""
     lost = "no peaks, so no % of peak, MFU or time lost"
     properties = device_properties(trace)
     if hardware.vendor_only(str(properties.get("name") or "")):
@@ -413,7 +414,14 @@ def _no_peaks(trace: Trace, device: str) -> str:
             *([f"{units} compute units"] if isinstance(units, int) and units > 0 else []),
             *([f"{memory / 2**30:,.1f} GiB"] if isinstance(memory, int | float) and memory > 0 else []),
         ]
-        why = f"its {' and '.join(said)} fit no one model perftool knows" if said else "records nothing to tell it by"
+        alike = hardware.fitting_models(properties)
+        if not said:
+            why = "records nothing to tell it by"
+        elif len(alike) > 1:
+            models = " and ".join(m.model for m in alike)
+            why = f"its {' and '.join(said)} fit {models} alike, whose peaks or memory bandwidth differ"
+        else:
+            why = f"its {' and '.join(said)} fit no one model perftool knows"
         return (
             f"the trace names its device only by its vendor ('{device}'), and {why}: {lost} (give its figures with "
             "--device-spec FILE)"

@@ -192,9 +192,10 @@ def device_programs(path: str) -> dict[tuple[int, str], int]:
 
 def device_properties(path: str) -> list[dict[str, Any]]:
     """The device the XSpace's device planes ran on, as Kineto's ``deviceProperties`` would give it: for GPUs a
-    vendor's name, ``numSms`` and ``totalGlobalMem``, where every GPU plane records the same vendor, compute units and
-    memory; for TPUs the generation every TPU plane names (``TPU v5 lite``). None where they differ, say nothing, or
-    the file cannot be read (its events are read all the same)."""
+    vendor's name, ``numSms`` and ``totalGlobalMem`` (and the ``memoryBandwidth`` the planes record, bytes/s, which
+    Kineto does not give), where every GPU plane records the same vendor, compute units and memory; for TPUs the
+    generation every TPU plane names (``TPU v5 lite``). None where they differ, say nothing, or the file cannot be
+    read (its events are read all the same)."""
     try:
         with _mapped(path) as data:
             return _properties(data, _planes(path, data))
@@ -244,13 +245,22 @@ def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
     if kind == TPU_PLANE:
         generations = {str(stats.get(TPU_TYPE) or "") for stats in recorded}
         return [{"id": 0, "name": generations.pop()}] if len(generations) == 1 and "" not in generations else []
-    devices = {(str(s.get("device_vendor") or "").lower(), s.get("core_count"), s.get("memory_size")) for s in recorded}
+    devices = {
+        (
+            str(s.get("device_vendor") or "").lower(),
+            s.get("core_count"),
+            s.get("memory_size"),
+            s.get("memory_bandwidth"),
+        )
+        for s in recorded
+    }
     if len(devices) != 1:
         return []
-    ((vendor, units, memory),) = devices
+    ((vendor, units, memory, bandwidth),) = devices
     if vendor not in _VENDOR_NAMES or not str(units).isdigit() or not str(memory).isdigit():
         return []
-    return [{"id": 0, "name": _VENDOR_NAMES[vendor], "numSms": int(str(units)), "totalGlobalMem": int(str(memory))}]
+    found = {"id": 0, "name": _VENDOR_NAMES[vendor], "numSms": int(str(units)), "totalGlobalMem": int(str(memory))}
+    return [found | ({"memoryBandwidth": int(str(bandwidth))} if str(bandwidth).isdigit() else {})]
 
 
 def _exported(planes: list[_Plane]) -> Planes:

@@ -314,7 +314,8 @@ def test_an_xspace_s_device_planes_name_the_device_its_json_export_does_not(tmp_
     """The trace viewer's events leave out what a device plane records (vendor, compute units, memory): read from
     the planes, they tell the roofline the MI300X the capture ran on; its JSON export, alone, leaves it unknown."""
     from_xspace = load_trace(XSPACE).metadata["deviceProperties"]
-    assert from_xspace == [{"id": 0, "name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992}]
+    assert from_xspace == [{"id": 0, "name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992,
+                            "memoryBandwidth": 2_662_400_000_000}]  # fmt: skip
     alone = shutil.copy(JAX_OPBYOP, tmp_path / JAX_OPBYOP.name)
     specs = [json.loads(run("info", str(path), "--format", "json").stdout)["roofline"]["device_spec"] for path in
              (XSPACE, alone, JAX_OPBYOP)]  # fmt: skip

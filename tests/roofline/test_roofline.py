@@ -164,15 +164,16 @@ def test_no_peaks_says_whether_the_device_is_unknown_or_the_trace_names_no_model
 
 
 def test_no_peaks_for_a_device_named_by_its_vendor_says_what_its_units_and_memory_fit(write_trace):
-    """ROCm's "AMD Radeon Graphics" with 304 compute units is an MI300X or an MI325X: without its memory, neither;
-    with memory far from both, or with nothing but the name, none either."""
+    """ROCm's "AMD Radeon Graphics" with 304 compute units is an MI300X or an MI325X: without its memory, neither (the
+    note names both); with memory far from both, or with nothing but the name, none either."""
     events = [
         {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
         complete("aten::mm", 0, 50, cat="cpu_op", pid=100, tid=100),
         complete("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32", 10, 40, cat="kernel", pid=0, tid=7),
     ]
+    alike = "AMD Instinct MI300X (192 GB) and AMD Instinct MI325X (256 GB) alike, whose peaks or memory bandwidth"
     for properties, said in [
-        ({"numSms": 304}, "its 304 compute units fit no one model"),
+        ({"numSms": 304}, f"its 304 compute units fit {alike}"),
         ({"numSms": 304, "totalGlobalMem": 100 << 30}, "its 304 compute units and 100.0 GiB fit no one model"),
         ({}, "records nothing to tell it by"),
     ]:
@@ -234,6 +235,48 @@ def test_devices_are_matched_as_traces_spell_them(name, key):
 def test_a_name_that_says_only_the_vendor_is_told_apart_by_units_and_memory_or_not_at_all(properties, key):
     found = identify(properties)
     assert (found.key if found else None) == key
+
+
+A100_80GB = {"name": "NVIDIA GPU", "numSms": 108, "totalGlobalMem": 85_100_068_864}  # as an XSpace's plane records it
+
+
+@pytest.mark.parametrize(
+    ("bandwidth", "alike"),
+    [
+        (None, ["A100-SXM4-80GB", "A800-SXM4-80GB", "A100-PCIE-80GB"]),
+        (2_039_088_000_000, ["A100-SXM4-80GB", "A800-SXM4-80GB"]),  # 2 × 1,593 MHz × 5,120 bits: the SXM4's
+        (1_935_360_000_000, ["A100-PCIE-80GB"]),  # 2 × 1,512 MHz × 5,120 bits: the PCIe card's
+        (1_019_544_000_000, ["A100-SXM4-80GB", "A800-SXM4-80GB", "A100-PCIE-80GB"]),  # half: near none, so no help
+    ],
+    ids=["not recorded", "an SXM4's", "a PCIe card's", "near none"],
+)
+def test_models_a_vendor_only_device_fits_alike_are_told_apart_by_its_recorded_bandwidth(bandwidth, alike):
+    """An XSpace's NVIDIA plane records the memory bandwidth its clock and bus width give: within 2% of one of the
+    models that fit the units and memory alike, it picks those out (an A100 SXM4 from the PCIe card, 5% slower); a
+    figure near none of them (AMD's planes record half their peak) leaves them all."""
+    properties = A100_80GB | ({"memoryBandwidth": bandwidth} if bandwidth else {})
+    assert sorted(m.key for m in hardware.fitting_models(properties)) == sorted(alike)
+    found = identify(properties)
+    assert (found.key if found else None) == (alike[0] if len(alike) == 1 else None)
+
+
+@pytest.mark.parametrize(
+    ("properties", "key", "bf16"),
+    [
+        ({"numSms": 132, "totalGlobalMem": 85_045_460_992}, "H100-SXM5-80GB or H800-SXM5-80GB", 989.5),
+        (A100_80GB | {"memoryBandwidth": 2_039_088_000_000}, "A100-SXM4-80GB or A800-SXM4-80GB", 312),
+        ({"numSms": 108, "totalGlobalMem": 42_298_834_944}, "A100-PCIE-40GB or A100-SXM4-40GB", 312),
+        (A100_80GB, None, None),  # the PCIe card's bandwidth is not the SXM4's
+        ({"numSms": 132, "totalGlobalMem": 150_754_820_096}, None, None),  # an H200 NVL's peaks are 16% lower
+    ],
+)
+def test_the_roofline_takes_the_peaks_of_models_a_device_fits_alike_where_they_are_the_same(properties, key, bf16):
+    """JAX on an H100 records an NVIDIA GPU of 132 SMs and 79.2 GiB, which an H800 is too: no one model, but their
+    peaks and memory bandwidth are the same, and the roofline uses them, named for both. Models whose figures differ
+    give none."""
+    found = hardware.roofline_model({"name": "NVIDIA GPU"} | properties)
+    assert (found.key if found else None) == key
+    assert found is None or (found.peak_tflops["bf16"] == bf16 and " or " in found.model)
 
 
 @pytest.mark.parametrize(

@@ -60,8 +60,9 @@ def test_the_real_capture_s_xspace_gives_every_event_of_its_json_export(tmp_path
     assert Counter(map(key, mine)) == Counter(map(key, theirs))
     assert metadata["displayTimeUnit"] == "ns"
     assert metadata["deviceProperties"] == [
-        {"id": 0, "name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992}
-    ]
+        {"id": 0, "name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 206_141_652_992,
+         "memoryBandwidth": 2_662_400_000_000}
+    ]  # fmt: skip
 
 
 def test_the_real_xspace_and_its_json_export_give_the_same_verdict(run):
@@ -74,7 +75,7 @@ def test_the_real_xspace_and_its_json_export_give_the_same_verdict(run):
     assert verdicts[0] == verdicts[1] and verdicts[0]
 
 
-def _gpu_space(*extra_planes: bytes) -> bytes:
+def _gpu_space(*extra_planes: bytes, memory: int = 80 << 30) -> bytes:
     host = plane(
         3,
         "/host:CPU",
@@ -108,7 +109,7 @@ def _gpu_space(*extra_planes: bytes) -> bytes:
         ],
         event_names={1: "fusion.1"},
         stat_names={1: "correlation_id", 2: "blob", 3: "device_vendor", 4: "core_count", 5: "memory_size"},
-        stats=[stat(3, "Nvidia"), stat(4, 132), stat(5, 80 << 30)],
+        stats=[stat(3, "Nvidia"), stat(4, 132), stat(5, memory)],
     )
     metadata_plane = plane(4, "/host:metadata", event_names={1: "jit_step(1)"})
     return space(metadata_plane, device, host, *extra_planes)
@@ -134,6 +135,30 @@ def test_planes_lines_events_and_stats_are_exported_as_the_profiler_does(tmp_pat
     assert work["fusion.1"]["args"] == {"correlation_id": "5", "blob": "<opaque bytes>"}
     assert (work["fusion.1"]["pid"], work["fusion.1"]["tid"], work["fusion.1"]["ts"]) == (1, 16, 0.2)
     assert metadata["deviceProperties"] == [{"id": 0, "name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 80 << 30}]
+
+
+def test_an_nvidia_plane_s_units_and_memory_give_the_peaks_of_the_models_they_fit_alike(tmp_path, run):
+    """JAX on an H100 records an NVIDIA GPU of 132 SMs and 80 GiB, as an H800 would: the roofline has their peaks,
+    which are the same, and a note says why it names both. An H200 and an H200 NVL differ: the note names both."""
+    path = tmp_path / "h100.xplane.pb"
+    path.write_bytes(_gpu_space())
+    shown = json.loads(run("info", str(path), "--format", "json").stdout)
+    assert shown["roofline"]["device_spec"] == "H100-SXM5-80GB or H800-SXM5-80GB"
+    assert shown["roofline"]["peak_tflops"]["bf16"] == 989.5
+    assert (
+        'the trace names the device only "NVIDIA GPU": its 132 compute units and 80 GiB of memory fit NVIDIA H100 SXM5'
+        " (80 GB) and NVIDIA H800 SXM5 (80 GB) alike, which nothing in the trace tells apart; their peaks and memory"
+        " bandwidth are the same, so the roofline uses them, and the fit, which needs one model, a generic device's"
+        " figures" in shown["caveats"]
+    )
+    path.write_bytes(_gpu_space(memory=141 << 30))  # an H200 or an H200 NVL, whose peaks differ: none
+    shown = json.loads(run("info", str(path), "--format", "json").stdout)
+    assert shown["roofline"]["device_spec"] is None and not any("alike, which" in c for c in shown["caveats"])
+    assert (
+        "the trace names its device only by its vendor ('NVIDIA GPU'), and its 132 compute units and 141.0 GiB fit"
+        " NVIDIA H200 (141 GB) and NVIDIA H200 NVL (141 GB) alike, whose peaks or memory bandwidth differ: no peaks"
+        in " ".join(shown["roofline"]["notes"])
+    )
 
 
 def test_a_zero_duration_is_one_picosecond_and_a_negative_id_reads_as_the_int64_it_is(tmp_path):
