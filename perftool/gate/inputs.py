@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from perftool import hardware
+from perftool.analysis.family import names_only_a_place
 from perftool.common import limits
 from perftool.common.errors import PerftoolError
 from perftool.common.yamlfile import read_document, validation_error
@@ -137,9 +138,10 @@ def differences(baseline: TraceFindings, candidate: TraceFindings) -> list[str]:
 
 
 def _same_device(baseline: str, candidate: str) -> bool:
-    """Whether two sides name the same device: the same name, or, where one names only its vendor ("AMD Instinct",
-    as a result saved before perftool named the model its units make it), a model of that vendor."""
-    if baseline == candidate:
+    """Whether two sides may be the same device: the same name; or one names no model, only where its work ran
+    (torch_npu's text export "NPU" beside its db export's "NPU (Ascend910B)"); or, where one names only its vendor
+    ("AMD Instinct", as a result saved before perftool named the model its units make it), a model of that vendor."""
+    if baseline == candidate or names_only_a_place(baseline) or names_only_a_place(candidate):
         return True
     vendors = [hardware.vendor_only(name) or getattr(hardware.identify({"name": name}), "vendor", None)
                for name in (baseline, candidate)]  # fmt: skip

@@ -237,6 +237,12 @@ def test_two_sides_are_different_jobs_by_device_world_size_and_kind_of_trace():
     assert differences(model, gpu.model_copy(update={"device": "AMD Instinct MI250X"})) == [
         "device AMD Instinct MI300X (192 GB) → AMD Instinct MI250X"
     ]
+    # a side whose trace names only where its work ran (torch_npu's text export, PyTorch 1.8, an XLA JSON export)
+    for place in ("NPU", "GPU 0", "/device:GPU:0", "device 3", "2 × GPU 0", "GPU 0, GPU 1"):
+        placed = gpu.model_copy(update={"device": place})
+        assert differences(placed, model) == differences(model, placed) == [], place
+    for named in ("GPU 0 (NVIDIA A10G)", "NPU (Ascend910B)", "GPU 0, NVIDIA A10G"):  # a model beside the place
+        assert differences(gpu.model_copy(update={"device": named}), model) == [f"device {named} → {model.device}"]
     assert differences(gpu.model_copy(update={"world_size": 8}), gpu.model_copy(update={"world_size": 4})) == [
         "world size 8 → 4 ranks"
     ]
