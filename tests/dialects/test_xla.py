@@ -203,7 +203,43 @@ def test_a_tpu_trace_has_its_steps_and_its_exposed_all_reduce(write_trace, run):
     (scanned,) = json.loads(result.stdout)["traces"]
     assert scanned["steps"] == 4 and scanned["step_time_us"] == pytest.approx(999, rel=0.01)
     findings = {f["rule_id"]: f for f in scanned["findings"]}
-    assert "latency-hiding scheduler" in findings["PT011"]["fix"]["text"]
+    fix = findings["PT011"]["fix"]["text"]
+    assert "latency-hiding scheduler" in fix and "xla_gpu" not in fix  # libtpu's flags, not a GPU's
+    assert "LIBTPU_INIT_ARGS='--xla_tpu_enable_async_collective_fusion=true" in fix
+
+
+def test_a_jax_gpu_trace_s_exposed_all_reduce_names_the_gpu_s_flag(write_trace, run):
+    """The same job on a GPU: XLA's latency-hiding scheduler is turned on by a GPU flag, libtpu's are no use."""
+    document = _tpu_trace()
+    for event in document["traceEvents"]:
+        if event.get("args", {}).get("name") == "/device:TPU:0":
+            event["args"]["name"] = "/device:GPU:0"
+        elif event.get("pid") == 1 and event.get("tid") == 3 and event.get("name") == "thread_name":
+            event["args"]["name"] = "Stream #13(Kernel)"
+    (scanned,) = json.loads(run("scan", write_trace(document), "--format", "json", "--fail-on", "never").stdout)[
+        "traces"
+    ]
+    fix = next(f["fix"]["text"] for f in scanned["findings"] if f["rule_id"] == "PT011")
+    assert "XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true" in fix and "LIBTPU" not in fix
+
+
+@pytest.mark.parametrize(
+    ("plane", "stream", "flag"),
+    [("/device:TPU:0", "XLA Ops", None), ("/device:GPU:0", "Stream #13(Kernel)", "xla_gpu_all_reduce")],
+)
+def test_small_collectives_are_combined_by_xla_with_a_gpu_s_flag_only_on_a_gpu(write_trace, run, plane, stream, flag):
+    """Many small all-reduces a step: XLA's combiner merges them; a GPU raises its threshold with a flag, a TPU's
+    combiner is libtpu's, so no GPU flag is given there."""
+    events = [process_name(1, plane), thread_name(1, 1, "Steps"), thread_name(1, 3, stream)]
+    for step in range(4):
+        t = step * 1000.0
+        events.append(complete(str(step), t, 999, pid=1, tid=1))
+        events += [complete(f"all-reduce.{i}", t + 10 + i * 12, 5, pid=1, tid=3) for i in range(70)]
+    (scanned,) = json.loads(run("scan", write_trace({"traceEvents": events}), "--format", "json", "--fail-on",
+                                "never").stdout)["traces"]  # fmt: skip
+    fix = next(f["fix"]["text"] for f in scanned["findings"] if f["rule_id"] == "PT012")
+    assert fix.startswith("Send fewer, larger messages: let XLA combine small collectives into large ones")
+    assert ("XLA_FLAGS=--xla_gpu_all_reduce_combine_threshold_bytes" in fix) == (flag is not None)
 
 
 def test_a_tpu_trace_is_no_fit_s_and_its_gains_stay_bounds(write_trace, run):

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from perftool.analysis.communication import OTHER, CollectiveStat, Communication
+from perftool.analysis.family import on_tpu
 from perftool.analysis.idle import CAUSES
 from perftool.analysis.peer_waits import PeerWaits
 from perftool.common.ranking import largest
@@ -31,6 +32,14 @@ OUTLASTS = 0.5  # collectives this long against compute outlast the backward pas
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
 LATE_PEER_SHARE = 0.5  # only waiting for peers this share of the exposed time: the collectives wait for a late rank
 AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
+# How XLA is told to overlap asynchronous collectives with compute: on a GPU its latency-hiding scheduler; on a TPU the
+# asynchronous collective fusion libtpu's flags turn on, over several steps and beside the TensorCore's compute
+XLA_OVERLAP = {
+    "gpu": "on GPU: XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true",
+    "tpu": "on TPU: LIBTPU_INIT_ARGS='--xla_tpu_enable_async_collective_fusion=true "
+    "--xla_tpu_enable_async_collective_fusion_multiple_steps=true --xla_tpu_overlap_compute_collective_tc=true "
+    "--xla_enable_async_all_gather=true'",
+}
 # a bandwidth is over the time one rank spends in the calls, its wait for the others held in it: said with it
 _TIMED = " over this rank's time in them, waits for the other ranks included"
 
@@ -69,6 +78,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "waiting_ms_per_step": scope.per_step(peers.waiting_us) / 1e3,
         "transfer_ms_per_step": scope.per_step(peers.transfer_us) / 1e3,
         "transfer_rate": _transfer_rate(scope.metrics["communication.bytes"], peers.transfer_us),
+        "xla_overlap": XLA_OVERLAP["tpu" if on_tpu(scope.trace) else "gpu"],
     }
     exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
     rows, cost = comms.calls.rows[exposed_calls], comms.exposed_us[exposed_calls]
@@ -221,6 +231,8 @@ DETECTOR = Detector(
         "transfer_ms_per_step": "time per steady step the collectives' tasks moved or reduced data, ms",
         "transfer_rate": "the collectives' messages over that time in words (algorithm bandwidth while moving), where "
         "both are recorded; else empty",
+        "xla_overlap": "how XLA is told to overlap asynchronous collectives with compute on this device (a GPU's or a "
+        "TPU's flags)",
     },
     detect=detect,
 )

@@ -11,11 +11,17 @@ import math
 
 import numpy as np
 
+from perftool.analysis.family import on_tpu
 from perftool.common.names import readable
 from perftool.dialects.vocabulary import ENGINE_ALLREDUCE
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 
 ENGINE_SHARE = 0.5  # low-latency all-reduce kernels holding this share of the time lost: the fast path is in use
+# the thresholds below which XLA's combiners merge collectives, where a flag sets them (a GPU's; a TPU's are libtpu's)
+XLA_COMBINE = (
+    " (on GPU, raise XLA_FLAGS=--xla_gpu_all_reduce_combine_threshold_bytes and the all-gather and reduce-scatter"
+    " thresholds)"
+)
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -38,6 +44,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "median_kb": float(np.median(sizes)) / 1e3 if sizes.size else math.nan,
         "sizes": _sizes_text(sizes, int(np.count_nonzero(small))),
         "median_us": float(np.median(comms.in_window_us[small])),
+        "xla_combine": "" if on_tpu(trace) else XLA_COMBINE,
         "engine_kernels": distinct_names(trace, rows[engine], 2, readable) if engine.any() else "none",
     }
     in_engine = float(comms.exposed_us[small][engine].sum()) >= ENGINE_SHARE * lost  # its own kernels already
@@ -70,6 +77,8 @@ DETECTOR = Detector(
         "sizes": "their median size in words, and of how many where the trace sizes only some: 'median 4.0 kB', "
         "'median 402.2 kB where recorded (1 of 74)', 'sizes not recorded'",
         "median_us": "their median duration, µs",
+        "xla_combine": "the flag that raises XLA's combine thresholds, in parentheses, where one does (a GPU's); empty "
+        "on a TPU",
         "engine_kernels": "the low-latency all-reduce kernels among them (symmetric-memory multimem, one- and "
         "two-shot, a serving engine's custom all-reduce), most time first; none",
     },
