@@ -78,7 +78,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "waiting_ms_per_step": scope.per_step(peers.waiting_us) / 1e3,
         "transfer_ms_per_step": scope.per_step(peers.transfer_us) / 1e3,
         "transfer_rate": _transfer_rate(scope.metrics["communication.bytes"], peers.transfer_us),
-        "xla_overlap": XLA_OVERLAP["tpu" if on_tpu(scope.trace) else "gpu"],
+        "xla_overlap": XLA_OVERLAP["tpu" if on_tpu(scope.trace) else "gpu"] if "jax" in scope.contexts else "",
     }
     exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
     rows, cost = comms.calls.rows[exposed_calls], comms.exposed_us[exposed_calls]
@@ -231,8 +231,8 @@ DETECTOR = Detector(
         "transfer_ms_per_step": "time per steady step the collectives' tasks moved or reduced data, ms",
         "transfer_rate": "the collectives' messages over that time in words (algorithm bandwidth while moving), where "
         "both are recorded; else empty",
-        "xla_overlap": "how XLA is told to overlap asynchronous collectives with compute on this device (a GPU's or a "
-        "TPU's flags)",
+        "xla_overlap": "for a JAX job, how XLA is told to overlap asynchronous collectives with compute on this device "
+        "(a GPU's or a TPU's flags); empty otherwise",
     },
     detect=detect,
 )

@@ -44,7 +44,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "median_kb": float(np.median(sizes)) / 1e3 if sizes.size else math.nan,
         "sizes": _sizes_text(sizes, int(np.count_nonzero(small))),
         "median_us": float(np.median(comms.in_window_us[small])),
-        "xla_combine": "" if on_tpu(trace) else XLA_COMBINE,
+        "xla_combine": XLA_COMBINE if "jax" in scope.contexts and not on_tpu(trace) else "",
         "engine_kernels": distinct_names(trace, rows[engine], 2, readable) if engine.any() else "none",
     }
     in_engine = float(comms.exposed_us[small][engine].sum()) >= ENGINE_SHARE * lost  # its own kernels already
@@ -77,8 +77,8 @@ DETECTOR = Detector(
         "sizes": "their median size in words, and of how many where the trace sizes only some: 'median 4.0 kB', "
         "'median 402.2 kB where recorded (1 of 74)', 'sizes not recorded'",
         "median_us": "their median duration, µs",
-        "xla_combine": "the flag that raises XLA's combine thresholds, in parentheses, where one does (a GPU's); empty "
-        "on a TPU",
+        "xla_combine": "for a JAX job, the flag that raises XLA's combine thresholds, in parentheses, where one does "
+        "(a GPU's); empty on a TPU and for other jobs",
         "engine_kernels": "the low-latency all-reduce kernels among them (symmetric-memory multimem, one- and "
         "two-shot, a serving engine's custom all-reduce), most time first; none",
     },
