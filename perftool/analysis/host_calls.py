@@ -59,22 +59,37 @@ def compiles(trace: Trace) -> np.ndarray:
 def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
     """Rows of ``among`` (a mask) that are the driving thread's outermost calls, in time order: what it was doing, in
     its own words. Where the thread calls compiled functions, those calls; else its ops and runtime calls, and the
-    outermost Python frames inside which it runs no op or runtime call (where the time goes in Python itself: a
-    video decoder, an image processor), never the frames around ops (``<module>``, ``main``, ``_call_impl``)."""
+    outermost Python frames inside which it runs no op or runtime call (:func:`python_alone`), never the frames
+    around ops (``<module>``, ``main``, ``_call_impl``)."""
+    rows = _driving_rows(trace, among)
+    compiled = trace.name_matches(COMPILED_CALL, rows)
+    if compiled.any():
+        return trace.top_level(rows[compiled])
+    return trace.top_level(np.r_[rows[~python_frames(trace, rows)], _alone(trace, rows)])
+
+
+def python_alone(trace: Trace, among: np.ndarray) -> np.ndarray:
+    """Rows of ``among`` (a mask) that are the driving thread's outermost Python frames inside which it calls
+    nothing traced (no compiled function, op or runtime call): where its time goes in Python itself (a video
+    decoder, an image processor, a batch loaded between jitted steps)."""
+    return trace.top_level(_alone(trace, _driving_rows(trace, among)))
+
+
+def _driving_rows(trace: Trace, among: np.ndarray) -> np.ndarray:
+    """Rows of ``among`` on the thread driving the device: its spans, steps left out."""
     track = driving_thread(trace)
     if track is None:
         return np.zeros(0, dtype=np.int64)
-    mine = among & (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
-    compiled = mine & trace.name_matches(COMPILED_CALL)
-    if compiled.any():
-        return trace.top_level(np.flatnonzero(compiled))
-    rows = np.flatnonzero(mine)
+    return np.flatnonzero(among & (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+
+
+def _alone(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """The Python frames among ``rows`` inside which none of the other rows starts."""
     frame = python_frames(trace, rows)
-    traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its ops' and runtime calls' starts (mostly in order)
+    traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its calls' starts (mostly in order)
     frames = rows[frame]
     first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any
-    pure = np.r_[traced, np.inf][first_inside] >= trace.end[frames]
-    return trace.top_level(np.r_[rows[~frame], frames[pure]])
+    return frames[np.r_[traced, np.inf][first_inside] >= trace.end[frames]]
 
 
 def blocking_copies(trace: Trace) -> np.ndarray:

@@ -76,7 +76,7 @@ class Xla(Dialect):
 
     def kinds(self, trace: Trace) -> np.ndarray:
         """A step line's events are steps, a copy stream's and an async line's copies (unless their names say they
-        are collectives), a summary line's annotations."""
+        are collectives), a summary line's annotations, the Python tracer's frames the host's own work."""
         kind = super().kinds(trace)
         for track in trace.tracks:
             if not DEVICE_PLANE.match(track.process_name):
@@ -89,6 +89,9 @@ class Xla(Dialect):
                 kind[on_line] = Kind.ANNOTATION
             elif line in _ASYNC_LINES or (stream and (work := _work(stream)) and work <= set(_COPY_STREAMS)):
                 kind[on_line & (kind == Kind.COMPUTE)] = Kind.D2D
+        # the Python tracer's frames ("$train.py:40 train_step", "$builtins isinstance"): the host running Python, as
+        # Kineto's frames are, neither an op nor a mark; its own work where it calls nothing inside them
+        kind[trace.name_matches(PYTHON_FRAME)] = Kind.OTHER
         misses, compiles = _cache_misses(trace, kind)
         kind[compiles] = Kind.HOST_OP  # the compile is counted once, as the call it stalled
         kind[misses] = Kind.COMPILE
@@ -99,8 +102,6 @@ class Xla(Dialect):
         return kind
 
     def name_kind(self, name: str) -> Kind:
-        if PYTHON_FRAME.match(name):  # the Python tracer's "$train.py:40 train_step", "$builtins isinstance"
-            return Kind.ANNOTATION  # where the Python code was, around the calls that do the work
         kind = super().name_kind(name)
         if kind in (Kind.OTHER, Kind.H2D, Kind.D2H, Kind.D2D) and _RUNTIME_CALL.match(name):
             return Kind.RUNTIME  # a copy call on the host is a runtime call, as the kernel launches are

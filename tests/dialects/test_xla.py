@@ -80,7 +80,7 @@ def test_a_tpu_is_its_ops_and_its_steps_come_from_the_steps_line(write_trace):
     }
     kind = {trace.names[n]: Kind(k) for n, k in zip(trace.name.tolist(), trace.kind.tolist())}
     assert kind["0"] == Kind.STEP and kind["all-reduce.2"] == Kind.COMMUNICATION and kind["fusion.1"] == Kind.COMPUTE
-    assert kind["copy-start.3"] == Kind.D2D and kind["$train.py:40 train_step"] == Kind.ANNOTATION
+    assert kind["copy-start.3"] == Kind.D2D and kind["$train.py:40 train_step"] == Kind.OTHER  # the host's Python
     device = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE)
     starts, ends = busy(trace, device, 0.0, 4000.0)
     assert float(np.sum(ends - starts)) == pytest.approx(4 * 600)  # the program line's 990 µs are not work
@@ -242,6 +242,29 @@ def test_small_collectives_are_combined_by_xla_with_a_gpu_s_flag_only_on_a_gpu(w
     assert ("XLA_FLAGS=--xla_gpu_all_reduce_combine_threshold_bytes" in fix) == (flag is not None)
 
 
+def test_python_the_host_runs_between_jitted_steps_is_its_own_work_the_device_waits_for(write_trace, run):
+    """The Python tracer's frames are the host's own work, as Kineto's are: where the loop loads its batch in Python
+    between jitted steps (no compiled call inside), the TPU's idle time is the host's, and PT001 names that Python."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), process_name(1, "/device:TPU:0"),
+              thread_name(1, 1, "Steps"), thread_name(1, 3, "XLA Ops")]  # fmt: skip
+    for step in range(8):
+        t = step * 1000.0
+        events += [
+            complete(str(step), t, 999, pid=1, tid=1),
+            complete("fusion.1", t + 10, 550, pid=1, tid=3),
+            complete("$train.py:30 train", t, 990, pid=701, tid=1),  # the loop: around the calls, not its own work
+            complete("PjitFunction(train_step)", t + 2, 30, pid=701, tid=1),
+            complete("$train.py:40 load_batch", t + 600, 390, pid=701, tid=1),
+        ]
+    (scanned,) = json.loads(run("scan", write_trace({"traceEvents": events}), "--format", "json", "--fail-on",
+                                "never").stdout)["traces"]  # fmt: skip
+    host = next(f for f in scanned["findings"] if f["rule_id"] == "PT001")
+    assert host["values"]["host_names"] == "$train.py:40 load_batch, PjitFunction(train_step)"
+    assert host["values"]["compiled_names"] == "PjitFunction(train_step)"
+    # of the 450 µs a step the TPU idles, 440 µs the host is in Python (the loop's frame, then load_batch) or its call
+    assert host["values"]["host_share"] == pytest.approx(0.44, abs=0.005)
+
+
 def test_a_tpu_trace_is_no_fit_s_and_its_gains_stay_bounds(write_trace, run):
     """The emulator models GPUs, NPUs, HPUs and IPUs: calibrate refuses a TPU's trace in one line (it fitted it as a
     GPU, and failed), and scan's gains stay bounds, none from an emulator fitted to it."""
@@ -312,9 +335,15 @@ def test_a_real_jax_capture_run_op_by_op_is_host_bound_with_jit_advice(run):
     assert host["severity"] in ("warning", "error")
     # 81 calls over the capture's 3 runs (each recorded twice, nested): 27 a step, those the device idles through or not
     assert host["values"]["compiled_calls_per_step"] == 27
-    assert host["capped"] == "2 steady steps, 3 needed, but it fills 64% of the window"  # two that disagree: it recurs
+    # two that disagree, so it recurs; the idle while Python runs between the calls (jnp's wrappers) is the host's too
+    assert host["capped"] == "2 steady steps, 3 needed, but it fills 71% of the window"
     assert "PjitFunction(" in host["values"]["host_names"] and "$" not in host["values"]["host_names"]
     assert "jax.jit" in host["fix"]["text"] and "torch" not in host["fix"]["text"]
+    # the compiled functions it calls, not the Python frames between them the host is in too
+    assert (
+        "27 compiled functions per step (PjitFunction(add), PjitFunction(matmul), PjitFunction(multiply) and 10 more)"
+        in host["fix"]["text"]
+    )
 
 
 def test_a_trace_from_an_unknown_producer_without_a_device_says_so(write_trace, run):

@@ -18,7 +18,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.family import offers_loop_size, trace_gpu_words
-from perftool.analysis.host_calls import driving_calls, python_frames
+from perftool.analysis.host_calls import driving_calls, python_alone, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use, launch_rows
 from perftool.analysis.serving import between_iterations
@@ -84,9 +84,10 @@ def _measure(scope: Scope) -> _Measured | None:
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
     in_window = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does
-    compiled_calls_per_step = scope.per_step(  # all of the step's, whether the device waits through them or not
-        int(np.count_nonzero(trace.name_matches(vocabulary.COMPILED_CALL, in_window)))
-    )
+    compiled = trace.name_matches(vocabulary.COMPILED_CALL, in_window)
+    compiled_calls_per_step = scope.per_step(int(np.count_nonzero(compiled)))  # all of the step's, waited or not
+    if compiled.any():  # its Python beside its compiled calls too (a batch loaded between jitted steps)
+        in_window = trace.top_level(np.r_[in_window, python_alone(trace, host_work & scope.in_window)])
     driving = in_window[intervals.overlaps_any(trace.ts[in_window], trace.end[in_window], *pieces)]  # meanwhile
     # what the host was doing: the driving thread's calls, else any of its work in the gaps
     named = driving if driving.size else _overlapping(scope, host_work, pieces)
@@ -120,6 +121,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "op_median_us": scope.metrics["device.op_time_us.median"],
         "graph": GRAPH_WORDS.get(scope.family) or trace_gpu_words(trace, scope.metrics.device)["graph"],
         "host_names": distinct_names(trace, named, 3, host_call) or "nothing traced",
+        "compiled_names": distinct_names(trace, named[trace.name_matches(vocabulary.COMPILED_CALL, named)], 3),
         "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
@@ -319,6 +321,7 @@ DETECTOR = Detector(
         "op_median_us": "median device op duration, µs",
         "graph": GPU_WORD_VALUES["graph"] + " (a GPU's), an NPU graph, an HPU graph",
         "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
+        "compiled_names": "the compiled functions (JAX's jitted calls) among them, most time first; empty where none",
         "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",
         "compiled_calls_per_step": "calls of compiled functions (JAX's PjitFunction) per steady step",
         "compiled_share": "share of the device's work launched from torch.compile'd regions (where the model runs "
