@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,8 @@ GPU_PLANE = "/device:GPU:"  # an XSpace's plane of one GPU's work
 TPU_PLANE = "/device:TPU:"  # an XSpace's plane of one TPU's work
 _DEVICE_PLANES = (GPU_PLANE, TPU_PLANE, "/device:CUSTOM:")  # the first of these an XSpace has are its devices
 TPU_TYPE = "device_type_string"  # the stat a TPU plane names its generation by ("TPU v4", "TPU v5 lite")
+# a TPU's TensorCore plane, "/device:TPU:0"; its SparseCores' planes ("/device:TPU:0 SparseCore 0") name no generation
+_TENSOR_CORE = re.compile(r"/device:TPU:\d+")
 HOST_PLANE = "/host:CPU"
 HOST_PROCESS = 701  # the host plane's process: past the 500 devices and 200 custom planes the exporter numbers first
 FIRST_DEVICE_PROCESS = 1  # device plane N's process is N + 1
@@ -239,12 +242,11 @@ def _not_an_xspace(path: str, at: int) -> TraceError:
 def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
     """:func:`device_properties` of the decoded ``planes``."""
     kind = _device_kind(planes)
-    if kind not in (GPU_PLANE, TPU_PLANE):
-        return []
-    recorded = [dict(_stat(data, at, p.stat_names)[0] for at in p.stats) for p in planes if p.name.startswith(kind)]
     if kind == TPU_PLANE:
-        generations = {str(stats.get(TPU_TYPE) or "") for stats in recorded}
-        return [{"id": 0, "name": generations.pop()}] if len(generations) == 1 and "" not in generations else []
+        return _tpu_generation(data, planes)
+    if kind != GPU_PLANE:
+        return []
+    recorded = [_plane_stats(data, plane) for plane in planes if plane.name.startswith(GPU_PLANE)]
     devices = {
         (
             str(s.get("device_vendor") or "").lower(),
@@ -261,6 +263,18 @@ def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
         return []
     found = {"id": 0, "name": _VENDOR_NAMES[vendor], "numSms": int(str(units)), "totalGlobalMem": int(str(memory))}
     return [found | ({"memoryBandwidth": int(str(bandwidth))} if str(bandwidth).isdigit() else {})]
+
+
+def _tpu_generation(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
+    """The TPU generation every TensorCore plane names, as a device's properties (its SparseCores' planes name none);
+    none where they differ or one is silent."""
+    generations = {str(_plane_stats(data, p).get(TPU_TYPE) or "") for p in planes if _TENSOR_CORE.fullmatch(p.name)}
+    return [{"id": 0, "name": generations.pop()}] if len(generations) == 1 and "" not in generations else []
+
+
+def _plane_stats(data: _Bytes, plane: _Plane) -> dict[str, str | None]:
+    """A plane's own stats, by name, as text."""
+    return dict(_stat(data, at, plane.stat_names)[0] for at in plane.stats)
 
 
 def _exported(planes: list[_Plane]) -> Planes:

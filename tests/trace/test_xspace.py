@@ -197,10 +197,10 @@ def test_a_tpu_capture_read_from_its_xspace_has_its_ops_as_the_device(tmp_path):
     assert {t.thread_name: t.role.value for t in trace.tracks}["XLA Ops"] == "device"
 
 
-def _tpu_plane(chip: int, generation: str | None) -> bytes:
+def _tpu_plane(chip: int, generation: str | None, name: str = "") -> bytes:
     """A TPU's plane running six 1.5 ms ops 2 ms apart, naming its generation as libtpu does (or not at all)."""
     ops = [event(1, step * 2_000_000_000, 1_500_000_000) for step in range(6)]
-    return plane(chip, f"/device:TPU:{chip}", lines=[line(1, "XLA Ops", 0, *ops)], event_names={1: "fusion.3"},
+    return plane(chip, name or f"/device:TPU:{chip}", lines=[line(1, "XLA Ops", 0, *ops)], event_names={1: "fusion.3"},
                  stat_names={1: "device_type_string", 2: "peak_teraflops_per_second"},
                  stats=[stat(2, 197.0), *([stat(1, generation)] if generation else [])])  # fmt: skip
 
@@ -214,9 +214,10 @@ def _tpu_plane(chip: int, generation: str | None) -> bytes:
 def test_a_tpu_s_generation_is_read_from_its_planes(tmp_path, run, generations, spec):
     """Each TPU plane names its chip's generation (the ``device_type_string`` stat jax's JSON export leaves out): the
     roofline has that generation's peaks where every chip names the same one, and none where they differ or one
-    names none."""
+    names none. A chip's SparseCore plane, which XProf writes even empty, names none and changes nothing."""
     path = tmp_path / "tpu.xplane.pb"
-    path.write_bytes(space(*(_tpu_plane(chip, generation) for chip, generation in enumerate(generations))))
+    sparse_core = _tpu_plane(9, None, "/device:TPU:0 SparseCore 0")
+    path.write_bytes(space(*(_tpu_plane(chip, generation) for chip, generation in enumerate(generations)), sparse_core))
     _, metadata = exported(path.read_bytes(), tmp_path)
     assert metadata.get("deviceProperties") == ([{"id": 0, "name": generations[0]}] if spec else None)
     shown = json.loads(run("info", str(path), "--format", "json").stdout)
