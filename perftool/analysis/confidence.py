@@ -26,6 +26,7 @@ from perftool.dialects.vocabulary import (
     MODEL_WARMUP,
     OTHER_DEVICES,
     OTHER_RANKS,
+    SPARSE_CORE,
 )
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, xspace_name
@@ -265,18 +266,33 @@ def _other_ranks(ranks: dict) -> str:
 
 
 def _other_devices(devices: dict) -> str:
-    """The devices a trace holds beside the one analysed, in words."""
-    others = devices["others"]
-    low, high = (f"{share:.0%}" for share in (min(others.values()), max(others.values())))
-    named = listed(list(others), LISTED_DEVICES)
+    """The devices a trace holds beside the one analysed, in words; a TPU chip's SparseCores apart, as the coprocessors
+    they are."""
+    others = {name: share for name, share in devices["others"].items() if not SPARSE_CORE.search(name)}
+    cores = {name: share for name, share in devices["others"].items() if SPARSE_CORE.search(name)}
     hosts = devices.get("their_hosts", 0)
     theirs = f"; {plural(hosts, 'host process')} launching only on the others left out with them" if hosts else ""
-    return (
-        f"the trace holds {len(others) + 1} devices with work: figures and findings are {devices['analysed']}'s, the"
-        f" one with the most device time ({named} ran {low if low == high else f'{low}–{high}'} of its device time)"
-        f"{theirs}; taken together, each step would count once per device and one device's idle time would hide"
-        " under the others' work"
-    )
+    said = []
+    if others:
+        said.append(
+            f"the trace holds {len(others) + 1} devices with work: figures and findings are {devices['analysed']}'s,"
+            f" the one with the most device time ({listed(list(others), LISTED_DEVICES)} ran {_shares(others)} of its"
+            f" device time){theirs}; taken together, each step would count once per device and one device's idle time"
+            " would hide under the others' work"
+        )
+    if cores:
+        said.append(
+            f"{plural(len(cores), 'SparseCore')} ran work too ({listed(list(cores), LISTED_DEVICES)}, {_shares(cores)}"
+            f" of {devices['analysed']}'s device time): a chip's coprocessor beside its TensorCore, shown, not"
+            " analysed; figures and findings are the TensorCore's"
+        )
+    return "; ".join(said)
+
+
+def _shares(others: dict[str, float]) -> str:
+    """The range of the others' device time, as shares of the analysed device's."""
+    low, high = (f"{share:.0%}" for share in (min(others.values()), max(others.values())))
+    return low if low == high else f"{low}–{high}"
 
 
 def _capped_export(capped: dict) -> str:

@@ -128,6 +128,9 @@ FINDINGS_CATEGORY = "perftool"  # the category of its events, and of its arrows 
 # torch_npu's task queue: the Python thread enqueues each operator, a second thread dequeues and launches it (off
 # where ASCEND_LAUNCH_BLOCKING=1 or TASK_QUEUE_ENABLE=0).
 TASK_QUEUE = re.compile(r"^(Enqueue|Dequeue)@")
+# A TPU chip's SparseCore, an XSpace plane of its own beside the chip's TensorCore ("/device:TPU:0 SparseCore 0"): a
+# coprocessor of the chip (embedding lookups, offloaded collectives), not another device
+SPARSE_CORE = re.compile(r" SparseCore \d+$")
 # A frame of the Python stack, as the XLA profiler's Python tracer ("$train.py:40 main") and Kineto
 # ("train.py(40): main") name them.
 PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")

@@ -69,6 +69,33 @@ def test_equal_devices_analyse_the_first_and_the_report_says_which(run, write_tr
     )
 
 
+def test_a_chip_s_sparse_cores_are_its_coprocessors_not_more_devices(write_trace, run):
+    """Each chip's SparseCore has a plane of its own ("/device:TPU:0 SparseCore 0"): shown, not analysed, and said to
+    be the chip's coprocessor, not counted among the devices."""
+    document = _tpus([250, 290])
+    for chip in range(2):
+        pid = 50 + chip
+        document["traceEvents"] += [
+            process_name(pid, f"/device:TPU:{chip} SparseCore 0"),
+            thread_name(pid, 1, "Sparse Core Ops"),
+        ]
+        document["traceEvents"] += [
+            complete("sc_gather.1", s * 10_000.0 + 500, 1_450, pid=pid, tid=1) for s in range(STEPS)
+        ]
+    (scanned,) = json.loads(run("scan", write_trace(document), "--format", "json", "--fail-on", "never").stdout)[
+        "traces"
+    ]
+    assert scanned["device"] == "/device:TPU:1"
+    note = " ".join(c for c in scanned["caveats"] if "devices with work" in c)
+    assert note == (
+        "the trace holds 2 devices with work: figures and findings are /device:TPU:1's, the one with the most device"
+        " time (/device:TPU:0 ran 86% of its device time); taken together, each step would count once per device and"
+        " one device's idle time would hide under the others' work; 2 SparseCores ran work too (/device:TPU:0"
+        " SparseCore 0, /device:TPU:1 SparseCore 0, 17% of /device:TPU:1's device time): a chip's coprocessor beside"
+        " its TensorCore, shown, not analysed; figures and findings are the TensorCore's"
+    )
+
+
 def test_a_note_names_three_other_devices_and_counts_the_rest(write_trace, run):
     path = write_trace(_tpus([200, 210, 220, 230, 240, 290]))
     text = " ".join(run("scan", path, "--fail-on", "never").stdout.split())
