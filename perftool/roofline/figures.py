@@ -428,16 +428,24 @@ def _no_peaks(trace: Trace, device: str) -> str:
         )
     if trace.metadata.get("deviceProperties"):
         return f"device '{device}' is not one perftool knows: {lost} (give its figures with --device-spec FILE)"
-    name = Path(trace.source).name
-    xspace = (
-        f"the capture's XSpace names it (scan {xspace_name(name)}, or keep it beside this file), or "
-        if trace.dialect == "xla" and not name.lower().endswith(XSPACE_SUFFIX)
-        else ""
-    )
     return (
-        f"the trace does not name its device's model ('{device}' says only where the work ran): {lost}; {xspace}give "
-        "its figures with --device-spec FILE"
+        f"the trace does not name its device's model ('{device}' says only where the work ran): {lost};"
+        f" {_named_elsewhere(trace)}give its figures with --device-spec FILE"
     )
+
+
+def _named_elsewhere(trace: Trace) -> str:
+    """Where the same capture names the device's model that this trace does not, in words ending "or "; empty where
+    nothing does: an XLA JSON export's XSpace, an Ascend timeline's db export (its NPU_INFO table)."""
+    name = Path(trace.source).name
+    if trace.dialect == "xla" and not name.lower().endswith(XSPACE_SUFFIX):
+        return f"the capture's XSpace names it (scan {xspace_name(name)}, or keep it beside this file), or "
+    if trace.dialect == "ascend" and not name.lower().endswith(".db"):
+        return (
+            "the profiler's db export names it (torch_npu: torch_npu.profiler.ExportType.Db in _ExperimentalConfig's "
+            "export_type; msprof: --type=db), or "
+        )
+    return ""
 
 
 def programs_note(trace: Trace) -> str | None:

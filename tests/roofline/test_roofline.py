@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import DATA, REPO, complete, error_line
+from conftest import DATA, REPO, complete, error_line, process_name, thread_name
 
 import perftool
 from perftool import hardware
@@ -161,6 +161,19 @@ def test_no_peaks_says_whether_the_device_is_unknown_or_the_trace_names_no_model
     unnamed = next(n for n in _roofline(REAL / "resnet50_pt18_workers0.json.gz").notes if "no peaks" in n)
     assert unnamed.startswith("the trace does not name its device's model ('GPU 0' says only where the work ran)")
     assert unnamed.endswith("; give its figures with --device-spec FILE") and "XSpace" not in unnamed
+
+
+def test_no_peaks_for_an_ascend_timeline_says_its_db_export_names_the_npu(write_trace, tmp_path):
+    """torch_npu's text export names its device "NPU", by where the work ran; its db export records the model
+    (NPU_INFO), which the note points to; the db export itself names it."""
+    events = [process_name(1, "Python"), process_name(2, "Ascend Hardware"), thread_name(2, 2, "Stream 2"),
+              complete("aten::mm", 0, 50, pid=1, tid=1), complete("MatMul", 10, 40, pid=2, tid=2)]  # fmt: skip
+    note = next(n for n in roofline(load_trace(write_trace(events))).notes if "no peaks" in n)
+    assert "; the profiler's db export names it (torch_npu: torch_npu.profiler.ExportType.Db in" in note
+    database = (
+        REAL / "torch_npu_db_l2_job" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    )
+    assert not any("no peaks" in n for n in roofline(load_trace(str(database))).notes)
 
 
 def test_no_peaks_for_a_device_named_by_its_vendor_says_what_its_units_and_memory_fit(write_trace):
