@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool import dialects, hardware
-from perftool.analysis.family import device_properties, device_tracks, job_kind, serving_engine
+from perftool.analysis.family import device_properties, device_tracks, job_kind, serving_engine, told_models
 from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
@@ -464,10 +464,8 @@ def _told_model(trace: Trace) -> str:
     models they fit alike whose peaks are the same, in words; empty otherwise (the roofline's note says why it has no
     peaks)."""
     properties = device_properties(trace)
-    if not hardware.vendor_only(str(properties.get("name") or "")):
-        return ""
-    models = hardware.fitting_models(properties)
-    if not models or (len(models) > 1 and hardware.roofline_model(properties) is None):
+    models = told_models(properties)
+    if not models or (len(models) > 1 and hardware.shared_figures(models) is None):
         return ""
     memory = properties.get("totalGlobalMem")
     size = f" and {memory / 2**30:,.0f} GiB of memory" if isinstance(memory, int | float) and memory > 0 else ""

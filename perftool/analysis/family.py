@@ -297,10 +297,18 @@ def names_only_a_place(device: str) -> bool:
     return all(_PLACE.match(part) for part in device.split(", "))
 
 
+def told_models(properties: dict[str, Any]) -> list[hardware.DeviceSpec]:
+    """The models a device's compute units and memory fit (Kineto's ``deviceProperties`` entry), where its name gives
+    only its vendor (an XSpace's "AMD Instinct", ROCm's "AMD Radeon Graphics"): one, several alike, or none; none
+    where its name says more."""
+    vendor_only = hardware.vendor_only(str(properties.get("name") or ""))
+    return hardware.fitting_models(properties) if vendor_only else []
+
+
 def told_model(properties: dict[str, Any]) -> hardware.DeviceSpec | None:
-    """The model a device's compute units and memory make it (Kineto's ``deviceProperties`` entry), where its name
-    gives only its vendor (an XSpace's "AMD Instinct", ROCm's "AMD Radeon Graphics"); None otherwise."""
-    return hardware.identify(properties) if hardware.vendor_only(str(properties.get("name") or "")) else None
+    """The one model :func:`told_models` finds; None where it finds none or several."""
+    models = told_models(properties)
+    return models[0] if len(models) == 1 else None
 
 
 def _model_name(properties: dict[str, Any]) -> str:

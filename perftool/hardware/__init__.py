@@ -156,18 +156,20 @@ def fitting_models(properties: Mapping[str, Any], family: str | None = None) -> 
 
 
 def roofline_model(properties: Mapping[str, Any]) -> DeviceSpec | None:
-    """The device whose peaks the roofline uses: the one model the properties fit (:func:`fitting_models`), or, where
-    a device named by its vendor alone fits several alike whose peaks and memory bandwidth are the same (an H100 SXM
-    and an H800), those figures, named for every one of them; None otherwise."""
+    """The device whose peaks the roofline uses: the one model the properties fit (:func:`fitting_models`), or the
+    figures several share (:func:`shared_figures`); None otherwise."""
     models = fitting_models(properties)
-    if len(models) < 2:
-        return models[0] if models else None
-    first = models[0]
+    return models[0] if len(models) == 1 else shared_figures(models)
+
+
+def shared_figures(models: list[DeviceSpec]) -> DeviceSpec | None:
+    """Where ``models`` (two or more a device fits alike: an H100 SXM and an H800) have the same peaks and memory
+    bandwidth, those figures, named for every one of them; None where they differ or there are fewer than two."""
     figures = {(tuple(sorted(m.peak_tflops.items())), m.memory_bandwidth_gbps) for m in models}
-    if len(figures) > 1:
+    if len(models) < 2 or len(figures) > 1:
         return None
     named = {"key": " or ".join(m.key for m in models), "model": " or ".join(m.model for m in models)}
-    return first.model_copy(update=named)
+    return models[0].model_copy(update=named)
 
 
 def _by_bandwidth(models: list[DeviceSpec], recorded: Any) -> list[DeviceSpec]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from perftool import hardware
-from perftool.analysis.family import HOST_ONLY, device_name, device_properties, device_tracks
+from perftool.analysis.family import HOST_ONLY, device_name, device_properties, device_tracks, told_models
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.common.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.common.units import duration, plural
@@ -414,7 +414,7 @@ def _no_peaks(trace: Trace, device: str) -> str:
             *([f"{units} compute units"] if isinstance(units, int) and units > 0 else []),
             *([f"{memory / 2**30:,.1f} GiB"] if isinstance(memory, int | float) and memory > 0 else []),
         ]
-        alike = hardware.fitting_models(properties)
+        alike = told_models(properties)
         if not said:
             why = "records nothing to tell it by"
         elif len(alike) > 1:
