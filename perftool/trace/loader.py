@@ -55,6 +55,7 @@ PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs mor
 MAX_DECODERS = 4  # decoding processes at most, one per free core up to this
 XSPACE_PARALLEL_MIN_BYTES = 4 << 20  # an XSpace's events decode at about 8 MB/s: from this size, processes pay
 SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's and msprof's db exports)
+DATABASE_SUFFIX = ".db"  # what torch_npu and msprof name their db exports
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
 # what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers
@@ -271,6 +272,12 @@ def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[Ra
         from perftool.trace import ascend_db
 
         return ascend_db.batches
+    if path.lower().endswith(DATABASE_SUFFIX) and head.lstrip()[:1] not in (b"{", b"["):
+        raise TraceError(
+            path,
+            "named a database but not an sqlite one (its first bytes are not sqlite's header): a damaged or "
+            "half-copied db export? Export the profile again, or scan its text export",
+        )
     if path.lower().endswith(XSPACE_SUFFIX):
         return xspace.batches
     if path.endswith(XPROF_CACHE_SUFFIX):

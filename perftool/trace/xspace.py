@@ -70,11 +70,13 @@ _VENDOR_NAMES = {"amd": "AMD Instinct", "nvidia": "NVIDIA GPU"}
 
 
 class MalformedProtobuf(Exception):
-    """The bytes are not the protobuf the schema describes; ``at``: the offset where that showed."""
+    """The bytes are not the protobuf the schema describes; ``at``: the offset where that showed; ``runs_to``: where
+    the field (or, with ``number``, the number) there says it ends, if it says (past the file's end: the file was cut
+    short)."""
 
-    def __init__(self, at: int) -> None:
+    def __init__(self, at: int, runs_to: int = 0, number: bool = False) -> None:
         super().__init__(at)
-        self.at = at
+        self.at, self.runs_to, self.number = at, runs_to, number
 
 
 class _Line(NamedTuple):
@@ -229,9 +231,19 @@ def _read(path: str, data: _Bytes) -> Iterator[None]:
     try:
         yield
     except MalformedProtobuf as exc:
+        if exc.runs_to > len(data):
+            inside = (
+                "a number" if exc.number else f"a field that starts at byte {exc.at:,} and runs to byte {exc.runs_to:,}"
+            )
+            raise _cut_short(path, len(data), inside) from None
         raise _not_an_xspace(path, exc.at) from None
     except IndexError:  # a number that runs past the file's end
-        raise _not_an_xspace(path, len(data)) from None
+        raise _cut_short(path, len(data), "a number") from None
+
+
+def _cut_short(path: str, size: int, inside: str) -> TraceError:
+    return TraceError(path, f"an XSpace cut short: it ends at byte {size:,}, inside {inside} (copied or written in "
+                            "part?)")  # fmt: skip
 
 
 def _not_an_xspace(path: str, at: int) -> TraceError:
@@ -487,7 +499,7 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
         size, begin = _varint(data, begin + 1, end)
         stop = begin + size
         if stop > end:
-            raise MalformedProtobuf(begin)
+            raise MalformedProtobuf(begin, stop)
         kind = offset = duration = 0
         stats = []
         while begin < stop:
@@ -588,7 +600,7 @@ def _field(data: _Bytes, at: int, end: int) -> tuple[int, int, int, int, int]:
     else:
         raise MalformedProtobuf(at)
     if at + size > end:
-        raise MalformedProtobuf(at)
+        raise MalformedProtobuf(at, at + size)
     return field, wire, at, at + size, at + size
 
 
@@ -605,5 +617,5 @@ def _varint(data: _Bytes, at: int, end: int) -> tuple[int, int]:
             return value, at
         shift += 7
         if shift > 63:
-            break
-    raise MalformedProtobuf(at)
+            raise MalformedProtobuf(at)
+    raise MalformedProtobuf(at, at + 1, number=True)  # it goes on past ``end``

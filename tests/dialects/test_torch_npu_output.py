@@ -536,6 +536,22 @@ def test_a_truncated_db_export_is_one_line(tmp_path, run):
     assert result.output.startswith(f"perftool: error: {cut}: ")
 
 
+@pytest.mark.parametrize("written", [b"\x00" * 4096, b"<html>502 Bad Gateway</html>"], ids=["zeros", "html"])
+def test_a_db_export_that_is_not_sqlite_is_one_line_saying_so(tmp_path, run, written):
+    """A rank directory whose db export holds other bytes (a copy that wrote nothing, a download that failed): the
+    error says the database is damaged, not that the file is bad JSON."""
+    directory = tmp_path / "rank0_ascend_pt"
+    shutil.copytree(DB_JOB / "rank0_ascend_pt", directory)
+    database = directory / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    database.chmod(0o644)
+    database.write_bytes(written)
+    result = run("scan", str(directory))
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"perftool: error: {database}: named a database but not an sqlite one (its " \
+        "first bytes are not sqlite's header): a damaged or half-copied db export? Export the profile again, or " \
+        "scan its text export"  # fmt: skip
+
+
 def test_a_gzipped_trace_view_is_found_too(tmp_path, run):
     directory = _rank_directory(tmp_path, "host_9_ascend_pt", 0, None)
     output = directory / "ASCEND_PROFILER_OUTPUT"

@@ -230,23 +230,35 @@ def _gpu_line(body: bytes) -> bytes:
                        event_names={1: "k"}))  # fmt: skip
 
 
+_FOREIGN = "not an XSpace protobuf: its bytes break off or make no sense at byte "
+_CUT_SHORT = "an XSpace cut short: it ends at byte "
+
+
 @pytest.mark.parametrize(
-    "data",
+    ("data", "says"),
     [
-        b"\x0a\xff\xff",  # a plane whose length runs past the file
-        b"\x0f\x00",  # wire type 7, which protobuf has not
-        _gpu_line(b"\x22\x05\x08"),  # an event whose length runs past its line
-        _gpu_line(message(4, number(1, 1) + b"\x10\xff")) + b"\x01",  # a number that runs past its event
-        message(
-            1, number(1, 0) + message(2, "/device:GPU:0") + message(3, number(1, 16) + message(4, b"\x08\x01\x10\x90"))
+        (b"\x0a\xff\xff", f"{_CUT_SHORT}3, inside a number"),  # a plane whose length goes on past the file
+        (b"\x0a\x7f\x01", f"{_CUT_SHORT}3, inside a field that starts at byte 2 and runs to byte 129"),  # its bytes
+        (b"\x0f\x00", _FOREIGN),  # wire type 7, which protobuf has not
+        (_gpu_line(b"\x22\x05\x08"), _FOREIGN),  # an event whose length runs past its line (not the file)
+        (_gpu_line(message(4, number(1, 1) + b"\x10\xff")) + b"\x01", _FOREIGN),  # a number that runs past its event
+        (
+            message(
+                1,
+                number(1, 0)
+                + message(2, "/device:GPU:0")
+                + message(3, number(1, 16) + message(4, b"\x08\x01\x10\x90")),
+            ),
+            _CUT_SHORT,
         ),  # a number cut off by the end of the file (its last event's last bytes)
-        _gpu_line(message(4, b"\x08\x01\x33")),  # an event's field of wire type 3 (a group, long gone)
-        b"\x00\x01" + _gpu_line(message(4, number(1, 1))),  # a field numbered 0, which no field is
-        _gpu_line(b"\x00\x01"),  # a line's
-        _gpu_line(message(4, b"\x08\x01\x00\x01")),  # an event's
-        b'{"traceEvents": []}',  # JSON named .xplane.pb
+        (_gpu_line(message(4, b"\x08\x01\x33")), _FOREIGN),  # an event's field of wire type 3 (a group, long gone)
+        (b"\x00\x01" + _gpu_line(message(4, number(1, 1))), _FOREIGN),  # a field numbered 0, which no field is
+        (_gpu_line(b"\x00\x01"), _FOREIGN),  # a line's
+        (_gpu_line(message(4, b"\x08\x01\x00\x01")), _FOREIGN),  # an event's
+        (b'{"traceEvents": []}', _FOREIGN),  # JSON named .xplane.pb
     ],
     ids=[
+        "plane's length past the end",
         "plane past the end",
         "no such wire type",
         "event past its line",
@@ -259,11 +271,13 @@ def _gpu_line(body: bytes) -> bytes:
         "json",
     ],  # fmt: skip
 )
-def test_a_truncated_or_foreign_xspace_is_one_line_naming_the_byte(tmp_path, run, data):
+def test_a_truncated_or_foreign_xspace_is_one_line_naming_the_byte(tmp_path, run, data, says):
+    """A file cut short says so, with the byte where it ends and what it ends inside; bytes that are no XSpace name
+    the byte where that showed."""
     path = tmp_path / "host.xplane.pb"
     path.write_bytes(data)
     result = run("info", str(path))
-    error_line(result, str(path), "not an XSpace protobuf: its bytes break off or make no sense at byte ")
+    error_line(result, str(path), says)
     assert "Traceback" not in result.output
 
 
@@ -288,7 +302,7 @@ def test_the_real_xspace_cut_anywhere_is_refused_in_one_line_or_read(tmp_path, r
         result = run("info", str(path), "--format", "json")
         assert result.exit_code in (0, 2), result.output
         if result.exit_code == 2:
-            assert "not an XSpace protobuf" in result.output or "no events" in result.output, result.output
+            assert f"{_CUT_SHORT}{cut:,}, inside " in result.output or "no events" in result.output, result.output
             assert len(result.output.strip().splitlines()) == 1
 
 
