@@ -18,6 +18,9 @@ _SPACES = re.compile(r"\s+")
 _CLOSING = re.compile(r">\s+>")  # C++98's "> >"
 _PYTHON_FRAME = re.compile(r"^(?:[^()]*/)?([^/()]+\.py)\((\d+)\): (\S.*)$")  # Kineto's "dir/file.py(40): main"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # "<built-in method astype of numpy.ndarray object at 0x7f…>"
+_DEVICE_KINDS = r"(GPU|NPU|HPU|IPU|XPU|MTIA|device|pid)"
+_DEVICE_INSTANCE = re.compile(rf"\b{_DEVICE_KINDS} ?\d+\b")  # "GPU 3": which device, not which kind
+_DEVICE_KIND = re.compile(_DEVICE_KINDS)
 # A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op;
 # the parentheses hold the function's name (``PjitFunction(train_step)``), no parameter list.
 COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
@@ -84,6 +87,16 @@ def _nested_elided(name: str) -> str:
         elif depth < 2:
             kept.append(char)
     return "".join(kept)
+
+
+def device_model(name: str) -> str:
+    """A device's name without which one of its kind it is: ``GPU 3`` is ``GPU``, ``NVIDIA A100`` stays."""
+    return _DEVICE_INSTANCE.sub(r"\1", name)
+
+
+def names_a_model(name: str) -> bool:
+    """Whether a device's name (as :func:`device_model` gives it) says more than its kind (``GPU``, ``NPU``)."""
+    return _DEVICE_KIND.fullmatch(name) is None
 
 
 def as_device(name: str) -> str:

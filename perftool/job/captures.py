@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perftool.analysis.family import HOST_ONLY
+from perftool.common.names import device_model, names_a_model
 from perftool.job.ranks import handler_worker, says_rank
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import ScanReport, UnreadTrace
@@ -89,10 +90,39 @@ def by_rank(summaries: list[RankSummary]) -> Captures:
     return Captures(latest, sorted(earlier, key=_started), repeated, beside, merged)
 
 
+def different_jobs(summaries: list[RankSummary]) -> str | None:
+    """Why traces found together are not the ranks of one job, where what they hold says so, in words (``they differ
+    in device: A, B``); None where they may be. One job's ranks are captured by one profiler (one trace format), in
+    one distributed run (one world size, where the traces record it), on one model of device. Where every trace
+    says it is a rank (``distributedInfo``, ``rank3`` in its name) they stay one job, whose view warns of what they
+    differ in; the test is for traces that only a directory (their place in it, a number in their names) made ranks."""
+    if all(summary.stated_rank is not None for summary in summaries):
+        return None
+    differences = [
+        f"{what}: {', '.join(found)}"
+        for what, found in (
+            ("trace format", sorted({summary.scan.dialect for summary in summaries})),
+            ("world size", [str(size) for size in sorted({s.scan.world_size or 0 for s in summaries} - {0})]),
+            ("device", sorted(_named_devices(summaries))),
+        )
+        if len(found) > 1
+    ]
+    return f"they differ in {'; and in '.join(differences)}" if differences else None
+
+
+def _named_devices(summaries: list[RankSummary]) -> set[str]:
+    """The models of device the traces name (not a bare kind, ``GPU``, nor the host alone)."""
+    named = (device_model(summary.scan.device) for summary in summaries)
+    return {device for device in named if device != HOST_ONLY and names_a_model(device)}
+
+
 def why_no_job(report: ScanReport) -> str:
-    """Why the traces of a report without a job view make no job, in words: one process's captures at different
-    times, processes of no distributed job, or traces that name no rank."""
+    """Why the traces of a report without a job view make no job, in words: traces of different jobs (what tells
+    them apart), one process's captures at different times, processes of no distributed job, or traces that name no
+    rank."""
     ranks = {trace.rank for trace in report.traces}
+    if report.different_jobs:
+        return f"{len(report.traces)} traces of different jobs ({report.different_jobs}), not the ranks of one job"
     if len(report.traces) < 2:
         return "not the ranks of one job"
     if None in ranks:

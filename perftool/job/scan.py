@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perftool.common.version import __version__
-from perftool.job.captures import by_rank
+from perftool.job.captures import by_rank, different_jobs
 from perftool.job.cluster import map_tasks
 from perftool.job.ranks import job_files, names_ranks, rank_from_name
 from perftool.job.summary import RankSummary, summarise_rank
 from perftool.job.view import job_view
 from perftool.pipeline.scan import ReadOptions
-from perftool.rules.findings import ScanReport, UnreadTrace
+from perftool.rules.findings import JobView, ScanReport, UnreadTrace
 from perftool.rules.model import Rule
 from perftool.trace.loader import json_size_hint
 from perftool.trace.seen import seen
@@ -32,7 +32,9 @@ def scan_job(
     A trace that cannot be read, or that repeats a capture already given, is in the report's ``unread``;
     the other traces are reported all the same. A rank captured several times (a profiler schedule that repeats:
     :mod:`~perftool.job.captures`) takes part in the job view with its latest capture, the others listed; captures
-    of processes alone (one process, or processes of no distributed job) are no job, and each is reported in turn.
+    of processes alone (one process, or processes of no distributed job) are no job, and each is reported in turn;
+    so are traces that what they hold shows to be of different jobs (:func:`~perftool.job.captures.different_jobs`),
+    each with the rank it states, if any.
     A process beside a job's ranks (no rank, no device work: a serving engine's front end;
     :func:`~perftool.job.captures.beside_the_job`) is named by the job view and left out of it, as is a trace that
     merges several ranks' traces beside them (:func:`~perftool.job.captures.merges_of_the_job`).
@@ -54,13 +56,18 @@ def scan_job(
         else:
             summaries.append(result)
     captures = by_rank(summaries)
+    job = None
+    may_be_job = named or all(s.rank is not None for s in summaries)
+    if may_be_job and (unrelated := different_jobs(captures.latest + captures.earlier)):
+        ranks = summaries  # each trace on its own, every capture: a directory's guess at a rank means nothing here
+        for summary in ranks:
+            summary.scan.rank = summary.stated_rank
+        return _report(ranks, unread, None, rules, unrelated)
     unread += captures.repeated
     in_turn = captures.no_job and captures.earlier  # processes alone, captured again: their windows in turn
     ranks = captures.in_time_order if in_turn else captures.latest
     named_job = named or all(s.rank is not None for s in ranks)
-    is_job = bool(ranks) and named_job and len(files) > 1 and not captures.no_job
-    job = None
-    if is_job:
+    if bool(ranks) and named_job and len(files) > 1 and not captures.no_job:
         ranks.sort(key=lambda s: s.rank if s.rank is not None else -1)
         earlier, beside, merged = (
             [s.scan.path for s in c] for c in (captures.earlier, captures.beside, captures.merged)
@@ -68,7 +75,17 @@ def scan_job(
         job = job_view(ranks, rules, read.evidence, earlier, beside, merged)
     else:  # no job view to set them beside: reported in turn like the others
         ranks += captures.beside + captures.merged
-    report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=[s.scan for s in ranks],
-                        unread=unread, job=job)  # fmt: skip
+    return _report(ranks, unread, job, rules)
+
+
+def _report(
+    traces: list[RankSummary],
+    unread: list[UnreadTrace],
+    job: JobView | None,
+    rules: list[Rule],
+    unrelated: str | None = None,
+) -> ScanReport:
+    report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=[s.scan for s in traces],
+                        unread=unread, job=job, different_jobs=unrelated)  # fmt: skip
     report.rules_run = rules
     return report

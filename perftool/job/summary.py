@@ -68,6 +68,7 @@ class RankSummary:
     steps: StepParts = field(default_factory=StepParts.empty)
     mfu: float | None = None  # model FLOPs utilisation of the steady steps, where the roofline can say
     mfu_is_lower_bound: bool = False  # part of the device time is in ops without a model
+    stated_rank: int | None = None  # the rank the trace or its name states (``rank3``), not a directory's guess
 
 
 def summarise_rank(
@@ -86,8 +87,9 @@ def summarise_rank(
         return UnreadTrace(path=path, problem=exc.problem)
     scan, scope = analyse_trace(trace, rules, read)
     scan.path = path
-    given = (scan.rank, rank_from_name(path, in_job), position if in_job else None)
     merges_ranks = len(scan.merged_ranks) > 1  # no one rank's, whatever its name or place
+    stated = None if merges_ranks else scan.rank if scan.rank is not None else rank_from_name(path, False)
+    given = (stated, rank_from_name(path, in_job), position if in_job else None)
     scan.rank = None if merges_ranks else next((rank for rank in given if rank is not None), None)
     summary = RankSummary(
         scan.rank,
@@ -99,6 +101,7 @@ def summarise_rank(
         _steps(scope),
         scope.roofline.mfu,
         scope.roofline.is_lower_bound,
+        stated,
     )
     if multiprocessing.current_process().daemon:  # a worker that analyses rank after rank stays at one rank's peak
         del trace, scope

@@ -4,7 +4,6 @@ whom, the slowest rank, imbalance, exposed communication per process group, and 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -12,6 +11,7 @@ from itertools import islice
 import numpy as np
 
 from perftool.common.errors import PerftoolError
+from perftool.common.names import device_model
 from perftool.common.units import duration, plural
 from perftool.emulator.config import validate_config
 from perftool.job.align import Alignment, Waits, align, waits
@@ -35,7 +35,6 @@ from perftool.rules.model import Rule, Severity
 MAX_MISSING_LISTED = 100
 EXPOSURE_DETECTOR = "exposed_communication"
 WAIT_EXPLAINS = 0.5  # waiting for a straggler this share of a rank's exposed communication makes it the cause
-_INSTANCE = re.compile(r"\b(GPU|NPU|HPU|IPU|XPU|MTIA|device|pid) ?\d+\b")  # "GPU 3": which device, not which kind
 SLOWER = 1.02  # without waits to go by, a rank's step this much longer than the median's makes it the slowest
 
 
@@ -130,7 +129,7 @@ def _unlike(by_rank: dict[int, RankSummary]) -> list[str]:
 
 
 _SHARED: tuple[tuple[str, Callable[[TraceFindings], str | None]], ...] = (  # what a job's ranks have in common
-    ("device", lambda scan: _INSTANCE.sub(r"\1", scan.device) or "unknown"),
+    ("device", lambda scan: device_model(scan.device) or "unknown"),
     ("device family", lambda scan: scan.family),
     ("trace format", lambda scan: scan.dialect),
     ("job", lambda scan: scan.job_kind or None),  # what each rank's advice takes it for

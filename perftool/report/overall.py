@@ -38,6 +38,15 @@ def largest_cost(report: ScanReport) -> str | None:
     return f"{bound}; the largest finding, {lead}" if bound and finding.impact.share < LESSER else lead
 
 
+def different_jobs_said(report: ScanReport) -> str:
+    """Why a scan of traces found together sets none side by side: they are of different jobs (what tells them
+    apart), so each is scanned on its own."""
+    return (
+        f"{plural(len(report.traces), 'trace')} of different jobs ({report.different_jobs}): each is scanned on its "
+        "own, not as the ranks of one job"
+    )
+
+
 def device_bound(trace: TraceFindings) -> str | None:
     """The verdict that the trace is device-bound (:attr:`TraceFindings.device_bound`), in words; None where it is
     not."""

@@ -20,6 +20,7 @@ from perftool.report.escape import html_text
 from perftool.report.html_page import Cell, Name, facts, page, paragraph, section, table
 from perftool.report.overall import (
     capitalised,
+    different_jobs_said,
     holding_back,
     largest_cost,
     left_out_said,
@@ -55,6 +56,8 @@ def render(report: ScanReport, command: str = "scan") -> str:
         body.append(paragraph(lead, "warn"))
     if report.job is not None:
         body.append(job_section(report, report.job, findings))
+    if report.different_jobs:
+        body.append(paragraph(capitalised(different_jobs_said(report)) + "."))
     for trace in report.traces if report.job is None else []:
         body += trace_sections(trace, findings)
     if report.unread:

@@ -7,6 +7,7 @@ from perftool.common.units import duration, plural, timestamp
 from perftool.report.escape import html_text, markdown
 from perftool.report.overall import (
     capitalised,
+    different_jobs_said,
     holding_back,
     largest_cost,
     left_out_said,
@@ -34,6 +35,8 @@ def render(report: ScanReport, command: str = "scan") -> str:
         lines += [f"**{cell(lead)}**", ""]
     if report.job is not None:
         lines += _job(report.job, report.traces[0].time_unit if report.traces else "ms")
+    if report.different_jobs:
+        lines += [f"> {cell(capitalised(different_jobs_said(report)))}.", ""]
     for trace in report.traces:
         lines += _trace(trace) if command == "scan" else _trace_header(trace)
     for unread in report.unread:

@@ -12,7 +12,14 @@ from perftool.common.units import duration, plural, timestamp
 from perftool.report import job_text
 from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
-from perftool.report.overall import largest_cost, mean_step, overall_gains, steps_said, unjudged_said
+from perftool.report.overall import (
+    different_jobs_said,
+    largest_cost,
+    mean_step,
+    overall_gains,
+    steps_said,
+    unjudged_said,
+)
 from perftool.rules.findings import Evidence, Finding, ScanReport, TraceFindings
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
@@ -24,6 +31,8 @@ def render(report: ScanReport) -> Group:
         parts.append(shown(lead, "bold"))
     if report.job is not None:
         return Group(*parts, job_text.render(report, report.job, _finding), Text(""), summary_line(report))
+    if report.different_jobs:
+        parts.append(shown(f"note: {different_jobs_said(report)}", "yellow"))
     for trace in report.traces:
         parts += [_header(trace), *(_finding(finding, trace.time_unit) for finding in trace.findings)]
         if gains := overall_gains(trace):

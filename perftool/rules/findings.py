@@ -322,6 +322,9 @@ class ScanReport(_Record):
         default_factory=list, description="traces that could not be read; the others are reported in full"
     )
     job: JobView | None = Field(None, description="for a job of many ranks (one trace each): the job view")
+    different_jobs: str | None = Field(
+        None, description="where traces found together are of different jobs (so no job view), what tells them apart"
+    )
     config: str | None = Field(None, description="the project config the scan used (perftool.yaml or pyproject.toml)")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

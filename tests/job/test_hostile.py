@@ -168,3 +168,67 @@ def test_emulate_never_leaves_another_run_s_ranks_beside_its_own(run, tmp_path):
     assert digest(ranks) == before
     again = run("emulate", config, "--trace", ranks, "--set", "workload.steps=12")
     assert again.exit_code == 0 and sorted(digest(ranks)) == sorted(before) and digest(ranks) != before
+
+
+REAL = REPO / "tests" / "data" / "real"
+
+
+def _directory_of(tmp_path: Path, *names: str) -> Path:
+    """A directory holding copies of the real captures ``names``, as a user gathers traces of several runs."""
+    directory = tmp_path / "traces"
+    directory.mkdir()
+    for name in names:
+        shutil.copy(REAL / name, directory / name)
+    return directory
+
+
+def test_traces_of_different_devices_in_one_directory_are_scanned_each_on_its_own(run, tmp_path):
+    """An MI250's capture and an A100's in one folder were 'a job of 2 ranks' (rank 250 the number in a name): a
+    job's ranks run on one model of device, so they are two traces, each scanned alone with the rank it states (the
+    A100's distributedInfo says 0, the other says none), and the report says why."""
+    directory = _directory_of(tmp_path, "alexnet_benchmark_startup.json.gz", "rocm_mi250_minitoy.json.gz")
+    result = run("scan", directory, "--workers", "1", "--format", "json", "--fail-on", "never")
+    document = json.loads(result.stdout)
+    assert document["job"] is None
+    assert [(Path(t["path"]).name, t["rank"]) for t in document["traces"]] == [
+        ("alexnet_benchmark_startup.json.gz", 0),
+        ("rocm_mi250_minitoy.json.gz", None),
+    ]
+    devices = ", ".join(sorted(t["device"] for t in document["traces"]))
+    assert document["different_jobs"] == f"they differ in device: {devices}"
+    text = " ".join(run("scan", directory, "--workers", "1", "--fail-on", "never").stdout.split())
+    assert f"note: 2 traces of different jobs (they differ in device: {devices}): each is scanned on its own, not " \
+        "as the ranks of one job" in text  # fmt: skip
+    assert "job of 2 ranks" not in text
+    markdown = run("scan", directory, "--workers", "1", "--fail-on", "never", "--format", "markdown").stdout
+    assert "> 2 traces of different jobs (they differ in device: " in markdown
+    info = run("info", directory, "--workers", "1")
+    assert info.exit_code == 2
+    assert f"2 traces of different jobs (they differ in device: {devices}), not the ranks of one job" in info.stderr
+
+
+def test_traces_of_different_profilers_and_runs_are_no_job_and_keep_the_ranks_they_state(run, tmp_path):
+    """A JAX capture, a rank of a 2-GPU NCCL run and one of a 300-rank gloo run (their distributedInfo say ranks 0
+    and 34): traces of three profilers and runs, said apart, each with the rank it states; the host-only rank's
+    'device' is none to compare."""
+    names = ("cpu_only_gloo.json.gz", "jax08_mi300x_attention_opbyop.trace.json.gz", "nccl_a100_rank.json.gz")
+    directory = _directory_of(tmp_path, *names)
+    document = json.loads(run("scan", directory, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    assert document["job"] is None
+    devices = sorted(t["device"] for t in document["traces"] if t["device"] != "none (host only)")
+    assert document["different_jobs"] == (
+        f"they differ in trace format: kineto, xla; and in world size: 2, 300; and in device: {', '.join(devices)}"
+    )
+    assert {Path(t["path"]).name: t["rank"] for t in document["traces"]} == dict(zip(names, (34, None, 0)))
+
+
+def test_ranks_that_say_they_are_ranks_stay_one_job_whatever_their_devices(run, job):
+    """Every trace names its rank: the job the user gathered is kept, its view warning of the devices (a test of the
+    same directory but one trace renamed 'other' sets them apart)."""
+    rank3 = job / "rank3.trace.json.gz"
+    shutil.copy(REAL / "rocm_mi250_minitoy.json.gz", rank3)
+    document = json.loads(run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    assert document["different_jobs"] is None and len(document["job"]["ranks"]) == 8
+    rank3.rename(job / "other.trace.json.gz")
+    document = json.loads(run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    assert document["job"] is None and document["different_jobs"].startswith("they differ in ")
