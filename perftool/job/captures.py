@@ -32,10 +32,12 @@ class Captures:
         """Whether the traces are no job's ranks but processes alone, each capture reported in turn: every trace is a
         capture of one rank (one process), or they are tensorboard_trace_handler's traces of processes none of which
         ran in a distributed job (Kineto writes the job's ``distributedInfo`` into every trace of a rank of one) nor
-        is named by its rank: a log directory that collected runs one after another."""
+        is named by its rank: a log directory that collected runs one after another; or traces none of which shows a
+        sign of a distributed job (:func:`_no_sign_of_a_job`), as a folder of one job's captures before and after a
+        change holds them."""
         if len(self.latest) == 1:
             return bool(self.earlier)
-        return all(_process_alone(s) for s in self.latest + self.earlier)
+        return all(_process_alone(s) or _no_sign_of_a_job(s) for s in self.latest + self.earlier)
 
     @property
     def in_time_order(self) -> list[RankSummary]:
@@ -118,8 +120,8 @@ def _named_devices(summaries: list[RankSummary]) -> set[str]:
 
 def why_no_job(report: ScanReport) -> str:
     """Why the traces of a report without a job view make no job, in words: traces of different jobs (what tells
-    them apart), one process's captures at different times, processes of no distributed job, or traces that name no
-    rank."""
+    them apart), one process's captures at different times, processes of no distributed job, traces that show no
+    sign of one, or traces that name no rank."""
     ranks = {trace.rank for trace in report.traces}
     if report.different_jobs:
         return f"{len(report.traces)} traces of different jobs ({report.different_jobs}), not the ranks of one job"
@@ -132,9 +134,14 @@ def why_no_job(report: ScanReport) -> str:
             f"{len(report.traces)} captures of one process at different times (a profiler schedule that repeats), "
             "not the ranks of a job"
         )
+    if all(handler_worker(trace.path) for trace in report.traces):  # the ranks are the processes' ids
+        return (
+            f"{len(report.traces)} traces of {len(ranks)} processes in no distributed job (none holds "
+            "distributedInfo), not the ranks of a job"
+        )
     return (
-        f"{len(report.traces)} traces of {len(ranks)} processes in no distributed job (none holds distributedInfo), "
-        "not the ranks of a job"
+        f"{len(report.traces)} traces of no distributed job (none names a rank, holds distributedInfo or runs a "
+        "collective), not the ranks of a job"
     )
 
 
@@ -143,6 +150,12 @@ def _process_alone(summary: RankSummary) -> bool:
     saying no rank, and no ``distributedInfo`` in it."""
     path = summary.scan.path
     return handler_worker(path) is not None and not says_rank(path) and summary.scan.world_size is None
+
+
+def _no_sign_of_a_job(summary: RankSummary) -> bool:
+    """Whether a trace shows nothing of a distributed job: it states no rank (no ``distributedInfo``, no rank in its
+    name) and runs no collective, which every distributed job's ranks run to work together."""
+    return summary.stated_rank is None and summary.scan.world_size is None and not summary.groups
 
 
 def _capture(summary: RankSummary) -> tuple[float, float, int]:

@@ -232,3 +232,33 @@ def test_ranks_that_say_they_are_ranks_stay_one_job_whatever_their_devices(run, 
     rank3.rename(job / "other.trace.json.gz")
     document = json.loads(run("scan", job, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
     assert document["job"] is None and document["different_jobs"].startswith("they differ in ")
+
+
+def test_a_folder_of_one_job_s_captures_before_and_after_a_change_is_no_job(run, tmp_path):
+    """Two single-GPU captures, before and after a change, gathered in one folder were 'a job of 2 ranks' (ranks by
+    their place in it): neither names a rank, holds distributedInfo or runs a collective, so each is scanned on its
+    own and info says why it will not take them together."""
+    folder = tmp_path / "captures"
+    folder.mkdir()
+    shutil.copy(REPO / "sample_traces" / "gpu" / "healthy.trace.json.gz", folder / "before.trace.json.gz")
+    shutil.copy(REPO / "sample_traces" / "gpu" / "sync_every_step.trace.json.gz", folder / "after.trace.json.gz")
+    document = json.loads(run("scan", folder, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    assert document["job"] is None and len(document["traces"]) == 2
+    info = run("info", folder, "--workers", "1")
+    assert info.exit_code == 2
+    assert (
+        "2 traces of no distributed job (none names a rank, holds distributedInfo or runs a collective)" in info.stderr
+    )
+
+
+def test_ranks_that_run_collectives_are_a_job_though_nothing_names_their_ranks(run, job, tmp_path):
+    """Two ranks of a DDP run, their distributedInfo gone and their names saying no rank: their all-reduces show a
+    distributed job, so the folder is one, its ranks by their place in it."""
+    folder = tmp_path / "nodes"
+    folder.mkdir()
+    for rank, name in ((0, "node_a"), (1, "node_b")):
+        trace = json.loads(gzip.decompress((job / f"rank{rank}.trace.json.gz").read_bytes()))
+        del trace["distributedInfo"]
+        (folder / f"{name}.trace.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode()))
+    document = json.loads(run("scan", folder, "--workers", "1", "--format", "json", "--fail-on", "never").stdout)
+    assert [row["rank"] for row in document["job"]["ranks"]] == [0, 1]
