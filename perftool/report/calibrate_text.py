@@ -8,7 +8,7 @@ from rich.console import Group, JustifyMethod
 from rich.table import Table
 from rich.text import Text
 
-from perftool.common.units import duration
+from perftool.common.units import duration, plural
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
 from perftool.report.views import CalibrateView
@@ -54,9 +54,14 @@ def render(view: CalibrateView) -> Group:
             f"{IDLE_ERROR_POINTS:.0f} points",
             style="bold green",
         )
+    fit_error = (
+        "its held-out error"
+        if calibration.held_out_error is not None
+        else f"with no step held out, the {STEP_ERROR:.0%} error the check allows, an assumption"
+    )
     verdict.append(
-        f"\npredictions from this fit are given ± {calibration.interval:.1%} (80%: its held-out error and the spread "
-        f"of a mean of {calibration.steady_steps} steps like the trace's)"
+        f"\npredictions from this fit are given ± {calibration.interval:.1%} (80%: {fit_error}; and the spread of "
+        f"the mean of {plural(calibration.steady_steps, 'step')} like the trace's)"
     )
     if at is not None:
         half = calibration.config.workload.half_efficiency_batch

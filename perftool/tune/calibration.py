@@ -148,12 +148,17 @@ class Calibration:
         return abs(model - trace) / trace if trace > 0 else math.inf
 
     @property
+    def held_out_error(self) -> float | None:
+        """The fit's error on the mean step of steps it did not see; None where none were held out."""
+        return next((c.error for c in self.checks if c.figure.startswith("mean step")), None)
+
+    @property
     def interval(self) -> float:
         """The relative half-width of the interval a prediction from this fit is given with
         (:func:`~perftool.predict.interval.mean_error`): its held-out error on the mean step (where nothing was held
         out, the error the check allows) and the trace's steps' spread over as many steps."""
-        held = next((c.error for c in self.checks if c.figure.startswith("mean step")), STEP_ERROR)
-        return mean_error(held, self.step_spread, self.steady_steps)
+        held = self.held_out_error
+        return mean_error(STEP_ERROR if held is None else held, self.step_spread, self.steady_steps)
 
     @property
     def idle_error_points(self) -> float:

@@ -63,6 +63,9 @@ def test_a_one_step_capture_is_fitted_but_fails_its_check(run):
     result = run("calibrate", REAL / "rocm_mi250_minitoy.json.gz")
     assert result.exit_code == 1
     assert "only 1 steady step: nothing is held out" in result.stderr
+    said = " ".join(result.stdout.split())  # the interval says what its fit error is: assumed, not measured
+    assert "given ± 5.0% (80%: with no step held out, the 5% error the check allows, an assumption; and the " \
+        "spread of the mean of 1 step like the trace's)" in said  # fmt: skip
 
 
 def test_a_fit_that_fails_its_held_out_check_exits_1_naming_the_figure(run, tmp_path, write_trace):

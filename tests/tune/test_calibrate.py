@@ -73,6 +73,7 @@ def test_calibrate_writes_a_config_emulate_and_tune_take(run, tmp_path):
         "passed: held-out steps within 5% and 3 points of busy (or what the steps' spread allows" in said
         and f"written to {fitted}" in unwrapped
     )
+    assert "(80%: its held-out error; and the spread of the mean of " in said
     document = yaml.safe_load(fitted.read_text())
     assert document["calibration"]["step_error"] < 0.05 and document["workload"]["epochs"] == 10
     emulated = json.loads(run("emulate", fitted, "--format", "json").stdout)
