@@ -100,7 +100,24 @@ def different_jobs(summaries: list[RankSummary]) -> str | None:
     differ in; the test is for traces that only a directory (their place in it, a number in their names) made ranks."""
     if all(summary.stated_rank is not None for summary in summaries):
         return None
-    differences = [
+    differences = _differences(summaries)
+    return f"they differ in {'; and in '.join(differences)}" if differences else None
+
+
+def of_other_jobs(summaries: list[RankSummary]) -> list[RankSummary]:
+    """Of a directory's traces, those of other jobs than its ranks': where the traces that say they are ranks agree
+    in trace format, world size and model of device, each trace that says no rank and differs from them in one of
+    these (a capture of another run left among a job's rank files). None where fewer than two say so, or they disagree
+    among themselves: then nothing tells which job the directory is."""
+    ranks = [summary for summary in summaries if summary.stated_rank is not None]
+    if len(ranks) < 2 or _differences(ranks):
+        return []
+    return [s for s in summaries if s.stated_rank is None and _differences([*ranks, s])]
+
+
+def _differences(summaries: list[RankSummary]) -> list[str]:
+    """What the traces differ in of what one job's ranks share, each with its values (``device: A, B``)."""
+    return [
         f"{what}: {', '.join(found)}"
         for what, found in (
             ("trace format", sorted({summary.scan.dialect for summary in summaries})),
@@ -109,7 +126,6 @@ def different_jobs(summaries: list[RankSummary]) -> str | None:
         )
         if len(found) > 1
     ]
-    return f"they differ in {'; and in '.join(differences)}" if differences else None
 
 
 def _named_devices(summaries: list[RankSummary]) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perftool.common.version import __version__
-from perftool.job.captures import by_rank, different_jobs
+from perftool.job.captures import by_rank, different_jobs, of_other_jobs
 from perftool.job.cluster import map_tasks
 from perftool.job.ranks import job_files, names_ranks, rank_from_name
 from perftool.job.summary import RankSummary, summarise_rank
@@ -37,7 +37,8 @@ def scan_job(
     each with the rank it states, if any.
     A process beside a job's ranks (no rank, no device work: a serving engine's front end;
     :func:`~perftool.job.captures.beside_the_job`) is named by the job view and left out of it, as is a trace that
-    merges several ranks' traces beside them (:func:`~perftool.job.captures.merges_of_the_job`).
+    merges several ranks' traces beside them (:func:`~perftool.job.captures.merges_of_the_job`) and a trace of
+    another job among them (:func:`~perftool.job.captures.of_other_jobs`).
     Without ``scheduler`` or ``workers``, a job named outright (a directory, files named by rank) runs on local Dask
     workers when it is large enough for them to pay off (:func:`~perftool.job.cluster.cluster_pays_off`); other
     files, and small jobs, are scanned here in turn.
@@ -55,7 +56,8 @@ def scan_job(
             unread.append(result)
         else:
             summaries.append(result)
-    captures = by_rank(summaries)
+    others = of_other_jobs(summaries) if named else []
+    captures = by_rank([summary for summary in summaries if all(summary is not other for other in others)])
     job = None
     may_be_job = named or all(s.rank is not None for s in summaries)
     if may_be_job and (unrelated := different_jobs(captures.latest + captures.earlier)):
@@ -69,12 +71,12 @@ def scan_job(
     named_job = named or all(s.rank is not None for s in ranks)
     if bool(ranks) and named_job and len(files) > 1 and not captures.no_job:
         ranks.sort(key=lambda s: s.rank if s.rank is not None else -1)
-        earlier, beside, merged = (
-            [s.scan.path for s in c] for c in (captures.earlier, captures.beside, captures.merged)
+        earlier, beside, merged, other = (
+            [s.scan.path for s in c] for c in (captures.earlier, captures.beside, captures.merged, others)
         )
-        job = job_view(ranks, rules, read.evidence, earlier, beside, merged)
+        job = job_view(ranks, rules, read.evidence, earlier, beside, merged, other)
     else:  # no job view to set them beside: reported in turn like the others
-        ranks += captures.beside + captures.merged
+        ranks += captures.beside + captures.merged + others
     return _report(ranks, unread, job, rules)
 
 

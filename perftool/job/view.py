@@ -74,10 +74,12 @@ def job_view(
     earlier: list[str] | None = None,
     beside: list[str] | None = None,
     merged: list[str] | None = None,
+    other_jobs: list[str] | None = None,
 ) -> JobView:
     """Everything the job view says, built from ``summaries`` (one per rank, ranks distinct; ``earlier``: the paths
     of the ranks' captures before those, left out; ``beside``: the paths of processes beside the ranks, left out;
-    ``merged``: the paths of traces merging several ranks' beside them, left out)."""
+    ``merged``: the paths of traces merging several ranks' beside them, left out; ``other_jobs``: the paths of
+    other jobs' traces among them, left out)."""
     by_rank = {s.rank: s for s in sorted(summaries, key=lambda s: s.rank or 0) if s.rank is not None}
     timelines = {rank: s.timeline for rank, s in by_rank.items()}
     alignment, index = align(timelines)
@@ -105,6 +107,7 @@ def job_view(
         earlier_captures=earlier or [],
         beside_ranks=beside or [],
         merged_traces=merged or [],
+        other_jobs=other_jobs or [],
         alignment=_alignment(alignment),
         slowest_rank=slowest,
         held_back_us=held,

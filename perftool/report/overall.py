@@ -127,7 +127,7 @@ def capitalised(text: str) -> str:
 
 def left_out_said(job: JobView) -> list[str]:
     """The traces the job view leaves out, a sentence each kind that every format prints: the ranks' earlier
-    captures, processes beside the ranks, and merges of the ranks' traces."""
+    captures, processes beside the ranks, merges of the ranks' traces, and other jobs' traces among them."""
     said = []
     if earlier := job.earlier_captures:
         captures = plural(len(earlier), "earlier capture")
@@ -151,6 +151,12 @@ def left_out_said(job: JobView) -> list[str]:
         said.append(
             f"{plural(len(merged), 'trace')} merging the ranks' traces into one file left out (the view reads each "
             f"rank's own trace; scan each on its own): {listed(merged, MAX_EARLIER_LISTED)}"
+        )
+    if other := job.other_jobs:
+        said.append(
+            f"{plural(len(other), 'trace')} of {'another job' if len(other) == 1 else 'other jobs'} left out (no rank "
+            "said, and a trace format, world size or device the ranks do not share; scan each on its own): "
+            f"{listed(other, MAX_EARLIER_LISTED)}"
         )
     return said
 

@@ -289,6 +289,11 @@ class JobView(_Record):
         description="traces that merge the job's ranks' traces into one file (SGLang's merged profile beside the "
         "ranks' own traces): left out of the view, which reads each rank's own trace",
     )
+    other_jobs: list[str] = Field(
+        default_factory=list,
+        description="traces among the ranks' of other jobs (they say no rank, and differ from the ranks in trace "
+        "format, world size or model of device): left out of the view, each can be scanned on its own",
+    )
     alignment: ClockAlignment
     slowest_rank: int | None = Field(description="the rank the others wait for most, else the slowest step")
     held_back_us: float | None = Field(description="time per step the other ranks wait for the slowest rank")
