@@ -87,10 +87,11 @@ def summarise_rank(
         return UnreadTrace(path=path, problem=exc.problem)
     scan, scope = analyse_trace(trace, rules, read)
     scan.path = path
-    merges_ranks = len(scan.merged_ranks) > 1  # no one rank's, whatever its name or place
-    stated = None if merges_ranks else scan.rank if scan.rank is not None else rank_from_name(path, False)
+    stated = scan.rank if scan.rank is not None else rank_from_name(path, False)  # the trace's, else its name's
     given = (stated, rank_from_name(path, in_job), position if in_job else None)
-    scan.rank = None if merges_ranks else next((rank for rank in given if rank is not None), None)
+    scan.rank = next((rank for rank in given if rank is not None), None)
+    if len(scan.merged_ranks) > 1:  # no one rank's, whatever its name or place
+        scan.rank = stated = None
     summary = RankSummary(
         scan.rank,
         scan,
