@@ -19,6 +19,7 @@ from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
+from perftool.dialects.kineto import early_profiler
 from perftool.dialects.vocabulary import (
     CUDA_GRAPH_LAUNCH,
     GRAPH_LAUNCH,
@@ -222,6 +223,16 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(told, caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
+    elif early_profiler(trace):
+        found.append(
+            Caveat(
+                "the capture's host events carry the category names of PyTorch's early profiler (Operator and "
+                "Runtime, as 1.8 writes them; 2.x writes cpu_op and cuda_runtime): a fix that names torch.compile, "
+                "scaled_dot_product_attention or TORCH_LOGS needs PyTorch 2.0 or later, one that names "
+                "torch.cuda.graph 1.10 or later",
+                caps=False,
+            )
+        )
     elif replays := _replayed_share(trace, lo, hi):
         found.append(Caveat(replays, caps=False))
     elif unlinked := _unlinked_graph_launches(trace, lo, hi):

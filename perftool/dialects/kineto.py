@@ -46,6 +46,14 @@ _DEVICE_EVENT_CATEGORY = re.compile(r"^\w+_ccp_events$")  # an accelerator's own
 _SUMMARY_PIDS = ("Spans", "Traces")  # the profiler's own spans, not the workload
 _TOP_LEVEL_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName")
 DEVICE_SORT_INDEX = 5_000_000  # Kineto sorts device processes from here on (16,777,216 for CUDA devices)
+# The host's categories under the names PyTorch's early profiler gave them (1.8 writes Operator and Runtime; 2.x
+# cpu_op and cuda_runtime): a capture from a PyTorch older than torch.compile (2.0)
+_EARLY_HOST_CATEGORIES = frozenset({"Operator", "Runtime"})
+
+
+def early_profiler(trace: Trace) -> bool:
+    """Whether a Kineto trace's host categories carry the names PyTorch's early profiler gave them."""
+    return trace.dialect == Kineto.name and not _EARLY_HOST_CATEGORIES.isdisjoint(trace.cats)
 
 
 class Kineto(Dialect):
