@@ -226,10 +226,9 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     elif early_profiler(trace):
         found.append(
             Caveat(
-                "the capture's host events carry the category names of PyTorch's early profiler (Operator and "
-                "Runtime, as 1.8 writes them; 2.x writes cpu_op and cuda_runtime): a fix that names torch.compile, "
-                "scaled_dot_product_attention or TORCH_LOGS needs PyTorch 2.0 or later, one that names "
-                "torch.cuda.graph 1.10 or later",
+                "the capture is from an early PyTorch (its host categories are Operator and Runtime, as 1.8 writes "
+                "them): a fix that names torch.compile, scaled_dot_product_attention or TORCH_LOGS needs 2.0 or "
+                "later, torch.cuda.graph 1.10 or later",
                 caps=False,
             )
         )

@@ -70,16 +70,15 @@ def test_legacy_kineto_categories_are_a_device_trace_and_find_the_input_wait(run
     ids=["pt18 vocabulary", "pt18 capture", "cpu_op capture", "2.x capture"],
 )  # fmt: skip
 def test_a_capture_from_an_early_pytorch_says_which_fixes_need_a_newer_one(run, trace, early):
-    """PyTorch 1.8's profiler names the host's categories Operator and Runtime: fixes naming torch.compile or
-    scaled_dot_product_attention need 2.0 and torch.cuda.graph 1.10, which such a job may lack; said once, in the
-    notes, and only of such a capture."""
+    """PyTorch 1.8's profiler names the host's categories Operator and Runtime (2.x: cpu_op, cuda_runtime): fixes
+    naming torch.compile or scaled_dot_product_attention need 2.0 and torch.cuda.graph 1.10, which such a job may
+    lack; said once, in the notes, and only of such a capture."""
     caveats = json.loads(run("info", str(trace), "--format", "json").stdout)["caveats"]
-    said = [c for c in caveats if c.startswith("the capture's host events carry the category names of PyTorch's early")]
+    said = [c for c in caveats if c.startswith("the capture is from an early PyTorch")]
     assert said == ([
-        "the capture's host events carry the category names of PyTorch's early profiler (Operator and Runtime, as 1.8 "
-        "writes them; 2.x writes cpu_op and cuda_runtime): a fix that names torch.compile, "
-        "scaled_dot_product_attention or TORCH_LOGS needs PyTorch 2.0 or later, one that names torch.cuda.graph 1.10 "
-        "or later"
+        "the capture is from an early PyTorch (its host categories are Operator and Runtime, as 1.8 writes them): a "
+        "fix that names torch.compile, scaled_dot_product_attention or TORCH_LOGS needs 2.0 or later, "
+        "torch.cuda.graph 1.10 or later"
     ] if early else [])  # fmt: skip
 
 
