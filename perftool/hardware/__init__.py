@@ -157,9 +157,35 @@ def fitting_models(properties: Mapping[str, Any], family: str | None = None) -> 
 
 def roofline_model(properties: Mapping[str, Any]) -> DeviceSpec | None:
     """The device whose peaks the roofline uses: the one model the properties fit (:func:`fitting_models`), or the
-    figures several share (:func:`shared_figures`); None otherwise."""
+    figures several share (:func:`shared_figures`); where they fit none, the peaks the capture records
+    (:func:`recorded_model`); None otherwise."""
     models = fitting_models(properties)
+    if not models:
+        return recorded_model(properties)
     return models[0] if len(models) == 1 else shared_figures(models)
+
+
+def recorded_model(properties: Mapping[str, Any]) -> DeviceSpec | None:
+    """A TPU the table does not know (a generation newer than it), with the peaks its capture records: each chip's
+    plane in an XSpace records the peak FLOP/s and HBM bandwidth XProf's roofline takes for it (``peakTflops``,
+    ``memoryBandwidth`` in bytes/s), the FLOP/s taken as its bf16 peak, as XProf takes it for every op. None where
+    the properties record no peaks. Its memory size is not recorded: 0, which nothing but the emulator reads, and
+    the emulator models no TPU."""
+    flops, bandwidth = properties.get("peakTflops"), properties.get("memoryBandwidth")
+    if not (isinstance(flops, int | float) and flops > 0 and isinstance(bandwidth, int | float) and bandwidth > 0):
+        return None
+    name = str(properties.get("name") or "TPU")
+    recorded = "the capture's TensorCore planes (XProf's peak_teraflops_per_second, peak_hbm_bw_gigabytes_per_second)"
+    return DeviceSpec.model_construct(
+        key=name,
+        model=f"{name} (the peaks its capture records)",
+        vendor="Google",
+        family="tpu",
+        memory_gb=0.0,
+        memory_bandwidth_gbps=float(bandwidth) / 1e9,
+        peak_tflops={"bf16": float(flops)},
+        sources=dict.fromkeys(("peak_tflops", "memory_bandwidth_gbps"), recorded),
+    )
 
 
 def shared_figures(models: list[DeviceSpec]) -> DeviceSpec | None:

@@ -13,6 +13,7 @@ own, each as text; the allocator's and tf.data's bookkeeping events, the stats t
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import re
@@ -30,6 +31,8 @@ GPU_PLANE = "/device:GPU:"  # an XSpace's plane of one GPU's work
 TPU_PLANE = "/device:TPU:"  # an XSpace's plane of one TPU's work
 _DEVICE_PLANES = (GPU_PLANE, TPU_PLANE, "/device:CUSTOM:")  # the first of these an XSpace has are its devices
 TPU_TYPE = "device_type_string"  # the stat a TPU plane names its generation by ("TPU v4", "TPU v5 lite")
+# the peaks a TPU plane records for its chip, as XProf's roofline takes them: TFLOP/s, and its HBM's GB/s
+TPU_PEAK_FLOPS, TPU_PEAK_BANDWIDTH = "peak_teraflops_per_second", "peak_hbm_bw_gigabytes_per_second"
 # a TPU's TensorCore plane, "/device:TPU:0"; its SparseCores' planes ("/device:TPU:0 SparseCore 0") name no generation
 _TENSOR_CORE = re.compile(r"/device:TPU:\d+")
 HOST_PLANE = "/host:CPU"
@@ -278,10 +281,29 @@ def _properties(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
 
 
 def _tpu_generation(data: _Bytes, planes: list[_Plane]) -> list[dict[str, Any]]:
-    """The TPU generation every TensorCore plane names, as a device's properties (its SparseCores' planes name none);
-    none where they differ or one is silent."""
-    generations = {str(_plane_stats(data, p).get(TPU_TYPE) or "") for p in planes if _TENSOR_CORE.fullmatch(p.name)}
-    return [{"id": 0, "name": generations.pop()}] if len(generations) == 1 and "" not in generations else []
+    """The TPU generation every TensorCore plane names, as a device's properties (its SparseCores' planes name none),
+    with the peaks they record where all record the same (``peakTflops``, and ``memoryBandwidth`` in bytes/s); none
+    where they differ or one is silent."""
+    recorded = [_plane_stats(data, plane) for plane in planes if _TENSOR_CORE.fullmatch(plane.name)]
+    generations = {str(stats.get(TPU_TYPE) or "") for stats in recorded}
+    if len(generations) != 1 or "" in generations:
+        return []
+    found: dict[str, Any] = {"id": 0, "name": generations.pop()}
+    peaks = {(_positive(stats.get(TPU_PEAK_FLOPS)), _positive(stats.get(TPU_PEAK_BANDWIDTH))) for stats in recorded}
+    if len(peaks) == 1:
+        ((flops, bandwidth),) = peaks
+        if flops is not None and bandwidth is not None:
+            found |= {"peakTflops": flops, "memoryBandwidth": bandwidth * 1e9}
+    return [found]
+
+
+def _positive(value: str | None) -> float | None:
+    """A stat's value as a positive number; None where it is none."""
+    try:
+        number = float(value or "")
+    except ValueError:
+        return None
+    return number if number > 0 and math.isfinite(number) else None
 
 
 def _plane_stats(data: _Bytes, plane: _Plane) -> dict[str, str | None]:

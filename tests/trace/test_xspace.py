@@ -197,12 +197,15 @@ def test_a_tpu_capture_read_from_its_xspace_has_its_ops_as_the_device(tmp_path):
     assert {t.thread_name: t.role.value for t in trace.tracks}["XLA Ops"] == "device"
 
 
-def _tpu_plane(chip: int, generation: str | None, name: str = "") -> bytes:
-    """A TPU's plane running six 1.5 ms ops 2 ms apart, naming its generation as libtpu does (or not at all)."""
+def _tpu_plane(chip: int, generation: str | None, name: str = "", hbm_gbps: float | None = None) -> bytes:
+    """A TPU's plane running six 1.5 ms ops 2 ms apart, naming its generation as libtpu does (or not at all), with
+    the peak FLOP/s it records, and its HBM bandwidth where given."""
     ops = [event(1, step * 2_000_000_000, 1_500_000_000) for step in range(6)]
+    hbm = [stat(3, hbm_gbps)] if hbm_gbps else []
     return plane(chip, name or f"/device:TPU:{chip}", lines=[line(1, "XLA Ops", 0, *ops)], event_names={1: "fusion.3"},
-                 stat_names={1: "device_type_string", 2: "peak_teraflops_per_second"},
-                 stats=[stat(2, 197.0), *([stat(1, generation)] if generation else [])])  # fmt: skip
+                 stat_names={1: "device_type_string", 2: "peak_teraflops_per_second",
+                             3: "peak_hbm_bw_gigabytes_per_second"},
+                 stats=[stat(2, 197.0), *hbm, *([stat(1, generation)] if generation else [])])  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -222,6 +225,29 @@ def test_a_tpu_s_generation_is_read_from_its_planes(tmp_path, run, generations, 
     assert metadata.get("deviceProperties") == ([{"id": 0, "name": generations[0]}] if spec else None)
     shown = json.loads(run("info", str(path), "--format", "json").stdout)
     assert shown["roofline"]["device_spec"] == spec
+
+
+@pytest.mark.parametrize(
+    ("generation", "bandwidths", "spec", "peaks"),
+    [("TPU7x", [819.0, 819.0], "TPU7x", ({"bf16": 197.0}, 819.0)),
+     ("TPU v5 lite", [819.0], "TPU-v5e", ({"bf16": 197.0}, 819.0)),
+     ("TPU7x", [819.0, 820.0], None, None), ("TPU7x", [None], None, None)],
+    ids=["a generation the table lacks", "one it has", "chips that record other peaks", "no bandwidth recorded"],
+)  # fmt: skip
+def test_a_tpu_the_table_lacks_takes_the_peaks_its_planes_record(tmp_path, run, generation, bandwidths, spec, peaks):
+    """A newer TPU than the table knows had no roofline though each chip's plane records the peak FLOP/s and HBM
+    bandwidth XProf's roofline takes: the roofline takes them where every chip records the same, said to be the
+    capture's; a generation the table has keeps its own figures."""
+    path = tmp_path / "tpu.xplane.pb"
+    path.write_bytes(space(*(_tpu_plane(chip, generation, hbm_gbps=hbm) for chip, hbm in enumerate(bandwidths))))
+    roofline = json.loads(run("info", str(path), "--format", "json").stdout)["roofline"]
+    assert roofline["device_spec"] == spec
+    if peaks is not None:
+        assert (roofline["peak_tflops"], roofline["memory_bandwidth_gbps"]) == peaks
+    text = " ".join(run("info", str(path)).stdout.replace("│", " ").split())  # the roofline table's cell, unwrapped
+    assert ("TPU7x (the peaks its capture records): peak TFLOP/s bf16 197 · memory 819 GB/s" in text) == (
+        spec == "TPU7x"
+    )
 
 
 def _gpu_line(body: bytes) -> bytes:
