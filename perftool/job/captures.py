@@ -9,9 +9,12 @@ from dataclasses import dataclass, field
 
 from perftool.analysis.family import HOST_ONLY
 from perftool.common.names import device_model, names_a_model
+from perftool.common.units import listed
 from perftool.job.ranks import handler_worker, says_rank
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import ScanReport, UnreadTrace
+
+MAX_VALUES_LISTED = 4  # values of what traces of different jobs differ in, named; the rest counted
 
 
 @dataclass
@@ -116,9 +119,10 @@ def of_other_jobs(summaries: list[RankSummary]) -> list[RankSummary]:
 
 
 def _differences(summaries: list[RankSummary]) -> list[str]:
-    """What the traces differ in of what one job's ranks share, each with its values (``device: A, B``)."""
+    """What the traces differ in of what one job's ranks share, each with its values (``device: A, B``; the first
+    :data:`MAX_VALUES_LISTED`, the rest counted)."""
     return [
-        f"{what}: {', '.join(found)}"
+        f"{what}: {listed(found, MAX_VALUES_LISTED)}"
         for what, found in (
             ("trace format", sorted({summary.scan.dialect for summary in summaries})),
             ("world size", [str(size) for size in sorted({s.scan.world_size or 0 for s in summaries} - {0})]),
