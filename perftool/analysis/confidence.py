@@ -223,7 +223,11 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(told, caps=False))
     if not device_tracks(trace):
         found.append(Caveat(_no_device(trace), caps=False))
-    elif early_profiler(trace):
+    elif replays := _replayed_share(trace, lo, hi):
+        found.append(Caveat(replays, caps=False))
+    elif unlinked := _unlinked_graph_launches(trace, lo, hi):
+        found.append(Caveat(unlinked, caps=False))
+    if early_profiler(trace) and device_tracks(trace):
         found.append(
             Caveat(
                 "the capture is from an early PyTorch (its host categories are Operator and Runtime, as 1.8 writes "
@@ -232,10 +236,6 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
                 caps=False,
             )
         )
-    elif replays := _replayed_share(trace, lo, hi):
-        found.append(Caveat(replays, caps=False))
-    elif unlinked := _unlinked_graph_launches(trace, lo, hi):
-        found.append(Caveat(unlinked, caps=False))
     if _RANGE_PROFILER in trace.cats:
         found.append(
             Caveat(
