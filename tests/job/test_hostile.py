@@ -202,6 +202,9 @@ def test_traces_of_different_devices_in_one_directory_are_scanned_each_on_its_ow
     assert "job of 2 ranks" not in text
     markdown = run("scan", directory, "--workers", "1", "--fail-on", "never", "--format", "markdown").stdout
     assert "> 2 traces of different jobs (they differ in device: " in markdown
+    page = tmp_path / "scan.html"
+    run("scan", directory, "--workers", "1", "--fail-on", "never", "--format", "html", "-o", page)
+    assert "<p>2 traces of different jobs (they differ in device: " in page.read_text()
     info = run("info", directory, "--workers", "1")
     assert info.exit_code == 2
     assert f"2 traces of different jobs (they differ in device: {devices}), not the ranks of one job" in info.stderr
