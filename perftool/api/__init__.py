@@ -219,10 +219,12 @@ def scan(
     a fix of a cost paid once (a compile) is then predicted over the job, else bounded over the capture.
     ``memory``: the budget past which a trace's columns are kept on disk (default: the memory available).
 
-    A directory, or several files, is a job of one trace per rank: the ranks are analysed on Dask
-    (``scheduler``, an address, else ``workers`` local processes; one worker: here, without Dask) and the
-    report carries the job view. One uncompressed trace with a ``scheduler`` is decoded by the cluster's workers,
-    which read its byte ranges at the same path and send back their columns."""
+    A directory, or several files that say their ranks, is a job of one trace per rank: the ranks are analysed on
+    Dask (``scheduler``, an address, else ``workers`` local processes; one worker: here, without Dask) and the
+    report carries the job view; traces of different jobs, or of no distributed job, are each reported on their
+    own (the report's ``different_jobs`` says what tells the first apart). One uncompressed trace with a
+    ``scheduler`` is decoded by the cluster's workers, which read its byte ranges at the same path and send back
+    their columns."""
     from perftool.job.cluster import chosen_scheduler, cluster_decoders
     from perftool.job.scan import scan_job
     from perftool.pipeline.scan import ReadOptions, scan_files

@@ -196,8 +196,9 @@ def info(
     """Summarise TRACE: tracks and roles, steps, step time, device utilisation, communication, top ops, and the
     roofline: model FLOPs utilisation (MFU) and the ops furthest below the device's peaks.
 
-    A directory of traces (or several files) is a job of one trace per rank: the ranks side by side, their
-    clocks aligned, who waits for whom, and communication per process group."""
+    A directory of traces (or several files that say their ranks) is a job of one trace per rank: the ranks side
+    by side, their clocks aligned, who waits for whom, and communication per process group; traces of different
+    jobs, or of no distributed job, are refused, saying why: give info one trace at a time."""
     if output:
         check_writable(output, [*traces, device_spec])
     summary = api.info(
@@ -484,8 +485,10 @@ def scan(
 ) -> None:
     """Find what makes each of TRACES slow, what it costs and the knob that fixes it (- reads standard input).
 
-    A directory of traces, or several files, is a job of one trace per rank: each rank is analysed on Dask
-    and the report adds the job view (ranks, clocks aligned, stragglers, communication per process group)."""
+    A directory of traces, or several files that say their ranks, is a job of one trace per rank: each rank is
+    analysed on Dask and the report adds the job view (ranks, clocks aligned, stragglers, communication per process
+    group). Traces of different jobs (formats, world sizes or devices that differ), or of no distributed job, are
+    each reported on their own, the report saying why."""
     settings = api.project(project_file)
     if output:
         check_writable(output, [*traces, *_settings_read(settings, rule_dirs)])
