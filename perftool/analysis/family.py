@@ -28,8 +28,6 @@ _GPU = re.compile(
 
 
 _TPU_PLANE = re.compile(r"^/device:TPU:\d+")  # an XSpace's plane of one TPU's work
-# a device named by where its work ran (see names_only_a_place), once or counted ("2 × GPU 0")
-_PLACE = re.compile(r"^(?:\d+ × )?(?:(?:GPU|NPU|HPU|IPU|TPU|XPU)(?: \d+)?|/device:[A-Z]+:\d+|(?:device|pid) \d+)$")
 
 
 def on_tpu(trace: Trace) -> bool:
@@ -288,13 +286,6 @@ def _device_name(trace: Trace, tracks: list[int]) -> str:
         for pid, track in processes.items()
     )
     return ", ".join(name if count == 1 else f"{count} × {name}" for name, count in sorted(names.items()))
-
-
-def names_only_a_place(device: str) -> bool:
-    """Whether a device's name (as :func:`device_name` gives it) says only where its work ran, no model: Kineto's
-    process label "GPU 0", torch_npu's text export's "NPU", an XLA plane "/device:GPU:0", a process numbered "device
-    3". Another capture of the same device may name its model."""
-    return all(_PLACE.match(part) for part in device.split(", "))
 
 
 def told_models(properties: dict[str, Any]) -> list[hardware.DeviceSpec]:

@@ -18,9 +18,10 @@ _SPACES = re.compile(r"\s+")
 _CLOSING = re.compile(r">\s+>")  # C++98's "> >"
 _PYTHON_FRAME = re.compile(r"^(?:[^()]*/)?([^/()]+\.py)\((\d+)\): (\S.*)$")  # Kineto's "dir/file.py(40): main"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # "<built-in method astype of numpy.ndarray object at 0x7f…>"
-_DEVICE_KINDS = r"(GPU|NPU|HPU|IPU|XPU|MTIA|device|pid)"
-_DEVICE_INSTANCE = re.compile(rf"\b{_DEVICE_KINDS} ?\d+\b")  # "GPU 3": which device, not which kind
-_DEVICE_KIND = re.compile(_DEVICE_KINDS)
+_DEVICE_KINDS = "GPU|NPU|HPU|IPU|TPU|XPU|MTIA"  # how profilers label a device by its kind
+_DEVICE_INSTANCE = re.compile(rf"\b({_DEVICE_KINDS}|device|pid) ?\d+\b")  # "GPU 3": which device, not which kind
+# a device named by where its work ran, once or counted ("2 × GPU 0"): its kind, an XLA plane, a numbered process
+_PLACE = re.compile(rf"^(?:\d+ × )?(?:(?:{_DEVICE_KINDS})(?: \d+)?|/device:[A-Z]+:\d+|(?:device|pid) \d+)$")
 # A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op;
 # the parentheses hold the function's name (``PjitFunction(train_step)``), no parameter list.
 COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
@@ -94,9 +95,11 @@ def device_model(name: str) -> str:
     return _DEVICE_INSTANCE.sub(r"\1", name)
 
 
-def names_a_model(name: str) -> bool:
-    """Whether a device's name (as :func:`device_model` gives it) says more than its kind (``GPU``, ``NPU``)."""
-    return _DEVICE_KIND.fullmatch(name) is None
+def names_only_a_place(device: str) -> bool:
+    """Whether a device's name (as a report gives it, several joined by ", ") says only where its work ran, no model:
+    Kineto's process label "GPU 0", torch_npu's text export's "NPU", an XLA plane "/device:GPU:0", a process
+    numbered "device 3". Another capture of the same device may name its model."""
+    return all(_PLACE.match(part) for part in device.split(", "))
 
 
 def as_device(name: str) -> str:

@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from perftool import hardware
-from perftool.analysis.family import names_only_a_place
 from perftool.common import limits
 from perftool.common.errors import PerftoolError
+from perftool.common.names import names_only_a_place
 from perftool.common.yamlfile import read_document, validation_error
 from perftool.emulator.config import Workload
 from perftool.job.captures import why_no_job

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perftool.analysis.family import HOST_ONLY
-from perftool.common.names import device_model, names_a_model
+from perftool.common.names import device_model, names_only_a_place
 from perftool.common.units import listed
 from perftool.job.ranks import handler_worker, says_rank
 from perftool.job.summary import RankSummary
@@ -134,8 +134,8 @@ def _differences(summaries: list[RankSummary]) -> list[str]:
 
 def _named_devices(summaries: list[RankSummary]) -> set[str]:
     """The models of device the traces name (not a bare kind, ``GPU``, nor the host alone)."""
-    named = (device_model(summary.scan.device) for summary in summaries)
-    return {device for device in named if device != HOST_ONLY and names_a_model(device)}
+    devices = (summary.scan.device for summary in summaries)
+    return {device_model(device) for device in devices if device != HOST_ONLY and not names_only_a_place(device)}
 
 
 def why_no_job(report: ScanReport) -> str:
