@@ -56,31 +56,21 @@ def compiles(trace: Trace) -> np.ndarray:
     return trace.derive("host_calls.compiles", outermost)
 
 
-def driving_calls(trace: Trace, among: np.ndarray) -> np.ndarray:
+def driving_calls(trace: Trace, among: np.ndarray, python_beside_compiled: bool = False) -> np.ndarray:
     """Rows of ``among`` (a mask) that are the driving thread's outermost calls, in time order: what it was doing, in
-    its own words. Where the thread calls compiled functions, those calls; else its ops and runtime calls, and the
-    outermost Python frames inside which it runs no op or runtime call (:func:`python_alone`), never the frames
-    around ops (``<module>``, ``main``, ``_call_impl``)."""
-    rows = _driving_rows(trace, among)
-    compiled = trace.name_matches(COMPILED_CALL, rows)
-    if compiled.any():
-        return trace.top_level(rows[compiled])
-    return trace.top_level(np.r_[rows[~python_frames(trace, rows)], _alone(trace, rows)])
-
-
-def python_alone(trace: Trace, among: np.ndarray) -> np.ndarray:
-    """Rows of ``among`` (a mask) that are the driving thread's outermost Python frames inside which it calls
-    nothing traced (no compiled function, op or runtime call): where its time goes in Python itself (a video
-    decoder, an image processor, a batch loaded between jitted steps)."""
-    return trace.top_level(_alone(trace, _driving_rows(trace, among)))
-
-
-def _driving_rows(trace: Trace, among: np.ndarray) -> np.ndarray:
-    """Rows of ``among`` on the thread driving the device: its spans, steps left out."""
+    its own words. Where the thread calls compiled functions, those calls (and, with ``python_beside_compiled``, the
+    Python it runs between them); else its ops and runtime calls. With them, the outermost Python frames inside which
+    it calls nothing traced (:func:`_alone`: where its time goes in Python itself, a video decoder, an image
+    processor, a batch loaded between jitted steps), never the frames around calls (``<module>``, ``main``,
+    ``_call_impl``)."""
     track = driving_thread(trace)
     if track is None:
         return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(among & (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+    rows = np.flatnonzero(among & (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+    compiled = trace.name_matches(COMPILED_CALL, rows)
+    if compiled.any():
+        return trace.top_level(np.r_[rows[compiled], _alone(trace, rows)] if python_beside_compiled else rows[compiled])
+    return trace.top_level(np.r_[rows[~python_frames(trace, rows)], _alone(trace, rows)])
 
 
 def _alone(trace: Trace, rows: np.ndarray) -> np.ndarray:

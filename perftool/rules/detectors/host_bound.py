@@ -18,7 +18,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.family import offers_loop_size, trace_gpu_words
-from perftool.analysis.host_calls import driving_calls, python_alone, python_frames
+from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use, launch_rows
 from perftool.analysis.serving import between_iterations
@@ -83,11 +83,11 @@ def _measure(scope: Scope) -> _Measured | None:
     busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
-    in_window = driving_calls(trace, host_work & scope.in_window)  # what the thread driving the device does
+    # what the thread driving the device does: its calls, and its Python beside compiled calls (a batch loaded
+    # between jitted steps)
+    in_window = driving_calls(trace, host_work & scope.in_window, python_beside_compiled=True)
     compiled = trace.name_matches(vocabulary.COMPILED_CALL, in_window)
     compiled_calls_per_step = scope.per_step(int(np.count_nonzero(compiled)))  # all of the step's, waited or not
-    if compiled.any():  # its Python beside its compiled calls too (a batch loaded between jitted steps)
-        in_window = trace.top_level(np.r_[in_window, python_alone(trace, host_work & scope.in_window)])
     driving = in_window[intervals.overlaps_any(trace.ts[in_window], trace.end[in_window], *pieces)]  # meanwhile
     # what the host was doing: the driving thread's calls, else any of its work in the gaps
     named = driving if driving.size else _overlapping(scope, host_work, pieces)
