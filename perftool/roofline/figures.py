@@ -30,7 +30,7 @@ from perftool.roofline.calls import Calls, op_calls
 from perftool.roofline.measured import measured_pipes
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS
-from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_name
+from perftool.trace.profiler_dirs import DATABASE_SUFFIX, XSPACE_SUFFIX, xspace_name
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by
@@ -440,7 +440,7 @@ def _named_elsewhere(trace: Trace) -> str:
     name = Path(trace.source).name
     if trace.dialect == "xla" and not name.lower().endswith(XSPACE_SUFFIX):
         return f"the capture's XSpace names it (scan {xspace_name(name)}, or keep it beside this file), or "
-    if trace.dialect == "ascend" and not name.lower().endswith(".db"):
+    if trace.dialect == "ascend" and not name.lower().endswith(DATABASE_SUFFIX):
         return (
             "the profiler's db export names it (torch_npu: torch_npu.profiler.ExportType.Db in _ExperimentalConfig's "
             "export_type; msprof: --type=db), or "

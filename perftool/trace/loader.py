@@ -41,7 +41,7 @@ from perftool.trace.events import PieceError, events_of, read_piece
 from perftool.trace.kept_args import KEEP_NO_ARGS, KeepArgs
 from perftool.trace.model import Trace
 from perftool.trace.parts import Part, make_part
-from perftool.trace.profiler_dirs import XPROF_CACHE_SUFFIX, XSPACE_SUFFIX, xprof_cache_advice
+from perftool.trace.profiler_dirs import DATABASE_SUFFIX, XPROF_CACHE_SUFFIX, XSPACE_SUFFIX, xprof_cache_advice
 from perftool.trace.seen import FileSeen, seen
 from perftool.trace.store import spill_directory
 from perftool.trace.workers import WorkerDied, Workers
@@ -55,7 +55,6 @@ PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs mor
 MAX_DECODERS = 4  # decoding processes at most, one per free core up to this
 XSPACE_PARALLEL_MIN_BYTES = 4 << 20  # an XSpace's events decode at about 8 MB/s: from this size, processes pay
 SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's and msprof's db exports)
-DATABASE_SUFFIX = ".db"  # what torch_npu and msprof name their db exports
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
 # what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers

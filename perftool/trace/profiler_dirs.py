@@ -16,7 +16,8 @@ from perftool.common.errors import TraceError
 TRACE_SUFFIXES = (".json", ".json.gz")  # the files of a job's directory that may be its ranks' traces
 ASCEND_OUTPUT = "ASCEND_PROFILER_OUTPUT"  # torch_npu's analysed output, inside each rank's directory
 ASCEND_TRACES = ("trace_view.json", "trace_view.json.gz")
-ASCEND_DATABASE = "ascend_pytorch_profiler*.db"  # the db export's trace (sqlite)
+DATABASE_SUFFIX = ".db"  # what torch_npu and msprof name their db exports (sqlite)
+ASCEND_DATABASE = f"ascend_pytorch_profiler*{DATABASE_SUFFIX}"  # the db export's trace
 # torch_npu's metadata of a rank's run, written before analysis: profiler_info_N.json (N: its rank), or
 # profiler_info.json where the job is not distributed
 RANK_METADATA = "profiler_info*.json"
