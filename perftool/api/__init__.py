@@ -320,8 +320,9 @@ def diff(
     scheduler: str | None = None,
     workers: Count | None = None,
 ) -> DiffResult:
-    """What changed between two traces (or two jobs' directories, rank by rank) per ``by`` (kernel, op, category
-    or track): each key's change, and contributions that add up to the change of the mean steady step."""
+    """What changed between two traces (or two jobs' directories, rank by rank; a directory holding one trace is
+    that trace) per ``by`` (kernel, op, category or track): each key's change, and contributions that add up to the
+    change of the mean steady step."""
     from perftool.diff.files import diff_paths
     from perftool.job.cluster import Cluster
     from perftool.pipeline.scan import ReadOptions

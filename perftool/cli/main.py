@@ -640,9 +640,10 @@ def diff(
     scheduler: str | None,
     workers: int | None,
 ) -> None:
-    """What changed between BASELINE and CANDIDATE (two traces, or two jobs' directories rank by rank): per kernel,
-    op, annotation, category or track, calls and time per steady step, what appeared and went, and each change's
-    part of the step-time change; the parts add up to it."""
+    """What changed between BASELINE and CANDIDATE (two traces, or two jobs' directories rank by rank; a directory
+    holding one trace, as a run's log directory does, is that trace): per kernel, op, annotation, category or track,
+    calls and time per steady step, what appeared and went, and each change's part of the step-time change; the
+    parts add up to it."""
     if output:
         check_writable(output, [baseline, candidate, *op_maps])
     result = api.diff(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Literal
 
@@ -15,9 +14,12 @@ from perftool.diff.names import OpMap, load_op_map
 from perftool.diff.profile import Profile, profile
 from perftool.job.cluster import LOCAL, Cluster, map_tasks
 from perftool.job.ranks import job_files, rank_from_name
+from perftool.job.signs import different_jobs, of_different_jobs, of_no_job
 from perftool.pipeline.scan import DEFAULT_READ, ReadOptions, distributed
 from perftool.trace.loader import json_size_hint
 from perftool.trace.seen import FileSeen, seen
+
+COMPARES = "diff compares a trace with a trace, or a job's directory with a job's directory"
 
 
 class DiffResult(Document):
@@ -48,30 +50,35 @@ def diff_paths(
     read: ReadOptions = DEFAULT_READ,
     cluster: Cluster = LOCAL,
 ) -> DiffResult:
-    """Compare ``candidate`` with ``baseline``: two trace files, or two jobs' directories rank by rank."""
+    """Compare ``candidate`` with ``baseline``: two traces, or two jobs' directories rank by rank. A directory that
+    holds one trace (tensorboard_trace_handler's log directory of one run, a profiler's output directory) is that
+    trace, as scan and gate read it."""
     op_map = load_op_map(op_maps)
-    if os.path.isdir(baseline) != os.path.isdir(candidate):
-        raise PerftoolError(
-            f"{baseline} and {candidate}: diff compares a trace with a trace, or a job's directory "
-            "with a job's directory"
-        )
-    if not os.path.isdir(baseline):
-        base, cand = profile_file(baseline, read), profile_file(candidate, read)
+    files = [job_files([baseline]), job_files([candidate])]
+    if len(files[0]) == 1 and len(files[1]) == 1:
+        base, cand = (profile_file(side[0], read) for side in files)
         return DiffResult(
             baseline=baseline, candidate=candidate, only_baseline=[], only_candidate=[],
             diffs=[diff_profiles(base, cand, by, op_map)],
         )  # fmt: skip
-    return _diff_jobs(baseline, candidate, by, op_map, read, cluster)
+    if len(files[0]) == 1 or len(files[1]) == 1:
+        held = " and ".join(f"{side} {_holds(found)}" for side, found in zip((baseline, candidate), files))
+        raise PerftoolError(f"{baseline} and {candidate}: {COMPARES}; {held}")
+    return _diff_jobs(baseline, candidate, files, by, op_map, read, cluster)
+
+
+def _holds(files: list[str]) -> str:
+    return "is one trace" if len(files) == 1 else f"holds {len(files)} traces"
 
 
 def profile_file(path: str, read: ReadOptions, in_job: bool = False) -> Profile:
-    """Load a trace and profile it; in a job, with its rank (the trace's own, else its file name's)."""
+    """Load a trace and profile it, with what it says of its job; in a job, with its rank (the trace's own, else its
+    file name's)."""
     trace = read.load(path, "diff")
-    rank = None
-    if in_job:
-        own = distributed(trace, "rank", least=0)
-        rank = own if own is not None else rank_from_name(path)
-    return profile(trace, rank)
+    own = distributed(trace, "rank", least=0)
+    stated = own if own is not None else rank_from_name(path, in_directory=False)
+    rank = stated if stated is not None else rank_from_name(path)
+    return profile(trace, rank if in_job else None, stated)
 
 
 def _profile_or_problem(file: FileSeen, read: ReadOptions) -> Profile | str:
@@ -87,9 +94,8 @@ def _profile_or_problem(file: FileSeen, read: ReadOptions) -> Profile | str:
 
 
 def _diff_jobs(
-    baseline: str, candidate: str, by: str, op_map: OpMap, read: ReadOptions, cluster: Cluster
+    baseline: str, candidate: str, files: list[list[str]], by: str, op_map: OpMap, read: ReadOptions, cluster: Cluster
 ) -> DiffResult:
-    files = [job_files([baseline]), job_files([candidate])]
     tasks = [(seen(path), read) for side in files for path in side]
     work_bytes = sum(json_size_hint(path) for side in files for path in side)
     results = map_tasks(_profile_or_problem, tasks, cluster.scheduler, cluster.workers, work_bytes=work_bytes)
@@ -98,6 +104,10 @@ def _diff_jobs(
         raise PerftoolError("; ".join(problems))
     sides = (results[: len(files[0])], results[len(files[0]) :])
     for side, profiles in zip((baseline, candidate), sides):
+        said = [p.signs for p in profiles]
+        if (unrelated := different_jobs(said)) or all(trace.of_no_job for trace in said):
+            why = of_different_jobs(len(said), unrelated) if unrelated else of_no_job(len(said))
+            raise PerftoolError(f"{side}: {why}; {COMPARES}")
         ranks = Counter(p.rank for p in profiles)
         if None in ranks:
             raise PerftoolError(

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.communication import collective_parts
+from perftool.analysis.communication import collective_parts, find_collectives
 from perftool.analysis.family import device_family, device_name
 from perftool.analysis.graph_captures import replay_ops
 from perftool.analysis.idle import CAUSES, attribute_idle
@@ -39,6 +39,8 @@ from perftool.common.errors import PerftoolError
 from perftool.common.threads import in_this_context
 from perftool.dialects.vocabulary import COMPILED_REGION
 from perftool.diff.names import loader_iterator, normalise
+from perftool.job.signs import JobSigns
+from perftool.pipeline.scan import distributed
 from perftool.trace.model import NOT_DEVICE_WORK, Kind, Role, Trace
 
 LAUNCHERS = ("op", "annotation")  # levels whose keys are host spans, counted for the device time they launched
@@ -95,14 +97,16 @@ class Profile:
     overlap_us: float  # per step, time its events overlap one another
     unlinked_us: dict[str, float]  # per step and launcher level: device time no key of the level launched
     events: int  # events on the pacing timeline in the steady state
+    signs: JobSigns  # what the trace says of its job
     tables: dict[str, Table] = field(default_factory=dict)
     rank: int | None = None
     loaders: list[str] = field(default_factory=list)  # the DataLoader iterators whose fetches the steady steps hold
     compiled: bool = False  # whether the steady steps call torch.compile'd regions
 
 
-def profile(trace: Trace, rank: int | None = None) -> Profile:
-    """The diff's view of ``trace``: its steady steps, per level. Work that does not wait for the steps (the
+def profile(trace: Trace, rank: int | None = None, stated_rank: int | None = None) -> Profile:
+    """The diff's view of ``trace``: its steady steps, per level; with the rank it has in a job and the one it states
+    (its own, or its file name's) for what it says of its job. Work that does not wait for the steps (the
     host's outermost ops), then the device's idle causes, run in a helper thread beside the rest: numpy frees
     the GIL, so a profile takes two cores where it has them."""
     with ThreadPoolExecutor(1) as helper:
@@ -161,7 +165,9 @@ def profile(trace: Trace, rank: int | None = None) -> Profile:
         rank=rank,
         loaders=_loaders(trace, host_rows),
         compiled=any(COMPILED_REGION.match(trace.names[n]) for n in _used_names(trace, host_rows)),
-    )
+        signs=JobSigns(stated_rank, trace.dialect, distributed(trace, "world_size"), device_name(trace),
+                       bool(in_window[find_collectives(trace).rows].any())),
+    )  # fmt: skip
 
 
 def _loaders(trace: Trace, host_rows: np.ndarray) -> list[str]:

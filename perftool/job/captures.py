@@ -8,13 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perftool.analysis.family import HOST_ONLY
-from perftool.common.names import device_model, names_only_a_place
-from perftool.common.units import listed
 from perftool.job.ranks import handler_worker, says_rank
+from perftool.job.signs import differences, of_different_jobs, of_no_job
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import ScanReport, UnreadTrace
-
-MAX_VALUES_LISTED = 4  # values of what traces of different jobs differ in, named; the rest counted
 
 
 @dataclass
@@ -36,11 +33,11 @@ class Captures:
         capture of one rank (one process), or they are tensorboard_trace_handler's traces of processes none of which
         ran in a distributed job (Kineto writes the job's ``distributedInfo`` into every trace of a rank of one) nor
         is named by its rank: a log directory that collected runs one after another; or traces none of which shows a
-        sign of a distributed job (:func:`_no_sign_of_a_job`), as a folder of one job's captures before and after a
-        change holds them."""
+        sign of a distributed job (:attr:`~perftool.job.signs.JobSigns.of_no_job`), as a folder of one job's captures
+        before and after a change holds them."""
         if len(self.latest) == 1:
             return bool(self.earlier)
-        return all(_process_alone(s) or _no_sign_of_a_job(s) for s in self.latest + self.earlier)
+        return all(_process_alone(s) or s.signs.of_no_job for s in self.latest + self.earlier)
 
     @property
     def in_time_order(self) -> list[RankSummary]:
@@ -95,47 +92,15 @@ def by_rank(summaries: list[RankSummary]) -> Captures:
     return Captures(latest, sorted(earlier, key=_started), repeated, beside, merged)
 
 
-def different_jobs(summaries: list[RankSummary]) -> str | None:
-    """Why traces found together are not the ranks of one job, where what they hold says so, in words (``they differ
-    in device: A, B``); None where they may be. One job's ranks are captured by one profiler (one trace format), in
-    one distributed run (one world size, where the traces record it), on one model of device. Where every trace
-    says it is a rank (``distributedInfo``, ``rank3`` in its name) they stay one job, whose view warns of what they
-    differ in; the test is for traces that only a directory (their place in it, a number in their names) made ranks."""
-    if all(summary.stated_rank is not None for summary in summaries):
-        return None
-    differences = _differences(summaries)
-    return f"they differ in {'; and in '.join(differences)}" if differences else None
-
-
 def of_other_jobs(summaries: list[RankSummary]) -> list[RankSummary]:
     """Of a directory's traces, those of other jobs than its ranks': where the traces that say they are ranks agree
     in trace format, world size and model of device, each trace that says no rank and differs from them in one of
     these (a capture of another run left among a job's rank files). None where fewer than two say so, or they disagree
     among themselves: then nothing tells which job the directory is."""
-    ranks = [summary for summary in summaries if summary.stated_rank is not None]
-    if len(ranks) < 2 or _differences(ranks):
+    ranks = [summary.signs for summary in summaries if summary.stated_rank is not None]
+    if len(ranks) < 2 or differences(ranks):
         return []
-    return [s for s in summaries if s.stated_rank is None and _differences([*ranks, s])]
-
-
-def _differences(summaries: list[RankSummary]) -> list[str]:
-    """What the traces differ in of what one job's ranks share, each with its values (``device: A, B``; the first
-    :data:`MAX_VALUES_LISTED`, the rest counted)."""
-    return [
-        f"{what}: {listed(found, MAX_VALUES_LISTED)}"
-        for what, found in (
-            ("trace format", sorted({summary.scan.dialect for summary in summaries})),
-            ("world size", [str(size) for size in sorted({s.scan.world_size or 0 for s in summaries} - {0})]),
-            ("device", sorted(_named_devices(summaries))),
-        )
-        if len(found) > 1
-    ]
-
-
-def _named_devices(summaries: list[RankSummary]) -> set[str]:
-    """The models of device the traces name (not a bare kind, ``GPU``, nor the host alone)."""
-    devices = (summary.scan.device for summary in summaries)
-    return {device_model(device) for device in devices if device != HOST_ONLY and not names_only_a_place(device)}
+    return [s for s in summaries if s.stated_rank is None and differences([*ranks, s.signs])]
 
 
 def why_no_job(report: ScanReport) -> str:
@@ -144,7 +109,7 @@ def why_no_job(report: ScanReport) -> str:
     sign of one, or traces that name no rank."""
     ranks = {trace.rank for trace in report.traces}
     if report.different_jobs:
-        return f"{len(report.traces)} traces of different jobs ({report.different_jobs}), not the ranks of one job"
+        return of_different_jobs(len(report.traces), report.different_jobs)
     if len(report.traces) < 2:
         return "not the ranks of one job"
     if None in ranks:
@@ -159,10 +124,7 @@ def why_no_job(report: ScanReport) -> str:
             f"{len(report.traces)} traces of {len(ranks)} processes in no distributed job (none holds "
             "distributedInfo), not the ranks of a job"
         )
-    return (
-        f"{len(report.traces)} traces of no distributed job (none names a rank, holds distributedInfo or runs a "
-        "collective), not the ranks of a job"
-    )
+    return of_no_job(len(report.traces))
 
 
 def _process_alone(summary: RankSummary) -> bool:
@@ -170,12 +132,6 @@ def _process_alone(summary: RankSummary) -> bool:
     saying no rank, and no ``distributedInfo`` in it."""
     path = summary.scan.path
     return handler_worker(path) is not None and not says_rank(path) and summary.scan.world_size is None
-
-
-def _no_sign_of_a_job(summary: RankSummary) -> bool:
-    """Whether a trace shows nothing of a distributed job: it states no rank (no ``distributedInfo``, no rank in its
-    name) and runs no collective, which every distributed job's ranks run to work together."""
-    return summary.stated_rank is None and summary.scan.world_size is None and not summary.groups
 
 
 def _capture(summary: RankSummary) -> tuple[float, float, int]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from perftool.common.version import __version__
-from perftool.job.captures import by_rank, different_jobs, of_other_jobs
+from perftool.job.captures import by_rank, of_other_jobs
 from perftool.job.cluster import map_tasks
 from perftool.job.ranks import job_files, names_ranks, rank_from_name
+from perftool.job.signs import different_jobs
 from perftool.job.summary import RankSummary, summarise_rank
 from perftool.job.view import job_view
 from perftool.pipeline.scan import ReadOptions
@@ -33,7 +34,7 @@ def scan_job(
     the other traces are reported all the same. A rank captured several times (a profiler schedule that repeats:
     :mod:`~perftool.job.captures`) takes part in the job view with its latest capture, the others listed; captures
     of processes alone (one process, or processes of no distributed job) are no job, and each is reported in turn;
-    so are traces that what they hold shows to be of different jobs (:func:`~perftool.job.captures.different_jobs`),
+    so are traces that what they hold shows to be of different jobs (:func:`~perftool.job.signs.different_jobs`),
     each with the rank it states, if any.
     A process beside a job's ranks (no rank, no device work: a serving engine's front end;
     :func:`~perftool.job.captures.beside_the_job`) is named by the job view and left out of it, as is a trace that
@@ -60,7 +61,7 @@ def scan_job(
     captures = by_rank([summary for summary in summaries if all(summary is not other for other in others)])
     job = None
     may_be_job = named or all(s.rank is not None for s in summaries)
-    if may_be_job and (unrelated := different_jobs(captures.latest + captures.earlier)):
+    if may_be_job and (unrelated := different_jobs([s.signs for s in captures.latest + captures.earlier])):
         ranks = summaries  # each trace on its own, every capture: a directory's guess at a rank means nothing here
         for summary in ranks:
             summary.scan.rank = summary.stated_rank

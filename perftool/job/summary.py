@@ -12,6 +12,7 @@ from perftool.analysis.communication import COLLECTIVES, GroupStat, covered
 from perftool.analysis.idle import CAUSES
 from perftool.common.errors import TraceError
 from perftool.job.ranks import rank_from_name
+from perftool.job.signs import JobSigns
 from perftool.pipeline.scan import ReadOptions, analyse_trace
 from perftool.rules.detectors.base import Scope
 from perftool.rules.findings import TraceFindings, UnreadTrace
@@ -69,6 +70,12 @@ class RankSummary:
     mfu: float | None = None  # model FLOPs utilisation of the steady steps, where the roofline can say
     mfu_is_lower_bound: bool = False  # part of the device time is in ops without a model
     stated_rank: int | None = None  # the rank the trace or its name states (``rank3``), not a directory's guess
+
+    @property
+    def signs(self) -> JobSigns:
+        """What the trace says of its job."""
+        scan = self.scan
+        return JobSigns(self.stated_rank, scan.dialect, scan.world_size, scan.device, bool(self.groups))
 
 
 def summarise_rank(

@@ -209,6 +209,63 @@ def test_a_job_whose_ranks_were_captured_cycle_after_cycle_is_not_diffed_rank_by
     )
 
 
+def test_a_log_directory_of_one_run_is_diffed_as_its_trace(run, tmp_path):
+    """tensorboard_trace_handler writes each run's trace into a log directory, named by host and process id: two
+    runs' directories are compared as their two traces (the ids are no ranks), as the files themselves are."""
+    for side, trace in zip(("before", "after"), KINETO):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / f"host_{len(side)}1.1700000000000.pt.trace.json.gz").write_bytes(trace.read_bytes())
+    by_directory = json.loads(run("diff", tmp_path / "before", tmp_path / "after", "--format", "json").stdout)
+    by_file = json.loads(run("diff", *KINETO, "--format", "json").stdout)
+    assert [d["rank"] for d in by_directory["diffs"]] == [None]
+    assert changed(by_directory) == changed(by_file) and changed(by_file)
+
+
+@pytest.mark.parametrize(
+    ("traces", "why"),
+    [
+        ((KINETO[0], TORCH_NPU[0]), "2 traces of different jobs (they differ in trace format: ascend, kineto"),
+        ((*KINETO,), "2 traces of no distributed job (none names a rank, holds distributedInfo or runs a collective)"),
+    ],
+)
+def test_a_directory_of_traces_that_are_no_job_s_ranks_is_refused_as_gate_refuses_it(run, tmp_path, traces, why):
+    """Traces of different jobs, or of no distributed job (a model's captures before and after a change), are no
+    job to compare rank by rank, whatever numbers their names hold: diff says so in gate's words."""
+    folder = tmp_path / "captures"
+    folder.mkdir()
+    for number, trace in enumerate(traces):
+        (folder / f"capture{number}.json.gz").write_bytes(trace.read_bytes())
+    said = error_line(run("diff", folder, folder), f"{folder}: {why}", "diff compares a trace with a trace")
+    gated = error_line(run("gate", folder, folder), f"{folder}: {why}", "gate compares one trace with one")
+
+    def reason(line: str) -> str:
+        return line.split(f"{folder}: ")[1].split("; ")[0]
+
+    assert reason(said) == reason(gated)
+
+
+def test_ranks_that_run_collectives_are_a_job_though_they_state_no_rank(run, tmp_path):
+    """PyTorch before 1.10 writes no distributedInfo: the collectives its ranks run show them a job, compared rank by
+    rank as the numbers ending their names give them."""
+    job = tmp_path / "job"
+    job.mkdir()
+    for number, trace in enumerate(sorted((DATA / "gloo_cpu_job").iterdir())):
+        document = json.loads(gzip.decompress(trace.read_bytes()))
+        del document["distributedInfo"]
+        (job / f"worker{number}.json.gz").write_bytes(gzip.compress(json.dumps(document).encode()))
+    document = json.loads(run("diff", job, job, "--format", "json").stdout)
+    assert [d["rank"] for d in document["diffs"]] == [0, 1]
+
+
+def test_traces_named_by_rank_are_a_job_s_ranks_though_they_show_nothing_else_of_one(run, tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    for number, trace in enumerate(KINETO):
+        (job / f"rank{number}.json.gz").write_bytes(trace.read_bytes())
+    document = json.loads(run("diff", job, job, "--format", "json").stdout)
+    assert [d["rank"] for d in document["diffs"]] == [0, 1]
+
+
 def test_the_library_gives_the_same_diff(tmp_path):
     result = api.diff(*KINETO, by="op")
     (diff,) = result.diffs
@@ -298,7 +355,7 @@ def test_gate_on_a_saved_scan_says_why_it_cannot_explain():
     [
         ((KINETO[0], "missing.json"), ("missing.json",)),
         ((KINETO[0], TORCH_FIXTURE), ("share nothing comparable", "no device work")),
-        ((KINETO[0], SAMPLES / "jobs" / "gpu_ddp_straggler"), ("a trace with a trace",)),
+        ((KINETO[0], SAMPLES / "jobs" / "gpu_ddp_straggler"), ("a trace with a trace", "is one trace and", "holds 8")),
         ((KINETO[0], VOCAB / "startup_dominated.json.gz"), ("startup_dominated.json.gz has no step markers",)),
         ((*KINETO, "--op-map", "{map}"), ("map.yaml:4", "map[0].match", "not a regular expression")),
     ],
