@@ -44,9 +44,12 @@ STEP_NUMBER_ARG = "step_num"  # a step marker's number in its args (jax.profiler
 _READ_BACK_NAMES = r"aten::item|aten::_local_scalar_dense|_local_scalar_dense"
 READ_BACK = re.compile(rf"^({_READ_BACK_NAMES})$")
 # Waits: the host's synchronising calls (the CUDA runtime's and HIP's, the driver's that XLA makes, each with the
-# suffixes CUPTI gives a version and the per-thread default stream), a scalar read back, Ascend's and Gaudi's calls;
+# suffixes CUPTI gives a version and the per-thread default stream), a scalar read back, Ascend's and Gaudi's calls,
+# an Intel GPU's (SYCL's unified runtime, its older plugin interface, Level Zero);
 SYNC = re.compile(
     r"^((cuda|hip)(Stream|Device|Event)Synchronize|cu(Stream|Event|Ctx)Synchronize)(_v2)?(_pt[sd]z)?$"
+    r"|^(urQueueFinish|urEventWait|piQueueFinish|piEventsWait|ze(Event|Fence|CommandList)HostSynchronize"
+    r"|zeCommandQueueSynchronize)$"
     rf"|^({_READ_BACK_NAMES}"
     r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*|synStreamSynchronize|synDeviceSynchronize"
     r"|Stream Wait Event|Stream Sync|Context Sync|Event Sync|event_wait"  # device side: a stream waiting ...
@@ -77,11 +80,13 @@ FIRST_RUNTIME_CALL = re.compile(r"^(cudaFree|cudaMalloc|cudaSetDevice|cudaGetDev
 # Allocating device or pinned host memory: the caching allocator growing, in warm-up or when it churns.
 ALLOCATION = re.compile(
     r"^(cudaMalloc\w*|cudaHostAlloc|cuMemAlloc\w*|cuMemHostAlloc|hipMalloc\w*|hipHostMalloc|hipExtMallocWithFlags"
-    r"|aclrtMalloc\w*|AscendCL@aclrtMalloc\w*|synDeviceMalloc|synHostMalloc)$"
+    r"|aclrtMalloc\w*|AscendCL@aclrtMalloc\w*|synDeviceMalloc|synHostMalloc"
+    r"|urUSM(Device|Host|Shared)Alloc|piextUSM(Device|Host|Shared)Alloc|zeMemAlloc(Device|Host|Shared))$"
 )
 # Freeing device or pinned memory: with allocations, the allocator's churn where it frees and allocates each step.
 DEALLOCATION = re.compile(
-    r"^(cudaFree\w*|cuMemFree\w*|hipFree\w*|hipHostFree|aclrtFree\w*|AscendCL@aclrtFree\w*|synDeviceFree|synHostFree)$"
+    r"^(cudaFree\w*|cuMemFree\w*|hipFree\w*|hipHostFree|aclrtFree\w*|AscendCL@aclrtFree\w*|synDeviceFree|synHostFree"
+    r"|urUSMFree|piextUSMFree|zeMemFree)$"
 )
 WARMUP_ANNOTATION = re.compile(r"(?i)warm[-_ ]?up")
 # Kineto's mark of where it wrote the trace, after all of the job's events (by as much as its processing took): no
@@ -98,14 +103,20 @@ INPUT_WORKER_THREAD = re.compile(r"(?i)(\bpreprocess\w*|dataloader|data loader|i
 # The runtime calls that launch device work or copies, whichever profiler wrote them. Kernels, by every launcher of
 # the CUDA runtime and driver and of HIP (cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel,
 # cuLaunchKernelEx, hipExtLaunchKernel, which RCCL uses, hipModuleLaunchKernel, hipExtLaunchMultiKernelMultiDevice,
-# hipDrvLaunchKernelEx; XLA's through the driver), graphs, asynchronous copies and fills. AscendCL's calls that
+# hipDrvLaunchKernelEx; XLA's through the driver), graphs, asynchronous copies and fills; on an Intel GPU, the SYCL
+# runtime's enqueues of kernels, copies and fills (the unified runtime's and its older plugin interface's: the calls
+# Kineto's XPU profiler links to the device work they start). AscendCL's calls that
 # enqueue device work: an aclnn operator (not its GetWorkspaceSize, which sizes it on the host), a compiled op or a
 # model executed, a kernel launched, an asynchronous copy or fill, a collective; not its bookkeeping (tensor
 # descriptors, attributes, tiling), events, context or synchronisation.
-_KERNEL_LAUNCH = r"(cuda|cu|hip)\w*Launch\w*Kernel|cuLaunchGrid"
+_KERNEL_LAUNCH = (
+    r"(cuda|cu|hip)\w*Launch\w*Kernel|cuLaunchGrid|urEnqueue(Cooperative)?KernelLaunch|piEnqueueKernelLaunch"
+    r"|piextEnqueue(Cooperative)?KernelLaunch"
+)
 LAUNCH = re.compile(
     rf"^({_KERNEL_LAUNCH}|(cuda|hip|cu)GraphLaunch|cudaMemcpyAsync|hipMemcpyAsync"
     r"|cuMemcpy\w*Async|hipMemcpy\w+Async|(cuda|cu|hip)Memset\w*Async|Engine::run"
+    r"|urEnqueueUSM(Memcpy|Fill)(2D)?$|piextUSMEnqueue(Memcpy|Fill|Memset)(2D)?$"
     r"|AscendCL@(aclnn(?!\w*GetWorkspaceSize$)\w+|aclop(CompileAnd)?Execute\w*|aclmdlExecute\w*|aclrtLaunch\w*"
     r"|aclrtMem(cpy|set)\w*Async|hcom_\w+))"
     r"|synLaunch"  # anywhere in the name: in lazy mode one call builds the step's graph op by op, then launches it
@@ -180,14 +191,16 @@ COLLECTIVE_ARGS = re.compile(
     r"|(vllm|sglang|symm_mem)::\w*all_reduce\w*$)",
     re.IGNORECASE,
 )
-H2D = re.compile(r"(?i)(HtoD|H2D|HostToDevice|host_to_device)")
-D2H = re.compile(r"(?i)(DtoH|D2H|DeviceToHost|device_to_host)")
+# A copy's direction as profilers name it; PTI (Intel GPUs) writes M for memory the runtime did not allocate (the
+# program's own, pageable) and H for its host allocations (pinned): "Memcpy M2D (...)", "Memcpy D2H (...)".
+H2D = re.compile(r"(?i)(HtoD|H2D|M2D|HostToDevice|host_to_device)")
+D2H = re.compile(r"(?i)(DtoH|D2H|D2M|DeviceToHost|device_to_host)")
 D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")
 MEMCPY = re.compile(r"(?i)memcpy|memcopy|^dma_")
 MEMSET = re.compile(r"(?i)^memset")
 # Copies that block the host: to or from pageable memory, or through a synchronous copy call (the CUDA runtime's,
 # with CUPTI's suffix for the per-thread default stream; the driver's, XLA's, with its version's; HIP's).
-PAGEABLE = re.compile(r"(?i)pageable")
+PAGEABLE = re.compile(r"(?i)pageable|\bMemcpy (M2D|D2M)\b")
 BLOCKING_COPY_CALL = re.compile(
     r"^(cudaMemcpy(2D|3D)?(_ptds)?|cuMemcpy(2D|2DUnaligned|3D|[ADH]to[ADH])?(_v2)?|hipMemcpy(2D|WithStream|[DH]to[DH])?"
     r"|aclrtMemcpy|AscendCL@aclrtMemcpy)$"
