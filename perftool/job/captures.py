@@ -30,14 +30,14 @@ class Captures:
     @property
     def no_job(self) -> bool:
         """Whether the traces are no job's ranks but processes alone, each capture reported in turn: every trace is a
-        capture of one rank (one process), or they are tensorboard_trace_handler's traces of processes none of which
-        ran in a distributed job (Kineto writes the job's ``distributedInfo`` into every trace of a rank of one) nor
-        is named by its rank: a log directory that collected runs one after another; or traces none of which shows a
-        sign of a distributed job (:attr:`~perftool.job.signs.JobSigns.of_no_job`), as a folder of one job's captures
-        before and after a change holds them."""
+        capture of one rank (one process), or none of them shows a sign of a distributed job
+        (:attr:`~perftool.job.signs.JobSigns.of_no_job`: none names a rank, holds the ``distributedInfo`` Kineto
+        writes into every trace of a rank, or runs a collective), as a log directory that collected runs one after
+        another holds tensorboard_trace_handler's traces, or a folder one job's captures before and after a change.
+        Ranks of a PyTorch older than 1.10, which writes no ``distributedInfo``, are a job by their collectives."""
         if len(self.latest) == 1:
             return bool(self.earlier)
-        return all(_process_alone(s) or s.signs.of_no_job for s in self.latest + self.earlier)
+        return all(s.signs.of_no_job for s in self.latest + self.earlier)
 
     @property
     def in_time_order(self) -> list[RankSummary]:
@@ -122,7 +122,7 @@ def why_no_job(report: ScanReport) -> str:
     if all(handler_worker(trace.path) for trace in report.traces):  # the ranks are the processes' ids
         return (
             f"{len(report.traces)} traces of {len(ranks)} processes in no distributed job (none holds "
-            "distributedInfo), not the ranks of a job"
+            "distributedInfo or runs a collective), not the ranks of a job"
         )
     return of_no_job(len(report.traces))
 

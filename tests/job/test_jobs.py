@@ -495,6 +495,22 @@ def test_one_process_captured_cycle_after_cycle_is_no_job(run):
     assert text.exit_code == 0 and "No findings in 2 traces." in text.stdout and "job" not in text.stdout
 
 
+def test_the_handler_s_traces_of_ranks_that_record_no_rank_are_a_job_by_their_collectives(run, tmp_path):
+    """A PyTorch older than 1.10 writes no distributedInfo: tensorboard_trace_handler's traces of a DDP job's ranks
+    ({host}_{pid}.{time}.pt.trace.json) say nothing of the job but the collectives they run, which make them one,
+    each rank named by its process id."""
+    for number, trace in enumerate(sorted((DATA / "gloo_cpu_job").iterdir())):
+        document = json.loads(gzip.decompress(trace.read_bytes()))
+        del document["distributedInfo"]
+        name = f"trainer_{31000 + 7 * number}.170000000{number}000.pt.trace.json.gz"
+        (tmp_path / name).write_bytes(gzip.compress(json.dumps(document).encode()))
+    document, result = scan_json(run, tmp_path)
+    job = document["job"]
+    assert result.exit_code == 0 and job is not None
+    assert [r["rank"] for r in job["ranks"]] == [31000, 31007] and job["slowest_rank"] == 31007
+    assert job["held_back_us"] > 1000
+
+
 def test_runs_one_after_another_in_one_log_directory_are_no_job(run):
     """Two processes of no distributed job (their traces hold no distributedInfo) wrote into one directory, one run
     after the other: each trace is reported alone, in the order captured, not as ranks named by their pids."""
@@ -506,7 +522,7 @@ def test_runs_one_after_another_in_one_log_directory_are_no_job(run):
     said = run("info", CYCLES / "two_runs", "--workers", "1")
     assert said.exit_code == 2 and said.stderr == (
         f"perftool: error: {CYCLES / 'two_runs'}: 4 traces of 2 processes in no distributed job (none holds "
-        "distributedInfo), not the ranks of a job; give info one trace at a time\n"
+        "distributedInfo or runs a collective), not the ranks of a job; give info one trace at a time\n"
     )
 
 

@@ -351,7 +351,7 @@ def test_calibrate_a_job_directory_fits_the_rank_that_sets_its_pace(run):
     ("folder", "why"),
     [
         ("one_process", "2 captures of one process at different times (a profiler schedule that repeats)"),
-        ("two_runs", "4 traces of 2 processes in no distributed job (none holds distributedInfo)"),
+        ("two_runs", "4 traces of 2 processes in no distributed job (none holds distributedInfo or runs a collective)"),
     ],
 )
 def test_calibrate_says_why_a_directory_of_captures_is_no_job(run, folder, why):
