@@ -35,10 +35,8 @@ DEVICE_WORK = {  # PTI's names: the copy's kind, then source and destination mem
 
 
 def as_xpu_capture(document: dict) -> dict:
-    """The CUDA capture's events as Kineto's XPU profiler writes them (an Intel Data Center GPU Max's properties)."""
-    document["deviceProperties"] = [
-        {"id": 0, "name": "Intel(R) Data Center GPU Max 1550", "totalGlobalMem": 68719476736, "maxComputeUnits": 448}
-    ]
+    """The CUDA capture's events as Kineto's XPU profiler writes them, on an Intel Data Center GPU Max."""
+    document["deviceProperties"] = [{"id": 0, "name": "Intel(R) Data Center GPU Max 1550"}]
     for event in document["traceEvents"]:
         category = event.get("cat")
         if category in ("cuda_runtime", "cuda_driver"):
