@@ -13,7 +13,7 @@ from perftool.diff.compare import TraceDiff, diff_profiles
 from perftool.diff.names import OpMap, load_op_map
 from perftool.diff.profile import Profile, profile
 from perftool.job.cluster import LOCAL, Cluster, map_tasks
-from perftool.job.ranks import job_files, rank_from_name
+from perftool.job.ranks import PROCESS_ID_RANKS, job_files, rank_from_name, rank_is_process_id
 from perftool.job.signs import different_jobs, of_different_jobs, of_no_job
 from perftool.pipeline.scan import DEFAULT_READ, ReadOptions, distributed
 from perftool.trace.loader import json_size_hint
@@ -123,7 +123,10 @@ def _diff_jobs(
     base, cand = ({p.rank: p for p in sides[0]}, {p.rank: p for p in sides[1]})
     shared = sorted(base.keys() & cand.keys())
     if not shared:
-        raise PerftoolError(f"{baseline} and {candidate} share no rank to compare")
+        by_process = all(rank_is_process_id(p.source, p.signs.world_size) for p in results)
+        raise PerftoolError(
+            f"{baseline} and {candidate} share no rank to compare" + (f": {PROCESS_ID_RANKS}" if by_process else "")
+        )
     return DiffResult(
         baseline=baseline,
         candidate=candidate,

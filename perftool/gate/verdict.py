@@ -21,6 +21,7 @@ from perftool.gate.checks import Check, Verdict, against_budget, compare, counte
 from perftool.gate.inputs import Side, differences, load_side
 from perftool.gate.policy import Budget, GatePolicy
 from perftool.job.cluster import Cluster
+from perftool.job.ranks import PROCESS_ID_RANKS, rank_is_process_id
 from perftool.pipeline.scan import DEFAULT_READ, ReadOptions
 from perftool.rules.model import Rule
 
@@ -187,7 +188,8 @@ def _with_reason(check: Check, explained: TraceDiff) -> Check:
 
 
 def _rank_differences(base: Side, cand: Side) -> list[str]:
-    """A job's ranks that only one side has, on each side, and the world size where it differs."""
+    """A job's ranks that only one side has, on each side, and the world size where it differs; first, where the sides
+    share no rank because their ranks are process ids, why and how to name them."""
     if not cand.is_job or base.traces.keys() == cand.traces.keys():
         return []
     found = (
@@ -199,6 +201,9 @@ def _rank_differences(base: Side, cand: Side) -> list[str]:
     ]:
         if only:
             found.append(f"{_ranks_named(only)} only in the {side}")
+    traces = [*base.traces.values(), *cand.traces.values()]
+    if not base.traces.keys() & cand.traces.keys() and all(rank_is_process_id(t.path, t.world_size) for t in traces):
+        found.insert(0, PROCESS_ID_RANKS)  # first: the reason the others follow from
     return found
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from perftool.analysis.family import HOST_ONLY
-from perftool.job.ranks import handler_worker, says_rank
+from perftool.job.ranks import handler_worker, rank_is_process_id
 from perftool.job.signs import differences, of_different_jobs, of_no_job
 from perftool.job.summary import RankSummary
 from perftool.rules.findings import ScanReport, UnreadTrace
@@ -130,8 +130,7 @@ def why_no_job(report: ScanReport) -> str:
 def _process_alone(summary: RankSummary) -> bool:
     """Whether a trace is tensorboard_trace_handler's of a process in no distributed job: its name the handler's,
     saying no rank, and no ``distributedInfo`` in it."""
-    path = summary.scan.path
-    return handler_worker(path) is not None and not says_rank(path) and summary.scan.world_size is None
+    return rank_is_process_id(summary.scan.path, summary.scan.world_size)
 
 
 def _capture(summary: RankSummary) -> tuple[float, float, int]:

@@ -25,6 +25,11 @@ from perftool.trace.profiler_dirs import (
 )
 
 _TRACE_FILES = (*TRACE_SUFFIXES, XSPACE_SUFFIX)  # a directory's files read as traces (a job's ranks, a run's hosts)
+# Why two runs of a job whose ranks are process ids share none, and how to name them so that they do.
+PROCESS_ID_RANKS = (
+    "their traces state no rank, and tensorboard_trace_handler's names give each rank its process id, which differs "
+    "from run to run; name each rank's traces by its rank (tensorboard_trace_handler(dir, worker_name=f'rank{rank}'))"
+)
 _PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
 HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace from another document
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
@@ -127,6 +132,12 @@ def handler_worker(path: str) -> str | None:
     name = Path(path).name
     suffix = _HANDLER_SUFFIX.search(name)
     return name[: suffix.start()] if suffix else None
+
+
+def rank_is_process_id(path: str, world_size: int | None) -> bool:
+    """Whether a trace's rank is the process id tensorboard_trace_handler's name gives it (``{host}_{pid}``): its name
+    the handler's and saying no rank, and no ``distributedInfo`` in it (``world_size``: what it records)."""
+    return handler_worker(path) is not None and not says_rank(path) and world_size is None
 
 
 def serving_stage(path: str) -> str | None:

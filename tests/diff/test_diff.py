@@ -244,17 +244,39 @@ def test_a_directory_of_traces_that_are_no_job_s_ranks_is_refused_as_gate_refuse
     assert reason(said) == reason(gated)
 
 
+def job_without_distributed_info(folder, names: list[str]):
+    """The gloo job's rank traces as a PyTorch before 1.10 writes them (no distributedInfo), named ``names``."""
+    folder.mkdir()
+    for name, trace in zip(names, sorted((DATA / "gloo_cpu_job").iterdir())):
+        document = json.loads(gzip.decompress(trace.read_bytes()))
+        del document["distributedInfo"]
+        (folder / name).write_bytes(gzip.compress(json.dumps(document).encode()))
+    return folder
+
+
 def test_ranks_that_run_collectives_are_a_job_though_they_state_no_rank(run, tmp_path):
     """PyTorch before 1.10 writes no distributedInfo: the collectives its ranks run show them a job, compared rank by
     rank as the numbers ending their names give them."""
-    job = tmp_path / "job"
-    job.mkdir()
-    for number, trace in enumerate(sorted((DATA / "gloo_cpu_job").iterdir())):
-        document = json.loads(gzip.decompress(trace.read_bytes()))
-        del document["distributedInfo"]
-        (job / f"worker{number}.json.gz").write_bytes(gzip.compress(json.dumps(document).encode()))
+    job = job_without_distributed_info(tmp_path / "job", ["worker0.json.gz", "worker1.json.gz"])
     document = json.loads(run("diff", job, job, "--format", "json").stdout)
     assert [d["rank"] for d in document["diffs"]] == [0, 1]
+
+
+def test_two_runs_whose_ranks_are_named_by_process_id_say_how_to_name_them_by_rank(run, tmp_path):
+    """tensorboard_trace_handler names a trace by its process ({host}_{pid}); where the traces state no rank, a rank
+    is its process id, which another run does not share: diff and gate say so, and how to name them."""
+    runs = [
+        job_without_distributed_info(tmp_path / side, [f"host_{pid}.1700000000000.pt.trace.json.gz" for pid in pids])
+        for side, pids in (("before", (31000, 31007)), ("after", (41000, 41007)))
+    ]
+    error_line(run("diff", *runs), "share no rank to compare: their traces state no rank", "worker_name=f'rank{rank}'")
+    error_line(run("gate", *runs), "not the same job (their traces state no rank", "worker_name=f'rank{rank}'")
+    named = [f"rank{rank}.1700000000000.pt.trace.json.gz" for rank in (0, 9)]  # as the advice names them
+    said = error_line(run("diff", job_without_distributed_info(tmp_path / "named", named), runs[0]), "share no rank")
+    assert "worker_name" not in said  # these traces name their ranks
+    numbered = job_without_distributed_info(tmp_path / "numbered", ["worker5.json.gz", "worker6.json.gz"])
+    said = error_line(run("diff", numbered, runs[0]), "share no rank")
+    assert "worker_name" not in said  # not the handler's names: their numbers are no process ids
 
 
 def test_traces_named_by_rank_are_a_job_s_ranks_though_they_show_nothing_else_of_one(run, tmp_path):
