@@ -140,10 +140,9 @@ class Collectives:
 
 def find_collectives(trace: Trace) -> Collectives:
     """The trace's collectives with what their args (or their host records) say they moved."""
-    rows, on = _outermost(trace, np.flatnonzero(_device_communication(trace))), "device"
-    if rows.size == 0:
-        host_run = trace.name_matches(HOST_COLLECTIVE) & trace.on_roles(Role.HOST, Role.INPUT)
-        rows, on = np.flatnonzero((trace.phase == Phase.COMPLETE) & host_run), "host"
+    rows, on = _collective_rows(trace)
+    if on == "device":
+        rows = _outermost(trace, rows)
     found = _without_parts(trace, _described(trace, rows, on))
     if on == "device":
         _lend_host_records(trace, found)
@@ -157,6 +156,23 @@ def collective_tasks(trace: Trace) -> np.ndarray:
     comm = np.flatnonzero(tasks)
     tasks[comm[_types_by_name(trace, comm) != len(COLLECTIVES)]] = False
     return tasks
+
+
+def runs_collectives(trace: Trace, in_window: np.ndarray) -> bool:
+    """Whether a collective runs where ``in_window`` (per event) is set: what :func:`find_collectives` finds, without
+    reading what each moved."""
+    rows, _ = _collective_rows(trace)
+    return bool(in_window[rows].any())
+
+
+def _collective_rows(trace: Trace) -> tuple[np.ndarray, str]:
+    """The events that run collectives and where: the device's communication, else (where the device runs none) the
+    collectives host threads run themselves (gloo, MPI)."""
+    rows = np.flatnonzero(_device_communication(trace))
+    if rows.size:
+        return rows, "device"
+    host_run = trace.name_matches(HOST_COLLECTIVE) & trace.on_roles(Role.HOST, Role.INPUT)
+    return np.flatnonzero((trace.phase == Phase.COMPLETE) & host_run), "host"
 
 
 def _device_communication(trace: Trace) -> np.ndarray:

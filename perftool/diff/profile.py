@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.communication import collective_parts, find_collectives
+from perftool.analysis.communication import collective_parts, runs_collectives
 from perftool.analysis.family import device_family, device_name
 from perftool.analysis.graph_captures import replay_ops
 from perftool.analysis.idle import CAUSES, attribute_idle
@@ -166,7 +166,7 @@ def profile(trace: Trace, rank: int | None = None, stated_rank: int | None = Non
         loaders=_loaders(trace, host_rows),
         compiled=any(COMPILED_REGION.match(trace.names[n]) for n in _used_names(trace, host_rows)),
         signs=JobSigns(stated_rank, trace.dialect, distributed(trace, "world_size"), device_name(trace),
-                       bool(in_window[find_collectives(trace).rows].any())),
+                       runs_collectives(trace, in_window)),
     )  # fmt: skip
 
 
