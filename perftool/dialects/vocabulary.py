@@ -193,8 +193,8 @@ COLLECTIVE_ARGS = re.compile(
 )
 # A copy's direction as profilers name it; PTI (Intel GPUs) writes M for memory the runtime did not allocate (the
 # program's own, pageable) and H for its host allocations (pinned): "Memcpy M2D (...)", "Memcpy D2H (...)".
-H2D = re.compile(r"(?i)(HtoD|H2D|M2D|HostToDevice|host_to_device)")
-D2H = re.compile(r"(?i)(DtoH|D2H|D2M|DeviceToHost|device_to_host)")
+H2D = re.compile(r"(?i)(HtoD|H2D|\bM2D\b|HostToDevice|host_to_device)")
+D2H = re.compile(r"(?i)(DtoH|D2H|\bD2M\b|DeviceToHost|device_to_host)")
 D2D = re.compile(r"(?i)(DtoD|D2D|PtoP|DeviceToDevice)")
 MEMCPY = re.compile(r"(?i)memcpy|memcopy|^dma_")
 MEMSET = re.compile(r"(?i)^memset")

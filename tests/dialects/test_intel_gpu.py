@@ -11,8 +11,8 @@ import json
 import pytest
 from conftest import DATA, scanned
 
-from perftool.dialects import vocabulary
-from perftool.trace.model import Kind
+from perftool.dialects import base, vocabulary
+from perftool.trace.model import Kind, Role
 
 CUDA_CAPTURE = DATA / "cuda_input_bound_pageable.pt.trace.json.gz"  # a real capture on an H100
 # The calls the CUDA capture makes, as the SYCL unified runtime names the same work
@@ -123,6 +123,11 @@ def test_the_sycl_runtime_s_enqueues_of_copies_and_fills_start_device_work(name,
 )
 def test_a_copy_to_or_from_the_program_s_own_memory_is_a_pageable_one(name, pageable):
     assert bool(vocabulary.PAGEABLE.search(name)) is pageable
+
+
+def test_a_copy_engine_s_thread_is_told_by_pti_s_words_for_a_direction_and_not_by_letters_inside_a_word():
+    assert base.device_thread_role("M2D link") == Role.H2D and base.device_thread_role("D2M link") == Role.D2H
+    assert base.device_thread_role("im2d_queue") == Role.DEVICE
 
 
 def test_the_sycl_runtime_s_memory_calls_are_allocations_and_its_kernel_enqueues_launch_one_kernel():
