@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 from conftest import DATA, scanned
@@ -49,7 +50,8 @@ def as_xpu_capture(document: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def captures(tmp_path_factory) -> tuple:
+def captures(tmp_path_factory) -> tuple[Path, Path]:
+    """The real CUDA capture, and its rewrite as an Intel GPU's (written once for the module)."""
     xpu = tmp_path_factory.mktemp("xpu") / "xpu.pt.trace.json.gz"
     xpu.write_bytes(gzip.compress(json.dumps(as_xpu_capture(json.loads(gzip.open(CUDA_CAPTURE).read()))).encode()))
     return CUDA_CAPTURE, xpu

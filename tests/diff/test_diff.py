@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -244,7 +245,7 @@ def test_a_directory_of_traces_that_are_no_job_s_ranks_is_refused_as_gate_refuse
     assert reason(said) == reason(gated)
 
 
-def job_without_distributed_info(folder, names: list[str]):
+def job_without_distributed_info(folder: Path, names: list[str]) -> Path:
     """The gloo job's rank traces as a PyTorch before 1.10 writes them (no distributedInfo), named ``names``."""
     folder.mkdir()
     for name, trace in zip(names, sorted((DATA / "gloo_cpu_job").iterdir())):
@@ -280,6 +281,8 @@ def test_two_runs_whose_ranks_are_named_by_process_id_say_how_to_name_them_by_ra
 
 
 def test_traces_named_by_rank_are_a_job_s_ranks_though_they_show_nothing_else_of_one(run, tmp_path):
+    """A name that says its rank (rank0, rank1) makes a trace a job's rank, though it records no distributedInfo and
+    runs no collective."""
     job = tmp_path / "job"
     job.mkdir()
     for number, trace in enumerate(KINETO):
