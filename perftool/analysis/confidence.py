@@ -14,7 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool import dialects, hardware
-from perftool.analysis.family import device_properties, device_tracks, job_kind, serving_engine, told_models
+from perftool.analysis.family import (
+    ENGINE_NAMES,
+    device_properties,
+    device_tracks,
+    job_kind,
+    serving_engine,
+    told_models,
+)
 from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
@@ -86,14 +93,24 @@ class Caveat:
 def capture_hint(trace: Trace) -> str:
     """How to capture several steady steps with the profiler that wrote ``trace`` (a serving engine's own where one
     ran it), in words."""
-    if job_kind(trace) == "serving":
-        return _SERVING_HINT + ", ".join(_engines_ways(trace, _ENGINE_PROFILERS))
-    return _CAPTURE_HINT.get(trace.dialect, _GENERIC_HINT)
+    return _capture_hint(trace.dialect, job_kind(trace) == "serving", serving_engine(trace))
 
 
-def _engines_ways(trace: Trace, ways: dict[str, str]) -> list[str]:
-    """Of each serving engine's ``ways``, the one of the engine the serving job's trace names, else all of them."""
-    engine = serving_engine(trace)
+def said_capture_hint(trace_format: str, job: str) -> str:
+    """:func:`capture_hint` for a trace known by its summary: the format it was read as (its dialect) and its job in
+    :func:`~perftool.analysis.family.job_said`'s words (``training``, ``vLLM serving``...)."""
+    engine = next((engine for engine, name in ENGINE_NAMES.items() if job == f"{name} serving"), None)
+    return _capture_hint(trace_format, job.endswith("serving"), engine)
+
+
+def _capture_hint(trace_format: str, serving: bool, engine: str | None) -> str:
+    if serving:
+        return _SERVING_HINT + ", ".join(_engines_ways(engine, _ENGINE_PROFILERS))
+    return _CAPTURE_HINT.get(trace_format, _GENERIC_HINT)
+
+
+def _engines_ways(engine: str | None, ways: dict[str, str]) -> list[str]:
+    """Of each serving engine's ``ways``, the one of ``engine`` (the one a serving job's trace names), else all."""
     return [ways[engine]] if engine else list(ways.values())
 
 
@@ -410,11 +427,11 @@ def _replayed_share(trace: Trace, lo: float, hi: float) -> str:
     serving = job_kind(trace) == "serving"
     keep = (
         "keep the engine's traces of the graphs' capture beside the profile (a capture_traces/ folder: "
-        f"{', '.join(_engines_ways(trace, _ENGINE_CAPTURE_TRACES))}), or "
+        f"{', '.join(_engines_ways(serving_engine(trace), _ENGINE_CAPTURE_TRACES))}), or "
         if serving
         else ""
     )
-    ways_off = _engines_ways(trace, _ENGINE_GRAPHS_OFF) if serving else [_TORCH_GRAPHS_OFF]
+    ways_off = _engines_ways(serving_engine(trace), _ENGINE_GRAPHS_OFF) if serving else [_TORCH_GRAPHS_OFF]
     cuda = trace.name_matches(CUDA_GRAPH_LAUNCH, launches).any()  # PyTorch annotates CUDA's graphs only
     annotations = (
         "; in a trace viewer, PyTorch's CUDA graph kernel annotations label them too (torch.cuda.graph(..., "

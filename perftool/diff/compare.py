@@ -328,7 +328,7 @@ def _compared(
     if baseline.steps == 0:
         notes.append(
             "no step markers: each capture after its start-up is compared whole, as one step; compare captures of "
-            "the same work (the same iterations), or capture steps (torch.profiler.schedule, ProfilerStep#N)"
+            f"the same work (the same iterations), or {baseline.capture_hint}"
         )
     elif baseline.steps != candidate.steps:
         notes.append(f"steady steps differ ({baseline.steps} → {candidate.steps}); figures are per step")

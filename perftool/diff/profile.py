@@ -29,6 +29,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.communication import collective_parts, runs_collectives
+from perftool.analysis.confidence import capture_hint
 from perftool.analysis.family import device_family, device_name
 from perftool.analysis.graph_captures import replay_ops
 from perftool.analysis.idle import CAUSES, attribute_idle
@@ -102,6 +103,7 @@ class Profile:
     rank: int | None = None
     loaders: list[str] = field(default_factory=list)  # the DataLoader iterators whose fetches the steady steps hold
     compiled: bool = False  # whether the steady steps call torch.compile'd regions
+    capture_hint: str = ""  # how to capture steps with the profiler that wrote the trace
 
 
 def profile(trace: Trace, rank: int | None = None, stated_rank: int | None = None) -> Profile:
@@ -165,6 +167,7 @@ def profile(trace: Trace, rank: int | None = None, stated_rank: int | None = Non
         rank=rank,
         loaders=_loaders(trace, host_rows),
         compiled=any(COMPILED_REGION.match(trace.names[n]) for n in _used_names(trace, host_rows)),
+        capture_hint=capture_hint(trace),
         signs=JobSigns(stated_rank, trace.dialect, distributed(trace, "world_size"), device_name(trace),
                        runs_collectives(trace, in_window)),
     )  # fmt: skip

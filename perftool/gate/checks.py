@@ -31,6 +31,7 @@ import numpy as np
 from pydantic import Field
 from pydantic.dataclasses import dataclass
 
+from perftool.analysis.confidence import said_capture_hint
 from perftool.analysis.metrics import unit_of
 from perftool.common.units import change, figure, plural
 from perftool.gate.policy import COUNTERS, HIGHER_IS_BETTER, Budget, GatePolicy, Limit
@@ -138,9 +139,10 @@ def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
     a, b = np.array(baseline.step_durations_us), np.array(candidate.step_durations_us)
     names = (("timing:step_time", "step time (median)", "us"), ("timing:throughput", "throughput", "steps/s"))
     if min(a.size, b.size) < MIN_STEPS:
+        short = baseline if a.size < MIN_STEPS else candidate  # its profiler's way to capture more
         why = (
             f"comparing step times needs {MIN_STEPS} steady steps a side, and the baseline has "
-            f"{a.size}, the candidate {b.size} (capture more steps, each marked ProfilerStep#N or 'step N')"
+            f"{a.size}, the candidate {b.size} ({said_capture_hint(short.dialect, short.job_kind)})"
         )
         return [
             Check(check_id, name, Verdict.NOT_CHECKED, None, None, "", "", why, unit) for check_id, name, unit in names

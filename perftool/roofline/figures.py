@@ -36,9 +36,8 @@ MATRIX_FAMILIES = ("gemm", "conv", "attention")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by
 _INDUCTOR_FAMILY = {"poi": 0, "red": 1, "per": 1, "tem": 2}
 _INDUCTOR_WORDS = ("pointwise", "reductions", "GEMM templates")
-CAPTURE_ADVICE = (
-    "capture with torch.profiler.profile(record_shapes=True, with_flops=True) so ops record their input shapes"
-)
+# the profiler that records the ops' input shapes, by the format of the trace it writes: torch_npu's on Ascend
+_SHAPES_PROFILER = {"ascend": "torch_npu.profiler.profile"}
 
 HOST_ONLY_NOTE = "no device ran in this capture: its ops have no device time to set against a device's peaks"
 FULLY_MODELLED = 0.995  # a modelled share of device time from which the MFU counts every FLOP
@@ -377,13 +376,19 @@ def _compiled_kernels(trace: Trace, kernels: np.ndarray) -> list[str]:
     ]
 
 
-def _unmodelled(calls: Calls) -> list[str]:
+def capture_advice(trace_format: str) -> str:
+    """How to capture ops with their input shapes, with the profiler that writes traces of ``trace_format``."""
+    profiler = _SHAPES_PROFILER.get(trace_format, "torch.profiler.profile")
+    return f"capture with {profiler}(record_shapes=True, with_flops=True) so ops record their input shapes"
+
+
+def _unmodelled(trace: Trace, calls: Calls) -> list[str]:
     """Why no op of the trace has a model, where none has."""
     if not calls.rows.size:
         return ["no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) ran on a "
                 "host thread in the window"]  # fmt: skip
     if not calls.shapes_recorded:
-        return [f"no op in this trace records its input shapes: {CAPTURE_ADVICE}"]
+        return [f"no op in this trace records its input shapes: {capture_advice(trace.dialect)}"]
     if not calls.launches_linked:
         return ["the trace does not link host launches to device work (no flow events): no op's device time"]
     return []
@@ -391,7 +396,7 @@ def _unmodelled(calls: Calls) -> list[str]:
 
 def _notes(trace: Trace, calls: Calls, spec: DeviceSpec | None, device: str, ops: list[RooflineOp]) -> list[str]:
     notes = list(calls.notes)
-    notes += [elsewhere] if (elsewhere := programs_note(trace)) else _unmodelled(calls)
+    notes += [elsewhere] if (elsewhere := programs_note(trace)) else _unmodelled(trace, calls)
     if spec is None:
         notes.append(_no_peaks(trace, device))
     if any(kind.work is not None and not kind.work.dtype_recorded for kind in calls.kinds):

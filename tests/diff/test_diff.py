@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from builders import meta, span
 from click.testing import CliRunner
 from conftest import DATA, REPO, TORCH_FIXTURE, error_line
 
@@ -112,9 +113,28 @@ def test_captures_without_step_markers_are_compared_whole(run):
     document = json.loads(run("diff", startup, startup, "--format", "json").stdout)
     (diff,) = document["diffs"]
     assert diff["baseline"]["steps"] == 0 and diff["delta_us"] == 0 and "no step markers" in diff["notes"][0]
+    assert "torch.profiler.schedule(wait=1, warmup=1, active=5)) with prof.step()" in diff["notes"][0]
     assert diff["baseline"]["step_time_us"] > 0
     adds_up(diff)
     assert "capture time (no step markers)" in run("diff", startup, startup).stdout
+
+
+def test_jax_captures_without_steps_are_told_to_mark_them_as_jax_does(run, write_trace):
+    """A JAX capture of one jitted call has no steps: the way to capture some is jax.profiler's, not PyTorch's."""
+    events = [
+        span("PjitFunction(train_step)", 701, 1, 5.0, 200.0),
+        span("cuLaunchKernel", 701, 2, 150.0, 10.0, args={"correlation_id": "1"}),
+        span("loop_fusion", 1, 16, 300.0, 600.0, args={"correlation_id": "1"}),
+    ]
+    names = [("/host:CPU", 701, 1, "python"), ("/host:CPU", 701, 2, "tf_pjrt_thread_pool/1"),
+             ("/device:GPU:0", 1, 16, "Stream #16(Kernel)")]  # fmt: skip
+    for process, pid, tid, thread in names:
+        events += [meta("process_name", pid, 0, name=process), meta("thread_name", pid, tid, name=thread)]
+    path = write_trace({"traceEvents": [*events, {}]})
+    (diff,) = json.loads(run("diff", path, path, "--format", "json").stdout)["diffs"]
+    (note,) = [note for note in diff["notes"] if note.startswith("no step markers")]
+    assert diff["baseline"]["steps"] == 0 and 'jax.profiler.StepTraceAnnotation("train", step_num=step)' in note
+    assert "torch" not in note
 
 
 def test_the_text_report_lists_the_contributors_and_what_appeared_and_went():

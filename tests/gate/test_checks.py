@@ -17,11 +17,14 @@ from perftool.rules.findings import EmulatorRun, TraceFindings
 NO_METRICS = GatePolicy(metrics={})  # the default threshold (5%) and alpha (0.01), no metric limits
 
 
-def side(steps: list[float], metrics: dict[str, float] | None = None) -> TraceFindings:
-    """A scanned trace with these steady step times (µs) and metrics."""
+def side(
+    steps: list[float], metrics: dict[str, float] | None = None, dialect: str = "kineto", job: str = "training"
+) -> TraceFindings:
+    """A scanned trace with these steady step times (µs) and metrics, read as ``dialect``, of a ``job``."""
     return TraceFindings(
         path="t.json",
-        dialect="kineto",
+        dialect=dialect,
+        job_kind=job,
         family="gpu",
         window_us=sum(steps),
         steps=len(steps),
@@ -91,13 +94,34 @@ def test_a_candidate_within_the_threshold_passes_with_no_reason_to_give():
 def test_two_steps_on_a_side_leave_the_timing_not_checked_and_say_why():
     step, rate = timing([100.0, 101.0], [100.0, 101.0, 102.0])
     why = (
-        "comparing step times needs 3 steady steps a side, and the baseline has 2, the candidate 3 (capture more"
-        " steps, each marked ProfilerStep#N or 'step N')"
+        "comparing step times needs 3 steady steps a side, and the baseline has 2, the candidate 3 (capture several"
+        " steps past warm-up: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=1, active=5))"
+        " with prof.step() at the end of every iteration)"
     )
     assert [(c.id, c.unit, c.verdict, c.baseline, c.change, c.limit, c.detail) for c in (step, rate)] == [
         ("timing:step_time", "us", Verdict.NOT_CHECKED, None, "", "", why),
         ("timing:throughput", "steps/s", Verdict.NOT_CHECKED, None, "", "", why),
     ]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "job", "said", "unsaid"),
+    [
+        ("xla", "training", 'jax.profiler.StepTraceAnnotation("train", step_num=step)', "torch"),
+        ("kineto", "vLLM serving", "vLLM's profiler (--profiler-config", "SGLang"),
+        ("kineto", "serving", "SGLang's profiler (SGLANG_TORCH_PROFILER_DIR", "torch.profiler.schedule"),
+    ],
+)
+def test_too_few_steps_are_said_how_to_capture_with_the_side_s_own_profiler(dialect, job, said, unsaid):
+    """The way to capture more steps is the one of the profiler (or serving engine) that wrote the side short of
+    them: a JAX trace's steps are StepTraceAnnotations, a serving engine starts its own profiler; an engine the
+    trace does not name leaves both engines' ways."""
+    enough = [100.0, 101.0, 102.0]
+    for baseline, candidate in ((side(enough), side([100.0], dialect=dialect, job=job)),
+                                (side([100.0], dialect=dialect, job=job), side(enough))):  # fmt: skip
+        checks = compare(baseline, candidate, NO_METRICS, "error")
+        why = next(c for c in checks if c.id == "timing:step_time").detail
+        assert said in why and unsaid not in why
 
 
 def counter(name: str, base: float | None, cand: float | None, steps: int = 8) -> Check:

@@ -17,7 +17,7 @@ from perftool.common.results import InfoReport, RooflineStep, RooflineSteps
 from perftool.hardware import BY_KEY, SOURCED, identify
 from perftool.pipeline.read import load_trace
 from perftool.roofline.calls import op_calls
-from perftool.roofline.figures import CAPTURE_ADVICE, HOST_ONLY_NOTE, roofline
+from perftool.roofline.figures import HOST_ONLY_NOTE, roofline
 from perftool.trace.kept_args import ArgsKept, KeepArgs
 
 REAL = DATA / "real"
@@ -102,10 +102,19 @@ def test_a_v100_addmm_is_counted_from_its_recorded_shapes():
     assert row.achieved_tflops < 15.7  # under the V100's fp32 peak
 
 
-def test_a_trace_without_shapes_says_what_to_capture():
-    roof = _roofline(REAL / "nccl_a100_rank.json.gz")
+@pytest.mark.parametrize(
+    ("path", "profiler"),
+    [
+        (REAL / "nccl_a100_rank.json.gz", "torch.profiler.profile"),
+        (DATA / "vocab" / "diff_torch_npu_before.json.gz", "torch_npu.profiler.profile"),
+    ],
+)
+def test_a_trace_without_shapes_says_what_to_capture_with_its_own_profiler(path, profiler):
+    """PyTorch's profiler, or torch_npu's for a torch_npu trace, records the ops' shapes where told to."""
+    roof = _roofline(path)
     assert roof.flops == 0 and roof.mfu is None and not roof.ops
-    assert any(CAPTURE_ADVICE in note for note in roof.notes)
+    advice = f"no op in this trace records its input shapes: capture with {profiler}(record_shapes=True"
+    assert any(note.startswith(advice) for note in roof.notes)
 
 
 def test_a_capture_of_the_host_alone_has_no_roofline_to_ask_a_device_spec_for(run):
