@@ -37,7 +37,7 @@ from perftool.dialects.vocabulary import (
     SPARSE_CORE,
 )
 from perftool.trace.model import Kind, Phase, Role, Trace
-from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, xspace_name
+from perftool.trace.profiler_dirs import EXPORT_CAPPED, MSPROF_LEFT_OUT, RUNS_BESIDE, SCHEDULE, xspace_name
 
 _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
     "Computing": "computing",
@@ -48,11 +48,12 @@ _MSPROF_FIGURES = {  # step_trace_time.csv's columns, in words
 }
 REPLAYED_SHARE = 0.1  # device graph replays holding this share of the device's compute are said to be there
 MIN_STEADY_STEPS = 3  # fewer steady steps say nothing about the steady state
+ADVISED_ACTIVE = 5  # the steps a profiler's schedule is advised to keep active
 _CAPTURE_HINT = {
     "kineto": "capture several steps past warm-up: torch.profiler.profile(schedule=torch.profiler.schedule("
-    "wait=1, warmup=1, active=5)) with prof.step() at the end of every iteration",
+    f"wait=1, warmup=1, active={ADVISED_ACTIVE})) with prof.step() at the end of every iteration",
     "ascend": "capture several steps past warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
-    "wait=1, warmup=1, active=5)) with prof.step() at the end of every iteration",
+    f"wait=1, warmup=1, active={ADVISED_ACTIVE})) with prof.step() at the end of every iteration",
     "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", '
     'step_num=step) (in TensorFlow, tf.profiler.experimental.Trace("train", step_num=step, _r=1))',
 }
@@ -92,8 +93,26 @@ class Caveat:
 
 def capture_hint(trace: Trace) -> str:
     """How to capture several steady steps with the profiler that wrote ``trace`` (a serving engine's own where one
-    ran it), in words."""
+    ran it), in words: where torch_npu's profiler recorded a schedule that kept too few steps, that schedule
+    changed."""
+    recorded = trace.metadata.get(SCHEDULE)
+    if recorded and recorded["fields"]["active"] < MIN_STEADY_STEPS:
+        return _schedule_hint(recorded["file"], recorded["fields"])
     return _capture_hint(trace.dialect, job_kind(trace) == "serving", serving_engine(trace))
+
+
+def _schedule_hint(file: str, fields: dict[str, int]) -> str:
+    """Capture more steps by the schedule torch_npu's profiler recorded in ``file`` (its ``fields``), with more active
+    steps."""
+
+    def call(schedule: dict[str, int]) -> str:
+        return f"torch_npu.profiler.schedule({', '.join(f'{name}={value}' for name, value in schedule.items())})"
+
+    return (
+        f"capture several steps past warm-up: the profiler kept {plural(fields['active'], 'step')} active "
+        f"({call(fields)}, as {file} records it); give it {call(fields | {'active': ADVISED_ACTIVE})}, with "
+        "prof.step() at the end of every iteration"
+    )
 
 
 def said_capture_hint(trace_format: str, job: str) -> str:

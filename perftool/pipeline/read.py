@@ -15,9 +15,11 @@ from perftool.trace.profiler_dirs import (
     JAX_EXPORT_MAX_EVENTS,
     MSPROF_LEFT_OUT,
     RUNS_BESIDE,
+    SCHEDULE,
     XSPACE_SUFFIX,
     msprof_steps,
     rank_environment,
+    rank_schedule,
     sibling_runs,
     trace_path,
     xspace_beside,
@@ -38,7 +40,8 @@ def load_trace(
     trace_path`) and assign track roles and event kinds through its dialect; msprof's own step breakdown beside a
     torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels' measured pipe use
     (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables the profiler
-    recorded set in the job's environment (``torch_npu.environment``); a jax.profiler JSON's device is read from
+    recorded set in the job's environment (``torch_npu.environment``) and the schedule it ran with
+    (``torch_npu.schedule``); a jax.profiler JSON's device is read from
     the XSpace beside it, which records what the JSON leaves out, the whole XSpace where the JSON was cut at the
     export's cap (``jax.profiler.export_capped``), and the other runs of its log directory are named
     (``jax.profiler.runs``).
@@ -71,6 +74,8 @@ def load_trace(
         trace.metadata[RUNS_BESIDE] = runs._asdict()
     if environment := rank_environment(file):
         trace.metadata[ENVIRONMENT] = environment
+    if schedule := rank_schedule(file):
+        trace.metadata[SCHEDULE] = schedule._asdict()
     if trace.dialect == "xla" and "deviceProperties" not in trace.metadata and (space := xspace_beside(file)):
         if properties := device_properties(space):  # what the JSON export left out of the planes it was made from
             trace.metadata["deviceProperties"] = properties

@@ -41,6 +41,9 @@ MSPROF_LEFT_OUT = "msprof.left_out"  # the trace metadata key of what of msprof'
 RANK_ENVIRONMENT = "profiler_metadata.json"  # torch_npu's record of the job's environment, per rank
 RECORDED_VARIABLES = "ENV_VARIABLES"  # the field of that record that holds the variables
 ENVIRONMENT = "torch_npu.environment"  # the trace metadata key of the variables the profiler recorded set
+SCHEDULE = "torch_npu.schedule"  # the trace metadata key of the schedule the profiler ran with (RecordedSchedule)
+# torch_npu.profiler.schedule's arguments, in the order it takes them
+SCHEDULE_FIELDS = ("wait", "active", "warmup", "repeat", "skip_first")
 
 
 def profiler_trace(directory: str) -> str | None:
@@ -273,14 +276,45 @@ def rank_environment(trace_file: str) -> dict[str, str]:
     """The variables torch_npu's profiler recorded set for the rank whose trace is ``trace_file`` (its directory's
     ``profiler_metadata.json``, beside ``ASCEND_PROFILER_OUTPUT/``); none where there is no such file or it does not
     read."""
-    path = Path(trace_file).parent
-    if path.name != ASCEND_OUTPUT or not (path.parent / RANK_ENVIRONMENT).is_file():
-        return {}
+    record = _rank_record(trace_file, RANK_ENVIRONMENT)
+    return recorded_environment(record[1].get(RECORDED_VARIABLES) if record else None)
+
+
+class RecordedSchedule(NamedTuple):
+    """The schedule torch_npu's profiler ran with, as a rank's record of its run holds it: that file's name, and
+    each of :data:`SCHEDULE_FIELDS` it records."""
+
+    file: str
+    fields: dict[str, int]
+
+
+def rank_schedule(trace_file: str) -> RecordedSchedule | None:
+    """The schedule torch_npu's profiler ran with for the rank whose trace is ``trace_file`` (its directory's
+    ``profiler_info_N.json``, ``config.common_config.schedule``); None where there is no such file, or it records
+    no step kept active (torch_npu records every step under a schedule with none active)."""
+    record = _rank_record(trace_file, RANK_METADATA)
+    config = record[1].get("config") if record else None
+    common = config.get("common_config") if isinstance(config, dict) else None
+    schedule = common.get("schedule") if isinstance(common, dict) else None
+    if record is None or not isinstance(schedule, dict):
+        return None
+    fields = {name: value for name in SCHEDULE_FIELDS if type(value := schedule.get(name)) is int and value >= 0}
+    return RecordedSchedule(record[0], fields) if fields.get("active", 0) >= 1 else None
+
+
+def _rank_record(trace_file: str, pattern: str) -> tuple[str, dict[str, Any]] | None:
+    """The name and content of the first file matching ``pattern`` in the torch_npu rank directory whose trace is
+    ``trace_file`` (beside its ``ASCEND_PROFILER_OUTPUT/``), a JSON object; None where there is none, or it does not
+    read as one."""
+    output = Path(trace_file).parent
+    path = min(output.parent.glob(pattern), default=None) if output.name == ASCEND_OUTPUT else None
+    if path is None:
+        return None
     try:
-        document = json.loads((path.parent / RANK_ENVIRONMENT).read_bytes())
+        document = json.loads(path.read_bytes())
     except (OSError, ValueError):
-        return {}
-    return recorded_environment(document.get(RECORDED_VARIABLES) if isinstance(document, dict) else None)
+        return None
+    return (path.name, document) if isinstance(document, dict) else None
 
 
 def msprof_steps(trace_file: str) -> MsprofTable:

@@ -15,6 +15,7 @@ from conftest import DATA
 
 from perftool import api, load_trace
 from perftool.analysis import compute_metrics
+from perftool.analysis.confidence import capture_hint
 from perftool.roofline.measured import BUSY, NO_PIPE_BUSY, measured_pipes
 from perftool.trace import ascend_db
 from perftool.trace.loader import SQLITE_MAGIC
@@ -23,15 +24,18 @@ from perftool.trace.msprof_kernels import msprof_kernels
 DB_JOB = DATA / "real" / "torch_npu_db_l2_job"
 
 
-def _rank_directory(parent, name: str, rank: int | None, trace: dict | list | None, environment: dict | None = None):
+def _rank_directory(
+    parent, name: str, rank: int | None, trace: dict | list | None, environment: dict | None = None, config=None
+):
     """A rank's directory as torch_npu writes it: profiler_info_N.json (profiler_info.json where the job is not
-    distributed: ``rank`` None), profiler_metadata.json (the variables it looks at, each empty but those
-    ``environment`` sets) and the analysed output with the trace (where given), msprof's summaries beside it."""
+    distributed: ``rank`` None) with the profiler's ``config``, profiler_metadata.json (the variables it looks at,
+    each empty but those ``environment`` sets) and the analysed output with the trace (where given), msprof's
+    summaries beside it."""
     directory = parent / name
     output = directory / "ASCEND_PROFILER_OUTPUT"
     output.mkdir(parents=True)
     info = directory / ("profiler_info.json" if rank is None else f"profiler_info_{rank}.json")
-    info.write_text(json.dumps({"config": {}, "rank_id": -1 if rank is None else rank}))
+    info.write_text(json.dumps({"config": config or {}, "rank_id": -1 if rank is None else rank}))
     recorded = {"ASCEND_LAUNCH_BLOCKING": "", "PYTORCH_NPU_ALLOC_CONF": "", **(environment or {})}
     (directory / "profiler_metadata.json").write_text(json.dumps({"ENV_VARIABLES": recorded}))
     (output / "communication.json").write_text(json.dumps({"step50": {"collective": {}}}))
@@ -116,6 +120,49 @@ def test_the_db_export_s_recorded_environment_is_kept(tmp_path):
             (json.dumps({"ASCEND_LAUNCH_BLOCKING": "1", "HCCL_RDMA_TC": ""}),),
         )
     assert api.info(copy).trace.metadata["torch_npu.environment"] == {"ASCEND_LAUNCH_BLOCKING": "1"}
+
+
+def test_the_schedule_the_profiler_recorded_is_what_to_change_to_capture_more_steps(run):
+    """The capture kept one step (schedule(wait=0, warmup=10, active=1, repeat=1, skip_first=40), as
+    profiler_info_0.json records it): the way to more steady steps is that schedule with more kept active."""
+    directory = DB_JOB / "rank0_ascend_pt"
+    recorded = api.info(directory).trace.metadata["torch_npu.schedule"]
+    fields = {"wait": 0, "active": 1, "warmup": 10, "repeat": 1, "skip_first": 40}  # in the order schedule() takes
+    assert recorded == {"file": "profiler_info_0.json", "fields": fields} and list(recorded["fields"]) == list(fields)
+    scanned = json.loads(run("scan", str(directory), "--format", "json", "--fail-on", "never").stdout)
+    said = " ".join(" ".join(scanned["traces"][0]["caveats"]).split())
+    assert (
+        "the profiler kept 1 step active (torch_npu.profiler.schedule(wait=0, active=1, warmup=10, repeat=1, "
+        "skip_first=40), as profiler_info_0.json records it); give it torch_npu.profiler.schedule(wait=0, active=5, "
+        "warmup=10, repeat=1, skip_first=40), with prof.step() at the end of every iteration"
+    ) in said
+
+
+@pytest.mark.parametrize(
+    ("schedule", "recorded"),
+    [
+        ({"wait": 1, "warmup": 1, "active": 2, "repeat": 1}, {"wait": 1, "active": 2, "warmup": 1, "repeat": 1}),
+        ({"wait": 1, "warmup": 1, "active": 3}, {"wait": 1, "active": 3, "warmup": 1}),
+        ({"wait": 1, "warmup": 1}, None),  # no step kept active: no schedule
+        ({"active": "2", "warmup": 1}, None),  # not torch_npu's record: no schedule
+        ({"active": -1}, None),
+        ({"active": 0, "wait": 1}, None),
+        (None, None),  # profiled without a schedule
+    ],
+)
+def test_a_recorded_schedule_names_the_change_only_where_it_kept_too_few_steps(tmp_path, schedule, recorded):
+    """One step captured: a schedule that kept 2 active is told to keep 5; one that kept 3, enough (its other steps
+    warm-up or unmarked), or none recorded, leaves the profiler's usual way."""
+    config = {"common_config": {"schedule": schedule}}
+    directory = _rank_directory(tmp_path, "host_1_ascend_pt", None, _npu_trace(0)[:8], config=config)
+    trace = api.info(directory).trace
+    assert trace.metadata.get("torch_npu.schedule") == (recorded and {"file": "profiler_info.json", "fields": recorded})
+    hint = capture_hint(trace)
+    if recorded and recorded["active"] < 3:
+        assert hint.endswith("give it torch_npu.profiler.schedule(wait=1, active=5, warmup=1, repeat=1), with "
+                             "prof.step() at the end of every iteration")  # fmt: skip
+    else:
+        assert "torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule(wait=1, warmup=1, active=5))" in hint
 
 
 def test_a_directory_of_rank_directories_is_a_job_ranked_by_their_metadata(tmp_path, run):
