@@ -60,4 +60,5 @@ _DESCRIPTIONS = {
 
 
 def _rule_id(check_id: str) -> str:
-    return f"gate/{check_id.split(':')[0]}"
+    """The rule of a check: its kind (``timing:step_time``'s, a job's ``rank3/timing:step_time``'s alike)."""
+    return f"gate/{check_id.split(':')[0].rsplit('/', 1)[-1]}"

@@ -390,6 +390,22 @@ def test_sarif_lists_failed_and_warned_checks(run, regression, sarif_validator):
         assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
 
 
+def test_a_job_s_checks_are_listed_in_sarif_under_their_kind_s_rule(run, sarif_validator):
+    """A job's checks are each rank's (``rank0/timing:step_time``): one rule per kind of check, whatever the rank,
+    each result naming its rank. msinsight's db job captured one step a rank: its timing is not checked."""
+    job = REPO / "tests" / "data" / "real" / "torch_npu_db_l2_job"
+    result = run("gate", job, job, "--format", "sarif", "--workers", "1")
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert [error.message for error in sarif_validator.iter_errors(document)] == []
+    (sarif_run,) = document["runs"]
+    assert [rule["id"] for rule in sarif_run["tool"]["driver"]["rules"]] == ["gate/timing"]
+    checks = {r["partialFingerprints"]["perftoolGateCheck/v1"]: r for r in sarif_run["results"]}
+    assert sorted(checks) == [f"rank{r}/timing:{name}" for r in (0, 1) for name in ("step_time", "throughput")]
+    assert all(r["ruleId"] == "gate/timing" and r["ruleIndex"] == 0 for r in checks.values())
+    assert checks["rank1/timing:step_time"]["message"]["text"].startswith("rank 1: step time (median)")
+
+
 def test_a_passing_gate_is_valid_junit_and_sarif_too(run, emulated, tmp_path, junit_schema, sarif_validator):
     baseline, candidate = emulated("seed0", "seed=0"), emulated("seed1", "seed=1")
     junit = tmp_path / "pass.xml"
