@@ -26,7 +26,7 @@ from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
 from perftool.common.units import duration, listed, plural
-from perftool.dialects.kineto import early_profiler
+from perftool.dialects.kineto import EARLY_CAPTURE, early_profiler
 from perftool.dialects.vocabulary import (
     CUDA_GRAPH_LAUNCH,
     GRAPH_LAUNCH,
@@ -266,9 +266,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     if early_profiler(trace) and device_tracks(trace):
         found.append(
             Caveat(
-                "the capture is from an early PyTorch (its host categories are Operator and Runtime, as 1.8 writes "
-                "them): a fix that names torch.compile, scaled_dot_product_attention or TORCH_LOGS needs 2.0 or "
-                "later, torch.cuda.graph 1.10 or later",
+                f"{EARLY_CAPTURE}: a fix that names torch.compile, scaled_dot_product_attention or TORCH_LOGS needs "
+                "2.0 or later, torch.cuda.graph 1.10 or later",
                 caps=False,
             )
         )

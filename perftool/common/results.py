@@ -349,6 +349,14 @@ class FittedJob(Part):
         description="training where the trace shows a backward or an optimizer step; else serving where a serving "
         "engine runs the forward, else inference: what tune sweeps and how it names the knobs follow from it"
     )
+    engine: str | None = Field(
+        None, description="the serving engine that runs the forward (vllm, sglang), where the trace names one"
+    )
+    profiler: str | None = Field(
+        None,
+        description="'early pytorch' where PyTorch's early profiler wrote the capture (host categories Operator and "
+        "Runtime): tune names the releases its device graphs need",
+    )
 
 
 class CalibrationRecord(Part):

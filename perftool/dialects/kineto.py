@@ -49,6 +49,11 @@ DEVICE_SORT_INDEX = 5_000_000  # Kineto sorts device processes from here on (16,
 # The host's categories under the names PyTorch's early profiler gave them (1.8 writes Operator and Runtime; 2.x
 # cpu_op and cuda_runtime): a capture from a PyTorch older than torch.compile (2.0)
 _EARLY_HOST_CATEGORIES = frozenset({"Operator", "Runtime"})
+EARLY_PYTORCH = "early pytorch"  # what a fitted config's record of its job says of a capture by that profiler
+# what a report says of such a capture
+EARLY_CAPTURE = (
+    "the capture is from an early PyTorch (its host categories are Operator and Runtime, as 1.8 writes them)"
+)
 
 
 def early_profiler(trace: Trace) -> bool:

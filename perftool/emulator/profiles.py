@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from perftool.dialects.kineto import EARLY_PYTORCH
 from perftool.hardware import BY_KEY, emulated
 
 KB, MB, GB = 1e3, 1e6, 1e9
@@ -155,15 +156,19 @@ PROFILES: dict[str, DeviceProfile] = {
     ),
 }
 
-# What a job's own framework or engine calls a knob, before its device family's name (by framework on the family, by
-# framework, by serving engine, then by what the job is): a fitted config records the job it was fitted to (its
-# calibration's ``job``)
+# What a job's own framework or engine calls a knob, before its device family's name (by the profiler of its capture,
+# by framework on the family, by framework, by serving engine, then by what the job is): a fitted config records the
+# job it was fitted to (its calibration's ``job``)
 JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
     "pytorch on npu": {"prefetch_depth": "DataLoader prefetch_factor"},  # the family's names are TensorFlow's
     "jax": {
         "device_graphs": "the whole step under one jax.jit: one executable, its kernels replayed as XLA's command "
         "buffers (CUDA/HIP graphs)",
         "prefetch_depth": "flax.jax_utils.prefetch_to_device(size) / tf.data prefetch",
+    },
+    EARLY_PYTORCH: {  # a capture by PyTorch's early profiler
+        "device_graphs": "CUDA/HIP graphs (torch.cuda.graph from PyTorch 1.10, torch.compile mode='reduce-overhead' "
+        "from 2.0: the capture is from an early PyTorch)",
     },
     "vllm": {"device_graphs": "vLLM's captured graphs, the device's own (on unless --enforce-eager)"},
     "sglang": {"device_graphs": "SGLang's captured graphs, the device's own (on unless --disable-cuda-graph)"},
@@ -175,10 +180,16 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
 
 
 def knob_name(profile: DeviceProfile, knob: str, job: dict[str, Any]) -> str | None:
-    """What ``job`` (a calibration's record of it: ``framework``, ``kind``, ``engine``) calls ``knob``, else what
-    ``profile``'s family does; None where neither names it."""
+    """What ``job`` (a calibration's record of it: ``framework``, ``kind``, ``engine``, the ``profiler`` where its
+    capture's was an early one) calls ``knob``, else what ``profile``'s family does; None where neither names it."""
     framework = job.get("framework")
-    for context in (f"{framework} on {profile.family}", framework, job.get("engine"), job.get("kind")):
+    for context in (
+        job.get("profiler"),
+        f"{framework} on {profile.family}",
+        framework,
+        job.get("engine"),
+        job.get("kind"),
+    ):
         if isinstance(context, str) and knob in JOB_KNOB_NAMES.get(context, {}):
             return JOB_KNOB_NAMES[context][knob]
     return profile.knob_names.get(knob)

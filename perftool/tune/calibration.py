@@ -35,6 +35,7 @@ from perftool.analysis.metrics import compute_metrics
 from perftool.common.errors import PerftoolError, parameter
 from perftool.common.results import CalibrateReport
 from perftool.common.units import plural
+from perftool.dialects.kineto import EARLY_CAPTURE, EARLY_PYTORCH, early_profiler
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.emulator.devices import GENERIC
 from perftool.emulator.evaluate import evaluate
@@ -272,7 +273,8 @@ def calibrate(
     )  # fmt: skip
     config_written = config if dataset is None else _with_dataset(config, dataset, path)
     engine = serving_engine(trace)
-    job = {"framework": scope.framework, "kind": job_kind(trace), **({"engine": engine} if engine else {})}
+    job = {"framework": scope.framework, "kind": job_kind(trace), **({"engine": engine} if engine else {}),
+           **({"profiler": EARLY_PYTORCH} if early_profiler(trace) else {})}  # fmt: skip
     notes = [*_notes(scope, config, frozenset(given), job), batch]
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
@@ -305,7 +307,7 @@ def _notes(
     sections the user gave fields of), and what the job (``job``) has no setting for."""
     reduces = any(c.name == "all_reduce" for c in scope.metrics.communication.collectives)
     contexts = [job["kind"], job["framework"]] if reduces or job["kind"] != "inference" else [job["framework"]]
-    notes = [JOB_NOTES[context] for context in contexts if context in JOB_NOTES]
+    notes = [JOB_NOTES[context] for context in [*contexts, job.get("profiler")] if context in JOB_NOTES]
     if config.device_model == GENERIC:
         notes.append(
             f"the trace's device ({scope.metrics.device}) is not one perftool knows by model: the fit uses a generic "
@@ -342,6 +344,8 @@ JOB_NOTES = {
     "(tensor parallelism's, not gradients')",
     "jax": "a JAX job: device graphs are the whole step under one jax.jit (XLA replays its kernels as command "
     "buffers), and the tune space written leaves out pinned memory (jax.device_put stages its copies itself)",
+    EARLY_PYTORCH: f"{EARLY_CAPTURE}: device graphs need torch.cuda.graph (1.10 or later) or torch.compile (2.0 or "
+    "later), so a what-if that turns them on may need the job's PyTorch upgraded too",
 }
 
 

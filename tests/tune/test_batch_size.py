@@ -68,6 +68,15 @@ def test_calibrate_takes_the_trace_s_batch_and_tune_counts_samples(run, tmp_path
                for note in document["calibration"]["notes"])  # fmt: skip
     tuned = json.loads(run("tune", fitted, "--format", "json").stdout)
     assert tuned["throughput_unit"] == "samples/s"
+    # PyTorch 1.8's capture: its device graphs are named with the releases that bring them, beside a note
+    record = document["calibration"]
+    assert record["job"] == {"framework": "pytorch", "kind": "training", "engine": None, "profiler": "early pytorch"}
+    assert any(note.startswith("the capture is from an early PyTorch") and "torch.cuda.graph (1.10 or later)" in note
+               for note in record["notes"])  # fmt: skip
+    assert tuned["why"]["device_graphs"].startswith(
+        "device graphs true (CUDA/HIP graphs (torch.cuda.graph from PyTorch 1.10, torch.compile mode='reduce-overhead' "
+        "from 2.0: the capture is from an early PyTorch))"
+    )
     step, rate = tuned["best"]["figures"]["step_time_mean_us"], tuned["best"]["figures"]["throughput"]
     assert rate == pytest.approx(32 / (step / 1e6), rel=0.01)  # 32 samples a step
     top = tuned["top"]  # input workers change nothing once device graphs free the host: one row, the rest alike

@@ -446,7 +446,7 @@ def _forward_case(first_op: str, all_reduce: bool = True) -> dict:
     return {"name": first_op, "vocabulary": "kineto", "steps": 12, "period": 1000, "events": events}
 
 
-def test_a_serving_engine_s_fit_reduces_no_gradients_and_tunes_only_what_the_engine_sets(write_trace):
+def test_a_serving_engine_s_fit_reduces_no_gradients_and_tunes_only_what_the_engine_sets(write_trace, run):
     """A vLLM forward's all-reduces are tensor parallelism's: fitted as device work, never as gradient buckets, and
     the tune space written holds the engine's device graphs alone (no DataLoader, pinned memory or gradient
     settings), with the job recorded and a note saying so; the same step with a backward fits replicas."""
@@ -459,6 +459,10 @@ def test_a_serving_engine_s_fit_reduces_no_gradients_and_tunes_only_what_the_eng
         "framework": "pytorch", "kind": "serving", "engine": "vllm"}  # fmt: skip
     assert list(document["tune"]["space"]) == ["device_graphs"]
     assert any(note.startswith("a serving engine's forward") for note in serving.notes), serving.notes
+    reported = run("calibrate", served, "--format", "json")  # the report's record of the job names the engine too
+    assert reported.exit_code == 1 and "the fit fails its check" in reported.stderr  # a JSON report all the same
+    assert json.loads(reported.stdout)["calibration"]["job"] == {
+        "framework": "pytorch", "kind": "serving", "engine": "vllm", "profiler": None}  # fmt: skip
     with pytest.raises(PerftoolError, match=r"replicas\.latency_us given, but the job trains nothing"):
         calibrate(served, overrides={"replicas": {"latency_us": 7.0}})
     training = calibrate(str(write_trace(build(_forward_case("autograd::engine::evaluate_function: MmBackward0")))))
