@@ -376,7 +376,7 @@ def _compiled_kernels(trace: Trace, kernels: np.ndarray) -> list[str]:
     ]
 
 
-def capture_advice(trace_format: str) -> str:
+def _capture_advice(trace_format: str) -> str:
     """How to capture ops with their input shapes, with the profiler that writes traces of ``trace_format``."""
     profiler = _SHAPES_PROFILER.get(trace_format, "torch.profiler.profile")
     return f"capture with {profiler}(record_shapes=True, with_flops=True) so ops record their input shapes"
@@ -388,7 +388,7 @@ def _unmodelled(trace: Trace, calls: Calls) -> list[str]:
         return ["no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) ran on a "
                 "host thread in the window"]  # fmt: skip
     if not calls.shapes_recorded:
-        return [f"no op in this trace records its input shapes: {capture_advice(trace.dialect)}"]
+        return [f"no op in this trace records its input shapes: {_capture_advice(trace.dialect)}"]
     if not calls.launches_linked:
         return ["the trace does not link host launches to device work (no flow events): no op's device time"]
     return []
