@@ -57,9 +57,15 @@ def _failed(why: str) -> NoReturn:
     sys.exit(1)
 
 
+# A group named without a command (perftool rules): click 8.2 and later raise this to print the group's help, as
+# perftool alone prints its own; 8.1 prints it itself
+_NO_COMMAND = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class _Group(click.Group):
     """Turns PerftoolError and click's usage errors into one line on stderr and exit 2, Ctrl-C into exit 130,
-    SIGTERM and SIGHUP into 143 and 129 (see :mod:`perftool.common.output` for how files are written)."""
+    SIGTERM and SIGHUP into 143 and 129 (see :mod:`perftool.common.output` for how files are written); a group
+    named without a command prints its help, as click does."""
 
     def invoke(self, ctx: click.Context) -> Any:
         interrupts.started()  # the command runs: Ctrl-C unwinds it from here, through its clean-up
@@ -68,6 +74,8 @@ class _Group(click.Group):
         except PerftoolError as exc:
             _error(str(exc))
             sys.exit(exc.exit_code)
+        except _NO_COMMAND:
+            raise
         except click.UsageError as exc:  # a bad option or argument, in the same one-line form
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             click.echo(f"perftool: error: {one_line(exc.format_message())}{where}", err=True)

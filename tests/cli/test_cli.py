@@ -116,6 +116,17 @@ def test_metrics_command_lists_every_metric(run):
         assert name in result.output
 
 
+def test_a_group_named_without_a_command_prints_its_help_as_perftool_alone_does(run):
+    """perftool rules with no command: the group's help, line by line, as perftool alone gives its own; not a one-line
+    error with the help's line breaks escaped."""
+    alone, group = run(), run("rules")
+    assert (alone.exit_code, group.exit_code) == (2, 2)
+    assert alone.stderr.splitlines()[0].endswith(" [OPTIONS] COMMAND [ARGS]...")  # "Usage: perftool ..." as installed
+    lines = group.stderr.splitlines()
+    assert lines[0].endswith(" rules [OPTIONS] COMMAND [ARGS]...") and "Commands:" in lines
+    assert "perftool: error" not in group.stderr and "\\n" not in group.stderr
+
+
 def test_python_dash_m_and_version():
     done = subprocess.run([sys.executable, "-m", "perftool", "--version"], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0 and __version__ in done.stdout
