@@ -693,10 +693,12 @@ def mcp() -> None:
     serve()
 
 
-@cli.command()
-@click.argument("name", type=click.Choice(sorted(api.SCHEMAS)), default="config")
+@cli.command(
+    help="Print the JSON Schema of perftool's file NAME (default config; editors use it to complete and check "
+    f"configs): one of {', '.join(sorted(api.SCHEMAS))}."
+)
+@click.argument("name", type=click.Choice(sorted(api.SCHEMAS)), default="config", metavar="[NAME]")
 def schema(name: str) -> None:
-    """Print the JSON Schema of a perftool file (editors use it to complete and check configs)."""
     write_text(json.dumps(api.schema(name), indent=2) + "\n", None)
 
 

@@ -127,6 +127,14 @@ def test_a_group_named_without_a_command_prints_its_help_as_perftool_alone_does(
     assert "perftool: error" not in group.stderr and "\\n" not in group.stderr
 
 
+def test_schema_names_its_argument_and_lists_the_files_it_knows(run):
+    from perftool import api
+
+    assert error_line(run("schema", "bogus"), "Invalid value for '[NAME]': 'bogus' is not one of 'budget',")
+    said = "".join(run("schema", "--help").stdout.split())  # as wrapped, some names broken at their hyphen
+    assert said.startswith("Usage:clischema[OPTIONS][NAME]") and f"oneof{','.join(sorted(api.SCHEMAS))}." in said
+
+
 def test_python_dash_m_and_version():
     done = subprocess.run([sys.executable, "-m", "perftool", "--version"], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0 and __version__ in done.stdout
