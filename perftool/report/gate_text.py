@@ -69,7 +69,7 @@ class _Checks:
         if explained:
             bullets = Table.grid(padding=(0, 1))
             bullets.add_column(no_wrap=True)
-            bullets.add_column()
+            bullets.add_column(overflow="fold")  # a word longer than the line (a call with its arguments) folds whole
             for check in explained:
                 bullets.add_row(
                     Text(_verdict_word(check), style=STYLE[check.verdict]),
@@ -98,7 +98,7 @@ def _table(checks: list[Check], with_why: bool, budget: bool, width: int) -> Tab
         table.add_column(column, justify="right", no_wrap=not narrow, max_width=FIGURE_WIDTH if narrow else None)
     table.add_column("verdict", no_wrap=True)
     if with_why:
-        table.add_column("why")
+        table.add_column("why", overflow="fold")
     for check in checks:
         sides = [check.candidate] if budget else [check.baseline, check.candidate]
         values = [check.shown(value) for value in sides]

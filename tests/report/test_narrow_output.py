@@ -33,6 +33,17 @@ def test_gate_keeps_every_column_and_every_reason(columns):
     assert "21.6% worse, significant" in words and "past the error limit" in words  # the why, in either layout
 
 
+@pytest.mark.parametrize("columns", [80, 140])
+def test_gate_folds_a_reason_s_word_longer_than_its_cell_and_cuts_none(columns):
+    """The way to capture more steps names a call with its arguments, one word wider than the reason's cell (the Why
+    list at 80 columns, the why column wide): folded onto the next line, never cut."""
+    rank = str(REPO / "tests" / "data" / "real" / "torch_npu_db_l2_job" / "rank0_ascend_pt")
+    out = piped("gate", rank, rank, columns=columns)
+    assert "…" not in out and max(map(len, out.splitlines())) <= columns
+    joined = "".join(out.replace("│", " ").split())
+    assert "torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule(wait=1,warmup=1,active=5))" in joined
+
+
 @pytest.mark.parametrize("columns", [80, 120])
 @pytest.mark.parametrize("family", ["gpu", "hpu", "ipu", "npu"])
 @pytest.mark.slow
