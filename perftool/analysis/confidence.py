@@ -15,9 +15,9 @@ import numpy as np
 
 from perftool import dialects, hardware
 from perftool.analysis.family import (
-    ENGINE_NAMES,
     device_properties,
     device_tracks,
+    engine_said,
     job_kind,
     serving_engine,
     told_models,
@@ -118,8 +118,7 @@ def _schedule_hint(file: str, fields: dict[str, int]) -> str:
 def said_capture_hint(trace_format: str, job: str) -> str:
     """:func:`capture_hint` for a trace known by its summary: the format it was read as (its dialect) and its job in
     :func:`~perftool.analysis.family.job_said`'s words (``training``, ``vLLM serving``...)."""
-    engine = next((engine for engine, name in ENGINE_NAMES.items() if job == f"{name} serving"), None)
-    return _capture_hint(trace_format, job.endswith("serving"), engine)
+    return _capture_hint(trace_format, job.endswith("serving"), engine_said(job))
 
 
 def _capture_hint(trace_format: str, serving: bool, engine: str | None) -> str:

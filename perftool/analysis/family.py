@@ -212,7 +212,16 @@ def job_said(trace: Trace) -> str:
         return ""
     kind = job_kind(trace)
     engine = serving_engine(trace) if kind == "serving" else None
-    return f"{ENGINE_NAMES[engine]} serving" if engine else kind
+    return _ENGINE_SERVING.format(ENGINE_NAMES[engine]) if engine else kind
+
+
+def engine_said(job: str) -> str | None:
+    """The serving engine (``vllm``, ``sglang``) that :func:`job_said`'s words ``job`` name; None where they name
+    none."""
+    return next((engine for engine, name in ENGINE_NAMES.items() if job == _ENGINE_SERVING.format(name)), None)
+
+
+_ENGINE_SERVING = "{} serving"  # how job_said words a serving engine's job
 
 
 def device_name(trace: Trace) -> str:
