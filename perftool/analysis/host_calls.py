@@ -73,6 +73,17 @@ def driving_calls(trace: Trace, among: np.ndarray, python_beside_compiled: bool 
     return trace.top_level(np.r_[rows[~python_frames(trace, rows)], _alone(trace, rows)])
 
 
+def python_between_calls(trace: Trace, lo: float, hi: float) -> np.ndarray:
+    """Rows of the driving thread's outermost Python frames overlapping [lo, hi] inside which it calls nothing
+    traced (:func:`_alone`), in time order: its time in Python itself, between its ops. Empty where the trace records
+    no Python stack (a capture without ``with_stack=True``)."""
+    track = driving_thread(trace)
+    if track is None:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.flatnonzero(trace.spans_in(lo, hi) & (trace.track == track) & (trace.kind != Kind.STEP))
+    return trace.top_level(_alone(trace, rows))
+
+
 def _alone(trace: Trace, rows: np.ndarray) -> np.ndarray:
     """The Python frames among ``rows`` inside which none of the other rows starts."""
     frame = python_frames(trace, rows)

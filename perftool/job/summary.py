@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from perftool.analysis.communication import COLLECTIVES, GroupStat, covered
+from perftool.analysis.host_calls import python_between_calls
 from perftool.analysis.idle import CAUSES
 from perftool.common.errors import TraceError
+from perftool.common.names import host_call
 from perftool.job.ranks import rank_from_name
 from perftool.job.signs import JobSigns
 from perftool.pipeline.scan import ReadOptions, analyse_trace
@@ -22,6 +24,7 @@ from perftool.trace.store import trim_heap
 
 MAX_TIMELINE_CALLS = 4096  # collectives kept per rank for clock alignment and waits: whole steps, in order
 MAX_STEPS_SHOWN = 256  # steady steps a rank sends one by one (compute and communication in each)
+PYTHON_FRAMES_KEPT = 16  # a host-only rank's Python frames it sends, those that take most of its steps
 # Collectives every member of a group leaves together: their ends mark one instant on every rank's clock.
 SYNCHRONISING = frozenset(COLLECTIVES) - {"send_recv"}
 
@@ -70,6 +73,8 @@ class RankSummary:
     mfu: float | None = None  # model FLOPs utilisation of the steady steps, where the roofline can say
     mfu_is_lower_bound: bool = False  # part of the device time is in ops without a model
     stated_rank: int | None = None  # the rank the trace or its name states (``rank3``), not a directory's guess
+    python_us: dict[str, float] = field(default_factory=dict)  # per steady step, a host-only rank's time in the
+    # Python frames between its ops that take most of it, by frame as a person reads it, where its trace records them
 
     @property
     def signs(self) -> JobSigns:
@@ -99,10 +104,11 @@ def summarise_rank(
     scan.rank = next((rank for rank in given if rank is not None), None)
     if len(scan.merged_ranks) > 1:  # no one rank's, whatever its name or place
         scan.rank = stated = None
+    python = python_between_calls(trace, scope.lo, scope.hi) if scope.idle is None else None
     summary = RankSummary(
         scan.rank,
         scan,
-        _breakdown(scope),
+        _breakdown(scope, python),
         scope.metrics.groups,
         _timeline(scope),
         scope.steps.first,
@@ -110,6 +116,7 @@ def summarise_rank(
         scope.roofline.mfu,
         scope.roofline.is_lower_bound,
         stated,
+        _most_time(scope, python) if python is not None else {},
     )
     if multiprocessing.current_process().daemon:  # a worker that analyses rank after rank stays at one rank's peak
         del trace, scope
@@ -117,9 +124,10 @@ def summarise_rank(
     return summary
 
 
-def _breakdown(scope: Scope) -> dict[str, float]:
+def _breakdown(scope: Scope, python: np.ndarray | None) -> dict[str, float]:
     """Per steady step, µs: device compute, exposed communication, device idle, and idle by cause; a rank without a
-    device, the time no host thread runs a traced call (``host.untraced``)."""
+    device, the time no host thread runs a traced call (``host.untraced``) and, where its trace records its Python
+    stack (``python``: the driving thread's frames between its ops), the time in those frames (``host.python``)."""
     m = scope.metrics
     steps = scope.steady_steps or 1
     window = scope.window
@@ -131,7 +139,30 @@ def _breakdown(scope: Scope) -> dict[str, float]:
     }
     if idle is not None:
         return parts | {f"idle.{cause}": idle.time(cause) / steps for cause in CAUSES}
-    return parts | {"host.untraced": (1.0 - m["host.busy_fraction"]) * window / steps}
+    parts["host.untraced"] = (1.0 - m["host.busy_fraction"]) * window / steps
+    if python is not None and python.size:
+        parts["host.python"] = float(_in_window(scope, python).sum()) / steps
+    return parts
+
+
+def _in_window(scope: Scope, rows: np.ndarray) -> np.ndarray:
+    """Per row (spans overlapping the steady window), its time inside the window."""
+    trace = scope.trace
+    return np.minimum(trace.end[rows], scope.hi) - np.maximum(trace.ts[rows], scope.lo)
+
+
+def _most_time(scope: Scope, python: np.ndarray) -> dict[str, float]:
+    """Per steady step, the time of the :data:`PYTHON_FRAMES_KEPT` frames among ``python`` (none inside another)
+    that take most of the steady window, by name as a person reads it (names that read the same summed), the most
+    first."""
+    trace = scope.trace
+    names, index = np.unique(trace.name[python], return_inverse=True)
+    per_name = np.bincount(index, weights=_in_window(scope, python), minlength=names.size) / (scope.steady_steps or 1)
+    found: dict[str, float] = {}
+    for name, time in zip(names.tolist(), per_name.tolist()):
+        readable = host_call(trace.names[name])
+        found[readable] = found.get(readable, 0.0) + time
+    return dict(sorted(found.items(), key=lambda item: -item[1])[:PYTHON_FRAMES_KEPT])
 
 
 def _steps(scope: Scope) -> StepParts:

@@ -3,9 +3,12 @@
 Two processes train a small MLP with DistributedDataParallel over gloo on the CPU, each under ``torch.profiler``
 (wait 1, warm-up 1, 6 active steps); rank 1 sleeps 20 ms before each step's forward (a batch prepared slowly in
 Python the profiler does not trace), so rank 0 waits for it in every all-reduce: a straggler whose cause lies
-outside every traced call. perftool does not depend on torch; run this where it is installed:
+outside every traced call. With ``--with-stack`` the profiler records the Python stack too
+(``with_stack=True``), so the sleep is in the trace: the fixture ``gloo_cpu_job_stack/``. perftool does not depend on
+torch; run this where it is installed:
 
     python tests/data/capture_gloo_job.py tests/data/gloo_cpu_job
+    python tests/data/capture_gloo_job.py tests/data/gloo_cpu_job_stack --with-stack
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ WORLD = 2
 SLOW_RANK, SLOW_S = 1, 0.02
 
 
-def train(rank: int, out: str) -> None:
+def train(rank: int, out: str, with_stack: bool) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533")
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.manual_seed(rank)
@@ -37,6 +40,7 @@ def train(rank: int, out: str) -> None:
         raw = os.path.join(tmp, "trace.json")
         with profile(
             activities=[ProfilerActivity.CPU],
+            with_stack=with_stack,
             schedule=schedule(wait=1, warmup=1, active=6, repeat=1),
             on_trace_ready=lambda prof: prof.export_chrome_trace(raw),
         ) as prof:
@@ -54,4 +58,4 @@ def train(rank: int, out: str) -> None:
 
 
 if __name__ == "__main__":
-    mp.spawn(train, args=(sys.argv[1],), nprocs=WORLD)
+    mp.spawn(train, args=(sys.argv[1], "--with-stack" in sys.argv[2:]), nprocs=WORLD)

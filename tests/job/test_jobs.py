@@ -478,6 +478,38 @@ def test_a_real_cpu_job_s_straggler_is_its_untraced_host_time(run):
     assert "with_stack=True" in straggler["fix"]["text"]
 
 
+def test_a_real_cpu_job_with_its_python_stack_names_the_python_the_straggler_runs(run):
+    """The same job captured with ``with_stack=True`` (``gloo_cpu_job_stack``): the sleep is a frame of rank 1's
+    Python stack, so the host time no traced call covers is gone from every rank; PT013 names rank 1's time in
+    Python between its ops, and the sleep as the frame it spends it in, and no longer tells the user to capture
+    the stack it has."""
+    document, result = scan_json(run, str(DATA / "gloo_cpu_job_stack"))
+    assert result.exit_code == 0
+    (straggler,) = [f for f in document["job"]["findings"] if f["rule_id"] == "PT013"]
+    values = straggler["values"]
+    assert values["rank"] == 1 and values["cause"] == "Python between its host's ops"
+    assert 15 < values["excess_ms_per_step"] < 25
+    assert values["python_frames"] == "most of it in <built-in function sleep>"
+    assert "(most of it in <built-in function sleep>)" in straggler["fix"]["text"]
+    assert "with_stack" not in straggler["fix"]["text"]
+
+
+def test_a_host_only_rank_s_summary_holds_its_python_between_ops_where_its_trace_records_it():
+    """Per steady step: rank 1 of the job captured with its stack spends about 20 ms in the sleep, rank 0 under a
+    millisecond in all its Python between ops; the job captured without the stack has no such part, and its time
+    is untraced."""
+    stacked = {n: summarise_rank(seen(str(DATA / "gloo_cpu_job_stack" / f"rank{n}.pt.trace.json.gz")), n, [],
+                                 DEFAULT_READ) for n in (0, 1)}  # fmt: skip
+    slow = stacked[1]
+    (frame, time), *_ = slow.python_us.items()  # the most first
+    assert frame == "<built-in function sleep>" and 18_000 < time < 25_000
+    assert slow.breakdown_us["host.python"] >= sum(slow.python_us.values()) and slow.breakdown_us["host.untraced"] < 100
+    assert stacked[0].breakdown_us["host.python"] < 1_000 and "<built-in function sleep>" not in stacked[0].python_us
+    plain = summarise_rank(seen(str(DATA / "gloo_cpu_job" / "rank1.pt.trace.json.gz")), 1, [], DEFAULT_READ)
+    assert "host.python" not in plain.breakdown_us and plain.python_us == {}
+    assert plain.breakdown_us["host.untraced"] > 18_000
+
+
 CYCLES = DATA / "profiler_cycles"  # tests/data/capture_profiler_cycles.py: a repeating schedule, one trace a cycle
 
 

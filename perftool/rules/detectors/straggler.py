@@ -5,8 +5,8 @@ arrives last at the collectives and holds the others back the longest is the str
 more than twice what the clocks' alignment strays (then the trace cannot tell who is slow). What makes it slow is
 the part of its step that exceeds the median of the other ranks most: device compute (uneven work or a slow
 device), waiting for input, or its device waiting on its host (on a rank without a device, its host running no traced
-call) — named only where that excess accounts for at least half of its lag (the longest wait it causes in a step);
-else the trace does not show the cause.
+call, or running Python between its ops where its trace records its Python stack) — named only where that excess
+accounts for at least half of its lag (the longest wait it causes in a step); else the trace does not show the cause.
 """
 
 from __future__ import annotations
@@ -31,9 +31,19 @@ CAUSES = {  # breakdown part -> (fix variant, how the message names it)
     "idle.cpu_fallback": ("host", "CPU fallbacks"),
     "idle.compile": ("host", "compiling"),
     "idle.other": (None, "unexplained device idle"),
-    "host.untraced": ("untraced", "host time outside every traced call"),  # a rank without a device
+    "host.untraced": ("untraced", "host time outside every traced call"),  # a rank without a device, ...
+    "host.python": ("python", "Python between its host's ops"),  # ... whose trace records its Python stack
 }
 EXPLAINS = 0.5  # a part of the slow rank's step is its cause when it exceeds the others' by this share of its lag
+PYTHON_FRAMES_NAMED = 3  # the Python frames a host-only straggler's fix names, those it exceeds the others in most,
+FRAME_SHARE = 0.1  # each at least this share of its excess time in Python
+# How to check the network between the straggler's node and another, by where the job's collectives run: the GPUs'
+# libraries (NCCL, RCCL), or gloo on the hosts' CPUs (a job whose ranks have no device)
+NETWORK_CHECK = {
+    "device": "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET for the transport each rank uses, RCCL's too, and nccl-tests,"
+    " or rccl-tests on AMD",
+    "host": "the interface gloo binds (GLOO_SOCKET_IFNAME sets it) and iperf3",
+}
 CLOCK_MARGIN = 2.0  # a rank is a straggler only when it is later than this many times the clocks' own disagreement
 
 
@@ -75,10 +85,24 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
         "excess_ms_per_step": most / 1e3,
         "why": why,
         "rank_finding": f"{top[0].rule_id} {top[0].title}: {top[0].fix.text}" if top else "no finding of its own",
+        "python_frames": _python_frames(scope, rank, most) if variant == "python" else "",
+        "network_check": NETWORK_CHECK["host" if "host.untraced" in mine else "device"],
     }
     lost = held * scope.steady_steps
     changes = _at_others_speed(scope.run.slow_ranks, rank) if scope.run is not None else {}
     return Detection(lost, values, _evidence(scope, rank), key=f"rank {rank} {cause}", variant=variant, changes=changes)
+
+
+def _python_frames(scope: Any, rank: int, excess_us: float) -> str:
+    """The Python frames (of those its summary names) in which ``rank``, a rank without a device whose trace records
+    its Python stack, spends most beyond the other ranks' median, each at least :data:`FRAME_SHARE` of its
+    ``excess_us`` in Python, as a phrase: "most of it in …", or that it is spread over many frames."""
+    mine = scope.summaries[rank].python_us
+    others = [s.python_us for r, s in scope.summaries.items() if r != rank]
+    excess = {name: time - float(np.median([o.get(name, 0.0) for o in others])) for name, time in mine.items()}
+    named = sorted((name for name, more in excess.items() if more >= FRAME_SHARE * excess_us), key=excess.__getitem__)
+    named = named[::-1][:PYTHON_FRAMES_NAMED]
+    return f"most of it in {', '.join(named)}" if named else "spread over many frames, none standing out"
 
 
 def _at_others_speed(slow_ranks: tuple[dict, ...], rank: int) -> dict[str, list[dict]]:
@@ -124,6 +148,8 @@ DETECTOR = Detector(
         "excess_ms_per_step": "how far above the median rank's that part is, ms per step",
         "why": "that part as the cause, or that no part the trace shows explains the wait, in a sentence",
         "rank_finding": "the rank's own most severe finding and its fix",
+        "python_frames": "a host-only rank: the Python frames between its ops it spends most in beyond the others",
+        "network_check": "how to check the network the job's collectives use (the GPUs' libraries', or gloo's on CPUs)",
     },
     detect=detect,
     level="job",

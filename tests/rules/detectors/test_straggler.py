@@ -8,7 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from perftool.rules.catalog import load_catalog
 from perftool.rules.detectors import straggler
+from perftool.rules.model import fill
 
 STEPS = 3  # steady steps of every rank
 
@@ -66,6 +68,8 @@ def test_the_rank_the_others_wait_for_is_named_with_the_part_of_its_step_above_t
         "excess_ms_per_step": 2.0,  # 10.5 ms against the others' median 8.5 ms
         "why": "Against the median rank it spends 2.00 ms more per step in device compute.",
         "rank_finding": "PT002 Input-bound: more workers",
+        "python_frames": "",  # not a host-only rank's Python
+        "network_check": straggler.NETWORK_CHECK["device"],  # ranks with devices: NCCL's or RCCL's network
     }
     assert found.lost_us == 6000.0 and found.variant == "compute" and found.key == "rank 2 compute"
     assert found.changes == {}  # a trace that records no emulator config: no what-if
@@ -188,3 +192,73 @@ def test_a_host_only_rank_s_untraced_host_time_is_its_cause_and_no_device_part_i
     for summary in scope.summaries.values():
         summary.breakdown_us = {"compute": float("nan")}
     assert straggler.detect(scope, {}).values["excess_ms_per_step"] == 0.0
+
+
+def host_only_job(python_us: dict[int, dict[str, float]]) -> SimpleNamespace:
+    """The job above on CPUs, every rank's trace recording its Python stack: per rank, its time (µs a step) in the
+    Python frames between its ops; the parts of each step are their sums, and no time is untraced."""
+    scope = job()
+    for number, frames in python_us.items():
+        summary = scope.summaries[number]
+        summary.breakdown_us = {"compute": float("nan"), "host.untraced": 0.0, "host.python": sum(frames.values())}
+        summary.python_us = frames
+    return scope
+
+
+def python_of_ranks(sleep_us: float, log_us: float) -> dict[int, dict[str, float]]:
+    """Ranks 0 and 1 spend 0.3 and 0.36 ms a step in Python between their ops; rank 2 ``sleep_us`` in a sleep the
+    others never call, 320 µs preparing data (200 over the median's 120), about as long in the profiler's own frame
+    as they do, and ``log_us`` logging (the others 100)."""
+    return {
+        0: {"__exit__ (profiler.py:932)": 100.0, "prepare (train.py:10)": 100.0, "log (train.py:20)": 100.0},
+        1: {"__exit__ (profiler.py:932)": 120.0, "prepare (train.py:10)": 140.0, "log (train.py:20)": 100.0},
+        2: {
+            "<built-in function sleep>": sleep_us,
+            "__exit__ (profiler.py:932)": 110.0,
+            "prepare (train.py:10)": 320.0,
+            "log (train.py:20)": log_us,
+        },
+    }
+
+
+def test_a_host_only_rank_s_python_between_its_ops_is_its_cause_named_by_the_frames_it_exceeds_the_others_in():
+    """Rank 2 spends 1.549 ms a step more than the median rank (0.33 ms) in Python its trace records; the frames it
+    exceeds the others in by a tenth of that or more are named, the most first: not its logging, 149 µs over theirs,
+    until that is 150 µs over with 1.5 ms in all (a tenth exactly)."""
+    found = straggler.detect(host_only_job(python_of_ranks(1_200.0, 249.0)), {})
+    assert found.variant == "python" and found.values["cause"] == "Python between its host's ops"
+    assert found.values["excess_ms_per_step"] == pytest.approx(1.549)
+    assert found.values["python_frames"] == "most of it in <built-in function sleep>, prepare (train.py:10)"
+    assert found.values["network_check"] == straggler.NETWORK_CHECK["host"]
+    found = straggler.detect(host_only_job(python_of_ranks(1_150.0, 250.0)), {})
+    assert found.values["python_frames"] == (
+        "most of it in <built-in function sleep>, prepare (train.py:10), log (train.py:20)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("host_only", "named", "not_named"),
+    [(False, "nccl-tests", "GLOO_SOCKET_IFNAME"), (True, "GLOO_SOCKET_IFNAME", "nccl-tests")],
+)
+def test_a_straggler_no_part_explains_is_checked_on_the_network_its_collectives_use(host_only, named, not_named):
+    """Where no part of its step explains the wait, the fix sends the user to the network: on ranks with devices,
+    through NCCL's and RCCL's own tools; on ranks without one (gloo on the hosts' CPUs), through the interface gloo
+    binds, which NCCL's tools cannot check."""
+    scope = job(third_compute=8_500.0)  # at the others' median: no part explains the wait
+    if host_only:
+        for summary in scope.summaries.values():
+            summary.breakdown_us = {"compute": float("nan"), "host.untraced": 0.0}
+    found = straggler.detect(scope, {})
+    assert found.variant is None
+    (rule,) = [rule for rule in load_catalog() if rule.id == "PT013"]
+    text = fill(rule.fix_for("gpu" if not host_only else "generic", found.variant), found.values)
+    assert named in text and not_named not in text and "(its links or switch: " in text
+
+
+def test_a_host_only_rank_s_python_spread_over_frames_names_none():
+    """Rank 2's 1.5 ms more in Python is 16 frames of under 0.1 ms each beyond the others: no frame is named."""
+    frames = {f"f{n} (train.py:{n})": 100.0 for n in range(16)}
+    scope = host_only_job({0: frames, 1: frames, 2: {name: 195.0 for name in frames}})
+    found = straggler.detect(scope, {})
+    assert found.variant == "python"
+    assert found.values["python_frames"] == "spread over many frames, none standing out"
