@@ -18,6 +18,7 @@ from perftool.analysis.family import (
     device_properties,
     device_tracks,
     engine_said,
+    framework,
     job_kind,
     serving_engine,
     told_models,
@@ -54,6 +55,11 @@ _CAPTURE_HINT = {
     f"wait=1, warmup=1, active={ADVISED_ACTIVE})) with prof.step() at the end of every iteration",
     "ascend": "capture several steps past warm-up: torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule("
     f"wait=1, warmup=1, active={ADVISED_ACTIVE})) with prof.step() at the end of every iteration",
+    # an Ascend trace without PyTorch's host events (msprof's own timeline, MindSpore's): either framework's profiler
+    "ascend, framework unknown": "capture several steps past warm-up with the framework's profiler on a schedule,"
+    " stepped at the end of every iteration (prof.step()): torch_npu.profiler.profile(schedule=torch_npu.profiler"
+    f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in PyTorch, mindspore.Profiler(schedule=mindspore.profiler"
+    f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in MindSpore",
     "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", '
     'step_num=step) (in TensorFlow, tf.profiler.experimental.Trace("train", step_num=step, _r=1))',
 }
@@ -98,7 +104,7 @@ def capture_hint(trace: Trace) -> str:
     recorded = trace.metadata.get(SCHEDULE)
     if recorded and recorded["fields"]["active"] < MIN_STEADY_STEPS:
         return _schedule_hint(recorded["file"], recorded["fields"])
-    return _capture_hint(trace.dialect, job_kind(trace) == "serving", serving_engine(trace))
+    return _capture_hint(trace.dialect, job_kind(trace) == "serving", serving_engine(trace), framework(trace))
 
 
 def _schedule_hint(file: str, fields: dict[str, int]) -> str:
@@ -115,15 +121,17 @@ def _schedule_hint(file: str, fields: dict[str, int]) -> str:
     )
 
 
-def said_capture_hint(trace_format: str, job: str) -> str:
-    """:func:`capture_hint` for a trace known by its summary: the format it was read as (its dialect) and its job in
-    :func:`~perftool.analysis.family.job_said`'s words (``training``, ``vLLM serving``...)."""
-    return _capture_hint(trace_format, job.endswith("serving"), engine_said(job))
+def said_capture_hint(trace_format: str, job: str, framework_said: str) -> str:
+    """:func:`capture_hint` for a trace known by its summary: the format it was read as (its dialect), its job in
+    :func:`~perftool.analysis.family.job_said`'s words (``training``, ``vLLM serving``...) and its framework."""
+    return _capture_hint(trace_format, job.endswith("serving"), engine_said(job), framework_said)
 
 
-def _capture_hint(trace_format: str, serving: bool, engine: str | None) -> str:
+def _capture_hint(trace_format: str, serving: bool, engine: str | None, framework_seen: str) -> str:
     if serving:
         return _SERVING_HINT + ", ".join(_engines_ways(engine, _ENGINE_PROFILERS))
+    if trace_format == "ascend" and framework_seen != "pytorch":
+        trace_format = "ascend, framework unknown"
     return _CAPTURE_HINT.get(trace_format, _GENERIC_HINT)
 
 

@@ -142,7 +142,7 @@ def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
         short = baseline if a.size < MIN_STEPS else candidate  # its profiler's way to capture more
         why = (
             f"comparing step times needs {MIN_STEPS} steady steps a side, and the baseline has "
-            f"{a.size}, the candidate {b.size} ({said_capture_hint(short.dialect, short.job_kind)})"
+            f"{a.size}, the candidate {b.size} ({said_capture_hint(short.dialect, short.job_kind, short.framework)})"
         )
         return [
             Check(check_id, name, Verdict.NOT_CHECKED, None, None, "", "", why, unit) for check_id, name, unit in names

@@ -158,6 +158,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         dialect=trace.dialect,
         family=scope.family,
         device=metrics.device,
+        framework=scope.framework,
         job_kind=job_said(trace),
         world_size=distributed(trace, "world_size"),
         rank=None if len(merged) > 1 else distributed(trace, "rank", least=0),  # a merge's is its first file's

@@ -125,6 +125,9 @@ class TraceFindings(_Record):
     dialect: str
     family: str
     device: str = Field("", description="what the device tracks ran on (from the trace), or 'none (host only)'")
+    framework: str = Field(
+        "unknown", description="the framework the trace's names show: pytorch, jax, tensorflow, or unknown"
+    )
     job_kind: str = Field(
         "",
         description="what the job is, as the advice takes it: training, inference, or serving (vLLM serving, SGLang "

@@ -165,6 +165,40 @@ def test_a_recorded_schedule_names_the_change_only_where_it_kept_too_few_steps(t
         assert "torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule(wait=1, warmup=1, active=5))" in hint
 
 
+def _without_pytorch(events: list) -> list:
+    """``events`` as msprof's own timeline (or MindSpore's) holds them: the device's and CANN's, no PyTorch op or
+    step marker on the host."""
+    return [e for e in events if e.get("pid") != 10]
+
+
+def test_a_trace_without_pytorch_s_events_is_told_either_framework_s_profiler(tmp_path, run):
+    """An Ascend trace whose names show no PyTorch (msprof's timeline of any application, MindSpore's) is not told
+    to use torch_npu's profiler alone: the hint names PyTorch's and MindSpore's ways, each with a schedule; scan
+    says which framework it saw, and gate, which reads that, gives the same hint."""
+    torch_npu = tmp_path / "torch_npu.json"
+    msprof = tmp_path / "msprof_timeline.json"
+    torch_npu.write_text(json.dumps(_npu_trace(0)[:8]))
+    msprof.write_text(json.dumps(_without_pytorch(_npu_trace(0))))
+    pytorch_hint = capture_hint(load_trace(str(torch_npu)))
+    assert (
+        "torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule(wait=1, warmup=1, active=5))" in pytorch_hint
+    )
+    assert "mindspore" not in pytorch_hint
+    either = capture_hint(load_trace(str(msprof)))
+    assert either.endswith(
+        "torch_npu.profiler.profile(schedule=torch_npu.profiler.schedule(wait=1, warmup=1, active=5)) in PyTorch, "
+        "mindspore.Profiler(schedule=mindspore.profiler.schedule(wait=1, warmup=1, active=5)) in MindSpore"
+    )
+    frameworks = [
+        json.loads(run("scan", str(path), "--format", "json", "--fail-on", "never").stdout)["traces"][0]["framework"]
+        for path in (torch_npu, msprof)
+    ]
+    assert frameworks == ["pytorch", "unknown"]
+    gated = json.loads(run("gate", str(msprof), str(msprof), "--format", "json").stdout)
+    reasons = " ".join(check["detail"] for check in gated["checks"] if check["verdict"] == "not_checked")
+    assert either in reasons
+
+
 def test_a_directory_of_rank_directories_is_a_job_ranked_by_their_metadata(tmp_path, run):
     """The directories' names say no rank; profiler_info_N.json does (the first directory is rank 1)."""
     job = tmp_path / "job"
