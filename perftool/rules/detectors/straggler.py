@@ -34,6 +34,10 @@ CAUSES = {  # breakdown part -> (fix variant, how the message names it)
     "host.untraced": ("untraced", "host time outside every traced call"),  # a rank without a device, ...
     "host.python": ("python", "Python between its host's ops"),  # ... whose trace records its Python stack
 }
+# A part another rank lacks is none of its time (an idle cause it never met), but a host part cannot be compared
+# with a rank whose trace does not record it (one with a device; one captured without its Python stack); a host-only
+# rank's device parts are NaN
+_UNRECORDED = {"host.untraced": np.nan, "host.python": np.nan}
 EXPLAINS = 0.5  # a part of the slow rank's step is its cause when it exceeds the others' by this share of its lag
 PYTHON_FRAMES_NAMED = 3  # the Python frames a host-only straggler's fix names, those it exceeds the others in most,
 FRAME_SHARE = 0.1  # each at least this share of its excess time in Python
@@ -57,11 +61,11 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
     others = [s for r, s in scope.summaries.items() if r != rank]
     mine = scope.summaries[rank].breakdown_us
     excess = {
-        part: mine[part] - float(np.median([o.breakdown_us.get(part, 0.0) for o in others]))
+        part: mine[part] - float(np.median([o.breakdown_us.get(part, _UNRECORDED.get(part, 0.0)) for o in others]))
         for part in CAUSES
         if part in mine
     }
-    excess = {part: more for part, more in excess.items() if np.isfinite(more)}  # a host-only rank has no device parts
+    excess = {part: more for part, more in excess.items() if np.isfinite(more)}
     cause = max(excess, key=excess.__getitem__) if excess else None
     most = max(excess.get(cause, 0.0), 0.0) if cause else 0.0
     variant, cause_text = CAUSES[cause] if cause and most > 0 else (None, "no single part of its step")

@@ -255,6 +255,26 @@ def test_a_straggler_no_part_explains_is_checked_on_the_network_its_collectives_
     assert named in text and not_named not in text and "(its links or switch: " in text
 
 
+def test_a_part_the_other_ranks_traces_do_not_record_is_no_cause():
+    """Rank 2 was captured with its Python stack and the others without: its 1.9 ms in Python cannot be set against
+    their untraced time, so no part is named; its untraced time (none) is below theirs."""
+    scope = host_only_job(python_of_ranks(1_200.0, 249.0))
+    for number in (0, 1):
+        scope.summaries[number].breakdown_us = {"compute": float("nan"), "host.untraced": 1_500.0}
+        scope.summaries[number].python_us = {}
+    found = straggler.detect(scope, {})
+    assert found.variant is None and found.values["cause"] == "no single part of its step"
+
+
+def test_a_host_only_rank_s_untraced_time_is_not_set_against_ranks_with_devices():
+    """Rank 2's trace holds no device (its host's events only) and the others' do: its 1.8 ms a step outside every
+    traced call is no excess over the others, whose traces measure no such part."""
+    scope = job()
+    scope.summaries[2].breakdown_us = {"compute": float("nan"), "host.untraced": 1_800.0}
+    found = straggler.detect(scope, {})
+    assert found.variant is None and found.values["cause"] == "no single part of its step"
+
+
 def test_a_host_only_rank_s_python_spread_over_frames_names_none():
     """Rank 2's 1.5 ms more in Python is 16 frames of under 0.1 ms each beyond the others: no frame is named."""
     frames = {f"f{n} (train.py:{n})": 100.0 for n in range(16)}
