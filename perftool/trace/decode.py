@@ -84,6 +84,13 @@ _SURROGATE_ESCAPES = re.compile(
     rb"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
 )
 _REPLACEMENT_ESCAPE = rb"\ufffd"
+# A number JSON cannot write (NaN, an infinity), bare where a value stands, as writers that do not refuse them put it:
+# Python's json module (NaN, Infinity, -Infinity), C and C++ formatting (nan, -nan, inf, -inf, their capitals; Kineto's
+# zero-length copies' "memory bandwidth (GB/s)": inf). A string is matched whole first, so one holding such a word is
+# kept.
+_NONFINITE = re.compile(rb'("(?:[^"\\]|\\.)*")|(?<=[:,\[])([ \t\r\n]*)-?(?i:nan|inf(?:inity)?)(?![\w.])')
+_MAYBE_NONFINITE = re.compile(rb"[:,\[][ \t\r\n]*-?(?i:nan|inf(?:inity)?)(?![\w.])")
+_UNREAD = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError)  # msgspec's errors (UTF-8: before 0.23)
 
 
 class NeedsExactPath(Exception):
@@ -149,18 +156,78 @@ def _last_boundary(data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
 
 def decode_piece(piece: bytes | memoryview) -> Batch:
     """Decode the events between two cuts (a comma-separated run of event objects); a string holding an escaped
-    surrogate alone reads as holding U+FFFD there (:func:`lone_surrogates_replaced`)."""
-    data = b"".join((b"[", piece, b"]"))
+    surrogate alone reads as holding U+FFFD there (:func:`lone_surrogates_replaced`), a bare NaN or infinity as null
+    (:func:`nonfinite_numbers_replaced`)."""
     try:
-        return _batch_decoder.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        pass
+        return _first_read(_batch_decoder.decode, b"".join((b"[", piece, b"]")))
+    except _UNREAD:
+        raise NeedsExactPath from None
+
+
+def _first_read(decode: Callable[[bytes], Any], data: bytes) -> Any:
+    """``decode``'s reading of ``data`` as written, else of the first of its repairs that reads (:func:`_repaired`);
+    the error of the data as written where none does."""
     try:
-        if (replaced := lone_surrogates_replaced(data)) is not None:
-            return _batch_decoder.decode(replaced)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-        pass
-    raise NeedsExactPath
+        return decode(data)
+    except _UNREAD as exc:
+        error = exc
+    for repaired in _repaired(data, lone_surrogates_replaced(data)):
+        try:
+            return decode(repaired)
+        except _UNREAD:
+            continue
+    raise error
+
+
+def _repaired(data: bytes, surrogates: bytes | None) -> Iterator[bytes]:
+    """``data`` (JSON msgspec refused) as the readers it was written for would read it: its lone surrogate escapes
+    replaced (``surrogates``, made by the caller); its bare non-finite numbers replaced; both. Only the versions that
+    change something."""
+    if surrogates is not None:
+        yield surrogates
+    numbers = nonfinite_numbers_replaced(data)
+    if numbers is not None:
+        yield numbers
+        if surrogates is not None and (both := lone_surrogates_replaced(numbers)) is not None:
+            yield both
+
+
+def plain_document(data: bytes) -> Any:
+    """The JSON document ``data`` as plain values (objects as dicts), read as the exact decoder reads a trace: its
+    BOM skipped, its lone surrogates and bare non-finite numbers repaired where it does not read as written. Raises
+    msgspec's error where it does not read either way."""
+    return _first_read(msgspec.json.decode, data.removeprefix(_BOM))
+
+
+def strict_json(piece: bytes | memoryview) -> bytes | memoryview:
+    """A run of whole events (as :func:`stream_pieces` cuts them) as strict JSON, for readers that take nothing else:
+    as written where it reads so (checked by msgspec without building its values: the usual case), else with its bare
+    non-finite numbers written as null (:func:`nonfinite_numbers_replaced`)."""
+    try:
+        _raw_array_decoder.decode(b"".join((b"[", piece, b"]")))
+    except msgspec.DecodeError:
+        return nonfinite_numbers_replaced(piece) or piece
+    return piece
+
+
+def nonfinite_numbers_replaced(data: bytes | memoryview) -> bytes | None:
+    """``data`` (JSON) with each bare NaN or infinity where a value stands (``"x": NaN``, ``[inf, 1]``) written as
+    null, strings left as they are; None where it holds none. JSON's grammar has no such number, but Python's json
+    module writes them and reads them back, and so do C and C++ writers that format a double as it is (a rate over
+    a zero duration); such a value says nothing, which is what null says."""
+    if not _MAYBE_NONFINITE.search(data):
+        return None
+    replaced = False
+
+    def replace(match: re.Match[bytes]) -> bytes:
+        nonlocal replaced
+        if match[1] is not None:  # a string: as written
+            return match[1]
+        replaced = True
+        return match[2] + b"null"
+
+    written = _NONFINITE.sub(replace, data)
+    return written if replaced else None
 
 
 def lone_surrogates_replaced(data: bytes) -> bytes | None:
@@ -201,9 +268,15 @@ def _split_tail(rest: bytes, is_object: bool) -> tuple[bytes, Metadata]:
         return rest[:close], {}
     if not tail.startswith(b","):
         raise NeedsExactPath
+    return rest[:close], _metadata_object(b"{" + tail[1:] + b"}")
+
+
+def _metadata_object(data: bytes) -> Metadata:
+    """The top-level keys written before or after the events (``data``, one object), read as the exact decoder reads
+    them (:func:`_first_read`); NeedsExactPath where they do not read."""
     try:
-        return rest[:close], _object_decoder.decode(b"{" + tail[1:] + b"}")
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return _first_read(_object_decoder.decode, data)
+    except _UNREAD:
         raise NeedsExactPath from None
 
 
@@ -249,10 +322,7 @@ def _open_events(buf: _Buffer, metadata: Metadata) -> bool:
         if head:
             if not head.endswith(b","):
                 raise NeedsExactPath
-            try:
-                metadata.update(_object_decoder.decode(b"{" + head[:-1] + b"}"))
-            except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-                raise NeedsExactPath from None
+            metadata.update(_metadata_object(b"{" + head[:-1] + b"}"))
         buf.pos = match.end()
     elif buf.data[buf.pos] == 0x5B:  # '['
         buf.pos += 1
@@ -413,20 +483,27 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
 
 def _decoded_document(data: bytes) -> tuple[bytes, Any]:
     """The document, and the bytes it was read from: as written; else with each surrogate escaped alone read as
-    U+FFFD (their error, where they hold another problem); else, where it is an array left open after its last whole
-    event, closed (the bytes as written give the error, where that does not read either)."""
+    U+FFFD (their error, where they hold another problem), each bare NaN or infinity as null, or both
+    (:func:`_repaired`); else, where it is an array left open after its last whole event, closed (the bytes as
+    written give the error, where that does not read either)."""
     try:
         return data, _document_decoder.decode(data)
-    except msgspec.DecodeError:
-        if (replaced := lone_surrogates_replaced(data)) is not None:
-            return replaced, _document_decoder.decode(replaced)
-        if (events := _open_array_events(data)) is not None:
-            closed = events + b"]"
-            try:
-                return closed, _document_decoder.decode(closed)
-            except msgspec.DecodeError:
-                pass
-        raise
+    except msgspec.DecodeError as exc:
+        error = exc
+    surrogates = lone_surrogates_replaced(data)
+    for repaired in _repaired(data, surrogates):
+        try:
+            return repaired, _document_decoder.decode(repaired)
+        except msgspec.DecodeError as still:
+            if repaired is surrogates:  # read, they hold another problem: its error, at the offsets as written
+                error = still
+    if (events := _open_array_events(data)) is not None:
+        closed = events + b"]"
+        try:
+            return closed, _document_decoder.decode(closed)
+        except msgspec.DecodeError:
+            pass
+    raise error
 
 
 _PATH = re.compile(r"^(?P<msg>.*?) - at `\$(?:\.traceEvents)?(?:\[(?P<index>\d+)\])?(?:\.(?P<field>\w+))?.*`$")

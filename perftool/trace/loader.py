@@ -339,7 +339,8 @@ def check_copyable(path: str) -> None:
 
 def events_as_written(path: str, metadata: dict[str, Any]) -> Iterator[bytes | memoryview]:
     """A JSON trace's events as its file holds them: runs of whole, comma-separated event objects, in file order,
-    read as they stream (gzip or not); ``metadata`` holds the document's other top-level keys once the runs end. A
+    read as they stream (gzip or not), as strict JSON (:func:`~perftool.trace.decode.strict_json`: a bare NaN or
+    infinity written as null); ``metadata`` holds the document's other top-level keys once the runs end. A
     document whose layout the streaming reader does not follow (it leaves such files to msgspec's exact decoder) is
     read whole and its events written back by msgspec. A database export's or an XSpace's events are written as
     perftool reads them, the metadata its reader found beside them. Raises TraceError where :func:`check_copyable`
@@ -358,18 +359,25 @@ def events_as_written(path: str, metadata: dict[str, Any]) -> Iterator[bytes | m
             metadata.clear()
         else:
             if first is not None:
-                yield first
+                yield decode.strict_json(first)
             try:
-                yield from pieces
+                yield from map(decode.strict_json, pieces)
             except NeedsExactPath:
-                raise TraceError(path, "its events could not be copied as written (the file changed?)") from None
+                raise TraceError(path, _CHANGED) from None
             return
     with _reader(path, NO_LIMIT) as read:
-        document = msgspec.json.decode(_whole_document(path, read))
+        data = _whole_document(path, read)
+    try:
+        document = decode.plain_document(data)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise TraceError(path, _CHANGED) from None
     events = document.pop("traceEvents", []) if isinstance(document, dict) else document
     metadata.update(document if isinstance(document, dict) else {})
     if events:
         yield msgspec.json.encode(events)[1:-1]
+
+
+_CHANGED = "its events could not be copied as written (the file changed?)"
 
 
 def _whole_document(path: str, read: Callable[[int], bytes]) -> bytes:

@@ -146,6 +146,42 @@ def test_a_trace_written_as_a_bare_array_is_annotated_as_an_object(run, tmp_path
     assert findings(run, tmp_path / "annotated.json") == findings(run, path)
 
 
+@pytest.mark.parametrize("layout", ["metadata first", "metadata last", "read whole"])
+def test_a_bare_infinity_in_the_capture_is_written_as_null_so_the_annotated_trace_is_json(run, tmp_path, layout):
+    """perftool reads a bare ``inf`` (Kineto's zero-length copies once wrote one) as a missing value; the annotated
+    copy writes it so, for viewers whose reader is strict JSON (``JSON.parse``): copied as the events stream, with the
+    document's other keys (a NaN among them) before or after them, or written back from the whole document where its
+    layout sends the reader there (its events' key spelt with an escape), a name with a surrogate alone kept."""
+    document = json.loads(gzip.decompress(NCCL.read_bytes()))
+    events = document["traceEvents"]
+    copies = [i for i, e in enumerate(events) if e.get("cat") == "gpu_memcpy"]
+    for i in copies[:3]:
+        events[i]["args"]["memory bandwidth (GB/s)"] = float("inf")
+    events[copies[3]]["args"]["note"] = "half a pair: \ud800"
+    if layout == "metadata first":
+        document = {"note": float("nan"), **document}
+    else:
+        document["note"] = float("nan")
+    written = json.dumps(document)  # Python's json writes Infinity and NaN bare
+    if layout == "read whole":
+        written = written.replace('"traceEvents"', '"trace\\u0045vents"')
+    path = tmp_path / "inf.json"
+    path.write_text(written)
+    assert b"Infinity" in path.read_bytes() and b"\\ud800" in path.read_bytes()
+    out = tmp_path / "annotated.json"
+    result = run("scan", str(path), "--format", "perfetto", "-o", str(out), "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    annotated = json.loads(out.read_text(), parse_constant=refuse)
+    kept = [e for e in annotated["traceEvents"] if not ours(e)]
+    assert len(kept) == len(events) and annotated["note"] is None
+    assert [kept[i]["args"]["memory bandwidth (GB/s)"] for i in copies[:3]] == [None] * 3
+    assert findings(run, out) == findings(run, path)
+
+
 def test_names_from_the_trace_are_data(run, tmp_path, write_trace):
     hostile = 'k"</script><b>\\u0000'
     events = [

@@ -287,6 +287,54 @@ def test_a_surrogate_escaped_alone_in_a_track_name_or_kept_args_reads_as_the_rep
     assert trace.args(0) == {"bytes": 1024, "note": "x\ufffd"}
 
 
+@pytest.mark.parametrize(
+    ("written", "replaced"),
+    [
+        (rb'{"bw": inf}', rb'{"bw": null}'),  # C++ formatting a rate over a zero duration (Kineto's copies)
+        (rb'{"a":NaN,"b":-Infinity}', rb'{"a":null,"b":null}'),  # Python's json module, compact separators
+        (b"[nan, -nan,\n Infinity]", b"[null, null,\n null]"),  # a newline before a value
+        (rb"[INF, -NAN, Inf]", rb"[null, null, null]"),  # printf's %F, and other writers' capitals
+        (rb'{"name": "NaN, inf: -Infinity", "v": 1}', None),  # the words inside a string are text
+        (rb'{"a": "x\\", "b": inf}', rb'{"a": "x\\", "b": null}'),  # a string ending in an escaped backslash
+        (rb'{"info": 1, "nano": 2e3, "x": [1.5, -2]}', None),  # keys and numbers that start alike
+    ],
+)
+def test_a_bare_nan_or_infinity_where_a_value_stands_is_written_as_null(written, replaced):
+    assert decode_module.nonfinite_numbers_replaced(written) == replaced
+
+
+def _copy_events(bandwidth: bytes) -> bytes:
+    """Two copies as Kineto wrote them when one took no time: its bandwidth over a zero duration, unquoted."""
+    return (
+        rb'{"ph":"X","name":"Memcpy HtoD (Pageable -> Device)","cat":"gpu_memcpy","pid":1,"tid":7,"ts":1,"dur":0,'
+        rb'"args":{"bytes":200,"memory bandwidth (GB/s)":' + bandwidth + rb"}},"
+        rb'{"ph":"X","name":"copy of NaN, inf","cat":"gpu_memcpy","pid":1,"tid":7,"ts":5,"dur":2,'
+        rb'"args":{"bytes":400,"memory bandwidth (GB/s)":0.2}}'
+    )
+
+
+@pytest.mark.parametrize("bandwidth", [b"inf", b"Infinity", b"NaN", b"-nan"])
+def test_a_trace_with_a_bare_nan_or_infinity_loads_with_that_value_missing(write_trace, bandwidth):
+    """JSON has no NaN or infinity, but Kineto once wrote a zero-length copy's bandwidth as a bare ``inf``
+    (pytorch/kineto#105) and Python's json module writes ``NaN`` and ``Infinity``: the trace loads, read whole or as
+    it streams, such a value missing (null); a name holding the words keeps them."""
+    events = _copy_events(bandwidth)
+    trace = load_trace(write_trace(b'{"traceEvents":[' + events + b'],"note":' + bandwidth + b"}"))
+    assert [trace.names[i] for i in trace.name.tolist()] == ["Memcpy HtoD (Pageable -> Device)", "copy of NaN, inf"]
+    assert trace.args(0) == {"bytes": 200, "memory bandwidth (GB/s)": None}
+    assert trace.args(1) == {"bytes": 400, "memory bandwidth (GB/s)": 0.2}
+    assert trace.metadata["note"] is None
+    streamed = decode_module.decode_piece(events)
+    assert [event.name for event in streamed] == ["Memcpy HtoD (Pageable -> Device)", "copy of NaN, inf"]
+
+
+def test_a_bare_nan_where_a_time_stands_is_an_error_at_its_place(write_trace):
+    """A start time that is no number cannot be read as missing: the error names where it is, as written."""
+    written = b'[{"ph":"X","name":"a","pid":1,"tid":1,"ts":NaN,"dur":5}]'
+    with pytest.raises(TraceError, match=f"line 1, column {written.index(b'NaN') + 1}: invalid character"):
+        load_trace(write_trace(written))
+
+
 def test_a_document_read_whole_reads_a_surrogate_alone_as_the_replacement_character_and_places_other_problems():
     """The whole-document decoder does the same; a problem elsewhere in the document is still named where it is (the
     replacement is as long as what it replaces)."""
