@@ -31,6 +31,7 @@ from perftool.analysis.launches import replayed
 from perftool.analysis.nesting import HOST_WORK, outermost, owners
 from perftool.analysis.serving import named_numbers
 from perftool.common.errors import PerftoolError
+from perftool.common.paths import names_file
 from perftool.dialects.op_families import MODELLED_NAMES
 from perftool.dialects.vocabulary import (
     CAPTURE_BEGIN,
@@ -99,7 +100,7 @@ def capture_files(source: str, metadata: dict[str, Any]) -> list[Path]:
             found.extend(sorted(p for p in place.iterdir() if p.is_file() and CAPTURE_FILE.search(p.name)))
     named = metadata.get(CAPTURES_FROM)
     if not found and isinstance(named, list):
-        found = [Path(p) for p in named if isinstance(p, str) and Path(p).is_file()]
+        found = [Path(p) for p in named if isinstance(p, str) and names_file(p)]
     return found
 
 

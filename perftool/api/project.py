@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, ValidationError
 from perftool.common.choices import FailOn
 from perftool.common.errors import PerftoolError
 from perftool.common.limits import MAX_JSON_DEPTH
+from perftool.common.paths import kind_of
 from perftool.common.yamlfile import read_document, read_model, validation_error
 from perftool.gate.policy import GatePolicy
 from perftool.rules.settings import RuleSettings
@@ -53,7 +54,7 @@ def load_project(explicit: str | None = None, directory: Path | None = None) -> 
     ``pyproject.toml`` with a ``[tool.perftool]`` table."""
     if explicit is not None:
         path = Path(explicit)
-        if not path.is_file():
+        if kind_of(path, "project config") != "file":
             raise PerftoolError(f"{explicit}: project config does not exist")
         return _from_toml(path) if path.suffix == ".toml" else _from_yaml(path)
     start = (directory or Path.cwd()).absolute()

@@ -34,6 +34,7 @@ import msgspec
 import numpy as np
 
 from perftool.common.errors import TraceError
+from perftool.common.paths import names_file
 from perftool.dialects.op_families import Work
 from perftool.trace.model import Trace
 from perftool.trace.profiler_dirs import XSPACE_SUFFIX, xspace_beside
@@ -201,7 +202,7 @@ def programs_space(source: str, metadata: dict[str, Any]) -> str | None:
     space = source if source.lower().endswith(XSPACE_SUFFIX) else xspace_beside(source)
     if space is None and isinstance(named := metadata.get(PROGRAMS_FROM), str):
         space = named
-    return str(Path(space).resolve()) if space is not None and Path(space).is_file() else None
+    return str(Path(space).resolve()) if space is not None and names_file(space) else None
 
 
 def capture_programs(source: str, metadata: dict[str, Any]) -> Programs:

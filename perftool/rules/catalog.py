@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 
 from perftool.common.errors import PerftoolError, parameter
+from perftool.common.paths import kind_of
 from perftool.common.results import Document
 from perftool.common.yamlfile import field_error, read_model, validation_error
 from perftool.rules.detectors import COMMON_VALUES, DETECTORS
@@ -74,7 +75,7 @@ def load_catalog(project: RuleSettings | None = None, extra_dirs: tuple[str, ...
     directories = [builtin_dir(), *(Path(d) for d in (*project.rule_dirs, *extra_dirs))]
     rules: dict[str, tuple[Rule, Path]] = {}
     for directory in directories:
-        if not directory.is_dir():
+        if kind_of(directory, "rule directory") != "directory":
             raise PerftoolError(f"{directory}: rule directory does not exist")
         for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
             rule = load_rule(path)

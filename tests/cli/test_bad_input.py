@@ -256,6 +256,14 @@ def test_a_key_given_twice_in_any_yaml_file_names_the_key_and_both_lines(run, tm
     error_line(run(*YAML_FILES[kind](path)), f"{path}:3: key 'device' is given twice (lines 1 and 3)")
 
 
+@pytest.mark.parametrize("kind", YAML_FILES)
+def test_a_yaml_file_named_longer_than_the_system_allows_is_one_line(run, tmp_path, kind):
+    """A name of 300 characters (past the 255 a Linux file system takes for one): the system refuses to look it
+    up, and the command says so in one line, whichever file it is."""
+    path = tmp_path / ("x" * 300) / "file.yaml" if kind == "rule" else tmp_path / ("x" * 300 + ".yaml")
+    error_line(run(*YAML_FILES[kind](path)), "x" * 300, "File name too long")
+
+
 def test_yaml_merge_keys_may_repeat_but_merged_keys_may_not_clash_with_given_ones():
     from perftool.common.yamlfile import parse_yaml
 

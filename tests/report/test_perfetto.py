@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, REPO
 
+from perftool.analysis.graph_captures import CAPTURES_FROM
+from perftool.dialects.hlo import PROGRAMS_FROM
 from perftool.dialects.vocabulary import FINDINGS_CATEGORY, FINDINGS_PROCESS, MERGED_RANK_PIDS
 from perftool.report.scan_perfetto import PID, Placement, _placed
 
@@ -180,6 +182,18 @@ def test_a_bare_infinity_in_the_capture_is_written_as_null_so_the_annotated_trac
     assert len(kept) == len(events) and annotated["note"] is None
     assert [kept[i]["args"]["memory bandwidth (GB/s)"] for i in copies[:3]] == [None] * 3
     assert findings(run, out) == findings(run, path)
+
+
+def test_files_a_trace_names_that_the_system_cannot_look_up_are_not_there(run, tmp_path, write_trace):
+    """An annotated trace names the files it was read with (graph captures, an XSpace's programs); names too long
+    for the file system, or holding a NUL byte, name no file: the annotation is written, not refused as if its own
+    output could not be."""
+    document = json.loads(gzip.decompress(NCCL.read_bytes()))
+    document[CAPTURES_FROM] = [str(tmp_path / ("x" * 300)), "a\x00b"]
+    document[PROGRAMS_FROM] = str(tmp_path / ("y" * 300))
+    out = tmp_path / "annotated.json"
+    annotated = annotate(run, write_trace(document, "named.json"), out)
+    assert len([e for e in annotated["traceEvents"] if not ours(e)]) == len(document["traceEvents"])
 
 
 def test_names_from_the_trace_are_data(run, tmp_path, write_trace):
