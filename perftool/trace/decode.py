@@ -465,6 +465,11 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
         data = data[len(_BOM) :]
     if not data.strip():
         raise TraceError(path, "empty file")
+    if (encoding := _wide_encoding(data)) is not None:
+        why = " (Windows PowerShell's > writes it)" if encoding.startswith("UTF-16") else ""
+        raise TraceError(
+            path, f"{encoding} text{why}, where a JSON trace is UTF-8: convert it first (iconv -f {encoding} -t UTF-8)"
+        )
     try:
         data, document = _decoded_document(data)
         if not isinstance(document, list):  # the other top-level keys are metadata
@@ -479,6 +484,36 @@ def exact_batches(path: str, data: bytes, metadata: Metadata) -> Iterator[Batch]
             raise TraceError(path, _describe_syntax(str(exc), data)) from None
         raise TraceError(path, f"not valid UTF-8 at {_line_column(data, bad)}: byte 0x{data[bad]:02x}") from None
     yield document if isinstance(document, list) else document.traceEvents
+
+
+_WIDE_MARKS = (  # byte-order marks, the longer first: UTF-32's little-endian mark starts as UTF-16's does
+    (b"\xff\xfe\x00\x00", "UTF-32LE"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
+
+
+def _wide_encoding(data: bytes) -> str | None:
+    """The encoding of ``data`` where it is JSON in UTF-16 or UTF-32 rather than UTF-8, as iconv names it (UTF-16LE):
+    by its byte-order mark, or, without one, by the NUL bytes beside its first character (an opening brace or bracket,
+    or space: ASCII, one byte in UTF-8); None otherwise."""
+    for mark, encoding in _WIDE_MARKS:
+        if data.startswith(mark):
+            return encoding
+    head = data[:4]
+    if len(head) < 4 or not any(byte in _JSON_OPENING for byte in head):
+        return None
+    if head[:3] == b"\x00\x00\x00" and head[3]:
+        return "UTF-32BE"
+    if head[0] and head[1:] == b"\x00\x00\x00":
+        return "UTF-32LE"
+    if not head[0] and head[1]:
+        return "UTF-16BE"
+    return "UTF-16LE" if head[0] and not head[1] else None
+
+
+_JSON_OPENING = frozenset(b"{[ \t\r\n")  # what a JSON trace's first character is
 
 
 def _decoded_document(data: bytes) -> tuple[bytes, Any]:

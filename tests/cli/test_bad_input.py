@@ -225,6 +225,28 @@ def test_errors_in_worker_pieces_name_the_global_event(tmp_path, monkeypatch):
             load_trace(path, workers=workers)
 
 
+@pytest.mark.parametrize(
+    ("codec", "named"),
+    [
+        ("utf-16", "UTF-16LE"),  # with its byte-order mark, as Windows PowerShell's > writes it
+        ("utf-16-le", "UTF-16LE"),  # without one
+        ("utf-16-be", "UTF-16BE"),
+        ("utf-32", "UTF-32LE"),
+        ("utf-32-be", "UTF-32BE"),
+    ],
+)
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_trace_in_utf16_or_utf32_is_one_line_saying_how_to_convert_it(run, write_trace, codec, named, gzipped):
+    text = json.dumps({"traceEvents": [complete("a", 1, 2)]})
+    path = write_trace(text.encode(codec), "wide.json.gz" if gzipped else "wide.json")
+    error_line(run("scan", path), f"{named} text", f"convert it first (iconv -f {named} -t UTF-8)")
+
+
+def test_bytes_that_open_no_json_are_not_taken_for_utf16(run, write_trace):
+    """A NUL beside a byte that opens no JSON value (binary data) is no UTF-16 text: the error is the syntax's."""
+    error_line(run("scan", write_trace(b"\x01\x00\x02\x03 garbage")), "not valid JSON at line 1, column 1")
+
+
 def test_the_longest_plausible_values_still_load(write_trace):
     """A Unix-time timestamp in µs and a 100-day span are real; only values past the bounds are refused."""
     trace = load_trace(write_trace([complete("a", 1.7e15, 8.6e12)]))
