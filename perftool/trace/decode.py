@@ -492,6 +492,7 @@ _WIDE_MARKS = (  # byte-order marks, the longer first: UTF-32's little-endian ma
     (b"\xff\xfe", "UTF-16LE"),
     (b"\xfe\xff", "UTF-16BE"),
 )
+_JSON_OPENING = frozenset(b"{[ \t\r\n")  # what a JSON trace's first character is
 
 
 def _wide_encoding(data: bytes) -> str | None:
@@ -511,9 +512,6 @@ def _wide_encoding(data: bytes) -> str | None:
     if not head[0] and head[1]:
         return "UTF-16BE"
     return "UTF-16LE" if head[0] and not head[1] else None
-
-
-_JSON_OPENING = frozenset(b"{[ \t\r\n")  # what a JSON trace's first character is
 
 
 def _decoded_document(data: bytes) -> tuple[bytes, Any]:
