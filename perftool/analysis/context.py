@@ -16,6 +16,7 @@ from perftool.analysis.family import framework, job_kind, serving_engine
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
+from perftool.common.results import Framework
 from perftool.trace.model import Role, Trace
 
 
@@ -31,7 +32,7 @@ class TraceAnalysis:
     idle_from: Callable[[], IdleTime | None] | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     @cached_property
-    def framework(self) -> str:
+    def framework(self) -> Framework:
         """The framework the trace's job ran on (:func:`perftool.analysis.family.framework`), for fixes in its terms."""
         return framework(self.trace)
 

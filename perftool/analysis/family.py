@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from perftool import hardware
+from perftool.common.results import Framework
 from perftool.dialects.merged import own_name, own_pid
 from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS, ENGINE_STEP, SGLANG_STEP
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -96,7 +97,7 @@ _JAX = re.compile(COMPILED_CALL.pattern, re.MULTILINE)
 _TENSORFLOW = re.compile(r"^(IteratorGetNext|_XlaRun|XlaCompile|tf\.|TF |.*TF adapter)", re.MULTILINE)
 
 
-def framework(trace: Trace) -> str:
+def framework(trace: Trace) -> Framework:
     """``pytorch``, ``jax`` or ``tensorflow`` from the names the framework's ops and processes carry, else
     ``unknown``. An XSpace's trace (the ``xla`` dialect) is JAX's unless TensorFlow's ops are in it."""
     names = "\n".join([*trace.names, *(t.process_name for t in trace.tracks)])

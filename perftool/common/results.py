@@ -341,10 +341,11 @@ class BatchPrediction(Part):
     note: str
 
 
+Framework = Literal["pytorch", "jax", "tensorflow", "unknown"]  # what a trace's ops and processes name
+
+
 class FittedJob(Part):
-    framework: Literal["pytorch", "jax", "tensorflow", "unknown"] = Field(
-        description="the framework the trace's ops and processes name"
-    )
+    framework: Framework = Field(description="the framework the trace's ops and processes name")
     kind: Literal["training", "inference", "serving"] = Field(
         description="training where the trace shows a backward or an optimizer step; else serving where a serving "
         "engine runs the forward, else inference: what tune sweeps and how it names the knobs follow from it"

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, PrivateAttr
 
+from perftool.common.results import Framework
 from perftool.rules.model import Severity
 
 SCHEMA = "perftool.findings/1"
@@ -125,9 +126,7 @@ class TraceFindings(_Record):
     dialect: str
     family: str
     device: str = Field("", description="what the device tracks ran on (from the trace), or 'none (host only)'")
-    framework: str = Field(
-        "unknown", description="the framework the trace's names show: pytorch, jax, tensorflow, or unknown"
-    )
+    framework: Framework = Field("unknown", description="the framework the trace's names show")
     job_kind: str = Field(
         "",
         description="what the job is, as the advice takes it: training, inference, or serving (vLLM serving, SGLang "
