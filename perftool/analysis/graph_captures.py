@@ -42,8 +42,8 @@ from perftool.dialects.vocabulary import (
 )
 from perftool.trace.loader import read_trace
 from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.profiler_dirs import CAPTURE_FOLDERS
 
-CAPTURE_FOLDERS = ("capture_traces", "graph_capture_profile")  # the engines' folders of capture traces, beside
 CAPTURE_FILE = re.compile(r"(?i)\.json(\.gz)?$")
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})  # whose args name the kernel a launch made (HIP's)
 CAPTURES_FROM = "perftool.graph_captures"  # the top-level key of an annotated trace naming the captures it read

@@ -11,6 +11,7 @@ from pathlib import Path
 from perftool.common.errors import PerftoolError, TraceError
 from perftool.trace.profiler_dirs import (
     ASCEND_OUTPUT,
+    CAPTURE_FOLDERS,
     MSPROF_RUN,
     MSPROF_TIMELINES,
     PROFILE_RUNS,
@@ -54,7 +55,10 @@ def job_files(paths: list[str]) -> list[str]:
     """The trace files the arguments name: each file as given, each profiler output directory's trace, and each
     directory's ``*.json``/``*.json.gz``/``*.xplane.pb`` files that hold a trace (an XSpace only where no JSON trace
     beside it holds the same host) and the traces of the profiler output directories in it (one per rank, as
-    torch_npu writes them), in name order; a jax.profiler log directory is read as its one run's folder."""
+    torch_npu writes them), in name order; a jax.profiler log directory is read as its one run's folder. A
+    directory that holds none of these is read one level down: the traces its folders hold in the same way (a rank
+    each, ``rank0/``, ``rank1/``, as a job gives each rank a log directory of its own; or a run each), hidden
+    folders and a serving engine's folders of graph-capture traces left out."""
     found: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
@@ -62,25 +66,48 @@ def job_files(paths: list[str]) -> list[str]:
         elif (own := profiler_trace(path)) is not None:
             found.append(own)
         else:
-            folder = profile_run(path) or path  # a jax.profiler log directory: its run's folder
-            named = [p for p in Path(folder).iterdir() if p.name.lower().endswith(_TRACE_FILES) and not p.is_dir()]
-            if odd := next((p for p in named if not p.is_file()), None):  # reading a pipe would wait for a writer
-                raise PerftoolError(
-                    f"{odd}: not a file perftool can read (a pipe, a socket, a device or a broken link) among the "
-                    f"job's traces: move it out of {path}"
-                )
-            inside = [str(p) for p in without_copies(named) if _may_hold_a_trace(p)]
-            ranks = [trace for p in sorted(Path(folder).iterdir()) if p.is_dir() and (trace := _rank_trace(p))]
-            if not inside and not ranks:
+            held = _traces_in(path, Path(path)) or [
+                trace for folder in _subfolders(Path(path)) for trace in _traces_in(path, folder)
+            ]
+            if not held:
                 cached = xprof_caches(path)
                 raise PerftoolError(
                     f"{path}: a directory with no trace files (*.json, *.json.gz, *.xplane.pb), profiler output "
                     f"directories (with {ASCEND_OUTPUT}/, msprof's {MSPROF_RUN}*/) or jax.profiler runs "
-                    f"({'/'.join(PROFILE_RUNS)}/RUN/) in it"
+                    f"({'/'.join(PROFILE_RUNS)}/RUN/) in it or in its folders"
                     + (f"; {cached[0].name} is {xprof_cache_advice(cached[0])}" if cached else "")
                 )
-            found += inside + ranks
+            found += held
     return found
+
+
+def _traces_in(path: str, directory: Path) -> list[str]:
+    """The traces ``directory`` holds itself (``path``: the directory the user named): its trace files, then the
+    traces of the profiler output directories in it; a jax.profiler log directory's are its run's."""
+    listed = _listing(Path(profile_run(str(directory)) or directory))
+    named = [p for p in listed if p.name.lower().endswith(_TRACE_FILES) and not p.is_dir()]
+    if odd := next((p for p in named if not p.is_file()), None):  # reading a pipe would wait for a writer
+        raise PerftoolError(
+            f"{odd}: not a file perftool can read (a pipe, a socket, a device or a broken link) among the "
+            f"job's traces: move it out of {path}"
+        )
+    inside = [str(p) for p in without_copies(named) if _may_hold_a_trace(p)]
+    return inside + [trace for p in listed if p.is_dir() and (trace := _rank_trace(p))]
+
+
+def _subfolders(directory: Path) -> list[Path]:
+    """The folders of a directory that may hold a job's traces, in name order: not hidden ones (``.git``, a virtual
+    environment's), nor a serving engine's traces of its graphs' capture (no traces of the profile's)."""
+    listed = _listing(directory)
+    return [p for p in listed if p.is_dir() and not p.name.startswith(".") and p.name not in CAPTURE_FOLDERS]
+
+
+def _listing(directory: Path) -> list[Path]:
+    """What a directory holds, in name order; one that cannot be listed (no permission) is said in one line."""
+    try:
+        return sorted(directory.iterdir())
+    except OSError as exc:
+        raise PerftoolError(f"{directory}: cannot list the directory: {exc.strerror or exc}") from None
 
 
 def _rank_trace(directory: Path) -> str | None:
@@ -148,8 +175,14 @@ def serving_stage(path: str) -> str | None:
 
 
 def says_rank(path: str) -> bool:
-    """Whether a file's name says its rank (``rank3``, ``rank_3``)."""
-    return _RANK_IN_NAME.search(Path(path).name) is not None
+    """Whether a file's name says its rank (``rank3``, ``rank_3``), or its folder's (:func:`_named_rank`)."""
+    return _named_rank(Path(path)) is not None
+
+
+def _named_rank(path: Path) -> re.Match[str] | None:
+    """The rank a file's name gives (``rank3``, ``rank_3``), else its folder's where that is named for the rank alone
+    (``rank3/``, as a job that gives each rank a log directory of its own names them)."""
+    return _RANK_IN_NAME.search(path.name) or _RANK_IN_NAME.fullmatch(path.parent.name)
 
 
 def names_ranks(paths: list[str]) -> bool:
@@ -157,18 +190,19 @@ def names_ranks(paths: list[str]) -> bool:
     files whose names say their rank."""
     if any(os.path.isdir(p) and profiler_trace(p) is None for p in paths):
         return True
-    ranks = [_RANK_IN_NAME.search(Path(p).name) for p in paths]
+    ranks = [_named_rank(Path(p)) for p in paths]
     return len(paths) > 1 and all(ranks) and len({int(r.group(1)) for r in ranks if r}) == len(paths)
 
 
 def rank_from_name(path: str, in_directory: bool = True) -> int | None:
-    """The rank a file's name gives: ``rank3``, ``rank_3``; in a job's directory, else its last number
-    (``worker-3.json``; the worker's of tensorboard_trace_handler's ``{host}_{pid}.{time}.pt.trace.json``, its pid).
-    A trace in a profiler's output directory has the rank its metadata file is named by (torch_npu's
-    ``profiler_info_3.json``), else the one the directory's name gives (``<host>_<pid>_<time>_ascend_pt``: its pid,
-    the time is no rank); msprof's timeline, only the one its run directory's name gives (``PROF_<number>_<time>``:
-    the number is no rank). SGLang's ``{id}-TP-{tp}.trace.json.gz`` (its id the time) is rank ``tp``; where the name
-    places the trace in data-, pipeline- or expert-parallel groups too, it gives no rank (their sizes are not in it).
+    """The rank a file's name gives: ``rank3``, ``rank_3``, else its folder's (``rank3/``); in a job's directory,
+    else its last number (``worker-3.json``; the worker's of tensorboard_trace_handler's
+    ``{host}_{pid}.{time}.pt.trace.json``: its pid). A trace in a profiler's output directory has the rank its
+    metadata file is named by (torch_npu's ``profiler_info_3.json``), else the one the directory's name gives
+    (``<host>_<pid>_<time>_ascend_pt``: its pid, the time is no rank); msprof's timeline, only the one its run
+    directory's name gives (``PROF_<number>_<time>``: the number is no rank). SGLang's
+    ``{id}-TP-{tp}.trace.json.gz`` (its id the time) is rank ``tp``; where the name places the trace in data-,
+    pipeline- or expert-parallel groups too, it gives no rank (their sizes are not in it).
     """
     parent = Path(path).parent
     if Path(path).name.startswith("msprof") and (parent.name in MSPROF_TIMELINES or parent.name.startswith(MSPROF_RUN)):
@@ -182,5 +216,5 @@ def rank_from_name(path: str, in_directory: bool = True) -> int | None:
     if sglang := _SGLANG_PLACE.search(name):  # the rank where the name gives the tensor-parallel place alone
         return None if sglang.group(2) else int(sglang.group(1))
     stem = handler_worker(path) or _CAPTURE_TIME.sub("", name.split(".")[0])
-    found = _RANK_IN_NAME.search(name) or (_LAST_NUMBER.search(stem) if in_directory else None)
+    found = _named_rank(Path(path)) or (_LAST_NUMBER.search(stem) if in_directory else None)
     return int(found.group(1)) if found else None

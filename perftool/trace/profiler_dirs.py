@@ -29,6 +29,8 @@ MSPROF_NOT_TIMELINES = ("msprof_tx", "msprof_slice.json")  # beside the timeline
 PROFILE_RUNS = ("plugins", "profile")  # where jax.profiler (and TensorFlow) keep a log directory's runs, a folder each
 _RUN_NAME = re.compile(r"\d{4}(_\d{2}){5}")  # how jax.profiler names a run: the time it started, 2026_11_30_19_40_01
 JAX_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")  # a host's trace JSON in a jax.profiler run: HOST.trace.json.gz
+# a serving engine's folders of its device graphs' capture traces, beside the profile: no traces of the profile's
+CAPTURE_FOLDERS = ("capture_traces", "graph_capture_profile")
 XSPACE_SUFFIX = ".xplane.pb"  # a run's raw XSpace, one per host; its trace.json.gz, where written, holds the same
 RUNS_BESIDE = "jax.profiler.runs"  # the trace metadata key of the other runs in its log directory (RunsBeside)
 # jax.profiler's JSON export keeps at most this many events, the earliest by start (its trace container's cap): one

@@ -569,6 +569,62 @@ def test_processes_named_by_rank_stay_a_job_without_distributed_info(run, tmp_pa
     assert result.exit_code == 0 and [row["rank"] for row in document["job"]["ranks"]] == [0, 1]
 
 
+def _rank_folders(directory: Path) -> None:
+    """A job that gives each rank a log directory of its own (``tensorboard_trace_handler(f"log/rank{rank}")``): the
+    real gloo job's traces without their distributedInfo, each named by the handler ({host}_{pid}.{time}), so that
+    only their folders say their ranks; and beside them, a hidden folder and a serving engine's capture traces."""
+    for number, trace in enumerate(sorted((DATA / "gloo_cpu_job").iterdir())):
+        document = json.loads(gzip.decompress(trace.read_bytes()))
+        del document["distributedInfo"]
+        (directory / f"rank{number}").mkdir(parents=True)
+        name = f"trainer_{31000 + 7 * number}.170000000{number}000.pt.trace.json.gz"
+        (directory / f"rank{number}" / name).write_bytes(gzip.compress(json.dumps(document).encode()))
+    for folder in (".ipynb_checkpoints", "capture_traces"):
+        (directory / folder).mkdir()
+        (directory / folder / "trainer_31000.1700000000000.pt.trace.json").write_text("{")
+
+
+def test_a_job_that_gives_each_rank_a_folder_is_read_one_level_down(run, tmp_path):
+    """A directory that holds no trace of its own is read one level down: each rank's folder gives its traces, and
+    its name (rank0/, rank1/) their rank, not the process id in the files' names. A hidden folder and a serving
+    engine's folder of capture traces are not read (their broken files would be reported unread)."""
+    _rank_folders(tmp_path / "job")
+    document, result = scan_json(run, tmp_path / "job")
+    assert result.exit_code == 0 and document["unread"] == []
+    assert [row["rank"] for row in document["job"]["ranks"]] == [0, 1] and document["job"]["slowest_rank"] == 1
+    _rank_folders(tmp_path / "again")
+    compared = run("diff", tmp_path / "job", tmp_path / "again", "--format", "json", "--workers", "1")
+    assert compared.exit_code == 0
+    assert [d["rank"] for d in json.loads(compared.stdout)["diffs"]] == [0, 1]
+
+
+def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
+    _rank_folders(tmp_path)
+    for rank in (0, 1):
+        shutil.rmtree(tmp_path / f"rank{rank}")
+    result = run("scan", tmp_path)
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"perftool: error: {tmp_path}: a directory with no trace files")
+    assert result.stderr.endswith(" in it or in its folders\n")
+
+
+def test_a_folder_that_cannot_be_listed_is_said_in_one_line(run, tmp_path, monkeypatch):
+    """A rank's folder the user may not read (another user's, mode 000) is named in one line, not a traceback nor
+    a job read without it."""
+    _rank_folders(tmp_path)
+    listing = Path.iterdir
+
+    def refused(self: Path):
+        if self.name == "rank1":
+            raise PermissionError(13, "Permission denied", str(self))
+        return listing(self)
+
+    monkeypatch.setattr(Path, "iterdir", refused)
+    result = run("scan", tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr == f"perftool: error: {tmp_path / 'rank1'}: cannot list the directory: Permission denied\n"
+
+
 @pytest.mark.parametrize(
     ("name", "rank"),
     [
@@ -577,6 +633,8 @@ def test_processes_named_by_rank_stay_a_job_without_distributed_info(run, tmp_pa
         ("rank2.1796045217257616926.pt.trace.json", 2),  # a worker named by its rank
         ("n122-197-168_1333345_20241105122131111_ascend_pt", 1333345),  # torch_npu's <host>_<pid>_<time>_ascend_pt
         ("worker-3.json", 3),
+        ("rank3/vm_4992.1796045327865899285.pt.trace.json.gz", 3),  # a folder of its own, named for the rank
+        ("rank3_logs/vm_4992.1796045327865899285.pt.trace.json.gz", 4992),  # a folder whose name is more than that
     ],
 )
 def test_a_trace_s_name_gives_its_worker_s_number_never_a_time_or_a_host_s(name, rank):
