@@ -21,23 +21,29 @@ _BY_MAGIC = (
     (b"\xfd7zXZ\x00", "an xz-compressed file", "decompress it (unxz FILE)", _COMPRESSED),
 )
 _NSIGHT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems' reports, now and before 2021.3
+# Perfetto's protobuf traces, as Perfetto's tools and rocprofv3 (--output-format pftrace) name them
+_PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
+# what a user who holds another profiler's report is told to capture instead
+PROFILE_INSTEAD = (
+    "profile the job with PyTorch's profiler (torch.profiler writes Kineto's JSON trace, of CUDA and of HIP), "
+    "jax.profiler or torch_npu's profiler, and scan what it writes"
+)
 
 
 def not_a_trace(path: str, head: bytes) -> str | None:
     """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (``head``, the first
-    :data:`HEAD_BYTES` of them) or its name say it is an archive, a compressed file other than gzip, a CSV table or an
-    Nsight Systems report; None otherwise (a JSON trace, gzip'd or not, a database, an XSpace: their readers judge
-    them)."""
+    :data:`HEAD_BYTES` of them) or its name say it is an archive, a compressed file other than gzip, a CSV table, an
+    Nsight Systems report or a Perfetto protobuf trace; None otherwise (a JSON trace, gzip'd or not, a database, an
+    XSpace: their readers judge them)."""
     if path.lower().endswith(".csv") and head.lstrip()[:1] not in (b"{", b"["):
         return (
             "a CSV table, not a trace: profilers write their summaries as tables beside the trace (msprof's and "
             "torch_npu's kernel_details.csv, step_trace_time.csv); scan the trace, or the profiler's output directory"
         )
     if path.lower().endswith(_NSIGHT_SUFFIXES):
-        return (
-            "an Nsight Systems report, which perftool does not read: profile the job with PyTorch's profiler "
-            "(torch.profiler writes Kineto's JSON trace), jax.profiler or torch_npu's profiler, and scan what it writes"
-        )
+        return f"an Nsight Systems report, which perftool does not read: {PROFILE_INSTEAD}"
+    if path.lower().endswith(_PERFETTO_SUFFIXES) and head.lstrip()[:1] not in (b"{", b"["):
+        return f"a Perfetto protobuf trace, which perftool does not read (it reads JSON traces): {PROFILE_INSTEAD}"
     quoted = shlex.quote(path)
     for magic, kind, opens, gives in _BY_MAGIC:
         if head.startswith(magic):

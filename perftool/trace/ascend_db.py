@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from perftool.common.errors import TraceError
+from perftool.trace.archives import PROFILE_INSTEAD
 from perftool.trace.decode import RawEvent, metadata_event
 from perftool.trace.msprof_kernels import CORES, KERNEL_DETAILS, PIPES, kernel_types
 from perftool.trace.profiler_dirs import ENVIRONMENT, recorded_environment
@@ -44,6 +45,8 @@ _PYTORCH_CATEGORY = {"op": "cpu_op", "queue": "enqueue", "trace": "python_functi
 _ENCODE = msgspec.json.encode
 _QUEUED = 1 << 40  # the flows from a framework op to the tasks it queued, apart from the CANN calls' connection ids
 _RPD_TABLES = {"rocpd_op", "rocpd_api"}  # rocmProfileData's own database, which it converts to Chrome JSON
+_ROCPD_TABLE = "rocpd_info_"  # rocprofv3's database (rocpd, its default output): rocpd_info_agent<uuid>, ..._node<uuid>
+_NSIGHT_TABLE = "StringIds"  # the one table every Nsight Systems sqlite export holds (the others are made as needed)
 # torch_npu's record of the job's HCCL communicators (a row of META_DATA, JSON): by communicator name, as
 # COMMUNICATION_OP.groupName gives it, its process group's name (``group_name``) and the global ranks in it
 PARALLEL_GROUPS = "parallel_group_info"
@@ -59,13 +62,8 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
         raise TraceError(path, f"cannot open the sqlite database: {exc}") from None
     try:
         tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if _RPD_TABLES <= tables:
-            raise TraceError(
-                path,
-                "a rocmProfileData database (its rocpd_op and rocpd_api tables): perftool reads its Chrome JSON "
-                "(python rpd2tracing.py FILE.rpd FILE.json, from rocmProfileData's tools; SGLang writes it as "
-                "rpd-*.trace.json.gz)",
-            )
+        if foreign := _other_profilers(tables):
+            raise TraceError(path, foreign)
         if "STRING_IDS" not in tables or not tables & {"TASK", "PYTORCH_API"}:
             raise TraceError(
                 path,
@@ -80,6 +78,21 @@ def batches(path: str, metadata: dict[str, Any]) -> Iterator[list[RawEvent]]:
         raise TraceError(path, f"cannot read torch_npu's tables: {exc}") from None
     finally:
         connection.close()
+
+
+def _other_profilers(tables: set[str]) -> str | None:
+    """Whose database another profiler's is, by its tables, and how to get a trace perftool reads; None otherwise."""
+    if _RPD_TABLES <= tables:
+        return (
+            "a rocmProfileData database (its rocpd_op and rocpd_api tables): perftool reads its Chrome JSON "
+            "(python rpd2tracing.py FILE.rpd FILE.json, from rocmProfileData's tools; SGLang writes it as "
+            "rpd-*.trace.json.gz)"
+        )
+    if any(table.startswith(_ROCPD_TABLE) for table in tables):
+        return f"a rocprofv3 database (rocpd), which perftool does not read: {PROFILE_INSTEAD}"
+    if _NSIGHT_TABLE in tables:
+        return f"an Nsight Systems export (nsys export --type sqlite), which perftool does not read: {PROFILE_INSTEAD}"
+    return None
 
 
 def _metadata(connection: sqlite3.Connection) -> dict[str, Any]:

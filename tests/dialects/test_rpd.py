@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from perftool.analysis.family import device_name
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.metrics import compute_metrics
@@ -163,3 +165,28 @@ def test_an_rpd_database_is_refused_with_the_way_to_its_json(run, tmp_path):
         "its Chrome JSON (python rpd2tracing.py FILE.rpd FILE.json, from rocmProfileData's tools; SGLang writes it as "
         "rpd-*.trace.json.gz)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("tables", "said"),
+    [
+        (  # rocprofv3's default output (%hostname%/%pid%_results.db): each table named with the session's uuid
+            ["rocpd_info_agent_0a1b2c (id INTEGER)", "rocpd_string_0a1b2c (id INTEGER, string TEXT)"],
+            "a rocprofv3 database (rocpd), which perftool does not read: profile the job with PyTorch's profiler",
+        ),
+        (  # nsys export --type sqlite: StringIds always, the activity tables as the report holds them
+            ["StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)", "CUPTI_ACTIVITY_KIND_KERNEL (start INT)"],
+            "an Nsight Systems export (nsys export --type sqlite), which perftool does not read: profile the job",
+        ),
+        (["events (id INTEGER)"], "an sqlite database without the tables torch_npu's and msprof's db exports write"),
+    ],
+)
+def test_another_profiler_s_database_is_named_for_what_it_is(run, tmp_path, tables, said):
+    database = tmp_path / "profile.sqlite"
+    with sqlite3.connect(database) as connection:
+        for table in tables:
+            connection.execute(f"CREATE TABLE {table}")
+    connection.close()
+    result = run("scan", database)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"perftool: error: {database}: {said}") and result.stderr.count("\n") == 1

@@ -43,6 +43,10 @@ FILES = {
     "trace.json.zst": (_bytes(b"\x28\xb5\x2f\xfd" + JSON[:64]), "a zstd-compressed file, not a trace"),
     "trace.7z": (_bytes(b"7z\xbc\xaf\x27\x1c" + bytes(32)), "a 7-Zip archive, not a trace: extract it (7z x"),
     "profile.nsys-rep": (_bytes(bytes(64)), "an Nsight Systems report, which perftool does not read"),
+    "results.pftrace": (  # a TracePacket (field 1, length-delimited), as Perfetto's protobuf traces begin
+        _bytes(b"\x0a\x12\x08\x01" + bytes(32)),
+        "a Perfetto protobuf trace, which perftool does not read (it reads JSON traces): profile the job",
+    ),
     "kernel_details.csv": (  # torch_npu's, its first line as it writes it
         _bytes(b"Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"),
         "a CSV table, not a trace: profilers write their summaries as tables beside the trace",
@@ -64,6 +68,12 @@ def test_a_path_to_quote_is_quoted_in_the_command_given(run, tmp_path):
     path = tmp_path / "my trace.zip"
     _zip(path)
     error_line(run("scan", path), f"extract it (unzip '{path}')")
+
+
+def test_a_json_trace_named_as_perfetto_s_is_read_as_a_trace(run, tmp_path):
+    path = tmp_path / "trace.pftrace"
+    path.write_bytes(JSON)
+    assert run("info", path).exit_code == 0
 
 
 def test_a_trace_named_as_a_table_is_read_as_a_trace(run, tmp_path):
