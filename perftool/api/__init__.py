@@ -171,15 +171,15 @@ def info(
     from perftool.analysis.steps import detect_steps
     from perftool.hardware import load_spec
     from perftool.job.cluster import chosen_scheduler, cluster_decoders
-    from perftool.job.ranks import job_files
+    from perftool.job.ranks import sole_trace
     from perftool.report.views import InfoView
     from perftool.roofline.figures import roofline as measure_roofline
 
     spec = load_spec(str(device_spec)) if device_spec else None
     paths = _trace_paths(traces, "info")
     address = chosen_scheduler(scheduler)
-    if len(paths) == 1 and os.path.isdir(paths[0]) and len(found := job_files(paths)) == 1:
-        paths = found  # a directory of one trace (a profiler's output directory): that trace
+    if len(paths) == 1 and os.path.isdir(paths[0]) and (sole := sole_trace(paths[0])):
+        paths = [sole]
     if len(paths) > 1 or os.path.isdir(paths[0]):
         from perftool.job.captures import why_no_job
         from perftool.job.scan import scan_job

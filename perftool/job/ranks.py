@@ -81,6 +81,13 @@ def job_files(paths: list[str]) -> list[str]:
     return found
 
 
+def sole_trace(directory: str) -> str | None:
+    """The trace a directory holds where it holds one (a profiler's output directory, tensorboard_trace_handler's log
+    directory of one run), which commands read as that trace; None where it holds several."""
+    found = job_files([directory])
+    return found[0] if len(found) == 1 else None
+
+
 def _traces_in(path: str, directory: Path) -> list[str]:
     """The traces ``directory`` holds itself (``path``: the directory the user named): its trace files, then the
     traces of the profiler output directories in it; a jax.profiler log directory's are its run's."""

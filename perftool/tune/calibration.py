@@ -44,6 +44,7 @@ from perftool.emulator.space import default_space
 from perftool.emulator.trace_writer import write_trace
 from perftool.job.captures import why_no_job
 from perftool.job.cluster import LOCAL, Cluster
+from perftool.job.ranks import sole_trace
 from perftool.job.scan import scan_job
 from perftool.pipeline.read import load_trace
 from perftool.pipeline.scan import DEFAULT_READ, ReadOptions, analyse_trace
@@ -240,14 +241,14 @@ def calibrate(
     at_batch: tuple[int, str] | None = None,
     read: ReadOptions = DEFAULT_READ,
 ) -> Calibration:
-    """Fit an emulator config to the trace at ``path`` and check it by emulating it. For a job's directory, the
-    rank fitted is the one that sets the job's pace: the slowest in the job view (its ranks analysed on
-    ``cluster``). ``at_batch`` (batch size, trace): a capture of the same job at another batch size, from which
-    and the trace how efficiency rises with the batch is fitted; the fit then predicts that capture's step. ``read``:
-    the dialect and size limit the traces are read with."""
+    """Fit an emulator config to the trace at ``path`` and check it by emulating it; a directory of one trace is that
+    trace. For a job's directory, the rank fitted is the one that sets the job's pace: the slowest in the job view
+    (its ranks analysed on ``cluster``). ``at_batch`` (batch size, trace): a capture of the same job at another batch
+    size, from which and the trace how efficiency rises with the batch is fitted; the fit then predicts that
+    capture's step. ``read``: the dialect and size limit the traces are read with."""
     peers: list[float] = []
     if os.path.isdir(path):
-        path, peers = pacing_rank(path, cluster, read)
+        path, peers = (sole, []) if (sole := sole_trace(path)) else pacing_rank(path, cluster, read)
     trace = read.load(path, "calibrate")
     scan, scope = analyse_trace(trace, [])
     if scope.idle is None or scope.window <= 0:

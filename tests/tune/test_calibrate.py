@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -345,6 +346,18 @@ def test_calibrate_a_job_directory_fits_the_rank_that_sets_its_pace(run):
     assert result.exit_code == 0, result.output
     calibration = json.loads(result.stdout)["calibration"]
     assert Path(calibration["source"]).name == "rank5.trace.json.gz" and calibration["step_error"] <= 0.05
+
+
+def test_calibrate_reads_a_directory_of_one_trace_as_that_trace(run, tmp_path):
+    """tensorboard_trace_handler's log directory of one run (here one level down, a folder per run) is its trace, as
+    scan, info and diff read it: the fit is the trace's own, not a refusal to find a job in it."""
+    (tmp_path / "log" / "run1").mkdir(parents=True)
+    trace = tmp_path / "log" / "run1" / "vm_4992.1796045327865899285.pt.trace.json.gz"
+    shutil.copy(DATA / "cuda_launch_bound.pt.trace.json.gz", trace)
+    fitted = [run("calibrate", path, "--format", "json") for path in (tmp_path / "log", trace)]
+    assert [result.exit_code for result in fitted] == [0, 0], fitted[0].output
+    sources, documents = zip(*((c["source"], c) for c in (json.loads(r.stdout)["calibration"] for r in fitted)))
+    assert sources == (str(trace), str(trace)) and documents[0] == documents[1]
 
 
 @pytest.mark.parametrize(
