@@ -598,6 +598,24 @@ def test_a_job_that_gives_each_rank_a_folder_is_read_one_level_down(run, tmp_pat
     assert [d["rank"] for d in json.loads(compared.stdout)["diffs"]] == [0, 1]
 
 
+def test_a_folder_per_profiled_iteration_is_read_as_captures_of_the_job(run, tmp_path):
+    """torchtitan writes each profiled iteration's traces into a folder of its own
+    (``iteration_{step}/rank{rank}_trace.json``): the directory above them is the job, its view compares each rank's
+    latest capture and names the earlier ones."""
+    cycles = sorted((CYCLES / "gloo_job").iterdir(), key=lambda f: int(f.name.split(".")[1]))
+    for number, trace in enumerate(cycles):  # the real job's two cycles of its two ranks, in the order captured
+        folder = tmp_path / f"iteration_{10 * (1 + number // 2)}"
+        folder.mkdir(exist_ok=True)
+        rank = 0 if trace.name.startswith("vm_4999") else 1
+        (folder / f"rank{rank}_trace.json").write_bytes(gzip.decompress(trace.read_bytes()))
+    document, result = scan_json(run, tmp_path)
+    assert result.exit_code == 0 and document["unread"] == []
+    job = document["job"]
+    assert [row["rank"] for row in job["ranks"]] == [0, 1]
+    assert sorted(Path(t["path"]).parent.name for t in document["traces"]) == ["iteration_20"] * 2
+    assert job["earlier_captures"] == [str(tmp_path / "iteration_10" / f"rank{r}_trace.json") for r in (0, 1)]
+
+
 def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
     _rank_folders(tmp_path)
     for rank in (0, 1):
