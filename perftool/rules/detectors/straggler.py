@@ -134,8 +134,8 @@ def _evidence(scope: Any, rank: int) -> list[Evidence]:
                 ts_us=start,
                 at_us=start - summary.first_us,
                 dur_us=held,
-                track=f"rank {rank}: {summary.scan.path}",
-                name=f"others wait for it at {name}",
+                track=f"rank {rank}",  # its file is the job's trace of that rank
+                name=f"others wait at {name}",
             )
         )
     return found
