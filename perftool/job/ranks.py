@@ -77,8 +77,24 @@ def job_files(paths: list[str]) -> list[str]:
                     f"({'/'.join(PROFILE_RUNS)}/RUN/) in it or in its folders"
                     + (f"; {cached[0].name} is {xprof_cache_advice(cached[0])}" if cached else "")
                 )
-            found += held
+            found += _once_each(path, held)
     return found
+
+
+def _once_each(directory: str, traces: list[str]) -> list[str]:
+    """The traces found in ``directory``, each file once where several names lead to it (a folder linked as another,
+    ``latest -> run3``; a link beside its file): by a name that goes through no link where one does, else the
+    first."""
+    root = os.path.realpath(directory)
+
+    def through_link(trace: str) -> bool:
+        return os.path.realpath(trace) != os.path.join(root, os.path.relpath(trace, directory))
+
+    kept: dict[str, str] = {}
+    for trace in sorted(traces, key=through_link):  # stable: the names through no link first, each in its order
+        kept.setdefault(os.path.realpath(trace), trace)
+    chosen = set(kept.values())
+    return [trace for trace in traces if trace in chosen]
 
 
 def sole_trace(directory: str) -> str | None:

@@ -616,6 +616,18 @@ def test_a_folder_per_profiled_iteration_is_read_as_captures_of_the_job(run, tmp
     assert job["earlier_captures"] == [str(tmp_path / "iteration_10" / f"rank{r}_trace.json") for r in (0, 1)]
 
 
+def test_a_trace_two_names_lead_to_is_read_once_by_the_one_through_no_link(run, tmp_path):
+    """A log directory's ``latest`` linked to its newest run's folder, and a link beside the file it names: the trace
+    is read once, by its own name, not once per name (two traces of one process where there is one)."""
+    (tmp_path / "run1").mkdir()
+    trace = tmp_path / "run1" / "vm_4992.1796045327865899285.pt.trace.json.gz"
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", trace)
+    (tmp_path / "latest").symlink_to("run1", target_is_directory=True)
+    (tmp_path / "run1" / "0_current.pt.trace.json.gz").symlink_to(trace.name)
+    document, result = scan_json(run, tmp_path)
+    assert result.exit_code == 0 and [t["path"] for t in document["traces"]] == [str(trace)]
+
+
 def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
     _rank_folders(tmp_path)
     for rank in (0, 1):
