@@ -9,9 +9,10 @@ long once, at their width, and JSON keeps the full name. A leaf module: reports,
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-NAME_IN_TABLE = 160  # characters of a name a report's table shows (HTML gives the whole name on hover, JSON keeps it)
 _RETURN_TYPE = re.compile(r"^(void|int|float)\s+")
+NAME_IN_TABLE = 160  # characters of a name a report's table shows (HTML gives the whole name on hover, JSON keeps it)
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
 _NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")  # at::native::Foo → Foo
 _SPACES = re.compile(r"\s+")
@@ -37,7 +38,9 @@ def readable(name: str, width: int | None = None) -> str:
     if python != short or (short.startswith("<") and short.endswith(">")):  # ``<built-in …>`` is no template
         short = python
     else:
-        bare = without_parameters(_RETURN_TYPE.sub("", short))
+        bare = without_parameters(short)
+        # a signature less its return type: all before the name where it had parameters, else a plain type
+        bare = _without_return_type(bare) if bare != short else _RETURN_TYPE.sub("", bare)
         if "<" in bare or bare != short:  # a signature: template arguments, a parameter list or a return type
             short = _CLOSING.sub(">>", _NAMESPACES.sub("", _ANONYMOUS.sub("", _nested_elided(bare))))
     return short if width is None or len(short) <= width else short[: width - 1].rstrip() + "…"
@@ -60,15 +63,36 @@ def host_call(name: str) -> str:
 def without_parameters(name: str) -> str:
     """``f<T>(float*, int)`` → ``f<T>``: a C++ signature's parameter list, the ``(`` right after the name or its
     template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words; a JAX compiled call's parentheses name
-    the function it calls: ``PjitFunction(train_step)`` stays whole)."""
+    the function it calls: ``PjitFunction(train_step)`` stays whole). A ``<`` or ``>`` in brackets within template
+    arguments is an operator, not one of theirs (``enable_if<((8)>(0)), void>``)."""
     if COMPILED_CALL.match(name):
         return name
-    depth = 0
-    for position, char in enumerate(name):
-        depth += (char == "<") - (char == ">")
-        if char == "(" and depth == 0 and position > 0 and (name[position - 1].isalnum() or name[position - 1] in "_>"):
+    for position in _outermost(name, "("):
+        if position > 0 and (name[position - 1].isalnum() or name[position - 1] in "_>"):
             return name[:position].rstrip() if name.endswith(")") else name
     return name
+
+
+def _without_return_type(signature: str) -> str:
+    """``std::enable_if<…>::type ns::f<T>`` → ``ns::f<T>``: a signature (its parameters dropped) less its return
+    type, which ends at its last space outside template arguments and brackets."""
+    spaces = list(_outermost(signature, " "))
+    return signature[spaces[-1] + 1 :] if spaces else signature
+
+
+def _outermost(name: str, wanted: str) -> Iterator[int]:
+    """The positions of ``wanted`` (one character) outside template arguments and outside brackets; brackets are
+    counted everywhere, angle brackets only outside brackets."""
+    angles = brackets = 0
+    for position, char in enumerate(name):
+        if char == wanted and angles == 0 and brackets == 0:
+            yield position
+        if char == "(":
+            brackets += 1
+        elif char == ")":
+            brackets = max(brackets - 1, 0)
+        elif brackets == 0 and char in "<>":
+            angles = max(angles + (1 if char == "<" else -1), 0)
 
 
 def _nested_elided(name: str) -> str:

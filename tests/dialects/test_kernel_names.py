@@ -27,6 +27,13 @@ FILL = (
         ("aten::addmm", "aten::addmm"),  # an op's namespace is part of its name
         ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),  # words in brackets stay
         ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"),
+        (  # vLLM's kernel (the real B200 capture's): a return type chosen by enable_if, whose '>' is an operator
+            "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+            "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*, float, int)",
+            "fused_add_rms_norm_kernel<BFloat16, 8>",
+        ),
+        ("void f<((8)>(0)), decltype(g)>(int)", "f<((8)>(0)), decltype(g)>"),  # still in its template arguments
+        ("<frozen os>(674): __getitem__", "<frozen os>(674): __getitem__"),  # Python's, no return type before it
     ],
 )  # fmt: skip
 def test_a_signature_keeps_its_function_and_first_template_arguments(name, shown):
