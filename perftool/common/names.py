@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-_RETURN_TYPE = re.compile(r"^(void|int|float)\s+")
 NAME_IN_TABLE = 160  # characters of a name a report's table shows (HTML gives the whole name on hover, JSON keeps it)
+_RETURN_TYPE = re.compile(r"^(void|int|float)\s+")
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
 _NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")  # at::native::Foo → Foo
 _SPACES = re.compile(r"\s+")
