@@ -17,7 +17,8 @@ _ANONYMOUS = re.compile(r"\(anonymous namespace\)::")
 _NAMESPACES = re.compile(r"\b(?:[A-Za-z_]\w*::)+(?=[A-Za-z_~])")  # at::native::Foo → Foo
 _SPACES = re.compile(r"\s+")
 _CLOSING = re.compile(r">\s+>")  # C++98's "> >"
-_PYTHON_FRAME = re.compile(r"^(?:[^()]*/)?([^/()]+\.py)\((\d+)\): (\S.*)$")  # Kineto's "dir/file.py(40): main"
+# Kineto's "dir/file.py(40): main" (on Windows, backslashes between the folders)
+_PYTHON_FRAME = re.compile(r"^(?:[^()]*[/\\])?([^/\\()]+\.py)\((\d+)\): (\S.*)$")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # "<built-in method astype of numpy.ndarray object at 0x7f…>"
 _DEVICE_KINDS = "GPU|NPU|HPU|IPU|TPU|XPU|MTIA"  # how profilers label a device by its kind
 _DEVICE_INSTANCE = re.compile(rf"\b({_DEVICE_KINDS}|device|pid) ?\d+\b")  # "GPU 3": which device, not which kind
@@ -25,7 +26,8 @@ _DEVICE_INSTANCE = re.compile(rf"\b({_DEVICE_KINDS}|device|pid) ?\d+\b")  # "GPU
 _PLACE = re.compile(rf"^(?:\d+ × )?(?:(?:{_DEVICE_KINDS})(?: \d+)?|/device:[A-Z]+:\d+|(?:device|pid) \d+)$")
 # A call of a compiled function from Python (JAX's jit and pmap): what the user's loop calls, step by step or op by op;
 # the parentheses hold the function's name (``PjitFunction(train_step)``), no parameter list.
-COMPILED_CALL = re.compile(r"^(PjitFunction|PmapFunction)\(")
+_COMPILED_FUNCTIONS = ("PjitFunction", "PmapFunction")
+COMPILED_CALL = re.compile(rf"^({'|'.join(_COMPILED_FUNCTIONS)})\(")
 
 
 def readable(name: str, width: int | None = None) -> str:
@@ -65,9 +67,9 @@ def without_parameters(name: str) -> str:
     template arguments (``Memcpy HtoD (Pageable -> Device)`` keeps its words; a JAX compiled call's parentheses name
     the function it calls: ``PjitFunction(train_step)`` stays whole). A ``<`` or ``>`` in brackets within template
     arguments is an operator, not one of theirs (``enable_if<((8)>(0)), void>``)."""
-    if COMPILED_CALL.match(name):
-        return name
     for position in _outermost(name, "("):
+        if name.endswith(_COMPILED_FUNCTIONS, 0, position):  # "idle while host runs PjitFunction(add)" too
+            continue
         if position > 0 and (name[position - 1].isalnum() or name[position - 1] in "_>"):
             return name[:position].rstrip() if name.endswith(")") else name
     return name
@@ -75,9 +77,10 @@ def without_parameters(name: str) -> str:
 
 def _without_return_type(signature: str) -> str:
     """``std::enable_if<…>::type ns::f<T>`` → ``ns::f<T>``: a signature (its parameters dropped) less its return
-    type, which ends at its last space outside template arguments and brackets."""
+    type, the one word before its name outside template arguments and brackets; words that are no type (a
+    sentence around a call, ``idle while host runs f``) are kept."""
     spaces = list(_outermost(signature, " "))
-    return signature[spaces[-1] + 1 :] if spaces else signature
+    return signature[spaces[0] + 1 :] if len(spaces) == 1 else signature
 
 
 def _outermost(name: str, wanted: str) -> Iterator[int]:

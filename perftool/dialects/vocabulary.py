@@ -143,8 +143,8 @@ TASK_QUEUE = re.compile(r"^(Enqueue|Dequeue)@")
 # coprocessor of the chip (embedding lookups, offloaded collectives), not another device
 SPARSE_CORE = re.compile(r" SparseCore \d+$")
 # A frame of the Python stack, as the XLA profiler's Python tracer ("$train.py:40 main") and Kineto
-# ("train.py(40): main") name them.
-PYTHON_FRAME = re.compile(r"^\$|^\S+\.py\(\d+\): ")
+# ("train.py(40): main", the file's path as Python has it: spaces in it, backslashes on Windows) name them.
+PYTHON_FRAME = re.compile(r"^\$|^[^()]+\.py\(\d+\): ")
 # torch.compile's record of a timed phase's metadata beside the phase, an empty record_function named
 # "{phase}_data: {key}={value}, ..." ("entire_frame_compile_data: fn_name=_compile.compile_inner, compile_id=0/1")
 PHASE_METADATA = re.compile(r"^\w+_data: \w+=")
@@ -162,7 +162,7 @@ MODEL_RUN = re.compile(rf"{COMPILED_REGION.pattern}|^CompiledFunction(Backward)?
 # image processors, feature extractors and tokenizers, torchvision's transforms, video and image decoding, collation.
 INPUT_PREPARATION = re.compile(
     r"(?i)preprocess|image_processing|feature_extraction|video_processing|tokeniz|augment|collate"
-    r"|torchvision/(transforms|io)/|read_video|decode_video|video_reader|pyav|decord|\bPIL/|\bcv\d\.|imageio"
+    r"|torchvision[/\\](transforms|io)[/\\]|read_video|decode_video|video_reader|pyav|decord|\bPIL[/\\]|\bcv\d\.|imageio"
 )  # no digit written out (OpenCV's cv2 as cv\d): the pattern is searched in the names' shapes, digits as 0
 # A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
 IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")

@@ -74,6 +74,8 @@ def test_a_python_frame_of_the_compiler_s_file_is_not_a_compile(run, write_trace
     from perftool.trace.model import Kind
 
     assert kind_of_name("torch/_inductor/compile_fx.py(1767): run") == Kind.OTHER
+    for folder in ("/home/Jane Doe/env/lib/", "C:\\Program Files\\Python311\\Lib\\"):  # a space; Windows
+        assert kind_of_name(f"{folder}torch/_inductor/compile_fx.py(1767): compile_fx") == Kind.OTHER
     assert kind_of_name("_compile.compile_inner (dynamo_timed)") == Kind.COMPILE
 
 

@@ -90,6 +90,8 @@ def test_host_bound_names_the_preprocessing_as_a_person_reads_it(run, write_trac
         ("transformers/models/videomae/image_processing_videomae.py(178): _preprocess_image",
          "_preprocess_image (image_processing_videomae.py:178)"),
         ("train.py(40): main", "main (train.py:40)"),
+        ("/home/Jane Doe/proj/train.py(40): main", "main (train.py:40)"),  # a space in a folder's name
+        ("C:\\Users\\jane\\proj\\train.py(40): main", "main (train.py:40)"),  # Windows' separators
         ("<built-in method astype of numpy.ndarray object at 0x7cbf780f01b0>",
          "<built-in method astype of numpy.ndarray object>"),
         ("aten::to", "aten::to"),

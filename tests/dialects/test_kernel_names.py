@@ -34,6 +34,9 @@ FILL = (
         ),
         ("void f<((8)>(0)), decltype(g)>(int)", "f<((8)>(0)), decltype(g)>"),  # still in its template arguments
         ("<frozen os>(674): __getitem__", "<frozen os>(674): __getitem__"),  # Python's, no return type before it
+        # an occurrence's name around a call: its words are no return type, a compiled call keeps its function
+        ("idle while host runs PjitFunction(add)", "idle while host runs PjitFunction(add)"),
+        ("idle while host runs at::native::f<int>(float*)", "idle while host runs f<int>"),
     ],
 )  # fmt: skip
 def test_a_signature_keeps_its_function_and_first_template_arguments(name, shown):

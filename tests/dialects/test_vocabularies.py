@@ -388,6 +388,8 @@ def test_each_sample_reads_the_same_by_its_names_alone(run, write_trace, sample)
         ("<built-in method cvtColor of PyCapsule object at 0x7f>", False),
         ("<built-in function cv2.resize>", True),
         ("PIL/Image.py(3431): open", True),
+        ("C:\\Python311\\Lib\\site-packages\\PIL\\Image.py(3431): open", True),  # as Python names it on Windows
+        ("C:\\envs\\ml\\torchvision\\transforms\\functional.py(150): to_tensor", True),
         ("transformers/tokenization_utils_base.py(2883): __call__", True),
         ("torch/utils/data/_utils/collate.py(141): default_collate", True),
         ("diffusers/pipelines/pipeline_utils.py(1135): _execution_device", False),
