@@ -35,6 +35,7 @@ _PROFILER_INFO = re.compile(r"profiler_info_(\d+)\.json")
 HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace from another document
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
+_NAMED_AS_TRACE = re.compile(r"(?i)trace|xplane")  # how profilers name their traces: *.pt.trace.json, HOST.xplane.pb
 # the time torch_npu's handler writes into a rank directory's name (<host>_<pid>_<time>_ascend_pt): no rank
 _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 # what follows the worker in the name tensorboard_trace_handler gives a trace: {worker}.{time}.pt.trace.json[.gz]
@@ -67,7 +68,7 @@ def job_files(paths: list[str]) -> list[str]:
             found.append(own)
         else:
             held = _traces_in(path, Path(path)) or [
-                trace for folder in _subfolders(Path(path)) for trace in _traces_in(path, folder)
+                trace for folder in _subfolders(Path(path)) for trace in _traces_in(path, folder, named_as_traces=True)
             ]
             if not held:
                 cached = xprof_caches(path)
@@ -104,11 +105,16 @@ def sole_trace(directory: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def _traces_in(path: str, directory: Path) -> list[str]:
+def _traces_in(path: str, directory: Path, named_as_traces: bool = False) -> list[str]:
     """The traces ``directory`` holds itself (``path``: the directory the user named): its trace files, then the
-    traces of the profiler output directories in it; a jax.profiler log directory's are its run's."""
+    traces of the profiler output directories in it; a jax.profiler log directory's are its run's. With
+    ``named_as_traces`` (a folder of the directory named), only files whose names say they are traces (``trace``,
+    ``xplane``) or whose folder is named for a rank: a project's folders of other JSON (configs, data, reports) are
+    no job's."""
     listed = _listing(Path(profile_run(str(directory)) or directory))
     named = [p for p in listed if p.name.lower().endswith(_TRACE_FILES) and not p.is_dir()]
+    if named_as_traces:
+        named = [p for p in named if _NAMED_AS_TRACE.search(p.name) or _named_rank(p)]
     if odd := next((p for p in named if not p.is_file()), None):  # reading a pipe would wait for a writer
         raise PerftoolError(
             f"{odd}: not a file perftool can read (a pipe, a socket, a device or a broken link) among the "

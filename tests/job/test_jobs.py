@@ -19,7 +19,7 @@ from perftool.common.units import duration
 from perftool.emulator.config import load_config
 from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
-from perftool.job.ranks import rank_from_name
+from perftool.job.ranks import job_files, rank_from_name
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope, job_view
 from perftool.pipeline.scan import DEFAULT_READ
@@ -626,6 +626,25 @@ def test_a_trace_two_names_lead_to_is_read_once_by_the_one_through_no_link(run, 
     (tmp_path / "run1" / "0_current.pt.trace.json.gz").symlink_to(trace.name)
     document, result = scan_json(run, tmp_path)
     assert result.exit_code == 0 and [t["path"] for t in document["traces"]] == [str(trace)]
+
+
+def test_one_level_down_only_files_named_as_traces_are_read(run, tmp_path):
+    """A project's directory read one level down: its folders' other JSON (a config, metrics) is no trace to try and
+    report unread; the profile's trace, named as profilers name theirs, is read, and so is any file in a folder named
+    for its rank (HF Accelerate's profile_0.json)."""
+    for folder, name in (("configs", "train.json"), ("results", "metrics.json")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_text('{"lr": 0.1, "epochs": 3}')
+    (tmp_path / "profile").mkdir()
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", tmp_path / "profile" / "trainer.pt.trace.json.gz")
+    document, result = scan_json(run, tmp_path)
+    assert result.exit_code == 0 and document["unread"] == []
+    assert [t["path"] for t in document["traces"]] == [str(tmp_path / "profile" / "trainer.pt.trace.json.gz")]
+    (tmp_path / "rank0").mkdir()
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", tmp_path / "rank0" / "profile_0.json.gz")
+    assert job_files([str(tmp_path)]) == [
+        str(tmp_path / d) for d in ("profile/trainer.pt.trace.json.gz", "rank0/profile_0.json.gz")
+    ]
 
 
 def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
