@@ -4,6 +4,7 @@ does not read, or a profiler's table, each told by its first bytes (or its name)
 from __future__ import annotations
 
 import gzip
+import re
 import shlex
 import zlib
 
@@ -23,6 +24,9 @@ _BY_MAGIC = (
 _NSIGHT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems' reports, now and before 2021.3
 # Perfetto's protobuf traces, as Perfetto's tools and rocprofv3 (--output-format pftrace) name them
 _PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
+# a table printed as text, its first line the rule above its header ("-------  -------  ..."), as torch.profiler's
+# key_averages().table() prints its summary
+_TEXT_TABLE = re.compile(rb"\s*-{8,}(?: +-{3,})+ *\r?\n")
 # what a user who holds another profiler's report is told to capture instead
 PROFILE_INSTEAD = (
     "profile the job with PyTorch's profiler (torch.profiler writes Kineto's JSON trace, of CUDA and of HIP), "
@@ -32,13 +36,20 @@ PROFILE_INSTEAD = (
 
 def not_a_trace(path: str, head: bytes) -> str | None:
     """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (``head``, the first
-    :data:`HEAD_BYTES` of them) or its name say it is an archive, a compressed file other than gzip, a CSV table, an
-    Nsight Systems report or a Perfetto protobuf trace; None otherwise (a JSON trace, gzip'd or not, a database, an
-    XSpace: their readers judge them)."""
+    :data:`HEAD_BYTES` of them; a gzip file's, those it holds) or its name say it is an archive, a compressed file
+    other than gzip, a CSV or text table, an Nsight Systems report or a Perfetto protobuf trace; None otherwise (a
+    JSON trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
+    held = _gzip_head(path) if head.startswith(GZIP_MAGIC) else head
     if path.lower().endswith(".csv") and head.lstrip()[:1] not in (b"{", b"["):
         return (
             "a CSV table, not a trace: profilers write their summaries as tables beside the trace (msprof's and "
             "torch_npu's kernel_details.csv, step_trace_time.csv); scan the trace, or the profiler's output directory"
+        )
+    if _TEXT_TABLE.match(held):
+        return (
+            "a text table, not a trace (torch.profiler's summary, prof.key_averages().table(), prints one): write the "
+            'trace itself with prof.export_chrome_trace("trace.json"), or '
+            "on_trace_ready=torch.profiler.tensorboard_trace_handler(dir), and scan that"
         )
     if path.lower().endswith(_NSIGHT_SUFFIXES):
         return f"an Nsight Systems report, which perftool does not read: {PROFILE_INSTEAD}"
@@ -50,7 +61,7 @@ def not_a_trace(path: str, head: bytes) -> str | None:
             return f"{kind}, not a trace: {opens.replace('FILE', quoted)} {gives}"
     if head[_TAR_MAGIC_AT:].startswith(_TAR_MAGIC):
         return f"a tar archive, not a trace: extract it (tar -xf {quoted}) {_ARCHIVE}"
-    if head.startswith(GZIP_MAGIC) and _gzip_head(path)[_TAR_MAGIC_AT:].startswith(_TAR_MAGIC):
+    if head.startswith(GZIP_MAGIC) and held[_TAR_MAGIC_AT:].startswith(_TAR_MAGIC):
         return f"a gzip'd tar archive, not a trace: extract it (tar -xzf {quoted}) {_ARCHIVE}"
     return None
 

@@ -34,6 +34,12 @@ def _bytes(data: bytes):
 
 
 JSON = gzip.decompress(TRACE.read_bytes())
+TABLE = (  # torch.profiler's summary, as prof.key_averages().table() prints it
+    b"-------------------  ------------  ------------  ------------  ------------  ------------\n"
+    b"               Name    Self CPU %      Self CPU   CPU total %     CPU total    # of Calls\n"
+    b"-------------------  ------------  ------------  ------------  ------------  ------------\n"
+    b"       aten::matmul         0.32%      26.649us        83.69%       6.959ms             1\n"
+)
 FILES = {
     "trace.zip": (_zip, "a zip archive, not a trace: extract it (unzip {path})"),
     "profile.tar": (_tar("w"), "a tar archive, not a trace: extract it (tar -xf {path})"),
@@ -47,6 +53,8 @@ FILES = {
         _bytes(b"\x0a\x12\x08\x01" + bytes(32)),
         "a Perfetto protobuf trace, which perftool does not read (it reads JSON traces): profile the job",
     ),
+    "summary.txt": (_bytes(TABLE), "a text table, not a trace (torch.profiler's summary, prof.key_averages().table()"),
+    "summary.json.gz": (_bytes(gzip.compress(TABLE)), "a text table, not a trace (torch.profiler's summary"),
     "kernel_details.csv": (  # torch_npu's, its first line as it writes it
         _bytes(b"Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"),
         "a CSV table, not a trace: profilers write their summaries as tables beside the trace",
