@@ -22,6 +22,8 @@ _BY_MAGIC = (
     (b"\xfd7zXZ\x00", "an xz-compressed file", "decompress it (unxz FILE)", _COMPRESSED),
 )
 _NSIGHT_SUFFIXES = (".nsys-rep", ".qdrep")  # Nsight Systems' reports, now and before 2021.3
+_NSIGHT_COMPUTE_SUFFIX = ".ncu-rep"  # Nsight Compute's reports: kernels' counters, no timeline
+_PICKLE = re.compile(rb"\x80[\x02-\x05]")  # how a Python pickle of protocol 2 to 5 begins
 # Perfetto's protobuf traces, as Perfetto's tools and rocprofv3 (--output-format pftrace) name them
 _PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
 # a table printed as text, its first line the rule above its header ("-------  -------  ..."), as torch.profiler's
@@ -37,7 +39,7 @@ PROFILE_INSTEAD = (
 def not_a_trace(path: str, head: bytes) -> str | None:
     """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (``head``, the first
     :data:`HEAD_BYTES` of them; a gzip file's, those it holds) or its name say it is an archive, a compressed file
-    other than gzip, a CSV or text table, an Nsight Systems report or a Perfetto protobuf trace; None otherwise (a
+    other than gzip, a CSV or text table, a pickle, an Nsight report or a Perfetto protobuf trace; None otherwise (a
     JSON trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
     held = _gzip_head(path) if head.startswith(GZIP_MAGIC) else head
     if path.lower().endswith(".csv") and head.lstrip()[:1] not in (b"{", b"["):
@@ -53,6 +55,13 @@ def not_a_trace(path: str, head: bytes) -> str | None:
         )
     if path.lower().endswith(_NSIGHT_SUFFIXES):
         return f"an Nsight Systems report, which perftool does not read: {PROFILE_INSTEAD}"
+    if path.lower().endswith(_NSIGHT_COMPUTE_SUFFIX):
+        return f"an Nsight Compute report (kernels' counters, no timeline), not a trace: {PROFILE_INSTEAD}"
+    if _PICKLE.match(held):
+        return (
+            "a Python pickle, not a trace (torch.cuda.memory._dump_snapshot writes the allocator's history as one, "
+            "which pytorch.org/memory_viz draws): scan the profiler's trace"
+        )
     if path.lower().endswith(_PERFETTO_SUFFIXES) and head.lstrip()[:1] not in (b"{", b"["):
         return f"a Perfetto protobuf trace, which perftool does not read (it reads JSON traces): {PROFILE_INSTEAD}"
     quoted = shlex.quote(path)

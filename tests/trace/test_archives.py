@@ -6,6 +6,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import pickle
 import tarfile
 import zipfile
 from pathlib import Path
@@ -55,6 +56,11 @@ FILES = {
     ),
     "summary.txt": (_bytes(TABLE), "a text table, not a trace (torch.profiler's summary, prof.key_averages().table()"),
     "summary.json.gz": (_bytes(gzip.compress(TABLE)), "a text table, not a trace (torch.profiler's summary"),
+    "profile.ncu-rep": (_bytes(bytes(64)), "an Nsight Compute report (kernels' counters, no timeline), not a trace"),
+    "my_snapshot.pickle": (  # torch.cuda.memory._dump_snapshot's, a pickle of protocol 4
+        _bytes(pickle.dumps({"segments": [], "device_traces": []}, protocol=4)),
+        "a Python pickle, not a trace (torch.cuda.memory._dump_snapshot writes the allocator's history as one",
+    ),
     "kernel_details.csv": (  # torch_npu's, its first line as it writes it
         _bytes(b"Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"),
         "a CSV table, not a trace: profilers write their summaries as tables beside the trace",
