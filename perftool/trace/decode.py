@@ -634,7 +634,32 @@ def _describe_syntax(message: str, data: bytes) -> str:
     match = _BYTE_OFFSET.match(message)
     if not match:
         return f"not valid JSON: {message}"
+    if data.lstrip()[:1] not in (b"{", b"[") and (text := _text_begun(data)) is not None:
+        return text  # no object nor array from its first character: another kind of file
     return f"not valid JSON at {_line_column(data, int(match['offset']))}: {match['what']}"
+
+
+_TEXT_SHOWN = 60  # characters of a text file's first line an error quotes
+
+
+def _text_begun(data: bytes) -> str | None:
+    """What a file of text whose first character opens no JSON object or array is, quoting how it begins: an HTML
+    page (a report, a viewer's page, torch.profiler's memory timeline as HTML), an XML document (a JUnit report) or
+    other text (a log); None where its first line is not printable text."""
+    head = data.lstrip()[: 4 * _TEXT_SHOWN].decode("utf-8", "ignore")
+    first = head.splitlines()[0] if head else ""
+    if not first.isprintable():
+        return None
+    lower = first.lower()
+    kind = (
+        "an HTML page"
+        if lower.startswith(("<!doctype html", "<html"))
+        else "an XML document"
+        if lower.startswith("<?xml")
+        else "text"
+    )
+    shown = first if len(first) <= _TEXT_SHOWN else first[: _TEXT_SHOWN - 1] + "…"
+    return f"{kind}, not a JSON trace: it begins {shown!r}"
 
 
 def _says_invalid_utf8(exc: Exception) -> bool:

@@ -14,7 +14,9 @@ from perftool.pipeline.read import load_trace
 GOOD = {"traceEvents": [complete("a", 1, 2), complete("b", 4, 2)]}
 
 CASES = {
-    "not-json": (b"this is not json", "not valid JSON at line 1, column 5: invalid character"),
+    "not-json": (b"this is not json", "text, not a JSON trace: it begins 'this is not json'"),
+    "html": (b"<!DOCTYPE html>\n<html><body>memory</body></html>", "an HTML page, not a JSON trace: it begins"),
+    "not-json-inside": (b'{"traceEvents": [x]}', "not valid JSON at line 1, column 18: invalid character"),
     "truncated-json": (json.dumps(GOOD).encode()[:-12], "truncated JSON"),
     "garbage-midway": (b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2},\n {"ph": ]}', "not valid JSON at line 2"),
     "bad-utf8-in-metadata-key": (b'{"a\xff": 1, "traceEvents": []}', "not valid UTF-8 at line 1, column 4: byte 0xff"),

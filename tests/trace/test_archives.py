@@ -103,7 +103,7 @@ def test_a_gzip_d_trace_is_read_as_before(run, tmp_path):
     assert result.exit_code == 0 and "kineto trace" in result.output
     broken = tmp_path / "broken.json.gz"
     broken.write_bytes(gzip.compress(b"not json"))
-    error_line(run("info", broken), "not valid JSON")
+    error_line(run("info", broken), "text, not a JSON trace: it begins 'not json'")
     truncated = tmp_path / "truncated.json.gz"
     truncated.write_bytes(gzip.compress(JSON)[:100])
     assert "tar" not in error_line(run("info", truncated))
