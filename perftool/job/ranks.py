@@ -9,6 +9,8 @@ import zlib
 from pathlib import Path
 
 from perftool.common.errors import PerftoolError, TraceError
+from perftool.trace.archives import HEAD_BYTES as ARCHIVE_HEAD_BYTES
+from perftool.trace.archives import NAMED_IN_PLACE, not_a_trace
 from perftool.trace.profiler_dirs import (
     ASCEND_OUTPUT,
     CAPTURE_FOLDERS,
@@ -71,15 +73,30 @@ def job_files(paths: list[str]) -> list[str]:
                 trace for folder in _subfolders(Path(path)) for trace in _traces_in(path, folder, named_as_traces=True)
             ]
             if not held:
-                cached = xprof_caches(path)
                 raise PerftoolError(
                     f"{path}: a directory with no trace files (*.json, *.json.gz, *.xplane.pb), profiler output "
                     f"directories (with {ASCEND_OUTPUT}/, msprof's {MSPROF_RUN}*/) or jax.profiler runs "
-                    f"({'/'.join(PROFILE_RUNS)}/RUN/) in it or in its folders"
-                    + (f"; {cached[0].name} is {xprof_cache_advice(cached[0])}" if cached else "")
+                    f"({'/'.join(PROFILE_RUNS)}/RUN/) in it or in its folders{_held_instead(path)}"
                 )
             found += _once_each(path, held)
     return found
+
+
+def _held_instead(directory: str) -> str:
+    """What a directory without traces holds in their place, where perftool can say: XProf's cache of a run, or
+    another profiler's report or an archive (the first of them, by name), with the way to a trace; "" otherwise."""
+    if cached := xprof_caches(directory):
+        return f"; {cached[0].name} is {xprof_cache_advice(cached[0])}"
+    for file in _listing(Path(directory)):
+        if file.name.lower().endswith(NAMED_IN_PLACE) and file.is_file():
+            try:
+                with open(file, "rb") as raw:
+                    what = not_a_trace(str(file), raw.read(ARCHIVE_HEAD_BYTES))
+            except OSError:  # one that cannot be read says nothing of the others
+                continue
+            if what is not None:
+                return f"; {file.name} is {what}"
+    return ""
 
 
 def _once_each(directory: str, traces: list[str]) -> list[str]:

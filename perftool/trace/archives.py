@@ -29,6 +29,11 @@ _PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
 # a table printed as text, its first line the rule above its header ("-------  -------  ..."), as torch.profiler's
 # key_averages().table() prints its summary
 _TEXT_TABLE = re.compile(rb"\s*-{8,}(?: +-{3,})+ *\r?\n")
+# the names of files a directory may hold in place of traces, which :func:`not_a_trace` tells apart by their content
+NAMED_IN_PLACE = (
+    *_NSIGHT_SUFFIXES, _NSIGHT_COMPUTE_SUFFIX, *_PERFETTO_SUFFIXES, ".pickle", ".pkl",
+    ".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".zst", ".bz2", ".xz",
+)  # fmt: skip
 # what a user who holds another profiler's report is told to capture instead
 PROFILE_INSTEAD = (
     "profile the job with PyTorch's profiler (torch.profiler writes Kineto's JSON trace, of CUDA and of HIP), "

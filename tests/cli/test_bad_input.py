@@ -206,6 +206,19 @@ def test_directory(run, tmp_path):
     _check_one_line(run("info", tmp_path), tmp_path, "a directory with no trace files")
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("report1.nsys-rep", bytes(64), "report1.nsys-rep is an Nsight Systems report, which perftool does not read"),
+        ("profile.zip", b"PK\x03\x04" + bytes(60), "profile.zip is a zip archive, not a trace: extract it (unzip"),
+    ],
+)
+def test_a_directory_without_traces_names_what_it_holds_in_their_place(run, tmp_path, name, content, said):
+    (tmp_path / "notes.txt").write_text("run 3")
+    (tmp_path / name).write_bytes(content)
+    _check_one_line(run("scan", tmp_path), tmp_path, f"in it or in its folders; {said}")
+
+
 def test_library_raises_trace_error_with_event_index(write_trace):
     path = write_trace([complete("a", 1, 1)] * 3 + [complete("b", 1, -1)])
     with pytest.raises(TraceError) as info:
