@@ -38,6 +38,11 @@ _INDUCTOR_FAMILY = {"poi": 0, "red": 1, "per": 1, "tem": 2}
 _INDUCTOR_WORDS = ("pointwise", "reductions", "GEMM templates")
 # the profiler that records the ops' input shapes, by the format of the trace it writes: torch_npu's on Ascend
 _SHAPES_PROFILER = {"ascend": "torch_npu.profiler.profile"}
+# how a trace format's profiler records the host's framework ops beside the device's work, where it can leave them out
+_HOST_ACTIVITY = {
+    "kineto": "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True)",
+    "ascend": "torch_npu.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.NPU], record_shapes=True)",
+}
 
 HOST_ONLY_NOTE = "no device ran in this capture: its ops have no device time to set against a device's peaks"
 FULLY_MODELLED = 0.995  # a modelled share of device time from which the MFU counts every FLOP
@@ -385,6 +390,9 @@ def _capture_advice(trace_format: str) -> str:
 def _unmodelled(trace: Trace, calls: Calls) -> list[str]:
     """Why no op of the trace has a model, where none has."""
     if not calls.rows.size:
+        if not (trace.kind == Kind.HOST_OP).any() and (capture := _HOST_ACTIVITY.get(trace.dialect)):
+            return [f"the trace records no framework op on the host, only the device's work and the runtime's calls: "
+                    f"capture the CPU activity too, {capture}, so ops and their shapes are recorded"]  # fmt: skip
         return ["no op of a modelled family (GEMM, convolution, attention, normalisation, pointwise, ...) ran on a "
                 "host thread in the window"]  # fmt: skip
     if not calls.shapes_recorded:

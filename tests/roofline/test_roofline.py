@@ -117,6 +117,25 @@ def test_a_trace_without_shapes_says_what_to_capture_with_its_own_profiler(path,
     assert any(note.startswith(advice) for note in roof.notes)
 
 
+def test_a_capture_of_the_device_alone_says_to_record_the_host_s_ops_too(tmp_path):
+    """The real ROCm capture less its host ops (as a profiler run with the device's activity alone writes it:
+    runtime calls and kernels): no op to model, and the note says how to record them, not that none ran."""
+    document = json.loads(gzip.decompress((REAL / "rocm_mi250_minitoy.json.gz").read_bytes()))
+    document["traceEvents"] = [e for e in document["traceEvents"] if e.get("cat") not in ("cpu_op", "user_annotation")]
+    device_alone = tmp_path / "device_alone.json"
+    device_alone.write_text(json.dumps(document))
+    capture = "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True)"
+    assert (
+        f"capture the CPU activity too, {capture}, so ops and their shapes are recorded"
+        in _roofline(device_alone).notes[-1]
+    )
+    for event in document["traceEvents"]:
+        event.update({"cat": "cpu_op", "name": "custom::fused_step"} if event.get("cat") == "cuda_runtime" else {})
+    unmodelled = tmp_path / "unmodelled_ops.json"  # host ops, none of a modelled family
+    unmodelled.write_text(json.dumps(document))
+    assert _roofline(unmodelled).notes[-1].startswith("no op of a modelled family (GEMM, convolution, attention")
+
+
 def test_a_capture_of_the_host_alone_has_no_roofline_to_ask_a_device_spec_for(run):
     """A CPU-only capture's ops (shapes recorded) ran on no device: the roofline says so, and neither asks for a
     --device-spec nor lists annotations with no device time."""
