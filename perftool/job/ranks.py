@@ -38,6 +38,8 @@ HEAD_BYTES = 4096  # what is read of a file in a job's directory to tell a trace
 _RANK_IN_NAME = re.compile(r"(?i)rank[-_ ]?(\d+)")
 _LAST_NUMBER = re.compile(r"(\d+)(?!.*\d)")
 _NAMED_AS_TRACE = re.compile(r"(?i)trace|xplane")  # how profilers name their traces: *.pt.trace.json, HOST.xplane.pb
+_DEEPER_LEVELS = 4  # the folder named and three below it, where a directory without traces is told of one deeper
+_DEEPER_LOOKED_AT = 20_000  # entries listed at most in looking (a home directory is no job's)
 # the time torch_npu's handler writes into a rank directory's name (<host>_<pid>_<time>_ascend_pt): no rank
 _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 # what follows the worker in the name tensorboard_trace_handler gives a trace: {worker}.{time}.pt.trace.json[.gz]
@@ -83,10 +85,13 @@ def job_files(paths: list[str]) -> list[str]:
 
 
 def _held_instead(directory: str) -> str:
-    """What a directory without traces holds in their place, where perftool can say: XProf's cache of a run, or
-    another profiler's report or an archive (the first of them, by name), with the way to a trace; "" otherwise."""
+    """What a directory without traces holds in their place, where perftool can say: XProf's cache of a run, a trace
+    further down, or another profiler's report or an archive (the first of them, by name), with the way to a trace;
+    "" otherwise."""
     if cached := xprof_caches(directory):
         return f"; {cached[0].name} is {xprof_cache_advice(cached[0])}"
+    if (deeper := _deeper_trace(Path(directory))) is not None:
+        return f"; traces lie further down ({deeper.relative_to(directory)}): scan {deeper.parent.parent}"
     for file in _listing(Path(directory)):
         if file.name.lower().endswith(NAMED_IN_PLACE) and file.is_file():
             try:
@@ -97,6 +102,32 @@ def _held_instead(directory: str) -> str:
             if what is not None:
                 return f"; {file.name} is {what}"
     return ""
+
+
+def _deeper_trace(directory: Path) -> Path | None:
+    """The first file named as a trace (:data:`_NAMED_AS_TRACE`) two or three folders down, where a job's captures lie
+    below the directory named (``outputs/profile_traces/iteration_10/rank0_trace.json``), looked for breadth first
+    among :data:`_DEEPER_LOOKED_AT` entries at most, hidden folders left out; None where there is none."""
+    folders, looked_at = [directory], 0
+    for level in range(_DEEPER_LEVELS):
+        below = []
+        for folder in folders:
+            try:
+                entries = sorted(folder.iterdir())
+            except OSError:  # a folder that cannot be listed hides nothing to say here
+                continue
+            looked_at += len(entries)
+            if looked_at > _DEEPER_LOOKED_AT:
+                return None
+            below += [p for p in entries if p.is_dir() and not p.name.startswith(".") and p.name not in CAPTURE_FOLDERS]
+            if level >= 2 and (found := next((p for p in entries if _is_named_trace(p)), None)):
+                return found  # one folder down, the files were read already, or left out on purpose
+        folders = below
+    return None
+
+
+def _is_named_trace(path: Path) -> bool:
+    return path.name.lower().endswith(_TRACE_FILES) and bool(_NAMED_AS_TRACE.search(path.name)) and path.is_file()
 
 
 def _once_each(directory: str, traces: list[str]) -> list[str]:

@@ -648,13 +648,46 @@ def test_one_level_down_only_files_named_as_traces_are_read(run, tmp_path):
 
 
 def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
+    """Its folders hold no trace to read: only files left out (a hidden folder's, capture traces, one folder down
+    and two) and a report named as a trace, none of which is told of as a trace further down."""
     _rank_folders(tmp_path)
     for rank in (0, 1):
         shutil.rmtree(tmp_path / f"rank{rank}")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "scan.trace.json").write_text('{"schema": "perftool.findings/1", "traces": []}')
+    (tmp_path / "served" / "capture_traces").mkdir(parents=True)  # a serving engine's, further down: left out too
+    (tmp_path / "served" / "capture_traces" / "bs32.pt.trace.json").write_text('{"traceEvents": []}')
     result = run("scan", tmp_path)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert result.stderr.startswith(f"perftool: error: {tmp_path}: a directory with no trace files")
     assert result.stderr.endswith(" in it or in its folders\n")
+
+
+def test_a_directory_whose_traces_lie_further_down_says_where_to_scan(run, tmp_path):
+    """torchtitan's captures three folders below its output directory: the refusal names the first trace it finds
+    there and the folder to scan, the one whose folders hold the captures (read one level down)."""
+    iteration = tmp_path / "outputs" / "profile_traces" / "iteration_10"
+    iteration.mkdir(parents=True)
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", iteration / "rank0_trace.json.gz")
+    (tmp_path / "outputs" / "config.json").write_text("{}")  # beside them, no trace: not named as one
+    result = run("scan", tmp_path)
+    assert result.exit_code == 2 and result.stderr.endswith(
+        "; traces lie further down (outputs/profile_traces/iteration_10/rank0_trace.json.gz): "
+        f"scan {tmp_path / 'outputs' / 'profile_traces'}\n"
+    )
+    assert run("scan", tmp_path / "outputs" / "profile_traces", "--workers", "1").exit_code == 0
+
+
+def test_the_look_further_down_lists_a_bounded_number_of_entries(run, tmp_path, monkeypatch):
+    """Pointed at a large tree (a home directory), the look for a trace further down stops after so many entries
+    and the refusal says no more than that the directory holds none."""
+    from perftool.job import ranks
+
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", deep / "run.pt.trace.json.gz")
+    monkeypatch.setattr(ranks, "_DEEPER_LOOKED_AT", 2)  # the folders a, b and c are three entries
+    assert run("scan", tmp_path).stderr.endswith(" in it or in its folders\n")
 
 
 def test_a_folder_that_cannot_be_listed_is_said_in_one_line(run, tmp_path, monkeypatch):
