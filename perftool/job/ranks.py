@@ -62,8 +62,9 @@ def job_files(paths: list[str]) -> list[str]:
     beside it holds the same host) and the traces of the profiler output directories in it (one per rank, as
     torch_npu writes them), in name order; a jax.profiler log directory is read as its one run's folder. A
     directory that holds none of these is read one level down: the traces its folders hold in the same way (a rank
-    each, ``rank0/``, ``rank1/``, as a job gives each rank a log directory of its own; or a run each), hidden
-    folders and a serving engine's folders of graph-capture traces left out."""
+    each, ``rank0/``, ``rank1/``, as a job gives each rank a log directory of its own; or a capture each), of their
+    files only those named as traces or in a folder named for a rank (:func:`_traces_in`), hidden folders and a
+    serving engine's folders of graph-capture traces left out."""
     found: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
@@ -107,7 +108,8 @@ def _held_instead(directory: str) -> str:
 def _deeper_trace(directory: Path) -> Path | None:
     """The first file named as a trace (:data:`_NAMED_AS_TRACE`) two or three folders down, where a job's captures lie
     below the directory named (``outputs/profile_traces/iteration_10/rank0_trace.json``), looked for breadth first
-    among :data:`_DEEPER_LOOKED_AT` entries at most, hidden folders left out; None where there is none."""
+    among :data:`_DEEPER_LOOKED_AT` entries at most, in the folders :func:`_may_hold_traces`; None where there is
+    none."""
     folders, looked_at = [directory], 0
     for level in range(_DEEPER_LEVELS):
         below = []
@@ -119,7 +121,7 @@ def _deeper_trace(directory: Path) -> Path | None:
             looked_at += len(entries)
             if looked_at > _DEEPER_LOOKED_AT:
                 return None
-            below += [p for p in entries if p.is_dir() and not p.name.startswith(".") and p.name not in CAPTURE_FOLDERS]
+            below += [p for p in entries if _may_hold_traces(p)]
             if level >= 2 and (found := next((p for p in entries if _is_named_trace(p)), None)):
                 return found  # one folder down, the files were read already, or left out on purpose
         folders = below
@@ -173,10 +175,14 @@ def _traces_in(path: str, directory: Path, named_as_traces: bool = False) -> lis
 
 
 def _subfolders(directory: Path) -> list[Path]:
-    """The folders of a directory that may hold a job's traces, in name order: not hidden ones (``.git``, a virtual
-    environment's), nor a serving engine's traces of its graphs' capture (no traces of the profile's)."""
-    listed = _listing(directory)
-    return [p for p in listed if p.is_dir() and not p.name.startswith(".") and p.name not in CAPTURE_FOLDERS]
+    """The folders of a directory that may hold a job's traces, in name order."""
+    return [p for p in _listing(directory) if _may_hold_traces(p)]
+
+
+def _may_hold_traces(path: Path) -> bool:
+    """Whether ``path`` is a folder that may hold a job's traces: not a hidden one (``.git``, a virtual environment's),
+    nor a serving engine's traces of its graphs' capture (no traces of the profile's)."""
+    return path.is_dir() and not path.name.startswith(".") and path.name not in CAPTURE_FOLDERS
 
 
 def _listing(directory: Path) -> list[Path]:
