@@ -1,5 +1,6 @@
 """Files sent in place of a trace: an archive or a compressed file perftool does not open, a report of a profiler it
-does not read, or a profiler's table, each told by its first bytes (or its name), with the way to the trace."""
+does not read, a profiler's table (CSV, or printed as text), or a pickle (a memory snapshot), each told by its first
+bytes (or its name), with the way to the trace."""
 
 from __future__ import annotations
 
