@@ -10,7 +10,7 @@ from pathlib import Path
 
 from perftool.common.errors import PerftoolError, TraceError
 from perftool.trace.archives import HEAD_BYTES as ARCHIVE_HEAD_BYTES
-from perftool.trace.archives import NAMED_IN_PLACE, not_a_trace
+from perftool.trace.archives import NAMED_IN_PLACE, not_a_trace, opens_as_json
 from perftool.trace.profiler_dirs import (
     ASCEND_OUTPUT,
     CAPTURE_FOLDERS,
@@ -219,7 +219,7 @@ def _may_hold_a_trace(path: Path) -> bool:
     except (OSError, EOFError, zlib.error):
         return True
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
-    if text[:1] in (b"{", b"["):
+    if opens_as_json(text):
         return not _DOCUMENT.match(text)
     return not _is_text(text)  # empty, NUL-filled, binary: a trace that failed to be written, which reading says
 

@@ -12,6 +12,15 @@ import zlib
 GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
 _TAR_MAGIC, _TAR_MAGIC_AT = b"ustar", 257  # where a tar archive's first header says what it is
 HEAD_BYTES = _TAR_MAGIC_AT + len(_TAR_MAGIC)  # the first bytes that tell these kinds apart
+_OPENS_AS_JSON = re.compile(rb"\s*[{\[]")
+
+
+def opens_as_json(head: bytes | memoryview) -> bool:
+    """Whether a file's first bytes open a JSON object or array (past any whitespace), as a trace's do; read in place,
+    however long ``head`` is."""
+    return _OPENS_AS_JSON.match(head) is not None
+
+
 # Each kind by its first bytes: what it is, the command that opens it, and what that gives
 _ARCHIVE = "and scan the trace, or the profiler's folder, it holds"
 _COMPRESSED = "and scan the file it gives"
@@ -48,7 +57,7 @@ def not_a_trace(path: str, head: bytes) -> str | None:
     other than gzip, a CSV or text table, a pickle, an Nsight report or a Perfetto protobuf trace; None otherwise (a
     JSON trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
     held = _gzip_head(path) if head.startswith(GZIP_MAGIC) else head
-    if path.lower().endswith(".csv") and head.lstrip()[:1] not in (b"{", b"["):
+    if path.lower().endswith(".csv") and not opens_as_json(head):
         return (
             "a CSV table, not a trace: profilers write their summaries as tables beside the trace (msprof's and "
             "torch_npu's kernel_details.csv, step_trace_time.csv); scan the trace, or the profiler's output directory"
@@ -68,7 +77,7 @@ def not_a_trace(path: str, head: bytes) -> str | None:
             "a Python pickle, not a trace (torch.cuda.memory._dump_snapshot writes the allocator's history as one, "
             "which pytorch.org/memory_viz draws): scan the profiler's trace"
         )
-    if path.lower().endswith(_PERFETTO_SUFFIXES) and head.lstrip()[:1] not in (b"{", b"["):
+    if path.lower().endswith(_PERFETTO_SUFFIXES) and not opens_as_json(head):
         return f"a Perfetto protobuf trace, which perftool does not read (it reads JSON traces): {PROFILE_INSTEAD}"
     quoted = shlex.quote(path)
     for magic, kind, opens, gives in _BY_MAGIC:

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from perftool.common.errors import TraceError
+from perftool.trace.archives import opens_as_json
 from perftool.trace.profiler_dirs import ASCEND_OUTPUT, RANK_ENVIRONMENT, RECORDED_VARIABLES
 
 CHUNK_BYTES = 8 << 20  # read at a time
@@ -634,30 +635,26 @@ def _describe_syntax(message: str, data: bytes) -> str:
     match = _BYTE_OFFSET.match(message)
     if not match:
         return f"not valid JSON: {message}"
-    if data.lstrip()[:1] not in (b"{", b"[") and (text := _text_begun(data)) is not None:
+    if not opens_as_json(data) and (text := _text_begun(data)) is not None:
         return text  # no object nor array from its first character: another kind of file
     return f"not valid JSON at {_line_column(data, int(match['offset']))}: {match['what']}"
 
 
 _TEXT_SHOWN = 60  # characters of a text file's first line an error quotes
+_SPACES = re.compile(rb"\s*")
+_TEXT_KINDS = (("<!doctype html", "an HTML page"), ("<html", "an HTML page"), ("<?xml", "an XML document"))
 
 
 def _text_begun(data: bytes) -> str | None:
     """What a file of text whose first character opens no JSON object or array is, quoting how it begins: an HTML
     page (a report, a viewer's page, torch.profiler's memory timeline as HTML), an XML document (a JUnit report) or
     other text (a log); None where its first line is not printable text."""
-    head = data.lstrip()[: 4 * _TEXT_SHOWN].decode("utf-8", "ignore")
+    start = spaces.end() if (spaces := _SPACES.match(data)) else 0  # found in place: the file may be large
+    head = data[start : start + 4 * _TEXT_SHOWN].decode("utf-8", "ignore")
     first = head.splitlines()[0] if head else ""
     if not first.isprintable():
         return None
-    lower = first.lower()
-    kind = (
-        "an HTML page"
-        if lower.startswith(("<!doctype html", "<html"))
-        else "an XML document"
-        if lower.startswith("<?xml")
-        else "text"
-    )
+    kind = next((kind for opening, kind in _TEXT_KINDS if first.lower().startswith(opening)), "text")
     shown = first if len(first) <= _TEXT_SHOWN else first[: _TEXT_SHOWN - 1] + "…"
     return f"{kind}, not a JSON trace: it begins {shown!r}"
 

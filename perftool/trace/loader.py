@@ -26,7 +26,7 @@ from perftool.common.cores import free_cores
 from perftool.common.errors import TraceError, parameter
 from perftool.common.units import plural
 from perftool.trace import decode, xspace
-from perftool.trace.archives import GZIP_MAGIC, HEAD_BYTES, not_a_trace
+from perftool.trace.archives import GZIP_MAGIC, HEAD_BYTES, not_a_trace, opens_as_json
 from perftool.trace.columns import ColumnBuilder
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -271,7 +271,7 @@ def _other_format(path: str) -> Callable[[str, dict[str, Any]], Iterable[list[Ra
         from perftool.trace import ascend_db
 
         return ascend_db.batches
-    if path.lower().endswith(DATABASE_SUFFIX) and head.lstrip()[:1] not in (b"{", b"["):
+    if path.lower().endswith(DATABASE_SUFFIX) and not opens_as_json(head):
         raise TraceError(
             path,
             "named a database but not an sqlite one (its first bytes are not sqlite's header): a damaged or "
