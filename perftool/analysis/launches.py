@@ -1,11 +1,12 @@
 """Which device work each host launch started, from the flows that link them (Kineto's ``ac2g``), or from the
-correlation id both ends carry (XLA's traces, which write no flows).
+correlation id both ends carry (XLA's traces, which write no flows, and Kineto's whose flows were left out).
 
 A profiler that records launches writes a flow from the runtime call on a host thread (``s``) to the
 device event it started (``f``, at the event's start on its stream). Pairing the two ends by id gives,
 for every launch, when the host made it and when the device work it started ended. jax.profiler's trace (made from
 the XSpace by XProf) writes no flows: the launch call (``cuLaunchKernel``, ``hipModuleLaunchKernel``) and the kernel
-it started each hold the tracer's ``correlation_id`` in their args.
+it started each hold the tracer's ``correlation_id`` in their args. Kineto writes its tracer's id in both ends' args
+too (``correlation``, the flow's id), so a trace filtered of its flows (to lighten it for a viewer) still pairs.
 """
 
 from __future__ import annotations
@@ -47,6 +48,14 @@ def launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    sources, spans = _flowing(trace)
+    if sources.size == 0:
+        sources, spans = _correlated(trace)
+    return _own_work(trace, sources, spans) if trace.dialect == Kineto.name else (sources, spans)  # an id a launch
+
+
+def _flowing(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per flow from a host track to a device track: the row of its start on the host, and of the span it reaches."""
     has_id = trace.flow_id != -1
     # the host's end of a flow: its start, or, where a profiler writes both ends as flow ends (ROCm's Kineto),
     # the end on the host
@@ -54,12 +63,11 @@ def _launch_rows(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     sources = np.flatnonzero(host_end & has_id & trace.on_roles(Role.HOST))
     targets = np.flatnonzero((trace.phase == Phase.FLOW_END) & has_id & trace.on_roles(Role.DEVICE))
     if sources.size == 0 or targets.size == 0:
-        return _correlated(trace)
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     sources, targets = paired_flows(trace, sources, targets)
     spans = _enclosing_span(trace, targets, trace.on_roles(Role.DEVICE))
     found = spans >= 0
-    sources, spans = sources[found], spans[found]
-    return _own_work(trace, sources, spans) if trace.dialect == Kineto.name else (sources, spans)  # an id a launch
+    return sources[found], spans[found]
 
 
 def _own_work(trace: Trace, sources: np.ndarray, spans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,23 +100,33 @@ def _own_work(trace: Trace, sources: np.ndarray, spans: np.ndarray) -> tuple[np.
 
 
 def _correlated(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Per runtime call on the host and device span that carry the same ``correlation_id`` in their args: the call's
-    row and the span's, in the span's row order (the first call of an id, where a tracer reused one)."""
+    """Per runtime call on the host (a launch, or a wait: a stream's sync is device work too) and device span that
+    carry the same correlation id: the call's row and the span's, in the span's row order (the first call of an id,
+    where a tracer reused one)."""
     complete = trace.phase == Phase.COMPLETE
-    calls = np.flatnonzero(complete & (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & (trace.args_ref >= 0))
-    spans = np.flatnonzero(complete & trace.on_roles(Role.DEVICE) & (trace.args_ref >= 0))
-    none = np.empty(0, np.int64), np.empty(0, np.int64)
-    if calls.size == 0 or spans.size == 0:
-        return none
+    calls = np.flatnonzero(complete & trace.of_kinds(Kind.RUNTIME, Kind.SYNC) & trace.on_roles(Role.HOST))
+    spans = np.flatnonzero(complete & trace.on_roles(Role.DEVICE))
     call_ids, span_ids = _correlation_ids(trace, calls), _correlation_ids(trace, spans)
     calls, call_ids = calls[call_ids >= 0], call_ids[call_ids >= 0]
     spans, span_ids = spans[span_ids >= 0], span_ids[span_ids >= 0]
     if calls.size == 0 or spans.size == 0:
-        return none
+        return np.empty(0, np.int64), np.empty(0, np.int64)
     ids, first = np.unique(call_ids, return_index=True)
     where = np.minimum(np.searchsorted(ids, span_ids), ids.size - 1)
     found = ids[where] == span_ids
     return calls[first[where[found]]], spans[found]
+
+
+def _correlation_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per span of ``rows``, its correlation id; -1 where it has none. The loader gave Kineto's spans theirs (their
+    args' ``correlation``) as their flow id; XLA's ``correlation_id`` is read from their kept args, once for each
+    distinct args, which many events share."""
+    ids = trace.flow_id[rows]
+    unread = (ids == -1) & (trace.args_ref[rows] >= 0)
+    if unread.any():
+        refs, index = np.unique(trace.args_ref[rows[unread]], return_inverse=True)
+        ids[unread] = np.array([_correlation_id(trace.kept_args[ref]) for ref in refs.tolist()], np.int64)[index]
+    return ids
 
 
 class _Correlated(msgspec.Struct):
@@ -117,13 +135,6 @@ class _Correlated(msgspec.Struct):
 
 _READ_CORRELATION = msgspec.json.Decoder(_Correlated)
 _LARGEST_ID = 2**62  # larger ids are no tracer's counter (and would not fit the column)
-
-
-def _correlation_ids(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Per row, the ``correlation_id`` its kept args hold (a number, or a string of one); -1 where none. Read once for
-    each distinct args, which many events share."""
-    refs, index = np.unique(trace.args_ref[rows], return_inverse=True)
-    return np.array([_correlation_id(trace.kept_args[ref]) for ref in refs.tolist()], dtype=np.int64)[index]
 
 
 def _correlation_id(kept: bytes) -> int:

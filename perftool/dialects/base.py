@@ -21,6 +21,9 @@ class Dialect:
     name = "generic"
     args_categories: frozenset[str] = frozenset()
     launch_categories: frozenset[str] = frozenset()  # device work whose launch configuration the loader keeps
+    # the spans whose args carry their launch's correlation id, which pairs a launch with its work where a trace's
+    # flows were left out (a regular expression over categories, whole and without regard to case; empty for none)
+    correlated_categories = ""
     category_kinds: dict[str, Kind] = {}
     role_kinds: dict[Role, Kind] = {}
     devices_by_process = False  # each device is a process of its own (a trace may hold several: one is analysed)

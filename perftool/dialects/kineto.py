@@ -65,6 +65,8 @@ class Kineto(Dialect):
     name = "kineto"
     args_categories = frozenset({"gpu_memcpy", "gpu_memset", "Memcpy", "Memset"})
     launch_categories = frozenset({"kernel", "Kernel"})  # grid, block, registers and shared memory per kernel
+    # each launch and its device work carry CUPTI's (or roctracer's) correlation id, the id of the flow between them
+    correlated_categories = f"{_DEVICE_CATEGORY.pattern}|{_RUNTIME_CATEGORY.pattern}|runtime"
     devices_by_process = True  # a device's process is numbered as the device
 
     def detect(self, trace: Trace) -> bool:

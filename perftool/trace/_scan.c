@@ -3,7 +3,8 @@
  * scan(piece) reads a comma-separated run of JSON event objects (what perftool.trace.decode cuts a
  * traceEvents array into) and returns, per event, its timestamp and duration as doubles, the index of
  * its (ph, name, cat, pid, tid) signature among the distinct raw signatures of the piece, its flow id
- * (an integer, or the span of another JSON value) and the span of its args. The distinct signatures
+ * (an integer, or the span of another JSON value), the span of its args and the correlation id they hold (Kineto's
+ * id of a launch and the device work it started: the top-level "correlation"). The distinct signatures
  * come back as the raw JSON bytes of their five values, for the caller to decode once each.
  *
  * It accepts only what msgspec's decoding of the same piece into perftool.trace.decode.RawEvent
@@ -560,10 +561,55 @@ static int32_t signature_id(Signatures *t, const Span *fields) {
 }
 
 typedef struct {
-    Column ts, dur, signature, id_kind, id_value, id_span, args_span;
+    Column ts, dur, signature, id_kind, id_value, id_span, args_span, correlation;
 } Columns;
 
 enum { OK = 0, DECLINE = 1, NO_MEMORY = 2 };
+
+#define CORRELATION "\"correlation\""
+#define UNDECIDED -2 /* a correlation id an escaped key may hold: msgspec reads it */
+
+/* An event's args, checked as skip_value checks them, and the integer of 0 to 18 digits their top-level "correlation"
+ * holds (the last, where the key repeats, as msgspec keeps it): -1 where it holds another value or none, UNDECIDED
+ * where a top-level key is written with escapes (or in other than ASCII). */
+static int skip_args(Cursor *s, int64_t *correlation) {
+    *correlation = -1;
+    if (s->p >= s->end || *s->p != '{') return skip_value(s, 1);
+    s->p++;
+    skip_space(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 1;
+    }
+    int plain, integer, digits, undecided = 0;
+    for (;;) {
+        const char *key = s->p;
+        if (s->p >= s->end || *s->p != '"' || !skip_string(s, &plain)) return 0;
+        int match = s->p - key == sizeof(CORRELATION) - 1 && !memcmp(key, CORRELATION, sizeof(CORRELATION) - 1);
+        undecided |= !plain;
+        skip_space(s);
+        if (s->p >= s->end || *s->p != ':') return 0;
+        s->p++;
+        skip_space(s);
+        const char *value = s->p;
+        if (match && s->p < s->end && *s->p >= '0' && *s->p <= '9') {
+            if (!skip_number(s, &integer, &digits)) return 0;
+            *correlation = integer && digits <= MAX_INT_DIGITS ? parse_int(value, s->p) : -1;
+        } else {
+            if (!skip_value(s, 2)) return 0;
+            if (match) *correlation = -1;
+        }
+        skip_space(s);
+        if (s->p >= s->end) return 0;
+        if (*s->p == '}') break;
+        if (*s->p != ',') return 0;
+        s->p++;
+        skip_space(s);
+    }
+    s->p++;
+    if (undecided) *correlation = UNDECIDED;
+    return 1;
+}
 
 /* One event object at s->p. */
 static int scan_event(Cursor *s, Signatures *t, Columns *out) {
@@ -571,7 +617,7 @@ static int scan_event(Cursor *s, Signatures *t, Columns *out) {
     int seen = 0;
     double ts = NAN, dur = NAN;
     int8_t id_kind = ID_ABSENT;
-    int64_t id_value = 0;
+    int64_t id_value = 0, correlation = -1;
     int plain;
     if (s->p >= s->end || *s->p != '{') return DECLINE;
     s->p++;
@@ -624,7 +670,7 @@ static int scan_event(Cursor *s, Signatures *t, Columns *out) {
                     break;
                 }
                 default: /* F_ARGS */
-                    ok = skip_value(s, 1);
+                    ok = skip_args(s, &correlation);
                 }
                 spans[field].start = value - t->base;
                 spans[field].len = s->p - value;
@@ -650,7 +696,7 @@ static int scan_event(Cursor *s, Signatures *t, Columns *out) {
     if (signature < 0 || column_push(&out->ts, &ts, 8) || column_push(&out->dur, &dur, 8) ||
         column_push(&out->signature, &signature, 4) || column_push(&out->id_kind, &id_kind, 1) ||
         column_push(&out->id_value, &id_value, 8) || column_push(&out->id_span, id_span, 16) ||
-        column_push(&out->args_span, args, 16))
+        column_push(&out->args_span, args, 16) || column_push(&out->correlation, &correlation, 8))
         return NO_MEMORY;
     return OK;
 }
@@ -674,8 +720,9 @@ static PyObject *results(const char *base, Signatures *t, Columns *c) {
         PyList_SET_ITEM(distinct, i, row);
     }
 #define DATA(column) (column).data ? (column).data : "", (column).size /* y# makes None of a NULL pointer */
-    return Py_BuildValue("(Ny#y#y#y#y#y#y#)", distinct, DATA(c->ts), DATA(c->dur), DATA(c->signature),
-                         DATA(c->id_kind), DATA(c->id_value), DATA(c->id_span), DATA(c->args_span));
+    return Py_BuildValue("(Ny#y#y#y#y#y#y#y#)", distinct, DATA(c->ts), DATA(c->dur), DATA(c->signature),
+                         DATA(c->id_kind), DATA(c->id_value), DATA(c->id_span), DATA(c->args_span),
+                         DATA(c->correlation));
 #undef DATA
 }
 
@@ -722,6 +769,7 @@ static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *arg) {
     free(c.id_value.data);
     free(c.id_span.data);
     free(c.args_span.data);
+    free(c.correlation.data);
     PyBuffer_Release(&view);
     return result;
 }
@@ -928,9 +976,10 @@ static PyMethodDef methods[] = {
      "equal tails alike: per span its group\n(int32 bytes, numbered in order of first occurrence), and per group the "
      "index of its first span (int64 bytes)."},
     {"scan", scan, METH_O,
-     "scan(piece) -> (signatures, ts, dur, signature, id_kind, id_value, id_span, args_span) or None\n\n"
+     "scan(piece) -> (signatures, ts, dur, signature, id_kind, id_value, id_span, args_span, correlation) or None\n\n"
      "A comma-separated run of trace event objects read into columns (raw bytes of float64, int32, int8 and int64\n"
-     "arrays; spans as start, end pairs), or None where msgspec must decide."},
+     "arrays; spans as start, end pairs; correlation -1 where none, -2 where msgspec must read it), or None where\n"
+     "msgspec must decide."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,5 @@
-"""A piece of a trace's events as columns: per event its signature, timestamp and duration, its args and flow id on
-demand. Two readers give the same :class:`Events`:
+"""A piece of a trace's events as columns: per event its signature, timestamp and duration, its args, flow id and
+correlation id on demand. Two readers give the same :class:`Events`:
 
 * :func:`scan_piece` reads the piece's bytes with the compiled scanner (``perftool/trace/_scan.c``) straight into
   arrays, no Python object per event, and decodes each distinct signature once;
@@ -42,6 +42,8 @@ _JSON_NUMBER = re.compile(_NUMBER)
 _JSON_NUMBERS = re.compile(rf"(?:{_NUMBER}\n)*{_NUMBER}")  # numbers joined by newlines, none empty
 _INT_OR_STRING = msgspec.json.Decoder(int | str)
 _ID = msgspec.json.Decoder(int | str | None)
+_CORRELATION_DIGITS = re.compile(rb"0|[1-9][0-9]{0,17}")
+_UNDECIDED = -2  # the scanner's correlation id where an escaped key may hold one: msgspec reads it
 
 
 class Interner:
@@ -108,6 +110,10 @@ class ArgsReader(Protocol):
     def ids(self, rows: np.ndarray) -> list[int | str | None]:
         """Each one's flow id."""
 
+    def correlations(self, rows: np.ndarray) -> np.ndarray:
+        """Each one's correlation id (int64): the integer of 0 to 18 digits its args' top-level ``correlation`` holds
+        (the last, where the key repeats); -1 where it holds another value or none."""
+
 
 @dataclass
 class Events:
@@ -142,7 +148,7 @@ def scan_piece(piece: bytes | memoryview) -> Events | None:
     scanned = _scan(piece)
     if scanned is None:
         return None
-    raw_signatures, ts, dur, signature, id_kind, id_value, id_span, args_span = scanned
+    raw_signatures, ts, dur, signature, id_kind, id_value, id_span, args_span, correlation = scanned
     try:
         decoded = [_signature(raw) for raw in raw_signatures]
         other_ids = _other_ids(piece, np.frombuffer(id_kind, np.int8), np.frombuffer(id_span, np.int64))
@@ -155,19 +161,22 @@ def scan_piece(piece: bytes | memoryview) -> Events | None:
         distinct=distinct.values,
         ts=np.frombuffer(ts, np.float64),
         dur=np.frombuffer(dur, np.float64),
-        reader=_ScannedArgs(piece, args_span, id_kind, id_value, other_ids),
+        reader=_ScannedArgs(piece, args_span, id_kind, id_value, other_ids, correlation),
     )
 
 
 class _ScannedArgs:
-    """Args and flow ids from the scanner's spans of them."""
+    """Args, flow ids and correlation ids from the scanner's spans and values of them."""
 
-    def __init__(self, piece: bytes | memoryview, spans: bytes, kinds: bytes, values: bytes, others: dict) -> None:
+    def __init__(
+        self, piece: bytes | memoryview, spans: bytes, kinds: bytes, values: bytes, others: dict, correlation: bytes
+    ) -> None:
         self.piece = piece
         self.spans = np.frombuffer(spans, np.int64).reshape(-1, 2)
         self.kinds = np.frombuffer(kinds, np.int8)
         self.values = np.frombuffer(values, np.int64)
         self.others = others  # the ids that are strings or null, by position
+        self.correlation = np.frombuffer(correlation, np.int64)
 
     def has_args(self, rows: np.ndarray) -> np.ndarray:
         spans = self.spans[rows]
@@ -182,6 +191,12 @@ class _ScannedArgs:
     def tail_groups(self, rows: np.ndarray, keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray]:
         groups, firsts = _tail_groups(self.piece, np.ascontiguousarray(self.spans[rows]), keys)
         return np.frombuffer(groups, np.int32), np.frombuffer(firsts, np.int64)
+
+    def correlations(self, rows: np.ndarray) -> np.ndarray:
+        values = self.correlation[rows]
+        undecided = np.flatnonzero(values == _UNDECIDED)  # args with an escaped key: msgspec reads them
+        values[undecided] = list(map(_correlation, self.args(rows[undecided])))
+        return values
 
     def ids(self, rows: np.ndarray) -> list[int | str | None]:
         if not self.others and (self.kinds[rows] == _ID_INT).all():
@@ -242,8 +257,28 @@ class _DecodedArgs:
         group = groups(self.tails(rows, keys), len(rows))
         return group, np.unique(group, return_index=True)[1]
 
+    def correlations(self, rows: np.ndarray) -> np.ndarray:
+        return np.fromiter(map(_correlation, self.args(rows)), np.int64, rows.size)
+
     def ids(self, rows: np.ndarray) -> list[int | str | None]:
         return [self.batch[i].id for i in rows.tolist()]
+
+
+class _Correlation(msgspec.Struct):
+    correlation: msgspec.Raw = msgspec.Raw(b"")
+
+
+_READ_CORRELATION = msgspec.json.Decoder(_Correlation)
+
+
+def _correlation(args: bytes) -> int:
+    """The correlation id in ``args`` (raw JSON) as the scanner reads it: their top-level ``correlation`` where it
+    holds an integer of 0 to 18 digits, else -1."""
+    try:
+        value = bytes(_READ_CORRELATION.decode(args).correlation)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return -1
+    return int(value) if _CORRELATION_DIGITS.fullmatch(value) else -1
 
 
 def _from_first_key(written: bytes, keys: tuple[bytes, ...]) -> bytes:

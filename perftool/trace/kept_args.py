@@ -32,14 +32,17 @@ class KeepArgs:
     (a regular expression; empty for none). Of those kept for their name alone, events whose name ``inputs_only``
     matches keep just their recorded inputs (``Input Dims``, ``Input dims``, ``Input type``, ``Concrete Inputs``).
     Events in ``launch_categories`` that run at least ``launch_min_us`` keep just their launch configuration.
-    Reduced args are written compactly, so calls with the same inputs or launch keep the same bytes. Decided once
-    per distinct signature, never per event."""
+    Reduced args are written compactly, so calls with the same inputs or launch keep the same bytes. The spans whose
+    category ``correlated`` matches (a regular expression, whole and without regard to case; empty for none) give
+    the correlation id their args hold (Kineto's ``correlation``) as their flow id. Decided once per distinct
+    signature, never per event."""
 
     categories: frozenset[str] = frozenset()
     names: str = ""
     inputs_only: str = ""
     launch_categories: frozenset[str] = frozenset()
     launch_min_us: float = LAUNCH_MIN_US
+    correlated: str = ""
 
     def of(self, signatures: list[Signature]) -> np.ndarray:
         """Per signature: how much of its events' args is kept (an :class:`ArgsKept`). The answer for each name and
@@ -62,6 +65,15 @@ class KeepArgs:
             re.compile(self.names) if self.names else None,
             re.compile(self.inputs_only) if self.inputs_only else None,
         )
+
+    def correlated_of(self, signatures: list[Signature]) -> np.ndarray:
+        """Per signature: whether its events are spans in a category that ``correlated`` matches (each category
+        matched once)."""
+        if not self.correlated:
+            return np.zeros(len(signatures), dtype=bool)
+        pattern = re.compile(self.correlated, re.IGNORECASE)
+        categories = {category: bool(pattern.fullmatch(category)) for _, _, category, _, _ in signatures}
+        return np.array([ph == "X" and categories[category] for ph, _, category, _, _ in signatures], dtype=bool)
 
     def _kept(self, name: str, category: str) -> int:
         if category in self.categories:  # an event a dialect keeps for its category keeps all its args

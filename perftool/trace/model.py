@@ -194,7 +194,9 @@ class Trace:
     track: np.ndarray  # int32, index into tracks
     name: np.ndarray  # int32, index into names
     cat: np.ndarray  # int32, index into cats
-    flow_id: np.ndarray  # int64, -1 when the event has no id; string ids (and past int64) -2 - their index
+    # int64, a flow's or async event's id, -1 when the event has none; string ids (and past int64) -2 - their
+    # index. Kineto's launches and device work hold their correlation id (what pairs them where flows are left out).
+    flow_id: np.ndarray
     skipped: np.ndarray  # int64, sorted: the positions in the file that are no row (metadata, counters, ends of B/E)
     args_ref: np.ndarray  # int32, index into the kept args, -1 when not kept
     names: list[str]

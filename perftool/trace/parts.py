@@ -41,8 +41,9 @@ class Part:
     """One piece of the trace, compact for the trip from a worker process.
 
     Per timed event (all but metadata and counter events) only the times and a signature id
-    travel; the strings live in the piece's table of distinct signatures. Flow ids, kept args,
-    metadata and counters are listed for the few events that have them, by position in the piece.
+    travel; the strings live in the piece's table of distinct signatures. Flow ids (and the
+    correlation ids of launches and their work), kept args, metadata and counters are listed for the
+    events that have them, by position in the piece.
     """
 
     count: int  # events in the piece, metadata and counter events included
@@ -51,7 +52,7 @@ class Part:
     signature: np.ndarray  # int32 per timed event: index into ``signatures``
     signatures: list[Signature]
     untimed: np.ndarray  # positions of the metadata and counter events
-    flow_events: np.ndarray  # positions of the events that carry a flow or async id
+    flow_events: np.ndarray  # positions of the events that carry a flow or async id, or a launch's correlation id
     flow_ids: np.ndarray  # int64: the ids; string ids as -2 - index into ``flow_keys``
     flow_keys: list[str]
     args_events: np.ndarray  # positions of the events whose args are kept
@@ -99,6 +100,10 @@ def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
 
     flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
     flow_ids, flow_keys = _flow_ids(events.reader.ids(flow_events))
+    correlated = np.flatnonzero(keep_args.correlated_of(distinct)[signature])
+    if correlated.size:  # a launch's and its device work's correlation id: what pairs them where flows are left out
+        ids = events.reader.correlations(correlated)
+        flow_events, flow_ids = np.concatenate([flow_events, correlated[ids >= 0]]), np.r_[flow_ids, ids[ids >= 0]]
 
     if untimed.size:
         timed = np.ones(n, dtype=bool)

@@ -300,6 +300,57 @@ def test_mutated_real_events_scan_as_msgspec_decodes_them_or_are_left_to_it(data
     same_part(make_part(fast, KEEP), make_part(by_msgspec(bytes(piece)), KEEP))
 
 
+_KEYS_LIKE_CORRELATION = ['"correlation"', '"correl\\u0061tion"', '"Correlation"', '"correlation "', '"x"', '"\u00e9"']
+_CORRELATION_VALUES = st.one_of(st.integers(-5, 2**64), st.integers(0, 10**19).map(str), VALUES)
+
+
+@given(
+    st.data(),
+    st.lists(st.lists(st.tuples(st.sampled_from(_KEYS_LIKE_CORRELATION), _CORRELATION_VALUES), max_size=4), max_size=5),
+)
+def test_launches_correlation_ids_scan_as_msgspec_reads_them(data, objects):
+    """A launch's and its kernel's correlation id (their args' top-level ``correlation``, read for each one) is the
+    id msgspec reads, where the scanner reads it and where it leaves it to msgspec: a key repeated, escaped, in
+    another case, nested; a value negative, of 19 digits and more, a string, a fraction, an object."""
+    spacing = data.draw(st.sampled_from(["", " ", "\n  "]))
+    pieces = []
+    for members in objects:
+        args = "{" + f",{spacing}".join(f"{key}{spacing}:{spacing}{json.dumps(value)}" for key, value in members) + "}"
+        category = data.draw(st.sampled_from(["kernel", "cuda_runtime", "cpu_op"]))
+        pieces.append(f'{{"ph":"X","name":"k","cat":"{category}","pid":0,"tid":7,"ts":1,"dur":1,"args":{args}}}')
+    piece = ",".join(pieces).encode()
+    fast = events.scan_piece(piece)
+    if fast is None:  # a lone surrogate, escaped: msgspec's to read
+        return
+    same_part(make_part(fast, KEEP), make_part(by_msgspec(piece), KEEP))
+
+
+@pytest.mark.parametrize(
+    ("args", "found"),
+    [
+        ('{"External id": 9, "cbid": 211, "correlation": 8218}', 8218),  # Kineto's, as it writes a launch's
+        ('{"correlation" : 0 }', 0),
+        ('{"correl\\u0061tion": 4}', 4),  # an escaped key: the scanner leaves it to msgspec
+        ('{"correlation": 1, "correlation": 2}', 2),  # the last, as msgspec keeps it
+        ('{"correlation": 1, "correlation": "2"}', -1),
+        ('{"correlation": "5"}', -1),
+        ('{"correlation": -2}', -1),
+        ('{"correlation": 1.5}', -1),
+        ('{"correlation": 1e3}', -1),
+        ('{"correlation": 1234567890123456789}', -1),  # 19 digits: no tracer's counter, perhaps no int64
+        ('{"x": {"correlation": 3}}', -1),  # nested: not the span's
+        ('{"x": "correlation", "y": ["correlation", 3]}', -1),
+        ("{}", -1),
+        ("[1]", -1),
+    ],
+)
+def test_a_span_s_correlation_id_is_its_args_top_level_integer(args, found):
+    piece = f'{{"ph":"X","name":"k","cat":"kernel","pid":0,"tid":7,"ts":1,"dur":1,"args":{args}}}'.encode()
+    for read in (events.scan_piece(piece), by_msgspec(piece)):
+        assert read is not None
+        assert read.reader.correlations(np.array([0])).tolist() == [found]
+
+
 _FRAGMENTS = ['"Input Dims"', '"Input type"', '"grid"', '"block"', '"', "\\", '\\"', '"Input', ' Dims"', "x", ": [1], "]
 
 
