@@ -44,6 +44,10 @@ _DEEPER_LOOKED_AT = 20_000  # entries listed at most in looking (a home director
 _CAPTURE_TIME = re.compile(r"_\d{8,}(?=_ascend_pt$)")
 # what follows the worker in the name tensorboard_trace_handler gives a trace: {worker}.{time}.pt.trace.json[.gz]
 _HANDLER_SUFFIX = re.compile(r"\.\d+\.pt\.trace\.json(\.gz)?$")
+# the worker tensorboard_trace_handler names by default, {host}_{pid}; the folder torch_npu's writes a rank's output
+# into, <host>_<pid>_<time>_ascend_pt
+_HOST_AND_PID = re.compile(r"(.+)_\d+")
+_ASCEND_HOST_FOLDER = re.compile(r"(.+)_\d+_\d{8,}_ascend_pt")
 # the stage SGLang's --profile-by-stage writes each rank's capture of apart: {id}-TP-{rank}-{stage}.trace.json.gz,
 # the stage as its forward mode (EXTEND, DECODE), or with SGLANG_PROFILE_V2 in lower case (prefill, decode)
 _STAGES = "EXTEND|DECODE|prefill|decode"
@@ -242,6 +246,19 @@ def handler_worker(path: str) -> str | None:
     name = Path(path).name
     suffix = _HANDLER_SUFFIX.search(name)
     return name[: suffix.start()] if suffix else None
+
+
+def host_from_name(path: str) -> str | None:
+    """The host a trace's name gives, where its profiler named it by its host: tensorboard_trace_handler's
+    ``{host}_{pid}.{time}.pt.trace.json`` (unless the job named the worker: never one that says a rank), or the
+    folder torch_npu's handler writes a rank's output into, ``<host>_<pid>_<time>_ascend_pt``; else None."""
+    worker = handler_worker(path)
+    if worker is not None:
+        found = _HOST_AND_PID.fullmatch(worker)
+        return found.group(1) if found and not _RANK_IN_NAME.search(worker) else None
+    folders = (Path(path), *list(Path(path).parents)[:2])  # the folder itself, or a trace at most two levels in it
+    found = next(filter(None, (_ASCEND_HOST_FOLDER.fullmatch(folder.name) for folder in folders)), None)
+    return found.group(1) if found else None
 
 
 def rank_is_process_id(path: str, world_size: int | None) -> bool:

@@ -13,7 +13,7 @@ from perftool.analysis.host_calls import python_between_calls
 from perftool.analysis.idle import CAUSES
 from perftool.common.errors import TraceError
 from perftool.common.names import host_call
-from perftool.job.ranks import rank_from_name
+from perftool.job.ranks import host_from_name, rank_from_name
 from perftool.job.signs import JobSigns
 from perftool.pipeline.scan import ReadOptions, analyse_trace
 from perftool.rules.detectors.base import Scope
@@ -75,6 +75,7 @@ class RankSummary:
     stated_rank: int | None = None  # the rank the trace or its name states (``rank3``), not a directory's guess
     python_us: dict[str, float] = field(default_factory=dict)  # per steady step, a host-only rank's time in the
     # Python frames between its ops that take most of it, by frame as a person reads it, where its trace records them
+    host: str | None = None  # the host it ran on, where its trace or its file's name says (:func:`host_of`)
 
     @property
     def signs(self) -> JobSigns:
@@ -117,11 +118,19 @@ def summarise_rank(
         scope.roofline.is_lower_bound,
         stated,
         _most_time(scope, python) if python is not None else {},
+        host_of(trace.metadata, path),
     )
     if multiprocessing.current_process().daemon:  # a worker that analyses rank after rank stays at one rank's peak
         del trace, scope
         trim_heap()
     return summary
+
+
+def host_of(metadata: dict, path: str) -> str | None:
+    """The host a rank's trace was captured on: the one it records (Kineto's ``host_name``), else the one its name
+    gives (:func:`~perftool.job.ranks.host_from_name`); None where neither says."""
+    recorded = metadata.get("host_name")
+    return recorded if isinstance(recorded, str) and recorded.strip() else host_from_name(path)
 
 
 def _breakdown(scope: Scope, python: np.ndarray | None) -> dict[str, float]:

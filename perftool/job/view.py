@@ -191,6 +191,7 @@ def _row(summary: RankSummary, waited: Waits, steps: int) -> RankRow:
     return RankRow(
         rank=rank,
         path=scan.path,
+        host=summary.host,
         steps=scan.steps,
         step_time_us=scan.step_time_us,
         compute_us=_number(part.get("compute")),

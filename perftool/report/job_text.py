@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-from rich.console import Group, RenderableType
+from rich.console import Group, JustifyMethod, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -13,7 +13,7 @@ from perftool.common.names import as_device
 from perftool.common.units import duration, plural
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
-from perftool.report.overall import holding_back, left_out_said
+from perftool.report.overall import holding_back, left_out_said, several_hosts
 from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
@@ -78,12 +78,15 @@ def _ranks(job: JobView) -> Table:
         rows.sort(key=lambda r: r.rank)
     table = Table(title=title, title_justify="left")
     with_mfu = any(row.mfu is not None for row in rows)
-    headers = ["rank", "step", "compute", "exposed comm", "idle", "waits", "holds back", *(["MFU"] if with_mfu else [])]
-    add_columns(table, [*((header, "right") for header in headers), ("top", "left")], overflow="fold")
+    with_host = several_hosts(job)
+    headers = ["step", "compute", "exposed comm", "idle", "waits", "holds back", *(["MFU"] if with_mfu else [])]
+    hosts: list[tuple[str, JustifyMethod]] = [("host", "left")] if with_host else []
+    add_columns(table, [("rank", "right"), *hosts, *((h, "right") for h in headers), ("top", "left")], overflow="fold")
     for row in rows:
         times = (row.step_time_us, row.compute_us, row.exposed_communication_us, row.idle_us, row.wait_us)
         table.add_row(
             str(row.rank),
+            *([shown(row.host or "—")] if with_host else []),
             *(_time(value) for value in (*times, row.held_back_us)),
             *([mfu_text(row.mfu, row.mfu_is_lower_bound, short=True)] if with_mfu else []),
             shown(row.top_finding.split()[0] if row.top_finding else "—"),

@@ -120,6 +120,12 @@ def holding_back(job: JobView) -> str | None:
     return f"rank {job.slowest_rank} has the longest step, and no collective shows the others waiting for it"
 
 
+def several_hosts(job: JobView) -> bool:
+    """Whether the job's ranks ran on more than one host, as their traces or file names say: the ranks' tables then
+    name each one's."""
+    return len({row.host for row in job.ranks} - {None}) > 1
+
+
 def capitalised(text: str) -> str:
     """A phrase as a sentence begins: its first letter a capital (``rank 3 has ...`` → ``Rank 3 has ...``)."""
     return text[:1].upper() + text[1:]

@@ -29,6 +29,7 @@ from perftool.report.overall import (
     perfetto_track,
     rank_aligned,
     rank_label,
+    several_hosts,
     steps_said,
     unjudged_said,
 )
@@ -177,16 +178,19 @@ def job_section(report: ScanReport, job: JobView, findings: bool = True) -> str:
     breakdowns = [(f"rank {t.rank}", steady_step(t)) for t in report.traces if steady_step(t)]
     if breakdowns:
         parts.append(svg.stacked("rank-breakdown", "Where each rank's steady step goes", breakdowns, duration))
-    with_mfu = any(r.mfu is not None for r in job.ranks)
-    headers = ["rank", "steps", "step time", "compute", "exposed comm.", "idle", "waits", "holds back",
-               *(["MFU"] if with_mfu else []), "top finding"]  # fmt: skip
+    with_mfu, with_host = any(r.mfu is not None for r in job.ranks), several_hosts(job)
+    hosts = ["host"] if with_host else []
+    figures = ["steps", "step time", "compute", "exposed comm.", "idle", "waits", "holds back", *(["MFU"] * with_mfu)]
+    headers = ["rank", *hosts, *figures, "top finding"]
     table_rows: list[list[Cell]] = [
-        [(str(r.rank), "fail" if r.rank == job.slowest_rank else ""), number(r.steps), _us(r.step_time_us),
-         _us(r.compute_us), _us(r.exposed_communication_us), _us(r.idle_us), _us(r.wait_us), _us(r.held_back_us),
-         *([mfu_text(r.mfu, r.mfu_is_lower_bound)] if with_mfu else []), r.top_finding or ""]
+        [(str(r.rank), "fail" if r.rank == job.slowest_rank else ""), *([r.host or "—"] if with_host else []),
+         number(r.steps), _us(r.step_time_us), _us(r.compute_us), _us(r.exposed_communication_us), _us(r.idle_us),
+         _us(r.wait_us), _us(r.held_back_us), *([mfu_text(r.mfu, r.mfu_is_lower_bound)] if with_mfu else []),
+         r.top_finding or ""]
         for r in job.ranks
     ]  # fmt: skip
-    parts.append(table("ranks", headers, table_rows, tuple(range(8)), (8,)))
+    numeric = (0, *range(1 + len(hosts), 1 + len(hosts) + len(figures)))
+    parts.append(table("ranks", headers, table_rows, numeric, (*range(1, 1 + len(hosts)), len(headers) - 1)))
     parts += [_finding(f, "ms") for f in job.findings]
     traces = [section_part for t in report.traces for section_part in trace_sections(t, findings, job=job)]
     return section(f"Job of {len(job.ranks)} ranks", *parts) + "".join(traces)

@@ -13,6 +13,7 @@ from perftool.report.overall import (
     left_out_said,
     mean_step,
     overall_gains,
+    several_hosts,
     steps_said,
     unjudged_said,
 )
@@ -92,17 +93,18 @@ def _job(job: JobView, unit: str) -> list[str]:
     lines += [f"Clocks: {cell(job.alignment.text)}.", ""]
     if (holder := holding_back(job)) is not None:
         lines += [f"**{capitalised(holder)}.**", ""]
-    with_mfu = any(row.mfu is not None for row in job.ranks)
-    mfu_column = (" MFU |", " ---: |") if with_mfu else ("", "")
+    with_mfu, with_host = any(row.mfu is not None for row in job.ranks), several_hosts(job)
+    mfu, host = (" MFU |", " ---: |") if with_mfu else ("", ""), (" host |", " --- |") if with_host else ("", "")
     lines += [
-        f"| rank | step | compute | exposed comm | idle | waits | holds back |{mfu_column[0]} top finding |",
-        f"| ---: | ---: | ---: | ---: | ---: | ---: | ---: |{mfu_column[1]} --- |",
+        f"| rank |{host[0]} step | compute | exposed comm | idle | waits | holds back |{mfu[0]} top finding |",
+        f"| ---: |{host[1]} ---: | ---: | ---: | ---: | ---: | ---: |{mfu[1]} --- |",
     ]
     for row in job.ranks:
         times = (row.step_time_us, row.compute_us, row.exposed_communication_us, row.idle_us, row.wait_us)
         figures = " | ".join(duration(t) if t is not None else "—" for t in (*times, row.held_back_us))
-        mfu = f" {mfu_text(row.mfu, row.mfu_is_lower_bound)} |" if with_mfu else ""
-        lines.append(f"| {row.rank} | {figures} |{mfu} {cell(row.top_finding or '—')} |")
+        its_mfu = f" {mfu_text(row.mfu, row.mfu_is_lower_bound)} |" if with_mfu else ""
+        its_host = f" {cell(row.host or '—')} |" if with_host else ""
+        lines.append(f"| {row.rank} |{its_host} {figures} |{its_mfu} {cell(row.top_finding or '—')} |")
     lines.append("")
     for finding in job.findings:
         lines += [f"{_ICON[finding.severity.value]} `{finding.rule_id}` {cell(finding.message)}", ""]

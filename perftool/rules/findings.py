@@ -221,6 +221,10 @@ class RankRow(_Record):
 
     rank: int
     path: str
+    host: str | None = Field(
+        None,
+        description="the host it ran on, as its trace (Kineto's host_name) or its file's name (its handler's) says",
+    )
     steps: int
     step_time_us: float | None
     compute_us: float | None = Field(description="device compute per step")

@@ -117,10 +117,18 @@ def _describe(config: EmulatorConfig, key: str, value: Any) -> str:
     current = setting(config, key)
     label = TUNABLES[key].label if key in TUNABLES else section_of(key)[1].replace("_", " ")
     if isinstance(value, list):
-        return f"{label}: none" if not value else f"{label}: {value}"
+        return f"{label}: {', '.join(map(_entry, value)) or 'none'}"
     if isinstance(current, ByteSize):
         return f"{label} {figure(current, 'bytes')} → {figure(value, 'bytes')}"
     return f"{label} {_shown(current)} → {_shown(value)}"
+
+
+def _entry(entry: Any) -> str:
+    """One entry of a list setting in words: a slow rank as "rank 4 (compute ×1.12)", its factors other than 1."""
+    if not isinstance(entry, dict) or "rank" not in entry:
+        return str(entry)
+    factors = [f"{name} ×{value:g}" for name, value in entry.items() if name != "rank" and value != 1.0]
+    return f"rank {entry['rank']} ({', '.join(factors)})" if factors else f"rank {entry['rank']}"
 
 
 def _shown(value: Any) -> str:

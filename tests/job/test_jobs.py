@@ -19,7 +19,7 @@ from perftool.common.units import duration
 from perftool.emulator.config import load_config
 from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
-from perftool.job.ranks import job_files, rank_from_name
+from perftool.job.ranks import host_from_name, job_files, rank_from_name
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope, job_view
 from perftool.pipeline.scan import DEFAULT_READ
@@ -337,6 +337,64 @@ def test_markdown_and_sarif_of_a_job(run, sarif_validator):
     (straggler,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "PT013"]
     location = straggler["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert location.endswith("rank5.trace.json.gz")
+
+
+def _on_two_hosts(job: Path, directory: Path, by_name: bool, second: str = "node-b") -> Path:
+    """The ranks of ``job`` copied into ``directory``, ranks 0-3 on host node-a and 4-7 on ``second``: named so by
+    tensorboard_trace_handler's default names ({host}_{pid}.{time}.pt.trace.json.gz), or recorded in each trace as
+    Kineto records it (``host_name``)."""
+    directory.mkdir(exist_ok=True)
+    for path in sorted(job.glob("rank*.trace.json.gz")):
+        rank = int(path.name.split(".")[0].removeprefix("rank"))
+        host = "node-a" if rank < 4 else second
+        if by_name:
+            shutil.copy(path, directory / f"{host}_{1000 + rank}.1796045217257616926.pt.trace.json.gz")
+        else:
+            document = json.loads(gzip.decompress(path.read_bytes())) | {"host_name": host}
+            (directory / path.name).write_bytes(gzip.compress(json.dumps(document).encode()))
+    return directory
+
+
+def test_a_job_on_two_hosts_names_each_rank_s_and_keeps_a_slow_rank_apart_from_a_slow_node(run, tmp_path):
+    """Rank 5 alone computes slower (the bundled job): the other ranks on its host keep pace, so the fix is the rank's
+    own. The hosts come from the handler's file names."""
+    job = _on_two_hosts(STRAGGLER, tmp_path / "job", by_name=True)
+    document, _ = scan_json(run, job)
+    assert [row["host"] for row in document["job"]["ranks"]] == ["node-a"] * 4 + ["node-b"] * 4
+    (found,) = document["job"]["findings"]
+    assert (
+        found["values"]["node"] == " The other ranks on its host, node-b (ranks 4, 6, 7), keep the other hosts' pace."
+    )
+    assert found["fix"]["text"].startswith("Rank 5's device computes longer than the others'")
+    markdown = run("scan", job, "--format", "markdown", "--workers", "1", "--fail-on", "never").stdout
+    assert "| rank | host | step |" in markdown and "| 5 | node-b | 7.149 ms |" in markdown
+    assert "<th>host</th>" in run("scan", job, "--format", "html", "--workers", "1", "--fail-on", "never").stdout
+    text = run("scan", job, "--workers", "1", "--fail-on", "never").stdout
+    assert "│    5 │ node-b │" in text
+    one_host = _on_two_hosts(STRAGGLER, tmp_path / "one_host", by_name=True, second="node-a")
+    markdown = run("scan", one_host, "--format", "markdown", "--workers", "1", "--fail-on", "never").stdout
+    assert "| rank | step |" in markdown and "| node-a |" not in markdown  # one host: nothing to tell apart
+    assert scan_json(run, one_host)[0]["job"]["findings"][0]["values"]["node"] == ""
+
+
+def test_a_slow_node_s_ranks_are_its_fix_and_its_what_if(run, tmp_path):
+    """Ranks 4-7, all on node-b, compute 12-20% slower: rank 5, the slowest, holds the job back, but the fix is the
+    node's, and the what-if runs the job with all four at the other ranks' pace. The hosts are the traces' own."""
+    document = yaml.safe_load((STRAGGLER / "job.yaml").read_text())
+    document["replicas"]["slow_ranks"] = [{"rank": r, "compute": 1.2 if r == 5 else 1.12} for r in (4, 5, 6, 7)]
+    config = tmp_path / "job.yaml"
+    config.write_text(yaml.safe_dump(document))
+    run("emulate", config, "--trace", tmp_path / "emulated", "--format", "json")
+    job = _on_two_hosts(tmp_path / "emulated", tmp_path / "job", by_name=False)
+    (found,) = scan_json(run, job)[0]["job"]["findings"]
+    assert found["values"]["rank"] == 5 and found["values"]["host_ranks"] == "4, 5, 6, 7"
+    assert found["values"]["node"].endswith("The node is slow, not the rank.")
+    assert found["fix"]["text"].startswith("The ranks of node-b (4, 5, 6, 7) all run slower than the other hosts'")
+    assert found["gain"]["text"].startswith("slow ranks: none: step 7.149 ms → 6.197 ms")
+    without_hosts = scan_json(run, tmp_path / "emulated")[0]["job"]["findings"][0]  # rank 5 at the others' pace
+    assert without_hosts["gain"]["text"].startswith(
+        "slow ranks: rank 4 (compute ×1.12), rank 6 (compute ×1.12), rank 7 (compute ×1.12): step 7.149 ms →"
+    )
 
 
 @pytest.mark.parametrize(
@@ -721,6 +779,24 @@ def test_a_folder_that_cannot_be_listed_is_said_in_one_line(run, tmp_path, monke
 )
 def test_a_trace_s_name_gives_its_worker_s_number_never_a_time_or_a_host_s(name, rank):
     assert rank_from_name(f"/job/{name}") == rank
+
+
+@pytest.mark.parametrize(
+    ("name", "host"),
+    [
+        ("vm_4992.1796045327865899285.pt.trace.json.gz", "vm"),  # tensorboard_trace_handler's {host}_{pid}.{time}
+        ("ip-172-31-20-1.ec2.internal_4081.1796045217257616926.pt.trace.json", "ip-172-31-20-1.ec2.internal"),
+        ("gpu_node_7_4081.1796045217257616926.pt.trace.json", "gpu_node_7"),  # underscores in the host's name
+        ("rank3/vm_4992.1796045327865899285.pt.trace.json.gz", "vm"),  # a folder per rank, the handler's name in it
+        ("rank_2.1796045217257616926.pt.trace.json", None),  # a worker the job named by its rank
+        ("worker-3.json", None),
+        ("n122-197-168_1333345_20241105122131111_ascend_pt", "n122-197-168"),  # torch_npu's rank folder
+        ("n122-197-168_1333345_20241105122131111_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", "n122-197-168"),
+        ("rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json", None),
+    ],
+)
+def test_a_trace_s_name_gives_its_host_where_its_profiler_named_it_by_the_host(name, host):
+    assert host_from_name(f"/job/{name}") == host
 
 
 def test_a_view_of_many_earlier_captures_names_four_and_counts_the_rest():

@@ -83,7 +83,9 @@ def test_changes_in_words():
     assert described(LOOP_OF_ONE, {"workload.weights": 60_000_000}) == "weights 51 MB → 60 MB"
     assert described(LOOP_OF_ONE, {"workload.graph_compile_ms": 100}) == "graph compile ms 5000.0 → 100"
     assert described(LOOP_OF_ONE, {"cpu_fallback_ops": []}) == "cpu fallback ops: none"
-    assert described(LOOP_OF_ONE, {"cpu_fallback_ops": ["digamma"]}) == "cpu fallback ops: ['digamma']"
+    assert described(LOOP_OF_ONE, {"cpu_fallback_ops": ["digamma", "lgamma"]}) == "cpu fallback ops: digamma, lgamma"
+    slow = [{"rank": 4, "compute": 1.12, "preprocess": 1.0}, {"rank": 6, "compute": 1.0, "preprocess": 1.0}]
+    assert described(LOOP_OF_ONE, {"replicas.slow_ranks": slow}) == "slow ranks: rank 4 (compute ×1.12), rank 6"
 
 
 def test_a_fit_s_prediction_of_a_one_time_cost_is_a_bound_over_the_capture():

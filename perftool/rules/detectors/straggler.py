@@ -7,6 +7,9 @@ the part of its step that exceeds the median of the other ranks most: device com
 device), waiting for input, or its device waiting on its host (on a rank without a device, its host running no traced
 call, or running Python between its ops where its trace records its Python stack) — named only where that excess
 accounts for at least half of its lag (the longest wait it causes in a step); else the trace does not show the cause.
+Where the job's ranks ran on several hosts (as their traces or file names say), the other ranks on the straggler's
+host are compared with the ranks of the other hosts in that part: where they exceed them too, by at least half the
+straggler's own excess, the node is the cause, not the rank.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ NETWORK_CHECK = {
     "host": "the interface gloo binds (GLOO_SOCKET_IFNAME sets it) and iperf3",
 }
 CLOCK_MARGIN = 2.0  # a rank is a straggler only when it is later than this many times the clocks' own disagreement
+SHARED = 0.5  # the other ranks on the straggler's host share its cause where they exceed by this share of its excess
 
 
 def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: perftool.job.view.JobScope
@@ -72,8 +76,11 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
     lag = waited.lag_us.get(rank, 0.0) / steps  # how late it is: its longest wait caused in a step
     if lag <= CLOCK_MARGIN * scope.clock_error_us:
         return None  # the ranks' clocks agree no better than it is late: the trace cannot tell who is slow
+    node, on_host = "", list[int]()
     if most >= EXPLAINS * lag:
         why = f"Against the median rank it spends {most / 1e3:.2f} ms more per step in {cause_text}."
+        node, on_host, node_slow = _node(scope, rank, cause, cause_text) if cause else ("", [], False)
+        variant = "node" if node_slow else variant
     else:  # a difference too small to account for the wait names no cause
         variant = None
         why = (
@@ -91,10 +98,45 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
         "rank_finding": f"{top[0].rule_id} {top[0].title}: {top[0].fix.text}" if top else "no finding of its own",
         "python_frames": _python_frames(scope, rank, most) if variant == "python" else "",
         "network_check": NETWORK_CHECK["host" if "host.untraced" in mine else "device"],
+        "node": node,
+        "host": scope.summaries[rank].host or "",
+        "host_ranks": ", ".join(map(str, on_host)),
     }
     lost = held * scope.steady_steps
-    changes = _at_others_speed(scope.run.slow_ranks, rank) if scope.run is not None else {}
+    moved = set(on_host) if variant == "node" else {rank}  # the node's ranks, or the rank alone
+    changes = _at_others_pace(scope.run.slow_ranks, list(scope.summaries), moved) if scope.run is not None else {}
     return Detection(lost, values, _evidence(scope, rank), key=f"rank {rank} {cause}", variant=variant, changes=changes)
+
+
+def _node(scope: Any, rank: int, cause: str, cause_text: str) -> tuple[str, list[int], bool]:
+    """Where the job's ranks ran on several hosts: a sentence on the straggler's, the ranks on it, and whether it is
+    the cause (the other ranks on it exceed the ranks of the other hosts in ``cause`` by at least :data:`SHARED` of
+    the straggler's own excess over them); no sentence where the ranks' hosts are not known, or the other hosts'
+    ranks do not record that part."""
+    hosts = {r: summary.host for r, summary in scope.summaries.items()}
+    host = hosts[rank]
+    if host is None or len(set(hosts.values()) - {None}) < 2:
+        return "", [], False
+    on_host = sorted(r for r, h in hosts.items() if h == host)
+    mates = [r for r in on_host if r != rank]
+    if not mates:
+        return f" It ran on {host}, the only rank there.", on_host, False
+    elsewhere = [s.breakdown_us.get(cause, np.nan) for s in scope.summaries.values() if s.host not in (host, None)]
+    if not np.isfinite(elsewhere).any():
+        return "", on_host, False
+    pace = float(np.nanmedian(elsewhere))
+    own = scope.summaries[rank].breakdown_us[cause] - pace
+    theirs = float(np.median([scope.summaries[r].breakdown_us.get(cause, pace) for r in mates])) - pace
+    ranks = f"rank{'s' if len(mates) > 1 else ''} {', '.join(map(str, mates))}"
+    if own > 0 and theirs >= SHARED * own:
+        return (
+            f" So do the other ranks on its host, {host} ({ranks}): {theirs / 1e3:.2f} ms more per step in "
+            f"{cause_text} than the ranks of the other hosts, against its {own / 1e3:.2f} ms. The node is slow, not "
+            f"the rank.",
+            on_host,
+            True,
+        )
+    return f" The other ranks on its host, {host} ({ranks}), keep the other hosts' pace.", on_host, False
 
 
 def _python_frames(scope: Any, rank: int, excess_us: float) -> str:
@@ -109,16 +151,22 @@ def _python_frames(scope: Any, rank: int, excess_us: float) -> str:
     return f"most of it in {', '.join(named)}" if named else "spread over many frames, none standing out"
 
 
-def _at_others_speed(slow_ranks: tuple[dict, ...], rank: int) -> dict[str, list[dict]]:
-    """The job's slow ranks with ``rank`` computing and preparing input at the median of the others' pace (the
-    fix's what-if); no change where the job does not say that rank is slow."""
-    if not any(entry["rank"] == rank for entry in slow_ranks):
+def _at_others_pace(slow_ranks: tuple[dict, ...], ranks: list[int], moved: set[int]) -> dict[str, list[dict]]:
+    """The job's slow ranks with those of ``moved`` computing and preparing input at the median pace of its other
+    ``ranks`` (one the job does not list as slow at 1): the fix's what-if; no change where the job lists none of
+    ``moved`` as slow."""
+    listed = {entry["rank"]: entry for entry in slow_ranks}
+    if not moved & listed.keys():
         return {}
-    rest = [entry for entry in slow_ranks if entry["rank"] != rank]
-    pace = {part: float(np.median([e[part] for e in rest])) if rest else 1.0 for part in ("compute", "preprocess")}
+    others = [r for r in ranks if r not in moved]
+    pace = {
+        part: float(np.median([listed[r][part] if r in listed else 1.0 for r in others])) if others else 1.0
+        for part in ("compute", "preprocess")
+    }
+    kept = [entry for entry in slow_ranks if entry["rank"] not in moved]
     if pace != {"compute": 1.0, "preprocess": 1.0}:
-        rest.append({"rank": rank, **pace})
-    return {"replicas.slow_ranks": sorted(rest, key=lambda entry: entry["rank"])}
+        kept += [{"rank": r, **pace} for r in moved]
+    return {"replicas.slow_ranks": sorted(kept, key=lambda entry: entry["rank"])}
 
 
 def _evidence(scope: Any, rank: int) -> list[Evidence]:
@@ -154,6 +202,9 @@ DETECTOR = Detector(
         "rank_finding": "the rank's own most severe finding and its fix",
         "python_frames": "a host-only rank: the Python frames between its ops it spends most in beyond the others",
         "network_check": "how to check the network the job's collectives use (the GPUs' libraries', or gloo's on CPUs)",
+        "node": "where the ranks ran on several hosts: whether the other ranks on its host share its cause, a sentence",
+        "host": "the host it ran on, where its trace or its file's name says",
+        "host_ranks": "the ranks on its host, itself included, where the ranks ran on several hosts",
     },
     detect=detect,
     level="job",

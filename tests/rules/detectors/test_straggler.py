@@ -26,14 +26,20 @@ class Waits:
     worst: dict[int, list] = field(default_factory=lambda: {2: [(1, 750.0), (0, 400.0)]})
 
 
-def rank(compute: float, input_wait: float, path: str, findings: tuple = ()) -> SimpleNamespace:
-    """One rank's summary: its step's parts (µs a step), its scan and its collectives' timeline."""
+def rank(
+    compute: float, input_wait: float, path: str, findings: tuple = (), host: str | None = None
+) -> SimpleNamespace:
+    """One rank's summary: its step's parts (µs a step), its scan, its collectives' timeline and its host."""
     timeline = SimpleNamespace(
         start=np.array([100.0, 200.0]), type=np.array([0, 2]), group=np.array(["0", "tp1"]), step=np.array([4, 5])
     )
     scan = SimpleNamespace(findings=list(findings), path=path, steps=STEPS, window_us=STEPS * 20_000.0)
     return SimpleNamespace(
-        breakdown_us={"compute": compute, "idle.input_wait": input_wait}, scan=scan, timeline=timeline, first_us=50.0
+        breakdown_us={"compute": compute, "idle.input_wait": input_wait},
+        scan=scan,
+        timeline=timeline,
+        first_us=50.0,
+        host=host,
     )
 
 
@@ -70,9 +76,85 @@ def test_the_rank_the_others_wait_for_is_named_with_the_part_of_its_step_above_t
         "rank_finding": "PT002 Input-bound: more workers",
         "python_frames": "",  # not a host-only rank's Python
         "network_check": straggler.NETWORK_CHECK["device"],  # ranks with devices: NCCL's or RCCL's network
+        "node": "",  # the ranks' hosts are not known
+        "host": "",
+        "host_ranks": "",
     }
     assert found.lost_us == 6000.0 and found.variant == "compute" and found.key == "rank 2 compute"
     assert found.changes == {}  # a trace that records no emulator config: no what-if
+
+
+def two_hosts(fourth_compute: float) -> SimpleNamespace:
+    """The job above on two hosts, ranks 0 and 1 on node-a and 2 with a fourth rank on node-b, computing
+    ``fourth_compute`` µs a step (the ranks of node-a compute 8.5 ms a step in the median)."""
+    scope = job()
+    scope.summaries[3] = rank(fourth_compute, 600.0, "r3.json", host="node-b")
+    scope.steps_compared[3] = STEPS
+    for number, host in ((0, "node-a"), (1, "node-a"), (2, "node-b")):
+        scope.summaries[number].host = host
+    return scope
+
+
+@pytest.mark.parametrize(
+    ("fourth_compute", "node_slow"),
+    [(9_500.0, True), (9_499.0, False)],  # half rank 2's 2 ms above node-a's pace: the node's; less: the rank's own
+)
+def test_a_straggler_whose_host_s_other_ranks_share_its_cause_is_the_node_s(fourth_compute, node_slow):
+    found = straggler.detect(two_hosts(fourth_compute), {})
+    assert found is not None and found.values["host"] == "node-b" and found.values["host_ranks"] == "2, 3"
+    if node_slow:
+        assert found.variant == "node"
+        assert found.values["node"] == (
+            " So do the other ranks on its host, node-b (rank 3): 1.00 ms more per step in device compute than the "
+            "ranks of the other hosts, against its 2.00 ms. The node is slow, not the rank."
+        )
+        (rule,) = [rule for rule in load_catalog() if rule.id == "PT013"]
+        assert fill(rule.fix_for("gpu", found.variant), found.values).startswith(
+            "The ranks of node-b (2, 3) all run slower than the other hosts'"
+        )
+    else:
+        assert found.variant == "compute"
+        assert found.values["node"] == " The other ranks on its host, node-b (rank 3), keep the other hosts' pace."
+
+
+@pytest.mark.parametrize(
+    ("hosts", "node"),
+    [
+        (("node-a", "node-a", "node-b"), " It ran on node-b, the only rank there."),
+        (("node-a", "node-a", "node-a"), ""),  # one host: nothing to compare
+        (("node-a", "node-b", None), ""),  # the straggler's host is not known
+        ((None, "node-a", "node-b"), " It ran on node-b, the only rank there."),
+    ],
+)
+def test_a_straggler_s_host_is_said_only_where_the_ranks_ran_on_several_known_hosts(hosts, node):
+    scope = job()
+    for number, host in enumerate(hosts):
+        scope.summaries[number].host = host
+    found = straggler.detect(scope, {})
+    assert found.values["node"] == node and found.variant == "compute"
+
+
+def test_the_fix_for_a_slow_node_runs_the_job_again_with_all_its_ranks_at_the_other_hosts_pace():
+    scope = two_hosts(9_500.0)
+    scope.run = SimpleNamespace(slow_ranks=({"rank": 2, "compute": 1.2, "preprocess": 1.0},
+                                            {"rank": 3, "compute": 1.1, "preprocess": 1.0}))  # fmt: skip
+    found = straggler.detect(scope, {})
+    assert found.variant == "node" and found.changes == {"replicas.slow_ranks": []}
+    scope.run = SimpleNamespace(slow_ranks=({"rank": 0, "compute": 1.1, "preprocess": 1.0},
+                                            {"rank": 2, "compute": 1.2, "preprocess": 1.0}))  # fmt: skip
+    kept = straggler.detect(scope, {}).changes["replicas.slow_ranks"]
+    assert kept == [  # node-b's at the median of ranks 0 and 1: 1.05
+        {"rank": 0, "compute": 1.1, "preprocess": 1.0},
+        {"rank": 2, "compute": 1.05, "preprocess": 1.0},
+        {"rank": 3, "compute": 1.05, "preprocess": 1.0},
+    ]
+
+
+def test_a_lag_no_part_explains_says_nothing_of_the_node():
+    scope = two_hosts(9_500.0)
+    scope.waits.lag_us[2] *= 10
+    found = straggler.detect(scope, {})
+    assert found.variant is None and found.values["node"] == ""
 
 
 def test_its_evidence_is_where_the_others_waited_longest_on_its_own_clock():
@@ -129,12 +211,12 @@ def test_a_job_without_a_slowest_rank_has_no_straggler():
 @pytest.mark.parametrize(
     ("slow_ranks", "changes"),
     [
-        (  # rank 2 at the pace of the job's other slow rank
-            ({"rank": 2, "compute": 0.8, "preprocess": 1.0}, {"rank": 5, "compute": 0.5, "preprocess": 0.7}),
-            [{"rank": 2, "compute": 0.5, "preprocess": 0.7}, {"rank": 5, "compute": 0.5, "preprocess": 0.7}],
+        (  # rank 2 at the median pace of ranks 0 (not listed: at 1) and 1
+            ({"rank": 2, "compute": 0.8, "preprocess": 1.0}, {"rank": 1, "compute": 0.5, "preprocess": 0.7}),
+            [{"rank": 1, "compute": 0.5, "preprocess": 0.7}, {"rank": 2, "compute": 0.75, "preprocess": 0.85}],
         ),
         (({"rank": 2, "compute": 0.8, "preprocess": 1.0},), []),  # the only slow rank: at everyone's pace
-        (({"rank": 5, "compute": 0.5, "preprocess": 0.7},), None),  # the job does not say rank 2 is slow
+        (({"rank": 1, "compute": 0.5, "preprocess": 0.7},), None),  # the job does not say rank 2 is slow
     ],
 )
 def test_the_fix_runs_the_job_again_with_the_straggler_at_the_others_pace(slow_ranks, changes):
