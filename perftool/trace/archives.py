@@ -39,11 +39,19 @@ _PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
 # a table printed as text, its first line the rule above its header ("-------  -------  ..."), as torch.profiler's
 # key_averages().table() prints its summary
 _TEXT_TABLE = re.compile(rb"\s*-{8,}(?: +-{3,})+ *\r?\n")
+# torch.profiler's export_stacks: a stack a line, its frames joined by ";" (their spaces written "_"), then its time,
+# for a flame graph; the first stack's first frame a Python one ("train.py(12):_<module>")
+_FOLDED_STACKS = re.compile(rb"[^\s;]*\.py\(\d+\)[^\s;]*(?:;[^\s;]+)* \d+\r?\n")
 # the names of files a directory may hold in place of traces, which :func:`not_a_trace` tells apart by their content
 NAMED_IN_PLACE = (
     *_NSIGHT_SUFFIXES, _NSIGHT_COMPUTE_SUFFIX, *_PERFETTO_SUFFIXES, ".pickle", ".pkl",
     ".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".zst", ".bz2", ".xz",
 )  # fmt: skip
+# what a user who holds one of torch.profiler's other outputs is told to write instead
+_TRACE = (
+    'write the trace itself with prof.export_chrome_trace("trace.json"), or '
+    "on_trace_ready=torch.profiler.tensorboard_trace_handler(dir), and scan that"
+)
 # what a user who holds another profiler's report is told to capture instead
 PROFILE_INSTEAD = (
     "profile the job with PyTorch's profiler (torch.profiler writes Kineto's JSON trace, of CUDA and of HIP), "
@@ -54,8 +62,8 @@ PROFILE_INSTEAD = (
 def not_a_trace(path: str, head: bytes) -> str | None:
     """Why the file at ``path`` is no trace perftool reads and what to do, where its first bytes (``head``, the first
     :data:`HEAD_BYTES` of them; a gzip file's, those it holds) or its name say it is an archive, a compressed file
-    other than gzip, a CSV or text table, a pickle, an Nsight report or a Perfetto protobuf trace; None otherwise (a
-    JSON trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
+    other than gzip, a CSV or text table, folded stacks, a pickle, an Nsight report or a Perfetto protobuf trace; None
+    otherwise (a JSON trace, gzip'd or not, a database, an XSpace: their readers judge them)."""
     held = _gzip_head(path) if head.startswith(GZIP_MAGIC) else head
     if path.lower().endswith(".csv") and not opens_as_json(head):
         return (
@@ -64,9 +72,11 @@ def not_a_trace(path: str, head: bytes) -> str | None:
         )
     if _TEXT_TABLE.match(held):
         return (
-            "a text table, not a trace (torch.profiler's summary, prof.key_averages().table(), prints one): write the "
-            'trace itself with prof.export_chrome_trace("trace.json"), or '
-            "on_trace_ready=torch.profiler.tensorboard_trace_handler(dir), and scan that"
+            f"a text table, not a trace (torch.profiler's summary, prof.key_averages().table(), prints one): {_TRACE}"
+        )
+    if _FOLDED_STACKS.match(held):
+        return (
+            f"folded stacks, not a trace (torch.profiler's prof.export_stacks writes them for a flame graph): {_TRACE}"
         )
     if path.lower().endswith(_NSIGHT_SUFFIXES):
         return f"an Nsight Systems report, which perftool does not read: {PROFILE_INSTEAD}"

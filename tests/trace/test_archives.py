@@ -41,6 +41,9 @@ TABLE = (  # torch.profiler's summary, as prof.key_averages().table() prints it
     b"-------------------  ------------  ------------  ------------  ------------  ------------\n"
     b"       aten::matmul         0.32%      26.649us        83.69%       6.959ms             1\n"
 )
+STACKS = (  # torch.profiler's export_stacks, as it writes them (with_stack=True, the experimental config verbose)
+    b"st.py(4):_<module> 3\nst.py(4):_<module>;torch/profiler/profiler.py(1204):___enter__ 5\n"
+)
 FILES = {
     "trace.zip": (_zip, "a zip archive, not a trace: extract it (unzip {path})"),
     "profile.tar": (_tar("w"), "a tar archive, not a trace: extract it (tar -xf {path})"),
@@ -56,6 +59,7 @@ FILES = {
     ),
     "summary.txt": (_bytes(TABLE), "a text table, not a trace (torch.profiler's summary, prof.key_averages().table()"),
     "summary.json.gz": (_bytes(gzip.compress(TABLE)), "a text table, not a trace (torch.profiler's summary"),
+    "stacks.txt": (_bytes(STACKS), "folded stacks, not a trace (torch.profiler's prof.export_stacks writes them"),
     "profile.ncu-rep": (_bytes(bytes(64)), "an Nsight Compute report (kernels' counters, no timeline), not a trace"),
     "my_snapshot.pickle": (  # torch.cuda.memory._dump_snapshot's, a pickle of protocol 4
         _bytes(pickle.dumps({"segments": [], "device_traces": []}, protocol=4)),

@@ -64,11 +64,7 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
     held = waited.held_back_us[rank] / steps
     others = [s for r, s in scope.summaries.items() if r != rank]
     mine = scope.summaries[rank].breakdown_us
-    excess = {
-        part: mine[part] - float(np.median([o.breakdown_us.get(part, _UNRECORDED.get(part, 0.0)) for o in others]))
-        for part in CAUSES
-        if part in mine
-    }
+    excess = {part: mine[part] - float(np.median([_part(o, part) for o in others])) for part in CAUSES if part in mine}
     excess = {part: more for part, more in excess.items() if np.isfinite(more)}
     cause = max(excess, key=excess.__getitem__) if excess else None
     most = max(excess.get(cause, 0.0), 0.0) if cause else 0.0
@@ -111,8 +107,8 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
 def _node(scope: Any, rank: int, cause: str, cause_text: str) -> tuple[str, list[int], bool]:
     """Where the job's ranks ran on several hosts: a sentence on the straggler's, the ranks on it, and whether it is
     the cause (the other ranks on it exceed the ranks of the other hosts in ``cause`` by at least :data:`SHARED` of
-    the straggler's own excess over them); no sentence where the ranks' hosts are not known, or the other hosts'
-    ranks do not record that part."""
+    the straggler's own excess over them); no sentence where the ranks' hosts are not known. Every rank records
+    ``cause`` (one that a rank does not record is never a cause)."""
     hosts = {r: summary.host for r, summary in scope.summaries.items()}
     host = hosts[rank]
     if host is None or len(set(hosts.values()) - {None}) < 2:
@@ -121,12 +117,9 @@ def _node(scope: Any, rank: int, cause: str, cause_text: str) -> tuple[str, list
     mates = [r for r in on_host if r != rank]
     if not mates:
         return f" It ran on {host}, the only rank there.", on_host, False
-    elsewhere = [s.breakdown_us.get(cause, np.nan) for s in scope.summaries.values() if s.host not in (host, None)]
-    if not np.isfinite(elsewhere).any():
-        return "", on_host, False
-    pace = float(np.nanmedian(elsewhere))
-    own = scope.summaries[rank].breakdown_us[cause] - pace
-    theirs = float(np.median([scope.summaries[r].breakdown_us.get(cause, pace) for r in mates])) - pace
+    pace = float(np.median([_part(s, cause) for s in scope.summaries.values() if s.host not in (host, None)]))
+    own = _part(scope.summaries[rank], cause) - pace
+    theirs = float(np.median([_part(scope.summaries[r], cause) for r in mates])) - pace
     ranks = f"rank{'s' if len(mates) > 1 else ''} {', '.join(map(str, mates))}"
     if own > 0 and theirs >= SHARED * own:
         return (
@@ -137,6 +130,12 @@ def _node(scope: Any, rank: int, cause: str, cause_text: str) -> tuple[str, list
             True,
         )
     return f" The other ranks on its host, {host} ({ranks}), keep the other hosts' pace.", on_host, False
+
+
+def _part(summary: Any, part: str) -> float:
+    """A rank's time in one part of its step (µs a step): none where it never met it, NaN where its trace cannot
+    record it (:data:`_UNRECORDED`)."""
+    return float(summary.breakdown_us.get(part, _UNRECORDED.get(part, 0.0)))
 
 
 def _python_frames(scope: Any, rank: int, excess_us: float) -> str:

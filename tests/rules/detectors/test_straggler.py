@@ -150,6 +150,20 @@ def test_the_fix_for_a_slow_node_runs_the_job_again_with_all_its_ranks_at_the_ot
     ]
 
 
+def test_a_part_only_the_straggler_s_host_meets_is_the_node_s():
+    """Ranks 2 and 3 copy input, 3 and 2 ms a step, and node-a's ranks never do (none of their time): node-b's input
+    copies are its ranks' cause (rank 2's compute, 2.5 ms above the median rank's, is not)."""
+    scope = two_hosts(8_000.0)
+    scope.summaries[2].breakdown_us["idle.h2d"] = 3_000.0
+    scope.summaries[3].breakdown_us["idle.h2d"] = 2_000.0
+    found = straggler.detect(scope, {})
+    assert found.values["cause"] == "input copies" and found.variant == "node"
+    assert (
+        "2.00 ms more per step in input copies than the ranks of the other hosts, against its 3.00 ms"
+        in (found.values["node"])
+    )
+
+
 def test_a_lag_no_part_explains_says_nothing_of_the_node():
     scope = two_hosts(9_500.0)
     scope.waits.lag_us[2] *= 10
