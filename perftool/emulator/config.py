@@ -197,6 +197,13 @@ class Replicas(_Strict):
     clock_skew_ms: float = Field(
         0.0, ge=0, le=1e6, description="ranks' clocks differ by up to this much in their traces"
     )
+    ranks_per_host: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="ranks on each host, in rank order: each trace records its host (node0, node1, ...), and the "
+        "ranks on one host share its clock  [default: no host recorded, each rank on a clock of its own]",
+    )
     slow_ranks: tuple[SlowRank, ...] = Field((), description="replicas slower than the others")
 
 

@@ -37,6 +37,7 @@ class Run:
     prediction: dict[str, float]
     rank: int = 0  # with replicas: the rank this run's column is
     clock_offset_us: float = 0.0  # where this rank's clock starts (ranks' clocks differ)
+    host: str | None = None  # with replicas placed on hosts: the host this rank ran on
 
     def recorded(self, name: str) -> np.ndarray:
         """One recorded per-step quantity (per bucket too, for the all-reduce), for the steps this run has."""
@@ -44,14 +45,25 @@ class Run:
         return values[self.timeline.recorded["active"][:, 0]]
 
     def ranks(self) -> list[Run]:
-        """With replicas, each rank's run (its own column, on its own clock); else this run."""
+        """With replicas, each rank's run (its own column, on its host's clock, or its own where no host is given);
+        else this run."""
         if self.plan.replicas == 1:
             return [self]
-        skew = self.config.replicas.clock_skew_ms * 1e3 if self.config.replicas else 0.0
-        offsets = np.random.default_rng([self.config.seed, 7]).uniform(0, skew, self.plan.replicas) if skew else None
-        return [self._column(rank, float(offsets[rank]) if offsets is not None else 0.0) for rank in range(self.plan.n)]
+        replicas = self.config.replicas
+        skew = replicas.clock_skew_ms * 1e3 if replicas else 0.0
+        per_host = replicas.ranks_per_host if replicas else None
+        clock = np.arange(self.plan.replicas) // (per_host or 1)  # per rank, the clock it reads: its host's
+        drawn = np.random.default_rng([self.config.seed, 7]).uniform(0, skew, clock[-1] + 1) if skew else None
+        return [
+            self._column(
+                rank,
+                float(drawn[clock[rank]]) if drawn is not None else 0.0,
+                f"node{clock[rank]}" if per_host else None,
+            )
+            for rank in range(self.plan.n)
+        ]
 
-    def _column(self, rank: int, offset: float) -> Run:
+    def _column(self, rank: int, offset: float, host: str | None) -> Run:
         timeline = self.timeline
         column = Timeline(
             step_end=timeline.step_end[:, [rank]],
@@ -60,7 +72,7 @@ class Run:
             compile_end=timeline.compile_end[:, [rank]],
             recorded={name: values[..., [rank]] for name, values in timeline.recorded.items()},
         )
-        return Run(self.config, self.plan.subset(np.array([rank])), column, self.prediction, rank, offset)
+        return Run(self.config, self.plan.subset(np.array([rank])), column, self.prediction, rank, offset, host)
 
     def trace_files(self, directory: str) -> list[str]:
         """Where a job's traces are written in ``directory`` (a run of several replicas): :func:`rank_files`."""

@@ -68,6 +68,8 @@ def trace_bytes(run: Run) -> bytes:
     if run.plan.replicas > 1:
         backend = VOCABULARIES[config.device].backend
         header["distributedInfo"] = {"backend": backend, "rank": run.rank, "world_size": run.plan.replicas}
+    if run.host is not None:
+        header["host_name"] = run.host  # where Kineto records it
     events = ",\n".join(_events(run))
     return msgspec.json.encode(header)[:-1] + f',"traceEvents":[\n{events}\n]}}\n'.encode()
 

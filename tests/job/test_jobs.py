@@ -339,26 +339,21 @@ def test_markdown_and_sarif_of_a_job(run, sarif_validator):
     assert location.endswith("rank5.trace.json.gz")
 
 
-def _on_two_hosts(job: Path, directory: Path, by_name: bool, second: str = "node-b") -> Path:
-    """The ranks of ``job`` copied into ``directory``, ranks 0-3 on host node-a and 4-7 on ``second``: named so by
-    tensorboard_trace_handler's default names ({host}_{pid}.{time}.pt.trace.json.gz), or recorded in each trace as
-    Kineto records it (``host_name``)."""
+def _on_two_hosts(job: Path, directory: Path, second: str = "node-b") -> Path:
+    """The ranks of ``job`` copied into ``directory`` as tensorboard_trace_handler names them by default
+    ({host}_{pid}.{time}.pt.trace.json.gz), ranks 0-3 on host node-a and 4-7 on ``second``."""
     directory.mkdir(exist_ok=True)
     for path in sorted(job.glob("rank*.trace.json.gz")):
         rank = int(path.name.split(".")[0].removeprefix("rank"))
         host = "node-a" if rank < 4 else second
-        if by_name:
-            shutil.copy(path, directory / f"{host}_{1000 + rank}.1796045217257616926.pt.trace.json.gz")
-        else:
-            document = json.loads(gzip.decompress(path.read_bytes())) | {"host_name": host}
-            (directory / path.name).write_bytes(gzip.compress(json.dumps(document).encode()))
+        shutil.copy(path, directory / f"{host}_{1000 + rank}.1796045217257616926.pt.trace.json.gz")
     return directory
 
 
 def test_a_job_on_two_hosts_names_each_rank_s_and_keeps_a_slow_rank_apart_from_a_slow_node(run, tmp_path):
     """Rank 5 alone computes slower (the bundled job): the other ranks on its host keep pace, so the fix is the rank's
     own. The hosts come from the handler's file names."""
-    job = _on_two_hosts(STRAGGLER, tmp_path / "job", by_name=True)
+    job = _on_two_hosts(STRAGGLER, tmp_path / "job")
     document, _ = scan_json(run, job)
     assert [row["host"] for row in document["job"]["ranks"]] == ["node-a"] * 4 + ["node-b"] * 4
     (found,) = document["job"]["findings"]
@@ -371,29 +366,39 @@ def test_a_job_on_two_hosts_names_each_rank_s_and_keeps_a_slow_rank_apart_from_a
     assert "<th>host</th>" in run("scan", job, "--format", "html", "--workers", "1", "--fail-on", "never").stdout
     text = run("scan", job, "--workers", "1", "--fail-on", "never").stdout
     assert "│    5 │ node-b │" in text
-    one_host = _on_two_hosts(STRAGGLER, tmp_path / "one_host", by_name=True, second="node-a")
+    one_host = _on_two_hosts(STRAGGLER, tmp_path / "one_host", second="node-a")
     markdown = run("scan", one_host, "--format", "markdown", "--workers", "1", "--fail-on", "never").stdout
     assert "| rank | step |" in markdown and "| node-a |" not in markdown  # one host: nothing to tell apart
     assert scan_json(run, one_host)[0]["job"]["findings"][0]["values"]["node"] == ""
 
 
 def test_a_slow_node_s_ranks_are_its_fix_and_its_what_if(run, tmp_path):
-    """Ranks 4-7, all on node-b, compute 12-20% slower: rank 5, the slowest, holds the job back, but the fix is the
-    node's, and the what-if runs the job with all four at the other ranks' pace. The hosts are the traces' own."""
+    """Ranks 4-7, all on node1 (four ranks a host), compute 12-20% slower: rank 5, the slowest, holds the job back,
+    but the fix is the node's, and the what-if runs the job with all four at the other ranks' pace. The hosts are the
+    ones the traces record, and the ranks of a host share its clock."""
     document = yaml.safe_load((STRAGGLER / "job.yaml").read_text())
     document["replicas"]["slow_ranks"] = [{"rank": r, "compute": 1.2 if r == 5 else 1.12} for r in (4, 5, 6, 7)]
     config = tmp_path / "job.yaml"
     config.write_text(yaml.safe_dump(document))
-    run("emulate", config, "--trace", tmp_path / "emulated", "--format", "json")
-    job = _on_two_hosts(tmp_path / "emulated", tmp_path / "job", by_name=False)
-    (found,) = scan_json(run, job)[0]["job"]["findings"]
+    run("emulate", config, "--trace", tmp_path / "own_clocks", "--format", "json")
+    document["replicas"]["ranks_per_host"] = 4
+    config.write_text(yaml.safe_dump(document))
+    run("emulate", config, "--trace", tmp_path / "job", "--format", "json")
+    job = scan_json(run, tmp_path / "job")[0]["job"]
+    assert [row["host"] for row in job["ranks"]] == ["node0"] * 4 + ["node1"] * 4
+    offsets = job["alignment"]["offsets_us"]
+    assert len({offsets[str(r)] for r in range(4)}) == len({offsets[str(r)] for r in range(4, 8)}) == 1
+    assert offsets["4"] != offsets["0"]
+    (found,) = job["findings"]
     assert found["values"]["rank"] == 5 and found["values"]["host_ranks"] == "4, 5, 6, 7"
     assert found["values"]["node"].endswith("The node is slow, not the rank.")
-    assert found["fix"]["text"].startswith("The ranks of node-b (4, 5, 6, 7) all run slower than the other hosts'")
+    assert found["fix"]["text"].startswith("The ranks of node1 (4, 5, 6, 7) all run slower than the other hosts'")
     assert found["gain"]["text"].startswith("slow ranks: none: step 7.149 ms → 6.197 ms")
-    without_hosts = scan_json(run, tmp_path / "emulated")[0]["job"]["findings"][0]  # rank 5 at the others' pace
-    assert without_hosts["gain"]["text"].startswith(
-        "slow ranks: rank 4 (compute ×1.12), rank 6 (compute ×1.12), rank 7 (compute ×1.12): step 7.149 ms →"
+    without_hosts = scan_json(run, tmp_path / "own_clocks")[0]["job"]  # rank 5 at the others' pace
+    assert {row["host"] for row in without_hosts["ranks"]} == {None}
+    assert len(set(without_hosts["alignment"]["offsets_us"].values())) == 8  # a clock each
+    assert without_hosts["findings"][0]["gain"]["text"].startswith(
+        "slow ranks: rank 4 (compute ×1.12), rank 6 (compute ×1.12), rank 7 (compute ×1.12): step 7.149 ms → 6.820 ms"
     )
 
 
