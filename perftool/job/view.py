@@ -36,6 +36,9 @@ MAX_MISSING_LISTED = 100
 EXPOSURE_DETECTOR = "exposed_communication"
 WAIT_EXPLAINS = 0.5  # waiting for a straggler this share of a rank's exposed communication makes it the cause
 SLOWER = 1.02  # without waits to go by, a rank's step this much longer than the median's makes it the slowest
+# ranks on one host read one clock where their offsets lie within this many times the readings' stray (p95) of each
+# other, or within ONE_CLOCK_US where the readings agree closer than that
+ONE_CLOCK, ONE_CLOCK_US = 4.0, 10.0
 
 
 @dataclass
@@ -108,7 +111,7 @@ def job_view(
         beside_ranks=beside or [],
         merged_traces=merged or [],
         other_jobs=other_jobs or [],
-        alignment=_alignment(alignment),
+        alignment=_alignment(alignment, {rank: s.host for rank, s in by_rank.items()}),
         slowest_rank=slowest,
         held_back_us=held,
         late_absent=_late_absent(by_rank, held),
@@ -297,7 +300,10 @@ def _groups(by_rank: dict[int, RankSummary]) -> list[JobGroup]:
     return sorted(found, key=lambda g: -g.exposed_us)
 
 
-def _alignment(found: Alignment) -> ClockAlignment:
+def _alignment(found: Alignment, hosts: dict[int, str | None]) -> ClockAlignment:
+    """The alignment as the job view gives it, in a sentence; where ranks share a host, and so its clock, how far
+    their offsets lie apart: a check of the offsets against clocks known to be one."""
+    agreement = _host_agreement(found.offsets_us, hosts)
     if len(found.offsets_us) + len(found.unaligned) == 1:  # a job view of one rank: the others were not read
         text = "only one rank read, so no other clock to align with"
     elif found.reference is None:
@@ -311,6 +317,12 @@ def _alignment(found: Alignment) -> ClockAlignment:
             f"(median {int(np.median(list(found.matched.values())))} each); clocks differ by up to "
             f"{duration(abs(widest), 'us')}, and single readings stray {spread} (p95) from the offset"
         )
+        if agreement is not None and agreement <= max(ONE_CLOCK * (found.residual_p95_us or 0.0), ONE_CLOCK_US):
+            text += f"; ranks on one host, which share its clock, align within {duration(agreement, 'us')}"
+        elif agreement is not None:
+            text += (
+                f"; ranks on one host lie up to {duration(agreement, 'us')} apart: their traces do not read one clock"
+            )
         if found.unaligned:
             text += f"; not aligned (too few shared collectives): ranks {', '.join(map(str, found.unaligned))}"
     return ClockAlignment(
@@ -319,5 +331,16 @@ def _alignment(found: Alignment) -> ClockAlignment:
         matched=found.matched,
         residual_p95_us=found.residual_p95_us,
         unaligned=found.unaligned,
+        host_agreement_us=agreement,
         text=text,
     )
+
+
+def _host_agreement(offsets: dict[int, float], hosts: dict[int, str | None]) -> float | None:
+    """The widest gap between the offsets of two aligned ranks on one host (µs); None where no host holds two."""
+    by_host: dict[str, list[float]] = {}
+    for rank, offset in offsets.items():
+        if (host := hosts.get(rank)) is not None:
+            by_host.setdefault(host, []).append(offset)
+    gaps = [max(held) - min(held) for held in by_host.values() if len(held) > 1]
+    return max(gaps) if gaps else None

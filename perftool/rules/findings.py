@@ -249,6 +249,11 @@ class ClockAlignment(_Record):
     matched: dict[int, int] = Field(description="per rank: the shared collectives its offset was measured on")
     residual_p95_us: float | None = Field(description="95th percentile of how far single readings stray, µs")
     unaligned: list[int] = Field(description="ranks sharing too few collectives to align")
+    host_agreement_us: float | None = Field(
+        None,
+        description="where ranks share a host, and so its clock: the widest gap between two such ranks' offsets, µs "
+        "(a check of the alignment)",
+    )
     text: str = Field(description="the alignment in one sentence")
 
 

@@ -6,6 +6,7 @@ import gzip
 import html
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -339,23 +340,34 @@ def test_markdown_and_sarif_of_a_job(run, sarif_validator):
     assert location.endswith("rank5.trace.json.gz")
 
 
-def _on_two_hosts(job: Path, directory: Path, second: str = "node-b") -> Path:
+def _two_hosts(rank: int) -> str:
+    return "node-a" if rank < 4 else "node-b"
+
+
+def _on_hosts(job: Path, directory: Path, host: Callable[[int], str] = _two_hosts) -> Path:
     """The ranks of ``job`` copied into ``directory`` as tensorboard_trace_handler names them by default
-    ({host}_{pid}.{time}.pt.trace.json.gz), ranks 0-3 on host node-a and 4-7 on ``second``."""
+    ({host}_{pid}.{time}.pt.trace.json.gz), on the host ``host`` gives each rank (ranks 0-3 on node-a, 4-7 on
+    node-b)."""
     directory.mkdir(exist_ok=True)
     for path in sorted(job.glob("rank*.trace.json.gz")):
         rank = int(path.name.split(".")[0].removeprefix("rank"))
-        host = "node-a" if rank < 4 else second
-        shutil.copy(path, directory / f"{host}_{1000 + rank}.1796045217257616926.pt.trace.json.gz")
+        shutil.copy(path, directory / f"{host(rank)}_{1000 + rank}.1796045217257616926.pt.trace.json.gz")
     return directory
 
 
 def test_a_job_on_two_hosts_names_each_rank_s_and_keeps_a_slow_rank_apart_from_a_slow_node(run, tmp_path):
     """Rank 5 alone computes slower (the bundled job): the other ranks on its host keep pace, so the fix is the rank's
     own. The hosts come from the handler's file names."""
-    job = _on_two_hosts(STRAGGLER, tmp_path / "job")
+    job = _on_hosts(STRAGGLER, tmp_path / "job")
     document, _ = scan_json(run, job)
     assert [row["host"] for row in document["job"]["ranks"]] == ["node-a"] * 4 + ["node-b"] * 4
+    alignment = document["job"]["alignment"]  # the bundled job's ranks, each on a clock of its own, named as hosts'
+    offsets = alignment["offsets_us"]
+    gap = max(
+        max(offsets[str(r)] for r in ranks) - min(offsets[str(r)] for r in ranks) for ranks in (range(4), range(4, 8))
+    )
+    assert alignment["host_agreement_us"] == pytest.approx(gap) and gap > 1e5
+    assert alignment["text"].endswith("apart: their traces do not read one clock")
     (found,) = document["job"]["findings"]
     assert (
         found["values"]["node"] == " The other ranks on its host, node-b (ranks 4, 6, 7), keep the other hosts' pace."
@@ -366,10 +378,13 @@ def test_a_job_on_two_hosts_names_each_rank_s_and_keeps_a_slow_rank_apart_from_a
     assert "<th>host</th>" in run("scan", job, "--format", "html", "--workers", "1", "--fail-on", "never").stdout
     text = run("scan", job, "--workers", "1", "--fail-on", "never").stdout
     assert "│    5 │ node-b │" in text
-    one_host = _on_two_hosts(STRAGGLER, tmp_path / "one_host", second="node-a")
+    one_host = _on_hosts(STRAGGLER, tmp_path / "one_host", lambda rank: "node-a")
     markdown = run("scan", one_host, "--format", "markdown", "--workers", "1", "--fail-on", "never").stdout
     assert "| rank | step |" in markdown and "| node-a |" not in markdown  # one host: nothing to tell apart
     assert scan_json(run, one_host)[0]["job"]["findings"][0]["values"]["node"] == ""
+    host_each = scan_json(run, _on_hosts(STRAGGLER, tmp_path / "host_each", lambda rank: f"node{rank}"))[0]["job"]
+    assert host_each["alignment"]["host_agreement_us"] is None and "host" not in host_each["alignment"]["text"]
+    assert host_each["findings"][0]["values"]["node"] == " It ran on node5, the only rank there."
 
 
 def test_a_slow_node_s_ranks_are_its_fix_and_its_what_if(run, tmp_path):
@@ -388,7 +403,8 @@ def test_a_slow_node_s_ranks_are_its_fix_and_its_what_if(run, tmp_path):
     assert [row["host"] for row in job["ranks"]] == ["node0"] * 4 + ["node1"] * 4
     offsets = job["alignment"]["offsets_us"]
     assert len({offsets[str(r)] for r in range(4)}) == len({offsets[str(r)] for r in range(4, 8)}) == 1
-    assert offsets["4"] != offsets["0"]
+    assert offsets["4"] != offsets["0"] and job["alignment"]["host_agreement_us"] == 0.0
+    assert job["alignment"]["text"].endswith("ranks on one host, which share its clock, align within 0.0 µs")
     (found,) = job["findings"]
     assert found["values"]["rank"] == 5 and found["values"]["host_ranks"] == "4, 5, 6, 7"
     assert found["values"]["node"].endswith("The node is slow, not the rank.")
@@ -961,17 +977,27 @@ def test_a_job_view_of_one_rank_read_says_there_is_no_clock_to_align(run, tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("offsets", "unaligned", "said"),
+    ("offsets", "unaligned", "residual", "said"),
     [
-        ({}, [0], "only one rank read, so no other clock to align with"),
-        ({0: 0.0}, [], "only one rank read, so no other clock to align with"),
-        ({}, [0, 1], "clocks not aligned: no rank traced a collective to align on; times are each rank's own"),
-        ({0: 0.0}, [1], "; not aligned (too few shared collectives): ranks 1"),
+        ({}, [0], None, "only one rank read, so no other clock to align with"),
+        ({0: 0.0}, [], None, "only one rank read, so no other clock to align with"),
+        ({}, [0, 1], None, "clocks not aligned: no rank traced a collective to align on; times are each rank's own"),
+        ({0: 0.0}, [1], None, "; not aligned (too few shared collectives): ranks 1"),
+        # two ranks on one host: one clock where their offsets lie within 10 µs, or four times the readings' stray
+        ({0: 0.0, 1: 10.0}, [], None, "; ranks on one host, which share its clock, align within 10.0 µs"),
+        (
+            {0: 0.0, 1: 10.5},
+            [],
+            None,
+            "; ranks on one host lie up to 10.5 µs apart: their traces do not read one clock",
+        ),
+        ({0: 0.0, 1: 12.0}, [], 3.0, "; ranks on one host, which share its clock, align within 12.0 µs"),
+        ({0: 0.0, 1: 12.5}, [], 3.0, "; ranks on one host lie up to 12.5 µs apart: their traces do not read one clock"),
     ],
 )
-def test_the_clocks_line_says_what_was_aligned(offsets, unaligned, said):
+def test_the_clocks_line_says_what_was_aligned(offsets, unaligned, residual, said):
     from perftool.job.align import Alignment
     from perftool.job.view import _alignment
 
-    found = Alignment(0 if offsets else None, offsets, {rank: 4 for rank in offsets}, None, unaligned)
-    assert _alignment(found).text.endswith(said)
+    found = Alignment(0 if offsets else None, offsets, {rank: 4 for rank in offsets}, residual, unaligned)
+    assert _alignment(found, dict.fromkeys(offsets, "node-a")).text.endswith(said)
