@@ -96,6 +96,7 @@ def detect(scope: Any, params: dict[str, float]) -> Detection | None:  # scope: 
         "network_check": NETWORK_CHECK["host" if "host.untraced" in mine else "device"],
         "node": node,
         "host": scope.summaries[rank].host or "",
+        "at_host": f" ({scope.summaries[rank].host})" if scope.summaries[rank].host else "",
         "host_ranks": ", ".join(map(str, on_host)),
     }
     lost = held * scope.steady_steps
@@ -203,6 +204,7 @@ DETECTOR = Detector(
         "network_check": "how to check the network the job's collectives use (the GPUs' libraries', or gloo's on CPUs)",
         "node": "where the ranks ran on several hosts: whether the other ranks on its host share its cause, a sentence",
         "host": "the host it ran on, where its trace or its file's name says",
+        "at_host": "that host, in brackets after the words that name it (empty where not known)",
         "host_ranks": "the ranks on its host, itself included, where the ranks ran on several hosts",
     },
     detect=detect,

@@ -78,6 +78,7 @@ def test_the_rank_the_others_wait_for_is_named_with_the_part_of_its_step_above_t
         "network_check": straggler.NETWORK_CHECK["device"],  # ranks with devices: NCCL's or RCCL's network
         "node": "",  # the ranks' hosts are not known
         "host": "",
+        "at_host": "",
         "host_ranks": "",
     }
     assert found.lost_us == 6000.0 and found.variant == "compute" and found.key == "rank 2 compute"
@@ -164,11 +165,18 @@ def test_a_part_only_the_straggler_s_host_meets_is_the_node_s():
     )
 
 
-def test_a_lag_no_part_explains_says_nothing_of_the_node():
+def test_a_lag_no_part_explains_says_nothing_of_the_node_and_its_fix_names_the_host_to_check():
+    (rule,) = [rule for rule in load_catalog() if rule.id == "PT013"]
     scope = two_hosts(9_500.0)
     scope.waits.lag_us[2] *= 10
     found = straggler.detect(scope, {})
     assert found.variant is None and found.values["node"] == ""
+    fix = fill(rule.fix_for("gpu", None), found.values)
+    assert "other processes on rank 2's host (node-b), or" in fix and "check the node it ran on (node-b) (other" in fix
+    for summary in scope.summaries.values():
+        summary.host = None
+    fix = fill(rule.fix_for("npu", None), straggler.detect(scope, {}).values)
+    assert "other processes on rank 2's host, or" in fix and "check the node it ran on (other jobs" in fix
 
 
 def test_its_evidence_is_where_the_others_waited_longest_on_its_own_clock():
