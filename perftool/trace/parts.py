@@ -103,7 +103,8 @@ def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
     correlated = np.flatnonzero(keep_args.correlated_of(distinct)[signature])
     if correlated.size:  # a launch's and its device work's correlation id: what pairs them where flows are left out
         ids = events.reader.correlations(correlated)
-        flow_events, flow_ids = np.concatenate([flow_events, correlated[ids >= 0]]), np.r_[flow_ids, ids[ids >= 0]]
+        found = ids >= 0
+        flow_events, flow_ids = np.concatenate([flow_events, correlated[found]]), np.concatenate([flow_ids, ids[found]])
 
     if untimed.size:
         timed = np.ones(n, dtype=bool)
