@@ -19,6 +19,11 @@ from perftool.analysis.steps import Steps
 from perftool.common.results import Framework
 from perftool.trace.model import Role, Trace
 
+# The device families whose own fixes are told in TensorFlow's terms, as their vendors document their devices for it:
+# Ascend's (NPU_LOOP_SIZE, dataset.prefetch: its TensorFlow adapter) and Graphcore's (steps_per_execution,
+# IPUInfeedQueue); a TensorFlow job there is told them, not the fixes written for TensorFlow on other devices
+FAMILIES_IN_TENSORFLOW_TERMS = frozenset({"npu", "ipu"})
+
 
 @dataclass(frozen=True)
 class TraceAnalysis:
@@ -38,13 +43,14 @@ class TraceAnalysis:
 
     @cached_property
     def contexts(self) -> tuple[str, ...]:
-        """What fixes are told in terms of before the device family's: the framework, then what the job is where it
-        trains nothing (the serving engine where its names say which, ``serving``, then ``inference``;
-        :func:`perftool.analysis.family.job_kind`)."""
+        """What fixes are told in terms of before the device family's: the framework (TensorFlow's not on the families
+        whose own fixes are TensorFlow's), then what the job is where it trains nothing (the serving engine where its
+        names say which, ``serving``, then ``inference``; :func:`perftool.analysis.family.job_kind`)."""
         kind = job_kind(self.trace)
         engine = serving_engine(self.trace)
         serving = (*([engine] if engine else []), "serving", "inference")
-        return (self.framework, *{"serving": serving, "inference": ("inference",)}.get(kind, ()))
+        own = self.framework == "tensorflow" and self.family in FAMILIES_IN_TENSORFLOW_TERMS
+        return (*(() if own else (self.framework,)), *{"serving": serving, "inference": ("inference",)}.get(kind, ()))
 
     @property
     def lo(self) -> float:

@@ -109,12 +109,14 @@ def framework(trace: Trace) -> Framework:
 
 
 # What a job cannot set, by its framework or what it is (job_kind): a serving engine schedules requests and copies
-# their inputs itself and trains nothing; jax.device_put stages its copies through pinned memory itself
+# their inputs itself and trains nothing; jax.device_put stages its copies through pinned memory itself, and
+# TensorFlow offers no setting that pins its inputs' host memory (its runtime chooses the buffers it copies from)
 _ABSENT_BY_JOB = {
     "serving": frozenset({"prefetch_depth", "pin_memory", "workload.input_workers", "replicas.bucket",
                           "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
     "inference": frozenset({"replicas.bucket", "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
     "jax": frozenset({"pin_memory"}),
+    "tensorflow": frozenset({"pin_memory"}),
 }  # fmt: skip
 
 
@@ -122,7 +124,7 @@ def settings_absent(family: str, framework: str, kind: str) -> frozenset[str]:
     """The emulator's settings (knobs, ``workload.input_workers``, ``replicas.*``) that a job of ``framework`` and
     ``kind`` (:func:`job_kind`) on ``family`` devices has nothing to set: a loop size where it runs none
     (:func:`offers_loop_size`); a serving engine's input pipeline; gradients where it trains nothing; pinned memory in
-    JAX."""
+    JAX and TensorFlow."""
     absent = _ABSENT_BY_JOB.get(kind, frozenset()) | _ABSENT_BY_JOB.get(framework, frozenset())
     return absent | ({"loop_size"} if not offers_loop_size(family, framework) else frozenset())
 

@@ -166,6 +166,11 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
         "buffers (CUDA/HIP graphs)",
         "prefetch_depth": "flax.jax_utils.prefetch_to_device(size) / tf.data prefetch",
     },
+    "tensorflow on gpu": {  # on NPUs and IPUs the family's own names are TensorFlow's
+        "device_graphs": "the whole step compiled by XLA (tf.function(jit_compile=True)): its kernels replayed as "
+        "XLA's command buffers (CUDA/HIP graphs)",
+        "prefetch_depth": "tf.data Dataset.prefetch(buffer_size)",
+    },
     EARLY_PYTORCH: {  # a capture by PyTorch's early profiler
         "device_graphs": "CUDA/HIP graphs (torch.cuda.graph from PyTorch 1.10, torch.compile mode='reduce-overhead' "
         "from 2.0: the capture is from an early PyTorch)",

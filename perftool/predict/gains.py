@@ -173,8 +173,9 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
 
 def _sweep_holds(scope: Scope, findings: list[Finding]) -> bool:
     """Whether a sweep's setting may be named: the settings it tries (device graphs, pinned memory, DataLoader
-    workers, gradient buckets) are a PyTorch training job's, so not for JAX, serving or inference, and only where
-    the trace has the steady steps its findings are judged on (none held at info for lack of them)."""
+    workers, gradient buckets) are a PyTorch training job's, so not for JAX, TensorFlow (off the families whose fixes
+    are its own), serving or inference, and only where the trace has the steady steps its findings are judged on (none
+    held at info for lack of them)."""
     other_job = set(scope.contexts) & set(FIX_CONTEXTS)
     return not other_job and not any(f.capped for f in findings) and scope.steady_steps >= MIN_STEADY
 

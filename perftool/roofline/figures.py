@@ -470,7 +470,7 @@ def programs_note(trace: Trace) -> str | None:
     if name.lower().endswith(XSPACE_SUFFIX):
         where = "this XSpace holds none of its programs' HLO"
     else:
-        where = f"jax.profiler keeps it in the capture's XSpace: scan {xspace_name(name)}, or keep it beside this file"
+        where = f"the profiler keeps it in the capture's XSpace: scan {xspace_name(name)}, or keep it beside this file"
     return (
         f"XLA's kernels record no shapes: what each computes is in its program's HLO, and {where}; without it, no "
         "rule that reads what an op computes (its matrix products, attention, fusion) judges this trace, and no op "

@@ -15,10 +15,12 @@ from perftool.common.units import duration
 Family = Literal["npu", "ipu", "hpu", "gpu", "generic"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 # What a fix may be told for before the device family: a framework whose knobs differ from those a family's fix names
-# (JAX's jit and lax.scan, not torch.compile or CUDA graphs), a serving job (in one engine's terms where its trace
-# names the engine: vllm, sglang; in both engines' where it does not), and inference, whose jobs have no backward pass,
-# optimizer or epochs. A fix under one of these keys is given for such traces on any device.
-FIX_CONTEXTS: tuple[str, ...] = ("jax", "vllm", "sglang", "serving", "inference")
+# (JAX's jit and lax.scan, TensorFlow's tf.function, XLA and tf.data, not torch.compile, CUDA graphs or DataLoader), a
+# serving job (in one engine's terms where its trace names the engine: vllm, sglang; in both engines' where it does
+# not), and inference, whose jobs have no backward pass, optimizer or epochs. A fix under one of these keys is given
+# for such traces on any device (TensorFlow's: where the family's own fixes are not TensorFlow's already,
+# :attr:`perftool.analysis.context.TraceAnalysis.contexts`).
+FIX_CONTEXTS: tuple[str, ...] = ("jax", "tensorflow", "vllm", "sglang", "serving", "inference")
 
 
 class Severity(str, enum.Enum):

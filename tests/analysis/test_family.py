@@ -18,8 +18,9 @@ from perftool.rules.catalog import load_catalog
     [
         ("gpu", "pytorch", "training", set()),
         ("npu", "pytorch", "training", {"loop_size"}),
-        ("npu", "tensorflow", "training", set()),
+        ("npu", "tensorflow", "training", {"pin_memory"}),
         ("gpu", "jax", "training", {"pin_memory"}),
+        ("gpu", "tensorflow", "training", {"pin_memory"}),
         ("gpu", "pytorch", "inference", {"replicas.bucket", "replicas.overlap", "gradient_accumulation",
                                          "offload_optimizer"}),
         ("gpu", "pytorch", "serving", {"prefetch_depth", "pin_memory", "workload.input_workers", "replicas.bucket",

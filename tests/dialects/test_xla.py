@@ -22,6 +22,7 @@ from perftool.trace.profiler_dirs import without_copies, xspace_beside
 
 JAX_OPBYOP = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
 JAX_RECOMPILE = DATA / "jax_cpu_train_recompile.trace.json.gz"  # tests/data/capture_jax_trace.py's capture
+TF_KERAS_FIT = DATA / "tf_cpu_keras_fit_input_bound.xplane.pb"  # tests/data/capture_tf_trace.py's capture
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["scanner", "msgspec"])
@@ -144,6 +145,19 @@ def test_a_real_jax_capture_s_step_annotations_are_its_steps_and_its_recompile_i
     assert "jax.jit compiles once" in finding["fix"]["text"]
     text = run("scan", str(JAX_RECOMPILE), "--fail-on", "never").output
     assert "PjitFunction(train_step)" in text  # the table names the function, not "PjitFunction"
+
+
+def test_a_real_keras_fit_profiled_by_tensorboard_s_callback_is_tensorflow_s_its_batches_the_steps(run):
+    """TensorFlow's own XSpace of model.fit, profiled by the TensorBoard callback (batches 3 to 6), its tf.data map
+    calling Python for each element: a TensorFlow job (its iterator's and tf.data's names), the four profiled
+    batches its steps, numbered as the callback numbers them (from 0: 2 to 5), and the input pipeline nearly all of
+    each."""
+    trace = load_trace(str(TF_KERAS_FIT))
+    assert trace.dialect == "xla" and framework(trace) == "tensorflow"
+    steps = detect_steps(trace)
+    assert steps.inferred is None and steps.numbers().tolist() == [2, 3, 4, 5]
+    shown = json.loads(run("info", str(TF_KERAS_FIT), "--format", "json").stdout)
+    assert shown["metrics"]["input.fraction"] > 0.9
 
 
 def test_a_compile_outside_a_compiled_call_stays_the_compile(write_trace):

@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO
 
 from perftool.emulator.config import TUNABLES, Knobs, knob_value, load_config, setting
-from perftool.emulator.profiles import PROFILES, knob_name
+from perftool.emulator.profiles import JOB_KNOB_NAMES, PROFILES, knob_name
 from perftool.tune.spec import TUNABLE
 
 SAMPLES = REPO / "sample_traces"
@@ -78,10 +78,18 @@ def test_the_knobs_command_lists_the_table(run):
         ({"framework": "pytorch", "kind": "serving"},
          "the engine's CUDA/HIP graphs: vLLM without --enforce-eager, SGLang without --disable-cuda-graph"),
         ({"framework": "pytorch", "kind": "training"}, PROFILES["gpu"].knob_names["device_graphs"]),
+        ({"framework": "tensorflow", "kind": "training"}, JOB_KNOB_NAMES["tensorflow on gpu"]["device_graphs"]),
     ],
-    ids=["vllm", "sglang", "engine unknown", "training"],
+    ids=["vllm", "sglang", "engine unknown", "training", "tensorflow"],
 )  # fmt: skip
-def test_a_fitted_serving_job_s_device_graphs_are_named_as_its_engine_names_them(job, named):
+def test_a_fitted_job_s_device_graphs_are_named_as_its_engine_or_framework_names_them(job, named):
     """A fit records the serving engine its trace names; tune then names device graphs by that engine's flag, by
-    both engines' where the trace named neither, and by the device family's name for any other job."""
+    both engines' where the trace named neither, by XLA's for a TensorFlow job, and by the device family's name for
+    any other job."""
     assert knob_name(PROFILES["gpu"], "device_graphs", job) == named
+
+
+def test_a_tensorflow_job_s_prefetching_is_tf_data_s_on_a_gpu_and_the_family_s_own_on_an_ipu():
+    job = {"framework": "tensorflow", "kind": "training"}
+    assert knob_name(PROFILES["gpu"], "prefetch_depth", job) == "tf.data Dataset.prefetch(buffer_size)"
+    assert knob_name(PROFILES["ipu"], "prefetch_depth", job) == PROFILES["ipu"].knob_names["prefetch_depth"]

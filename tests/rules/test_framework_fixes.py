@@ -1,0 +1,82 @@
+"""Fixes in the terms of the framework the trace's job ran on: a TensorFlow job is told tf.data's, Keras's and XLA's
+knobs, not PyTorch's (DataLoader, torch.compile, CUDA graphs) nor JAX's."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import REPO, complete, process_name, scanned, thread_name
+
+from perftool.rules.catalog import load_catalog
+
+# Fixes worded for JAX that have no TensorFlow wording, and why: the rule's generic fix names no framework, or the
+# cause is one a TensorFlow job does not have as the detector finds it
+NOT_WORDED_FOR_TENSORFLOW = {
+    ("PT001", "op_by_op"): "the generic fix names no framework's API",
+    ("PT011", "all_to_all"): "expert-parallel all-to-alls are a JAX or PyTorch job's",
+    ("PT017", None): "TensorFlow has no fused attention of its own to name",
+}
+# what a fix worded for TensorFlow must not name: another framework's APIs
+OTHER_FRAMEWORKS = ("torch", "DataLoader", "CUDA graph", "jax", "jnp", "flax")
+TENSORFLOW_S = ("tf.", "Keras", "jit_compile", "steps_per_execution", "MultiWorkerMirroredStrategy")  # what it names
+
+
+def _fixes_of_context(context: str) -> dict[tuple[str, str | None], str]:
+    """Each rule's fix (``(rule id, None)``) and variant's fix worded for ``context``."""
+    found = {}
+    for rule in load_catalog():
+        found |= {(rule.id, None): rule.fix[context]} if context in rule.fix else {}
+        variants = rule.fix_variants.items()
+        found |= {(rule.id, variant): fixes[context] for variant, fixes in variants if context in fixes}
+    return found
+
+
+def test_every_fix_worded_for_jax_is_worded_for_tensorflow_in_its_own_terms():
+    """Where a rule words a fix for JAX, its family's fix names PyTorch's APIs; a TensorFlow job is told its own."""
+    jax, tensorflow = _fixes_of_context("jax"), _fixes_of_context("tensorflow")
+    assert set(jax) - set(tensorflow) == set(NOT_WORDED_FOR_TENSORFLOW)
+    for where, template in tensorflow.items():
+        text = re.sub(r"\{[^}]*\}", "", template)  # its words, not the names of the values filled in
+        assert not [word for word in OTHER_FRAMEWORKS if word in text], where
+        assert [word for word in TENSORFLOW_S if word in text], where
+
+
+def _tensorflow_on_a_gpu() -> dict:
+    """A Keras job's GPU steps as TensorFlow's profiler writes them (its XSpace's JSON): each profiled batch waits
+    1 ms on tf.data's iterator, then launches its one fused kernel (700 µs); the device waits for the input half of
+    each 2 ms step, and for the launch a little."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), thread_name(701, 2, "tf_Compute/1"),
+              thread_name(701, 3, "tf_data_iterator_get_next/1"), process_name(1, "/device:GPU:0"),
+              thread_name(1, 16, "Stream #16(Kernel)")]  # fmt: skip
+    for n in range(8):
+        t = n * 2000.0
+        events += [
+            complete("Profiled batch", t, 1990, pid=701, tid=1, args={"step_num": str(n), "_r": "1"}),
+            complete("__inference_multi_step_on_iterator_830", t + 2, 1980, pid=701, tid=1),
+            complete("IteratorGetNextOp::DoCompute", t + 5, 1000, pid=701, tid=3),
+            complete("cuLaunchKernel", t + 1100, 10, pid=701, tid=2, args={"correlation_id": str(n)}),
+            complete("loop_fusion", t + 1150, 700, pid=1, tid=16,
+                     args={"correlation_id": str(n), "name": "gradient_tape/dense/MatMul"}),
+        ]  # fmt: skip
+    return {"traceEvents": [*events, {}]}
+
+
+def test_a_tensorflow_job_on_a_gpu_is_told_tf_data_s_and_keras_s_knobs(run, write_trace):
+    trace, findings = scanned(run, str(write_trace(_tensorflow_on_a_gpu())))
+    assert trace["framework"] == "tensorflow" and trace["family"] == "gpu"
+    input_fix, host_fix = findings["PT002"]["fix"]["text"], findings["PT001"]["fix"]["text"]
+    assert ".prefetch(3) at the end of the tf.data pipeline" in input_fix and "DataLoader" not in input_fix
+    assert "model.compile(steps_per_execution=N)" in host_fix and "torch" not in host_fix
+
+
+@pytest.mark.parametrize(
+    ("sample", "rule", "named"),
+    [("npu/host_bound_loop_size", "PT001", "NPU_LOOP_SIZE="), ("ipu/input_bound_prefetch", "PT002", "IPUInfeedQueue")],
+)
+def test_a_tensorflow_job_on_an_npu_or_an_ipu_is_told_the_family_s_own_fix(run, sample, rule, named):
+    """Ascend's and Graphcore's fixes are TensorFlow's already (its NPU adapter's loop size, the IPU's infeed): a
+    TensorFlow job there keeps them rather than the wording for TensorFlow on a GPU."""
+    trace, findings = scanned(run, str(REPO / "sample_traces" / f"{sample}.trace.json.gz"))
+    assert trace["framework"] == "tensorflow"
+    assert named in findings[rule]["fix"]["text"] and "tf.data" not in findings[rule]["fix"]["text"]
