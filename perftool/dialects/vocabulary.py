@@ -60,6 +60,7 @@ COMPILE = re.compile(
     r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler|\(dynamo_timed\)$"
     r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile"
     r"|^backend_compile(_and_load)?$"  # jax compiling a jitted function (its compiler's annotate_function)
+    r"|^tf\.function-graph_building$"  # TensorFlow tracing a tf.function into a new graph
     r"|(?i:graph compil|graph capture))"  # Poplar graph compilation, Graph compile (recipe), CUDA graph capture
 )
 # Start-up, not steady state: runtime and library initialisation, and annotations a benchmark puts around warm-up.

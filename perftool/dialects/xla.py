@@ -19,6 +19,12 @@ launch kernels through the driver API (``cuLaunchKernel``, ``hipModuleLaunchKern
 with ``jax.profiler.StepTraceAnnotation("train", step_num=n)`` is a host event named as the user named it, its args
 holding ``step_num``: a step marker, where no device line gives the steps. A compiled call that missed jit's cache
 holds the compile (``backend_compile_and_load``, the function jax's compiler annotates): the call is the compile.
+
+TensorFlow writes the same XSpace. A ``tf.function`` call is a host event named after the function (``train_step``,
+Keras's ``multi_step_on_iterator``) whose args say whether it traced the function anew (``tf_function_call``:
+``traced-xla``, ``traced-nonXla``; ``notTraced-…`` where its cache held a graph for the arguments): such a call
+builds a new graph (``tf.function-graph_building``) and, with ``jit_compile``, has XLA compile it before it runs, so
+it is the compile, as a missed jit call is in JAX.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ _RUNTIME_CALL = re.compile(r"^(cu|hip|cuda)[A-Z]\w*$")
 # What a StepTraceAnnotation's args hold, whatever its name: its step number (its "_r" root flag is the host tracer's
 # own and stays out of the exported trace)
 STEP_ARG = f'"{STEP_NUMBER_ARG}"'.encode()
+TF_FUNCTION_CALL = b'"tf_function_call"'  # the args of a tf.function's call (TensorFlow's polymorphic function)
+TF_TRACED = re.compile(rb'"tf_function_call":\s*"traced')  # ... of one that traced its function anew
 
 
 class Xla(Dialect):
@@ -123,18 +131,38 @@ def _cache_misses(trace: Trace, kind: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """The rows of jit's cache misses, and of the compiles they hold: a compiled call (``PjitFunction(f)``) that
     compiled traces ``f``, lowers it and compiles it (``backend_compile_and_load``) before it runs, all of it time
     the step waits, so the outermost such call on its thread is the compile, named by the function compiled. A
-    compile outside any compiled call (``jit(f).lower(...).compile()``) stays the compile."""
+    compile outside any compiled call (``jit(f).lower(...).compile()``) stays the compile. A tf.function call that
+    traced its function anew (:func:`_traced_calls`) is a miss whether or not a compile event is inside it."""
     compiles = np.flatnonzero((kind == Kind.COMPILE) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE))
     calls = np.flatnonzero(trace.name_matches(COMPILED_CALL) & (trace.phase == Phase.COMPLETE))
-    misses, held = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-    for track in np.intersect1d(trace.track[compiles], trace.track[calls]).tolist():
-        outermost = trace.top_level(calls[trace.track[calls] == track])
-        inner = compiles[trace.track[compiles] == track]
-        holder = outermost[np.maximum(np.searchsorted(trace.ts[outermost], trace.ts[inner], side="right") - 1, 0)]
-        holds = (trace.ts[holder] <= trace.ts[inner]) & (trace.end[holder] >= trace.end[inner])
-        misses.append(np.unique(holder[holds]))
-        held.append(inner[holds])
-    return np.concatenate(misses), np.concatenate(held)
+    traced = _traced_calls(trace)
+    misses, held = [traced], [np.zeros(0, dtype=np.int64)]
+    for outer in (calls, traced):
+        for track in np.intersect1d(trace.track[compiles], trace.track[outer]).tolist():
+            outermost = trace.top_level(outer[trace.track[outer] == track])
+            inner = compiles[trace.track[compiles] == track]
+            holder = outermost[np.maximum(np.searchsorted(trace.ts[outermost], trace.ts[inner], side="right") - 1, 0)]
+            holds = (trace.ts[holder] <= trace.ts[inner]) & (trace.end[holder] >= trace.end[inner])
+            misses.append(np.unique(holder[holds]))
+            held.append(inner[holds])
+    return np.unique(np.concatenate(misses)), np.concatenate(held)
+
+
+def _traced_calls(trace: Trace) -> np.ndarray:
+    """The rows of the host's tf.function calls that traced their function anew, the outermost on their thread (a
+    function called while another is traced is traced inside it). The calls are the names whose first event with args
+    carries :data:`TF_FUNCTION_CALL`, each name asked once."""
+    host = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.args_ref >= 0))
+    names, first = np.unique(trace.name[host], return_index=True)
+    refs = trace.args_ref[host[first]].tolist()
+    functions = [name for name, ref in zip(names.tolist(), refs) if TF_FUNCTION_CALL in trace.kept_args[ref]]
+    if not functions:
+        return np.zeros(0, dtype=np.int64)
+    calls = host[np.isin(trace.name[host], functions)]
+    traced = calls[[TF_TRACED.search(trace.kept_args[ref]) is not None for ref in trace.args_ref[calls].tolist()]]
+    tracks = trace.track[traced]
+    outermost = [trace.top_level(traced[tracks == track]) for track in np.unique(tracks).tolist()]
+    return np.sort(np.concatenate(outermost)) if outermost else traced
 
 
 def _repeated_program(trace: Trace) -> np.ndarray:

@@ -1,13 +1,18 @@
-"""Capture the real TensorFlow profiler fixture ``tf_cpu_keras_fit_input_bound.xplane.pb``.
+"""Capture the real TensorFlow profiler fixtures, each a run's XSpace as TensorFlow writes it (no JSON export):
 
-A small Keras model trained with ``model.fit`` on a ``tf.data`` pipeline whose map calls Python
-(``tf.numpy_function``, 1 ms an element, one element at a time), profiled as Keras users profile: the
-TensorBoard callback's ``profile_batch``, which marks each profiled batch and writes the run's XSpace into
-``LOG_DIR/train/plugins/profile/RUN/HOST.xplane.pb`` (no JSON export). The input pipeline takes nearly the
-whole step. perftool does not depend on TensorFlow; run this where it is installed (``pip install
-tensorflow-cpu tensorboard``):
+* ``tf_cpu_keras_fit_input_bound.xplane.pb``: a small Keras model trained with ``model.fit`` on a ``tf.data``
+  pipeline whose map calls Python (``tf.numpy_function``, 1 ms an element, one element at a time), profiled as Keras
+  users profile, by the TensorBoard callback's ``profile_batch``, which marks each profiled batch. The input
+  pipeline takes nearly the whole step.
+* ``tf_cpu_train_retrace.xplane.pb``: the same model trained by a custom loop, its step a ``tf.function`` with no
+  input signature, profiled with ``tf.profiler.experimental.start`` and each step marked with
+  ``tf.profiler.experimental.Trace("train", step_num=step, _r=1)``; from step 5 each batch has a new size, so the
+  function is traced again at each of the last three steps.
 
-    python tests/data/capture_tf_trace.py tests/data/tf_cpu_keras_fit_input_bound.xplane.pb
+perftool does not depend on TensorFlow; run this where it is installed (``pip install tensorflow-cpu
+tensorboard``):
+
+    python tests/data/capture_tf_trace.py tests/data
 """
 
 from __future__ import annotations
@@ -23,7 +28,15 @@ import numpy as np
 import tensorflow as tf
 
 BATCH = 32
-PROFILED = (3, 6)  # the batches profiled: from the third to the sixth
+PROFILED = (3, 6)  # the batches the Keras callback profiles: from the third to the sixth
+STEPS = 8
+NEW_SIZES_FROM = 5  # the first step of the custom loop fed a batch of a new size
+
+
+def model() -> tf.keras.Model:
+    tf.keras.utils.set_random_seed(0)
+    return tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"),
+                                tf.keras.layers.Dense(10)])  # fmt: skip
 
 
 def slow_element(features: np.ndarray) -> np.ndarray:
@@ -45,17 +58,45 @@ def dataset() -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((x, y)).map(prepare).batch(BATCH)
 
 
-def main(out: str) -> None:
-    tf.keras.utils.set_random_seed(0)
-    model = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"),
-                                 tf.keras.layers.Dense(10)])  # fmt: skip
-    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+def keras_fit(logs: str) -> None:
+    trained = model()
+    trained.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    profile = tf.keras.callbacks.TensorBoard(log_dir=logs, profile_batch=PROFILED)
+    trained.fit(dataset(), epochs=1, callbacks=[profile], verbose=0)
+
+
+def custom_loop(logs: str) -> None:
+    trained, optimizer = model(), tf.keras.optimizers.Adam()
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    rng = np.random.default_rng(0)
+
+    @tf.function
+    def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            value = loss(y, trained(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(value, trained.trainable_variables), trained.trainable_variables))
+        return value
+
+    def batch(size: int) -> tuple[tf.Tensor, tf.Tensor]:
+        return tf.constant(rng.random((size, 64), dtype=np.float32)), tf.constant(rng.integers(0, 10, size))
+
+    train_step(*batch(BATCH))  # traced before the capture
+    tf.profiler.experimental.start(logs)
+    for step in range(STEPS):
+        with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
+            size = BATCH if step < NEW_SIZES_FROM else BATCH + 8 * step
+            train_step(*batch(size)).numpy()
+    tf.profiler.experimental.stop()
+
+
+def capture(run: object, into: str, name: str) -> None:
+    """Run ``run(log_dir)`` and copy the XSpace it wrote to ``into/name``."""
     with tempfile.TemporaryDirectory() as logs:
-        profile = tf.keras.callbacks.TensorBoard(log_dir=logs, profile_batch=PROFILED)
-        model.fit(dataset(), epochs=1, callbacks=[profile], verbose=0)
-        (written,) = glob.glob(os.path.join(logs, "train", "plugins", "profile", "*", "*.xplane.pb"))
-        shutil.copyfile(written, out)
+        run(logs)  # type: ignore[operator]
+        (written,) = glob.glob(os.path.join(logs, "**", "plugins", "profile", "*", "*.xplane.pb"), recursive=True)
+        shutil.copyfile(written, os.path.join(into, name))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    capture(keras_fit, sys.argv[1], "tf_cpu_keras_fit_input_bound.xplane.pb")
+    capture(custom_loop, sys.argv[1], "tf_cpu_train_retrace.xplane.pb")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA, complete, error_line, process_name, thread_name
+from conftest import DATA, complete, error_line, process_name, scanned, thread_name
 
 from perftool.analysis.family import device_family, device_name, framework
 from perftool.analysis.intervals import busy
@@ -22,7 +22,8 @@ from perftool.trace.profiler_dirs import without_copies, xspace_beside
 
 JAX_OPBYOP = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
 JAX_RECOMPILE = DATA / "jax_cpu_train_recompile.trace.json.gz"  # tests/data/capture_jax_trace.py's capture
-TF_KERAS_FIT = DATA / "tf_cpu_keras_fit_input_bound.xplane.pb"  # tests/data/capture_tf_trace.py's capture
+TF_KERAS_FIT = DATA / "tf_cpu_keras_fit_input_bound.xplane.pb"  # tests/data/capture_tf_trace.py's captures
+TF_RETRACE = DATA / "tf_cpu_train_retrace.xplane.pb"
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["scanner", "msgspec"])
@@ -158,6 +159,47 @@ def test_a_real_keras_fit_profiled_by_tensorboard_s_callback_is_tensorflow_s_its
     assert steps.inferred is None and steps.numbers().tolist() == [2, 3, 4, 5]
     shown = json.loads(run("info", str(TF_KERAS_FIT), "--format", "json").stdout)
     assert shown["metrics"]["input.fraction"] > 0.9
+
+
+def test_a_real_tf_function_traced_again_for_new_shapes_is_a_compile_named_by_its_function(run):
+    """TensorFlow's XSpace of a custom loop whose tf.function (no input signature) gets a batch of a new size at each
+    of its last three steps: each of those calls traced the function anew (its args: tf_function_call
+    traced-nonXla), building a new graph inside it. Each call is one compile, named by its function, the graph
+    building inside it not counted again; PT003 tells the fix in TensorFlow's terms."""
+    trace = load_trace(str(TF_RETRACE))
+    assert framework(trace) == "tensorflow" and detect_steps(trace).numbers().tolist() == list(range(8))
+    compiles = np.flatnonzero(trace.kind == Kind.COMPILE)
+    assert [trace.names[n] for n in trace.name[compiles].tolist()] == ["train_step"] * 3
+    building = trace.name == trace.names.index("tf.function-graph_building")
+    assert building.sum() == 3 and not (trace.kind[building] == Kind.COMPILE).any()
+    _, findings = scanned(run, str(TF_RETRACE))
+    assert list(findings) == ["PT003"] and findings["PT003"]["values"]["count"] == 3
+    assert findings["PT003"]["values"]["names"] == "train_step"
+    assert "give tf.function an input_signature" in findings["PT003"]["fix"]["text"]
+
+
+@pytest.mark.parametrize(
+    ("args", "compiled"),
+    [({"tracing_count": "3", "tf_function_call": "traced-xla"}, [("train_step", 2005.0)]),
+     ({"tf_function_call": "notTraced-xla", "tracing_count": "2"}, [])],
+    ids=["traced", "not traced"],
+)  # fmt: skip
+def test_a_tf_function_call_is_a_compile_where_its_args_say_it_traced(write_trace, args, compiled):
+    """The call's args say whether it traced, in any order; a function it calls while it is traced is traced inside
+    it, not counted again. A graph built outside any call that says so (in a trace without the call's args) is the
+    compile itself."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python")]
+    for n in range(4):
+        t = n * 1000.0
+        said = args if n == 2 else {"tf_function_call": "notTraced-xla", "tracing_count": "2"}
+        events += [complete("train", t, 990, pid=701, tid=1, args={"step_num": str(n), "_r": "1"}),
+                   complete("train_step", t + 5, 900, pid=701, tid=1, args=said),
+                   complete("loss_fn", t + 20, 100, pid=701, tid=1, args=said)]  # fmt: skip
+    events.append(complete("tf.function-graph_building", 4100, 50, pid=701, tid=1))
+    trace = load_trace(write_trace({"traceEvents": [*events, {}]}))
+    rows = np.flatnonzero(trace.kind == Kind.COMPILE).tolist()
+    found = [(trace.names[trace.name[n]], trace.ts[n]) for n in rows]
+    assert found == [*compiled, ("tf.function-graph_building", 4100)]
 
 
 def test_a_compile_outside_a_compiled_call_stays_the_compile(write_trace):
