@@ -94,7 +94,11 @@ def device_family(trace: Trace) -> str:
 
 _PYTORCH = re.compile(r"^(aten::|ProfilerStep#|torch_npu|autograd::|Optimizer\.)", re.MULTILINE)
 _JAX = re.compile(COMPILED_CALL.pattern, re.MULTILINE)
-_TENSORFLOW = re.compile(r"^(IteratorGetNext|_XlaRun|XlaCompile|tf\.|TF |.*TF adapter)", re.MULTILINE)
+# TensorFlow's ops and input pipeline, and its eager runtime's calls from Python (TFE_Py_FastPathExecute_C,
+# TFE_Py_ExecuteCancelable, EagerLocalExecute: MatMul), which every TensorFlow 2 job makes
+_TENSORFLOW = re.compile(
+    r"^(IteratorGetNext|_XlaRun|XlaCompile|tf\.|TF |.*TF adapter|TFE_Py_|EagerLocalExecute: )", re.MULTILINE
+)
 
 
 def framework(trace: Trace) -> Framework:

@@ -56,6 +56,11 @@ SYNC = re.compile(
     r"|EVENT_WAIT|REMOTE_EVENT_WAIT|IPC_EVENT_WAIT|DAVID_EVENT_WAIT|CAPTURE_WAIT|MEM_WAIT_VALUE"  # ... Ascend's tasks
     r"|EVENT_RECORD)$"  # and the task recording the event another stream waits for: a signal, no work
 )
+
+# An op TensorFlow runs eagerly, dispatched from Python one at a time ("EagerLocalExecute: MatMul"), as JAX dispatches
+# a jnp op as a compiled call of its own; a tf.function's graph runs as one such execution, named after the graph
+# TensorFlow traced it into ("EagerLocalExecute: __inference_train_step_907")
+TF_EAGER_OP = re.compile(r"^EagerLocalExecute: (?!__inference_)")
 COMPILE = re.compile(
     r"(aclopCompile|AscendCL@opCompile|^opCompile|XlaCompile|compile_inner|call_user_compiler|\(dynamo_timed\)$"
     r"|compile_fx|GraphCompile|graph_compile|RecipeCompile|recipe_compile"

@@ -15,6 +15,7 @@ from perftool.analysis.family import device_family, device_name, framework
 from perftool.analysis.intervals import busy
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.steps import detect_steps
+from perftool.dialects.vocabulary import TF_EAGER_OP
 from perftool.pipeline.read import load_trace
 from perftool.trace import events
 from perftool.trace.model import Kind, Phase, Role
@@ -172,6 +173,9 @@ def test_a_real_tf_function_traced_again_for_new_shapes_is_a_compile_named_by_it
     assert [trace.names[n] for n in trace.name[compiles].tolist()] == ["train_step"] * 3
     building = trace.name == trace.names.index("tf.function-graph_building")
     assert building.sum() == 3 and not (trace.kind[building] == Kind.COMPILE).any()
+    # the step's graph runs as one execution; only the batch's two constants are made eagerly, each step
+    eager = [trace.names[n] for n in trace.name[trace.name_matches(TF_EAGER_OP)].tolist()]
+    assert eager == ["EagerLocalExecute: _EagerConst"] * 16
     _, findings = scanned(run, str(TF_RETRACE))
     assert list(findings) == ["PT003"] and findings["PT003"]["values"]["count"] == 3
     assert findings["PT003"]["values"]["names"] == "train_step"

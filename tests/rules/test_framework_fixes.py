@@ -13,7 +13,6 @@ from perftool.rules.catalog import load_catalog
 # Fixes worded for JAX that have no TensorFlow wording, and why: the rule's generic fix names no framework, or the
 # cause is one a TensorFlow job does not have as the detector finds it
 NOT_WORDED_FOR_TENSORFLOW = {
-    ("PT001", "op_by_op"): "the generic fix names no framework's API",
     ("PT011", "all_to_all"): "expert-parallel all-to-alls are a JAX or PyTorch job's",
     ("PT017", None): "TensorFlow has no fused attention of its own to name",
 }
@@ -68,6 +67,46 @@ def test_a_tensorflow_job_on_a_gpu_is_told_tf_data_s_and_keras_s_knobs(run, writ
     input_fix, host_fix = findings["PT002"]["fix"]["text"], findings["PT001"]["fix"]["text"]
     assert ".prefetch(3) at the end of the tf.data pipeline" in input_fix and "DataLoader" not in input_fix
     assert "model.compile(steps_per_execution=N)" in host_fix and "torch" not in host_fix
+
+
+def _tensorflow_run_eagerly(plane: str, line: str) -> dict:
+    """A TensorFlow loop that runs its step eagerly: Python dispatches each of the step's 20 ops on its own
+    (TFE_Py_FastPathExecute_C carrying EagerLocalExecute: <op>, which launches its kernel), 40 µs apart, while
+    each kernel runs 5 µs on the device's ``plane`` (its ``line``)."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), process_name(1, plane),
+              thread_name(1, 16, line)]  # fmt: skip
+    ops = ("MatMul", "AddV2", "Relu", "Mul", "ReadVariableOp")
+    for step in range(6):
+        t = step * 1000.0
+        events.append(complete("train", t, 990, pid=701, tid=1, args={"step_num": str(step), "_r": "1"}))
+        for n in range(20):
+            at, correlation = t + 10 + n * 40, str(step * 100 + n)
+            events += [
+                complete("TFE_Py_FastPathExecute_C", at, 35, pid=701, tid=1),
+                complete(f"EagerLocalExecute: {ops[n % len(ops)]}", at + 2, 30, pid=701, tid=1),
+                complete("cuLaunchKernel", at + 25, 5, pid=701, tid=1, args={"correlation_id": correlation}),
+                complete("fusion", at + 32, 5, pid=1, tid=16, args={"correlation_id": correlation}),
+            ]
+    return {"traceEvents": [*events, {}]}
+
+
+@pytest.mark.parametrize(
+    ("plane", "line", "told"),
+    [("/device:GPU:0", "Stream #16(Kernel)", "Put the whole training step (forward, backward and optimizer update) in "
+      "one tf.function compiled by XLA"),
+     ("/device:TPU:0", "XLA Ops", "The step runs eagerly, op by op: the host dispatches 20 TensorFlow ops per step")],
+    ids=["gpu", "tpu"],
+)  # fmt: skip
+def test_a_tensorflow_step_run_eagerly_is_told_to_run_as_one_tf_function(run, write_trace, plane, line, told):
+    """Each op dispatched from Python on its own is counted as JAX's op-by-op calls are. On a GPU, whose host paces
+    the step by dispatching its ops one by one, the fix compiles the step into one program; where no device graph
+    is fitted (a TPU), the eager dispatch itself is named."""
+    trace, findings = scanned(run, str(write_trace(_tensorflow_run_eagerly(plane, line))))
+    assert trace["framework"] == "tensorflow"
+    host = findings["PT001"]
+    assert host["values"]["compiled_calls_per_step"] == 20
+    assert host["values"]["compiled_names"].startswith("EagerLocalExecute: ")
+    assert told in host["fix"]["text"]
 
 
 @pytest.mark.parametrize(

@@ -86,8 +86,11 @@ def _measure(scope: Scope) -> _Measured | None:
     # what the thread driving the device does: its calls, and its Python beside compiled calls (a batch loaded
     # between jitted steps)
     in_window = driving_calls(trace, host_work & scope.in_window, python_beside_compiled=True)
-    compiled = trace.name_matches(vocabulary.COMPILED_CALL, in_window)
-    compiled_calls_per_step = scope.per_step(int(np.count_nonzero(compiled)))  # all of the step's, waited or not
+    # the calls dispatched from Python, each compiled or run on its own: JAX's jitted calls, TensorFlow's eager ops
+    # (inside the calls that carry them from Python to its runtime)
+    eager = np.flatnonzero(host_work & scope.in_window & trace.name_matches(vocabulary.TF_EAGER_OP))
+    dispatched = np.r_[in_window[trace.name_matches(vocabulary.COMPILED_CALL, in_window)], eager]
+    compiled_calls_per_step = scope.per_step(dispatched.size)  # all of the step's, waited or not
     driving = in_window[intervals.overlaps_any(trace.ts[in_window], trace.end[in_window], *pieces)]  # meanwhile
     # what the host was doing: the driving thread's calls, else any of its work in the gaps
     named = driving if driving.size else _overlapping(scope, host_work, pieces)
@@ -121,7 +124,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "op_median_us": scope.metrics["device.op_time_us.median"],
         "graph": GRAPH_WORDS.get(scope.family) or trace_gpu_words(trace, scope.metrics.device)["graph"],
         "host_names": distinct_names(trace, named, 3, host_call) or "nothing traced",
-        "compiled_names": distinct_names(trace, named[trace.name_matches(vocabulary.COMPILED_CALL, named)], 3),
+        "compiled_names": distinct_names(trace, dispatched, 3),
         "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
@@ -321,9 +324,11 @@ DETECTOR = Detector(
         "op_median_us": "median device op duration, µs",
         "graph": GPU_WORD_VALUES["graph"] + " (a GPU's), an NPU graph, an HPU graph",
         "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
-        "compiled_names": "the compiled functions (JAX's jitted calls) among them, most time first; empty where none",
+        "compiled_names": "the calls dispatched from Python one by one in the window (JAX's jitted calls, TensorFlow's "
+        "eager ops), most time first; empty where none",
         "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",
-        "compiled_calls_per_step": "calls of compiled functions (JAX's PjitFunction) per steady step",
+        "compiled_calls_per_step": "calls dispatched from Python one by one (JAX's PjitFunction, TensorFlow's eager "
+        "ops) per steady step",
         "compiled_share": "share of the device's work launched from torch.compile'd regions (where the model runs "
         "compiled already; absent elsewhere)",
         "allocator_share": "share of that idle time the host spends allocating or freeing memory",
