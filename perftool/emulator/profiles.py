@@ -170,6 +170,7 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
         "device_graphs": "the whole step compiled by XLA (tf.function(jit_compile=True)): its kernels replayed as "
         "XLA's command buffers (CUDA/HIP graphs)",
         "prefetch_depth": "tf.data Dataset.prefetch(buffer_size)",
+        "workload.input_workers": "tf.data's parallel calls: Dataset.map(num_parallel_calls=...)",
     },
     EARLY_PYTORCH: {  # a capture by PyTorch's early profiler
         "device_graphs": "CUDA/HIP graphs (torch.cuda.graph from PyTorch 1.10, torch.compile mode='reduce-overhead' "

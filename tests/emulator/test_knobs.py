@@ -89,7 +89,8 @@ def test_a_fitted_job_s_device_graphs_are_named_as_its_engine_or_framework_names
     assert knob_name(PROFILES["gpu"], "device_graphs", job) == named
 
 
-def test_a_tensorflow_job_s_prefetching_is_tf_data_s_on_a_gpu_and_the_family_s_own_on_an_ipu():
+def test_a_tensorflow_job_s_input_pipeline_is_tf_data_s_on_a_gpu_and_the_family_s_own_on_an_ipu():
     job = {"framework": "tensorflow", "kind": "training"}
     assert knob_name(PROFILES["gpu"], "prefetch_depth", job) == "tf.data Dataset.prefetch(buffer_size)"
+    assert "num_parallel_calls" in knob_name(PROFILES["gpu"], "workload.input_workers", job)
     assert knob_name(PROFILES["ipu"], "prefetch_depth", job) == PROFILES["ipu"].knob_names["prefetch_depth"]
