@@ -8,9 +8,11 @@
   input signature, profiled with ``tf.profiler.experimental.start`` and each step marked with
   ``tf.profiler.experimental.Trace("train", step_num=step, _r=1)``; from step 5 each batch has a new size, so the
   function is traced again at each of the last three steps.
+* ``tf_cpu_train_retrace.trace.json.gz``: that XSpace as XProf's trace viewer exports it (JSON; ``pip install
+  xprof``), as a user downloads it from TensorBoard's profile page.
 
 perftool does not depend on TensorFlow; run this where it is installed (``pip install tensorflow-cpu
-tensorboard``):
+tensorboard xprof``):
 
     python tests/data/capture_tf_trace.py tests/data
 """
@@ -18,6 +20,7 @@ tensorboard``):
 from __future__ import annotations
 
 import glob
+import gzip
 import os
 import shutil
 import sys
@@ -97,6 +100,17 @@ def capture(run: object, into: str, name: str) -> None:
         shutil.copyfile(written, os.path.join(into, name))
 
 
+def export_json(xspace: str, out: str) -> None:
+    """The trace viewer's JSON of ``xspace``, as XProf exports it, gzipped with no time in its header."""
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data([xspace], "trace_viewer", {})
+    with open(out, "wb") as file, gzip.GzipFile(fileobj=file, mode="wb", mtime=0) as packed:
+        packed.write(data if isinstance(data, bytes) else data.encode())
+
+
 if __name__ == "__main__":
     capture(keras_fit, sys.argv[1], "tf_cpu_keras_fit_input_bound.xplane.pb")
     capture(custom_loop, sys.argv[1], "tf_cpu_train_retrace.xplane.pb")
+    export_json(os.path.join(sys.argv[1], "tf_cpu_train_retrace.xplane.pb"),
+                os.path.join(sys.argv[1], "tf_cpu_train_retrace.trace.json.gz"))  # fmt: skip

@@ -25,6 +25,7 @@ JAX_OPBYOP = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"
 JAX_RECOMPILE = DATA / "jax_cpu_train_recompile.trace.json.gz"  # tests/data/capture_jax_trace.py's capture
 TF_KERAS_FIT = DATA / "tf_cpu_keras_fit_input_bound.xplane.pb"  # tests/data/capture_tf_trace.py's captures
 TF_RETRACE = DATA / "tf_cpu_train_retrace.xplane.pb"
+TF_RETRACE_EXPORT = DATA / "tf_cpu_train_retrace.trace.json.gz"  # its XSpace as XProf's trace viewer exports it
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["scanner", "msgspec"])
@@ -162,12 +163,13 @@ def test_a_real_keras_fit_profiled_by_tensorboard_s_callback_is_tensorflow_s_its
     assert shown["metrics"]["input.fraction"] > 0.9
 
 
-def test_a_real_tf_function_traced_again_for_new_shapes_is_a_compile_named_by_its_function(run):
+@pytest.mark.parametrize("capture", [TF_RETRACE, TF_RETRACE_EXPORT], ids=["xspace", "json export"])
+def test_a_real_tf_function_traced_again_for_new_shapes_is_a_compile_named_by_its_function(run, capture):
     """TensorFlow's XSpace of a custom loop whose tf.function (no input signature) gets a batch of a new size at each
-    of its last three steps: each of those calls traced the function anew (its args: tf_function_call
-    traced-nonXla), building a new graph inside it. Each call is one compile, named by its function, the graph
-    building inside it not counted again; PT003 tells the fix in TensorFlow's terms."""
-    trace = load_trace(str(TF_RETRACE))
+    of its last three steps, and XProf's JSON of it: each of those calls traced the function anew (its args:
+    tf_function_call traced-nonXla), building a new graph inside it. Each call is one compile, named by its function,
+    the graph building inside it not counted again; PT003 tells the fix in TensorFlow's terms."""
+    trace = load_trace(str(capture))
     assert framework(trace) == "tensorflow" and detect_steps(trace).numbers().tolist() == list(range(8))
     compiles = np.flatnonzero(trace.kind == Kind.COMPILE)
     assert [trace.names[n] for n in trace.name[compiles].tolist()] == ["train_step"] * 3
@@ -176,7 +178,7 @@ def test_a_real_tf_function_traced_again_for_new_shapes_is_a_compile_named_by_it
     # the step's graph runs as one execution; only the batch's two constants are made eagerly, each step
     eager = [trace.names[n] for n in trace.name[trace.name_matches(TF_EAGER_OP)].tolist()]
     assert eager == ["EagerLocalExecute: _EagerConst"] * 16
-    _, findings = scanned(run, str(TF_RETRACE))
+    _, findings = scanned(run, str(capture))
     assert list(findings) == ["PT003"] and findings["PT003"]["values"]["count"] == 3
     assert findings["PT003"]["values"]["names"] == "train_step"
     assert "give tf.function an input_signature" in findings["PT003"]["fix"]["text"]
