@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from builders import xla_space
-from conftest import DATA
+from conftest import DATA, complete, process_name, thread_name
 from xspace_synth import (
     BF16,
     F32,
@@ -237,6 +237,29 @@ def test_an_export_alone_says_where_its_programs_are_and_what_goes_unjudged(tmp_
     assert info.count("XLA's kernels record no shapes") == 1
     beside = json.loads(run("scan", str(ITS_JSON), "--format", "json").stdout)["traces"][0]["caveats"]
     assert not any("record no shapes" in c for c in beside)
+
+
+@pytest.mark.parametrize(
+    ("kernel_args", "told"),
+    [({"correlation_id": "1", "tf_op": "sequential/dense/MatMul:MatMul"}, "TensorFlow ran the device's kernels "
+      "without XLA (jit_compile): they name no compiled program"),
+     ({"correlation_id": "1", "hlo_module": "a_inference_train_step_907__.12", "hlo_op": "dot.3"},
+      "XLA's kernels record no shapes: what each computes is in its program's HLO")],
+    ids=["without XLA", "with XLA"],
+)  # fmt: skip
+def test_a_tensorflow_capture_without_programs_says_whether_its_kernels_came_from_xla(write_trace, kernel_args, told):
+    """A TensorFlow graph run without jit_compile launches TensorFlow's own kernels, which name no XLA program: no
+    XSpace holds what they compute. Kernels that name their program were compiled by XLA, whose HLO the XSpace
+    keeps."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), process_name(1, "/device:GPU:0"),
+              thread_name(1, 16, "Stream #16(Kernel)")]  # fmt: skip
+    for step in range(4):
+        t = step * 1000.0
+        events += [complete("train", t, 990, pid=701, tid=1, args={"step_num": str(step), "_r": "1"}),
+                   complete("TFE_Py_ExecuteCancelable", t + 5, 900, pid=701, tid=1),
+                   complete("volta_sgemm_128x64_nn", t + 100, 600, pid=1, tid=16, args=kernel_args)]  # fmt: skip
+    found = roofline(load_trace(write_trace({"traceEvents": [*events, {}]})))
+    assert found.notes[0].startswith(told)
 
 
 def test_a_capture_of_the_host_alone_says_nothing_of_programs(run):
