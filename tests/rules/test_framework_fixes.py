@@ -10,8 +10,7 @@ from conftest import REPO, complete, process_name, scanned, thread_name
 
 from perftool.rules.catalog import load_catalog
 
-# Fixes worded for JAX that have no TensorFlow wording, and why: the rule's generic fix names no framework, or the
-# cause is one a TensorFlow job does not have as the detector finds it
+# Fixes worded for JAX that have no TensorFlow wording, and why
 NOT_WORDED_FOR_TENSORFLOW = {
     ("PT011", "all_to_all"): "expert-parallel all-to-alls are a JAX or PyTorch job's",
     ("PT017", None): "TensorFlow has no fused attention of its own to name",
