@@ -62,6 +62,10 @@ _CAPTURE_HINT = {
     f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in MindSpore",
     "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", '
     'step_num=step) (in TensorFlow, tf.profiler.experimental.Trace("train", step_num=step, _r=1))',
+    # a TensorFlow job's XSpace: Keras's TensorBoard callback marks each batch it profiles ("Profiled batch")
+    "xla, tensorflow": "capture several steps past warm-up, each marked as a step: in Keras, the TensorBoard "
+    "callback's profile_batch=(10, 15) marks the batches it profiles; in a custom loop, each step inside "
+    'tf.profiler.experimental.Trace("train", step_num=step, _r=1)',
 }
 _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
@@ -132,6 +136,8 @@ def _capture_hint(trace_format: str, serving: bool, engine: str | None, framewor
         return _SERVING_HINT + ", ".join(_engines_ways(engine, _ENGINE_PROFILERS))
     if trace_format == "ascend" and framework_seen != "pytorch":
         trace_format = "ascend, framework unknown"
+    if trace_format == "xla" and framework_seen == "tensorflow":
+        trace_format = "xla, tensorflow"
     return _CAPTURE_HINT.get(trace_format, _GENERIC_HINT)
 
 
