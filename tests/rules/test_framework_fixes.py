@@ -40,6 +40,19 @@ def test_every_fix_worded_for_jax_is_worded_for_tensorflow_in_its_own_terms():
         assert [word for word in TENSORFLOW_S if word in text], where
 
 
+def test_a_tensorflow_fix_an_inference_job_is_told_speaks_of_training_only_as_training():
+    """Fixes are told in the framework's terms before inference's: where a rule words a fix for inference too, a
+    TensorFlow job that trains nothing is told the TensorFlow text, which names a backward pass, gradients or an
+    optimizer only after "in training"."""
+    inference, tensorflow = _fixes_of_context("inference"), _fixes_of_context("tensorflow")
+    told = {where: tensorflow[where].lower() for where in set(inference) & set(tensorflow)}
+    assert told  # PT001's dispatch-bound fix, PT011's, PT012's...
+    for where, text in told.items():
+        training = text.find("in training")
+        mentions = [text.find(word) for word in ("backward", "gradient", "optimizer") if word in text]
+        assert all(training != -1 and at > training for at in mentions), where
+
+
 def _tensorflow_on_a_gpu() -> dict:
     """A Keras job's GPU steps as TensorFlow's profiler writes them (its XSpace's JSON): each profiled batch waits
     1 ms on tf.data's iterator, then launches its one fused kernel (700 µs); the device waits for the input half of
@@ -91,17 +104,18 @@ def _tensorflow_run_eagerly(plane: str, line: str) -> dict:
 
 @pytest.mark.parametrize(
     ("plane", "line", "told"),
-    [("/device:GPU:0", "Stream #16(Kernel)", "Put the whole training step (forward, backward and optimizer update) in "
-      "one tf.function compiled by XLA"),
+    [("/device:GPU:0", "Stream #16(Kernel)", "Put the whole step (in training, forward, backward and optimizer "
+      "update together) in one tf.function compiled by XLA"),
      ("/device:TPU:0", "XLA Ops", "The step runs eagerly, op by op: the host dispatches 20 TensorFlow ops per step")],
     ids=["gpu", "tpu"],
 )  # fmt: skip
 def test_a_tensorflow_step_run_eagerly_is_told_to_run_as_one_tf_function(run, write_trace, plane, line, told):
     """Each op dispatched from Python on its own is counted as JAX's op-by-op calls are. On a GPU, whose host paces
     the step by dispatching its ops one by one, the fix compiles the step into one program; where no device graph
-    is fitted (a TPU), the eager dispatch itself is named."""
+    is fitted (a TPU), the eager dispatch itself is named. The loop has no backward pass: the framework's fix, told
+    before inference's, says what a training step would hold only as that."""
     trace, findings = scanned(run, str(write_trace(_tensorflow_run_eagerly(plane, line))))
-    assert trace["framework"] == "tensorflow"
+    assert trace["framework"] == "tensorflow" and trace["job_kind"] == "inference"
     host = findings["PT001"]
     assert host["values"]["compiled_calls_per_step"] == 20
     assert host["values"]["compiled_names"].startswith("EagerLocalExecute: ")
