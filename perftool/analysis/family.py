@@ -169,12 +169,16 @@ XLA_ARGS_LOOKED_AT = 20_000  # device ops whose args are read for it, spread ove
 
 def _xla_backward(trace: Trace) -> bool:
     """Whether an XLA trace's device ops include a backward's (:data:`XLA_BACKWARD`): the kernels name their op path
-    in their args, not in their names. Up to :data:`XLA_ARGS_LOOKED_AT` of them are read, evenly spread."""
-    if trace.dialect != "xla":
-        return False
+    in their args, not in their names."""
+    return trace.dialect == "xla" and device_args_hold(trace, XLA_BACKWARD, XLA_ARGS_LOOKED_AT)
+
+
+def device_args_hold(trace: Trace, marks: tuple[bytes, ...], looked_at: int) -> bool:
+    """Whether the args of the device's work hold any of ``marks``: up to ``looked_at`` of its events with args are
+    read, evenly spread over the trace (what the marks say of a job holds all through it)."""
     rows = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.args_ref >= 0))
-    refs = set(trace.args_ref[rows[:: max(1, rows.size // XLA_ARGS_LOOKED_AT)]].tolist())
-    return any(mark in trace.kept_args[ref] for ref in refs for mark in XLA_BACKWARD)
+    refs = set(trace.args_ref[rows[:: max(1, rows.size // looked_at)]].tolist())
+    return any(mark in trace.kept_args[ref] for ref in refs for mark in marks)
 
 
 def job_kind(trace: Trace) -> str:

@@ -120,11 +120,17 @@ def _step_annotations(trace: Trace) -> np.ndarray:
     """Per event: a step ``jax.profiler.StepTraceAnnotation`` marked on the host. Its name is the user's, so each
     name of the host's is asked once: does its first event with args carry :data:`STEP_ARG`."""
     host = np.isin(trace.track, [t.id for t in trace.tracks if HOST_PLANE.match(t.process_name)])
-    rows = np.flatnonzero(host & (trace.phase == Phase.COMPLETE) & (trace.args_ref >= 0))
+    marking = _names_whose_args_hold(trace, np.flatnonzero(host & (trace.phase == Phase.COMPLETE)), STEP_ARG)
+    return host & (trace.phase == Phase.COMPLETE) & np.isin(trace.name, marking)
+
+
+def _names_whose_args_hold(trace: Trace, rows: np.ndarray, mark: bytes) -> list[int]:
+    """The names among ``rows`` whose first event with args carries ``mark``: each name asked once (a user's or a
+    function's name, whose events all carry the same keys)."""
+    rows = rows[trace.args_ref[rows] >= 0]
     names, first = np.unique(trace.name[rows], return_index=True)
     refs = trace.args_ref[rows[first]].tolist()
-    marking = [name for name, ref in zip(names.tolist(), refs) if STEP_ARG in trace.kept_args[ref]]
-    return host & (trace.phase == Phase.COMPLETE) & np.isin(trace.name, marking)
+    return [name for name, ref in zip(names.tolist(), refs) if mark in trace.kept_args[ref]]
 
 
 def _cache_misses(trace: Trace, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -150,12 +156,10 @@ def _cache_misses(trace: Trace, kind: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _traced_calls(trace: Trace) -> np.ndarray:
     """The rows of the host's tf.function calls that traced their function anew, the outermost on their thread (a
-    function called while another is traced is traced inside it). The calls are the names whose first event with args
-    carries :data:`TF_FUNCTION_CALL`, each name asked once."""
+    function called while another is traced is traced inside it). The calls are the names whose args carry
+    :data:`TF_FUNCTION_CALL` (:func:`_names_whose_args_hold`)."""
     host = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.args_ref >= 0))
-    names, first = np.unique(trace.name[host], return_index=True)
-    refs = trace.args_ref[host[first]].tolist()
-    functions = [name for name, ref in zip(names.tolist(), refs) if TF_FUNCTION_CALL in trace.kept_args[ref]]
+    functions = _names_whose_args_hold(trace, host, TF_FUNCTION_CALL)
     if not functions:
         return np.zeros(0, dtype=np.int64)
     calls = host[np.isin(trace.name[host], functions)]

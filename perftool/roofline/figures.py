@@ -19,7 +19,15 @@ from typing import Any
 import numpy as np
 
 from perftool import hardware
-from perftool.analysis.family import HOST_ONLY, device_name, device_properties, device_tracks, framework, told_models
+from perftool.analysis.family import (
+    HOST_ONLY,
+    device_args_hold,
+    device_name,
+    device_properties,
+    device_tracks,
+    framework,
+    told_models,
+)
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.common.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.common.units import duration, plural
@@ -33,7 +41,7 @@ from perftool.trace.msprof_kernels import KERNEL_DETAILS
 from perftool.trace.profiler_dirs import DATABASE_SUFFIX, XSPACE_SUFFIX, xspace_name
 
 PROGRAM_NAMED = b'"hlo_module"'  # what an XLA kernel's args name: the program it belongs to
-KERNELS_LOOKED_AT = 1_000  # kernels whose args are read for it
+KERNELS_LOOKED_AT = 1_000  # kernels whose args are read for it (a job that compiles part of its step has many)
 
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
 _INDUCTOR = re.compile(r"^triton_(poi|red|per|tem)_")  # the kind of kernel Inductor names it by
@@ -450,15 +458,6 @@ def _no_peaks(trace: Trace, device: str) -> str:
     )
 
 
-def _from_programs(trace: Trace) -> bool:
-    """Whether the device's kernels name the XLA program they belong to (``hlo_module`` in their args), as XLA's do:
-    asked of up to :data:`KERNELS_LOOKED_AT` of them, spread over the trace (a job that compiles part of its step
-    with XLA has such kernels all through it)."""
-    device = np.flatnonzero(trace.on_roles(Role.DEVICE) & (trace.args_ref >= 0))
-    looked_at = trace.args_ref[device[:: max(1, device.size // KERNELS_LOOKED_AT)]].tolist()
-    return any(PROGRAM_NAMED in trace.kept_args[ref] for ref in looked_at)
-
-
 def _named_elsewhere(trace: Trace) -> str:
     """Where the same capture names the device's model that this trace does not, in words ending "or "; empty where
     nothing does: an XLA JSON export's XSpace, an Ascend timeline's db export (its NPU_INFO table)."""
@@ -479,7 +478,7 @@ def programs_note(trace: Trace) -> str | None:
     without XLA, that no program describes them; None elsewhere."""
     if trace.dialect != "xla" or not device_tracks(trace) or trace_programs(trace):
         return None
-    if framework(trace) == "tensorflow" and not _from_programs(trace):
+    if framework(trace) == "tensorflow" and not device_args_hold(trace, (PROGRAM_NAMED,), KERNELS_LOOKED_AT):
         return (
             "TensorFlow ran the device's kernels without XLA (jit_compile): they name no compiled program and record "
             "no shapes, so no rule that reads what an op computes (its matrix products, attention, fusion) judges "
