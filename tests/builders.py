@@ -394,9 +394,15 @@ def sglang_profile(directory: Path, merged: bool = False, stages: tuple[str, ...
     return directory
 
 
-def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], with_ids: bool = True) -> bytes:
+def xla_space(
+    kernels: list[tuple[str, str, int]],
+    protos: dict[str, bytes],
+    with_ids: bool = True,
+    host_call: str = "PjitFunction(step)",
+) -> bytes:
     """A capture of 4 steps on one MI300X, each running ``kernels`` ((module, op, program id): 40 µs each, 5 µs apart,
-    after 2 ms of host Python), and a metadata plane holding ``protos`` (``MODULE(ID)`` → HloProto)."""
+    after 2 ms of host Python in ``host_call``: jax's jitted call, unless told another framework's), and a metadata
+    plane holding ``protos`` (``MODULE(ID)`` → HloProto)."""
     stats = {1: "hlo_module", 2: "hlo_op", 3: "correlation_id", 4: xspace.PROGRAM_ID, 5: "device_vendor",
              6: "core_count", 7: "memory_size"}  # fmt: skip
     stream, python = [], []
@@ -411,7 +417,7 @@ def xla_space(kernels: list[tuple[str, str, int]], protos: dict[str, bytes], wit
     mi300x = (stat(5, "AMD"), stat(6, 304), stat(7, 206_141_652_992))  # as its plane records the device
     device = plane(0, "/device:GPU:0", lines=[line(16, "Stream #16(Kernel)", 0, *stream)], event_names=names,
                    stat_names=stats, stats=mi300x)  # fmt: skip
-    host = plane(1, "/host:CPU", lines=[line(7, "python", 0, *python)], event_names={1: "PjitFunction(step)"})
+    host = plane(1, "/host:CPU", lines=[line(7, "python", 0, *python)], event_names={1: host_call})
     held = {i + 1: (name, "", [stat(1, proto)]) for i, (name, proto) in enumerate(protos.items())}
     metadata = plane(2, xspace.METADATA_PLANE, stat_names={1: xspace.HLO_STAT}, event_names=held)
     return space(device, host, metadata)

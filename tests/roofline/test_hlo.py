@@ -332,6 +332,24 @@ def test_attention_a_program_writes_out_is_found_by_its_dataflow(tmp_path, run, 
     assert "jax.nn.dot_product_attention" in finding["fix"]["text"]
 
 
+def test_a_tensorflow_program_s_attention_written_out_is_told_keras_s_way_to_a_fused_kernel(tmp_path, run):
+    """The same chain in a program a tf.function compiled with XLA (its call as TensorFlow's profiler names it):
+    TensorFlow has no fused kernel to call, so the fix is Keras's flash attention on its JAX backend, not
+    PyTorch's scaled_dot_product_attention nor a jax.nn call the job cannot make."""
+    proto = (XLA_PROGRAMS / "attention.hlo_proto.pb").read_bytes()
+    kernels = [("a_inference_step_7__XlaMustCompile_true", name, 1) for name in program_ops(proto)]
+    path = tmp_path / "step.xplane.pb"
+    call = "EagerLocalExecute: __inference_step_7"
+    path.write_bytes(xla_space(kernels, {"a_inference_step_7__XlaMustCompile_true(1)": proto}, host_call=call))
+    result = run("scan", str(path), "--format", "json", "--fail-on", "never", "--select", "PT017")
+    trace = json.loads(result.stdout)["traces"][0]
+    (finding,) = trace["findings"]
+    assert trace["framework"] == "tensorflow"
+    fix = finding["fix"]["text"]
+    assert "KERAS_BACKEND=jax" in fix and "enable_flash_attention" in fix
+    assert "scaled_dot_product_attention" not in fix and "jax.nn" not in fix
+
+
 def test_a_json_trace_naming_its_programs_by_number_is_modelled_as_by_text(tmp_path):
     """Another writer's JSON of the same events, ids as numbers (the exporter writes them as text), naming the XSpace
     its programs are in as an annotated trace does: the same FLOPs."""
