@@ -61,7 +61,7 @@ _CAPTURE_HINT = {
     f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in PyTorch, mindspore.Profiler(schedule=mindspore.profiler"
     f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in MindSpore",
     "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", '
-    'step_num=step) (in TensorFlow, tf.profiler.experimental.Trace("train", step_num=step, _r=1))',
+    "step_num=step)",
     # a TensorFlow job's XSpace: Keras's TensorBoard callback marks each batch it profiles ("Profiled batch")
     "xla, tensorflow": "capture several steps past warm-up, each marked as a step: in Keras, the TensorBoard "
     "callback's profile_batch=(10, 15) marks the batches it profiles; in a custom loop, each step inside "
