@@ -60,14 +60,16 @@ _CAPTURE_HINT = {
     " stepped at the end of every iteration (prof.step()): torch_npu.profiler.profile(schedule=torch_npu.profiler"
     f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in PyTorch, mindspore.Profiler(schedule=mindspore.profiler"
     f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in MindSpore",
-    "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", '
-    "step_num=step)",
+    "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", step_num=step)',
     # a TensorFlow job's XSpace: Keras's TensorBoard callback marks each batch it profiles ("Profiled batch")
     "xla, tensorflow": "capture several steps past warm-up, each marked as a step: in Keras, the TensorBoard "
     "callback's profile_batch=(10, 15) marks the batches it profiles; in a custom loop, each step inside "
     'tf.profiler.experimental.Trace("train", step_num=step, _r=1)',
 }
 _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
+# the phases it times that record a CUDA graph tree's graph and compile nothing ("CUDAGraphNode.record (dynamo_timed)",
+# "cudagraphify.get_container (dynamo_timed)")
+_GRAPH_RECORDING = ("CUDAGraph", "cudagraphify")
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
 # A serving engine runs the profiler itself, started and stopped around requests; each engine's way, by the engine's
 # name in perftool.analysis.family.ENGINES
@@ -499,8 +501,9 @@ def _warmup_phases(trace: Trace, startup_end: float) -> str:
     """What a compiled model's warm-up in the start-up did, in words ("torch.compile compiling and device graphs
     captured"); empty where the start-up held none."""
     names = {trace.names[n] for n in np.unique(trace.name[trace.name_matches(MODEL_WARMUP) & (trace.ts < startup_end)])}
-    compiling = any(n.endswith(_DYNAMO_TIMED) for n in names)
-    capturing = any(not n.endswith(_DYNAMO_TIMED) or n.startswith("CUDAGraph") for n in names)  # CUDAGraphNode.record
+    timed = [n for n in names if n.endswith(_DYNAMO_TIMED)]
+    compiling = any(not n.startswith(_GRAPH_RECORDING) for n in timed)
+    capturing = len(timed) < len(names) or any(n.startswith(_GRAPH_RECORDING) for n in timed)
     return " and ".join(
         [*(["torch.compile compiling"] if compiling else []), *(["device graphs captured"] if capturing else [])]
     )

@@ -58,6 +58,20 @@ def test_a_compiled_model_s_first_call_is_warm_up_not_a_recompile(run, write_tra
     assert "torch._dynamo.mark_dynamic" in notes
 
 
+@pytest.mark.parametrize(
+    "left_out", [("compile",), ("compile", "Compiled", "dynamo_timed")], ids=["compiled before", "no torch.compile"]
+)
+def test_a_first_call_that_compiles_nothing_is_told_as_its_graph_s_recording_alone(run, write_trace, left_out):
+    """The model compiled before the profiler started (or read its compile from Inductor's cache): its first call in
+    the capture records the CUDA graph (torch times that phase as it times a compile's) and compiles nothing; or
+    a serving engine captures its graphs itself, nothing timed by torch.compile. The warm-up is the graph's
+    recording, and the note gives no advice on compile caches or dynamic shapes."""
+    compiling_nothing = [e for e in _warmup_call() if not any(word in e["name"] for word in left_out)]
+    notes = " ".join(_scan(run, write_trace, compiling_nothing)["caveats"])
+    assert "the capture holds a model's warm-up (device graphs captured)" in notes
+    assert "TORCHINDUCTOR_CACHE_DIR" not in notes and "mark_dynamic" not in notes
+
+
 def test_info_of_a_warm_up_without_steps_counts_its_compiles_and_no_recompile_after_none(run, write_trace):
     """No step markers: there is no warm-up for a compile to be after, so info says how many compiles there were and
     nothing of recompiles (it said "nan after warm-up"); its one copy is one copy."""
