@@ -167,7 +167,7 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         )
     warmup = _warmup_phases(trace, startup) if startup is not None else ""
     if warmup:
-        found.append(Caveat(_warmup_text(warmup), caps=False))
+        found.append(Caveat(_warmup_text(warmup, hint if job_kind(trace) == "serving" else None), caps=False))
     marked_warmup = 0 < steps.count and steps.steady <= 1  # the one step marked is the warm-up itself
     first_call = startup is not None and steps.count == 0 and not _model_runs_again(trace, startup)
     warmup_only = bool(warmup) and mostly_startup and (marked_warmup or first_call)
@@ -509,10 +509,14 @@ def _warmup_phases(trace: Trace, startup_end: float) -> str:
     )
 
 
-def _warmup_text(phases: str) -> str:
-    """The caveat on a model's warm-up in the start-up: what it did, and how to profile past it and shorten it."""
-    advice = "Profile steps after warm-up (a profiler schedule whose wait and warmup steps cover it)"
-    if "compiling" in phases:
+def _warmup_text(phases: str, engine_s_hint: str | None) -> str:
+    """The caveat on a model's warm-up in the start-up: what it did, and how to profile past it and shorten it; a
+    serving engine's job is told its engine's way to profile (``engine_s_hint``), the engine warms up as it does."""
+    if engine_s_hint:
+        advice = engine_s_hint[0].upper() + engine_s_hint[1:]
+    else:
+        advice = "Profile steps after warm-up (a profiler schedule whose wait and warmup steps cover it)"
+    if "compiling" in phases and not engine_s_hint:
         advice += (
             "; to shorten warm-up itself, keep Inductor's caches across runs (TORCHINDUCTOR_CACHE_DIR on persistent "
             "storage) and mark sizes that vary with torch._dynamo.mark_dynamic, so that new shapes do not compile again"

@@ -190,6 +190,20 @@ def test_a_capture_whose_one_step_is_the_warm_up_says_no_steady_step_is_left(run
     )
 
 
+def test_a_serving_engine_s_warm_up_is_told_the_engine_s_way_to_profile_past_it(run, write_trace):
+    """SGLang capturing its graphs at start-up, profiled: the engine is started and profiled by its own profiler, so
+    the note names that (not a torch.profiler schedule), and no compile-cache or dynamic-shape setting the engine
+    makes for itself."""
+    step = complete("ProfilerStep#134", 0, 40_000, cat="user_annotation", pid=100, tid=100)
+    runner = complete("sglang/srt/model_executor/cuda_graph_runner.py(400): capture", 50, 39_000,
+                      cat="python_function", pid=100, tid=100)  # fmt: skip
+    scanned = _scan(run, write_trace, [step, runner, *_warmup_call()])
+    assert scanned["job_kind"] == "SGLang serving"
+    (note,) = [c for c in scanned["caveats"] if c.startswith("the capture holds a model's warm-up")]
+    assert "SGLang's profiler" in note and "POST /start_profile" in note
+    assert "profiler schedule" not in note and "TORCHINDUCTOR_CACHE_DIR" not in note
+
+
 def test_a_capture_of_the_warm_up_alone_is_not_calibrated(run, write_trace):
     """The same capture of the graphs being made: calibrate has no steady step to fit either, and says what the
     capture is and how to profile steps instead, in one line."""
