@@ -511,7 +511,8 @@ def _warmup_phases(trace: Trace, startup_end: float) -> str:
 
 def _warmup_text(phases: str, engine_s_hint: str | None) -> str:
     """The caveat on a model's warm-up in the start-up: what it did, and how to profile past it and shorten it; a
-    serving engine's job is told its engine's way to profile (``engine_s_hint``), the engine warms up as it does."""
+    serving engine's job is told its engine's way to profile (``engine_s_hint``), and no compile setting, which the
+    engine makes itself."""
     if engine_s_hint:
         advice = engine_s_hint[0].upper() + engine_s_hint[1:]
     else:
