@@ -65,6 +65,9 @@ _CAPTURE_HINT = {
     "xla, tensorflow": "capture several steps past warm-up, each marked as a step: in Keras, the TensorBoard "
     "callback's profile_batch=(10, 15) marks the batches it profiles; in a custom loop, each step inside "
     'tf.profiler.experimental.Trace("train", step_num=step, _r=1)',
+    # Keras's TensorBoard callback profiles training batches only, never predict's
+    "xla, tensorflow, inference": "capture several steps past warm-up, each call of the model inside "
+    'tf.profiler.experimental.Trace("predict", step_num=step, _r=1)',
 }
 _DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
 # the phases it times that record a CUDA graph tree's graph and compile nothing ("CUDAGraphNode.record (dynamo_timed)",
@@ -110,7 +113,7 @@ def capture_hint(trace: Trace) -> str:
     recorded = trace.metadata.get(SCHEDULE)
     if recorded and recorded["fields"]["active"] < MIN_STEADY_STEPS:
         return _schedule_hint(recorded["file"], recorded["fields"])
-    return _capture_hint(trace.dialect, job_kind(trace) == "serving", serving_engine(trace), framework(trace))
+    return _capture_hint(trace.dialect, job_kind(trace), serving_engine(trace), framework(trace))
 
 
 def _schedule_hint(file: str, fields: dict[str, int]) -> str:
@@ -130,16 +133,18 @@ def _schedule_hint(file: str, fields: dict[str, int]) -> str:
 def said_capture_hint(trace_format: str, job: str, framework_said: str) -> str:
     """:func:`capture_hint` for a trace known by its summary: the format it was read as (its dialect), its job in
     :func:`~perftool.analysis.family.job_said`'s words (``training``, ``vLLM serving``...) and its framework."""
-    return _capture_hint(trace_format, job.endswith("serving"), engine_said(job), framework_said)
+    return _capture_hint(trace_format, "serving" if job.endswith("serving") else job, engine_said(job), framework_said)
 
 
-def _capture_hint(trace_format: str, serving: bool, engine: str | None, framework_seen: str) -> str:
-    if serving:
+def _capture_hint(trace_format: str, job: str, engine: str | None, framework_seen: str) -> str:
+    """The hint for a trace of ``trace_format`` whose job is ``job`` (:func:`~perftool.analysis.family.job_kind`'s
+    word), served by ``engine`` where one serves it, run on ``framework_seen``."""
+    if job == "serving":
         return _SERVING_HINT + ", ".join(_engines_ways(engine, _ENGINE_PROFILERS))
     if trace_format == "ascend" and framework_seen != "pytorch":
         trace_format = "ascend, framework unknown"
     if trace_format == "xla" and framework_seen == "tensorflow":
-        trace_format = "xla, tensorflow"
+        trace_format = "xla, tensorflow, inference" if job == "inference" else "xla, tensorflow"
     return _CAPTURE_HINT.get(trace_format, _GENERIC_HINT)
 
 

@@ -185,20 +185,24 @@ def test_a_real_tf_function_traced_again_for_new_shapes_is_a_compile_named_by_it
 
 
 @pytest.mark.parametrize(
-    ("host_call", "told", "not_told"),
-    [("TFE_Py_ExecuteCancelable", "in Keras, the TensorBoard callback's profile_batch=(10, 15)", "jax"),
-     ("PjitFunction(train_step)", 'jax.profiler.StepTraceAnnotation("train", step_num=step)', "tf.profiler")],
-    ids=["tensorflow", "jax"],
+    ("host_call", "op", "told", "not_told"),
+    [("TFE_Py_ExecuteCancelable", "gradient_tape/dense/MatMul",
+      "in Keras, the TensorBoard callback's profile_batch=(10, 15)", "jax"),
+     ("TFE_Py_ExecuteCancelable", "dense/MatMul", 'tf.profiler.experimental.Trace("predict"', "profile_batch"),
+     ("PjitFunction(train_step)", "jvp(dense)/dot_general", 'jax.profiler.StepTraceAnnotation("train", step_num=step)',
+      "tf.profiler")],
+    ids=["tensorflow", "tensorflow inference", "jax"],
 )  # fmt: skip
-def test_a_short_xla_capture_is_told_how_its_framework_marks_steps(write_trace, run, host_call, told, not_told):
-    """Two marked steps are too few to judge: a TensorFlow job is told Keras's and tf.profiler's ways to mark more,
-    a JAX job StepTraceAnnotation, neither the other framework's."""
+def test_a_short_xla_capture_is_told_how_its_framework_marks_steps(write_trace, run, host_call, op, told, not_told):
+    """Two marked steps are too few to judge: a TensorFlow job is told Keras's and tf.profiler's ways to mark more (a
+    TensorFlow job that trains nothing, tf.profiler's alone: Keras's TensorBoard callback profiles training batches
+    only), a JAX job StepTraceAnnotation, neither the other framework's."""
     events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), process_name(1, "/device:GPU:0"),
               thread_name(1, 16, "Stream #16(Kernel)")]  # fmt: skip
     for n in range(2):
         events += [complete("train", n * 1000.0, 990, pid=701, tid=1, args={"step_num": str(n), "_r": "1"}),
                    complete(host_call, n * 1000.0 + 5, 900, pid=701, tid=1),
-                   complete("fusion", n * 1000.0 + 100, 300, pid=1, tid=16)]  # fmt: skip
+                   complete("fusion", n * 1000.0 + 100, 300, pid=1, tid=16, args={"name": op})]  # fmt: skip
     trace, _ = scanned(run, str(write_trace({"traceEvents": [*events, {}]})))
     assert [c for c in trace["caveats"] if told in c]
     assert not [c for c in trace["caveats"] if not_told in c]
