@@ -61,6 +61,8 @@ _CAPTURE_HINT = {
     f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in PyTorch, mindspore.Profiler(schedule=mindspore.profiler"
     f".schedule(wait=1, warmup=1, active={ADVISED_ACTIVE})) in MindSpore",
     "xla": 'capture several steps past warm-up, each inside jax.profiler.StepTraceAnnotation("train", step_num=step)',
+    "xla, inference": "capture several steps past warm-up, each call of the model inside "
+    'jax.profiler.StepTraceAnnotation("predict", step_num=step)',
     # a TensorFlow job's XSpace: Keras's TensorBoard callback marks each batch it profiles ("Profiled batch")
     "xla, tensorflow": "capture several steps past warm-up, each marked as a step: in Keras, the TensorBoard "
     "callback's profile_batch=(10, 15) marks the batches it profiles; in a custom loop, each step inside "
@@ -143,8 +145,9 @@ def _capture_hint(trace_format: str, job: str, engine: str | None, framework_see
         return _SERVING_HINT + ", ".join(_engines_ways(engine, _ENGINE_PROFILERS))
     if trace_format == "ascend" and framework_seen != "pytorch":
         trace_format = "ascend, framework unknown"
-    if trace_format == "xla" and framework_seen == "tensorflow":
-        trace_format = "xla, tensorflow, inference" if job == "inference" else "xla, tensorflow"
+    if trace_format == "xla":  # its framework's way; a job that trains nothing marks each call of its model
+        tensorflow = ", tensorflow" if framework_seen == "tensorflow" else ""
+        trace_format = f"xla{tensorflow}{', inference' if job == 'inference' else ''}"
     return _CAPTURE_HINT.get(trace_format, _GENERIC_HINT)
 
 

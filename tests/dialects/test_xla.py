@@ -189,14 +189,17 @@ def test_a_real_tf_function_traced_again_for_new_shapes_is_a_compile_named_by_it
     [("TFE_Py_ExecuteCancelable", "gradient_tape/dense/MatMul",
       "in Keras, the TensorBoard callback's profile_batch=(10, 15)", "jax"),
      ("TFE_Py_ExecuteCancelable", "dense/MatMul", 'tf.profiler.experimental.Trace("predict"', "profile_batch"),
-     ("PjitFunction(train_step)", "jvp(dense)/dot_general", 'jax.profiler.StepTraceAnnotation("train", step_num=step)',
+     ("PjitFunction(train_step)", "transpose(jvp(dense))/dot_general",
+      'jax.profiler.StepTraceAnnotation("train", step_num=step)', "tf.profiler"),
+     ("PjitFunction(forward)", "dense/dot_general", 'jax.profiler.StepTraceAnnotation("predict", step_num=step)',
       "tf.profiler")],
-    ids=["tensorflow", "tensorflow inference", "jax"],
+    ids=["tensorflow", "tensorflow inference", "jax", "jax inference"],
 )  # fmt: skip
 def test_a_short_xla_capture_is_told_how_its_framework_marks_steps(write_trace, run, host_call, op, told, not_told):
     """Two marked steps are too few to judge: a TensorFlow job is told Keras's and tf.profiler's ways to mark more (a
     TensorFlow job that trains nothing, tf.profiler's alone: Keras's TensorBoard callback profiles training batches
-    only), a JAX job StepTraceAnnotation, neither the other framework's."""
+    only), a JAX job StepTraceAnnotation, neither the other framework's; a job that trains nothing marks each call
+    of its model as a prediction."""
     events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), process_name(1, "/device:GPU:0"),
               thread_name(1, 16, "Stream #16(Kernel)")]  # fmt: skip
     for n in range(2):

@@ -133,7 +133,7 @@ def test_jax_captures_without_steps_are_told_to_mark_them_as_jax_does(run, write
     path = write_trace({"traceEvents": [*events, {}]})
     (diff,) = json.loads(run("diff", path, path, "--format", "json").stdout)["diffs"]
     (note,) = [note for note in diff["notes"] if note.startswith("no step markers")]
-    assert diff["baseline"]["steps"] == 0 and 'jax.profiler.StepTraceAnnotation("train", step_num=step)' in note
+    assert diff["baseline"]["steps"] == 0 and "jax.profiler.StepTraceAnnotation(" in note
     assert "torch" not in note
 
 
