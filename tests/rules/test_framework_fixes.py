@@ -55,6 +55,19 @@ def test_a_framework_s_fix_an_inference_job_is_told_speaks_of_training_only_as_t
         assert all(training != -1 and at > training for at in mentions), where
 
 
+@pytest.mark.parametrize("framework", ["jax", "tensorflow"])
+def test_a_framework_s_fix_says_what_an_inference_job_does_with_its_results(framework):
+    """Where a rule's inference text speaks of reading results back (an inference job must: its results are its
+    output), the framework's text, told first, says what to do with them too, not only with a training loop's loss
+    and metrics."""
+    inference, framework_s = _fixes_of_context("inference"), _fixes_of_context(framework)
+    of_results = {where for where, text in inference.items() if "results back" in text}
+    assert ("PT008", None) in of_results
+    for where in of_results & set(framework_s):
+        text = framework_s[where].lower()
+        assert "in inference" in text and "result" in text[text.find("in inference") :], where
+
+
 def _tensorflow_on_a_gpu() -> dict:
     """A Keras job's GPU steps as TensorFlow's profiler writes them (its XSpace's JSON): each profiled batch waits
     1 ms on tf.data's iterator, then launches its one fused kernel (700 µs); the device waits for the input half of
