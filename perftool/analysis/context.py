@@ -92,16 +92,20 @@ class TraceAnalysis:
     def compute(self) -> intervals.Intervals:
         return self.metrics.busy["compute"]
 
-    def stalls_around(self, starts: np.ndarray) -> float:
-        """The whole stretches without compute that any of ``starts`` (times on the trace's clock) falls in, µs: after
-        a late batch, its copy and the host's dispatch keep the device from computing too, and removing the wait
-        removes them all."""
+    def stalls_from(self, starts: np.ndarray) -> float:
+        """The stretches without compute that any of ``starts`` (times on the trace's clock) falls in, each from the
+        first of them in it to its end, µs: after a late batch, its copy and the host's dispatch keep the device
+        from computing too, and removing the wait removes them; what the stretch held before the wait, the wait
+        did not cause."""
         gaps = intervals.gaps(self.compute, self.lo, self.hi)
         if starts.size == 0 or gaps[0].size == 0:
             return 0.0
         touched = np.searchsorted(gaps[0], starts, side="right") - 1
-        chosen = np.unique(touched[touched >= 0])
-        return float(np.sum(gaps[1][chosen] - gaps[0][chosen]))
+        inside = touched >= 0
+        first = np.full(gaps[0].size, np.inf)  # per stretch, the first of ``starts`` in it
+        np.minimum.at(first, touched[inside], starts[inside])
+        chosen = np.isfinite(first)
+        return float(np.sum(np.maximum(gaps[1][chosen] - np.maximum(first[chosen], gaps[0][chosen]), 0.0)))
 
     def named_on_device(self, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
         """Device events whose name matches ``pattern``: the mask over all events, and the rows in the window."""

@@ -81,7 +81,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         evidence, occurrences = scope.events(wait_rows), wait_rows.size
     else:
         evidence, occurrences = scope.idle_stretches(pieces, np.flatnonzero(loading & scope.in_window)), 0
-    bound = scope.stalls_around(np.concatenate([idle.by_cause[cause][0] for cause in INPUT]))
+    bound = scope.stalls_from(np.concatenate([idle.by_cause[cause][0] for cause in INPUT]))
     found = Detection(lost, values, evidence, variant or "", variant, changes, bound_us=bound, occurrences=occurrences)
     if scope.run is not None and changes:  # the emulator decides between more workers and deeper prefetching
         found.alternatives = [found.instead(v, c) for v, c in alternatives if c != changes]

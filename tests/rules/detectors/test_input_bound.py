@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from conftest import REPO
+from conftest import REPO, complete
 
 from perftool.pipeline.read import load_trace
 from perftool.pipeline.scan import analyse_trace
@@ -43,3 +43,28 @@ def test_workers_that_cannot_keep_up_are_more_with_deeper_prefetching_the_altern
     assert (found.variant, found.changes) == ("too_few_workers", {"workload.input_workers": 16})
     assert [(a.variant, a.changes) for a in found.alternatives] == [(None, {"prefetch_depth": _deeper(found.values)})]
     assert _deeper(found.values) == 4  # 217 ms at p99 over 2 workers' 60 ms steps: 3, and one over the 3 now
+
+
+def test_the_bound_on_a_late_batch_counts_the_stall_from_the_wait_on_not_what_came_before_it(write_trace):
+    """Each 5 ms step: the host works 1 ms with the device idle (a copy of its own), waits 1 ms for the DataLoader's
+    batch, dispatches for 0.5 ms, then the device computes 2.5 ms. The batch's wait leads to the dispatch's idle
+    after it (1.5 ms a step bound), not to the host's work before it (2.5 ms, the whole stretch, before)."""
+    host = {"pid": 10, "tid": 10}
+    events = [{"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}}]
+    for n in range(8):
+        b = n * 5_000.0
+        events += [
+            complete(f"ProfilerStep#{n}", b, 5_000, cat="user_annotation", **host),
+            complete("aten::to", b, 1_000, cat="cpu_op", **host),
+            complete("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", b + 1_000, 1_000,
+                     cat="user_annotation", **host),
+            complete("aten::linear", b + 2_000, 500, cat="cpu_op", **host),
+            complete("cudaLaunchKernel", b + 2_450, 10, cat="cuda_runtime", args={"correlation": n}, **host),
+            complete("gemm_kernel", b + 2_500, 2_500, pid=0, tid=7, cat="kernel", args={"correlation": n}),
+        ]  # fmt: skip
+    path = write_trace({"traceEvents": events})
+    _, scope = analyse_trace(load_trace(str(path)), [])
+    found = input_bound.detect(scope, dict(input_bound.DETECTOR.params))
+    assert found is not None and found.bound_us is not None
+    assert scope.per_step(found.lost_us) == 1_000
+    assert scope.per_step(found.bound_us) == 1_500
