@@ -35,6 +35,7 @@ from perftool.dialects.vocabulary import (
     MODEL_WARMUP,
     OTHER_DEVICES,
     OTHER_RANKS,
+    RECOMPILED_REGION,
     SPARSE_CORE,
 )
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -175,7 +176,9 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         )
     warmup = _warmup_phases(trace, startup) if startup is not None else ""
     if warmup:
-        found.append(Caveat(_warmup_text(warmup, hint if job_kind(trace) == "serving" else None), caps=False))
+        recompiled = bool((trace.name_matches(RECOMPILED_REGION) & (trace.ts < startup)).any())
+        engine_s_hint = hint if job_kind(trace) == "serving" else None
+        found.append(Caveat(_warmup_text(warmup, engine_s_hint, recompiled), caps=False))
     marked_warmup = 0 < steps.count and steps.steady <= 1  # the one step marked is the warm-up itself
     first_call = startup is not None and steps.count == 0 and not _model_runs_again(trace, startup)
     warmup_only = bool(warmup) and mostly_startup and (marked_warmup or first_call)
@@ -517,10 +520,10 @@ def _warmup_phases(trace: Trace, startup_end: float) -> str:
     )
 
 
-def _warmup_text(phases: str, engine_s_hint: str | None) -> str:
+def _warmup_text(phases: str, engine_s_hint: str | None, recompiled: bool) -> str:
     """The caveat on a model's warm-up in the start-up: what it did, and how to profile past it and shorten it; a
     serving engine's job is told its engine's way to profile (``engine_s_hint``), and no compile setting, which the
-    engine makes itself."""
+    engine makes itself. Sizes that vary are named only where the warm-up compiled a frame again (``recompiled``)."""
     if engine_s_hint:
         advice = engine_s_hint[0].upper() + engine_s_hint[1:]
     else:
@@ -528,8 +531,13 @@ def _warmup_text(phases: str, engine_s_hint: str | None) -> str:
     if "compiling" in phases and not engine_s_hint:
         advice += (
             "; to shorten warm-up itself, keep Inductor's caches across runs (TORCHINDUCTOR_CACHE_DIR on persistent "
-            "storage) and mark sizes that vary with torch._dynamo.mark_dynamic, so that new shapes do not compile again"
+            "storage)"
         )
+        if recompiled:
+            advice += (
+                " and, as it compiled a function again, mark sizes that vary with torch._dynamo.mark_dynamic, so that "
+                "new shapes do not compile again"
+            )
     return f"the capture holds a model's warm-up ({phases}), left out as start-up: not a steady step. {advice}"
 
 

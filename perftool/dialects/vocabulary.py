@@ -157,6 +157,8 @@ PHASE_METADATA = re.compile(r"^\w+_data: \w+=")
 # A call into a torch.compile'd model as PyTorch's profiler records it: the region of frame N's compile M (no numbers
 # in older releases), which runs the compiled graph (its kernels launched from inside it).
 COMPILED_REGION = re.compile(r"^Torch-Compiled Region(: \d+/\d+)?$")
+# A region of a frame torch.compile compiled again (its compile id is the frame's and the frame's compile count: 0/1)
+RECOMPILED_REGION = re.compile(r"^Torch-Compiled Region: \d+/[1-9]\d*$")
 # A captured device graph replayed with one launch: CUDA and HIP graphs, HPU Graphs.
 GRAPH_LAUNCH = re.compile(r"^(cudaGraphLaunch|hipGraphLaunch|cuGraphLaunch)|(?i:graph replay)")
 CUDA_GRAPH_LAUNCH = re.compile(r"^cu(da)?GraphLaunch")  # CUDA's, through the runtime or the driver

@@ -55,7 +55,18 @@ def test_a_compiled_model_s_first_call_is_warm_up_not_a_recompile(run, write_tra
     assert "PT003" not in {f["rule_id"] for f in scanned["findings"]}
     notes = " ".join(scanned["caveats"])
     assert "the capture holds a model's warm-up (torch.compile compiling and device graphs captured)" in notes
-    assert "torch._dynamo.mark_dynamic" in notes
+    assert "TORCHINDUCTOR_CACHE_DIR" in notes and "mark_dynamic" not in notes  # one compile: no size varied
+
+
+def test_a_warm_up_that_compiled_a_function_again_is_told_to_mark_the_sizes_that_vary(run, write_trace):
+    """Within the warm-up the model's frame is compiled a second time (its region 0/1: a guard failed, a new shape):
+    marking the sizes that vary (torch._dynamo.mark_dynamic) keeps new shapes from compiling again."""
+    again = [complete("Torch-Compiled Region: 0/1", 29_000, 1_000, cat="cpu_op", pid=100, tid=100),
+             complete("_compile.compile_inner (dynamo_timed)", 29_050, 800, cat="user_annotation", pid=100,
+                      tid=100)]  # fmt: skip
+    notes = " ".join(_scan(run, write_trace, [*_warmup_call(), *again])["caveats"])
+    assert "torch.compile compiling" in notes
+    assert "as it compiled a function again, mark sizes that vary with torch._dynamo.mark_dynamic" in notes
 
 
 @pytest.mark.parametrize(
