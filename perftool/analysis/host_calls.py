@@ -47,13 +47,9 @@ def compiles(trace: Trace) -> np.ndarray:
     """The compile events, each compile once, in time order: those no other compile event of its thread encloses
     (torch.compile times each phase inside the one around it: ``_compile.compile_inner`` holds ``compile_attempt_0``,
     which holds ``bytecode_tracing``...). Found once per trace."""
-
-    def outermost() -> np.ndarray:
-        rows = np.flatnonzero(trace.kind == Kind.COMPILE)
-        kept = [trace.top_level(rows[trace.track[rows] == track]) for track in np.unique(trace.track[rows]).tolist()]
-        return np.sort(np.concatenate(kept)) if kept else rows
-
-    return trace.derive("host_calls.compiles", outermost)
+    return trace.derive(
+        "host_calls.compiles", lambda: trace.top_level_by_track(np.flatnonzero(trace.kind == Kind.COMPILE))
+    )
 
 
 def driving_calls(trace: Trace, among: np.ndarray, python_beside_compiled: bool = False) -> np.ndarray:

@@ -164,9 +164,7 @@ def _traced_calls(trace: Trace) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     calls = host[np.isin(trace.name[host], functions)]
     traced = calls[[TF_TRACED.search(trace.kept_args[ref]) is not None for ref in trace.args_ref[calls].tolist()]]
-    tracks = trace.track[traced]
-    outermost = [trace.top_level(traced[tracks == track]) for track in np.unique(tracks).tolist()]
-    return np.sort(np.concatenate(outermost)) if outermost else traced
+    return trace.top_level_by_track(traced)
 
 
 def _repeated_program(trace: Trace) -> np.ndarray:

@@ -317,6 +317,13 @@ class Trace:
         first = candidates[np.r_[True, group[candidates[1:]] != group[candidates[:-1]]]]  # one per run
         return rows[first[ends[first] > before[group[first]]]]  # one that only overlaps an earlier one (rounding) stays
 
+    def top_level_by_track(self, rows: np.ndarray) -> np.ndarray:
+        """Of ``rows`` (complete events, of any tracks), those no other of them on the same track encloses
+        (:meth:`top_level`, track by track), in row order."""
+        tracks = self.track[rows]
+        kept = [self.top_level(rows[tracks == track]) for track in np.unique(tracks).tolist()]
+        return np.sort(np.concatenate(kept)) if kept else rows
+
     def on_roles(self, *roles: Role) -> np.ndarray:
         """Per event: whether it lies on a track with one of ``roles``."""
         key = frozenset(roles)
