@@ -17,7 +17,7 @@ MEMORY_PER_EXACT_BYTE = 7.0  # a trace decoded whole, at once, per byte of JSON 
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)
 DISK_PER_TRACE_BYTE = 0.5  # disk a trace's columns take when kept there, per byte of JSON (bench/bench_spill.py)
 # Memory to scan what a trace holds, beyond its bytes (bench/bench_memory.py measures each; these hold above):
-MEMORY_PER_EVENT = 150  # bytes an event for info (a scan of a million tiny events: 172 measured, 174 counted)
+MEMORY_PER_EVENT = 180  # bytes an event in memory (a million tiny events: info 173 measured, scan 172)
 MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 424 measured, 585 with a track
 MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~210)
 MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~77)
@@ -132,6 +132,9 @@ MEMORY_PER_EVENT_IN_FILES = 6
 # What each command's analysis holds an event beyond info's, in memory or on disk with its arrays in memory
 # (bench/bench_spill.py --command, with the columns on disk, less info's: diff 12, scan 20 (gate 23), calibrate 32):
 ANALYSIS_MEMORY_PER_EVENT = {"info": 0, "diff": 12, "scan": 24, "calibrate": 32}
+# What a command's report holds a track while it is made: info's document lists every track (a million tracks, one
+# event each: 1,904 bytes an event measured by bench/bench_memory.py --command info, 880 counted without this)
+REPORT_MEMORY_PER_TRACK = {"info": 1_100}
 
 
 def memory_to_scan(
@@ -144,6 +147,7 @@ def memory_to_scan(
     analysis: str = "info",
     arrays_in_files: bool = False,
     kept_bytes: int = 0,
+    tracks: int = 0,
 ) -> int:
     """Bytes of memory scanning a trace of these parts needs, beyond the interpreter: many tiny or distinct
     events need more per byte of JSON than :data:`MEMORY_PER_TRACE_BYTE` allows for. With its columns kept on
@@ -152,8 +156,9 @@ def memory_to_scan(
     the command the trace is read for (:data:`ANALYSIS_MEMORY_PER_EVENT`): a scan holds more an event than info,
     except where the analysis's large arrays go into files with the columns (``arrays_in_files``). Of
     ``args_bytes`` (the kept args' and the counter events'), ``kept_bytes`` are the kept args': on disk they are in
-    a file too."""
-    tables = signatures * MEMORY_PER_SIGNATURE
+    a file too. What the command's report holds of each of the trace's ``tracks`` (:data:`REPORT_MEMORY_PER_TRACK`)
+    counts either way."""
+    tables = signatures * MEMORY_PER_SIGNATURE + tracks * REPORT_MEMORY_PER_TRACK.get(analysis, 0)
     counters = counter_samples * MEMORY_PER_COUNTER_SAMPLE
     extra = ANALYSIS_MEMORY_PER_EVENT[analysis]
     if on_disk:

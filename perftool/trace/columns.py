@@ -87,6 +87,7 @@ class ColumnBuilder:
             self.analysis,
             ARRAYS_IN_FILES,
             self.kept_bytes,
+            self.tables.track_count,
         )
 
     @property
@@ -106,6 +107,7 @@ class ColumnBuilder:
             self.analysis,
             ARRAYS_IN_FILES,
             round(self.kept_bytes * scale),
+            round(self.tables.track_count * scale),  # as the distinct names: on the safe side
         )
 
     def keep_on_disk(self, directory: str, need: int) -> None:
