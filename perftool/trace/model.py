@@ -404,6 +404,7 @@ class Trace:
         )
 
     def with_roles(self, roles: dict[int, Role]) -> None:
-        """Assign roles to tracks by id (tracks are immutable records, so they are replaced)."""
-        self.tracks = [replace(t, role=roles.get(t.id, t.role)) for t in self.tracks]
+        """Assign roles to tracks by id (tracks are immutable records: those whose role changes are replaced, the others
+        kept, which a trace of many threads given a few roles at a time does not pay for each)."""
+        self.tracks = [t if roles.get(t.id, t.role) == t.role else replace(t, role=roles[t.id]) for t in self.tracks]
         self._role_masks.clear()
