@@ -26,6 +26,7 @@ from perftool.analysis.family import (
 from perftool.analysis.graph_captures import ITSELF, replay_ops
 from perftool.analysis.launches import launch_rows, replayed
 from perftool.analysis.steps import STEADY_AGREEMENT, Steps, first_device_work
+from perftool.common.arrays import distinct
 from perftool.common.units import duration, listed, plural
 from perftool.dialects.kineto import EARLY_CAPTURE, early_profiler
 from perftool.dialects.vocabulary import (
@@ -511,7 +512,7 @@ def _model_runs_again(trace: Trace, moment: float) -> bool:
 def _warmup_phases(trace: Trace, startup_end: float) -> str:
     """What a compiled model's warm-up in the start-up did, in words ("torch.compile compiling and device graphs
     captured"); empty where the start-up held none."""
-    names = {trace.names[n] for n in np.unique(trace.name[trace.name_matches(MODEL_WARMUP) & (trace.ts < startup_end)])}
+    names = {trace.names[n] for n in distinct(trace.name[trace.name_matches(MODEL_WARMUP) & (trace.ts < startup_end)])}
     timed = [n for n in names if n.endswith(_DYNAMO_TIMED)]
     compiling = any(not n.startswith(_GRAPH_RECORDING) for n in timed)
     capturing = len(timed) < len(names) or any(n.startswith(_GRAPH_RECORDING) for n in timed)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from perftool import hardware
+from perftool.common.arrays import distinct
 from perftool.common.results import Framework
 from perftool.dialects.merged import own_name, own_pid
 from perftool.dialects.vocabulary import COMPILED_CALL, DEVICE_PROCESS, ENGINE_STEP, SGLANG_STEP
@@ -254,7 +255,7 @@ def _of_computing_devices(trace: Trace, tracks: list[int]) -> list[int]:
 
     def computing() -> frozenset[int]:
         work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.COMMUNICATION)
-        return frozenset(trace.tracks[i].pid for i in np.unique(trace.track[work]).tolist())
+        return frozenset(trace.tracks[i].pid for i in distinct(trace.track[work]).tolist())
 
     pids = trace.derive("family.computing_devices", computing)
     return [i for i in tracks if trace.tracks[i].pid in pids] or tracks

@@ -30,6 +30,7 @@ from perftool import dialects
 from perftool.analysis.launches import replayed
 from perftool.analysis.nesting import HOST_WORK, outermost, owners
 from perftool.analysis.serving import named_numbers
+from perftool.common.arrays import distinct
 from perftool.common.errors import PerftoolError
 from perftool.common.paths import names_file
 from perftool.dialects.op_families import MODELLED_NAMES
@@ -170,7 +171,7 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     calls, spans = calls[compute], spans[compute]
     files = capture_files(trace.source, trace.metadata) if spans.size else []
     own = Path(trace.source) if spans.size and trace.name_matches(CAPTURE_BEGIN).any() else None
-    found = ReplayOps(captures=[f"{p.parent.name}/{p.name}" for p in files], replays=int(np.unique(calls).size))
+    found = ReplayOps(captures=[f"{p.parent.name}/{p.name}" for p in files], replays=int(distinct(calls).size))
     graphs: list[Graph] = []
     if own is not None and own.is_file():  # read again, its launches' args kept: HIP's name their kernels
         found.captures.insert(0, ITSELF)
@@ -189,18 +190,18 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     calls, spans = calls[order], spans[order]
     starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])
     chosen: dict[tuple[int | bool, ...], tuple[str, np.ndarray] | None] = {}  # by kernels, stream, tokens
-    distinct: dict[Launch, int] = {}
+    seen: dict[Launch, int] = {}  # each distinct launch, numbered
     matched: list[np.ndarray] = []
     launch: list[np.ndarray] = []
     by: list[np.ndarray] = []
     used: set[str] = set()
     steps = named_numbers(trace, calls[starts], ENGINE_STEP_TOKENS)  # the tokens of each replay's step
     for call, tokens, replay in zip(calls[starts].tolist(), steps, np.split(spans, starts[1:])):
-        key = (*trace.name[replay].tolist(), np.unique(trace.track[replay]).size == 1, tokens or 0)
+        key = (*trace.name[replay].tolist(), distinct(trace.track[replay]).size == 1, tokens or 0)
         if key not in chosen:
             fitted = _graph_of(trace, replay, graphs, tokens)
             chosen[key] = None if fitted is None else (fitted[0].source, np.array(
-                [distinct.setdefault(fitted[0].launches[at], len(distinct)) for at in fitted[1]], np.int64
+                [seen.setdefault(fitted[0].launches[at], len(seen)) for at in fitted[1]], np.int64
             ))  # fmt: skip
         if (found_graph := chosen[key]) is None:
             found.unmatched += 1
@@ -212,7 +213,7 @@ def _replay_ops(trace: Trace) -> ReplayOps:
     if matched:
         found.spans, found.launch = np.concatenate(matched), np.concatenate(launch)
         found.replayed_by = np.concatenate(by)
-    found.launches, found.used = list(distinct), sorted(used)
+    found.launches, found.used = list(seen), sorted(used)
     return found
 
 
@@ -223,7 +224,7 @@ def _graph_of(trace: Trace, replay: np.ndarray, graphs: list[Graph],
     step's, where annotated): captured for the smallest batch of as many or more. None where none fits, or it stays
     unclear which."""
     names = [trace.names[n] for n in trace.name[replay].tolist()]
-    one_stream = np.unique(trace.track[replay]).size == 1
+    one_stream = distinct(trace.track[replay]).size == 1
     fits = [(g, at) for g in graphs if (at := _aligned(g.launches, names, one_stream)) is not None]
     if len(_ops(fits)) > 1 and tokens is not None:
         sizes = [g.size for g, _ in fits if g.size is not None and g.size >= tokens]

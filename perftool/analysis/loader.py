@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perftool.common.arrays import distinct
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
 from perftool.trace.model import Kind, Role, Trace
 
@@ -55,7 +56,7 @@ def depth_in_use(trace: Trace) -> int | None:
         return None
     values, counts = np.unique(resumed[coincides] - copy[coincides], return_counts=True)
     batches_ahead, agreeing = int(values[np.argmax(counts)]), int(counts.max())
-    workers = np.unique(track).size
+    workers = distinct(track).size
     if agreeing < MIN_RESUMES or batches_ahead < workers or batches_ahead % workers:
         return None
     return batches_ahead // workers

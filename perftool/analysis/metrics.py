@@ -22,6 +22,7 @@ from perftool.analysis.family import device_name
 from perftool.analysis.host_calls import compiles
 from perftool.analysis.launches import with_replays
 from perftool.analysis.steps import Steps, detect_steps
+from perftool.common.arrays import distinct
 from perftool.dialects.vocabulary import CPU_FALLBACK, FINDINGS_CATEGORY, FINDINGS_PROCESS
 from perftool.trace.model import NOT_DEVICE_WORK, Kind, Role, Trace
 
@@ -302,7 +303,7 @@ def _sync_metrics(syncs: intervals.Intervals, steps: Steps) -> dict[str, float]:
 
 def _fallback_metrics(trace: Trace, in_window: np.ndarray) -> dict[str, float]:
     rows = np.flatnonzero(trace.name_matches(CPU_FALLBACK) & in_window)
-    return {"cpu_fallback.count": float(rows.size), "cpu_fallback.ops": float(np.unique(trace.name[rows]).size)}
+    return {"cpu_fallback.count": float(rows.size), "cpu_fallback.ops": float(distinct(trace.name[rows]).size)}
 
 
 def _top_ops(trace: Trace, in_window: np.ndarray, collectives: np.ndarray) -> tuple[str, list[OpStat]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perftool.common.arrays import distinct
 from perftool.trace.model import Kind, Phase, Trace
 
 # The host spans a step's ops are, at their outermost: what diff's op level names (the host ops, runtime calls, waits,
@@ -17,7 +18,7 @@ def owners(trace: Trace, ops: np.ndarray, sources: np.ndarray) -> np.ndarray:
     by track and start: innermost ops, a device's kernels) of the one on its track that starts at or last before it and
     holds it; -1 where none."""
     owner = np.full(sources.size, -1, np.int64)
-    for track in np.unique(trace.track[sources]).tolist():
+    for track in distinct(trace.track[sources]).tolist():
         mine = np.flatnonzero(trace.track[sources] == track)
         on_track = np.flatnonzero(trace.track[ops] == track)
         if not on_track.size:
@@ -57,7 +58,7 @@ def innermost_around(trace: Trace, spans: np.ndarray, rows: np.ndarray) -> np.nd
     spans = spans[np.lexsort((-trace.end[spans], trace.ts[spans], trace.track[spans]))]  # of equal starts, the longest
     parent = _parents(trace, spans)
     found = np.full(rows.size, -1, np.int64)
-    for track in np.unique(trace.track[rows]).tolist():
+    for track in distinct(trace.track[rows]).tolist():
         mine = np.flatnonzero(trace.track[rows] == track)
         on_track = np.flatnonzero(trace.track[spans] == track)
         if on_track.size:

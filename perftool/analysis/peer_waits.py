@@ -18,6 +18,7 @@ from typing import TypeGuard
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.common.arrays import distinct
 from perftool.trace.model import Trace
 
 PEER_WAIT = re.compile(r"^Notify[_ ]Wait$")  # a wait for a peer's signal: a plane's Notify_Wait, a stream's Notify Wait
@@ -70,7 +71,7 @@ def measure(trace: Trace, lo: float, hi: float, tasks: np.ndarray) -> PeerWaits:
     peer = np.full(rows.size, NO_RANK, np.int64)
     named, ranks = _named(trace, rows)
     group = _communicators(trace, rows)
-    by_group = {g: _peers_of(group[named] == g, ranks, clipped[named]) for g in np.unique(group[named]).tolist()}
+    by_group = {g: _peers_of(group[named] == g, ranks, clipped[named]) for g in distinct(group[named]).tolist()}
     if not by_group:
         return PeerWaits(waiting, intervals.total(transfer), rows=rows, peer=peer)
     head = max(by_group, key=lambda g: max(by_group[g][2].values(), default=0.0))
@@ -100,7 +101,7 @@ def _communicators(trace: Trace, rows: np.ndarray) -> np.ndarray:
         if isinstance(track.tid, int) and _COMMUNICATOR.search(track.thread_name):
             heads.setdefault(track.pid, []).append((track.tid, track.id))
     head_of = {}
-    for track_id in np.unique(trace.track[rows]).tolist():
+    for track_id in distinct(trace.track[rows]).tolist():
         track = trace.tracks[track_id]
         before = [
             (tid, head) for tid, head in heads.get(track.pid, []) if isinstance(track.tid, int) and tid <= track.tid

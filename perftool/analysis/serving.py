@@ -9,6 +9,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.nesting import innermost_around
+from perftool.common.arrays import distinct
 from perftool.dialects.op_families import StepLengths
 from perftool.dialects.vocabulary import ENGINE_STEP, ENGINE_STEP_LENGTHS, ENGINE_STEP_MODE
 from perftool.trace.model import Kind, Phase, Role, Trace
@@ -21,7 +22,7 @@ def _named_around(trace: Trace, rows: np.ndarray, pattern: re.Pattern[str]) -> l
     if not (named.size and rows.size):
         return [None] * rows.size
     around = innermost_around(trace, named, rows)
-    matches = {row: pattern.match(trace.names[trace.name[row]]) for row in np.unique(around[around >= 0]).tolist()}
+    matches = {row: pattern.match(trace.names[trace.name[row]]) for row in distinct(around[around >= 0]).tolist()}
     return [matches[row] if row >= 0 else None for row in around.tolist()]
 
 

@@ -22,6 +22,7 @@ from perftool.analysis.intervals import overlaps_any, union
 from perftool.analysis.launches import Launches, launches
 from perftool.analysis.repeats import Inferred, inferred_steps
 from perftool.analysis.serving import iteration_modes
+from perftool.common.arrays import distinct
 from perftool.common.units import duration
 from perftool.dialects.vocabulary import (
     ALLOCATION,
@@ -265,7 +266,7 @@ def warmup_signs(
     key = trace.name[rows].astype(np.int64) * count + (mode_codes[step] if mode_codes is not None else 0)  # op, kind
     last_step_of = np.full(len(trace.names) * count, -1)
     np.maximum.at(last_step_of, key, step)
-    signs[np.unique(step[last_step_of[key] == step])] = True  # the op's last step (of its kind) is this one
+    signs[distinct(step[last_step_of[key] == step])] = True  # the op's last step (of its kind) is this one
     signs[-1] = False  # nothing comes after the last step to compare its ops with
     return signs
 
@@ -277,7 +278,7 @@ def _typical_by_mode(durations: np.ndarray, mode_codes: np.ndarray | None) -> np
     if mode_codes is None:
         return None
     typical = np.empty_like(durations)
-    for mode in np.unique(mode_codes).tolist():
+    for mode in distinct(mode_codes).tolist():
         mine = np.flatnonzero(mode_codes == mode)
         typical[mine] = np.median(durations[mine[mine.size // 2 :]])
     return typical
@@ -353,7 +354,7 @@ def _enclosing_call_ends(trace: Trace, rows: np.ndarray) -> np.ndarray:
     whole script): one sort of each such track's calls, whatever the rows' number."""
     found = trace.end[rows].copy()
     calls = (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP) & ~python_frames(trace)
-    for track in np.unique(trace.track[rows]).tolist():
+    for track in distinct(trace.track[rows]).tolist():
         outer = trace.top_level(np.flatnonzero(calls & (trace.track == track)))
         mine = np.flatnonzero(trace.track[rows] == track)
         at = np.searchsorted(trace.ts[outer], trace.ts[rows[mine]], side="right") - 1

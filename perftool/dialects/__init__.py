@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perftool.common.arrays import distinct
 from perftool.common.errors import PerftoolError
 from perftool.dialects.ascend import Ascend
 from perftool.dialects.autograd import Autograd
@@ -103,7 +104,7 @@ def _host_reads(trace: Trace) -> np.ndarray:
         return found[0]
     thread_of = np.unique([str(t.tid) for t in trace.tracks], return_inverse=True)[1]  # per track, its thread's code
     read_threads, call_threads = thread_of[trace.track[reads]], thread_of[trace.track[calls]]
-    for thread in np.unique(read_threads).tolist():
+    for thread in distinct(read_threads).tolist():
         mine = reads[read_threads == thread]
         starts = np.r_[np.sort(trace.ts[calls[call_threads == thread]]), np.inf]  # none after the last
         first = starts[np.searchsorted(starts, trace.ts[mine], side="left")]  # the first call from the read's start

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from perftool.common.arrays import distinct
 from perftool.dialects.base import Dialect
 from perftool.dialects.vocabulary import AI_CPU
 from perftool.trace.model import Kind, Role, Trace, Track
@@ -81,7 +82,7 @@ def _communication_streams(trace: Trace) -> list[int]:
     if not streams:
         return []
     hccl_names = np.array([bool(_HCCL_TASK.search(name)) for name in trace.names] or [False])
-    return np.unique(trace.track[hccl_names[trace.name] & np.isin(trace.track, streams)]).tolist()
+    return distinct(trace.track[hccl_names[trace.name] & np.isin(trace.track, streams)]).tolist()
 
 
 def _copy_directions(trace: Trace, kind: np.ndarray) -> None:
@@ -106,7 +107,7 @@ def _not_compiling(trace: Trace) -> np.ndarray:
     inner = np.flatnonzero(op_compile)
     if executing.size == 0 or inner.size == 0:
         return found
-    for track in np.unique(trace.track[executing]).tolist():
+    for track in distinct(trace.track[executing]).tolist():
         outer = executing[trace.track[executing] == track]
         starts = np.sort(trace.ts[inner[trace.track[inner] == track]])
         first = np.searchsorted(starts, trace.ts[outer])  # the first opCompile starting in the call, if any

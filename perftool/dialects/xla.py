@@ -33,6 +33,7 @@ import re
 
 import numpy as np
 
+from perftool.common.arrays import distinct
 from perftool.dialects.base import Dialect
 from perftool.dialects.vocabulary import COMPILED_CALL, PYTHON_FRAME, STEP_NUMBER_ARG
 from perftool.trace.model import Kind, Phase, Role, Trace, Track
@@ -149,9 +150,9 @@ def _cache_misses(trace: Trace, kind: np.ndarray) -> tuple[np.ndarray, np.ndarra
             inner = compiles[trace.track[compiles] == track]
             holder = outermost[np.maximum(np.searchsorted(trace.ts[outermost], trace.ts[inner], side="right") - 1, 0)]
             holds = (trace.ts[holder] <= trace.ts[inner]) & (trace.end[holder] >= trace.end[inner])
-            misses.append(np.unique(holder[holds]))
+            misses.append(distinct(holder[holds]))
             held.append(inner[holds])
-    return np.unique(np.concatenate(misses)), np.concatenate(held)
+    return distinct(np.concatenate(misses)), np.concatenate(held)
 
 
 def _traced_calls(trace: Trace) -> np.ndarray:

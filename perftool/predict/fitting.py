@@ -42,6 +42,7 @@ from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
 from perftool.analysis.loader import batches_in_order, depth_in_use
+from perftool.common.arrays import distinct
 from perftool.common.errors import PerftoolError
 from perftool.dialects.vocabulary import (
     CPU_FALLBACK,
@@ -630,7 +631,7 @@ def _input(
     batches = (trace.kind == Kind.INPUT) & trace.on_roles(Role.INPUT)
     rows = np.flatnonzero(batches & scope.in_window)
     if rows.size:
-        workers = int(np.unique(trace.track[rows]).size)
+        workers = int(distinct(trace.track[rows]).size)
         durations = trace.dur[rows]
         mean = float(durations.mean())
         spread = float(durations.std() / mean) if mean > 0 else 0.0

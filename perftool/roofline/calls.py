@@ -29,6 +29,7 @@ from perftool.analysis.graph_captures import ReplayOps, replay_ops
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.nesting import owners
 from perftool.analysis.serving import step_lengths
+from perftool.common.arrays import distinct
 from perftool.dialects.hlo import (
     Programs,
     XlaArgs,
@@ -307,7 +308,7 @@ def _replayed_calls(trace: Trace, window: tuple[float, float], replays: ReplayOp
     lo, hi = window
     inside = (trace.ts[replays.spans] >= lo) & (trace.ts[replays.spans] < hi)
     kind_of = np.full(len(replays.launches), -1, np.int64)  # -1: made in no modelled op
-    for index in np.unique(replays.launch[inside]).tolist():
+    for index in distinct(replays.launch[inside]).tolist():
         if (made := replays.launches[index]).op:
             kind_of[index] = keys.setdefault((made.op, made.inputs), len(keys))
     launch = replays.launch[inside]

@@ -29,6 +29,7 @@ from perftool.analysis.family import (
     told_models,
 )
 from perftool.analysis.steps import Steps, detect_steps
+from perftool.common.arrays import distinct
 from perftool.common.results import MeasuredPipes, RooflineFamily, RooflineOp, RooflineRegion, RooflineSteps
 from perftool.common.units import duration, plural
 from perftool.dialects.hlo import trace_programs
@@ -89,7 +90,7 @@ class Roofline:
         if calls is None or not calls.kinds:
             return np.zeros(0)
         at_roof = np.full(2 * len(calls.kinds), np.nan)
-        for variant in np.unique(calls.kind * 2 + calls.tf32).tolist():
+        for variant in distinct(calls.kind * 2 + calls.tf32).tolist():
             found = calls.kinds[variant // 2].work
             if found is not None:
                 roof = _roofline_us(self.spec, found.family, _dtype(found, bool(variant % 2)), found.flops, found.bytes)

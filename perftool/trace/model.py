@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import msgspec
 import numpy as np
 
+from perftool.common.arrays import distinct
 from perftool.common.threads import made_once
 from perftool.common.units import duration
 from perftool.trace.events import Interner
@@ -321,7 +322,7 @@ class Trace:
         """Of ``rows`` (complete events, of any tracks), those no other of them on the same track encloses
         (:meth:`top_level`, track by track), in row order."""
         tracks = self.track[rows]
-        kept = [self.top_level(rows[tracks == track]) for track in np.unique(tracks).tolist()]
+        kept = [self.top_level(rows[tracks == track]) for track in distinct(tracks).tolist()]
         return np.sort(np.concatenate(kept)) if kept else rows
 
     def on_roles(self, *roles: Role) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
+from perftool.common.arrays import distinct
 from perftool.common.names import host_call, shortened
 from perftool.common.ranking import largest
 from perftool.common.threads import computed_once
@@ -213,7 +214,7 @@ def names_key(trace: Trace, rows: np.ndarray) -> str:
     """What a finding about ``rows`` is about, for its fingerprint: their distinct names, sorted. Never the names in
     the order of their time or of their first appearance, which two captures of the same job need not share (a
     finding in both was reported both fixed and new), nor a Python object's address in one run."""
-    return "\n".join(sorted({host_call(trace.names[i]) for i in np.unique(trace.name[rows]).tolist()}))
+    return "\n".join(sorted({host_call(trace.names[i]) for i in distinct(trace.name[rows]).tolist()}))
 
 
 GPU_WORD_VALUES: dict[str, str] = {  # the values of :func:`~perftool.analysis.family.gpu_words`

@@ -15,6 +15,7 @@ import re
 
 import numpy as np
 
+from perftool.common.arrays import distinct
 from perftool.common.units import plural
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
 from perftool.trace.model import Kind, Role
@@ -36,13 +37,13 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     loading = trace.kind == Kind.INPUT
     worker_rows = np.flatnonzero(loading & trace.on_roles(Role.INPUT) & scope.in_window)
     wait_rows = np.flatnonzero(loading & trace.on_roles(Role.HOST) & scope.in_window)
-    workers = np.unique(trace.track[worker_rows]).size
+    workers = distinct(trace.track[worker_rows]).size
     step = scope.step_time
     demand = max(step - scope.per_step(lost), step * MIN_DEMAND_SHARE)  # the step the device needs with no wait
     prepare = trace.dur[worker_rows] if worker_rows.size else trace.dur[wait_rows]
     mean_prepare, slow_prepare = float(prepare.mean()), float(np.percentile(prepare, 99))  # lost > 0: some exist
     current = scope.run.knobs["prefetch_depth"] if scope.run else int(params["assumed_prefetch_depth"])
-    loader_names = "\n".join(trace.names[i] for i in np.unique(trace.name[wait_rows]).tolist())
+    loader_names = "\n".join(trace.names[i] for i in distinct(trace.name[wait_rows]).tolist())
     in_process = not workers and SINGLE_PROCESS_LOADER.search(loader_names) is not None
     keeps_up = not workers or mean_prepare / workers <= demand
     if workers:

@@ -16,6 +16,7 @@ import numpy as np
 
 from perftool.analysis.family import HOST_ONLY, framework
 from perftool.analysis.host_calls import compiles
+from perftool.common.arrays import distinct
 from perftool.common.units import plural
 from perftool.rules.detectors.base import Detection, Detector, Scope
 
@@ -76,7 +77,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
 
 def _cause(scope: Scope, rows: np.ndarray) -> str:
     trace = scope.trace
-    names = "\n".join(trace.names[i] for i in np.unique(trace.name[rows]).tolist())
+    names = "\n".join(trace.names[i] for i in distinct(trace.name[rows]).tolist())
     if scope.family == "npu" and _OP_COMPILE.search(names) and framework(trace) == "pytorch":
         return "npu_jit"
     for row in rows.tolist():

@@ -16,6 +16,7 @@ import numpy as np
 from perftool.analysis.communication import covered
 from perftool.analysis.family import device_properties, gpu_words
 from perftool.analysis.kernel_launch import launch_of
+from perftool.common.arrays import distinct
 from perftool.common.names import shortened
 from perftool.rules.detectors.base import (
     GPU_WORD_VALUES,
@@ -44,7 +45,7 @@ def _alone_us(scope: Scope, rows: np.ndarray) -> np.ndarray:
     kernels = (trace.kind == Kind.COMPUTE) & trace.on_roles(Role.DEVICE)
     starts, ends = np.maximum(trace.ts[rows], scope.lo), np.minimum(trace.end[rows], scope.hi)
     alone = ends - starts
-    for track in np.unique(trace.track[rows]).tolist():
+    for track in distinct(trace.track[rows]).tolist():
         on_track = trace.track[rows] == track
         others = scope.busy(kernels & (trace.track != track))
         alone[on_track] -= covered(others, starts[on_track], ends[on_track])

@@ -1,0 +1,41 @@
+"""The distinct values of an array by one sort: np.unique's answer, whatever the dtype, shape or size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from perftool.common.arrays import distinct
+
+INTEGERS = st.lists(st.integers(min_value=-(2**40), max_value=2**40), max_size=60)
+
+
+@given(INTEGERS, st.sampled_from([np.int8, np.int32, np.int64, np.uint8, np.intp]))
+def test_the_distinct_values_are_np_unique_s_in_its_dtype(values, dtype):
+    array = np.array(values, dtype=np.int64).astype(dtype)
+    found = distinct(array)
+    assert found.dtype == array.dtype
+    assert found.tolist() == np.unique(array).tolist()
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.zeros(0, np.int32),
+        np.array([7], np.int64),
+        np.array([[3, 1], [3, 2]], np.int32),  # flattened, as np.unique flattens
+        np.array([True, False, True]),
+        np.array([2.0, np.nan, 1.0, np.nan]),  # one NaN kept, as np.unique keeps it
+    ],
+    ids=["empty", "one", "2-d", "bool", "floats"],
+)
+def test_edge_cases_are_np_unique_s(array):
+    np.testing.assert_array_equal(distinct(array), np.unique(array))
+
+
+def test_a_trace_s_codes_are_sorted_not_hashed(monkeypatch):
+    """np.unique asked for the values alone takes a hash table, slower on a trace's codes: never called for them."""
+    monkeypatch.setattr(np, "unique", lambda *args, **kwargs: pytest.fail("np.unique called"))
+    assert distinct(np.array([5, 1, 5, 3], np.int32)).tolist() == [1, 3, 5]
