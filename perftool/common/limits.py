@@ -17,7 +17,7 @@ MEMORY_PER_EXACT_BYTE = 7.0  # a trace decoded whole, at once, per byte of JSON 
 MEMORY_PER_TRACE_BYTE = 0.65  # peak memory to scan a trace, per byte of its JSON (bench/bench_load.py: 0.55-0.58)
 DISK_PER_TRACE_BYTE = 0.5  # disk a trace's columns take when kept there, per byte of JSON (bench/bench_spill.py)
 # Memory to scan what a trace holds, beyond its bytes (bench/bench_memory.py measures each; these hold above):
-MEMORY_PER_EVENT = 180  # bytes an event in memory (a million tiny events: info 173 measured, scan 172)
+MEMORY_PER_EVENT = 180  # bytes an event in memory (a million tiny events: info 171-173 measured, scan 172-178)
 MEMORY_PER_SIGNATURE = 700  # each distinct (phase, name, category, process, thread): 424 measured, 585 with a track
 MEMORY_PER_COUNTER_SAMPLE = 350  # a counter event's values, kept until counters are built (measured ~210)
 MEMORY_PER_KEPT_ARGS = 200  # an event whose args are kept, on top of their bytes (measured ~77)

@@ -406,6 +406,6 @@ class Trace:
 
     def with_roles(self, roles: dict[int, Role]) -> None:
         """Assign roles to tracks by id (tracks are immutable records: those whose role changes are replaced, the others
-        kept, which a trace of many threads given a few roles at a time does not pay for each)."""
+        kept as they are, so that a trace of many threads does not pay for every track at every call)."""
         self.tracks = [t if roles.get(t.id, t.role) == t.role else replace(t, role=roles[t.id]) for t in self.tracks]
         self._role_masks.clear()

@@ -13,7 +13,7 @@ KINETO_SAMPLE = str(REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.
 
 def test_roles_replace_the_tracks_whose_role_changes_and_keep_the_others():
     """A trace of many threads is given roles a few at a time: the tracks a call leaves as they were stay the same
-    records (replacing each one was a third of info's time on a trace of 100,000 threads), the one it changes is
+    records (replacing each one was a quarter of info's time on a trace of 100,000 threads), the one it changes is
     replaced, and the per-event role masks follow."""
     trace = load_trace(KINETO_SAMPLE)
     before = list(trace.tracks)
