@@ -32,6 +32,7 @@ from perftool.dialects.kineto import EARLY_CAPTURE, early_profiler
 from perftool.dialects.vocabulary import (
     CUDA_GRAPH_LAUNCH,
     GRAPH_LAUNCH,
+    GRAPH_RECORDING,
     MODEL_RUN,
     MODEL_WARMUP,
     OTHER_DEVICES,
@@ -73,10 +74,8 @@ _CAPTURE_HINT = {
     "xla, tensorflow, inference": "capture several steps past warm-up, each call of the model inside "
     'tf.profiler.experimental.Trace("predict", step_num=step, _r=1)',
 }
-_DYNAMO_TIMED = "(dynamo_timed)"  # how torch.compile names its compile-time phases
-# the phases it times that record a CUDA graph tree's graph and compile nothing ("CUDAGraphNode.record (dynamo_timed)",
-# "cudagraphify.get_container (dynamo_timed)")
-_GRAPH_RECORDING = ("CUDAGraph", "cudagraphify")
+# how torch.compile names its compile-time phases (those GRAPH_RECORDING matches record a graph and compile nothing)
+_DYNAMO_TIMED = "(dynamo_timed)"
 _GENERIC_HINT = "capture at least 3 steps past warm-up, each marked as a step (ProfilerStep#N)"
 # A serving engine runs the profiler itself, started and stopped around requests; each engine's way, by the engine's
 # name in perftool.analysis.family.ENGINES
@@ -514,8 +513,8 @@ def _warmup_phases(trace: Trace, startup_end: float) -> str:
     captured"); empty where the start-up held none."""
     names = {trace.names[n] for n in distinct(trace.name[trace.name_matches(MODEL_WARMUP) & (trace.ts < startup_end)])}
     timed = [n for n in names if n.endswith(_DYNAMO_TIMED)]
-    compiling = any(not n.startswith(_GRAPH_RECORDING) for n in timed)
-    capturing = len(timed) < len(names) or any(n.startswith(_GRAPH_RECORDING) for n in timed)
+    compiling = any(not GRAPH_RECORDING.search(n) for n in timed)
+    capturing = len(timed) < len(names) or any(GRAPH_RECORDING.search(n) for n in timed)
     return " and ".join(
         [*(["torch.compile compiling"] if compiling else []), *(["device graphs captured"] if capturing else [])]
     )

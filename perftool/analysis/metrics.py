@@ -23,7 +23,7 @@ from perftool.analysis.host_calls import compiles
 from perftool.analysis.launches import with_replays
 from perftool.analysis.steps import Steps, detect_steps
 from perftool.common.arrays import distinct
-from perftool.dialects.vocabulary import CPU_FALLBACK, FINDINGS_CATEGORY, FINDINGS_PROCESS
+from perftool.dialects.vocabulary import CPU_FALLBACK, FINDINGS_CATEGORY, FINDINGS_PROCESS, GRAPH_RECORDING
 from perftool.trace.model import NOT_DEVICE_WORK, Kind, Role, Trace
 
 TOP_OPS = 10
@@ -65,6 +65,8 @@ METRICS: dict[str, str] = {
     **COMMUNICATION_METRICS,
     "compile.count": "graph/op compilations anywhere in the trace",
     "compile.time_us": "total compilation time anywhere in the trace, µs",
+    "compile.graph_recordings": "of compile.count, device graphs recorded rather than compiled (a CUDA graph's "
+    "capture, torch.compile's CUDA graph trees)",
     "recompilations.count": "compilations starting inside the steady-state window (after warm-up)",
     "sync.count": "host-device synchronisation points in the window (stream sync, .item()); nested ones count once",
     "sync.per_step": "synchronisation points per steady-state step",
@@ -291,6 +293,7 @@ def _compile_metrics(trace: Trace, steps: Steps) -> dict[str, float]:
     return {
         "compile.count": float(rows.size),
         "compile.time_us": float(np.sum(trace.dur[rows])),
+        "compile.graph_recordings": float(np.count_nonzero(trace.name_matches(GRAPH_RECORDING, rows))),
         "recompilations.count": recompiles,
     }
 

@@ -75,6 +75,10 @@ STARTUP = re.compile(
     r"|miopenCreate\w*|rocblas_create_handle|aclInit|AscendCL@aclInit|aclrtSetDevice|AscendCL@aclrtSetDevice"
     r"|synInitialize|synDeviceAcquire\w*)$"
 )
+# A compile event that records a device graph rather than compiling one: a CUDA graph tree's recording, which
+# torch.compile times as it times its compile phases ("CUDAGraphNode.record (dynamo_timed)", "cudagraphify.get_container
+# (dynamo_timed)"), and a CUDA graph's capture named as such
+GRAPH_RECORDING = re.compile(r"^(CUDAGraph|cudagraphify)|(?i:graph capture)")
 # A compiled model's warm-up, whenever it runs: torch.compile's compile-time phases (each timed as "... (dynamo_timed)":
 # tracing, Inductor, autotuning, recording CUDA graphs) and a device graph's capture and instantiation.
 GRAPH_CAPTURE = re.compile(r"^(cuda|hip|cu)Stream(Begin|End)Capture|^(cuda|hip|cu)GraphInstantiate")  # graphs made

@@ -83,12 +83,25 @@ def timeline_rows(metrics: Metrics, unit: str) -> list[tuple[str, str]]:
             f"{duration(m['communication.exposed_us'], unit)} ({percent(m['communication.exposed_fraction'])})"
             + _tasks(m, unit),
         ))  # fmt: skip
-    compiled, recompiled = m["compile.count"], m["recompilations.count"]
-    after = f" · {recompiled:,.0f} after warm-up" if not math.isnan(recompiled) else ""  # NaN: no steps to be after
-    rows.append(("compile", f"{compiled:,.0f} ({duration(m['compile.time_us'], unit)}){after}" if compiled else "none"))
+    rows.append(("compile", _compiles(m, unit)))
     syncs = f"{m['sync.count']:,.0f}"
     rows.append(("sync points", f"{syncs} ({m['sync.per_step']:.1f} per step)" if m["steps.steady"] else syncs))
     return rows
+
+
+def _compiles(m: dict[str, float], unit: str) -> str:
+    """How many compiles, their time, how many of them recorded device graphs rather than compiled, and how many came
+    after warm-up ("none" where there were none)."""
+    compiled, recorded, recompiled = m["compile.count"], m["compile.graph_recordings"], m["recompilations.count"]
+    if not compiled:
+        return "none"
+    time = duration(m["compile.time_us"], unit)
+    if recorded:
+        what = "a device graph recording" if recorded == 1 else "device graph recordings"
+        share = "" if compiled == 1 else "all " if recorded == compiled else f"{recorded:,.0f} of them "
+        time += f", {share}{what}"
+    after = f" · {recompiled:,.0f} after warm-up" if not math.isnan(recompiled) else ""  # NaN: no steps to be after
+    return f"{compiled:,.0f} ({time}){after}"
 
 
 def _tasks(m: dict[str, float], unit: str) -> str:

@@ -12,6 +12,7 @@ from conftest import DATA, complete
 from perftool.analysis.host_calls import compiles
 from perftool.analysis.steps import detect_steps, startup_end
 from perftool.pipeline.read import load_trace
+from perftool.report.info_rows import _compiles
 
 KINETO = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
 RECOMPILE = DATA / "torch_cpu_compile_recompile.pt.trace.json.gz"  # tests/data/capture_torch_compile_trace.py's
@@ -78,9 +79,12 @@ def test_a_first_call_that_compiles_nothing_is_told_as_its_graph_s_recording_alo
     a serving engine captures its graphs itself, nothing timed by torch.compile. The warm-up is the graph's
     recording, and the note gives no advice on compile caches or dynamic shapes."""
     compiling_nothing = [e for e in _warmup_call() if not any(word in e["name"] for word in left_out)]
-    notes = " ".join(_scan(run, write_trace, compiling_nothing)["caveats"])
+    scanned = _scan(run, write_trace, compiling_nothing)
+    notes = " ".join(scanned["caveats"])
     assert "the capture holds a model's warm-up (device graphs captured)" in notes
     assert "TORCHINDUCTOR_CACHE_DIR" not in notes and "mark_dynamic" not in notes
+    recorded = 1 if left_out == ("compile",) else 0  # torch.compile timed the recording; an engine's is no compile
+    assert scanned["metrics"]["compile.count"] == scanned["metrics"]["compile.graph_recordings"] == recorded
 
 
 def test_info_of_a_warm_up_without_steps_counts_its_compiles_and_no_recompile_after_none(run, write_trace):
@@ -90,6 +94,7 @@ def test_info_of_a_warm_up_without_steps_counts_its_compiles_and_no_recompile_af
     markdown = run("info", write_trace(KINETO | {"traceEvents": _meta() + events}), "--format", "markdown").stdout
     (compile_row,) = [line for line in markdown.splitlines() if line.startswith("| compile |")]
     assert "after warm-up" not in compile_row and "nan" not in compile_row
+    assert "| 2 (28.000 ms, 1 of them a device graph recording) |" in compile_row  # compile_inner, then the recording
     assert "| device→host | 1 copy · " in markdown
 
 
@@ -359,3 +364,14 @@ def test_a_real_compiled_model_s_first_call_alone_is_not_judged(run):
         == "the capture is a model's first call, its warm-up (torch.compile compiling) and what follows it"
     )
     assert scanned["findings"] == []
+
+
+@pytest.mark.parametrize(
+    ("compiled", "recorded", "said"),
+    [(1, 1, "1 (2.000 ms, a device graph recording)"), (2, 2, "2 (2.000 ms, all device graph recordings)"),
+     (5, 2, "5 (2.000 ms, 2 of them device graph recordings)"), (3, 0, "3 (2.000 ms)"), (0, 0, "none")],
+)  # fmt: skip
+def test_info_s_compile_row_says_how_many_compiles_only_recorded_a_device_graph(compiled, recorded, said):
+    metrics = {"compile.count": compiled, "compile.graph_recordings": recorded, "compile.time_us": 2_000.0,
+               "recompilations.count": float("nan")}  # fmt: skip
+    assert _compiles(metrics, "ms") == said

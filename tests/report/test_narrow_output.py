@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from conftest import REPO
 
 from perftool.cli.main import cli
+from perftool.common import limits
 
 SAMPLES = REPO / "sample_traces"
 GATE = (
@@ -93,7 +94,7 @@ def test_a_written_report_and_an_exit_1_each_say_so_in_one_line(tmp_path):
     wrote = subprocess.run([sys.executable, "-m", "perftool", "scan", trace, "-o", str(out), "--format", "json"],
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert wrote.returncode == 0 and wrote.stdout == ""
-    assert wrote.stderr == f"perftool: wrote {out} ({out.stat().st_size / 1024:.1f} KiB)\n"
+    assert wrote.stderr == f"perftool: wrote {out} ({limits.size_text(out.stat().st_size)})\n"  # 25 KiB, 25.4 KiB
     failed = subprocess.run([sys.executable, "-m", "perftool", "scan", trace, "--fail-on", "warning"],
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert failed.returncode == 1 and "PT001" in failed.stdout
