@@ -16,6 +16,7 @@ from perftool.analysis.family import framework, job_kind, serving_engine
 from perftool.analysis.idle import IdleTime, attribute_idle
 from perftool.analysis.metrics import Metrics
 from perftool.analysis.steps import Steps
+from perftool.common.arrays import least_per_group
 from perftool.common.results import Framework
 from perftool.trace.model import Role, Trace
 
@@ -102,8 +103,7 @@ class TraceAnalysis:
             return 0.0
         touched = np.searchsorted(gaps[0], starts, side="right") - 1
         inside = touched >= 0
-        first = np.full(gaps[0].size, np.inf)  # per stretch, the first of ``starts`` in it
-        np.minimum.at(first, touched[inside], starts[inside])
+        first = least_per_group(touched[inside], starts[inside], gaps[0].size)  # per stretch, the first start in it
         chosen = np.isfinite(first)
         return float(np.sum(np.maximum(gaps[1][chosen] - np.maximum(first[chosen], gaps[0][chosen]), 0.0)))
 

@@ -16,3 +16,16 @@ def distinct(values: np.ndarray) -> np.ndarray:
     if ordered.size < 2:
         return ordered
     return ordered[np.r_[True, ordered[1:] != ordered[:-1]]]
+
+
+def least_per_group(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Per group of ``size`` (``groups``: each value's, from 0): the least of its ``values``, inf for a group without
+    one. One stable sort and a reduction per run: ``np.minimum.at`` takes twice as long where a group's values come
+    one after another (kernels of one op), each waiting for the one before it."""
+    least = np.full(size, np.inf)
+    if groups.size:
+        order = np.argsort(groups, kind="stable")
+        groups, values = groups[order], values[order]
+        first = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+        least[groups[first]] = np.minimum.reduceat(values, first)
+    return least

@@ -29,7 +29,7 @@ from perftool.analysis.graph_captures import ReplayOps, replay_ops
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.nesting import owners
 from perftool.analysis.serving import step_lengths
-from perftool.common.arrays import distinct
+from perftool.common.arrays import distinct, least_per_group
 from perftool.dialects.hlo import (
     Programs,
     XlaArgs,
@@ -148,19 +148,6 @@ class Calls:
         return any(kind.shapes for kind in self.kinds)
 
 
-def _earliest(groups: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Per group of ``size``: the least of its ``values`` (inf for a group without one). One stable sort and a
-    reduction per run: ``np.minimum.at`` takes twice as long where a group's values come one after another (kernels
-    of one op), each waiting for the one before it."""
-    least = np.full(size, np.inf)
-    if groups.size:
-        order = np.argsort(groups, kind="stable")
-        groups, values = groups[order], values[order]
-        first = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
-        least[groups[first]] = np.minimum.reduceat(values, first)
-    return least
-
-
 def _shape_text(inputs: Inputs) -> str:
     return ", ".join(
         "x".join(map(str, d)) if d and all(isinstance(x, int) for x in d) else "[…]" if d else "·"
@@ -187,7 +174,7 @@ def op_calls(trace: Trace, window: tuple[float, float]) -> Calls:
     owner = owners(trace, ops, sources) if ops.size else np.full(sources.size, -1, np.int64)
     # an op is in the window by its first kernel's start on the device, where flows link it (a host running ahead
     # issues the window's ops earlier), else by its own start
-    first_kernel = _earliest(owner[owner >= 0], trace.ts[spans[owner >= 0]], ops.size)
+    first_kernel = least_per_group(owner[owner >= 0], trace.ts[spans[owner >= 0]], ops.size)
     at = np.where(np.isfinite(first_kernel), first_kernel, trace.ts[ops])
     in_window = (at >= lo) & (at < hi)
     keep = np.flatnonzero(in_window)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perftool.common.arrays import distinct
+from perftool.common.arrays import distinct, least_per_group
 
 INTEGERS = st.lists(st.integers(min_value=-(2**40), max_value=2**40), max_size=60)
 
@@ -39,3 +39,12 @@ def test_a_trace_s_codes_are_sorted_not_hashed(monkeypatch):
     """np.unique asked for the values alone takes a hash table, slower on a trace's codes: never called for them."""
     monkeypatch.setattr(np, "unique", lambda *args, **kwargs: pytest.fail("np.unique called"))
     assert distinct(np.array([5, 1, 5, 3], np.int32)).tolist() == [1, 3, 5]
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.floats(-1e6, 1e6)), max_size=40))
+def test_the_least_per_group_is_what_np_minimum_at_leaves(pairs):
+    groups = np.array([g for g, _ in pairs], np.intp)
+    values = np.array([v for _, v in pairs], float)
+    expected = np.full(8, np.inf)
+    np.minimum.at(expected, groups, values)
+    np.testing.assert_array_equal(least_per_group(groups, values, 8), expected)  # inf where a group has none
