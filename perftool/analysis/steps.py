@@ -184,6 +184,11 @@ def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
 def _extent(trace: Trace) -> tuple[float, float]:
     """Where the trace's events begin and end, the profiler's mark of the trace's writing left out
     (:data:`PROFILER_WINDOW_END`)."""
+    if not trace.ts.size:
+        return 0.0, 0.0
+    last = int(np.argmax(trace.end))
+    if not PROFILER_WINDOW_END.match(trace.names[int(trace.name[last])]):  # most traces: the last end is an event's
+        return float(trace.ts.min()), float(trace.end[last])
     ends = trace.end[~trace.name_matches(PROFILER_WINDOW_END)]
     return (float(trace.ts.min()), float(ends.max())) if ends.size else (0.0, 0.0)
 

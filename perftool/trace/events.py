@@ -107,8 +107,8 @@ class ArgsReader(Protocol):
         """The events grouped by their :meth:`tails`, equal tails alike: per event its group (int32, numbered in order
         of first occurrence), and per group the position in ``rows`` of its first event (int64)."""
 
-    def ids(self, rows: np.ndarray) -> list[int | str | None]:
-        """Each one's flow id."""
+    def ids(self, rows: np.ndarray) -> np.ndarray | list[int | str | None]:
+        """Each one's flow id: as int64 where the reader knows all of them to be integers, else a list."""
 
     def correlations(self, rows: np.ndarray) -> np.ndarray:
         """Each one's correlation id (int64): the integer of 0 to 18 digits its args' top-level ``correlation`` holds
@@ -198,9 +198,9 @@ class _ScannedArgs:
         values[undecided] = list(map(_correlation, self.args(rows[undecided])))
         return values
 
-    def ids(self, rows: np.ndarray) -> list[int | str | None]:
+    def ids(self, rows: np.ndarray) -> np.ndarray | list[int | str | None]:
         if not self.others and (self.kinds[rows] == _ID_INT).all():
-            return self.values[rows].tolist()
+            return self.values[rows]
         others, kinds, values = self.others, self.kinds, self.values
         return [others[i] if i in others else int(values[i]) if kinds[i] == _ID_INT else None for i in rows.tolist()]
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar
 
 import msgspec
 import numpy as np
@@ -47,15 +49,9 @@ class KeepArgs:
     def of(self, signatures: list[Signature]) -> np.ndarray:
         """Per signature: how much of its events' args is kept (an :class:`ArgsKept`). The answer for each name and
         category is kept for the pieces after (a trace's repeat theirs): the dialects' patterns run once a name."""
-        known = _KEPT_BY_NAME.setdefault(self, {})
-        if len(known) > _KEPT_NAMES:  # a trace of that many distinct names gains nothing from keeping them
-            known.clear()
         keys = [(name, category) for _, name, category, _, _ in signatures]
-        return np.fromiter(  # get, not `in` then [] : a cluster worker's other thread may clear it in between
-            (kept if (kept := known.get(key)) is not None else known.setdefault(key, self._kept(*key)) for key in keys),
-            np.uint8,
-            len(keys),
-        )
+        answers = _answers(_KEPT_BY_NAME.setdefault(self, {}), keys, lambda key: self._kept(*key))
+        return np.fromiter(answers, np.uint8, len(keys))
 
     @cached_property
     def _patterns(self) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
@@ -68,12 +64,20 @@ class KeepArgs:
 
     def correlated_of(self, signatures: list[Signature]) -> np.ndarray:
         """Per signature: whether its events are spans in a category that ``correlated`` matches (each category
-        matched once)."""
+        matched once, the answers kept for the pieces after as :meth:`of` keeps its own)."""
         if not self.correlated:
             return np.zeros(len(signatures), dtype=bool)
-        pattern = re.compile(self.correlated, re.IGNORECASE)
-        categories = {category: bool(pattern.fullmatch(category)) for _, _, category, _, _ in signatures}
-        return np.array([ph == "X" and categories[category] for ph, _, category, _, _ in signatures], dtype=bool)
+        categories = list({category for _, _, category, _, _ in signatures})
+        pattern = self._correlated_pattern
+        known = _CORRELATED_BY_CATEGORY.setdefault(self, {})
+        matched = dict(zip(categories, _answers(known, categories, lambda category: bool(pattern.fullmatch(category)))))
+        return np.fromiter(
+            (ph == "X" and matched[category] for ph, _, category, _, _ in signatures), bool, len(signatures)
+        )
+
+    @cached_property
+    def _correlated_pattern(self) -> re.Pattern[str]:
+        return re.compile(self.correlated, re.IGNORECASE)
 
     def _kept(self, name: str, category: str) -> int:
         if category in self.categories:  # an event a dialect keeps for its category keeps all its args
@@ -87,7 +91,18 @@ class KeepArgs:
 
 
 _KEPT_BY_NAME: dict[KeepArgs, dict[tuple[str, str], int]] = {}  # KeepArgs.of's answers, per process
-_KEPT_NAMES = 1 << 16
+_CORRELATED_BY_CATEGORY: dict[KeepArgs, dict[str, bool]] = {}  # KeepArgs.correlated_of's, per process
+_KEPT_NAMES = 1 << 16  # a trace of more distinct keys than this gains nothing from keeping their answers
+Key = TypeVar("Key", bound=Hashable)
+Answer = TypeVar("Answer")
+
+
+def _answers(known: dict[Key, Answer], keys: Iterable[Key], answer: Callable[[Key], Answer]) -> Iterator[Answer]:
+    """Each of ``keys``' answer, from ``known`` (this process's answers, emptied past :data:`_KEPT_NAMES`) where it
+    was given before. Read with get, not `in` then []: a cluster worker's other thread may empty it in between."""
+    if len(known) > _KEPT_NAMES:
+        known.clear()
+    return (found if (found := known.get(key)) is not None else known.setdefault(key, answer(key)) for key in keys)
 
 
 class RecordedInputs(msgspec.Struct, omit_defaults=True):

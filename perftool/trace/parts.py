@@ -129,15 +129,16 @@ def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
     )
 
 
-def _flow_ids(ids: list[int | str | None]) -> tuple[np.ndarray, list[str]]:
+def _flow_ids(ids: np.ndarray | list[int | str | None]) -> tuple[np.ndarray, list[str]]:
     """Integer ids stay as they are; string ids, and integers past int64 (a uint64 such as 2^64 - 1 is valid JSON),
     get local numbers (negative, below -1) to remap."""
     try:
-        numbers = np.array(ids, dtype=np.int64)
+        numbers = np.asarray(ids, dtype=np.int64)
         if not numbers.size or numbers.min() >= 0:
             return numbers, []
     except (ValueError, TypeError, OverflowError):
         pass
+    ids = ids.tolist() if isinstance(ids, np.ndarray) else ids
     strings = Interner()
     keyed = [i if isinstance(i, int) and 0 <= i <= INT64_MAX else str(i) for i in ids]  # past int64: a name
     string_keys = [k for k in keyed if isinstance(k, str)]

@@ -103,6 +103,18 @@ def test_a_kineto_launch_and_its_kernel_hold_their_correlation_id_as_their_flow_
             assert len(expected) > 10 and trace.flow_id[spans].tolist() == expected
 
 
+def test_only_a_span_holds_its_correlation_id_as_its_flow_id(write_trace):
+    on_device, on_host = {"pid": 0, "tid": 7}, {"pid": 1, "tid": 1}
+    events = [
+        {"ph": "X", "name": "gemm", "cat": "kernel", **on_device, "ts": 10, "dur": 5, "args": {"correlation": 5}},
+        {"ph": "i", "name": "mark", "cat": "kernel", **on_device, "ts": 12, "s": "t", "args": {"correlation": 6}},
+        {"ph": "X", "name": "relu", "cat": "cpu_op", **on_host, "ts": 9, "dur": 5, "args": {"correlation": 7}},
+    ]
+    trace = load_trace(str(write_trace({"schemaVersion": 1, "traceEvents": events})))
+    flow_ids = {trace.names[n]: flow for n, flow in zip(trace.name.tolist(), trace.flow_id.tolist())}
+    assert flow_ids == {"gemm": 5, "mark": -1, "relu": -1}  # an instant, and a span of no launch or its work: none
+
+
 def _launched(flow_ids: list[tuple[str, int]], launch: str = "cudaLaunchKernel", flows: bool = True) -> list[dict]:
     """One stream's kernels 100 µs apart, each reached by a flow of the given id (and carrying it as its correlation
     id; no flows where ``flows`` is false); a launch call (``launch``) at 5 µs before each kernel whose flow is named

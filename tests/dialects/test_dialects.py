@@ -9,6 +9,7 @@ import pytest
 from conftest import TORCH_FIXTURE, complete, process_name, thread_name
 
 from perftool.common.errors import PerftoolError
+from perftool.dialects.base import Dialect
 from perftool.dialects.vocabulary import READ_BACK
 from perftool.pipeline.read import load_trace
 from perftool.trace import Kind, Role
@@ -179,6 +180,42 @@ def test_unrecognised_trace_loads_with_unknown_roles(write_trace):
     assert trace.dialect == "generic"
     assert {t.role for t in trace.tracks} == {Role.UNKNOWN}
     assert kind_of(trace, "ProfilerStep#1") == {Kind.STEP}  # shared vocabulary still applies
+
+
+class _CategoriesAndRoles(Dialect):
+    """A dialect whose categories and track roles both give kinds, as a dialect may."""
+
+    category_kinds = {"loading": Kind.INPUT, "copying": Kind.H2D}
+    role_kinds = {Role.DEVICE: Kind.COMPUTE, Role.HOST: Kind.HOST_OP}
+
+
+def test_a_category_s_kind_comes_before_its_track_s_and_a_name_s_before_both(write_trace):
+    device, host = (1, 7), (2, 7)
+    events = [
+        process_name(1, "GPU 0"),
+        process_name(2, "python"),
+        complete("batch", 0, 5, *host, cat="loading"),  # the category's kind over the role's
+        complete("forward", 5, 5, *host, cat="cpu"),  # no category kind: the role's
+        complete("gemm", 10, 5, *device, cat="cpu"),
+        complete("ProfilerStep#1", 0, 20, *host, cat="loading"),  # a name's kind over both
+        complete("Memcpy HtoD (Pageable -> Device)", 15, 2, *device, cat="cpu"),  # a direction refines device work
+        complete("Memcpy DtoH (Device -> Pageable)", 17, 2, *device, cat="copying"),  # ... or a copy
+        complete("cudaMemcpyAsync HtoD", 15, 1, *host, cat="cpu"),  # a direction refines no host call
+        complete("ncclKernel_AllReduce", 20, 2, *host, cat="loading"),  # nor a category's other kind
+    ]
+    trace = load_trace(write_trace(events), dialect="generic")
+    assert {t.pid: t.role for t in trace.tracks} == {1: Role.DEVICE, 2: Role.HOST}
+    kinds = dict(zip((trace.names[n] for n in trace.name), _CategoriesAndRoles().kinds(trace).tolist()))
+    assert kinds == {
+        "batch": Kind.INPUT,
+        "forward": Kind.HOST_OP,
+        "gemm": Kind.COMPUTE,
+        "ProfilerStep#1": Kind.STEP,
+        "Memcpy HtoD (Pageable -> Device)": Kind.H2D,
+        "Memcpy DtoH (Device -> Pageable)": Kind.D2H,
+        "cudaMemcpyAsync HtoD": Kind.HOST_OP,
+        "ncclKernel_AllReduce": Kind.INPUT,
+    }
 
 
 def test_forcing_a_dialect(write_trace):
