@@ -40,16 +40,17 @@ def names() -> list[str]:
     return [d.name for d in REGISTERED] + [GENERIC.name]
 
 
-def kept_args() -> KeepArgs:
+def kept_args(launches: bool = True) -> KeepArgs:
     """The events whose ``args`` some dialect or analysis reads: the loader keeps args for these only (what
-    collectives moved; the input shapes of ops the roofline models; the launch configuration of long kernels), and
-    the correlation ids of launches and their work, which pair them where a trace's flows were left out."""
+    collectives moved; the input shapes of ops the roofline models; with ``launches``, the launch configuration of
+    long kernels, which only rules read), and the correlation ids of launches and their work, which pair them where
+    a trace's flows were left out."""
     names = f"(?i:{COLLECTIVE_ARGS.pattern})|{MODELLED_NAMES.pattern}"
     return KeepArgs(
         frozenset().union(*(d.args_categories for d in REGISTERED)),
         names,
         MODELLED_NAMES.pattern,
-        frozenset().union(*(d.launch_categories for d in REGISTERED)),
+        frozenset().union(*(d.launch_categories for d in REGISTERED)) if launches else frozenset(),
         correlated="|".join(d.correlated_categories for d in REGISTERED if d.correlated_categories),
     )
 

@@ -26,6 +26,8 @@ from perftool.trace.profiler_dirs import (
 )
 from perftool.trace.xspace import device_properties
 
+RULES_RUN = frozenset({"scan"})  # the analyses that run rules: only rules read kernels' launch configurations
+
 
 def load_trace(
     path: str | os.PathLike[str],
@@ -52,7 +54,7 @@ def load_trace(
     """
     file = trace_path(os.fspath(path))
     trace = dialects.apply(
-        read_trace(file, workers, max_bytes, dialects.kept_args(), decoders, memory, analysis),
+        read_trace(file, workers, max_bytes, dialects.kept_args(analysis in RULES_RUN), decoders, memory, analysis),
         dialect,
     )
     if trace.dialect == "xla" and len(trace) == JAX_EXPORT_MAX_EVENTS and not file.lower().endswith(XSPACE_SUFFIX):

@@ -348,9 +348,10 @@ def test_a_document_read_whole_reads_a_surrogate_alone_as_the_replacement_charac
 
 
 def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_launches(write_trace):
-    """A kernel of 10 µs or more keeps its grid, block, registers and shared memory (whatever order Kineto writes
-    them in), and no per-call field; kernels launched alike share one kept entry; a short kernel keeps nothing; an
-    instant event in a kernel's category keeps all its args."""
+    """Read for a scan (rules read it), a kernel of 10 µs or more keeps its grid, block, registers and shared memory
+    (whatever order Kineto writes them in), and no per-call field; kernels launched alike share one kept entry; a
+    short kernel keeps nothing; an instant event in a kernel's category keeps all its args. Read for another command,
+    which reads no launch, no kernel keeps one."""
     launch = {"registers per thread": 32, "shared memory": 0, "grid": [4, 2, 1], "block": [128, 1, 1]}
     events = [
         complete("k", 0, 20, cat="kernel", args={"correlation": 1, "stream": 7} | launch),
@@ -361,13 +362,17 @@ def test_long_kernels_keep_just_their_launch_configuration_shared_between_equal_
         complete("k", 100, 20, cat="kernel", args={"grid": [8, 1, 1], "registers per thread": 32}),
         complete("k", 130, 20, cat="kernel", args={"grid": [16, 1, 1], "registers per thread": 32}),
     ]
-    trace = load_trace(write_trace(events))
+    trace = load_trace(write_trace(events), analysis="scan")
     assert trace.args(0) == trace.args(1) == launch
     assert trace.args_ref[0] == trace.args_ref[1]
     assert trace.args(2) == {"grid": [4, 2, 1], "block": [128, 1, 1]}
     assert trace.args(3) is None
     assert trace.args(4) == {"correlation": 5}
     assert [trace.args(row)["grid"] for row in (5, 6)] == [[8, 1, 1], [16, 1, 1]]  # equal tails, different grids
+    for analysis in ("info", "diff", "calibrate"):
+        trace = load_trace(write_trace(events), analysis=analysis)
+        assert [trace.args(row) for row in range(len(trace))] == [None] * 4 + [{"correlation": 5}] + [None] * 2
+        assert trace.flow_id[:4].tolist() == [1, 2, 3, 4]  # their correlation ids, read all the same
 
 
 def test_ops_keep_just_their_recorded_inputs_shared_between_calls_with_equal_inputs(write_trace):
