@@ -255,6 +255,7 @@ def test_modelled_ops_keep_only_their_inputs_and_equal_inputs_share_them():
         ("NVIDIA L40S", "L40S"),
         ("NVIDIA L40", "L40"),
         ("NVIDIA A10", "A10"),
+        ("NVIDIA A40", "A40"),
         ("NVIDIA A800-SXM4-80GB", "A800-SXM4-80GB"),
     ],
 )
@@ -269,6 +270,7 @@ def test_devices_are_matched_as_traces_spell_them(name, key):
         ({"name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 274_877_906_944}, "MI325X"),
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 150_754_820_096}, None),  # an H200 or an H200 NVL
         ({"name": "NVIDIA GPU", "numSms": 58, "totalGlobalMem": 24_000_000_000}, "L4"),
+        ({"name": "NVIDIA GPU", "numSms": 84, "totalGlobalMem": 48_305_799_168}, "A40"),  # 46,068 MiB
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 85_520_809_984}, None),  # an H100 SXM or an H800
         ({"name": "NVIDIA GPU", "numSms": 7, "totalGlobalMem": 85_520_809_984}, None),
     ],
