@@ -245,6 +245,7 @@ def test_modelled_ops_keep_only_their_inputs_and_equal_inputs_share_them():
         ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"),
         ("AMD Instinct MI300X VF", "MI300X"),
         ("AMD Instinct MI325X", "MI325X"),
+        ("AMD Instinct MI100", "MI100"),
         ("NVIDIA H800", "H800-SXM5-80GB"),
         ("NVIDIA H200", "H200-141GB"),
         ("NVIDIA B200", "B200"),
@@ -271,6 +272,7 @@ def test_devices_are_matched_as_traces_spell_them(name, key):
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 150_754_820_096}, None),  # an H200 or an H200 NVL
         ({"name": "NVIDIA GPU", "numSms": 58, "totalGlobalMem": 24_000_000_000}, "L4"),
         ({"name": "NVIDIA GPU", "numSms": 84, "totalGlobalMem": 48_305_799_168}, "A40"),  # 46,068 MiB
+        ({"name": "AMD Radeon Graphics", "numSms": 120, "totalGlobalMem": 34_342_961_152}, "MI100"),  # 32 GiB, gfx908
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 85_520_809_984}, None),  # an H100 SXM or an H800
         ({"name": "NVIDIA GPU", "numSms": 7, "totalGlobalMem": 85_520_809_984}, None),
     ],
