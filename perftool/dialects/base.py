@@ -76,7 +76,7 @@ _NAME_OVER = _pair_table(_name_over)
 
 def _of_pairs(table: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """Per event, ``table``'s kind for its pair of kinds (:func:`_pair_table`): one lookup over the events, through
-    an index of two bytes each (three passes and two lookups less than comparing the kinds)."""
+    an index of two bytes each (a kind's code is a byte, as the kinds column holds it)."""
     index = first.astype(np.uint16)
     index <<= _KIND_BITS
     index |= second
