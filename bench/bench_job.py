@@ -83,10 +83,10 @@ def measure_single(path: str) -> dict:
 
     rules = load_catalog()
     start = time.perf_counter()
-    scan_trace(load_trace(path), rules)
+    scan_trace(load_trace(path, analysis="scan"), rules)
     seconds = time.perf_counter() - start
     with TreePeak() as tree:
-        scan_trace(load_trace(path), rules)
+        scan_trace(load_trace(path, analysis="scan"), rules)
     return {"seconds": seconds, "tree_peak_mb": tree.peak / 1e6}
 
 

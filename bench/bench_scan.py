@@ -37,7 +37,7 @@ def measure(path: str, scan: bool) -> dict:
     from perftool.rules.catalog import load_catalog
 
     start = time.perf_counter()
-    trace = load_trace(path)
+    trace = load_trace(path, analysis="scan" if scan else "info")  # what each command reads: a scan keeps launches
     loaded, cpu = time.perf_counter(), _cpu_s()
     findings = len(scan_trace(trace, load_catalog()).findings) if scan else 0
     if not scan:  # what `perftool info` computes: the steps, the metrics and the roofline

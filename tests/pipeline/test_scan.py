@@ -467,13 +467,13 @@ def test_rules_on_two_threads_find_what_they_find_on_one(path, monkeypatch):
     """The rules and their fixes run on two threads where two cores are free: the findings, their order, their
     gains (the fit behind them included) and the better setting are those one thread gives."""
     monkeypatch.setattr(scan, "free_cores", lambda: 2)
-    trace = load_trace(str(path))
+    trace = load_trace(str(path), analysis="scan")  # as a scan reads it: with its kernels' launches, for their rules
     monkeypatch.setattr(scan, "RULE_THREADS", 1)
     assert scan._rule_threads(trace) == 1
     alone = scan.scan_trace(trace, load_catalog())
     monkeypatch.setattr(scan, "RULE_THREADS", 2)
-    assert scan._rule_threads(load_trace(str(path))) == 2
-    both = scan.scan_trace(load_trace(str(path)), load_catalog())
+    assert scan._rule_threads(load_trace(str(path), analysis="scan")) == 2
+    both = scan.scan_trace(load_trace(str(path), analysis="scan"), load_catalog())
     assert [f.gain.kind for f in both.findings].count("predicted") >= 1
     assert both.model_dump() == alone.model_dump()
 
