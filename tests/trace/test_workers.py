@@ -57,7 +57,7 @@ def test_pieces_of_every_size_arrive_whole(count, monkeypatch):
         received = list(pool.run_pieces(views))
     assert received == [_piece_summary("tag", piece) for piece in pieces]
     if count > 1 and workers.FORKS:
-        assert [isinstance(s, int) for s in sent] == [len(p) <= 1024 for p in pieces]
+        assert [isinstance(length, int) for _slot, length in sent] == [len(p) <= 1024 for p in pieces]
 
 
 def test_a_process_that_dies_is_reported_not_waited_for():
@@ -74,8 +74,9 @@ def test_without_fork_the_processes_are_spawned_and_pieces_piped(monkeypatch):
         assert list(pool.run_pieces([b"abc", memoryview(b"de"), b"x" * 40])) == [3, 2, 40]
 
 
-def test_a_piece_is_drawn_only_when_a_process_is_free():
-    """So that a shared slot is never overwritten while a process still reads it."""
+def test_a_piece_is_drawn_only_when_a_process_has_a_slot_free():
+    """So that a shared slot is never overwritten while a process still reads it, and each process has its next
+    piece ready when it finishes one."""
     drawn = []
 
     def pieces():
@@ -86,7 +87,27 @@ def test_a_piece_is_drawn_only_when_a_process_is_free():
     with workers.processes(2, _piece_summary, "t", piece_bytes=64) as pool:
         for index, (_tag, size, _ends) in enumerate(pool.run_pieces(pieces())):
             assert size == index + 1
-            assert len(drawn) <= index + 2  # the pieces answered, and at most one in flight per process
+            assert len(drawn) == min(12, index + 2 * workers.PIECES_IN_FLIGHT)  # the answered, and the most in flight
+
+
+def test_each_process_takes_its_own_slots_in_turn():
+    slots = workers._Slots(2, 8)
+    sent = [slots.put(member, bytes([value]) * 3) for value, member in enumerate([0, 1, 0, 1, 0, 0, 1])]
+    assert sent == [(0, 3), (2, 3), (1, 3), (3, 3), (0, 3), (1, 3), (2, 3)]
+    assert bytes(slots.take(0, 3)) == bytes([4]) * 3  # slot 0's latest piece
+    assert slots.put(1, b"x" * 9) == (-1, b"x" * 9)  # too large for a slot: the piece itself
+
+
+def _read_slowly(piece: bytes | memoryview) -> bytes:
+    time.sleep(0.02)  # a piece written to this one's slot meanwhile would show in what it returns
+    return bytes(piece)
+
+
+@pytest.mark.skipif(not workers.FORKS, reason="pieces go through shared slots where processes are forked")
+def test_no_piece_is_overwritten_while_its_process_reads_it():
+    pieces = [bytes([value]) * 32 for value in range(16)]
+    with workers.processes(2, _read_slowly, piece_bytes=32) as pool:
+        assert list(pool.run_pieces(pieces)) == pieces
 
 
 def _noted(folder: str, size: int, index: int) -> bytes:
