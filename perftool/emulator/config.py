@@ -6,6 +6,7 @@ Sizes accept units (``220MB``, ``1.5GiB``) or plain bytes. Every problem is repo
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from perftool.common.errors import PerftoolError, parameter
 from perftool.common.yamlfile import error_reason, field_error, read_yaml, validation_error
 from perftool.emulator.devices import BY_KEY, GENERIC, model_profile
 from perftool.emulator.profiles import PROFILES, DeviceProfile
+from perftool.trace.archives import trace_kind
 
 MAX_BYTES = 1 << 50  # 1 PiB: beyond any device or host memory, and well inside int64 arithmetic
 Size = Annotated[ByteSize, Field(gt=0, le=MAX_BYTES)]
@@ -302,8 +304,14 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), model: type[Con
 def read_config(
     path: str | Path, overrides: Sequence[str] = ()
 ) -> tuple[dict[str, Any], str, yaml.Node | None, dict[tuple[str, ...], str]]:
-    """The config's mapping with ``overrides`` applied, its source name, node tree and overridden paths."""
+    """The config's mapping with ``overrides`` applied, its source name, node tree and overridden paths. A trace given
+    in its place is refused with the way from a trace to a config."""
     path = str(path)
+    if (kind := trace_kind(path)) is not None:
+        raise PerftoolError(
+            f"{path}: {kind}, not a config (a YAML file of the device, the workload and the knobs): fit one to the "
+            f"trace with perftool calibrate {shlex.quote(path)} -o fit.yaml, and give fit.yaml instead"
+        )
     document, root = read_yaml(path, "config")
     if not isinstance(document, dict):
         raise PerftoolError(f"{path}: a config must be a YAML mapping with device, workload and knobs")

@@ -1,6 +1,7 @@
 """Files sent in place of a trace: an archive or a compressed file perftool does not open, a report of a profiler it
 does not read, a profiler's table (CSV, or printed as text), or a pickle (a memory snapshot), each told by its first
-bytes (or its name), with the way to the trace."""
+bytes (or its name), with the way to the trace; and the traces perftool reads, told the same way where one is sent in
+place of a config."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import re
 import shlex
 import zlib
 
+from perftool.trace.profiler_dirs import XSPACE_SUFFIX
+
 GZIP_MAGIC = b"\x1f\x8b"  # how a gzip stream begins, whatever the file is called
+SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's and msprof's db exports)
+TRACE_HEAD_BYTES = 1 << 16  # what trace_kind reads: a Kineto trace's device properties come before its events
 _TAR_MAGIC, _TAR_MAGIC_AT = b"ustar", 257  # where a tar archive's first header says what it is
 HEAD_BYTES = _TAR_MAGIC_AT + len(_TAR_MAGIC)  # the first bytes that tell these kinds apart
 _OPENS_AS_JSON = re.compile(rb"\s*[{\[]")
@@ -100,10 +105,30 @@ def not_a_trace(path: str, head: bytes) -> str | None:
     return None
 
 
-def _gzip_head(path: str) -> bytes:
-    """The first bytes a gzip file holds; none where it does not decompress (its reader says why)."""
+def _gzip_head(path: str, size: int = HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes a gzip file holds; none where it does not decompress (its reader says why)."""
     try:
         with gzip.open(path, "rb") as fh:
-            return fh.read(HEAD_BYTES)
+            return fh.read(size)
     except (OSError, EOFError, zlib.error):
         return b""
+
+
+def trace_kind(path: str) -> str | None:
+    """What kind of trace perftool reads the file at ``path`` is, by its first bytes or its name (a JSON trace, gzip'd
+    or not: an object holding ``traceEvents`` or an array of events; a database export; an XSpace), in words; None
+    for any other file, or one that cannot be read (whoever reads it says why)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(TRACE_HEAD_BYTES)
+    except OSError:
+        return None
+    if head.startswith(SQLITE_MAGIC):
+        return "a database export of a trace"
+    if path.lower().endswith(XSPACE_SUFFIX):
+        return "an XSpace trace"
+    gzipped = head.startswith(GZIP_MAGIC)
+    held = _gzip_head(path, TRACE_HEAD_BYTES) if gzipped else head
+    if opens_as_json(held) and (b'"traceEvents"' in held or (held.lstrip()[:1] == b"[" and b'"ph"' in held)):
+        return "a gzip'd JSON trace" if gzipped else "a JSON trace"
+    return None

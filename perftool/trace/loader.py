@@ -26,7 +26,7 @@ from perftool.common.cores import free_cores
 from perftool.common.errors import TraceError, parameter
 from perftool.common.units import plural
 from perftool.trace import decode, xspace
-from perftool.trace.archives import GZIP_MAGIC, HEAD_BYTES, not_a_trace, opens_as_json
+from perftool.trace.archives import GZIP_MAGIC, HEAD_BYTES, SQLITE_MAGIC, not_a_trace, opens_as_json
 from perftool.trace.columns import ColumnBuilder
 from perftool.trace.decode import (
     CHUNK_BYTES,
@@ -54,7 +54,6 @@ SPOOL_FREE_BYTES = 1 << 30
 PARALLEL_MIN_BYTES = 32 << 20  # below this, starting worker processes costs more than it saves
 MAX_DECODERS = 4  # decoding processes at most, one per free core up to this
 XSPACE_PARALLEL_MIN_BYTES = 4 << 20  # an XSpace's events decode at about 8 MB/s: from this size, processes pay
-SQLITE_MAGIC = b"SQLite format 3\x00"  # how an sqlite database begins (torch_npu's and msprof's db exports)
 NO_LIMIT = 1 << 62  # the trace-size limit where none is set
 
 # what decodes a file's byte ranges: called as ``processes(count, function, *fixed)`` is, giving Workers

@@ -18,7 +18,7 @@ from perftool.analysis import compute_metrics
 from perftool.analysis.confidence import capture_hint
 from perftool.roofline.measured import BUSY, NO_PIPE_BUSY, measured_pipes
 from perftool.trace import ascend_db
-from perftool.trace.loader import SQLITE_MAGIC
+from perftool.trace.archives import SQLITE_MAGIC
 from perftool.trace.msprof_kernels import msprof_kernels
 
 DB_JOB = DATA / "real" / "torch_npu_db_l2_job"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, error_line
 
 from perftool.pipeline.read import load_trace
 
@@ -224,6 +224,26 @@ def test_config_that_is_not_a_valid_yaml_mapping(run, tmp_path, text, says):
     assert result.exit_code == 2
     assert result.stderr.startswith(f"perftool: error: {path}{says}")
     assert "hacked" not in result.stdout
+
+
+@pytest.mark.parametrize("command", ["emulate", "tune"])
+@pytest.mark.parametrize("trace", ["gpu/healthy.trace.json.gz", "gpu_training_kineto.pt.trace.json.gz"])
+def test_a_trace_in_place_of_a_config_says_how_to_make_one(run, command, trace):
+    """A trace given to a command that runs a config (a common first try) is refused with the way from one to the
+    other, whatever its size: a trace read as YAML is refused for its length, or its fields, first."""
+    path = SAMPLES / trace
+    error_line(
+        run(command, path),
+        f"{path}: a gzip'd JSON trace, not a config",
+        f"fit one to the trace with perftool calibrate {path} -o fit.yaml, and give fit.yaml instead",
+    )
+
+
+def test_a_config_written_as_json_is_read_as_before(run, tmp_path):
+    """JSON is YAML: a config written as JSON, a mapping that holds no trace's events, is a config."""
+    path = write_config(tmp_path, json.dumps(healthy_document()), "config.json")
+    shown = run("emulate", path).stdout
+    assert "Prediction (steady state)" in shown and shown == run("emulate", HEALTHY).stdout
 
 
 def test_bad_set_and_missing_file(run, tmp_path):

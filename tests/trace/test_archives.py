@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import lzma
 import pickle
 import tarfile
@@ -14,7 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import DATA, error_line
 
+from perftool.trace.archives import trace_kind
+
 TRACE = DATA / "real" / "rocm_mi250_minitoy.json.gz"
+NPU_OUTPUT = DATA / "real" / "torch_npu_db_l2_job" / "rank0_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+DB = NPU_OUTPUT / "ascend_pytorch_profiler_0.db"  # torch_npu's db export
 
 
 def _zip(path: Path) -> None:
@@ -111,3 +116,43 @@ def test_a_gzip_d_trace_is_read_as_before(run, tmp_path):
     truncated = tmp_path / "truncated.json.gz"
     truncated.write_bytes(gzip.compress(JSON)[:100])
     assert "tar" not in error_line(run("info", truncated))
+
+
+def _device_properties_first(path: Path) -> None:
+    """A Kineto trace as PyTorch writes it: its devices' properties (kilobytes on a node of 8 GPUs) before its
+    events."""
+    device = {
+        "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85029158912, "computeMajor": 9, "computeMinor": 0,
+        "maxThreadsPerBlock": 1024, "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536,
+        "regsPerMultiprocessor": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
+        "sharedMemPerMultiprocessor": 233472, "numSms": 132, "sharedMemPerBlockOptin": 232448,
+    }  # fmt: skip
+    devices = [{"id": i, **device} for i in range(8)]
+    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": devices, "traceEvents": []}, indent=2))
+
+
+TRACE_KINDS = {
+    "trace.json.gz": (lambda path: path.write_bytes(TRACE.read_bytes()), "a gzip'd JSON trace"),
+    "trace.json": (_bytes(JSON), "a JSON trace"),
+    "devices_first.json": (_device_properties_first, "a JSON trace"),
+    "events.json": (_bytes(b'[{"name": "k", "ph": "X", "ts": 1, "dur": 2, "pid": 0, "tid": 0}]'), "a JSON trace"),
+    "profiler.db": (lambda path: path.write_bytes(DB.read_bytes()), "a database export of a trace"),
+    "host.xplane.pb": (_bytes(b"\x0a\x05hello"), "an XSpace trace"),
+    "config.yaml": (_bytes(b"device: npu\nworkload: {}\n"), None),
+    "config.json": (_bytes(b'{"device": "npu", "workload": {}, "knobs": {"loop_size": 1}}'), None),
+    "numbers.json": (_bytes(b"[1, 2, 3]"), None),
+    "notes.txt.gz": (_bytes(gzip.compress(b"traceEvents, said in words")), None),
+}
+
+
+@pytest.mark.parametrize("name", list(TRACE_KINDS))
+def test_the_kind_of_trace_a_file_is(tmp_path, name):
+    path = tmp_path / name
+    write, kind = TRACE_KINDS[name]
+    write(path)
+    assert trace_kind(str(path)) == kind
+
+
+def test_a_file_that_cannot_be_read_is_no_kind_of_trace(tmp_path):
+    assert trace_kind(str(tmp_path / "missing.json")) is None
+    assert trace_kind(str(tmp_path)) is None  # a directory
