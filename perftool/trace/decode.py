@@ -643,12 +643,23 @@ def _describe_syntax(message: str, data: bytes) -> str:
 _TEXT_SHOWN = 60  # characters of a text file's first line an error quotes
 _SPACES = re.compile(rb"\s*")
 _TEXT_KINDS = (("<!doctype html", "an HTML page"), ("<html", "an HTML page"), ("<?xml", "an XML document"))
+# an emulator config (a sample's, calibrate's fit, a tune config): YAML whose top-level keys name a device and a
+# workload or knobs, read within its first _CONFIG_BYTES (a config is a few kilobytes)
+_CONFIG_KEYS = (re.compile(rb"^device:[ \t]*\w", re.MULTILINE), re.compile(rb"^(?:workload|knobs):", re.MULTILINE))
+_CONFIG_BYTES = 1 << 16
+EMULATOR_CONFIG = (
+    "an emulator config, not a trace: perftool emulate runs it, and with --trace FILE writes the trace of its run, "
+    "which scan reads"
+)
 
 
 def _text_begun(data: bytes) -> str | None:
-    """What a file of text whose first character opens no JSON object or array is, quoting how it begins: an HTML
-    page (a report, a viewer's page, torch.profiler's memory timeline as HTML), an XML document (a JUnit report) or
-    other text (a log); None where its first line is not printable text."""
+    """What a file of text whose first character opens no JSON object or array is: an emulator config, with the way
+    to its run's trace; else, quoting how it begins, an HTML page (a report, a viewer's page, torch.profiler's memory
+    timeline as HTML), an XML document (a JUnit report) or other text (a log); None where its first line is not
+    printable text."""
+    if all(key.search(data, 0, _CONFIG_BYTES) for key in _CONFIG_KEYS):
+        return EMULATOR_CONFIG
     start = spaces.end() if (spaces := _SPACES.match(data)) else 0  # found in place: the file may be large
     head = data[start : start + 4 * _TEXT_SHOWN].decode("utf-8", "ignore")
     first = head.splitlines()[0] if head else ""

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import DATA, error_line
+from conftest import DATA, REPO, error_line
 
 from perftool.trace.archives import trace_kind
 
@@ -70,6 +70,12 @@ FILES = {
         _bytes(pickle.dumps({"segments": [], "device_traces": []}, protocol=4)),
         "a Python pickle, not a trace (torch.cuda.memory._dump_snapshot writes the allocator's history as one",
     ),
+    "healthy.yaml": (  # a sample's emulator config, which sits beside its trace
+        _bytes((REPO / "sample_traces" / "npu" / "healthy.yaml").read_bytes()),
+        "an emulator config, not a trace: perftool emulate runs it, and with --trace FILE writes the trace of its run",
+    ),
+    "tune.yaml": (_bytes((REPO / "examples" / "tune" / "gpu.yaml").read_bytes()), "an emulator config, not a trace"),
+    "device.log": (_bytes(b"device: cuda:0\nstep 1 loss 2.3\n"), "text, not a JSON trace: it begins 'device: cuda:0'"),
     "kernel_details.csv": (  # torch_npu's, its first line as it writes it
         _bytes(b"Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"),
         "a CSV table, not a trace: profilers write their summaries as tables beside the trace",
