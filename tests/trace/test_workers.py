@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -108,6 +109,25 @@ def test_no_piece_is_overwritten_while_its_process_reads_it():
     pieces = [bytes([value]) * 32 for value in range(16)]
     with workers.processes(2, _read_slowly, piece_bytes=32) as pool:
         assert list(pool.run_pieces(pieces)) == pieces
+
+
+def _large_answer(piece: bytes | memoryview) -> bytes:
+    return bytes(piece[:1]) * (3 * workers.RESULT_PIPE_BYTES)  # more than its pipe holds: sent as the parent reads
+
+
+@pytest.mark.skipif(not workers.FORKS, reason="pieces go through shared slots where processes are forked")
+def test_pieces_larger_than_a_slot_with_answers_larger_than_a_pipe_all_come_back():
+    """A piece too large for its slot goes through the task pipe; sent to a process still busy, the parent would wait
+    for it to read the piece while the process waits for the parent to read its answer."""
+    pieces = [bytes([value]) * 200_000 for value in range(6)]  # larger than a slot and than a pipe's 64 KiB
+    answers: list[bytes] = []
+    with workers.processes(2, _large_answer, piece_bytes=16) as pool:
+        reading = threading.Thread(target=lambda: answers.extend(pool.run_pieces(pieces)), daemon=True)
+        reading.start()
+        reading.join(timeout=60)  # finished in well under a second; never, where the two wait on each other
+        finished = not reading.is_alive()
+    assert finished, "the parent and a decoding process waited on each other"
+    assert answers == [_large_answer(piece) for piece in pieces]
 
 
 def _noted(folder: str, size: int, index: int) -> bytes:
