@@ -247,8 +247,9 @@ def calibrate(
     size, from which and the trace how efficiency rises with the batch is fitted; the fit then predicts that
     capture's step. ``read``: the dialect and size limit the traces are read with."""
     peers: list[float] = []
+    chosen = ""  # why this rank of a job's directory was fitted
     if os.path.isdir(path):
-        path, peers = (sole, []) if (sole := sole_trace(path)) else pacing_rank(path, cluster, read)
+        path, peers, chosen = (sole, [], "") if (sole := sole_trace(path)) else pacing_rank(path, cluster, read)
     trace = read.load(path, "calibrate")
     scan, scope = analyse_trace(trace, [])
     if scope.idle is None or scope.window <= 0:
@@ -276,7 +277,7 @@ def calibrate(
     engine = serving_engine(trace)
     job = {"framework": scope.framework, "kind": job_kind(trace), **({"engine": engine} if engine else {}),
            **({"profiler": EARLY_PYTORCH} if early_profiler(trace) else {})}  # fmt: skip
-    notes = [*_notes(scope, config, frozenset(given), job), batch]
+    notes = [*([chosen] if chosen else []), *_notes(scope, config, frozenset(given), job), batch]
     return Calibration(
         path, config_written, step, idle, check, [took, *fitted], [*held_out, spread_check],
         spread(scope.steps.steady_durations), scope.steady_steps, unchecked, notes, batch_from, job,
@@ -470,20 +471,31 @@ def _with_dataset(config: EmulatorConfig, samples: Any, path: str) -> EmulatorCo
     return validate_config(document, f"calibration of {path}")
 
 
-def pacing_rank(directory: str, cluster: Cluster = LOCAL, read: ReadOptions = DEFAULT_READ) -> tuple[str, list[float]]:
-    """The trace of the rank that sets a job's pace (the one the others wait for, else the slowest step), and each
-    other rank's device compute per step relative to it."""
+def pacing_rank(
+    directory: str, cluster: Cluster = LOCAL, read: ReadOptions = DEFAULT_READ
+) -> tuple[str, list[float], str]:
+    """The trace of the rank that sets a job's pace (the one the others wait for, else the slowest step), each other
+    rank's device compute per step relative to it, and why it was chosen, in a sentence."""
     report = scan_job([directory], [], read, cluster.scheduler, cluster.workers)
     if not report.traces:
         raise PerftoolError(f"{directory}: no rank trace could be read to calibrate")
     if report.job is None:
         raise PerftoolError(f"{directory}: {why_no_job(report)}; give calibrate one trace")
     slowest = report.job.slowest_rank
-    chosen = next((t for t in report.traces if t.rank == slowest), None)
-    pacer = chosen or max(report.traces, key=lambda t: t.step_time_us or 0.0)
+    waited_for = next((t for t in report.traces if t.rank == slowest), None)
+    pacer = waited_for or max(report.traces, key=lambda t: t.step_time_us or 0.0)
     own = _compute_per_step(pacer)
     relative = [_compute_per_step(t) / own for t in report.traces if t is not pacer]
-    return pacer.path, [r for r in relative if math.isfinite(r) and r > 0]
+    why = (
+        "the one the others wait for at its collectives: a fit to another would take that wait as its own time"
+        if waited_for is not None and report.job.held_back_us
+        else "whose step is the longest (no rank holds the others back)"
+    )
+    return (
+        pacer.path,
+        [r for r in relative if math.isfinite(r) and r > 0],
+        f"fitted to rank {pacer.rank} of the job's {len(report.traces)}, {why}",
+    )
 
 
 def _compute_per_step(scan: TraceFindings) -> float:

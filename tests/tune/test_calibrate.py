@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -15,7 +16,7 @@ from perftool.emulator.config import load_config
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_job
-from perftool.tune.calibration import Check, calibrate
+from perftool.tune.calibration import Check, calibrate, pacing_rank
 
 SAMPLES = REPO / "sample_traces"
 
@@ -346,6 +347,32 @@ def test_calibrate_a_job_directory_fits_the_rank_that_sets_its_pace(run):
     assert result.exit_code == 0, result.output
     calibration = json.loads(result.stdout)["calibration"]
     assert Path(calibration["source"]).name == "rank5.trace.json.gz" and calibration["step_error"] <= 0.05
+    assert calibration["notes"][0] == (
+        "fitted to rank 5 of the job's 8, the one the others wait for at its collectives: a fit to another would "
+        "take that wait as its own time"
+    )
+
+
+def _two_ranks(folder: Path, stretch: float) -> None:
+    """The straggler sample's rank 0 as ranks 0 and 1 of a job, rank 1's times ``stretch`` times as long; where it is
+    stretched, without collectives, so that neither waits for the other where the clocks cannot be aligned."""
+    document = json.loads(
+        gzip.decompress((SAMPLES / "jobs" / "gpu_ddp_straggler" / "rank0.trace.json.gz").read_bytes())
+    )
+    kept = [e for e in document["traceEvents"] if stretch == 1 or e.get("cat") != "communication"]
+    for rank, scale in ((0, 1.0), (1, stretch)):
+        events = [{**e, **{k: e[k] * scale for k in ("ts", "dur") if k in e}} for e in kept]
+        ranked = {**document, "traceEvents": events, "distributedInfo": {**document["distributedInfo"], "rank": rank}}
+        (folder / f"rank{rank}.trace.json.gz").write_bytes(gzip.compress(json.dumps(ranked).encode()))
+
+
+@pytest.mark.parametrize(("stretch", "rank"), [(1.0, 0), (1.5, 1)])
+def test_a_job_whose_ranks_wait_for_none_is_fitted_at_its_longest_step(tmp_path, stretch, rank):
+    """Where no rank holds the others back (two alike, or one slower with no collective to wait at), the rank fitted
+    is the one with the longest step, and the note says so rather than that the others wait for it."""
+    _two_ranks(tmp_path, stretch)
+    _, _, why = pacing_rank(str(tmp_path))
+    assert why == f"fitted to rank {rank} of the job's 2, whose step is the longest (no rank holds the others back)"
 
 
 def test_calibrate_reads_a_directory_of_one_trace_as_that_trace(run, tmp_path):
