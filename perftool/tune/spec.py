@@ -127,7 +127,11 @@ def load_tune_config(path: str | Path, overrides: Sequence[str] = ()) -> TuneCon
     """Read and validate a tune config; every swept value must be one the device and workload accept."""
     document, source, root, overridden = read_config(path, overrides)
     if "tune" not in document:
-        raise PerftoolError(f"{source}: no tune: section (the search space); see `perftool schema tune`")
+        raise PerftoolError(
+            f"{source}: no tune: section, the settings to sweep: add one, such as tune: {{space: {{prefetch_depth: "
+            "[1, 2, 4]}} (perftool knobs lists the settings each device sweeps, perftool schema tune the section's "
+            "fields), or fit a config with one to a trace: perftool calibrate TRACE -o job.yaml"
+        )
     config = validate_config(document, source, root, overridden, TuneConfig)
     space = {}
     for name, values in config.tune.space.items():

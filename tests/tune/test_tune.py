@@ -408,7 +408,12 @@ def test_bad_values_in_the_file_name_the_line(run, tmp_path):
 
 def test_a_config_without_a_tune_section_or_a_bad_output_is_refused_before_work(run, tmp_path):
     plain = run("tune", REPO / "sample_traces" / "npu" / "healthy.yaml")
-    assert plain.exit_code == 2 and "no tune: section" in plain.stderr
+    assert plain.exit_code == 2 and "no tune: section, the settings to sweep: add one" in plain.stderr
+    example = plain.stderr.split("such as ", 1)[1].split(" (perftool knobs", 1)[0]
+    document = yaml.safe_load((REPO / "sample_traces" / "npu" / "healthy.yaml").read_text())
+    with_section = tmp_path / "with_tune.yaml"
+    with_section.write_text(yaml.safe_dump({**document, **yaml.safe_load(example)}))
+    assert run("tune", with_section).exit_code == 0  # the example given is a section tune runs
     missing_dir = run("tune", EXAMPLES / "npu.yaml", "--write-best", tmp_path / "nope" / "best.yaml")
     assert missing_dir.exit_code == 2 and "does not exist" in missing_dir.stderr
     wrong_kind = run("tune", EXAMPLES / "npu.yaml", "--results", tmp_path / "results.txt")
