@@ -647,7 +647,7 @@ _TEXT_KINDS = (("<!doctype html", "an HTML page"), ("<html", "an HTML page"), ("
 # workload or knobs, read within its first _CONFIG_BYTES (a config is a few kilobytes)
 _CONFIG_KEYS = (re.compile(rb"^device:[ \t]*\w", re.MULTILINE), re.compile(rb"^(?:workload|knobs):", re.MULTILINE))
 _CONFIG_BYTES = 1 << 16
-EMULATOR_CONFIG = (
+_EMULATOR_CONFIG = (
     "an emulator config, not a trace: perftool emulate runs it, and with --trace FILE writes the trace of its run, "
     "which scan reads"
 )
@@ -659,7 +659,7 @@ def _text_begun(data: bytes) -> str | None:
     timeline as HTML), an XML document (a JUnit report) or other text (a log); None where its first line is not
     printable text."""
     if all(key.search(data, 0, _CONFIG_BYTES) for key in _CONFIG_KEYS):
-        return EMULATOR_CONFIG
+        return _EMULATOR_CONFIG
     start = spaces.end() if (spaces := _SPACES.match(data)) else 0  # found in place: the file may be large
     head = data[start : start + 4 * _TEXT_SHOWN].decode("utf-8", "ignore")
     first = head.splitlines()[0] if head else ""
