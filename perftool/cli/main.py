@@ -239,7 +239,7 @@ def list_knobs(fmt: str) -> None:
 
 
 @cli.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option(
     "--trace",
     "trace_file",
@@ -338,7 +338,7 @@ def _batch_and_trace(text: str) -> tuple[int, str]:
 
 
 @cli.command()
-@click.argument("config", type=click.Path(dir_okay=False))
+@click.argument("config", type=click.Path())
 @click.option("--strategy", type=click.Choice(STRATEGIES), help="Override tune.strategy.")
 @click.option(
     "--evaluations",

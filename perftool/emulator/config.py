@@ -6,6 +6,7 @@ Sizes accept units (``220MB``, ``1.5GiB``) or plain bytes. Every problem is repo
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -301,16 +302,24 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), model: type[Con
     return validate_config(*read_config(path, overrides), model)
 
 
+_NOT_A_CONFIG = "not a config (a YAML file of the device, the workload and the knobs)"
+
+
 def read_config(
     path: str | Path, overrides: Sequence[str] = ()
 ) -> tuple[dict[str, Any], str, yaml.Node | None, dict[tuple[str, ...], str]]:
     """The config's mapping with ``overrides`` applied, its source name, node tree and overridden paths. A trace given
     in its place is refused with the way from a trace to a config."""
     path = str(path)
+    fit = f"perftool calibrate {shlex.quote(path)} -o fit.yaml"
+    if os.path.isdir(path):
+        raise PerftoolError(
+            f"{path}: a directory, {_NOT_A_CONFIG}: where it holds a profiler's output or a job's traces, {fit} fits "
+            "a config to them; give fit.yaml instead"
+        )
     if (kind := trace_kind(path)) is not None:
         raise PerftoolError(
-            f"{path}: {kind}, not a config (a YAML file of the device, the workload and the knobs): fit one to the "
-            f"trace with perftool calibrate {shlex.quote(path)} -o fit.yaml, and give fit.yaml instead"
+            f"{path}: {kind}, {_NOT_A_CONFIG}: fit one to the trace with {fit}, and give fit.yaml instead"
         )
     document, root = read_yaml(path, "config")
     if not isinstance(document, dict):

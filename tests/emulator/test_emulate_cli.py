@@ -239,6 +239,17 @@ def test_a_trace_in_place_of_a_config_says_how_to_make_one(run, command, trace):
     )
 
 
+@pytest.mark.parametrize("command", ["emulate", "tune"])
+def test_a_directory_in_place_of_a_config_says_how_to_make_one(run, command):
+    """A profiler's output directory or a job's (here the straggler sample's ranks) given where a config goes."""
+    job = SAMPLES / "jobs" / "gpu_ddp_straggler"
+    error_line(
+        run(command, job),
+        f"{job}: a directory, not a config",
+        f"perftool calibrate {job} -o fit.yaml fits a config to them; give fit.yaml instead",
+    )
+
+
 def test_a_config_written_as_json_is_read_as_before(run, tmp_path):
     """JSON is YAML: a config written as JSON, a mapping that holds no trace's events, is a config."""
     path = write_config(tmp_path, json.dumps(healthy_document()), "config.json")
