@@ -70,7 +70,7 @@ def _name_over(by_name: Kind, kind: Kind) -> Kind:
     return by_name if applies else kind
 
 
-_CATEGORY_OVER = _pair_table(lambda by_category, by_role: by_category or by_role)
+_CATEGORY_OVER = _pair_table(lambda by_category, by_role: by_category if by_category != Kind.OTHER else by_role)
 _NAME_OVER = _pair_table(_name_over)
 
 
