@@ -546,6 +546,7 @@ _PATH = re.compile(r"^(?P<msg>.*?) - at `\$(?:\.traceEvents)?(?:\[(?P<index>\d+)
 # PyTorch's execution trace (torch.profiler.ExecutionTraceObserver, read by Chakra and HTA beside the profiler's
 # trace): the ops' graph, their inputs and dependencies, without their timing
 _EXECUTION_TRACE_KEYS = frozenset({"schema", "pid", "start_ts", "nodes"})
+_CONFIG_SECTIONS = frozenset({"workload", "knobs"})  # beside "device", an emulator config's top-level keys
 
 
 def _other_document(data: bytes) -> str | None:
@@ -566,6 +567,8 @@ def _other_document(data: bytes) -> str | None:
     if schema is not None:  # perftool's own reports ("schema"), SARIF and other JSON Schema documents ("$schema")
         made = "perftool's own report" if schema.startswith("perftool.") else "a report"
         return f"not a trace: {made} (schema {schema}); scan the trace it was made from"
+    if "device" in document and document.keys() & _CONFIG_SECTIONS:  # an emulator config written as JSON
+        return _EMULATOR_CONFIG
     if _EXECUTION_TRACE_KEYS <= document.keys():
         return (
             "not a trace: PyTorch's execution trace (ExecutionTraceObserver), the ops' graph without their timing; "
@@ -644,7 +647,7 @@ _TEXT_SHOWN = 60  # characters of a text file's first line an error quotes
 _SPACES = re.compile(rb"\s*")
 _TEXT_KINDS = (("<!doctype html", "an HTML page"), ("<html", "an HTML page"), ("<?xml", "an XML document"))
 # an emulator config (a sample's, calibrate's fit, a tune config): YAML whose top-level keys name a device and a
-# workload or knobs, read within its first _CONFIG_BYTES (a config is a few kilobytes)
+# workload or knobs (_CONFIG_SECTIONS), read within its first _CONFIG_BYTES (a config is a few kilobytes)
 _CONFIG_KEYS = (re.compile(rb"^device:[ \t]*\w", re.MULTILINE), re.compile(rb"^(?:workload|knobs):", re.MULTILINE))
 _CONFIG_BYTES = 1 << 16
 _EMULATOR_CONFIG = (

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import DATA, REPO, error_line
 
 from perftool.trace.archives import trace_kind
@@ -75,6 +76,11 @@ FILES = {
         "an emulator config, not a trace: perftool emulate runs it, and with --trace FILE writes the trace of its run",
     ),
     "tune.yaml": (_bytes((REPO / "examples" / "tune" / "gpu.yaml").read_bytes()), "an emulator config, not a trace"),
+    "config.json": (  # the same config written as JSON (a tune config made by a script)
+        _bytes(json.dumps(yaml.safe_load((REPO / "examples" / "tune" / "gpu.yaml").read_text())).encode()),
+        "an emulator config, not a trace",
+    ),
+    "device.json": (_bytes(b'{"device": "gpu"}'), "not a trace: a JSON object without a 'traceEvents' array"),
     "device.log": (_bytes(b"device: cuda:0\nstep 1 loss 2.3\n"), "text, not a JSON trace: it begins 'device: cuda:0'"),
     "kernel_details.csv": (  # torch_npu's, its first line as it writes it
         _bytes(b"Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"),
