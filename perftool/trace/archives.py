@@ -50,7 +50,7 @@ _FOLDED_STACKS = re.compile(rb"[^\s;]*\.py\(\d+\)[^\s;]*(?:;[^\s;]+)* \d+\r?\n")
 # the names of files a directory may hold in place of traces, which :func:`not_a_trace` tells apart by their content
 NAMED_IN_PLACE = (
     *_NSIGHT_SUFFIXES, _NSIGHT_COMPUTE_SUFFIX, *_PERFETTO_SUFFIXES, ".pickle", ".pkl",
-    ".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".zst", ".bz2", ".xz",
+    ".zip", ".tar", ".tar.gz", ".tgz", ".7z", ".zst", ".bz2", ".xz", ".csv",
 )  # fmt: skip
 # what a user who holds one of torch.profiler's other outputs is told to write instead
 _TRACE = (

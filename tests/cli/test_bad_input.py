@@ -211,6 +211,11 @@ def test_directory(run, tmp_path):
     [
         ("report1.nsys-rep", bytes(64), "report1.nsys-rep is an Nsight Systems report, which perftool does not read"),
         ("profile.zip", b"PK\x03\x04" + bytes(60), "profile.zip is a zip archive, not a trace: extract it (unzip"),
+        (  # msprof's summary, as a directory of its tables holds it (copied out of the profiler's output)
+            "step_trace_time.csv",
+            b"Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free\n,8827,81516,4001,85517,259\n",
+            "step_trace_time.csv is a CSV table, not a trace: profilers write their summaries as tables beside",
+        ),
     ],
 )
 def test_a_directory_without_traces_names_what_it_holds_in_their_place(run, tmp_path, name, content, said):
