@@ -2,8 +2,10 @@
 
 A training or serving loop drives the device from one host thread: the one that launches its work (most runtime
 calls), or, where the framework launches from threads of its own, the one that calls the compiled functions
-(JAX's ``PjitFunction(train_step)``). What that thread does is said by its outermost calls: not the Python
-stack frames a profiler records around them (``train.py(40): main``, ``$train.py:40 main``), and not other
+(JAX's ``PjitFunction(train_step)``). PyTorch's training steps are driven by two: the loop's thread runs the forward
+pass and the optimizer, and an autograd thread per device (``pt_autograd_0``) runs the backward pass, each launching
+its own share of the kernels (:func:`driving_threads`). What a thread does is said by its outermost calls: not the
+Python stack frames a profiler records around them (``train.py(40): main``, ``$train.py:40 main``), and not other
 threads, which may sleep through the whole step (a progress bar's monitor, a thread pool's ``_bootstrap``).
 """
 
@@ -16,24 +18,42 @@ from perftool.dialects.vocabulary import BLOCKING_COPY_CALL, COMPILED_CALL, MEMC
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 _PYTHON_CATEGORIES = ("python_function", "python")  # Kineto's categories of the Python stack's frames
+# a thread of the driving thread's process that makes this share of its launches or more drives the device beside it:
+# of a training step's loop and autograd threads, the one that launches less makes 0.46-0.82 of the other's launches
+# in the real captures perftool was developed on; a NCCL watchdog thread 0.01-0.02
+LAUNCHING_SHARE = 0.25
 
 
 def driving_thread(trace: Trace) -> int | None:
     """The host track that calls compiled functions most, else makes most runtime calls (launches), else has most
-    events; None: no host. Found once per trace."""
-    return trace.derive("host_calls.driving_thread", lambda: _driving_thread(trace))
+    events; None: no host. Found once per trace, with :func:`driving_threads`."""
+    threads = driving_threads(trace)
+    return threads[0] if threads else None
 
 
-def _driving_thread(trace: Trace) -> int | None:
+def driving_threads(trace: Trace) -> list[int]:
+    """The host tracks that drive the device, the driving thread (:func:`driving_thread`) first: where it is chosen
+    for its launches, with it the threads of its process that launch :data:`LAUNCHING_SHARE` as many or more
+    (PyTorch's autograd threads); where it calls compiled functions, it alone (the threads XLA launches from run its
+    calls). Found once per trace."""
+    return trace.derive("host_calls.driving_threads", lambda: _driving_threads(trace))
+
+
+def _driving_threads(trace: Trace) -> list[int]:
     host = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
     if host.size == 0:
-        return None
+        return []
     tracks = trace.track[host]
-    for calls in (trace.name_matches(COMPILED_CALL, host), trace.kind[host] == Kind.RUNTIME):
-        per_track = np.bincount(tracks, weights=calls, minlength=len(trace.tracks))
-        if per_track.max() > 0:
-            return int(np.argmax(per_track))
-    return int(np.argmax(np.bincount(tracks, minlength=len(trace.tracks))))
+    compiled = np.bincount(tracks, weights=trace.name_matches(COMPILED_CALL, host), minlength=len(trace.tracks))
+    if compiled.max() > 0:
+        return [int(np.argmax(compiled))]
+    launches = np.bincount(tracks[trace.kind[host] == Kind.RUNTIME], minlength=len(trace.tracks))
+    if launches.max() == 0:
+        return [int(np.argmax(np.bincount(tracks, minlength=len(trace.tracks))))]
+    track = int(np.argmax(launches))
+    pid = trace.tracks[track].pid
+    beside = np.flatnonzero(launches >= LAUNCHING_SHARE * launches[track]).tolist()
+    return [track, *(other for other in beside if other != track and trace.tracks[other].pid == pid)]
 
 
 def python_frames(trace: Trace, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
@@ -52,21 +72,31 @@ def compiles(trace: Trace) -> np.ndarray:
     )
 
 
-def driving_calls(trace: Trace, among: np.ndarray, python_beside_compiled: bool = False) -> np.ndarray:
-    """Rows of ``among`` (a mask) that are the driving thread's outermost calls, in time order: what it was doing, in
-    its own words. Where the thread calls compiled functions, those calls (and, with ``python_beside_compiled``, the
-    Python it runs between them); else its ops and runtime calls. With them, the outermost Python frames inside which
-    it calls nothing traced (:func:`_alone`: where its time goes in Python itself, a video decoder, an image
-    processor, a batch loaded between jitted steps), never the frames around calls (``<module>``, ``main``,
-    ``_call_impl``)."""
-    track = driving_thread(trace)
-    if track is None:
-        return np.zeros(0, dtype=np.int64)
-    rows = np.flatnonzero(among & (trace.track == track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+def driving_calls(
+    trace: Trace, among: np.ndarray, python_beside_compiled: bool = False, every_thread: bool = False
+) -> np.ndarray:
+    """Rows of ``among`` (a mask) that are the driving thread's outermost calls (with ``every_thread``, those of
+    each thread that drives the device, :func:`driving_threads`), in time order: what it was doing, in its own words.
+    Where the thread calls compiled functions, those calls (and, with ``python_beside_compiled``, the Python it runs
+    between them); else its ops and runtime calls. With them, the outermost Python frames inside which no driving
+    thread calls anything traced (:func:`_alone`: where its time goes in Python itself, a video decoder, an image
+    processor, a batch loaded between jitted steps; not the loop's thread's ``backward()`` while the autograd thread
+    runs the pass), never the frames around calls (``<module>``, ``main``, ``_call_impl``)."""
+    tracks = driving_threads(trace)[: None if every_thread else 1]
+    on_tracks = np.zeros(max(len(trace.tracks), 1), dtype=bool)
+    on_tracks[tracks] = True
+    rows = np.flatnonzero(among & on_tracks[trace.track] & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+    frame = python_frames(trace, rows)
     compiled = trace.name_matches(COMPILED_CALL, rows)
     if compiled.any():
-        return trace.top_level(np.r_[rows[compiled], _alone(trace, rows)] if python_beside_compiled else rows[compiled])
-    return trace.top_level(np.r_[rows[~python_frames(trace, rows)], _alone(trace, rows)])
+        calls = np.r_[rows[compiled], _alone(trace, rows, frame)] if python_beside_compiled else rows[compiled]
+    else:
+        calls = np.r_[rows[~frame], _alone(trace, rows, frame)]
+    if len(tracks) < 2:
+        return trace.top_level(calls)
+    of_track = trace.track[calls]
+    calls = np.concatenate([trace.top_level(calls[of_track == track]) for track in tracks])
+    return calls[np.argsort(trace.ts[calls], kind="stable")]
 
 
 def python_between_calls(trace: Trace, lo: float, hi: float) -> np.ndarray:
@@ -77,12 +107,12 @@ def python_between_calls(trace: Trace, lo: float, hi: float) -> np.ndarray:
     if track is None:
         return np.zeros(0, dtype=np.int64)
     rows = np.flatnonzero(trace.spans_in(lo, hi) & (trace.track == track) & (trace.kind != Kind.STEP))
-    return trace.top_level(_alone(trace, rows))
+    return trace.top_level(_alone(trace, rows, python_frames(trace, rows)))
 
 
-def _alone(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """The Python frames among ``rows`` inside which none of the other rows starts."""
-    frame = python_frames(trace, rows)
+def _alone(trace: Trace, rows: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    """The Python frames among ``rows`` (``frame``: which of them are frames) inside which none of the other rows
+    starts."""
     traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its calls' starts (mostly in order)
     frames = rows[frame]
     first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from perftool.analysis.family import device_family, device_properties, job_said
-from perftool.analysis.host_calls import blocking_copies, driving_thread
+from perftool.analysis.host_calls import blocking_copies, driving_threads
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.metrics import Metrics, compute_metrics
@@ -210,7 +210,7 @@ def _window_free_facts(trace: Trace) -> None:
     launch_rows(trace)  # the steps read these two too: found here, while they start on the rest
     blocking_copies(trace)
     device_properties(trace)
-    driving_thread(trace)
+    driving_threads(trace)
 
 
 def _roofline_first(trace: Trace, rules: list[Rule]) -> bool:

@@ -4,12 +4,14 @@ in Python itself, never the frames around ops, never a sleeping background threa
 from __future__ import annotations
 
 import json
+from itertools import count
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from builders import meta, span
 
-from perftool.analysis.host_calls import driving_calls, driving_thread
+from perftool.analysis.host_calls import driving_calls, driving_thread, driving_threads
 from perftool.common.names import host_call, readable
 from perftool.pipeline.read import load_trace
 from perftool.trace.model import Trace
@@ -82,6 +84,74 @@ def test_host_bound_names_the_preprocessing_as_a_person_reads_it(run, write_trac
     assert host["values"]["host_names"].startswith("resize (processing.py:235), read_video (video.py:174)")
     assert all("0x" not in e["name"] and "monitor" not in e["name"] for e in host["evidence"])
     assert host["evidence"][0]["name"] == "idle while host runs resize (processing.py:235)"
+
+
+def training_job() -> dict:
+    """A training loop as PyTorch runs it, 4 steps: the loop's thread (tid 1) runs the forward, first 2 ms of host work
+    with the device idle (DDP's buffers unflattened), then 6 ops each launching a kernel; then it waits in Python's
+    ``backward()`` while the autograd thread (tid 3) runs the backward, 1.5 ms of host work (the gradients accumulated)
+    then 12 ops each launching a kernel; then it reads the loss back (``aten::item``, a wait holding a copy). A NCCL
+    watchdog thread (tid 9) polls an event once a step."""
+    events = [
+        meta("process_name", 1, 0, name="python3"),
+        meta("process_labels", 0, 0, labels="GPU 0"),
+        meta("thread_name", 1, 3, name="pt_autograd_0"),
+    ]
+    flows = count(1)
+
+    def launched(tid: int, name: str, at: float) -> list[dict]:
+        args = {"correlation": next(flows)}
+        return [
+            span(name, 1, tid, at, 40, "cpu_op"),
+            span("cudaLaunchKernel", 1, tid, at + 5, 10, "cuda_runtime", args),
+            span("sm90_gemm", 0, 7, at + 30, 100, "kernel", args),
+        ]
+
+    period = 12_000.0
+    for step in range(4):
+        t = step * period
+        events += [
+            span(f"ProfilerStep#{step}", 1, 1, t, period - 10, "user_annotation"),
+            span("aten::unflatten_dense_tensors", 1, 1, t + 10, 2_000, "cpu_op"),
+            span("torch/autograd/graph.py(856): _engine_run_backward", 1, 1, t + 3_500, 4_000, FRAME),
+            span(
+                "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 1, 3, t + 3_600, 1_500, "cpu_op"
+            ),
+            span("aten::item", 1, 1, t + 8_000, 1_050, "cpu_op"),
+            span("aten::_local_scalar_dense", 1, 1, t + 8_010, 1_030, "cpu_op"),
+            span("cudaMemcpyAsync", 1, 1, t + 8_020, 1_000, "cuda_runtime"),
+            span("cudaEventQuery", 1, 9, t + 50, 2, "cuda_runtime"),
+        ]
+        for op in range(6):
+            events += launched(1, "aten::linear", t + 2_100 + op * 130)
+        for op in range(12):
+            events += launched(3, "autograd::engine::evaluate_function: AddmmBackward0", t + 5_200 + op * 150)
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "traceEvents": events}
+
+
+def test_a_training_step_is_driven_by_its_loop_and_autograd_threads_not_a_watchdog(write_trace):
+    """Nor by a thread of another process that the trace holds (here one that launches two thirds as much)."""
+    job = training_job()
+    job["traceEvents"] += [span("cudaLaunchKernel", 5, 5, at, 10, "cuda_runtime") for at in range(0, 48_000, 1_500)]
+    trace = load_trace(write_trace(job))
+    assert [trace.tracks[track].tid for track in driving_threads(trace)] == [3, 1]  # the most launches first
+    assert trace.tracks[driving_thread(trace)].tid == 3
+
+
+def test_host_bound_names_the_work_of_every_thread_that_drives_the_device_and_no_wait(run, write_trace):
+    """The forward's host work on the loop thread names the longest idle stretches, the backward's on the autograd
+    thread is named too; the loop thread's Python waiting in backward() is not host work, nor is the loss read back
+    (a wait) or the copy it makes inside it."""
+    result = run("scan", write_trace(training_job()), "--format", "json", "--fail-on", "never")
+    (trace,) = json.loads(result.stdout)["traces"]
+    (host,) = [f for f in trace["findings"] if f["rule_id"] == "PT001"]
+    names = host["values"]["host_names"]
+    assert "aten::unflatten_dense_tensors" in names and "AccumulateGrad" in names
+    assert host["evidence"][0]["name"] == "idle while host runs aten::unflatten_dense_tensors"
+    said = json.dumps(host)
+    assert not [
+        name for name in ("_engine_run_backward", "aten::item", "_local_scalar_dense", "cudaMemcpy") if name in said
+    ]
 
 
 @pytest.mark.parametrize(

@@ -536,7 +536,12 @@ def test_an_error_finding_the_steps_is_the_scan_s_and_leaves_no_helper_waiting(m
         assert not helper.is_alive()
 
 
-AHEAD = ("launch_rows", "host_calls.blocking_copies", "family.device_properties", "host_calls.driving_thread")
+AHEAD = (
+    "launch_rows",
+    "host_calls.blocking_copies",
+    "family.device_properties",
+    "host_calls.driving_threads",
+)
 
 
 def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(monkeypatch):
@@ -545,7 +550,7 @@ def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(mo
 
     def steps_after_the_facts(trace):
         waited = 0
-        while "host_calls.driving_thread" not in trace.derived and waited < 1000:  # the helper finds it meanwhile
+        while "host_calls.driving_threads" not in trace.derived and waited < 1000:  # the helper finds it meanwhile
             time.sleep(0.01)
             waited += 1
         found_ahead.extend(key for key in AHEAD if key in trace.derived)

@@ -83,9 +83,12 @@ def _measure(scope: Scope) -> _Measured | None:
     busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
-    # what the thread driving the device does: its calls, and its Python beside compiled calls (a batch loaded
-    # between jitted steps)
-    in_window = driving_calls(trace, host_work & scope.in_window, python_beside_compiled=True)
+    # what the threads driving the device do (a training step's loop and autograd threads): their calls, and their
+    # Python beside compiled calls (a batch loaded between jitted steps); not their waits for the device, nor the
+    # calls a wait makes inside it (aten::item's copy, Ascend's Runtime@StreamSynchronize)
+    waits = trace.kind == Kind.SYNC
+    calls = driving_calls(trace, (host_work | waits) & scope.in_window, python_beside_compiled=True, every_thread=True)
+    in_window = calls[~waits[calls]]
     # the calls dispatched from Python, each compiled or run on its own: JAX's jitted calls, TensorFlow's eager ops
     # (inside the calls that carry them from Python to its runtime)
     eager = np.flatnonzero(host_work & scope.in_window & trace.name_matches(vocabulary.TF_EAGER_OP))
