@@ -4,6 +4,7 @@ in the Chrome Trace Event Format that Perfetto UI and chrome://tracing open."""
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import re
 import shutil
@@ -277,7 +278,8 @@ def test_the_html_report_names_the_track_each_finding_is_drawn_on(run, tmp_path,
     unaligned = scanned == "unaligned job"
     scanned = _unaligned_job(tmp_path / "job") if unaligned else scanned
     page = run("scan", scanned, "--format", "html", "--fail-on", "never").stdout
-    named = set(re.findall(r"In the annotated trace: the track “([^”]+)” of “perftool findings”", page))
+    said = re.findall(r"In the annotated trace: the track “([^”]+)” of “perftool findings”", page)
+    named = {html.unescape(name) for name in said}  # the page's text, as a reader sees it
     document = annotate(run, scanned, tmp_path / "annotated.json")
     tracks = {e["args"]["name"] for e in document["traceEvents"] if ours(e) and e["name"] == "thread_name"}
     assert named and named <= tracks

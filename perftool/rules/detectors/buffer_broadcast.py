@@ -1,0 +1,65 @@
+"""DDP's buffer broadcast: DistributedDataParallel copies rank 0's buffers to every rank at the start of each forward.
+
+With ``broadcast_buffers=True``, its default, each forward of a model that has buffers (BatchNorm's running
+statistics) first flattens them into one tensor, broadcasts it from rank 0 and unflattens it back, a view and a copy
+per buffer, all on the host before the forward's first op: milliseconds for a model of many small buffers, the device
+idle meanwhile. The calls show inside DDP's ``DistributedDataParallel.forward`` annotation as
+``aten::flatten_dense_tensors``, the broadcast (``c10d::broadcast_``, ``nccl:broadcast``) and
+``aten::unflatten_dense_tensors``. The time lost is the device's idle time while the host runs them, from the first to
+the last of each forward's; the fix, not broadcasting buffers that need not be rank 0's at every step, is no knob of
+the emulator, so the gain is that bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.dialects.vocabulary import BROADCAST, BUFFER_SYNC, DDP_FORWARD
+from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.trace.model import Phase, Role
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    idle = scope.idle
+    if idle is None:
+        return None
+    trace = scope.trace
+    host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & scope.in_window
+    forwards = np.flatnonzero(host & trace.name_matches(DDP_FORWARD))
+    calls = np.flatnonzero(host & trace.name_matches(BUFFER_SYNC)) if forwards.size else forwards
+    opened, closed = intervals.union(trace.ts[forwards], trace.end[forwards])
+    forward = np.searchsorted(opened, trace.ts[calls], side="right") - 1  # the forward each call starts in, if any
+    inside = (forward >= 0) & (trace.ts[calls] < closed[np.maximum(forward, 0)])
+    calls, forward = calls[inside], forward[inside]
+    if not trace.name_matches(BROADCAST, calls).any():
+        return None  # flattening without a broadcast is no buffer sync
+    # from the first call to the last of each forward's sync
+    order = np.argsort(forward, kind="stable")
+    calls, forward = calls[order], forward[order]
+    first = np.flatnonzero(np.r_[True, forward[1:] != forward[:-1]])
+    syncs = intervals.union(np.minimum.reduceat(trace.ts[calls], first), np.maximum.reduceat(trace.end[calls], first))
+    lost = intervals.overlap(idle.gaps, syncs)
+    if lost <= 0:
+        return None
+    values = {
+        "calls": distinct_names(trace, calls, 3),
+        "per_step": scope.per_step(first.size),
+        "host_ms_per_step": scope.per_step(intervals.total(syncs)) / 1e3,
+        "idle_ms_per_step": scope.per_step(lost) / 1e3,
+    }
+    return Detection(lost, values, scope.events(calls), occurrences=first.size)
+
+
+DETECTOR = Detector(
+    name="buffer_broadcast",
+    summary="DistributedDataParallel broadcasting the model's buffers from rank 0 at the start of every forward",
+    values={
+        "calls": "the calls that flatten, broadcast and unflatten the buffers, most time first",
+        "per_step": "forwards that broadcast the buffers, per steady step",
+        "host_ms_per_step": "host time per step from the first of a forward's calls to its last, ms",
+        "idle_ms_per_step": "device idle per step meanwhile, ms",
+    },
+    detect=detect,
+    sets_knobs=False,
+)

@@ -1,0 +1,39 @@
+"""PT021 on real DDP captures: the buffers broadcast at every forward where a job's model has them and the device
+waits for it, and nothing where the broadcast costs the step nothing worth saying or does not happen."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import DATA
+
+REAL = DATA / "real"
+
+
+def _findings(run, capture: str) -> dict:
+    result = run("scan", REAL / capture, "--format", "json", "--fail-on", "never")
+    (trace,) = json.loads(result.stdout)["traces"]
+    return {finding["rule_id"]: finding for finding in trace["findings"]}
+
+
+def test_a_ddp_job_that_broadcasts_its_buffers_at_every_forward_is_told_so(run):
+    """One forward a step, which flattens, broadcasts and unflattens buffers twice (15 and 7 ms in
+    aten::unflatten_dense_tensors) with the GPU idle, as a look at the file shows."""
+    found = _findings(run, "nccl_a100_rank.json.gz")["PT021"]
+    assert found["values"]["per_step"] == pytest.approx(1.0)
+    assert found["values"]["idle_ms_per_step"] == pytest.approx(34.86, abs=0.01)
+    assert found["severity"] == "warning"  # 15.7% of the step
+    assert found["evidence"][0]["name"] == "aten::unflatten_dense_tensors"
+    assert "broadcast_buffers=False" in found["fix"]["text"]
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "ddp_v100_rank1.json.gz",  # DDP, no buffer broadcast in its forward
+        "mi300_resnet_actckpt_ddp8_rank0.json.gz",  # a broadcast of 0.1 ms a forward: under the rule's 2%
+    ],
+)
+def test_no_finding_where_the_broadcast_is_absent_or_cheap(run, capture):
+    assert "PT021" not in _findings(run, capture)
