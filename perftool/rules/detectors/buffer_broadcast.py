@@ -5,8 +5,9 @@ statistics) first flattens them into one tensor, broadcasts it from rank 0 and u
 per buffer, all on the host before the forward's first op: milliseconds for a model of many small buffers, the device
 idle meanwhile. The calls show inside DDP's ``DistributedDataParallel.forward`` annotation as
 ``aten::flatten_dense_tensors``, the broadcast (``c10d::broadcast_``, ``nccl:broadcast``) and
-``aten::unflatten_dense_tensors``. The time lost is the device's idle time while the host runs them, from the first to
-the last of each forward's; the fix, not broadcasting buffers that need not be rank 0's at every step, is no knob of
+``aten::unflatten_dense_tensors``: a forward counts where it both broadcasts and flattens (a broadcast the model makes
+itself flattens nothing). The time lost is the device's idle time while the host runs them, from the first to the last
+of each forward's; the fix, not broadcasting buffers that need not be rank 0's at every step, is no knob of
 the emulator, so the gain is that bound.
 """
 
@@ -32,12 +33,16 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     forward = np.searchsorted(opened, trace.ts[calls], side="right") - 1  # the forward each call starts in, if any
     inside = (forward >= 0) & (trace.ts[calls] < closed[np.maximum(forward, 0)])
     calls, forward = calls[inside], forward[inside]
-    if not trace.name_matches(BROADCAST, calls).any():
-        return None  # flattening without a broadcast is no buffer sync
-    # from the first call to the last of each forward's sync
-    order = np.argsort(forward, kind="stable")
-    calls, forward = calls[order], forward[order]
+    # a forward's buffer sync: a broadcast and the flattening around it (a broadcast the model makes in its own
+    # forward flattens nothing; flattening alone broadcasts nothing)
+    broadcast = trace.name_matches(BROADCAST, calls)
+    syncing = np.isin(forward, forward[broadcast]) & np.isin(forward, forward[~broadcast])
+    if not syncing.any():
+        return None
+    order = np.argsort(forward[syncing], kind="stable")  # each forward's calls together
+    calls, forward = calls[syncing][order], forward[syncing][order]
     first = np.flatnonzero(np.r_[True, forward[1:] != forward[:-1]])
+    # from the first call to the last of each forward's sync
     syncs = intervals.union(np.minimum.reduceat(trace.ts[calls], first), np.maximum.reduceat(trace.end[calls], first))
     lost = intervals.overlap(idle.gaps, syncs)
     if lost <= 0:
