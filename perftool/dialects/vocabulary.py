@@ -254,10 +254,10 @@ STRIDED_COPY = re.compile(r"DstStridedCopy|SrcStridedCopy|PreArrange|^TransData|
 REMOTE_BUFFER_COPY = re.compile(r"RemoteBuffer|^StreamCopy(Begin|Mid|End)RemoteBuffer")
 # How gradients are synchronised, as the framework names its own work.
 DDP = re.compile(r"DistributedDataParallel|ddp\.reducer|distributed::reducer")
+FSDP = re.compile(r"FullyShardedDataParallel|^FSDP::|^fsdp::|FSDP\.(forward|backward)")
 # DDP's forward, as its record_function names it, and the calls that copy rank 0's buffers to every rank at its start
 # (broadcast_buffers=True): its buffers flattened into one tensor, broadcast (the c10d op, and the process group's own
 # record, "nccl:broadcast"), unflattened back
 DDP_FORWARD = re.compile(r"^DistributedDataParallel\.forward$")
 BROADCAST = re.compile(r"^c10d::broadcast_$|^\w+:broadcast$")
 BUFFER_SYNC = re.compile(rf"^aten::(un)?flatten_dense_tensors$|{BROADCAST.pattern}")
-FSDP = re.compile(r"FullyShardedDataParallel|^FSDP::|^fsdp::|FSDP\.(forward|backward)")
