@@ -261,3 +261,5 @@ FSDP = re.compile(r"FullyShardedDataParallel|^FSDP::|^fsdp::|FSDP\.(forward|back
 DDP_FORWARD = re.compile(r"^DistributedDataParallel\.forward$")
 BROADCAST = re.compile(r"^c10d::broadcast_$|^\w+:broadcast$")
 BUFFER_SYNC = re.compile(rf"^aten::(un)?flatten_dense_tensors$|{BROADCAST.pattern}")
+# DDP's reducer copying each gradient out of its bucket once the bucket is reduced (gradient_as_bucket_view=False)
+BUCKET_TO_GRAD = re.compile(r"ddp\.reducer::copy_bucket_to_grad$")

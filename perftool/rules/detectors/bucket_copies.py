@@ -1,0 +1,64 @@
+"""DDP's gradient copies: the reducer copies every gradient out of its bucket once the bucket is all-reduced.
+
+DistributedDataParallel reduces gradients in flat buckets. With ``gradient_as_bucket_view=False``, its default, each
+parameter's ``.grad`` is a tensor of its own, so once a bucket is reduced the reducer copies every gradient back out of
+it (``torch.distributed.ddp.reducer::copy_bucket_to_grad``, one call and one device copy per parameter, at the end of
+the backward pass); with views into the buckets there is nothing to copy. The time lost is the device's idle time
+while the host makes those calls and the device time of the copies they launch; the fix is no knob of the emulator,
+so the gain is that bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perftool.analysis import intervals
+from perftool.analysis.launches import launch_rows
+from perftool.dialects.vocabulary import BUCKET_TO_GRAD
+from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.trace.model import Phase, Role
+
+
+def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
+    idle = scope.idle
+    if idle is None:
+        return None
+    trace = scope.trace
+    calls = np.flatnonzero(
+        trace.on_roles(Role.HOST)
+        & (trace.phase == Phase.COMPLETE)
+        & scope.in_window
+        & trace.name_matches(BUCKET_TO_GRAD)
+    )
+    if calls.size == 0:
+        return None
+    copying = intervals.union(trace.ts[calls], trace.end[calls])
+    sources, spans = launch_rows(trace)
+    call = np.searchsorted(copying[0], trace.ts[sources], side="right") - 1  # the copying call each launch is in
+    launched = spans[(call >= 0) & (trace.ts[sources] < copying[1][np.maximum(call, 0)])]
+    copies = intervals.union(trace.ts[launched], trace.end[launched])
+    waiting = intervals.overlap(idle.gaps, copying)
+    lost = waiting + intervals.total(copies)
+    if lost <= 0:
+        return None
+    values = {
+        "per_step": scope.per_step(calls.size),
+        "host_ms_per_step": scope.per_step(intervals.total(copying)) / 1e3,
+        "idle_ms_per_step": scope.per_step(waiting) / 1e3,
+        "copy_ms_per_step": scope.per_step(intervals.total(copies)) / 1e3,
+    }
+    return Detection(lost, values, scope.events(calls), occurrences=calls.size)
+
+
+DETECTOR = Detector(
+    name="bucket_copies",
+    summary="DistributedDataParallel copying every gradient out of its all-reduce bucket (gradient_as_bucket_view off)",
+    values={
+        "per_step": "gradients copied out of their buckets per steady step",
+        "host_ms_per_step": "host time per step in the reducer's copy calls, ms",
+        "idle_ms_per_step": "device idle per step meanwhile, ms",
+        "copy_ms_per_step": "device time per step of the copies they launch, ms",
+    },
+    detect=detect,
+    sets_knobs=False,
+)
