@@ -20,10 +20,9 @@ from perftool.trace.model import Phase, Role
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
-    idle = scope.idle
-    if idle is None:
+    idle, trace = scope.idle, scope.trace
+    if idle is None or not trace.name_table(BUCKET_TO_GRAD).any():  # no such call named: no pass over the events
         return None
-    trace = scope.trace
     calls = np.flatnonzero(
         trace.on_roles(Role.HOST)
         & (trace.phase == Phase.COMPLETE)

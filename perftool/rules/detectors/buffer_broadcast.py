@@ -22,10 +22,9 @@ from perftool.trace.model import Phase, Role
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
-    idle = scope.idle
-    if idle is None:
+    idle, trace = scope.idle, scope.trace
+    if idle is None or not trace.name_table(DDP_FORWARD).any():  # no DDP forward named: no pass over the events
         return None
-    trace = scope.trace
     host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & scope.in_window
     forwards = np.flatnonzero(host & trace.name_matches(DDP_FORWARD))
     calls = np.flatnonzero(host & trace.name_matches(BUFFER_SYNC)) if forwards.size else forwards
