@@ -263,3 +263,6 @@ BROADCAST = re.compile(r"^c10d::broadcast_$|^\w+:broadcast$")
 BUFFER_SYNC = re.compile(rf"^aten::(un)?flatten_dense_tensors$|{BROADCAST.pattern}")
 # DDP's reducer copying each gradient out of its bucket once the bucket is reduced (gradient_as_bucket_view=False)
 BUCKET_TO_GRAD = re.compile(r"ddp\.reducer::copy_bucket_to_grad$")
+# ... and walking the autograd graph at the end of each forward for the parameters it will not reach
+# (find_unused_parameters=True)
+UNUSED_PARAMETER_SEARCH = re.compile(r"ddp\.reducer::search_unused_parameters$")

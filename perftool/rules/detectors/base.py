@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
@@ -18,7 +19,7 @@ from perftool.common.threads import computed_once
 from perftool.roofline.figures import Roofline, roofline
 from perftool.rules.findings import EventRef, Evidence
 from perftool.rules.known_run import KnownRun
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Kind, Phase, Role, Trace
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,25 @@ class Scope(TraceAnalysis):
             )
             for row in worst.tolist()
         ]
+
+    def host_calls(self, pattern: re.Pattern) -> np.ndarray:
+        """The host's calls in the window (complete events) whose name ``pattern`` matches, in row order; none, with
+        no pass over the events, where the trace names none."""
+        trace = self.trace
+        if not trace.name_table(pattern).any():
+            return np.zeros(0, dtype=np.int64)
+        named = trace.name_matches(pattern) & trace.on_roles(Role.HOST)
+        return np.flatnonzero(named & (trace.phase == Phase.COMPLETE) & self.in_window)
+
+    def idle_while(self, busy: intervals.Intervals) -> tuple[float, dict[str, float]]:
+        """The device's idle time while the host is in ``busy`` (its calls' spans, disjoint and sorted), µs, and the
+        values that say so per step: ``host_ms_per_step``, ``idle_ms_per_step`` (0 idle where the trace has no
+        device)."""
+        waiting = intervals.overlap(self.idle.gaps, busy) if self.idle is not None else 0.0
+        return waiting, {
+            "host_ms_per_step": self.per_step(intervals.total(busy)) / 1e3,
+            "idle_ms_per_step": self.per_step(waiting) / 1e3,
+        }
 
     def event_ref(self, row: int) -> EventRef:
         """Trace event ``row`` as its file writes it."""

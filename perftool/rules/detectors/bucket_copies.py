@@ -16,36 +16,23 @@ from perftool.analysis import intervals
 from perftool.analysis.launches import launch_rows
 from perftool.dialects.vocabulary import BUCKET_TO_GRAD
 from perftool.rules.detectors.base import Detection, Detector, Scope
-from perftool.trace.model import Phase, Role
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
-    idle, trace = scope.idle, scope.trace
-    if idle is None or not trace.name_table(BUCKET_TO_GRAD).any():  # no such call named: no pass over the events
-        return None
-    calls = np.flatnonzero(
-        trace.on_roles(Role.HOST)
-        & (trace.phase == Phase.COMPLETE)
-        & scope.in_window
-        & trace.name_matches(BUCKET_TO_GRAD)
-    )
+    trace = scope.trace
+    calls = scope.host_calls(BUCKET_TO_GRAD) if scope.idle is not None else np.zeros(0, dtype=np.int64)
     if calls.size == 0:
         return None
     copying = intervals.union(trace.ts[calls], trace.end[calls])
     sources, spans = launch_rows(trace)
     call = np.searchsorted(copying[0], trace.ts[sources], side="right") - 1  # the copying call each launch is in
     launched = spans[(call >= 0) & (trace.ts[sources] < copying[1][np.maximum(call, 0)])]
-    copies = intervals.union(trace.ts[launched], trace.end[launched])
-    waiting = intervals.overlap(idle.gaps, copying)
-    lost = waiting + intervals.total(copies)
+    copies = intervals.total(intervals.union(trace.ts[launched], trace.end[launched]))
+    waiting, measured = scope.idle_while(copying)
+    lost = waiting + copies
     if lost <= 0:
         return None
-    values = {
-        "per_step": scope.per_step(calls.size),
-        "host_ms_per_step": scope.per_step(intervals.total(copying)) / 1e3,
-        "idle_ms_per_step": scope.per_step(waiting) / 1e3,
-        "copy_ms_per_step": scope.per_step(intervals.total(copies)) / 1e3,
-    }
+    values = {"per_step": scope.per_step(calls.size), **measured, "copy_ms_per_step": scope.per_step(copies) / 1e3}
     return Detection(lost, values, scope.events(calls), occurrences=calls.size)
 
 

@@ -18,16 +18,14 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.dialects.vocabulary import BROADCAST, BUFFER_SYNC, DDP_FORWARD
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
-from perftool.trace.model import Phase, Role
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
-    idle, trace = scope.idle, scope.trace
-    if idle is None or not trace.name_table(DDP_FORWARD).any():  # no DDP forward named: no pass over the events
+    trace = scope.trace
+    forwards = scope.host_calls(DDP_FORWARD) if scope.idle is not None else np.zeros(0, dtype=np.int64)
+    if forwards.size == 0:
         return None
-    host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & scope.in_window
-    forwards = np.flatnonzero(host & trace.name_matches(DDP_FORWARD))
-    calls = np.flatnonzero(host & trace.name_matches(BUFFER_SYNC)) if forwards.size else forwards
+    calls = scope.host_calls(BUFFER_SYNC)
     opened, closed = intervals.union(trace.ts[forwards], trace.end[forwards])
     forward = np.searchsorted(opened, trace.ts[calls], side="right") - 1  # the forward each call starts in, if any
     inside = (forward >= 0) & (trace.ts[calls] < closed[np.maximum(forward, 0)])
@@ -43,15 +41,10 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     first = np.flatnonzero(np.r_[True, forward[1:] != forward[:-1]])
     # from the first call to the last of each forward's sync
     syncs = intervals.union(np.minimum.reduceat(trace.ts[calls], first), np.maximum.reduceat(trace.end[calls], first))
-    lost = intervals.overlap(idle.gaps, syncs)
+    lost, measured = scope.idle_while(syncs)
     if lost <= 0:
         return None
-    values = {
-        "calls": distinct_names(trace, calls, 3),
-        "per_step": scope.per_step(first.size),
-        "host_ms_per_step": scope.per_step(intervals.total(syncs)) / 1e3,
-        "idle_ms_per_step": scope.per_step(lost) / 1e3,
-    }
+    values = {"calls": distinct_names(trace, calls, 3), "per_step": scope.per_step(first.size), **measured}
     return Detection(lost, values, scope.events(calls), occurrences=first.size)
 
 
