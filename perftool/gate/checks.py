@@ -23,7 +23,7 @@ finding of the candidate.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from enum import Enum
 from typing import Annotated
 
@@ -120,7 +120,7 @@ def compare(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
         *_timing(baseline, candidate, policy),
         *(_counter(name, baseline, candidate) for name in COUNTERS),
         *(_metric(name, limit, baseline, candidate) for name, limit in policy.metrics.items()),
-        *new_findings(baseline.findings, candidate.findings, fail_on),
+        *new_findings(baseline.findings, candidate.findings, fail_on, baseline.rules),
     ]
 
 
@@ -264,12 +264,19 @@ def _levels(limit: Limit, side: str, shown: Callable[[float], str]) -> str:
     return ", ".join(f"{level} {side} {shown(value)}" for level, value in levels if value is not None)
 
 
-def new_findings(baseline: list[Finding], candidate: list[Finding], fail_on: str) -> list[Check]:
+def new_findings(
+    baseline: list[Finding], candidate: list[Finding], fail_on: str, judged: Collection[str] = ()
+) -> list[Check]:
+    """Each candidate finding against the baseline's, and each baseline finding gone. ``judged``: the rules the
+    baseline's scan ran, where its document says (a finding of another rule, one added since, is no regression)."""
     known = {finding.fingerprint for finding in baseline}
     checks = []
     for finding in candidate:
         if finding.fingerprint in known:
             checks.append(_finding_check(finding, Verdict.PASS, "also in the baseline"))
+        elif judged and finding.rule_id not in judged:
+            detail = f"not judged in the baseline, whose scan ran no {finding.rule_id}"
+            checks.append(_finding_check(finding, Verdict.PASS, detail))
         else:
             verdict = Verdict.FAIL if finding.severity.reaches(fail_on) else Verdict.WARN
             checks.append(_finding_check(finding, verdict, "new in the candidate"))

@@ -174,6 +174,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         device_bound=_device_bound(metrics),
         idle={cause: idle.time(cause) / window for cause in CAUSES} if idle and window > 0 else {},
         findings=findings,
+        rules=[rule.id for rule in judged],
         metrics={name: plain(value) for name, value in metrics.values.items()},
         step_durations_us=metrics.step_times_us,
         warmup_durations_us=(steps.end - steps.start)[: steps.warmup].tolist(),

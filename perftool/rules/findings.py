@@ -168,6 +168,12 @@ class TraceFindings(_Record):
         description="share of the window the device is idle, per cause (see perftool.analysis.idle)"
     )
     findings: list[Finding]
+    rules: list[str] = Field(
+        default_factory=list,
+        description="the ids of the rules that judged the trace (those selected; none where it was not judged): a "
+        "finding of a rule its baseline's scan did not run is no regression to gate (empty in documents written "
+        "before this field)",
+    )
     metrics: dict[str, FiniteFloat | None] = Field(
         default_factory=dict, description="the shared metrics (`perftool metrics`), null where they do not apply"
     )

@@ -159,6 +159,24 @@ def test_a_new_finding_at_fail_on_fails_and_one_in_both_does_not(run, emulated):
     assert [(c["verdict"], c["detail"]) for c in fixed] == [("pass", f"fixed: only in the baseline: {title}")]
 
 
+def test_a_finding_of_a_rule_the_baseline_s_scan_did_not_run_is_no_regression(run, emulated, tmp_path):
+    """A stored baseline scanned before a rule existed (or with --select): the candidate's finding of that rule passes,
+    saying why; a baseline document that lists no rules (written before the field) still counts it as new."""
+    base, host_bound = emulated("base", "seed=7"), emulated("loop1", "loop_size=1", "seed=8")
+    scanned = json.loads(run("scan", base, "--format", "json", "--fail-on", "never").stdout)
+    (trace,) = scanned["traces"]
+    assert "PT001" in trace["rules"] and len(trace["rules"]) == len(set(trace["rules"]))
+    for rules, verdict in ((sorted(set(trace["rules"]) - {"PT001"}), "pass"), ([], "fail")):
+        trace["rules"] = rules
+        stored = tmp_path / f"baseline-{verdict}.findings.json"
+        stored.write_text(json.dumps(scanned))
+        _, document, _ = gate_json(run, stored, host_bound, "--fail-on", "warning", "--threshold", "0.9")
+        (check,) = [c for c in document["checks"] if c["id"].startswith("finding:")]
+        assert check["verdict"] == verdict
+        said = "not judged in the baseline, whose scan ran no PT001" if rules else "new in the candidate"
+        assert check["detail"].startswith(said)
+
+
 def test_a_budget_holds_the_candidates_findings_to_fail_on(run, emulated, tmp_path):
     budget = tmp_path / "budget.yaml"
     budget.write_text("metrics:\n  step_time_us.median: {error: 1e9}\n")
