@@ -21,6 +21,9 @@ from perftool.rules.findings import EventRef, Evidence
 from perftool.rules.known_run import KnownRun
 from perftool.trace.model import Kind, Phase, Role, Trace
 
+# the value Scope.idle_while gives beside host_ms_per_step, which each detector describes in its own words
+IDLE_WHILE_VALUES = {"idle_ms_per_step": "device idle per step meanwhile, ms"}
+
 
 @dataclass(frozen=True)
 class Scope(TraceAnalysis):

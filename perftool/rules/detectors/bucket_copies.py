@@ -15,7 +15,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.launches import launch_rows
 from perftool.dialects.vocabulary import BUCKET_TO_GRAD
-from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.rules.detectors.base import IDLE_WHILE_VALUES, Detection, Detector, Scope
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -42,7 +42,7 @@ DETECTOR = Detector(
     values={
         "per_step": "gradients copied out of their buckets per steady step",
         "host_ms_per_step": "host time per step in the reducer's copy calls, ms",
-        "idle_ms_per_step": "device idle per step meanwhile, ms",
+        **IDLE_WHILE_VALUES,
         "copy_ms_per_step": "device time per step of the copies they launch, ms",
     },
     detect=detect,

@@ -17,7 +17,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.dialects.vocabulary import BROADCAST, BUFFER_SYNC, DDP_FORWARD
-from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
+from perftool.rules.detectors.base import IDLE_WHILE_VALUES, Detection, Detector, Scope, distinct_names
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -55,7 +55,7 @@ DETECTOR = Detector(
         "calls": "the calls that flatten, broadcast and unflatten the buffers, most time first",
         "per_step": "forwards that broadcast the buffers, per steady step",
         "host_ms_per_step": "host time per step from the first of a forward's calls to its last, ms",
-        "idle_ms_per_step": "device idle per step meanwhile, ms",
+        **IDLE_WHILE_VALUES,
     },
     detect=detect,
     sets_knobs=False,

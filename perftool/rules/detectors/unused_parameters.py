@@ -14,7 +14,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.dialects.vocabulary import UNUSED_PARAMETER_SEARCH
-from perftool.rules.detectors.base import Detection, Detector, Scope
+from perftool.rules.detectors.base import IDLE_WHILE_VALUES, Detection, Detector, Scope
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -35,7 +35,7 @@ DETECTOR = Detector(
     values={
         "per_step": "searches per steady step",
         "host_ms_per_step": "host time per step in the searches, ms",
-        "idle_ms_per_step": "device idle per step meanwhile, ms",
+        **IDLE_WHILE_VALUES,
     },
     detect=detect,
     sets_knobs=False,
