@@ -214,15 +214,14 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
     if steps.within:
         found.append(
             Caveat(
-                f"{steps.within} holds {steps.count:,} iterations of the host's repeating calls ({steps.inferred}):"
-                " each is taken as a step",
+                f"{steps.within} holds {steps.count:,} iterations, told by {steps.inferred}: each is taken as a step",
                 caps=False,
             )
         )
     elif steps.inferred:
         found.append(
             Caveat(
-                f"no step markers: {steps.count:,} steps inferred from the host's repeating calls ({steps.inferred})",
+                f"no step markers: {steps.count:,} steps inferred from {steps.inferred}",
                 caps=False,
             )
         )

@@ -1,10 +1,12 @@
-"""Steps inferred from a trace's repeating structure, for traces without step markers.
+"""Steps inferred for traces without step markers: from the optimizer's steps where the loop records them, else from
+the trace's repeating structure.
 
-A training loop does the same thing every step, so the host thread that drives the device issues the same
-sequence of top-level calls again and again: an engine or program run (``Engine::run``), a model execution
-(``aclmdlExecute``), a graph launch, or a longer sequence of framework ops. The shortest period with which
-the names of those calls repeat is a step; each step starts at the call of the period that follows the
-longest pause on average (where the loop reads back its loss, say), or at its fetch of the next batch
+A PyTorch training iteration ends with its optimizer's step, which torch.optim records (``Optimizer.step#SGD.step``):
+each step ends where one ends. Without them: a training loop does the same thing every step, so the host thread that
+drives the device issues the same sequence of top-level calls again and again: an engine or program run
+(``Engine::run``), a model execution (``aclmdlExecute``), a graph launch, or a longer sequence of framework ops. The
+shortest period with which the names of those calls repeat is a step; each step starts at the call of the period that
+follows the longest pause on average (where the loop reads back its loss, say), or at its fetch of the next batch
 where the loop loads its own input.
 """
 
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool.analysis.host_calls import driving_calls
-from perftool.trace.model import Kind, Trace
+from perftool.dialects.vocabulary import OPTIMIZER_STEP
+from perftool.trace.model import Kind, Phase, Role, Trace
 
 MIN_REPEATS = 3  # a sequence seen fewer times than this is not a loop
 MATCH = 0.9  # this share of the calls a period apart must have the same name
@@ -29,11 +32,49 @@ class Inferred:
 
     starts: np.ndarray
     ends: np.ndarray
-    what: str
+    what: str  # what the steps were told by, in words: "the optimizer's steps (...)"
     fetching: bool = False  # each step begins with the loop's fetch of its next batch
+    optimizer: bool = False  # each step ends with the optimizer's step
 
 
 def inferred_steps(trace: Trace, after: float, before: float = np.inf) -> Inferred | None:
+    """Steps between ``after`` (the end of start-up) and, where given, ``before`` (a step marker holding several
+    iterations): the optimizer's (:func:`optimizer_steps`) where it records at least :data:`MIN_REPEATS`, else the
+    host's repeating calls (:func:`repeating_steps`); None when neither finds a loop."""
+    return optimizer_steps(trace, after, before) or repeating_steps(trace, after, before)
+
+
+def optimizer_steps(trace: Trace, after: float, before: float = np.inf) -> Inferred | None:
+    """Iterations as the optimizer closes them: each ends where an outermost optimizer step of the loop's thread (the
+    thread that records most) ends, and starts where the one before it ended. Where a loop steps several optimizers
+    under distinct names, only the name stepped most (the last of those) closes an iteration. The iteration before the
+    first optimizer step, from the thread's first call, is a step where its process runs about as many ops in it as
+    in the others (:data:`MATCH` of their median): with fewer, the capture began inside it."""
+    host = trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE) & (trace.ts >= after) & (trace.end <= before)
+    rows = np.flatnonzero(host & trace.name_matches(OPTIMIZER_STEP))
+    if not rows.size:
+        return None
+    track = int(np.argmax(np.bincount(trace.track[rows])))
+    rows = trace.top_level(rows[trace.track[rows] == track])
+    counts = np.bincount(trace.name[rows])
+    stepped_most = np.flatnonzero(counts[trace.name[rows]] == counts.max())
+    rows = rows[trace.name[rows] == trace.name[rows[stepped_most[-1]]]]
+    if rows.size < MIN_REPEATS:
+        return None
+    on_thread = np.flatnonzero(host & (trace.track == track) & (trace.kind != Kind.STEP))
+    ends = trace.end[rows]
+    starts = np.r_[trace.ts[on_thread].min(), ends[:-1]]
+    pid = trace.tracks[track].pid
+    of_process = np.array([thread.pid == pid for thread in trace.tracks])[trace.track]
+    ops = np.sort(trace.ts[np.flatnonzero(host & of_process & (trace.kind == Kind.HOST_OP))])
+    per_step = np.searchsorted(ops, ends) - np.searchsorted(ops, starts)
+    if per_step[0] < MATCH * np.median(per_step[1:]):
+        starts, ends = starts[1:], ends[1:]
+    name = trace.names[int(trace.name[rows[0]])]
+    return Inferred(starts, ends, f"the optimizer's steps ({name})", optimizer=True)
+
+
+def repeating_steps(trace: Trace, after: float, before: float = np.inf) -> Inferred | None:
     """Steps of the host thread that drives the device, from the calls it makes after ``after`` (the end of
     start-up; :func:`~perftool.analysis.host_calls.driving_calls`) and, where given, ending by ``before`` (a
     step marker holding several iterations); None when no sequence repeats at least :data:`MIN_REPEATS` times."""
@@ -54,6 +95,7 @@ def inferred_steps(trace: Trace, after: float, before: float = np.inf) -> Inferr
     ends = np.r_[starts[1:], last_ends[-1]]
     first = trace.names[int(names[phase])]
     what = f"{first}, repeated" if period == 1 else f"a repeated sequence of {period:,} host calls from {first}"
+    what = f"the host's repeating calls ({what})"
     return Inferred(starts, ends, what, bool(trace.kind[rows[phase]] == Kind.INPUT))
 
 

@@ -69,7 +69,7 @@ class Steps:
     truncated: int = 0
     clock: str = "host"
     number: np.ndarray | None = None  # each step's own number (ProfilerStep#N), where the markers give one
-    inferred: str | None = None  # what repeats, where the steps were inferred for want of step markers
+    inferred: str | None = None  # what told the steps, where they were inferred for want of step markers
     device_span: tuple[float, float] | None = None  # from the device's first work to its last, where it has any
     within: str | None = None  # the step marker whose iterations are the steps, where it held several
     modes: list[str] | None = None  # each step's kind of iteration, where a serving engine's are of several kinds
@@ -133,9 +133,9 @@ class Steps:
 
 def detect_steps(trace: Trace, launched: Launches | None = None) -> Steps:
     """Steps from step markers, host tracks preferred (of markers starting together, the longest, which holds the
-    others, whatever the file's order), or inferred from the host's repeating calls where there are
-    none (:mod:`perftool.analysis.repeats`), timed on the device where flows allow (``launched``: the trace's
-    launches, where the caller has them already).
+    others, whatever the file's order), or inferred where there are none, from the optimizer's steps or the host's
+    repeating calls (:mod:`perftool.analysis.repeats`), timed on the device where flows allow (``launched``: the
+    trace's launches, where the caller has them already).
 
     Leading steps are warm-up by their look (:func:`warmup_signs`, :func:`warmup_steps`).
     """
@@ -216,9 +216,9 @@ def _device_extent(trace: Trace) -> tuple[float, float] | None:
 
 def _iterations(trace: Trace, start: float, end: float) -> Inferred | None:
     """The loop iterations one step marker holds, where each fetches its own batch (a DataLoader's ``__next__``
-    each): a model's repeating layers inside one iteration are not iterations."""
+    each) or ends with the optimizer's step: a model's repeating layers inside one iteration are not iterations."""
     found = inferred_steps(trace, start, end)
-    return found if found is not None and found.fetching else None
+    return found if found is not None and (found.fetching or found.optimizer) else None
 
 
 def _device_span(trace: Trace) -> tuple[float, float] | None:

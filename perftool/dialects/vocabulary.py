@@ -17,6 +17,9 @@ ENGINE_STEP = re.compile(
     rf"^execute_(\d+_)?context_\d+\(.*\)_generation_\d+\(|^execute_new_\d+_cached_\d+$|{SGLANG_STEP.pattern}"
 )
 STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  # the profiler's, a marker thread's
+# PyTorch's optimizers record each step they take (Optimizer.step#<class>.step, torch.optim's profiling hook): a
+# training iteration ends with its optimizer's step
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#\w+\.step$")
 # The kind of iteration an engine's step annotation names: SGLang's forward mode (EXTEND, DECODE, MIXED...); whether
 # vLLM's runs prefills, decodes or both (its context and generation counts), or takes new requests (V1's)
 ENGINE_STEP_MODE = re.compile(

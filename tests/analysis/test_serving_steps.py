@@ -79,7 +79,7 @@ def test_a_step_marker_holding_several_fetched_batches_is_split_into_them(write_
     steps = detect_steps(load_trace(path))
     assert steps.count == 6 and steps.within == "ProfilerStep#6"
     said = " ".join(run("scan", path).output.split())
-    assert "ProfilerStep#6 holds 6 iterations of the host's repeating calls" in said
+    assert "ProfilerStep#6 holds 6 iterations, told by the host's repeating calls" in said
 
 
 def test_a_model_s_repeating_layers_do_not_split_its_one_step(write_trace):
