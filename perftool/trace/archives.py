@@ -41,6 +41,17 @@ _NSIGHT_COMPUTE_SUFFIX = ".ncu-rep"  # Nsight Compute's reports: kernels' counte
 _PICKLE = re.compile(rb"\x80[\x02-\x05]")  # how a Python pickle of protocol 2 to 5 begins
 # Perfetto's protobuf traces, as Perfetto's tools and rocprofv3 (--output-format pftrace) name them
 _PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
+# what XProf (TensorBoard's profile plugin, TensorFlow 2.2-2.3's profiler) writes beside a run's XSpace, made from it:
+# HOST.<page>.pb, one page of its tools each; and one HloProto per XLA program (<program>.hlo_proto.pb)
+_PROFILE_PAGES = {
+    "overview_page": "overview page",
+    "input_pipeline": "input-pipeline analysis",
+    "kernel_stats": "kernel statistics",
+    "tensorflow_stats": "TensorFlow op statistics",
+    "op_profile": "op profile",
+}
+_HLO_PROTO_SUFFIX = ".hlo_proto.pb"
+_PROTOBUF_SUFFIX = ".pb"
 # a table printed as text, its first line the rule above its header ("-------  -------  ..."), as torch.profiler's
 # key_averages().table() prints its summary
 _TEXT_TABLE = re.compile(rb"\s*-{8,}(?: +-{3,})+ *\r?\n")
@@ -92,6 +103,8 @@ def not_a_trace(path: str, head: bytes) -> str | None:
             "a Python pickle, not a trace (torch.cuda.memory._dump_snapshot writes the allocator's history as one, "
             "which pytorch.org/memory_viz draws): scan the profiler's trace"
         )
+    if path.lower().endswith(_PROTOBUF_SUFFIX) and not path.lower().endswith(XSPACE_SUFFIX):
+        return _protobuf(path)
     if path.lower().endswith(_PERFETTO_SUFFIXES) and not opens_as_json(head):
         return f"a Perfetto protobuf trace, which perftool does not read (it reads JSON traces): {PROFILE_INSTEAD}"
     quoted = shlex.quote(path)
@@ -103,6 +116,25 @@ def not_a_trace(path: str, head: bytes) -> str | None:
     if head.startswith(GZIP_MAGIC) and held[_TAR_MAGIC_AT:].startswith(_TAR_MAGIC):
         return f"a gzip'd tar archive, not a trace: extract it (tar -xzf {quoted}) {_ARCHIVE}"
     return None
+
+
+def _protobuf(path: str) -> str:
+    """What a protobuf file not named an XSpace is, by its name (one XProf made from a run's XSpace, or another), and
+    the XSpace to scan instead."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if name.lower().endswith(_HLO_PROTO_SUFFIX):
+        return (
+            "one XLA program's HLO (an HloProto, which XProf writes per program), not a trace: scan the run's "
+            f"HOST{XSPACE_SUFFIX}, which holds its programs' HLO with their timeline"
+        )
+    host, _, page = name[: -len(_PROTOBUF_SUFFIX)].rpartition(".")
+    if page in _PROFILE_PAGES:
+        made = f"XProf's {_PROFILE_PAGES[page]} ({page}.pb), made from a run's XSpace"
+        return f"{made}, not a trace: scan the {host}{XSPACE_SUFFIX} beside it"
+    return (
+        f"a protobuf file, not a trace perftool reads: of protobufs it reads an XSpace, named HOST{XSPACE_SUFFIX} as "
+        "jax.profiler names it (a renamed one: give it that name)"
+    )
 
 
 def _gzip_head(path: str, size: int = HEAD_BYTES) -> bytes:

@@ -645,7 +645,12 @@ def _describe_syntax(message: str, data: bytes) -> str:
 
 _TEXT_SHOWN = 60  # characters of a text file's first line an error quotes
 _SPACES = re.compile(rb"\s*")
-_TEXT_KINDS = (("<!doctype html", "an HTML page"), ("<html", "an HTML page"), ("<?xml", "an XML document"))
+_TEXT_KINDS = (
+    ("<!doctype html", "an HTML page"),
+    ("<html", "an HTML page"),
+    ("<?xml", "an XML document"),
+    ("hlomodule ", "an XLA program's HLO as text (XLA_FLAGS=--xla_dump_to writes them)"),
+)
 # an emulator config (a sample's, calibrate's fit, a tune config): YAML whose top-level keys name a device and a
 # workload or knobs (_CONFIG_SECTIONS), read within its first _CONFIG_BYTES (a config is a few kilobytes)
 _CONFIG_KEYS = (re.compile(rb"^device:[ \t]*\w", re.MULTILINE), re.compile(rb"^(?:workload|knobs):", re.MULTILINE))

@@ -82,6 +82,25 @@ FILES = {
     ),
     "device.json": (_bytes(b'{"device": "gpu"}'), "not a trace: a JSON object without a 'traceEvents' array"),
     "device.log": (_bytes(b"device: cuda:0\nstep 1 loss 2.3\n"), "text, not a JSON trace: it begins 'device: cuda:0'"),
+    "jit_train_step(12).hlo_proto.pb": (  # XProf's HloProto of a program: its HloModuleProto, field 1
+        _bytes(b"\x0a\x10\x0a\x0ejit_train_step"),
+        "one XLA program's HLO (an HloProto, which XProf writes per program), not a trace: scan the run's "
+        "HOST.xplane.pb, which holds its programs' HLO with their timeline",
+    ),
+    "node-1.cluster.local.overview_page.pb": (  # a host named with dots, as a machine's full name is
+        _bytes(b"\x0a\x02\x08\x01"),
+        "XProf's overview page (overview_page.pb), made from a run's XSpace, not a trace: scan the "
+        "node-1.cluster.local.xplane.pb beside it",
+    ),
+    "saved_model.pb": (
+        _bytes(b"\x08\x01"),
+        "a protobuf file, not a trace perftool reads: of protobufs it reads an XSpace, named HOST.xplane.pb",
+    ),
+    "module_0001.jit_step.gpu_after_optimizations.txt": (  # XLA_FLAGS=--xla_dump_to's HLO text
+        _bytes(b"HloModule jit_step, entry_computation_layout={(f32[8]{0})->f32[8]{0}}\n\nENTRY main.3 {\n}\n"),
+        "an XLA program's HLO as text (XLA_FLAGS=--xla_dump_to writes them), not a JSON trace: it begins "
+        "'HloModule jit_step",
+    ),
     "kernel_details.csv": (  # torch_npu's, its first line as it writes it
         _bytes(b"Step Id,Model ID,Task ID,Stream ID,Name,Type,Accelerator Core,Start Time(us),Duration(us)\n"),
         "a CSV table, not a trace: profilers write their summaries as tables beside the trace",
