@@ -70,6 +70,25 @@ def test_rule_case(run, write_trace, rule, case):
         assert rejected not in findings, f"{rejected} reported: {findings[rejected]['message']}"
 
 
+@pytest.mark.parametrize(("rule", "case"), all_cases())
+def test_a_case_written_in_reverse_order_finds_the_same(run, write_trace, rule, case):
+    """Profilers write events in their own orders (by thread, by end, device spans last): every case's trace with its
+    events listed last first gives the same findings, in the same words (names of equal time by name, not by where
+    the file lists them first), with the same losses."""
+    said = []
+    for order in (1, -1):
+        document = build(case)
+        document["traceEvents"] = document["traceEvents"][::order]
+        result = run("scan", write_trace(document), "--format", "json", "--fail-on", "never")
+        findings = json.loads(result.stdout)["traces"][0]["findings"]
+        said.append({f["rule_id"]: (f["severity"], f["message"], f["impact"]["lost_us"]) for f in findings})
+    forward, backward = said
+    assert forward.keys() == backward.keys()
+    for rule_id, (severity, message, lost) in forward.items():
+        assert backward[rule_id][:2] == (severity, message)
+        assert backward[rule_id][2] == pytest.approx(lost, rel=1e-9, abs=1e-6)
+
+
 def test_every_rule_has_a_case_that_reports_it():
     """Every rule about one trace; rules about a job of many ranks (PT013) have theirs in tests/job/test_jobs.py."""
     from perftool.rules.detectors import DETECTORS

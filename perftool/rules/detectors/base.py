@@ -223,13 +223,27 @@ class Setting:
         return None
 
 
-def distinct_names(trace: Trace, rows: np.ndarray, limit: int = 4, shown: Callable[[str], str] = str) -> str:
-    """The names among ``rows``, most time first, as one short list, each as ``shown`` writes it."""
+def distinct_names(
+    trace: Trace,
+    rows: np.ndarray,
+    limit: int = 4,
+    shown: Callable[[str], str] = str,
+    time: np.ndarray | None = None,
+) -> str:
+    """The names among ``rows``, most time first (each row's ``time`` where given, else its duration), as one short
+    list, each as ``shown`` writes it; of equal times (to the nanosecond, whatever order the sums were added in), the
+    first by name: the same whatever order the file lists events in."""
     names_of = trace.name[rows]
     ids = np.flatnonzero(np.bincount(names_of, minlength=len(trace.names)))
-    time = np.bincount(names_of, weights=trace.dur[rows], minlength=len(trace.names))[ids]
-    names = [shown(trace.names[i]) for i in ids[np.argsort(-time, kind="stable")][:limit].tolist()]
-    more = ids.size - len(names)
+    weights = trace.dur[rows] if time is None else time
+    time = np.round(np.bincount(names_of, weights=weights, minlength=len(trace.names))[ids], 3)
+    count = ids.size
+    if count > limit:  # those at the limit-th time or above, the few it lists among them
+        kept = time >= np.partition(time, count - limit)[count - limit]
+        ids, time = ids[kept], time[kept]
+    listed = sorted(zip((-time).tolist(), (shown(trace.names[i]) for i in ids.tolist())))[:limit]
+    names = [name for _, name in listed]
+    more = count - len(names)
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 

@@ -53,7 +53,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None  # too small to near the fp32 peak: the dtype is not what holds them back
     rows = calls.rows[chosen]
     values: dict[str, Any] = {
-        "names": distinct_names(scope.trace, rows, 3),
+        "names": distinct_names(scope.trace, rows, 3, time=calls.device_us[chosen]),
         "dtype": dtype,
         "torch_dtype": TORCH_DTYPES[dtype],
         "matrix_ms_per_step": scope.per_step(time) / 1e3,
@@ -70,7 +70,7 @@ DETECTOR = Detector(
     name="fp32_matmul",
     summary="GEMMs, convolutions and attention in fp32 where the device's tensor cores run TF32/bf16 faster",
     values={
-        "names": "the fp32 matrix ops, most time first",
+        "names": "the fp32 matrix ops, most device time first",
         "dtype": "the faster dtype the device runs them in (tf32, bf16 or fp16)",
         "torch_dtype": "the torch dtype autocast takes for it (bfloat16, float16)",
         "matrix_ms_per_step": "device time of the fp32 matrix ops per steady step, ms",

@@ -110,6 +110,7 @@ def _measure(scope: Scope) -> _Measured | None:
     between = between_iterations(trace, scope.lo, scope.hi)
     in_between = intervals.overlap(pieces, between)
     between_rows = named[intervals.overlaps_any(trace.ts[named], trace.end[named], *between)]
+    idle_in_named = intervals.totals_in(pieces, trace.ts[named], trace.end[named])  # names the idle time, most first
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
@@ -126,7 +127,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "graph_launches_per_step": graphs_per_step,
         "op_median_us": scope.metrics["device.op_time_us.median"],
         "graph": GRAPH_WORDS.get(scope.family) or trace_gpu_words(trace, scope.metrics.device)["graph"],
-        "host_names": distinct_names(trace, named, 3, host_call) or "nothing traced",
+        "host_names": distinct_names(trace, named, 3, host_call, idle_in_named) or "nothing traced",
         "compiled_names": distinct_names(trace, dispatched, 3),
         "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
@@ -326,7 +327,7 @@ DETECTOR = Detector(
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
         "graph": GPU_WORD_VALUES["graph"] + " (a GPU's), an NPU graph, an HPU graph",
-        "host_names": "the outermost calls of the thread driving the device during the idle time, most time first",
+        "host_names": "the outermost calls of the thread driving the device during the idle time, most of it first",
         "compiled_names": "the calls dispatched from Python one by one in the window (JAX's jitted calls, TensorFlow's "
         "eager ops), most time first; empty where none",
         "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",

@@ -32,7 +32,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     lost = float(np.sum(time - np.minimum(at_roof[small], time)))
     rows = calls.rows[small]
     values: dict[str, Any] = {
-        "names": distinct_names(scope.trace, rows, 3),
+        "names": distinct_names(scope.trace, rows, 3, time=time),
         "per_step": per_step,
         "median_us": float(np.median(time)),
         "median_mflop": float(np.median(calls.of_work(lambda w: w.flops)[small])) / 1e6,
@@ -45,7 +45,7 @@ DETECTOR = Detector(
     name="small_gemms",
     summary="many small matrix products a step, each too small to fill the device",
     values={
-        "names": "the small GEMM ops, most time first",
+        "names": "the small GEMM ops, most device time first",
         "per_step": "small GEMM calls per steady step",
         "median_us": "median device time of one, µs",
         "median_mflop": "median work of one, MFLOP",

@@ -75,7 +75,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     assert work.mnk is not None
     m, n, k = work.mnk
     values: dict[str, Any] = {
-        "names": distinct_names(scope.trace, rows, 3),
+        "names": distinct_names(scope.trace, rows, 3, time=calls.device_us[off]),
         "shape": f"M={m}, N={n}, K={k}",
         "multiple": multiple,
         "of_roofline": float(at_roof[off].sum() / calls.device_us[off].sum()),
@@ -89,7 +89,7 @@ DETECTOR = Detector(
     name="unaligned_gemms",
     summary="GEMMs whose hidden sizes are not multiples of the tensor cores' tile, slower than the aligned ones",
     values={
-        "names": "the unaligned GEMM ops, most time first",
+        "names": "the unaligned GEMM ops, most device time first",
         "shape": "the sizes of the one taking most device time",
         "multiple": "the multiple the sizes should be",
         "of_roofline": "the unaligned GEMMs' roofline time over their device time",

@@ -131,8 +131,13 @@ def test_names_most_time_first_in_a_short_list(tmp_path):
     scope = _scoped(tmp_path, host)
     trace = scope.trace
     rows = np.flatnonzero(trace.name_matches(re.compile("^[vwxyz]$")))
-    assert distinct_names(trace, rows) == "x, y, z, w and 1 more"  # x 100 µs in all, y 80, then z and w as they came
+    assert distinct_names(trace, rows) == "x, y, w, z and 1 more"  # x 100 µs in all, y 80, then w and z (10) by name
     assert distinct_names(trace, rows, 2, str.upper) == "X, Y and 3 more"
+    given = np.where(trace.name[rows] == trace.name[rows[-1]], 500.0, 1.0)  # v's time given as the most
+    assert distinct_names(trace, rows, 2, time=given) == "v, x and 3 more"
+    summed = np.array([0.1, 0.0, 0.2, 0.0, 0.3, 0.0])  # x's 0.1 + 0.2 is w's 0.3 but for the last bit: a tie, by name
+    assert [trace.names[i] for i in trace.name[rows].tolist()] == ["x", "y", "x", "z", "w", "v"]
+    assert distinct_names(trace, rows, 2, time=summed) == "w, x and 3 more"
     kernels = np.flatnonzero(trace.name_matches(re.compile("^gemm")))
     assert kernel_runs(scope, kernels) == {"names": "gemm_1, gemm_0", "per_step": 1.0, "kernel_ms_per_step": 0.0505}
 
