@@ -20,6 +20,7 @@ STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  #
 # PyTorch's optimizers record each step they take (Optimizer.step#<class>.step, torch.optim's profiling hook): a
 # training iteration ends with its optimizer's step
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#\w+\.step$")
+OPTIMIZER_ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#\w+\.zero_grad$")  # its zero_grad, recorded alike
 # The kind of iteration an engine's step annotation names: SGLang's forward mode (EXTEND, DECODE, MIXED...); whether
 # vLLM's runs prefills, decodes or both (its context and generation counts), or takes new requests (V1's)
 ENGINE_STEP_MODE = re.compile(

@@ -4,18 +4,14 @@ not happen."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from conftest import DATA
+from conftest import DATA, scanned
 
 REAL = DATA / "real"
 
 
 def _findings(run, capture: str) -> dict:
-    result = run("scan", REAL / capture, "--format", "json", "--fail-on", "never")
-    (trace,) = json.loads(result.stdout)["traces"]
-    return {finding["rule_id"]: finding for finding in trace["findings"]}
+    return scanned(run, str(REAL / capture))[1]
 
 
 def test_a_ddp_job_that_broadcasts_its_buffers_at_every_forward_is_told_so(run):
