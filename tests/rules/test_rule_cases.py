@@ -70,6 +70,7 @@ def test_rule_case(run, write_trace, rule, case):
         assert rejected not in findings, f"{rejected} reported: {findings[rejected]['message']}"
 
 
+@pytest.mark.slow  # a second scan of every case, with every rule: run with --all (CI does)
 @pytest.mark.parametrize(("rule", "case"), all_cases())
 def test_a_case_written_in_reverse_order_finds_the_same(run, write_trace, rule, case):
     """Profilers write events in their own orders (by thread, by end, device spans last): every case's trace with its
