@@ -48,6 +48,13 @@ GB = 1e9
         ({"name": "NVIDIA L20"}, "L20"),
         ({"name": "NVIDIA GeForce RTX 4090"}, "RTX-4090"),
         ({"name": "NVIDIA GeForce RTX 4090 Laptop GPU"}, None),  # another chip
+        ({"name": "NVIDIA A30"}, "A30"),
+        ({"name": "NVIDIA RTX A6000", "numSms": 84}, "RTX-A6000"),  # not an A40, its data-centre twin
+        ({"name": "NVIDIA GeForce RTX 3090"}, "RTX-3090"),
+        ({"name": "NVIDIA GeForce RTX 3090 Ti"}, None),  # 84 SMs and faster memory
+        ({"name": "Tesla P100-SXM2-16GB"}, "P100-SXM2"),
+        ({"name": "Tesla P100-PCIE-16GB"}, "P100-PCIE-16GB"),
+        ({"name": "Tesla P100-PCIE-12GB"}, None),  # less memory and bandwidth
         # named by the vendor only: GB of device memory are binary (93.1 GiB is nearest an H100 NVL's 94 GB, though in
         # decimal GB nearer a GH200's 96 GB), and an H200 and an H200 NVL fit alike
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": int(93.1 * 2**30)}, "H100-NVL-94GB"),

@@ -271,7 +271,10 @@ def test_devices_are_matched_as_traces_spell_them(name, key):
         ({"name": "AMD Instinct", "numSms": 304, "totalGlobalMem": 274_877_906_944}, "MI325X"),
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 150_754_820_096}, None),  # an H200 or an H200 NVL
         ({"name": "NVIDIA GPU", "numSms": 58, "totalGlobalMem": 24_000_000_000}, "L4"),
-        ({"name": "NVIDIA GPU", "numSms": 84, "totalGlobalMem": 48_305_799_168}, "A40"),  # 46,068 MiB
+        # 46,068 MiB on 84 SMs: an A40 or an RTX A6000, whose peaks differ, told apart by the bandwidth where recorded
+        ({"name": "NVIDIA GPU", "numSms": 84, "totalGlobalMem": 48_305_799_168}, None),
+        ({"name": "NVIDIA GPU", "numSms": 84, "totalGlobalMem": 48_305_799_168, "memoryBandwidth": 696e9}, "A40"),
+        ({"name": "NVIDIA GPU", "numSms": 84, "totalGlobalMem": 48_305_799_168, "memoryBandwidth": 768e9}, "RTX-A6000"),
         ({"name": "AMD Radeon Graphics", "numSms": 120, "totalGlobalMem": 34_342_961_152}, "MI100"),  # 32 GiB, gfx908
         ({"name": "NVIDIA GPU", "numSms": 132, "totalGlobalMem": 85_520_809_984}, None),  # an H100 SXM or an H800
         ({"name": "NVIDIA GPU", "numSms": 7, "totalGlobalMem": 85_520_809_984}, None),
