@@ -111,6 +111,7 @@ def _measure(scope: Scope) -> _Measured | None:
     in_between = intervals.overlap(pieces, between)
     between_rows = named[intervals.overlaps_any(trace.ts[named], trace.end[named], *between)]
     idle_in_named = intervals.totals_in(pieces, trace.ts[named], trace.end[named])  # names the idle time, most first
+    ops = ~python_frames(trace, named)  # what dispatches the device's work, not the Python frames around it
     values = {
         "idle_share": idle.total / scope.window,
         "host_share": lost / scope.window,
@@ -129,7 +130,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "graph": GRAPH_WORDS.get(scope.family) or trace_gpu_words(trace, scope.metrics.device)["graph"],
         "host_names": distinct_names(trace, named, 3, host_call, idle_in_named) or "nothing traced",
         "compiled_names": distinct_names(trace, dispatched, 3),
-        "dispatched_names": distinct_names(trace, _ops_of(trace, named), 3, host_call) or "nothing traced",
+        "dispatched_names": distinct_names(trace, named[ops], 3, host_call, idle_in_named[ops]) or "nothing traced",
         "compiled_calls_per_step": compiled_calls_per_step,
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
@@ -263,11 +264,6 @@ def _task_queue(trace: Trace) -> str:
     )
 
 
-def _ops_of(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Of ``rows``, the ops and runtime calls: what dispatches the device's work, not the Python frames around it."""
-    return rows[~python_frames(trace, rows)]
-
-
 def _overlapping(scope: Scope, mask: np.ndarray, pieces: intervals.Intervals) -> np.ndarray:
     """Rows of ``mask`` in the window that overlap one of ``pieces``."""
     rows = np.flatnonzero(mask & scope.in_window)
@@ -330,7 +326,7 @@ DETECTOR = Detector(
         "host_names": "the outermost calls of the thread driving the device during the idle time, most of it first",
         "compiled_names": "the calls dispatched from Python one by one in the window (JAX's jitted calls, TensorFlow's "
         "eager ops), most time first; empty where none",
-        "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most time first",
+        "dispatched_names": "... of them, the ops and runtime calls (not Python frames), most of the idle time first",
         "compiled_calls_per_step": "calls dispatched from Python one by one (JAX's PjitFunction, TensorFlow's eager "
         "ops) per steady step",
         "compiled_share": "share of the device's work launched from torch.compile'd regions (where the model runs "
