@@ -41,6 +41,7 @@ from perftool.dialects.vocabulary import (
     GRAPH_CAPTURE_SIZE,
     KERNEL_LAUNCH,
 )
+from perftool.trace.archives import trace_kind
 from perftool.trace.loader import read_trace
 from perftool.trace.model import Kind, Phase, Role, Trace
 from perftool.trace.profiler_dirs import CAPTURE_FOLDERS
@@ -98,11 +99,18 @@ def capture_files(source: str, metadata: dict[str, Any]) -> list[Path]:
     for folder in CAPTURE_FOLDERS:
         place = Path(source).parent / folder
         if place.is_dir():
-            found.extend(sorted(p for p in place.iterdir() if p.is_file() and CAPTURE_FILE.search(p.name)))
+            found.extend(sorted(p for p in place.iterdir() if _capture_trace(p)))
     named = metadata.get(CAPTURES_FROM)
     if not found and isinstance(named, list):
         found = [Path(p) for p in named if isinstance(p, str) and names_file(p)]
     return found
+
+
+def _capture_trace(path: Path) -> bool:
+    """Whether ``path``, in an engine's folder of capture traces, is one: a JSON trace by its name and first bytes,
+    not a record the tools write beside them (TraceLens's ``execution_details.json``, an array of the captures'
+    files, batch sizes and modes)."""
+    return path.is_file() and CAPTURE_FILE.search(path.name) is not None and trace_kind(str(path)) is not None
 
 
 def captured_graphs(path: Path) -> tuple[Graph, ...]:

@@ -58,6 +58,9 @@ _SGLANG_PLACE = re.compile(rf"-TP-(\d+)((?:-(?:DP|PP|EP)-\d+)*)(?:-(?:{_STAGES})
 # SARIF and other JSON Schema documents ("$schema"); a trace's first key is its events or its metadata. Or an array
 # of anything but events: torch.profiler's export_memory_timeline writes [[times...], [[sizes...]...]] beside a trace
 _DOCUMENT = re.compile(rb'^\s*(\{\s*"\$?schema"\s*:|\[\s*[^\s{\]])')
+# an array whose first object (flat, nothing nested) names no phase: no event, but a record of files written beside
+# traces (TraceLens's execution_details.json: each capture's file, batch size and mode)
+_FIRST_FLAT_OBJECT = re.compile(rb"^\s*\[\s*\{[^{}]*\}")
 
 
 def job_files(paths: list[str]) -> list[str]:
@@ -209,8 +212,8 @@ def _rank_trace(directory: Path) -> str | None:
 
 def _may_hold_a_trace(path: Path) -> bool:
     """Whether a file in a job's directory may be a trace, by what it holds: not when it is JSON whose first key
-    names its schema (a report, perftool's own included) or an array of anything but events (a memory timeline), or
-    is text that is not JSON (HTML, XML, Markdown). A file
+    names its schema (a report, perftool's own included) or an array of anything but events (a memory timeline, or
+    objects that name no phase: a record of files), or is text that is not JSON (HTML, XML, Markdown). A file
     that cannot be read, or holds no text (empty, NUL-filled by a writer that crashed), is kept, so that reading it
     reports the problem."""
     try:
@@ -224,7 +227,8 @@ def _may_hold_a_trace(path: Path) -> bool:
         return True
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if opens_as_json(text):
-        return not _DOCUMENT.match(text)
+        first = _FIRST_FLAT_OBJECT.match(text)
+        return not _DOCUMENT.match(text) and (first is None or b'"ph"' in first.group())
     return not _is_text(text)  # empty, NUL-filled, binary: a trace that failed to be written, which reading says
 
 

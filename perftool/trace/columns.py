@@ -20,6 +20,7 @@ import numpy as np
 
 from perftool.common import limits
 from perftool.common.errors import TraceError
+from perftool.common.units import plural
 from perftool.trace.events import Interner, PieceError, Signature
 from perftool.trace.model import (
     PROFILER_MARKS,
@@ -196,6 +197,12 @@ class ColumnBuilder:
         store = self.store
         col = {key: store.merged(key, dtype) for key, dtype in _COLUMNS.items()}
         skipped = store.merged("untimed", np.int64)  # the file positions that are no row, so far: metadata, counters
+        if col["ts"].size == 0 and not self.counter_events and not self.metadata_events:
+            raise TraceError(
+                self.path,
+                f"not a trace: it holds {plural(self.count, 'object')} and no trace event (none has a phase 'ph', a"
+                " name or a time 'ts'): a record written beside traces? Scan the trace itself",
+            )
         if col["ts"].size == 0 and not self.counter_events:
             raise TraceError(self.path, "empty trace: only metadata events, nothing timed")
         names = self.tables.names()

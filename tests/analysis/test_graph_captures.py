@@ -192,14 +192,19 @@ def test_graphs_that_fit_alike_give_their_ops_only_where_their_ops_agree(tmp_pat
 
 
 def test_a_capture_trace_that_does_not_read_is_named_and_the_others_still_serve(tmp_path, run):
+    """A cut capture trace is named as not read; TraceLens's record of the captures beside them (each one's file,
+    batch size and mode) is no capture trace, and is not read at all."""
     path = _profile(tmp_path, _replay([kernel for kernel, _ in GEMMS]), _capture(GEMMS, True))
     (tmp_path / "capture_traces" / "cut.json").write_text('{"traceEvents": [')
+    record = [{"file": "bs_0_rank0.json", "batch_size": 1, "mode": "FULL"}]
+    (tmp_path / "capture_traces" / "execution_details.json").write_text(json.dumps(record, indent=2))
     assert [p.name for p in capture_files(str(path), {})] == ["bs_0_rank0.json", "cut.json"]
     result = run("scan", str(path), "--fail-on", "never", "--format", "json")
     assert result.exit_code == 0
     (said,) = [c for c in json.loads(result.stdout)["traces"][0]["caveats"] if "graph replays" in c]
     assert "the roofline and diff --by op give each replayed kernel to the op that launched it" in said
     assert f"(not read: {tmp_path / 'capture_traces' / 'cut.json'}: truncated JSON" in said
+    assert "execution_details.json" not in said
 
 
 # an engine's iteration of so many tokens, as its annotations count them: vLLM's detailed annotation (the tokens

@@ -28,6 +28,10 @@ CASES = {
     "number": (b"42", "not a trace"),
     "string": (b'"trace"', "not a trace"),
     "object-without-events": (b'{"events": []}', "without a 'traceEvents' array"),
+    "record-of-files": (  # TraceLens's execution_details.json, beside the capture traces it lists
+        b'[\n  {\n    "file": "capture_trace_rank_0.json.gz",\n    "batch_size": 1,\n    "mode": "FULL"\n  }\n]',
+        "not a trace: it holds 1 object and no trace event (none has a phase 'ph', a name or a time 'ts')",
+    ),
     "execution-trace": (  # torch.profiler.ExecutionTraceObserver's document, as torch 2.14 writes it, nodes left out
         b'{"schema": "1.1.1-chakra.0.0.4", "pid": 11835, "time": "2026-11-30 13:32:34", "start_ts": 889295,'
         b' "nodes": [], "finish_ts": 889342}',

@@ -49,8 +49,8 @@ def test_an_output_inside_an_input_directory_is_refused_before_any_work(run, job
 
 
 def test_reports_left_in_a_job_directory_are_not_taken_for_ranks(run, job, tmp_path):
-    """perftool's own JSON reports, SARIF, an HTML page named *.json and PyTorch's memory timelines sit beside the
-    ranks: the scan reads the eight ranks and nothing else."""
+    """perftool's own JSON reports, SARIF, an HTML page named *.json, PyTorch's memory timelines and TraceLens's
+    record of split windows sit beside the ranks: the scan reads the eight ranks and nothing else."""
     for fmt, name in [("json", "report.json"), ("sarif", "report.sarif.json")]:
         assert run("scan", job, "--format", fmt, "-o", tmp_path / name, "--workers", "1").exit_code in (0, 1)
         shutil.copy(tmp_path / name, job / name)
@@ -59,6 +59,8 @@ def test_reports_left_in_a_job_directory_are_not_taken_for_ranks(run, job, tmp_p
     (job / "memory.json").write_text("[[1796047838145560, 1796047838145688], [[32768, 0, 0], [40960, 256, 0]]]")
     (job / "memory.raw.json.gz").write_bytes(gzip.compress(b"[[-1, 1, 32768, 0], [1796047838145560009, 2, 8192, 2]]"))
     (job / "info.json.gz").write_bytes(gzip.compress(run("info", TRACE, "--format", "json").stdout.encode()))
+    # TraceLens's record of the windows it split a trace into (each one's file and iteration)
+    (job / "execution_details.json").write_text(json.dumps([{"file": "rank0.trace.json.gz", "iteration": 0}], indent=2))
     result = run("scan", job, "--format", "json", "--workers", "1", "--fail-on", "never")
     assert result.exit_code == 0, result.stderr
     document = json.loads(result.stdout)
