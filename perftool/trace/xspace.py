@@ -53,7 +53,7 @@ METADATA_PLANE = "/host:metadata"  # a plane of each program's HLO: an event per
 HLO_STAT = "Hlo Proto"  # the stat holding a program's HloProto (bytes)
 STEP_NAME = "step_name"  # a stat that names its event
 PIECE_BYTES = 1 << 20  # a task's bytes of events: small, so that the decoding processes finish together
-CACHED_STATS = 1 << 16  # stats of text decoded once each, at most this many held at a time
+CACHED_STATS = 1 << 16  # stats decoded once per distinct encoding, at most this many held at a time
 _UINT32 = 0xFFFFFFFF
 _INT64_SIGN = 1 << 63
 _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5  # protobuf's wire types
@@ -308,7 +308,7 @@ def _positive(value: str | None) -> float | None:
 
 def _plane_stats(data: _Bytes, plane: _Plane) -> dict[str, str | None]:
     """A plane's own stats, by name, as text."""
-    return dict(_stat(data, at, plane.stat_names)[0] for at in plane.stats)
+    return dict(_stat(data, at, plane.stat_names) for at in plane.stats)
 
 
 def _exported(planes: list[_Plane]) -> Planes:
@@ -348,10 +348,10 @@ def _unique_lines(plane: _Plane) -> list[_Line]:
 
 def _events(data: _Bytes, process: int, plane: _Plane, line: _Line, at: tuple[int, int]) -> Iterator[RawEvent]:
     """The exported events of ``line`` (of ``plane``) whose bytes are at ``at``. Its metadata's args are decoded once
-    per metadata, and a stat of text (a name, a kernel's launch) once per distinct encoding, up to
-    :data:`CACHED_STATS` of them."""
+    per metadata, and a stat once per distinct encoding (a name, a kernel's launch, a stream's id recur; a
+    correlation id seldom does), up to :data:`CACHED_STATS` of them at a time."""
     stat_names = plane.stat_names
-    texts: dict[bytes, tuple[str, str | None]] = {}
+    decoded: dict[bytes, tuple[str, str | None]] = {}
     kinds: dict[int, tuple[str, str, dict[str, str]] | None] = {}
     start_ps = line.start_ns * 1000
     for kind, offset_ps, duration_ps, stats in _line_events(data, at):
@@ -364,12 +364,11 @@ def _events(data: _Bytes, process: int, plane: _Plane, line: _Line, at: tuple[in
             args = dict(args)
             for stat_at in stats:
                 encoded = data[stat_at[0] : stat_at[1]]
-                if (pair := texts.get(encoded)) is None:
-                    pair, text = _stat(data, stat_at, stat_names)
-                    if text:
-                        if len(texts) == CACHED_STATS:
-                            texts.clear()
-                        texts[encoded] = pair
+                if (pair := decoded.get(encoded)) is None:
+                    pair = _stat(data, stat_at, stat_names)
+                    if len(decoded) == CACHED_STATS:
+                        decoded.clear()
+                    decoded[encoded] = pair
                 _add_stat(args, *pair)
         shown = args[STEP_NAME] if STEP_NAME in args else display or name
         raw = msgspec.Raw(_ENCODE(args)) if args else EMPTY_RAW
@@ -385,7 +384,7 @@ def _kind(data: _Bytes, plane: _Plane, kind: int) -> tuple[str, str, dict[str, s
         return None
     args: dict[str, str] = {"long_name": name} if display else {}
     for at in stats:
-        _add_stat(args, *_stat(data, at, plane.stat_names)[0])
+        _add_stat(args, *_stat(data, at, plane.stat_names))
     return name, display, args
 
 
@@ -554,10 +553,9 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
         yield _signed(kind), _signed(offset), _signed(duration), stats
 
 
-def _stat(data: _Bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[tuple[str, str | None], bool]:
-    """A stat's name and its value as text, as the exporter writes it (None where it holds no value); and whether
-    the value is text (a string, or a name it refers to), which recurs where numbers seldom do."""
-    name, value, text = "", None, False
+def _stat(data: _Bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[str, str | None]:
+    """A stat's name and its value as text, as the exporter writes it (None where it holds no value)."""
+    name, value = "", None
     begin, end = at
     while begin < end:  # the message's fields, read here: a generator would cost a third of the time
         field, wire, start, stop, begin = _field(data, begin, end)
@@ -570,12 +568,12 @@ def _stat(data: _Bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[tup
         elif field == 4:
             value = str(_signed(start))
         elif field == 5:
-            value, text = _text(data, start, stop), True
+            value = _text(data, start, stop)
         elif field == 6:
             value = "<opaque bytes>"
         elif field == 7:
-            value, text = names.get(start, ""), True
-    return (name, value), text
+            value = names.get(start, "")
+    return name, value
 
 
 def _number(value: float) -> str:
