@@ -236,12 +236,12 @@ def distinct_names(
     names_of = trace.name[rows]
     ids = np.flatnonzero(np.bincount(names_of, minlength=len(trace.names)))
     weights = trace.dur[rows] if time is None else time
-    time = np.round(np.bincount(names_of, weights=weights, minlength=len(trace.names))[ids], 3)
+    totals = np.round(np.bincount(names_of, weights=weights, minlength=len(trace.names))[ids], 3)
     count = ids.size
-    if count > limit:  # those at the limit-th time or above, the few it lists among them
-        kept = time >= np.partition(time, count - limit)[count - limit]
-        ids, time = ids[kept], time[kept]
-    listed = sorted(zip((-time).tolist(), (shown(trace.names[i]) for i in ids.tolist())))[:limit]
+    if count > limit:  # those at the limit-th total or above, the few it lists among them
+        kept = totals >= np.partition(totals, count - limit)[count - limit]
+        ids, totals = ids[kept], totals[kept]
+    listed = sorted(zip((-totals).tolist(), (shown(trace.names[i]) for i in ids.tolist())))[:limit]
     names = [name for _, name in listed]
     more = count - len(names)
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
