@@ -75,7 +75,7 @@ KINETO_PROCESSES = [  # a Kineto trace's host and GPU processes, and the GPU's c
 ]
 VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming them, the step markers' track
     "kineto": (
-        {"host": (100, 1), "device": (0, 7), "comm": (0, 13)},
+        {"host": (100, 1), "device": (0, 7), "comm": (0, 13), "autograd": (100, 2)},  # autograd: a second host thread
         [*KINETO_PROCESSES, meta("thread_name", 0, 13, name="stream 13")],
         "host",
     ),

@@ -21,6 +21,9 @@ STEP = re.compile(rf"^(ProfilerStep#\d+|[Ss]tep \d+)$|{ENGINE_STEP.pattern}")  #
 # training iteration ends with its optimizer's step
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#\w+\.step$")
 OPTIMIZER_ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#\w+\.zero_grad$")  # its zero_grad, recorded alike
+# the ops that update many tensors in one call: torch.optim's foreach and fused implementations (aten::_foreach_add_,
+# aten::_fused_adamw_), where a per-parameter loop makes an op per tensor
+BATCHED_UPDATE = re.compile(r"^aten::_(foreach|fused)_")
 # The kind of iteration an engine's step annotation names: SGLang's forward mode (EXTEND, DECODE, MIXED...); whether
 # vLLM's runs prefills, decodes or both (its context and generation counts), or takes new requests (V1's)
 ENGINE_STEP_MODE = re.compile(

@@ -66,6 +66,16 @@ class Scope(TraceAnalysis):
         named = trace.name_matches(pattern) & trace.on_roles(Role.HOST)
         return np.flatnonzero(named & (trace.phase == Phase.COMPLETE) & self.in_window)
 
+    def holding(self, calls: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Per row of ``rows``: the index into ``calls`` (sorted by start, none inside another on its thread) of the
+        call on its thread it starts inside (an op inside an optimizer's step, a launch inside its op); -1 where
+        none."""
+        trace = self.trace
+        call = np.searchsorted(trace.ts[calls], trace.ts[rows], side="right") - 1
+        held = calls[np.maximum(call, 0)]
+        inside = (call >= 0) & (trace.ts[rows] < trace.end[held]) & (trace.track[rows] == trace.track[held])
+        return np.where(inside, call, -1)
+
     def idle_while(self, busy: intervals.Intervals) -> tuple[float, dict[str, float]]:
         """The device's idle time while the host is in ``busy`` (its calls' spans, disjoint and sorted), µs, and the
         values that say so per step: ``host_ms_per_step``, ``idle_ms_per_step`` (0 idle where the trace has no

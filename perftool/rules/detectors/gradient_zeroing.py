@@ -25,8 +25,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         return None
     calls = calls[np.argsort(trace.ts[calls], kind="stable")]
     sources, spans = launch_rows(trace)
-    call = np.searchsorted(trace.ts[calls], trace.ts[sources], side="right") - 1  # the zero_grad each launch is in
-    inside = (call >= 0) & (trace.ts[sources] < trace.end[calls[np.maximum(call, 0)]])
+    call = scope.holding(calls, sources)  # the zero_grad each launch is made in
+    inside = call >= 0
     zeroing = calls[np.unique(call[inside])]  # the calls that launch work: those that zero in place
     launched = spans[inside]
     kernels = intervals.total(intervals.union(trace.ts[launched], trace.end[launched]))
