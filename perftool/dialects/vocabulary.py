@@ -24,6 +24,7 @@ OPTIMIZER_ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#\w+\.zero_grad$")  # it
 # the ops that update many tensors in one call: torch.optim's foreach and fused implementations (aten::_foreach_add_,
 # aten::_fused_adamw_), where a per-parameter loop makes an op per tensor
 BATCHED_UPDATE = re.compile(r"^aten::_(foreach|fused)_")
+ATEN_OP = re.compile(r"^aten::")  # an op of PyTorch's own library (not an extension's, not a compiled region)
 # The kind of iteration an engine's step annotation names: SGLang's forward mode (EXTEND, DECODE, MIXED...); whether
 # vLLM's runs prefills, decodes or both (its context and generation counts), or takes new requests (V1's)
 ENGINE_STEP_MODE = re.compile(
