@@ -71,6 +71,8 @@ class Scope(TraceAnalysis):
         call on its thread it starts inside (an op inside an optimizer's step, a launch inside its op); -1 where
         none."""
         trace = self.trace
+        if calls.size == 0:
+            return np.full(rows.size, -1, dtype=np.int64)
         call = np.searchsorted(trace.ts[calls], trace.ts[rows], side="right") - 1
         held = calls[np.maximum(call, 0)]
         inside = (call >= 0) & (trace.ts[rows] < trace.end[held]) & (trace.track[rows] == trace.track[held])
