@@ -129,20 +129,11 @@ def _optimizer_loop(steps: dict[str, str], iterations: int = 6, forward_from: in
         t = 1_000.0 * i
         ops = [("aten::conv2d", 0), ("aten::convolution_backward", 300)][forward_from if i == 0 else 0 :]
         for name, at in ops:
+            linked = {"correlation": 2 * i + (at > 0)}  # the launch and its kernel
             events += [
                 complete(name, t + at, 250, cat="cpu_op", pid=100, tid=1),
-                complete(
-                    "cudaLaunchKernel",
-                    t + at + 10,
-                    5,
-                    cat="cuda_runtime",
-                    pid=100,
-                    tid=1,
-                    args={"correlation": i * 2 + at},
-                ),
-                complete(
-                    f"{name}_kernel", t + at + 20, 200, cat="kernel", pid=0, tid=7, args={"correlation": i * 2 + at}
-                ),
+                complete("cudaLaunchKernel", t + at + 10, 5, cat="cuda_runtime", pid=100, tid=1, args=linked),
+                complete(f"{name}_kernel", t + at + 20, 200, cat="kernel", pid=0, tid=7, args=linked),
             ]
         at = t + 600
         for name, inner in steps.items():
