@@ -9,6 +9,7 @@ import gzip
 import re
 import shlex
 import zlib
+from pathlib import Path
 
 from perftool.trace.profiler_dirs import XSPACE_SUFFIX
 
@@ -121,7 +122,7 @@ def not_a_trace(path: str, head: bytes) -> str | None:
 def _protobuf(path: str) -> str:
     """What a protobuf file not named an XSpace is, by its name (one XProf made from a run's XSpace, or another), and
     the XSpace to scan instead."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    name = Path(path).name
     if name.lower().endswith(_HLO_PROTO_SUFFIX):
         return (
             "one XLA program's HLO (an HloProto, which XProf writes per program), not a trace: scan the run's "

@@ -12,6 +12,7 @@ import numpy as np
 
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
+from perftool.analysis.launches import launch_rows
 from perftool.common.arrays import distinct
 from perftool.common.names import host_call, shortened
 from perftool.common.ranking import largest
@@ -77,6 +78,14 @@ class Scope(TraceAnalysis):
         held = calls[np.maximum(call, 0)]
         inside = (call >= 0) & (trace.ts[rows] < trace.end[held]) & (trace.track[rows] == trace.track[held])
         return np.where(inside, call, -1)
+
+    def launched_in(self, calls: np.ndarray) -> tuple[np.ndarray, float]:
+        """The trace's launches made inside ``calls`` (as :meth:`holding` takes them): per launch, the index of the
+        call its thread makes it in, -1 where none; and the device time (µs, their union) of the work those start."""
+        sources, spans = launch_rows(self.trace)
+        held = self.holding(calls, sources)
+        launched = spans[held >= 0]
+        return held, intervals.total(intervals.union(self.trace.ts[launched], self.trace.end[launched]))
 
     def idle_while(self, busy: intervals.Intervals) -> tuple[float, dict[str, float]]:
         """The device's idle time while the host is in ``busy`` (its calls' spans, disjoint and sorted), µs, and the

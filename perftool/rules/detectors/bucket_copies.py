@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.launches import launch_rows
 from perftool.dialects.vocabulary import BUCKET_TO_GRAD
 from perftool.rules.detectors.base import IDLE_WHILE_VALUES, Detection, Detector, Scope
 
@@ -23,12 +22,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     calls = scope.host_calls(BUCKET_TO_GRAD) if scope.idle is not None else np.zeros(0, dtype=np.int64)
     if calls.size == 0:
         return None
-    copying = intervals.union(trace.ts[calls], trace.end[calls])
-    sources, spans = launch_rows(trace)
-    call = np.searchsorted(copying[0], trace.ts[sources], side="right") - 1  # the copying call each launch is in
-    launched = spans[(call >= 0) & (trace.ts[sources] < copying[1][np.maximum(call, 0)])]
-    copies = intervals.total(intervals.union(trace.ts[launched], trace.end[launched]))
-    waiting, measured = scope.idle_while(copying)
+    _, copies = scope.launched_in(calls[np.argsort(trace.ts[calls], kind="stable")])
+    waiting, measured = scope.idle_while(intervals.union(trace.ts[calls], trace.end[calls]))
     lost = waiting + copies
     if lost <= 0:
         return None

@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.launches import launch_rows
 from perftool.dialects.vocabulary import OPTIMIZER_ZERO_GRAD
 from perftool.rules.detectors.base import IDLE_WHILE_VALUES, Detection, Detector, Scope
 
@@ -24,12 +23,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if calls.size == 0:
         return None
     calls = calls[np.argsort(trace.ts[calls], kind="stable")]
-    sources, spans = launch_rows(trace)
-    call = scope.holding(calls, sources)  # the zero_grad each launch is made in
+    call, kernels = scope.launched_in(calls)  # the zero_grad each launch is made in
     inside = call >= 0
     zeroing = calls[np.unique(call[inside])]  # the calls that launch work: those that zero in place
-    launched = spans[inside]
-    kernels = intervals.total(intervals.union(trace.ts[launched], trace.end[launched]))
     waiting, measured = scope.idle_while(intervals.union(trace.ts[zeroing], trace.end[zeroing]))
     values = {
         "per_step": scope.per_step(zeroing.size),
