@@ -25,11 +25,11 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     forwards = scope.host_calls(DDP_FORWARD) if scope.idle is not None else np.zeros(0, dtype=np.int64)
     if forwards.size == 0:
         return None
+    forwards = trace.top_level_by_track(forwards)
+    forwards = forwards[np.argsort(trace.ts[forwards], kind="stable")]
     calls = scope.host_calls(BUFFER_SYNC)
-    opened, closed = intervals.union(trace.ts[forwards], trace.end[forwards])
-    forward = np.searchsorted(opened, trace.ts[calls], side="right") - 1  # the forward each call starts in, if any
-    inside = (forward >= 0) & (trace.ts[calls] < closed[np.maximum(forward, 0)])
-    calls, forward = calls[inside], forward[inside]
+    forward = scope.holding(forwards, calls)  # the forward each call starts in, if any
+    calls, forward = calls[forward >= 0], forward[forward >= 0]
     # a forward's buffer sync: a broadcast and the flattening around it (a broadcast the model makes in its own
     # forward flattens nothing; flattening alone broadcasts nothing)
     broadcast = trace.name_matches(BROADCAST, calls)
