@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Callable
@@ -262,7 +263,7 @@ def distinct_names(
     if count > limit:  # those at the limit-th total or above, the few it lists among them
         kept = totals >= np.partition(totals, count - limit)[count - limit]
         ids, totals = ids[kept], totals[kept]
-    listed = sorted(zip((-totals).tolist(), (shown(trace.names[i]) for i in ids.tolist())))[:limit]
+    listed = heapq.nsmallest(limit, zip((-totals).tolist(), (shown(trace.names[i]) for i in ids.tolist())))
     names = [name for _, name in listed]
     more = count - len(names)
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
