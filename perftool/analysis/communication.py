@@ -56,7 +56,7 @@ _HCCL_TASKS = frozenset(
 _PREFIX = re.compile(r"(?i)^(ncclDevKernel_|ncclKernel_|rcclKernel_|nccl:|gloo:|mpi:|ucc:|hcom_|hccl_?)")
 _NOT_LETTERS = re.compile(r"[^a-z]")
 _ANONYMOUS = "(anonymous namespace)::"  # a demangled kernel's namespace, whose parenthesis is not its arguments
-_BUS_FACTOR = {  # bus bytes per algorithm byte, for n ranks (nccl-tests' PERFORMANCE.md)
+BUS_FACTOR = {  # bus bytes per algorithm byte, for n ranks (nccl-tests' PERFORMANCE.md)
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "reduce_scatter": lambda n: (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
@@ -492,7 +492,7 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
     hidden = covered(compute, starts, ends) if compute[0].size else np.zeros(rows.size)
     exposed_each = np.where(inside, np.maximum(span - hidden, 0.0), 0.0)
     sized = inside & ~np.isnan(found.nbytes) & (span > 0)
-    bus_bytes = np.array([_bus_bytes(found, i) for i in np.flatnonzero(sized).tolist()])
+    bus = bus_bytes(found, sized)
     values = {
         "communication.time_us": time,
         "communication.count": float(np.count_nonzero(started)),
@@ -501,9 +501,7 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
         "communication.exposed_us": exposed,
         "communication.exposed_fraction": exposed / (hi - lo) if hi > lo else math.nan,
         "communication.bytes": float(found.nbytes[inside & started].sum()) if sized.any() else math.nan,
-        "communication.busbw_gbps": _gbps(float(bus_bytes.sum()), float(span[sized].sum()))
-        if sized.any()
-        else math.nan,
+        "communication.busbw_gbps": _gbps(float(bus.sum()), float(span[sized].sum())) if sized.any() else math.nan,
         "communication.waiting_us": peers.waiting_us,
         "communication.transfer_us": peers.transfer_us,
     }
@@ -525,11 +523,17 @@ def measure(trace: Trace, lo: float, hi: float, compute: intervals.Intervals, st
     )
 
 
-def _bus_bytes(found: Collectives, i: int) -> float:
-    kind, ranks = found.names[found.type[i]], found.group_size[i]
-    factor = _BUS_FACTOR.get(kind)
-    scale = factor(ranks) if factor is not None and not math.isnan(ranks) and ranks > 1 else 1.0
-    return float(found.nbytes[i] * scale)
+def bus_bytes(found: Collectives, calls: np.ndarray) -> np.ndarray:
+    """The bytes each of the sized ``calls`` (a mask over ``found``) puts on a rank's links: its message scaled by
+    its type's bus factor for its ranks (nccl-tests' bus bandwidth), the message itself where the ranks are unknown
+    or the type has no factor."""
+    kinds, ranks = found.type[calls], found.group_size[calls]
+    scale = np.ones(ranks.size)
+    for index, name in enumerate(found.names):
+        if (factor := BUS_FACTOR.get(name)) is not None:
+            known = (kinds == index) & (ranks > 1)  # NaN ranks compare False
+            scale[known] = factor(ranks[known])
+    return found.nbytes[calls] * scale
 
 
 def _gbps(nbytes: float, time_us: float) -> float:
@@ -549,7 +553,7 @@ def _per_type(
         ranks = int(np.nanmax(size)) if not np.isnan(size).all() else None
         nbytes = float(found.nbytes[sized].sum()) if sized.any() else None
         time_sized = float(span[sized].sum())
-        bus = sum(_bus_bytes(found, i) for i in np.flatnonzero(sized).tolist())
+        bus = float(bus_bytes(found, sized).sum())
         stats.append(
             CollectiveStat(
                 name=name,

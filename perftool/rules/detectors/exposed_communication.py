@@ -1,22 +1,25 @@
 """Exposed communication: collectives running with no compute beside them, so the step waits for them.
 
-The fix follows what synchronises the gradients and what the collectives look like. Collectives whose tasks spend
-half their exposed time or more waiting for peers' signals, moving no data (HCCL's Notify_Wait), wait for a late
-rank, and get the fix that finds it (the rank, where the tasks name the peer of each wait). All-reduces that all
-start after the backward pass, with no DDP wrapper, get reduction during backward (emulated as the replicas'
-overlap); DDP with one bucket per step (nothing to overlap the backward pass with) or many small buckets
-(latency-bound) gets a ``bucket_cap_mb`` computed from the all-reduce sizes seen (emulated before it is printed, as
-the replicas' bucket); DDP moving more than the backward pass hides gets gradient accumulation under ``no_sync`` and
-a compression hook; FSDP gets prefetching; a tensor- or pipeline-parallel group gets that parallelism's own fix.
+The fix follows what synchronises the gradients and what the collectives look like. Collectives whose tasks spend half
+their exposed time or more waiting for peers' signals, moving no data (HCCL's Notify_Wait), wait for a late rank, and
+get the fix that finds it (the rank, where the tasks name the peer of each wait). All-reduces that all start after the
+backward pass, with no DDP wrapper, get reduction during backward (emulated as the replicas' overlap); collectives
+that take many times what the device's links need to move their data (a late rank, or a slow path between the devices)
+get the way to tell which, whatever reduces the gradients; DDP with one bucket per step (nothing to overlap the
+backward pass with) or many small buckets (latency-bound) gets a ``bucket_cap_mb`` computed from the all-reduce sizes
+seen (emulated before it is printed, as the replicas' bucket); DDP moving more than the backward pass hides gets
+gradient accumulation under ``no_sync`` and a compression hook; FSDP gets prefetching; a tensor- or pipeline-parallel
+group gets that parallelism's own fix.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from perftool.analysis.communication import OTHER, CollectiveStat, Communication
+from perftool.analysis.communication import BUS_FACTOR, OTHER, CollectiveStat, Communication, bus_bytes
 from perftool.analysis.family import on_tpu
 from perftool.analysis.idle import CAUSES
 from perftool.analysis.peer_waits import PeerWaits
@@ -31,6 +34,13 @@ NAMED_CAUSE = 0.05  # a cause of the idle time this share of the window is named
 OUTLASTS = 0.5  # collectives this long against compute outlast the backward pass (about half of it) that hides them
 HCCL_BUFFER_MB = 200.0  # HCCL_BUFFSIZE's default: larger messages go through the buffer in several rounds
 LATE_PEER_SHARE = 0.5  # only waiting for peers this share of the exposed time: the collectives wait for a late rank
+# Collectives this many times slower than the device's links would move their data wait, or take a slow path: no
+# schedule of the calls explains it (a server's fabric that reaches a tenth of its figure, or one rank a tenth as fast)
+SLOWER_THAN_LINKS = 10.0
+# What a collective call costs beyond moving its data within a server: of the order nccl-tests and rccl-tests measure
+# for the smallest all-reduce across eight devices (tens of µs), taken generously so that small messages are not
+# thought slow
+LINK_LATENCY_US = 50.0
 AFTER_BACKWARD = 0.9  # several all-reduces a step this share exposed, with no DDP, start once backward has ended
 # How XLA is told to overlap asynchronous collectives with compute: on a GPU its latency-hiding scheduler; on a TPU the
 # asynchronous collective fusion libtpu's flags turn on, over several steps and beside the TensorCore's compute
@@ -53,7 +63,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     sizes = _sizes_mb(comms, top.name)
     per_step = scope.per_step(top.count)
     group = comms.groups[0] if comms.groups else None
-    variant, bucket_mb = _variant(scope, comms, top.name, group.parallelism if group else "unknown")
+    links = _links(scope, comms, top.name)
+    variant, bucket_mb = _variant(scope, comms, top.name, group.parallelism if group else "unknown", links)
     peers = comms.peers
     late = peers.late() if variant == "late_peer" else []
     hccl_buffer_mb = _hccl_buffer(scope, sizes)
@@ -78,6 +89,9 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "waiting_ms_per_step": scope.per_step(peers.waiting_us) / 1e3,
         "transfer_ms_per_step": scope.per_step(peers.transfer_us) / 1e3,
         "transfer_rate": _transfer_rate(scope.metrics["communication.bytes"], peers.transfer_us),
+        "links_shortfall": links.shortfall,
+        "links_busbw_gbps": links.busbw_gbps,
+        "device": links.device,
         "xla_overlap": XLA_OVERLAP["tpu" if on_tpu(scope.trace) else "gpu"] if "jax" in scope.contexts else "",
     }
     exposed_calls = np.flatnonzero(comms.exposed_us > 0)  # in the window, not all hidden: what the cost is made of
@@ -88,6 +102,37 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     changes = _changes(variant, bucket_mb)
     evidence = scope.events(rows[largest(cost, scope.evidence_count, ties=scope.trace.ts[rows])])
     return Detection(exposed, values, evidence, top.name, variant, changes, occurrences=exposed_calls.size)
+
+
+@dataclass(frozen=True)
+class Links:
+    """How the most exposed collective's calls compare with what the device's links need to move their data."""
+
+    shortfall: float = math.nan  # the calls' time over what the links need (NaN where unknown)
+    busbw_gbps: float = math.nan  # the bus bandwidth the links reach at the calls' sizes, GB/s
+    device: str = ""  # the device whose figure it is
+
+
+def _links(scope: Scope, comms: Communication, collective: str) -> Links:
+    """The time the device collectives of ``collective`` in the window took, against what the device's links need
+    for their data: :data:`LINK_LATENCY_US` a call and their bus bytes at the all-reduce bus bandwidth a server of the
+    device reaches (its spec's ``collective_gbps``). Unknown (NaN) where the device, its figure, the calls' sizes or
+    their ranks are not known, or the type has no bus bandwidth (sends, broadcasts)."""
+    spec = scope.roofline.spec
+    calls = comms.calls
+    if spec is None or not spec.collective_gbps > 0 or calls.on != "device" or collective not in BUS_FACTOR:
+        return Links()
+    sized = (
+        (calls.type == calls.names.index(collective))
+        & (comms.in_window_us > 0)
+        & ~np.isnan(calls.nbytes)
+        & (calls.group_size > 1)
+    )
+    if not sized.any():
+        return Links()
+    bus = float(bus_bytes(calls, sized).sum())
+    needed_us = np.count_nonzero(sized) * LINK_LATENCY_US + bus / (spec.collective_gbps * 1e3)
+    return Links(float(comms.in_window_us[sized].sum()) / needed_us, bus / needed_us / 1e3, spec.model)
 
 
 def _transfer_rate(nbytes: float, transfer_us: float) -> str:
@@ -155,11 +200,15 @@ def _sizes_mb(comms: Communication, collective: str) -> np.ndarray:
     return calls.nbytes[mine] / 1e6
 
 
-def _variant(scope: Scope, comms: Communication, collective: str, parallelism: str) -> tuple[str | None, float]:
+def _variant(
+    scope: Scope, comms: Communication, collective: str, parallelism: str, links: Links
+) -> tuple[str | None, float]:
     """Which fix applies to the most exposed ``collective``, and the DDP bucket size it names (0 when none). A job
     that trains nothing (inference, serving) and wraps no model in DDP or FSDP reduces no gradients: its
     collectives are the model's parallelism, told in the job's terms (the rule's own fix, or the group's).
-    Collectives that mostly wait for peers, moving no data, wait for a late rank, whatever they are."""
+    Collectives that mostly wait for peers, moving no data, wait for a late rank, whatever they are; those that
+    take :data:`SLOWER_THAN_LINKS` times what the device's links need (``links``), on a device with compute to hide
+    them behind, wait or take a slow path, however the gradients are reduced."""
     peers = comms.peers
     if peers.waiting_us >= LATE_PEER_SHARE * scope.metrics["communication.exposed_us"]:
         return ("late_peer" if peers.late() else "peer_wait"), 0.0
@@ -169,6 +218,8 @@ def _variant(scope: Scope, comms: Communication, collective: str, parallelism: s
         return "all_to_all", 0.0
     if scope.metrics["device.idle_fraction"] >= IDLE_DEVICE:  # NaN (no device) is not idle
         return "idle_device", 0.0
+    if links.shortfall >= SLOWER_THAN_LINKS:  # NaN (unknown) is not
+        return "slow_links", 0.0
     trace = scope.trace
     sharded, replicated = trace.name_matches(FSDP).any(), trace.name_matches(DDP).any()
     if "inference" in scope.contexts and not (sharded or replicated):  # a forward's collectives: the model's
@@ -231,6 +282,11 @@ DETECTOR = Detector(
         "transfer_ms_per_step": "time per steady step the collectives' tasks moved or reduced data, ms",
         "transfer_rate": "the collectives' messages over that time in words (algorithm bandwidth while moving), where "
         "both are recorded; else empty",
+        "links_shortfall": "how many times longer the collective's sized calls took than the device's links need to "
+        "move their data (a call's latency and its bus bytes at the all-reduce bus bandwidth a server of the device "
+        "reaches); NaN where the device's figure, the sizes or the ranks are unknown",
+        "links_busbw_gbps": "the bus bandwidth those links reach at the calls' sizes, GB/s (NaN where unknown)",
+        "device": "the device whose links those are (empty where unknown)",
         "xla_overlap": "for a JAX job, how XLA is told to overlap asynchronous collectives with compute on this device "
         "(a GPU's or a TPU's flags); empty otherwise",
     },
