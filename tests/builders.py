@@ -79,6 +79,16 @@ VOCABULARIES = {  # vocabulary -> (track alias -> (pid, tid)), metadata naming t
         [*KINETO_PROCESSES, meta("thread_name", 0, 13, name="stream 13")],
         "host",
     ),
+    "kineto-2gpu": (  # one PyTorch process driving two GPUs (Kineto writes a process per device)
+        {"host": (100, 1), "device": (0, 7), "gpu1": (1, 7)},
+        [
+            *KINETO_PROCESSES,
+            meta("process_name", 1, 0, name="python3"),
+            meta("process_labels", 1, 0, labels="GPU 1"),
+            meta("thread_name", 1, 7, name="stream 7"),
+        ],
+        "host",
+    ),
     "kineto-workers": (  # Kineto with two input workers' threads traced in the training process
         {"host": (100, 1), "device": (0, 7), "worker0": (100, 2), "worker1": (100, 3)},
         [

@@ -28,6 +28,7 @@ CAUSES: dict[str, str] = {  # cause -> how reports name it
     "blocking_copy": "blocking copies",  # the host blocked in a copy to or from pageable memory, then re-filling
     "sync": "after syncs",  # the host blocked in a sync, then re-filling the queue
     "input_wait": "waiting for data",  # the training loop waiting for its next batch
+    "other_device": "other devices computing",  # another device its host drives computing: a model split over them
     "launch": "kernel launches",  # short gaps while the host launches device work one call at a time
     "host": "host Python/dispatch",  # the host running ops or Python instead of feeding the device
     "input_pipeline": "input workers",  # workers still preparing the batch
@@ -89,6 +90,7 @@ def attribute_idle(
         "blocking_copy": lambda pieces: _starting_in(pieces, copies),
         "sync": lambda pieces: _starting_in(pieces, syncs),
         "input_wait": input_waits,
+        "other_device": other_devices_busy(trace, lo, hi),
         "launch": lambda pieces: _launch_gaps(pieces, gaps, host_work),
         "host": host_work,
         "input_pipeline": busy(trace.on_roles(Role.INPUT) & (kind == Kind.INPUT)),
@@ -119,6 +121,15 @@ def host_busy(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
         return intervals.busy(trace, trace.on_roles(Role.HOST) & ~trace.of_kinds(*_NOT_HOST_WORK), lo, hi)
 
     return trace.derive(f"idle.host_busy {lo!r} {hi!r}", union)
+
+
+def other_devices_busy(trace: Trace, lo: float, hi: float) -> intervals.Intervals:
+    """The union of the other devices' work in [lo, hi], where the analysed device's host drives them too
+    (:attr:`Trace.other_devices_work`)."""
+    rows = trace.other_devices_work
+    if rows.size == 0:
+        return np.empty(0), np.empty(0)
+    return intervals.clip(intervals.union(trace.ts[rows], trace.end[rows]), lo, hi)
 
 
 def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Intervals:

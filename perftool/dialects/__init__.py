@@ -26,11 +26,12 @@ from perftool.dialects.vocabulary import (
     INPUT_WORKER_THREAD,
     OTHER_DEVICES,
     READ_BACK,
+    SPARSE_CORE,
 )
 from perftool.dialects.xla import Xla
 from perftool.trace.flows import paired_flows
 from perftool.trace.kept_args import KeepArgs
-from perftool.trace.model import Kind, Phase, Role, Trace, rows_at
+from perftool.trace.model import NOT_DEVICE_WORK, Kind, Phase, Role, Trace, rows_at
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Rpd(), Autograd(), Kineto())
 GENERIC = Generic()
@@ -80,6 +81,7 @@ def apply(trace: Trace, forced: str | None = None) -> Trace:
     trace.with_roles(other_ranks(trace))  # after the kinds: a device's time is its work, not spans drawn over it
     if dialect.devices_by_process:
         trace.with_roles(_other_devices(trace))
+        trace.other_devices_work = _driven_beside(trace)
     # not even a step line's steps, nor another rank's host steps: those of its own
     trace.kind[trace.on_roles(Role.OTHER_DEVICE, Role.OTHER_RANK)] = Kind.OTHER
     # A span the capture never closed says where something began, not how long it ran: a marker, not work.
@@ -135,10 +137,16 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
     launching = _launching(trace)  # where no host launches on the analysed device, every host stays its own
     drives_analysed = any(analysed in reached for reached in launching.values())
     their_hosts = {host for host, reached in launching.items() if analysed not in reached} if drives_analysed else set()
+    hosts = {t.pid for t in trace.tracks if t.role == Role.HOST} - set(per_device)  # a device's process is none
     trace.metadata[OTHER_DEVICES] = {
         "analysed": named[analysed],
         "others": {named[pid]: time / per_device[analysed] for pid, time in per_device.items() if pid != analysed},
         "their_hosts": len(their_hosts),
+        # whether the analysed device's host drives the others too: its launches reach them, or (no flow says) the
+        # trace's one host process (beside the devices' own) drives every device
+        "one_host": any(analysed in reached and len(reached) > 1 for reached in launching.values())
+        if launching
+        else len(hosts) == 1,
     }
     beside = (Role.HOST, Role.INPUT, Role.COMPILER)  # a host thread in a device's process stays the host's
     return {
@@ -146,6 +154,21 @@ def _other_devices(trace: Trace) -> dict[int, Role]:
         for t in trace.tracks
         if t.pid in per_device and t.pid != analysed and t.role not in beside or t.pid in their_hosts
     }
+
+
+def _driven_beside(trace: Trace) -> np.ndarray:
+    """The rows of the other devices' work (a TPU's SparseCores, its coprocessors, left out) where the analysed
+    device's host drives them too: while they compute, the analysed device may wait for their results (a model split
+    over them in turn). None where each device has a host of its own."""
+    if not trace.metadata.get(OTHER_DEVICES, {}).get("one_host"):
+        return np.empty(0, np.int64)
+    theirs = np.zeros(len(trace.tracks), dtype=bool)
+    for track in trace.tracks:
+        theirs[track.id] = track.role == Role.OTHER_DEVICE and not SPARSE_CORE.search(
+            track.process_labels or track.process_name or ""
+        )
+    work = theirs[trace.track] & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
+    return np.flatnonzero(work)
 
 
 def _launching(trace: Trace) -> dict[int | str, set[int | str]]:

@@ -30,6 +30,9 @@ from perftool.rules.model import FIX_CONTEXTS
 MIN_STEADY = 3  # steady steps a trace needs before a sweep's setting is named (as a finding needs to pass info)
 BEYOND = 1.02  # a setting the sweep finds is named where it wins this much more than every printed fix
 FIT_MAX_STEPS = 512  # a foreign trace whose steady state compiles is fitted at its own length, up to this many steps
+# The emulator runs one device: a trace whose device waits this share of its window for other devices its host drives
+# (the idle cause other_device) is not fitted, as no setting of one device reproduces their turns
+OTHER_DEVICES_SHARE = 0.02
 
 
 @dataclass
@@ -81,6 +84,8 @@ def _fitted(scope: Scope) -> EmulatorConfig | None:
         and scope.metrics["recompilations.count"]
     ):
         return None  # a compile mid-run is fitted at the trace's own length, too long to emulate here
+    if scope.idle.time("other_device") >= OTHER_DEVICES_SHARE * scope.window:
+        return None
     try:
         config = fit(scope.trace, scope)
     except PerftoolError:

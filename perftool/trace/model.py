@@ -210,6 +210,9 @@ class Trace:
         default_factory=lambda: np.empty(0, dtype=np.int64)
     )  # file positions of B never closed
     kind: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))  # uint8, Kind; set by the dialect
+    # int64 rows: the work of the devices beside the analysed one that its own host drives too (a process running a
+    # model split over several GPUs), in row order; set by the dialect, none where the trace holds one device
+    other_devices_work: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     dialect: str = "generic"
     _name_tables: dict[re.Pattern, np.ndarray] = field(default_factory=dict, repr=False)
     _role_masks: dict[frozenset, np.ndarray] = field(default_factory=dict, repr=False)

@@ -53,6 +53,7 @@ def test_of_a_process_s_tpus_the_busiest_is_analysed_and_its_steps_count_once(wr
         "analysed": "/device:TPU:3",
         "others": {f"/device:TPU:{chip}": pytest.approx(250 / 290) for chip in range(3)},
         "their_hosts": 0,  # the one host process launches on every chip
+        "one_host": True,
     }
 
 
@@ -73,6 +74,7 @@ def test_a_chip_s_sparse_cores_are_its_coprocessors_not_more_devices(write_trace
     """Each chip's SparseCore has a plane of its own ("/device:TPU:0 SparseCore 0"): shown, not analysed, and said to
     be the chip's coprocessor, not counted among the devices."""
     document = _tpus([250, 290])
+    alone = json.loads(run("scan", write_trace(document), "--format", "json", "--fail-on", "never").stdout)
     for chip in range(2):
         pid = 50 + chip
         document["traceEvents"] += [
@@ -86,6 +88,8 @@ def test_a_chip_s_sparse_cores_are_its_coprocessors_not_more_devices(write_trace
         "traces"
     ]
     assert scanned["device"] == "/device:TPU:1"
+    # its idle time while the other chip computes (they start a little apart), never while a SparseCore gathers
+    assert scanned["idle"]["other_device"] == alone["traces"][0]["idle"]["other_device"] > 0
     note = " ".join(c for c in scanned["caveats"] if "devices with work" in c)
     assert note == (
         "the trace holds 2 devices with work: figures and findings are /device:TPU:1's, the one with the most device"
@@ -137,6 +141,7 @@ def test_of_a_pytorch_process_s_two_gpus_the_busier_is_analysed_and_a_host_threa
         "analysed": "GPU 1",
         "others": {"GPU 0": pytest.approx(0.6)},
         "their_hosts": 0,
+        "one_host": True,  # the one process beside the GPUs' own drives both
     }
 
 

@@ -174,9 +174,25 @@ def test_a_trace_is_fitted_with_steady_steps_and_idle_causes_and_no_compile_in_m
 ):
     monkeypatch.setattr(gains, "fit", lambda trace, scope: "the fit")
     monkeypatch.setattr(gains, "reproduces", lambda config, scope: True)
-    scope = SimpleNamespace(steady_steps=steady, idle=object() if attributed else None, trace=None, job_steps=None,
-                            steps=SimpleNamespace(count=steps),
+    scope = SimpleNamespace(steady_steps=steady, idle=_idle(0.0) if attributed else None, trace=None, job_steps=None,
+                            steps=SimpleNamespace(count=steps), window=1000.0,
                             metrics={"recompilations.count": recompiles})  # fmt: skip
+    assert gains._fitted(scope) == ("the fit" if fitted else None)
+
+
+def _idle(other_device_us: float) -> SimpleNamespace:
+    """An idle attribution whose device waited ``other_device_us`` for other devices its host drives, no more."""
+    return SimpleNamespace(time=lambda cause: other_device_us if cause == "other_device" else 0.0)
+
+
+@pytest.mark.parametrize(("waiting_us", "fitted"), [(19.9, True), (20.0, False)])
+def test_a_device_waiting_two_percent_of_its_window_for_other_devices_is_not_fitted(monkeypatch, waiting_us, fitted):
+    """The emulator runs one device: 20 µs of a 1 ms window spent waiting for the other devices' turns is too much
+    for a fit of one device to stand for."""
+    monkeypatch.setattr(gains, "fit", lambda trace, scope: "the fit")
+    monkeypatch.setattr(gains, "reproduces", lambda config, scope: True)
+    scope = SimpleNamespace(steady_steps=4, idle=_idle(waiting_us), trace=None, job_steps=None, window=1000.0,
+                            steps=SimpleNamespace(count=8), metrics={"recompilations.count": 0})  # fmt: skip
     assert gains._fitted(scope) == ("the fit" if fitted else None)
 
 
@@ -187,7 +203,7 @@ def test_a_stated_job_length_is_fitted_as_whole_epochs_one_at_least(monkeypatch,
     assert config.epoch[0] == 250
     monkeypatch.setattr(gains, "fit", lambda trace, scope: config)
     monkeypatch.setattr(gains, "reproduces", lambda config, scope: True)
-    scope = SimpleNamespace(steady_steps=4, idle=object(), trace=None, job_steps=job_steps,
+    scope = SimpleNamespace(steady_steps=4, idle=_idle(0.0), trace=None, job_steps=job_steps, window=1000.0,
                             steps=SimpleNamespace(count=8), metrics={"recompilations.count": 0})  # fmt: skip
     assert gains._fitted(scope).workload.epochs == epochs
 

@@ -16,6 +16,7 @@ RANK = {"info": 0, "warning": 1, "error": 2}
 READ_AS = {  # vocabulary -> the dialect and device family perftool must read a case's trace as
     "kineto": ("kineto", "gpu"),
     "kineto-workers": ("kineto", "gpu"),
+    "kineto-2gpu": ("kineto", "gpu"),
     "kineto-npu": ("kineto", "npu"),  # torch_npu as PyTorch's PrivateUse1 device: an NPU whatever the dialect
     "ascend": ("ascend", "npu"),
     "graphcore": ("graphcore", "ipu"),

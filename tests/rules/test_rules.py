@@ -36,7 +36,7 @@ def _write_rule(directory: Path, **changes) -> Path:
 
 def test_builtin_rules_load_and_cover_every_detector():
     rules = load_catalog()
-    assert [r.id for r in rules] == [f"PT{i:03d}" for i in range(1, 26)]
+    assert [r.id for r in rules] == [f"PT{i:03d}" for i in range(1, 27)]
     from perftool.rules.detectors import DETECTORS
 
     assert {r.detector for r in rules} == set(DETECTORS)

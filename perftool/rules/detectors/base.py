@@ -103,8 +103,9 @@ class Scope(TraceAnalysis):
         track = self.trace.tracks[self.trace.track[row]]
         return EventRef(pid=track.pid, tid=track.tid, ts_us=float(self.trace.ts[row]))
 
-    def idle_stretches(self, pieces: intervals.Intervals, candidates: np.ndarray) -> list[Evidence]:
-        """The longest device idle ``pieces``, each named after the ``candidates`` row overlapping it most."""
+    def idle_stretches(self, pieces: intervals.Intervals, candidates: np.ndarray, who: str = "host") -> list[Evidence]:
+        """The longest device idle ``pieces``, each named after the ``candidates`` row overlapping it most (what
+        ``who`` runs meanwhile)."""
         trace = self.trace
         starts, ends = pieces
         worst = largest(ends - starts, self.evidence_count)
@@ -115,7 +116,7 @@ class Scope(TraceAnalysis):
         for start, end in zip(starts[worst].tolist(), ends[worst].tolist()):
             most = overlapping_most(begin, finish, in_order, start, end)
             best = candidates[most] if most is not None else None
-            name = f"idle while host runs {host_call(trace.names[trace.name[best]])}" if best is not None else "idle"
+            name = f"idle while {who} runs {host_call(trace.names[trace.name[best]])}" if best is not None else "idle"
             found.append(
                 Evidence(
                     ts_us=start,
