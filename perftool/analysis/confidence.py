@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from perftool import dialects, hardware
+from perftool.analysis.device_clock import DEVICE_CLOCK
 from perftool.analysis.family import (
     device_properties,
     device_tracks,
@@ -276,6 +277,8 @@ def caveats(trace: Trace, steps: Steps) -> list[Caveat]:
         found.append(Caveat(_other_ranks(ranks), caps=False))
     if devices := trace.metadata.get(OTHER_DEVICES):
         found.append(Caveat(_other_devices(devices), caps=False))
+    if moved := trace.metadata.get(DEVICE_CLOCK):
+        found.append(Caveat(_device_clock(moved), caps=False))
     if runs := trace.metadata.get(RUNS_BESIDE):
         found.append(Caveat(_other_runs(runs), caps=False))
     if capped := trace.metadata.get(EXPORT_CAPPED):
@@ -332,6 +335,15 @@ def _other_ranks(ranks: dict) -> str:
         f"{ranks['analysed']}, the rank whose device did the most work, the others shown, not analysed "
         f"({listed(ranks['others'], LISTED_DEVICES)}); for the job view (each rank beside the others, the one they "
         "wait for), scan the ranks' own traces together, such as the directory they were written to"
+    )
+
+
+def _device_clock(moved: dict[str, float]) -> str:
+    """The device's events moved onto the host's clock, in words."""
+    return (
+        f"the device's work starts before the calls that launch it in {moved['before']:.0f} of its "
+        f"{moved['launches']:.0f} launches, so its clock runs behind the host's (its profiler wrote its times at an "
+        f"offset from the host's): its events were moved {duration(moved['shift_us'])} later to line up"
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from perftool import dialects
+from perftool.analysis.device_clock import align_device_clock
 from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS, msprof_kernels
@@ -39,14 +40,14 @@ def load_trace(
     analysis: str = "info",
 ) -> Trace:
     """Read a trace file (or the trace of a profiler's output directory: :func:`~perftool.trace.profiler_dirs.
-    trace_path`) and assign track roles and event kinds through its dialect; msprof's own step breakdown beside a
-    torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels' measured pipe use
-    (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables the profiler
-    recorded set in the job's environment (``torch_npu.environment``) and the schedule it ran with
-    (``torch_npu.schedule``); a jax.profiler JSON's device is read from
-    the XSpace beside it, which records what the JSON leaves out, the whole XSpace where the JSON was cut at the
-    export's cap (``jax.profiler.export_capped``), and the other runs of its log directory are named
-    (``jax.profiler.runs``).
+    trace_path`) and assign track roles and event kinds through its dialect, a device's events moved onto the host's
+    clock where they start before their launches (:mod:`~perftool.analysis.device_clock`); msprof's own step
+    breakdown beside a torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels'
+    measured pipe use (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables
+    the profiler recorded set in the job's environment (``torch_npu.environment``) and the schedule it ran with
+    (``torch_npu.schedule``); a jax.profiler JSON's device is read from the XSpace beside it, which records what the
+    JSON leaves out, the whole XSpace where the JSON was cut at the export's cap (``jax.profiler.export_capped``),
+    and the other runs of its log directory are named (``jax.profiler.runs``).
 
     ``dialect`` forces one by name; by default it is detected. ``workers``, ``max_bytes``, ``decoders``, ``memory``
     (the budget past which the columns are kept on disk) and ``analysis`` (what the trace is read for) are
@@ -57,6 +58,7 @@ def load_trace(
         read_trace(file, workers, max_bytes, dialects.kept_args(analysis in RULES_RUN), decoders, memory, analysis),
         dialect,
     )
+    align_device_clock(trace)
     if trace.dialect == "xla" and len(trace) == JAX_EXPORT_MAX_EVENTS and not file.lower().endswith(XSPACE_SUFFIX):
         space = xspace_beside(file)  # the export was cut at its cap: the XSpace it was made from holds every event
         capped = {"export": file, "events": JAX_EXPORT_MAX_EVENTS, "read": space}
