@@ -80,7 +80,9 @@ def _measure(scope: Scope) -> _Measured | None:
         np.r_[idle.by_cause["launch"][0], idle.by_cause["host"][0]],
         np.r_[idle.by_cause["launch"][1], idle.by_cause["host"][1]],
     )
-    busy_per_step = scope.step_time - scope.per_step(idle.total) if scope.steady_steps else math.nan
+    # the work the host feeds: the device's, and that of the other devices it drives while this one waits for them
+    fed = idle.total - idle.time("other_device")
+    busy_per_step = scope.step_time - scope.per_step(fed) if scope.steady_steps else math.nan
     stretches = pieces[0].size
     host_work = trace.on_roles(Role.HOST) & trace.of_kinds(Kind.HOST_OP, Kind.RUNTIME, Kind.OTHER)
     # what the threads driving the device do (a training step's loop and autograd threads): their calls, and their
@@ -313,7 +315,8 @@ DETECTOR = Detector(
         "in_launch_calls_share": "share of that idle time the host spends inside kernel-launch calls",
         "host_per_stretch_ms": "mean length of an idle stretch the host causes, ms",
         "stretches_per_step": "such idle stretches per steady step",
-        "device_per_step_ms": "device busy time per steady step, ms",
+        "device_per_step_ms": "device busy time per steady step, with the other devices' its host drives while it "
+        "waits for them (a model split over devices in turn), ms",
         "dispatch_per_step_ms": "host time per steady step dispatching the step's ops one by one (op and runtime "
         "calls, the short gaps between them), outside waits and the allocator, ms",
         "pattern": "the idle stretches in words: how many, how long, against how much device work",

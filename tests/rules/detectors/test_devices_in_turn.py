@@ -72,6 +72,21 @@ def test_a_model_split_over_two_gpus_waits_for_each_in_turn(run, tmp_path):
     assert [e["name"] for e in found["evidence"]][:1] == ["idle while another device runs gemm_kernel"]
 
 
+def test_the_host_feeds_every_device_it_drives_not_only_the_one_analysed(run, tmp_path):
+    """The host dispatches 550 µs of ops a step (three of 150 µs, 50 µs apart, around the launches) for two GPUs
+    computing 380 and 400 µs in turn: against the 780 µs of device work it feeds, its dispatch does not set the pace,
+    as it would against GPU 1's 400 µs alone; so PT001 does not tell it to replay the step as a device graph."""
+    document = _two_gpus(IN_TURN)
+    for step in range(STEPS):
+        document["traceEvents"] += [complete("aten::linear", step * STEP_US + 50 + 200 * k, 150, pid=100, tid=100,
+                                             cat="cpu_op") for k in range(3)]  # fmt: skip
+    _, findings = scanned(run, _write(tmp_path, document), "--select", "PT001")
+    found = findings["PT001"]
+    assert found["values"]["device_per_step_ms"] == pytest.approx(0.78, abs=0.001)
+    assert found["values"]["dispatch_per_step_ms"] == pytest.approx(0.55, abs=0.001)
+    assert "so the host sets the pace" not in found["fix"]["text"]
+
+
 def test_each_idle_stretch_spent_on_other_devices_counts_once(tmp_path):
     """GPU 1's one idle stretch a step holds both of GPU 0's kernels: six stretches, not twelve pieces."""
     scope = analyse_trace(load_trace(_write(tmp_path, _two_gpus(IN_TURN))), load_catalog())[1]
