@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import complete, process_name, scanned, thread_name
+from conftest import complete, leaving, process_name, scanned, spy_on_disk, thread_name
 
 from perftool import dialects
 from perftool.analysis.device_clock import DEVICE_CLOCK, align_device_clock
@@ -150,3 +150,14 @@ def test_a_jax_gpu_s_copy_streams_move_with_its_kernels(tmp_path):
     assert trace.metadata[DEVICE_CLOCK]["shift_us"] == pytest.approx(2990.0)
     assert trace.ts[trace.kind == Kind.H2D].tolist() == pytest.approx([2500.0 - 10])
     assert trace.ts[trace.kind == Kind.D2H].tolist() == pytest.approx([2600.0 - 10])
+
+
+def test_a_device_clock_moves_alike_with_the_columns_on_disk(run, tmp_path, monkeypatch):
+    """Columns kept on disk, each pass a few rows at a time: the device's events move as they do in memory."""
+    path = _write(tmp_path, _capture(-3000.0))
+    in_memory = run("info", path, "--format", "json")
+    made = spy_on_disk(monkeypatch, chunk_rows=7)
+    on_disk = run("info", path, "--format", "json", "--memory", leaving("16kB"))
+    assert made and on_disk.exit_code == in_memory.exit_code == 0
+    assert on_disk.output == in_memory.output
+    assert "its events were moved 2.995 ms later" in in_memory.output
