@@ -44,11 +44,11 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "together_share": together,
         "others_ms_per_step": scope.per_step(intervals.total(theirs)) / 1e3,
     }
-    pieces = idle.by_cause["other_device"]
-    evidence = scope.idle_stretches(pieces, rows, who="another device")
+    touched = intervals.touched(idle.gaps, idle.by_cause["other_device"])
+    stretches = idle.gaps[0][touched], idle.gaps[1][touched]  # the idle stretches the other devices' work falls in
+    evidence = scope.idle_stretches(stretches, rows, who="another device")
     variant = "unbalanced" if together >= TOGETHER else None
-    stretches = int(np.count_nonzero(intervals.touched(idle.gaps, pieces)))  # the idle stretches it is part of
-    return Detection(waiting, values, evidence, variant=variant, occurrences=stretches)
+    return Detection(waiting, values, evidence, variant=variant, occurrences=stretches[0].size)
 
 
 DETECTOR = Detector(
