@@ -257,8 +257,9 @@ def build(case: dict) -> dict:
             if i % int(n) == int(n) - 1:
                 events += _events(extra, t, tracks, flows)
     document: dict = {"traceEvents": events}
-    if "device" in case:  # Kineto's record of the GPU: its name picks the device's figures, its SMs where given
-        document["deviceProperties"] = [{"id": 0, "name": case["device"]} | case.get("device_properties", {})]
+    if "device" in case:  # Kineto's record of the GPUs the process sees: the name picks the device's figures
+        properties = {"name": case["device"]} | case.get("device_properties", {})  # its SMs where given
+        document["deviceProperties"] = [{"id": i} | properties for i in range(case.get("devices", 1))]
     return document
 
 

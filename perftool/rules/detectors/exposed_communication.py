@@ -117,7 +117,9 @@ def _links(scope: Scope, comms: Communication, collective: str) -> Links:
     """The time the device collectives of ``collective`` in the window took, against what the device's links need
     for their data: :data:`LINK_LATENCY_US` a call and their bus bytes at the all-reduce bus bandwidth a server of the
     device reaches (its spec's ``collective_gbps``). Unknown (NaN) where the device, its figure, the calls' sizes or
-    their ranks are not known, or the type has no bus bandwidth (sends, broadcasts)."""
+    their ranks are not known, the type has no bus bandwidth (sends, broadcasts), or the ranks outnumber the devices
+    the trace lists beside its own (Kineto lists every device the process sees: its server's, unless it was given
+    one), so that the ranks span servers whose network, not the server's links, sets the pace."""
     spec = scope.roofline.spec
     calls = comms.calls
     if spec is None or not spec.collective_gbps > 0 or calls.on != "device" or collective not in BUS_FACTOR:
@@ -128,7 +130,8 @@ def _links(scope: Scope, comms: Communication, collective: str) -> Links:
         & ~np.isnan(calls.nbytes)
         & (calls.group_size > 1)
     )
-    if not sized.any():
+    visible = len(scope.trace.metadata.get("deviceProperties") or ())  # the devices of this rank's server it saw
+    if not sized.any() or 1 < visible < np.max(calls.group_size[sized]):  # ranks across servers: no server's links
         return Links()
     bus = float(bus_bytes(calls, sized).sum())
     needed_us = np.count_nonzero(sized) * LINK_LATENCY_US + bus / (spec.collective_gbps * 1e3)
