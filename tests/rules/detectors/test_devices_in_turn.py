@@ -122,10 +122,21 @@ def test_devices_at_once_with_unequal_work_wait_for_the_larger_share(run, tmp_pa
     devices run at once, one given more work."""
     _, findings = scanned(run, _write(tmp_path, _two_gpus(UNEQUAL)))
     found = findings["PT026"]
-    assert found["title"] == "One device waits for the others' larger share"
+    assert found["title"] == "Devices of one process do unequal work"
     assert found["values"]["together_share"] == pytest.approx(400 / 480, abs=0.01)
     assert found["values"]["waiting_ms_per_step"] == pytest.approx(0.06, abs=0.002)
     assert "DistributedDataParallel" in found["fix"]["text"]
+
+
+def test_the_others_waiting_while_the_first_gpu_computes_alone_cost_what_spreading_its_work_would_save(run, tmp_path):
+    """nn.DataParallel's shape: both GPUs run the forward for 200 µs, then GPU 0 alone 400 µs (the loss, the update):
+    GPU 1 waits. Spread over the two, the 400 µs would take 200: that is the cost, its evidence GPU 0's lone work."""
+    _, findings = scanned(run, _write(tmp_path, _two_gpus({0: [(100, 200), (300, 400)], 1: [(100, 200)]})))
+    found = findings["PT026"]
+    assert found["impact"]["per_step_us"] == pytest.approx(200.0)
+    assert found["values"]["waiting_ms_per_step"] == 0.0
+    assert found["values"]["alone_ms_per_step"] == pytest.approx(0.4)
+    assert [(e["track"], e["dur_us"]) for e in found["evidence"]][:1] == [("pid 0 / tid 7", 400.0)]
 
 
 def test_devices_each_driven_by_a_host_of_its_own_do_not_wait_for_each_other(run, tmp_path):
