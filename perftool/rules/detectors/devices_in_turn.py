@@ -38,11 +38,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     theirs = other_devices_busy(trace, scope.lo, scope.hi)
     mine = device_busy(trace, scope.lo, scope.hi)
     devices = trace.metadata[OTHER_DEVICES]
-    others = [name for name in devices["others"] if not SPARSE_CORE.search(name)]
+    shares = {name: share for name, share in devices["others"].items() if not SPARSE_CORE.search(name)}
+    others = list(shares)
     waiting = idle.time("other_device")
     alone = intervals.total(intervals.subtract(mine, theirs, scope.lo, scope.hi))
     # the others idle while it computes alone: spread over every device, that work would take 1/N of the time
-    spread = alone * (1 - 1 / (1 + len(others))) if max(devices["others"].values()) >= PARTNER else 0.0
+    spread = alone * (1 - 1 / (1 + len(others))) if max(shares.values(), default=0.0) >= PARTNER else 0.0
     if not max(waiting, spread) > 0:
         return None
     together = intervals.overlap(mine, theirs) / intervals.total(mine) if intervals.total(mine) > 0 else 0.0

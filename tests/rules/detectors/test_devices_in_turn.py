@@ -155,3 +155,20 @@ def test_a_trace_waiting_for_other_devices_is_not_fitted_to_one_device(tmp_path)
     assert gains._fitted(analyse_trace(in_turn, rules)[1]) is None
     alone = load_trace(_write(tmp_path, _two_gpus({1: IN_TURN[1]})))
     assert gains._fitted(analyse_trace(alone, rules)[1]) is not None
+
+
+def test_a_chip_s_sparse_core_is_no_partner_of_the_other_chips(run, tmp_path):
+    """TPU 1 computes 3 ms a step, TPU 0 a trifle beside it (0.3 ms), TPU 1's SparseCore 1.2 ms after TPU 1's ops:
+    the SparseCore is TPU 1's coprocessor, not a device waiting for it, so nothing is reported."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python")]
+    for chip in range(2):
+        events += [process_name(1 + chip, f"/device:TPU:{chip}"), thread_name(1 + chip, 3, "XLA Ops")]
+    events += [process_name(51, "/device:TPU:1 SparseCore 0"), thread_name(51, 1, "Sparse Core Ops")]
+    for step in range(STEPS):
+        t = step * 10_000.0
+        events.append(complete("PjitFunction(train_step)", t + 10, 300, pid=701, tid=1))
+        events += [complete(f"fusion.{k}", t + 400 + 300 * k, 300, pid=2, tid=3) for k in range(10)]
+        events.append(complete("fusion.0", t + 400, 300, pid=1, tid=3))
+        events.append(complete("sc_gather.1", t + 3_400, 1_200, pid=51, tid=1))
+    _, findings = scanned(run, _write(tmp_path, {"displayTimeUnit": "ns", "traceEvents": events}))
+    assert "PT026" not in findings
