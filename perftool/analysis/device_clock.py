@@ -42,7 +42,5 @@ def align_device_clock(trace: Trace) -> None:
     device_side = trace.on_roles(*_DEVICE_SIDE)
     for chunk in trace.store.chunks(len(trace)):
         trace.ts[chunk][device_side[chunk]] += shift
-    trace.__dict__.pop("end", None)  # what was derived from the times is derived again
-    trace.derived.clear()
-    trace._window_masks.clear()
+    trace.times_moved()
     trace.metadata[DEVICE_CLOCK] = {"shift_us": shift, "before": before, "launches": int(early.size)}

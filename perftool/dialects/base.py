@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from perftool.dialects import vocabulary
-from perftool.trace.model import NOT_DEVICE_WORK, Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Role, Trace
 
 
 class Dialect:
@@ -104,7 +104,7 @@ class Generic(Dialect):
 def device_work_per_track(trace: Trace) -> np.ndarray:
     """Per track, the time its device work takes (its spans on device tracks less marks, spans drawn over the work
     and waits): how busy each device, or each rank's devices, were, to choose the one a trace of several is read as."""
-    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
+    work = trace.device_work(Role.DEVICE)
     return np.bincount(trace.track[work], weights=trace.dur[work], minlength=len(trace.tracks))
 
 

@@ -341,6 +341,18 @@ class Trace:
         """Per event: whether its kind is one of ``kinds``."""
         return among_kinds(self.kind, kinds)
 
+    def device_work(self, *roles: Role) -> np.ndarray:
+        """Per event: a span of work on a track with one of ``roles`` (device roles), not a mark, a span drawn over
+        the work or a wait (:data:`NOT_DEVICE_WORK`)."""
+        return self.on_roles(*roles) & (self.phase == Phase.COMPLETE) & ~self.of_kinds(*NOT_DEVICE_WORK)
+
+    def times_moved(self) -> None:
+        """Forget what was derived from the events' times (their ends, the spans in each window, the analyses'),
+        after some of them moved, so that it is derived again from the times as they are."""
+        self.__dict__.pop("end", None)
+        self.derived.clear()
+        self._window_masks.clear()
+
     def spans_in(self, lo: float, hi: float) -> np.ndarray:
         """Per event: a span (a complete event) overlapping the window [lo, hi]; computed once per window."""
         if (lo, hi) not in self._window_masks:

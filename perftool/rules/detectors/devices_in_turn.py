@@ -22,7 +22,7 @@ from perftool.analysis.metrics import device_busy
 from perftool.common.units import listed
 from perftool.dialects.vocabulary import OTHER_DEVICES, SPARSE_CORE
 from perftool.rules.detectors.base import Detection, Detector, Scope
-from perftool.trace.model import NOT_DEVICE_WORK, Phase, Role
+from perftool.trace.model import Role
 
 TOGETHER = 0.5  # devices computing at once for less than this share of the analysed one's busy time take turns
 PARTNER = 0.25  # another device with this share of the analysed one's device time works beside it (less: a trifle)
@@ -33,20 +33,20 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     idle, trace = scope.idle, scope.trace
     if idle is None or not trace.other_devices_work.size:
         return None
-    rows = trace.other_devices_work
-    rows = rows[np.argsort(trace.ts[rows], kind="stable")]  # in time order, as the evidence's candidates
     theirs = other_devices_busy(trace, scope.lo, scope.hi)
     mine = device_busy(trace, scope.lo, scope.hi)
     devices = trace.metadata[OTHER_DEVICES]
     shares = {name: share for name, share in devices["others"].items() if not SPARSE_CORE.search(name)}
     others = list(shares)
     waiting = idle.time("other_device")
-    alone = intervals.total(intervals.subtract(mine, theirs, scope.lo, scope.hi))
+    apart = intervals.subtract(mine, theirs, scope.lo, scope.hi)  # it computes, none of them does
+    alone = intervals.total(apart)
     # the others idle while it computes alone: spread over every device, that work would take 1/N of the time
     spread = alone * (1 - 1 / (1 + len(others))) if max(shares.values(), default=0.0) >= PARTNER else 0.0
     if not max(waiting, spread) > 0:
         return None
-    together = intervals.overlap(mine, theirs) / intervals.total(mine) if intervals.total(mine) > 0 else 0.0
+    busy = intervals.total(mine)
+    together = intervals.overlap(mine, theirs) / busy if busy > 0 else 0.0
     values = {
         "waiting_ms_per_step": scope.per_step(waiting) / 1e3,
         "alone_ms_per_step": scope.per_step(alone) / 1e3,
@@ -58,12 +58,13 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     }
     variant = "unbalanced" if together >= TOGETHER or spread > waiting else None
     if spread > waiting:  # the others wait for it: its work while they idle
-        apart = intervals.subtract(mine, theirs, scope.lo, scope.hi)
         return Detection(
             spread, values, scope.events(_work_in(scope, apart)), variant=variant, occurrences=apart[0].size
         )
     touched = intervals.touched(idle.gaps, idle.by_cause["other_device"])
     stretches = idle.gaps[0][touched], idle.gaps[1][touched]  # the idle stretches the other devices' work falls in
+    rows = trace.other_devices_work
+    rows = rows[np.argsort(trace.ts[rows], kind="stable")]  # in time order, as the evidence's candidates
     evidence = scope.idle_stretches(stretches, rows, who="another device")
     return Detection(waiting, values, evidence, variant=variant, occurrences=stretches[0].size)
 
@@ -71,8 +72,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
 def _work_in(scope: Scope, pieces: intervals.Intervals) -> np.ndarray:
     """The analysed device's work in the window that runs in ``pieces`` (while no other device computes)."""
     trace = scope.trace
-    work = trace.on_roles(Role.DEVICE) & (trace.phase == Phase.COMPLETE) & ~trace.of_kinds(*NOT_DEVICE_WORK)
-    rows = np.flatnonzero(work & scope.in_window)
+    rows = np.flatnonzero(trace.device_work(Role.DEVICE) & scope.in_window)
     return rows[intervals.overlaps_any(trace.ts[rows], trace.end[rows], *pieces)]
 
 
