@@ -104,6 +104,8 @@ def _prefetch_depth(context: _Context, depth: int) -> str:
     plan, step = context.plan, context.step_us
     if not plan.workers:
         return "the training loop loads each batch itself (no input workers): nothing is prepared ahead to buffer"
+    if not plan.preprocess_us[0]:
+        return "the job prepares no input batches (none take time to load): there is nothing to buffer"
     every_us = float(plan.preprocess_us[0]) / plan.workers  # a batch this often, on average
     workers = f"{plan.workers} input workers deliver" if plan.workers > 1 else "the input worker delivers"
     supply = f"{workers} a batch every {every_us / 1e3:.2f} ms on average"

@@ -570,3 +570,13 @@ def test_a_data_parallel_job_tunes_how_it_reduces_its_gradients(run, tmp_path):
                                      "tune": {"space": {"replicas.bucket": ["25MB"]}}}))  # fmt: skip
     refused = run("tune", alone)
     assert refused.exit_code == 2 and "no replicas: section" in refused.stderr and refused.stderr.count("\n") == 1
+
+
+def test_why_says_there_is_nothing_to_buffer_where_no_batch_takes_time_to_load():
+    """A job whose batches take no time to load (a fit of a trace that shows no input pipeline): prefetch depth has
+    nothing to buffer, said so, not "a batch every 0.00 ms"."""
+    space = "tune.space={prefetch_depth: [1, 4], device_graphs: [false, true]}"
+    idle = why(tune(example("gpu", "workload.preprocess_us_per_sample=0", space)))["prefetch_depth"]
+    assert "prepares no input batches" in idle and "0.00 ms" not in idle
+    loading = why(tune(example("gpu", space)))["prefetch_depth"]
+    assert "a batch every" in loading and "prepares no input batches" not in loading
