@@ -8,9 +8,10 @@ Each run loads the XSpace in a fresh process (``load_trace``: decoding the proto
 kinds) and prints the best of ``--repeat`` runs and every run's MB/s, the events read, and peak RSS against the
 file's size: the loading process's and the largest decoding process's; then the time the roofline takes to give the
 steady window's kernels their FLOPs and bytes from the programs' HLO (the generated capture holds its step's).
-perftool decodes an XSpace in Python, its lines' events cut into runs that decoding processes share (one per free
-core, at most four): per core it reads more slowly than a JSON trace, and a user of large XSpaces who has the
-profiler's JSON export (``HOST.trace.json.gz``, written beside it) reads that faster.
+perftool decodes an XSpace itself (its events' and stats' bytes with the compiled scanner where it was built, their
+names and args in Python), its lines' events cut into runs that decoding processes share (one per free core, at most
+four): per core it reads more slowly than a JSON trace, and a user of large XSpaces who has the profiler's JSON export
+(``HOST.trace.json.gz``, written beside it) reads that faster.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Traces the tests build, shared by the tests of more than one module: a Kineto job with an all-reduce each step,
 each rule's cases (tests/rule_cases) in their vocabulary, a step replayed as CUDA graphs, eager steps, a sample
 stripped of the config the emulator records in it, the folder SGLang profiles a job into, a JAX capture's
-XSpace."""
+XSpace; and bytes mutated, as the fuzz tests of the compiled readers mutate real traces."""
 
 from __future__ import annotations
 
@@ -432,3 +432,23 @@ def xla_space(
     held = {i + 1: (name, "", [stat(1, proto)]) for i, (name, proto) in enumerate(protos.items())}
     metadata = plane(2, xspace.METADATA_PLANE, stat_names={1: xspace.HLO_STAT}, event_names=held)
     return space(device, host, metadata)
+
+
+def mutated(data: bytes, mutations: list[tuple[str, float, int, bytes]]) -> bytes:
+    """``data`` with each mutation applied in turn, at its place (a share of the length): ``flip`` the byte there to
+    the one given, ``insert`` the byte, ``delete`` from one to eight bytes (by the byte given), ``truncate``, or
+    ``splice`` in the bytes given."""
+    changed = bytearray(data)
+    for kind, where, byte, splice in mutations:
+        at = int(where * len(changed))
+        if kind == "flip" and changed:
+            changed[min(at, len(changed) - 1)] = byte
+        elif kind == "insert":
+            changed[at:at] = bytes([byte])
+        elif kind == "delete":
+            del changed[at : at + 1 + byte % 8]
+        elif kind == "truncate":
+            del changed[at:]
+        elif kind == "splice":
+            changed[at:at] = splice
+    return bytes(changed)

@@ -16,6 +16,10 @@
  * slices(text, spans) and tails(text, spans, keys) cut many args out of a piece at once: whole, or each
  * from the first of the keys a reduction keeps (perftool.trace.columns); tail_groups(text, spans, keys) groups
  * them by those tails without making them.
+ *
+ * line_events(data, begin, end) and stat_value(stat) read a raw XSpace's (perftool.trace.xspace): the events of one
+ * of its lines, and one stat's value, giving what the Python reader gives, or None where the bytes leave the schema,
+ * for the Python reader to name where they break off.
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE /* memmem */
@@ -965,6 +969,167 @@ static PyObject *slices(PyObject *Py_UNUSED(self), PyObject *args) { return cut(
 
 static PyObject *tails(PyObject *Py_UNUSED(self), PyObject *args) { return cut(args, 1); }
 
+/* --- XSpace lines (perftool.trace.xspace) ---------------------------------------------------------------------
+ * line_events(data, begin, end) reads the events of an XLine's bytes data[begin:end] (an XSpace protobuf: each event
+ * field 4 of the line, its metadata id, offset and duration in picoseconds as fields 1, 2 and 3, its stats as
+ * field 4, its occurrences as field 5; the line's other fields passed over). It gives the same values as
+ * xspace._line_events, or None where anything is off (a field past its message's end, a number of more than 64 bits,
+ * an unknown wire type), for the Python reader to decide: it names where the bytes break off. */
+
+/* The varint at *at (not past end) into *value; 0, or -1 where it runs past end or past 64 bits. */
+static inline int proto_varint(const uint8_t **at, const uint8_t *end, uint64_t *value) {
+    uint64_t found = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*at >= end) return -1;
+        uint8_t byte = *(*at)++;
+        if (shift == 63 && byte > 1) return -1;
+        found |= (uint64_t)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *value = found;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Passes over the field at *at (not past end): 0, or -1 where it is malformed. */
+static int proto_skip(const uint8_t **at, const uint8_t *end) {
+    uint64_t tag, size;
+    if (proto_varint(at, end, &tag) < 0 || (tag >> 3) == 0) return -1;
+    switch (tag & 7) {
+    case 0: return proto_varint(at, end, &size);
+    case 1: size = 8; break;
+    case 5: size = 4; break;
+    case 2:
+        if (proto_varint(at, end, &size) < 0) return -1;
+        break;
+    default: return -1;
+    }
+    if (size > (uint64_t)(end - *at)) return -1;
+    *at += size;
+    return 0;
+}
+
+/* Appends (kind, offset, duration, stats) for the event data[*at:stop]; 0, 1 where it is malformed, -1 on error. */
+static int xspace_event(const uint8_t *at, const uint8_t *stop, PyObject *events) {
+    uint64_t kind = 0, offset = 0, duration = 0, value, size;
+    PyObject *stats = PyList_New(0);
+    if (!stats) return -1;
+    while (at < stop) {
+        uint8_t tag = *at;
+        if (tag == 0x22) { /* a stat: its bytes */
+            at++;
+            if (proto_varint(&at, stop, &size) < 0 || size > (uint64_t)(stop - at)) goto malformed;
+            PyObject *stat = PyBytes_FromStringAndSize((const char *)at, (Py_ssize_t)size);
+            if (!stat || PyList_Append(stats, stat) < 0) {
+                Py_XDECREF(stat);
+                Py_DECREF(stats);
+                return -1;
+            }
+            Py_DECREF(stat);
+            at += size;
+        } else if (tag == 0x08 || tag == 0x10 || tag == 0x18 || tag == 0x28) {
+            at++;
+            if (proto_varint(&at, stop, &value) < 0) goto malformed;
+            if (tag == 0x08) kind = value;
+            else if (tag == 0x10) offset = value;
+            else if (tag == 0x18) duration = value;
+        } else if (proto_skip(&at, stop) < 0) {
+            goto malformed;
+        }
+    }
+    PyObject *event = Py_BuildValue("(LLLN)", (long long)(int64_t)kind, (long long)(int64_t)offset,
+                                    (long long)(int64_t)duration, stats);
+    if (!event) return -1;
+    int status = PyList_Append(events, event);
+    Py_DECREF(event);
+    return status;
+malformed:
+    Py_DECREF(stats);
+    return 1;
+}
+
+/* stat_value(stat) reads an XStat's bytes: (metadata id, field, value) of its last value field (field 2 a double,
+ * 3 a uint64, 4 an int64, 5 a string's bytes, 6 None for bytes, 7 a ref's metadata id; 0 and None where it holds
+ * none), or None where a field is not of the wire type the schema gives it, for the Python reader to decide. */
+static PyObject *stat_value(PyObject *Py_UNUSED(self), PyObject *arg) {
+    char *buf;
+    Py_ssize_t length;
+    if (PyBytes_AsStringAndSize(arg, &buf, &length) < 0) return NULL;
+    const uint8_t *at = (const uint8_t *)buf, *end = at + length, *text = NULL;
+    uint64_t name = 0, number = 0, tag, size = 0;
+    double real = 0.0;
+    int field = 0;
+    while (at < end) {
+        const uint8_t *start = at;
+        if (proto_varint(&at, end, &tag) < 0) Py_RETURN_NONE;
+        int number_of = (int)(tag >> 3), wire = (int)(tag & 7);
+        if (number_of == 0 || number_of > 7) {
+            at = start;
+            if (proto_skip(&at, end) < 0) Py_RETURN_NONE;
+            continue;
+        }
+        int expected = number_of == 2 ? 1 : (number_of == 5 || number_of == 6) ? 2 : 0;
+        if (wire != expected) Py_RETURN_NONE;
+        if (wire == 0) {
+            if (proto_varint(&at, end, number_of == 1 ? &name : &number) < 0) Py_RETURN_NONE;
+        } else if (wire == 1) {
+            if (end - at < 8) Py_RETURN_NONE;
+            memcpy(&real, at, 8);
+            at += 8;
+        } else {
+            if (proto_varint(&at, end, &size) < 0 || size > (uint64_t)(end - at)) Py_RETURN_NONE;
+            text = at;
+            at += size;
+        }
+        if (number_of != 1) field = number_of;
+    }
+    long long id = (long long)(int64_t)name;
+    switch (field) {
+    case 2: return Py_BuildValue("(Lid)", id, field, real);
+    case 3:
+    case 7: return Py_BuildValue("(LiK)", id, field, (unsigned long long)number);
+    case 4: return Py_BuildValue("(LiL)", id, field, (long long)(int64_t)number);
+    case 5: return Py_BuildValue("(Liy#)", id, field, (const char *)text, (Py_ssize_t)size);
+    default: return Py_BuildValue("(LiO)", id, field, Py_None);
+    }
+}
+
+static PyObject *line_events(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t begin, end;
+    if (!PyArg_ParseTuple(args, "y*nn", &data, &begin, &end)) return NULL;
+    if (begin < 0 || end > data.len || begin > end) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "line_events: the range lies outside the data");
+        return NULL;
+    }
+    const uint8_t *at = (const uint8_t *)data.buf + begin, *stop = (const uint8_t *)data.buf + end;
+    PyObject *events = PyList_New(0);
+    int status = events ? 0 : -1;
+    while (status == 0 && at < stop) {
+        uint64_t size;
+        if (*at != 0x22) { /* another field of the line */
+            status = proto_skip(&at, stop) < 0 ? 1 : 0;
+            continue;
+        }
+        at++;
+        if (proto_varint(&at, stop, &size) < 0 || size > (uint64_t)(stop - at)) {
+            status = 1;
+            break;
+        }
+        status = xspace_event(at, at + size, events);
+        at += size;
+    }
+    PyBuffer_Release(&data);
+    if (status != 0) {
+        Py_XDECREF(events);
+        if (status < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    return events;
+}
+
 static PyMethodDef methods[] = {
     {"slices", slices, METH_VARARGS,
      "slices(text, spans) -> list of bytes\n\nThe bytes of each (start, end) span of text (spans: int64 pairs)."},
@@ -975,6 +1140,14 @@ static PyMethodDef methods[] = {
      "tail_groups(text, spans, keys) -> (groups, firsts)\n\nThe spans grouped by their tails as tails() cuts them, "
      "equal tails alike: per span its group\n(int32 bytes, numbered in order of first occurrence), and per group the "
      "index of its first span (int64 bytes)."},
+    {"line_events", line_events, METH_VARARGS,
+     "line_events(data, begin, end) -> list of (kind, offset, duration, stats) or None\n\nThe events of the XSpace "
+     "line whose bytes are data[begin:end]: each one's metadata id, offset and duration (ps) and\nits stats' bytes; "
+     "None where the bytes are malformed, for the Python reader to say where."},
+    {"stat_value", stat_value, METH_O,
+     "stat_value(stat) -> (metadata id, field, value) or None\n\nAn XStat's bytes read: its metadata id and its last "
+     "value field's number and value (0 and None where it holds none);\nNone where a field is not of its schema's "
+     "wire type."},
     {"scan", scan, METH_O,
      "scan(piece) -> (signatures, ts, dur, signature, id_kind, id_value, id_span, args_span, correlation) or None\n\n"
      "A comma-separated run of trace event objects read into columns (raw bytes of float64, int32, int8 and int64\n"

@@ -27,6 +27,12 @@ import msgspec
 from perftool.common.errors import TraceError
 from perftool.trace.decode import EMPTY_RAW, RawEvent, metadata_event
 
+try:  # the compiled readers of a line's events and of a stat (perftool/trace/_scan.c), where they were built
+    from perftool.trace._scan import line_events as _compiled_line_events
+    from perftool.trace._scan import stat_value as _compiled_stat_value
+except ImportError:  # an install without a C compiler reads them in Python
+    _compiled_line_events = _compiled_stat_value = None  # type: ignore[assignment]
+
 GPU_PLANE = "/device:GPU:"  # an XSpace's plane of one GPU's work
 TPU_PLANE = "/device:TPU:"  # an XSpace's plane of one TPU's work
 _DEVICE_PLANES = (GPU_PLANE, TPU_PLANE, "/device:CUSTOM:")  # the first of these an XSpace has are its devices
@@ -351,10 +357,10 @@ def _events(data: _Bytes, process: int, plane: _Plane, line: _Line, at: tuple[in
     per metadata, and a stat once per distinct encoding (a name, a kernel's launch, a stream's id recur; a
     correlation id seldom does), up to :data:`CACHED_STATS` of them at a time."""
     stat_names = plane.stat_names
-    decoded: dict[bytes, tuple[str, str | None]] = {}
+    decoded: dict[bytes, tuple[str, str] | tuple[()]] = {}  # an encoding's arg, or () where the exporter drops it
     kinds: dict[int, tuple[str, str, dict[str, str]] | None] = {}
     start_ps = line.start_ns * 1000
-    for kind, offset_ps, duration_ps, stats in _line_events(data, at):
+    for kind, offset_ps, duration_ps, stats in _read_line(data, at):
         if kind not in kinds:
             kinds[kind] = _kind(data, plane, kind)
         if (known := kinds[kind]) is None:
@@ -362,14 +368,15 @@ def _events(data: _Bytes, process: int, plane: _Plane, line: _Line, at: tuple[in
         name, display, args = known
         if stats:
             args = dict(args)
-            for stat_at in stats:
-                encoded = data[stat_at[0] : stat_at[1]]
-                if (pair := decoded.get(encoded)) is None:
-                    pair = _stat(data, stat_at, stat_names)
+            for encoded in stats:
+                if (arg := decoded.get(encoded)) is None:
+                    key, value = _event_stat(encoded, stat_names)
+                    arg = (key, value) if value is not None and key not in INTERNAL_STATS else ()
                     if len(decoded) == CACHED_STATS:
                         decoded.clear()
-                    decoded[encoded] = pair
-                _add_stat(args, *pair)
+                    decoded[encoded] = arg
+                if arg:
+                    args[arg[0]] = arg[1]
         shown = args[STEP_NAME] if STEP_NAME in args else display or name
         raw = msgspec.Raw(_ENCODE(args)) if args else EMPTY_RAW
         ts, dur = (start_ps + offset_ps) / 1e6, max(duration_ps, 1) / 1e6  # a zero duration is one picosecond
@@ -509,9 +516,21 @@ def _line(data: _Bytes, at: tuple[int, int]) -> _Line:
     return _Line((display_id or identity) & _UINT32, display or name, start_ns, pieces)
 
 
-def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, int, list[tuple[int, int]]]]:
-    """Each event of the line at ``at``: its metadata id, offset and duration (ps), and its stats' ranges. The loop
-    that reads most of the file: an event's fields are read here, other fields passed over by :func:`_field`."""
+LineEvent = tuple[int, int, int, "list[bytes]"]  # an event's metadata id, offset and duration (ps), its stats' bytes
+
+
+def _read_line(data: _Bytes, at: tuple[int, int]) -> list[LineEvent] | Iterator[LineEvent]:
+    """The events of the line at ``at``: read by the compiled reader where it was built and the bytes are sound,
+    else by :func:`_line_events`, which names where malformed bytes break off."""
+    if _compiled_line_events is not None and (events := _compiled_line_events(data, *at)) is not None:
+        return events
+    return _line_events(data, at)
+
+
+def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[LineEvent]:
+    """Each event of the line at ``at``: its metadata id, offset and duration (ps), and its stats' bytes. The loop
+    that reads most of the file where the compiled reader was not built: an event's fields are read here, other
+    fields passed over by :func:`_field`."""
     begin, end = at
     while begin < end:
         if data[begin] != _EVENT_TAG:  # another field of the line
@@ -522,14 +541,14 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
         if stop > end:
             raise MalformedProtobuf(begin, stop)
         kind = offset = duration = 0
-        stats = []
+        stats: list[bytes] = []
         while begin < stop:
             tag = data[begin]
             if tag == _STAT_TAG:
                 size, begin = _varint(data, begin + 1, stop)
                 if begin + size > stop:
                     raise MalformedProtobuf(begin)
-                stats.append((begin, begin + size))
+                stats.append(data[begin : begin + size])
                 begin += size
             elif tag in _EVENT_NUMBERS:  # a field of one number: the metadata id, offset, duration, occurrences
                 value, shift, begin = 0, 0, begin + 1
@@ -555,25 +574,52 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
 
 def _stat(data: _Bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[str, str | None]:
     """A stat's name and its value as text, as the exporter writes it (None where it holds no value)."""
-    name, value = "", None
+    number, field, value = _stat_fields(data, at)
+    return names.get(number, ""), _stat_text(field, value, names)
+
+
+def _event_stat(encoded: bytes, names: dict[int, str]) -> tuple[str, str | None]:
+    """:func:`_stat` of a stat's bytes, read by the compiled reader where it was built and the bytes are as the
+    schema gives them."""
+    read = _compiled_stat_value(encoded) if _compiled_stat_value is not None else None
+    number, field, value = read if read is not None else _stat_fields(encoded, (0, len(encoded)))
+    return names.get(number, ""), _stat_text(field, value, names)
+
+
+def _stat_fields(data: _Bytes, at: tuple[int, int]) -> tuple[int, int, Any]:
+    """A stat's metadata id, and its last value field's number and value (0 and None where it holds none): a double
+    (2), a uint64 (3), an int64 (4), a string's bytes (5), bytes (6, as None), a stat metadata id (7)."""
+    number, field, value = 0, 0, None
     begin, end = at
     while begin < end:  # the message's fields, read here: a generator would cost a third of the time
-        field, wire, start, stop, begin = _field(data, begin, end)
-        if field == 1:
-            name = names.get(_signed(start), "")
-        elif field == 2 and wire == _FIXED64:
-            value = _number(_DOUBLE.unpack_from(data, start)[0])
-        elif field == 3:
-            value = str(start)
-        elif field == 4:
-            value = str(_signed(start))
-        elif field == 5:
-            value = _text(data, start, stop)
-        elif field == 6:
-            value = "<opaque bytes>"
-        elif field == 7:
-            value = names.get(start, "")
-    return name, value
+        tag, wire, start, stop, begin = _field(data, begin, end)
+        if tag == 1:
+            number = _signed(start)
+        elif tag == 2 and wire == _FIXED64:
+            field, value = tag, _DOUBLE.unpack_from(data, start)[0]
+        elif tag in (3, 7):
+            field, value = tag, start
+        elif tag == 4:
+            field, value = tag, _signed(start)
+        elif tag == 5:
+            field, value = tag, data[start:stop]
+        elif tag == 6:
+            field, value = tag, None
+    return number, field, value
+
+
+def _stat_text(field: int, value: Any, names: dict[int, str]) -> str | None:
+    """A stat's value (:func:`_stat_fields`) as the exporter writes it: numbers as text, a string decoded, bytes as
+    ``<opaque bytes>``, a reference as the name it refers to; None where it holds none."""
+    if field in (3, 4):
+        return str(value)
+    if field == 2:
+        return _number(value)
+    if field == 5:
+        return value.decode("utf-8", "replace")
+    if field == 7:
+        return names.get(value, "")
+    return "<opaque bytes>" if field == 6 else None
 
 
 def _number(value: float) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from builders import mutated
 from conftest import REPO
 from hypothesis import given
 from hypothesis import strategies as st
@@ -281,23 +282,11 @@ MUTATIONS = st.lists(
 def test_mutated_real_events_scan_as_msgspec_decodes_them_or_are_left_to_it(data, mutations):
     """Byte flips, insertions, deletions, truncations and splices of real events: the scanner never reads past what
     it was given (it would crash the process), and where it reads a piece, its Part is msgspec's."""
-    piece = bytearray(data.draw(st.sampled_from(real_runs())))
-    for kind, where, byte, splice in mutations:
-        at = int(where * len(piece))
-        if kind == "flip" and piece:
-            piece[min(at, len(piece) - 1)] = byte
-        elif kind == "insert":
-            piece[at:at] = bytes([byte])
-        elif kind == "delete":
-            del piece[at : at + 1 + byte % 8]
-        elif kind == "truncate":
-            del piece[at:]
-        else:
-            piece[at:at] = splice
-    fast = events.scan_piece(bytes(piece))
+    piece = mutated(data.draw(st.sampled_from(real_runs())), mutations)
+    fast = events.scan_piece(piece)
     if fast is None:
         return
-    same_part(make_part(fast, KEEP), make_part(by_msgspec(bytes(piece)), KEEP))
+    same_part(make_part(fast, KEEP), make_part(by_msgspec(piece), KEEP))
 
 
 _KEYS_LIKE_CORRELATION = ['"correlation"', '"correl\\u0061tion"', '"Correlation"', '"correlation "', '"x"', '"\u00e9"']
