@@ -7,6 +7,7 @@ import os
 import re
 import zlib
 from pathlib import Path
+from typing import NamedTuple
 
 from perftool.common.errors import PerftoolError, TraceError
 from perftool.trace.archives import HEAD_BYTES as ARCHIVE_HEAD_BYTES
@@ -64,6 +65,18 @@ _FIRST_FLAT_OBJECT = re.compile(rb"^\s*\[\s*\{[^{}]*\}")
 
 
 def job_files(paths: list[str]) -> list[str]:
+    """The trace files the arguments name (:func:`job_listing`)."""
+    return job_listing(paths).files
+
+
+class JobListing(NamedTuple):
+    """What the arguments name: the trace files read, and the folders left unread that hold traces of their own."""
+
+    files: list[str]
+    folders_left: list[str]  # folders beside a directory's own traces: its folders are read only where it has none
+
+
+def job_listing(paths: list[str]) -> JobListing:
     """The trace files the arguments name: each file as given, each profiler output directory's trace, and each
     directory's ``*.json``/``*.json.gz``/``*.xplane.pb`` files that hold a trace (an XSpace only where no JSON trace
     beside it holds the same host) and the traces of the profiler output directories in it (one per rank, as
@@ -71,17 +84,22 @@ def job_files(paths: list[str]) -> list[str]:
     directory that holds none of these is read one level down: the traces its folders hold in the same way (a rank
     each, ``rank0/``, ``rank1/``, as a job gives each rank a log directory of its own; or a capture each), of their
     files only those named as traces or in a folder named for a rank (:func:`_traces_in`), hidden folders and a
-    serving engine's folders of graph-capture traces left out."""
+    serving engine's folders of graph-capture traces left out. A directory that holds traces itself is not read
+    further down: its other folders that hold traces are said to be left unread."""
     found: list[str] = []
+    left: list[str] = []
     for path in paths:
         if not os.path.isdir(path):
             found.append(path)
         elif (own := profiler_trace(path)) is not None:
             found.append(own)
         else:
-            held = _traces_in(path, Path(path)) or [
-                trace for folder in _subfolders(Path(path)) for trace in _traces_in(path, folder, named_as_traces=True)
-            ]
+            held = _traces_in(path, Path(path))
+            if held and profile_run(path) is None:  # a jax.profiler log directory's folders hold its runs
+                left += [str(folder) for folder in _subfolders(Path(path)) if _left_unread(path, folder)]
+            else:
+                held = [trace for folder in _subfolders(Path(path))
+                        for trace in _traces_in(path, folder, named_as_traces=True)]  # fmt: skip
             if not held:
                 raise PerftoolError(
                     f"{path}: a directory with no trace files (*.json, *.json.gz, *.xplane.pb), profiler output "
@@ -89,7 +107,19 @@ def job_files(paths: list[str]) -> list[str]:
                     f"({'/'.join(PROFILE_RUNS)}/RUN/) in it or in its folders{_held_instead(path)}"
                 )
             found += _once_each(path, held)
-    return found
+    return JobListing(found, left)
+
+
+def _left_unread(path: str, folder: Path) -> bool:
+    """Whether ``folder``, of the directory ``path`` whose own traces are read, holds traces that are not read: it is
+    no profiler output directory (those are read as the directory's traces) and holds traces, read as a job's
+    folders are (:func:`_traces_in`; one holding files perftool could not read counts as holding traces)."""
+    if _rank_trace(folder) is not None:
+        return False
+    try:
+        return bool(_traces_in(path, folder, named_as_traces=True))
+    except PerftoolError:
+        return True
 
 
 def _held_instead(directory: str) -> str:

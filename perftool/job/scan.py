@@ -7,7 +7,7 @@ from collections.abc import Callable
 from perftool.common.version import __version__
 from perftool.job.captures import by_rank, of_other_jobs
 from perftool.job.cluster import map_tasks
-from perftool.job.ranks import job_files, names_ranks, rank_from_name
+from perftool.job.ranks import job_listing, names_ranks, rank_from_name
 from perftool.job.signs import different_jobs
 from perftool.job.summary import RankSummary, summarise_rank
 from perftool.job.view import job_view
@@ -44,7 +44,7 @@ def scan_job(
     workers when it is large enough for them to pay off (:func:`~perftool.job.cluster.cluster_pays_off`); other
     files, and small jobs, are scanned here in turn.
     """
-    files = job_files(paths)
+    files, folders_left = job_listing(paths)
     named = names_ranks(paths)
     workers = workers or (None if named or scheduler else 1)
     tasks = [(seen(path), position, rules, read, named) for position, path in enumerate(files)]
@@ -65,7 +65,7 @@ def scan_job(
         ranks = summaries  # each trace on its own, every capture: a directory's guess at a rank means nothing here
         for summary in ranks:
             summary.scan.rank = summary.stated_rank
-        return _report(ranks, unread, None, rules, unrelated)
+        return _report(ranks, unread, None, rules, folders_left, unrelated)
     unread += captures.repeated
     in_turn = captures.no_job and captures.earlier  # processes alone, captured again: their windows in turn
     ranks = captures.in_time_order if in_turn else captures.latest
@@ -78,7 +78,7 @@ def scan_job(
         job = job_view(ranks, rules, read.evidence, earlier, beside, merged, other)
     else:  # no job view to set them beside: reported in turn like the others
         ranks += captures.beside + captures.merged + others
-    return _report(ranks, unread, job, rules)
+    return _report(ranks, unread, job, rules, folders_left)
 
 
 def _report(
@@ -86,9 +86,10 @@ def _report(
     unread: list[UnreadTrace],
     job: JobView | None,
     rules: list[Rule],
+    folders_left: list[str],
     unrelated: str | None = None,
 ) -> ScanReport:
     report = ScanReport(tool={"name": "perftool", "version": __version__}, traces=[s.scan for s in traces],
-                        unread=unread, job=job, different_jobs=unrelated)  # fmt: skip
+                        unread=unread, job=job, different_jobs=unrelated, folders_not_read=folders_left)  # fmt: skip
     report.rules_run = rules
     return report

@@ -47,6 +47,20 @@ def different_jobs_said(report: ScanReport) -> str:
     )
 
 
+def folders_not_read_said(report: ScanReport) -> str | None:
+    """The folders of a directory named that hold traces and were not read, in words, with how to read them; None
+    where there are none."""
+    folders = report.folders_not_read
+    if not folders:
+        return None
+    names = listed([f"{folder}/" for folder in folders], MAX_EARLIER_LISTED)
+    held = f"{names} holds" if len(folders) == 1 else f"{plural(len(folders), 'folder')} ({names}) hold"
+    return (
+        f"{held} traces of {'its' if len(folders) == 1 else 'their'} own, not read: a directory's folders are read "
+        f"only where it holds no trace itself; scan {'it' if len(folders) == 1 else 'each'} on its own"
+    )
+
+
 def device_bound(trace: TraceFindings) -> str | None:
     """The verdict that the trace is device-bound (:attr:`TraceFindings.device_bound`), in words; None where it is
     not."""

@@ -21,6 +21,7 @@ from perftool.report.html_page import Cell, Name, facts, page, paragraph, sectio
 from perftool.report.overall import (
     capitalised,
     different_jobs_said,
+    folders_not_read_said,
     holding_back,
     largest_cost,
     left_out_said,
@@ -59,6 +60,8 @@ def render(report: ScanReport, command: str = "scan") -> str:
         body.append(job_section(report, report.job, findings))
     if report.different_jobs:
         body.append(paragraph(capitalised(different_jobs_said(report)) + "."))
+    if left := folders_not_read_said(report):
+        body.append(paragraph(capitalised(left) + "."))
     for trace in report.traces if report.job is None else []:
         body += trace_sections(trace, findings)
     if report.unread:

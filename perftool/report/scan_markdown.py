@@ -8,6 +8,7 @@ from perftool.report.escape import html_text, markdown
 from perftool.report.overall import (
     capitalised,
     different_jobs_said,
+    folders_not_read_said,
     holding_back,
     largest_cost,
     left_out_said,
@@ -38,6 +39,8 @@ def render(report: ScanReport, command: str = "scan") -> str:
         lines += _job(report.job, report.traces[0].time_unit if report.traces else "ms")
     if report.different_jobs:
         lines += [f"> {cell(capitalised(different_jobs_said(report)))}.", ""]
+    if left := folders_not_read_said(report):
+        lines += [f"> {cell(capitalised(left))}.", ""]
     for trace in report.traces:
         lines += _trace(trace) if command == "scan" else _trace_header(trace)
     for unread in report.unread:

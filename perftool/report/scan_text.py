@@ -14,6 +14,7 @@ from perftool.report.console import add_columns, cut
 from perftool.report.escape import shown
 from perftool.report.overall import (
     different_jobs_said,
+    folders_not_read_said,
     largest_cost,
     mean_step,
     overall_gains,
@@ -29,6 +30,8 @@ def render(report: ScanReport) -> Group:
     parts: list[RenderableType] = []
     if lead := largest_cost(report):
         parts.append(shown(lead, "bold"))
+    if left := folders_not_read_said(report):
+        parts.append(shown(f"note: {left}", "yellow"))
     if report.job is not None:
         return Group(*parts, job_text.render(report, report.job, _finding), Text(""), summary_line(report))
     if report.different_jobs:

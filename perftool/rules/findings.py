@@ -347,6 +347,11 @@ class ScanReport(_Record):
     different_jobs: str | None = Field(
         None, description="where traces found together are of different jobs (so no job view), what tells them apart"
     )
+    folders_not_read: list[str] = Field(
+        default_factory=list,
+        description="folders of a directory named that hold traces of their own, not read: a directory's folders are "
+        "read only where it holds no trace itself",
+    )
     config: str | None = Field(None, description="the project config the scan used (perftool.yaml or pyproject.toml)")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

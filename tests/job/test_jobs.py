@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import html
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import replace
@@ -20,7 +21,7 @@ from perftool.common.units import duration
 from perftool.emulator.config import load_config
 from perftool.emulator.full_run import run as emulate
 from perftool.job.align import align, waits
-from perftool.job.ranks import host_from_name, job_files, rank_from_name
+from perftool.job.ranks import host_from_name, job_files, job_listing, rank_from_name
 from perftool.job.summary import summarise_rank
 from perftool.job.view import JobScope, job_view
 from perftool.pipeline.scan import DEFAULT_READ
@@ -589,6 +590,7 @@ def test_a_host_only_rank_s_summary_holds_its_python_between_ops_where_its_trace
     assert plain.breakdown_us["host.untraced"] > 18_000
 
 
+REAL_NPU_RANK = DATA / "real" / "torch_npu_db_l2_job" / "rank1_ascend_pt"  # torch_npu's db export of one rank
 CYCLES = DATA / "profiler_cycles"  # tests/data/capture_profiler_cycles.py: a repeating schedule, one trace a cycle
 
 
@@ -724,6 +726,45 @@ def test_one_level_down_only_files_named_as_traces_are_read(run, tmp_path):
     assert job_files([str(tmp_path)]) == [
         str(tmp_path / d) for d in ("profile/trainer.pt.trace.json.gz", "rank0/profile_0.json.gz")
     ]
+
+
+def test_folders_beside_a_directory_s_own_traces_are_said_to_be_left_unread(run, tmp_path):
+    """A directory that holds a trace itself is not read further down: a folder of earlier traces and one a trace
+    splitter wrote are named as holding traces of their own, not read, in every format; a torch_npu rank's directory
+    beside them is read as one of the directory's traces; a folder of other files, an empty one, a hidden one and a
+    serving engine's capture traces are not named. A directory read one level down names none, nor does a jax.profiler
+    log directory, read as its run's folder."""
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", tmp_path / "trainer.pt.trace.json.gz")
+    for folder in ("earlier", "split_traces", ".ipynb_checkpoints", "capture_traces"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", tmp_path / folder / "iteration_0.pt.trace.json.gz")
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "train.json").write_text('{"lr": 0.1}')
+    (tmp_path / "empty").mkdir()
+    shutil.copytree(REAL_NPU_RANK, tmp_path / "rank1_ascend_pt")
+    left = [str(tmp_path / "earlier"), str(tmp_path / "split_traces")]
+    listing = job_listing([str(tmp_path)])
+    assert listing.folders_left == left and len(listing.files) == 2
+    shutil.rmtree(tmp_path / "rank1_ascend_pt")  # the rest read the CPU trace alone
+    document, result = scan_json(run, tmp_path)
+    assert result.exit_code == 0 and document["folders_not_read"] == left
+    text = "".join(run("scan", tmp_path).stdout.split())  # the paths as wide as the terminal is narrow
+    assert "note:2folders(" in text and "earlier/," in text and "split_traces/)holdtracesoftheirown,notread" in text
+    assert "scaneachonitsown" in text
+    for form in ("markdown", "html"):
+        assert f"{left[0]}/" in run("scan", tmp_path, "--format", form).stdout
+    shutil.rmtree(tmp_path / "earlier")
+    assert "split_traces/holdstracesofitsown,notread" in "".join(run("scan", tmp_path).stdout.split())
+    (tmp_path / "down" / "rank0").mkdir(parents=True)  # a directory of no trace of its own: read one level down
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", tmp_path / "down" / "rank0" / "trainer.pt.trace.json.gz")
+    assert job_listing([str(tmp_path / "split_traces"), str(tmp_path / "down")]).folders_left == []
+    (tmp_path / "odd").mkdir()  # a folder holding what perftool would refuse to read (a pipe named as a trace)
+    os.mkfifo(tmp_path / "odd" / "rank0.pt.trace.json")
+    assert job_listing([str(tmp_path)]).folders_left == [str(tmp_path / d) for d in ("odd", "split_traces")]
+    run_folder = tmp_path / "log" / "plugins" / "profile" / "2026_12_03_08_00_00"  # a jax.profiler log directory
+    run_folder.mkdir(parents=True)
+    shutil.copy(DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb", run_folder / "host.xplane.pb")
+    assert job_listing([str(tmp_path / "log")]) == ([str(run_folder / "host.xplane.pb")], [])
 
 
 def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
