@@ -197,6 +197,9 @@ COMMUNICATION = re.compile(
 # A serving engine's own low-latency all-reduce kernels (symmetric-memory multimem, one- and two-shot, vLLM's and
 # SGLang's custom all-reduce, quick reduce, FlashInfer's and TensorRT-LLM's fused all-reduce): small messages already
 # take the fastest path there is, short of fusing the all-reduce into its neighbours.
+# vLLM's attention ops, where its piecewise CUDA graphs are split (its compilation config's splitting ops): each
+# runs eagerly, launched by the host, between two pieces' replays, unless a decode is captured in one full graph
+PIECEWISE_SPLIT = re.compile(r"^vllm::unified_(mla_)?attention(_with_output)?$")
 ENGINE_ALLREDUCE = re.compile(
     r"(?i)multimem_all_?reduce|(one|two)_shot_all_?reduce|cross_device_reduce|quickreduce|allreduce_fusion"
 )

@@ -58,6 +58,7 @@ class _Measured:
     in_between: float  # ... of it between a serving engine's iterations (its annotations on the host)
     graphs_per_step: float
     compiled_calls_per_step: float
+    split_attention_per_step: float  # vLLM's attention ops run eagerly between graph pieces, per step
     values: dict[str, Any]
     evidence: list[Evidence]
 
@@ -102,6 +103,8 @@ def _measure(scope: Scope) -> _Measured | None:
     runtime_calls = (trace.kind == Kind.RUNTIME) & trace.on_roles(Role.HOST) & scope.in_window
     launches = int(np.count_nonzero(runtime_calls))
     graphs_per_step = scope.per_step(int(np.count_nonzero(runtime_calls & trace.name_matches(vocabulary.GRAPH_LAUNCH))))
+    split_attention = host_work & scope.in_window & trace.name_matches(vocabulary.PIECEWISE_SPLIT)
+    split_attention_per_step = scope.per_step(int(np.count_nonzero(split_attention)))
     in_launch_calls = intervals.overlap(pieces, scope.busy(host_work & typical_launches(trace)))
     allocator = host_work & allocator_calls(trace)
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
@@ -128,6 +131,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "loop_size": None,
         "launches_per_step": scope.per_step(launches),
         "graph_launches_per_step": graphs_per_step,
+        "split_attention_per_step": split_attention_per_step,
         "op_median_us": scope.metrics["device.op_time_us.median"],
         "graph": GRAPH_WORDS.get(scope.family) or trace_gpu_words(trace, scope.metrics.device)["graph"],
         "host_names": distinct_names(trace, named, 3, host_call, idle_in_named) or "nothing traced",
@@ -147,7 +151,7 @@ def _measure(scope: Scope) -> _Measured | None:
     evidence = scope.idle_stretches(pieces, named)
     return _Measured(
         lost, launch, in_launch_calls, in_allocator, in_preparing, in_between, graphs_per_step,
-        compiled_calls_per_step, values, evidence,
+        compiled_calls_per_step, split_attention_per_step, values, evidence,
     )  # fmt: skip
 
 
@@ -174,6 +178,8 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         variant, values["compiled_share"] = "compiled_host_work", compiled  # torch.compile'd already: Python around it
     if variant in ("host_work", "launch_bound") and scope.family == "npu" and scope.framework == "pytorch":
         variant, values["task_queue"] = "torch_npu_dispatch", _task_queue(scope.trace)
+    if variant == "graphs_in_use" and _piecewise(scope, measured):
+        variant = "piecewise_graphs"  # vLLM's graphs split at its attention, which the host launches between them
     if scope.run is None and measured.in_between >= BETWEEN_SHARE * lost:
         variant, changes = "between_iterations", {}  # the engine schedules the next batch while the device waits
     if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
@@ -181,6 +187,16 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
         variant, changes = "allocator_churn", {}
     return Detection(lost, values, list(measured.evidence), key=variant or "", variant=variant, changes=changes)
+
+
+def _piecewise(scope: Scope, measured: _Measured) -> bool:
+    """Whether vLLM replays each step as pieces of a graph split at its attention (:data:`~perftool.dialects.
+    vocabulary.PIECEWISE_SPLIT`), which runs eagerly between them: more graph launches a step than one, and its
+    attention ops on the host, at least one a step. Several graphs and no eager attention are no pieces (a draft
+    model's graphs beside the target's, in speculative decoding); nor are SGLang's (its engine's name comes first
+    where it runs vLLM's layers), which it splits otherwise."""
+    pieces = measured.graphs_per_step > PIECEMEAL_GRAPHS and measured.split_attention_per_step >= 1
+    return "vllm" in scope.contexts and pieces
 
 
 def _compiled_share(scope: Scope) -> float:
@@ -323,6 +339,8 @@ DETECTOR = Detector(
         "current_loop_size": "steps per device call now (emulator traces; 1 elsewhere)",
         "loop_size": "steps per device call that brings host time under target_overhead",
         "graph_launches_per_step": "device graph launches (cudaGraphLaunch, hipGraphLaunch) per steady step",
+        "split_attention_per_step": "vLLM's attention ops the host runs per steady step (those its piecewise graphs "
+        "are split at, run eagerly between the pieces)",
         "launches_per_step": "runtime launch calls per steady step",
         "op_median_us": "median device op duration, µs",
         "graph": GPU_WORD_VALUES["graph"] + " (a GPU's), an NPU graph, an HPU graph",
