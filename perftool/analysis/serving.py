@@ -1,5 +1,6 @@
 """What a serving engine's annotations say beyond their time: the tokens and the sequences an iteration runs, the
-batch a graph was captured for, the time between its iterations."""
+batch a graph was captured for, the time between its iterations; and how SGLang keeps its scheduler's work beside
+the device's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from perftool.analysis import intervals
 from perftool.analysis.nesting import innermost_around
 from perftool.common.arrays import distinct
 from perftool.dialects.op_families import StepLengths
-from perftool.dialects.vocabulary import ENGINE_STEP, ENGINE_STEP_LENGTHS, ENGINE_STEP_MODE
+from perftool.dialects.vocabulary import ENGINE_STEP, ENGINE_STEP_LENGTHS, ENGINE_STEP_MODE, SPEC_V1_WORKER
 from perftool.trace.model import Kind, Phase, Role, Trace
 
 
@@ -74,3 +75,24 @@ def between_iterations(trace: Trace, lo: float, hi: float) -> intervals.Interval
         return np.empty(0), np.empty(0)
     marked = intervals.union(trace.ts[rows], trace.end[rows])
     return intervals.clip(intervals.gaps(marked, float(marked[0][0]), float(marked[1][-1])), lo, hi)
+
+
+# what a detector's value of :func:`sglang_overlap` holds, as its values are described
+OVERLAP_SCHEDULER = "SGLang: how it schedules the next iteration while the device computes, in words (empty elsewhere)"
+
+
+def sglang_overlap(trace: Trace, contexts: tuple[str, ...]) -> str:
+    """How SGLang schedules its next iteration while the device runs this one, in words for a fix (a trace whose
+    ``contexts``, what fixes are told in terms of, include SGLang; empty for others): its overlap scheduler kept on;
+    where the capture runs speculative decoding on SGLang's first workers
+    (:data:`~perftool.dialects.vocabulary.SPEC_V1_WORKER`), which turn that scheduler off whatever the flags, its v2
+    workers, which keep it."""
+    if "sglang" not in contexts:
+        return ""
+    if trace.name_matches(SPEC_V1_WORKER).any():
+        return (
+            "run speculative decoding on SGLang's v2 workers, which keep the overlap scheduler (this capture's run on "
+            "the first ones, which turn it off; v2 is the default in recent releases, SGLANG_ENABLE_SPEC_V2=1 in those "
+            "before)"
+        )
+    return "keep the overlap scheduler on (no --disable-overlap-schedule)"

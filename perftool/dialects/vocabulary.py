@@ -197,6 +197,9 @@ COMMUNICATION = re.compile(
 # A serving engine's own low-latency all-reduce kernels (symmetric-memory multimem, one- and two-shot, vLLM's and
 # SGLang's custom all-reduce, quick reduce, FlashInfer's and TensorRT-LLM's fused all-reduce): small messages already
 # take the fastest path there is, short of fusing the all-reduce into its neighbours.
+# SGLang's first speculative-decoding workers (EAGLE, EAGLE-3, MTP's NextN, a standalone draft model, DFlash), as the
+# Python tracer names their frames: they run with the overlap scheduler off; their v2 (``*_worker_v2.py``) keep it
+SPEC_V1_WORKER = re.compile(r"sglang/srt/speculative/\w*(eagle|standalone|dflash)\w*_worker\.py\(")
 # vLLM's attention ops, where its piecewise CUDA graphs are split (its compilation config's splitting ops): each
 # runs eagerly, launched by the host, between two pieces' replays, unless a decode is captured in one full graph
 PIECEWISE_SPLIT = re.compile(r"^vllm::unified_(mla_)?attention(_with_output)?$")

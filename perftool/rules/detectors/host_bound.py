@@ -21,7 +21,7 @@ from perftool.analysis.family import offers_loop_size, trace_gpu_words
 from perftool.analysis.host_calls import driving_calls, python_frames
 from perftool.analysis.host_work import allocator_calls, dispatch_per_step, typical_launches
 from perftool.analysis.launches import graphs_in_use, launch_rows
-from perftool.analysis.serving import between_iterations
+from perftool.analysis.serving import OVERLAP_SCHEDULER, between_iterations, sglang_overlap
 from perftool.common.names import host_call
 from perftool.common.units import duration, plural
 from perftool.dialects import vocabulary
@@ -146,6 +146,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "between_share": in_between / lost,
         "between_names": distinct_names(trace, between_rows, 3, host_call) or "nothing traced",
         "task_queue": None,  # detect's, for PyTorch on an NPU: here to keep the order
+        "overlap_scheduler": sglang_overlap(trace, scope.contexts),
         "target_overhead": None,
     }
     evidence = scope.idle_stretches(pieces, named)
@@ -362,6 +363,7 @@ DETECTOR = Detector(
         "annotations on the host ends and before the next begins",
         "between_names": "the outermost calls of the thread driving the device then, most time first",
         "task_queue": "PyTorch on an NPU: whether torch_npu's task queue is on, and what to set, in words",
+        "overlap_scheduler": OVERLAP_SCHEDULER,
         "target_overhead": "the share of a step host time should be cut to",
     },
     detect=detect,

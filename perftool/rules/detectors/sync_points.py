@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from perftool.analysis.serving import OVERLAP_SCHEDULER, sglang_overlap
 from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names, names_key
 from perftool.trace.model import Kind, Role
 
@@ -23,7 +24,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if lost <= 0:
         return None  # syncs the device never waits after (it was still busy) cost nothing
     names = distinct_names(trace, rows, 3)
-    values = {"per_step": per_step, "names": names, "drain_ms_per_step": scope.per_step(lost) / 1e3}
+    values = {
+        "per_step": per_step,
+        "names": names,
+        "drain_ms_per_step": scope.per_step(lost) / 1e3,
+        "overlap_scheduler": sglang_overlap(trace, scope.contexts),
+    }
     changes = {"workload.sync_each_step": False}
     return Detection(
         lost, values, scope.events(rows), key=names_key(trace, rows), changes=changes, occurrences=rows.size
@@ -48,6 +54,7 @@ DETECTOR = Detector(
         "per_step": "synchronisations per steady step (nested ones count once)",
         "names": "the synchronising calls, most time first",
         "drain_ms_per_step": "device idle per step after the syncs drain its queue, ms",
+        "overlap_scheduler": OVERLAP_SCHEDULER,
     },
     detect=detect,
     settings={"min_per_step": Setting(1.0, "report when at least this many syncs happen per step")},
