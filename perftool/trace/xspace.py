@@ -370,7 +370,11 @@ def _events(data: _Bytes, process: int, plane: _Plane, line: _Line, at: tuple[in
             args = dict(args)
             for encoded in stats:
                 if (arg := decoded.get(encoded)) is None:
-                    key, value = _event_stat(encoded, stat_names)
+                    try:
+                        key, value = _event_stat(encoded, stat_names)
+                    except MalformedProtobuf as exc:  # where it breaks off, in the file
+                        begin = _first_stat(data, at, encoded)
+                        raise MalformedProtobuf(begin + exc.at, exc.runs_to and begin + exc.runs_to) from None
                     arg = (key, value) if value is not None and key not in INTERNAL_STATS else ()
                     if len(decoded) == CACHED_STATS:
                         decoded.clear()
@@ -516,7 +520,7 @@ def _line(data: _Bytes, at: tuple[int, int]) -> _Line:
     return _Line((display_id or identity) & _UINT32, display or name, start_ns, pieces)
 
 
-LineEvent = tuple[int, int, int, "list[bytes]"]  # an event's metadata id, offset and duration (ps), its stats' bytes
+LineEvent = tuple[int, int, int, list[bytes]]  # an event's metadata id, offset and duration (ps), its stats' bytes
 
 
 def _read_line(data: _Bytes, at: tuple[int, int]) -> list[LineEvent] | Iterator[LineEvent]:
@@ -524,11 +528,19 @@ def _read_line(data: _Bytes, at: tuple[int, int]) -> list[LineEvent] | Iterator[
     else by :func:`_line_events`, which names where malformed bytes break off."""
     if _compiled_line_events is not None and (events := _compiled_line_events(data, *at)) is not None:
         return events
-    return _line_events(data, at)
+    read = _line_events(data, at)
+    return ((kind, offset, duration, [data[a:b] for a, b in stats]) for kind, offset, duration, stats in read)
 
 
-def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[LineEvent]:
-    """Each event of the line at ``at``: its metadata id, offset and duration (ps), and its stats' bytes. The loop
+def _first_stat(data: _Bytes, at: tuple[int, int], encoded: bytes) -> int:
+    """Where in the file the first stat of the line at ``at`` whose bytes are ``encoded`` begins: the one a reader
+    of the line's stats in order meets first (to name a byte in it)."""
+    stats = (begin for *_, ranges in _line_events(data, at) for begin, end in ranges if data[begin:end] == encoded)
+    return next(stats)
+
+
+def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, int, list[tuple[int, int]]]]:
+    """Each event of the line at ``at``: its metadata id, offset and duration (ps), and its stats' ranges. The loop
     that reads most of the file where the compiled reader was not built: an event's fields are read here, other
     fields passed over by :func:`_field`."""
     begin, end = at
@@ -541,14 +553,14 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[LineEvent]:
         if stop > end:
             raise MalformedProtobuf(begin, stop)
         kind = offset = duration = 0
-        stats: list[bytes] = []
+        stats = []
         while begin < stop:
             tag = data[begin]
             if tag == _STAT_TAG:
                 size, begin = _varint(data, begin + 1, stop)
                 if begin + size > stop:
                     raise MalformedProtobuf(begin)
-                stats.append(data[begin : begin + size])
+                stats.append((begin, begin + size))
                 begin += size
             elif tag in _EVENT_NUMBERS:  # a field of one number: the metadata id, offset, duration, occurrences
                 value, shift, begin = 0, 0, begin + 1

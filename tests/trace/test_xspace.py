@@ -318,6 +318,21 @@ def test_a_number_that_runs_past_its_event_is_named_at_the_event_s_end(tmp_path,
     error_line(run("info", str(path)), f"make no sense at byte {end_of_first:,} ")
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled readers", "Python readers"])
+def test_a_stat_broken_inside_is_named_at_its_byte_in_the_file(tmp_path, run, monkeypatch, compiled):
+    """A stat whose own bytes break the schema (a field numbered 0 after its name), in the second event of a line:
+    the error names the byte in the file where the stat breaks off, whichever reader read the line."""
+    if not compiled:
+        monkeypatch.setattr(xspace, "_compiled_line_events", None)
+        monkeypatch.setattr(xspace, "_compiled_stat_value", None)
+    broken = number(1, 1) + b"\x00\x01"
+    data = _gpu_line(message(4, number(1, 1)) + message(4, number(1, 1) + message(4, broken)))
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(data)
+    with pytest.raises(TraceError, match=f"make no sense at byte {data.rindex(broken) + len(number(1, 1)) + 1:,} "):
+        read_trace(str(path), workers=1)
+
+
 def test_the_real_xspace_cut_anywhere_is_refused_in_one_line_or_read(tmp_path, run):
     """Cut at any of a spread of places, the file is refused in one line naming a byte, or (cut between planes)
     read as the planes it still holds: never a traceback."""
