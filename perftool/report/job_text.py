@@ -13,7 +13,7 @@ from perftool.common.names import as_device
 from perftool.common.units import duration, plural
 from perftool.report.console import add_columns
 from perftool.report.escape import shown
-from perftool.report.overall import holding_back, left_out_said, several_hosts
+from perftool.report.overall import folders_not_read_said, holding_back, left_out_said, several_hosts
 from perftool.report.roofline_rows import mfu_text
 from perftool.rules.findings import Finding, JobView, ScanReport, TraceFindings, biggest_first
 
@@ -24,7 +24,8 @@ MAX_RANK_ROWS = 32  # beyond this many ranks, the table lists the slowest ones
 def render_info(report: ScanReport) -> Group:
     """``info`` on a job: its job view, without findings."""
     assert report.job is not None  # info shows a job's report only
-    return render(report, report.job, command="info")
+    left = folders_not_read_said(report)
+    return Group(*([shown(f"note: {left}", "yellow")] if left else []), render(report, report.job, command="info"))
 
 
 def render(report: ScanReport, job: JobView, finding_view: FindingView | None = None, command: str = "scan") -> Group:

@@ -336,6 +336,13 @@ class UnreadTrace(_Record):
     rank: int | None = Field(None, description="the rank it should have been, in a job")
 
 
+# what a report's folders_not_read holds (scan's and info's of a directory)
+FOLDERS_NOT_READ = (
+    "folders of a directory named that hold traces of their own, not read: a directory's folders are read only where "
+    "it holds no trace itself"
+)
+
+
 class ScanReport(_Record):
     schema_: str = Field(SCHEMA, alias="schema")
     tool: dict[str, str]
@@ -347,11 +354,7 @@ class ScanReport(_Record):
     different_jobs: str | None = Field(
         None, description="where traces found together are of different jobs (so no job view), what tells them apart"
     )
-    folders_not_read: list[str] = Field(
-        default_factory=list,
-        description="folders of a directory named that hold traces of their own, not read: a directory's folders are "
-        "read only where it holds no trace itself",
-    )
+    folders_not_read: list[str] = Field(default_factory=list, description=FOLDERS_NOT_READ)
     config: str | None = Field(None, description="the project config the scan used (perftool.yaml or pyproject.toml)")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -385,5 +388,6 @@ class JobInfoReport(_Record):
     job: JobView
     traces: list[TraceFindings] = Field(description="each rank's summary, as scan's (findings empty: info runs none)")
     unread: list[UnreadTrace] = Field(description="ranks that could not be read; the others are reported in full")
+    folders_not_read: list[str] = Field(default_factory=list, description=FOLDERS_NOT_READ)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

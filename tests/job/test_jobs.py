@@ -767,6 +767,18 @@ def test_folders_beside_a_directory_s_own_traces_are_said_to_be_left_unread(run,
     assert job_listing([str(tmp_path / "log")]) == ([str(run_folder / "host.xplane.pb")], [])
 
 
+def test_info_of_a_job_names_the_folders_beside_its_ranks_left_unread(run, tmp_path):
+    """``info`` on a job's directory that also holds a folder of an earlier run's traces: the job's ranks are read,
+    and the folder is named as not read, in text and in JSON."""
+    shutil.copytree(DATA / "gloo_cpu_job", tmp_path / "job")
+    shutil.copytree(DATA / "gloo_cpu_job", tmp_path / "job" / "earlier")
+    result = run("info", tmp_path / "job")
+    assert result.exit_code == 0 and "job of 2 ranks" in result.stdout
+    assert "earlier/holdstracesofitsown,notread" in "".join(result.stdout.split())
+    document = json.loads(run("info", tmp_path / "job", "--format", "json").stdout)
+    assert document["folders_not_read"] == [str(tmp_path / "job" / "earlier")] and len(document["traces"]) == 2
+
+
 def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
     """Its folders hold no trace to read: only files left out (a hidden folder's, capture traces, one folder down
     and two) and a report named as a trace, none of which is told of as a trace further down."""
