@@ -194,15 +194,15 @@ COMMUNICATION = re.compile(
     r"|all[-_]?to[-_]?all|all2all|collective[-_](permute|broadcast)|deep_ep::|mori::moe|pplx::"
     r"|cross_device_reduce|quickreduce|(one|two)_shot_all_reduce)"
 )
-# A serving engine's own low-latency all-reduce kernels (symmetric-memory multimem, one- and two-shot, vLLM's and
-# SGLang's custom all-reduce, quick reduce, FlashInfer's and TensorRT-LLM's fused all-reduce): small messages already
-# take the fastest path there is, short of fusing the all-reduce into its neighbours.
 # SGLang's first speculative-decoding workers (EAGLE, EAGLE-3, MTP's NextN, a standalone draft model, DFlash), as the
 # Python tracer names their frames: they run with the overlap scheduler off; their v2 (``*_worker_v2.py``) keep it
 SPEC_V1_WORKER = re.compile(r"sglang/srt/speculative/\w*(eagle|standalone|dflash)\w*_worker\.py\(")
 # vLLM's attention ops, where its piecewise CUDA graphs are split (its compilation config's splitting ops): each
 # runs eagerly, launched by the host, between two pieces' replays, unless a decode is captured in one full graph
 PIECEWISE_SPLIT = re.compile(r"^vllm::unified_(mla_)?attention(_with_output)?$")
+# A serving engine's own low-latency all-reduce kernels (symmetric-memory multimem, one- and two-shot, vLLM's and
+# SGLang's custom all-reduce, quick reduce, FlashInfer's and TensorRT-LLM's fused all-reduce): small messages already
+# take the fastest path there is, short of fusing the all-reduce into its neighbours.
 ENGINE_ALLREDUCE = re.compile(
     r"(?i)multimem_all_?reduce|(one|two)_shot_all_?reduce|cross_device_reduce|quickreduce|allreduce_fusion"
 )
