@@ -586,38 +586,38 @@ def _line_events(data: _Bytes, at: tuple[int, int]) -> Iterator[tuple[int, int, 
 
 def _stat(data: _Bytes, at: tuple[int, int], names: dict[int, str]) -> tuple[str, str | None]:
     """A stat's name and its value as text, as the exporter writes it (None where it holds no value)."""
-    number, field, value = _stat_fields(data, at)
-    return names.get(number, ""), _stat_text(field, value, names)
+    stat_id, field, value = _stat_fields(data, at)
+    return names.get(stat_id, ""), _stat_text(field, value, names)
 
 
 def _event_stat(encoded: bytes, names: dict[int, str]) -> tuple[str, str | None]:
     """:func:`_stat` of a stat's bytes, read by the compiled reader where it was built and the bytes are as the
     schema gives them."""
     read = _compiled_stat_value(encoded) if _compiled_stat_value is not None else None
-    number, field, value = read if read is not None else _stat_fields(encoded, (0, len(encoded)))
-    return names.get(number, ""), _stat_text(field, value, names)
+    stat_id, field, value = read if read is not None else _stat_fields(encoded, (0, len(encoded)))
+    return names.get(stat_id, ""), _stat_text(field, value, names)
 
 
 def _stat_fields(data: _Bytes, at: tuple[int, int]) -> tuple[int, int, Any]:
     """A stat's metadata id, and its last value field's number and value (0 and None where it holds none): a double
     (2), a uint64 (3), an int64 (4), a string's bytes (5), bytes (6, as None), a stat metadata id (7)."""
-    number, field, value = 0, 0, None
+    stat_id, field, value = 0, 0, None
     begin, end = at
     while begin < end:  # the message's fields, read here: a generator would cost a third of the time
-        tag, wire, start, stop, begin = _field(data, begin, end)
-        if tag == 1:
-            number = _signed(start)
-        elif tag == 2 and wire == _FIXED64:
-            field, value = tag, _DOUBLE.unpack_from(data, start)[0]
-        elif tag in (3, 7):
-            field, value = tag, start
-        elif tag == 4:
-            field, value = tag, _signed(start)
-        elif tag == 5:
-            field, value = tag, data[start:stop]
-        elif tag == 6:
-            field, value = tag, None
-    return number, field, value
+        number, wire, start, stop, begin = _field(data, begin, end)
+        if number == 1:
+            stat_id = _signed(start)
+        elif number == 2 and wire == _FIXED64:
+            field, value = number, _DOUBLE.unpack_from(data, start)[0]
+        elif number in (3, 7):
+            field, value = number, start
+        elif number == 4:
+            field, value = number, _signed(start)
+        elif number == 5:
+            field, value = number, data[start:stop]
+        elif number == 6:
+            field, value = number, None
+    return stat_id, field, value
 
 
 def _stat_text(field: int, value: Any, names: dict[int, str]) -> str | None:
