@@ -126,6 +126,9 @@ class Events:
     ts: np.ndarray  # float64
     dur: np.ndarray  # float64
     reader: ArgsReader
+    # each event's correlation id (int64, -1 where it has none) where the reader knew them all as it read (an
+    # XSpace's); None: read from the args of the spans in the categories a dialect names (Kineto's)
+    correlation: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.signature)

@@ -325,7 +325,9 @@ def _load_xspace(path: str, workers: int | None, keep_args: KeepArgs, memory: in
 def _part_of_xspace(file: FileSeen, planes: xspace.Planes, keep_args: KeepArgs, task: xspace.Task) -> Part:
     _checked(file)
     events = xspace.task_events(file.path, planes, task)
-    return make_part(events_of(events), keep_args, task.size)
+    read = events_of(events)
+    read.correlation = xspace.correlations(events)  # known as the events were read: no args to read them from
+    return make_part(read, keep_args, task.size)
 
 
 def check_copyable(path: str) -> None:

@@ -100,11 +100,15 @@ def make_part(events: Events, keep_args: KeepArgs, size: int = 0) -> Part:
 
     flow_events = np.flatnonzero(((phase_of >= Phase.FLOW_START) & (phase_of <= Phase.ASYNC))[signature])
     flow_ids, flow_keys = _flow_ids(events.reader.ids(flow_events))
-    correlated = np.flatnonzero(keep_args.correlated_of(distinct)[signature])
-    if correlated.size:  # a launch's and its device work's correlation id: what pairs them where flows are left out
-        ids = events.reader.correlations(correlated)
-        found = ids >= 0
-        flow_events, flow_ids = np.concatenate([flow_events, correlated[found]]), np.concatenate([flow_ids, ids[found]])
+    # a launch's and its device work's correlation id: what pairs them where flows are left out
+    if events.correlation is not None:
+        correlated = np.flatnonzero(events.correlation >= 0)
+        ids = events.correlation[correlated]
+    else:
+        correlated = np.flatnonzero(keep_args.correlated_of(distinct)[signature])
+        ids = events.reader.correlations(correlated) if correlated.size else np.empty(0, np.int64)
+    found = ids >= 0
+    flow_events, flow_ids = np.concatenate([flow_events, correlated[found]]), np.concatenate([flow_ids, ids[found]])
 
     if untimed.size:
         timed = np.ones(n, dtype=bool)

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import msgspec
+import numpy as np
 
 from perftool.common.errors import TraceError
 from perftool.trace.decode import EMPTY_RAW, RawEvent, metadata_event
@@ -55,6 +56,8 @@ INTERNAL_EVENTS = frozenset({
 INTERNAL_STATS = frozenset({"_pt", "_p", "_ct", "_c", "_r", "flops", "symbol_id"})
 # kept though the exporter leaves it out: which of the programs of one name (a jax.jit per input shape) a kernel ran
 PROGRAM_ID = "program_id"
+CORRELATION_ID = "correlation_id"  # the stat that links a launch and the kernel it launched (the event's id here)
+MAX_ID_DIGITS = 18  # a correlation id of more digits is no tracer's counter (and may not fit an int64)
 METADATA_PLANE = "/host:metadata"  # a plane of each program's HLO: an event per program, MODULE(ID)
 HLO_STAT = "Hlo Proto"  # the stat holding a program's HloProto (bytes)
 STEP_NAME = "step_name"  # a stat that names its event
@@ -384,7 +387,19 @@ def _events(data: _Bytes, process: int, plane: _Plane, line: _Line, at: tuple[in
         shown = args[STEP_NAME] if STEP_NAME in args else display or name
         raw = msgspec.Raw(_ENCODE(args)) if args else EMPTY_RAW
         ts, dur = (start_ps + offset_ps) / 1e6, max(duration_ps, 1) / 1e6  # a zero duration is one picosecond
-        yield RawEvent(ph="X", name=shown, pid=process, tid=line.thread, ts=ts, dur=dur, args=raw)
+        linked = _correlation(args.get(CORRELATION_ID))
+        yield RawEvent(ph="X", name=shown, pid=process, tid=line.thread, ts=ts, dur=dur, id=linked, args=raw)
+
+
+def _correlation(value: str | None) -> int | None:
+    """An event's correlation id, which links a launch to the kernel it launched (its ``correlation_id`` stat, a
+    tracer's counter of 18 digits at most), as the event's ``id``; None where it has none."""
+    return int(value) if value and len(value) <= MAX_ID_DIGITS and value.isdigit() else None
+
+
+def correlations(events: list[RawEvent]) -> np.ndarray:
+    """Per event of :func:`task_events`: its correlation id (int64), -1 where it has none."""
+    return np.fromiter((-1 if e.id is None else e.id for e in events), np.int64, len(events))
 
 
 def _kind(data: _Bytes, plane: _Plane, kind: int) -> tuple[str, str, dict[str, str]] | None:

@@ -9,6 +9,7 @@ import math
 from collections import Counter
 
 import msgspec
+import numpy as np
 import pytest
 from conftest import DATA, error_line
 from xspace_synth import event, gpu_capture, line, message, number, plane, space, stat
@@ -20,6 +21,7 @@ from perftool.pipeline.read import load_trace
 from perftool.trace import xspace
 from perftool.trace.kept_args import KeepArgs
 from perftool.trace.loader import read_trace
+from perftool.trace.model import Phase
 
 XSPACE = DATA / "real" / "jax08_mi300x_attention_opbyop.xplane.pb"
 ITS_JSON = DATA / "real" / "jax08_mi300x_attention_opbyop.trace.json.gz"  # jaxlib's export of it
@@ -363,6 +365,30 @@ def test_a_jitted_gpu_step_read_from_its_xspace_pairs_each_launch_with_its_kerne
     assert len(sources) == 320 and {trace.names[n] for n in trace.name[spans].tolist()} == {
         "loop_add_fusion", "input_reduce_fusion", "custom-call.1", "loop_multiply_fusion"}  # fmt: skip
     assert detect_steps(trace).count == 8
+
+
+def test_a_launch_and_its_kernel_carry_their_correlation_id_as_read_and_pair_as_their_args_say(monkeypatch):
+    """The real capture's launches and kernels: each one's correlation id (its ``correlation_id`` stat) is its flow
+    id as the decoding processes read it, so no args are read to pair them; the pairs are those the args give."""
+    trace = load_trace(str(XSPACE))
+    complete = np.flatnonzero(trace.phase == Phase.COMPLETE)
+    said = {row: msgspec.json.decode(trace.kept_args[ref]).get("correlation_id")
+            for row, ref in zip(complete.tolist(), trace.args_ref[complete].tolist()) if ref >= 0}  # fmt: skip
+    linked = {row: int(value) for row, value in said.items() if value is not None}
+    assert len(linked) > 200 and all(trace.flow_id[row] == value for row, value in linked.items())
+    assert all(trace.flow_id[row] == -1 for row in set(complete.tolist()) - set(linked))
+    pairs = launch_rows(trace)
+    trace.flow_id[complete] = -1  # as a trace that names them in its args alone
+    trace.times_moved()
+    assert pairs[0].size == 105 and all(np.array_equal(a, b) for a, b in zip(pairs, launch_rows(trace)))
+
+
+@pytest.mark.parametrize(
+    ("value", "read"), [("12", 12), ("007", 7), ("9" * 18, int("9" * 18)), ("9" * 19, None), ("-3", None), ("", None),
+                        ("x1", None), (None, None)],
+)  # fmt: skip
+def test_a_correlation_id_is_a_tracer_s_counter_or_none(value, read):
+    assert xspace._correlation(value) == read
 
 
 def _columns(trace) -> dict:
