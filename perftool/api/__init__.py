@@ -171,15 +171,16 @@ def info(
     from perftool.analysis.steps import detect_steps
     from perftool.hardware import load_spec
     from perftool.job.cluster import chosen_scheduler, cluster_decoders
-    from perftool.job.ranks import sole_trace
+    from perftool.job.ranks import job_listing
     from perftool.report.views import InfoView
     from perftool.roofline.figures import roofline as measure_roofline
 
     spec = load_spec(str(device_spec)) if device_spec else None
     paths = _trace_paths(traces, "info")
     address = chosen_scheduler(scheduler)
-    if len(paths) == 1 and os.path.isdir(paths[0]) and (sole := sole_trace(paths[0])):
-        paths = [sole]
+    folders_left: list[str] = []  # beside a directory's one trace: named, not read
+    if len(paths) == 1 and os.path.isdir(paths[0]) and len((listing := job_listing(paths)).files) == 1:
+        paths, folders_left = listing.files, listing.folders_left
     if len(paths) > 1 or os.path.isdir(paths[0]):
         from perftool.job.captures import why_no_job
         from perftool.job.scan import scan_job
@@ -193,7 +194,7 @@ def info(
     decoders = cluster_decoders(address) if address and paths[0] != STDIN else None
     loaded = reader.load_trace(paths[0], dialect=dialect, max_bytes=max_bytes, decoders=decoders, memory=memory)
     steps = detect_steps(loaded)
-    return InfoView(loaded, compute_metrics(loaded, steps), measure_roofline(loaded, steps, spec))
+    return InfoView(loaded, compute_metrics(loaded, steps), measure_roofline(loaded, steps, spec), folders_left)
 
 
 @_checked

@@ -273,6 +273,13 @@ class RooflineFigures(Part):
     notes: list[str] = Field(description="what limits these figures, and what would lift it")
 
 
+# what a report's folders_not_read holds (scan's and info's of a directory)
+FOLDERS_NOT_READ = (
+    "folders of a directory named that hold traces of their own, not read: a directory's folders are read only where "
+    "it holds no trace itself"
+)
+
+
 class InfoReport(Document):
     """``perftool info --format json``."""
 
@@ -287,6 +294,7 @@ class InfoReport(Document):
     )
     step_clock: Literal["host", "device"]
     caveats: list[str]
+    folders_not_read: list[str] = Field(default_factory=list, description=FOLDERS_NOT_READ)
     display_time_unit: str
     metadata: dict[str, Any] = Field(description="the trace's top-level keys other than traceEvents")
     tracks: list[InfoTrack] = Field(

@@ -4,6 +4,7 @@ shared metrics, the steps, the top ops, the collectives and the roofline."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -14,8 +15,9 @@ from perftool.roofline.figures import Roofline
 from perftool.trace.model import Trace
 
 
-def info_report(trace: Trace, metrics: Metrics, roof: Roofline) -> InfoReport:
-    """Everything ``info`` reports of one trace (NaN becomes null)."""
+def info_report(trace: Trace, metrics: Metrics, roof: Roofline, folders_not_read: Sequence[str] = ()) -> InfoReport:
+    """Everything ``info`` reports of one trace (NaN becomes null); ``folders_not_read``: those beside it in the
+    directory named for it that hold traces of their own."""
     return InfoReport.model_validate({
         "source": trace.source,
         "dialect": trace.dialect,
@@ -23,6 +25,7 @@ def info_report(trace: Trace, metrics: Metrics, roof: Roofline) -> InfoReport:
         "job_kind": job_said(trace),
         "step_clock": metrics.step_clock,
         "caveats": [c.text for c in metrics.caveats],
+        "folders_not_read": list(folders_not_read),
         "display_time_unit": trace.display_time_unit,
         "metadata": trace.metadata,
         "tracks": [

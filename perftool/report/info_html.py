@@ -28,7 +28,7 @@ def render(view: InfoView) -> str:
         ("steady steps", f"{m['steps.steady']:,.0f} ({m['steps.warmup']:,.0f} warm-up before)"),
         ("step time (median)", duration(m["step_time_us.median"], unit) if m["steps.count"] else "—"),
     ])  # fmt: skip
-    summary = [figures, *(paragraph(caveat.text, "warn") for caveat in metrics.caveats)]
+    summary = [figures, *(paragraph(note, "warn") for note in info_rows.notes(view))]
     if metrics.step_times_us:
         caption = f"Steady step time, step by step ({plural(len(metrics.step_times_us), 'step')})"
         summary.append(svg.series("steps", caption, metrics.step_times_us, 0, metrics.step_numbers))

@@ -7,4 +7,4 @@ from perftool.report.views import InfoView
 
 
 def render(view: InfoView) -> str:
-    return info_report(view.trace, view.metrics, view.roofline).json_text()
+    return info_report(view.trace, view.metrics, view.roofline, view.folders_not_read).json_text()

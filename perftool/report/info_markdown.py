@@ -14,13 +14,14 @@ def render(view: InfoView) -> str:
     trace, metrics, roof = view.trace, view.metrics, view.roofline
     unit = trace.display_time_unit
     timeline = [(markdown(what), markdown(value)) for what, value in info_rows.timeline_rows(metrics, unit)]
+    notes = info_rows.notes(view)
     lines = [
         f"# perftool info {markdown(trace.source)}",
         "",
         markdown(info_rows.headline(trace, metrics) + as_device(metrics.device) + info_rows.job_part(trace)) + ".",
         "",
-        *(f"> note: {markdown(caveat.text)}" for caveat in metrics.caveats),
-        *([""] if metrics.caveats else []),
+        *(f"> note: {markdown(note)}" for note in notes),
+        *([""] if notes else []),
         "## Timeline (steady state)",
         "",
         *_table(("what", "figures"), timeline),

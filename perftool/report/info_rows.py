@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from perftool.analysis.family import job_said
 from perftool.analysis.metrics import Metrics
 from perftool.common.units import duration, percent, plural
+from perftool.report.overall import folders_not_read_said
 from perftool.trace.model import Trace, Track
+
+if TYPE_CHECKING:
+    from perftool.report.views import InfoView
 
 TRACKS_LISTED = 100  # in the tables for people; JSON lists every track
 TRACK_HEADERS = ("process", "thread", "pid:tid", "role", "events")
@@ -21,6 +26,13 @@ COLLECTIVE_HEADERS = ("collective", "calls", "time", "exposed", "size", "busbw")
 class CollectiveRow:
     cells: tuple[str, str, str, str, str, str]
     group: bool  # a process group's line under the collective types
+
+
+def notes(view: InfoView) -> list[str]:
+    """The notes every info format shows under its headline: the trace's caveats, then the folders beside it in the
+    directory named for it that hold traces of their own, not read."""
+    left = folders_not_read_said(view.folders_not_read)
+    return [caveat.text for caveat in view.metrics.caveats] + ([left] if left else [])
 
 
 def headline(trace: Trace, metrics: Metrics) -> str:

@@ -29,9 +29,9 @@ def render(view: InfoView) -> Group:
         shown(as_device(metrics.device)),
         info_rows.job_part(trace),
     )
-    for caveat in metrics.caveats:
+    for note in info_rows.notes(view):
         header.append("\n")
-        header.append(shown(f"note: {caveat.text}", "yellow"))
+        header.append(shown(f"note: {note}", "yellow"))
     parts: list[RenderableType] = [header, _tracks(trace, metrics), _timeline(metrics, unit), _top_ops(metrics, unit)]
     if metrics.collectives:
         parts.append(_collectives(metrics, unit))

@@ -24,7 +24,7 @@ MAX_RANK_ROWS = 32  # beyond this many ranks, the table lists the slowest ones
 def render_info(report: ScanReport) -> Group:
     """``info`` on a job: its job view, without findings."""
     assert report.job is not None  # info shows a job's report only
-    left = folders_not_read_said(report)
+    left = folders_not_read_said(report.folders_not_read)
     return Group(*([shown(f"note: {left}", "yellow")] if left else []), render(report, report.job, command="info"))
 
 

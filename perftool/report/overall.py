@@ -47,10 +47,9 @@ def different_jobs_said(report: ScanReport) -> str:
     )
 
 
-def folders_not_read_said(report: ScanReport) -> str | None:
-    """The folders of a directory named that hold traces and were not read, in words, with how to read them; None
-    where there are none."""
-    folders = report.folders_not_read
+def folders_not_read_said(folders: list[str]) -> str | None:
+    """The folders of a directory named that hold traces and were not read (a report's ``folders_not_read``), in
+    words, with how to read them; None where there are none."""
     if not folders:
         return None
     names = listed([f"{folder}/" for folder in folders], MAX_EARLIER_LISTED)

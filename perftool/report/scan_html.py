@@ -60,7 +60,7 @@ def render(report: ScanReport, command: str = "scan") -> str:
         body.append(job_section(report, report.job, findings))
     if report.different_jobs:
         body.append(paragraph(capitalised(different_jobs_said(report)) + "."))
-    if left := folders_not_read_said(report):
+    if left := folders_not_read_said(report.folders_not_read):
         body.append(paragraph(capitalised(left) + "."))
     for trace in report.traces if report.job is None else []:
         body += trace_sections(trace, findings)

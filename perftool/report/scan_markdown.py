@@ -39,7 +39,7 @@ def render(report: ScanReport, command: str = "scan") -> str:
         lines += _job(report.job, report.traces[0].time_unit if report.traces else "ms")
     if report.different_jobs:
         lines += [f"> {cell(capitalised(different_jobs_said(report)))}.", ""]
-    if left := folders_not_read_said(report):
+    if left := folders_not_read_said(report.folders_not_read):
         lines += [f"> {cell(capitalised(left))}.", ""]
     for trace in report.traces:
         lines += _trace(trace) if command == "scan" else _trace_header(trace)

@@ -30,7 +30,7 @@ def render(report: ScanReport) -> Group:
     parts: list[RenderableType] = []
     if lead := largest_cost(report):
         parts.append(shown(lead, "bold"))
-    if left := folders_not_read_said(report):
+    if left := folders_not_read_said(report.folders_not_read):
         parts.append(shown(f"note: {left}", "yellow"))
     if report.job is not None:
         return Group(*parts, job_text.render(report, report.job, _finding), Text(""), summary_line(report))

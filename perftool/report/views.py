@@ -6,7 +6,7 @@ Light on purpose: the command line names these before it has loaded what they ho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ class InfoView:
     trace: Trace
     metrics: Metrics
     roofline: Roofline
+    folders_not_read: list[str] = field(default_factory=list)  # beside the trace in the directory named for it
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, PrivateAttr
 
-from perftool.common.results import Framework
+from perftool.common.results import FOLDERS_NOT_READ, Framework
 from perftool.rules.model import Severity
 
 SCHEMA = "perftool.findings/1"
@@ -334,13 +334,6 @@ class UnreadTrace(_Record):
     path: str
     problem: str
     rank: int | None = Field(None, description="the rank it should have been, in a job")
-
-
-# what a report's folders_not_read holds (scan's and info's of a directory)
-FOLDERS_NOT_READ = (
-    "folders of a directory named that hold traces of their own, not read: a directory's folders are read only where "
-    "it holds no trace itself"
-)
 
 
 class ScanReport(_Record):

@@ -779,6 +779,22 @@ def test_info_of_a_job_names_the_folders_beside_its_ranks_left_unread(run, tmp_p
     assert document["folders_not_read"] == [str(tmp_path / "job" / "earlier")] and len(document["traces"]) == 2
 
 
+def test_info_of_a_directory_of_one_trace_names_the_folders_beside_it_left_unread(run, tmp_path):
+    """``info`` on a directory that holds one trace and a folder of earlier traces: the trace is summarised, and the
+    folder named as not read in every format (in JSON, ``folders_not_read``); one without such a folder names none."""
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", tmp_path / "trainer.pt.trace.json.gz")
+    (tmp_path / "earlier").mkdir()
+    shutil.copy(DATA / "torch_cpu_train.pt.trace.json.gz", tmp_path / "earlier" / "trainer.pt.trace.json.gz")
+    text = run("info", tmp_path)
+    assert text.exit_code == 0 and "earlier/holdstracesofitsown,notread" in "".join(text.stdout.split())
+    for form in ("markdown", "html"):
+        assert "holds traces of its own, not read" in run("info", tmp_path, "--format", form).stdout
+    document = json.loads(run("info", tmp_path, "--format", "json").stdout)
+    assert document["folders_not_read"] == [str(tmp_path / "earlier")] and document["schema"] == "perftool.info/1"
+    shutil.rmtree(tmp_path / "earlier")
+    assert json.loads(run("info", tmp_path, "--format", "json").stdout)["folders_not_read"] == []
+
+
 def test_a_directory_whose_folders_hold_no_trace_either_is_refused_in_one_line(run, tmp_path):
     """Its folders hold no trace to read: only files left out (a hidden folder's, capture traces, one folder down
     and two) and a report named as a trace, none of which is told of as a trace further down."""
