@@ -51,14 +51,20 @@ STEP_NUMBER_ARG = "step_num"  # a step marker's number in its args (jax.profiler
 # copy and synchronisation inside it; a host tensor's reads nothing from the device
 _READ_BACK_NAMES = r"aten::item|aten::_local_scalar_dense|_local_scalar_dense"
 READ_BACK = re.compile(rf"^({_READ_BACK_NAMES})$")
+# JAX reading an array's value to the host (float(x), np.asarray(x), x.item(), jax.device_get): the span jax.Array's
+# value property records around waiting for the device to produce the array and copying it back
+JAX_READ_BACK = r"np\.asarray\(jax\.Array\)"
+# The Python tracer's frame of jax.block_until_ready or a jax.Array's own ("$api.py:3041 block_until_ready", a C++
+# method's "$<unknown> block_until_ready"): the host waiting for the device, nothing read back
+JAX_BLOCK_FRAME = re.compile(r"^\$\S+ block_until_ready$")
 # Waits: the host's synchronising calls (the CUDA runtime's and HIP's, the driver's that XLA makes, each with the
-# suffixes CUPTI gives a version and the per-thread default stream), a scalar read back, Ascend's and Gaudi's calls,
-# an Intel GPU's (SYCL's unified runtime, its older plugin interface, Level Zero);
+# suffixes CUPTI gives a version and the per-thread default stream), a scalar read back (PyTorch's, JAX's), Ascend's
+# and Gaudi's calls, an Intel GPU's (SYCL's unified runtime, its older plugin interface, Level Zero);
 SYNC = re.compile(
     r"^((cuda|hip)(Stream|Device|Event)Synchronize|cu(Stream|Event|Ctx)Synchronize)(_v2)?(_pt[sd]z)?$"
     r"|^(urQueueFinish|urEventWait|piQueueFinish|piEventsWait|ze(Event|Fence|CommandList)HostSynchronize"
     r"|zeCommandQueueSynchronize)$"
-    rf"|^({_READ_BACK_NAMES}"
+    rf"|^({_READ_BACK_NAMES}|{JAX_READ_BACK}"
     r"|AscendCL@aclrtSynchronize\w*|aclrtSynchronize\w*|synStreamSynchronize|synDeviceSynchronize"
     r"|Stream Wait Event|Stream Sync|Context Sync|Event Sync|event_wait"  # device side: a stream waiting ...
     r"|EVENT_WAIT|REMOTE_EVENT_WAIT|IPC_EVENT_WAIT|DAVID_EVENT_WAIT|CAPTURE_WAIT|MEM_WAIT_VALUE"  # ... Ascend's tasks

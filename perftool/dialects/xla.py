@@ -35,7 +35,7 @@ import numpy as np
 
 from perftool.common.arrays import distinct
 from perftool.dialects.base import Dialect
-from perftool.dialects.vocabulary import COMPILED_CALL, PYTHON_FRAME, STEP_NUMBER_ARG
+from perftool.dialects.vocabulary import COMPILED_CALL, JAX_BLOCK_FRAME, PYTHON_FRAME, STEP_NUMBER_ARG
 from perftool.trace.model import Kind, Phase, Role, Trace, Track
 
 DEVICE_PLANE = re.compile(r"^/device:(?P<kind>[A-Z]+):(?P<id>\d+)")
@@ -101,6 +101,7 @@ class Xla(Dialect):
         # the Python tracer's frames ("$train.py:40 train_step", "$builtins isinstance"): the host running Python, as
         # Kineto's frames are, neither an op nor a mark; its own work where it calls nothing inside them
         kind[trace.name_matches(PYTHON_FRAME)] = Kind.OTHER
+        kind[trace.name_matches(JAX_BLOCK_FRAME)] = Kind.SYNC  # but a frame waiting for the device is a wait
         misses, compiles = _cache_misses(trace, kind)
         kind[compiles] = Kind.HOST_OP  # the compile is counted once, as the call it stalled
         kind[misses] = Kind.COMPILE

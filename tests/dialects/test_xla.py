@@ -354,6 +354,20 @@ def test_python_the_host_runs_between_jitted_steps_is_its_own_work_the_device_wa
     assert host["values"]["host_share"] == pytest.approx(0.44, abs=0.005)
 
 
+def test_jax_waiting_for_the_device_is_a_sync_and_the_rest_of_its_python_the_host_s_work(write_trace):
+    """JAX's waits for the device are syncs: the span a jax.Array records reading its value back (float(x),
+    np.asarray(x)) and the Python tracer's frames of block_until_ready; its other frames are the host running Python,
+    as is a frame whose function only ends in the word."""
+    names = ["np.asarray(jax.Array)", "$api.py:3041 block_until_ready", "$<unknown> block_until_ready",
+             "$train.py:40 load_batch", "$train.py:9 wait_block_until_ready", "PjitFunction(train_step)"]  # fmt: skip
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), process_name(1, "/device:GPU:0"),
+              thread_name(1, 16, "Stream #16(Kernel)"), complete("loop_fusion", 0, 500, pid=1, tid=16)]  # fmt: skip
+    events += [complete(name, 10 * i, 5, pid=701, tid=1) for i, name in enumerate(names)]
+    trace = load_trace(write_trace({"traceEvents": events}))
+    kinds = {trace.names[n]: Kind(k) for n, k in zip(trace.name.tolist(), trace.kind.tolist())}
+    assert [kinds[name] for name in names] == [Kind.SYNC, Kind.SYNC, Kind.SYNC, Kind.OTHER, Kind.OTHER, Kind.HOST_OP]
+
+
 def test_a_tpu_trace_is_no_fit_s_and_its_gains_stay_bounds(write_trace, run):
     """The emulator models GPUs, NPUs, HPUs and IPUs: calibrate refuses a TPU's trace in one line (it fitted it as a
     GPU, and failed), and scan's gains stay bounds, none from an emulator fitted to it."""
