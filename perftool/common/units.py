@@ -118,6 +118,7 @@ def plural(count: float, noun: str) -> str:
 
 
 def listed(names: Sequence[str], limit: int) -> str:
-    """The first ``limit`` of ``names``, comma-separated, the rest counted: ``a, b, c and 4 more``."""
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    """The first ``limit`` of ``names``, comma-separated, the rest counted: ``a, b, c and 4 more``, ``... and 1,996
+    more``."""
+    more = f" and {len(names) - limit:,} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more

@@ -139,3 +139,4 @@ def test_a_list_names_its_first_few_and_counts_the_rest():
     assert listed(["a", "b", "c"], 3) == "a, b, c"
     assert listed(["a", "b", "c", "d", "e"], 3) == "a, b, c and 2 more"
     assert listed([], 3) == ""
+    assert listed([str(n) for n in range(2000)], 4) == "0, 1, 2, 3 and 1,996 more"  # counted as every count is
