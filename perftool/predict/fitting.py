@@ -205,7 +205,7 @@ def _fit(
     half = max(_given(given, "workload", "half_efficiency_batch", 0.0), 0.0)  # a step computes batch + half
     loading = _loading(trace, scope) if profile.host_feeds_data else None
     syncs = not profile.host_blocks_per_call and _syncs_each_step(trace, scope, idle.get("sync", 0.0) / step)
-    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, syncs)
+    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, syncs, pageable and not syncs)
     per_step = _steady_compute(scope)
     compute_jitter = _compute_spread(per_step)
     # a graph compiled again in the steady state: the remainder loop where the fit has one, else a short last batch
@@ -312,12 +312,14 @@ def _host(
     job_steps: int,
     loading: np.ndarray | None,
     syncs: bool,
+    copies_block: bool,
 ) -> _Host:
     """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``);
     ``loading``: how long the training process took to load each batch itself (None: it loads none); ``syncs``:
-    the host waits for each step's device work before going on."""
+    the host waits for each step's device work before going on; ``copies_block``: it does so in each step's copy
+    from pageable memory."""
     if "device_graphs" in profile.knobs and not graphs_in_use(trace, scope.in_window):
-        return _streamed(trace, scope, idle, compute, steps, loading, syncs)
+        return _streamed(trace, scope, idle, compute, steps, loading, syncs, copies_block)
     host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
@@ -340,15 +342,18 @@ def _streamed(
     steps: int,
     loaded: np.ndarray | None,
     syncs: bool,
+    copies_block: bool,
 ) -> _Host:
     """A host that launches ops one by one (the trace shows no graph launches): of its own time per step (busy
     outside loading batches, syncs and copies that block), what dispatches the ops (:func:`dispatch_per_step`) goes
     to launching them, and the rest (Python that runs no op, the allocator, code loading) to Python before the
     first launch, which a device graph does not remove; the device idles, beyond what that time over its work
     explains, while runs of short ops are launched. A host that waits for each step (``syncs``) then loads its
-    batch and runs Python before the first launch: at least the device's idle after each sync. What sets
-    the pace is input, where the device waits for workers most; else the longer of the host's path (loading and
-    launching) and the device's (work, and idle between launches)."""
+    batch and runs Python before the first launch: at least the device's idle after each sync. A host that waits
+    in each step's copy from pageable memory (``copies_block``) runs before the first launch no more Python than
+    the device idles for the host, the rest beside the device's work, between launches. What sets the pace is
+    input, where the device waits for workers most; else the longer of the host's path (loading and launching) and
+    the device's (work, and idle between launches)."""
     loads = loaded is not None
     after_syncs = idle.get("sync", 0.0) if syncs else 0.0
     host_idle = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES) - after_syncs
@@ -358,6 +363,9 @@ def _streamed(
     loading = waiting if loads else 0.0  # the loop's loading, as far as the device waits for it
     dispatch = min(dispatch_per_step(trace, scope), own)
     python = max(after_syncs - (float(np.sum(loaded)) / steps if loaded is not None else 0.0), own - dispatch, 0.0)
+    if copies_block and python > host_idle:  # the copy's wait exposes the Python before the first launch in full
+        python, dispatch = host_idle, own - host_idle
+        gaps = max(host_idle - python - max(dispatch - compute, 0.0), 0.0)
     if not loads and waiting > host_idle:
         pacing: tuple[str, str] | None = INPUT_PACE
     else:

@@ -292,7 +292,7 @@ def test_a_host_that_blocks_per_call_is_what_the_device_waits_for_times_the_loop
     profile = PROFILES["npu"]
 
     def host(idle: dict[str, float]) -> fitting._Host:
-        return fitting._host(trace, scope, profile, idle, 1000.0, scope.steady_steps, 256, None, False)
+        return fitting._host(trace, scope, profile, idle, 1000.0, scope.steady_steps, 256, None, False, False)
 
     looped = host({"host": 100.0})
     assert looped.loop == 32 and looped.pacing == HOST_PACE and looped.launching is False
@@ -302,7 +302,7 @@ def test_a_host_that_blocks_per_call_is_what_the_device_waits_for_times_the_loop
     assert inputs.pacing == INPUT_PACE and inputs.overrides["python_us"] == 32 * 50.0 - 500.0
     assert host({}).pacing is None and host({}).overrides == {"python_us": 0.0, "call_dispatch_us": 0.0}
     assert host({"sync": 0.5}).pacing == HOST_PACE  # any wait at all paces the step
-    assert fitting._host(trace, scope, PROFILES["gpu"], {"host": 100.0}, 1000.0, 255, 256, None, False).loop == 1
+    assert fitting._host(trace, scope, PROFILES["gpu"], {"host": 100.0}, 1000.0, 255, 256, None, False, False).loop == 1
 
 
 def test_a_host_that_runs_ahead_costs_the_device_only_what_exceeds_its_compute(stripped):
@@ -313,7 +313,7 @@ def test_a_host_that_runs_ahead_costs_the_device_only_what_exceeds_its_compute(s
     family = profile.python_us + profile.call_dispatch_us
 
     def python(idle: dict[str, float], compute: float, syncs: bool = False) -> float:
-        host = fitting._host(trace, scope, profile, idle, compute, scope.steady_steps, 256, None, syncs)
+        host = fitting._host(trace, scope, profile, idle, compute, scope.steady_steps, 256, None, syncs, False)
         assert host.loop == 1 and host.launching is False
         return host.overrides["python_us"] + host.overrides["call_dispatch_us"]
 
@@ -333,8 +333,8 @@ def test_a_host_without_graphs_is_fitted_its_own_time_and_its_launches(analysed)
     dispatch = min(dispatch_per_step(trace, scope), own)
     assert fitting._ops(scope, steps) == 10 and own > dispatch > 0  # Python that launches nothing
 
-    def streamed(idle: dict[str, float], compute: float, syncs: bool = False, loaded=None) -> fitting._Host:
-        host = fitting._host(trace, scope, PROFILES["gpu"], idle, compute, steps, 256, loaded, syncs)
+    def streamed(idle: dict[str, float], compute: float, syncs=False, loaded=None, blocks=False) -> fitting._Host:
+        host = fitting._host(trace, scope, PROFILES["gpu"], idle, compute, steps, 256, loaded, syncs, blocks)
         assert host.launching is True and host.loop == 1 and host.ops == 10
         return host
 
@@ -357,6 +357,13 @@ def test_a_host_without_graphs_is_fitted_its_own_time_and_its_launches(analysed)
     assert unsynced.overrides["python_us"] == own - dispatch and unsynced.workload == {"launch_idle_us": 100.0}
     inputs = streamed({"host": 100.0, "input_wait": 200.0}, own)
     assert inputs.pacing == INPUT_PACE
+    # waiting in each step's pageable copy, the host runs before its first launch only the Python the device idles
+    # for; the rest of its own time goes to launching, beside the device's work
+    blocked = streamed({"host": 100.0}, own + 1000.0, blocks=True)
+    assert blocked.overrides == {"python_us": 100.0, "op_launch_us": (own - 100.0) / 10}
+    assert blocked.workload == {"launch_idle_us": 0.0}
+    exposed = streamed({"host": 100.0 + own}, 0.5 * own, blocks=True)  # Python within the idle: as it was
+    assert exposed.overrides == {"python_us": own - dispatch, "op_launch_us": dispatch / 10}
     assert streamed({"host": 100.0, "input_wait": 100.0}, own).pacing != INPUT_PACE
     assert streamed({}, own).pacing is None and streamed({"host": 0.5}, own).pacing is not None
 
