@@ -151,7 +151,7 @@ def _timing(baseline: TraceFindings, candidate: TraceFindings, policy: GatePolic
         p = p_greater(a, b)
         limit = f"> {policy.threshold:.0%} worse and significant (p < {policy.alpha})"
         significant = p < policy.alpha
-        p_shown = "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}"
+        p_shown = "p < 0.0001" if p < 1e-4 else f"p = {p:.2g} {'<' if significant else '≥'} {policy.alpha:g}"
         test = Test(significant, f"{'significant' if significant else 'not significant'} ({p_shown})", limit)
     else:  # too few steps for a rank test at any usual alpha: a bound on every pair of steps instead
         gap, least = float(b.min() / a.max() - 1), min(a.size, b.size)

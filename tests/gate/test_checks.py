@@ -53,18 +53,25 @@ def test_six_steps_a_side_all_slower_by_a_fifth_fail_on_the_rank_test_with_both_
         Verdict.FAIL,
     )
     assert (step.baseline, step.candidate) == pytest.approx((102.5, 123.0))
-    assert (step.change, step.limit, step.detail) == ("+20.0%", limit, "20.0% worse, significant (p = 0.0025)")
+    assert (step.change, step.limit, step.detail) == ("+20.0%", limit, "20.0% worse, significant (p = 0.0025 < 0.01)")
     assert (rate.id, rate.name, rate.unit, rate.verdict) == ("timing:throughput", "throughput", "steps/s", Verdict.FAIL)
     assert (rate.baseline, rate.candidate) == pytest.approx((6 / 615e-6, 6 / 738e-6), rel=1e-12)  # steps a second
     # shown as the throughput's own change, judged as how much worse it is: 615/738 - 1 = -16.7%
-    assert (rate.change, rate.limit, rate.detail) == ("-16.7%", limit, "16.7% worse, significant (p = 0.0025)")
+    assert (rate.change, rate.limit, rate.detail) == ("-16.7%", limit, "16.7% worse, significant (p = 0.0025 < 0.01)")
 
 
 def test_five_steps_a_side_are_enough_for_the_rank_test():
     baseline = [100.0, 101.0, 102.0, 103.0, 104.0]
     step, _ = timing(baseline, [t * 1.2 for t in baseline])
     # U = 25; variance 5*5/12*11 = 22.9; z = (25 - 12.5 - 0.5)/4.787 = 2.507; p = 0.0061
-    assert step.verdict is Verdict.FAIL and step.detail == "20.0% worse, significant (p = 0.0061)"
+    assert step.verdict is Verdict.FAIL and step.detail == "20.0% worse, significant (p = 0.0061 < 0.01)"
+
+
+def test_a_rank_test_short_of_the_level_says_both_the_p_value_and_the_level():
+    """p = 0.046 reads as significant to many a reader: the level it is held to is said beside it."""
+    step, _ = timing([100.0, 101.0, 102.0, 103.0, 104.0, 105.0], [100.5, 103.5, 106.0, 120.0, 121.0, 122.0])
+    assert step.verdict is Verdict.WARN
+    assert step.detail == "10.2% worse, not significant (p = 0.046 ≥ 0.01): noisy, rerun or take more steps"
 
 
 def test_four_steps_a_side_are_held_to_a_bound_on_every_pair():
