@@ -133,6 +133,33 @@ def blocking_copies(trace: Trace) -> np.ndarray:
     return blocking
 
 
+COPY_KINDS = (Kind.D2H, Kind.H2D, Kind.D2D)
+
+
+def copies_during(trace: Trace, calls: np.ndarray) -> np.ndarray:
+    """Per event: a copy on the device while one of the blocking ``calls`` (rows) runs, which the call waits for
+    (a synchronous copy call's own copy, whatever memory it names)."""
+    copies = np.flatnonzero(trace.of_kinds(*COPY_KINDS) & trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H))
+    waited_for = overlaps_any(trace.ts[copies], trace.end[copies], trace.ts[calls], trace.end[calls])
+    during = np.zeros(len(trace), dtype=bool)
+    during[copies[waited_for]] = True
+    return during
+
+
+def read_backs(trace: Trace, calls: np.ndarray) -> np.ndarray:
+    """Of blocking copy ``calls`` (rows), per call: whether it reads results back, a copy to the host and none from
+    it on the device while it runs (the device's own copies within its memory may run beside a long wait; a call
+    whose copy the trace does not show may be either, and is none)."""
+    copies = trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H)
+    to_host, from_host = (
+        np.flatnonzero(copies & (trace.kind == Kind.D2H)),
+        np.flatnonzero(copies & (trace.kind == Kind.H2D)),
+    )
+    starts, ends = trace.ts[calls], trace.end[calls]
+    reads = overlaps_any(starts, ends, trace.ts[to_host], trace.end[to_host])
+    return reads & ~overlaps_any(starts, ends, trace.ts[from_host], trace.end[from_host])
+
+
 def _blocking_copies(trace: Trace) -> np.ndarray:
     calls = trace.on_roles(Role.HOST) & (trace.kind == Kind.RUNTIME) & trace.name_matches(MEMCPY)
     blocking = calls & trace.name_matches(BLOCKING_COPY_CALL)

@@ -37,7 +37,7 @@ import numpy as np
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.family import device_properties, job_kind, offers_loop_size, on_tpu
-from perftool.analysis.host_calls import blocking_copies, compiles
+from perftool.analysis.host_calls import blocking_copies, compiles, read_backs
 from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, fallback_round_trips
 from perftool.analysis.launches import graphs_in_use
@@ -416,9 +416,11 @@ def _host_spread(trace: Trace, scope: TraceAnalysis) -> float:
 
 def _pageable(trace: Trace, scope: TraceAnalysis) -> bool:
     """Whether the input copies come from pageable memory (named so, or made by calls that block the host) and so
-    run apart from compute; copies that mostly overlap compute are modelled as asynchronous, whatever memory."""
+    run apart from compute; copies that mostly overlap compute are modelled as asynchronous, whatever memory. A
+    call that blocks to read results back (a device-to-host copy alone) says nothing of the input's memory."""
     copies = (trace.kind == Kind.H2D) & scope.in_window
-    pageable = (copies & trace.name_matches(PAGEABLE)).any() or (blocking_copies(trace) & scope.in_window).any()
+    calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
+    pageable = (copies & trace.name_matches(PAGEABLE)).any() or not read_backs(trace, calls).all()
     return bool(pageable) and not scope.metrics["h2d.overlap_fraction"] >= OVERLAPPED_COPIES
 
 

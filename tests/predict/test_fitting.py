@@ -887,6 +887,29 @@ def test_input_copies_from_pageable_memory_that_run_apart(analysed, name, copy, 
     assert fitting._pageable(trace, scope) is pageable
 
 
+@pytest.mark.parametrize(
+    ("copies", "pageable"),
+    [
+        (["Memcpy HtoD (Host -> Device)"], True),  # the call blocks to copy input in
+        (["Memcpy DtoH (Device -> Host)"], False),  # it reads results back: nothing of the input's memory
+        (["Memcpy DtoH (Device -> Host)", "Memcpy DtoD (Device -> Device)"], False),  # the device's own copy beside
+        (["Memcpy DtoH (Device -> Host)", "Memcpy HtoD (Host -> Device)"], True),
+        ([], True),  # a copy the trace does not show: either way
+    ],
+)
+def test_a_call_that_blocks_to_read_results_back_says_nothing_of_the_input_s_memory(analysed, copies, pageable):
+    """hipMemcpyWithStream blocks whichever way it copies: only one copying to the device is an input copy."""
+    document = _host_steps([50] * 8)
+    for step in range(8):
+        at = step * 1000.0 + 920
+        document["traceEvents"].append(span("hipMemcpyWithStream", 100, 1, at, 70, "cuda_runtime"))
+        document["traceEvents"] += [
+            span(copy, 0, 8, at + 10 + 20 * i, 15, "gpu_memcpy") for i, copy in enumerate(copies)
+        ]
+    trace, scope = analysed(document)
+    assert fitting._pageable(trace, scope) is pageable
+
+
 def test_batches_loaded_in_process_are_the_single_process_loaders_not_waits_for_workers(analysed):
     document = eager_steps(20, ops=4, kernel_us=100)
     markers = [e for e in document["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]

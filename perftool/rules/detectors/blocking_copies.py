@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.host_calls import blocking_copies
+from perftool.analysis.host_calls import blocking_copies, copies_during
 from perftool.dialects.vocabulary import PAGEABLE
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
-from perftool.trace.model import Kind, Role, Trace
+from perftool.trace.model import Kind
 
 DIRECTIONS = {Kind.D2H: "device→host", Kind.H2D: "host→device", Kind.D2D: "device→device"}  # a copy's kind, in words
 
@@ -35,7 +35,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     if lost <= 0:
         return None
     calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
-    copying = pageable | _copies_during(trace, calls)
+    copying = pageable | copies_during(trace, calls)
     copy_rows = np.flatnonzero(copying & scope.in_window)
     copies = scope.busy(copying)
     directions = sorted({DIRECTIONS[k] for k in trace.kind[copy_rows].tolist()})
@@ -55,16 +55,6 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     return Detection(
         lost, values, evidence, key=values["directions"], variant=variant, occurrences=max(calls.size, copy_rows.size)
     )
-
-
-def _copies_during(trace: Trace, calls: np.ndarray) -> np.ndarray:
-    """Per event: a copy on the device while one of the blocking ``calls`` (rows) runs, which the call waits for
-    (a synchronous copy call's own copy, whatever memory it names)."""
-    copies = np.flatnonzero(trace.of_kinds(*DIRECTIONS) & trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H))
-    waited_for = intervals.overlaps_any(trace.ts[copies], trace.end[copies], trace.ts[calls], trace.end[calls])
-    during = np.zeros(len(trace), dtype=bool)
-    during[copies[waited_for]] = True
-    return during
 
 
 DETECTOR = Detector(
