@@ -341,8 +341,8 @@ def _other_ranks(ranks: dict) -> str:
 def _device_clock(moved: dict[str, float]) -> str:
     """The device's events moved onto the host's clock, in words."""
     return (
-        f"the device's work starts before the calls that launch it in {moved['before']:.0f} of its "
-        f"{moved['launches']:.0f} launches, so its clock runs behind the host's (its profiler wrote its times at an "
+        f"the device's work starts before the calls that launch it in {moved['before']:,.0f} of its "
+        f"{moved['launches']:,.0f} launches, so its clock runs behind the host's (its profiler wrote its times at an "
         f"offset from the host's): its events were moved {duration(moved['shift_us'])} later to line up"
     )
 

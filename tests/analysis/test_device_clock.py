@@ -12,6 +12,7 @@ import pytest
 from conftest import complete, leaving, process_name, scanned, spy_on_disk, thread_name
 
 from perftool import dialects
+from perftool.analysis.confidence import _device_clock
 from perftool.analysis.device_clock import DEVICE_CLOCK, align_device_clock
 from perftool.analysis.launches import launch_rows
 from perftool.pipeline.read import load_trace
@@ -161,3 +162,8 @@ def test_a_device_clock_moves_alike_with_the_columns_on_disk(run, tmp_path, monk
     assert made and on_disk.exit_code == in_memory.exit_code == 0
     assert on_disk.output == in_memory.output
     assert "its events were moved 2.995 ms later" in in_memory.output
+
+
+def test_the_caveat_counts_the_launches_as_every_count_is_written():
+    said = _device_clock({"before": 1234, "launches": 5000, "shift_us": 2995.0})
+    assert said.startswith("the device's work starts before the calls that launch it in 1,234 of its 5,000 launches")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -330,6 +331,27 @@ def test_a_time_in_ms_reads_as_every_report_writes_times():
     assert fill("{a_ms:ms}, {b_ms:ms}, {c_ms:ms}", {"a_ms": 1206.79, "b_ms": 31.4234, "c_ms": 0.5}) == (
         "1.207 s, 31.423 ms, 500.0 µs"
     )
+
+
+def test_every_count_the_built_in_rules_write_groups_its_thousands():
+    """A figure with a fixed-point format reads 1,919 as every count perftool prints does, never 1919."""
+
+    def strings(node: object) -> list[str]:
+        if isinstance(node, dict):
+            return [text for value in node.values() for text in strings(value)]
+        if isinstance(node, list):
+            return [text for value in node for text in strings(value)]
+        return [node] if isinstance(node, str) else []
+
+    ungrouped = [
+        (path.name, field)
+        for path in sorted(builtin_dir().glob("PT*.yaml"))
+        for text in strings(yaml.safe_load(path.read_text()))
+        for _, field, spec, _ in string.Formatter().parse(text)
+        if field and spec and spec.endswith("f") and "," not in spec
+    ]
+    assert ungrouped == []
+    assert fill("({launches_per_step:,.0f} calls)", {"launches_per_step": 1919.4}) == "(1,919 calls)"
 
 
 def test_unknown_numbers_read_n_a():
