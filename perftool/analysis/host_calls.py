@@ -22,6 +22,7 @@ _PYTHON_CATEGORIES = ("python_function", "python")  # Kineto's categories of the
 # of a training step's loop and autograd threads, the one that launches less makes 0.46-0.82 of the other's launches
 # in the real captures perftool was developed on; a NCCL watchdog thread 0.01-0.02
 LAUNCHING_SHARE = 0.25
+COPY_KINDS = (Kind.D2H, Kind.H2D, Kind.D2D)  # the device's copies: to the host, from it, within its memory
 
 
 def driving_thread(trace: Trace) -> int | None:
@@ -133,9 +134,6 @@ def blocking_copies(trace: Trace) -> np.ndarray:
     return blocking
 
 
-COPY_KINDS = (Kind.D2H, Kind.H2D, Kind.D2D)
-
-
 def copies_during(trace: Trace, calls: np.ndarray) -> np.ndarray:
     """Per event: a copy on the device while one of the blocking ``calls`` (rows) runs, which the call waits for
     (a synchronous copy call's own copy, whatever memory it names)."""
@@ -151,10 +149,8 @@ def read_backs(trace: Trace, calls: np.ndarray) -> np.ndarray:
     it on the device while it runs (the device's own copies within its memory may run beside a long wait; a call
     whose copy the trace does not show may be either, and is none)."""
     copies = trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H)
-    to_host, from_host = (
-        np.flatnonzero(copies & (trace.kind == Kind.D2H)),
-        np.flatnonzero(copies & (trace.kind == Kind.H2D)),
-    )
+    to_host = np.flatnonzero(copies & (trace.kind == Kind.D2H))
+    from_host = np.flatnonzero(copies & (trace.kind == Kind.H2D))
     starts, ends = trace.ts[calls], trace.end[calls]
     reads = overlaps_any(starts, ends, trace.ts[to_host], trace.end[to_host])
     return reads & ~overlaps_any(starts, ends, trace.ts[from_host], trace.end[from_host])

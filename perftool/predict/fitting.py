@@ -420,7 +420,7 @@ def _pageable(trace: Trace, scope: TraceAnalysis) -> bool:
     call that blocks to read results back (a device-to-host copy alone) says nothing of the input's memory."""
     copies = (trace.kind == Kind.H2D) & scope.in_window
     calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
-    pageable = (copies & trace.name_matches(PAGEABLE)).any() or not read_backs(trace, calls).all()
+    pageable = (copies & trace.name_matches(PAGEABLE)).any() or (~read_backs(trace, calls)).any()
     return bool(pageable) and not scope.metrics["h2d.overlap_fraction"] >= OVERLAPPED_COPIES
 
 
