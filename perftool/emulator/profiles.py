@@ -182,6 +182,10 @@ JOB_KNOB_NAMES: dict[str, dict[str, str]] = {
         "device_graphs": "the engine's CUDA/HIP graphs: vLLM without --enforce-eager, SGLang without "
         "--disable-cuda-graph",
     },
+    "inference": {  # a pipeline's inputs are its own tensors as often as a DataLoader's batches
+        "pin_memory": "the inputs in pinned host memory (DataLoader(pin_memory=True), or tensor.pin_memory()) and "
+        ".to(device, non_blocking=True)",
+    },
 }
 
 

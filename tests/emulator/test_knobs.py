@@ -94,3 +94,12 @@ def test_a_tensorflow_job_s_input_pipeline_is_tf_data_s_on_a_gpu_and_the_family_
     assert knob_name(PROFILES["gpu"], "prefetch_depth", job) == "tf.data Dataset.prefetch(buffer_size)"
     assert "num_parallel_calls" in knob_name(PROFILES["gpu"], "workload.input_workers", job)
     assert knob_name(PROFILES["ipu"], "prefetch_depth", job) == PROFILES["ipu"].knob_names["prefetch_depth"]
+
+
+def test_an_inference_job_s_pinned_memory_is_named_for_its_own_tensors_too():
+    """An inference pipeline copies its own tensors as often as a DataLoader's batches: pinned memory is named both
+    ways for it, the family's DataLoader words for training."""
+    inference = knob_name(PROFILES["gpu"], "pin_memory", {"framework": "pytorch", "kind": "inference"})
+    assert inference == JOB_KNOB_NAMES["inference"]["pin_memory"] and "tensor.pin_memory()" in inference
+    training = knob_name(PROFILES["gpu"], "pin_memory", {"framework": "pytorch", "kind": "training"})
+    assert training == "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True)"
