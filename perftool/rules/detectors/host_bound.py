@@ -56,9 +56,6 @@ class _Measured:
     in_allocator: float  # ... of it while the host allocates or frees memory
     in_preparing: float  # ... of it while the driving thread prepares inputs in Python (decodes, preprocesses)
     in_between: float  # ... of it between a serving engine's iterations (its annotations on the host)
-    graphs_per_step: float
-    compiled_calls_per_step: float
-    split_attention_per_step: float  # vLLM's attention ops run eagerly between graph pieces, per step
     values: dict[str, Any]
     evidence: list[Evidence]
 
@@ -150,10 +147,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "target_overhead": None,
     }
     evidence = scope.idle_stretches(pieces, named)
-    return _Measured(
-        lost, launch, in_launch_calls, in_allocator, in_preparing, in_between, graphs_per_step,
-        compiled_calls_per_step, split_attention_per_step, values, evidence,
-    )  # fmt: skip
+    return _Measured(lost, launch, in_launch_calls, in_allocator, in_preparing, in_between, values, evidence)
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -172,7 +166,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "target_overhead": params["target_overhead"],
     }
     dispatch_paces = values["dispatch_per_step_ms"] >= params["dispatch_paces"] * values["device_per_step_ms"]
-    variant, changes = _fix(scope, launch_bound, dispatch_paces, loop_size, current, measured.graphs_per_step)
+    variant, changes = _fix(scope, launch_bound, dispatch_paces, loop_size, current, values["graph_launches_per_step"])
     if variant == "host_work" and measured.in_preparing >= PREPARING_SHARE * lost and "serving" not in scope.contexts:
         variant = "preparing_inputs"  # the host decodes and preprocesses inputs inside the step
     if variant == "host_work" and (compiled := _compiled_share(scope)) >= COMPILED_SHARE:
@@ -183,7 +177,7 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         variant = "piecewise_graphs"  # vLLM's graphs split at its attention, which the host launches between them
     if scope.run is None and measured.in_between >= BETWEEN_SHARE * lost:
         variant, changes = "between_iterations", {}  # the engine schedules the next batch while the device waits
-    if scope.run is None and scope.steady_steps and measured.compiled_calls_per_step >= OP_BY_OP_CALLS:
+    if scope.run is None and scope.steady_steps and values["compiled_calls_per_step"] >= OP_BY_OP_CALLS:
         variant, changes = "op_by_op", {}
     if scope.run is None and measured.in_allocator >= ALLOCATOR_SHARE * lost:  # the host's time goes to the allocator
         variant, changes = "allocator_churn", {}
@@ -196,7 +190,8 @@ def _piecewise(scope: Scope, measured: _Measured) -> bool:
     attention ops on the host, at least one a step. Several graphs and no eager attention are no pieces (a draft
     model's graphs beside the target's, in speculative decoding); nor are SGLang's (its engine's name comes first
     where it runs vLLM's layers), which it splits otherwise."""
-    pieces = measured.graphs_per_step > PIECEMEAL_GRAPHS and measured.split_attention_per_step >= 1
+    values = measured.values
+    pieces = values["graph_launches_per_step"] > PIECEMEAL_GRAPHS and values["split_attention_per_step"] >= 1
     return "vllm" in scope.contexts and pieces
 
 
