@@ -26,6 +26,7 @@ from perftool.dialects.vocabulary import (
     INPUT_WORKER_THREAD,
     OTHER_DEVICES,
     READ_BACK,
+    RESHAPE,
     SPARSE_CORE,
 )
 from perftool.dialects.xla import Xla
@@ -45,12 +46,12 @@ def kept_args(launches: bool = True) -> KeepArgs:
     """The events whose ``args`` some dialect or analysis reads: the loader keeps args for these only (what
     collectives moved; the input shapes of ops the roofline models; with ``launches``, the launch configuration of
     long kernels, which only rules read), and the correlation ids of launches and their work, which pair them where
-    a trace's flows were left out."""
-    names = f"(?i:{COLLECTIVE_ARGS.pattern})|{MODELLED_NAMES.pattern}"
+    a trace's flows were left out; the input shapes of reshapes, which tell a batch from frames folded into it."""
+    inputs = f"{MODELLED_NAMES.pattern}|{RESHAPE.pattern}"
     return KeepArgs(
         frozenset().union(*(d.args_categories for d in REGISTERED)),
-        names,
-        MODELLED_NAMES.pattern,
+        f"(?i:{COLLECTIVE_ARGS.pattern})|{inputs}",
+        inputs,
         frozenset().union(*(d.launch_categories for d in REGISTERED)) if launches else frozenset(),
         correlated="|".join(d.correlated_categories for d in REGISTERED if d.correlated_categories),
     )

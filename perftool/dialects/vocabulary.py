@@ -25,6 +25,9 @@ OPTIMIZER_ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#\w+\.zero_grad$")  # it
 # aten::_fused_adamw_), where a per-parameter loop makes an op per tensor
 BATCHED_UPDATE = re.compile(r"^aten::_(foreach|fused)_")
 ATEN_OP = re.compile(r"^aten::")  # an op of PyTorch's own library (not an extension's, not a compiled region)
+# an op that gives a tensor another shape: a video model folds a clip's frames into the batch with one (B × T × C × H
+# × W viewed as B·T × C × H × W) before a per-frame convolution, so the loader keeps these ops' recorded inputs
+RESHAPE = re.compile(r"^aten::(reshape|view|_reshape_alias|_unsafe_view|flatten)$")
 # The kind of iteration an engine's step annotation names: SGLang's forward mode (EXTEND, DECODE, MIXED...); whether
 # vLLM's runs prefills, decodes or both (its context and generation counts), or takes new requests (V1's)
 ENGINE_STEP_MODE = re.compile(

@@ -51,6 +51,44 @@ def test_no_batch_where_no_batch_first_op_records_one(write_trace, args):
     assert batch_size(_trace(write_trace, "aten::conv2d", args), 0.0, 100.0) is None
 
 
+_CLIP = {"Input Dims": [[128, 3, 224, 224], [768, 3, 16, 16], [768]]}  # a video model's per-frame patch embedding
+
+
+def _reshape(dims: list, ts: float = 5, tid: int = 1, name: str = "aten::reshape") -> dict:
+    return {"ph": "X", "name": name, "cat": "cpu_op", "pid": 1, "tid": tid, "ts": ts, "dur": 1,
+            "args": {"Input Dims": [dims, []]}}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["aten::reshape", "aten::view", "aten::flatten"])
+def test_frames_folded_into_the_batch_by_a_reshape_before_the_op_are_not_samples(write_trace, name):
+    trace = _trace(write_trace, "aten::conv2d", _CLIP, [_reshape([2, 64, 3, 224, 224], name=name)])
+    found = batch_size(trace, 0.0, 100.0)
+    assert found is not None and found.samples == 2
+    assert found.source == f"aten::conv2d's input 128×3×224×224, folded from {name}'s 2×64×3×224×224"
+
+
+@pytest.mark.parametrize(
+    "reshape",
+    [
+        _reshape([1, 128, 3, 112, 448]),  # the same count, another shape
+        _reshape([4, 16, 3, 224, 224]),  # 64 frames, not 128
+        _reshape([1, 128, 3, 224, 224], tid=2),  # on another thread
+        _reshape([1, 128, 3, 224, 224], ts=20),  # after the op
+        _reshape([1, 128, 3, 224, 224], name="aten::expand"),  # no reshape
+    ],
+    ids=["other shape", "other count", "other thread", "after", "not a reshape"],
+)
+def test_only_a_reshape_that_made_the_op_s_input_unfolds_it(write_trace, reshape):
+    found = batch_size(_trace(write_trace, "aten::conv2d", _CLIP, [reshape]), 0.0, 100.0)
+    assert found is not None and found.samples == 128 and "folded" not in found.source
+
+
+def test_a_video_model_s_clip_is_one_sample_on_a_real_capture():
+    """TimeSformer on an H100: one clip of 128 frames, which its patch embedding convolves as 128 images."""
+    found = batch_size(load_trace(str(REAL / "h100_timesformer_k400.json.gz")), 0.0, float("inf"))
+    assert found is not None and found.samples == 1 and "1×128×3×224×224" in found.source
+
+
 def test_the_window_s_ops_come_before_the_rest(write_trace):
     later = {"ph": "X", "name": "aten::conv2d", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 200, "dur": 5,
              "args": {"Input Dims": [[64, 3, 8, 8], [8, 3, 3, 3]]}}  # fmt: skip
