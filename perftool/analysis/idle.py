@@ -1,10 +1,10 @@
 """Why the device is idle: every idle stretch of the analysis window attributed to one cause.
 
 Causes are tried in the order of :data:`CAUSES`; each takes the idle time it covers that no
-earlier cause took, so the parts add up to the device's idle time exactly. A blocking copy takes the
-idle stretch that starts while the host is in it only until the host moves on to wait for its next
-batch: from there the device waits for input. A sync takes the whole stretch after it: the loop cannot
-run ahead past it, so whatever the host does next is exposed because of it.
+earlier cause took, so the parts add up to the device's idle time exactly. A blocking copy or a sync takes
+the idle stretch that starts while the host is in it only until the host moves on to load or wait for its next
+batch: from there the device waits for input. (A per-step sync exposes whatever the host does next, but the batch
+it loads is the input's: workers that prepare it ahead remove that part, the sync or not.)
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def attribute_idle(
     for cause, cover in covers.items():
         if not isinstance(cover, tuple):  # a cause that takes whole pieces: which of them
             taken = cover(remaining)
-            cut_at = input_waits[0] if cause == "blocking_copy" else np.empty(0)
+            cut_at = input_waits[0] if cause in ("blocking_copy", "sync") else np.empty(0)
             kept, handed_on = _until(remaining[0][taken], remaining[1][taken], cut_at)
             by_cause[cause] = kept
             remaining = remaining[0][~taken], remaining[1][~taken]
@@ -158,11 +158,12 @@ def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Interv
 
 
 def _until(starts: np.ndarray, ends: np.ndarray, marks: np.ndarray) -> tuple[intervals.Intervals, intervals.Intervals]:
-    """Pieces cut at the first of the sorted ``marks`` inside each: the parts before, and the parts from it on."""
+    """Pieces cut at the first of the sorted ``marks`` inside each (at its start included): the parts before, and the
+    parts from it on."""
     if marks.size == 0 or starts.size == 0:
         return (starts, ends), (np.empty(0), np.empty(0))
-    following = marks[np.minimum(np.searchsorted(marks, starts, side="right"), marks.size - 1)]
-    cut = (following > starts) & (following < ends)
+    following = marks[np.minimum(np.searchsorted(marks, starts, side="left"), marks.size - 1)]
+    cut = (following >= starts) & (following < ends)
     return (starts, np.where(cut, following, ends)), (following[cut], ends[cut])
 
 

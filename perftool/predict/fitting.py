@@ -204,8 +204,9 @@ def _fit(
     job_steps = _fit_steps(trace, scope, profile, given, recompiling)
     half = max(_given(given, "workload", "half_efficiency_batch", 0.0), 0.0)  # a step computes batch + half
     loading = _loading(trace, scope) if profile.host_feeds_data else None
-    syncs = not profile.host_blocks_per_call and _syncs_each_step(trace, scope, idle.get("sync", 0.0) / step)
-    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, syncs, pageable and not syncs)
+    stall = 0.0 if profile.host_blocks_per_call else _stall_each_step(trace, scope)
+    syncs = stall > 0
+    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, stall, pageable and not syncs)
     per_step = _steady_compute(scope)
     compute_jitter = _compute_spread(per_step)
     # a graph compiled again in the steady state: the remainder loop where the fit has one, else a short last batch
@@ -311,15 +312,16 @@ def _host(
     steps: int,
     job_steps: int,
     loading: np.ndarray | None,
-    syncs: bool,
+    stall: float,
     copies_block: bool,
 ) -> _Host:
     """The host's time per device call, from the device's idle per step (``idle``) and its work (``compute``);
-    ``loading``: how long the training process took to load each batch itself (None: it loads none); ``syncs``:
-    the host waits for each step's device work before going on; ``copies_block``: it does so in each step's copy
-    from pageable memory."""
+    ``loading``: how long the training process took to load each batch itself (None: it loads none); ``stall``:
+    where the host waits for each step's device work before going on, how long the device then idles per step (0
+    where it does not wait); ``copies_block``: it waits in each step's copy from pageable memory."""
+    syncs = stall > 0
     if "device_graphs" in profile.knobs and not graphs_in_use(trace, scope.in_window):
-        return _streamed(trace, scope, idle, compute, steps, loading, syncs, copies_block)
+        return _streamed(trace, scope, idle, compute, steps, loading, stall, copies_block)
     host_idle = host = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES)
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     if waiting > host_idle:  # input sets the pace: the device idles for the host's work only once data is in
@@ -341,28 +343,28 @@ def _streamed(
     compute: float,
     steps: int,
     loaded: np.ndarray | None,
-    syncs: bool,
+    stall: float,
     copies_block: bool,
 ) -> _Host:
     """A host that launches ops one by one (the trace shows no graph launches): of its own time per step (busy
     outside loading batches, syncs and copies that block), what dispatches the ops (:func:`dispatch_per_step`) goes
     to launching them, and the rest (Python that runs no op, the allocator, code loading) to Python before the
     first launch, which a device graph does not remove; the device idles, beyond what that time over its work
-    explains, while runs of short ops are launched. A host that waits for each step (``syncs``) then loads its
-    batch and runs Python before the first launch: at least the device's idle after each sync. A host that waits
+    explains, while runs of short ops are launched. A host that waits for each step then loads its batch and runs
+    Python before the first launch: at least the device's idle after each wait (``stall``). A host that waits
     in each step's copy from pageable memory (``copies_block``) runs before the first launch no more Python than
     the device idles for the host, the rest beside the device's work, between launches. What sets the pace is
     input, where the device waits for workers most; else the longer of the host's path (loading and launching) and
     the device's (work, and idle between launches)."""
     loads = loaded is not None
-    after_syncs = idle.get("sync", 0.0) if syncs else 0.0
+    after_syncs = idle.get("sync", 0.0) if stall else 0.0
     host_idle = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES) - after_syncs
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     own = _own_host_time(trace, scope) / steps
     gaps = max(host_idle - max(own - compute, 0.0), 0.0)
     loading = waiting if loads else 0.0  # the loop's loading, as far as the device waits for it
     dispatch = min(dispatch_per_step(trace, scope), own)
-    python = max(after_syncs - (float(np.sum(loaded)) / steps if loaded is not None else 0.0), own - dispatch, 0.0)
+    python = max(stall - (float(np.sum(loaded)) / steps if loaded is not None else 0.0), own - dispatch, 0.0)
     if copies_block and python > host_idle:  # the copy's wait exposes the Python before the first launch in full
         python, dispatch = host_idle, own - host_idle
         gaps = max(host_idle - python - max(dispatch - compute, 0.0), 0.0)
@@ -376,22 +378,42 @@ def _streamed(
     return _Host(overrides, 1, ops, True, paced, {"launch_idle_us": gaps})
 
 
-def _syncs_each_step(trace: Trace, scope: TraceAnalysis, stalled: float) -> bool:
-    """Whether the host waits for the device's step in every steady step (a value read back each step,
-    ``loss.item()``): a sync in each (but the last, whose sync may fall past the trace's end), after which the
-    device idles at least :data:`SYNC_STALL` of the step (``stalled``). A sync after which the device hardly idles
-    waited for part of the step only, and the host went on while the rest ran."""
-    if stalled < SYNC_STALL:
-        return False
-    syncs = trace.on_roles(Role.HOST) & (trace.kind == Kind.SYNC) & scope.in_window
+def _stall_each_step(trace: Trace, scope: TraceAnalysis) -> float:
+    """How long the device idles per step after the host has waited for it, µs, where the host waits for the device's
+    step in every steady step (a value read back each step, ``loss.item()``, or the step's results copied back); 0
+    where it does not. A wait in each step (but the last, whose wait may fall past the trace's end) counts where the
+    device then idles at least :data:`SYNC_STALL` of the step: a sync after which the device hardly idles waited
+    for part of the step only, and the host went on while the rest ran."""
     steps = scope.steps
     starts, ends = steps.start[steps.warmup :], steps.end[steps.warmup :]
-    if not syncs.any() or starts.size == 0:
-        return False
-    at = np.sort(trace.ts[syncs])
+    waits = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.kind == Kind.SYNC) & scope.in_window)
+    calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
+    waits = np.r_[waits, calls[read_backs(trace, calls)]]
+    if waits.size == 0 or starts.size == 0:
+        return 0.0
+    stall = intervals.total(_idle_after(scope, (trace.ts[waits], trace.end[waits]))) / starts.size
+    if stall < SYNC_STALL * scope.step_time:
+        return 0.0
+    at = np.sort(trace.ts[waits])
     synced = np.searchsorted(at, ends) > np.searchsorted(at, starts)
-    judged = synced[:-1] if synced.size > 1 else synced  # the last step's sync may fall past the trace's end
-    return bool(judged.all())
+    judged = synced[:-1] if synced.size > 1 else synced  # the last step's wait may fall past the trace's end
+    return stall if judged.all() else 0.0
+
+
+def _idle_after(scope: TraceAnalysis, waits: intervals.Intervals) -> intervals.Intervals:
+    """The device's idle stretches that begin while the host is in one of ``waits`` (from their starts to their ends:
+    the device drained while the host waited for it), as far as its next work; after the window's last work, to
+    the window's end and, as the steps repeat, from the window's start to its first work."""
+    starts, ends = scope.metrics.busy["device"]
+    began, returned = waits
+    done = np.searchsorted(starts, returned, side="right")  # the device's work begun before each wait returned
+    drained = (done > 0) & (ends[np.maximum(done - 1, 0)] <= returned)
+    drained[drained] = ends[done[drained] - 1] >= began[drained]  # ... and its last finished during the wait
+    idle_from, done = ends[done[drained] - 1], done[drained]
+    after_last = done == starts.size
+    resumed = np.where(after_last, scope.hi, starts[np.minimum(done, starts.size - 1)])
+    wrap = bool(after_last.any())
+    return intervals.union(np.r_[idle_from, [scope.lo] if wrap else []], np.r_[resumed, [starts[0]] if wrap else []])
 
 
 def _ops(scope: TraceAnalysis, steps: int) -> int:

@@ -240,6 +240,27 @@ def test_idle_time_goes_to_one_cause_each_in_priority_order(write_trace):
     assert sum(idle.time(c) for c in idle.by_cause) == idle.total
 
 
+@pytest.mark.parametrize("wait", ["cudaStreamSynchronize", "cudaMemcpy"])
+@pytest.mark.parametrize("load_at", [100.0, 150.0], ids=["as the device drains", "after the wait returns"])
+def test_a_wait_for_the_device_keeps_the_idle_after_it_only_until_the_host_loads_its_batch(write_trace, wait, load_at):
+    """The host waits for the step's kernel in a sync (or a read-back) until 100, the device then idles until 1000:
+    the stretch is the wait's until the host starts loading its next batch, the input's from there, even where the
+    load begins the instant the device drains."""
+    events = [
+        process_name(1, "python3"),
+        process_name(0, "GPU 0"),
+        complete("kernel_a", 0, 100, pid=0, tid=7, cat="kernel"),
+        complete("kernel_b", 1000, 100, pid=0, tid=7, cat="kernel"),
+        complete(wait, 10, 90, pid=1, tid=1, cat="cuda_runtime"),
+        *(complete("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", start, end - start, pid=1, tid=1,
+                   cat="user_annotation") for start, end in ((load_at, 900.0), (1010.0, 1050.0))),
+    ]  # fmt: skip
+    trace = load_trace(write_trace({"traceEvents": events, "deviceProperties": []}))
+    idle = attribute_idle(trace, 0.0, 1100.0)
+    cause = "sync" if wait == "cudaStreamSynchronize" else "blocking_copy"
+    assert idle.time(cause) == load_at - 100.0 and idle.time("input_wait") == 900.0 - load_at
+
+
 def test_device_family_from_names_and_dialect(write_trace):
     def family(*names):
         return device_family(load_trace(write_trace({"traceEvents": [complete(n, 0, 1) for n in names]})))

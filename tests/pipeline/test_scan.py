@@ -276,9 +276,9 @@ def test_select_and_ignore(run):
         ]
 
     everything = rule_ids()
-    assert {"PT001", "PT007", "PT008"} <= set(everything)
-    assert rule_ids("--select", "PT008") == ["PT008"]
-    assert rule_ids("--select", "sync-points,exposed-transfers") == ["PT008", "PT007"]
+    assert {"PT001", "PT002", "PT007"} <= set(everything)
+    assert rule_ids("--select", "PT002") == ["PT002"]
+    assert rule_ids("--select", "input-bound,exposed-transfers") == ["PT002", "PT007"]
     assert "PT001" not in rule_ids("--ignore", "host-bound-gaps")
 
 

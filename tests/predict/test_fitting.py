@@ -302,7 +302,7 @@ def test_a_host_that_blocks_per_call_is_what_the_device_waits_for_times_the_loop
     assert inputs.pacing == INPUT_PACE and inputs.overrides["python_us"] == 32 * 50.0 - 500.0
     assert host({}).pacing is None and host({}).overrides == {"python_us": 0.0, "call_dispatch_us": 0.0}
     assert host({"sync": 0.5}).pacing == HOST_PACE  # any wait at all paces the step
-    assert fitting._host(trace, scope, PROFILES["gpu"], {"host": 100.0}, 1000.0, 255, 256, None, False, False).loop == 1
+    assert fitting._host(trace, scope, PROFILES["gpu"], {"host": 100.0}, 1000.0, 255, 256, None, 0.0, False).loop == 1
 
 
 def test_a_host_that_runs_ahead_costs_the_device_only_what_exceeds_its_compute(stripped):
@@ -312,20 +312,20 @@ def test_a_host_that_runs_ahead_costs_the_device_only_what_exceeds_its_compute(s
     profile = PROFILES["gpu"]
     family = profile.python_us + profile.call_dispatch_us
 
-    def python(idle: dict[str, float], compute: float, syncs: bool = False) -> float:
-        host = fitting._host(trace, scope, profile, idle, compute, scope.steady_steps, 256, None, syncs, False)
+    def python(idle: dict[str, float], compute: float, stall: float = 0.0) -> float:
+        host = fitting._host(trace, scope, profile, idle, compute, scope.steady_steps, 256, None, stall, False)
         assert host.loop == 1 and host.launching is False
         return host.overrides["python_us"] + host.overrides["call_dispatch_us"]
 
     assert python({"host": 100.0}, 1000.0) == 1100.0
     assert python({"host": 0.5}, 1000.0) == 1000.5
     assert python({}, 1000.0) == 500.0 and python({}, 2 * family) == family
-    assert python({"sync": 100.0}, 1000.0, syncs=True) == 100.0
+    assert python({"sync": 100.0}, 1000.0, stall=100.0) == 100.0
 
 
 def test_a_host_without_graphs_is_fitted_its_own_time_and_its_launches(analysed):
     """Op by op: the host's own time a step goes to launching (what dispatches ops) and Python (the rest, or what
-    the device idles after a sync each step, less the batch it loads then); the device idles between launches for
+    the device idles after its wait each step, less the batch it loads then); the device idles between launches for
     what that time does not explain; the host's path or the device's sets the pace."""
     trace, scope = analysed(eager_steps(20, python_us=300, ops=10, kernel_us=100))
     steps = scope.steady_steps
@@ -333,8 +333,8 @@ def test_a_host_without_graphs_is_fitted_its_own_time_and_its_launches(analysed)
     dispatch = min(dispatch_per_step(trace, scope), own)
     assert fitting._ops(scope, steps) == 10 and own > dispatch > 0  # Python that launches nothing
 
-    def streamed(idle: dict[str, float], compute: float, syncs=False, loaded=None, blocks=False) -> fitting._Host:
-        host = fitting._host(trace, scope, PROFILES["gpu"], idle, compute, steps, 256, loaded, syncs, blocks)
+    def streamed(idle: dict[str, float], compute: float, stall=0.0, loaded=None, blocks=False) -> fitting._Host:
+        host = fitting._host(trace, scope, PROFILES["gpu"], idle, compute, steps, 256, loaded, stall, blocks)
         assert host.launching is True and host.loop == 1 and host.ops == 10
         return host
 
@@ -347,13 +347,13 @@ def test_a_host_without_graphs_is_fitted_its_own_time_and_its_launches(analysed)
     assert streamed({"host": 0.5}, own + 10.0).workload == {"launch_idle_us": 0.5}
     assert streamed({"host": 0.5}, own).pacing == ("workload", "launch_idle_us")  # by half a microsecond
     assert streamed({"host": 300.0, "input_wait": 300.0}, own).pacing == ("workload", "launch_idle_us")
-    synced = streamed({"sync": 5 * own, "host": 100.0, "input_wait": 50.0}, own, syncs=True)
+    synced = streamed({"sync": 5 * own, "host": 100.0, "input_wait": 50.0}, own, stall=5 * own)
     assert synced.overrides["python_us"] == 5 * own and synced.workload == {"launch_idle_us": 100.0}
-    loading = streamed({"sync": 5 * own, "input_wait": 50.0}, own, syncs=True, loaded=np.full(steps, own))
+    loading = streamed({"sync": 4 * own, "input_wait": own}, own, stall=5 * own, loaded=np.full(steps, own))
     assert loading.overrides["python_us"] == pytest.approx(4 * own) and loading.pacing == LAUNCH_PACE
-    assert streamed({"sync": 100.0}, own, syncs=True).pacing is not None  # the wait after each sync
+    assert streamed({"sync": 100.0}, own, stall=100.0).pacing is not None  # the wait after each sync
     assert streamed({"sync": 5 * own}, own).overrides["python_us"] == own - dispatch  # no sync each step
-    unsynced = streamed({"host": 100.0}, own, syncs=True)  # no wait after it
+    unsynced = streamed({"host": 100.0}, own, stall=1.0)  # hardly a wait after it
     assert unsynced.overrides["python_us"] == own - dispatch and unsynced.workload == {"launch_idle_us": 100.0}
     inputs = streamed({"host": 100.0, "input_wait": 200.0}, own)
     assert inputs.pacing == INPUT_PACE
@@ -390,27 +390,43 @@ def test_device_ops_a_step(analysed):
 # --- the host reading a value back each step ---
 
 
-def _synced_steps(steps: int = 8, skip: tuple[int, ...] = (), on_device: bool = False) -> dict:
-    """Eager steps each ending in ``aten::item`` on the host, a device tensor's read (its synchronisation inside it),
-    or a stream waiting, on the device, but ``skip``."""
-    document = eager_steps(5, ops=4, kernel_us=200, steps=steps)
+def _synced_steps(steps: int = 8, skip: tuple[int, ...] = (), on_device: bool = False, python_us: float = 100) -> dict:
+    """Eager steps of ``python_us`` of Python (the device idle) then four ops, each step ending in ``aten::item`` on the
+    host, a device tensor's read whose synchronisation returns as the step's last kernel ends, or a stream waiting, on
+    the device, but ``skip``."""
+    document = eager_steps(5, python_us=python_us, ops=4, kernel_us=200, steps=steps)
     markers = [e for e in document["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
     for i, marker in enumerate(markers):
         if i not in skip:
-            end = marker["ts"] + marker["dur"]
+            end = marker["ts"] + marker["dur"]  # the device's last kernel ends 1 µs later
             if on_device:
                 document["traceEvents"].append(span("Stream Wait Event", 0, 7, end - 3, 2, "cpu_op"))
             else:
-                read = span("aten::item", 100, 1, end - 3, 2, "cpu_op")
-                document["traceEvents"] += [read, span("cudaStreamSynchronize", 100, 1, end - 2.5, 1, "cuda_runtime")]
+                read = span("aten::item", 100, 1, end - 3, 4, "cpu_op")
+                document["traceEvents"] += [read, span("cudaStreamSynchronize", 100, 1, end - 2.5, 3.5, "cuda_runtime")]
     return document
 
 
+def _waits_each_step(analysed, document: dict) -> bool:
+    trace, scope = analysed(document)
+    return fitting._stall_each_step(trace, scope) > 0
+
+
 def test_a_sync_each_step_that_stalls_the_device_is_a_sync_each_step(analysed):
+    """After each sync the device idles while the host runs the next step's 100 µs of Python and first launch: that
+    is the stall the fit gives the host before its first launch; with no Python, the device hardly idles (1 µs and
+    a launch of 925 µs) and the sync waited for nothing that matters."""
     trace, scope = analysed(_synced_steps())
     assert scope.steps.count == 8 and scope.steps.warmup == 0
-    assert fitting._syncs_each_step(trace, scope, fitting.SYNC_STALL) is True
-    assert fitting._syncs_each_step(trace, scope, 0.0199) is False  # the device hardly idles after it
+    assert fitting._stall_each_step(trace, scope) == pytest.approx(105.0, abs=1.0)
+    assert not _waits_each_step(analysed, _synced_steps(python_us=0))
+    copied = _synced_steps()  # the input copied in as the Python ends: the device's next work, though no compute
+    markers = [e for e in copied["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    copied["traceEvents"] += [
+        span("Memcpy HtoD (Pinned -> Device)", 0, 7, m["ts"] + 100, 3, "gpu_memcpy") for m in markers
+    ]
+    trace, scope = analysed(copied)
+    assert fitting._stall_each_step(trace, scope) == pytest.approx(100.0, abs=1.0)
 
 
 @pytest.mark.parametrize(
@@ -419,15 +435,69 @@ def test_a_sync_each_step_that_stalls_the_device_is_a_sync_each_step(analysed):
     ids=["the last's past the trace", "the one before the last", "the first", "none"],
 )
 def test_every_steady_step_but_the_last_must_sync(analysed, skip, each):
-    trace, scope = analysed(_synced_steps(skip=skip))
-    assert fitting._syncs_each_step(trace, scope, 0.5) is each
+    assert _waits_each_step(analysed, _synced_steps(skip=skip)) is each
 
 
 def test_two_steps_judge_the_first_and_a_stream_waiting_is_no_host_sync(analysed):
-    trace, scope = analysed(_synced_steps(steps=2, skip=(1,)))
-    assert scope.steps.count == 2 and fitting._syncs_each_step(trace, scope, 0.5) is True
-    trace, scope = analysed(_synced_steps(on_device=True))
-    assert fitting._syncs_each_step(trace, scope, 0.5) is False
+    assert _waits_each_step(analysed, _synced_steps(steps=2, skip=(1,)))
+    assert not _waits_each_step(analysed, _synced_steps(on_device=True))
+
+
+def _read_back_steps(python_us: float = 400.0, beside_us: float = 0.0, copy: str = "DtoH (Device -> Pageable)") -> dict:
+    """Steps of ``python_us`` of Python (the device idle), one op launching an 800 µs kernel, then the step's results
+    copied back to pageable memory in a ``cudaMemcpyAsync`` that blocks until its copy after the kernel is done; with
+    ``beside_us``, a kernel on another stream still runs that long after the read-back returns; ``copy``: the
+    device's copy the call waits for."""
+    events = [meta("process_labels", 100, 0, labels="CPU"), meta("process_labels", 0, 0, labels="GPU 0")]
+    t = 0.0
+    for step in range(8):
+        begin, launched = t, t + python_us + 10
+        kernel_end = launched + 800
+        returned = kernel_end + 12
+        events += [
+            span("preprocess (data.py:10)", 100, 1, begin, python_us, "python_function"),
+            span("aten::linear", 100, 1, begin + python_us, 10, "cpu_op"),
+            span("cudaLaunchKernel", 100, 1, begin + python_us + 4, 5, "cuda_runtime"),
+            span("sm90_gemm", 0, 7, launched, 800, "kernel"),
+            span("cudaMemcpyAsync", 100, 1, launched + 2, returned - launched - 2, "cuda_runtime"),
+            span(f"Memcpy {copy}", 0, 7, kernel_end + 1, 10, "gpu_memcpy"),
+            *([span("elementwise_kernel", 0, 9, launched, 812 + beside_us, "kernel")] if beside_us else []),
+            span(f"ProfilerStep#{step}", 100, 1, begin, returned - begin + 1, "user_annotation"),
+        ]
+        t = returned + 2
+    return {"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}]}
+
+
+@pytest.mark.parametrize(
+    ("python_us", "beside_us", "copy", "each"),
+    [
+        (400.0, 0.0, "DtoH (Device -> Pageable)", True),
+        (1.0, 0.0, "DtoH (Device -> Pageable)", False),
+        (400.0, 50.0, "DtoH (Device -> Pageable)", False),
+        (400.0, 0.0, "HtoD (Pageable -> Device)", False),
+    ],
+    ids=["drained, then idle", "drained, then hardly idle", "compute still running", "a copy in"],
+)
+def test_results_read_back_each_step_wait_for_the_step_where_they_drain_the_device(
+    analysed, python_us, beside_us, copy, each
+):
+    """A blocking copy of results to the host that returns with no compute left running waits for the whole step,
+    as a sync does: a sync each step where the device then idles 2% of the step or more; a read-back while a kernel
+    still runs waited for part of the step only; a blocking copy in is the pageable input's, which the fit models
+    as such."""
+    assert _waits_each_step(analysed, _read_back_steps(python_us, beside_us, copy)) is each
+
+
+def test_the_stall_after_a_wait_runs_from_the_device_s_last_work_to_its_next(analysed):
+    """From the read-back's copy ending (1 µs before the call returns) to the next step's kernel: the 2 µs before the
+    step, its 400 µs of Python and the 10 µs op that launches it, 413 µs a step; a sync made while the device has
+    idled since its last work waited for nothing and counts for none."""
+    trace, scope = analysed(_read_back_steps())
+    assert fitting._stall_each_step(trace, scope) == pytest.approx(413.0, abs=0.5)
+    late = _synced_steps(skip=tuple(range(8)))
+    markers = [e for e in late["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    late["traceEvents"] += [span("cudaEventSynchronize", 100, 1, m["ts"] + 50, 2, "cuda_runtime") for m in markers]
+    assert not _waits_each_step(analysed, late)
 
 
 # --- the loop size: steps per device call ---
@@ -756,10 +826,8 @@ def test_a_trace_without_input_copies_copies_a_byte_a_sample(analysed):
 
 
 def test_one_steady_step_must_sync_itself(analysed):
-    trace, scope = analysed(_synced_steps(steps=1))
-    assert scope.steps.count == 1 and fitting._syncs_each_step(trace, scope, 0.5) is True
-    trace, scope = analysed(_synced_steps(steps=1, skip=(0,)))
-    assert fitting._syncs_each_step(trace, scope, 0.5) is False
+    assert _waits_each_step(analysed, _synced_steps(steps=1))
+    assert not _waits_each_step(analysed, _synced_steps(steps=1, skip=(0,)))
 
 
 # --- compiles, CPU fallbacks, pageable copies, the host's spread ---
