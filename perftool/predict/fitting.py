@@ -351,19 +351,23 @@ def _streamed(
     to launching them, and the rest (Python that runs no op, the allocator, code loading) to Python before the
     first launch, which a device graph does not remove; the device idles, beyond what that time over its work
     explains, while runs of short ops are launched. A host that waits for each step then loads its batch and runs
-    Python before the first launch: at least the device's idle after each wait (``stall``). A host that waits
-    in each step's copy from pageable memory (``copies_block``) runs before the first launch no more Python than
-    the device idles for the host, the rest beside the device's work, between launches. What sets the pace is
-    input, where the device waits for workers most; else the longer of the host's path (loading and launching) and
-    the device's (work, and idle between launches)."""
+    Python before the first launch: at least the device's idle after each wait (``stall``); the device idles
+    between launches for the rest of its idle for the host that launching longer than its work does not explain.
+    A host that waits in each step's copy from pageable memory (``copies_block``) runs before the first launch no
+    more Python than the device idles for the host, the rest beside the device's work, between launches. What sets
+    the pace is input, where the device waits for workers most; else the longer of the host's path (loading and
+    launching) and the device's (work, and idle between launches)."""
     loads = loaded is not None
     after_syncs = idle.get("sync", 0.0) if stall else 0.0
     host_idle = sum(idle.get(cause, 0.0) for cause in HOST_CAUSES) - after_syncs
     waiting = sum(idle.get(cause, 0.0) for cause in INPUT_CAUSES)
     own = _own_host_time(trace, scope) / steps
-    gaps = max(host_idle - max(own - compute, 0.0), 0.0)
     loading = waiting if loads else 0.0  # the loop's loading, as far as the device waits for it
     dispatch = min(dispatch_per_step(trace, scope), own)
+    if stall:  # what the host does after each wait is exposed, then its launching as far as it outlasts the work
+        gaps = max(host_idle + after_syncs + loading - stall - max(dispatch - compute, 0.0), 0.0)
+    else:
+        gaps = max(host_idle - max(own - compute, 0.0), 0.0)
     python = max(stall - (float(np.sum(loaded)) / steps if loaded is not None else 0.0), own - dispatch, 0.0)
     if copies_block and python > host_idle:  # the copy's wait exposes the Python before the first launch in full
         python, dispatch = host_idle, own - host_idle

@@ -349,12 +349,16 @@ def test_a_host_without_graphs_is_fitted_its_own_time_and_its_launches(analysed)
     assert streamed({"host": 300.0, "input_wait": 300.0}, own).pacing == ("workload", "launch_idle_us")
     synced = streamed({"sync": 5 * own, "host": 100.0, "input_wait": 50.0}, own, stall=5 * own)
     assert synced.overrides["python_us"] == 5 * own and synced.workload == {"launch_idle_us": 100.0}
-    loading = streamed({"sync": 4 * own, "input_wait": own}, own, stall=5 * own, loaded=np.full(steps, own))
+    loaded = np.full(steps, own)  # after each wait it loads its batch (the device waits for it) and runs Python
+    loading = streamed({"sync": 4 * own, "input_wait": own, "host": 30.0}, own, stall=5 * own, loaded=loaded)
     assert loading.overrides["python_us"] == pytest.approx(4 * own) and loading.pacing == LAUNCH_PACE
+    assert loading.workload["launch_idle_us"] == pytest.approx(30.0)  # the idle beyond the stall: between launches
+    outlasting = streamed({"sync": 10.0, "host": 900.0}, dispatch - 200.0, stall=10.0)  # launching outlasts the work
+    assert outlasting.workload == {"launch_idle_us": 700.0}  # the 200 µs it outlasts the work by explain the rest
     assert streamed({"sync": 100.0}, own, stall=100.0).pacing is not None  # the wait after each sync
     assert streamed({"sync": 5 * own}, own).overrides["python_us"] == own - dispatch  # no sync each step
     unsynced = streamed({"host": 100.0}, own, stall=1.0)  # hardly a wait after it
-    assert unsynced.overrides["python_us"] == own - dispatch and unsynced.workload == {"launch_idle_us": 100.0}
+    assert unsynced.overrides["python_us"] == own - dispatch and unsynced.workload == {"launch_idle_us": 99.0}
     inputs = streamed({"host": 100.0, "input_wait": 200.0}, own)
     assert inputs.pacing == INPUT_PACE
     # waiting in each step's pageable copy, the host runs before its first launch only the Python the device idles
