@@ -409,6 +409,8 @@ def _idle_after(scope: TraceAnalysis, waits: intervals.Intervals) -> intervals.I
     the device drained while the host waited for it), as far as its next work; after the window's last work, to
     the window's end and, as the steps repeat, from the window's start to its first work."""
     starts, ends = scope.metrics.busy["device"]
+    if starts.size == 0:  # no work in the window: nothing drained
+        return np.empty(0), np.empty(0)
     began, returned = waits
     done = np.searchsorted(starts, returned, side="right")  # the device's work begun before each wait returned
     drained = (done > 0) & (ends[np.maximum(done - 1, 0)] <= returned)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from builders import ARGS, NCCL, eager_steps, kineto_job, meta, span
 from builders import stripped as stripped_sample
 from conftest import REPO
 
+from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.host_work import dispatch_per_step
 from perftool.analysis.loader import batches_in_order
@@ -490,6 +492,11 @@ def test_results_read_back_each_step_wait_for_the_step_where_they_drain_the_devi
     still runs waited for part of the step only; a blocking copy in is the pageable input's, which the fit models
     as such."""
     assert _waits_each_step(analysed, _read_back_steps(python_us, beside_us, copy)) is each
+
+
+def test_a_wait_in_a_window_without_device_work_drains_nothing():
+    scope = SimpleNamespace(metrics=SimpleNamespace(busy={"device": (np.empty(0), np.empty(0))}), lo=0.0, hi=10.0)
+    assert intervals.total(fitting._idle_after(scope, (np.array([1.0]), np.array([2.0])))) == 0.0
 
 
 def test_the_stall_after_a_wait_runs_from_the_device_s_last_work_to_its_next(analysed):
