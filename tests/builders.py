@@ -316,7 +316,7 @@ def eager_steps(op_us: float, python_us: float = 0.0, ops: int = 20, kernel_us: 
     for step in range(steps):
         begin = t
         if python_us:
-            events.append(span("preprocess (data.py:10)", *host, t, python_us, "python_function"))
+            events.append(span("update_metrics (train.py:10)", *host, t, python_us, "python_function"))
             t += python_us
         for op in range(ops):
             name = "Optimizer.step#SGD.step" if op == ops - 1 else "aten::linear"

@@ -101,8 +101,8 @@ def attribute_idle(
     for cause, cover in covers.items():
         if not isinstance(cover, tuple):  # a cause that takes whole pieces: which of them
             taken = cover(remaining)
-            cut_at = input_waits[0] if cause in ("blocking_copy", "sync") else np.empty(0)
-            kept, handed_on = _until(remaining[0][taken], remaining[1][taken], cut_at)
+            loads = input_waits if cause in ("blocking_copy", "sync") else (np.empty(0), np.empty(0))
+            kept, handed_on = _until(remaining[0][taken], remaining[1][taken], loads)
             by_cause[cause] = kept
             remaining = remaining[0][~taken], remaining[1][~taken]
             if handed_on[0].size:  # the rest of a piece goes on to the later causes, in time order
@@ -157,14 +157,20 @@ def fallback_round_trips(trace: Trace, lo: float, hi: float) -> intervals.Interv
     return intervals.clip(intervals.union(starts, ends), lo, hi)
 
 
-def _until(starts: np.ndarray, ends: np.ndarray, marks: np.ndarray) -> tuple[intervals.Intervals, intervals.Intervals]:
-    """Pieces cut at the first of the sorted ``marks`` inside each (at its start included): the parts before, and the
-    parts from it on."""
-    if marks.size == 0 or starts.size == 0:
+def _until(
+    starts: np.ndarray, ends: np.ndarray, loads: intervals.Intervals
+) -> tuple[intervals.Intervals, intervals.Intervals]:
+    """Pieces cut where the host begins loading (one of the sorted, disjoint ``loads``) inside each, or at their start
+    where it is loading already: the parts before, and the parts from there on."""
+    begins, finishes = loads
+    if begins.size == 0 or starts.size == 0:
         return (starts, ends), (np.empty(0), np.empty(0))
-    following = marks[np.minimum(np.searchsorted(marks, starts, side="left"), marks.size - 1)]
-    cut = (following >= starts) & (following < ends)
-    return (starts, np.where(cut, following, ends)), (following[cut], ends[cut])
+    ongoing = np.searchsorted(begins, starts, side="right") - 1  # the last load begun by each piece's start
+    loading = (ongoing >= 0) & (finishes[np.maximum(ongoing, 0)] > starts)
+    following = begins[np.minimum(np.searchsorted(begins, starts, side="left"), begins.size - 1)]
+    at = np.where(loading, starts, following)
+    cut = loading | ((following >= starts) & (following < ends))
+    return (starts, np.where(cut, at, ends)), (at[cut], ends[cut])
 
 
 def _starting_in(pieces: intervals.Intervals, spans: intervals.Intervals) -> np.ndarray:

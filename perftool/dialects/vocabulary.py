@@ -193,6 +193,12 @@ INPUT_PREPARATION = re.compile(
     r"(?i)preprocess|image_processing|feature_extraction|video_processing|tokeniz|augment|collate"
     r"|torchvision[/\\](transforms|io)[/\\]|read_video|decode_video|video_reader|pyav|decord|\bPIL[/\\]|\bcv\d\.|imageio"
 )  # no digit written out (OpenCV's cv2 as cv\d): the pattern is searched in the names' shapes, digits as 0
+# ... but not Python that handles the model's outputs after the step ("image_processing_owlv2.py(503):
+# post_process_object_detection", diffusers' image_processor postprocess), which runs where the outputs are
+POST_PROCESSING = re.compile(r"(?i)post_?process")
+# A call of a PyTorch module, as Kineto's Python tracer names it ("nn.Module: CLIPTextModel_0"): what runs inside
+# it is the model's (a text encoder preparing its attention mask is no input pipeline)
+MODULE_CALL = re.compile(r"^nn\.Module: ")
 # A batch loaded by the training process itself (a PyTorch DataLoader with num_workers=0).
 IN_PROCESS_LOADING = re.compile(r"_SingleProcessDataLoaderIter")
 # Collectives, as NCCL/RCCL/HCCL, c10d and XLA (all-reduce.3, all-gather-start, collective-permute-done) name them;

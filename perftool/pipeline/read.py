@@ -7,6 +7,7 @@ import os
 
 from perftool import dialects
 from perftool.analysis.device_clock import align_device_clock
+from perftool.analysis.in_process_input import mark_preparation
 from perftool.trace.loader import Decoders, read_trace
 from perftool.trace.model import Trace
 from perftool.trace.msprof_kernels import KERNEL_DETAILS, msprof_kernels
@@ -40,7 +41,8 @@ def load_trace(
     analysis: str = "info",
 ) -> Trace:
     """Read a trace file (or the trace of a profiler's output directory: :func:`~perftool.trace.profiler_dirs.
-    trace_path`) and assign track roles and event kinds through its dialect, a device's events moved onto the host's
+    trace_path`) and assign track roles and event kinds through its dialect (the loop's own Python preparing inputs
+    counted as loading: :mod:`~perftool.analysis.in_process_input`), a device's events moved onto the host's
     clock where they start before their launches (:mod:`~perftool.analysis.device_clock`); msprof's own step
     breakdown beside a torch_npu trace is kept in its metadata (``msprof.step_trace_time``), as are its kernels'
     measured pipe use (``msprof.kernel_details``), why either was left out (``msprof.left_out``), and the variables
@@ -58,6 +60,7 @@ def load_trace(
         read_trace(file, workers, max_bytes, dialects.kept_args(analysis in RULES_RUN), decoders, memory, analysis),
         dialect,
     )
+    mark_preparation(trace)
     align_device_clock(trace)
     if trace.dialect == "xla" and len(trace) == JAX_EXPORT_MAX_EVENTS and not file.lower().endswith(XSPACE_SUFFIX):
         space = xspace_beside(file)  # the export was cut at its cap: the XSpace it was made from holds every event

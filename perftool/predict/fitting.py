@@ -40,13 +40,13 @@ from perftool.analysis.family import device_properties, job_kind, offers_loop_si
 from perftool.analysis.host_calls import blocking_copies, compiles, read_backs
 from perftool.analysis.host_work import dispatch_per_step, own_work
 from perftool.analysis.idle import CAUSES, fallback_round_trips
+from perftool.analysis.in_process_input import loading_per_batch
 from perftool.analysis.launches import graphs_in_use
 from perftool.analysis.loader import batches_in_order, depth_in_use
 from perftool.common.arrays import distinct
 from perftool.common.errors import PerftoolError
 from perftool.dialects.vocabulary import (
     CPU_FALLBACK,
-    IN_PROCESS_LOADING,
     PAGEABLE,
     REMOTE_BUFFER_COPY,
     STRIDED_COPY,
@@ -203,7 +203,7 @@ def _fit(
     batch = max(int(_given(given, "knobs", "batch_size", RECOMPILE_BATCH if recompiling else 1)), 1)
     job_steps = _fit_steps(trace, scope, profile, given, recompiling)
     half = max(_given(given, "workload", "half_efficiency_batch", 0.0), 0.0)  # a step computes batch + half
-    loading = _loading(trace, scope) if profile.host_feeds_data else None
+    loading = loading_per_batch(trace, scope) if profile.host_feeds_data else None
     stall = 0.0 if profile.host_blocks_per_call else _stall_each_step(trace, scope)
     syncs = stall > 0
     host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, stall, pageable and not syncs)
@@ -450,13 +450,6 @@ def _pageable(trace: Trace, scope: TraceAnalysis) -> bool:
     calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
     pageable = (copies & trace.name_matches(PAGEABLE)).any() or (~read_backs(trace, calls)).any()
     return bool(pageable) and not scope.metrics["h2d.overlap_fraction"] >= OVERLAPPED_COPIES
-
-
-def _loading(trace: Trace, scope: TraceAnalysis) -> np.ndarray | None:
-    """How long the training process took to load each batch itself in the window, µs (None: it loads none)."""
-    rows = (trace.kind == Kind.INPUT) & trace.on_roles(Role.HOST) & trace.name_matches(IN_PROCESS_LOADING)
-    rows &= scope.in_window
-    return trace.dur[rows] if rows.any() else None
 
 
 def _compute_spread(busy: np.ndarray) -> float:

@@ -77,13 +77,14 @@ def test_pure_python_frames_are_named_at_their_outermost_and_frames_around_ops_n
     assert first_step == {"pipelines/video.py(174): read_video", "models/processing.py(235): resize", "aten::to"}
 
 
-def test_host_bound_names_the_preprocessing_as_a_person_reads_it(run, write_trace):
+def test_input_bound_names_the_preprocessing_as_a_person_reads_it(run, write_trace):
+    """The pipeline's ``preprocess`` is the step loading its input (the device waits in it): the finding names the
+    Python in it where the time goes, most first, and the load itself as evidence, never the monitor thread."""
     result = run("scan", write_trace(preprocessing_job()), "--format", "json", "--fail-on", "never")
     (trace,) = json.loads(result.stdout)["traces"]
-    (host,) = [f for f in trace["findings"] if f["rule_id"] == "PT001"]
-    assert host["values"]["host_names"].startswith("resize (processing.py:235), read_video (video.py:174)")
-    assert all("0x" not in e["name"] and "monitor" not in e["name"] for e in host["evidence"])
-    assert host["evidence"][0]["name"] == "idle while host runs resize (processing.py:235)"
+    (inputs,) = [f for f in trace["findings"] if f["rule_id"] == "PT002"]
+    assert inputs["values"]["preparing_names"] == "resize (processing.py:235), read_video (video.py:174)"
+    assert {e["name"] for e in inputs["evidence"]} == {"pipelines/video.py(129): preprocess"}
 
 
 def training_job() -> dict:

@@ -26,7 +26,7 @@ def test_dispatch_is_the_ops_time_and_not_python_that_runs_no_op(write_trace):
 def test_the_allocator_s_calls_inside_an_op_are_not_dispatch(write_trace):
     """A free of 80 µs inside each step's first op is churn, which a graph does not explain: 80 µs a step less."""
     document = eager_steps(op_us=100, python_us=3000)
-    starts = [e["ts"] for e in document["traceEvents"] if e["name"] == "preprocess (data.py:10)"]
+    starts = [e["ts"] for e in document["traceEvents"] if e["name"] == "update_metrics (train.py:10)"]
     document["traceEvents"] += [span("cudaFree", 100, 1, at + 3000 + 5, 80, "cuda_runtime") for at in starts]
     assert _dispatch(write_trace, document) == pytest.approx(2000 - 80, abs=0.01)
 

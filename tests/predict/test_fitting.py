@@ -19,6 +19,7 @@ from conftest import REPO
 from perftool.analysis import intervals
 from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.host_work import dispatch_per_step
+from perftool.analysis.in_process_input import loading_per_batch
 from perftool.analysis.loader import batches_in_order
 from perftool.common.errors import PerftoolError
 from perftool.emulator.config import DTYPE_BYTES, EmulatorConfig, load_config
@@ -386,6 +387,26 @@ def test_a_host_that_feeds_no_device_has_its_in_process_batches_as_a_worker(anal
     assert fit(trace, scope, device="npu").workload.input_workers == 1
 
 
+def test_python_preparing_the_input_inside_each_step_is_the_fit_s_in_process_loading(analysed):
+    """The loop decodes and preprocesses its input in Python before each step's ops (300 µs, split over two calls of a
+    video decoder and an image processor): the fit loads that much a batch in the loop, with no workers, where the
+    same Python under another name is the host's own."""
+
+    def prepared(names: tuple[str, str]) -> dict:
+        document = eager_steps(20, python_us=300, ops=4, kernel_us=100)
+        frames = [e for e in document["traceEvents"] if e.get("name") == "update_metrics (train.py:10)"]
+        for frame in frames:  # two calls of 100 and 200 µs where the one frame was
+            frame.update(name=names[0], dur=100)
+            document["traceEvents"].append(span(names[1], 100, 1, frame["ts"] + 100, 200, "python_function"))
+        return document
+
+    video = ("pipelines/video_classification.py(174): read_video_pyav", "image_processing_videomae.py(178): _resize")
+    loads = fit(*analysed(prepared(video))).workload
+    assert (loads.input_workers, loads.preprocess_us_per_sample) == (0, 300.0)
+    own = fit(*analysed(prepared(("train.py(10): update_metrics", "train.py(20): log")))).workload
+    assert own.preprocess_us_per_sample == 0.0
+
+
 def test_device_ops_a_step(analysed):
     trace, scope = analysed(eager_steps(20, ops=6, kernel_us=100))
     assert fitting._ops(scope, scope.steady_steps) == 6
@@ -461,7 +482,7 @@ def _read_back_steps(python_us: float = 400.0, beside_us: float = 0.0, copy: str
         kernel_end = launched + 800
         returned = kernel_end + 12
         events += [
-            span("preprocess (data.py:10)", 100, 1, begin, python_us, "python_function"),
+            span("update_metrics (train.py:10)", 100, 1, begin, python_us, "python_function"),
             span("aten::linear", 100, 1, begin + python_us, 10, "cpu_op"),
             span("cudaLaunchKernel", 100, 1, begin + python_us + 4, 5, "cuda_runtime"),
             span("sm90_gemm", 0, 7, launched, 800, "kernel"),
@@ -994,4 +1015,4 @@ def test_batches_loaded_in_process_are_the_single_process_loaders_not_waits_for_
     markers = [e for e in document["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
     waits = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
     document["traceEvents"] += [span(waits, 100, 1, marker["ts"], 15, "user_annotation") for marker in markers]
-    assert fitting._loading(*analysed(document)) is None
+    assert loading_per_batch(*analysed(document)) is None

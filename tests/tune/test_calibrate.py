@@ -12,7 +12,7 @@ import yaml
 from conftest import DATA, REPO
 
 from perftool.common.errors import PerftoolError
-from perftool.emulator.config import load_config
+from perftool.emulator.config import load_config, with_settings
 from perftool.emulator.evaluate import evaluate
 from perftool.emulator.full_run import run as emulate
 from perftool.emulator.trace_writer import write_job
@@ -328,18 +328,30 @@ def test_a_loop_that_reads_back_every_step_is_fitted_so_and_graph_advice_keeps_i
 
 
 @pytest.mark.parametrize("capture", ["h100_timesformer_k400", "mi300_timesformer_k400"])
-def test_a_model_s_output_read_back_each_step_keeps_tune_from_running_the_host_ahead(run, tmp_path, capture):
-    """TimeSformer on an H100 and on an MI300X copies its logits to the host every step (a blocking copy that returns
-    once the forward is done) and then preprocesses the next clip with the device idle: the fit waits for each step,
-    as the job does, and reproduces the step, the Python after the wait in full and only the rest of the idle
-    between launches; so pinned memory or CUDA graphs, which cannot let this host run ahead of its read-back, gain
-    next to nothing in tune (it offered ×1.72 and ×1.80 when the fit let the host run a step ahead)."""
+def test_a_clip_prepared_inside_each_step_gets_the_same_workers_and_figure_from_scan_and_tune(run, tmp_path, capture):
+    """TimeSformer on an H100 and on an MI300X, called through a Hugging Face pipeline on one video, decodes and
+    preprocesses the clip in Python inside the step with the device idle, then copies its logits to the host (a
+    blocking copy that returns once the forward is done). The fit loads the clip in the loop as the job does and waits
+    for each step, so scan's fix (input workers) predicts the step tune gives the same change (within 2%), tune's
+    best has those workers, and pinned memory or CUDA graphs without them gain next to nothing (they offered ×1.72 and
+    ×1.80 when the fit let the host run a step ahead, and tune offered no workers while scan called for them)."""
     fitted = tmp_path / "fitted.yaml"
     run("calibrate", DATA / "real" / f"{capture}.json.gz", "-o", fitted)
     document = yaml.safe_load(fitted.read_text())
     assert document["workload"]["sync_each_step"] is True and document["calibration"]["step_error"] < 0.02
+    assert document["workload"]["input_workers"] == 0 and document["workload"]["preprocess_us_per_sample"] > 2e5
+    scanned = json.loads(run("scan", DATA / "real" / f"{capture}.json.gz", "--format", "json").stdout)
+    (inputs,) = [f for f in scanned["traces"][0]["findings"] if f["rule_id"] == "PT002"]
+    changes, gain = inputs["fix"]["changes"], inputs["gain"]
+    assert set(changes) == {"workload.input_workers"} and gain["kind"] == "predicted"
+    config = load_config(str(fitted))
+    tuned_step = evaluate(with_settings(config, changes)).figures["step_time_mean_us"][0]
+    assert gain["step_time_us_after"] == pytest.approx(tuned_step, rel=0.02)
     tuned = json.loads(run("tune", fitted, "--format", "json").stdout)
-    assert tuned["speedup"] < 1.05
+    assert tuned["best"]["knobs"]["workload.input_workers"] == changes["workload.input_workers"]
+    before = evaluate(config).figures["step_time_mean_us"][0]
+    without = evaluate(with_settings(config, {"device_graphs": True, "pin_memory": True})).figures
+    assert before / without["step_time_mean_us"][0] < 1.05
 
 
 def test_scan_predicts_a_fix_on_a_foreign_trace_with_a_fit_to_it(run):

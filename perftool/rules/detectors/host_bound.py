@@ -36,7 +36,6 @@ GRAPH_FAMILIES = ("hpu", "gpu")
 PIECEMEAL_GRAPHS = 1.5  # more graph launches a step than this replay the step in pieces
 LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"  # torch_npu's setting that makes each launch wait for its operator
 ALLOCATOR_SHARE = 0.5  # allocating and freeing memory for this share of the idle time is the allocator churning
-PREPARING_SHARE = 0.5  # Python preparing inputs for this share of the idle time is work to do ahead of the step
 # A step dispatched as this many compiled calls or more (PjitFunction, one per jnp op) runs op by op: a jitted step
 # is one call, or a few (the step, a metric, an evaluation)
 OP_BY_OP_CALLS = 8
@@ -54,7 +53,6 @@ class _Measured:
     launch: float  # ... of it in short gaps between launches
     in_launch_calls: float  # ... of it while the host is inside kernel-launch calls
     in_allocator: float  # ... of it while the host allocates or frees memory
-    in_preparing: float  # ... of it while the driving thread prepares inputs in Python (decodes, preprocesses)
     in_between: float  # ... of it between a serving engine's iterations (its annotations on the host)
     values: dict[str, Any]
     evidence: list[Evidence]
@@ -106,9 +104,6 @@ def _measure(scope: Scope) -> _Measured | None:
     allocator = host_work & allocator_calls(trace)
     in_allocator = intervals.overlap(pieces, scope.busy(allocator))
     allocator_rows = _overlapping(scope, allocator, pieces)
-    frames = driving[python_frames(trace, driving)]  # its Python that runs no op or runtime call (driving_calls)
-    preparing = frames[trace.name_matches(vocabulary.INPUT_PREPARATION, frames)]
-    in_preparing = intervals.overlap(pieces, intervals.union(trace.ts[preparing], trace.end[preparing]))
     between = between_iterations(trace, scope.lo, scope.hi)
     in_between = intervals.overlap(pieces, between)
     between_rows = named[intervals.overlaps_any(trace.ts[named], trace.end[named], *between)]
@@ -138,8 +133,6 @@ def _measure(scope: Scope) -> _Measured | None:
         "allocator_share": in_allocator / lost,
         "allocator_calls_per_step": scope.per_step(allocator_rows.size),
         "allocator_names": distinct_names(trace, allocator_rows, 2) if allocator_rows.size else "none",
-        "preparing_share": in_preparing / lost,
-        "preparing_names": distinct_names(trace, preparing, 3, host_call) if preparing.size else "none",
         "between_share": in_between / lost,
         "between_names": distinct_names(trace, between_rows, 3, host_call) or "nothing traced",
         "task_queue": None,  # detect's, for PyTorch on an NPU: here to keep the order
@@ -147,7 +140,7 @@ def _measure(scope: Scope) -> _Measured | None:
         "target_overhead": None,
     }
     evidence = scope.idle_stretches(pieces, named)
-    return _Measured(lost, launch, in_launch_calls, in_allocator, in_preparing, in_between, values, evidence)
+    return _Measured(lost, launch, in_launch_calls, in_allocator, in_between, values, evidence)
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -167,8 +160,6 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     }
     dispatch_paces = values["dispatch_per_step_ms"] >= params["dispatch_paces"] * values["device_per_step_ms"]
     variant, changes = _fix(scope, launch_bound, dispatch_paces, loop_size, current, values["graph_launches_per_step"])
-    if variant == "host_work" and measured.in_preparing >= PREPARING_SHARE * lost and "serving" not in scope.contexts:
-        variant = "preparing_inputs"  # the host decodes and preprocesses inputs inside the step
     if variant == "host_work" and (compiled := _compiled_share(scope)) >= COMPILED_SHARE:
         variant, values["compiled_share"] = "compiled_host_work", compiled  # torch.compile'd already: Python around it
     if variant in ("host_work", "launch_bound") and scope.family == "npu" and scope.framework == "pytorch":
@@ -351,9 +342,6 @@ DETECTOR = Detector(
         "allocator_share": "share of that idle time the host spends allocating or freeing memory",
         "allocator_calls_per_step": "allocation and free calls during the idle time per steady step",
         "allocator_names": "the allocation and free calls, most time first",
-        "preparing_share": "share of that idle time the driving thread spends preparing inputs in Python: its "
-        "outermost frames that run no op, named for preprocessing, image processors, tokenizers, transforms, decoding",
-        "preparing_names": "those Python frames, most time first",
         "between_share": "share of that idle time between a serving engine's iterations: after one of its iteration "
         "annotations on the host ends and before the next begins",
         "between_names": "the outermost calls of the thread driving the device then, most time first",

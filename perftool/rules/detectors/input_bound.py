@@ -4,26 +4,27 @@ Either the training loop waits in its data loader (``DataLoader.__next__``, ``It
 or the device waits while the input workers are still preparing the batch. Deeper prefetching
 absorbs uneven preprocessing; when the workers cannot keep up on average, only more of them help;
 when the loop loads batches itself (PyTorch's ``_SingleProcessDataLoaderIter``: ``num_workers=0``),
-nothing is prefetched at all and the fix is workers. Only emulator traces record the prefetch depth
-in use, so only their advice says what it is now.
+or decodes and preprocesses its input in Python inside the step
+(:mod:`~perftool.analysis.in_process_input`), nothing is prefetched at all and the fix is workers.
+Only emulator traces record the prefetch depth in use, so only their advice says what it is now.
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
+from perftool.analysis.host_calls import python_frames
+from perftool.analysis.in_process_input import loading_per_batch, preparing_frames
 from perftool.common.arrays import distinct
+from perftool.common.names import host_call
 from perftool.common.units import plural
-from perftool.rules.detectors.base import Detection, Detector, Scope, Setting
+from perftool.rules.detectors.base import Detection, Detector, Scope, Setting, distinct_names
 from perftool.trace.model import Kind, Role
 
 INPUT = ("input_wait", "input_pipeline")  # the idle causes this finding is about
 MIN_DEMAND_SHARE = 0.05  # the unstalled step is never taken below this share of the measured one
-# PyTorch names the loader's iterator after how it loads: in the training process, or from worker processes.
-SINGLE_PROCESS_LOADER = re.compile(r"_SingleProcessDataLoaderIter")
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
@@ -40,11 +41,13 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     workers = distinct(trace.track[worker_rows]).size
     step = scope.step_time
     demand = max(step - scope.per_step(lost), step * MIN_DEMAND_SHARE)  # the step the device needs with no wait
-    prepare = trace.dur[worker_rows] if worker_rows.size else trace.dur[wait_rows]
+    # where the loop loads its batches itself: a loader's one a call, its own Python's one a step, however many calls
+    loads = None if workers else loading_per_batch(trace, scope)
+    in_process = loads is not None
+    prepare = trace.dur[worker_rows] if worker_rows.size else loads if loads is not None else trace.dur[wait_rows]
     mean_prepare, slow_prepare = float(prepare.mean()), float(np.percentile(prepare, 99))  # lost > 0: some exist
     current = scope.run.knobs["prefetch_depth"] if scope.run else int(params["assumed_prefetch_depth"])
-    loader_names = "\n".join(trace.names[i] for i in distinct(trace.name[wait_rows]).tolist())
-    in_process = not workers and SINGLE_PROCESS_LOADER.search(loader_names) is not None
+    preparing = wait_rows[python_frames(trace, wait_rows)]  # the loop's own Python preparing inputs
     keeps_up = not workers or mean_prepare / workers <= demand
     if workers:
         # a worker serves every `workers`-th step: its ready batches must cover its slowest batch
@@ -65,10 +68,12 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         "demand_ms": demand / 1e3,
         "current_prefetch_depth": current,
         "prefetch_depth": depth,
+        "preparing_names": distinct_names(trace, preparing_frames(trace, preparing), 3, host_call) or "none",
     }
-    if in_process:  # num_workers=0: the training loop loads every batch itself, so nothing is prefetched
+    if in_process:  # num_workers=0, or no loader: the training loop loads every batch itself, nothing is prefetched
         values["needed_workers"] = max(needed_workers, 2)
-        variant, changes = "no_workers", {"workload.input_workers": values["needed_workers"]}
+        variant = "preparing_inputs" if preparing.size else "no_workers"
+        changes = {"workload.input_workers": values["needed_workers"]}
     elif not keeps_up:
         variant, changes = "too_few_workers", {"workload.input_workers": values["needed_workers"]}
     elif scope.run is None:  # the prefetch depth in use is not in the trace: advice names none
@@ -109,6 +114,7 @@ DETECTOR = Detector(
         "demand_ms": "the step time the device needs without waiting for input, ms: what the workers must keep up with",
         "current_prefetch_depth": "prefetch depth now (the emulator's, else the assumed default)",
         "prefetch_depth": "prefetch depth that covers the slow batches",
+        "preparing_names": "the loop's Python frames that decode and preprocess its input inside the step, or none",
     },
     detect=detect,
     settings={
