@@ -22,6 +22,7 @@ from perftool.predict.sweep import best_settings
 from perftool.rules import prediction
 from perftool.rules.detectors import Detection, Scope
 from perftool.rules.detectors.base import Judged, per_steady_step
+from perftool.rules.detectors.exposed_transfers import serial_copies
 from perftool.rules.engine import Detected
 from perftool.rules.findings import Finding, Gain
 from perftool.rules.known_run import KnownRun
@@ -153,7 +154,8 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
     combination; None otherwise, and for a trace whose fit no fix asked for. Only settings the trace has evidence
     for are swept (other values, together): those the findings' own fixes set, and pinned memory where the input
     copies come from pageable memory; a setting without evidence (device graphs where the host's time is neither
-    launching nor dispatching ops one by one) is never named."""
+    launching nor dispatching ops one by one) is never named, nor a gain past what the trace shows could be won:
+    its idle time, and with pinned memory the input copies the device does nothing beside."""
     run = fitted.made
     config = fitted.config if run is not None else None
     if config is None or run is None or scope.run is not None or not _sweep_holds(scope, findings):
@@ -169,19 +171,20 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
         return None
     changes, gain = found
     idle = scope.idle.total / scope.window if scope.idle is not None else 0.0
+    copies = serial_copies(scope) / scope.window if "pin_memory" in changes else 0.0  # what overlapping them frees
     graphs_made = graphs_in_use(scope.trace, scope.in_window) or scope.trace.name_matches(GRAPH_CAPTURE).any()
-    if _past(gain, idle) or ("device_graphs" in changes and graphs_made):
-        return None  # more than the trace's idle could give back, or graphs the job already makes
+    if _past(gain, idle + copies) or ("device_graphs" in changes and graphs_made):
+        return None  # more than the trace's idle (and copies in the way) could give back, or graphs already made
     how = f"perftool calibrate {scope.trace.source} -o fit.yaml, then perftool tune fit.yaml, sweeps every combination"
     return gain.model_copy(update={"text": f"{gain.text}; {how}"})
 
 
 def _sweep_holds(scope: Scope, findings: list[Finding]) -> bool:
     """Whether a sweep's setting may be named: the settings it tries (device graphs, pinned memory, DataLoader
-    workers, gradient buckets) are a PyTorch training job's, so not for JAX, TensorFlow (off the families whose fixes
-    are its own), serving or inference, and only where the trace has the steady steps its findings are judged on (none
-    held at info for lack of them)."""
-    other_job = set(scope.contexts) & set(FIX_CONTEXTS)
+    workers, and in training gradient buckets) are a PyTorch job's, so not for JAX, TensorFlow (off the families
+    whose fixes are its own) or a serving engine, which schedules and copies its batches itself; and only where the
+    trace has the steady steps its findings are judged on (none held at info for lack of them)."""
+    other_job = set(scope.contexts) & (set(FIX_CONTEXTS) - {"inference"})
     return not other_job and not any(f.capped for f in findings) and scope.steady_steps >= MIN_STEADY
 
 

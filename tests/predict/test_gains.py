@@ -50,13 +50,12 @@ def test_a_fit_s_gain_past_what_the_trace_measured_lost_is_not_printed(speedup, 
         (("pytorch",), None, 3, True),  # a PyTorch training job of three steady steps
         (("pytorch",), None, 2, False),  # too few steps to judge on
         (("pytorch",), "too few steps", 3, False),  # a finding held for lack of them
-        (("pytorch", "inference"), None, 3, False),  # the settings swept are a training job's
+        (("pytorch", "inference"), None, 3, True),  # the settings swept are a PyTorch job's, training or not
+        (("pytorch", "vllm", "serving", "inference"), None, 3, False),  # not a serving engine's
         (("jax",), None, 3, False),
     ],
 )
-def test_a_sweep_s_setting_is_named_only_for_a_pytorch_training_job_judged_on_its_steady_steps(
-    contexts, capped, steady, holds
-):
+def test_a_sweep_s_setting_is_named_only_for_a_pytorch_job_judged_on_its_steady_steps(contexts, capped, steady, holds):
     scope = SimpleNamespace(contexts=contexts, steady_steps=steady)
     assert _sweep_holds(scope, [SimpleNamespace(capped=None), SimpleNamespace(capped=capped)]) is holds
 
@@ -231,12 +230,14 @@ def printed(kind: str, speedup: float | None, changes: dict | None = None) -> Si
 
 
 def beyond_on(monkeypatch, sweep, findings, together=None, fitted=None, idle=0.5, graphs=False, captured=False,
-              run=None, contexts=("pytorch",)):  # fmt: skip
-    """``gains.beyond`` on a scope whose idle share, graphs and capture are given, its sweep finding ``sweep``;
-    returns the gain and the settings the sweep was asked to try (None: not asked)."""
+              run=None, contexts=("pytorch",), copies=0.0):  # fmt: skip
+    """``gains.beyond`` on a scope whose idle share, share of input copies with nothing computing beside them, graphs
+    and capture are given, its sweep finding ``sweep``; returns the gain and the settings the sweep was asked to try
+    (None: not asked)."""
     asked = []
     monkeypatch.setattr(gains, "best_settings", lambda config, fit, names: asked.append(names) or sweep)
     monkeypatch.setattr(gains, "graphs_in_use", lambda trace, rows: graphs)
+    monkeypatch.setattr(gains, "serial_copies", lambda scope: copies * scope.window)
     trace = SimpleNamespace(source="run.json", name_matches=lambda pattern: np.array([captured]))
     scope = SimpleNamespace(run=run, contexts=contexts, steady_steps=8, idle=SimpleNamespace(total=idle * 1e6),
                             window=1e6, trace=trace, in_window=None)  # fmt: skip
@@ -276,19 +277,24 @@ def test_the_sweep_s_setting_is_named_only_where_it_wins_2_percent_more_than_eve
 
 
 @pytest.mark.parametrize(
-    ("changes", "idle", "graphs", "captured", "named"),
+    ("changes", "idle", "copies", "graphs", "captured", "named"),
     [
-        ({"device_graphs": True}, 0.5, False, False, True),
-        ({"device_graphs": True}, 0.3, False, False, False),  # wins back 33% of the step: past the trace's idle
-        ({"device_graphs": True}, 0.5, True, False, False),  # graphs the job replays already
-        ({"device_graphs": True}, 0.5, False, True, False),  # or captures
-        ({"pin_memory": True}, 0.5, True, True, True),  # other settings where the job makes graphs
+        ({"device_graphs": True}, 0.5, 0.0, False, False, True),
+        ({"device_graphs": True}, 0.3, 0.0, False, False, False),  # wins back 33% of the step: past the trace's idle
+        ({"device_graphs": True}, 0.3, 0.1, False, False, False),  # copies in the way are no graphs' to give back
+        ({"pin_memory": True}, 0.3, 0.0, False, False, False),
+        ({"pin_memory": True}, 0.3, 0.01, False, False, True),  # but pinned memory's: 31% and 10% slack hold 33%
+        ({"device_graphs": True}, 0.5, 0.0, True, False, False),  # graphs the job replays already
+        ({"device_graphs": True}, 0.5, 0.0, False, True, False),  # or captures
+        ({"pin_memory": True}, 0.5, 0.0, True, True, True),  # other settings where the job makes graphs
     ],
 )
-def test_the_sweep_s_setting_is_not_named_past_the_idle_or_for_graphs_the_job_makes(
-    monkeypatch, changes, idle, graphs, captured, named
+def test_the_sweep_s_setting_is_not_named_past_what_the_trace_could_give_back_or_for_graphs_the_job_makes(
+    monkeypatch, changes, idle, copies, graphs, captured, named
 ):
-    gain, _ = beyond_on(monkeypatch, found(1.5, changes), [], idle=idle, graphs=graphs, captured=captured)
+    gain, _ = beyond_on(
+        monkeypatch, found(1.5, changes), [], idle=idle, copies=copies, graphs=graphs, captured=captured
+    )
     assert (gain is not None) is named
 
 
@@ -297,10 +303,10 @@ def test_the_sweep_s_setting_is_not_named_past_the_idle_or_for_graphs_the_job_ma
     [
         ("no fit made", {"fitted": Fitted(False)}),  # no fix asked for a fit: none is made for the sweep
         ("a recorded run", {"run": SimpleNamespace()}),  # an emulator trace: its fixes are its config's own
-        ("an inference job", {"contexts": ("pytorch", "inference")}),
+        ("a serving job", {"contexts": ("pytorch", "sglang", "serving", "inference")}),
     ],
 )
-def test_no_sweep_runs_without_a_fit_a_fix_asked_for_on_a_training_job_s_capture(monkeypatch, case, options):
+def test_no_sweep_runs_without_a_fit_a_fix_asked_for_on_a_pytorch_job_s_capture(monkeypatch, case, options):
     gain, tried = beyond_on(monkeypatch, found(2.0), [], **options)
     assert gain is None and tried is None, case
 

@@ -80,14 +80,20 @@ def test_a_sweep_tries_only_the_settings_it_is_given(run):
     assert workers is None or set(workers[0]) == {"workload.input_workers"}
 
 
-def test_scan_names_tune_s_best_setting_where_the_trace_has_evidence_for_it(run):
-    """On the 0-worker ResNet-50 capture the calibrated config's best setting is device graphs with pinned memory
-    (×1.45, above graphs alone): PT001's dispatch evidences the graphs, the fit's pageable input copies the pinning,
-    so scan's better line names both, at the step the calibrated config gives them, within 2%."""
-    capture = REAL / "resnet50_pt18_workers0.json.gz"
+@pytest.mark.parametrize(
+    ("capture", "step"),
+    [("resnet50_pt18_workers0", "154.687 ms → ≈ 107 ms"), ("resnet50_pt18_workers4", "124.524 ms → ≈ 108 ms")],
+)
+def test_scan_names_tune_s_best_setting_where_the_trace_has_evidence_for_it(run, capture, step):
+    """On the ResNet-50 captures the calibrated config's best setting is device graphs with pinned memory (×1.45 with
+    no workers, ×1.15 with 4, above graphs alone): PT001's dispatch evidences the graphs, the fit's pageable input
+    copies the pinning, so scan's better line names both, at the step the calibrated config gives them, within 2%.
+    With 4 workers the device idles 10.3% of the step and its input copies, with nothing computing beside them, take
+    2.6% more: a gain of 13% is within what the trace shows overlapping those copies could give back."""
+    capture = REAL / f"{capture}.json.gz"
     (trace,) = json.loads(run("scan", capture, "--format", "json", "--fail-on", "never").stdout)["traces"]
     better = trace["beyond"]
-    assert better["text"].startswith("device graphs off → on, pinned memory off → on: step 154.687 ms → ≈ 107 ms")
+    assert better["text"].startswith(f"device graphs off → on, pinned memory off → on: step {step}")
     document = calibrate(str(capture)).config.model_dump(mode="json", exclude_none=True)
     assert document["knobs"]["pin_memory"] is False  # read from the trace: its input copies are pageable
     document["knobs"] |= {"device_graphs": True, "pin_memory": True}

@@ -11,24 +11,36 @@ import math
 import numpy as np
 
 from perftool.analysis import intervals
+from perftool.analysis.context import TraceAnalysis
 from perftool.analysis.idle import fallback_round_trips
 from perftool.dialects.vocabulary import REMOTE_BUFFER_COPY
 from perftool.rules.detectors.base import Detection, Detector, Scope
-from perftool.trace.model import Kind, Role
+from perftool.trace.model import Kind, Role, Trace
+
+
+def serial_copies(scope: TraceAnalysis) -> float:
+    """The window's time with an input copy on the device's own streams and no compute beside it (nor a CPU
+    fallback's round trip, the CPU-fallback rule's copies), µs: device time that copies overlapped with compute
+    would give back, beyond the device's idle."""
+    trace = scope.trace
+    on_stream = scope.busy(_inputs(trace) & trace.on_roles(Role.DEVICE))
+    uncovered = intervals.subtract(on_stream, scope.compute, scope.lo, scope.hi)
+    round_trips = fallback_round_trips(trace, scope.lo, scope.hi)
+    return intervals.total(intervals.subtract(uncovered, round_trips, scope.lo, scope.hi))
+
+
+def _inputs(trace: Trace) -> np.ndarray:
+    """Per event: a host-to-device input copy (a remote-buffer copy of offloaded state is none)."""
+    return (trace.kind == Kind.H2D) & ~trace.name_matches(REMOTE_BUFFER_COPY)
 
 
 def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
-    trace = scope.trace
-    inputs = (trace.kind == Kind.H2D) & ~trace.name_matches(REMOTE_BUFFER_COPY)
-    on_stream = scope.busy(inputs & trace.on_roles(Role.DEVICE))
-    uncovered = intervals.subtract(on_stream, scope.compute, scope.lo, scope.hi)
-    round_trips = fallback_round_trips(trace, scope.lo, scope.hi)  # the CPU-fallback rule's copies
-    serial = intervals.total(intervals.subtract(uncovered, round_trips, scope.lo, scope.hi))
     waiting = scope.idle.time("h2d") if scope.idle is not None else 0.0
-    lost = serial + waiting
+    lost = serial_copies(scope) + waiting
     if lost <= 0:
         return None
-    rows = np.flatnonzero(inputs & scope.in_window)
+    trace = scope.trace
+    rows = np.flatnonzero(_inputs(trace) & scope.in_window)
     io_tiles = scope.run.io_tiles_for_batch if scope.run else 0
     values = {
         "exposed_ms_per_step": scope.per_step(lost) / 1e3,
