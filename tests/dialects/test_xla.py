@@ -354,6 +354,30 @@ def test_python_the_host_runs_between_jitted_steps_is_its_own_work_the_device_wa
     assert host["values"]["host_share"] == pytest.approx(0.44, abs=0.005)
 
 
+def test_python_preparing_the_batch_between_jitted_steps_is_the_loop_loading_its_input(write_trace, run):
+    """Where that Python preprocesses the batch (its function says so, as the Python tracer names it), the TPU waits
+    for input the loop prepares itself: PT002 names that Python, in JAX's terms (an input pipeline's workers)."""
+    events = [process_name(701, "/host:CPU"), thread_name(701, 1, "python"), process_name(1, "/device:TPU:0"),
+              thread_name(1, 1, "Steps"), thread_name(1, 3, "XLA Ops")]  # fmt: skip
+    for step in range(8):
+        t = step * 1000.0
+        events += [
+            complete(str(step), t, 999, pid=1, tid=1),
+            complete("fusion.1", t + 10, 550, pid=1, tid=3),
+            complete("$train.py:30 train", t, 990, pid=701, tid=1),
+            complete("PjitFunction(train_step)", t + 2, 30, pid=701, tid=1),
+            complete("$input_pipeline.py:40 preprocess_batch", t + 600, 390, pid=701, tid=1),
+        ]
+    (scanned,) = json.loads(run("scan", write_trace({"traceEvents": events}), "--format", "json", "--fail-on",
+                                "never").stdout)["traces"]  # fmt: skip
+    inputs = next(f for f in scanned["findings"] if f["rule_id"] == "PT002")
+    assert inputs["values"]["preparing_names"] == "$input_pipeline.py:40 preprocess_batch"
+    assert "Grain's worker processes" in inputs["fix"]["text"] and "DataLoader" not in inputs["fix"]["text"]
+    # of the 450 µs a step the TPU idles, the 390 µs in the batch's preparation are the input's
+    assert inputs["values"]["input_share"] == pytest.approx(0.39, abs=0.005)
+    assert all(f["rule_id"] != "PT001" or f["values"]["host_share"] < 0.06 for f in scanned["findings"])
+
+
 def test_jax_waiting_for_the_device_is_a_sync_and_the_rest_of_its_python_the_host_s_work(write_trace):
     """JAX's waits for the device are syncs: the span a jax.Array records reading its value back (float(x),
     np.asarray(x)) and the Python tracer's frames of block_until_ready; its other frames are the host running Python,
