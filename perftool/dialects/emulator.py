@@ -14,7 +14,8 @@ from perftool.trace.model import Kind, Role, Trace
 class Emulator(Dialect):
     name = "emulator"
     category_kinds = {kind.name.lower(): kind for kind in Kind}
-    args_categories = frozenset({"compile", "communication"})  # why a compile happened; what a collective moved
+    # why a compile happened; what a collective moved; what a copy back to the host moved
+    args_categories = frozenset({"compile", "communication", "d2h"})
 
     def detect(self, trace: Trace) -> bool:
         info = trace.metadata.get("perftool")

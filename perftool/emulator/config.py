@@ -103,6 +103,12 @@ class Workload(_Strict):
     graph_compile_ms: float = Field(
         2000.0, gt=0, le=MAX_US / 1e3, description="time to compile one graph (a new shape or loop length)"
     )
+    readback_per_step: OptionalSize = Field(
+        ByteSize(0),
+        description="bytes the training loop copies back from the device after each step's work (a result's .cpu(), "
+        "outputs to post-process): into pageable memory (pin_memory off) the host waits for the step and the copy, "
+        "which runs at the pageable bandwidth; into a pinned buffer it runs at the link's and the host goes on",
+    )
     layout_copy_per_sample: OptionalSize = Field(
         ByteSize(0), description="bytes rearranged per sample when operand layouts mismatch"
     )
@@ -154,8 +160,9 @@ class Knobs(_Strict):
     device_graphs: bool = Field(False, description="replay captured device graphs (HPU Graphs, CUDA graphs)")
     pin_memory: bool = Field(
         True,
-        description="input batches in pinned host memory, copied without blocking the host (else each copy from "
-        "pageable memory waits for the device to finish its queued work, and the host waits for the copy)",
+        description="input batches and results read back in pinned host memory, copied without blocking the host "
+        "(else each copy through pageable memory waits for the device to finish its queued work, and the host "
+        "waits for the copy; a read-back also runs at the pageable bandwidth)",
     )
     cpu_fallback_ops: tuple[FallbackOp, ...] = Field((), description="ops that run on the host")
     layout_mismatch: bool = Field(False, description="operand layouts force strided rearrangement copies")
@@ -221,6 +228,9 @@ class DeviceOverrides(_Strict):
     op_launch_us: float | None = Field(None, ge=0, le=MAX_US, description="host cost per op launched one by one, µs")
     h2d_bandwidth: float | None = Field(None, gt=0, le=1e4, description="host-to-device copies, GB/s")
     d2h_bandwidth: float | None = Field(None, gt=0, le=1e4, description="device-to-host copies, GB/s")
+    pageable_d2h_bandwidth: float | None = Field(
+        None, gt=0, le=1e4, description="device-to-host copies into pageable memory (read-backs), GB/s"
+    )
     memory_bandwidth: float | None = Field(None, gt=0, le=1e5, description="device memory, GB/s")
     collective_bandwidth: float | None = Field(None, gt=0, le=1e4, description="all-reduce bus bandwidth, GB/s")
 

@@ -19,6 +19,7 @@ BREAKDOWN: dict[str, str] = {
     "input_copy": "input copies the device waits for (no IO tiles)",
     "strided_copy": "layout-rearranging copies",
     "offload_copy": "optimizer state to and from remote buffers",
+    "readback_copy": "results copied back to the host after each step",
     "fallback": "waiting for CPU-fallback round trips",
     "communication": "waiting for the gradient all-reduce across replicas after compute",
     "idle": "device idle: host dispatch, compile, waiting for input",
@@ -106,7 +107,8 @@ class Run:
             - part["update_start"],
             "input_copy": part["serial_end"] - part["dev_start"],
             "strided_copy": part["strided_end"] - part["compute_end"],
-            "offload_copy": part["dev_end"] - part["update_end"],
+            "offload_copy": part["offload_end"] - part["update_end"],
+            "readback_copy": part["dev_end"] - part["offload_end"],
             "fallback": part["backward_start"] - part["forward_end"],
             "communication": part["update_start"] - part["strided_end"],
         }

@@ -44,6 +44,7 @@ class Plan:
     streamed: np.ndarray  # ops launched one by one: the device trails the host's launches
     launch_idle_us: np.ndarray  # device idle in a streamed step, waiting on launches of short ops
     blocking_copy: np.ndarray  # the input copy is from pageable memory: it blocks the host and waits for the device
+    readback_us: np.ndarray  # the copy back to the host after each step's work (pageable or pinned bandwidth)
     host_slowdown: np.ndarray  # the host's own work stretched by CPU cores shared with busy input workers (>= 1)
     update_us: np.ndarray  # weight update
     offload_us: np.ndarray  # remote-buffer copies of the optimizer state at each update
@@ -64,7 +65,7 @@ class Plan:
     compute_jitter: float
     host_jitter: float
     workers: int  # 0: the training loop loads each batch itself
-    blocking: bool
+    blocking: np.ndarray  # the host waits for each step's device work before going on (per configuration)
     host_feeds_data: bool
     # memory
     static_bytes: np.ndarray
@@ -179,6 +180,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     dispatch_us = np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us * segments)
     launch_idle_us = np.where(streamed, work.launch_idle_us, 0.0)
     preprocess_us = work.preprocess_us_per_sample * batch
+    readback_bandwidth = np.where(pageable, profile.pageable_d2h_bandwidth, profile.d2h_bandwidth)
     slowdown = _host_slowdown(
         config, preprocess_us, compute_us + launch_idle_us, (dispatch_us + profile.python_us) / knobs["loop_size"]
     )
@@ -207,6 +209,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         host_slowdown=slowdown,
         update_us=np.full(batch.size, (3 * work.weights + 2 * work.optimizer_state) * 1e6 / profile.memory_bandwidth),
         offload_us=np.where(offload, 2 * work.optimizer_state * 1e6 / max(profile.remote_buffer_bandwidth, 1.0), 0.0),
+        readback_us=work.readback_per_step * 1e6 / readback_bandwidth,
         extra_step=extra,
         partial_last=partial,
         last_samples=last,
@@ -222,7 +225,8 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         compute_jitter=work.compute_jitter,
         host_jitter=work.host_jitter,
         workers=work.input_workers,
-        blocking=profile.host_blocks_per_call or work.sync_each_step,
+        blocking=np.full(batch.size, profile.host_blocks_per_call or work.sync_each_step)
+        | (pageable & (work.readback_per_step > 0)),  # a read-back into pageable memory waits for the step
         host_feeds_data=profile.host_feeds_data,
         static_bytes=static_bytes,
         activation_bytes=activation_bytes,

@@ -43,6 +43,10 @@ class DeviceProfile:
     collective_latency_us: float = 0.0  # fixed cost of one collective, µs
     tiles: int = 0  # IPU tiles (0: not an IPU)
     remote_buffer_bandwidth: float = 0.0  # bytes/s to optimizer state offloaded to streaming memory
+    # bytes/s device -> host into pageable memory: staged through a pinned buffer and, for a tensor made afresh each
+    # step (a result's .cpu()), faulting its pages in on the way; 1.7 GB/s for a 64 MB read-back each step on an H100
+    # host (tests/data/cuda_input_bound_pageable), far below the link's pinned figure (d2h_bandwidth)
+    pageable_d2h_bandwidth: float = 2 * GB
     knobs: frozenset[str] = field(default_factory=frozenset)  # knobs this family has
     knob_names: dict[str, str] = field(default_factory=dict)  # what the family's own docs call them
 
@@ -129,7 +133,8 @@ PROFILES: dict[str, DeviceProfile] = {
         knob_names={
             "device_graphs": "HPU Graphs (htcore.hpu.wrap_in_hpu_graph)",
             "prefetch_depth": "DataLoader prefetch_factor",
-            "pin_memory": "DataLoader(pin_memory=True) and .to('hpu', non_blocking=True)",
+            "pin_memory": "DataLoader(pin_memory=True) and .to('hpu', non_blocking=True); results read back into a "
+            "pinned buffer, non_blocking=True",
         },
     ),
     # NVIDIA A100 SXM 80 GB (hardware/specs/a100-sxm4-80gb.yaml). cudaLaunchKernel costs ~5 us of host time per
@@ -151,7 +156,8 @@ PROFILES: dict[str, DeviceProfile] = {
         knob_names={
             "device_graphs": "CUDA/HIP graphs (torch.cuda.graph, torch.compile mode='reduce-overhead')",
             "prefetch_depth": "DataLoader prefetch_factor",
-            "pin_memory": "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True)",
+            "pin_memory": "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True); results read back into a "
+            "pinned buffer, non_blocking=True",
         },
     ),
 }

@@ -120,6 +120,10 @@ class _Shape:
     may_compile: set[int]  # the steps where some configuration may compile
     any_streamed: bool
     any_blocking_copy: bool  # some configuration copies from pageable memory, blocking the host
+    blocking: np.ndarray  # the host waits for each step's device work before going on ...
+    all_blocking: bool  # ... in every configuration ...
+    none_blocking: bool  # ... in none
+    reads_back: bool  # some configuration copies results back after each step
     every_step_calls: bool  # every configuration calls the device each step (loop size 1) ...
     every_step_updates: bool  # ... and updates the weights each step (no gradient accumulation)
     every: np.ndarray  # True for every configuration
@@ -144,6 +148,10 @@ class _Shape:
             may_compile={0, *last_steps.tolist(), *remainders.tolist()},
             any_streamed=bool(plan.streamed.any()),
             any_blocking_copy=bool(plan.blocking_copy.any()),
+            blocking=plan.blocking,
+            all_blocking=bool(plan.blocking.all()),
+            none_blocking=not plan.blocking.any(),
+            reads_back=bool(plan.readback_us.any()),
             every_step_calls=bool((plan.loop == 1).all()),
             every_step_updates=bool((plan.accumulation == 1).all()),
             every=np.ones(plan.n, dtype=bool),
@@ -154,6 +162,13 @@ class _Shape:
             fallback=plan.fallback_host_us > 0,
             no_partial=np.zeros(plan.n, dtype=bool),
         )
+
+    def waited_for(self, clocks: _Clocks) -> np.ndarray:
+        """The device's end the host waits for before its next step: the previous step's where it waits for each
+        step, else the one before (an eager host runs a step ahead)."""
+        if self.all_blocking or self.none_blocking:
+            return clocks.dev_end_prev if self.all_blocking else clocks.dev_end_prev2
+        return np.where(self.blocking, clocks.dev_end_prev, clocks.dev_end_prev2)
 
 
 def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
@@ -195,7 +210,7 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
             strided = np.where(partial, plan.strided_last_us, plan.strided_us)
             preprocess = np.where(last, plan.preprocess_last_us, plan.preprocess_us) * preprocess_factor[i]
 
-        wait_from = np.maximum(clocks.host_free, clocks.dev_end_prev if plan.blocking else clocks.dev_end_prev2)
+        wait_from = np.maximum(clocks.host_free, shape.waited_for(clocks))
         if plan.workers:  # input pipeline: a worker and a buffer slot must both be free
             slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, shape.cols], 0.0)
             worker_free = ready_ring[i % plan.workers] if i >= plan.workers else zeros
@@ -360,10 +375,11 @@ def _device(
     update_start = np.maximum(strided_end, reduced["comm_end"][-1]) if plan.bucket_us else strided_end
     if update is shape.every:
         update_end = update_start + plan.update_us
-        dev_end = update_end + plan.offload_us
+        offload_end = update_end + plan.offload_us
     else:
         update_end = update_start + np.where(update, plan.update_us, 0.0)
-        dev_end = update_end + np.where(update, plan.offload_us, 0.0)
+        offload_end = update_end + np.where(update, plan.offload_us, 0.0)
+    dev_end = offload_end + plan.readback_us if shape.reads_back else offload_end
     return {
         **reduced,
         "update_start": update_start,
@@ -378,6 +394,7 @@ def _device(
         "compute_end": compute_end,
         "strided_end": strided_end,
         "update_end": update_end,
+        "offload_end": offload_end,
         "dev_end": dev_end,
         "update": update & active,
         "consumed": consumed,

@@ -229,6 +229,8 @@ def _host(config: EmulatorConfig, words: Vocabulary, plan: Plan, at: Timeline, s
         out += _spans(words.sync, "sync", HOST, LOOP, launched[:-1], at["wait_from"][calls][1:])
     if plan.blocking_copy[0]:
         out += _spans(words.copy_call, "runtime", HOST, LOOP, at["host_begin"][calls], at["copy_end"][calls])
+        if plan.readback_us[0] > 0:  # each call's host waits, from its last launch, in the copy of its results back
+            out += _spans(words.copy_call, "runtime", HOST, LOOP, at["launch_end"][calls], at["dev_end"][calls])
     out += _spans(words.python, "host_op", HOST, LOOP, at["copy_end"][calls], at["python_end"][calls])
     compiles = at["new_graph"]
     out += _spans(
@@ -272,9 +274,12 @@ def _device(config: EmulatorConfig, words: Vocabulary, plan: Plan, at: Timeline)
     update = at["update"]
     out += _spans(words.update, "compute", DEVICE, COMPUTE, at["update_start"][update], at["update_end"][update])
     if words.remote_buffer_copy:
-        middle = (at["update_end"] + at["dev_end"]) / 2
+        middle = (at["update_end"] + at["offload_end"]) / 2
         out += _spans(words.remote_buffer_copy, "h2d", DEVICE, COMPUTE, at["update_end"][update], middle[update])
-        out += _spans(words.remote_buffer_copy, "d2h", DEVICE, COMPUTE, middle[update], at["dev_end"][update])
+        out += _spans(words.remote_buffer_copy, "d2h", DEVICE, COMPUTE, middle[update], at["offload_end"][update])
+    readback = words.readback_pageable if plan.blocking_copy[0] else words.readback
+    copied = [{"bytes": int(config.workload.readback_per_step)}] * at["dev_end"].size
+    out += _spans(readback, "d2h", DEVICE, COMPUTE, at["offload_end"], at["dev_end"], args=copied)
     return out
 
 

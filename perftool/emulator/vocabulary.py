@@ -26,6 +26,8 @@ class Vocabulary:
     copy_call: str  # the host's call that copies a batch from pageable memory, blocking until it is done
     fallback_d2h: str
     fallback_h2d: str
+    readback: str  # results copied back to the host after each step, into pinned memory ...
+    readback_pageable: str  # ... and into pageable memory
     forward: tuple[tuple[str, float], ...]
     backward: tuple[tuple[str, float], ...]
     update: str
@@ -56,6 +58,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
         copy_call="AscendCL@aclrtMemcpy",
         fallback_d2h="MEMCPY_ASYNC D2H",
         fallback_h2d="MEMCPY_ASYNC H2D",
+        readback="MEMCPY_ASYNC D2H",
+        readback_pageable="MEMCPY_ASYNC D2H",
         forward=(("Conv2D", 0.5), ("BNTrainingReduce", 0.2), ("MatMulV2", 0.3)),
         backward=(("Conv2DBackpropInput", 0.45), ("Conv2DBackpropFilter", 0.45), ("BNTrainingUpdateGrad", 0.1)),
         update="ApplyMomentumD",
@@ -80,6 +84,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
         copy_call="StreamCopyBegin",
         fallback_d2h="StreamCopyMid",
         fallback_h2d="StreamCopyMid",
+        readback="StreamCopyMid",
+        readback_pageable="StreamCopyMid",
         forward=(("layer/Conv/fwd", 0.6), ("layer/MatMul/fwd", 0.3), ("Exchange", 0.1)),
         backward=(("layer/Conv/bwd", 0.6), ("layer/MatMul/bwd", 0.3), ("Exchange", 0.1)),
         update="WeightUpdate/Adam",
@@ -106,6 +112,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
         copy_call="hpu copy (pageable, blocking)",
         fallback_d2h="memcpy D2H",
         fallback_h2d="memcpy H2D",
+        readback="memcpy D2H",
+        readback_pageable="memcpy D2H (pageable)",
         forward=(("matmul_bf16", 0.6), ("softmax_fwd_bf16", 0.2), ("layernorm_fwd_bf16", 0.2)),
         backward=(("matmul_bf16_bwd", 0.7), ("softmax_bwd_bf16", 0.15), ("layernorm_bwd_bf16", 0.15)),
         update="optimizer_adamw_bf16",
@@ -133,6 +141,8 @@ VOCABULARIES: dict[str, Vocabulary] = {
         copy_call="cudaMemcpyAsync",
         fallback_d2h="Memcpy DtoH (Device -> Pinned)",
         fallback_h2d="Memcpy HtoD (Pinned -> Device)",
+        readback="Memcpy DtoH (Device -> Pinned)",
+        readback_pageable="Memcpy DtoH (Device -> Pageable)",
         forward=(
             ("ampere_bf16_s16816gemm_bf16_128x128", 0.6),
             ("vectorized_elementwise_kernel", 0.2),

@@ -13,7 +13,9 @@ The fit reads the trace's steady state only through its measured figures, never 
   worker waits for a free slot, and their times, replayed in the order they ran), else a single worker as slow
   as the device waits for it;
 - **copies**: input copies per step become bytes per sample at the link's bandwidth (with IO tiles where they
-  overlap compute on an IPU); strided, remote-buffer and CPU-fallback copies their own parts;
+  overlap compute on an IPU); results copied back to the host each step (a share of the step worth modelling) a
+  read-back of the bytes the trace records, at the bandwidth they ran at, blocking the host where they go to
+  pageable memory; strided, remote-buffer and CPU-fallback copies their own parts;
 - **compiles** in the steady state become a short last batch's compile;
 - **communication**: the device's gradient all-reduces (their calls a step, size, time and whether they overlap
   compute) become data-parallel replicas whose buckets take as long as the trace's, with the gradients as the
@@ -82,6 +84,8 @@ HOST_PACE = ("device_overrides", "python_us")  # ... where the host's Python and
 LAUNCH_PACE = ("device_overrides", "op_launch_us")  # ... and where its launching ops one by one does
 OVERLAPPED_COPIES = 0.5  # input copies this much hidden behind compute run beside it, pageable or not
 SYNC_STALL = 0.02  # a sync each step drains the device when it idles after them this share of the step or more
+READBACK_SHARE = 0.01  # copies back to the host this share of the step or more are a read-back of their own
+MAX_BANDWIDTH_GBPS = 1e4  # the most a fitted copy bandwidth may be (the config's bound)
 DEFAULT_COMPUTE_JITTER = 0.02  # the workload's default spread of device work per step
 MAX_COMPUTE_JITTER = 0.5
 MAX_HOST_JITTER = 0.2  # beyond this, the host's time per step varies with how the steps cut it, not by itself
@@ -194,8 +198,9 @@ def _fit(
     mean = scope.metrics["step_time_us.mean"]
     step = mean if not math.isnan(mean) else scope.window
     idle = {cause: scope.idle.time(cause) / steps for cause in CAUSES} if scope.idle is not None else {}
-    pageable = "pin_memory" in profile.knobs and _pageable(trace, scope)
-    compute = _device_work(trace, scope, gradients is not None) / steps
+    readback = _readback(trace, scope, profile, steps)
+    pageable = "pin_memory" in profile.knobs and (_pageable(trace, scope) or readback is not None and readback.pageable)
+    compute = _device_work(trace, scope, gradients is not None, readback is not None) / steps
     if gradients is not None:  # the emulator adds the update those gradients cost
         compute = max(compute - 3 * gradients.bytes * 1e6 / profile.memory_bandwidth, 1.0)
     recompiling = scope.metrics["recompilations.count"] > 0
@@ -206,6 +211,10 @@ def _fit(
     loading = loading_per_batch(trace, scope) if profile.host_feeds_data else None
     stall = 0.0 if profile.host_blocks_per_call else _stall_each_step(trace, scope)
     syncs = stall > 0
+    # a read-back into pageable memory makes the emulated host wait for each step itself: a sync only where the
+    # trace's other waits (loss.item(), a stream synchronisation) make one too
+    waits_in_readback = pageable and readback is not None and readback.pageable
+    syncs_apart = syncs and (not waits_in_readback or _stall_each_step(trace, scope, with_read_backs=False) > 0)
     host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, stall, pageable and not syncs)
     per_step = _steady_compute(scope)
     compute_jitter = _compute_spread(per_step)
@@ -229,7 +238,8 @@ def _fit(
         "ops_per_step": host.ops,
         "compute_jitter": compute_jitter,
         "host_jitter": _host_spread(trace, scope),
-        **({"sync_each_step": True} if syncs else {}),
+        **({"sync_each_step": True} if syncs_apart else {}),
+        **(readback.workload if readback is not None else {}),
         **host.workload,
         **_input(trace, scope, step, host.pacing == INPUT_PACE, batch, loading),
         **_compiles(scope),
@@ -251,7 +261,9 @@ def _fit(
         "device": family,
         "workload": workload | given.get("workload", {}),
         "knobs": knobs | given.get("knobs", {}),
-        "device_overrides": host.overrides | given.get("device_overrides", {}),
+        "device_overrides": host.overrides
+        | (readback.overrides if readback is not None else {})
+        | given.get("device_overrides", {}),
         **({"replicas": gradients.replicas | given.get("replicas", {})} if gradients is not None else {}),
         "seed": FIT_SEED,
     }
@@ -382,17 +394,18 @@ def _streamed(
     return _Host(overrides, 1, ops, True, paced, {"launch_idle_us": gaps})
 
 
-def _stall_each_step(trace: Trace, scope: TraceAnalysis) -> float:
+def _stall_each_step(trace: Trace, scope: TraceAnalysis, with_read_backs: bool = True) -> float:
     """How long the device idles per step after the host has waited for it, µs, where the host waits for the device's
-    step in every steady step (a value read back each step, ``loss.item()``, or the step's results copied back); 0
-    where it does not. A wait in each step (but the last, whose wait may fall past the trace's end) counts where the
-    device then idles at least :data:`SYNC_STALL` of the step: a sync after which the device hardly idles waited
-    for part of the step only, and the host went on while the rest ran."""
+    step in every steady step (a value read back each step, ``loss.item()``, or, ``with_read_backs``, the step's
+    results copied back); 0 where it does not. A wait in each step (but the last, whose wait may fall past the
+    trace's end) counts where the device then idles at least :data:`SYNC_STALL` of the step: a sync after which the
+    device hardly idles waited for part of the step only, and the host went on while the rest ran."""
     steps = scope.steps
     starts, ends = steps.start[steps.warmup :], steps.end[steps.warmup :]
     waits = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.kind == Kind.SYNC) & scope.in_window)
-    calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
-    waits = np.r_[waits, calls[read_backs(trace, calls)]]
+    if with_read_backs:
+        calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
+        waits = np.r_[waits, calls[read_backs(trace, calls)]]
     if waits.size == 0 or starts.size == 0:
         return 0.0
     stall = intervals.total(_idle_after(scope, (trace.ts[waits], trace.end[waits]))) / starts.size
@@ -513,15 +526,18 @@ def _loop_size(trace: Trace, scope: TraceAnalysis, job_steps: int) -> int:
     return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - loop), -d))
 
 
-def _device_work(trace: Trace, scope: TraceAnalysis, replicated: bool) -> float:
+def _device_work(trace: Trace, scope: TraceAnalysis, replicated: bool, reading_back: bool = False) -> float:
     """The device's busy time in the window that the fit models as compute: compute, and whatever else keeps it
     busy that the emulator has no part of its own for (device-to-device copies on its streams, communication unless
-    ``replicated``), µs. Strided and remote-buffer copies are modelled apart, and so are input copies: the emulator
-    copies each batch itself, beside compute or before it as the device allows."""
+    ``replicated``, copies back to the host unless ``reading_back``), µs. Strided and remote-buffer copies are
+    modelled apart, and so are input copies: the emulator copies each batch itself, beside compute or before it as
+    the device allows."""
     modelled_apart = trace.name_table(STRIDED_COPY) | trace.name_table(REMOTE_BUFFER_COPY)
     apart = trace.by_name(modelled_apart) | (trace.kind == Kind.H2D)
     if replicated:
         apart |= trace.kind == Kind.COMMUNICATION
+    if reading_back:
+        apart |= trace.kind == Kind.D2H
     busy = trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK) | (trace.kind == Kind.COMPUTE)
     return intervals.total(scope.busy(busy & ~apart))
 
@@ -728,6 +744,50 @@ def _offloaded_state(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile,
     if not per_step or not profile.remote_buffer_bandwidth:
         return {}
     return {"optimizer_state": int(per_step * profile.remote_buffer_bandwidth / 2 / 1e6)}
+
+
+@dataclass
+class _ReadBack:
+    """Results copied back to the host after each step, as the fit models them."""
+
+    workload: dict[str, int]  # their bytes a step
+    overrides: dict[str, float]  # the bandwidth they ran at, GB/s, where the trace records their sizes
+    pageable: bool  # into pageable memory: the host waits for them
+
+
+def _readback(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int) -> _ReadBack | None:
+    """The device's copies to the host in each steady step, outside CPU fallbacks' round trips, where they take at
+    least :data:`READBACK_SHARE` of the step (None otherwise): their bytes (as the copies record them, else their time
+    at the family's bandwidth into that memory), and whether they go to pageable memory (named so, or made by calls
+    that block the host)."""
+    copying = (trace.kind == Kind.D2H) & trace.on_roles(Role.DEVICE, Role.D2H) & ~trace.name_matches(REMOTE_BUFFER_COPY)
+    rows = np.flatnonzero(copying & scope.in_window)
+    trips = fallback_round_trips(trace, scope.lo, scope.hi)
+    rows = rows[~intervals.overlaps_any(trace.ts[rows], trace.end[rows], *trips)]
+    mask = np.zeros(len(trace), dtype=bool)
+    mask[rows] = True
+    per_step = intervals.total(scope.busy(mask)) / steps
+    if per_step < READBACK_SHARE * scope.step_time:
+        return None
+    calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
+    calls = calls[read_backs(trace, calls)]
+    waited_for = intervals.overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[calls], trace.end[calls])
+    pageable = bool((trace.name_matches(PAGEABLE)[rows] | waited_for).any())
+    field = "pageable_d2h_bandwidth" if pageable else "d2h_bandwidth"
+    recorded = _copied_bytes(trace, rows)
+    if recorded is None:
+        return _ReadBack({"readback_per_step": max(int(per_step * getattr(profile, field) / 1e6), 1)}, {}, pageable)
+    per_step_bytes = recorded / steps
+    bandwidth = min(per_step_bytes / per_step / 1e3, MAX_BANDWIDTH_GBPS)  # bytes per µs / 1e3: GB/s
+    return _ReadBack({"readback_per_step": max(int(per_step_bytes), 1)}, {field: bandwidth}, pageable)
+
+
+def _copied_bytes(trace: Trace, rows: np.ndarray) -> float | None:
+    """The bytes the copies at ``rows`` moved, as their ``args`` record them (Kineto's ``bytes``); None where any of
+    them records none."""
+    sizes = [args.get("bytes") if args else None for args in trace.args_of(rows)]
+    counted = [float(size) for size in sizes if isinstance(size, int | float) and size >= 0]
+    return sum(counted) if counted and len(counted) == len(sizes) else None
 
 
 def _compiles(scope: TraceAnalysis) -> dict[str, Any]:

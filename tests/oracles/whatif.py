@@ -48,6 +48,7 @@ PAIRS = [  # sample, hidden device constants, the knob change
     ("gpu/input_bound_prefetch", {"python_us": 300}, "prefetch_depth=4"),
     ("gpu/healthy", {"efficiency": 0.3}, "workload.input_workers=1"),
     ("gpu/sync_every_step", {"python_us": 300}, "workload.sync_each_step=false"),
+    ("gpu/pageable_readback", {"pageable_d2h_bandwidth": 3}, "pin_memory=true"),
     ("jobs/npu_exposed_allreduce/job", {"collective_bandwidth": 18}, "replicas.overlap=true"),
     ("jobs/npu_exposed_allreduce/job", {"efficiency": 0.3}, "replicas.bucket=50MB"),
     ("jobs/npu_exposed_allreduce/job", {"python_us": 2000}, "gradient_accumulation=4"),

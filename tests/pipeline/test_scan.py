@@ -46,6 +46,7 @@ INTENDED = {
     "strided_copies_transdata": "PT006",
     "serialised_transfers_no_io_tiles": "PT007",
     "sync_every_step": "PT008",
+    "pageable_readback": "PT009",
 }
 EMULATOR_SAMPLES = sorted(SAMPLES.glob("*/*.trace.json.gz"))
 

@@ -25,7 +25,7 @@ SAMPLES = REPO / "sample_traces"
     "sample",
     ["npu/host_bound_loop_size", "npu/strided_copies_transdata", "ipu/serialised_transfers_no_io_tiles",
      "ipu/offload_stream_copies", "hpu/cpu_fallback", "hpu/recompile_unpadded_last_batch",
-     "gpu/input_bound_prefetch", "gpu/launch_bound_no_cuda_graphs", "gpu/sync_every_step"],
+     "gpu/input_bound_prefetch", "gpu/launch_bound_no_cuda_graphs", "gpu/sync_every_step", "gpu/pageable_readback"],
 )  # fmt: skip
 @pytest.mark.slow
 def test_an_emulated_trace_calibrates_within_the_stated_error(run, tmp_path, sample):

@@ -4,7 +4,8 @@ A copy from pageable memory cannot run asynchronously: the runtime stages it and
 until it is done (``Memcpy DtoH (Device -> Pageable)``, ``cudaMemcpy``, ``hipMemcpyWithStream``).
 The device then idles until the host has launched its next work, and the copy itself overlaps
 nothing. The time lost is that idle time plus the read-back copies' time not hidden behind compute
-(input copies' own time is the exposed-transfers rule's, so no time is counted twice).
+(input copies' own time is the exposed-transfers rule's, so no time is counted twice). Its fix, pinned
+memory, is emulated where the job can pin its buffers (a fit reads the copies' memory and bandwidth).
 """
 
 from __future__ import annotations
@@ -53,7 +54,13 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
     loads_input = bool(np.any(trace.kind == Kind.INPUT)) and (not directions or DIRECTIONS[Kind.H2D] in directions)
     variant = None if loads_input else "without_loader"
     return Detection(
-        lost, values, evidence, key=values["directions"], variant=variant, occurrences=max(calls.size, copy_rows.size)
+        lost,
+        values,
+        evidence,
+        key=values["directions"],
+        variant=variant,
+        occurrences=max(calls.size, copy_rows.size),
+        changes={"pin_memory": True},  # pinned buffers, copied without blocking: a what-if where the job can pin
     )
 
 

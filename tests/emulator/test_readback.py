@@ -1,0 +1,67 @@
+"""Results copied back to the host after each step: into pageable memory the host waits for the step and a slow
+copy; into a pinned buffer the copy runs at the link's bandwidth and the host goes on."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+from conftest import REPO
+
+from perftool import api
+from perftool.emulator.config import load_config
+from perftool.emulator.evaluate import evaluate
+from perftool.emulator.full_run import run
+from perftool.emulator.trace_writer import write_trace
+
+READBACK = 64 << 20  # bytes a step: a 16M-float result read back
+PINNED = {"pin_memory": np.array([False, True])}
+
+
+def config(*overrides: str):
+    """The healthy GPU sample (device-bound: the host runs ahead of it) reading ``READBACK`` bytes back a step."""
+    sample = REPO / "sample_traces" / "gpu" / "healthy.yaml"
+    return load_config(sample, [f"workload.readback_per_step={READBACK}", *overrides])
+
+
+def test_a_read_back_costs_its_bytes_at_the_bandwidth_of_its_memory():
+    """Pinned, the copy adds its time at the link's bandwidth to a device-bound step; pageable, it runs at the
+    pageable bandwidth and the host waits for it, so the step loses the pinned copy's time and more."""
+    profile = config().profile
+    without = evaluate(config("workload.readback_per_step=0"), PINNED)["step_time_mean_us"]
+    steps = evaluate(config(), PINNED)["step_time_mean_us"]
+    pinned_copy, pageable_copy = READBACK * 1e6 / profile.d2h_bandwidth, READBACK * 1e6 / profile.pageable_d2h_bandwidth
+    assert steps[1] - without[1] == pytest.approx(pinned_copy, rel=0.01)
+    assert steps[0] - steps[1] > pageable_copy - pinned_copy  # the host's own time is exposed besides
+    breakdown = run(config("knobs.pin_memory=false")).breakdown()
+    assert breakdown["readback_copy"] == pytest.approx(pageable_copy, rel=1e-6)
+    assert run(config()).breakdown()["readback_copy"] == pytest.approx(pinned_copy, rel=1e-6)
+
+
+def test_the_host_waits_for_a_read_back_into_pageable_memory_only():
+    """The host's next step starts once the previous step's read-back is in where the memory is pageable; pinned, it
+    runs a step ahead of the device."""
+    for pinned, waits in ((False, True), (True, False)):
+        recorded = run(config(f"knobs.pin_memory={str(pinned).lower()}")).timeline.recorded
+        dev_end, wait_from = recorded["dev_end"][:-1, 0], recorded["wait_from"][1:, 0]
+        assert bool(np.all(wait_from >= dev_end)) is waits
+
+
+def test_an_emulated_read_back_is_written_as_the_profiler_writes_one_and_scan_predicts_pinning_it(tmp_path):
+    """The trace holds each step's copy under the family's name with its bytes, and the host's copy call waiting
+    for it; scan's blocking-copies finding predicts pinned memory's gain, the emulator's own figure."""
+    path = tmp_path / "readback.trace.json.gz"
+    pageable = config("knobs.pin_memory=false", "workload.steps=32")
+    write_trace(run(pageable), str(path))
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    copies = [e for e in events if e.get("name") == "Memcpy DtoH (Device -> Pageable)"]
+    assert len(copies) == 32 and all(e["args"]["bytes"] == READBACK for e in copies)
+    calls = [e for e in events if e.get("name") == "cudaMemcpyAsync"]
+    assert len(calls) == 2 * 32  # each step's input copy from pageable memory, and its read-back
+    (finding,) = [f for f in api.scan(path).traces[0].findings if f.rule_id == "PT009"]
+    assert finding.fix.changes == {"pin_memory": True} and finding.gain.kind == "predicted"
+    figures = evaluate(pageable, PINNED)["step_time_mean_us"]
+    assert finding.gain.step_time_us_before == pytest.approx(figures[0], rel=0.01)
+    assert finding.gain.step_time_us_after == pytest.approx(figures[1], rel=0.01)
