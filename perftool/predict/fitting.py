@@ -168,8 +168,10 @@ def read_settings(trace: Trace, config: EmulatorConfig) -> frozenset[str]:
 
 
 def work_per_step(trace: Trace, scope: TraceAnalysis) -> float:
-    """The device work per steady step the fit takes as compute, µs (communication counted in)."""
-    return _device_work(trace, scope, False) / max(scope.steady_steps, 1)
+    """The device work per steady step the fit takes as compute, µs (communication counted in, a read-back the fit
+    models apart left out)."""
+    steps = max(scope.steady_steps, 1)
+    return _device_work(trace, scope, False, _read_back_copies(trace, scope, steps) is not None) / steps
 
 
 def reproduces(config: EmulatorConfig, scope: TraceAnalysis) -> bool:
@@ -755,11 +757,10 @@ class _ReadBack:
     pageable: bool  # into pageable memory: the host waits for them
 
 
-def _readback(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int) -> _ReadBack | None:
-    """The device's copies to the host in each steady step, outside CPU fallbacks' round trips, where they take at
-    least :data:`READBACK_SHARE` of the step (None otherwise): their bytes (as the copies record them, else their time
-    at the family's bandwidth into that memory), and whether they go to pageable memory (named so, or made by calls
-    that block the host)."""
+def _read_back_copies(trace: Trace, scope: TraceAnalysis, steps: int) -> tuple[np.ndarray, float] | None:
+    """The device's copies to the host in the window, outside CPU fallbacks' round trips (rows), and their time per
+    step, µs, where they take at least :data:`READBACK_SHARE` of the step: the read-back the fit models; None
+    otherwise (device work, as a ``loss.item()``'s few bytes are)."""
     copying = (trace.kind == Kind.D2H) & trace.on_roles(Role.DEVICE, Role.D2H) & ~trace.name_matches(REMOTE_BUFFER_COPY)
     rows = np.flatnonzero(copying & scope.in_window)
     trips = fallback_round_trips(trace, scope.lo, scope.hi)
@@ -767,8 +768,17 @@ def _readback(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps:
     mask = np.zeros(len(trace), dtype=bool)
     mask[rows] = True
     per_step = intervals.total(scope.busy(mask)) / steps
-    if per_step < READBACK_SHARE * scope.step_time:
+    return (rows, per_step) if per_step >= READBACK_SHARE * scope.step_time else None
+
+
+def _readback(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int) -> _ReadBack | None:
+    """The read-back the fit models (:func:`_read_back_copies`; None where there is none): its bytes (as the copies
+    record them, else their time at the family's bandwidth into that memory), and whether it goes to pageable memory
+    (named so, or made by calls that block the host)."""
+    found = _read_back_copies(trace, scope, steps)
+    if found is None:
         return None
+    rows, per_step = found
     calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
     calls = calls[read_backs(trace, calls)]
     waited_for = intervals.overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[calls], trace.end[calls])

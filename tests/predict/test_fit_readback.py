@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from builders import meta, span
@@ -21,18 +23,17 @@ from perftool.tune.calibration import calibrate
 PAGEABLE_CAPTURE = DATA / "cuda_input_bound_pageable.pt.trace.json.gz"  # 64 MB read back to pageable memory a step
 
 
-def fitted(
+def written(
     tmp_path, readback: int, pinned: bool, *overrides: str, renamed: dict[str, str] | None = None, sized: bool = True
-) -> tuple[EmulatorConfig, EmulatorConfig]:
-    """(the fit, the config emulated) for the healthy GPU sample reading ``readback`` bytes back each step (with
-    ``overrides``), from its trace (its events ``renamed`` where given, the copies' sizes left out unless ``sized``):
-    the fit reads the events alone, never the config recorded beside."""
+) -> tuple[Path, EmulatorConfig]:
+    """(its trace, the config emulated) for the healthy GPU sample reading ``readback`` bytes back each step (with
+    ``overrides``), its events ``renamed`` where given, the copies' sizes left out unless ``sized``."""
     emulated = load_config(
         REPO / "sample_traces" / "gpu" / "healthy.yaml",
         [f"workload.readback_per_step={readback}", f"knobs.pin_memory={str(pinned).lower()}", "workload.steps=32",
          *overrides],
     )  # fmt: skip
-    path = tmp_path / "readback.trace.json.gz"
+    path = tmp_path / f"readback{len(list(tmp_path.iterdir()))}.trace.json.gz"
     write_trace(run(emulated), str(path))
     document = json.loads(gzip.decompress(path.read_bytes()))
     for event in document["traceEvents"]:
@@ -40,6 +41,13 @@ def fitted(
         if not sized:
             event.pop("args", None)
     path.write_bytes(gzip.compress(json.dumps(document).encode()))
+    return path, emulated
+
+
+def fitted(tmp_path, readback: int, pinned: bool, *overrides: str, **written_as: Any) -> tuple[EmulatorConfig, ...]:
+    """(the fit, the config emulated) for :func:`written`'s trace: the fit reads the events alone, never the config
+    recorded beside."""
+    path, emulated = written(tmp_path, readback, pinned, *overrides, **written_as)
     trace = load_trace(str(path))
     return fit(trace, analyse_trace(trace, [])[1], given={"knobs": {"batch_size": 128}}), emulated
 
@@ -114,6 +122,21 @@ def test_a_loop_that_also_syncs_each_step_keeps_its_sync_beside_a_pageable_read_
     config = fit(trace, analyse_trace(trace, [])[1])
     assert config.workload.readback_per_step == 8_000_000 and config.knobs.pin_memory is False
     assert config.workload.sync_each_step is syncs
+
+
+def test_a_capture_at_another_batch_fits_efficiency_from_compute_without_the_read_back(tmp_path):
+    """The same 64 MB read back at batch 32 and 128: what the work grows by with the batch is compute alone, so the
+    efficiency fitted is the one fitted without the read-back (its 32 ms counted as work would make the work
+    look far from proportional to the batch)."""
+
+    def half_efficiency_batch(readback: int) -> float:
+        small, _ = written(tmp_path, readback, False, "knobs.batch_size=32")
+        large, _ = written(tmp_path, readback, False, "knobs.batch_size=128")
+        both = calibrate(str(small), overrides={"knobs": {"batch_size": 32}}, at_batch=(128, str(large)))
+        assert both.at_batch is not None and both.at_batch.error < 0.02
+        return both.config.workload.half_efficiency_batch
+
+    assert half_efficiency_batch(64 << 20) == pytest.approx(half_efficiency_batch(0), rel=0.05)
 
 
 @pytest.mark.parametrize(("readback", "modelled"), [(256 << 10, False), (1 << 20, True)])
