@@ -171,7 +171,7 @@ def work_per_step(trace: Trace, scope: TraceAnalysis) -> float:
     """The device work per steady step the fit takes as compute, µs (communication counted in, a read-back the fit
     models apart left out)."""
     steps = max(scope.steady_steps, 1)
-    return _device_work(trace, scope, False, _read_back_copies(trace, scope, steps) is not None) / steps
+    return _device_work(trace, scope, False, _read_back_copies(trace, scope, steps)) / steps
 
 
 def reproduces(config: EmulatorConfig, scope: TraceAnalysis) -> bool:
@@ -200,9 +200,10 @@ def _fit(
     mean = scope.metrics["step_time_us.mean"]
     step = mean if not math.isnan(mean) else scope.window
     idle = {cause: scope.idle.time(cause) / steps for cause in CAUSES} if scope.idle is not None else {}
-    readback = _readback(trace, scope, profile, steps)
+    read_back = _read_back_copies(trace, scope, steps)
+    readback = _readback(trace, scope, profile, read_back, steps) if read_back is not None else None
     pageable = "pin_memory" in profile.knobs and (_pageable(trace, scope) or readback is not None and readback.pageable)
-    compute = _device_work(trace, scope, gradients is not None, readback is not None) / steps
+    compute = _device_work(trace, scope, gradients is not None, read_back) / steps
     if gradients is not None:  # the emulator adds the update those gradients cost
         compute = max(compute - 3 * gradients.bytes * 1e6 / profile.memory_bandwidth, 1.0)
     recompiling = scope.metrics["recompilations.count"] > 0
@@ -528,18 +529,20 @@ def _loop_size(trace: Trace, scope: TraceAnalysis, job_steps: int) -> int:
     return min((d for d in range(1, job_steps + 1) if job_steps % d == 0), key=lambda d: (abs(d - loop), -d))
 
 
-def _device_work(trace: Trace, scope: TraceAnalysis, replicated: bool, reading_back: bool = False) -> float:
+def _device_work(
+    trace: Trace, scope: TraceAnalysis, replicated: bool, read_back: tuple[np.ndarray, float] | None = None
+) -> float:
     """The device's busy time in the window that the fit models as compute: compute, and whatever else keeps it
     busy that the emulator has no part of its own for (device-to-device copies on its streams, communication unless
-    ``replicated``, copies back to the host unless ``reading_back``), µs. Strided and remote-buffer copies are
-    modelled apart, and so are input copies: the emulator copies each batch itself, beside compute or before it as
-    the device allows."""
+    ``replicated``, copies back to the host but the ``read_back`` modelled apart), µs. Strided and remote-buffer
+    copies are modelled apart, and so are input copies: the emulator copies each batch itself, beside compute or
+    before it as the device allows."""
     modelled_apart = trace.name_table(STRIDED_COPY) | trace.name_table(REMOTE_BUFFER_COPY)
     apart = trace.by_name(modelled_apart) | (trace.kind == Kind.H2D)
     if replicated:
         apart |= trace.kind == Kind.COMMUNICATION
-    if reading_back:
-        apart |= trace.kind == Kind.D2H
+    if read_back is not None:
+        apart[read_back[0]] = True
     busy = trace.on_roles(Role.DEVICE) & ~trace.of_kinds(*NOT_DEVICE_WORK) | (trace.kind == Kind.COMPUTE)
     return intervals.total(scope.busy(busy & ~apart))
 
@@ -771,14 +774,13 @@ def _read_back_copies(trace: Trace, scope: TraceAnalysis, steps: int) -> tuple[n
     return (rows, per_step) if per_step >= READBACK_SHARE * scope.step_time else None
 
 
-def _readback(trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, steps: int) -> _ReadBack | None:
-    """The read-back the fit models (:func:`_read_back_copies`; None where there is none): its bytes (as the copies
-    record them, else their time at the family's bandwidth into that memory), and whether it goes to pageable memory
-    (named so, or made by calls that block the host)."""
-    found = _read_back_copies(trace, scope, steps)
-    if found is None:
-        return None
-    rows, per_step = found
+def _readback(
+    trace: Trace, scope: TraceAnalysis, profile: DeviceProfile, read_back: tuple[np.ndarray, float], steps: int
+) -> _ReadBack:
+    """The read-back the fit models (:func:`_read_back_copies`: its copies' rows, their time per step): its bytes
+    (as the copies record them, else their time at the family's bandwidth into that memory), and whether it goes to
+    pageable memory (named so, or made by calls that block the host)."""
+    rows, per_step = read_back
     calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
     calls = calls[read_backs(trace, calls)]
     waited_for = intervals.overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[calls], trace.end[calls])
