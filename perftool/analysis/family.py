@@ -114,14 +114,15 @@ def framework(trace: Trace) -> Framework:
 
 
 # What a job cannot set, by its framework or what it is (job_kind): a serving engine schedules requests and copies
-# their inputs itself and trains nothing; jax.device_put stages its copies through pinned memory itself, and
-# TensorFlow offers no setting that pins its inputs' host memory (its runtime chooses the buffers it copies from)
+# their inputs and results itself and trains nothing; jax.device_put stages its copies through pinned memory itself,
+# and TensorFlow offers no setting that pins its inputs' host memory (its runtime chooses the buffers it copies from);
+# neither has a setting for the host buffers a result is read back into
 _ABSENT_BY_JOB = {
-    "serving": frozenset({"prefetch_depth", "pin_memory", "workload.input_workers", "replicas.bucket",
-                          "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
+    "serving": frozenset({"prefetch_depth", "pin_memory", "pin_readback", "workload.input_workers",
+                          "replicas.bucket", "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
     "inference": frozenset({"replicas.bucket", "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
-    "jax": frozenset({"pin_memory"}),
-    "tensorflow": frozenset({"pin_memory"}),
+    "jax": frozenset({"pin_memory", "pin_readback"}),
+    "tensorflow": frozenset({"pin_memory", "pin_readback"}),
 }  # fmt: skip
 
 

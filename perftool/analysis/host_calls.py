@@ -145,15 +145,28 @@ def copies_during(trace: Trace, calls: np.ndarray) -> np.ndarray:
 
 
 def read_backs(trace: Trace, calls: np.ndarray) -> np.ndarray:
-    """Of blocking copy ``calls`` (rows), per call: whether it reads results back, a copy to the host and none from
-    it on the device while it runs (the device's own copies within its memory may run beside a long wait; a call
-    whose copy the trace does not show may be either, and is none)."""
-    copies = trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H)
-    to_host = np.flatnonzero(copies & (trace.kind == Kind.D2H))
-    from_host = np.flatnonzero(copies & (trace.kind == Kind.H2D))
+    """Of blocking copy ``calls`` (rows), per call: whether it reads results back. A blocking call returns when its
+    own copy is done, so its copy is the one on the device's copy tracks (to or from the host) during the call that
+    ends nearest the call's end: a copy to the host. Other copies may run during a long wait (the next batch's, pinned,
+    on a stream of its own); a call whose copy the trace does not show may be either, and is none."""
+    copies = np.flatnonzero(trace.on_roles(Role.DEVICE, Role.H2D, Role.D2H) & trace.of_kinds(Kind.D2H, Kind.H2D))
+    if not copies.size:
+        return np.zeros(calls.size, dtype=bool)
+    copies = copies[np.argsort(trace.end[copies], kind="stable")]
+    copy_starts, copy_ends = trace.ts[copies], trace.end[copies]
     starts, ends = trace.ts[calls], trace.end[calls]
-    reads = overlaps_any(starts, ends, trace.ts[to_host], trace.end[to_host])
-    return reads & ~overlaps_any(starts, ends, trace.ts[from_host], trace.end[from_host])
+    after = np.searchsorted(copy_ends, ends)  # per call, the first copy ending at or after its end
+    nearest, gap = np.full(calls.size, -1), np.full(calls.size, np.inf)
+    for candidate in (after - 1, after):  # the last copy to end before the call does, and the first after (clipped)
+        at = np.clip(candidate, 0, copies.size - 1)
+        during = (copy_starts[at] < ends) & (copy_ends[at] > starts)
+        candidate_gap = np.where(during, np.abs(copy_ends[at] - ends), np.inf)
+        closer = candidate_gap < gap
+        nearest, gap = np.where(closer, at, nearest), np.minimum(gap, candidate_gap)
+    reads = np.zeros(calls.size, dtype=bool)
+    shown = nearest >= 0
+    reads[shown] = trace.kind[copies[nearest[shown]]] == Kind.D2H
+    return reads
 
 
 def _blocking_copies(trace: Trace) -> np.ndarray:

@@ -106,7 +106,7 @@ class Workload(_Strict):
     readback_per_step: OptionalSize = Field(
         ByteSize(0),
         description="bytes the training loop copies back from the device after each step's work (a result's .cpu(), "
-        "outputs to post-process): into pageable memory (pin_memory off) the host waits for the step and the copy, "
+        "outputs to post-process): into pageable memory (pin_readback off) the host waits for the step and the copy, "
         "which runs at the pageable bandwidth; into a pinned buffer it runs at the link's and the host goes on",
     )
     layout_copy_per_sample: OptionalSize = Field(
@@ -160,9 +160,13 @@ class Knobs(_Strict):
     device_graphs: bool = Field(False, description="replay captured device graphs (HPU Graphs, CUDA graphs)")
     pin_memory: bool = Field(
         True,
-        description="input batches and results read back in pinned host memory, copied without blocking the host "
-        "(else each copy through pageable memory waits for the device to finish its queued work, and the host "
-        "waits for the copy; a read-back also runs at the pageable bandwidth)",
+        description="input batches in pinned host memory, copied without blocking the host (else each copy from "
+        "pageable memory waits for the device to finish its queued work, and the host waits for the copy)",
+    )
+    pin_readback: bool = Field(
+        True,
+        description="results read back (workload.readback_per_step) into a pinned buffer, copied without blocking "
+        "the host (else the host waits for the step and the copy, which runs at the pageable bandwidth)",
     )
     cpu_fallback_ops: tuple[FallbackOp, ...] = Field((), description="ops that run on the host")
     layout_mismatch: bool = Field(False, description="operand layouts force strided rearrangement copies")
@@ -422,6 +426,7 @@ TUNABLES: dict[str, Tunable] = {  # every setting tune sweeps and fixes set, in 
         Tunable("last_batch", "last batch"),
         Tunable("device_graphs", "device graphs"),
         Tunable("pin_memory", "pinned memory"),
+        Tunable("pin_readback", "pinned read-back"),
         Tunable("cpu_fallback_ops", "cpu fallback ops", swept=False),
         Tunable("layout_mismatch", "layout mismatch"),
         Tunable("gradient_accumulation", "gradient accumulation", "micro-batches"),

@@ -45,6 +45,7 @@ class Plan:
     launch_idle_us: np.ndarray  # device idle in a streamed step, waiting on launches of short ops
     blocking_copy: np.ndarray  # the input copy is from pageable memory: it blocks the host and waits for the device
     readback_us: np.ndarray  # the copy back to the host after each step's work (pageable or pinned bandwidth)
+    blocking_readback: np.ndarray  # the read-back goes to pageable memory: the host waits for the step and the copy
     host_slowdown: np.ndarray  # the host's own work stretched by CPU cores shared with busy input workers (>= 1)
     update_us: np.ndarray  # weight update
     offload_us: np.ndarray  # remote-buffer copies of the optimizer state at each update
@@ -144,6 +145,7 @@ _DTYPES = {
     "device_graphs": bool,
     "layout_mismatch": bool,
     "pin_memory": bool,
+    "pin_readback": bool,
 }
 
 
@@ -160,6 +162,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     graph_mode = np.full(batch.size, profile.compiles_graphs) | graphs
     streamed = (profile.op_launch_us > 0) & ~graphs  # without device graphs, every op is launched from the host
     pageable = ~knobs["pin_memory"].astype(bool)
+    pageable_readback = ~knobs["pin_readback"].astype(bool) & (work.readback_per_step > 0)
 
     compute_tiles = profile.tiles - io  # meaningful on devices with tiles only
     tile_slowdown = profile.tiles / compute_tiles if profile.tiles else 1.0
@@ -180,7 +183,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     dispatch_us = np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us * segments)
     launch_idle_us = np.where(streamed, work.launch_idle_us, 0.0)
     preprocess_us = work.preprocess_us_per_sample * batch
-    readback_bandwidth = np.where(pageable, profile.pageable_d2h_bandwidth, profile.d2h_bandwidth)
+    readback_bandwidth = np.where(pageable_readback, profile.pageable_d2h_bandwidth, profile.d2h_bandwidth)
     slowdown = _host_slowdown(
         config, preprocess_us, compute_us + launch_idle_us, (dispatch_us + profile.python_us) / knobs["loop_size"]
     )
@@ -206,6 +209,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         streamed=streamed,
         launch_idle_us=launch_idle_us,
         blocking_copy=pageable,
+        blocking_readback=pageable_readback,
         host_slowdown=slowdown,
         update_us=np.full(batch.size, (3 * work.weights + 2 * work.optimizer_state) * 1e6 / profile.memory_bandwidth),
         offload_us=np.where(offload, 2 * work.optimizer_state * 1e6 / max(profile.remote_buffer_bandwidth, 1.0), 0.0),
@@ -226,7 +230,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         host_jitter=work.host_jitter,
         workers=work.input_workers,
         blocking=np.full(batch.size, profile.host_blocks_per_call or work.sync_each_step)
-        | (pageable & (work.readback_per_step > 0)),  # a read-back into pageable memory waits for the step
+        | pageable_readback,  # a read-back into pageable memory waits for the step
         host_feeds_data=profile.host_feeds_data,
         static_bytes=static_bytes,
         activation_bytes=activation_bytes,

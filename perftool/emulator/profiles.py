@@ -57,6 +57,11 @@ class DeviceProfile:
         return values
 
 
+# how a PyTorch job reads its results back without blocking: into a buffer pinned once, read a step later
+READBACK_INTO_PINNED = (
+    "results copied into a pinned buffer (torch.empty(shape, pin_memory=True).copy_(t, non_blocking=True)), read "
+    "after a later step's work is queued"
+)
 _COMMON_KNOBS = frozenset({"batch_size", "prefetch_depth", "transfer_dtype", "last_batch", "gradient_accumulation"})
 
 # Collectives across data-parallel replicas (one server's fast links): bus bandwidths of the order
@@ -129,12 +134,12 @@ PROFILES: dict[str, DeviceProfile] = {
         compiles_graphs=True,
         async_h2d=True,
         collective_latency_us=30.0,
-        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory"},
+        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory", "pin_readback"},
         knob_names={
             "device_graphs": "HPU Graphs (htcore.hpu.wrap_in_hpu_graph)",
             "prefetch_depth": "DataLoader prefetch_factor",
-            "pin_memory": "DataLoader(pin_memory=True) and .to('hpu', non_blocking=True); results read back into a "
-            "pinned buffer, non_blocking=True",
+            "pin_memory": "DataLoader(pin_memory=True) and .to('hpu', non_blocking=True)",
+            "pin_readback": READBACK_INTO_PINNED,
         },
     ),
     # NVIDIA A100 SXM 80 GB (hardware/specs/a100-sxm4-80gb.yaml). cudaLaunchKernel costs ~5 us of host time per
@@ -152,12 +157,12 @@ PROFILES: dict[str, DeviceProfile] = {
         compiles_graphs=False,
         async_h2d=True,
         collective_latency_us=25.0,
-        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory"},
+        knobs=_COMMON_KNOBS | {"device_graphs", "cpu_fallback_ops", "pin_memory", "pin_readback"},
         knob_names={
             "device_graphs": "CUDA/HIP graphs (torch.cuda.graph, torch.compile mode='reduce-overhead')",
             "prefetch_depth": "DataLoader prefetch_factor",
-            "pin_memory": "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True); results read back into a "
-            "pinned buffer, non_blocking=True",
+            "pin_memory": "DataLoader(pin_memory=True) and .to('cuda', non_blocking=True)",
+            "pin_readback": READBACK_INTO_PINNED,
         },
     ),
 }

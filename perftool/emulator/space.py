@@ -93,6 +93,8 @@ def default_space(config: EmulatorConfig, absent: frozenset[str] = frozenset()) 
         space["layout_mismatch"] = [True, False]
     if not knobs.pin_memory:
         space["pin_memory"] = [False, True]
+    if not knobs.pin_readback and config.workload.readback_per_step:
+        space["pin_readback"] = [False, True]
     work = config.workload
     fewest = 0 if config.profile.host_feeds_data else 1
     most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)

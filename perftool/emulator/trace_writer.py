@@ -229,8 +229,8 @@ def _host(config: EmulatorConfig, words: Vocabulary, plan: Plan, at: Timeline, s
         out += _spans(words.sync, "sync", HOST, LOOP, launched[:-1], at["wait_from"][calls][1:])
     if plan.blocking_copy[0]:
         out += _spans(words.copy_call, "runtime", HOST, LOOP, at["host_begin"][calls], at["copy_end"][calls])
-        if plan.readback_us[0] > 0:  # each call's host waits, from its last launch, in the copy of its results back
-            out += _spans(words.copy_call, "runtime", HOST, LOOP, at["launch_end"][calls], at["dev_end"][calls])
+    if plan.blocking_readback[0]:  # each call's host waits, from its last launch, in the copy of its results back
+        out += _spans(words.copy_call, "runtime", HOST, LOOP, at["launch_end"][calls], at["dev_end"][calls])
     out += _spans(words.python, "host_op", HOST, LOOP, at["copy_end"][calls], at["python_end"][calls])
     compiles = at["new_graph"]
     out += _spans(
@@ -277,7 +277,7 @@ def _device(config: EmulatorConfig, words: Vocabulary, plan: Plan, at: Timeline)
         middle = (at["update_end"] + at["offload_end"]) / 2
         out += _spans(words.remote_buffer_copy, "h2d", DEVICE, COMPUTE, at["update_end"][update], middle[update])
         out += _spans(words.remote_buffer_copy, "d2h", DEVICE, COMPUTE, middle[update], at["offload_end"][update])
-    readback = words.readback_pageable if plan.blocking_copy[0] else words.readback
+    readback = words.readback_pageable if plan.blocking_readback[0] else words.readback
     copied = [{"bytes": int(config.workload.readback_per_step)}] * at["dev_end"].size
     out += _spans(readback, "d2h", DEVICE, COMPUTE, at["offload_end"], at["dev_end"], args=copied)
     return out

@@ -100,6 +100,7 @@ READ_FROM_TRACE = frozenset(
         "device_graphs",
         "io_tiles",
         "pin_memory",
+        "pin_readback",
         "cpu_fallback_ops",
         "layout_mismatch",
         "offload_optimizer",
@@ -167,6 +168,13 @@ def read_settings(trace: Trace, config: EmulatorConfig) -> frozenset[str]:
     )
 
 
+def readback_time(trace: Trace, scope: TraceAnalysis) -> float:
+    """The window's time in the read-back the fit models (:func:`_read_back_copies`), µs; 0 where it models none."""
+    steps = max(scope.steady_steps, 1)
+    read_back = _read_back_copies(trace, scope, steps)
+    return read_back[1] * steps if read_back is not None else 0.0
+
+
 def work_per_step(trace: Trace, scope: TraceAnalysis) -> float:
     """The device work per steady step the fit takes as compute, µs (communication counted in, a read-back the fit
     models apart left out)."""
@@ -202,7 +210,8 @@ def _fit(
     idle = {cause: scope.idle.time(cause) / steps for cause in CAUSES} if scope.idle is not None else {}
     read_back = _read_back_copies(trace, scope, steps)
     readback = _readback(trace, scope, profile, read_back, steps) if read_back is not None else None
-    pageable = "pin_memory" in profile.knobs and (_pageable(trace, scope) or readback is not None and readback.pageable)
+    pageable = "pin_memory" in profile.knobs and _pageable(trace, scope)
+    readback_pageable = readback is not None and readback.pageable
     compute = _device_work(trace, scope, gradients is not None, read_back) / steps
     if gradients is not None:  # the emulator adds the update those gradients cost
         compute = max(compute - 3 * gradients.bytes * 1e6 / profile.memory_bandwidth, 1.0)
@@ -216,9 +225,9 @@ def _fit(
     syncs = stall > 0
     # a read-back into pageable memory makes the emulated host wait for each step itself: a sync only where the
     # trace's other waits (loss.item(), a stream synchronisation) make one too
-    waits_in_readback = pageable and readback is not None and readback.pageable
-    syncs_apart = syncs and (not waits_in_readback or _stall_each_step(trace, scope, with_read_backs=False) > 0)
-    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, stall, pageable and not syncs)
+    syncs_apart = syncs and (not readback_pageable or _stall_each_step(trace, scope, with_read_backs=False) > 0)
+    copies_block = (pageable or readback_pageable) and not syncs
+    host = _host(trace, scope, profile, idle, compute, steps, job_steps, loading, stall, copies_block)
     per_step = _steady_compute(scope)
     compute_jitter = _compute_spread(per_step)
     # a graph compiled again in the steady state: the remainder loop where the fit has one, else a short last batch
@@ -255,6 +264,7 @@ def _fit(
         "loop_size": host.loop,
         **_graphs_and_tiles(scope, profile, sample * batch, host.launching),
         **({"pin_memory": False} if pageable else {}),
+        **({"pin_readback": False} if readback_pageable else {}),
         **({"prefetch_depth": depth} if (depth := depth_in_use(trace)) else {}),
         **({"cpu_fallback_ops": fallbacks} if fallbacks else {}),
         **({"layout_mismatch": True} if strided else {}),
@@ -779,12 +789,13 @@ def _readback(
 ) -> _ReadBack:
     """The read-back the fit models (:func:`_read_back_copies`: its copies' rows, their time per step): its bytes
     (as the copies record them, else their time at the family's bandwidth into that memory), and whether it goes to
-    pageable memory (named so, or made by calls that block the host)."""
+    pageable memory (named so, or made by calls that block the host) on a family whose jobs can pin it (elsewhere its
+    bandwidth is the link's)."""
     rows, per_step = read_back
     calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
     calls = calls[read_backs(trace, calls)]
     waited_for = intervals.overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[calls], trace.end[calls])
-    pageable = bool((trace.name_matches(PAGEABLE)[rows] | waited_for).any())
+    pageable = "pin_readback" in profile.knobs and bool((trace.name_matches(PAGEABLE)[rows] | waited_for).any())
     field = "pageable_d2h_bandwidth" if pageable else "d2h_bandwidth"
     recorded = _copied_bytes(trace, rows)
     if recorded is None:

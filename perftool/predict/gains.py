@@ -16,7 +16,7 @@ from perftool.common.errors import PerftoolError
 from perftool.common.threads import computed_once
 from perftool.dialects.vocabulary import GRAPH_CAPTURE
 from perftool.emulator.config import EmulatorConfig, training_change
-from perftool.predict.fitting import fit, read_settings, reproduces, spread
+from perftool.predict.fitting import fit, read_settings, readback_time, reproduces, spread
 from perftool.predict.interval import UNCHECKED_FIT_ERROR, mean_error
 from perftool.predict.sweep import best_settings
 from perftool.rules import prediction
@@ -153,9 +153,10 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
     fix printed and all of them together (by :data:`BEYOND`): that setting and its gain, and how to sweep every
     combination; None otherwise, and for a trace whose fit no fix asked for. Only settings the trace has evidence
     for are swept (other values, together): those the findings' own fixes set, and pinned memory where the input
-    copies come from pageable memory; a setting without evidence (device graphs where the host's time is neither
-    launching nor dispatching ops one by one) is never named, nor a gain past what the trace shows could be won:
-    its idle time, and with pinned memory the input copies the device does nothing beside."""
+    copies or the read-back go through pageable memory; a setting without evidence (device graphs where the host's
+    time is neither launching nor dispatching ops one by one) is never named, nor a gain past what the trace shows
+    could be won: its idle time, with pinned inputs the input copies the device does nothing beside, with a pinned
+    read-back the read-back's copies."""
     run = fitted.made
     config = fitted.config if run is not None else None
     if config is None or run is None or scope.run is not None or not _sweep_holds(scope, findings):
@@ -163,6 +164,8 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
     evidenced = {key for f in findings for key in f.fix.changes}  # settings a finding's evidence names
     if not config.knobs.pin_memory:  # the fit read input copies from pageable memory in the trace
         evidenced.add("pin_memory")
+    if not config.knobs.pin_readback:  # ... or results read back into pageable memory
+        evidenced.add("pin_readback")
     found = best_settings(config, run, frozenset(evidenced))
     printed = [f.gain.speedup or 0.0 for f in findings if f.gain.kind == "predicted"]
     if together is not None and together.speedup:
@@ -171,7 +174,10 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
         return None
     changes, gain = found
     idle = scope.idle.total / scope.window if scope.idle is not None else 0.0
-    copies = serial_copies(scope) / scope.window if "pin_memory" in changes else 0.0  # what overlapping them frees
+    copies = (  # the device's time pinning frees: input copies overlapped with compute, read-backs made faster
+        (serial_copies(scope) if "pin_memory" in changes else 0.0)
+        + (readback_time(scope.trace, scope) if "pin_readback" in changes else 0.0)
+    ) / scope.window
     graphs_made = graphs_in_use(scope.trace, scope.in_window) or scope.trace.name_matches(GRAPH_CAPTURE).any()
     if _past(gain, idle + copies) or ("device_graphs" in changes and graphs_made):
         return None  # more than the trace's idle (and copies in the way) could give back, or graphs already made

@@ -26,9 +26,11 @@ def best_settings(
     """The changes that raise the fit's throughput most, and their gain: the best value of each setting that helps
     alone (by :data:`~perftool.rules.prediction.HELPS`), all of them together where that helps more (less each one
     that changes nothing once the others are set, or that keeps the others from running); where they cannot run
-    together whichever one is left out, the best one alone; None where no setting helps. ``names`` limits the settings
-    tried (None: every one the fit judges). The knobs' values are simulated
-    together in one plan; a setting outside the knobs (input workers, gradient buckets) is a plan per value."""
+    together whichever one is left out, the best one alone; then, one by one, each other setting at its best value
+    alone where it helps once those are set (pinned inputs beside a pinned read-back that stalled the host); None
+    where no setting helps alone. ``names`` limits the settings tried (None: every one the fit judges). The knobs'
+    values are simulated together in one plan; a setting outside the knobs (input workers, gradient buckets) is a
+    plan per value."""
     judged = run.judges or frozenset()
     tried = {
         name: [value for value in _tried(domain(given)) if value != setting(config, name)]
@@ -41,10 +43,11 @@ def best_settings(
             apart = sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index) if values else []
             alone += [(name, value, gain.speedup) for value in apart if (gain := run.what_if({name: value}))
                       and gain.speedup]  # fmt: skip
-    helping: dict[str, tuple[Any, float]] = {}
+    best_alone: dict[str, tuple[Any, float]] = {}
     for name, value, speedup in alone:
-        if speedup >= HELPS and speedup > helping.get(name, (None, 0.0))[1]:
-            helping[name] = (value, speedup)
+        if speedup > best_alone.get(name, (None, 0.0))[1]:
+            best_alone[name] = (value, speedup)
+    helping = {name: best for name, best in best_alone.items() if best[1] >= HELPS}
     if not helping:
         return None
     together = {name: value for name, (value, _) in helping.items()}
@@ -57,6 +60,11 @@ def best_settings(
     if not _runs(combined):  # the settings cannot run together, whichever one is left out: the best one alone
         name, (value, _) = max(helping.items(), key=lambda item: item[1][1])
         together, combined = {name: value}, run.what_if({name: value})
+    joining = [(name, value) for name, (value, _) in best_alone.items() if name not in helping]
+    for name, value in joining:  # one that helps only once the others are set
+        gain = run.what_if(together | {name: value})
+        if _speedup(gain) >= _speedup(combined) * HELPS:
+            together, combined = together | {name: value}, gain
     return (together, combined) if combined is not None and combined.speedup else None
 
 

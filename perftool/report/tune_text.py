@@ -27,6 +27,7 @@ COLUMNS = {  # short knob names for the table's headers
     "device_graphs": "graphs",
     "layout_mismatch": "layout",
     "pin_memory": "pinned",
+    "pin_readback": "pinned out",
     "workload.input_workers": "workers",
     "replicas.bucket": "bucket",
     "replicas.overlap": "overlap",

@@ -18,13 +18,14 @@ from perftool.rules.catalog import load_catalog
     [
         ("gpu", "pytorch", "training", set()),
         ("npu", "pytorch", "training", {"loop_size"}),
-        ("npu", "tensorflow", "training", {"pin_memory"}),
-        ("gpu", "jax", "training", {"pin_memory"}),
-        ("gpu", "tensorflow", "training", {"pin_memory"}),
+        ("npu", "tensorflow", "training", {"pin_memory", "pin_readback"}),
+        ("gpu", "jax", "training", {"pin_memory", "pin_readback"}),
+        ("gpu", "tensorflow", "training", {"pin_memory", "pin_readback"}),
         ("gpu", "pytorch", "inference", {"replicas.bucket", "replicas.overlap", "gradient_accumulation",
                                          "offload_optimizer"}),
-        ("gpu", "pytorch", "serving", {"prefetch_depth", "pin_memory", "workload.input_workers", "replicas.bucket",
-                                       "replicas.overlap", "gradient_accumulation", "offload_optimizer"}),
+        ("gpu", "pytorch", "serving", {"prefetch_depth", "pin_memory", "pin_readback", "workload.input_workers",
+                                       "replicas.bucket", "replicas.overlap", "gradient_accumulation",
+                                       "offload_optimizer"}),
     ],
 )  # fmt: skip
 def test_the_settings_a_job_has_nothing_to_set(family, framework, kind, absent):

@@ -4,6 +4,7 @@ in Python itself, never the frames around ops, never a sleeping background threa
 from __future__ import annotations
 
 import json
+import re
 from itertools import count
 from types import SimpleNamespace
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from builders import meta, span
 
-from perftool.analysis.host_calls import driving_calls, driving_thread, driving_threads
+from perftool.analysis.host_calls import driving_calls, driving_thread, driving_threads, read_backs
 from perftool.common.names import host_call, readable
 from perftool.pipeline.read import load_trace
 from perftool.trace.model import Trace
@@ -195,3 +196,35 @@ def test_top_level_calls_are_those_no_other_encloses_the_longest_first_where_two
 
     expected = sorted((r for r in rows if not any(encloses(o, r) for o in rows if o != r)), key=lambda r: ts[r])
     assert Trace.top_level(trace, rows).tolist() == expected  # it reads only the events' starts and ends
+
+
+def copying_calls() -> dict:
+    """Three blocking copy calls of a CUDA job: one reading a result back while the next batch's pinned copy runs
+    on a stream of its own, one copying a batch in from pageable memory after an earlier read-back ended inside
+    it, one whose copy the trace does not show, and one whose read-back the device's clock ends just after it."""
+    host, device, link = (100, 1), (0, 7), (0, 8)
+    events = [meta("process_labels", 100, 0, labels="CPU"), meta("process_labels", 0, 0, labels="GPU 0")]
+    events += [
+        span("cudaMemcpyAsync", *host, 0, 5000, "cuda_runtime"),
+        span("Memcpy HtoD (Pinned -> Device)", *link, 1000, 800, "gpu_memcpy"),  # the next batch's, during the wait
+        span("Memcpy DtoH (Device -> Pageable)", *device, 2000, 2990, "gpu_memcpy"),  # the call's own: ends with it
+        span("cudaMemcpyAsync", *host, 10_000, 3000, "cuda_runtime"),
+        span("Memcpy DtoH (Device -> Pinned)", *link, 9500, 1000, "gpu_memcpy"),
+        span("Memcpy HtoD (Pageable -> Device)", *device, 11_000, 1995, "gpu_memcpy"),
+        span("Memcpy DtoH (Device -> Pinned)", *link, 13_000, 500, "gpu_memcpy"),  # before the next call: not its
+        span("cudaMemcpyAsync", *host, 14_000, 200, "cuda_runtime"),
+        span("Memcpy DtoH (Device -> Pinned)", *link, 15_000, 500, "gpu_memcpy"),  # after it: not its copy
+        span("cudaMemcpyAsync", *host, 30_000, 500, "cuda_runtime"),  # its read-back ends 10 µs after it, on the
+        span("Memcpy HtoD (Pinned -> Device)", *link, 30_100, 200, "gpu_memcpy"),  # device's clock
+        span("Memcpy DtoH (Device -> Pageable)", *device, 30_050, 460, "gpu_memcpy"),
+    ]
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}], "traceEvents": events}
+
+
+def test_a_blocking_call_reads_back_where_the_copy_ending_with_it_goes_to_the_host(write_trace):
+    """A blocking call returns when its own copy is done: the copy ending nearest the call's end says which way it
+    copied, whatever other copies run during its wait."""
+    trace = load_trace(write_trace(copying_calls()))
+    calls = np.flatnonzero(trace.name_matches(re.compile(r"^cudaMemcpyAsync$")))
+    assert read_backs(trace, calls).tolist() == [True, False, False, True]
+    assert read_backs(trace, calls[:0]).tolist() == []

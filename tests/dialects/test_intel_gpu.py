@@ -71,7 +71,8 @@ def test_an_intel_gpu_s_capture_gives_the_verdicts_of_the_cuda_capture_of_the_sa
     assert xpu["idle"]["blocking_copy"] > 0.04 and xpu["idle"]["sync"] > 0
     blocking = xpu_found["PT009"]
     assert blocking["severity"] == "error" and "urEnqueueUSMMemcpy" in blocking["message"]  # its gain predicted
-    assert blocking["gain"]["kind"] == "predicted" and blocking["fix"]["changes"] == {"pin_memory": True}
+    assert blocking["gain"]["kind"] == "predicted"
+    assert blocking["fix"]["changes"] == {"pin_memory": True, "pin_readback": True}  # inputs and read-back pageable
     assert {e["name"] for e in blocking["evidence"]} <= set(DEVICE_WORK.values())
     fixes = " ".join(f["fix"]["text"] for f in xpu_found.values())
     assert "torch.cuda" not in fixes and "CUDA" not in fixes  # no CUDA API is advised for an Intel GPU

@@ -103,4 +103,15 @@ def test_an_inference_job_s_pinned_memory_is_named_for_its_own_tensors_too():
     assert inference == JOB_KNOB_NAMES["inference"]["pin_memory"] and "tensor.pin_memory()" in inference
     training = knob_name(PROFILES["gpu"], "pin_memory", {"framework": "pytorch", "kind": "training"})
     assert training.startswith("DataLoader(pin_memory=True) and .to('cuda', non_blocking=True)")
-    assert "read back into a pinned buffer" in training  # the knob pins read-backs too
+    assert "read back" not in training  # the read-back's pinning is a knob of its own
+
+
+def test_a_read_back_is_pinned_by_a_knob_of_its_own_named_the_same_for_every_job():
+    """Pinning the results read back is its own setting: named by the buffer a job copies them into, for training
+    and inference alike, on the families whose jobs can pin."""
+    for family in ("gpu", "hpu"):
+        assert "pin_readback" in PROFILES[family].knobs
+        for kind in ("training", "inference"):
+            name = knob_name(PROFILES[family], "pin_readback", {"framework": "pytorch", "kind": kind})
+            assert name is not None and "torch.empty(shape, pin_memory=True)" in name
+    assert "pin_readback" not in PROFILES["ipu"].knobs

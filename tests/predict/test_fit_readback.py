@@ -14,9 +14,11 @@ from conftest import DATA, REPO
 
 from perftool.emulator.config import EmulatorConfig, load_config
 from perftool.emulator.full_run import run
+from perftool.emulator.profiles import PROFILES
 from perftool.emulator.trace_writer import write_trace
 from perftool.pipeline.read import load_trace
 from perftool.pipeline.scan import analyse_trace
+from perftool.predict import fitting
 from perftool.predict.fitting import fit
 from perftool.tune.calibration import calibrate
 
@@ -26,11 +28,12 @@ PAGEABLE_CAPTURE = DATA / "cuda_input_bound_pageable.pt.trace.json.gz"  # 64 MB 
 def written(
     tmp_path, readback: int, pinned: bool, *overrides: str, renamed: dict[str, str] | None = None, sized: bool = True
 ) -> tuple[Path, EmulatorConfig]:
-    """(its trace, the config emulated) for the healthy GPU sample reading ``readback`` bytes back each step (with
-    ``overrides``), its events ``renamed`` where given, the copies' sizes left out unless ``sized``."""
+    """(its trace, the config emulated) for the healthy GPU sample (its inputs pinned) reading ``readback`` bytes
+    back each step into ``pinned`` memory or not (with ``overrides``), its events ``renamed`` where given, the
+    copies' sizes left out unless ``sized``."""
     emulated = load_config(
         REPO / "sample_traces" / "gpu" / "healthy.yaml",
-        [f"workload.readback_per_step={readback}", f"knobs.pin_memory={str(pinned).lower()}", "workload.steps=32",
+        [f"workload.readback_per_step={readback}", f"knobs.pin_readback={str(pinned).lower()}", "workload.steps=32",
          *overrides],
     )  # fmt: skip
     path = tmp_path / f"readback{len(list(tmp_path.iterdir()))}.trace.json.gz"
@@ -56,7 +59,7 @@ def fitted(tmp_path, readback: int, pinned: bool, *overrides: str, **written_as:
 def test_an_emulated_read_back_is_fitted_its_bytes_memory_and_bandwidth(tmp_path, pinned, bandwidth):
     config, emulated = fitted(tmp_path, 64 << 20, pinned)
     assert config.workload.readback_per_step == 64 << 20  # the bytes the copies record
-    assert config.knobs.pin_memory is pinned
+    assert config.knobs.pin_readback is pinned and config.knobs.pin_memory is True  # the inputs are pinned
     assert getattr(config.profile, bandwidth) == pytest.approx(getattr(emulated.profile, bandwidth), rel=0.01)
     assert config.workload.sync_each_step is False  # the pageable copy's wait is the read-back's, not a sync
     without, _ = fitted(tmp_path, 0, pinned)
@@ -76,7 +79,8 @@ def test_a_read_back_a_blocking_call_waits_for_is_pageable_whatever_its_copy_is_
     waited for the read-back."""
     hip = {"Memcpy DtoH (Device -> Pageable)": "Memcpy DtoH (Device -> Host)", "cudaMemcpyAsync": "hipMemcpyWithStream"}
     config, _ = fitted(tmp_path, 64 << 20, False, renamed=hip)
-    assert config.workload.readback_per_step == 64 << 20 and config.knobs.pin_memory is False
+    assert config.workload.readback_per_step == 64 << 20 and config.knobs.pin_readback is False
+    assert config.knobs.pin_memory is True  # the call waits for the read-back, not for the next batch's copy
     overrides = config.device_overrides
     assert overrides is not None and overrides.pageable_d2h_bandwidth and overrides.d2h_bandwidth is None
     assert config.workload.sync_each_step is False
@@ -120,8 +124,8 @@ def test_a_loop_that_also_syncs_each_step_keeps_its_sync_beside_a_pageable_read_
     path.write_text(json.dumps(reading_back(syncs)))
     trace = load_trace(str(path))
     config = fit(trace, analyse_trace(trace, [])[1])
-    assert config.workload.readback_per_step == 8_000_000 and config.knobs.pin_memory is False
-    assert config.workload.sync_each_step is syncs
+    assert config.workload.readback_per_step == 8_000_000 and config.knobs.pin_readback is False
+    assert config.knobs.pin_memory is True and config.workload.sync_each_step is syncs  # no input copy
 
 
 def test_a_capture_at_another_batch_fits_efficiency_from_compute_without_the_read_back(tmp_path):
@@ -154,6 +158,24 @@ def test_a_real_read_back_to_pageable_memory_is_fitted_and_the_fit_copies_as_the
     config = calibration.config
     assert config.workload.readback_per_step == 16 << 22
     assert 1.5e9 < config.profile.pageable_d2h_bandwidth < 2.0e9
-    assert config.knobs.pin_memory is False and config.workload.sync_each_step is False
+    assert config.knobs.pin_memory is False and config.knobs.pin_readback is False  # inputs and outputs pageable
+    assert config.workload.sync_each_step is False
     (copies,) = [check for check in calibration.fitted if check.figure == "device busy: copies"]
     assert copies.trace > 0.6 and copies.passed
+
+
+def test_a_family_whose_jobs_cannot_pin_a_read_back_models_it_at_the_bandwidth_it_ran(tmp_path):
+    """Where the family has no pinned read-back to set, the fit's read-back is not pageable (no what-if could pin
+    it): the bandwidth the copies ran at is the link's. The window's time in it bounds what pinning it can win."""
+    path, emulated = written(tmp_path, 64 << 20, False)
+    trace = load_trace(str(path))
+    scope = analyse_trace(trace, [])[1]
+    steps = scope.steady_steps
+    read_back = fitting._read_back_copies(trace, scope, steps)
+    assert read_back is not None
+    copy_us = (64 << 20) * 1e6 / emulated.profile.pageable_d2h_bandwidth  # each step's, as emulated
+    assert fitting.readback_time(trace, scope) == pytest.approx(steps * copy_us, rel=0.01)
+    for family, pageable in (("gpu", True), ("npu", False)):
+        modelled = fitting._readback(trace, scope, PROFILES[family], read_back, steps)
+        assert modelled.pageable is pageable
+        assert set(modelled.overrides) == {"pageable_d2h_bandwidth" if pageable else "d2h_bandwidth"}

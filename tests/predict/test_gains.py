@@ -210,9 +210,9 @@ def test_a_stated_job_length_is_fitted_as_whole_epochs_one_at_least(monkeypatch,
 class Fitted:
     """A fit some fix asked for (``made``), or none (its config is then never read: reading it would fit)."""
 
-    def __init__(self, made: bool, pin_memory: bool = False) -> None:
+    def __init__(self, made: bool, pin_memory: bool = False, pin_readback: bool = True) -> None:
         self.made = SimpleNamespace(name="fit's run") if made else None
-        self._config = SimpleNamespace(knobs=SimpleNamespace(pin_memory=pin_memory))
+        self._config = SimpleNamespace(knobs=SimpleNamespace(pin_memory=pin_memory, pin_readback=pin_readback))
 
     @property
     def config(self) -> SimpleNamespace:
@@ -230,14 +230,15 @@ def printed(kind: str, speedup: float | None, changes: dict | None = None) -> Si
 
 
 def beyond_on(monkeypatch, sweep, findings, together=None, fitted=None, idle=0.5, graphs=False, captured=False,
-              run=None, contexts=("pytorch",), copies=0.0):  # fmt: skip
-    """``gains.beyond`` on a scope whose idle share, share of input copies with nothing computing beside them, graphs
-    and capture are given, its sweep finding ``sweep``; returns the gain and the settings the sweep was asked to try
-    (None: not asked)."""
+              run=None, contexts=("pytorch",), copies=0.0, readback=0.0):  # fmt: skip
+    """``gains.beyond`` on a scope whose idle share, share of input copies with nothing computing beside them, share
+    in the read-back, graphs and capture are given, its sweep finding ``sweep``; returns the gain and the settings
+    the sweep was asked to try (None: not asked)."""
     asked = []
     monkeypatch.setattr(gains, "best_settings", lambda config, fit, names: asked.append(names) or sweep)
     monkeypatch.setattr(gains, "graphs_in_use", lambda trace, rows: graphs)
     monkeypatch.setattr(gains, "serial_copies", lambda scope: copies * scope.window)
+    monkeypatch.setattr(gains, "readback_time", lambda trace, scope: readback * scope.window)
     trace = SimpleNamespace(source="run.json", name_matches=lambda pattern: np.array([captured]))
     scope = SimpleNamespace(run=run, contexts=contexts, steady_steps=8, idle=SimpleNamespace(total=idle * 1e6),
                             window=1e6, trace=trace, in_window=None)  # fmt: skip
@@ -255,6 +256,8 @@ def test_the_sweep_s_setting_is_named_with_how_to_sweep_every_combination(monkey
     assert gain.speedup == 1.5 and tried == frozenset({"workload.input_workers", "loop_size", "pin_memory"})
     _, pinned = beyond_on(monkeypatch, found(1.5), findings, fitted=Fitted(True, pin_memory=True))
     assert pinned == frozenset({"workload.input_workers", "loop_size"})
+    _, reading = beyond_on(monkeypatch, found(1.5), findings, fitted=Fitted(True, True, pin_readback=False))
+    assert reading == frozenset({"workload.input_workers", "loop_size", "pin_readback"})
 
 
 @pytest.mark.parametrize(
@@ -277,23 +280,33 @@ def test_the_sweep_s_setting_is_named_only_where_it_wins_2_percent_more_than_eve
 
 
 @pytest.mark.parametrize(
-    ("changes", "idle", "copies", "graphs", "captured", "named"),
+    ("changes", "idle", "copies", "readback", "graphs", "captured", "named"),
     [
-        ({"device_graphs": True}, 0.5, 0.0, False, False, True),
-        ({"device_graphs": True}, 0.3, 0.0, False, False, False),  # wins back 33% of the step: past the trace's idle
-        ({"device_graphs": True}, 0.3, 0.1, False, False, False),  # copies in the way are no graphs' to give back
-        ({"pin_memory": True}, 0.3, 0.0, False, False, False),
-        ({"pin_memory": True}, 0.3, 0.01, False, False, True),  # but pinned memory's: 31% and 10% slack hold 33%
-        ({"device_graphs": True}, 0.5, 0.0, True, False, False),  # graphs the job replays already
-        ({"device_graphs": True}, 0.5, 0.0, False, True, False),  # or captures
-        ({"pin_memory": True}, 0.5, 0.0, True, True, True),  # other settings where the job makes graphs
+        ({"device_graphs": True}, 0.5, 0.0, 0.0, False, False, True),
+        ({"device_graphs": True}, 0.3, 0.0, 0.0, False, False, False),  # wins back 33% of the step: past the idle
+        ({"device_graphs": True}, 0.3, 0.1, 0.1, False, False, False),  # copies in the way are no graphs' to give
+        ({"pin_memory": True}, 0.3, 0.0, 0.0, False, False, False),
+        ({"pin_memory": True}, 0.3, 0.01, 0.0, False, False, True),  # but pinned memory's: 31% and 10% slack hold 33%
+        ({"pin_memory": True}, 0.3, 0.0, 0.01, False, False, False),  # not a read-back's: pinned inputs leave it
+        ({"pin_readback": True}, 0.3, 0.0, 0.01, False, False, True),  # a pinned read-back copies faster
+        ({"pin_readback": True}, 0.3, 0.01, 0.0, False, False, False),  # and leaves the input copies as they are
+        ({"device_graphs": True}, 0.5, 0.0, 0.0, True, False, False),  # graphs the job replays already
+        ({"device_graphs": True}, 0.5, 0.0, 0.0, False, True, False),  # or captures
+        ({"pin_memory": True}, 0.5, 0.0, 0.0, True, True, True),  # other settings where the job makes graphs
     ],
 )
 def test_the_sweep_s_setting_is_not_named_past_what_the_trace_could_give_back_or_for_graphs_the_job_makes(
-    monkeypatch, changes, idle, copies, graphs, captured, named
+    monkeypatch, changes, idle, copies, readback, graphs, captured, named
 ):
     gain, _ = beyond_on(
-        monkeypatch, found(1.5, changes), [], idle=idle, copies=copies, graphs=graphs, captured=captured
+        monkeypatch,
+        found(1.5, changes),
+        [],
+        idle=idle,
+        copies=copies,
+        readback=readback,
+        graphs=graphs,
+        captured=captured,
     )
     assert (gain is not None) is named
 

@@ -5,7 +5,8 @@ until it is done (``Memcpy DtoH (Device -> Pageable)``, ``cudaMemcpy``, ``hipMem
 The device then idles until the host has launched its next work, and the copy itself overlaps
 nothing. The time lost is that idle time plus the read-back copies' time not hidden behind compute
 (input copies' own time is the exposed-transfers rule's, so no time is counted twice). Its fix, pinned
-memory, is emulated where the job can pin its buffers (a fit reads the copies' memory and bandwidth).
+memory for the inputs and for the results read back (each where its copies are pageable), is emulated where the job
+can pin its buffers (a fit reads the copies' memory and bandwidth).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from perftool.analysis import intervals
-from perftool.analysis.host_calls import blocking_copies, copies_during
+from perftool.analysis.host_calls import blocking_copies, copies_during, read_backs
 from perftool.dialects.vocabulary import PAGEABLE
 from perftool.rules.detectors.base import Detection, Detector, Scope, distinct_names
-from perftool.trace.model import Kind
+from perftool.trace.model import Kind, Trace
 
 DIRECTIONS = {Kind.D2H: "device→host", Kind.H2D: "host→device", Kind.D2D: "device→device"}  # a copy's kind, in words
 
@@ -60,8 +61,18 @@ def detect(scope: Scope, params: dict[str, float]) -> Detection | None:
         key=values["directions"],
         variant=variant,
         occurrences=max(calls.size, copy_rows.size),
-        changes={"pin_memory": True},  # pinned buffers, copied without blocking: a what-if where the job can pin
+        changes=_pinned(trace, calls, staged),
     )
+
+
+def _pinned(trace: Trace, calls: np.ndarray, staged: np.ndarray) -> dict[str, Any]:
+    """The fix as settings, a what-if where the job can pin: pinned inputs where copies from pageable memory
+    (``staged``) go to the device or a blocking call is no read-back (a call whose copy the trace does not show may be
+    either), a pinned read-back where pageable copies or blocking calls read results back."""
+    kinds = set(trace.kind[staged].tolist())
+    reading = read_backs(trace, calls)
+    pins = {"pin_memory": Kind.H2D in kinds or not reading.all(), "pin_readback": Kind.D2H in kinds or reading.any()}
+    return {knob: True for knob, pinned in pins.items() if pinned}
 
 
 DETECTOR = Detector(
