@@ -10,7 +10,10 @@ each), then the device's busy time (the union of kernel intervals), the step tim
 in a fresh process, alternating, best of ``--repeat``, timed from before it imports numpy or perftool (what a user
 waits for, but the interpreter's start, the same for both); printed: each time and peak RSS, and the ratios
 perftool / reference (time: of the best passes, of each pair of passes and their median, the spread the machine
-gives it) and peak RSS / file size. Targets (issue #31): time <= 0.6x, RSS <= 0.6x the file.
+gives it) and peak RSS / file size; then each best pass's CPU time, user and system, and page faults, whose cost
+is the machine's (a pipeline that grows its memory by a gigabyte spends its system time faulting pages in), and
+what a fault costs this machine (1 GiB faulted in by a fresh process). Targets
+(issue #31): time <= 0.6x, RSS <= 0.6x the file.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ def reference(path: str) -> dict:
     return {
         "seconds": seconds,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **_cpu(),
         "busy_us": busy,
         "steps": int(steps.size),
         "top": int(top.size),
@@ -98,6 +102,34 @@ def perftool_info(path: str) -> dict:
         "seconds": seconds,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "worker_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        **_cpu(),
+    }
+
+
+def page_faults() -> dict:
+    """What growing memory costs this machine: a fresh 1 GiB of numpy faulted in by 4 KiB pages (its transparent
+    huge pages off), the system time a fault took (a bare machine zeroes a page in well under a microsecond; a
+    virtual one whose host backs its memory lazily pays the host's fault too)."""
+    import numpy as np
+
+    (np._core if hasattr(np, "_core") else np.core).multiarray._set_madvise_hugepage(False)  # numpy 2, and 1.x
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    touched = np.ones(1 << 27)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    del touched
+    faults = after.ru_minflt - before.ru_minflt
+    return {"faults": faults, "system_s": after.ru_stime - before.ru_stime}
+
+
+def _cpu() -> dict:
+    """This process's CPU time so far (with its ended children's: the decoding processes), user and system, and its
+    page faults that found the page in memory (a fresh page of the heap, zeroed by the kernel): the system time a
+    pipeline spends growing its memory, which machines price differently."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {
+        "user_s": own.ru_utime + children.ru_utime,
+        "system_s": own.ru_stime + children.ru_stime,
+        "faults": own.ru_minflt + children.ru_minflt,
     }
 
 
@@ -150,6 +182,16 @@ def main() -> None:
     print(
         f"perftool   {ours['seconds']:.2f} s   peak RSS {ours['rss_mb']:,.0f} MB ({ours['rss_mb'] / mb:.2f}x the "
         f"file), largest decoding worker {ours['worker_rss_mb']:,.0f} MB"
+    )
+    for name, best in (("reference", theirs), ("perftool", ours)):
+        print(
+            f"{name:<10} CPU {best['user_s']:.2f} s user + {best['system_s']:.2f} s system, {best['faults']:,} page "
+            f"faults ({best['system_s'] / max(best['faults'], 1) * 1e6:.1f} µs of system time each)"
+        )
+    faulting = in_child("bench_reference.page_faults()")
+    print(
+        f"machine    1 GiB faulted in by 4 KiB pages: {faulting['system_s']:.2f} s of system time, "
+        f"{faulting['system_s'] / max(faulting['faults'], 1) * 1e6:.2f} µs a fault"
     )
     passes = [p["seconds"] / r["seconds"] for r, p in runs]  # each pass of perftool against the reference's beside it
     print(
