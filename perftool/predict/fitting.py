@@ -417,8 +417,7 @@ def _stall_each_step(trace: Trace, scope: TraceAnalysis, with_read_backs: bool =
     starts, ends = steps.start[steps.warmup :], steps.end[steps.warmup :]
     waits = np.flatnonzero(trace.on_roles(Role.HOST) & (trace.kind == Kind.SYNC) & scope.in_window)
     if with_read_backs:
-        calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
-        waits = np.r_[waits, calls[read_backs(trace, calls)]]
+        waits = np.r_[waits, _read_back_calls(trace, scope)]
     if waits.size == 0 or starts.size == 0:
         return 0.0
     stall = intervals.total(_idle_after(scope, (trace.ts[waits], trace.end[waits]))) / starts.size
@@ -792,8 +791,7 @@ def _readback(
     pageable memory (named so, or made by calls that block the host) on a family whose jobs can pin it (elsewhere its
     bandwidth is the link's)."""
     rows, per_step = read_back
-    calls = np.flatnonzero(blocking_copies(trace) & trace.on_roles(Role.HOST) & scope.in_window)
-    calls = calls[read_backs(trace, calls)]
+    calls = _read_back_calls(trace, scope)
     waited_for = intervals.overlaps_any(trace.ts[rows], trace.end[rows], trace.ts[calls], trace.end[calls])
     pageable = "pin_readback" in profile.knobs and bool((trace.name_matches(PAGEABLE)[rows] | waited_for).any())
     field = "pageable_d2h_bandwidth" if pageable else "d2h_bandwidth"
@@ -803,6 +801,13 @@ def _readback(
     per_step_bytes = recorded / steps
     bandwidth = min(per_step_bytes / per_step / 1e3, MAX_BANDWIDTH_GBPS)  # bytes per µs / 1e3: GB/s
     return _ReadBack({"readback_per_step": max(int(per_step_bytes), 1)}, {field: bandwidth}, pageable)
+
+
+def _read_back_calls(trace: Trace, scope: TraceAnalysis) -> np.ndarray:
+    """The window's blocking copy calls (host calls by construction) that read results back (:func:`read_backs`),
+    rows."""
+    calls = np.flatnonzero(blocking_copies(trace) & scope.in_window)
+    return calls[read_backs(trace, calls)]
 
 
 def _copied_bytes(trace: Trace, rows: np.ndarray) -> float | None:
