@@ -15,7 +15,7 @@ import numpy as np
 
 from perftool.analysis.intervals import overlaps_any
 from perftool.dialects.vocabulary import BLOCKING_COPY_CALL, COMPILED_CALL, MEMCPY, PAGEABLE, PYTHON_FRAME
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Phase, Role, Trace, looked_up
 
 _PYTHON_CATEGORIES = ("python_function", "python")  # Kineto's categories of the Python stack's frames
 # a thread of the driving thread's process that makes this share of its launches or more drives the device beside it:
@@ -61,7 +61,7 @@ def python_frames(trace: Trace, rows: np.ndarray | slice = slice(None)) -> np.nd
     """Per event (or per row of ``rows``): a frame of the Python stack, as Kineto (category ``python_function``) or
     the XLA profiler's Python tracer (a ``$`` name) records it."""
     categories = np.array([c.lower() in _PYTHON_CATEGORIES for c in trace.cats] or [False])
-    return categories[trace.cat[rows]] | trace.name_matches(PYTHON_FRAME, rows)
+    return looked_up(categories, trace.cat[rows]) | trace.name_matches(PYTHON_FRAME, rows)
 
 
 def compiles(trace: Trace) -> np.ndarray:
@@ -86,7 +86,9 @@ def driving_calls(
     tracks = driving_threads(trace)[: None if every_thread else 1]
     on_tracks = np.zeros(max(len(trace.tracks), 1), dtype=bool)
     on_tracks[tracks] = True
-    rows = np.flatnonzero(among & on_tracks[trace.track] & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP))
+    rows = np.flatnonzero(
+        among & looked_up(on_tracks, trace.track) & (trace.phase == Phase.COMPLETE) & (trace.kind != Kind.STEP)
+    )
     frame = python_frames(trace, rows)
     compiled = trace.name_matches(COMPILED_CALL, rows)
     if compiled.any():

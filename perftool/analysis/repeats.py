@@ -18,7 +18,7 @@ import numpy as np
 
 from perftool.analysis.host_calls import driving_calls
 from perftool.dialects.vocabulary import OPTIMIZER_STEP
-from perftool.trace.model import Kind, Phase, Role, Trace
+from perftool.trace.model import Kind, Phase, Role, Trace, looked_up
 
 MIN_REPEATS = 3  # a sequence seen fewer times than this is not a loop
 MATCH = 0.9  # this share of the calls a period apart must have the same name
@@ -65,7 +65,7 @@ def optimizer_steps(trace: Trace, after: float, before: float = np.inf) -> Infer
     ends = trace.end[rows]
     starts = np.r_[trace.ts[on_thread].min(), ends[:-1]]
     pid = trace.tracks[track].pid
-    of_process = np.array([thread.pid == pid for thread in trace.tracks])[trace.track]
+    of_process = looked_up(np.array([thread.pid == pid for thread in trace.tracks]), trace.track)
     ops = np.sort(trace.ts[np.flatnonzero(host & of_process & (trace.kind == Kind.HOST_OP))])
     per_step = np.searchsorted(ops, ends) - np.searchsorted(ops, starts)
     if per_step[0] < MATCH * np.median(per_step[1:]):

@@ -32,7 +32,7 @@ from perftool.dialects.vocabulary import (
 from perftool.dialects.xla import Xla
 from perftool.trace.flows import paired_flows
 from perftool.trace.kept_args import KeepArgs
-from perftool.trace.model import Kind, Phase, Role, Trace, rows_at
+from perftool.trace.model import Kind, Phase, Role, Trace, looked_up, rows_at
 
 REGISTERED: tuple[Dialect, ...] = (Emulator(), Ascend(), Graphcore(), Xla(), Rpd(), Autograd(), Kineto())
 GENERIC = Generic()
@@ -168,7 +168,7 @@ def _driven_beside(trace: Trace) -> np.ndarray:
         theirs[track.id] = track.role == Role.OTHER_DEVICE and not SPARSE_CORE.search(
             track.process_labels or track.process_name or ""
         )
-    work = theirs[trace.track] & trace.device_work(Role.OTHER_DEVICE)
+    work = looked_up(theirs, trace.track) & trace.device_work(Role.OTHER_DEVICE)
     return np.flatnonzero(work)
 
 

@@ -791,10 +791,13 @@ def test_names_alike_but_for_their_digits_are_searched_once(write_trace):
     assert trace.name_table(Probe()).tolist() == [True, True, True, False] and searched == shapes
 
 
-@pytest.mark.parametrize("named", [0, 1, 3, model.FEW_NAMES, model.FEW_NAMES + 1, 20])
+FEW = model.FEW_ENTRIES
+
+
+@pytest.mark.parametrize("named", [0, 1, 3, FEW, FEW + 1, 20 - FEW - 1, 20 - FEW, 19, 20])
 def test_a_table_of_few_names_or_many_reads_each_event_s_entry(write_trace, named):
-    """A table naming a few names is read by comparing names, one of many by looking each event's name up: the
-    same per event either way, for every event or a few rows."""
+    """A table naming a few names (or all but a few) is read by comparing names, one of many by looking each
+    event's name up: the same per event either way, for every event or a few rows."""
     trace = load_trace(write_trace([complete(f"op{i % 20}", i, 1) for i in range(60)]))
     table = np.zeros(len(trace.names), dtype=bool)
     table[np.random.default_rng(named).choice(len(trace.names), named, replace=False)] = True
