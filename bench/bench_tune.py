@@ -8,7 +8,10 @@
    the same noise draws whatever the seed), configs/s. The speed target is set on epochs of 256 steps for
    every configuration; the example as shipped, whose dataset gives batch 8 an epoch of 512 steps and
    batch 32 one of 128, is timed too.
-2. Search quality at equal budgets (1% and 5% of each bundled example's space): perftool's local
+2. A fitted config's default sweep: ``perftool calibrate`` on the bundled Kineto sample, then ``perftool tune`` on
+   the fit as written (every speed setting the fit read, input workers among them: each worker count a plan of its
+   own, all simulated in one run); configs/s of the sweep, best of ``--repeats``.
+3. Search quality at equal budgets (1% and 5% of each bundled example's space): perftool's local
    search against random sampling and, when installed (``pip install '.[bench]'``), Optuna's TPE
    sampler. A configuration the plan prunes (out of memory, too few IO tiles) does not count
    against the budget, for any of them. Prints the gap to the exhaustive optimum and wall time.
@@ -20,6 +23,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +34,9 @@ from perftool.tune.search import tune
 from perftool.tune.space import Space
 from perftool.tune.spec import Objective, load_tune_config
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tune"
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples" / "tune"
+KINETO_SAMPLE = REPO / "sample_traces" / "gpu_training_kineto.pt.trace.json.gz"
 WIDER_PREFETCH = "tune.space.prefetch_depth={range: [1, 9]}"  # 9,504 -> 10,692 configurations
 # the speed target's workload: every configuration runs an epoch of 256 steps, whatever its batch size
 FIXED_EPOCH = ("workload.dataset_samples=null", "workload.steps=256")
@@ -55,6 +61,19 @@ def end_to_end(repeats: int) -> None:
                 f"({size / best:,.0f} configs/s, target <= 3 s); the sweep with its noise draws {sweep:.3f} s "
                 f"({size / sweep:,.0f} configs/s{target})"
             )
+
+
+def fitted_sweep(repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        fit = Path(folder) / "fit.yaml"
+        calibrate_command = [sys.executable, "-m", "perftool", "calibrate", str(KINETO_SAMPLE), "-o", str(fit)]
+        subprocess.run(calibrate_command, check=True, capture_output=True)
+        size = tune(load_tune_config(fit)).space.size
+        command = [sys.executable, "-m", "perftool", "tune", str(fit), "--format", "json"]
+        sweep = min(json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)["seconds"]
+                    for _ in range(repeats))  # fmt: skip
+    print(f"a fit's default sweep ({KINETO_SAMPLE.name}), {size:,} configurations: {sweep:.3f} s "
+          f"({size / sweep:,.0f} configs/s)")  # fmt: skip
 
 
 def sampled(config, budget: int, draw) -> tuple[float, float]:
@@ -145,6 +164,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=float, nargs="+", default=[0.01, 0.05], help="shares of each space")
     args = parser.parse_args()
     end_to_end(args.repeats)
+    fitted_sweep(args.repeats)
     quality(args.seeds, args.budgets)
 
 

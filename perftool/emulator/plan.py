@@ -65,7 +65,7 @@ class Plan:
     preprocess_replay: tuple[float, ...] | None  # relative times of successive batches, mean one, replayed in turn
     compute_jitter: float
     host_jitter: float
-    workers: int  # 0: the training loop loads each batch itself
+    workers: np.ndarray  # input workers per configuration (int); 0: the training loop loads each batch itself
     blocking: np.ndarray  # the host waits for each step's device work before going on (per configuration)
     host_feeds_data: bool
     # memory
@@ -228,7 +228,7 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         preprocess_replay=_mean_one(work.preprocess_replay),
         compute_jitter=work.compute_jitter,
         host_jitter=work.host_jitter,
-        workers=work.input_workers,
+        workers=np.full(batch.size, work.input_workers),
         blocking=np.full(batch.size, profile.host_blocks_per_call or work.sync_each_step)
         | pageable_readback,  # a read-back into pageable memory waits for the step
         host_feeds_data=profile.host_feeds_data,

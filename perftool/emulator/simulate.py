@@ -187,7 +187,9 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
     ahead = plan.depth * plan.workers  # batches in flight: each worker keeps prefetch_depth ready
     ring = int(ahead.max()) + 1
     consumed_ring = np.zeros((ring, n))  # when each recent batch left the prefetch buffer
-    ready_ring = np.zeros((max(plan.workers, 1), n))  # when each worker finished its last batch
+    fed = plan.workers > 0  # an input pipeline feeds these configurations; the training loop loads the others' batches
+    feeding = bool(fed.any())
+    ready_ring = np.zeros((max(int(plan.workers.max()), 1), n))  # when each worker finished its last batch
     step_end = np.zeros((steps, n))
     device_busy = np.zeros((steps, n), dtype=np.float32)
     compile_start = np.full((MAX_COMPILES, n), np.nan)
@@ -211,12 +213,12 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
             preprocess = np.where(last, plan.preprocess_last_us, plan.preprocess_us) * preprocess_factor[i]
 
         wait_from = np.maximum(clocks.host_free, shape.waited_for(clocks))
-        if plan.workers:  # input pipeline: a worker and a buffer slot must both be free
+        preprocess_start = wait_from  # without workers, the training loop loads the batch itself once it is free
+        if feeding:  # with an input pipeline, a worker and a buffer slot must both be free
+            worker = i % np.where(fed, plan.workers, 1), shape.cols  # each configuration's workers take batches in turn
             slot_free = np.where(ahead <= i, consumed_ring[(i - ahead) % ring, shape.cols], 0.0)
-            worker_free = ready_ring[i % plan.workers] if i >= plan.workers else zeros
-            preprocess_start = np.maximum(slot_free, worker_free)
-        else:  # the training loop loads the batch itself once it is free
-            preprocess_start = wait_from
+            worker_free = np.where(plan.workers <= i, ready_ring[worker], 0.0)
+            preprocess_start = np.where(fed, np.maximum(slot_free, worker_free), wait_from)
         ready = preprocess_start + preprocess
 
         waits, work = (wait_from, ready), (compute, transfer)
@@ -228,7 +230,8 @@ def simulate(plan: Plan, seed: int, record: bool = False) -> Timeline:
         idle_inside = device["backward_start"] - device["forward_end"] + device["ops_start"] - device["serial_end"]
         device_busy[i] = _kept(active, device["dev_end"] - device["dev_start"] - idle_inside, zeros)
         consumed_ring[i % ring] = _kept(active, device.pop("consumed"), consumed_ring[i % ring])
-        ready_ring[i % max(plan.workers, 1)] = ready
+        if feeding:
+            ready_ring[worker] = ready
         clocks.dev_end_prev2 = _kept(active, clocks.dev_end_prev, clocks.dev_end_prev2)
         clocks.dev_end_prev = step_end[i]
         clocks.dev_start_prev = _kept(active, device["dev_start"], clocks.dev_start_prev)

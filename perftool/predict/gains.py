@@ -214,7 +214,9 @@ def emulated(scope: Judged, detection: Detection, bound: Gain) -> tuple[Detectio
     assert scope.run is not None
     helping: list[tuple[bool, float, int, Detection, Gain]] = []
     tried = []
-    for order, candidate in enumerate((detection, *detection.alternatives)):
+    candidates = (detection, *detection.alternatives)
+    scope.run.ahead([candidate.changes for candidate in candidates])
+    for order, candidate in enumerate(candidates):
         gain = scope.run.what_if(candidate.changes)
         speedup = gain.speedup if gain is not None else None
         if gain is not None and speedup is not None and speedup >= prediction.HELPS:

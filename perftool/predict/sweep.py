@@ -30,7 +30,8 @@ def best_settings(
     alone where it helps once those are set (pinned inputs beside a pinned read-back that stalled the host); None
     where no setting helps alone. ``names`` limits the settings tried (None: every one the fit judges). The knobs'
     values are simulated together in one plan; a setting outside the knobs (input workers, gradient buckets) is a
-    plan per value."""
+    plan per value, the plans simulated together where they can be (:func:`~perftool.emulator.evaluate.evaluate_all`),
+    and so are the settings together and each left out of them."""
     judged = run.judges or frozenset()
     tried = {
         name: [value for value in _tried(domain(given)) if value != setting(config, name)]
@@ -38,11 +39,15 @@ def best_settings(
         if name in judged and (names is None or name in names)
     }
     alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name})
-    for name, values in tried.items():
-        if "." in name:  # a plan per value: the lowest, the highest and one between
-            apart = sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index) if values else []
-            alone += [(name, value, gain.speedup) for value in apart if (gain := run.what_if({name: value}))
-                      and gain.speedup]  # fmt: skip
+    apart = [
+        {name: value}
+        for name, values in tried.items()
+        if "." in name and values  # the lowest, the highest,
+        for value in sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index)
+    ]  # one between
+    run.ahead(apart)
+    alone += [(name, value, gain.speedup) for changes in apart for name, value in changes.items()
+              if (gain := run.what_if(changes)) and gain.speedup]  # fmt: skip
     best_alone: dict[str, tuple[Any, float]] = {}
     for name, value, speedup in alone:
         if speedup > best_alone.get(name, (None, 0.0))[1]:
@@ -51,6 +56,8 @@ def best_settings(
     if not helping:
         return None
     together = {name: value for name, (value, _) in helping.items()}
+    withouts = [{other: value for other, value in together.items() if other != name} for name in together]
+    run.ahead([together, *withouts] if len(together) > 1 else [together])
     combined = run.what_if(together)
     for name in list(together) if len(together) > 1 else []:  # one that no longer matters once the others are set
         rest = {other: value for other, value in together.items() if other != name}

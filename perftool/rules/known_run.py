@@ -30,6 +30,7 @@ class KnownRun:
     what_if: Callable[[dict[str, Any]], Gain | None]  # the run again with these changes
     over_job: Callable[[dict[str, Any]], Gain | None]  # ... over its whole job, each one-time cost paid once
     describe: Callable[[dict[str, Any]], str]  # these changes in words ("loop size 64 → 50")
+    ahead: Callable[[list[dict[str, Any]]], None]  # what-ifs of these changes simulated together now: each then free
     recorded: bool = True  # the trace records this config (else it is a fit to the trace, its job's length unknown)
     judges: frozenset[str] | None = None  # the settings whose changes a fit predicts (None: every one, as recorded)
 
@@ -57,6 +58,7 @@ class KnownRun:
             what_if=lambda changes: prediction.predicted(config, changes, source, recorded, interval),
             over_job=lambda changes: prediction.predicted(config, changes, source, interval=interval),
             describe=lambda changes: prediction.described(config, changes),
+            ahead=lambda changes: prediction.ahead(config, changes),
             recorded=recorded,
             judges=judges,
         )

@@ -10,7 +10,7 @@ from pydantic import ByteSize
 from perftool.common.errors import PerftoolError
 from perftool.common.units import duration, estimate, figure
 from perftool.emulator.config import TUNABLES, EmulatorConfig, section_of, setting, validate_config
-from perftool.emulator.evaluate import evaluate, first_job
+from perftool.emulator.evaluate import evaluate, evaluate_all, first_job
 from perftool.rules.findings import Gain
 
 HELPS = 1.005  # a fix predicted to raise throughput less than this is no fix
@@ -56,15 +56,8 @@ def predicted(
     With ``over_job`` the speed-up is the whole job's, as the config states it (its epochs of steps), with every
     one-time cost paid once: warm-up, each graph's compile. A job of unknown length (a fit to a capture) is judged
     on its steady state, as a long job would be."""
-    document = config.model_dump(mode="json")
-    for key, value in changes.items():
-        section, name = section_of(key)
-        if document.get(section) is None:  # e.g. a bucket size where the config has no replicas
-            return None
-        document[section][name] = value
-    try:
-        fixed: EmulatorConfig = validate_config(document, "fix")
-    except PerftoolError:
+    fixed = _fixed(config, changes)
+    if fixed is None:
         return None
     before, after = _figures(config), _figures(fixed)
     if isinstance(before, str):  # a config that does not run as written predicts nothing
@@ -94,6 +87,26 @@ def predicted(
         speedup=speedup,
         over="job" if over_job else "steady_state",
     )
+
+
+def ahead(config: EmulatorConfig, changes: list[dict[str, Any]]) -> None:
+    """Simulate the what-ifs of each of ``changes`` to ``config`` together now (:func:`evaluate_all`), where they
+    are valid configurations, so that :func:`predicted` of each costs nothing after."""
+    evaluate_all([config, *(fixed for each in changes if (fixed := _fixed(config, each)) is not None)])
+
+
+def _fixed(config: EmulatorConfig, changes: dict[str, Any]) -> EmulatorConfig | None:
+    """``config`` with ``changes`` applied; None where that is no valid configuration."""
+    document = config.model_dump(mode="json")
+    for key, value in changes.items():
+        section, name = section_of(key)
+        if document.get(section) is None:  # e.g. a bucket size where the config has no replicas
+            return None
+        document[section][name] = value
+    try:
+        return validate_config(document, "fix")
+    except PerftoolError:
+        return None
 
 
 def _job_throughput(figures: dict[str, float]) -> float:

@@ -20,7 +20,7 @@ import numpy as np
 from perftool.common.interrupts import held, ignore_in_worker, worker_context
 from perftool.emulator.config import SECTION_SETTINGS, with_settings
 from perftool.emulator.evaluate import FIGURES, evaluate_plan, job_figures
-from perftool.emulator.plan import build_plan
+from perftool.emulator.plan import Plan, build_plan
 from perftool.job.cluster import dask_client
 from perftool.tune.space import Space
 from perftool.tune.spec import Objective, TuneConfig
@@ -89,27 +89,31 @@ def evaluate_grid(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Row
     """Prune, simulate and check the constraints of the knob combinations in ``grid`` (or the config as written).
 
     The settings of other sections in ``grid`` (input workers, gradient buckets) shape the plan itself: each
-    combination of their values is its own plan.
+    combination of their values is its own plan, all simulated in one run where they differ only per configuration
+    (input workers), else one run each (a gradient bucket sets what every configuration of its plan reduces).
     """
     swept = [name for name in SECTION_SETTINGS if grid and name in grid]
     if not swept:
-        return _evaluate_plan(config, grid)
+        return _evaluate_plan(config, build_plan(config, grid))
     assert grid is not None
     values = np.stack([grid[name].astype(np.int64) for name in swept], axis=1)
     _, which = np.unique(values, axis=0, return_inverse=True)
     knobs = {name: column for name, column in grid.items() if name not in swept}
-    parts, order = [], []
+    plans, order = [], []
     for g in range(int(which.max()) + 1):
         rows = np.flatnonzero(which.ravel() == g)
         settings = {name: grid[name][rows[0]].item() for name in swept}
-        parts.append(_evaluate_plan(with_settings(config, settings), {k: v[rows] for k, v in knobs.items()}))
+        plans.append(build_plan(with_settings(config, settings), {k: v[rows] for k, v in knobs.items()}))
         order.append(rows)
-    return Rows.concat(parts).take(np.argsort(np.concatenate(order), kind="stable"))
+    try:
+        evaluated = _evaluate_plan(config, Plan.concat(plans))
+    except ValueError:  # plans that differ in what their configurations share
+        evaluated = Rows.concat([_evaluate_plan(config, plan) for plan in plans])
+    return evaluated.take(np.argsort(np.concatenate(order), kind="stable"))
 
 
-def _evaluate_plan(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Rows:
-    """:func:`evaluate_grid` for knobs only: one plan of every combination."""
-    plan = build_plan(config, grid)
+def _evaluate_plan(config: TuneConfig, plan: Plan) -> Rows:
+    """Check ``plan`` (of ``config`` with settings swept) against the constraints, and simulate what passes."""
     limits = config.tune.constraints
     fraction = plan.memory_bytes / plan.capacity_bytes
     if limits.max_memory_fraction is not None:

@@ -102,13 +102,14 @@ def _last_batch(context: _Context, policy: str) -> str:
 
 def _prefetch_depth(context: _Context, depth: int) -> str:
     plan, step = context.plan, context.step_us
-    if not plan.workers:
+    workers = int(plan.workers[0])
+    if not workers:
         return "the training loop loads each batch itself (no input workers): nothing is prepared ahead to buffer"
     if not plan.preprocess_us[0]:
         return "the job prepares no input batches (none take time to load): there is nothing to buffer"
-    every_us = float(plan.preprocess_us[0]) / plan.workers  # a batch this often, on average
-    workers = f"{plan.workers} input workers deliver" if plan.workers > 1 else "the input worker delivers"
-    supply = f"{workers} a batch every {every_us / 1e3:.2f} ms on average"
+    every_us = float(plan.preprocess_us[0]) / workers  # a batch this often, on average
+    delivering = f"{workers} input workers deliver" if workers > 1 else "the input worker delivers"
+    supply = f"{delivering} a batch every {every_us / 1e3:.2f} ms on average"
     if every_us > step:
         return (
             f"{supply}, slower than the {step / 1e3:.2f} ms step: the run is input-bound and more "

@@ -64,9 +64,9 @@ def detection(changes: dict, *alternatives: Detection) -> Detection:
     return Detection(lost_us=100.0, values={}, evidence=[], changes=changes, alternatives=list(alternatives))
 
 
-def emulated_on(speedups: dict, own: Detection) -> tuple[Detection, Gain, str | None]:
+def emulated_on(speedups: dict, own: Detection, ahead: list | None = None) -> tuple[Detection, Gain, str | None]:
     """``emulated`` on a run whose what-if of each change (by its sorted items) gives the speed-up named, None where
-    it cannot be run."""
+    it cannot be run; what it asks ahead is added to ``ahead``."""
 
     def what_if(changes: dict) -> Gain | None:
         speedup = speedups[tuple(sorted(changes.items()))]
@@ -74,7 +74,8 @@ def emulated_on(speedups: dict, own: Detection) -> tuple[Detection, Gain, str | 
         return None if speedup == "invalid" else Gain(kind="predicted", text=text, speedup=speedup)
 
     bound = Gain(kind="upper_bound", text="up to")
-    return emulated(SimpleNamespace(run=SimpleNamespace(what_if=what_if)), own, bound)
+    asked = ahead if ahead is not None else []
+    return emulated(SimpleNamespace(run=SimpleNamespace(what_if=what_if, ahead=asked.append)), own, bound)
 
 
 def test_of_the_fixes_that_help_one_that_keeps_the_training_wins_then_the_larger_speed_up():
@@ -86,8 +87,10 @@ def test_of_the_fixes_that_help_one_that_keeps_the_training_wins_then_the_larger
     chosen, gain, _ = emulated_on(speedups, detection({"loop_size": 8}, batch, prefetch))
     assert chosen.changes == {"loop_size": 8}
     speedups[("workload.gradient_accumulation", 4),] = 1.5  # a setting in a section is known by its own name
-    chosen, _, _ = emulated_on(speedups, detection({"workload.gradient_accumulation": 4}, loop))
+    ahead: list = []
+    chosen, _, _ = emulated_on(speedups, detection({"workload.gradient_accumulation": 4}, loop), ahead)
     assert chosen.changes == {"loop_size": 8}
+    assert ahead == [[{"workload.gradient_accumulation": 4}, {"loop_size": 8}]]  # every fix's what-if, in one run
 
 
 @pytest.mark.parametrize(
@@ -146,7 +149,7 @@ def test_a_recorded_run_s_finding_without_changes_keeps_its_bound_and_one_with_c
         return Gain(kind="predicted", text="", speedup=speedups[tuple(sorted(changes.items()))])
 
     scope = SimpleNamespace(steady_steps=4, window=1000.0, per_step=lambda value: value / 4,
-                            run=SimpleNamespace(what_if=what_if))  # fmt: skip
+                            run=SimpleNamespace(what_if=what_if, ahead=lambda changes: None))  # fmt: skip
     plain = Detection(lost_us=100.0, values={}, evidence=[])
     chosen, gain, _ = fix_that_holds(scope, Detected(None, plain, 0.1, lambda again: None, True), None)
     assert chosen is plain and (gain.kind, gain.text) == ("upper_bound", "up to 25.0 µs per step (10.0%)")

@@ -54,7 +54,7 @@ def test_optimizer_state_that_cannot_stay_on_the_device_is_streamed_less_often(r
 def _scope(*gains: Gain | None):
     """A scope whose run predicts ``gains`` for the fixes tried, in order."""
     answers = iter(gains)
-    return SimpleNamespace(run=SimpleNamespace(what_if=lambda changes: next(answers)))
+    return SimpleNamespace(run=SimpleNamespace(what_if=lambda changes: next(answers), ahead=lambda changes: None))
 
 
 def _gain(speedup: float | None) -> Gain:
