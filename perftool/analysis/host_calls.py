@@ -115,9 +115,11 @@ def python_between_calls(trace: Trace, lo: float, hi: float) -> np.ndarray:
 
 def _alone(trace: Trace, rows: np.ndarray, frame: np.ndarray) -> np.ndarray:
     """The Python frames among ``rows`` (``frame``: which of them are frames) inside which none of the other rows
-    starts."""
-    traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its calls' starts (mostly in order)
+    starts (none where the rows hold no frame: a capture without ``with_stack=True``, its calls not sorted for it)."""
     frames = rows[frame]
+    if not frames.size:
+        return frames
+    traced = np.sort(trace.ts[rows[~frame]], kind="stable")  # its calls' starts (mostly in order)
     first_inside = np.searchsorted(traced, trace.ts[frames])  # the first traced call starting in the frame, if any
     return frames[np.r_[traced, np.inf][first_inside] >= trace.end[frames]]
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from perftool.common.arrays import in_order
+
 if TYPE_CHECKING:
     from perftool.trace.model import Trace
 
@@ -44,9 +46,8 @@ def busy(trace: Trace, mask: np.ndarray, lo: float, hi: float) -> Intervals:
     """The union of the spans selected by ``mask`` that overlap [lo, hi], clipped to it. The rows are put in order
     of start before their times are read, so a pass holds three arrays of the spans' length at most (the host's
     spans are half a trace's events)."""
-    rows = np.flatnonzero(mask & trace.spans_in(lo, hi))
-    rows = rows[np.argsort(trace.ts[rows], kind="stable")]
-    starts, ends = trace.ts[rows], trace.end[rows]
+    rows, starts = in_order(np.flatnonzero(mask & trace.spans_in(lo, hi)), trace.ts)
+    ends = trace.end[rows]
     del rows
     return clip(_union_by_start(starts, ends), lo, hi)
 

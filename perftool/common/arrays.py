@@ -29,3 +29,17 @@ def least_per_group(groups: np.ndarray, values: np.ndarray, size: int) -> np.nda
         first = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
         least[groups[first]] = np.minimum.reduceat(values, first)
     return least
+
+
+def in_order(rows: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` in order of their ``ts`` (ties as given), and those times: sorted only where they are out of order
+    (a stable sort of sorted times changes nothing, and reading them twice costs more than checking). At most three
+    arrays of the rows' length are held at once."""
+    starts = ts[rows]
+    if not np.all(starts[1:] >= starts[:-1]):
+        order = np.argsort(starts, kind="stable")
+        del starts
+        rows = rows[order]
+        del order
+        starts = ts[rows]
+    return rows, starts

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from perftool.common.arrays import distinct, least_per_group
+from perftool.common.arrays import distinct, in_order, least_per_group
 
 INTEGERS = st.lists(st.integers(min_value=-(2**40), max_value=2**40), max_size=60)
 
@@ -48,3 +48,22 @@ def test_the_least_per_group_is_what_np_minimum_at_leaves(pairs):
     expected = np.full(8, np.inf)
     np.minimum.at(expected, groups, values)
     np.testing.assert_array_equal(least_per_group(groups, values, 8), expected)  # inf where a group has none
+
+
+@given(st.lists(st.integers(0, 5), max_size=30), st.booleans())
+def test_rows_in_order_of_their_times_are_a_stable_sort_s_sorted_only_where_out_of_order(times, presorted):
+    """The rows in order of their times, ties as given: a stable argsort's order, and the times read in it; rows
+    already in order are returned as they are, with no sort (checked by a sort that fails)."""
+    ts = np.array(sorted(times) if presorted else times, float)
+    rows = np.arange(ts.size)[::-1].copy()  # read backwards: the times of rows[k] are ts[rows[k]]
+    expected = rows[np.argsort(ts[rows], kind="stable")]
+    ordered, starts = in_order(rows, ts)
+    assert ordered.tolist() == expected.tolist() and starts.tolist() == ts[expected].tolist()
+    in_time = expected.copy()
+    np_argsort = np.argsort
+    try:
+        np.argsort = lambda *args, **kwargs: pytest.fail("sorted again")
+        again, _ = in_order(in_time, ts)
+    finally:
+        np.argsort = np_argsort
+    assert again is in_time
