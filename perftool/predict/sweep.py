@@ -39,12 +39,13 @@ def best_settings(
         if name in judged and (names is None or name in names)
     }
     alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name})
+    # a setting outside the knobs, a plan per value: its lowest, its highest and one between
     apart = [
         {name: value}
         for name, values in tried.items()
-        if "." in name and values  # the lowest, the highest,
+        if "." in name and values
         for value in sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index)
-    ]  # one between
+    ]
     run.ahead(apart)
     alone += [(name, value, gain.speedup) for changes in apart for name, value in changes.items()
               if (gain := run.what_if(changes)) and gain.speedup]  # fmt: skip
