@@ -115,11 +115,7 @@ def evaluate_all(configs: list[EmulatorConfig]) -> list[Evaluation]:
 def _simulated_together(configs: list[EmulatorConfig]) -> list[Evaluation]:
     """The evaluations of ``configs``, simulated in one run where :meth:`Plan.concat` joins their plans."""
     plans = [build_plan(config) for config in configs]
-    seeds = {config.seed for config in configs}
-    try:
-        joined = Plan.concat(plans) if len(plans) > 1 and len(seeds) == 1 else None
-    except ValueError:  # plans that differ in what their configurations share
-        joined = None
+    joined = Plan.joined(plans) if len(plans) > 1 and len({config.seed for config in configs}) == 1 else None
     if joined is None:
         return [evaluate_plan(plan, config.seed) for plan, config in zip(plans, configs)]
     figures = evaluate_plan(joined, configs[0].seed).figures

@@ -112,6 +112,15 @@ class Plan:
                 values[name] = value
         return Plan(**{**values, "n": sum(plan.n for plan in plans)})
 
+    @staticmethod
+    def joined(plans: list[Plan]) -> Plan | None:
+        """:meth:`concat` of ``plans``, to simulate as one run; None where they differ in what all of a plan's
+        configurations share (a gradient bucket's size), so that each runs alone."""
+        try:
+            return Plan.concat(plans)
+        except ValueError:
+            return None
+
 
 def knob_grid(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Every knob as an array: the swept values from ``grid``, the config's value elsewhere.

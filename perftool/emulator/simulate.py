@@ -99,6 +99,7 @@ class _Feeders:
     each configuration's worker made a run of 2,048 configurations half as long again)."""
 
     workers: np.ndarray  # per configuration; 0: the training loop loads its batches itself
+    columns: np.ndarray  # 0 .. configurations - 1, each configuration's column of the ring
     ready: np.ndarray  # [worker, configuration]
     shared: int | None  # the workers every configuration has, where they agree
     feeding: bool  # an input pipeline feeds some configuration
@@ -107,14 +108,14 @@ class _Feeders:
     def of(cls, workers: np.ndarray) -> _Feeders:
         shared = int(workers[0]) if workers.size and bool(np.all(workers == workers[0])) else None
         ready = np.zeros((max(int(workers.max(initial=0)), 1), workers.size))
-        return cls(workers, ready, shared, bool(np.any(workers > 0)))
+        return cls(workers, np.arange(workers.size), ready, shared, bool(np.any(workers > 0)))
 
     def free(self, i: int) -> np.ndarray:
         """When the worker of batch ``i`` is free, per configuration (0 for a worker's first batch: its row of the
         ring is not written before)."""
         if self.shared is not None:
             return self.ready[i % max(self.shared, 1)]
-        return self.ready[i % np.maximum(self.workers, 1), np.arange(self.workers.size)]
+        return self.ready[i % np.maximum(self.workers, 1), self.columns]
 
     def where_fed(self, fed: np.ndarray, unfed: np.ndarray) -> np.ndarray:
         """``fed`` for the configurations an input pipeline feeds, ``unfed`` for the others."""
@@ -125,7 +126,7 @@ class _Feeders:
         if self.shared:
             self.ready[i % self.shared] = ready
         elif self.feeding:
-            self.ready[i % np.maximum(self.workers, 1), np.arange(self.workers.size)] = ready
+            self.ready[i % np.maximum(self.workers, 1), self.columns] = ready
 
 
 @dataclass

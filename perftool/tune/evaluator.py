@@ -105,10 +105,9 @@ def evaluate_grid(config: TuneConfig, grid: dict[str, np.ndarray] | None) -> Row
         settings = {name: grid[name][rows[0]].item() for name in swept}
         plans.append(build_plan(with_settings(config, settings), {k: v[rows] for k, v in knobs.items()}))
         order.append(rows)
-    try:
-        evaluated = _evaluate_plan(config, Plan.concat(plans))
-    except ValueError:  # plans that differ in what their configurations share
-        evaluated = Rows.concat([_evaluate_plan(config, plan) for plan in plans])
+    joined = Plan.joined(plans)
+    evaluated = (_evaluate_plan(config, joined) if joined is not None
+                 else Rows.concat([_evaluate_plan(config, plan) for plan in plans]))  # fmt: skip
     return evaluated.take(np.argsort(np.concatenate(order), kind="stable"))
 
 
