@@ -81,44 +81,61 @@ _AS_WRITTEN: OrderedDict[str, Evaluation] = OrderedDict()  # evaluations of conf
 _AS_WRITTEN_LOCK = threading.Lock()
 
 
-def evaluate(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None) -> Evaluation:
+def evaluate(
+    config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None, beside: list[EmulatorConfig] | None = None
+) -> Evaluation:
     """Predict every configuration in ``grid`` (or the config as written); infeasible ones are not simulated. A config
     as written is simulated once however many callers ask (a fit's check, each fix's baseline, a sweep's starting
-    point): the emulator gives the same figures for the same config and seed."""
-    if grid is not None:
-        return evaluate_plan(build_plan(config, grid), config.seed)
-    return evaluate_all([config])[0]
+    point): the emulator gives the same figures for the same config and seed. The configs ``beside`` not evaluated
+    before are simulated in the same run, and kept as :func:`evaluate_all` keeps them: a sweep's values and the
+    what-ifs it asks for next cost one run."""
+    if grid is None:
+        return evaluate_all([config, *(beside or [])])[0]
+    return _evaluated(beside or [], (config, grid))[-1]
 
 
 def evaluate_all(configs: list[EmulatorConfig]) -> list[Evaluation]:
     """:func:`evaluate` of each of ``configs`` as written: those not evaluated before are simulated together, in one
     run where their plans differ only per configuration (a knob, the input workers) and their seeds agree, else one
     run each. A run of a few configurations costs about what one does, so what-ifs asked for together cost one."""
+    return _evaluated(configs)
+
+
+def _evaluated(
+    configs: list[EmulatorConfig], grid: tuple[EmulatorConfig, dict[str, np.ndarray]] | None = None
+) -> list[Evaluation]:
+    """:func:`evaluate_all` of ``configs``, then (where given) the evaluation of a config's ``grid``, simulated with
+    them."""
     keys = [config.model_dump_json() for config in configs]
     with _AS_WRITTEN_LOCK:
         kept = {key: _AS_WRITTEN[key] for key in keys if key in _AS_WRITTEN}
     missing = {key: config for key, config in zip(keys, configs) if key not in kept}
-    if missing:
-        for key, evaluation in zip(missing, _simulated_together(list(missing.values()))):
-            for values in evaluation.figures.values():  # shared by every caller: none may change it
-                values.flags.writeable = False
-            kept[key] = evaluation
+    plans = [build_plan(config) for config in missing.values()]
+    seeds = [config.seed for config in missing.values()]
+    if grid is not None:
+        plans.append(build_plan(*grid))
+        seeds.append(grid[0].seed)
+    evaluations = _simulated_together(plans, seeds)
+    for key, evaluation in zip(missing, evaluations):
+        for values in evaluation.figures.values():  # shared by every caller: none may change it
+            values.flags.writeable = False
+        kept[key] = evaluation
     with _AS_WRITTEN_LOCK:  # the most recently asked for stay
         for key in keys:
             _AS_WRITTEN[key] = kept[key]
             _AS_WRITTEN.move_to_end(key)
         while len(_AS_WRITTEN) > AS_WRITTEN_KEPT:
             _AS_WRITTEN.popitem(last=False)
-    return [kept[key] for key in keys]
+    return [kept[key] for key in keys] + (evaluations[-1:] if grid is not None else [])
 
 
-def _simulated_together(configs: list[EmulatorConfig]) -> list[Evaluation]:
-    """The evaluations of ``configs``, simulated in one run where :meth:`Plan.concat` joins their plans."""
-    plans = [build_plan(config) for config in configs]
-    joined = Plan.joined(plans) if len(plans) > 1 and len({config.seed for config in configs}) == 1 else None
+def _simulated_together(plans: list[Plan], seeds: list[int]) -> list[Evaluation]:
+    """The evaluations of ``plans`` (each simulated with its seed), in one run where :meth:`Plan.joined` joins them
+    and their seeds agree."""
+    joined = Plan.joined(plans) if len(plans) > 1 and len(set(seeds)) == 1 else None
     if joined is None:
-        return [evaluate_plan(plan, config.seed) for plan, config in zip(plans, configs)]
-    figures = evaluate_plan(joined, configs[0].seed).figures
+        return [evaluate_plan(plan, seed) for plan, seed in zip(plans, seeds)]
+    figures = evaluate_plan(joined, seeds[0]).figures
     ends = np.cumsum([plan.n for plan in plans])
     return [Evaluation(plan, {name: values[end - plan.n : end] for name, values in figures.items()})
             for plan, end in zip(plans, ends.tolist())]  # fmt: skip

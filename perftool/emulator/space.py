@@ -6,11 +6,10 @@ calibrate`` writes, and what scan's sweep of a fit tries). A setting's values ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from perftool.emulator.config import EmulatorConfig, setting, with_settings
-from perftool.emulator.evaluate import evaluate, first_job
+from perftool.emulator.evaluate import Evaluation, evaluate_all, first_job
 from perftool.emulator.plan import build_plan, io_tiles_needed
 
 MAX_VALUES_PER_KNOB = 10_000
@@ -71,10 +70,12 @@ def _pow2(bounds: Any) -> tuple[int, ...]:
     return tuple([0] if lo == 0 else []) + tuple(powers)
 
 
-def default_space(config: EmulatorConfig, absent: frozenset[str] = frozenset()) -> dict[str, Any]:
+def default_space(config: EmulatorConfig, absent: frozenset[str] = frozenset(), checked: bool = True) -> dict[str, Any]:
     """A search space for ``config`` that keeps its training as it is: the speed knobs its device family has,
     around its values (what ``perftool calibrate`` writes, so ``perftool tune`` runs on a fitted job as is), less the
-    settings the job has nothing to set (``absent``: :func:`~perftool.analysis.family.settings_absent`)."""
+    settings the job has nothing to set (``absent``: :func:`~perftool.analysis.family.settings_absent`). A setting
+    outside the knobs (a plan per value) is in it where one of its values alone moves the job's throughput by
+    :data:`MOVES` or more (:func:`moving_checks`, simulated in one run); with ``checked`` False, whether or not."""
     profile, knobs = config.profile, config.knobs
     steps, _ = config.epoch
     space: dict[str, Any] = {}
@@ -95,34 +96,49 @@ def default_space(config: EmulatorConfig, absent: frozenset[str] = frozenset()) 
         space["pin_memory"] = [False, True]
     if not knobs.pin_readback and config.workload.readback_per_step:
         space["pin_readback"] = [False, True]
-    work = config.workload
-    fewest = 0 if config.profile.host_feeds_data else 1
-    most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)
-    before = _throughput(config)
-
-    def moving(name: str, values: Sequence[Any]) -> bool:  # a setting the job has, that moves its throughput
-        return name not in absent and _moving(config, name, values, before)
-
-    if moving("workload.input_workers", [fewest, most]):  # how many processes load the batches
-        space["workload.input_workers"] = {"range": [fewest, most]}
-    replicas = config.replicas
-    if replicas is not None and replicas.count > 1:  # a data-parallel job: how it reduces its gradients
-        buckets = [int(replicas.bucket), *(size for size in DEFAULT_BUCKETS if size != replicas.bucket)]
-        if moving("replicas.bucket", buckets):
-            space["replicas.bucket"] = buckets  # as written first: a bucket size only as good wins no change
-        if moving("replicas.overlap", [not replicas.overlap]):
-            space["replicas.overlap"] = [replicas.overlap, not replicas.overlap]
+    outside = {name: entry for name, (entry, _) in _outside_knobs(config).items() if name not in absent}
+    moving = _moving(config, absent) if checked else set(outside)
+    space.update((name, entry) for name, entry in outside.items() if name in moving)
     return {name: values for name, values in space.items() if name not in absent}
 
 
-def _moving(config: EmulatorConfig, name: str, values: Sequence[Any], before: float) -> bool:
-    """Whether one of ``values`` of setting ``name``, set alone, moves the job's throughput (``before``: the
-    config's) by :data:`MOVES` or more. Each value of a setting outside the knobs is a plan of its own to simulate,
-    so one that cannot matter is not swept."""
-    after = [_throughput(with_settings(config, {name: value})) for value in values if value != setting(config, name)]
-    return any(moved > before * MOVES or moved < before / MOVES for moved in after)
+def moving_checks(config: EmulatorConfig, absent: frozenset[str] = frozenset()) -> list[EmulatorConfig]:
+    """The configs :func:`default_space` simulates to find the settings outside the knobs that move throughput: the
+    config as written, and each checked value of each such setting (less those ``absent``) set alone."""
+    return [config] + [with_settings(config, {name: value}) for name, value in _checked(config, absent)]
 
 
-def _throughput(config: EmulatorConfig) -> float:
-    evaluation = evaluate(config)
+def _checked(config: EmulatorConfig, absent: frozenset[str]) -> list[tuple[str, Any]]:
+    """(setting, value) for each value :func:`moving_checks` sets alone."""
+    return [(name, value) for name, (_, checks) in _outside_knobs(config).items() if name not in absent
+            for value in checks if value != setting(config, name)]  # fmt: skip
+
+
+def _outside_knobs(config: EmulatorConfig) -> dict[str, tuple[Any, list[Any]]]:
+    """The settings outside the knobs a default space may sweep: each one's values in the space, and those whose
+    throughput alone says whether it moves the job's."""
+    work = config.workload
+    fewest = 0 if config.profile.host_feeds_data else 1
+    most = max(DEFAULT_MAX_WORKERS, work.input_workers, config.host.cpus)
+    settings: dict[str, tuple[Any, list[Any]]] = {
+        "workload.input_workers": ({"range": [fewest, most]}, [fewest, most])  # how many processes load the batches
+    }
+    replicas = config.replicas
+    if replicas is not None and replicas.count > 1:  # a data-parallel job: how it reduces its gradients
+        buckets = [int(replicas.bucket), *(size for size in DEFAULT_BUCKETS if size != replicas.bucket)]
+        settings["replicas.bucket"] = (buckets, buckets)  # as written first: a bucket size only as good wins no change
+        settings["replicas.overlap"] = ([replicas.overlap, not replicas.overlap], [not replicas.overlap])
+    return settings
+
+
+def _moving(config: EmulatorConfig, absent: frozenset[str]) -> set[str]:
+    """The settings outside the knobs one of whose checked values, set alone, moves the job's throughput by
+    :data:`MOVES` or more: every value of every setting simulated in one run (each a plan of its own), so that one
+    that cannot matter is not swept."""
+    before, *after = map(_throughput, evaluate_all(moving_checks(config, absent)))
+    return {name for (name, _), moved in zip(_checked(config, absent), after)
+            if moved > before * MOVES or moved < before / MOVES}  # fmt: skip
+
+
+def _throughput(evaluation: Evaluation) -> float:
     return first_job(evaluation.figures, evaluation.plan.replicas)["throughput"]

@@ -5,13 +5,14 @@ config sweeps every combination; this tries each setting on its own, a few value
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from perftool.emulator.config import EmulatorConfig, setting
+from perftool.emulator.config import EmulatorConfig, setting, with_settings
 from perftool.emulator.evaluate import evaluate, job_figures
-from perftool.emulator.space import default_space, domain
+from perftool.emulator.space import default_space, domain, moving_checks
 from perftool.rules.findings import Gain
 from perftool.rules.known_run import KnownRun
 from perftool.rules.prediction import HELPS
@@ -29,16 +30,16 @@ def best_settings(
     together whichever one is left out, the best one alone; then, one by one, each other setting at its best value
     alone where it helps once those are set (pinned inputs beside a pinned read-back that stalled the host); None
     where no setting helps alone. ``names`` limits the settings tried (None: every one the fit judges). The knobs'
-    values are simulated together in one plan; a setting outside the knobs (input workers, gradient buckets) is a
-    plan per value, the plans simulated together where they can be (:func:`~perftool.emulator.evaluate.evaluate_all`),
-    and so are the settings together and each left out of them."""
+    values are simulated in one run (a plan's columns) with the settings outside the knobs (input workers, gradient
+    buckets: a plan per value) and the configs that say which of those move throughput (:func:`~perftool.emulator.
+    space.moving_checks`), the plans joined where they can be (:func:`~perftool.emulator.evaluate.evaluate`); then
+    the settings together and each left out of them, in another."""
     judged = run.judges or frozenset()
     tried = {
         name: [value for value in _tried(domain(given)) if value != setting(config, name)]
-        for name, given in default_space(config).items()
+        for name, given in default_space(config, checked=False).items()
         if name in judged and (names is None or name in names)
     }
-    alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name})
     # a setting outside the knobs, a plan per value: its lowest, its highest and one between
     apart = [
         {name: value}
@@ -46,9 +47,10 @@ def best_settings(
         if "." in name and values
         for value in sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index)
     ]
-    run.ahead(apart)
+    alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name}, apart)
+    space = default_space(config)  # the settings outside the knobs that move throughput, simulated already
     alone += [(name, value, gain.speedup) for changes in apart for name, value in changes.items()
-              if (gain := run.what_if(changes)) and gain.speedup]  # fmt: skip
+              if name in space and (gain := run.what_if(changes)) and gain.speedup]  # fmt: skip
     best_alone: dict[str, tuple[Any, float]] = {}
     for name, value, speedup in alone:
         if speedup > best_alone.get(name, (None, 0.0))[1]:
@@ -86,16 +88,21 @@ def _speedup(gain: Gain | None) -> float:
     return gain.speedup or 0.0 if gain is not None else 0.0
 
 
-def _knobs_alone(config: EmulatorConfig, tried: dict[str, list]) -> list[tuple[str, Any, float]]:
+def _knobs_alone(
+    config: EmulatorConfig, tried: dict[str, list], beside: Sequence[dict[str, Any]] = ()
+) -> list[tuple[str, Any, float]]:
     """(knob, value, speed-up) for each of ``tried``'s values set alone, simulated together in one plan: the job's
-    steady throughput over the config's own (a fit's gains are its steady state's)."""
+    steady throughput over the config's own (a fit's gains are its steady state's). In the same run: the configs
+    that say which settings outside the knobs move throughput (:func:`~perftool.emulator.space.moving_checks`) and
+    the config with each of ``beside``'s changes, kept for what is asked of them next."""
     columns = [(name, value) for name, values in tried.items() for value in values]
-    if not columns:
-        return []
     grid = {name: np.array([setting(config, name)] + [value if knob == name else setting(config, name)
                                                       for knob, value in columns])
             for name in tried}  # fmt: skip  # the config as written first: every column in one run
-    evaluation = evaluate(config, grid)
+    others = moving_checks(config) + [with_settings(config, changes) for changes in beside]
+    evaluation = evaluate(config, grid if columns else None, others)
+    if not columns:
+        return []
     before, *after = job_figures(evaluation.figures, evaluation.plan.replicas)["throughput"]
     return [(name, value, float(moved) / before) for (name, value), moved in zip(columns, after) if moved > 0]
 

@@ -9,8 +9,10 @@ import pytest
 from conftest import REPO
 
 from perftool.emulator import evaluate as evaluating
+from perftool.emulator import space
 from perftool.emulator.config import load_config, with_settings
 from perftool.emulator.plan import Plan, build_plan
+from perftool.predict import sweep
 from perftool.rules import prediction
 from perftool.tune import evaluator
 from perftool.tune.spec import load_tune_config
@@ -126,3 +128,32 @@ def test_a_sweep_of_input_workers_is_one_run_and_a_sweep_of_buckets_one_run_a_va
     for row, (depth, bucket) in enumerate(zip(buckets["prefetch_depth"], buckets["replicas.bucket"])):
         alone = _alone(with_settings(replicated, {"prefetch_depth": int(depth), "replicas.bucket": int(bucket)}))
         assert by_bucket.figures["throughput"][row] == alone["throughput"].sum()
+
+
+def test_a_default_space_checks_the_settings_outside_the_knobs_in_one_run(runs):
+    """Which settings outside the knobs move throughput is one run: the config as written and each value checked;
+    unchecked, the space holds them all and runs nothing."""
+    fed, steady = load_config(FED), load_config(REPO / "sample_traces" / "ipu" / "healthy.yaml")
+    assert "workload.input_workers" in space.default_space(fed)
+    assert runs == [3]  # as written, the fewest and the most workers
+    runs.clear()
+    assert "workload.input_workers" not in space.default_space(steady)  # its workers keep ahead of the device
+    assert runs == [2]  # as written (the fewest, one worker) and the most, one a core
+    runs.clear()
+    assert "workload.input_workers" in space.default_space(steady, checked=False) and runs == []
+    assert [config.workload.input_workers for config in space.moving_checks(fed)] == [2, 1, 16]  # one a core
+
+
+def test_a_sweeps_knob_plan_runs_with_the_moving_checks_and_the_values_asked_next(runs):
+    """The sweep behind scan's better line runs its knobs' plan, the configs that say which settings outside the
+    knobs move and those settings' values in one run; the space and each what-if after read what it simulated,
+    each with the figures it has alone."""
+    config, workers = load_config(FED), {"workload.input_workers": 4}
+    expected = _alone(with_settings(config, workers))
+    runs.clear()
+    alone = sweep._knobs_alone(config, {"prefetch_depth": [4]}, [workers])
+    assert runs == [6]  # as written and depth 4 (the knobs' plan), 1 and 16 workers (the checks), 4 workers
+    assert [(name, value) for name, value, _ in alone] == [("prefetch_depth", 4)]
+    assert "workload.input_workers" in space.default_space(config)
+    assert prediction.predicted(config, workers) is not None and runs == [6]
+    assert _same(evaluating.evaluate(with_settings(config, workers)).figures, expected) and runs == [6]

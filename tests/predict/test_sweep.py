@@ -77,10 +77,11 @@ def speedup(changes: dict) -> float | None:
 @pytest.fixture
 def fit(monkeypatch):
     """A fit that judges the settings of ``space`` and gains as :func:`speedup` says; what it was asked is kept."""
-    asked: dict[str, list] = {"alone": [], "what_if": [], "ahead": []}
+    asked: dict[str, list] = {"alone": [], "beside": [], "what_if": [], "ahead": []}
 
-    def knobs_alone(_config, tried):
+    def knobs_alone(_config, tried, beside=()):
         asked["alone"].append(tried)
+        asked["beside"].append(beside)
         return [(name, value, FACTORS.get((name, value), 1.0)) for name, values in tried.items() for value in values]
 
     def what_if(changes):
@@ -89,7 +90,7 @@ def fit(monkeypatch):
         return None if found is None else Gain(kind="predicted", text="", speedup=found)
 
     def use(space: dict) -> SimpleNamespace:
-        monkeypatch.setattr(sweep, "default_space", lambda _config: space)
+        monkeypatch.setattr(sweep, "default_space", lambda _config, checked=True: space)
         return SimpleNamespace(judges=frozenset(space), what_if=what_if, ahead=asked["ahead"].append)
 
     monkeypatch.setattr(sweep, "_knobs_alone", knobs_alone)
@@ -111,8 +112,9 @@ def test_the_best_value_of_each_setting_that_helps_alone_is_kept_together(fit):
                                     {"workload.input_workers": 8}]  # fmt: skip  # the lowest, middle and highest
     assert together == {"loop_size": 4, "workload.input_workers": 4}
     assert gain.speedup == pytest.approx(1.2 * 1.3)
-    # asked ahead, simulated together: the plans per value, then the settings together and each left out of them
-    assert asked["ahead"] == [asked["what_if"][:3], [together, {"workload.input_workers": 4}, {"loop_size": 4}]]
+    # simulated together: the plans per value beside the knobs' plan, then the settings together and each left out
+    assert asked["beside"] == [asked["what_if"][:3]]
+    assert asked["ahead"] == [[together, {"workload.input_workers": 4}, {"loop_size": 4}]]
 
 
 def test_a_setting_that_changes_nothing_once_the_others_are_set_is_left_out(fit):
