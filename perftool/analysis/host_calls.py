@@ -45,7 +45,7 @@ def _driving_threads(trace: Trace) -> list[int]:
     if host.size == 0:
         return []
     tracks = trace.track[host]
-    compiled = np.bincount(tracks, weights=trace.name_matches(COMPILED_CALL, host), minlength=len(trace.tracks))
+    compiled = np.bincount(tracks[trace.name_matches(COMPILED_CALL, host)], minlength=len(trace.tracks))
     if compiled.max() > 0:
         return [int(np.argmax(compiled))]
     launches = np.bincount(tracks[trace.kind[host] == Kind.RUNTIME], minlength=len(trace.tracks))
@@ -184,8 +184,13 @@ def _blocking_copies(trace: Trace) -> np.ndarray:
     if rows.size == 0:
         return rows
     waits = np.flatnonzero((trace.kind == Kind.SYNC) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE))
-    for track in np.intersect1d(trace.track[rows], trace.track[waits]).tolist():  # a thread's calls nest
+    for track in np.flatnonzero(_used(trace, rows) & _used(trace, waits)).tolist():  # a thread's calls nest
         mine, its_waits = rows[trace.track[rows] == track], waits[trace.track[waits] == track]
         inside = overlaps_any(trace.ts[mine], trace.end[mine], trace.ts[its_waits], trace.end[its_waits])
         blocking[mine[inside]] = False
     return np.flatnonzero(blocking)
+
+
+def _used(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Per track: whether one of ``rows`` lies on it (counted, not sorted)."""
+    return np.bincount(trace.track[rows], minlength=len(trace.tracks)) > 0
