@@ -89,8 +89,10 @@ def fit(monkeypatch):
         found = speedup(changes)
         return None if found is None else Gain(kind="predicted", text="", speedup=found)
 
-    def use(space: dict) -> SimpleNamespace:
-        monkeypatch.setattr(sweep, "default_space", lambda _config, checked=True: space)
+    def use(space: dict, still: frozenset[str] = frozenset()) -> SimpleNamespace:
+        """``still``: settings outside the knobs whose checks show they move nothing (in the space unchecked)."""
+        monkeypatch.setattr(sweep, "default_space", lambda _config, checked=True: {
+            name: values for name, values in space.items() if not checked or name not in still})  # fmt: skip
         return SimpleNamespace(judges=frozenset(space), what_if=what_if, ahead=asked["ahead"].append)
 
     monkeypatch.setattr(sweep, "_knobs_alone", knobs_alone)
@@ -138,6 +140,16 @@ def test_only_the_settings_asked_for_are_tried(fit):
     run = use({"loop_size": [1, 2, 4, 8], "workload.input_workers": [0, 2, 4]})
     together, _ = sweep.best_settings(None, run, frozenset({"workload.input_workers"}))
     assert together == {"workload.input_workers": 4} and asked["alone"] == [{}]
+
+
+def test_a_setting_that_moves_nothing_is_simulated_beside_the_knobs_but_never_tried(fit):
+    """Its values run beside the knobs' plan, with the checks that show it moves nothing; then it is left out."""
+    use, asked = fit
+    workers = "workload.input_workers"
+    run = use({"loop_size": [1, 4], workers: [0, 2, 4, 8]}, still=frozenset({workers}))
+    together, _ = sweep.best_settings(None, run)
+    assert together == {"loop_size": 4} and asked["what_if"] == [together]
+    assert asked["beside"] == [[{workers: 2}, {workers: 4}, {workers: 8}]]
 
 
 def test_a_setting_whose_run_gives_no_speed_up_is_not_named(fit):
