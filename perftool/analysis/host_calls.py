@@ -184,13 +184,8 @@ def _blocking_copies(trace: Trace) -> np.ndarray:
     if rows.size == 0:
         return rows
     waits = np.flatnonzero((trace.kind == Kind.SYNC) & trace.on_roles(Role.HOST) & (trace.phase == Phase.COMPLETE))
-    for track in np.flatnonzero(_used(trace, rows) & _used(trace, waits)).tolist():  # a thread's calls nest
+    for track in np.flatnonzero(trace.tracks_of(rows) & trace.tracks_of(waits)).tolist():  # a thread's calls nest
         mine, its_waits = rows[trace.track[rows] == track], waits[trace.track[waits] == track]
         inside = overlaps_any(trace.ts[mine], trace.end[mine], trace.ts[its_waits], trace.end[its_waits])
         blocking[mine[inside]] = False
     return np.flatnonzero(blocking)
-
-
-def _used(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """Per track: whether one of ``rows`` lies on it (counted, not sorted)."""
-    return np.bincount(trace.track[rows], minlength=len(trace.tracks)) > 0

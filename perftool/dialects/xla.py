@@ -146,7 +146,7 @@ def _cache_misses(trace: Trace, kind: np.ndarray) -> tuple[np.ndarray, np.ndarra
     traced = _traced_calls(trace)
     misses, held = [traced], [np.zeros(0, dtype=np.int64)]
     for outer in (calls, traced):
-        for track in np.intersect1d(trace.track[compiles], trace.track[outer]).tolist():
+        for track in np.flatnonzero(trace.tracks_of(compiles) & trace.tracks_of(outer)).tolist():
             outermost = trace.top_level(outer[trace.track[outer] == track])
             inner = compiles[trace.track[compiles] == track]
             holder = outermost[np.maximum(np.searchsorted(trace.ts[outermost], trace.ts[inner], side="right") - 1, 0)]

@@ -98,10 +98,9 @@ def _knobs_alone(
     columns = [(name, value) for name, values in tried.items() for value in values]
     grid = {name: np.array([setting(config, name)] + [value if knob == name else setting(config, name)
                                                       for knob, value in columns])
-            for name in tried}  # fmt: skip  # the config as written first: every column in one run
-    others = moving_checks(config) + [with_settings(config, changes) for changes in beside]
-    evaluation = evaluate(config, grid if columns else None, others)
-    if not columns:
+            for name in tried} if columns else None  # fmt: skip  # the config as written first: every column in one run
+    evaluation = evaluate(config, grid, moving_checks(config) + [with_settings(config, each) for each in beside])
+    if grid is None:
         return []
     before, *after = job_figures(evaluation.figures, evaluation.plan.replicas)["throughput"]
     return [(name, value, float(moved) / before) for (name, value), moved in zip(columns, after) if moved > 0]

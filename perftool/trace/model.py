@@ -306,6 +306,10 @@ class Trace:
     def tracks_with_role(self, *roles: Role) -> np.ndarray:
         return np.array([t.id for t in self.tracks if t.role in roles], dtype=np.int32)
 
+    def tracks_of(self, rows: np.ndarray) -> np.ndarray:
+        """Per track: whether one of ``rows`` lies on it (counted, where ``np.unique`` would sort them)."""
+        return np.bincount(self.track[rows], minlength=len(self.tracks)) > 0
+
     def innermost(self, rows: np.ndarray) -> np.ndarray:
         """Of ``rows`` (spans properly nested on each track), those that contain no other of them, by track and
         start."""
