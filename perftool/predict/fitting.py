@@ -55,8 +55,8 @@ from perftool.dialects.vocabulary import (
 )
 from perftool.emulator import devices
 from perftool.emulator.config import MAX_REPLAYED, EmulatorConfig, validate_config
-from perftool.emulator.evaluate import evaluate, evaluate_plan
-from perftool.emulator.plan import Plan, build_plan, io_tiles_needed
+from perftool.emulator.evaluate import evaluate, evaluate_all
+from perftool.emulator.plan import io_tiles_needed
 from perftool.emulator.profiles import PROFILES, DeviceProfile
 from perftool.emulator.simulate import COMPUTE_STREAM, jitter
 from perftool.trace.model import NOT_DEVICE_WORK, Kind, Role, Trace
@@ -640,16 +640,16 @@ def _matched(config: EmulatorConfig, field: tuple[str, str], step: float, per: i
 
 def expected_step(config: EmulatorConfig) -> float:
     """The config's steady mean step, µs: a fit's expected step, as it runs :data:`FIT_RUN_STEPS` (see
-    :func:`_fit_steps`)."""
-    return float(expected_steps([config])[0])
+    :func:`_fit_steps`); the fit's own is simulated already, when it was matched."""
+    return float(evaluate(config)["step_time_mean_us"][0])
 
 
 def expected_steps(configs: list[EmulatorConfig]) -> np.ndarray:
     """:func:`expected_step` of each of ``configs`` (one config with a per-configuration figure changed), run
-    together in one simulation: the jitter every configuration shares makes each figure the one it has alone."""
-    plans = [build_plan(config) for config in configs]
-    figures = evaluate_plan(Plan.concat(plans), configs[0].seed)["step_time_mean_us"]
-    return figures[:: plans[0].replicas]  # each configuration's first column
+    together in one simulation (the jitter every configuration shares makes each figure the one it has alone), and
+    kept as :func:`~perftool.emulator.evaluate.evaluate_all` keeps them: the value matched is the fit, whose checks
+    then cost no run of their own."""
+    return np.array([evaluation["step_time_mean_us"][0] for evaluation in evaluate_all(configs)])
 
 
 def _graphs_and_tiles(

@@ -12,7 +12,7 @@ from perftool.emulator import evaluate as evaluating
 from perftool.emulator import space
 from perftool.emulator.config import load_config, with_settings
 from perftool.emulator.plan import Plan, build_plan
-from perftool.predict import sweep
+from perftool.predict import fitting, sweep
 from perftool.rules import prediction
 from perftool.tune import evaluator
 from perftool.tune.spec import load_tune_config
@@ -157,3 +157,18 @@ def test_a_sweeps_knob_plan_runs_with_the_moving_checks_and_the_values_asked_nex
     assert "workload.input_workers" in space.default_space(config)
     assert prediction.predicted(config, workers) is not None and runs == [6]
     assert _same(evaluating.evaluate(with_settings(config, workers)).figures, expected) and runs == [6]
+
+
+def test_the_value_a_fit_matches_keeps_its_run_for_the_fit_s_checks(runs):
+    """The rounds that match the input's pacing figure to a step run each value once (the bracket's ends, kept from
+    the round before, not again); the value matched is the fit, whose expected step and evaluation then run
+    nothing, and are what it gives alone, to the last bit."""
+    config = load_config(FED)
+    step = float(fitting.expected_steps([config])[0]) * 1.5  # a slower input than the config's: a larger figure
+    runs.clear()
+    matched = fitting._matched(config, fitting.INPUT_PACE, step)
+    assert len(runs) >= 2 and runs[0] == fitting.MATCH_CANDIDATES and max(runs[1:]) < fitting.MATCH_CANDIDATES + 1
+    simulated = len(runs)
+    assert fitting.expected_step(matched) == pytest.approx(step, rel=fitting.MATCH_TOLERANCE)
+    kept = evaluating.evaluate(matched).figures
+    assert len(runs) == simulated and _same(kept, _alone(matched))
