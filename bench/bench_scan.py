@@ -2,6 +2,7 @@
 
     python bench/bench_scan.py --mb 500        # the Kineto-like trace bench_load.py generates
     python bench/bench_scan.py --trace FILE    # any trace
+    python bench/bench_scan.py --cores 1       # each pass on one core: the analysis on one thread's worth of CPU
 
 Each measurement runs in a fresh process: ``info`` = load + steps + metrics + roofline (what ``perftool info``
 computes); ``scan`` = load + metrics + idle attribution + every built-in rule (the roofline among them) and the fit
@@ -23,11 +24,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def measure(path: str, scan: bool) -> dict:
+def measure(path: str, scan: bool, cores: int | None = None) -> dict:
     """Time one info or scan pass in this process (run in a child process), numpy's OpenBLAS without threads, as the
-    ``perftool`` command sets it for itself (:mod:`perftool.common.startup`)."""
+    ``perftool`` command sets it for itself (:mod:`perftool.common.startup`); on the first ``cores`` of the cores
+    this process may use (all of them: None), as a container limited to them runs it."""
     from perftool.common.startup import BLAS_THREADS  # the package alone: numpy is not loaded yet
 
+    if cores is not None:
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:cores])
     os.environ.setdefault(BLAS_THREADS, "1")
     from perftool.analysis import compute_metrics
     from perftool.analysis.steps import detect_steps
@@ -60,10 +64,10 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_child(path: str, scan: bool) -> dict:
+def run_child(path: str, scan: bool, cores: int | None) -> dict:
     from bench_load import in_child
 
-    return in_child(f"bench_scan.measure({path!r}, {scan!r})")
+    return in_child(f"bench_scan.measure({path!r}, {scan!r}, {cores!r})")
 
 
 def main() -> None:
@@ -71,6 +75,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=500.0, help="size of the generated trace (default 500)")
     parser.add_argument("--trace", help="benchmark this file instead of a generated one")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported (default 3)")
+    parser.add_argument("--cores", type=int, help="run each pass on this many of the usable cores (default: all)")
     args = parser.parse_args()
     sys.path.insert(0, HERE)
     from bench_load import generated
@@ -78,11 +83,13 @@ def main() -> None:
 
     name = f"kineto_{args.mb:g}mb.json"
     path = args.trace or generated(name, lambda out: write_trace(out, args.mb, seed=0, compress=False))
-    passes = [(run_child(path, False), run_child(path, True)) for _ in range(args.repeat)]  # interleaved
+    # info and scan interleaved
+    passes = [(run_child(path, False, args.cores), run_child(path, True, args.cores)) for _ in range(args.repeat)]
     info = min((p[0] for p in passes), key=lambda r: r["load_s"] + r["analysis_s"])
     scan = min((p[1] for p in passes), key=lambda r: r["load_s"] + r["analysis_s"])
     info_s, scan_s = info["load_s"] + info["analysis_s"], scan["load_s"] + scan["analysis_s"]
-    print(f"trace     {path} ({os.path.getsize(path) / 1e6:,.1f} MB), cores {os.cpu_count()}, best of {args.repeat}")
+    cores = min(args.cores or os.cpu_count() or 1, len(os.sched_getaffinity(0)))
+    print(f"trace     {path} ({os.path.getsize(path) / 1e6:,.1f} MB), cores {cores}, best of {args.repeat}")
     for label, best, total in (("info", info, info_s), ("scan", scan, scan_s)):
         analysis = "steps + metrics + roofline" if label == "info" else f"metrics + rules, {best['findings']} findings"
         print(
