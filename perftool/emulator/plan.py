@@ -184,10 +184,12 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
     offload = knobs["offload_optimizer"].astype(bool)
     accumulation = knobs["gradient_accumulation"].astype(np.int64)
 
-    fallback_d2h_us, fallback_host_us, fallback_h2d_us = _fallback_costs(config)
+    fallback_d2h_us, fallback_host_us, fallback_h2d_us = _fallback_costs(config, profile)
     # a device graph cannot hold an op that runs on the host: each fallback splits the step into one more graph
     segments = 1 + sum(op.calls_per_step for op in config.knobs.cpu_fallback_ops)
-    static_bytes, activation_bytes, capacity_bytes = _memory(config, batch, offload, accumulation, wire_bytes, io)
+    static_bytes, activation_bytes, capacity_bytes = _memory(
+        config, profile, batch, offload, accumulation, wire_bytes, io
+    )
     compute_us = us_per_sample * (batch + work.half_efficiency_batch)
     dispatch_us = np.where(streamed, work.ops_per_step * profile.op_launch_us, profile.call_dispatch_us * segments)
     launch_idle_us = np.where(streamed, work.launch_idle_us, 0.0)
@@ -247,13 +249,14 @@ def build_plan(config: EmulatorConfig, grid: dict[str, np.ndarray] | None = None
         infeasible=np.full(batch.size, "", dtype=object),
     )
     plan.infeasible = _infeasible(profile, plan)
-    return _with_replicas(config, plan) if config.replicas is not None else plan
+    return _with_replicas(config, profile, plan) if config.replicas is not None else plan
 
 
-def _with_replicas(config: EmulatorConfig, plan: Plan) -> Plan:
+def _with_replicas(config: EmulatorConfig, profile: DeviceProfile, plan: Plan) -> Plan:
     """Each configuration as ``count`` ranks (consecutive columns), the slow ones slowed, with the all-reduce of
-    the gradients (one per bucket of ``bucket`` bytes) priced on the device's collective links."""
-    replicas, profile = config.replicas, config.profile
+    the gradients (one per bucket of ``bucket`` bytes) priced on the device's collective links (``profile``: the
+    config's, read once per plan)."""
+    replicas = config.replicas
     assert replicas is not None
     count = replicas.count
     ranked = plan.subset(np.repeat(np.arange(plan.n), count))
@@ -300,9 +303,9 @@ def _host_slowdown(
     return np.maximum((1 + busy_workers) / config.host.cpus, 1.0)
 
 
-def _fallback_costs(config: EmulatorConfig) -> tuple[float, float, float]:
+def _fallback_costs(config: EmulatorConfig, profile: DeviceProfile) -> tuple[float, float, float]:
     """Per step, µs: the CPU-fallback ops' copies to the host, their host time, and the copies back."""
-    profile, ops = config.profile, config.knobs.cpu_fallback_ops
+    ops = config.knobs.cpu_fallback_ops
     return (
         sum(op.calls_per_step * op.tensor_size * 1e6 / profile.d2h_bandwidth for op in ops),
         sum(op.calls_per_step * op.host_us for op in ops),
@@ -312,6 +315,7 @@ def _fallback_costs(config: EmulatorConfig) -> tuple[float, float, float]:
 
 def _memory(
     config: EmulatorConfig,
+    profile: DeviceProfile,
     batch: np.ndarray,
     offload: np.ndarray,
     accumulation: np.ndarray,
@@ -321,7 +325,7 @@ def _memory(
     """Per configuration, bytes: what stays on the device (weights, gradients, optimizer state unless offloaded,
     accumulated gradients), what a batch needs (activations, input buffers off tiles), and the capacity (the
     compute tiles' memory on tile devices)."""
-    profile, work = config.profile, config.workload
+    work = config.workload
     static = 2 * work.weights + np.where(offload, 0, work.optimizer_state) + np.where(accumulation > 1, work.weights, 0)
     activation = work.activations_per_sample * batch + np.where(profile.tiles, 0, 2 * wire_bytes * batch)
     capacity = (profile.tiles - io) * TILE_BYTES if profile.tiles else np.full(batch.size, profile.memory_bytes)
