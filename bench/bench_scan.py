@@ -77,6 +77,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported (default 3)")
     parser.add_argument("--cores", type=int, help="run each pass on this many of the usable cores (default: all)")
     args = parser.parse_args()
+    if args.cores is not None and not hasattr(os, "sched_setaffinity"):
+        parser.error("--cores needs a system that pins a process to cores (Linux)")
     sys.path.insert(0, HERE)
     from bench_load import generated
     from kineto_synth import write_trace
@@ -88,7 +90,9 @@ def main() -> None:
     info = min((p[0] for p in passes), key=lambda r: r["load_s"] + r["analysis_s"])
     scan = min((p[1] for p in passes), key=lambda r: r["load_s"] + r["analysis_s"])
     info_s, scan_s = info["load_s"] + info["analysis_s"], scan["load_s"] + scan["analysis_s"]
-    cores = min(args.cores or os.cpu_count() or 1, len(os.sched_getaffinity(0)))
+    from perftool.common.cores import usable_cores
+
+    cores = min(args.cores or usable_cores(), usable_cores())
     print(f"trace     {path} ({os.path.getsize(path) / 1e6:,.1f} MB), cores {cores}, best of {args.repeat}")
     for label, best, total in (("info", info, info_s), ("scan", scan, scan_s)):
         analysis = "steps + metrics + roofline" if label == "info" else f"metrics + rules, {best['findings']} findings"
