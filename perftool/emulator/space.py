@@ -105,7 +105,12 @@ def default_space(config: EmulatorConfig, absent: frozenset[str] = frozenset(), 
 def moving_checks(config: EmulatorConfig, absent: frozenset[str] = frozenset()) -> list[EmulatorConfig]:
     """The configs :func:`default_space` simulates to find the settings outside the knobs that move throughput: the
     config as written, and each checked value of each such setting (less those ``absent``) set alone."""
-    return [config] + [with_settings(config, {name: value}) for name, value in _checked(config, absent)]
+    return _checking(config, _checked(config, absent))
+
+
+def _checking(config: EmulatorConfig, checks: list[tuple[str, Any]]) -> list[EmulatorConfig]:
+    """The config as written, then the config with each of ``checks`` (setting, value) set alone."""
+    return [config] + [with_settings(config, {name: value}) for name, value in checks]
 
 
 def _checked(config: EmulatorConfig, absent: frozenset[str]) -> list[tuple[str, Any]]:
@@ -135,9 +140,9 @@ def _moving(config: EmulatorConfig, absent: frozenset[str]) -> set[str]:
     """The settings outside the knobs one of whose checked values, set alone, moves the job's throughput by
     :data:`MOVES` or more: every value of every setting simulated in one run (each a plan of its own), so that one
     that cannot matter is not swept."""
-    before, *after = map(_throughput, evaluate_all(moving_checks(config, absent)))
-    return {name for (name, _), moved in zip(_checked(config, absent), after)
-            if moved > before * MOVES or moved < before / MOVES}  # fmt: skip
+    checks = _checked(config, absent)
+    before, *after = map(_throughput, evaluate_all(_checking(config, checks)))
+    return {name for (name, _), moved in zip(checks, after) if moved > before * MOVES or moved < before / MOVES}
 
 
 def _throughput(evaluation: Evaluation) -> float:
