@@ -172,3 +172,12 @@ def test_the_value_a_fit_matches_keeps_its_run_for_the_fit_s_checks(runs):
     assert fitting.expected_step(matched) == pytest.approx(step, rel=fitting.MATCH_TOLERANCE)
     kept = evaluating.evaluate(matched).figures
     assert len(runs) == simulated and _same(kept, _alone(matched))
+
+
+def test_a_setting_whose_checked_values_only_slow_the_job_moves_it(runs):
+    """A GPU job whose four input workers keep ahead of the device: none (the loop loading its batches) slows it by
+    nearly half, one a core gains nothing; a value that slows it moves its throughput as much as one that speeds it,
+    so the workers are swept (a sweep then finds the fewest that keep up)."""
+    healthy = load_config(REPO / "sample_traces" / "gpu" / "healthy.yaml")
+    assert [config.workload.input_workers for config in space.moving_checks(healthy)] == [4, 0, 16]
+    assert "workload.input_workers" in space.default_space(healthy) and runs == [3]
