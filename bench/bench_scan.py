@@ -77,6 +77,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is reported (default 3)")
     parser.add_argument("--cores", type=int, help="run each pass on this many of the usable cores (default: all)")
     args = parser.parse_args()
+    if args.cores is not None and args.cores < 1:
+        parser.error(f"--cores {args.cores}: a pass needs one core at least")
     if args.cores is not None and not hasattr(os, "sched_setaffinity"):
         parser.error("--cores needs a system that pins a process to cores (Linux)")
     sys.path.insert(0, HERE)
