@@ -139,7 +139,12 @@ class Collectives:
 
 
 def find_collectives(trace: Trace) -> Collectives:
-    """The trace's collectives with what their args (or their host records) say they moved."""
+    """The trace's collectives with what their args (or their host records) say they moved; found once per trace
+    (a scan finds them beside the steps, before the metrics read them)."""
+    return trace.derive("communication.collectives", lambda: _find_collectives(trace))
+
+
+def _find_collectives(trace: Trace) -> Collectives:
     rows, on = _collective_rows(trace)
     if on == "device":
         rows = _outermost(trace, rows)

@@ -73,8 +73,13 @@ def trace_gpu_words(trace: Trace, device: str) -> dict[str, str]:
 def device_family(trace: Trace) -> str:
     """npu, ipu, hpu or gpu, from the emulator's metadata, the dialect or the names; else ``generic``.
 
-    A trace with no device activity is ``generic``: there is no device whose knobs advice could name.
+    A trace with no device activity is ``generic``: there is no device whose knobs advice could name. Told once per
+    trace.
     """
+    return trace.derive("family.device_family", lambda: _device_family(trace))
+
+
+def _device_family(trace: Trace) -> str:
     if trace.dialect == "emulator":  # the dialect checked that metadata["perftool"] has an "emulator" entry
         emulator = trace.metadata["perftool"]["emulator"]
         if isinstance(emulator, dict) and emulator.get("device") in FAMILIES:

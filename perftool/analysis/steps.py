@@ -375,8 +375,12 @@ def initialising(trace: Trace) -> np.ndarray:
     Calls such as ``cudaDeviceGetStreamPriorityRange`` also run routinely in a step; only the slow
     ones, which created the context or loaded libraries, are start-up. Whichever runtime call comes
     first creates the context (``cudaFree(0)``, the first ``cudaMalloc``): such a call is start-up
-    when it is slow and runs before any device work.
+    when it is slow and runs before any device work. Found once per trace (the steps and the idle's causes ask).
     """
+    return trace.derive("steps.initialising", lambda: _initialising(trace))
+
+
+def _initialising(trace: Trace) -> np.ndarray:
     slow = trace.dur >= STARTUP_CALL_US
     found = (trace.name_matches(STARTUP) & slow) | model_warmup(trace)
     first_calls = trace.name_matches(FIRST_RUNTIME_CALL) & slow

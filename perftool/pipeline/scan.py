@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from perftool.analysis.communication import find_collectives
 from perftool.analysis.family import device_family, device_properties, job_said
 from perftool.analysis.host_calls import blocking_copies, driving_threads
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.metrics import Metrics, compute_metrics
-from perftool.analysis.steps import Steps, detect_steps
+from perftool.analysis.steps import Steps, detect_steps, initialising
 from perftool.common.cores import free_cores
 from perftool.common.errors import PerftoolError, TraceError
 from perftool.common.threads import Helper, ordered_map
@@ -212,6 +213,9 @@ def _window_free_facts(trace: Trace) -> None:
     blocking_copies(trace)
     device_properties(trace)
     driving_threads(trace)
+    initialising(trace)  # the steps' start-up, then the idle's
+    find_collectives(trace)  # the metrics'
+    device_family(trace)  # the rules'
 
 
 def _roofline_first(trace: Trace, rules: list[Rule]) -> bool:

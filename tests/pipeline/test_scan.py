@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from conftest import REPO, TORCH_FIXTURE
 
+from perftool.analysis import steps as steps_module
 from perftool.analysis.metrics import compute_metrics
-from perftool.analysis.steps import detect_steps
+from perftool.analysis.steps import _initialising, detect_steps
 from perftool.api import emulate
 from perftool.common import limits
 from perftool.emulator.config import load_config
@@ -542,6 +543,9 @@ AHEAD = (
     "host_calls.blocking_copies",
     "family.device_properties",
     "host_calls.driving_threads",
+    "steps.initialising",
+    "communication.collectives",
+    "family.device_family",
 )
 
 
@@ -551,7 +555,7 @@ def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(mo
 
     def steps_after_the_facts(trace):
         waited = 0
-        while "host_calls.driving_threads" not in trace.derived and waited < 1000:  # the helper finds it meanwhile
+        while AHEAD[-1] not in trace.derived and waited < 1000:  # the helper finds them meanwhile
             time.sleep(0.01)
             waited += 1
         found_ahead.extend(key for key in AHEAD if key in trace.derived)
@@ -560,6 +564,14 @@ def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(mo
     monkeypatch.setattr(scan, "detect_steps", steps_after_the_facts)
     scan.scan_trace(trace, load_catalog())
     assert found_ahead == list(AHEAD)
+
+
+def test_what_the_steps_and_the_idle_s_causes_both_read_is_found_once(monkeypatch):
+    """Start-up's calls are read by the steps (where start-up ends) and by the idle attribution (a cause)."""
+    found = []
+    monkeypatch.setattr(steps_module, "_initialising", lambda trace: found.append(trace) or _initialising(trace))
+    findings = scan.scan_trace(load_trace(str(KINETO_SAMPLE)), load_catalog())
+    assert findings.idle and len(found) == 1
 
 
 def test_with_the_columns_on_disk_nothing_is_found_ahead_beside_the_steps(monkeypatch):
