@@ -41,7 +41,7 @@ def dispatch_per_step(trace: Trace, scope: TraceAnalysis) -> float:
 def _dispatching(trace: Trace, scope: TraceAnalysis) -> intervals.Intervals:
     """The host's dispatch in the window (:func:`dispatch_per_step`), as intervals."""
     host, launching = trace.on_roles(Role.HOST), kernel_launches(trace)
-    apart = host & (allocator_calls(trace) | launching & ~_typical(trace, launching))
+    apart = host & (allocator_calls(trace) | launching & ~typical_launches(trace))
     rows = host & ((trace.kind == Kind.RUNTIME) | launching) & ~apart  # a launch by its name, whatever its kind
     ops = np.flatnonzero(host & (trace.kind == Kind.HOST_OP) & scope.in_window)
     rows[_calling(trace, ops, np.flatnonzero(rows & scope.in_window))] = True
@@ -90,18 +90,16 @@ def allocator_calls(trace: Trace) -> np.ndarray:
 
 
 def typical_launches(trace: Trace) -> np.ndarray:
-    """Per event: a kernel launch (:func:`kernel_launches`) that is launch overhead (:func:`_typical`)."""
-    return _typical(trace, kernel_launches(trace))
+    """Per event: a kernel launch (:func:`kernel_launches`) that is launch overhead (:func:`_typical`); found once per
+    trace (the host-bound rule's measure reads it twice, a scan's helper finds it beside the steps)."""
+    return trace.derive("host_work.typical_launches", lambda: _typical(trace, kernel_launches(trace)))
 
 
 def _typical(trace: Trace, launching: np.ndarray) -> np.ndarray:
     """Of ``launching`` (the trace's kernel launches), the calls no longer than :data:`ONE_TIME_LAUNCH` times the
-    median (found once per trace): a call far longer (a first launch loading its code) is not launch overhead."""
-
-    def longest() -> float:
-        return ONE_TIME_LAUNCH * float(np.median(trace.dur[launching])) if launching.any() else 0.0
-
-    return launching & (trace.dur <= trace.derive("host_work.typical_launch_us", longest))
+    median: a call far longer (a first launch loading its code) is not launch overhead."""
+    longest = ONE_TIME_LAUNCH * float(np.median(trace.dur[launching])) if launching.any() else 0.0
+    return launching & (trace.dur <= longest)
 
 
 def _bridged(

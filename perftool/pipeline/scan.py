@@ -14,6 +14,7 @@ from typing import Any
 from perftool.analysis.communication import find_collectives
 from perftool.analysis.family import device_family, device_properties, job_said
 from perftool.analysis.host_calls import blocking_copies, driving_threads
+from perftool.analysis.host_work import typical_launches
 from perftool.analysis.idle import CAUSES, attribute_idle
 from perftool.analysis.launches import launch_rows
 from perftool.analysis.metrics import Metrics, compute_metrics
@@ -216,6 +217,7 @@ def _window_free_facts(trace: Trace) -> None:
     initialising(trace)  # the steps' start-up, then the idle's
     find_collectives(trace)  # the metrics'
     device_family(trace)  # the rules'
+    typical_launches(trace)  # the host-bound rule's
 
 
 def _roofline_first(trace: Trace, rules: list[Rule]) -> bool:

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from conftest import REPO, TORCH_FIXTURE
 
+from perftool.analysis import host_work
 from perftool.analysis import steps as steps_module
 from perftool.analysis.metrics import compute_metrics
-from perftool.analysis.steps import _initialising, detect_steps
+from perftool.analysis.steps import detect_steps
 from perftool.api import emulate
 from perftool.common import limits
 from perftool.emulator.config import load_config
@@ -546,6 +547,7 @@ AHEAD = (
     "steps.initialising",
     "communication.collectives",
     "family.device_family",
+    "host_work.typical_launches",
 )
 
 
@@ -566,12 +568,19 @@ def test_what_the_rules_read_whatever_the_window_is_found_while_the_steps_are(mo
     assert found_ahead == list(AHEAD)
 
 
-def test_what_the_steps_and_the_idle_s_causes_both_read_is_found_once(monkeypatch):
-    """Start-up's calls are read by the steps (where start-up ends) and by the idle attribution (a cause)."""
+@pytest.mark.parametrize(
+    ("module", "finding"),
+    [
+        (steps_module, "_initialising"),  # start-up's calls: where start-up ends (the steps), and an idle cause
+        (host_work, "_typical"),  # the launches that are launch overhead: the host-bound rule's measure, its dispatch
+    ],
+)
+def test_what_two_analyses_of_a_scan_read_is_found_once(monkeypatch, module, finding):
     found = []
-    monkeypatch.setattr(steps_module, "_initialising", lambda trace: found.append(trace) or _initialising(trace))
+    own = getattr(module, finding)
+    monkeypatch.setattr(module, finding, lambda trace, *rest: found.append(trace) or own(trace, *rest))
     findings = scan.scan_trace(load_trace(str(KINETO_SAMPLE)), load_catalog())
-    assert findings.idle and len(found) == 1
+    assert findings.idle and any(f.rule_id == "PT001" for f in findings.findings) and len(found) == 1
 
 
 def test_with_the_columns_on_disk_nothing_is_found_ahead_beside_the_steps(monkeypatch):
