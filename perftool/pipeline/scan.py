@@ -26,7 +26,7 @@ from perftool.common.version import __version__
 from perftool.dialects.merged import merged_ranks
 from perftool.emulator.config import EmulatorConfig, validate_config
 from perftool.pipeline.read import load_trace
-from perftool.predict.gains import TraceFit, beyond, fix_that_holds, together
+from perftool.predict.gains import TraceFit, fix_that_holds, together_and_beyond
 from perftool.roofline.figures import programs_note, roofline
 from perftool.rules.detectors import DETECTORS, Scope
 from perftool.rules.engine import Cap, detected, finding_of, plain
@@ -153,7 +153,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
     findings.sort(key=biggest_first)
     idle = scope.idle
     window = scope.window
-    joint = together(scope, fitted, findings)
+    joint, further = together_and_beyond(scope, fitted, findings)
     merged = merged_ranks(trace)
     found = TraceFindings(
         path=trace.source,
@@ -185,7 +185,7 @@ def analyse_trace(trace: Trace, rules: list[Rule], read: ReadOptions = DEFAULT_R
         step_numbers=steps.numbers().tolist(),
         emulator=emulator.model_dump(mode="json") if emulator is not None else None,
         together=joint,
-        beyond=beyond(scope, fitted, findings, joint),
+        beyond=further,
     )
     return found, scope
 

@@ -8,6 +8,7 @@ the detection's fixes the one that helps most wins, and where none does, the fin
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,29 +135,45 @@ def fix_that_holds(scope: Judged, detected: Detected, fitted: TraceFit | None) -
     return chosen, gain, None
 
 
+def together_and_beyond(scope: Scope, fitted: TraceFit, findings: list[Finding]) -> tuple[Gain | None, Gain | None]:
+    """Every predicted fix at once (:func:`together`), and a setting the sweep of the fit finds beyond it and every
+    printed fix (:func:`beyond`). Where the sweep runs, the joint what-if is simulated in its first run: one run
+    fewer."""
+    joint = _joint_changes(findings)
+    found = swept_settings(scope, fitted, findings, [joint] if joint else [])
+    at_once = together(scope, fitted, findings)
+    return at_once, beyond(scope, findings, found, at_once)
+
+
 def together(scope: Scope, fitted: TraceFit, findings: list[Finding]) -> Gain | None:
     """Every fix whose gain was predicted, applied at once, where there are two or more: their gains overlap (the
     same idle time, the same step), so one what-if says what they are worth together. Of two fixes setting one
     knob to different values, the more severe finding's stands."""
     run = scope.run or fitted.made
+    joint = _joint_changes(findings)
+    return run.what_if(joint) if run is not None and joint is not None else None
+
+
+def _joint_changes(findings: list[Finding]) -> dict[str, Any] | None:
+    """The changes of every predicted fix (:func:`together`), merged, the more severe finding's value first; None
+    where fewer than two fixes were predicted."""
     fixes = [f.fix.changes for f in findings if f.gain.kind == "predicted" and f.fix.changes]
-    if run is None or len(fixes) < 2:
+    if len(fixes) < 2:
         return None
     merged: dict[str, Any] = {}
     for changes in fixes:
         merged |= {key: value for key, value in changes.items() if key not in merged}
-    return run.what_if(merged)
+    return merged
 
 
-def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Gain | None) -> Gain | None:
-    """Where a sweep of the fit's settings (:func:`~perftool.predict.sweep.best_settings`) wins more than every
-    fix printed and all of them together (by :data:`BEYOND`): that setting and its gain, and how to sweep every
-    combination; None otherwise, and for a trace whose fit no fix asked for. Only settings the trace has evidence
-    for are swept (other values, together): those the findings' own fixes set, and pinned memory where the input
-    copies or the read-back go through pageable memory; a setting without evidence (device graphs where the host's
-    time is neither launching nor dispatching ops one by one) is never named, nor a gain past what the trace shows
-    could be won: its idle time, with pinned inputs the input copies the device does nothing beside, with a pinned
-    read-back the read-back's copies."""
+def swept_settings(
+    scope: Scope, fitted: TraceFit, findings: list[Finding], ahead: Sequence[dict[str, Any]] = ()
+) -> tuple[dict[str, Any], Gain] | None:
+    """What a sweep of the fit's settings (:func:`~perftool.predict.sweep.best_settings`) finds best, the what-ifs
+    of ``ahead`` simulated in its first run; None for a trace whose fit no fix asked for, or whose job the sweep's
+    settings are not (:func:`_sweep_holds`). Only settings the trace has evidence for are swept (other values,
+    together): those the findings' own fixes set, and pinned memory where the input copies or the read-back go
+    through pageable memory."""
     run = fitted.made
     config = fitted.config if run is not None else None
     if config is None or run is None or scope.run is not None or not _sweep_holds(scope, findings):
@@ -166,7 +183,18 @@ def beyond(scope: Scope, fitted: TraceFit, findings: list[Finding], together: Ga
         evidenced.add("pin_memory")
     if not config.knobs.pin_readback:  # ... or results read back into pageable memory
         evidenced.add("pin_readback")
-    found = best_settings(config, run, frozenset(evidenced))
+    return best_settings(config, run, frozenset(evidenced), ahead)
+
+
+def beyond(
+    scope: Scope, findings: list[Finding], found: tuple[dict[str, Any], Gain] | None, together: Gain | None
+) -> Gain | None:
+    """The setting the sweep ``found`` (:func:`swept_settings`) where it wins more than every fix printed and all of
+    them together (by :data:`BEYOND`): that setting and its gain, and how to sweep every combination; None
+    otherwise. A setting without evidence (device graphs where the host's time is neither launching nor
+    dispatching ops one by one) is never named, nor a gain past what the trace shows could be won: its idle time,
+    with pinned inputs the input copies the device does nothing beside, with a pinned read-back the read-back's
+    copies."""
     printed = [f.gain.speedup or 0.0 for f in findings if f.gain.kind == "predicted"]
     if together is not None and together.speedup:
         printed.append(together.speedup)

@@ -15,14 +15,14 @@ from perftool.emulator.evaluate import evaluate, job_figures
 from perftool.emulator.space import default_space, domain, moving_checks
 from perftool.rules.findings import Gain
 from perftool.rules.known_run import KnownRun
-from perftool.rules.prediction import HELPS
+from perftool.rules.prediction import HELPS, what_if_configs
 
 VALUES_TRIED = 6  # a setting with more values is tried at its ends and powers of two between
 NO_DIFFERENCE = 0.001  # a setting whose change moves the combined speed-up less than this share is left out
 
 
 def best_settings(
-    config: EmulatorConfig, run: KnownRun, names: frozenset[str] | None = None
+    config: EmulatorConfig, run: KnownRun, names: frozenset[str] | None = None, ahead: Sequence[dict[str, Any]] = ()
 ) -> tuple[dict[str, Any], Gain] | None:
     """The changes that raise the fit's throughput most, and their gain: the best value of each setting that helps
     alone (by :data:`~perftool.rules.prediction.HELPS`), all of them together where that helps more (less each one
@@ -33,7 +33,8 @@ def best_settings(
     values are simulated in one run (a plan's columns) with the settings outside the knobs (input workers, gradient
     buckets: a plan per value) and the configs that say which of those move throughput (:func:`~perftool.emulator.
     space.moving_checks`), the plans joined where they can be (:func:`~perftool.emulator.evaluate.evaluate`); then
-    the settings together and each left out of them, in another."""
+    the settings together and each left out of them, in another. The what-ifs of ``ahead`` (changes asked for next)
+    are simulated in the first run."""
     judged = run.judges or frozenset()
     tried = {
         name: [value for value in _tried(domain(given)) if value != setting(config, name)]
@@ -47,7 +48,7 @@ def best_settings(
         if "." in name and values
         for value in sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index)
     ]
-    alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name}, apart)
+    alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name}, apart, ahead)
     space = default_space(config)  # the settings outside the knobs that move throughput, simulated already
     alone += [(name, value, gain.speedup) for changes in apart for name, value in changes.items()
               if name in space and (gain := run.what_if(changes)) and gain.speedup]  # fmt: skip
@@ -89,17 +90,22 @@ def _speedup(gain: Gain | None) -> float:
 
 
 def _knobs_alone(
-    config: EmulatorConfig, tried: dict[str, list], beside: Sequence[dict[str, Any]] = ()
+    config: EmulatorConfig,
+    tried: dict[str, list],
+    beside: Sequence[dict[str, Any]] = (),
+    ahead: Sequence[dict[str, Any]] = (),
 ) -> list[tuple[str, Any, float]]:
     """(knob, value, speed-up) for each of ``tried``'s values set alone, simulated together in one plan: the job's
     steady throughput over the config's own (a fit's gains are its steady state's). In the same run: the configs
-    that say which settings outside the knobs move throughput (:func:`~perftool.emulator.space.moving_checks`) and
-    the config with each of ``beside``'s changes, kept for what is asked of them next."""
+    that say which settings outside the knobs move throughput (:func:`~perftool.emulator.space.moving_checks`), the
+    config with each of ``beside``'s changes, and the what-if of each of ``ahead``'s, kept for what is asked of them
+    next."""
     columns = [(name, value) for name, values in tried.items() for value in values]
     grid = {name: np.array([setting(config, name)] + [value if knob == name else setting(config, name)
                                                       for knob, value in columns])
             for name in tried} if columns else None  # fmt: skip  # the config as written first: every column in one run
-    evaluation = evaluate(config, grid, moving_checks(config) + [with_settings(config, each) for each in beside])
+    beside_configs = [with_settings(config, each) for each in beside] + what_if_configs(config, ahead)
+    evaluation = evaluate(config, grid, moving_checks(config) + beside_configs)
     if grid is None:
         return []
     before, *after = job_figures(evaluation.figures, evaluation.plan.replicas)["throughput"]

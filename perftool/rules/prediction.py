@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ByteSize
@@ -92,7 +93,13 @@ def predicted(
 def ahead(config: EmulatorConfig, changes: list[dict[str, Any]]) -> None:
     """Simulate the what-ifs of each of ``changes`` to ``config`` together now (:func:`evaluate_all`), where they
     are valid configurations, so that :func:`predicted` of each costs nothing after."""
-    evaluate_all([config, *(fixed for each in changes if (fixed := _fixed(config, each)) is not None)])
+    evaluate_all([config, *what_if_configs(config, changes)])
+
+
+def what_if_configs(config: EmulatorConfig, changes: Sequence[dict[str, Any]]) -> list[EmulatorConfig]:
+    """The configs :func:`predicted` simulates for each of ``changes`` to ``config``, where they are valid: a run
+    that simulates them beside its own makes those what-ifs cost nothing after."""
+    return [fixed for each in changes if (fixed := _fixed(config, each)) is not None]
 
 
 def _fixed(config: EmulatorConfig, changes: dict[str, Any]) -> EmulatorConfig | None:

@@ -14,6 +14,7 @@ from perftool.emulator.config import load_config, with_settings
 from perftool.emulator.plan import Plan, build_plan
 from perftool.predict import fitting, sweep
 from perftool.rules import prediction
+from perftool.rules.known_run import KnownRun
 from perftool.tune import evaluator
 from perftool.tune.spec import load_tune_config
 
@@ -157,6 +158,25 @@ def test_a_sweeps_knob_plan_runs_with_the_moving_checks_and_the_values_asked_nex
     assert "workload.input_workers" in space.default_space(config)
     assert prediction.predicted(config, workers) is not None and runs == [6]
     assert _same(evaluating.evaluate(with_settings(config, workers)).figures, expected) and runs == [6]
+
+
+def test_the_what_ifs_a_sweep_is_asked_to_run_ahead_cost_no_run_after_it(runs):
+    """Scan asks its sweep to run the joint what-if of every printed fix in its first run: asking for it after the
+    sweep then simulates nothing, and gives what the what-if gives alone; without it, one run more."""
+    config = load_config(FED)
+    joint = {"prefetch_depth": 4, "workload.input_workers": 4}
+    run = KnownRun.of(config, recorded=False, judges=frozenset({"prefetch_depth", "workload.input_workers"}))
+    (fixed,) = prediction.what_if_configs(config, [joint])
+    expected = _alone(fixed)
+    runs.clear()
+    sweep.best_settings(config, run, None, ahead=[joint])
+    swept = len(runs)
+    assert run.what_if(joint) is not None and len(runs) == swept
+    assert _same(evaluating.evaluate(fixed).figures, expected) and len(runs) == swept
+    evaluating._AS_WRITTEN.clear()
+    runs.clear()
+    sweep.best_settings(config, run)
+    assert len(runs) == swept and run.what_if(joint) is not None and len(runs) == swept + 1
 
 
 def test_the_value_a_fit_matches_keeps_its_run_for_the_fit_s_checks(runs):

@@ -238,14 +238,14 @@ def beyond_on(monkeypatch, sweep, findings, together=None, fitted=None, idle=0.5
     in the read-back, graphs and capture are given, its sweep finding ``sweep``; returns the gain and the settings
     the sweep was asked to try (None: not asked)."""
     asked = []
-    monkeypatch.setattr(gains, "best_settings", lambda config, fit, names: asked.append(names) or sweep)
+    monkeypatch.setattr(gains, "best_settings", lambda config, fit, names, ahead: asked.append(names) or sweep)
     monkeypatch.setattr(gains, "graphs_in_use", lambda trace, rows: graphs)
     monkeypatch.setattr(gains, "serial_copies", lambda scope: copies * scope.window)
     monkeypatch.setattr(gains, "readback_time", lambda trace, scope: readback * scope.window)
     trace = SimpleNamespace(source="run.json", name_matches=lambda pattern: np.array([captured]))
     scope = SimpleNamespace(run=run, contexts=contexts, steady_steps=8, idle=SimpleNamespace(total=idle * 1e6),
                             window=1e6, trace=trace, in_window=None)  # fmt: skip
-    gain = gains.beyond(scope, fitted or Fitted(True), findings, together)
+    gain = gains.beyond(scope, findings, gains.swept_settings(scope, fitted or Fitted(True), findings), together)
     return gain, (asked[0] if asked else None)
 
 
@@ -325,6 +325,31 @@ def test_the_sweep_s_setting_is_not_named_past_what_the_trace_could_give_back_or
 def test_no_sweep_runs_without_a_fit_a_fix_asked_for_on_a_pytorch_job_s_capture(monkeypatch, case, options):
     gain, tried = beyond_on(monkeypatch, found(2.0), [], **options)
     assert gain is None and tried is None, case
+
+
+@pytest.mark.parametrize(("joint_speedup", "named"), [(1.28, False), (1.2, True)])
+def test_the_joint_what_if_runs_in_the_sweep_s_first_run_and_the_sweep_s_setting_is_judged_against_it(
+    monkeypatch, joint_speedup, named
+):
+    """The sweep is asked to simulate every printed fix together in its first run, and that what-if is asked for
+    after it (then free); the sweep's setting (×1.3) is named only where it wins 2% more than that."""
+    events = []
+    monkeypatch.setattr(
+        gains, "best_settings", lambda config, fit, names, ahead: events.append(("sweep", list(ahead))) or found(1.3)
+    )
+    monkeypatch.setattr(gains, "graphs_in_use", lambda trace, rows: False)
+    fitted = Fitted(True)
+    fitted.made.what_if = lambda changes: (
+        events.append(("what if", changes)) or Gain(kind="predicted", text="", speedup=joint_speedup)
+    )
+    trace = SimpleNamespace(source="run.json", name_matches=lambda pattern: np.array([False]))
+    scope = SimpleNamespace(run=None, contexts=("pytorch",), steady_steps=8, idle=SimpleNamespace(total=0.5e6),
+                            window=1e6, trace=trace, in_window=None)  # fmt: skip
+    findings = [printed("predicted", 1.2, {"loop_size": 8}), printed("predicted", 1.1, {"prefetch_depth": 4})]
+    joint, further = gains.together_and_beyond(scope, fitted, findings)
+    both = {"loop_size": 8, "prefetch_depth": 4}
+    assert events == [("sweep", [both]), ("what if", both)]
+    assert joint.speedup == joint_speedup and (further is not None) is named
 
 
 def test_only_predicted_fixes_are_put_together_and_the_more_severe_finding_s_value_stands():

@@ -21,7 +21,12 @@ from perftool.trace.model import Kind, Role, Trace
 def serial_copies(scope: TraceAnalysis) -> float:
     """The window's time with an input copy on the device's own streams and no compute beside it (nor a CPU
     fallback's round trip, the CPU-fallback rule's copies), µs: device time that copies overlapped with compute
-    would give back, beyond the device's idle."""
+    would give back, beyond the device's idle. Measured once per trace and window (the rule and the sweep's pinned
+    memory read it)."""
+    return scope.trace.derive(f"exposed_transfers.serial {scope.lo!r} {scope.hi!r}", lambda: _serial_copies(scope))
+
+
+def _serial_copies(scope: TraceAnalysis) -> float:
     trace = scope.trace
     on_stream = scope.busy(_inputs(trace) & trace.on_roles(Role.DEVICE))
     uncovered = intervals.subtract(on_stream, scope.compute, scope.lo, scope.hi)
