@@ -22,7 +22,9 @@ WARMUP_PREFIX = 32  # leading steps examined first for warm-up
 CHUNK = 4096  # configurations simulated together at most
 STEP_BYTES = 12  # a simulated timeline's memory per step and configuration
 PIECE_BYTES = 512 * 2**20  # the timeline of one piece simulated together: long epochs make pieces smaller
-AS_WRITTEN_KEPT = 16  # configs as written whose evaluation is kept (the most recently asked for)
+# configs as written whose evaluation is kept (the most recently asked for): more than a fit's matching round and
+# the next (sixteen values and the false-position point each), or a sweep's first run and what it asks after
+AS_WRITTEN_KEPT = 64
 
 FIGURES: dict[str, str] = {
     "step_time_us": "median steady-state step time, µs",

@@ -194,6 +194,20 @@ def test_the_value_a_fit_matches_keeps_its_run_for_the_fit_s_checks(runs):
     assert len(runs) == simulated and _same(kept, _alone(matched))
 
 
+def test_a_round_of_the_fit_s_values_with_its_false_position_point_stays_kept_for_the_next(runs):
+    """A matching round runs its sixteen values and the false-position point (seventeen configs); the next round
+    keeps the bracket's ends from it, and the fit's checks the value matched: none is simulated again."""
+    config = load_config(FED)
+    section, name = fitting.INPUT_PACE
+    values = [*np.linspace(0.0, 4e4, fitting.MATCH_CANDIDATES), 1234.5]
+    configs = [config.model_copy(update={section: config.workload.model_copy(update={name: v})}) for v in values]
+    runs.clear()
+    fitting.expected_steps(configs)
+    assert runs == [fitting.MATCH_CANDIDATES + 1]
+    fitting.expected_steps(configs[::-1])
+    assert all(evaluating.evaluate(each) is not None for each in configs) and runs == [fitting.MATCH_CANDIDATES + 1]
+
+
 def test_a_setting_whose_checked_values_only_slow_the_job_moves_it(runs):
     """A GPU job whose four input workers keep ahead of the device: none (the loop loading its batches) slows it by
     nearly half, one a core gains nothing; a value that slows it moves its throughput as much as one that speeds it,
