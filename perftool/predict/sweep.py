@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from perftool.emulator.config import EmulatorConfig, setting, with_settings
+from perftool.emulator.config import EmulatorConfig, setting
 from perftool.emulator.evaluate import evaluate, job_figures
 from perftool.emulator.space import default_space, domain, moving_checks
 from perftool.rules.findings import Gain
@@ -48,7 +48,7 @@ def best_settings(
         if "." in name and values
         for value in sorted({values[0], values[len(values) // 2], values[-1]}, key=values.index)
     ]
-    alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name}, apart, ahead)
+    alone = _knobs_alone(config, {name: values for name, values in tried.items() if "." not in name}, [*apart, *ahead])
     space = default_space(config)  # the settings outside the knobs that move throughput, simulated already
     alone += [(name, value, gain.speedup) for changes in apart for name, value in changes.items()
               if name in space and (gain := run.what_if(changes)) and gain.speedup]  # fmt: skip
@@ -90,22 +90,18 @@ def _speedup(gain: Gain | None) -> float:
 
 
 def _knobs_alone(
-    config: EmulatorConfig,
-    tried: dict[str, list],
-    beside: Sequence[dict[str, Any]] = (),
-    ahead: Sequence[dict[str, Any]] = (),
+    config: EmulatorConfig, tried: dict[str, list], beside: Sequence[dict[str, Any]] = ()
 ) -> list[tuple[str, Any, float]]:
     """(knob, value, speed-up) for each of ``tried``'s values set alone, simulated together in one plan: the job's
     steady throughput over the config's own (a fit's gains are its steady state's). In the same run: the configs
-    that say which settings outside the knobs move throughput (:func:`~perftool.emulator.space.moving_checks`), the
-    config with each of ``beside``'s changes, and the what-if of each of ``ahead``'s, kept for what is asked of them
-    next."""
+    that say which settings outside the knobs move throughput (:func:`~perftool.emulator.space.moving_checks`) and
+    the what-if of each of ``beside``'s changes (:func:`~perftool.rules.prediction.what_if_configs`), kept for what
+    is asked of them next."""
     columns = [(name, value) for name, values in tried.items() for value in values]
     grid = {name: np.array([setting(config, name)] + [value if knob == name else setting(config, name)
                                                       for knob, value in columns])
             for name in tried} if columns else None  # fmt: skip  # the config as written first: every column in one run
-    beside_configs = [with_settings(config, each) for each in beside] + what_if_configs(config, ahead)
-    evaluation = evaluate(config, grid, moving_checks(config) + beside_configs)
+    evaluation = evaluate(config, grid, moving_checks(config) + what_if_configs(config, beside))
     if grid is None:
         return []
     before, *after = job_figures(evaluation.figures, evaluation.plan.replicas)["throughput"]

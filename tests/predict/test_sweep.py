@@ -79,7 +79,7 @@ def fit(monkeypatch):
     """A fit that judges the settings of ``space`` and gains as :func:`speedup` says; what it was asked is kept."""
     asked: dict[str, list] = {"alone": [], "beside": [], "what_if": [], "ahead": []}
 
-    def knobs_alone(_config, tried, beside=(), ahead=()):
+    def knobs_alone(_config, tried, beside=()):
         asked["alone"].append(tried)
         asked["beside"].append(beside)
         return [(name, value, FACTORS.get((name, value), 1.0)) for name, values in tried.items() for value in values]
